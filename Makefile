@@ -1,0 +1,42 @@
+# agentpay: the commands a developer and CI use. `make run` and `make test`
+# are the two a new user needs; both install what they need first.
+
+GO            ?= go
+SOLANA_RPC    := chains/devnet/solana-rpc
+CONTRACTS     := chains/devnet/contracts
+TEST_TIMEOUT  ?= 40m
+export CGO_ENABLED ?= 0
+
+.PHONY: run test test-postgres deps generate contracts lint bench
+
+## run: the whole service on the embedded defaults (SQLite in ./data, five local chains)
+run: deps
+	$(GO) run ./cmd/agentpay dev
+
+## test: the test suite on SQLite, and on PostgreSQL too when TEST_DATABASE_URL is set
+test: deps
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## deps: the Solana devnet's node packages (LiteSVM)
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json
+
+$(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
+	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
+
+## generate: ent code, entgql schema and gqlgen code from the schema files
+generate:
+	$(GO) generate ./ent
+	$(GO) tool gqlgen generate --config gqlgen.yml
+
+## contracts: rebuild the devnet USDC token's ABI, bytecode and Go bindings with solc from npm
+contracts:
+	$(CONTRACTS)/build.sh
+
+## lint: go vet and staticcheck
+lint:
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+## bench: the benchmarks whose figures the issues ask for
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./chains/evm/

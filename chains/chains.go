@@ -1,0 +1,182 @@
+// Package chains is the service's view of the blockchains it moves USDC on.
+// The service layer depends only on the interfaces here; chains/evm and
+// chains/solana implement them, chains/devnet runs local chains for dev and tests.
+package chains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Name identifies a supported chain as it appears in the API.
+type Name string
+
+const (
+	Base     Name = "base"
+	Arbitrum Name = "arbitrum"
+	Ethereum Name = "ethereum"
+	Polygon  Name = "polygon"
+	Solana   Name = "solana"
+)
+
+// All lists every supported chain in the order the API presents them.
+var All = []Name{Base, Arbitrum, Ethereum, Polygon, Solana}
+
+// EVMChains lists the chains served by the EVM adapter.
+var EVMChains = []Name{Base, Arbitrum, Ethereum, Polygon}
+
+// IsEVM reports whether the chain is served by the EVM adapter.
+func (n Name) IsEVM() bool { return n != Solana && n.Valid() }
+
+// Valid reports whether n is a supported chain.
+func (n Name) Valid() bool {
+	for _, c := range All {
+		if c == n {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseName turns an API value into a chain name, refusing unknown chains.
+func ParseName(s string) (Name, error) {
+	n := Name(strings.TrimSpace(s))
+	if !n.Valid() {
+		return "", fmt.Errorf("unknown chain %q: expected one of base, arbitrum, ethereum, polygon, solana", s)
+	}
+	return n, nil
+}
+
+// ErrInvalidAddress is returned when an address is not valid for a chain.
+var ErrInvalidAddress = errors.New("invalid address")
+
+// TransferRequest asks a ledger to move USDC from a custodial key.
+// The source pays no gas: the ledger's gas payer does.
+type TransferRequest struct {
+	// Key is the source's private key (EVM: 32-byte secp256k1 scalar,
+	// Solana: 64-byte ed25519 private key). Never logged.
+	Key []byte
+	// To is the recipient wallet address (for Solana the owner, not the token account).
+	To string
+	// Amount in the token's base units; must be positive.
+	Amount *big.Int
+	// Ref identifies the logical transfer. On EVM it is the EIP-3009
+	// authorization nonce, so relaying the same request twice can move the
+	// funds at most once.
+	Ref [32]byte
+}
+
+// TxState is how far a submitted transaction has gone.
+type TxState string
+
+const (
+	TxPending  TxState = "pending"  // broadcast, not yet included
+	TxIncluded TxState = "included" // included and succeeded
+	TxFailed   TxState = "failed"   // included and reverted / errored
+	TxUnknown  TxState = "unknown"  // the chain does not know it (dropped or never sent)
+)
+
+// Submitted is a broadcast transaction.
+type Submitted struct {
+	TxHash string
+	From   string // the source address of the token transfer
+}
+
+// Receipt is the observed outcome of a transaction.
+type Receipt struct {
+	TxHash string
+	State  TxState
+	Block  uint64 // block number or slot, when included
+	Err    string // why it failed, when it failed
+}
+
+// Ledger moves and reads USDC on one chain.
+type Ledger interface {
+	Chain() Name
+	// Token is the USDC contract address or mint.
+	Token() string
+	Decimals() int32
+	// Head is the latest block number (EVM) or slot (Solana).
+	Head(ctx context.Context) (uint64, error)
+	// Balance of USDC held by the wallet address, in base units.
+	Balance(ctx context.Context, address string) (*big.Int, error)
+	// Transfer signs and broadcasts a USDC transfer; it returns once broadcast.
+	Transfer(ctx context.Context, req TransferRequest) (Submitted, error)
+	// Receipt reports the state of a transaction without waiting.
+	Receipt(ctx context.Context, txHash string) (Receipt, error)
+	// Wait blocks until the transaction is included or failed, or ctx ends.
+	Wait(ctx context.Context, txHash string) (Receipt, error)
+	// ValidateAddress reports ErrInvalidAddress for a malformed wallet address.
+	ValidateAddress(address string) error
+}
+
+// Deposit is a USDC transfer into a watched address.
+type Deposit struct {
+	Chain  Name
+	TxHash string
+	// Index distinguishes several deposits in one transaction (EVM log index,
+	// Solana instruction index).
+	Index     uint
+	From      string
+	To        string // the watched wallet address (Solana: the owner)
+	Amount    *big.Int
+	Block     uint64 // block number or slot
+	BlockHash string // EVM block hash; empty on Solana
+}
+
+// Key identifies a deposit independent of the block that carries it, so a
+// deposit reorged into another block keeps its identity.
+func (d Deposit) Key() string { return fmt.Sprintf("%s:%s:%d", d.Chain, d.TxHash, d.Index) }
+
+// DepositEventKind says what happened to a deposit.
+type DepositEventKind string
+
+const (
+	// DepositSeen: first seen (EVM: in a block; Solana: at commitment confirmed).
+	DepositSeen DepositEventKind = "seen"
+	// DepositConfirmations: its confirmation count changed.
+	DepositConfirmations DepositEventKind = "confirmations"
+	// DepositFinal: it reached the required depth (EVM) or finalized (Solana)
+	// and is still canonical. Reported once.
+	DepositFinal DepositEventKind = "final"
+	// DepositRemoved: its block left the canonical chain before it was final.
+	// If it is re-included it is reported seen again.
+	DepositRemoved DepositEventKind = "removed"
+)
+
+// DepositEvent is one change reported by a Watcher.
+type DepositEvent struct {
+	Kind          DepositEventKind
+	Deposit       Deposit
+	Confirmations uint64
+	Required      uint64
+}
+
+// Watchlist is the set of wallet addresses a watcher looks for.
+type Watchlist interface {
+	// Contains reports whether a (chain-normalised) address is watched.
+	Contains(address string) bool
+	// Addresses lists the watched addresses (used where a chain must be
+	// asked about each account, as on Solana).
+	Addresses() []string
+}
+
+// Watcher finds deposits to watched addresses and follows them to finality.
+// It is driven by the caller: each Poll scans what is new since the last one
+// and re-checks deposits not yet final, returning every change once.
+type Watcher interface {
+	Poll(ctx context.Context, watched Watchlist) ([]DepositEvent, error)
+	// State is what a caller persists to resume after a restart.
+	State() WatcherState
+}
+
+// WatcherState is a watcher's resumable position.
+type WatcherState struct {
+	// Next is the first block (or slot) not yet scanned.
+	Next uint64
+	// Pending are deposits seen but not final.
+	Pending []Deposit
+}

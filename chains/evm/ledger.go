@@ -1,0 +1,374 @@
+// Package evm is the adapter for EVM chains (Base, Arbitrum, Ethereum,
+// Polygon): it moves USDC by relaying EIP-3009 transferWithAuthorization
+// signed by the custodial source key, with gas paid by one relayer wallet,
+// and watches deposits by scanning USDC Transfer logs.
+//
+// Address normalisation: the adapter returns EIP-55 checksummed addresses;
+// watchers call Watchlist.Contains with "0x" + 40 lowercase hex digits
+// (NormalizeAddress).
+package evm
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"math/big"
+	"sync"
+	"time"
+
+	ethereum "github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"agentpay/chains"
+)
+
+// Ledger implements chains.Ledger on one EVM chain.
+type Ledger struct {
+	cfg     Config
+	client  Client
+	dialed  *ethclient.Client // closed by Close; nil when the client was injected
+	chainID *big.Int
+	signer  types.Signer
+	token   token
+	domain  common.Hash
+
+	gasKey  *ecdsa.PrivateKey
+	gasAddr common.Address
+	nonces  *nonceSender
+
+	recent *recentTransfers
+}
+
+var _ chains.Ledger = (*Ledger)(nil)
+
+// New connects to the chain, checks that the node and token match the
+// config (chain id, token code, decimals) and reads the token's EIP-712
+// domain, so misconfiguration fails at start rather than at the first payment.
+func New(ctx context.Context, cfg Config) (*Ledger, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	client, dialed, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLedger(ctx, cfg, client)
+	if err != nil {
+		if dialed != nil {
+			dialed.Close()
+		}
+		return nil, err
+	}
+	l.dialed = dialed
+	return l, nil
+}
+
+func newLedger(ctx context.Context, cfg Config, client Client) (*Ledger, error) {
+	chainID, tok, err := checkChain(ctx, cfg, client)
+	if err != nil {
+		return nil, err
+	}
+	if d, err := tok.decimals(ctx); err == nil && int32(d) != cfg.Decimals {
+		return nil, fmt.Errorf("evm: %s: token %s has %d decimals, config says %d", cfg.Chain, cfg.USDC, d, cfg.Decimals)
+	}
+	domain, err := tok.domainSeparator(ctx, chainID)
+	if err != nil {
+		return nil, fmt.Errorf("evm: %s: reading token domain: %w", cfg.Chain, err)
+	}
+	l := &Ledger{
+		cfg:     cfg,
+		client:  client,
+		chainID: chainID,
+		signer:  types.LatestSignerForChainID(chainID),
+		token:   tok,
+		domain:  domain,
+		recent:  newRecentTransfers(cfg.AuthorizationTTL),
+	}
+	if cfg.GasKey != nil {
+		key, err := crypto.ToECDSA(cfg.GasKey)
+		if err != nil {
+			return nil, fmt.Errorf("evm: %s: gas key: %w", cfg.Chain, ErrInvalidKey)
+		}
+		l.gasKey = key
+		l.gasAddr = crypto.PubkeyToAddress(key.PublicKey)
+		l.nonces = newNonceSender(client, l.gasAddr, cfg.Logger)
+	}
+	return l, nil
+}
+
+// connect returns the injected client or dials RPCURL.
+func connect(ctx context.Context, cfg Config) (Client, *ethclient.Client, error) {
+	if cfg.Client != nil {
+		return cfg.Client, nil, nil
+	}
+	c, err := ethclient.DialContext(ctx, cfg.RPCURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("evm: %s: dialing RPC: %w", cfg.Chain, err)
+	}
+	return c, c, nil
+}
+
+// checkChain verifies the node's chain id and that the token has code.
+func checkChain(ctx context.Context, cfg Config, client Client) (*big.Int, token, error) {
+	chainID, err := client.ChainID(ctx)
+	if err != nil {
+		return nil, token{}, fmt.Errorf("evm: %s: reading chain id: %w", cfg.Chain, err)
+	}
+	if cfg.ChainID != 0 && chainID.Cmp(new(big.Int).SetUint64(cfg.ChainID)) != 0 {
+		return nil, token{}, fmt.Errorf("evm: %s: node reports chain id %s, config says %d", cfg.Chain, chainID, cfg.ChainID)
+	}
+	tok := token{client: client, address: common.HexToAddress(cfg.USDC)}
+	code, err := client.CodeAt(ctx, tok.address, nil)
+	if err != nil {
+		return nil, token{}, fmt.Errorf("evm: %s: reading token code: %w", cfg.Chain, err)
+	}
+	if len(code) == 0 {
+		return nil, token{}, fmt.Errorf("evm: %s: no contract at USDC address %s", cfg.Chain, cfg.USDC)
+	}
+	return chainID, tok, nil
+}
+
+// Close releases the connection when New dialed it.
+func (l *Ledger) Close() {
+	if l.dialed != nil {
+		l.dialed.Close()
+	}
+}
+
+func (l *Ledger) Chain() chains.Name { return l.cfg.Chain }
+
+// Token is the USDC contract address, EIP-55 checksummed.
+func (l *Ledger) Token() string { return l.token.address.Hex() }
+
+func (l *Ledger) Decimals() int32 { return l.cfg.Decimals }
+
+// ChainID is the chain id the node reported.
+func (l *Ledger) ChainID() uint64 { return l.chainID.Uint64() }
+
+// GasAddress is the relayer wallet's address ("" without a gas key); it
+// must hold native coin for gas.
+func (l *Ledger) GasAddress() string {
+	if l.gasKey == nil {
+		return ""
+	}
+	return l.gasAddr.Hex()
+}
+
+func (l *Ledger) Head(ctx context.Context) (uint64, error) {
+	return l.client.BlockNumber(ctx)
+}
+
+func (l *Ledger) Balance(ctx context.Context, address string) (*big.Int, error) {
+	addr, err := parseAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	b, err := l.token.balanceOf(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("evm: %s: balanceOf: %w", l.cfg.Chain, err)
+	}
+	return b, nil
+}
+
+func (l *Ledger) ValidateAddress(address string) error { return ValidateAddress(address) }
+
+// Transfer signs a TransferWithAuthorization with the source key (nonce =
+// req.Ref) and relays it in a transaction paid by the gas wallet. It returns
+// the relaying transaction's hash once the node accepted it.
+//
+// A Ref relayed by this ledger and still pending or included returns that
+// same transaction; a Ref already used on chain fails with
+// ErrAuthorizationUsed. Either way the funds move at most once.
+func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
+	if l.gasKey == nil {
+		return chains.Submitted{}, ErrNoGasKey
+	}
+	src, err := crypto.ToECDSA(req.Key)
+	if err != nil {
+		return chains.Submitted{}, ErrInvalidKey
+	}
+	to, err := parseAddress(req.To)
+	if err != nil {
+		return chains.Submitted{}, err
+	}
+	if req.Amount == nil || req.Amount.Sign() <= 0 {
+		return chains.Submitted{}, ErrInvalidAmount
+	}
+	from := crypto.PubkeyToAddress(src.PublicKey)
+
+	// One relay per (source, Ref) at a time in this process, so concurrent
+	// retries of one request cannot both spend gas on it.
+	release := l.recent.lock(from, req.Ref)
+	defer release()
+	if sub, ok := l.recent.get(from, req.Ref); ok {
+		if r, err := l.Receipt(ctx, sub.TxHash); err == nil && (r.State == chains.TxPending || r.State == chains.TxIncluded) {
+			return sub, nil
+		}
+	}
+
+	auth := authorization{
+		From:        from,
+		To:          to,
+		Value:       new(big.Int).Set(req.Amount),
+		ValidAfter:  new(big.Int),
+		ValidBefore: big.NewInt(time.Now().Add(l.cfg.AuthorizationTTL).Unix()),
+		Nonce:       req.Ref,
+	}
+	data, err := auth.calldata(l.domain, src)
+	if err != nil {
+		return chains.Submitted{}, fmt.Errorf("evm: signing authorization: %w", err)
+	}
+
+	// The estimate doubles as a dry run: a transfer that would revert
+	// (spent Ref, short balance) is refused here and costs no gas.
+	gas, err := l.client.EstimateGas(ctx, ethereum.CallMsg{From: l.gasAddr, To: &l.token.address, Data: data})
+	if err != nil {
+		return chains.Submitted{}, classifyRevert(err)
+	}
+	gas += gas * l.cfg.GasMargin / 100
+
+	fees, err := l.fees(ctx)
+	if err != nil {
+		return chains.Submitted{}, err
+	}
+	tx, err := l.nonces.send(ctx, func(nonce uint64) (*types.Transaction, error) {
+		return types.SignTx(fees.tx(l.chainID, nonce, l.token.address, gas, data), l.signer, l.gasKey)
+	})
+	if err != nil {
+		return chains.Submitted{}, err
+	}
+	sub := chains.Submitted{TxHash: tx.Hash().Hex(), From: from.Hex()}
+	l.recent.put(from, req.Ref, sub)
+	return sub, nil
+}
+
+// feeQuote is what a relayed transaction pays for gas.
+type feeQuote struct {
+	tip, cap *big.Int // EIP-1559; cap nil means a legacy chain
+	price    *big.Int // legacy gas price
+}
+
+// fees quotes EIP-1559 fees: the node's suggested tip and a cap of twice
+// the current base fee plus the tip, which survives several full blocks of
+// base fee growth (12.5% each) before the transaction stalls. Chains
+// without a base fee get a legacy gas price.
+func (l *Ledger) fees(ctx context.Context) (feeQuote, error) {
+	head, err := l.client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return feeQuote{}, fmt.Errorf("evm: reading head for fees: %w", err)
+	}
+	if head.BaseFee == nil {
+		price, err := l.client.SuggestGasPrice(ctx)
+		if err != nil {
+			return feeQuote{}, fmt.Errorf("evm: suggesting gas price: %w", err)
+		}
+		return feeQuote{price: price}, nil
+	}
+	tip, err := l.client.SuggestGasTipCap(ctx)
+	if err != nil {
+		return feeQuote{}, fmt.Errorf("evm: suggesting gas tip: %w", err)
+	}
+	feeCap := new(big.Int).Mul(head.BaseFee, big.NewInt(2))
+	feeCap.Add(feeCap, tip)
+	return feeQuote{tip: tip, cap: feeCap}, nil
+}
+
+func (f feeQuote) tx(chainID *big.Int, nonce uint64, to common.Address, gas uint64, data []byte) *types.Transaction {
+	if f.cap == nil {
+		return types.NewTx(&types.LegacyTx{Nonce: nonce, GasPrice: f.price, Gas: gas, To: &to, Data: data})
+	}
+	return types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: f.tip, GasFeeCap: f.cap, Gas: gas, To: &to, Data: data})
+}
+
+// AuthorizationUsed reports whether ref was already used or cancelled by
+// the holder of address, per the token.
+func (l *Ledger) AuthorizationUsed(ctx context.Context, address string, ref [32]byte) (bool, error) {
+	addr, err := parseAddress(address)
+	if err != nil {
+		return false, err
+	}
+	return l.token.authorizationState(ctx, addr, ref)
+}
+
+// recentTransfers remembers the transactions this ledger relayed per
+// (source, Ref) for the life of an authorization, and serialises relays of
+// the same pair.
+type recentTransfers struct {
+	ttl time.Duration
+
+	mu      sync.Mutex
+	entries map[recentKey]recentEntry
+	locks   map[recentKey]*refLock
+	puts    int
+}
+
+type recentKey struct {
+	from common.Address
+	ref  [32]byte
+}
+
+type recentEntry struct {
+	sub chains.Submitted
+	at  time.Time
+}
+
+type refLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func newRecentTransfers(ttl time.Duration) *recentTransfers {
+	return &recentTransfers{ttl: ttl, entries: map[recentKey]recentEntry{}, locks: map[recentKey]*refLock{}}
+}
+
+// lock serialises work on one (source, Ref); the returned func unlocks.
+func (r *recentTransfers) lock(from common.Address, ref [32]byte) func() {
+	k := recentKey{from, ref}
+	r.mu.Lock()
+	l := r.locks[k]
+	if l == nil {
+		l = &refLock{}
+		r.locks[k] = l
+	}
+	l.refs++
+	r.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		r.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(r.locks, k)
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *recentTransfers) get(from common.Address, ref [32]byte) (chains.Submitted, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[recentKey{from, ref}]
+	if !ok || time.Since(e.at) > r.ttl {
+		return chains.Submitted{}, false
+	}
+	return e.sub, true
+}
+
+func (r *recentTransfers) put(from common.Address, ref [32]byte, sub chains.Submitted) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.entries[recentKey{from, ref}] = recentEntry{sub: sub, at: now}
+	// Expired entries are swept every so often rather than on each put,
+	// keeping put O(1) amortised.
+	if r.puts++; r.puts%1024 == 0 {
+		for k, e := range r.entries {
+			if now.Sub(e.at) > r.ttl {
+				delete(r.entries, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+)
+
+func TestTransferFromKeyWithoutNativeCoin(t *testing.T) {
+	for _, chain := range chains.EVMChains {
+		t.Run(string(chain), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := startChain(t, chain)
+			// Over HTTP JSON-RPC, as against a public node.
+			l := c.ledger(t, true)
+			require.Equal(t, chain, l.Chain())
+			require.Equal(t, int32(6), l.Decimals())
+			require.Equal(t, c.USDC.Hex(), l.Token())
+
+			srcKey, src := newKey(t)
+			_, dst := newKey(t)
+			_, err := c.Send(ctx, src, big.NewInt(10_000_000))
+			require.NoError(t, err)
+			native, err := c.Client().BalanceAt(ctx, src, nil)
+			require.NoError(t, err)
+			require.Zero(t, native.Sign(), "the source must hold no native coin")
+
+			req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_234_567), Ref: randomRef(t)}
+			sub, err := l.Transfer(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, src.Hex(), sub.From)
+
+			r, err := l.Receipt(ctx, sub.TxHash)
+			require.NoError(t, err)
+			require.Equal(t, chains.TxPending, r.State)
+
+			r = c.include(t, l, sub.TxHash)
+			require.Equal(t, chains.TxIncluded, r.State, r.Err)
+			r, err = l.Wait(ctx, sub.TxHash)
+			require.NoError(t, err)
+			require.Equal(t, chains.TxIncluded, r.State, r.Err)
+			require.NotZero(t, r.Block)
+
+			require.Equal(t, big.NewInt(10_000_000-1_234_567), c.usdcBalance(t, l, src))
+			require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
+			native, err = c.Client().BalanceAt(ctx, src, nil)
+			require.NoError(t, err)
+			require.Zero(t, native.Sign(), "the source paid no gas")
+
+			// Relaying the same request again returns the same transaction...
+			again, err := l.Transfer(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, sub, again)
+
+			// ...and a ledger that never saw it cannot move the funds twice.
+			fresh := c.ledger(t, false)
+			_, err = fresh.Transfer(ctx, req)
+			require.ErrorIs(t, err, ErrAuthorizationUsed)
+			used, err := fresh.AuthorizationUsed(ctx, src.Hex(), req.Ref)
+			require.NoError(t, err)
+			require.True(t, used)
+			require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
+		})
+	}
+}
+
+func TestTransferRefusals(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, false)
+	srcKey, src := newKey(t)
+	_, dst := newKey(t)
+	_, err := c.Send(ctx, src, big.NewInt(100))
+	require.NoError(t, err)
+
+	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(101), Ref: randomRef(t)})
+	require.ErrorIs(t, err, ErrInsufficientBalance)
+	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: "0x1234", Amount: big.NewInt(1), Ref: randomRef(t)})
+	require.ErrorIs(t, err, chains.ErrInvalidAddress)
+	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(0), Ref: randomRef(t)})
+	require.ErrorIs(t, err, ErrInvalidAmount)
+	_, err = l.Transfer(ctx, chains.TransferRequest{Key: []byte{1, 2, 3}, To: dst.Hex(), Amount: big.NewInt(1), Ref: randomRef(t)})
+	require.ErrorIs(t, err, ErrInvalidKey)
+
+	readOnly := c.config(false)
+	readOnly.GasKey = nil
+	ro, err := New(ctx, readOnly)
+	require.NoError(t, err)
+	_, err = ro.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1), Ref: randomRef(t)})
+	require.ErrorIs(t, err, ErrNoGasKey)
+
+	wrongChain := c.config(false)
+	wrongChain.ChainID = 1
+	_, err = New(ctx, wrongChain)
+	require.ErrorContains(t, err, "chain id")
+
+	noToken := c.config(false)
+	noToken.USDC = dst.Hex()
+	_, err = New(ctx, noToken)
+	require.ErrorContains(t, err, "no contract")
+
+	wrongDecimals := c.config(false)
+	wrongDecimals.Decimals = 18
+	_, err = New(ctx, wrongDecimals)
+	require.ErrorContains(t, err, "decimals")
+}
+
+// Fifty transfers relayed at once by one gas wallet must all land, with no
+// nonce used twice and none skipped.
+func TestConcurrentTransfersOneGasWallet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, false)
+
+	const sources, perSource = 5, 10
+	keys := make([][]byte, sources)
+	addrs := make([]common.Address, sources)
+	for i := range keys {
+		keys[i], addrs[i] = newKey(t)
+		_, err := c.Send(ctx, addrs[i], big.NewInt(1_000_000))
+		require.NoError(t, err)
+	}
+	recipients := make([]common.Address, sources*perSource)
+	for i := range recipients {
+		_, recipients[i] = newKey(t)
+	}
+
+	// Blocks keep coming while the transfers are relayed, as on a live chain.
+	stop := make(chan struct{})
+	var miner sync.WaitGroup
+	miner.Add(1)
+	go func() {
+		defer miner.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				c.Commit()
+			}
+		}
+	}()
+
+	subs := make([]chains.Submitted, len(recipients))
+	errs := make([]error, len(recipients))
+	var wg sync.WaitGroup
+	for i := range recipients {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			subs[i], errs[i] = l.Transfer(ctx, chains.TransferRequest{
+				Key: keys[i%sources], To: recipients[i].Hex(), Amount: big.NewInt(int64(1000 + i)), Ref: randomRef(t),
+			})
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "transfer %d", i)
+	}
+	for _, s := range subs {
+		r, err := l.Wait(ctx, s.TxHash)
+		require.NoError(t, err)
+		require.Equal(t, chains.TxIncluded, r.State, r.Err)
+	}
+	close(stop)
+	miner.Wait()
+
+	spent := make([]int64, sources)
+	for i, to := range recipients {
+		require.Equal(t, big.NewInt(int64(1000+i)), c.usdcBalance(t, l, to))
+		spent[i%sources] += int64(1000 + i)
+	}
+	for i, a := range addrs {
+		require.Equal(t, big.NewInt(1_000_000-spent[i]), c.usdcBalance(t, l, a))
+	}
+	nonce, err := c.Client().NonceAt(ctx, crypto.PubkeyToAddress(c.gasKey.PublicKey), nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(len(recipients)), nonce, "one gas nonce per transfer")
+}
+
+// When something else spends the gas wallet's nonce, the ledger resyncs and
+// the transfer still goes through.
+func TestTransferResyncsNonce(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, false)
+	srcKey, src := newKey(t)
+	_, dst := newKey(t)
+	_, err := c.Send(ctx, src, big.NewInt(1_000))
+	require.NoError(t, err)
+
+	transfer := func() {
+		sub, err := l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1), Ref: randomRef(t)})
+		require.NoError(t, err)
+		r := c.include(t, l, sub.TxHash)
+		require.Equal(t, chains.TxIncluded, r.State)
+	}
+	transfer() // the ledger now counts the gas wallet's nonces itself
+
+	// Another process uses the wallet: one tx mined, one still pooled.
+	gas := crypto.PubkeyToAddress(c.gasKey.PublicKey)
+	signer := types.LatestSignerForChainID(new(big.Int).SetUint64(c.ChainID))
+	for i := 0; i < 2; i++ {
+		nonce, err := c.Client().PendingNonceAt(ctx, gas)
+		require.NoError(t, err)
+		tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
+			ChainID: new(big.Int).SetUint64(c.ChainID), Nonce: nonce, To: &gas, Gas: 21_000,
+			GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(100e9),
+		}), signer, c.gasKey)
+		require.NoError(t, err)
+		require.NoError(t, c.Client().SendTransaction(ctx, tx))
+		for i == 0 {
+			c.Commit()
+			mined, err := c.Client().NonceAt(ctx, gas, nil)
+			require.NoError(t, err)
+			if mined > nonce {
+				break
+			}
+		}
+	}
+	transfer()
+	transfer()
+	require.Equal(t, big.NewInt(3), c.usdcBalance(t, l, dst))
+}
+
+func TestReceiptStates(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, true)
+
+	r, err := l.Receipt(ctx, common.Hash{1}.Hex())
+	require.NoError(t, err)
+	require.Equal(t, chains.TxUnknown, r.State)
+	_, err = l.Receipt(ctx, "0x12")
+	require.Error(t, err)
+
+	// An authorization signed by the wrong key reverts on chain; the
+	// receipt says failed, with the token's reason.
+	_, src := newKey(t)
+	otherKey, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	auth := authorization{From: src, To: src, Value: big.NewInt(1), ValidAfter: new(big.Int), ValidBefore: big.NewInt(time.Now().Add(time.Hour).Unix()), Nonce: randomRef(t)}
+	data, err := auth.calldata(l.domain, otherKey)
+	require.NoError(t, err)
+	fees, err := l.fees(ctx)
+	require.NoError(t, err)
+	tx, err := l.nonces.send(ctx, func(nonce uint64) (*types.Transaction, error) {
+		return types.SignTx(fees.tx(l.chainID, nonce, l.token.address, 200_000, data), l.signer, l.gasKey)
+	})
+	require.NoError(t, err)
+	r = c.include(t, l, tx.Hash().Hex())
+	require.Equal(t, chains.TxFailed, r.State)
+	require.Contains(t, r.Err, "invalid signature")
+
+	waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = l.Wait(waitCtx, common.Hash{2}.Hex())
+	require.True(t, errors.Is(err, context.DeadlineExceeded), fmt.Sprint(err))
+}

@@ -1,0 +1,114 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	ethereum "github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"agentpay/chains"
+)
+
+// Receipt reports a transaction's state without waiting. A reverted
+// transaction is TxFailed with the revert reason when the node can replay it.
+func (l *Ledger) Receipt(ctx context.Context, txHash string) (chains.Receipt, error) {
+	hash, err := parseTxHash(txHash)
+	if err != nil {
+		return chains.Receipt{}, err
+	}
+	out := chains.Receipt{TxHash: hash.Hex()}
+	rc, err := l.client.TransactionReceipt(ctx, hash)
+	if errors.Is(err, ethereum.NotFound) {
+		_, _, err := l.client.TransactionByHash(ctx, hash)
+		switch {
+		case errors.Is(err, ethereum.NotFound):
+			out.State = chains.TxUnknown
+		case err != nil:
+			return chains.Receipt{}, fmt.Errorf("evm: %s: reading transaction: %w", l.cfg.Chain, err)
+		default:
+			// Known but without a receipt: pending, or mined a moment ago
+			// and not yet indexed; the next look will tell.
+			out.State = chains.TxPending
+		}
+		return out, nil
+	}
+	if err != nil {
+		return chains.Receipt{}, fmt.Errorf("evm: %s: reading receipt: %w", l.cfg.Chain, err)
+	}
+	out.Block = rc.BlockNumber.Uint64()
+	if rc.Status == types.ReceiptStatusSuccessful {
+		out.State = chains.TxIncluded
+		return out, nil
+	}
+	out.State = chains.TxFailed
+	out.Err = l.failureReason(ctx, hash, rc)
+	return out, nil
+}
+
+// Wait polls Receipt every PollInterval until the transaction is included
+// or failed, or ctx ends. An unknown transaction keeps being polled, since
+// a freshly broadcast one may not have reached the node yet; the caller's
+// deadline decides when to give up.
+func (l *Ledger) Wait(ctx context.Context, txHash string) (chains.Receipt, error) {
+	t := time.NewTicker(l.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		r, err := l.Receipt(ctx, txHash)
+		if err == nil && (r.State == chains.TxIncluded || r.State == chains.TxFailed) {
+			return r, nil
+		}
+		if err != nil && ctx.Err() == nil && errors.Is(err, errBadTxHash) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return r, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			}
+			return r, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// failureReason replays a reverted transaction against the state before its
+// block to recover the revert message. Earlier transactions of the same
+// block are not replayed, so this is best effort; it falls back to saying
+// whether the transaction ran out of gas.
+func (l *Ledger) failureReason(ctx context.Context, hash common.Hash, rc *types.Receipt) string {
+	tx, _, err := l.client.TransactionByHash(ctx, hash)
+	if err != nil {
+		return "reverted"
+	}
+	if rc.GasUsed >= tx.Gas() {
+		return "out of gas"
+	}
+	from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+	if err != nil || rc.BlockNumber == nil || rc.BlockNumber.Sign() == 0 {
+		return "reverted"
+	}
+	msg := ethereum.CallMsg{From: from, To: tx.To(), Gas: tx.Gas(), Value: tx.Value(), Data: tx.Data()}
+	parent := new(big.Int).Sub(rc.BlockNumber, big.NewInt(1))
+	if _, err := l.client.CallContract(ctx, msg, parent); err != nil {
+		if reason := revertReason(err); reason != "" {
+			return "reverted: " + reason
+		}
+	}
+	return "reverted"
+}
+
+var errBadTxHash = errors.New("evm: malformed transaction hash")
+
+func parseTxHash(s string) (common.Hash, error) {
+	b, err := hexutil.Decode(s)
+	if err != nil || len(b) != common.HashLength {
+		return common.Hash{}, errBadTxHash
+	}
+	return common.BytesToHash(b), nil
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/graph"
+	"agentpay/rest"
+	"agentpay/worker"
+)
+
+// platform is what every command shares: the database, the vault and the
+// service layer.
+type platform struct {
+	db       *agentpay.DB
+	vault    *agentpay.Vault
+	treasury agentpay.TreasuryKeys
+}
+
+func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform, error) {
+	if strings.HasPrefix(cfg.DatabaseURL, "file:") {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("DATA_DIR: %w", err)
+		}
+	}
+	vault, err := agentpay.NewVault(masterKey)
+	if err != nil {
+		return nil, fmt.Errorf("MASTER_KEY: %w", err)
+	}
+	treasury, err := vault.TreasuryKeys()
+	if err != nil {
+		return nil, err
+	}
+	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: cfg.DatabaseURL})
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	return &platform{db: db, vault: vault, treasury: treasury}, nil
+}
+
+// requireMasterKey refuses to run serve or worker without MASTER_KEY: a
+// generated key would make every stored wallet key unreadable next start.
+func requireMasterKey(cfg config) ([]byte, error) {
+	if cfg.MasterKey == nil {
+		return nil, errors.New("MASTER_KEY: required (32 bytes, base64 or hex); `agentpay dev` generates one for local use")
+	}
+	return cfg.MasterKey, nil
+}
+
+// devMasterKey uses MASTER_KEY when set, else the key kept in DATA_DIR,
+// generating it on first start.
+func devMasterKey(cfg config) ([]byte, error) {
+	if cfg.MasterKey != nil {
+		return cfg.MasterKey, nil
+	}
+	path := filepath.Join(cfg.DataDir, "master.key")
+	if b, err := os.ReadFile(path); err == nil {
+		key, err := agentpay.ParseMasterKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a valid master key", path)
+		}
+		return key, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err := agentpay.GenerateMasterKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("DATA_DIR: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%x\n", key)), 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// buildNetworks connects every configured chain of one mode.
+func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys) (agentpay.Networks, error) {
+	nets := agentpay.Networks{}
+	for name, cc := range cfgs {
+		n, err := newNetwork(ctx, name, cc, treasury)
+		if err != nil {
+			return nil, err
+		}
+		nets[name] = n
+	}
+	return nets, nil
+}
+
+// newNetwork builds a chain's ledger (the treasury pays gas and fees) and
+// its deposit watcher factory.
+func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury agentpay.TreasuryKeys) (agentpay.Network, error) {
+	if name.IsEVM() {
+		ecfg := evm.Config{
+			Chain:         name,
+			RPCURL:        cc.RPCURL,
+			USDC:          cc.USDC,
+			GasKey:        treasury.EVM,
+			Confirmations: cc.Confirmations,
+		}
+		l, err := evm.New(ctx, ecfg)
+		if err != nil {
+			return agentpay.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
+		}
+		return agentpay.Network{
+			Ledger: l,
+			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+				wcfg := ecfg
+				wcfg.GasKey = nil
+				return evm.NewWatcher(ctx, wcfg, st)
+			},
+			NewWatchlist: evm.NewWatchlist,
+		}, nil
+	}
+	l, err := solana.New(ctx, solana.Config{RPCURL: cc.RPCURL, Mint: cc.USDC, FeePayer: treasury.Solana})
+	if err != nil {
+		return agentpay.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
+	}
+	return agentpay.Network{
+		Ledger: l,
+		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+			return solana.NewWatcher(solana.WatcherConfig{RPCURL: cc.RPCURL, Mint: cc.USDC, Required: cc.Confirmations, State: st})
+		},
+		NewWatchlist: solana.NewWatchlist,
+	}, nil
+}
+
+// newHTTPHandler serves REST, GraphQL and the playground on one router.
+func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool) http.Handler {
+	gql := graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins})
+	return rest.NewRouter(rest.Config{
+		Service: svc,
+		Logger:  logger,
+		Dev:     dev,
+		Mounts: map[string]http.Handler{
+			"/graphql":    gql,
+			"/playground": graph.NewPlayground("/graphql"),
+		},
+	})
+}
+
+// serveHTTP listens on addr and serves until ctx ends, then drains.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logger.Info("shutting down")
+	return srv.Shutdown(shutdownCtx)
+}
+
+func runMigrate(ctx context.Context, cfg config, logger *slog.Logger) error {
+	if strings.HasPrefix(cfg.DatabaseURL, "file:") {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("DATA_DIR: %w", err)
+		}
+	}
+	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: cfg.DatabaseURL})
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	defer db.Close()
+	if err := agentpay.Migrate(ctx, db); err != nil {
+		return err
+	}
+	logger.Info("migrations applied", "dialect", db.Dialect)
+	return nil
+}
+
+func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
+	key, err := requireMasterKey(cfg)
+	if err != nil {
+		return err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return err
+	}
+	defer p.db.Close()
+	svc, err := p.service(ctx, cfg, logger, nil, nil)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	logger.Info("serving", "addr", "http://"+ln.Addr().String())
+	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false), logger)
+}
+
+func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
+	key, err := requireMasterKey(cfg)
+	if err != nil {
+		return err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return err
+	}
+	defer p.db.Close()
+	svc, err := p.service(ctx, cfg, logger, nil, nil)
+	if err != nil {
+		return err
+	}
+	return runJobs(ctx, p.db, svc, logger)
+}
+
+// runJobs works the River queues until ctx ends.
+func runJobs(ctx context.Context, db *agentpay.DB, svc *agentpay.Service, logger *slog.Logger) error {
+	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// service connects the configured chains (test mode may be overridden by
+// the devnets) and builds the service layer.
+func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test agentpay.Networks, faucet agentpay.Faucet) (*agentpay.Service, error) {
+	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury)
+	if err != nil {
+		return nil, err
+	}
+	if test == nil {
+		if test, err = buildNetworks(ctx, cfg.Chains[agentpay.ModeTest], p.treasury); err != nil {
+			return nil, err
+		}
+	}
+	return agentpay.NewService(agentpay.Config{
+		DB: p.db, Vault: p.vault, Logger: logger,
+		Live: live, Test: test, Faucet: faucet,
+		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
+		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
+	})
+}

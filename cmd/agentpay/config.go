@@ -1,0 +1,233 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"agentpay"
+	"agentpay/chains"
+)
+
+// config is the whole environment, parsed once at start. A bad value stops
+// the start with an error naming the variable.
+type config struct {
+	HTTPAddr    string
+	BaseURL     string
+	PayURL      string
+	AppURL      string
+	DatabaseURL string
+	DataDir     string
+	// MasterKey is nil when MASTER_KEY is unset; only `dev` may then
+	// generate one into DATA_DIR.
+	MasterKey          []byte
+	SessionTTL         time.Duration
+	WebhookRetryDelays []time.Duration
+	IPRateLimit        int
+	RegisterRateLimit  int
+	DevBlockTime       time.Duration
+	AllowedOrigins     []string
+	LogLevel           string
+	// Chains holds what is configured for each mode and chain; a chain
+	// without an RPC URL in a mode is absent.
+	Chains map[agentpay.Mode]map[chains.Name]chainConfig
+	// DevChains overrides token and confirmations of the devnets in `dev`.
+	DevConfirmations map[chains.Name]uint64
+}
+
+type chainConfig struct {
+	RPCURL        string
+	USDC          string
+	Confirmations uint64
+}
+
+// Circle's USDC on each network; an operator may override any of them.
+var defaultUSDC = map[agentpay.Mode]map[chains.Name]string{
+	agentpay.ModeLive: {
+		chains.Base:     "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+		chains.Arbitrum: "0xaf88d065e77c8cC2239327C5EDb3A432268e5831",
+		chains.Ethereum: "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48",
+		chains.Polygon:  "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359",
+		chains.Solana:   "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v",
+	},
+	agentpay.ModeTest: {
+		chains.Base:     "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+		chains.Arbitrum: "0x75faf114eafb1BDbe2F0316DF893fd58CE46AA4d",
+		chains.Ethereum: "0x1c7D4B196Cb0C7B01d743Fbc6116a902379C7238",
+		chains.Polygon:  "0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582",
+		chains.Solana:   "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU",
+	},
+}
+
+// Confirmations a deposit needs before a payment is confirmed. Solana uses
+// the finalized commitment instead; its figure is informational.
+var defaultConfirmations = map[chains.Name]uint64{
+	chains.Base:     10,
+	chains.Arbitrum: 10,
+	chains.Ethereum: 12,
+	chains.Polygon:  32,
+	chains.Solana:   32,
+}
+
+const defaultDevConfirmations = 3
+
+func loadConfig(getenv func(string) string) (config, error) {
+	p := envParser{getenv: getenv}
+	c := config{
+		HTTPAddr:          p.str("HTTP_ADDR", "127.0.0.1:8080"),
+		DataDir:           p.str("DATA_DIR", "./data"),
+		SessionTTL:        p.duration("SESSION_TTL", 30*time.Minute),
+		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
+		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
+		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
+		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+	}
+	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
+	c.PayURL = p.url("PAY_URL", c.BaseURL)
+	c.AppURL = p.url("APP_URL", c.BaseURL+"/app")
+	c.DatabaseURL = p.str("DATABASE_URL", "file:"+filepath.Join(c.DataDir, "agentpay.db"))
+	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
+	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {
+		c.AllowedOrigins = strings.Split(v, ",")
+	}
+	if v := p.str("MASTER_KEY", ""); v != "" {
+		key, err := agentpay.ParseMasterKey(v)
+		if err != nil {
+			p.fail("MASTER_KEY", "must be 32 bytes, base64 or hex encoded")
+		}
+		c.MasterKey = key
+	}
+
+	c.Chains = map[agentpay.Mode]map[chains.Name]chainConfig{agentpay.ModeLive: {}, agentpay.ModeTest: {}}
+	c.DevConfirmations = map[chains.Name]uint64{}
+	for _, mode := range []agentpay.Mode{agentpay.ModeLive, agentpay.ModeTest} {
+		for _, name := range chains.All {
+			prefix := "CHAIN_" + strings.ToUpper(string(name)) + "_"
+			if mode == agentpay.ModeTest {
+				prefix += "TEST_"
+			}
+			confs := p.positiveUint(prefix+"CONFIRMATIONS", 0)
+			if mode == agentpay.ModeTest && confs != 0 {
+				c.DevConfirmations[name] = confs
+			}
+			rpcURL := p.url(prefix+"RPC_URL", "")
+			if rpcURL == "" {
+				continue
+			}
+			if confs == 0 {
+				confs = defaultConfirmations[name]
+			}
+			c.Chains[mode][name] = chainConfig{
+				RPCURL:        rpcURL,
+				USDC:          p.str(prefix+"USDC", defaultUSDC[mode][name]),
+				Confirmations: confs,
+			}
+		}
+	}
+	for _, name := range chains.All {
+		if _, ok := c.DevConfirmations[name]; !ok {
+			c.DevConfirmations[name] = defaultDevConfirmations
+		}
+	}
+	return c, p.err()
+}
+
+// envParser collects every bad variable so one start reports them all.
+type envParser struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (p *envParser) fail(name, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (p *envParser) err() error { return errors.Join(p.errs...) }
+
+func (p *envParser) str(name, def string) string {
+	if v := strings.TrimSpace(p.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (p *envParser) url(name, def string) string {
+	v := p.str(name, def)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
+		p.fail(name, "must be an absolute http(s) URL, got %q", v)
+		return def
+	}
+	return strings.TrimRight(v, "/")
+}
+
+func (p *envParser) duration(name string, def time.Duration) time.Duration {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		p.fail(name, "must be a positive duration such as 30s or 2m, got %q", v)
+		return def
+	}
+	return d
+}
+
+func (p *envParser) durations(name, def string) []time.Duration {
+	v := p.str(name, def)
+	var out []time.Duration
+	for _, part := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			p.fail(name, "must be a comma-separated list of positive durations, got %q", v)
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (p *envParser) nonNegativeInt(name string, def int) int {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		p.fail(name, "must be a whole number >= 0, got %q", v)
+		return def
+	}
+	return n
+}
+
+func (p *envParser) positiveUint(name string, def uint64) uint64 {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		p.fail(name, "must be a whole number > 0, got %q", v)
+		return def
+	}
+	return n
+}
+
+func (p *envParser) oneOf(name, def string, allowed ...string) string {
+	v := p.str(name, def)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(name, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	return def
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+)
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.HTTPAddr)
+	require.Equal(t, "http://127.0.0.1:8080", c.BaseURL)
+	require.Equal(t, c.BaseURL, c.PayURL)
+	require.Equal(t, "http://127.0.0.1:8080/app", c.AppURL)
+	require.Equal(t, 30*time.Minute, c.SessionTTL)
+	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
+	require.Equal(t, 600, c.IPRateLimit)
+	require.Equal(t, 20, c.RegisterRateLimit)
+	require.Equal(t, time.Second, c.DevBlockTime)
+	require.Contains(t, c.DatabaseURL, "agentpay.db")
+	require.Nil(t, c.MasterKey)
+	require.Empty(t, c.Chains[agentpay.ModeLive])
+	require.Equal(t, uint64(3), c.DevConfirmations[chains.Base])
+}
+
+func TestLoadConfigChains(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{
+		"CHAIN_BASE_RPC_URL":               "https://base.example/rpc",
+		"CHAIN_SOLANA_TEST_RPC_URL":        "https://solana.example",
+		"CHAIN_SOLANA_TEST_USDC":           "Mint111",
+		"CHAIN_BASE_CONFIRMATIONS":         "20",
+		"CHAIN_POLYGON_TEST_CONFIRMATIONS": "5",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, chainConfig{RPCURL: "https://base.example/rpc", USDC: defaultUSDC[agentpay.ModeLive][chains.Base], Confirmations: 20}, c.Chains[agentpay.ModeLive][chains.Base])
+	require.Equal(t, chainConfig{RPCURL: "https://solana.example", USDC: "Mint111", Confirmations: 32}, c.Chains[agentpay.ModeTest][chains.Solana])
+	require.Len(t, c.Chains[agentpay.ModeLive], 1)
+	require.Equal(t, uint64(5), c.DevConfirmations[chains.Polygon])
+}
+
+func TestLoadConfigRejectsBadValues(t *testing.T) {
+	tests := []struct {
+		name, value string
+	}{
+		{"SESSION_TTL", "soon"},
+		{"SESSION_TTL", "-5m"},
+		{"WEBHOOK_RETRY_DELAYS", "30s,often"},
+		{"IP_RATE_LIMIT", "-1"},
+		{"REGISTER_RATE_LIMIT", "many"},
+		{"DEV_BLOCK_TIME", "0"},
+		{"BASE_URL", "not a url"},
+		{"MASTER_KEY", "c2hvcnQ="},
+		{"CHAIN_BASE_RPC_URL", "ftp://x"},
+		{"CHAIN_ETHEREUM_CONFIRMATIONS", "0"},
+		{"LOG_LEVEL", "loud"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			_, err := loadConfig(envOf(map[string]string{tt.name: tt.value}))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.name)
+			if tt.name == "MASTER_KEY" {
+				require.NotContains(t, err.Error(), tt.value, "a secret never appears in an error")
+			}
+		})
+	}
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	sol "github.com/gagliardetto/solana-go"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+)
+
+// runDev runs everything in one process: migrations, five local chains with
+// the treasury funded, the API with the dev routes, and the worker.
+func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
+	key, err := devMasterKey(cfg)
+	if err != nil {
+		return err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return err
+	}
+	defer p.db.Close()
+	if err := agentpay.Migrate(ctx, p.db); err != nil {
+		return err
+	}
+
+	nets, err := startDevnets(ctx, cfg, p.treasury)
+	if err != nil {
+		return err
+	}
+	defer nets.Close()
+	test, err := nets.networks(ctx, cfg, p.treasury)
+	if err != nil {
+		return err
+	}
+	svc, err := p.service(ctx, cfg, logger, test, nets)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	printDevBanner(stdout, ln.Addr().String(), nets.Chains(), p.treasury)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobsErr := make(chan error, 1)
+	go func() { jobsErr <- runJobs(ctx, p.db, svc, logger) }()
+	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true), logger)
+	cancel()
+	if jerr := <-jobsErr; jerr != nil && !errors.Is(jerr, context.Canceled) && err == nil {
+		err = jerr
+	}
+	return err
+}
+
+func printDevBanner(w io.Writer, addr string, list []agentpay.DevChain, treasury agentpay.TreasuryKeys) {
+	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
+	fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
+	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
+	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
+	fmt.Fprintln(w, "  devnets:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range list {
+		id := ""
+		if c.Chain.IsEVM() {
+			id = fmt.Sprintf("chain id %d", c.ChainID)
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\tUSDC %s\n", c.Chain, c.RPCURL, id, c.USDC)
+	}
+	_ = tw.Flush()
+}
+
+// devnets are the local chains of `agentpay dev`; they also serve as its faucet.
+type devnets struct {
+	evm map[chains.Name]*devnet.EVM
+	sol *devnet.Solana
+}
+
+var _ agentpay.Faucet = (*devnets)(nil)
+
+// startDevnets starts the five chains concurrently, funding the treasury
+// with native coin so it can pay gas and fees.
+func startDevnets(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (*devnets, error) {
+	d := &devnets{evm: map[chains.Name]*devnet.EVM{}}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, name := range chains.EVMChains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := devnet.StartEVM(ctx, devnet.EVMConfig{
+				Chain:     name,
+				BlockTime: cfg.DevBlockTime,
+				Fund:      []common.Address{common.HexToAddress(treasury.EVMAddress)},
+			})
+			if err != nil {
+				fail(fmt.Errorf("devnet %s: %w", name, err))
+				return
+			}
+			mu.Lock()
+			d.evm[name] = e
+			mu.Unlock()
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
+			Fund: []sol.PublicKey{sol.MustPublicKeyFromBase58(treasury.SolanaAddress)},
+		})
+		if err != nil {
+			fail(fmt.Errorf("devnet solana: %w", err))
+			return
+		}
+		d.sol = s
+	}()
+	wg.Wait()
+	if len(errs) > 0 {
+		d.Close()
+		return nil, errors.Join(errs...)
+	}
+	return d, nil
+}
+
+// networks connects the service's ledgers to the devnets as its test networks.
+func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (agentpay.Networks, error) {
+	nets := agentpay.Networks{}
+	for _, c := range d.Chains() {
+		n, err := newNetwork(ctx, c.Chain, chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}, treasury)
+		if err != nil {
+			return nil, err
+		}
+		nets[c.Chain] = n
+	}
+	return nets, nil
+}
+
+func (d *devnets) Chains() []agentpay.DevChain {
+	var out []agentpay.DevChain
+	for _, name := range chains.EVMChains {
+		if e, ok := d.evm[name]; ok {
+			out = append(out, agentpay.DevChain{Chain: name, RPCURL: e.RPCURL, ChainID: e.ChainID, USDC: e.USDC.Hex()})
+		}
+	}
+	if d.sol != nil {
+		out = append(out, agentpay.DevChain{Chain: chains.Solana, RPCURL: d.sol.RPCURL, USDC: d.sol.Mint.String()})
+	}
+	return out
+}
+
+func (d *devnets) Fund(ctx context.Context, chain chains.Name, address string, amount *big.Int) (agentpay.FaucetTransfer, error) {
+	if chain == chains.Solana {
+		to, err := sol.PublicKeyFromBase58(address)
+		if err != nil {
+			return agentpay.FaucetTransfer{}, chains.ErrInvalidAddress
+		}
+		if !amount.IsUint64() {
+			return agentpay.FaucetTransfer{}, agentpay.Invalid("amount_usd", "too large")
+		}
+		sig, err := d.sol.Send(ctx, to, amount.Uint64())
+		if err != nil {
+			return agentpay.FaucetTransfer{}, err
+		}
+		return agentpay.FaucetTransfer{TxHash: sig.String(), From: d.sol.Payer.PublicKey().String()}, nil
+	}
+	e, ok := d.evm[chain]
+	if !ok {
+		return agentpay.FaucetTransfer{}, agentpay.Invalid("chain", "no devnet for %s", chain)
+	}
+	hash, err := e.Send(ctx, common.HexToAddress(address), amount)
+	if err != nil {
+		return agentpay.FaucetTransfer{}, err
+	}
+	return agentpay.FaucetTransfer{TxHash: hash.Hex(), From: crypto.PubkeyToAddress(e.Payer.PublicKey).Hex()}, nil
+}
+
+func (d *devnets) Close() {
+	for _, e := range d.evm {
+		_ = e.Close()
+	}
+	if d.sol != nil {
+		_ = d.sol.Close()
+	}
+}

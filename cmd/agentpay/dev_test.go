@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+)
+
+// TestDevFromEmptyDataDir runs `agentpay dev` as a new user would: an empty
+// DATA_DIR, nothing else set. It must print its address and the devnet RPC
+// URLs, and the faucet must pay real USDC on all five chains.
+func TestDevFromEmptyDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five devnets")
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{
+		"DATA_DIR":       dataDir,
+		"HTTP_ADDR":      "127.0.0.1:0",
+		"DEV_BLOCK_TIME": "200ms",
+		"LOG_LEVEL":      "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw)
+		_ = pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("agentpay dev did not stop")
+		}
+	})
+
+	banner := readBanner(t, pr)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	addr := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(banner)
+	require.Len(t, addr, 2, banner)
+	base := addr[1]
+
+	_, err := os.Stat(filepath.Join(dataDir, "master.key"))
+	require.NoError(t, err, "dev generates its master key into DATA_DIR")
+
+	var devChains []struct {
+		Chain   string  `json:"chain"`
+		RPCURL  string  `json:"rpc_url"`
+		ChainID *uint64 `json:"chain_id"`
+		USDC    string  `json:"usdc"`
+	}
+	getJSON(t, base+"/dev/chains", &devChains)
+	require.Len(t, devChains, 5)
+	for _, c := range devChains {
+		require.Contains(t, banner, c.RPCURL, "the banner lists every devnet RPC URL")
+		require.Equal(t, c.Chain != "solana", c.ChainID != nil)
+	}
+
+	resp := getStatus(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, resp)
+
+	for _, c := range devChains {
+		t.Run(c.Chain, func(t *testing.T) {
+			var address string
+			var ledger chains.Ledger
+			var err error
+			if c.Chain == "solana" {
+				_, address, err = solana.NewKey()
+				require.NoError(t, err)
+				ledger = newTestSolanaLedger(t, c.RPCURL, c.USDC)
+			} else {
+				_, address, err = evm.NewKey()
+				require.NoError(t, err)
+				ledger = newTestEVMLedger(t, chains.Name(c.Chain), c.RPCURL, c.USDC)
+			}
+			body := `{"chain":"` + c.Chain + `","address":"` + address + `","amount_usd":25.5}`
+			var out map[string]any
+			status := postJSON(t, base+"/dev/faucet", body, &out)
+			require.Equal(t, http.StatusOK, status, out)
+			require.Equal(t, c.Chain, out["chain"])
+			require.Equal(t, address, out["address"])
+			require.Equal(t, 25.5, out["amount_usd"])
+			require.NotEmpty(t, out["tx_hash"])
+			require.NotEmpty(t, out["from_address"])
+
+			bal, err := ledger.Balance(context.Background(), address)
+			require.NoError(t, err)
+			require.Equal(t, big.NewInt(25_500_000), bal, "the faucet answers once the transfer is included")
+		})
+	}
+
+	t.Run("bad requests send nothing", func(t *testing.T) {
+		_, address, err := evm.NewKey()
+		require.NoError(t, err)
+		bad := []string{
+			`{"chain":"dogecoin","address":"` + address + `","amount_usd":1}`,
+			`{"chain":"base","address":"0x1234","amount_usd":1}`,
+			`{"chain":"base","address":"` + address + `","amount_usd":0}`,
+			`{"chain":"base","address":"` + address + `","amount_usd":-3}`,
+			`{"chain":"base","address":"` + address + `","amount_usd":1.0000001}`,
+			`{"chain":"base","address":"` + address + `","amount_usd":"5"}`,
+			`{"chain":"solana","address":"` + address + `","amount_usd":1}`,
+			`{"chain":"base","address":"` + address + `"`,
+		}
+		for _, body := range bad {
+			var out map[string]any
+			status := postJSON(t, base+"/dev/faucet", body, &out)
+			require.Equal(t, http.StatusUnprocessableEntity, status, body)
+			require.NotEmpty(t, out["detail"], body)
+			require.Len(t, out, 1, "an error body is {detail} only")
+		}
+		for _, c := range devChains {
+			if c.Chain != "base" {
+				continue
+			}
+			bal, err := newTestEVMLedger(t, chains.Base, c.RPCURL, c.USDC).Balance(context.Background(), address)
+			require.NoError(t, err)
+			require.Zero(t, bal.Sign())
+		}
+	})
+}
+
+// readBanner reads the start banner up to the devnet list's end.
+func readBanner(t *testing.T, r io.Reader) string {
+	t.Helper()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var b strings.Builder
+	devnets := 0
+	timeout := time.After(90 * time.Second)
+	for devnets < 5 {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "agentpay dev exited; printed:\n%s", b.String())
+			b.WriteString(l + "\n")
+			if strings.Contains(l, "http://127.0.0.1:") && strings.Contains(l, "USDC") {
+				devnets++
+			}
+		case <-timeout:
+			t.Fatalf("no banner; printed:\n%s", b.String())
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return b.String()
+}
+
+func getJSON(t *testing.T, url string, out any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+}
+
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func postJSON(t *testing.T, url, body string, out any) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewBufferString(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	return resp.StatusCode
+}
+
+// Read-only ledgers: balances are read straight from the devnets, not
+// through the service under test.
+func newTestEVMLedger(t *testing.T, name chains.Name, rpcURL, usdc string) chains.Ledger {
+	t.Helper()
+	l, err := evm.New(context.Background(), evm.Config{Chain: name, RPCURL: rpcURL, USDC: usdc})
+	require.NoError(t, err)
+	return l
+}
+
+func newTestSolanaLedger(t *testing.T, rpcURL, mint string) chains.Ledger {
+	t.Helper()
+	key, _, err := solana.NewKey()
+	require.NoError(t, err)
+	l, err := solana.New(context.Background(), solana.Config{RPCURL: rpcURL, Mint: mint, FeePayer: key})
+	require.NoError(t, err)
+	return l
+}

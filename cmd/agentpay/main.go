@@ -1,0 +1,69 @@
+// Command agentpay runs the service: `dev` (everything on one machine),
+// `serve` (the HTTP API), `worker` (chain scanning and deliveries) and
+// `migrate`. Configuration comes from the environment, read only here.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: agentpay <command>
+
+commands:
+  dev       everything in one process on the embedded defaults, with local devnets
+  serve     the HTTP API (REST, GraphQL, pages)
+  worker    chain scanning, confirmations, settlement, webhooks
+  migrate   apply the database migrations
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "agentpay:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("unknown command")
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return errUsage
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := newLogger(cfg.LogLevel)
+	switch args[0] {
+	case "dev":
+		return runDev(ctx, cfg, logger, stdout)
+	case "serve":
+		return runServe(ctx, cfg, logger)
+	case "worker":
+		return runWorker(ctx, cfg, logger)
+	case "migrate":
+		return runMigrate(ctx, cfg, logger)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stdout, usage)
+		return fmt.Errorf("%w %q", errUsage, args[0])
+	}
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,153 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/chaincursor"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+)
+
+// ScanResult is what one scan of a chain found.
+type ScanResult struct {
+	Next   uint64
+	Events []chains.DepositEvent
+}
+
+// ScanDeposits advances the deposit watcher of one chain in one mode: it
+// resumes from the saved cursor, polls the chain for the watched deposit
+// addresses, records what changed and saves the new cursor in the same
+// transaction. A crash between poll and commit re-scans the same blocks
+// rather than skipping them, and the watcher reports each change once per
+// state, so nothing is lost or counted twice.
+func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name) (ScanResult, error) {
+	network, ok := s.Networks(mode)[chain]
+	if !ok || network.NewWatcher == nil {
+		return ScanResult{}, Invalid("chain", "%s is not available in %s mode", chain, mode)
+	}
+	saved, err := s.loadCursor(ctx, mode, chain)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	key := string(mode) + "/" + string(chain)
+	w, err := s.watchers.get(ctx, key, saved, network.NewWatcher)
+	if err != nil {
+		return ScanResult{}, fmt.Errorf("deposit watcher %s: %w", key, err)
+	}
+	addrs, err := s.watchedAddresses(ctx, mode, chain)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	events, err := w.Poll(ctx, network.NewWatchlist(addrs))
+	if err != nil {
+		s.watchers.drop(key)
+		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
+	}
+	state := w.State()
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		for _, ev := range events {
+			s.logger.InfoContext(ctx, "deposit", "chain", chain, "mode", mode, "kind", ev.Kind,
+				"tx", ev.Deposit.TxHash, "to", ev.Deposit.To, "amount", ev.Deposit.Amount,
+				"confirmations", ev.Confirmations, "required", ev.Required)
+		}
+		return saveCursor(ctx, tx, mode, chain, state)
+	})
+	if err != nil {
+		s.watchers.drop(key)
+		return ScanResult{}, err
+	}
+	return ScanResult{Next: state.Next, Events: events}, nil
+}
+
+// watchedAddresses lists the deposit addresses of a chain and mode not yet
+// swept: late payments to them must still be seen.
+func (s *Service) watchedAddresses(ctx context.Context, mode Mode, chain chains.Name) ([]string, error) {
+	return s.cfg.DB.Ent.DepositAddress.Query().
+		Where(
+			depositaddress.Chain(string(chain)),
+			depositaddress.Swept(false),
+			depositaddress.HasSessionWith(checkoutsession.Livemode(mode == ModeLive)),
+		).
+		Select(depositaddress.FieldAddress).
+		Strings(ctx)
+}
+
+func (s *Service) loadCursor(ctx context.Context, mode Mode, chain chains.Name) (*chains.WatcherState, error) {
+	row, err := s.cfg.DB.Ent.ChainCursor.Query().
+		Where(chaincursor.Chain(string(chain)), chaincursor.ModeEQ(chaincursor.Mode(mode))).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &chains.WatcherState{Next: uint64(row.NextBlock)}
+	if len(row.Pending) > 0 {
+		if err := json.Unmarshal(row.Pending, &st.Pending); err != nil {
+			return nil, fmt.Errorf("chain cursor %s/%s: %w", mode, chain, err)
+		}
+	}
+	return st, nil
+}
+
+func saveCursor(ctx context.Context, tx *ent.Tx, mode Mode, chain chains.Name, st chains.WatcherState) error {
+	pending, err := json.Marshal(st.Pending)
+	if err != nil {
+		return err
+	}
+	n, err := tx.ChainCursor.Update().
+		Where(chaincursor.Chain(string(chain)), chaincursor.ModeEQ(chaincursor.Mode(mode))).
+		SetNextBlock(int64(st.Next)).
+		SetPending(pending).
+		Save(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	return tx.ChainCursor.Create().
+		SetChain(string(chain)).
+		SetMode(chaincursor.Mode(mode)).
+		SetNextBlock(int64(st.Next)).
+		SetPending(pending).
+		Exec(ctx)
+}
+
+// watcherCache keeps each chain's watcher between scans (building one costs
+// RPC calls); a watcher whose position differs from the saved cursor (another
+// worker process scanned since) is rebuilt from the cursor.
+type watcherCache struct {
+	mu sync.Mutex
+	m  map[string]chains.Watcher
+}
+
+func newWatcherCache() *watcherCache { return &watcherCache{m: map[string]chains.Watcher{}} }
+
+func (c *watcherCache) get(ctx context.Context, key string, saved *chains.WatcherState, build WatcherFactory) (chains.Watcher, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.m[key]; ok && (saved == nil || w.State().Next == saved.Next) {
+		return w, nil
+	}
+	var st chains.WatcherState
+	if saved != nil {
+		st = *saved
+	}
+	w, err := build(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	c.m[key] = w
+	return w, nil
+}
+
+func (c *watcherCache) drop(key string) {
+	c.mu.Lock()
+	delete(c.m, key)
+	c.mu.Unlock()
+}

@@ -1,0 +1,117 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+	"github.com/google/uuid"
+)
+
+// Transfer is an agent's USDC send: to another agent (to_agent set) or to a
+// human user's address (to_agent empty).
+type Transfer struct {
+	ent.Schema
+}
+
+// Annotations of the Transfer.
+func (Transfer) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entgql.RelayConnection(),
+	}
+}
+
+// Mixin of the Transfer.
+func (Transfer) Mixin() []ent.Mixin {
+	return []ent.Mixin{BaseMixin{}}
+}
+
+// Fields of the Transfer.
+func (Transfer) Fields() []ent.Field {
+	return []ent.Field{
+		field.UUID("from_agent_id", uuid.UUID{}).
+			Immutable(),
+		field.UUID("to_agent_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable(),
+		field.String("chain").
+			NotEmpty().
+			Immutable(),
+		field.String("token").
+			Default("USDC").
+			Immutable(),
+		field.String("from_address").
+			NotEmpty().
+			Immutable(),
+		field.String("to_address").
+			NotEmpty().
+			Immutable(),
+		// Amounts in token base units (see money.go): the sender is debited
+		// amount, the recipient receives net = amount - fee, the treasury fee.
+		field.Int64("amount").
+			NonNegative().
+			Immutable(),
+		field.Int64("fee").
+			NonNegative().
+			Default(0).
+			Immutable(),
+		field.Int64("net").
+			NonNegative().
+			Immutable(),
+		field.String("tx_hash").
+			Optional(),
+		field.Enum("status").
+			Values("pending", "submitted", "completed", "failed").
+			Default("pending"),
+		// ref makes the on-chain transfer idempotent: on EVM it is the
+		// EIP-3009 authorization nonce (32 bytes), so a retried submission can
+		// never pay twice; on Solana a random 32-byte reference.
+		field.Bytes("ref").
+			Immutable().
+			Unique().
+			Annotations(entgql.Skip()),
+		field.String("memo").
+			Optional().
+			MaxLen(500),
+		field.String("error").
+			Optional(),
+		field.Time("submitted_at").
+			Optional().
+			Nillable(),
+		field.Time("completed_at").
+			Optional().
+			Nillable(),
+	}
+}
+
+// Edges of the Transfer.
+func (Transfer) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("from_agent", Agent.Type).
+			Ref("sent_transfers").
+			Field("from_agent_id").
+			Unique().
+			Required().
+			Immutable(),
+		edge.From("to_agent", Agent.Type).
+			Ref("received_transfers").
+			Field("to_agent_id").
+			Unique().
+			Immutable(),
+	}
+}
+
+// Indexes of the Transfer.
+func (Transfer) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields("from_agent_id", "created_at"),
+		index.Fields("to_agent_id", "created_at"),
+		// In-flight sends (pending/submitted) are summed per sender when the
+		// available balance is checked, and resumed by the worker.
+		index.Fields("status", "from_agent_id"),
+		index.Fields("chain", "tx_hash"),
+	}
+}

@@ -1,0 +1,66 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"agentpay"
+)
+
+// errorCode maps a service error to the code clients switch on; the same
+// errors give the same answers as the REST facade's status codes.
+func errorCode(err error) string {
+	switch {
+	case agentpay.IsValidation(err):
+		return "BAD_USER_INPUT"
+	case errors.Is(err, agentpay.ErrNotFound):
+		return "NOT_FOUND"
+	case errors.Is(err, agentpay.ErrConflict):
+		return "CONFLICT"
+	case errors.Is(err, agentpay.ErrUnauthorized):
+		return "UNAUTHENTICATED"
+	case errors.Is(err, agentpay.ErrForbidden):
+		return "FORBIDDEN"
+	case errors.Is(err, agentpay.ErrRateLimited):
+		return "RATE_LIMITED"
+	case errors.Is(err, agentpay.ErrInsufficientFunds):
+		return "INSUFFICIENT_FUNDS"
+	case errors.Is(err, agentpay.ErrUnavailable):
+		return "UNAVAILABLE"
+	}
+	return ""
+}
+
+// presentError shows service errors with their code and hides anything
+// unexpected behind "internal error", logging it instead.
+func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
+		var already *gqlerror.Error
+		if errors.As(err, &already) && already.Err == nil {
+			return gqlErr // parse and validation errors of the query itself
+		}
+		code := errorCode(err)
+		if code == "" {
+			logger.ErrorContext(ctx, "graphql resolver failed", "path", gqlErr.Path.String(), "err", err)
+			gqlErr.Message = "internal error"
+			code = "INTERNAL"
+		}
+		if gqlErr.Extensions == nil {
+			gqlErr.Extensions = map[string]any{}
+		}
+		gqlErr.Extensions["code"] = code
+		return gqlErr
+	}
+}
+
+func recoverPanic(logger *slog.Logger) graphql.RecoverFunc {
+	return func(ctx context.Context, p any) error {
+		logger.ErrorContext(ctx, "graphql panic", "panic", p)
+		return errors.New("internal error")
+	}
+}

@@ -1,0 +1,57 @@
+package graph
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"agentpay"
+)
+
+// HandlerConfig wires the GraphQL server.
+type HandlerConfig struct {
+	Service *agentpay.Service
+	Logger  *slog.Logger
+	// AllowedOrigins may open websocket subscriptions from a browser besides
+	// the API's own host ("*" allows any).
+	AllowedOrigins []string
+	// HeadPollInterval is how often chain head subscriptions look for a new head.
+	HeadPollInterval time.Duration
+}
+
+// NewHandler serves queries and mutations over HTTP and subscriptions over
+// websocket (graphql-transport-ws and the older graphql-ws) on one path.
+func NewHandler(cfg HandlerConfig) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HeadPollInterval <= 0 {
+		cfg.HeadPollInterval = time.Second
+	}
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}}))
+	srv.AddTransport(&transport.Websocket{
+		Implementation:        newGorillaWebsocket(cfg.AllowedOrigins),
+		KeepAlivePingInterval: 10 * time.Second,
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetErrorPresenter(presentError(cfg.Logger))
+	srv.SetRecoverFunc(recoverPanic(cfg.Logger))
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	return srv
+}
+
+// NewPlayground serves the GraphQL playground for the endpoint.
+func NewPlayground(endpoint string) http.Handler {
+	return playground.Handler("agentpay GraphQL", endpoint)
+}

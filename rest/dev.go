@@ -1,0 +1,63 @@
+package rest
+
+import (
+	"net/http"
+
+	"agentpay"
+)
+
+type faucetRequest struct {
+	Chain     string `json:"chain"`
+	Address   string `json:"address"`
+	AmountUSD Amount `json:"amount_usd"`
+}
+
+type faucetResponse struct {
+	TxHash      string `json:"tx_hash"`
+	Chain       string `json:"chain"`
+	Address     string `json:"address"`
+	AmountUSD   Amount `json:"amount_usd"`
+	FromAddress string `json:"from_address"`
+}
+
+// devFaucet sends test USDC (design.md section 5). Its errors are 422 like
+// the checkout API's, since it serves the people testing checkouts.
+func (s *server) devFaucet(w http.ResponseWriter, r *http.Request) {
+	var req faucetRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	res, err := s.svc.DevFaucet(r.Context(), agentpay.FaucetRequest{
+		Chain: req.Chain, Address: req.Address, AmountUSD: req.AmountUSD.Decimal,
+	})
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, faucetResponse{
+		TxHash: res.TxHash, Chain: string(res.Chain), Address: res.Address,
+		AmountUSD: Amount{res.AmountUSD}, FromAddress: res.From,
+	})
+}
+
+type devChain struct {
+	Chain   string  `json:"chain"`
+	RPCURL  string  `json:"rpc_url"`
+	ChainID *uint64 `json:"chain_id,omitempty"`
+	USDC    string  `json:"usdc"`
+}
+
+func (s *server) devChains(w http.ResponseWriter, r *http.Request) {
+	list := s.svc.DevChains()
+	out := make([]devChain, 0, len(list))
+	for _, c := range list {
+		dc := devChain{Chain: string(c.Chain), RPCURL: c.RPCURL, USDC: c.USDC}
+		if c.Chain.IsEVM() {
+			id := c.ChainID
+			dc.ChainID = &id
+		}
+		out = append(out, dc)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,261 @@
+// Package agentpay is the service layer: every rule of the agent and merchant
+// APIs lives here. The REST facade (rest), GraphQL (graph) and the worker call
+// it; they translate requests and answers, they do not decide.
+package agentpay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"agentpay/chains"
+)
+
+// Mode separates real money from test money: live keys use the main
+// networks, test keys the test networks (the local devnets in dev).
+type Mode string
+
+const (
+	ModeLive Mode = "live"
+	ModeTest Mode = "test"
+)
+
+// Network is one configured chain: its ledger, and how to build a deposit
+// watcher resuming from saved state.
+type Network struct {
+	Ledger     chains.Ledger
+	NewWatcher WatcherFactory
+	// NewWatchlist builds the chain's address set (each chain normalises
+	// addresses its own way).
+	NewWatchlist func(addresses []string) chains.Watchlist
+}
+
+// WatcherFactory builds a chain's deposit watcher from its saved state.
+type WatcherFactory func(ctx context.Context, state chains.WatcherState) (chains.Watcher, error)
+
+// Networks holds each configured chain of one mode. A chain missing here has
+// no RPC configured for that mode.
+type Networks map[chains.Name]Network
+
+// Config is everything the service layer needs; cmd builds it from the
+// environment.
+type Config struct {
+	DB     *DB
+	Vault  *Vault
+	Logger *slog.Logger
+
+	// Live and Test are the ledgers per chain for each mode.
+	Live Networks
+	Test Networks
+	// Faucet sends test USDC; set only by `agentpay dev`.
+	Faucet Faucet
+
+	BaseURL string
+	PayURL  string
+	AppURL  string
+
+	SessionTTL         time.Duration
+	WebhookRetryDelays []time.Duration
+}
+
+// Service is the service layer.
+type Service struct {
+	cfg      Config
+	logger   *slog.Logger
+	watchers *watcherCache
+}
+
+// NewService checks the configuration and builds the service layer.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("agentpay: Config.DB is required")
+	}
+	if cfg.Vault == nil {
+		return nil, errors.New("agentpay: Config.Vault is required")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache()}, nil
+}
+
+// Networks returns the ledgers of a mode.
+func (s *Service) Networks(mode Mode) Networks {
+	if mode == ModeLive {
+		return s.cfg.Live
+	}
+	return s.cfg.Test
+}
+
+// Ledger returns the ledger of a chain in a mode, or a validation error
+// naming the chain when it is not configured, so a missing RPC is refused up
+// front rather than failing later.
+func (s *Service) Ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
+	if !chain.Valid() {
+		_, err := chains.ParseName(string(chain))
+		return nil, Invalid("chain", "%s", err)
+	}
+	n, ok := s.Networks(mode)[chain]
+	if !ok {
+		return nil, Invalid("chain", "%s is not available in %s mode", chain, mode)
+	}
+	return n.Ledger, nil
+}
+
+// ChainStatus is a configured chain as seen right now.
+type ChainStatus struct {
+	Chain   chains.Name
+	Mode    Mode
+	Token   string
+	Head    uint64
+	Healthy bool
+	Error   string
+}
+
+// ChainStatuses asks every configured chain for its head, concurrently, so
+// one slow RPC does not add up with the others.
+func (s *Service) ChainStatuses(ctx context.Context) []ChainStatus {
+	type probe struct {
+		mode   Mode
+		ledger chains.Ledger
+	}
+	var probes []probe
+	for _, mode := range []Mode{ModeLive, ModeTest} {
+		for _, n := range s.Networks(mode) {
+			probes = append(probes, probe{mode, n.Ledger})
+		}
+	}
+	out := make([]ChainStatus, len(probes))
+	done := make(chan struct{}, len(probes))
+	for i, p := range probes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			st := ChainStatus{Chain: p.ledger.Chain(), Mode: p.mode, Token: p.ledger.Token()}
+			head, err := p.ledger.Head(ctx)
+			if err != nil {
+				st.Error = "unreachable"
+				s.logger.WarnContext(ctx, "chain head", "chain", st.Chain, "mode", p.mode, "err", err)
+			} else {
+				st.Head, st.Healthy = head, true
+			}
+			out[i] = st
+		}()
+	}
+	for range probes {
+		<-done
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Mode != out[j].Mode {
+			return out[i].Mode < out[j].Mode
+		}
+		return chainOrder(out[i].Chain) < chainOrder(out[j].Chain)
+	})
+	return out
+}
+
+func chainOrder(n chains.Name) int {
+	for i, c := range chains.All {
+		if c == n {
+			return i
+		}
+	}
+	return len(chains.All)
+}
+
+// Ready reports whether the database and every configured chain answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.cfg.DB.Ping(ctx); err != nil {
+		s.logger.WarnContext(ctx, "database ping", "err", err)
+		return fmt.Errorf("%w: database unreachable", ErrUnavailable)
+	}
+	for _, st := range s.ChainStatuses(ctx) {
+		if !st.Healthy {
+			return fmt.Errorf("%w: %s (%s) unreachable", ErrUnavailable, st.Chain, st.Mode)
+		}
+	}
+	return nil
+}
+
+// ChainStatus reports one configured chain.
+func (s *Service) ChainStatus(ctx context.Context, mode Mode, chain chains.Name) (ChainStatus, error) {
+	l, err := s.Ledger(mode, chain)
+	if err != nil {
+		return ChainStatus{}, err
+	}
+	st := ChainStatus{Chain: chain, Mode: mode, Token: l.Token()}
+	head, err := l.Head(ctx)
+	if err != nil {
+		s.logger.WarnContext(ctx, "chain head", "chain", chain, "mode", mode, "err", err)
+		st.Error = "unreachable"
+		return st, nil
+	}
+	st.Head, st.Healthy = head, true
+	return st, nil
+}
+
+// WatchChainHead sends the chain's status now and each time its head
+// advances (or its health changes), until ctx ends.
+func (s *Service) WatchChainHead(ctx context.Context, mode Mode, chain chains.Name, every time.Duration) (<-chan ChainStatus, error) {
+	first, err := s.ChainStatus(ctx, mode, chain)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan ChainStatus, 1)
+	out <- first
+	go func() {
+		defer close(out)
+		last := first
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			st, err := s.ChainStatus(ctx, mode, chain)
+			if err != nil || (st.Head == last.Head && st.Healthy == last.Healthy) {
+				continue
+			}
+			last = st
+			select {
+			case out <- st:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// ParseMode turns an API value into a Mode.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case ModeLive, ModeTest:
+		return Mode(s), nil
+	}
+	return "", Invalid("mode", "must be live or test")
+}
+
+// ScannedChain is a chain the worker scans for deposits.
+type ScannedChain struct {
+	Mode  Mode
+	Chain chains.Name
+}
+
+// ScannedChains lists every configured chain that has a deposit watcher.
+func (s *Service) ScannedChains() []ScannedChain {
+	var out []ScannedChain
+	for _, mode := range []Mode{ModeLive, ModeTest} {
+		for _, name := range chains.All {
+			if n, ok := s.Networks(mode)[name]; ok && n.NewWatcher != nil {
+				out = append(out, ScannedChain{Mode: mode, Chain: name})
+			}
+		}
+	}
+	return out
+}

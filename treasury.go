@@ -1,0 +1,44 @@
+package agentpay
+
+import (
+	"fmt"
+
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+)
+
+// TreasuryKeys are the service's own wallets: on EVM chains the gas wallet
+// that relays every transfer and collects the fees, on Solana the fee payer
+// (which also pays rent for new token accounts). They are derived from the
+// master key, so MASTER_KEY alone is enough to run the service and the
+// treasury addresses never change while it does.
+type TreasuryKeys struct {
+	EVM           []byte `json:"-"`
+	EVMAddress    string
+	Solana        []byte `json:"-"`
+	SolanaAddress string
+}
+
+// String redacts the keys so TreasuryKeys are safe in logs.
+func (t TreasuryKeys) String() string {
+	return fmt.Sprintf("TreasuryKeys{evm %s, solana %s}", t.EVMAddress, t.SolanaAddress)
+}
+
+// GoString redacts the keys for %#v.
+func (t TreasuryKeys) GoString() string { return t.String() }
+
+// Format redacts the keys for every fmt verb.
+func (t TreasuryKeys) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(t.String())) }
+
+// TreasuryKeys derives the treasury wallets (index 0 of the treasury seed).
+func (v *Vault) TreasuryKeys() (TreasuryKeys, error) {
+	var t TreasuryKeys
+	var err error
+	if t.EVM, t.EVMAddress, err = evm.DeriveKey(v.treasurySeed, 0); err != nil {
+		return TreasuryKeys{}, fmt.Errorf("treasury: derive evm key: %w", err)
+	}
+	if t.Solana, t.SolanaAddress, err = solana.DeriveKey(v.treasurySeed, 0); err != nil {
+		return TreasuryKeys{}, fmt.Errorf("treasury: derive solana key: %w", err)
+	}
+	return t, nil
+}

@@ -1,0 +1,193 @@
+package agentpay
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MasterKeySize is the length of MASTER_KEY once decoded.
+const MasterKeySize = 32
+
+// vaultVersion1 prefixes every ciphertext sealed with AES-256-GCM under the
+// key derived from the master key. The prefix lets a later version (a new
+// master key, another cipher) coexist with rows sealed under this one, so keys
+// can be rotated by re-sealing rows lazily instead of all at once.
+const vaultVersion1 byte = 1
+
+const (
+	vaultNonceSize = 12
+	// HKDF info strings separate the uses of the master key: the sealing key
+	// and the deposit and treasury seeds are independent even though all come
+	// from MASTER_KEY, so one secret is enough to run the service.
+	vaultSealInfo    = "agentpay vault aes-256-gcm v1"
+	depositSeedInfo  = "agentpay deposit seed v1"
+	treasurySeedInfo = "agentpay treasury seed v1"
+	seedBytes        = 64
+)
+
+var (
+	// ErrVaultOpen is returned by Open for any ciphertext that does not
+	// authenticate: another master key, tampered bytes or the wrong associated
+	// data. The causes are deliberately not told apart.
+	ErrVaultOpen = errors.New("vault: cannot open ciphertext (wrong master key, tampered data or wrong row)")
+	// ErrVaultVersion is returned by Open for a ciphertext sealed by a version
+	// of the vault this build does not know.
+	ErrVaultVersion = errors.New("vault: unknown ciphertext version")
+)
+
+// Vault seals the secrets the service keeps at rest (custodial wallet keys)
+// and derives the seed of checkout deposit addresses. Everything comes from a
+// single 32-byte master key (MASTER_KEY):
+//
+//   - sealing key = HKDF-SHA256(master, info "agentpay vault aes-256-gcm v1"), used
+//     with AES-256-GCM; a ciphertext is version(1) || nonce(12) || sealed data+tag;
+//   - deposit seed = HKDF-SHA256(master, info "agentpay deposit seed v1"), 64 bytes,
+//     the BIP-32 / SLIP-0010 seed of deposit addresses;
+//   - treasury seed = HKDF-SHA256(master, info "agentpay treasury seed v1"), 64 bytes,
+//     from which the treasury keys are derived (see TreasuryKeys); a seed of its
+//     own keeps the treasury apart from every deposit index.
+//
+// Losing the master key loses every custodial key and deposit address;
+// leaking it leaks them all. A Vault never prints its keys: it formats as a
+// fixed redacted string with every fmt verb.
+type Vault struct {
+	aead         cipher.AEAD
+	depositSeed  []byte
+	treasurySeed []byte
+}
+
+// NewVault builds a vault from a 32-byte master key (see ParseMasterKey). The
+// vault keeps no reference to masterKey.
+func NewVault(masterKey []byte) (*Vault, error) {
+	if len(masterKey) != MasterKeySize {
+		return nil, fmt.Errorf("vault: master key must be %d bytes, got %d", MasterKeySize, len(masterKey))
+	}
+	sealKey, err := hkdf.Key(sha256.New, masterKey, nil, vaultSealInfo, 32)
+	if err != nil {
+		return nil, errors.New("vault: cannot derive sealing key")
+	}
+	block, err := aes.NewCipher(sealKey)
+	if err != nil {
+		return nil, errors.New("vault: cannot create cipher")
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, errors.New("vault: cannot create AES-GCM")
+	}
+	seed, err := hkdf.Key(sha256.New, masterKey, nil, depositSeedInfo, seedBytes)
+	if err != nil {
+		return nil, errors.New("vault: cannot derive deposit seed")
+	}
+	treasurySeed, err := hkdf.Key(sha256.New, masterKey, nil, treasurySeedInfo, seedBytes)
+	if err != nil {
+		return nil, errors.New("vault: cannot derive treasury seed")
+	}
+	return &Vault{aead: aead, depositSeed: seed, treasurySeed: treasurySeed}, nil
+}
+
+// Seal encrypts plaintext with a fresh random nonce. associatedData is not
+// stored but must be given again to Open: pass the identity of the row the
+// ciphertext belongs to (e.g. the wallet id) so a ciphertext copied into
+// another row does not open there.
+func (v *Vault) Seal(plaintext, associatedData []byte) ([]byte, error) {
+	out := make([]byte, 1+vaultNonceSize, 1+vaultNonceSize+len(plaintext)+v.aead.Overhead())
+	out[0] = vaultVersion1
+	if _, err := rand.Read(out[1 : 1+vaultNonceSize]); err != nil {
+		return nil, fmt.Errorf("vault: reading random nonce: %w", err)
+	}
+	nonce := out[1 : 1+vaultNonceSize]
+	return v.aead.Seal(out, nonce, plaintext, vaultAD(vaultVersion1, associatedData)), nil
+}
+
+// Open decrypts a ciphertext made by Seal with the same associated data.
+func (v *Vault) Open(ciphertext, associatedData []byte) ([]byte, error) {
+	if len(ciphertext) == 0 {
+		return nil, ErrVaultOpen
+	}
+	if ciphertext[0] != vaultVersion1 {
+		return nil, ErrVaultVersion
+	}
+	if len(ciphertext) < 1+vaultNonceSize+v.aead.Overhead() {
+		return nil, ErrVaultOpen
+	}
+	nonce := ciphertext[1 : 1+vaultNonceSize]
+	plain, err := v.aead.Open(nil, nonce, ciphertext[1+vaultNonceSize:], vaultAD(vaultVersion1, associatedData))
+	if err != nil {
+		// The GCM error says nothing useful and nothing secret; ours names the
+		// likely causes for the operator.
+		return nil, ErrVaultOpen
+	}
+	return plain, nil
+}
+
+// vaultAD authenticates the version byte along with the caller's associated
+// data, so a ciphertext cannot be relabelled as another version.
+func vaultAD(version byte, associatedData []byte) []byte {
+	ad := make([]byte, 0, 1+len(associatedData))
+	ad = append(ad, version)
+	return append(ad, associatedData...)
+}
+
+// DepositSeed returns the 64-byte seed from which checkout deposit addresses
+// are derived (BIP-32 for EVM chains, SLIP-0010 for Solana). It is a function
+// of the master key alone, so any address can be re-derived from its stored
+// index after a restart. The caller gets a copy.
+func (v *Vault) DepositSeed() []byte {
+	return append([]byte(nil), v.depositSeed...)
+}
+
+// String redacts the vault so it is safe in logs.
+func (v *Vault) String() string { return "agentpay.Vault{redacted}" }
+
+// GoString redacts the vault for %#v.
+func (v *Vault) GoString() string { return v.String() }
+
+// Format redacts the vault for every fmt verb (%x and %+v included), since
+// the cipher's round keys would otherwise be printed field by field.
+func (v *Vault) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(v.String())) }
+
+// ParseMasterKey decodes MASTER_KEY given as hex (64 digits) or base64
+// (standard or URL alphabet, padded or not) of exactly 32 bytes. Surrounding
+// whitespace is ignored. Errors never repeat the value.
+func ParseMasterKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("master key is empty: expected 32 bytes as base64 or hex")
+	}
+	if len(s) == 2*MasterKeySize {
+		if b, err := hex.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		b, err := enc.DecodeString(s)
+		if err != nil {
+			continue
+		}
+		if len(b) != MasterKeySize {
+			return nil, fmt.Errorf("master key decodes to %d bytes, need %d (base64 or hex)", len(b), MasterKeySize)
+		}
+		return b, nil
+	}
+	// Neither the value nor the decoder's error (which quotes an offending
+	// byte) is included.
+	return nil, fmt.Errorf("master key is not valid base64 or hex of %d bytes", MasterKeySize)
+}
+
+// GenerateMasterKey returns a new random 32-byte master key (for `dev`, or to
+// print one for an operator to store).
+func GenerateMasterKey() ([]byte, error) {
+	k := make([]byte, MasterKeySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("generating master key: %w", err)
+	}
+	return k, nil
+}

@@ -1,0 +1,56 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"agentpay"
+	"agentpay/chains"
+)
+
+// ScanChainArgs scans one chain of one mode for deposits.
+type ScanChainArgs struct {
+	Mode  string `json:"mode"`
+	Chain string `json:"chain"`
+}
+
+func (ScanChainArgs) Kind() string { return "scan_chain" }
+
+// InsertOpts keeps at most one scan of a chain waiting or running: a slow
+// RPC must not pile scans up behind it.
+func (ScanChainArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:       queueChains,
+		MaxAttempts: 3,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+type scanChainWorker struct {
+	river.WorkerDefaults[ScanChainArgs]
+	svc *agentpay.Service
+}
+
+func (w *scanChainWorker) Work(ctx context.Context, job *river.Job[ScanChainArgs]) error {
+	mode, err := agentpay.ParseMode(job.Args.Mode)
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	_, err = w.svc.ScanDeposits(ctx, mode, chains.Name(job.Args.Chain))
+	return err
+}
+
+// NextRetry retries a failed scan soon: the next periodic scan would pick
+// the work up anyway.
+func (w *scanChainWorker) NextRetry(*river.Job[ScanChainArgs]) time.Time {
+	return time.Now().Add(time.Second)
+}

@@ -1,0 +1,103 @@
+// Package worker runs the service's background jobs on River: deposit
+// scanning now, and confirmations, settlement and webhook delivery as they
+// arrive. Jobs call the service layer; the rules stay there.
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"agentpay"
+)
+
+// Config wires the worker.
+type Config struct {
+	DB      *agentpay.DB
+	Service *agentpay.Service
+	Logger  *slog.Logger
+	// ScanInterval is how often each chain is scanned for deposits.
+	ScanInterval time.Duration
+	// Concurrency is the number of jobs of each queue run at once.
+	Concurrency int
+}
+
+// Worker is a River client working the service's queues.
+type Worker struct {
+	client *river.Client[*sql.Tx]
+}
+
+const queueChains = "chains"
+
+// New builds the River client with every job kind and the periodic scans of
+// each configured chain. With several worker processes River elects one
+// leader to schedule periodic jobs, and unique jobs keep one scan of a chain
+// at a time.
+func New(cfg Config) (*Worker, error) {
+	if cfg.DB == nil || cfg.Service == nil {
+		return nil, errors.New("worker: Config.DB and Config.Service are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ScanInterval <= 0 {
+		cfg.ScanInterval = 2 * time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})
+
+	var periodic []*river.PeriodicJob
+	for _, c := range cfg.Service.ScannedChains() {
+		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
+		periodic = append(periodic, river.NewPeriodicJob(
+			river.PeriodicInterval(cfg.ScanInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+			&river.PeriodicJobOpts{RunOnStart: true},
+		))
+	}
+
+	riverCfg := &river.Config{
+		Logger:       cfg.Logger.With("component", "river"),
+		Workers:      workers,
+		PeriodicJobs: periodic,
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.Concurrency},
+			queueChains:        {MaxWorkers: cfg.Concurrency},
+		},
+		JobTimeout: time.Minute,
+	}
+	if !cfg.DB.IsPostgres() {
+		// One SQLite connection: poll often and briefly instead of
+		// listening for notifications.
+		riverCfg.FetchCooldown = 20 * time.Millisecond
+		riverCfg.FetchPollInterval = 200 * time.Millisecond
+	} else {
+		riverCfg.FetchPollInterval = 250 * time.Millisecond
+	}
+	client, err := river.NewClient(cfg.DB.RiverDriver(), riverCfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{client: client}, nil
+}
+
+// Client is the River client, for inserting jobs in a transaction.
+func (w *Worker) Client() *river.Client[*sql.Tx] { return w.client }
+
+// Run works jobs until ctx ends, then stops softly (running jobs finish).
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.client.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return w.client.Stop(stopCtx)
+}
