@@ -12,16 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// AmountUsd is the resolver for the amountUsd field.
-func (r *checkoutSessionResolver) AmountUsd(ctx context.Context, obj *ent.CheckoutSession) (string, error) {
-	return obj.AmountUsd.String(), nil
-}
-
-// AmountUsd is the resolver for the amountUsd field.
-func (r *paymentResolver) AmountUsd(ctx context.Context, obj *ent.Payment) (string, error) {
-	return obj.AmountUsd.String(), nil
-}
-
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
 	return r.cfg.Service.Node(ctx, id)
@@ -40,17 +30,7 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder
 	return out, nil
 }
 
-// CheckoutSession returns CheckoutSessionResolver implementation.
-func (r *Resolver) CheckoutSession() CheckoutSessionResolver { return &checkoutSessionResolver{r} }
-
-// Payment returns PaymentResolver implementation.
-func (r *Resolver) Payment() PaymentResolver { return &paymentResolver{r} }
-
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
-type (
-	checkoutSessionResolver struct{ *Resolver }
-	paymentResolver         struct{ *Resolver }
-	queryResolver           struct{ *Resolver }
-)
+type queryResolver struct{ *Resolver }

@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/graph/model"
+	"agentpay/graph/scalar"
 	"bytes"
 	"context"
 	"embed"
@@ -28,6 +29,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -42,8 +44,6 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
-	CheckoutSession() CheckoutSessionResolver
-	Payment() PaymentResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 }
@@ -353,12 +353,6 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
-type CheckoutSessionResolver interface {
-	AmountUsd(ctx context.Context, obj *ent.CheckoutSession) (string, error)
-}
-type PaymentResolver interface {
-	AmountUsd(ctx context.Context, obj *ent.Payment) (string, error)
-}
 type QueryResolver interface {
 	Node(ctx context.Context, id uuid.UUID) (ent.Noder, error)
 	Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error)
@@ -3608,18 +3602,18 @@ func (ec *executionContext) _CheckoutSession_amountUsd(ctx context.Context, fiel
 			return ec.fieldContext_CheckoutSession_amountUsd(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.CheckoutSession().AmountUsd(ctx, obj)
+			return obj.AmountUsd, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNDecimal2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutSession_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CheckoutSession", field, true, true, "Decimal")
+	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "Decimal")
 }
 
 func (ec *executionContext) _CheckoutSession_currency(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
@@ -5531,18 +5525,18 @@ func (ec *executionContext) _Payment_amountUsd(ctx context.Context, field graphq
 			return ec.fieldContext_Payment_amountUsd(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Payment().AmountUsd(ctx, obj)
+			return obj.AmountUsd, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNDecimal2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Payment_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Payment", field, true, true, "Decimal")
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "Decimal")
 }
 
 func (ec *executionContext) _Payment_blockNumber(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -10285,11 +10279,10 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "amountUsd":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._CheckoutSession_amountUsd(ctx, field, obj)
-				})
+			out.Values[i] = ec._CheckoutSession_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "currency":
 			out.Values[i] = ec._CheckoutSession_currency(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -10882,11 +10875,10 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "amountUsd":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Payment_amountUsd(ctx, field, obj)
-				})
+			out.Values[i] = ec._Payment_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "blockNumber":
 			out.Values[i] = ec._Payment_blockNumber(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -12345,14 +12337,14 @@ func (ec *executionContext) marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCurso
 	return v
 }
 
-func (ec *executionContext) unmarshalNDecimal2string(ctx context.Context, v any) (string, error) {
-	res, err := graphql.UnmarshalString(v)
+func (ec *executionContext) unmarshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, v any) (decimal.Decimal, error) {
+	res, err := scalar.UnmarshalDecimal(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNDecimal2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+func (ec *executionContext) marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, sel ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalString(v)
+	res := scalar.MarshalDecimal(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Decimal!")
 	}

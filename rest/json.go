@@ -28,6 +28,8 @@ func decodeJSON(r *http.Request, dst any) error {
 		switch {
 		case errors.Is(err, io.EOF):
 			return agentpay.Invalid("", "request body must be a JSON object")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return agentpay.Invalid("", "malformed JSON: unexpected end of body")
 		case errors.As(err, &syntax):
 			return agentpay.Invalid("", "malformed JSON at byte %d", syntax.Offset)
 		case errors.As(err, &typeErr):

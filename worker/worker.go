@@ -64,7 +64,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 
 	riverCfg := &river.Config{
-		Logger:       cfg.Logger.With("component", "river"),
+		Logger:       slog.New(quietHandler{Handler: cfg.Logger.Handler(), min: slog.LevelWarn}).With("component", "river"),
 		Workers:      workers,
 		PeriodicJobs: periodic,
 		Queues: map[string]river.QueueConfig{

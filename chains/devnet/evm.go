@@ -71,6 +71,12 @@ type EVMConfig struct {
 	// BlockTime is the interval between blocks. 0 means blocks are produced
 	// only by Commit (and by Send and Mint, which commit their own block so
 	// they still return once included).
+	//
+	// Block timestamps are wall-clock seconds but always at least one second
+	// after the parent's, as on Ethereum. So blocks more often than once a
+	// second (or bursts of Commit) run the chain's clock ahead of wall time
+	// by up to a second per block; EIP-3009 validity windows are judged by
+	// the chain's clock.
 	BlockTime time.Duration
 
 	// Fund lists accounts given NativeFunding at genesis (gas wallets, the
@@ -112,8 +118,13 @@ type EVM struct {
 	newBlock chan struct{}
 
 	// sendMu keeps the payer's nonces in order across concurrent Send and
-	// Mint calls: the nonce is read and the transaction pooled under it.
+	// Mint calls: the nonce is chosen and the transaction pooled under it.
 	sendMu sync.Mutex
+	// nextNonce is the payer's next nonce as far as this process knows.
+	// The pool's pending nonce alone is not enough: it catches up with a
+	// just-pooled transaction asynchronously, so two quick sends would get
+	// the same nonce. Guarded by sendMu.
+	nextNonce uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -387,26 +398,39 @@ func (e *EVM) sendAndWait(ctx context.Context, commit bool, send func(*bind.Tran
 		return common.Hash{}, ErrClosed
 	default:
 	}
-	auth, err := e.transactor(ctx)
+	tx, err := e.pool(ctx, send)
 	if err != nil {
 		return common.Hash{}, err
 	}
-	e.sendMu.Lock()
-	nonce, err := e.client.PendingNonceAt(ctx, e.payer)
-	if err == nil {
-		auth.Nonce = new(big.Int).SetUint64(nonce)
-		var tx *types.Transaction
-		if tx, err = send(auth); err == nil {
-			e.sendMu.Unlock()
-			if commit {
-				e.commit()
-			}
-			_, err := e.waitIncluded(ctx, tx.Hash())
-			return tx.Hash(), err
-		}
+	if commit {
+		e.commit()
 	}
-	e.sendMu.Unlock()
-	return common.Hash{}, fmt.Errorf("devnet: send: %w", err)
+	_, err = e.waitIncluded(ctx, tx.Hash())
+	return tx.Hash(), err
+}
+
+// pool signs a payer transaction with the next nonce and adds it to the pool.
+func (e *EVM) pool(ctx context.Context, send func(*bind.TransactOpts) (*types.Transaction, error)) (*types.Transaction, error) {
+	auth, err := e.transactor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.sendMu.Lock()
+	defer e.sendMu.Unlock()
+	nonce, err := e.client.PendingNonceAt(ctx, e.payer)
+	if err != nil {
+		return nil, fmt.Errorf("devnet: payer nonce: %w", err)
+	}
+	// The pool's view still wins when ahead, e.g. if a test sent from the
+	// payer key itself.
+	nonce = max(nonce, e.nextNonce)
+	auth.Nonce = new(big.Int).SetUint64(nonce)
+	tx, err := send(auth)
+	if err != nil {
+		return nil, fmt.Errorf("devnet: send: %w", err)
+	}
+	e.nextNonce = nonce + 1
+	return tx, nil
 }
 
 // waitIncluded blocks until the transaction is in a block, then reports a

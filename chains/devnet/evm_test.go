@@ -76,16 +76,23 @@ func domainSeparator(chainID uint64, verifyingContract common.Address) common.Ha
 }
 
 type authorization struct {
-	From, To                        common.Address
+	From, To                       common.Address
 	Value, ValidAfter, ValidBefore *big.Int
-	Nonce                           [32]byte
-	V                               uint8
-	R, S                            [32]byte
+	Nonce                          [32]byte
+	V                              uint8
+	R, S                           [32]byte
 }
 
 // signTransferAuthorization signs an EIP-3009 TransferWithAuthorization the
 // way a wallet does, from the type string, not from the contract.
 func signTransferAuthorization(t *testing.T, key *ecdsa.PrivateKey, domain common.Hash, to common.Address, value *big.Int, validBefore time.Time) authorization {
+	t.Helper()
+	return signAuthorization(t, "TransferWithAuthorization", key, domain, to, value, validBefore)
+}
+
+// signAuthorization signs TransferWithAuthorization or ReceiveWithAuthorization
+// (same fields, different primary type) with a random nonce.
+func signAuthorization(t *testing.T, primaryType string, key *ecdsa.PrivateKey, domain common.Hash, to common.Address, value *big.Int, validBefore time.Time) authorization {
 	t.Helper()
 	a := authorization{
 		From:        crypto.PubkeyToAddress(key.PublicKey),
@@ -98,7 +105,7 @@ func signTransferAuthorization(t *testing.T, key *ecdsa.PrivateKey, domain commo
 	require.NoError(t, err)
 
 	structHash := crypto.Keccak256(
-		crypto.Keccak256([]byte("TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)")),
+		crypto.Keccak256([]byte(primaryType+"(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)")),
 		common.LeftPadBytes(a.From.Bytes(), 32),
 		common.LeftPadBytes(a.To.Bytes(), 32),
 		math.U256Bytes(new(big.Int).Set(a.Value)),
@@ -106,13 +113,19 @@ func signTransferAuthorization(t *testing.T, key *ecdsa.PrivateKey, domain commo
 		math.U256Bytes(new(big.Int).Set(a.ValidBefore)),
 		a.Nonce[:],
 	)
+	a.V, a.R, a.S = signTyped(t, key, domain, structHash)
+	return a
+}
+
+// signTyped signs an EIP-712 struct hash under a domain, returning v in {27, 28}.
+func signTyped(t *testing.T, key *ecdsa.PrivateKey, domain common.Hash, structHash []byte) (v uint8, r, s [32]byte) {
+	t.Helper()
 	digest := crypto.Keccak256([]byte{0x19, 0x01}, domain.Bytes(), structHash)
 	sig, err := crypto.Sign(digest, key)
 	require.NoError(t, err)
-	copy(a.R[:], sig[:32])
-	copy(a.S[:], sig[32:64])
-	a.V = sig[64] + 27
-	return a
+	copy(r[:], sig[:32])
+	copy(s[:], sig[32:64])
+	return sig[64] + 27, r, s
 }
 
 func TestStartEVMServesRPC(t *testing.T) {
@@ -356,6 +369,67 @@ func TestTransferWithAuthorization(t *testing.T) {
 	require.ErrorContains(t, err, "FiatTokenV2: invalid signature")
 }
 
+func TestCancelAndReceiveWithAuthorization(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	payeeKey, payee := newKey(t)
+	e := startEVM(t, devnet.EVMConfig{Chain: chains.Polygon, Fund: []common.Address{payee}})
+	token := tokenOf(t, e)
+	domain := domainSeparator(e.ChainID, e.USDC)
+
+	fromKey, from := newKey(t)
+	_, err := e.Send(ctx, from, big.NewInt(3_000_000))
+	require.NoError(t, err)
+
+	payeeOpts, err := bind.NewKeyedTransactorWithChainID(payeeKey, new(big.Int).SetUint64(e.ChainID))
+	require.NoError(t, err)
+	payeeOpts.Context = ctx
+	mine := func(tx *types.Transaction, err error) *types.Receipt {
+		t.Helper()
+		require.NoError(t, err)
+		e.Commit()
+		receipt, err := bind.WaitMined(ctx, e.Client(), tx)
+		require.NoError(t, err)
+		return receipt
+	}
+
+	// receiveWithAuthorization: only the payee may submit it.
+	auth := signAuthorization(t, "ReceiveWithAuthorization", fromKey, domain, payee, big.NewInt(1_000_000), time.Now().Add(time.Hour))
+	receipt := mine(token.ReceiveWithAuthorization(payeeOpts, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce, auth.V, auth.R, auth.S))
+	require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
+	require.Equal(t, big.NewInt(1_000_000), balanceOf(t, e, payee))
+
+	payerOpts, err := bind.NewKeyedTransactorWithChainID(e.Payer, new(big.Int).SetUint64(e.ChainID))
+	require.NoError(t, err)
+	payerOpts.Context = ctx
+	auth = signAuthorization(t, "ReceiveWithAuthorization", fromKey, domain, payee, big.NewInt(1), time.Now().Add(time.Hour))
+	_, err = token.ReceiveWithAuthorization(payerOpts, auth.From, auth.To, auth.Value, auth.ValidAfter, auth.ValidBefore, auth.Nonce, auth.V, auth.R, auth.S)
+	require.ErrorContains(t, err, "FiatTokenV2: caller must be the payee")
+
+	// cancelAuthorization voids an unused transfer authorization; anyone may relay the cancellation.
+	transfer := signTransferAuthorization(t, fromKey, domain, payee, big.NewInt(1_000_000), time.Now().Add(time.Hour))
+	cancelHash := crypto.Keccak256(
+		crypto.Keccak256([]byte("CancelAuthorization(address authorizer,bytes32 nonce)")),
+		common.LeftPadBytes(from.Bytes(), 32),
+		transfer.Nonce[:],
+	)
+	v, r, s := signTyped(t, fromKey, domain, cancelHash)
+	receipt = mine(token.CancelAuthorization(payeeOpts, from, transfer.Nonce, v, r, s))
+	require.Equal(t, types.ReceiptStatusSuccessful, receipt.Status)
+	canceled, err := token.ParseAuthorizationCanceled(*receipt.Logs[0])
+	require.NoError(t, err)
+	require.Equal(t, from, canceled.Authorizer)
+	require.Equal(t, transfer.Nonce, canceled.Nonce)
+
+	_, err = token.TransferWithAuthorization(payeeOpts, transfer.From, transfer.To, transfer.Value, transfer.ValidAfter, transfer.ValidBefore, transfer.Nonce, transfer.V, transfer.R, transfer.S)
+	require.ErrorContains(t, err, "FiatTokenV2: authorization is used or canceled")
+	require.Equal(t, big.NewInt(2_000_000), balanceOf(t, e, from))
+
+	// Only the owner mints.
+	_, err = token.Mint(payeeOpts, payee, big.NewInt(1))
+	require.Error(t, err)
+}
+
 func TestBlocksAdvanceWithBlockTime(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -424,6 +498,7 @@ func TestForkDropsBlock(t *testing.T) {
 	require.NotEqual(t, block.Hash(), replaced.Hash())
 	if r, err := client.TransactionReceipt(ctx, hash); err == nil {
 		require.NotEqual(t, receipt.BlockHash, r.BlockHash)
+		t.Logf("dropped transaction re-included in block %d", r.BlockNumber)
 	}
 }
 

@@ -49,7 +49,10 @@ type SolanaConfig struct {
 // JSON-RPC methods, in a node child process.
 type Solana struct {
 	RPCURL string
-	Mint   solana.PublicKey
+	// WSURL serves Solana PubSub (signature, account, logs, slot and root
+	// subscriptions) on the same port.
+	WSURL string
+	Mint  solana.PublicKey
 	// Payer is the dev payer: SOL and 10^15 USDC base units in its ATA.
 	Payer solana.PrivateKey
 	// MintAuthority can mint more of Mint.
@@ -62,7 +65,7 @@ type Solana struct {
 	stderr *tailBuffer
 	exited chan struct{}
 
-	mu      sync.Mutex // serialises faucet sends (each gets a distinct memo)
+	mu      sync.Mutex // guards sends, the faucet memo counter
 	sends   uint64
 	closeMu sync.Once
 	waitErr error
@@ -142,6 +145,7 @@ func StartSolana(ctx context.Context, cfg SolanaConfig) (*Solana, error) {
 
 	type hello struct {
 		RPCURL              string `json:"rpc_url"`
+		WSURL               string `json:"ws_url"`
 		Mint                string `json:"mint"`
 		PayerSecret         string `json:"payer_secret"`
 		MintAuthoritySecret string `json:"mint_authority_secret"`
@@ -183,6 +187,7 @@ func StartSolana(ctx context.Context, cfg SolanaConfig) (*Solana, error) {
 		return nil, fmt.Errorf("solana devnet: mint authority key: %w", err)
 	}
 	s.RPCURL = h.RPCURL
+	s.WSURL = h.WSURL
 	s.client = rpc.New(h.RPCURL)
 	return s, nil
 }

@@ -17,10 +17,9 @@ import (
 	"github.com/gagliardetto/solana-go/programs/token"
 	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/gagliardetto/solana-go/rpc/jsonrpc"
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 )
-
-const lamportsPerSOL = 1_000_000_000
 
 func startSolana(t *testing.T, cfg SolanaConfig) *Solana {
 	t.Helper()
@@ -32,15 +31,13 @@ func startSolana(t *testing.T, cfg SolanaConfig) *Solana {
 	return s
 }
 
-func tokenAmount(t *testing.T, data []byte) uint64 {
+func splTokenAmount(t *testing.T, data []byte) uint64 {
 	t.Helper()
 	require.GreaterOrEqual(t, len(data), 165)
 	return binary.LittleEndian.Uint64(data[64:72])
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func rpcError(t *testing.T, err error) *jsonrpc.RPCError {
+func solanaRPCError(t *testing.T, err error) *jsonrpc.RPCError {
 	t.Helper()
 	require.Error(t, err)
 	var re *jsonrpc.RPCError
@@ -48,8 +45,8 @@ func rpcError(t *testing.T, err error) *jsonrpc.RPCError {
 	return re
 }
 
-// signedTransfer builds a TransferChecked from the payer's token account.
-func signedTransfer(t testing.TB, s *Solana, to solana.PublicKey, amount uint64, blockhash solana.Hash) *solana.Transaction {
+// solanaTransferTx builds a TransferChecked from the payer's token account.
+func solanaTransferTx(t testing.TB, s *Solana, to solana.PublicKey, amount uint64, blockhash solana.Hash) *solana.Transaction {
 	t.Helper()
 	payer := s.Payer.PublicKey()
 	src, _, err := solana.FindAssociatedTokenAddress(payer, s.Mint)
@@ -90,7 +87,7 @@ func TestSolanaDevnet(t *testing.T) {
 	t.Run("Genesis", func(t *testing.T) {
 		bal, err := c.GetBalance(ctx, treasury, rpc.CommitmentConfirmed)
 		require.NoError(t, err)
-		require.Equal(t, uint64(1000*lamportsPerSOL), bal.Value)
+		require.Equal(t, uint64(1000*solana.LAMPORTS_PER_SOL), bal.Value)
 
 		tb, err := c.GetTokenAccountBalance(ctx, payerATA, rpc.CommitmentConfirmed)
 		require.NoError(t, err)
@@ -145,7 +142,7 @@ func TestSolanaDevnet(t *testing.T) {
 		require.Len(t, accts.Value, 1)
 		require.Equal(t, ata, accts.Value[0].Pubkey)
 		require.Equal(t, solana.TokenProgramID, accts.Value[0].Account.Owner)
-		require.Equal(t, uint64(amount), tokenAmount(t, accts.Value[0].Account.Data.GetBinary()))
+		require.Equal(t, uint64(amount), splTokenAmount(t, accts.Value[0].Account.Data.GetBinary()))
 
 		parsed, err := c.GetTokenAccountsByOwner(ctx, owner, &rpc.GetTokenAccountsConfig{ProgramId: &solana.TokenProgramID},
 			&rpc.GetTokenAccountsOpts{Commitment: rpc.CommitmentConfirmed, Encoding: solana.EncodingJSONParsed})
@@ -181,10 +178,20 @@ func TestSolanaDevnet(t *testing.T) {
 			&rpc.GetMultipleAccountsOpts{Commitment: rpc.CommitmentConfirmed, Encoding: solana.EncodingBase64})
 		require.NoError(t, err)
 		require.Len(t, multi.Value, 3)
-		require.Equal(t, uint64(amount), tokenAmount(t, multi.Value[0].Data.GetBinary()))
-		require.Equal(t, payerBefore-amount, tokenAmount(t, multi.Value[1].Data.GetBinary()))
+		require.Equal(t, uint64(amount), splTokenAmount(t, multi.Value[0].Data.GetBinary()))
+		require.Equal(t, payerBefore-amount, splTokenAmount(t, multi.Value[1].Data.GetBinary()))
 		require.Nil(t, multi.Value[2])
 		require.Equal(t, uint64(2039280), multi.Value[0].Lamports)
+
+		// jsonParsed and base64+zstd read the same account.
+		multiParsed, err := c.GetMultipleAccountsWithOpts(ctx, []solana.PublicKey{ata, s.Mint},
+			&rpc.GetMultipleAccountsOpts{Commitment: rpc.CommitmentConfirmed, Encoding: solana.EncodingJSONParsed})
+		require.NoError(t, err)
+		require.Contains(t, string(multiParsed.Value[0].Data.GetRawJSON()), `"amount":"1234567"`)
+		require.Contains(t, string(multiParsed.Value[1].Data.GetRawJSON()), `"type":"mint"`)
+		zst, err := c.GetAccountInfoWithOpts(ctx, ata, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentConfirmed, Encoding: solana.EncodingBase64Zstd})
+		require.NoError(t, err)
+		require.Equal(t, uint64(amount), splTokenAmount(t, zst.Value.Data.GetBinary()))
 
 		// getBalance: the token account holds its rent, the owner nothing.
 		bal, err := c.GetBalance(ctx, ata, rpc.CommitmentConfirmed)
@@ -337,9 +344,9 @@ func TestSolanaDevnet(t *testing.T) {
 		solBefore, err := c.GetBalance(ctx, payer, rpc.CommitmentProcessed)
 		require.NoError(t, err)
 		// More than the payer holds: the token program fails with InsufficientFunds (0x1).
-		tx := signedTransfer(t, s, solana.NewWallet().PublicKey(), 1<<62, bh.Value.Blockhash)
+		tx := solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 1<<62, bh.Value.Blockhash)
 		_, err = c.SendTransaction(ctx, tx)
-		re := rpcError(t, err)
+		re := solanaRPCError(t, err)
 		require.Equal(t, -32002, re.Code)
 		require.Contains(t, re.Message, "Transaction simulation failed: Error processing Instruction 1: custom program error: 0x1")
 		data, ok := re.Data.(map[string]any)
@@ -370,7 +377,7 @@ func TestSolanaDevnet(t *testing.T) {
 		require.NoError(t, err)
 		solBefore, err := c.GetBalance(ctx, payer, rpc.CommitmentProcessed)
 		require.NoError(t, err)
-		tx := signedTransfer(t, s, solana.NewWallet().PublicKey(), 1<<62, bh.Value.Blockhash)
+		tx := solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 1<<62, bh.Value.Blockhash)
 		sig, err := c.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true})
 		require.NoError(t, err)
 
@@ -393,7 +400,8 @@ func TestSolanaDevnet(t *testing.T) {
 		errJSON, err := json.Marshal(got.Meta.Err)
 		require.NoError(t, err)
 		require.JSONEq(t, `{"InstructionError":[1,{"Custom":1}]}`, string(errJSON))
-		sigs, err := c.GetSignaturesForAddressWithOpts(ctx, payer, &rpc.GetSignaturesForAddressOpts{Commitment: rpc.CommitmentConfirmed, Limit: ptr(5)})
+		limitFive := 5
+		sigs, err := c.GetSignaturesForAddressWithOpts(ctx, payer, &rpc.GetSignaturesForAddressOpts{Commitment: rpc.CommitmentConfirmed, Limit: &limitFive})
 		require.NoError(t, err)
 		require.NotEmpty(t, sigs)
 		require.Equal(t, sig, sigs[0].Signature)
@@ -406,7 +414,7 @@ func TestSolanaDevnet(t *testing.T) {
 		owner := solana.NewWallet().PublicKey()
 		ata, _, err := solana.FindAssociatedTokenAddress(owner, s.Mint)
 		require.NoError(t, err)
-		tx := signedTransfer(t, s, owner, 3, solana.Hash{1})
+		tx := solanaTransferTx(t, s, owner, 3, solana.Hash{1})
 		tx.Signatures[0] = solana.Signature{}
 		sim, err := c.SimulateTransactionWithOpts(ctx, tx, &rpc.SimulateTransactionOpts{
 			ReplaceRecentBlockhash: true,
@@ -418,7 +426,7 @@ func TestSolanaDevnet(t *testing.T) {
 		require.NotNil(t, sim.Value.UnitsConsumed)
 		require.Positive(t, *sim.Value.UnitsConsumed)
 		require.Len(t, sim.Value.Accounts, 1)
-		require.Equal(t, uint64(3), tokenAmount(t, sim.Value.Accounts[0].Data.GetBinary()))
+		require.Equal(t, uint64(3), splTokenAmount(t, sim.Value.Accounts[0].Data.GetBinary()))
 
 		// Nothing was written.
 		acct, err := c.GetAccountInfoWithOpts(ctx, ata, &rpc.GetAccountInfoOpts{Commitment: rpc.CommitmentProcessed})
@@ -435,45 +443,45 @@ func TestSolanaDevnet(t *testing.T) {
 		require.NoError(t, err)
 
 		// A blockhash the chain never produced.
-		tx := signedTransfer(t, s, solana.NewWallet().PublicKey(), 1, solana.Hash(solana.NewWallet().PublicKey()))
+		tx := solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 1, solana.Hash(solana.NewWallet().PublicKey()))
 		_, err = c.SendTransaction(ctx, tx)
-		re := rpcError(t, err)
+		re := solanaRPCError(t, err)
 		require.Equal(t, -32002, re.Code)
 		require.Equal(t, "Transaction simulation failed: Blockhash not found", re.Message)
 
 		// A bad signature.
-		tx = signedTransfer(t, s, solana.NewWallet().PublicKey(), 1, bh.Value.Blockhash)
+		tx = solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 1, bh.Value.Blockhash)
 		tx.Signatures[0][0] ^= 0xff
 		_, err = c.SendTransaction(ctx, tx)
-		re = rpcError(t, err)
+		re = solanaRPCError(t, err)
 		require.Equal(t, -32003, re.Code)
 
 		// Not a transaction.
 		_, err = c.SendEncodedTransaction(ctx, base64.StdEncoding.EncodeToString([]byte{1, 2, 3}))
-		re = rpcError(t, err)
+		re = solanaRPCError(t, err)
 		require.Equal(t, -32602, re.Code)
 
 		// base58 encoding, then the same transaction again.
-		tx = signedTransfer(t, s, solana.NewWallet().PublicKey(), 7, bh.Value.Blockhash)
+		tx = solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 7, bh.Value.Blockhash)
 		raw, err := tx.MarshalBinary()
 		require.NoError(t, err)
 		sig, err := c.SendEncodedTransactionWithOpts(ctx, solana.Base58(raw).String(), rpc.TransactionOpts{Encoding: solana.EncodingBase58})
 		require.NoError(t, err)
 		require.Equal(t, tx.Signatures[0], sig)
 		_, err = c.SendTransaction(ctx, tx)
-		re = rpcError(t, err)
+		re = solanaRPCError(t, err)
 		require.Equal(t, -32002, re.Code)
 		require.Contains(t, re.Message, "already been processed")
 	})
 
 	t.Run("AirdropAndFee", func(t *testing.T) {
 		who := solana.NewWallet().PublicKey()
-		sig, err := c.RequestAirdrop(ctx, who, 3*lamportsPerSOL, rpc.CommitmentConfirmed)
+		sig, err := c.RequestAirdrop(ctx, who, 3*solana.LAMPORTS_PER_SOL, rpc.CommitmentConfirmed)
 		require.NoError(t, err)
 		require.False(t, sig.IsZero())
 		bal, err := c.GetBalance(ctx, who, rpc.CommitmentProcessed)
 		require.NoError(t, err)
-		require.Equal(t, uint64(3*lamportsPerSOL), bal.Value)
+		require.Equal(t, uint64(3*solana.LAMPORTS_PER_SOL), bal.Value)
 
 		bh, err := c.GetLatestBlockhash(ctx, rpc.CommitmentConfirmed)
 		require.NoError(t, err)
@@ -507,7 +515,7 @@ func TestSolanaCommitment(t *testing.T) {
 		bh, err := c.GetLatestBlockhash(ctx, rpc.CommitmentProcessed)
 		require.NoError(t, err)
 		owner = solana.NewWallet().PublicKey()
-		tx := signedTransfer(t, s, owner, 5, bh.Value.Blockhash)
+		tx := solanaTransferTx(t, s, owner, 5, bh.Value.Blockhash)
 		sig, err = c.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: rpc.CommitmentProcessed})
 		require.NoError(t, err)
 		st, err := c.GetSignatureStatuses(ctx, false, sig)
@@ -591,14 +599,14 @@ func TestSolanaStaleBlockhash(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, valid.Value)
 
-	tx := signedTransfer(t, s, solana.NewWallet().PublicKey(), 1, bh.Value.Blockhash)
+	tx := solanaTransferTx(t, s, solana.NewWallet().PublicKey(), 1, bh.Value.Blockhash)
 	_, err = c.SendTransaction(ctx, tx)
-	re := rpcError(t, err)
+	re := solanaRPCError(t, err)
 	require.Equal(t, -32002, re.Code)
 	require.Contains(t, re.Message, "Blockhash not found")
 	// Refused even without preflight: it could never land.
 	_, err = c.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true})
-	re = rpcError(t, err)
+	re = solanaRPCError(t, err)
 	require.Equal(t, -32002, re.Code)
 
 	// A fresh blockhash works.
@@ -643,8 +651,95 @@ func BenchmarkSolanaTransfer(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		bh, err := c.GetLatestBlockhash(ctx, rpc.CommitmentProcessed)
 		require.NoError(b, err)
-		tx := signedTransfer(b, s, to, uint64(i+1), bh.Value.Blockhash)
+		tx := solanaTransferTx(b, s, to, uint64(i+1), bh.Value.Blockhash)
 		_, err = c.SendTransaction(ctx, tx)
 		require.NoError(b, err)
 	}
+}
+
+// TestSolanaPubSub subscribes over the websocket like a wallet would.
+func TestSolanaPubSub(t *testing.T) {
+	t.Parallel()
+	s := startSolana(t, SolanaConfig{SlotTime: 50 * time.Millisecond, FinalizedDepth: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, _, err := websocket.DefaultDialer.DialContext(ctx, s.WSURL, nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(15*time.Second)))
+
+	type message struct {
+		ID     *int                `json:"id"`
+		Result json.RawMessage     `json:"result"`
+		Error  *struct{ Code int } `json:"error"`
+		Method string              `json:"method"`
+		Params struct {
+			Result       json.RawMessage `json:"result"`
+			Subscription int             `json:"subscription"`
+		} `json:"params"`
+	}
+	call := func(id int, method string, params ...any) int {
+		require.NoError(t, conn.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+		for {
+			var m message
+			require.NoError(t, conn.ReadJSON(&m))
+			if m.ID != nil && *m.ID == id {
+				require.Nil(t, m.Error)
+				var sub int
+				require.NoError(t, json.Unmarshal(m.Result, &sub))
+				return sub
+			}
+		}
+	}
+
+	owner := solana.NewWallet().PublicKey()
+	ata, _, err := solana.FindAssociatedTokenAddress(owner, s.Mint)
+	require.NoError(t, err)
+	bh, err := s.Client().GetLatestBlockhash(ctx, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	tx := solanaTransferTx(t, s, owner, 42, bh.Value.Blockhash)
+
+	sigSub := call(1, "signatureSubscribe", tx.Signatures[0].String(), map[string]any{"commitment": "finalized"})
+	acctSub := call(2, "accountSubscribe", ata.String(), map[string]any{"commitment": "confirmed", "encoding": "jsonParsed"})
+	logsSub := call(3, "logsSubscribe", map[string]any{"mentions": []string{owner.String()}}, map[string]any{"commitment": "confirmed"})
+	slotSub := call(4, "slotSubscribe")
+
+	sig, err := s.Client().SendTransaction(ctx, tx)
+	require.NoError(t, err)
+
+	var gotSig, gotAcct, gotLogs, gotSlot bool
+	for !(gotSig && gotAcct && gotLogs && gotSlot) {
+		var m message
+		require.NoError(t, conn.ReadJSON(&m))
+		switch m.Method {
+		case "signatureNotification":
+			require.Equal(t, sigSub, m.Params.Subscription)
+			require.JSONEq(t, `{"err":null}`, string(gjsonValue(t, m.Params.Result)))
+			st, err := s.Client().GetSignatureStatuses(ctx, false, sig)
+			require.NoError(t, err)
+			require.Equal(t, rpc.ConfirmationStatusFinalized, st.Value[0].ConfirmationStatus)
+			gotSig = true
+		case "accountNotification":
+			require.Equal(t, acctSub, m.Params.Subscription)
+			require.Contains(t, string(m.Params.Result), `"amount":"42"`)
+			gotAcct = true
+		case "logsNotification":
+			require.Equal(t, logsSub, m.Params.Subscription)
+			require.Contains(t, string(m.Params.Result), sig.String())
+			gotLogs = true
+		case "slotNotification":
+			require.Equal(t, slotSub, m.Params.Subscription)
+			gotSlot = true
+		}
+	}
+}
+
+// gjsonValue returns the "value" member of a {context, value} result.
+func gjsonValue(t *testing.T, raw json.RawMessage) json.RawMessage {
+	t.Helper()
+	var r struct {
+		Value json.RawMessage `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &r))
+	return r.Value
 }

@@ -79,3 +79,44 @@ func blockAt(ctx context.Context, c Client, number *uint64) (ref blockRef, found
 	}
 	return blockRef{Number: h.Number.Uint64(), Hash: h.Hash()}, true, nil
 }
+
+// blocksAt returns the canonical blocks at the given heights, in one batch
+// request when the client allows it (one round trip however many deposits
+// are pending). A height the node has no block for is left out.
+func blocksAt(ctx context.Context, c Client, numbers []uint64) (map[uint64]blockRef, error) {
+	out := make(map[uint64]blockRef, len(numbers))
+	raw, ok := c.(rawRPC)
+	if !ok || raw.Client() == nil || len(numbers) < 2 {
+		for _, n := range numbers {
+			r, found, err := blockAt(ctx, c, &n)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				out[n] = r
+			}
+		}
+		return out, nil
+	}
+	type head struct {
+		Number hexutil.Uint64 `json:"number"`
+		Hash   common.Hash    `json:"hash"`
+	}
+	results := make([]*head, len(numbers))
+	batch := make([]rpc.BatchElem, len(numbers))
+	for i, n := range numbers {
+		batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(n), false}, Result: &results[i]}
+	}
+	if err := raw.Client().BatchCallContext(ctx, batch); err != nil {
+		return nil, err
+	}
+	for i, b := range batch {
+		if b.Error != nil {
+			return nil, b.Error
+		}
+		if results[i] != nil {
+			out[numbers[i]] = blockRef{Number: uint64(results[i].Number), Hash: results[i].Hash}
+		}
+	}
+	return out, nil
+}

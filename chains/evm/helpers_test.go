@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
@@ -102,7 +103,7 @@ func (c *testChain) payerTransfers(tb testing.TB, to []common.Address, amount *b
 	for i, addr := range to {
 		data := append(append(append([]byte{}, erc20Transfer...), common.LeftPadBytes(addr[:], 32)...), common.LeftPadBytes(amount.Bytes(), 32)...)
 		tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
-			ChainID: new(big.Int).SetUint64(c.ChainID), Nonce: nonce, To: &c.USDC, Gas: 80_000,
+			ChainID: new(big.Int).SetUint64(c.ChainID), Nonce: nonce, To: &c.USDC, Gas: 150_000,
 			GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(100e9), Data: data,
 		}), signer, c.Payer)
 		require.NoError(tb, err)
@@ -111,6 +112,7 @@ func (c *testChain) payerTransfers(tb testing.TB, to []common.Address, amount *b
 		group = append(group, tx.Hash())
 		nonce++
 		if len(group) == perBlock || i == len(to)-1 {
+			c.awaitPooled(tb, len(group))
 			c.commitAll(tb, group)
 			group = group[:0]
 		}
@@ -166,4 +168,24 @@ func (c *testChain) commitAll(tb testing.TB, hashes []common.Hash) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	tb.Fatalf("transactions not included after 50 blocks")
+}
+
+// awaitPooled waits (briefly) until the pool holds n executable
+// transactions, so the next block carries them all.
+func (c *testChain) awaitPooled(tb testing.TB, n int) {
+	tb.Helper()
+	raw, ok := c.Client().(rawRPC)
+	if !ok {
+		return
+	}
+	for i := 0; i < 200; i++ {
+		var status struct {
+			Pending hexutil.Uint `json:"pending"`
+		}
+		require.NoError(tb, raw.Client().CallContext(context.Background(), &status, "txpool_status"))
+		if int(status.Pending) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -205,9 +205,16 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	release := l.recent.lock(from, req.Ref)
 	defer release()
 	if sub, ok := l.recent.get(from, req.Ref); ok {
-		if r, err := l.Receipt(ctx, sub.TxHash); err == nil && (r.State == chains.TxPending || r.State == chains.TxIncluded) {
+		r, err := l.Receipt(ctx, sub.TxHash)
+		if err != nil {
+			// Unsure whether the earlier relay is alive: relaying again
+			// could only burn gas on a revert, so let the caller retry.
+			return chains.Submitted{}, err
+		}
+		if r.State == chains.TxPending || r.State == chains.TxIncluded {
 			return sub, nil
 		}
+		// Failed or dropped: the authorization is unused, relay it anew.
 	}
 
 	auth := authorization{

@@ -71,6 +71,14 @@ func TestTransferFromKeyWithoutNativeCoin(t *testing.T) {
 			used, err := fresh.AuthorizationUsed(ctx, src.Hex(), req.Ref)
 			require.NoError(t, err)
 			require.True(t, used)
+			// ...and it can find the transaction that used the authorization.
+			found, ok, err := fresh.FindAuthorization(ctx, src.Hex(), req.Ref, 0)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, sub.TxHash, found)
+			_, ok, err = fresh.FindAuthorization(ctx, src.Hex(), randomRef(t), 0)
+			require.NoError(t, err)
+			require.False(t, ok)
 			require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
 		})
 	}
@@ -269,4 +277,12 @@ func TestReceiptStates(t *testing.T) {
 	defer cancel()
 	_, err = l.Wait(waitCtx, common.Hash{2}.Hex())
 	require.True(t, errors.Is(err, context.DeadlineExceeded), fmt.Sprint(err))
+}
+
+// The domain computed from name() and version() (the fallback for tokens
+// without DOMAIN_SEPARATOR()) equals the one the token reports.
+func TestDomainSeparatorFallback(t *testing.T) {
+	c := startChain(t, chains.Ethereum)
+	l := c.ledger(t, false)
+	require.Equal(t, l.domain, eip712Domain("USD Coin", "2", new(big.Int).SetUint64(c.ChainID), c.USDC))
 }

@@ -3,6 +3,7 @@ package evm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"sort"
@@ -75,7 +76,7 @@ func (w *Watcher) init(ctx context.Context, state chains.WatcherState) error {
 	if _, _, err := checkChain(ctx, w.cfg, w.client); err != nil {
 		return err
 	}
-	w.st = watchState{next: state.Next, pending: map[string]*tracked{}}
+	w.st = watchState{next: state.Next, pending: map[string]*tracked{}, final: map[string]finalized{}}
 	if w.st.next == 0 {
 		w.st.next = w.cfg.StartBlock
 		if w.st.next == 0 {
@@ -182,8 +183,29 @@ func (w *Watcher) poll(ctx context.Context, st *watchState, watched chains.Watch
 	}
 
 	// 2. Pending deposits whose block left the canonical chain are removed
-	// and their range rescanned.
-	for _, t := range st.sortedPending() {
+	// and their range rescanned. Their blocks are fetched in one batch.
+	pending := st.sortedPending()
+	var heights []uint64
+	for _, t := range pending {
+		// pending is sorted by block, so a repeated height is the last one.
+		if _, ok := hashes[t.dep.Block]; !ok && (len(heights) == 0 || heights[len(heights)-1] != t.dep.Block) {
+			heights = append(heights, t.dep.Block)
+		}
+	}
+	if len(heights) > 0 {
+		refs, err := blocksAt(ctx, w.client, heights)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range heights {
+			r, ok := refs[n]
+			if !ok {
+				r = blockRef{Number: n}
+			}
+			hashes[n] = r
+		}
+	}
+	for _, t := range pending {
 		h, err := canonical(t.dep.Block)
 		if err != nil {
 			return nil, err
@@ -209,6 +231,17 @@ func (w *Watcher) poll(ctx context.Context, st *watchState, watched chains.Watch
 		for i := range logs {
 			d, ok := w.deposit(&logs[i], watched)
 			if !ok {
+				continue
+			}
+			if f, ok := st.final[d.Key()]; ok {
+				// Rescanned after a rewind below a deposit already final.
+				// A final deposit in another block means a reorg deeper
+				// than the required confirmations: it stays final (it was
+				// reported so), but that is worth a loud log line.
+				if f.hash != logs[i].BlockHash {
+					w.cfg.Logger.Error("evm: final deposit moved by a reorg deeper than the required confirmations",
+						"chain", w.cfg.Chain, "deposit", d.Key(), "final_block", f.block, "new_block", d.Block)
+				}
 				continue
 			}
 			if old, ok := st.pending[d.Key()]; ok {
@@ -241,11 +274,13 @@ func (w *Watcher) poll(ctx context.Context, st *watchState, watched chains.Watch
 		case conf >= w.cfg.Confirmations:
 			emit(chains.DepositFinal, t, conf)
 			delete(st.pending, t.dep.Key())
+			st.final[t.dep.Key()] = finalized{block: t.dep.Block, hash: t.hash}
 		case conf != t.reported:
 			t.reported = conf
 			emit(chains.DepositConfirmations, t, conf)
 		}
 	}
+	st.pruneFinal(w.cfg.MaxScanPerPoll + 2*w.cfg.Confirmations)
 	return events, nil
 }
 
@@ -289,7 +324,7 @@ func (w *Watcher) scan(ctx context.Context, from, to uint64, hashes map[uint64]b
 
 // deposit decodes a Transfer log to a watched address.
 func (w *Watcher) deposit(l *types.Log, watched chains.Watchlist) (chains.Deposit, bool) {
-	if l.Removed || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
+	if watched == nil || l.Removed || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
 		return chains.Deposit{}, false
 	}
 	to := common.BytesToAddress(l.Topics[2][12:])
@@ -343,6 +378,29 @@ type watchState struct {
 	next        uint64
 	checkpoints []blockRef // ascending by number
 	pending     map[string]*tracked
+	// final remembers recently final deposits, so a rescan after a rewind
+	// does not report them again. Kept in memory only: after a restart a
+	// rewind below a final deposit (rare: it needs a reorg while stopped)
+	// can report it again.
+	final map[string]finalized
+}
+
+type finalized struct {
+	block uint64
+	hash  common.Hash
+}
+
+// pruneFinal forgets final deposits more than keep blocks below the cursor,
+// deeper than any rewind goes.
+func (s *watchState) pruneFinal(keep uint64) {
+	if s.next <= keep {
+		return
+	}
+	for k, f := range s.final {
+		if f.block < s.next-keep {
+			delete(s.final, k)
+		}
+	}
 }
 
 // tracked is a pending deposit.
@@ -353,10 +411,13 @@ type tracked struct {
 }
 
 func (s watchState) clone() watchState {
-	c := watchState{next: s.next, checkpoints: slices.Clone(s.checkpoints), pending: make(map[string]*tracked, len(s.pending))}
+	c := watchState{next: s.next, checkpoints: slices.Clone(s.checkpoints), pending: make(map[string]*tracked, len(s.pending)), final: maps.Clone(s.final)}
 	for k, t := range s.pending {
 		cp := *t
 		c.pending[k] = &cp
+	}
+	if c.final == nil {
+		c.final = map[string]finalized{}
 	}
 	return c
 }

@@ -110,6 +110,10 @@ export class Chain {
     this.mintDecimals = new Map();
     this.transactionCount = 0;
 
+    // Called after the chain moves: with no argument when slots passed, with
+    // the record when a transaction landed (PubSub listens).
+    this.onChange = () => {};
+
     this.faucet = generateKeypair();
     svm.setAccount(this.faucet.pubkey, new Account(10n ** 18n, new Uint8Array(0), fromBase58(SYSTEM_PROGRAM), false, 0n));
   }
@@ -174,6 +178,7 @@ export class Chain {
       this.svm.expireBlockhash();
       this._recordHash();
     }
+    this.onChange();
     return this.slot;
   }
 
@@ -458,6 +463,7 @@ export class Chain {
       list.push(rec);
       if (isWritable(tx.message, i)) this._indexTokenAccount(k, a);
     });
+    this.onChange(rec);
     return signature;
   }
 

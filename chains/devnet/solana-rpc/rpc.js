@@ -440,11 +440,11 @@ export function makeMethods(chain) {
       const enc = encodingParam(cfg);
       let mint = null;
       let programId = null;
-      if (filter.mint !== undefined) {
+      if (filter.mint != null) {
         mint = toBase58(pubkeyParam(filter.mint));
         const ma = chain.account(fromBase58(mint));
         if (!ma || !chain.mintInfo(ma)) throw invalidParams("Invalid param: could not find mint");
-      } else if (filter.programId !== undefined) {
+      } else if (filter.programId != null) {
         programId = toBase58(pubkeyParam(filter.programId));
         if (programId !== TOKEN_PROGRAM && programId !== TOKEN_2022_PROGRAM) throw invalidParams("Invalid param: unrecognized Token program id");
       } else {
@@ -689,12 +689,23 @@ export function makeMethods(chain) {
       const before = cfg.before ? chain.txs.get(signatureParam(cfg.before)) : undefined;
       const until = cfg.until ? chain.txs.get(signatureParam(cfg.until)) : undefined;
       const list = chain.byAddress.get(addr) ?? [];
+      // The list is in execution order: start below `before` by binary search.
+      let start = list.length - 1;
+      if (before) {
+        let lo = 0;
+        let hi = list.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if (list[mid].seq < before.seq) lo = mid + 1;
+          else hi = mid;
+        }
+        start = lo - 1;
+      }
       const out = [];
-      for (let i = list.length - 1; i >= 0 && out.length < limit; i--) {
+      for (let i = start; i >= 0 && out.length < limit; i--) {
         const rec = list[i];
         if (until && rec.seq <= until.seq) break;
         if (rec.slot > maxSlot) continue;
-        if (before && rec.seq >= before.seq) continue;
         out.push({
           blockTime: chain.blockTime(rec.slot),
           confirmationStatus: chain.statusOf(rec),

@@ -7,14 +7,15 @@
 //
 // At start it creates a USDC-like mint (6 decimals) and a dev payer holding SOL
 // and 10^15 base units, airdrops 1,000 SOL to each --fund key, prints one JSON
-// line {"rpc_url","mint","payer_secret","mint_authority_secret"} and serves
-// until stdin closes or it gets SIGTERM/SIGINT.
+// line {"rpc_url","ws_url","mint","payer_secret","mint_authority_secret"} and serves
+// until stdin closes or it gets SIGTERM (or SIGINT, when stdin is a terminal).
 
 import http from "node:http";
 import { parseArgs } from "node:util";
 import { findAssociatedTokenPda } from "@solana-program/token";
 import { Chain, SYSTEM_PROGRAM, TOKEN_PROGRAM, ATA_PROGRAM } from "./chain.js";
 import { makeMethods, handle } from "./rpc.js";
+import { PubSub } from "./pubsub.js";
 import { stringify, parseJSON, toBase58, fromBase58Exact, fromBase58, u32le, u64le, concatBytes } from "./codec.js";
 import { generateKeypair } from "./wire.js";
 
@@ -178,6 +179,8 @@ async function main() {
     }
   }, opts.slotMs);
   const server = await serve(chain, methods, opts.host, opts.port);
+  const pubsub = new PubSub(chain);
+  pubsub.attach(server);
   const { port } = server.address();
 
   let closing = false;
@@ -185,12 +188,16 @@ async function main() {
     if (closing) return;
     closing = true;
     clearInterval(timer);
+    pubsub.wss?.close();
     server.close();
     server.closeAllConnections?.();
     process.exit(0);
   };
   process.on("SIGTERM", shutdown);
-  process.on("SIGINT", shutdown);
+  // Run by hand (stdin a terminal), Ctrl-C stops it. Run by a parent (stdin
+  // a pipe), a Ctrl-C meant for the parent's process group is ignored: the
+  // parent shuts it down in its own order, by closing stdin or SIGTERM.
+  process.on("SIGINT", process.stdin.isTTY ? shutdown : () => {});
   // The parent holds our stdin open; when it exits (or crashes) stdin closes
   // and so do we.
   process.stdin.on("end", shutdown);
@@ -201,6 +208,7 @@ async function main() {
   process.stdout.write(
     JSON.stringify({
       rpc_url: `http://${opts.host}:${port}`,
+      ws_url: `ws://${opts.host}:${port}`,
       mint: toBase58(mint.pubkey),
       payer_secret: toBase58(payer.secret),
       mint_authority_secret: toBase58(mintAuthority.secret),

@@ -1,0 +1,113 @@
+package agentpay
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/ent/checkoutsession"
+)
+
+// TestScanDepositsResumesFromSavedCursor drives the deposit scan the worker
+// runs against a real devnet: a deposit to a session's derived address is
+// seen, confirmed once, and a restarted service (same database, new
+// watcher) neither reports it again nor misses what arrived meanwhile.
+func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t)
+	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.Close() })
+
+	key, err := GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := NewVault(key)
+	require.NoError(t, err)
+
+	newService := func() *Service {
+		ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 3}
+		ledger, err := evm.New(ctx, ecfg)
+		require.NoError(t, err)
+		svc, err := NewService(Config{
+			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Test: Networks{chains.Base: {
+				Ledger: ledger,
+				NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+					return evm.NewWatcher(ctx, ecfg, st)
+				},
+				NewWatchlist: evm.NewWatchlist,
+			}},
+		})
+		require.NoError(t, err)
+		return svc
+	}
+
+	_, depositAddr, err := evm.DeriveKey(vault.DepositSeed(), 7)
+	require.NoError(t, err)
+	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
+		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
+	session := db.Ent.CheckoutSession.Create().SetMerchantID(merchant.ID).SetExternalID("cs_test_1").
+		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("12.5")).SetCurrency("USD").
+		SetStatus(checkoutsession.StatusDetecting).SetExpiresAt(time.Now().Add(30 * time.Minute).UTC()).SaveX(ctx)
+	db.Ent.DepositAddress.Create().SetSessionID(session.ID).SetChain("base").SetChainFamily("evm").
+		SetAddress(depositAddr).SetDerivationIndex(7).SaveX(ctx)
+
+	svc := newService()
+	res, err := svc.ScanDeposits(ctx, ModeTest, chains.Base)
+	require.NoError(t, err)
+	require.Empty(t, res.Events)
+
+	_, unwatched, err := evm.NewKey()
+	require.NoError(t, err)
+	_, err = chain.Send(ctx, common.HexToAddress(unwatched), big.NewInt(5_000_000))
+	require.NoError(t, err)
+	txHash, err := chain.Send(ctx, common.HexToAddress(depositAddr), big.NewInt(12_500_000))
+	require.NoError(t, err)
+
+	res, err = svc.ScanDeposits(ctx, ModeTest, chains.Base)
+	require.NoError(t, err)
+	require.Len(t, res.Events, 1, "only the watched address is reported")
+	seen := res.Events[0]
+	require.Equal(t, chains.DepositSeen, seen.Kind)
+	require.Equal(t, txHash.Hex(), seen.Deposit.TxHash)
+	require.Equal(t, big.NewInt(12_500_000), seen.Deposit.Amount)
+	require.True(t, evm.NormalizeAddress(depositAddr) == evm.NormalizeAddress(seen.Deposit.To))
+
+	chain.Commit()
+	// A restart: a new service, with a new watcher built from the saved cursor.
+	svc = newService()
+	chain.Commit()
+	var kinds []chains.DepositEventKind
+	for i := 0; i < 3; i++ {
+		res, err = svc.ScanDeposits(ctx, ModeTest, chains.Base)
+		require.NoError(t, err)
+		for _, ev := range res.Events {
+			require.NotEqual(t, chains.DepositSeen, ev.Kind, "a deposit is seen once, across restarts")
+			kinds = append(kinds, ev.Kind)
+		}
+		chain.Commit()
+	}
+	require.Contains(t, kinds, chains.DepositFinal)
+	final := 0
+	for _, k := range kinds {
+		if k == chains.DepositFinal {
+			final++
+		}
+	}
+	require.Equal(t, 1, final, "final is reported once")
+
+	cursor, err := svc.loadCursor(ctx, ModeTest, chains.Base)
+	require.NoError(t, err)
+	require.Equal(t, res.Next, cursor.Next)
+	require.Empty(t, cursor.Pending, "a final deposit is no longer pending")
+}

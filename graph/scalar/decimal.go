@@ -1,0 +1,39 @@
+// Package scalar holds the GraphQL scalars the schema adds to gqlgen's.
+package scalar
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/shopspring/decimal"
+)
+
+// MarshalDecimal writes an exact amount as a bare JSON number, as every
+// amount in the API is.
+func MarshalDecimal(d decimal.Decimal) graphql.Marshaler {
+	return graphql.WriterFunc(func(w io.Writer) { _, _ = io.WriteString(w, d.String()) })
+}
+
+// UnmarshalDecimal reads a number (variables arrive as json.Number and keep
+// every digit) or a numeric string.
+func UnmarshalDecimal(v any) (decimal.Decimal, error) {
+	switch v := v.(type) {
+	case json.Number:
+		return decimal.NewFromString(string(v))
+	case string:
+		return decimal.NewFromString(v)
+	case int64:
+		return decimal.NewFromInt(v), nil
+	case int:
+		return decimal.NewFromInt(int64(v)), nil
+	case float64:
+		// A literal in the query text: its shortest round-trip form is
+		// what the client wrote.
+		return decimal.NewFromString(strconv.FormatFloat(v, 'f', -1, 64))
+	default:
+		return decimal.Decimal{}, fmt.Errorf("a Decimal must be a number, got %T", v)
+	}
+}

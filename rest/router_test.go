@@ -1,0 +1,139 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/internal/testdb"
+)
+
+func newTestService(t *testing.T, test agentpay.Networks) *agentpay.Service {
+	t.Helper()
+	key, err := agentpay.GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := agentpay.NewVault(key)
+	require.NoError(t, err)
+	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: vault, Test: test})
+	require.NoError(t, err)
+	return svc
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+	return rec.Code, out
+}
+
+func TestRouterErrorsAreDetailJSON(t *testing.T) {
+	svc := newTestService(t, nil)
+	h := NewRouter(Config{
+		Service: svc,
+		Logger:  discardLogger(),
+		Mounts: map[string]http.Handler{
+			"/boom": http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("secret sk_live_abc") }),
+		},
+	})
+	tests := []struct {
+		method, path string
+		status       int
+		detail       string
+	}{
+		{http.MethodGet, "/nope", http.StatusNotFound, "not found"},
+		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "method not allowed"},
+		{http.MethodGet, "/boom", http.StatusInternalServerError, "internal error"},
+		{http.MethodPost, "/dev/faucet", http.StatusNotFound, "not found"}, // dev routes only under `agentpay dev`
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			status, body := do(t, h, tt.method, tt.path, "")
+			require.Equal(t, tt.status, status)
+			require.Equal(t, map[string]any{"detail": tt.detail}, body)
+		})
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	ctx := context.Background()
+	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.Close() })
+	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()})
+	require.NoError(t, err)
+
+	svc := newTestService(t, agentpay.Networks{chains.Base: {Ledger: ledger}})
+	h := NewRouter(Config{Service: svc, Logger: discardLogger()})
+
+	status, body := do(t, h, http.MethodGet, "/healthz", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "ok", body["status"])
+
+	status, body = do(t, h, http.MethodGet, "/readyz", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "ready", body["status"])
+
+	require.NoError(t, chain.Close())
+	status, body = do(t, h, http.MethodGet, "/readyz", "")
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Contains(t, body["detail"], "base")
+
+	status, _ = do(t, h, http.MethodGet, "/healthz", "")
+	require.Equal(t, http.StatusOK, status, "the process is up even when a chain is not")
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestDecodeJSON(t *testing.T) {
+	type body struct {
+		Name   string `json:"name"`
+		Amount Amount `json:"amount"`
+	}
+	tests := []struct {
+		in      string
+		wantErr string
+	}{
+		{`{"name":"a","amount":49.95}`, ""},
+		{`{"name":"a","amount":"49.95"}`, "amount: must be a number"},
+		{`{"name":"a","amount":null}`, "amount: must be a number"},
+		{`{"name":1}`, "name: must be a string"},
+		{`{"nam":"a"}`, "unknown field"},
+		{`{"name":"a"`, "malformed JSON: unexpected end"},
+		{`{"name":"a"} {}`, "one JSON object"},
+		{``, "request body must be a JSON object"},
+		{`[1]`, "must be a object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(strings.NewReader(tt.in)))
+			var b body
+			err := decodeJSON(req, &b)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				require.Equal(t, "49.95", b.Amount.String())
+				out, err := json.Marshal(b.Amount)
+				require.NoError(t, err)
+				require.Equal(t, "49.95", string(out), "amounts are JSON numbers")
+				return
+			}
+			require.Error(t, err)
+			require.True(t, agentpay.IsValidation(err))
+			require.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}

@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/ent/chaincursor"
+	"agentpay/internal/testdb"
+)
+
+// TestWorkerScansConfiguredChains runs the River client on the test
+// database (SQLite or PostgreSQL) and checks the periodic scan job keeps the
+// chain's cursor moving with the chain.
+func TestWorkerScansConfiguredChains(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := testdb.Open(t)
+	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = chain.Close() })
+
+	ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()}
+	ledger, err := evm.New(ctx, ecfg)
+	require.NoError(t, err)
+	key, err := agentpay.GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := agentpay.NewVault(key)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := agentpay.NewService(agentpay.Config{
+		DB: db, Vault: vault, Logger: logger,
+		Test: agentpay.Networks{chains.Base: {
+			Ledger: ledger,
+			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+				return evm.NewWatcher(ctx, ecfg, st)
+			},
+			NewWatchlist: evm.NewWatchlist,
+		}},
+	})
+	require.NoError(t, err)
+
+	w, err := New(Config{DB: db, Service: svc, Logger: logger, ScanInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+
+	cursor := func() int64 {
+		c, err := db.Ent.ChainCursor.Query().
+			Where(chaincursor.Chain("base"), chaincursor.ModeEQ(chaincursor.ModeTest)).Only(ctx)
+		if err != nil {
+			return -1
+		}
+		return c.NextBlock
+	}
+	require.Eventually(t, func() bool { return cursor() > 0 }, 20*time.Second, 50*time.Millisecond, "the first scan saves a cursor")
+	first := cursor()
+	_, err = chain.Send(ctx, common.HexToAddress("0x000000000000000000000000000000000000dEaD"), big.NewInt(1))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return cursor() > first+3 }, 20*time.Second, 50*time.Millisecond, "later scans follow the chain")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+}
