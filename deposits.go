@@ -142,12 +142,21 @@ func (c *watcherCache) get(ctx context.Context, key string, saved *chains.Watche
 	if err != nil {
 		return nil, err
 	}
+	closeWatcher(c.m[key])
 	c.m[key] = w
 	return w, nil
 }
 
 func (c *watcherCache) drop(key string) {
 	c.mu.Lock()
+	closeWatcher(c.m[key])
 	delete(c.m, key)
 	c.mu.Unlock()
+}
+
+// closeWatcher releases a watcher's connection when it holds one.
+func closeWatcher(w chains.Watcher) {
+	if c, ok := w.(interface{ Close() }); ok {
+		c.Close()
+	}
 }

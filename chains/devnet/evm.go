@@ -403,7 +403,19 @@ func (e *EVM) sendAndWait(ctx context.Context, commit bool, send func(*bind.Tran
 		return common.Hash{}, err
 	}
 	if commit {
-		e.commit()
+		// The pool takes a sent transaction in asynchronously: under load a
+		// block sealed at once may miss it, so seal until it is included.
+		for range 100 {
+			e.commit()
+			if r, err := e.client.TransactionReceipt(ctx, tx.Hash()); err == nil && r != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return tx.Hash(), ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 	_, err = e.waitIncluded(ctx, tx.Hash())
 	return tx.Hash(), err

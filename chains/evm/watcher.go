@@ -72,6 +72,16 @@ func NewWatcher(ctx context.Context, cfg Config, state chains.WatcherState) (*Wa
 	return w, nil
 }
 
+// NewWatcher builds a watcher on the ledger's connection and config (its
+// gas key aside), so a caller that rebuilds watchers (after an error, or
+// per scan) opens no new connection each time.
+func (l *Ledger) NewWatcher(ctx context.Context, state chains.WatcherState) (*Watcher, error) {
+	cfg := l.cfg
+	cfg.Client = l.client
+	cfg.GasKey = nil
+	return NewWatcher(ctx, cfg, state)
+}
+
 func (w *Watcher) init(ctx context.Context, state chains.WatcherState) error {
 	if _, _, err := checkChain(ctx, w.cfg, w.client); err != nil {
 		return err

@@ -254,7 +254,13 @@ func TestWatcherResume(t *testing.T) {
 
 	state := w.State()
 	require.Len(t, state.Pending, 1)
-	w2 := c.watcher(t, true, 3, state)
+	cfg := c.config(true)
+	cfg.Confirmations = 3
+	l, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	w2, err := l.NewWatcher(context.Background(), state)
+	require.NoError(t, err)
 	c.Commit()
 	require.Equal(t, []string{"confirmations:2"}, kinds(poll(t, w2, wl)))
 	c.Commit()

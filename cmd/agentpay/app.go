@@ -119,9 +119,7 @@ func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury 
 		return agentpay.Network{
 			Ledger: l,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				wcfg := ecfg
-				wcfg.GasKey = nil
-				return evm.NewWatcher(ctx, wcfg, st)
+				return l.NewWatcher(ctx, st)
 			},
 			NewWatchlist: evm.NewWatchlist,
 		}, nil
