@@ -46,6 +46,8 @@ type Config struct {
 	DB     *DB
 	Vault  *Vault
 	Logger *slog.Logger
+	// Treasury holds the service's own wallets: fee recipient and gas payer.
+	Treasury TreasuryKeys
 
 	// Live and Test are the ledgers per chain for each mode.
 	Live Networks
@@ -53,9 +55,18 @@ type Config struct {
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
 
+	// AgentMode is the network agents' custodial wallets live on: live in
+	// production, test under `agentpay dev` (the devnets).
+	AgentMode Mode
+
 	BaseURL string
 	PayURL  string
 	AppURL  string
+
+	// IPRateLimit is unauthenticated requests per client IP per minute and
+	// RegisterRateLimit registrations per client IP per hour; 0 turns one off.
+	IPRateLimit       int
+	RegisterRateLimit int
 
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
@@ -79,6 +90,9 @@ func NewService(cfg Config) (*Service, error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if cfg.AgentMode == "" {
+		cfg.AgentMode = ModeLive
 	}
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache()}, nil
 }
@@ -104,6 +118,11 @@ func (s *Service) Ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
 		return nil, Invalid("chain", "%s is not available in %s mode", chain, mode)
 	}
 	return n.Ledger, nil
+}
+
+// AgentLedger returns the ledger agents' wallets use on a chain.
+func (s *Service) AgentLedger(chain chains.Name) (chains.Ledger, error) {
+	return s.Ledger(s.cfg.AgentMode, chain)
 }
 
 // ChainStatus is a configured chain as seen right now.

@@ -18,6 +18,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -52,6 +54,10 @@ type Client struct {
 	MerchantKey *MerchantKeyClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
+	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
+	RateLimitCounter *RateLimitCounterClient
+	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
+	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// Wallet is the client for interacting with the Wallet builders.
@@ -80,6 +86,8 @@ func (c *Client) init() {
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
+	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
+	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
 	c.Wallet = NewWalletClient(c.config)
 	c.WebhookAttempt = NewWebhookAttemptClient(c.config)
@@ -175,20 +183,22 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Agent:           NewAgentClient(cfg),
-		ChainCursor:     NewChainCursorClient(cfg),
-		CheckoutSession: NewCheckoutSessionClient(cfg),
-		DepositAddress:  NewDepositAddressClient(cfg),
-		Merchant:        NewMerchantClient(cfg),
-		MerchantKey:     NewMerchantKeyClient(cfg),
-		Payment:         NewPaymentClient(cfg),
-		Transfer:        NewTransferClient(cfg),
-		Wallet:          NewWalletClient(cfg),
-		WebhookAttempt:  NewWebhookAttemptClient(cfg),
-		WebhookDelivery: NewWebhookDeliveryClient(cfg),
-		WebhookEvent:    NewWebhookEventClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		Agent:              NewAgentClient(cfg),
+		ChainCursor:        NewChainCursorClient(cfg),
+		CheckoutSession:    NewCheckoutSessionClient(cfg),
+		DepositAddress:     NewDepositAddressClient(cfg),
+		Merchant:           NewMerchantClient(cfg),
+		MerchantKey:        NewMerchantKeyClient(cfg),
+		Payment:            NewPaymentClient(cfg),
+		RateLimitCounter:   NewRateLimitCounterClient(cfg),
+		SignatureChallenge: NewSignatureChallengeClient(cfg),
+		Transfer:           NewTransferClient(cfg),
+		Wallet:             NewWalletClient(cfg),
+		WebhookAttempt:     NewWebhookAttemptClient(cfg),
+		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
+		WebhookEvent:       NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -206,20 +216,22 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:             ctx,
-		config:          cfg,
-		Agent:           NewAgentClient(cfg),
-		ChainCursor:     NewChainCursorClient(cfg),
-		CheckoutSession: NewCheckoutSessionClient(cfg),
-		DepositAddress:  NewDepositAddressClient(cfg),
-		Merchant:        NewMerchantClient(cfg),
-		MerchantKey:     NewMerchantKeyClient(cfg),
-		Payment:         NewPaymentClient(cfg),
-		Transfer:        NewTransferClient(cfg),
-		Wallet:          NewWalletClient(cfg),
-		WebhookAttempt:  NewWebhookAttemptClient(cfg),
-		WebhookDelivery: NewWebhookDeliveryClient(cfg),
-		WebhookEvent:    NewWebhookEventClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		Agent:              NewAgentClient(cfg),
+		ChainCursor:        NewChainCursorClient(cfg),
+		CheckoutSession:    NewCheckoutSessionClient(cfg),
+		DepositAddress:     NewDepositAddressClient(cfg),
+		Merchant:           NewMerchantClient(cfg),
+		MerchantKey:        NewMerchantKeyClient(cfg),
+		Payment:            NewPaymentClient(cfg),
+		RateLimitCounter:   NewRateLimitCounterClient(cfg),
+		SignatureChallenge: NewSignatureChallengeClient(cfg),
+		Transfer:           NewTransferClient(cfg),
+		Wallet:             NewWalletClient(cfg),
+		WebhookAttempt:     NewWebhookAttemptClient(cfg),
+		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
+		WebhookEvent:       NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -250,8 +262,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.Merchant,
-		c.MerchantKey, c.Payment, c.Transfer, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -262,8 +274,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.Merchant,
-		c.MerchantKey, c.Payment, c.Transfer, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -286,6 +298,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MerchantKey.mutate(ctx, m)
 	case *PaymentMutation:
 		return c.Payment.mutate(ctx, m)
+	case *RateLimitCounterMutation:
+		return c.RateLimitCounter.mutate(ctx, m)
+	case *SignatureChallengeMutation:
+		return c.SignatureChallenge.mutate(ctx, m)
 	case *TransferMutation:
 		return c.Transfer.mutate(ctx, m)
 	case *WalletMutation:
@@ -1488,6 +1504,272 @@ func (c *PaymentClient) mutate(ctx context.Context, m *PaymentMutation) (Value, 
 	}
 }
 
+// RateLimitCounterClient is a client for the RateLimitCounter schema.
+type RateLimitCounterClient struct {
+	config
+}
+
+// NewRateLimitCounterClient returns a client for the RateLimitCounter from the given config.
+func NewRateLimitCounterClient(c config) *RateLimitCounterClient {
+	return &RateLimitCounterClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `ratelimitcounter.Hooks(f(g(h())))`.
+func (c *RateLimitCounterClient) Use(hooks ...Hook) {
+	c.hooks.RateLimitCounter = append(c.hooks.RateLimitCounter, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `ratelimitcounter.Intercept(f(g(h())))`.
+func (c *RateLimitCounterClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RateLimitCounter = append(c.inters.RateLimitCounter, interceptors...)
+}
+
+// Create returns a builder for creating a RateLimitCounter entity.
+func (c *RateLimitCounterClient) Create() *RateLimitCounterCreate {
+	mutation := newRateLimitCounterMutation(c.config, OpCreate)
+	return &RateLimitCounterCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RateLimitCounter entities.
+func (c *RateLimitCounterClient) CreateBulk(builders ...*RateLimitCounterCreate) *RateLimitCounterCreateBulk {
+	return &RateLimitCounterCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RateLimitCounterClient) MapCreateBulk(slice any, setFunc func(*RateLimitCounterCreate, int)) *RateLimitCounterCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RateLimitCounterCreateBulk{err: fmt.Errorf("calling to RateLimitCounterClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RateLimitCounterCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RateLimitCounterCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RateLimitCounter.
+func (c *RateLimitCounterClient) Update() *RateLimitCounterUpdate {
+	mutation := newRateLimitCounterMutation(c.config, OpUpdate)
+	return &RateLimitCounterUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RateLimitCounterClient) UpdateOne(_m *RateLimitCounter) *RateLimitCounterUpdateOne {
+	mutation := newRateLimitCounterMutation(c.config, OpUpdateOne, withRateLimitCounter(_m))
+	return &RateLimitCounterUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RateLimitCounterClient) UpdateOneID(id int64) *RateLimitCounterUpdateOne {
+	mutation := newRateLimitCounterMutation(c.config, OpUpdateOne, withRateLimitCounterID(id))
+	return &RateLimitCounterUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RateLimitCounter.
+func (c *RateLimitCounterClient) Delete() *RateLimitCounterDelete {
+	mutation := newRateLimitCounterMutation(c.config, OpDelete)
+	return &RateLimitCounterDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RateLimitCounterClient) DeleteOne(_m *RateLimitCounter) *RateLimitCounterDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RateLimitCounterClient) DeleteOneID(id int64) *RateLimitCounterDeleteOne {
+	builder := c.Delete().Where(ratelimitcounter.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RateLimitCounterDeleteOne{builder}
+}
+
+// Query returns a query builder for RateLimitCounter.
+func (c *RateLimitCounterClient) Query() *RateLimitCounterQuery {
+	return &RateLimitCounterQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRateLimitCounter},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RateLimitCounter entity by its id.
+func (c *RateLimitCounterClient) Get(ctx context.Context, id int64) (*RateLimitCounter, error) {
+	return c.Query().Where(ratelimitcounter.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RateLimitCounterClient) GetX(ctx context.Context, id int64) *RateLimitCounter {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *RateLimitCounterClient) Hooks() []Hook {
+	return c.hooks.RateLimitCounter
+}
+
+// Interceptors returns the client interceptors.
+func (c *RateLimitCounterClient) Interceptors() []Interceptor {
+	return c.inters.RateLimitCounter
+}
+
+func (c *RateLimitCounterClient) mutate(ctx context.Context, m *RateLimitCounterMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RateLimitCounterCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RateLimitCounterUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RateLimitCounterUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RateLimitCounterDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RateLimitCounter mutation op: %q", m.Op())
+	}
+}
+
+// SignatureChallengeClient is a client for the SignatureChallenge schema.
+type SignatureChallengeClient struct {
+	config
+}
+
+// NewSignatureChallengeClient returns a client for the SignatureChallenge from the given config.
+func NewSignatureChallengeClient(c config) *SignatureChallengeClient {
+	return &SignatureChallengeClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `signaturechallenge.Hooks(f(g(h())))`.
+func (c *SignatureChallengeClient) Use(hooks ...Hook) {
+	c.hooks.SignatureChallenge = append(c.hooks.SignatureChallenge, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `signaturechallenge.Intercept(f(g(h())))`.
+func (c *SignatureChallengeClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SignatureChallenge = append(c.inters.SignatureChallenge, interceptors...)
+}
+
+// Create returns a builder for creating a SignatureChallenge entity.
+func (c *SignatureChallengeClient) Create() *SignatureChallengeCreate {
+	mutation := newSignatureChallengeMutation(c.config, OpCreate)
+	return &SignatureChallengeCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SignatureChallenge entities.
+func (c *SignatureChallengeClient) CreateBulk(builders ...*SignatureChallengeCreate) *SignatureChallengeCreateBulk {
+	return &SignatureChallengeCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SignatureChallengeClient) MapCreateBulk(slice any, setFunc func(*SignatureChallengeCreate, int)) *SignatureChallengeCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SignatureChallengeCreateBulk{err: fmt.Errorf("calling to SignatureChallengeClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SignatureChallengeCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SignatureChallengeCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SignatureChallenge.
+func (c *SignatureChallengeClient) Update() *SignatureChallengeUpdate {
+	mutation := newSignatureChallengeMutation(c.config, OpUpdate)
+	return &SignatureChallengeUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SignatureChallengeClient) UpdateOne(_m *SignatureChallenge) *SignatureChallengeUpdateOne {
+	mutation := newSignatureChallengeMutation(c.config, OpUpdateOne, withSignatureChallenge(_m))
+	return &SignatureChallengeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SignatureChallengeClient) UpdateOneID(id uuid.UUID) *SignatureChallengeUpdateOne {
+	mutation := newSignatureChallengeMutation(c.config, OpUpdateOne, withSignatureChallengeID(id))
+	return &SignatureChallengeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SignatureChallenge.
+func (c *SignatureChallengeClient) Delete() *SignatureChallengeDelete {
+	mutation := newSignatureChallengeMutation(c.config, OpDelete)
+	return &SignatureChallengeDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SignatureChallengeClient) DeleteOne(_m *SignatureChallenge) *SignatureChallengeDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SignatureChallengeClient) DeleteOneID(id uuid.UUID) *SignatureChallengeDeleteOne {
+	builder := c.Delete().Where(signaturechallenge.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SignatureChallengeDeleteOne{builder}
+}
+
+// Query returns a query builder for SignatureChallenge.
+func (c *SignatureChallengeClient) Query() *SignatureChallengeQuery {
+	return &SignatureChallengeQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSignatureChallenge},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SignatureChallenge entity by its id.
+func (c *SignatureChallengeClient) Get(ctx context.Context, id uuid.UUID) (*SignatureChallenge, error) {
+	return c.Query().Where(signaturechallenge.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SignatureChallengeClient) GetX(ctx context.Context, id uuid.UUID) *SignatureChallenge {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SignatureChallengeClient) Hooks() []Hook {
+	return c.hooks.SignatureChallenge
+}
+
+// Interceptors returns the client interceptors.
+func (c *SignatureChallengeClient) Interceptors() []Interceptor {
+	return c.inters.SignatureChallenge
+}
+
+func (c *SignatureChallengeClient) mutate(ctx context.Context, m *SignatureChallengeMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SignatureChallengeCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SignatureChallengeUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SignatureChallengeUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SignatureChallengeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SignatureChallenge mutation op: %q", m.Op())
+	}
+}
+
 // TransferClient is a client for the Transfer schema.
 type TransferClient struct {
 	config
@@ -2301,13 +2583,13 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		Agent, ChainCursor, CheckoutSession, DepositAddress, Merchant, MerchantKey,
-		Payment, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Hook
+		Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		Agent, ChainCursor, CheckoutSession, DepositAddress, Merchant, MerchantKey,
-		Payment, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Interceptor
+		Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

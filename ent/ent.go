@@ -10,6 +10,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -84,18 +86,20 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			agent.Table:           agent.ValidColumn,
-			chaincursor.Table:     chaincursor.ValidColumn,
-			checkoutsession.Table: checkoutsession.ValidColumn,
-			depositaddress.Table:  depositaddress.ValidColumn,
-			merchant.Table:        merchant.ValidColumn,
-			merchantkey.Table:     merchantkey.ValidColumn,
-			payment.Table:         payment.ValidColumn,
-			transfer.Table:        transfer.ValidColumn,
-			wallet.Table:          wallet.ValidColumn,
-			webhookattempt.Table:  webhookattempt.ValidColumn,
-			webhookdelivery.Table: webhookdelivery.ValidColumn,
-			webhookevent.Table:    webhookevent.ValidColumn,
+			agent.Table:              agent.ValidColumn,
+			chaincursor.Table:        chaincursor.ValidColumn,
+			checkoutsession.Table:    checkoutsession.ValidColumn,
+			depositaddress.Table:     depositaddress.ValidColumn,
+			merchant.Table:           merchant.ValidColumn,
+			merchantkey.Table:        merchantkey.ValidColumn,
+			payment.Table:            payment.ValidColumn,
+			ratelimitcounter.Table:   ratelimitcounter.ValidColumn,
+			signaturechallenge.Table: signaturechallenge.ValidColumn,
+			transfer.Table:           transfer.ValidColumn,
+			wallet.Table:             wallet.ValidColumn,
+			webhookattempt.Table:     webhookattempt.ValidColumn,
+			webhookdelivery.Table:    webhookdelivery.ValidColumn,
+			webhookevent.Table:       webhookevent.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

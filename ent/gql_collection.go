@@ -1489,6 +1489,11 @@ func (_q *TransferQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 				selectedFields = append(selectedFields, transfer.FieldStatus)
 				fieldSeen[transfer.FieldStatus] = struct{}{}
 			}
+		case "feeTxHash":
+			if _, ok := fieldSeen[transfer.FieldFeeTxHash]; !ok {
+				selectedFields = append(selectedFields, transfer.FieldFeeTxHash)
+				fieldSeen[transfer.FieldFeeTxHash] = struct{}{}
+			}
 		case "memo":
 			if _, ok := fieldSeen[transfer.FieldMemo]; !ok {
 				selectedFields = append(selectedFields, transfer.FieldMemo)

@@ -11,7 +11,9 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/schematype"
+	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -39,18 +41,20 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAgent           = "Agent"
-	TypeChainCursor     = "ChainCursor"
-	TypeCheckoutSession = "CheckoutSession"
-	TypeDepositAddress  = "DepositAddress"
-	TypeMerchant        = "Merchant"
-	TypeMerchantKey     = "MerchantKey"
-	TypePayment         = "Payment"
-	TypeTransfer        = "Transfer"
-	TypeWallet          = "Wallet"
-	TypeWebhookAttempt  = "WebhookAttempt"
-	TypeWebhookDelivery = "WebhookDelivery"
-	TypeWebhookEvent    = "WebhookEvent"
+	TypeAgent              = "Agent"
+	TypeChainCursor        = "ChainCursor"
+	TypeCheckoutSession    = "CheckoutSession"
+	TypeDepositAddress     = "DepositAddress"
+	TypeMerchant           = "Merchant"
+	TypeMerchantKey        = "MerchantKey"
+	TypePayment            = "Payment"
+	TypeRateLimitCounter   = "RateLimitCounter"
+	TypeSignatureChallenge = "SignatureChallenge"
+	TypeTransfer           = "Transfer"
+	TypeWallet             = "Wallet"
+	TypeWebhookAttempt     = "WebhookAttempt"
+	TypeWebhookDelivery    = "WebhookDelivery"
+	TypeWebhookEvent       = "WebhookEvent"
 )
 
 // AgentMutation represents an operation that mutates the Agent nodes in the graph.
@@ -9870,6 +9874,1499 @@ func (m *PaymentMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Payment edge %s", name)
 }
 
+// RateLimitCounterMutation represents an operation that mutates the RateLimitCounter nodes in the graph.
+type RateLimitCounterMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *int64
+	key             *string
+	window_start    *int64
+	addwindow_start *int64
+	count           *int
+	addcount        *int
+	expires_at      *int64
+	addexpires_at   *int64
+	clearedFields   map[string]struct{}
+	done            bool
+	oldValue        func(context.Context) (*RateLimitCounter, error)
+	predicates      []predicate.RateLimitCounter
+}
+
+var _ ent.Mutation = (*RateLimitCounterMutation)(nil)
+
+// ratelimitcounterOption allows management of the mutation configuration using functional options.
+type ratelimitcounterOption func(*RateLimitCounterMutation)
+
+// newRateLimitCounterMutation creates new mutation for the RateLimitCounter entity.
+func newRateLimitCounterMutation(c config, op Op, opts ...ratelimitcounterOption) *RateLimitCounterMutation {
+	m := &RateLimitCounterMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRateLimitCounter,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRateLimitCounterID sets the ID field of the mutation.
+func withRateLimitCounterID(id int64) ratelimitcounterOption {
+	return func(m *RateLimitCounterMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RateLimitCounter
+		)
+		m.oldValue = func(ctx context.Context) (*RateLimitCounter, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RateLimitCounter.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRateLimitCounter sets the old RateLimitCounter of the mutation.
+func withRateLimitCounter(node *RateLimitCounter) ratelimitcounterOption {
+	return func(m *RateLimitCounterMutation) {
+		m.oldValue = func(context.Context) (*RateLimitCounter, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RateLimitCounterMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RateLimitCounterMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of RateLimitCounter entities.
+func (m *RateLimitCounterMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RateLimitCounterMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RateLimitCounterMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RateLimitCounter.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetKey sets the "key" field.
+func (m *RateLimitCounterMutation) SetKey(s string) {
+	m.key = &s
+}
+
+// Key returns the value of the "key" field in the mutation.
+func (m *RateLimitCounterMutation) Key() (r string, exists bool) {
+	v := m.key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKey returns the old "key" field's value of the RateLimitCounter entity.
+// If the RateLimitCounter object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RateLimitCounterMutation) OldKey(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKey: %w", err)
+	}
+	return oldValue.Key, nil
+}
+
+// ResetKey resets all changes to the "key" field.
+func (m *RateLimitCounterMutation) ResetKey() {
+	m.key = nil
+}
+
+// SetWindowStart sets the "window_start" field.
+func (m *RateLimitCounterMutation) SetWindowStart(i int64) {
+	m.window_start = &i
+	m.addwindow_start = nil
+}
+
+// WindowStart returns the value of the "window_start" field in the mutation.
+func (m *RateLimitCounterMutation) WindowStart() (r int64, exists bool) {
+	v := m.window_start
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWindowStart returns the old "window_start" field's value of the RateLimitCounter entity.
+// If the RateLimitCounter object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RateLimitCounterMutation) OldWindowStart(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWindowStart is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWindowStart requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWindowStart: %w", err)
+	}
+	return oldValue.WindowStart, nil
+}
+
+// AddWindowStart adds i to the "window_start" field.
+func (m *RateLimitCounterMutation) AddWindowStart(i int64) {
+	if m.addwindow_start != nil {
+		*m.addwindow_start += i
+	} else {
+		m.addwindow_start = &i
+	}
+}
+
+// AddedWindowStart returns the value that was added to the "window_start" field in this mutation.
+func (m *RateLimitCounterMutation) AddedWindowStart() (r int64, exists bool) {
+	v := m.addwindow_start
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetWindowStart resets all changes to the "window_start" field.
+func (m *RateLimitCounterMutation) ResetWindowStart() {
+	m.window_start = nil
+	m.addwindow_start = nil
+}
+
+// SetCount sets the "count" field.
+func (m *RateLimitCounterMutation) SetCount(i int) {
+	m.count = &i
+	m.addcount = nil
+}
+
+// Count returns the value of the "count" field in the mutation.
+func (m *RateLimitCounterMutation) Count() (r int, exists bool) {
+	v := m.count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCount returns the old "count" field's value of the RateLimitCounter entity.
+// If the RateLimitCounter object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RateLimitCounterMutation) OldCount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCount: %w", err)
+	}
+	return oldValue.Count, nil
+}
+
+// AddCount adds i to the "count" field.
+func (m *RateLimitCounterMutation) AddCount(i int) {
+	if m.addcount != nil {
+		*m.addcount += i
+	} else {
+		m.addcount = &i
+	}
+}
+
+// AddedCount returns the value that was added to the "count" field in this mutation.
+func (m *RateLimitCounterMutation) AddedCount() (r int, exists bool) {
+	v := m.addcount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCount resets all changes to the "count" field.
+func (m *RateLimitCounterMutation) ResetCount() {
+	m.count = nil
+	m.addcount = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *RateLimitCounterMutation) SetExpiresAt(i int64) {
+	m.expires_at = &i
+	m.addexpires_at = nil
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *RateLimitCounterMutation) ExpiresAt() (r int64, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the RateLimitCounter entity.
+// If the RateLimitCounter object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RateLimitCounterMutation) OldExpiresAt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// AddExpiresAt adds i to the "expires_at" field.
+func (m *RateLimitCounterMutation) AddExpiresAt(i int64) {
+	if m.addexpires_at != nil {
+		*m.addexpires_at += i
+	} else {
+		m.addexpires_at = &i
+	}
+}
+
+// AddedExpiresAt returns the value that was added to the "expires_at" field in this mutation.
+func (m *RateLimitCounterMutation) AddedExpiresAt() (r int64, exists bool) {
+	v := m.addexpires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *RateLimitCounterMutation) ResetExpiresAt() {
+	m.expires_at = nil
+	m.addexpires_at = nil
+}
+
+// Where appends a list predicates to the RateLimitCounterMutation builder.
+func (m *RateLimitCounterMutation) Where(ps ...predicate.RateLimitCounter) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RateLimitCounterMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RateLimitCounterMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RateLimitCounter, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RateLimitCounterMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RateLimitCounterMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RateLimitCounter).
+func (m *RateLimitCounterMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RateLimitCounterMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.key != nil {
+		fields = append(fields, ratelimitcounter.FieldKey)
+	}
+	if m.window_start != nil {
+		fields = append(fields, ratelimitcounter.FieldWindowStart)
+	}
+	if m.count != nil {
+		fields = append(fields, ratelimitcounter.FieldCount)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, ratelimitcounter.FieldExpiresAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RateLimitCounterMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case ratelimitcounter.FieldKey:
+		return m.Key()
+	case ratelimitcounter.FieldWindowStart:
+		return m.WindowStart()
+	case ratelimitcounter.FieldCount:
+		return m.Count()
+	case ratelimitcounter.FieldExpiresAt:
+		return m.ExpiresAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RateLimitCounterMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case ratelimitcounter.FieldKey:
+		return m.OldKey(ctx)
+	case ratelimitcounter.FieldWindowStart:
+		return m.OldWindowStart(ctx)
+	case ratelimitcounter.FieldCount:
+		return m.OldCount(ctx)
+	case ratelimitcounter.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown RateLimitCounter field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RateLimitCounterMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case ratelimitcounter.FieldKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKey(v)
+		return nil
+	case ratelimitcounter.FieldWindowStart:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWindowStart(v)
+		return nil
+	case ratelimitcounter.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCount(v)
+		return nil
+	case ratelimitcounter.FieldExpiresAt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RateLimitCounter field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RateLimitCounterMutation) AddedFields() []string {
+	var fields []string
+	if m.addwindow_start != nil {
+		fields = append(fields, ratelimitcounter.FieldWindowStart)
+	}
+	if m.addcount != nil {
+		fields = append(fields, ratelimitcounter.FieldCount)
+	}
+	if m.addexpires_at != nil {
+		fields = append(fields, ratelimitcounter.FieldExpiresAt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RateLimitCounterMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case ratelimitcounter.FieldWindowStart:
+		return m.AddedWindowStart()
+	case ratelimitcounter.FieldCount:
+		return m.AddedCount()
+	case ratelimitcounter.FieldExpiresAt:
+		return m.AddedExpiresAt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RateLimitCounterMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case ratelimitcounter.FieldWindowStart:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddWindowStart(v)
+		return nil
+	case ratelimitcounter.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCount(v)
+		return nil
+	case ratelimitcounter.FieldExpiresAt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddExpiresAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RateLimitCounter numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RateLimitCounterMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RateLimitCounterMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RateLimitCounterMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RateLimitCounter nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RateLimitCounterMutation) ResetField(name string) error {
+	switch name {
+	case ratelimitcounter.FieldKey:
+		m.ResetKey()
+		return nil
+	case ratelimitcounter.FieldWindowStart:
+		m.ResetWindowStart()
+		return nil
+	case ratelimitcounter.FieldCount:
+		m.ResetCount()
+		return nil
+	case ratelimitcounter.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	}
+	return fmt.Errorf("unknown RateLimitCounter field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RateLimitCounterMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RateLimitCounterMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RateLimitCounterMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RateLimitCounterMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RateLimitCounterMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RateLimitCounterMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RateLimitCounterMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown RateLimitCounter unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RateLimitCounterMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown RateLimitCounter edge %s", name)
+}
+
+// SignatureChallengeMutation represents an operation that mutates the SignatureChallenge nodes in the graph.
+type SignatureChallengeMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *uuid.UUID
+	created_at     *time.Time
+	updated_at     *time.Time
+	purpose        *signaturechallenge.Purpose
+	nonce          *string
+	username       *string
+	agent_id       *uuid.UUID
+	wallet_address *string
+	chain          *string
+	expires_at     *time.Time
+	used_at        *time.Time
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*SignatureChallenge, error)
+	predicates     []predicate.SignatureChallenge
+}
+
+var _ ent.Mutation = (*SignatureChallengeMutation)(nil)
+
+// signaturechallengeOption allows management of the mutation configuration using functional options.
+type signaturechallengeOption func(*SignatureChallengeMutation)
+
+// newSignatureChallengeMutation creates new mutation for the SignatureChallenge entity.
+func newSignatureChallengeMutation(c config, op Op, opts ...signaturechallengeOption) *SignatureChallengeMutation {
+	m := &SignatureChallengeMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSignatureChallenge,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSignatureChallengeID sets the ID field of the mutation.
+func withSignatureChallengeID(id uuid.UUID) signaturechallengeOption {
+	return func(m *SignatureChallengeMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SignatureChallenge
+		)
+		m.oldValue = func(ctx context.Context) (*SignatureChallenge, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SignatureChallenge.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSignatureChallenge sets the old SignatureChallenge of the mutation.
+func withSignatureChallenge(node *SignatureChallenge) signaturechallengeOption {
+	return func(m *SignatureChallengeMutation) {
+		m.oldValue = func(context.Context) (*SignatureChallenge, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SignatureChallengeMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SignatureChallengeMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of SignatureChallenge entities.
+func (m *SignatureChallengeMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SignatureChallengeMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SignatureChallengeMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SignatureChallenge.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *SignatureChallengeMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *SignatureChallengeMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *SignatureChallengeMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *SignatureChallengeMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *SignatureChallengeMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *SignatureChallengeMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetPurpose sets the "purpose" field.
+func (m *SignatureChallengeMutation) SetPurpose(s signaturechallenge.Purpose) {
+	m.purpose = &s
+}
+
+// Purpose returns the value of the "purpose" field in the mutation.
+func (m *SignatureChallengeMutation) Purpose() (r signaturechallenge.Purpose, exists bool) {
+	v := m.purpose
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPurpose returns the old "purpose" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldPurpose(ctx context.Context) (v signaturechallenge.Purpose, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPurpose is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPurpose requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPurpose: %w", err)
+	}
+	return oldValue.Purpose, nil
+}
+
+// ResetPurpose resets all changes to the "purpose" field.
+func (m *SignatureChallengeMutation) ResetPurpose() {
+	m.purpose = nil
+}
+
+// SetNonce sets the "nonce" field.
+func (m *SignatureChallengeMutation) SetNonce(s string) {
+	m.nonce = &s
+}
+
+// Nonce returns the value of the "nonce" field in the mutation.
+func (m *SignatureChallengeMutation) Nonce() (r string, exists bool) {
+	v := m.nonce
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNonce returns the old "nonce" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldNonce(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNonce is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNonce requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNonce: %w", err)
+	}
+	return oldValue.Nonce, nil
+}
+
+// ResetNonce resets all changes to the "nonce" field.
+func (m *SignatureChallengeMutation) ResetNonce() {
+	m.nonce = nil
+}
+
+// SetUsername sets the "username" field.
+func (m *SignatureChallengeMutation) SetUsername(s string) {
+	m.username = &s
+}
+
+// Username returns the value of the "username" field in the mutation.
+func (m *SignatureChallengeMutation) Username() (r string, exists bool) {
+	v := m.username
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUsername returns the old "username" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldUsername(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUsername is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUsername requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUsername: %w", err)
+	}
+	return oldValue.Username, nil
+}
+
+// ClearUsername clears the value of the "username" field.
+func (m *SignatureChallengeMutation) ClearUsername() {
+	m.username = nil
+	m.clearedFields[signaturechallenge.FieldUsername] = struct{}{}
+}
+
+// UsernameCleared returns if the "username" field was cleared in this mutation.
+func (m *SignatureChallengeMutation) UsernameCleared() bool {
+	_, ok := m.clearedFields[signaturechallenge.FieldUsername]
+	return ok
+}
+
+// ResetUsername resets all changes to the "username" field.
+func (m *SignatureChallengeMutation) ResetUsername() {
+	m.username = nil
+	delete(m.clearedFields, signaturechallenge.FieldUsername)
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *SignatureChallengeMutation) SetAgentID(u uuid.UUID) {
+	m.agent_id = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *SignatureChallengeMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldAgentID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ClearAgentID clears the value of the "agent_id" field.
+func (m *SignatureChallengeMutation) ClearAgentID() {
+	m.agent_id = nil
+	m.clearedFields[signaturechallenge.FieldAgentID] = struct{}{}
+}
+
+// AgentIDCleared returns if the "agent_id" field was cleared in this mutation.
+func (m *SignatureChallengeMutation) AgentIDCleared() bool {
+	_, ok := m.clearedFields[signaturechallenge.FieldAgentID]
+	return ok
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *SignatureChallengeMutation) ResetAgentID() {
+	m.agent_id = nil
+	delete(m.clearedFields, signaturechallenge.FieldAgentID)
+}
+
+// SetWalletAddress sets the "wallet_address" field.
+func (m *SignatureChallengeMutation) SetWalletAddress(s string) {
+	m.wallet_address = &s
+}
+
+// WalletAddress returns the value of the "wallet_address" field in the mutation.
+func (m *SignatureChallengeMutation) WalletAddress() (r string, exists bool) {
+	v := m.wallet_address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWalletAddress returns the old "wallet_address" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldWalletAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWalletAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWalletAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWalletAddress: %w", err)
+	}
+	return oldValue.WalletAddress, nil
+}
+
+// ResetWalletAddress resets all changes to the "wallet_address" field.
+func (m *SignatureChallengeMutation) ResetWalletAddress() {
+	m.wallet_address = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *SignatureChallengeMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *SignatureChallengeMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ClearChain clears the value of the "chain" field.
+func (m *SignatureChallengeMutation) ClearChain() {
+	m.chain = nil
+	m.clearedFields[signaturechallenge.FieldChain] = struct{}{}
+}
+
+// ChainCleared returns if the "chain" field was cleared in this mutation.
+func (m *SignatureChallengeMutation) ChainCleared() bool {
+	_, ok := m.clearedFields[signaturechallenge.FieldChain]
+	return ok
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *SignatureChallengeMutation) ResetChain() {
+	m.chain = nil
+	delete(m.clearedFields, signaturechallenge.FieldChain)
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *SignatureChallengeMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *SignatureChallengeMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *SignatureChallengeMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetUsedAt sets the "used_at" field.
+func (m *SignatureChallengeMutation) SetUsedAt(t time.Time) {
+	m.used_at = &t
+}
+
+// UsedAt returns the value of the "used_at" field in the mutation.
+func (m *SignatureChallengeMutation) UsedAt() (r time.Time, exists bool) {
+	v := m.used_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUsedAt returns the old "used_at" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldUsedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUsedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUsedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUsedAt: %w", err)
+	}
+	return oldValue.UsedAt, nil
+}
+
+// ClearUsedAt clears the value of the "used_at" field.
+func (m *SignatureChallengeMutation) ClearUsedAt() {
+	m.used_at = nil
+	m.clearedFields[signaturechallenge.FieldUsedAt] = struct{}{}
+}
+
+// UsedAtCleared returns if the "used_at" field was cleared in this mutation.
+func (m *SignatureChallengeMutation) UsedAtCleared() bool {
+	_, ok := m.clearedFields[signaturechallenge.FieldUsedAt]
+	return ok
+}
+
+// ResetUsedAt resets all changes to the "used_at" field.
+func (m *SignatureChallengeMutation) ResetUsedAt() {
+	m.used_at = nil
+	delete(m.clearedFields, signaturechallenge.FieldUsedAt)
+}
+
+// Where appends a list predicates to the SignatureChallengeMutation builder.
+func (m *SignatureChallengeMutation) Where(ps ...predicate.SignatureChallenge) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SignatureChallengeMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SignatureChallengeMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SignatureChallenge, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SignatureChallengeMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SignatureChallengeMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SignatureChallenge).
+func (m *SignatureChallengeMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SignatureChallengeMutation) Fields() []string {
+	fields := make([]string, 0, 10)
+	if m.created_at != nil {
+		fields = append(fields, signaturechallenge.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, signaturechallenge.FieldUpdatedAt)
+	}
+	if m.purpose != nil {
+		fields = append(fields, signaturechallenge.FieldPurpose)
+	}
+	if m.nonce != nil {
+		fields = append(fields, signaturechallenge.FieldNonce)
+	}
+	if m.username != nil {
+		fields = append(fields, signaturechallenge.FieldUsername)
+	}
+	if m.agent_id != nil {
+		fields = append(fields, signaturechallenge.FieldAgentID)
+	}
+	if m.wallet_address != nil {
+		fields = append(fields, signaturechallenge.FieldWalletAddress)
+	}
+	if m.chain != nil {
+		fields = append(fields, signaturechallenge.FieldChain)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, signaturechallenge.FieldExpiresAt)
+	}
+	if m.used_at != nil {
+		fields = append(fields, signaturechallenge.FieldUsedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SignatureChallengeMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case signaturechallenge.FieldCreatedAt:
+		return m.CreatedAt()
+	case signaturechallenge.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case signaturechallenge.FieldPurpose:
+		return m.Purpose()
+	case signaturechallenge.FieldNonce:
+		return m.Nonce()
+	case signaturechallenge.FieldUsername:
+		return m.Username()
+	case signaturechallenge.FieldAgentID:
+		return m.AgentID()
+	case signaturechallenge.FieldWalletAddress:
+		return m.WalletAddress()
+	case signaturechallenge.FieldChain:
+		return m.Chain()
+	case signaturechallenge.FieldExpiresAt:
+		return m.ExpiresAt()
+	case signaturechallenge.FieldUsedAt:
+		return m.UsedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SignatureChallengeMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case signaturechallenge.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case signaturechallenge.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case signaturechallenge.FieldPurpose:
+		return m.OldPurpose(ctx)
+	case signaturechallenge.FieldNonce:
+		return m.OldNonce(ctx)
+	case signaturechallenge.FieldUsername:
+		return m.OldUsername(ctx)
+	case signaturechallenge.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case signaturechallenge.FieldWalletAddress:
+		return m.OldWalletAddress(ctx)
+	case signaturechallenge.FieldChain:
+		return m.OldChain(ctx)
+	case signaturechallenge.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case signaturechallenge.FieldUsedAt:
+		return m.OldUsedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown SignatureChallenge field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SignatureChallengeMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case signaturechallenge.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case signaturechallenge.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case signaturechallenge.FieldPurpose:
+		v, ok := value.(signaturechallenge.Purpose)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPurpose(v)
+		return nil
+	case signaturechallenge.FieldNonce:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNonce(v)
+		return nil
+	case signaturechallenge.FieldUsername:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUsername(v)
+		return nil
+	case signaturechallenge.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case signaturechallenge.FieldWalletAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWalletAddress(v)
+		return nil
+	case signaturechallenge.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case signaturechallenge.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case signaturechallenge.FieldUsedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUsedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SignatureChallenge field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SignatureChallengeMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SignatureChallengeMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SignatureChallengeMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown SignatureChallenge numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SignatureChallengeMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(signaturechallenge.FieldUsername) {
+		fields = append(fields, signaturechallenge.FieldUsername)
+	}
+	if m.FieldCleared(signaturechallenge.FieldAgentID) {
+		fields = append(fields, signaturechallenge.FieldAgentID)
+	}
+	if m.FieldCleared(signaturechallenge.FieldChain) {
+		fields = append(fields, signaturechallenge.FieldChain)
+	}
+	if m.FieldCleared(signaturechallenge.FieldUsedAt) {
+		fields = append(fields, signaturechallenge.FieldUsedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SignatureChallengeMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SignatureChallengeMutation) ClearField(name string) error {
+	switch name {
+	case signaturechallenge.FieldUsername:
+		m.ClearUsername()
+		return nil
+	case signaturechallenge.FieldAgentID:
+		m.ClearAgentID()
+		return nil
+	case signaturechallenge.FieldChain:
+		m.ClearChain()
+		return nil
+	case signaturechallenge.FieldUsedAt:
+		m.ClearUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown SignatureChallenge nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SignatureChallengeMutation) ResetField(name string) error {
+	switch name {
+	case signaturechallenge.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case signaturechallenge.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case signaturechallenge.FieldPurpose:
+		m.ResetPurpose()
+		return nil
+	case signaturechallenge.FieldNonce:
+		m.ResetNonce()
+		return nil
+	case signaturechallenge.FieldUsername:
+		m.ResetUsername()
+		return nil
+	case signaturechallenge.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case signaturechallenge.FieldWalletAddress:
+		m.ResetWalletAddress()
+		return nil
+	case signaturechallenge.FieldChain:
+		m.ResetChain()
+		return nil
+	case signaturechallenge.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case signaturechallenge.FieldUsedAt:
+		m.ResetUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown SignatureChallenge field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SignatureChallengeMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SignatureChallengeMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SignatureChallengeMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SignatureChallengeMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SignatureChallengeMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SignatureChallengeMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SignatureChallengeMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown SignatureChallenge unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SignatureChallengeMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown SignatureChallenge edge %s", name)
+}
+
 // TransferMutation represents an operation that mutates the Transfer nodes in the graph.
 type TransferMutation struct {
 	config
@@ -9891,6 +11388,8 @@ type TransferMutation struct {
 	tx_hash           *string
 	status            *transfer.Status
 	ref               *[]byte
+	fee_ref           *[]byte
+	fee_tx_hash       *string
 	memo              *string
 	error             *string
 	submitted_at      *time.Time
@@ -10599,6 +12098,104 @@ func (m *TransferMutation) ResetRef() {
 	m.ref = nil
 }
 
+// SetFeeRef sets the "fee_ref" field.
+func (m *TransferMutation) SetFeeRef(b []byte) {
+	m.fee_ref = &b
+}
+
+// FeeRef returns the value of the "fee_ref" field in the mutation.
+func (m *TransferMutation) FeeRef() (r []byte, exists bool) {
+	v := m.fee_ref
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFeeRef returns the old "fee_ref" field's value of the Transfer entity.
+// If the Transfer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransferMutation) OldFeeRef(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFeeRef is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFeeRef requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFeeRef: %w", err)
+	}
+	return oldValue.FeeRef, nil
+}
+
+// ClearFeeRef clears the value of the "fee_ref" field.
+func (m *TransferMutation) ClearFeeRef() {
+	m.fee_ref = nil
+	m.clearedFields[transfer.FieldFeeRef] = struct{}{}
+}
+
+// FeeRefCleared returns if the "fee_ref" field was cleared in this mutation.
+func (m *TransferMutation) FeeRefCleared() bool {
+	_, ok := m.clearedFields[transfer.FieldFeeRef]
+	return ok
+}
+
+// ResetFeeRef resets all changes to the "fee_ref" field.
+func (m *TransferMutation) ResetFeeRef() {
+	m.fee_ref = nil
+	delete(m.clearedFields, transfer.FieldFeeRef)
+}
+
+// SetFeeTxHash sets the "fee_tx_hash" field.
+func (m *TransferMutation) SetFeeTxHash(s string) {
+	m.fee_tx_hash = &s
+}
+
+// FeeTxHash returns the value of the "fee_tx_hash" field in the mutation.
+func (m *TransferMutation) FeeTxHash() (r string, exists bool) {
+	v := m.fee_tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFeeTxHash returns the old "fee_tx_hash" field's value of the Transfer entity.
+// If the Transfer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransferMutation) OldFeeTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFeeTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFeeTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFeeTxHash: %w", err)
+	}
+	return oldValue.FeeTxHash, nil
+}
+
+// ClearFeeTxHash clears the value of the "fee_tx_hash" field.
+func (m *TransferMutation) ClearFeeTxHash() {
+	m.fee_tx_hash = nil
+	m.clearedFields[transfer.FieldFeeTxHash] = struct{}{}
+}
+
+// FeeTxHashCleared returns if the "fee_tx_hash" field was cleared in this mutation.
+func (m *TransferMutation) FeeTxHashCleared() bool {
+	_, ok := m.clearedFields[transfer.FieldFeeTxHash]
+	return ok
+}
+
+// ResetFeeTxHash resets all changes to the "fee_tx_hash" field.
+func (m *TransferMutation) ResetFeeTxHash() {
+	m.fee_tx_hash = nil
+	delete(m.clearedFields, transfer.FieldFeeTxHash)
+}
+
 // SetMemo sets the "memo" field.
 func (m *TransferMutation) SetMemo(s string) {
 	m.memo = &s
@@ -10883,7 +12480,7 @@ func (m *TransferMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TransferMutation) Fields() []string {
-	fields := make([]string, 0, 18)
+	fields := make([]string, 0, 20)
 	if m.created_at != nil {
 		fields = append(fields, transfer.FieldCreatedAt)
 	}
@@ -10925,6 +12522,12 @@ func (m *TransferMutation) Fields() []string {
 	}
 	if m.ref != nil {
 		fields = append(fields, transfer.FieldRef)
+	}
+	if m.fee_ref != nil {
+		fields = append(fields, transfer.FieldFeeRef)
+	}
+	if m.fee_tx_hash != nil {
+		fields = append(fields, transfer.FieldFeeTxHash)
 	}
 	if m.memo != nil {
 		fields = append(fields, transfer.FieldMemo)
@@ -10974,6 +12577,10 @@ func (m *TransferMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case transfer.FieldRef:
 		return m.Ref()
+	case transfer.FieldFeeRef:
+		return m.FeeRef()
+	case transfer.FieldFeeTxHash:
+		return m.FeeTxHash()
 	case transfer.FieldMemo:
 		return m.Memo()
 	case transfer.FieldError:
@@ -11019,6 +12626,10 @@ func (m *TransferMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldStatus(ctx)
 	case transfer.FieldRef:
 		return m.OldRef(ctx)
+	case transfer.FieldFeeRef:
+		return m.OldFeeRef(ctx)
+	case transfer.FieldFeeTxHash:
+		return m.OldFeeTxHash(ctx)
 	case transfer.FieldMemo:
 		return m.OldMemo(ctx)
 	case transfer.FieldError:
@@ -11134,6 +12745,20 @@ func (m *TransferMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetRef(v)
 		return nil
+	case transfer.FieldFeeRef:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFeeRef(v)
+		return nil
+	case transfer.FieldFeeTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFeeTxHash(v)
+		return nil
 	case transfer.FieldMemo:
 		v, ok := value.(string)
 		if !ok {
@@ -11237,6 +12862,12 @@ func (m *TransferMutation) ClearedFields() []string {
 	if m.FieldCleared(transfer.FieldTxHash) {
 		fields = append(fields, transfer.FieldTxHash)
 	}
+	if m.FieldCleared(transfer.FieldFeeRef) {
+		fields = append(fields, transfer.FieldFeeRef)
+	}
+	if m.FieldCleared(transfer.FieldFeeTxHash) {
+		fields = append(fields, transfer.FieldFeeTxHash)
+	}
 	if m.FieldCleared(transfer.FieldMemo) {
 		fields = append(fields, transfer.FieldMemo)
 	}
@@ -11268,6 +12899,12 @@ func (m *TransferMutation) ClearField(name string) error {
 		return nil
 	case transfer.FieldTxHash:
 		m.ClearTxHash()
+		return nil
+	case transfer.FieldFeeRef:
+		m.ClearFeeRef()
+		return nil
+	case transfer.FieldFeeTxHash:
+		m.ClearFeeTxHash()
 		return nil
 	case transfer.FieldMemo:
 		m.ClearMemo()
@@ -11330,6 +12967,12 @@ func (m *TransferMutation) ResetField(name string) error {
 		return nil
 	case transfer.FieldRef:
 		m.ResetRef()
+		return nil
+	case transfer.FieldFeeRef:
+		m.ResetFeeRef()
+		return nil
+	case transfer.FieldFeeTxHash:
+		m.ResetFeeTxHash()
 		return nil
 	case transfer.FieldMemo:
 		m.ResetMemo()

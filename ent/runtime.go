@@ -10,7 +10,9 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/schema"
+	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -330,6 +332,57 @@ func init() {
 	paymentDescID := paymentMixinFields0[0].Descriptor()
 	// payment.DefaultID holds the default value on creation for the id field.
 	payment.DefaultID = paymentDescID.Default.(func() uuid.UUID)
+	ratelimitcounterFields := schema.RateLimitCounter{}.Fields()
+	_ = ratelimitcounterFields
+	// ratelimitcounterDescKey is the schema descriptor for key field.
+	ratelimitcounterDescKey := ratelimitcounterFields[1].Descriptor()
+	// ratelimitcounter.KeyValidator is a validator for the "key" field. It is called by the builders before save.
+	ratelimitcounter.KeyValidator = func() func(string) error {
+		validators := ratelimitcounterDescKey.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(key string) error {
+			for _, fn := range fns {
+				if err := fn(key); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// ratelimitcounterDescCount is the schema descriptor for count field.
+	ratelimitcounterDescCount := ratelimitcounterFields[3].Descriptor()
+	// ratelimitcounter.DefaultCount holds the default value on creation for the count field.
+	ratelimitcounter.DefaultCount = ratelimitcounterDescCount.Default.(int)
+	signaturechallengeMixin := schema.SignatureChallenge{}.Mixin()
+	signaturechallengeMixinFields0 := signaturechallengeMixin[0].Fields()
+	_ = signaturechallengeMixinFields0
+	signaturechallengeFields := schema.SignatureChallenge{}.Fields()
+	_ = signaturechallengeFields
+	// signaturechallengeDescCreatedAt is the schema descriptor for created_at field.
+	signaturechallengeDescCreatedAt := signaturechallengeMixinFields0[1].Descriptor()
+	// signaturechallenge.DefaultCreatedAt holds the default value on creation for the created_at field.
+	signaturechallenge.DefaultCreatedAt = signaturechallengeDescCreatedAt.Default.(func() time.Time)
+	// signaturechallengeDescUpdatedAt is the schema descriptor for updated_at field.
+	signaturechallengeDescUpdatedAt := signaturechallengeMixinFields0[2].Descriptor()
+	// signaturechallenge.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	signaturechallenge.DefaultUpdatedAt = signaturechallengeDescUpdatedAt.Default.(func() time.Time)
+	// signaturechallenge.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	signaturechallenge.UpdateDefaultUpdatedAt = signaturechallengeDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// signaturechallengeDescNonce is the schema descriptor for nonce field.
+	signaturechallengeDescNonce := signaturechallengeFields[1].Descriptor()
+	// signaturechallenge.NonceValidator is a validator for the "nonce" field. It is called by the builders before save.
+	signaturechallenge.NonceValidator = signaturechallengeDescNonce.Validators[0].(func(string) error)
+	// signaturechallengeDescWalletAddress is the schema descriptor for wallet_address field.
+	signaturechallengeDescWalletAddress := signaturechallengeFields[4].Descriptor()
+	// signaturechallenge.WalletAddressValidator is a validator for the "wallet_address" field. It is called by the builders before save.
+	signaturechallenge.WalletAddressValidator = signaturechallengeDescWalletAddress.Validators[0].(func(string) error)
+	// signaturechallengeDescID is the schema descriptor for id field.
+	signaturechallengeDescID := signaturechallengeMixinFields0[0].Descriptor()
+	// signaturechallenge.DefaultID holds the default value on creation for the id field.
+	signaturechallenge.DefaultID = signaturechallengeDescID.Default.(func() uuid.UUID)
 	transferMixin := schema.Transfer{}.Mixin()
 	transferMixinFields0 := transferMixin[0].Fields()
 	_ = transferMixinFields0
@@ -376,7 +429,7 @@ func init() {
 	// transfer.NetValidator is a validator for the "net" field. It is called by the builders before save.
 	transfer.NetValidator = transferDescNet.Validators[0].(func(int64) error)
 	// transferDescMemo is the schema descriptor for memo field.
-	transferDescMemo := transferFields[12].Descriptor()
+	transferDescMemo := transferFields[14].Descriptor()
 	// transfer.MemoValidator is a validator for the "memo" field. It is called by the builders before save.
 	transfer.MemoValidator = transferDescMemo.Validators[0].(func(string) error)
 	// transferDescID is the schema descriptor for id field.

@@ -47,6 +47,10 @@ type Transfer struct {
 	Status transfer.Status `json:"status,omitempty"`
 	// Ref holds the value of the "ref" field.
 	Ref []byte `json:"ref,omitempty"`
+	// FeeRef holds the value of the "fee_ref" field.
+	FeeRef []byte `json:"fee_ref,omitempty"`
+	// FeeTxHash holds the value of the "fee_tx_hash" field.
+	FeeTxHash string `json:"fee_tx_hash,omitempty"`
 	// Memo holds the value of the "memo" field.
 	Memo string `json:"memo,omitempty"`
 	// Error holds the value of the "error" field.
@@ -103,11 +107,11 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case transfer.FieldToAgentID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
-		case transfer.FieldRef:
+		case transfer.FieldRef, transfer.FieldFeeRef:
 			values[i] = new([]byte)
 		case transfer.FieldAmount, transfer.FieldFee, transfer.FieldNet:
 			values[i] = new(sql.NullInt64)
-		case transfer.FieldChain, transfer.FieldToken, transfer.FieldFromAddress, transfer.FieldToAddress, transfer.FieldTxHash, transfer.FieldStatus, transfer.FieldMemo, transfer.FieldError:
+		case transfer.FieldChain, transfer.FieldToken, transfer.FieldFromAddress, transfer.FieldToAddress, transfer.FieldTxHash, transfer.FieldStatus, transfer.FieldFeeTxHash, transfer.FieldMemo, transfer.FieldError:
 			values[i] = new(sql.NullString)
 		case transfer.FieldCreatedAt, transfer.FieldUpdatedAt, transfer.FieldSubmittedAt, transfer.FieldCompletedAt:
 			values[i] = new(sql.NullTime)
@@ -218,6 +222,18 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field ref", values[i])
 			} else if value != nil {
 				_m.Ref = *value
+			}
+		case transfer.FieldFeeRef:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field fee_ref", values[i])
+			} else if value != nil {
+				_m.FeeRef = *value
+			}
+		case transfer.FieldFeeTxHash:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field fee_tx_hash", values[i])
+			} else if value.Valid {
+				_m.FeeTxHash = value.String
 			}
 		case transfer.FieldMemo:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -334,6 +350,12 @@ func (_m *Transfer) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("ref=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Ref))
+	builder.WriteString(", ")
+	builder.WriteString("fee_ref=")
+	builder.WriteString(fmt.Sprintf("%v", _m.FeeRef))
+	builder.WriteString(", ")
+	builder.WriteString("fee_tx_hash=")
+	builder.WriteString(_m.FeeTxHash)
 	builder.WriteString(", ")
 	builder.WriteString("memo=")
 	builder.WriteString(_m.Memo)

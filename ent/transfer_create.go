@@ -162,6 +162,26 @@ func (_c *TransferCreate) SetRef(v []byte) *TransferCreate {
 	return _c
 }
 
+// SetFeeRef sets the "fee_ref" field.
+func (_c *TransferCreate) SetFeeRef(v []byte) *TransferCreate {
+	_c.mutation.SetFeeRef(v)
+	return _c
+}
+
+// SetFeeTxHash sets the "fee_tx_hash" field.
+func (_c *TransferCreate) SetFeeTxHash(v string) *TransferCreate {
+	_c.mutation.SetFeeTxHash(v)
+	return _c
+}
+
+// SetNillableFeeTxHash sets the "fee_tx_hash" field if the given value is not nil.
+func (_c *TransferCreate) SetNillableFeeTxHash(v *string) *TransferCreate {
+	if v != nil {
+		_c.SetFeeTxHash(*v)
+	}
+	return _c
+}
+
 // SetMemo sets the "memo" field.
 func (_c *TransferCreate) SetMemo(v string) *TransferCreate {
 	_c.mutation.SetMemo(v)
@@ -466,6 +486,14 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Ref(); ok {
 		_spec.SetField(transfer.FieldRef, field.TypeBytes, value)
 		_node.Ref = value
+	}
+	if value, ok := _c.mutation.FeeRef(); ok {
+		_spec.SetField(transfer.FieldFeeRef, field.TypeBytes, value)
+		_node.FeeRef = value
+	}
+	if value, ok := _c.mutation.FeeTxHash(); ok {
+		_spec.SetField(transfer.FieldFeeTxHash, field.TypeString, value)
+		_node.FeeTxHash = value
 	}
 	if value, ok := _c.mutation.Memo(); ok {
 		_spec.SetField(transfer.FieldMemo, field.TypeString, value)

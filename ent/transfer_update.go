@@ -68,6 +68,26 @@ func (_u *TransferUpdate) SetNillableStatus(v *transfer.Status) *TransferUpdate 
 	return _u
 }
 
+// SetFeeTxHash sets the "fee_tx_hash" field.
+func (_u *TransferUpdate) SetFeeTxHash(v string) *TransferUpdate {
+	_u.mutation.SetFeeTxHash(v)
+	return _u
+}
+
+// SetNillableFeeTxHash sets the "fee_tx_hash" field if the given value is not nil.
+func (_u *TransferUpdate) SetNillableFeeTxHash(v *string) *TransferUpdate {
+	if v != nil {
+		_u.SetFeeTxHash(*v)
+	}
+	return _u
+}
+
+// ClearFeeTxHash clears the value of the "fee_tx_hash" field.
+func (_u *TransferUpdate) ClearFeeTxHash() *TransferUpdate {
+	_u.mutation.ClearFeeTxHash()
+	return _u
+}
+
 // SetMemo sets the "memo" field.
 func (_u *TransferUpdate) SetMemo(v string) *TransferUpdate {
 	_u.mutation.SetMemo(v)
@@ -231,6 +251,15 @@ func (_u *TransferUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(transfer.FieldStatus, field.TypeEnum, value)
 	}
+	if _u.mutation.FeeRefCleared() {
+		_spec.ClearField(transfer.FieldFeeRef, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.FeeTxHash(); ok {
+		_spec.SetField(transfer.FieldFeeTxHash, field.TypeString, value)
+	}
+	if _u.mutation.FeeTxHashCleared() {
+		_spec.ClearField(transfer.FieldFeeTxHash, field.TypeString)
+	}
 	if value, ok := _u.mutation.Memo(); ok {
 		_spec.SetField(transfer.FieldMemo, field.TypeString, value)
 	}
@@ -312,6 +341,26 @@ func (_u *TransferUpdateOne) SetNillableStatus(v *transfer.Status) *TransferUpda
 	if v != nil {
 		_u.SetStatus(*v)
 	}
+	return _u
+}
+
+// SetFeeTxHash sets the "fee_tx_hash" field.
+func (_u *TransferUpdateOne) SetFeeTxHash(v string) *TransferUpdateOne {
+	_u.mutation.SetFeeTxHash(v)
+	return _u
+}
+
+// SetNillableFeeTxHash sets the "fee_tx_hash" field if the given value is not nil.
+func (_u *TransferUpdateOne) SetNillableFeeTxHash(v *string) *TransferUpdateOne {
+	if v != nil {
+		_u.SetFeeTxHash(*v)
+	}
+	return _u
+}
+
+// ClearFeeTxHash clears the value of the "fee_tx_hash" field.
+func (_u *TransferUpdateOne) ClearFeeTxHash() *TransferUpdateOne {
+	_u.mutation.ClearFeeTxHash()
 	return _u
 }
 
@@ -507,6 +556,15 @@ func (_u *TransferUpdateOne) sqlSave(ctx context.Context) (_node *Transfer, err 
 	}
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(transfer.FieldStatus, field.TypeEnum, value)
+	}
+	if _u.mutation.FeeRefCleared() {
+		_spec.ClearField(transfer.FieldFeeRef, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.FeeTxHash(); ok {
+		_spec.SetField(transfer.FieldFeeTxHash, field.TypeString, value)
+	}
+	if _u.mutation.FeeTxHashCleared() {
+		_spec.ClearField(transfer.FieldFeeTxHash, field.TypeString)
 	}
 	if value, ok := _u.mutation.Memo(); ok {
 		_spec.SetField(transfer.FieldMemo, field.TypeString, value)

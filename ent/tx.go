@@ -28,6 +28,10 @@ type Tx struct {
 	MerchantKey *MerchantKeyClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
+	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
+	RateLimitCounter *RateLimitCounterClient
+	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
+	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// Wallet is the client for interacting with the Wallet builders.
@@ -176,6 +180,8 @@ func (tx *Tx) init() {
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
+	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
+	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
 	tx.Wallet = NewWalletClient(tx.config)
 	tx.WebhookAttempt = NewWebhookAttemptClient(tx.config)

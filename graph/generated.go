@@ -247,6 +247,7 @@ type ComplexityRoot struct {
 		CreatedAt   func(childComplexity int) int
 		Error       func(childComplexity int) int
 		Fee         func(childComplexity int) int
+		FeeTxHash   func(childComplexity int) int
 		FromAddress func(childComplexity int) int
 		FromAgent   func(childComplexity int) int
 		FromAgentID func(childComplexity int) int
@@ -1310,6 +1311,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.Fee(childComplexity), true
+	case "Transfer.feeTxHash":
+		if e.ComplexityRoot.Transfer.FeeTxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Transfer.FeeTxHash(childComplexity), true
 	case "Transfer.fromAddress":
 		if e.ComplexityRoot.Transfer.FromAddress == nil {
 			break
@@ -2210,6 +2217,8 @@ func (ec *executionContext) childFields_Transfer(ctx context.Context, field grap
 		return ec.fieldContext_Transfer_txHash(ctx, field)
 	case "status":
 		return ec.fieldContext_Transfer_status(ctx, field)
+	case "feeTxHash":
+		return ec.fieldContext_Transfer_feeTxHash(ctx, field)
 	case "memo":
 		return ec.fieldContext_Transfer_memo(ctx, field)
 	case "error":
@@ -6627,6 +6636,29 @@ func (ec *executionContext) _Transfer_status(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Transfer_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "TransferStatus")
+}
+
+func (ec *executionContext) _Transfer_feeTxHash(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Transfer_feeTxHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeTxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Transfer_feeTxHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Transfer", field, false, false, "String")
 }
 
 func (ec *executionContext) _Transfer_memo(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -11226,6 +11258,11 @@ func (ec *executionContext) _Transfer(ctx context.Context, sel ast.SelectionSet,
 		case "status":
 			out.Values[i] = ec._Transfer_status(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "feeTxHash":
+			out.Values[i] = ec._Transfer_feeTxHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "memo":

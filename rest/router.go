@@ -50,6 +50,32 @@ func NewRouter(cfg Config) http.Handler {
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.json", s.openAPI)
+
+	r.Route("/agents", func(r chi.Router) {
+		r.Group(func(r chi.Router) {
+			r.Use(s.limitIP(agentpay.RateRequest))
+			r.With(s.limitIP(agentpay.RateRegistration)).Post("/quick-register", s.quickRegister)
+			r.With(s.limitIP(agentpay.RateRegistration)).Post("/register", s.register)
+			r.Get("/signature-message", s.signatureMessage)
+			r.Get("/leaderboard", s.leaderboard)
+			r.Get("/stats", s.stats)
+			r.Get("/treasury", s.treasury)
+			r.Get("/check-username/{username}", s.checkUsername)
+			r.Get("/by-username/{username}", s.agentByUsername)
+			r.Get("/{agent_id}", s.agentByID)
+		})
+		r.Route("/me", func(r chi.Router) {
+			r.Use(s.requireAgent)
+			r.Get("/profile", s.myProfile)
+			r.Get("/limits", s.myLimits)
+			r.Get("/wallets", s.myWallets)
+			r.Get("/wallet/balance", s.myBalance)
+			r.Post("/wallet/send", s.send)
+			r.Post("/wallets/verify", s.verifyWallet)
+			r.Post("/regenerate-api-key", s.regenerateAPIKey)
+		})
+	})
 	for path, h := range cfg.Mounts {
 		r.Handle(path, h)
 	}

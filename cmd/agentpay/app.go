@@ -245,10 +245,15 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 			return nil, err
 		}
 	}
+	agentMode := cfg.AgentMode
+	if faucet != nil {
+		agentMode = agentpay.ModeTest
+	}
 	return agentpay.NewService(agentpay.Config{
-		DB: p.db, Vault: p.vault, Logger: logger,
-		Live: live, Test: test, Faucet: faucet,
+		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury,
+		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
+		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 	})
 }

@@ -32,6 +32,9 @@ type config struct {
 	DevBlockTime       time.Duration
 	AllowedOrigins     []string
 	LogLevel           string
+	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
+	// always uses the devnets.
+	AgentMode agentpay.Mode
 	// Chains holds what is configured for each mode and chain; a chain
 	// without an RPC URL in a mode is absent.
 	Chains map[agentpay.Mode]map[chains.Name]chainConfig
@@ -85,6 +88,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
 		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
 		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		AgentMode:         agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
 	}
 	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
 	c.PayURL = p.url("PAY_URL", c.BaseURL)

@@ -92,6 +92,30 @@ func (f PaymentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, err
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PaymentMutation", m)
 }
 
+// The RateLimitCounterFunc type is an adapter to allow the use of ordinary
+// function as RateLimitCounter mutator.
+type RateLimitCounterFunc func(context.Context, *ent.RateLimitCounterMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RateLimitCounterFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RateLimitCounterMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RateLimitCounterMutation", m)
+}
+
+// The SignatureChallengeFunc type is an adapter to allow the use of ordinary
+// function as SignatureChallenge mutator.
+type SignatureChallengeFunc func(context.Context, *ent.SignatureChallengeMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SignatureChallengeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SignatureChallengeMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SignatureChallengeMutation", m)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary
 // function as Transfer mutator.
 type TransferFunc func(context.Context, *ent.TransferMutation) (ent.Value, error)

@@ -15,6 +15,8 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -269,6 +271,60 @@ func (f TraversePayment) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.PaymentQuery", q)
 }
 
+// The RateLimitCounterFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RateLimitCounterFunc func(context.Context, *ent.RateLimitCounterQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RateLimitCounterFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RateLimitCounterQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RateLimitCounterQuery", q)
+}
+
+// The TraverseRateLimitCounter type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRateLimitCounter func(context.Context, *ent.RateLimitCounterQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRateLimitCounter) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRateLimitCounter) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RateLimitCounterQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RateLimitCounterQuery", q)
+}
+
+// The SignatureChallengeFunc type is an adapter to allow the use of ordinary function as a Querier.
+type SignatureChallengeFunc func(context.Context, *ent.SignatureChallengeQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f SignatureChallengeFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.SignatureChallengeQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.SignatureChallengeQuery", q)
+}
+
+// The TraverseSignatureChallenge type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseSignatureChallenge func(context.Context, *ent.SignatureChallengeQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseSignatureChallenge) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseSignatureChallenge) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SignatureChallengeQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.SignatureChallengeQuery", q)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary function as a Querier.
 type TransferFunc func(context.Context, *ent.TransferQuery) (ent.Value, error)
 
@@ -421,6 +477,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
 	case *ent.PaymentQuery:
 		return &query[*ent.PaymentQuery, predicate.Payment, payment.OrderOption]{typ: ent.TypePayment, tq: q}, nil
+	case *ent.RateLimitCounterQuery:
+		return &query[*ent.RateLimitCounterQuery, predicate.RateLimitCounter, ratelimitcounter.OrderOption]{typ: ent.TypeRateLimitCounter, tq: q}, nil
+	case *ent.SignatureChallengeQuery:
+		return &query[*ent.SignatureChallengeQuery, predicate.SignatureChallenge, signaturechallenge.OrderOption]{typ: ent.TypeSignatureChallenge, tq: q}, nil
 	case *ent.TransferQuery:
 		return &query[*ent.TransferQuery, predicate.Transfer, transfer.OrderOption]{typ: ent.TypeTransfer, tq: q}, nil
 	case *ent.WalletQuery:

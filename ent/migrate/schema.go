@@ -313,6 +313,59 @@ var (
 			},
 		},
 	}
+	// RateLimitCountersColumns holds the columns for the "rate_limit_counters" table.
+	RateLimitCountersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "key", Type: field.TypeString, Size: 200},
+		{Name: "window_start", Type: field.TypeInt64},
+		{Name: "count", Type: field.TypeInt, Default: 0},
+		{Name: "expires_at", Type: field.TypeInt64},
+	}
+	// RateLimitCountersTable holds the schema information for the "rate_limit_counters" table.
+	RateLimitCountersTable = &schema.Table{
+		Name:       "rate_limit_counters",
+		Columns:    RateLimitCountersColumns,
+		PrimaryKey: []*schema.Column{RateLimitCountersColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "ratelimitcounter_key_window_start",
+				Unique:  true,
+				Columns: []*schema.Column{RateLimitCountersColumns[1], RateLimitCountersColumns[2]},
+			},
+			{
+				Name:    "ratelimitcounter_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{RateLimitCountersColumns[4]},
+			},
+		},
+	}
+	// SignatureChallengesColumns holds the columns for the "signature_challenges" table.
+	SignatureChallengesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "purpose", Type: field.TypeEnum, Enums: []string{"register", "verify_wallet"}},
+		{Name: "nonce", Type: field.TypeString, Unique: true},
+		{Name: "username", Type: field.TypeString, Nullable: true},
+		{Name: "agent_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "wallet_address", Type: field.TypeString},
+		{Name: "chain", Type: field.TypeString, Nullable: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// SignatureChallengesTable holds the schema information for the "signature_challenges" table.
+	SignatureChallengesTable = &schema.Table{
+		Name:       "signature_challenges",
+		Columns:    SignatureChallengesColumns,
+		PrimaryKey: []*schema.Column{SignatureChallengesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "signaturechallenge_wallet_address_purpose",
+				Unique:  false,
+				Columns: []*schema.Column{SignatureChallengesColumns[7], SignatureChallengesColumns[3]},
+			},
+		},
+	}
 	// TransfersColumns holds the columns for the "transfers" table.
 	TransfersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -328,6 +381,8 @@ var (
 		{Name: "tx_hash", Type: field.TypeString, Nullable: true},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "submitted", "completed", "failed"}, Default: "pending"},
 		{Name: "ref", Type: field.TypeBytes, Unique: true},
+		{Name: "fee_ref", Type: field.TypeBytes, Unique: true, Nullable: true},
+		{Name: "fee_tx_hash", Type: field.TypeString, Nullable: true},
 		{Name: "memo", Type: field.TypeString, Nullable: true, Size: 500},
 		{Name: "error", Type: field.TypeString, Nullable: true},
 		{Name: "submitted_at", Type: field.TypeTime, Nullable: true},
@@ -343,13 +398,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "transfers_agents_sent_transfers",
-				Columns:    []*schema.Column{TransfersColumns[17]},
+				Columns:    []*schema.Column{TransfersColumns[19]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "transfers_agents_received_transfers",
-				Columns:    []*schema.Column{TransfersColumns[18]},
+				Columns:    []*schema.Column{TransfersColumns[20]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -358,17 +413,17 @@ var (
 			{
 				Name:    "transfer_from_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[17], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[19], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[18], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[20], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_status_from_agent_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[11], TransfersColumns[17]},
+				Columns: []*schema.Column{TransfersColumns[11], TransfersColumns[19]},
 			},
 			{
 				Name:    "transfer_chain_tx_hash",
@@ -538,6 +593,8 @@ var (
 		MerchantsTable,
 		MerchantKeysTable,
 		PaymentsTable,
+		RateLimitCountersTable,
+		SignatureChallengesTable,
 		TransfersTable,
 		WalletsTable,
 		WebhookAttemptsTable,

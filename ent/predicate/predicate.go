@@ -27,6 +27,12 @@ type MerchantKey func(*sql.Selector)
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
 
+// RateLimitCounter is the predicate function for ratelimitcounter builders.
+type RateLimitCounter func(*sql.Selector)
+
+// SignatureChallenge is the predicate function for signaturechallenge builders.
+type SignatureChallenge func(*sql.Selector)
+
 // Transfer is the predicate function for transfer builders.
 type Transfer func(*sql.Selector)
 

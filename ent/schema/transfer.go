@@ -73,6 +73,15 @@ func (Transfer) Fields() []ent.Field {
 			Immutable().
 			Unique().
 			Annotations(entgql.Skip()),
+		// The treasury fee travels as its own on-chain transfer with its own
+		// idempotency reference, so both legs can be resumed after a crash.
+		field.Bytes("fee_ref").
+			Optional().
+			Immutable().
+			Unique().
+			Annotations(entgql.Skip()),
+		field.String("fee_tx_hash").
+			Optional(),
 		field.String("memo").
 			Optional().
 			MaxLen(500),

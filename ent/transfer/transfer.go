@@ -46,6 +46,10 @@ const (
 	FieldStatus = "status"
 	// FieldRef holds the string denoting the ref field in the database.
 	FieldRef = "ref"
+	// FieldFeeRef holds the string denoting the fee_ref field in the database.
+	FieldFeeRef = "fee_ref"
+	// FieldFeeTxHash holds the string denoting the fee_tx_hash field in the database.
+	FieldFeeTxHash = "fee_tx_hash"
 	// FieldMemo holds the string denoting the memo field in the database.
 	FieldMemo = "memo"
 	// FieldError holds the string denoting the error field in the database.
@@ -93,6 +97,8 @@ var Columns = []string{
 	FieldTxHash,
 	FieldStatus,
 	FieldRef,
+	FieldFeeRef,
+	FieldFeeTxHash,
 	FieldMemo,
 	FieldError,
 	FieldSubmittedAt,
@@ -237,6 +243,11 @@ func ByTxHash(opts ...sql.OrderTermOption) OrderOption {
 // ByStatus orders the results by the status field.
 func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldStatus, opts...).ToFunc()
+}
+
+// ByFeeTxHash orders the results by the fee_tx_hash field.
+func ByFeeTxHash(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldFeeTxHash, opts...).ToFunc()
 }
 
 // ByMemo orders the results by the memo field.

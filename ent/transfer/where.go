@@ -121,6 +121,16 @@ func Ref(v []byte) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldRef, v))
 }
 
+// FeeRef applies equality check predicate on the "fee_ref" field. It's identical to FeeRefEQ.
+func FeeRef(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFeeRef, v))
+}
+
+// FeeTxHash applies equality check predicate on the "fee_tx_hash" field. It's identical to FeeTxHashEQ.
+func FeeTxHash(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFeeTxHash, v))
+}
+
 // Memo applies equality check predicate on the "memo" field. It's identical to MemoEQ.
 func Memo(v string) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldMemo, v))
@@ -784,6 +794,131 @@ func RefLT(v []byte) predicate.Transfer {
 // RefLTE applies the LTE predicate on the "ref" field.
 func RefLTE(v []byte) predicate.Transfer {
 	return predicate.Transfer(sql.FieldLTE(FieldRef, v))
+}
+
+// FeeRefEQ applies the EQ predicate on the "fee_ref" field.
+func FeeRefEQ(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFeeRef, v))
+}
+
+// FeeRefNEQ applies the NEQ predicate on the "fee_ref" field.
+func FeeRefNEQ(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldFeeRef, v))
+}
+
+// FeeRefIn applies the In predicate on the "fee_ref" field.
+func FeeRefIn(vs ...[]byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldFeeRef, vs...))
+}
+
+// FeeRefNotIn applies the NotIn predicate on the "fee_ref" field.
+func FeeRefNotIn(vs ...[]byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldFeeRef, vs...))
+}
+
+// FeeRefGT applies the GT predicate on the "fee_ref" field.
+func FeeRefGT(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGT(FieldFeeRef, v))
+}
+
+// FeeRefGTE applies the GTE predicate on the "fee_ref" field.
+func FeeRefGTE(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGTE(FieldFeeRef, v))
+}
+
+// FeeRefLT applies the LT predicate on the "fee_ref" field.
+func FeeRefLT(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLT(FieldFeeRef, v))
+}
+
+// FeeRefLTE applies the LTE predicate on the "fee_ref" field.
+func FeeRefLTE(v []byte) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLTE(FieldFeeRef, v))
+}
+
+// FeeRefIsNil applies the IsNil predicate on the "fee_ref" field.
+func FeeRefIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldFeeRef))
+}
+
+// FeeRefNotNil applies the NotNil predicate on the "fee_ref" field.
+func FeeRefNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldFeeRef))
+}
+
+// FeeTxHashEQ applies the EQ predicate on the "fee_tx_hash" field.
+func FeeTxHashEQ(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFeeTxHash, v))
+}
+
+// FeeTxHashNEQ applies the NEQ predicate on the "fee_tx_hash" field.
+func FeeTxHashNEQ(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldFeeTxHash, v))
+}
+
+// FeeTxHashIn applies the In predicate on the "fee_tx_hash" field.
+func FeeTxHashIn(vs ...string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldFeeTxHash, vs...))
+}
+
+// FeeTxHashNotIn applies the NotIn predicate on the "fee_tx_hash" field.
+func FeeTxHashNotIn(vs ...string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldFeeTxHash, vs...))
+}
+
+// FeeTxHashGT applies the GT predicate on the "fee_tx_hash" field.
+func FeeTxHashGT(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGT(FieldFeeTxHash, v))
+}
+
+// FeeTxHashGTE applies the GTE predicate on the "fee_tx_hash" field.
+func FeeTxHashGTE(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGTE(FieldFeeTxHash, v))
+}
+
+// FeeTxHashLT applies the LT predicate on the "fee_tx_hash" field.
+func FeeTxHashLT(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLT(FieldFeeTxHash, v))
+}
+
+// FeeTxHashLTE applies the LTE predicate on the "fee_tx_hash" field.
+func FeeTxHashLTE(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLTE(FieldFeeTxHash, v))
+}
+
+// FeeTxHashContains applies the Contains predicate on the "fee_tx_hash" field.
+func FeeTxHashContains(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldContains(FieldFeeTxHash, v))
+}
+
+// FeeTxHashHasPrefix applies the HasPrefix predicate on the "fee_tx_hash" field.
+func FeeTxHashHasPrefix(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldHasPrefix(FieldFeeTxHash, v))
+}
+
+// FeeTxHashHasSuffix applies the HasSuffix predicate on the "fee_tx_hash" field.
+func FeeTxHashHasSuffix(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldHasSuffix(FieldFeeTxHash, v))
+}
+
+// FeeTxHashIsNil applies the IsNil predicate on the "fee_tx_hash" field.
+func FeeTxHashIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldFeeTxHash))
+}
+
+// FeeTxHashNotNil applies the NotNil predicate on the "fee_tx_hash" field.
+func FeeTxHashNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldFeeTxHash))
+}
+
+// FeeTxHashEqualFold applies the EqualFold predicate on the "fee_tx_hash" field.
+func FeeTxHashEqualFold(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEqualFold(FieldFeeTxHash, v))
+}
+
+// FeeTxHashContainsFold applies the ContainsFold predicate on the "fee_tx_hash" field.
+func FeeTxHashContainsFold(v string) predicate.Transfer {
+	return predicate.Transfer(sql.FieldContainsFold(FieldFeeTxHash, v))
 }
 
 // MemoEQ applies the EQ predicate on the "memo" field.
