@@ -1,6 +1,7 @@
 package agentpay
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -88,17 +89,29 @@ func (s *Service) loadCursor(ctx context.Context, mode Mode, chain chains.Name) 
 	if err != nil {
 		return nil, err
 	}
-	st := &chains.WatcherState{Next: uint64(row.NextBlock)}
-	if len(row.Pending) > 0 {
-		if err := json.Unmarshal(row.Pending, &st.Pending); err != nil {
-			return nil, fmt.Errorf("chain cursor %s/%s: %w", mode, chain, err)
-		}
+	st := &chains.WatcherState{}
+	// The column holds the whole WatcherState as JSON; cursors saved before
+	// that hold only the pending deposits, as a JSON array.
+	switch raw := bytes.TrimSpace(row.Pending); {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+	case raw[0] == '[':
+		err = json.Unmarshal(raw, &st.Pending)
+	default:
+		err = json.Unmarshal(raw, st)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("chain cursor %s/%s: %w", mode, chain, err)
+	}
+	// next_block is written with the JSON in one update; the column is
+	// what other queries read, so it is the authority.
+	st.Next = uint64(row.NextBlock)
 	return st, nil
 }
 
 func saveCursor(ctx context.Context, tx *ent.Tx, mode Mode, chain chains.Name, st chains.WatcherState) error {
-	pending, err := json.Marshal(st.Pending)
+	// The whole state (pending deposits, reorg checkpoints...) goes in the
+	// pending column; Next also goes in next_block.
+	pending, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,7 @@ type Service struct {
 	cfg      Config
 	logger   *slog.Logger
 	watchers *watcherCache
+	limiter  *rateLimiter
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -94,7 +95,7 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.AgentMode == "" {
 		cfg.AgentMode = ModeLive
 	}
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache()}, nil
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger)}, nil
 }
 
 // Networks returns the ledgers of a mode.

@@ -111,6 +111,14 @@ type Ledger interface {
 	Wait(ctx context.Context, txHash string) (Receipt, error)
 	// ValidateAddress reports ErrInvalidAddress for a malformed wallet address.
 	ValidateAddress(address string) error
+	// FindTransfer looks on chain for the transaction that carried the
+	// transfer with this Ref from the wallet address from, so a caller that
+	// lost a Transfer's answer (a crash between broadcast and recording the
+	// hash) can learn whether it landed before sending it again. found is
+	// false when no included transaction carries it (yet). EVM: the
+	// EIP-3009 authorization (from, ref); Solana: the reference account
+	// derived from ref (ReferenceKey) on the TransferChecked instruction.
+	FindTransfer(ctx context.Context, from string, ref [32]byte) (txHash string, found bool, err error)
 }
 
 // Deposit is a USDC transfer into a watched address.
@@ -179,4 +187,16 @@ type WatcherState struct {
 	Next uint64
 	// Pending are deposits seen but not final.
 	Pending []Deposit
+	// Checkpoints are hashes of recently scanned blocks, ascending by
+	// number, all below Next (EVM: normally ending with block Next-1). A
+	// watcher resumed from them first checks them against the chain, so a
+	// reorg of already scanned blocks while it was stopped is rescanned.
+	// Empty on Solana and in states saved before the field existed.
+	Checkpoints []BlockRef `json:"Checkpoints,omitempty"`
+}
+
+// BlockRef names one block by number and hash (0x-prefixed hex on EVM).
+type BlockRef struct {
+	Number uint64 `json:"Number"`
+	Hash   string `json:"Hash"`
 }

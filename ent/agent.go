@@ -75,7 +75,7 @@ type AgentEdges struct {
 	// type was loaded (or requested) in eager-loading or not.
 	loadedTypes [4]bool
 	// totalCount holds the count of the edges above.
-	totalCount [4]map[string]int
+	totalCount [2]map[string]int
 
 	namedWallets           map[string][]*Wallet
 	namedSentTransfers     map[string][]*Transfer

@@ -74,32 +74,6 @@ func (_q *AgentQuery) collectField(ctx context.Context, oneNode bool, opCtx *gra
 				selectedFields = append(selectedFields, agent.FieldPrimaryWalletID)
 				fieldSeen[agent.FieldPrimaryWalletID] = struct{}{}
 			}
-
-		case "sentTransfers":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&TransferClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, transferImplementors)...); err != nil {
-				return err
-			}
-			_q.WithNamedSentTransfers(alias, func(wq *TransferQuery) {
-				*wq = *query
-			})
-
-		case "receivedTransfers":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&TransferClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, transferImplementors)...); err != nil {
-				return err
-			}
-			_q.WithNamedReceivedTransfers(alias, func(wq *TransferQuery) {
-				*wq = *query
-			})
 		case "createdAt":
 			if _, ok := fieldSeen[agent.FieldCreatedAt]; !ok {
 				selectedFields = append(selectedFields, agent.FieldCreatedAt)
@@ -1394,36 +1368,6 @@ func (_q *TransferQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 	)
 	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
 		switch field.Name {
-
-		case "fromAgent":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&AgentClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, agentImplementors)...); err != nil {
-				return err
-			}
-			_q.withFromAgent = query
-			if _, ok := fieldSeen[transfer.FieldFromAgentID]; !ok {
-				selectedFields = append(selectedFields, transfer.FieldFromAgentID)
-				fieldSeen[transfer.FieldFromAgentID] = struct{}{}
-			}
-
-		case "toAgent":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&AgentClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, agentImplementors)...); err != nil {
-				return err
-			}
-			_q.withToAgent = query
-			if _, ok := fieldSeen[transfer.FieldToAgentID]; !ok {
-				selectedFields = append(selectedFields, transfer.FieldToAgentID)
-				fieldSeen[transfer.FieldToAgentID] = struct{}{}
-			}
 		case "createdAt":
 			if _, ok := fieldSeen[transfer.FieldCreatedAt]; !ok {
 				selectedFields = append(selectedFields, transfer.FieldCreatedAt)

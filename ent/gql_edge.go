@@ -28,30 +28,6 @@ func (_m *Agent) PrimaryWallet(ctx context.Context) (*Wallet, error) {
 	return result, MaskNotFound(err)
 }
 
-func (_m *Agent) SentTransfers(ctx context.Context) (result []*Transfer, err error) {
-	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
-		result, err = _m.NamedSentTransfers(graphql.GetFieldContext(ctx).Field.Alias)
-	} else {
-		result, err = _m.Edges.SentTransfersOrErr()
-	}
-	if IsNotLoaded(err) {
-		result, err = _m.QuerySentTransfers().All(ctx)
-	}
-	return result, err
-}
-
-func (_m *Agent) ReceivedTransfers(ctx context.Context) (result []*Transfer, err error) {
-	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
-		result, err = _m.NamedReceivedTransfers(graphql.GetFieldContext(ctx).Field.Alias)
-	} else {
-		result, err = _m.Edges.ReceivedTransfersOrErr()
-	}
-	if IsNotLoaded(err) {
-		result, err = _m.QueryReceivedTransfers().All(ctx)
-	}
-	return result, err
-}
-
 func (_m *CheckoutSession) Merchant(ctx context.Context) (*Merchant, error) {
 	result, err := _m.Edges.MerchantOrErr()
 	if IsNotLoaded(err) {
@@ -180,22 +156,6 @@ func (_m *Payment) DepositAddress(ctx context.Context) (*DepositAddress, error) 
 	result, err := _m.Edges.DepositAddressOrErr()
 	if IsNotLoaded(err) {
 		result, err = _m.QueryDepositAddress().Only(ctx)
-	}
-	return result, MaskNotFound(err)
-}
-
-func (_m *Transfer) FromAgent(ctx context.Context) (*Agent, error) {
-	result, err := _m.Edges.FromAgentOrErr()
-	if IsNotLoaded(err) {
-		result, err = _m.QueryFromAgent().Only(ctx)
-	}
-	return result, err
-}
-
-func (_m *Transfer) ToAgent(ctx context.Context) (*Agent, error) {
-	result, err := _m.Edges.ToAgentOrErr()
-	if IsNotLoaded(err) {
-		result, err = _m.QueryToAgent().Only(ctx)
 	}
 	return result, MaskNotFound(err)
 }

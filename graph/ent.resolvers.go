@@ -14,11 +14,19 @@ import (
 
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
+	ctx, err := r.nodeContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return r.cfg.Service.Node(ctx, id)
 }
 
 // Nodes is the resolver for the nodes field.
 func (r *queryResolver) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error) {
+	ctx, err := r.nodeContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]ent.Noder, len(ids))
 	for i, id := range ids {
 		n, err := r.cfg.Service.Node(ctx, id)
@@ -33,4 +41,14 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
-type queryResolver struct{ *Resolver }
+// Transfer returns TransferResolver implementation.
+func (r *Resolver) Transfer() TransferResolver { return &transferResolver{r} }
+
+// Wallet returns WalletResolver implementation.
+func (r *Resolver) Wallet() WalletResolver { return &walletResolver{r} }
+
+type (
+	queryResolver    struct{ *Resolver }
+	transferResolver struct{ *Resolver }
+	walletResolver   struct{ *Resolver }
+)

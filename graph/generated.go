@@ -44,8 +44,12 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Me() MeResolver
+	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
+	Transfer() TransferResolver
+	Wallet() WalletResolver
 }
 
 type DirectiveRoot struct {
@@ -65,8 +69,6 @@ type ComplexityRoot struct {
 		PartnerVerified        func(childComplexity int) int
 		PrimaryWallet          func(childComplexity int) int
 		PrimaryWalletID        func(childComplexity int) int
-		ReceivedTransfers      func(childComplexity int) int
-		SentTransfers          func(childComplexity int) int
 		Tier                   func(childComplexity int) int
 		TrustScore             func(childComplexity int) int
 		TxCount                func(childComplexity int) int
@@ -77,11 +79,37 @@ type ComplexityRoot struct {
 		Wallets                func(childComplexity int) int
 	}
 
+	AgentActivity struct {
+		FeesPaidUsd       func(childComplexity int) int
+		TxCount           func(childComplexity int) int
+		VolumeReceivedUsd func(childComplexity int) int
+		VolumeSentUsd     func(childComplexity int) int
+	}
+
+	ApiKeyPayload struct {
+		APIKey  func(childComplexity int) int
+		Message func(childComplexity int) int
+	}
+
+	Balance struct {
+		AgentID  func(childComplexity int) int
+		Balances func(childComplexity int) int
+		TotalUsd func(childComplexity int) int
+		Username func(childComplexity int) int
+	}
+
 	Chain struct {
 		Head    func(childComplexity int) int
 		Healthy func(childComplexity int) int
 		Mode    func(childComplexity int) int
 		Name    func(childComplexity int) int
+		Token   func(childComplexity int) int
+	}
+
+	ChainBalance struct {
+		Address func(childComplexity int) int
+		Balance func(childComplexity int) int
+		Chain   func(childComplexity int) int
 		Token   func(childComplexity int) int
 	}
 
@@ -147,6 +175,49 @@ type ComplexityRoot struct {
 		UpdatedAt       func(childComplexity int) int
 	}
 
+	Endpoint struct {
+		Name  func(childComplexity int) int
+		Value func(childComplexity int) int
+	}
+
+	Limits struct {
+		CanReceive        func(childComplexity int) int
+		CanSend           func(childComplexity int) int
+		CardPurchases     func(childComplexity int) int
+		DailyUsd          func(childComplexity int) int
+		DayResetsAt       func(childComplexity int) int
+		NextTier          func(childComplexity int) int
+		NextTierScore     func(childComplexity int) int
+		PerSendUsd        func(childComplexity int) int
+		Raise             func(childComplexity int) int
+		RemainingTodayUsd func(childComplexity int) int
+		RequestsPerHour   func(childComplexity int) int
+		RequestsPerMinute func(childComplexity int) int
+		SentTodayUsd      func(childComplexity int) int
+		Tier              func(childComplexity int) int
+		Trust             func(childComplexity int) int
+		TrustScore        func(childComplexity int) int
+	}
+
+	Me struct {
+		APIKeyRotatedAt func(childComplexity int) int
+		Balance         func(childComplexity int) int
+		CreatedAt       func(childComplexity int) int
+		ID              func(childComplexity int) int
+		InviteCode      func(childComplexity int) int
+		InviteURL       func(childComplexity int) int
+		Limits          func(childComplexity int) int
+		Node            func(childComplexity int) int
+		PrimaryWallet   func(childComplexity int) int
+		Stats           func(childComplexity int) int
+		Tier            func(childComplexity int) int
+		Transfers       func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) int
+		Trust           func(childComplexity int) int
+		TrustScore      func(childComplexity int) int
+		Username        func(childComplexity int) int
+		Wallets         func(childComplexity int) int
+	}
+
 	Merchant struct {
 		Active            func(childComplexity int) int
 		BrandColor        func(childComplexity int) int
@@ -177,6 +248,12 @@ type ComplexityRoot struct {
 		PublicKey  func(childComplexity int) int
 		RevokedAt  func(childComplexity int) int
 		UpdatedAt  func(childComplexity int) int
+	}
+
+	Mutation struct {
+		QuickRegister    func(childComplexity int, username string) int
+		RegenerateAPIKey func(childComplexity int) int
+		Send             func(childComplexity int, input model.SendInput) int
 	}
 
 	PageInfo struct {
@@ -230,38 +307,100 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	PublicAgent struct {
+		CreatedAt         func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Tier              func(childComplexity int) int
+		TrustScore        func(childComplexity int) int
+		TxCount           func(childComplexity int) int
+		Username          func(childComplexity int) int
+		VolumeReceivedUsd func(childComplexity int) int
+		VolumeSentUsd     func(childComplexity int) int
+	}
+
 	Query struct {
-		Chains func(childComplexity int) int
-		Node   func(childComplexity int, id uuid.UUID) int
-		Nodes  func(childComplexity int, ids []uuid.UUID) int
+		Agent           func(childComplexity int, id uuid.UUID) int
+		AgentByUsername func(childComplexity int, username string) int
+		Chains          func(childComplexity int) int
+		CheckUsername   func(childComplexity int, username string) int
+		Leaderboard     func(childComplexity int, sortBy *model.LeaderboardSort, limit *int) int
+		Me              func(childComplexity int) int
+		Node            func(childComplexity int, id uuid.UUID) int
+		Nodes           func(childComplexity int, ids []uuid.UUID) int
+		Stats           func(childComplexity int) int
+		Treasury        func(childComplexity int) int
+	}
+
+	Registration struct {
+		APIKey        func(childComplexity int) int
+		AgentID       func(childComplexity int) int
+		Endpoints     func(childComplexity int) int
+		InviteCode    func(childComplexity int) int
+		InviteURL     func(childComplexity int) int
+		Message       func(childComplexity int) int
+		Username      func(childComplexity int) int
+		WalletAddress func(childComplexity int) int
+		WalletChain   func(childComplexity int) int
+		Wallets       func(childComplexity int) int
+	}
+
+	SendPayload struct {
+		AmountUsd     func(childComplexity int) int
+		Chain         func(childComplexity int) int
+		FeeUsd        func(childComplexity int) int
+		FromAgent     func(childComplexity int) int
+		Message       func(childComplexity int) int
+		Status        func(childComplexity int) int
+		ToAgent       func(childComplexity int) int
+		TransactionID func(childComplexity int) int
+		Transfer      func(childComplexity int) int
+		TxHash        func(childComplexity int) int
+	}
+
+	Stats struct {
+		ActiveAgents func(childComplexity int) int
+		Agents       func(childComplexity int) int
+		AgentsByTier func(childComplexity int) int
+		FeeRate      func(childComplexity int) int
+		FeesUsd      func(childComplexity int) int
+		Transfers    func(childComplexity int) int
+		VolumeUsd    func(childComplexity int) int
 	}
 
 	Subscription struct {
 		ChainHead func(childComplexity int, name string, mode string) int
 	}
 
+	TierCount struct {
+		Count func(childComplexity int) int
+		Tier  func(childComplexity int) int
+	}
+
 	Transfer struct {
-		Amount      func(childComplexity int) int
-		Chain       func(childComplexity int) int
-		CompletedAt func(childComplexity int) int
-		CreatedAt   func(childComplexity int) int
-		Error       func(childComplexity int) int
-		Fee         func(childComplexity int) int
-		FeeTxHash   func(childComplexity int) int
-		FromAddress func(childComplexity int) int
-		FromAgent   func(childComplexity int) int
-		FromAgentID func(childComplexity int) int
-		ID          func(childComplexity int) int
-		Memo        func(childComplexity int) int
-		Net         func(childComplexity int) int
-		Status      func(childComplexity int) int
-		SubmittedAt func(childComplexity int) int
-		ToAddress   func(childComplexity int) int
-		ToAgent     func(childComplexity int) int
-		ToAgentID   func(childComplexity int) int
-		Token       func(childComplexity int) int
-		TxHash      func(childComplexity int) int
-		UpdatedAt   func(childComplexity int) int
+		Amount       func(childComplexity int) int
+		AmountUsd    func(childComplexity int) int
+		Chain        func(childComplexity int) int
+		CompletedAt  func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		DeliveredUsd func(childComplexity int) int
+		Error        func(childComplexity int) int
+		Fee          func(childComplexity int) int
+		FeeTxHash    func(childComplexity int) int
+		FeeUsd       func(childComplexity int) int
+		FromAddress  func(childComplexity int) int
+		FromAgent    func(childComplexity int) int
+		FromAgentID  func(childComplexity int) int
+		ID           func(childComplexity int) int
+		Memo         func(childComplexity int) int
+		Net          func(childComplexity int) int
+		Status       func(childComplexity int) int
+		SubmittedAt  func(childComplexity int) int
+		ToAddress    func(childComplexity int) int
+		ToAgent      func(childComplexity int) int
+		ToAgentID    func(childComplexity int) int
+		Token        func(childComplexity int) int
+		TxHash       func(childComplexity int) int
+		UpdatedAt    func(childComplexity int) int
 	}
 
 	TransferConnection struct {
@@ -275,6 +414,43 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	TreasuryInfo struct {
+		FeeRate          func(childComplexity int) int
+		FeeTransfers     func(childComplexity int) int
+		FeesCollectedUsd func(childComplexity int) int
+		Wallets          func(childComplexity int) int
+	}
+
+	TreasuryWallet struct {
+		Address func(childComplexity int) int
+		Balance func(childComplexity int) int
+		Chain   func(childComplexity int) int
+		Status  func(childComplexity int) int
+		Token   func(childComplexity int) int
+	}
+
+	TrustAction struct {
+		Action func(childComplexity int) int
+		Done   func(childComplexity int) int
+		Earned func(childComplexity int) int
+		How    func(childComplexity int) int
+		Points func(childComplexity int) int
+	}
+
+	TrustBreakdown struct {
+		Age            func(childComplexity int) int
+		ExternalWallet func(childComplexity int) int
+		Human          func(childComplexity int) int
+		Partner        func(childComplexity int) int
+		Score          func(childComplexity int) int
+		Volume         func(childComplexity int) int
+	}
+
+	UsernameAvailability struct {
+		Available func(childComplexity int) int
+		Username  func(childComplexity int) int
+	}
+
 	Wallet struct {
 		Address   func(childComplexity int) int
 		Agent     func(childComplexity int) int
@@ -283,8 +459,14 @@ type ComplexityRoot struct {
 		CreatedAt func(childComplexity int) int
 		ID        func(childComplexity int) int
 		Kind      func(childComplexity int) int
+		Primary   func(childComplexity int) int
 		UpdatedAt func(childComplexity int) int
 		Verified  func(childComplexity int) int
+	}
+
+	WalletAddress struct {
+		Address func(childComplexity int) int
+		Chain   func(childComplexity int) int
 	}
 
 	WebhookAttempt struct {
@@ -354,13 +536,40 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type MeResolver interface {
+	Limits(ctx context.Context, obj *model.Me) (*model.Limits, error)
+	Balance(ctx context.Context, obj *model.Me) (*model.Balance, error)
+	Transfers(ctx context.Context, obj *model.Me, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) (*ent.TransferConnection, error)
+}
+type MutationResolver interface {
+	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
+	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
+	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+}
 type QueryResolver interface {
 	Node(ctx context.Context, id uuid.UUID) (ent.Noder, error)
 	Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error)
+	Agent(ctx context.Context, id uuid.UUID) (*model.PublicAgent, error)
+	AgentByUsername(ctx context.Context, username string) (*model.PublicAgent, error)
+	CheckUsername(ctx context.Context, username string) (*model.UsernameAvailability, error)
+	Leaderboard(ctx context.Context, sortBy *model.LeaderboardSort, limit *int) ([]*model.PublicAgent, error)
+	Stats(ctx context.Context) (*model.Stats, error)
+	Treasury(ctx context.Context) (*model.TreasuryInfo, error)
+	Me(ctx context.Context) (*model.Me, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
 }
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
+}
+type TransferResolver interface {
+	AmountUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error)
+	FeeUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error)
+	DeliveredUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error)
+	FromAgent(ctx context.Context, obj *ent.Transfer) (*model.PublicAgent, error)
+	ToAgent(ctx context.Context, obj *ent.Transfer) (*model.PublicAgent, error)
+}
+type WalletResolver interface {
+	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -453,18 +662,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Agent.PrimaryWalletID(childComplexity), true
-	case "Agent.receivedTransfers":
-		if e.ComplexityRoot.Agent.ReceivedTransfers == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Agent.ReceivedTransfers(childComplexity), true
-	case "Agent.sentTransfers":
-		if e.ComplexityRoot.Agent.SentTransfers == nil {
-			break
-		}
-
-		return e.ComplexityRoot.Agent.SentTransfers(childComplexity), true
 	case "Agent.tier":
 		if e.ComplexityRoot.Agent.Tier == nil {
 			break
@@ -514,6 +711,69 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Agent.Wallets(childComplexity), true
 
+	case "AgentActivity.feesPaidUsd":
+		if e.ComplexityRoot.AgentActivity.FeesPaidUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentActivity.FeesPaidUsd(childComplexity), true
+	case "AgentActivity.txCount":
+		if e.ComplexityRoot.AgentActivity.TxCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentActivity.TxCount(childComplexity), true
+	case "AgentActivity.volumeReceivedUsd":
+		if e.ComplexityRoot.AgentActivity.VolumeReceivedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentActivity.VolumeReceivedUsd(childComplexity), true
+	case "AgentActivity.volumeSentUsd":
+		if e.ComplexityRoot.AgentActivity.VolumeSentUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentActivity.VolumeSentUsd(childComplexity), true
+
+	case "ApiKeyPayload.apiKey":
+		if e.ComplexityRoot.ApiKeyPayload.APIKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKeyPayload.APIKey(childComplexity), true
+	case "ApiKeyPayload.message":
+		if e.ComplexityRoot.ApiKeyPayload.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKeyPayload.Message(childComplexity), true
+
+	case "Balance.agentId":
+		if e.ComplexityRoot.Balance.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Balance.AgentID(childComplexity), true
+	case "Balance.balances":
+		if e.ComplexityRoot.Balance.Balances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Balance.Balances(childComplexity), true
+	case "Balance.totalUsd":
+		if e.ComplexityRoot.Balance.TotalUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Balance.TotalUsd(childComplexity), true
+	case "Balance.username":
+		if e.ComplexityRoot.Balance.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Balance.Username(childComplexity), true
+
 	case "Chain.head":
 		if e.ComplexityRoot.Chain.Head == nil {
 			break
@@ -544,6 +804,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Chain.Token(childComplexity), true
+
+	case "ChainBalance.address":
+		if e.ComplexityRoot.ChainBalance.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChainBalance.Address(childComplexity), true
+	case "ChainBalance.balance":
+		if e.ComplexityRoot.ChainBalance.Balance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChainBalance.Balance(childComplexity), true
+	case "ChainBalance.chain":
+		if e.ComplexityRoot.ChainBalance.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChainBalance.Chain(childComplexity), true
+	case "ChainBalance.token":
+		if e.ComplexityRoot.ChainBalance.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ChainBalance.Token(childComplexity), true
 
 	case "ChainCursor.chain":
 		if e.ComplexityRoot.ChainCursor.Chain == nil {
@@ -837,6 +1122,218 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DepositAddress.UpdatedAt(childComplexity), true
 
+	case "Endpoint.name":
+		if e.ComplexityRoot.Endpoint.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Name(childComplexity), true
+	case "Endpoint.value":
+		if e.ComplexityRoot.Endpoint.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Endpoint.Value(childComplexity), true
+
+	case "Limits.canReceive":
+		if e.ComplexityRoot.Limits.CanReceive == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.CanReceive(childComplexity), true
+	case "Limits.canSend":
+		if e.ComplexityRoot.Limits.CanSend == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.CanSend(childComplexity), true
+	case "Limits.cardPurchases":
+		if e.ComplexityRoot.Limits.CardPurchases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.CardPurchases(childComplexity), true
+	case "Limits.dailyUsd":
+		if e.ComplexityRoot.Limits.DailyUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.DailyUsd(childComplexity), true
+	case "Limits.dayResetsAt":
+		if e.ComplexityRoot.Limits.DayResetsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.DayResetsAt(childComplexity), true
+	case "Limits.nextTier":
+		if e.ComplexityRoot.Limits.NextTier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.NextTier(childComplexity), true
+	case "Limits.nextTierScore":
+		if e.ComplexityRoot.Limits.NextTierScore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.NextTierScore(childComplexity), true
+	case "Limits.perSendUsd":
+		if e.ComplexityRoot.Limits.PerSendUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.PerSendUsd(childComplexity), true
+	case "Limits.raise":
+		if e.ComplexityRoot.Limits.Raise == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.Raise(childComplexity), true
+	case "Limits.remainingTodayUsd":
+		if e.ComplexityRoot.Limits.RemainingTodayUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.RemainingTodayUsd(childComplexity), true
+	case "Limits.requestsPerHour":
+		if e.ComplexityRoot.Limits.RequestsPerHour == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.RequestsPerHour(childComplexity), true
+	case "Limits.requestsPerMinute":
+		if e.ComplexityRoot.Limits.RequestsPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.RequestsPerMinute(childComplexity), true
+	case "Limits.sentTodayUsd":
+		if e.ComplexityRoot.Limits.SentTodayUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.SentTodayUsd(childComplexity), true
+	case "Limits.tier":
+		if e.ComplexityRoot.Limits.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.Tier(childComplexity), true
+	case "Limits.trust":
+		if e.ComplexityRoot.Limits.Trust == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.Trust(childComplexity), true
+	case "Limits.trustScore":
+		if e.ComplexityRoot.Limits.TrustScore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Limits.TrustScore(childComplexity), true
+
+	case "Me.apiKeyRotatedAt":
+		if e.ComplexityRoot.Me.APIKeyRotatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.APIKeyRotatedAt(childComplexity), true
+	case "Me.balance":
+		if e.ComplexityRoot.Me.Balance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Balance(childComplexity), true
+	case "Me.createdAt":
+		if e.ComplexityRoot.Me.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.CreatedAt(childComplexity), true
+	case "Me.id":
+		if e.ComplexityRoot.Me.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.ID(childComplexity), true
+	case "Me.inviteCode":
+		if e.ComplexityRoot.Me.InviteCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.InviteCode(childComplexity), true
+	case "Me.inviteUrl":
+		if e.ComplexityRoot.Me.InviteURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.InviteURL(childComplexity), true
+	case "Me.limits":
+		if e.ComplexityRoot.Me.Limits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Limits(childComplexity), true
+	case "Me.node":
+		if e.ComplexityRoot.Me.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Node(childComplexity), true
+	case "Me.primaryWallet":
+		if e.ComplexityRoot.Me.PrimaryWallet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.PrimaryWallet(childComplexity), true
+	case "Me.stats":
+		if e.ComplexityRoot.Me.Stats == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Stats(childComplexity), true
+	case "Me.tier":
+		if e.ComplexityRoot.Me.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Tier(childComplexity), true
+	case "Me.transfers":
+		if e.ComplexityRoot.Me.Transfers == nil {
+			break
+		}
+
+		args, err := ec.field_Me_transfers_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Me.Transfers(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["orderBy"].(*ent.TransferOrder)), true
+	case "Me.trust":
+		if e.ComplexityRoot.Me.Trust == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Trust(childComplexity), true
+	case "Me.trustScore":
+		if e.ComplexityRoot.Me.TrustScore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.TrustScore(childComplexity), true
+	case "Me.username":
+		if e.ComplexityRoot.Me.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Username(childComplexity), true
+	case "Me.wallets":
+		if e.ComplexityRoot.Me.Wallets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Wallets(childComplexity), true
+
 	case "Merchant.active":
 		if e.ComplexityRoot.Merchant.Active == nil {
 			break
@@ -994,6 +1491,35 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MerchantKey.UpdatedAt(childComplexity), true
+
+	case "Mutation.quickRegister":
+		if e.ComplexityRoot.Mutation.QuickRegister == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_quickRegister_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.QuickRegister(childComplexity, args["username"].(string)), true
+	case "Mutation.regenerateApiKey":
+		if e.ComplexityRoot.Mutation.RegenerateAPIKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.RegenerateAPIKey(childComplexity), true
+	case "Mutation.send":
+		if e.ComplexityRoot.Mutation.Send == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_send_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Send(childComplexity, args["input"].(model.SendInput)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1233,13 +1759,112 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PaymentEdge.Node(childComplexity), true
 
+	case "PublicAgent.createdAt":
+		if e.ComplexityRoot.PublicAgent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.CreatedAt(childComplexity), true
+	case "PublicAgent.id":
+		if e.ComplexityRoot.PublicAgent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.ID(childComplexity), true
+	case "PublicAgent.tier":
+		if e.ComplexityRoot.PublicAgent.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.Tier(childComplexity), true
+	case "PublicAgent.trustScore":
+		if e.ComplexityRoot.PublicAgent.TrustScore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.TrustScore(childComplexity), true
+	case "PublicAgent.txCount":
+		if e.ComplexityRoot.PublicAgent.TxCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.TxCount(childComplexity), true
+	case "PublicAgent.username":
+		if e.ComplexityRoot.PublicAgent.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.Username(childComplexity), true
+	case "PublicAgent.volumeReceivedUsd":
+		if e.ComplexityRoot.PublicAgent.VolumeReceivedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.VolumeReceivedUsd(childComplexity), true
+	case "PublicAgent.volumeSentUsd":
+		if e.ComplexityRoot.PublicAgent.VolumeSentUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PublicAgent.VolumeSentUsd(childComplexity), true
+
+	case "Query.agent":
+		if e.ComplexityRoot.Query.Agent == nil {
+			break
+		}
+
+		args, err := ec.field_Query_agent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Agent(childComplexity, args["id"].(uuid.UUID)), true
+	case "Query.agentByUsername":
+		if e.ComplexityRoot.Query.AgentByUsername == nil {
+			break
+		}
+
+		args, err := ec.field_Query_agentByUsername_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AgentByUsername(childComplexity, args["username"].(string)), true
 	case "Query.chains":
 		if e.ComplexityRoot.Query.Chains == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Query.Chains(childComplexity), true
+	case "Query.checkUsername":
+		if e.ComplexityRoot.Query.CheckUsername == nil {
+			break
+		}
 
+		args, err := ec.field_Query_checkUsername_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.CheckUsername(childComplexity, args["username"].(string)), true
+
+	case "Query.leaderboard":
+		if e.ComplexityRoot.Query.Leaderboard == nil {
+			break
+		}
+
+		args, err := ec.field_Query_leaderboard_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Leaderboard(childComplexity, args["sortBy"].(*model.LeaderboardSort), args["limit"].(*int)), true
+	case "Query.me":
+		if e.ComplexityRoot.Query.Me == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Me(childComplexity), true
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
 			break
@@ -1262,6 +1887,183 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]uuid.UUID)), true
+	case "Query.stats":
+		if e.ComplexityRoot.Query.Stats == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Stats(childComplexity), true
+	case "Query.treasury":
+		if e.ComplexityRoot.Query.Treasury == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Treasury(childComplexity), true
+
+	case "Registration.apiKey":
+		if e.ComplexityRoot.Registration.APIKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.APIKey(childComplexity), true
+	case "Registration.agentId":
+		if e.ComplexityRoot.Registration.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.AgentID(childComplexity), true
+	case "Registration.endpoints":
+		if e.ComplexityRoot.Registration.Endpoints == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.Endpoints(childComplexity), true
+	case "Registration.inviteCode":
+		if e.ComplexityRoot.Registration.InviteCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.InviteCode(childComplexity), true
+	case "Registration.inviteUrl":
+		if e.ComplexityRoot.Registration.InviteURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.InviteURL(childComplexity), true
+	case "Registration.message":
+		if e.ComplexityRoot.Registration.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.Message(childComplexity), true
+	case "Registration.username":
+		if e.ComplexityRoot.Registration.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.Username(childComplexity), true
+	case "Registration.walletAddress":
+		if e.ComplexityRoot.Registration.WalletAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.WalletAddress(childComplexity), true
+	case "Registration.walletChain":
+		if e.ComplexityRoot.Registration.WalletChain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.WalletChain(childComplexity), true
+	case "Registration.wallets":
+		if e.ComplexityRoot.Registration.Wallets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Registration.Wallets(childComplexity), true
+
+	case "SendPayload.amountUsd":
+		if e.ComplexityRoot.SendPayload.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.AmountUsd(childComplexity), true
+	case "SendPayload.chain":
+		if e.ComplexityRoot.SendPayload.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.Chain(childComplexity), true
+	case "SendPayload.feeUsd":
+		if e.ComplexityRoot.SendPayload.FeeUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.FeeUsd(childComplexity), true
+	case "SendPayload.fromAgent":
+		if e.ComplexityRoot.SendPayload.FromAgent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.FromAgent(childComplexity), true
+	case "SendPayload.message":
+		if e.ComplexityRoot.SendPayload.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.Message(childComplexity), true
+	case "SendPayload.status":
+		if e.ComplexityRoot.SendPayload.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.Status(childComplexity), true
+	case "SendPayload.toAgent":
+		if e.ComplexityRoot.SendPayload.ToAgent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.ToAgent(childComplexity), true
+	case "SendPayload.transactionId":
+		if e.ComplexityRoot.SendPayload.TransactionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.TransactionID(childComplexity), true
+	case "SendPayload.transfer":
+		if e.ComplexityRoot.SendPayload.Transfer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.Transfer(childComplexity), true
+	case "SendPayload.txHash":
+		if e.ComplexityRoot.SendPayload.TxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.TxHash(childComplexity), true
+
+	case "Stats.activeAgents":
+		if e.ComplexityRoot.Stats.ActiveAgents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.ActiveAgents(childComplexity), true
+	case "Stats.agents":
+		if e.ComplexityRoot.Stats.Agents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Agents(childComplexity), true
+	case "Stats.agentsByTier":
+		if e.ComplexityRoot.Stats.AgentsByTier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.AgentsByTier(childComplexity), true
+	case "Stats.feeRate":
+		if e.ComplexityRoot.Stats.FeeRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.FeeRate(childComplexity), true
+	case "Stats.feesUsd":
+		if e.ComplexityRoot.Stats.FeesUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.FeesUsd(childComplexity), true
+	case "Stats.transfers":
+		if e.ComplexityRoot.Stats.Transfers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.Transfers(childComplexity), true
+	case "Stats.volumeUsd":
+		if e.ComplexityRoot.Stats.VolumeUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Stats.VolumeUsd(childComplexity), true
 
 	case "Subscription.chainHead":
 		if e.ComplexityRoot.Subscription.ChainHead == nil {
@@ -1275,12 +2077,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Subscription.ChainHead(childComplexity, args["name"].(string), args["mode"].(string)), true
 
+	case "TierCount.count":
+		if e.ComplexityRoot.TierCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TierCount.Count(childComplexity), true
+	case "TierCount.tier":
+		if e.ComplexityRoot.TierCount.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TierCount.Tier(childComplexity), true
+
 	case "Transfer.amount":
 		if e.ComplexityRoot.Transfer.Amount == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Transfer.Amount(childComplexity), true
+	case "Transfer.amountUsd":
+		if e.ComplexityRoot.Transfer.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Transfer.AmountUsd(childComplexity), true
 	case "Transfer.chain":
 		if e.ComplexityRoot.Transfer.Chain == nil {
 			break
@@ -1299,6 +2120,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.CreatedAt(childComplexity), true
+	case "Transfer.deliveredUsd":
+		if e.ComplexityRoot.Transfer.DeliveredUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Transfer.DeliveredUsd(childComplexity), true
 	case "Transfer.error":
 		if e.ComplexityRoot.Transfer.Error == nil {
 			break
@@ -1317,6 +2144,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.FeeTxHash(childComplexity), true
+	case "Transfer.feeUsd":
+		if e.ComplexityRoot.Transfer.FeeUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Transfer.FeeUsd(childComplexity), true
 	case "Transfer.fromAddress":
 		if e.ComplexityRoot.Transfer.FromAddress == nil {
 			break
@@ -1434,6 +2267,143 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TransferEdge.Node(childComplexity), true
 
+	case "TreasuryInfo.feeRate":
+		if e.ComplexityRoot.TreasuryInfo.FeeRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryInfo.FeeRate(childComplexity), true
+	case "TreasuryInfo.feeTransfers":
+		if e.ComplexityRoot.TreasuryInfo.FeeTransfers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryInfo.FeeTransfers(childComplexity), true
+	case "TreasuryInfo.feesCollectedUsd":
+		if e.ComplexityRoot.TreasuryInfo.FeesCollectedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryInfo.FeesCollectedUsd(childComplexity), true
+	case "TreasuryInfo.wallets":
+		if e.ComplexityRoot.TreasuryInfo.Wallets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryInfo.Wallets(childComplexity), true
+
+	case "TreasuryWallet.address":
+		if e.ComplexityRoot.TreasuryWallet.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Address(childComplexity), true
+	case "TreasuryWallet.balance":
+		if e.ComplexityRoot.TreasuryWallet.Balance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Balance(childComplexity), true
+	case "TreasuryWallet.chain":
+		if e.ComplexityRoot.TreasuryWallet.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Chain(childComplexity), true
+	case "TreasuryWallet.status":
+		if e.ComplexityRoot.TreasuryWallet.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Status(childComplexity), true
+	case "TreasuryWallet.token":
+		if e.ComplexityRoot.TreasuryWallet.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Token(childComplexity), true
+
+	case "TrustAction.action":
+		if e.ComplexityRoot.TrustAction.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustAction.Action(childComplexity), true
+	case "TrustAction.done":
+		if e.ComplexityRoot.TrustAction.Done == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustAction.Done(childComplexity), true
+	case "TrustAction.earned":
+		if e.ComplexityRoot.TrustAction.Earned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustAction.Earned(childComplexity), true
+	case "TrustAction.how":
+		if e.ComplexityRoot.TrustAction.How == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustAction.How(childComplexity), true
+	case "TrustAction.points":
+		if e.ComplexityRoot.TrustAction.Points == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustAction.Points(childComplexity), true
+
+	case "TrustBreakdown.age":
+		if e.ComplexityRoot.TrustBreakdown.Age == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.Age(childComplexity), true
+	case "TrustBreakdown.externalWallet":
+		if e.ComplexityRoot.TrustBreakdown.ExternalWallet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.ExternalWallet(childComplexity), true
+	case "TrustBreakdown.human":
+		if e.ComplexityRoot.TrustBreakdown.Human == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.Human(childComplexity), true
+	case "TrustBreakdown.partner":
+		if e.ComplexityRoot.TrustBreakdown.Partner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.Partner(childComplexity), true
+	case "TrustBreakdown.score":
+		if e.ComplexityRoot.TrustBreakdown.Score == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.Score(childComplexity), true
+	case "TrustBreakdown.volume":
+		if e.ComplexityRoot.TrustBreakdown.Volume == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TrustBreakdown.Volume(childComplexity), true
+
+	case "UsernameAvailability.available":
+		if e.ComplexityRoot.UsernameAvailability.Available == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsernameAvailability.Available(childComplexity), true
+	case "UsernameAvailability.username":
+		if e.ComplexityRoot.UsernameAvailability.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsernameAvailability.Username(childComplexity), true
+
 	case "Wallet.address":
 		if e.ComplexityRoot.Wallet.Address == nil {
 			break
@@ -1476,6 +2446,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Wallet.Kind(childComplexity), true
+	case "Wallet.primary":
+		if e.ComplexityRoot.Wallet.Primary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Wallet.Primary(childComplexity), true
 	case "Wallet.updatedAt":
 		if e.ComplexityRoot.Wallet.UpdatedAt == nil {
 			break
@@ -1488,6 +2464,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Wallet.Verified(childComplexity), true
+
+	case "WalletAddress.address":
+		if e.ComplexityRoot.WalletAddress.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WalletAddress.Address(childComplexity), true
+	case "WalletAddress.chain":
+		if e.ComplexityRoot.WalletAddress.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WalletAddress.Chain(childComplexity), true
 
 	case "WebhookAttempt.at":
 		if e.ComplexityRoot.WebhookAttempt.At == nil {
@@ -1758,6 +2747,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("MerchantKeyOrder", ec.unmarshalInputMerchantKeyOrder),
 			graphql.NewInputUnmarshaler("MerchantOrder", ec.unmarshalInputMerchantOrder),
 			graphql.NewInputUnmarshaler("PaymentOrder", ec.unmarshalInputPaymentOrder),
+			graphql.NewInputUnmarshaler("SendInput", ec.unmarshalInputSendInput),
 			graphql.NewInputUnmarshaler("TransferOrder", ec.unmarshalInputTransferOrder),
 			graphql.NewInputUnmarshaler("WalletOrder", ec.unmarshalInputWalletOrder),
 			graphql.NewInputUnmarshaler("WebhookAttemptOrder", ec.unmarshalInputWebhookAttemptOrder),
@@ -1797,6 +2787,21 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			}
 
 			return &response
+		}
+	case ast.Mutation:
+		return func(ctx context.Context) *graphql.Response {
+			if !first {
+				return nil
+			}
+			first = false
+			ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, inputUnmarshalers)
+			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
+			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
 		}
 	case ast.Subscription:
 		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
@@ -1840,7 +2845,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "chains.graphql" "ent.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -1852,6 +2857,7 @@ func sourceData(filename string) string {
 }
 
 var sources = []*ast.Source{
+	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 }
@@ -1903,12 +2909,46 @@ func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql
 		return ec.fieldContext_Agent_wallets(ctx, field)
 	case "primaryWallet":
 		return ec.fieldContext_Agent_primaryWallet(ctx, field)
-	case "sentTransfers":
-		return ec.fieldContext_Agent_sentTransfers(ctx, field)
-	case "receivedTransfers":
-		return ec.fieldContext_Agent_receivedTransfers(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Agent", field.Name)
+}
+
+func (ec *executionContext) childFields_AgentActivity(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "txCount":
+		return ec.fieldContext_AgentActivity_txCount(ctx, field)
+	case "volumeSentUsd":
+		return ec.fieldContext_AgentActivity_volumeSentUsd(ctx, field)
+	case "volumeReceivedUsd":
+		return ec.fieldContext_AgentActivity_volumeReceivedUsd(ctx, field)
+	case "feesPaidUsd":
+		return ec.fieldContext_AgentActivity_feesPaidUsd(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentActivity", field.Name)
+}
+
+func (ec *executionContext) childFields_ApiKeyPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "apiKey":
+		return ec.fieldContext_ApiKeyPayload_apiKey(ctx, field)
+	case "message":
+		return ec.fieldContext_ApiKeyPayload_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApiKeyPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_Balance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentId":
+		return ec.fieldContext_Balance_agentId(ctx, field)
+	case "username":
+		return ec.fieldContext_Balance_username(ctx, field)
+	case "balances":
+		return ec.fieldContext_Balance_balances(ctx, field)
+	case "totalUsd":
+		return ec.fieldContext_Balance_totalUsd(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Balance", field.Name)
 }
 
 func (ec *executionContext) childFields_Chain(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1925,6 +2965,20 @@ func (ec *executionContext) childFields_Chain(ctx context.Context, field graphql
 		return ec.fieldContext_Chain_healthy(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Chain", field.Name)
+}
+
+func (ec *executionContext) childFields_ChainBalance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "chain":
+		return ec.fieldContext_ChainBalance_chain(ctx, field)
+	case "token":
+		return ec.fieldContext_ChainBalance_token(ctx, field)
+	case "balance":
+		return ec.fieldContext_ChainBalance_balance(ctx, field)
+	case "address":
+		return ec.fieldContext_ChainBalance_address(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ChainBalance", field.Name)
 }
 
 func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2019,6 +3073,92 @@ func (ec *executionContext) childFields_DepositAddress(ctx context.Context, fiel
 		return ec.fieldContext_DepositAddress_payments(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DepositAddress", field.Name)
+}
+
+func (ec *executionContext) childFields_Endpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Endpoint_name(ctx, field)
+	case "value":
+		return ec.fieldContext_Endpoint_value(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_Limits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "tier":
+		return ec.fieldContext_Limits_tier(ctx, field)
+	case "trustScore":
+		return ec.fieldContext_Limits_trustScore(ctx, field)
+	case "trust":
+		return ec.fieldContext_Limits_trust(ctx, field)
+	case "requestsPerMinute":
+		return ec.fieldContext_Limits_requestsPerMinute(ctx, field)
+	case "requestsPerHour":
+		return ec.fieldContext_Limits_requestsPerHour(ctx, field)
+	case "perSendUsd":
+		return ec.fieldContext_Limits_perSendUsd(ctx, field)
+	case "dailyUsd":
+		return ec.fieldContext_Limits_dailyUsd(ctx, field)
+	case "sentTodayUsd":
+		return ec.fieldContext_Limits_sentTodayUsd(ctx, field)
+	case "remainingTodayUsd":
+		return ec.fieldContext_Limits_remainingTodayUsd(ctx, field)
+	case "dayResetsAt":
+		return ec.fieldContext_Limits_dayResetsAt(ctx, field)
+	case "nextTier":
+		return ec.fieldContext_Limits_nextTier(ctx, field)
+	case "nextTierScore":
+		return ec.fieldContext_Limits_nextTierScore(ctx, field)
+	case "raise":
+		return ec.fieldContext_Limits_raise(ctx, field)
+	case "canSend":
+		return ec.fieldContext_Limits_canSend(ctx, field)
+	case "canReceive":
+		return ec.fieldContext_Limits_canReceive(ctx, field)
+	case "cardPurchases":
+		return ec.fieldContext_Limits_cardPurchases(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
+}
+
+func (ec *executionContext) childFields_Me(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Me_id(ctx, field)
+	case "username":
+		return ec.fieldContext_Me_username(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Me_createdAt(ctx, field)
+	case "tier":
+		return ec.fieldContext_Me_tier(ctx, field)
+	case "trustScore":
+		return ec.fieldContext_Me_trustScore(ctx, field)
+	case "trust":
+		return ec.fieldContext_Me_trust(ctx, field)
+	case "inviteCode":
+		return ec.fieldContext_Me_inviteCode(ctx, field)
+	case "inviteUrl":
+		return ec.fieldContext_Me_inviteUrl(ctx, field)
+	case "apiKeyRotatedAt":
+		return ec.fieldContext_Me_apiKeyRotatedAt(ctx, field)
+	case "stats":
+		return ec.fieldContext_Me_stats(ctx, field)
+	case "primaryWallet":
+		return ec.fieldContext_Me_primaryWallet(ctx, field)
+	case "wallets":
+		return ec.fieldContext_Me_wallets(ctx, field)
+	case "node":
+		return ec.fieldContext_Me_node(ctx, field)
+	case "limits":
+		return ec.fieldContext_Me_limits(ctx, field)
+	case "balance":
+		return ec.fieldContext_Me_balance(ctx, field)
+	case "transfers":
+		return ec.fieldContext_Me_transfers(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Me", field.Name)
 }
 
 func (ec *executionContext) childFields_Merchant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2187,6 +3327,110 @@ func (ec *executionContext) childFields_PaymentEdge(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type PaymentEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_PublicAgent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PublicAgent_id(ctx, field)
+	case "username":
+		return ec.fieldContext_PublicAgent_username(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_PublicAgent_createdAt(ctx, field)
+	case "tier":
+		return ec.fieldContext_PublicAgent_tier(ctx, field)
+	case "trustScore":
+		return ec.fieldContext_PublicAgent_trustScore(ctx, field)
+	case "txCount":
+		return ec.fieldContext_PublicAgent_txCount(ctx, field)
+	case "volumeSentUsd":
+		return ec.fieldContext_PublicAgent_volumeSentUsd(ctx, field)
+	case "volumeReceivedUsd":
+		return ec.fieldContext_PublicAgent_volumeReceivedUsd(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PublicAgent", field.Name)
+}
+
+func (ec *executionContext) childFields_Registration(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentId":
+		return ec.fieldContext_Registration_agentId(ctx, field)
+	case "username":
+		return ec.fieldContext_Registration_username(ctx, field)
+	case "apiKey":
+		return ec.fieldContext_Registration_apiKey(ctx, field)
+	case "walletAddress":
+		return ec.fieldContext_Registration_walletAddress(ctx, field)
+	case "walletChain":
+		return ec.fieldContext_Registration_walletChain(ctx, field)
+	case "wallets":
+		return ec.fieldContext_Registration_wallets(ctx, field)
+	case "inviteUrl":
+		return ec.fieldContext_Registration_inviteUrl(ctx, field)
+	case "inviteCode":
+		return ec.fieldContext_Registration_inviteCode(ctx, field)
+	case "message":
+		return ec.fieldContext_Registration_message(ctx, field)
+	case "endpoints":
+		return ec.fieldContext_Registration_endpoints(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Registration", field.Name)
+}
+
+func (ec *executionContext) childFields_SendPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "transactionId":
+		return ec.fieldContext_SendPayload_transactionId(ctx, field)
+	case "fromAgent":
+		return ec.fieldContext_SendPayload_fromAgent(ctx, field)
+	case "toAgent":
+		return ec.fieldContext_SendPayload_toAgent(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_SendPayload_amountUsd(ctx, field)
+	case "feeUsd":
+		return ec.fieldContext_SendPayload_feeUsd(ctx, field)
+	case "chain":
+		return ec.fieldContext_SendPayload_chain(ctx, field)
+	case "txHash":
+		return ec.fieldContext_SendPayload_txHash(ctx, field)
+	case "status":
+		return ec.fieldContext_SendPayload_status(ctx, field)
+	case "message":
+		return ec.fieldContext_SendPayload_message(ctx, field)
+	case "transfer":
+		return ec.fieldContext_SendPayload_transfer(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SendPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agents":
+		return ec.fieldContext_Stats_agents(ctx, field)
+	case "activeAgents":
+		return ec.fieldContext_Stats_activeAgents(ctx, field)
+	case "agentsByTier":
+		return ec.fieldContext_Stats_agentsByTier(ctx, field)
+	case "transfers":
+		return ec.fieldContext_Stats_transfers(ctx, field)
+	case "volumeUsd":
+		return ec.fieldContext_Stats_volumeUsd(ctx, field)
+	case "feesUsd":
+		return ec.fieldContext_Stats_feesUsd(ctx, field)
+	case "feeRate":
+		return ec.fieldContext_Stats_feeRate(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Stats", field.Name)
+}
+
+func (ec *executionContext) childFields_TierCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "tier":
+		return ec.fieldContext_TierCount_tier(ctx, field)
+	case "count":
+		return ec.fieldContext_TierCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TierCount", field.Name)
+}
+
 func (ec *executionContext) childFields_Transfer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2227,12 +3471,30 @@ func (ec *executionContext) childFields_Transfer(ctx context.Context, field grap
 		return ec.fieldContext_Transfer_submittedAt(ctx, field)
 	case "completedAt":
 		return ec.fieldContext_Transfer_completedAt(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_Transfer_amountUsd(ctx, field)
+	case "feeUsd":
+		return ec.fieldContext_Transfer_feeUsd(ctx, field)
+	case "deliveredUsd":
+		return ec.fieldContext_Transfer_deliveredUsd(ctx, field)
 	case "fromAgent":
 		return ec.fieldContext_Transfer_fromAgent(ctx, field)
 	case "toAgent":
 		return ec.fieldContext_Transfer_toAgent(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Transfer", field.Name)
+}
+
+func (ec *executionContext) childFields_TransferConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_TransferConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_TransferConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_TransferConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TransferConnection", field.Name)
 }
 
 func (ec *executionContext) childFields_TransferEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2243,6 +3505,80 @@ func (ec *executionContext) childFields_TransferEdge(ctx context.Context, field 
 		return ec.fieldContext_TransferEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TransferEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_TreasuryInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "feeRate":
+		return ec.fieldContext_TreasuryInfo_feeRate(ctx, field)
+	case "feesCollectedUsd":
+		return ec.fieldContext_TreasuryInfo_feesCollectedUsd(ctx, field)
+	case "feeTransfers":
+		return ec.fieldContext_TreasuryInfo_feeTransfers(ctx, field)
+	case "wallets":
+		return ec.fieldContext_TreasuryInfo_wallets(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TreasuryInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_TreasuryWallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "chain":
+		return ec.fieldContext_TreasuryWallet_chain(ctx, field)
+	case "address":
+		return ec.fieldContext_TreasuryWallet_address(ctx, field)
+	case "token":
+		return ec.fieldContext_TreasuryWallet_token(ctx, field)
+	case "balance":
+		return ec.fieldContext_TreasuryWallet_balance(ctx, field)
+	case "status":
+		return ec.fieldContext_TreasuryWallet_status(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TreasuryWallet", field.Name)
+}
+
+func (ec *executionContext) childFields_TrustAction(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "action":
+		return ec.fieldContext_TrustAction_action(ctx, field)
+	case "points":
+		return ec.fieldContext_TrustAction_points(ctx, field)
+	case "earned":
+		return ec.fieldContext_TrustAction_earned(ctx, field)
+	case "done":
+		return ec.fieldContext_TrustAction_done(ctx, field)
+	case "how":
+		return ec.fieldContext_TrustAction_how(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TrustAction", field.Name)
+}
+
+func (ec *executionContext) childFields_TrustBreakdown(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "score":
+		return ec.fieldContext_TrustBreakdown_score(ctx, field)
+	case "partner":
+		return ec.fieldContext_TrustBreakdown_partner(ctx, field)
+	case "externalWallet":
+		return ec.fieldContext_TrustBreakdown_externalWallet(ctx, field)
+	case "human":
+		return ec.fieldContext_TrustBreakdown_human(ctx, field)
+	case "age":
+		return ec.fieldContext_TrustBreakdown_age(ctx, field)
+	case "volume":
+		return ec.fieldContext_TrustBreakdown_volume(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TrustBreakdown", field.Name)
+}
+
+func (ec *executionContext) childFields_UsernameAvailability(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "username":
+		return ec.fieldContext_UsernameAvailability_username(ctx, field)
+	case "available":
+		return ec.fieldContext_UsernameAvailability_available(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UsernameAvailability", field.Name)
 }
 
 func (ec *executionContext) childFields_Wallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2265,8 +3601,20 @@ func (ec *executionContext) childFields_Wallet(ctx context.Context, field graphq
 		return ec.fieldContext_Wallet_verified(ctx, field)
 	case "agent":
 		return ec.fieldContext_Wallet_agent(ctx, field)
+	case "primary":
+		return ec.fieldContext_Wallet_primary(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Wallet", field.Name)
+}
+
+func (ec *executionContext) childFields_WalletAddress(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "address":
+		return ec.fieldContext_WalletAddress_address(ctx, field)
+	case "chain":
+		return ec.fieldContext_WalletAddress_chain(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WalletAddress", field.Name)
 }
 
 func (ec *executionContext) childFields_WebhookAttempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2531,6 +3879,80 @@ func (ec *executionContext) field_CheckoutSession_payments_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Me_transfers_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.TransferOrder, error) {
+			return ec.unmarshalOTransferOrder2ᚖagentpayᚋentᚐTransferOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_quickRegister_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "username",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["username"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SendInput, error) {
+			return ec.unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2542,6 +3964,70 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_agentByUsername_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "username",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["username"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_agent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_checkUsername_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "username",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["username"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_leaderboard_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "sortBy",
+		func(ctx context.Context, v any) (*model.LeaderboardSort, error) {
+			return ec.unmarshalOLeaderboardSort2ᚖagentpayᚋgraphᚋmodelᚐLeaderboardSort(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["sortBy"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
 	return args, nil
 }
 
@@ -3147,68 +4633,243 @@ func (ec *executionContext) fieldContext_Agent_primaryWallet(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _Agent_sentTransfers(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
+func (ec *executionContext) _AgentActivity_txCount(ctx context.Context, field graphql.CollectedField, obj *model.AgentActivity) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Agent_sentTransfers(ctx, field)
+			return ec.fieldContext_AgentActivity_txCount(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.SentTransfers(ctx)
+			return obj.TxCount, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Transfer) graphql.Marshaler {
-			return ec.marshalOTransfer2ᚕᚖagentpayᚋentᚐTransferᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
-func (ec *executionContext) fieldContext_Agent_sentTransfers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_AgentActivity_txCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentActivity", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AgentActivity_volumeSentUsd(ctx context.Context, field graphql.CollectedField, obj *model.AgentActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentActivity_volumeSentUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VolumeSentUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentActivity_volumeSentUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentActivity", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _AgentActivity_volumeReceivedUsd(ctx context.Context, field graphql.CollectedField, obj *model.AgentActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentActivity_volumeReceivedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VolumeReceivedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentActivity_volumeReceivedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentActivity", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _AgentActivity_feesPaidUsd(ctx context.Context, field graphql.CollectedField, obj *model.AgentActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentActivity_feesPaidUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeesPaidUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentActivity_feesPaidUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentActivity", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ApiKeyPayload_apiKey(ctx context.Context, field graphql.CollectedField, obj *model.APIKeyPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApiKeyPayload_apiKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.APIKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApiKeyPayload_apiKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApiKeyPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApiKeyPayload_message(ctx context.Context, field graphql.CollectedField, obj *model.APIKeyPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApiKeyPayload_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApiKeyPayload_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApiKeyPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _Balance_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Balance_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Balance_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Balance", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Balance_username(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Balance_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Balance_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Balance", field, false, false, "String")
+}
+
+func (ec *executionContext) _Balance_balances(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Balance_balances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ChainBalance) graphql.Marshaler {
+			return ec.marshalNChainBalance2ᚕᚖagentpayᚋgraphᚋmodelᚐChainBalanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Balance_balances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
-		Object:     "Agent",
+		Object:     "Balance",
 		Field:      field,
-		IsMethod:   true,
+		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Transfer(ctx, field)
+			return ec.childFields_ChainBalance(ctx, field)
 		},
 	}
 	return fc, nil
 }
 
-func (ec *executionContext) _Agent_receivedTransfers(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
+func (ec *executionContext) _Balance_totalUsd(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Agent_receivedTransfers(ctx, field)
+			return ec.fieldContext_Balance_totalUsd(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.ReceivedTransfers(ctx)
+			return obj.TotalUsd, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Transfer) graphql.Marshaler {
-			return ec.marshalOTransfer2ᚕᚖagentpayᚋentᚐTransferᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
-func (ec *executionContext) fieldContext_Agent_receivedTransfers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Agent",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Transfer(ctx, field)
-		},
-	}
-	return fc, nil
+func (ec *executionContext) fieldContext_Balance_totalUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Balance", field, false, false, "Decimal")
 }
 
 func (ec *executionContext) _Chain_name(ctx context.Context, field graphql.CollectedField, obj *model.Chain) (ret graphql.Marshaler) {
@@ -3324,6 +4985,98 @@ func (ec *executionContext) _Chain_healthy(ctx context.Context, field graphql.Co
 }
 func (ec *executionContext) fieldContext_Chain_healthy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Chain", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ChainBalance_chain(ctx context.Context, field graphql.CollectedField, obj *model.ChainBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChainBalance_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChainBalance_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChainBalance", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChainBalance_token(ctx context.Context, field graphql.CollectedField, obj *model.ChainBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChainBalance_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChainBalance_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChainBalance", field, false, false, "String")
+}
+
+func (ec *executionContext) _ChainBalance_balance(ctx context.Context, field graphql.CollectedField, obj *model.ChainBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChainBalance_balance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChainBalance_balance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChainBalance", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ChainBalance_address(ctx context.Context, field graphql.CollectedField, obj *model.ChainBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ChainBalance_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ChainBalance_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ChainBalance", field, false, false, "String")
 }
 
 func (ec *executionContext) _ChainCursor_id(ctx context.Context, field graphql.CollectedField, obj *ent.ChainCursor) (ret graphql.Marshaler) {
@@ -4500,6 +6253,890 @@ func (ec *executionContext) fieldContext_DepositAddress_payments(_ context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Endpoint_name(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _Endpoint_value(ctx context.Context, field graphql.CollectedField, obj *model.Endpoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Endpoint_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Endpoint_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Endpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _Limits_tier(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v agent.Tier) graphql.Marshaler {
+			return ec.marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _Limits_trustScore(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_trustScore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TrustScore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_trustScore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_trust(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_trust(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trust, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TrustBreakdown) graphql.Marshaler {
+			return ec.marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodelᚐTrustBreakdown(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Limits",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TrustBreakdown(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Limits_requestsPerMinute(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_requestsPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestsPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_requestsPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_requestsPerHour(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_requestsPerHour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestsPerHour, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_requestsPerHour(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_perSendUsd(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_perSendUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PerSendUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_perSendUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Limits_dailyUsd(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_dailyUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DailyUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_dailyUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Limits_sentTodayUsd(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_sentTodayUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SentTodayUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_sentTodayUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Limits_remainingTodayUsd(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_remainingTodayUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemainingTodayUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_remainingTodayUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Limits_dayResetsAt(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_dayResetsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DayResetsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_dayResetsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Limits_nextTier(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_nextTier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextTier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *agent.Tier) graphql.Marshaler {
+			return ec.marshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_nextTier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _Limits_nextTierScore(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_nextTierScore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextTierScore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_nextTierScore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Limits_raise(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_raise(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Raise, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TrustAction) graphql.Marshaler {
+			return ec.marshalNTrustAction2ᚕᚖagentpayᚋgraphᚋmodelᚐTrustActionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_raise(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Limits",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TrustAction(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Limits_canSend(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_canSend(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CanSend, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_canSend(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Limits_canReceive(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_canReceive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CanReceive, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_canReceive(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Limits_cardPurchases(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Limits_cardPurchases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CardPurchases, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Limits_cardPurchases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Limits", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Me_id(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Me_username(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "String")
+}
+
+func (ec *executionContext) _Me_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Me_tier(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v agent.Tier) graphql.Marshaler {
+			return ec.marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _Me_trustScore(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_trustScore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TrustScore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_trustScore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Me_trust(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_trust(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trust, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TrustBreakdown) graphql.Marshaler {
+			return ec.marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodelᚐTrustBreakdown(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_trust(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TrustBreakdown(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_inviteCode(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_inviteCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InviteCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_inviteCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "String")
+}
+
+func (ec *executionContext) _Me_inviteUrl(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_inviteUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InviteURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_inviteUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "String")
+}
+
+func (ec *executionContext) _Me_apiKeyRotatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_apiKeyRotatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.APIKeyRotatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Me_apiKeyRotatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Me", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Me_stats(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Stats, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AgentActivity) graphql.Marshaler {
+			return ec.marshalNAgentActivity2ᚖagentpayᚋgraphᚋmodelᚐAgentActivity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_stats(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentActivity(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_primaryWallet(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_primaryWallet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PrimaryWallet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Wallet) graphql.Marshaler {
+			return ec.marshalOWallet2ᚖagentpayᚋentᚐWallet(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Me_primaryWallet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Wallet(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_wallets(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_wallets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Wallets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Wallet) graphql.Marshaler {
+			return ec.marshalNWallet2ᚕᚖagentpayᚋentᚐWalletᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_wallets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Wallet(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_node(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
+			return ec.marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Agent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_limits(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_limits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Me().Limits(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Limits) graphql.Marshaler {
+			return ec.marshalNLimits2ᚖagentpayᚋgraphᚋmodelᚐLimits(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_limits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Limits(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_balance(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_balance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Me().Balance(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Balance) graphql.Marshaler {
+			return ec.marshalNBalance2ᚖagentpayᚋgraphᚋmodelᚐBalance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_balance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Balance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_transfers(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_transfers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Me().Transfers(ctx, obj, fc.Args["after"].(*entgql.Cursor[uuid.UUID]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[uuid.UUID]), fc.Args["last"].(*int), fc.Args["orderBy"].(*ent.TransferOrder))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.TransferConnection) graphql.Marshaler {
+			return ec.marshalNTransferConnection2ᚖagentpayᚋentᚐTransferConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_transfers(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TransferConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Me_transfers_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Merchant_id(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5129,6 +7766,126 @@ func (ec *executionContext) fieldContext_MerchantKey_merchant(_ context.Context,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Merchant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_quickRegister(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_quickRegister(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().QuickRegister(ctx, fc.Args["username"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Registration) graphql.Marshaler {
+			return ec.marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐRegistration(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_quickRegister(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Registration(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_quickRegister_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_send(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_send(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Send(ctx, fc.Args["input"].(model.SendInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SendPayload) graphql.Marshaler {
+			return ec.marshalNSendPayload2ᚖagentpayᚋgraphᚋmodelᚐSendPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_send(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SendPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_send_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_regenerateApiKey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_regenerateApiKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().RegenerateAPIKey(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.APIKeyPayload) graphql.Marshaler {
+			return ec.marshalNApiKeyPayload2ᚖagentpayᚋgraphᚋmodelᚐAPIKeyPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApiKeyPayload(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6076,6 +8833,190 @@ func (ec *executionContext) fieldContext_PaymentEdge_cursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PaymentEdge", field, false, false, "Cursor")
 }
 
+func (ec *executionContext) _PublicAgent_id(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PublicAgent_username(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "String")
+}
+
+func (ec *executionContext) _PublicAgent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PublicAgent_tier(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v agent.Tier) graphql.Marshaler {
+			return ec.marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _PublicAgent_trustScore(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_trustScore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TrustScore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_trustScore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PublicAgent_txCount(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_txCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_txCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PublicAgent_volumeSentUsd(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_volumeSentUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VolumeSentUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_volumeSentUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _PublicAgent_volumeReceivedUsd(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PublicAgent_volumeReceivedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VolumeReceivedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PublicAgent_volumeReceivedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PublicAgent", field, false, false, "Decimal")
+}
+
 func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6160,6 +9101,278 @@ func (ec *executionContext) fieldContext_Query_nodes(ctx context.Context, field 
 	if fc.Args, err = ec.field_Query_nodes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_agent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_agent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Agent(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+			return ec.marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_agent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PublicAgent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_agent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_agentByUsername(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_agentByUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AgentByUsername(ctx, fc.Args["username"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+			return ec.marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_agentByUsername(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PublicAgent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_agentByUsername_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_checkUsername(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_checkUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().CheckUsername(ctx, fc.Args["username"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.UsernameAvailability) graphql.Marshaler {
+			return ec.marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋmodelᚐUsernameAvailability(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_checkUsername(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsernameAvailability(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_checkUsername_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_leaderboard(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_leaderboard(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Leaderboard(ctx, fc.Args["sortBy"].(*model.LeaderboardSort), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PublicAgent) graphql.Marshaler {
+			return ec.marshalNPublicAgent2ᚕᚖagentpayᚋgraphᚋmodelᚐPublicAgentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_leaderboard(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PublicAgent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_leaderboard_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_stats(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Stats(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Stats) graphql.Marshaler {
+			return ec.marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_stats(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Stats(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_treasury(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_treasury(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Treasury(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TreasuryInfo) graphql.Marshaler {
+			return ec.marshalNTreasuryInfo2ᚖagentpayᚋgraphᚋmodelᚐTreasuryInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_treasury(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TreasuryInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_me(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_me(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Me(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Me) graphql.Marshaler {
+			return ec.marshalNMe2ᚖagentpayᚋgraphᚋmodelᚐMe(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Me(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -6272,6 +9485,663 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Registration_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Registration_username(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_apiKey(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_apiKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.APIKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_apiKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_walletAddress(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_walletAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WalletAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_walletAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_walletChain(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_walletChain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WalletChain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_walletChain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_wallets(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_wallets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Wallets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.WalletAddress) graphql.Marshaler {
+			return ec.marshalNWalletAddress2ᚕᚖagentpayᚋgraphᚋmodelᚐWalletAddressᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_wallets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Registration",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WalletAddress(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Registration_inviteUrl(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_inviteUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InviteURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_inviteUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_inviteCode(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_inviteCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InviteCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_inviteCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_message(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Registration", field, false, false, "String")
+}
+
+func (ec *executionContext) _Registration_endpoints(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Registration_endpoints(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoints, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Endpoint) graphql.Marshaler {
+			return ec.marshalNEndpoint2ᚕᚖagentpayᚋgraphᚋmodelᚐEndpointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Registration_endpoints(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Registration",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Endpoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SendPayload_transactionId(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_transactionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TransactionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_transactionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SendPayload_fromAgent(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_fromAgent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromAgent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_fromAgent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendPayload_toAgent(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_toAgent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToAgent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_toAgent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendPayload_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SendPayload_feeUsd(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_feeUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_feeUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SendPayload_chain(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendPayload_txHash(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_txHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v transfer.Status) graphql.Marshaler {
+			return ec.marshalNTransferStatus2agentpayᚋentᚋtransferᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "TransferStatus")
+}
+
+func (ec *executionContext) _SendPayload_message(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendPayload_transfer(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_transfer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transfer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Transfer) graphql.Marshaler {
+			return ec.marshalNTransfer2ᚖagentpayᚋentᚐTransfer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_transfer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SendPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Transfer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Stats_agents(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_agents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Agents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_agents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Stats_activeAgents(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_activeAgents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActiveAgents, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_activeAgents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Stats_agentsByTier(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_agentsByTier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentsByTier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TierCount) graphql.Marshaler {
+			return ec.marshalNTierCount2ᚕᚖagentpayᚋgraphᚋmodelᚐTierCountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_agentsByTier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Stats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TierCount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Stats_transfers(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_transfers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transfers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_transfers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Stats_volumeUsd(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_volumeUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VolumeUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_volumeUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Stats_feesUsd(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_feesUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeesUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_feesUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Stats_feeRate(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Stats_feeRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeRate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Stats_feeRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Stats", field, false, false, "Decimal")
+}
+
 func (ec *executionContext) _Subscription_chainHead(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -6314,6 +10184,52 @@ func (ec *executionContext) fieldContext_Subscription_chainHead(ctx context.Cont
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _TierCount_tier(ctx context.Context, field graphql.CollectedField, obj *model.TierCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TierCount_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v agent.Tier) graphql.Marshaler {
+			return ec.marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TierCount_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TierCount", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _TierCount_count(ctx context.Context, field graphql.CollectedField, obj *model.TierCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TierCount_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TierCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TierCount", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Transfer_id(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -6753,6 +10669,75 @@ func (ec *executionContext) fieldContext_Transfer_completedAt(_ context.Context,
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Transfer_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Transfer_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Transfer().AmountUsd(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Transfer_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Transfer", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _Transfer_feeUsd(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Transfer_feeUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Transfer().FeeUsd(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Transfer_feeUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Transfer", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _Transfer_deliveredUsd(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Transfer_deliveredUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Transfer().DeliveredUsd(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Transfer_deliveredUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Transfer", field, true, true, "Decimal")
+}
+
 func (ec *executionContext) _Transfer_fromAgent(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6762,11 +10747,11 @@ func (ec *executionContext) _Transfer_fromAgent(ctx context.Context, field graph
 			return ec.fieldContext_Transfer_fromAgent(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.FromAgent(ctx)
+			return ec.Resolvers.Transfer().FromAgent(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
-			return ec.marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+			return ec.marshalNPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx, selections, v)
 		},
 		true,
 		true,
@@ -6777,9 +10762,9 @@ func (ec *executionContext) fieldContext_Transfer_fromAgent(_ context.Context, f
 		Object:     "Transfer",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Agent(ctx, field)
+			return ec.childFields_PublicAgent(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6794,11 +10779,11 @@ func (ec *executionContext) _Transfer_toAgent(ctx context.Context, field graphql
 			return ec.fieldContext_Transfer_toAgent(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.ToAgent(ctx)
+			return ec.Resolvers.Transfer().ToAgent(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
-			return ec.marshalOAgent2ᚖagentpayᚋentᚐAgent(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+			return ec.marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx, selections, v)
 		},
 		true,
 		false,
@@ -6809,9 +10794,9 @@ func (ec *executionContext) fieldContext_Transfer_toAgent(_ context.Context, fie
 		Object:     "Transfer",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Agent(ctx, field)
+			return ec.childFields_PublicAgent(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6957,6 +10942,521 @@ func (ec *executionContext) _TransferEdge_cursor(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_TransferEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TransferEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _TreasuryInfo_feeRate(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryInfo_feeRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeRate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryInfo_feeRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryInfo", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryInfo_feesCollectedUsd(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryInfo_feesCollectedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeesCollectedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryInfo_feesCollectedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryInfo", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryInfo_feeTransfers(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryInfo_feeTransfers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeTransfers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryInfo_feeTransfers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryInfo", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TreasuryInfo_wallets(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryInfo_wallets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Wallets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TreasuryWallet) graphql.Marshaler {
+			return ec.marshalNTreasuryWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐTreasuryWalletᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryInfo_wallets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TreasuryInfo",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TreasuryWallet(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TreasuryWallet_chain(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _TreasuryWallet_address(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _TreasuryWallet_token(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _TreasuryWallet_balance(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_balance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_balance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryWallet_status(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _TrustAction_action(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustAction_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustAction_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustAction", field, false, false, "String")
+}
+
+func (ec *executionContext) _TrustAction_points(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustAction_points(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Points, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustAction_points(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustAction", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustAction_earned(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustAction_earned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Earned, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustAction_earned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustAction", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustAction_done(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustAction_done(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Done, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustAction_done(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustAction", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TrustAction_how(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustAction_how(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.How, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustAction_how(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustAction", field, false, false, "String")
+}
+
+func (ec *executionContext) _TrustBreakdown_score(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_score(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Score, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_score(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustBreakdown_partner(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_partner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Partner, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_partner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustBreakdown_externalWallet(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_externalWallet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExternalWallet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_externalWallet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustBreakdown_human(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_human(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Human, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_human(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustBreakdown_age(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_age(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Age, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_age(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TrustBreakdown_volume(ctx context.Context, field graphql.CollectedField, obj *model.TrustBreakdown) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TrustBreakdown_volume(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Volume, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TrustBreakdown_volume(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TrustBreakdown", field, false, false, "Int")
+}
+
+func (ec *executionContext) _UsernameAvailability_username(ctx context.Context, field graphql.CollectedField, obj *model.UsernameAvailability) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsernameAvailability_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsernameAvailability_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsernameAvailability", field, false, false, "String")
+}
+
+func (ec *executionContext) _UsernameAvailability_available(ctx context.Context, field graphql.CollectedField, obj *model.UsernameAvailability) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsernameAvailability_available(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Available, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsernameAvailability_available(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsernameAvailability", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Wallet_id(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
@@ -7173,6 +11673,75 @@ func (ec *executionContext) fieldContext_Wallet_agent(_ context.Context, field g
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Wallet_primary(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Wallet_primary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Wallet().Primary(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Wallet_primary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Wallet", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _WalletAddress_address(ctx context.Context, field graphql.CollectedField, obj *model.WalletAddress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WalletAddress_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WalletAddress_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WalletAddress", field, false, false, "String")
+}
+
+func (ec *executionContext) _WalletAddress_chain(ctx context.Context, field graphql.CollectedField, obj *model.WalletAddress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WalletAddress_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WalletAddress_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WalletAddress", field, false, false, "String")
 }
 
 func (ec *executionContext) _WebhookAttempt_id(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
@@ -9670,6 +14239,69 @@ func UnmarshalPaymentOrder(ctx context.Context, raw any) (ent.PaymentOrder, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSendInput(ctx context.Context, obj any) (model.SendInput, error) {
+	var it model.SendInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"toUsername", "amountUsd", "memo", "chain"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "toUsername":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toUsername"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToUsername = data
+		case "amountUsd":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("amountUsd"))
+			data, err := ec.unmarshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AmountUsd = data
+		case "memo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("memo"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Memo = data
+		case "chain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chain"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Chain = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSendInput unmarshals raw into the SendInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSendInput(ctx context.Context, raw any) (model.SendInput, error) {
+	var out model.SendInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SendInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTransferOrder(ctx context.Context, obj any) (ent.TransferOrder, error) {
 	var it ent.TransferOrder
 	if obj == nil {
@@ -10129,18 +14761,140 @@ func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, ob
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Agent_primaryWallet(ctx, field, obj)
 				})
-		case "sentTransfers":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Agent_sentTransfers(ctx, field, obj)
-				})
-		case "receivedTransfers":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Agent_receivedTransfers(ctx, field, obj)
-				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentActivityImplementors = []string{"AgentActivity"}
+
+func (ec *executionContext) _AgentActivity(ctx context.Context, sel ast.SelectionSet, obj *model.AgentActivity) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentActivityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentActivity")
+		case "txCount":
+			out.Values[i] = ec._AgentActivity_txCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volumeSentUsd":
+			out.Values[i] = ec._AgentActivity_volumeSentUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volumeReceivedUsd":
+			out.Values[i] = ec._AgentActivity_volumeReceivedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feesPaidUsd":
+			out.Values[i] = ec._AgentActivity_feesPaidUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var apiKeyPayloadImplementors = []string{"ApiKeyPayload"}
+
+func (ec *executionContext) _ApiKeyPayload(ctx context.Context, sel ast.SelectionSet, obj *model.APIKeyPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, apiKeyPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApiKeyPayload")
+		case "apiKey":
+			out.Values[i] = ec._ApiKeyPayload_apiKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._ApiKeyPayload_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var balanceImplementors = []string{"Balance"}
+
+func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, obj *model.Balance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, balanceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Balance")
+		case "agentId":
+			out.Values[i] = ec._Balance_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._Balance_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "balances":
+			out.Values[i] = ec._Balance_balances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalUsd":
+			out.Values[i] = ec._Balance_totalUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10191,6 +14945,54 @@ func (ec *executionContext) _Chain(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "healthy":
 			out.Values[i] = ec._Chain_healthy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var chainBalanceImplementors = []string{"ChainBalance"}
+
+func (ec *executionContext) _ChainBalance(ctx context.Context, sel ast.SelectionSet, obj *model.ChainBalance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, chainBalanceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ChainBalance")
+		case "chain":
+			out.Values[i] = ec._ChainBalance_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._ChainBalance_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "balance":
+			out.Values[i] = ec._ChainBalance_balance(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "address":
+			out.Values[i] = ec._ChainBalance_address(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -10592,6 +15394,263 @@ func (ec *executionContext) _DepositAddress(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var endpointImplementors = []string{"Endpoint"}
+
+func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet, obj *model.Endpoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, endpointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Endpoint")
+		case "name":
+			out.Values[i] = ec._Endpoint_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._Endpoint_value(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var limitsImplementors = []string{"Limits"}
+
+func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, obj *model.Limits) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, limitsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Limits")
+		case "tier":
+			out.Values[i] = ec._Limits_tier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trustScore":
+			out.Values[i] = ec._Limits_trustScore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trust":
+			out.Values[i] = ec._Limits_trust(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestsPerMinute":
+			out.Values[i] = ec._Limits_requestsPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestsPerHour":
+			out.Values[i] = ec._Limits_requestsPerHour(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "perSendUsd":
+			out.Values[i] = ec._Limits_perSendUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dailyUsd":
+			out.Values[i] = ec._Limits_dailyUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sentTodayUsd":
+			out.Values[i] = ec._Limits_sentTodayUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "remainingTodayUsd":
+			out.Values[i] = ec._Limits_remainingTodayUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dayResetsAt":
+			out.Values[i] = ec._Limits_dayResetsAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextTier":
+			out.Values[i] = ec._Limits_nextTier(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "nextTierScore":
+			out.Values[i] = ec._Limits_nextTierScore(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "raise":
+			out.Values[i] = ec._Limits_raise(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "canSend":
+			out.Values[i] = ec._Limits_canSend(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "canReceive":
+			out.Values[i] = ec._Limits_canReceive(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cardPurchases":
+			out.Values[i] = ec._Limits_cardPurchases(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var meImplementors = []string{"Me"}
+
+func (ec *executionContext) _Me(ctx context.Context, sel ast.SelectionSet, obj *model.Me) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, meImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Me")
+		case "id":
+			out.Values[i] = ec._Me_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "username":
+			out.Values[i] = ec._Me_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Me_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tier":
+			out.Values[i] = ec._Me_tier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "trustScore":
+			out.Values[i] = ec._Me_trustScore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "trust":
+			out.Values[i] = ec._Me_trust(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inviteCode":
+			out.Values[i] = ec._Me_inviteCode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inviteUrl":
+			out.Values[i] = ec._Me_inviteUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "apiKeyRotatedAt":
+			out.Values[i] = ec._Me_apiKeyRotatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "stats":
+			out.Values[i] = ec._Me_stats(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "primaryWallet":
+			out.Values[i] = ec._Me_primaryWallet(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "wallets":
+			out.Values[i] = ec._Me_wallets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "node":
+			out.Values[i] = ec._Me_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "limits":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Me_limits(ctx, field, obj)
+				})
+		case "balance":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Me_balance(ctx, field, obj)
+				})
+		case "transfers":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Me_transfers(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var merchantImplementors = []string{"Merchant", "Node"}
 
 func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet, obj *ent.Merchant) graphql.Marshaler {
@@ -10765,6 +15824,63 @@ func (ec *executionContext) _MerchantKey(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._MerchantKey_merchant(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var mutationImplementors = []string{"Mutation"}
+
+func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mutationImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Mutation",
+	})
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		innerCtx := graphql.WithRootFieldContext(ctx, &graphql.RootFieldContext{
+			Object: field.Name,
+			Field:  field,
+		})
+
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Mutation")
+		case "quickRegister":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_quickRegister(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "send":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_send(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "regenerateApiKey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_regenerateApiKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11091,6 +16207,74 @@ func (ec *executionContext) _PaymentEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var publicAgentImplementors = []string{"PublicAgent"}
+
+func (ec *executionContext) _PublicAgent(ctx context.Context, sel ast.SelectionSet, obj *model.PublicAgent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, publicAgentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PublicAgent")
+		case "id":
+			out.Values[i] = ec._PublicAgent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._PublicAgent_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._PublicAgent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tier":
+			out.Values[i] = ec._PublicAgent_tier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trustScore":
+			out.Values[i] = ec._PublicAgent_trustScore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "txCount":
+			out.Values[i] = ec._PublicAgent_txCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volumeSentUsd":
+			out.Values[i] = ec._PublicAgent_volumeSentUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volumeReceivedUsd":
+			out.Values[i] = ec._PublicAgent_volumeReceivedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -11121,6 +16305,48 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_nodes(ctx, field)
+				})
+		case "agent":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_agent(ctx, field)
+				})
+		case "agentByUsername":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_agentByUsername(ctx, field)
+				})
+		case "checkUsername":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_checkUsername(ctx, field)
+				})
+		case "leaderboard":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_leaderboard(ctx, field)
+				})
+		case "stats":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_stats(ctx, field)
+				})
+		case "treasury":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_treasury(ctx, field)
+				})
+		case "me":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_me(ctx, field)
 				})
 		case "chains":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -11159,6 +16385,225 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
+var registrationImplementors = []string{"Registration"}
+
+func (ec *executionContext) _Registration(ctx context.Context, sel ast.SelectionSet, obj *model.Registration) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, registrationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Registration")
+		case "agentId":
+			out.Values[i] = ec._Registration_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._Registration_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "apiKey":
+			out.Values[i] = ec._Registration_apiKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "walletAddress":
+			out.Values[i] = ec._Registration_walletAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "walletChain":
+			out.Values[i] = ec._Registration_walletChain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "wallets":
+			out.Values[i] = ec._Registration_wallets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteUrl":
+			out.Values[i] = ec._Registration_inviteUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteCode":
+			out.Values[i] = ec._Registration_inviteCode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Registration_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endpoints":
+			out.Values[i] = ec._Registration_endpoints(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sendPayloadImplementors = []string{"SendPayload"}
+
+func (ec *executionContext) _SendPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SendPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sendPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SendPayload")
+		case "transactionId":
+			out.Values[i] = ec._SendPayload_transactionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fromAgent":
+			out.Values[i] = ec._SendPayload_fromAgent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toAgent":
+			out.Values[i] = ec._SendPayload_toAgent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountUsd":
+			out.Values[i] = ec._SendPayload_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feeUsd":
+			out.Values[i] = ec._SendPayload_feeUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._SendPayload_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "txHash":
+			out.Values[i] = ec._SendPayload_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._SendPayload_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._SendPayload_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transfer":
+			out.Values[i] = ec._SendPayload_transfer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var statsImplementors = []string{"Stats"}
+
+func (ec *executionContext) _Stats(ctx context.Context, sel ast.SelectionSet, obj *model.Stats) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, statsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Stats")
+		case "agents":
+			out.Values[i] = ec._Stats_agents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "activeAgents":
+			out.Values[i] = ec._Stats_activeAgents(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentsByTier":
+			out.Values[i] = ec._Stats_agentsByTier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transfers":
+			out.Values[i] = ec._Stats_transfers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volumeUsd":
+			out.Values[i] = ec._Stats_volumeUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feesUsd":
+			out.Values[i] = ec._Stats_feesUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feeRate":
+			out.Values[i] = ec._Stats_feeRate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var subscriptionImplementors = []string{"Subscription"}
 
 func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
@@ -11177,6 +16622,44 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
+}
+
+var tierCountImplementors = []string{"TierCount"}
+
+func (ec *executionContext) _TierCount(ctx context.Context, sel ast.SelectionSet, obj *model.TierCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tierCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TierCount")
+		case "tier":
+			out.Values[i] = ec._TierCount_tier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._TierCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
 }
 
 var transferImplementors = []string{"Transfer", "Node"}
@@ -11285,6 +16768,24 @@ func (ec *executionContext) _Transfer(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "amountUsd":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Transfer_amountUsd(ctx, field, obj)
+				})
+		case "feeUsd":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Transfer_feeUsd(ctx, field, obj)
+				})
+		case "deliveredUsd":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Transfer_deliveredUsd(ctx, field, obj)
+				})
 		case "fromAgent":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -11395,6 +16896,256 @@ func (ec *executionContext) _TransferEdge(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var treasuryInfoImplementors = []string{"TreasuryInfo"}
+
+func (ec *executionContext) _TreasuryInfo(ctx context.Context, sel ast.SelectionSet, obj *model.TreasuryInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, treasuryInfoImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TreasuryInfo")
+		case "feeRate":
+			out.Values[i] = ec._TreasuryInfo_feeRate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feesCollectedUsd":
+			out.Values[i] = ec._TreasuryInfo_feesCollectedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feeTransfers":
+			out.Values[i] = ec._TreasuryInfo_feeTransfers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "wallets":
+			out.Values[i] = ec._TreasuryInfo_wallets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var treasuryWalletImplementors = []string{"TreasuryWallet"}
+
+func (ec *executionContext) _TreasuryWallet(ctx context.Context, sel ast.SelectionSet, obj *model.TreasuryWallet) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, treasuryWalletImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TreasuryWallet")
+		case "chain":
+			out.Values[i] = ec._TreasuryWallet_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "address":
+			out.Values[i] = ec._TreasuryWallet_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._TreasuryWallet_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "balance":
+			out.Values[i] = ec._TreasuryWallet_balance(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._TreasuryWallet_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var trustActionImplementors = []string{"TrustAction"}
+
+func (ec *executionContext) _TrustAction(ctx context.Context, sel ast.SelectionSet, obj *model.TrustAction) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, trustActionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TrustAction")
+		case "action":
+			out.Values[i] = ec._TrustAction_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "points":
+			out.Values[i] = ec._TrustAction_points(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "earned":
+			out.Values[i] = ec._TrustAction_earned(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "done":
+			out.Values[i] = ec._TrustAction_done(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "how":
+			out.Values[i] = ec._TrustAction_how(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var trustBreakdownImplementors = []string{"TrustBreakdown"}
+
+func (ec *executionContext) _TrustBreakdown(ctx context.Context, sel ast.SelectionSet, obj *model.TrustBreakdown) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, trustBreakdownImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TrustBreakdown")
+		case "score":
+			out.Values[i] = ec._TrustBreakdown_score(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "partner":
+			out.Values[i] = ec._TrustBreakdown_partner(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "externalWallet":
+			out.Values[i] = ec._TrustBreakdown_externalWallet(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "human":
+			out.Values[i] = ec._TrustBreakdown_human(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "age":
+			out.Values[i] = ec._TrustBreakdown_age(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volume":
+			out.Values[i] = ec._TrustBreakdown_volume(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usernameAvailabilityImplementors = []string{"UsernameAvailability"}
+
+func (ec *executionContext) _UsernameAvailability(ctx context.Context, sel ast.SelectionSet, obj *model.UsernameAvailability) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usernameAvailabilityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UsernameAvailability")
+		case "username":
+			out.Values[i] = ec._UsernameAvailability_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "available":
+			out.Values[i] = ec._UsernameAvailability_available(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var walletImplementors = []string{"Wallet", "Node"}
 
 func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, obj *ent.Wallet) graphql.Marshaler {
@@ -11452,6 +17203,50 @@ func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Wallet_agent(ctx, field, obj)
 				})
+		case "primary":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Wallet_primary(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var walletAddressImplementors = []string{"WalletAddress"}
+
+func (ec *executionContext) _WalletAddress(ctx context.Context, sel ast.SelectionSet, obj *model.WalletAddress) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, walletAddressImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WalletAddress")
+		case "address":
+			out.Values[i] = ec._WalletAddress_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._WalletAddress_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12246,6 +18041,14 @@ func (ec *executionContext) marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx context.
 	return ec._Agent(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAgentActivity2ᚖagentpayᚋgraphᚋmodelᚐAgentActivity(ctx context.Context, sel ast.SelectionSet, v *model.AgentActivity) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentActivity!")
+		return graphql.Null
+	}
+	return ec._AgentActivity(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNAgentOrderField2ᚖagentpayᚋentᚐAgentOrderField(ctx context.Context, v any) (*ent.AgentOrderField, error) {
 	var res = new(ent.AgentOrderField)
 	err := res.UnmarshalGQL(v)
@@ -12268,6 +18071,22 @@ func (ec *executionContext) unmarshalNAgentTier2agentpayᚋentᚋagentᚐTier(ct
 
 func (ec *executionContext) marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx context.Context, sel ast.SelectionSet, v agent.Tier) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNApiKeyPayload2ᚖagentpayᚋgraphᚋmodelᚐAPIKeyPayload(ctx context.Context, sel ast.SelectionSet, v *model.APIKeyPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ApiKeyPayload!")
+		return graphql.Null
+	}
+	return ec._ApiKeyPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBalance2ᚖagentpayᚋgraphᚋmodelᚐBalance(ctx context.Context, sel ast.SelectionSet, v *model.Balance) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Balance!")
+		return graphql.Null
+	}
+	return ec._Balance(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -12306,6 +18125,30 @@ func (ec *executionContext) marshalNChain2ᚖagentpayᚋgraphᚋmodelᚐChain(ct
 		return graphql.Null
 	}
 	return ec._Chain(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNChainBalance2ᚕᚖagentpayᚋgraphᚋmodelᚐChainBalanceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ChainBalance) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNChainBalance2ᚖagentpayᚋgraphᚋmodelᚐChainBalance(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNChainBalance2ᚖagentpayᚋgraphᚋmodelᚐChainBalance(ctx context.Context, sel ast.SelectionSet, v *model.ChainBalance) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ChainBalance!")
+		return graphql.Null
+	}
+	return ec._ChainBalance(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNChainCursorMode2agentpayᚋentᚋchaincursorᚐMode(ctx context.Context, v any) (chaincursor.Mode, error) {
@@ -12388,6 +18231,24 @@ func (ec *executionContext) marshalNDecimal2githubᚗcomᚋshopspringᚋdecimal�
 	return res
 }
 
+func (ec *executionContext) unmarshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, v any) (*decimal.Decimal, error) {
+	res, err := scalar.UnmarshalDecimal(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, sel ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Decimal!")
+		return graphql.Null
+	}
+	_ = sel
+	res := scalar.MarshalDecimal(*v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Decimal!")
+	}
+	return res
+}
+
 func (ec *executionContext) marshalNDepositAddress2ᚖagentpayᚋentᚐDepositAddress(ctx context.Context, sel ast.SelectionSet, v *ent.DepositAddress) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "DepositAddress!")
@@ -12408,6 +18269,30 @@ func (ec *executionContext) marshalNDepositAddressOrderField2ᚖagentpayᚋent�
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalNEndpoint2ᚕᚖagentpayᚋgraphᚋmodelᚐEndpointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Endpoint) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEndpoint2ᚖagentpayᚋgraphᚋmodelᚐEndpoint(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNEndpoint2ᚖagentpayᚋgraphᚋmodelᚐEndpoint(ctx context.Context, sel ast.SelectionSet, v *model.Endpoint) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Endpoint!")
+		return graphql.Null
+	}
+	return ec._Endpoint(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, v any) (uuid.UUID, error) {
@@ -12479,6 +18364,22 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNLimits2ᚖagentpayᚋgraphᚋmodelᚐLimits(ctx context.Context, sel ast.SelectionSet, v *model.Limits) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Limits!")
+		return graphql.Null
+	}
+	return ec._Limits(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMe2ᚖagentpayᚋgraphᚋmodelᚐMe(ctx context.Context, sel ast.SelectionSet, v *model.Me) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Me!")
+		return graphql.Null
+	}
+	return ec._Me(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx context.Context, sel ast.SelectionSet, v *ent.Merchant) graphql.Marshaler {
@@ -12609,6 +18510,59 @@ func (ec *executionContext) marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐSta
 	return v
 }
 
+func (ec *executionContext) marshalNPublicAgent2ᚕᚖagentpayᚋgraphᚋmodelᚐPublicAgentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PublicAgent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx context.Context, sel ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PublicAgent!")
+		return graphql.Null
+	}
+	return ec._PublicAgent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐRegistration(ctx context.Context, sel ast.SelectionSet, v *model.Registration) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Registration!")
+		return graphql.Null
+	}
+	return ec._Registration(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx context.Context, v any) (model.SendInput, error) {
+	res, err := ec.unmarshalInputSendInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSendPayload2ᚖagentpayᚋgraphᚋmodelᚐSendPayload(ctx context.Context, sel ast.SelectionSet, v *model.SendPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SendPayload!")
+		return graphql.Null
+	}
+	return ec._SendPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v *model.Stats) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Stats!")
+		return graphql.Null
+	}
+	return ec._Stats(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -12621,6 +18575,30 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNTierCount2ᚕᚖagentpayᚋgraphᚋmodelᚐTierCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TierCount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTierCount2ᚖagentpayᚋgraphᚋmodelᚐTierCount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTierCount2ᚖagentpayᚋgraphᚋmodelᚐTierCount(ctx context.Context, sel ast.SelectionSet, v *model.TierCount) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TierCount!")
+		return graphql.Null
+	}
+	return ec._TierCount(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
@@ -12643,6 +18621,14 @@ func (ec *executionContext) marshalNTransfer2ᚖagentpayᚋentᚐTransfer(ctx co
 		return graphql.Null
 	}
 	return ec._Transfer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTransferConnection2ᚖagentpayᚋentᚐTransferConnection(ctx context.Context, sel ast.SelectionSet, v *ent.TransferConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TransferConnection!")
+		return graphql.Null
+	}
+	return ec._TransferConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNTransferOrderField2ᚖagentpayᚋentᚐTransferOrderField(ctx context.Context, v any) (*ent.TransferOrderField, error) {
@@ -12669,12 +18655,124 @@ func (ec *executionContext) marshalNTransferStatus2agentpayᚋentᚋtransferᚐS
 	return v
 }
 
+func (ec *executionContext) marshalNTreasuryInfo2ᚖagentpayᚋgraphᚋmodelᚐTreasuryInfo(ctx context.Context, sel ast.SelectionSet, v *model.TreasuryInfo) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TreasuryInfo!")
+		return graphql.Null
+	}
+	return ec._TreasuryInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTreasuryWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐTreasuryWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TreasuryWallet) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTreasuryWallet2ᚖagentpayᚋgraphᚋmodelᚐTreasuryWallet(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTreasuryWallet2ᚖagentpayᚋgraphᚋmodelᚐTreasuryWallet(ctx context.Context, sel ast.SelectionSet, v *model.TreasuryWallet) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TreasuryWallet!")
+		return graphql.Null
+	}
+	return ec._TreasuryWallet(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTrustAction2ᚕᚖagentpayᚋgraphᚋmodelᚐTrustActionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TrustAction) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTrustAction2ᚖagentpayᚋgraphᚋmodelᚐTrustAction(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTrustAction2ᚖagentpayᚋgraphᚋmodelᚐTrustAction(ctx context.Context, sel ast.SelectionSet, v *model.TrustAction) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TrustAction!")
+		return graphql.Null
+	}
+	return ec._TrustAction(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodelᚐTrustBreakdown(ctx context.Context, sel ast.SelectionSet, v *model.TrustBreakdown) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TrustBreakdown!")
+		return graphql.Null
+	}
+	return ec._TrustBreakdown(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋmodelᚐUsernameAvailability(ctx context.Context, sel ast.SelectionSet, v *model.UsernameAvailability) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "UsernameAvailability!")
+		return graphql.Null
+	}
+	return ec._UsernameAvailability(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWallet2ᚕᚖagentpayᚋentᚐWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Wallet) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWallet2ᚖagentpayᚋentᚐWallet(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNWallet2ᚖagentpayᚋentᚐWallet(ctx context.Context, sel ast.SelectionSet, v *ent.Wallet) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Wallet!")
 		return graphql.Null
 	}
 	return ec._Wallet(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWalletAddress2ᚕᚖagentpayᚋgraphᚋmodelᚐWalletAddressᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.WalletAddress) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWalletAddress2ᚖagentpayᚋgraphᚋmodelᚐWalletAddress(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWalletAddress2ᚖagentpayᚋgraphᚋmodelᚐWalletAddress(ctx context.Context, sel ast.SelectionSet, v *model.WalletAddress) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WalletAddress!")
+		return graphql.Null
+	}
+	return ec._WalletAddress(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNWalletKind2agentpayᚋentᚋwalletᚐKind(ctx context.Context, v any) (wallet.Kind, error) {
@@ -12919,11 +19017,20 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
-func (ec *executionContext) marshalOAgent2ᚖagentpayᚋentᚐAgent(ctx context.Context, sel ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
+func (ec *executionContext) unmarshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(ctx context.Context, v any) (*agent.Tier, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(agent.Tier)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(ctx context.Context, sel ast.SelectionSet, v *agent.Tier) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
-	return ec._Agent(ctx, sel, v)
+	return v
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -13018,6 +19125,24 @@ func (ec *executionContext) marshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCu
 	return v
 }
 
+func (ec *executionContext) unmarshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, v any) (*decimal.Decimal, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := scalar.UnmarshalDecimal(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx context.Context, sel ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := scalar.MarshalDecimal(*v)
+	return res
+}
+
 func (ec *executionContext) marshalODepositAddress2ᚕᚖagentpayᚋentᚐDepositAddressᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.DepositAddress) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -13096,6 +19221,22 @@ func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.Se
 	_ = ctx
 	res := graphql.MarshalInt64(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOLeaderboardSort2ᚖagentpayᚋgraphᚋmodelᚐLeaderboardSort(ctx context.Context, v any) (*model.LeaderboardSort, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.LeaderboardSort)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOLeaderboardSort2ᚖagentpayᚋgraphᚋmodelᚐLeaderboardSort(ctx context.Context, sel ast.SelectionSet, v *model.LeaderboardSort) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOMap2map(ctx context.Context, v any) (map[string]any, error) {
@@ -13212,6 +19353,13 @@ func (ec *executionContext) marshalOPaymentSettlementStatus2ᚖagentpayᚋentᚋ
 	return v
 }
 
+func (ec *executionContext) marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx context.Context, sel ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._PublicAgent(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13295,25 +19443,6 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	return res
 }
 
-func (ec *executionContext) marshalOTransfer2ᚕᚖagentpayᚋentᚐTransferᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Transfer) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNTransfer2ᚖagentpayᚋentᚐTransfer(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
-}
-
 func (ec *executionContext) marshalOTransfer2ᚖagentpayᚋentᚐTransfer(ctx context.Context, sel ast.SelectionSet, v *ent.Transfer) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -13339,6 +19468,14 @@ func (ec *executionContext) marshalOTransferEdge2ᚖagentpayᚋentᚐTransferEdg
 		return graphql.Null
 	}
 	return ec._TransferEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOTransferOrder2ᚖagentpayᚋentᚐTransferOrder(ctx context.Context, v any) (*ent.TransferOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputTransferOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOUint642ᚖuint64(ctx context.Context, v any) (*uint64, error) {

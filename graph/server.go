@@ -28,6 +28,8 @@ type HandlerConfig struct {
 
 // NewHandler serves queries and mutations over HTTP and subscriptions over
 // websocket (graphql-transport-ws and the older graphql-ws) on one path.
+// Agents authenticate with the X-Agent-Key header, or on a websocket with
+// the connection_init payload (see auth.go).
 func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -39,6 +41,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.AddTransport(&transport.Websocket{
 		Implementation:        newGorillaWebsocket(cfg.AllowedOrigins),
 		KeepAlivePingInterval: 10 * time.Second,
+		InitFunc:              websocketInit(cfg.Service),
 	})
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
@@ -48,7 +51,8 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
-	return srv
+	srv.AroundOperations(newOperationAuth)
+	return withRequestCredentials(srv)
 }
 
 // NewPlayground serves the GraphQL playground for the endpoint.

@@ -52,8 +52,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})
+	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 
-	var periodic []*river.PeriodicJob
+	periodic := []*river.PeriodicJob{reconcilePeriodic()}
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(

@@ -30,4 +30,3 @@ func TestValidateAddress(t *testing.T) {
 		require.ErrorIs(t, ValidateAddress(s), chains.ErrInvalidAddress, s)
 	}
 }
-

@@ -11,6 +11,7 @@ import (
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
 
@@ -29,7 +30,8 @@ import (
 // Poll checks the latest checkpoint and every pending deposit's block
 // against the canonical chain; a mismatch reports the deposit Removed and
 // rewinds the scan cursor to the newest checkpoint still canonical, so a
-// deposit re-included elsewhere is found and reported Seen again.
+// deposit re-included elsewhere is found and reported Seen again. The
+// checkpoints are part of State, so this holds across a restart too.
 //
 // Events per deposit: Seen (carrying its confirmations), then Confirmations
 // each time the count changes while below the requirement, then Final once,
@@ -50,9 +52,12 @@ var _ chains.Watcher = (*Watcher)(nil)
 // NewWatcher builds a watcher that resumes from state (zero state: start at
 // cfg.StartBlock, or the head when that is zero).
 //
-// After a restart the watcher has no checkpoint for the block before
-// state.Next, so a reorg of already scanned blocks that happened while it
-// was stopped is only detected through the pending deposits' block hashes.
+// state.Checkpoints (as State exports them) are restored, so the first Poll
+// checks the last scanned block against the chain before scanning further:
+// when a reorg replaced already scanned blocks while the watcher was
+// stopped, it rewinds to the newest checkpoint still canonical and rescans
+// the new branch. A state without checkpoints (saved before they existed)
+// detects such a reorg only through its pending deposits' block hashes.
 func NewWatcher(ctx context.Context, cfg Config, state chains.WatcherState) (*Watcher, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -99,6 +104,18 @@ func (w *Watcher) init(ctx context.Context, state chains.WatcherState) error {
 	}
 	// Block 0 holds no logs; starting at 1 keeps next-1 a real block.
 	w.st.next = max(w.st.next, 1)
+	for _, cp := range state.Checkpoints {
+		// A checkpoint at or above next is not of a scanned block; one
+		// whose hash does not parse is unusable (the fallback rewind depth
+		// still applies without it).
+		raw, err := hexutil.Decode(cp.Hash)
+		if cp.Number >= w.st.next || err != nil || len(raw) != common.HashLength {
+			w.cfg.Logger.Warn("evm: ignoring a saved watcher checkpoint", "chain", w.cfg.Chain,
+				"block", cp.Number, "hash", cp.Hash, "next", w.st.next)
+			continue
+		}
+		w.st.addCheckpoint(blockRef{Number: cp.Number, Hash: common.BytesToHash(raw)}, w.cfg.ReorgWindow)
+	}
 	for _, d := range state.Pending {
 		d.Amount = new(big.Int).Set(d.Amount)
 		// reported stays 0: the first Poll reports the current count, which
@@ -115,8 +132,14 @@ func (w *Watcher) Close() {
 	}
 }
 
-// State is the watcher's resumable position: the next block to scan and the
-// deposits seen but not final.
+// State is the watcher's resumable position: the next block to scan, the
+// deposits seen but not final, and the recent checkpoints a resumed watcher
+// verifies first.
+//
+// Only the checkpoints a rewind within the configured reorg depth can need
+// are exported, so the persisted state stays small: those at most
+// Confirmations blocks below the cursor, and the newest one below them as
+// the anchor a rewind falls back to.
 func (w *Watcher) State() chains.WatcherState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,6 +148,16 @@ func (w *Watcher) State() chains.WatcherState {
 		d := t.dep
 		d.Amount = new(big.Int).Set(d.Amount)
 		out.Pending = append(out.Pending, d)
+	}
+	cps := w.st.checkpoints
+	if w.st.next > w.cfg.Confirmations+1 {
+		floor := w.st.next - 1 - w.cfg.Confirmations
+		// First checkpoint at or above floor; keep one more below it.
+		i := sort.Search(len(cps), func(i int) bool { return cps[i].Number >= floor })
+		cps = cps[max(i-1, 0):]
+	}
+	for _, cp := range cps {
+		out.Checkpoints = append(out.Checkpoints, chains.BlockRef{Number: cp.Number, Hash: cp.Hash.Hex()})
 	}
 	return out
 }

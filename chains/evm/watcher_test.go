@@ -2,6 +2,7 @@ package evm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"testing"
@@ -317,4 +318,157 @@ func TestWatcherRewindBelowFinal(t *testing.T) {
 	w.st.checkpoints = []blockRef{{Number: blk.Number + 1, Hash: common.Hash{1}}}
 	require.Empty(t, poll(t, w, wl))
 	require.Greater(t, w.State().Next, blk.Number+1)
+}
+
+// A reorg that replaces already scanned blocks while the watcher is stopped
+// is found by a watcher resumed from the saved State (checkpoints included,
+// through the JSON the service persists): a deposit that exists only on the
+// new branch, below the saved cursor, is reported Seen and Final exactly once.
+func TestWatcherResumeAfterReorgWhileStopped(t *testing.T) {
+	for _, perBlock := range []bool{true, false} {
+		// perBlock: a checkpoint for every scanned block, so the rewind
+		// stops at the fork point; otherwise only the last scanned block
+		// has one and the rewind falls back to the confirmation depth.
+		t.Run(fmt.Sprintf("checkpoint-per-block=%v", perBlock), func(t *testing.T) {
+			ctx := context.Background()
+			const confirmations = 4
+			c := startChain(t, chains.Base)
+			_, to := newKey(t)
+			wl := NewWatchlist([]string{to.Hex()})
+
+			// Scan a deposit-free range.
+			w := c.watcher(t, true, confirmations, chains.WatcherState{})
+			for i := 0; i < 6; i++ {
+				c.Commit()
+				if perBlock {
+					require.Empty(t, poll(t, w, wl))
+				}
+			}
+			require.Empty(t, poll(t, w, wl))
+			saved := w.State()
+			w.Close() // stopped
+			oldNext := saved.Next
+			require.NotEmpty(t, saved.Checkpoints)
+			last := saved.Checkpoints[len(saved.Checkpoints)-1]
+			require.Equal(t, oldNext-1, last.Number)
+			oldTip, err := c.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(oldNext-1))
+			require.NoError(t, err)
+			require.Equal(t, oldTip.Hash().Hex(), last.Hash)
+			raw, err := json.Marshal(saved)
+			require.NoError(t, err)
+			var state chains.WatcherState
+			require.NoError(t, json.Unmarshal(raw, &state))
+			require.Equal(t, saved, state)
+
+			// Fork three blocks below the saved cursor; the new branch
+			// carries a deposit below it, then grows past it.
+			parent, err := c.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(oldNext-4))
+			require.NoError(t, err)
+			require.NoError(t, c.Fork(parent.Hash()))
+			tx, blk := c.deposit(t, to, 31)
+			require.Less(t, blk.Number, oldNext, "the deposit must be in a block the old watcher had scanned")
+			for {
+				head, err := c.Client().BlockNumber(ctx)
+				require.NoError(t, err)
+				if head >= oldNext+1 {
+					break
+				}
+				c.Commit()
+			}
+			newTip, err := c.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(oldNext-1))
+			require.NoError(t, err)
+			require.NotEqual(t, oldTip.Hash(), newTip.Hash(), "the scanned tip was reorged")
+
+			w2 := c.watcher(t, true, confirmations, state)
+			var all []chains.DepositEvent
+			for i := 0; i < confirmations+2; i++ {
+				all = append(all, poll(t, w2, wl)...)
+				c.Commit()
+			}
+			requireNothingTwice(t, all)
+			counts := map[chains.DepositEventKind]int{}
+			for _, e := range all {
+				counts[e.Kind]++
+				require.Equal(t, tx.Hex(), e.Deposit.TxHash)
+				require.Equal(t, blk.Hash.Hex(), e.Deposit.BlockHash)
+				require.Equal(t, big.NewInt(31), e.Deposit.Amount)
+			}
+			require.Equal(t, 1, counts[chains.DepositSeen], kinds(all))
+			require.Equal(t, 1, counts[chains.DepositFinal], kinds(all))
+			require.Zero(t, counts[chains.DepositRemoved], kinds(all))
+			require.Empty(t, w2.State().Pending)
+		})
+	}
+}
+
+// A deposit pending when the watcher stopped, whose block was reorged out
+// while it was stopped, is reported Removed by the resumed watcher, then
+// Seen and Final once in the block that re-includes it.
+func TestWatcherResumeAfterReorgMovesPending(t *testing.T) {
+	ctx := context.Background()
+	const confirmations = 5
+	c := startChain(t, chains.Arbitrum)
+	_, to := newKey(t)
+	wl := NewWatchlist([]string{to.Hex()})
+
+	w := c.watcher(t, false, confirmations, chains.WatcherState{})
+	c.Commit()
+	require.Empty(t, poll(t, w, wl))
+	tx, old := c.deposit(t, to, 7)
+	require.Equal(t, []string{"seen:1"}, kinds(poll(t, w, wl)))
+	c.Commit()
+	require.Equal(t, []string{"confirmations:2"}, kinds(poll(t, w, wl)))
+	state := w.State()
+	require.Len(t, state.Pending, 1)
+	w.Close()
+
+	raw, _, err := c.Client().TransactionByHash(ctx, tx)
+	require.NoError(t, err)
+	parent, err := c.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(old.Number-1))
+	require.NoError(t, err)
+	require.NoError(t, c.Fork(parent.Hash()))
+	// As in TestWatcherReorg: the pool may or may not have taken the
+	// transaction back yet; either way the next blocks carry it.
+	if err := c.Client().SendTransaction(ctx, raw); err != nil {
+		require.Regexp(t, "already known|nonce too low", err.Error())
+	}
+	var moved blockRef
+	for i := 0; ; i++ {
+		require.Less(t, i, 50, "transaction not re-included")
+		c.Commit()
+		if r, err := c.Client().TransactionReceipt(ctx, tx); err == nil {
+			moved = blockRef{Number: r.BlockNumber.Uint64(), Hash: r.BlockHash}
+			break
+		}
+	}
+	require.NotEqual(t, old.Hash, moved.Hash)
+	for {
+		head, err := c.Client().BlockNumber(ctx)
+		require.NoError(t, err)
+		if head >= state.Next {
+			break
+		}
+		c.Commit()
+	}
+
+	w2 := c.watcher(t, false, confirmations, state)
+	var events []chains.DepositEvent
+	for i := 0; i < confirmations+2; i++ {
+		events = append(events, poll(t, w2, wl)...)
+		c.Commit()
+	}
+	requireNothingTwice(t, events)
+	var got []string
+	for _, e := range events {
+		require.Equal(t, tx.Hex(), e.Deposit.TxHash)
+		switch e.Kind {
+		case chains.DepositRemoved:
+			require.Equal(t, old.Hash.Hex(), e.Deposit.BlockHash)
+			got = append(got, "removed")
+		case chains.DepositSeen, chains.DepositFinal:
+			require.Equal(t, moved.Hash.Hex(), e.Deposit.BlockHash)
+			got = append(got, string(e.Kind))
+		}
+	}
+	require.Equal(t, []string{"removed", "seen", "final"}, got, kinds(events))
 }

@@ -31,8 +31,13 @@ const (
 // still carries the signature, so the caller can ask Receipt later instead
 // of sending twice. A transaction refused by preflight is never sent.
 //
-// req.Ref is not used: a Solana transaction is made unique by its recent
-// blockhash and expires with it, so it cannot be replayed later anyway.
+// A non-zero req.Ref travels as a Solana Pay style reference: ReferenceKey(req.Ref) is
+// a read-only account of the TransferChecked instruction (the token program
+// ignores it), so FindTransfer can find the transaction by the reference
+// alone (getSignaturesForAddress) after the caller lost its signature. A
+// Solana transaction is made unique by its recent blockhash and expires
+// with it: a Ref is sent again only once FindTransfer says nothing landed
+// and the earlier blockhash can no longer be valid.
 func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
 	src, err := privateKey(req.Key)
 	if err != nil {
@@ -50,7 +55,12 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	}
 	owner := src.PublicKey()
 
-	instructions, err := l.transferInstructions(owner, to, req.Amount.Uint64())
+	var reference *solana.PublicKey
+	if req.Ref != ([32]byte{}) {
+		k := ReferenceKey(req.Ref)
+		reference = &k
+	}
+	instructions, err := l.transferInstructions(owner, to, req.Amount.Uint64(), reference)
 	if err != nil {
 		return chains.Submitted{}, err
 	}
@@ -99,8 +109,8 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 }
 
 // transferInstructions builds the optional compute-budget instructions, the
-// idempotent ATA create and the TransferChecked.
-func (l *Ledger) transferInstructions(owner, to solana.PublicKey, amount uint64) ([]solana.Instruction, error) {
+// idempotent ATA create and the TransferChecked carrying the reference.
+func (l *Ledger) transferInstructions(owner, to solana.PublicKey, amount uint64, reference *solana.PublicKey) ([]solana.Instruction, error) {
 	srcATA, err := associatedTokenAddress(owner, l.mint)
 	if err != nil {
 		return nil, err
@@ -133,6 +143,18 @@ func (l *Ledger) transferInstructions(owner, to solana.PublicKey, amount uint64)
 		return nil, fmt.Errorf("solana: build TransferChecked: %w", err)
 	}
 	instructions := []solana.Instruction{createATA, transfer}
+	if reference != nil {
+		data, err := transfer.Data()
+		if err != nil {
+			return nil, fmt.Errorf("solana: encode TransferChecked: %w", err)
+		}
+		// The reference goes after the authority, where a multisig's
+		// signers would be; for a single-key owner the token program
+		// ignores it.
+		accounts := append(solana.AccountMetaSlice{}, transfer.Accounts()...)
+		instructions[ixTransfer] = solana.NewInstruction(solana.TokenProgramID,
+			append(accounts, solana.Meta(*reference)), data)
+	}
 	if l.priorityFee > 0 {
 		limit, err := computebudget.NewSetComputeUnitLimitInstruction(l.unitLimit).ValidateAndBuild()
 		if err != nil {

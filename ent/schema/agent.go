@@ -91,8 +91,12 @@ func (Agent) Edges() []ent.Edge {
 		edge.To("primary_wallet", Wallet.Type).
 			Field("primary_wallet_id").
 			Unique(),
-		edge.To("sent_transfers", Transfer.Type),
-		edge.To("received_transfers", Transfer.Type),
+		// GraphQL pages through an agent's transfers with me.transfers
+		// (sent and received together); unbounded lists are not offered.
+		edge.To("sent_transfers", Transfer.Type).
+			Annotations(entgql.Skip()),
+		edge.To("received_transfers", Transfer.Type).
+			Annotations(entgql.Skip()),
 	}
 }
 

@@ -99,17 +99,22 @@ func (Transfer) Fields() []ent.Field {
 // Edges of the Transfer.
 func (Transfer) Edges() []ent.Edge {
 	return []ent.Edge{
+		// Not GraphQL edges: the agents at either end of a transfer are
+		// other accounts, shown only through their public profile
+		// (graph/agents.graphql), never as the owner's Agent node.
 		edge.From("from_agent", Agent.Type).
 			Ref("sent_transfers").
 			Field("from_agent_id").
 			Unique().
 			Required().
-			Immutable(),
+			Immutable().
+			Annotations(entgql.Skip()),
 		edge.From("to_agent", Agent.Type).
 			Ref("received_transfers").
 			Field("to_agent_id").
 			Unique().
-			Immutable(),
+			Immutable().
+			Annotations(entgql.Skip()),
 	}
 }
 

@@ -2,6 +2,41 @@
 
 package model
 
+import (
+	"agentpay/ent"
+	"agentpay/ent/agent"
+	"agentpay/ent/transfer"
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+)
+
+// An agent's activity counters.
+type AgentActivity struct {
+	TxCount           int             `json:"txCount"`
+	VolumeSentUsd     decimal.Decimal `json:"volumeSentUsd"`
+	VolumeReceivedUsd decimal.Decimal `json:"volumeReceivedUsd"`
+	FeesPaidUsd       decimal.Decimal `json:"feesPaidUsd"`
+}
+
+type APIKeyPayload struct {
+	APIKey  string `json:"apiKey"`
+	Message string `json:"message"`
+}
+
+// USDC balances across the agent's wallets (spec 2.2).
+type Balance struct {
+	AgentID  uuid.UUID       `json:"agentId"`
+	Username string          `json:"username"`
+	Balances []*ChainBalance `json:"balances"`
+	TotalUsd decimal.Decimal `json:"totalUsd"`
+}
+
 // A configured blockchain in one mode, as seen now.
 type Chain struct {
 	// base, arbitrum, ethereum, polygon or solana
@@ -15,5 +50,250 @@ type Chain struct {
 	Healthy bool    `json:"healthy"`
 }
 
+type ChainBalance struct {
+	Chain   string          `json:"chain"`
+	Token   string          `json:"token"`
+	Balance decimal.Decimal `json:"balance"`
+	Address string          `json:"address"`
+}
+
+type Endpoint struct {
+	// Short name: profile, balance, send, send_to_user, invite_human, pair_with_human, docs
+	Name string `json:"name"`
+	// Method and path, or a link
+	Value string `json:"value"`
+}
+
+// An agent's current limits and permissions, with trust tier info.
+type Limits struct {
+	Tier              agent.Tier      `json:"tier"`
+	TrustScore        int             `json:"trustScore"`
+	Trust             *TrustBreakdown `json:"trust"`
+	RequestsPerMinute int             `json:"requestsPerMinute"`
+	RequestsPerHour   int             `json:"requestsPerHour"`
+	PerSendUsd        decimal.Decimal `json:"perSendUsd"`
+	DailyUsd          decimal.Decimal `json:"dailyUsd"`
+	// Sent since 00:00 UTC, completed and in flight
+	SentTodayUsd      decimal.Decimal `json:"sentTodayUsd"`
+	RemainingTodayUsd decimal.Decimal `json:"remainingTodayUsd"`
+	DayResetsAt       time.Time       `json:"dayResetsAt"`
+	// The tier above; null at T4
+	NextTier      *agent.Tier `json:"nextTier,omitempty"`
+	NextTierScore *int        `json:"nextTierScore,omitempty"`
+	// What raises the trust score
+	Raise         []*TrustAction `json:"raise"`
+	CanSend       bool           `json:"canSend"`
+	CanReceive    bool           `json:"canReceive"`
+	CardPurchases bool           `json:"cardPurchases"`
+}
+
+// The authenticated agent: its own profile with the private parts.
+type Me struct {
+	ID         uuid.UUID  `json:"id"`
+	Username   string     `json:"username"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	Tier       agent.Tier `json:"tier"`
+	TrustScore int        `json:"trustScore"`
+	// The parts the trust score is the sum of
+	Trust           *TrustBreakdown `json:"trust"`
+	InviteCode      string          `json:"inviteCode"`
+	InviteURL       string          `json:"inviteUrl"`
+	APIKeyRotatedAt *time.Time      `json:"apiKeyRotatedAt,omitempty"`
+	Stats           *AgentActivity  `json:"stats"`
+	PrimaryWallet   *ent.Wallet     `json:"primaryWallet,omitempty"`
+	// Custodial wallets first (solana, then base), then verified external wallets
+	Wallets []*ent.Wallet `json:"wallets"`
+	// The agent as a Relay node (node(id:) refetches it)
+	Node *ent.Agent `json:"node"`
+	// Rate limits, per-send and daily limits of the tier, and what raises the tier
+	Limits *Limits `json:"limits"`
+	// USDC balances read from the chains now
+	Balance *Balance `json:"balance"`
+	// Transfers the agent sent or received, newest first unless orderBy says
+	// otherwise; first or last at most 100, 20 when neither is given.
+	Transfers *ent.TransferConnection `json:"transfers"`
+}
+
+// An agent's public profile: what anyone may read about an agent.
+type PublicAgent struct {
+	ID         uuid.UUID  `json:"id"`
+	Username   string     `json:"username"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	Tier       agent.Tier `json:"tier"`
+	TrustScore int        `json:"trustScore"`
+	// Completed sends
+	TxCount int `json:"txCount"`
+	// USD sent (gross)
+	VolumeSentUsd decimal.Decimal `json:"volumeSentUsd"`
+	// USD received (net of fees)
+	VolumeReceivedUsd decimal.Decimal `json:"volumeReceivedUsd"`
+}
+
+// A new agent (spec 2.1). apiKey is shown this once.
+type Registration struct {
+	AgentID       uuid.UUID        `json:"agentId"`
+	Username      string           `json:"username"`
+	APIKey        string           `json:"apiKey"`
+	WalletAddress string           `json:"walletAddress"`
+	WalletChain   string           `json:"walletChain"`
+	Wallets       []*WalletAddress `json:"wallets"`
+	InviteURL     string           `json:"inviteUrl"`
+	InviteCode    string           `json:"inviteCode"`
+	Message       string           `json:"message"`
+	Endpoints     []*Endpoint      `json:"endpoints"`
+}
+
+type SendInput struct {
+	// Recipient agent's username
+	ToUsername string `json:"toUsername"`
+	// USD debited from the sender; the recipient receives it less the 0.1% fee
+	AmountUsd decimal.Decimal `json:"amountUsd"`
+	Memo      *string         `json:"memo,omitempty"`
+	// Chain to send on; by default the first of solana, base that covers it
+	Chain *string `json:"chain,omitempty"`
+}
+
+// An agent-to-agent send (spec 2.3).
+type SendPayload struct {
+	TransactionID uuid.UUID `json:"transactionId"`
+	FromAgent     string    `json:"fromAgent"`
+	ToAgent       string    `json:"toAgent"`
+	// USD delivered after the treasury fee (a send of 50 delivers 49.95)
+	AmountUsd decimal.Decimal `json:"amountUsd"`
+	// USD routed to the treasury
+	FeeUsd  decimal.Decimal `json:"feeUsd"`
+	Chain   string          `json:"chain"`
+	TxHash  *string         `json:"txHash,omitempty"`
+	Status  transfer.Status `json:"status"`
+	Message string          `json:"message"`
+	// The recorded transfer
+	Transfer *ent.Transfer `json:"transfer"`
+}
+
+// Platform-wide agent statistics.
+type Stats struct {
+	Agents int `json:"agents"`
+	// Agents that made at least one send
+	ActiveAgents int          `json:"activeAgents"`
+	AgentsByTier []*TierCount `json:"agentsByTier"`
+	// Completed sends
+	Transfers int `json:"transfers"`
+	// Gross USD of completed sends
+	VolumeUsd decimal.Decimal `json:"volumeUsd"`
+	// Treasury fees of completed sends
+	FeesUsd decimal.Decimal `json:"feesUsd"`
+	FeeRate decimal.Decimal `json:"feeRate"`
+}
+
 type Subscription struct {
+}
+
+type TierCount struct {
+	Tier  agent.Tier `json:"tier"`
+	Count int        `json:"count"`
+}
+
+type TreasuryInfo struct {
+	// Share of a send routed to the treasury (0.001)
+	FeeRate          decimal.Decimal `json:"feeRate"`
+	FeesCollectedUsd decimal.Decimal `json:"feesCollectedUsd"`
+	// Completed transfers that paid a fee
+	FeeTransfers int               `json:"feeTransfers"`
+	Wallets      []*TreasuryWallet `json:"wallets"`
+}
+
+type TreasuryWallet struct {
+	Chain   string `json:"chain"`
+	Address string `json:"address"`
+	Token   string `json:"token"`
+	// Null when the chain is unavailable (see status)
+	Balance *decimal.Decimal `json:"balance,omitempty"`
+	// ok, or unavailable
+	Status string `json:"status"`
+}
+
+type TrustAction struct {
+	Action string `json:"action"`
+	// Points it adds at most
+	Points int `json:"points"`
+	// Points already earned from it
+	Earned int    `json:"earned"`
+	Done   bool   `json:"done"`
+	How    string `json:"how"`
+}
+
+type TrustBreakdown struct {
+	Score          int `json:"score"`
+	Partner        int `json:"partner"`
+	ExternalWallet int `json:"externalWallet"`
+	Human          int `json:"human"`
+	Age            int `json:"age"`
+	Volume         int `json:"volume"`
+}
+
+type UsernameAvailability struct {
+	Username  string `json:"username"`
+	Available bool   `json:"available"`
+}
+
+type WalletAddress struct {
+	Address string `json:"address"`
+	Chain   string `json:"chain"`
+}
+
+type LeaderboardSort string
+
+const (
+	LeaderboardSortVolume       LeaderboardSort = "VOLUME"
+	LeaderboardSortTransactions LeaderboardSort = "TRANSACTIONS"
+	LeaderboardSortTrustScore   LeaderboardSort = "TRUST_SCORE"
+)
+
+var AllLeaderboardSort = []LeaderboardSort{
+	LeaderboardSortVolume,
+	LeaderboardSortTransactions,
+	LeaderboardSortTrustScore,
+}
+
+func (e LeaderboardSort) IsValid() bool {
+	switch e {
+	case LeaderboardSortVolume, LeaderboardSortTransactions, LeaderboardSortTrustScore:
+		return true
+	}
+	return false
+}
+
+func (e LeaderboardSort) String() string {
+	return string(e)
+}
+
+func (e *LeaderboardSort) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = LeaderboardSort(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid LeaderboardSort", str)
+	}
+	return nil
+}
+
+func (e LeaderboardSort) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *LeaderboardSort) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e LeaderboardSort) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }

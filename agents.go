@@ -1,0 +1,700 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent"
+	"agentpay/ent/agent"
+	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
+)
+
+// Username rules (spec 2.1).
+const (
+	UsernameMinLen = 3
+	UsernameMaxLen = 30
+)
+
+// ValidateUsername checks the username rules of spec 2.1, each with its own
+// message: 3 to 30 characters; lowercase letters, digits and underscore
+// only; not starting or ending with an underscore.
+func ValidateUsername(username string) error {
+	n := len([]rune(username))
+	switch {
+	case username == "":
+		return Invalid("username", "is required")
+	case n < UsernameMinLen:
+		return Invalid("username", "must be at least %d characters long", UsernameMinLen)
+	case n > UsernameMaxLen:
+		return Invalid("username", "must be at most %d characters long", UsernameMaxLen)
+	}
+	for _, r := range username {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return Invalid("username", "may contain only lowercase letters a-z, digits 0-9 and underscore")
+		}
+	}
+	if strings.HasPrefix(username, "_") {
+		return Invalid("username", "must not start with an underscore")
+	}
+	if strings.HasSuffix(username, "_") {
+		return Invalid("username", "must not end with an underscore")
+	}
+	return nil
+}
+
+// Registration is a newly created agent, with the API key shown this once.
+type Registration struct {
+	Agent *ent.Agent
+	// APIKey is the plain key; only its hash is stored.
+	APIKey string
+	// Wallets are the custodial wallets: solana (the primary) then base.
+	Wallets []*ent.Wallet
+	// External is the verified external wallet of an advanced registration.
+	External  *ent.Wallet
+	InviteURL string
+	Message   string
+	// Endpoints maps the spec's short names to "METHOD /path" or a link.
+	Endpoints map[string]string
+}
+
+// PrimaryWallet returns the primary (Solana) wallet of the registration.
+func (r *Registration) PrimaryWallet() *ent.Wallet {
+	for _, w := range r.Wallets {
+		if r.Agent.PrimaryWalletID != nil && w.ID == *r.Agent.PrimaryWalletID {
+			return w
+		}
+	}
+	return r.Wallets[0]
+}
+
+// AgentProfile is an agent with its wallets, as its profile shows it.
+type AgentProfile struct {
+	Agent *ent.Agent
+	// Wallets: custodial first (solana, then base), then external wallets
+	// in the order they were verified.
+	Wallets []*ent.Wallet
+	// Primary is the primary wallet (nil only if the agent has none).
+	Primary *ent.Wallet
+	// Trust is the breakdown of the agent's trust score.
+	Trust     TrustBreakdown
+	InviteURL string
+}
+
+// externalWallet is an external wallet whose control was proven (EIP-712),
+// recorded with the agent at registration.
+type externalWallet struct {
+	Address, Chain string
+}
+
+// QuickRegister creates an agent with a username alone: an API key, a
+// Solana wallet (primary) and a Base wallet.
+func (s *Service) QuickRegister(ctx context.Context, username string) (*Registration, error) {
+	return s.createAgent(ctx, username, nil)
+}
+
+// createAgent creates the agent, its custodial Solana and Base wallets and,
+// when external is set, a verified external wallet row (which sets
+// external_wallet_verified and the trust score), all in one transaction
+// (joining the caller's WithTx, if any). A taken username is ErrConflict,
+// also when two registrations race for it.
+func (s *Service) createAgent(ctx context.Context, username string, external *externalWallet) (*Registration, error) {
+	if err := ValidateUsername(username); err != nil {
+		return nil, err
+	}
+	_, joined := ctx.Value(activeTxKey{}).(*activeTx)
+	for attempt := 1; ; attempt++ {
+		reg, err := s.tryCreateAgent(ctx, username, external)
+		if err == nil {
+			return reg, nil
+		}
+		switch {
+		case isUniqueViolation(err, "agents_username_key", "agents.username"):
+			return nil, usernameTaken(username)
+		case isUniqueViolation(err, "wallet_chain_address", "wallets.chain, wallets.address"):
+			return nil, fmt.Errorf("%w: wallet is already held by another agent", ErrConflict)
+		case isUniqueViolation(err, "agents_invite_code_key", "agents.invite_code") && !joined && attempt < 3:
+			continue // a 1 in 36^10 collision of random invite codes: draw again
+		}
+		return nil, err
+	}
+}
+
+func usernameTaken(username string) error {
+	return fmt.Errorf("%w: username %q is already taken", ErrConflict, username)
+}
+
+// isUniqueViolation tells which unique index a constraint error broke:
+// PostgreSQL names the index, SQLite the columns.
+func isUniqueViolation(err error, pgIndex, sqliteColumns string) bool {
+	if !ent.IsConstraintError(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, `"`+pgIndex+`"`) || strings.Contains(msg, "UNIQUE constraint failed: "+sqliteColumns)
+}
+
+func (s *Service) tryCreateAgent(ctx context.Context, username string, external *externalWallet) (*Registration, error) {
+	// Keys are generated and sealed before the transaction, which then only
+	// writes. Each wallet id is chosen first: it is the associated data of
+	// the sealed key, so a ciphertext copied to another row does not open.
+	apiKey, apiKeyHash, err := NewSecret(PrefixAgentKey)
+	if err != nil {
+		return nil, err
+	}
+	inviteCode, err := newInviteCode()
+	if err != nil {
+		return nil, err
+	}
+	type custodial struct {
+		id        uuid.UUID
+		chain     chains.Name
+		address   string
+		encrypted []byte
+		newKey    func() ([]byte, string, error)
+	}
+	custodials := []*custodial{
+		{id: uuid.New(), chain: chains.Solana, newKey: solana.NewKey},
+		{id: uuid.New(), chain: chains.Base, newKey: evm.NewKey},
+	}
+	for _, c := range custodials {
+		key, addr, err := c.newKey()
+		if err != nil {
+			return nil, err
+		}
+		c.address = addr
+		c.encrypted, err = s.cfg.Vault.Seal(key, c.id[:])
+		clear(key)
+		if err != nil {
+			return nil, fmt.Errorf("sealing %s wallet key: %w", c.chain, err)
+		}
+	}
+
+	reg := &Registration{APIKey: apiKey}
+	now := time.Now().UTC()
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		// Checked first for a clean 409 in the common case; the unique
+		// index decides races (see createAgent).
+		taken, err := tx.Agent.Query().Where(agent.Username(username)).Exist(ctx)
+		if err != nil {
+			return err
+		}
+		if taken {
+			return usernameTaken(username)
+		}
+		a, err := tx.Agent.Create().
+			SetUsername(username).
+			SetAPIKeyHash(apiKeyHash).
+			SetInviteCode(inviteCode).
+			SetExternalWalletVerified(external != nil).
+			SetCreatedAt(now).
+			SetUpdatedAt(now).
+			Save(ctx)
+		if err != nil {
+			return err
+		}
+		builders := make([]*ent.WalletCreate, 0, 3)
+		for _, c := range custodials {
+			builders = append(builders, tx.Wallet.Create().
+				SetID(c.id).
+				SetAgentID(a.ID).
+				SetChain(string(c.chain)).
+				SetAddress(c.address).
+				SetEncryptedKey(c.encrypted).
+				SetKind(wallet.KindCustodial).
+				SetVerified(true).
+				SetCreatedAt(now).
+				SetUpdatedAt(now))
+		}
+		if external != nil {
+			builders = append(builders, tx.Wallet.Create().
+				SetAgentID(a.ID).
+				SetChain(external.Chain).
+				SetAddress(external.Address).
+				SetKind(wallet.KindExternal).
+				SetVerified(true).
+				SetCreatedAt(now).
+				SetUpdatedAt(now))
+		}
+		wallets, err := tx.Wallet.CreateBulk(builders...).Save(ctx)
+		if err != nil {
+			return err
+		}
+		reg.Wallets = wallets[:len(custodials)]
+		if external != nil {
+			reg.External = wallets[len(custodials)]
+		}
+		a, err = a.Update().SetPrimaryWalletID(custodials[0].id).Save(ctx)
+		if err != nil {
+			return err
+		}
+		reg.Agent, err = s.storeTrust(ctx, tx.Client(), a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg.InviteURL = s.inviteURL(reg.Agent.InviteCode)
+	reg.Endpoints = s.agentEndpoints()
+	reg.Message = fmt.Sprintf("Welcome, %s! Your agent is registered with a Solana wallet (%s, primary) and a Base wallet (%s). "+
+		"Save your API key now: it is shown only once. Send it in the X-Agent-Key header to use the endpoints listed here. "+
+		"Fund a wallet by sending USDC to its address; share %s to invite a human.",
+		username, reg.Wallets[0].Address, reg.Wallets[1].Address, reg.InviteURL)
+	return reg, nil
+}
+
+// inviteCodeLen and inviteAlphabet: 10 characters of [a-z0-9] (36^10, about
+// 3.7e15 codes), short enough to type, long enough not to be guessed.
+const (
+	inviteCodeLen  = 10
+	inviteAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+func newInviteCode() (string, error) {
+	out := make([]byte, 0, inviteCodeLen)
+	buf := make([]byte, 2*inviteCodeLen)
+	for len(out) < inviteCodeLen {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("generating invite code: %w", err)
+		}
+		for _, b := range buf {
+			// 252 = 7*36: rejecting larger bytes keeps the draw uniform.
+			if b < 252 && len(out) < inviteCodeLen {
+				out = append(out, inviteAlphabet[int(b)%len(inviteAlphabet)])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+func (s *Service) inviteURL(code string) string {
+	return strings.TrimRight(s.cfg.AppURL, "/") + "/invite/" + code
+}
+
+// agentEndpoints is the endpoints map of the registration object (spec 2.1).
+func (s *Service) agentEndpoints() map[string]string {
+	return map[string]string{
+		"profile":         "GET /agents/me/profile",
+		"balance":         "GET /agents/me/wallet/balance",
+		"send":            "POST /agents/me/wallet/send",
+		"send_to_user":    "POST /agents/me/wallet/send-to-user",
+		"invite_human":    "POST /agents/me/invite-human",
+		"pair_with_human": "POST /agents/me/pairings/request",
+		"docs":            strings.TrimRight(s.cfg.BaseURL, "/") + "/openapi.json",
+	}
+}
+
+// walletKey opens the sealed private key of a custodial wallet. The caller
+// must clear it after use and never log it.
+func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
+	if w.Kind != wallet.KindCustodial || len(w.EncryptedKey) == 0 {
+		return nil, fmt.Errorf("wallet %s has no custodial key", w.ID)
+	}
+	key, err := s.cfg.Vault.Open(w.EncryptedKey, w.ID[:])
+	if err != nil {
+		return nil, fmt.Errorf("opening key of wallet %s: %w", w.ID, err)
+	}
+	return key, nil
+}
+
+// agentKeyLen is the length of an agent API key (see NewSecret).
+const agentKeyLen = len(PrefixAgentKey) + secretBody
+
+// Authenticate returns the agent whose API key this is. A missing, malformed,
+// unknown or rotated key is ErrUnauthorized. It is one lookup by the unique
+// index on the key's hash, and it reads the database every time (no cache),
+// so a regenerated key is refused at once by every instance.
+func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, error) {
+	if !wellFormedAgentKey(apiKey) {
+		return nil, ErrUnauthorized
+	}
+	a, err := s.cfg.DB.Ent.Agent.Query().Where(agent.APIKeyHash(HashSecret(apiKey))).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticating agent: %w", err)
+	}
+	return a, nil
+}
+
+func wellFormedAgentKey(k string) bool {
+	if len(k) != agentKeyLen || !strings.HasPrefix(k, PrefixAgentKey) {
+		return false
+	}
+	for i := len(PrefixAgentKey); i < len(k); i++ {
+		if strings.IndexByte(base62Alphabet, k[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// RegenerateAPIKey replaces the agent's API key and returns the new one,
+// shown this once. The old key stops working at once: the hash is replaced
+// in the database, which every instance reads on every request. Only the
+// key the agent authenticated with can be replaced, so of two concurrent
+// regenerations with one key, one wins and the other is ErrUnauthorized.
+func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, error) {
+	plain, hash, err := NewSecret(PrefixAgentKey)
+	if err != nil {
+		return "", err
+	}
+	n, err := s.cfg.DB.Ent.Agent.Update().
+		Where(agent.ID(a.ID), agent.APIKeyHash(a.APIKeyHash)).
+		SetAPIKeyHash(hash).
+		SetAPIKeyRotatedAt(time.Now().UTC()).
+		Save(ctx)
+	if err != nil {
+		return "", fmt.Errorf("regenerating API key: %w", err)
+	}
+	if n == 0 {
+		return "", ErrUnauthorized
+	}
+	a.APIKeyHash = hash
+	return plain, nil
+}
+
+// AgentByID returns an agent's public profile; a malformed or unknown id is
+// ErrNotFound.
+func (s *Service) AgentByID(ctx context.Context, id string) (*AgentProfile, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, errAgentNotFound
+	}
+	a, err := s.cfg.DB.Ent.Agent.Get(ctx, uid)
+	if ent.IsNotFound(err) {
+		return nil, errAgentNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading agent: %w", err)
+	}
+	return s.profile(ctx, a)
+}
+
+var errAgentNotFound = fmt.Errorf("%w: no such agent", ErrNotFound)
+
+// AgentByUsername returns an agent's public profile, ErrNotFound if there is
+// no agent by that name.
+func (s *Service) AgentByUsername(ctx context.Context, username string) (*AgentProfile, error) {
+	a, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(username)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errAgentNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading agent: %w", err)
+	}
+	return s.profile(ctx, a)
+}
+
+// CheckUsername reports whether a username is free; one breaking the rules
+// is a ValidationError.
+func (s *Service) CheckUsername(ctx context.Context, username string) (bool, error) {
+	if err := ValidateUsername(username); err != nil {
+		return false, err
+	}
+	taken, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(username)).Exist(ctx)
+	if err != nil {
+		return false, fmt.Errorf("checking username: %w", err)
+	}
+	return !taken, nil
+}
+
+// Profile returns the authenticated agent's own profile, its trust score
+// brought up to date.
+func (s *Service) Profile(ctx context.Context, a *ent.Agent) (*AgentProfile, error) {
+	return s.profile(ctx, a)
+}
+
+func (s *Service) profile(ctx context.Context, a *ent.Agent) (*AgentProfile, error) {
+	a, err := s.refreshTrust(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	wallets, err := s.Wallets(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	p := &AgentProfile{
+		Agent:     a,
+		Wallets:   wallets,
+		Trust:     ComputeTrust(trustInputsOf(a, time.Now())),
+		InviteURL: s.inviteURL(a.InviteCode),
+	}
+	for _, w := range wallets {
+		if a.PrimaryWalletID != nil && w.ID == *a.PrimaryWalletID {
+			p.Primary = w
+		}
+	}
+	return p, nil
+}
+
+// Wallets lists the agent's wallets: custodial first (solana, then base),
+// then external wallets in the order they were added.
+func (s *Service) Wallets(ctx context.Context, a *ent.Agent) ([]*ent.Wallet, error) {
+	ws, err := s.cfg.DB.Ent.Wallet.Query().Where(wallet.AgentID(a.ID)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing wallets: %w", err)
+	}
+	sortWallets(ws)
+	return ws, nil
+}
+
+// walletChainOrder: the agent chains first, solana before base (the order
+// of the registration object), then the other chains in API order.
+func walletChainOrder(c string) int {
+	switch chains.Name(c) {
+	case chains.Solana:
+		return 0
+	case chains.Base:
+		return 1
+	}
+	return 2 + chainOrder(chains.Name(c))
+}
+
+func sortWallets(ws []*ent.Wallet) {
+	sort.SliceStable(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if a.Kind != b.Kind {
+			return a.Kind == wallet.KindCustodial
+		}
+		if a.Kind == wallet.KindCustodial || a.CreatedAt.Equal(b.CreatedAt) {
+			if oa, ob := walletChainOrder(a.Chain), walletChainOrder(b.Chain); oa != ob {
+				return oa < ob
+			}
+			return a.Address < b.Address
+		}
+		return a.CreatedAt.Before(b.CreatedAt)
+	})
+}
+
+// Leaderboard sorts (design.md section 3).
+const (
+	SortVolume       = "volume"
+	SortTransactions = "transactions"
+	SortTrustScore   = "trust_score"
+
+	LeaderboardDefaultLimit = 10
+	LeaderboardMaxLimit     = 100
+)
+
+// Leaderboard ranks agents by sortBy: volume (USDC sent, the default),
+// transactions (sends) or trust_score, highest first; ties go to the older
+// agent. limit 0 means the default (10); it may be at most 100.
+func (s *Service) Leaderboard(ctx context.Context, sortBy string, limit int) ([]*ent.Agent, error) {
+	var order []agent.OrderOption
+	switch sortBy {
+	case "", SortVolume:
+		order = []agent.OrderOption{agent.ByVolumeSent(entsql.OrderDesc()), agent.ByTxCount(entsql.OrderDesc())}
+	case SortTransactions:
+		order = []agent.OrderOption{agent.ByTxCount(entsql.OrderDesc()), agent.ByVolumeSent(entsql.OrderDesc())}
+	case SortTrustScore:
+		order = []agent.OrderOption{agent.ByTrustScore(entsql.OrderDesc()), agent.ByVolumeSent(entsql.OrderDesc())}
+	default:
+		return nil, Invalid("sort_by", "must be one of volume, transactions, trust_score")
+	}
+	switch {
+	case limit == 0:
+		limit = LeaderboardDefaultLimit
+	case limit < 0 || limit > LeaderboardMaxLimit:
+		return nil, Invalid("limit", "must be between 1 and %d", LeaderboardMaxLimit)
+	}
+	order = append(order, agent.ByCreatedAt(), agent.ByID())
+	agents, err := s.cfg.DB.Ent.Agent.Query().Order(order...).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("leaderboard: %w", err)
+	}
+	return agents, nil
+}
+
+// AgentStats are platform-wide agent statistics.
+type AgentStats struct {
+	Agents int64
+	// ActiveAgents have made at least one send.
+	ActiveAgents int64
+	// AgentsByTier counts agents per tier; every tier is present.
+	AgentsByTier map[string]int64
+	// Transfers counts completed sends; Volume is their gross USD amount and
+	// Fees the treasury fees they paid.
+	Transfers int64
+	Volume    decimal.Decimal
+	Fees      decimal.Decimal
+	FeeRate   decimal.Decimal
+}
+
+// Stats computes the platform-wide agent statistics.
+func (s *Service) Stats(ctx context.Context) (*AgentStats, error) {
+	st := &AgentStats{AgentsByTier: make(map[string]int64, len(Tiers)), FeeRate: FeeRate}
+	for _, t := range Tiers {
+		st.AgentsByTier[t] = 0
+	}
+	var byTier []struct {
+		Tier  string `json:"tier"`
+		Count int64  `json:"count"`
+	}
+	if err := s.cfg.DB.Ent.Agent.Query().GroupBy(agent.FieldTier).Aggregate(ent.Count()).Scan(ctx, &byTier); err != nil {
+		return nil, fmt.Errorf("stats: counting agents: %w", err)
+	}
+	for _, row := range byTier {
+		st.AgentsByTier[row.Tier] = row.Count
+		st.Agents += row.Count
+	}
+	active, err := s.cfg.DB.Ent.Agent.Query().Where(agent.TxCountGT(0)).Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stats: counting active agents: %w", err)
+	}
+	st.ActiveAgents = int64(active)
+	totals, err := s.completedTransferTotals(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	st.Transfers, st.Volume, st.Fees = totals.count, totals.amount, totals.fee
+	return st, nil
+}
+
+type transferTotals struct {
+	count       int64
+	amount, fee decimal.Decimal
+}
+
+// completedTransferTotals sums completed transfers in SQL (integer base
+// units: exact on both engines), only those that paid a fee if feeOnly.
+func (s *Service) completedTransferTotals(ctx context.Context, feeOnly bool) (transferTotals, error) {
+	q := `SELECT COUNT(*), COALESCE(SUM(amount), 0), COALESCE(SUM(fee), 0) FROM transfers WHERE status = 'completed'`
+	if feeOnly {
+		q += ` AND fee > 0`
+	}
+	var (
+		t           transferTotals
+		amount, fee string
+	)
+	if err := s.cfg.DB.SQL.QueryRowContext(ctx, q).Scan(&t.count, &amount, &fee); err != nil {
+		return t, fmt.Errorf("summing transfers: %w", err)
+	}
+	var err error
+	if t.amount, err = baseUnitsSum(amount); err != nil {
+		return t, err
+	}
+	if t.fee, err = baseUnitsSum(fee); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+func baseUnitsSum(s string) (decimal.Decimal, error) {
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("summing transfers: %q is not a number", s)
+	}
+	return d.Shift(-USDCDecimals), nil
+}
+
+// AgentLimits are an agent's current limits and permissions.
+type AgentLimits struct {
+	Tier       string
+	TrustScore int
+	Trust      TrustBreakdown
+	Limits     TierLimits
+	// SentToday is what the agent sent since 00:00 UTC (completed and in
+	// flight sends); RemainingToday is what the daily limit still allows.
+	SentToday      decimal.Decimal
+	RemainingToday decimal.Decimal
+	DayResetsAt    time.Time
+	// NextTier is the tier above (empty at T4) and NextTierScore its floor.
+	NextTier      string
+	NextTierScore int
+	// Raise lists what raises the score, with what is already done.
+	Raise []TrustAction
+	// CanSend, CanReceive and CardPurchases are the agent's permissions;
+	// card purchases need a paired identity-verified human.
+	CanSend, CanReceive, CardPurchases bool
+}
+
+// TrustAction is one way to raise the trust score.
+type TrustAction struct {
+	Action string
+	// Points is what it adds at most; Earned what the agent has from it.
+	Points, Earned int
+	Done           bool
+	// How says what to do ("POST /agents/me/verify-partner", ...).
+	How string
+}
+
+// Limits returns the agent's limits, its tier and what raises the tier.
+func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error) {
+	a, err := s.refreshTrust(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	tier := string(a.Tier)
+	l := &AgentLimits{
+		Tier:          tier,
+		TrustScore:    a.TrustScore,
+		Trust:         ComputeTrust(trustInputsOf(a, now)),
+		Limits:        LimitsFor(tier),
+		DayResetsAt:   startOfDayUTC(now).Add(24 * time.Hour),
+		CanSend:       true,
+		CanReceive:    true,
+		CardPurchases: a.HumanVerified,
+	}
+	if l.SentToday, err = s.sentSince(ctx, a.ID, startOfDayUTC(now)); err != nil {
+		return nil, err
+	}
+	l.RemainingToday = decimal.Max(l.Limits.Daily.Sub(l.SentToday), decimal.Zero)
+	for i, t := range Tiers {
+		if t == tier && i+1 < len(Tiers) {
+			l.NextTier, l.NextTierScore = Tiers[i+1], tierFloors[i+1]
+		}
+	}
+	b := l.Trust
+	l.Raise = []TrustAction{
+		{Action: "verify_partner", Points: TrustPartnerPoints, Earned: b.Partner, Done: a.PartnerVerified,
+			How: "POST /agents/me/verify-partner: link and verify an external identity"},
+		{Action: "verify_external_wallet", Points: TrustExternalWalletPoints, Earned: b.ExternalWallet, Done: a.ExternalWalletVerified,
+			How: "POST /agents/me/wallets/verify: prove an external wallet with an EIP-712 signature"},
+		{Action: "pair_verified_human", Points: TrustHumanPoints, Earned: b.Human, Done: a.HumanVerified,
+			How: "POST /agents/me/pairings/request: pair with a human who completed identity verification"},
+		{Action: "account_age", Points: TrustAgeMaxPoints, Earned: b.Age, Done: b.Age >= TrustAgeMaxPoints,
+			How: "1 point per 9 days since registration, up to 10 at 90 days"},
+		{Action: "completed_volume", Points: TrustVolumeMaxPoints, Earned: b.Volume, Done: b.Volume >= TrustVolumeMaxPoints,
+			How: "3 points each at 10, 100, 1,000, 10,000 and 100,000 USD sent and received"},
+	}
+	return l, nil
+}
+
+func startOfDayUTC(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// sentSince is what the agent sent since a time: the gross amount of its
+// sends that did not fail (completed and in flight), in USD.
+func (s *Service) sentSince(ctx context.Context, agentID uuid.UUID, since time.Time) (decimal.Decimal, error) {
+	units, err := s.cfg.DB.Ent.Transfer.Query().
+		Where(
+			transfer.FromAgentID(agentID),
+			transfer.CreatedAtGTE(since.UTC()),
+			transfer.StatusNEQ(transfer.StatusFailed),
+		).
+		Aggregate(func(sel *entsql.Selector) string {
+			return "COALESCE(SUM(" + sel.C(transfer.FieldAmount) + "), 0)"
+		}).
+		Int(ctx)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("summing today's sends: %w", err)
+	}
+	return decimal.New(int64(units), -USDCDecimals), nil
+}

@@ -1,0 +1,59 @@
+package evm
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+)
+
+// FindTransfer answers "did the Transfer with this Ref land?" from the chain
+// alone: not before inclusion, the relay's hash after, and nothing for a Ref
+// never used.
+func TestFindTransfer(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, false)
+	srcKey, src := newKey(t)
+	_, dst := newKey(t)
+	_, err := c.Send(ctx, src, big.NewInt(5_000_000))
+	require.NoError(t, err)
+
+	req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_000_000), Ref: randomRef(t)}
+	_, found, err := l.FindTransfer(ctx, src.Hex(), req.Ref)
+	require.NoError(t, err)
+	require.False(t, found, "nothing sent yet")
+
+	sub, err := l.Transfer(ctx, req)
+	require.NoError(t, err)
+	_, found, err = l.FindTransfer(ctx, src.Hex(), req.Ref)
+	require.NoError(t, err)
+	require.False(t, found, "pooled but not included")
+
+	c.include(t, l, sub.TxHash)
+	// A few more blocks on top: the search still finds it, newest first.
+	for i := 0; i < 3; i++ {
+		c.Commit()
+	}
+	// Another ledger (as after a restart) finds the same transaction.
+	fresh := c.ledger(t, false)
+	hash, found, err := fresh.FindTransfer(ctx, src.Hex(), req.Ref)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, sub.TxHash, hash)
+
+	_, found, err = fresh.FindTransfer(ctx, src.Hex(), randomRef(t))
+	require.NoError(t, err)
+	require.False(t, found)
+	// The same Ref from another authorizer is another authorization.
+	_, other := newKey(t)
+	_, found, err = fresh.FindTransfer(ctx, other.Hex(), req.Ref)
+	require.NoError(t, err)
+	require.False(t, found)
+
+	_, _, err = fresh.FindTransfer(ctx, "0x1234", req.Ref)
+	require.ErrorIs(t, err, chains.ErrInvalidAddress)
+}

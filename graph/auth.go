@@ -1,0 +1,306 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"agentpay"
+	"agentpay/ent"
+	"agentpay/graph/model"
+)
+
+// AgentKeyHeader carries an agent's API key, on the GraphQL HTTP request as
+// on the REST facade, and as a key of the websocket connection_init payload.
+const AgentKeyHeader = "X-Agent-Key"
+
+// credentials is what the transport learnt about the caller: the API key
+// presented (maybe none) and the client IP. Nothing is checked here; the
+// resolvers that need an agent authenticate once per operation (see
+// operationAuth), so public queries cost no key lookup.
+type credentials struct {
+	apiKey string
+	ip     string
+	// rate shows rate decisions as X-RateLimit-* headers on a plain HTTP
+	// answer; nil on a websocket, whose operations have no headers.
+	rate *rateHeaders
+}
+
+type credentialsKey struct{}
+
+func withCredentials(ctx context.Context, c credentials) context.Context {
+	return context.WithValue(ctx, credentialsKey{}, c)
+}
+
+func credentialsFrom(ctx context.Context) credentials {
+	c, _ := ctx.Value(credentialsKey{}).(credentials)
+	return c
+}
+
+// withRequestCredentials reads X-Agent-Key and the client IP of every HTTP
+// request, the websocket upgrade included. The IP is the connection's peer
+// address (RemoteAddr), as on the REST facade: forwarded headers are not
+// trusted here.
+func withRequestCredentials(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := credentials{apiKey: strings.TrimSpace(r.Header.Get(AgentKeyHeader)), ip: clientIP(r)}
+		if !websocket.IsWebSocketUpgrade(r) {
+			c.rate = &rateHeaders{h: w.Header()}
+		}
+		next.ServeHTTP(w, r.WithContext(withCredentials(r.Context(), c)))
+	})
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// websocketInit reads the agent key of a websocket connection from the
+// connection_init payload, either at its top level ({"X-Agent-Key": "..."})
+// or under "headers" ({"headers": {"X-Agent-Key": "..."}}), the two shapes
+// GraphQL clients send; a key there replaces one on the upgrade request. A
+// key that does not authenticate closes the connection at once (4403, as
+// graphql-transport-ws clients expect), so a client learns of a bad key
+// before subscribing; each operation still authenticates again, so a key
+// regenerated while the connection is open stops working for it too.
+func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
+	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		key, found := initPayloadKey(payload)
+		if !found || key == "" {
+			return ctx, nil, nil
+		}
+		c := credentialsFrom(ctx)
+		c.apiKey = key
+		ctx = withCredentials(ctx, c)
+		if _, err := svc.Authenticate(ctx, key); err != nil {
+			ctx = transport.WithWebsocketCloseCode(ctx, 4403)
+			ctx = transport.AppendCloseReason(ctx, "Forbidden")
+			if !errors.Is(err, agentpay.ErrUnauthorized) {
+				return ctx, nil, errors.New("authentication failed")
+			}
+			return ctx, nil, err
+		}
+		return ctx, nil, nil
+	}
+}
+
+func initPayloadKey(payload transport.InitPayload) (string, bool) {
+	if key, ok := lookupKey(payload); ok {
+		return key, true
+	}
+	if headers, ok := payload["headers"].(map[string]any); ok {
+		return lookupKey(headers)
+	}
+	return "", false
+}
+
+// lookupKey finds X-Agent-Key in a JSON object, ignoring case as HTTP
+// header names do.
+func lookupKey(m map[string]any) (string, bool) {
+	for k, v := range m {
+		if strings.EqualFold(k, AgentKeyHeader) {
+			s, _ := v.(string)
+			return strings.TrimSpace(s), true
+		}
+	}
+	return "", false
+}
+
+// operationAuth remembers, for one GraphQL operation, the agent it
+// authenticated and whether the client IP was let through, so an operation
+// counts once against a rate limit however many fields need it.
+type operationAuth struct {
+	mu sync.Mutex
+
+	agentDone bool
+	agent     *ent.Agent
+	agentErr  error
+
+	ipDone bool
+	ipErr  error
+}
+
+type operationAuthKey struct{}
+
+// newOperationAuth starts each operation (query, mutation, or subscription,
+// also on a websocket) with nothing authenticated yet.
+func newOperationAuth(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	return next(context.WithValue(ctx, operationAuthKey{}, &operationAuth{}))
+}
+
+func operationAuthFrom(ctx context.Context) *operationAuth {
+	if a, ok := ctx.Value(operationAuthKey{}).(*operationAuth); ok {
+		return a
+	}
+	return &operationAuth{} // outside an operation: nothing shared
+}
+
+// currentAgent authenticates the operation's key and applies the agent's
+// rate limit (the same one the REST facade applies), once per operation.
+// Missing or bad keys are the service's ErrUnauthorized (UNAUTHENTICATED),
+// a refused call its ErrRateLimited (RATE_LIMITED).
+func (r *Resolver) currentAgent(ctx context.Context) (*ent.Agent, error) {
+	op := operationAuthFrom(ctx)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.agentDone {
+		op.agentDone = true
+		op.agent, op.agentErr = r.authenticate(ctx, credentialsFrom(ctx).apiKey)
+	}
+	return op.agent, presentRateLimit(op.agentErr)
+}
+
+func (r *Resolver) authenticate(ctx context.Context, key string) (*ent.Agent, error) {
+	if key == "" {
+		return nil, agentpay.ErrUnauthorized
+	}
+	agent, err := r.cfg.Service.Authenticate(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := r.cfg.Service.AllowAgent(ctx, agent)
+	credentialsFrom(ctx).rate.show(dec, true)
+	if err != nil {
+		return nil, err
+	}
+	if !dec.Allowed {
+		return nil, agentpay.ErrRateLimited
+	}
+	return agent, nil
+}
+
+// agentContext authenticates the operation and attaches the agent to the
+// context as the caller the service layer checks ownership against (Node).
+func (r *Resolver) agentContext(ctx context.Context) (context.Context, *ent.Agent, error) {
+	agent, err := r.currentAgent(ctx)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return agentpay.WithCallerAgent(ctx, agent), agent, nil
+}
+
+// nodeContext is agentContext for node lookups, where a key is optional:
+// without one the lookup goes ahead as an anonymous caller (limited per
+// client IP), who may see no object; with one it must authenticate.
+func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
+	if credentialsFrom(ctx).apiKey == "" {
+		return ctx, r.allowPublic(ctx)
+	}
+	ctx, _, err := r.agentContext(ctx)
+	return ctx, err
+}
+
+// allowPublic applies the per-IP limit of unauthenticated requests, once
+// per operation.
+func (r *Resolver) allowPublic(ctx context.Context) error {
+	op := operationAuthFrom(ctx)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.ipDone {
+		op.ipDone = true
+		op.ipErr = r.allowIP(ctx, agentpay.RateRequest)
+	}
+	return presentRateLimit(op.ipErr)
+}
+
+// allowRegistration applies the per-IP registration limit: every
+// registration counts, even several in one operation.
+func (r *Resolver) allowRegistration(ctx context.Context) error {
+	if err := r.allowPublic(ctx); err != nil {
+		return err
+	}
+	return presentRateLimit(r.allowIP(ctx, agentpay.RateRegistration))
+}
+
+func (r *Resolver) allowIP(ctx context.Context, kind agentpay.RateKind) error {
+	dec, err := r.cfg.Service.AllowIP(ctx, credentialsFrom(ctx).ip, kind)
+	// The registration limit shows only when it is the tighter one, as on
+	// the REST facade.
+	credentialsFrom(ctx).rate.show(dec, kind != agentpay.RateRegistration || err != nil)
+	if err != nil {
+		return err
+	}
+	if !dec.Allowed {
+		return agentpay.ErrRateLimited
+	}
+	return nil
+}
+
+// meAgent is the agent behind a Me object: the operation's authenticated
+// agent, which is the only agent a Me is ever built for.
+func (r *Resolver) meAgent(ctx context.Context, me *model.Me) (*ent.Agent, error) {
+	agent, err := r.currentAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if agent.ID != me.ID {
+		return nil, agentpay.ErrForbidden
+	}
+	return agent, nil
+}
+
+// rateHeaders writes the X-RateLimit-* headers of the REST facade on a
+// GraphQL HTTP answer: Limit, Remaining and Reset (Unix seconds) whenever a
+// limit applies, Retry-After (seconds, rounded up) on a refusal.
+type rateHeaders struct {
+	mu sync.Mutex
+	h  http.Header
+}
+
+// show writes dec; unless replace, only if it leaves fewer requests than
+// the decision already shown.
+func (rh *rateHeaders) show(dec agentpay.RateDecision, replace bool) {
+	if rh == nil || dec.Limit <= 0 {
+		return
+	}
+	rh.mu.Lock()
+	defer rh.mu.Unlock()
+	if shown, err := strconv.Atoi(rh.h.Get("X-RateLimit-Remaining")); !replace && err == nil && shown < dec.Remaining {
+		return
+	}
+	rh.h.Set("X-RateLimit-Limit", strconv.Itoa(dec.Limit))
+	rh.h.Set("X-RateLimit-Remaining", strconv.Itoa(max(dec.Remaining, 0)))
+	rh.h.Set("X-RateLimit-Reset", strconv.FormatInt(dec.Reset.Unix(), 10))
+	if dec.Allowed {
+		rh.h.Del("Retry-After")
+	} else {
+		rh.h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(dec.RetryAfter), 10))
+	}
+}
+
+func retryAfterSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// presentRateLimit adds the refusing window to a RATE_LIMITED error's
+// extensions (retryAfter in seconds, limit, remaining, reset in Unix
+// seconds, window), what the headers say on the REST facade. A new error
+// each time: gqlgen sets the path of the field on it.
+func presentRateLimit(err error) error {
+	var rl *agentpay.RateLimitError
+	if !errors.As(err, &rl) {
+		return err
+	}
+	d := rl.Decision
+	return &gqlerror.Error{Message: err.Error(), Err: err, Extensions: map[string]any{
+		"retryAfter": retryAfterSeconds(d.RetryAfter),
+		"limit":      d.Limit,
+		"remaining":  max(d.Remaining, 0),
+		"reset":      d.Reset.Unix(),
+		"window":     d.Window,
+	}}
+}

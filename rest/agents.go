@@ -1,0 +1,292 @@
+package rest
+
+import (
+	"math/big"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"agentpay"
+	"agentpay/ent"
+)
+
+// walletRef is a wallet as the registration object lists it (spec 2.1).
+type walletRef struct {
+	Address string `json:"address"`
+	Chain   string `json:"chain"`
+}
+
+// registrationBody is the agent registration object of spec 2.1, answered by
+// quick-register and register.
+type registrationBody struct {
+	AgentID       string            `json:"agent_id"`
+	Username      string            `json:"username"`
+	APIKey        string            `json:"api_key"`
+	WalletAddress string            `json:"wallet_address"`
+	WalletChain   string            `json:"wallet_chain"`
+	Wallets       []walletRef       `json:"wallets"`
+	InviteURL     string            `json:"invite_url"`
+	InviteCode    string            `json:"invite_code"`
+	Message       string            `json:"message"`
+	Endpoints     map[string]string `json:"endpoints"`
+}
+
+func newRegistrationBody(reg *agentpay.Registration) registrationBody {
+	primary := reg.PrimaryWallet()
+	body := registrationBody{
+		AgentID:       reg.Agent.ID.String(),
+		Username:      reg.Agent.Username,
+		APIKey:        reg.APIKey,
+		WalletAddress: primary.Address,
+		WalletChain:   primary.Chain,
+		Wallets:       make([]walletRef, 0, len(reg.Wallets)),
+		InviteURL:     reg.InviteURL,
+		InviteCode:    reg.Agent.InviteCode,
+		Message:       reg.Message,
+		Endpoints:     reg.Endpoints,
+	}
+	for _, w := range reg.Wallets {
+		body.Wallets = append(body.Wallets, walletRef{Address: w.Address, Chain: w.Chain})
+	}
+	return body
+}
+
+type quickRegisterRequest struct {
+	Username string `json:"username"`
+}
+
+// quickRegister: POST /agents/quick-register.
+func (s *server) quickRegister(w http.ResponseWriter, r *http.Request) {
+	var req quickRegisterRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	reg, err := s.svc.QuickRegister(r.Context(), req.Username)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, newRegistrationBody(reg))
+}
+
+// agentStatsBody is an agent's activity: completed sends and volumes.
+type agentStatsBody struct {
+	Transactions      int64  `json:"transactions"`
+	VolumeSentUSD     Amount `json:"volume_sent_usd"`
+	VolumeReceivedUSD Amount `json:"volume_received_usd"`
+}
+
+// publicProfileBody is what anyone can read about an agent.
+type publicProfileBody struct {
+	AgentID       string         `json:"agent_id"`
+	Username      string         `json:"username"`
+	Tier          string         `json:"tier"`
+	TrustScore    int            `json:"trust_score"`
+	WalletAddress string         `json:"wallet_address"`
+	WalletChain   string         `json:"wallet_chain"`
+	Wallets       []walletRef    `json:"wallets"`
+	Stats         agentStatsBody `json:"stats"`
+	CreatedAt     time.Time      `json:"created_at"`
+}
+
+func newPublicProfileBody(p *agentpay.AgentProfile) publicProfileBody {
+	a := p.Agent
+	body := publicProfileBody{
+		AgentID:    a.ID.String(),
+		Username:   a.Username,
+		Tier:       string(a.Tier),
+		TrustScore: a.TrustScore,
+		Wallets:    []walletRef{},
+		Stats:      newAgentStatsBody(a),
+		CreatedAt:  a.CreatedAt.UTC(),
+	}
+	if p.Primary != nil {
+		body.WalletAddress, body.WalletChain = p.Primary.Address, p.Primary.Chain
+	}
+	// The addresses to pay the agent at: its custodial wallets.
+	for _, w := range p.Wallets {
+		if w.Kind == "custodial" {
+			body.Wallets = append(body.Wallets, walletRef{Address: w.Address, Chain: w.Chain})
+		}
+	}
+	return body
+}
+
+func newAgentStatsBody(a *ent.Agent) agentStatsBody {
+	return agentStatsBody{
+		Transactions:      a.TxCount,
+		VolumeSentUSD:     usd(a.VolumeSent),
+		VolumeReceivedUSD: usd(a.VolumeReceived),
+	}
+}
+
+// usd turns USDC base units into a USD amount.
+func usd(units int64) Amount {
+	return Amount{agentpay.FromBaseUnits(big.NewInt(units), agentpay.USDCDecimals)}
+}
+
+// agentByID: GET /agents/{agent_id}.
+func (s *server) agentByID(w http.ResponseWriter, r *http.Request) {
+	p, err := s.svc.AgentByID(r.Context(), chi.URLParam(r, "agent_id"))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newPublicProfileBody(p))
+}
+
+// agentByUsername: GET /agents/by-username/{username}.
+func (s *server) agentByUsername(w http.ResponseWriter, r *http.Request) {
+	p, err := s.svc.AgentByUsername(r.Context(), chi.URLParam(r, "username"))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newPublicProfileBody(p))
+}
+
+// usernameAvailabilityBody is spec 2.4.
+type usernameAvailabilityBody struct {
+	Username  string `json:"username"`
+	Available bool   `json:"available"`
+}
+
+// checkUsername: GET /agents/check-username/{username}.
+func (s *server) checkUsername(w http.ResponseWriter, r *http.Request) {
+	username := chi.URLParam(r, "username")
+	free, err := s.svc.CheckUsername(r.Context(), username)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, usernameAvailabilityBody{Username: username, Available: free})
+}
+
+type leaderboardEntry struct {
+	Rank         int    `json:"rank"`
+	AgentID      string `json:"agent_id"`
+	Username     string `json:"username"`
+	Tier         string `json:"tier"`
+	TrustScore   int    `json:"trust_score"`
+	VolumeUSD    Amount `json:"volume_usd"`
+	Transactions int64  `json:"transactions"`
+}
+
+type leaderboardBody struct {
+	SortBy string             `json:"sort_by"`
+	Limit  int                `json:"limit"`
+	Agents []leaderboardEntry `json:"agents"`
+}
+
+// leaderboard: GET /agents/leaderboard?sort_by=&limit=.
+func (s *server) leaderboard(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	sortBy := q.Get("sort_by")
+	limit := 0
+	if raw := q.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			writeError(w, r, s.logger, areaAgent, agentpay.Invalid("limit", "must be an integer"))
+			return
+		}
+		limit = n
+	}
+	agents, err := s.svc.Leaderboard(r.Context(), sortBy, limit)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	if sortBy == "" {
+		sortBy = agentpay.SortVolume
+	}
+	if limit == 0 {
+		limit = agentpay.LeaderboardDefaultLimit
+	}
+	body := leaderboardBody{SortBy: sortBy, Limit: limit, Agents: make([]leaderboardEntry, 0, len(agents))}
+	for i, a := range agents {
+		body.Agents = append(body.Agents, leaderboardEntry{
+			Rank:         i + 1,
+			AgentID:      a.ID.String(),
+			Username:     a.Username,
+			Tier:         string(a.Tier),
+			TrustScore:   a.TrustScore,
+			VolumeUSD:    usd(a.VolumeSent),
+			Transactions: a.TxCount,
+		})
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+type statsBody struct {
+	TotalAgents       int64            `json:"total_agents"`
+	ActiveAgents      int64            `json:"active_agents"`
+	AgentsByTier      map[string]int64 `json:"agents_by_tier"`
+	TotalTransactions int64            `json:"total_transactions"`
+	TotalVolumeUSD    Amount           `json:"total_volume_usd"`
+	TotalFeesUSD      Amount           `json:"total_fees_usd"`
+	FeeRate           Amount           `json:"fee_rate"`
+}
+
+// stats: GET /agents/stats.
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.svc.Stats(r.Context())
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statsBody{
+		TotalAgents:       st.Agents,
+		ActiveAgents:      st.ActiveAgents,
+		AgentsByTier:      st.AgentsByTier,
+		TotalTransactions: st.Transfers,
+		TotalVolumeUSD:    Amount{st.Volume},
+		TotalFeesUSD:      Amount{st.Fees},
+		FeeRate:           Amount{st.FeeRate},
+	})
+}
+
+type treasuryWalletBody struct {
+	Chain   string `json:"chain"`
+	Address string `json:"address"`
+	Token   string `json:"token"`
+	// Balance is null when Status is "unavailable".
+	Balance *Amount `json:"balance"`
+	Status  string  `json:"status"`
+}
+
+type treasuryBody struct {
+	FeeRate               Amount               `json:"fee_rate"`
+	FeePercent            Amount               `json:"fee_percent"`
+	TotalFeesCollectedUSD Amount               `json:"total_fees_collected_usd"`
+	FeeTransfers          int64                `json:"fee_transfers"`
+	Wallets               []treasuryWalletBody `json:"wallets"`
+	Message               string               `json:"message"`
+}
+
+// treasury: GET /agents/treasury.
+func (s *server) treasury(w http.ResponseWriter, r *http.Request) {
+	t, err := s.svc.Treasury(r.Context())
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	body := treasuryBody{
+		FeeRate:               Amount{t.FeeRate},
+		FeePercent:            Amount{t.FeeRate.Shift(2)},
+		TotalFeesCollectedUSD: Amount{t.FeesCollected},
+		FeeTransfers:          t.FeeTransfers,
+		Wallets:               make([]treasuryWalletBody, 0, len(t.Wallets)),
+		Message:               "Every agent-to-agent send routes " + t.FeeRate.Shift(2).String() + "% of its amount to the treasury, which pays transaction gas for all agents.",
+	}
+	for _, tw := range t.Wallets {
+		wb := treasuryWalletBody{Chain: string(tw.Chain), Address: tw.Address, Token: tw.Token, Status: tw.Status}
+		if tw.Status == agentpay.TreasuryBalanceOK {
+			wb.Balance = &Amount{tw.Balance}
+		}
+		body.Wallets = append(body.Wallets, wb)
+	}
+	writeJSON(w, http.StatusOK, body)
+}

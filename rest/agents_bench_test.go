@@ -1,0 +1,274 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"agentpay"
+	"agentpay/ent/agent"
+	"agentpay/internal/testdb"
+)
+
+// benchClients is how many clients send requests at once.
+const benchClients = 16
+
+// newBenchServer is one API instance over a fresh database behind a real
+// HTTP server, with the IP limits off (the benchmark is one client IP).
+func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
+	b.Helper()
+	key, err := agentpay.GenerateMasterKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	vault, err := agentpay.NewVault(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tk, err := vault.TreasuryKeys()
+	if err != nil {
+		b.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := testdb.Open(b)
+	svc, err := agentpay.NewService(agentpay.Config{
+		DB: db, Vault: vault, Treasury: tk, Logger: logger,
+		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(NewRouter(Config{Service: svc, Logger: logger}))
+	b.Cleanup(srv.Close)
+	return svc, srv, db
+}
+
+func benchHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        benchClients,
+		MaxIdleConnsPerHost: benchClients,
+		MaxConnsPerHost:     benchClients,
+	}}
+}
+
+// loadResult is what a run of n requests measured.
+type loadResult struct {
+	elapsed  time.Duration
+	p50, p99 time.Duration
+}
+
+func (r loadResult) perSecond(n int) float64 { return float64(n) / r.elapsed.Seconds() }
+
+// runLoad sends n requests from benchClients concurrent clients; req(i)
+// builds the i-th request and each answer must have status want.
+func runLoad(b *testing.B, n int, want int, req func(i int) *http.Request) loadResult {
+	b.Helper()
+	client := benchHTTPClient()
+	defer client.CloseIdleConnections()
+	latencies := make([]time.Duration, n)
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		failMu  sync.Mutex
+		failure string
+	)
+	start := time.Now()
+	for range benchClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req(i))
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != want {
+						err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+					}
+				}
+				latencies[i] = time.Since(t0)
+				if err != nil {
+					failMu.Lock()
+					failure = err.Error()
+					failMu.Unlock()
+					next.Store(int64(n)) // stop everyone
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failure != "" {
+		b.Fatal(failure)
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	return loadResult{
+		elapsed: elapsed,
+		p50:     latencies[n/2],
+		p99:     latencies[min(n-1, n*99/100)],
+	}
+}
+
+// BenchmarkQuickRegister: POST /agents/quick-register on PostgreSQL, 16
+// concurrent clients over real HTTP.
+func BenchmarkQuickRegister(b *testing.B) {
+	if !testdb.IsPostgres() {
+		b.Skip("PostgreSQL only: set TEST_DATABASE_URL")
+	}
+	_, srv, _ := newBenchServer(b)
+	run := time.Now().UnixNano() % 1_000_000
+	b.ResetTimer()
+	res := runLoad(b, b.N, http.StatusCreated, func(i int) *http.Request {
+		body := fmt.Sprintf(`{"username":"b%d_%d"}`, run, i)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/agents/quick-register", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	})
+	b.StopTimer()
+	b.ReportMetric(res.perSecond(b.N), "req/s")
+	b.ReportMetric(float64(res.p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(res.p99.Microseconds())/1000, "p99-ms")
+}
+
+// requestsPerBenchAgent keeps each agent under its T4 rate limit (300 a
+// minute), so the benchmark measures answers, not 429s.
+const requestsPerBenchAgent = 250
+
+// BenchmarkMeProfile: GET /agents/me/profile (key lookup, rate limit,
+// profile read, JSON) against a bare chi handler writing the same JSON, in
+// the same run, both with 16 concurrent clients over real HTTP. Runs on
+// SQLite, or PostgreSQL when TEST_DATABASE_URL is set.
+func BenchmarkMeProfile(b *testing.B) {
+	svc, srv, db := newBenchServer(b)
+	ctx := context.Background()
+
+	// Enough T4 agents (verified inputs, so a trust refresh keeps them T4)
+	// that none passes its rate limit.
+	nAgents := b.N/requestsPerBenchAgent + 1
+	keys := make([]string, nAgents)
+	var wg sync.WaitGroup
+	errs := make(chan error, nAgents)
+	sem := make(chan struct{}, benchClients)
+	run := time.Now().UnixNano() % 1_000_000
+	for i := range nAgents {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			reg, err := svc.QuickRegister(ctx, fmt.Sprintf("p%d_%d", run, i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			keys[i] = reg.APIKey
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	if _, err := db.Ent.Agent.Update().
+		SetPartnerVerified(true).SetHumanVerified(true).SetExternalWalletVerified(true).
+		SetVolumeSent(1_000_000_000).SetTrustScore(84).SetTier(agent.TierT4).
+		Save(ctx); err != nil {
+		b.Fatal(err)
+	}
+
+	// The bare handler writes the body the real endpoint answers.
+	a, err := svc.Authenticate(ctx, keys[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	r0 := httptest.NewRequest(http.MethodGet, "/agents/me/profile", nil)
+	(&server{svc: svc, logger: slog.Default()}).myProfile(rec, r0.WithContext(context.WithValue(ctx, agentCtxKey{}, a)))
+	if rec.Code != http.StatusOK {
+		b.Fatalf("profile: %d %s", rec.Code, rec.Body)
+	}
+	var body profileBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		b.Fatal(err)
+	}
+	bare := chi.NewRouter()
+	bare.Get("/agents/me/profile", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, body)
+	})
+	bareSrv := httptest.NewServer(bare)
+	defer bareSrv.Close()
+
+	b.ResetTimer()
+	bareRes := runLoad(b, b.N, http.StatusOK, func(i int) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, bareSrv.URL+"/agents/me/profile", nil)
+		req.Header.Set("X-Agent-Key", keys[i/requestsPerBenchAgent])
+		return req
+	})
+	realRes := runLoad(b, b.N, http.StatusOK, func(i int) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/agents/me/profile", nil)
+		req.Header.Set("X-Agent-Key", keys[i/requestsPerBenchAgent])
+		return req
+	})
+	b.StopTimer()
+	bareRPS, realRPS := bareRes.perSecond(b.N), realRes.perSecond(b.N)
+	b.ReportMetric(realRPS, "profile-req/s")
+	b.ReportMetric(bareRPS, "bare-req/s")
+	b.ReportMetric(100*realRPS/bareRPS, "ratio-%")
+	b.ReportMetric(float64(realRes.p50.Microseconds())/1000, "profile-p50-ms")
+	b.ReportMetric(float64(realRes.p99.Microseconds())/1000, "profile-p99-ms")
+}
+
+// BenchmarkMeProfileParts times, without HTTP, each step of an
+// authenticated profile read, to show where its cost goes.
+func BenchmarkMeProfileParts(b *testing.B) {
+	svc, _, _ := newBenchServer(b)
+	ctx := context.Background()
+	reg, err := svc.QuickRegister(ctx, "parts")
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := svc.Authenticate(ctx, reg.APIKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("authenticate", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := svc.Authenticate(ctx, reg.APIKey); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rate-limit", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := svc.AllowAgent(ctx, a); err != nil && !errors.Is(err, agentpay.ErrRateLimited) {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("profile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := svc.Profile(ctx, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,241 @@
+package rest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent/agent"
+	"agentpay/internal/testdb"
+)
+
+// freshRateWindow waits, if need be, for a new minute so that the n requests
+// a test is about to make fall into one minute window. The REST tests run on
+// the real clock; the service tests cover windows turning over with a
+// settable one.
+func freshRateWindow(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 5*time.Second {
+		time.Sleep(left + 50*time.Millisecond)
+	}
+}
+
+// insertRateAgent stores an agent of tier directly and returns its API key.
+func insertRateAgent(t *testing.T, db *agentpay.DB, tier agent.Tier) string {
+	t.Helper()
+	key, hash, err := agentpay.NewSecret(agentpay.PrefixAgentKey)
+	require.NoError(t, err)
+	invite, _, err := agentpay.NewSecret(agentpay.PrefixAgentKey)
+	require.NoError(t, err)
+	// The score matches the tier (30: a verified partner is T1), so a trust
+	// refresh by any endpoint keeps the tier.
+	score := map[agent.Tier]int{agent.TierT0: 0, agent.TierT1: 30}[tier]
+	db.Ent.Agent.Create().
+		SetUsername("rate_" + invite[len(invite)-10:]).
+		SetAPIKeyHash(hash).
+		SetInviteCode(invite[3:15]).
+		SetTier(tier).
+		SetTrustScore(score).
+		SetPartnerVerified(score > 0).
+		SaveX(context.Background())
+	return key
+}
+
+// requireRateHeaders checks the X-RateLimit-* headers of an answer.
+func requireRateHeaders(t *testing.T, res apiResponse, limit, remaining int) {
+	t.Helper()
+	require.Equal(t, strconv.Itoa(limit), res.Header.Get("X-RateLimit-Limit"))
+	require.Equal(t, strconv.Itoa(remaining), res.Header.Get("X-RateLimit-Remaining"))
+	reset, err := strconv.ParseInt(res.Header.Get("X-RateLimit-Reset"), 10, 64)
+	require.NoError(t, err)
+	// Windows end on the minute (or hour), at most a window from now.
+	require.Zero(t, reset%60)
+	require.Greater(t, reset, time.Now().Unix()-1)
+	require.LessOrEqual(t, reset, time.Now().Add(time.Hour).Unix())
+}
+
+// requireRefused checks a 429 answer: {detail}, Retry-After and the headers.
+func requireRefused(t *testing.T, res apiResponse, limit int) {
+	t.Helper()
+	require.Equal(t, http.StatusTooManyRequests, res.Status, string(res.Body))
+	require.Contains(t, res.Map(t)["detail"], "rate limit exceeded")
+	requireRateHeaders(t, res, limit, 0)
+	retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, retry, 1)
+	require.LessOrEqual(t, retry, 60)
+}
+
+func TestAgentRateLimitByTier(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tier      agent.Tier
+		perMinute int
+		requests  int
+		refused   bool
+	}{
+		{agent.TierT0, 10, 11, true},
+		{agent.TierT1, 30, 15, false},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.tier), func(t *testing.T) {
+			t.Parallel()
+			api := newTestAPI(t, testAPIConfig{})
+			key := insertRateAgent(t, api.DB, tt.tier)
+			freshRateWindow(t)
+			for i := 1; i <= tt.requests; i++ {
+				res := api.do(http.MethodGet, "/agents/me/wallets", nil, agentKey(key))
+				if tt.refused && i > tt.perMinute {
+					requireRefused(t, res, tt.perMinute)
+					continue
+				}
+				require.NotEqual(t, http.StatusTooManyRequests, res.Status, "request %d: %s", i, res.Body)
+				requireRateHeaders(t, res, tt.perMinute, tt.perMinute-i)
+				require.Empty(t, res.Header.Get("Retry-After"))
+			}
+		})
+	}
+}
+
+func TestAgentRateLimitNeedsAKey(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, testAPIConfig{})
+	// A refused key is 401 and counts nothing (there is no agent to count).
+	res := api.do(http.MethodGet, "/agents/me/wallets", nil, agentKey("ak_nope"))
+	require.Equal(t, http.StatusUnauthorized, res.Status)
+	require.Empty(t, res.Header.Get("X-RateLimit-Limit"))
+}
+
+// Two API instances on one PostgreSQL database share an agent's counters:
+// 6 requests to one and 4 to the other use up T0's 10, the 11th is refused by
+// either.
+func TestAgentRateLimitSharedAcrossInstances(t *testing.T) {
+	t.Parallel()
+	if !testdb.IsPostgres() {
+		t.Skip("instances share counters through PostgreSQL; on SQLite the API is one process")
+	}
+	api1 := newTestAPI(t, testAPIConfig{})
+	api2 := newTestAPI(t, testAPIConfig{DB: api1.DB})
+	key := insertRateAgent(t, api1.DB, agent.TierT0)
+	freshRateWindow(t)
+	for i := 1; i <= 10; i++ {
+		api := api1
+		if i > 6 {
+			api = api2
+		}
+		res := api.do(http.MethodGet, "/agents/me/wallets", nil, agentKey(key))
+		require.NotEqual(t, http.StatusTooManyRequests, res.Status, "request %d", i)
+		requireRateHeaders(t, res, 10, 10-i)
+	}
+	requireRefused(t, api2.do(http.MethodGet, "/agents/me/wallets", nil, agentKey(key)), 10)
+	requireRefused(t, api1.do(http.MethodGet, "/agents/me/wallets", nil, agentKey(key)), 10)
+}
+
+func TestIPRateLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		ipLimit       int
+		registerLimit int
+		method, path  string
+		body          any
+		allowed       int // requests before a 429; -1: never refused
+		limit         int // X-RateLimit-Limit shown
+	}{
+		{"requests per minute", 3, 0, http.MethodGet, "/agents/stats", nil, 3, 3},
+		{"registrations per hour", 0, 2, http.MethodPost, "/agents/quick-register", map[string]any{"username": "x"}, 2, 2},
+		// The registration figures are the tighter, shown last.
+		{"registration under both", 100, 2, http.MethodPost, "/agents/quick-register", map[string]any{"username": "x"}, 2, 2},
+		{"requests under both", 3, 100, http.MethodPost, "/agents/quick-register", map[string]any{"username": "x"}, 3, 3},
+		{"both off", 0, 0, http.MethodPost, "/agents/quick-register", map[string]any{"username": "x"}, -1, 0},
+		{"request limit off", 0, 2, http.MethodGet, "/agents/leaderboard", nil, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			api := newTestAPI(t, testAPIConfig{Config: agentpay.Config{
+				IPRateLimit: tt.ipLimit, RegisterRateLimit: tt.registerLimit,
+			}})
+			freshRateWindow(t)
+			n := tt.allowed + 1
+			if tt.allowed < 0 {
+				n = 25
+			}
+			for i := 1; i <= n; i++ {
+				res := api.do(tt.method, tt.path, tt.body, nil)
+				if i > tt.allowed && tt.allowed >= 0 {
+					require.Equal(t, http.StatusTooManyRequests, res.Status)
+					require.Contains(t, res.Map(t)["detail"], "rate limit exceeded")
+					require.Equal(t, strconv.Itoa(tt.limit), res.Header.Get("X-RateLimit-Limit"))
+					require.Equal(t, "0", res.Header.Get("X-RateLimit-Remaining"))
+					retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+					require.NoError(t, err)
+					require.GreaterOrEqual(t, retry, 1)
+					continue
+				}
+				require.NotEqual(t, http.StatusTooManyRequests, res.Status, "request %d: %s", i, res.Body)
+				if tt.limit == 0 {
+					require.Empty(t, res.Header.Get("X-RateLimit-Limit"))
+				} else {
+					require.Equal(t, strconv.Itoa(tt.limit), res.Header.Get("X-RateLimit-Limit"))
+				}
+			}
+		})
+	}
+}
+
+func TestWriteRateHeaders(t *testing.T) {
+	t.Parallel()
+	reset := time.Unix(1_900_000_020, 0)
+	tests := []struct {
+		name string
+		dec  agentpay.RateDecision
+		want http.Header
+	}{
+		{"no limit", agentpay.RateDecision{Allowed: true}, http.Header{}},
+		{"allowed", agentpay.RateDecision{Allowed: true, Limit: 10, Remaining: 4, Reset: reset}, http.Header{
+			"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {"4"}, "X-Ratelimit-Reset": {"1900000020"},
+		}},
+		{"refused rounds up", agentpay.RateDecision{Limit: 10, Reset: reset, RetryAfter: 1200 * time.Millisecond}, http.Header{
+			"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1900000020"},
+			"Retry-After": {"2"},
+		}},
+		{"refused at least a second", agentpay.RateDecision{Limit: 3, Reset: reset, RetryAfter: 0}, http.Header{
+			"X-Ratelimit-Limit": {"3"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1900000020"},
+			"Retry-After": {"1"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeRateHeaders(rec, tt.dec)
+			require.Equal(t, tt.want, rec.Header())
+		})
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ remote, forwarded, want string }{
+		{"192.0.2.1:5555", "", "192.0.2.1"},
+		{"[2001:db8::1]:443", "", "2001:db8::1"},
+		// X-Forwarded-For is not trusted: anyone can send it.
+		{"192.0.2.1:5555", "198.51.100.9", "192.0.2.1"},
+		{"@", "", "@"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.forwarded != "" {
+			r.Header.Set("X-Forwarded-For", tt.forwarded)
+		}
+		require.Equal(t, tt.want, clientIP(r), tt.remote)
+	}
+}

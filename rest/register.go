@@ -1,0 +1,174 @@
+package rest
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/ethereum/go-ethereum/signer/core/apitypes"
+
+	"agentpay"
+)
+
+// Advanced registration and external wallet verification (spec 4.1, 4.2,
+// 5): the client gets EIP-712 typed data from signature-message, signs it
+// with the wallet (eth_signTypedData_v4) and posts the signature.
+
+type signatureMessageResponse struct {
+	Username      string `json:"username"`
+	WalletAddress string `json:"wallet_address"`
+	// Purpose is register (no agent holds the username) or verify_wallet
+	// (the username's agent adds the wallet); SubmitTo names the endpoint.
+	Purpose       string        `json:"purpose"`
+	SubmitTo      string        `json:"submit_to"`
+	SignatureType string        `json:"signature_type"`
+	TypedData     typedDataJSON `json:"typed_data"`
+	Message       string        `json:"message"`
+	Nonce         string        `json:"nonce"`
+	IssuedAt      time.Time     `json:"issued_at"`
+	ExpiresAt     time.Time     `json:"expires_at"`
+}
+
+// typedDataJSON is the typed data exactly as eth_signTypedData_v4 takes it
+// (chainId a JSON number; no empty verifyingContract or salt).
+type typedDataJSON struct {
+	Types       apitypes.Types `json:"types"`
+	PrimaryType string         `json:"primaryType"`
+	Domain      typedDomain    `json:"domain"`
+	Message     map[string]any `json:"message"`
+}
+
+type typedDomain struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	ChainID int64  `json:"chainId"`
+}
+
+func (s *server) signatureMessage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	m, err := s.svc.SignatureMessage(r.Context(), q.Get("username"), q.Get("wallet_address"))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	submit := "POST /agents/register"
+	if m.Purpose == agentpay.PurposeVerifyWallet {
+		submit = "POST /agents/me/wallets/verify"
+	}
+	writeJSON(w, http.StatusOK, signatureMessageResponse{
+		Username:      m.Username,
+		WalletAddress: m.Wallet,
+		Purpose:       m.Purpose,
+		SubmitTo:      submit,
+		SignatureType: agentpay.SignatureTypeEIP712,
+		TypedData: typedDataJSON{
+			Types:       m.TypedData.Types,
+			PrimaryType: m.TypedData.PrimaryType,
+			Domain: typedDomain{
+				Name:    m.TypedData.Domain.Name,
+				Version: m.TypedData.Domain.Version,
+				ChainID: m.ChainID,
+			},
+			Message: m.TypedData.Message,
+		},
+		Message:   m.Text,
+		Nonce:     m.Nonce,
+		IssuedAt:  m.IssuedAt,
+		ExpiresAt: m.ExpiresAt,
+	})
+}
+
+type registerRequest struct {
+	Username      string `json:"username"`
+	WalletAddress string `json:"wallet_address"`
+	Signature     string `json:"signature"`
+	SignatureType string `json:"signature_type"`
+}
+
+func (s *server) register(w http.ResponseWriter, r *http.Request) {
+	var req registerRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	reg, err := s.svc.Register(r.Context(), agentpay.RegisterRequest{
+		Username:      req.Username,
+		WalletAddress: req.WalletAddress,
+		Signature:     req.Signature,
+		SignatureType: req.SignatureType,
+	})
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	body := registerBody{registrationBody: newRegistrationBody(reg)}
+	if reg.External != nil {
+		body.ExternalWallet = &myWalletBody{
+			Address:   reg.External.Address,
+			Chain:     reg.External.Chain,
+			Kind:      string(reg.External.Kind),
+			Verified:  reg.External.Verified,
+			CreatedAt: reg.External.CreatedAt.UTC(),
+		}
+	}
+	writeJSON(w, http.StatusCreated, body)
+}
+
+// registerBody is the registration object of spec 2.1 (as quick-register
+// answers it) plus the verified external wallet.
+type registerBody struct {
+	registrationBody
+	ExternalWallet *myWalletBody `json:"external_wallet"`
+}
+
+type verifyWalletRequest struct {
+	WalletAddress string `json:"wallet_address"`
+	Signature     string `json:"signature"`
+	SignatureType string `json:"signature_type"`
+	Chain         string `json:"chain"`
+	SetAsPrimary  bool   `json:"set_as_primary"`
+}
+
+// verifyWalletBody answers POST /agents/me/wallets/verify: the recorded
+// wallet as GET /agents/me/wallets lists it.
+type verifyWalletBody struct {
+	AgentID string       `json:"agent_id"`
+	Wallet  myWalletBody `json:"wallet"`
+	Message string       `json:"message"`
+}
+
+func (s *server) verifyWallet(w http.ResponseWriter, r *http.Request) {
+	var req verifyWalletRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	agent := agentFrom(r.Context())
+	wallet, err := s.svc.VerifyWallet(r.Context(), agent, agentpay.VerifyWalletRequest{
+		WalletAddress: req.WalletAddress,
+		Signature:     req.Signature,
+		SignatureType: req.SignatureType,
+		Chain:         req.Chain,
+		SetAsPrimary:  req.SetAsPrimary,
+	})
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	primary := agent.PrimaryWalletID != nil && *agent.PrimaryWalletID == wallet.ID
+	msg := "Wallet " + wallet.Address + " is verified on " + wallet.Chain + "."
+	if primary {
+		msg = "Wallet " + wallet.Address + " is verified on " + wallet.Chain + " and is now the primary wallet."
+	}
+	writeJSON(w, http.StatusOK, verifyWalletBody{
+		AgentID: agent.ID.String(),
+		Wallet: myWalletBody{
+			Address:   wallet.Address,
+			Chain:     wallet.Chain,
+			Kind:      string(wallet.Kind),
+			Verified:  wallet.Verified,
+			Primary:   primary,
+			CreatedAt: wallet.CreatedAt.UTC(),
+		},
+		Message: msg,
+	})
+}

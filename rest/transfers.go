@@ -1,0 +1,102 @@
+package rest
+
+import (
+	"net/http"
+
+	"agentpay"
+)
+
+// sendRequest is the body of POST /agents/me/wallet/send (spec 4.2).
+type sendRequest struct {
+	ToUsername *string `json:"to_username"`
+	AmountUSD  *Amount `json:"amount_usd"`
+	Memo       *string `json:"memo"`
+	Chain      *string `json:"chain"`
+}
+
+// transferResponse is the Transfer of spec 2.3.
+type transferResponse struct {
+	TransactionID string `json:"transaction_id"`
+	FromAgent     string `json:"from_agent"`
+	ToAgent       string `json:"to_agent"`
+	// AmountUSD is what the recipient receives, after the treasury fee.
+	AmountUSD Amount `json:"amount_usd"`
+	Chain     string `json:"chain"`
+	TxHash    string `json:"tx_hash"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+// send answers 200 with the Transfer once both legs are included
+// (status completed), or with status pending when inclusion outlasts the
+// wait (the worker completes it).
+func (s *server) send(w http.ResponseWriter, r *http.Request) {
+	var body sendRequest
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	if body.ToUsername == nil {
+		writeError(w, r, s.logger, areaAgent, agentpay.Invalid("to_username", "is required"))
+		return
+	}
+	if body.AmountUSD == nil {
+		writeError(w, r, s.logger, areaAgent, agentpay.Invalid("amount_usd", "is required"))
+		return
+	}
+	req := agentpay.SendRequest{ToUsername: *body.ToUsername, AmountUSD: body.AmountUSD.Decimal}
+	if body.Memo != nil {
+		req.Memo = *body.Memo
+	}
+	if body.Chain != nil {
+		req.Chain = *body.Chain
+	}
+	res, err := s.svc.Send(r.Context(), agentFrom(r.Context()), req)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, transferResponse{
+		TransactionID: res.Transfer.ID.String(),
+		FromAgent:     res.FromUsername,
+		ToAgent:       res.ToUsername,
+		AmountUSD:     Amount{res.Delivered},
+		Chain:         string(res.Chain),
+		TxHash:        res.TxHash,
+		Status:        res.Status,
+		Message:       res.Message,
+	})
+}
+
+// balanceResponse is the Balance of spec 2.2.
+type balanceResponse struct {
+	AgentID  string         `json:"agent_id"`
+	Username string         `json:"username"`
+	Balances []chainBalance `json:"balances"`
+	TotalUSD Amount         `json:"total_usd"`
+}
+
+type chainBalance struct {
+	Chain   string `json:"chain"`
+	Token   string `json:"token"`
+	Balance Amount `json:"balance"`
+	Address string `json:"address"`
+}
+
+func (s *server) myBalance(w http.ResponseWriter, r *http.Request) {
+	b, err := s.svc.Balance(r.Context(), agentFrom(r.Context()))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	out := balanceResponse{
+		AgentID:  b.Agent.ID.String(),
+		Username: b.Agent.Username,
+		Balances: make([]chainBalance, len(b.Balances)),
+		TotalUSD: Amount{b.TotalUSD},
+	}
+	for i, cb := range b.Balances {
+		out.Balances[i] = chainBalance{Chain: string(cb.Chain), Token: cb.Token, Balance: Amount{cb.Balance}, Address: cb.Address}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,276 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	solanago "github.com/gagliardetto/solana-go"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent/agent"
+	"agentpay/internal/testdb"
+)
+
+// sendChains are a Base and a Solana devnet for agents' wallets, with the
+// treasury of vault funded with gas on both.
+type sendChains struct {
+	vault    *agentpay.Vault
+	treasury agentpay.TreasuryKeys
+	evmNet   *devnet.EVM
+	solNet   *devnet.Solana
+	base     *evm.Ledger
+	sol      *solana.Ledger
+}
+
+func startSendChains(tb testing.TB) *sendChains {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	key, err := agentpay.GenerateMasterKey()
+	require.NoError(tb, err)
+	vault, err := agentpay.NewVault(key)
+	require.NoError(tb, err)
+	tk, err := vault.TreasuryKeys()
+	require.NoError(tb, err)
+
+	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
+		Chain: chains.Base, BlockTime: 50 * time.Millisecond,
+		Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
+	})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = evmNet.Close() })
+	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
+		SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
+		Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
+	})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = solNet.Close() })
+	base, err := evm.New(ctx, evm.Config{
+		Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
+		PollInterval: 20 * time.Millisecond,
+	})
+	require.NoError(tb, err)
+	tb.Cleanup(base.Close)
+	sol, err := solana.New(ctx, solana.Config{
+		RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana,
+		PollInterval: 50 * time.Millisecond,
+	})
+	require.NoError(tb, err)
+	return &sendChains{vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+}
+
+// api is an API instance on these chains; db nil means a fresh database.
+func (c *sendChains) api(t *testing.T, db *agentpay.DB) *testAPI {
+	t.Helper()
+	return newTestAPI(t, testAPIConfig{DB: db, Vault: c.vault, Config: agentpay.Config{
+		AgentMode: agentpay.ModeTest,
+		Test: agentpay.Networks{
+			chains.Base:   {Ledger: c.base},
+			chains.Solana: {Ledger: c.sol},
+		},
+	}})
+}
+
+func (c *sendChains) fund(tb testing.TB, chain chains.Name, address string, units int64) {
+	tb.Helper()
+	ctx := context.Background()
+	var err error
+	if chain == chains.Solana {
+		_, err = c.solNet.Send(ctx, solanago.MustPublicKeyFromBase58(address), uint64(units))
+	} else {
+		_, err = c.evmNet.Send(ctx, common.HexToAddress(address), big.NewInt(units))
+	}
+	require.NoError(tb, err)
+}
+
+func (c *sendChains) onChain(tb testing.TB, chain chains.Name, address string) decimal.Decimal {
+	tb.Helper()
+	var l chains.Ledger = c.base
+	if chain == chains.Solana {
+		l = c.sol
+	}
+	b, err := l.Balance(context.Background(), address)
+	require.NoError(tb, err)
+	return agentpay.FromBaseUnits(b, 6)
+}
+
+// raiseTier gives the agent the three verifications (tier T3, 120 requests
+// a minute), so its rate limit does not get in the way of a burst of sends.
+func raiseTier(t *testing.T, api *testAPI, id string) {
+	t.Helper()
+	ctx := context.Background()
+	aid := uuid.MustParse(id)
+	require.NoError(t, api.DB.Ent.Agent.UpdateOneID(aid).
+		SetPartnerVerified(true).SetExternalWalletVerified(true).SetHumanVerified(true).Exec(ctx))
+	require.NoError(t, api.Svc.RecomputeTrust(ctx, aid))
+	got, err := api.DB.Ent.Agent.Get(ctx, aid)
+	require.NoError(t, err)
+	require.Equal(t, agent.TierT3, got.Tier)
+}
+
+// A send of 50 over REST on each chain answers the Transfer of spec 2.3
+// with 49.95 delivered; the balance endpoint then shows spec 2.2.
+func TestSendAndBalanceOverREST(t *testing.T) {
+	c := startSendChains(t)
+	api := c.api(t, nil)
+	for _, chain := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(chain), func(t *testing.T) {
+			alice := api.register("alice_" + string(chain))
+			bob := api.register("bob_" + string(chain))
+			from, to := alice.Base, bob.Base
+			if chain == chains.Solana {
+				from, to = alice.Solana, bob.Solana
+			}
+			c.fund(t, chain, from, 100_000_000)
+			treasury := c.treasury.EVMAddress
+			if chain == chains.Solana {
+				treasury = c.treasury.SolanaAddress
+			}
+			treasuryBefore := c.onChain(t, chain, treasury)
+
+			resp := api.do(http.MethodPost, "/agents/me/wallet/send", map[string]any{
+				"to_username": bob.Username, "amount_usd": 50, "memo": "thanks", "chain": string(chain),
+			}, agentKey(alice.APIKey))
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			require.Contains(t, string(resp.Body), `"amount_usd":49.95`)
+			m := resp.Map(t)
+			require.Equal(t, "completed", m["status"])
+			require.Equal(t, alice.Username, m["from_agent"])
+			require.Equal(t, bob.Username, m["to_agent"])
+			require.Equal(t, string(chain), m["chain"])
+			require.NotEmpty(t, m["tx_hash"])
+			assertGolden(t, "send_completed_"+string(chain), resp.Body,
+				map[string]string{alice.Username: "<from>", bob.Username: "<to>"})
+
+			requireDec(t, "50", c.onChain(t, chain, from))
+			requireDec(t, "49.95", c.onChain(t, chain, to))
+			requireDec(t, "0.05", c.onChain(t, chain, treasury).Sub(treasuryBefore))
+
+			resp = api.do(http.MethodGet, "/agents/me/wallet/balance", nil, agentKey(bob.APIKey))
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			require.Contains(t, string(resp.Body), `"total_usd":49.95`)
+			assertGolden(t, "balance_after_send_"+string(chain), resp.Body,
+				map[string]string{bob.Username: "<username>", bob.Solana: "<solana-address>"})
+		})
+	}
+	// Two wallets with money on both: the total is their exact sum.
+	carol := api.register("carol_two_chains")
+	c.fund(t, chains.Solana, carol.Solana, 1_000_001)
+	c.fund(t, chains.Base, carol.Base, 2_100_000)
+	resp := api.do(http.MethodGet, "/agents/me/wallet/balance", nil, agentKey(carol.APIKey))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	assertGolden(t, "balance_two_chains", resp.Body,
+		map[string]string{carol.Username: "<username>", carol.Solana: "<solana-address>"})
+	require.Contains(t, string(resp.Body), `"total_usd":3.100001`)
+}
+
+// Refusals answer their status with {detail} and move nothing.
+func TestSendErrorsOverREST(t *testing.T) {
+	c := startSendChains(t)
+	api := c.api(t, nil)
+	alice, bob := api.register("alice_err"), api.register("bob_err")
+	raiseTier(t, api, alice.ID) // more than T0's 10 requests a minute
+	c.fund(t, chains.Base, alice.Base, 10_000_000)
+	for _, tc := range []struct {
+		name   string
+		body   any
+		status int
+		detail string
+	}{
+		{"malformed JSON", `{"to_username":`, 400, "malformed JSON"},
+		{"amount as a string", `{"to_username":"` + bob.Username + `","amount_usd":"5"}`, 400, "amount_usd: must be a number"},
+		{"unknown field", map[string]any{"to_username": bob.Username, "amount_usd": 5, "colour": "red"}, 400, "unknown field"},
+		{"missing recipient", map[string]any{"amount_usd": 5}, 400, "to_username: is required"},
+		{"missing amount", map[string]any{"to_username": bob.Username}, 400, "amount_usd: is required"},
+		{"below minimum", map[string]any{"to_username": bob.Username, "amount_usd": 0.009}, 400, "at least 0.01"},
+		{"seven decimals", `{"to_username":"` + bob.Username + `","amount_usd":1.0000001}`, 400, "more than 6 decimal places"},
+		{"unknown chain", map[string]any{"to_username": bob.Username, "amount_usd": 5, "chain": "dogechain"}, 400, "unknown chain"},
+		{"self", map[string]any{"to_username": alice.Username, "amount_usd": 5}, 400, "cannot send to yourself"},
+		{"unknown recipient", map[string]any{"to_username": "no_such_agent", "amount_usd": 5}, 404, "no agent named"},
+		{"per-send limit", map[string]any{"to_username": bob.Username, "amount_usd": 50_001}, 403, "per-send limit of 50000 USD of tier T3"},
+		{"insufficient", map[string]any{"to_username": bob.Username, "amount_usd": 10.5}, 400, "insufficient balance"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := api.do(http.MethodPost, "/agents/me/wallet/send", tc.body, agentKey(alice.APIKey))
+			require.Equal(t, tc.status, resp.Status, string(resp.Body))
+			require.Contains(t, resp.Map(t)["detail"], tc.detail)
+		})
+	}
+	resp := api.do(http.MethodPost, "/agents/me/wallet/send", map[string]any{"to_username": bob.Username, "amount_usd": 10.5}, agentKey(alice.APIKey))
+	assertGolden(t, "send_insufficient", resp.Body, nil)
+	resp = api.do(http.MethodPost, "/agents/me/wallet/send", map[string]any{"to_username": bob.Username, "amount_usd": 5}, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	resp = api.do(http.MethodGet, "/agents/me/wallet/balance", nil, agentKey("ak_nope"))
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	requireDec(t, "10", c.onChain(t, chains.Base, alice.Base))
+	requireDec(t, "0", c.onChain(t, chains.Base, bob.Base))
+}
+
+// 20 concurrent sends of 5 from a wallet holding 50, spread over two API
+// instances sharing the database: at most 10 succeed, the others are
+// refused with {detail}, and the chain shows 50 - 5 per success. Meant for
+// PostgreSQL (row locks across instances); on SQLite the instances share
+// one file and its write lock.
+func TestConcurrentSendsTwoInstances(t *testing.T) {
+	c := startSendChains(t)
+	db := testdb.Open(t)
+	api1, api2 := c.api(t, db), c.api(t, db)
+	alice, bob := api1.register("alice_burst"), api2.register("bob_burst")
+	raiseTier(t, api1, alice.ID)
+	c.fund(t, chains.Base, alice.Base, 50_000_000)
+
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		successes int
+		refused   []string
+	)
+	for i := 0; i < 20; i++ {
+		api := api1
+		if i%2 == 1 {
+			api = api2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := api.do(http.MethodPost, "/agents/me/wallet/send",
+				map[string]any{"to_username": bob.Username, "amount_usd": 5, "chain": "base"}, agentKey(alice.APIKey))
+			mu.Lock()
+			defer mu.Unlock()
+			switch resp.Status {
+			case http.StatusOK:
+				successes++
+			default:
+				refused = append(refused, fmt.Sprintf("%d %s", resp.Status, resp.Map(t)["detail"]))
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("db %s: %d of 20 succeeded", db.Dialect, successes)
+	require.LessOrEqual(t, successes, 10)
+	require.Len(t, refused, 20-successes)
+	for _, r := range refused {
+		require.Contains(t, r, "400 insufficient balance")
+	}
+	left := decimal.NewFromInt(int64(50 - 5*successes))
+	requireDec(t, left.String(), c.onChain(t, chains.Base, alice.Base))
+	requireDec(t, decimal.RequireFromString("4.995").Mul(decimal.NewFromInt(int64(successes))).String(), c.onChain(t, chains.Base, bob.Base))
+}
+
+func requireDec(tb testing.TB, want string, got decimal.Decimal) {
+	tb.Helper()
+	require.True(tb, decimal.RequireFromString(want).Equal(got), "want %s, got %s", want, got)
+}

@@ -1,0 +1,647 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent"
+	"agentpay/ent/agent"
+	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
+)
+
+// Agent-to-agent sends (spec 2.3, design.md 3).
+//
+// A send is two on-chain USDC transfers from the sender's custodial wallet on
+// one chain: amount - fee to the recipient's wallet on that chain, fee to
+// the treasury. Each leg has its own random 32-byte ref (the EIP-3009 nonce
+// on EVM chains, a reference account on Solana), and both refs are written
+// in the Transfer row (status pending) before anything is broadcast; the
+// hashes are written once broadcast (submitted); the row is completed, and
+// the agents' counters updated, once both legs are included. A crash at any
+// point leaves a row the reconciler (reconcile.go) can finish without paying
+// twice.
+
+// FeeRateDivisor: the treasury fee is 1/1000 (0.1%) of the amount.
+const FeeRateDivisor = 1000
+
+// FeeRate is the treasury fee as a fraction, for display.
+var FeeRate = decimal.New(1, -3)
+
+// MinSendUSD is the smallest amount an agent can send.
+var MinSendUSD = decimal.New(1, -2)
+
+// DefaultSendWait is how long Send waits for both legs to be included
+// before answering with the transfer still pending (the worker finishes it).
+const DefaultSendWait = 30 * time.Second
+
+// sendChainOrder is the order in which a send without a chain looks for a
+// chain whose balance covers it (design.md 3: solana, then base). Agents'
+// custodial wallets exist on these chains only.
+var sendChainOrder = []chains.Name{chains.Solana, chains.Base}
+
+// TransferFee is the treasury fee of a send of amount base units: 0.1%
+// rounded to the nearest base unit, halves up (0.0005 USDC and more rounds
+// up to 0.001). So a send of 50 USDC pays 0.05, and one of 0.012345 USDC
+// (12,345 units) pays 12 units. The minimum send (0.01 USDC, 10,000 units)
+// pays 10 units: the fee is never zero.
+func TransferFee(amount int64) int64 {
+	return (amount + FeeRateDivisor/2) / FeeRateDivisor
+}
+
+// SendRequest is an agent's send (POST /agents/me/wallet/send).
+type SendRequest struct {
+	ToUsername string
+	AmountUSD  decimal.Decimal
+	Memo       string
+	// Chain is optional: "" picks the first of solana, base whose available
+	// balance covers the amount.
+	Chain string
+	// Wait bounds how long Send waits for inclusion; 0 means
+	// DefaultSendWait. A send not included by then is answered pending.
+	Wait time.Duration
+}
+
+// SendResult is a send as answered to the agent.
+type SendResult struct {
+	Transfer                 *ent.Transfer
+	FromUsername, ToUsername string
+	Chain                    chains.Name
+	// Amount is what the sender is debited, Delivered what the recipient
+	// receives (Amount - Fee), Fee what the treasury receives.
+	Amount, Delivered, Fee decimal.Decimal
+	// TxHash is the hash of the transfer to the recipient ("" while not yet
+	// broadcast); FeeTxHash that of the fee to the treasury.
+	TxHash, FeeTxHash string
+	// Status is completed, or pending when inclusion took longer than the
+	// wait (the transfer row may be pending or submitted).
+	Status  string
+	Message string
+}
+
+// Send moves USDC from the agent's custodial wallet to another agent's
+// wallet on the same chain, routing the 0.1% fee to the treasury.
+//
+// Refusals (each changes nothing): amount below 0.01 or with more than 6
+// decimals, unknown chain or one agents hold no wallet on, memo over 500
+// bytes (ValidationError); unknown recipient (ErrNotFound); sending to
+// yourself (ValidationError); over the tier's per-send or daily limit
+// (ErrForbidden, naming the limit); available balance short
+// (ErrInsufficientFunds).
+//
+// Available balance is the on-chain balance minus the sender's sends in
+// flight on that chain. It is read and the pending row written in one
+// transaction holding the sender's wallet rows locked (SELECT ... FOR UPDATE
+// on PostgreSQL; SQLite's one connection and immediate transactions
+// serialise it), so concurrent sends, from any number of API instances,
+// never spend the same money twice.
+func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*SendResult, error) {
+	units, err := validateSendAmount(req.AmountUSD)
+	if err != nil {
+		return nil, err
+	}
+	var chain chains.Name
+	if strings.TrimSpace(req.Chain) != "" {
+		if chain, err = chains.ParseName(req.Chain); err != nil {
+			return nil, Invalid("chain", "%s", err)
+		}
+		if !agentChain(chain) {
+			return nil, Invalid("chain", "agents hold wallets on solana and base only, not %s", chain)
+		}
+	}
+	if req.ToUsername == "" {
+		return nil, Invalid("to_username", "is required")
+	}
+	if len(req.Memo) > 500 { // bytes, as the column's limit counts them
+		return nil, Invalid("memo", "must be at most 500 bytes")
+	}
+	limits := LimitsFor(string(from.Tier))
+	if req.AmountUSD.GreaterThan(limits.PerSend) {
+		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
+			ErrForbidden, req.AmountUSD, limits.PerSend, from.Tier)
+	}
+	fee := TransferFee(units)
+	var ref, feeRef [32]byte
+	if _, err := rand.Read(ref[:]); err != nil {
+		return nil, fmt.Errorf("send: random ref: %w", err)
+	}
+	if _, err := rand.Read(feeRef[:]); err != nil {
+		return nil, fmt.Errorf("send: random ref: %w", err)
+	}
+
+	var (
+		t         *ent.Transfer
+		recipient *ent.Agent
+	)
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		// Only tx is used in here: on SQLite the pool's one connection is
+		// this transaction's.
+		var err error
+		recipient, err = tx.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
+		}
+		if err != nil {
+			return fmt.Errorf("send: reading recipient: %w", err)
+		}
+		if recipient.ID == from.ID {
+			return Invalid("to_username", "cannot send to yourself")
+		}
+		// The per-wallet lock: every custodial wallet of the sender, in id
+		// order (one order for everyone, so two locks never deadlock). Both
+		// are locked, not just the chosen one, because the daily limit spans
+		// chains.
+		senderWallets, err := ForUpdate(s.cfg.DB, tx.Wallet.Query().
+			Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).
+			Order(ent.Asc(wallet.FieldID))).All(ctx)
+		if err != nil {
+			return fmt.Errorf("send: locking wallets: %w", err)
+		}
+		recipientWallets, err := tx.Wallet.Query().
+			Where(wallet.AgentID(recipient.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
+		if err != nil {
+			return fmt.Errorf("send: reading recipient wallets: %w", err)
+		}
+
+		today := startOfDayUTC(time.Now())
+		sentToday, err := sumAmounts(ctx, tx.Transfer.Query().Where(
+			transfer.FromAgentID(from.ID),
+			transfer.CreatedAtGTE(today),
+			transfer.StatusNEQ(transfer.StatusFailed),
+		))
+		if err != nil {
+			return err
+		}
+		if decimal.New(sentToday+units, -USDCDecimals).GreaterThan(limits.Daily) {
+			return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
+				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, decimal.New(sentToday, -USDCDecimals))
+		}
+
+		candidates := sendChainOrder
+		if chain != "" {
+			candidates = []chains.Name{chain}
+		}
+		var shortfalls []string
+		for _, c := range candidates {
+			sw, rw := walletOn(senderWallets, c), walletOn(recipientWallets, c)
+			if sw == nil || rw == nil {
+				if chain != "" {
+					return Invalid("chain", "sender and recipient do not both hold a wallet on %s", c)
+				}
+				continue
+			}
+			ledger, err := s.AgentLedger(c)
+			if err != nil {
+				if chain != "" {
+					return err
+				}
+				continue
+			}
+			available, err := s.available(ctx, tx, ledger, from.ID, sw.Address)
+			if err != nil {
+				return err
+			}
+			if available < units {
+				shortfalls = append(shortfalls, fmt.Sprintf("%s USDC on %s", decimal.New(available, -USDCDecimals), c))
+				continue
+			}
+			t, err = tx.Transfer.Create().
+				SetFromAgentID(from.ID).
+				SetToAgentID(recipient.ID).
+				SetChain(string(c)).
+				SetFromAddress(sw.Address).
+				SetToAddress(rw.Address).
+				SetAmount(units).
+				SetFee(fee).
+				SetNet(units - fee).
+				SetRef(ref[:]).
+				SetFeeRef(feeRef[:]).
+				SetNillableMemo(nonEmpty(req.Memo)).
+				Save(ctx)
+			if err != nil {
+				return fmt.Errorf("send: recording transfer: %w", err)
+			}
+			return nil
+		}
+		if len(shortfalls) == 0 {
+			return Invalid("chain", "no chain is available for this send")
+		}
+		return fmt.Errorf("%w: %s USDC needed, available: %s (sends in flight count as spent)",
+			ErrInsufficientFunds, req.AmountUSD, strings.Join(shortfalls, ", "))
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	wait := req.Wait
+	if wait <= 0 {
+		wait = DefaultSendWait
+	}
+	t, err = s.startTransfer(ctx, t, wait)
+	if err != nil {
+		return nil, err
+	}
+	return s.sendResult(t, from.Username, recipient.Username), nil
+}
+
+func validateSendAmount(amount decimal.Decimal) (int64, error) {
+	u, err := ToBaseUnits("amount_usd", amount, USDCDecimals)
+	if err != nil {
+		return 0, err
+	}
+	if amount.LessThan(MinSendUSD) {
+		return 0, Invalid("amount_usd", "must be at least %s", MinSendUSD.StringFixed(2))
+	}
+	if !u.IsInt64() {
+		return 0, Invalid("amount_usd", "is too large")
+	}
+	return u.Int64(), nil
+}
+
+func agentChain(c chains.Name) bool {
+	for _, a := range sendChainOrder {
+		if a == c {
+			return true
+		}
+	}
+	return false
+}
+
+func walletOn(ws []*ent.Wallet, c chains.Name) *ent.Wallet {
+	for _, w := range ws {
+		if w.Chain == string(c) {
+			return w
+		}
+	}
+	return nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// available is the wallet's on-chain balance minus the sender's sends in
+// flight from it, in base units. Called under the wallet lock; the RPC read
+// is the one slow step there.
+func (s *Service) available(ctx context.Context, tx *ent.Tx, ledger chains.Ledger, agentID uuid.UUID, address string) (int64, error) {
+	bal, err := ledger.Balance(ctx, address)
+	if err != nil {
+		s.logger.WarnContext(ctx, "send: balance read", "chain", ledger.Chain(), "err", err)
+		return 0, fmt.Errorf("%w: cannot read the balance on %s", ErrUnavailable, ledger.Chain())
+	}
+	inFlight, err := sumAmounts(ctx, tx.Transfer.Query().Where(
+		transfer.FromAgentID(agentID),
+		transfer.Chain(string(ledger.Chain())),
+		transfer.FromAddress(address),
+		transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted),
+	))
+	if err != nil {
+		return 0, err
+	}
+	if !bal.IsInt64() {
+		return 0, fmt.Errorf("send: balance %s out of range", bal)
+	}
+	return bal.Int64() - inFlight, nil
+}
+
+// sumAmounts sums the amount column of the selected transfers in SQL
+// (integers: exact on both engines).
+func sumAmounts(ctx context.Context, q *ent.TransferQuery) (int64, error) {
+	n, err := q.Aggregate(func(sel *entsql.Selector) string {
+		return "COALESCE(SUM(" + sel.C(transfer.FieldAmount) + "), 0)"
+	}).Int(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("summing transfers: %w", err)
+	}
+	return int64(n), nil
+}
+
+// transferLeg is one of a send's two on-chain transfers.
+type transferLeg struct {
+	fee    bool
+	ref    [32]byte
+	hash   string
+	to     string
+	amount int64
+}
+
+func (l *transferLeg) name() string {
+	if l.fee {
+		return "fee"
+	}
+	return "transfer"
+}
+
+// legs returns the transfer's legs: to the recipient, then the fee to the
+// treasury (absent for a fee of 0, which the minimum amount rules out).
+func (s *Service) legs(t *ent.Transfer) ([]*transferLeg, error) {
+	net := &transferLeg{to: t.ToAddress, amount: t.Net, hash: t.TxHash}
+	copy(net.ref[:], t.Ref)
+	out := []*transferLeg{net}
+	if t.Fee > 0 {
+		to := s.cfg.Treasury.EVMAddress
+		if chains.Name(t.Chain) == chains.Solana {
+			to = s.cfg.Treasury.SolanaAddress
+		}
+		if to == "" {
+			return nil, fmt.Errorf("transfer %s: no treasury address for %s", t.ID, t.Chain)
+		}
+		if len(t.FeeRef) != 32 {
+			return nil, fmt.Errorf("transfer %s: fee ref missing", t.ID)
+		}
+		fee := &transferLeg{fee: true, to: to, amount: t.Fee, hash: t.FeeTxHash}
+		copy(fee.ref[:], t.FeeRef)
+		out = append(out, fee)
+	}
+	return out, nil
+}
+
+// senderKey opens the custodial key of the wallet a transfer is sent from.
+func (s *Service) senderKey(ctx context.Context, t *ent.Transfer) ([]byte, error) {
+	w, err := s.cfg.DB.Ent.Wallet.Query().Where(
+		wallet.AgentID(t.FromAgentID),
+		wallet.Chain(t.Chain),
+		wallet.Address(t.FromAddress),
+	).Only(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: sender wallet: %w", t.ID, err)
+	}
+	return s.walletKey(ctx, w)
+}
+
+// startTransfer broadcasts both legs of a freshly recorded transfer, records
+// their hashes, and waits (at most wait) for both to be included.
+func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.Duration) (*ent.Transfer, error) {
+	ledger, err := s.AgentLedger(chains.Name(t.Chain))
+	if err != nil {
+		return nil, err
+	}
+	legs, err := s.legs(t)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.senderKey(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+
+	for _, leg := range legs {
+		sub, err := ledger.Transfer(ctx, chains.TransferRequest{Key: key, To: leg.to, Amount: big.NewInt(leg.amount), Ref: leg.ref})
+		if sub.TxHash != "" {
+			// Sent, or unknown whether the node got it: either way the hash
+			// is what to follow.
+			leg.hash = sub.TxHash
+		}
+		if err == nil || sub.TxHash != "" {
+			continue
+		}
+		if refusedByChain(err) {
+			// Nothing of this leg moved. The first leg refused: nothing
+			// moved at all, the send fails. A later leg refused after the
+			// first went out: recorded as failed too, for an operator.
+			s.logger.WarnContext(ctx, "send refused by chain", "transfer", t.ID, "leg", leg.name(), "err", err)
+			if t2, rerr := s.recordHashes(context.WithoutCancel(ctx), t, legs); rerr == nil {
+				if ferr := s.failTransfer(context.WithoutCancel(ctx), t2, fmt.Sprintf("%s refused by %s: %v", leg.name(), t.Chain, err)); ferr != nil {
+					return nil, ferr
+				}
+			}
+			if isInsufficient(err) && !leg.fee {
+				return nil, fmt.Errorf("%w: the chain refused the transfer for lack of USDC", ErrInsufficientFunds)
+			}
+			return nil, fmt.Errorf("%w: the %s refused the transfer", ErrUnavailable, t.Chain)
+		}
+		// Unknown outcome (RPC down, timeout): the row stays pending and the
+		// reconciler finds out whether it was broadcast or sends it again
+		// with the same ref.
+		s.logger.WarnContext(ctx, "send: broadcast outcome unknown; left to the reconciler", "transfer", t.ID, "leg", leg.name(), "err", err)
+		if t2, rerr := s.recordHashes(context.WithoutCancel(ctx), t, legs); rerr == nil {
+			t = t2
+		}
+		return t, nil
+	}
+	t, err = s.recordHashes(context.WithoutCancel(ctx), t, legs)
+	if err != nil {
+		return nil, err
+	}
+
+	// Wait for both legs at once.
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	receipts := make([]chains.Receipt, len(legs))
+	errs := make([]error, len(legs))
+	var wg sync.WaitGroup
+	for i, leg := range legs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			receipts[i], errs[i] = ledger.Wait(waitCtx, leg.hash)
+		}()
+	}
+	wg.Wait()
+	for i, leg := range legs {
+		if errs[i] != nil || receipts[i].State != chains.TxIncluded {
+			if errs[i] == nil && receipts[i].State == chains.TxFailed {
+				// A leg reverted or errored on chain: the send failed. (The
+				// reconciler would look for another transaction with the
+				// same ref first; a fresh send has no other.)
+				reason := fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, receipts[i].Err)
+				if err := s.failTransfer(context.WithoutCancel(ctx), t, reason); err != nil {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: transfer %s failed on chain (%s)", ErrUnavailable, t.ID, reason)
+			}
+			// Not included within the wait: answered pending, finished by
+			// the worker.
+			return s.reload(context.WithoutCancel(ctx), t)
+		}
+	}
+	return s.completeTransfer(context.WithoutCancel(ctx), t)
+}
+
+// recordHashes writes the legs' hashes (those known) and marks the transfer
+// submitted once they are all known.
+func (s *Service) recordHashes(ctx context.Context, t *ent.Transfer, legs []*transferLeg) (*ent.Transfer, error) {
+	upd := s.cfg.DB.Ent.Transfer.UpdateOneID(t.ID).
+		Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted))
+	all := true
+	for _, leg := range legs {
+		if leg.hash == "" {
+			all = false
+			continue
+		}
+		if leg.fee {
+			upd.SetFeeTxHash(leg.hash)
+		} else {
+			upd.SetTxHash(leg.hash)
+		}
+	}
+	if all {
+		upd.SetStatus(transfer.StatusSubmitted)
+		if t.SubmittedAt == nil {
+			upd.SetSubmittedAt(time.Now().UTC())
+		}
+	}
+	out, err := upd.Save(ctx)
+	if ent.IsNotFound(err) {
+		// Completed or failed meanwhile (by the reconciler): keep its state.
+		return s.reload(ctx, t)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: recording hashes: %w", t.ID, err)
+	}
+	return out, nil
+}
+
+func (s *Service) reload(ctx context.Context, t *ent.Transfer) (*ent.Transfer, error) {
+	out, err := s.cfg.DB.Ent.Transfer.Get(ctx, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
+	}
+	return out, nil
+}
+
+// failTransfer marks an in-flight transfer failed with the reason.
+func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason string) error {
+	s.logger.WarnContext(ctx, "transfer failed", "transfer", t.ID, "chain", t.Chain, "reason", reason)
+	err := s.cfg.DB.Ent.Transfer.Update().
+		Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
+		SetStatus(transfer.StatusFailed).
+		SetError(reason).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("transfer %s: marking failed: %w", t.ID, err)
+	}
+	return nil
+}
+
+// completeTransfer marks the transfer completed once both legs are
+// included, and in the same transaction adds it to both agents' counters;
+// then it recomputes their trust. Completing twice (the request and the worker
+// racing) counts once: only the update that moves the row out of
+// pending/submitted touches the counters.
+func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.Transfer, error) {
+	type change struct {
+		id                   uuid.UUID
+		sent, received, fees int64
+	}
+	var completed []change
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		n, err := tx.Transfer.Update().
+			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
+			SetStatus(transfer.StatusCompleted).
+			SetCompletedAt(time.Now().UTC()).
+			Save(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+		changes := []change{{id: t.FromAgentID, sent: t.Amount, fees: t.Fee}}
+		if t.ToAgentID != nil {
+			changes = append(changes, change{id: *t.ToAgentID, received: t.Net})
+		}
+		// Rows in id order, as everywhere agents are updated together.
+		sort.Slice(changes, func(i, j int) bool { return changes[i].id.String() < changes[j].id.String() })
+		for _, c := range changes {
+			err := tx.Agent.UpdateOneID(c.id).
+				AddTxCount(1).
+				AddVolumeSent(c.sent).
+				AddVolumeReceived(c.received).
+				AddFeesPaid(c.fees).
+				Exec(ctx)
+			if err != nil {
+				return fmt.Errorf("transfer %s: counters: %w", t.ID, err)
+			}
+		}
+		completed = changes
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Trust after the commit, not inside: RecomputeTrust locks the agent
+	// row FOR UPDATE, which on PostgreSQL conflicts with the FOR KEY SHARE
+	// that concurrent sends' inserts take on the same agent (foreign key),
+	// a deadlock when done while this transaction holds the counters. It is
+	// idempotent and reads the committed counters; a crash in between is
+	// caught up by the next recompute (any profile read refreshes it).
+	for _, c := range completed {
+		if err := s.RecomputeTrust(ctx, c.id); err != nil {
+			s.logger.WarnContext(ctx, "recompute trust after transfer", "agent", c.id, "err", err)
+		}
+	}
+	return s.reload(ctx, t)
+}
+
+// refusedByChain reports a transfer the chain refused before broadcast
+// (preflight or gas estimate): nothing was sent.
+func refusedByChain(err error) bool {
+	var se *solana.SendError
+	return errors.As(err, &se) ||
+		errors.Is(err, evm.ErrInsufficientBalance) ||
+		errors.Is(err, evm.ErrInvalidAmount) ||
+		errors.Is(err, chains.ErrInvalidAddress) ||
+		strings.Contains(err.Error(), "transfer would revert")
+}
+
+func isInsufficient(err error) bool {
+	return errors.Is(err, evm.ErrInsufficientBalance) || errors.Is(err, solana.ErrInsufficientFunds)
+}
+
+// sendResult is the answer of a send.
+func (s *Service) sendResult(t *ent.Transfer, fromUsername, toUsername string) *SendResult {
+	r := &SendResult{
+		Transfer:     t,
+		FromUsername: fromUsername,
+		ToUsername:   toUsername,
+		Chain:        chains.Name(t.Chain),
+		Amount:       decimal.New(t.Amount, -USDCDecimals),
+		Delivered:    decimal.New(t.Net, -USDCDecimals),
+		Fee:          decimal.New(t.Fee, -USDCDecimals),
+		TxHash:       t.TxHash,
+		FeeTxHash:    t.FeeTxHash,
+		Status:       string(t.Status),
+	}
+	if t.Status == transfer.StatusSubmitted {
+		// Broadcast but not included: to the agent it is pending all the
+		// same (spec 2.3 shows completed; pending is the other answer).
+		r.Status = string(transfer.StatusPending)
+	}
+	amount, delivered, fee := usd(r.Amount), usd(r.Delivered), usd(r.Fee)
+	switch t.Status {
+	case transfer.StatusCompleted:
+		r.Message = fmt.Sprintf("Sent %s USDC to %s on %s: %s USDC delivered, %s USDC (0.1%% fee) routed to the treasury.",
+			amount, toUsername, t.Chain, delivered, fee)
+	case transfer.StatusFailed:
+		r.Message = fmt.Sprintf("Send of %s USDC to %s on %s failed: %s", amount, toUsername, t.Chain, t.Error)
+	default:
+		r.Message = fmt.Sprintf("Send of %s USDC to %s on %s is pending on-chain inclusion: %s USDC will be delivered and %s USDC (0.1%% fee) routed to the treasury.",
+			amount, toUsername, t.Chain, delivered, fee)
+	}
+	return r
+}
+
+// usd formats an amount with at least two decimals (50.00, 49.95, 0.012333).
+func usd(d decimal.Decimal) string {
+	if d.Equal(d.Round(2)) {
+		return d.StringFixed(2)
+	}
+	return d.String()
+}

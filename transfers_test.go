@@ -1,0 +1,388 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	solanago "github.com/gagliardetto/solana-go"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent"
+	"agentpay/ent/transfer"
+)
+
+// sendEnv is a service whose agents' wallets live on a Base devnet and a
+// Solana devnet, with a treasury funded with gas on both.
+type sendEnv struct {
+	svc      *Service
+	db       *DB
+	vault    *Vault
+	treasury TreasuryKeys
+	evmNet   *devnet.EVM
+	solNet   *devnet.Solana
+	base     *evm.Ledger
+	sol      *solana.Ledger
+}
+
+// startSendEnv starts both devnets and a service on a fresh database.
+func startSendEnv(t testing.TB) *sendEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key, err := GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := NewVault(key)
+	require.NoError(t, err)
+	tk, err := vault.TreasuryKeys()
+	require.NoError(t, err)
+
+	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
+		Chain: chains.Base, BlockTime: 50 * time.Millisecond,
+		Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = evmNet.Close() })
+	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
+		SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
+		Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = solNet.Close() })
+
+	base, err := evm.New(ctx, evm.Config{
+		Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
+		PollInterval: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(base.Close)
+	sol, err := solana.New(ctx, solana.Config{
+		RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana,
+		PollInterval: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+
+	db := openTestDB(t)
+	svc, err := NewService(Config{
+		DB: db, Vault: vault, Treasury: tk,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		AgentMode: ModeTest,
+		Test:      Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},
+		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+	})
+	require.NoError(t, err)
+	return &sendEnv{svc: svc, db: db, vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+}
+
+func randomName(t testing.TB, prefix string) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// register creates an agent through QuickRegister.
+func (e *sendEnv) register(t testing.TB, prefix string) *ent.Agent {
+	t.Helper()
+	reg, err := e.svc.QuickRegister(context.Background(), randomName(t, prefix))
+	require.NoError(t, err)
+	return reg.Agent
+}
+
+func (e *sendEnv) wallet(t testing.TB, a *ent.Agent, c chains.Name) string {
+	t.Helper()
+	ws, err := e.svc.Wallets(context.Background(), a)
+	require.NoError(t, err)
+	w := walletOn(ws, c)
+	require.NotNil(t, w, "agent has a %s wallet", c)
+	return w.Address
+}
+
+// fund sends USDC from the devnet faucet to the agent's wallet on chain.
+func (e *sendEnv) fund(t testing.TB, a *ent.Agent, c chains.Name, usdc string) {
+	t.Helper()
+	ctx := context.Background()
+	units := decimal.RequireFromString(usdc).Shift(6).IntPart()
+	addr := e.wallet(t, a, c)
+	var err error
+	if c == chains.Solana {
+		_, err = e.solNet.Send(ctx, solanago.MustPublicKeyFromBase58(addr), uint64(units))
+	} else {
+		_, err = e.evmNet.Send(ctx, common.HexToAddress(addr), big.NewInt(units))
+	}
+	require.NoError(t, err)
+}
+
+func (e *sendEnv) ledger(c chains.Name) chains.Ledger {
+	if c == chains.Solana {
+		return e.sol
+	}
+	return e.base
+}
+
+// onChain reads an address's USDC straight from the chain, in USDC.
+func (e *sendEnv) onChain(t testing.TB, c chains.Name, address string) decimal.Decimal {
+	t.Helper()
+	b, err := e.ledger(c).Balance(context.Background(), address)
+	require.NoError(t, err)
+	return FromBaseUnits(b, 6)
+}
+
+func (e *sendEnv) treasuryAddress(c chains.Name) string {
+	if c == chains.Solana {
+		return e.treasury.SolanaAddress
+	}
+	return e.treasury.EVMAddress
+}
+
+func (e *sendEnv) agent(t testing.TB, a *ent.Agent) *ent.Agent {
+	t.Helper()
+	out, err := e.db.Ent.Agent.Get(context.Background(), a.ID)
+	require.NoError(t, err)
+	return out
+}
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func requireDecimal(t testing.TB, want string, got decimal.Decimal, msg ...any) {
+	t.Helper()
+	require.True(t, dec(want).Equal(got), "want %s, got %s %v", want, got, msg)
+}
+
+func TestTransferFee(t *testing.T) {
+	for _, tc := range []struct {
+		amount, fee string
+	}{
+		{"50", "0.05"},
+		{"0.01", "0.00001"},      // the minimum: never a zero fee
+		{"0.012345", "0.000012"}, // 12.345 units rounds down
+		{"0.0125", "0.000013"},   // 12.5 units: halves round up
+		{"0.012499", "0.000012"},
+		{"1234.567891", "1.234568"},
+		{"250000", "250"},
+	} {
+		t.Run(tc.amount, func(t *testing.T) {
+			units := dec(tc.amount).Shift(6).IntPart()
+			fee := TransferFee(units)
+			requireDecimal(t, tc.fee, decimal.New(fee, -6))
+		})
+	}
+}
+
+// A send of 50 delivers 49.95 to the recipient and 0.05 to the treasury, on
+// each chain, as read back from the chain; the counters and the treasury's
+// fee total follow.
+func TestSendDeliversNetAndFee(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	for _, c := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(c), func(t *testing.T) {
+			alice, bob := e.register(t, "alice"), e.register(t, "bob")
+			e.fund(t, alice, c, "100")
+			treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
+			feesBefore, err := e.svc.completedTransferTotals(ctx, true)
+			require.NoError(t, err)
+
+			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: string(c), Memo: "lunch"})
+			require.NoError(t, err)
+			require.Equal(t, "completed", res.Status)
+			require.Equal(t, c, res.Chain)
+			requireDecimal(t, "50", res.Amount)
+			requireDecimal(t, "49.95", res.Delivered)
+			requireDecimal(t, "0.05", res.Fee)
+			require.NotEmpty(t, res.TxHash)
+			require.NotEmpty(t, res.FeeTxHash)
+			require.Contains(t, res.Message, "Sent 50.00 USDC")
+			require.Contains(t, res.Message, "49.95 USDC delivered")
+			require.Contains(t, res.Message, "0.05 USDC")
+			require.Equal(t, alice.Username, res.FromUsername)
+			require.Equal(t, bob.Username, res.ToUsername)
+
+			tr := res.Transfer
+			require.Equal(t, transfer.StatusCompleted, tr.Status)
+			require.EqualValues(t, 50_000_000, tr.Amount)
+			require.EqualValues(t, 50_000, tr.Fee)
+			require.EqualValues(t, 49_950_000, tr.Net)
+			require.NotNil(t, tr.SubmittedAt)
+			require.NotNil(t, tr.CompletedAt)
+			require.Len(t, tr.Ref, 32)
+			require.Len(t, tr.FeeRef, 32)
+			require.Equal(t, "lunch", tr.Memo)
+
+			requireDecimal(t, "50", e.onChain(t, c, e.wallet(t, alice, c)), "sender")
+			requireDecimal(t, "49.95", e.onChain(t, c, e.wallet(t, bob, c)), "recipient")
+			requireDecimal(t, "0.05", e.onChain(t, c, e.treasuryAddress(c)).Sub(treasuryBefore), "treasury")
+
+			feesAfter, err := e.svc.completedTransferTotals(ctx, true)
+			require.NoError(t, err)
+			requireDecimal(t, "0.05", feesAfter.fee.Sub(feesBefore.fee), "fee total")
+
+			a, b := e.agent(t, alice), e.agent(t, bob)
+			require.EqualValues(t, 1, a.TxCount)
+			require.EqualValues(t, 50_000_000, a.VolumeSent)
+			require.EqualValues(t, 50_000, a.FeesPaid)
+			require.EqualValues(t, 1, b.TxCount)
+			require.EqualValues(t, 49_950_000, b.VolumeReceived)
+
+			bal, err := e.svc.Balance(ctx, alice)
+			require.NoError(t, err)
+			require.Len(t, bal.Balances, 2)
+			require.Equal(t, chains.Solana, bal.Balances[0].Chain)
+			require.Equal(t, chains.Base, bal.Balances[1].Chain)
+			requireDecimal(t, "50", bal.TotalUSD)
+		})
+	}
+}
+
+// Without a chain, the first of solana, base whose balance covers the send.
+func TestSendPicksChain(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Solana, "3")
+	e.fund(t, alice, chains.Base, "10")
+
+	res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("2")})
+	require.NoError(t, err)
+	require.Equal(t, chains.Solana, res.Chain, "solana first when it covers the amount")
+	res, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5")})
+	require.NoError(t, err)
+	require.Equal(t, chains.Base, res.Chain, "base when solana falls short")
+	requireDecimal(t, "1.998", e.onChain(t, chains.Solana, e.wallet(t, bob, chains.Solana)))
+	requireDecimal(t, "4.995", e.onChain(t, chains.Base, e.wallet(t, bob, chains.Base)))
+
+	bal, err := e.svc.Balance(ctx, bob)
+	require.NoError(t, err)
+	requireDecimal(t, "6.993", bal.TotalUSD)
+	requireDecimal(t, "1.998", bal.Balances[0].Balance)
+	requireDecimal(t, "4.995", bal.Balances[1].Balance)
+	require.Equal(t, "USDC", bal.Balances[0].Token)
+	require.Equal(t, e.wallet(t, bob, chains.Base), bal.Balances[1].Address)
+}
+
+// Each refusal is refused with its error and changes nothing: no transfer
+// row, no balance moved.
+func TestSendRefusals(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Base, "50")
+	// 440 USD already sent today (a T0 agent may send 500 a day).
+	_, err := e.db.Ent.Transfer.Create().
+		SetFromAgentID(alice.ID).SetToAgentID(bob.ID).SetChain("base").
+		SetFromAddress(e.wallet(t, alice, chains.Base)).SetToAddress(e.wallet(t, bob, chains.Base)).
+		SetAmount(440_000_000).SetFee(440_000).SetNet(439_560_000).
+		SetRef(randomRef(t)).SetFeeRef(randomRef(t)).SetStatus(transfer.StatusCompleted).
+		Save(ctx)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name   string
+		req    SendRequest
+		check  func(error) bool
+		detail string
+	}{
+		{"below minimum", SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.009"), Chain: "base"}, IsValidation, "at least 0.01"},
+		{"zero", SendRequest{ToUsername: bob.Username, AmountUSD: dec("0"), Chain: "base"}, IsValidation, "at least 0.01"},
+		{"negative", SendRequest{ToUsername: bob.Username, AmountUSD: dec("-5"), Chain: "base"}, IsValidation, "at least 0.01"},
+		{"seven decimals", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1.0000001"), Chain: "base"}, IsValidation, "more than 6 decimal"},
+		{"unknown chain", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "bitcoin"}, IsValidation, "unknown chain"},
+		{"chain without agent wallets", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "polygon"}, IsValidation, "solana and base"},
+		{"no recipient", SendRequest{AmountUSD: dec("1"), Chain: "base"}, IsValidation, "to_username"},
+		{"unknown recipient", SendRequest{ToUsername: "nobody_here", AmountUSD: dec("1"), Chain: "base"}, isErr(ErrNotFound), "nobody_here"},
+		{"self", SendRequest{ToUsername: alice.Username, AmountUSD: dec("1"), Chain: "base"}, IsValidation, "yourself"},
+		{"memo too long", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Memo: string(make([]byte, 501)), Chain: "base"}, IsValidation, "memo"},
+		{"per-send limit", SendRequest{ToUsername: bob.Username, AmountUSD: dec("100.01"), Chain: "base"}, isErr(ErrForbidden), "per-send limit of 100 USD"},
+		{"daily limit", SendRequest{ToUsername: bob.Username, AmountUSD: dec("60.01"), Chain: "base"}, isErr(ErrForbidden), "daily limit of 500 USD"},
+		{"insufficient on the chain", SendRequest{ToUsername: bob.Username, AmountUSD: dec("50.000001"), Chain: "base"}, isErr(ErrInsufficientFunds), "available: 50 USDC on base"},
+		{"insufficient anywhere", SendRequest{ToUsername: bob.Username, AmountUSD: dec("50.5")}, isErr(ErrInsufficientFunds), "available: 0 USDC on solana, 50 USDC on base"},
+		{"insufficient on solana", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "solana"}, isErr(ErrInsufficientFunds), "available: 0 USDC on solana"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.svc.Send(ctx, alice, tc.req)
+			require.Error(t, err)
+			require.True(t, tc.check(err), "%T %v", err, err)
+			require.Contains(t, err.Error(), tc.detail)
+
+			n, err := e.db.Ent.Transfer.Query().Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "no transfer recorded")
+			requireDecimal(t, "50", e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base)))
+			requireDecimal(t, "0", e.onChain(t, chains.Base, e.wallet(t, bob, chains.Base)))
+		})
+	}
+	// And exactly the whole balance can be sent.
+	res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: "base"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", res.Status)
+}
+
+func isErr(target error) func(error) bool {
+	return func(err error) bool { return errorsIs(err, target) }
+}
+
+func randomRef(t testing.TB) []byte {
+	t.Helper()
+	b := make([]byte, 32)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return b
+}
+
+// Concurrent sends from one wallet never overdraw it: 20 sends of 5 from a
+// wallet holding 50, at most 10 succeed, the others are refused, and the
+// chain agrees.
+func TestConcurrentSendsNeverOverdraw(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Base, "50")
+
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		successes int
+		refusals  []error
+	)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: "base"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refusals = append(refusals, err)
+				return
+			}
+			require.Equal(t, "completed", res.Status)
+			successes++
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, successes, 10)
+	require.Equal(t, 20, successes+len(refusals))
+	for _, err := range refusals {
+		require.ErrorIs(t, err, ErrInsufficientFunds)
+	}
+	left := dec("50").Sub(dec("5").Mul(decimal.NewFromInt(int64(successes))))
+	requireDecimal(t, left.String(), e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base)))
+	requireDecimal(t, dec("4.995").Mul(decimal.NewFromInt(int64(successes))).String(), e.onChain(t, chains.Base, e.wallet(t, bob, chains.Base)))
+	t.Logf("%d of 20 sends succeeded", successes)
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
