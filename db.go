@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
-	entsql "entgo.io/ent/dialect/sql"
 	_ "github.com/lib/pq" // database/sql driver "postgres"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
@@ -120,7 +119,7 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		return nil, fmt.Errorf("agentpay: connecting to the %s database: %w", dialectLabel(dialect), err)
 	}
 
-	drv := &txSharingDriver{Driver: entsql.OpenDB(dialect, sqlDB)}
+	drv := newTxSharingDriver(dialect, sqlDB)
 	return &DB{
 		Ent:     ent.NewClient(ent.Driver(drv)),
 		SQL:     sqlDB,

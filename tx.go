@@ -80,8 +80,33 @@ type sqlTxHolder struct {
 // begins and the context carries a *sqlTxHolder, the underlying *sql.Tx is
 // handed back through it. Everything else (queries, hooks, interceptors)
 // behaves exactly as with the plain driver.
+//
+// Queries outside a transaction go through a prepared-statement cache.
 type txSharingDriver struct {
 	*entsql.Driver
+	cached entsql.Conn
+	stmts  *stmtCache
+}
+
+func newTxSharingDriver(dialect string, db *sql.DB) *txSharingDriver {
+	stmts := newStmtCache(db)
+	return &txSharingDriver{Driver: entsql.OpenDB(dialect, db), cached: entsql.Conn{ExecQuerier: stmts}, stmts: stmts}
+}
+
+// Exec runs a statement outside a transaction, prepared once.
+func (d *txSharingDriver) Exec(ctx context.Context, query string, args, v any) error {
+	return d.cached.Exec(ctx, query, args, v)
+}
+
+// Query runs a query outside a transaction, prepared once.
+func (d *txSharingDriver) Query(ctx context.Context, query string, args, v any) error {
+	return d.cached.Query(ctx, query, args, v)
+}
+
+// Close releases the prepared statements, then the pool.
+func (d *txSharingDriver) Close() error {
+	d.stmts.close()
+	return d.Driver.Close()
 }
 
 // Tx begins a transaction; see BeginTx.
