@@ -52,6 +52,8 @@ type Config struct {
 	// Live and Test are the ledgers per chain for each mode.
 	Live Networks
 	Test Networks
+	// Jobs enqueues background work in a transaction (webhook deliveries...).
+	Jobs JobInserter
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
 

@@ -76,6 +76,10 @@ func NewRouter(cfg Config) http.Handler {
 			r.Post("/regenerate-api-key", s.regenerateAPIKey)
 		})
 	})
+	r.Route("/checkout", func(r chi.Router) {
+		s.mountMerchantRoutes(r)
+		s.mountCheckoutPageRoutes(r)
+	})
 	for path, h := range cfg.Mounts {
 		r.Handle(path, h)
 	}
