@@ -37,6 +37,9 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck $$($(GO) list ./... | grep -v '^agentpay/ent')
 
-## bench: the benchmarks whose figures the issues ask for
+## bench: the benchmarks whose figures the issues ask for (set TEST_DATABASE_URL for the PostgreSQL figures)
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./chains/evm/
+	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 2000x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/

@@ -312,22 +312,176 @@ func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
 // agentKeyLen is the length of an agent API key (see NewSecret).
 const agentKeyLen = len(PrefixAgentKey) + secretBody
 
-// Authenticate returns the agent whose API key this is. A missing, malformed,
-// unknown or rotated key is ErrUnauthorized. It is one lookup by the unique
-// index on the key's hash, and it reads the database every time (no cache),
-// so a regenerated key is refused at once by every instance.
+// Authenticate returns the agent whose API key this is, with its wallets
+// (Edges.Wallets, in Wallets order) read in the same query. A missing,
+// malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
+// the unique index on the key's hash, and it reads the database every time
+// (no cache), so a regenerated key is refused at once by every instance.
+//
+// The agent is read with raw SQL, not through the ent client: use its
+// fields, not its methods that go back to the database (Update, QueryX).
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, error) {
 	if !wellFormedAgentKey(apiKey) {
 		return nil, ErrUnauthorized
 	}
-	a, err := s.cfg.DB.Ent.Agent.Query().Where(agent.APIKeyHash(HashSecret(apiKey))).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, ErrUnauthorized
+	q := authSQLite
+	if s.cfg.DB.IsPostgres() {
+		q = authPostgres
 	}
+	rows, err := queryCached(ctx, s.cfg.DB.SQL, q, HashSecret(apiKey))
 	if err != nil {
 		return nil, fmt.Errorf("authenticating agent: %w", err)
 	}
+	a, _, err := scanAuthRows(rows, 0)
+	if err != nil {
+		return nil, fmt.Errorf("authenticating agent: %w", err)
+	}
+	if a == nil {
+		return nil, ErrUnauthorized
+	}
 	return a, nil
+}
+
+// AuthenticateAndAllow authenticates the key as Authenticate does, then
+// counts the request against the agent's rate limit as AllowAgent does. On
+// PostgreSQL both are one statement (one round trip); a refused request
+// returns the agent, the decision and a *RateLimitError.
+func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent.Agent, RateDecision, error) {
+	l := s.rateLimiter()
+	if _, ok := l.store.(*pgRateStore); !ok || !pgAgentRateCountable() {
+		a, err := s.Authenticate(ctx, apiKey)
+		if err != nil {
+			return nil, RateDecision{}, err
+		}
+		dec, err := s.AllowAgent(ctx, a)
+		return a, dec, err
+	}
+	if !wellFormedAgentKey(apiKey) {
+		return nil, RateDecision{}, ErrUnauthorized
+	}
+	now := l.now()
+	hits := agentRateHits("", TierT0, now.Unix()) // the windows' bounds only
+	rows, err := queryCached(ctx, s.cfg.DB.SQL, authRatePostgres, HashSecret(apiKey),
+		hits[0].start, hits[0].until, hits[1].start, hits[1].until)
+	if err != nil {
+		return nil, RateDecision{}, fmt.Errorf("authenticating agent: %w", err)
+	}
+	a, counts, err := scanAuthRows(rows, len(hits))
+	if err != nil {
+		return nil, RateDecision{}, fmt.Errorf("authenticating agent: %w", err)
+	}
+	if a == nil {
+		return nil, RateDecision{}, ErrUnauthorized
+	}
+	dec, err := l.agentDecision(now, a.ID.String(), string(a.Tier), counts)
+	return a, dec, err
+}
+
+// authAgentColumns and authWalletColumns are what Authenticate reads of the
+// agent and of each of its wallets, in scanAuthRows order.
+var (
+	authAgentColumns = []string{
+		agent.FieldID, agent.FieldCreatedAt, agent.FieldUpdatedAt, agent.FieldUsername, agent.FieldAPIKeyHash,
+		agent.FieldInviteCode, agent.FieldTrustScore, agent.FieldTier, agent.FieldPrimaryWalletID,
+		agent.FieldPartnerVerified, agent.FieldPartnerProvider, agent.FieldPartnerSubject, agent.FieldHumanVerified,
+		agent.FieldExternalWalletVerified, agent.FieldTxCount, agent.FieldVolumeSent, agent.FieldVolumeReceived,
+		agent.FieldFeesPaid, agent.FieldAPIKeyRotatedAt,
+	}
+	authWalletColumns = []string{
+		wallet.FieldID, wallet.FieldCreatedAt, wallet.FieldUpdatedAt, wallet.FieldAgentID, wallet.FieldChain,
+		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified,
+	}
+
+	authSQLite       = authSQL("?")
+	authPostgres     = authSQL("$1")
+	authRatePostgres = pgAuthRateSQL(authAgentColumns, authWalletColumns)
+)
+
+// authSQL reads the agent whose api_key_hash is the parameter, joined with
+// its wallets: one row per wallet (wallet columns NULL when it has none).
+func authSQL(param string) string {
+	cols := make([]string, 0, len(authAgentColumns)+len(authWalletColumns))
+	for _, c := range authAgentColumns {
+		cols = append(cols, "a."+c)
+	}
+	for _, c := range authWalletColumns {
+		cols = append(cols, "w."+c)
+	}
+	return "SELECT " + strings.Join(cols, ", ") +
+		" FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id WHERE a.api_key_hash = " + param
+}
+
+// scanAuthRows reads the rows of authSQL or pgAuthRateSQL (then with nInts
+// integers after the wallet columns, returned from the first row) and closes
+// them. No row is a nil agent.
+func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []int64, error) {
+	defer rows.Close()
+	var (
+		a                                                *ent.Agent
+		ints                                             = make([]int64, nInts)
+		ag                                               ent.Agent
+		primID                                           sql.Null[uuid.UUID]
+		tier, username, invite, partnerProv, partnerSubj sql.NullString
+		created, updated, rotated                        sql.NullTime
+		trust, txCount, volSent, volRecv, fees           sql.NullInt64
+		partnerV, humanV, extV                           sql.NullBool
+
+		wID, wAgent             sql.Null[uuid.UUID]
+		wCreated, wUpdated      sql.NullTime
+		wChain, wAddress, wKind sql.NullString
+		wKey                    []byte
+		wVerified               sql.NullBool
+	)
+	dest := []any{
+		&ag.ID, &created, &updated, &username, &ag.APIKeyHash,
+		&invite, &trust, &tier, &primID,
+		&partnerV, &partnerProv, &partnerSubj, &humanV,
+		&extV, &txCount, &volSent, &volRecv,
+		&fees, &rotated,
+		&wID, &wCreated, &wUpdated, &wAgent, &wChain,
+		&wAddress, &wKey, &wKind, &wVerified,
+	}
+	for i := range ints {
+		dest = append(dest, &ints[i])
+	}
+	for rows.Next() {
+		wKey = nil
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, err
+		}
+		if a == nil {
+			ag.CreatedAt, ag.UpdatedAt = created.Time, updated.Time
+			ag.Username, ag.InviteCode, ag.Tier = username.String, invite.String, agent.Tier(tier.String)
+			ag.TrustScore = int(trust.Int64)
+			if primID.Valid {
+				id := primID.V
+				ag.PrimaryWalletID = &id
+			}
+			ag.PartnerVerified, ag.HumanVerified, ag.ExternalWalletVerified = partnerV.Bool, humanV.Bool, extV.Bool
+			ag.PartnerProvider, ag.PartnerSubject = partnerProv.String, partnerSubj.String
+			ag.TxCount, ag.VolumeSent, ag.VolumeReceived, ag.FeesPaid = txCount.Int64, volSent.Int64, volRecv.Int64, fees.Int64
+			if rotated.Valid {
+				t := rotated.Time
+				ag.APIKeyRotatedAt = &t
+			}
+			ag.Edges.Wallets = []*ent.Wallet{}
+			a = &ag
+		}
+		if wID.Valid {
+			a.Edges.Wallets = append(a.Edges.Wallets, &ent.Wallet{
+				ID: wID.V, CreatedAt: wCreated.Time, UpdatedAt: wUpdated.Time, AgentID: wAgent.V,
+				Chain: wChain.String, Address: wAddress.String, EncryptedKey: wKey,
+				Kind: wallet.Kind(wKind.String), Verified: wVerified.Bool,
+			})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if a != nil {
+		sortWallets(a.Edges.Wallets)
+	}
+	return a, ints, nil
 }
 
 func wellFormedAgentKey(k string) bool {
@@ -413,7 +567,9 @@ func (s *Service) CheckUsername(ctx context.Context, username string) (bool, err
 }
 
 // Profile returns the authenticated agent's own profile, its trust score
-// brought up to date.
+// brought up to date. The wallets are those Authenticate read with the agent
+// (Edges.Wallets), in the same request; an agent without them loaded has
+// them read here.
 func (s *Service) Profile(ctx context.Context, a *ent.Agent) (*AgentProfile, error) {
 	return s.profile(ctx, a)
 }
@@ -423,9 +579,12 @@ func (s *Service) profile(ctx context.Context, a *ent.Agent) (*AgentProfile, err
 	if err != nil {
 		return nil, err
 	}
-	wallets, err := s.Wallets(ctx, a)
-	if err != nil {
-		return nil, err
+	// Authenticate read the wallets with the agent, in Wallets order.
+	wallets := a.Edges.Wallets
+	if wallets == nil {
+		if wallets, err = s.Wallets(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	p := &AgentProfile{
 		Agent:     a,

@@ -22,7 +22,23 @@ type stmtCache struct {
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
+	c := &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
+	poolStmtCaches.LoadOrStore(db, c)
+	return c
+}
+
+// poolStmtCaches maps each open pool to its statement cache (the first one
+// made for it: the ent driver's), so raw SQL of the service outside
+// transactions shares the cache (see queryCached).
+var poolStmtCaches sync.Map // *sql.DB -> *stmtCache
+
+// queryCached runs query on db, outside any transaction, through db's
+// statement cache (directly when db has none).
+func queryCached(ctx context.Context, db *sql.DB, query string, args ...any) (*sql.Rows, error) {
+	if c, ok := poolStmtCaches.Load(db); ok {
+		return c.(*stmtCache).QueryContext(ctx, query, args...)
+	}
+	return db.QueryContext(ctx, query, args...)
 }
 
 // stmt returns the prepared statement of query, or nil when the cache is
@@ -71,6 +87,7 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 }
 
 func (c *stmtCache) close() {
+	poolStmtCaches.CompareAndDelete(c.db, c)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for q, st := range c.stmts {

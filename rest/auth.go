@@ -16,16 +16,16 @@ func agentFrom(ctx context.Context) *ent.Agent {
 }
 
 // requireAgent authenticates X-Agent-Key, then applies the agent's rate
-// limit; every authenticated answer, refused or not, carries the
-// X-RateLimit-* headers.
+// limit (one statement on PostgreSQL, see AuthenticateAndAllow); every
+// authenticated answer, refused or not, carries the X-RateLimit-* headers.
+// The agent in the context comes with its wallets (see Authenticate).
 func (s *server) requireAgent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agent, err := s.svc.Authenticate(r.Context(), r.Header.Get("X-Agent-Key"))
-		if err != nil {
+		agent, dec, err := s.svc.AuthenticateAndAllow(r.Context(), r.Header.Get("X-Agent-Key"))
+		if agent == nil {
 			writeError(w, r, s.logger, areaAgent, err)
 			return
 		}
-		dec, err := s.svc.AllowAgent(r.Context(), agent)
 		writeRateHeaders(w, dec)
 		if err != nil {
 			writeError(w, r, s.logger, areaAgent, err)

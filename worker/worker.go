@@ -24,6 +24,9 @@ type Config struct {
 	ScanInterval time.Duration
 	// Concurrency is the number of jobs of each queue run at once.
 	Concurrency int
+	// WebhookConcurrency is the number of webhook deliveries in flight at
+	// once (default 200): they mostly wait on receivers.
+	WebhookConcurrency int
 }
 
 // Worker is a River client working the service's queues.
@@ -50,9 +53,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
 	}
+	if cfg.WebhookConcurrency <= 0 {
+		cfg.WebhookConcurrency = 200
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
+	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
 
 	periodic := []*river.PeriodicJob{reconcilePeriodic()}
 	for _, c := range cfg.Service.ScannedChains() {
@@ -71,6 +78,9 @@ func New(cfg Config) (*Worker, error) {
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Concurrency},
 			queueChains:        {MaxWorkers: cfg.Concurrency},
+			// Deliveries fetch often: a short cooldown lets a busy queue
+			// refill its many workers quickly.
+			agentpay.WebhookQueue: {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: 10 * time.Millisecond},
 		},
 		JobTimeout: time.Minute,
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
 	"agentpay/chains"
@@ -195,7 +200,13 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer p.db.Close()
-	svc, err := p.service(ctx, cfg, logger, nil, nil)
+	// The API only inserts jobs (webhook deliveries...) in its
+	// transactions; worker processes work them.
+	jobs, err := river.NewClient(p.db.RiverDriver(), &river.Config{})
+	if err != nil {
+		return err
+	}
+	svc, err := p.service(ctx, cfg, logger, nil, nil, jobs)
 	if err != nil {
 		return err
 	}
@@ -217,25 +228,54 @@ func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer p.db.Close()
-	svc, err := p.service(ctx, cfg, logger, nil, nil)
+	jobs := &lateJobs{}
+	svc, err := p.service(ctx, cfg, logger, nil, nil, jobs)
 	if err != nil {
 		return err
 	}
-	return runJobs(ctx, p.db, svc, logger)
-}
-
-// runJobs works the River queues until ctx ends.
-func runJobs(ctx context.Context, db *agentpay.DB, svc *agentpay.Service, logger *slog.Logger) error {
-	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger})
+	w, err := newWorker(p.db, svc, logger, jobs)
 	if err != nil {
 		return err
 	}
 	return w.Run(ctx)
 }
 
+// newWorker builds the worker's River client and makes it the service's job
+// inserter (see lateJobs).
+func newWorker(db *agentpay.DB, svc *agentpay.Service, logger *slog.Logger, jobs *lateJobs) (*worker.Worker, error) {
+	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	jobs.bind(w.Client())
+	return w, nil
+}
+
+// lateJobs is the service's job inserter in processes that also work jobs
+// (worker, dev). The worker's River client needs the service (its workers
+// call it) and the service needs a job inserter, so the service is built
+// with a lateJobs and the worker's client is bound into it by newWorker,
+// right after worker.New and before the worker runs or the API serves.
+// Inserting before that is an error, never a silent loss.
+type lateJobs struct {
+	client atomic.Pointer[river.Client[*sql.Tx]]
+}
+
+var _ agentpay.JobInserter = (*lateJobs)(nil)
+
+func (j *lateJobs) bind(c *river.Client[*sql.Tx]) { j.client.Store(c) }
+
+func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	c := j.client.Load()
+	if c == nil {
+		return nil, errors.New("agentpay: job inserter used before the worker's River client was bound")
+	}
+	return c.InsertTx(ctx, tx, args, opts)
+}
+
 // service connects the configured chains (test mode may be overridden by
 // the devnets) and builds the service layer.
-func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test agentpay.Networks, faucet agentpay.Faucet) (*agentpay.Service, error) {
+func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test agentpay.Networks, faucet agentpay.Faucet, jobs agentpay.JobInserter) (*agentpay.Service, error) {
 	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury)
 	if err != nil {
 		return nil, err
@@ -251,7 +291,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	}
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury,
-		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode,
+		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: jobs,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,

@@ -45,7 +45,12 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	svc, err := p.service(ctx, cfg, logger, test, nets)
+	jobs := &lateJobs{}
+	svc, err := p.service(ctx, cfg, logger, test, nets, jobs)
+	if err != nil {
+		return err
+	}
+	w, err := newWorker(p.db, svc, logger, jobs)
 	if err != nil {
 		return err
 	}
@@ -59,7 +64,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobsErr := make(chan error, 1)
-	go func() { jobsErr <- runJobs(ctx, p.db, svc, logger) }()
+	go func() { jobsErr <- w.Run(ctx) }()
 	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true), logger)
 	cancel()
 	if jerr := <-jobsErr; jerr != nil && !errors.Is(jerr, context.Canceled) && err == nil {

@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runWorker(ctx, cfg, logger)
 	case "migrate":
 		return runMigrate(ctx, cfg, logger)
+	case "admin":
+		return runAdmin(ctx, cfg, logger, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,458 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+	"agentpay/ent/payment"
+)
+
+// The checkout page API (spec 4.4): what the hosted page reads, the
+// customer's choice of chain and token (which issues the session's deposit
+// address) and the payment status the page polls. None of it needs a key;
+// a page that sends X-Checkout-Public-Key has it checked against the
+// session's merchant and mode.
+
+// PaymentOption is one chain and token the customer may pay with.
+type PaymentOption struct {
+	Chain chains.Name
+	Token string
+	// TokenAddress is the token's contract (EVM) or mint (Solana).
+	TokenAddress string
+	Decimals     int32
+}
+
+// DepositInstructions tell the customer where and how much to pay.
+type DepositInstructions struct {
+	Chain        chains.Name
+	Token        string
+	TokenAddress string
+	Decimals     int32
+	// ChainID is the EVM chain id; 0 on Solana.
+	ChainID uint64
+	Address string
+	// AmountUSD is the session's amount; AmountToken the exact token amount
+	// to send (1 USDC = 1 USD) and AmountUnits the same in base units.
+	AmountUSD   decimal.Decimal
+	AmountToken decimal.Decimal
+	AmountUnits *big.Int
+	// PaymentURI is an EIP-681 (EVM) or Solana Pay (solana) request; the QR
+	// code encodes it.
+	PaymentURI string
+	ExpiresAt  time.Time
+	Status     checkoutsession.Status
+}
+
+// CheckoutPage is what the hosted checkout page renders.
+type CheckoutPage struct {
+	Session  *ent.CheckoutSession
+	Merchant *ent.Merchant
+	Mode     Mode
+	// Options are the merchant's accepted tokens on the chains configured
+	// for the session's mode, in the API's chain order.
+	Options []PaymentOption
+	// SuccessURL and CancelURL: the session's, else the merchant's defaults.
+	SuccessURL string
+	CancelURL  string
+	// Deposit is set once a chain is selected.
+	Deposit *DepositInstructions
+}
+
+// CheckoutStatus is the payment status the page polls (spec 2.7).
+type CheckoutStatus struct {
+	Status checkoutsession.Status
+	// AmountPaid sums the session's payments that a reorg has not dropped
+	// (seen, confirming or confirmed), in USD at 1 USDC = 1 USD.
+	AmountPaid decimal.Decimal
+	Chain      string
+	Token      string
+	// Confirmations is the fewest confirmations among those payments (the
+	// session is confirmed when every one is), 0 without payments.
+	Confirmations uint64
+	// Required is the confirmations a deposit needs on the session's chain;
+	// nil when it is not known (no chain selected, or the chain's ledger
+	// does not say).
+	Required *uint64
+}
+
+func sessionMode(sess *ent.CheckoutSession) Mode { return sessionModeOf(sess.Livemode) }
+
+// sessionForPage loads a session by its external id with its merchant, and
+// checks the optional public key.
+func (s *Service) sessionForPage(ctx context.Context, externalID, publicKey string) (*ent.CheckoutSession, error) {
+	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
+		Where(checkoutsession.ExternalID(externalID)).
+		WithMerchant().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, sessionNotFound(externalID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkPublicKey(ctx, publicKey, sess.MerchantID, sess.Livemode); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+func sessionNotFound(externalID string) error {
+	return fmt.Errorf("%w: checkout session %q", ErrNotFound, externalID)
+}
+
+// checkPublicKey accepts an empty key (the page may send none); a key that is
+// sent must be a current public key of the session's merchant in the
+// session's mode, else ErrUnauthorized.
+func (s *Service) checkPublicKey(ctx context.Context, publicKey string, merchantID uuid.UUID, livemode bool) error {
+	if publicKey == "" {
+		return nil
+	}
+	auth, err := s.MerchantByPublicKey(ctx, publicKey)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: unknown public key", ErrUnauthorized)
+	}
+	if err != nil {
+		return err
+	}
+	if auth.Merchant.ID != merchantID || (auth.Mode == ModeLive) != livemode {
+		return fmt.Errorf("%w: the public key does not belong to this session's merchant and mode", ErrUnauthorized)
+	}
+	return nil
+}
+
+// PaymentOptions lists what a merchant accepts (AcceptedTokens: its
+// accepted_tokens, by default USDC on every chain) on the chains configured
+// for mode, in the API's chain order.
+func (s *Service) PaymentOptions(m *ent.Merchant, mode Mode) []PaymentOption {
+	nets := s.Networks(mode)
+	var out []PaymentOption
+	for _, c := range chains.All {
+		n, ok := nets[c]
+		if !ok || n.Ledger == nil || !merchantAccepts(m, c, TokenUSDC) {
+			continue
+		}
+		out = append(out, PaymentOption{Chain: c, Token: TokenUSDC, TokenAddress: n.Ledger.Token(), Decimals: n.Ledger.Decimals()})
+	}
+	return out
+}
+
+// merchantAccepts reports whether the merchant accepts token on chain.
+func merchantAccepts(m *ent.Merchant, chain chains.Name, token string) bool {
+	for _, t := range AcceptedTokens(m) {
+		if strings.EqualFold(strings.TrimSpace(t.Chain), string(chain)) && strings.EqualFold(strings.TrimSpace(t.Token), token) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckoutPage answers what the hosted page needs to render a session.
+func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string) (*CheckoutPage, error) {
+	sess, err := s.sessionForPage(ctx, externalID, publicKey)
+	if err != nil {
+		return nil, err
+	}
+	m := sess.Edges.Merchant
+	mode := sessionMode(sess)
+	page := &CheckoutPage{
+		Session:    sess,
+		Merchant:   m,
+		Mode:       mode,
+		Options:    s.PaymentOptions(m, mode),
+		SuccessURL: firstNonEmpty(sess.SuccessURL, m.SuccessURL),
+		CancelURL:  firstNonEmpty(sess.CancelURL, m.CancelURL),
+	}
+	if sess.Chain != "" {
+		da, err := s.cfg.DB.Ent.DepositAddress.Query().
+			Where(depositaddress.SessionID(sess.ID), depositaddress.Chain(sess.Chain)).
+			Order(ent.Desc(depositaddress.FieldCreatedAt)).
+			First(ctx)
+		switch {
+		case ent.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		default:
+			// A chain no longer configured shows no instructions rather
+			// than failing the page.
+			if d, err := s.depositInstructions(sess, m, da); err == nil {
+				page.Deposit = d
+			}
+		}
+	}
+	return page, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// SelectPaymentMethod records the customer's choice of chain and token and
+// answers the session's deposit address for it (spec 3.1: pending ->
+// detecting). Refusals, each changing nothing:
+//   - chain or token missing or not one the API knows, not accepted by the
+//     merchant, or not configured for the session's mode: ValidationError
+//     naming the field (422);
+//   - the session is not pending or detecting, already has a payment, or has
+//     passed expires_at: ErrConflict (409);
+//   - the merchant is deactivated: ErrForbidden (403).
+//
+// Selecting the chain already selected answers the same address again (a
+// page reload does not burn an index); selecting another chain issues that
+// chain's address, reusing the session's earlier address on that chain if it
+// had one. Every address ever issued stays watched, so a payment to an old
+// one is still found.
+func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey, chain, token string) (*DepositInstructions, error) {
+	name, err := parseSelectChain(chain)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSelectToken(token); err != nil {
+		return nil, err
+	}
+	sess, err := s.sessionForPage(ctx, externalID, publicKey)
+	if err != nil {
+		return nil, err
+	}
+	m := sess.Edges.Merchant
+	if !m.Active {
+		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
+	}
+	mode := sessionMode(sess)
+	if !merchantAccepts(m, name, token) {
+		return nil, Invalid("chain", "%s %s is not accepted by this merchant", name, token)
+	}
+	if _, err := s.Ledger(mode, name); err != nil {
+		return nil, err
+	}
+	// Fail fast outside the transaction; the same checks run again under
+	// the session's lock.
+	if err := selectable(sess, time.Now()); err != nil {
+		return nil, err
+	}
+
+	var (
+		da      *ent.DepositAddress
+		updated *ent.CheckoutSession
+	)
+	for attempt := 0; ; attempt++ {
+		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			cur, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx)
+			if err != nil {
+				return err
+			}
+			if err := selectable(cur, time.Now()); err != nil {
+				return err
+			}
+			seen, err := tx.Payment.Query().
+				Where(payment.SessionID(cur.ID), payment.StatusNEQ(payment.StatusFailed)).
+				Exist(ctx)
+			if err != nil {
+				return err
+			}
+			if seen {
+				return fmt.Errorf("%w: session %s already has a payment", ErrConflict, externalID)
+			}
+			da, err = tx.DepositAddress.Query().
+				Where(depositaddress.SessionID(cur.ID), depositaddress.Chain(string(name))).
+				Order(ent.Desc(depositaddress.FieldCreatedAt)).
+				First(ctx)
+			if ent.IsNotFound(err) {
+				da, err = s.allocateDepositAddress(ctx, tx, sqlTx, cur.ID, name)
+			}
+			if err != nil {
+				return err
+			}
+			if cur.Status == checkoutsession.StatusDetecting && cur.Chain == string(name) && cur.Token == token {
+				updated = cur
+				return nil
+			}
+			updated, err = tx.CheckoutSession.UpdateOne(cur).
+				SetChain(string(name)).
+				SetToken(token).
+				SetStatus(checkoutsession.StatusDetecting).
+				Save(ctx)
+			return err
+		})
+		if errors.Is(err, errIndexTaken) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	s.logger.InfoContext(ctx, "checkout payment method selected", "session", externalID, "chain", name,
+		"address", da.Address, "family", da.ChainFamily, "index", da.DerivationIndex)
+	return s.depositInstructions(updated, m, da)
+}
+
+func parseSelectChain(chain string) (chains.Name, error) {
+	if strings.TrimSpace(chain) == "" {
+		return "", Invalid("chain", "is required: one of base, arbitrum, ethereum, polygon, solana")
+	}
+	name := chains.Name(chain)
+	if !name.Valid() {
+		return "", Invalid("chain", "%q is not supported: expected one of base, arbitrum, ethereum, polygon, solana", chain)
+	}
+	return name, nil
+}
+
+func checkSelectToken(token string) error {
+	if strings.TrimSpace(token) == "" {
+		return Invalid("token", "is required: USDC")
+	}
+	if token != TokenUSDC {
+		return Invalid("token", "%q is not supported: expected USDC", token)
+	}
+	return nil
+}
+
+// selectable says whether a customer may (re)select a payment method now.
+func selectable(sess *ent.CheckoutSession, now time.Time) error {
+	switch sess.Status {
+	case checkoutsession.StatusPending, checkoutsession.StatusDetecting:
+	case checkoutsession.StatusConfirming, checkoutsession.StatusConfirmed:
+		return fmt.Errorf("%w: session %s already has a payment (status %s)", ErrConflict, sess.ExternalID, sess.Status)
+	default:
+		return fmt.Errorf("%w: session %s is %s", ErrConflict, sess.ExternalID, sess.Status)
+	}
+	if !now.Before(sess.ExpiresAt) {
+		return fmt.Errorf("%w: session %s expired at %s", ErrConflict, sess.ExternalID, sess.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// depositInstructions builds the answer for a session's deposit address.
+func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant, da *ent.DepositAddress) (*DepositInstructions, error) {
+	chain := chains.Name(da.Chain)
+	ledger, err := s.Ledger(sessionMode(sess), chain)
+	if err != nil {
+		return nil, err
+	}
+	decimals := ledger.Decimals()
+	// 1 USDC = 1 USD: the token amount is the USD amount, exact.
+	units, err := ToBaseUnits("amount_usd", sess.AmountUsd, decimals)
+	if err != nil {
+		return nil, err
+	}
+	d := &DepositInstructions{
+		Chain:        chain,
+		Token:        firstNonEmpty(sess.Token, TokenUSDC),
+		TokenAddress: ledger.Token(),
+		Decimals:     decimals,
+		Address:      da.Address,
+		AmountUSD:    sess.AmountUsd,
+		AmountToken:  FromBaseUnits(units, decimals),
+		AmountUnits:  units,
+		ExpiresAt:    sess.ExpiresAt,
+		Status:       sess.Status,
+	}
+	if chain.IsEVM() {
+		id, ok := ledger.(interface{ ChainID() uint64 })
+		if !ok {
+			return nil, fmt.Errorf("ledger of %s does not report its chain id", chain)
+		}
+		d.ChainID = id.ChainID()
+		d.PaymentURI = EIP681TransferURI(d.TokenAddress, d.ChainID, d.Address, units)
+	} else {
+		d.PaymentURI = SolanaPayURI(d.Address, d.AmountToken, d.TokenAddress, m.Name, sess.Description)
+	}
+	return d, nil
+}
+
+// checkoutStatusQuery reads a session's status with its payments in one
+// statement: the session by its unique external_id, its payments by the
+// payments(session_id) index. One row per payment, or one row with NULL
+// payment columns.
+const checkoutStatusQuery = `SELECT s.status, s.chain, s.token, s.livemode, s.merchant_id,
+	p.amount_token, p.confirmations, p.status
+FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
+WHERE s.external_id = `
+
+// CheckoutStatus answers the payment status the checkout page polls (every
+// 3 seconds, by every open page): one indexed query, plus the public key
+// lookup when the page sends one.
+func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey string) (*CheckoutStatus, error) {
+	placeholder := "?"
+	if s.cfg.DB.IsPostgres() {
+		placeholder = "$1"
+	}
+	rows, err := queryCached(ctx, s.cfg.DB.SQL, checkoutStatusQuery+placeholder, externalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		st         CheckoutStatus
+		found      bool
+		livemode   bool
+		merchantID uuid.UUID
+		paid       = new(big.Int)
+		minConf    *uint64
+	)
+	for rows.Next() {
+		var (
+			status, pStatus, chain, token sql.NullString
+			amount, confs                 sql.NullInt64
+		)
+		if err := rows.Scan(&status, &chain, &token, &livemode, &merchantID, &amount, &confs, &pStatus); err != nil {
+			return nil, err
+		}
+		found = true
+		st.Status, st.Chain, st.Token = checkoutsession.Status(status.String), chain.String, token.String
+		if !pStatus.Valid || pStatus.String == string(payment.StatusFailed) {
+			continue
+		}
+		paid.Add(paid, big.NewInt(amount.Int64))
+		c := uint64(max(confs.Int64, 0))
+		if minConf == nil || c < *minConf {
+			minConf = &c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, sessionNotFound(externalID)
+	}
+	if err := s.checkPublicKey(ctx, publicKey, merchantID, livemode); err != nil {
+		return nil, err
+	}
+	st.AmountPaid = FromBaseUnits(paid, USDCDecimals)
+	if minConf != nil {
+		st.Confirmations = *minConf
+	}
+	if st.Chain != "" {
+		if n, ok := s.Networks(sessionModeOf(livemode))[chains.Name(st.Chain)]; ok {
+			if rc, ok := n.Ledger.(interface{ Confirmations() uint64 }); ok {
+				req := rc.Confirmations()
+				st.Required = &req
+			}
+		}
+	}
+	return &st, nil
+}
+
+func sessionModeOf(livemode bool) Mode {
+	if livemode {
+		return ModeLive
+	}
+	return ModeTest
+}

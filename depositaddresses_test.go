@@ -1,0 +1,105 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent"
+)
+
+func TestDeriveDepositKey(t *testing.T) {
+	key, err := GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := NewVault(key)
+	require.NoError(t, err)
+	svc, err := NewService(Config{DB: &DB{}, Vault: vault})
+	require.NoError(t, err)
+
+	tests := []struct {
+		family  string
+		index   int64
+		derive  func([]byte, uint32) ([]byte, string, error)
+		wantErr bool
+	}{
+		{family: FamilyEVM, index: 0, derive: evm.DeriveKey},
+		{family: FamilyEVM, index: 1<<31 - 1, derive: evm.DeriveKey},
+		{family: FamilySolana, index: 0, derive: solana.DeriveKey},
+		{family: FamilySolana, index: 12345, derive: solana.DeriveKey},
+		{family: FamilyEVM, index: 1 << 31, wantErr: true},
+		{family: FamilySolana, index: -1, wantErr: true},
+		{family: "bitcoin", index: 0, wantErr: true},
+	}
+	for _, tt := range tests {
+		_, addr, err := svc.DeriveDepositKey(tt.family, tt.index)
+		if tt.wantErr {
+			require.Error(t, err, "%s/%d", tt.family, tt.index)
+			continue
+		}
+		require.NoError(t, err)
+		_, want, err := tt.derive(vault.DepositSeed(), uint32(tt.index))
+		require.NoError(t, err)
+		require.Equal(t, want, addr, "%s/%d comes from the vault's deposit seed", tt.family, tt.index)
+	}
+
+	// A row whose index no longer derives its address is refused, not signed for.
+	_, addr, err := svc.DeriveDepositKey(FamilyEVM, 3)
+	require.NoError(t, err)
+	_, err = svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: FamilyEVM, DerivationIndex: 4, Address: addr})
+	require.ErrorContains(t, err, "derives another address")
+	k, err := svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: FamilyEVM, DerivationIndex: 3, Address: addr})
+	require.NoError(t, err)
+	got, err := evm.AddressOf(k)
+	require.NoError(t, err)
+	require.Equal(t, addr, got)
+
+	require.Equal(t, FamilyEVM, ChainFamily(chains.Polygon))
+	require.Equal(t, FamilySolana, ChainFamily(chains.Solana))
+	require.NotEqual(t, depositLockKey(FamilyEVM), depositLockKey(FamilySolana))
+}
+
+// TestAllocateDepositAddressCountsPerFamily: EVM chains share one index
+// sequence (one key must never receive on two EVM chains under two
+// sessions), Solana has its own.
+func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t)
+	key, err := GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := NewVault(key)
+	require.NoError(t, err)
+	svc, err := NewService(Config{DB: db, Vault: vault})
+	require.NoError(t, err)
+	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
+
+	steps := []struct {
+		chain chains.Name
+		index int64
+	}{
+		{chains.Base, 0}, {chains.Solana, 0}, {chains.Polygon, 1}, {chains.Arbitrum, 2}, {chains.Solana, 1}, {chains.Ethereum, 3},
+	}
+	for _, st := range steps {
+		sess := db.Ent.CheckoutSession.Create().SetMerchantID(m.ID).SetExternalID("cs_" + uuid.NewString()).
+			SetLivemode(false).SetAmountUsd(decimal.NewFromInt(1)).SetExpiresAt(time.Now().Add(time.Hour).UTC()).SaveX(ctx)
+		var da *ent.DepositAddress
+		err := db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			var err error
+			da, err = svc.allocateDepositAddress(ctx, tx, sqlTx, sess.ID, st.chain)
+			return err
+		})
+		require.NoError(t, err)
+		require.Equal(t, st.index, da.DerivationIndex, "%s", st.chain)
+		require.Equal(t, ChainFamily(st.chain), da.ChainFamily)
+		_, want, err := svc.DeriveDepositKey(da.ChainFamily, st.index)
+		require.NoError(t, err)
+		require.Equal(t, want, da.Address)
+	}
+}

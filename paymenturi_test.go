@@ -1,0 +1,60 @@
+package agentpay
+
+import (
+	"math/big"
+	"testing"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEIP681TransferURI(t *testing.T) {
+	tests := []struct {
+		name    string
+		token   string
+		chainID uint64
+		to      string
+		units   *big.Int
+		want    string
+	}{
+		{"base mainnet", "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", 8453, "0x52908400098527886E0F7030069857D2E4169EE7", big.NewInt(12_500_000),
+			"ethereum:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913@8453/transfer?address=0x52908400098527886E0F7030069857D2E4169EE7&uint256=12500000"},
+		{"one unit", "0x036CbD53842c5426634e7929541eC2318f3dCF7e", 84532, "0x8617E340B3D01FA5F11F306F4090FD50E238070D", big.NewInt(1),
+			"ethereum:0x036CbD53842c5426634e7929541eC2318f3dCF7e@84532/transfer?address=0x8617E340B3D01FA5F11F306F4090FD50E238070D&uint256=1"},
+		{"a million dollars stays an integer, no exponent", "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359", 137, "0xde709f2102306220921060314715629080e2fb77", big.NewInt(1_000_000_000_000),
+			"ethereum:0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359@137/transfer?address=0xde709f2102306220921060314715629080e2fb77&uint256=1000000000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, EIP681TransferURI(tt.token, tt.chainID, tt.to, tt.units))
+		})
+	}
+}
+
+func TestSolanaPayURI(t *testing.T) {
+	const (
+		to   = "mvines9iiHiQTysrwkJjGf2gb9Ex9jXJX8ns3qwf2kN"
+		mint = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+	)
+	tests := []struct {
+		name           string
+		amount         string
+		label, message string
+		want           string
+	}{
+		{"plain", "12.5", "Shop", "Order 42",
+			"solana:" + to + "?amount=12.5&spl-token=" + mint + "&label=Shop&message=Order%2042"},
+		{"whole amount, no trailing zeros", "1.000000", "Shop", "",
+			"solana:" + to + "?amount=1&spl-token=" + mint + "&label=Shop"},
+		{"smallest unit", "0.000001", "", "",
+			"solana:" + to + "?amount=0.000001&spl-token=" + mint},
+		{"reserved characters are encoded", "0.5", "Ben & Jerry's", "a+b=c?/#ü",
+			"solana:" + to + "?amount=0.5&spl-token=" + mint + "&label=Ben%20%26%20Jerry%27s&message=a%2Bb%3Dc%3F%2F%23%C3%BC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := SolanaPayURI(to, decimal.RequireFromString(tt.amount), mint, tt.label, tt.message)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

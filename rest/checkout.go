@@ -1,0 +1,201 @@
+package rest
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/shopspring/decimal"
+
+	"agentpay"
+)
+
+// The checkout page endpoints (spec 4.4). No key is required; a page that
+// sends X-Checkout-Public-Key has it checked (401 when it is not the
+// session's merchant's key for the session's mode). Validation errors are
+// 422 as on the rest of the merchant API.
+
+// headerPublicKey is the optional credential of the checkout page.
+const headerPublicKey = "X-Checkout-Public-Key"
+
+// mountCheckoutPageRoutes serves /checkout/pay/... under the per-IP limit of
+// unauthenticated endpoints (the page's 3-second status polling uses 20 of
+// its requests a minute).
+func (s *server) mountCheckoutPageRoutes(r chi.Router) {
+	r.Route("/pay/{external_id}", func(r chi.Router) {
+		r.Use(s.limitIP(agentpay.RateRequest))
+		r.Get("/", s.checkoutPage)
+		r.Post("/select", s.checkoutSelect)
+		r.Get("/status", s.checkoutStatus)
+	})
+}
+
+type paymentOptionResponse struct {
+	Chain        string `json:"chain"`
+	Token        string `json:"token"`
+	TokenAddress string `json:"token_address"`
+	Decimals     int32  `json:"decimals"`
+}
+
+type checkoutMerchantResponse struct {
+	Name       string  `json:"name"`
+	BrandColor *string `json:"brand_color"`
+	Website    *string `json:"website"`
+}
+
+// checkoutPageResponse is what GET /checkout/pay/{external_id} answers.
+type checkoutPageResponse struct {
+	ExternalID     string                   `json:"external_id"`
+	Status         string                   `json:"status"`
+	Livemode       bool                     `json:"livemode"`
+	AmountUSD      Amount                   `json:"amount_usd"`
+	Currency       string                   `json:"currency"`
+	Description    *string                  `json:"description"`
+	ExpiresAt      time.Time                `json:"expires_at"`
+	Merchant       checkoutMerchantResponse `json:"merchant"`
+	SuccessURL     *string                  `json:"success_url"`
+	CancelURL      *string                  `json:"cancel_url"`
+	AcceptedTokens []paymentOptionResponse  `json:"accepted_tokens"`
+	Deposit        *depositResponse         `json:"deposit"`
+}
+
+// depositResponse is the deposit address and QR data (select's answer, and
+// the page's deposit once a chain is selected).
+type depositResponse struct {
+	ExternalID   string  `json:"external_id"`
+	Status       string  `json:"status"`
+	Chain        string  `json:"chain"`
+	ChainID      *uint64 `json:"chain_id"`
+	Token        string  `json:"token"`
+	TokenAddress string  `json:"token_address"`
+	Decimals     int32   `json:"decimals"`
+	Address      string  `json:"address"`
+	AmountUSD    Amount  `json:"amount_usd"`
+	AmountToken  Amount  `json:"amount_token"`
+	// AmountBaseUnits is amount_token in the token's smallest unit.
+	AmountBaseUnits Amount    `json:"amount_base_units"`
+	PaymentURI      string    `json:"payment_uri"`
+	QRData          string    `json:"qr_data"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
+// checkoutStatusResponse is spec 2.7 plus the confirmations.
+type checkoutStatusResponse struct {
+	Status                string  `json:"status"`
+	AmountPaid            Amount  `json:"amount_paid"`
+	Chain                 *string `json:"chain"`
+	Token                 *string `json:"token"`
+	Confirmations         uint64  `json:"confirmations"`
+	ConfirmationsRequired *uint64 `json:"confirmations_required"`
+}
+
+// selectRequest is the body of POST /checkout/pay/{external_id}/select.
+type selectRequest struct {
+	Chain *string `json:"chain"`
+	Token *string `json:"token"`
+}
+
+func (s *server) checkoutPage(w http.ResponseWriter, r *http.Request) {
+	page, err := s.svc.CheckoutPage(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(headerPublicKey))
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	sess, m := page.Session, page.Merchant
+	out := checkoutPageResponse{
+		ExternalID:  sess.ExternalID,
+		Status:      string(sess.Status),
+		Livemode:    sess.Livemode,
+		AmountUSD:   Amount{sess.AmountUsd},
+		Currency:    sess.Currency,
+		Description: checkoutNullable(sess.Description),
+		ExpiresAt:   sess.ExpiresAt.UTC(),
+		Merchant: checkoutMerchantResponse{
+			Name:       m.Name,
+			BrandColor: checkoutNullable(m.BrandColor),
+			Website:    checkoutNullable(m.Website),
+		},
+		SuccessURL:     checkoutNullable(page.SuccessURL),
+		CancelURL:      checkoutNullable(page.CancelURL),
+		AcceptedTokens: []paymentOptionResponse{},
+	}
+	for _, o := range page.Options {
+		out.AcceptedTokens = append(out.AcceptedTokens, paymentOptionResponse{
+			Chain: string(o.Chain), Token: o.Token, TokenAddress: o.TokenAddress, Decimals: o.Decimals,
+		})
+	}
+	if page.Deposit != nil {
+		d := toDepositResponse(sess.ExternalID, page.Deposit)
+		out.Deposit = &d
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) checkoutSelect(w http.ResponseWriter, r *http.Request) {
+	var body selectRequest
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	var chain, token string
+	if body.Chain != nil {
+		chain = *body.Chain
+	}
+	if body.Token != nil {
+		token = *body.Token
+	}
+	externalID := chi.URLParam(r, "external_id")
+	d, err := s.svc.SelectPaymentMethod(r.Context(), externalID, r.Header.Get(headerPublicKey), chain, token)
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toDepositResponse(externalID, d))
+}
+
+func (s *server) checkoutStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.svc.CheckoutStatus(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(headerPublicKey))
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, checkoutStatusResponse{
+		Status:                string(st.Status),
+		AmountPaid:            Amount{st.AmountPaid},
+		Chain:                 checkoutNullable(st.Chain),
+		Token:                 checkoutNullable(st.Token),
+		Confirmations:         st.Confirmations,
+		ConfirmationsRequired: st.Required,
+	})
+}
+
+func toDepositResponse(externalID string, d *agentpay.DepositInstructions) depositResponse {
+	out := depositResponse{
+		ExternalID:      externalID,
+		Status:          string(d.Status),
+		Chain:           string(d.Chain),
+		Token:           d.Token,
+		TokenAddress:    d.TokenAddress,
+		Decimals:        d.Decimals,
+		Address:         d.Address,
+		AmountUSD:       Amount{d.AmountUSD},
+		AmountToken:     Amount{d.AmountToken},
+		AmountBaseUnits: Amount{decimal.NewFromBigInt(d.AmountUnits, 0)},
+		PaymentURI:      d.PaymentURI,
+		QRData:          d.PaymentURI,
+		ExpiresAt:       d.ExpiresAt.UTC(),
+	}
+	if d.ChainID != 0 {
+		id := d.ChainID
+		out.ChainID = &id
+	}
+	return out
+}
+
+// checkoutNullable is nil for "", so an absent text field is null in JSON.
+func checkoutNullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,453 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/shopspring/decimal"
+
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/payment"
+	"agentpay/ent/predicate"
+)
+
+// Checkout session rules (spec 2.6, design.md section 3).
+var (
+	// SessionMinAmount and SessionMaxAmount bound a session's amount in USD.
+	SessionMinAmount = decimal.RequireFromString("0.50")
+	SessionMaxAmount = decimal.NewFromInt(1_000_000)
+)
+
+const (
+	// SessionAmountDecimals is the precision of a session amount (cents).
+	SessionAmountDecimals = 2
+	// SessionCurrency is the only currency sessions are priced in.
+	SessionCurrency = "USD"
+	// DefaultSessionTTL applies when Config.SessionTTL is zero.
+	DefaultSessionTTL = 30 * time.Minute
+
+	SessionDescriptionMaxLen = 1000
+	IdempotencyKeyMaxLen     = 255
+	// SessionMetadataMaxBytes bounds the metadata object as JSON.
+	SessionMetadataMaxBytes = 16 << 10
+
+	// DefaultSessionListLimit and MaxSessionListLimit bound a page of the
+	// session list.
+	DefaultSessionListLimit = 20
+	MaxSessionListLimit     = 100
+
+	// Session external ids: "cs_live_" or "cs_test_" and 24 base62
+	// characters (143 random bits), URL-safe.
+	sessionIDLivePrefix = "cs_live_"
+	sessionIDTestPrefix = "cs_test_"
+	sessionIDRandomLen  = 24
+)
+
+// SessionInput is a create-session request (spec 2.6).
+type SessionInput struct {
+	// Amount in USD; nil is absent (refused: it is required).
+	Amount *decimal.Decimal
+	// Currency is required and must be USD (any letter case).
+	Currency    string
+	Description string
+	SuccessURL  string
+	CancelURL   string
+	// Metadata is a free-form object. Numbers may be float64 or
+	// json.Number (decode with UseNumber so that an integer too large for a
+	// float64 is refused instead of silently rounded).
+	Metadata map[string]any
+	// IdempotencyKey is optional; nil is absent.
+	IdempotencyKey *string
+}
+
+// CreatedSession is a new session and where the customer pays it.
+type CreatedSession struct {
+	Session     *ent.CheckoutSession
+	CheckoutURL string
+	EmbedURL    string
+}
+
+// SessionURLs returns the hosted page of a session ({PayURL}/pay/<external_id>)
+// and its embeddable variant (that + "/embed").
+func (s *Service) SessionURLs(externalID string) (checkoutURL, embedURL string) {
+	checkoutURL = strings.TrimRight(s.cfg.PayURL, "/") + "/pay/" + externalID
+	return checkoutURL, checkoutURL + "/embed"
+}
+
+func (s *Service) sessionTTL() time.Duration {
+	if s.cfg.SessionTTL > 0 {
+		return s.cfg.SessionTTL
+	}
+	return DefaultSessionTTL
+}
+
+// validate checks a create request field by field in the order of spec 2.6
+// and returns the metadata as it will be stored (json.Number values turned
+// into float64 once they are known to be exact).
+func (in SessionInput) validate() (map[string]any, error) {
+	if in.Amount == nil {
+		return nil, Invalid("amount", "is required")
+	}
+	a := *in.Amount
+	switch {
+	case !a.Equal(a.Truncate(SessionAmountDecimals)):
+		return nil, Invalid("amount", "must have at most %d decimal places", SessionAmountDecimals)
+	case a.LessThan(SessionMinAmount):
+		return nil, Invalid("amount", "must be at least %s USD", SessionMinAmount.StringFixed(2))
+	case a.GreaterThan(SessionMaxAmount):
+		return nil, Invalid("amount", "must be at most %s USD", SessionMaxAmount.String())
+	}
+	switch {
+	case in.Currency == "":
+		return nil, Invalid("currency", "is required")
+	case !strings.EqualFold(in.Currency, SessionCurrency):
+		return nil, Invalid("currency", "must be USD")
+	}
+	if n := len([]rune(in.Description)); n > SessionDescriptionMaxLen {
+		return nil, Invalid("description", "must be at most %d characters long", SessionDescriptionMaxLen)
+	}
+	if err := validateURL("success_url", in.SuccessURL, true); err != nil {
+		return nil, err
+	}
+	if err := validateURL("cancel_url", in.CancelURL, true); err != nil {
+		return nil, err
+	}
+	meta, err := normaliseMetadata(in.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if k := in.IdempotencyKey; k != nil {
+		switch {
+		case *k == "" || len(*k) > IdempotencyKeyMaxLen:
+			return nil, Invalid("idempotency_key", "must be 1 to %d characters long", IdempotencyKeyMaxLen)
+		case strings.IndexFunc(*k, func(r rune) bool { return !unicode.IsPrint(r) || r == unicode.ReplacementChar }) >= 0:
+			return nil, Invalid("idempotency_key", "must contain printable characters only")
+		}
+	}
+	return meta, nil
+}
+
+// normaliseMetadata checks the metadata object: at most
+// SessionMetadataMaxBytes as JSON, and every number exactly representable
+// as a JSON double (what it is read back as); it returns a copy with
+// json.Number values converted.
+func normaliseMetadata(m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return map[string]any{}, nil
+	}
+	out, err := exactJSONValue(m, "metadata")
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, Invalid("metadata", "must be a JSON object")
+	}
+	if len(b) > SessionMetadataMaxBytes {
+		return nil, Invalid("metadata", "must be at most %d bytes as JSON", SessionMetadataMaxBytes)
+	}
+	return out.(map[string]any), nil
+}
+
+func exactJSONValue(v any, path string) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := exactJSONValue(e, path+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := exactJSONValue(e, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		exact, derr := decimal.NewFromString(string(x))
+		if err != nil || derr != nil || !decimal.NewFromFloat(f).Equal(exact) {
+			return nil, Invalid(path, "number %s cannot be stored exactly; send it as a string", x)
+		}
+		return f, nil
+	case string, bool, nil, float64:
+		return x, nil
+	default:
+		return nil, Invalid(path, "is not a JSON value")
+	}
+}
+
+// newSessionExternalID draws a session's public id.
+func newSessionExternalID(mode Mode) (string, error) {
+	b := make([]byte, sessionIDRandomLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating session id: %w", err)
+	}
+	prefix := sessionIDLivePrefix
+	if mode == ModeTest {
+		prefix = sessionIDTestPrefix
+	}
+	out := []byte(prefix)
+	for _, c := range b {
+		// 256 = 4*62 + 8: the bias towards the first 8 characters is
+		// irrelevant for an identifier with 143 bits.
+		out = append(out, base62Alphabet[int(c)%62])
+	}
+	return string(out), nil
+}
+
+func idempotencyConflict(key string, existing *ent.CheckoutSession) error {
+	return fmt.Errorf("%w: idempotency_key %q was already used for session %s", ErrConflict, key, existing.ExternalID)
+}
+
+// CreateSession creates a checkout session of the caller's merchant in the
+// caller's mode (status pending, expiring after Config.SessionTTL). Reusing
+// an idempotency key of the same merchant and mode is ErrConflict naming
+// the existing session, also when two requests race (the unique index
+// decides). Nothing is written when a field is refused.
+func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in SessionInput) (*CreatedSession, error) {
+	meta, err := in.validate()
+	if err != nil {
+		return nil, err
+	}
+	m := auth.Merchant
+	livemode := auth.Livemode()
+	if in.IdempotencyKey != nil {
+		existing, err := s.sessionByIdempotencyKey(ctx, auth, *in.IdempotencyKey)
+		if err != nil {
+			return nil, err
+		}
+		if existing != nil {
+			return nil, idempotencyConflict(*in.IdempotencyKey, existing)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		externalID, err := newSessionExternalID(auth.Mode)
+		if err != nil {
+			return nil, err
+		}
+		// Times at microsecond precision (PostgreSQL's), so the answer shows
+		// what a later read shows.
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		sess, err := s.sessionClient(ctx).Create().
+			SetMerchantID(m.ID).
+			SetExternalID(externalID).
+			SetLivemode(livemode).
+			SetAmountUsd(*in.Amount).
+			SetCurrency(SessionCurrency).
+			SetDescription(in.Description).
+			SetSuccessURL(in.SuccessURL).
+			SetCancelURL(in.CancelURL).
+			SetMetadata(meta).
+			SetNillableIdempotencyKey(in.IdempotencyKey).
+			SetStatus(checkoutsession.StatusPending).
+			SetCreatedAt(now).
+			SetUpdatedAt(now).
+			SetExpiresAt(now.Add(s.sessionTTL())).
+			Save(ctx)
+		switch {
+		case err == nil:
+			checkoutURL, embedURL := s.SessionURLs(sess.ExternalID)
+			return &CreatedSession{Session: sess, CheckoutURL: checkoutURL, EmbedURL: embedURL}, nil
+		case in.IdempotencyKey != nil && isUniqueViolation(err, "checkoutsession_merchant_id_livemode_idempotency_key",
+			"checkout_sessions.merchant_id, checkout_sessions.livemode, checkout_sessions.idempotency_key"):
+			existing, lerr := s.sessionByIdempotencyKey(ctx, auth, *in.IdempotencyKey)
+			if lerr != nil {
+				return nil, lerr
+			}
+			if existing != nil {
+				return nil, idempotencyConflict(*in.IdempotencyKey, existing)
+			}
+			return nil, fmt.Errorf("%w: idempotency_key %q is in use", ErrConflict, *in.IdempotencyKey)
+		case isUniqueViolation(err, "checkout_sessions_external_id_key", "checkout_sessions.external_id") && attempt < 3:
+			continue // a collision of 143 random bits: draw again
+		default:
+			return nil, fmt.Errorf("creating session: %w", err)
+		}
+	}
+}
+
+// sessionClient is the caller's transaction's client when ctx carries one
+// (a GraphQL mutation inside WithTx), else the plain client: on SQLite's
+// single connection a query beside an open transaction would wait forever.
+func (s *Service) sessionClient(ctx context.Context) *ent.CheckoutSessionClient {
+	if tx := ent.TxFromContext(ctx); tx != nil {
+		return tx.CheckoutSession
+	}
+	return s.cfg.DB.Ent.CheckoutSession
+}
+
+func (s *Service) sessionByIdempotencyKey(ctx context.Context, auth *MerchantAuth, key string) (*ent.CheckoutSession, error) {
+	sess, err := s.sessionClient(ctx).Query().
+		Where(
+			checkoutsession.MerchantID(auth.Merchant.ID),
+			checkoutsession.Livemode(auth.Livemode()),
+			checkoutsession.IdempotencyKey(key),
+		).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading session by idempotency key: %w", err)
+	}
+	return sess, nil
+}
+
+var errNoSuchSession = fmt.Errorf("%w: no such session", ErrNotFound)
+
+// SessionByExternalID returns any session by its external id (the checkout
+// page's lookup: no merchant or mode check). An unknown id is ErrNotFound.
+func (s *Service) SessionByExternalID(ctx context.Context, externalID string) (*ent.CheckoutSession, error) {
+	sess, err := s.sessionClient(ctx).Query().
+		Where(checkoutsession.ExternalID(externalID)).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errNoSuchSession
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading session: %w", err)
+	}
+	return sess, nil
+}
+
+// MerchantSession returns a session of the caller's merchant in the
+// caller's mode. Another merchant's session, or one of the other mode, is
+// ErrNotFound exactly like an unknown id, so ids of others leak nothing.
+func (s *Service) MerchantSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
+	sess, err := s.sessionClient(ctx).Query().
+		Where(s.ownSession(auth, externalID)...).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errNoSuchSession
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading session: %w", err)
+	}
+	return sess, nil
+}
+
+func (s *Service) ownSession(auth *MerchantAuth, externalID string) []predicate.CheckoutSession {
+	return []predicate.CheckoutSession{
+		checkoutsession.ExternalID(externalID),
+		checkoutsession.MerchantID(auth.Merchant.ID),
+		checkoutsession.Livemode(auth.Livemode()),
+	}
+}
+
+// SessionListParams pages the session list. Limit 0 means the default.
+type SessionListParams struct {
+	Limit, Offset int
+}
+
+// SessionPage is one page of a merchant's sessions, newest first.
+type SessionPage struct {
+	Sessions      []*ent.CheckoutSession
+	Total         int
+	Limit, Offset int
+}
+
+// ListSessions lists the caller's sessions in the caller's mode, newest
+// first (ties by id, so pages never overlap). limit is 1 to
+// MaxSessionListLimit (0: DefaultSessionListLimit); offset at least 0.
+func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p SessionListParams) (*SessionPage, error) {
+	if p.Limit == 0 {
+		p.Limit = DefaultSessionListLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxSessionListLimit {
+		return nil, Invalid("limit", "must be between 1 and %d", MaxSessionListLimit)
+	}
+	if p.Offset < 0 {
+		return nil, Invalid("offset", "must be at least 0")
+	}
+	q := s.sessionClient(ctx).Query().Where(
+		checkoutsession.MerchantID(auth.Merchant.ID),
+		checkoutsession.Livemode(auth.Livemode()),
+	)
+	total, err := q.Clone().Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("counting sessions: %w", err)
+	}
+	list, err := q.
+		Order(ent.Desc(checkoutsession.FieldCreatedAt), ent.Desc(checkoutsession.FieldID)).
+		Limit(p.Limit).
+		Offset(p.Offset).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	return &SessionPage{Sessions: list, Total: total, Limit: p.Limit, Offset: p.Offset}, nil
+}
+
+// CancelSession cancels a session of the caller (design.md section 3):
+// allowed from pending and detecting while no payment has been seen;
+// cancelling a cancelled session changes nothing; anything else (a payment
+// seen, confirming, confirmed, expired or past expires_at) is ErrConflict. The session row is
+// locked for the decision, so a payment recorded concurrently (under the
+// same lock) either comes first and refuses the cancel, or comes after and
+// finds the session cancelled (a late payment).
+func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
+	var out *ent.CheckoutSession
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		sess, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(s.ownSession(auth, externalID)...)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return errNoSuchSession
+		}
+		if err != nil {
+			return fmt.Errorf("reading session: %w", err)
+		}
+		switch sess.Status {
+		case checkoutsession.StatusCancelled:
+			out = sess
+			return nil
+		case checkoutsession.StatusPending, checkoutsession.StatusDetecting:
+		case checkoutsession.StatusExpired:
+			return fmt.Errorf("%w: session %s has expired and cannot be cancelled", ErrConflict, sess.ExternalID)
+		default:
+			return fmt.Errorf("%w: session %s already has a payment (status %s) and cannot be cancelled", ErrConflict, sess.ExternalID, sess.Status)
+		}
+		paid, err := tx.Payment.Query().
+			Where(payment.SessionID(sess.ID), payment.StatusNEQ(payment.StatusFailed)).
+			Exist(ctx)
+		if err != nil {
+			return fmt.Errorf("reading payments: %w", err)
+		}
+		if paid {
+			return fmt.Errorf("%w: session %s already has a payment and cannot be cancelled", ErrConflict, sess.ExternalID)
+		}
+		if now := time.Now(); !now.Before(sess.ExpiresAt) {
+			// Past its deadline the session is expired, whether or not the
+			// expiry job has marked it yet (it sends session.expired).
+			return fmt.Errorf("%w: session %s expired at %s and cannot be cancelled", ErrConflict,
+				sess.ExternalID, sess.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		out, err = tx.CheckoutSession.UpdateOne(sess).
+			SetStatus(checkoutsession.StatusCancelled).
+			SetCancelledAt(time.Now().UTC().Truncate(time.Microsecond)).
+			Save(ctx)
+		if err != nil {
+			return fmt.Errorf("cancelling session: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+)
+
+func decp(s string) *decimal.Decimal {
+	d := decimal.RequireFromString(s)
+	return &d
+}
+
+// merchantAuths registers a merchant and returns its live and test callers.
+func merchantAuths(t *testing.T, svc *Service) (live, test *MerchantAuth) {
+	t.Helper()
+	reg := newMerchant(t, svc)
+	ctx := context.Background()
+	live, err := svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
+	require.NoError(t, err)
+	test, err = svc.AuthenticateMerchant(ctx, reg.Keys.TestSecretKey)
+	require.NoError(t, err)
+	return live, test
+}
+
+func TestSessionInputRules(t *testing.T) {
+	tests := []struct {
+		name string
+		in   SessionInput
+		err  string
+	}{
+		{"minimum", SessionInput{Amount: decp("0.5"), Currency: "USD"}, ""},
+		{"maximum", SessionInput{Amount: decp("1000000.00"), Currency: "USD"}, ""},
+		{"trailing zeros beyond cents", SessionInput{Amount: decp("10.0000"), Currency: "USD"}, ""},
+		{"lower-case currency", SessionInput{Amount: decp("10"), Currency: "Usd"}, ""},
+		{"just below minimum", SessionInput{Amount: decp("0.49"), Currency: "USD"}, "amount: must be at least 0.50 USD"},
+		{"just above maximum", SessionInput{Amount: decp("1000000.01"), Currency: "USD"}, "amount: must be at most 1000000 USD"},
+		{"sub-cent", SessionInput{Amount: decp("10.001"), Currency: "USD"}, "amount: must have at most 2 decimal places"},
+		{"no amount", SessionInput{Currency: "USD"}, "amount: is required"},
+		{"no currency", SessionInput{Amount: decp("10")}, "currency: is required"},
+		{"exact big metadata integer", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"n": json.Number("9007199254740993")}},
+			"metadata.n: number 9007199254740993 cannot be stored exactly; send it as a string"},
+		{"nested metadata number", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"a": []any{map[string]any{"b": json.Number("0.1")}}}}, ""},
+		{"nested inexact", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"a": []any{json.Number("1e400")}}},
+			"metadata.a[0]: number 1e400 cannot be stored exactly; send it as a string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.in.validate()
+			if tt.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.True(t, IsValidation(err), "%v", err)
+			require.EqualError(t, err, tt.err)
+		})
+	}
+}
+
+func TestSessionExternalID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id, err := newSessionExternalID(ModeLive)
+		require.NoError(t, err)
+		require.Regexp(t, `^cs_live_[0-9A-Za-z]{24}$`, id)
+		require.False(t, seen[id])
+		seen[id] = true
+	}
+	id, err := newSessionExternalID(ModeTest)
+	require.NoError(t, err)
+	require.Regexp(t, `^cs_test_[0-9A-Za-z]{24}$`, id)
+}
+
+func TestCreateSessionStoresExactly(t *testing.T) {
+	svc := newMerchantTestService(t)
+	svc.cfg.PayURL = "https://pay.example/"
+	ctx := context.Background()
+	live, test := merchantAuths(t, svc)
+
+	created, err := svc.CreateSession(ctx, test, SessionInput{
+		Amount: decp("19.99"), Currency: "usd", Description: "d",
+		Metadata: map[string]any{"n": json.Number("42"), "f": json.Number("0.25"), "s": "x"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "https://pay.example/pay/"+created.Session.ExternalID, created.CheckoutURL)
+	require.Equal(t, created.CheckoutURL+"/embed", created.EmbedURL)
+
+	row, err := svc.SessionByExternalID(ctx, created.Session.ExternalID)
+	require.NoError(t, err)
+	require.True(t, decimal.RequireFromString("19.99").Equal(row.AmountUsd))
+	require.Equal(t, "USD", row.Currency)
+	require.False(t, row.Livemode)
+	require.Equal(t, checkoutsession.StatusPending, row.Status)
+	require.Equal(t, map[string]any{"n": float64(42), "f": 0.25, "s": "x"}, row.Metadata)
+	require.True(t, row.ExpiresAt.Equal(created.Session.ExpiresAt))
+	require.True(t, row.CreatedAt.Equal(created.Session.CreatedAt))
+	require.Equal(t, DefaultSessionTTL, row.ExpiresAt.Sub(row.CreatedAt))
+
+	// The live caller does not see the test session.
+	_, err = svc.MerchantSession(ctx, live, created.Session.ExternalID)
+	require.ErrorIs(t, err, ErrNotFound)
+	got, err := svc.MerchantSession(ctx, test, created.Session.ExternalID)
+	require.NoError(t, err)
+	require.Equal(t, row.ID, got.ID)
+}
+
+// TestCreateSessionInsideTx: a caller's transaction (a GraphQL mutation)
+// is joined, not waited for (SQLite has one connection).
+func TestCreateSessionInsideTx(t *testing.T) {
+	svc := newMerchantTestService(t)
+	live, _ := merchantAuths(t, svc)
+	key := "in-tx"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var id string
+	err := svc.cfg.DB.WithTx(ctx, func(ctx context.Context, _ *ent.Tx, _ *sql.Tx) error {
+		c, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD", IdempotencyKey: &key})
+		if err != nil {
+			return err
+		}
+		id = c.Session.ExternalID
+		_, err = svc.SessionByExternalID(ctx, id)
+		if err != nil {
+			return err
+		}
+		_, err = svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD", IdempotencyKey: &key})
+		if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("want conflict, got %v", err)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	_, err = svc.SessionByExternalID(ctx, id)
+	require.NoError(t, err)
+}
+
+func TestCreateSessionIdempotencyRace(t *testing.T) {
+	svc := newMerchantTestService(t)
+	ctx := context.Background()
+	live, _ := merchantAuths(t, svc)
+	key := "race-1"
+
+	const n = 8
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		created   []string
+		conflicts []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD", IdempotencyKey: &key})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created = append(created, c.Session.ExternalID)
+			case errors.Is(err, ErrConflict):
+				conflicts = append(conflicts, err)
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, created, 1)
+	require.Len(t, conflicts, n-1)
+	for _, err := range conflicts {
+		require.EqualError(t, err, fmt.Sprintf(`conflict: idempotency_key "race-1" was already used for session %s`, created[0]))
+	}
+}
+
+func TestListSessionsParams(t *testing.T) {
+	svc := newMerchantTestService(t)
+	ctx := context.Background()
+	live, _ := merchantAuths(t, svc)
+	for _, p := range []SessionListParams{{Limit: -1}, {Limit: 101}, {Offset: -1}} {
+		_, err := svc.ListSessions(ctx, live, p)
+		require.True(t, IsValidation(err), "%+v: %v", p, err)
+	}
+	page, err := svc.ListSessions(ctx, live, SessionListParams{})
+	require.NoError(t, err)
+	require.Equal(t, DefaultSessionListLimit, page.Limit)
+	require.Zero(t, page.Total)
+	require.Empty(t, page.Sessions)
+}

@@ -1,0 +1,794 @@
+package agentpay
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/shopspring/decimal"
+
+	"agentpay/ent"
+	"agentpay/ent/webhookattempt"
+	"agentpay/ent/webhookdelivery"
+	"agentpay/ent/webhookevent"
+)
+
+// Webhooks (spec 6, design.md section 3).
+//
+// An event is written by RecordEvent inside the transaction of the state
+// change that causes it, together with a delivery (when the merchant has a
+// webhook URL) and the River job that sends it: the outbox. Commit makes all
+// three visible at once; rollback leaves none, so a crash never loses or
+// invents an event.
+//
+// The job (kind deliver_webhook, queue "webhooks") calls DeliverWebhook. The
+// first try runs as soon as a worker picks the job up; after a failed try the
+// worker retries at WebhookRetryDelays (default 30s, 2m, 10m, 30m, 2h, through
+// the worker's NextRetry), so a delivery gets len(delays)+1 tries (6) and is
+// marked failed when the last one fails. Any 2xx within WebhookTimeout is
+// success; redirects are not followed (a 3xx is a failure). Every try is
+// kept as a WebhookAttempt.
+//
+// Idempotency: DeliverWebhook sends nothing for a delivery that already
+// succeeded or failed, so a duplicate job is harmless. A crash (or a lost
+// database write) between the receiver's 2xx and recording it leaves the
+// delivery pending and the job is retried: the receiver then gets the event
+// again with the same id (body field "id" and header webhook-id), which is
+// what it dedupes on. A redelivery sends the same bytes again, same id
+// included.
+//
+// SSRF: live-mode events are sent only to public addresses. The check runs
+// when the connection is made, on the resolved IP actually dialled (so DNS
+// tricks and rebinding do not get around it); a refusal is recorded as a
+// failed attempt. Test-mode events may go anywhere, loopback included, so
+// merchants can test against a local receiver. ValidateWebhookURL is the
+// early check of the same rule for registration and updates.
+
+// Event kinds (spec 6.2).
+const (
+	EventPaymentDetected     = "payment.detected"
+	EventPaymentConfirming   = "payment.confirming"
+	EventPaymentConfirmed    = "payment.confirmed"
+	EventPaymentFailed       = "payment.failed"
+	EventSessionExpired      = "session.expired"
+	EventSettlementCompleted = "settlement.completed"
+)
+
+var eventKinds = []string{
+	EventPaymentDetected, EventPaymentConfirming, EventPaymentConfirmed,
+	EventPaymentFailed, EventSessionExpired, EventSettlementCompleted,
+}
+
+const (
+	// WebhookQueue is the River queue of webhook deliveries.
+	WebhookQueue = "webhooks"
+	// WebhookTimeout bounds one try: connecting, sending and the answer's
+	// headers. A receiver slower than this has failed that try.
+	WebhookTimeout = 10 * time.Second
+	// webhookJobSpareAttempts are River attempts beyond the delivery's tries,
+	// for errors before any HTTP request (database unavailable...): the
+	// delivery's own count decides when it has failed, not River's.
+	webhookJobSpareAttempts = 10
+	// webhookErrorMax bounds the error text kept per attempt.
+	webhookErrorMax = 500
+	webhookURLMax   = 2048
+	webhookUA       = "agentpay-webhooks/1"
+)
+
+// DefaultWebhookRetryDelays is the retry schedule of spec 6.4, used when
+// Config.WebhookRetryDelays is empty.
+func DefaultWebhookRetryDelays() []time.Duration {
+	return []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
+}
+
+func (s *Service) webhookRetryDelays() []time.Duration {
+	if len(s.cfg.WebhookRetryDelays) > 0 {
+		return s.cfg.WebhookRetryDelays
+	}
+	return DefaultWebhookRetryDelays()
+}
+
+// WebhookTries is how many times a delivery is tried before it is failed:
+// the first try plus one per retry delay.
+func (s *Service) WebhookTries() int { return len(s.webhookRetryDelays()) + 1 }
+
+// DeliverWebhookArgs is the River job that sends one delivery.
+type DeliverWebhookArgs struct {
+	DeliveryID uuid.UUID `json:"delivery_id"`
+}
+
+// Kind is the job kind.
+func (DeliverWebhookArgs) Kind() string { return "deliver_webhook" }
+
+// InsertOpts puts deliveries on their own queue, so slow receivers never
+// hold up chain scanning or settlement.
+func (DeliverWebhookArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: WebhookQueue}
+}
+
+// EventInput is an event to record.
+type EventInput struct {
+	MerchantID uuid.UUID
+	// SessionID links the event to its checkout session, when it has one.
+	SessionID *uuid.UUID
+	// Type is one of the Event* kinds.
+	Type     string
+	Livemode bool
+	Data     EventData
+	// At is the payload's timestamp; zero means now.
+	At time.Time
+}
+
+// EventData is the payload's "data" object. The fields of spec 6.3 come
+// first, in the spec's order; empty strings and nil amounts are left out
+// (the spec lists every field for payment.confirmed, other kinds carry what
+// applies to them); metadata is always present ({} when nil). Extra holds the
+// event-specific fields (payment.failed's reason and amounts, settlement's
+// gross, fee, net and payout reference...), written after the standard ones
+// in key order; decimal.Decimal values anywhere in Extra are written as JSON
+// numbers, like the standard amounts.
+type EventData struct {
+	SessionExternalID string
+	PaymentExternalID string
+	AmountUSD         *decimal.Decimal
+	AmountToken       *decimal.Decimal
+	Token             string
+	Chain             string
+	TxHash            string
+	FromAddress       string
+	// Metadata is the session's metadata: a map, a json.RawMessage or any
+	// value encoding/json accepts.
+	Metadata any
+	Extra    map[string]any
+}
+
+type eventDataJSON struct {
+	SessionExternalID string          `json:"session_external_id,omitempty"`
+	PaymentExternalID string          `json:"payment_external_id,omitempty"`
+	AmountUSD         json.RawMessage `json:"amount_usd,omitempty"`
+	AmountToken       json.RawMessage `json:"amount_token,omitempty"`
+	Token             string          `json:"token,omitempty"`
+	Chain             string          `json:"chain,omitempty"`
+	TxHash            string          `json:"tx_hash,omitempty"`
+	FromAddress       string          `json:"from_address,omitempty"`
+	Metadata          json.RawMessage `json:"metadata"`
+}
+
+var standardDataKeys = []string{
+	"session_external_id", "payment_external_id", "amount_usd", "amount_token",
+	"token", "chain", "tx_hash", "from_address", "metadata",
+}
+
+// MarshalJSON writes the data object as described on EventData.
+func (d EventData) MarshalJSON() ([]byte, error) {
+	out := eventDataJSON{
+		SessionExternalID: d.SessionExternalID,
+		PaymentExternalID: d.PaymentExternalID,
+		Token:             d.Token,
+		Chain:             d.Chain,
+		TxHash:            d.TxHash,
+		FromAddress:       d.FromAddress,
+		Metadata:          json.RawMessage("{}"),
+	}
+	if d.AmountUSD != nil {
+		out.AmountUSD = json.RawMessage(d.AmountUSD.String())
+	}
+	if d.AmountToken != nil {
+		out.AmountToken = json.RawMessage(d.AmountToken.String())
+	}
+	if d.Metadata != nil {
+		m, err := json.Marshal(jsonNumbers(d.Metadata))
+		if err != nil {
+			return nil, fmt.Errorf("event metadata: %w", err)
+		}
+		if string(m) != "null" {
+			out.Metadata = m
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil || len(d.Extra) == 0 {
+		return b, err
+	}
+	keys := make([]string, 0, len(d.Extra))
+	for k := range d.Extra {
+		if slices.Contains(standardDataKeys, k) {
+			return nil, fmt.Errorf("event data: extra field %q would shadow a standard field", k)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(b[:len(b)-1]) // without the closing brace
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(jsonNumbers(d.Extra[k]))
+		if err != nil {
+			return nil, fmt.Errorf("event data %q: %w", k, err)
+		}
+		buf.WriteByte(',')
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(vb)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// jsonNumbers replaces decimals (in maps and slices too) by their exact JSON
+// numbers: shopspring/decimal quotes them by default.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case decimal.Decimal:
+		return json.RawMessage(x.String())
+	case *decimal.Decimal:
+		if x == nil {
+			return nil
+		}
+		return json.RawMessage(x.String())
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonNumbers(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonNumbers(e)
+		}
+		return out
+	}
+	return v
+}
+
+// eventPayload is the body every delivery of an event sends.
+type eventPayload struct {
+	ID        uuid.UUID `json:"id"`
+	Event     string    `json:"event"`
+	Data      EventData `json:"data"`
+	Timestamp string    `json:"timestamp"`
+	Livemode  bool      `json:"livemode"`
+}
+
+// eventTimestamp is ISO 8601 UTC with milliseconds, e.g.
+// 2026-11-25T23:27:16.123Z.
+const eventTimestamp = "2006-01-02T15:04:05.000Z07:00"
+
+// RecordEvent writes an event for a merchant inside the caller's transaction
+// (tx and sqlTx are the two faces of one transaction, see WithTx): the event
+// with its payload (the exact bytes every delivery sends and signs), a
+// pending delivery to the merchant's webhook_url as it is now, and the River
+// job that sends it. A merchant without a webhook URL gets the event
+// recorded (visible in the dashboard) and no delivery.
+func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev EventInput) (*ent.WebhookEvent, error) {
+	if tx == nil || sqlTx == nil {
+		return nil, errors.New("agentpay: RecordEvent needs the caller's transaction (WithTx)")
+	}
+	if !slices.Contains(eventKinds, ev.Type) {
+		return nil, fmt.Errorf("agentpay: unknown event type %q", ev.Type)
+	}
+	m, err := tx.Merchant.Get(ctx, ev.MerchantID)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: merchant %s", ErrNotFound, ev.MerchantID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	id := uuid.New()
+	payload, err := json.Marshal(eventPayload{
+		ID: id, Event: ev.Type, Data: ev.Data,
+		Timestamp: at.UTC().Format(eventTimestamp), Livemode: ev.Livemode,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agentpay: event payload: %w", err)
+	}
+	e, err := tx.WebhookEvent.Create().
+		SetID(id).
+		SetMerchantID(m.ID).
+		SetNillableSessionID(ev.SessionID).
+		SetEventType(ev.Type).
+		SetPayload(payload).
+		SetLivemode(ev.Livemode).
+		Save(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m.WebhookURL == "" {
+		return e, nil
+	}
+	if _, err := s.newDelivery(ctx, tx, sqlTx, e.ID, m.WebhookURL); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// newDelivery starts a delivery series of an event to url and enqueues its
+// job in the same transaction.
+func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, eventID uuid.UUID, url string) (*ent.WebhookDelivery, error) {
+	if s.cfg.Jobs == nil {
+		return nil, errors.New("agentpay: Config.Jobs is required to deliver webhooks")
+	}
+	d, err := tx.WebhookDelivery.Create().
+		SetEventID(eventID).
+		SetURL(url).
+		SetNextAttemptAt(time.Now().UTC()).
+		Save(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := &river.InsertOpts{MaxAttempts: s.WebhookTries() + webhookJobSpareAttempts}
+	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, DeliverWebhookArgs{DeliveryID: d.ID}, opts); err != nil {
+		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
+	}
+	return d, nil
+}
+
+// RedeliverWebhook starts a new delivery series of one of the merchant's
+// events to its current webhook URL: the same payload bytes (same event id),
+// a fresh set of tries. Another merchant's event is ErrNotFound; a merchant
+// with no webhook URL is a validation error.
+func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid.UUID) (*ent.WebhookDelivery, error) {
+	var d *ent.WebhookDelivery
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		ev, err := tx.WebhookEvent.Query().
+			Where(webhookevent.ID(eventID), webhookevent.MerchantID(merchantID)).
+			WithMerchant().
+			Only(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("%w: event %s", ErrNotFound, eventID)
+		}
+		if err != nil {
+			return err
+		}
+		url := ev.Edges.Merchant.WebhookURL
+		if url == "" {
+			return Invalid("webhook_url", "is not set: there is nowhere to deliver the event")
+		}
+		d, err = s.newDelivery(ctx, tx, sqlTx, ev.ID, url)
+		return err
+	})
+	return d, err
+}
+
+// WebhookDeliveryResult is what one DeliverWebhook call did.
+type WebhookDeliveryResult struct {
+	DeliveryID uuid.UUID
+	// Status and Tries are the delivery's state after the call.
+	Status webhookdelivery.Status
+	Tries  int
+	// Attempt is the try made by this call; nil when nothing was sent
+	// (the delivery had already succeeded or failed).
+	Attempt *ent.WebhookAttempt
+	// Done: no further try will be made (succeeded, failed, or nothing to do).
+	Done bool
+	// RetryAt is when the next try is due, when not Done.
+	RetryAt time.Time
+	// Err is why this call's try failed (nil on success).
+	Err error
+}
+
+// DeliverWebhook makes one try of a pending delivery: POST the event's
+// stored payload to the delivery's URL, signed, and record the attempt. A
+// delivery already succeeded or failed is left alone (Done, nothing sent).
+// The returned error is for failures before any try (unknown delivery:
+// ErrNotFound; database or vault errors); a failed try is reported in the
+// result, with RetryAt, or Done when it was the last one.
+func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (WebhookDeliveryResult, error) {
+	d, err := s.loadDeliveryToSend(ctx, deliveryID)
+	if err != nil {
+		return WebhookDeliveryResult{}, err
+	}
+	res := WebhookDeliveryResult{DeliveryID: deliveryID, Status: d.status, Tries: d.tries}
+	if d.status != webhookdelivery.StatusPending {
+		res.Done = true
+		return res, nil
+	}
+	secret, err := s.openWebhookSecret(d.merchantID, d.sealedSecret)
+	if err != nil {
+		return WebhookDeliveryResult{}, err
+	}
+
+	start := time.Now()
+	code, sendErr := postWebhook(ctx, d, secret, start)
+	duration := time.Since(start)
+	if ctx.Err() != nil {
+		// Stopped (worker shutdown) or out of time mid-try: not the
+		// receiver's fault, so not counted; the job runs again.
+		return WebhookDeliveryResult{}, ctx.Err()
+	}
+
+	now := time.Now().UTC()
+	try := d.tries + 1
+	res.Err = sendErr
+	var errText string
+	if sendErr != nil {
+		errText = truncateUTF8(sendErr.Error(), webhookErrorMax)
+	}
+	delays := s.webhookRetryDelays()
+	switch {
+	case sendErr == nil:
+		res.Status, res.Done = webhookdelivery.StatusSucceeded, true
+	case try > len(delays):
+		res.Status, res.Done = webhookdelivery.StatusFailed, true
+	default:
+		res.RetryAt = now.Add(delays[try-1])
+	}
+	t := webhookTry{
+		deliveryID: deliveryID, at: start.UTC(), statusCode: code,
+		duration: duration, errText: errText, status: res.Status, now: now,
+	}
+	if !res.Done {
+		t.nextAttemptAt = &res.RetryAt
+	}
+	attempt, applied, err := s.recordWebhookTry(ctx, t)
+	if err != nil {
+		return WebhookDeliveryResult{}, fmt.Errorf("agentpay: recording webhook attempt: %w", err)
+	}
+	res.Attempt, res.Tries = attempt, try
+	if !applied {
+		// Another run of the same delivery finished it meanwhile: this try
+		// is still logged, the delivery keeps that run's outcome.
+		cur, err := s.cfg.DB.Ent.WebhookDelivery.Get(ctx, deliveryID)
+		if err != nil {
+			return WebhookDeliveryResult{}, err
+		}
+		res.Status, res.Tries, res.Done, res.RetryAt = cur.Status, cur.Attempts, true, time.Time{}
+	}
+	switch {
+	case !res.Done:
+		s.logger.InfoContext(ctx, "webhook try failed", "delivery", deliveryID, "event", d.eventID, "try", try, "retry_at", res.RetryAt, "err", errText)
+	case res.Status == webhookdelivery.StatusFailed:
+		s.logger.WarnContext(ctx, "webhook delivery failed", "delivery", deliveryID, "event", d.eventID, "tries", res.Tries, "err", errText)
+	}
+	return res, nil
+}
+
+// webhookTry is one try to record: the attempt row and the delivery's new
+// state.
+type webhookTry struct {
+	deliveryID    uuid.UUID
+	at            time.Time
+	statusCode    int
+	duration      time.Duration
+	errText       string
+	status        webhookdelivery.Status
+	nextAttemptAt *time.Time // nil once the delivery is done
+	now           time.Time
+}
+
+// recordWebhookTry writes the attempt and updates the delivery (attempts+1,
+// status, next or completion time) together, if the delivery is still
+// pending. applied is false when it no longer was (another run finished
+// it); the attempt is logged either way.
+//
+// On PostgreSQL it is one statement (data-modifying CTEs, atomic, one round
+// trip through the prepared-statement cache); on SQLite, where a round trip
+// costs nothing, an ent transaction.
+func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.WebhookAttempt, bool, error) {
+	a := &ent.WebhookAttempt{
+		ID: uuid.New(), CreatedAt: t.now, UpdatedAt: t.now, DeliveryID: t.deliveryID,
+		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
+	}
+	var completedAt *time.Time
+	if t.nextAttemptAt == nil {
+		completedAt = &t.now
+	}
+	if s.cfg.DB.IsPostgres() {
+		rows, err := queryCached(ctx, s.cfg.DB.SQL, recordWebhookTryPostgres,
+			t.deliveryID, t.at, string(t.status), t.nextAttemptAt, completedAt, t.now,
+			a.ID, a.StatusCode, a.DurationMs, a.Error)
+		if err != nil {
+			return nil, false, err
+		}
+		defer rows.Close()
+		applied := rows.Next()
+		if err := rows.Err(); err != nil {
+			return nil, false, err
+		}
+		return a, applied, rows.Close()
+	}
+	applied := false
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		var err error
+		a, err = tx.WebhookAttempt.Create().
+			SetID(a.ID).
+			SetDeliveryID(t.deliveryID).
+			SetStatusCode(t.statusCode).
+			SetDurationMs(a.DurationMs).
+			SetError(t.errText).
+			SetAt(t.at).
+			Save(ctx)
+		if err != nil {
+			return err
+		}
+		u := tx.WebhookDelivery.Update().
+			Where(webhookdelivery.ID(t.deliveryID), webhookdelivery.StatusEQ(webhookdelivery.StatusPending)).
+			AddAttempts(1).
+			SetLastAttemptAt(t.at).
+			SetStatus(t.status)
+		if t.nextAttemptAt != nil {
+			u.SetNextAttemptAt(*t.nextAttemptAt)
+		} else {
+			u.ClearNextAttemptAt().SetCompletedAt(t.now)
+		}
+		n, err := u.Save(ctx)
+		applied = n > 0
+		return err
+	})
+	return a, applied, err
+}
+
+// recordWebhookTryPostgres: $1 delivery, $2 attempt time, $3 status, $4
+// next attempt (NULL when done), $5 completion (NULL while pending), $6 now,
+// $7 attempt id, $8 status code, $9 duration ms, $10 error.
+const recordWebhookTryPostgres = `WITH d AS (
+	UPDATE webhook_deliveries
+	SET attempts = attempts + 1, last_attempt_at = $2, status = $3,
+		next_attempt_at = $4, completed_at = $5, updated_at = $6
+	WHERE id = $1 AND status = 'pending'
+	RETURNING attempts
+), a AS (
+	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
+	VALUES ($7, $6, $6, $1, $8, $9, $10, $2)
+)
+SELECT attempts FROM d`
+
+// deliveryToSend is what one try needs, read in one query.
+type deliveryToSend struct {
+	status       webhookdelivery.Status
+	tries        int
+	url          string
+	eventID      uuid.UUID
+	payload      []byte
+	livemode     bool
+	merchantID   uuid.UUID
+	sealedSecret []byte
+}
+
+const deliveryToSendQuery = `SELECT d.status, d.attempts, d.url, e.id, e.payload, e.livemode, m.id, m.webhook_secret_encrypted
+FROM webhook_deliveries d
+JOIN webhook_events e ON e.id = d.event_id
+JOIN merchants m ON m.id = e.merchant_id
+WHERE d.id = `
+
+// loadDeliveryToSend reads a delivery with its event's payload and its
+// merchant's sealed secret in one query (one round trip instead of ent's
+// three for the eager-loaded edges: this is the hot path of delivery).
+func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*deliveryToSend, error) {
+	q := deliveryToSendQuery + "?"
+	if s.cfg.DB.IsPostgres() {
+		q = deliveryToSendQuery + "$1"
+	}
+	rows, err := queryCached(ctx, s.cfg.DB.SQL, q, id)
+	if err != nil {
+		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
+		}
+		return nil, fmt.Errorf("%w: webhook delivery %s", ErrNotFound, id)
+	}
+	var d deliveryToSend
+	var status string
+	if err := rows.Scan(&status, &d.tries, &d.url, &d.eventID, &d.payload, &d.livemode, &d.merchantID, &d.sealedSecret); err != nil {
+		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
+	}
+	d.status = webhookdelivery.Status(status)
+	return &d, rows.Close()
+}
+
+// WebhookAttempts lists a delivery's tries, oldest first.
+func (s *Service) WebhookAttempts(ctx context.Context, deliveryID uuid.UUID) ([]*ent.WebhookAttempt, error) {
+	return s.cfg.DB.Ent.WebhookAttempt.Query().
+		Where(webhookattempt.DeliveryID(deliveryID)).
+		Order(webhookattempt.ByAt(), webhookattempt.ByCreatedAt()).
+		All(ctx)
+}
+
+// postWebhook sends one try and returns the answer's status code (0 when
+// there was none) and why the try failed (nil for a 2xx).
+func postWebhook(ctx context.Context, d *deliveryToSend, secret string, at time.Time) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.payload))
+	if err != nil {
+		return 0, fmt.Errorf("bad webhook URL: %w", err)
+	}
+	ts := at.Unix()
+	id := d.eventID.String()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", webhookUA)
+	req.Header.Set(HeaderCheckoutSignature, SignWebhookBody(secret, d.payload))
+	req.Header.Set(HeaderWebhookID, id)
+	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderWebhookSignature, StandardWebhookSignature(secret, id, ts, d.payload))
+
+	resp, err := webhookClient(d.livemode).Do(req)
+	if err != nil {
+		var refused *nonPublicAddrError
+		if errors.As(err, &refused) {
+			return 0, refused
+		}
+		return 0, err
+	}
+	// Drain a little so the connection can be reused; the body is not kept.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}
+
+// openWebhookSecret opens a merchant's webhook secret, sealed by the vault
+// with the merchant's id as associated data (as merchant registration seals
+// it).
+func (s *Service) openWebhookSecret(merchantID uuid.UUID, sealed []byte) (string, error) {
+	b, err := s.cfg.Vault.Open(sealed, merchantID[:])
+	if err != nil {
+		return "", fmt.Errorf("agentpay: opening the webhook secret of merchant %s: %w", merchantID, err)
+	}
+	return string(b), nil
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// Webhook HTTP clients: one for live events, whose dialer refuses
+// non-public addresses, one for test events. They are stateless apart from
+// their pools of idle connections (kept per receiver so a busy merchant's
+// deliveries reuse connections), hence shared by the process. No proxy from
+// the environment: the address check must see the receiver's own address.
+var webhookClients = sync.OnceValue(func() [2]*http.Client {
+	return [2]*http.Client{newWebhookClient(false), newWebhookClient(true)}
+})
+
+func webhookClient(live bool) *http.Client {
+	if live {
+		return webhookClients()[1]
+	}
+	return webhookClients()[0]
+}
+
+func newWebhookClient(live bool) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if live {
+		dialer.Control = publicOnlyControl
+	}
+	return &http.Client{
+		Timeout: WebhookTimeout,
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          512,
+			MaxIdleConnsPerHost:   128,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// nonPublicAddrError is a live-mode try refused because the receiver's
+// address is not public.
+type nonPublicAddrError struct{ addr netip.Addr }
+
+func (e *nonPublicAddrError) Error() string {
+	return fmt.Sprintf("refused: the webhook URL resolves to %s, which is not a public address (live mode)", e.addr)
+}
+
+// publicOnlyControl runs after name resolution, just before each connect,
+// with the IP about to be dialled.
+func publicOnlyControl(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refused: cannot parse dialled address %q", address)
+	}
+	if !IsPublicAddr(ap.Addr()) {
+		return &nonPublicAddrError{addr: ap.Addr().Unmap()}
+	}
+	return nil
+}
+
+// nonPublicPrefixes are the ranges a live webhook may not reach: loopback,
+// private (RFC 1918, ULA), shared (CGNAT), link-local, multicast,
+// documentation, benchmarking, reserved, and IPv6 transition ranges that
+// can embed any IPv4 address.
+var nonPublicPrefixes = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+		"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
+		"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+		"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/32",
+		"2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// IsPublicAddr reports whether ip is a public unicast address that a live
+// webhook may be sent to.
+func IsPublicAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || ip.Zone() != "" {
+		return false
+	}
+	for _, p := range nonPublicPrefixes {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateWebhookURL checks a merchant's webhook URL when it is registered or
+// changed: an absolute http or https URL with a host, at most 2,048
+// characters; in live mode not "localhost" (or a name under .localhost) and
+// not an IP literal outside the public ranges. Names are not resolved here:
+// the address actually dialled is checked at every live delivery.
+func ValidateWebhookURL(raw string, mode Mode) error {
+	const field = "webhook_url"
+	if strings.TrimSpace(raw) != raw || raw == "" {
+		return Invalid(field, "must be an http or https URL")
+	}
+	if len(raw) > webhookURLMax {
+		return Invalid(field, "must be at most %d characters long", webhookURLMax)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" {
+		return Invalid(field, "must be an http or https URL")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return Invalid(field, "must include a host")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return Invalid(field, "has an invalid port")
+		}
+	}
+	if mode != ModeLive {
+		return nil
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return Invalid(field, "must not point at localhost in live mode")
+	}
+	if ip, err := netip.ParseAddr(h); err == nil && !IsPublicAddr(ip) {
+		return Invalid(field, "must not point at a private, loopback or link-local address in live mode")
+	}
+	return nil
+}

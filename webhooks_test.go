@@ -1,0 +1,610 @@
+package agentpay
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+	"agentpay/ent/webhookdelivery"
+)
+
+// webhookReceiver is a merchant's endpoint on loopback: it keeps every
+// request and answers with status.
+type webhookReceiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []receivedWebhook
+	status int
+}
+
+type receivedWebhook struct {
+	at     time.Time
+	header http.Header
+	body   []byte
+}
+
+func newWebhookReceiver(t *testing.T, status int) *webhookReceiver {
+	t.Helper()
+	r := &webhookReceiver{status: status}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, receivedWebhook{at: time.Now(), header: req.Header.Clone(), body: body})
+		status := r.status
+		r.mu.Unlock()
+		if status >= 300 && status < 400 {
+			w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *webhookReceiver) requests() []receivedWebhook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]receivedWebhook(nil), r.got...)
+}
+
+// newWebhookTestService is a service over a fresh database whose jobs go to
+// an insert-only River client, the way the API process runs. Tests here call
+// DeliverWebhook themselves; the worker package runs it through River.
+func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
+	t.Helper()
+	key, err := GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := NewVault(key)
+	require.NoError(t, err)
+	db := openTestDB(t)
+	svc, err := NewService(Config{
+		DB: db, Vault: vault, Jobs: newInsertOnlyRiver(t, db),
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		WebhookRetryDelays: delays,
+	})
+	require.NoError(t, err)
+	return svc
+}
+
+// createWebhookMerchant writes a merchant whose webhook secret is sealed as
+// merchant registration seals it, and returns the plain secret.
+func createWebhookMerchant(t *testing.T, svc *Service, webhookURL string) (*ent.Merchant, string) {
+	t.Helper()
+	secret, _, err := NewSecret(PrefixWebhookSecret)
+	require.NoError(t, err)
+	id := uuid.New()
+	sealed, err := svc.cfg.Vault.Seal([]byte(secret), id[:])
+	require.NoError(t, err)
+	m, err := svc.cfg.DB.Ent.Merchant.Create().
+		SetID(id).
+		SetName("Shop").
+		SetEmail("shop@example.com").
+		SetWebhookURL(webhookURL).
+		SetWebhookSecretEncrypted(sealed).
+		Save(context.Background())
+	require.NoError(t, err)
+	return m, secret
+}
+
+func confirmedEventInput(m *ent.Merchant, live bool) EventInput {
+	amount := decimal.RequireFromString("49.95")
+	return EventInput{
+		MerchantID: m.ID,
+		Type:       EventPaymentConfirmed,
+		Livemode:   live,
+		At:         time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC),
+		Data: EventData{
+			SessionExternalID: "cs_test_123",
+			PaymentExternalID: "pay_456",
+			AmountUSD:         &amount,
+			AmountToken:       &amount,
+			Token:             "USDC",
+			Chain:             "base",
+			TxHash:            "0xabc",
+			FromAddress:       "0xdef",
+			Metadata:          map[string]any{"order_id": "A-1", "items": []any{"x", "y"}},
+		},
+	}
+}
+
+func recordTestEvent(t *testing.T, svc *Service, in EventInput) *ent.WebhookEvent {
+	t.Helper()
+	var ev *ent.WebhookEvent
+	err := svc.cfg.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		var err error
+		ev, err = svc.RecordEvent(ctx, tx, sqlTx, in)
+		return err
+	})
+	require.NoError(t, err)
+	return ev
+}
+
+func onlyDelivery(t *testing.T, svc *Service, eventID uuid.UUID) *ent.WebhookDelivery {
+	t.Helper()
+	d, err := svc.cfg.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(eventID)).Only(context.Background())
+	require.NoError(t, err)
+	return d
+}
+
+func countDeliverJobs(t *testing.T, db *DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.SQL.QueryRowContext(context.Background(),
+		"SELECT count(*) FROM river_job WHERE kind = 'deliver_webhook'").Scan(&n))
+	return n
+}
+
+func TestValidateWebhookURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url  string
+		mode Mode
+		err  string // "" = valid
+	}{
+		{"https://shop.example.com/hooks", ModeLive, ""},
+		{"http://shop.example.com:8080/hooks?x=1", ModeLive, ""},
+		{"https://93.184.216.34/hooks", ModeLive, ""},
+		{"http://127.0.0.1:9000/hooks", ModeTest, ""},
+		{"http://localhost:9000/hooks", ModeTest, ""},
+		{"http://10.1.2.3/hooks", ModeTest, ""},
+		{"", ModeLive, "webhook_url: must be an http or https URL"},
+		{" https://shop.example.com", ModeLive, "webhook_url: must be an http or https URL"},
+		{"ftp://shop.example.com/hooks", ModeTest, "webhook_url: must be an http or https URL"},
+		{"shop.example.com/hooks", ModeTest, "webhook_url: must be an http or https URL"},
+		{"mailto:shop@example.com", ModeTest, "webhook_url: must be an http or https URL"},
+		{"https:///hooks", ModeTest, "webhook_url: must include a host"},
+		{"https://shop.example.com:99999/", ModeTest, "webhook_url: has an invalid port"},
+		{"https://shop.example.com/" + strings.Repeat("a", 2048), ModeTest, "webhook_url: must be at most 2048 characters long"},
+		{"http://localhost:9000/hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
+		{"http://LOCALHOST./hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
+		{"http://api.localhost/hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
+		{"http://127.0.0.1:9000/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://10.1.2.3/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://192.168.1.10/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://169.254.169.254/latest/meta-data", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://[::1]:9000/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://[::ffff:127.0.0.1]/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://[fd00::1]/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"http://0.0.0.0/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url+"/"+string(tt.mode), func(t *testing.T) {
+			err := ValidateWebhookURL(tt.url, tt.mode)
+			if tt.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.True(t, IsValidation(err), "%v", err)
+			require.EqualError(t, err, tt.err)
+		})
+	}
+}
+
+func TestIsPublicAddr(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ip     string
+		public bool
+	}{
+		{"93.184.216.34", true},
+		{"8.8.8.8", true},
+		{"2606:4700:4700::1111", true},
+		{"127.0.0.1", false},
+		{"127.255.0.9", false},
+		{"10.0.0.1", false},
+		{"172.16.5.4", false},
+		{"172.32.0.1", true},
+		{"192.168.0.1", false},
+		{"100.64.0.1", false},
+		{"169.254.169.254", false},
+		{"0.0.0.0", false},
+		{"224.0.0.1", false},
+		{"255.255.255.255", false},
+		{"::1", false},
+		{"::", false},
+		{"::ffff:10.0.0.1", false},
+		{"::ffff:8.8.8.8", true},
+		{"fe80::1", false},
+		{"fd12:3456::1", false},
+		{"64:ff9b::a00:1", false},
+		{"2002:a00:1::1", false},
+		{"ff02::1", false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.public, IsPublicAddr(netip.MustParseAddr(tt.ip)), tt.ip)
+	}
+}
+
+func TestRecordEventPayload(t *testing.T) {
+	t.Parallel()
+	svc := newWebhookTestService(t)
+	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
+	in := confirmedEventInput(m, false)
+	in.Data.Extra = map[string]any{"reason": "overpaid", "excess_usd": decimal.RequireFromString("0.05")}
+	ev := recordTestEvent(t, svc, in)
+
+	require.Equal(t, EventPaymentConfirmed, ev.EventType)
+	require.False(t, ev.Livemode)
+	want := `{"id":"` + ev.ID.String() + `","event":"payment.confirmed","data":{` +
+		`"session_external_id":"cs_test_123","payment_external_id":"pay_456",` +
+		`"amount_usd":49.95,"amount_token":49.95,"token":"USDC","chain":"base",` +
+		`"tx_hash":"0xabc","from_address":"0xdef","metadata":{"items":["x","y"],"order_id":"A-1"},` +
+		`"excess_usd":0.05,"reason":"overpaid"},` +
+		`"timestamp":"2026-11-25T12:00:00.000Z","livemode":false}`
+	require.Equal(t, want, string(ev.Payload))
+
+	// The stored bytes are what gets sent.
+	stored, err := svc.cfg.DB.Ent.WebhookEvent.Get(context.Background(), ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, string(stored.Payload))
+
+	t.Run("minimal data", func(t *testing.T) {
+		ev := recordTestEvent(t, svc, EventInput{MerchantID: m.ID, Type: EventSessionExpired, Livemode: true,
+			Data: EventData{SessionExternalID: "cs_1"}})
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(ev.Payload, &got))
+		require.Equal(t, map[string]any{"session_external_id": "cs_1", "metadata": map[string]any{}}, got["data"])
+		require.Equal(t, true, got["livemode"])
+		ts, err := time.Parse(time.RFC3339, got["timestamp"].(string))
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now(), ts, time.Minute)
+	})
+
+	t.Run("refused input", func(t *testing.T) {
+		tests := []struct {
+			name string
+			in   EventInput
+			err  error
+		}{
+			{"unknown kind", EventInput{MerchantID: m.ID, Type: "payment.maybe"}, nil},
+			{"unknown merchant", EventInput{MerchantID: uuid.New(), Type: EventSessionExpired}, ErrNotFound},
+			{"extra shadows a standard field", EventInput{MerchantID: m.ID, Type: EventPaymentFailed,
+				Data: EventData{Extra: map[string]any{"amount_usd": 1}}}, nil},
+		}
+		for _, tt := range tests {
+			err := svc.cfg.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+				_, err := svc.RecordEvent(ctx, tx, sqlTx, tt.in)
+				return err
+			})
+			require.Error(t, err, tt.name)
+			if tt.err != nil {
+				require.ErrorIs(t, err, tt.err, tt.name)
+			}
+		}
+	})
+}
+
+// TestRecordEventOutbox: the event, its delivery and the delivery's job are
+// committed with the state change that caused them, or not at all.
+func TestRecordEventOutbox(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		webhookURL string
+		fail       bool
+		events     int
+		deliveries int
+		jobs       int
+	}{
+		{"commit", "https://shop.example.com/hooks", false, 1, 1, 1},
+		{"rollback", "https://shop.example.com/hooks", true, 0, 0, 0},
+		{"no webhook url", "", false, 1, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			svc := newWebhookTestService(t)
+			m, _ := createWebhookMerchant(t, svc, tt.webhookURL)
+			boom := errors.New("the state change failed after the event was recorded")
+			err := svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+				if _, err := svc.RecordEvent(ctx, tx, sqlTx, confirmedEventInput(m, true)); err != nil {
+					return err
+				}
+				if tt.fail {
+					return boom
+				}
+				return nil
+			})
+			if tt.fail {
+				require.ErrorIs(t, err, boom)
+			} else {
+				require.NoError(t, err)
+			}
+			db := svc.cfg.DB
+			require.Equal(t, tt.events, countRows(t, db, "webhook_events"))
+			require.Equal(t, tt.deliveries, countRows(t, db, "webhook_deliveries"))
+			require.Equal(t, tt.jobs, countDeliverJobs(t, db))
+			if tt.deliveries == 1 {
+				d, err := db.Ent.WebhookDelivery.Query().Only(ctx)
+				require.NoError(t, err)
+				require.Equal(t, webhookdelivery.StatusPending, d.Status)
+				require.Equal(t, tt.webhookURL, d.URL)
+				require.Zero(t, d.Attempts)
+				var args, queue string
+				var maxAttempts int
+				argsText := "args::text" // River keeps args as jsonb on both engines
+				if !db.IsPostgres() {
+					argsText = "json(args)"
+				}
+				require.NoError(t, db.SQL.QueryRowContext(ctx,
+					"SELECT "+argsText+", queue, max_attempts FROM river_job WHERE kind = 'deliver_webhook'").Scan(&args, &queue, &maxAttempts))
+				require.JSONEq(t, `{"delivery_id":"`+d.ID.String()+`"}`, args)
+				require.Equal(t, WebhookQueue, queue)
+				require.Greater(t, maxAttempts, svc.WebhookTries())
+			}
+		})
+	}
+}
+
+func TestRecordEventNeedsJobs(t *testing.T) {
+	t.Parallel()
+	svc := newWebhookTestService(t)
+	svc.cfg.Jobs = nil
+	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
+	err := svc.cfg.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		_, err := svc.RecordEvent(ctx, tx, sqlTx, confirmedEventInput(m, true))
+		return err
+	})
+	require.ErrorContains(t, err, "Config.Jobs")
+	require.Equal(t, 0, countRows(t, svc.cfg.DB, "webhook_events"))
+}
+
+// TestDeliverWebhookSigned: the receiver gets the stored bytes with both
+// signatures, which it can recompute from the body and its secret.
+func TestDeliverWebhookSigned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newWebhookTestService(t)
+	rcv := newWebhookReceiver(t, http.StatusOK)
+	m, secret := createWebhookMerchant(t, svc, rcv.URL+"/hooks")
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	d := onlyDelivery(t, svc, ev.ID)
+
+	res, err := svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.NoError(t, res.Err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	require.Equal(t, 1, res.Tries)
+	d = onlyDelivery(t, svc, ev.ID)
+	require.Equal(t, webhookdelivery.StatusSucceeded, d.Status)
+	require.Equal(t, 1, d.Attempts)
+	require.NotNil(t, d.CompletedAt)
+	require.NotNil(t, d.LastAttemptAt)
+	require.Nil(t, d.NextAttemptAt)
+
+	got := rcv.requests()
+	require.Len(t, got, 1)
+	r := got[0]
+	require.Equal(t, ev.Payload, r.body, "the exact stored bytes")
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+
+	// X-Checkout-Signature: hex HMAC-SHA256 of the body, keyed with the secret.
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(r.body)
+	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.header.Get("X-Checkout-Signature"))
+	require.True(t, VerifyWebhookSignature(secret, r.body, r.header.Get("X-Checkout-Signature")))
+	require.False(t, VerifyWebhookSignature(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")))
+
+	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.body" keyed
+	// with the secret's characters after "whsec_".
+	require.Equal(t, ev.ID.String(), r.header.Get("webhook-id"))
+	ts, err := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
+	require.NoError(t, err)
+	require.InDelta(t, time.Now().Unix(), ts, 60)
+	smac := hmac.New(sha256.New, []byte(strings.TrimPrefix(secret, "whsec_")))
+	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
+	smac.Write(r.body)
+	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"))
+
+	var body struct {
+		ID, Event, Timestamp string
+		Livemode             bool
+		Data                 map[string]json.RawMessage
+	}
+	require.NoError(t, json.Unmarshal(r.body, &body))
+	require.Equal(t, ev.ID.String(), body.ID)
+	require.Equal(t, "payment.confirmed", body.Event)
+	for _, f := range []string{"session_external_id", "payment_external_id", "amount_usd", "amount_token", "token", "chain", "tx_hash", "from_address", "metadata"} {
+		require.Contains(t, body.Data, f)
+	}
+	require.Equal(t, "49.95", string(body.Data["amount_usd"]), "amounts are JSON numbers")
+
+	attempts, err := svc.WebhookAttempts(ctx, d.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, http.StatusOK, attempts[0].StatusCode)
+	require.Empty(t, attempts[0].Error)
+	require.GreaterOrEqual(t, attempts[0].DurationMs, int64(0))
+
+	// A duplicate job for a delivery that succeeded sends nothing.
+	res, err = svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.Nil(t, res.Attempt)
+	require.Len(t, rcv.requests(), 1)
+
+	_, err = svc.DeliverWebhook(ctx, uuid.New())
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestDeliverWebhookAnswers: any 2xx succeeds; anything else (redirects
+// included, they are not followed) is a failed try with its status kept.
+func TestDeliverWebhookAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status int
+		ok     bool
+	}{
+		{200, true}, {201, true}, {202, true}, {204, true}, {299, true},
+		{301, false}, {302, false}, {400, false}, {401, false}, {404, false}, {500, false}, {503, false},
+	}
+	svc := newWebhookTestService(t)
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			ctx := context.Background()
+			rcv := newWebhookReceiver(t, tt.status)
+			m, _ := createWebhookMerchant(t, svc, rcv.URL)
+			ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+			res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
+			require.NoError(t, err)
+			require.Len(t, rcv.requests(), 1)
+			require.Equal(t, tt.status, res.Attempt.StatusCode)
+			if tt.ok {
+				require.True(t, res.Done)
+				require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+				return
+			}
+			require.False(t, res.Done)
+			require.Error(t, res.Err)
+			require.Contains(t, res.Attempt.Error, strconv.Itoa(tt.status))
+			require.Equal(t, webhookdelivery.StatusPending, res.Status)
+		})
+	}
+}
+
+// TestDeliverWebhookRetrySchedule runs one delivery's tries by hand: each
+// failure schedules the next at the configured delay, and the last failure
+// marks the delivery failed.
+func TestDeliverWebhookRetrySchedule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	delays := []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
+	svc := newWebhookTestService(t) // the default schedule
+	require.Equal(t, 6, svc.WebhookTries())
+	rcv := newWebhookReceiver(t, http.StatusInternalServerError)
+	m, _ := createWebhookMerchant(t, svc, rcv.URL)
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	d := onlyDelivery(t, svc, ev.ID)
+
+	for try := 1; try <= 6; try++ {
+		before := time.Now()
+		res, err := svc.DeliverWebhook(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, try, res.Tries)
+		require.Equal(t, 500, res.Attempt.StatusCode)
+		stored := onlyDelivery(t, svc, ev.ID)
+		require.Equal(t, try, stored.Attempts)
+		if try < 6 {
+			require.False(t, res.Done, "try %d", try)
+			require.Equal(t, webhookdelivery.StatusPending, stored.Status)
+			require.WithinDuration(t, before.Add(delays[try-1]), res.RetryAt, 2*time.Second, "try %d", try)
+			require.WithinDuration(t, res.RetryAt, *stored.NextAttemptAt, time.Millisecond)
+			continue
+		}
+		require.True(t, res.Done)
+		require.Equal(t, webhookdelivery.StatusFailed, res.Status)
+		require.Equal(t, webhookdelivery.StatusFailed, stored.Status)
+		require.NotNil(t, stored.CompletedAt)
+		require.Nil(t, stored.NextAttemptAt)
+	}
+	attempts, err := svc.WebhookAttempts(ctx, d.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 6)
+
+	res, err := svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.Nil(t, res.Attempt)
+	require.Len(t, rcv.requests(), 6, "a failed delivery is not tried again")
+}
+
+// TestDeliverWebhookAddressRule: a live event to a loopback receiver is
+// refused at connect time and logged as a failed try; a test event goes.
+func TestDeliverWebhookAddressRule(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		livemode bool
+		host     string // replaces 127.0.0.1 in the receiver's URL
+		sent     bool
+	}{
+		{"test mode, loopback IP", false, "127.0.0.1", true},
+		{"test mode, localhost", false, "localhost", true},
+		{"live mode, loopback IP", true, "127.0.0.1", false},
+		{"live mode, name resolving to loopback", true, "localhost", false},
+	}
+	svc := newWebhookTestService(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rcv := newWebhookReceiver(t, http.StatusOK)
+			m, _ := createWebhookMerchant(t, svc, strings.Replace(rcv.URL, "127.0.0.1", tt.host, 1))
+			ev := recordTestEvent(t, svc, confirmedEventInput(m, tt.livemode))
+			res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
+			require.NoError(t, err)
+			if tt.sent {
+				require.Len(t, rcv.requests(), 1)
+				require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+				return
+			}
+			require.Empty(t, rcv.requests())
+			require.False(t, res.Done)
+			require.Equal(t, 0, res.Attempt.StatusCode)
+			require.Contains(t, res.Attempt.Error, "not a public address")
+			require.Equal(t, 1, res.Tries)
+		})
+	}
+}
+
+func TestRedeliverWebhook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newWebhookTestService(t)
+	rcv := newWebhookReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, rcv.URL)
+	other, _ := createWebhookMerchant(t, svc, rcv.URL)
+	bare, _ := createWebhookMerchant(t, svc, "")
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	_, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
+	require.NoError(t, err)
+	require.Len(t, rcv.requests(), 1)
+
+	_, err = svc.RedeliverWebhook(ctx, other.ID, ev.ID)
+	require.ErrorIs(t, err, ErrNotFound, "another merchant's event")
+	_, err = svc.RedeliverWebhook(ctx, m.ID, uuid.New())
+	require.ErrorIs(t, err, ErrNotFound)
+	bareEv := recordTestEvent(t, svc, confirmedEventInput(bare, false))
+	_, err = svc.RedeliverWebhook(ctx, bare.ID, bareEv.ID)
+	require.True(t, IsValidation(err), "%v", err)
+
+	jobs := countDeliverJobs(t, svc.cfg.DB)
+	d, err := svc.RedeliverWebhook(ctx, m.ID, ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusPending, d.Status)
+	require.Equal(t, ev.ID, d.EventID)
+	require.Equal(t, jobs+1, countDeliverJobs(t, svc.cfg.DB))
+
+	res, err := svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	got := rcv.requests()
+	require.Len(t, got, 2)
+	require.True(t, bytes.Equal(got[0].body, got[1].body), "a redelivery sends the same bytes")
+	require.Equal(t, ev.ID.String(), got[1].header.Get("webhook-id"))
+	n, err := svc.cfg.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(ev.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}

@@ -1,0 +1,64 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"agentpay"
+)
+
+// deliverWebhookWorker sends one webhook delivery per job run
+// (agentpay.Service.DeliverWebhook decides everything: what to send, whether
+// the try succeeded, when the next one is due, when the delivery has failed).
+//
+// Retries: a failed try returns an error, so River schedules the job again
+// at NextRetry, which is the time the service computed from
+// WEBHOOK_RETRY_DELAYS for that delivery. The time is handed from Work to
+// NextRetry through retryAt, keyed by job id: River calls NextRetry in the
+// same process right after Work returns the error. An error before any try
+// (database, vault) has no entry and is retried after a short backoff; it
+// does not use up one of the delivery's tries, which the service counts
+// itself.
+type deliverWebhookWorker struct {
+	river.WorkerDefaults[agentpay.DeliverWebhookArgs]
+	svc     *agentpay.Service
+	retryAt sync.Map // job id (int64) -> time.Time
+}
+
+func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[agentpay.DeliverWebhookArgs]) error {
+	res, err := w.svc.DeliverWebhook(ctx, job.Args.DeliveryID)
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Done {
+		return nil
+	}
+	if job.Attempt < job.MaxAttempts {
+		w.retryAt.Store(job.ID, res.RetryAt)
+	}
+	if res.Err == nil {
+		return fmt.Errorf("webhook try %d failed", res.Tries)
+	}
+	return fmt.Errorf("webhook try %d failed: %w", res.Tries, res.Err)
+}
+
+// NextRetry is the delivery's next try as the service scheduled it.
+func (w *deliverWebhookWorker) NextRetry(job *river.Job[agentpay.DeliverWebhookArgs]) time.Time {
+	if v, ok := w.retryAt.LoadAndDelete(job.ID); ok {
+		return v.(time.Time)
+	}
+	return time.Now().Add(min(time.Duration(job.Attempt)*2*time.Second, time.Minute))
+}
+
+// Timeout leaves room for the HTTP try and recording it.
+func (w *deliverWebhookWorker) Timeout(*river.Job[agentpay.DeliverWebhookArgs]) time.Duration {
+	return agentpay.WebhookTimeout + 20*time.Second
+}
