@@ -441,8 +441,8 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 	}
 	if st.Chain != "" {
 		if n, ok := s.Networks(sessionModeOf(livemode))[chains.Name(st.Chain)]; ok {
-			if rc, ok := n.Ledger.(interface{ Confirmations() uint64 }); ok {
-				req := rc.Confirmations()
+			if n.Confirmations > 0 {
+				req := n.Confirmations
 				st.Required = &req
 			}
 		}

@@ -31,6 +31,9 @@ type Network struct {
 	// NewWatchlist builds the chain's address set (each chain normalises
 	// addresses its own way).
 	NewWatchlist func(addresses []string) chains.Watchlist
+	// Confirmations a deposit needs on this chain (on Solana: the usual
+	// depth of finalization, shown to payers; finality itself decides).
+	Confirmations uint64
 }
 
 // WatcherFactory builds a chain's deposit watcher from its saved state.

@@ -126,7 +126,8 @@ func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury 
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 				return l.NewWatcher(ctx, st)
 			},
-			NewWatchlist: evm.NewWatchlist,
+			NewWatchlist:  evm.NewWatchlist,
+			Confirmations: cc.Confirmations,
 		}, nil
 	}
 	l, err := solana.New(ctx, solana.Config{RPCURL: cc.RPCURL, Mint: cc.USDC, FeePayer: treasury.Solana})
@@ -138,7 +139,8 @@ func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury 
 		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 			return solana.NewWatcher(solana.WatcherConfig{RPCURL: cc.RPCURL, Mint: cc.USDC, Required: cc.Confirmations, State: st})
 		},
-		NewWatchlist: solana.NewWatchlist,
+		NewWatchlist:  solana.NewWatchlist,
+		Confirmations: cc.Confirmations,
 	}, nil
 }
 
