@@ -288,7 +288,10 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 				SetToken(token).
 				SetStatus(checkoutsession.StatusDetecting).
 				Save(ctx)
-			return err
+			if err != nil {
+				return err
+			}
+			return s.PublishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
 		})
 		if errors.Is(err, errIndexTaken) && attempt < 5 {
 			continue

@@ -59,6 +59,9 @@ type DB struct {
 	SQL *sql.DB
 	// Dialect is DialectPostgres or DialectSQLite.
 	Dialect string
+	// URL is the DBConfig.URL the database was opened with (the PostgreSQL
+	// status listener opens its own connection with it).
+	URL string
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
@@ -124,6 +127,7 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		Ent:     ent.NewClient(ent.Driver(drv)),
 		SQL:     sqlDB,
 		Dialect: dialect,
+		URL:     cfg.URL,
 	}, nil
 }
 

@@ -23,7 +23,8 @@ type ScanResult struct {
 
 // ScanDeposits advances the deposit watcher of one chain in one mode: it
 // resumes from the saved cursor, polls the chain for the watched deposit
-// addresses, records what changed and saves the new cursor in the same
+// addresses, records what changed (payments and session transitions with
+// their webhook events, see payments.go) and saves the new cursor in the same
 // transaction. A crash between poll and commit re-scans the same blocks
 // rather than skipping them, and the watcher reports each change once per
 // state, so nothing is lost or counted twice.
@@ -51,11 +52,26 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
 	}
 	state := w.State()
-	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	byNorm := make(map[string]string, len(addrs))
+	for _, a := range addrs {
+		byNorm[normalizeDepositAddress(chain, a)] = a
+	}
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		apply := &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: mode, chain: chain,
+			decimals: USDCDecimals, addrs: byNorm}
+		if network.Ledger != nil {
+			apply.decimals = network.Ledger.Decimals()
+		}
 		for _, ev := range events {
 			s.logger.InfoContext(ctx, "deposit", "chain", chain, "mode", mode, "kind", ev.Kind,
 				"tx", ev.Deposit.TxHash, "to", ev.Deposit.To, "amount", ev.Deposit.Amount,
 				"confirmations", ev.Confirmations, "required", ev.Required)
+			// Payments and session transitions (payments.go), in the same
+			// transaction as the cursor: a crash re-applies the events,
+			// which changes nothing the second time.
+			if err := apply.apply(ctx, ev); err != nil {
+				return fmt.Errorf("deposit %s (%s): %w", ev.Deposit.Key(), ev.Kind, err)
+			}
 		}
 		return saveCursor(ctx, tx, mode, chain, state)
 	})

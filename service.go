@@ -75,6 +75,11 @@ type Config struct {
 
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
+
+	// StatusBroker carries session status changes to subscribers; nil
+	// builds the default for DB (NewStatusBroker: LISTEN/NOTIFY on
+	// PostgreSQL, in-process on SQLite).
+	StatusBroker StatusBroker
 }
 
 // Service is the service layer.
@@ -83,6 +88,7 @@ type Service struct {
 	logger   *slog.Logger
 	watchers *watcherCache
 	limiter  *rateLimiter
+	broker   StatusBroker
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -100,7 +106,11 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.AgentMode == "" {
 		cfg.AgentMode = ModeLive
 	}
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger)}, nil
+	broker := cfg.StatusBroker
+	if broker == nil {
+		broker = NewStatusBroker(cfg.DB, logger)
+	}
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker}, nil
 }
 
 // Networks returns the ledgers of a mode.

@@ -404,7 +404,7 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p Sessio
 // finds the session cancelled (a late payment).
 func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
 	var out *ent.CheckoutSession
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		sess, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(s.ownSession(auth, externalID)...)).Only(ctx)
 		if ent.IsNotFound(err) {
 			return errNoSuchSession
@@ -444,7 +444,7 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		if err != nil {
 			return fmt.Errorf("cancelling session: %w", err)
 		}
-		return nil
+		return s.PublishSessionStatus(ctx, sqlTx, out.ExternalID, string(checkoutsession.StatusCancelled))
 	})
 	if err != nil {
 		return nil, err

@@ -50,7 +50,8 @@ func (db *DB) WithTx(ctx context.Context, fn TxFunc) (err error) {
 	}()
 
 	txCtx := ent.NewTxContext(ctx, tx)
-	txCtx = context.WithValue(txCtx, activeTxKey{}, &activeTx{tx: tx, sqlTx: holder.tx})
+	active := &activeTx{tx: tx, sqlTx: holder.tx}
+	txCtx = context.WithValue(txCtx, activeTxKey{}, active)
 	if err := fn(txCtx, tx, holder.tx); err != nil {
 		if rbErr := tx.Rollback(); rbErr != nil {
 			return errors.Join(err, fmt.Errorf("agentpay: rolling back: %w", rbErr))
@@ -60,6 +61,9 @@ func (db *DB) WithTx(ctx context.Context, fn TxFunc) (err error) {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("agentpay: committing: %w", err)
 	}
+	for _, f := range active.afterCommit {
+		f()
+	}
 	return nil
 }
 
@@ -68,6 +72,22 @@ type activeTxKey struct{}
 type activeTx struct {
 	tx    *ent.Tx
 	sqlTx *sql.Tx
+	// afterCommit runs, in order, once the outermost WithTx has committed;
+	// never after a rollback.
+	afterCommit []func()
+}
+
+// afterCommit registers f to run after the WithTx transaction that ctx
+// carries (the one whose *sql.Tx is sqlTx, when sqlTx is not nil) commits,
+// and reports true; without such a transaction it registers nothing and
+// reports false.
+func afterCommit(ctx context.Context, sqlTx *sql.Tx, f func()) bool {
+	active, ok := ctx.Value(activeTxKey{}).(*activeTx)
+	if !ok || (sqlTx != nil && active.sqlTx != sqlTx) {
+		return false
+	}
+	active.afterCommit = append(active.afterCommit, f)
+	return true
 }
 
 type sqlTxHolderKey struct{}

@@ -357,6 +357,16 @@ type ComplexityRoot struct {
 		TxHash        func(childComplexity int) int
 	}
 
+	SessionStatus struct {
+		AmountPaid            func(childComplexity int) int
+		Chain                 func(childComplexity int) int
+		Confirmations         func(childComplexity int) int
+		ExternalID            func(childComplexity int) int
+		RequiredConfirmations func(childComplexity int) int
+		Status                func(childComplexity int) int
+		Token                 func(childComplexity int) int
+	}
+
 	Stats struct {
 		ActiveAgents func(childComplexity int) int
 		Agents       func(childComplexity int) int
@@ -368,7 +378,8 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		ChainHead func(childComplexity int, name string, mode string) int
+		ChainHead     func(childComplexity int, name string, mode string) int
+		SessionStatus func(childComplexity int, externalID string) int
 	}
 
 	TierCount struct {
@@ -560,6 +571,7 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
+	SessionStatus(ctx context.Context, externalID string) (<-chan *model.SessionStatus, error)
 }
 type TransferResolver interface {
 	AmountUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error)
@@ -2022,6 +2034,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SendPayload.TxHash(childComplexity), true
 
+	case "SessionStatus.amountPaid":
+		if e.ComplexityRoot.SessionStatus.AmountPaid == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.AmountPaid(childComplexity), true
+	case "SessionStatus.chain":
+		if e.ComplexityRoot.SessionStatus.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Chain(childComplexity), true
+	case "SessionStatus.confirmations":
+		if e.ComplexityRoot.SessionStatus.Confirmations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Confirmations(childComplexity), true
+	case "SessionStatus.externalId":
+		if e.ComplexityRoot.SessionStatus.ExternalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.ExternalID(childComplexity), true
+	case "SessionStatus.requiredConfirmations":
+		if e.ComplexityRoot.SessionStatus.RequiredConfirmations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.RequiredConfirmations(childComplexity), true
+	case "SessionStatus.status":
+		if e.ComplexityRoot.SessionStatus.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Status(childComplexity), true
+	case "SessionStatus.token":
+		if e.ComplexityRoot.SessionStatus.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.Token(childComplexity), true
+
 	case "Stats.activeAgents":
 		if e.ComplexityRoot.Stats.ActiveAgents == nil {
 			break
@@ -2076,6 +2131,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.ChainHead(childComplexity, args["name"].(string), args["mode"].(string)), true
+	case "Subscription.sessionStatus":
+		if e.ComplexityRoot.Subscription.SessionStatus == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_sessionStatus_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.SessionStatus(childComplexity, args["externalId"].(string)), true
 
 	case "TierCount.count":
 		if e.ComplexityRoot.TierCount.Count == nil {
@@ -2845,7 +2911,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "sessions.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -2860,6 +2926,7 @@ var sources = []*ast.Source{
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
+	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -3399,6 +3466,26 @@ func (ec *executionContext) childFields_SendPayload(ctx context.Context, field g
 		return ec.fieldContext_SendPayload_transfer(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SendPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "externalId":
+		return ec.fieldContext_SessionStatus_externalId(ctx, field)
+	case "status":
+		return ec.fieldContext_SessionStatus_status(ctx, field)
+	case "amountPaid":
+		return ec.fieldContext_SessionStatus_amountPaid(ctx, field)
+	case "chain":
+		return ec.fieldContext_SessionStatus_chain(ctx, field)
+	case "token":
+		return ec.fieldContext_SessionStatus_token(ctx, field)
+	case "confirmations":
+		return ec.fieldContext_SessionStatus_confirmations(ctx, field)
+	case "requiredConfirmations":
+		return ec.fieldContext_SessionStatus_requiredConfirmations(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
 
 func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4078,6 +4165,20 @@ func (ec *executionContext) field_Subscription_chainHead_args(ctx context.Contex
 		return nil, err
 	}
 	args["mode"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_sessionStatus_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "externalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalId"] = arg0
 	return args, nil
 }
 
@@ -9972,6 +10073,167 @@ func (ec *executionContext) fieldContext_SendPayload_transfer(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _SessionStatus_externalId(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_externalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExternalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionStatus_status(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v checkoutsession.Status) graphql.Marshaler {
+			return ec.marshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "CheckoutSessionStatus")
+}
+
+func (ec *executionContext) _SessionStatus_amountPaid(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_amountPaid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountPaid, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_amountPaid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SessionStatus_chain(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionStatus_token(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionStatus_confirmations(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_confirmations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Confirmations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_confirmations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
+}
+
+func (ec *executionContext) _SessionStatus_requiredConfirmations(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_requiredConfirmations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequiredConfirmations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_requiredConfirmations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Stats_agents(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10180,6 +10442,50 @@ func (ec *executionContext) fieldContext_Subscription_chainHead(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_chainHead_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_sessionStatus(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_sessionStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().SessionStatus(ctx, fc.Args["externalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SessionStatus) graphql.Marshaler {
+			return ec.marshalNSessionStatus2ᚖagentpayᚋgraphᚋmodelᚐSessionStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_sessionStatus(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionStatus(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_sessionStatus_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16541,6 +16847,69 @@ func (ec *executionContext) _SendPayload(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var sessionStatusImplementors = []string{"SessionStatus"}
+
+func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.SelectionSet, obj *model.SessionStatus) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionStatusImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionStatus")
+		case "externalId":
+			out.Values[i] = ec._SessionStatus_externalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._SessionStatus_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountPaid":
+			out.Values[i] = ec._SessionStatus_amountPaid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._SessionStatus_chain(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._SessionStatus_token(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "confirmations":
+			out.Values[i] = ec._SessionStatus_confirmations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requiredConfirmations":
+			out.Values[i] = ec._SessionStatus_requiredConfirmations(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var statsImplementors = []string{"Stats"}
 
 func (ec *executionContext) _Stats(ctx context.Context, sel ast.SelectionSet, obj *model.Stats) graphql.Marshaler {
@@ -16619,6 +16988,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	switch fields[0].Name {
 	case "chainHead":
 		return ec._Subscription_chainHead(ctx, fields[0])
+	case "sessionStatus":
+		return ec._Subscription_sessionStatus(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -18553,6 +18924,14 @@ func (ec *executionContext) marshalNSendPayload2ᚖagentpayᚋgraphᚋmodelᚐSe
 		return graphql.Null
 	}
 	return ec._SendPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSessionStatus2ᚖagentpayᚋgraphᚋmodelᚐSessionStatus(ctx context.Context, sel ast.SelectionSet, v *model.SessionStatus) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SessionStatus!")
+		return graphql.Null
+	}
+	return ec._SessionStatus(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v *model.Stats) graphql.Marshaler {

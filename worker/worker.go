@@ -60,8 +60,9 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
+	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 
-	periodic := []*river.PeriodicJob{reconcilePeriodic()}
+	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic()}
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(

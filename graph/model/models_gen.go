@@ -5,6 +5,7 @@ package model
 import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/checkoutsession"
 	"agentpay/ent/transfer"
 	"bytes"
 	"fmt"
@@ -168,6 +169,23 @@ type SendPayload struct {
 	Message string          `json:"message"`
 	// The recorded transfer
 	Transfer *ent.Transfer `json:"transfer"`
+}
+
+// A checkout session's payment status (spec 2.7), as the hosted checkout page
+// shows it.
+type SessionStatus struct {
+	ExternalID string                 `json:"externalId"`
+	Status     checkoutsession.Status `json:"status"`
+	// USD paid so far by payments a reorg has not dropped (1 USDC = 1 USD)
+	AmountPaid decimal.Decimal `json:"amountPaid"`
+	// The selected chain; null before a chain is selected
+	Chain *string `json:"chain,omitempty"`
+	// The selected token; null before a chain is selected
+	Token *string `json:"token,omitempty"`
+	// The fewest confirmations among the session's payments; 0 without payments
+	Confirmations int `json:"confirmations"`
+	// Confirmations a deposit needs on the chain; null when not known
+	RequiredConfirmations *int `json:"requiredConfirmations,omitempty"`
 }
 
 // Platform-wide agent statistics.

@@ -1,0 +1,509 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/uuid"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+	"agentpay/ent/payment"
+)
+
+// Payments: deposits found by the watcher (deposits.go) become Payment rows
+// and move their session along spec 3.1 and design.md section 3:
+//
+//   - seen: the payment is recorded (status detected) and payment.detected
+//     sent; when the session's seen payments cover its amount the session
+//     goes detecting -> confirming. An underpaid session stays detecting
+//     and keeps waiting for the rest until it expires.
+//   - confirmations: the count is updated; the first confirmation moves the
+//     payment to confirming and sends payment.confirming.
+//   - final: the payment is confirmed; when the session's confirmed payments
+//     cover its amount the session is confirmed and payment.confirmed sent
+//     (an overpayment confirms too, the excess is in the event as
+//     overpaid_usd).
+//   - removed (reorg): the payment is failed and no longer counts; a
+//     confirming session no longer covered goes back to detecting. If the
+//     transfer is re-included it is seen again and counts again.
+//
+// A payment to a session already expired, cancelled or confirmed is recorded
+// with late=true (never lost, held for refund) and payment.failed sent with
+// reason "late" (or "already_paid" for a confirmed session); it never
+// changes the session.
+//
+// Every change happens in the scan's transaction under the session's row
+// lock (the lock CancelSession, SelectPaymentMethod and ExpireSessions
+// take), with its events written by RecordEvent in the same transaction.
+// Applying an event twice changes nothing: payments are unique by (chain,
+// tx_hash, log_index) and every transition checks the current state.
+//
+// Settlement (paying the merchant out and sweeping the deposit) is not done
+// here: confirmed payments keep settlement_status NULL for the settlement
+// job to pick up.
+
+const (
+	paymentIDPrefix    = "pay_"
+	paymentIDRandomLen = 24
+
+	// Reasons of payment.failed.
+	FailReasonLate        = "late"
+	FailReasonAlreadyPaid = "already_paid"
+	FailReasonUnderpaid   = "underpaid"
+)
+
+func newPaymentExternalID() (string, error) {
+	b := make([]byte, paymentIDRandomLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating payment id: %w", err)
+	}
+	out := []byte(paymentIDPrefix)
+	for _, c := range b {
+		out = append(out, base62Alphabet[int(c)%62])
+	}
+	return string(out), nil
+}
+
+// depositTx is what applying one scan's events needs.
+type depositTx struct {
+	s        *Service
+	tx       *ent.Tx
+	sqlTx    *sql.Tx
+	mode     Mode
+	chain    chains.Name
+	decimals int32
+	// addrs maps a chain-normalised address to the stored one.
+	addrs map[string]string
+}
+
+func normalizeDepositAddress(chain chains.Name, addr string) string {
+	if chain.IsEVM() {
+		return evm.NormalizeAddress(addr)
+	}
+	return addr
+}
+
+// applyDepositEvent records one watcher event (see the comment above).
+func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
+	stored, ok := d.addrs[normalizeDepositAddress(d.chain, ev.Deposit.To)]
+	if !ok {
+		stored = ev.Deposit.To
+	}
+	da, err := d.tx.DepositAddress.Query().
+		Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(stored)).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", ev.Deposit.To,
+			"tx", ev.Deposit.TxHash)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading deposit address: %w", err)
+	}
+	sess, err := ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
+	if err != nil {
+		return fmt.Errorf("locking session: %w", err)
+	}
+	p, err := d.tx.Payment.Query().
+		Where(payment.Chain(string(d.chain)), payment.TxHash(ev.Deposit.TxHash), payment.LogIndex(int(ev.Deposit.Index))).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		if ev.Kind == chains.DepositRemoved {
+			return nil // never recorded: nothing to undo
+		}
+		p, sess, err = d.record(ctx, sess, da, ev)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("reading payment: %w", err)
+	}
+
+	switch ev.Kind {
+	case chains.DepositSeen:
+		if p.Status == payment.StatusFailed {
+			// Reorged out, now re-included: it counts again, unless the
+			// session ended meanwhile (then it is late).
+			upd := d.tx.Payment.UpdateOne(p).
+				SetStatus(payment.StatusDetected).
+				SetConfirmations(int(ev.Confirmations)).
+				SetBlockNumber(int64(ev.Deposit.Block)).
+				SetBlockHash(ev.Deposit.BlockHash)
+			reason := lateReason(sess.Status)
+			newlyLate := !p.Late && reason != ""
+			if newlyLate {
+				upd.SetLate(true)
+			}
+			if p, err = upd.Save(ctx); err != nil {
+				return err
+			}
+			if p.Late {
+				if !newlyLate {
+					return nil // already reported late
+				}
+				data := d.eventData(sess, p)
+				data.Extra = map[string]any{"reason": reason}
+				return d.event(ctx, sess, EventPaymentFailed, data)
+			}
+			return d.refreshSeen(ctx, sess)
+		}
+		return nil
+	case chains.DepositConfirmations:
+		return d.confirmations(ctx, sess, p, ev)
+	case chains.DepositFinal:
+		return d.final(ctx, sess, p, ev)
+	case chains.DepositRemoved:
+		if p.Status == payment.StatusFailed || p.Status == payment.StatusConfirmed {
+			return nil
+		}
+		if _, err := d.tx.Payment.UpdateOne(p).SetStatus(payment.StatusFailed).SetConfirmations(0).Save(ctx); err != nil {
+			return err
+		}
+		if p.Late || sess.Status != checkoutsession.StatusConfirming {
+			return nil
+		}
+		seen, err := d.paid(ctx, sess.ID, false)
+		if err != nil {
+			return err
+		}
+		if seen.Cmp(d.due(sess)) < 0 {
+			return d.setStatus(ctx, sess, checkoutsession.StatusDetecting)
+		}
+		return nil
+	}
+	return nil
+}
+
+// record creates the payment of a deposit seen for the first time (or first
+// reported by a later event) and sends payment.detected, or payment.failed
+// when it is late.
+func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *ent.DepositAddress, ev chains.DepositEvent) (*ent.Payment, *ent.CheckoutSession, error) {
+	extID, err := newPaymentExternalID()
+	if err != nil {
+		return nil, nil, err
+	}
+	reason := lateReason(sess.Status)
+	late := reason != ""
+	units := ev.Deposit.Amount
+	if units == nil || !units.IsInt64() || units.Sign() < 0 {
+		return nil, nil, fmt.Errorf("deposit %s: amount %v out of range", ev.Deposit.Key(), units)
+	}
+	p, err := d.tx.Payment.Create().
+		SetSessionID(sess.ID).
+		SetDepositAddressID(da.ID).
+		SetExternalID(extID).
+		SetChain(string(d.chain)).
+		SetToken(firstNonEmpty(sess.Token, TokenUSDC)).
+		SetTxHash(ev.Deposit.TxHash).
+		SetLogIndex(int(ev.Deposit.Index)).
+		SetFromAddress(ev.Deposit.From).
+		SetToAddress(da.Address).
+		SetAmountToken(units.Int64()).
+		SetAmountUsd(FromBaseUnits(units, d.decimals)).
+		SetBlockNumber(int64(ev.Deposit.Block)).
+		SetBlockHash(ev.Deposit.BlockHash).
+		SetConfirmations(int(ev.Confirmations)).
+		SetStatus(payment.StatusDetected).
+		SetLate(late).
+		Save(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recording payment: %w", err)
+	}
+	d.s.logger.InfoContext(ctx, "payment recorded", "session", sess.ExternalID, "payment", p.ExternalID,
+		"chain", d.chain, "tx", p.TxHash, "amount", p.AmountUsd, "late", late)
+	if late {
+		data := d.eventData(sess, p)
+		data.Extra = map[string]any{"reason": reason}
+		if err := d.event(ctx, sess, EventPaymentFailed, data); err != nil {
+			return nil, nil, err
+		}
+		return p, sess, nil
+	}
+	if err := d.event(ctx, sess, EventPaymentDetected, d.eventData(sess, p)); err != nil {
+		return nil, nil, err
+	}
+	if err := d.refreshSeen(ctx, sess); err != nil {
+		return nil, nil, err
+	}
+	sess, err = d.tx.CheckoutSession.Get(ctx, sess.ID)
+	return p, sess, err
+}
+
+// lateReason is the payment.failed reason of a payment arriving at a
+// session in this status, or "" when the payment counts for the session.
+func lateReason(status checkoutsession.Status) string {
+	switch status {
+	case checkoutsession.StatusExpired, checkoutsession.StatusCancelled:
+		return FailReasonLate
+	case checkoutsession.StatusConfirmed:
+		return FailReasonAlreadyPaid
+	}
+	return ""
+}
+
+// refreshSeen moves a waiting session to confirming when its seen payments
+// cover the amount.
+func (d *depositTx) refreshSeen(ctx context.Context, sess *ent.CheckoutSession) error {
+	if sess.Status != checkoutsession.StatusPending && sess.Status != checkoutsession.StatusDetecting {
+		return nil
+	}
+	seen, err := d.paid(ctx, sess.ID, false)
+	if err != nil {
+		return err
+	}
+	if seen.Cmp(d.due(sess)) < 0 {
+		// Still underpaid: the status is unchanged, but subscribers re-read
+		// the amount paid.
+		return d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status))
+	}
+	return d.setStatus(ctx, sess, checkoutsession.StatusConfirming)
+}
+
+// setStatus changes a session's status and publishes the change to status
+// subscribers (after commit).
+func (d *depositTx) setStatus(ctx context.Context, sess *ent.CheckoutSession, status checkoutsession.Status) error {
+	if _, err := d.tx.CheckoutSession.UpdateOne(sess).SetStatus(status).Save(ctx); err != nil {
+		return fmt.Errorf("updating session: %w", err)
+	}
+	return d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(status))
+}
+
+func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) error {
+	if p.Status != payment.StatusDetected && p.Status != payment.StatusConfirming {
+		return nil
+	}
+	upd := d.tx.Payment.UpdateOne(p).SetConfirmations(int(ev.Confirmations))
+	first := p.Status == payment.StatusDetected && ev.Confirmations > 0
+	if first {
+		upd.SetStatus(payment.StatusConfirming)
+	}
+	p, err := upd.Save(ctx)
+	if err != nil || !first || p.Late {
+		return err
+	}
+	data := d.eventData(sess, p)
+	data.Extra = map[string]any{"confirmations": ev.Confirmations, "required": ev.Required}
+	return d.event(ctx, sess, EventPaymentConfirming, data)
+}
+
+func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) error {
+	if p.Status == payment.StatusConfirmed {
+		return nil
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p, err := d.tx.Payment.UpdateOne(p).
+		SetStatus(payment.StatusConfirmed).
+		SetConfirmations(int(max(ev.Confirmations, ev.Required))).
+		SetConfirmedAt(now).
+		Save(ctx)
+	if err != nil || p.Late {
+		return err
+	}
+	switch sess.Status {
+	case checkoutsession.StatusPending, checkoutsession.StatusDetecting, checkoutsession.StatusConfirming:
+	default:
+		return nil
+	}
+	confirmed, err := d.paid(ctx, sess.ID, true)
+	if err != nil {
+		return err
+	}
+	due := d.due(sess)
+	if confirmed.Cmp(due) < 0 {
+		return nil
+	}
+	if _, err := d.tx.CheckoutSession.UpdateOne(sess).
+		SetStatus(checkoutsession.StatusConfirmed).
+		SetConfirmedAt(now).
+		Save(ctx); err != nil {
+		return err
+	}
+	if err := d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(checkoutsession.StatusConfirmed)); err != nil {
+		return err
+	}
+	data := d.eventData(sess, p)
+	data.Extra = map[string]any{
+		"amount_paid_usd":     FromBaseUnits(confirmed, d.decimals),
+		"amount_expected_usd": sess.AmountUsd,
+	}
+	if excess := new(big.Int).Sub(confirmed, due); excess.Sign() > 0 {
+		data.Extra["overpaid_usd"] = FromBaseUnits(excess, d.decimals)
+	}
+	return d.event(ctx, sess, EventPaymentConfirmed, data)
+}
+
+// due is the session amount in the token's base units (1 USDC = 1 USD).
+func (d *depositTx) due(sess *ent.CheckoutSession) *big.Int {
+	units, err := ToBaseUnits("amount_usd", sess.AmountUsd, d.decimals)
+	if err != nil { // cannot happen: 2 decimals at most
+		return sess.AmountUsd.Shift(d.decimals).BigInt()
+	}
+	return units
+}
+
+// paid sums the session's counting payments (not late, not reorged out):
+// seen ones, or confirmed ones only.
+func (d *depositTx) paid(ctx context.Context, sessionID uuid.UUID, confirmedOnly bool) (*big.Int, error) {
+	return sessionPaid(ctx, d.tx, sessionID, confirmedOnly)
+}
+
+func sessionPaid(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, confirmedOnly bool) (*big.Int, error) {
+	q := tx.Payment.Query().Where(payment.SessionID(sessionID), payment.Late(false), payment.StatusNEQ(payment.StatusFailed))
+	if confirmedOnly {
+		q = q.Where(payment.StatusEQ(payment.StatusConfirmed))
+	}
+	amounts, err := q.Select(payment.FieldAmountToken).Ints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("summing payments: %w", err)
+	}
+	sum := new(big.Int)
+	for _, a := range amounts {
+		sum.Add(sum, big.NewInt(int64(a)))
+	}
+	return sum, nil
+}
+
+func (d *depositTx) eventData(sess *ent.CheckoutSession, p *ent.Payment) EventData {
+	usd := p.AmountUsd
+	tok := FromBaseUnits(big.NewInt(p.AmountToken), d.decimals)
+	return EventData{
+		SessionExternalID: sess.ExternalID,
+		PaymentExternalID: p.ExternalID,
+		AmountUSD:         &usd,
+		AmountToken:       &tok,
+		Token:             p.Token,
+		Chain:             p.Chain,
+		TxHash:            p.TxHash,
+		FromAddress:       p.FromAddress,
+		Metadata:          sess.Metadata,
+	}
+}
+
+func (d *depositTx) event(ctx context.Context, sess *ent.CheckoutSession, kind string, data EventData) error {
+	return recordSessionEvent(ctx, d.s, d.tx, d.sqlTx, sess, kind, data)
+}
+
+func recordSessionEvent(ctx context.Context, s *Service, tx *ent.Tx, sqlTx *sql.Tx, sess *ent.CheckoutSession, kind string, data EventData) error {
+	id := sess.ID
+	_, err := s.RecordEvent(ctx, tx, sqlTx, EventInput{
+		MerchantID: sess.MerchantID,
+		SessionID:  &id,
+		Type:       kind,
+		Livemode:   sess.Livemode,
+		Data:       data,
+	})
+	if err != nil {
+		return fmt.Errorf("recording %s: %w", kind, err)
+	}
+	return nil
+}
+
+// ExpireSessions expires the sessions past expires_at that are still
+// pending or detecting and whose seen payments do not cover the amount
+// (design.md section 3): with nothing paid it sends session.expired; with
+// an underpayment payment.failed (reason underpaid, amounts paid and
+// expected) and then session.expired. A session whose seen payments cover
+// the amount is left waiting for its confirmations. Each session is decided
+// in its own transaction under its row lock. It answers how many sessions
+// it expired.
+func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
+	now := time.Now().UTC()
+	ids, err := s.cfg.DB.Ent.CheckoutSession.Query().
+		Where(
+			checkoutsession.StatusIn(checkoutsession.StatusPending, checkoutsession.StatusDetecting),
+			checkoutsession.ExpiresAtLTE(now),
+		).
+		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
+		Limit(1000).
+		IDs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing expired sessions: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		expired, err := s.expireSession(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		if expired {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error) {
+	expired := false
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		sess, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(id))).Only(ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		if (sess.Status != checkoutsession.StatusPending && sess.Status != checkoutsession.StatusDetecting) ||
+			now.Before(sess.ExpiresAt) {
+			return nil
+		}
+		decimals := int32(USDCDecimals)
+		if sess.Chain != "" {
+			if l, err := s.Ledger(sessionMode(sess), chains.Name(sess.Chain)); err == nil {
+				decimals = l.Decimals()
+			}
+		}
+		seen, err := sessionPaid(ctx, tx, sess.ID, false)
+		if err != nil {
+			return err
+		}
+		due, err := ToBaseUnits("amount_usd", sess.AmountUsd, decimals)
+		if err != nil {
+			return err
+		}
+		if seen.Cmp(due) >= 0 {
+			return nil // paid in time: it waits for its confirmations
+		}
+		if _, err := tx.CheckoutSession.UpdateOne(sess).
+			SetStatus(checkoutsession.StatusExpired).
+			SetExpiredAt(now).
+			Save(ctx); err != nil {
+			return err
+		}
+		if err := s.PublishSessionStatus(ctx, sqlTx, sess.ExternalID, string(checkoutsession.StatusExpired)); err != nil {
+			return err
+		}
+		base := EventData{SessionExternalID: sess.ExternalID, Chain: sess.Chain, Token: sess.Token, Metadata: sess.Metadata}
+		if seen.Sign() > 0 {
+			paid := FromBaseUnits(seen, decimals)
+			data := base
+			data.AmountUSD = &paid
+			data.Extra = map[string]any{
+				"reason":              FailReasonUnderpaid,
+				"amount_paid_usd":     paid,
+				"amount_expected_usd": sess.AmountUsd,
+				"amount_due_usd":      sess.AmountUsd.Sub(paid),
+			}
+			if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventPaymentFailed, data); err != nil {
+				return err
+			}
+		}
+		expiredData := base
+		amount := sess.AmountUsd
+		expiredData.AmountUSD = &amount
+		if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventSessionExpired, expiredData); err != nil {
+			return err
+		}
+		expired = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("expiring session %s: %w", id, err)
+	}
+	return expired, nil
+}

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"agentpay"
+)
+
+// expiryInterval is how often sessions past their deadline are expired.
+const expiryInterval = 5 * time.Second
+
+// ExpireSessionsArgs expires checkout sessions past expires_at
+// (agentpay.Service.ExpireSessions).
+type ExpireSessionsArgs struct{}
+
+func (ExpireSessionsArgs) Kind() string { return "expire_sessions" }
+
+// InsertOpts keeps one expiry run waiting or running at a time across every
+// worker process (each session is decided under its row lock anyway).
+func (ExpireSessionsArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:       river.QueueDefault,
+		MaxAttempts: 3,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+type expireSessionsWorker struct {
+	river.WorkerDefaults[ExpireSessionsArgs]
+	svc *agentpay.Service
+}
+
+func (w *expireSessionsWorker) Work(ctx context.Context, _ *river.Job[ExpireSessionsArgs]) error {
+	_, err := w.svc.ExpireSessions(ctx)
+	return err
+}
+
+// NextRetry retries soon: the next periodic run would do the same work.
+func (w *expireSessionsWorker) NextRetry(*river.Job[ExpireSessionsArgs]) time.Time {
+	return time.Now().Add(time.Second)
+}
+
+// expiryPeriodic schedules the expiry run.
+func expiryPeriodic() *river.PeriodicJob {
+	return river.NewPeriodicJob(
+		river.PeriodicInterval(expiryInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return ExpireSessionsArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true},
+	)
+}

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/webhookevent"
+	"agentpay/internal/testdb"
+)
+
+// TestWorkerExpiresSessions runs the River client and checks the periodic
+// expiry job expires a session past its deadline with session.expired.
+func TestWorkerExpiresSessions(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := testdb.Open(t)
+	key, err := agentpay.GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := agentpay.NewVault(key)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: vault, Logger: logger})
+	require.NoError(t, err)
+
+	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
+		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
+	sess := db.Ent.CheckoutSession.Create().SetMerchantID(m.ID).SetExternalID("cs_test_expiry").
+		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("3")).SetCurrency("USD").
+		SetExpiresAt(time.Now().Add(-time.Second).UTC()).SaveX(ctx)
+
+	w, err := New(Config{DB: db, Service: svc, Logger: logger})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+
+	require.Eventually(t, func() bool {
+		s, err := db.Ent.CheckoutSession.Get(ctx, sess.ID)
+		return err == nil && s.Status == checkoutsession.StatusExpired
+	}, 20*time.Second, 50*time.Millisecond)
+	n, err := db.Ent.WebhookEvent.Query().
+		Where(webhookevent.SessionID(sess.ID), webhookevent.EventType(agentpay.EventSessionExpired)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+}
