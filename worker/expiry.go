@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
 )
@@ -22,17 +21,7 @@ func (ExpireSessionsArgs) Kind() string { return "expire_sessions" }
 // InsertOpts keeps one expiry run waiting or running at a time across every
 // worker process (each session is decided under its row lock anyway).
 func (ExpireSessionsArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       river.QueueDefault,
-		MaxAttempts: 3,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			},
-		},
-	}
+	return singletonOpts(river.QueueDefault)
 }
 
 type expireSessionsWorker struct {

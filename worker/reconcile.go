@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
 )
@@ -23,17 +22,7 @@ func (ReconcileTransfersArgs) Kind() string { return "reconcile_transfers" }
 // every worker process: two at once could relay the same leg twice (safe,
 // but it spends gas).
 func (ReconcileTransfersArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       river.QueueDefault,
-		MaxAttempts: 3,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			},
-		},
-	}
+	return singletonOpts(river.QueueDefault)
 }
 
 type reconcileTransfersWorker struct {

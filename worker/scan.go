@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
 	"agentpay/chains"
@@ -22,17 +21,7 @@ func (ScanChainArgs) Kind() string { return "scan_chain" }
 // InsertOpts keeps at most one scan of a chain waiting or running: a slow
 // RPC must not pile scans up behind it.
 func (ScanChainArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       queueChains,
-		MaxAttempts: 3,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			},
-		},
-	}
+	return singletonOpts(queueChains)
 }
 
 type scanChainWorker struct {
