@@ -23,6 +23,10 @@ type Config struct {
 	// Mounts are other handlers served under exact paths (GraphQL, the
 	// playground); the caller builds them so this package stays REST.
 	Mounts map[string]http.Handler
+	// Pages is the hosted checkout page (package web), served under /pay
+	// ({pay_url}/pay/<external_id>) with the per-IP limit of
+	// unauthenticated requests; nil serves no pages.
+	Pages http.Handler
 }
 
 type server struct {
@@ -80,6 +84,9 @@ func NewRouter(cfg Config) http.Handler {
 		s.mountMerchantRoutes(r)
 		s.mountCheckoutPageRoutes(r)
 	})
+	if cfg.Pages != nil {
+		r.With(s.limitIP(agentpay.RateRequest)).Mount("/pay", cfg.Pages)
+	}
 	for path, h := range cfg.Mounts {
 		r.Handle(path, h)
 	}

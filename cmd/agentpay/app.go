@@ -23,6 +23,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/graph"
 	"agentpay/rest"
+	"agentpay/web"
 	"agentpay/worker"
 )
 
@@ -151,6 +152,7 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 		Service: svc,
 		Logger:  logger,
 		Dev:     dev,
+		Pages:   web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
 		Mounts: map[string]http.Handler{
 			"/graphql":    gql,
 			"/playground": graph.NewPlayground("/graphql"),

@@ -1,0 +1,474 @@
+package web_test
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/chains/devnet"
+	"agentpay/chains/evm"
+	"agentpay/chains/solana"
+	"agentpay/ent"
+	"agentpay/graph"
+	"agentpay/internal/testdb"
+	"agentpay/rest"
+	"agentpay/web"
+)
+
+// harness is the whole HTTP API (rest router with the pages mounted at
+// /pay, as cmd/agentpay wires it) over a Service whose test mode runs on a
+// base devnet and, optionally, a Solana devnet.
+type harness struct {
+	srv *httptest.Server
+	svc *agentpay.Service
+	db  *agentpay.DB
+	evm *devnet.EVM
+
+	logger *slog.Logger
+}
+
+func newHarness(t *testing.T, withSolana bool) *harness {
+	t.Helper()
+	ctx := context.Background()
+	db := testdb.Open(t)
+	key, err := agentpay.GenerateMasterKey()
+	require.NoError(t, err)
+	vault, err := agentpay.NewVault(key)
+	require.NoError(t, err)
+	tk, err := vault.TreasuryKeys()
+	require.NoError(t, err)
+
+	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = evmNet.Close() })
+	ecfg := evm.Config{Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), Confirmations: 1}
+	base, err := evm.New(ctx, ecfg)
+	require.NoError(t, err)
+	t.Cleanup(base.Close)
+	nets := agentpay.Networks{chains.Base: {
+		Ledger: base, Confirmations: 1,
+		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+			return evm.NewWatcher(ctx, ecfg, st)
+		},
+		NewWatchlist: evm.NewWatchlist,
+	}}
+	if withSolana {
+		solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{SlotTime: 50 * time.Millisecond, FinalizedDepth: 8})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = solNet.Close() })
+		sol, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
+		require.NoError(t, err)
+		nets[chains.Solana] = agentpay.Network{Ledger: sol, Confirmations: 32}
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := agentpay.NewService(agentpay.Config{
+		DB: db, Vault: vault, Logger: logger, Treasury: tk, Test: nets,
+		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+	})
+	require.NoError(t, err)
+	// Wired as cmd/agentpay does: the pages at /pay, the status
+	// subscription on /graphql.
+	srv := httptest.NewServer(rest.NewRouter(rest.Config{
+		Service: svc, Logger: logger,
+		Pages:  web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
+		Mounts: map[string]http.Handler{"/graphql": graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: logger})},
+	}))
+	t.Cleanup(srv.Close)
+	return &harness{srv: srv, svc: svc, db: db, evm: evmNet, logger: logger}
+}
+
+const brandColor = "#0a7cff"
+
+func (h *harness) merchant(t *testing.T) *ent.Merchant {
+	t.Helper()
+	name, email, color := "Acme Coffee", "shop@example.com", brandColor
+	site, success := "https://shop.example", "https://shop.example/thanks"
+	reg, err := h.svc.RegisterMerchant(context.Background(), agentpay.MerchantInput{
+		Name: &name, Email: &email, BrandColor: &color, Website: &site, SuccessURL: &success,
+	})
+	require.NoError(t, err)
+	return reg.Merchant
+}
+
+// session inserts a test-mode session of 12.50 USD.
+func (h *harness) session(t *testing.T, m *ent.Merchant, set ...func(*ent.CheckoutSessionCreate)) *ent.CheckoutSession {
+	t.Helper()
+	c := h.db.Ent.CheckoutSession.Create().
+		SetMerchantID(m.ID).
+		SetExternalID("cs_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")).
+		SetLivemode(false).
+		SetAmountUsd(decimal.RequireFromString("12.50")).
+		SetCurrency("USD").
+		SetDescription("Order #42").
+		SetCancelURL("https://shop.example/cart/42").
+		SetExpiresAt(time.Now().Add(30 * time.Minute).UTC())
+	for _, s := range set {
+		s(c)
+	}
+	return c.SaveX(context.Background())
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (h *harness) get(t *testing.T, path string) response {
+	t.Helper()
+	res, err := h.srv.Client().Get(h.srv.URL + path)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return response{res.StatusCode, res.Header, string(b)}
+}
+
+// assertNoExternalAssets checks that the page loads nothing from another
+// origin (no CDN) and that html/template refused nothing.
+func assertPageHygiene(t *testing.T, body string) {
+	t.Helper()
+	require.Contains(t, body, `<meta name="viewport" content="width=device-width, initial-scale=1">`)
+	require.NotContains(t, body, "ZgotmplZ")
+	require.NotRegexp(t, `(?i)<(script|link|img)[^>]+(src|href)="(https?:)?//`, body)
+}
+
+func TestCheckoutPage(t *testing.T) {
+	h := newHarness(t, true)
+	sess := h.session(t, h.merchant(t))
+
+	res := h.get(t, "/pay/"+sess.ExternalID)
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Equal(t, "text/html; charset=utf-8", res.header.Get("Content-Type"))
+	require.Equal(t, "DENY", res.header.Get("X-Frame-Options"))
+	require.Contains(t, res.header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	assertPageHygiene(t, res.body)
+	require.Contains(t, res.body, "Acme Coffee")
+	require.Contains(t, res.body, "--brand: "+brandColor)
+	require.Contains(t, res.body, `<span id="amount">12.50</span>`)
+	require.Contains(t, res.body, "USD")
+	require.Contains(t, res.body, "Order #42")
+	require.Regexp(t, `<button type="button" class="chain" data-chain="base" data-token="USDC">Base</button>`, res.body)
+	require.Regexp(t, `<button type="button" class="chain" data-chain="solana" data-token="USDC">Solana</button>`, res.body)
+	require.Contains(t, res.body, `href="https://shop.example/cart/42"`)
+	require.Contains(t, res.body, `data-success-url="https://shop.example/thanks"`)
+	require.Contains(t, res.body, `data-api="/checkout/pay/`+sess.ExternalID+`"`)
+	require.Contains(t, res.body, `data-expires-at="`+sess.ExpiresAt.UTC().Format(time.RFC3339)+`"`)
+	require.Contains(t, res.body, `<header class="merchant">`)
+	require.Regexp(t, `<section id="pay" class="pay" hidden>`, res.body, "no deposit before a chain is chosen")
+
+	// The brand colour's <style> carries the CSP nonce.
+	m := regexp.MustCompile(`<style nonce="([^"]+)">`).FindStringSubmatch(res.body)
+	require.Len(t, m, 2)
+	require.Contains(t, res.header.Get("Content-Security-Policy"), "'nonce-"+m[1]+"'")
+
+	// Assets are served from the binary.
+	for path, ctype := range map[string]string{"/pay/assets/page.css": "text/css", "/pay/assets/page.js": "text/javascript"} {
+		a := h.get(t, path)
+		require.Equal(t, http.StatusOK, a.status, path)
+		require.Contains(t, a.header.Get("Content-Type"), ctype, path)
+		require.NotEmpty(t, a.body, path)
+	}
+	require.Contains(t, h.get(t, "/pay/assets/page.js").body, "/status")
+}
+
+func TestCheckoutPageEmbed(t *testing.T) {
+	h := newHarness(t, false)
+	sess := h.session(t, h.merchant(t))
+
+	res := h.get(t, "/pay/"+sess.ExternalID+"/embed")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	assertPageHygiene(t, res.body)
+	require.Empty(t, res.header.Get("X-Frame-Options"), "the embed page may be framed")
+	require.Contains(t, res.header.Get("Content-Security-Policy"), "frame-ancestors *")
+	require.Contains(t, res.body, `<body class="embed">`)
+	require.NotContains(t, res.body, `<header class="merchant">`, "no outer chrome")
+	require.NotContains(t, res.body, "Secured by agentpay")
+	require.Contains(t, res.body, `<strong id="merchant-name">Acme Coffee</strong>`)
+	require.Contains(t, res.body, "--brand: "+brandColor)
+	require.Contains(t, res.body, `<span id="amount">12.50</span>`)
+	require.Contains(t, res.body, `data-chain="base"`)
+	require.NotContains(t, res.body, `data-chain="solana"`, "solana is not configured here")
+	require.Contains(t, res.body, `data-embed="true"`)
+	require.Contains(t, res.body, `target="_top"`, "cancel leaves the iframe")
+}
+
+func TestCheckoutPageNotFound(t *testing.T) {
+	h := newHarness(t, false)
+	for _, path := range []string{"/pay/cs_test_nope", "/pay/cs_test_nope/embed", "/pay/cs_test_nope/qr.svg?chain=base", "/pay/cs_test_nope/other"} {
+		res := h.get(t, path)
+		require.Equal(t, http.StatusNotFound, res.status, path)
+		require.Equal(t, "text/html; charset=utf-8", res.header.Get("Content-Type"), path)
+		require.Contains(t, res.body, "Checkout not found", path)
+		require.Contains(t, res.body, `name="viewport"`, path)
+	}
+}
+
+func TestCheckoutPageAfterSelect(t *testing.T) {
+	h := newHarness(t, true)
+	ctx := context.Background()
+	sess := h.session(t, h.merchant(t))
+
+	// No chain selected yet: no QR code.
+	require.Equal(t, http.StatusNotFound, h.get(t, "/pay/"+sess.ExternalID+"/qr.svg?chain=base").status)
+
+	d, err := h.svc.SelectPaymentMethod(ctx, sess.ExternalID, "", "base", "USDC")
+	require.NoError(t, err)
+
+	res := h.get(t, "/pay/"+sess.ExternalID)
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	assertPageHygiene(t, res.body)
+	require.Contains(t, res.body, `<code id="address" class="address">`+d.Address+`</code>`)
+	require.Contains(t, res.body, `data-base-units="12500000"`)
+	require.Contains(t, res.body, `>12.50</span> <span id="token">USDC</span>`)
+	require.Contains(t, res.body, `href="`+strings.ReplaceAll(d.PaymentURI, "&", "&amp;")+`"`, "wallet deep link")
+	require.Regexp(t, `<section id="choose" class="choose" hidden>`, res.body)
+	svg, err := web.QRSVG(d.PaymentURI)
+	require.NoError(t, err)
+	require.Contains(t, res.body, svg, "the QR code is inline in the page")
+
+	qr := h.get(t, "/pay/"+sess.ExternalID+"/qr.svg?chain=base")
+	require.Equal(t, http.StatusOK, qr.status, qr.body)
+	require.Equal(t, "image/svg+xml", qr.header.Get("Content-Type"))
+	require.Equal(t, svg, qr.body)
+	assertQRDecodes(t, qr.body, d.PaymentURI)
+
+	// Another chain than the selected one has no QR code here.
+	require.Equal(t, http.StatusNotFound, h.get(t, "/pay/"+sess.ExternalID+"/qr.svg?chain=solana").status)
+}
+
+// assertQRDecodes parses svg back into its module matrix and compares it
+// with the QR encoding of uri: a valid SVG document, version-sized
+// (17+4v modules a side plus the quiet zone), module for module.
+func assertQRDecodes(t *testing.T, svg, uri string) {
+	t.Helper()
+	var doc struct {
+		XMLName xml.Name `xml:"svg"`
+		ViewBox string   `xml:"viewBox,attr"`
+		Modules int      `xml:"data-modules,attr"`
+		Rect    struct {
+			Fill string `xml:"fill,attr"`
+		} `xml:"rect"`
+		Path struct {
+			Fill string `xml:"fill,attr"`
+			D    string `xml:"d,attr"`
+		} `xml:"path"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(svg), &doc))
+	require.Equal(t, "http://www.w3.org/2000/svg", doc.XMLName.Space)
+	want, err := web.QRMatrix(uri)
+	require.NoError(t, err)
+	n := len(want)
+	require.Equal(t, 1, (n-17)%4+1, "a QR side is 17+4v modules, got %d", n)
+	require.True(t, n >= 21 && n <= 177)
+	require.Equal(t, n, doc.Modules)
+	require.Equal(t, fmt.Sprintf("0 0 %d %d", n+8, n+8), doc.ViewBox)
+	require.Equal(t, "#fff", doc.Rect.Fill)
+	require.Equal(t, "#000", doc.Path.Fill)
+
+	got := make([][]bool, n)
+	for i := range got {
+		got[i] = make([]bool, n)
+	}
+	runs := regexp.MustCompile(`M(\d+) (\d+)h(\d+)v1h-(\d+)z`).FindAllStringSubmatch(doc.Path.D, -1)
+	require.NotEmpty(t, runs)
+	for _, r := range runs {
+		x, _ := strconv.Atoi(r[1])
+		y, _ := strconv.Atoi(r[2])
+		w, _ := strconv.Atoi(r[3])
+		require.Equal(t, r[3], r[4])
+		for i := 0; i < w; i++ {
+			require.False(t, got[y-4][x-4+i], "module drawn twice")
+			got[y-4][x-4+i] = true
+		}
+	}
+	require.Equal(t, want, got)
+	// Finder patterns: the top-left 7x7 has a dark ring and a light ring.
+	for i := 0; i < 7; i++ {
+		require.True(t, got[0][i] && got[6][i] && got[i][0] && got[i][6])
+	}
+	require.False(t, got[1][1] || got[5][5])
+	require.True(t, got[3][3])
+}
+
+func TestQRSVG(t *testing.T) {
+	uri := agentpay.EIP681TransferURI("0x036CbD53842c5426634e7929541eC2318f3dCF7e", 84532, "0x8ba1f109551bD432803012645Ac136ddd64DBA72", big.NewInt(12_500_000))
+	a, err := web.QRSVG(uri)
+	require.NoError(t, err)
+	b, err := web.QRSVG(uri)
+	require.NoError(t, err)
+	require.Equal(t, a, b, "deterministic")
+	assertQRDecodes(t, a, uri)
+	m, err := web.QRMatrix(uri)
+	require.NoError(t, err)
+	// 131 bytes in byte mode at level M: version 8, 49 modules a side.
+	require.Equal(t, 49, len(m))
+
+	other, err := web.QRSVG(uri + "0")
+	require.NoError(t, err)
+	require.NotEqual(t, a, other)
+
+	small, err := web.QRMatrix("hello")
+	require.NoError(t, err)
+	require.Len(t, small, 21, "version 1")
+}
+
+const chromiumPath = "/usr/bin/chromium"
+
+// TestCheckoutPageBrowser drives the page in headless Chromium: choose base,
+// read the deposit address and amount off the page, pay them from the
+// devnet faucet, and watch the status poll. When the payment is processed
+// to confirmed (the deposit scan is driven here as the worker would), the
+// page must redirect to success_url.
+func TestCheckoutPageBrowser(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("browser test skipped: %s not found (install it with `apt-get install -y chromium`)", chromiumPath)
+	}
+	h := newHarness(t, false)
+	thanks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!DOCTYPE html><title>Thanks</title><p id=thanks>Thanks</p>")
+	}))
+	t.Cleanup(thanks.Close)
+	successURL := thanks.URL + "/thanks?order=42"
+	sess := h.session(t, h.merchant(t), func(c *ent.CheckoutSessionCreate) { c.SetSuccessURL(successURL) })
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(390, 844), // a phone
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	require.NoError(t, chromedp.Do(bctx), "start chromium") // no timeout on the first call
+	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancel()
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(h.srv.URL+"/pay/"+sess.ExternalID),
+		chromedp.WaitVisible(`button.chain[data-chain="base"]`),
+		chromedp.Click(`button.chain[data-chain="base"]`),
+		chromedp.WaitVisible(`#pay`),
+		chromedp.WaitVisible(`#qr svg`),
+	))
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		require.NoError(t, err, sel)
+		return v
+	}
+	attr := func(sel, name string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.AttributeValue(sel, name))
+		require.NoError(t, err, sel)
+		require.True(t, v.Exists, "%s[%s]", sel, name)
+		return v.Value
+	}
+	address, amount := text(`#address`), text(`#amount-token`)
+	decimals, wallet := attr(`#amount-token`, "data-decimals"), attr(`#wallet-link`, "href")
+	qr, err := chromedp.Run(ctx, chromedp.OuterHTML(`#qr svg`))
+	require.NoError(t, err)
+	require.True(t, common.IsHexAddress(address), "address %q", address)
+	require.Equal(t, "12.50", amount)
+	require.True(t, strings.HasPrefix(wallet, "ethereum:"+h.evm.USDC.Hex()+"@"), wallet)
+	require.Contains(t, wallet, "address="+address)
+	require.Contains(t, qr, "<path")
+	sel, err := h.svc.CheckoutPage(context.Background(), sess.ExternalID, "")
+	require.NoError(t, err)
+	require.NotNil(t, sel.Deposit)
+	require.Equal(t, sel.Deposit.Address, address, "the page shows the session's deposit address")
+
+	// The deposit scan, run by the worker in production; the first scan
+	// sets the watcher's cursor at the head, before the payment.
+	scan := func() {
+		_, err := h.svc.ScanDeposits(context.Background(), agentpay.ModeTest, chains.Base)
+		require.NoError(t, err)
+	}
+	scan()
+
+	dec, err := strconv.Atoi(decimals)
+	require.NoError(t, err)
+	units := decimal.RequireFromString(amount).Shift(int32(dec)).BigInt()
+	_, err = h.evm.Send(context.Background(), common.HexToAddress(address), units)
+	require.NoError(t, err)
+
+	// The live status: the page polls at load, then the sessionStatus
+	// subscription takes over (data-transport="ws").
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("checkout").dataset.transport === "ws"`, chromedp.WithPollingTimeout(15*time.Second)))
+	if err != nil {
+		ws, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-ws"))
+		t.Fatalf("the sessionStatus subscription did not deliver (websocket state %q): %v", ws.Value, err)
+	}
+	require.NotEmpty(t, attr(`#checkout`, "data-polls"), "the page polled at load")
+	require.Equal(t, "detecting", text(`#status`))
+	t.Logf("status polls before the subscription delivered: %s", attr(`#checkout`, "data-polls"))
+
+	// Without a GraphQL endpoint the page keeps polling every 3 s.
+	noWS := httptest.NewServer(rest.NewRouter(rest.Config{
+		Service: h.svc, Logger: h.logger,
+		Pages: web.NewHandler(web.Config{Service: h.svc, Logger: h.logger, GraphQLPath: "/graphql"}),
+	}))
+	t.Cleanup(noWS.Close)
+	pctx, cancelPoll := chromedp.NewContext(bctx) // another tab
+	defer cancelPoll()
+	pctx, cancelPollTimeout := context.WithTimeout(pctx, time.Minute)
+	defer cancelPollTimeout()
+	require.NoError(t, chromedp.Do(pctx,
+		chromedp.Navigate(noWS.URL+"/pay/"+sess.ExternalID),
+		chromedp.WaitVisible(`#qr svg`), // selected: the page renders the deposit
+		chromedp.Poll[chromedp.Void](`Number(document.getElementById("checkout").dataset.polls || 0) >= 2 && document.getElementById("checkout").dataset.transport === "poll"`, chromedp.WithPollingTimeout(15*time.Second)),
+	))
+	polled, err := chromedp.Run(pctx, chromedp.Text(`#status`))
+	require.NoError(t, err)
+	require.Equal(t, "detecting", polled)
+	require.NoError(t, chromedp.Do(pctx, chromedp.Navigate("about:blank")))
+
+	// Drive the deposit scan as the worker would and wait for confirmed.
+	deadline := time.Now().Add(30 * time.Second)
+	var status string
+	for time.Now().Before(deadline) {
+		h.evm.Commit()
+		scan()
+		st, err := h.svc.CheckoutStatus(context.Background(), sess.ExternalID, "")
+		require.NoError(t, err)
+		status = string(st.Status)
+		if status == "confirmed" {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.Equal(t, "confirmed", status, "the page shows %q", text(`#status`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(`#thanks`)))
+	location, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.Equal(t, successURL, location, "confirmed redirects to success_url")
+	t.Logf("confirmed; the page redirected to %s", location)
+}
