@@ -31,6 +31,7 @@ func (s *server) mountMerchantRoutes(r chi.Router) {
 		r.Get("/sessions", s.listSessions)
 		r.Get("/sessions/{external_id}", s.getSession)
 		r.Post("/sessions/{external_id}/cancel", s.cancelSession)
+		s.mountWebhookRoutes(r)
 	})
 }
 

@@ -1,0 +1,179 @@
+package rest
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent"
+	"agentpay/internal/testdb"
+)
+
+// newWebhookTestAPI is an API whose jobs go to an insert-only River client,
+// the way the API process runs; the tests call DeliverWebhook themselves.
+func newWebhookTestAPI(t *testing.T) *testAPI {
+	t.Helper()
+	db := testdb.Open(t)
+	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
+	require.NoError(t, err)
+	return newTestAPI(t, testAPIConfig{DB: db, Config: agentpay.Config{Jobs: jobs}})
+}
+
+// recordWebhookEvent records an event the way a state change does: through
+// RecordEvent inside a transaction.
+func (a *testAPI) recordWebhookEvent(merchantID string, live bool, sessionExternalID string) *ent.WebhookEvent {
+	a.t.Helper()
+	var ev *ent.WebhookEvent
+	err := a.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		var err error
+		ev, err = a.Svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{
+			MerchantID: uuid.MustParse(merchantID),
+			Type:       agentpay.EventSessionExpired,
+			Livemode:   live,
+			At:         time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC),
+			Data: agentpay.EventData{
+				SessionExternalID: sessionExternalID,
+				Metadata:          map[string]any{"order_id": "A-1"},
+			},
+		})
+		return err
+	})
+	require.NoError(a.t, err)
+	return ev
+}
+
+var durationMs = regexp.MustCompile(`"duration_ms":\s*\d+`)
+
+// stableDurations replaces the measured durations for golden files.
+func stableDurations(b []byte) []byte {
+	return durationMs.ReplaceAll(b, []byte(`"duration_ms":0`))
+}
+
+func TestWebhookEventLog(t *testing.T) {
+	api := newWebhookTestAPI(t)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(receiver.Close)
+	extra := map[string]string{receiver.URL: "<receiver>"}
+
+	m := api.registerMerchant(map[string]any{"name": "Acme", "email": "billing@acme.test", "webhook_url": receiver.URL + "/hook"})
+	other := api.registerMerchant(nil)
+
+	first := api.recordWebhookEvent(m.ID, false, "cs_test_first")
+	time.Sleep(5 * time.Millisecond) // distinct created_at: the list is newest first
+	second := api.recordWebhookEvent(m.ID, false, "cs_test_second")
+	live := api.recordWebhookEvent(m.ID, true, "cs_live_one")
+
+	// Two failed tries of the second event's delivery.
+	ctx := context.Background()
+	deliveries, err := api.DB.Ent.WebhookEvent.QueryDeliveries(second).All(ctx)
+	require.NoError(t, err)
+	require.Len(t, deliveries, 1)
+	for range 2 {
+		res, err := api.Svc.DeliverWebhook(ctx, deliveries[0].ID)
+		require.NoError(t, err)
+		require.Error(t, res.Err)
+		require.False(t, res.Done)
+	}
+
+	// The list: the key's mode only, newest first, deliveries with counts.
+	resp := api.do(http.MethodGet, "/checkout/webhooks/events", nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var list webhookEventListBody
+	resp.JSON(t, &list)
+	require.Equal(t, 2, list.Total)
+	require.Len(t, list.Data, 2)
+	require.Equal(t, second.ID.String(), list.Data[0].ID)
+	require.Equal(t, first.ID.String(), list.Data[1].ID)
+	require.Equal(t, 2, list.Data[0].Deliveries[0].Attempts)
+	require.Equal(t, "pending", list.Data[0].Deliveries[0].Status)
+	require.NotNil(t, list.Data[0].Deliveries[0].NextAttemptAt)
+	assertGolden(t, "webhook_events_list", resp.Body, extra)
+
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events?limit=1&offset=1", nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	resp.JSON(t, &list)
+	require.Len(t, list.Data, 1)
+	require.Equal(t, first.ID.String(), list.Data[0].ID)
+	require.False(t, list.HasMore)
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events?limit=0x", nil, m.test())
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events", nil, m.live())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	resp.JSON(t, &list)
+	require.Len(t, list.Data, 1)
+	require.Equal(t, live.ID.String(), list.Data[0].ID)
+
+	// One event: its payload as sent and every attempt.
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events/"+second.ID.String(), nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var detail webhookEventBody
+	resp.JSON(t, &detail)
+	require.JSONEq(t, string(second.Payload), string(detail.Payload))
+	require.Len(t, detail.Deliveries, 1)
+	require.NotNil(t, detail.Deliveries[0].AttemptLog)
+	require.Len(t, *detail.Deliveries[0].AttemptLog, 2)
+	for _, a := range *detail.Deliveries[0].AttemptLog {
+		require.NotNil(t, a.StatusCode)
+		require.Equal(t, http.StatusInternalServerError, *a.StatusCode)
+		require.NotNil(t, a.Error)
+	}
+	assertGolden(t, "webhook_event", stableDurations(resp.Body), extra)
+
+	// Redelivery: a new series of the same event.
+	resp = api.do(http.MethodPost, "/checkout/webhooks/events/"+second.ID.String()+"/redeliver", nil, m.test())
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	var redelivery webhookDeliveryBody
+	resp.JSON(t, &redelivery)
+	require.NotEqual(t, deliveries[0].ID.String(), redelivery.ID)
+	require.Equal(t, "pending", redelivery.Status)
+	require.Zero(t, redelivery.Attempts)
+	assertGolden(t, "webhook_redeliver", resp.Body, extra)
+
+	res, err := api.Svc.DeliverWebhook(ctx, uuid.MustParse(redelivery.ID))
+	require.NoError(t, err)
+	require.Error(t, res.Err)
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events/"+second.ID.String(), nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	resp.JSON(t, &detail)
+	require.Len(t, detail.Deliveries, 2)
+	require.Equal(t, deliveries[0].ID.String(), detail.Deliveries[0].ID)
+	require.Len(t, *detail.Deliveries[0].AttemptLog, 2)
+	require.Equal(t, redelivery.ID, detail.Deliveries[1].ID)
+	require.Len(t, *detail.Deliveries[1].AttemptLog, 1)
+	require.Equal(t, 1, detail.Deliveries[1].Attempts)
+
+	// Authentication and scoping.
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events", nil, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.Status, string(resp.Body))
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events/"+second.ID.String(), nil, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.Status, string(resp.Body))
+	resp = api.do(http.MethodPost, "/checkout/webhooks/events/"+second.ID.String()+"/redeliver", nil, nil)
+	require.Equal(t, http.StatusUnauthorized, resp.Status, string(resp.Body))
+	for _, h := range []http.Header{other.test(), other.live(), m.live()} {
+		resp = api.do(http.MethodGet, "/checkout/webhooks/events/"+second.ID.String(), nil, h)
+		require.Equal(t, http.StatusNotFound, resp.Status, string(resp.Body))
+		resp = api.do(http.MethodPost, "/checkout/webhooks/events/"+second.ID.String()+"/redeliver", nil, h)
+		require.Equal(t, http.StatusNotFound, resp.Status, string(resp.Body))
+	}
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events", nil, other.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	resp.JSON(t, &list)
+	require.Empty(t, list.Data)
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events/not-a-uuid", nil, m.test())
+	require.Equal(t, http.StatusNotFound, resp.Status, string(resp.Body))
+	n, err := api.DB.Ent.WebhookDelivery.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "one per event and the redelivery: the 404s created none")
+}
