@@ -49,10 +49,11 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	require.NoError(t, err)
 
 	f := &checkoutFixture{db: openTestDB(t), vault: vault}
-	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
+	// The treasury holds gas so settlement can relay sweeps and payouts.
+	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.evm.Close() })
-	ecfg := evm.Config{Chain: chains.Base, RPCURL: f.evm.RPCURL, USDC: f.evm.USDC.Hex(), Confirmations: 2}
+	ecfg := evm.Config{Chain: chains.Base, RPCURL: f.evm.RPCURL, USDC: f.evm.USDC.Hex(), Confirmations: 2, GasKey: tk.EVM}
 	base, err := evm.New(ctx, ecfg)
 	require.NoError(t, err)
 	t.Cleanup(base.Close)
@@ -64,7 +65,10 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		NewWatchlist: evm.NewWatchlist,
 	}}
 	if withSolana {
-		f.sol, err = devnet.StartSolana(ctx, devnet.SolanaConfig{SlotTime: 50 * time.Millisecond, FinalizedDepth: 8})
+		f.sol, err = devnet.StartSolana(ctx, devnet.SolanaConfig{
+			SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
+			Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
+		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.sol.Close() })
 		sl, err := solana.New(ctx, solana.Config{RPCURL: f.sol.RPCURL, Mint: f.sol.Mint.String(), FeePayer: tk.Solana})
@@ -84,6 +88,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		DB: f.db, Vault: vault, Treasury: tk, Test: nets,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},
 	})
 	require.NoError(t, err)
 	return f

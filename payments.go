@@ -46,9 +46,8 @@ import (
 // Applying an event twice changes nothing: payments are unique by (chain,
 // tx_hash, log_index) and every transition checks the current state.
 //
-// Settlement (paying the merchant out and sweeping the deposit) is not done
-// here: confirmed payments keep settlement_status NULL for the settlement
-// job to pick up.
+// Confirming a session also queues the settlement of its payments
+// (settlement.go) in the same transaction.
 
 const (
 	paymentIDPrefix    = "pay_"
@@ -337,7 +336,10 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 	if excess := new(big.Int).Sub(confirmed, due); excess.Sign() > 0 {
 		data.Extra["overpaid_usd"] = FromBaseUnits(excess, d.decimals)
 	}
-	return d.event(ctx, sess, EventPaymentConfirmed, data)
+	if err := d.event(ctx, sess, EventPaymentConfirmed, data); err != nil {
+		return err
+	}
+	return d.s.queueSettlements(ctx, d.tx, d.sqlTx, sess)
 }
 
 // due is the session amount in the token's base units (1 USDC = 1 USD).

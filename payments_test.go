@@ -240,7 +240,10 @@ func TestPaymentExactAmountConfirms(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, payment.StatusConfirmed, p.Status)
 	require.NotNil(t, p.ConfirmedAt)
-	require.Nil(t, p.SettlementStatus, "settlement is left to the settlement job")
+	require.Equal(t, payment.SettlementStatusPending, *p.SettlementStatus, "queued for the settlement job")
+	require.Equal(t, int64(7_250), *p.SettlementFee)
+	require.Equal(t, int64(7_242_750), *p.SettlementNet)
+	require.Equal(t, 1, countRows(t, f.db, "river_job WHERE kind = 'settle_payment'"))
 
 	evs := f.sessionEvents(t, sess)
 	require.Equal(t, EventPaymentDetected, evs[0].Type)

@@ -57,6 +57,11 @@ type Config struct {
 	Test Networks
 	// Jobs enqueues background work in a transaction (webhook deliveries...).
 	Jobs JobInserter
+	// Payouts pays fiat_pix settlements, per mode; a mode without one
+	// leaves such settlements pending until one is configured.
+	Payouts map[Mode]PayoutProvider
+	// Settlement tunes the settle_payment job's waits.
+	Settlement SettlementOptions
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
 

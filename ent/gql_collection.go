@@ -1277,6 +1277,31 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, payment.FieldSettlementFxRate)
 				fieldSeen[payment.FieldSettlementFxRate] = struct{}{}
 			}
+		case "settlementFiatAmount":
+			if _, ok := fieldSeen[payment.FieldSettlementFiatAmount]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSettlementFiatAmount)
+				fieldSeen[payment.FieldSettlementFiatAmount] = struct{}{}
+			}
+		case "settlementFiatCurrency":
+			if _, ok := fieldSeen[payment.FieldSettlementFiatCurrency]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSettlementFiatCurrency)
+				fieldSeen[payment.FieldSettlementFiatCurrency] = struct{}{}
+			}
+		case "settlementChain":
+			if _, ok := fieldSeen[payment.FieldSettlementChain]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSettlementChain)
+				fieldSeen[payment.FieldSettlementChain] = struct{}{}
+			}
+		case "settlementAddress":
+			if _, ok := fieldSeen[payment.FieldSettlementAddress]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSettlementAddress)
+				fieldSeen[payment.FieldSettlementAddress] = struct{}{}
+			}
+		case "settlementError":
+			if _, ok := fieldSeen[payment.FieldSettlementError]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSettlementError)
+				fieldSeen[payment.FieldSettlementError] = struct{}{}
+			}
 		case "settledAt":
 			if _, ok := fieldSeen[payment.FieldSettledAt]; !ok {
 				selectedFields = append(selectedFields, payment.FieldSettledAt)

@@ -7626,48 +7626,53 @@ func (m *MerchantKeyMutation) ResetEdge(name string) error {
 // PaymentMutation represents an operation that mutates the Payment nodes in the graph.
 type PaymentMutation struct {
 	config
-	op                     Op
-	typ                    string
-	id                     *uuid.UUID
-	created_at             *time.Time
-	updated_at             *time.Time
-	external_id            *string
-	chain                  *string
-	token                  *string
-	tx_hash                *string
-	log_index              *int
-	addlog_index           *int
-	from_address           *string
-	to_address             *string
-	amount_token           *int64
-	addamount_token        *int64
-	amount_usd             *decimal.Decimal
-	block_number           *int64
-	addblock_number        *int64
-	block_hash             *string
-	confirmations          *int
-	addconfirmations       *int
-	status                 *payment.Status
-	late                   *bool
-	confirmed_at           *time.Time
-	settlement_status      *payment.SettlementStatus
-	settlement_tx_hash     *string
-	settlement_reference   *string
-	settlement_fee         *int64
-	addsettlement_fee      *int64
-	settlement_net         *int64
-	addsettlement_net      *int64
-	settlement_fx_rate     *string
-	settled_at             *time.Time
-	sweep_tx_hash          *string
-	clearedFields          map[string]struct{}
-	session                *uuid.UUID
-	clearedsession         bool
-	deposit_address        *uuid.UUID
-	cleareddeposit_address bool
-	done                   bool
-	oldValue               func(context.Context) (*Payment, error)
-	predicates             []predicate.Payment
+	op                       Op
+	typ                      string
+	id                       *uuid.UUID
+	created_at               *time.Time
+	updated_at               *time.Time
+	external_id              *string
+	chain                    *string
+	token                    *string
+	tx_hash                  *string
+	log_index                *int
+	addlog_index             *int
+	from_address             *string
+	to_address               *string
+	amount_token             *int64
+	addamount_token          *int64
+	amount_usd               *decimal.Decimal
+	block_number             *int64
+	addblock_number          *int64
+	block_hash               *string
+	confirmations            *int
+	addconfirmations         *int
+	status                   *payment.Status
+	late                     *bool
+	confirmed_at             *time.Time
+	settlement_status        *payment.SettlementStatus
+	settlement_tx_hash       *string
+	settlement_reference     *string
+	settlement_fee           *int64
+	addsettlement_fee        *int64
+	settlement_net           *int64
+	addsettlement_net        *int64
+	settlement_fx_rate       *string
+	settlement_fiat_amount   *string
+	settlement_fiat_currency *string
+	settlement_chain         *string
+	settlement_address       *string
+	settlement_error         *string
+	settled_at               *time.Time
+	sweep_tx_hash            *string
+	clearedFields            map[string]struct{}
+	session                  *uuid.UUID
+	clearedsession           bool
+	deposit_address          *uuid.UUID
+	cleareddeposit_address   bool
+	done                     bool
+	oldValue                 func(context.Context) (*Payment, error)
+	predicates               []predicate.Payment
 }
 
 var _ ent.Mutation = (*PaymentMutation)(nil)
@@ -8913,6 +8918,251 @@ func (m *PaymentMutation) ResetSettlementFxRate() {
 	delete(m.clearedFields, payment.FieldSettlementFxRate)
 }
 
+// SetSettlementFiatAmount sets the "settlement_fiat_amount" field.
+func (m *PaymentMutation) SetSettlementFiatAmount(s string) {
+	m.settlement_fiat_amount = &s
+}
+
+// SettlementFiatAmount returns the value of the "settlement_fiat_amount" field in the mutation.
+func (m *PaymentMutation) SettlementFiatAmount() (r string, exists bool) {
+	v := m.settlement_fiat_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementFiatAmount returns the old "settlement_fiat_amount" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementFiatAmount(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementFiatAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementFiatAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementFiatAmount: %w", err)
+	}
+	return oldValue.SettlementFiatAmount, nil
+}
+
+// ClearSettlementFiatAmount clears the value of the "settlement_fiat_amount" field.
+func (m *PaymentMutation) ClearSettlementFiatAmount() {
+	m.settlement_fiat_amount = nil
+	m.clearedFields[payment.FieldSettlementFiatAmount] = struct{}{}
+}
+
+// SettlementFiatAmountCleared returns if the "settlement_fiat_amount" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementFiatAmountCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementFiatAmount]
+	return ok
+}
+
+// ResetSettlementFiatAmount resets all changes to the "settlement_fiat_amount" field.
+func (m *PaymentMutation) ResetSettlementFiatAmount() {
+	m.settlement_fiat_amount = nil
+	delete(m.clearedFields, payment.FieldSettlementFiatAmount)
+}
+
+// SetSettlementFiatCurrency sets the "settlement_fiat_currency" field.
+func (m *PaymentMutation) SetSettlementFiatCurrency(s string) {
+	m.settlement_fiat_currency = &s
+}
+
+// SettlementFiatCurrency returns the value of the "settlement_fiat_currency" field in the mutation.
+func (m *PaymentMutation) SettlementFiatCurrency() (r string, exists bool) {
+	v := m.settlement_fiat_currency
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementFiatCurrency returns the old "settlement_fiat_currency" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementFiatCurrency(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementFiatCurrency is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementFiatCurrency requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementFiatCurrency: %w", err)
+	}
+	return oldValue.SettlementFiatCurrency, nil
+}
+
+// ClearSettlementFiatCurrency clears the value of the "settlement_fiat_currency" field.
+func (m *PaymentMutation) ClearSettlementFiatCurrency() {
+	m.settlement_fiat_currency = nil
+	m.clearedFields[payment.FieldSettlementFiatCurrency] = struct{}{}
+}
+
+// SettlementFiatCurrencyCleared returns if the "settlement_fiat_currency" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementFiatCurrencyCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementFiatCurrency]
+	return ok
+}
+
+// ResetSettlementFiatCurrency resets all changes to the "settlement_fiat_currency" field.
+func (m *PaymentMutation) ResetSettlementFiatCurrency() {
+	m.settlement_fiat_currency = nil
+	delete(m.clearedFields, payment.FieldSettlementFiatCurrency)
+}
+
+// SetSettlementChain sets the "settlement_chain" field.
+func (m *PaymentMutation) SetSettlementChain(s string) {
+	m.settlement_chain = &s
+}
+
+// SettlementChain returns the value of the "settlement_chain" field in the mutation.
+func (m *PaymentMutation) SettlementChain() (r string, exists bool) {
+	v := m.settlement_chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementChain returns the old "settlement_chain" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementChain: %w", err)
+	}
+	return oldValue.SettlementChain, nil
+}
+
+// ClearSettlementChain clears the value of the "settlement_chain" field.
+func (m *PaymentMutation) ClearSettlementChain() {
+	m.settlement_chain = nil
+	m.clearedFields[payment.FieldSettlementChain] = struct{}{}
+}
+
+// SettlementChainCleared returns if the "settlement_chain" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementChainCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementChain]
+	return ok
+}
+
+// ResetSettlementChain resets all changes to the "settlement_chain" field.
+func (m *PaymentMutation) ResetSettlementChain() {
+	m.settlement_chain = nil
+	delete(m.clearedFields, payment.FieldSettlementChain)
+}
+
+// SetSettlementAddress sets the "settlement_address" field.
+func (m *PaymentMutation) SetSettlementAddress(s string) {
+	m.settlement_address = &s
+}
+
+// SettlementAddress returns the value of the "settlement_address" field in the mutation.
+func (m *PaymentMutation) SettlementAddress() (r string, exists bool) {
+	v := m.settlement_address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementAddress returns the old "settlement_address" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementAddress: %w", err)
+	}
+	return oldValue.SettlementAddress, nil
+}
+
+// ClearSettlementAddress clears the value of the "settlement_address" field.
+func (m *PaymentMutation) ClearSettlementAddress() {
+	m.settlement_address = nil
+	m.clearedFields[payment.FieldSettlementAddress] = struct{}{}
+}
+
+// SettlementAddressCleared returns if the "settlement_address" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementAddressCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementAddress]
+	return ok
+}
+
+// ResetSettlementAddress resets all changes to the "settlement_address" field.
+func (m *PaymentMutation) ResetSettlementAddress() {
+	m.settlement_address = nil
+	delete(m.clearedFields, payment.FieldSettlementAddress)
+}
+
+// SetSettlementError sets the "settlement_error" field.
+func (m *PaymentMutation) SetSettlementError(s string) {
+	m.settlement_error = &s
+}
+
+// SettlementError returns the value of the "settlement_error" field in the mutation.
+func (m *PaymentMutation) SettlementError() (r string, exists bool) {
+	v := m.settlement_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementError returns the old "settlement_error" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementError: %w", err)
+	}
+	return oldValue.SettlementError, nil
+}
+
+// ClearSettlementError clears the value of the "settlement_error" field.
+func (m *PaymentMutation) ClearSettlementError() {
+	m.settlement_error = nil
+	m.clearedFields[payment.FieldSettlementError] = struct{}{}
+}
+
+// SettlementErrorCleared returns if the "settlement_error" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementErrorCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementError]
+	return ok
+}
+
+// ResetSettlementError resets all changes to the "settlement_error" field.
+func (m *PaymentMutation) ResetSettlementError() {
+	m.settlement_error = nil
+	delete(m.clearedFields, payment.FieldSettlementError)
+}
+
 // SetSettledAt sets the "settled_at" field.
 func (m *PaymentMutation) SetSettledAt(t time.Time) {
 	m.settled_at = &t
@@ -9099,7 +9349,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 27)
+	fields := make([]string, 0, 32)
 	if m.created_at != nil {
 		fields = append(fields, payment.FieldCreatedAt)
 	}
@@ -9175,6 +9425,21 @@ func (m *PaymentMutation) Fields() []string {
 	if m.settlement_fx_rate != nil {
 		fields = append(fields, payment.FieldSettlementFxRate)
 	}
+	if m.settlement_fiat_amount != nil {
+		fields = append(fields, payment.FieldSettlementFiatAmount)
+	}
+	if m.settlement_fiat_currency != nil {
+		fields = append(fields, payment.FieldSettlementFiatCurrency)
+	}
+	if m.settlement_chain != nil {
+		fields = append(fields, payment.FieldSettlementChain)
+	}
+	if m.settlement_address != nil {
+		fields = append(fields, payment.FieldSettlementAddress)
+	}
+	if m.settlement_error != nil {
+		fields = append(fields, payment.FieldSettlementError)
+	}
 	if m.settled_at != nil {
 		fields = append(fields, payment.FieldSettledAt)
 	}
@@ -9239,6 +9504,16 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.SettlementNet()
 	case payment.FieldSettlementFxRate:
 		return m.SettlementFxRate()
+	case payment.FieldSettlementFiatAmount:
+		return m.SettlementFiatAmount()
+	case payment.FieldSettlementFiatCurrency:
+		return m.SettlementFiatCurrency()
+	case payment.FieldSettlementChain:
+		return m.SettlementChain()
+	case payment.FieldSettlementAddress:
+		return m.SettlementAddress()
+	case payment.FieldSettlementError:
+		return m.SettlementError()
 	case payment.FieldSettledAt:
 		return m.SettledAt()
 	case payment.FieldSweepTxHash:
@@ -9302,6 +9577,16 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldSettlementNet(ctx)
 	case payment.FieldSettlementFxRate:
 		return m.OldSettlementFxRate(ctx)
+	case payment.FieldSettlementFiatAmount:
+		return m.OldSettlementFiatAmount(ctx)
+	case payment.FieldSettlementFiatCurrency:
+		return m.OldSettlementFiatCurrency(ctx)
+	case payment.FieldSettlementChain:
+		return m.OldSettlementChain(ctx)
+	case payment.FieldSettlementAddress:
+		return m.OldSettlementAddress(ctx)
+	case payment.FieldSettlementError:
+		return m.OldSettlementError(ctx)
 	case payment.FieldSettledAt:
 		return m.OldSettledAt(ctx)
 	case payment.FieldSweepTxHash:
@@ -9490,6 +9775,41 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetSettlementFxRate(v)
 		return nil
+	case payment.FieldSettlementFiatAmount:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementFiatAmount(v)
+		return nil
+	case payment.FieldSettlementFiatCurrency:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementFiatCurrency(v)
+		return nil
+	case payment.FieldSettlementChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementChain(v)
+		return nil
+	case payment.FieldSettlementAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementAddress(v)
+		return nil
+	case payment.FieldSettlementError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementError(v)
+		return nil
 	case payment.FieldSettledAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -9636,6 +9956,21 @@ func (m *PaymentMutation) ClearedFields() []string {
 	if m.FieldCleared(payment.FieldSettlementFxRate) {
 		fields = append(fields, payment.FieldSettlementFxRate)
 	}
+	if m.FieldCleared(payment.FieldSettlementFiatAmount) {
+		fields = append(fields, payment.FieldSettlementFiatAmount)
+	}
+	if m.FieldCleared(payment.FieldSettlementFiatCurrency) {
+		fields = append(fields, payment.FieldSettlementFiatCurrency)
+	}
+	if m.FieldCleared(payment.FieldSettlementChain) {
+		fields = append(fields, payment.FieldSettlementChain)
+	}
+	if m.FieldCleared(payment.FieldSettlementAddress) {
+		fields = append(fields, payment.FieldSettlementAddress)
+	}
+	if m.FieldCleared(payment.FieldSettlementError) {
+		fields = append(fields, payment.FieldSettlementError)
+	}
 	if m.FieldCleared(payment.FieldSettledAt) {
 		fields = append(fields, payment.FieldSettledAt)
 	}
@@ -9682,6 +10017,21 @@ func (m *PaymentMutation) ClearField(name string) error {
 		return nil
 	case payment.FieldSettlementFxRate:
 		m.ClearSettlementFxRate()
+		return nil
+	case payment.FieldSettlementFiatAmount:
+		m.ClearSettlementFiatAmount()
+		return nil
+	case payment.FieldSettlementFiatCurrency:
+		m.ClearSettlementFiatCurrency()
+		return nil
+	case payment.FieldSettlementChain:
+		m.ClearSettlementChain()
+		return nil
+	case payment.FieldSettlementAddress:
+		m.ClearSettlementAddress()
+		return nil
+	case payment.FieldSettlementError:
+		m.ClearSettlementError()
 		return nil
 	case payment.FieldSettledAt:
 		m.ClearSettledAt()
@@ -9771,6 +10121,21 @@ func (m *PaymentMutation) ResetField(name string) error {
 		return nil
 	case payment.FieldSettlementFxRate:
 		m.ResetSettlementFxRate()
+		return nil
+	case payment.FieldSettlementFiatAmount:
+		m.ResetSettlementFiatAmount()
+		return nil
+	case payment.FieldSettlementFiatCurrency:
+		m.ResetSettlementFiatCurrency()
+		return nil
+	case payment.FieldSettlementChain:
+		m.ResetSettlementChain()
+		return nil
+	case payment.FieldSettlementAddress:
+		m.ResetSettlementAddress()
+		return nil
+	case payment.FieldSettlementError:
+		m.ResetSettlementError()
 		return nil
 	case payment.FieldSettledAt:
 		m.ResetSettledAt()

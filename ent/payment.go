@@ -71,6 +71,16 @@ type Payment struct {
 	SettlementNet *int64 `json:"settlement_net,omitempty"`
 	// SettlementFxRate holds the value of the "settlement_fx_rate" field.
 	SettlementFxRate string `json:"settlement_fx_rate,omitempty"`
+	// SettlementFiatAmount holds the value of the "settlement_fiat_amount" field.
+	SettlementFiatAmount string `json:"settlement_fiat_amount,omitempty"`
+	// SettlementFiatCurrency holds the value of the "settlement_fiat_currency" field.
+	SettlementFiatCurrency string `json:"settlement_fiat_currency,omitempty"`
+	// SettlementChain holds the value of the "settlement_chain" field.
+	SettlementChain string `json:"settlement_chain,omitempty"`
+	// SettlementAddress holds the value of the "settlement_address" field.
+	SettlementAddress string `json:"settlement_address,omitempty"`
+	// SettlementError holds the value of the "settlement_error" field.
+	SettlementError string `json:"settlement_error,omitempty"`
 	// SettledAt holds the value of the "settled_at" field.
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 	// SweepTxHash holds the value of the "sweep_tx_hash" field.
@@ -129,7 +139,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case payment.FieldLogIndex, payment.FieldAmountToken, payment.FieldBlockNumber, payment.FieldConfirmations, payment.FieldSettlementFee, payment.FieldSettlementNet:
 			values[i] = new(sql.NullInt64)
-		case payment.FieldExternalID, payment.FieldChain, payment.FieldToken, payment.FieldTxHash, payment.FieldFromAddress, payment.FieldToAddress, payment.FieldBlockHash, payment.FieldStatus, payment.FieldSettlementStatus, payment.FieldSettlementTxHash, payment.FieldSettlementReference, payment.FieldSettlementFxRate, payment.FieldSweepTxHash:
+		case payment.FieldExternalID, payment.FieldChain, payment.FieldToken, payment.FieldTxHash, payment.FieldFromAddress, payment.FieldToAddress, payment.FieldBlockHash, payment.FieldStatus, payment.FieldSettlementStatus, payment.FieldSettlementTxHash, payment.FieldSettlementReference, payment.FieldSettlementFxRate, payment.FieldSettlementFiatAmount, payment.FieldSettlementFiatCurrency, payment.FieldSettlementChain, payment.FieldSettlementAddress, payment.FieldSettlementError, payment.FieldSweepTxHash:
 			values[i] = new(sql.NullString)
 		case payment.FieldCreatedAt, payment.FieldUpdatedAt, payment.FieldConfirmedAt, payment.FieldSettledAt:
 			values[i] = new(sql.NullTime)
@@ -311,6 +321,36 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SettlementFxRate = value.String
 			}
+		case payment.FieldSettlementFiatAmount:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_fiat_amount", values[i])
+			} else if value.Valid {
+				_m.SettlementFiatAmount = value.String
+			}
+		case payment.FieldSettlementFiatCurrency:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_fiat_currency", values[i])
+			} else if value.Valid {
+				_m.SettlementFiatCurrency = value.String
+			}
+		case payment.FieldSettlementChain:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_chain", values[i])
+			} else if value.Valid {
+				_m.SettlementChain = value.String
+			}
+		case payment.FieldSettlementAddress:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_address", values[i])
+			} else if value.Valid {
+				_m.SettlementAddress = value.String
+			}
+		case payment.FieldSettlementError:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_error", values[i])
+			} else if value.Valid {
+				_m.SettlementError = value.String
+			}
 		case payment.FieldSettledAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field settled_at", values[i])
@@ -454,6 +494,21 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("settlement_fx_rate=")
 	builder.WriteString(_m.SettlementFxRate)
+	builder.WriteString(", ")
+	builder.WriteString("settlement_fiat_amount=")
+	builder.WriteString(_m.SettlementFiatAmount)
+	builder.WriteString(", ")
+	builder.WriteString("settlement_fiat_currency=")
+	builder.WriteString(_m.SettlementFiatCurrency)
+	builder.WriteString(", ")
+	builder.WriteString("settlement_chain=")
+	builder.WriteString(_m.SettlementChain)
+	builder.WriteString(", ")
+	builder.WriteString("settlement_address=")
+	builder.WriteString(_m.SettlementAddress)
+	builder.WriteString(", ")
+	builder.WriteString("settlement_error=")
+	builder.WriteString(_m.SettlementError)
 	builder.WriteString(", ")
 	if v := _m.SettledAt; v != nil {
 		builder.WriteString("settled_at=")

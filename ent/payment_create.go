@@ -294,6 +294,76 @@ func (_c *PaymentCreate) SetNillableSettlementFxRate(v *string) *PaymentCreate {
 	return _c
 }
 
+// SetSettlementFiatAmount sets the "settlement_fiat_amount" field.
+func (_c *PaymentCreate) SetSettlementFiatAmount(v string) *PaymentCreate {
+	_c.mutation.SetSettlementFiatAmount(v)
+	return _c
+}
+
+// SetNillableSettlementFiatAmount sets the "settlement_fiat_amount" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementFiatAmount(v *string) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementFiatAmount(*v)
+	}
+	return _c
+}
+
+// SetSettlementFiatCurrency sets the "settlement_fiat_currency" field.
+func (_c *PaymentCreate) SetSettlementFiatCurrency(v string) *PaymentCreate {
+	_c.mutation.SetSettlementFiatCurrency(v)
+	return _c
+}
+
+// SetNillableSettlementFiatCurrency sets the "settlement_fiat_currency" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementFiatCurrency(v *string) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementFiatCurrency(*v)
+	}
+	return _c
+}
+
+// SetSettlementChain sets the "settlement_chain" field.
+func (_c *PaymentCreate) SetSettlementChain(v string) *PaymentCreate {
+	_c.mutation.SetSettlementChain(v)
+	return _c
+}
+
+// SetNillableSettlementChain sets the "settlement_chain" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementChain(v *string) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementChain(*v)
+	}
+	return _c
+}
+
+// SetSettlementAddress sets the "settlement_address" field.
+func (_c *PaymentCreate) SetSettlementAddress(v string) *PaymentCreate {
+	_c.mutation.SetSettlementAddress(v)
+	return _c
+}
+
+// SetNillableSettlementAddress sets the "settlement_address" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementAddress(v *string) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementAddress(*v)
+	}
+	return _c
+}
+
+// SetSettlementError sets the "settlement_error" field.
+func (_c *PaymentCreate) SetSettlementError(v string) *PaymentCreate {
+	_c.mutation.SetSettlementError(v)
+	return _c
+}
+
+// SetNillableSettlementError sets the "settlement_error" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementError(v *string) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementError(*v)
+	}
+	return _c
+}
+
 // SetSettledAt sets the "settled_at" field.
 func (_c *PaymentCreate) SetSettledAt(v time.Time) *PaymentCreate {
 	_c.mutation.SetSettledAt(v)
@@ -645,6 +715,26 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SettlementFxRate(); ok {
 		_spec.SetField(payment.FieldSettlementFxRate, field.TypeString, value)
 		_node.SettlementFxRate = value
+	}
+	if value, ok := _c.mutation.SettlementFiatAmount(); ok {
+		_spec.SetField(payment.FieldSettlementFiatAmount, field.TypeString, value)
+		_node.SettlementFiatAmount = value
+	}
+	if value, ok := _c.mutation.SettlementFiatCurrency(); ok {
+		_spec.SetField(payment.FieldSettlementFiatCurrency, field.TypeString, value)
+		_node.SettlementFiatCurrency = value
+	}
+	if value, ok := _c.mutation.SettlementChain(); ok {
+		_spec.SetField(payment.FieldSettlementChain, field.TypeString, value)
+		_node.SettlementChain = value
+	}
+	if value, ok := _c.mutation.SettlementAddress(); ok {
+		_spec.SetField(payment.FieldSettlementAddress, field.TypeString, value)
+		_node.SettlementAddress = value
+	}
+	if value, ok := _c.mutation.SettlementError(); ok {
+		_spec.SetField(payment.FieldSettlementError, field.TypeString, value)
+		_node.SettlementError = value
 	}
 	if value, ok := _c.mutation.SettledAt(); ok {
 		_spec.SetField(payment.FieldSettledAt, field.TypeTime, value)

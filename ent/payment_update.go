@@ -278,6 +278,106 @@ func (_u *PaymentUpdate) ClearSettlementFxRate() *PaymentUpdate {
 	return _u
 }
 
+// SetSettlementFiatAmount sets the "settlement_fiat_amount" field.
+func (_u *PaymentUpdate) SetSettlementFiatAmount(v string) *PaymentUpdate {
+	_u.mutation.SetSettlementFiatAmount(v)
+	return _u
+}
+
+// SetNillableSettlementFiatAmount sets the "settlement_fiat_amount" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementFiatAmount(v *string) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementFiatAmount(*v)
+	}
+	return _u
+}
+
+// ClearSettlementFiatAmount clears the value of the "settlement_fiat_amount" field.
+func (_u *PaymentUpdate) ClearSettlementFiatAmount() *PaymentUpdate {
+	_u.mutation.ClearSettlementFiatAmount()
+	return _u
+}
+
+// SetSettlementFiatCurrency sets the "settlement_fiat_currency" field.
+func (_u *PaymentUpdate) SetSettlementFiatCurrency(v string) *PaymentUpdate {
+	_u.mutation.SetSettlementFiatCurrency(v)
+	return _u
+}
+
+// SetNillableSettlementFiatCurrency sets the "settlement_fiat_currency" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementFiatCurrency(v *string) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementFiatCurrency(*v)
+	}
+	return _u
+}
+
+// ClearSettlementFiatCurrency clears the value of the "settlement_fiat_currency" field.
+func (_u *PaymentUpdate) ClearSettlementFiatCurrency() *PaymentUpdate {
+	_u.mutation.ClearSettlementFiatCurrency()
+	return _u
+}
+
+// SetSettlementChain sets the "settlement_chain" field.
+func (_u *PaymentUpdate) SetSettlementChain(v string) *PaymentUpdate {
+	_u.mutation.SetSettlementChain(v)
+	return _u
+}
+
+// SetNillableSettlementChain sets the "settlement_chain" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementChain(v *string) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementChain(*v)
+	}
+	return _u
+}
+
+// ClearSettlementChain clears the value of the "settlement_chain" field.
+func (_u *PaymentUpdate) ClearSettlementChain() *PaymentUpdate {
+	_u.mutation.ClearSettlementChain()
+	return _u
+}
+
+// SetSettlementAddress sets the "settlement_address" field.
+func (_u *PaymentUpdate) SetSettlementAddress(v string) *PaymentUpdate {
+	_u.mutation.SetSettlementAddress(v)
+	return _u
+}
+
+// SetNillableSettlementAddress sets the "settlement_address" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementAddress(v *string) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementAddress(*v)
+	}
+	return _u
+}
+
+// ClearSettlementAddress clears the value of the "settlement_address" field.
+func (_u *PaymentUpdate) ClearSettlementAddress() *PaymentUpdate {
+	_u.mutation.ClearSettlementAddress()
+	return _u
+}
+
+// SetSettlementError sets the "settlement_error" field.
+func (_u *PaymentUpdate) SetSettlementError(v string) *PaymentUpdate {
+	_u.mutation.SetSettlementError(v)
+	return _u
+}
+
+// SetNillableSettlementError sets the "settlement_error" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementError(v *string) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementError(*v)
+	}
+	return _u
+}
+
+// ClearSettlementError clears the value of the "settlement_error" field.
+func (_u *PaymentUpdate) ClearSettlementError() *PaymentUpdate {
+	_u.mutation.ClearSettlementError()
+	return _u
+}
+
 // SetSettledAt sets the "settled_at" field.
 func (_u *PaymentUpdate) SetSettledAt(v time.Time) *PaymentUpdate {
 	_u.mutation.SetSettledAt(v)
@@ -483,6 +583,36 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.SettlementFxRateCleared() {
 		_spec.ClearField(payment.FieldSettlementFxRate, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementFiatAmount(); ok {
+		_spec.SetField(payment.FieldSettlementFiatAmount, field.TypeString, value)
+	}
+	if _u.mutation.SettlementFiatAmountCleared() {
+		_spec.ClearField(payment.FieldSettlementFiatAmount, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementFiatCurrency(); ok {
+		_spec.SetField(payment.FieldSettlementFiatCurrency, field.TypeString, value)
+	}
+	if _u.mutation.SettlementFiatCurrencyCleared() {
+		_spec.ClearField(payment.FieldSettlementFiatCurrency, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementChain(); ok {
+		_spec.SetField(payment.FieldSettlementChain, field.TypeString, value)
+	}
+	if _u.mutation.SettlementChainCleared() {
+		_spec.ClearField(payment.FieldSettlementChain, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementAddress(); ok {
+		_spec.SetField(payment.FieldSettlementAddress, field.TypeString, value)
+	}
+	if _u.mutation.SettlementAddressCleared() {
+		_spec.ClearField(payment.FieldSettlementAddress, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementError(); ok {
+		_spec.SetField(payment.FieldSettlementError, field.TypeString, value)
+	}
+	if _u.mutation.SettlementErrorCleared() {
+		_spec.ClearField(payment.FieldSettlementError, field.TypeString)
 	}
 	if value, ok := _u.mutation.SettledAt(); ok {
 		_spec.SetField(payment.FieldSettledAt, field.TypeTime, value)
@@ -766,6 +896,106 @@ func (_u *PaymentUpdateOne) ClearSettlementFxRate() *PaymentUpdateOne {
 	return _u
 }
 
+// SetSettlementFiatAmount sets the "settlement_fiat_amount" field.
+func (_u *PaymentUpdateOne) SetSettlementFiatAmount(v string) *PaymentUpdateOne {
+	_u.mutation.SetSettlementFiatAmount(v)
+	return _u
+}
+
+// SetNillableSettlementFiatAmount sets the "settlement_fiat_amount" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementFiatAmount(v *string) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementFiatAmount(*v)
+	}
+	return _u
+}
+
+// ClearSettlementFiatAmount clears the value of the "settlement_fiat_amount" field.
+func (_u *PaymentUpdateOne) ClearSettlementFiatAmount() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementFiatAmount()
+	return _u
+}
+
+// SetSettlementFiatCurrency sets the "settlement_fiat_currency" field.
+func (_u *PaymentUpdateOne) SetSettlementFiatCurrency(v string) *PaymentUpdateOne {
+	_u.mutation.SetSettlementFiatCurrency(v)
+	return _u
+}
+
+// SetNillableSettlementFiatCurrency sets the "settlement_fiat_currency" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementFiatCurrency(v *string) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementFiatCurrency(*v)
+	}
+	return _u
+}
+
+// ClearSettlementFiatCurrency clears the value of the "settlement_fiat_currency" field.
+func (_u *PaymentUpdateOne) ClearSettlementFiatCurrency() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementFiatCurrency()
+	return _u
+}
+
+// SetSettlementChain sets the "settlement_chain" field.
+func (_u *PaymentUpdateOne) SetSettlementChain(v string) *PaymentUpdateOne {
+	_u.mutation.SetSettlementChain(v)
+	return _u
+}
+
+// SetNillableSettlementChain sets the "settlement_chain" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementChain(v *string) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementChain(*v)
+	}
+	return _u
+}
+
+// ClearSettlementChain clears the value of the "settlement_chain" field.
+func (_u *PaymentUpdateOne) ClearSettlementChain() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementChain()
+	return _u
+}
+
+// SetSettlementAddress sets the "settlement_address" field.
+func (_u *PaymentUpdateOne) SetSettlementAddress(v string) *PaymentUpdateOne {
+	_u.mutation.SetSettlementAddress(v)
+	return _u
+}
+
+// SetNillableSettlementAddress sets the "settlement_address" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementAddress(v *string) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementAddress(*v)
+	}
+	return _u
+}
+
+// ClearSettlementAddress clears the value of the "settlement_address" field.
+func (_u *PaymentUpdateOne) ClearSettlementAddress() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementAddress()
+	return _u
+}
+
+// SetSettlementError sets the "settlement_error" field.
+func (_u *PaymentUpdateOne) SetSettlementError(v string) *PaymentUpdateOne {
+	_u.mutation.SetSettlementError(v)
+	return _u
+}
+
+// SetNillableSettlementError sets the "settlement_error" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementError(v *string) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementError(*v)
+	}
+	return _u
+}
+
+// ClearSettlementError clears the value of the "settlement_error" field.
+func (_u *PaymentUpdateOne) ClearSettlementError() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementError()
+	return _u
+}
+
 // SetSettledAt sets the "settled_at" field.
 func (_u *PaymentUpdateOne) SetSettledAt(v time.Time) *PaymentUpdateOne {
 	_u.mutation.SetSettledAt(v)
@@ -1001,6 +1231,36 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	}
 	if _u.mutation.SettlementFxRateCleared() {
 		_spec.ClearField(payment.FieldSettlementFxRate, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementFiatAmount(); ok {
+		_spec.SetField(payment.FieldSettlementFiatAmount, field.TypeString, value)
+	}
+	if _u.mutation.SettlementFiatAmountCleared() {
+		_spec.ClearField(payment.FieldSettlementFiatAmount, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementFiatCurrency(); ok {
+		_spec.SetField(payment.FieldSettlementFiatCurrency, field.TypeString, value)
+	}
+	if _u.mutation.SettlementFiatCurrencyCleared() {
+		_spec.ClearField(payment.FieldSettlementFiatCurrency, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementChain(); ok {
+		_spec.SetField(payment.FieldSettlementChain, field.TypeString, value)
+	}
+	if _u.mutation.SettlementChainCleared() {
+		_spec.ClearField(payment.FieldSettlementChain, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementAddress(); ok {
+		_spec.SetField(payment.FieldSettlementAddress, field.TypeString, value)
+	}
+	if _u.mutation.SettlementAddressCleared() {
+		_spec.ClearField(payment.FieldSettlementAddress, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettlementError(); ok {
+		_spec.SetField(payment.FieldSettlementError, field.TypeString, value)
+	}
+	if _u.mutation.SettlementErrorCleared() {
+		_spec.ClearField(payment.FieldSettlementError, field.TypeString)
 	}
 	if value, ok := _u.mutation.SettledAt(); ok {
 		_spec.SetField(payment.FieldSettledAt, field.TypeTime, value)

@@ -264,36 +264,41 @@ type ComplexityRoot struct {
 	}
 
 	Payment struct {
-		AmountToken         func(childComplexity int) int
-		AmountUsd           func(childComplexity int) int
-		BlockHash           func(childComplexity int) int
-		BlockNumber         func(childComplexity int) int
-		Chain               func(childComplexity int) int
-		Confirmations       func(childComplexity int) int
-		ConfirmedAt         func(childComplexity int) int
-		CreatedAt           func(childComplexity int) int
-		DepositAddress      func(childComplexity int) int
-		DepositAddressID    func(childComplexity int) int
-		ExternalID          func(childComplexity int) int
-		FromAddress         func(childComplexity int) int
-		ID                  func(childComplexity int) int
-		Late                func(childComplexity int) int
-		LogIndex            func(childComplexity int) int
-		Session             func(childComplexity int) int
-		SessionID           func(childComplexity int) int
-		SettledAt           func(childComplexity int) int
-		SettlementFee       func(childComplexity int) int
-		SettlementFxRate    func(childComplexity int) int
-		SettlementNet       func(childComplexity int) int
-		SettlementReference func(childComplexity int) int
-		SettlementStatus    func(childComplexity int) int
-		SettlementTxHash    func(childComplexity int) int
-		Status              func(childComplexity int) int
-		SweepTxHash         func(childComplexity int) int
-		ToAddress           func(childComplexity int) int
-		Token               func(childComplexity int) int
-		TxHash              func(childComplexity int) int
-		UpdatedAt           func(childComplexity int) int
+		AmountToken            func(childComplexity int) int
+		AmountUsd              func(childComplexity int) int
+		BlockHash              func(childComplexity int) int
+		BlockNumber            func(childComplexity int) int
+		Chain                  func(childComplexity int) int
+		Confirmations          func(childComplexity int) int
+		ConfirmedAt            func(childComplexity int) int
+		CreatedAt              func(childComplexity int) int
+		DepositAddress         func(childComplexity int) int
+		DepositAddressID       func(childComplexity int) int
+		ExternalID             func(childComplexity int) int
+		FromAddress            func(childComplexity int) int
+		ID                     func(childComplexity int) int
+		Late                   func(childComplexity int) int
+		LogIndex               func(childComplexity int) int
+		Session                func(childComplexity int) int
+		SessionID              func(childComplexity int) int
+		SettledAt              func(childComplexity int) int
+		SettlementAddress      func(childComplexity int) int
+		SettlementChain        func(childComplexity int) int
+		SettlementError        func(childComplexity int) int
+		SettlementFee          func(childComplexity int) int
+		SettlementFiatAmount   func(childComplexity int) int
+		SettlementFiatCurrency func(childComplexity int) int
+		SettlementFxRate       func(childComplexity int) int
+		SettlementNet          func(childComplexity int) int
+		SettlementReference    func(childComplexity int) int
+		SettlementStatus       func(childComplexity int) int
+		SettlementTxHash       func(childComplexity int) int
+		Status                 func(childComplexity int) int
+		SweepTxHash            func(childComplexity int) int
+		ToAddress              func(childComplexity int) int
+		Token                  func(childComplexity int) int
+		TxHash                 func(childComplexity int) int
+		UpdatedAt              func(childComplexity int) int
 	}
 
 	PaymentConnection struct {
@@ -1666,12 +1671,42 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.SettledAt(childComplexity), true
+	case "Payment.settlementAddress":
+		if e.ComplexityRoot.Payment.SettlementAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SettlementAddress(childComplexity), true
+	case "Payment.settlementChain":
+		if e.ComplexityRoot.Payment.SettlementChain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SettlementChain(childComplexity), true
+	case "Payment.settlementError":
+		if e.ComplexityRoot.Payment.SettlementError == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SettlementError(childComplexity), true
 	case "Payment.settlementFee":
 		if e.ComplexityRoot.Payment.SettlementFee == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Payment.SettlementFee(childComplexity), true
+	case "Payment.settlementFiatAmount":
+		if e.ComplexityRoot.Payment.SettlementFiatAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SettlementFiatAmount(childComplexity), true
+	case "Payment.settlementFiatCurrency":
+		if e.ComplexityRoot.Payment.SettlementFiatCurrency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SettlementFiatCurrency(childComplexity), true
 	case "Payment.settlementFxRate":
 		if e.ComplexityRoot.Payment.SettlementFxRate == nil {
 			break
@@ -3360,6 +3395,16 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_settlementNet(ctx, field)
 	case "settlementFxRate":
 		return ec.fieldContext_Payment_settlementFxRate(ctx, field)
+	case "settlementFiatAmount":
+		return ec.fieldContext_Payment_settlementFiatAmount(ctx, field)
+	case "settlementFiatCurrency":
+		return ec.fieldContext_Payment_settlementFiatCurrency(ctx, field)
+	case "settlementChain":
+		return ec.fieldContext_Payment_settlementChain(ctx, field)
+	case "settlementAddress":
+		return ec.fieldContext_Payment_settlementAddress(ctx, field)
+	case "settlementError":
+		return ec.fieldContext_Payment_settlementError(ctx, field)
 	case "settledAt":
 		return ec.fieldContext_Payment_settledAt(ctx, field)
 	case "sweepTxHash":
@@ -8679,6 +8724,121 @@ func (ec *executionContext) _Payment_settlementFxRate(ctx context.Context, field
 	)
 }
 func (ec *executionContext) fieldContext_Payment_settlementFxRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_settlementFiatAmount(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_settlementFiatAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettlementFiatAmount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_settlementFiatAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_settlementFiatCurrency(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_settlementFiatCurrency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettlementFiatCurrency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_settlementFiatCurrency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_settlementChain(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_settlementChain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettlementChain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_settlementChain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_settlementAddress(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_settlementAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettlementAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_settlementAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_settlementError(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_settlementError(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettlementError, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_settlementError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
 }
 
@@ -16390,6 +16550,31 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "settlementFxRate":
 			out.Values[i] = ec._Payment_settlementFxRate(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "settlementFiatAmount":
+			out.Values[i] = ec._Payment_settlementFiatAmount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "settlementFiatCurrency":
+			out.Values[i] = ec._Payment_settlementFiatCurrency(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "settlementChain":
+			out.Values[i] = ec._Payment_settlementChain(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "settlementAddress":
+			out.Values[i] = ec._Payment_settlementAddress(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "settlementError":
+			out.Values[i] = ec._Payment_settlementError(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -36,6 +36,9 @@ type Worker struct {
 
 const queueChains = "chains"
 
+// jobTimeout bounds every job run.
+const jobTimeout = time.Minute
+
 // New builds the River client with every job kind and the periodic scans of
 // each configured chain. With several worker processes River elects one
 // leader to schedule periodic jobs, and unique jobs keep one scan of a chain
@@ -61,8 +64,10 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
+	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
+	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 
-	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic()}
+	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(
@@ -81,9 +86,16 @@ func New(cfg Config) (*Worker, error) {
 			queueChains:        {MaxWorkers: cfg.Concurrency},
 			// Deliveries fetch often: a short cooldown lets a busy queue
 			// refill its many workers quickly.
-			agentpay.WebhookQueue: {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: 10 * time.Millisecond},
+			agentpay.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: 10 * time.Millisecond},
+			agentpay.SettlementQueue: {MaxWorkers: cfg.Concurrency},
 		},
-		JobTimeout: time.Minute,
+		JobTimeout: jobTimeout,
+		// A job left running by a worker process that died is handed out
+		// again this long after it started: every job gives up at
+		// jobTimeout, so one still running past it is orphaned. (River's
+		// default, an hour, would hold a killed worker's scan or payout
+		// that long.)
+		RescueStuckJobsAfter: jobTimeout + 30*time.Second,
 	}
 	if !cfg.DB.IsPostgres() {
 		// One SQLite connection: poll often and briefly instead of

@@ -299,5 +299,10 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
+		// Test money settles fiat through the sandbox; no live PIX provider
+		// is integrated yet, so live fiat_pix settlements wait (README).
+		Payouts: map[agentpay.Mode]agentpay.PayoutProvider{
+			agentpay.ModeTest: agentpay.NewSandboxPixProvider(agentpay.DefaultSandboxPixRate),
+		},
 	})
 }

@@ -41,6 +41,9 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	defer nets.Close()
+	if err := nets.fundTreasury(ctx, p.treasury); err != nil {
+		return err
+	}
 	test, err := nets.networks(ctx, cfg, p.treasury)
 	if err != nil {
 		return err
@@ -200,6 +203,31 @@ func (d *devnets) Fund(ctx context.Context, chain chains.Name, address string, a
 		return agentpay.FaucetTransfer{}, err
 	}
 	return agentpay.FaucetTransfer{TxHash: hash.Hex(), From: crypto.PubkeyToAddress(e.Payer.PublicKey).Hex()}, nil
+}
+
+// devTreasuryLiquidity is the test USDC the treasury starts with on each
+// devnet, so settlements to another chain than the one paid on have
+// liquidity to pay from.
+var devTreasuryLiquidity = big.NewInt(1_000_000 * 1_000_000)
+
+// fundTreasury gives the treasury its starting USDC on every devnet.
+func (d *devnets) fundTreasury(ctx context.Context, treasury agentpay.TreasuryKeys) error {
+	list := d.Chains()
+	errs := make([]error, len(list))
+	var wg sync.WaitGroup
+	for i, c := range list {
+		addr := treasury.EVMAddress
+		if c.Chain == chains.Solana {
+			addr = treasury.SolanaAddress
+		}
+		wg.Go(func() {
+			if _, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity); err != nil {
+				errs[i] = fmt.Errorf("devnet %s: funding the treasury: %w", c.Chain, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (d *devnets) Close() {

@@ -266,6 +266,11 @@ var (
 		{Name: "settlement_fee", Type: field.TypeInt64, Nullable: true},
 		{Name: "settlement_net", Type: field.TypeInt64, Nullable: true},
 		{Name: "settlement_fx_rate", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_fiat_amount", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_fiat_currency", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_chain", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_address", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_error", Type: field.TypeString, Nullable: true},
 		{Name: "settled_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
 		{Name: "session_id", Type: field.TypeUUID},
@@ -279,13 +284,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_checkout_sessions_payments",
-				Columns:    []*schema.Column{PaymentsColumns[26]},
+				Columns:    []*schema.Column{PaymentsColumns[31]},
 				RefColumns: []*schema.Column{CheckoutSessionsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "payments_deposit_addresses_payments",
-				Columns:    []*schema.Column{PaymentsColumns[27]},
+				Columns:    []*schema.Column{PaymentsColumns[32]},
 				RefColumns: []*schema.Column{DepositAddressesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -299,7 +304,7 @@ var (
 			{
 				Name:    "payment_session_id",
 				Unique:  false,
-				Columns: []*schema.Column{PaymentsColumns[26]},
+				Columns: []*schema.Column{PaymentsColumns[31]},
 			},
 			{
 				Name:    "payment_status_chain",

@@ -68,6 +68,16 @@ const (
 	FieldSettlementNet = "settlement_net"
 	// FieldSettlementFxRate holds the string denoting the settlement_fx_rate field in the database.
 	FieldSettlementFxRate = "settlement_fx_rate"
+	// FieldSettlementFiatAmount holds the string denoting the settlement_fiat_amount field in the database.
+	FieldSettlementFiatAmount = "settlement_fiat_amount"
+	// FieldSettlementFiatCurrency holds the string denoting the settlement_fiat_currency field in the database.
+	FieldSettlementFiatCurrency = "settlement_fiat_currency"
+	// FieldSettlementChain holds the string denoting the settlement_chain field in the database.
+	FieldSettlementChain = "settlement_chain"
+	// FieldSettlementAddress holds the string denoting the settlement_address field in the database.
+	FieldSettlementAddress = "settlement_address"
+	// FieldSettlementError holds the string denoting the settlement_error field in the database.
+	FieldSettlementError = "settlement_error"
 	// FieldSettledAt holds the string denoting the settled_at field in the database.
 	FieldSettledAt = "settled_at"
 	// FieldSweepTxHash holds the string denoting the sweep_tx_hash field in the database.
@@ -122,6 +132,11 @@ var Columns = []string{
 	FieldSettlementFee,
 	FieldSettlementNet,
 	FieldSettlementFxRate,
+	FieldSettlementFiatAmount,
+	FieldSettlementFiatCurrency,
+	FieldSettlementChain,
+	FieldSettlementAddress,
+	FieldSettlementError,
 	FieldSettledAt,
 	FieldSweepTxHash,
 }
@@ -356,6 +371,31 @@ func BySettlementNet(opts ...sql.OrderTermOption) OrderOption {
 // BySettlementFxRate orders the results by the settlement_fx_rate field.
 func BySettlementFxRate(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSettlementFxRate, opts...).ToFunc()
+}
+
+// BySettlementFiatAmount orders the results by the settlement_fiat_amount field.
+func BySettlementFiatAmount(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementFiatAmount, opts...).ToFunc()
+}
+
+// BySettlementFiatCurrency orders the results by the settlement_fiat_currency field.
+func BySettlementFiatCurrency(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementFiatCurrency, opts...).ToFunc()
+}
+
+// BySettlementChain orders the results by the settlement_chain field.
+func BySettlementChain(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementChain, opts...).ToFunc()
+}
+
+// BySettlementAddress orders the results by the settlement_address field.
+func BySettlementAddress(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementAddress, opts...).ToFunc()
+}
+
+// BySettlementError orders the results by the settlement_error field.
+func BySettlementError(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementError, opts...).ToFunc()
 }
 
 // BySettledAt orders the results by the settled_at field.

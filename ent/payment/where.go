@@ -172,6 +172,31 @@ func SettlementFxRate(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldSettlementFxRate, v))
 }
 
+// SettlementFiatAmount applies equality check predicate on the "settlement_fiat_amount" field. It's identical to SettlementFiatAmountEQ.
+func SettlementFiatAmount(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatCurrency applies equality check predicate on the "settlement_fiat_currency" field. It's identical to SettlementFiatCurrencyEQ.
+func SettlementFiatCurrency(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementChain applies equality check predicate on the "settlement_chain" field. It's identical to SettlementChainEQ.
+func SettlementChain(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementChain, v))
+}
+
+// SettlementAddress applies equality check predicate on the "settlement_address" field. It's identical to SettlementAddressEQ.
+func SettlementAddress(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementAddress, v))
+}
+
+// SettlementError applies equality check predicate on the "settlement_error" field. It's identical to SettlementErrorEQ.
+func SettlementError(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementError, v))
+}
+
 // SettledAt applies equality check predicate on the "settled_at" field. It's identical to SettledAtEQ.
 func SettledAt(v time.Time) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldSettledAt, v))
@@ -1410,6 +1435,381 @@ func SettlementFxRateEqualFold(v string) predicate.Payment {
 // SettlementFxRateContainsFold applies the ContainsFold predicate on the "settlement_fx_rate" field.
 func SettlementFxRateContainsFold(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldContainsFold(FieldSettlementFxRate, v))
+}
+
+// SettlementFiatAmountEQ applies the EQ predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountNEQ applies the NEQ predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountNEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountIn applies the In predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementFiatAmount, vs...))
+}
+
+// SettlementFiatAmountNotIn applies the NotIn predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountNotIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementFiatAmount, vs...))
+}
+
+// SettlementFiatAmountGT applies the GT predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountGT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountGTE applies the GTE predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountGTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountLT applies the LT predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountLT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountLTE applies the LTE predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountLTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountContains applies the Contains predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountContains(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContains(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountHasPrefix applies the HasPrefix predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountHasPrefix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasPrefix(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountHasSuffix applies the HasSuffix predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountHasSuffix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasSuffix(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountIsNil applies the IsNil predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementFiatAmount))
+}
+
+// SettlementFiatAmountNotNil applies the NotNil predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementFiatAmount))
+}
+
+// SettlementFiatAmountEqualFold applies the EqualFold predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountEqualFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEqualFold(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatAmountContainsFold applies the ContainsFold predicate on the "settlement_fiat_amount" field.
+func SettlementFiatAmountContainsFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContainsFold(FieldSettlementFiatAmount, v))
+}
+
+// SettlementFiatCurrencyEQ applies the EQ predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyNEQ applies the NEQ predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyNEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyIn applies the In predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementFiatCurrency, vs...))
+}
+
+// SettlementFiatCurrencyNotIn applies the NotIn predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyNotIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementFiatCurrency, vs...))
+}
+
+// SettlementFiatCurrencyGT applies the GT predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyGT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyGTE applies the GTE predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyGTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyLT applies the LT predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyLT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyLTE applies the LTE predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyLTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyContains applies the Contains predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyContains(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContains(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyHasPrefix applies the HasPrefix predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyHasPrefix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasPrefix(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyHasSuffix applies the HasSuffix predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyHasSuffix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasSuffix(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyIsNil applies the IsNil predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementFiatCurrency))
+}
+
+// SettlementFiatCurrencyNotNil applies the NotNil predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementFiatCurrency))
+}
+
+// SettlementFiatCurrencyEqualFold applies the EqualFold predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyEqualFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEqualFold(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementFiatCurrencyContainsFold applies the ContainsFold predicate on the "settlement_fiat_currency" field.
+func SettlementFiatCurrencyContainsFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContainsFold(FieldSettlementFiatCurrency, v))
+}
+
+// SettlementChainEQ applies the EQ predicate on the "settlement_chain" field.
+func SettlementChainEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementChain, v))
+}
+
+// SettlementChainNEQ applies the NEQ predicate on the "settlement_chain" field.
+func SettlementChainNEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementChain, v))
+}
+
+// SettlementChainIn applies the In predicate on the "settlement_chain" field.
+func SettlementChainIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementChain, vs...))
+}
+
+// SettlementChainNotIn applies the NotIn predicate on the "settlement_chain" field.
+func SettlementChainNotIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementChain, vs...))
+}
+
+// SettlementChainGT applies the GT predicate on the "settlement_chain" field.
+func SettlementChainGT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSettlementChain, v))
+}
+
+// SettlementChainGTE applies the GTE predicate on the "settlement_chain" field.
+func SettlementChainGTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSettlementChain, v))
+}
+
+// SettlementChainLT applies the LT predicate on the "settlement_chain" field.
+func SettlementChainLT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSettlementChain, v))
+}
+
+// SettlementChainLTE applies the LTE predicate on the "settlement_chain" field.
+func SettlementChainLTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSettlementChain, v))
+}
+
+// SettlementChainContains applies the Contains predicate on the "settlement_chain" field.
+func SettlementChainContains(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContains(FieldSettlementChain, v))
+}
+
+// SettlementChainHasPrefix applies the HasPrefix predicate on the "settlement_chain" field.
+func SettlementChainHasPrefix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasPrefix(FieldSettlementChain, v))
+}
+
+// SettlementChainHasSuffix applies the HasSuffix predicate on the "settlement_chain" field.
+func SettlementChainHasSuffix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasSuffix(FieldSettlementChain, v))
+}
+
+// SettlementChainIsNil applies the IsNil predicate on the "settlement_chain" field.
+func SettlementChainIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementChain))
+}
+
+// SettlementChainNotNil applies the NotNil predicate on the "settlement_chain" field.
+func SettlementChainNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementChain))
+}
+
+// SettlementChainEqualFold applies the EqualFold predicate on the "settlement_chain" field.
+func SettlementChainEqualFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEqualFold(FieldSettlementChain, v))
+}
+
+// SettlementChainContainsFold applies the ContainsFold predicate on the "settlement_chain" field.
+func SettlementChainContainsFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContainsFold(FieldSettlementChain, v))
+}
+
+// SettlementAddressEQ applies the EQ predicate on the "settlement_address" field.
+func SettlementAddressEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementAddress, v))
+}
+
+// SettlementAddressNEQ applies the NEQ predicate on the "settlement_address" field.
+func SettlementAddressNEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementAddress, v))
+}
+
+// SettlementAddressIn applies the In predicate on the "settlement_address" field.
+func SettlementAddressIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementAddress, vs...))
+}
+
+// SettlementAddressNotIn applies the NotIn predicate on the "settlement_address" field.
+func SettlementAddressNotIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementAddress, vs...))
+}
+
+// SettlementAddressGT applies the GT predicate on the "settlement_address" field.
+func SettlementAddressGT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSettlementAddress, v))
+}
+
+// SettlementAddressGTE applies the GTE predicate on the "settlement_address" field.
+func SettlementAddressGTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSettlementAddress, v))
+}
+
+// SettlementAddressLT applies the LT predicate on the "settlement_address" field.
+func SettlementAddressLT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSettlementAddress, v))
+}
+
+// SettlementAddressLTE applies the LTE predicate on the "settlement_address" field.
+func SettlementAddressLTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSettlementAddress, v))
+}
+
+// SettlementAddressContains applies the Contains predicate on the "settlement_address" field.
+func SettlementAddressContains(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContains(FieldSettlementAddress, v))
+}
+
+// SettlementAddressHasPrefix applies the HasPrefix predicate on the "settlement_address" field.
+func SettlementAddressHasPrefix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasPrefix(FieldSettlementAddress, v))
+}
+
+// SettlementAddressHasSuffix applies the HasSuffix predicate on the "settlement_address" field.
+func SettlementAddressHasSuffix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasSuffix(FieldSettlementAddress, v))
+}
+
+// SettlementAddressIsNil applies the IsNil predicate on the "settlement_address" field.
+func SettlementAddressIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementAddress))
+}
+
+// SettlementAddressNotNil applies the NotNil predicate on the "settlement_address" field.
+func SettlementAddressNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementAddress))
+}
+
+// SettlementAddressEqualFold applies the EqualFold predicate on the "settlement_address" field.
+func SettlementAddressEqualFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEqualFold(FieldSettlementAddress, v))
+}
+
+// SettlementAddressContainsFold applies the ContainsFold predicate on the "settlement_address" field.
+func SettlementAddressContainsFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContainsFold(FieldSettlementAddress, v))
+}
+
+// SettlementErrorEQ applies the EQ predicate on the "settlement_error" field.
+func SettlementErrorEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementError, v))
+}
+
+// SettlementErrorNEQ applies the NEQ predicate on the "settlement_error" field.
+func SettlementErrorNEQ(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementError, v))
+}
+
+// SettlementErrorIn applies the In predicate on the "settlement_error" field.
+func SettlementErrorIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementError, vs...))
+}
+
+// SettlementErrorNotIn applies the NotIn predicate on the "settlement_error" field.
+func SettlementErrorNotIn(vs ...string) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementError, vs...))
+}
+
+// SettlementErrorGT applies the GT predicate on the "settlement_error" field.
+func SettlementErrorGT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSettlementError, v))
+}
+
+// SettlementErrorGTE applies the GTE predicate on the "settlement_error" field.
+func SettlementErrorGTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSettlementError, v))
+}
+
+// SettlementErrorLT applies the LT predicate on the "settlement_error" field.
+func SettlementErrorLT(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSettlementError, v))
+}
+
+// SettlementErrorLTE applies the LTE predicate on the "settlement_error" field.
+func SettlementErrorLTE(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSettlementError, v))
+}
+
+// SettlementErrorContains applies the Contains predicate on the "settlement_error" field.
+func SettlementErrorContains(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContains(FieldSettlementError, v))
+}
+
+// SettlementErrorHasPrefix applies the HasPrefix predicate on the "settlement_error" field.
+func SettlementErrorHasPrefix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasPrefix(FieldSettlementError, v))
+}
+
+// SettlementErrorHasSuffix applies the HasSuffix predicate on the "settlement_error" field.
+func SettlementErrorHasSuffix(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldHasSuffix(FieldSettlementError, v))
+}
+
+// SettlementErrorIsNil applies the IsNil predicate on the "settlement_error" field.
+func SettlementErrorIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementError))
+}
+
+// SettlementErrorNotNil applies the NotNil predicate on the "settlement_error" field.
+func SettlementErrorNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementError))
+}
+
+// SettlementErrorEqualFold applies the EqualFold predicate on the "settlement_error" field.
+func SettlementErrorEqualFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldEqualFold(FieldSettlementError, v))
+}
+
+// SettlementErrorContainsFold applies the ContainsFold predicate on the "settlement_error" field.
+func SettlementErrorContainsFold(v string) predicate.Payment {
+	return predicate.Payment(sql.FieldContainsFold(FieldSettlementError, v))
 }
 
 // SettledAtEQ applies the EQ predicate on the "settled_at" field.

@@ -104,6 +104,23 @@ func (Payment) Fields() []ent.Field {
 			Nillable(),
 		field.String("settlement_fx_rate").
 			Optional(),
+		// What the payout provider paid (fiat_pix): amount as a decimal
+		// string in its currency, e.g. "249.75" BRL.
+		field.String("settlement_fiat_amount").
+			Optional(),
+		field.String("settlement_fiat_currency").
+			Optional(),
+		// Where the payout goes, fixed when it is first attempted so a
+		// merchant editing its settlement address mid-payout can never
+		// split one payout between two destinations.
+		field.String("settlement_chain").
+			Optional(),
+		field.String("settlement_address").
+			Optional(),
+		// Why the last settlement step could not go on (e.g. no settlement
+		// address yet, treasury short of liquidity); cleared on success.
+		field.String("settlement_error").
+			Optional(),
 		field.Time("settled_at").
 			Optional().
 			Nillable(),

@@ -1,0 +1,631 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"agentpay/chains"
+	"agentpay/chains/evm"
+	"agentpay/ent"
+	"agentpay/ent/merchant"
+	"agentpay/ent/payment"
+)
+
+// Settlement (design.md section 3): once a session is confirmed, each of
+// its counting payments (confirmed, not late) is paid out to the merchant
+// by the settle_payment job, in three steps:
+//
+//  1. sweep: the deposit address sends the payment's tokens to the treasury
+//     on the chain it was paid on (the treasury relays and pays gas);
+//  2. payout: crypto_usdc: the treasury sends net = gross - fee to the
+//     merchant's settlement_address on settlement_chain (default: the paid
+//     chain), out of treasury liquidity; fiat_pix: the payout provider of
+//     the session's mode pays net, converted at its FX rate;
+//  3. complete: settlement_status completed and settlement.completed
+//     (gross, fee, net, payout reference) in one transaction.
+//
+// The fee is the treasury's 0.1% (TransferFee), which pays the gas of the
+// sweep and the payout.
+//
+// Nothing is paid twice, whatever crashes: each on-chain leg has a fixed
+// 32-byte ref derived from the payment id. On EVM it is the EIP-3009 nonce,
+// so however often a leg is relayed it moves funds once; on Solana a leg
+// without a recorded hash that may have been broadcast (the row's
+// updated_at is written before every broadcast) is looked up by its
+// reference (FindTransfer) and sent again only after any earlier blockhash
+// has expired. A fiat payout's idempotency key is the payment id. The step
+// that completes is a conditional update, so settlement.completed is
+// recorded once.
+//
+// Nothing is dropped either: a step that cannot go on (no settlement
+// address yet, treasury short on the payout chain, provider refusal, chain
+// down) leaves the payment pending or submitted with settlement_error set,
+// and the periodic settle_pending job tries it again.
+
+// SettlePaymentArgs is the River job settling one payment.
+type SettlePaymentArgs struct {
+	PaymentID uuid.UUID `json:"payment_id"`
+}
+
+// Kind is the job kind.
+func (SettlePaymentArgs) Kind() string { return "settle_payment" }
+
+// InsertOpts keeps one settle job per payment waiting or running at a time
+// (a completed one does not block the next try of a settlement that is
+// still open).
+func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue: SettlementQueue,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+// SettlementQueue is the River queue of settle_payment jobs: they wait on
+// chains, so they must not hold up scanning or webhook delivery.
+const SettlementQueue = "settlement"
+
+// SettlementOptions tunes SettlePayment; the zero value means the defaults.
+type SettlementOptions struct {
+	// Wait bounds how long one run waits for a leg's inclusion before
+	// answering "not yet" (default 30s).
+	Wait time.Duration
+	// SolanaResendAfter as in ReconcileOptions (default 3 minutes).
+	SolanaResendAfter time.Duration
+}
+
+func (o SettlementOptions) withDefaults() SettlementOptions {
+	if o.Wait <= 0 {
+		o.Wait = 30 * time.Second
+	}
+	switch {
+	case o.SolanaResendAfter == 0:
+		o.SolanaResendAfter = defaultSolanaResendAfter
+	case o.SolanaResendAfter < 0:
+		o.SolanaResendAfter = 0
+	}
+	return o
+}
+
+// SettleResult is where a settlement stands after one run.
+type SettleResult struct {
+	// Done: completed (now or before), or nothing to settle.
+	Done bool
+	// Waiting says what a not-done settlement waits for.
+	Waiting string
+}
+
+// queueSettlements marks the session's confirmed, counting payments not yet
+// in settlement as pending, with their fee and net, and enqueues their
+// settle jobs, in the caller's transaction (the one confirming the
+// session).
+func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sess *ent.CheckoutSession) error {
+	ps, err := tx.Payment.Query().
+		Where(
+			payment.SessionID(sess.ID),
+			payment.Late(false),
+			payment.StatusEQ(payment.StatusConfirmed),
+			payment.SettlementStatusIsNil(),
+		).
+		All(ctx)
+	if err != nil {
+		return fmt.Errorf("listing payments to settle: %w", err)
+	}
+	for _, p := range ps {
+		fee := TransferFee(p.AmountToken)
+		if _, err := tx.Payment.UpdateOne(p).
+			SetSettlementStatus(payment.SettlementStatusPending).
+			SetSettlementFee(fee).
+			SetSettlementNet(p.AmountToken - fee).
+			Save(ctx); err != nil {
+			return fmt.Errorf("marking payment %s for settlement: %w", p.ExternalID, err)
+		}
+		if s.cfg.Jobs == nil {
+			continue // no worker wired (some tests): settle_pending finds it
+		}
+		if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, SettlePaymentArgs{PaymentID: p.ID}, nil); err != nil {
+			return fmt.Errorf("enqueueing settlement of %s: %w", p.ExternalID, err)
+		}
+	}
+	return nil
+}
+
+// PendingSettlements lists payments whose settlement is pending or
+// submitted and untouched for at least minAge (oldest first, at most
+// limit), for the periodic job to try again.
+func (s *Service) PendingSettlements(ctx context.Context, minAge time.Duration, limit int) ([]uuid.UUID, error) {
+	return s.cfg.DB.Ent.Payment.Query().
+		Where(
+			payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
+			payment.UpdatedAtLTE(time.Now().UTC().Add(-minAge)),
+		).
+		Order(ent.Asc(payment.FieldUpdatedAt)).
+		Limit(limit).
+		IDs(ctx)
+}
+
+// SettlePayment advances one payment's settlement as far as it can.
+func (s *Service) SettlePayment(ctx context.Context, id uuid.UUID) (SettleResult, error) {
+	return s.SettlePaymentWith(ctx, id, s.cfg.Settlement)
+}
+
+// SettlePaymentWith is SettlePayment with explicit options.
+func (s *Service) SettlePaymentWith(ctx context.Context, id uuid.UUID, opts SettlementOptions) (SettleResult, error) {
+	opts = opts.withDefaults()
+	p, err := s.cfg.DB.Ent.Payment.Query().
+		Where(payment.ID(id)).
+		WithDepositAddress().
+		WithSession(func(q *ent.CheckoutSessionQuery) { q.WithMerchant() }).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return SettleResult{}, fmt.Errorf("%w: payment %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return SettleResult{}, err
+	}
+	if p.SettlementStatus == nil ||
+		(*p.SettlementStatus != payment.SettlementStatusPending && *p.SettlementStatus != payment.SettlementStatusSubmitted) {
+		return SettleResult{Done: true}, nil
+	}
+	st := &settlement{s: s, opts: opts, p: p, sess: p.Edges.Session, m: p.Edges.Session.Edges.Merchant}
+	waiting, err := st.run(ctx)
+	if errors.Is(err, errSettlementClosed) {
+		return SettleResult{Done: true}, nil
+	}
+	if err != nil || waiting != "" {
+		if note := firstNonEmpty(errString(err), waiting); note != st.p.SettlementError {
+			_ = st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+				return u.SetSettlementError(truncate(note, 500))
+			})
+		}
+		return SettleResult{Waiting: waiting}, err
+	}
+	return SettleResult{Done: true}, nil
+}
+
+// settlement is one run over one payment.
+type settlement struct {
+	s    *Service
+	opts SettlementOptions
+	p    *ent.Payment
+	sess *ent.CheckoutSession
+	m    *ent.Merchant
+}
+
+// run answers "" once completed, or what it waits for.
+func (st *settlement) run(ctx context.Context) (string, error) {
+	mode := sessionMode(st.sess)
+	paidChain := chains.Name(st.p.Chain)
+	ledger, err := st.s.Ledger(mode, paidChain)
+	if err != nil {
+		return "", fmt.Errorf("settlement: %w", err)
+	}
+	if st.p.Edges.DepositAddress == nil {
+		return "", fmt.Errorf("settlement: payment %s has no deposit address", st.p.ExternalID)
+	}
+	treasury := st.treasuryAddress(paidChain)
+
+	sweep := &settlementLeg{
+		name:      "sweep",
+		ledger:    ledger,
+		from:      st.p.Edges.DepositAddress.Address,
+		to:        treasury,
+		amount:    big.NewInt(st.p.AmountToken),
+		ref:       settlementRef("sweep", st.p.ID),
+		hash:      st.p.SweepTxHash,
+		mayBeSent: *st.p.SettlementStatus == payment.SettlementStatusSubmitted,
+		key:       func() ([]byte, error) { return st.s.DepositAddressKey(st.p.Edges.DepositAddress) },
+		record: func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne {
+			return upd.SetSweepTxHash(hash)
+		},
+	}
+	done, waiting, err := st.leg(ctx, sweep)
+	if err != nil || !done {
+		return waiting, err
+	}
+
+	var result payoutOutcome
+	switch st.m.SettlementType {
+	case merchant.SettlementTypeFiatPix:
+		result, waiting, err = st.fiatPayout(ctx, mode)
+	default:
+		result, waiting, err = st.cryptoPayout(ctx, mode, paidChain)
+	}
+	if err != nil || waiting != "" {
+		return waiting, err
+	}
+	return "", st.complete(ctx, result)
+}
+
+func (st *settlement) treasuryAddress(c chains.Name) string {
+	if c == chains.Solana {
+		return st.s.cfg.Treasury.SolanaAddress
+	}
+	return st.s.cfg.Treasury.EVMAddress
+}
+
+func (st *settlement) treasuryKey(c chains.Name) []byte {
+	if c == chains.Solana {
+		return st.s.cfg.Treasury.Solana
+	}
+	return st.s.cfg.Treasury.EVM
+}
+
+// payoutOutcome is what the merchant was paid, for the completing step.
+type payoutOutcome struct {
+	reference string
+	chain     string
+	address   string
+	txHash    string
+	fxRate    string
+	amount    string
+	currency  string
+}
+
+func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain chains.Name) (payoutOutcome, string, error) {
+	chain := chains.Name(st.p.SettlementChain)
+	address := st.p.SettlementAddress
+	if address == "" {
+		// Not attempted yet: the destination is fixed now.
+		address = st.m.SettlementAddress
+		chain = paidChain
+		if st.m.SettlementChain != "" {
+			chain = chains.Name(st.m.SettlementChain)
+		}
+		if address == "" {
+			return payoutOutcome{}, "no settlement_address set for the merchant", nil
+		}
+		if !st.addressFits(chain, address) {
+			return payoutOutcome{}, fmt.Sprintf("settlement_address %s is not an address on %s", address, chain), nil
+		}
+	}
+	ledger, err := st.s.Ledger(mode, chain)
+	if err != nil {
+		return payoutOutcome{}, "", fmt.Errorf("settlement payout: %w", err)
+	}
+	net, err := st.netUnits(ledger.Decimals())
+	if err != nil {
+		return payoutOutcome{}, "", err
+	}
+	payout := &settlementLeg{
+		name:      "payout",
+		ledger:    ledger,
+		from:      st.treasuryAddress(chain),
+		to:        address,
+		amount:    net,
+		ref:       settlementRef("payout", st.p.ID),
+		hash:      st.p.SettlementTxHash,
+		mayBeSent: st.p.SettlementAddress != "",
+		key: func() ([]byte, error) {
+			return append([]byte(nil), st.treasuryKey(chain)...), nil
+		},
+		record: func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne {
+			return upd.SetSettlementTxHash(hash)
+		},
+		beforeFirstSend: func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+			return upd.SetSettlementChain(string(chain)).SetSettlementAddress(address)
+		},
+	}
+	done, waiting, err := st.leg(ctx, payout)
+	if err != nil || !done {
+		return payoutOutcome{}, waiting, err
+	}
+	return payoutOutcome{reference: payout.hash, chain: string(chain), address: address, txHash: payout.hash}, "", nil
+}
+
+// addressFits reports whether a merchant's address (validated against its
+// settlement_chain, or against either family when it has none) can receive
+// on chain.
+func (st *settlement) addressFits(chain chains.Name, address string) bool {
+	l, err := st.s.Ledger(sessionMode(st.sess), chain)
+	if err != nil {
+		return true // the ledger lookup reports the missing chain
+	}
+	return l.ValidateAddress(address) == nil
+}
+
+func (st *settlement) netUnits(decimals int32) (*big.Int, error) {
+	if st.p.SettlementNet == nil {
+		return nil, fmt.Errorf("settlement: payment %s has no net amount", st.p.ExternalID)
+	}
+	paidDecimals, err := st.paidDecimals()
+	if err != nil {
+		return nil, err
+	}
+	usd := FromBaseUnits(big.NewInt(*st.p.SettlementNet), paidDecimals)
+	return ToBaseUnits("settlement_net", usd, decimals)
+}
+
+func (st *settlement) paidDecimals() (int32, error) {
+	l, err := st.s.Ledger(sessionMode(st.sess), chains.Name(st.p.Chain))
+	if err != nil {
+		return 0, err
+	}
+	return l.Decimals(), nil
+}
+
+func (st *settlement) fiatPayout(ctx context.Context, mode Mode) (payoutOutcome, string, error) {
+	provider := st.s.cfg.Payouts[mode]
+	if provider == nil {
+		return payoutOutcome{}, fmt.Sprintf("no fiat payout provider configured for %s mode", mode), nil
+	}
+	decimals, err := st.paidDecimals()
+	if err != nil {
+		return payoutOutcome{}, "", err
+	}
+	if st.p.SettlementNet == nil {
+		return payoutOutcome{}, "", fmt.Errorf("settlement: payment %s has no net amount", st.p.ExternalID)
+	}
+	res, err := provider.Payout(ctx, PayoutRequest{
+		IdempotencyKey: "settlement:" + st.p.ID.String(),
+		MerchantID:     st.m.ID,
+		AmountUSD:      FromBaseUnits(big.NewInt(*st.p.SettlementNet), decimals),
+	})
+	if errors.Is(err, ErrPayoutRefused) {
+		return payoutOutcome{}, "payout provider refused: " + err.Error(), nil
+	}
+	if err != nil {
+		return payoutOutcome{}, "", fmt.Errorf("settlement payout: %w", err)
+	}
+	return payoutOutcome{
+		reference: res.Reference,
+		fxRate:    res.FXRate.String(),
+		amount:    res.Amount.StringFixed(2),
+		currency:  res.Currency,
+	}, "", nil
+}
+
+// complete records the payout and settlement.completed once.
+func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
+	s := st.s
+	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		upd := tx.Payment.Update().
+			Where(
+				payment.ID(st.p.ID),
+				payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
+			).
+			SetSettlementStatus(payment.SettlementStatusCompleted).
+			SetSettlementReference(out.reference).
+			SetSettlementError("").
+			SetSettledAt(now)
+		if out.fxRate != "" {
+			upd.SetSettlementFxRate(out.fxRate).
+				SetSettlementFiatAmount(out.amount).
+				SetSettlementFiatCurrency(out.currency)
+		}
+		n, err := upd.Save(ctx)
+		if err != nil {
+			return fmt.Errorf("completing settlement: %w", err)
+		}
+		if n == 0 {
+			return nil // completed by another run
+		}
+		p, err := tx.Payment.Get(ctx, st.p.ID)
+		if err != nil {
+			return err
+		}
+		decimals, err := st.paidDecimals()
+		if err != nil {
+			return err
+		}
+		data := settlementEventData(st.sess, st.m, p, decimals)
+		return recordSessionEvent(ctx, s, tx, sqlTx, st.sess, EventSettlementCompleted, data)
+	})
+}
+
+// settlementEventData is settlement.completed's data: the spec's fields of
+// the payment being settled (amount_usd is its gross), then gross, fee,
+// net, the settlement type and the payout reference, and where it went.
+func settlementEventData(sess *ent.CheckoutSession, m *ent.Merchant, p *ent.Payment, decimals int32) EventData {
+	gross := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
+	var fee, net int64
+	if p.SettlementFee != nil {
+		fee = *p.SettlementFee
+	}
+	if p.SettlementNet != nil {
+		net = *p.SettlementNet
+	}
+	extra := map[string]any{
+		"gross_usd":        gross,
+		"fee_usd":          FromBaseUnits(big.NewInt(fee), decimals),
+		"net_usd":          FromBaseUnits(big.NewInt(net), decimals),
+		"settlement_type":  string(m.SettlementType),
+		"payout_reference": p.SettlementReference,
+		"sweep_tx_hash":    p.SweepTxHash,
+	}
+	if p.SettledAt != nil {
+		extra["settled_at"] = p.SettledAt.UTC().Format(time.RFC3339)
+	}
+	if p.SettlementTxHash != "" {
+		extra["settlement_chain"] = p.SettlementChain
+		extra["settlement_address"] = p.SettlementAddress
+		extra["settlement_tx_hash"] = p.SettlementTxHash
+	}
+	if p.SettlementFxRate != "" {
+		extra["fx_rate"] = p.SettlementFxRate
+		extra["payout_amount"] = p.SettlementFiatAmount
+		extra["payout_currency"] = p.SettlementFiatCurrency
+	}
+	tok := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
+	return EventData{
+		SessionExternalID: sess.ExternalID,
+		PaymentExternalID: p.ExternalID,
+		AmountUSD:         &gross,
+		AmountToken:       &tok,
+		Token:             p.Token,
+		Chain:             p.Chain,
+		TxHash:            p.TxHash,
+		FromAddress:       p.FromAddress,
+		Metadata:          sess.Metadata,
+		Extra:             extra,
+	}
+}
+
+// settlementLeg is one on-chain transfer of a settlement.
+type settlementLeg struct {
+	name   string
+	ledger chains.Ledger
+	from   string
+	to     string
+	amount *big.Int
+	ref    [32]byte
+	// hash is the recorded transaction hash, "" if none yet.
+	hash string
+	// mayBeSent: a broadcast may have happened without its hash recorded.
+	mayBeSent bool
+	key       func() ([]byte, error)
+	// record adds the hash to the payment update.
+	record func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne
+	// beforeFirstSend adds what must be fixed before the first broadcast.
+	beforeFirstSend func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne
+}
+
+// settlementRef is a leg's idempotency reference: fixed per payment and
+// leg, so every retry of the leg carries the same one.
+func settlementRef(leg string, paymentID uuid.UUID) [32]byte {
+	return sha256.Sum256(append([]byte("agentpay/settlement/"+leg+"/"), paymentID[:]...))
+}
+
+// leg drives one leg to inclusion: answers done once it is included, or
+// what it waits for.
+func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, error) {
+	mayLand := l.mayBeSent
+	if l.hash != "" {
+		r, err := l.ledger.Receipt(ctx, l.hash)
+		if err != nil {
+			return false, "", fmt.Errorf("%s receipt: %w", l.name, err)
+		}
+		switch r.State {
+		case chains.TxIncluded:
+			return true, "", nil
+		case chains.TxPending:
+			return st.wait(ctx, l)
+		case chains.TxFailed:
+			mayLand = false // it moved nothing and never will
+		default:
+			mayLand = true // unknown: dropped, or not yet seen
+		}
+		// As if never sent, but another relay of the same ref may have
+		// landed.
+	}
+	h, found, err := l.ledger.FindTransfer(ctx, l.from, l.ref)
+	if err != nil {
+		return false, "", fmt.Errorf("%s lookup: %w", l.name, err)
+	}
+	if found {
+		if h != l.hash {
+			l.hash = h
+			if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return l.record(ctx, u, h) }); err != nil {
+				return false, "", err
+			}
+		}
+		return st.wait(ctx, l)
+	}
+	if mayLand && l.ledger.Chain() == chains.Solana &&
+		time.Since(st.p.UpdatedAt) < st.opts.SolanaResendAfter {
+		return false, fmt.Sprintf("%s: an earlier broadcast may still land (resend after %s)", l.name, st.opts.SolanaResendAfter), nil
+	}
+
+	// Written before broadcasting: status submitted, the leg's fixed
+	// destination, and updated_at, which the Solana rule above counts from.
+	if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+		u.SetSettlementStatus(payment.SettlementStatusSubmitted)
+		if l.beforeFirstSend != nil {
+			u = l.beforeFirstSend(u)
+		}
+		return u
+	}); err != nil {
+		return false, "", err
+	}
+	key, err := l.key()
+	if err != nil {
+		return false, "", err
+	}
+	defer clear(key)
+	sub, err := l.ledger.Transfer(ctx, chains.TransferRequest{Key: key, To: l.to, Amount: l.amount, Ref: l.ref})
+	switch {
+	case sub.TxHash != "":
+		l.hash = sub.TxHash
+		if err := st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+			return l.record(ctx, u, sub.TxHash)
+		}); err != nil {
+			return false, "", err
+		}
+		return st.wait(ctx, l)
+	case errors.Is(err, evm.ErrAuthorizationUsed):
+		return false, l.name + ": landed meanwhile, found on the next run", nil
+	case err != nil && isInsufficient(err):
+		return false, fmt.Sprintf("%s: %s short of USDC on %s", l.name, l.from, l.ledger.Chain()), nil
+	case err != nil:
+		return false, "", fmt.Errorf("%s: %w", l.name, err)
+	}
+	return false, "", fmt.Errorf("%s: no transaction hash", l.name)
+}
+
+// wait waits (bounded) for a broadcast leg's inclusion.
+func (st *settlement) wait(ctx context.Context, l *settlementLeg) (bool, string, error) {
+	wctx, cancel := context.WithTimeout(ctx, st.opts.Wait)
+	defer cancel()
+	r, err := l.ledger.Wait(wctx, l.hash)
+	switch {
+	case err != nil && wctx.Err() != nil && ctx.Err() == nil:
+		return false, l.name + ": waiting for inclusion of " + l.hash, nil
+	case err != nil:
+		return false, "", fmt.Errorf("%s: waiting for %s: %w", l.name, l.hash, err)
+	case r.State == chains.TxIncluded:
+		return true, "", nil
+	case r.State == chains.TxFailed:
+		// Nothing moved; the next run sends it again.
+		return false, fmt.Sprintf("%s: %s failed on %s: %s", l.name, l.hash, l.ledger.Chain(), r.Err), nil
+	}
+	return false, l.name + ": waiting for inclusion of " + l.hash, nil
+}
+
+// save updates the payment row while its settlement is still open.
+func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) *ent.PaymentUpdateOne) error {
+	upd := st.s.cfg.DB.Ent.Payment.UpdateOne(st.p).
+		Where(payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted)).
+		SetUpdatedAt(time.Now().UTC())
+	p, err := set(upd).Save(ctx)
+	if ent.IsNotFound(err) {
+		return errSettlementClosed
+	}
+	if err != nil {
+		return fmt.Errorf("settlement: saving payment: %w", err)
+	}
+	st.p.SettlementStatus, st.p.UpdatedAt = p.SettlementStatus, p.UpdatedAt
+	st.p.SweepTxHash, st.p.SettlementTxHash = p.SweepTxHash, p.SettlementTxHash
+	st.p.SettlementChain, st.p.SettlementAddress = p.SettlementChain, p.SettlementAddress
+	return nil
+}
+
+var errSettlementClosed = errors.New("settlement closed by another run")
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

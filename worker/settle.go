@@ -1,0 +1,78 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"agentpay"
+)
+
+// settlePaymentWorker runs one settlement step by step
+// (agentpay.Service.SettlePayment decides everything). A run that has to
+// wait (no settlement address yet, a leg not included within the wait,
+// treasury short of funds) ends the job; settle_pending picks the payment up
+// again.
+type settlePaymentWorker struct {
+	river.WorkerDefaults[agentpay.SettlePaymentArgs]
+	svc *agentpay.Service
+}
+
+func (w *settlePaymentWorker) Work(ctx context.Context, job *river.Job[agentpay.SettlePaymentArgs]) error {
+	_, err := w.svc.SettlePayment(ctx, job.Args.PaymentID)
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// NextRetry retries a failed step soon and never later than two minutes:
+// River's default backoff would leave a payout waiting for hours.
+func (w *settlePaymentWorker) NextRetry(job *river.Job[agentpay.SettlePaymentArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
+}
+
+// settlePendingInterval is how often open settlements are looked at again.
+const settlePendingInterval = 15 * time.Second
+
+// SettlePendingArgs enqueues a settle_payment job for every settlement left
+// open (waiting for an address, a retry after the chain refused, a job lost
+// to a crash).
+type SettlePendingArgs struct{}
+
+func (SettlePendingArgs) Kind() string { return "settle_pending" }
+
+// InsertOpts keeps one run waiting or running at a time.
+func (SettlePendingArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
+type settlePendingWorker struct {
+	river.WorkerDefaults[SettlePendingArgs]
+	svc *agentpay.Service
+}
+
+func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendingArgs]) error {
+	ids, err := w.svc.PendingSettlements(ctx, settlePendingInterval, 500)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	client := river.ClientFromContext[*sql.Tx](ctx)
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: agentpay.SettlePaymentArgs{PaymentID: id}}
+	}
+	_, err = client.InsertMany(ctx, params)
+	return err
+}
+
+func settlePendingPeriodic() *river.PeriodicJob {
+	return river.NewPeriodicJob(
+		river.PeriodicInterval(settlePendingInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return SettlePendingArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true},
+	)
+}
