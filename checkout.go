@@ -246,6 +246,11 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	if err := selectable(sess, time.Now()); err != nil {
 		return nil, err
 	}
+	// The chain's scan must start no later than now, before the address
+	// exists, or a payment made before the chain's first scan is missed.
+	if err := s.ensureCursor(ctx, mode, name); err != nil {
+		return nil, err
+	}
 
 	var (
 		da      *ent.DepositAddress

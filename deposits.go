@@ -33,6 +33,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	if !ok || network.NewWatcher == nil {
 		return ScanResult{}, Invalid("chain", "%s is not available in %s mode", chain, mode)
 	}
+	if err := s.ensureCursor(ctx, mode, chain); err != nil {
+		return ScanResult{}, err
+	}
 	saved, err := s.loadCursor(ctx, mode, chain)
 	if err != nil {
 		return ScanResult{}, err
@@ -122,6 +125,43 @@ func (s *Service) loadCursor(ctx context.Context, mode Mode, chain chains.Name) 
 	// what other queries read, so it is the authority.
 	st.Next = uint64(row.NextBlock)
 	return st, nil
+}
+
+// ensureCursor starts a chain's scan cursor at the chain's head if it has
+// none yet. Checkout selects call it before handing out an address and
+// scans before building a watcher, so whichever comes first fixes where
+// scanning starts, never after a payment to an address already given out.
+// Concurrent callers race on the unique (chain, mode) index; the first
+// insert wins and the others leave it be.
+func (s *Service) ensureCursor(ctx context.Context, mode Mode, chain chains.Name) error {
+	exists, err := s.cfg.DB.Ent.ChainCursor.Query().
+		Where(chaincursor.Chain(string(chain)), chaincursor.ModeEQ(chaincursor.Mode(mode))).
+		Exist(ctx)
+	if err != nil || exists {
+		return err
+	}
+	network := s.Networks(mode)[chain]
+	if network.Ledger == nil {
+		return nil // the watcher starts at its own idea of the head
+	}
+	head, err := network.Ledger.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("%s head: %w", chain, err)
+	}
+	state, err := json.Marshal(chains.WatcherState{Next: head})
+	if err != nil {
+		return err
+	}
+	err = s.cfg.DB.Ent.ChainCursor.Create().
+		SetChain(string(chain)).
+		SetMode(chaincursor.Mode(mode)).
+		SetNextBlock(int64(head)).
+		SetPending(state).
+		Exec(ctx)
+	if ent.IsConstraintError(err) {
+		return nil
+	}
+	return err
 }
 
 func saveCursor(ctx context.Context, tx *ent.Tx, mode Mode, chain chains.Name, st chains.WatcherState) error {

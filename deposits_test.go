@@ -16,6 +16,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/payment"
 )
 
 // TestScanDepositsResumesFromSavedCursor drives the deposit scan the worker
@@ -110,4 +111,26 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.Next, cursor.Next)
 	require.Empty(t, cursor.Pending, "a final deposit is no longer pending")
+}
+
+// A customer can pay as soon as select answers, even before the worker has
+// ever scanned the chain: the scan must still start before that payment.
+func TestPaymentBeforeFirstScanIsFound(t *testing.T) {
+	ctx := context.Background()
+	f := newCheckoutFixture(t, false)
+	reg := f.merchant(t, "Shop", nil)
+	m, err := f.db.Ent.Merchant.Get(ctx, reg.Merchant.ID)
+	require.NoError(t, err)
+	sess := f.session(t, m, "3")
+	d, err := f.svc.SelectPaymentMethod(ctx, sess.ExternalID, "", "base", "USDC")
+	require.NoError(t, err)
+	_, err = f.evm.Send(ctx, common.HexToAddress(d.Address), big.NewInt(3_000_000))
+	require.NoError(t, err)
+	f.evm.Commit()
+
+	_, err = f.svc.ScanDeposits(ctx, ModeTest, chains.Base)
+	require.NoError(t, err)
+	p, err := f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Only(ctx)
+	require.NoError(t, err, "the payment made before the first scan is recorded")
+	require.Equal(t, int64(3_000_000), p.AmountToken)
 }
