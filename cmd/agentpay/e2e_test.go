@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/internal/testdb/freshdb"
+)
+
+// webhookReceiver is a merchant's webhook endpoint on loopback: it keeps
+// every request exactly as received and answers 200.
+type webhookReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []receivedWebhook
+}
+
+type receivedWebhook struct {
+	Header http.Header
+	Body   []byte
+}
+
+func newWebhookReceiver(t *testing.T) *webhookReceiver {
+	r := &webhookReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.requests = append(r.requests, receivedWebhook{Header: req.Header.Clone(), Body: body})
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *webhookReceiver) all() []receivedWebhook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]receivedWebhook(nil), r.requests...)
+}
+
+// webhookBody is a delivered event as a receiver parses it.
+type webhookBody struct {
+	ID        string         `json:"id"`
+	Event     string         `json:"event"`
+	Data      map[string]any `json:"data"`
+	Timestamp string         `json:"timestamp"`
+	Livemode  *bool          `json:"livemode"`
+}
+
+// verified checks a delivery as a receiver must (X-Checkout-Signature is
+// the hex HMAC-SHA256 of the raw body with the webhook secret) and parses
+// it with numbers kept exact.
+func verifiedWebhook(t *testing.T, secret string, w receivedWebhook) webhookBody {
+	t.Helper()
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(w.Body)
+	want := hex.EncodeToString(mac.Sum(nil))
+	require.True(t, hmac.Equal([]byte(want), []byte(w.Header.Get("X-Checkout-Signature"))), "signature of %s", w.Body)
+	require.Equal(t, "application/json", w.Header.Get("Content-Type"))
+	require.NotEmpty(t, w.Header.Get("webhook-id"))
+	require.NotEmpty(t, w.Header.Get("webhook-timestamp"))
+	require.Regexp(t, `^v1,`, w.Header.Get("webhook-signature"))
+	var b webhookBody
+	dec := json.NewDecoder(bytes.NewReader(w.Body))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&b))
+	require.Equal(t, b.ID, w.Header.Get("webhook-id"))
+	ts, err := time.Parse(time.RFC3339, b.Timestamp)
+	require.NoError(t, err, "timestamp is ISO 8601")
+	require.Equal(t, time.UTC, ts.Location())
+	require.NotNil(t, b.Livemode)
+	return b
+}
+
+func requireNumber(t *testing.T, want string, got any, field string) {
+	t.Helper()
+	n, ok := got.(json.Number)
+	require.True(t, ok, "%s is a JSON number, got %T %v", field, got, got)
+	require.True(t, decimal.RequireFromString(want).Equal(decimal.RequireFromString(n.String())), "%s: want %s, got %s", field, want, n)
+}
+
+// TestCheckoutEndToEndOnEveryChain runs `agentpay dev` (API, worker and the
+// five devnets in one process, on SQLite or, with TEST_DATABASE_URL, on
+// PostgreSQL) and takes one payment on each chain as a merchant and its
+// customers would: REST only, the customer paying from the devnet faucet's
+// account. Each session must reach confirmed, the merchant's loopback
+// receiver must get payment.detected, payment.confirmed and
+// settlement.completed with a valid signature and every field of spec 6.3,
+// and the merchant's settlement address must hold the net of every payment.
+func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five devnets")
+	}
+	env := map[string]string{
+		"DATA_DIR":             filepath.Join(t.TempDir(), "data"),
+		"HTTP_ADDR":            "127.0.0.1:0",
+		"DEV_BLOCK_TIME":       "200ms",
+		"LOG_LEVEL":            "warn",
+		"WEBHOOK_RETRY_DELAYS": "1s,1s,1s,1s,1s",
+	}
+	if freshdb.IsPostgres() {
+		env["DATABASE_URL"] = freshdb.URL(t)
+	}
+	base := startDev(t, env)
+	receiver := newWebhookReceiver(t)
+
+	payeeKey, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payee := crypto.PubkeyToAddress(payeeKey.PublicKey).Hex()
+	var reg struct {
+		Merchant struct {
+			ID string `json:"id"`
+		} `json:"merchant"`
+		Keys struct {
+			TestSecretKey string `json:"test_secret_key"`
+			WebhookSecret string `json:"webhook_secret"`
+		} `json:"keys"`
+	}
+	status := postJSON(t, base+"/checkout/merchants/register", fmt.Sprintf(`{
+		"name": "Every Chain Shop", "email": "ops@every.test", "webhook_url": %q,
+		"settlement_address": %q, "settlement_chain": "base",
+		"accepted_tokens": [{"chain":"base","token":"USDC"},{"chain":"arbitrum","token":"USDC"},
+			{"chain":"ethereum","token":"USDC"},{"chain":"polygon","token":"USDC"},{"chain":"solana","token":"USDC"}]
+	}`, receiver.URL+"/hooks", payee), &reg)
+	require.Equal(t, http.StatusCreated, status)
+
+	type paid struct {
+		chain, sessionID, txHash, from, amount string
+	}
+	amounts := map[chains.Name]string{
+		chains.Base: "12.5", chains.Arbitrum: "3.07", chains.Ethereum: "100", chains.Polygon: "0.5", chains.Solana: "42.42",
+	}
+	results := make(chan paid, len(chains.All))
+	var wg sync.WaitGroup
+	for _, chain := range chains.All {
+		wg.Go(func() {
+			amount := amounts[chain]
+			var created struct {
+				Session struct {
+					ExternalID string `json:"external_id"`
+				} `json:"session"`
+			}
+			code := doJSON(t, http.MethodPost, base+"/checkout/sessions", reg.Keys.TestSecretKey,
+				fmt.Sprintf(`{"amount": %s, "currency": "USD", "description": "order on %s",
+					"metadata": {"order_id": "ord-%s", "items": [1, 2], "nested": {"vip": true}}}`, amount, chain, chain), &created)
+			if !assertStatus(t, http.StatusCreated, code, "create session on "+string(chain)) {
+				return
+			}
+			sess := created.Session
+			var sel struct {
+				Address     string          `json:"address"`
+				AmountToken json.RawMessage `json:"amount_token"`
+			}
+			code = doJSON(t, http.MethodPost, base+"/checkout/pay/"+sess.ExternalID+"/select", "",
+				fmt.Sprintf(`{"chain": %q, "token": "USDC"}`, chain), &sel)
+			if !assertStatus(t, http.StatusOK, code, "select "+string(chain)) {
+				return
+			}
+			var fund struct {
+				TxHash      string `json:"tx_hash"`
+				FromAddress string `json:"from_address"`
+			}
+			code = doJSON(t, http.MethodPost, base+"/dev/faucet", "",
+				fmt.Sprintf(`{"chain": %q, "address": %q, "amount_usd": %s}`, chain, sel.Address, sel.AmountToken), &fund)
+			if !assertStatus(t, http.StatusOK, code, "pay on "+string(chain)) {
+				return
+			}
+			results <- paid{chain: string(chain), sessionID: sess.ExternalID, txHash: fund.TxHash, from: fund.FromAddress, amount: amount}
+		})
+	}
+	wg.Wait()
+	close(results)
+	sessions := map[string]paid{}
+	for p := range results {
+		sessions[p.sessionID] = p
+	}
+	require.Len(t, sessions, len(chains.All))
+
+	// Every session confirmed through the worker, every event delivered.
+	want := []string{"payment.detected", "payment.confirmed", "settlement.completed"}
+	got := map[string]map[string]bool{}
+	complete := func() bool {
+		got = map[string]map[string]bool{}
+		for _, w := range receiver.all() {
+			var b webhookBody
+			if json.Unmarshal(w.Body, &b) != nil {
+				continue
+			}
+			id, _ := b.Data["session_external_id"].(string)
+			if got[id] == nil {
+				got[id] = map[string]bool{}
+			}
+			got[id][b.Event] = true
+		}
+		for id := range sessions {
+			for _, kind := range want {
+				if !got[id][kind] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(150 * time.Second); !complete() && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !complete() {
+		for id, p := range sessions {
+			var st map[string]any
+			doJSON(t, http.MethodGet, base+"/checkout/pay/"+id+"/status", "", "", &st)
+			t.Logf("%s on %s: status %v, webhooks %v", id, p.chain, st, got[id])
+		}
+		t.Fatal("not every session got payment.detected, payment.confirmed and settlement.completed")
+	}
+
+	for id, p := range sessions {
+		var st struct {
+			Status string `json:"status"`
+		}
+		require.Equal(t, http.StatusOK, doJSON(t, http.MethodGet, base+"/checkout/pay/"+id+"/status", "", "", &st))
+		require.Equal(t, "confirmed", st.Status, p.chain)
+	}
+
+	seen := map[string]bool{}
+	byKind := map[string]map[string]webhookBody{}
+	for _, w := range receiver.all() {
+		b := verifiedWebhook(t, reg.Keys.WebhookSecret, w)
+		require.False(t, seen[b.ID], "event %s delivered once to a healthy receiver", b.ID)
+		seen[b.ID] = true
+		require.False(t, *b.Livemode)
+		id, _ := b.Data["session_external_id"].(string)
+		if byKind[id] == nil {
+			byKind[id] = map[string]webhookBody{}
+		}
+		_, dup := byKind[id][b.Event]
+		require.False(t, dup, "%s sent once for %s", b.Event, id)
+		byKind[id][b.Event] = b
+	}
+
+	netTotal := decimal.Zero
+	for id, p := range sessions {
+		for _, kind := range want {
+			b := byKind[id][kind]
+			d := b.Data
+			require.Equal(t, kind, b.Event)
+			require.Equal(t, id, d["session_external_id"], kind)
+			require.Regexp(t, `^pay_`, d["payment_external_id"], kind)
+			requireNumber(t, p.amount, d["amount_usd"], kind+" amount_usd on "+p.chain)
+			requireNumber(t, p.amount, d["amount_token"], kind+" amount_token on "+p.chain)
+			require.Equal(t, "USDC", d["token"], kind)
+			require.Equal(t, p.chain, d["chain"], kind)
+			require.Equal(t, p.txHash, d["tx_hash"], kind)
+			require.True(t, strings.EqualFold(p.from, d["from_address"].(string)), "%s from_address %v, paid from %s", kind, d["from_address"], p.from)
+			meta, err := json.Marshal(d["metadata"])
+			require.NoError(t, err)
+			require.JSONEq(t, fmt.Sprintf(`{"order_id": "ord-%s", "items": [1, 2], "nested": {"vip": true}}`, p.chain), string(meta), kind)
+		}
+		s := byKind[id]["settlement.completed"].Data
+		gross := decimal.RequireFromString(p.amount)
+		requireNumber(t, p.amount, s["gross_usd"], "gross_usd")
+		fee := gross.Div(decimal.NewFromInt(1000)).Round(6)
+		requireNumber(t, fee.String(), s["fee_usd"], "fee_usd")
+		requireNumber(t, gross.Sub(fee).String(), s["net_usd"], "net_usd")
+		require.Equal(t, "crypto_usdc", s["settlement_type"])
+		require.Equal(t, "base", s["settlement_chain"])
+		require.Equal(t, payee, s["settlement_address"])
+		require.Regexp(t, `^0x[0-9a-f]{64}$`, s["payout_reference"])
+		netTotal = netTotal.Add(gross.Sub(fee))
+	}
+
+	// The merchant's address on base holds every payment's net.
+	var devChains []struct {
+		Chain  string `json:"chain"`
+		RPCURL string `json:"rpc_url"`
+		USDC   string `json:"usdc"`
+	}
+	getJSON(t, base+"/dev/chains", &devChains)
+	for _, c := range devChains {
+		if c.Chain != "base" {
+			continue
+		}
+		l := newTestEVMLedger(t, chains.Base, c.RPCURL, c.USDC)
+		bal, err := l.Balance(context.Background(), payee)
+		require.NoError(t, err)
+		require.Equal(t, netTotal.Shift(6).BigInt().String(), bal.String())
+	}
+}
+
+// startDev runs `agentpay dev` in this process with env and answers its
+// base URL; it stops with the test.
+func startDev(t *testing.T, env map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw)
+		_ = pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("agentpay dev did not stop")
+		}
+	})
+	banner := readBanner(t, pr)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	addr := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(banner)
+	require.Len(t, addr, 2, banner)
+	return addr[1]
+}
+
+// doJSON sends a JSON request (with the merchant secret key when given) and
+// decodes a JSON answer into out; it answers the status.
+func doJSON(t *testing.T, method, url, secretKey, body string, out any) int {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if secretKey != "" {
+		req.Header.Set("X-Checkout-Secret-Key", secretKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 && json.Unmarshal(raw, out) != nil {
+		t.Logf("%s %s: %d %s", method, url, resp.StatusCode, raw)
+	}
+	if resp.StatusCode >= 300 {
+		t.Logf("%s %s: %d %s", method, url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// assertStatus reports a wrong status without stopping the goroutine's
+// caller (require must not run off the test goroutine).
+func assertStatus(t *testing.T, want, got int, what string) bool {
+	if want != got {
+		t.Errorf("%s: status %d, want %d", what, got, want)
+		return false
+	}
+	return true
+}
