@@ -1,7 +1,6 @@
 package agentpay
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -253,24 +252,14 @@ func WebhookEventSessionExternalID(e *ent.WebhookEvent, session *ent.CheckoutSes
 	return ""
 }
 
-// OrderWebhookDeliveries sorts an event's delivery series oldest first
-// (ties by id), the order of the REST webhook log; it returns a sorted copy.
-func OrderWebhookDeliveries(ds []*ent.WebhookDelivery) []*ent.WebhookDelivery {
-	out := slices.Clone(ds)
-	slices.SortFunc(out, func(a, b *ent.WebhookDelivery) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), slices.Compare(a.ID[:], b.ID[:]))
-	})
-	return out
-}
-
-// OrderWebhookAttempts sorts a delivery's attempts in the order they were
-// made (by time, then by when they were recorded); it returns a sorted copy.
-func OrderWebhookAttempts(as []*ent.WebhookAttempt) []*ent.WebhookAttempt {
-	out := slices.Clone(as)
-	slices.SortFunc(out, func(a, b *ent.WebhookAttempt) int {
-		return cmp.Or(a.At.Compare(b.At), a.CreatedAt.Compare(b.CreatedAt), slices.Compare(a.ID[:], b.ID[:]))
-	})
-	return out
+// WebhookDeliveries is an event's delivery series, oldest first (ties by
+// id), the order of the REST webhook log. The caller has already reached
+// the event through its own objects.
+func (s *Service) WebhookDeliveries(ctx context.Context, eventID uuid.UUID) ([]*ent.WebhookDelivery, error) {
+	return s.cfg.DB.Ent.WebhookDelivery.Query().
+		Where(webhookdelivery.EventID(eventID)).
+		Order(ent.Asc(webhookdelivery.FieldCreatedAt), ent.Asc(webhookdelivery.FieldID)).
+		All(ctx)
 }
 
 // CurrentMerchantKeys is the merchant's key pairs in use (one live, one
