@@ -152,7 +152,7 @@ func (a *merchantAPI) recordPayment(t *testing.T, externalID string, units int64
 		SetSessionID(sess.ID).
 		SetExternalID("pay_" + strings.ReplaceAll(uuid.NewString(), "-", "")).
 		SetChain("base").
-		SetTxHash("0x"+strings.Repeat(strings.ReplaceAll(uuid.NewString(), "-", ""), 2)).
+		SetTxHash("0x" + strings.Repeat(strings.ReplaceAll(uuid.NewString(), "-", ""), 2)).
 		SetLogIndex(0).
 		SetFromAddress("0x1111111111111111111111111111111111111111").
 		SetToAddress("0x2222222222222222222222222222222222222222").
@@ -522,7 +522,9 @@ func TestMerchantIsolation(t *testing.T) {
 	key := m.Keys.TestSecretKey
 
 	const sessionQuery = `query($id: String!) { session(externalId: $id) { id externalID livemode } }`
-	var s struct{ Session struct{ ID, ExternalID string } }
+	var s struct {
+		Session struct{ ID, ExternalID string }
+	}
 	api.do(t, key, sessionQuery, map[string]any{"id": mine[0]}).decode(t, &s)
 	require.Equal(t, mine[0], s.Session.ExternalID)
 	for name, id := range map[string]string{"other merchant": theirs[0], "other mode": myLive[0], "unknown": "cs_test_unknown"} {
@@ -576,7 +578,9 @@ func TestMerchantIsolation(t *testing.T) {
 	require.Len(t, d.Merchant.WebhookEvents, 1)
 	require.Equal(t, myEvent.ID.String(), d.Merchant.WebhookEvents[0].ID)
 	var viaSession struct {
-		Session struct{ Merchant struct{ Sessions []struct{ Livemode bool } } }
+		Session struct {
+			Merchant struct{ Sessions []struct{ Livemode bool } }
+		}
 	}
 	api.do(t, key, `query($id: String!) { session(externalId: $id) { merchant { sessions { livemode } } } }`,
 		map[string]any{"id": mine[0]}).decode(t, &viaSession)
@@ -584,7 +588,9 @@ func TestMerchantIsolation(t *testing.T) {
 	var live struct {
 		Sessions struct {
 			Edges []struct {
-				Node struct{ Merchant struct{ Sessions []struct{ ExternalID string } } }
+				Node struct {
+					Merchant struct{ Sessions []struct{ ExternalID string } }
+				}
 			}
 		}
 	}
@@ -673,7 +679,9 @@ func TestMerchantCancelSession(t *testing.T) {
 	ids := api.createSessions(t, key, 2, time.Now().UTC().Add(-time.Minute))
 	const cancel = `mutation($id: String!) { cancelSession(externalId: $id) { externalID status } }`
 
-	var d struct{ CancelSession struct{ ExternalID, Status string } }
+	var d struct {
+		CancelSession struct{ ExternalID, Status string }
+	}
 	api.do(t, key, cancel, map[string]any{"id": ids[0]}).decode(t, &d)
 	require.Equal(t, "cancelled", d.CancelSession.Status)
 	api.do(t, key, cancel, map[string]any{"id": ids[0]}).decode(t, &d) // a no-op
