@@ -27,12 +27,16 @@ func CallerAgent(ctx context.Context) *ent.Agent {
 // Node resolves a Relay global id. Every object belongs to an agent or a
 // merchant, and a caller may only see its own: an authenticated agent (see
 // WithCallerAgent) sees itself, its wallets and the transfers it sent or
-// received; anything else, and anything for an anonymous caller, is not
+// received; an authenticated merchant (WithCallerMerchant) its own objects
+// in its key's mode (merchantNode); anything else, and anything for an anonymous caller, is not
 // found, the same answer as an id that does not exist, so the lookup leaks
 // nothing about other accounts.
 func (s *Service) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
 	agent := CallerAgent(ctx)
 	if agent == nil {
+		if m := CallerMerchant(ctx); m != nil {
+			return s.merchantNode(ctx, m, id)
+		}
 		return nil, ErrNotFound
 	}
 	client := s.cfg.DB.Ent

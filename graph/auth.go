@@ -24,13 +24,19 @@ import (
 // on the REST facade, and as a key of the websocket connection_init payload.
 const AgentKeyHeader = "X-Agent-Key"
 
+// MerchantKeyHeader carries a merchant's secret key (sk_live_/sk_test_), the
+// same way.
+const MerchantKeyHeader = "X-Checkout-Secret-Key"
+
 // credentials is what the transport learnt about the caller: the API key
 // presented (maybe none) and the client IP. Nothing is checked here; the
 // resolvers that need an agent authenticate once per operation (see
 // operationAuth), so public queries cost no key lookup.
 type credentials struct {
 	apiKey string
-	ip     string
+	// merchantKey is the merchant secret key presented (maybe none).
+	merchantKey string
+	ip          string
 	// rate shows rate decisions as X-RateLimit-* headers on a plain HTTP
 	// answer; nil on a websocket, whose operations have no headers.
 	rate *rateHeaders
@@ -53,7 +59,11 @@ func credentialsFrom(ctx context.Context) credentials {
 // trusted here.
 func withRequestCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := credentials{apiKey: strings.TrimSpace(r.Header.Get(AgentKeyHeader)), ip: clientIP(r)}
+		c := credentials{
+			apiKey:      strings.TrimSpace(r.Header.Get(AgentKeyHeader)),
+			merchantKey: strings.TrimSpace(r.Header.Get(MerchantKeyHeader)),
+			ip:          clientIP(r),
+		}
 		if !websocket.IsWebSocketUpgrade(r) {
 			c.rate = &rateHeaders{h: w.Header()}
 		}
@@ -69,27 +79,39 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// websocketInit reads the agent key of a websocket connection from the
+// websocketInit reads the agent key (X-Agent-Key) and the merchant secret
+// key (X-Checkout-Secret-Key) of a websocket connection from the
 // connection_init payload, either at its top level ({"X-Agent-Key": "..."})
 // or under "headers" ({"headers": {"X-Agent-Key": "..."}}), the two shapes
 // GraphQL clients send; a key there replaces one on the upgrade request. A
-// key that does not authenticate closes the connection at once (4403, as
-// graphql-transport-ws clients expect), so a client learns of a bad key
-// before subscribing; each operation still authenticates again, so a key
-// regenerated while the connection is open stops working for it too.
+// key that does not authenticate (or a deactivated merchant's) closes the
+// connection at once (4403, as graphql-transport-ws clients expect), so a
+// client learns of a bad key before subscribing; each operation still
+// authenticates again, so a key regenerated or rolled while the connection
+// is open stops working for it too.
 func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-		key, found := initPayloadKey(payload)
-		if !found || key == "" {
-			return ctx, nil, nil
-		}
 		c := credentialsFrom(ctx)
-		c.apiKey = key
+		agentKey, agentFound := initPayloadKey(payload, AgentKeyHeader)
+		merchantKey, merchantFound := initPayloadKey(payload, MerchantKeyHeader)
+		if agentFound {
+			c.apiKey = agentKey
+		}
+		if merchantFound {
+			c.merchantKey = merchantKey
+		}
 		ctx = withCredentials(ctx, c)
-		if _, err := svc.Authenticate(ctx, key); err != nil {
+		var err error
+		if agentFound && agentKey != "" {
+			_, err = svc.Authenticate(ctx, agentKey)
+		}
+		if err == nil && merchantFound && merchantKey != "" {
+			_, err = svc.AuthenticateMerchant(ctx, merchantKey)
+		}
+		if err != nil {
 			ctx = transport.WithWebsocketCloseCode(ctx, 4403)
 			ctx = transport.AppendCloseReason(ctx, "Forbidden")
-			if !errors.Is(err, agentpay.ErrUnauthorized) {
+			if !errors.Is(err, agentpay.ErrUnauthorized) && !errors.Is(err, agentpay.ErrForbidden) {
 				return ctx, nil, errors.New("authentication failed")
 			}
 			return ctx, nil, err
@@ -98,21 +120,21 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 	}
 }
 
-func initPayloadKey(payload transport.InitPayload) (string, bool) {
-	if key, ok := lookupKey(payload); ok {
+func initPayloadKey(payload transport.InitPayload, header string) (string, bool) {
+	if key, ok := lookupKey(payload, header); ok {
 		return key, true
 	}
 	if headers, ok := payload["headers"].(map[string]any); ok {
-		return lookupKey(headers)
+		return lookupKey(headers, header)
 	}
 	return "", false
 }
 
-// lookupKey finds X-Agent-Key in a JSON object, ignoring case as HTTP
-// header names do.
-func lookupKey(m map[string]any) (string, bool) {
+// lookupKey finds header (X-Agent-Key, X-Checkout-Secret-Key) in a JSON
+// object, ignoring case as HTTP header names do.
+func lookupKey(m map[string]any, header string) (string, bool) {
 	for k, v := range m {
-		if strings.EqualFold(k, AgentKeyHeader) {
+		if strings.EqualFold(k, header) {
 			s, _ := v.(string)
 			return strings.TrimSpace(s), true
 		}
@@ -129,6 +151,10 @@ type operationAuth struct {
 	agentDone bool
 	agent     *ent.Agent
 	agentErr  error
+
+	merchantDone bool
+	merchant     *agentpay.MerchantAuth
+	merchantErr  error
 
 	ipDone bool
 	ipErr  error
@@ -193,15 +219,67 @@ func (r *Resolver) agentContext(ctx context.Context) (context.Context, *ent.Agen
 	return agentpay.WithCallerAgent(ctx, agent), agent, nil
 }
 
+// currentMerchant authenticates the operation's merchant secret key, once
+// per operation, as the REST facade's requireMerchant does: a missing,
+// unknown or rolled key is ErrUnauthorized (UNAUTHENTICATED), a deactivated
+// merchant's key ErrForbidden (FORBIDDEN). Like the REST merchant routes,
+// authenticated merchant operations have no rate limit.
+func (r *Resolver) currentMerchant(ctx context.Context) (*agentpay.MerchantAuth, error) {
+	op := operationAuthFrom(ctx)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.merchantDone {
+		op.merchantDone = true
+		key := credentialsFrom(ctx).merchantKey
+		if key == "" {
+			op.merchantErr = agentpay.ErrUnauthorized
+		} else {
+			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, key)
+		}
+	}
+	return op.merchant, op.merchantErr
+}
+
+// merchantContext authenticates the operation's merchant and attaches it
+// to the context as the caller the service layer checks ownership against
+// (Node).
+func (r *Resolver) merchantContext(ctx context.Context) (context.Context, *agentpay.MerchantAuth, error) {
+	auth, err := r.currentMerchant(ctx)
+	if err != nil {
+		return ctx, nil, err
+	}
+	return agentpay.WithCallerMerchant(ctx, auth), auth, nil
+}
+
+// ownMerchant is the caller behind a Merchant object: the operation's
+// authenticated merchant, the only merchant whose object it can reach.
+func (r *Resolver) ownMerchant(ctx context.Context, m *ent.Merchant) (*agentpay.MerchantAuth, error) {
+	auth, err := r.currentMerchant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if auth.Merchant.ID != m.ID {
+		return nil, agentpay.ErrNotFound
+	}
+	return auth, nil
+}
+
 // nodeContext is agentContext for node lookups, where a key is optional:
 // without one the lookup goes ahead as an anonymous caller (limited per
-// client IP), who may see no object; with one it must authenticate.
+// client IP), who may see no object; with one it must authenticate. An
+// agent key decides when both kinds are sent; a merchant secret key alone
+// makes the lookup the merchant's (its objects in its key's mode).
 func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
-	if credentialsFrom(ctx).apiKey == "" {
-		return ctx, r.allowPublic(ctx)
+	c := credentialsFrom(ctx)
+	switch {
+	case c.apiKey != "":
+		ctx, _, err := r.agentContext(ctx)
+		return ctx, err
+	case c.merchantKey != "":
+		ctx, _, err := r.merchantContext(ctx)
+		return ctx, err
 	}
-	ctx, _, err := r.agentContext(ctx)
-	return ctx, err
+	return ctx, r.allowPublic(ctx)
 }
 
 // allowPublic applies the per-IP limit of unauthenticated requests, once

@@ -12,6 +12,32 @@ import (
 	"github.com/google/uuid"
 )
 
+// Keys is the resolver for the keys field.
+func (r *merchantResolver) Keys(ctx context.Context, obj *ent.Merchant) ([]*ent.MerchantKey, error) {
+	if _, err := r.ownMerchant(ctx, obj); err != nil {
+		return nil, err
+	}
+	return r.cfg.Service.CurrentMerchantKeys(ctx, obj)
+}
+
+// Sessions is the resolver for the sessions field.
+func (r *merchantResolver) Sessions(ctx context.Context, obj *ent.Merchant) ([]*ent.CheckoutSession, error) {
+	auth, err := r.ownMerchant(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return r.cfg.Service.AllSessions(ctx, auth)
+}
+
+// WebhookEvents is the resolver for the webhookEvents field.
+func (r *merchantResolver) WebhookEvents(ctx context.Context, obj *ent.Merchant) ([]*ent.WebhookEvent, error) {
+	auth, err := r.ownMerchant(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return r.cfg.Service.AllWebhookEvents(ctx, auth)
+}
+
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
 	ctx, err := r.nodeContext(ctx)
@@ -38,6 +64,28 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder
 	return out, nil
 }
 
+// AttemptLog is the resolver for the attemptLog field.
+func (r *webhookDeliveryResolver) AttemptLog(ctx context.Context, obj *ent.WebhookDelivery) ([]*ent.WebhookAttempt, error) {
+	// Read again in order: the edge entgql may have loaded holds only the
+	// columns the query selected, not the ones to sort by.
+	return r.cfg.Service.WebhookAttempts(ctx, obj.ID)
+}
+
+// Deliveries is the resolver for the deliveries field.
+func (r *webhookEventResolver) Deliveries(ctx context.Context, obj *ent.WebhookEvent) ([]*ent.WebhookDelivery, error) {
+	// Read again in order, as AttemptLog.
+	return r.cfg.Service.WebhookDeliveries(ctx, obj.ID)
+}
+
+// CheckoutSession returns CheckoutSessionResolver implementation.
+func (r *Resolver) CheckoutSession() CheckoutSessionResolver { return &checkoutSessionResolver{r} }
+
+// Merchant returns MerchantResolver implementation.
+func (r *Resolver) Merchant() MerchantResolver { return &merchantResolver{r} }
+
+// Payment returns PaymentResolver implementation.
+func (r *Resolver) Payment() PaymentResolver { return &paymentResolver{r} }
+
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
@@ -47,8 +95,19 @@ func (r *Resolver) Transfer() TransferResolver { return &transferResolver{r} }
 // Wallet returns WalletResolver implementation.
 func (r *Resolver) Wallet() WalletResolver { return &walletResolver{r} }
 
+// WebhookDelivery returns WebhookDeliveryResolver implementation.
+func (r *Resolver) WebhookDelivery() WebhookDeliveryResolver { return &webhookDeliveryResolver{r} }
+
+// WebhookEvent returns WebhookEventResolver implementation.
+func (r *Resolver) WebhookEvent() WebhookEventResolver { return &webhookEventResolver{r} }
+
 type (
-	queryResolver    struct{ *Resolver }
-	transferResolver struct{ *Resolver }
-	walletResolver   struct{ *Resolver }
+	checkoutSessionResolver struct{ *Resolver }
+	merchantResolver        struct{ *Resolver }
+	paymentResolver         struct{ *Resolver }
+	queryResolver           struct{ *Resolver }
+	transferResolver        struct{ *Resolver }
+	walletResolver          struct{ *Resolver }
+	webhookDeliveryResolver struct{ *Resolver }
+	webhookEventResolver    struct{ *Resolver }
 )

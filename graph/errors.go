@@ -45,6 +45,11 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr // parse and validation errors of the query itself
 		}
 		code := errorCode(err)
+		if code == "" && isArgumentError(ctx, err) {
+			// A scalar refused an argument (a malformed cursor, Decimal or
+			// Time): the client's input, like REST's 422, not our fault.
+			code = "BAD_USER_INPUT"
+		}
 		if code == "" {
 			logger.ErrorContext(ctx, "graphql resolver failed", "path", gqlErr.Path.String(), "err", err)
 			gqlErr.Message = "internal error"
@@ -56,6 +61,18 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		gqlErr.Extensions["code"] = code
 		return gqlErr
 	}
+}
+
+// isArgumentError reports whether err is the failure to read an argument of
+// the field being resolved: gqlgen reports those on the argument's path,
+// below the field's own, before the field has its arguments.
+func isArgumentError(ctx context.Context, err error) bool {
+	fc := graphql.GetFieldContext(ctx)
+	var gqlErr *gqlerror.Error
+	if fc == nil || fc.Args != nil || !errors.As(err, &gqlErr) {
+		return false
+	}
+	return len(fc.Field.Arguments) > 0 && len(gqlErr.Path) > len(fc.Path())
 }
 
 func recoverPanic(logger *slog.Logger) graphql.RecoverFunc {

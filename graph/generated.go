@@ -44,12 +44,17 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	CheckoutSession() CheckoutSessionResolver
 	Me() MeResolver
+	Merchant() MerchantResolver
 	Mutation() MutationResolver
+	Payment() PaymentResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	Transfer() TransferResolver
 	Wallet() WalletResolver
+	WebhookDelivery() WebhookDeliveryResolver
+	WebhookEvent() WebhookEventResolver
 }
 
 type DirectiveRoot struct {
@@ -127,11 +132,13 @@ type ComplexityRoot struct {
 		CancelURL        func(childComplexity int) int
 		CancelledAt      func(childComplexity int) int
 		Chain            func(childComplexity int) int
+		CheckoutURL      func(childComplexity int) int
 		ConfirmedAt      func(childComplexity int) int
 		CreatedAt        func(childComplexity int) int
 		Currency         func(childComplexity int) int
 		DepositAddresses func(childComplexity int) int
 		Description      func(childComplexity int) int
+		EmbedURL         func(childComplexity int) int
 		ExpiredAt        func(childComplexity int) int
 		ExpiresAt        func(childComplexity int) int
 		ExternalID       func(childComplexity int) int
@@ -219,6 +226,7 @@ type ComplexityRoot struct {
 	}
 
 	Merchant struct {
+		AcceptedTokens    func(childComplexity int) int
 		Active            func(childComplexity int) int
 		BrandColor        func(childComplexity int) int
 		CancelURL         func(childComplexity int) int
@@ -228,6 +236,7 @@ type ComplexityRoot struct {
 		ID                func(childComplexity int) int
 		Keys              func(childComplexity int) int
 		Name              func(childComplexity int) int
+		PublicKeys        func(childComplexity int) int
 		Sessions          func(childComplexity int) int
 		SettlementAddress func(childComplexity int) int
 		SettlementChain   func(childComplexity int) int
@@ -250,10 +259,19 @@ type ComplexityRoot struct {
 		UpdatedAt  func(childComplexity int) int
 	}
 
+	MerchantPublicKeys struct {
+		Live func(childComplexity int) int
+		Test func(childComplexity int) int
+	}
+
 	Mutation struct {
+		CancelSession    func(childComplexity int, externalID string) int
+		CreateSession    func(childComplexity int, input model.CreateSessionInput) int
 		QuickRegister    func(childComplexity int, username string) int
+		RedeliverWebhook func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey func(childComplexity int) int
 		Send             func(childComplexity int, input model.SendInput) int
+		UpdateMerchant   func(childComplexity int, input model.UpdateMerchantInput) int
 	}
 
 	PageInfo struct {
@@ -297,6 +315,7 @@ type ComplexityRoot struct {
 		SweepTxHash            func(childComplexity int) int
 		ToAddress              func(childComplexity int) int
 		Token                  func(childComplexity int) int
+		TokenAmount            func(childComplexity int) int
 		TxHash                 func(childComplexity int) int
 		UpdatedAt              func(childComplexity int) int
 	}
@@ -330,10 +349,16 @@ type ComplexityRoot struct {
 		CheckUsername   func(childComplexity int, username string) int
 		Leaderboard     func(childComplexity int, sortBy *model.LeaderboardSort, limit *int) int
 		Me              func(childComplexity int) int
+		Merchant        func(childComplexity int) int
 		Node            func(childComplexity int, id uuid.UUID) int
 		Nodes           func(childComplexity int, ids []uuid.UUID) int
+		Payments        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) int
+		Session         func(childComplexity int, externalID string) int
+		Sessions        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) int
 		Stats           func(childComplexity int) int
 		Treasury        func(childComplexity int) int
+		WebhookEvent    func(childComplexity int, id uuid.UUID) int
+		WebhookEvents   func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.WebhookEventFilter, orderBy *ent.WebhookEventOrder) int
 	}
 
 	Registration struct {
@@ -390,6 +415,11 @@ type ComplexityRoot struct {
 	TierCount struct {
 		Count func(childComplexity int) int
 		Tier  func(childComplexity int) int
+	}
+
+	TokenRef struct {
+		Chain func(childComplexity int) int
+		Token func(childComplexity int) int
 	}
 
 	Transfer struct {
@@ -524,16 +554,18 @@ type ComplexityRoot struct {
 	}
 
 	WebhookEvent struct {
-		CreatedAt  func(childComplexity int) int
-		Deliveries func(childComplexity int) int
-		EventType  func(childComplexity int) int
-		ID         func(childComplexity int) int
-		Livemode   func(childComplexity int) int
-		Merchant   func(childComplexity int) int
-		MerchantID func(childComplexity int) int
-		Session    func(childComplexity int) int
-		SessionID  func(childComplexity int) int
-		UpdatedAt  func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		Deliveries        func(childComplexity int) int
+		EventType         func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Livemode          func(childComplexity int) int
+		Merchant          func(childComplexity int) int
+		MerchantID        func(childComplexity int) int
+		Payload           func(childComplexity int) int
+		Session           func(childComplexity int) int
+		SessionExternalID func(childComplexity int) int
+		SessionID         func(childComplexity int) int
+		UpdatedAt         func(childComplexity int) int
 	}
 
 	WebhookEventConnection struct {
@@ -552,15 +584,33 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type CheckoutSessionResolver interface {
+	CheckoutURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
+	EmbedURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
+}
 type MeResolver interface {
 	Limits(ctx context.Context, obj *model.Me) (*model.Limits, error)
 	Balance(ctx context.Context, obj *model.Me) (*model.Balance, error)
 	Transfers(ctx context.Context, obj *model.Me, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) (*ent.TransferConnection, error)
 }
+type MerchantResolver interface {
+	Keys(ctx context.Context, obj *ent.Merchant) ([]*ent.MerchantKey, error)
+	Sessions(ctx context.Context, obj *ent.Merchant) ([]*ent.CheckoutSession, error)
+	WebhookEvents(ctx context.Context, obj *ent.Merchant) ([]*ent.WebhookEvent, error)
+	AcceptedTokens(ctx context.Context, obj *ent.Merchant) ([]*model.TokenRef, error)
+	PublicKeys(ctx context.Context, obj *ent.Merchant) (*model.MerchantPublicKeys, error)
+}
 type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
 	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
+	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
+	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
+	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
+}
+type PaymentResolver interface {
+	TokenAmount(ctx context.Context, obj *ent.Payment) (*decimal.Decimal, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id uuid.UUID) (ent.Noder, error)
@@ -573,6 +623,12 @@ type QueryResolver interface {
 	Treasury(ctx context.Context) (*model.TreasuryInfo, error)
 	Me(ctx context.Context) (*model.Me, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
+	Merchant(ctx context.Context) (*ent.Merchant, error)
+	Sessions(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) (*ent.CheckoutSessionConnection, error)
+	Session(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
+	Payments(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) (*ent.PaymentConnection, error)
+	WebhookEvents(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.WebhookEventFilter, orderBy *ent.WebhookEventOrder) (*ent.WebhookEventConnection, error)
+	WebhookEvent(ctx context.Context, id uuid.UUID) (*ent.WebhookEvent, error)
 }
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
@@ -587,6 +643,14 @@ type TransferResolver interface {
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
+}
+type WebhookDeliveryResolver interface {
+	AttemptLog(ctx context.Context, obj *ent.WebhookDelivery) ([]*ent.WebhookAttempt, error)
+}
+type WebhookEventResolver interface {
+	Deliveries(ctx context.Context, obj *ent.WebhookEvent) ([]*ent.WebhookDelivery, error)
+	SessionExternalID(ctx context.Context, obj *ent.WebhookEvent) (*string, error)
+	Payload(ctx context.Context, obj *ent.WebhookEvent) (string, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -908,6 +972,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Chain(childComplexity), true
+	case "CheckoutSession.checkoutUrl":
+		if e.ComplexityRoot.CheckoutSession.CheckoutURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutSession.CheckoutURL(childComplexity), true
 	case "CheckoutSession.confirmedAt":
 		if e.ComplexityRoot.CheckoutSession.ConfirmedAt == nil {
 			break
@@ -938,6 +1008,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Description(childComplexity), true
+	case "CheckoutSession.embedUrl":
+		if e.ComplexityRoot.CheckoutSession.EmbedURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutSession.EmbedURL(childComplexity), true
 	case "CheckoutSession.expiredAt":
 		if e.ComplexityRoot.CheckoutSession.ExpiredAt == nil {
 			break
@@ -1351,6 +1427,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Me.Wallets(childComplexity), true
 
+	case "Merchant.acceptedTokens":
+		if e.ComplexityRoot.Merchant.AcceptedTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Merchant.AcceptedTokens(childComplexity), true
 	case "Merchant.active":
 		if e.ComplexityRoot.Merchant.Active == nil {
 			break
@@ -1405,6 +1487,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.Name(childComplexity), true
+	case "Merchant.publicKeys":
+		if e.ComplexityRoot.Merchant.PublicKeys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Merchant.PublicKeys(childComplexity), true
 	case "Merchant.sessions":
 		if e.ComplexityRoot.Merchant.Sessions == nil {
 			break
@@ -1509,6 +1597,41 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MerchantKey.UpdatedAt(childComplexity), true
 
+	case "MerchantPublicKeys.live":
+		if e.ComplexityRoot.MerchantPublicKeys.Live == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantPublicKeys.Live(childComplexity), true
+	case "MerchantPublicKeys.test":
+		if e.ComplexityRoot.MerchantPublicKeys.Test == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantPublicKeys.Test(childComplexity), true
+
+	case "Mutation.cancelSession":
+		if e.ComplexityRoot.Mutation.CancelSession == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelSession(childComplexity, args["externalId"].(string)), true
+	case "Mutation.createSession":
+		if e.ComplexityRoot.Mutation.CreateSession == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSession(childComplexity, args["input"].(model.CreateSessionInput)), true
 	case "Mutation.quickRegister":
 		if e.ComplexityRoot.Mutation.QuickRegister == nil {
 			break
@@ -1520,6 +1643,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.QuickRegister(childComplexity, args["username"].(string)), true
+	case "Mutation.redeliverWebhook":
+		if e.ComplexityRoot.Mutation.RedeliverWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_redeliverWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RedeliverWebhook(childComplexity, args["eventId"].(uuid.UUID)), true
 	case "Mutation.regenerateApiKey":
 		if e.ComplexityRoot.Mutation.RegenerateAPIKey == nil {
 			break
@@ -1537,6 +1671,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Send(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.updateMerchant":
+		if e.ComplexityRoot.Mutation.UpdateMerchant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateMerchant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateMerchant(childComplexity, args["input"].(model.UpdateMerchantInput)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1761,6 +1906,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.Token(childComplexity), true
+	case "Payment.tokenAmount":
+		if e.ComplexityRoot.Payment.TokenAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.TokenAmount(childComplexity), true
 	case "Payment.txHash":
 		if e.ComplexityRoot.Payment.TxHash == nil {
 			break
@@ -1912,6 +2063,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.merchant":
+		if e.ComplexityRoot.Query.Merchant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Merchant(childComplexity), true
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
 			break
@@ -1934,6 +2091,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]uuid.UUID)), true
+	case "Query.payments":
+		if e.ComplexityRoot.Query.Payments == nil {
+			break
+		}
+
+		args, err := ec.field_Query_payments_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Payments(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.PaymentFilter), args["orderBy"].(*ent.PaymentOrder)), true
+	case "Query.session":
+		if e.ComplexityRoot.Query.Session == nil {
+			break
+		}
+
+		args, err := ec.field_Query_session_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Session(childComplexity, args["externalId"].(string)), true
+	case "Query.sessions":
+		if e.ComplexityRoot.Query.Sessions == nil {
+			break
+		}
+
+		args, err := ec.field_Query_sessions_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Sessions(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.SessionFilter), args["orderBy"].(*ent.CheckoutSessionOrder)), true
 	case "Query.stats":
 		if e.ComplexityRoot.Query.Stats == nil {
 			break
@@ -1946,6 +2136,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Treasury(childComplexity), true
+	case "Query.webhookEvent":
+		if e.ComplexityRoot.Query.WebhookEvent == nil {
+			break
+		}
+
+		args, err := ec.field_Query_webhookEvent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WebhookEvent(childComplexity, args["id"].(uuid.UUID)), true
+	case "Query.webhookEvents":
+		if e.ComplexityRoot.Query.WebhookEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_webhookEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WebhookEvents(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.WebhookEventFilter), args["orderBy"].(*ent.WebhookEventOrder)), true
 
 	case "Registration.apiKey":
 		if e.ComplexityRoot.Registration.APIKey == nil {
@@ -2190,6 +2402,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TierCount.Tier(childComplexity), true
+
+	case "TokenRef.chain":
+		if e.ComplexityRoot.TokenRef.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenRef.Chain(childComplexity), true
+	case "TokenRef.token":
+		if e.ComplexityRoot.TokenRef.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenRef.Token(childComplexity), true
 
 	case "Transfer.amount":
 		if e.ComplexityRoot.Transfer.Amount == nil {
@@ -2781,12 +3006,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEvent.MerchantID(childComplexity), true
+	case "WebhookEvent.payload":
+		if e.ComplexityRoot.WebhookEvent.Payload == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEvent.Payload(childComplexity), true
 	case "WebhookEvent.session":
 		if e.ComplexityRoot.WebhookEvent.Session == nil {
 			break
 		}
 
 		return e.ComplexityRoot.WebhookEvent.Session(childComplexity), true
+	case "WebhookEvent.sessionExternalId":
+		if e.ComplexityRoot.WebhookEvent.SessionExternalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEvent.SessionExternalID(childComplexity), true
 	case "WebhookEvent.sessionID":
 		if e.ComplexityRoot.WebhookEvent.SessionID == nil {
 			break
@@ -2844,15 +3081,21 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("AgentOrder", ec.unmarshalInputAgentOrder),
 			graphql.NewInputUnmarshaler("ChainCursorOrder", ec.unmarshalInputChainCursorOrder),
 			graphql.NewInputUnmarshaler("CheckoutSessionOrder", ec.unmarshalInputCheckoutSessionOrder),
+			graphql.NewInputUnmarshaler("CreateSessionInput", ec.unmarshalInputCreateSessionInput),
 			graphql.NewInputUnmarshaler("DepositAddressOrder", ec.unmarshalInputDepositAddressOrder),
 			graphql.NewInputUnmarshaler("MerchantKeyOrder", ec.unmarshalInputMerchantKeyOrder),
 			graphql.NewInputUnmarshaler("MerchantOrder", ec.unmarshalInputMerchantOrder),
+			graphql.NewInputUnmarshaler("PaymentFilter", ec.unmarshalInputPaymentFilter),
 			graphql.NewInputUnmarshaler("PaymentOrder", ec.unmarshalInputPaymentOrder),
 			graphql.NewInputUnmarshaler("SendInput", ec.unmarshalInputSendInput),
+			graphql.NewInputUnmarshaler("SessionFilter", ec.unmarshalInputSessionFilter),
+			graphql.NewInputUnmarshaler("TokenRefInput", ec.unmarshalInputTokenRefInput),
 			graphql.NewInputUnmarshaler("TransferOrder", ec.unmarshalInputTransferOrder),
+			graphql.NewInputUnmarshaler("UpdateMerchantInput", ec.unmarshalInputUpdateMerchantInput),
 			graphql.NewInputUnmarshaler("WalletOrder", ec.unmarshalInputWalletOrder),
 			graphql.NewInputUnmarshaler("WebhookAttemptOrder", ec.unmarshalInputWebhookAttemptOrder),
 			graphql.NewInputUnmarshaler("WebhookDeliveryOrder", ec.unmarshalInputWebhookDeliveryOrder),
+			graphql.NewInputUnmarshaler("WebhookEventFilter", ec.unmarshalInputWebhookEventFilter),
 			graphql.NewInputUnmarshaler("WebhookEventOrder", ec.unmarshalInputWebhookEventOrder),
 		)
 	}
@@ -2946,7 +3189,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "sessions.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "merchants.graphql" "sessions.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -2961,6 +3204,7 @@ var sources = []*ast.Source{
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
+	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -3133,8 +3377,24 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_payments(ctx, field)
 	case "webhookEvents":
 		return ec.fieldContext_CheckoutSession_webhookEvents(ctx, field)
+	case "checkoutUrl":
+		return ec.fieldContext_CheckoutSession_checkoutUrl(ctx, field)
+	case "embedUrl":
+		return ec.fieldContext_CheckoutSession_embedUrl(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CheckoutSession", field.Name)
+}
+
+func (ec *executionContext) childFields_CheckoutSessionConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_CheckoutSessionConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_CheckoutSessionConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_CheckoutSessionConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CheckoutSessionConnection", field.Name)
 }
 
 func (ec *executionContext) childFields_CheckoutSessionEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3301,6 +3561,10 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_sessions(ctx, field)
 	case "webhookEvents":
 		return ec.fieldContext_Merchant_webhookEvents(ctx, field)
+	case "acceptedTokens":
+		return ec.fieldContext_Merchant_acceptedTokens(ctx, field)
+	case "publicKeys":
+		return ec.fieldContext_Merchant_publicKeys(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Merchant", field.Name)
 }
@@ -3325,6 +3589,16 @@ func (ec *executionContext) childFields_MerchantKey(ctx context.Context, field g
 		return ec.fieldContext_MerchantKey_merchant(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MerchantKey", field.Name)
+}
+
+func (ec *executionContext) childFields_MerchantPublicKeys(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "live":
+		return ec.fieldContext_MerchantPublicKeys_live(ctx, field)
+	case "test":
+		return ec.fieldContext_MerchantPublicKeys_test(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MerchantPublicKeys", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3413,6 +3687,8 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_session(ctx, field)
 	case "depositAddress":
 		return ec.fieldContext_Payment_depositAddress(ctx, field)
+	case "tokenAmount":
+		return ec.fieldContext_Payment_tokenAmount(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Payment", field.Name)
 }
@@ -3561,6 +3837,16 @@ func (ec *executionContext) childFields_TierCount(ctx context.Context, field gra
 		return ec.fieldContext_TierCount_count(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TierCount", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenRef(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "chain":
+		return ec.fieldContext_TokenRef_chain(ctx, field)
+	case "token":
+		return ec.fieldContext_TokenRef_token(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenRef", field.Name)
 }
 
 func (ec *executionContext) childFields_Transfer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3835,8 +4121,24 @@ func (ec *executionContext) childFields_WebhookEvent(ctx context.Context, field 
 		return ec.fieldContext_WebhookEvent_session(ctx, field)
 	case "deliveries":
 		return ec.fieldContext_WebhookEvent_deliveries(ctx, field)
+	case "sessionExternalId":
+		return ec.fieldContext_WebhookEvent_sessionExternalId(ctx, field)
+	case "payload":
+		return ec.fieldContext_WebhookEvent_payload(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WebhookEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookEventConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_WebhookEventConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_WebhookEventConnection_pageInfo(ctx, field)
+	case "totalCount":
+		return ec.fieldContext_WebhookEventConnection_totalCount(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookEventConnection", field.Name)
 }
 
 func (ec *executionContext) childFields_WebhookEventEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4057,6 +4359,34 @@ func (ec *executionContext) field_Me_transfers_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_cancelSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "externalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateSessionInput, error) {
+			return ec.unmarshalNCreateSessionInput2agentpayᚋgraphᚋmodelᚐCreateSessionInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_quickRegister_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4071,12 +4401,40 @@ func (ec *executionContext) field_Mutation_quickRegister_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_redeliverWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "eventId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["eventId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.SendInput, error) {
 			return ec.unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateMerchant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.UpdateMerchantInput, error) {
+			return ec.unmarshalNUpdateMerchantInput2agentpayᚋgraphᚋmodelᚐUpdateMerchantInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -4188,6 +4546,196 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_payments_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*model.PaymentFilter, error) {
+			return ec.unmarshalOPaymentFilter2ᚖagentpayᚋgraphᚋmodelᚐPaymentFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.PaymentOrder, error) {
+			return ec.unmarshalOPaymentOrder2ᚖagentpayᚋentᚐPaymentOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_session_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "externalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_sessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*model.SessionFilter, error) {
+			return ec.unmarshalOSessionFilter2ᚖagentpayᚋgraphᚋmodelᚐSessionFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.CheckoutSessionOrder, error) {
+			return ec.unmarshalOCheckoutSessionOrder2ᚖagentpayᚋentᚐCheckoutSessionOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_webhookEvent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_webhookEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "where",
+		func(ctx context.Context, v any) (*model.WebhookEventFilter, error) {
+			return ec.unmarshalOWebhookEventFilter2ᚖagentpayᚋgraphᚋmodelᚐWebhookEventFilter(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["where"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "orderBy",
+		func(ctx context.Context, v any) (*ent.WebhookEventOrder, error) {
+			return ec.unmarshalOWebhookEventOrder2ᚖagentpayᚋentᚐWebhookEventOrder(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderBy"] = arg5
 	return args, nil
 }
 
@@ -5963,6 +6511,52 @@ func (ec *executionContext) fieldContext_CheckoutSession_webhookEvents(_ context
 	return fc, nil
 }
 
+func (ec *executionContext) _CheckoutSession_checkoutUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutSession_checkoutUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.CheckoutSession().CheckoutURL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutSession_checkoutUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutSession", field, true, true, "String")
+}
+
+func (ec *executionContext) _CheckoutSession_embedUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutSession_embedUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.CheckoutSession().EmbedURL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutSession_embedUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutSession", field, true, true, "String")
+}
+
 func (ec *executionContext) _CheckoutSessionConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSessionConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7637,7 +8231,7 @@ func (ec *executionContext) _Merchant_keys(ctx context.Context, field graphql.Co
 			return ec.fieldContext_Merchant_keys(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Keys(ctx)
+			return ec.Resolvers.Merchant().Keys(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.MerchantKey) graphql.Marshaler {
@@ -7652,7 +8246,7 @@ func (ec *executionContext) fieldContext_Merchant_keys(_ context.Context, field 
 		Object:     "Merchant",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MerchantKey(ctx, field)
 		},
@@ -7669,7 +8263,7 @@ func (ec *executionContext) _Merchant_sessions(ctx context.Context, field graphq
 			return ec.fieldContext_Merchant_sessions(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Sessions(ctx)
+			return ec.Resolvers.Merchant().Sessions(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.CheckoutSession) graphql.Marshaler {
@@ -7684,7 +8278,7 @@ func (ec *executionContext) fieldContext_Merchant_sessions(_ context.Context, fi
 		Object:     "Merchant",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_CheckoutSession(ctx, field)
 		},
@@ -7701,7 +8295,7 @@ func (ec *executionContext) _Merchant_webhookEvents(ctx context.Context, field g
 			return ec.fieldContext_Merchant_webhookEvents(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.WebhookEvents(ctx)
+			return ec.Resolvers.Merchant().WebhookEvents(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.WebhookEvent) graphql.Marshaler {
@@ -7716,9 +8310,73 @@ func (ec *executionContext) fieldContext_Merchant_webhookEvents(_ context.Contex
 		Object:     "Merchant",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_WebhookEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Merchant_acceptedTokens(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Merchant_acceptedTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Merchant().AcceptedTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TokenRef) graphql.Marshaler {
+			return ec.marshalNTokenRef2ᚕᚖagentpayᚋgraphᚋmodelᚐTokenRefᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Merchant_acceptedTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Merchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenRef(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Merchant_publicKeys(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Merchant_publicKeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Merchant().PublicKeys(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MerchantPublicKeys) graphql.Marshaler {
+			return ec.marshalNMerchantPublicKeys2ᚖagentpayᚋgraphᚋmodelᚐMerchantPublicKeys(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Merchant_publicKeys(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Merchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantPublicKeys(ctx, field)
 		},
 	}
 	return fc, nil
@@ -7917,6 +8575,52 @@ func (ec *executionContext) fieldContext_MerchantKey_merchant(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _MerchantPublicKeys_live(ctx context.Context, field graphql.CollectedField, obj *model.MerchantPublicKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantPublicKeys_live(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Live, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantPublicKeys_live(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantPublicKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantPublicKeys_test(ctx context.Context, field graphql.CollectedField, obj *model.MerchantPublicKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantPublicKeys_test(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Test, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantPublicKeys_test(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantPublicKeys", field, false, false, "String")
+}
+
 func (ec *executionContext) _Mutation_quickRegister(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8033,6 +8737,182 @@ func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Con
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ApiKeyPayload(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSession(ctx, fc.Args["input"].(model.CreateSessionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
+			return ec.marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelSession(ctx, fc.Args["externalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
+			return ec.marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateMerchant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateMerchant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateMerchant(ctx, fc.Args["input"].(model.UpdateMerchantInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Merchant) graphql.Marshaler {
+			return ec.marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateMerchant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Merchant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateMerchant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_redeliverWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_redeliverWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RedeliverWebhook(ctx, fc.Args["eventId"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.WebhookDelivery) graphql.Marshaler {
+			return ec.marshalNWebhookDelivery2ᚖagentpayᚋentᚐWebhookDelivery(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_redeliverWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookDelivery(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_redeliverWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -8952,6 +9832,29 @@ func (ec *executionContext) fieldContext_Payment_depositAddress(_ context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Payment_tokenAmount(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_tokenAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Payment().TokenAmount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_tokenAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, true, true, "Decimal")
+}
+
 func (ec *executionContext) _PaymentConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.PaymentConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9666,6 +10569,258 @@ func (ec *executionContext) fieldContext_Query_chains(_ context.Context, field g
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Chain(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_merchant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_merchant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Merchant(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Merchant) graphql.Marshaler {
+			return ec.marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_merchant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Merchant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_sessions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Sessions(ctx, fc.Args["after"].(*entgql.Cursor[uuid.UUID]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[uuid.UUID]), fc.Args["last"].(*int), fc.Args["where"].(*model.SessionFilter), fc.Args["orderBy"].(*ent.CheckoutSessionOrder))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.CheckoutSessionConnection) graphql.Marshaler {
+			return ec.marshalNCheckoutSessionConnection2ᚖagentpayᚋentᚐCheckoutSessionConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_sessions(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutSessionConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_sessions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_session(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_session(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Session(ctx, fc.Args["externalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
+			return ec.marshalOCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_session(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_session_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_payments(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_payments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Payments(ctx, fc.Args["after"].(*entgql.Cursor[uuid.UUID]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[uuid.UUID]), fc.Args["last"].(*int), fc.Args["where"].(*model.PaymentFilter), fc.Args["orderBy"].(*ent.PaymentOrder))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.PaymentConnection) graphql.Marshaler {
+			return ec.marshalNPaymentConnection2ᚖagentpayᚋentᚐPaymentConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_payments(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PaymentConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_payments_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_webhookEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_webhookEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().WebhookEvents(ctx, fc.Args["after"].(*entgql.Cursor[uuid.UUID]), fc.Args["first"].(*int), fc.Args["before"].(*entgql.Cursor[uuid.UUID]), fc.Args["last"].(*int), fc.Args["where"].(*model.WebhookEventFilter), fc.Args["orderBy"].(*ent.WebhookEventOrder))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.WebhookEventConnection) graphql.Marshaler {
+			return ec.marshalNWebhookEventConnection2ᚖagentpayᚋentᚐWebhookEventConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_webhookEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEventConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_webhookEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_webhookEvent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_webhookEvent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().WebhookEvent(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.WebhookEvent) graphql.Marshaler {
+			return ec.marshalOWebhookEvent2ᚖagentpayᚋentᚐWebhookEvent(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_webhookEvent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_webhookEvent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -10696,6 +11851,52 @@ func (ec *executionContext) _TierCount_count(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_TierCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TierCount", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TokenRef_chain(ctx context.Context, field graphql.CollectedField, obj *model.TokenRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenRef_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenRef_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenRef", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenRef_token(ctx context.Context, field graphql.CollectedField, obj *model.TokenRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenRef_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenRef_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenRef", field, false, false, "String")
 }
 
 func (ec *executionContext) _Transfer_id(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -12839,7 +14040,7 @@ func (ec *executionContext) _WebhookDelivery_attemptLog(ctx context.Context, fie
 			return ec.fieldContext_WebhookDelivery_attemptLog(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.AttemptLog(ctx)
+			return ec.Resolvers.WebhookDelivery().AttemptLog(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.WebhookAttempt) graphql.Marshaler {
@@ -12854,7 +14055,7 @@ func (ec *executionContext) fieldContext_WebhookDelivery_attemptLog(_ context.Co
 		Object:     "WebhookDelivery",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_WebhookAttempt(ctx, field)
 		},
@@ -13096,7 +14297,7 @@ func (ec *executionContext) _WebhookEvent_deliveries(ctx context.Context, field 
 			return ec.fieldContext_WebhookEvent_deliveries(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Deliveries(ctx)
+			return ec.Resolvers.WebhookEvent().Deliveries(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.WebhookDelivery) graphql.Marshaler {
@@ -13111,12 +14312,58 @@ func (ec *executionContext) fieldContext_WebhookEvent_deliveries(_ context.Conte
 		Object:     "WebhookEvent",
 		Field:      field,
 		IsMethod:   true,
-		IsResolver: false,
+		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_WebhookDelivery(ctx, field)
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WebhookEvent_sessionExternalId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEvent_sessionExternalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WebhookEvent().SessionExternalID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEvent_sessionExternalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEvent", field, true, true, "String")
+}
+
+func (ec *executionContext) _WebhookEvent_payload(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookEvent_payload(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WebhookEvent().Payload(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookEvent_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookEvent", field, true, true, "String")
 }
 
 func (ec *executionContext) _WebhookEventConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEventConnection) (ret graphql.Marshaler) {
@@ -14493,6 +15740,90 @@ func UnmarshalCheckoutSessionOrder(ctx context.Context, raw any) (ent.CheckoutSe
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCreateSessionInput(ctx context.Context, obj any) (model.CreateSessionInput, error) {
+	var it model.CreateSessionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"amount", "currency", "description", "successUrl", "cancelUrl", "metadata", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "amount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("amount"))
+			data, err := ec.unmarshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Amount = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "successUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("successUrl"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SuccessURL = data
+		case "cancelUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cancelUrl"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CancelURL = data
+		case "metadata":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("metadata"))
+			data, err := ec.unmarshalOMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Metadata = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateSessionInput unmarshals raw into the CreateSessionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateSessionInput(ctx context.Context, raw any) (model.CreateSessionInput, error) {
+	var out model.CreateSessionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateSessionInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputDepositAddressOrder(ctx context.Context, obj any) (ent.DepositAddressOrder, error) {
 	var it ent.DepositAddressOrder
 	if obj == nil {
@@ -14652,6 +15983,55 @@ func UnmarshalMerchantOrder(ctx context.Context, raw any) (ent.MerchantOrder, er
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputPaymentFilter(ctx context.Context, obj any) (model.PaymentFilter, error) {
+	var it model.PaymentFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"sessionExternalId", "status"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "sessionExternalId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionExternalId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionExternalID = data
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOPaymentStatus2ᚕagentpayᚋentᚋpaymentᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPaymentFilter unmarshals raw into the PaymentFilter input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPaymentFilter(ctx context.Context, raw any) (model.PaymentFilter, error) {
+	var out model.PaymentFilter
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PaymentFilter", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPaymentOrder(ctx context.Context, obj any) (ent.PaymentOrder, error) {
 	var it ent.PaymentOrder
 	if obj == nil {
@@ -14768,6 +16148,111 @@ func UnmarshalSendInput(ctx context.Context, raw any) (model.SendInput, error) {
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSessionFilter(ctx context.Context, obj any) (model.SessionFilter, error) {
+	var it model.SessionFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"status", "createdFrom", "createdTo"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "status":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("status"))
+			data, err := ec.unmarshalOCheckoutSessionStatus2ᚕagentpayᚋentᚋcheckoutsessionᚐStatusᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Status = data
+		case "createdFrom":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdFrom"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedFrom = data
+		case "createdTo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("createdTo"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CreatedTo = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSessionFilter unmarshals raw into the SessionFilter input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSessionFilter(ctx context.Context, raw any) (model.SessionFilter, error) {
+	var out model.SessionFilter
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SessionFilter", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTokenRefInput(ctx context.Context, obj any) (model.TokenRefInput, error) {
+	var it model.TokenRefInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"chain", "token"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "chain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chain"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Chain = data
+		case "token":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("token"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Token = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTokenRefInput unmarshals raw into the TokenRefInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTokenRefInput(ctx context.Context, raw any) (model.TokenRefInput, error) {
+	var out model.TokenRefInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenRefInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTransferOrder(ctx context.Context, obj any) (ent.TransferOrder, error) {
 	var it ent.TransferOrder
 	if obj == nil {
@@ -14818,6 +16303,118 @@ func (ec *executionContext) unmarshalInputTransferOrder(ctx context.Context, obj
 func UnmarshalTransferOrder(ctx context.Context, raw any) (ent.TransferOrder, error) {
 	var out ent.TransferOrder
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TransferOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Context, obj any) (model.UpdateMerchantInput, error) {
+	var it model.UpdateMerchantInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "email", "website", "webhookUrl", "successUrl", "cancelUrl", "settlementType", "settlementAddress", "settlementChain", "acceptedTokens", "brandColor"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "website":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("website"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Website = data
+		case "webhookUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("webhookUrl"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.WebhookURL = data
+		case "successUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("successUrl"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SuccessURL = data
+		case "cancelUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cancelUrl"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CancelURL = data
+		case "settlementType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settlementType"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SettlementType = data
+		case "settlementAddress":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settlementAddress"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SettlementAddress = data
+		case "settlementChain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settlementChain"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SettlementChain = data
+		case "acceptedTokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("acceptedTokens"))
+			data, err := ec.unmarshalOTokenRefInput2ᚕᚖagentpayᚋgraphᚋmodelᚐTokenRefInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AcceptedTokens = data
+		case "brandColor":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("brandColor"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BrandColor = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUpdateMerchantInput unmarshals raw into the UpdateMerchantInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUpdateMerchantInput(ctx context.Context, raw any) (model.UpdateMerchantInput, error) {
+	var out model.UpdateMerchantInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateMerchantInput", raw, &out)
 	return out, err
 }
 
@@ -14977,6 +16574,55 @@ func (ec *executionContext) unmarshalInputWebhookDeliveryOrder(ctx context.Conte
 func UnmarshalWebhookDeliveryOrder(ctx context.Context, raw any) (ent.WebhookDeliveryOrder, error) {
 	var out ent.WebhookDeliveryOrder
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "WebhookDeliveryOrder", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputWebhookEventFilter(ctx context.Context, obj any) (model.WebhookEventFilter, error) {
+	var it model.WebhookEventFilter
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"eventType", "sessionExternalId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "eventType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eventType"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EventType = data
+		case "sessionExternalId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sessionExternalId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SessionExternalID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalWebhookEventFilter unmarshals raw into the WebhookEventFilter input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalWebhookEventFilter(ctx context.Context, raw any) (model.WebhookEventFilter, error) {
+	var out model.WebhookEventFilter
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "WebhookEventFilter", raw, &out)
 	return out, err
 }
 
@@ -15672,6 +17318,18 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._CheckoutSession_webhookEvents(ctx, field, obj)
 				})
+		case "checkoutUrl":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._CheckoutSession_checkoutUrl(ctx, field, obj)
+				})
+		case "embedUrl":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._CheckoutSession_embedUrl(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16221,6 +17879,18 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Merchant_webhookEvents(ctx, field, obj)
 				})
+		case "acceptedTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Merchant_acceptedTokens(ctx, field, obj)
+				})
+		case "publicKeys":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Merchant_publicKeys(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16307,6 +17977,44 @@ func (ec *executionContext) _MerchantKey(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var merchantPublicKeysImplementors = []string{"MerchantPublicKeys"}
+
+func (ec *executionContext) _MerchantPublicKeys(ctx context.Context, sel ast.SelectionSet, obj *model.MerchantPublicKeys) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, merchantPublicKeysImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MerchantPublicKeys")
+		case "live":
+			out.Values[i] = ec._MerchantPublicKeys_live(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "test":
+			out.Values[i] = ec._MerchantPublicKeys_test(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -16343,6 +18051,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "regenerateApiKey":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_regenerateApiKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createSession":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelSession":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateMerchant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateMerchant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "redeliverWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_redeliverWebhook(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -16600,6 +18336,12 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Payment_depositAddress(ctx, field, obj)
 				})
+		case "tokenAmount":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Payment_tokenAmount(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16844,6 +18586,42 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_chains(ctx, field)
+				})
+		case "merchant":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_merchant(ctx, field)
+				})
+		case "sessions":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_sessions(ctx, field)
+				})
+		case "session":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_session(ctx, field)
+				})
+		case "payments":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_payments(ctx, field)
+				})
+		case "webhookEvents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_webhookEvents(ctx, field)
+				})
+		case "webhookEvent":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_webhookEvent(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -17198,6 +18976,44 @@ func (ec *executionContext) _TierCount(ctx context.Context, sel ast.SelectionSet
 			}
 		case "count":
 			out.Values[i] = ec._TierCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenRefImplementors = []string{"TokenRef"}
+
+func (ec *executionContext) _TokenRef(ctx context.Context, sel ast.SelectionSet, obj *model.TokenRef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenRefImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenRef")
+		case "chain":
+			out.Values[i] = ec._TokenRef_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "token":
+			out.Values[i] = ec._TokenRef_token(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -18129,6 +19945,18 @@ func (ec *executionContext) _WebhookEvent(ctx context.Context, sel ast.Selection
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WebhookEvent_deliveries(ctx, field, obj)
 				})
+		case "sessionExternalId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WebhookEvent_sessionExternalId(ctx, field, obj)
+				})
+		case "payload":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WebhookEvent_payload(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18739,6 +20567,14 @@ func (ec *executionContext) marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckout
 	return ec._CheckoutSession(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNCheckoutSessionConnection2ᚖagentpayᚋentᚐCheckoutSessionConnection(ctx context.Context, sel ast.SelectionSet, v *ent.CheckoutSessionConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CheckoutSessionConnection!")
+		return graphql.Null
+	}
+	return ec._CheckoutSessionConnection(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNCheckoutSessionOrderField2ᚖagentpayᚋentᚐCheckoutSessionOrderField(ctx context.Context, v any) (*ent.CheckoutSessionOrderField, error) {
 	var res = new(ent.CheckoutSessionOrderField)
 	err := res.UnmarshalGQL(v)
@@ -18761,6 +20597,11 @@ func (ec *executionContext) unmarshalNCheckoutSessionStatus2agentpayᚋentᚋche
 
 func (ec *executionContext) marshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx context.Context, sel ast.SelectionSet, v checkoutsession.Status) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNCreateSessionInput2agentpayᚋgraphᚋmodelᚐCreateSessionInput(ctx context.Context, v any) (model.CreateSessionInput, error) {
+	res, err := ec.unmarshalInputCreateSessionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx context.Context, v any) (entgql.Cursor[uuid.UUID], error) {
@@ -18992,6 +20833,14 @@ func (ec *executionContext) marshalNMerchantOrderField2ᚖagentpayᚋentᚐMerch
 	return v
 }
 
+func (ec *executionContext) marshalNMerchantPublicKeys2ᚖagentpayᚋgraphᚋmodelᚐMerchantPublicKeys(ctx context.Context, sel ast.SelectionSet, v *model.MerchantPublicKeys) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MerchantPublicKeys!")
+		return graphql.Null
+	}
+	return ec._MerchantPublicKeys(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMerchantSettlementType2agentpayᚋentᚋmerchantᚐSettlementType(ctx context.Context, v any) (merchant.SettlementType, error) {
 	var res merchant.SettlementType
 	err := res.UnmarshalGQL(v)
@@ -19179,6 +21028,35 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) marshalNTokenRef2ᚕᚖagentpayᚋgraphᚋmodelᚐTokenRefᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenRef) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTokenRef2ᚖagentpayᚋgraphᚋmodelᚐTokenRef(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTokenRef2ᚖagentpayᚋgraphᚋmodelᚐTokenRef(ctx context.Context, sel ast.SelectionSet, v *model.TokenRef) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenRef!")
+		return graphql.Null
+	}
+	return ec._TokenRef(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTokenRefInput2ᚖagentpayᚋgraphᚋmodelᚐTokenRefInput(ctx context.Context, v any) (*model.TokenRefInput, error) {
+	res, err := ec.unmarshalInputTokenRefInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNTransfer2ᚖagentpayᚋentᚐTransfer(ctx context.Context, sel ast.SelectionSet, v *ent.Transfer) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Transfer!")
@@ -19281,6 +21159,11 @@ func (ec *executionContext) marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodel�
 		return graphql.Null
 	}
 	return ec._TrustBreakdown(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNUpdateMerchantInput2agentpayᚋgraphᚋmodelᚐUpdateMerchantInput(ctx context.Context, v any) (model.UpdateMerchantInput, error) {
+	res, err := ec.unmarshalInputUpdateMerchantInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋmodelᚐUsernameAvailability(ctx context.Context, sel ast.SelectionSet, v *model.UsernameAvailability) graphql.Marshaler {
@@ -19423,6 +21306,14 @@ func (ec *executionContext) marshalNWebhookEvent2ᚖagentpayᚋentᚐWebhookEven
 		return graphql.Null
 	}
 	return ec._WebhookEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWebhookEventConnection2ᚖagentpayᚋentᚐWebhookEventConnection(ctx context.Context, sel ast.SelectionSet, v *ent.WebhookEventConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WebhookEventConnection!")
+		return graphql.Null
+	}
+	return ec._WebhookEventConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNWebhookEventOrderField2ᚖagentpayᚋentᚐWebhookEventOrderField(ctx context.Context, v any) (*ent.WebhookEventOrderField, error) {
@@ -19673,6 +21564,50 @@ func (ec *executionContext) marshalOCheckoutSessionEdge2ᚖagentpayᚋentᚐChec
 	return ec._CheckoutSessionEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOCheckoutSessionOrder2ᚖagentpayᚋentᚐCheckoutSessionOrder(ctx context.Context, v any) (*ent.CheckoutSessionOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputCheckoutSessionOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOCheckoutSessionStatus2ᚕagentpayᚋentᚋcheckoutsessionᚐStatusᚄ(ctx context.Context, v any) ([]checkoutsession.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]checkoutsession.Status, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOCheckoutSessionStatus2ᚕagentpayᚋentᚋcheckoutsessionᚐStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []checkoutsession.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
 	if v == nil {
 		return nil, nil
@@ -19893,6 +21828,14 @@ func (ec *executionContext) marshalOPaymentEdge2ᚖagentpayᚋentᚐPaymentEdge(
 	return ec._PaymentEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOPaymentFilter2ᚖagentpayᚋgraphᚋmodelᚐPaymentFilter(ctx context.Context, v any) (*model.PaymentFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputPaymentFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalOPaymentOrder2ᚖagentpayᚋentᚐPaymentOrder(ctx context.Context, v any) (*ent.PaymentOrder, error) {
 	if v == nil {
 		return nil, nil
@@ -19917,11 +21860,55 @@ func (ec *executionContext) marshalOPaymentSettlementStatus2ᚖagentpayᚋentᚋ
 	return v
 }
 
+func (ec *executionContext) unmarshalOPaymentStatus2ᚕagentpayᚋentᚋpaymentᚐStatusᚄ(ctx context.Context, v any) ([]payment.Status, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]payment.Status, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNPaymentStatus2agentpayᚋentᚋpaymentᚐStatus(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOPaymentStatus2ᚕagentpayᚋentᚋpaymentᚐStatusᚄ(ctx context.Context, sel ast.SelectionSet, v []payment.Status) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐStatus(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPublicAgent(ctx context.Context, sel ast.SelectionSet, v *model.PublicAgent) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._PublicAgent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOSessionFilter2ᚖagentpayᚋgraphᚋmodelᚐSessionFilter(ctx context.Context, v any) (*model.SessionFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputSessionFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
@@ -20005,6 +21992,23 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	_ = ctx
 	res := graphql.MarshalTime(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOTokenRefInput2ᚕᚖagentpayᚋgraphᚋmodelᚐTokenRefInputᚄ(ctx context.Context, v any) ([]*model.TokenRefInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*model.TokenRefInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNTokenRefInput2ᚖagentpayᚋgraphᚋmodelᚐTokenRefInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) marshalOTransfer2ᚖagentpayᚋentᚐTransfer(ctx context.Context, sel ast.SelectionSet, v *ent.Transfer) graphql.Marshaler {
@@ -20195,6 +22199,22 @@ func (ec *executionContext) marshalOWebhookEventEdge2ᚖagentpayᚋentᚐWebhook
 		return graphql.Null
 	}
 	return ec._WebhookEventEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOWebhookEventFilter2ᚖagentpayᚋgraphᚋmodelᚐWebhookEventFilter(ctx context.Context, v any) (*model.WebhookEventFilter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputWebhookEventFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOWebhookEventOrder2ᚖagentpayᚋentᚐWebhookEventOrder(ctx context.Context, v any) (*ent.WebhookEventOrder, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputWebhookEventOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

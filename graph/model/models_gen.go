@@ -6,6 +6,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
 	"bytes"
 	"fmt"
@@ -56,6 +57,23 @@ type ChainBalance struct {
 	Token   string          `json:"token"`
 	Balance decimal.Decimal `json:"balance"`
 	Address string          `json:"address"`
+}
+
+// A new checkout session (spec 2.6), with the rules of POST /checkout/sessions.
+type CreateSessionInput struct {
+	// USD from 0.50 to 1000000 with at most 2 decimal places
+	Amount decimal.Decimal `json:"amount"`
+	// USD
+	Currency    string  `json:"currency"`
+	Description *string `json:"description,omitempty"`
+	// Overrides the merchant's default
+	SuccessURL *string `json:"successUrl,omitempty"`
+	// Overrides the merchant's default
+	CancelURL *string `json:"cancelUrl,omitempty"`
+	// Free-form object returned in webhooks (at most 16 KB as JSON)
+	Metadata map[string]any `json:"metadata,omitempty"`
+	// Any reuse by the same merchant in the same mode is CONFLICT naming the existing session
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 
 type Endpoint struct {
@@ -115,6 +133,20 @@ type Me struct {
 	Transfers *ent.TransferConnection `json:"transfers"`
 }
 
+// The merchant's public keys in use (for the checkout page; secret keys are never shown again).
+type MerchantPublicKeys struct {
+	Live string `json:"live"`
+	Test string `json:"test"`
+}
+
+// Narrows the caller's payments; absent fields do not filter.
+type PaymentFilter struct {
+	// The payments of one session (none when it is not the caller's)
+	SessionExternalID *string `json:"sessionExternalId,omitempty"`
+	// Payments in any of these states
+	Status []payment.Status `json:"status,omitempty"`
+}
+
 // An agent's public profile: what anyone may read about an agent.
 type PublicAgent struct {
 	ID         uuid.UUID  `json:"id"`
@@ -171,6 +203,16 @@ type SendPayload struct {
 	Transfer *ent.Transfer `json:"transfer"`
 }
 
+// Narrows the caller's sessions; absent fields do not filter.
+type SessionFilter struct {
+	// Sessions in any of these states
+	Status []checkoutsession.Status `json:"status,omitempty"`
+	// Sessions created at or after this time
+	CreatedFrom *time.Time `json:"createdFrom,omitempty"`
+	// Sessions created before this time (createdFrom <= createdAt < createdTo)
+	CreatedTo *time.Time `json:"createdTo,omitempty"`
+}
+
 // A checkout session's payment status (spec 2.7), as the hosted checkout page
 // shows it.
 type SessionStatus struct {
@@ -211,6 +253,19 @@ type TierCount struct {
 	Count int        `json:"count"`
 }
 
+// A (chain, token) pair a merchant accepts, e.g. base / USDC.
+type TokenRef struct {
+	Chain string `json:"chain"`
+	Token string `json:"token"`
+}
+
+type TokenRefInput struct {
+	// base, arbitrum, ethereum, polygon or solana
+	Chain string `json:"chain"`
+	// USDC
+	Token string `json:"token"`
+}
+
 type TreasuryInfo struct {
 	// Share of a send routed to the treasury (0.001)
 	FeeRate          decimal.Decimal `json:"feeRate"`
@@ -249,6 +304,25 @@ type TrustBreakdown struct {
 	Volume         int `json:"volume"`
 }
 
+// Changes to the merchant (spec 2.5), the rules of PATCH /checkout/merchants/me:
+// an absent or null field is unchanged, "" clears an optional one.
+type UpdateMerchantInput struct {
+	Name       *string `json:"name,omitempty"`
+	Email      *string `json:"email,omitempty"`
+	Website    *string `json:"website,omitempty"`
+	WebhookURL *string `json:"webhookUrl,omitempty"`
+	SuccessURL *string `json:"successUrl,omitempty"`
+	CancelURL  *string `json:"cancelUrl,omitempty"`
+	// crypto_usdc or fiat_pix
+	SettlementType    *string `json:"settlementType,omitempty"`
+	SettlementAddress *string `json:"settlementAddress,omitempty"`
+	SettlementChain   *string `json:"settlementChain,omitempty"`
+	// The full list (an empty list is refused; it cannot be cleared)
+	AcceptedTokens []*TokenRefInput `json:"acceptedTokens,omitempty"`
+	// #rrggbb
+	BrandColor *string `json:"brandColor,omitempty"`
+}
+
 type UsernameAvailability struct {
 	Username  string `json:"username"`
 	Available bool   `json:"available"`
@@ -257,6 +331,14 @@ type UsernameAvailability struct {
 type WalletAddress struct {
 	Address string `json:"address"`
 	Chain   string `json:"chain"`
+}
+
+// Narrows the caller's webhook events; absent fields do not filter.
+type WebhookEventFilter struct {
+	// Events of any of these kinds (payment.detected, payment.confirmed, session.expired...)
+	EventType []string `json:"eventType,omitempty"`
+	// The events of one session
+	SessionExternalID *string `json:"sessionExternalId,omitempty"`
 }
 
 type LeaderboardSort string

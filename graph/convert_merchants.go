@@ -1,0 +1,79 @@
+package graph
+
+import (
+	"agentpay"
+	"agentpay/graph/model"
+)
+
+// Conversions between the merchant API's GraphQL inputs and the service
+// layer's. They rename fields, nothing else: every rule (amounts, URLs,
+// tokens, filters) is the service's, as on the REST facade.
+
+func tokenRefs(ts []agentpay.TokenRef) []*model.TokenRef {
+	out := make([]*model.TokenRef, len(ts))
+	for i, t := range ts {
+		out[i] = &model.TokenRef{Chain: t.Chain, Token: t.Token}
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// sessionInput is a createSession input as the service takes it; absent
+// optional strings are empty, as in an absent JSON field on REST.
+func sessionInput(in model.CreateSessionInput) agentpay.SessionInput {
+	amount := in.Amount
+	return agentpay.SessionInput{
+		Amount:         &amount,
+		Currency:       in.Currency,
+		Description:    deref(in.Description),
+		SuccessURL:     deref(in.SuccessURL),
+		CancelURL:      deref(in.CancelURL),
+		Metadata:       in.Metadata,
+		IdempotencyKey: in.IdempotencyKey,
+	}
+}
+
+// merchantInput is an updateMerchant input: absent and null fields are nil
+// (unchanged), as on PATCH /checkout/merchants/me.
+func merchantInput(in model.UpdateMerchantInput) agentpay.MerchantInput {
+	out := agentpay.MerchantInput{
+		Name: in.Name, Email: in.Email, Website: in.Website, WebhookURL: in.WebhookURL,
+		SuccessURL: in.SuccessURL, CancelURL: in.CancelURL, SettlementType: in.SettlementType,
+		SettlementAddress: in.SettlementAddress, SettlementChain: in.SettlementChain, BrandColor: in.BrandColor,
+	}
+	if in.AcceptedTokens != nil {
+		tokens := make([]agentpay.TokenRef, len(in.AcceptedTokens))
+		for i, t := range in.AcceptedTokens {
+			tokens[i] = agentpay.TokenRef{Chain: t.Chain, Token: t.Token}
+		}
+		out.AcceptedTokens = &tokens
+	}
+	return out
+}
+
+func sessionFilter(f *model.SessionFilter) agentpay.SessionFilter {
+	if f == nil {
+		return agentpay.SessionFilter{}
+	}
+	return agentpay.SessionFilter{Statuses: f.Status, CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo}
+}
+
+func paymentFilter(f *model.PaymentFilter) agentpay.PaymentFilter {
+	if f == nil {
+		return agentpay.PaymentFilter{}
+	}
+	return agentpay.PaymentFilter{SessionExternalID: f.SessionExternalID, Statuses: f.Status}
+}
+
+func webhookEventFilter(f *model.WebhookEventFilter) agentpay.WebhookEventFilter {
+	if f == nil {
+		return agentpay.WebhookEventFilter{}
+	}
+	return agentpay.WebhookEventFilter{EventTypes: f.EventType, SessionExternalID: f.SessionExternalID}
+}
