@@ -80,6 +80,7 @@ func TestProcessSubscriptionAcrossProcesses(t *testing.T) {
 // process finishes the work. The session confirms, and the healthy receiver
 // gets every event exactly once.
 func TestProcessKillWorker(t *testing.T) {
+	requirePostgres(t)
 	t.Run("after payment.detected is delivered", func(t *testing.T) {
 		e := newProcEnv(t)
 		_, api := e.Serve("serve")
