@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -32,6 +33,9 @@ type Config struct {
 // Worker is a River client working the service's queues.
 type Worker struct {
 	client *river.Client[*sql.Tx]
+	// live finds dead worker processes on PostgreSQL (see liveness.go);
+	// nil on SQLite, where the one process runs everything.
+	live *liveness
 }
 
 const queueChains = "chains"
@@ -105,22 +109,47 @@ func New(cfg Config) (*Worker, error) {
 	} else {
 		riverCfg.FetchPollInterval = 250 * time.Millisecond
 	}
+	var live *liveness
+	if cfg.DB.IsPostgres() {
+		live = &liveness{url: cfg.DB.URL, id: newLivenessID(), logger: cfg.Logger}
+		riverCfg.ID = live.id
+	}
 	client, err := river.NewClient(cfg.DB.RiverDriver(), riverCfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{client: client}, nil
+	return &Worker{client: client, live: live}, nil
 }
 
 // Client is the River client, for inserting jobs in a transaction.
 func (w *Worker) Client() *river.Client[*sql.Tx] { return w.client }
 
 // Run works jobs until ctx ends, then stops softly (running jobs finish).
+// On PostgreSQL it first takes its liveness lock and frees what dead workers
+// left running, then keeps looking for dead workers while it runs.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.live != nil {
+		if err := w.live.hold(ctx); err != nil {
+			return err
+		}
+		// Released last, after the jobs have stopped.
+		defer w.live.release()
+		if err := w.live.reap(ctx); err != nil {
+			return fmt.Errorf("worker liveness: looking for dead workers: %w", err)
+		}
+	}
 	if err := w.client.Start(ctx); err != nil {
 		return err
 	}
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		if w.live != nil {
+			w.live.run(ctx)
+		}
+	}()
 	<-ctx.Done()
+	<-liveDone
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return w.client.Stop(stopCtx)
