@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/accounts/abi/bind"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/gorilla/websocket"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains/devnet/usdc"
 )
 
 // processTestTimeout bounds each wait of these tests: generous for a loaded
@@ -177,17 +180,46 @@ type eventExpectations struct {
 }
 
 // paidSessionEvents is what a session paid in full, exactly, gets.
-// Settlement: add agentpay.EventSettlementCompleted to Required once the
-// worker settles, and a no-double-settlement check to paidSessionChecks.
 var paidSessionEvents = eventExpectations{
-	Required: []string{agentpay.EventPaymentDetected, agentpay.EventPaymentConfirmed},
+	Required: []string{agentpay.EventPaymentDetected, agentpay.EventPaymentConfirmed, agentpay.EventSettlementCompleted},
 	Optional: []string{agentpay.EventPaymentConfirming},
 }
 
 // paidSessionChecks run after the events of a paid session have all been
-// delivered (e.g. settlement: one payout per payment, whatever the worker
-// restarts).
-var paidSessionChecks []func(t *testing.T, e *procEnv, api string, m merchant, sessionExternalID string)
+// delivered.
+var paidSessionChecks = []func(t *testing.T, e *procEnv, api string, m merchant, sessionExternalID string){
+	requireSettledOnce,
+}
+
+// requireSettledOnce: the merchant's settlement address on base holds
+// exactly the net of settlement.completed (one session per merchant in
+// these tests), however often the worker was killed and restarted.
+func requireSettledOnce(t *testing.T, e *procEnv, _ string, m merchant, sessionExternalID string) {
+	t.Helper()
+	var net string
+	for _, w := range e.Receiver.Acked(sessionExternalID) {
+		if w.Kind != agentpay.EventSettlementCompleted {
+			continue
+		}
+		var body struct {
+			Data struct {
+				NetUSD            json.Number `json:"net_usd"`
+				SettlementAddress string      `json:"settlement_address"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body, &body))
+		require.Equal(t, m.SettlementAddress, body.Data.SettlementAddress)
+		net = body.Data.NetUSD.String()
+	}
+	require.NotEmpty(t, net, "settlement.completed carries net_usd")
+	want := decimal.RequireFromString(net).Shift(6).BigInt()
+	var got *big.Int
+	token, err := usdc.NewUSDC(e.base.USDC, e.base.Client())
+	require.NoError(t, err)
+	got, err = token.BalanceOf(&bind.CallOpts{Context: t.Context()}, common.HexToAddress(m.SettlementAddress))
+	require.NoError(t, err)
+	require.Equal(t, want.String(), got.String(), "the merchant is paid the net once")
+}
 
 // requirePaidSessionEvents waits until the session's Required events have
 // reached the receiver and every delivery of the session's events is

@@ -26,21 +26,21 @@ import (
 	"agentpay/internal/testdb/freshdb"
 )
 
-// webhookReceiver is a merchant's webhook endpoint on loopback: it keeps
+// e2eReceiver is a merchant's webhook endpoint on loopback: it keeps
 // every request exactly as received and answers 200.
-type webhookReceiver struct {
+type e2eReceiver struct {
 	*httptest.Server
 	mu       sync.Mutex
-	requests []receivedWebhook
+	requests []e2eWebhook
 }
 
-type receivedWebhook struct {
+type e2eWebhook struct {
 	Header http.Header
 	Body   []byte
 }
 
-func newWebhookReceiver(t *testing.T) *webhookReceiver {
-	r := &webhookReceiver{}
+func newE2EReceiver(t *testing.T) *e2eReceiver {
+	r := &e2eReceiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
@@ -48,7 +48,7 @@ func newWebhookReceiver(t *testing.T) *webhookReceiver {
 			return
 		}
 		r.mu.Lock()
-		r.requests = append(r.requests, receivedWebhook{Header: req.Header.Clone(), Body: body})
+		r.requests = append(r.requests, e2eWebhook{Header: req.Header.Clone(), Body: body})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -56,10 +56,10 @@ func newWebhookReceiver(t *testing.T) *webhookReceiver {
 	return r
 }
 
-func (r *webhookReceiver) all() []receivedWebhook {
+func (r *e2eReceiver) all() []e2eWebhook {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]receivedWebhook(nil), r.requests...)
+	return append([]e2eWebhook(nil), r.requests...)
 }
 
 // webhookBody is a delivered event as a receiver parses it.
@@ -74,7 +74,7 @@ type webhookBody struct {
 // verified checks a delivery as a receiver must (X-Checkout-Signature is
 // the hex HMAC-SHA256 of the raw body with the webhook secret) and parses
 // it with numbers kept exact.
-func verifiedWebhook(t *testing.T, secret string, w receivedWebhook) webhookBody {
+func verifiedWebhook(t *testing.T, secret string, w e2eWebhook) webhookBody {
 	t.Helper()
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(w.Body)
@@ -126,7 +126,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		env["DATABASE_URL"] = freshdb.URL(t)
 	}
 	base := startDev(t, env)
-	receiver := newWebhookReceiver(t)
+	receiver := newE2EReceiver(t)
 
 	payeeKey, err := crypto.GenerateKey()
 	require.NoError(t, err)

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -419,15 +420,21 @@ type merchant struct {
 	ID            string
 	TestSecretKey string
 	WebhookSecret string
+	// SettlementAddress is a fresh base address the merchant settles to.
+	SettlementAddress string
 }
 
 // RegisterMerchant registers a merchant through REST on api with the
 // receiver as its webhook URL (loopback: allowed in test mode).
 func (e *procEnv) RegisterMerchant(api string) merchant {
 	e.t.Helper()
+	payee, err := crypto.GenerateKey()
+	require.NoError(e.t, err)
+	settleTo := crypto.PubkeyToAddress(payee.PublicKey).Hex()
 	body := map[string]any{
 		"name": "Process Shop", "email": "shop@example.com",
-		"webhook_url": e.Receiver.URL(),
+		"webhook_url":        e.Receiver.URL(),
+		"settlement_address": settleTo, "settlement_chain": "base",
 	}
 	var out struct {
 		Merchant struct {
@@ -440,7 +447,8 @@ func (e *procEnv) RegisterMerchant(api string) merchant {
 	}
 	e.call(http.MethodPost, api+"/checkout/merchants/register", "", body, http.StatusCreated, &out)
 	require.NotEmpty(e.t, out.Keys.WebhookSecret)
-	m := merchant{ID: out.Merchant.ID, TestSecretKey: out.Keys.TestSecretKey, WebhookSecret: out.Keys.WebhookSecret}
+	m := merchant{ID: out.Merchant.ID, TestSecretKey: out.Keys.TestSecretKey, WebhookSecret: out.Keys.WebhookSecret,
+		SettlementAddress: settleTo}
 	e.Receiver.SetSecret(m.WebhookSecret)
 	return m
 }
