@@ -1,0 +1,110 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"agentpay"
+	"agentpay/internal/testdb"
+)
+
+// pgbenchPath is the pgbench the creates benchmark compares against.
+const pgbenchPath = "/usr/bin/pgbench"
+
+// BenchmarkCreateSession: POST /checkout/sessions on PostgreSQL, 16
+// concurrent clients over real HTTP (each request authenticated with the
+// merchant's secret key and carrying its own idempotency key), against
+// pgbench inserting one row per transaction into a table like
+// checkout_sessions (same columns, types, defaults and indexes) on the same
+// database, 16 clients, -j 2, for as long as the API run took, in the same
+// run. Reports both rates and the API's share of pgbench's.
+//
+//	TEST_DATABASE_URL=postgres://... go test ./rest -run '^$' -bench BenchmarkCreateSession -benchtime 3000x
+func BenchmarkCreateSession(b *testing.B) {
+	if !testdb.IsPostgres() {
+		b.Skip("PostgreSQL only: set TEST_DATABASE_URL")
+	}
+	if _, err := os.Stat(pgbenchPath); err != nil {
+		b.Skipf("%s is not installed (Debian package postgresql-client): %v", pgbenchPath, err)
+	}
+	ctx := context.Background()
+	svc, srv, db := newBenchServer(b)
+	name, email := "Shop", "shop@example.com"
+	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	if err != nil {
+		b.Fatal(err)
+	}
+	secret := reg.Keys.TestSecretKey
+
+	// pgbench's table: checkout_sessions' columns with their types,
+	// defaults and indexes (the unique idempotency index included).
+	if _, err := db.SQL.ExecContext(ctx, `CREATE TABLE bench_checkout_sessions (LIKE checkout_sessions INCLUDING ALL)`); err != nil {
+		b.Fatal(err)
+	}
+	script := filepath.Join(b.TempDir(), "insert.sql")
+	if err := os.WriteFile(script, []byte(pgbenchInsertScript(reg.Merchant.ID.String())), 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	run := time.Now().UnixNano()
+	b.ResetTimer()
+	res := runLoad(b, b.N, http.StatusCreated, func(i int) *http.Request {
+		body := fmt.Sprintf(`{"amount":25.5,"currency":"USD","description":"Order %d","metadata":{"order_id":"%d"},"idempotency_key":"bench-%d-%d"}`, i, i, run, i)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/checkout/sessions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Checkout-Secret-Key", secret)
+		return req
+	})
+	b.StopTimer()
+
+	seconds := max(1, int(math.Ceil(res.elapsed.Seconds())))
+	tps, err := runPgbench(ctx, db.URL, script, seconds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	api := res.perSecond(b.N)
+	b.ReportMetric(api, "creates/s")
+	b.ReportMetric(float64(res.p99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(tps, "pgbench-tps")
+	b.ReportMetric(100*api/tps, "%-of-pgbench")
+}
+
+// pgbenchInsertScript inserts one session-like row per transaction, with
+// the values a create writes.
+func pgbenchInsertScript(merchantID string) string {
+	return `\set n random(1, 2000000000)
+INSERT INTO bench_checkout_sessions (id, created_at, updated_at, external_id, livemode, amount_usd, currency,
+  description, success_url, cancel_url, metadata, idempotency_key, status, expires_at, merchant_id)
+VALUES (gen_random_uuid(), now(), now(), 'cs_test_' || md5(random()::text), false, 25.5, 'USD',
+  'Order ' || :n, NULL, NULL, jsonb_build_object('order_id', :n::text), md5(random()::text), 'pending',
+  now() + interval '30 minutes', '` + merchantID + `');
+`
+}
+
+var pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+
+// runPgbench runs script with 16 clients and 2 threads for seconds against
+// the database at url and returns its transactions per second.
+func runPgbench(ctx context.Context, url, script string, seconds int) (float64, error) {
+	cmd := exec.CommandContext(ctx, pgbenchPath, "-n", "-f", script, "-c", strconv.Itoa(benchClients), "-j", "2",
+		"-T", strconv.Itoa(seconds), url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	m := pgbenchTPS.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("pgbench printed no tps:\n%s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
