@@ -26,7 +26,8 @@ const pgbenchPath = "/usr/bin/pgbench"
 // pgbench inserting one row per transaction into a table like
 // checkout_sessions (same columns, types, defaults and indexes) on the same
 // database, 16 clients, -j 2, in the same run: rounds of createRound inserts
-// by the API, each followed by pgbench for as long (-T, whole seconds).
+// by the API, each followed by pgbench for as long (-T, whole seconds, at
+// least 2).
 // Reports both rates (pgbench's from its own tps, without connection time)
 // and the API's share of pgbench's.
 //
@@ -80,13 +81,16 @@ func BenchmarkCreateSession(b *testing.B) {
 		took := runLoadRange(b, client, latencies, lo, hi, http.StatusCreated, newRequest)
 		apiTime += took
 		b.StopTimer()
-		seconds := max(1, int(took.Seconds()+0.5))
-		tps, err := runPgbench(ctx, db.URL, script, seconds)
+		// At least 2 s: under load pgbench's 16 connections can take most
+		// of a second, and -T counts them.
+		seconds := max(2, int(took.Seconds()+0.5))
+		n, tps, err := runPgbench(ctx, db.URL, script, seconds)
 		if err != nil {
 			b.Fatal(err)
 		}
-		pgInserts += tps * float64(seconds)
-		pgTime += time.Duration(seconds) * time.Second
+		// The time pgbench spent on its transactions, connections excluded.
+		pgInserts += float64(n)
+		pgTime += time.Duration(float64(n) / tps * float64(time.Second))
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -98,9 +102,9 @@ func BenchmarkCreateSession(b *testing.B) {
 	b.ReportMetric(100*api.perSecond(b.N)/pgRate, "%-of-pgbench")
 }
 
-// createRound is how many sessions the API creates per round: a second or
-// two of work, so pgbench's whole-second rounds match it closely.
-const createRound = 1000
+// createRound is how many sessions the API creates per round: a few
+// seconds of work, so pgbench's whole-second rounds match it closely.
+const createRound = 2000
 
 // pgbenchInsertScript inserts one session-like row per transaction, with
 // the values a create writes.
@@ -114,21 +118,32 @@ VALUES (gen_random_uuid(), now(), now(), 'cs_test_' || md5(random()::text), fals
 `
 }
 
-var pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+var (
+	pgbenchTPS       = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+	pgbenchProcessed = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
+)
 
 // runPgbench runs script with 16 clients and 2 threads for seconds against
-// the database at url and returns its transactions per second (without
-// connection time).
-func runPgbench(ctx context.Context, url, script string, seconds int) (float64, error) {
+// the database at url and returns how many transactions it ran and its
+// transactions per second without the connection time.
+func runPgbench(ctx context.Context, url, script string, seconds int) (int, float64, error) {
 	cmd := exec.CommandContext(ctx, pgbenchPath, "-n", "-f", script, "-c", strconv.Itoa(benchClients), "-j", "2",
 		"-T", strconv.Itoa(seconds), url)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("pgbench: %w\n%s", err, out)
+		return 0, 0, fmt.Errorf("pgbench: %w\n%s", err, out)
 	}
-	m := pgbenchTPS.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench printed no tps:\n%s", out)
+	tps, processed := pgbenchTPS.FindSubmatch(out), pgbenchProcessed.FindSubmatch(out)
+	if tps == nil || processed == nil {
+		return 0, 0, fmt.Errorf("pgbench printed no tps:\n%s", out)
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	n, err := strconv.Atoi(string(processed[1]))
+	if err != nil {
+		return 0, 0, err
+	}
+	rate, err := strconv.ParseFloat(string(tps[1]), 64)
+	if err != nil || n == 0 || rate <= 0 {
+		return 0, 0, fmt.Errorf("pgbench ran no transaction (%v):\n%s", err, out)
+	}
+	return n, rate, nil
 }
