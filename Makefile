@@ -41,5 +41,7 @@ lint:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./chains/evm/
 	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/
-	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 2000x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 10000x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
+	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/

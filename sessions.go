@@ -228,7 +228,13 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 	}
 	m := auth.Merchant
 	livemode := auth.Livemode()
-	if in.IdempotencyKey != nil {
+	// Outside a transaction the unique index on (merchant, mode,
+	// idempotency_key) decides alone: a reused key fails the insert below,
+	// which then names the existing session, so a create costs the insert's
+	// round trip only. Inside the caller's transaction (a GraphQL mutation)
+	// a failed insert would abort it on PostgreSQL, so the key is looked up
+	// first there.
+	if in.IdempotencyKey != nil && ent.TxFromContext(ctx) != nil {
 		existing, err := s.sessionByIdempotencyKey(ctx, auth, *in.IdempotencyKey)
 		if err != nil {
 			return nil, err

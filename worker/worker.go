@@ -21,8 +21,20 @@ type Config struct {
 	DB      *agentpay.DB
 	Service *agentpay.Service
 	Logger  *slog.Logger
-	// ScanInterval is how often each chain is scanned for deposits.
+	// ScanInterval is how often each chain is scanned for deposits
+	// (default DefaultScanInterval). A deposit is seen, and a payment
+	// confirmed, at the first scan after its block: this is most of the
+	// time from a block to its webhook.
 	ScanInterval time.Duration
+	// FetchPollInterval is how often each queue looks for jobs it was not
+	// told about, and FetchCooldown the least time between two fetches of
+	// a queue (defaults: DefaultFetchPollInterval, DefaultFetchCooldown).
+	// Without LISTEN/NOTIFY (lib/pq, SQLite) polling is what picks up the
+	// periodic scans, and on PostgreSQL the webhook jobs a scan commits (the
+	// inserting client's own wake-up comes before the commit, so it finds
+	// nothing); both wait up to one poll.
+	FetchPollInterval time.Duration
+	FetchCooldown     time.Duration
 	// Concurrency is the number of jobs of each queue run at once.
 	Concurrency int
 	// WebhookConcurrency is the number of webhook deliveries in flight at
@@ -43,6 +55,18 @@ const queueChains = "chains"
 // jobTimeout bounds every job run.
 const jobTimeout = time.Minute
 
+// The defaults of Config: together they keep a payment's payment.confirmed
+// webhook within a second of the block that completes its confirmations
+// (BenchmarkConfirmedWebhookLatency): at most a scan interval until the
+// scan, a poll until the scan job runs, a poll until the webhook job runs.
+// A scan of a chain with no new block is two cheap RPC calls; a poll is one
+// indexed query per queue.
+const (
+	DefaultScanInterval      = 500 * time.Millisecond
+	DefaultFetchPollInterval = 100 * time.Millisecond
+	DefaultFetchCooldown     = 20 * time.Millisecond
+)
+
 // New builds the River client with every job kind and the periodic scans of
 // each configured chain. With several worker processes River elects one
 // leader to schedule periodic jobs, and unique jobs keep one scan of a chain
@@ -55,7 +79,13 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ScanInterval <= 0 {
-		cfg.ScanInterval = 2 * time.Second
+		cfg.ScanInterval = DefaultScanInterval
+	}
+	if cfg.FetchPollInterval <= 0 {
+		cfg.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if cfg.FetchCooldown <= 0 {
+		cfg.FetchCooldown = min(DefaultFetchCooldown, cfg.FetchPollInterval)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
@@ -90,7 +120,7 @@ func New(cfg Config) (*Worker, error) {
 			queueChains:        {MaxWorkers: cfg.Concurrency},
 			// Deliveries fetch often: a short cooldown lets a busy queue
 			// refill its many workers quickly.
-			agentpay.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: 10 * time.Millisecond},
+			agentpay.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown)},
 			agentpay.SettlementQueue: {MaxWorkers: cfg.Concurrency},
 		},
 		JobTimeout: jobTimeout,
@@ -98,16 +128,10 @@ func New(cfg Config) (*Worker, error) {
 		// again this long after it started: every job gives up at
 		// jobTimeout, so one still running past it is orphaned. (River's
 		// default, an hour, would hold a killed worker's scan or payout
-		// that long.)
+		// that long; on PostgreSQL liveness.go frees them at once.)
 		RescueStuckJobsAfter: jobTimeout + 30*time.Second,
-	}
-	if !cfg.DB.IsPostgres() {
-		// One SQLite connection: poll often and briefly instead of
-		// listening for notifications.
-		riverCfg.FetchCooldown = 20 * time.Millisecond
-		riverCfg.FetchPollInterval = 200 * time.Millisecond
-	} else {
-		riverCfg.FetchPollInterval = 250 * time.Millisecond
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
 	}
 	var live *liveness
 	if cfg.DB.IsPostgres() {
