@@ -256,14 +256,17 @@ func (l *agentLease) step(now time.Time, active int) leaseStep {
 		h.free--
 		s.taken = true
 		counts, counted = [2]int64{max(m.count-m.free, 0), max(h.count-h.free, 0)}, 2
-		// Running low (no more than half a block, or than twice the
-		// requests in progress): reserve the next block now, in the
+		// Running low (half a block, or twice the requests in progress, but
+		// no more than the largest block, so that an instance never holds
+		// more than two of them): reserve the next block now, in the
 		// background, so that the next requests need not wait for it. Only
 		// blocks larger than one hit: one-hit windows stay exact.
 		if l.reserving == nil {
 			for i, w := range []*leaseWindow{m, h} {
 				limit := windows[i].limit
-				if k := leaseSize(limit); k > 1 && w.count < int64(limit) && w.free <= max(k/2, 2*int64(active)) {
+				k := leaseSize(limit)
+				low := min(max(k/2, 2*int64(active)), leaseWant(limit, 1<<20))
+				if k > 1 && w.count < int64(limit) && w.free <= low {
 					s.want[i] = leaseWant(limit, active)
 				}
 			}
