@@ -344,11 +344,12 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 
 // AuthenticateAndAllow authenticates the key as Authenticate does, then
 // counts the request against the agent's rate limit as AllowAgent does. On
-// PostgreSQL both are one statement (one round trip); a refused request
-// returns the agent, the decision and a *RateLimitError.
+// PostgreSQL a request costs one round trip: the key's read, or, when this
+// instance must reserve more of the agent's rate limit (see ratelease.go),
+// the read and the reservation in one statement. A refused request returns
+// the agent, the decision and a *RateLimitError.
 func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent.Agent, RateDecision, error) {
-	l := s.rateLimiter()
-	if _, ok := l.store.(*pgRateStore); !ok || !pgAgentRateCountable() {
+	if s.rateLimiter().leases == nil {
 		a, err := s.Authenticate(ctx, apiKey)
 		if err != nil {
 			return nil, RateDecision{}, err
@@ -359,22 +360,7 @@ func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent
 	if !wellFormedAgentKey(apiKey) {
 		return nil, RateDecision{}, ErrUnauthorized
 	}
-	now := l.now()
-	hits := agentRateHits("", TierT0, now.Unix()) // the windows' bounds only
-	rows, err := queryCached(ctx, s.cfg.DB.SQL, authRatePostgres, HashSecret(apiKey),
-		hits[0].start, hits[0].until, hits[1].start, hits[1].until)
-	if err != nil {
-		return nil, RateDecision{}, fmt.Errorf("authenticating agent: %w", err)
-	}
-	a, counts, err := scanAuthRows(rows, len(hits))
-	if err != nil {
-		return nil, RateDecision{}, fmt.Errorf("authenticating agent: %w", err)
-	}
-	if a == nil {
-		return nil, RateDecision{}, ErrUnauthorized
-	}
-	dec, err := l.agentDecision(now, a.ID.String(), string(a.Tier), counts)
-	return a, dec, err
+	return s.leasedAllow(ctx, apiKey, nil)
 }
 
 // authAgentColumns and authWalletColumns are what Authenticate reads of the
@@ -392,9 +378,8 @@ var (
 		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified,
 	}
 
-	authSQLite       = authSQL("?")
-	authPostgres     = authSQL("$1")
-	authRatePostgres = pgAuthRateSQL(authAgentColumns, authWalletColumns)
+	authSQLite   = authSQL("?")
+	authPostgres = authSQL("$1")
 )
 
 // authSQL reads the agent whose api_key_hash is the parameter, joined with
@@ -411,14 +396,14 @@ func authSQL(param string) string {
 		" FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id WHERE a.api_key_hash = " + param
 }
 
-// scanAuthRows reads the rows of authSQL or pgAuthRateSQL (then with nInts
-// integers after the wallet columns, returned from the first row) and closes
-// them. No row is a nil agent.
-func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []int64, error) {
+// scanAuthRows reads the rows of authSQL or pgLeaseSQL (then with nInts
+// integers, maybe NULL, after the wallet columns, returned from the first
+// row) and closes them. No row is a nil agent.
+func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error) {
 	defer rows.Close()
 	var (
 		a                                                *ent.Agent
-		ints                                             = make([]int64, nInts)
+		ints                                             = make([]sql.NullInt64, nInts)
 		ag                                               ent.Agent
 		primID                                           sql.Null[uuid.UUID]
 		tier, username, invite, partnerProv, partnerSubj sql.NullString

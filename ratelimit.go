@@ -94,6 +94,10 @@ func (s *Service) AllowAgent(ctx context.Context, a *ent.Agent) (RateDecision, e
 	if a == nil {
 		return RateDecision{}, errors.New("rate limit: no agent")
 	}
+	if s.rateLimiter().leases != nil {
+		_, dec, err := s.leasedAllow(ctx, "", a)
+		return dec, err
+	}
 	windows := agentRateWindows(string(a.Tier))
 	return s.rateLimiter().allow(ctx, agentRateScope(a.ID.String()), windows[:], "requests", agentRateWhose(string(a.Tier)))
 }
@@ -113,19 +117,8 @@ func agentRateScope(agentID string) string { return "agent:" + agentID }
 
 func agentRateWhose(tier string) string { return " for tier " + tier }
 
-// agentRateHits are the counters one request of an agent hits at now, in
-// agentRateWindows order.
-func agentRateHits(agentID, tier string, now int64) [2]rateHit {
-	var hits [2]rateHit
-	for i, w := range agentRateWindows(tier) {
-		start := now - now%w.seconds
-		hits[i] = rateHit{key: agentRateScope(agentID) + ":" + w.name, start: start, until: start + w.seconds, limit: w.limit}
-	}
-	return hits
-}
-
 // pgAgentRateCountable reports whether every tier limits both windows, as
-// pgAuthRateSQL assumes (a window without a limit is not counted at all).
+// pgLeaseSQL assumes (a window without a limit is not counted at all).
 func pgAgentRateCountable() bool {
 	for _, t := range Tiers {
 		if l := LimitsFor(t); l.PerMinute <= 0 || l.PerHour <= 0 {
@@ -133,73 +126,6 @@ func pgAgentRateCountable() bool {
 		}
 	}
 	return true
-}
-
-// pgAuthRateSQL builds the PostgreSQL statement of AuthenticateAndAllow: in
-// one round trip it reads the agent whose api_key_hash is $1 (agentCols of
-// agents), counts the request in its tier's minute and hour windows exactly
-// as pgRateSQL(2) does (same keys as AllowAgent: 'agent:<id>:minute' and
-// ':hour'; the hour window counted only while the minute one is within its
-// limit), and answers one row per wallet of the agent (walletCols of
-// wallets, NULL when it has none), each ending with both windows' counts.
-// No agent, no row and nothing counted. $2, $3: the minute window's start
-// and end; $4, $5: the hour window's.
-func pgAuthRateSQL(agentCols, walletCols []string) string {
-	var b strings.Builder
-	b.WriteString("WITH a AS (SELECT ")
-	b.WriteString(strings.Join(agentCols, ", "))
-	b.WriteString(" FROM agents WHERE api_key_hash = $1)")
-	windows := agentRateWindows(TierT0)
-	for i, w := range windows {
-		p := 2*i + 2
-		fmt.Fprintf(&b, ", w%d AS (INSERT INTO rate_limit_counters (key, window_start, count, expires_at) "+
-			"SELECT 'agent:' || a.id::text || ':%s', $%d::bigint, 1, $%d::bigint FROM a", i, w.name, p, p+1)
-		if i > 0 {
-			fmt.Fprintf(&b, ", w%d WHERE w%d.count <= CASE a.tier", i-1, i-1)
-			for _, t := range Tiers {
-				fmt.Fprintf(&b, " WHEN '%s' THEN %d", t, agentRateWindows(t)[i-1].limit)
-			}
-			fmt.Fprintf(&b, " ELSE %d END", agentRateWindows("")[i-1].limit)
-		}
-		b.WriteString(" ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + 1 RETURNING count)")
-	}
-	// As in pgRateSQL: the counters need no durability.
-	b.WriteString(", async AS (SELECT set_config('synchronous_commit', 'off', true)) SELECT ")
-	for _, c := range agentCols {
-		b.WriteString("a." + c + ", ")
-	}
-	for _, c := range walletCols {
-		b.WriteString("w." + c + ", ")
-	}
-	for i, w := range windows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "COALESCE((SELECT count FROM w%d), (SELECT count FROM rate_limit_counters "+
-			"WHERE key = 'agent:' || a.id::text || ':%s' AND window_start = $%d::bigint), 0)", i, w.name, 2*i+2)
-	}
-	b.WriteString(" FROM a CROSS JOIN async LEFT JOIN wallets w ON w.agent_id = a.id")
-	return b.String()
-}
-
-// agentDecision is the decision on a request of an agent whose windows
-// (agentRateHits at now) counted counts, as pgAuthRateSQL returns them.
-func (l *rateLimiter) agentDecision(now time.Time, agentID, tier string, counts []int64) (RateDecision, error) {
-	hits := agentRateHits(agentID, tier, now.Unix())
-	// The statement's rule, replayed (see pgRateStore.hit).
-	counted := 1
-	for counted < len(hits) && counts[counted-1] <= int64(hits[counted-1].limit) {
-		counted++
-	}
-	if p, ok := l.store.(*pgRateStore); ok {
-		p.maybeCleanup(now.Unix())
-	}
-	windows := agentRateWindows(tier)
-	dec := decide(now, windows[:], hits[:], counts, counted)
-	if !dec.Allowed {
-		return dec, &RateLimitError{Decision: dec, what: "requests", whose: agentRateWhose(tier)}
-	}
-	return dec, nil
 }
 
 // AllowIP counts one unauthenticated request of kind from a client IP.
@@ -267,16 +193,21 @@ type rateStore interface {
 	hit(ctx context.Context, now int64, hits []rateHit) (counts []int64, counted int, err error)
 }
 
-// rateLimiter holds the clock and the counter store of one Service.
+// rateLimiter holds the clock and the counter store of one Service, and on
+// PostgreSQL the instance's leases of agents' limits (see ratelease.go).
 type rateLimiter struct {
-	now   func() time.Time
-	store rateStore
+	now    func() time.Time
+	store  rateStore
+	leases *leaseTable
 }
 
 func newRateLimiter(db *DB, logger *slog.Logger) *rateLimiter {
 	l := &rateLimiter{now: time.Now}
 	if db.IsPostgres() {
 		l.store = &pgRateStore{db: db.SQL, logger: logger}
+		if pgAgentRateCountable() {
+			l.leases = newLeaseTable()
+		}
 	} else {
 		l.store = newMemRateStore()
 	}
