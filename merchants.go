@@ -420,8 +420,8 @@ func setOptional[B any](f merchantFields, website, webhook, success, cancel, add
 type MerchantAuth struct {
 	Merchant *ent.Merchant
 	Mode     Mode
-	// Key is the key pair the request authenticated with.
-	Key *ent.MerchantKey
+	// keyMatch picks the unrevoked key the request authenticated with.
+	keyMatch predicate.MerchantKey
 }
 
 // Livemode reports whether the caller uses live keys.
@@ -477,10 +477,13 @@ func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*M
 	return s.merchantByKey(ctx, mode, merchantkey.PublicKey(publicKey))
 }
 
+// merchantByKey is one round trip: the merchant whose unrevoked key of
+// this mode matches (the mode is the key's prefix, and a key is stored
+// under its own mode's kind).
 func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
-	k, err := s.cfg.DB.Ent.MerchantKey.Query().
-		Where(match, merchantkey.RevokedAtIsNil()).
-		WithMerchant().
+	keyMatch := merchantkey.And(match, merchantkey.RevokedAtIsNil(), merchantkey.KindEQ(merchantkey.Kind(mode)))
+	m, err := s.cfg.DB.Ent.Merchant.Query().
+		Where(merchant.HasKeysWith(keyMatch)).
 		Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, ErrUnauthorized
@@ -488,15 +491,10 @@ func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.
 	if err != nil {
 		return nil, fmt.Errorf("authenticating merchant: %w", err)
 	}
-	if Mode(k.Kind) != mode {
-		// A key stored under the other mode's kind: never issued so.
-		return nil, ErrUnauthorized
-	}
-	m := k.Edges.Merchant
 	if !m.Active {
 		return nil, errMerchantDeactivated
 	}
-	return &MerchantAuth{Merchant: m, Mode: mode, Key: k}, nil
+	return &MerchantAuth{Merchant: m, Mode: mode, keyMatch: keyMatch}, nil
 }
 
 // MerchantProfile is a merchant with its current public keys.
@@ -572,11 +570,14 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 // instance. Only the key the caller authenticated with can roll: of two
 // concurrent rolls with one key, the second is ErrUnauthorized.
 func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*MerchantKeys, error) {
+	if auth.keyMatch == nil {
+		return nil, ErrUnauthorized // not from AuthenticateMerchant
+	}
 	keys := &MerchantKeys{}
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		now := time.Now().UTC()
 		n, err := tx.MerchantKey.Update().
-			Where(merchantkey.ID(auth.Key.ID), merchantkey.RevokedAtIsNil()).
+			Where(merchantkey.MerchantID(auth.Merchant.ID), auth.keyMatch).
 			SetRevokedAt(now).
 			Save(ctx)
 		if err != nil {
