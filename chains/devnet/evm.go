@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -460,7 +461,7 @@ func (e *EVM) waitIncluded(ctx context.Context, hash common.Hash) (*types.Receip
 			return receipt, nil
 		case err == nil:
 			return receipt, fmt.Errorf("devnet: transaction %s reverted in block %d", hash, receipt.BlockNumber)
-		case !errors.Is(err, ethereum.NotFound):
+		case !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "transaction indexing is in progress"):
 			return nil, fmt.Errorf("devnet: receipt of %s: %w", hash, err)
 		}
 		select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
@@ -15,6 +16,13 @@ import (
 	"agentpay/chains"
 )
 
+// IndexingInProgress reports geth's answer for a receipt asked while its
+// transaction indexer is still catching up (right after start or a burst
+// of blocks): not an error, the receipt will be there shortly.
+func IndexingInProgress(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "transaction indexing is in progress")
+}
+
 // Receipt reports a transaction's state without waiting. A reverted
 // transaction is TxFailed with the revert reason when the node can replay it.
 func (l *Ledger) Receipt(ctx context.Context, txHash string) (chains.Receipt, error) {
@@ -24,6 +32,11 @@ func (l *Ledger) Receipt(ctx context.Context, txHash string) (chains.Receipt, er
 	}
 	out := chains.Receipt{TxHash: hash.Hex()}
 	rc, err := l.client.TransactionReceipt(ctx, hash)
+	if IndexingInProgress(err) {
+		// The node has the block but has not indexed its transactions yet.
+		out.State = chains.TxPending
+		return out, nil
+	}
 	if errors.Is(err, ethereum.NotFound) {
 		_, _, err := l.client.TransactionByHash(ctx, hash)
 		switch {
