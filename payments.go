@@ -374,8 +374,13 @@ func sessionPaid(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, confirmed
 }
 
 func (d *depositTx) eventData(sess *ent.CheckoutSession, p *ent.Payment) EventData {
+	return paymentEventData(sess, p, d.decimals)
+}
+
+// paymentEventData is the spec 6.3 data of an event about payment p.
+func paymentEventData(sess *ent.CheckoutSession, p *ent.Payment, decimals int32) EventData {
 	usd := p.AmountUsd
-	tok := FromBaseUnits(big.NewInt(p.AmountToken), d.decimals)
+	tok := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
 	return EventData{
 		SessionExternalID: sess.ExternalID,
 		PaymentExternalID: p.ExternalID,

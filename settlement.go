@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
 	"agentpay/chains/evm"
@@ -187,9 +188,13 @@ func (s *Service) SettlePaymentWith(ctx context.Context, id uuid.UUID, opts Sett
 		return SettleResult{Done: true}, nil
 	}
 	if err != nil || waiting != "" {
-		if note := firstNonEmpty(errString(err), waiting); note != st.p.SettlementError {
+		note := waiting
+		if err != nil {
+			note = err.Error()
+		}
+		if note = truncateUTF8(note, 500); note != st.p.SettlementError {
 			_ = st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-				return u.SetSettlementError(truncate(note, 500))
+				return u.SetSettlementError(note)
 			})
 		}
 		return SettleResult{Waiting: waiting}, err
@@ -217,7 +222,7 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 	if st.p.Edges.DepositAddress == nil {
 		return "", fmt.Errorf("settlement: payment %s has no deposit address", st.p.ExternalID)
 	}
-	treasury := st.treasuryAddress(paidChain)
+	treasury := st.s.cfg.Treasury.Address(paidChain)
 
 	sweep := &settlementLeg{
 		name:      "sweep",
@@ -229,9 +234,7 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 		hash:      st.p.SweepTxHash,
 		mayBeSent: *st.p.SettlementStatus == payment.SettlementStatusSubmitted,
 		key:       func() ([]byte, error) { return st.s.DepositAddressKey(st.p.Edges.DepositAddress) },
-		record: func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne {
-			return upd.SetSweepTxHash(hash)
-		},
+		record:    (*ent.PaymentUpdateOne).SetSweepTxHash,
 	}
 	done, waiting, err := st.leg(ctx, sweep)
 	if err != nil || !done {
@@ -249,20 +252,6 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 		return waiting, err
 	}
 	return "", st.complete(ctx, result)
-}
-
-func (st *settlement) treasuryAddress(c chains.Name) string {
-	if c == chains.Solana {
-		return st.s.cfg.Treasury.SolanaAddress
-	}
-	return st.s.cfg.Treasury.EVMAddress
-}
-
-func (st *settlement) treasuryKey(c chains.Name) []byte {
-	if c == chains.Solana {
-		return st.s.cfg.Treasury.Solana
-	}
-	return st.s.cfg.Treasury.EVM
 }
 
 // payoutOutcome is what the merchant was paid, for the completing step.
@@ -304,18 +293,16 @@ func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain cha
 	payout := &settlementLeg{
 		name:      "payout",
 		ledger:    ledger,
-		from:      st.treasuryAddress(chain),
+		from:      st.s.cfg.Treasury.Address(chain),
 		to:        address,
 		amount:    net,
 		ref:       settlementRef("payout", st.p.ID),
 		hash:      st.p.SettlementTxHash,
 		mayBeSent: st.p.SettlementAddress != "",
 		key: func() ([]byte, error) {
-			return append([]byte(nil), st.treasuryKey(chain)...), nil
+			return append([]byte(nil), st.s.cfg.Treasury.Key(chain)...), nil
 		},
-		record: func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne {
-			return upd.SetSettlementTxHash(hash)
-		},
+		record: (*ent.PaymentUpdateOne).SetSettlementTxHash,
 		beforeFirstSend: func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
 			return upd.SetSettlementChain(string(chain)).SetSettlementAddress(address)
 		},
@@ -432,48 +419,44 @@ func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
 // the payment being settled (amount_usd is its gross), then gross, fee,
 // net, the settlement type and the payout reference, and where it went.
 func settlementEventData(sess *ent.CheckoutSession, m *ent.Merchant, p *ent.Payment, decimals int32) EventData {
-	gross := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
-	var fee, net int64
-	if p.SettlementFee != nil {
-		fee = *p.SettlementFee
+	data := paymentEventData(sess, p, decimals)
+	usd := func(units *int64) decimal.Decimal {
+		if units == nil {
+			return decimal.Zero
+		}
+		return FromBaseUnits(big.NewInt(*units), decimals)
 	}
-	if p.SettlementNet != nil {
-		net = *p.SettlementNet
-	}
-	extra := map[string]any{
-		"gross_usd":        gross,
-		"fee_usd":          FromBaseUnits(big.NewInt(fee), decimals),
-		"net_usd":          FromBaseUnits(big.NewInt(net), decimals),
+	data.Extra = map[string]any{
+		"gross_usd":        p.AmountUsd,
+		"fee_usd":          usd(p.SettlementFee),
+		"net_usd":          usd(p.SettlementNet),
 		"settlement_type":  string(m.SettlementType),
 		"payout_reference": p.SettlementReference,
 		"sweep_tx_hash":    p.SweepTxHash,
 	}
 	if p.SettledAt != nil {
-		extra["settled_at"] = p.SettledAt.UTC().Format(time.RFC3339)
+		data.Extra["settled_at"] = p.SettledAt.UTC().Format(time.RFC3339)
 	}
 	if p.SettlementTxHash != "" {
-		extra["settlement_chain"] = p.SettlementChain
-		extra["settlement_address"] = p.SettlementAddress
-		extra["settlement_tx_hash"] = p.SettlementTxHash
+		data.Extra["settlement_chain"] = p.SettlementChain
+		data.Extra["settlement_address"] = p.SettlementAddress
+		data.Extra["settlement_tx_hash"] = p.SettlementTxHash
 	}
 	if p.SettlementFxRate != "" {
-		extra["fx_rate"] = p.SettlementFxRate
-		extra["payout_amount"] = p.SettlementFiatAmount
-		extra["payout_currency"] = p.SettlementFiatCurrency
+		// Stored as decimal strings (exact); sent as JSON numbers like
+		// every amount.
+		data.Extra["fx_rate"] = decimalOrString(p.SettlementFxRate)
+		data.Extra["payout_amount"] = decimalOrString(p.SettlementFiatAmount)
+		data.Extra["payout_currency"] = p.SettlementFiatCurrency
 	}
-	tok := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
-	return EventData{
-		SessionExternalID: sess.ExternalID,
-		PaymentExternalID: p.ExternalID,
-		AmountUSD:         &gross,
-		AmountToken:       &tok,
-		Token:             p.Token,
-		Chain:             p.Chain,
-		TxHash:            p.TxHash,
-		FromAddress:       p.FromAddress,
-		Metadata:          sess.Metadata,
-		Extra:             extra,
+	return data
+}
+
+func decimalOrString(v string) any {
+	if d, err := decimal.NewFromString(v); err == nil {
+		return d
 	}
+	return v
 }
 
 // settlementLeg is one on-chain transfer of a settlement.
@@ -490,7 +473,7 @@ type settlementLeg struct {
 	mayBeSent bool
 	key       func() ([]byte, error)
 	// record adds the hash to the payment update.
-	record func(ctx context.Context, upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne
+	record func(upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne
 	// beforeFirstSend adds what must be fixed before the first broadcast.
 	beforeFirstSend func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne
 }
@@ -530,7 +513,7 @@ func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, 
 	if found {
 		if h != l.hash {
 			l.hash = h
-			if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return l.record(ctx, u, h) }); err != nil {
+			if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return l.record(u, h) }); err != nil {
 				return false, "", err
 			}
 		}
@@ -562,7 +545,7 @@ func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, 
 	case sub.TxHash != "":
 		l.hash = sub.TxHash
 		if err := st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-			return l.record(ctx, u, sub.TxHash)
+			return l.record(u, sub.TxHash)
 		}); err != nil {
 			return false, "", err
 		}
@@ -615,17 +598,3 @@ func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) 
 }
 
 var errSettlementClosed = errors.New("settlement closed by another run")
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}

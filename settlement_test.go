@@ -9,7 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/shopspring/decimal"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
@@ -215,7 +215,7 @@ func TestSettlementWaitsForSettlementAddress(t *testing.T) {
 
 	ids, err := f.svc.PendingSettlements(ctx, -time.Hour, 10)
 	require.NoError(t, err)
-	require.Equal(t, []any{f.payment.ID}, toAny(ids), "left for settle_pending")
+	require.Equal(t, []uuid.UUID{f.payment.ID}, ids, "left for settle_pending")
 
 	f.db.Ent.Merchant.UpdateOneID(f.merchant.ID).SetSettlementAddress(f.payee.Hex()).ExecX(ctx)
 	require.True(t, f.settle(t).Done)
@@ -225,14 +225,6 @@ func TestSettlementWaitsForSettlementAddress(t *testing.T) {
 	ids, err = f.svc.PendingSettlements(ctx, -time.Hour, 10)
 	require.NoError(t, err)
 	require.Empty(t, ids)
-}
-
-func toAny[T any](in []T) []any {
-	out := make([]any, len(in))
-	for i, v := range in {
-		out[i] = v
-	}
-	return out
 }
 
 func TestSettlementFiatPix(t *testing.T) {
@@ -260,8 +252,8 @@ func TestSettlementFiatPix(t *testing.T) {
 	d := evs[0].Data
 	require.Equal(t, "fiat_pix", d["settlement_type"])
 	require.Equal(t, p.SettlementReference, d["payout_reference"])
-	require.Equal(t, "5.4321", d["fx_rate"])
-	require.Equal(t, "39.34", d["payout_amount"])
+	requireDec(t, "5.4321", d["fx_rate"])
+	requireDec(t, "39.34", d["payout_amount"])
 	require.Equal(t, "BRL", d["payout_currency"])
 	requireDec(t, "7.24275", d["net_usd"])
 	require.NotContains(t, d, "settlement_tx_hash")
@@ -301,5 +293,5 @@ func TestSettlementToAnotherChain(t *testing.T) {
 	p := f.reloadPayment(t)
 	require.Equal(t, "polygon", p.SettlementChain)
 	require.Equal(t, "polygon", f.settlementEvents(t)[0].Data["settlement_chain"])
-	require.True(t, decimal.NewFromInt(7_250_000).Equal(decimal.NewFromInt(f.balance(t, treasury.EVMAddress))), "base treasury keeps the gross")
+	require.Equal(t, int64(7_250_000), f.balance(t, treasury.EVMAddress), "base treasury keeps the gross")
 }

@@ -357,10 +357,7 @@ func (s *Service) legs(t *ent.Transfer) ([]*transferLeg, error) {
 	copy(net.ref[:], t.Ref)
 	out := []*transferLeg{net}
 	if t.Fee > 0 {
-		to := s.cfg.Treasury.EVMAddress
-		if chains.Name(t.Chain) == chains.Solana {
-			to = s.cfg.Treasury.SolanaAddress
-		}
+		to := s.cfg.Treasury.Address(chains.Name(t.Chain))
 		if to == "" {
 			return nil, fmt.Errorf("transfer %s: no treasury address for %s", t.ID, t.Chain)
 		}

@@ -3,6 +3,7 @@ package agentpay
 import (
 	"fmt"
 
+	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 )
@@ -29,6 +30,22 @@ func (t TreasuryKeys) GoString() string { return t.String() }
 
 // Format redacts the keys for every fmt verb.
 func (t TreasuryKeys) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(t.String())) }
+
+// Address is the treasury's wallet address on chain.
+func (t TreasuryKeys) Address(chain chains.Name) string {
+	if chain == chains.Solana {
+		return t.SolanaAddress
+	}
+	return t.EVMAddress
+}
+
+// Key is the treasury's signing key on chain. Never logged.
+func (t TreasuryKeys) Key(chain chains.Name) []byte {
+	if chain == chains.Solana {
+		return t.Solana
+	}
+	return t.EVM
+}
 
 // TreasuryKeys derives the treasury wallets (index 0 of the treasury seed).
 func (v *Vault) TreasuryKeys() (TreasuryKeys, error) {

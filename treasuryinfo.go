@@ -66,12 +66,7 @@ func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
 	}
 	var wg sync.WaitGroup
 	for i, chain := range treasuryChains {
-		w := TreasuryWallet{Chain: chain, Token: "USDC", Status: TreasuryBalanceUnavailable}
-		if chain == chains.Solana {
-			w.Address = s.cfg.Treasury.SolanaAddress
-		} else {
-			w.Address = s.cfg.Treasury.EVMAddress
-		}
+		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable}
 		info.Wallets[i] = w
 		ledger, err := s.AgentLedger(chain)
 		if err != nil || w.Address == "" {

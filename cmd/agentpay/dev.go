@@ -216,10 +216,7 @@ func (d *devnets) fundTreasury(ctx context.Context, treasury agentpay.TreasuryKe
 	errs := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, c := range list {
-		addr := treasury.EVMAddress
-		if c.Chain == chains.Solana {
-			addr = treasury.SolanaAddress
-		}
+		addr := treasury.Address(c.Chain)
 		wg.Go(func() {
 			if _, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity); err != nil {
 				errs[i] = fmt.Errorf("devnet %s: funding the treasury: %w", c.Chain, err)

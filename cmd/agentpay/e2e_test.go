@@ -3,14 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,42 +22,6 @@ import (
 	"agentpay/internal/testdb/freshdb"
 )
 
-// e2eReceiver is a merchant's webhook endpoint on loopback: it keeps
-// every request exactly as received and answers 200.
-type e2eReceiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []e2eWebhook
-}
-
-type e2eWebhook struct {
-	Header http.Header
-	Body   []byte
-}
-
-func newE2EReceiver(t *testing.T) *e2eReceiver {
-	r := &e2eReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		r.requests = append(r.requests, e2eWebhook{Header: req.Header.Clone(), Body: body})
-		r.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *e2eReceiver) all() []e2eWebhook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]e2eWebhook(nil), r.requests...)
-}
-
 // webhookBody is a delivered event as a receiver parses it.
 type webhookBody struct {
 	ID        string         `json:"id"`
@@ -71,24 +31,19 @@ type webhookBody struct {
 	Livemode  *bool          `json:"livemode"`
 }
 
-// verified checks a delivery as a receiver must (X-Checkout-Signature is
-// the hex HMAC-SHA256 of the raw body with the webhook secret) and parses
-// it with numbers kept exact.
-func verifiedWebhook(t *testing.T, secret string, w e2eWebhook) webhookBody {
+// verifiedWebhook checks a delivery as a receiver must (the signature,
+// and the Standard Webhooks headers) and parses it with numbers kept exact.
+func verifiedWebhook(t *testing.T, r *webhookReceiver, w receivedWebhook) webhookBody {
 	t.Helper()
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(w.Body)
-	want := hex.EncodeToString(mac.Sum(nil))
-	require.True(t, hmac.Equal([]byte(want), []byte(w.Header.Get("X-Checkout-Signature"))), "signature of %s", w.Body)
+	require.True(t, r.ValidSignature(w), "X-Checkout-Signature of %s", w.Body)
 	require.Equal(t, "application/json", w.Header.Get("Content-Type"))
-	require.NotEmpty(t, w.Header.Get("webhook-id"))
+	require.Equal(t, w.EventID, w.Header.Get("webhook-id"))
 	require.NotEmpty(t, w.Header.Get("webhook-timestamp"))
 	require.Regexp(t, `^v1,`, w.Header.Get("webhook-signature"))
 	var b webhookBody
 	dec := json.NewDecoder(bytes.NewReader(w.Body))
 	dec.UseNumber()
 	require.NoError(t, dec.Decode(&b))
-	require.Equal(t, b.ID, w.Header.Get("webhook-id"))
 	ts, err := time.Parse(time.RFC3339, b.Timestamp)
 	require.NoError(t, err, "timestamp is ISO 8601")
 	require.Equal(t, time.UTC, ts.Location())
@@ -126,7 +81,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		env["DATABASE_URL"] = freshdb.URL(t)
 	}
 	base := startDev(t, env)
-	receiver := newE2EReceiver(t)
+	receiver := newWebhookReceiver(t)
 
 	payeeKey, err := crypto.GenerateKey()
 	require.NoError(t, err)
@@ -145,8 +100,9 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		"settlement_address": %q, "settlement_chain": "base",
 		"accepted_tokens": [{"chain":"base","token":"USDC"},{"chain":"arbitrum","token":"USDC"},
 			{"chain":"ethereum","token":"USDC"},{"chain":"polygon","token":"USDC"},{"chain":"solana","token":"USDC"}]
-	}`, receiver.URL+"/hooks", payee), &reg)
+	}`, receiver.URL(), payee), &reg)
 	require.Equal(t, http.StatusCreated, status)
+	receiver.SetSecret(reg.Keys.WebhookSecret)
 
 	type paid struct {
 		chain, sessionID, txHash, from, amount string
@@ -202,23 +158,10 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 
 	// Every session confirmed through the worker, every event delivered.
 	want := []string{"payment.detected", "payment.confirmed", "settlement.completed"}
-	got := map[string]map[string]bool{}
 	complete := func() bool {
-		got = map[string]map[string]bool{}
-		for _, w := range receiver.all() {
-			var b webhookBody
-			if json.Unmarshal(w.Body, &b) != nil {
-				continue
-			}
-			id, _ := b.Data["session_external_id"].(string)
-			if got[id] == nil {
-				got[id] = map[string]bool{}
-			}
-			got[id][b.Event] = true
-		}
 		for id := range sessions {
 			for _, kind := range want {
-				if !got[id][kind] {
+				if !receiver.HasAcked(id, kind) {
 					return false
 				}
 			}
@@ -232,7 +175,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		for id, p := range sessions {
 			var st map[string]any
 			doJSON(t, http.MethodGet, base+"/checkout/pay/"+id+"/status", "", "", &st)
-			t.Logf("%s on %s: status %v, webhooks %v", id, p.chain, st, got[id])
+			t.Logf("%s on %s: status %v, webhooks %s", id, p.chain, st, describeReceived(receiver.Acked(id)))
 		}
 		t.Fatal("not every session got payment.detected, payment.confirmed and settlement.completed")
 	}
@@ -247,8 +190,9 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 
 	seen := map[string]bool{}
 	byKind := map[string]map[string]webhookBody{}
-	for _, w := range receiver.all() {
-		b := verifiedWebhook(t, reg.Keys.WebhookSecret, w)
+	for _, w := range receiver.Received() {
+		require.True(t, w.Acked)
+		b := verifiedWebhook(t, receiver, w)
 		require.False(t, seen[b.ID], "event %s delivered once to a healthy receiver", b.ID)
 		seen[b.ID] = true
 		require.False(t, *b.Livemode)
