@@ -324,22 +324,36 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 	if !wellFormedAgentKey(apiKey) {
 		return nil, ErrUnauthorized
 	}
-	q := authSQLite
-	if s.cfg.DB.IsPostgres() {
-		q = authPostgres
+	hash := HashSecret(apiKey)
+	if a := s.auth.get(string(hash)); a != nil {
+		return a, nil
 	}
-	rows, err := queryCached(ctx, s.cfg.DB.SQL, q, HashSecret(apiKey))
+	// Requests of a key that arrive while it is being read share that read
+	// (a result no older than a cache entry would be).
+	v, err, _ := s.auth.reads.Do(string(hash), func() (any, error) {
+		q := authSQLite
+		if s.cfg.DB.IsPostgres() {
+			q = authPostgres
+		}
+		read := s.auth.begin()
+		rows, err := queryCached(context.WithoutCancel(ctx), s.cfg.DB.SQL, q, hash)
+		if err != nil {
+			return nil, fmt.Errorf("authenticating agent: %w", err)
+		}
+		a, _, err := scanAuthRows(rows, 0)
+		if err != nil {
+			return nil, fmt.Errorf("authenticating agent: %w", err)
+		}
+		if a == nil {
+			return nil, ErrUnauthorized
+		}
+		s.auth.put(read, string(hash), a)
+		return a, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("authenticating agent: %w", err)
+		return nil, err
 	}
-	a, _, err := scanAuthRows(rows, 0)
-	if err != nil {
-		return nil, fmt.Errorf("authenticating agent: %w", err)
-	}
-	if a == nil {
-		return nil, ErrUnauthorized
-	}
-	return a, nil
+	return copyAgent(v.(*ent.Agent)), nil
 }
 
 // AuthenticateAndAllow authenticates the key as Authenticate does, then
@@ -503,6 +517,17 @@ func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, e
 		return "", ErrUnauthorized
 	}
 	a.APIKeyHash = hash
+	// Other instances may serve the old key from their authentication cache
+	// until their entry expires: answer once every such entry has, so that
+	// the caller never holds the new key while the old one still works.
+	if ttl := s.cfg.AuthCacheTTL; ttl > 0 {
+		t := time.NewTimer(ttl)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 	return plain, nil
 }
 

@@ -40,6 +40,18 @@ func openEmptyTestDB(tb testing.TB) *DB {
 	return db
 }
 
+// reopenTestDB opens another pool on db's database, as another process
+// would.
+func reopenTestDB(tb testing.TB, db *DB) *DB {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	other, err := OpenDB(ctx, DBConfig{URL: db.URL})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = other.Close() })
+	return other
+}
+
 func TestOpenDB(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

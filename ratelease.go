@@ -32,12 +32,12 @@ import (
 // reserve one hit at a time, which is exact: T0 (10 a minute, 100 an hour)
 // and every per-minute limit but T4's.
 //
-// Authentication is not cached: every request reads its key from the
-// database. What the instance remembers is which agent a key hash was last
-// (a hint, to know which lease to look at before the key is read), the
-// leases, and the counters as last read (for X-RateLimit-Remaining, which on
-// several instances can be a little optimistic: it does not know the other
-// instances' unserved hits).
+// A request served from the lease reads the database only when its key is
+// not in the authentication cache (authcache.go). What the instance also
+// remembers is which agent a key hash was last (a hint, to know which lease
+// to look at before the key is read), the leases, and the counters as last
+// read (for X-RateLimit-Remaining, which on several instances can be a
+// little optimistic: it does not know the other instances' unserved hits).
 
 // leaseMinLimit and leaseDivisor size the blocks: a window whose limit is
 // below leaseMinLimit reserves one hit at a time; a larger one
@@ -597,8 +597,11 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 		rows *sql.Rows
 		err  error
 	)
-	if a == nil {
+	byKey := a == nil
+	var read authRead
+	if byKey {
 		args[0] = hash
+		read = s.auth.begin()
 		rows, err = queryCached(ctx, s.cfg.DB.SQL, leaseByKeyPostgres, args...)
 	} else {
 		args[0] = id
@@ -618,6 +621,9 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 	}
 	if a == nil {
 		return res, nil, nil
+	}
+	if byKey {
+		s.auth.put(read, string(hash), a)
 	}
 	for i := range res {
 		res[i].locked, res[i].after, res[i].seen = ints[3*i], ints[3*i+1], ints[3*i+2]

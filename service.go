@@ -85,6 +85,12 @@ type Config struct {
 	// builds the default for DB (NewStatusBroker: LISTEN/NOTIFY on
 	// PostgreSQL, in-process on SQLite).
 	StatusBroker StatusBroker
+
+	// AuthCacheTTL is how long an authenticated agent is trusted without
+	// reading its key again (authcache.go), and so how long a key
+	// regeneration waits before answering; 0 is DefaultAuthCacheTTL, a
+	// negative value reads the key on every request.
+	AuthCacheTTL time.Duration
 }
 
 // Service is the service layer.
@@ -94,6 +100,7 @@ type Service struct {
 	watchers *watcherCache
 	limiter  *rateLimiter
 	broker   StatusBroker
+	auth     *authCache
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -115,7 +122,16 @@ func NewService(cfg Config) (*Service, error) {
 	if broker == nil {
 		broker = NewStatusBroker(cfg.DB, logger)
 	}
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker}, nil
+	if cfg.AuthCacheTTL == 0 {
+		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	auth := newAuthCache(cfg.AuthCacheTTL)
+	if cfg.DB.Ent != nil {
+		cfg.DB.Ent.Agent.Use(auth.hook)
+		cfg.DB.Ent.Wallet.Use(auth.hook)
+	}
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
+		auth: auth}, nil
 }
 
 // Networks returns the ledgers of a mode.

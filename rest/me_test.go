@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/internal/testdb"
 )
 
 // mePaths are every /agents/me/* route; all need a valid X-Agent-Key.
@@ -98,14 +99,16 @@ func TestMeRequiresKey(t *testing.T) {
 }
 
 // TestRegenerateAPIKeyAcrossInstances: the old key is refused at once by a
-// second API instance sharing the database.
+// second API instance sharing the database (its own pool, as another
+// process), even one that has just authenticated the old key and holds it
+// in its authentication cache.
 func TestRegenerateAPIKeyAcrossInstances(t *testing.T) {
 	key, err := agentpay.GenerateMasterKey()
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
 	one := newTestAPI(t, testAPIConfig{Vault: vault})
-	two := newTestAPI(t, testAPIConfig{DB: one.DB, Vault: vault})
+	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: vault})
 
 	reg := one.register("rotator")
 	resp := two.do(http.MethodGet, "/agents/me/profile", nil, agentKey(reg.APIKey))

@@ -299,10 +299,20 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
+		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),
 		// Test money settles fiat through the sandbox; no live PIX provider
 		// is integrated yet, so live fiat_pix settlements wait (README).
 		Payouts: map[agentpay.Mode]agentpay.PayoutProvider{
 			agentpay.ModeTest: agentpay.NewSandboxPixProvider(agentpay.DefaultSandboxPixRate),
 		},
 	})
+}
+
+// serviceAuthCacheTTL maps AUTH_CACHE_TTL (0: off) to Config.AuthCacheTTL
+// (0: the default, negative: off).
+func serviceAuthCacheTTL(ttl time.Duration) time.Duration {
+	if ttl == 0 {
+		return -1
+	}
+	return ttl
 }

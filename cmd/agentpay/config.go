@@ -28,6 +28,7 @@ type config struct {
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
 	IPRateLimit        int
+	AuthCacheTTL       time.Duration // 0: off
 	RegisterRateLimit  int
 	DevBlockTime       time.Duration
 	AllowedOrigins     []string
@@ -85,6 +86,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:           p.str("DATA_DIR", "./data"),
 		SessionTTL:        p.duration("SESSION_TTL", 30*time.Minute),
 		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
+		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
 		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
 		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
@@ -180,6 +182,19 @@ func (p *envParser) duration(name string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		p.fail(name, "must be a positive duration such as 30s or 2m, got %q", v)
+		return def
+	}
+	return d
+}
+
+func (p *envParser) nonNegativeDuration(name string, def time.Duration) time.Duration {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		p.fail(name, "must be a duration such as 500ms or 0, got %q", v)
 		return def
 	}
 	return d

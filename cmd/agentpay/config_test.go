@@ -25,6 +25,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
 	require.Equal(t, 600, c.IPRateLimit)
 	require.Equal(t, 20, c.RegisterRateLimit)
+	require.Equal(t, 500*time.Millisecond, c.AuthCacheTTL)
 	require.Equal(t, time.Second, c.DevBlockTime)
 	require.Contains(t, c.DatabaseURL, "agentpay.db")
 	require.Nil(t, c.MasterKey)
@@ -47,6 +48,13 @@ func TestLoadConfigChains(t *testing.T) {
 	require.Equal(t, uint64(5), c.DevConfirmations[chains.Polygon])
 }
 
+func TestAuthCacheTTLZeroTurnsTheCacheOff(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"AUTH_CACHE_TTL": "0"}))
+	require.NoError(t, err)
+	require.Negative(t, serviceAuthCacheTTL(c.AuthCacheTTL), "a negative Config.AuthCacheTTL reads every key")
+	require.Equal(t, 2*time.Second, serviceAuthCacheTTL(2*time.Second))
+}
+
 func TestLoadConfigRejectsBadValues(t *testing.T) {
 	tests := []struct {
 		name, value string
@@ -55,6 +63,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SESSION_TTL", "-5m"},
 		{"WEBHOOK_RETRY_DELAYS", "30s,often"},
 		{"IP_RATE_LIMIT", "-1"},
+		{"AUTH_CACHE_TTL", "-1s"},
+		{"AUTH_CACHE_TTL", "briefly"},
 		{"REGISTER_RATE_LIMIT", "many"},
 		{"DEV_BLOCK_TIME", "0"},
 		{"BASE_URL", "not a url"},

@@ -52,6 +52,13 @@ func OpenEmpty(tb testing.TB) *agentpay.DB {
 	return open(tb, freshdb.URL(tb))
 }
 
+// Reopen returns another pool on db's database, as a second process would
+// open it: nothing in memory is shared with db.
+func Reopen(tb testing.TB, db *agentpay.DB) *agentpay.DB {
+	tb.Helper()
+	return open(tb, db.URL)
+}
+
 // IsPostgres reports whether tests run on PostgreSQL (TEST_DATABASE_URL set).
 func IsPostgres() bool { return freshdb.IsPostgres() }
 

@@ -1,0 +1,134 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+)
+
+func TestAuthCacheRules(t *testing.T) {
+	one, two := uuid.New(), uuid.New()
+	tests := []struct {
+		name string
+		// run acts on a cache holding nothing, with an agent `one` read by
+		// put under "k1"; it reports whether "k1" is then served.
+		run  func(c *authCache, put func(authRead))
+		want bool
+	}{
+		{"read, stored, served", func(c *authCache, put func(authRead)) { put(c.begin()) }, true},
+		{"changed after the read began: not stored", func(c *authCache, put func(authRead)) {
+			r := c.begin()
+			c.agentChanged(one)
+			put(r)
+		}, false},
+		{"changed before the read began: stored", func(c *authCache, put func(authRead)) {
+			c.agentChanged(one)
+			put(c.begin())
+		}, true},
+		{"changed once stored: dropped", func(c *authCache, put func(authRead)) {
+			put(c.begin())
+			c.agentChanged(one)
+		}, false},
+		{"another agent changed: kept", func(c *authCache, put func(authRead)) {
+			put(c.begin())
+			c.agentChanged(two)
+		}, true},
+		{"every agent changed: dropped", func(c *authCache, put func(authRead)) {
+			put(c.begin())
+			c.allChanged()
+		}, false},
+		{"every agent changed during the read: not stored", func(c *authCache, put func(authRead)) {
+			r := c.begin()
+			c.allChanged()
+			put(r)
+		}, false},
+		{"older than the TTL: dropped", func(c *authCache, put func(authRead)) {
+			put(authRead{epoch: c.begin().epoch, at: time.Now().Add(-time.Minute)})
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newAuthCache(time.Second)
+			tt.run(c, func(r authRead) { c.put(r, "k1", &ent.Agent{ID: one, Username: "one"}) })
+			got := c.get("k1")
+			require.Equal(t, tt.want, got != nil)
+			if got != nil {
+				require.Equal(t, one, got.ID)
+			}
+		})
+	}
+	t.Run("a TTL of zero caches nothing", func(t *testing.T) {
+		c := newAuthCache(0)
+		c.put(c.begin(), "k1", &ent.Agent{ID: one})
+		require.Nil(t, c.get("k1"))
+	})
+	t.Run("callers get copies", func(t *testing.T) {
+		c := newAuthCache(time.Second)
+		c.put(c.begin(), "k1", &ent.Agent{ID: one, Username: "one", Edges: ent.AgentEdges{Wallets: []*ent.Wallet{{Chain: "base"}}}})
+		got := c.get("k1")
+		got.Username, got.Edges.Wallets[0].Chain = "changed", "solana"
+		again := c.get("k1")
+		require.Equal(t, "one", again.Username)
+		require.Equal(t, "base", again.Edges.Wallets[0].Chain)
+	})
+}
+
+// TestAuthCacheFollowsCommits: what this instance commits to an agent is
+// what its next request sees; what it rolls back is not; another instance
+// (its own pool and cache) sees the change within the TTL.
+func TestAuthCacheFollowsCommits(t *testing.T) {
+	ctx := context.Background()
+	svc := newAgentsTestService(t)
+	reg, err := svc.QuickRegister(ctx, "cached")
+	require.NoError(t, err)
+	otherCfg := svc.cfg
+	otherCfg.DB = reopenTestDB(t, svc.cfg.DB)
+	otherCfg.AuthCacheTTL = 2 * time.Second // longer than the steps below take on a slow machine
+	other, err := NewService(otherCfg)
+	require.NoError(t, err)
+
+	auth := func(s *Service) *ent.Agent {
+		t.Helper()
+		a, err := s.Authenticate(ctx, reg.APIKey)
+		require.NoError(t, err)
+		return a
+	}
+	require.Zero(t, auth(svc).TxCount)
+	require.Zero(t, auth(other).TxCount)
+
+	// Rolled back: nothing to see.
+	errRollback := errors.New("roll back")
+	err = svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		require.NoError(t, tx.Agent.UpdateOneID(reg.Agent.ID).AddTxCount(1).Exec(ctx))
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	require.Zero(t, auth(svc).TxCount)
+
+	// Committed: seen here at once, though the entry has not expired.
+	err = svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		return tx.Agent.UpdateOneID(reg.Agent.ID).AddTxCount(1).Exec(ctx)
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), auth(svc).TxCount)
+
+	// A new wallet is a change of its agent.
+	_, err = svc.cfg.DB.Ent.Wallet.Create().SetAgentID(reg.Agent.ID).SetChain("base").
+		SetAddress("0x00000000000000000000000000000000000000aa").SetKind("external").Save(ctx)
+	require.NoError(t, err)
+	require.Len(t, auth(svc).Edges.Wallets, 3)
+
+	// The other instance knows nothing of it until its entry expires.
+	require.Zero(t, auth(other).TxCount, "served from the other instance's cache")
+	time.Sleep(otherCfg.AuthCacheTTL)
+	a := auth(other)
+	require.Equal(t, int64(1), a.TxCount)
+	require.Len(t, a.Edges.Wallets, 3)
+}
