@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
@@ -505,142 +503,6 @@ func (a *statusAcc) add(r *statusRow) {
 		a.minConf = c
 	}
 	a.hasPayments = true
-}
-
-// statusBatchMax bounds the sessions one batched statement reads, and
-// statusBatchesInFlight the batched statements running at once per pool:
-// one, so every poll that arrives during a read joins the next one (a read
-// never waits on a lock, so at most two reads' time). Two in flight halved
-// the batches and measured lower (BenchmarkCheckoutStatus).
-const (
-	statusBatchMax         = 256
-	statusBatchesInFlight  = 1
-	statusBatchReadTimeout = 10 * time.Second
-)
-
-// statusBatcher coalesces concurrent status reads into shared statements
-// (group-commit style): a request starts a statement at once while fewer
-// than statusBatchesInFlight run; otherwise it waits, and the next statement
-// to start reads every waiting request's session. Every request is read by
-// a statement that starts after it arrived, so an answer is never older
-// than its request.
-type statusBatcher struct {
-	db *sql.DB
-
-	mu       sync.Mutex
-	waiting  []*statusCall
-	inFlight int
-}
-
-type statusCall struct {
-	id   string
-	done chan struct{}
-	acc  *statusAcc
-	err  error
-}
-
-// statusBatchers holds each pool's batcher, beside its statement cache.
-var statusBatchers sync.Map // *sql.DB -> *statusBatcher
-
-func statusBatcherFor(db *sql.DB) *statusBatcher {
-	if b, ok := statusBatchers.Load(db); ok {
-		return b.(*statusBatcher)
-	}
-	b, _ := statusBatchers.LoadOrStore(db, &statusBatcher{db: db})
-	return b.(*statusBatcher)
-}
-
-// status reads a session's status rows; nil when there is no such session.
-func (b *statusBatcher) status(ctx context.Context, externalID string) (*statusAcc, error) {
-	c := &statusCall{id: externalID, done: make(chan struct{})}
-	b.mu.Lock()
-	b.waiting = append(b.waiting, c)
-	var batch []*statusCall
-	if b.inFlight < statusBatchesInFlight {
-		b.inFlight++
-		batch = b.takeLocked()
-	}
-	b.mu.Unlock()
-	if batch != nil {
-		b.run(batch)
-	}
-	select {
-	case <-c.done:
-		return c.acc, c.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// takeLocked removes up to statusBatchMax waiting calls. b.mu is held.
-func (b *statusBatcher) takeLocked() []*statusCall {
-	n := min(len(b.waiting), statusBatchMax)
-	batch := make([]*statusCall, n)
-	copy(batch, b.waiting)
-	rest := copy(b.waiting, b.waiting[n:])
-	clear(b.waiting[rest:])
-	b.waiting = b.waiting[:rest]
-	return batch
-}
-
-// run reads a batch and answers its calls; then, if calls arrived in the
-// meantime, hands them to a new statement (in another goroutine: this one
-// belongs to a request that has its answer), else gives the slot up.
-func (b *statusBatcher) run(batch []*statusCall) {
-	ctx, cancel := context.WithTimeout(context.Background(), statusBatchReadTimeout)
-	err := b.read(ctx, batch)
-	cancel()
-	for _, c := range batch {
-		if err != nil {
-			c.acc, c.err = nil, err
-		}
-		close(c.done)
-	}
-	b.mu.Lock()
-	if len(b.waiting) == 0 {
-		b.inFlight--
-		b.mu.Unlock()
-		return
-	}
-	next := b.takeLocked()
-	b.mu.Unlock()
-	go b.run(next)
-}
-
-// read runs one statement for the batch's sessions and sets each call's acc.
-func (b *statusBatcher) read(ctx context.Context, batch []*statusCall) error {
-	ids := make([]string, len(batch))
-	for i, c := range batch {
-		ids[i] = c.id
-	}
-	rows, err := queryCached(ctx, b.db, checkoutStatusBatchQuery, pq.StringArray(ids))
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	found := make(map[string]*statusAcc, len(batch))
-	for rows.Next() {
-		var (
-			id string
-			r  statusRow
-		)
-		if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amount, &r.confs, &r.pStatus); err != nil {
-			return err
-		}
-		acc := found[id]
-		if acc == nil {
-			acc = new(statusAcc)
-			found[id] = acc
-		}
-		acc.add(&r)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, c := range batch {
-		c.acc = found[c.id]
-	}
-	return nil
 }
 
 func sessionModeOf(livemode bool) Mode {

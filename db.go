@@ -133,6 +133,7 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 
 // Close closes the pool (and with it the ent client).
 func (db *DB) Close() error {
+	closeStatusBatcher(db.SQL)
 	return db.Ent.Close()
 }
 

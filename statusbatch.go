@@ -1,0 +1,237 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// statusBatchMax bounds the sessions one batched statement reads, and
+// statusBatchesInFlight the batched statements running at once per pool:
+// one, so every poll that arrives during a read joins the next one (a read
+// never waits on a lock, so at most two reads' time). Two in flight halved
+// the batches and measured lower (BenchmarkCheckoutStatus).
+const (
+	statusBatchMax         = 256
+	statusBatchesInFlight  = 1
+	statusBatchReadTimeout = 10 * time.Second
+)
+
+// statusBatcher coalesces concurrent status reads into shared statements
+// (group-commit style): a request starts a statement at once while fewer
+// than statusBatchesInFlight run; otherwise it waits, and the next statement
+// to start reads every waiting request's session. Every request is read by
+// a statement that starts after it arrived, so an answer is never older
+// than its request.
+//
+// The batched statement runs on a connection of the batcher's own, where it
+// is prepared under plan_cache_mode = force_generic_plan. Left to its
+// default, PostgreSQL plans it again on every execution: a plan for an
+// array parameter of 6 elements is estimated cheaper than the generic plan
+// (which assumes 10), so the generic one is never chosen, and planning
+// cost more than running it (BenchmarkCheckoutStatus: 43-50% of the bare
+// handler with a plan per execution, 58-60% with the generic plan). The
+// setting stays on that connection: every other statement keeps the
+// default.
+type statusBatcher struct {
+	db *sql.DB
+
+	mu       sync.Mutex
+	waiting  []*statusCall
+	inFlight int
+
+	// connMu is held while conn is in use, and guards conn and stmt.
+	connMu sync.Mutex
+	conn   *sql.Conn
+	stmt   *sql.Stmt
+	closed bool
+}
+
+type statusCall struct {
+	id   string
+	done chan struct{}
+	acc  *statusAcc
+	err  error
+}
+
+// statusBatchers holds each pool's batcher, beside its statement cache.
+var statusBatchers sync.Map // *sql.DB -> *statusBatcher
+
+func statusBatcherFor(db *sql.DB) *statusBatcher {
+	if b, ok := statusBatchers.Load(db); ok {
+		return b.(*statusBatcher)
+	}
+	b, _ := statusBatchers.LoadOrStore(db, &statusBatcher{db: db})
+	return b.(*statusBatcher)
+}
+
+// status reads a session's status rows; nil when there is no such session.
+func (b *statusBatcher) status(ctx context.Context, externalID string) (*statusAcc, error) {
+	c := &statusCall{id: externalID, done: make(chan struct{})}
+	b.mu.Lock()
+	b.waiting = append(b.waiting, c)
+	var batch []*statusCall
+	if b.inFlight < statusBatchesInFlight {
+		b.inFlight++
+		batch = b.takeLocked()
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		b.run(batch)
+	}
+	select {
+	case <-c.done:
+		return c.acc, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// takeLocked removes up to statusBatchMax waiting calls. b.mu is held.
+func (b *statusBatcher) takeLocked() []*statusCall {
+	n := min(len(b.waiting), statusBatchMax)
+	batch := make([]*statusCall, n)
+	copy(batch, b.waiting)
+	rest := copy(b.waiting, b.waiting[n:])
+	clear(b.waiting[rest:])
+	b.waiting = b.waiting[:rest]
+	return batch
+}
+
+// run reads a batch and answers its calls; then, if calls arrived in the
+// meantime, hands them to a new statement (in another goroutine: this one
+// belongs to a request that has its answer), else gives the slot up.
+func (b *statusBatcher) run(batch []*statusCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), statusBatchReadTimeout)
+	err := b.read(ctx, batch)
+	cancel()
+	for _, c := range batch {
+		if err != nil {
+			c.acc, c.err = nil, err
+		}
+		close(c.done)
+	}
+	b.mu.Lock()
+	if len(b.waiting) == 0 {
+		b.inFlight--
+		b.mu.Unlock()
+		return
+	}
+	next := b.takeLocked()
+	b.mu.Unlock()
+	go b.run(next)
+}
+
+// read runs one statement for the batch's sessions and sets each call's acc.
+func (b *statusBatcher) read(ctx context.Context, batch []*statusCall) error {
+	ids := make([]string, len(batch))
+	for i, c := range batch {
+		ids[i] = c.id
+	}
+	// The rows are read on the batcher's connection: it is not used again
+	// until they are closed.
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	rows, err := b.queryLocked(ctx, pq.StringArray(ids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := make(map[string]*statusAcc, len(batch))
+	for rows.Next() {
+		var (
+			id string
+			r  statusRow
+		)
+		if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amount, &r.confs, &r.pStatus); err != nil {
+			return err
+		}
+		acc := found[id]
+		if acc == nil {
+			acc = new(statusAcc)
+			found[id] = acc
+		}
+		acc.add(&r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range batch {
+		c.acc = found[c.id]
+	}
+	return nil
+}
+
+// queryLocked runs the batched statement on the batcher's connection,
+// opening it first if need be; when it cannot be opened, on the pool
+// (b.connMu held).
+func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*sql.Rows, error) {
+	if b.stmt == nil && !b.closed {
+		if err := b.connectLocked(ctx); err != nil {
+			return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+		}
+	}
+	if b.stmt == nil {
+		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+	}
+	rows, err := b.stmt.QueryContext(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		// The connection may be broken (the server restarted, or ended the
+		// session): the pool, which replaces bad connections, answers this
+		// batch, and the next one opens another connection.
+		b.disconnectLocked()
+		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+	}
+	return rows, err
+}
+
+// connectLocked takes a connection out of the pool for the batched
+// statement (b.connMu held).
+func (b *statusBatcher) connectLocked(ctx context.Context) error {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		_ = conn.Close()
+		return err
+	}
+	stmt, err := conn.PrepareContext(ctx, checkoutStatusBatchQuery)
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	b.conn, b.stmt = conn, stmt
+	return nil
+}
+
+func (b *statusBatcher) disconnectLocked() {
+	if b.stmt != nil {
+		_ = b.stmt.Close()
+	}
+	if b.conn != nil {
+		// Raw discards the connection instead of returning it to the pool
+		// with the setting still on.
+		_ = b.conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = b.conn.Close()
+	}
+	b.conn, b.stmt = nil, nil
+}
+
+// closeStatusBatcher gives back the connection of db's batcher; the pool is
+// closing.
+func closeStatusBatcher(db *sql.DB) {
+	v, ok := statusBatchers.LoadAndDelete(db)
+	if !ok {
+		return
+	}
+	b := v.(*statusBatcher)
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	b.closed = true
+	b.disconnectLocked()
+}
