@@ -325,17 +325,17 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 		return nil, ErrUnauthorized
 	}
 	hash := HashSecret(apiKey)
-	if a := s.auth.get(string(hash)); a != nil {
+	if a, ok := s.agentAuth.get(string(hash)); ok {
 		return a, nil
 	}
 	// Requests of a key that arrive while it is being read share that read
 	// (a result no older than a cache entry would be).
-	v, err, _ := s.auth.reads.Do(string(hash), func() (any, error) {
+	v, err, _ := s.agentAuth.reads.Do(string(hash), func() (any, error) {
 		q := authSQLite
 		if s.cfg.DB.IsPostgres() {
 			q = authPostgres
 		}
-		read := s.auth.begin()
+		read := s.agentAuth.begin()
 		rows, err := queryCached(context.WithoutCancel(ctx), s.cfg.DB.SQL, q, hash)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
@@ -347,7 +347,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 		if a == nil {
 			return nil, ErrUnauthorized
 		}
-		s.auth.put(read, string(hash), a)
+		s.agentAuth.put(read, string(hash), a)
 		return a, nil
 	})
 	if err != nil {
@@ -520,14 +520,7 @@ func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, e
 	// Other instances may serve the old key from their authentication cache
 	// until their entry expires: answer once every such entry has, so that
 	// the caller never holds the new key while the old one still works.
-	if ttl := s.cfg.AuthCacheTTL; ttl > 0 {
-		t := time.NewTimer(ttl)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
+	s.agentAuth.waitTTL(ctx)
 	return plain, nil
 }
 

@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,50 +12,58 @@ import (
 	"agentpay/ent"
 )
 
-// The authentication cache: an authenticated request's agent (with its
-// wallets) as read from the database at most AuthCacheTTL ago.
+// The authentication caches: what a key authenticated (an agent with its
+// wallets; a merchant and the key's mode) as read from the database at most
+// AuthCacheTTL ago.
 //
-// Reading the key on every request was what an authenticated read cost
+// Reading the key on every request was what an authenticated call cost
 // most on PostgreSQL (one round trip, on two cores shared with the
 // database). Entries are trusted for a short time only, and:
 //
-//   - A change this process commits to an agent or its wallets (through
-//     ent: a send's counters, a trust score, a verified wallet, a new key)
-//     drops that agent's entries as it commits, so this instance never
-//     answers from the agent as it was before its own change.
+//   - A change this process commits to the owner (an agent or its wallets:
+//     a send's counters, a trust score, a verified wallet, a new key; a
+//     merchant or its keys: an update, a roll, a deactivation) drops the
+//     owner's entries as it commits, so this instance never answers from
+//     the owner as it was before its own change.
 //   - Another instance's change shows here within the TTL.
-//   - A key regeneration answers only after the TTL has passed
-//     (RegenerateAPIKey): every instance's entry for the old key was read
-//     before the change committed and has expired by then, so once the
-//     caller has the new key the old one is refused everywhere.
+//   - A change that must hold everywhere at once (a regenerated agent key,
+//     rolled merchant keys, a deactivated merchant) answers only after the
+//     TTL has passed: every instance's entry was read before the change
+//     committed and has expired by then, so once the caller knows of the
+//     change no instance still accepts what it revoked.
 //
 // Entries record the change counter as it was when their read began: an
-// entry whose agent changed after that is never stored or served, so a read
+// entry whose owner changed after that is never stored or served, so a read
 // racing a commit cannot bring back what the commit replaced.
 
-// DefaultAuthCacheTTL is how long an authenticated agent is trusted without
-// reading it again.
+// DefaultAuthCacheTTL is how long what a key authenticated is trusted
+// without reading it again.
 const DefaultAuthCacheTTL = 500 * time.Millisecond
 
 // maxAuthCacheEntries bounds the cache; past it, expired entries are swept
 // and, if it is still full, everything is forgotten.
 const maxAuthCacheEntries = 1 << 16
 
-type authCache struct {
-	ttl time.Duration
+// authCache holds values of type V by key, each owned by the agent or
+// merchant whose changes drop it.
+type authCache[V any] struct {
+	ttl   time.Duration
+	owner func(V) uuid.UUID
+	clone func(V) V
 	// reads shares a key's read among the requests waiting for it.
 	reads singleflight.Group
 
 	mu      sync.Mutex
 	epoch   uint64                   // counts the changes seen
-	allAt   uint64                   // epoch of the last change to any agent (a bulk update)
-	entries map[string]authEntry     // API key hash -> agent
-	changed map[uuid.UUID]authChange // agent -> its last change
+	allAt   uint64                   // epoch of the last change to owners not known one by one
+	entries map[string]authEntry[V]  // key -> value
+	changed map[uuid.UUID]authChange // owner -> its last change
 	swept   time.Time
 }
 
-type authEntry struct {
-	agent *ent.Agent
+type authEntry[V any] struct {
+	value V
+	owner uuid.UUID
 	epoch uint64    // the epoch when the read began
 	read  time.Time // when the read began
 }
@@ -64,10 +73,29 @@ type authChange struct {
 	at    time.Time
 }
 
-// newAuthCache returns a cache trusting entries for ttl; ttl <= 0 caches
-// nothing.
-func newAuthCache(ttl time.Duration) *authCache {
-	return &authCache{ttl: ttl, entries: make(map[string]authEntry), changed: make(map[uuid.UUID]authChange)}
+// newAuthCache returns a cache trusting entries for ttl (ttl <= 0 caches
+// nothing); owner names a value's owner, clone copies a value so that
+// callers may change what they get.
+func newAuthCache[V any](ttl time.Duration, owner func(V) uuid.UUID, clone func(V) V) *authCache[V] {
+	return &authCache[V]{ttl: ttl, owner: owner, clone: clone,
+		entries: make(map[string]authEntry[V]), changed: make(map[uuid.UUID]authChange)}
+}
+
+// newAgentAuthCache caches agents (with their wallets) by API key hash.
+func newAgentAuthCache(ttl time.Duration) *authCache[*ent.Agent] {
+	return newAuthCache(ttl, func(a *ent.Agent) uuid.UUID { return a.ID }, copyAgent)
+}
+
+// newMerchantAuthCache caches merchants by key ("s" + secret key hash, or
+// "p" + public key).
+func newMerchantAuthCache(ttl time.Duration) *authCache[*MerchantAuth] {
+	return newAuthCache(ttl, func(a *MerchantAuth) uuid.UUID { return a.Merchant.ID }, func(a *MerchantAuth) *MerchantAuth {
+		out := *a
+		m := *a.Merchant
+		m.AcceptedTokens = slices.Clone(m.AcceptedTokens)
+		out.Merchant = &m
+		return &out
+	})
 }
 
 // authRead is a read of the database begun for the cache.
@@ -77,46 +105,62 @@ type authRead struct {
 }
 
 // begin marks the start of a read whose result may be stored with put.
-func (c *authCache) begin() authRead {
+func (c *authCache[V]) begin() authRead {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return authRead{epoch: c.epoch, at: time.Now()}
 }
 
-// get returns a copy of the agent last read with hash, if still trusted.
-func (c *authCache) get(hash string) *ent.Agent {
+// get returns a copy of the value last read with key, if still trusted.
+func (c *authCache[V]) get(key string) (V, bool) {
+	var zero V
 	if c.ttl <= 0 {
-		return nil
+		return zero, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[hash]
-	if !ok || time.Since(e.read) >= c.ttl || !c.unchangedSince(e.agent.ID, e.epoch) {
-		return nil
+	e, ok := c.entries[key]
+	if !ok || time.Since(e.read) >= c.ttl || !c.unchangedSince(e.owner, e.epoch) {
+		return zero, false
 	}
-	return copyAgent(e.agent)
+	return c.clone(e.value), true
 }
 
-// put stores the agent read with hash by r (a copy of it), unless it may
-// have changed since r began.
-func (c *authCache) put(r authRead, hash string, a *ent.Agent) {
-	if c.ttl <= 0 || a == nil {
+// put stores (a copy of) the value read with key by r, unless its owner
+// may have changed since r began.
+func (c *authCache[V]) put(r authRead, key string, v V) {
+	if c.ttl <= 0 {
 		return
 	}
+	owner := c.owner(v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.unchangedSince(a.ID, r.epoch) {
+	if !c.unchangedSince(owner, r.epoch) {
 		return
 	}
 	if len(c.entries) >= maxAuthCacheEntries {
 		c.sweepLocked(time.Now(), true)
 	}
-	c.entries[hash] = authEntry{agent: copyAgent(a), epoch: r.epoch, read: r.at}
+	c.entries[key] = authEntry[V]{value: c.clone(v), owner: owner, epoch: r.epoch, read: r.at}
+}
+
+// waitTTL returns once every entry read before now has expired, or when
+// ctx ends.
+func (c *authCache[V]) waitTTL(ctx context.Context) {
+	if c.ttl <= 0 {
+		return
+	}
+	t := time.NewTimer(c.ttl)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // unchangedSince reports whether agent id has not changed since epoch (c.mu
 // held).
-func (c *authCache) unchangedSince(id uuid.UUID, epoch uint64) bool {
+func (c *authCache[V]) unchangedSince(id uuid.UUID, epoch uint64) bool {
 	if c.allAt > epoch {
 		return false
 	}
@@ -124,8 +168,8 @@ func (c *authCache) unchangedSince(id uuid.UUID, epoch uint64) bool {
 	return !ok || ch.epoch <= epoch
 }
 
-// agentChanged records a committed change of agent id.
-func (c *authCache) agentChanged(id uuid.UUID) {
+// changed records a committed change of owner id.
+func (c *authCache[V]) ownerChanged(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
@@ -136,8 +180,8 @@ func (c *authCache) agentChanged(id uuid.UUID) {
 	}
 }
 
-// allChanged records a committed change of agents not known one by one.
-func (c *authCache) allChanged() {
+// allChanged records a committed change of owners not known one by one.
+func (c *authCache[V]) allChanged() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
@@ -148,7 +192,7 @@ func (c *authCache) allChanged() {
 // sweepLocked drops expired entries and the changes older than the TTL
 // (every entry read before such a change has expired); full: forget every
 // entry if that freed nothing.
-func (c *authCache) sweepLocked(now time.Time, full bool) {
+func (c *authCache[V]) sweepLocked(now time.Time, full bool) {
 	c.swept = now
 	for h, e := range c.entries {
 		if now.Sub(e.read) >= c.ttl {
@@ -179,46 +223,79 @@ func copyAgent(a *ent.Agent) *ent.Agent {
 	return &out
 }
 
-// hook records the changes that mutations of agents and wallets commit.
-func (c *authCache) hook(next ent.Mutator) ent.Mutator {
-	return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-		var (
-			changed func()
-			tx      *ent.Tx
-		)
-		switch m := m.(type) {
-		case *ent.AgentMutation:
-			if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
-				changed = func() { c.agentChanged(id) }
-			} else if !m.Op().Is(ent.OpCreate) {
-				changed = c.allChanged
+// hook records the changes that mutations commit; changeOf says whose
+// change a mutation is: (owner, true) for one owner, (uuid.Nil, true) for
+// owners it cannot name (a bulk update), false for none of this cache's.
+func (c *authCache[V]) hook(changeOf func(ent.Mutation) (uuid.UUID, bool)) ent.Hook {
+	return func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+			owner, ok := changeOf(m)
+			v, err := next.Mutate(ctx, m)
+			if err != nil || !ok {
+				return v, err
 			}
-			tx, _ = m.Tx()
-		case *ent.WalletMutation:
-			if id, ok := m.AgentID(); ok && m.Op().Is(ent.OpCreate) {
-				changed = func() { c.agentChanged(id) }
-			} else {
-				changed = c.allChanged
+			changed := c.allChanged
+			if owner != uuid.Nil {
+				changed = func() { c.ownerChanged(owner) }
 			}
-			tx, _ = m.Tx()
-		}
-		v, err := next.Mutate(ctx, m)
-		if err != nil || changed == nil {
-			return v, err
-		}
-		if tx == nil {
-			changed()
-			return v, nil
-		}
-		tx.OnCommit(func(next ent.Committer) ent.Committer {
-			return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
-				err := next.Commit(ctx, tx)
-				if err == nil {
-					changed()
-				}
-				return err
+			var tx *ent.Tx
+			if tm, ok := m.(interface{ Tx() (*ent.Tx, error) }); ok {
+				tx, _ = tm.Tx()
+			}
+			if tx == nil {
+				changed()
+				return v, nil
+			}
+			tx.OnCommit(func(next ent.Committer) ent.Committer {
+				return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
+					err := next.Commit(ctx, tx)
+					if err == nil {
+						changed()
+					}
+					return err
+				})
 			})
+			return v, nil
 		})
-		return v, nil
-	})
+	}
+}
+
+// agentChangeOf: mutations of agents and their wallets change agents.
+func agentChangeOf(m ent.Mutation) (uuid.UUID, bool) {
+	switch m := m.(type) {
+	case *ent.AgentMutation:
+		if m.Op().Is(ent.OpCreate) {
+			return uuid.Nil, false // nobody has its key yet
+		}
+		if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
+			return id, true
+		}
+		return uuid.Nil, true
+	case *ent.WalletMutation:
+		if id, ok := m.AgentID(); ok && m.Op().Is(ent.OpCreate) {
+			return id, true
+		}
+		return uuid.Nil, true
+	}
+	return uuid.Nil, false
+}
+
+// merchantChangeOf: mutations of merchants and their keys change merchants.
+func merchantChangeOf(m ent.Mutation) (uuid.UUID, bool) {
+	switch m := m.(type) {
+	case *ent.MerchantMutation:
+		if m.Op().Is(ent.OpCreate) {
+			return uuid.Nil, false
+		}
+		if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
+			return id, true
+		}
+		return uuid.Nil, true
+	case *ent.MerchantKeyMutation:
+		if id, ok := m.MerchantID(); ok && m.Op().Is(ent.OpCreate) {
+			return id, true
+		}
+		return uuid.Nil, true
+	}
+	return uuid.Nil, false
 }

@@ -19,62 +19,63 @@ func TestAuthCacheRules(t *testing.T) {
 		name string
 		// run acts on a cache holding nothing, with an agent `one` read by
 		// put under "k1"; it reports whether "k1" is then served.
-		run  func(c *authCache, put func(authRead))
+		run  func(c *authCache[*ent.Agent], put func(authRead))
 		want bool
 	}{
-		{"read, stored, served", func(c *authCache, put func(authRead)) { put(c.begin()) }, true},
-		{"changed after the read began: not stored", func(c *authCache, put func(authRead)) {
+		{"read, stored, served", func(c *authCache[*ent.Agent], put func(authRead)) { put(c.begin()) }, true},
+		{"changed after the read began: not stored", func(c *authCache[*ent.Agent], put func(authRead)) {
 			r := c.begin()
-			c.agentChanged(one)
+			c.ownerChanged(one)
 			put(r)
 		}, false},
-		{"changed before the read began: stored", func(c *authCache, put func(authRead)) {
-			c.agentChanged(one)
+		{"changed before the read began: stored", func(c *authCache[*ent.Agent], put func(authRead)) {
+			c.ownerChanged(one)
 			put(c.begin())
 		}, true},
-		{"changed once stored: dropped", func(c *authCache, put func(authRead)) {
+		{"changed once stored: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
 			put(c.begin())
-			c.agentChanged(one)
+			c.ownerChanged(one)
 		}, false},
-		{"another agent changed: kept", func(c *authCache, put func(authRead)) {
+		{"another agent changed: kept", func(c *authCache[*ent.Agent], put func(authRead)) {
 			put(c.begin())
-			c.agentChanged(two)
+			c.ownerChanged(two)
 		}, true},
-		{"every agent changed: dropped", func(c *authCache, put func(authRead)) {
+		{"every agent changed: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
 			put(c.begin())
 			c.allChanged()
 		}, false},
-		{"every agent changed during the read: not stored", func(c *authCache, put func(authRead)) {
+		{"every agent changed during the read: not stored", func(c *authCache[*ent.Agent], put func(authRead)) {
 			r := c.begin()
 			c.allChanged()
 			put(r)
 		}, false},
-		{"older than the TTL: dropped", func(c *authCache, put func(authRead)) {
+		{"older than the TTL: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
 			put(authRead{epoch: c.begin().epoch, at: time.Now().Add(-time.Minute)})
 		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newAuthCache(time.Second)
+			c := newAgentAuthCache(time.Second)
 			tt.run(c, func(r authRead) { c.put(r, "k1", &ent.Agent{ID: one, Username: "one"}) })
-			got := c.get("k1")
-			require.Equal(t, tt.want, got != nil)
-			if got != nil {
+			got, ok := c.get("k1")
+			require.Equal(t, tt.want, ok)
+			if ok {
 				require.Equal(t, one, got.ID)
 			}
 		})
 	}
 	t.Run("a TTL of zero caches nothing", func(t *testing.T) {
-		c := newAuthCache(0)
+		c := newAgentAuthCache(0)
 		c.put(c.begin(), "k1", &ent.Agent{ID: one})
-		require.Nil(t, c.get("k1"))
+		_, ok := c.get("k1")
+		require.False(t, ok)
 	})
 	t.Run("callers get copies", func(t *testing.T) {
-		c := newAuthCache(time.Second)
+		c := newAgentAuthCache(time.Second)
 		c.put(c.begin(), "k1", &ent.Agent{ID: one, Username: "one", Edges: ent.AgentEdges{Wallets: []*ent.Wallet{{Chain: "base"}}}})
-		got := c.get("k1")
+		got, _ := c.get("k1")
 		got.Username, got.Edges.Wallets[0].Chain = "changed", "solana"
-		again := c.get("k1")
+		again, _ := c.get("k1")
 		require.Equal(t, "one", again.Username)
 		require.Equal(t, "base", again.Edges.Wallets[0].Chain)
 	})

@@ -463,7 +463,8 @@ func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return s.merchantByKey(ctx, mode, merchantkey.SecretKeyHash(HashSecret(secretKey)))
+	hash := HashSecret(secretKey)
+	return s.cachedMerchantByKey(ctx, "s"+string(hash), mode, merchantkey.SecretKeyHash(hash))
 }
 
 // MerchantByPublicKey resolves a public key (X-Checkout-Public-Key, the
@@ -474,7 +475,22 @@ func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*M
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	return s.merchantByKey(ctx, mode, merchantkey.PublicKey(publicKey))
+	return s.cachedMerchantByKey(ctx, "p"+publicKey, mode, merchantkey.PublicKey(publicKey))
+}
+
+// cachedMerchantByKey is merchantByKey through the authentication cache
+// (authcache.go), under cacheKey.
+func (s *Service) cachedMerchantByKey(ctx context.Context, cacheKey string, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
+	if a, ok := s.merchantAuth.get(cacheKey); ok {
+		return a, nil
+	}
+	read := s.merchantAuth.begin()
+	a, err := s.merchantByKey(ctx, mode, match)
+	if err != nil {
+		return nil, err
+	}
+	s.merchantAuth.put(read, cacheKey, a)
+	return a, nil
 }
 
 // merchantByKey is one round trip: the merchant whose unrevoked key of
@@ -604,6 +620,9 @@ func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*Me
 	if err != nil {
 		return nil, err
 	}
+	// As a regenerated agent key: other instances' cached entries of the
+	// old keys have expired before the caller learns the new ones.
+	s.merchantAuth.waitTTL(ctx)
 	return keys, nil
 }
 
@@ -623,7 +642,10 @@ func (s *Service) ReactivateMerchant(ctx context.Context, id uuid.UUID) (*ent.Me
 var errMerchantNotFound = fmt.Errorf("%w: no such merchant", ErrNotFound)
 
 func (s *Service) setMerchantActive(ctx context.Context, id uuid.UUID, active bool) (*ent.Merchant, error) {
-	var out *ent.Merchant
+	var (
+		out     *ent.Merchant
+		changed bool
+	)
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		m, err := ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(id))).Only(ctx)
 		if ent.IsNotFound(err) {
@@ -643,10 +665,16 @@ func (s *Service) setMerchantActive(ctx context.Context, id uuid.UUID, active bo
 			u.SetDeactivatedAt(time.Now().UTC())
 		}
 		out, err = u.Save(ctx)
+		changed = true
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if changed && !active {
+		// Every instance refuses the merchant's keys once this returns
+		// (their cached entries have expired).
+		s.merchantAuth.waitTTL(ctx)
 	}
 	return out, nil
 }

@@ -601,7 +601,7 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 	var read authRead
 	if byKey {
 		args[0] = hash
-		read = s.auth.begin()
+		read = s.agentAuth.begin()
 		rows, err = queryCached(ctx, s.cfg.DB.SQL, leaseByKeyPostgres, args...)
 	} else {
 		args[0] = id
@@ -623,7 +623,7 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 		return res, nil, nil
 	}
 	if byKey {
-		s.auth.put(read, string(hash), a)
+		s.agentAuth.put(read, string(hash), a)
 	}
 	for i := range res {
 		res[i].locked, res[i].after, res[i].seen = ints[3*i], ints[3*i+1], ints[3*i+2]

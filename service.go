@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"agentpay/chains"
+	"agentpay/ent"
 )
 
 // Mode separates real money from test money: live keys use the main
@@ -86,10 +87,11 @@ type Config struct {
 	// PostgreSQL, in-process on SQLite).
 	StatusBroker StatusBroker
 
-	// AuthCacheTTL is how long an authenticated agent is trusted without
-	// reading its key again (authcache.go), and so how long a key
-	// regeneration waits before answering; 0 is DefaultAuthCacheTTL, a
-	// negative value reads the key on every request.
+	// AuthCacheTTL is how long what an agent or merchant key authenticated
+	// is trusted without reading the key again (authcache.go), and so how
+	// long key regeneration, key rolls and merchant deactivation wait before
+	// answering; 0 is DefaultAuthCacheTTL, a negative value reads the key on
+	// every request.
 	AuthCacheTTL time.Duration
 }
 
@@ -100,7 +102,10 @@ type Service struct {
 	watchers *watcherCache
 	limiter  *rateLimiter
 	broker   StatusBroker
-	auth     *authCache
+	// agentAuth and merchantAuth cache what keys authenticated
+	// (authcache.go).
+	agentAuth    *authCache[*ent.Agent]
+	merchantAuth *authCache[*MerchantAuth]
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -125,13 +130,12 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
-	auth := newAuthCache(cfg.AuthCacheTTL)
+	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	if cfg.DB.Ent != nil {
-		cfg.DB.Ent.Agent.Use(auth.hook)
-		cfg.DB.Ent.Wallet.Use(auth.hook)
+		cfg.DB.Ent.Use(agents.hook(agentChangeOf), merchants.hook(merchantChangeOf))
 	}
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
-		auth: auth}, nil
+		agentAuth: agents, merchantAuth: merchants}, nil
 }
 
 // Networks returns the ledgers of a mode.

@@ -16,6 +16,7 @@ import (
 	"agentpay"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/testdb"
 )
 
 // merchantCreds is a merchant registered through the API.
@@ -314,7 +315,12 @@ func TestMerchantAuthRules(t *testing.T) {
 
 	// Deactivation: every merchant call answers 403, with either key, on
 	// every instance; other merchants are untouched.
-	api2 := newTestAPI(t, testAPIConfig{DB: api.DB})
+	// The second instance has its own pool (as another process) and has
+	// just authenticated both keys: its cache holds them.
+	api2 := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, api.DB)})
+	for _, h := range []http.Header{mc.live(), mc.test()} {
+		require.Equal(t, http.StatusOK, api2.do(http.MethodGet, "/checkout/merchants/me", nil, h).Status)
+	}
 	_, err = api.Svc.DeactivateMerchant(context.Background(), uuid.MustParse(mc.ID))
 	require.NoError(t, err)
 	for _, p := range merchantPaths {
@@ -339,13 +345,18 @@ func TestMerchantAuthRules(t *testing.T) {
 
 func TestMerchantKeyRollAcrossInstances(t *testing.T) {
 	a := newTestAPI(t, testAPIConfig{})
-	b := newTestAPI(t, testAPIConfig{DB: a.DB, Vault: nil})
+	b := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, a.DB), Vault: nil}) // as another process
 	mc := a.registerMerchant(nil)
 	before, _ := a.createSession(mc.test(), nil)
 
-	// Both instances accept the keys, then A rolls them.
+	// Both instances accept the keys (and hold them in their caches), then
+	// A rolls them.
 	for _, api := range []*testAPI{a, b} {
-		require.Equal(t, http.StatusOK, api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Status)
+		for _, h := range []http.Header{mc.live(), mc.test()} {
+			require.Equal(t, http.StatusOK, api.do(http.MethodGet, "/checkout/merchants/me", nil, h).Status)
+		}
+		_, err := api.Svc.MerchantByPublicKey(context.Background(), mc.LivePublic)
+		require.NoError(t, err)
 	}
 	resp := a.do(http.MethodPost, "/checkout/merchants/me/keys/roll", nil, mc.live())
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
@@ -370,9 +381,11 @@ func TestMerchantKeyRollAcrossInstances(t *testing.T) {
 	got := b.do(http.MethodGet, "/checkout/sessions/"+before.Session.ExternalID, nil, secretKey(rolled.Keys.TestSecretKey))
 	require.Equal(t, http.StatusOK, got.Status)
 
-	// The old public keys no longer resolve either.
-	_, err := a.Svc.MerchantByPublicKey(context.Background(), mc.LivePublic)
-	require.ErrorIs(t, err, agentpay.ErrUnauthorized)
+	// The old public keys no longer resolve either, on either instance.
+	for _, api := range []*testAPI{a, b} {
+		_, err := api.Svc.MerchantByPublicKey(context.Background(), mc.LivePublic)
+		require.ErrorIs(t, err, agentpay.ErrUnauthorized)
+	}
 	auth, err := a.Svc.MerchantByPublicKey(context.Background(), rolled.Keys.TestPublicKey)
 	require.NoError(t, err)
 	require.Equal(t, agentpay.ModeTest, auth.Mode)
