@@ -146,8 +146,12 @@ func (s *Service) AllowIP(ctx context.Context, ip string, kind RateKind) (RateDe
 	if w.limit <= 0 {
 		return RateDecision{Allowed: true}, nil
 	}
+	l := s.rateLimiter()
+	if l.scopes != nil {
+		return l.allowLeased(ctx, "ip:"+ipScope(ip), w, what, " from this address")
+	}
 	windows := [...]rateWindow{w}
-	return s.rateLimiter().allow(ctx, "ip:"+ipScope(ip), windows[:], what, " from this address")
+	return l.allow(ctx, "ip:"+ipScope(ip), windows[:], what, " from this address")
 }
 
 // ipScope is the counter key of a client address: the address itself for
@@ -199,12 +203,15 @@ type rateLimiter struct {
 	now    func() time.Time
 	store  rateStore
 	leases *leaseTable
+	// scopes leases the per-IP limits on PostgreSQL (scopelease.go).
+	scopes *scopeLeases
 }
 
 func newRateLimiter(db *DB, logger *slog.Logger) *rateLimiter {
 	l := &rateLimiter{now: time.Now}
 	if db.IsPostgres() {
 		l.store = &pgRateStore{db: db.SQL, logger: logger}
+		l.scopes = newScopeLeases()
 		if pgAgentRateCountable() {
 			l.leases = newLeaseTable()
 		}

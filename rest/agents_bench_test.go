@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -30,6 +31,13 @@ const benchClients = 16
 // HTTP server, with the IP limits off (the benchmark is one client IP).
 func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
 	b.Helper()
+	return newBenchServerIPLimited(b, 0)
+}
+
+// newBenchServerIPLimited is newBenchServer with ipLimit requests per client
+// IP and minute on the unauthenticated endpoints.
+func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
+	b.Helper()
 	key, err := agentpay.GenerateMasterKey()
 	if err != nil {
 		b.Fatal(err)
@@ -47,6 +55,7 @@ func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *agentpa
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: db, Vault: vault, Treasury: tk, Logger: logger,
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+		IPRateLimit: ipLimit,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -61,6 +70,24 @@ func benchHTTPClient() *http.Client {
 		MaxIdleConns:        benchClients,
 		MaxIdleConnsPerHost: benchClients,
 		MaxConnsPerHost:     benchClients,
+	}}
+}
+
+// manyIPsHTTPClient is benchHTTPClient whose connections come from
+// addresses 127.0.1.1 to 127.0.1.250 in turn (all loopback on Linux), so
+// that a server counting per client IP sees many clients, as a checkout
+// page's polls come from many customers.
+func manyIPsHTTPClient() *http.Client {
+	var n atomic.Uint32
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        benchClients,
+		MaxIdleConnsPerHost: benchClients,
+		MaxConnsPerHost:     benchClients,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ip := net.IPv4(127, 0, 1, byte(n.Add(1)%250+1))
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+			return d.DialContext(ctx, network, addr)
+		},
 	}}
 }
 

@@ -198,10 +198,18 @@ func TestCheckoutPageRefusals(t *testing.T) {
 
 // BenchmarkCheckoutStatus: GET /checkout/pay/{id}/status with 10,000 open
 // sessions (half with a chain selected), 16 clients over real HTTP, against
-// a bare net/http handler writing the same JSON in the same run.
+// a bare net/http handler writing the same JSON in the same run. ip-limit-600
+// runs with the default per-IP limit on, the clients' connections coming
+// from 250 loopback addresses in turn (each connection lives one round of
+// 1,000 requests).
 func BenchmarkCheckoutStatus(b *testing.B) {
+	b.Run("ip-limit-off", func(b *testing.B) { benchmarkCheckoutStatus(b, 0) })
+	b.Run("ip-limit-600", func(b *testing.B) { benchmarkCheckoutStatus(b, 600) })
+}
+
+func benchmarkCheckoutStatus(b *testing.B, ipLimit int) {
 	ctx := context.Background()
-	svc, srv, db := newBenchServer(b)
+	svc, srv, db := newBenchServerIPLimited(b, ipLimit)
 	name, email := "Shop", "shop@example.com"
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	if err != nil {
@@ -241,12 +249,18 @@ func BenchmarkCheckoutStatus(b *testing.B) {
 	// Interleaved rounds, so a machine whose load changes during the run
 	// affects both sides alike.
 	client := benchHTTPClient()
+	if ipLimit > 0 {
+		client = manyIPsHTTPClient()
+	}
 	defer client.CloseIdleConnections()
 	apiLat, refLat := make([]time.Duration, b.N), make([]time.Duration, b.N)
 	var apiTime, refTime time.Duration
 	b.ResetTimer()
 	for lo := 0; lo < b.N; lo += 1000 {
 		hi := min(lo+1000, b.N)
+		if ipLimit > 0 {
+			client.CloseIdleConnections() // new connections, other addresses
+		}
 		apiTime += runLoadRange(b, client, apiLat, lo, hi, http.StatusOK, get(srv.URL))
 		refTime += runLoadRange(b, client, refLat, lo, hi, http.StatusOK, get(bare.URL))
 	}
