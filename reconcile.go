@@ -83,6 +83,9 @@ func (s *Service) ReconcileTransfers(ctx context.Context) (ReconcileStats, error
 //     another relay of the same ref may have succeeded (FindTransfer),
 //     otherwise the transfer fails with the reason. Unknown (dropped): as
 //     for no hash.
+//   - a leg failed or refused while the other leg moved money (the
+//     recipient was paid, the fee was not): the transfer cannot fail; it
+//     keeps the reason in error and the leg is sent again on the next run.
 //
 // Once both legs are included the transfer completes (counters, trust).
 // Errors of one transfer are logged and do not stop the others.
@@ -169,6 +172,11 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 					continue // its receipt is read on the next run
 				}
 				reason := fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, r.Err)
+				if moved, err := s.otherLegMoved(ctx, ledger, t, legs, leg); err != nil || moved {
+					// Part of the transfer moved: it can only be completed.
+					// Sent again on the next run.
+					return s.noteLegRetry(ctx, t, leg, reason)
+				}
 				if err := s.failTransfer(ctx, t, reason); err != nil {
 					return nil, err
 				}
@@ -225,6 +233,11 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 			// Landed between FindTransfer and now: the next run finds it.
 		case err != nil && refusedByChain(err):
 			reason := fmt.Sprintf("%s refused by %s on retry: %v", leg.name(), t.Chain, err)
+			if moved, merr := s.otherLegMoved(ctx, ledger, t, legs, leg); merr != nil || moved {
+				// Part of the transfer moved: it can only be completed.
+				// Sent again on the next run.
+				return s.noteLegRetry(ctx, t, leg, reason)
+			}
 			if err := s.failTransfer(ctx, t, reason); err != nil {
 				return nil, err
 			}

@@ -169,3 +169,57 @@ func TestSendAnsweredPendingThenReconciled(t *testing.T) {
 		})
 	}
 }
+
+// A fee leg the chain refuses after the recipient was paid (the sender's
+// wallet held the net but not the fee) does not fail the send: the
+// recipient has its money, so the transfer stays in flight with the reason,
+// and the reconciler collects the fee once it can, then completes it.
+func TestReconcileRetriesAFeeLegRefusedAfterThePayment(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	for _, c := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(c), func(t *testing.T) {
+			alice, bob := e.register(t, "alice"), e.register(t, "bob")
+			e.fund(t, alice, c, "9.99")
+			treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
+			tr := e.recordInFlight(t, alice, bob, c, 10_000_000, 5*time.Minute)
+
+			// The payment goes out; the fee is refused for lack of USDC.
+			opts := ReconcileOptions{MinAge: -1, SolanaResendAfter: -1}
+			var got *ent.Transfer
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				_, err := e.svc.ReconcileTransfersWith(ctx, opts)
+				require.NoError(t, err)
+				got, err = e.db.Ent.Transfer.Get(ctx, tr.ID)
+				require.NoError(t, err)
+				require.NotEqual(t, transfer.StatusFailed, got.Status, "the recipient was paid: %s", got.Error)
+				if got.Error != "" && e.onChain(t, c, e.wallet(t, bob, c)).Equal(dec("9.99")) {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "payment not made, or fee not refused: %+v", got)
+				time.Sleep(100 * time.Millisecond)
+			}
+			require.Regexp(t, "^fee (refused|failed)", got.Error)
+			require.NotEmpty(t, got.TxHash)
+			require.Empty(t, got.FeeTxHash)
+			// Runs meanwhile keep it in flight, never fail it.
+			for range 3 {
+				_, err := e.svc.ReconcileTransfersWith(ctx, opts)
+				require.NoError(t, err)
+			}
+			got, err := e.db.Ent.Transfer.Get(ctx, tr.ID)
+			require.NoError(t, err)
+			require.Contains(t, []transfer.Status{transfer.StatusPending, transfer.StatusSubmitted}, got.Status)
+
+			// The fee can be paid now: the next runs collect it.
+			e.fund(t, alice, c, "0.01")
+			done := e.reconcileUntilDone(t, tr, opts)
+			require.Equal(t, transfer.StatusCompleted, done.Status, done.Error)
+			require.Empty(t, done.Error)
+			requireDecimal(t, "0", e.onChain(t, c, e.wallet(t, alice, c)), "sender")
+			requireDecimal(t, "9.99", e.onChain(t, c, e.wallet(t, bob, c)), "recipient")
+			requireDecimal(t, "0.01", e.onChain(t, c, e.treasuryAddress(c)).Sub(treasuryBefore), "treasury")
+			require.EqualValues(t, 10_000_000, e.agent(t, alice).VolumeSent)
+		})
+	}
+}

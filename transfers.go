@@ -411,10 +411,20 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 		if err == nil || sub.TxHash != "" {
 			continue
 		}
+		if refusedByChain(err) && leg != legs[0] {
+			// Nothing of this leg moved, but the payment before it went
+			// out: the send cannot fail any more. It stays in flight with
+			// the reason, and the reconciler sends this leg again until the
+			// chain takes it.
+			s.logger.WarnContext(ctx, "send: leg refused after the payment; left to the reconciler", "transfer", t.ID, "leg", leg.name(), "err", err)
+			t2, rerr := s.recordHashes(context.WithoutCancel(ctx), t, legs)
+			if rerr != nil {
+				return nil, rerr
+			}
+			return s.noteLegRetry(context.WithoutCancel(ctx), t2, leg, fmt.Sprintf("%s refused by %s: %v", leg.name(), t.Chain, err))
+		}
 		if refusedByChain(err) {
-			// Nothing of this leg moved. The first leg refused: nothing
-			// moved at all, the send fails. A later leg refused after the
-			// first went out: recorded as failed too, for an operator.
+			// The first leg refused: nothing moved at all, the send fails.
 			s.logger.WarnContext(ctx, "send refused by chain", "transfer", t.ID, "leg", leg.name(), "err", err)
 			if t2, rerr := s.recordHashes(context.WithoutCancel(ctx), t, legs); rerr == nil {
 				if ferr := s.failTransfer(context.WithoutCancel(ctx), t2, fmt.Sprintf("%s refused by %s: %v", leg.name(), t.Chain, err)); ferr != nil {
@@ -457,10 +467,16 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 	for i, leg := range legs {
 		if errs[i] != nil || receipts[i].State != chains.TxIncluded {
 			if errs[i] == nil && receipts[i].State == chains.TxFailed {
-				// A leg reverted or errored on chain: the send failed. (The
-				// reconciler would look for another transaction with the
-				// same ref first; a fresh send has no other.)
 				reason := fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, receipts[i].Err)
+				moved, err := s.otherLegMoved(context.WithoutCancel(ctx), ledger, t, legs, leg)
+				if err != nil || moved {
+					// The other leg landed (or may yet): the send cannot
+					// fail any more; the reconciler sends this one again.
+					return s.noteLegRetry(context.WithoutCancel(ctx), t, leg, reason)
+				}
+				// Nothing moved: the send failed. (The reconciler would
+				// look for another transaction with the same ref first; a
+				// fresh send has no other.)
 				if err := s.failTransfer(context.WithoutCancel(ctx), t, reason); err != nil {
 					return nil, err
 				}
@@ -516,6 +532,57 @@ func (s *Service) reload(ctx context.Context, t *ent.Transfer) (*ent.Transfer, e
 	return out, nil
 }
 
+// otherLegMoved reports whether a leg of t other than leg has moved money
+// or may still: its transaction is included or pending, or one carrying its
+// ref is on chain. A transfer part of which moved can no longer fail: it
+// must be completed.
+func (s *Service) otherLegMoved(ctx context.Context, ledger chains.Ledger, t *ent.Transfer, legs []*transferLeg, leg *transferLeg) (bool, error) {
+	for _, other := range legs {
+		if other == leg {
+			continue
+		}
+		if other.hash != "" {
+			r, err := ledger.Receipt(ctx, other.hash)
+			if err != nil {
+				return false, err
+			}
+			if r.State == chains.TxIncluded || r.State == chains.TxPending {
+				return true, nil
+			}
+		}
+		if _, found, err := ledger.FindTransfer(ctx, t.FromAddress, other.ref); err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
+}
+
+// noteLegRetry keeps t in flight with the reason its leg did not go
+// through, and forgets the leg's hash (a reverted transaction's), so that
+// the reconciler sends it again with the same ref: a refused or reverted
+// transfer used nothing of it (on EVM the EIP-3009 nonce is spent only by a
+// transfer that succeeds).
+func (s *Service) noteLegRetry(ctx context.Context, t *ent.Transfer, leg *transferLeg, reason string) (*ent.Transfer, error) {
+	s.logger.WarnContext(ctx, "transfer leg to retry", "transfer", t.ID, "chain", t.Chain, "leg", leg.name(), "reason", reason)
+	upd := s.cfg.DB.Ent.Transfer.UpdateOneID(t.ID).
+		Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
+		SetError(reason)
+	if leg.fee {
+		upd.ClearFeeTxHash()
+	} else {
+		upd.ClearTxHash()
+	}
+	leg.hash = ""
+	out, err := upd.Save(ctx)
+	if ent.IsNotFound(err) {
+		return s.reload(ctx, t)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: noting %s retry: %w", t.ID, leg.name(), err)
+	}
+	return out, nil
+}
+
 // failTransfer marks an in-flight transfer failed with the reason.
 func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason string) error {
 	s.logger.WarnContext(ctx, "transfer failed", "transfer", t.ID, "chain", t.Chain, "reason", reason)
@@ -546,6 +613,7 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
 			SetStatus(transfer.StatusCompleted).
 			SetCompletedAt(time.Now().UTC()).
+			ClearError().
 			Save(ctx)
 		if err != nil || n == 0 {
 			return err
