@@ -505,16 +505,18 @@ func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, e
 	if err != nil {
 		return "", err
 	}
-	n, err := s.cfg.DB.Ent.Agent.Update().
-		Where(agent.ID(a.ID), agent.APIKeyHash(a.APIKeyHash)).
+	// One row by id (the authentication cache drops just this agent), and
+	// only while it still has the key the caller authenticated with.
+	err = s.cfg.DB.Ent.Agent.UpdateOneID(a.ID).
+		Where(agent.APIKeyHash(a.APIKeyHash)).
 		SetAPIKeyHash(hash).
 		SetAPIKeyRotatedAt(time.Now().UTC()).
-		Save(ctx)
+		Exec(ctx)
+	if ent.IsNotFound(err) {
+		return "", ErrUnauthorized
+	}
 	if err != nil {
 		return "", fmt.Errorf("regenerating API key: %w", err)
-	}
-	if n == 0 {
-		return "", ErrUnauthorized
 	}
 	a.APIKeyHash = hash
 	// Other instances may serve the old key from their authentication cache

@@ -133,3 +133,40 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 	require.Equal(t, int64(1), a.TxCount)
 	require.Len(t, a.Edges.Wallets, 3)
 }
+
+// Writes to other agents (a registration, with its trust score) leave an
+// agent's entry alone: the cache is dropped per agent, not wholesale.
+func TestAuthCacheKeepsOtherAgents(t *testing.T) {
+	ctx := context.Background()
+	svc := newAgentsTestService(t)
+	cfg := svc.cfg
+	cfg.AuthCacheTTL = 5 * time.Second // outlasts the steps below on a slow machine
+	cached, err := NewService(cfg)     // same pool: sees every write svc makes through ent
+	require.NoError(t, err)
+	reg, err := svc.QuickRegister(ctx, "kept")
+	require.NoError(t, err)
+	a, err := cached.Authenticate(ctx, reg.APIKey)
+	require.NoError(t, err)
+	require.Zero(t, a.TxCount)
+
+	// A change the cache cannot see (not through ent) shows whether the
+	// entry is still served.
+	q := "UPDATE agents SET tx_count = 7 WHERE id = ?"
+	if svc.cfg.DB.IsPostgres() {
+		q = "UPDATE agents SET tx_count = 7 WHERE id = $1"
+	}
+	_, err = svc.cfg.DB.SQL.ExecContext(ctx, q, reg.Agent.ID)
+	require.NoError(t, err)
+	_, err = svc.QuickRegister(ctx, "someone_else")
+	require.NoError(t, err)
+	a, err = cached.Authenticate(ctx, reg.APIKey)
+	require.NoError(t, err)
+	require.Zero(t, a.TxCount, "the entry survived another agent's registration")
+
+	// A change of this agent through ent drops it.
+	require.NoError(t, svc.cfg.DB.Ent.Agent.UpdateOneID(reg.Agent.ID).SetHumanVerified(true).Exec(ctx))
+	a, err = cached.Authenticate(ctx, reg.APIKey)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, a.TxCount)
+	require.True(t, a.HumanVerified)
+}

@@ -205,9 +205,8 @@ func (s *Service) storeTrust(ctx context.Context, client *ent.Client, a *ent.Age
 	// Conditional on the inputs read, so a concurrent change of an input is
 	// not overwritten by a score computed from stale inputs; whoever changed
 	// the input recomputes.
-	n, err := client.Agent.Update().
+	err := client.Agent.UpdateOneID(a.ID).
 		Where(
-			agent.ID(a.ID),
 			agent.PartnerVerified(a.PartnerVerified),
 			agent.ExternalWalletVerified(a.ExternalWalletVerified),
 			agent.HumanVerified(a.HumanVerified),
@@ -216,12 +215,13 @@ func (s *Service) storeTrust(ctx context.Context, client *ent.Client, a *ent.Age
 		).
 		SetTrustScore(score).
 		SetTier(agent.Tier(tier)).
-		Save(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("storing trust score: %w", err)
-	}
+		Exec(ctx)
 	out := *a
-	if n == 1 {
+	switch {
+	case ent.IsNotFound(err): // an input changed meanwhile: its writer recomputes
+	case err != nil:
+		return nil, fmt.Errorf("storing trust score: %w", err)
+	default:
 		out.TrustScore, out.Tier = score, agent.Tier(tier)
 	}
 	return &out, nil
