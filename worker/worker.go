@@ -98,10 +98,11 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
+	river.AddWorker(workers, &pruneChallengesWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 
-	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}
+	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), prunePeriodic()}
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(
