@@ -482,31 +482,21 @@ type webhookTry struct {
 // pending. applied is false when it no longer was (another run finished
 // it); the attempt is logged either way.
 //
-// On PostgreSQL it is one statement (data-modifying CTEs, atomic, one round
-// trip through the prepared-statement cache); on SQLite, where a round trip
-// costs nothing, an ent transaction.
+// On PostgreSQL it is part of one statement shared with the tries recorded
+// at the same time (webhooktrybatch.go: data-modifying CTEs, atomic, one
+// commit for the batch); on SQLite, where a round trip costs nothing, an ent
+// transaction.
 func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.WebhookAttempt, bool, error) {
 	a := &ent.WebhookAttempt{
 		ID: uuid.New(), CreatedAt: t.now, UpdatedAt: t.now, DeliveryID: t.deliveryID,
 		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
 	}
-	var completedAt *time.Time
-	if t.nextAttemptAt == nil {
-		completedAt = &t.now
-	}
 	if s.cfg.DB.IsPostgres() {
-		rows, err := queryCached(ctx, s.cfg.DB.SQL, recordWebhookTryPostgres,
-			t.deliveryID, t.at, string(t.status), t.nextAttemptAt, completedAt, t.now,
-			a.ID, a.StatusCode, a.DurationMs, a.Error)
+		applied, err := webhookTryBatcherFor(s.cfg.DB.SQL).record(ctx, t, a.ID)
 		if err != nil {
 			return nil, false, err
 		}
-		defer rows.Close()
-		applied := rows.Next()
-		if err := rows.Err(); err != nil {
-			return nil, false, err
-		}
-		return a, applied, rows.Close()
+		return a, applied, nil
 	}
 	applied := false
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
@@ -539,20 +529,6 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 	return a, applied, err
 }
 
-// recordWebhookTryPostgres: $1 delivery, $2 attempt time, $3 status, $4
-// next attempt (NULL when done), $5 completion (NULL while pending), $6 now,
-// $7 attempt id, $8 status code, $9 duration ms, $10 error.
-const recordWebhookTryPostgres = `WITH d AS (
-	UPDATE webhook_deliveries
-	SET attempts = attempts + 1, last_attempt_at = $2, status = $3,
-		next_attempt_at = $4, completed_at = $5, updated_at = $6
-	WHERE id = $1 AND status = 'pending'
-	RETURNING attempts
-), a AS (
-	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
-	VALUES ($7, $6, $6, $1, $8, $9, $10, $2)
-)
-SELECT attempts FROM d`
 
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {
