@@ -158,7 +158,7 @@ func (c *authCache[V]) waitTTL(ctx context.Context) {
 	}
 }
 
-// unchangedSince reports whether agent id has not changed since epoch (c.mu
+// unchangedSince reports whether owner id has not changed since epoch (c.mu
 // held).
 func (c *authCache[V]) unchangedSince(id uuid.UUID, epoch uint64) bool {
 	if c.allAt > epoch {
@@ -168,7 +168,7 @@ func (c *authCache[V]) unchangedSince(id uuid.UUID, epoch uint64) bool {
 	return !ok || ch.epoch <= epoch
 }
 
-// changed records a committed change of owner id.
+// ownerChanged records a committed change of owner id.
 func (c *authCache[V]) ownerChanged(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

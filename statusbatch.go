@@ -10,23 +10,19 @@ import (
 	"github.com/lib/pq"
 )
 
-// statusBatchMax bounds the sessions one batched statement reads, and
-// statusBatchesInFlight the batched statements running at once per pool:
-// one, so every poll that arrives during a read joins the next one (a read
-// never waits on a lock, so at most two reads' time). Two in flight halved
-// the batches and measured lower (BenchmarkCheckoutStatus).
+// statusBatchMax bounds the sessions one batched statement reads. One
+// statement runs at a time per pool (groupBatch), so every poll that
+// arrives during a read joins the next one (a read never waits on a lock,
+// so at most two reads' time); two at a time halved the batches and
+// measured lower (BenchmarkCheckoutStatus).
 const (
 	statusBatchMax         = 256
-	statusBatchesInFlight  = 1
 	statusBatchReadTimeout = 10 * time.Second
 )
 
 // statusBatcher coalesces concurrent status reads into shared statements
-// (group-commit style): a request starts a statement at once while fewer
-// than statusBatchesInFlight run; otherwise it waits, and the next statement
-// to start reads every waiting request's session. Every request is read by
-// a statement that starts after it arrived, so an answer is never older
-// than its request.
+// (groupBatch). Every request is read by a statement that starts after it
+// arrived, so an answer is never older than its request.
 //
 // The batched statement runs on a connection of the batcher's own, where it
 // is prepared under plan_cache_mode = force_generic_plan. Left to its
@@ -38,11 +34,8 @@ const (
 // setting stays on that connection: every other statement keeps the
 // default.
 type statusBatcher struct {
-	db *sql.DB
-
-	mu       sync.Mutex
-	waiting  []*statusCall
-	inFlight int
+	db    *sql.DB
+	calls groupBatch[*statusCall]
 
 	// connMu is held while conn is in use, and guards conn and stmt.
 	connMu sync.Mutex
@@ -65,24 +58,16 @@ func statusBatcherFor(db *sql.DB) *statusBatcher {
 	if b, ok := statusBatchers.Load(db); ok {
 		return b.(*statusBatcher)
 	}
-	b, _ := statusBatchers.LoadOrStore(db, &statusBatcher{db: db})
-	return b.(*statusBatcher)
+	b := &statusBatcher{db: db}
+	b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
+	v, _ := statusBatchers.LoadOrStore(db, b)
+	return v.(*statusBatcher)
 }
 
 // status reads a session's status rows; nil when there is no such session.
 func (b *statusBatcher) status(ctx context.Context, externalID string) (*statusAcc, error) {
 	c := &statusCall{id: externalID, done: make(chan struct{})}
-	b.mu.Lock()
-	b.waiting = append(b.waiting, c)
-	var batch []*statusCall
-	if b.inFlight < statusBatchesInFlight {
-		b.inFlight++
-		batch = b.takeLocked()
-	}
-	b.mu.Unlock()
-	if batch != nil {
-		b.run(batch)
-	}
+	b.calls.submit(c)
 	select {
 	case <-c.done:
 		return c.acc, c.err
@@ -91,21 +76,8 @@ func (b *statusBatcher) status(ctx context.Context, externalID string) (*statusA
 	}
 }
 
-// takeLocked removes up to statusBatchMax waiting calls. b.mu is held.
-func (b *statusBatcher) takeLocked() []*statusCall {
-	n := min(len(b.waiting), statusBatchMax)
-	batch := make([]*statusCall, n)
-	copy(batch, b.waiting)
-	rest := copy(b.waiting, b.waiting[n:])
-	clear(b.waiting[rest:])
-	b.waiting = b.waiting[:rest]
-	return batch
-}
-
-// run reads a batch and answers its calls; then, if calls arrived in the
-// meantime, hands them to a new statement (in another goroutine: this one
-// belongs to a request that has its answer), else gives the slot up.
-func (b *statusBatcher) run(batch []*statusCall) {
+// serve reads a batch and answers its calls.
+func (b *statusBatcher) serve(batch []*statusCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusBatchReadTimeout)
 	err := b.read(ctx, batch)
 	cancel()
@@ -115,15 +87,6 @@ func (b *statusBatcher) run(batch []*statusCall) {
 		}
 		close(c.done)
 	}
-	b.mu.Lock()
-	if len(b.waiting) == 0 {
-		b.inFlight--
-		b.mu.Unlock()
-		return
-	}
-	next := b.takeLocked()
-	b.mu.Unlock()
-	go b.run(next)
 }
 
 // read runs one statement for the batch's sessions and sets each call's acc.

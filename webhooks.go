@@ -529,7 +529,6 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 	return a, applied, err
 }
 
-
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {
 	status       webhookdelivery.Status

@@ -23,15 +23,12 @@ import (
 // webhookTryBatchMax bounds the tries one statement records.
 const webhookTryBatchMax = 500
 
-// webhookTryBatcher records the tries of one pool.
+// webhookTryBatcher records the tries of one pool (groupBatch).
 type webhookTryBatcher struct {
-	db *sql.DB
+	db    *sql.DB
+	calls groupBatch[*webhookTryCall]
 	// statements counts the batches written (tests).
 	statements atomic.Int64
-
-	mu       sync.Mutex
-	waiting  []*webhookTryCall
-	inFlight bool
 }
 
 type webhookTryCall struct {
@@ -49,8 +46,10 @@ func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
 	if b, ok := webhookTryBatchers.Load(db); ok {
 		return b.(*webhookTryBatcher)
 	}
-	b, _ := webhookTryBatchers.LoadOrStore(db, &webhookTryBatcher{db: db})
-	return b.(*webhookTryBatcher)
+	b := &webhookTryBatcher{db: db}
+	b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
+	v, _ := webhookTryBatchers.LoadOrStore(db, b)
+	return v.(*webhookTryBatcher)
 }
 
 // record writes the try (its attempt row with id attempt, and the
@@ -58,17 +57,7 @@ func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
 // was still pending. It returns once the batch holding it has committed.
 func (b *webhookTryBatcher) record(ctx context.Context, t webhookTry, attempt uuid.UUID) (bool, error) {
 	c := &webhookTryCall{try: t, attempt: attempt, done: make(chan struct{})}
-	b.mu.Lock()
-	b.waiting = append(b.waiting, c)
-	var batch []*webhookTryCall
-	if !b.inFlight {
-		b.inFlight = true
-		batch = b.takeLocked()
-	}
-	b.mu.Unlock()
-	if batch != nil {
-		b.run(batch)
-	}
+	b.calls.submit(c)
 	select {
 	case <-c.done:
 		return c.applied, c.err
@@ -79,21 +68,8 @@ func (b *webhookTryBatcher) record(ctx context.Context, t webhookTry, attempt uu
 	}
 }
 
-// takeLocked removes up to webhookTryBatchMax waiting calls (b.mu held).
-func (b *webhookTryBatcher) takeLocked() []*webhookTryCall {
-	n := min(len(b.waiting), webhookTryBatchMax)
-	batch := make([]*webhookTryCall, n)
-	copy(batch, b.waiting)
-	rest := copy(b.waiting, b.waiting[n:])
-	clear(b.waiting[rest:])
-	b.waiting = b.waiting[:rest]
-	return batch
-}
-
-// run writes a batch and answers its calls, then hands the calls that
-// arrived meanwhile to the next statement (in another goroutine: this one
-// belongs to a try that has its answer), or gives the slot up.
-func (b *webhookTryBatcher) run(batch []*webhookTryCall) {
+// serve writes a batch and answers its calls.
+func (b *webhookTryBatcher) serve(batch []*webhookTryCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	applied, err := b.write(ctx, batch)
 	cancel()
@@ -101,15 +77,6 @@ func (b *webhookTryBatcher) run(batch []*webhookTryCall) {
 		c.applied, c.err = applied[c.try.deliveryID], err
 		close(c.done)
 	}
-	b.mu.Lock()
-	if len(b.waiting) == 0 {
-		b.inFlight = false
-		b.mu.Unlock()
-		return
-	}
-	next := b.takeLocked()
-	b.mu.Unlock()
-	go b.run(next)
 }
 
 // write runs recordWebhookTriesPostgres for the batch and returns the

@@ -1,0 +1,63 @@
+package agentpay
+
+import "sync"
+
+// groupBatch coalesces concurrent calls into shared batches (group-commit
+// style), for the statements that many requests run at once (status reads,
+// webhook tries). A call starts a batch at once when none is running;
+// otherwise it waits, and the next batch to start takes every waiting call
+// (up to max). One batch runs at a time, so every call that arrives during
+// one joins the next: every call is served by a batch that starts after it
+// arrived.
+type groupBatch[C any] struct {
+	max int
+	// do serves a batch: it answers every call in it.
+	do func(batch []C)
+
+	mu       sync.Mutex
+	waiting  []C
+	inFlight bool
+}
+
+// submit queues c and, when no batch is running, runs one in this
+// goroutine. The caller waits for c's own answer.
+func (g *groupBatch[C]) submit(c C) {
+	g.mu.Lock()
+	g.waiting = append(g.waiting, c)
+	var batch []C
+	if !g.inFlight {
+		g.inFlight = true
+		batch = g.takeLocked()
+	}
+	g.mu.Unlock()
+	if batch != nil {
+		g.run(batch)
+	}
+}
+
+// takeLocked removes up to max waiting calls (g.mu held).
+func (g *groupBatch[C]) takeLocked() []C {
+	n := min(len(g.waiting), g.max)
+	batch := make([]C, n)
+	copy(batch, g.waiting)
+	rest := copy(g.waiting, g.waiting[n:])
+	clear(g.waiting[rest:])
+	g.waiting = g.waiting[:rest]
+	return batch
+}
+
+// run serves a batch, then hands the calls that arrived meanwhile to the
+// next batch (in another goroutine: this one belongs to a call that has its
+// answer), or gives the slot up.
+func (g *groupBatch[C]) run(batch []C) {
+	g.do(batch)
+	g.mu.Lock()
+	if len(g.waiting) == 0 {
+		g.inFlight = false
+		g.mu.Unlock()
+		return
+	}
+	next := g.takeLocked()
+	g.mu.Unlock()
+	go g.run(next)
+}
