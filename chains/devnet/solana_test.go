@@ -112,9 +112,11 @@ func TestSolanaDevnet(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, gh.IsZero())
 
-		processed, err := c.GetSlot(ctx, rpc.CommitmentProcessed)
-		require.NoError(t, err)
+		// Finalized first: a slot produced between the two reads can only
+		// raise the processed one read second.
 		finalized, err := c.GetSlot(ctx, rpc.CommitmentFinalized)
+		require.NoError(t, err)
+		processed, err := c.GetSlot(ctx, rpc.CommitmentProcessed)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, processed, finalized+8)
 		height, err := c.GetBlockHeight(ctx, rpc.CommitmentProcessed)
