@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // maxCachedStatements bounds the cache: ent builds queries whose text varies
@@ -16,9 +18,10 @@ const maxCachedStatements = 512
 // skips compiling the SQL again. Transactions bypass it (see
 // txSharingDriver), so it only serves the many small reads outside them.
 type stmtCache struct {
-	db    *sql.DB
-	mu    sync.RWMutex
-	stmts map[string]*sql.Stmt
+	db        *sql.DB
+	preparing singleflight.Group
+	mu        sync.RWMutex
+	stmts     map[string]*sql.Stmt
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
@@ -43,6 +46,12 @@ func queryCached(ctx context.Context, db *sql.DB, query string, args ...any) (*s
 
 // stmt returns the prepared statement of query, or nil when the cache is
 // full or preparing fails (the caller then runs the query directly).
+//
+// Concurrent first uses of a query share one preparation, and c.mu is
+// never held while a statement is prepared or closed: either can wait on a
+// busy connection (a preparation waits for the locks its statement takes,
+// and closing a statement waits for every connection it is prepared on),
+// and holding c.mu meanwhile stalled every cached query of the pool.
 func (c *stmtCache) stmt(ctx context.Context, query string) *sql.Stmt {
 	c.mu.RLock()
 	st, ok := c.stmts[query]
@@ -54,22 +63,24 @@ func (c *stmtCache) stmt(ctx context.Context, query string) *sql.Stmt {
 	if full {
 		return nil
 	}
-	st, err := c.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if prev, ok := c.stmts[query]; ok {
-		_ = st.Close()
-		return prev
-	}
-	if len(c.stmts) >= maxCachedStatements {
-		_ = st.Close()
-		return nil
-	}
-	c.stmts[query] = st
-	return st
+	v, _, _ := c.preparing.Do(query, func() (any, error) {
+		st, err := c.db.PrepareContext(ctx, query)
+		if err != nil {
+			return (*sql.Stmt)(nil), nil
+		}
+		c.mu.Lock()
+		stored := len(c.stmts) < maxCachedStatements
+		if stored {
+			c.stmts[query] = st
+		}
+		c.mu.Unlock()
+		if !stored {
+			go st.Close() //nolint:errcheck // the query runs unprepared instead
+			return (*sql.Stmt)(nil), nil
+		}
+		return st, nil
+	})
+	return v.(*sql.Stmt)
 }
 
 func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -89,9 +100,10 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 func (c *stmtCache) close() {
 	poolStmtCaches.CompareAndDelete(c.db, c)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for q, st := range c.stmts {
+	stmts := c.stmts
+	c.stmts = make(map[string]*sql.Stmt)
+	c.mu.Unlock()
+	for _, st := range stmts {
 		_ = st.Close()
-		delete(c.stmts, q)
 	}
 }
