@@ -223,3 +223,41 @@ func TestReconcileRetriesAFeeLegRefusedAfterThePayment(t *testing.T) {
 		})
 	}
 }
+
+// The same refusal met by the send itself (the sender's balance dropped
+// between the balance check and the broadcast): the send answers the
+// transfer in flight with the reason instead of failing it, and the
+// reconciler collects the fee once it can.
+func TestSendKeepsAFeeLegRefusedAfterThePaymentInFlight(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	for _, c := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(c), func(t *testing.T) {
+			alice, bob := e.register(t, "alice"), e.register(t, "bob")
+			e.fund(t, alice, c, "9.99")
+			treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
+			tr := e.recordInFlight(t, alice, bob, c, 10_000_000, 0)
+
+			got, err := e.svc.startTransfer(ctx, tr, 30*time.Second)
+			require.NoError(t, err, "the recipient was paid: the send cannot fail")
+			require.Contains(t, []transfer.Status{transfer.StatusPending, transfer.StatusSubmitted}, got.Status)
+			require.Regexp(t, "^fee (refused|failed)", got.Error)
+			require.NotEmpty(t, got.TxHash)
+			require.Empty(t, got.FeeTxHash, "a refused or reverted fee leg is sent again")
+			stored, err := e.db.Ent.Transfer.Get(ctx, tr.ID)
+			require.NoError(t, err)
+			require.Equal(t, got.Status, stored.Status)
+			require.Equal(t, got.Error, stored.Error)
+			require.Eventually(t, func() bool { return e.onChain(t, c, e.wallet(t, bob, c)).Equal(dec("9.99")) },
+				60*time.Second, 100*time.Millisecond, "the payment leg lands")
+
+			e.fund(t, alice, c, "0.01")
+			done := e.reconcileUntilDone(t, tr, ReconcileOptions{MinAge: -1, SolanaResendAfter: -1})
+			require.Equal(t, transfer.StatusCompleted, done.Status, done.Error)
+			require.Empty(t, done.Error)
+			requireDecimal(t, "0", e.onChain(t, c, e.wallet(t, alice, c)), "sender")
+			requireDecimal(t, "9.99", e.onChain(t, c, e.wallet(t, bob, c)), "recipient")
+			requireDecimal(t, "0.01", e.onChain(t, c, e.treasuryAddress(c)).Sub(treasuryBefore), "treasury")
+		})
+	}
+}
