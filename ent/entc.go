@@ -43,6 +43,8 @@ func main() {
 		// on its own and the output stable.
 		entgql.WithSchemaHook(declareScalars(map[string]string{
 			"Decimal": "An exact decimal number (USD amounts); never a float.",
+			"BaseUnits": "An amount of USDC in base units (1 = 0.000001 USDC): a 64-bit integer, " +
+				"beyond GraphQL's 32-bit Int above 2,147 USDC.",
 			// Same descriptions as entgql's, so the output does not change
 			// with who declared them.
 			"Map":  "The builtin Map type",

@@ -628,6 +628,46 @@ func TestTransfersPaginationAndNodes(t *testing.T) {
 	require.Equal(t, "UNAUTHENTICATED", api.do(t, "ak_bad", nodeQuery, map[string]any{"id": a.AgentID}).code(t))
 }
 
+// Token amounts in base units pass GraphQL's 32-bit Int above 2,147 USDC:
+// they have their own 64-bit scalar, and read back exactly.
+func TestBaseUnitAmountsBeyond32Bits(t *testing.T) {
+	api := newAgentAPI(t, agentAPIConfig{})
+	a := api.register(t, uniqueName(t, "ba"))
+	b := api.register(t, uniqueName(t, "bb"))
+	insertTransfer(t, api.DB, a, b, 5_000_000_000, time.Now().Add(-time.Minute)) // 5,000 USDC
+
+	var p struct {
+		Me struct {
+			Transfers struct {
+				Edges []struct{ Node struct{ Amount, Fee, Net int64 } }
+			}
+		}
+	}
+	api.do(t, a.APIKey, `{ me { transfers(first: 1) { edges { node { amount fee net } } } } }`, nil).decode(t, &p)
+	require.Len(t, p.Me.Transfers.Edges, 1)
+	n := p.Me.Transfers.Edges[0].Node
+	require.Equal(t, int64(5_000_000_000), n.Amount)
+	require.Equal(t, int64(5_000_000), n.Fee)
+	require.Equal(t, int64(4_995_000_000), n.Net)
+
+	var types struct {
+		Type struct {
+			Fields []struct {
+				Name string
+				Type struct{ OfType struct{ Name string } }
+			}
+		} `json:"__type"`
+	}
+	api.do(t, "", `{ __type(name: "Transfer") { fields { name type { ofType { name } } } } }`, nil).decode(t, &types)
+	kinds := map[string]string{}
+	for _, f := range types.Type.Fields {
+		kinds[f.Name] = f.Type.OfType.Name
+	}
+	for _, f := range []string{"amount", "fee", "net"} {
+		require.Equal(t, "BaseUnits", kinds[f], f)
+	}
+}
+
 // freshRateWindow waits, if need be, for a new minute so the requests a
 // test is about to make fall into one fixed window.
 func freshRateWindow(t *testing.T) {

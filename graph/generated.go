@@ -5184,14 +5184,14 @@ func (ec *executionContext) _Agent_volumeSent(ctx context.Context, field graphql
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Agent_volumeSent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Agent", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Agent", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Agent_volumeReceived(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
@@ -5207,14 +5207,14 @@ func (ec *executionContext) _Agent_volumeReceived(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Agent_volumeReceived(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Agent", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Agent", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Agent_feesPaid(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
@@ -5230,14 +5230,14 @@ func (ec *executionContext) _Agent_feesPaid(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Agent_feesPaid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Agent", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Agent", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Agent_apiKeyRotatedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
@@ -9298,14 +9298,14 @@ func (ec *executionContext) _Payment_amountToken(ctx context.Context, field grap
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Payment_amountToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Payment", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Payment_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -9551,14 +9551,14 @@ func (ec *executionContext) _Payment_settlementFee(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+			return ec.marshalOBaseUnits2ᚖint64(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Payment_settlementFee(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Payment", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Payment_settlementNet(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -9574,14 +9574,14 @@ func (ec *executionContext) _Payment_settlementNet(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+			return ec.marshalOBaseUnits2ᚖint64(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Payment_settlementNet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Payment", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Payment_settlementFxRate(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -12119,14 +12119,14 @@ func (ec *executionContext) _Transfer_amount(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Transfer_amount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Transfer", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Transfer_fee(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -12142,14 +12142,14 @@ func (ec *executionContext) _Transfer_fee(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Transfer_fee(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Transfer", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Transfer_net(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -12165,14 +12165,14 @@ func (ec *executionContext) _Transfer_net(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
-			return ec.marshalNInt2int64(ctx, selections, v)
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Transfer_net(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Int")
+	return graphql.NewScalarFieldContext("Transfer", field, false, false, "BaseUnits")
 }
 
 func (ec *executionContext) _Transfer_txHash(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
@@ -20473,6 +20473,20 @@ func (ec *executionContext) marshalNBalance2ᚖagentpayᚋgraphᚋmodelᚐBalanc
 	return ec._Balance(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNBaseUnits2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBaseUnits2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "BaseUnits!")
+	}
+	return res
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -21488,6 +21502,24 @@ func (ec *executionContext) marshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(c
 	return v
 }
 
+func (ec *executionContext) unmarshalOBaseUnits2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOBaseUnits2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -21701,24 +21733,6 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
-	return res
-}
-
-func (ec *executionContext) unmarshalOInt2ᚖint64(ctx context.Context, v any) (*int64, error) {
-	if v == nil {
-		return nil, nil
-	}
-	res, err := graphql.UnmarshalInt64(v)
-	return &res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	_ = sel
-	_ = ctx
-	res := graphql.MarshalInt64(*v)
 	return res
 }
 

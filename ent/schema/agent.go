@@ -69,15 +69,18 @@ func (Agent) Fields() []ent.Field {
 		field.Int64("volume_sent").
 			NonNegative().
 			Default(0).
-			Comment("USDC base units sent (gross)"),
+			Comment("USDC base units sent (gross)").
+			Annotations(baseUnits),
 		field.Int64("volume_received").
 			NonNegative().
 			Default(0).
-			Comment("USDC base units received (net)"),
+			Comment("USDC base units received (net)").
+			Annotations(baseUnits),
 		field.Int64("fees_paid").
 			NonNegative().
 			Default(0).
-			Comment("USDC base units of treasury fees paid"),
+			Comment("USDC base units of treasury fees paid").
+			Annotations(baseUnits),
 		field.Time("api_key_rotated_at").
 			Optional().
 			Nillable(),

@@ -63,7 +63,8 @@ func (Payment) Fields() []ent.Field {
 			Immutable(),
 		field.Int64("amount_token").
 			NonNegative().
-			Immutable(),
+			Immutable().
+			Annotations(baseUnits),
 		usdField("amount_usd"),
 		field.Int64("block_number").
 			NonNegative(),
@@ -97,11 +98,13 @@ func (Payment) Fields() []ent.Field {
 		field.Int64("settlement_fee").
 			NonNegative().
 			Optional().
-			Nillable(),
+			Nillable().
+			Annotations(baseUnits),
 		field.Int64("settlement_net").
 			NonNegative().
 			Optional().
-			Nillable(),
+			Nillable().
+			Annotations(baseUnits),
 		field.String("settlement_fx_rate").
 			Optional(),
 		// What the payout provider paid (fiat_pix): amount as a decimal

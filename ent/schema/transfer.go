@@ -53,14 +53,17 @@ func (Transfer) Fields() []ent.Field {
 		// amount, the recipient receives net = amount - fee, the treasury fee.
 		field.Int64("amount").
 			NonNegative().
-			Immutable(),
+			Immutable().
+			Annotations(baseUnits),
 		field.Int64("fee").
 			NonNegative().
 			Default(0).
-			Immutable(),
+			Immutable().
+			Annotations(baseUnits),
 		field.Int64("net").
 			NonNegative().
-			Immutable(),
+			Immutable().
+			Annotations(baseUnits),
 		field.String("tx_hash").
 			Optional(),
 		field.Enum("status").
