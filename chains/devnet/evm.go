@@ -352,6 +352,25 @@ func (e *EVM) commit() common.Hash {
 	return h
 }
 
+// AdjustTime seals an empty block d after the head's timestamp, as on a
+// chain whose clock runs ahead of this machine's; it fails while
+// transactions are pooled (simulated beacon).
+func (e *EVM) AdjustTime(d time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.closed:
+		return ErrClosed
+	default:
+	}
+	if err := e.beacon.AdjustTime(d); err != nil {
+		return err
+	}
+	close(e.newBlock)
+	e.newBlock = make(chan struct{})
+	return nil
+}
+
 // Fork makes parent the head, dropping its descendants from the canonical
 // chain, as simulated.Backend.Fork: it fails while transactions are pooled.
 // Transactions of the dropped blocks return to the pool, so the next blocks

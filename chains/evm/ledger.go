@@ -217,12 +217,16 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 		// Failed or dropped: the authorization is unused, relay it anew.
 	}
 
+	head, err := l.client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return chains.Submitted{}, fmt.Errorf("evm: reading head: %w", err)
+	}
 	auth := authorization{
 		From:        from,
 		To:          to,
 		Value:       new(big.Int).Set(req.Amount),
 		ValidAfter:  new(big.Int),
-		ValidBefore: big.NewInt(time.Now().Add(l.cfg.AuthorizationTTL).Unix()),
+		ValidBefore: big.NewInt(validBefore(time.Now(), head.Time, l.cfg.AuthorizationTTL)),
 		Nonce:       req.Ref,
 	}
 	data, err := auth.calldata(l.domain, src)
@@ -238,7 +242,7 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	}
 	gas += gas * l.cfg.GasMargin / 100
 
-	fees, err := l.fees(ctx)
+	fees, err := l.fees(ctx, head)
 	if err != nil {
 		return chains.Submitted{}, err
 	}
@@ -253,6 +257,20 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	return sub, nil
 }
 
+// validBefore is the end of an authorization's validity (Unix seconds):
+// ttl after the later of this machine's clock and the head block's
+// timestamp. The token compares it with block time, and a chain's clock can
+// run ahead of ours (a skewed node; a devnet sealing blocks faster than one
+// a second, each at least a second after its parent), which would make an
+// authorization dated by our clock expired on arrival.
+func validBefore(now time.Time, headTime uint64, ttl time.Duration) int64 {
+	from := now.Unix()
+	if t := int64(headTime); t > from {
+		from = t
+	}
+	return from + int64(ttl/time.Second)
+}
+
 // feeQuote is what a relayed transaction pays for gas.
 type feeQuote struct {
 	tip, cap *big.Int // EIP-1559; cap nil means a legacy chain
@@ -263,11 +281,7 @@ type feeQuote struct {
 // the current base fee plus the tip, which survives several full blocks of
 // base fee growth (12.5% each) before the transaction stalls. Chains
 // without a base fee get a legacy gas price.
-func (l *Ledger) fees(ctx context.Context) (feeQuote, error) {
-	head, err := l.client.HeaderByNumber(ctx, nil)
-	if err != nil {
-		return feeQuote{}, fmt.Errorf("evm: reading head for fees: %w", err)
-	}
+func (l *Ledger) fees(ctx context.Context, head *types.Header) (feeQuote, error) {
 	if head.BaseFee == nil {
 		price, err := l.client.SuggestGasPrice(ctx)
 		if err != nil {

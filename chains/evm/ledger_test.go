@@ -263,7 +263,9 @@ func TestReceiptStates(t *testing.T) {
 	auth := authorization{From: src, To: src, Value: big.NewInt(1), ValidAfter: new(big.Int), ValidBefore: big.NewInt(time.Now().Add(time.Hour).Unix()), Nonce: randomRef(t)}
 	data, err := auth.calldata(l.domain, otherKey)
 	require.NoError(t, err)
-	fees, err := l.fees(ctx)
+	head, err := l.client.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	fees, err := l.fees(ctx, head)
 	require.NoError(t, err)
 	tx, err := l.nonces.send(ctx, func(nonce uint64) (*types.Transaction, error) {
 		return types.SignTx(fees.tx(l.chainID, nonce, l.token.address, 200_000, data), l.signer, l.gasKey)
@@ -277,6 +279,46 @@ func TestReceiptStates(t *testing.T) {
 	defer cancel()
 	_, err = l.Wait(waitCtx, common.Hash{2}.Hex())
 	require.True(t, errors.Is(err, context.DeadlineExceeded), fmt.Sprint(err))
+}
+
+// A chain whose clock runs hours ahead of this machine's (the token checks
+// validBefore against block time) still takes transfers: the authorization
+// is dated from the later of the two clocks.
+func TestTransferOnAChainAheadOfOurClock(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	l := c.ledger(t, false)
+	srcKey, src := newKey(t)
+	_, dst := newKey(t)
+	_, err := c.Send(ctx, src, big.NewInt(5_000_000))
+	require.NoError(t, err)
+	require.NoError(t, c.AdjustTime(3*time.Hour))
+	head, err := c.Client().HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	require.Greater(t, int64(head.Time), time.Now().Add(2*time.Hour).Unix(), "the chain is ahead")
+
+	sub, err := l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_000_000), Ref: randomRef(t)})
+	require.NoError(t, err)
+	r := c.include(t, l, sub.TxHash)
+	require.Equal(t, chains.TxIncluded, r.State, r.Err)
+	require.Equal(t, big.NewInt(1_000_000), c.usdcBalance(t, l, dst))
+}
+
+func TestValidBefore(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		name     string
+		headTime uint64
+		want     int64
+	}{
+		{"chain behind our clock", 999_000, 1_003_600},
+		{"chain on time", 1_000_000, 1_003_600},
+		{"chain ahead", 1_010_000, 1_013_600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, validBefore(now, tc.headTime, time.Hour))
+		})
+	}
 }
 
 // The domain computed from name() and version() (the fallback for tokens
