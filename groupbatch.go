@@ -17,6 +17,8 @@ type groupBatch[C any] struct {
 	mu       sync.Mutex
 	waiting  []C
 	inFlight bool
+	// submitted counts the calls queued so far (tests).
+	submitted int64
 }
 
 // submit queues c and, when no batch is running, runs one in this
@@ -24,6 +26,7 @@ type groupBatch[C any] struct {
 func (g *groupBatch[C]) submit(c C) {
 	g.mu.Lock()
 	g.waiting = append(g.waiting, c)
+	g.submitted++
 	var batch []C
 	if !g.inFlight {
 		g.inFlight = true
@@ -33,6 +36,13 @@ func (g *groupBatch[C]) submit(c C) {
 	if batch != nil {
 		g.run(batch)
 	}
+}
+
+// submittedCalls reports how many calls have been queued.
+func (g *groupBatch[C]) submittedCalls() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.submitted
 }
 
 // takeLocked removes up to max waiting calls (g.mu held).

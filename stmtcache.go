@@ -64,6 +64,13 @@ func (c *stmtCache) stmt(ctx context.Context, query string) *sql.Stmt {
 		return nil
 	}
 	v, _, _ := c.preparing.Do(query, func() (any, error) {
+		// A flight that ended since the read above has stored it.
+		c.mu.RLock()
+		st, ok := c.stmts[query]
+		c.mu.RUnlock()
+		if ok {
+			return st, nil
+		}
 		st, err := c.db.PrepareContext(ctx, query)
 		if err != nil {
 			return (*sql.Stmt)(nil), nil

@@ -27,9 +27,8 @@ const webhookTryBatchMax = 500
 type webhookTryBatcher struct {
 	db    *sql.DB
 	calls groupBatch[*webhookTryCall]
-	// statements counts the batches written, tries the tries submitted
-	// (tests).
-	statements, tries atomic.Int64
+	// statements counts the batches written (tests).
+	statements atomic.Int64
 }
 
 type webhookTryCall struct {
@@ -58,7 +57,6 @@ func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
 // was still pending. It returns once the batch holding it has committed.
 func (b *webhookTryBatcher) record(ctx context.Context, t webhookTry, attempt uuid.UUID) (bool, error) {
 	c := &webhookTryCall{try: t, attempt: attempt, done: make(chan struct{})}
-	b.tries.Add(1)
 	b.calls.submit(c)
 	select {
 	case <-c.done:
