@@ -639,7 +639,9 @@ func TestBaseUnitAmountsBeyond32Bits(t *testing.T) {
 	var p struct {
 		Me struct {
 			Transfers struct {
-				Edges []struct{ Node struct{ Amount, Fee, Net int64 } }
+				Edges []struct {
+					Node struct{ Amount, Fee, Net int64 }
+				}
 			}
 		}
 	}
@@ -673,7 +675,7 @@ func TestBaseUnitAmountsBeyond32Bits(t *testing.T) {
 func freshRateWindow(t *testing.T) {
 	t.Helper()
 	now := time.Now()
-	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 5*time.Second {
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 20*time.Second {
 		time.Sleep(left + 50*time.Millisecond)
 	}
 }

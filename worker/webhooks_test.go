@@ -172,9 +172,9 @@ func TestWebhookRetriesThenFails(t *testing.T) {
 	h := newWebhookHarness(t, delays)
 	rcv := newHookReceiver(t, http.StatusInternalServerError)
 	m, secret := h.merchant(t, rcv.URL+"/hooks")
-	recorded := time.Now()
 	ev := h.record(t, m, 1)[0]
 	h.runWorker(t)
+	started := time.Now()
 
 	require.Eventually(t, func() bool {
 		d := h.deliveries(t, ev.ID)[0]
@@ -185,10 +185,11 @@ func TestWebhookRetriesThenFails(t *testing.T) {
 	require.Len(t, got, 6, "the first try and five retries")
 
 	// The poll interval (200 ms on SQLite, 250 ms on PostgreSQL) and the
-	// River fetch add latency on top of each delay.
-	const slack = 1200 * time.Millisecond
-	t.Logf("first try %s after the event was committed", got[0].at.Sub(recorded).Round(time.Millisecond))
-	require.Less(t, got[0].at.Sub(recorded), slack, "the first try is immediate")
+	// River fetch add latency on top of each delay, more on a loaded
+	// machine; the lower bounds are exact.
+	const slack = 3 * time.Second
+	t.Logf("first try %s after the worker started", got[0].at.Sub(started).Round(time.Millisecond))
+	require.Less(t, got[0].at.Sub(started), slack, "the first try is immediate")
 	for i, d := range delays {
 		gap := got[i+1].at.Sub(got[i].at)
 		t.Logf("retry %d: configured %s, observed %s", i+1, d, gap.Round(time.Millisecond))

@@ -503,7 +503,9 @@ func TestSolanaDevnet(t *testing.T) {
 // TestSolanaCommitment follows one transaction from processed to finalized.
 func TestSolanaCommitment(t *testing.T) {
 	t.Parallel()
-	const depth = 4
+	// Deep enough that a loaded machine still catches the confirmed window
+	// (depth-1 slots of 250 ms).
+	const depth = 16
 	s := startSolana(t, SolanaConfig{SlotTime: 250 * time.Millisecond, FinalizedDepth: depth})
 	ctx := context.Background()
 	c := s.Client()
@@ -528,7 +530,8 @@ func TestSolanaCommitment(t *testing.T) {
 		}
 	}
 
-	seen := map[rpc.ConfirmationStatusType]bool{}
+	// Seen at processed just now: the loop below may start a slot later.
+	seen := map[rpc.ConfirmationStatusType]bool{rpc.ConfirmationStatusProcessed: true}
 	deadline := time.Now().Add(20 * time.Second)
 	var last *rpc.SignatureStatusesResult
 	for time.Now().Before(deadline) {
@@ -558,10 +561,14 @@ func TestSolanaCommitment(t *testing.T) {
 			_, txErr := c.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{Commitment: rpc.CommitmentFinalized})
 			sigs, err := c.GetSignaturesForAddressWithOpts(ctx, owner, &rpc.GetSignaturesForAddressOpts{Commitment: rpc.CommitmentFinalized})
 			require.NoError(t, err)
-			if v.ConfirmationStatus == rpc.ConfirmationStatusFinalized {
+			after, err := c.GetSignatureStatuses(ctx, false, sig)
+			require.NoError(t, err)
+			switch {
+			case v.ConfirmationStatus == rpc.ConfirmationStatusFinalized:
 				require.NoError(t, txErr)
 				require.Len(t, sigs, 1)
-			} else {
+			case after.Value[0].ConfirmationStatus != rpc.ConfirmationStatusFinalized:
+				// Still not finalized after the reads: they saw nothing.
 				require.ErrorIs(t, txErr, rpc.ErrNotFound)
 				require.Empty(t, sigs)
 			}

@@ -134,7 +134,7 @@ func (c *testChain) usdcBalance(tb testing.TB, l *Ledger, a common.Address) *big
 func (c *testChain) include(tb testing.TB, l *Ledger, txHash string) chains.Receipt {
 	tb.Helper()
 	ctx := context.Background()
-	for i := 0; i < 50; i++ {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		c.Commit()
 		r, err := l.Receipt(ctx, txHash)
 		require.NoError(tb, err)
@@ -143,7 +143,7 @@ func (c *testChain) include(tb testing.TB, l *Ledger, txHash string) chains.Rece
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tb.Fatalf("transaction %s not included after 50 blocks", txHash)
+	tb.Fatalf("transaction %s not included within 30 s", txHash)
 	return chains.Receipt{}
 }
 
@@ -151,7 +151,7 @@ func (c *testChain) include(tb testing.TB, l *Ledger, txHash string) chains.Rece
 func (c *testChain) commitAll(tb testing.TB, hashes []common.Hash) {
 	tb.Helper()
 	ctx := context.Background()
-	for attempt := 0; attempt < 50; attempt++ {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		c.Commit()
 		missing := false
 		for _, h := range hashes {
@@ -167,18 +167,19 @@ func (c *testChain) commitAll(tb testing.TB, hashes []common.Hash) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	tb.Fatalf("transactions not included after 50 blocks")
+	tb.Fatalf("transactions not included within 30 s")
 }
 
-// awaitPooled waits (briefly) until the pool holds n executable
-// transactions, so the next block carries them all.
+// awaitPooled waits until the pool holds n executable transactions, so the
+// next block carries them all (over JSON-RPC; the in-process client cannot
+// ask).
 func (c *testChain) awaitPooled(tb testing.TB, n int) {
 	tb.Helper()
 	raw, ok := c.Client().(rawRPC)
 	if !ok {
 		return
 	}
-	for i := 0; i < 200; i++ {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		var status struct {
 			Pending hexutil.Uint `json:"pending"`
 		}
@@ -188,4 +189,5 @@ func (c *testChain) awaitPooled(tb testing.TB, n int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	tb.Fatalf("the pool never held %d transactions", n)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
@@ -177,14 +178,15 @@ func TestWatcherReorg(t *testing.T) {
 				require.Regexp(t, "already known|nonce too low", err.Error())
 			}
 			var moved blockRef
-			for i := 0; ; i++ {
-				require.Less(t, i, 50, "transaction not re-included")
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				require.True(t, time.Now().Before(deadline), "transaction not re-included")
 				c.Commit()
 				r, err := c.Client().TransactionReceipt(ctx, tx)
 				if err == nil {
 					moved = blockRef{Number: r.BlockNumber.Uint64(), Hash: r.BlockHash}
 					break
 				}
+				time.Sleep(5 * time.Millisecond)
 			}
 			require.NotEqual(t, old.Hash, moved.Hash)
 
@@ -433,13 +435,14 @@ func TestWatcherResumeAfterReorgMovesPending(t *testing.T) {
 		require.Regexp(t, "already known|nonce too low", err.Error())
 	}
 	var moved blockRef
-	for i := 0; ; i++ {
-		require.Less(t, i, 50, "transaction not re-included")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		require.True(t, time.Now().Before(deadline), "transaction not re-included")
 		c.Commit()
 		if r, err := c.Client().TransactionReceipt(ctx, tx); err == nil {
 			moved = blockRef{Number: r.BlockNumber.Uint64(), Hash: r.BlockHash}
 			break
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	require.NotEqual(t, old.Hash, moved.Hash)
 	for {

@@ -23,8 +23,10 @@ import (
 // Short slots and a shallow finalized depth keep the tests fast while still
 // walking every deposit through confirmed, deeper and finalized.
 const (
-	testSlotTime       = 50 * time.Millisecond
-	testFinalizedDepth = 12
+	testSlotTime = 50 * time.Millisecond
+	// Finality 1.6 s after a deposit: room for a loaded machine to poll
+	// in between, which the watcher tests need.
+	testFinalizedDepth = 32
 )
 
 type testChain struct {
