@@ -134,10 +134,22 @@ func (e *sendEnv) ledger(c chains.Name) chains.Ledger {
 	return e.base
 }
 
-// onChain reads an address's USDC straight from the chain, in USDC.
+// onChain reads an address's USDC straight from the chain, in USDC. On
+// base it first waits for the next block: geth makes a block's receipts
+// readable a moment before its state becomes "latest", so a read right
+// after a send saw its receipts could miss its last leg.
 func (e *sendEnv) onChain(t testing.TB, c chains.Name, address string) decimal.Decimal {
 	t.Helper()
-	b, err := e.ledger(c).Balance(context.Background(), address)
+	ctx := context.Background()
+	if c != chains.Solana {
+		head, err := e.evmNet.Client().BlockNumber(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			n, err := e.evmNet.Client().BlockNumber(ctx)
+			return err == nil && n > head
+		}, 30*time.Second, 5*time.Millisecond, "base stopped making blocks")
+	}
+	b, err := e.ledger(c).Balance(ctx, address)
 	require.NoError(t, err)
 	return FromBaseUnits(b, 6)
 }
