@@ -575,6 +575,25 @@ func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*delive
 	return &d, rows.Close()
 }
 
+// AttemptStatusCode is the HTTP status a try was answered with, nil when
+// no answer came (timeout, refused connection; stored as 0).
+func AttemptStatusCode(a *ent.WebhookAttempt) *int {
+	if a.StatusCode == 0 {
+		return nil
+	}
+	code := a.StatusCode
+	return &code
+}
+
+// AttemptError is why a try failed, nil when it succeeded.
+func AttemptError(a *ent.WebhookAttempt) *string {
+	if a.Error == "" {
+		return nil
+	}
+	reason := a.Error
+	return &reason
+}
+
 // WebhookAttempts lists a delivery's tries, oldest first.
 func (s *Service) WebhookAttempts(ctx context.Context, deliveryID uuid.UUID) ([]*ent.WebhookAttempt, error) {
 	return s.cfg.DB.Ent.WebhookAttempt.Query().

@@ -1725,20 +1725,10 @@ func (_q *WebhookAttemptQuery) collectField(ctx context.Context, oneNode bool, o
 				selectedFields = append(selectedFields, webhookattempt.FieldDeliveryID)
 				fieldSeen[webhookattempt.FieldDeliveryID] = struct{}{}
 			}
-		case "statusCode":
-			if _, ok := fieldSeen[webhookattempt.FieldStatusCode]; !ok {
-				selectedFields = append(selectedFields, webhookattempt.FieldStatusCode)
-				fieldSeen[webhookattempt.FieldStatusCode] = struct{}{}
-			}
 		case "durationMs":
 			if _, ok := fieldSeen[webhookattempt.FieldDurationMs]; !ok {
 				selectedFields = append(selectedFields, webhookattempt.FieldDurationMs)
 				fieldSeen[webhookattempt.FieldDurationMs] = struct{}{}
-			}
-		case "error":
-			if _, ok := fieldSeen[webhookattempt.FieldError]; !ok {
-				selectedFields = append(selectedFields, webhookattempt.FieldError)
-				fieldSeen[webhookattempt.FieldError] = struct{}{}
 			}
 		case "at":
 			if _, ok := fieldSeen[webhookattempt.FieldAt]; !ok {

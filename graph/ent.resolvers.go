@@ -95,6 +95,9 @@ func (r *Resolver) Transfer() TransferResolver { return &transferResolver{r} }
 // Wallet returns WalletResolver implementation.
 func (r *Resolver) Wallet() WalletResolver { return &walletResolver{r} }
 
+// WebhookAttempt returns WebhookAttemptResolver implementation.
+func (r *Resolver) WebhookAttempt() WebhookAttemptResolver { return &webhookAttemptResolver{r} }
+
 // WebhookDelivery returns WebhookDeliveryResolver implementation.
 func (r *Resolver) WebhookDelivery() WebhookDeliveryResolver { return &webhookDeliveryResolver{r} }
 
@@ -108,6 +111,7 @@ type (
 	queryResolver           struct{ *Resolver }
 	transferResolver        struct{ *Resolver }
 	walletResolver          struct{ *Resolver }
+	webhookAttemptResolver  struct{ *Resolver }
 	webhookDeliveryResolver struct{ *Resolver }
 	webhookEventResolver    struct{ *Resolver }
 )

@@ -53,6 +53,7 @@ type ResolverRoot interface {
 	Subscription() SubscriptionResolver
 	Transfer() TransferResolver
 	Wallet() WalletResolver
+	WebhookAttempt() WebhookAttemptResolver
 	WebhookDelivery() WebhookDeliveryResolver
 	WebhookEvent() WebhookEventResolver
 }
@@ -643,6 +644,10 @@ type TransferResolver interface {
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
+}
+type WebhookAttemptResolver interface {
+	StatusCode(ctx context.Context, obj *ent.WebhookAttempt) (*int, error)
+	Error(ctx context.Context, obj *ent.WebhookAttempt) (*string, error)
 }
 type WebhookDeliveryResolver interface {
 	AttemptLog(ctx context.Context, obj *ent.WebhookDelivery) ([]*ent.WebhookAttempt, error)
@@ -4045,16 +4050,16 @@ func (ec *executionContext) childFields_WebhookAttempt(ctx context.Context, fiel
 		return ec.fieldContext_WebhookAttempt_updatedAt(ctx, field)
 	case "deliveryID":
 		return ec.fieldContext_WebhookAttempt_deliveryID(ctx, field)
-	case "statusCode":
-		return ec.fieldContext_WebhookAttempt_statusCode(ctx, field)
 	case "durationMs":
 		return ec.fieldContext_WebhookAttempt_durationMs(ctx, field)
-	case "error":
-		return ec.fieldContext_WebhookAttempt_error(ctx, field)
 	case "at":
 		return ec.fieldContext_WebhookAttempt_at(ctx, field)
 	case "delivery":
 		return ec.fieldContext_WebhookAttempt_delivery(ctx, field)
+	case "statusCode":
+		return ec.fieldContext_WebhookAttempt_statusCode(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookAttempt_error(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WebhookAttempt", field.Name)
 }
@@ -13503,29 +13508,6 @@ func (ec *executionContext) fieldContext_WebhookAttempt_deliveryID(_ context.Con
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "ID")
 }
 
-func (ec *executionContext) _WebhookAttempt_statusCode(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookAttempt_statusCode(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.StatusCode, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_WebhookAttempt_statusCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "Int")
-}
-
 func (ec *executionContext) _WebhookAttempt_durationMs(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13547,29 +13529,6 @@ func (ec *executionContext) _WebhookAttempt_durationMs(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_WebhookAttempt_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "Int")
-}
-
-func (ec *executionContext) _WebhookAttempt_error(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookAttempt_error(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.Error, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_WebhookAttempt_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "String")
 }
 
 func (ec *executionContext) _WebhookAttempt_at(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
@@ -13625,6 +13584,52 @@ func (ec *executionContext) fieldContext_WebhookAttempt_delivery(_ context.Conte
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WebhookAttempt_statusCode(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookAttempt_statusCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WebhookAttempt().StatusCode(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookAttempt_statusCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookAttempt", field, true, true, "Int")
+}
+
+func (ec *executionContext) _WebhookAttempt_error(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookAttempt_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WebhookAttempt().Error(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookAttempt_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookAttempt", field, true, true, "String")
 }
 
 func (ec *executionContext) _WebhookAttemptConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttemptConnection) (ret graphql.Marshaler) {
@@ -19667,19 +19672,9 @@ func (ec *executionContext) _WebhookAttempt(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "statusCode":
-			out.Values[i] = ec._WebhookAttempt_statusCode(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
 		case "durationMs":
 			out.Values[i] = ec._WebhookAttempt_durationMs(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
-		case "error":
-			out.Values[i] = ec._WebhookAttempt_error(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "at":
@@ -19692,6 +19687,18 @@ func (ec *executionContext) _WebhookAttempt(ctx context.Context, sel ast.Selecti
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._WebhookAttempt_delivery(ctx, field, obj)
+				})
+		case "statusCode":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WebhookAttempt_statusCode(ctx, field, obj)
+				})
+		case "error":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WebhookAttempt_error(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

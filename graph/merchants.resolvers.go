@@ -148,6 +148,16 @@ func (r *queryResolver) WebhookEvent(ctx context.Context, id uuid.UUID) (*ent.We
 	return r.cfg.Service.WebhookEvent(ctx, auth, id)
 }
 
+// StatusCode is the resolver for the statusCode field.
+func (r *webhookAttemptResolver) StatusCode(ctx context.Context, obj *ent.WebhookAttempt) (*int, error) {
+	return agentpay.AttemptStatusCode(obj), nil
+}
+
+// Error is the resolver for the error field.
+func (r *webhookAttemptResolver) Error(ctx context.Context, obj *ent.WebhookAttempt) (*string, error) {
+	return agentpay.AttemptError(obj), nil
+}
+
 // SessionExternalID is the resolver for the sessionExternalId field.
 func (r *webhookEventResolver) SessionExternalID(ctx context.Context, obj *ent.WebhookEvent) (*string, error) {
 	sess, err := obj.Session(ctx)

@@ -884,7 +884,7 @@ type webhookEventNode struct {
 		ID, URL, Status string
 		Attempts        int
 		AttemptLog      []struct {
-			StatusCode int
+			StatusCode *int
 			Error      *string
 		}
 	}
@@ -915,12 +915,20 @@ const webhookEventsQuery = `query($first: Int, $after: Cursor, $last: Int, $befo
 		edges { node { ` + webhookEventFields + ` } } } }`
 
 func TestMerchantWebhookEvents(t *testing.T) {
-	var answers atomic.Int32 // the receiver fails the first try of each delivery series it sees
+	// The receiver answers its first request 500, hangs up on the second
+	// without an answer, and answers 200 from then on (counted).
+	var answers atomic.Int32
 	var seen atomic.Int32
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := seen.Add(1)
-		if n == 1 {
+		switch seen.Add(1) {
+		case 1:
 			w.WriteHeader(http.StatusInternalServerError)
+			return
+		case 2:
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
 			return
 		}
 		answers.Add(1)
@@ -954,13 +962,13 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	api.recordEvent(t, m.ID, true, agentpay.EventSessionExpired, live[0])
 	quietEvent := api.recordEvent(t, noHook.ID, false, agentpay.EventSessionExpired, quiet[0])
 
-	// The first event's delivery: a 500, then a 200.
+	// The first event's delivery: a 500, no answer, then a 200.
 	var ev0 *ent.WebhookEvent
 	var err error
 	ev0, err = api.Svc.WebhookEvent(ctx, api.auth(t, m.Keys.TestSecretKey), events[0].ID)
 	require.NoError(t, err)
 	require.Len(t, ev0.Edges.Deliveries, 1)
-	for range 2 {
+	for range 3 {
 		_, err := api.Svc.DeliverWebhook(ctx, ev0.Edges.Deliveries[0].ID)
 		require.NoError(t, err)
 	}
@@ -979,12 +987,15 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	d := e.Deliveries[0]
 	require.Equal(t, hook, d.URL)
 	require.Equal(t, "succeeded", d.Status)
-	require.Equal(t, 2, d.Attempts)
-	require.Len(t, d.AttemptLog, 2)
-	require.Equal(t, 500, d.AttemptLog[0].StatusCode, "attempts in the order they were made")
-	require.NotNil(t, d.AttemptLog[0].Error)
-	require.Equal(t, 200, d.AttemptLog[1].StatusCode)
-	require.Empty(t, *d.AttemptLog[1].Error)
+	require.Equal(t, 3, d.Attempts)
+	require.Len(t, d.AttemptLog, 3)
+	log := d.AttemptLog
+	require.Equal(t, 500, *log[0].StatusCode, "attempts in the order they were made")
+	require.Contains(t, *log[0].Error, "500")
+	require.Nil(t, log[1].StatusCode, "no answer: no status")
+	require.NotEmpty(t, *log[1].Error)
+	require.Equal(t, 200, *log[2].StatusCode)
+	require.Nil(t, log[2].Error, "a success has no error")
 
 	// Backward paging and filters.
 	api.do(t, key, webhookEventsQuery, map[string]any{"last": 2}).decode(t, &p)
@@ -1041,9 +1052,9 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	require.Equal(t, r.RedeliverWebhook.ID, one.WebhookEvent.Deliveries[1].ID)
 	require.Equal(t, "succeeded", one.WebhookEvent.Deliveries[1].Status)
 	require.Equal(t, []struct {
-		StatusCode int
+		StatusCode *int
 		Error      *string
-	}{{200, ptr("")}}, one.WebhookEvent.Deliveries[1].AttemptLog)
+	}{{ptr(200), nil}}, one.WebhookEvent.Deliveries[1].AttemptLog)
 	require.EqualValues(t, 2, answers.Load())
 
 	// Redeliver refusals: unknown, another merchant's or the other mode's

@@ -69,12 +69,10 @@ func newWebhookDeliveryBody(d *ent.WebhookDelivery, withAttempts bool) webhookDe
 	if withAttempts {
 		log := make([]webhookAttemptBody, len(d.Edges.AttemptLog))
 		for i, a := range d.Edges.AttemptLog {
-			b := webhookAttemptBody{At: a.At.UTC(), DurationMs: a.DurationMs, Error: nullable(a.Error)}
-			if a.StatusCode != 0 {
-				code := a.StatusCode
-				b.StatusCode = &code
+			log[i] = webhookAttemptBody{
+				At: a.At.UTC(), StatusCode: agentpay.AttemptStatusCode(a), DurationMs: a.DurationMs,
+				Error: agentpay.AttemptError(a),
 			}
-			log[i] = b
 		}
 		out.AttemptLog = &log
 	}

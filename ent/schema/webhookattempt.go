@@ -33,15 +33,19 @@ func (WebhookAttempt) Fields() []ent.Field {
 		field.UUID("delivery_id", uuid.UUID{}).
 			Immutable(),
 		// 0 when no response was received (timeout, connection refused).
+		// GraphQL shows it (and error) as the REST API does, null for none
+		// (graph/merchants.graphql).
 		field.Int("status_code").
 			Default(0).
-			Immutable(),
+			Immutable().
+			Annotations(entgql.Skip(entgql.SkipType)),
 		field.Int64("duration_ms").
 			NonNegative().
 			Immutable(),
 		field.String("error").
 			Optional().
-			Immutable(),
+			Immutable().
+			Annotations(entgql.Skip(entgql.SkipType)),
 		field.Time("at").
 			Default(nowUTC).
 			Immutable(),
