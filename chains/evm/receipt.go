@@ -54,6 +54,20 @@ func (l *Ledger) Receipt(ctx context.Context, txHash string) (chains.Receipt, er
 	if err != nil {
 		return chains.Receipt{}, fmt.Errorf("evm: %s: reading receipt: %w", l.cfg.Chain, err)
 	}
+	// geth makes a block's receipts readable a moment before the block is
+	// its head (and behind a load balancer the receipt may come from a
+	// node ahead of the one answering the next call): until the head has
+	// reached the block, balances read at "latest" may not show the
+	// transfer yet, and a send completed on this receipt would let the next
+	// balance check count the money twice.
+	head, err := l.client.BlockNumber(ctx)
+	if err != nil {
+		return chains.Receipt{}, fmt.Errorf("evm: %s: reading head: %w", l.cfg.Chain, err)
+	}
+	if head < rc.BlockNumber.Uint64() {
+		out.State = chains.TxPending
+		return out, nil
+	}
 	out.Block = rc.BlockNumber.Uint64()
 	if rc.Status == types.ReceiptStatusSuccessful {
 		out.State = chains.TxIncluded
