@@ -264,18 +264,9 @@ func (c *authCache[V]) hook(changeOf func(ent.Mutation) (uuid.UUID, bool)) ent.H
 func agentChangeOf(m ent.Mutation) (uuid.UUID, bool) {
 	switch m := m.(type) {
 	case *ent.AgentMutation:
-		if m.Op().Is(ent.OpCreate) {
-			return uuid.Nil, false // nobody has its key yet
-		}
-		if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
-			return id, true
-		}
-		return uuid.Nil, true
+		return ownerRowChange(m)
 	case *ent.WalletMutation:
-		if id, ok := m.AgentID(); ok && m.Op().Is(ent.OpCreate) {
-			return id, true
-		}
-		return uuid.Nil, true
+		return childRowChange(m.Op(), m.AgentID)
 	}
 	return uuid.Nil, false
 }
@@ -284,18 +275,35 @@ func agentChangeOf(m ent.Mutation) (uuid.UUID, bool) {
 func merchantChangeOf(m ent.Mutation) (uuid.UUID, bool) {
 	switch m := m.(type) {
 	case *ent.MerchantMutation:
-		if m.Op().Is(ent.OpCreate) {
-			return uuid.Nil, false
-		}
-		if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
-			return id, true
-		}
-		return uuid.Nil, true
+		return ownerRowChange(m)
 	case *ent.MerchantKeyMutation:
-		if id, ok := m.MerchantID(); ok && m.Op().Is(ent.OpCreate) {
-			return id, true
-		}
-		return uuid.Nil, true
+		return childRowChange(m.Op(), m.MerchantID)
 	}
 	return uuid.Nil, false
+}
+
+// ownerRowChange is the change of a mutation of owner rows: none for a
+// creation (nobody holds the new owner's key yet), the owner for a change
+// of one row, every owner for a bulk change.
+func ownerRowChange(m interface {
+	Op() ent.Op
+	ID() (uuid.UUID, bool)
+}) (uuid.UUID, bool) {
+	if m.Op().Is(ent.OpCreate) {
+		return uuid.Nil, false
+	}
+	if id, ok := m.ID(); ok && m.Op().Is(ent.OpUpdateOne|ent.OpDeleteOne) {
+		return id, true
+	}
+	return uuid.Nil, true
+}
+
+// childRowChange is the change of a mutation of rows an owner holds (its
+// wallets, its keys): the owner for a creation, which names it (owner),
+// every owner otherwise.
+func childRowChange(op ent.Op, owner func() (uuid.UUID, bool)) (uuid.UUID, bool) {
+	if id, ok := owner(); ok && op.Is(ent.OpCreate) {
+		return id, true
+	}
+	return uuid.Nil, true
 }
