@@ -171,16 +171,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 					}
 					continue // its receipt is read on the next run
 				}
-				reason := fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, r.Err)
-				if moved, err := s.otherLegMoved(ctx, ledger, t, legs, leg); err != nil || moved {
-					// Part of the transfer moved: it can only be completed.
-					// Sent again on the next run.
-					return s.noteLegRetry(ctx, t, leg, reason)
-				}
-				if err := s.failTransfer(ctx, t, reason); err != nil {
-					return nil, err
-				}
-				return s.reload(ctx, t)
+				return s.legDidNotGo(ctx, ledger, t, legs, leg, fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, r.Err))
 			}
 			// Unknown: dropped, never sent, or sent by a process that no
 			// longer remembers it. Handled as a leg without a hash.
@@ -232,16 +223,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 		case errors.Is(err, evm.ErrAuthorizationUsed):
 			// Landed between FindTransfer and now: the next run finds it.
 		case err != nil && refusedByChain(err):
-			reason := fmt.Sprintf("%s refused by %s on retry: %v", leg.name(), t.Chain, err)
-			if moved, merr := s.otherLegMoved(ctx, ledger, t, legs, leg); merr != nil || moved {
-				// Part of the transfer moved: it can only be completed.
-				// Sent again on the next run.
-				return s.noteLegRetry(ctx, t, leg, reason)
-			}
-			if err := s.failTransfer(ctx, t, reason); err != nil {
-				return nil, err
-			}
-			return s.reload(ctx, t)
+			return s.legDidNotGo(ctx, ledger, t, legs, leg, fmt.Sprintf("%s refused by %s on retry: %v", leg.name(), t.Chain, err))
 		case err != nil:
 			return nil, err
 		}

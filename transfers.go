@@ -467,18 +467,12 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 	for i, leg := range legs {
 		if errs[i] != nil || receipts[i].State != chains.TxIncluded {
 			if errs[i] == nil && receipts[i].State == chains.TxFailed {
+				// (The reconciler would look for another transaction with
+				// the same ref first; a fresh send has no other.)
 				reason := fmt.Sprintf("%s failed on %s: %s", leg.name(), t.Chain, receipts[i].Err)
-				moved, err := s.otherLegMoved(context.WithoutCancel(ctx), ledger, t, legs, leg)
-				if err != nil || moved {
-					// The other leg landed (or may yet): the send cannot
-					// fail any more; the reconciler sends this one again.
-					return s.noteLegRetry(context.WithoutCancel(ctx), t, leg, reason)
-				}
-				// Nothing moved: the send failed. (The reconciler would
-				// look for another transaction with the same ref first; a
-				// fresh send has no other.)
-				if err := s.failTransfer(context.WithoutCancel(ctx), t, reason); err != nil {
-					return nil, err
+				out, err := s.legDidNotGo(context.WithoutCancel(ctx), ledger, t, legs, leg, reason)
+				if err != nil || out.Status != transfer.StatusFailed {
+					return out, err
 				}
 				return nil, fmt.Errorf("%w: transfer %s failed on chain (%s)", ErrUnavailable, t.ID, reason)
 			}
@@ -530,6 +524,20 @@ func (s *Service) reload(ctx context.Context, t *ent.Transfer) (*ent.Transfer, e
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
 	return out, nil
+}
+
+// legDidNotGo settles a leg the chain refused or reverted: while another
+// leg of t has moved money (or may still), t can only be completed, so it
+// stays in flight and the leg is sent again (noteLegRetry); otherwise
+// nothing moved and t fails with reason.
+func (s *Service) legDidNotGo(ctx context.Context, ledger chains.Ledger, t *ent.Transfer, legs []*transferLeg, leg *transferLeg, reason string) (*ent.Transfer, error) {
+	if moved, err := s.otherLegMoved(ctx, ledger, t, legs, leg); err != nil || moved {
+		return s.noteLegRetry(ctx, t, leg, reason)
+	}
+	if err := s.failTransfer(ctx, t, reason); err != nil {
+		return nil, err
+	}
+	return s.reload(ctx, t)
 }
 
 // otherLegMoved reports whether a leg of t other than leg has moved money
