@@ -55,13 +55,11 @@ type statusCall struct {
 var statusBatchers sync.Map // *sql.DB -> *statusBatcher
 
 func statusBatcherFor(db *sql.DB) *statusBatcher {
-	if b, ok := statusBatchers.Load(db); ok {
-		return b.(*statusBatcher)
-	}
-	b := &statusBatcher{db: db}
-	b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
-	v, _ := statusBatchers.LoadOrStore(db, b)
-	return v.(*statusBatcher)
+	return perPool(&statusBatchers, db, func() *statusBatcher {
+		b := &statusBatcher{db: db}
+		b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
+		return b
+	})
 }
 
 // status reads a session's status rows; nil when there is no such session.

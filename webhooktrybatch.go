@@ -43,13 +43,11 @@ type webhookTryCall struct {
 var webhookTryBatchers sync.Map // *sql.DB -> *webhookTryBatcher
 
 func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
-	if b, ok := webhookTryBatchers.Load(db); ok {
-		return b.(*webhookTryBatcher)
-	}
-	b := &webhookTryBatcher{db: db}
-	b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
-	v, _ := webhookTryBatchers.LoadOrStore(db, b)
-	return v.(*webhookTryBatcher)
+	return perPool(&webhookTryBatchers, db, func() *webhookTryBatcher {
+		b := &webhookTryBatcher{db: db}
+		b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
+		return b
+	})
 }
 
 // record writes the try (its attempt row with id attempt, and the
