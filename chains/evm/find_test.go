@@ -17,10 +17,8 @@ func TestFindTransfer(t *testing.T) {
 	ctx := context.Background()
 	c := startChain(t, chains.Base)
 	l := c.ledger(t, false)
-	srcKey, src := newKey(t)
+	srcKey, src := c.fundedKey(t, 5_000_000)
 	_, dst := newKey(t)
-	_, err := c.Send(ctx, src, big.NewInt(5_000_000))
-	require.NoError(t, err)
 
 	req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_000_000), Ref: randomRef(t)}
 	_, found, err := l.FindTransfer(ctx, src.Hex(), req.Ref)

@@ -72,6 +72,15 @@ func newKey(tb testing.TB) ([]byte, common.Address) {
 	return crypto.FromECDSA(k), crypto.PubkeyToAddress(k.PublicKey)
 }
 
+// fundedKey is a new key holding units of USDC (and no native coin).
+func (c *testChain) fundedKey(tb testing.TB, units int64) ([]byte, common.Address) {
+	tb.Helper()
+	key, addr := newKey(tb)
+	_, err := c.Send(context.Background(), addr, big.NewInt(units))
+	require.NoError(tb, err)
+	return key, addr
+}
+
 func randomRef(tb testing.TB) [32]byte {
 	var r [32]byte
 	_, err := rand.Read(r[:])

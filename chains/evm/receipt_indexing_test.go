@@ -58,10 +58,8 @@ func TestReceiptPendingUntilTheHeadHasItsBlock(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
 
-	srcKey, src := newKey(t)
+	srcKey, _ := c.fundedKey(t, 2_000_000)
 	_, dst := newKey(t)
-	_, err = c.Send(ctx, src, big.NewInt(2_000_000))
-	require.NoError(t, err)
 	sub, err := l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_000_000), Ref: randomRef(t)})
 	require.NoError(t, err)
 	client.lag.Store(1)
