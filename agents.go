@@ -336,7 +336,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 			q = authPostgres
 		}
 		read := s.agentAuth.begin()
-		rows, err := queryCached(context.WithoutCancel(ctx), s.cfg.DB.SQL, q, hash)
+		rows, err := s.cfg.DB.queryCached(context.WithoutCancel(ctx), q, hash)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
 		}

@@ -418,7 +418,7 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 		err error
 	)
 	if s.cfg.DB.IsPostgres() {
-		acc, err = statusBatcherFor(s.cfg.DB.SQL).status(ctx, externalID)
+		acc, err = statusBatcherFor(s.cfg.DB).status(ctx, externalID)
 	} else {
 		acc, err = s.readStatus(ctx, externalID)
 	}
@@ -454,7 +454,7 @@ func (s *Service) readStatus(ctx context.Context, externalID string) (*statusAcc
 	if s.cfg.DB.IsPostgres() {
 		placeholder = "$1"
 	}
-	rows, err := queryCached(ctx, s.cfg.DB.SQL, checkoutStatusQuery+placeholder, externalID)
+	rows, err := s.cfg.DB.queryCached(ctx, checkoutStatusQuery+placeholder, externalID)
 	if err != nil {
 		return nil, err
 	}

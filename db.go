@@ -62,6 +62,10 @@ type DB struct {
 	// URL is the DBConfig.URL the database was opened with (the PostgreSQL
 	// status listener opens its own connection with it).
 	URL string
+
+	// stmts is the pool's statement cache, shared by ent's queries outside
+	// transactions and queryCached.
+	stmts *stmtCache
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
@@ -122,12 +126,13 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		return nil, fmt.Errorf("agentpay: connecting to the %s database: %w", dialectLabel(dialect), err)
 	}
 
-	drv := newTxSharingDriver(dialect, sqlDB)
+	stmts := newStmtCache(sqlDB)
 	return &DB{
-		Ent:     ent.NewClient(ent.Driver(drv)),
+		Ent:     ent.NewClient(ent.Driver(newTxSharingDriver(dialect, sqlDB, stmts))),
 		SQL:     sqlDB,
 		Dialect: dialect,
 		URL:     cfg.URL,
+		stmts:   stmts,
 	}, nil
 }
 

@@ -34,7 +34,7 @@ const (
 // setting stays on that connection: every other statement keeps the
 // default.
 type statusBatcher struct {
-	db    *sql.DB
+	db    *DB
 	calls groupBatch[*statusCall]
 
 	// connMu is held while conn is in use, and guards conn and stmt.
@@ -54,8 +54,8 @@ type statusCall struct {
 // statusBatchers holds each pool's batcher, beside its statement cache.
 var statusBatchers sync.Map // *sql.DB -> *statusBatcher
 
-func statusBatcherFor(db *sql.DB) *statusBatcher {
-	return perPool(&statusBatchers, db, func() *statusBatcher {
+func statusBatcherFor(db *DB) *statusBatcher {
+	return perPool(&statusBatchers, db.SQL, func() *statusBatcher {
 		b := &statusBatcher{db: db}
 		b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
 		return b
@@ -133,11 +133,11 @@ func (b *statusBatcher) read(ctx context.Context, batch []*statusCall) error {
 func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*sql.Rows, error) {
 	if b.stmt == nil && !b.closed {
 		if err := b.connectLocked(ctx); err != nil {
-			return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+			return b.db.queryCached(ctx, checkoutStatusBatchQuery, ids)
 		}
 	}
 	if b.stmt == nil {
-		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+		return b.db.queryCached(ctx, checkoutStatusBatchQuery, ids)
 	}
 	rows, err := b.stmt.QueryContext(ctx, ids)
 	if err != nil && ctx.Err() == nil {
@@ -145,7 +145,7 @@ func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*s
 		// session): the pool, which replaces bad connections, answers this
 		// batch, and the next one opens another connection.
 		b.disconnectLocked()
-		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+		return b.db.queryCached(ctx, checkoutStatusBatchQuery, ids)
 	}
 	return rows, err
 }
@@ -153,7 +153,7 @@ func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*s
 // connectLocked takes a connection out of the pool for the batched
 // statement (b.connMu held).
 func (b *statusBatcher) connectLocked(ctx context.Context) error {
-	conn, err := b.db.Conn(ctx)
+	conn, err := b.db.SQL.Conn(ctx)
 	if err != nil {
 		return err
 	}

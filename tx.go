@@ -108,8 +108,7 @@ type txSharingDriver struct {
 	stmts  *stmtCache
 }
 
-func newTxSharingDriver(dialect string, db *sql.DB) *txSharingDriver {
-	stmts := newStmtCache(db)
+func newTxSharingDriver(dialect string, db *sql.DB, stmts *stmtCache) *txSharingDriver {
 	return &txSharingDriver{Driver: entsql.OpenDB(dialect, db), cached: entsql.Conn{ExecQuerier: stmts}, stmts: stmts}
 }
 

@@ -25,7 +25,7 @@ const webhookTryBatchMax = 500
 
 // webhookTryBatcher records the tries of one pool (groupBatch).
 type webhookTryBatcher struct {
-	db    *sql.DB
+	db    *DB
 	calls groupBatch[*webhookTryCall]
 	// statements counts the batches written (tests).
 	statements atomic.Int64
@@ -42,8 +42,8 @@ type webhookTryCall struct {
 // webhookTryBatchers holds each pool's batcher.
 var webhookTryBatchers sync.Map // *sql.DB -> *webhookTryBatcher
 
-func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
-	return perPool(&webhookTryBatchers, db, func() *webhookTryBatcher {
+func webhookTryBatcherFor(db *DB) *webhookTryBatcher {
+	return perPool(&webhookTryBatchers, db.SQL, func() *webhookTryBatcher {
 		b := &webhookTryBatcher{db: db}
 		b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
 		return b
@@ -101,7 +101,7 @@ func (b *webhookTryBatcher) write(ctx context.Context, batch []*webhookTryCall) 
 			completions[i] = sql.NullString{String: ts(t.now), Valid: true}
 		}
 	}
-	rows, err := queryCached(ctx, b.db, recordWebhookTriesPostgres,
+	rows, err := b.db.queryCached(ctx, recordWebhookTriesPostgres,
 		pq.StringArray(deliveries), pq.StringArray(ats), pq.StringArray(statuses), pq.Array(nexts), pq.Array(completions),
 		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs))
 	if err != nil {
