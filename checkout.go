@@ -418,7 +418,7 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 		err error
 	)
 	if s.cfg.DB.IsPostgres() {
-		acc, err = statusBatcherFor(s.cfg.DB).status(ctx, externalID)
+		acc, err = statusBatchers.For(s.cfg.DB).status(ctx, externalID)
 	} else {
 		acc, err = s.readStatus(ctx, externalID)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -66,6 +67,11 @@ type DB struct {
 	// stmts is the pool's statement cache, shared by ent's queries outside
 	// transactions and queryCached.
 	stmts *stmtCache
+
+	// values holds the DB's perDB values; closers release them on Close.
+	values   sync.Map // *perDB[T] -> T
+	valuesMu sync.Mutex
+	closers  []func()
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
@@ -136,9 +142,10 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 	}, nil
 }
 
-// Close closes the pool (and with it the ent client).
+// Close releases the DB's per-DB values (perDB), then closes the pool (and
+// with it the ent client).
 func (db *DB) Close() error {
-	closeStatusBatcher(db.SQL)
+	db.closeValues()
 	return db.Ent.Close()
 }
 

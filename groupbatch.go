@@ -1,9 +1,6 @@
 package agentpay
 
-import (
-	"database/sql"
-	"sync"
-)
+import "sync"
 
 // groupBatch coalesces concurrent calls into shared batches (group-commit
 // style), for the statements that many requests run at once (status reads,
@@ -73,14 +70,4 @@ func (g *groupBatch[C]) run(batch []C) {
 	next := g.takeLocked()
 	g.mu.Unlock()
 	go g.run(next)
-}
-
-// perPool returns m's value for db (a pool's batcher), making and storing
-// one on first use; concurrent first uses keep the one stored first.
-func perPool[T any](m *sync.Map, db *sql.DB, newValue func() T) T {
-	if v, ok := m.Load(db); ok {
-		return v.(T)
-	}
-	v, _ := m.LoadOrStore(db, newValue())
-	return v.(T)
 }

@@ -51,15 +51,13 @@ type statusCall struct {
 	err  error
 }
 
-// statusBatchers holds each pool's batcher, beside its statement cache.
-var statusBatchers sync.Map // *sql.DB -> *statusBatcher
+// statusBatchers holds each DB's batcher, shared by every Service on it.
+var statusBatchers = newPerDB(newStatusBatcher, (*statusBatcher).close)
 
-func statusBatcherFor(db *DB) *statusBatcher {
-	return perPool(&statusBatchers, db.SQL, func() *statusBatcher {
-		b := &statusBatcher{db: db}
-		b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
-		return b
-	})
+func newStatusBatcher(db *DB) *statusBatcher {
+	b := &statusBatcher{db: db}
+	b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
+	return b
 }
 
 // status reads a session's status rows; nil when there is no such session.
@@ -183,14 +181,8 @@ func (b *statusBatcher) disconnectLocked() {
 	b.conn, b.stmt = nil, nil
 }
 
-// closeStatusBatcher gives back the connection of db's batcher; the pool is
-// closing.
-func closeStatusBatcher(db *sql.DB) {
-	v, ok := statusBatchers.LoadAndDelete(db)
-	if !ok {
-		return
-	}
-	b := v.(*statusBatcher)
+// close gives back the batcher's connection; the pool is closing.
+func (b *statusBatcher) close() {
 	b.connMu.Lock()
 	defer b.connMu.Unlock()
 	b.closed = true

@@ -492,7 +492,7 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
 	}
 	if s.cfg.DB.IsPostgres() {
-		applied, err := webhookTryBatcherFor(s.cfg.DB).record(ctx, t, a.ID)
+		applied, err := webhookTryBatchers.For(s.cfg.DB).record(ctx, t, a.ID)
 		if err != nil {
 			return nil, false, err
 		}

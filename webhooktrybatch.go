@@ -3,7 +3,6 @@ package agentpay
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,15 +38,14 @@ type webhookTryCall struct {
 	err     error
 }
 
-// webhookTryBatchers holds each pool's batcher.
-var webhookTryBatchers sync.Map // *sql.DB -> *webhookTryBatcher
+// webhookTryBatchers holds each DB's batcher, shared by every Service on
+// it; it holds nothing to release.
+var webhookTryBatchers = newPerDB(newWebhookTryBatcher, nil)
 
-func webhookTryBatcherFor(db *DB) *webhookTryBatcher {
-	return perPool(&webhookTryBatchers, db.SQL, func() *webhookTryBatcher {
-		b := &webhookTryBatcher{db: db}
-		b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
-		return b
-	})
+func newWebhookTryBatcher(db *DB) *webhookTryBatcher {
+	b := &webhookTryBatcher{db: db}
+	b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
+	return b
 }
 
 // record writes the try (its attempt row with id attempt, and the

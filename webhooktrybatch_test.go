@@ -43,7 +43,7 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 	// The first batch is held on a table lock until every other try has
 	// arrived, so the count below does not depend on how the sends happen
 	// to overlap: the held batch, then one batch for all the rest.
-	b := webhookTryBatcherFor(svc.cfg.DB)
+	b := webhookTryBatchers.For(svc.cfg.DB)
 	statementsBefore, triesBefore := b.statements.Load(), b.calls.submittedCalls()
 	lock, err := svc.cfg.DB.SQL.BeginTx(ctx, nil)
 	require.NoError(t, err)
