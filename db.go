@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -72,6 +73,10 @@ type DB struct {
 	values   sync.Map // *perDB[T] -> T
 	valuesMu sync.Mutex
 	closers  []func()
+
+	// listeners hear of the changes committed through Ent (OnChange).
+	listeners   atomic.Pointer[[]*changeListener]
+	listenersMu sync.Mutex
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
@@ -133,13 +138,17 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 	}
 
 	stmts := newStmtCache(sqlDB)
-	return &DB{
+	db := &DB{
 		Ent:     ent.NewClient(ent.Driver(newTxSharingDriver(dialect, sqlDB, stmts))),
 		SQL:     sqlDB,
 		Dialect: dialect,
 		URL:     cfg.URL,
 		stmts:   stmts,
-	}, nil
+	}
+	// One hook for every listener: its transactions come from this client,
+	// so it sees the writes made inside WithTx too.
+	db.Ent.Use(db.changeHook)
+	return db, nil
 }
 
 // Close releases the DB's per-DB values (perDB), then closes the pool (and

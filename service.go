@@ -131,9 +131,8 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
-	if cfg.DB.Ent != nil {
-		cfg.DB.Ent.Use(agents.hook(agentChangeOf), merchants.hook(merchantChangeOf))
-	}
+	cfg.DB.OnChange(agents.listener(agentChangeOf))
+	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
 		agentAuth: agents, merchantAuth: merchants}, nil
 }
