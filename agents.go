@@ -20,6 +20,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/store"
 )
 
 // Username rules (spec 2.1).
@@ -114,7 +115,7 @@ func (s *Service) createAgent(ctx context.Context, username string, external *ex
 	if err := ValidateUsername(username); err != nil {
 		return nil, err
 	}
-	_, joined := ctx.Value(activeTxKey{}).(*activeTx)
+	joined := store.InTx(ctx)
 	for attempt := 1; ; attempt++ {
 		reg, err := s.tryCreateAgent(ctx, username, external)
 		if err == nil {
@@ -336,7 +337,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 			q = authPostgres
 		}
 		read := s.agentAuth.begin()
-		rows, err := s.cfg.DB.queryCached(context.WithoutCancel(ctx), q, hash)
+		rows, err := s.cfg.DB.QueryCached(context.WithoutCancel(ctx), q, hash)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
 		}

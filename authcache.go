@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 // The authentication caches: what a key authenticated (an agent with its
@@ -227,7 +228,7 @@ func copyAgent(a *ent.Agent) *ent.Agent {
 // changeOf says whose change a mutation is, read before it runs: (owner,
 // true) for one owner, (uuid.Nil, true) for owners it cannot name (a bulk
 // update), false for none of this cache's.
-func (c *authCache[V]) listener(changeOf func(ent.Mutation) (uuid.UUID, bool)) ChangeListener {
+func (c *authCache[V]) listener(changeOf func(ent.Mutation) (uuid.UUID, bool)) store.ChangeListener {
 	return func(m ent.Mutation) func() {
 		owner, ok := changeOf(m)
 		switch {

@@ -26,13 +26,14 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
 // optionally a real Solana devnet); live mode has no chains.
 type checkoutFixture struct {
 	svc   *Service
-	db    *DB
+	db    *store.DB
 	vault *Vault
 	evm   *devnet.EVM
 	sol   *devnet.Solana

@@ -14,6 +14,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 func TestDeriveDepositKey(t *testing.T) {
@@ -21,7 +22,7 @@ func TestDeriveDepositKey(t *testing.T) {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &DB{}, Vault: vault})
+	svc, err := NewService(Config{DB: &store.DB{}, Vault: vault})
 	require.NoError(t, err)
 
 	tests := []struct {

@@ -602,10 +602,10 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 	if byKey {
 		args[0] = hash
 		read = s.agentAuth.begin()
-		rows, err = s.cfg.DB.queryCached(ctx, leaseByKeyPostgres, args...)
+		rows, err = s.cfg.DB.QueryCached(ctx, leaseByKeyPostgres, args...)
 	} else {
 		args[0] = id
-		rows, err = s.cfg.DB.queryCached(ctx, leaseByIDPostgres, append(args, string(a.Tier))...)
+		rows, err = s.cfg.DB.QueryCached(ctx, leaseByIDPostgres, append(args, string(a.Tier))...)
 	}
 	if err != nil {
 		return res, nil, fmt.Errorf("rate limit: reserving: %w", err)

@@ -12,6 +12,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -23,7 +24,7 @@ func requireLeases(t *testing.T) {
 }
 
 // counterValue is the stored count of an agent's window (0 without a row).
-func counterValue(t *testing.T, db *DB, a *ent.Agent, window string, start time.Time) int64 {
+func counterValue(t *testing.T, db *store.DB, a *ent.Agent, window string, start time.Time) int64 {
 	t.Helper()
 	c, err := db.Ent.RateLimitCounter.Query().
 		Where(ratelimitcounter.Key(agentRateScope(a.ID.String())+":"+window), ratelimitcounter.WindowStart(start.Unix())).

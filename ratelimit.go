@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 // Rate limits (spec section 8, design.md section 3).
@@ -207,7 +208,7 @@ type rateLimiter struct {
 	scopes *scopeLeases
 }
 
-func newRateLimiter(db *DB, logger *slog.Logger) *rateLimiter {
+func newRateLimiter(db *store.DB, logger *slog.Logger) *rateLimiter {
 	l := &rateLimiter{now: time.Now}
 	if db.IsPostgres() {
 		l.store = &pgRateStore{db: db, logger: logger}
@@ -284,7 +285,7 @@ func decide(now time.Time, windows []rateWindow, hits []rateHit, counts []int64,
 
 // pgRateStore counts in rate_limit_counters, shared by every instance.
 type pgRateStore struct {
-	db     *DB
+	db     *store.DB
 	logger *slog.Logger
 
 	mu    sync.Mutex

@@ -15,6 +15,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -42,7 +43,7 @@ var rateEpoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 
 // newRateService builds a service on db with the given IP limits and a clock
 // set to rateEpoch.
-func newRateService(t testing.TB, db *DB, ipLimit, registerLimit int) (*Service, *rateClock) {
+func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *rateClock) {
 	t.Helper()
 	key, err := GenerateMasterKey()
 	require.NoError(t, err)

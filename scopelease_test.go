@@ -12,11 +12,12 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/store"
 )
 
 // ipCounterValue is the stored count of an address's window (0 without a
 // row).
-func ipCounterValue(t *testing.T, db *DB, ip, window string, start time.Time) int64 {
+func ipCounterValue(t *testing.T, db *store.DB, ip, window string, start time.Time) int64 {
 	t.Helper()
 	c, err := db.Ent.RateLimitCounter.Query().
 		Where(ratelimitcounter.Key("ip:"+ipScope(ip)+":"+window), ratelimitcounter.WindowStart(start.Unix())).

@@ -13,6 +13,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 // Mode separates real money from test money: live keys use the main
@@ -47,7 +48,7 @@ type Networks map[chains.Name]Network
 // Config is everything the service layer needs; cmd builds it from the
 // environment.
 type Config struct {
-	DB     *DB
+	DB     *store.DB
 	Vault  *Vault
 	Logger *slog.Logger
 	// Treasury holds the service's own wallets: fee recipient and gas payer.

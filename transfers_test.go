@@ -23,13 +23,14 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
+	"agentpay/internal/store"
 )
 
 // sendEnv is a service whose agents' wallets live on a Base devnet and a
 // Solana devnet, with a treasury funded with gas on both.
 type sendEnv struct {
 	svc      *Service
-	db       *DB
+	db       *store.DB
 	vault    *Vault
 	treasury TreasuryKeys
 	evmNet   *devnet.EVM

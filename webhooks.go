@@ -555,7 +555,7 @@ func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*delive
 	if s.cfg.DB.IsPostgres() {
 		q = deliveryToSendQuery + "$1"
 	}
-	rows, err := s.cfg.DB.queryCached(ctx, q, id)
+	rows, err := s.cfg.DB.QueryCached(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
 	}

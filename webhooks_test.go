@@ -27,6 +27,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/store"
 )
 
 // webhookReceiver is a merchant's endpoint on loopback: it keeps every
@@ -147,7 +148,7 @@ func onlyDelivery(t *testing.T, svc *Service, eventID uuid.UUID) *ent.WebhookDel
 	return d
 }
 
-func countDeliverJobs(t *testing.T, db *DB) int {
+func countDeliverJobs(t *testing.T, db *store.DB) int {
 	t.Helper()
 	var n int
 	require.NoError(t, db.SQL.QueryRowContext(context.Background(),

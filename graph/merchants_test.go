@@ -25,6 +25,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 )
 
@@ -34,7 +35,7 @@ import (
 // tries themselves with DeliverWebhook.
 type merchantAPI struct {
 	URL string
-	DB  *agentpay.DB
+	DB  *store.DB
 	Svc *agentpay.Service
 }
 

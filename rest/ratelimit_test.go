@@ -12,6 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 )
 
@@ -28,7 +29,7 @@ func freshRateWindow(t *testing.T) {
 }
 
 // insertRateAgent stores an agent of tier directly and returns its API key.
-func insertRateAgent(t *testing.T, db *agentpay.DB, tier agent.Tier) string {
+func insertRateAgent(t *testing.T, db *store.DB, tier agent.Tier) string {
 	t.Helper()
 	key, hash, err := agentpay.NewSecret(agentpay.PrefixAgentKey)
 	require.NoError(t, err)

@@ -29,6 +29,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/graph"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/rest"
 	"agentpay/web"
@@ -40,7 +41,7 @@ import (
 type harness struct {
 	srv *httptest.Server
 	svc *agentpay.Service
-	db  *agentpay.DB
+	db  *store.DB
 	evm *devnet.EVM
 
 	logger *slog.Logger

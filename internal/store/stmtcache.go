@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -28,10 +28,10 @@ func newStmtCache(db *sql.DB) *stmtCache {
 	return &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
 }
 
-// queryCached runs query outside any transaction through the pool's
+// QueryCached runs query outside any transaction through the pool's
 // statement cache, the one ent's queries outside transactions use (directly
 // on the pool for a DB not built by OpenDB).
-func (db *DB) queryCached(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (db *DB) QueryCached(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if db.stmts == nil {
 		return db.SQL.QueryContext(ctx, query, args...)
 	}

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -66,11 +66,11 @@ type DB struct {
 	URL string
 
 	// stmts is the pool's statement cache, shared by ent's queries outside
-	// transactions and queryCached.
+	// transactions and QueryCached.
 	stmts *stmtCache
 
-	// values holds the DB's perDB values; closers release them on Close.
-	values   sync.Map // *perDB[T] -> T
+	// values holds the DB's PerDB values; closers release them on Close.
+	values   sync.Map // *PerDB[T] -> T
 	valuesMu sync.Mutex
 	closers  []func()
 
@@ -151,7 +151,7 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 	return db, nil
 }
 
-// Close releases the DB's per-DB values (perDB), then closes the pool (and
+// Close releases the DB's per-DB values (PerDB), then closes the pool (and
 // with it the ent client).
 func (db *DB) Close() error {
 	db.closeValues()

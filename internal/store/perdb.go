@@ -1,23 +1,24 @@
-package agentpay
+package store
 
-// perDB is a value each DB holds one of, made on first use and shared by
+// PerDB is a value each DB holds one of, made on first use and shared by
 // every user of that DB (every Service on the pool): a pool's batcher, for
-// instance, whose statements must be shared to be batched.
-type perDB[T any] struct {
+// instance, whose statements must be shared to be batched. Declare one per
+// kind of value, at package level; the values live in the DBs.
+type PerDB[T any] struct {
 	newValue func(db *DB) T
 	// closeValue, when not nil, releases a value when its DB closes.
 	closeValue func(T)
 }
 
-// newPerDB returns a value per DB made by newValue and released by
+// NewPerDB returns a value per DB made by newValue and released by
 // closeValue (nil: nothing to release) when the DB closes.
-func newPerDB[T any](newValue func(db *DB) T, closeValue func(T)) *perDB[T] {
-	return &perDB[T]{newValue: newValue, closeValue: closeValue}
+func NewPerDB[T any](newValue func(db *DB) T, closeValue func(T)) *PerDB[T] {
+	return &PerDB[T]{newValue: newValue, closeValue: closeValue}
 }
 
 // For returns db's value, making it on first use; concurrent first uses
 // share one.
-func (p *perDB[T]) For(db *DB) T {
+func (p *PerDB[T]) For(db *DB) T {
 	if v, ok := db.values.Load(p); ok {
 		return v.(T)
 	}

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"bytes"
