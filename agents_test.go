@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/testdb"
 )
 
 // newAgentsTestService is a service over a fresh database, no chains.
@@ -30,7 +31,7 @@ func newAgentsTestService(t *testing.T) *Service {
 	tk, err := vault.TreasuryKeys()
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault, Treasury: tk,
+		DB: testdb.Open(t), Vault: vault, Treasury: tk,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 	})

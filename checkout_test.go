@@ -27,6 +27,7 @@ import (
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
@@ -49,7 +50,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	tk, err := vault.TreasuryKeys()
 	require.NoError(t, err)
 
-	f := &checkoutFixture{db: openTestDB(t), vault: vault}
+	f := &checkoutFixture{db: testdb.Open(t), vault: vault}
 	// The treasury holds gas so settlement can relay sweeps and payouts.
 	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)

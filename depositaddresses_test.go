@@ -15,6 +15,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 func TestDeriveDepositKey(t *testing.T) {
@@ -72,7 +73,7 @@ func TestDeriveDepositKey(t *testing.T) {
 // sessions), Solana has its own.
 func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	key, err := GenerateMasterKey()
 	require.NoError(t, err)
 	vault, err := NewVault(key)

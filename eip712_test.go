@@ -15,6 +15,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/wallet"
+	"agentpay/internal/testdb"
 )
 
 func newEIP712TestService(t *testing.T) *Service {
@@ -24,7 +25,7 @@ func newEIP712TestService(t *testing.T) *Service {
 	vault, err := NewVault(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault, AgentMode: ModeTest,
+		DB: testdb.Open(t), Vault: vault, AgentMode: ModeTest,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})

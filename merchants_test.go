@@ -13,6 +13,7 @@ import (
 
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/testdb"
 )
 
 func strp(s string) *string { return &s }
@@ -25,7 +26,7 @@ func newMerchantTestService(t *testing.T) *Service {
 	vault, err := NewVault(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault,
+		DB: testdb.Open(t), Vault: vault,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test",
 	})

@@ -13,6 +13,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -60,7 +61,7 @@ func TestLeaseSize(t *testing.T) {
 func TestLeaseReservesBlocks(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -90,7 +91,7 @@ func TestLeaseReservesBlocks(t *testing.T) {
 func TestLeaseCappedAtLimit(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -117,7 +118,7 @@ func TestLeaseCappedAtLimit(t *testing.T) {
 func TestLeaseSharedAcrossInstances(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc1, _ := newRateService(t, db, 0, 0)
 	svc2, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
@@ -179,7 +180,7 @@ func TestLeaseSharedAcrossInstances(t *testing.T) {
 func TestLeaseRenewsAcrossWindows(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -227,7 +228,7 @@ func TestLeaseRenewsAcrossWindows(t *testing.T) {
 func TestLeaseDoesNotCacheKeys(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc1, _ := newRateService(t, db, 0, 0)
 	svc2, _ := newRateService(t, db, 0, 0)
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/transfer"
 	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 // sendEnv is a service whose agents' wallets live on a Base devnet and a
@@ -76,7 +77,7 @@ func startSendEnv(t testing.TB) *sendEnv {
 	})
 	require.NoError(t, err)
 
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, err := NewService(Config{
 		DB: db, Vault: vault, Treasury: tk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),

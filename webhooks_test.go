@@ -28,6 +28,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 // webhookReceiver is a merchant's endpoint on loopback: it keeps every
@@ -78,9 +79,9 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Jobs: newInsertOnlyRiver(t, db),
+		DB: db, Vault: vault, Jobs: testdb.InsertOnlyRiver(t, db),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookRetryDelays: delays,
 	})
@@ -334,8 +335,8 @@ func TestRecordEventOutbox(t *testing.T) {
 				require.NoError(t, err)
 			}
 			db := svc.cfg.DB
-			require.Equal(t, tt.events, countRows(t, db, "webhook_events"))
-			require.Equal(t, tt.deliveries, countRows(t, db, "webhook_deliveries"))
+			require.Equal(t, tt.events, testdb.CountRows(t, db, "webhook_events"))
+			require.Equal(t, tt.deliveries, testdb.CountRows(t, db, "webhook_deliveries"))
 			require.Equal(t, tt.jobs, countDeliverJobs(t, db))
 			if tt.deliveries == 1 {
 				d, err := db.Ent.WebhookDelivery.Query().Only(ctx)
@@ -369,7 +370,7 @@ func TestRecordEventNeedsJobs(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "Config.Jobs")
-	require.Equal(t, 0, countRows(t, svc.cfg.DB, "webhook_events"))
+	require.Equal(t, 0, testdb.CountRows(t, svc.cfg.DB, "webhook_events"))
 }
 
 // TestDeliverWebhookSigned: the receiver gets the stored bytes with both
