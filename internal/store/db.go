@@ -46,13 +46,13 @@ type DBConfig struct {
 	// sqlite:// followed by a path.
 	URL string
 
-	// MaxOpenConns caps the PostgreSQL pool (default 20, at least 2). SQLite always uses
-	// one connection, see OpenDB.
+	// MaxOpenConns caps the PostgreSQL pool (default 20, at least 2). SQLite
+	// always uses one connection (see the package doc).
 	MaxOpenConns int
 }
 
-// DB is the database handle of the service: ent for the data model, the raw
-// *sql.DB for River and the few statements ent cannot express.
+// DB is the database handle of the service (see the package doc). Build it
+// with OpenDB.
 type DB struct {
 	// Ent is the ent client. Its driver is wrapped so that WithTx can hand the
 	// transaction's *sql.Tx to River.
@@ -80,13 +80,8 @@ type DB struct {
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
-// call Migrate for that.
-//
-// SQLite runs with a single connection (River's SQLite driver requires it and
-// it serialises writers without SQLITE_BUSY errors). The price: while a
-// transaction is open, anything that uses the pool instead of the transaction
-// (db.Ent outside WithTx's tx, db.SQL) waits for that transaction to end, so
-// inside WithTx use only the tx arguments.
+// call Migrate for that. SQLite runs on a single connection: see the package
+// doc for what that asks of callers.
 func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("agentpay: DBConfig.URL is required")

@@ -18,9 +18,9 @@ import (
 // (ent.TxFromContext) and makes nested WithTx calls join it.
 type TxFunc func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error
 
-// WithTx runs fn in one database transaction shared by ent and raw SQL: the
-// outbox pattern. A state change and the job or event it causes are committed
-// together or not at all. fn returning an error (or panicking) rolls back.
+// WithTx runs fn in one database transaction shared by ent and raw SQL (the
+// outbox, see the package doc). fn returning an error (or panicking) rolls
+// back.
 //
 // Called with a ctx that already carries a WithTx transaction, fn joins that
 // transaction and the outermost WithTx commits. This lets service functions
