@@ -59,7 +59,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	base, err := evm.New(ctx, ecfg)
 	require.NoError(t, err)
 	t.Cleanup(base.Close)
-	nets := Networks{chains.Base: {
+	nets := chains.Networks{chains.Base: {
 		Ledger: base,
 		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 			return evm.NewWatcher(ctx, ecfg, st)
@@ -76,7 +76,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		sl, err := solana.New(ctx, solana.Config{RPCURL: f.sol.RPCURL, Mint: f.sol.Mint.String(), FeePayer: tk.Solana})
 		require.NoError(t, err)
 		wcfg := solana.WatcherConfig{RPCURL: f.sol.RPCURL, Mint: f.sol.Mint.String(), Required: 8}
-		nets[chains.Solana] = Network{
+		nets[chains.Solana] = chains.Network{
 			Ledger: sl,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 				c := wcfg

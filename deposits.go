@@ -197,7 +197,7 @@ type watcherCache struct {
 
 func newWatcherCache() *watcherCache { return &watcherCache{m: map[string]chains.Watcher{}} }
 
-func (c *watcherCache) get(ctx context.Context, key string, saved *chains.WatcherState, build WatcherFactory) (chains.Watcher, error) {
+func (c *watcherCache) get(ctx context.Context, key string, saved *chains.WatcherState, build chains.WatcherFactory) (chains.Watcher, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w, ok := c.m[key]; ok && (saved == nil || w.State().Next == saved.Next) {

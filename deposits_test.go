@@ -42,7 +42,7 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 		require.NoError(t, err)
 		svc, err := NewService(Config{
 			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test: Networks{chains.Base: {
+			Test: chains.Networks{chains.Base: {
 				Ledger: ledger,
 				NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 					return evm.NewWatcher(ctx, ecfg, st)

@@ -25,26 +25,6 @@ const (
 	ModeTest Mode = "test"
 )
 
-// Network is one configured chain: its ledger, and how to build a deposit
-// watcher resuming from saved state.
-type Network struct {
-	Ledger     chains.Ledger
-	NewWatcher WatcherFactory
-	// NewWatchlist builds the chain's address set (each chain normalises
-	// addresses its own way).
-	NewWatchlist func(addresses []string) chains.Watchlist
-	// Confirmations a deposit needs on this chain (on Solana: the usual
-	// depth of finalization, shown to payers; finality itself decides).
-	Confirmations uint64
-}
-
-// WatcherFactory builds a chain's deposit watcher from its saved state.
-type WatcherFactory func(ctx context.Context, state chains.WatcherState) (chains.Watcher, error)
-
-// Networks holds each configured chain of one mode. A chain missing here has
-// no RPC configured for that mode.
-type Networks map[chains.Name]Network
-
 // Config is everything the service layer needs; cmd builds it from the
 // environment.
 type Config struct {
@@ -55,8 +35,8 @@ type Config struct {
 	Treasury TreasuryKeys
 
 	// Live and Test are the ledgers per chain for each mode.
-	Live Networks
-	Test Networks
+	Live chains.Networks
+	Test chains.Networks
 	// Jobs enqueues background work in a transaction (webhook deliveries...).
 	Jobs JobInserter
 	// Payouts pays fiat_pix settlements, per mode; a mode without one
@@ -139,7 +119,7 @@ func NewService(cfg Config) (*Service, error) {
 }
 
 // Networks returns the ledgers of a mode.
-func (s *Service) Networks(mode Mode) Networks {
+func (s *Service) Networks(mode Mode) chains.Networks {
 	if mode == ModeLive {
 		return s.cfg.Live
 	}

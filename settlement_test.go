@@ -272,7 +272,7 @@ func TestSettlementToAnotherChain(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pl.Close)
 	cfg := f.svc.cfg
-	cfg.Test = Networks{chains.Base: cfg.Test[chains.Base], chains.Polygon: {Ledger: pl}}
+	cfg.Test = chains.Networks{chains.Base: cfg.Test[chains.Base], chains.Polygon: {Ledger: pl}}
 	f.svc, err = NewService(cfg)
 	require.NoError(t, err)
 	autoMine(t, poly)

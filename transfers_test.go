@@ -82,7 +82,7 @@ func startSendEnv(t testing.TB) *sendEnv {
 		DB: db, Vault: vault, Treasury: tk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AgentMode: ModeTest,
-		Test:      Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},
+		Test:      chains.Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

@@ -57,7 +57,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	tk, err := vault.TreasuryKeys()
 	require.NoError(t, err)
 	api := &agentAPI{}
-	networks := agentpay.Networks{}
+	networks := chains.Networks{}
 	if cfg.Base {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -73,7 +73,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 		})
 		require.NoError(t, err)
 		t.Cleanup(ledger.Close)
-		networks[chains.Base] = agentpay.Network{Ledger: ledger}
+		networks[chains.Base] = chains.Network{Ledger: ledger}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api.DB = testdb.Open(t)

@@ -38,7 +38,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *devnet.EVM) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: testdb.Open(t), Vault: vault, Logger: logger,
-		Test: agentpay.Networks{chains.Base: {Ledger: ledger}},
+		Test: chains.Networks{chains.Base: {Ledger: ledger}},
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: svc, Logger: logger, HeadPollInterval: 20 * time.Millisecond}))

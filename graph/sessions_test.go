@@ -32,7 +32,7 @@ type checkoutNode struct {
 type checkoutEnv struct {
 	vault  *agentpay.Vault
 	tk     agentpay.TreasuryKeys
-	nets   agentpay.Networks
+	nets   chains.Networks
 	logger *slog.Logger
 }
 
@@ -54,7 +54,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	t.Cleanup(ledger.Close)
 	return &checkoutEnv{
 		vault: vault, tk: tk,
-		nets:   agentpay.Networks{chains.Base: {Ledger: ledger}},
+		nets:   chains.Networks{chains.Base: {Ledger: ledger}},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }

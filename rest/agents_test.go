@@ -282,7 +282,7 @@ func TestTreasuryBalancesFromChains(t *testing.T) {
 
 	api := newTestAPI(t, testAPIConfig{Vault: vault, Config: agentpay.Config{
 		AgentMode: agentpay.ModeTest,
-		Test: agentpay.Networks{
+		Test: chains.Networks{
 			chains.Base:   {Ledger: baseLedger},
 			chains.Solana: {Ledger: solLedger},
 		},

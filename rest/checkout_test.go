@@ -54,7 +54,7 @@ func newCheckoutAPI(t *testing.T) *checkoutAPI {
 
 	api := newTestAPI(t, testAPIConfig{Vault: vault, Config: agentpay.Config{
 		Treasury: tk,
-		Test:     agentpay.Networks{chains.Base: {Ledger: base, Confirmations: 3}, chains.Solana: {Ledger: sol, Confirmations: 32}},
+		Test:     chains.Networks{chains.Base: {Ledger: base, Confirmations: 3}, chains.Solana: {Ledger: sol, Confirmations: 32}},
 	}})
 	return &checkoutAPI{testAPI: api, evm: evmNet, sol: solNet}
 }

@@ -19,7 +19,7 @@ import (
 	"agentpay/internal/testdb"
 )
 
-func newTestService(t *testing.T, test agentpay.Networks) *agentpay.Service {
+func newTestService(t *testing.T, test chains.Networks) *agentpay.Service {
 	t.Helper()
 	key, err := agentpay.GenerateMasterKey()
 	require.NoError(t, err)
@@ -77,7 +77,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()})
 	require.NoError(t, err)
 
-	svc := newTestService(t, agentpay.Networks{chains.Base: {Ledger: ledger}})
+	svc := newTestService(t, chains.Networks{chains.Base: {Ledger: ledger}})
 	h := NewRouter(Config{Service: svc, Logger: discardLogger()})
 
 	status, body := do(t, h, http.MethodGet, "/healthz", "")

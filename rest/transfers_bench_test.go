@@ -33,7 +33,7 @@ func BenchmarkSendBase(b *testing.B) {
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: db, Vault: c.vault, Treasury: c.treasury, Logger: logger,
 		AgentMode: agentpay.ModeTest,
-		Test:      agentpay.Networks{chains.Base: {Ledger: c.base}, chains.Solana: {Ledger: c.sol}},
+		Test:      chains.Networks{chains.Base: {Ledger: c.base}, chains.Solana: {Ledger: c.sol}},
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	if err != nil {

@@ -78,7 +78,7 @@ func (c *sendChains) api(t *testing.T, db *store.DB) *testAPI {
 	t.Helper()
 	return newTestAPI(t, testAPIConfig{DB: db, Vault: c.vault, Config: agentpay.Config{
 		AgentMode: agentpay.ModeTest,
-		Test: agentpay.Networks{
+		Test: chains.Networks{
 			chains.Base:   {Ledger: c.base},
 			chains.Solana: {Ledger: c.sol},
 		},

@@ -65,7 +65,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	base, err := evm.New(ctx, ecfg)
 	require.NoError(t, err)
 	t.Cleanup(base.Close)
-	nets := agentpay.Networks{chains.Base: {
+	nets := chains.Networks{chains.Base: {
 		Ledger: base, Confirmations: 1,
 		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 			return evm.NewWatcher(ctx, ecfg, st)
@@ -78,7 +78,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 		t.Cleanup(func() { _ = solNet.Close() })
 		sol, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
 		require.NoError(t, err)
-		nets[chains.Solana] = agentpay.Network{Ledger: sol, Confirmations: 32}
+		nets[chains.Solana] = chains.Network{Ledger: sol, Confirmations: 32}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{

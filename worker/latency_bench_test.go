@@ -78,7 +78,7 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: db, Vault: vault, Logger: logger, Jobs: jobs,
 		PayURL: "http://pay.test",
-		Test: agentpay.Networks{chains.Base: {
+		Test: chains.Networks{chains.Base: {
 			Ledger: ledger, Confirmations: latencyConfirmations,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 				return evm.NewWatcher(ctx, ecfg, st)

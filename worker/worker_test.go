@@ -40,7 +40,7 @@ func TestWorkerScansConfiguredChains(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: db, Vault: vault, Logger: logger,
-		Test: agentpay.Networks{chains.Base: {
+		Test: chains.Networks{chains.Base: {
 			Ledger: ledger,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 				return evm.NewWatcher(ctx, ecfg, st)

@@ -96,8 +96,8 @@ func devMasterKey(cfg config) ([]byte, error) {
 }
 
 // buildNetworks connects every configured chain of one mode.
-func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys) (agentpay.Networks, error) {
-	nets := agentpay.Networks{}
+func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
+	nets := chains.Networks{}
 	for name, cc := range cfgs {
 		n, err := newNetwork(ctx, name, cc, treasury)
 		if err != nil {
@@ -110,7 +110,7 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 
 // newNetwork builds a chain's ledger (the treasury pays gas and fees) and
 // its deposit watcher factory.
-func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury agentpay.TreasuryKeys) (agentpay.Network, error) {
+func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury agentpay.TreasuryKeys) (chains.Network, error) {
 	if name.IsEVM() {
 		ecfg := evm.Config{
 			Chain:         name,
@@ -121,9 +121,9 @@ func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury 
 		}
 		l, err := evm.New(ctx, ecfg)
 		if err != nil {
-			return agentpay.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
+			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
 		}
-		return agentpay.Network{
+		return chains.Network{
 			Ledger: l,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 				return l.NewWatcher(ctx, st)
@@ -134,9 +134,9 @@ func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury 
 	}
 	l, err := solana.New(ctx, solana.Config{RPCURL: cc.RPCURL, Mint: cc.USDC, FeePayer: treasury.Solana})
 	if err != nil {
-		return agentpay.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
+		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
 	}
-	return agentpay.Network{
+	return chains.Network{
 		Ledger: l,
 		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
 			return solana.NewWatcher(solana.WatcherConfig{RPCURL: cc.RPCURL, Mint: cc.USDC, Required: cc.Confirmations, State: st})
@@ -280,7 +280,7 @@ func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs,
 
 // service connects the configured chains (test mode may be overridden by
 // the devnets) and builds the service layer.
-func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test agentpay.Networks, faucet agentpay.Faucet, jobs agentpay.JobInserter) (*agentpay.Service, error) {
+func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, jobs agentpay.JobInserter) (*agentpay.Service, error) {
 	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury)
 	if err != nil {
 		return nil, err

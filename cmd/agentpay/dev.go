@@ -155,8 +155,8 @@ func startDevnets(ctx context.Context, cfg config, treasury agentpay.TreasuryKey
 }
 
 // networks connects the service's ledgers to the devnets as its test networks.
-func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (agentpay.Networks, error) {
-	nets := agentpay.Networks{}
+func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
+	nets := chains.Networks{}
 	for _, c := range d.Chains() {
 		n, err := newNetwork(ctx, c.Chain, chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}, treasury)
 		if err != nil {
