@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
 )
@@ -220,9 +219,9 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 			if t, err = s.recordHashes(ctx, t, legs); err != nil {
 				return nil, err
 			}
-		case errors.Is(err, evm.ErrAuthorizationUsed):
+		case errors.Is(err, chains.ErrAlreadyUsed):
 			// Landed between FindTransfer and now: the next run finds it.
-		case err != nil && refusedByChain(err):
+		case err != nil && errors.Is(err, chains.ErrRefused):
 			return s.legDidNotGo(ctx, ledger, t, legs, leg, fmt.Sprintf("%s refused by %s on retry: %v", leg.name(), t.Chain, err))
 		case err != nil:
 			return nil, err

@@ -15,7 +15,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
@@ -550,9 +549,9 @@ func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, 
 			return false, "", err
 		}
 		return st.wait(ctx, l)
-	case errors.Is(err, evm.ErrAuthorizationUsed):
+	case errors.Is(err, chains.ErrAlreadyUsed):
 		return false, l.name + ": landed meanwhile, found on the next run", nil
-	case err != nil && isInsufficient(err):
+	case err != nil && errors.Is(err, chains.ErrInsufficientFunds):
 		return false, fmt.Sprintf("%s: %s short of USDC on %s", l.name, l.from, l.ledger.Chain()), nil
 	case err != nil:
 		return false, "", fmt.Errorf("%s: %w", l.name, err)

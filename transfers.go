@@ -17,8 +17,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
@@ -412,7 +410,7 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 		if err == nil || sub.TxHash != "" {
 			continue
 		}
-		if refusedByChain(err) && leg != legs[0] {
+		if errors.Is(err, chains.ErrRefused) && leg != legs[0] {
 			// Nothing of this leg moved, but the payment before it went
 			// out: the send cannot fail any more. It stays in flight with
 			// the reason, and the reconciler sends this leg again until the
@@ -424,7 +422,7 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 			}
 			return s.noteLegRetry(context.WithoutCancel(ctx), t2, leg, fmt.Sprintf("%s refused by %s: %v", leg.name(), t.Chain, err))
 		}
-		if refusedByChain(err) {
+		if errors.Is(err, chains.ErrRefused) {
 			// The first leg refused: nothing moved at all, the send fails.
 			s.logger.WarnContext(ctx, "send refused by chain", "transfer", t.ID, "leg", leg.name(), "err", err)
 			if t2, rerr := s.recordHashes(context.WithoutCancel(ctx), t, legs); rerr == nil {
@@ -432,7 +430,7 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 					return nil, ferr
 				}
 			}
-			if isInsufficient(err) && !leg.fee {
+			if errors.Is(err, chains.ErrInsufficientFunds) && !leg.fee {
 				return nil, fmt.Errorf("%w: the chain refused the transfer for lack of USDC", ErrInsufficientFunds)
 			}
 			return nil, fmt.Errorf("%w: the %s refused the transfer", ErrUnavailable, t.Chain)
@@ -662,21 +660,6 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		}
 	}
 	return s.reload(ctx, t)
-}
-
-// refusedByChain reports a transfer the chain refused before broadcast
-// (preflight or gas estimate): nothing was sent.
-func refusedByChain(err error) bool {
-	var se *solana.SendError
-	return errors.As(err, &se) ||
-		errors.Is(err, evm.ErrInsufficientBalance) ||
-		errors.Is(err, evm.ErrInvalidAmount) ||
-		errors.Is(err, chains.ErrInvalidAddress) ||
-		strings.Contains(err.Error(), "transfer would revert")
-}
-
-func isInsufficient(err error) bool {
-	return errors.Is(err, evm.ErrInsufficientBalance) || errors.Is(err, solana.ErrInsufficientFunds)
 }
 
 // sendResult is the answer of a send.

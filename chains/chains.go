@@ -5,7 +5,6 @@ package chains
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -49,9 +48,6 @@ func ParseName(s string) (Name, error) {
 	}
 	return n, nil
 }
-
-// ErrInvalidAddress is returned when an address is not valid for a chain.
-var ErrInvalidAddress = errors.New("invalid address")
 
 // TransferRequest asks a ledger to move USDC from a custodial key.
 // The source pays no gas: the ledger's gas payer does.
@@ -104,6 +100,10 @@ type Ledger interface {
 	// Balance of USDC held by the wallet address, in base units.
 	Balance(ctx context.Context, address string) (*big.Int, error)
 	// Transfer signs and broadcasts a USDC transfer; it returns once broadcast.
+	// An error marked ErrRefused (ErrInsufficientFunds among them) means
+	// nothing was broadcast; ErrAlreadyUsed, that the chain refuses the Ref
+	// as used. After any other error the outcome is unknown: a Submitted
+	// with a TxHash is what to follow, else FindTransfer tells.
 	Transfer(ctx context.Context, req TransferRequest) (Submitted, error)
 	// Receipt reports the state of a transaction without waiting.
 	Receipt(ctx context.Context, txHash string) (Receipt, error)

@@ -9,20 +9,23 @@ import (
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"agentpay/chains"
 )
 
-// Errors of the ledger. Messages never carry key material.
+// Errors of the ledger. Messages never carry key material. Those the
+// service acts on are marked with the chains sentinel they mean.
 var (
 	// ErrNoGasKey: the ledger was built without a relayer key.
 	ErrNoGasKey = errors.New("evm: no gas key configured")
 	// ErrAuthorizationUsed: the transfer's Ref (its EIP-3009 nonce) was
 	// already used or cancelled on chain, so relaying it again would move
 	// nothing; the funds moved (or were voided) in an earlier transaction.
-	ErrAuthorizationUsed = errors.New("evm: authorization already used")
+	ErrAuthorizationUsed = chains.Mark(errors.New("evm: authorization already used"), chains.ErrAlreadyUsed)
 	// ErrInsufficientBalance: the source holds less USDC than the amount.
-	ErrInsufficientBalance = errors.New("evm: insufficient USDC balance")
+	ErrInsufficientBalance = chains.Mark(errors.New("evm: insufficient USDC balance"), chains.ErrInsufficientFunds)
 	// ErrInvalidAmount: the amount is missing, zero or negative.
-	ErrInvalidAmount = errors.New("evm: amount must be positive")
+	ErrInvalidAmount = chains.Mark(errors.New("evm: amount must be positive"), chains.ErrRefused)
 )
 
 // customErrors names the custom errors of common token implementations
@@ -66,7 +69,9 @@ func revertReason(err error) string {
 }
 
 // classifyRevert maps a failed call or estimate to the adapter's sentinel
-// errors where the revert says which, keeping the reason in the message.
+// errors where the revert says which, keeping the reason in the message. A
+// revert with a reason is a refusal (nothing was sent); an estimate that
+// failed without one (the node unreachable...) is not.
 func classifyRevert(err error) error {
 	reason := revertReason(err)
 	text := strings.ToLower(reason + " " + err.Error())
@@ -76,7 +81,7 @@ func classifyRevert(err error) error {
 	case strings.Contains(text, "exceeds balance"), strings.Contains(text, "erc20insufficientbalance"):
 		return fmt.Errorf("%w: %s", ErrInsufficientBalance, reason)
 	case reason != "":
-		return fmt.Errorf("evm: transfer would revert: %s", reason)
+		return chains.Mark(fmt.Errorf("evm: transfer would revert: %s", reason), chains.ErrRefused)
 	}
 	return fmt.Errorf("evm: estimating transfer gas: %w", err)
 }

@@ -193,7 +193,7 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	}
 	to, err := parseAddress(req.To)
 	if err != nil {
-		return chains.Submitted{}, err
+		return chains.Submitted{}, chains.Mark(err, chains.ErrRefused)
 	}
 	if req.Amount == nil || req.Amount.Sign() <= 0 {
 		return chains.Submitted{}, ErrInvalidAmount

@@ -66,6 +66,8 @@ func TestTransferFromKeyWithoutNativeCoin(t *testing.T) {
 			fresh := c.ledger(t, false)
 			_, err = fresh.Transfer(ctx, req)
 			require.ErrorIs(t, err, ErrAuthorizationUsed)
+			require.ErrorIs(t, err, chains.ErrAlreadyUsed)
+			require.NotErrorIs(t, err, chains.ErrRefused)
 			used, err := fresh.AuthorizationUsed(ctx, src.Hex(), req.Ref)
 			require.NoError(t, err)
 			require.True(t, used)
@@ -91,10 +93,14 @@ func TestTransferRefusals(t *testing.T) {
 
 	_, err := l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(101), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInsufficientBalance)
+	require.ErrorIs(t, err, chains.ErrInsufficientFunds)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: "0x1234", Amount: big.NewInt(1), Ref: randomRef(t)})
 	require.ErrorIs(t, err, chains.ErrInvalidAddress)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(0), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInvalidAmount)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: []byte{1, 2, 3}, To: dst.Hex(), Amount: big.NewInt(1), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInvalidKey)
 

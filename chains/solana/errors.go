@@ -7,18 +7,21 @@ import (
 	"strings"
 
 	"github.com/gagliardetto/solana-go/rpc/jsonrpc"
+
+	"agentpay/chains"
 )
 
 var (
 	// ErrInsufficientFunds: the source's token account holds less USDC than
 	// the transfer amount (or has no token account at all).
-	ErrInsufficientFunds = errors.New("solana: insufficient USDC balance")
+	ErrInsufficientFunds = chains.Mark(errors.New("solana: insufficient USDC balance"), chains.ErrInsufficientFunds)
 	// ErrFeePayerFunds: the treasury cannot pay the fee or the rent of a new
 	// token account.
 	ErrFeePayerFunds = errors.New("solana: fee payer cannot pay fee or rent")
 )
 
-// SendError is a transaction the node refused; it was not broadcast.
+// SendError is a transaction the node refused; it was not broadcast, so it
+// is chains.ErrRefused.
 type SendError struct {
 	Code    int
 	Message string
@@ -39,8 +42,14 @@ func (e *SendError) Error() string {
 	return b.String()
 }
 
-// Unwrap lets callers match ErrInsufficientFunds and ErrFeePayerFunds.
-func (e *SendError) Unwrap() error { return e.kind }
+// Unwrap lets callers match chains.ErrRefused, and ErrInsufficientFunds or
+// ErrFeePayerFunds when the node said which.
+func (e *SendError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{chains.ErrRefused}
+	}
+	return []error{chains.ErrRefused, e.kind}
+}
 
 // Token program error 1 and system program error 1 are both "insufficient
 // funds"; which account is short follows from the failing instruction.

@@ -118,6 +118,8 @@ func TestLedgerTransferRefused(t *testing.T) {
 	// More than the balance: refused by preflight, nothing sent.
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: to, Amount: big.NewInt(1_000_001)})
 	require.ErrorIs(t, err, agentsolana.ErrInsufficientFunds)
+	require.ErrorIs(t, err, chains.ErrInsufficientFunds)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	requireBalance(t, l, agent.PublicKey(), 1_000_000)
 
 	// A key without any token account holds nothing.
@@ -130,8 +132,9 @@ func TestLedgerTransferRefused(t *testing.T) {
 	// Bad requests never reach the node.
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: "not-an-address", Amount: big.NewInt(1)})
 	require.ErrorIs(t, err, chains.ErrInvalidAddress)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: to, Amount: big.NewInt(0)})
-	require.Error(t, err)
+	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent[:32], To: to, Amount: big.NewInt(1)})
 	require.Error(t, err)
 
@@ -164,6 +167,8 @@ func TestLedgerFeePayerWithoutSOL(t *testing.T) {
 	require.NoError(t, err)
 	_, err = broke.Transfer(ctx, chains.TransferRequest{Key: agent, To: newKey(t).PublicKey().String(), Amount: big.NewInt(1)})
 	require.ErrorIs(t, err, agentsolana.ErrFeePayerFunds)
+	require.ErrorIs(t, err, chains.ErrRefused, "not broadcast")
+	require.NotErrorIs(t, err, chains.ErrInsufficientFunds, "the sender is not short of USDC")
 }
 
 // A transaction that lands and fails (sent here without preflight, as a

@@ -45,13 +45,13 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	}
 	to, err := parseAddress(req.To)
 	if err != nil {
-		return chains.Submitted{}, err
+		return chains.Submitted{}, chains.Mark(err, chains.ErrRefused)
 	}
 	if req.Amount == nil || req.Amount.Sign() <= 0 {
-		return chains.Submitted{}, errors.New("solana: transfer amount must be positive")
+		return chains.Submitted{}, chains.Mark(errors.New("solana: transfer amount must be positive"), chains.ErrRefused)
 	}
 	if !req.Amount.IsUint64() {
-		return chains.Submitted{}, fmt.Errorf("solana: transfer amount %s exceeds u64", req.Amount)
+		return chains.Submitted{}, chains.Mark(fmt.Errorf("solana: transfer amount %s exceeds u64", req.Amount), chains.ErrRefused)
 	}
 	owner := src.PublicKey()
 
