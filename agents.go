@@ -14,8 +14,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
@@ -167,8 +165,8 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 		newKey    func() ([]byte, string, error)
 	}
 	custodials := []*custodial{
-		{id: uuid.New(), chain: chains.Solana, newKey: solana.NewKey},
-		{id: uuid.New(), chain: chains.Base, newKey: evm.NewKey},
+		{id: uuid.New(), chain: chains.Solana, newKey: s.wallets(chains.Solana).NewKey},
+		{id: uuid.New(), chain: chains.Base, newKey: s.wallets(chains.Base).NewKey},
 	}
 	for _, c := range custodials {
 		key, addr, err := c.newKey()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
+	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
@@ -28,10 +28,10 @@ func newAgentsTestService(t *testing.T) *Service {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault, Treasury: tk,
+		DB: testdb.Open(t), Vault: vault, Treasury: tk, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 	})
@@ -98,12 +98,11 @@ func TestQuickRegister(t *testing.T) {
 	require.Equal(t, agent.TierT0, reg.Agent.Tier)
 
 	// The sealed keys open, for the right row only, and match the addresses.
-	for i, addressOf := range []func([]byte) (string, error){solana.AddressOf, evm.AddressOf} {
-		w := reg.Wallets[i]
+	for _, w := range reg.Wallets {
 		require.Equal(t, wallet.KindCustodial, w.Kind)
 		key, err := svc.walletKey(ctx, w)
 		require.NoError(t, err)
-		addr, err := addressOf(key)
+		addr, err := svc.wallets(chains.Name(w.Chain)).AddressOf(key)
 		require.NoError(t, err)
 		require.Equal(t, w.Address, addr)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -47,7 +48,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	f := &checkoutFixture{db: testdb.Open(t), vault: vault}
@@ -87,7 +88,8 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		}
 	}
 	f.svc, err = NewService(Config{
-		DB: f.db, Vault: vault, Treasury: tk, Test: nets,
+		Families: adapters.Families(),
+		DB:       f.db, Vault: vault, Treasury: tk, Test: nets,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},
@@ -193,15 +195,10 @@ func requireDerives(t *testing.T, f *checkoutFixture, sessionID uuid.UUID, chain
 		Where(depositaddress.SessionID(sessionID), depositaddress.Chain(string(chain))).
 		OnlyX(context.Background())
 	require.Equal(t, address, da.Address)
-	require.Equal(t, ChainFamily(chain), da.ChainFamily)
+	require.Equal(t, string(chain.Family()), da.ChainFamily)
 	key, err := f.svc.DepositAddressKey(da)
 	require.NoError(t, err)
-	var fromKey string
-	if chain == chains.Solana {
-		fromKey, err = solana.AddressOf(key)
-	} else {
-		fromKey, err = evm.AddressOf(key)
-	}
+	fromKey, err := f.svc.wallets(chain).AddressOf(key)
 	require.NoError(t, err)
 	require.Equal(t, address, fromKey, "the stored index re-derives the key of the address")
 }
@@ -335,7 +332,7 @@ func TestConcurrentSelectsNeverShareAnIndex(t *testing.T) {
 		require.False(t, addresses[da.Address], "address %s issued twice", da.Address)
 		addresses[da.Address] = true
 		perSession[da.SessionID.String()+da.Chain]++
-		_, addr, err := f.svc.DeriveDepositKey(da.ChainFamily, da.DerivationIndex)
+		_, addr, err := f.svc.DeriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
 		require.NoError(t, err)
 		require.Equal(t, da.Address, addr)
 	}
@@ -343,7 +340,7 @@ func TestConcurrentSelectsNeverShareAnIndex(t *testing.T) {
 		require.Equal(t, 1, c, k)
 	}
 	// Indexes are dense per family: 0..n-1.
-	for _, fam := range []string{FamilyEVM, FamilySolana} {
+	for _, fam := range []chains.Family{chains.FamilyEVM, chains.FamilySolana} {
 		for i := range n {
 			require.True(t, indexes[fmt.Sprintf("%s/%d", fam, i)], "%s index %d", fam, i)
 		}
@@ -386,7 +383,8 @@ func TestPaymentToEIP681RequestIsScanned(t *testing.T) {
 	require.Equal(t, chains.DepositSeen, ev.Kind)
 	require.Equal(t, txHash.Hex(), ev.Deposit.TxHash)
 	require.Equal(t, big.NewInt(7_250_000), ev.Deposit.Amount)
-	require.Equal(t, evm.NormalizeAddress(d.Address), evm.NormalizeAddress(ev.Deposit.To))
+	base := f.svc.wallets(chains.Base)
+	require.Equal(t, base.NormalizeAddress(d.Address), base.NormalizeAddress(ev.Deposit.To))
 }
 
 // TestPaymentToSolanaPayRequestIsScanned pays what the Solana Pay URI asks

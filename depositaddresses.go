@@ -10,55 +10,35 @@ import (
 	"github.com/google/uuid"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/depositaddress"
 )
 
-// Chain families of deposit addresses: one derivation path per family, so
-// derivation indexes are unique per family (an index used on base is not used
-// again on arbitrum: the same key would otherwise receive on both chains).
-const (
-	FamilyEVM    = "evm"
-	FamilySolana = "solana"
-)
-
-// maxDerivationIndex is the first index that cannot be used: both
-// derivations take indexes below 2^31 (the last level of BIP-44 is not
-// hardened; SLIP-0010 hardens every level).
+// maxDerivationIndex is the first index that cannot be used:
+// chains.Wallets.DeriveKey takes indexes below 2^31.
 const maxDerivationIndex = 1 << 31
 
-// ChainFamily is the derivation family of a chain.
-func ChainFamily(chain chains.Name) string {
-	if chain == chains.Solana {
-		return FamilySolana
-	}
-	return FamilyEVM
-}
-
 // DeriveDepositKey derives the key and address of a deposit address from the
-// vault's deposit seed: BIP-44 m/44'/60'/0'/0/index for the EVM family,
-// SLIP-0010 m/44'/501'/index'/0' for Solana. The key is what a sweep signs
-// with; it is never stored.
-func (s *Service) DeriveDepositKey(family string, index int64) (key []byte, address string, err error) {
+// vault's deposit seed, one derivation path per chain family, so derivation
+// indexes are unique per family (an index used on base is not used again on
+// arbitrum: the same key would otherwise receive on both chains). The key is
+// what a sweep signs with; it is never stored.
+func (s *Service) DeriveDepositKey(family chains.Family, index int64) (key []byte, address string, err error) {
 	if index < 0 || index >= maxDerivationIndex {
 		return nil, "", fmt.Errorf("deposit derivation index %d out of range", index)
 	}
-	switch family {
-	case FamilyEVM:
-		return evm.DeriveKey(s.cfg.Vault.DepositSeed(), uint32(index))
-	case FamilySolana:
-		return solana.DeriveKey(s.cfg.Vault.DepositSeed(), uint32(index))
+	w, ok := s.cfg.Families[family]
+	if !ok {
+		return nil, "", fmt.Errorf("unknown chain family %q", family)
 	}
-	return nil, "", fmt.Errorf("unknown chain family %q", family)
+	return w.DeriveKey(s.cfg.Vault.DepositSeed(), uint32(index))
 }
 
 // DepositAddressKey re-derives the key of a stored deposit address and
 // checks that it still yields the stored address, so a changed master key or
 // a damaged row is caught before anything is signed with it.
 func (s *Service) DepositAddressKey(da *ent.DepositAddress) ([]byte, error) {
-	key, addr, err := s.DeriveDepositKey(da.ChainFamily, da.DerivationIndex)
+	key, addr, err := s.DeriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
 	if err != nil {
 		return nil, err
 	}
@@ -81,14 +61,14 @@ func (s *Service) DepositAddressKey(da *ent.DepositAddress) ([]byte, error) {
 // violation (which the lock should make impossible) is returned as
 // errIndexTaken for the caller to retry in a fresh transaction.
 func (s *Service) allocateDepositAddress(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sessionID uuid.UUID, chain chains.Name) (*ent.DepositAddress, error) {
-	family := ChainFamily(chain)
+	family := chain.Family()
 	if s.cfg.DB.IsPostgres() {
 		if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", depositLockKey(family)); err != nil {
 			return nil, fmt.Errorf("locking deposit index of %s: %w", family, err)
 		}
 	}
 	last, err := tx.DepositAddress.Query().
-		Where(depositaddress.ChainFamily(family)).
+		Where(depositaddress.ChainFamily(string(family))).
 		Order(ent.Desc(depositaddress.FieldDerivationIndex)).
 		Limit(1).
 		Select(depositaddress.FieldDerivationIndex).
@@ -110,7 +90,7 @@ func (s *Service) allocateDepositAddress(ctx context.Context, tx *ent.Tx, sqlTx 
 	da, err := tx.DepositAddress.Create().
 		SetSessionID(sessionID).
 		SetChain(string(chain)).
-		SetChainFamily(family).
+		SetChainFamily(string(family)).
 		SetAddress(address).
 		SetDerivationIndex(next).
 		Save(ctx)
@@ -125,8 +105,8 @@ var errIndexTaken = errors.New("deposit derivation index taken concurrently")
 
 // depositLockKey is the PostgreSQL advisory lock key of a family's index
 // counter: a stable 64-bit hash, so every process agrees on it.
-func depositLockKey(family string) int64 {
+func depositLockKey(family chains.Family) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("agentpay deposit index " + family))
+	h.Write([]byte("agentpay deposit index " + string(family)))
 	return int64(h.Sum64())
 }

@@ -11,8 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
@@ -23,21 +22,20 @@ func TestDeriveDepositKey(t *testing.T) {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &store.DB{}, Vault: vault})
+	svc, err := NewService(Config{DB: &store.DB{}, Vault: vault, Families: adapters.Families()})
 	require.NoError(t, err)
 
 	tests := []struct {
-		family  string
+		family  chains.Family
 		index   int64
-		derive  func([]byte, uint32) ([]byte, string, error)
 		wantErr bool
 	}{
-		{family: FamilyEVM, index: 0, derive: evm.DeriveKey},
-		{family: FamilyEVM, index: 1<<31 - 1, derive: evm.DeriveKey},
-		{family: FamilySolana, index: 0, derive: solana.DeriveKey},
-		{family: FamilySolana, index: 12345, derive: solana.DeriveKey},
-		{family: FamilyEVM, index: 1 << 31, wantErr: true},
-		{family: FamilySolana, index: -1, wantErr: true},
+		{family: chains.FamilyEVM, index: 0},
+		{family: chains.FamilyEVM, index: 1<<31 - 1},
+		{family: chains.FamilySolana, index: 0},
+		{family: chains.FamilySolana, index: 12345},
+		{family: chains.FamilyEVM, index: 1 << 31, wantErr: true},
+		{family: chains.FamilySolana, index: -1, wantErr: true},
 		{family: "bitcoin", index: 0, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -47,25 +45,23 @@ func TestDeriveDepositKey(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err)
-		_, want, err := tt.derive(vault.DepositSeed(), uint32(tt.index))
+		_, want, err := svc.cfg.Families[tt.family].DeriveKey(vault.DepositSeed(), uint32(tt.index))
 		require.NoError(t, err)
 		require.Equal(t, want, addr, "%s/%d comes from the vault's deposit seed", tt.family, tt.index)
 	}
 
 	// A row whose index no longer derives its address is refused, not signed for.
-	_, addr, err := svc.DeriveDepositKey(FamilyEVM, 3)
+	_, addr, err := svc.DeriveDepositKey(chains.FamilyEVM, 3)
 	require.NoError(t, err)
-	_, err = svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: FamilyEVM, DerivationIndex: 4, Address: addr})
+	_, err = svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: string(chains.FamilyEVM), DerivationIndex: 4, Address: addr})
 	require.ErrorContains(t, err, "derives another address")
-	k, err := svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: FamilyEVM, DerivationIndex: 3, Address: addr})
+	k, err := svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: string(chains.FamilyEVM), DerivationIndex: 3, Address: addr})
 	require.NoError(t, err)
-	got, err := evm.AddressOf(k)
+	got, err := svc.wallets(chains.Polygon).AddressOf(k)
 	require.NoError(t, err)
 	require.Equal(t, addr, got)
 
-	require.Equal(t, FamilyEVM, ChainFamily(chains.Polygon))
-	require.Equal(t, FamilySolana, ChainFamily(chains.Solana))
-	require.NotEqual(t, depositLockKey(FamilyEVM), depositLockKey(FamilySolana))
+	require.NotEqual(t, depositLockKey(chains.FamilyEVM), depositLockKey(chains.FamilySolana))
 }
 
 // TestAllocateDepositAddressCountsPerFamily: EVM chains share one index
@@ -78,7 +74,7 @@ func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: db, Vault: vault})
+	svc, err := NewService(Config{DB: db, Vault: vault, Families: adapters.Families()})
 	require.NoError(t, err)
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
 
@@ -99,8 +95,8 @@ func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.Equal(t, st.index, da.DerivationIndex, "%s", st.chain)
-		require.Equal(t, ChainFamily(st.chain), da.ChainFamily)
-		_, want, err := svc.DeriveDepositKey(da.ChainFamily, st.index)
+		require.Equal(t, string(st.chain.Family()), da.ChainFamily)
+		_, want, err := svc.DeriveDepositKey(st.chain.Family(), st.index)
 		require.NoError(t, err)
 		require.Equal(t, want, da.Address)
 	}

@@ -57,7 +57,7 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	state := w.State()
 	byNorm := make(map[string]string, len(addrs))
 	for _, a := range addrs {
-		byNorm[normalizeDepositAddress(chain, a)] = a
+		byNorm[s.wallets(chain).NormalizeAddress(a)] = a
 	}
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		apply := &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: mode, chain: chain,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent/checkoutsession"
@@ -41,7 +42,8 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 		ledger, err := evm.New(ctx, ecfg)
 		require.NoError(t, err)
 		svc, err := NewService(Config{
-			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Families: adapters.Families(),
+			DB:       db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Test: chains.Networks{chains.Base: {
 				Ledger: ledger,
 				NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
@@ -54,7 +56,8 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 		return svc
 	}
 
-	_, depositAddr, err := evm.DeriveKey(vault.DepositSeed(), 7)
+	families := adapters.Families()
+	_, depositAddr, err := families[chains.FamilyEVM].DeriveKey(vault.DepositSeed(), 7)
 	require.NoError(t, err)
 	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
 		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
@@ -69,7 +72,7 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Events)
 
-	_, unwatched, err := evm.NewKey()
+	_, unwatched, err := families[chains.FamilyEVM].NewKey()
 	require.NoError(t, err)
 	_, err = chain.Send(ctx, common.HexToAddress(unwatched), big.NewInt(5_000_000))
 	require.NoError(t, err)
@@ -83,7 +86,8 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.Equal(t, chains.DepositSeen, seen.Kind)
 	require.Equal(t, txHash.Hex(), seen.Deposit.TxHash)
 	require.Equal(t, big.NewInt(12_500_000), seen.Deposit.Amount)
-	require.True(t, evm.NormalizeAddress(depositAddr) == evm.NormalizeAddress(seen.Deposit.To))
+	normalize := families[chains.FamilyEVM].NormalizeAddress
+	require.Equal(t, normalize(depositAddr), normalize(seen.Deposit.To))
 
 	chain.Commit()
 	// A restart: a new service, with a new watcher built from the saved cursor.

@@ -10,14 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/math"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/google/uuid"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	entagent "agentpay/ent/agent"
 	"agentpay/ent/predicate"
@@ -138,7 +136,7 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 	if err := ValidateUsername(username); err != nil {
 		return nil, err
 	}
-	addr, err := parseEVMAddress("wallet_address", walletAddress)
+	addr, err := s.parseEVMAddress("wallet_address", walletAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +248,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 	if err := ValidateUsername(req.Username); err != nil {
 		return nil, err
 	}
-	addr, err := parseEVMAddress("wallet_address", req.WalletAddress)
+	addr, err := s.parseEVMAddress("wallet_address", req.WalletAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +304,7 @@ func (s *Service) VerifyWallet(ctx context.Context, agent *ent.Agent, req Verify
 			return nil, Invalid("chain", "an eip712 signature proves an EVM wallet: base, arbitrum, ethereum or polygon")
 		}
 	}
-	addr, err := parseEVMAddress("wallet_address", req.WalletAddress)
+	addr, err := s.parseEVMAddress("wallet_address", req.WalletAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -471,11 +469,12 @@ func checkSignatureType(t string) error {
 }
 
 // parseEVMAddress validates an EVM address and returns its EIP-55 form.
-func parseEVMAddress(field, address string) (string, error) {
-	if err := evm.ValidateAddress(address); err != nil {
+func (s *Service) parseEVMAddress(field, address string) (string, error) {
+	addr, err := s.cfg.Families[chains.FamilyEVM].ParseAddress(address)
+	if err != nil {
 		return "", Invalid(field, "must be an EVM address: 0x followed by 40 hex digits (mixed case only with a valid EIP-55 checksum)")
 	}
-	return common.HexToAddress(address).Hex(), nil
+	return addr, nil
 }
 
 // parseSignature decodes a 65-byte r||s||v signature, v 27/28 or 0/1, and

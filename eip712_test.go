@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
@@ -25,7 +26,7 @@ func newEIP712TestService(t *testing.T) *Service {
 	vault, err := NewVault(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault, AgentMode: ModeTest,
+		DB: testdb.Open(t), Vault: vault, AgentMode: ModeTest, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})

@@ -14,8 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
@@ -107,8 +105,9 @@ func fieldsOf(m *ent.Merchant) merchantFields {
 // key making the change, which decides how webhook_url is checked
 // (ValidateWebhookURL: live refuses loopback and private addresses); a
 // registration has no key and is checked as test mode, since every live
-// delivery checks the address it dials anyway.
-func (f *merchantFields) apply(in MerchantInput, register bool, mode Mode) error {
+// delivery checks the address it dials anyway. families reads settlement
+// addresses.
+func (f *merchantFields) apply(in MerchantInput, register bool, mode Mode, families chains.Families) error {
 	if register {
 		if in.Name == nil {
 			return Invalid("name", "is required")
@@ -198,14 +197,14 @@ func (f *merchantFields) apply(in MerchantInput, register bool, mode Mode) error
 	if f.settlementType == "" {
 		f.settlementType = SettlementCryptoUSDC
 	}
-	return f.validateSettlement()
+	return f.validateSettlement(families)
 }
 
 // validateSettlement checks the settlement address against its chain: for
 // the chain named by settlement_chain, or, when none is named (settle on the
 // chain paid on), an address valid on EVM chains or on Solana. A named
 // settlement chain needs an address to pay.
-func (f *merchantFields) validateSettlement() error {
+func (f *merchantFields) validateSettlement(families chains.Families) error {
 	addr, chain := f.settlementAddress, chains.Name(f.settlementChain)
 	if addr == "" {
 		if chain != "" {
@@ -213,7 +212,9 @@ func (f *merchantFields) validateSettlement() error {
 		}
 		return nil
 	}
-	evmOK, solOK := evm.ValidateAddress(addr) == nil, solana.ValidateAddress(addr) == nil
+	_, evmErr := families[chains.FamilyEVM].ParseAddress(addr)
+	_, solErr := families[chains.FamilySolana].ParseAddress(addr)
+	evmOK, solOK := evmErr == nil, solErr == nil
 	switch {
 	case chain == "" && !evmOK && !solOK:
 		return Invalid("settlement_address", "is not a valid EVM or Solana address")
@@ -365,7 +366,7 @@ func insertKeyPairs(ctx context.Context, tx *ent.Tx, id uuid.UUID, keys *Merchan
 // refused.
 func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*MerchantRegistration, error) {
 	var f merchantFields
-	if err := f.apply(in, true, ModeTest); err != nil {
+	if err := f.apply(in, true, ModeTest, s.cfg.Families); err != nil {
 		return nil, err
 	}
 	id := uuid.New()
@@ -554,7 +555,7 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 			return errMerchantDeactivated
 		}
 		f := fieldsOf(m)
-		if err := f.apply(in, false, auth.Mode); err != nil {
+		if err := f.apply(in, false, auth.Mode, s.cfg.Families); err != nil {
 			return err
 		}
 		u := tx.Merchant.UpdateOneID(m.ID).

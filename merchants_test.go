@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains/adapters"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/internal/testdb"
@@ -26,7 +27,7 @@ func newMerchantTestService(t *testing.T) *Service {
 	vault, err := NewVault(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault,
+		DB: testdb.Open(t), Vault: vault, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test",
 	})
@@ -78,7 +79,7 @@ func TestMerchantFieldRules(t *testing.T) {
 				in.Email = strp("a@acme.test")
 			}
 			var f merchantFields
-			err := f.apply(in, true, ModeTest)
+			err := f.apply(in, true, ModeTest, adapters.Families())
 			if tt.err == "" {
 				require.NoError(t, err)
 				return
@@ -90,7 +91,7 @@ func TestMerchantFieldRules(t *testing.T) {
 
 	var f merchantFields
 	require.NoError(t, f.apply(MerchantInput{Name: strp(" Acme "), Email: strp("a@acme.test"), BrandColor: strp("#ABCDEF"),
-		AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, true, ModeTest))
+		AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, true, ModeTest, adapters.Families()))
 	require.Equal(t, "Acme", f.name)
 	require.Equal(t, "#abcdef", f.brandColor)
 	require.Equal(t, SettlementCryptoUSDC, f.settlementType, "default settlement type")

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -84,16 +83,9 @@ type depositTx struct {
 	addrs map[string]string
 }
 
-func normalizeDepositAddress(chain chains.Name, addr string) string {
-	if chain.IsEVM() {
-		return evm.NormalizeAddress(addr)
-	}
-	return addr
-}
-
 // applyDepositEvent records one watcher event (see the comment above).
 func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
-	stored, ok := d.addrs[normalizeDepositAddress(d.chain, ev.Deposit.To)]
+	stored, ok := d.addrs[d.s.wallets(d.chain).NormalizeAddress(ev.Deposit.To)]
 	if !ok {
 		stored = ev.Deposit.To
 	}

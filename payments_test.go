@@ -184,7 +184,7 @@ func (f *paymentFixture) replay(t *testing.T) {
 	require.NoError(t, err)
 	byNorm := map[string]string{}
 	for _, a := range addrs {
-		byNorm[normalizeDepositAddress(chains.Base, a)] = a
+		byNorm[f.svc.wallets(chains.Base).NormalizeAddress(a)] = a
 	}
 	for range 2 {
 		err = f.db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -437,7 +437,7 @@ func (f *paymentFixture) applyEvents(t *testing.T, evs ...chains.DepositEvent) {
 	require.NoError(t, err)
 	byNorm := map[string]string{}
 	for _, a := range addrs {
-		byNorm[normalizeDepositAddress(chains.Base, a)] = a
+		byNorm[f.svc.wallets(chains.Base).NormalizeAddress(a)] = a
 	}
 	require.NoError(t, f.db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		d := &depositTx{s: f.svc, tx: tx, sqlTx: sqlTx, mode: ModeTest, chain: chains.Base, decimals: 6, addrs: byNorm}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
@@ -51,7 +52,7 @@ func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Se
 	vault, err := NewVault(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
 		IPRateLimit: ipLimit, RegisterRateLimit: registerLimit,
 	})
 	require.NoError(t, err)

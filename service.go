@@ -33,6 +33,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Treasury holds the service's own wallets: fee recipient and gas payer.
 	Treasury TreasuryKeys
+	// Families makes and reads the keys and addresses of each chain family
+	// (chains/adapters.Families); every family is required.
+	Families chains.Families
 
 	// Live and Test are the ledgers per chain for each mode.
 	Live chains.Networks
@@ -97,6 +100,11 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Vault == nil {
 		return nil, errors.New("agentpay: Config.Vault is required")
 	}
+	for _, chain := range chains.All {
+		if cfg.Families[chain.Family()] == nil {
+			return nil, fmt.Errorf("agentpay: Config.Families has no %s family", chain.Family())
+		}
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -116,6 +124,11 @@ func NewService(cfg Config) (*Service, error) {
 	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
 		agentAuth: agents, merchantAuth: merchants}, nil
+}
+
+// wallets is the key and address machinery of chain's family.
+func (s *Service) wallets(chain chains.Name) chains.Wallets {
+	return s.cfg.Families[chain.Family()]
 }
 
 // Networks returns the ledgers of a mode.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -49,7 +50,7 @@ func startSendEnv(t testing.TB) *sendEnv {
 	require.NoError(t, err)
 	vault, err := NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
@@ -79,7 +80,8 @@ func startSendEnv(t testing.TB) *sendEnv {
 
 	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Treasury: tk,
+		Families: adapters.Families(),
+		DB:       db, Vault: vault, Treasury: tk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AgentMode: ModeTest,
 		Test:      chains.Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},

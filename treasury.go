@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"agentpay/chains"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 )
 
 // TreasuryKeys are the service's own wallets: on EVM chains the gas wallet
@@ -47,15 +45,27 @@ func (t TreasuryKeys) Key(chain chains.Name) []byte {
 	return t.EVM
 }
 
-// TreasuryKeys derives the treasury wallets (index 0 of the treasury seed).
-func (v *Vault) TreasuryKeys() (TreasuryKeys, error) {
+// DeriveTreasuryKeys derives the treasury wallets: index 0 of the vault's
+// treasury seed in each family.
+func DeriveTreasuryKeys(v *Vault, families chains.Families) (TreasuryKeys, error) {
+	seed := v.TreasurySeed()
 	var t TreasuryKeys
-	var err error
-	if t.EVM, t.EVMAddress, err = evm.DeriveKey(v.treasurySeed, 0); err != nil {
-		return TreasuryKeys{}, fmt.Errorf("treasury: derive evm key: %w", err)
-	}
-	if t.Solana, t.SolanaAddress, err = solana.DeriveKey(v.treasurySeed, 0); err != nil {
-		return TreasuryKeys{}, fmt.Errorf("treasury: derive solana key: %w", err)
+	for _, w := range []struct {
+		family  chains.Family
+		key     *[]byte
+		address *string
+	}{
+		{chains.FamilyEVM, &t.EVM, &t.EVMAddress},
+		{chains.FamilySolana, &t.Solana, &t.SolanaAddress},
+	} {
+		wallets, ok := families[w.family]
+		if !ok {
+			return TreasuryKeys{}, fmt.Errorf("treasury: no %s family", w.family)
+		}
+		var err error
+		if *w.key, *w.address, err = wallets.DeriveKey(seed, 0); err != nil {
+			return TreasuryKeys{}, fmt.Errorf("treasury: derive %s key: %w", w.family, err)
+		}
 	}
 	return t, nil
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
+	"agentpay/chains"
+	"agentpay/chains/adapters"
 )
 
 func TestTreasuryKeys(t *testing.T) {
@@ -20,16 +20,18 @@ func TestTreasuryKeys(t *testing.T) {
 	v2, err := NewVault(master)
 	require.NoError(t, err)
 
-	t1, err := v1.TreasuryKeys()
+	families := adapters.Families()
+	t1, err := DeriveTreasuryKeys(v1, families)
 	require.NoError(t, err)
-	t2, err := v2.TreasuryKeys()
+	t2, err := DeriveTreasuryKeys(v2, families)
 	require.NoError(t, err)
 	require.Equal(t, t1, t2, "the treasury is a function of the master key")
 
-	addr, err := evm.AddressOf(t1.EVM)
+	evmWallets, solWallets := families[chains.FamilyEVM], families[chains.FamilySolana]
+	addr, err := evmWallets.AddressOf(t1.EVM)
 	require.NoError(t, err)
 	require.Equal(t, t1.EVMAddress, addr)
-	addr, err = solana.AddressOf(t1.Solana)
+	addr, err = solWallets.AddressOf(t1.Solana)
 	require.NoError(t, err)
 	require.Equal(t, t1.SolanaAddress, addr)
 
@@ -37,14 +39,17 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 	v3, err := NewVault(other)
 	require.NoError(t, err)
-	t3, err := v3.TreasuryKeys()
+	t3, err := DeriveTreasuryKeys(v3, families)
 	require.NoError(t, err)
 	require.NotEqual(t, t1.EVMAddress, t3.EVMAddress)
 
 	seed := v1.DepositSeed()
-	_, depositAddr, err := evm.DeriveKey(seed, 0)
+	_, depositAddr, err := evmWallets.DeriveKey(seed, 0)
 	require.NoError(t, err)
 	require.NotEqual(t, depositAddr, t1.EVMAddress, "treasury and deposit addresses come from separate seeds")
+
+	_, err = DeriveTreasuryKeys(v1, chains.Families{chains.FamilyEVM: evmWallets})
+	require.ErrorContains(t, err, "no solana family")
 
 	b, err := json.Marshal(t1)
 	require.NoError(t, err)

@@ -52,7 +52,7 @@ var (
 //   - deposit seed = HKDF-SHA256(master, info "agentpay deposit seed v1"), 64 bytes,
 //     the BIP-32 / SLIP-0010 seed of deposit addresses;
 //   - treasury seed = HKDF-SHA256(master, info "agentpay treasury seed v1"), 64 bytes,
-//     from which the treasury keys are derived (see TreasuryKeys); a seed of its
+//     from which the treasury keys are derived (see DeriveTreasuryKeys); a seed of its
 //     own keeps the treasury apart from every deposit index.
 //
 // Losing the master key loses every custodial key and deposit address;
@@ -142,6 +142,12 @@ func vaultAD(version byte, associatedData []byte) []byte {
 // index after a restart. The caller gets a copy.
 func (v *Vault) DepositSeed() []byte {
 	return append([]byte(nil), v.depositSeed...)
+}
+
+// TreasurySeed returns the 64-byte seed from which the treasury keys are
+// derived (DeriveTreasuryKeys). The caller gets a copy.
+func (v *Vault) TreasurySeed() []byte {
+	return append([]byte(nil), v.treasurySeed...)
 }
 
 // String redacts the vault so it is safe in logs.

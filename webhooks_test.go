@@ -25,6 +25,7 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/store"
@@ -81,7 +82,7 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	require.NoError(t, err)
 	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Jobs: testdb.InsertOnlyRiver(t, db),
+		DB: db, Vault: vault, Jobs: testdb.InsertOnlyRiver(t, db), Families: adapters.Families(),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookRetryDelays: delays,
 	})

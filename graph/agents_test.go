@@ -23,6 +23,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent"
@@ -54,7 +55,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 	api := &agentAPI{}
 	networks := chains.Networks{}
@@ -78,7 +79,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api.DB = testdb.Open(t)
 	api.Svc, err = agentpay.NewService(agentpay.Config{
-		DB: api.DB, Vault: vault, Treasury: tk, Logger: logger,
+		DB: api.DB, Vault: vault, Treasury: tk, Logger: logger, Families: adapters.Families(),
 		AgentMode: agentpay.ModeTest, Test: networks,
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
@@ -50,7 +51,7 @@ func newMerchantAPI(t *testing.T) *merchantAPI {
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Jobs: jobs,
+		DB: db, Vault: vault, Logger: logger, Jobs: jobs, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

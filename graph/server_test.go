@@ -17,6 +17,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/testdb"
@@ -37,7 +38,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *devnet.EVM) {
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: testdb.Open(t), Vault: vault, Logger: logger,
+		DB: testdb.Open(t), Vault: vault, Logger: logger, Families: adapters.Families(),
 		Test: chains.Networks{chains.Base: {Ledger: ledger}},
 	})
 	require.NoError(t, err)

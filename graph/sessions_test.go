@@ -14,6 +14,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/store"
@@ -44,7 +45,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
 	require.NoError(t, err)
@@ -64,7 +65,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 func (e *checkoutEnv) node(t *testing.T, db *store.DB) *checkoutNode {
 	t.Helper()
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: e.vault, Treasury: e.tk, Logger: e.logger, Test: e.nets,
+		DB: db, Vault: e.vault, Treasury: e.tk, Logger: e.logger, Test: e.nets, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

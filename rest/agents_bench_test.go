@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"agentpay"
+	"agentpay/chains/adapters"
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
@@ -47,14 +48,14 @@ func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *htt
 	if err != nil {
 		b.Fatal(err)
 	}
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	if err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := testdb.Open(b)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Treasury: tk, Logger: logger,
+		DB: db, Vault: vault, Treasury: tk, Logger: logger, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		IPRateLimit: ipLimit,
 	})

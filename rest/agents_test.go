@@ -16,6 +16,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -258,7 +259,7 @@ func TestTreasuryBalancesFromChains(t *testing.T) {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	baseNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})

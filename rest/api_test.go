@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains/adapters"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 )
@@ -49,11 +50,14 @@ func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
 	}
 	scfg := cfg.Config
 	scfg.DB, scfg.Vault = db, vault
+	if scfg.Families == nil {
+		scfg.Families = adapters.Families()
+	}
 	if scfg.Logger == nil {
 		scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if scfg.Treasury.EVMAddress == "" {
-		tk, err := vault.TreasuryKeys()
+		tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 		require.NoError(t, err)
 		scfg.Treasury = tk
 	}

@@ -15,6 +15,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -37,7 +38,7 @@ func newCheckoutAPI(t *testing.T) *checkoutAPI {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})

@@ -14,6 +14,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/testdb"
@@ -25,7 +26,7 @@ func newTestService(t *testing.T, test chains.Networks) *agentpay.Service {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: vault, Test: test})
+	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: vault, Test: test, Families: adapters.Families()})
 	require.NoError(t, err)
 	return svc
 }

@@ -16,6 +16,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/internal/testdb"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkSendBase(b *testing.B) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := testdb.Open(b)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: c.vault, Treasury: c.treasury, Logger: logger,
+		DB: db, Vault: c.vault, Treasury: c.treasury, Logger: logger, Families: adapters.Families(),
 		AgentMode: agentpay.ModeTest,
 		Test:      chains.Networks{chains.Base: {Ledger: c.base}, chains.Solana: {Ledger: c.sol}},
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",

@@ -17,6 +17,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -44,7 +45,7 @@ func startSendChains(tb testing.TB) *sendChains {
 	require.NoError(tb, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(tb, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(tb, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{

@@ -24,6 +24,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -55,7 +56,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
@@ -82,7 +83,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Treasury: tk, Test: nets,
+		DB: db, Vault: vault, Logger: logger, Treasury: tk, Test: nets, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

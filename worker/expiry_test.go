@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains/adapters"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/testdb"
@@ -27,7 +28,7 @@ func TestWorkerExpiresSessions(t *testing.T) {
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: vault, Logger: logger})
+	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: vault, Logger: logger, Families: adapters.Families()})
 	require.NoError(t, err)
 
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").

@@ -23,6 +23,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
@@ -76,7 +77,7 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	jobs := &boundJobs{}
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Jobs: jobs,
+		DB: db, Vault: vault, Logger: logger, Jobs: jobs, Families: adapters.Families(),
 		PayURL: "http://pay.test",
 		Test: chains.Networks{chains.Base: {
 			Ledger: ledger, Confirmations: latencyConfirmations,

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
@@ -88,7 +89,7 @@ func newWebhookHarness(tb testing.TB, delays []time.Duration) *webhookHarness {
 	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	require.NoError(tb, err)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Jobs: jobs, WebhookRetryDelays: delays,
+		DB: db, Vault: vault, Jobs: jobs, WebhookRetryDelays: delays, Families: adapters.Families(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(tb, err)

@@ -13,6 +13,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
@@ -39,7 +40,7 @@ func TestWorkerScansConfiguredChains(t *testing.T) {
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger,
+		DB: db, Vault: vault, Logger: logger, Families: adapters.Families(),
 		Test: chains.Networks{chains.Base: {
 			Ledger: ledger,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {

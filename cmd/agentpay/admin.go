@@ -64,7 +64,7 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		return err
 	}
 	defer p.db.Close()
-	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury})
+	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families})
 	if err != nil {
 		return err
 	}

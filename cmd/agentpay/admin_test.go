@@ -32,7 +32,7 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	require.NoError(t, err)
 	p, err := openPlatform(ctx, cfg, key)
 	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Treasury: p.treasury,
+	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Treasury: p.treasury, Families: p.families,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	name, email := "Acme", "a@acme.test"

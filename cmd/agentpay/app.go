@@ -19,6 +19,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/graph"
@@ -28,11 +29,12 @@ import (
 	"agentpay/worker"
 )
 
-// platform is what every command shares: the database, the vault and the
-// service layer.
+// platform is what every command shares: the database, the vault, the
+// chain families and the treasury.
 type platform struct {
 	db       *store.DB
 	vault    *agentpay.Vault
+	families chains.Families
 	treasury agentpay.TreasuryKeys
 }
 
@@ -46,7 +48,8 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, fmt.Errorf("MASTER_KEY: %w", err)
 	}
-	treasury, err := vault.TreasuryKeys()
+	families := adapters.Families()
+	treasury, err := agentpay.DeriveTreasuryKeys(vault, families)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +57,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	return &platform{db: db, vault: vault, treasury: treasury}, nil
+	return &platform{db: db, vault: vault, families: families, treasury: treasury}, nil
 }
 
 // requireMasterKey refuses to run serve or worker without MASTER_KEY: a
@@ -295,7 +298,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		agentMode = agentpay.ModeTest
 	}
 	return agentpay.NewService(agentpay.Config{
-		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury,
+		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: jobs,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,

@@ -36,6 +36,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/internal/testdb/freshdb"
 )
@@ -125,7 +126,7 @@ func newProcEnv(t *testing.T) *procEnv {
 	require.NoError(t, err)
 	vault, err := agentpay.NewVault(key)
 	require.NoError(t, err)
-	treasury, err := vault.TreasuryKeys()
+	treasury, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
 	require.NoError(t, err)
 
 	// Blocks only when the test mines them (BlockTime 0): the test decides
