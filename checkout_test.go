@@ -21,8 +21,6 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -56,17 +54,9 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.evm.Close() })
-	ecfg := evm.Config{Chain: chains.Base, RPCURL: f.evm.RPCURL, USDC: f.evm.USDC.Hex(), Confirmations: 2, GasKey: tk.EVM}
-	base, err := evm.New(ctx, ecfg)
+	base, err := adapters.Network(ctx, chains.Base, adapters.Chain{RPCURL: f.evm.RPCURL, USDC: f.evm.USDC.Hex(), Confirmations: 2, GasKey: tk.EVM})
 	require.NoError(t, err)
-	t.Cleanup(base.Close)
-	nets := chains.Networks{chains.Base: {
-		Ledger: base,
-		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-			return evm.NewWatcher(ctx, ecfg, st)
-		},
-		NewWatchlist: evm.NewWatchlist,
-	}}
+	nets := chains.Networks{chains.Base: base}
 	if withSolana {
 		f.sol, err = devnet.StartSolana(ctx, devnet.SolanaConfig{
 			SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
@@ -74,22 +64,11 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = f.sol.Close() })
-		sl, err := solana.New(ctx, solana.Config{RPCURL: f.sol.RPCURL, Mint: f.sol.Mint.String(), FeePayer: tk.Solana})
+		nets[chains.Solana], err = adapters.Network(ctx, chains.Solana, adapters.Chain{RPCURL: f.sol.RPCURL, USDC: f.sol.Mint.String(), Confirmations: 8, GasKey: tk.Solana})
 		require.NoError(t, err)
-		wcfg := solana.WatcherConfig{RPCURL: f.sol.RPCURL, Mint: f.sol.Mint.String(), Required: 8}
-		nets[chains.Solana] = chains.Network{
-			Ledger: sl,
-			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				c := wcfg
-				c.State = st
-				return solana.NewWatcher(c)
-			},
-			NewWatchlist: solana.NewWatchlist,
-		}
 	}
 	f.svc, err = NewService(Config{
-		Families: adapters.Families(),
-		DB:       f.db, Vault: vault, Treasury: tk, Test: nets,
+		DB: f.db, Vault: vault, Treasury: tk, Test: nets, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},

@@ -15,7 +15,6 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/internal/testdb"
@@ -38,19 +37,11 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.NoError(t, err)
 
 	newService := func() *Service {
-		ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 3}
-		ledger, err := evm.New(ctx, ecfg)
+		base, err := adapters.Network(ctx, chains.Base, adapters.Chain{RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 3})
 		require.NoError(t, err)
 		svc, err := NewService(Config{
-			Families: adapters.Families(),
-			DB:       db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test: chains.Networks{chains.Base: {
-				Ledger: ledger,
-				NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-					return evm.NewWatcher(ctx, ecfg, st)
-				},
-				NewWatchlist: evm.NewWatchlist,
-			}},
+			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
+			Test: chains.Networks{chains.Base: base},
 		})
 		require.NoError(t, err)
 		return svc

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchant"
@@ -268,9 +268,9 @@ func TestSettlementToAnotherChain(t *testing.T) {
 	poly, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Polygon, Fund: []common.Address{common.HexToAddress(treasury.EVMAddress)}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = poly.Close() })
-	pl, err := evm.New(ctx, evm.Config{Chain: chains.Polygon, RPCURL: poly.RPCURL, USDC: poly.USDC.Hex(), Confirmations: 2, GasKey: treasury.EVM})
+	polygon, err := adapters.Network(ctx, chains.Polygon, adapters.Chain{RPCURL: poly.RPCURL, USDC: poly.USDC.Hex(), Confirmations: 2, GasKey: treasury.EVM})
 	require.NoError(t, err)
-	t.Cleanup(pl.Close)
+	pl := polygon.Ledger
 	cfg := f.svc.cfg
 	cfg.Test = chains.Networks{chains.Base: cfg.Test[chains.Base], chains.Polygon: {Ledger: pl}}
 	f.svc, err = NewService(cfg)

@@ -20,8 +20,6 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
 	"agentpay/internal/store"
@@ -37,8 +35,7 @@ type sendEnv struct {
 	treasury TreasuryKeys
 	evmNet   *devnet.EVM
 	solNet   *devnet.Solana
-	base     *evm.Ledger
-	sol      *solana.Ledger
+	nets     chains.Networks
 }
 
 // startSendEnv starts both devnets and a service on a fresh database.
@@ -66,29 +63,28 @@ func startSendEnv(t testing.TB) *sendEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = solNet.Close() })
 
-	base, err := evm.New(ctx, evm.Config{
-		Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
+	base, err := adapters.Network(ctx, chains.Base, adapters.Chain{
+		RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
 		PollInterval: 20 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	t.Cleanup(base.Close)
-	sol, err := solana.New(ctx, solana.Config{
-		RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana,
+	sol, err := adapters.Network(ctx, chains.Solana, adapters.Chain{
+		RPCURL: solNet.RPCURL, USDC: solNet.Mint.String(), GasKey: tk.Solana,
 		PollInterval: 50 * time.Millisecond,
 	})
 	require.NoError(t, err)
+	nets := chains.Networks{chains.Base: {Ledger: base.Ledger}, chains.Solana: {Ledger: sol.Ledger}}
 
 	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		Families: adapters.Families(),
-		DB:       db, Vault: vault, Treasury: tk,
+		DB: db, Vault: vault, Treasury: tk, Families: adapters.Families(),
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AgentMode: ModeTest,
-		Test:      chains.Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},
+		Test:      nets,
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)
-	return &sendEnv{svc: svc, db: db, vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+	return &sendEnv{svc: svc, db: db, vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, nets: nets}
 }
 
 func randomName(t testing.TB, prefix string) string {
@@ -131,12 +127,7 @@ func (e *sendEnv) fund(t testing.TB, a *ent.Agent, c chains.Name, usdc string) {
 	require.NoError(t, err)
 }
 
-func (e *sendEnv) ledger(c chains.Name) chains.Ledger {
-	if c == chains.Solana {
-		return e.sol
-	}
-	return e.base
-}
+func (e *sendEnv) ledger(c chains.Name) chains.Ledger { return e.nets[c].Ledger }
 
 // onChain reads an address's USDC straight from the chain, in USDC. On
 // base it first waits for the next block: geth makes a block's receipts

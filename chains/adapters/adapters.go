@@ -5,6 +5,10 @@
 package adapters
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -16,4 +20,61 @@ func Families() chains.Families {
 		chains.FamilyEVM:    evm.Wallets{},
 		chains.FamilySolana: solana.Wallets{},
 	}
+}
+
+// Chain says how to reach one chain.
+type Chain struct {
+	RPCURL string
+	// USDC is the token contract (EVM) or mint (Solana).
+	USDC string
+	// Confirmations a deposit needs: the block depth on EVM chains; on
+	// Solana the depth shown to payers, finality itself decides.
+	Confirmations uint64
+	// GasKey is the treasury's key of the chain's family: it pays the gas
+	// of every transfer on EVM chains, the fees and new accounts' rent on
+	// Solana.
+	GasKey []byte
+	// PollInterval is how often Ledger.Wait asks about a transaction; 0 is
+	// the adapter's default.
+	PollInterval time.Duration
+}
+
+// Network connects a chain's ledger and its deposit watcher factory.
+func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, error) {
+	if !name.Valid() {
+		return chains.Network{}, fmt.Errorf("unknown chain %q", name)
+	}
+	if name.IsEVM() {
+		l, err := evm.New(ctx, evm.Config{
+			Chain:         name,
+			RPCURL:        c.RPCURL,
+			USDC:          c.USDC,
+			GasKey:        c.GasKey,
+			Confirmations: c.Confirmations,
+			PollInterval:  c.PollInterval,
+		})
+		if err != nil {
+			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
+		}
+		return chains.Network{
+			Ledger: l,
+			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+				return l.NewWatcher(ctx, st)
+			},
+			NewWatchlist:  evm.NewWatchlist,
+			Confirmations: c.Confirmations,
+		}, nil
+	}
+	l, err := solana.New(ctx, solana.Config{RPCURL: c.RPCURL, Mint: c.USDC, FeePayer: c.GasKey, PollInterval: c.PollInterval})
+	if err != nil {
+		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
+	}
+	return chains.Network{
+		Ledger: l,
+		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+			return solana.NewWatcher(solana.WatcherConfig{RPCURL: c.RPCURL, Mint: c.USDC, Required: c.Confirmations, State: st})
+		},
+		NewWatchlist:  solana.NewWatchlist,
+		Confirmations: c.Confirmations,
+	}, nil
 }

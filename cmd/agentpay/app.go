@@ -20,8 +20,6 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/adapters"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/graph"
 	"agentpay/internal/store"
 	"agentpay/rest"
@@ -98,55 +96,20 @@ func devMasterKey(cfg config) ([]byte, error) {
 	return key, nil
 }
 
-// buildNetworks connects every configured chain of one mode.
+// buildNetworks connects every configured chain of one mode; the treasury
+// pays gas and fees.
 func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
 	nets := chains.Networks{}
 	for name, cc := range cfgs {
-		n, err := newNetwork(ctx, name, cc, treasury)
+		n, err := adapters.Network(ctx, name, adapters.Chain{
+			RPCURL: cc.RPCURL, USDC: cc.USDC, Confirmations: cc.Confirmations, GasKey: treasury.Key(name),
+		})
 		if err != nil {
 			return nil, err
 		}
 		nets[name] = n
 	}
 	return nets, nil
-}
-
-// newNetwork builds a chain's ledger (the treasury pays gas and fees) and
-// its deposit watcher factory.
-func newNetwork(ctx context.Context, name chains.Name, cc chainConfig, treasury agentpay.TreasuryKeys) (chains.Network, error) {
-	if name.IsEVM() {
-		ecfg := evm.Config{
-			Chain:         name,
-			RPCURL:        cc.RPCURL,
-			USDC:          cc.USDC,
-			GasKey:        treasury.EVM,
-			Confirmations: cc.Confirmations,
-		}
-		l, err := evm.New(ctx, ecfg)
-		if err != nil {
-			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
-		}
-		return chains.Network{
-			Ledger: l,
-			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				return l.NewWatcher(ctx, st)
-			},
-			NewWatchlist:  evm.NewWatchlist,
-			Confirmations: cc.Confirmations,
-		}, nil
-	}
-	l, err := solana.New(ctx, solana.Config{RPCURL: cc.RPCURL, Mint: cc.USDC, FeePayer: treasury.Solana})
-	if err != nil {
-		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, cc.RPCURL, err)
-	}
-	return chains.Network{
-		Ledger: l,
-		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-			return solana.NewWatcher(solana.WatcherConfig{RPCURL: cc.RPCURL, Mint: cc.USDC, Required: cc.Confirmations, State: st})
-		},
-		NewWatchlist:  solana.NewWatchlist,
-		Confirmations: cc.Confirmations,
-	}, nil
 }
 
 // newHTTPHandler serves REST, GraphQL and the playground on one router.

@@ -156,15 +156,11 @@ func startDevnets(ctx context.Context, cfg config, treasury agentpay.TreasuryKey
 
 // networks connects the service's ledgers to the devnets as its test networks.
 func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
-	nets := chains.Networks{}
+	cfgs := map[chains.Name]chainConfig{}
 	for _, c := range d.Chains() {
-		n, err := newNetwork(ctx, c.Chain, chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}, treasury)
-		if err != nil {
-			return nil, err
-		}
-		nets[c.Chain] = n
+		cfgs[c.Chain] = chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}
 	}
-	return nets, nil
+	return buildNetworks(ctx, cfgs, treasury)
 }
 
 func (d *devnets) Chains() []agentpay.DevChain {
