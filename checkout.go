@@ -379,10 +379,11 @@ func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant
 			return nil, fmt.Errorf("ledger of %s does not report its chain id", chain)
 		}
 		d.ChainID = id.ChainID()
-		d.PaymentURI = EIP681TransferURI(d.TokenAddress, d.ChainID, d.Address, units)
-	} else {
-		d.PaymentURI = SolanaPayURI(d.Address, d.AmountToken, d.TokenAddress, m.Name, sess.Description)
 	}
+	d.PaymentURI = s.wallets(chain).PaymentURI(chains.PaymentRequest{
+		ChainID: d.ChainID, Token: d.TokenAddress, Decimals: decimals, To: d.Address, Amount: units,
+		Label: m.Name, Message: sess.Description,
+	})
 	return d, nil
 }
 

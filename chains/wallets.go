@@ -1,5 +1,7 @@
 package chains
 
+import "math/big"
+
 // Family is a set of chains whose wallets are alike: one key format, one
 // address format (a key has the same address on every chain of its family)
 // and one derivation path for deposit keys.
@@ -36,6 +38,26 @@ type Wallets interface {
 	// NormalizeAddress is the form the family's watchers report addresses
 	// in and Watchlist.Contains takes. It does not validate.
 	NormalizeAddress(address string) string
+	// PaymentURI is the request a payer's wallet app scans (or opens) to
+	// pay r: EIP-681 on EVM chains, Solana Pay on Solana.
+	PaymentURI(r PaymentRequest) string
+}
+
+// PaymentRequest is a payment a payer's wallet is asked to make.
+type PaymentRequest struct {
+	// ChainID is the EVM chain id; unused on Solana.
+	ChainID uint64
+	// Token is the token contract (EVM) or mint (Solana).
+	Token    string
+	Decimals int32
+	// To is the recipient wallet (on Solana the owner: the paying wallet
+	// sends to its associated token account).
+	To string
+	// Amount in the token's base units.
+	Amount *big.Int
+	// Label and Message are shown by wallets that support them (Solana
+	// Pay); empty ones are left out.
+	Label, Message string
 }
 
 // Families holds the Wallets of each family the service works with.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -313,7 +312,7 @@ func assertQRDecodes(t *testing.T, svg, uri string) {
 }
 
 func TestQRSVG(t *testing.T) {
-	uri := agentpay.EIP681TransferURI("0x036CbD53842c5426634e7929541eC2318f3dCF7e", 84532, "0x8ba1f109551bD432803012645Ac136ddd64DBA72", big.NewInt(12_500_000))
+	const uri = "ethereum:0x036CbD53842c5426634e7929541eC2318f3dCF7e@84532/transfer?address=0x8ba1f109551bD432803012645Ac136ddd64DBA72&uint256=12500000"
 	a, err := web.QRSVG(uri)
 	require.NoError(t, err)
 	b, err := web.QRSVG(uri)

@@ -1,14 +1,15 @@
-package agentpay
+package evm
 
 import (
 	"math/big"
 	"testing"
 
-	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
 )
 
-func TestEIP681TransferURI(t *testing.T) {
+func TestPaymentURI(t *testing.T) {
 	tests := []struct {
 		name    string
 		token   string
@@ -26,34 +27,10 @@ func TestEIP681TransferURI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, EIP681TransferURI(tt.token, tt.chainID, tt.to, tt.units))
-		})
-	}
-}
-
-func TestSolanaPayURI(t *testing.T) {
-	const (
-		to   = "mvines9iiHiQTysrwkJjGf2gb9Ex9jXJX8ns3qwf2kN"
-		mint = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
-	)
-	tests := []struct {
-		name           string
-		amount         string
-		label, message string
-		want           string
-	}{
-		{"plain", "12.5", "Shop", "Order 42",
-			"solana:" + to + "?amount=12.5&spl-token=" + mint + "&label=Shop&message=Order%2042"},
-		{"whole amount, no trailing zeros", "1.000000", "Shop", "",
-			"solana:" + to + "?amount=1&spl-token=" + mint + "&label=Shop"},
-		{"smallest unit", "0.000001", "", "",
-			"solana:" + to + "?amount=0.000001&spl-token=" + mint},
-		{"reserved characters are encoded", "0.5", "Ben & Jerry's", "a+b=c?/#ü",
-			"solana:" + to + "?amount=0.5&spl-token=" + mint + "&label=Ben%20%26%20Jerry%27s&message=a%2Bb%3Dc%3F%2F%23%C3%BC"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := SolanaPayURI(to, decimal.RequireFromString(tt.amount), mint, tt.label, tt.message)
+			got := Wallets{}.PaymentURI(chains.PaymentRequest{
+				ChainID: tt.chainID, Token: tt.token, Decimals: 6, To: tt.to, Amount: tt.units,
+				Label: "Shop", Message: "EIP-681 has no label or message",
+			})
 			require.Equal(t, tt.want, got)
 		})
 	}
