@@ -5,14 +5,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"math/big"
-	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common/math"
-	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/google/uuid"
 
 	"agentpay/chains"
@@ -82,8 +78,9 @@ type SignatureMessage struct {
 	Nonce     string // 0x + 64 hex digits
 	IssuedAt  time.Time
 	ExpiresAt time.Time
-	// TypedData is exactly what the wallet signs (eth_signTypedData_v4).
-	TypedData apitypes.TypedData
+	// TypedData is exactly what the wallet signs (eth_signTypedData_v4's
+	// typed data), in JSON.
+	TypedData json.RawMessage
 	// ChainID is the domain's chainId.
 	ChainID int64
 	// Text is a plain-text rendering of the message.
@@ -173,7 +170,7 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 	return s.challengeMessage(ch)
 }
 
-// challengeMessage rebuilds the typed data of a stored challenge.
+// challengeMessage rebuilds the message of a stored challenge.
 func (s *Service) challengeMessage(ch *ent.SignatureChallenge) (*SignatureMessage, error) {
 	m := &SignatureMessage{
 		Purpose:   string(ch.Purpose),
@@ -184,38 +181,9 @@ func (s *Service) challengeMessage(ch *ent.SignatureChallenge) (*SignatureMessag
 		ExpiresAt: ch.ExpiresAt.UTC().Truncate(time.Second),
 		ChainID:   s.eip712ChainID(),
 	}
-	primary := PrimaryTypeRegistration
-	if m.Purpose == PurposeVerifyWallet {
-		primary = PrimaryTypeWalletVerification
-	}
-	m.TypedData = apitypes.TypedData{
-		Types: apitypes.Types{
-			"EIP712Domain": {
-				{Name: "name", Type: "string"},
-				{Name: "version", Type: "string"},
-				{Name: "chainId", Type: "uint256"},
-			},
-			primary: {
-				{Name: "username", Type: "string"},
-				{Name: "wallet", Type: "address"},
-				{Name: "nonce", Type: "string"},
-				{Name: "issuedAt", Type: "string"},
-				{Name: "expiresAt", Type: "string"},
-			},
-		},
-		PrimaryType: primary,
-		Domain: apitypes.TypedDataDomain{
-			Name:    EIP712DomainName,
-			Version: EIP712DomainVersion,
-			ChainId: (*math.HexOrDecimal256)(big.NewInt(m.ChainID)),
-		},
-		Message: apitypes.TypedDataMessage{
-			"username":  m.Username,
-			"wallet":    m.Wallet,
-			"nonce":     m.Nonce,
-			"issuedAt":  m.IssuedAt.Format(time.RFC3339),
-			"expiresAt": m.ExpiresAt.Format(time.RFC3339),
-		},
+	var err error
+	if m.TypedData, err = s.messageSigning().SigningPayload(s.challengeTyped(ch)); err != nil {
+		return nil, fmt.Errorf("typed data: %w", err)
 	}
 	action := fmt.Sprintf("register the agent %q with this wallet", m.Username)
 	if m.Purpose == PurposeVerifyWallet {
@@ -231,10 +199,30 @@ func (s *Service) challengeMessage(ch *ent.SignatureChallenge) (*SignatureMessag
 	return m, nil
 }
 
-// Hash is the EIP-712 digest the wallet signs.
-func (m *SignatureMessage) Hash() ([]byte, error) {
-	hash, _, err := apitypes.TypedDataAndHash(m.TypedData)
-	return hash, err
+// challengeTyped is the typed message of a stored challenge: what the
+// wallet signed, rebuilt from the row alone.
+func (s *Service) challengeTyped(ch *ent.SignatureChallenge) chains.TypedMessage {
+	primary := PrimaryTypeRegistration
+	if ch.Purpose == signaturechallenge.PurposeVerifyWallet {
+		primary = PrimaryTypeWalletVerification
+	}
+	return chains.TypedMessage{
+		Domain: chains.MessageDomain{Name: EIP712DomainName, Version: EIP712DomainVersion, ChainID: s.eip712ChainID()},
+		Type:   primary,
+		Fields: []chains.MessageField{
+			{Name: "username", Type: "string", Value: ch.Username},
+			{Name: "wallet", Type: "address", Value: ch.WalletAddress},
+			{Name: "nonce", Type: "string", Value: ch.Nonce},
+			{Name: "issuedAt", Type: "string", Value: ch.CreatedAt.UTC().Truncate(time.Second).Format(time.RFC3339)},
+			{Name: "expiresAt", Type: "string", Value: ch.ExpiresAt.UTC().Truncate(time.Second).Format(time.RFC3339)},
+		},
+	}
+}
+
+// messageSigning checks wallet signatures: the EVM family's, which
+// NewService checked implements it.
+func (s *Service) messageSigning() chains.MessageSigning {
+	return s.cfg.Families[chains.FamilyEVM].(chains.MessageSigning)
 }
 
 // Register creates an agent whose external wallet is proven by an EIP-712
@@ -252,7 +240,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 	if err != nil {
 		return nil, err
 	}
-	sig, err := parseSignature(req.Signature)
+	sig, err := s.parseSignature(req.Signature)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +296,7 @@ func (s *Service) VerifyWallet(ctx context.Context, agent *ent.Agent, req Verify
 	if err != nil {
 		return nil, err
 	}
-	sig, err := parseSignature(req.Signature)
+	sig, err := s.parseSignature(req.Signature)
 	if err != nil {
 		return nil, err
 	}
@@ -409,15 +397,11 @@ func (s *Service) findChallenge(ctx context.Context, tx *ent.Tx, addr string, si
 			"get one from GET /agents/signature-message and sign it")
 	}
 	for _, ch := range candidates {
-		msg, err := s.challengeMessage(ch)
-		if err != nil {
-			return nil, err
-		}
-		hash, err := msg.Hash()
+		ok, err := s.messageSigning().Verify(s.challengeTyped(ch), sig, addr)
 		if err != nil {
 			return nil, fmt.Errorf("hashing typed data: %w", err)
 		}
-		if signer, ok := recoverSigner(hash, sig); ok && signer == addr {
+		if ok {
 			return ch, nil
 		}
 	}
@@ -452,15 +436,6 @@ func useChallenge(ctx context.Context, tx *ent.Tx, ch *ent.SignatureChallenge) e
 	return nil
 }
 
-// recoverSigner returns the checksummed address that signed hash.
-func recoverSigner(hash, sig []byte) (string, bool) {
-	pub, err := crypto.SigToPub(hash, sig)
-	if err != nil {
-		return "", false
-	}
-	return crypto.PubkeyToAddress(*pub).Hex(), true
-}
-
 func checkSignatureType(t string) error {
 	if t != SignatureTypeEIP712 {
 		return Invalid("signature_type", "must be %s", SignatureTypeEIP712)
@@ -477,24 +452,12 @@ func (s *Service) parseEVMAddress(field, address string) (string, error) {
 	return addr, nil
 }
 
-// parseSignature decodes a 65-byte r||s||v signature, v 27/28 or 0/1, and
-// returns it with v as 0/1. High-s (malleable) signatures are refused.
-func parseSignature(s string) ([]byte, error) {
-	bad := Invalid("signature", "must be a 65-byte signature in hex: 0x followed by 130 hex digits (r, s, v with v 27/28 or 0/1)")
-	body := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
-	if len(body) != 130 {
-		return nil, bad
-	}
-	sig, err := hex.DecodeString(body)
+// parseSignature decodes a signature as the client sent it: 65 bytes in
+// hex, v 27/28 or 0/1, low s.
+func (s *Service) parseSignature(signature string) ([]byte, error) {
+	sig, err := s.messageSigning().ParseSignature(signature)
 	if err != nil {
-		return nil, bad
-	}
-	if sig[64] >= 27 {
-		sig[64] -= 27
-	}
-	r, ss := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:64])
-	if sig[64] > 1 || !crypto.ValidateSignatureValues(sig[64], r, ss, true) {
-		return nil, bad
+		return nil, Invalid("signature", "must be a 65-byte signature in hex: 0x followed by 130 hex digits (r, s, v with v 27/28 or 0/1)")
 	}
 	return sig, nil
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains/adapters"
@@ -34,10 +38,19 @@ func newEIP712TestService(t *testing.T) *Service {
 	return svc
 }
 
-// signTypedData signs m's typed data as eth_signTypedData_v4 does (v 27/28).
+// typedData decodes m's typed data as a wallet does.
+func typedData(t *testing.T, m *SignatureMessage) apitypes.TypedData {
+	t.Helper()
+	var td apitypes.TypedData
+	require.NoError(t, json.Unmarshal(m.TypedData, &td))
+	return td
+}
+
+// signTypedData signs m's typed data as a wallet's eth_signTypedData_v4
+// does (v 27/28): the JSON the service answers is exactly what gets signed.
 func signTypedData(t *testing.T, key *ecdsa.PrivateKey, m *SignatureMessage) string {
 	t.Helper()
-	hash, err := m.Hash()
+	hash, _, err := apitypes.TypedDataAndHash(typedData(t, m))
 	require.NoError(t, err)
 	sig, err := crypto.Sign(hash, key)
 	require.NoError(t, err)
@@ -61,15 +74,16 @@ func TestSignatureMessage(t *testing.T) {
 	m, err := svc.SignatureMessage(withClock(ctx, func() time.Time { return now }), "alice_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeRegister, m.Purpose)
-	require.Equal(t, PrimaryTypeRegistration, m.TypedData.PrimaryType)
+	td := typedData(t, m)
+	require.Equal(t, PrimaryTypeRegistration, td.PrimaryType)
 	require.Equal(t, int64(ChainIDBaseSepolia), m.ChainID)
 	require.Equal(t, now.Truncate(time.Second), m.IssuedAt)
 	require.Equal(t, now.Truncate(time.Second).Add(SignatureChallengeTTL), m.ExpiresAt)
 	require.Regexp(t, `^0x[0-9a-f]{64}$`, m.Nonce)
-	require.Equal(t, addr, m.TypedData.Message["wallet"])
+	require.Equal(t, addr, td.Message["wallet"])
+	require.Equal(t, m.ExpiresAt.Format(time.RFC3339), td.Message["expiresAt"])
+	require.Equal(t, int64(ChainIDBaseSepolia), (*big.Int)(td.Domain.ChainId).Int64())
 	require.Contains(t, m.Text, m.Nonce)
-	_, err = m.Hash()
-	require.NoError(t, err)
 
 	// A lowercase address is accepted and stored checksummed.
 	m2, err := svc.SignatureMessage(ctx, "alice_1", toLower(addr))
@@ -82,7 +96,7 @@ func TestSignatureMessage(t *testing.T) {
 	m3, err := svc.SignatureMessage(ctx, "bob_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeVerifyWallet, m3.Purpose)
-	require.Equal(t, PrimaryTypeWalletVerification, m3.TypedData.PrimaryType)
+	require.Equal(t, PrimaryTypeWalletVerification, typedData(t, m3).PrimaryType)
 
 	for _, tt := range []struct {
 		name, username, wallet, field string
@@ -132,7 +146,9 @@ func TestRegisterEIP712(t *testing.T) {
 			return RegisterRequest{Username: "alice_1", WalletAddress: s.addr, Signature: signTypedData(t, other, s.msg), SignatureType: "eip712"}
 		}},
 		{name: "tampered message", wantErr: "does not recover to wallet_address", req: func(t *testing.T, s setup) RegisterRequest {
-			s.msg.TypedData.Message["expiresAt"] = "2099-01-01T00:00:00Z"
+			expiresAt := `"expiresAt":"` + s.msg.ExpiresAt.Format(time.RFC3339) + `"`
+			require.Contains(t, string(s.msg.TypedData), expiresAt)
+			s.msg.TypedData = json.RawMessage(strings.Replace(string(s.msg.TypedData), expiresAt, `"expiresAt":"2099-01-01T00:00:00Z"`, 1))
 			return RegisterRequest{Username: "alice_1", WalletAddress: s.addr, Signature: signTypedData(t, s.key, s.msg), SignatureType: "eip712"}
 		}},
 		{name: "other username", wantErr: "no message was issued", req: func(t *testing.T, s setup) RegisterRequest {

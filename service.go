@@ -34,7 +34,8 @@ type Config struct {
 	// Treasury holds the service's own wallets: fee recipient and gas payer.
 	Treasury TreasuryKeys
 	// Families makes and reads the keys and addresses of each chain family
-	// (chains/adapters.Families); every family is required.
+	// (chains/adapters.Families); every family is required, and the EVM
+	// family also checks wallet signatures (chains.MessageSigning).
 	Families chains.Families
 
 	// Live and Test are the ledgers per chain for each mode.
@@ -104,6 +105,9 @@ func NewService(cfg Config) (*Service, error) {
 		if cfg.Families[chain.Family()] == nil {
 			return nil, fmt.Errorf("agentpay: Config.Families has no %s family", chain.Family())
 		}
+	}
+	if _, ok := cfg.Families[chains.FamilyEVM].(chains.MessageSigning); !ok {
+		return nil, errors.New("agentpay: the evm family's Wallets must check wallet signatures (chains.MessageSigning)")
 	}
 	logger := cfg.Logger
 	if logger == nil {

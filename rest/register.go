@@ -1,10 +1,9 @@
 package rest
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
-
-	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 
 	"agentpay"
 )
@@ -18,29 +17,14 @@ type signatureMessageResponse struct {
 	WalletAddress string `json:"wallet_address"`
 	// Purpose is register (no agent holds the username) or verify_wallet
 	// (the username's agent adds the wallet); SubmitTo names the endpoint.
-	Purpose       string        `json:"purpose"`
-	SubmitTo      string        `json:"submit_to"`
-	SignatureType string        `json:"signature_type"`
-	TypedData     typedDataJSON `json:"typed_data"`
-	Message       string        `json:"message"`
-	Nonce         string        `json:"nonce"`
-	IssuedAt      time.Time     `json:"issued_at"`
-	ExpiresAt     time.Time     `json:"expires_at"`
-}
-
-// typedDataJSON is the typed data exactly as eth_signTypedData_v4 takes it
-// (chainId a JSON number; no empty verifyingContract or salt).
-type typedDataJSON struct {
-	Types       apitypes.Types `json:"types"`
-	PrimaryType string         `json:"primaryType"`
-	Domain      typedDomain    `json:"domain"`
-	Message     map[string]any `json:"message"`
-}
-
-type typedDomain struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	ChainID int64  `json:"chainId"`
+	Purpose       string          `json:"purpose"`
+	SubmitTo      string          `json:"submit_to"`
+	SignatureType string          `json:"signature_type"`
+	TypedData     json.RawMessage `json:"typed_data"`
+	Message       string          `json:"message"`
+	Nonce         string          `json:"nonce"`
+	IssuedAt      time.Time       `json:"issued_at"`
+	ExpiresAt     time.Time       `json:"expires_at"`
 }
 
 func (s *server) signatureMessage(w http.ResponseWriter, r *http.Request) {
@@ -60,20 +44,11 @@ func (s *server) signatureMessage(w http.ResponseWriter, r *http.Request) {
 		Purpose:       m.Purpose,
 		SubmitTo:      submit,
 		SignatureType: agentpay.SignatureTypeEIP712,
-		TypedData: typedDataJSON{
-			Types:       m.TypedData.Types,
-			PrimaryType: m.TypedData.PrimaryType,
-			Domain: typedDomain{
-				Name:    m.TypedData.Domain.Name,
-				Version: m.TypedData.Domain.Version,
-				ChainID: m.ChainID,
-			},
-			Message: m.TypedData.Message,
-		},
-		Message:   m.Text,
-		Nonce:     m.Nonce,
-		IssuedAt:  m.IssuedAt,
-		ExpiresAt: m.ExpiresAt,
+		TypedData:     m.TypedData,
+		Message:       m.Text,
+		Nonce:         m.Nonce,
+		IssuedAt:      m.IssuedAt,
+		ExpiresAt:     m.ExpiresAt,
 	})
 }
 
