@@ -13,7 +13,6 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"math/big"
-	"sync"
 	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
@@ -23,6 +22,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 
 	"agentpay/chains"
+	"agentpay/chains/internal/recent"
 )
 
 // Ledger implements chains.Ledger on one EVM chain.
@@ -39,7 +39,9 @@ type Ledger struct {
 	gasAddr common.Address
 	nonces  *nonceSender
 
-	recent *recentTransfers
+	// byRef remembers what this ledger relayed per (source, Ref) for the
+	// life of an authorization, and serialises relays of the same pair.
+	byRef *recent.Transfers[common.Address]
 }
 
 var _ chains.Ledger = (*Ledger)(nil)
@@ -86,7 +88,7 @@ func newLedger(ctx context.Context, cfg Config, client Client) (*Ledger, error) 
 		signer:  types.LatestSignerForChainID(chainID),
 		token:   tok,
 		domain:  domain,
-		recent:  newRecentTransfers(cfg.AuthorizationTTL),
+		byRef:   recent.New[common.Address](cfg.AuthorizationTTL),
 	}
 	if cfg.GasKey != nil {
 		key, err := crypto.ToECDSA(cfg.GasKey)
@@ -202,19 +204,13 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 
 	// One relay per (source, Ref) at a time in this process, so concurrent
 	// retries of one request cannot both spend gas on it.
-	release := l.recent.lock(from, req.Ref)
+	release := l.byRef.Lock(from, req.Ref)
 	defer release()
-	if sub, ok := l.recent.get(from, req.Ref); ok {
-		r, err := l.Receipt(ctx, sub.TxHash)
-		if err != nil {
-			// Unsure whether the earlier relay is alive: relaying again
-			// could only burn gas on a revert, so let the caller retry.
-			return chains.Submitted{}, err
-		}
-		if r.State == chains.TxPending || r.State == chains.TxIncluded {
-			return sub, nil
-		}
-		// Failed or dropped: the authorization is unused, relay it anew.
+	// Unsure whether an earlier relay lives (err), relaying again could only
+	// burn gas on a revert: the caller retries. A failed or dropped one left
+	// the authorization unused: it is relayed anew.
+	if sub, alive, err := l.byRef.Alive(ctx, from, req.Ref, l.Receipt); err != nil || alive {
+		return sub, err
 	}
 
 	head, err := l.client.HeaderByNumber(ctx, nil)
@@ -253,7 +249,7 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 		return chains.Submitted{}, err
 	}
 	sub := chains.Submitted{TxHash: tx.Hash().Hex(), From: from.Hex()}
-	l.recent.put(from, req.Ref, sub)
+	l.byRef.Put(from, req.Ref, sub)
 	return sub, nil
 }
 
@@ -313,83 +309,4 @@ func (l *Ledger) AuthorizationUsed(ctx context.Context, address string, ref [32]
 		return false, err
 	}
 	return l.token.authorizationState(ctx, addr, ref)
-}
-
-// recentTransfers remembers the transactions this ledger relayed per
-// (source, Ref) for the life of an authorization, and serialises relays of
-// the same pair.
-type recentTransfers struct {
-	ttl time.Duration
-
-	mu      sync.Mutex
-	entries map[recentKey]recentEntry
-	locks   map[recentKey]*refLock
-	puts    int
-}
-
-type recentKey struct {
-	from common.Address
-	ref  [32]byte
-}
-
-type recentEntry struct {
-	sub chains.Submitted
-	at  time.Time
-}
-
-type refLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func newRecentTransfers(ttl time.Duration) *recentTransfers {
-	return &recentTransfers{ttl: ttl, entries: map[recentKey]recentEntry{}, locks: map[recentKey]*refLock{}}
-}
-
-// lock serialises work on one (source, Ref); the returned func unlocks.
-func (r *recentTransfers) lock(from common.Address, ref [32]byte) func() {
-	k := recentKey{from, ref}
-	r.mu.Lock()
-	l := r.locks[k]
-	if l == nil {
-		l = &refLock{}
-		r.locks[k] = l
-	}
-	l.refs++
-	r.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		r.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(r.locks, k)
-		}
-		r.mu.Unlock()
-	}
-}
-
-func (r *recentTransfers) get(from common.Address, ref [32]byte) (chains.Submitted, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[recentKey{from, ref}]
-	if !ok || time.Since(e.at) > r.ttl {
-		return chains.Submitted{}, false
-	}
-	return e.sub, true
-}
-
-func (r *recentTransfers) put(from common.Address, ref [32]byte, sub chains.Submitted) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	r.entries[recentKey{from, ref}] = recentEntry{sub: sub, at: now}
-	// Expired entries are swept every so often rather than on each put,
-	// keeping put O(1) amortised.
-	if r.puts++; r.puts%1024 == 0 {
-		for k, e := range r.entries {
-			if now.Sub(e.at) > r.ttl {
-				delete(r.entries, k)
-			}
-		}
-	}
 }

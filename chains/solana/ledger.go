@@ -19,6 +19,7 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 
 	"agentpay/chains"
+	"agentpay/chains/internal/recent"
 )
 
 // Config configures a Ledger.
@@ -58,6 +59,9 @@ type Ledger struct {
 	priorityFee  uint64
 	unitLimit    uint32
 	sent         *sentCache
+	// byRef remembers what this ledger sent per (source, Ref) while it may
+	// land, and serialises sends of the same pair.
+	byRef *recent.Transfers[solana.PublicKey]
 }
 
 var _ chains.Ledger = (*Ledger)(nil)
@@ -100,6 +104,7 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 		priorityFee:  cfg.PriorityFee,
 		unitLimit:    cfg.ComputeUnitLimit,
 		sent:         newSentCache(),
+		byRef:        recent.New[solana.PublicKey](sentCacheTTL),
 	}
 	// Checking the mint at start turns a wrong mint or a dead RPC into a
 	// start-up error instead of failed transfers later.

@@ -36,8 +36,11 @@ const (
 // ignores it), so FindTransfer can find the transaction by the reference
 // alone (getSignaturesForAddress) after the caller lost its signature. A
 // Solana transaction is made unique by its recent blockhash and expires
-// with it: a Ref is sent again only once FindTransfer says nothing landed
-// and the earlier blockhash can no longer be valid.
+// with it, and the chain does not refuse a Ref seen before: a Ref this
+// ledger sent that is still pending or included answers that transaction
+// again; one sent elsewhere (or before a restart) is sent again only once
+// FindTransfer says nothing landed and the earlier blockhash can no longer
+// be valid.
 func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
 	src, err := privateKey(req.Key)
 	if err != nil {
@@ -59,6 +62,14 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 	if req.Ref != ([32]byte{}) {
 		k := ReferenceKey(req.Ref)
 		reference = &k
+		release := l.byRef.Lock(owner, req.Ref)
+		defer release()
+		// Unsure whether an earlier send lives (err), sending again could
+		// move the funds twice: the caller retries. A failed or expired one
+		// moved nothing: it is sent anew.
+		if sub, alive, err := l.byRef.Alive(ctx, owner, req.Ref, l.Receipt); err != nil || alive {
+			return sub, err
+		}
 	}
 	instructions, err := l.transferInstructions(owner, to, req.Amount.Uint64(), reference)
 	if err != nil {
@@ -103,9 +114,13 @@ func (l *Ledger) Transfer(ctx context.Context, req chains.TransferRequest) (chai
 			l.sent.remove(sig)
 			return chains.Submitted{}, sendErr
 		}
-		return out, fmt.Errorf("solana: send transaction %s: %w", sig, err)
+		err = fmt.Errorf("solana: send transaction %s: %w", sig, err)
 	}
-	return out, nil
+	if reference != nil {
+		// Also when the outcome is unknown: the transaction may land.
+		l.byRef.Put(owner, req.Ref, out)
+	}
+	return out, err
 }
 
 // transferInstructions builds the optional compute-budget instructions, the
