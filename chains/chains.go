@@ -59,9 +59,12 @@ type TransferRequest struct {
 	To string
 	// Amount in the token's base units; must be positive.
 	Amount *big.Int
-	// Ref identifies the logical transfer. On EVM it is the EIP-3009
-	// authorization nonce, so relaying the same request twice can move the
-	// funds at most once.
+	// Ref identifies the logical transfer (random, one per transfer). The
+	// same request sent again to a ledger while its transaction is pending
+	// or included answers that transaction (or ErrAlreadyUsed) and moves
+	// nothing more. On EVM it is the EIP-3009 authorization nonce, so the
+	// chain itself refuses it once used, whoever relays it; on Solana a
+	// ledger that did not send it must ask FindTransfer first.
 	Ref [32]byte
 }
 
@@ -117,7 +120,8 @@ type Ledger interface {
 	// hash) can learn whether it landed before sending it again. found is
 	// false when no included transaction carries it (yet). EVM: the
 	// EIP-3009 authorization (from, ref); Solana: the reference account
-	// derived from ref (ReferenceKey) on the TransferChecked instruction.
+	// derived from ref (ReferenceKey) on the TransferChecked instruction,
+	// which the Ref alone identifies (Refs are random, one per transfer).
 	FindTransfer(ctx context.Context, from string, ref [32]byte) (txHash string, found bool, err error)
 }
 

@@ -21,15 +21,6 @@ func TestNewKey(t *testing.T) {
 	require.True(t, common.IsHexAddress(addr))
 	// EIP-55: the checksummed form is what we return.
 	require.Equal(t, common.HexToAddress(addr).Hex(), addr)
-
-	again, err := AddressOf(key)
-	require.NoError(t, err)
-	require.Equal(t, addr, again)
-
-	key2, addr2, err := NewKey()
-	require.NoError(t, err)
-	require.NotEqual(t, key, key2)
-	require.NotEqual(t, addr, addr2)
 }
 
 func TestAddressOfInvalidKey(t *testing.T) {

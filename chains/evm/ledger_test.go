@@ -17,71 +17,51 @@ import (
 	"agentpay/chains"
 )
 
-func TestTransferFromKeyWithoutNativeCoin(t *testing.T) {
-	for _, chain := range chains.EVMChains {
-		t.Run(string(chain), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			c := startChain(t, chain)
-			// Over HTTP JSON-RPC, as against a public node.
-			l := c.ledger(t, true)
-			require.Equal(t, chain, l.Chain())
-			require.Equal(t, int32(6), l.Decimals())
-			require.Equal(t, c.USDC.Hex(), l.Token())
+// The source holds USDC and no native coin: the gas wallet relays its
+// EIP-3009 authorization. A ledger that never saw the relay is refused the
+// same authorization by the token (and finds it), so the funds move once
+// across restarts too. (Transfers on every EVM chain: TestConformance.)
+func TestTransferRelaysAuthorization(t *testing.T) {
+	ctx := context.Background()
+	c := startChain(t, chains.Base)
+	// Over HTTP JSON-RPC, as against a public node.
+	l := c.ledger(t, true)
+	require.Equal(t, chains.Base, l.Chain())
 
-			srcKey, src := c.fundedKey(t, 10_000_000)
-			_, dst := newKey(t)
-			native, err := c.Client().BalanceAt(ctx, src, nil)
-			require.NoError(t, err)
-			require.Zero(t, native.Sign(), "the source must hold no native coin")
+	srcKey, src := c.fundedKey(t, 10_000_000)
+	_, dst := newKey(t)
+	native, err := c.Client().BalanceAt(ctx, src, nil)
+	require.NoError(t, err)
+	require.Zero(t, native.Sign(), "the source must hold no native coin")
 
-			req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_234_567), Ref: randomRef(t)}
-			sub, err := l.Transfer(ctx, req)
-			require.NoError(t, err)
-			require.Equal(t, src.Hex(), sub.From)
+	req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_234_567), Ref: randomRef(t)}
+	sub, err := l.Transfer(ctx, req)
+	require.NoError(t, err)
+	r, err := l.Receipt(ctx, sub.TxHash)
+	require.NoError(t, err)
+	require.Equal(t, chains.TxPending, r.State, "pooled until a block is made")
+	r = c.include(t, l, sub.TxHash)
+	require.Equal(t, chains.TxIncluded, r.State, r.Err)
+	native, err = c.Client().BalanceAt(ctx, src, nil)
+	require.NoError(t, err)
+	require.Zero(t, native.Sign(), "the source paid no gas")
 
-			r, err := l.Receipt(ctx, sub.TxHash)
-			require.NoError(t, err)
-			require.Equal(t, chains.TxPending, r.State)
-
-			r = c.include(t, l, sub.TxHash)
-			require.Equal(t, chains.TxIncluded, r.State, r.Err)
-			r, err = l.Wait(ctx, sub.TxHash)
-			require.NoError(t, err)
-			require.Equal(t, chains.TxIncluded, r.State, r.Err)
-			require.NotZero(t, r.Block)
-
-			require.Equal(t, big.NewInt(10_000_000-1_234_567), c.usdcBalance(t, l, src))
-			require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
-			native, err = c.Client().BalanceAt(ctx, src, nil)
-			require.NoError(t, err)
-			require.Zero(t, native.Sign(), "the source paid no gas")
-
-			// Relaying the same request again returns the same transaction...
-			again, err := l.Transfer(ctx, req)
-			require.NoError(t, err)
-			require.Equal(t, sub, again)
-
-			// ...and a ledger that never saw it cannot move the funds twice.
-			fresh := c.ledger(t, false)
-			_, err = fresh.Transfer(ctx, req)
-			require.ErrorIs(t, err, ErrAuthorizationUsed)
-			require.ErrorIs(t, err, chains.ErrAlreadyUsed)
-			require.NotErrorIs(t, err, chains.ErrRefused)
-			used, err := fresh.AuthorizationUsed(ctx, src.Hex(), req.Ref)
-			require.NoError(t, err)
-			require.True(t, used)
-			// ...and it can find the transaction that used the authorization.
-			found, ok, err := fresh.FindAuthorization(ctx, src.Hex(), req.Ref, 0)
-			require.NoError(t, err)
-			require.True(t, ok)
-			require.Equal(t, sub.TxHash, found)
-			_, ok, err = fresh.FindAuthorization(ctx, src.Hex(), randomRef(t), 0)
-			require.NoError(t, err)
-			require.False(t, ok)
-			require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
-		})
-	}
+	fresh := c.ledger(t, false)
+	_, err = fresh.Transfer(ctx, req)
+	require.ErrorIs(t, err, ErrAuthorizationUsed)
+	require.ErrorIs(t, err, chains.ErrAlreadyUsed)
+	require.NotErrorIs(t, err, chains.ErrRefused)
+	used, err := fresh.AuthorizationUsed(ctx, src.Hex(), req.Ref)
+	require.NoError(t, err)
+	require.True(t, used)
+	found, ok, err := fresh.FindAuthorization(ctx, src.Hex(), req.Ref, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, sub.TxHash, found)
+	_, ok, err = fresh.FindAuthorization(ctx, src.Hex(), randomRef(t), 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, big.NewInt(1_234_567), c.usdcBalance(t, l, dst))
 }
 
 func TestTransferRefusals(t *testing.T) {
@@ -91,16 +71,11 @@ func TestTransferRefusals(t *testing.T) {
 	srcKey, _ := c.fundedKey(t, 100)
 	_, dst := newKey(t)
 
+	// Refusals of the chain: TestConformance. These are the ledger's own.
 	_, err := l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(101), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInsufficientBalance)
-	require.ErrorIs(t, err, chains.ErrInsufficientFunds)
-	require.ErrorIs(t, err, chains.ErrRefused)
-	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: "0x1234", Amount: big.NewInt(1), Ref: randomRef(t)})
-	require.ErrorIs(t, err, chains.ErrInvalidAddress)
-	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(0), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInvalidAmount)
-	require.ErrorIs(t, err, chains.ErrRefused)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: []byte{1, 2, 3}, To: dst.Hex(), Amount: big.NewInt(1), Ref: randomRef(t)})
 	require.ErrorIs(t, err, ErrInvalidKey)
 

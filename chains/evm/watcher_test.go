@@ -246,32 +246,6 @@ func TestWatcherCursorReorg(t *testing.T) {
 	require.Equal(t, []string{"final:2"}, kinds(poll(t, w, wl)))
 }
 
-// A watcher rebuilt from State() carries on without reporting anything twice.
-func TestWatcherResume(t *testing.T) {
-	c := startChain(t, chains.Polygon)
-	w := c.watcher(t, false, 3, chains.WatcherState{})
-	_, to := newKey(t)
-	wl := NewWatchlist([]string{to.Hex()})
-	c.deposit(t, to, 100)
-	require.Equal(t, []string{"seen:1"}, kinds(poll(t, w, wl)))
-
-	state := w.State()
-	require.Len(t, state.Pending, 1)
-	cfg := c.config(true)
-	cfg.Confirmations = 3
-	l, err := New(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(l.Close)
-	w2, err := l.NewWatcher(context.Background(), state)
-	require.NoError(t, err)
-	c.Commit()
-	require.Equal(t, []string{"confirmations:2"}, kinds(poll(t, w2, wl)))
-	c.Commit()
-	require.Equal(t, []string{"final:3"}, kinds(poll(t, w2, wl)))
-	c.Commit()
-	require.Empty(t, poll(t, w2, wl))
-}
-
 // Several deposits pending at once, in different blocks and in one block,
 // each go through their own confirmations and finish exactly once.
 func TestWatcherManyPending(t *testing.T) {

@@ -15,25 +15,23 @@ import (
 	agentsolana "agentpay/chains/solana"
 )
 
+// The treasury pays the fee and the rent of the recipient's new token
+// account; the agent needs no SOL. (What every adapter does:
+// TestConformance.)
 func TestLedgerTransfer(t *testing.T) {
 	tc := startChain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := tc.ledger
 	client := rpc.New(tc.dn.RPCURL)
-
 	require.Equal(t, chains.Solana, l.Chain())
 	require.Equal(t, tc.dn.Mint.String(), l.Token())
-	require.Equal(t, int32(6), l.Decimals())
-	head, err := l.Head(ctx)
-	require.NoError(t, err)
-	require.Positive(t, head)
 
 	// The agent holds USDC and no SOL at all; the recipient has never been
 	// seen on chain.
 	agent := newKey(t)
 	recipient := newKey(t).PublicKey()
-	_, err = tc.dn.Send(ctx, agent.PublicKey(), 5_000_000)
+	_, err := tc.dn.Send(ctx, agent.PublicKey(), 5_000_000)
 	require.NoError(t, err)
 	requireBalance(t, l, agent.PublicKey(), 5_000_000)
 	requireBalance(t, l, recipient, 0)
@@ -72,11 +70,6 @@ func TestLedgerTransfer(t *testing.T) {
 	require.Equal(t, chains.TxIncluded, rcpt.State, rcpt.Err)
 	requireBalance(t, l, recipient, 1_234_568)
 
-	r2, err := l.Receipt(ctx, sub.TxHash)
-	require.NoError(t, err)
-	require.Equal(t, chains.TxIncluded, r2.State)
-	require.Equal(t, rcpt.Block, r2.Block)
-
 	// With a priority fee the compute-budget instructions ride along.
 	withFee, err := agentsolana.New(ctx, agentsolana.Config{
 		RPCURL:      tc.dn.RPCURL,
@@ -104,37 +97,24 @@ func TestNewChecksMint(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A transfer the node's preflight refuses says why, with the simulation's
+// logs; a malformed key never reaches the node. (The refusals every adapter
+// reports alike: TestConformance.)
 func TestLedgerTransferRefused(t *testing.T) {
 	tc := startChain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := tc.ledger
-
-	agent := newKey(t)
-	_, err := tc.dn.Send(ctx, agent.PublicKey(), 1_000_000)
-	require.NoError(t, err)
 	to := newKey(t).PublicKey().String()
 
-	// More than the balance: refused by preflight, nothing sent.
-	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: to, Amount: big.NewInt(1_000_001)})
-	require.ErrorIs(t, err, agentsolana.ErrInsufficientFunds)
-	require.ErrorIs(t, err, chains.ErrInsufficientFunds)
-	require.ErrorIs(t, err, chains.ErrRefused)
-	requireBalance(t, l, agent.PublicKey(), 1_000_000)
-
 	// A key without any token account holds nothing.
-	_, err = l.Transfer(ctx, chains.TransferRequest{Key: newKey(t), To: to, Amount: big.NewInt(1)})
+	_, err := l.Transfer(ctx, chains.TransferRequest{Key: newKey(t), To: to, Amount: big.NewInt(1)})
 	require.ErrorIs(t, err, agentsolana.ErrInsufficientFunds)
 	var sendErr *agentsolana.SendError
 	require.ErrorAs(t, err, &sendErr)
 	require.NotEmpty(t, sendErr.Logs)
 
-	// Bad requests never reach the node.
-	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: "not-an-address", Amount: big.NewInt(1)})
-	require.ErrorIs(t, err, chains.ErrInvalidAddress)
-	require.ErrorIs(t, err, chains.ErrRefused)
-	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent, To: to, Amount: big.NewInt(0)})
-	require.ErrorIs(t, err, chains.ErrRefused)
+	agent := newKey(t)
 	_, err = l.Transfer(ctx, chains.TransferRequest{Key: agent[:32], To: to, Amount: big.NewInt(1)})
 	require.Error(t, err)
 
@@ -144,9 +124,6 @@ func TestLedgerTransferRefused(t *testing.T) {
 	r, err := l.Receipt(ctx, unknown.String())
 	require.NoError(t, err)
 	require.Equal(t, chains.TxUnknown, r.State)
-
-	require.NoError(t, l.ValidateAddress(to))
-	require.ErrorIs(t, l.ValidateAddress("0xabc"), chains.ErrInvalidAddress)
 }
 
 func requireBalance(t *testing.T, l *agentsolana.Ledger, owner solana.PublicKey, want uint64) {

@@ -2,7 +2,9 @@ package solana_test
 
 import (
 	"context"
+	"maps"
 	"math/big"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,85 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/chainstest"
 	agentsolana "agentpay/chains/solana"
 )
-
-// depositLog gathers a watcher's events by deposit and checks the
-// reporting rules: seen once, confirmations only growing, final once, never
-// anything after final.
-type depositLog struct {
-	t      *testing.T
-	seen   map[string]chains.Deposit
-	conf   map[string][]uint64
-	final  map[string]int
-	byTx   map[string]string // tx hash -> deposit key
-	events int
-}
-
-func newDepositLog(t *testing.T) *depositLog {
-	return &depositLog{t: t, seen: map[string]chains.Deposit{}, conf: map[string][]uint64{}, final: map[string]int{}, byTx: map[string]string{}}
-}
-
-func (l *depositLog) add(evs []chains.DepositEvent) {
-	t := l.t
-	for _, ev := range evs {
-		l.events++
-		key := ev.Deposit.Key()
-		require.Equal(t, chains.Solana, ev.Deposit.Chain)
-		require.Equal(t, uint64(testFinalizedDepth), ev.Required)
-		switch ev.Kind {
-		case chains.DepositSeen:
-			_, dup := l.seen[key]
-			require.False(t, dup, "deposit %s seen twice", key)
-			l.seen[key] = ev.Deposit
-			l.byTx[ev.Deposit.TxHash] = key
-			l.conf[key] = append(l.conf[key], ev.Confirmations)
-		case chains.DepositConfirmations:
-			require.Contains(t, l.seen, key, "confirmations before seen")
-			require.Zero(t, l.final[key], "confirmations after final")
-			prev := l.conf[key]
-			require.Greater(t, ev.Confirmations, prev[len(prev)-1], "confirmations must grow")
-			require.Less(t, ev.Confirmations, ev.Required)
-			l.conf[key] = append(prev, ev.Confirmations)
-		case chains.DepositFinal:
-			require.Contains(t, l.seen, key, "final before seen")
-			l.final[key]++
-			require.Equal(t, 1, l.final[key], "deposit %s final twice", key)
-			require.GreaterOrEqual(t, ev.Confirmations, ev.Required)
-		case chains.DepositRemoved:
-			t.Fatalf("deposit %s removed on a chain without forks", key)
-		}
-	}
-}
-
-func (l *depositLog) allFinal(txs map[string]expectedDeposit) bool {
-	for tx := range txs {
-		key, ok := l.byTx[tx]
-		if !ok || l.final[key] == 0 {
-			return false
-		}
-	}
-	return true
-}
 
 type expectedDeposit struct {
 	to, from string
 	amount   int64
 }
 
-// pollUntil polls every slot until done or the deadline.
-func pollUntil(ctx context.Context, t *testing.T, w *agentsolana.Watcher, list chains.Watchlist, log *depositLog, done func() bool) {
-	t.Helper()
-	for !done() {
-		evs, err := w.Poll(ctx, list)
-		require.NoError(t, err)
-		log.add(evs)
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out: %d events, seen %d, final %v", log.events, len(log.seen), log.final)
-		case <-time.After(testSlotTime):
-		}
-	}
+func newDepositLog(t *testing.T) *chainstest.DepositLog {
+	return chainstest.NewDepositLog(t, chains.Solana, testFinalizedDepth)
 }
 
 // poller polls every slot in the background while a test makes payments,
@@ -200,36 +134,29 @@ func TestWatcherDeposits(t *testing.T) {
 	require.Equal(t, chains.TxIncluded, rcpt.State)
 	expected[sub.TxHash] = expectedDeposit{to: b, from: agent.PublicKey().String(), amount: 3_000_000}
 
-	for !log.allFinal(expected) {
+	txs := slices.Collect(maps.Keys(expected))
+	for !log.Final(txs...) {
 		evs, err := p.drain()
 		require.NoError(t, err)
-		log.add(evs)
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out: %d events, seen %d, final %v", log.events, len(log.seen), log.final)
-		case <-time.After(testSlotTime):
-		}
+		log.Add(evs)
+		log.Wait(ctx, testSlotTime)
 	}
 	p.close()
 	evs, err = p.drain()
 	require.NoError(t, err)
-	log.add(evs)
+	log.Add(evs)
 
-	require.Len(t, log.seen, len(expected), "only deposits to watched owners")
+	require.Equal(t, len(expected), log.Seen(), "only deposits to watched owners")
 	for tx, want := range expected {
-		key := log.byTx[tx]
-		got := log.seen[key]
+		got, _ := log.Deposit(tx)
 		require.Equal(t, want.to, got.To, tx)
 		require.Equal(t, want.from, got.From, tx)
 		require.Equal(t, big.NewInt(want.amount).String(), got.Amount.String(), tx)
 		require.Positive(t, got.Block)
 		require.Empty(t, got.BlockHash)
 		// Confirmations grew between seen and final.
-		require.Greater(t, len(log.conf[key]), 1, "confirmations of %s: %v", tx, log.conf[key])
-	}
-
-	for tx, key := range log.byTx {
-		t.Logf("%s: confirmations %v", tx[:8], log.conf[key])
+		require.Greater(t, len(log.Confirmations(tx)), 1, "confirmations of %s: %v", tx, log.Confirmations(tx))
+		t.Logf("%s: confirmations %v", tx[:8], log.Confirmations(tx))
 	}
 
 	// Later polls report nothing more, read the 150 token accounts in two
@@ -251,40 +178,6 @@ func TestWatcherDeposits(t *testing.T) {
 	st := w.State()
 	require.Empty(t, st.Pending)
 	require.Positive(t, st.Next)
-}
-
-func TestWatcherResume(t *testing.T) {
-	tc := startChain(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg := agentsolana.WatcherConfig{RPCURL: tc.dn.RPCURL, Mint: tc.dn.Mint.String(), Required: testFinalizedDepth}
-
-	owner := newKey(t).PublicKey().String()
-	list := agentsolana.NewWatchlist([]string{owner})
-	w1, err := agentsolana.NewWatcher(cfg)
-	require.NoError(t, err)
-	_, err = w1.Poll(ctx, list)
-	require.NoError(t, err)
-
-	log := newDepositLog(t)
-	first, err := tc.dn.Send(ctx, mustPub(t, owner), 100)
-	require.NoError(t, err)
-	pollUntil(ctx, t, w1, list, log, func() bool { return len(log.seen) == 1 })
-	require.Zero(t, log.final[log.byTx[first.String()]], "the test needs the first deposit still pending")
-
-	// The first watcher stops; a deposit arrives while none runs.
-	st := w1.State()
-	require.Len(t, st.Pending, 1)
-	second, err := tc.dn.Send(ctx, mustPub(t, owner), 200)
-	require.NoError(t, err)
-
-	cfg.State = st
-	w2, err := agentsolana.NewWatcher(cfg)
-	require.NoError(t, err)
-	want := map[string]expectedDeposit{first.String(): {}, second.String(): {}}
-	pollUntil(ctx, t, w2, list, log, func() bool { return log.allFinal(want) })
-	require.Len(t, log.seen, 2)
-	require.Equal(t, "200", log.seen[log.byTx[second.String()]].Amount.String())
 }
 
 // An address handed out just before a poll and paid before the poll that
@@ -312,9 +205,8 @@ func TestWatcherLateAddress(t *testing.T) {
 
 	log := newDepositLog(t)
 	list := agentsolana.NewWatchlist([]string{early, late})
-	pollUntil(ctx, t, w, list, log, func() bool {
-		return log.allFinal(map[string]expectedDeposit{sig.String(): {}})
-	})
-	require.Len(t, log.seen, 1)
-	require.Equal(t, late, log.seen[log.byTx[sig.String()]].To)
+	log.PollUntil(ctx, w, list, testSlotTime, func() bool { return log.Final(sig.String()) })
+	require.Equal(t, 1, log.Seen())
+	got, _ := log.Deposit(sig.String())
+	require.Equal(t, late, got.To)
 }
