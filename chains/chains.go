@@ -1,6 +1,3 @@
-// Package chains is the service's view of the blockchains it moves USDC on.
-// The service layer depends only on the interfaces here; chains/evm and
-// chains/solana implement them, chains/devnet runs local chains for dev and tests.
 package chains
 
 import (

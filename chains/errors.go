@@ -2,9 +2,7 @@ package chains
 
 import "errors"
 
-// What a chain's answer means to the service. Adapters keep their own errors
-// (with the chain's reason in the text) and file them under these with Mark,
-// so the service decides with errors.Is alone, whatever the chain.
+// What a chain's answer means to the service (see the package doc).
 var (
 	// ErrInvalidAddress is returned when an address is not valid for a chain.
 	ErrInvalidAddress = errors.New("invalid address")

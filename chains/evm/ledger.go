@@ -1,7 +1,9 @@
 // Package evm is the adapter for EVM chains (Base, Arbitrum, Ethereum,
 // Polygon): it moves USDC by relaying EIP-3009 transferWithAuthorization
 // signed by the custodial source key, with gas paid by one relayer wallet,
-// and watches deposits by scanning USDC Transfer logs.
+// and watches deposits by scanning USDC Transfer logs. Wallets is the EVM
+// family's keys (BIP-44), addresses, EIP-681 payment URIs and EIP-712
+// wallet signatures.
 //
 // Address normalisation: the adapter returns EIP-55 checksummed addresses;
 // watchers call Watchlist.Contains with "0x" + 40 lowercase hex digits

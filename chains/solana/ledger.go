@@ -1,5 +1,6 @@
 // Package solana is the Solana adapter: it moves and reads SPL USDC through a
-// standard JSON-RPC node and finds deposits to watched wallets.
+// standard JSON-RPC node and finds deposits to watched wallets. Wallets is
+// Solana's keys (SLIP-0010), addresses and Solana Pay payment URIs.
 //
 // Wallet addresses are owners (system accounts); their USDC lives in the
 // associated token account (ATA) for the configured mint. The service's keys
