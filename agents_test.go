@@ -18,19 +18,20 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
 )
 
 // newAgentsTestService is a service over a fresh database, no chains.
 func newAgentsTestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault, Treasury: tk,
+		DB: openTestDB(t), Vault: v, Treasury: tk,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 	})
@@ -109,7 +110,7 @@ func TestQuickRegister(t *testing.T) {
 	swapped := *reg.Wallets[0]
 	swapped.ID = reg.Wallets[1].ID
 	_, err = svc.walletKey(ctx, &swapped)
-	require.ErrorIs(t, err, ErrVaultOpen, "a ciphertext does not open under another wallet's id")
+	require.ErrorIs(t, err, vault.ErrOpen, "a ciphertext does not open under another wallet's id")
 	stored := svc.cfg.DB.Ent.Wallet.GetX(ctx, reg.Wallets[0].ID)
 	key, err := svc.walletKey(ctx, stored)
 	require.NoError(t, err)

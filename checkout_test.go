@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/internal/vault"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
@@ -33,7 +34,7 @@ import (
 type checkoutFixture struct {
 	svc   *Service
 	db    *DB
-	vault *Vault
+	vault *vault.Vault
 	evm   *devnet.EVM
 	sol   *devnet.Solana
 }
@@ -41,14 +42,14 @@ type checkoutFixture struct {
 func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	t.Helper()
 	ctx := context.Background()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 
-	f := &checkoutFixture{db: openTestDB(t), vault: vault}
+	f := &checkoutFixture{db: openTestDB(t), vault: v}
 	// The treasury holds gas so settlement can relay sweeps and payouts.
 	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		}
 	}
 	f.svc, err = NewService(Config{
-		DB: f.db, Vault: vault, Treasury: tk, Test: nets,
+		DB: f.db, Vault: v, Treasury: tk, Test: nets,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},

@@ -14,14 +14,15 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent"
+	"agentpay/internal/vault"
 )
 
 func TestDeriveDepositKey(t *testing.T) {
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &DB{}, Vault: vault})
+	svc, err := NewService(Config{DB: &DB{}, Vault: v})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -45,7 +46,7 @@ func TestDeriveDepositKey(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err)
-		_, want, err := tt.derive(vault.DepositSeed(), uint32(tt.index))
+		_, want, err := tt.derive(v.DepositSeed(), uint32(tt.index))
 		require.NoError(t, err)
 		require.Equal(t, want, addr, "%s/%d comes from the vault's deposit seed", tt.family, tt.index)
 	}
@@ -72,11 +73,11 @@ func TestDeriveDepositKey(t *testing.T) {
 func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t)
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: db, Vault: vault})
+	svc, err := NewService(Config{DB: db, Vault: v})
 	require.NoError(t, err)
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
 

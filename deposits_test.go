@@ -17,6 +17,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/vault"
 )
 
 // TestScanDepositsResumesFromSavedCursor drives the deposit scan the worker
@@ -30,9 +31,9 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = chain.Close() })
 
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 
 	newService := func() *Service {
@@ -40,7 +41,7 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 		ledger, err := evm.New(ctx, ecfg)
 		require.NoError(t, err)
 		svc, err := NewService(Config{
-			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Test: Networks{chains.Base: {
 				Ledger: ledger,
 				NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
@@ -53,7 +54,7 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 		return svc
 	}
 
-	_, depositAddr, err := evm.DeriveKey(vault.DepositSeed(), 7)
+	_, depositAddr, err := evm.DeriveKey(v.DepositSeed(), 7)
 	require.NoError(t, err)
 	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
 		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)

@@ -15,16 +15,17 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
 )
 
 func newEIP712TestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault, AgentMode: ModeTest,
+		DB: openTestDB(t), Vault: v, AgentMode: ModeTest,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})

@@ -13,6 +13,7 @@ import (
 
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/vault"
 )
 
 func strp(s string) *string { return &s }
@@ -20,12 +21,12 @@ func strp(s string) *string { return &s }
 // newMerchantTestService is a service over a fresh database, no chains.
 func newMerchantTestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: vault,
+		DB: openTestDB(t), Vault: v,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test",
 	})
@@ -115,7 +116,7 @@ func TestMerchantWebhookSecretSealed(t *testing.T) {
 	moved := *b.Merchant
 	moved.WebhookSecretEncrypted = row.WebhookSecretEncrypted
 	_, err = svc.merchantWebhookSecret(&moved)
-	require.ErrorIs(t, err, ErrVaultOpen)
+	require.ErrorIs(t, err, vault.ErrOpen)
 }
 
 func TestAuthenticateMerchant(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/internal/vault"
 )
 
 // Mode separates real money from test money: live keys use the main
@@ -48,7 +49,7 @@ type Networks map[chains.Name]Network
 // environment.
 type Config struct {
 	DB     *DB
-	Vault  *Vault
+	Vault  *vault.Vault
 	Logger *slog.Logger
 	// Treasury holds the service's own wallets: fee recipient and gas payer.
 	Treasury TreasuryKeys

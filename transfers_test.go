@@ -23,6 +23,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
+	"agentpay/internal/vault"
 )
 
 // sendEnv is a service whose agents' wallets live on a Base devnet and a
@@ -30,7 +31,7 @@ import (
 type sendEnv struct {
 	svc      *Service
 	db       *DB
-	vault    *Vault
+	vault    *vault.Vault
 	treasury TreasuryKeys
 	evmNet   *devnet.EVM
 	solNet   *devnet.Solana
@@ -43,11 +44,11 @@ func startSendEnv(t testing.TB) *sendEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
@@ -77,14 +78,14 @@ func startSendEnv(t testing.TB) *sendEnv {
 
 	db := openTestDB(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Treasury: tk,
+		DB: db, Vault: v, Treasury: tk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AgentMode: ModeTest,
 		Test:      Networks{chains.Base: {Ledger: base}, chains.Solana: {Ledger: sol}},
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)
-	return &sendEnv{svc: svc, db: db, vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+	return &sendEnv{svc: svc, db: db, vault: v, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
 }
 
 func randomName(t testing.TB, prefix string) string {

@@ -6,6 +6,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
+	"agentpay/internal/vault"
 )
 
 // TreasuryKeys are the service's own wallets: on EVM chains the gas wallet
@@ -47,14 +48,16 @@ func (t TreasuryKeys) Key(chain chains.Name) []byte {
 	return t.EVM
 }
 
-// TreasuryKeys derives the treasury wallets (index 0 of the treasury seed).
-func (v *Vault) TreasuryKeys() (TreasuryKeys, error) {
+// DeriveTreasuryKeys derives the treasury wallets (index 0 of the vault's
+// treasury seed).
+func DeriveTreasuryKeys(v *vault.Vault) (TreasuryKeys, error) {
 	var t TreasuryKeys
 	var err error
-	if t.EVM, t.EVMAddress, err = evm.DeriveKey(v.treasurySeed, 0); err != nil {
+	seed := v.TreasurySeed()
+	if t.EVM, t.EVMAddress, err = evm.DeriveKey(seed, 0); err != nil {
 		return TreasuryKeys{}, fmt.Errorf("treasury: derive evm key: %w", err)
 	}
-	if t.Solana, t.SolanaAddress, err = solana.DeriveKey(v.treasurySeed, 0); err != nil {
+	if t.Solana, t.SolanaAddress, err = solana.DeriveKey(seed, 0); err != nil {
 		return TreasuryKeys{}, fmt.Errorf("treasury: derive solana key: %w", err)
 	}
 	return t, nil

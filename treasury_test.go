@@ -10,19 +10,20 @@ import (
 
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
+	"agentpay/internal/vault"
 )
 
 func TestTreasuryKeys(t *testing.T) {
-	master, err := GenerateMasterKey()
+	master, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	v1, err := NewVault(master)
+	v1, err := vault.New(master)
 	require.NoError(t, err)
-	v2, err := NewVault(master)
+	v2, err := vault.New(master)
 	require.NoError(t, err)
 
-	t1, err := v1.TreasuryKeys()
+	t1, err := DeriveTreasuryKeys(v1)
 	require.NoError(t, err)
-	t2, err := v2.TreasuryKeys()
+	t2, err := DeriveTreasuryKeys(v2)
 	require.NoError(t, err)
 	require.Equal(t, t1, t2, "the treasury is a function of the master key")
 
@@ -33,11 +34,11 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, t1.SolanaAddress, addr)
 
-	other, err := GenerateMasterKey()
+	other, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	v3, err := NewVault(other)
+	v3, err := vault.New(other)
 	require.NoError(t, err)
-	t3, err := v3.TreasuryKeys()
+	t3, err := DeriveTreasuryKeys(v3)
 	require.NoError(t, err)
 	require.NotEqual(t, t1.EVMAddress, t3.EVMAddress)
 

@@ -27,6 +27,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/vault"
 )
 
 // webhookReceiver is a merchant's endpoint on loopback: it keeps every
@@ -73,13 +74,13 @@ func (r *webhookReceiver) requests() []receivedWebhook {
 // DeliverWebhook themselves; the worker package runs it through River.
 func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	db := openTestDB(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Jobs: newInsertOnlyRiver(t, db),
+		DB: db, Vault: v, Jobs: newInsertOnlyRiver(t, db),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookRetryDelays: delays,
 	})

@@ -27,6 +27,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // agentAPI is a GraphQL server over a real database, with no chains: the
@@ -49,11 +50,11 @@ type agentAPIConfig struct {
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	t.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 	api := &agentAPI{}
 	networks := agentpay.Networks{}
@@ -77,7 +78,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api.DB = testdb.Open(t)
 	api.Svc, err = agentpay.NewService(agentpay.Config{
-		DB: api.DB, Vault: vault, Treasury: tk, Logger: logger,
+		DB: api.DB, Vault: v, Treasury: tk, Logger: logger,
 		AgentMode: agentpay.ModeTest, Test: networks,
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,

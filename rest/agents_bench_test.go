@@ -22,6 +22,7 @@ import (
 	"agentpay"
 	"agentpay/ent/agent"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // benchClients is how many clients send requests at once.
@@ -38,22 +39,22 @@ func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *agentpa
 // IP and minute on the unauthenticated endpoints.
 func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
 	b.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	if err != nil {
 		b.Fatal(err)
 	}
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(v)
 	if err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := testdb.Open(b)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Treasury: tk, Logger: logger,
+		DB: db, Vault: v, Treasury: tk, Logger: logger,
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		IPRateLimit: ipLimit,
 	})

@@ -14,6 +14,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // testAPI is one API instance over a real database. Several instances can
@@ -29,7 +30,7 @@ type testAPI struct {
 // a fresh vault and no chains.
 type testAPIConfig struct {
 	DB     *agentpay.DB
-	Vault  *agentpay.Vault
+	Vault  *vault.Vault
 	Config agentpay.Config // other service settings (networks, limits...)
 }
 
@@ -39,20 +40,20 @@ func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
 	if db == nil {
 		db = testdb.Open(t)
 	}
-	vault := cfg.Vault
-	if vault == nil {
-		key, err := agentpay.GenerateMasterKey()
+	v := cfg.Vault
+	if v == nil {
+		key, err := vault.GenerateMasterKey()
 		require.NoError(t, err)
-		vault, err = agentpay.NewVault(key)
+		v, err = vault.New(key)
 		require.NoError(t, err)
 	}
 	scfg := cfg.Config
-	scfg.DB, scfg.Vault = db, vault
+	scfg.DB, scfg.Vault = db, v
 	if scfg.Logger == nil {
 		scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if scfg.Treasury.EVMAddress == "" {
-		tk, err := vault.TreasuryKeys()
+		tk, err := agentpay.DeriveTreasuryKeys(v)
 		require.NoError(t, err)
 		scfg.Treasury = tk
 	}

@@ -9,6 +9,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // mePaths are every /agents/me/* route; all need a valid X-Agent-Key.
@@ -103,12 +104,12 @@ func TestMeRequiresKey(t *testing.T) {
 // process), even one that has just authenticated the old key and holds it
 // in its authentication cache.
 func TestRegenerateAPIKeyAcrossInstances(t *testing.T) {
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	one := newTestAPI(t, testAPIConfig{Vault: vault})
-	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: vault})
+	one := newTestAPI(t, testAPIConfig{Vault: v})
+	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: v})
 
 	reg := one.register("rotator")
 	resp := two.do(http.MethodGet, "/agents/me/profile", nil, agentKey(reg.APIKey))

@@ -17,15 +17,16 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func newTestService(t *testing.T, test agentpay.Networks) *agentpay.Service {
 	t.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: vault, Test: test})
+	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: v, Test: test})
 	require.NoError(t, err)
 	return svc
 }

@@ -30,6 +30,7 @@ import (
 	"agentpay/ent"
 	"agentpay/graph"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
 )
@@ -50,11 +51,11 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	t.Helper()
 	ctx := context.Background()
 	db := testdb.Open(t)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := vault.TreasuryKeys()
+	tk, err := agentpay.DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
@@ -81,7 +82,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Treasury: tk, Test: nets,
+		DB: db, Vault: v, Logger: logger, Treasury: tk, Test: nets,
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // hookReceiver is a merchant's webhook endpoint on loopback.
@@ -73,25 +74,25 @@ func (r *hookReceiver) setStatus(status int) {
 // the real worker (as `agentpay worker` does).
 type webhookHarness struct {
 	db    *agentpay.DB
-	vault *agentpay.Vault
+	vault *vault.Vault
 	svc   *agentpay.Service
 }
 
 func newWebhookHarness(tb testing.TB, delays []time.Duration) *webhookHarness {
 	tb.Helper()
 	db := testdb.Open(tb)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(tb, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(tb, err)
 	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	require.NoError(tb, err)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Jobs: jobs, WebhookRetryDelays: delays,
+		DB: db, Vault: v, Jobs: jobs, WebhookRetryDelays: delays,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(tb, err)
-	return &webhookHarness{db: db, vault: vault, svc: svc}
+	return &webhookHarness{db: db, vault: v, svc: svc}
 }
 
 // runWorker starts the worker until the test ends.

@@ -22,6 +22,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/graph"
+	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
 	"agentpay/worker"
@@ -31,7 +32,7 @@ import (
 // service layer.
 type platform struct {
 	db       *agentpay.DB
-	vault    *agentpay.Vault
+	vault    *vault.Vault
 	treasury agentpay.TreasuryKeys
 }
 
@@ -41,11 +42,11 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 			return nil, fmt.Errorf("DATA_DIR: %w", err)
 		}
 	}
-	vault, err := agentpay.NewVault(masterKey)
+	v, err := vault.New(masterKey)
 	if err != nil {
 		return nil, fmt.Errorf("MASTER_KEY: %w", err)
 	}
-	treasury, err := vault.TreasuryKeys()
+	treasury, err := agentpay.DeriveTreasuryKeys(v)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	return &platform{db: db, vault: vault, treasury: treasury}, nil
+	return &platform{db: db, vault: v, treasury: treasury}, nil
 }
 
 // requireMasterKey refuses to run serve or worker without MASTER_KEY: a
@@ -73,7 +74,7 @@ func devMasterKey(cfg config) ([]byte, error) {
 	}
 	path := filepath.Join(cfg.DataDir, "master.key")
 	if b, err := os.ReadFile(path); err == nil {
-		key, err := agentpay.ParseMasterKey(strings.TrimSpace(string(b)))
+		key, err := vault.ParseMasterKey(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a valid master key", path)
 		}
@@ -81,7 +82,7 @@ func devMasterKey(cfg config) ([]byte, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	if err != nil {
 		return nil, err
 	}

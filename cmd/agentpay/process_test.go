@@ -38,6 +38,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/devnet"
 	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/vault"
 )
 
 // procTestConfirmations is what a base deposit needs in the process tests:
@@ -121,11 +122,11 @@ func newProcEnv(t *testing.T) *procEnv {
 	requirePostgres(t)
 	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: freshdb.URL(t), Receiver: newWebhookReceiver(t)}
 
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	treasury, err := vault.TreasuryKeys()
+	treasury, err := agentpay.DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 
 	// Blocks only when the test mines them (BlockTime 0): the test decides
