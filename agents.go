@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
 )
 
 // Username rules (spec 2.1).
@@ -154,10 +154,7 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 	if err != nil {
 		return nil, err
 	}
-	inviteCode, err := newInviteCode()
-	if err != nil {
-		return nil, err
-	}
+	inviteCode := vault.InviteCode.New()
 	type custodial struct {
 		id        uuid.UUID
 		chain     chains.Name
@@ -253,30 +250,6 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 		"Fund a wallet by sending USDC to its address; share %s to invite a human.",
 		username, reg.Wallets[0].Address, reg.Wallets[1].Address, reg.InviteURL)
 	return reg, nil
-}
-
-// inviteCodeLen and inviteAlphabet: 10 characters of [a-z0-9] (36^10, about
-// 3.7e15 codes), short enough to type, long enough not to be guessed.
-const (
-	inviteCodeLen  = 10
-	inviteAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-)
-
-func newInviteCode() (string, error) {
-	out := make([]byte, 0, inviteCodeLen)
-	buf := make([]byte, 2*inviteCodeLen)
-	for len(out) < inviteCodeLen {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("generating invite code: %w", err)
-		}
-		for _, b := range buf {
-			// 252 = 7*36: rejecting larger bytes keeps the draw uniform.
-			if b < 252 && len(out) < inviteCodeLen {
-				out = append(out, inviteAlphabet[int(b)%len(inviteAlphabet)])
-			}
-		}
-	}
-	return string(out), nil
 }
 
 func (s *Service) inviteURL(code string) string {

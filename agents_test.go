@@ -172,10 +172,7 @@ func (s *Service) insertRawAgent(ctx context.Context, username string) (*ent.Age
 	if err != nil {
 		return nil, "", err
 	}
-	code, err := newInviteCode()
-	if err != nil {
-		return nil, "", err
-	}
+	code := vault.InviteCode.New()
 	a, err := s.cfg.DB.Ent.Agent.Create().SetUsername(username).SetAPIKeyHash(hash).SetInviteCode(code).Save(ctx)
 	return a, plain, err
 }

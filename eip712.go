@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
 )
 
 // Wallet signatures (spec section 5): advanced registration and external
@@ -142,10 +142,7 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 	if err != nil {
 		return nil, err
 	}
-	nonce, err := newChallengeNonce()
-	if err != nil {
-		return nil, err
-	}
+	nonce := vault.ChallengeNonce.New()
 	// Whole seconds: the message carries the times as text, and they must
 	// read back from either database exactly as they were signed.
 	now := clockNow(ctx).Truncate(time.Second)
@@ -498,12 +495,4 @@ func parseSignature(s string) ([]byte, error) {
 		return nil, bad
 	}
 	return sig, nil
-}
-
-func newChallengeNonce() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating nonce: %w", err)
-	}
-	return "0x" + hex.EncodeToString(b), nil
 }

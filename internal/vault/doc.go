@@ -15,4 +15,9 @@
 //
 // Losing the master key loses every custodial key and deposit address;
 // leaking it leaks them all.
+//
+// Random ids and codes (session and payment ids, invite codes, nonces) are
+// drawn by one generator, IDFormat.New: each character uniform from
+// crypto/rand, by rejection sampling when the alphabet's size does not
+// divide 256, so no character is likelier than another.
 package vault
