@@ -150,7 +150,7 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 	// Keys are generated and sealed before the transaction, which then only
 	// writes. Each wallet id is chosen first: it is the associated data of
 	// the sealed key, so a ciphertext copied to another row does not open.
-	apiKey, apiKeyHash, err := NewSecret(PrefixAgentKey)
+	apiKey, apiKeyHash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return nil, err
 	}
@@ -282,9 +282,6 @@ func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
 	return key, nil
 }
 
-// agentKeyLen is the length of an agent API key (see NewSecret).
-const agentKeyLen = len(PrefixAgentKey) + secretBody
-
 // Authenticate returns the agent whose API key this is, with its wallets
 // (Edges.Wallets, in Wallets order) read in the same query. A missing,
 // malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
@@ -294,10 +291,10 @@ const agentKeyLen = len(PrefixAgentKey) + secretBody
 // The agent is read with raw SQL, not through the ent client: use its
 // fields, not its methods that go back to the database (Update, QueryX).
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, error) {
-	if !wellFormedAgentKey(apiKey) {
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, ErrUnauthorized
 	}
-	hash := HashSecret(apiKey)
+	hash := vault.HashSecret(apiKey)
 	if a, ok := s.agentAuth.get(string(hash)); ok {
 		return a, nil
 	}
@@ -344,7 +341,7 @@ func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent
 		dec, err := s.AllowAgent(ctx, a)
 		return a, dec, err
 	}
-	if !wellFormedAgentKey(apiKey) {
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, RateDecision{}, ErrUnauthorized
 	}
 	return s.leasedAllow(ctx, apiKey, nil)
@@ -456,25 +453,13 @@ func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error
 	return a, ints, nil
 }
 
-func wellFormedAgentKey(k string) bool {
-	if len(k) != agentKeyLen || !strings.HasPrefix(k, PrefixAgentKey) {
-		return false
-	}
-	for i := len(PrefixAgentKey); i < len(k); i++ {
-		if strings.IndexByte(base62Alphabet, k[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // RegenerateAPIKey replaces the agent's API key and returns the new one,
 // shown this once. The old key stops working at once: the hash is replaced
 // in the database, which every instance reads on every request. Only the
 // key the agent authenticated with can be replaced, so of two concurrent
 // regenerations with one key, one wins and the other is ErrUnauthorized.
 func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, error) {
-	plain, hash, err := NewSecret(PrefixAgentKey)
+	plain, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return "", err
 	}

@@ -80,8 +80,8 @@ func TestQuickRegister(t *testing.T) {
 	reg, err := svc.QuickRegister(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "alice", reg.Agent.Username)
-	require.True(t, strings.HasPrefix(reg.APIKey, PrefixAgentKey))
-	require.Equal(t, HashSecret(reg.APIKey), reg.Agent.APIKeyHash, "only the hash is stored")
+	require.True(t, strings.HasPrefix(reg.APIKey, vault.PrefixAgentKey))
+	require.Equal(t, vault.HashSecret(reg.APIKey), reg.Agent.APIKeyHash, "only the hash is stored")
 	require.Len(t, reg.Wallets, 2)
 	require.Equal(t, "solana", reg.Wallets[0].Chain)
 	require.Equal(t, "base", reg.Wallets[1].Chain)
@@ -168,7 +168,7 @@ func TestUniqueViolationTranslated(t *testing.T) {
 
 // insertRawAgent inserts a bare agent row, skipping the service's checks.
 func (s *Service) insertRawAgent(ctx context.Context, username string) (*ent.Agent, string, error) {
-	plain, hash, err := NewSecret(PrefixAgentKey)
+	plain, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return nil, "", err
 	}
@@ -226,12 +226,12 @@ func TestAuthenticateAndRegenerate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reg.Agent.ID, a.ID)
 
-	other, _, err := NewSecret(PrefixAgentKey)
+	other, _, err := vault.NewSecret(vault.PrefixAgentKey)
 	require.NoError(t, err)
 	for name, key := range map[string]string{
 		"missing":           "",
-		"no prefix":         strings.TrimPrefix(reg.APIKey, PrefixAgentKey),
-		"merchant prefix":   "sk_live_" + strings.TrimPrefix(reg.APIKey, PrefixAgentKey),
+		"no prefix":         strings.TrimPrefix(reg.APIKey, vault.PrefixAgentKey),
+		"merchant prefix":   "sk_live_" + strings.TrimPrefix(reg.APIKey, vault.PrefixAgentKey),
 		"truncated":         reg.APIKey[:len(reg.APIKey)-1],
 		"extended":          reg.APIKey + "A",
 		"bad character":     reg.APIKey[:len(reg.APIKey)-1] + "-",

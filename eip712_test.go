@@ -286,7 +286,7 @@ func TestVerifyWallet(t *testing.T) {
 func createBareAgent(t *testing.T, svc *Service, username string) *ent.Agent {
 	t.Helper()
 	return svc.cfg.DB.Ent.Agent.Create().SetUsername(username).
-		SetAPIKeyHash(HashSecret("ak_test_" + username)).SetInviteCode("inv" + username).
+		SetAPIKeyHash(vault.HashSecret("ak_test_" + username)).SetInviteCode("inv" + username).
 		SaveX(context.Background())
 }
 

@@ -144,7 +144,7 @@ func TestAuthenticateMerchant(t *testing.T) {
 		require.Equal(t, tt.mode, auth.Mode)
 	}
 	// Keys of the wrong kind, or with a prefix swapped, are refused.
-	swapped := PrefixSecretTest + reg.Keys.LiveSecretKey[len(PrefixSecretLive):]
+	swapped := vault.PrefixSecretTest + reg.Keys.LiveSecretKey[len(vault.PrefixSecretLive):]
 	for _, k := range []string{"", reg.Keys.LivePublicKey, reg.Keys.WebhookSecret, swapped, reg.Keys.LiveSecretKey + "x"} {
 		_, err := svc.AuthenticateMerchant(ctx, k)
 		require.ErrorIs(t, err, ErrUnauthorized, k)

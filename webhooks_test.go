@@ -92,7 +92,7 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 // merchant registration seals it, and returns the plain secret.
 func createWebhookMerchant(t *testing.T, svc *Service, webhookURL string) (*ent.Merchant, string) {
 	t.Helper()
-	secret, _, err := NewSecret(PrefixWebhookSecret)
+	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
 	require.NoError(t, err)
 	id := uuid.New()
 	sealed, err := svc.cfg.Vault.Seal([]byte(secret), id[:])

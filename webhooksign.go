@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"agentpay/internal/vault"
 )
 
 // Webhook signatures. Every delivery carries two, over the exact bytes of the
@@ -45,7 +47,7 @@ func SignWebhookBody(secret string, body []byte) string {
 // StandardWebhookKey is the HMAC key of the Standard Webhooks signature: the
 // secret's characters after the "whsec_" prefix (see the comment above).
 func StandardWebhookKey(secret string) []byte {
-	return []byte(strings.TrimPrefix(secret, PrefixWebhookSecret))
+	return []byte(strings.TrimPrefix(secret, vault.PrefixWebhookSecret))
 }
 
 // StandardWebhookSignature is the webhook-signature header value for one

@@ -213,7 +213,7 @@ func TestQuickRegisterThenMe(t *testing.T) {
 	name := uniqueName(t, "gql")
 	reg := api.register(t, name)
 	require.Equal(t, name, reg.Username)
-	require.True(t, strings.HasPrefix(reg.APIKey, agentpay.PrefixAgentKey), reg.APIKey)
+	require.True(t, strings.HasPrefix(reg.APIKey, vault.PrefixAgentKey), reg.APIKey)
 	require.Equal(t, "solana", reg.WalletChain)
 	require.Len(t, reg.Wallets, 2)
 	require.Equal(t, "solana", reg.Wallets[0].Chain)
@@ -341,7 +341,7 @@ func TestRegenerateAPIKey(t *testing.T) {
 	api.do(t, reg.APIKey, `mutation { regenerateApiKey { apiKey message } }`, nil).decode(t, &data)
 	newKey := data.RegenerateAPIKey.APIKey
 	require.NotEqual(t, reg.APIKey, newKey)
-	require.True(t, strings.HasPrefix(newKey, agentpay.PrefixAgentKey))
+	require.True(t, strings.HasPrefix(newKey, vault.PrefixAgentKey))
 	require.NotEmpty(t, data.RegenerateAPIKey.Message)
 
 	out := api.do(t, reg.APIKey, `{ me { id } }`, nil)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"agentpay"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -78,7 +77,7 @@ func TestMeRequiresKey(t *testing.T) {
 		"missing":             nil,
 		"empty":               agentKey(""),
 		"malformed":           agentKey("not-a-key"),
-		"wrong prefix":        agentKey("sk_live_" + strings.TrimPrefix(fresh.APIKey, agentpay.PrefixAgentKey)),
+		"wrong prefix":        agentKey("sk_live_" + strings.TrimPrefix(fresh.APIKey, vault.PrefixAgentKey)),
 		"truncated":           agentKey(fresh.APIKey[:len(fresh.APIKey)-2]),
 		"unknown":             agentKey("ak_" + strings.Repeat("A", 43)),
 		"revoked":             agentKey(reg.APIKey),

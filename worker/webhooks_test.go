@@ -118,7 +118,7 @@ func (h *webhookHarness) runWorker(tb testing.TB) {
 // does, and returns it with the plain secret.
 func (h *webhookHarness) merchant(tb testing.TB, webhookURL string) (*ent.Merchant, string) {
 	tb.Helper()
-	secret, _, err := agentpay.NewSecret(agentpay.PrefixWebhookSecret)
+	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
 	require.NoError(tb, err)
 	id := uuid.New()
 	sealed, err := h.vault.Seal([]byte(secret), id[:])

@@ -16,8 +16,12 @@
 // Losing the master key loses every custodial key and deposit address;
 // leaking it leaks them all.
 //
-// Random ids and codes (session and payment ids, invite codes, nonces) are
-// drawn by one generator, IDFormat.New: each character uniform from
-// crypto/rand, by rejection sampling when the alphabet's size does not
+// Credentials (agent and merchant keys, webhook secrets) are a prefix that
+// tells their kind and 256 random bits; only their SHA-256 is stored, and a
+// presented key is compared with it in constant time.
+//
+// Random ids and codes (credentials, session and payment ids, invite codes,
+// nonces) are drawn by one generator, IDFormat.New: each character uniform
+// from crypto/rand, by rejection sampling when the alphabet's size does not
 // divide 256, so no character is likelier than another.
 package vault

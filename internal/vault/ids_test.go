@@ -25,6 +25,12 @@ func TestIDFormats(t *testing.T) {
 		{"challenge nonce", ChallengeNonce, `^0x[0-9a-f]{64}$`},
 		{"CSP nonce", CSPNonce, `^[A-Za-z0-9_-]{22}$`},
 		{"instance tag", InstanceTag, `^[0-9a-f]{12}$`},
+		{"agent key", secretFormat(PrefixAgentKey), `^ak_[0-9A-Za-z]{43}$`},
+		{"live secret key", secretFormat(PrefixSecretLive), `^sk_live_[0-9A-Za-z]{43}$`},
+		{"live public key", secretFormat(PrefixPublicLive), `^pk_live_[0-9A-Za-z]{43}$`},
+		{"test secret key", secretFormat(PrefixSecretTest), `^sk_test_[0-9A-Za-z]{43}$`},
+		{"test public key", secretFormat(PrefixPublicTest), `^pk_test_[0-9A-Za-z]{43}$`},
+		{"webhook secret", secretFormat(PrefixWebhookSecret), `^whsec_[0-9A-Za-z]{43}$`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,11 +1,10 @@
-package agentpay
+package vault
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"math/big"
+	"slices"
 	"strings"
 )
 
@@ -28,27 +27,32 @@ var secretPrefixes = []string{
 	PrefixWebhookSecret, PrefixAgentKey,
 }
 
-const (
-	secretRandomBytes = 32
-	base62Alphabet    = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	// secretBody is the base62 length of 32 bytes (62^43 > 2^256), padded so
-	// every secret of a kind has the same length.
-	secretBody = 43
-)
+// secretLength is how many random base62 characters follow a credential's
+// prefix: 43, since 62^43 > 2^256.
+const secretLength = 43
 
-// NewSecret issues a credential: prefix followed by 32 random bytes in base62
-// (43 characters, so it survives double-click selection and URLs). plain is
-// shown to its owner once; only hash (SHA-256 of plain) is stored.
+// secretFormat is the shape of the credentials of prefix.
+func secretFormat(prefix string) IDFormat {
+	return IDFormat{Prefix: prefix, Alphabet: base62, Length: secretLength}
+}
+
+// NewSecret issues a credential: prefix followed by 43 random base62
+// characters (256 random bits; base62 so it survives double-click selection
+// and URLs). plain is shown to its owner once; only hash (SHA-256 of plain)
+// is stored.
 func NewSecret(prefix string) (plain string, hash []byte, err error) {
-	if !knownPrefix(prefix) {
+	if !slices.Contains(secretPrefixes, prefix) {
 		return "", nil, fmt.Errorf("unknown secret prefix %q", prefix)
 	}
-	b := make([]byte, secretRandomBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, fmt.Errorf("generating secret: %w", err)
-	}
-	plain = prefix + base62(b)
+	plain = secretFormat(prefix).New()
 	return plain, HashSecret(plain), nil
+}
+
+// WellFormedSecret reports whether plain has the shape of a credential of
+// prefix, which says nothing of whether it was issued: authentication
+// refuses a malformed key without looking it up.
+func WellFormedSecret(plain, prefix string) bool {
+	return secretFormat(prefix).Valid(plain)
 }
 
 // HashSecret is the stored form of a credential: SHA-256 of the whole string,
@@ -65,8 +69,9 @@ func SecretMatches(hash []byte, plain string) bool {
 	return subtle.ConstantTimeCompare(hash, HashSecret(plain)) == 1
 }
 
-// SecretPrefix returns the known prefix plain starts with, or "" if none;
-// authentication uses it to tell live from test keys before any lookup.
+// SecretPrefix returns the known prefix plain starts with, or "" if none:
+// it tells what kind of credential a string is (and, for merchant keys,
+// their mode) before any lookup.
 func SecretPrefix(plain string) string {
 	for _, p := range secretPrefixes {
 		if strings.HasPrefix(plain, p) {
@@ -74,26 +79,4 @@ func SecretPrefix(plain string) string {
 		}
 	}
 	return ""
-}
-
-func knownPrefix(prefix string) bool {
-	for _, p := range secretPrefixes {
-		if p == prefix {
-			return true
-		}
-	}
-	return false
-}
-
-// base62 encodes b as a fixed-width big-endian base62 number.
-func base62(b []byte) string {
-	n := new(big.Int).SetBytes(b)
-	out := make([]byte, secretBody)
-	base := big.NewInt(62)
-	rem := new(big.Int)
-	for i := secretBody - 1; i >= 0; i-- {
-		n.DivMod(n, base, rem)
-		out[i] = base62Alphabet[rem.Int64()]
-	}
-	return string(out)
 }
