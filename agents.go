@@ -285,8 +285,8 @@ func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
 // Authenticate returns the agent whose API key this is, with its wallets
 // (Edges.Wallets, in Wallets order) read in the same query. A missing,
 // malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
-// the unique index on the key's hash, and it reads the database every time
-// (no cache), so a regenerated key is refused at once by every instance.
+// the unique index on the key's hash, through the authentication cache
+// (authcache.go): what a key authenticated is trusted for AuthCacheTTL.
 //
 // The agent is read with raw SQL, not through the ent client: use its
 // fields, not its methods that go back to the database (Update, QueryX).
@@ -454,8 +454,9 @@ func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error
 }
 
 // RegenerateAPIKey replaces the agent's API key and returns the new one,
-// shown this once. The old key stops working at once: the hash is replaced
-// in the database, which every instance reads on every request. Only the
+// shown this once. The old key stops working everywhere before it answers:
+// the hash is replaced in the database, and the answer waits until no
+// instance's authentication cache can still hold the old key. Only the
 // key the agent authenticated with can be replaced, so of two concurrent
 // regenerations with one key, one wins and the other is ErrUnauthorized.
 func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, error) {

@@ -443,9 +443,10 @@ func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
 
 // AuthenticateMerchant resolves a secret key (X-Checkout-Secret-Key) to its
 // merchant and mode. A missing, malformed, unknown or rolled key is
-// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It reads
-// the database on every call (one lookup by the unique hash index, no
-// cache), so a rolled key or a deactivation holds at once on every instance.
+// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It is one
+// lookup by the unique hash index, through the authentication cache
+// (authcache.go); a key roll or a deactivation answers only once it holds on
+// every instance.
 func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*MerchantAuth, error) {
 	mode, ok := keyMode(secretKey, vault.PrefixSecretLive, vault.PrefixSecretTest)
 	if !ok {
