@@ -29,6 +29,7 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/webhook"
 )
 
 // Webhooks (spec 6, design.md section 3).
@@ -609,14 +610,9 @@ func postWebhook(ctx context.Context, d *deliveryToSend, secret string, at time.
 	if err != nil {
 		return 0, fmt.Errorf("bad webhook URL: %w", err)
 	}
-	ts := at.Unix()
-	id := d.eventID.String()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", webhookUA)
-	req.Header.Set(HeaderCheckoutSignature, SignWebhookBody(secret, d.payload))
-	req.Header.Set(HeaderWebhookID, id)
-	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderWebhookSignature, StandardWebhookSignature(secret, id, ts, d.payload))
+	webhook.SetSignatureHeaders(req.Header, secret, d.eventID.String(), at, d.payload)
 
 	resp, err := webhookClient(d.livemode).Do(req)
 	if err != nil {

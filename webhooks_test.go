@@ -28,6 +28,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/vault"
+	"agentpay/webhook"
 )
 
 // webhookReceiver is a merchant's endpoint on loopback: it keeps every
@@ -406,8 +407,8 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(r.body)
 	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.header.Get("X-Checkout-Signature"))
-	require.True(t, VerifyWebhookSignature(secret, r.body, r.header.Get("X-Checkout-Signature")))
-	require.False(t, VerifyWebhookSignature(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")))
+	require.NoError(t, webhook.Verify(secret, r.body, r.header.Get("X-Checkout-Signature")))
+	require.ErrorIs(t, webhook.Verify(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")), webhook.ErrSignature)
 
 	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.body" keyed
 	// with the secret's characters after "whsec_".
@@ -419,6 +420,7 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
 	smac.Write(r.body)
 	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"))
+	require.NoError(t, webhook.VerifyStandard(secret, r.header, r.body, time.Minute, time.Now()))
 
 	var body struct {
 		ID, Event, Timestamp string

@@ -22,6 +22,7 @@ import (
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
+	"agentpay/webhook"
 )
 
 // hookReceiver is a merchant's webhook endpoint on loopback.
@@ -200,7 +201,7 @@ func TestWebhookRetriesThenFails(t *testing.T) {
 	for _, r := range got {
 		require.Equal(t, ev.Payload, r.body)
 		require.Equal(t, ev.ID.String(), r.eventID)
-		require.True(t, agentpay.VerifyWebhookSignature(secret, r.body, r.signature))
+		require.NoError(t, webhook.Verify(secret, r.body, r.signature))
 	}
 
 	d := h.deliveries(t, ev.ID)[0]
@@ -250,7 +251,7 @@ func TestWebhookDeliveredOnce(t *testing.T) {
 	seen := map[string]int{}
 	for _, r := range rcv.requests() {
 		seen[r.eventID]++
-		require.True(t, agentpay.VerifyWebhookSignature(secret, r.body, r.signature))
+		require.NoError(t, webhook.Verify(secret, r.body, r.signature))
 	}
 	require.Len(t, seen, len(events))
 	for _, ev := range events {

@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"agentpay/webhook"
 )
 
 // Prefixes of the credentials the service issues. The prefix tells a reader
 // (and a secret scanner) what a leaked string is and, for merchant keys,
 // which mode it belongs to.
 const (
-	PrefixAgentKey      = "ak_"      // agent API key, header X-Agent-Key
-	PrefixSecretLive    = "sk_live_" // merchant secret key, live mode
-	PrefixPublicLive    = "pk_live_" // merchant public key, live mode
-	PrefixSecretTest    = "sk_test_" // merchant secret key, test mode
-	PrefixPublicTest    = "pk_test_" // merchant public key, test mode
-	PrefixWebhookSecret = "whsec_"   // merchant webhook signing secret
+	PrefixAgentKey      = "ak_"                // agent API key, header X-Agent-Key
+	PrefixSecretLive    = "sk_live_"           // merchant secret key, live mode
+	PrefixPublicLive    = "pk_live_"           // merchant public key, live mode
+	PrefixSecretTest    = "sk_test_"           // merchant secret key, test mode
+	PrefixPublicTest    = "pk_test_"           // merchant public key, test mode
+	PrefixWebhookSecret = webhook.SecretPrefix // merchant webhook signing secret
 )
 
 // secretPrefixes lists the known prefixes, longest first where one could be
