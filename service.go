@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"time"
 
@@ -107,6 +108,9 @@ type Service struct {
 	// (authcache.go).
 	agentAuth    *authCache[*ent.Agent]
 	merchantAuth *authCache[*MerchantAuth]
+	// liveWebhooks and testWebhooks send webhook deliveries, each keeping
+	// its idle connections per receiver (newWebhookClient).
+	liveWebhooks, testWebhooks *http.Client
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -136,7 +140,8 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.DB.Ent.Use(agents.hook(agentChangeOf), merchants.hook(merchantChangeOf))
 	}
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
-		agentAuth: agents, merchantAuth: merchants}, nil
+		agentAuth: agents, merchantAuth: merchants,
+		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
 }
 
 // Networks returns the ledgers of a mode.

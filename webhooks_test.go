@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,41 +199,6 @@ func TestValidateWebhookURL(t *testing.T) {
 			require.True(t, IsValidation(err), "%v", err)
 			require.EqualError(t, err, tt.err)
 		})
-	}
-}
-
-func TestIsPublicAddr(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		ip     string
-		public bool
-	}{
-		{"93.184.216.34", true},
-		{"8.8.8.8", true},
-		{"2606:4700:4700::1111", true},
-		{"127.0.0.1", false},
-		{"127.255.0.9", false},
-		{"10.0.0.1", false},
-		{"172.16.5.4", false},
-		{"172.32.0.1", true},
-		{"192.168.0.1", false},
-		{"100.64.0.1", false},
-		{"169.254.169.254", false},
-		{"0.0.0.0", false},
-		{"224.0.0.1", false},
-		{"255.255.255.255", false},
-		{"::1", false},
-		{"::", false},
-		{"::ffff:10.0.0.1", false},
-		{"::ffff:8.8.8.8", true},
-		{"fe80::1", false},
-		{"fd12:3456::1", false},
-		{"64:ff9b::a00:1", false},
-		{"2002:a00:1::1", false},
-		{"ff02::1", false},
-	}
-	for _, tt := range tests {
-		require.Equal(t, tt.public, IsPublicAddr(netip.MustParseAddr(tt.ip)), tt.ip)
 	}
 }
 

@@ -22,4 +22,11 @@
 // bytes after the prefix. A receiver using a Standard Webhooks library passes
 // it "whsec_" + base64(the characters after our prefix), and the library then
 // derives the same key.
+//
+// The sender's side: NewClient builds the HTTP client deliveries go
+// through. With PublicOnly it refuses, when connecting, any address that is
+// not public (IsPublicAddr): the check runs on the IP actually dialled, after
+// name resolution, so neither a name that resolves to a private address nor
+// DNS rebinding gets around it. CheckPublicHost is the early check of a
+// URL's host, before any name is resolved.
 package webhook
