@@ -25,7 +25,7 @@ type IDFormat struct {
 // are part of the API (and of stored rows): TestIDFormats pins each one.
 var (
 	// SessionIDLive and SessionIDTest are checkout session ids, by mode:
-	// 24 base62 characters (142 random bits), URL-safe.
+	// 24 base62 characters (about 143 random bits), URL-safe.
 	SessionIDLive = IDFormat{Prefix: "cs_live_", Alphabet: base62, Length: 24}
 	SessionIDTest = IDFormat{Prefix: "cs_test_", Alphabet: base62, Length: 24}
 	// PaymentID is a payment's public id.
