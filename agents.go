@@ -19,6 +19,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -114,7 +115,7 @@ func (s *Service) createAgent(ctx context.Context, username string, external *ex
 	if err := ValidateUsername(username); err != nil {
 		return nil, err
 	}
-	_, joined := ctx.Value(activeTxKey{}).(*activeTx)
+	joined := store.InTx(ctx)
 	for attempt := 1; ; attempt++ {
 		reg, err := s.tryCreateAgent(ctx, username, external)
 		if err == nil {
@@ -306,7 +307,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 			q = authPostgres
 		}
 		read := s.agentAuth.begin()
-		rows, err := queryCached(context.WithoutCancel(ctx), s.cfg.DB.SQL, q, hash)
+		rows, err := s.cfg.DB.QueryCached(context.WithoutCancel(ctx), q, hash)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -31,7 +32,7 @@ func newAgentsTestService(t *testing.T) *Service {
 	tk, err := DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: v, Treasury: tk,
+		DB: testdb.Open(t), Vault: v, Treasury: tk,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 	})

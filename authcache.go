@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 // The authentication caches: what a key authenticated (an agent with its
@@ -223,40 +224,20 @@ func copyAgent(a *ent.Agent) *ent.Agent {
 	return &out
 }
 
-// hook records the changes that mutations commit; changeOf says whose
-// change a mutation is: (owner, true) for one owner, (uuid.Nil, true) for
-// owners it cannot name (a bulk update), false for none of this cache's.
-func (c *authCache[V]) hook(changeOf func(ent.Mutation) (uuid.UUID, bool)) ent.Hook {
-	return func(next ent.Mutator) ent.Mutator {
-		return ent.MutateFunc(func(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-			owner, ok := changeOf(m)
-			v, err := next.Mutate(ctx, m)
-			if err != nil || !ok {
-				return v, err
-			}
-			changed := c.allChanged
-			if owner != uuid.Nil {
-				changed = func() { c.ownerChanged(owner) }
-			}
-			var tx *ent.Tx
-			if tm, ok := m.(interface{ Tx() (*ent.Tx, error) }); ok {
-				tx, _ = tm.Tx()
-			}
-			if tx == nil {
-				changed()
-				return v, nil
-			}
-			tx.OnCommit(func(next ent.Committer) ent.Committer {
-				return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
-					err := next.Commit(ctx, tx)
-					if err == nil {
-						changed()
-					}
-					return err
-				})
-			})
-			return v, nil
-		})
+// listener records the changes that mutations commit (DB.OnChange);
+// changeOf says whose change a mutation is, read before it runs: (owner,
+// true) for one owner, (uuid.Nil, true) for owners it cannot name (a bulk
+// update), false for none of this cache's.
+func (c *authCache[V]) listener(changeOf func(ent.Mutation) (uuid.UUID, bool)) store.ChangeListener {
+	return func(m ent.Mutation) func() {
+		owner, ok := changeOf(m)
+		switch {
+		case !ok:
+			return nil
+		case owner == uuid.Nil:
+			return c.allChanged
+		}
+		return func() { c.ownerChanged(owner) }
 	}
 }
 

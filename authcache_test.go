@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
+	"agentpay/internal/testdb"
 )
 
 func TestAuthCacheRules(t *testing.T) {
@@ -90,7 +91,7 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 	reg, err := svc.QuickRegister(ctx, "cached")
 	require.NoError(t, err)
 	otherCfg := svc.cfg
-	otherCfg.DB = reopenTestDB(t, svc.cfg.DB)
+	otherCfg.DB = testdb.Reopen(t, svc.cfg.DB)
 	otherCfg.AuthCacheTTL = 2 * time.Second // longer than the steps below take on a slow machine
 	other, err := NewService(otherCfg)
 	require.NoError(t, err)

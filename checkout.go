@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
 )
 
 // The checkout page API (spec 4.4): what the hosted page reads, the
@@ -258,7 +259,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	)
 	for attempt := 0; ; attempt++ {
 		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-			cur, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx)
+			cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx)
 			if err != nil {
 				return err
 			}
@@ -418,7 +419,7 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 		err error
 	)
 	if s.cfg.DB.IsPostgres() {
-		acc, err = statusBatcherFor(s.cfg.DB.SQL).status(ctx, externalID)
+		acc, err = statusBatchers.For(s.cfg.DB).status(ctx, externalID)
 	} else {
 		acc, err = s.readStatus(ctx, externalID)
 	}
@@ -454,7 +455,7 @@ func (s *Service) readStatus(ctx context.Context, externalID string) (*statusAcc
 	if s.cfg.DB.IsPostgres() {
 		placeholder = "$1"
 	}
-	rows, err := queryCached(ctx, s.cfg.DB.SQL, checkoutStatusQuery+placeholder, externalID)
+	rows, err := s.cfg.DB.QueryCached(ctx, checkoutStatusQuery+placeholder, externalID)
 	if err != nil {
 		return nil, err
 	}

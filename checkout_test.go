@@ -26,6 +26,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -33,7 +35,7 @@ import (
 // optionally a real Solana devnet); live mode has no chains.
 type checkoutFixture struct {
 	svc   *Service
-	db    *DB
+	db    *store.DB
 	vault *vault.Vault
 	evm   *devnet.EVM
 	sol   *devnet.Solana
@@ -49,7 +51,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	tk, err := DeriveTreasuryKeys(v)
 	require.NoError(t, err)
 
-	f := &checkoutFixture{db: openTestDB(t), vault: v}
+	f := &checkoutFixture{db: testdb.Open(t), vault: v}
 	// The treasury holds gas so settlement can relay sweeps and payouts.
 	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -22,7 +24,7 @@ func TestDeriveDepositKey(t *testing.T) {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &DB{}, Vault: v})
+	svc, err := NewService(Config{DB: &store.DB{}, Vault: v})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -72,7 +74,7 @@ func TestDeriveDepositKey(t *testing.T) {
 // sessions), Solana has its own.
 func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	v, err := vault.New(key)

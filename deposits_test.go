@@ -17,6 +17,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -26,7 +27,7 @@ import (
 // watcher) neither reports it again nor misses what arrived meanwhile.
 func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = chain.Close() })

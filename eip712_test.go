@@ -15,6 +15,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/wallet"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -25,7 +26,7 @@ func newEIP712TestService(t *testing.T) *Service {
 	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: v, AgentMode: ModeTest,
+		DB: testdb.Open(t), Vault: v, AgentMode: ModeTest,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})

@@ -21,6 +21,7 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/predicate"
 	"agentpay/ent/schematype"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -534,7 +535,7 @@ func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant) (*Mercha
 func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in MerchantInput) (*ent.Merchant, error) {
 	var out *ent.Merchant
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		m, err := ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID))).Only(ctx)
+		m, err := store.ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID))).Only(ctx)
 		if err != nil {
 			return fmt.Errorf("reading merchant: %w", err)
 		}
@@ -636,7 +637,7 @@ func (s *Service) setMerchantActive(ctx context.Context, id uuid.UUID, active bo
 		changed bool
 	)
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		m, err := ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(id))).Only(ctx)
+		m, err := store.ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(id))).Only(ctx)
 		if ent.IsNotFound(err) {
 			return errMerchantNotFound
 		}

@@ -13,6 +13,7 @@ import (
 
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -26,7 +27,7 @@ func newMerchantTestService(t *testing.T) *Service {
 	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: openTestDB(t), Vault: v,
+		DB: testdb.Open(t), Vault: v,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test",
 	})

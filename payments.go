@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -92,7 +93,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 	if err != nil {
 		return fmt.Errorf("reading deposit address: %w", err)
 	}
-	sess, err := ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
+	sess, err := store.ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
 	if err != nil {
 		return fmt.Errorf("locking session: %w", err)
 	}
@@ -432,7 +433,7 @@ func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
 func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error) {
 	expired := false
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		sess, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(id))).Only(ctx)
+		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(id))).Only(ctx)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/internal/testdb"
 )
 
 // paymentFixture is the checkout fixture (a real base devnet, blocks only on
@@ -36,7 +37,7 @@ func newPaymentFixture(t *testing.T) *paymentFixture {
 	ctx := context.Background()
 	f := &paymentFixture{checkoutFixture: newCheckoutFixture(t, false)}
 	cfg := f.svc.cfg
-	cfg.Jobs = newInsertOnlyRiver(t, f.db)
+	cfg.Jobs = testdb.InsertOnlyRiver(t, f.db)
 	svc, err := NewService(cfg)
 	require.NoError(t, err)
 	f.svc = svc
@@ -243,7 +244,7 @@ func TestPaymentExactAmountConfirms(t *testing.T) {
 	require.Equal(t, payment.SettlementStatusPending, *p.SettlementStatus, "queued for the settlement job")
 	require.Equal(t, int64(7_250), *p.SettlementFee)
 	require.Equal(t, int64(7_242_750), *p.SettlementNet)
-	require.Equal(t, 1, countRows(t, f.db, "river_job WHERE kind = 'settle_payment'"))
+	require.Equal(t, 1, testdb.CountRows(t, f.db, "river_job WHERE kind = 'settle_payment'"))
 
 	evs := f.sessionEvents(t, sess)
 	require.Equal(t, EventPaymentDetected, evs[0].Type)

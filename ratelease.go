@@ -603,10 +603,10 @@ func (s *Service) reserveLease(ctx context.Context, hash []byte, a *ent.Agent, i
 	if byKey {
 		args[0] = hash
 		read = s.agentAuth.begin()
-		rows, err = queryCached(ctx, s.cfg.DB.SQL, leaseByKeyPostgres, args...)
+		rows, err = s.cfg.DB.QueryCached(ctx, leaseByKeyPostgres, args...)
 	} else {
 		args[0] = id
-		rows, err = queryCached(ctx, s.cfg.DB.SQL, leaseByIDPostgres, append(args, string(a.Tier))...)
+		rows, err = s.cfg.DB.QueryCached(ctx, leaseByIDPostgres, append(args, string(a.Tier))...)
 	}
 	if err != nil {
 		return res, nil, fmt.Errorf("rate limit: reserving: %w", err)

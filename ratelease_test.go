@@ -12,6 +12,8 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -23,7 +25,7 @@ func requireLeases(t *testing.T) {
 }
 
 // counterValue is the stored count of an agent's window (0 without a row).
-func counterValue(t *testing.T, db *DB, a *ent.Agent, window string, start time.Time) int64 {
+func counterValue(t *testing.T, db *store.DB, a *ent.Agent, window string, start time.Time) int64 {
 	t.Helper()
 	c, err := db.Ent.RateLimitCounter.Query().
 		Where(ratelimitcounter.Key(agentRateScope(a.ID.String())+":"+window), ratelimitcounter.WindowStart(start.Unix())).
@@ -59,7 +61,7 @@ func TestLeaseSize(t *testing.T) {
 func TestLeaseReservesBlocks(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -89,7 +91,7 @@ func TestLeaseReservesBlocks(t *testing.T) {
 func TestLeaseCappedAtLimit(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -116,7 +118,7 @@ func TestLeaseCappedAtLimit(t *testing.T) {
 func TestLeaseSharedAcrossInstances(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc1, _ := newRateService(t, db, 0, 0)
 	svc2, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
@@ -178,7 +180,7 @@ func TestLeaseSharedAcrossInstances(t *testing.T) {
 func TestLeaseRenewsAcrossWindows(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT4)
 	ctx := context.Background()
@@ -226,7 +228,7 @@ func TestLeaseRenewsAcrossWindows(t *testing.T) {
 func TestLeaseDoesNotCacheKeys(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc1, _ := newRateService(t, db, 0, 0)
 	svc2, _ := newRateService(t, db, 0, 0)
 	ctx := context.Background()

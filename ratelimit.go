@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"agentpay/ent"
+	"agentpay/internal/store"
 )
 
 // Rate limits (spec section 8, design.md section 3).
@@ -207,10 +208,10 @@ type rateLimiter struct {
 	scopes *scopeLeases
 }
 
-func newRateLimiter(db *DB, logger *slog.Logger) *rateLimiter {
+func newRateLimiter(db *store.DB, logger *slog.Logger) *rateLimiter {
 	l := &rateLimiter{now: time.Now}
 	if db.IsPostgres() {
-		l.store = &pgRateStore{db: db.SQL, logger: logger}
+		l.store = &pgRateStore{db: db, logger: logger}
 		l.scopes = newScopeLeases()
 		if pgAgentRateCountable() {
 			l.leases = newLeaseTable()
@@ -284,7 +285,7 @@ func decide(now time.Time, windows []rateWindow, hits []rateHit, counts []int64,
 
 // pgRateStore counts in rate_limit_counters, shared by every instance.
 type pgRateStore struct {
-	db     *sql.DB
+	db     *store.DB
 	logger *slog.Logger
 
 	mu    sync.Mutex
@@ -342,7 +343,7 @@ func (p *pgRateStore) stmt(ctx context.Context, n int) (*sql.Stmt, error) {
 	if st := p.stmts[n-1]; st != nil {
 		return st, nil
 	}
-	st, err := p.db.PrepareContext(ctx, pgRateSQL(n))
+	st, err := p.db.SQL.PrepareContext(ctx, pgRateSQL(n))
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +407,7 @@ func (p *pgRateStore) maybeCleanup(now int64) {
 
 // cleanup deletes the counters of windows ended by now.
 func (p *pgRateStore) cleanup(ctx context.Context, now int64) (int64, error) {
-	res, err := p.db.ExecContext(ctx, "DELETE FROM rate_limit_counters WHERE expires_at <= $1", now)
+	res, err := p.db.SQL.ExecContext(ctx, "DELETE FROM rate_limit_counters WHERE expires_at <= $1", now)
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"agentpay/ent/agent"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -17,7 +18,7 @@ import (
 //
 //	go test -run '^$' -bench AllowAgent -benchtime 3s .
 func BenchmarkAllowAgent(b *testing.B) {
-	db := openTestDB(b)
+	db := testdb.Open(b)
 	svc, _ := newRateService(b, db, 0, 0)
 	var calls atomic.Int64
 	svc.setRateClock(func() time.Time {
@@ -63,7 +64,7 @@ func BenchmarkPgRateStatement(b *testing.B) {
 	if !freshdb.IsPostgres() {
 		b.Skip("PostgreSQL only")
 	}
-	db := openTestDB(b)
+	db := testdb.Open(b)
 	ctx := context.Background()
 	hits := func(i int) []any {
 		start := int64(1_900_000_000 + (i/200)*3600)

@@ -15,6 +15,8 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/vault"
 )
@@ -43,7 +45,7 @@ var rateEpoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 
 // newRateService builds a service on db with the given IP limits and a clock
 // set to rateEpoch.
-func newRateService(t testing.TB, db *DB, ipLimit, registerLimit int) (*Service, *rateClock) {
+func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *rateClock) {
 	t.Helper()
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
@@ -85,7 +87,7 @@ func allowAgentN(t *testing.T, svc *Service, a *ent.Agent, n int) (allowed int, 
 
 func TestAllowAgentPerMinuteByTier(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	clock.Set(rateEpoch.Add(15 * time.Second))
 
@@ -126,7 +128,7 @@ func TestAllowAgentPerMinuteByTier(t *testing.T) {
 
 func TestAllowAgentDecision(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT0)
 
@@ -158,7 +160,7 @@ func TestAllowAgentDecision(t *testing.T) {
 
 func TestAllowAgentPerHour(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT0)
 
@@ -196,7 +198,7 @@ func TestAllowAgentPerHour(t *testing.T) {
 
 func TestAllowAgentHourFullWhileMinuteRefuses(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT0)
 
@@ -223,7 +225,7 @@ func TestAllowAgentHourFullWhileMinuteRefuses(t *testing.T) {
 
 func TestAllowAgentConcurrent(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT0)
 
@@ -258,7 +260,7 @@ func TestAllowAgentSharedAcrossInstances(t *testing.T) {
 	if !freshdb.IsPostgres() {
 		t.Skip("counters are shared through PostgreSQL; SQLite runs one process")
 	}
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc1, _ := newRateService(t, db, 0, 0)
 	svc2, _ := newRateService(t, db, 0, 0)
 	a := rateAgent(agent.TierT0)
@@ -296,7 +298,7 @@ func TestAllowIP(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db := openTestDB(t)
+			db := testdb.Open(t)
 			svc, clock := newRateService(t, db, tt.ipLimit, tt.registerLimit)
 			clock.Set(rateEpoch.Add(10 * time.Second))
 			var (
@@ -331,7 +333,7 @@ func TestAllowIP(t *testing.T) {
 
 func TestAllowIPKindsCountApart(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, _ := newRateService(t, db, 5, 1)
 	ctx := context.Background()
 
@@ -378,7 +380,7 @@ func TestIPScope(t *testing.T) {
 // SQLite.
 func TestRateLimitCleanup(t *testing.T) {
 	t.Parallel()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 0, 0)
 	ctx := context.Background()
 	a := rateAgent(agent.TierT0)
@@ -435,7 +437,7 @@ func TestPgRateSQLKeepsCommitsSynchronous(t *testing.T) {
 	if !freshdb.IsPostgres() {
 		t.Skip("PostgreSQL only")
 	}
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	ctx := context.Background()
 	conn, err := db.SQL.Conn(ctx)
 	require.NoError(t, err)

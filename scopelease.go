@@ -185,7 +185,7 @@ func (l *rateLimiter) reserveScope(ctx context.Context, hit rateHit, want int64)
 	if !ok {
 		return 0, 0, fmt.Errorf("leases need the PostgreSQL counters")
 	}
-	rows, err := queryCached(ctx, p.db, scopeLeaseSQL, hit.key, hit.start, hit.until, want, int64(hit.limit))
+	rows, err := p.db.QueryCached(ctx, scopeLeaseSQL, hit.key, hit.start, hit.until, want, int64(hit.limit))
 	if err != nil {
 		return 0, 0, err
 	}

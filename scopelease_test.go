@@ -12,11 +12,13 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 // ipCounterValue is the stored count of an address's window (0 without a
 // row).
-func ipCounterValue(t *testing.T, db *DB, ip, window string, start time.Time) int64 {
+func ipCounterValue(t *testing.T, db *store.DB, ip, window string, start time.Time) int64 {
 	t.Helper()
 	c, err := db.Ent.RateLimitCounter.Query().
 		Where(ratelimitcounter.Key("ip:"+ipScope(ip)+":"+window), ratelimitcounter.WindowStart(start.Unix())).
@@ -35,7 +37,7 @@ func ipCounterValue(t *testing.T, db *DB, ip, window string, start time.Time) in
 func TestIPLeaseReservesBlocks(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, clock := newRateService(t, db, 600, 20)
 	ctx := context.Background()
 	const ip = "203.0.113.7"
@@ -72,10 +74,10 @@ func TestIPLeaseReservesBlocks(t *testing.T) {
 func TestIPLeaseNeverPassesTheLimitAcrossInstances(t *testing.T) {
 	t.Parallel()
 	requireLeases(t)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	const limit = 400 // blocks of 12
 	one, _ := newRateService(t, db, limit, 0)
-	two, _ := newRateService(t, reopenTestDB(t, db), limit, 0)
+	two, _ := newRateService(t, testdb.Reopen(t, db), limit, 0)
 	ctx := context.Background()
 	const ip = "2001:db8::1"
 

@@ -14,6 +14,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -49,7 +50,7 @@ type Networks map[chains.Name]Network
 // Config is everything the service layer needs; cmd builds it from the
 // environment.
 type Config struct {
-	DB     *DB
+	DB     *store.DB
 	Vault  *vault.Vault
 	Logger *slog.Logger
 	// Treasury holds the service's own wallets: fee recipient and gas payer.
@@ -136,9 +137,8 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
-	if cfg.DB.Ent != nil {
-		cfg.DB.Ent.Use(agents.hook(agentChangeOf), merchants.hook(merchantChangeOf))
-	}
+	cfg.DB.OnChange(agents.listener(agentChangeOf))
+	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil

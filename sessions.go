@@ -16,6 +16,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -392,7 +393,7 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p Sessio
 func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
 	var out *ent.CheckoutSession
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		sess, err := ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(s.ownSession(auth, externalID)...)).Only(ctx)
+		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(s.ownSession(auth, externalID)...)).Only(ctx)
 		if ent.IsNotFound(err) {
 			return errNoSuchSession
 		}

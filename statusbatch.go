@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"agentpay/internal/store"
 )
 
 // statusBatchMax bounds the sessions one batched statement reads. One
-// statement runs at a time per pool (groupBatch), so every poll that
+// statement runs at a time per pool (store.GroupBatch), so every poll that
 // arrives during a read joins the next one (a read never waits on a lock,
 // so at most two reads' time); two at a time halved the batches and
 // measured lower (BenchmarkCheckoutStatus).
@@ -21,8 +23,8 @@ const (
 )
 
 // statusBatcher coalesces concurrent status reads into shared statements
-// (groupBatch). Every request is read by a statement that starts after it
-// arrived, so an answer is never older than its request.
+// (store.GroupBatch). Every request is read by a statement that starts
+// after it arrived, so an answer is never older than its request.
 //
 // The batched statement runs on a connection of the batcher's own, where it
 // is prepared under plan_cache_mode = force_generic_plan. Left to its
@@ -34,8 +36,8 @@ const (
 // setting stays on that connection: every other statement keeps the
 // default.
 type statusBatcher struct {
-	db    *sql.DB
-	calls groupBatch[*statusCall]
+	db    *store.DB
+	calls *store.GroupBatch[*statusCall]
 
 	// connMu is held while conn is in use, and guards conn and stmt.
 	connMu sync.Mutex
@@ -51,21 +53,19 @@ type statusCall struct {
 	err  error
 }
 
-// statusBatchers holds each pool's batcher, beside its statement cache.
-var statusBatchers sync.Map // *sql.DB -> *statusBatcher
+// statusBatchers holds each DB's batcher, shared by every Service on it.
+var statusBatchers = store.NewPerDB(newStatusBatcher, (*statusBatcher).close)
 
-func statusBatcherFor(db *sql.DB) *statusBatcher {
-	return perPool(&statusBatchers, db, func() *statusBatcher {
-		b := &statusBatcher{db: db}
-		b.calls = groupBatch[*statusCall]{max: statusBatchMax, do: b.serve}
-		return b
-	})
+func newStatusBatcher(db *store.DB) *statusBatcher {
+	b := &statusBatcher{db: db}
+	b.calls = store.NewGroupBatch(statusBatchMax, b.serve)
+	return b
 }
 
 // status reads a session's status rows; nil when there is no such session.
 func (b *statusBatcher) status(ctx context.Context, externalID string) (*statusAcc, error) {
 	c := &statusCall{id: externalID, done: make(chan struct{})}
-	b.calls.submit(c)
+	b.calls.Submit(c)
 	select {
 	case <-c.done:
 		return c.acc, c.err
@@ -133,11 +133,11 @@ func (b *statusBatcher) read(ctx context.Context, batch []*statusCall) error {
 func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*sql.Rows, error) {
 	if b.stmt == nil && !b.closed {
 		if err := b.connectLocked(ctx); err != nil {
-			return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+			return b.db.QueryCached(ctx, checkoutStatusBatchQuery, ids)
 		}
 	}
 	if b.stmt == nil {
-		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+		return b.db.QueryCached(ctx, checkoutStatusBatchQuery, ids)
 	}
 	rows, err := b.stmt.QueryContext(ctx, ids)
 	if err != nil && ctx.Err() == nil {
@@ -145,7 +145,7 @@ func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*s
 		// session): the pool, which replaces bad connections, answers this
 		// batch, and the next one opens another connection.
 		b.disconnectLocked()
-		return queryCached(ctx, b.db, checkoutStatusBatchQuery, ids)
+		return b.db.QueryCached(ctx, checkoutStatusBatchQuery, ids)
 	}
 	return rows, err
 }
@@ -153,7 +153,7 @@ func (b *statusBatcher) queryLocked(ctx context.Context, ids pq.StringArray) (*s
 // connectLocked takes a connection out of the pool for the batched
 // statement (b.connMu held).
 func (b *statusBatcher) connectLocked(ctx context.Context) error {
-	conn, err := b.db.Conn(ctx)
+	conn, err := b.db.SQL.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,14 +183,8 @@ func (b *statusBatcher) disconnectLocked() {
 	b.conn, b.stmt = nil, nil
 }
 
-// closeStatusBatcher gives back the connection of db's batcher; the pool is
-// closing.
-func closeStatusBatcher(db *sql.DB) {
-	v, ok := statusBatchers.LoadAndDelete(db)
-	if !ok {
-		return
-	}
-	b := v.(*statusBatcher)
+// close gives back the batcher's connection; the pool is closing.
+func (b *statusBatcher) close() {
 	b.connMu.Lock()
 	defer b.connMu.Unlock()
 	b.closed = true

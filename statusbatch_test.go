@@ -49,7 +49,7 @@ func TestStatusBatchesUseTheGenericPlan(t *testing.T) {
 		poll()
 	}
 
-	b := statusBatcherFor(f.db.SQL)
+	b := statusBatchers.For(f.db)
 	plans := func() (generic, custom int64) {
 		t.Helper()
 		b.connMu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/store"
 )
 
 // Live session status (design.md section 1): every committed change of a
@@ -46,7 +47,7 @@ type StatusBroker interface {
 
 // NewStatusBroker returns the broker for db: a PostgreSQL LISTEN/NOTIFY
 // broker on PostgreSQL, an in-process one on SQLite.
-func NewStatusBroker(db *DB, logger *slog.Logger) StatusBroker {
+func NewStatusBroker(db *store.DB, logger *slog.Logger) StatusBroker {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -227,7 +228,7 @@ func newLocalStatusBroker() *localStatusBroker {
 // is that transaction, or nil inside one); outside a transaction, at once.
 func (b *localStatusBroker) Publish(ctx context.Context, sqlTx *sql.Tx, externalID, status string) error {
 	deliver := func() { b.hub.deliver(externalID, status) }
-	if !afterCommit(ctx, sqlTx, deliver) {
+	if !store.AfterCommit(ctx, sqlTx, deliver) {
 		deliver()
 	}
 	return nil

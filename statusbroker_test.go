@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
+	"agentpay/internal/testdb"
 )
 
 // recvStatus waits for the next status on ch.
@@ -40,7 +41,7 @@ func requireNoStatus(t *testing.T, ch <-chan string) {
 // NewStatusBroker picks for the test database (in-process on SQLite,
 // LISTEN/NOTIFY on PostgreSQL).
 func TestStatusBrokerDeliversOnCommitOnly(t *testing.T) {
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	b := NewStatusBroker(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -97,7 +98,7 @@ func TestStatusBrokerDeliversOnCommitOnly(t *testing.T) {
 // TestPGStatusBrokerListenerLifecycle: the listener connection exists only
 // while there are subscribers, and a new one works after the last left.
 func TestPGStatusBrokerListenerLifecycle(t *testing.T) {
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	if !db.IsPostgres() {
 		t.Skip("needs PostgreSQL: set TEST_DATABASE_URL")
 	}

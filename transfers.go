@@ -23,6 +23,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/store"
 )
 
 // Agent-to-agent sends (spec 2.3, design.md 3).
@@ -166,7 +167,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		// order (one order for everyone, so two locks never deadlock). Both
 		// are locked, not just the chosen one, because the daily limit spans
 		// chains.
-		senderWallets, err := ForUpdate(s.cfg.DB, tx.Wallet.Query().
+		senderWallets, err := store.ForUpdate(s.cfg.DB, tx.Wallet.Query().
 			Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).
 			Order(ent.Asc(wallet.FieldID))).All(ctx)
 		if err != nil {

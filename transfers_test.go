@@ -23,6 +23,8 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
@@ -30,7 +32,7 @@ import (
 // Solana devnet, with a treasury funded with gas on both.
 type sendEnv struct {
 	svc      *Service
-	db       *DB
+	db       *store.DB
 	vault    *vault.Vault
 	treasury TreasuryKeys
 	evmNet   *devnet.EVM
@@ -76,7 +78,7 @@ func startSendEnv(t testing.TB) *sendEnv {
 	})
 	require.NoError(t, err)
 
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, err := NewService(Config{
 		DB: db, Vault: v, Treasury: tk,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),

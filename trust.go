@@ -11,6 +11,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 )
 
 // Trust score: 0 to 100, the sum of these parts (design.md section 3 names
@@ -177,7 +178,7 @@ func trustInputsOf(a *ent.Agent, now time.Time) TrustInputs {
 // that transaction, so the score commits with the change that caused it.
 func (s *Service) RecomputeTrust(ctx context.Context, agentID uuid.UUID) error {
 	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		a, err := ForUpdate(s.cfg.DB, tx.Agent.Query().Where(agent.ID(agentID))).Only(ctx)
+		a, err := store.ForUpdate(s.cfg.DB, tx.Agent.Query().Where(agent.ID(agentID))).Only(ctx)
 		if ent.IsNotFound(err) {
 			return ErrNotFound
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 )
 
 func TestTierFor(t *testing.T) {
@@ -121,7 +122,7 @@ func TestRecomputeTrust(t *testing.T) {
 }
 
 // backdateAgent moves an agent's created_at (immutable in ent) into the past.
-func backdateAgent(t *testing.T, db *DB, id uuid.UUID, by time.Duration) {
+func backdateAgent(t *testing.T, db *store.DB, id uuid.UUID, by time.Duration) {
 	t.Helper()
 	q := "UPDATE agents SET created_at = ? WHERE id = ?"
 	if db.IsPostgres() {

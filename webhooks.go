@@ -489,7 +489,7 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
 	}
 	if s.cfg.DB.IsPostgres() {
-		applied, err := webhookTryBatcherFor(s.cfg.DB.SQL).record(ctx, t, a.ID)
+		applied, err := webhookTryBatchers.For(s.cfg.DB).record(ctx, t, a.ID)
 		if err != nil {
 			return nil, false, err
 		}
@@ -552,7 +552,7 @@ func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*delive
 	if s.cfg.DB.IsPostgres() {
 		q = deliveryToSendQuery + "$1"
 	}
-	rows, err := queryCached(ctx, s.cfg.DB.SQL, q, id)
+	rows, err := s.cfg.DB.QueryCached(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
 	}

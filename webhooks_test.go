@@ -26,6 +26,8 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 	"agentpay/webhook"
 )
@@ -78,9 +80,9 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: v, Jobs: newInsertOnlyRiver(t, db),
+		DB: db, Vault: v, Jobs: testdb.InsertOnlyRiver(t, db),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookRetryDelays: delays,
 	})
@@ -148,7 +150,7 @@ func onlyDelivery(t *testing.T, svc *Service, eventID uuid.UUID) *ent.WebhookDel
 	return d
 }
 
-func countDeliverJobs(t *testing.T, db *DB) int {
+func countDeliverJobs(t *testing.T, db *store.DB) int {
 	t.Helper()
 	var n int
 	require.NoError(t, db.SQL.QueryRowContext(context.Background(),
@@ -299,8 +301,8 @@ func TestRecordEventOutbox(t *testing.T) {
 				require.NoError(t, err)
 			}
 			db := svc.cfg.DB
-			require.Equal(t, tt.events, countRows(t, db, "webhook_events"))
-			require.Equal(t, tt.deliveries, countRows(t, db, "webhook_deliveries"))
+			require.Equal(t, tt.events, testdb.CountRows(t, db, "webhook_events"))
+			require.Equal(t, tt.deliveries, testdb.CountRows(t, db, "webhook_deliveries"))
 			require.Equal(t, tt.jobs, countDeliverJobs(t, db))
 			if tt.deliveries == 1 {
 				d, err := db.Ent.WebhookDelivery.Query().Only(ctx)
@@ -334,7 +336,7 @@ func TestRecordEventNeedsJobs(t *testing.T) {
 		return err
 	})
 	require.ErrorContains(t, err, "Config.Jobs")
-	require.Equal(t, 0, countRows(t, svc.cfg.DB, "webhook_events"))
+	require.Equal(t, 0, testdb.CountRows(t, svc.cfg.DB, "webhook_events"))
 }
 
 // TestDeliverWebhookSigned: the receiver gets the stored bytes with both

@@ -3,12 +3,13 @@ package agentpay
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	"agentpay/internal/store"
 )
 
 // Webhook tries on PostgreSQL are recorded in shared statements (group
@@ -23,10 +24,10 @@ import (
 // webhookTryBatchMax bounds the tries one statement records.
 const webhookTryBatchMax = 500
 
-// webhookTryBatcher records the tries of one pool (groupBatch).
+// webhookTryBatcher records the tries of one pool (store.GroupBatch).
 type webhookTryBatcher struct {
-	db    *sql.DB
-	calls groupBatch[*webhookTryCall]
+	db    *store.DB
+	calls *store.GroupBatch[*webhookTryCall]
 	// statements counts the batches written (tests).
 	statements atomic.Int64
 }
@@ -39,15 +40,14 @@ type webhookTryCall struct {
 	err     error
 }
 
-// webhookTryBatchers holds each pool's batcher.
-var webhookTryBatchers sync.Map // *sql.DB -> *webhookTryBatcher
+// webhookTryBatchers holds each DB's batcher, shared by every Service on
+// it; it holds nothing to release.
+var webhookTryBatchers = store.NewPerDB(newWebhookTryBatcher, nil)
 
-func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
-	return perPool(&webhookTryBatchers, db, func() *webhookTryBatcher {
-		b := &webhookTryBatcher{db: db}
-		b.calls = groupBatch[*webhookTryCall]{max: webhookTryBatchMax, do: b.serve}
-		return b
-	})
+func newWebhookTryBatcher(db *store.DB) *webhookTryBatcher {
+	b := &webhookTryBatcher{db: db}
+	b.calls = store.NewGroupBatch(webhookTryBatchMax, b.serve)
+	return b
 }
 
 // record writes the try (its attempt row with id attempt, and the
@@ -55,7 +55,7 @@ func webhookTryBatcherFor(db *sql.DB) *webhookTryBatcher {
 // was still pending. It returns once the batch holding it has committed.
 func (b *webhookTryBatcher) record(ctx context.Context, t webhookTry, attempt uuid.UUID) (bool, error) {
 	c := &webhookTryCall{try: t, attempt: attempt, done: make(chan struct{})}
-	b.calls.submit(c)
+	b.calls.Submit(c)
 	select {
 	case <-c.done:
 		return c.applied, c.err
@@ -101,7 +101,7 @@ func (b *webhookTryBatcher) write(ctx context.Context, batch []*webhookTryCall) 
 			completions[i] = sql.NullString{String: ts(t.now), Valid: true}
 		}
 	}
-	rows, err := queryCached(ctx, b.db, recordWebhookTriesPostgres,
+	rows, err := b.db.QueryCached(ctx, recordWebhookTriesPostgres,
 		pq.StringArray(deliveries), pq.StringArray(ats), pq.StringArray(statuses), pq.Array(nexts), pq.Array(completions),
 		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs))
 	if err != nil {

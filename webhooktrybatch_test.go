@@ -43,8 +43,8 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 	// The first batch is held on a table lock until every other try has
 	// arrived, so the count below does not depend on how the sends happen
 	// to overlap: the held batch, then one batch for all the rest.
-	b := webhookTryBatcherFor(svc.cfg.DB.SQL)
-	statementsBefore, triesBefore := b.statements.Load(), b.calls.submittedCalls()
+	b := webhookTryBatchers.For(svc.cfg.DB)
+	statementsBefore, triesBefore := b.statements.Load(), b.calls.Submitted()
 	lock, err := svc.cfg.DB.SQL.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer lock.Rollback() //nolint:errcheck // committed below
@@ -63,7 +63,7 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 		}()
 	}
 	close(start)
-	require.Eventually(t, func() bool { return b.calls.submittedCalls()-triesBefore == n-1 }, 30*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return b.calls.Submitted()-triesBefore == n-1 }, 30*time.Second, 5*time.Millisecond,
 		"every try but the finished delivery's reaches the batcher")
 	require.NoError(t, lock.Commit())
 	wg.Wait()

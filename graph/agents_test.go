@@ -26,6 +26,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -35,7 +36,7 @@ import (
 // already recorded, limits) touch none.
 type agentAPI struct {
 	URL string
-	DB  *agentpay.DB
+	DB  *store.DB
 	Svc *agentpay.Service
 	// Base is the Base devnet agents' wallets use, when asked for.
 	Base *devnet.EVM
@@ -480,7 +481,7 @@ func TestWebsocketInitPayloadAuthenticates(t *testing.T) {
 
 // insertTransfer records a completed transfer directly, as the sends
 // engineer's code would after inclusion.
-func insertTransfer(t *testing.T, db *agentpay.DB, from, to registration, amount int64, at time.Time) *ent.Transfer {
+func insertTransfer(t *testing.T, db *store.DB, from, to registration, amount int64, at time.Time) *ent.Transfer {
 	t.Helper()
 	ref := make([]byte, 32)
 	_, err := rand.Read(ref)

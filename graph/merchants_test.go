@@ -25,6 +25,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -35,7 +36,7 @@ import (
 // tries themselves with DeliverWebhook.
 type merchantAPI struct {
 	URL string
-	DB  *agentpay.DB
+	DB  *store.DB
 	Svc *agentpay.Service
 }
 

@@ -16,6 +16,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -61,7 +62,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 
 // node starts a service on db with its own GraphQL server, as one API
 // process would.
-func (e *checkoutEnv) node(t *testing.T, db *agentpay.DB) *checkoutNode {
+func (e *checkoutEnv) node(t *testing.T, db *store.DB) *checkoutNode {
 	t.Helper()
 	svc, err := agentpay.NewService(agentpay.Config{
 		DB: db, Vault: e.vault, Treasury: e.tk, Logger: e.logger, Test: e.nets,
@@ -211,7 +212,7 @@ func TestSessionStatusAcrossProcesses(t *testing.T) {
 	dbA := testdb.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dbB, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: dbA.URL})
+	dbB, err := store.OpenDB(ctx, store.DBConfig{URL: dbA.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dbB.Close() })
 	a, b := env.node(t, dbA), env.node(t, dbB)

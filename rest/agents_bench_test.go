@@ -21,6 +21,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -30,14 +31,14 @@ const benchClients = 16
 
 // newBenchServer is one API instance over a fresh database behind a real
 // HTTP server, with the IP limits off (the benchmark is one client IP).
-func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
+func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *store.DB) {
 	b.Helper()
 	return newBenchServerIPLimited(b, 0)
 }
 
 // newBenchServerIPLimited is newBenchServer with ipLimit requests per client
 // IP and minute on the unauthenticated endpoints.
-func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *agentpay.DB) {
+func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *store.DB) {
 	b.Helper()
 	key, err := vault.GenerateMasterKey()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -23,13 +24,13 @@ type testAPI struct {
 	t      *testing.T
 	Server *httptest.Server
 	Svc    *agentpay.Service
-	DB     *agentpay.DB
+	DB     *store.DB
 }
 
 // testAPIConfig customises newTestAPI; the zero value is a fresh database,
 // a fresh vault and no chains.
 type testAPIConfig struct {
-	DB     *agentpay.DB
+	DB     *store.DB
 	Vault  *vault.Vault
 	Config agentpay.Config // other service settings (networks, limits...)
 }

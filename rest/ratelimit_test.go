@@ -12,6 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -29,7 +30,7 @@ func freshRateWindow(t *testing.T) {
 }
 
 // insertRateAgent stores an agent of tier directly and returns its API key.
-func insertRateAgent(t *testing.T, db *agentpay.DB, tier agent.Tier) string {
+func insertRateAgent(t *testing.T, db *store.DB, tier agent.Tier) string {
 	t.Helper()
 	key, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	require.NoError(t, err)

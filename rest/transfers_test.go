@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent/agent"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
@@ -74,7 +75,7 @@ func startSendChains(tb testing.TB) *sendChains {
 }
 
 // api is an API instance on these chains; db nil means a fresh database.
-func (c *sendChains) api(t *testing.T, db *agentpay.DB) *testAPI {
+func (c *sendChains) api(t *testing.T, db *store.DB) *testAPI {
 	t.Helper()
 	return newTestAPI(t, testAPIConfig{DB: db, Vault: c.vault, Config: agentpay.Config{
 		AgentMode: agentpay.ModeTest,

@@ -29,6 +29,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/graph"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 	"agentpay/rest"
@@ -41,7 +42,7 @@ import (
 type harness struct {
 	srv *httptest.Server
 	svc *agentpay.Service
-	db  *agentpay.DB
+	db  *store.DB
 	evm *devnet.EVM
 
 	logger *slog.Logger

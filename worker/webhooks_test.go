@@ -20,6 +20,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 	"agentpay/webhook"
@@ -74,7 +75,7 @@ func (r *hookReceiver) setStatus(status int) {
 // by an insert-only River client (as `agentpay serve` does) and worked by
 // the real worker (as `agentpay worker` does).
 type webhookHarness struct {
-	db    *agentpay.DB
+	db    *store.DB
 	vault *vault.Vault
 	svc   *agentpay.Service
 }

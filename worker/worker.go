@@ -14,11 +14,12 @@ import (
 	"github.com/riverqueue/river"
 
 	"agentpay"
+	"agentpay/internal/store"
 )
 
 // Config wires the worker.
 type Config struct {
-	DB      *agentpay.DB
+	DB      *store.DB
 	Service *agentpay.Service
 	Logger  *slog.Logger
 	// ScanInterval is how often each chain is scanned for deposits

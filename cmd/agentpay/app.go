@@ -22,6 +22,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/graph"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
@@ -31,7 +32,7 @@ import (
 // platform is what every command shares: the database, the vault and the
 // service layer.
 type platform struct {
-	db       *agentpay.DB
+	db       *store.DB
 	vault    *vault.Vault
 	treasury agentpay.TreasuryKeys
 }
@@ -50,7 +51,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, err
 	}
-	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: cfg.DatabaseURL})
+	db, err := store.OpenDB(ctx, store.DBConfig{URL: cfg.DatabaseURL})
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
@@ -183,12 +184,12 @@ func runMigrate(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return fmt.Errorf("DATA_DIR: %w", err)
 		}
 	}
-	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: cfg.DatabaseURL})
+	db, err := store.OpenDB(ctx, store.DBConfig{URL: cfg.DatabaseURL})
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer db.Close()
-	if err := agentpay.Migrate(ctx, db); err != nil {
+	if err := store.Migrate(ctx, db); err != nil {
 		return err
 	}
 	logger.Info("migrations applied", "dialect", db.Dialect)
@@ -247,7 +248,7 @@ func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
 
 // newWorker builds the worker's River client and makes it the service's job
 // inserter (see lateJobs).
-func newWorker(db *agentpay.DB, svc *agentpay.Service, logger *slog.Logger, jobs *lateJobs) (*worker.Worker, error) {
+func newWorker(db *store.DB, svc *agentpay.Service, logger *slog.Logger, jobs *lateJobs) (*worker.Worker, error) {
 	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/devnet"
+	"agentpay/internal/store"
 )
 
 // runDev runs everything in one process: migrations, five local chains with
@@ -32,7 +33,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	defer p.db.Close()
-	if err := agentpay.Migrate(ctx, p.db); err != nil {
+	if err := store.Migrate(ctx, p.db); err != nil {
 		return err
 	}
 

@@ -19,6 +19,7 @@ import (
 //     on SQLite. Text on SQLite because any numeric affinity there would turn the
 //     value into a float. Consequence: do not compare or SUM these columns in SQL
 //     on SQLite; do the arithmetic in Go with decimal.
+
 // baseUnits marks a token amount field for GraphQL: its own 64-bit scalar,
 // since Int is 32-bit and overflows above 2,147 USDC.
 var baseUnits = entgql.Type("BaseUnits")

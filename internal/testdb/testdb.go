@@ -1,23 +1,24 @@
 // Package testdb gives each test its own migrated agentpay database: SQLite
 // in t.TempDir() by default, PostgreSQL when TEST_DATABASE_URL is set (see
-// freshdb). For tests outside the root package; root-package tests use
-// openTestDB in db_test.go, which does the same.
+// freshdb).
 package testdb
 
 import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"agentpay"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb/freshdb"
 )
 
@@ -28,7 +29,7 @@ import (
 // (agentpay_tmpl_<fingerprint of the migrations>), built once and reused by
 // every test binary and run until the migrations change. Old templates are
 // harmless; drop them at will.
-func Open(tb testing.TB) *agentpay.DB {
+func Open(tb testing.TB) *store.DB {
 	tb.Helper()
 	if freshdb.IsPostgres() {
 		template, err := postgresTemplate(tb)
@@ -47,14 +48,14 @@ func Open(tb testing.TB) *agentpay.DB {
 }
 
 // OpenEmpty returns a new database with no schema at all.
-func OpenEmpty(tb testing.TB) *agentpay.DB {
+func OpenEmpty(tb testing.TB) *store.DB {
 	tb.Helper()
 	return open(tb, freshdb.URL(tb))
 }
 
 // Reopen returns another pool on db's database, as a second process would
 // open it: nothing in memory is shared with db.
-func Reopen(tb testing.TB, db *agentpay.DB) *agentpay.DB {
+func Reopen(tb testing.TB, db *store.DB) *store.DB {
 	tb.Helper()
 	return open(tb, db.URL)
 }
@@ -62,11 +63,33 @@ func Reopen(tb testing.TB, db *agentpay.DB) *agentpay.DB {
 // IsPostgres reports whether tests run on PostgreSQL (TEST_DATABASE_URL set).
 func IsPostgres() bool { return freshdb.IsPostgres() }
 
-func open(tb testing.TB, url string) *agentpay.DB {
+// InsertOnlyRiver returns a River client on db that only inserts jobs (no
+// queues, no workers), the way the API processes use River.
+func InsertOnlyRiver(tb testing.TB, db *store.DB) *river.Client[*sql.Tx] {
+	tb.Helper()
+	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
+	if err != nil {
+		tb.Fatalf("testdb: river client: %v", err)
+	}
+	return client
+}
+
+// CountRows returns SELECT count(*) FROM from: a table, and any clause
+// after it ("river_job WHERE kind = 'x'").
+func CountRows(tb testing.TB, db *store.DB, from string) int {
+	tb.Helper()
+	var n int
+	if err := db.SQL.QueryRowContext(context.Background(), "SELECT count(*) FROM "+from).Scan(&n); err != nil {
+		tb.Fatalf("testdb: counting %s: %v", from, err)
+	}
+	return n
+}
+
+func open(tb testing.TB, url string) *store.DB {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: url})
+	db, err := store.OpenDB(ctx, store.DBConfig{URL: url})
 	if err != nil {
 		tb.Fatalf("testdb: opening %s: %v", url, err)
 	}
@@ -145,7 +168,7 @@ func postgresTemplate(tb testing.TB) (string, error) {
 }
 
 func migrateTemplate(ctx context.Context, url string) error {
-	db, err := agentpay.OpenDB(ctx, agentpay.DBConfig{URL: url})
+	db, err := store.OpenDB(ctx, store.DBConfig{URL: url})
 	if err != nil {
 		return err
 	}
@@ -158,7 +181,7 @@ func migrateTemplate(ctx context.Context, url string) error {
 
 // migrationsFingerprint changes whenever our migrations or River's do.
 func migrationsFingerprint() (string, error) {
-	migrations, err := agentpay.Migrations(agentpay.DialectPostgres)
+	migrations, err := store.Migrations(store.DialectPostgres)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -25,23 +25,17 @@ type stmtCache struct {
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
-	c := &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
-	poolStmtCaches.LoadOrStore(db, c)
-	return c
+	return &stmtCache{db: db, stmts: make(map[string]*sql.Stmt)}
 }
 
-// poolStmtCaches maps each open pool to its statement cache (the first one
-// made for it: the ent driver's), so raw SQL of the service outside
-// transactions shares the cache (see queryCached).
-var poolStmtCaches sync.Map // *sql.DB -> *stmtCache
-
-// queryCached runs query on db, outside any transaction, through db's
-// statement cache (directly when db has none).
-func queryCached(ctx context.Context, db *sql.DB, query string, args ...any) (*sql.Rows, error) {
-	if c, ok := poolStmtCaches.Load(db); ok {
-		return c.(*stmtCache).QueryContext(ctx, query, args...)
+// QueryCached runs query outside any transaction through the pool's
+// statement cache, the one ent's queries outside transactions use (directly
+// on the pool for a DB not built by OpenDB).
+func (db *DB) QueryCached(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if db.stmts == nil {
+		return db.SQL.QueryContext(ctx, query, args...)
 	}
-	return db.QueryContext(ctx, query, args...)
+	return db.stmts.QueryContext(ctx, query, args...)
 }
 
 // stmt returns the prepared statement of query, or nil when the cache is
@@ -105,7 +99,6 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 }
 
 func (c *stmtCache) close() {
-	poolStmtCaches.CompareAndDelete(c.db, c)
 	c.mu.Lock()
 	stmts := c.stmts
 	c.stmts = make(map[string]*sql.Stmt)

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"agentpay/internal/testdb/freshdb"
 )
 
 func TestStmtCachePreparesOnceAndStaysBounded(t *testing.T) {
 	ctx := context.Background()
-	db := openTestDB(t)
+	db, err := OpenDB(ctx, DBConfig{URL: freshdb.URL(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
 	c := newStmtCache(db.SQL)
 	t.Cleanup(c.close)
 
@@ -37,7 +41,7 @@ func TestStmtCachePreparesOnceAndStaysBounded(t *testing.T) {
 	}
 	require.Len(t, c.stmts, maxCachedStatements, "a full cache runs new queries unprepared")
 
-	_, err := c.ExecContext(ctx, "SELECT nonsense FROM nowhere")
+	_, err = c.ExecContext(ctx, "SELECT nonsense FROM nowhere")
 	require.Error(t, err, "a query that cannot be prepared still reports its own error")
 }
 

@@ -1,4 +1,4 @@
-package agentpay
+package store_test
 
 import (
 	"context"
@@ -13,60 +13,25 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/schematype"
-	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
-
-// openTestDB returns a new migrated database for a root-package test: SQLite
-// in t.TempDir(), or a fresh PostgreSQL database when TEST_DATABASE_URL is
-// set. (Tests in other packages use internal/testdb.Open.)
-func openTestDB(tb testing.TB) *DB {
-	tb.Helper()
-	db := openEmptyTestDB(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := db.Migrate(ctx, nil)
-	require.NoError(tb, err)
-	return db
-}
-
-// openEmptyTestDB is openTestDB without migrations.
-func openEmptyTestDB(tb testing.TB) *DB {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := OpenDB(ctx, DBConfig{URL: freshdb.URL(tb)})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
-// reopenTestDB opens another pool on db's database, as another process
-// would.
-func reopenTestDB(tb testing.TB, db *DB) *DB {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	other, err := OpenDB(ctx, DBConfig{URL: db.URL})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = other.Close() })
-	return other
-}
 
 func TestOpenDB(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	db := openEmptyTestDB(t)
+	db := testdb.OpenEmpty(t)
 	require.NoError(t, db.Ping(ctx))
 	// The wrapped driver still offers ent's raw ExecQuerier (sql/execquery).
 	rows, err := db.Ent.QueryContext(ctx, "SELECT 1")
 	require.NoError(t, err)
 	require.NoError(t, rows.Close())
-	if freshdb.IsPostgres() {
-		require.Equal(t, DialectPostgres, db.Dialect)
+	if testdb.IsPostgres() {
+		require.Equal(t, store.DialectPostgres, db.Dialect)
 		return
 	}
-	require.Equal(t, DialectSQLite, db.Dialect)
+	require.Equal(t, store.DialectSQLite, db.Dialect)
 	require.Equal(t, 1, db.SQL.Stats().MaxOpenConnections)
 
 	pragma := func(name string) string {
@@ -83,38 +48,8 @@ func TestOpenDB(t *testing.T) {
 func TestOpenDBRequiresURL(t *testing.T) {
 	t.Parallel()
 
-	_, err := OpenDB(context.Background(), DBConfig{})
+	_, err := store.OpenDB(context.Background(), store.DBConfig{})
 	require.Error(t, err)
-}
-
-func TestSQLiteDSN(t *testing.T) {
-	t.Parallel()
-
-	for _, tt := range []struct {
-		in       string
-		wantPath string
-	}{
-		{in: "/data/agentpay.db", wantPath: "file:/data/agentpay.db"},
-		{in: "data/agentpay.db", wantPath: "file:data/agentpay.db"},
-		{in: "file:/data/agentpay.db", wantPath: "file:/data/agentpay.db"},
-		{in: "sqlite:///data/agentpay.db", wantPath: "file:/data/agentpay.db"},
-		{in: "file::memory:?cache=shared", wantPath: "file::memory:"},
-	} {
-		dsn, err := sqliteDSN(tt.in)
-		require.NoError(t, err, tt.in)
-		path, query, ok := strings.Cut(dsn, "?")
-		require.True(t, ok)
-		require.Equal(t, tt.wantPath, path, tt.in)
-		for _, p := range []string{"foreign_keys%281%29", "journal_mode%28WAL%29", "busy_timeout%285000%29", "synchronous%28NORMAL%29", "_txlock=immediate"} {
-			require.Contains(t, query, p, tt.in)
-		}
-	}
-
-	// A pragma the caller sets is kept, not duplicated.
-	dsn, err := sqliteDSN("file:x.db?_pragma=journal_mode(MEMORY)")
-	require.NoError(t, err)
-	require.Contains(t, dsn, "journal_mode%28MEMORY%29")
-	require.NotContains(t, dsn, "journal_mode%28WAL%29")
 }
 
 // TestSchemaRoundTrip writes and reads back the types that differ between
@@ -123,7 +58,7 @@ func TestSQLiteDSN(t *testing.T) {
 func TestSchemaRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 	client := db.Ent
 
 	merchant, err := client.Merchant.Create().

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // (ent.TxFromContext) and makes nested WithTx calls join it.
 type TxFunc func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error
 
-// WithTx runs fn in one database transaction shared by ent and raw SQL: the
-// outbox pattern. A state change and the job or event it causes are committed
-// together or not at all. fn returning an error (or panicking) rolls back.
+// WithTx runs fn in one database transaction shared by ent and raw SQL (the
+// outbox, see the package doc). fn returning an error (or panicking) rolls
+// back.
 //
 // Called with a ctx that already carries a WithTx transaction, fn joins that
 // transaction and the outermost WithTx commits. This lets service functions
@@ -77,17 +77,24 @@ type activeTx struct {
 	afterCommit []func()
 }
 
-// afterCommit registers f to run after the WithTx transaction that ctx
+// AfterCommit registers f to run after the WithTx transaction that ctx
 // carries (the one whose *sql.Tx is sqlTx, when sqlTx is not nil) commits,
 // and reports true; without such a transaction it registers nothing and
 // reports false.
-func afterCommit(ctx context.Context, sqlTx *sql.Tx, f func()) bool {
+func AfterCommit(ctx context.Context, sqlTx *sql.Tx, f func()) bool {
 	active, ok := ctx.Value(activeTxKey{}).(*activeTx)
 	if !ok || (sqlTx != nil && active.sqlTx != sqlTx) {
 		return false
 	}
 	active.afterCommit = append(active.afterCommit, f)
 	return true
+}
+
+// InTx reports whether ctx carries a WithTx transaction, which a WithTx
+// called with ctx joins.
+func InTx(ctx context.Context) bool {
+	_, ok := ctx.Value(activeTxKey{}).(*activeTx)
+	return ok
 }
 
 type sqlTxHolderKey struct{}
@@ -108,8 +115,7 @@ type txSharingDriver struct {
 	stmts  *stmtCache
 }
 
-func newTxSharingDriver(dialect string, db *sql.DB) *txSharingDriver {
-	stmts := newStmtCache(db)
+func newTxSharingDriver(dialect string, db *sql.DB, stmts *stmtCache) *txSharingDriver {
 	return &txSharingDriver{Driver: entsql.OpenDB(dialect, db), cached: entsql.Conn{ExecQuerier: stmts}, stmts: stmts}
 }
 
@@ -156,7 +162,7 @@ func (d *txSharingDriver) BeginTx(ctx context.Context, opts *sql.TxOptions) (dia
 // the database's write lock from BEGIN (BEGIN IMMEDIATE, one connection), so
 // the rows cannot change under it either. Use it inside WithTx:
 //
-//	w, err := agentpay.ForUpdate(db, tx.Wallet.Query().Where(wallet.ID(id))).Only(ctx)
+//	w, err := store.ForUpdate(db, tx.Wallet.Query().Where(wallet.ID(id))).Only(ctx)
 func ForUpdate[Q interface {
 	ForUpdate(...entsql.LockOption) Q
 }](db *DB, q Q) Q {

@@ -1,18 +1,15 @@
-package agentpay
+package store
 
-import (
-	"database/sql"
-	"sync"
-)
+import "sync"
 
-// groupBatch coalesces concurrent calls into shared batches (group-commit
+// GroupBatch coalesces concurrent calls into shared batches (group-commit
 // style), for the statements that many requests run at once (status reads,
 // webhook tries). A call starts a batch at once when none is running;
 // otherwise it waits, and the next batch to start takes every waiting call
 // (up to max). One batch runs at a time, so every call that arrives during
 // one joins the next: every call is served by a batch that starts after it
 // arrived.
-type groupBatch[C any] struct {
+type GroupBatch[C any] struct {
 	max int
 	// do serves a batch: it answers every call in it.
 	do func(batch []C)
@@ -24,9 +21,15 @@ type groupBatch[C any] struct {
 	submitted int64
 }
 
-// submit queues c and, when no batch is running, runs one in this
+// NewGroupBatch returns a batcher whose batches hold up to max calls, each
+// served by do, which must answer every call of its batch.
+func NewGroupBatch[C any](max int, do func(batch []C)) *GroupBatch[C] {
+	return &GroupBatch[C]{max: max, do: do}
+}
+
+// Submit queues c and, when no batch is running, runs one in this
 // goroutine. The caller waits for c's own answer.
-func (g *groupBatch[C]) submit(c C) {
+func (g *GroupBatch[C]) Submit(c C) {
 	g.mu.Lock()
 	g.waiting = append(g.waiting, c)
 	g.submitted++
@@ -41,15 +44,15 @@ func (g *groupBatch[C]) submit(c C) {
 	}
 }
 
-// submittedCalls reports how many calls have been queued.
-func (g *groupBatch[C]) submittedCalls() int64 {
+// Submitted reports how many calls have been queued.
+func (g *GroupBatch[C]) Submitted() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.submitted
 }
 
 // takeLocked removes up to max waiting calls (g.mu held).
-func (g *groupBatch[C]) takeLocked() []C {
+func (g *GroupBatch[C]) takeLocked() []C {
 	n := min(len(g.waiting), g.max)
 	batch := make([]C, n)
 	copy(batch, g.waiting)
@@ -62,7 +65,7 @@ func (g *groupBatch[C]) takeLocked() []C {
 // run serves a batch, then hands the calls that arrived meanwhile to the
 // next batch (in another goroutine: this one belongs to a call that has its
 // answer), or gives the slot up.
-func (g *groupBatch[C]) run(batch []C) {
+func (g *GroupBatch[C]) run(batch []C) {
 	g.do(batch)
 	g.mu.Lock()
 	if len(g.waiting) == 0 {
@@ -73,14 +76,4 @@ func (g *groupBatch[C]) run(batch []C) {
 	next := g.takeLocked()
 	g.mu.Unlock()
 	go g.run(next)
-}
-
-// perPool returns m's value for db (a pool's batcher), making and storing
-// one on first use; concurrent first uses keep the one stored first.
-func perPool[T any](m *sync.Map, db *sql.DB, newValue func() T) T {
-	if v, ok := m.Load(db); ok {
-		return v.(T)
-	}
-	v, _ := m.LoadOrStore(db, newValue())
-	return v.(T)
 }

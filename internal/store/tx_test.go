@@ -1,4 +1,4 @@
-package agentpay
+package store_test
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"entgo.io/ent/dialect"
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
 	"agentpay/ent/hook"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 type txTestJobArgs struct {
@@ -19,22 +20,6 @@ type txTestJobArgs struct {
 }
 
 func (txTestJobArgs) Kind() string { return "agentpay_tx_test" }
-
-// newInsertOnlyRiver is a River client that only inserts (no queues, no
-// workers), the way the API processes use River.
-func newInsertOnlyRiver(t *testing.T, db *DB) *river.Client[*sql.Tx] {
-	t.Helper()
-	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
-	require.NoError(t, err)
-	return client
-}
-
-func countRows(t *testing.T, db *DB, table string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.SQL.QueryRowContext(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
-	return n
-}
 
 func createTestMerchant(ctx context.Context, tx *ent.Tx) error {
 	_, err := tx.Merchant.Create().
@@ -48,8 +33,8 @@ func createTestMerchant(ctx context.Context, tx *ent.Tx) error {
 func TestWithTxCommitsEntAndRiverTogether(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
-	riverClient := newInsertOnlyRiver(t, db)
+	db := testdb.Open(t)
+	riverClient := testdb.InsertOnlyRiver(t, db)
 
 	err := db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		require.NotNil(t, sqlTx)
@@ -60,15 +45,15 @@ func TestWithTxCommitsEntAndRiverTogether(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	require.Equal(t, 1, countRows(t, db, "merchants"))
-	require.Equal(t, 1, countRows(t, db, "river_job"))
+	require.Equal(t, 1, testdb.CountRows(t, db, "merchants"))
+	require.Equal(t, 1, testdb.CountRows(t, db, "river_job"))
 }
 
 func TestWithTxRollsBackEntAndRiverTogether(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
-	riverClient := newInsertOnlyRiver(t, db)
+	db := testdb.Open(t)
+	riverClient := testdb.InsertOnlyRiver(t, db)
 
 	errBoom := errors.New("boom")
 	err := db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -81,14 +66,14 @@ func TestWithTxRollsBackEntAndRiverTogether(t *testing.T) {
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 0, countRows(t, db, "merchants"))
-	require.Equal(t, 0, countRows(t, db, "river_job"))
+	require.Equal(t, 0, testdb.CountRows(t, db, "merchants"))
+	require.Equal(t, 0, testdb.CountRows(t, db, "river_job"))
 }
 
 func TestWithTxRollsBackOnPanic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	require.PanicsWithValue(t, "boom", func() {
 		_ = db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
@@ -96,18 +81,18 @@ func TestWithTxRollsBackOnPanic(t *testing.T) {
 			panic("boom")
 		})
 	})
-	require.Equal(t, 0, countRows(t, db, "merchants"))
+	require.Equal(t, 0, testdb.CountRows(t, db, "merchants"))
 	// The connection is usable again (on SQLite there is only one).
 	require.NoError(t, db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		return createTestMerchant(ctx, tx)
 	}))
-	require.Equal(t, 1, countRows(t, db, "merchants"))
+	require.Equal(t, 1, testdb.CountRows(t, db, "merchants"))
 }
 
 func TestWithTxNestedJoinsOuter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	errBoom := errors.New("boom")
 	err := db.WithTx(ctx, func(ctx context.Context, outer *ent.Tx, outerSQL *sql.Tx) error {
@@ -122,7 +107,7 @@ func TestWithTxNestedJoinsOuter(t *testing.T) {
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
-	require.Equal(t, 0, countRows(t, db, "merchants"))
+	require.Equal(t, 0, testdb.CountRows(t, db, "merchants"))
 }
 
 // TestWithTxKeepsHooks: the transaction comes from the main client, so hooks
@@ -130,7 +115,7 @@ func TestWithTxNestedJoinsOuter(t *testing.T) {
 func TestWithTxKeepsHooks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	var seen int
 	db.Ent.Merchant.Use(func(next ent.Mutator) ent.Mutator {
@@ -150,7 +135,7 @@ func TestWithTxKeepsHooks(t *testing.T) {
 func TestWithTxRawSQLSeesEntWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	require.NoError(t, db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		require.NoError(t, createTestMerchant(ctx, tx))
@@ -165,13 +150,13 @@ func TestWithTxRawSQLSeesEntWrites(t *testing.T) {
 func TestForUpdateRunsOnBothEngines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	require.NoError(t, db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		if err := createTestMerchant(ctx, tx); err != nil {
 			return err
 		}
-		merchants, err := ForUpdate(db, tx.Merchant.Query()).All(ctx)
+		merchants, err := store.ForUpdate(db, tx.Merchant.Query()).All(ctx)
 		require.Len(t, merchants, 1)
 		return err
 	}))

@@ -1,4 +1,4 @@
-package agentpay
+package store
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -44,13 +46,13 @@ type DBConfig struct {
 	// sqlite:// followed by a path.
 	URL string
 
-	// MaxOpenConns caps the PostgreSQL pool (default 20, at least 2). SQLite always uses
-	// one connection, see OpenDB.
+	// MaxOpenConns caps the PostgreSQL pool (default 20, at least 2). SQLite
+	// always uses one connection (see the package doc).
 	MaxOpenConns int
 }
 
-// DB is the database handle of the service: ent for the data model, the raw
-// *sql.DB for River and the few statements ent cannot express.
+// DB is the database handle of the service (see the package doc). Build it
+// with OpenDB.
 type DB struct {
 	// Ent is the ent client. Its driver is wrapped so that WithTx can hand the
 	// transaction's *sql.Tx to River.
@@ -62,16 +64,24 @@ type DB struct {
 	// URL is the DBConfig.URL the database was opened with (the PostgreSQL
 	// status listener opens its own connection with it).
 	URL string
+
+	// stmts is the pool's statement cache, shared by ent's queries outside
+	// transactions and QueryCached.
+	stmts *stmtCache
+
+	// values holds the DB's PerDB values; closers release them on Close.
+	values   sync.Map // *PerDB[T] -> T
+	valuesMu sync.Mutex
+	closers  []func()
+
+	// listeners hear of the changes committed through Ent (OnChange).
+	listeners   atomic.Pointer[[]*changeListener]
+	listenersMu sync.Mutex
 }
 
 // OpenDB opens and pings the database named by cfg.URL. It does not migrate;
-// call Migrate for that.
-//
-// SQLite runs with a single connection (River's SQLite driver requires it and
-// it serialises writers without SQLITE_BUSY errors). The price: while a
-// transaction is open, anything that uses the pool instead of the transaction
-// (db.Ent outside WithTx's tx, db.SQL) waits for that transaction to end, so
-// inside WithTx use only the tx arguments.
+// call Migrate for that. SQLite runs on a single connection: see the package
+// doc for what that asks of callers.
 func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("agentpay: DBConfig.URL is required")
@@ -122,18 +132,24 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		return nil, fmt.Errorf("agentpay: connecting to the %s database: %w", dialectLabel(dialect), err)
 	}
 
-	drv := newTxSharingDriver(dialect, sqlDB)
-	return &DB{
-		Ent:     ent.NewClient(ent.Driver(drv)),
+	stmts := newStmtCache(sqlDB)
+	db := &DB{
+		Ent:     ent.NewClient(ent.Driver(newTxSharingDriver(dialect, sqlDB, stmts))),
 		SQL:     sqlDB,
 		Dialect: dialect,
 		URL:     cfg.URL,
-	}, nil
+		stmts:   stmts,
+	}
+	// One hook for every listener: its transactions come from this client,
+	// so it sees the writes made inside WithTx too.
+	db.Ent.Use(db.changeHook)
+	return db, nil
 }
 
-// Close closes the pool (and with it the ent client).
+// Close releases the DB's per-DB values (PerDB), then closes the pool (and
+// with it the ent client).
 func (db *DB) Close() error {
-	closeStatusBatcher(db.SQL)
+	db.closeValues()
 	return db.Ent.Close()
 }
 

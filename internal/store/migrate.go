@@ -1,11 +1,10 @@
-package agentpay
+package store
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,15 +17,9 @@ import (
 
 	atlasmigrate "ariga.io/atlas/sql/migrate"
 	"github.com/riverqueue/river/rivermigrate"
-)
 
-// The versioned schema migrations, one directory per engine, generated from
-// ent/schema by `go run ./ent/migrate/gen -name <change>` (never edited by
-// hand: atlas.sum pins their content).
-//
-//go:embed migrations/sqlite/*.sql migrations/sqlite/atlas.sum
-//go:embed migrations/postgres/*.sql migrations/postgres/atlas.sum
-var migrationsFS embed.FS
+	"agentpay/migrations"
+)
 
 // schemaMigrationsTable records which of our migration files are applied.
 // River keeps its own bookkeeping (river_migration).
@@ -66,27 +59,27 @@ func Migrations(dialect string) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := fs.ReadDir(migrationsFS, dir)
+	entries, err := fs.ReadDir(migrations.FS, dir)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		migrations []Migration
-		files      []atlasmigrate.File
+		list  []Migration
+		files []atlasmigrate.File
 	)
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
 			continue
 		}
-		data, err := migrationsFS.ReadFile(path.Join(dir, e.Name()))
+		data, err := migrations.FS.ReadFile(path.Join(dir, e.Name()))
 		if err != nil {
 			return nil, err
 		}
 		version, _, _ := strings.Cut(e.Name(), "_")
-		migrations = append(migrations, Migration{Version: version, Name: e.Name(), SQL: data})
+		list = append(list, Migration{Version: version, Name: e.Name(), SQL: data})
 		files = append(files, atlasmigrate.NewLocalFile(e.Name(), data))
 	}
-	sort.Slice(migrations, func(i, j int) bool { return migrations[i].Name < migrations[j].Name })
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 
 	// atlas.sum catches a migration edited by hand, or a file added without
 	// the generator: either would make databases diverge silently.
@@ -98,22 +91,22 @@ func Migrations(dialect string) ([]Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, err := migrationsFS.ReadFile(path.Join(dir, atlasmigrate.HashFileName))
+	got, err := migrations.FS.ReadFile(path.Join(dir, atlasmigrate.HashFileName))
 	if err != nil {
 		return nil, err
 	}
 	if !bytes.Equal(bytes.TrimSpace(want), bytes.TrimSpace(got)) {
-		return nil, fmt.Errorf("agentpay: %s/atlas.sum does not match the migration files; regenerate them with the generator, never edit by hand", dir)
+		return nil, fmt.Errorf("agentpay: migrations/%s/atlas.sum does not match the migration files; regenerate them with the generator, never edit by hand", dir)
 	}
-	return migrations, nil
+	return list, nil
 }
 
 func migrationsDir(dialect string) (string, error) {
 	switch dialect {
 	case DialectPostgres:
-		return "migrations/postgres", nil
+		return "postgres", nil
 	case DialectSQLite:
-		return "migrations/sqlite", nil
+		return "sqlite", nil
 	}
 	return "", fmt.Errorf("agentpay: no migrations for dialect %q", dialect)
 }

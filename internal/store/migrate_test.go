@@ -1,4 +1,4 @@
-package agentpay
+package store_test
 
 import (
 	"context"
@@ -14,14 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	entmigrate "agentpay/ent/migrate"
-	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 )
 
 func TestMigrationsEmbeddedAndSummed(t *testing.T) {
 	t.Parallel()
 
-	for _, d := range []string{DialectSQLite, DialectPostgres} {
-		migrations, err := Migrations(d)
+	for _, d := range []string{store.DialectSQLite, store.DialectPostgres} {
+		migrations, err := store.Migrations(d)
 		require.NoError(t, err, d)
 		require.NotEmpty(t, migrations, d)
 		for i := 1; i < len(migrations); i++ {
@@ -30,8 +31,8 @@ func TestMigrationsEmbeddedAndSummed(t *testing.T) {
 	}
 	// Both engines must have the same history, so a change never exists on
 	// only one of them.
-	sqlite, _ := Migrations(DialectSQLite)
-	postgres, _ := Migrations(DialectPostgres)
+	sqlite, _ := store.Migrations(store.DialectSQLite)
+	postgres, _ := store.Migrations(store.DialectPostgres)
 	require.Equal(t, len(sqlite), len(postgres))
 	for i := range sqlite {
 		require.Equal(t, sqlite[i].Name, postgres[i].Name)
@@ -42,11 +43,11 @@ func TestMigrateFromEmptyIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	db := openEmptyTestDB(t)
+	db := testdb.OpenEmpty(t)
 
 	res, err := db.Migrate(ctx, nil)
 	require.NoError(t, err)
-	all, err := Migrations(db.Dialect)
+	all, err := store.Migrations(db.Dialect)
 	require.NoError(t, err)
 	require.Len(t, res.Applied, len(all))
 	require.NotEmpty(t, res.RiverVersions)
@@ -54,7 +55,7 @@ func TestMigrateFromEmptyIsIdempotent(t *testing.T) {
 	before := dumpSchema(t, db)
 	require.Contains(t, before, "table agents")
 	require.Contains(t, before, "table river_job")
-	require.Contains(t, before, "table "+schemaMigrationsTable)
+	require.Contains(t, before, "table "+store.SchemaMigrationsTable)
 	bookkeeping := dumpMigrationTable(t, db)
 
 	res, err = db.Migrate(ctx, nil)
@@ -72,7 +73,7 @@ func TestEntSchemaMatchesMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	db := openTestDB(t)
+	db := testdb.Open(t)
 
 	dir := &atlasmigrate.MemDir{}
 	m, err := schema.NewMigrate(entsql.OpenDB(db.Dialect, db.SQL),
@@ -97,7 +98,7 @@ func TestEntSchemaMatchesMigrations(t *testing.T) {
 }
 
 // dumpSchema describes every table, column and index of the database.
-func dumpSchema(t *testing.T, db *DB) string {
+func dumpSchema(t *testing.T, db *store.DB) string {
 	t.Helper()
 	ctx := context.Background()
 	var query string
@@ -125,10 +126,10 @@ ORDER BY 1`
 	return b.String()
 }
 
-func dumpMigrationTable(t *testing.T, db *DB) string {
+func dumpMigrationTable(t *testing.T, db *store.DB) string {
 	t.Helper()
 	rows, err := db.SQL.QueryContext(context.Background(),
-		"SELECT version, name, checksum, applied_at FROM "+schemaMigrationsTable+" ORDER BY version")
+		"SELECT version, name, checksum, applied_at FROM "+store.SchemaMigrationsTable+" ORDER BY version")
 	require.NoError(t, err)
 	defer rows.Close()
 	var b strings.Builder
@@ -149,17 +150,11 @@ func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	url := freshdb.URL(t)
-	const processes = 3
-	dbs := make([]*DB, processes)
-	for i := range dbs {
-		db, err := OpenDB(ctx, DBConfig{URL: url})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		dbs[i] = db
-	}
+	first := testdb.OpenEmpty(t)
+	dbs := []*store.DB{first, testdb.Reopen(t, first), testdb.Reopen(t, first)}
+	processes := len(dbs)
 
-	results := make([]*MigrateResult, processes)
+	results := make([]*store.MigrateResult, processes)
 	errs := make([]error, processes)
 	var wg sync.WaitGroup
 	for i, db := range dbs {
@@ -174,7 +169,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.NoError(t, errs[i])
 		applied += len(results[i].Applied)
 	}
-	all, err := Migrations(dbs[0].Dialect)
+	all, err := store.Migrations(dbs[0].Dialect)
 	require.NoError(t, err)
 	require.Equal(t, len(all), applied)
 }

@@ -1,0 +1,40 @@
+// Package store is the service's database: opening it (PostgreSQL or
+// SQLite), transactions, migrations, and the few things that must be shared
+// by everything using one pool. It knows the ent schema but no business
+// rule; the root package agentpay holds those.
+//
+// # Two engines, one code path
+//
+// DB pairs the ent client (the data model) with its *sql.DB (River and the
+// few statements ent cannot express); DB.Dialect says which engine it is,
+// and the rare statement that differs asks IsPostgres. PostgreSQL gets a
+// pool (lib/pq). SQLite (modernc.org/sqlite, pure Go) runs on ONE
+// connection: River's SQLite driver requires it, and it serialises writers
+// without SQLITE_BUSY errors. The price: while a transaction is open,
+// anything that uses the pool instead of the transaction (db.Ent outside
+// WithTx's tx, db.SQL) waits for that transaction to end, so inside WithTx
+// use only the tx arguments.
+//
+// # Transactions: the outbox
+//
+// A state change and the jobs and events it causes commit together or not
+// at all: WithTx runs ent and raw SQL (River's InsertTx) in one database
+// transaction, joined by any WithTx inside it; AfterCommit defers work (a
+// notification) until the outermost one has committed.
+//
+// # Per pool, not per package
+//
+// What must be shared by every user of a pool lives in its DB, never in a
+// package-level map keyed by *sql.DB: the statement cache (QueryCached, and
+// ent's queries outside transactions), the values made through PerDB (the
+// root package's status and webhook-try batchers, built on GroupBatch),
+// released by DB.Close, and the change listeners (OnChange) fed by the one
+// ent hook OpenDB installs. Two Services on one DB therefore share batchers
+// and hear the same committed changes, and nothing outlives the DB.
+//
+// # Migrations
+//
+// The versioned SQL files live in the top-level migrations package, where
+// `go run ./ent/migrate/gen -name <change>` writes them; Migrate applies
+// them, then River's own, and every process may call it at start.
+package store

@@ -1,0 +1,4 @@
+package store
+
+// SchemaMigrationsTable is schemaMigrationsTable, for the external tests.
+const SchemaMigrationsTable = schemaMigrationsTable
