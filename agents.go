@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // Username rules (spec 2.1).
@@ -149,14 +149,11 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 	// Keys are generated and sealed before the transaction, which then only
 	// writes. Each wallet id is chosen first: it is the associated data of
 	// the sealed key, so a ciphertext copied to another row does not open.
-	apiKey, apiKeyHash, err := NewSecret(PrefixAgentKey)
+	apiKey, apiKeyHash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return nil, err
 	}
-	inviteCode, err := newInviteCode()
-	if err != nil {
-		return nil, err
-	}
+	inviteCode := vault.InviteCode.New()
 	type custodial struct {
 		id        uuid.UUID
 		chain     chains.Name
@@ -254,30 +251,6 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 	return reg, nil
 }
 
-// inviteCodeLen and inviteAlphabet: 10 characters of [a-z0-9] (36^10, about
-// 3.7e15 codes), short enough to type, long enough not to be guessed.
-const (
-	inviteCodeLen  = 10
-	inviteAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-)
-
-func newInviteCode() (string, error) {
-	out := make([]byte, 0, inviteCodeLen)
-	buf := make([]byte, 2*inviteCodeLen)
-	for len(out) < inviteCodeLen {
-		if _, err := rand.Read(buf); err != nil {
-			return "", fmt.Errorf("generating invite code: %w", err)
-		}
-		for _, b := range buf {
-			// 252 = 7*36: rejecting larger bytes keeps the draw uniform.
-			if b < 252 && len(out) < inviteCodeLen {
-				out = append(out, inviteAlphabet[int(b)%len(inviteAlphabet)])
-			}
-		}
-	}
-	return string(out), nil
-}
-
 func (s *Service) inviteURL(code string) string {
 	return strings.TrimRight(s.cfg.AppURL, "/") + "/invite/" + code
 }
@@ -308,22 +281,19 @@ func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
 	return key, nil
 }
 
-// agentKeyLen is the length of an agent API key (see NewSecret).
-const agentKeyLen = len(PrefixAgentKey) + secretBody
-
 // Authenticate returns the agent whose API key this is, with its wallets
 // (Edges.Wallets, in Wallets order) read in the same query. A missing,
 // malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
-// the unique index on the key's hash, and it reads the database every time
-// (no cache), so a regenerated key is refused at once by every instance.
+// the unique index on the key's hash, through the authentication cache
+// (authcache.go): what a key authenticated is trusted for AuthCacheTTL.
 //
 // The agent is read with raw SQL, not through the ent client: use its
 // fields, not its methods that go back to the database (Update, QueryX).
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, error) {
-	if !wellFormedAgentKey(apiKey) {
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, ErrUnauthorized
 	}
-	hash := HashSecret(apiKey)
+	hash := vault.HashSecret(apiKey)
 	if a, ok := s.agentAuth.get(string(hash)); ok {
 		return a, nil
 	}
@@ -370,7 +340,7 @@ func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent
 		dec, err := s.AllowAgent(ctx, a)
 		return a, dec, err
 	}
-	if !wellFormedAgentKey(apiKey) {
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, RateDecision{}, ErrUnauthorized
 	}
 	return s.leasedAllow(ctx, apiKey, nil)
@@ -482,25 +452,14 @@ func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error
 	return a, ints, nil
 }
 
-func wellFormedAgentKey(k string) bool {
-	if len(k) != agentKeyLen || !strings.HasPrefix(k, PrefixAgentKey) {
-		return false
-	}
-	for i := len(PrefixAgentKey); i < len(k); i++ {
-		if strings.IndexByte(base62Alphabet, k[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // RegenerateAPIKey replaces the agent's API key and returns the new one,
-// shown this once. The old key stops working at once: the hash is replaced
-// in the database, which every instance reads on every request. Only the
+// shown this once. The old key stops working everywhere before it answers:
+// the hash is replaced in the database, and the answer waits until no
+// instance's authentication cache can still hold the old key. Only the
 // key the agent authenticated with can be replaced, so of two concurrent
 // regenerations with one key, one wins and the other is ErrUnauthorized.
 func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, error) {
-	plain, hash, err := NewSecret(PrefixAgentKey)
+	plain, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return "", err
 	}

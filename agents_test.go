@@ -19,19 +19,20 @@ import (
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // newAgentsTestService is a service over a fresh database, no chains.
 func newAgentsTestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault, Treasury: tk, Families: adapters.Families(),
+		DB: testdb.Open(t), Vault: v, Treasury: tk, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 	})
@@ -80,8 +81,8 @@ func TestQuickRegister(t *testing.T) {
 	reg, err := svc.QuickRegister(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "alice", reg.Agent.Username)
-	require.True(t, strings.HasPrefix(reg.APIKey, PrefixAgentKey))
-	require.Equal(t, HashSecret(reg.APIKey), reg.Agent.APIKeyHash, "only the hash is stored")
+	require.True(t, strings.HasPrefix(reg.APIKey, vault.PrefixAgentKey))
+	require.Equal(t, vault.HashSecret(reg.APIKey), reg.Agent.APIKeyHash, "only the hash is stored")
 	require.Len(t, reg.Wallets, 2)
 	require.Equal(t, "solana", reg.Wallets[0].Chain)
 	require.Equal(t, "base", reg.Wallets[1].Chain)
@@ -109,7 +110,7 @@ func TestQuickRegister(t *testing.T) {
 	swapped := *reg.Wallets[0]
 	swapped.ID = reg.Wallets[1].ID
 	_, err = svc.walletKey(ctx, &swapped)
-	require.ErrorIs(t, err, ErrVaultOpen, "a ciphertext does not open under another wallet's id")
+	require.ErrorIs(t, err, vault.ErrOpen, "a ciphertext does not open under another wallet's id")
 	stored := svc.cfg.DB.Ent.Wallet.GetX(ctx, reg.Wallets[0].ID)
 	key, err := svc.walletKey(ctx, stored)
 	require.NoError(t, err)
@@ -167,14 +168,11 @@ func TestUniqueViolationTranslated(t *testing.T) {
 
 // insertRawAgent inserts a bare agent row, skipping the service's checks.
 func (s *Service) insertRawAgent(ctx context.Context, username string) (*ent.Agent, string, error) {
-	plain, hash, err := NewSecret(PrefixAgentKey)
+	plain, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return nil, "", err
 	}
-	code, err := newInviteCode()
-	if err != nil {
-		return nil, "", err
-	}
+	code := vault.InviteCode.New()
 	a, err := s.cfg.DB.Ent.Agent.Create().SetUsername(username).SetAPIKeyHash(hash).SetInviteCode(code).Save(ctx)
 	return a, plain, err
 }
@@ -228,12 +226,12 @@ func TestAuthenticateAndRegenerate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reg.Agent.ID, a.ID)
 
-	other, _, err := NewSecret(PrefixAgentKey)
+	other, _, err := vault.NewSecret(vault.PrefixAgentKey)
 	require.NoError(t, err)
 	for name, key := range map[string]string{
 		"missing":           "",
-		"no prefix":         strings.TrimPrefix(reg.APIKey, PrefixAgentKey),
-		"merchant prefix":   "sk_live_" + strings.TrimPrefix(reg.APIKey, PrefixAgentKey),
+		"no prefix":         strings.TrimPrefix(reg.APIKey, vault.PrefixAgentKey),
+		"merchant prefix":   "sk_live_" + strings.TrimPrefix(reg.APIKey, vault.PrefixAgentKey),
 		"truncated":         reg.APIKey[:len(reg.APIKey)-1],
 		"extended":          reg.APIKey + "A",
 		"bad character":     reg.APIKey[:len(reg.APIKey)-1] + "-",

@@ -27,6 +27,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
@@ -34,7 +35,7 @@ import (
 type checkoutFixture struct {
 	svc   *Service
 	db    *store.DB
-	vault *Vault
+	vault *vault.Vault
 	evm   *devnet.EVM
 	sol   *devnet.Solana
 }
@@ -42,14 +43,14 @@ type checkoutFixture struct {
 func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	t.Helper()
 	ctx := context.Background()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
-	f := &checkoutFixture{db: testdb.Open(t), vault: vault}
+	f := &checkoutFixture{db: testdb.Open(t), vault: v}
 	// The treasury holds gas so settlement can relay sweeps and payouts.
 	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
 	require.NoError(t, err)
@@ -68,7 +69,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 		require.NoError(t, err)
 	}
 	f.svc, err = NewService(Config{
-		DB: f.db, Vault: vault, Treasury: tk, Test: nets, Families: adapters.Families(),
+		DB: f.db, Vault: v, Treasury: tk, Test: nets, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},

@@ -15,14 +15,15 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func TestDeriveDepositKey(t *testing.T) {
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &store.DB{}, Vault: vault, Families: adapters.Families()})
+	svc, err := NewService(Config{DB: &store.DB{}, Vault: v, Families: adapters.Families()})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -45,7 +46,7 @@ func TestDeriveDepositKey(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err)
-		_, want, err := svc.cfg.Families[tt.family].DeriveKey(vault.DepositSeed(), uint32(tt.index))
+		_, want, err := svc.cfg.Families[tt.family].DeriveKey(v.DepositSeed(), uint32(tt.index))
 		require.NoError(t, err)
 		require.Equal(t, want, addr, "%s/%d comes from the vault's deposit seed", tt.family, tt.index)
 	}
@@ -70,11 +71,11 @@ func TestDeriveDepositKey(t *testing.T) {
 func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.Open(t)
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := NewService(Config{DB: db, Vault: vault, Families: adapters.Families()})
+	svc, err := NewService(Config{DB: db, Vault: v, Families: adapters.Families()})
 	require.NoError(t, err)
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
 

@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // TestScanDepositsResumesFromSavedCursor drives the deposit scan the worker
@@ -31,16 +32,16 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = chain.Close() })
 
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 
 	newService := func() *Service {
 		base, err := adapters.Network(ctx, chains.Base, adapters.Chain{RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 3})
 		require.NoError(t, err)
 		svc, err := NewService(Config{
-			DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
+			DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
 			Test: chains.Networks{chains.Base: base},
 		})
 		require.NoError(t, err)
@@ -48,7 +49,7 @@ func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	}
 
 	families := adapters.Families()
-	_, depositAddr, err := families[chains.FamilyEVM].DeriveKey(vault.DepositSeed(), 7)
+	_, depositAddr, err := families[chains.FamilyEVM].DeriveKey(v.DepositSeed(), 7)
 	require.NoError(t, err)
 	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
 		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)

@@ -2,9 +2,7 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
 )
 
 // Wallet signatures (spec section 5): advanced registration and external
@@ -137,10 +136,7 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 	if err != nil {
 		return nil, err
 	}
-	nonce, err := newChallengeNonce()
-	if err != nil {
-		return nil, err
-	}
+	nonce := vault.ChallengeNonce.New()
 	// Whole seconds: the message carries the times as text, and they must
 	// read back from either database exactly as they were signed.
 	now := clockNow(ctx).Truncate(time.Second)
@@ -460,12 +456,4 @@ func (s *Service) parseSignature(signature string) ([]byte, error) {
 		return nil, Invalid("signature", "must be a 65-byte signature in hex: 0x followed by 130 hex digits (r, s, v with v 27/28 or 0/1)")
 	}
 	return sig, nil
-}
-
-func newChallengeNonce() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating nonce: %w", err)
-	}
-	return "0x" + hex.EncodeToString(b), nil
 }

@@ -21,16 +21,17 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func newEIP712TestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault, AgentMode: ModeTest, Families: adapters.Families(),
+		DB: testdb.Open(t), Vault: v, AgentMode: ModeTest, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
@@ -303,7 +304,7 @@ func TestVerifyWallet(t *testing.T) {
 func createBareAgent(t *testing.T, svc *Service, username string) *ent.Agent {
 	t.Helper()
 	return svc.cfg.DB.Ent.Agent.Create().SetUsername(username).
-		SetAPIKeyHash(HashSecret("ak_test_" + username)).SetInviteCode("inv" + username).
+		SetAPIKeyHash(vault.HashSecret("ak_test_" + username)).SetInviteCode("inv" + username).
 		SaveX(context.Background())
 }
 

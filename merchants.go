@@ -20,6 +20,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/schematype"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // Merchant field rules (spec 2.5). The spec gives no lengths; these bound
@@ -322,14 +323,14 @@ const MerchantKeysWarning = "Store these keys now: secret keys and the webhook s
 
 // newKeyPair issues a public/secret key pair of a mode.
 func newKeyPair(mode Mode) (public, secret string, secretHash []byte, err error) {
-	pp, sp := PrefixPublicLive, PrefixSecretLive
+	pp, sp := vault.PrefixPublicLive, vault.PrefixSecretLive
 	if mode == ModeTest {
-		pp, sp = PrefixPublicTest, PrefixSecretTest
+		pp, sp = vault.PrefixPublicTest, vault.PrefixSecretTest
 	}
-	if public, _, err = NewSecret(pp); err != nil {
+	if public, _, err = vault.NewSecret(pp); err != nil {
 		return "", "", nil, err
 	}
-	if secret, secretHash, err = NewSecret(sp); err != nil {
+	if secret, secretHash, err = vault.NewSecret(sp); err != nil {
 		return "", "", nil, err
 	}
 	return public, secret, secretHash, nil
@@ -370,7 +371,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 		return nil, err
 	}
 	id := uuid.New()
-	whsec, _, err := NewSecret(PrefixWebhookSecret)
+	whsec, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
 	if err != nil {
 		return nil, err
 	}
@@ -431,25 +432,12 @@ func (a *MerchantAuth) Livemode() bool { return a.Mode == ModeLive }
 
 var errMerchantDeactivated = fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
 
-// wellFormedKey reports whether k is prefix + 43 base62 characters.
-func wellFormedKey(k, prefix string) bool {
-	if len(k) != len(prefix)+secretBody || !strings.HasPrefix(k, prefix) {
-		return false
-	}
-	for i := len(prefix); i < len(k); i++ {
-		if strings.IndexByte(base62Alphabet, k[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // keyMode tells the mode of a well-formed key of one of the two prefixes.
 func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
 	switch {
-	case wellFormedKey(k, livePrefix):
+	case vault.WellFormedSecret(k, livePrefix):
 		return ModeLive, true
-	case wellFormedKey(k, testPrefix):
+	case vault.WellFormedSecret(k, testPrefix):
 		return ModeTest, true
 	}
 	return "", false
@@ -457,15 +445,16 @@ func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
 
 // AuthenticateMerchant resolves a secret key (X-Checkout-Secret-Key) to its
 // merchant and mode. A missing, malformed, unknown or rolled key is
-// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It reads
-// the database on every call (one lookup by the unique hash index, no
-// cache), so a rolled key or a deactivation holds at once on every instance.
+// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It is one
+// lookup by the unique hash index, through the authentication cache
+// (authcache.go); a key roll or a deactivation answers only once it holds on
+// every instance.
 func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*MerchantAuth, error) {
-	mode, ok := keyMode(secretKey, PrefixSecretLive, PrefixSecretTest)
+	mode, ok := keyMode(secretKey, vault.PrefixSecretLive, vault.PrefixSecretTest)
 	if !ok {
 		return nil, ErrUnauthorized
 	}
-	hash := HashSecret(secretKey)
+	hash := vault.HashSecret(secretKey)
 	return s.cachedMerchantByKey(ctx, "s"+string(hash), mode, merchantkey.SecretKeyHash(hash))
 }
 
@@ -473,7 +462,7 @@ func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*
 // checkout page) to its merchant and mode, with the rules of
 // AuthenticateMerchant.
 func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*MerchantAuth, error) {
-	mode, ok := keyMode(publicKey, PrefixPublicLive, PrefixPublicTest)
+	mode, ok := keyMode(publicKey, vault.PrefixPublicLive, vault.PrefixPublicTest)
 	if !ok {
 		return nil, ErrUnauthorized
 	}

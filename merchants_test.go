@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func strp(s string) *string { return &s }
@@ -22,12 +23,12 @@ func strp(s string) *string { return &s }
 // newMerchantTestService is a service over a fresh database, no chains.
 func newMerchantTestService(t *testing.T) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: vault, Families: adapters.Families(),
+		DB: testdb.Open(t), Vault: v, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test",
 	})
@@ -117,7 +118,7 @@ func TestMerchantWebhookSecretSealed(t *testing.T) {
 	moved := *b.Merchant
 	moved.WebhookSecretEncrypted = row.WebhookSecretEncrypted
 	_, err = svc.merchantWebhookSecret(&moved)
-	require.ErrorIs(t, err, ErrVaultOpen)
+	require.ErrorIs(t, err, vault.ErrOpen)
 }
 
 func TestAuthenticateMerchant(t *testing.T) {
@@ -145,7 +146,7 @@ func TestAuthenticateMerchant(t *testing.T) {
 		require.Equal(t, tt.mode, auth.Mode)
 	}
 	// Keys of the wrong kind, or with a prefix swapped, are refused.
-	swapped := PrefixSecretTest + reg.Keys.LiveSecretKey[len(PrefixSecretLive):]
+	swapped := vault.PrefixSecretTest + reg.Keys.LiveSecretKey[len(vault.PrefixSecretLive):]
 	for _, k := range []string{"", reg.Keys.LivePublicKey, reg.Keys.WebhookSecret, swapped, reg.Keys.LiveSecretKey + "x"} {
 		_, err := svc.AuthenticateMerchant(ctx, k)
 		require.ErrorIs(t, err, ErrUnauthorized, k)

@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"math/big"
@@ -16,6 +15,7 @@ import (
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // Payments: deposits found by the watcher (deposits.go) become Payment rows
@@ -50,26 +50,11 @@ import (
 // (settlement.go) in the same transaction.
 
 const (
-	paymentIDPrefix    = "pay_"
-	paymentIDRandomLen = 24
-
 	// Reasons of payment.failed.
 	FailReasonLate        = "late"
 	FailReasonAlreadyPaid = "already_paid"
 	FailReasonUnderpaid   = "underpaid"
 )
-
-func newPaymentExternalID() (string, error) {
-	b := make([]byte, paymentIDRandomLen)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating payment id: %w", err)
-	}
-	out := []byte(paymentIDPrefix)
-	for _, c := range b {
-		out = append(out, base62Alphabet[int(c)%62])
-	}
-	return string(out), nil
-}
 
 // depositTx is what applying one scan's events needs.
 type depositTx struct {
@@ -178,10 +163,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 // reported by a later event) and sends payment.detected, or payment.failed
 // when it is late.
 func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *ent.DepositAddress, ev chains.DepositEvent) (*ent.Payment, *ent.CheckoutSession, error) {
-	extID, err := newPaymentExternalID()
-	if err != nil {
-		return nil, nil, err
-	}
+	extID := vault.PaymentID.New()
 	reason := lateReason(sess.Status)
 	late := reason != ""
 	units := ev.Deposit.Amount

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentpay/ent"
+	"agentpay/internal/vault"
 )
 
 // Quota leases: how agents' rate limits are counted on PostgreSQL.
@@ -398,7 +399,7 @@ func (s *Service) leasedAllow(ctx context.Context, apiKey string, a *ent.Agent) 
 	t := l.leases
 	var hash []byte
 	if a == nil {
-		hash = HashSecret(apiKey)
+		hash = vault.HashSecret(apiKey)
 	}
 	hint := string(hash)
 	// authenticate reads the key (once per request) and checks it is the

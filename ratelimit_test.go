@@ -19,6 +19,7 @@ import (
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/vault"
 )
 
 // rateClock is a settable clock for the limiter.
@@ -47,12 +48,12 @@ var rateEpoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 // set to rateEpoch.
 func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *rateClock) {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
+		DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
 		IPRateLimit: ipLimit, RegisterRateLimit: registerLimit,
 	})
 	require.NoError(t, err)

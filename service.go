@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"time"
 
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // Mode separates real money from test money: live keys use the main
@@ -29,7 +31,7 @@ const (
 // environment.
 type Config struct {
 	DB     *store.DB
-	Vault  *Vault
+	Vault  *vault.Vault
 	Logger *slog.Logger
 	// Treasury holds the service's own wallets: fee recipient and gas payer.
 	Treasury TreasuryKeys
@@ -91,6 +93,9 @@ type Service struct {
 	// (authcache.go).
 	agentAuth    *authCache[*ent.Agent]
 	merchantAuth *authCache[*MerchantAuth]
+	// liveWebhooks and testWebhooks send webhook deliveries, each keeping
+	// its idle connections per receiver (newWebhookClient).
+	liveWebhooks, testWebhooks *http.Client
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -127,7 +132,8 @@ func NewService(cfg Config) (*Service, error) {
 	cfg.DB.OnChange(agents.listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
-		agentAuth: agents, merchantAuth: merchants}, nil
+		agentAuth: agents, merchantAuth: merchants,
+		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
 }
 
 // wallets is the key and address machinery of chain's family.

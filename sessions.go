@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // Checkout session rules (spec 2.6, design.md section 3).
@@ -44,12 +44,6 @@ const (
 	// session list.
 	DefaultSessionListLimit = 20
 	MaxSessionListLimit     = 100
-
-	// Session external ids: "cs_live_" or "cs_test_" and 24 base62
-	// characters (143 random bits), URL-safe.
-	sessionIDLivePrefix = "cs_live_"
-	sessionIDTestPrefix = "cs_test_"
-	sessionIDRandomLen  = 24
 )
 
 // SessionInput is a create-session request (spec 2.6).
@@ -194,23 +188,13 @@ func exactJSONValue(v any, path string) (any, error) {
 	}
 }
 
-// newSessionExternalID draws a session's public id.
-func newSessionExternalID(mode Mode) (string, error) {
-	b := make([]byte, sessionIDRandomLen)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating session id: %w", err)
-	}
-	prefix := sessionIDLivePrefix
+// newSessionExternalID draws a session's public id, whose prefix tells its
+// mode.
+func newSessionExternalID(mode Mode) string {
 	if mode == ModeTest {
-		prefix = sessionIDTestPrefix
+		return vault.SessionIDTest.New()
 	}
-	out := []byte(prefix)
-	for _, c := range b {
-		// 256 = 4*62 + 8: the bias towards the first 8 characters is
-		// irrelevant for an identifier with 143 bits.
-		out = append(out, base62Alphabet[int(c)%62])
-	}
-	return string(out), nil
+	return vault.SessionIDLive.New()
 }
 
 func idempotencyConflict(key string, existing *ent.CheckoutSession) error {
@@ -245,10 +229,7 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		externalID, err := newSessionExternalID(auth.Mode)
-		if err != nil {
-			return nil, err
-		}
+		externalID := newSessionExternalID(auth.Mode)
 		// Times at microsecond precision (PostgreSQL's), so the answer shows
 		// what a later read shows.
 		now := time.Now().UTC().Truncate(time.Microsecond)

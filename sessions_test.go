@@ -68,18 +68,11 @@ func TestSessionInputRules(t *testing.T) {
 	}
 }
 
+// TestSessionExternalID: the id's prefix tells the session's mode (the
+// formats and their randomness are tested in internal/vault).
 func TestSessionExternalID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		id, err := newSessionExternalID(ModeLive)
-		require.NoError(t, err)
-		require.Regexp(t, `^cs_live_[0-9A-Za-z]{24}$`, id)
-		require.False(t, seen[id])
-		seen[id] = true
-	}
-	id, err := newSessionExternalID(ModeTest)
-	require.NoError(t, err)
-	require.Regexp(t, `^cs_test_[0-9A-Za-z]{24}$`, id)
+	require.Regexp(t, `^cs_live_[0-9A-Za-z]{24}$`, newSessionExternalID(ModeLive))
+	require.Regexp(t, `^cs_test_[0-9A-Za-z]{24}$`, newSessionExternalID(ModeTest))
 }
 
 func TestCreateSessionStoresExactly(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/transfer"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // sendEnv is a service whose agents' wallets live on a Base devnet and a
@@ -31,7 +32,7 @@ import (
 type sendEnv struct {
 	svc      *Service
 	db       *store.DB
-	vault    *Vault
+	vault    *vault.Vault
 	treasury TreasuryKeys
 	evmNet   *devnet.EVM
 	solNet   *devnet.Solana
@@ -43,11 +44,11 @@ func startSendEnv(t testing.TB) *sendEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
@@ -77,14 +78,14 @@ func startSendEnv(t testing.TB) *sendEnv {
 
 	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Treasury: tk, Families: adapters.Families(),
+		DB: db, Vault: v, Treasury: tk, Families: adapters.Families(),
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AgentMode: ModeTest,
 		Test:      nets,
 		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)
-	return &sendEnv{svc: svc, db: db, vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, nets: nets}
+	return &sendEnv{svc: svc, db: db, vault: v, treasury: tk, evmNet: evmNet, solNet: solNet, nets: nets}
 }
 
 func randomName(t testing.TB, prefix string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"agentpay/chains"
+	"agentpay/internal/vault"
 )
 
 // TreasuryKeys are the service's own wallets: on EVM chains the gas wallet
@@ -47,7 +48,7 @@ func (t TreasuryKeys) Key(chain chains.Name) []byte {
 
 // DeriveTreasuryKeys derives the treasury wallets: index 0 of the vault's
 // treasury seed in each family.
-func DeriveTreasuryKeys(v *Vault, families chains.Families) (TreasuryKeys, error) {
+func DeriveTreasuryKeys(v *vault.Vault, families chains.Families) (TreasuryKeys, error) {
 	seed := v.TreasurySeed()
 	var t TreasuryKeys
 	for _, w := range []struct {

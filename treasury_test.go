@@ -10,14 +10,15 @@ import (
 
 	"agentpay/chains"
 	"agentpay/chains/adapters"
+	"agentpay/internal/vault"
 )
 
 func TestTreasuryKeys(t *testing.T) {
-	master, err := GenerateMasterKey()
+	master, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	v1, err := NewVault(master)
+	v1, err := vault.New(master)
 	require.NoError(t, err)
-	v2, err := NewVault(master)
+	v2, err := vault.New(master)
 	require.NoError(t, err)
 
 	families := adapters.Families()
@@ -35,9 +36,9 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, t1.SolanaAddress, addr)
 
-	other, err := GenerateMasterKey()
+	other, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	v3, err := NewVault(other)
+	v3, err := vault.New(other)
 	require.NoError(t, err)
 	t3, err := DeriveTreasuryKeys(v3, families)
 	require.NoError(t, err)

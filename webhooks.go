@@ -8,16 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +25,7 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/webhook"
 )
 
 // Webhooks (spec 6, design.md section 3).
@@ -410,7 +407,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	}
 
 	start := time.Now()
-	code, sendErr := postWebhook(ctx, d, secret, start)
+	code, sendErr := postWebhook(ctx, s.webhookClient(d.livemode), d, secret, start)
 	duration := time.Since(start)
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
@@ -602,27 +599,22 @@ func (s *Service) WebhookAttempts(ctx context.Context, deliveryID uuid.UUID) ([]
 		All(ctx)
 }
 
-// postWebhook sends one try and returns the answer's status code (0 when
-// there was none) and why the try failed (nil for a 2xx).
-func postWebhook(ctx context.Context, d *deliveryToSend, secret string, at time.Time) (int, error) {
+// postWebhook sends one try with client and returns the answer's status
+// code (0 when there was none) and why the try failed (nil for a 2xx).
+func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, secret string, at time.Time) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.payload))
 	if err != nil {
 		return 0, fmt.Errorf("bad webhook URL: %w", err)
 	}
-	ts := at.Unix()
-	id := d.eventID.String()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", webhookUA)
-	req.Header.Set(HeaderCheckoutSignature, SignWebhookBody(secret, d.payload))
-	req.Header.Set(HeaderWebhookID, id)
-	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderWebhookSignature, StandardWebhookSignature(secret, id, ts, d.payload))
+	webhook.SetSignatureHeaders(req.Header, secret, d.eventID.String(), at, d.payload)
 
-	resp, err := webhookClient(d.livemode).Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		var refused *nonPublicAddrError
+		var refused *webhook.NonPublicAddrError
 		if errors.As(err, &refused) {
-			return 0, refused
+			return 0, fmt.Errorf("refused: the webhook URL resolves to %s, which is not a public address (live mode)", refused.Addr)
 		}
 		return 0, err
 	}
@@ -657,95 +649,19 @@ func truncateUTF8(s string, n int) string {
 	return s + "…"
 }
 
-// Webhook HTTP clients: one for live events, whose dialer refuses
-// non-public addresses, one for test events. They are stateless apart from
-// their pools of idle connections (kept per receiver so a busy merchant's
-// deliveries reuse connections), hence shared by the process. No proxy from
-// the environment: the address check must see the receiver's own address.
-var webhookClients = sync.OnceValue(func() [2]*http.Client {
-	return [2]*http.Client{newWebhookClient(false), newWebhookClient(true)}
-})
-
-func webhookClient(live bool) *http.Client {
-	if live {
-		return webhookClients()[1]
-	}
-	return webhookClients()[0]
+// newWebhookClient builds the client that sends a mode's deliveries: live
+// events may reach public addresses only, test events any address,
+// loopback included, so merchants can test against a local receiver.
+func newWebhookClient(mode Mode) *http.Client {
+	return webhook.NewClient(webhook.ClientOptions{Timeout: WebhookTimeout, PublicOnly: mode == ModeLive})
 }
 
-func newWebhookClient(live bool) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	if live {
-		dialer.Control = publicOnlyControl
+// webhookClient is the client of a delivery's mode.
+func (s *Service) webhookClient(livemode bool) *http.Client {
+	if livemode {
+		return s.liveWebhooks
 	}
-	return &http.Client{
-		Timeout: WebhookTimeout,
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          512,
-			MaxIdleConnsPerHost:   128,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   5 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
-// nonPublicAddrError is a live-mode try refused because the receiver's
-// address is not public.
-type nonPublicAddrError struct{ addr netip.Addr }
-
-func (e *nonPublicAddrError) Error() string {
-	return fmt.Sprintf("refused: the webhook URL resolves to %s, which is not a public address (live mode)", e.addr)
-}
-
-// publicOnlyControl runs after name resolution, just before each connect,
-// with the IP about to be dialled.
-func publicOnlyControl(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("refused: cannot parse dialled address %q", address)
-	}
-	if !IsPublicAddr(ap.Addr()) {
-		return &nonPublicAddrError{addr: ap.Addr().Unmap()}
-	}
-	return nil
-}
-
-// nonPublicPrefixes are the ranges a live webhook may not reach: loopback,
-// private (RFC 1918, ULA), shared (CGNAT), link-local, multicast,
-// documentation, benchmarking, reserved, and IPv6 transition ranges that
-// can embed any IPv4 address.
-var nonPublicPrefixes = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-		"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
-		"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
-		"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/32",
-		"2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
-
-// IsPublicAddr reports whether ip is a public unicast address that a live
-// webhook may be sent to.
-func IsPublicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.Zone() != "" {
-		return false
-	}
-	for _, p := range nonPublicPrefixes {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
+	return s.testWebhooks
 }
 
 // ValidateWebhookURL checks a merchant's webhook URL when it is registered or
@@ -777,11 +693,9 @@ func ValidateWebhookURL(raw string, mode Mode) error {
 	if mode != ModeLive {
 		return nil
 	}
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+	if err := webhook.CheckPublicHost(host); errors.Is(err, webhook.ErrLocalhost) {
 		return Invalid(field, "must not point at localhost in live mode")
-	}
-	if ip, err := netip.ParseAddr(h); err == nil && !IsPublicAddr(ip) {
+	} else if err != nil {
 		return Invalid(field, "must not point at a private, loopback or link-local address in live mode")
 	}
 	return nil

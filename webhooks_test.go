@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +29,8 @@ import (
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
+	"agentpay/webhook"
 )
 
 // webhookReceiver is a merchant's endpoint on loopback: it keeps every
@@ -76,13 +77,13 @@ func (r *webhookReceiver) requests() []receivedWebhook {
 // DeliverWebhook themselves; the worker package runs it through River.
 func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	t.Helper()
-	key, err := GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	db := testdb.Open(t)
 	svc, err := NewService(Config{
-		DB: db, Vault: vault, Jobs: testdb.InsertOnlyRiver(t, db), Families: adapters.Families(),
+		DB: db, Vault: v, Jobs: testdb.InsertOnlyRiver(t, db), Families: adapters.Families(),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		WebhookRetryDelays: delays,
 	})
@@ -94,7 +95,7 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 // merchant registration seals it, and returns the plain secret.
 func createWebhookMerchant(t *testing.T, svc *Service, webhookURL string) (*ent.Merchant, string) {
 	t.Helper()
-	secret, _, err := NewSecret(PrefixWebhookSecret)
+	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
 	require.NoError(t, err)
 	id := uuid.New()
 	sealed, err := svc.cfg.Vault.Seal([]byte(secret), id[:])
@@ -201,41 +202,6 @@ func TestValidateWebhookURL(t *testing.T) {
 			require.True(t, IsValidation(err), "%v", err)
 			require.EqualError(t, err, tt.err)
 		})
-	}
-}
-
-func TestIsPublicAddr(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		ip     string
-		public bool
-	}{
-		{"93.184.216.34", true},
-		{"8.8.8.8", true},
-		{"2606:4700:4700::1111", true},
-		{"127.0.0.1", false},
-		{"127.255.0.9", false},
-		{"10.0.0.1", false},
-		{"172.16.5.4", false},
-		{"172.32.0.1", true},
-		{"192.168.0.1", false},
-		{"100.64.0.1", false},
-		{"169.254.169.254", false},
-		{"0.0.0.0", false},
-		{"224.0.0.1", false},
-		{"255.255.255.255", false},
-		{"::1", false},
-		{"::", false},
-		{"::ffff:10.0.0.1", false},
-		{"::ffff:8.8.8.8", true},
-		{"fe80::1", false},
-		{"fd12:3456::1", false},
-		{"64:ff9b::a00:1", false},
-		{"2002:a00:1::1", false},
-		{"ff02::1", false},
-	}
-	for _, tt := range tests {
-		require.Equal(t, tt.public, IsPublicAddr(netip.MustParseAddr(tt.ip)), tt.ip)
 	}
 }
 
@@ -408,8 +374,8 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(r.body)
 	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.header.Get("X-Checkout-Signature"))
-	require.True(t, VerifyWebhookSignature(secret, r.body, r.header.Get("X-Checkout-Signature")))
-	require.False(t, VerifyWebhookSignature(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")))
+	require.NoError(t, webhook.Verify(secret, r.body, r.header.Get("X-Checkout-Signature")))
+	require.ErrorIs(t, webhook.Verify(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")), webhook.ErrSignature)
 
 	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.body" keyed
 	// with the secret's characters after "whsec_".
@@ -421,6 +387,7 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
 	smac.Write(r.body)
 	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"))
+	require.NoError(t, webhook.VerifyStandard(secret, r.header, r.body, time.Minute, time.Now()))
 
 	var body struct {
 		ID, Event, Timestamp string

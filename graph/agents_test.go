@@ -29,6 +29,7 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // agentAPI is a GraphQL server over a real database, with no chains: the
@@ -51,11 +52,11 @@ type agentAPIConfig struct {
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	t.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 	api := &agentAPI{}
 	networks := chains.Networks{}
@@ -79,7 +80,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api.DB = testdb.Open(t)
 	api.Svc, err = agentpay.NewService(agentpay.Config{
-		DB: api.DB, Vault: vault, Treasury: tk, Logger: logger, Families: adapters.Families(),
+		DB: api.DB, Vault: v, Treasury: tk, Logger: logger, Families: adapters.Families(),
 		AgentMode: agentpay.ModeTest, Test: networks,
 		BaseURL: "http://api.test", AppURL: "http://app.test",
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
@@ -214,7 +215,7 @@ func TestQuickRegisterThenMe(t *testing.T) {
 	name := uniqueName(t, "gql")
 	reg := api.register(t, name)
 	require.Equal(t, name, reg.Username)
-	require.True(t, strings.HasPrefix(reg.APIKey, agentpay.PrefixAgentKey), reg.APIKey)
+	require.True(t, strings.HasPrefix(reg.APIKey, vault.PrefixAgentKey), reg.APIKey)
 	require.Equal(t, "solana", reg.WalletChain)
 	require.Len(t, reg.Wallets, 2)
 	require.Equal(t, "solana", reg.Wallets[0].Chain)
@@ -342,7 +343,7 @@ func TestRegenerateAPIKey(t *testing.T) {
 	api.do(t, reg.APIKey, `mutation { regenerateApiKey { apiKey message } }`, nil).decode(t, &data)
 	newKey := data.RegenerateAPIKey.APIKey
 	require.NotEqual(t, reg.APIKey, newKey)
-	require.True(t, strings.HasPrefix(newKey, agentpay.PrefixAgentKey))
+	require.True(t, strings.HasPrefix(newKey, vault.PrefixAgentKey))
 	require.NotEmpty(t, data.RegenerateAPIKey.Message)
 
 	out := api.do(t, reg.APIKey, `{ me { id } }`, nil)

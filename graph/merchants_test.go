@@ -28,6 +28,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // merchantAPI is a GraphQL server over a real database with no chains, as
@@ -42,16 +43,16 @@ type merchantAPI struct {
 
 func newMerchantAPI(t *testing.T) *merchantAPI {
 	t.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	db := testdb.Open(t)
 	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Jobs: jobs, Families: adapters.Families(),
+		DB: db, Vault: v, Logger: logger, Jobs: jobs, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func newTestServer(t *testing.T) (*httptest.Server, *devnet.EVM) {
@@ -32,13 +33,13 @@ func newTestServer(t *testing.T) (*httptest.Server, *devnet.EVM) {
 	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()})
 	require.NoError(t, err)
 
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: testdb.Open(t), Vault: vault, Logger: logger, Families: adapters.Families(),
+		DB: testdb.Open(t), Vault: v, Logger: logger, Families: adapters.Families(),
 		Test: chains.Networks{chains.Base: {Ledger: ledger}},
 	})
 	require.NoError(t, err)

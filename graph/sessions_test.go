@@ -19,6 +19,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // checkoutNode is one API process for the session status tests: a service
@@ -31,7 +32,7 @@ type checkoutNode struct {
 // checkoutEnv is a Base devnet and what every node shares: the vault (one
 // MASTER_KEY) and the test-mode networks.
 type checkoutEnv struct {
-	vault  *agentpay.Vault
+	vault  *vault.Vault
 	tk     agentpay.TreasuryKeys
 	nets   chains.Networks
 	logger *slog.Logger
@@ -41,11 +42,11 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
 	require.NoError(t, err)
@@ -54,7 +55,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	require.NoError(t, err)
 	t.Cleanup(ledger.Close)
 	return &checkoutEnv{
-		vault: vault, tk: tk,
+		vault: v, tk: tk,
 		nets:   chains.Networks{chains.Base: {Ledger: ledger}},
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // benchClients is how many clients send requests at once.
@@ -40,22 +41,22 @@ func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *store.D
 // IP and minute on the unauthenticated endpoints.
 func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *store.DB) {
 	b.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	if err != nil {
 		b.Fatal(err)
 	}
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	if err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db := testdb.Open(b)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Treasury: tk, Logger: logger, Families: adapters.Families(),
+		DB: db, Vault: v, Treasury: tk, Logger: logger, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 		IPRateLimit: ipLimit,
 	})

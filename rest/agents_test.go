@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent/transfer"
+	"agentpay/internal/vault"
 )
 
 // registered is an agent created through the API.
@@ -255,11 +256,11 @@ func TestStatsAndTreasury(t *testing.T) {
 func TestTreasuryBalancesFromChains(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
 	baseNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
@@ -281,7 +282,7 @@ func TestTreasuryBalancesFromChains(t *testing.T) {
 	_, err = solNet.Send(ctx, solTreasury, 7_000_001)
 	require.NoError(t, err)
 
-	api := newTestAPI(t, testAPIConfig{Vault: vault, Config: agentpay.Config{
+	api := newTestAPI(t, testAPIConfig{Vault: v, Config: agentpay.Config{
 		AgentMode: agentpay.ModeTest,
 		Test: chains.Networks{
 			chains.Base:   {Ledger: baseLedger},

@@ -16,6 +16,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // testAPI is one API instance over a real database. Several instances can
@@ -31,7 +32,7 @@ type testAPI struct {
 // a fresh vault and no chains.
 type testAPIConfig struct {
 	DB     *store.DB
-	Vault  *agentpay.Vault
+	Vault  *vault.Vault
 	Config agentpay.Config // other service settings (networks, limits...)
 }
 
@@ -41,15 +42,15 @@ func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
 	if db == nil {
 		db = testdb.Open(t)
 	}
-	vault := cfg.Vault
-	if vault == nil {
-		key, err := agentpay.GenerateMasterKey()
+	v := cfg.Vault
+	if v == nil {
+		key, err := vault.GenerateMasterKey()
 		require.NoError(t, err)
-		vault, err = agentpay.NewVault(key)
+		v, err = vault.New(key)
 		require.NoError(t, err)
 	}
 	scfg := cfg.Config
-	scfg.DB, scfg.Vault = db, vault
+	scfg.DB, scfg.Vault = db, v
 	if scfg.Families == nil {
 		scfg.Families = adapters.Families()
 	}
@@ -57,7 +58,7 @@ func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
 		scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if scfg.Treasury.EVMAddress == "" {
-		tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+		tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 		require.NoError(t, err)
 		scfg.Treasury = tk
 	}

@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/vault"
 )
 
 // checkoutAPI is an API whose test mode runs on a base devnet and a Solana
@@ -34,11 +35,11 @@ type checkoutAPI struct {
 func newCheckoutAPI(t *testing.T) *checkoutAPI {
 	t.Helper()
 	ctx := context.Background()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
@@ -53,7 +54,7 @@ func newCheckoutAPI(t *testing.T) *checkoutAPI {
 	sol, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
 	require.NoError(t, err)
 
-	api := newTestAPI(t, testAPIConfig{Vault: vault, Config: agentpay.Config{
+	api := newTestAPI(t, testAPIConfig{Vault: v, Config: agentpay.Config{
 		Treasury: tk,
 		Test:     chains.Networks{chains.Base: {Ledger: base, Confirmations: 3}, chains.Solana: {Ledger: sol, Confirmations: 32}},
 	}})

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"agentpay"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // mePaths are every /agents/me/* route; all need a valid X-Agent-Key.
@@ -77,7 +77,7 @@ func TestMeRequiresKey(t *testing.T) {
 		"missing":             nil,
 		"empty":               agentKey(""),
 		"malformed":           agentKey("not-a-key"),
-		"wrong prefix":        agentKey("sk_live_" + strings.TrimPrefix(fresh.APIKey, agentpay.PrefixAgentKey)),
+		"wrong prefix":        agentKey("sk_live_" + strings.TrimPrefix(fresh.APIKey, vault.PrefixAgentKey)),
 		"truncated":           agentKey(fresh.APIKey[:len(fresh.APIKey)-2]),
 		"unknown":             agentKey("ak_" + strings.Repeat("A", 43)),
 		"revoked":             agentKey(reg.APIKey),
@@ -103,12 +103,12 @@ func TestMeRequiresKey(t *testing.T) {
 // process), even one that has just authenticated the old key and holds it
 // in its authentication cache.
 func TestRegenerateAPIKeyAcrossInstances(t *testing.T) {
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	one := newTestAPI(t, testAPIConfig{Vault: vault})
-	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: vault})
+	one := newTestAPI(t, testAPIConfig{Vault: v})
+	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: v})
 
 	reg := one.register("rotator")
 	resp := two.do(http.MethodGet, "/agents/me/profile", nil, agentKey(reg.APIKey))

@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchantkey"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // merchantCreds is a merchant registered through the API.
@@ -118,7 +119,7 @@ func TestMerchantRegisterShape(t *testing.T) {
 			pub, sec = full.TestPublic, full.TestSecret
 		}
 		require.Equal(t, pub, k.PublicKey)
-		require.Equal(t, agentpay.HashSecret(sec), k.SecretKeyHash)
+		require.Equal(t, vault.HashSecret(sec), k.SecretKeyHash)
 		require.Nil(t, k.RevokedAt)
 	}
 	row := api.DB.Ent.Merchant.GetX(ctx, uuid.MustParse(full.ID))
@@ -292,7 +293,7 @@ func TestMerchantAuthRules(t *testing.T) {
 	api := newTestAPI(t, testAPIConfig{})
 	mc := api.registerMerchant(nil)
 	other := api.registerMerchant(map[string]any{"name": "Other", "email": "o@other.test"})
-	unknown, _, err := agentpay.NewSecret(agentpay.PrefixSecretLive)
+	unknown, _, err := vault.NewSecret(vault.PrefixSecretLive)
 	require.NoError(t, err)
 
 	for _, p := range merchantPaths {

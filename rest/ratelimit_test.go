@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // freshRateWindow waits, if need be, for a new minute so that the n requests
@@ -31,9 +32,9 @@ func freshRateWindow(t *testing.T) {
 // insertRateAgent stores an agent of tier directly and returns its API key.
 func insertRateAgent(t *testing.T, db *store.DB, tier agent.Tier) string {
 	t.Helper()
-	key, hash, err := agentpay.NewSecret(agentpay.PrefixAgentKey)
+	key, hash, err := vault.NewSecret(vault.PrefixAgentKey)
 	require.NoError(t, err)
-	invite, _, err := agentpay.NewSecret(agentpay.PrefixAgentKey)
+	invite, _, err := vault.NewSecret(vault.PrefixAgentKey)
 	require.NoError(t, err)
 	// The score matches the tier (30: a verified partner is T1), so a trust
 	// refresh by any endpoint keeps the tier.

@@ -18,15 +18,16 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 func newTestService(t *testing.T, test chains.Networks) *agentpay.Service {
 	t.Helper()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: vault, Test: test, Families: adapters.Families()})
+	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: v, Test: test, Families: adapters.Families()})
 	require.NoError(t, err)
 	return svc
 }

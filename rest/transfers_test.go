@@ -24,12 +24,13 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // sendChains are a Base and a Solana devnet for agents' wallets, with the
 // treasury of vault funded with gas on both.
 type sendChains struct {
-	vault    *agentpay.Vault
+	vault    *vault.Vault
 	treasury agentpay.TreasuryKeys
 	evmNet   *devnet.EVM
 	solNet   *devnet.Solana
@@ -41,11 +42,11 @@ func startSendChains(tb testing.TB) *sendChains {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(tb, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(tb, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(tb, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
@@ -71,7 +72,7 @@ func startSendChains(tb testing.TB) *sendChains {
 		PollInterval: 50 * time.Millisecond,
 	})
 	require.NoError(tb, err)
-	return &sendChains{vault: vault, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+	return &sendChains{vault: v, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
 }
 
 // api is an API instance on these chains; db nil means a fresh database.

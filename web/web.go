@@ -11,9 +11,7 @@ package web
 
 import (
 	"bytes"
-	"crypto/rand"
 	"embed"
-	"encoding/base64"
 	"errors"
 	"html/template"
 	"io/fs"
@@ -29,6 +27,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/vault"
 )
 
 //go:embed templates/*.html
@@ -187,7 +186,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		APIPrefix:   h.apiPrefix,
 		PagePath:    h.prefix + "/" + sess.ExternalID,
 		GraphQL:     h.graphql,
-		Nonce:       nonce(),
+		Nonce:       vault.CSPNonce.New(),
 	}
 	if hexColor.MatchString(m.BrandColor) {
 		d.BrandColor = strings.ToLower(m.BrandColor)
@@ -286,13 +285,6 @@ func (h *handler) errorPage(w http.ResponseWriter, status int, title, message st
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; base-uri 'none'")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
-}
-
-// nonce is a fresh CSP nonce.
-func nonce() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // formatAmount writes at least two decimals (12.50), more when the amount

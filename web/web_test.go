@@ -31,6 +31,7 @@ import (
 	"agentpay/graph"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
 )
@@ -51,11 +52,11 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	t.Helper()
 	ctx := context.Background()
 	db := testdb.Open(t)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
@@ -82,7 +83,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Treasury: tk, Test: nets, Families: adapters.Families(),
+		DB: db, Vault: v, Logger: logger, Treasury: tk, Test: nets, Families: adapters.Families(),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
 	})
 	require.NoError(t, err)

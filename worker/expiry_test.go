@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // TestWorkerExpiresSessions runs the River client and checks the periodic
@@ -23,12 +24,12 @@ func TestWorkerExpiresSessions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	db := testdb.Open(t)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: vault, Logger: logger, Families: adapters.Families()})
+	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: v, Logger: logger, Families: adapters.Families()})
 	require.NoError(t, err)
 
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").

@@ -28,6 +28,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // latencyConfirmations is the depth a deposit needs in the latency
@@ -66,18 +67,18 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(ledger.Close)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	if err != nil {
 		b.Fatal(err)
 	}
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	if err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	jobs := &boundJobs{}
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Jobs: jobs, Families: adapters.Families(),
+		DB: db, Vault: v, Logger: logger, Jobs: jobs, Families: adapters.Families(),
 		PayURL: "http://pay.test",
 		Test: chains.Networks{chains.Base: {
 			Ledger: ledger, Confirmations: latencyConfirmations,

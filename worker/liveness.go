@@ -2,17 +2,17 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
+
+	"agentpay/internal/vault"
 )
 
 // Dead worker processes (PostgreSQL).
@@ -56,9 +56,7 @@ func newLivenessID() string {
 	if len(host) > 40 {
 		host = host[:40]
 	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	return fmt.Sprintf("%s%s_%d_%s", livenessPrefix, host, os.Getpid(), hex.EncodeToString(suffix))
+	return fmt.Sprintf("%s%s_%d_%s", livenessPrefix, host, os.Getpid(), vault.InstanceTag.New())
 }
 
 // livenessKey is the advisory lock key of a client id.

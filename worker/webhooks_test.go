@@ -23,6 +23,8 @@ import (
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
+	"agentpay/webhook"
 )
 
 // hookReceiver is a merchant's webhook endpoint on loopback.
@@ -75,25 +77,25 @@ func (r *hookReceiver) setStatus(status int) {
 // the real worker (as `agentpay worker` does).
 type webhookHarness struct {
 	db    *store.DB
-	vault *agentpay.Vault
+	vault *vault.Vault
 	svc   *agentpay.Service
 }
 
 func newWebhookHarness(tb testing.TB, delays []time.Duration) *webhookHarness {
 	tb.Helper()
 	db := testdb.Open(tb)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(tb, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(tb, err)
 	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	require.NoError(tb, err)
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Jobs: jobs, WebhookRetryDelays: delays, Families: adapters.Families(),
+		DB: db, Vault: v, Jobs: jobs, WebhookRetryDelays: delays, Families: adapters.Families(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(tb, err)
-	return &webhookHarness{db: db, vault: vault, svc: svc}
+	return &webhookHarness{db: db, vault: v, svc: svc}
 }
 
 // runWorker starts the worker until the test ends.
@@ -119,7 +121,7 @@ func (h *webhookHarness) runWorker(tb testing.TB) {
 // does, and returns it with the plain secret.
 func (h *webhookHarness) merchant(tb testing.TB, webhookURL string) (*ent.Merchant, string) {
 	tb.Helper()
-	secret, _, err := agentpay.NewSecret(agentpay.PrefixWebhookSecret)
+	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
 	require.NoError(tb, err)
 	id := uuid.New()
 	sealed, err := h.vault.Seal([]byte(secret), id[:])
@@ -201,7 +203,7 @@ func TestWebhookRetriesThenFails(t *testing.T) {
 	for _, r := range got {
 		require.Equal(t, ev.Payload, r.body)
 		require.Equal(t, ev.ID.String(), r.eventID)
-		require.True(t, agentpay.VerifyWebhookSignature(secret, r.body, r.signature))
+		require.NoError(t, webhook.Verify(secret, r.body, r.signature))
 	}
 
 	d := h.deliveries(t, ev.ID)[0]
@@ -251,7 +253,7 @@ func TestWebhookDeliveredOnce(t *testing.T) {
 	seen := map[string]int{}
 	for _, r := range rcv.requests() {
 		seen[r.eventID]++
-		require.True(t, agentpay.VerifyWebhookSignature(secret, r.body, r.signature))
+		require.NoError(t, webhook.Verify(secret, r.body, r.signature))
 	}
 	require.Len(t, seen, len(events))
 	for _, ev := range events {

@@ -18,6 +18,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
 	"agentpay/internal/testdb"
+	"agentpay/internal/vault"
 )
 
 // TestWorkerScansConfiguredChains runs the River client on the test
@@ -34,13 +35,13 @@ func TestWorkerScansConfiguredChains(t *testing.T) {
 	ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()}
 	ledger, err := evm.New(ctx, ecfg)
 	require.NoError(t, err)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: vault, Logger: logger, Families: adapters.Families(),
+		DB: db, Vault: v, Logger: logger, Families: adapters.Families(),
 		Test: chains.Networks{chains.Base: {
 			Ledger: ledger,
 			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {

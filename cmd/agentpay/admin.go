@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"agentpay/internal/vault"
+
 	"github.com/google/uuid"
 
 	"agentpay"
@@ -55,7 +57,7 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 	// MASTER_KEY; without one, a throwaway key satisfies the service.
 	key := cfg.MasterKey
 	if key == nil {
-		if key, err = agentpay.GenerateMasterKey(); err != nil {
+		if key, err = vault.GenerateMasterKey(); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"agentpay/internal/vault"
+
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -28,7 +30,7 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	// A merchant registered through the service layer, as the API would.
 	cfg, err := loadConfig(getenv)
 	require.NoError(t, err)
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	p, err := openPlatform(ctx, cfg, key)
 	require.NoError(t, err)

@@ -22,6 +22,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/graph"
 	"agentpay/internal/store"
+	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
 	"agentpay/worker"
@@ -31,7 +32,7 @@ import (
 // chain families and the treasury.
 type platform struct {
 	db       *store.DB
-	vault    *agentpay.Vault
+	vault    *vault.Vault
 	families chains.Families
 	treasury agentpay.TreasuryKeys
 }
@@ -42,12 +43,12 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 			return nil, fmt.Errorf("DATA_DIR: %w", err)
 		}
 	}
-	vault, err := agentpay.NewVault(masterKey)
+	v, err := vault.New(masterKey)
 	if err != nil {
 		return nil, fmt.Errorf("MASTER_KEY: %w", err)
 	}
 	families := adapters.Families()
-	treasury, err := agentpay.DeriveTreasuryKeys(vault, families)
+	treasury, err := agentpay.DeriveTreasuryKeys(v, families)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	return &platform{db: db, vault: vault, families: families, treasury: treasury}, nil
+	return &platform{db: db, vault: v, families: families, treasury: treasury}, nil
 }
 
 // requireMasterKey refuses to run serve or worker without MASTER_KEY: a
@@ -75,7 +76,7 @@ func devMasterKey(cfg config) ([]byte, error) {
 	}
 	path := filepath.Join(cfg.DataDir, "master.key")
 	if b, err := os.ReadFile(path); err == nil {
-		key, err := agentpay.ParseMasterKey(strings.TrimSpace(string(b)))
+		key, err := vault.ParseMasterKey(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a valid master key", path)
 		}
@@ -83,7 +84,7 @@ func devMasterKey(cfg config) ([]byte, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/vault"
 )
 
 // config is the whole environment, parsed once at start. A bad value stops
@@ -101,7 +102,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}
 	if v := p.str("MASTER_KEY", ""); v != "" {
-		key, err := agentpay.ParseMasterKey(v)
+		key, err := vault.ParseMasterKey(v)
 		if err != nil {
 			p.fail("MASTER_KEY", "must be 32 bytes, base64 or hex encoded")
 		}

@@ -269,7 +269,7 @@ func requirePaidSessionEvents(t *testing.T, e *procEnv, api string, m merchant, 
 
 	for _, w := range e.Receiver.Received() {
 		if webhookSession(w) == sessionExternalID {
-			require.True(t, e.Receiver.ValidSignature(w), "bad X-Checkout-Signature on %s %s", w.Kind, w.EventID)
+			require.True(t, e.Receiver.ValidSignature(w), "bad signatures on %s %s", w.Kind, w.EventID)
 		}
 	}
 	acked := e.Receiver.Acked(sessionExternalID)

@@ -35,11 +35,9 @@ type webhookBody struct {
 // and the Standard Webhooks headers) and parses it with numbers kept exact.
 func verifiedWebhook(t *testing.T, r *webhookReceiver, w receivedWebhook) webhookBody {
 	t.Helper()
-	require.True(t, r.ValidSignature(w), "X-Checkout-Signature of %s", w.Body)
+	require.True(t, r.ValidSignature(w), "signatures of %s", w.Body)
 	require.Equal(t, "application/json", w.Header.Get("Content-Type"))
 	require.Equal(t, w.EventID, w.Header.Get("webhook-id"))
-	require.NotEmpty(t, w.Header.Get("webhook-timestamp"))
-	require.Regexp(t, `^v1,`, w.Header.Get("webhook-signature"))
 	var b webhookBody
 	dec := json.NewDecoder(bytes.NewReader(w.Body))
 	dec.UseNumber()

@@ -10,8 +10,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -39,6 +37,8 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/vault"
+	"agentpay/webhook"
 )
 
 // procTestConfirmations is what a base deposit needs in the process tests:
@@ -122,11 +122,11 @@ func newProcEnv(t *testing.T) *procEnv {
 	requirePostgres(t)
 	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: freshdb.URL(t), Receiver: newWebhookReceiver(t)}
 
-	key, err := agentpay.GenerateMasterKey()
+	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
-	vault, err := agentpay.NewVault(key)
+	v, err := vault.New(key)
 	require.NoError(t, err)
-	treasury, err := agentpay.DeriveTreasuryKeys(vault, adapters.Families())
+	treasury, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
 	require.NoError(t, err)
 
 	// Blocks only when the test mines them (BlockTime 0): the test decides
@@ -671,16 +671,15 @@ func (r *webhookReceiver) HasAcked(sessionExternalID, kind string) bool {
 	return false
 }
 
-// ValidSignature checks X-Checkout-Signature: hex HMAC-SHA256 of the raw
-// body keyed with the webhook secret the merchant got at registration.
+// ValidSignature checks both signatures of a delivery, as a receiver does,
+// with the webhook secret the merchant got at registration. The timestamp
+// may be up to an hour old: tests look at deliveries after the fact.
 func (r *webhookReceiver) ValidSignature(w receivedWebhook) bool {
 	r.mu.Lock()
 	secret := r.secret
 	r.mu.Unlock()
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(w.Body)
-	want := hex.EncodeToString(mac.Sum(nil))
-	return secret != "" && hmac.Equal([]byte(want), []byte(strings.ToLower(w.Signature)))
+	return secret != "" && webhook.Verify(secret, w.Body, w.Signature) == nil &&
+		webhook.VerifyStandard(secret, w.Header, w.Body, time.Hour, time.Now()) == nil
 }
 
 func webhookSession(w receivedWebhook) string {

@@ -1,4 +1,4 @@
-package agentpay
+package vault
 
 import (
 	"crypto/aes"
@@ -16,47 +16,36 @@ import (
 // MasterKeySize is the length of MASTER_KEY once decoded.
 const MasterKeySize = 32
 
-// vaultVersion1 prefixes every ciphertext sealed with AES-256-GCM under the
+// version1 prefixes every ciphertext sealed with AES-256-GCM under the
 // key derived from the master key. The prefix lets a later version (a new
 // master key, another cipher) coexist with rows sealed under this one, so keys
 // can be rotated by re-sealing rows lazily instead of all at once.
-const vaultVersion1 byte = 1
+const version1 byte = 1
 
 const (
-	vaultNonceSize = 12
+	nonceSize = 12
 	// HKDF info strings separate the uses of the master key: the sealing key
 	// and the deposit and treasury seeds are independent even though all come
 	// from MASTER_KEY, so one secret is enough to run the service.
-	vaultSealInfo    = "agentpay vault aes-256-gcm v1"
+	sealInfo         = "agentpay vault aes-256-gcm v1"
 	depositSeedInfo  = "agentpay deposit seed v1"
 	treasurySeedInfo = "agentpay treasury seed v1"
 	seedBytes        = 64
 )
 
 var (
-	// ErrVaultOpen is returned by Open for any ciphertext that does not
+	// ErrOpen is returned by Open for any ciphertext that does not
 	// authenticate: another master key, tampered bytes or the wrong associated
 	// data. The causes are deliberately not told apart.
-	ErrVaultOpen = errors.New("vault: cannot open ciphertext (wrong master key, tampered data or wrong row)")
-	// ErrVaultVersion is returned by Open for a ciphertext sealed by a version
+	ErrOpen = errors.New("vault: cannot open ciphertext (wrong master key, tampered data or wrong row)")
+	// ErrVersion is returned by Open for a ciphertext sealed by a version
 	// of the vault this build does not know.
-	ErrVaultVersion = errors.New("vault: unknown ciphertext version")
+	ErrVersion = errors.New("vault: unknown ciphertext version")
 )
 
-// Vault seals the secrets the service keeps at rest (custodial wallet keys)
-// and derives the seed of checkout deposit addresses. Everything comes from a
-// single 32-byte master key (MASTER_KEY):
-//
-//   - sealing key = HKDF-SHA256(master, info "agentpay vault aes-256-gcm v1"), used
-//     with AES-256-GCM; a ciphertext is version(1) || nonce(12) || sealed data+tag;
-//   - deposit seed = HKDF-SHA256(master, info "agentpay deposit seed v1"), 64 bytes,
-//     the BIP-32 / SLIP-0010 seed of deposit addresses;
-//   - treasury seed = HKDF-SHA256(master, info "agentpay treasury seed v1"), 64 bytes,
-//     from which the treasury keys are derived (see DeriveTreasuryKeys); a seed of its
-//     own keeps the treasury apart from every deposit index.
-//
-// Losing the master key loses every custodial key and deposit address;
-// leaking it leaks them all. A Vault never prints its keys: it formats as a
+// Vault seals the secrets the service keeps at rest and derives the seeds of
+// deposit addresses and of the treasury, all from one master key (see the
+// package documentation). A Vault never prints its keys: it formats as a
 // fixed redacted string with every fmt verb.
 type Vault struct {
 	aead         cipher.AEAD
@@ -64,13 +53,13 @@ type Vault struct {
 	treasurySeed []byte
 }
 
-// NewVault builds a vault from a 32-byte master key (see ParseMasterKey). The
+// New builds a vault from a 32-byte master key (see ParseMasterKey). The
 // vault keeps no reference to masterKey.
-func NewVault(masterKey []byte) (*Vault, error) {
+func New(masterKey []byte) (*Vault, error) {
 	if len(masterKey) != MasterKeySize {
 		return nil, fmt.Errorf("vault: master key must be %d bytes, got %d", MasterKeySize, len(masterKey))
 	}
-	sealKey, err := hkdf.Key(sha256.New, masterKey, nil, vaultSealInfo, 32)
+	sealKey, err := hkdf.Key(sha256.New, masterKey, nil, sealInfo, 32)
 	if err != nil {
 		return nil, errors.New("vault: cannot derive sealing key")
 	}
@@ -98,39 +87,39 @@ func NewVault(masterKey []byte) (*Vault, error) {
 // ciphertext belongs to (e.g. the wallet id) so a ciphertext copied into
 // another row does not open there.
 func (v *Vault) Seal(plaintext, associatedData []byte) ([]byte, error) {
-	out := make([]byte, 1+vaultNonceSize, 1+vaultNonceSize+len(plaintext)+v.aead.Overhead())
-	out[0] = vaultVersion1
-	if _, err := rand.Read(out[1 : 1+vaultNonceSize]); err != nil {
+	out := make([]byte, 1+nonceSize, 1+nonceSize+len(plaintext)+v.aead.Overhead())
+	out[0] = version1
+	if _, err := rand.Read(out[1 : 1+nonceSize]); err != nil {
 		return nil, fmt.Errorf("vault: reading random nonce: %w", err)
 	}
-	nonce := out[1 : 1+vaultNonceSize]
-	return v.aead.Seal(out, nonce, plaintext, vaultAD(vaultVersion1, associatedData)), nil
+	nonce := out[1 : 1+nonceSize]
+	return v.aead.Seal(out, nonce, plaintext, versionedAD(version1, associatedData)), nil
 }
 
 // Open decrypts a ciphertext made by Seal with the same associated data.
 func (v *Vault) Open(ciphertext, associatedData []byte) ([]byte, error) {
 	if len(ciphertext) == 0 {
-		return nil, ErrVaultOpen
+		return nil, ErrOpen
 	}
-	if ciphertext[0] != vaultVersion1 {
-		return nil, ErrVaultVersion
+	if ciphertext[0] != version1 {
+		return nil, ErrVersion
 	}
-	if len(ciphertext) < 1+vaultNonceSize+v.aead.Overhead() {
-		return nil, ErrVaultOpen
+	if len(ciphertext) < 1+nonceSize+v.aead.Overhead() {
+		return nil, ErrOpen
 	}
-	nonce := ciphertext[1 : 1+vaultNonceSize]
-	plain, err := v.aead.Open(nil, nonce, ciphertext[1+vaultNonceSize:], vaultAD(vaultVersion1, associatedData))
+	nonce := ciphertext[1 : 1+nonceSize]
+	plain, err := v.aead.Open(nil, nonce, ciphertext[1+nonceSize:], versionedAD(version1, associatedData))
 	if err != nil {
 		// The GCM error says nothing useful and nothing secret; ours names the
 		// likely causes for the operator.
-		return nil, ErrVaultOpen
+		return nil, ErrOpen
 	}
 	return plain, nil
 }
 
-// vaultAD authenticates the version byte along with the caller's associated
+// versionedAD authenticates the version byte along with the caller's associated
 // data, so a ciphertext cannot be relabelled as another version.
-func vaultAD(version byte, associatedData []byte) []byte {
+func versionedAD(version byte, associatedData []byte) []byte {
 	ad := make([]byte, 0, 1+len(associatedData))
 	ad = append(ad, version)
 	return append(ad, associatedData...)
@@ -145,13 +134,14 @@ func (v *Vault) DepositSeed() []byte {
 }
 
 // TreasurySeed returns the 64-byte seed from which the treasury keys are
-// derived (DeriveTreasuryKeys). The caller gets a copy.
+// derived: a seed of its own, so no deposit index can reach the treasury.
+// The caller gets a copy.
 func (v *Vault) TreasurySeed() []byte {
 	return append([]byte(nil), v.treasurySeed...)
 }
 
 // String redacts the vault so it is safe in logs.
-func (v *Vault) String() string { return "agentpay.Vault{redacted}" }
+func (v *Vault) String() string { return "vault.Vault{redacted}" }
 
 // GoString redacts the vault for %#v.
 func (v *Vault) GoString() string { return v.String() }

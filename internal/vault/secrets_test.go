@@ -1,4 +1,4 @@
-package agentpay
+package vault
 
 import (
 	"crypto/sha256"
@@ -24,11 +24,8 @@ func TestNewSecretPrefixes(t *testing.T) {
 		plain, hash, err := NewSecret(p)
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(plain, p), plain)
-		body := strings.TrimPrefix(plain, p)
-		require.Len(t, body, 43)
-		for _, c := range body {
-			require.True(t, strings.ContainsRune(base62Alphabet, c), "%q is not base62", c)
-		}
+		require.Regexp(t, `^`+p+`[0-9A-Za-z]{43}$`, plain)
+		require.True(t, WellFormedSecret(plain, p))
 		require.Equal(t, p, SecretPrefix(plain))
 		require.Len(t, hash, sha256.Size)
 	}
@@ -82,17 +79,23 @@ func TestSecretHashVerification(t *testing.T) {
 	require.False(t, SecretMatches(hash, other))
 }
 
-func TestBase62FixedWidth(t *testing.T) {
+func TestWellFormedSecret(t *testing.T) {
 	t.Parallel()
 
-	require.Equal(t, strings.Repeat("0", 43), base62(make([]byte, 32)))
-	top := make([]byte, 32)
-	for i := range top {
-		top[i] = 0xff
+	plain, _, err := NewSecret(PrefixSecretLive)
+	require.NoError(t, err)
+	body := strings.TrimPrefix(plain, PrefixSecretLive)
+	require.True(t, WellFormedSecret(plain, PrefixSecretLive))
+	for name, bad := range map[string]string{
+		"other prefix": PrefixSecretTest + body,
+		"no prefix":    body,
+		"short":        plain[:len(plain)-1],
+		"long":         plain + "a",
+		"not base62":   plain[:len(plain)-1] + "-",
+		"empty":        "",
+	} {
+		require.False(t, WellFormedSecret(bad, PrefixSecretLive), name)
 	}
-	// 2^256-1 fits in 43 base62 digits without overflowing the width.
-	require.Len(t, base62(top), 43)
-	require.NotEqual(t, byte('0'), base62(top)[0])
 }
 
 // TestSecretMatchesIsConstantTime checks the source: timing cannot be
@@ -102,7 +105,7 @@ func TestSecretMatchesIsConstantTime(t *testing.T) {
 	t.Parallel()
 
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "keys.go", nil, 0)
+	f, err := parser.ParseFile(fset, "secrets.go", nil, 0)
 	require.NoError(t, err)
 
 	var fn *ast.FuncDecl
@@ -111,7 +114,7 @@ func TestSecretMatchesIsConstantTime(t *testing.T) {
 			fn = d
 		}
 	}
-	require.NotNil(t, fn, "SecretMatches not found in keys.go")
+	require.NotNil(t, fn, "SecretMatches not found in secrets.go")
 
 	var usesSubtle, usesShortCircuit bool
 	ast.Inspect(fn.Body, func(n ast.Node) bool {
