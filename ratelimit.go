@@ -405,9 +405,12 @@ func (p *pgRateStore) maybeCleanup(now int64) {
 	}()
 }
 
+// pgRateCleanupSQL deletes the counters of windows ended by $1.
+const pgRateCleanupSQL = "DELETE FROM rate_limit_counters WHERE expires_at <= $1"
+
 // cleanup deletes the counters of windows ended by now.
 func (p *pgRateStore) cleanup(ctx context.Context, now int64) (int64, error) {
-	res, err := p.db.SQL.ExecContext(ctx, "DELETE FROM rate_limit_counters WHERE expires_at <= $1", now)
+	res, err := p.db.SQL.ExecContext(ctx, pgRateCleanupSQL, now)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,4 @@
+WITH w0 AS (INSERT INTO rate_limit_counters (key, window_start, count, expires_at) SELECT $1::text, $2::bigint, 1, $3::bigint ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + 1 RETURNING count),
+w1 AS (INSERT INTO rate_limit_counters (key, window_start, count, expires_at) SELECT $4::text, $5::bigint, 1, $6::bigint FROM w0 WHERE w0.count <= $7::bigint ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + 1 RETURNING count),
+async AS (SELECT set_config('synchronous_commit', 'off', true))
+SELECT COALESCE((SELECT count FROM w0), (SELECT count FROM rate_limit_counters WHERE key = $1::text AND window_start = $2::bigint), 0), COALESCE((SELECT count FROM w1), (SELECT count FROM rate_limit_counters WHERE key = $4::text AND window_start = $5::bigint), 0) FROM async
