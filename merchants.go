@@ -17,7 +17,6 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
-	"agentpay/ent/predicate"
 	"agentpay/ent/schematype"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
@@ -418,91 +417,7 @@ func setOptional[B any](f merchantFields, website, webhook, success, cancel, add
 	color(f.brandColor)
 }
 
-// MerchantAuth is an authenticated merchant and the mode of the key used:
-// live keys see live sessions, test keys test sessions.
-type MerchantAuth struct {
-	Merchant *ent.Merchant
-	Mode     Mode
-	// keyMatch picks the unrevoked key the request authenticated with.
-	keyMatch predicate.MerchantKey
-}
-
-// Livemode reports whether the caller uses live keys.
-func (a *MerchantAuth) Livemode() bool { return a.Mode == ModeLive }
-
 var errMerchantDeactivated = fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
-
-// keyMode tells the mode of a well-formed key of one of the two prefixes.
-func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
-	switch {
-	case vault.WellFormedSecret(k, livePrefix):
-		return ModeLive, true
-	case vault.WellFormedSecret(k, testPrefix):
-		return ModeTest, true
-	}
-	return "", false
-}
-
-// AuthenticateMerchant resolves a secret key (X-Checkout-Secret-Key) to its
-// merchant and mode. A missing, malformed, unknown or rolled key is
-// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It is one
-// lookup by the unique hash index, through the authentication cache
-// (authcache.go); a key roll or a deactivation answers only once it holds on
-// every instance.
-func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*MerchantAuth, error) {
-	mode, ok := keyMode(secretKey, vault.PrefixSecretLive, vault.PrefixSecretTest)
-	if !ok {
-		return nil, ErrUnauthorized
-	}
-	hash := vault.HashSecret(secretKey)
-	return s.cachedMerchantByKey(ctx, "s"+string(hash), mode, merchantkey.SecretKeyHash(hash))
-}
-
-// MerchantByPublicKey resolves a public key (X-Checkout-Public-Key, the
-// checkout page) to its merchant and mode, with the rules of
-// AuthenticateMerchant.
-func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*MerchantAuth, error) {
-	mode, ok := keyMode(publicKey, vault.PrefixPublicLive, vault.PrefixPublicTest)
-	if !ok {
-		return nil, ErrUnauthorized
-	}
-	return s.cachedMerchantByKey(ctx, "p"+publicKey, mode, merchantkey.PublicKey(publicKey))
-}
-
-// cachedMerchantByKey is merchantByKey through the authentication cache
-// (authcache.go), under cacheKey.
-func (s *Service) cachedMerchantByKey(ctx context.Context, cacheKey string, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
-	if a, ok := s.merchantAuth.get(cacheKey); ok {
-		return a, nil
-	}
-	read := s.merchantAuth.begin()
-	a, err := s.merchantByKey(ctx, mode, match)
-	if err != nil {
-		return nil, err
-	}
-	s.merchantAuth.put(read, cacheKey, a)
-	return a, nil
-}
-
-// merchantByKey is one round trip: the merchant whose unrevoked key of
-// this mode matches (the mode is the key's prefix, and a key is stored
-// under its own mode's kind).
-func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
-	keyMatch := merchantkey.And(match, merchantkey.RevokedAtIsNil(), merchantkey.KindEQ(merchantkey.Kind(mode)))
-	m, err := s.cfg.DB.Ent.Merchant.Query().
-		Where(merchant.HasKeysWith(keyMatch)).
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, ErrUnauthorized
-	}
-	if err != nil {
-		return nil, fmt.Errorf("authenticating merchant: %w", err)
-	}
-	if !m.Active {
-		return nil, errMerchantDeactivated
-	}
-	return &MerchantAuth{Merchant: m, Mode: mode, keyMatch: keyMatch}, nil
-}
 
 // MerchantProfile is a merchant with its current public keys.
 type MerchantProfile struct {
@@ -572,9 +487,10 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 
 // RollMerchantKeys replaces both key pairs of the merchant (live and test)
 // and returns the new ones, shown this once; the webhook secret is kept.
-// The old keys are revoked in the same transaction, and authentication
-// reads the database on every request, so they are refused at once by every
-// instance. Only the key the caller authenticated with can roll: of two
+// The old keys are revoked in the same transaction, and the answer waits
+// until no instance's authentication cache can still hold them, so by then
+// every instance refuses them. Only the key the caller authenticated with
+// can roll: of two
 // concurrent rolls with one key, the second is ErrUnauthorized.
 func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*MerchantKeys, error) {
 	if auth.keyMatch == nil {

@@ -1,0 +1,280 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"agentpay/ent"
+	"agentpay/ent/agent"
+	"agentpay/ent/merchant"
+	"agentpay/ent/merchantkey"
+	"agentpay/ent/predicate"
+	"agentpay/ent/wallet"
+	"agentpay/internal/vault"
+)
+
+// Authentication: what a presented key is. Agents present an API key
+// (X-Agent-Key); merchants a secret key (X-Checkout-Secret-Key), or on the
+// checkout page a public key. Every key is looked up by the unique index on
+// its hash (public keys: the key itself), through the authentication cache
+// (authcache.go). Issuing keys (registration, regeneration, rolls) is the
+// agent's and the merchant's own business (agents.go, merchants.go).
+
+// Authenticate returns the agent whose API key this is, with its wallets
+// (Edges.Wallets, in Wallets order) read in the same query. A missing,
+// malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
+// the unique index on the key's hash, through the authentication cache
+// (authcache.go): what a key authenticated is trusted for AuthCacheTTL.
+//
+// The agent is read with raw SQL, not through the ent client: use its
+// fields, not its methods that go back to the database (Update, QueryX).
+func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, error) {
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
+		return nil, ErrUnauthorized
+	}
+	hash := vault.HashSecret(apiKey)
+	if a, ok := s.agentAuth.get(string(hash)); ok {
+		return a, nil
+	}
+	// Requests of a key that arrive while it is being read share that read
+	// (a result no older than a cache entry would be).
+	v, err, _ := s.agentAuth.reads.Do(string(hash), func() (any, error) {
+		q := authSQLite
+		if s.cfg.DB.IsPostgres() {
+			q = authPostgres
+		}
+		read := s.agentAuth.begin()
+		rows, err := s.cfg.DB.QueryCached(context.WithoutCancel(ctx), q, hash)
+		if err != nil {
+			return nil, fmt.Errorf("authenticating agent: %w", err)
+		}
+		a, _, err := scanAuthRows(rows, 0)
+		if err != nil {
+			return nil, fmt.Errorf("authenticating agent: %w", err)
+		}
+		if a == nil {
+			return nil, ErrUnauthorized
+		}
+		s.agentAuth.put(read, string(hash), a)
+		return a, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return copyAgent(v.(*ent.Agent)), nil
+}
+
+// AuthenticateAndAllow authenticates the key as Authenticate does, then
+// counts the request against the agent's rate limit as AllowAgent does. On
+// PostgreSQL a request costs one round trip: the key's read, or, when this
+// instance must reserve more of the agent's rate limit (see ratelease.go),
+// the read and the reservation in one statement. A refused request returns
+// the agent, the decision and a *RateLimitError.
+func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent.Agent, RateDecision, error) {
+	if s.rateLimiter().leases == nil {
+		a, err := s.Authenticate(ctx, apiKey)
+		if err != nil {
+			return nil, RateDecision{}, err
+		}
+		dec, err := s.AllowAgent(ctx, a)
+		return a, dec, err
+	}
+	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
+		return nil, RateDecision{}, ErrUnauthorized
+	}
+	return s.leasedAllow(ctx, apiKey, nil)
+}
+
+// authAgentColumns and authWalletColumns are what Authenticate reads of the
+// agent and of each of its wallets, in scanAuthRows order.
+var (
+	authAgentColumns = []string{
+		agent.FieldID, agent.FieldCreatedAt, agent.FieldUpdatedAt, agent.FieldUsername, agent.FieldAPIKeyHash,
+		agent.FieldInviteCode, agent.FieldTrustScore, agent.FieldTier, agent.FieldPrimaryWalletID,
+		agent.FieldPartnerVerified, agent.FieldPartnerProvider, agent.FieldPartnerSubject, agent.FieldHumanVerified,
+		agent.FieldExternalWalletVerified, agent.FieldTxCount, agent.FieldVolumeSent, agent.FieldVolumeReceived,
+		agent.FieldFeesPaid, agent.FieldAPIKeyRotatedAt,
+	}
+	authWalletColumns = []string{
+		wallet.FieldID, wallet.FieldCreatedAt, wallet.FieldUpdatedAt, wallet.FieldAgentID, wallet.FieldChain,
+		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified,
+	}
+
+	authSQLite   = authSQL("?")
+	authPostgres = authSQL("$1")
+)
+
+// authSQL reads the agent whose api_key_hash is the parameter, joined with
+// its wallets: one row per wallet (wallet columns NULL when it has none).
+func authSQL(param string) string {
+	cols := make([]string, 0, len(authAgentColumns)+len(authWalletColumns))
+	for _, c := range authAgentColumns {
+		cols = append(cols, "a."+c)
+	}
+	for _, c := range authWalletColumns {
+		cols = append(cols, "w."+c)
+	}
+	return "SELECT " + strings.Join(cols, ", ") +
+		" FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id WHERE a.api_key_hash = " + param
+}
+
+// scanAuthRows reads the rows of authSQL or pgLeaseSQL (then with nInts
+// integers, maybe NULL, after the wallet columns, returned from the first
+// row) and closes them. No row is a nil agent.
+func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error) {
+	defer rows.Close()
+	var (
+		a                                                *ent.Agent
+		ints                                             = make([]sql.NullInt64, nInts)
+		ag                                               ent.Agent
+		primID                                           sql.Null[uuid.UUID]
+		tier, username, invite, partnerProv, partnerSubj sql.NullString
+		created, updated, rotated                        sql.NullTime
+		trust, txCount, volSent, volRecv, fees           sql.NullInt64
+		partnerV, humanV, extV                           sql.NullBool
+
+		wID, wAgent             sql.Null[uuid.UUID]
+		wCreated, wUpdated      sql.NullTime
+		wChain, wAddress, wKind sql.NullString
+		wKey                    []byte
+		wVerified               sql.NullBool
+	)
+	dest := []any{
+		&ag.ID, &created, &updated, &username, &ag.APIKeyHash,
+		&invite, &trust, &tier, &primID,
+		&partnerV, &partnerProv, &partnerSubj, &humanV,
+		&extV, &txCount, &volSent, &volRecv,
+		&fees, &rotated,
+		&wID, &wCreated, &wUpdated, &wAgent, &wChain,
+		&wAddress, &wKey, &wKind, &wVerified,
+	}
+	for i := range ints {
+		dest = append(dest, &ints[i])
+	}
+	for rows.Next() {
+		wKey = nil
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, err
+		}
+		if a == nil {
+			ag.CreatedAt, ag.UpdatedAt = created.Time, updated.Time
+			ag.Username, ag.InviteCode, ag.Tier = username.String, invite.String, agent.Tier(tier.String)
+			ag.TrustScore = int(trust.Int64)
+			if primID.Valid {
+				id := primID.V
+				ag.PrimaryWalletID = &id
+			}
+			ag.PartnerVerified, ag.HumanVerified, ag.ExternalWalletVerified = partnerV.Bool, humanV.Bool, extV.Bool
+			ag.PartnerProvider, ag.PartnerSubject = partnerProv.String, partnerSubj.String
+			ag.TxCount, ag.VolumeSent, ag.VolumeReceived, ag.FeesPaid = txCount.Int64, volSent.Int64, volRecv.Int64, fees.Int64
+			if rotated.Valid {
+				t := rotated.Time
+				ag.APIKeyRotatedAt = &t
+			}
+			ag.Edges.Wallets = []*ent.Wallet{}
+			a = &ag
+		}
+		if wID.Valid {
+			a.Edges.Wallets = append(a.Edges.Wallets, &ent.Wallet{
+				ID: wID.V, CreatedAt: wCreated.Time, UpdatedAt: wUpdated.Time, AgentID: wAgent.V,
+				Chain: wChain.String, Address: wAddress.String, EncryptedKey: wKey,
+				Kind: wallet.Kind(wKind.String), Verified: wVerified.Bool,
+			})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if a != nil {
+		sortWallets(a.Edges.Wallets)
+	}
+	return a, ints, nil
+}
+
+// MerchantAuth is an authenticated merchant and the mode of the key used:
+// live keys see live sessions, test keys test sessions.
+type MerchantAuth struct {
+	Merchant *ent.Merchant
+	Mode     Mode
+	// keyMatch picks the unrevoked key the request authenticated with.
+	keyMatch predicate.MerchantKey
+}
+
+// Livemode reports whether the caller uses live keys.
+func (a *MerchantAuth) Livemode() bool { return a.Mode == ModeLive }
+
+// keyMode tells the mode of a well-formed key of one of the two prefixes.
+func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
+	switch {
+	case vault.WellFormedSecret(k, livePrefix):
+		return ModeLive, true
+	case vault.WellFormedSecret(k, testPrefix):
+		return ModeTest, true
+	}
+	return "", false
+}
+
+// AuthenticateMerchant resolves a secret key (X-Checkout-Secret-Key) to its
+// merchant and mode. A missing, malformed, unknown or rolled key is
+// ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It is one
+// lookup by the unique hash index, through the authentication cache
+// (authcache.go); a key roll or a deactivation answers only once it holds on
+// every instance.
+func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*MerchantAuth, error) {
+	mode, ok := keyMode(secretKey, vault.PrefixSecretLive, vault.PrefixSecretTest)
+	if !ok {
+		return nil, ErrUnauthorized
+	}
+	hash := vault.HashSecret(secretKey)
+	return s.cachedMerchantByKey(ctx, "s"+string(hash), mode, merchantkey.SecretKeyHash(hash))
+}
+
+// MerchantByPublicKey resolves a public key (X-Checkout-Public-Key, the
+// checkout page) to its merchant and mode, with the rules of
+// AuthenticateMerchant.
+func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*MerchantAuth, error) {
+	mode, ok := keyMode(publicKey, vault.PrefixPublicLive, vault.PrefixPublicTest)
+	if !ok {
+		return nil, ErrUnauthorized
+	}
+	return s.cachedMerchantByKey(ctx, "p"+publicKey, mode, merchantkey.PublicKey(publicKey))
+}
+
+// cachedMerchantByKey is merchantByKey through the authentication cache
+// (authcache.go), under cacheKey.
+func (s *Service) cachedMerchantByKey(ctx context.Context, cacheKey string, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
+	if a, ok := s.merchantAuth.get(cacheKey); ok {
+		return a, nil
+	}
+	read := s.merchantAuth.begin()
+	a, err := s.merchantByKey(ctx, mode, match)
+	if err != nil {
+		return nil, err
+	}
+	s.merchantAuth.put(read, cacheKey, a)
+	return a, nil
+}
+
+// merchantByKey is one round trip: the merchant whose unrevoked key of
+// this mode matches (the mode is the key's prefix, and a key is stored
+// under its own mode's kind).
+func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
+	keyMatch := merchantkey.And(match, merchantkey.RevokedAtIsNil(), merchantkey.KindEQ(merchantkey.Kind(mode)))
+	m, err := s.cfg.DB.Ent.Merchant.Query().
+		Where(merchant.HasKeysWith(keyMatch)).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, ErrUnauthorized
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticating merchant: %w", err)
+	}
+	if !m.Active {
+		return nil, errMerchantDeactivated
+	}
+	return &MerchantAuth{Merchant: m, Mode: mode, keyMatch: keyMatch}, nil
+}
