@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/predicate"
 	"agentpay/ent/wallet"
+	"agentpay/internal/ratelimit"
 	"agentpay/internal/vault"
 )
 
@@ -36,7 +37,11 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, ErrUnauthorized
 	}
-	hash := vault.HashSecret(apiKey)
+	return s.authenticateAgent(ctx, vault.HashSecret(apiKey))
+}
+
+// authenticateAgent is Authenticate by the key's hash.
+func (s *Service) authenticateAgent(ctx context.Context, hash []byte) (*ent.Agent, error) {
 	if a, ok := s.agentAuth.get(string(hash)); ok {
 		return a, nil
 	}
@@ -52,7 +57,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
 		}
-		a, _, err := scanAuthRows(rows, 0)
+		a, err := scanAuthRows(rows, nil)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
 		}
@@ -69,24 +74,63 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 }
 
 // AuthenticateAndAllow authenticates the key as Authenticate does, then
-// counts the request against the agent's rate limit as AllowAgent does. On
-// PostgreSQL a request costs one round trip: the key's read, or, when this
-// instance must reserve more of the agent's rate limit (see ratelease.go),
-// the read and the reservation in one statement. A refused request returns
-// the agent, the decision and a *RateLimitError.
+// counts the request against the agent's rate limit as AllowAgent does: the
+// one path of every agent request, REST and GraphQL. On PostgreSQL a
+// request costs one round trip: the key's read, or, when this instance must
+// reserve more of the agent's rate limit, the read and the reservation in
+// one statement (internal/ratelimit). A refused request returns the agent,
+// the decision and a *RateLimitError.
 func (s *Service) AuthenticateAndAllow(ctx context.Context, apiKey string) (*ent.Agent, RateDecision, error) {
-	if s.rateLimiter().leases == nil {
-		a, err := s.Authenticate(ctx, apiKey)
-		if err != nil {
-			return nil, RateDecision{}, err
-		}
-		dec, err := s.AllowAgent(ctx, a)
-		return a, dec, err
-	}
 	if !vault.WellFormedSecret(apiKey, vault.PrefixAgentKey) {
 		return nil, RateDecision{}, ErrUnauthorized
 	}
-	return s.leasedAllow(ctx, apiKey, nil)
+	key := &agentKey{s: s, hash: vault.HashSecret(apiKey)}
+	sub, dec, err := s.rates.agents.AllowCredential(ctx, key)
+	if err != nil {
+		return nil, RateDecision{}, err
+	}
+	return key.agent, dec, agentRateRefusal(dec, nil, sub.Class)
+}
+
+// agentKey is an API key as the rate limiter reads it (a
+// ratelimit.Credential): through the authentication cache, or in the
+// limiter's reservation statement (agentKeySource). agent is the agent it
+// read.
+type agentKey struct {
+	s     *Service
+	hash  []byte
+	agent *ent.Agent
+}
+
+func (k *agentKey) Hint() string   { return string(k.hash) }
+func (k *agentKey) Unknown() error { return ErrUnauthorized }
+
+func (k *agentKey) Authenticate(ctx context.Context) (ratelimit.Subject[uuid.UUID], error) {
+	a, err := k.s.authenticateAgent(ctx, k.hash)
+	if err != nil {
+		return ratelimit.Subject[uuid.UUID]{}, err
+	}
+	k.agent = a
+	return agentRateSubject(a), nil
+}
+
+func (k *agentKey) Read(ctx context.Context, query string, args []any, counts []sql.NullInt64) (ratelimit.Subject[uuid.UUID], error) {
+	args[0] = k.hash
+	read := k.s.agentAuth.begin()
+	rows, err := k.s.cfg.DB.QueryCached(ctx, query, args...)
+	if err != nil {
+		return ratelimit.Subject[uuid.UUID]{}, err
+	}
+	a, err := scanAuthRows(rows, counts)
+	if err != nil {
+		return ratelimit.Subject[uuid.UUID]{}, err
+	}
+	if a == nil {
+		return ratelimit.Subject[uuid.UUID]{}, ErrUnauthorized
+	}
+	k.s.agentAuth.put(read, string(k.hash), a)
+	k.agent = a
+	return agentRateSubject(a), nil
 }
 
 // authAgentColumns and authWalletColumns are what Authenticate reads of the
@@ -104,32 +148,45 @@ var (
 		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified,
 	}
 
+	// authColumns are both, as the statements reading a key answer them:
+	// agents a, wallets w.
+	authColumns = append(qualified("a.", authAgentColumns), qualified("w.", authWalletColumns)...)
+
 	authSQLite   = authSQL("?")
 	authPostgres = authSQL("$1")
+
+	// agentKeySource is how the rate limiter's reservation statement reads
+	// the key's agent (a) and its wallets, answering authColumns as authSQL
+	// does.
+	agentKeySource = ratelimit.Source{
+		Subject: "SELECT " + strings.Join(authAgentColumns, ", ") + " FROM agents WHERE api_key_hash = $1",
+		Columns: authColumns,
+		Join:    "LEFT JOIN wallets w ON w.agent_id = a.id",
+	}
 )
+
+func qualified(prefix string, columns []string) []string {
+	out := make([]string, len(columns))
+	for i, c := range columns {
+		out[i] = prefix + c
+	}
+	return out
+}
 
 // authSQL reads the agent whose api_key_hash is the parameter, joined with
 // its wallets: one row per wallet (wallet columns NULL when it has none).
 func authSQL(param string) string {
-	cols := make([]string, 0, len(authAgentColumns)+len(authWalletColumns))
-	for _, c := range authAgentColumns {
-		cols = append(cols, "a."+c)
-	}
-	for _, c := range authWalletColumns {
-		cols = append(cols, "w."+c)
-	}
-	return "SELECT " + strings.Join(cols, ", ") +
+	return "SELECT " + strings.Join(authColumns, ", ") +
 		" FROM agents a LEFT JOIN wallets w ON w.agent_id = a.id WHERE a.api_key_hash = " + param
 }
 
-// scanAuthRows reads the rows of authSQL or pgLeaseSQL (then with nInts
-// integers, maybe NULL, after the wallet columns, returned from the first
-// row) and closes them. No row is a nil agent.
-func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error) {
+// scanAuthRows reads the rows of authSQL, or of the rate limiter's
+// reservation by key (then with len(ints) integers, maybe NULL, after
+// authColumns) and closes them. No row is a nil agent.
+func scanAuthRows(rows *sql.Rows, ints []sql.NullInt64) (*ent.Agent, error) {
 	defer rows.Close()
 	var (
 		a                                                *ent.Agent
-		ints                                             = make([]sql.NullInt64, nInts)
 		ag                                               ent.Agent
 		primID                                           sql.Null[uuid.UUID]
 		tier, username, invite, partnerProv, partnerSubj sql.NullString
@@ -158,7 +215,7 @@ func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error
 	for rows.Next() {
 		wKey = nil
 		if err := rows.Scan(dest...); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if a == nil {
 			ag.CreatedAt, ag.UpdatedAt = created.Time, updated.Time
@@ -187,12 +244,12 @@ func scanAuthRows(rows *sql.Rows, nInts int) (*ent.Agent, []sql.NullInt64, error
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if a != nil {
 		sortWallets(a.Edges.Wallets)
 	}
-	return a, ints, nil
+	return a, nil
 }
 
 // MerchantAuth is an authenticated merchant and the mode of the key used:

@@ -20,13 +20,17 @@ var updateSQL = flag.Bool("update", false, "rewrite the pinned statements under 
 // not compared. `go test -run TestRateLimitStatements -update` rewrites them.
 func TestRateLimitStatements(t *testing.T) {
 	t.Parallel()
+	agents := agentRateScheme.Statements(&agentKeySource)
+	requests := ipRateScheme(RateRequest, Config{IPRateLimit: 600}).Statements(nil)
+	registrations := ipRateScheme(RateRegistration, Config{RegisterRateLimit: 20}).Statements(nil)
 	statements := map[string]string{
-		"agent_reserve_by_key": leaseByKeyPostgres,
-		"agent_reserve":        leaseByIDPostgres,
-		"ip_reserve":           scopeLeaseSQL,
-		"count_1_window":       pgRateSQL(1),
-		"count_2_windows":      pgRateSQL(2),
-		"cleanup":              pgRateCleanupSQL,
+		"agent_reserve_by_key":    agents.ReserveByCredential,
+		"agent_reserve":           agents.Reserve,
+		"ip_reserve":              requests.Reserve,
+		"ip_registration_reserve": registrations.Reserve,
+		"count_1_window":          requests.Count,
+		"count_2_windows":         agents.Count,
+		"cleanup":                 agents.Cleanup,
 	}
 	for name, q := range statements {
 		got := layoutSQL(q)

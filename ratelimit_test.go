@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/ratelimitcounter"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
@@ -377,76 +377,54 @@ func TestIPScope(t *testing.T) {
 	}
 }
 
-// Finished windows are deleted: from the table on PostgreSQL, from memory on
-// SQLite.
-func TestRateLimitCleanup(t *testing.T) {
-	t.Parallel()
-	db := testdb.Open(t)
-	svc, clock := newRateService(t, db, 0, 0)
-	ctx := context.Background()
-	a := rateAgent(agent.TierT0)
-	if store, ok := svc.rateLimiter().store.(*pgRateStore); ok {
-		// No background cleanup in this test: it calls cleanup itself.
-		store.nextCleanup.Store(math.MaxInt64)
-	}
-
-	_, err := svc.AllowAgent(ctx, a)
-	require.NoError(t, err)
-	clock.Set(rateEpoch.Add(2 * time.Minute))
-	_, err = svc.AllowAgent(ctx, a)
-	require.NoError(t, err)
-
-	switch store := svc.rateLimiter().store.(type) {
-	case *pgRateStore:
-		// minute 0, minute 2 and the hour.
-		require.Equal(t, 3, db.Ent.RateLimitCounter.Query().CountX(ctx))
-		n, err := store.cleanup(ctx, clock.Now().Unix())
-		require.NoError(t, err)
-		require.EqualValues(t, 1, n)
-		keys := db.Ent.RateLimitCounter.Query().Order(ent.Asc("key")).AllX(ctx)
-		require.Len(t, keys, 2)
-		require.Equal(t, "agent:"+a.ID.String()+":hour", keys[0].Key)
-		require.Equal(t, "agent:"+a.ID.String()+":minute", keys[1].Key)
-		require.Equal(t, rateEpoch.Add(2*time.Minute).Unix(), keys[1].WindowStart)
-	case *memRateStore:
-		// The second call swept (a minute after the first): minute 0 is gone.
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		require.Len(t, store.windows, 2)
-		clock.Set(rateEpoch.Add(2 * time.Hour))
-		store.sweep(clock.Now().Unix())
-		require.Empty(t, store.windows)
-	default:
-		t.Fatalf("unexpected store %T", store)
-	}
-}
-
-func TestPgRateSQL(t *testing.T) {
-	t.Parallel()
-	// Parameters are numbered 1..3n then the n-1 limits.
-	q := pgRateSQL(2)
-	require.Contains(t, q, "w1 AS (INSERT INTO rate_limit_counters")
-	require.Contains(t, q, "FROM w0 WHERE w0.count <= $7::bigint")
-	require.NotContains(t, q, "$8")
-	require.NotContains(t, pgRateSQL(1), "$4")
-}
-
-// The statement turns synchronous_commit off for its own transaction only:
-// the connection, shared with payments, keeps it on.
-func TestPgRateSQLKeepsCommitsSynchronous(t *testing.T) {
+// AuthenticateAndAllow reads the key on every request even when the
+// agent's lease (PostgreSQL) serves it: a key regenerated on another
+// instance is refused at once by the instance holding the agent's lease,
+// the new key goes on with the same lease, and a tier changed elsewhere
+// applies to the next request.
+func TestAuthenticateAndAllowFollowsKeysAndTiers(t *testing.T) {
 	t.Parallel()
 	if !freshdb.IsPostgres() {
-		t.Skip("PostgreSQL only")
+		t.Skip("leases share PostgreSQL counters between instances; SQLite counts in memory")
 	}
 	db := testdb.Open(t)
+	svc1, _ := newRateService(t, db, 0, 0)
+	svc2, _ := newRateService(t, db, 0, 0)
 	ctx := context.Background()
-	conn, err := db.SQL.Conn(ctx)
+	reg, err := svc1.QuickRegister(ctx, "leased")
 	require.NoError(t, err)
-	defer conn.Close()
-	var count int64
-	require.NoError(t, conn.QueryRowContext(ctx, pgRateSQL(1), "k:minute", int64(60), int64(120)).Scan(&count))
-	require.EqualValues(t, 1, count)
-	var setting string
-	require.NoError(t, conn.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&setting))
-	require.Equal(t, "on", setting)
+	db.Ent.Agent.Update().SetTier(agent.TierT4).ExecX(ctx)
+
+	for i := 1; i <= 3; i++ {
+		a, dec, err := svc1.AuthenticateAndAllow(ctx, reg.APIKey)
+		require.NoError(t, err)
+		require.Equal(t, agent.TierT4, a.Tier)
+		require.Len(t, a.Edges.Wallets, 2)
+		require.Equal(t, 300-i, dec.Remaining)
+	}
+	a, err := svc2.Authenticate(ctx, reg.APIKey)
+	require.NoError(t, err)
+	newKey, err := svc2.RegenerateAPIKey(ctx, a)
+	require.NoError(t, err)
+
+	_, _, err = svc1.AuthenticateAndAllow(ctx, reg.APIKey)
+	require.ErrorIs(t, err, ErrUnauthorized)
+	_, dec, err := svc1.AuthenticateAndAllow(ctx, newKey)
+	require.NoError(t, err)
+	require.Equal(t, 296, dec.Remaining)
+	// Reserved: a hit for each key's first request (read and reserved in one
+	// statement, before the instance knows the agent), then blocks of 9.
+	minute, err := db.Ent.RateLimitCounter.Query().
+		Where(ratelimitcounter.Key("agent:"+a.ID.String()+":minute"), ratelimitcounter.WindowStart(rateEpoch.Unix())).
+		Only(ctx)
+	require.NoError(t, err)
+	require.LessOrEqual(t, minute.Count, 2+2*9)
+
+	// A tier change is seen at once too (the lease is of the old tier's
+	// limits): T0's 100 an hour, which T4's hour lease already holds.
+	db.Ent.Agent.Update().SetTier(agent.TierT0).ExecX(ctx)
+	_, dec, err = svc1.AuthenticateAndAllow(ctx, newKey)
+	require.ErrorIs(t, err, ErrRateLimited)
+	require.Equal(t, 100, dec.Limit)
+	require.Equal(t, "hour", dec.Window)
 }

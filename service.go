@@ -87,7 +87,7 @@ type Service struct {
 	cfg      Config
 	logger   *slog.Logger
 	watchers *watcherCache
-	limiter  *rateLimiter
+	rates    rateLimits
 	broker   StatusBroker
 	// agentAuth and merchantAuth cache what keys authenticated
 	// (authcache.go).
@@ -131,7 +131,7 @@ func NewService(cfg Config) (*Service, error) {
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), limiter: newRateLimiter(cfg.DB, logger), broker: broker,
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), broker: broker,
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
 }

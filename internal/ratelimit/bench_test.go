@@ -1,4 +1,4 @@
-package agentpay
+package ratelimit
 
 import (
 	"context"
@@ -6,62 +6,64 @@ import (
 	"testing"
 	"time"
 
-	"agentpay/ent/agent"
+	"github.com/google/uuid"
+
 	"agentpay/internal/testdb"
-	"agentpay/internal/testdb/freshdb"
 )
 
-// BenchmarkAllowAgent measures one agent rate-limit check: on PostgreSQL
-// (TEST_DATABASE_URL set) one statement counting both windows, on SQLite the
-// in-memory counters. The clock moves an hour every 200 checks, so nearly
-// every check is allowed and updates existing rows, as in production.
+// BenchmarkAllow measures one rate-limit check of a known subject: on
+// PostgreSQL (TEST_DATABASE_URL set) served from the instance's leases, on
+// SQLite the in-memory counters. The clock moves an hour every 200 checks,
+// so nearly every check is allowed and updates existing rows, as in
+// production.
 //
-//	go test -run '^$' -bench AllowAgent -benchtime 3s .
-func BenchmarkAllowAgent(b *testing.B) {
+//	go test -run '^$' -bench Allow -benchtime 3s ./internal/ratelimit/
+func BenchmarkAllow(b *testing.B) {
 	db := testdb.Open(b)
-	svc, _ := newRateService(b, db, 0, 0)
+	lim, _ := newTestLimiter(b, db)
 	var calls atomic.Int64
-	svc.setRateClock(func() time.Time {
-		return rateEpoch.Add(time.Duration(calls.Add(1)/200) * time.Hour)
+	lim.SetClock(func() time.Time {
+		return epoch.Add(time.Duration(calls.Add(1)/200) * time.Hour)
 	})
+	l := NewLimit[uuid.UUID](lim, tiers, nil)
 	ctx := context.Background()
 
 	b.Run("serial", func(b *testing.B) {
-		a := rateAgent(agent.TierT4)
+		sub := tierSubject("T4")
 		for b.Loop() {
-			if _, err := svc.AllowAgent(ctx, a); err != nil {
+			if _, err := l.Allow(ctx, sub); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	// Each goroutine is its own agent, as with many clients.
+	// Each goroutine is its own subject, as with many clients.
 	b.Run("parallel", func(b *testing.B) {
 		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
-			a := rateAgent(agent.TierT4)
+			sub := tierSubject("T4")
 			for pb.Next() {
-				if _, err := svc.AllowAgent(ctx, a); err != nil {
+				if _, err := l.Allow(ctx, sub); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	})
-	// A refused check (over the minute): one statement still, the hour's
-	// upsert skipped.
+	// A refused check (over the minute): decided from the lease.
 	b.Run("refused", func(b *testing.B) {
-		svc2, _ := newRateService(b, db, 0, 0)
-		a := rateAgent(agent.TierT0)
+		lim2, _ := newTestLimiter(b, db)
+		l2 := NewLimit[uuid.UUID](lim2, tiers, nil)
+		sub := tierSubject("T0")
 		for b.Loop() {
-			_, _ = svc2.AllowAgent(ctx, a)
+			_, _ = l2.Allow(ctx, sub)
 		}
 	})
 }
 
-// BenchmarkPgRateStatement compares the counting statement prepared (one
+// BenchmarkCountStatement compares the counting statement prepared (one
 // round trip: bind and execute) with the same statement unprepared (lib/pq
 // parses then executes: two round trips).
-func BenchmarkPgRateStatement(b *testing.B) {
-	if !freshdb.IsPostgres() {
+func BenchmarkCountStatement(b *testing.B) {
+	if !testdb.IsPostgres() {
 		b.Skip("PostgreSQL only")
 	}
 	db := testdb.Open(b)
@@ -70,7 +72,7 @@ func BenchmarkPgRateStatement(b *testing.B) {
 		start := int64(1_900_000_000 + (i/200)*3600)
 		return []any{"bench:x:minute", start, start + 60, "bench:x:hour", start, start + 3600, 1 << 30}
 	}
-	q := pgRateSQL(2)
+	q := countSQL(2)
 	b.Run("prepared", func(b *testing.B) {
 		st, err := db.SQL.PrepareContext(ctx, q)
 		if err != nil {
