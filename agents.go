@@ -309,7 +309,7 @@ func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, e
 	// Other instances may serve the old key from their authentication cache
 	// until their entry expires: answer once every such entry has, so that
 	// the caller never holds the new key while the old one still works.
-	s.agentAuth.waitTTL(ctx)
+	s.agentAuth.WaitTTL(ctx)
 	return plain, nil
 }
 

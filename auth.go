@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -14,6 +16,7 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/predicate"
 	"agentpay/ent/wallet"
+	"agentpay/internal/authcache"
 	"agentpay/internal/ratelimit"
 	"agentpay/internal/vault"
 )
@@ -21,15 +24,15 @@ import (
 // Authentication: what a presented key is. Agents present an API key
 // (X-Agent-Key); merchants a secret key (X-Checkout-Secret-Key), or on the
 // checkout page a public key. Every key is looked up by the unique index on
-// its hash (public keys: the key itself), through the authentication cache
-// (authcache.go). Issuing keys (registration, regeneration, rolls) is the
-// agent's and the merchant's own business (agents.go, merchants.go).
+// its hash (public keys: the key itself), through the authentication caches
+// below. Issuing keys (registration, regeneration, rolls) is the agent's and
+// the merchant's own business (agents.go, merchants.go).
 
 // Authenticate returns the agent whose API key this is, with its wallets
 // (Edges.Wallets, in Wallets order) read in the same query. A missing,
 // malformed, unknown or rotated key is ErrUnauthorized. It is one lookup by
-// the unique index on the key's hash, through the authentication cache
-// (authcache.go): what a key authenticated is trusted for AuthCacheTTL.
+// the unique index on the key's hash, through the authentication cache:
+// what a key authenticated is trusted for AuthCacheTTL.
 //
 // The agent is read with raw SQL, not through the ent client: use its
 // fields, not its methods that go back to the database (Update, QueryX).
@@ -42,17 +45,17 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*ent.Agent, 
 
 // authenticateAgent is Authenticate by the key's hash.
 func (s *Service) authenticateAgent(ctx context.Context, hash []byte) (*ent.Agent, error) {
-	if a, ok := s.agentAuth.get(string(hash)); ok {
+	if a, ok := s.agentAuth.Get(string(hash)); ok {
 		return a, nil
 	}
 	// Requests of a key that arrive while it is being read share that read
 	// (a result no older than a cache entry would be).
-	v, err, _ := s.agentAuth.reads.Do(string(hash), func() (any, error) {
+	return s.agentAuth.Share(string(hash), func() (*ent.Agent, error) {
 		q := authSQLite
 		if s.cfg.DB.IsPostgres() {
 			q = authPostgres
 		}
-		read := s.agentAuth.begin()
+		read := s.agentAuth.Begin()
 		rows, err := s.cfg.DB.QueryCached(context.WithoutCancel(ctx), q, hash)
 		if err != nil {
 			return nil, fmt.Errorf("authenticating agent: %w", err)
@@ -64,13 +67,9 @@ func (s *Service) authenticateAgent(ctx context.Context, hash []byte) (*ent.Agen
 		if a == nil {
 			return nil, ErrUnauthorized
 		}
-		s.agentAuth.put(read, string(hash), a)
+		s.agentAuth.Put(read, string(hash), a)
 		return a, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return copyAgent(v.(*ent.Agent)), nil
 }
 
 // AuthenticateAndAllow authenticates the key as Authenticate does, then
@@ -116,7 +115,7 @@ func (k *agentKey) Authenticate(ctx context.Context) (ratelimit.Subject[uuid.UUI
 
 func (k *agentKey) Read(ctx context.Context, query string, args []any, counts []sql.NullInt64) (ratelimit.Subject[uuid.UUID], error) {
 	args[0] = k.hash
-	read := k.s.agentAuth.begin()
+	read := k.s.agentAuth.Begin()
 	rows, err := k.s.cfg.DB.QueryCached(ctx, query, args...)
 	if err != nil {
 		return ratelimit.Subject[uuid.UUID]{}, err
@@ -128,7 +127,7 @@ func (k *agentKey) Read(ctx context.Context, query string, args []any, counts []
 	if a == nil {
 		return ratelimit.Subject[uuid.UUID]{}, ErrUnauthorized
 	}
-	k.s.agentAuth.put(read, string(k.hash), a)
+	k.s.agentAuth.Put(read, string(k.hash), a)
 	k.agent = a
 	return agentRateSubject(a), nil
 }
@@ -278,9 +277,8 @@ func keyMode(k, livePrefix, testPrefix string) (Mode, bool) {
 // AuthenticateMerchant resolves a secret key (X-Checkout-Secret-Key) to its
 // merchant and mode. A missing, malformed, unknown or rolled key is
 // ErrUnauthorized; a deactivated merchant's key is ErrForbidden. It is one
-// lookup by the unique hash index, through the authentication cache
-// (authcache.go); a key roll or a deactivation answers only once it holds on
-// every instance.
+// lookup by the unique hash index, through the authentication cache; a key
+// roll or a deactivation answers only once it holds on every instance.
 func (s *Service) AuthenticateMerchant(ctx context.Context, secretKey string) (*MerchantAuth, error) {
 	mode, ok := keyMode(secretKey, vault.PrefixSecretLive, vault.PrefixSecretTest)
 	if !ok {
@@ -301,18 +299,18 @@ func (s *Service) MerchantByPublicKey(ctx context.Context, publicKey string) (*M
 	return s.cachedMerchantByKey(ctx, "p"+publicKey, mode, merchantkey.PublicKey(publicKey))
 }
 
-// cachedMerchantByKey is merchantByKey through the authentication cache
-// (authcache.go), under cacheKey.
+// cachedMerchantByKey is merchantByKey through the authentication cache,
+// under cacheKey.
 func (s *Service) cachedMerchantByKey(ctx context.Context, cacheKey string, mode Mode, match predicate.MerchantKey) (*MerchantAuth, error) {
-	if a, ok := s.merchantAuth.get(cacheKey); ok {
+	if a, ok := s.merchantAuth.Get(cacheKey); ok {
 		return a, nil
 	}
-	read := s.merchantAuth.begin()
+	read := s.merchantAuth.Begin()
 	a, err := s.merchantByKey(ctx, mode, match)
 	if err != nil {
 		return nil, err
 	}
-	s.merchantAuth.put(read, cacheKey, a)
+	s.merchantAuth.Put(read, cacheKey, a)
 	return a, nil
 }
 
@@ -334,4 +332,64 @@ func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.
 		return nil, errMerchantDeactivated
 	}
 	return &MerchantAuth{Merchant: m, Mode: mode, keyMatch: keyMatch}, nil
+}
+
+// The authentication caches (internal/authcache): what a key authenticated,
+// trusted for AuthCacheTTL; which committed rows change which owner.
+
+// DefaultAuthCacheTTL is how long what a key authenticated is trusted
+// without reading it again.
+const DefaultAuthCacheTTL = 500 * time.Millisecond
+
+// newAgentAuthCache caches agents (with their wallets) by API key hash.
+func newAgentAuthCache(ttl time.Duration) *authcache.Cache[*ent.Agent] {
+	return authcache.New(ttl, func(a *ent.Agent) uuid.UUID { return a.ID }, copyAgent)
+}
+
+// newMerchantAuthCache caches merchants by key ("s" + secret key hash, or
+// "p" + public key).
+func newMerchantAuthCache(ttl time.Duration) *authcache.Cache[*MerchantAuth] {
+	return authcache.New(ttl, func(a *MerchantAuth) uuid.UUID { return a.Merchant.ID }, func(a *MerchantAuth) *MerchantAuth {
+		out := *a
+		m := *a.Merchant
+		m.AcceptedTokens = slices.Clone(m.AcceptedTokens)
+		out.Merchant = &m
+		return &out
+	})
+}
+
+// copyAgent copies the agent and its wallets, so that callers may change
+// what they get without touching the cache.
+func copyAgent(a *ent.Agent) *ent.Agent {
+	out := *a
+	if a.Edges.Wallets != nil {
+		out.Edges.Wallets = make([]*ent.Wallet, len(a.Edges.Wallets))
+		for i, w := range a.Edges.Wallets {
+			wc := *w
+			out.Edges.Wallets[i] = &wc
+		}
+	}
+	return &out
+}
+
+// agentChangeOf: mutations of agents and their wallets change agents.
+func agentChangeOf(m ent.Mutation) (uuid.UUID, bool) {
+	switch m := m.(type) {
+	case *ent.AgentMutation:
+		return authcache.OwnerRowChange(m)
+	case *ent.WalletMutation:
+		return authcache.HeldRowChange(m.Op(), m.AgentID)
+	}
+	return uuid.Nil, false
+}
+
+// merchantChangeOf: mutations of merchants and their keys change merchants.
+func merchantChangeOf(m ent.Mutation) (uuid.UUID, bool) {
+	switch m := m.(type) {
+	case *ent.MerchantMutation:
+		return authcache.OwnerRowChange(m)
+	case *ent.MerchantKeyMutation:
+		return authcache.HeldRowChange(m.Op(), m.MerchantID)
+	}
+	return uuid.Nil, false
 }

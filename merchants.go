@@ -529,7 +529,7 @@ func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*Me
 	}
 	// As a regenerated agent key: other instances' cached entries of the
 	// old keys have expired before the caller learns the new ones.
-	s.merchantAuth.waitTTL(ctx)
+	s.merchantAuth.WaitTTL(ctx)
 	return keys, nil
 }
 
@@ -581,7 +581,7 @@ func (s *Service) setMerchantActive(ctx context.Context, id uuid.UUID, active bo
 	if changed && !active {
 		// Every instance refuses the merchant's keys once this returns
 		// (their cached entries have expired).
-		s.merchantAuth.waitTTL(ctx)
+		s.merchantAuth.WaitTTL(ctx)
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/internal/authcache"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
@@ -75,10 +76,10 @@ type Config struct {
 	StatusBroker StatusBroker
 
 	// AuthCacheTTL is how long what an agent or merchant key authenticated
-	// is trusted without reading the key again (authcache.go), and so how
-	// long key regeneration, key rolls and merchant deactivation wait before
-	// answering; 0 is DefaultAuthCacheTTL, a negative value reads the key on
-	// every request.
+	// is trusted without reading the key again (internal/authcache), and so
+	// how long key regeneration, key rolls and merchant deactivation wait
+	// before answering; 0 is DefaultAuthCacheTTL, a negative value reads the
+	// key on every request.
 	AuthCacheTTL time.Duration
 }
 
@@ -90,9 +91,9 @@ type Service struct {
 	rates    rateLimits
 	broker   StatusBroker
 	// agentAuth and merchantAuth cache what keys authenticated
-	// (authcache.go).
-	agentAuth    *authCache[*ent.Agent]
-	merchantAuth *authCache[*MerchantAuth]
+	// (internal/authcache).
+	agentAuth    *authcache.Cache[*ent.Agent]
+	merchantAuth *authcache.Cache[*MerchantAuth]
 	// liveWebhooks and testWebhooks send webhook deliveries, each keeping
 	// its idle connections per receiver (newWebhookClient).
 	liveWebhooks, testWebhooks *http.Client
@@ -129,8 +130,8 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
-	cfg.DB.OnChange(agents.listener(agentChangeOf))
-	cfg.DB.OnChange(merchants.listener(merchantChangeOf))
+	cfg.DB.OnChange(agents.Listener(agentChangeOf))
+	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), broker: broker,
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil

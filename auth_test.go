@@ -7,80 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
 	"agentpay/internal/testdb"
 )
-
-func TestAuthCacheRules(t *testing.T) {
-	one, two := uuid.New(), uuid.New()
-	tests := []struct {
-		name string
-		// run acts on a cache holding nothing, with an agent `one` read by
-		// put under "k1"; it reports whether "k1" is then served.
-		run  func(c *authCache[*ent.Agent], put func(authRead))
-		want bool
-	}{
-		{"read, stored, served", func(c *authCache[*ent.Agent], put func(authRead)) { put(c.begin()) }, true},
-		{"changed after the read began: not stored", func(c *authCache[*ent.Agent], put func(authRead)) {
-			r := c.begin()
-			c.ownerChanged(one)
-			put(r)
-		}, false},
-		{"changed before the read began: stored", func(c *authCache[*ent.Agent], put func(authRead)) {
-			c.ownerChanged(one)
-			put(c.begin())
-		}, true},
-		{"changed once stored: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
-			put(c.begin())
-			c.ownerChanged(one)
-		}, false},
-		{"another agent changed: kept", func(c *authCache[*ent.Agent], put func(authRead)) {
-			put(c.begin())
-			c.ownerChanged(two)
-		}, true},
-		{"every agent changed: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
-			put(c.begin())
-			c.allChanged()
-		}, false},
-		{"every agent changed during the read: not stored", func(c *authCache[*ent.Agent], put func(authRead)) {
-			r := c.begin()
-			c.allChanged()
-			put(r)
-		}, false},
-		{"older than the TTL: dropped", func(c *authCache[*ent.Agent], put func(authRead)) {
-			put(authRead{epoch: c.begin().epoch, at: time.Now().Add(-time.Minute)})
-		}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newAgentAuthCache(time.Second)
-			tt.run(c, func(r authRead) { c.put(r, "k1", &ent.Agent{ID: one, Username: "one"}) })
-			got, ok := c.get("k1")
-			require.Equal(t, tt.want, ok)
-			if ok {
-				require.Equal(t, one, got.ID)
-			}
-		})
-	}
-	t.Run("a TTL of zero caches nothing", func(t *testing.T) {
-		c := newAgentAuthCache(0)
-		c.put(c.begin(), "k1", &ent.Agent{ID: one})
-		_, ok := c.get("k1")
-		require.False(t, ok)
-	})
-	t.Run("callers get copies", func(t *testing.T) {
-		c := newAgentAuthCache(time.Second)
-		c.put(c.begin(), "k1", &ent.Agent{ID: one, Username: "one", Edges: ent.AgentEdges{Wallets: []*ent.Wallet{{Chain: "base"}}}})
-		got, _ := c.get("k1")
-		got.Username, got.Edges.Wallets[0].Chain = "changed", "solana"
-		again, _ := c.get("k1")
-		require.Equal(t, "one", again.Username)
-		require.Equal(t, "base", again.Edges.Wallets[0].Chain)
-	})
-}
 
 // TestAuthCacheFollowsCommits: what this instance commits to an agent is
 // what its next request sees; what it rolls back is not; another instance
