@@ -281,6 +281,9 @@ func (s *Service) walletKey(_ context.Context, w *ent.Wallet) ([]byte, error) {
 	return key, nil
 }
 
+// RegeneratedKeyMessage accompanies a regenerated API key, on every facade.
+const RegeneratedKeyMessage = "Your new API key is shown only this once: store it now. The previous key no longer works."
+
 // RegenerateAPIKey replaces the agent's API key and returns the new one,
 // shown this once. The old key stops working everywhere before it answers:
 // the hash is replaced in the database, and the answer waits until no

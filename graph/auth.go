@@ -3,12 +3,9 @@ package graph
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -18,6 +15,7 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/graph/model"
+	"agentpay/internal/httpx"
 )
 
 // AgentKeyHeader carries an agent's API key, on the GraphQL HTTP request as
@@ -62,21 +60,13 @@ func withRequestCredentials(next http.Handler) http.Handler {
 		c := credentials{
 			apiKey:      strings.TrimSpace(r.Header.Get(AgentKeyHeader)),
 			merchantKey: strings.TrimSpace(r.Header.Get(MerchantKeyHeader)),
-			ip:          clientIP(r),
+			ip:          httpx.ClientIP(r),
 		}
 		if !websocket.IsWebSocketUpgrade(r) {
 			c.rate = &rateHeaders{h: w.Header()}
 		}
 		next.ServeHTTP(w, r.WithContext(withCredentials(r.Context(), c)))
 	})
-}
-
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // websocketInit reads the agent key (X-Agent-Key) and the merchant secret
@@ -175,10 +165,11 @@ func operationAuthFrom(ctx context.Context) *operationAuth {
 	return &operationAuth{} // outside an operation: nothing shared
 }
 
-// currentAgent authenticates the operation's key and applies the agent's
-// rate limit (the same one the REST facade applies), once per operation.
-// Missing or bad keys are the service's ErrUnauthorized (UNAUTHENTICATED),
-// a refused call its ErrRateLimited (RATE_LIMITED).
+// currentAgent authenticates the operation's key and counts it against the
+// agent's rate limit, once per operation, through the service's
+// AuthenticateAndAllow as the REST facade's requireAgent does. Missing or
+// bad keys are the service's ErrUnauthorized (UNAUTHENTICATED), a refused
+// call its ErrRateLimited (RATE_LIMITED).
 func (r *Resolver) currentAgent(ctx context.Context) (*ent.Agent, error) {
 	op := operationAuthFrom(ctx)
 	op.mu.Lock()
@@ -190,21 +181,16 @@ func (r *Resolver) currentAgent(ctx context.Context) (*ent.Agent, error) {
 	return op.agent, presentRateLimit(op.agentErr)
 }
 
+// authenticate shows the decision as headers whenever the key authenticated,
+// refused or not.
 func (r *Resolver) authenticate(ctx context.Context, key string) (*ent.Agent, error) {
-	if key == "" {
-		return nil, agentpay.ErrUnauthorized
-	}
-	agent, err := r.cfg.Service.Authenticate(ctx, key)
-	if err != nil {
+	agent, dec, err := r.cfg.Service.AuthenticateAndAllow(ctx, key)
+	if agent == nil {
 		return nil, err
 	}
-	dec, err := r.cfg.Service.AllowAgent(ctx, agent)
 	credentialsFrom(ctx).rate.show(dec, true)
 	if err != nil {
 		return nil, err
-	}
-	if !dec.Allowed {
-		return nil, agentpay.ErrRateLimited
 	}
 	return agent, nil
 }
@@ -309,13 +295,7 @@ func (r *Resolver) allowIP(ctx context.Context, kind agentpay.RateKind) error {
 	// The registration limit shows only when it is the tighter one, as on
 	// the REST facade.
 	credentialsFrom(ctx).rate.show(dec, kind != agentpay.RateRegistration || err != nil)
-	if err != nil {
-		return err
-	}
-	if !dec.Allowed {
-		return agentpay.ErrRateLimited
-	}
-	return nil
+	return err
 }
 
 // meAgent is the agent behind a Me object: the operation's authenticated
@@ -331,9 +311,9 @@ func (r *Resolver) meAgent(ctx context.Context, me *model.Me) (*ent.Agent, error
 	return agent, nil
 }
 
-// rateHeaders writes the X-RateLimit-* headers of the REST facade on a
-// GraphQL HTTP answer: Limit, Remaining and Reset (Unix seconds) whenever a
-// limit applies, Retry-After (seconds, rounded up) on a refusal.
+// rateHeaders shows rate decisions on a GraphQL HTTP answer as the REST
+// facade does (httpx.ShowRate), for the resolvers of one operation, which
+// may run concurrently.
 type rateHeaders struct {
 	mu sync.Mutex
 	h  http.Header
@@ -342,26 +322,12 @@ type rateHeaders struct {
 // show writes dec; unless replace, only if it leaves fewer requests than
 // the decision already shown.
 func (rh *rateHeaders) show(dec agentpay.RateDecision, replace bool) {
-	if rh == nil || dec.Limit <= 0 {
+	if rh == nil {
 		return
 	}
 	rh.mu.Lock()
 	defer rh.mu.Unlock()
-	if shown, err := strconv.Atoi(rh.h.Get("X-RateLimit-Remaining")); !replace && err == nil && shown < dec.Remaining {
-		return
-	}
-	rh.h.Set("X-RateLimit-Limit", strconv.Itoa(dec.Limit))
-	rh.h.Set("X-RateLimit-Remaining", strconv.Itoa(max(dec.Remaining, 0)))
-	rh.h.Set("X-RateLimit-Reset", strconv.FormatInt(dec.Reset.Unix(), 10))
-	if dec.Allowed {
-		rh.h.Del("Retry-After")
-	} else {
-		rh.h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(dec.RetryAfter), 10))
-	}
-}
-
-func retryAfterSeconds(d time.Duration) int64 {
-	return max(int64((d+time.Second-1)/time.Second), 1)
+	httpx.ShowRate(rh.h, dec, replace)
 }
 
 // presentRateLimit adds the refusing window to a RATE_LIMITED error's
@@ -375,7 +341,7 @@ func presentRateLimit(err error) error {
 	}
 	d := rl.Decision
 	return &gqlerror.Error{Message: err.Error(), Err: err, Extensions: map[string]any{
-		"retryAfter": retryAfterSeconds(d.RetryAfter),
+		"retryAfter": d.RetryAfterSeconds(),
 		"limit":      d.Limit,
 		"remaining":  max(d.Remaining, 0),
 		"reset":      d.Reset.Unix(),

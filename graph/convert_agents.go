@@ -228,6 +228,3 @@ func sendPayload(res *agentpay.SendResult) *model.SendPayload {
 	}
 	return out
 }
-
-// regeneratedKeyMessage accompanies a new API key.
-const regeneratedKeyMessage = "New API key issued: the old key no longer works. Store this one now; it is shown only once."

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 )
 
 type agentCtxKey struct{}
@@ -26,7 +27,7 @@ func (s *server) requireAgent(next http.Handler) http.Handler {
 			writeError(w, r, s.logger, areaAgent, err)
 			return
 		}
-		writeRateHeaders(w, dec)
+		httpx.ShowRate(w.Header(), dec, true)
 		if err != nil {
 			writeError(w, r, s.logger, areaAgent, err)
 			return

@@ -242,6 +242,6 @@ func (s *server) regenerateAPIKey(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, regenerateBody{
 		APIKey:  key,
-		Message: "Your new API key is shown only this once: store it now. The previous key no longer works.",
+		Message: agentpay.RegeneratedKeyMessage,
 	})
 }
