@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
+	"agentpay/ent/agent"
+	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
 )
 
@@ -101,4 +104,58 @@ func TestAuthCacheKeepsOtherAgents(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 7, a.TxCount)
 	require.True(t, a.HumanVerified)
+}
+
+// The authentication statements list the columns they read by hand (a
+// hot path, in raw SQL): every column of the ent schema must be among them,
+// or a new field would read as its zero value on every authenticated
+// request, without an error.
+func TestAuthColumnsAreTheSchemas(t *testing.T) {
+	t.Parallel()
+	require.ElementsMatch(t, agent.Columns, authAgentColumns, "authAgentColumns (and scanAuthRows) must read every agents column")
+	require.ElementsMatch(t, wallet.Columns, authWalletColumns, "authWalletColumns (and scanAuthRows) must read every wallets column")
+}
+
+// What Authenticate reads by hand is what ent reads: every field of the
+// agent and of its wallets, each in its place.
+func TestAuthenticateReadsEveryField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newAgentsTestService(t)
+	reg, err := svc.QuickRegister(ctx, "every_field")
+	require.NoError(t, err)
+	// Every field the registration left at its zero value gets one.
+	db := svc.cfg.DB
+	db.Ent.Agent.UpdateOneID(reg.Agent.ID).
+		SetTrustScore(42).SetTier(agent.TierT2).SetPartnerVerified(true).SetPartnerProvider("provider").
+		SetPartnerSubject("subject").SetHumanVerified(true).SetExternalWalletVerified(true).
+		SetTxCount(3).SetVolumeSent(4).SetVolumeReceived(5).SetFeesPaid(6).
+		SetAPIKeyRotatedAt(time.Now().UTC().Truncate(time.Second)).
+		ExecX(ctx)
+	db.Ent.Wallet.Create().SetAgentID(reg.Agent.ID).SetChain("base").SetKind(wallet.KindExternal).
+		SetAddress("0x00000000000000000000000000000000000000aa").SetVerified(true).ExecX(ctx)
+
+	want := db.Ent.Agent.Query().Where(agent.ID(reg.Agent.ID)).WithWallets().OnlyX(ctx)
+	sortWallets(want.Edges.Wallets)
+	got, err := svc.Authenticate(ctx, reg.APIKey)
+	require.NoError(t, err)
+	requireSameFields(t, want, got)
+	require.Len(t, got.Edges.Wallets, len(want.Edges.Wallets))
+	for i := range want.Edges.Wallets {
+		requireSameFields(t, want.Edges.Wallets[i], got.Edges.Wallets[i])
+	}
+}
+
+// requireSameFields compares the exported fields of two ent entities (not
+// their edges, nor ent's own unexported state).
+func requireSameFields[E any](t *testing.T, want, got *E) {
+	t.Helper()
+	w, g := reflect.ValueOf(want).Elem(), reflect.ValueOf(got).Elem()
+	for i := range w.NumField() {
+		f := w.Type().Field(i)
+		if !f.IsExported() || f.Name == "Edges" {
+			continue
+		}
+		require.Equal(t, w.Field(i).Interface(), g.Field(i).Interface(), "%s.%s", w.Type().Name(), f.Name)
+	}
 }
