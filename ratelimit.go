@@ -147,8 +147,11 @@ func ipRateScheme(kind RateKind, cfg Config) ratelimit.Scheme {
 // IPv6 clients are counted per /64, the block one host usually holds.
 func (s *Service) AllowIP(ctx context.Context, ip string, kind RateKind) (RateDecision, error) {
 	l, ok := s.rates.ips[kind]
-	if !ok {
+	switch {
+	case !ok:
 		return RateDecision{}, fmt.Errorf("rate limit: unknown kind %q", kind)
+	case ipRates[kind].limit(s.cfg) <= 0:
+		return RateDecision{Allowed: true}, nil // turned off
 	}
 	dec, err := l.Allow(ctx, ratelimit.Subject[string]{ID: ipScope(ip)})
 	return dec, rateRefusal(dec, err, ipRates[kind].what, " from this address")
