@@ -15,6 +15,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/internal/authcache"
+	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
@@ -70,10 +71,10 @@ type Config struct {
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
 
-	// StatusBroker carries session status changes to subscribers; nil
-	// builds the default for DB (NewStatusBroker: LISTEN/NOTIFY on
-	// PostgreSQL, in-process on SQLite).
-	StatusBroker StatusBroker
+	// Bus carries the live feeds (session statuses) to their subscribers
+	// on every process; nil builds the default for DB (statusbus.New:
+	// LISTEN/NOTIFY on PostgreSQL, in process on SQLite).
+	Bus statusbus.Bus
 
 	// AuthCacheTTL is how long what an agent or merchant key authenticated
 	// is trusted without reading the key again (internal/authcache), and so
@@ -89,7 +90,7 @@ type Service struct {
 	logger   *slog.Logger
 	watchers *watcherCache
 	rates    rateLimits
-	broker   StatusBroker
+	bus      statusbus.Bus
 	// agentAuth and merchantAuth cache what keys authenticated
 	// (internal/authcache).
 	agentAuth    *authcache.Cache[*ent.Agent]
@@ -122,9 +123,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.AgentMode == "" {
 		cfg.AgentMode = ModeLive
 	}
-	broker := cfg.StatusBroker
-	if broker == nil {
-		broker = NewStatusBroker(cfg.DB, logger)
+	bus := cfg.Bus
+	if bus == nil {
+		bus = statusbus.New(cfg.DB, logger)
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
@@ -132,7 +133,7 @@ func NewService(cfg Config) (*Service, error) {
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), broker: broker,
+	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
 }

@@ -175,7 +175,7 @@ func requireStatusFlow(t *testing.T, sub, change *checkoutNode) {
 }
 
 // TestSessionStatusSubscription: one process; on SQLite the in-process
-// broker (on PostgreSQL, when TEST_DATABASE_URL is set, LISTEN/NOTIFY).
+// status bus (on PostgreSQL, when TEST_DATABASE_URL is set, LISTEN/NOTIFY).
 func TestSessionStatusSubscription(t *testing.T) {
 	env := newCheckoutEnv(t)
 	n := env.node(t, testdb.Open(t))
