@@ -244,7 +244,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	}
 	// Fail fast outside the transaction; the same checks run again under
 	// the session's lock.
-	if err := selectable(sess, time.Now()); err != nil {
+	if err := selectable(sess, time.Now(), nil); err != nil {
 		return nil, err
 	}
 	// The chain's scan must start no later than now, before the address
@@ -263,17 +263,9 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 			if err != nil {
 				return err
 			}
-			if err := selectable(cur, time.Now()); err != nil {
-				return err
-			}
-			seen, err := tx.Payment.Query().
-				Where(payment.SessionID(cur.ID), payment.StatusNEQ(payment.StatusFailed)).
-				Exist(ctx)
+			err = selectable(cur, time.Now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
 			if err != nil {
 				return err
-			}
-			if seen {
-				return fmt.Errorf("%w: session %s already has a payment", ErrConflict, externalID)
 			}
 			da, err = tx.DepositAddress.Query().
 				Where(depositaddress.SessionID(cur.ID), depositaddress.Chain(string(name))).
@@ -329,21 +321,6 @@ func checkSelectToken(token string) error {
 	}
 	if token != TokenUSDC {
 		return Invalid("token", "%q is not supported: expected USDC", token)
-	}
-	return nil
-}
-
-// selectable says whether a customer may (re)select a payment method now.
-func selectable(sess *ent.CheckoutSession, now time.Time) error {
-	switch sess.Status {
-	case checkoutsession.StatusPending, checkoutsession.StatusDetecting:
-	case checkoutsession.StatusConfirming, checkoutsession.StatusConfirmed:
-		return fmt.Errorf("%w: session %s already has a payment (status %s)", ErrConflict, sess.ExternalID, sess.Status)
-	default:
-		return fmt.Errorf("%w: session %s is %s", ErrConflict, sess.ExternalID, sess.Status)
-	}
-	if !now.Before(sess.ExpiresAt) {
-		return fmt.Errorf("%w: session %s expired at %s", ErrConflict, sess.ExternalID, sess.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

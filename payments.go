@@ -151,7 +151,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 		if err != nil {
 			return err
 		}
-		if seen.Cmp(d.due(sess)) < 0 {
+		if !covers(seen, d.due(sess)) {
 			return d.setStatus(ctx, sess, checkoutsession.StatusDetecting)
 		}
 		return nil
@@ -211,29 +211,17 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	return p, sess, err
 }
 
-// lateReason is the payment.failed reason of a payment arriving at a
-// session in this status, or "" when the payment counts for the session.
-func lateReason(status checkoutsession.Status) string {
-	switch status {
-	case checkoutsession.StatusExpired, checkoutsession.StatusCancelled:
-		return FailReasonLate
-	case checkoutsession.StatusConfirmed:
-		return FailReasonAlreadyPaid
-	}
-	return ""
-}
-
 // refreshSeen moves a waiting session to confirming when its seen payments
 // cover the amount.
 func (d *depositTx) refreshSeen(ctx context.Context, sess *ent.CheckoutSession) error {
-	if sess.Status != checkoutsession.StatusPending && sess.Status != checkoutsession.StatusDetecting {
+	if !awaitingPayment(sess.Status) {
 		return nil
 	}
 	seen, err := d.paid(ctx, sess.ID, false)
 	if err != nil {
 		return err
 	}
-	if seen.Cmp(d.due(sess)) < 0 {
+	if !covers(seen, d.due(sess)) {
 		// Still underpaid: the status is unchanged, but subscribers re-read
 		// the amount paid.
 		return d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status))
@@ -281,9 +269,7 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 	if err != nil || p.Late {
 		return err
 	}
-	switch sess.Status {
-	case checkoutsession.StatusPending, checkoutsession.StatusDetecting, checkoutsession.StatusConfirming:
-	default:
+	if sessionEnded(sess.Status) {
 		return nil
 	}
 	confirmed, err := d.paid(ctx, sess.ID, true)
@@ -291,7 +277,7 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 		return err
 	}
 	due := d.due(sess)
-	if confirmed.Cmp(due) < 0 {
+	if !covers(confirmed, due) {
 		return nil
 	}
 	if _, err := d.tx.CheckoutSession.UpdateOne(sess).
@@ -399,10 +385,7 @@ func recordSessionEvent(ctx context.Context, s *Service, tx *ent.Tx, sqlTx *sql.
 func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
 	now := time.Now().UTC()
 	ids, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(
-			checkoutsession.StatusIn(checkoutsession.StatusPending, checkoutsession.StatusDetecting),
-			checkoutsession.ExpiresAtLTE(now),
-		).
+		Where(expiryDueAt(now)).
 		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
 		Limit(1000).
 		IDs(ctx)
@@ -430,8 +413,7 @@ func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error)
 			return err
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		if (sess.Status != checkoutsession.StatusPending && sess.Status != checkoutsession.StatusDetecting) ||
-			now.Before(sess.ExpiresAt) {
+		if !expiryDue(sess, now) {
 			return nil
 		}
 		decimals := int32(USDCDecimals)
@@ -448,7 +430,7 @@ func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error)
 		if err != nil {
 			return err
 		}
-		if seen.Cmp(due) >= 0 {
+		if covers(seen, due) {
 			return nil // paid in time: it waits for its confirmations
 		}
 		if _, err := tx.CheckoutSession.UpdateOne(sess).

@@ -14,7 +14,6 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
-	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
@@ -383,11 +382,11 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p Sessio
 	return &SessionPage{Sessions: list, Total: total, Limit: p.Limit, Offset: p.Offset}, nil
 }
 
-// CancelSession cancels a session of the caller (design.md section 3):
-// allowed from pending and detecting while no payment has been seen;
-// cancelling a cancelled session changes nothing; anything else (a payment
-// seen, confirming, confirmed, expired or past expires_at) is ErrConflict. The session row is
-// locked for the decision, so a payment recorded concurrently (under the
+// CancelSession cancels a session of the caller when cancellable allows it
+// (design.md section 3: from pending and detecting, before expires_at, while
+// no payment has been seen); cancelling a cancelled session changes
+// nothing; anything else is ErrConflict. The session row is locked for the
+// decision, so a payment recorded concurrently (under the
 // same lock) either comes first and refuses the cancel, or comes after and
 // finds the session cancelled (a late payment).
 func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
@@ -400,30 +399,13 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		if err != nil {
 			return fmt.Errorf("reading session: %w", err)
 		}
-		switch sess.Status {
-		case checkoutsession.StatusCancelled:
+		already, err := cancellable(sess, time.Now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, sess.ID) })
+		if err != nil {
+			return err
+		}
+		if already {
 			out = sess
 			return nil
-		case checkoutsession.StatusPending, checkoutsession.StatusDetecting:
-		case checkoutsession.StatusExpired:
-			return fmt.Errorf("%w: session %s has expired and cannot be cancelled", ErrConflict, sess.ExternalID)
-		default:
-			return fmt.Errorf("%w: session %s already has a payment (status %s) and cannot be cancelled", ErrConflict, sess.ExternalID, sess.Status)
-		}
-		paid, err := tx.Payment.Query().
-			Where(payment.SessionID(sess.ID), payment.StatusNEQ(payment.StatusFailed)).
-			Exist(ctx)
-		if err != nil {
-			return fmt.Errorf("reading payments: %w", err)
-		}
-		if paid {
-			return fmt.Errorf("%w: session %s already has a payment and cannot be cancelled", ErrConflict, sess.ExternalID)
-		}
-		if now := time.Now(); !now.Before(sess.ExpiresAt) {
-			// Past its deadline the session is expired, whether or not the
-			// expiry job has marked it yet (it sends session.expired).
-			return fmt.Errorf("%w: session %s expired at %s and cannot be cancelled", ErrConflict,
-				sess.ExternalID, sess.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		out, err = tx.CheckoutSession.UpdateOne(sess).
 			SetStatus(checkoutsession.StatusCancelled).
