@@ -69,6 +69,9 @@ type CheckoutPage struct {
 	CancelURL  string
 	// Deposit is set once a chain is selected.
 	Deposit *DepositInstructions
+	// Open is whether the customer can still choose a chain and pay
+	// (sessionOpen: pending or detecting, and expires_at not come).
+	Open bool
 }
 
 // CheckoutStatus is the payment status the page polls (spec 2.7).
@@ -174,6 +177,7 @@ func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string
 		Options:    s.PaymentOptions(m, mode),
 		SuccessURL: firstNonEmpty(sess.SuccessURL, m.SuccessURL),
 		CancelURL:  firstNonEmpty(sess.CancelURL, m.CancelURL),
+		Open:       sessionOpen(sess, time.Now()),
 	}
 	if sess.Chain != "" {
 		da, err := s.cfg.DB.Ent.DepositAddress.Query().

@@ -26,7 +26,6 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/ent/checkoutsession"
 	"agentpay/internal/vault"
 )
 
@@ -136,7 +135,7 @@ type pageData struct {
 	Amount      string
 	Currency    string
 	Status      string
-	// Open is true while a chain may still be chosen (pending, detecting).
+	// Open is true while a chain may still be chosen (CheckoutPage.Open).
 	Open       bool
 	Livemode   bool
 	ExpiresAt  string
@@ -176,7 +175,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		Amount:      formatAmount(sess.AmountUsd),
 		Currency:    sess.Currency,
 		Status:      string(sess.Status),
-		Open:        sess.Status == checkoutsession.StatusPending || sess.Status == checkoutsession.StatusDetecting,
+		Open:        p.Open,
 		Livemode:    sess.Livemode,
 		ExpiresAt:   sess.ExpiresAt.UTC().Format(time.RFC3339),
 		Expires:     sess.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"),

@@ -28,6 +28,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
 	"agentpay/graph"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
@@ -222,6 +223,36 @@ func TestCheckoutPageNotFound(t *testing.T) {
 		require.Equal(t, "text/html; charset=utf-8", res.header.Get("Content-Type"), path)
 		require.Contains(t, res.body, "Checkout not found", path)
 		require.Contains(t, res.body, `name="viewport"`, path)
+	}
+}
+
+// TestCheckoutPageOpen: the chain buttons show only while the service says
+// the session is open; a session past expires_at that the expiry job has
+// not marked yet is closed too.
+func TestCheckoutPageOpen(t *testing.T) {
+	h := newHarness(t, false)
+	m := h.merchant(t)
+	for _, tt := range []struct {
+		name string
+		set  func(*ent.CheckoutSessionCreate)
+		open bool
+	}{
+		{"pending", func(*ent.CheckoutSessionCreate) {}, true},
+		{"past its deadline, not yet expired", func(c *ent.CheckoutSessionCreate) {
+			c.SetExpiresAt(time.Now().Add(-time.Second).UTC())
+		}, false},
+		{"confirmed", func(c *ent.CheckoutSessionCreate) { c.SetStatus(checkoutsession.StatusConfirmed) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sess := h.session(t, m, tt.set)
+			res := h.get(t, "/pay/"+sess.ExternalID)
+			require.Equal(t, http.StatusOK, res.status, res.body)
+			if tt.open {
+				require.Contains(t, res.body, `<section id="choose" class="choose">`)
+			} else {
+				require.Contains(t, res.body, `<section id="choose" class="choose" hidden>`)
+			}
+		})
 	}
 }
 
