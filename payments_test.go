@@ -325,62 +325,6 @@ func (f *paymentFixture) pastDeadline(t *testing.T, sess *ent.CheckoutSession) {
 	f.db.Ent.CheckoutSession.UpdateOneID(sess.ID).SetExpiresAt(time.Now().Add(-time.Second).UTC()).ExecX(context.Background())
 }
 
-func TestExpireSessions(t *testing.T) {
-	ctx := context.Background()
-	f := newPaymentFixture(t)
-
-	unpaid, _ := f.open(t, "3")
-	pendingSess := f.session(t, f.merchant, "4") // never selected a chain
-	underpaid, addr := f.open(t, "10")
-	f.pay(t, addr, 4_000_000)
-	covered, addr2 := f.open(t, "2")
-	f.pay(t, addr2, 2_000_000)
-	future, _ := f.open(t, "6")
-
-	n, err := f.svc.ExpireSessions(ctx)
-	require.NoError(t, err)
-	require.Zero(t, n, "nothing is past its deadline yet")
-
-	for _, s := range []*ent.CheckoutSession{unpaid, pendingSess, underpaid, covered} {
-		f.pastDeadline(t, s)
-	}
-	n, err = f.svc.ExpireSessions(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, n)
-	n, err = f.svc.ExpireSessions(ctx)
-	require.NoError(t, err)
-	require.Zero(t, n, "expiring twice changes nothing")
-
-	for _, s := range []*ent.CheckoutSession{unpaid, pendingSess, underpaid} {
-		got := f.reload(t, s)
-		require.Equal(t, checkoutsession.StatusExpired, got.Status)
-		require.NotNil(t, got.ExpiredAt)
-	}
-	require.Equal(t, checkoutsession.StatusConfirming, f.reload(t, covered).Status, "paid in time: waits for confirmations")
-	require.Equal(t, checkoutsession.StatusDetecting, f.reload(t, future).Status)
-
-	evs := f.sessionEvents(t, unpaid)
-	require.Equal(t, []string{EventSessionExpired}, eventTypes(evs))
-	require.Equal(t, unpaid.ExternalID, evs[0].Data["session_external_id"])
-	require.Equal(t, map[string]any{"order_id": "A-17", "qty": float64(2)}, evs[0].Data["metadata"])
-	require.Equal(t, []string{EventSessionExpired}, eventTypes(f.sessionEvents(t, pendingSess)))
-
-	evs = f.sessionEvents(t, underpaid)
-	require.Equal(t, []string{EventPaymentDetected, EventPaymentFailed, EventSessionExpired}, eventTypes(evs))
-	failed := evs[1].Data
-	require.Equal(t, FailReasonUnderpaid, failed["reason"])
-	requireDec(t, "4", failed["amount_paid_usd"])
-	requireDec(t, "10", failed["amount_expected_usd"])
-	requireDec(t, "6", failed["amount_due_usd"])
-	require.Equal(t, underpaid.ExternalID, failed["session_external_id"])
-	require.False(t, evs[2].Row.CreatedAt.Before(evs[1].Row.CreatedAt))
-
-	// The covered session still confirms after its deadline.
-	f.mine(t, func() bool { return f.reload(t, covered).Status == checkoutsession.StatusConfirmed })
-	findEvent(t, f.sessionEvents(t, covered), EventPaymentConfirmed)
-	f.replay(t)
-}
-
 func TestLatePaymentIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	f := newPaymentFixture(t)

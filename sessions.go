@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
+	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/predicate"
@@ -420,4 +422,102 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		return nil, err
 	}
 	return out, nil
+}
+
+// ExpireSessions expires the sessions past expires_at that are still
+// pending or detecting and whose seen payments do not cover the amount
+// (design.md section 3): with nothing paid it sends session.expired; with
+// an underpayment payment.failed (reason underpaid, amounts paid and
+// expected) and then session.expired. A session whose seen payments cover
+// the amount is left waiting for its confirmations. Each session is decided
+// in its own transaction under its row lock. It answers how many sessions
+// it expired.
+func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
+	now := time.Now().UTC()
+	ids, err := s.cfg.DB.Ent.CheckoutSession.Query().
+		Where(expiryDueAt(now)).
+		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
+		Limit(1000).
+		IDs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing expired sessions: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		expired, err := s.expireSession(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		if expired {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error) {
+	expired := false
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(id))).Only(ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		if !expiryDue(sess, now) {
+			return nil
+		}
+		decimals := int32(USDCDecimals)
+		if sess.Chain != "" {
+			if l, err := s.Ledger(sessionMode(sess), chains.Name(sess.Chain)); err == nil {
+				decimals = l.Decimals()
+			}
+		}
+		seen, err := sessionPaid(ctx, tx, sess.ID, false)
+		if err != nil {
+			return err
+		}
+		due, err := ToBaseUnits("amount_usd", sess.AmountUsd, decimals)
+		if err != nil {
+			return err
+		}
+		if covers(seen, due) {
+			return nil // paid in time: it waits for its confirmations
+		}
+		if _, err := tx.CheckoutSession.UpdateOne(sess).
+			SetStatus(checkoutsession.StatusExpired).
+			SetExpiredAt(now).
+			Save(ctx); err != nil {
+			return err
+		}
+		if err := s.PublishSessionStatus(ctx, sqlTx, sess.ExternalID, string(checkoutsession.StatusExpired)); err != nil {
+			return err
+		}
+		base := EventData{SessionExternalID: sess.ExternalID, Chain: sess.Chain, Token: sess.Token, Metadata: sess.Metadata}
+		if seen.Sign() > 0 {
+			paid := FromBaseUnits(seen, decimals)
+			data := base
+			data.AmountUSD = &paid
+			data.Extra = map[string]any{
+				"reason":              FailReasonUnderpaid,
+				"amount_paid_usd":     paid,
+				"amount_expected_usd": sess.AmountUsd,
+				"amount_due_usd":      sess.AmountUsd.Sub(paid),
+			}
+			if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventPaymentFailed, data); err != nil {
+				return err
+			}
+		}
+		expiredData := base
+		amount := sess.AmountUsd
+		expiredData.AmountUSD = &amount
+		if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventSessionExpired, expiredData); err != nil {
+			return err
+		}
+		expired = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("expiring session %s: %w", id, err)
+	}
+	return expired, nil
 }
