@@ -1,6 +1,3 @@
-// Package agentpay is the service layer: every rule of the agent and merchant
-// APIs lives here. The REST facade (rest), GraphQL (graph) and the worker call
-// it; they translate requests and answers, they do not decide.
 package agentpay
 
 import (
