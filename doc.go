@@ -22,4 +22,31 @@
 // visible at once; a rollback leaves none, so a crash never loses or
 // invents an event or a job. The jobs are idempotent: one run twice changes
 // nothing more.
+//
+// # Webhooks (spec 6, design.md section 3)
+//
+// An event is recorded once, its payload with it (events.go); each
+// delivery series of it to the merchant's webhook URL is a River job (kind
+// deliver_webhook, queue "webhooks") that calls DeliverWebhook
+// (webhookdelivery.go). The first try runs as soon as a worker picks the
+// job up; after a failed try the worker retries at WebhookRetryDelays
+// (default 30s, 2m, 10m, 30m, 2h, through the worker's NextRetry), so a
+// delivery gets len(delays)+1 tries (6) and is marked failed when the last
+// one fails. Any 2xx within WebhookTimeout is success; redirects are not
+// followed (a 3xx is a failure). Every try is kept as a WebhookAttempt.
+//
+// Idempotency: DeliverWebhook sends nothing for a delivery that already
+// succeeded or failed, so a duplicate job is harmless. A crash (or a lost
+// database write) between the receiver's 2xx and recording it leaves the
+// delivery pending and the job is retried: the receiver then gets the event
+// again with the same id (body field "id" and header webhook-id), which is
+// what it dedupes on. A redelivery sends the same bytes again, same id
+// included.
+//
+// SSRF: live-mode events are sent only to public addresses. The check runs
+// when the connection is made, on the resolved IP actually dialled (so DNS
+// tricks and rebinding do not get around it); a refusal is recorded as a
+// failed attempt. Test-mode events may go anywhere, loopback included, so
+// merchants can test against a local receiver. ValidateWebhookURL is the
+// early check of the same rule for registration and updates.
 package agentpay
