@@ -11,10 +11,14 @@ import (
 	"sort"
 	"time"
 
+	"entgo.io/contrib/entgql"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/predicate"
+	"agentpay/ent/webhookevent"
 )
 
 // Event kinds (spec 6.2).
@@ -229,4 +233,164 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 		return nil, err
 	}
 	return e, nil
+}
+
+// The event log: a merchant reads its events, each with its deliveries and
+// their attempts, through REST (ListWebhookEvents, WebhookEvent) and
+// GraphQL (WebhookEventsPage, AllWebhookEvents, WebhookEvent, Node). Every
+// read is scoped by ownEvents to the authenticated merchant and the mode of
+// its key: another merchant's event, or one of the other mode, is
+// ErrNotFound.
+
+var errNoSuchWebhookEvent = fmt.Errorf("%w: no such event", ErrNotFound)
+
+// ownEvents is the one predicate that says which events a merchant caller
+// sees: its own, in its key's mode.
+func ownEvents(auth *MerchantAuth) predicate.WebhookEvent {
+	return webhookevent.And(
+		webhookevent.MerchantID(auth.Merchant.ID),
+		webhookevent.Livemode(auth.Livemode()),
+	)
+}
+
+// WebhookEventsOf is every webhook event the caller sees (ownEvents).
+func (s *Service) WebhookEventsOf(auth *MerchantAuth) *ent.WebhookEventQuery {
+	return s.cfg.DB.Ent.WebhookEvent.Query().Where(ownEvents(auth))
+}
+
+// WebhookEventFilter narrows the caller's webhook events. Empty fields do
+// not filter.
+type WebhookEventFilter struct {
+	// EventTypes keeps events of any of these kinds (payment.confirmed...).
+	EventTypes []string
+	// SessionExternalID keeps the events of one session.
+	SessionExternalID *string
+}
+
+// webhookEvents is the caller's events matching f (WebhookEventsOf): what
+// the REST list and the GraphQL connections page through.
+func (s *Service) webhookEvents(auth *MerchantAuth, f WebhookEventFilter) (*ent.WebhookEventQuery, error) {
+	q := s.WebhookEventsOf(auth)
+	if len(f.EventTypes) > 0 {
+		for _, t := range f.EventTypes {
+			if !slices.Contains(eventKinds, t) {
+				return nil, Invalid("eventType", "%q is not an event kind", t)
+			}
+		}
+		q = q.Where(webhookevent.EventTypeIn(f.EventTypes...))
+	}
+	if f.SessionExternalID != nil {
+		q = q.Where(webhookevent.HasSessionWith(checkoutsession.ExternalID(*f.SessionExternalID)))
+	}
+	return q, nil
+}
+
+// newestEventsFirst is the event log's order: newest first, ties by id.
+func newestEventsFirst(q *ent.WebhookEventQuery) *ent.WebhookEventQuery {
+	return q.Order(ent.Desc(webhookevent.FieldCreatedAt), ent.Desc(webhookevent.FieldID))
+}
+
+// WebhookEventListParams pages the event list. Limit 0 means the default.
+type WebhookEventListParams struct {
+	Limit, Offset int
+}
+
+// WebhookEventPage is one page of a merchant's events, newest first, each
+// with its deliveries (oldest first) loaded.
+type WebhookEventPage struct {
+	Events        []*ent.WebhookEvent
+	Total         int
+	Limit, Offset int
+}
+
+// ListWebhookEvents lists the caller's events in the caller's mode, newest
+// first (ties by id). limit is 1 to MaxSessionListLimit (0:
+// DefaultSessionListLimit); offset at least 0.
+func (s *Service) ListWebhookEvents(ctx context.Context, auth *MerchantAuth, p WebhookEventListParams) (*WebhookEventPage, error) {
+	if p.Limit == 0 {
+		p.Limit = DefaultSessionListLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxSessionListLimit {
+		return nil, Invalid("limit", "must be between 1 and %d", MaxSessionListLimit)
+	}
+	if p.Offset < 0 {
+		return nil, Invalid("offset", "must be at least 0")
+	}
+	q, err := s.webhookEvents(auth, WebhookEventFilter{})
+	if err != nil {
+		return nil, err
+	}
+	total, err := q.Clone().Count(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("counting webhook events: %w", err)
+	}
+	list, err := newestEventsFirst(q).
+		WithSession().
+		WithDeliveries(func(dq *ent.WebhookDeliveryQuery) { deliveriesInOrder(dq) }).
+		Limit(p.Limit).
+		Offset(p.Offset).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing webhook events: %w", err)
+	}
+	return &WebhookEventPage{Events: list, Total: total, Limit: p.Limit, Offset: p.Offset}, nil
+}
+
+// WebhookEventsPage is one Relay page of the caller's webhook events
+// matching f, by order (newest first when nil; ties by id).
+func (s *Service) WebhookEventsPage(ctx context.Context, auth *MerchantAuth, f WebhookEventFilter, page PageArgs, order *ent.WebhookEventOrder) (*ent.WebhookEventConnection, error) {
+	page, err := page.normalise()
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.webhookEvents(auth, f)
+	if err != nil {
+		return nil, err
+	}
+	if order == nil {
+		order = &ent.WebhookEventOrder{Field: ent.WebhookEventOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}
+	}
+	return q.Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithWebhookEventOrder(order))
+}
+
+// AllWebhookEvents is every webhook event the caller sees, newest first.
+func (s *Service) AllWebhookEvents(ctx context.Context, auth *MerchantAuth) ([]*ent.WebhookEvent, error) {
+	return newestEventsFirst(s.WebhookEventsOf(auth)).All(ctx)
+}
+
+// WebhookEvent reads one of the caller's events in the caller's mode, with
+// its session, its deliveries (oldest first) and their attempts (in order).
+func (s *Service) WebhookEvent(ctx context.Context, auth *MerchantAuth, eventID uuid.UUID) (*ent.WebhookEvent, error) {
+	ev, err := s.WebhookEventsOf(auth).
+		Where(webhookevent.ID(eventID)).
+		WithSession().
+		WithDeliveries(func(dq *ent.WebhookDeliveryQuery) {
+			deliveriesInOrder(dq).WithAttemptLog(func(aq *ent.WebhookAttemptQuery) { attemptsInOrder(aq) })
+		}).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errNoSuchWebhookEvent
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading webhook event: %w", err)
+	}
+	return ev, nil
+}
+
+// WebhookEventSessionExternalID is the external id of the session an event
+// is about: its session's, else the one in its payload (events recorded
+// without a session link), else "".
+func WebhookEventSessionExternalID(e *ent.WebhookEvent, session *ent.CheckoutSession) string {
+	if session != nil {
+		return session.ExternalID
+	}
+	var p struct {
+		Data struct {
+			SessionExternalID string `json:"session_external_id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(e.Payload, &p) == nil {
+		return p.Data.SessionExternalID
+	}
+	return ""
 }

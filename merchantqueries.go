@@ -2,11 +2,9 @@ package agentpay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
-	"slices"
 	"time"
 
 	"entgo.io/contrib/entgql"
@@ -25,7 +23,8 @@ import (
 )
 
 // Merchant queries for dashboards (the GraphQL merchant API): the caller's
-// sessions, payments and webhook events as Relay pages with filters, and
+// sessions and payments as Relay pages with filters (its webhook events:
+// events.go), and
 // the Relay node lookup for merchant callers. Like the REST views, every
 // query is scoped to the authenticated merchant and the mode of its key:
 // another merchant's object, or one of the other mode, is not found.
@@ -62,12 +61,6 @@ func (s *Service) SessionsOf(auth *MerchantAuth) *ent.CheckoutSessionQuery {
 // PaymentsOf is every payment the caller sees: those of its sessions.
 func (s *Service) PaymentsOf(auth *MerchantAuth) *ent.PaymentQuery {
 	return s.cfg.DB.Ent.Payment.Query().Where(payment.HasSessionWith(ownSessions(auth)))
-}
-
-// WebhookEventsOf is every webhook event the caller sees (its merchant's,
-// in its key's mode).
-func (s *Service) WebhookEventsOf(auth *MerchantAuth) *ent.WebhookEventQuery {
-	return s.webhookEventQuery(auth)
 }
 
 // PageArgs are the Relay arguments of a page: first/after walk forward,
@@ -192,76 +185,6 @@ func PaymentTokenAmount(p *ent.Payment) decimal.Decimal {
 	return FromBaseUnits(big.NewInt(p.AmountToken), USDCDecimals)
 }
 
-// WebhookEventFilter narrows the caller's webhook events. Empty fields do
-// not filter.
-type WebhookEventFilter struct {
-	// EventTypes keeps events of any of these kinds (payment.confirmed...).
-	EventTypes []string
-	// SessionExternalID keeps the events of one session.
-	SessionExternalID *string
-}
-
-// WebhookEventsPage is one Relay page of the caller's webhook events
-// (WebhookEventsOf) matching f, by order (newest first when nil; ties by
-// id).
-func (s *Service) WebhookEventsPage(ctx context.Context, auth *MerchantAuth, f WebhookEventFilter, page PageArgs, order *ent.WebhookEventOrder) (*ent.WebhookEventConnection, error) {
-	page, err := page.normalise()
-	if err != nil {
-		return nil, err
-	}
-	q := s.WebhookEventsOf(auth)
-	if len(f.EventTypes) > 0 {
-		for _, t := range f.EventTypes {
-			if !slices.Contains(eventKinds, t) {
-				return nil, Invalid("eventType", "%q is not an event kind", t)
-			}
-		}
-		q = q.Where(webhookevent.EventTypeIn(f.EventTypes...))
-	}
-	if f.SessionExternalID != nil {
-		q = q.Where(webhookevent.HasSessionWith(checkoutsession.ExternalID(*f.SessionExternalID)))
-	}
-	if order == nil {
-		order = &ent.WebhookEventOrder{Field: ent.WebhookEventOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}
-	}
-	return q.Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithWebhookEventOrder(order))
-}
-
-// AllWebhookEvents is every webhook event the caller sees, newest first.
-func (s *Service) AllWebhookEvents(ctx context.Context, auth *MerchantAuth) ([]*ent.WebhookEvent, error) {
-	return s.WebhookEventsOf(auth).
-		Order(ent.Desc(webhookevent.FieldCreatedAt), ent.Desc(webhookevent.FieldID)).
-		All(ctx)
-}
-
-// WebhookEventSessionExternalID is the external id of the session an event
-// is about: its session's, else the one in its payload (events recorded
-// without a session link), else "".
-func WebhookEventSessionExternalID(e *ent.WebhookEvent, session *ent.CheckoutSession) string {
-	if session != nil {
-		return session.ExternalID
-	}
-	var p struct {
-		Data struct {
-			SessionExternalID string `json:"session_external_id"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(e.Payload, &p) == nil {
-		return p.Data.SessionExternalID
-	}
-	return ""
-}
-
-// WebhookDeliveries is an event's delivery series, oldest first (ties by
-// id), the order of the REST webhook log. The caller has already reached
-// the event through its own objects.
-func (s *Service) WebhookDeliveries(ctx context.Context, eventID uuid.UUID) ([]*ent.WebhookDelivery, error) {
-	return s.cfg.DB.Ent.WebhookDelivery.Query().
-		Where(webhookdelivery.EventID(eventID)).
-		Order(ent.Asc(webhookdelivery.FieldCreatedAt), ent.Asc(webhookdelivery.FieldID)).
-		All(ctx)
-}
-
 // CurrentMerchantKeys is the merchant's key pairs in use (one live, one
 // test; rolled keys are left out). Secret keys are never stored.
 func (s *Service) CurrentMerchantKeys(ctx context.Context, m *ent.Merchant) ([]*ent.MerchantKey, error) {
@@ -285,7 +208,7 @@ func (s *Service) merchantNode(ctx context.Context, auth *MerchantAuth, id uuid.
 		return notFoundAs(client.Merchant.Get(ctx, id))
 	}
 	own := ownSessions(auth)
-	ownEvents := webhookevent.And(webhookevent.MerchantID(auth.Merchant.ID), webhookevent.Livemode(auth.Livemode()))
+	events := ownEvents(auth)
 	lookups := []func() (ent.Noder, error){
 		func() (ent.Noder, error) {
 			return notFoundAs(client.CheckoutSession.Query().Where(checkoutsession.ID(id), own).Only(ctx))
@@ -294,15 +217,15 @@ func (s *Service) merchantNode(ctx context.Context, auth *MerchantAuth, id uuid.
 			return notFoundAs(client.Payment.Query().Where(payment.ID(id), payment.HasSessionWith(own)).Only(ctx))
 		},
 		func() (ent.Noder, error) {
-			return notFoundAs(client.WebhookEvent.Query().Where(webhookevent.ID(id), ownEvents).Only(ctx))
+			return notFoundAs(client.WebhookEvent.Query().Where(webhookevent.ID(id), events).Only(ctx))
 		},
 		func() (ent.Noder, error) {
 			return notFoundAs(client.WebhookDelivery.Query().
-				Where(webhookdelivery.ID(id), webhookdelivery.HasEventWith(ownEvents)).Only(ctx))
+				Where(webhookdelivery.ID(id), webhookdelivery.HasEventWith(events)).Only(ctx))
 		},
 		func() (ent.Noder, error) {
 			return notFoundAs(client.WebhookAttempt.Query().
-				Where(webhookattempt.ID(id), webhookattempt.HasDeliveryWith(webhookdelivery.HasEventWith(ownEvents))).Only(ctx))
+				Where(webhookattempt.ID(id), webhookattempt.HasDeliveryWith(webhookdelivery.HasEventWith(events))).Only(ctx))
 		},
 		func() (ent.Noder, error) {
 			return notFoundAs(client.DepositAddress.Query().

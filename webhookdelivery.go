@@ -119,6 +119,19 @@ func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid
 	return d, err
 }
 
+// RedeliverOwnWebhook is RedeliverWebhook for an authenticated merchant:
+// an event of the other mode is ErrNotFound too.
+func (s *Service) RedeliverOwnWebhook(ctx context.Context, auth *MerchantAuth, eventID uuid.UUID) (*ent.WebhookDelivery, error) {
+	ok, err := s.WebhookEventsOf(auth).Where(webhookevent.ID(eventID)).Exist(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading webhook event: %w", err)
+	}
+	if !ok {
+		return nil, errNoSuchWebhookEvent
+	}
+	return s.RedeliverWebhook(ctx, auth.Merchant.ID, eventID)
+}
+
 // WebhookDeliveryResult is what one DeliverWebhook call did.
 type WebhookDeliveryResult struct {
 	DeliveryID uuid.UUID
@@ -342,12 +355,27 @@ func AttemptError(a *ent.WebhookAttempt) *string {
 	return &reason
 }
 
+// WebhookDeliveries is an event's delivery series, oldest first (ties by
+// id), the order of the REST webhook log. The caller has already reached
+// the event through its own objects.
+func (s *Service) WebhookDeliveries(ctx context.Context, eventID uuid.UUID) ([]*ent.WebhookDelivery, error) {
+	return deliveriesInOrder(s.cfg.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(eventID))).All(ctx)
+}
+
 // WebhookAttempts lists a delivery's tries, oldest first.
 func (s *Service) WebhookAttempts(ctx context.Context, deliveryID uuid.UUID) ([]*ent.WebhookAttempt, error) {
-	return s.cfg.DB.Ent.WebhookAttempt.Query().
-		Where(webhookattempt.DeliveryID(deliveryID)).
-		Order(webhookattempt.ByAt(), webhookattempt.ByCreatedAt()).
-		All(ctx)
+	return attemptsInOrder(s.cfg.DB.Ent.WebhookAttempt.Query().Where(webhookattempt.DeliveryID(deliveryID))).All(ctx)
+}
+
+// deliveriesInOrder orders an event's delivery series: oldest first, ties
+// by id.
+func deliveriesInOrder(q *ent.WebhookDeliveryQuery) *ent.WebhookDeliveryQuery {
+	return q.Order(ent.Asc(webhookdelivery.FieldCreatedAt), ent.Asc(webhookdelivery.FieldID))
+}
+
+// attemptsInOrder orders a delivery's tries: oldest first.
+func attemptsInOrder(q *ent.WebhookAttemptQuery) *ent.WebhookAttemptQuery {
+	return q.Order(webhookattempt.ByAt(), webhookattempt.ByCreatedAt())
 }
 
 // postWebhook sends one try with client and returns the answer's status
