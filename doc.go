@@ -23,6 +23,16 @@
 // invents an event or a job. The jobs are idempotent: one run twice changes
 // nothing more.
 //
+// # A caller sees its own
+//
+// Every object belongs to an agent or a merchant, and a caller reads only
+// its own: an agent itself, its wallets and its transfers; a merchant its
+// objects in the mode of its key (live keys see live sessions, test keys
+// test ones). Another's object is not found, the same answer as an id that
+// does not exist, so ids leak nothing about other accounts. Each scope is
+// said once (TransfersOf, SessionsOf, PaymentsOf, WebhookEventsOf), and
+// REST, GraphQL and the node lookup (queries.go) read through it.
+//
 // # Webhooks (spec 6, design.md section 3)
 //
 // An event is recorded once, its payload with it (events.go); each

@@ -17,17 +17,17 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
 )
 
-// Merchant queries for dashboards (the GraphQL merchant API): the caller's
-// sessions and payments as Relay pages with filters (its webhook events:
-// events.go), and
-// the Relay node lookup for merchant callers. Like the REST views, every
-// query is scoped to the authenticated merchant and the mode of its key:
-// another merchant's object, or one of the other mode, is not found.
+// What a caller may read, and the GraphQL connections over it: the
+// callers (WithCallerAgent, WithCallerMerchant), the scopes (TransfersOf,
+// SessionsOf, PaymentsOf; events.go's WebhookEventsOf), the Relay pages
+// with their filters, and the node lookup.
 
 type callerMerchantKey struct{}
 
@@ -41,6 +41,102 @@ func WithCallerMerchant(ctx context.Context, auth *MerchantAuth) context.Context
 func CallerMerchant(ctx context.Context) *MerchantAuth {
 	a, _ := ctx.Value(callerMerchantKey{}).(*MerchantAuth)
 	return a
+}
+
+type callerAgentKey struct{}
+
+// WithCallerAgent records the authenticated agent making a request, the
+// caller whose objects Node may show.
+func WithCallerAgent(ctx context.Context, agent *ent.Agent) context.Context {
+	return context.WithValue(ctx, callerAgentKey{}, agent)
+}
+
+// CallerAgent returns the agent recorded by WithCallerAgent, or nil.
+func CallerAgent(ctx context.Context) *ent.Agent {
+	a, _ := ctx.Value(callerAgentKey{}).(*ent.Agent)
+	return a
+}
+
+// Node resolves a Relay global id for the caller in ctx: an authenticated
+// agent (WithCallerAgent) sees itself, its wallets and the transfers it
+// sent or received; an authenticated merchant (WithCallerMerchant) its own
+// objects in its key's mode (merchantNode). Anything else, and anything for
+// an anonymous caller, is not found, like an id that does not exist.
+func (s *Service) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
+	agent := CallerAgent(ctx)
+	if agent == nil {
+		if m := CallerMerchant(ctx); m != nil {
+			return s.merchantNode(ctx, m, id)
+		}
+		return nil, ErrNotFound
+	}
+	client := s.cfg.DB.Ent
+	if id == agent.ID {
+		return notFoundAs(client.Agent.Get(ctx, id))
+	}
+	w, err := client.Wallet.Query().Where(wallet.ID(id), wallet.AgentID(agent.ID)).Only(ctx)
+	if err == nil || !ent.IsNotFound(err) {
+		return notFoundAs(w, err)
+	}
+	return notFoundAs(s.TransfersOf(agent).Where(transfer.ID(id)).Only(ctx))
+}
+
+// notFoundAs turns ent's not-found into ErrNotFound.
+func notFoundAs[T ent.Noder](n T, err error) (ent.Noder, error) {
+	if ent.IsNotFound(err) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// merchantNode is Node for a merchant caller: the merchant itself, its
+// keys in use, and its sessions, their payments and deposit addresses, and
+// its webhook events with their deliveries and attempts, all in the mode
+// of the caller's key. Anything else is ErrNotFound.
+func (s *Service) merchantNode(ctx context.Context, auth *MerchantAuth, id uuid.UUID) (ent.Noder, error) {
+	client := s.cfg.DB.Ent
+	if id == auth.Merchant.ID {
+		return notFoundAs(client.Merchant.Get(ctx, id))
+	}
+	own := ownSessions(auth)
+	events := ownEvents(auth)
+	lookups := []func() (ent.Noder, error){
+		func() (ent.Noder, error) {
+			return notFoundAs(client.CheckoutSession.Query().Where(checkoutsession.ID(id), own).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.Payment.Query().Where(payment.ID(id), payment.HasSessionWith(own)).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.WebhookEvent.Query().Where(webhookevent.ID(id), events).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.WebhookDelivery.Query().
+				Where(webhookdelivery.ID(id), webhookdelivery.HasEventWith(events)).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.WebhookAttempt.Query().
+				Where(webhookattempt.ID(id), webhookattempt.HasDeliveryWith(webhookdelivery.HasEventWith(events))).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.DepositAddress.Query().
+				Where(depositaddress.ID(id), depositaddress.HasSessionWith(own)).Only(ctx))
+		},
+		func() (ent.Noder, error) {
+			return notFoundAs(client.MerchantKey.Query().
+				Where(merchantkey.ID(id), merchantkey.MerchantID(auth.Merchant.ID), merchantkey.RevokedAtIsNil()).Only(ctx))
+		},
+	}
+	for _, lookup := range lookups {
+		n, err := lookup()
+		if !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+	}
+	return nil, ErrNotFound
 }
 
 // ownSessions is the one predicate that says which sessions a merchant
@@ -61,6 +157,16 @@ func (s *Service) SessionsOf(auth *MerchantAuth) *ent.CheckoutSessionQuery {
 // PaymentsOf is every payment the caller sees: those of its sessions.
 func (s *Service) PaymentsOf(auth *MerchantAuth) *ent.PaymentQuery {
 	return s.cfg.DB.Ent.Payment.Query().Where(payment.HasSessionWith(ownSessions(auth)))
+}
+
+// TransfersOf is every transfer an agent takes part in: those it sent (in
+// any state) and those sent to it. It is the one place that says which
+// transfers an agent may see; TransfersPage and Node narrow it further.
+func (s *Service) TransfersOf(agent *ent.Agent) *ent.TransferQuery {
+	return s.cfg.DB.Ent.Transfer.Query().Where(transfer.Or(
+		transfer.FromAgentID(agent.ID),
+		transfer.ToAgentID(agent.ID),
+	))
 }
 
 // PageArgs are the Relay arguments of a page: first/after walk forward,
@@ -185,6 +291,35 @@ func PaymentTokenAmount(p *ent.Payment) decimal.Decimal {
 	return FromBaseUnits(big.NewInt(p.AmountToken), USDCDecimals)
 }
 
+// Page sizes of an agent's transfers: a page asks for at most
+// MaxTransfersPage, and one that names no size (neither first nor last)
+// gets the first DefaultTransfersPage.
+const (
+	DefaultTransfersPage = 20
+	MaxTransfersPage     = 100
+)
+
+// TransfersPage is one Relay page of the agent's transfers (TransfersOf),
+// by order (newest first when nil).
+func (s *Service) TransfersPage(ctx context.Context, agent *ent.Agent,
+	after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int,
+	order *ent.TransferOrder,
+) (*ent.TransferConnection, error) {
+	for name, n := range map[string]*int{"first": first, "last": last} {
+		if n != nil && (*n < 0 || *n > MaxTransfersPage) {
+			return nil, Invalid(name, "must be between 0 and %d", MaxTransfersPage)
+		}
+	}
+	if first == nil && last == nil {
+		n := DefaultTransfersPage
+		first = &n
+	}
+	if order == nil {
+		order = &ent.TransferOrder{Field: ent.TransferOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}
+	}
+	return s.TransfersOf(agent).Paginate(ctx, after, first, before, last, ent.WithTransferOrder(order))
+}
+
 // CurrentMerchantKeys is the merchant's key pairs in use (one live, one
 // test; rolled keys are left out). Secret keys are never stored.
 func (s *Service) CurrentMerchantKeys(ctx context.Context, m *ent.Merchant) ([]*ent.MerchantKey, error) {
@@ -196,51 +331,4 @@ func (s *Service) CurrentMerchantKeys(ctx context.Context, m *ent.Merchant) ([]*
 		return nil, fmt.Errorf("reading merchant keys: %w", err)
 	}
 	return keys, nil
-}
-
-// merchantNode is Node for a merchant caller: the merchant itself, its
-// keys in use, and its sessions, their payments and deposit addresses, and
-// its webhook events with their deliveries and attempts, all in the mode
-// of the caller's key. Anything else is ErrNotFound.
-func (s *Service) merchantNode(ctx context.Context, auth *MerchantAuth, id uuid.UUID) (ent.Noder, error) {
-	client := s.cfg.DB.Ent
-	if id == auth.Merchant.ID {
-		return notFoundAs(client.Merchant.Get(ctx, id))
-	}
-	own := ownSessions(auth)
-	events := ownEvents(auth)
-	lookups := []func() (ent.Noder, error){
-		func() (ent.Noder, error) {
-			return notFoundAs(client.CheckoutSession.Query().Where(checkoutsession.ID(id), own).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.Payment.Query().Where(payment.ID(id), payment.HasSessionWith(own)).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.WebhookEvent.Query().Where(webhookevent.ID(id), events).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.WebhookDelivery.Query().
-				Where(webhookdelivery.ID(id), webhookdelivery.HasEventWith(events)).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.WebhookAttempt.Query().
-				Where(webhookattempt.ID(id), webhookattempt.HasDeliveryWith(webhookdelivery.HasEventWith(events))).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.DepositAddress.Query().
-				Where(depositaddress.ID(id), depositaddress.HasSessionWith(own)).Only(ctx))
-		},
-		func() (ent.Noder, error) {
-			return notFoundAs(client.MerchantKey.Query().
-				Where(merchantkey.ID(id), merchantkey.MerchantID(auth.Merchant.ID), merchantkey.RevokedAtIsNil()).Only(ctx))
-		},
-	}
-	for _, lookup := range lookups {
-		n, err := lookup()
-		if !errors.Is(err, ErrNotFound) {
-			return n, err
-		}
-	}
-	return nil, ErrNotFound
 }
