@@ -290,11 +290,6 @@ func newestEventsFirst(q *ent.WebhookEventQuery) *ent.WebhookEventQuery {
 	return q.Order(ent.Desc(webhookevent.FieldCreatedAt), ent.Desc(webhookevent.FieldID))
 }
 
-// WebhookEventListParams pages the event list. Limit 0 means the default.
-type WebhookEventListParams struct {
-	Limit, Offset int
-}
-
 // WebhookEventPage is one page of a merchant's events, newest first, each
 // with its deliveries (oldest first) loaded.
 type WebhookEventPage struct {
@@ -304,17 +299,11 @@ type WebhookEventPage struct {
 }
 
 // ListWebhookEvents lists the caller's events in the caller's mode, newest
-// first (ties by id). limit is 1 to MaxSessionListLimit (0:
-// DefaultSessionListLimit); offset at least 0.
-func (s *Service) ListWebhookEvents(ctx context.Context, auth *MerchantAuth, p WebhookEventListParams) (*WebhookEventPage, error) {
-	if p.Limit == 0 {
-		p.Limit = DefaultSessionListLimit
-	}
-	if p.Limit < 1 || p.Limit > MaxSessionListLimit {
-		return nil, Invalid("limit", "must be between 1 and %d", MaxSessionListLimit)
-	}
-	if p.Offset < 0 {
-		return nil, Invalid("offset", "must be at least 0")
+// first (ties by id).
+func (s *Service) ListWebhookEvents(ctx context.Context, auth *MerchantAuth, p ListParams) (*WebhookEventPage, error) {
+	p, err := p.normalise()
+	if err != nil {
+		return nil, err
 	}
 	q, err := s.webhookEvents(auth, WebhookEventFilter{})
 	if err != nil {

@@ -169,9 +169,35 @@ func (s *Service) TransfersOf(agent *ent.Agent) *ent.TransferQuery {
 	))
 }
 
+// Page sizes of every list and connection: a page asks for at most
+// MaxPageSize, and one that names no size gets DefaultPageSize.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// ListParams page a REST list: Limit 1 to MaxPageSize (0: DefaultPageSize),
+// Offset at least 0.
+type ListParams struct {
+	Limit, Offset int
+}
+
+func (p ListParams) normalise() (ListParams, error) {
+	if p.Limit == 0 {
+		p.Limit = DefaultPageSize
+	}
+	if p.Limit < 1 || p.Limit > MaxPageSize {
+		return p, Invalid("limit", "must be between 1 and %d", MaxPageSize)
+	}
+	if p.Offset < 0 {
+		return p, Invalid("offset", "must be at least 0")
+	}
+	return p, nil
+}
+
 // PageArgs are the Relay arguments of a page: first/after walk forward,
-// last/before backward. first and last are 0 to MaxSessionListLimit; a
-// page that names neither gets the first DefaultSessionListLimit.
+// last/before backward. first and last are 0 to MaxPageSize; a page that
+// names neither gets the first DefaultPageSize.
 type PageArgs struct {
 	After  *entgql.Cursor[uuid.UUID]
 	First  *int
@@ -181,12 +207,12 @@ type PageArgs struct {
 
 func (p PageArgs) normalise() (PageArgs, error) {
 	for name, n := range map[string]*int{"first": p.First, "last": p.Last} {
-		if n != nil && (*n < 0 || *n > MaxSessionListLimit) {
-			return p, Invalid(name, "must be between 0 and %d", MaxSessionListLimit)
+		if n != nil && (*n < 0 || *n > MaxPageSize) {
+			return p, Invalid(name, "must be between 0 and %d", MaxPageSize)
 		}
 	}
 	if p.First == nil && p.Last == nil {
-		n := DefaultSessionListLimit
+		n := DefaultPageSize
 		p.First = &n
 	}
 	return p, nil
@@ -291,33 +317,17 @@ func PaymentTokenAmount(p *ent.Payment) decimal.Decimal {
 	return FromBaseUnits(big.NewInt(p.AmountToken), USDCDecimals)
 }
 
-// Page sizes of an agent's transfers: a page asks for at most
-// MaxTransfersPage, and one that names no size (neither first nor last)
-// gets the first DefaultTransfersPage.
-const (
-	DefaultTransfersPage = 20
-	MaxTransfersPage     = 100
-)
-
 // TransfersPage is one Relay page of the agent's transfers (TransfersOf),
 // by order (newest first when nil).
-func (s *Service) TransfersPage(ctx context.Context, agent *ent.Agent,
-	after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int,
-	order *ent.TransferOrder,
-) (*ent.TransferConnection, error) {
-	for name, n := range map[string]*int{"first": first, "last": last} {
-		if n != nil && (*n < 0 || *n > MaxTransfersPage) {
-			return nil, Invalid(name, "must be between 0 and %d", MaxTransfersPage)
-		}
-	}
-	if first == nil && last == nil {
-		n := DefaultTransfersPage
-		first = &n
+func (s *Service) TransfersPage(ctx context.Context, agent *ent.Agent, page PageArgs, order *ent.TransferOrder) (*ent.TransferConnection, error) {
+	page, err := page.normalise()
+	if err != nil {
+		return nil, err
 	}
 	if order == nil {
 		order = &ent.TransferOrder{Field: ent.TransferOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}
 	}
-	return s.TransfersOf(agent).Paginate(ctx, after, first, before, last, ent.WithTransferOrder(order))
+	return s.TransfersOf(agent).Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithTransferOrder(order))
 }
 
 // CurrentMerchantKeys is the merchant's key pairs in use (one live, one

@@ -40,11 +40,6 @@ const (
 	IdempotencyKeyMaxLen     = 255
 	// SessionMetadataMaxBytes bounds the metadata object as JSON.
 	SessionMetadataMaxBytes = 16 << 10
-
-	// DefaultSessionListLimit and MaxSessionListLimit bound a page of the
-	// session list.
-	DefaultSessionListLimit = 20
-	MaxSessionListLimit     = 100
 )
 
 // SessionInput is a create-session request (spec 2.6).
@@ -321,7 +316,7 @@ func (s *Service) SessionByExternalID(ctx context.Context, externalID string) (*
 // ErrNotFound exactly like an unknown id, so ids of others leak nothing.
 func (s *Service) MerchantSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
 	sess, err := s.sessionClient(ctx).Query().
-		Where(s.ownSession(auth, externalID)...).
+		Where(ownSession(auth, externalID)).
 		Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, errNoSuchSession
@@ -332,17 +327,9 @@ func (s *Service) MerchantSession(ctx context.Context, auth *MerchantAuth, exter
 	return sess, nil
 }
 
-func (s *Service) ownSession(auth *MerchantAuth, externalID string) []predicate.CheckoutSession {
-	return []predicate.CheckoutSession{
-		checkoutsession.ExternalID(externalID),
-		checkoutsession.MerchantID(auth.Merchant.ID),
-		checkoutsession.Livemode(auth.Livemode()),
-	}
-}
-
-// SessionListParams pages the session list. Limit 0 means the default.
-type SessionListParams struct {
-	Limit, Offset int
+// ownSession is the caller's session externalID (ownSessions).
+func ownSession(auth *MerchantAuth, externalID string) predicate.CheckoutSession {
+	return checkoutsession.And(checkoutsession.ExternalID(externalID), ownSessions(auth))
 }
 
 // SessionPage is one page of a merchant's sessions, newest first.
@@ -353,22 +340,13 @@ type SessionPage struct {
 }
 
 // ListSessions lists the caller's sessions in the caller's mode, newest
-// first (ties by id, so pages never overlap). limit is 1 to
-// MaxSessionListLimit (0: DefaultSessionListLimit); offset at least 0.
-func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p SessionListParams) (*SessionPage, error) {
-	if p.Limit == 0 {
-		p.Limit = DefaultSessionListLimit
+// first (ties by id, so pages never overlap).
+func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p ListParams) (*SessionPage, error) {
+	p, err := p.normalise()
+	if err != nil {
+		return nil, err
 	}
-	if p.Limit < 1 || p.Limit > MaxSessionListLimit {
-		return nil, Invalid("limit", "must be between 1 and %d", MaxSessionListLimit)
-	}
-	if p.Offset < 0 {
-		return nil, Invalid("offset", "must be at least 0")
-	}
-	q := s.sessionClient(ctx).Query().Where(
-		checkoutsession.MerchantID(auth.Merchant.ID),
-		checkoutsession.Livemode(auth.Livemode()),
-	)
+	q := s.sessionClient(ctx).Query().Where(ownSessions(auth))
 	total, err := q.Clone().Count(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("counting sessions: %w", err)
@@ -394,7 +372,7 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p Sessio
 func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
 	var out *ent.CheckoutSession
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(s.ownSession(auth, externalID)...)).Only(ctx)
+		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(ownSession(auth, externalID))).Only(ctx)
 		if ent.IsNotFound(err) {
 			return errNoSuchSession
 		}

@@ -180,13 +180,13 @@ func TestListSessionsParams(t *testing.T) {
 	svc := newMerchantTestService(t)
 	ctx := context.Background()
 	live, _ := merchantAuths(t, svc)
-	for _, p := range []SessionListParams{{Limit: -1}, {Limit: 101}, {Offset: -1}} {
+	for _, p := range []ListParams{{Limit: -1}, {Limit: 101}, {Offset: -1}} {
 		_, err := svc.ListSessions(ctx, live, p)
 		require.True(t, IsValidation(err), "%+v: %v", p, err)
 	}
-	page, err := svc.ListSessions(ctx, live, SessionListParams{})
+	page, err := svc.ListSessions(ctx, live, ListParams{})
 	require.NoError(t, err)
-	require.Equal(t, DefaultSessionListLimit, page.Limit)
+	require.Equal(t, DefaultPageSize, page.Limit)
 	require.Zero(t, page.Total)
 	require.Empty(t, page.Sessions)
 }

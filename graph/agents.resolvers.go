@@ -48,7 +48,7 @@ func (r *meResolver) Transfers(ctx context.Context, obj *model.Me, after *entgql
 	if err != nil {
 		return nil, err
 	}
-	return r.cfg.Service.TransfersPage(ctx, agent, after, first, before, last, orderBy)
+	return r.cfg.Service.TransfersPage(ctx, agent, agentpay.PageArgs{After: after, First: first, Before: before, Last: last}, orderBy)
 }
 
 // QuickRegister is the resolver for the quickRegister field.

@@ -420,7 +420,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	page, err := s.svc.ListSessions(r.Context(), merchantFrom(r.Context()), agentpay.SessionListParams{Limit: limit, Offset: offset})
+	page, err := s.svc.ListSessions(r.Context(), merchantFrom(r.Context()), agentpay.ListParams{Limit: limit, Offset: offset})
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return

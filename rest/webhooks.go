@@ -127,7 +127,7 @@ func (s *server) listWebhookEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	page, err := s.svc.ListWebhookEvents(r.Context(), merchantFrom(r.Context()), agentpay.WebhookEventListParams{Limit: limit, Offset: offset})
+	page, err := s.svc.ListWebhookEvents(r.Context(), merchantFrom(r.Context()), agentpay.ListParams{Limit: limit, Offset: offset})
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
