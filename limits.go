@@ -2,10 +2,8 @@ package agentpay
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	entsql "entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
@@ -62,9 +60,11 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 		CanReceive:    true,
 		CardPurchases: a.HumanVerified,
 	}
-	if l.SentToday, err = s.sentSince(ctx, a.ID, startOfDayUTC(now)); err != nil {
+	sent, err := sentToday(ctx, s.cfg.DB.Ent.Transfer, a.ID, now)
+	if err != nil {
 		return nil, err
 	}
+	l.SentToday = decimal.New(sent, -USDCDecimals)
 	l.RemainingToday = decimal.Max(l.Limits.Daily.Sub(l.SentToday), decimal.Zero)
 	for i, t := range Tiers {
 		if t == tier && i+1 < len(Tiers) {
@@ -92,21 +92,14 @@ func startOfDayUTC(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
-// sentSince is what the agent sent since a time: the gross amount of its
-// sends that did not fail (completed and in flight), in USD.
-func (s *Service) sentSince(ctx context.Context, agentID uuid.UUID, since time.Time) (decimal.Decimal, error) {
-	units, err := s.cfg.DB.Ent.Transfer.Query().
-		Where(
-			transfer.FromAgentID(agentID),
-			transfer.CreatedAtGTE(since.UTC()),
-			transfer.StatusNEQ(transfer.StatusFailed),
-		).
-		Aggregate(func(sel *entsql.Selector) string {
-			return "COALESCE(SUM(" + sel.C(transfer.FieldAmount) + "), 0)"
-		}).
-		Int(ctx)
-	if err != nil {
-		return decimal.Decimal{}, fmt.Errorf("summing today's sends: %w", err)
-	}
-	return decimal.New(int64(units), -USDCDecimals), nil
+// sentToday is what counts against the agent's daily limit at now: the
+// gross amount, in base units, of its sends since 00:00 UTC that did not
+// fail (completed and in flight). transfers is the caller's transaction's
+// client when the answer decides a send.
+func sentToday(ctx context.Context, transfers *ent.TransferClient, agentID uuid.UUID, now time.Time) (int64, error) {
+	return sumAmounts(ctx, transfers.Query().Where(
+		transfer.FromAgentID(agentID),
+		transfer.CreatedAtGTE(startOfDayUTC(now)),
+		transfer.StatusNEQ(transfer.StatusFailed),
+	))
 }

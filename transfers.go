@@ -177,18 +177,13 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			return fmt.Errorf("send: reading recipient wallets: %w", err)
 		}
 
-		today := startOfDayUTC(time.Now())
-		sentToday, err := sumAmounts(ctx, tx.Transfer.Query().Where(
-			transfer.FromAgentID(from.ID),
-			transfer.CreatedAtGTE(today),
-			transfer.StatusNEQ(transfer.StatusFailed),
-		))
+		sent, err := sentToday(ctx, tx.Transfer, from.ID, time.Now())
 		if err != nil {
 			return err
 		}
-		if decimal.New(sentToday+units, -USDCDecimals).GreaterThan(limits.Daily) {
+		if decimal.New(sent+units, -USDCDecimals).GreaterThan(limits.Daily) {
 			return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
-				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, decimal.New(sentToday, -USDCDecimals))
+				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, decimal.New(sent, -USDCDecimals))
 		}
 
 		candidates := sendChainOrder
