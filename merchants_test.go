@@ -2,10 +2,8 @@ package agentpay
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -42,61 +40,6 @@ func newMerchant(t *testing.T, svc *Service) *MerchantRegistration {
 	reg, err := svc.RegisterMerchant(context.Background(), MerchantInput{Name: strp("Acme"), Email: strp("a@acme.test")})
 	require.NoError(t, err)
 	return reg
-}
-
-func TestMerchantFieldRules(t *testing.T) {
-	evmAddr := "0x52908400098527886E0F7030069857D2E4169EE7"
-	solAddr := "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"
-	tests := []struct {
-		name string
-		in   MerchantInput
-		err  string // "" = valid
-	}{
-		{"minimal", MerchantInput{}, ""},
-		{"name trimmed", MerchantInput{Name: strp("  Acme  ")}, ""},
-		{"email plus", MerchantInput{Email: strp("a+b@acme.co.uk")}, ""},
-		{"email no local", MerchantInput{Email: strp("@acme.test")}, "email: is not a valid e-mail address"},
-		{"email two ats", MerchantInput{Email: strp("a@b@acme.test")}, "email: is not a valid e-mail address"},
-		{"http URL", MerchantInput{Website: strp("http://acme.test:8080/x?y=1")}, ""},
-		{"URL with spaces", MerchantInput{Website: strp("https://acme.test/a b")}, "website: must be an absolute http or https URL"},
-		{"URL relative", MerchantInput{SuccessURL: strp("/thanks")}, "success_url: must be an absolute http or https URL"},
-		{"fiat_pix", MerchantInput{SettlementType: strp("fiat_pix")}, ""},
-		{"address any family, EVM", MerchantInput{SettlementAddress: strp(evmAddr)}, ""},
-		{"address any family, Solana", MerchantInput{SettlementAddress: strp(solAddr)}, ""},
-		{"solana chain and address", MerchantInput{SettlementChain: strp("solana"), SettlementAddress: strp(solAddr)}, ""},
-		{"polygon chain, Solana address", MerchantInput{SettlementChain: strp("polygon"), SettlementAddress: strp(solAddr)}, "settlement_address: is not a valid EVM address (settlement_chain is polygon)"},
-		{"zero address", MerchantInput{SettlementAddress: strp("0x0000000000000000000000000000000000000000")}, "settlement_address: is not a valid EVM or Solana address"},
-		{"every chain listed", MerchantInput{AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "polygon", Token: "USDC"}, {Chain: "ethereum", Token: "USDC"}, {Chain: "arbitrum", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, ""},
-		{"token lower case", MerchantInput{AcceptedTokens: &[]TokenRef{{Chain: "base", Token: "usdc"}}}, "accepted_tokens: [0].token must be USDC"},
-		{"upper case colour", MerchantInput{BrandColor: strp("#ABCDEF")}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := tt.in
-			if in.Name == nil {
-				in.Name = strp("Acme")
-			}
-			if in.Email == nil {
-				in.Email = strp("a@acme.test")
-			}
-			var f merchantFields
-			err := f.apply(in, true, ModeTest, adapters.Families())
-			if tt.err == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.True(t, IsValidation(err), "%v", err)
-			require.EqualError(t, err, tt.err)
-		})
-	}
-
-	var f merchantFields
-	require.NoError(t, f.apply(MerchantInput{Name: strp(" Acme "), Email: strp("a@acme.test"), BrandColor: strp("#ABCDEF"),
-		AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, true, ModeTest, adapters.Families()))
-	require.Equal(t, "Acme", f.name)
-	require.Equal(t, "#abcdef", f.brandColor)
-	require.Equal(t, SettlementCryptoUSDC, f.settlementType, "default settlement type")
-	require.Equal(t, []TokenRef{{Chain: "base", Token: "USDC"}, {Chain: "solana", Token: "USDC"}}, f.acceptedTokens, "API chain order")
 }
 
 func TestMerchantWebhookSecretSealed(t *testing.T) {
@@ -196,44 +139,4 @@ func TestDeactivateMerchant(t *testing.T) {
 	require.Equal(t, 2, svc.cfg.DB.Ent.MerchantKey.Query().
 		Where(merchantkey.MerchantID(m2.Merchant.ID), merchantkey.RevokedAtIsNil()).CountX(ctx), "a refused roll revokes nothing")
 	require.Equal(t, "Acme", svc.cfg.DB.Ent.Merchant.Query().Where(merchant.ID(m2.Merchant.ID)).OnlyX(ctx).Name)
-}
-
-func TestRollMerchantKeysConcurrently(t *testing.T) {
-	svc := newMerchantTestService(t)
-	ctx := context.Background()
-	reg := newMerchant(t, svc)
-	auth, err := svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
-	require.NoError(t, err)
-
-	const n = 6
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		ok, unau int
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := svc.RollMerchantKeys(ctx, auth)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, ErrUnauthorized):
-				unau++
-			default:
-				t.Errorf("roll: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	require.Equal(t, 1, ok, "one roll per key")
-	require.Equal(t, n-1, unau)
-	// Exactly one live and one test pair are current.
-	active := svc.cfg.DB.Ent.MerchantKey.Query().
-		Where(merchantkey.MerchantID(reg.Merchant.ID), merchantkey.RevokedAtIsNil()).AllX(ctx)
-	require.Len(t, active, 2)
-	require.NotEqual(t, active[0].Kind, active[1].Kind)
 }

@@ -3,7 +3,6 @@ package agentpay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/big"
 	"time"
 
@@ -328,17 +327,4 @@ func (s *Service) TransfersPage(ctx context.Context, agent *ent.Agent, page Page
 		order = &ent.TransferOrder{Field: ent.TransferOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}
 	}
 	return s.TransfersOf(agent).Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithTransferOrder(order))
-}
-
-// CurrentMerchantKeys is the merchant's key pairs in use (one live, one
-// test; rolled keys are left out). Secret keys are never stored.
-func (s *Service) CurrentMerchantKeys(ctx context.Context, m *ent.Merchant) ([]*ent.MerchantKey, error) {
-	keys, err := s.cfg.DB.Ent.MerchantKey.Query().
-		Where(merchantkey.MerchantID(m.ID), merchantkey.RevokedAtIsNil()).
-		Order(merchantkey.ByKind()).
-		All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading merchant keys: %w", err)
-	}
-	return keys, nil
 }
