@@ -26,6 +26,31 @@ type MerchantKeys struct {
 // MerchantKeysWarning tells the merchant the secrets are shown once.
 const MerchantKeysWarning = "Store these keys now: secret keys and the webhook secret are shown only once and cannot be retrieved later. Keep secret keys on your server; public keys may be used in the browser."
 
+// newWebhookSecret issues the webhook signing secret of merchant id
+// (whsec_...) and seals it with the vault, the merchant's id as associated
+// data: every delivery signs with it, so it is kept, but a sealed secret
+// copied to another merchant's row does not open.
+func (s *Service) newWebhookSecret(id uuid.UUID) (plain string, sealed []byte, err error) {
+	plain, _, err = vault.NewSecret(vault.PrefixWebhookSecret)
+	if err != nil {
+		return "", nil, err
+	}
+	if sealed, err = s.cfg.Vault.Seal([]byte(plain), id[:]); err != nil {
+		return "", nil, fmt.Errorf("sealing webhook secret: %w", err)
+	}
+	return plain, sealed, nil
+}
+
+// openWebhookSecret opens the webhook secret newWebhookSecret sealed for
+// merchantID.
+func (s *Service) openWebhookSecret(merchantID uuid.UUID, sealed []byte) (string, error) {
+	b, err := s.cfg.Vault.Open(sealed, merchantID[:])
+	if err != nil {
+		return "", fmt.Errorf("agentpay: opening the webhook secret of merchant %s: %w", merchantID, err)
+	}
+	return string(b), nil
+}
+
 // newKeyPair issues a public/secret key pair of a mode.
 func newKeyPair(mode Mode) (public, secret string, secretHash []byte, err error) {
 	pp, sp := vault.PrefixPublicLive, vault.PrefixSecretLive

@@ -9,7 +9,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/vault"
 )
+
+func TestMerchantWebhookSecretSealed(t *testing.T) {
+	svc := newMerchantTestService(t)
+	ctx := context.Background()
+	a, b := newMerchant(t, svc), newMerchant(t, svc)
+
+	got, err := svc.openWebhookSecret(a.Merchant.ID, a.Merchant.WebhookSecretEncrypted)
+	require.NoError(t, err)
+	require.Equal(t, a.Keys.WebhookSecret, got)
+	require.Regexp(t, `^whsec_[0-9A-Za-z]{43}$`, got)
+
+	// Read back from the database, it still opens; moved to another
+	// merchant's row, it does not.
+	row := svc.cfg.DB.Ent.Merchant.GetX(ctx, a.Merchant.ID)
+	got, err = svc.openWebhookSecret(row.ID, row.WebhookSecretEncrypted)
+	require.NoError(t, err)
+	require.Equal(t, a.Keys.WebhookSecret, got)
+	moved := *b.Merchant
+	moved.WebhookSecretEncrypted = row.WebhookSecretEncrypted
+	_, err = svc.openWebhookSecret(moved.ID, moved.WebhookSecretEncrypted)
+	require.ErrorIs(t, err, vault.ErrOpen)
+}
 
 func TestRollMerchantKeysConcurrently(t *testing.T) {
 	svc := newMerchantTestService(t)

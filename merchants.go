@@ -3,7 +3,6 @@ package agentpay
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/schematype"
 	"agentpay/internal/store"
-	"agentpay/internal/vault"
 )
 
 // TokenUSDC is the only token merchants accept and sessions take today.
@@ -66,13 +64,9 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 		return nil, err
 	}
 	id := uuid.New()
-	whsec, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
+	whsec, sealed, err := s.newWebhookSecret(id)
 	if err != nil {
 		return nil, err
-	}
-	sealed, err := s.cfg.Vault.Seal([]byte(whsec), id[:])
-	if err != nil {
-		return nil, fmt.Errorf("sealing webhook secret: %w", err)
 	}
 	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec}}
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
@@ -228,17 +222,4 @@ func (s *Service) MerchantByID(ctx context.Context, id uuid.UUID) (*ent.Merchant
 		return nil, errMerchantNotFound
 	}
 	return m, err
-}
-
-// merchantWebhookSecret opens the merchant's webhook signing secret (whsec_...),
-// sealed with the merchant's id as associated data.
-func (s *Service) merchantWebhookSecret(m *ent.Merchant) (string, error) {
-	if len(m.WebhookSecretEncrypted) == 0 {
-		return "", errors.New("merchant has no webhook secret")
-	}
-	plain, err := s.cfg.Vault.Open(m.WebhookSecretEncrypted, m.ID[:])
-	if err != nil {
-		return "", fmt.Errorf("opening webhook secret of merchant %s: %w", m.ID, err)
-	}
-	return string(plain), nil
 }

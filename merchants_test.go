@@ -42,28 +42,6 @@ func newMerchant(t *testing.T, svc *Service) *MerchantRegistration {
 	return reg
 }
 
-func TestMerchantWebhookSecretSealed(t *testing.T) {
-	svc := newMerchantTestService(t)
-	ctx := context.Background()
-	a, b := newMerchant(t, svc), newMerchant(t, svc)
-
-	got, err := svc.merchantWebhookSecret(a.Merchant)
-	require.NoError(t, err)
-	require.Equal(t, a.Keys.WebhookSecret, got)
-	require.Regexp(t, `^whsec_[0-9A-Za-z]{43}$`, got)
-
-	// Read back from the database, it still opens; moved to another
-	// merchant's row, it does not.
-	row := svc.cfg.DB.Ent.Merchant.GetX(ctx, a.Merchant.ID)
-	got, err = svc.merchantWebhookSecret(row)
-	require.NoError(t, err)
-	require.Equal(t, a.Keys.WebhookSecret, got)
-	moved := *b.Merchant
-	moved.WebhookSecretEncrypted = row.WebhookSecretEncrypted
-	_, err = svc.merchantWebhookSecret(&moved)
-	require.ErrorIs(t, err, vault.ErrOpen)
-}
-
 func TestAuthenticateMerchant(t *testing.T) {
 	svc := newMerchantTestService(t)
 	ctx := context.Background()

@@ -406,17 +406,6 @@ func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, se
 	return resp.StatusCode, nil
 }
 
-// openWebhookSecret opens a merchant's webhook secret, sealed by the vault
-// with the merchant's id as associated data (as merchant registration seals
-// it).
-func (s *Service) openWebhookSecret(merchantID uuid.UUID, sealed []byte) (string, error) {
-	b, err := s.cfg.Vault.Open(sealed, merchantID[:])
-	if err != nil {
-		return "", fmt.Errorf("agentpay: opening the webhook secret of merchant %s: %w", merchantID, err)
-	}
-	return string(b), nil
-}
-
 func truncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
