@@ -1,7 +1,12 @@
 package agentpay
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
 	"agentpay/internal/vault"
@@ -69,4 +74,84 @@ func DeriveTreasuryKeys(v *vault.Vault, families chains.Families) (TreasuryKeys,
 		}
 	}
 	return t, nil
+}
+
+// treasuryBalanceTimeout bounds each chain's balance read, so one slow RPC
+// cannot hold the treasury answer.
+const treasuryBalanceTimeout = 5 * time.Second
+
+// TreasuryInfo is the treasury as the public endpoint shows it.
+type TreasuryInfo struct {
+	FeeRate decimal.Decimal
+	// FeesCollected is the sum of the fees of completed transfers, from
+	// FeeTransfers transfers.
+	FeesCollected decimal.Decimal
+	FeeTransfers  int64
+	// Wallets are the treasury's addresses on the agents' chains: solana,
+	// then base.
+	Wallets []TreasuryWallet
+}
+
+// Treasury wallet statuses.
+const (
+	// TreasuryBalanceOK: Balance was read from the chain just now.
+	TreasuryBalanceOK = "ok"
+	// TreasuryBalanceUnavailable: the chain is not configured for the
+	// agents' network, or did not answer; Balance is unknown.
+	TreasuryBalanceUnavailable = "unavailable"
+)
+
+// TreasuryWallet is the treasury's address on one chain and its USDC.
+type TreasuryWallet struct {
+	Chain   chains.Name
+	Address string
+	Token   string
+	// Balance is meaningful only when Status is TreasuryBalanceOK.
+	Balance decimal.Decimal
+	Status  string
+}
+
+// treasuryChains are the chains agents' wallets use, in the registration
+// object's order.
+var treasuryChains = []chains.Name{chains.Solana, chains.Base}
+
+// Treasury reports the fee rate, the fees collected and the treasury's
+// balance on each agent chain, read from the chains concurrently. A chain
+// that is not configured or does not answer shows its balance as
+// unavailable instead of failing the whole answer.
+func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
+	totals, err := s.completedTransferTotals(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	info := &TreasuryInfo{
+		FeeRate:       FeeRate,
+		FeesCollected: totals.fee,
+		FeeTransfers:  totals.count,
+		Wallets:       make([]TreasuryWallet, len(treasuryChains)),
+	}
+	var wg sync.WaitGroup
+	for i, chain := range treasuryChains {
+		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable}
+		info.Wallets[i] = w
+		ledger, err := s.AgentLedger(chain)
+		if err != nil || w.Address == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, treasuryBalanceTimeout)
+			defer cancel()
+			units, err := ledger.Balance(ctx, w.Address)
+			if err != nil {
+				s.logger.WarnContext(ctx, "treasury balance", "chain", chain, "err", err)
+				return
+			}
+			info.Wallets[i].Balance = FromBaseUnits(units, ledger.Decimals())
+			info.Wallets[i].Status = TreasuryBalanceOK
+		}()
+	}
+	wg.Wait()
+	return info, nil
 }
