@@ -35,9 +35,9 @@ import (
 //     confirming session no longer covered goes back to detecting. If the
 //     transfer is re-included it is seen again and counts again.
 //
-// A payment to a session already expired, cancelled or confirmed is recorded
-// with late=true (never lost, held for refund) and payment.failed sent with
-// reason "late" (or "already_paid" for a confirmed session); it never
+// A payment to a session that has ended (sessionstate.go: expired,
+// cancelled or confirmed) is recorded with late=true (never lost, held for
+// refund) and payment.failed sent with lateReason's reason; it never
 // changes the session.
 //
 // Every change happens in the scan's transaction under the session's row
