@@ -10,8 +10,10 @@
 // (sessionstate.go), the hosted page (checkoutpage.go), what a deposit does
 // to it (payments.go), and so on. The machinery the rules use lives behind
 // internal/: the database and its transactions (internal/store), keys,
-// secrets and ids (internal/vault), the live feeds (internal/statusbus);
-// the chains are reached through package chains' interfaces only.
+// secrets and ids (internal/vault), rate limit counting (internal/ratelimit),
+// the authentication cache (internal/authcache), the live feeds
+// (internal/statusbus); the chains are reached through package chains'
+// interfaces only.
 //
 // # A change and what it causes commit together
 //
