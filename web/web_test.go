@@ -422,11 +422,18 @@ func TestCheckoutPageBrowser(t *testing.T) {
 	require.NoError(t, err)
 
 	// The live status: the page polls at load, then the sessionStatus
-	// subscription takes over (data-transport="ws").
-	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("checkout").dataset.transport === "ws"`, chromedp.WithPollingTimeout(15*time.Second)))
+	// subscription takes over (data-transport="ws"). The page subscribes
+	// at load, so the subscription has usually delivered "pending" before
+	// the chain was chosen; "detecting" comes later, when the select's
+	// commit reaches the status listener (NOTIFY), and nothing orders that
+	// before the steps above: wait for it to be shown.
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`(c => c.dataset.transport === "ws" && c.dataset.status === "detecting")(document.getElementById("checkout"))`,
+		chromedp.WithPollingTimeout(15*time.Second)))
 	if err != nil {
 		ws, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-ws"))
-		t.Fatalf("the sessionStatus subscription did not deliver (websocket state %q): %v", ws.Value, err)
+		transport, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-transport"))
+		t.Fatalf("the sessionStatus subscription did not deliver detecting (websocket state %q, transport %q, status %q): %v",
+			ws.Value, transport.Value, text(`#status`), err)
 	}
 	require.NotEmpty(t, attr(`#checkout`, "data-polls"), "the page polled at load")
 	require.Equal(t, "detecting", text(`#status`))
