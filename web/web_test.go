@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +44,8 @@ import (
 // base devnet and, optionally, a Solana devnet.
 type harness struct {
 	srv *httptest.Server
+	// api is srv's handler, for tests that serve it behind their own.
+	api http.Handler
 	svc *agentpay.Service
 	db  *store.DB
 	evm *devnet.EVM
@@ -90,13 +94,14 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	require.NoError(t, err)
 	// Wired as cmd/agentpay does: the pages at /pay, the status
 	// subscription on /graphql.
-	srv := httptest.NewServer(rest.NewRouter(rest.Config{
+	api := rest.NewRouter(rest.Config{
 		Service: svc, Logger: logger,
 		Pages:  web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
 		Mounts: map[string]http.Handler{"/graphql": graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: logger})},
-	}))
+	})
+	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &harness{srv: srv, svc: svc, db: db, evm: evmNet, logger: logger}
+	return &harness{srv: srv, api: api, svc: svc, db: db, evm: evmNet, logger: logger}
 }
 
 const brandColor = "#0a7cff"
@@ -367,24 +372,24 @@ func TestQRSVG(t *testing.T) {
 
 const chromiumPath = "/usr/bin/chromium"
 
-// TestCheckoutPageBrowser drives the page in headless Chromium: choose base,
-// read the deposit address and amount off the page, pay them from the
-// devnet faucet, and watch the status poll. When the payment is processed
-// to confirmed (the deposit scan is driven here as the worker would), the
-// page must redirect to success_url.
-func TestCheckoutPageBrowser(t *testing.T) {
+func skipWithoutChromium(t *testing.T) {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("browser test skipped: %s not found (install it with `apt-get install -y chromium`)", chromiumPath)
 	}
-	h := newHarness(t, false)
-	thanks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = io.WriteString(w, "<!DOCTYPE html><title>Thanks</title><p id=thanks>Thanks</p>")
-	}))
-	t.Cleanup(thanks.Close)
-	successURL := thanks.URL + "/thanks?order=42"
-	sess := h.session(t, h.merchant(t), func(c *ent.CheckoutSessionCreate) { c.SetSuccessURL(successURL) })
+}
 
+// waitCheckout waits until cond, a JavaScript expression of c (the page's
+// #checkout element), holds.
+func waitCheckout(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](`(c => `+cond+`)(document.getElementById("checkout"))`, chromedp.WithPollingTimeout(15*time.Second))
+}
+
+// startBrowser starts headless Chromium (a phone-sized window) until the
+// test ends; start it after the harness, so that it closes first, with the
+// page's websocket. Tabs are chromedp.NewContext of the returned context.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Flag("headless", true),
@@ -398,10 +403,30 @@ func TestCheckoutPageBrowser(t *testing.T) {
 		chromedp.WindowSize(390, 844), // a phone
 	}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	require.NoError(t, chromedp.Do(bctx), "start chromium") // no timeout on the first call
+	return bctx
+}
+
+// TestCheckoutPageBrowser drives the page in headless Chromium: choose base,
+// read the deposit address and amount off the page, pay them from the
+// devnet faucet, and watch the status poll. When the payment is processed
+// to confirmed (the deposit scan is driven here as the worker would), the
+// page must redirect to success_url.
+func TestCheckoutPageBrowser(t *testing.T) {
+	skipWithoutChromium(t)
+	h := newHarness(t, false)
+	thanks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!DOCTYPE html><title>Thanks</title><p id=thanks>Thanks</p>")
+	}))
+	t.Cleanup(thanks.Close)
+	successURL := thanks.URL + "/thanks?order=42"
+	sess := h.session(t, h.merchant(t), func(c *ent.CheckoutSessionCreate) { c.SetSuccessURL(successURL) })
+
+	bctx := startBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 
@@ -454,11 +479,17 @@ func TestCheckoutPageBrowser(t *testing.T) {
 	require.NoError(t, err)
 
 	// The live status: the page polls at load, then the sessionStatus
-	// subscription takes over (data-transport="ws").
-	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("checkout").dataset.transport === "ws"`, chromedp.WithPollingTimeout(15*time.Second)))
+	// subscription takes over (data-transport="ws"). The page subscribes
+	// at load, so the subscription has usually delivered "pending" before
+	// the chain was chosen; "detecting" comes later, when the select's
+	// commit reaches the status listener (NOTIFY), and nothing orders that
+	// before the steps above: wait for it to be shown.
+	err = chromedp.Do(ctx, waitCheckout(`c.dataset.transport === "ws" && c.dataset.status === "detecting"`))
 	if err != nil {
 		ws, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-ws"))
-		t.Fatalf("the sessionStatus subscription did not deliver (websocket state %q): %v", ws.Value, err)
+		transport, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-transport"))
+		t.Fatalf("the sessionStatus subscription did not deliver detecting (websocket state %q, transport %q, status %q): %v",
+			ws.Value, transport.Value, text(`#status`), err)
 	}
 	require.NotEmpty(t, attr(`#checkout`, "data-polls"), "the page polled at load")
 	require.Equal(t, "detecting", text(`#status`))
@@ -477,7 +508,7 @@ func TestCheckoutPageBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(pctx,
 		chromedp.Navigate(noWS.URL+"/pay/"+sess.ExternalID),
 		chromedp.WaitVisible(`#qr svg`), // selected: the page renders the deposit
-		chromedp.Poll[chromedp.Void](`Number(document.getElementById("checkout").dataset.polls || 0) >= 2 && document.getElementById("checkout").dataset.transport === "poll"`, chromedp.WithPollingTimeout(15*time.Second)),
+		waitCheckout(`Number(c.dataset.polls || 0) >= 2 && c.dataset.transport === "poll"`),
 	))
 	polled, err := chromedp.Run(pctx, chromedp.Text(`#status`))
 	require.NoError(t, err)
@@ -504,4 +535,70 @@ func TestCheckoutPageBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, successURL, location, "confirmed redirects to success_url")
 	t.Logf("confirmed; the page redirected to %s", location)
+}
+
+// TestCheckoutPageBrowserLatePoll: a status poll read before a change but
+// answered after the sessionStatus subscription delivered the change must
+// not put the page back to the older status (polling has stopped by then,
+// so nothing would correct it until the next change). The page's first
+// poll is read at once and its answer held back while the session changes
+// from pending to detecting.
+func TestCheckoutPageBrowserLatePoll(t *testing.T) {
+	skipWithoutChromium(t)
+	h := newHarness(t, false)
+	sess := h.session(t, h.merchant(t))
+
+	read, release := make(chan struct{}), make(chan struct{})
+	var holding atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/"+sess.ExternalID+"/status") || !holding.CompareAndSwap(false, true) {
+			h.api.ServeHTTP(w, r)
+			return
+		}
+		answer := httptest.NewRecorder()
+		h.api.ServeHTTP(answer, r)
+		close(read)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		maps.Copy(w.Header(), answer.Header())
+		w.WriteHeader(answer.Code)
+		_, _ = w.Write(answer.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+
+	bctx := startBrowser(t)
+	ctx, cancel := context.WithTimeout(bctx, time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/pay/"+sess.ExternalID)))
+	select {
+	case <-read:
+	case <-ctx.Done():
+		t.Fatal("the page did not poll its status at load")
+	}
+	require.NoError(t, chromedp.Do(ctx, waitCheckout(`c.dataset.transport === "ws" && c.dataset.status === "pending"`)),
+		"the subscription delivers the status while the poll's answer is held")
+
+	_, err := h.svc.SelectPaymentMethod(context.Background(), sess.ExternalID, "", "base", "USDC")
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, waitCheckout(`c.dataset.status === "detecting"`)), "the subscription delivers detecting")
+
+	// Count the status answers the page reads: the page's handler of an
+	// answer runs in the task that counts it (a later microtask), so once
+	// the count is seen, the handler has run.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`(() => {
+		window.statusAnswers = 0;
+		const json = Response.prototype.json;
+		Response.prototype.json = function () {
+			return json.call(this).then(v => { if (this.url.endsWith("/status")) window.statusAnswers++; return v; });
+		};
+	})()`)))
+	close(release)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`window.statusAnswers >= 1`, chromedp.WithPollingTimeout(15*time.Second))),
+		"the held poll is answered")
+	status, err := chromedp.Run(ctx, chromedp.Text(`#status`))
+	require.NoError(t, err)
+	require.Equal(t, "detecting", status, "the late answer (pending) does not replace the subscription's newer status")
 }

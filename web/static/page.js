@@ -71,12 +71,20 @@
   function poll() {
     polls++;
     root.dataset.polls = String(polls);
+    var wsSeen = wsMessages;
     fetch(api + "/status", { headers: { "Accept": "application/json" }, cache: "no-store" })
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (st) { if (st) setStatus(st); })
+      .then(function (st) { if (st && wsMessages === wsSeen) setStatus(st); })
       .catch(function () { /* keep polling */ });
   }
   var wsLive = false; // the subscription is delivering
+  // wsMessages counts the subscription's messages. A poll's answer that
+  // arrives after one of them may be older than it (read before the
+  // change the message brought) and would put the page back, with
+  // polling stopped, until the next change: it is dropped. The
+  // subscription delivers every change after its first message, and
+  // polling starts again at once when the websocket closes.
+  var wsMessages = 0;
   function startPolling() {
     if (pollTimer || wsLive || terminal[root.dataset.status]) return;
     root.dataset.transport = "poll";
@@ -113,6 +121,7 @@
         ws.send(JSON.stringify({ type: "pong" }));
       } else if (m.type === "next" && m.payload && m.payload.data && m.payload.data.sessionStatus) {
         var s = m.payload.data.sessionStatus;
+        wsMessages++;
         if (!wsLive) { wsLive = true; wsRetry = 0; stopPolling(); root.dataset.transport = "ws"; }
         setStatus({
           status: String(s.status).toLowerCase(),
