@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -69,22 +68,21 @@ func rateRefusal(dec RateDecision, err error, what, whose string) error {
 
 // rateLimits are a service's limits, counted by internal/ratelimit.
 type rateLimits struct {
-	limiter *ratelimit.Limiter
-	agents  *ratelimit.Limit[uuid.UUID]
-	ips     map[RateKind]*ratelimit.Limit[string]
+	agents *ratelimit.Limit[uuid.UUID]
+	ips    map[RateKind]*ratelimit.Limit[string]
 }
 
+// newRateLimits counts on one limiter, whose windows follow the service's
+// clock.
 func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
-	l := rateLimits{limiter: ratelimit.New(cfg.DB, logger), ips: make(map[RateKind]*ratelimit.Limit[string], len(ipRates))}
-	l.agents = ratelimit.NewLimit[uuid.UUID](l.limiter, agentRateScheme, &agentKeySource)
+	limiter := ratelimit.New(cfg.DB, logger, cfg.Clock)
+	l := rateLimits{agents: ratelimit.NewLimit[uuid.UUID](limiter, agentRateScheme, &agentKeySource),
+		ips: make(map[RateKind]*ratelimit.Limit[string], len(ipRates))}
 	for kind := range ipRates {
-		l.ips[kind] = ratelimit.NewLimit[string](l.limiter, ipRateScheme(kind, cfg), nil)
+		l.ips[kind] = ratelimit.NewLimit[string](limiter, ipRateScheme(kind, cfg), nil)
 	}
 	return l
 }
-
-// setRateClock replaces the limiter's clock (tests).
-func (s *Service) setRateClock(now func() time.Time) { s.rates.limiter.SetClock(now) }
 
 // AllowAgent counts one request of an authenticated agent against its tier's
 // per-minute and per-hour limits. A refused request returns the decision and

@@ -16,29 +16,12 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/clock"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/vault"
 )
-
-// rateClock is a settable clock for the limiter.
-type rateClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *rateClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *rateClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // rateEpoch is the start of an hour, so minute and hour windows start
 // together.
@@ -46,20 +29,19 @@ var rateEpoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 
 // newRateService builds a service on db with the given IP limits and a clock
 // set to rateEpoch.
-func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *rateClock) {
+func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *clock.Stub) {
 	t.Helper()
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
+	clk := clock.NewStub(rateEpoch)
 	svc, err := NewService(Config{
 		DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
-		IPRateLimit: ipLimit, RegisterRateLimit: registerLimit,
+		IPRateLimit: ipLimit, RegisterRateLimit: registerLimit, Clock: clk,
 	})
 	require.NoError(t, err)
-	clock := &rateClock{t: rateEpoch}
-	svc.setRateClock(clock.Now)
-	return svc, clock
+	return svc, clk
 }
 
 // rateAgent is an agent as AllowAgent sees it: the limiter reads only the

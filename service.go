@@ -12,6 +12,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/internal/authcache"
+	"agentpay/internal/clock"
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
@@ -73,6 +74,12 @@ type Config struct {
 	// LISTEN/NOTIFY on PostgreSQL, in process on SQLite).
 	Bus statusbus.Bus
 
+	// Clock is the time every rule reads (an expiry, a signed message's
+	// validity, a rate window, the daily send limit, the times recorded on
+	// rows); nil is the system clock. Tests move it (clock.Stub) instead of
+	// waiting or dating rows in the past.
+	Clock clock.Clock
+
 	// AuthCacheTTL is how long what an agent or merchant key authenticated
 	// is trusted without reading the key again (internal/authcache), and so
 	// how long key regeneration, key rolls and merchant deactivation wait
@@ -124,6 +131,9 @@ func NewService(cfg Config) (*Service, error) {
 	if bus == nil {
 		bus = statusbus.New(cfg.DB, logger)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System
+	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
@@ -134,6 +144,10 @@ func NewService(cfg Config) (*Service, error) {
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
 }
+
+// now is the time by the service's clock (Config.Clock), which every rule
+// reads.
+func (s *Service) now() time.Time { return s.cfg.Clock.Now() }
 
 // wallets is the key and address machinery of chain's family.
 func (s *Service) wallets(chain chains.Name) chains.Wallets {

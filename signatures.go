@@ -105,17 +105,6 @@ type VerifyWalletRequest struct {
 	SetAsPrimary bool
 }
 
-// clockKey carries a clock in a context; tests set it (withClock) to move
-// the EIP-712 functions' "now", e.g. past a message's expiry.
-type clockKey struct{}
-
-func clockNow(ctx context.Context) time.Time {
-	if now, ok := ctx.Value(clockKey{}).(func() time.Time); ok {
-		return now().UTC()
-	}
-	return time.Now().UTC()
-}
-
 // eip712ChainID is the domain chainId for the agents' network.
 func (s *Service) eip712ChainID() int64 {
 	if s.cfg.AgentMode == ModeLive {
@@ -139,7 +128,7 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 	nonce := vault.ChallengeNonce.New()
 	// Whole seconds: the message carries the times as text, and they must
 	// read back from either database exactly as they were signed.
-	now := clockNow(ctx).Truncate(time.Second)
+	now := s.now().UTC().Truncate(time.Second)
 	var ch *ent.SignatureChallenge
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		owner, err := tx.Agent.Query().Where(entagent.Username(username)).Only(ctx)
@@ -261,7 +250,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 		if err := checkWalletOwner(ctx, tx, addr, uuid.Nil); err != nil {
 			return err
 		}
-		if err := useChallenge(ctx, tx, ch); err != nil {
+		if err := s.useChallenge(ctx, tx, ch); err != nil {
 			return err
 		}
 		reg, err = s.createAgent(ctx, req.Username, &externalWallet{Address: addr, Chain: string(chains.Base)})
@@ -306,7 +295,7 @@ func (s *Service) VerifyWallet(ctx context.Context, agent *ent.Agent, req Verify
 		if err != nil {
 			return err
 		}
-		if err := useChallenge(ctx, tx, ch); err != nil {
+		if err := s.useChallenge(ctx, tx, ch); err != nil {
 			return err
 		}
 		w, err = tx.Wallet.Query().
@@ -408,8 +397,8 @@ func (s *Service) findChallenge(ctx context.Context, tx *ent.Tx, addr string, si
 var errChallengeUsed = Invalid("signature", "this signed message was already used; get a new one from GET /agents/signature-message")
 
 // useChallenge marks ch used, refusing it when it already is or expired.
-func useChallenge(ctx context.Context, tx *ent.Tx, ch *ent.SignatureChallenge) error {
-	now := clockNow(ctx)
+func (s *Service) useChallenge(ctx context.Context, tx *ent.Tx, ch *ent.SignatureChallenge) error {
+	now := s.now().UTC()
 	if ch.UsedAt != nil {
 		return errChallengeUsed
 	}
@@ -458,13 +447,13 @@ func (s *Service) parseSignature(signature string) ([]byte, error) {
 	return sig, nil
 }
 
-// PruneSignatureChallenges deletes the signature challenges that expired
-// before now: every signature-message request writes one, and once expired
-// a challenge can no longer be used (a replayed message is refused whether
+// PruneSignatureChallenges deletes the signature challenges that have
+// expired: every signature-message request writes one, and once expired a
+// challenge can no longer be used (a replayed message is refused whether
 // its challenge is expired or gone). It returns how many it deleted.
-func (s *Service) PruneSignatureChallenges(ctx context.Context, now time.Time) (int, error) {
+func (s *Service) PruneSignatureChallenges(ctx context.Context) (int, error) {
 	n, err := s.cfg.DB.Ent.SignatureChallenge.Delete().
-		Where(signaturechallenge.ExpiresAtLT(now.UTC())).
+		Where(signaturechallenge.ExpiresAtLT(s.now().UTC())).
 		Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("pruning signature challenges: %w", err)

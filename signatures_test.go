@@ -20,11 +20,19 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/wallet"
+	"agentpay/internal/clock"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
 func newEIP712TestService(t *testing.T) *Service {
+	t.Helper()
+	return newEIP712TestServiceOn(t, nil)
+}
+
+// newEIP712TestServiceOn is newEIP712TestService reading the time from clk
+// (nil: the system clock).
+func newEIP712TestServiceOn(t *testing.T, clk clock.Clock) *Service {
 	t.Helper()
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
@@ -34,6 +42,7 @@ func newEIP712TestService(t *testing.T) *Service {
 		DB: testdb.Open(t), Vault: v, AgentMode: ModeTest, Families: adapters.Families(),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+		Clock: clk,
 	})
 	require.NoError(t, err)
 	return svc
@@ -68,11 +77,11 @@ func newEVMKey(t *testing.T) (*ecdsa.PrivateKey, string) {
 
 func TestSignatureMessage(t *testing.T) {
 	ctx := context.Background()
-	svc := newEIP712TestService(t)
+	now := time.Date(2026, 11, 25, 12, 0, 0, 500, time.UTC)
+	svc := newEIP712TestServiceOn(t, clock.NewStub(now))
 	_, addr := newEVMKey(t)
 
-	now := time.Date(2026, 11, 25, 12, 0, 0, 500, time.UTC)
-	m, err := svc.SignatureMessage(withClock(ctx, func() time.Time { return now }), "alice_1", addr)
+	m, err := svc.SignatureMessage(ctx, "alice_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeRegister, m.Purpose)
 	td := typedData(t, m)
@@ -128,8 +137,10 @@ func TestRegisterEIP712(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		// req builds the request from a fresh message signed by key.
-		req     func(t *testing.T, s setup) RegisterRequest
-		ctx     func(ctx context.Context) context.Context
+		req func(t *testing.T, s setup) RegisterRequest
+		// later is how far the clock moves between the message and the
+		// registration.
+		later   time.Duration
 		wantErr string // "" = success; else the detail's substring
 		conflct bool
 	}{
@@ -155,9 +166,7 @@ func TestRegisterEIP712(t *testing.T) {
 		{name: "other username", wantErr: "no message was issued", req: func(t *testing.T, s setup) RegisterRequest {
 			return RegisterRequest{Username: "mallory", WalletAddress: s.addr, Signature: signTypedData(t, s.key, s.msg), SignatureType: "eip712"}
 		}},
-		{name: "expired", wantErr: "expired at", ctx: func(ctx context.Context) context.Context {
-			return withClock(ctx, func() time.Time { return time.Now().Add(SignatureChallengeTTL + time.Second) })
-		}, req: func(t *testing.T, s setup) RegisterRequest {
+		{name: "expired", wantErr: "expired at", later: SignatureChallengeTTL + time.Second, req: func(t *testing.T, s setup) RegisterRequest {
 			return RegisterRequest{Username: "alice_1", WalletAddress: s.addr, Signature: signTypedData(t, s.key, s.msg), SignatureType: "eip712"}
 		}},
 		{name: "wrong signature type", wantErr: "signature_type: must be eip712", req: func(t *testing.T, s setup) RegisterRequest {
@@ -172,16 +181,14 @@ func TestRegisterEIP712(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := newEIP712TestService(t)
+			clk := clock.NewStub(time.Now())
+			svc := newEIP712TestServiceOn(t, clk)
 			key, addr := newEVMKey(t)
 			msg, err := svc.SignatureMessage(ctx, "alice_1", addr)
 			require.NoError(t, err)
 			req := tt.req(t, setup{svc, key, addr, msg})
-			rctx := ctx
-			if tt.ctx != nil {
-				rctx = tt.ctx(ctx)
-			}
-			_, err = svc.Register(rctx, req)
+			clk.Advance(tt.later)
+			_, err = svc.Register(ctx, req)
 			if tt.wantErr != "" {
 				require.True(t, IsValidation(err), "%v", err)
 				require.ErrorContains(t, err, tt.wantErr)
@@ -362,22 +369,19 @@ func TestRegisterEIP712ConcurrentUse(t *testing.T) {
 	require.Equal(t, 1, svc.cfg.DB.Ent.Agent.Query().CountX(ctx))
 }
 
-// withClock makes the EIP-712 functions read the time from now.
-func withClock(ctx context.Context, now func() time.Time) context.Context {
-	return context.WithValue(ctx, clockKey{}, now)
-}
-
 func TestPruneSignatureChallenges(t *testing.T) {
 	ctx := context.Background()
-	svc := newEIP712TestService(t)
+	now := time.Now()
+	clk := clock.NewStub(now.Add(-time.Hour))
+	svc := newEIP712TestServiceOn(t, clk)
 	_, addr := newEVMKey(t)
-	old := time.Now().Add(-time.Hour)
-	expired, err := svc.SignatureMessage(withClock(ctx, func() time.Time { return old }), "old_one", addr)
+	expired, err := svc.SignatureMessage(ctx, "old_one", addr)
 	require.NoError(t, err)
+	clk.Set(now)
 	fresh, err := svc.SignatureMessage(ctx, "fresh_one", addr)
 	require.NoError(t, err)
 
-	n, err := svc.PruneSignatureChallenges(ctx, time.Now())
+	n, err := svc.PruneSignatureChallenges(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	left, err := svc.cfg.DB.Ent.SignatureChallenge.Query().All(ctx)
@@ -386,7 +390,7 @@ func TestPruneSignatureChallenges(t *testing.T) {
 	require.Equal(t, fresh.Nonce, left[0].Nonce)
 	require.NotEqual(t, expired.Nonce, left[0].Nonce)
 
-	n, err = svc.PruneSignatureChallenges(ctx, time.Now())
+	n, err = svc.PruneSignatureChallenges(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing more to prune")
 }

@@ -30,7 +30,7 @@ type pruneChallengesWorker struct {
 }
 
 func (w *pruneChallengesWorker) Work(ctx context.Context, _ *river.Job[PruneChallengesArgs]) error {
-	_, err := w.svc.PruneSignatureChallenges(ctx, time.Now())
+	_, err := w.svc.PruneSignatureChallenges(ctx)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"agentpay/internal/clock"
 	"agentpay/internal/testdb"
 )
 
@@ -20,11 +21,10 @@ import (
 //	go test -run '^$' -bench Allow -benchtime 3s ./internal/ratelimit/
 func BenchmarkAllow(b *testing.B) {
 	db := testdb.Open(b)
-	lim, _ := newTestLimiter(b, db)
 	var calls atomic.Int64
-	lim.SetClock(func() time.Time {
+	lim := New(db, discardLogger, clock.Func(func() time.Time {
 		return epoch.Add(time.Duration(calls.Add(1)/200) * time.Hour)
-	})
+	}))
 	l := NewLimit[uuid.UUID](lim, tiers, nil)
 	ctx := context.Background()
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/internal/clock"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 )
@@ -25,12 +25,11 @@ var epoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
 // set.
 func newTestLimiter(t testing.TB, db *store.DB) (lim *Limiter, set func(time.Time)) {
 	t.Helper()
-	lim = New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var now atomic.Int64
-	now.Store(epoch.UnixNano())
-	lim.SetClock(func() time.Time { return time.Unix(0, now.Load()).UTC() })
-	return lim, func(t time.Time) { now.Store(t.UnixNano()) }
+	clk := clock.NewStub(epoch)
+	return New(db, discardLogger, clk), clk.Set
 }
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newTierLimit is one instance's limit of tiers on a database of its own,
 // with leases (PostgreSQL only).

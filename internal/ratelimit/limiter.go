@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
+	"agentpay/internal/clock"
 	"agentpay/internal/store"
 )
 
 // Limiter holds what every Limit of one service shares: the clock and the
 // counters (rate_limit_counters on PostgreSQL, memory on SQLite).
 type Limiter struct {
-	now      func() time.Time
+	clock    clock.Clock
 	counters counterStore
 	// pg is the counter store on PostgreSQL, which leases reserve from; nil
 	// on SQLite.
@@ -21,9 +21,10 @@ type Limiter struct {
 	logger *slog.Logger
 }
 
-// New returns the limiter of a service on db.
-func New(db *store.DB, logger *slog.Logger) *Limiter {
-	l := &Limiter{now: time.Now, logger: logger}
+// New returns the limiter of a service on db, whose windows follow clk (the
+// service's clock).
+func New(db *store.DB, logger *slog.Logger, clk clock.Clock) *Limiter {
+	l := &Limiter{clock: clk, logger: logger}
 	if db.IsPostgres() {
 		l.pg = &pgCounters{db: db, logger: logger}
 		l.counters = l.pg
@@ -33,13 +34,10 @@ func New(db *store.DB, logger *slog.Logger) *Limiter {
 	return l
 }
 
-// SetClock replaces the limiter's clock (tests).
-func (l *Limiter) SetClock(now func() time.Time) { l.now = now }
-
 // count counts one request of scope in each window that has a limit (no
 // leases).
 func (l *Limiter) count(ctx context.Context, scope string, windows []Window) (Decision, error) {
-	now := l.now()
+	now := l.clock.Now()
 	sec := now.Unix()
 	var (
 		hitBuf    [maxWindows]counterHit

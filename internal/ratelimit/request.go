@@ -79,7 +79,7 @@ func (r *request[K]) run(ctx context.Context) (Subject[K], Decision, error) {
 	l, t := r.l, r.l.leases
 	defer r.leave()
 	for reservations := 0; ; {
-		now := l.lim.now()
+		now := l.lim.clock.Now()
 		var (
 			id    K
 			hasID bool
