@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -176,7 +175,7 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 	}
 
 	reg := &Registration{APIKey: apiKey}
-	now := time.Now().UTC()
+	now := s.now().UTC()
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		// Checked first for a clean 409 in the common case; the unique
 		// index decides races (see createAgent).
@@ -297,7 +296,7 @@ func (s *Service) RegenerateAPIKey(ctx context.Context, a *ent.Agent) (string, e
 	err = s.cfg.DB.Ent.Agent.UpdateOneID(a.ID).
 		Where(agent.APIKeyHash(a.APIKeyHash)).
 		SetAPIKeyHash(hash).
-		SetAPIKeyRotatedAt(time.Now().UTC()).
+		SetAPIKeyRotatedAt(s.now().UTC()).
 		Exec(ctx)
 	if ent.IsNotFound(err) {
 		return "", ErrUnauthorized
@@ -381,7 +380,7 @@ func (s *Service) profile(ctx context.Context, a *ent.Agent) (*AgentProfile, err
 	p := &AgentProfile{
 		Agent:     a,
 		Wallets:   wallets,
-		Trust:     ComputeTrust(trustInputsOf(a, time.Now())),
+		Trust:     ComputeTrust(trustInputsOf(a, s.now())),
 		InviteURL: s.inviteURL(a.InviteCode),
 	}
 	for _, w := range wallets {

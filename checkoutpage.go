@@ -177,7 +177,7 @@ func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string
 		Options:    s.PaymentOptions(m, mode),
 		SuccessURL: firstNonEmpty(sess.SuccessURL, m.SuccessURL),
 		CancelURL:  firstNonEmpty(sess.CancelURL, m.CancelURL),
-		Open:       sessionOpen(sess, time.Now()),
+		Open:       sessionOpen(sess, s.now()),
 	}
 	if sess.Chain != "" {
 		da, err := s.cfg.DB.Ent.DepositAddress.Query().
@@ -248,7 +248,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	}
 	// Fail fast outside the transaction; the same checks run again under
 	// the session's lock.
-	if err := selectable(sess, time.Now(), nil); err != nil {
+	if err := selectable(sess, s.now(), nil); err != nil {
 		return nil, err
 	}
 	// The chain's scan must start no later than now, before the address
@@ -267,7 +267,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 			if err != nil {
 				return err
 			}
-			err = selectable(cur, time.Now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
+			err = selectable(cur, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,8 @@
 // secrets and ids (internal/vault), rate limit counting (internal/ratelimit),
 // the authentication cache (internal/authcache), the live feeds
 // (internal/statusbus); the chains are reached through package chains'
-// interfaces only.
+// interfaces only. Every rule reads the time from the service's one clock
+// (Config.Clock, internal/clock), which tests move.
 //
 // # A change and what it causes commit together
 //

@@ -205,7 +205,7 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	}
 	at := ev.At
 	if at.IsZero() {
-		at = time.Now()
+		at = s.now()
 	}
 	id := uuid.New()
 	payload, err := json.Marshal(eventPayload{

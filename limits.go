@@ -48,7 +48,7 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now().UTC()
+	now := s.now().UTC()
 	tier := string(a.Tier)
 	l := &AgentLimits{
 		Tier:          tier,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -104,7 +103,7 @@ func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*Me
 	}
 	keys := &MerchantKeys{}
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		now := time.Now().UTC()
+		now := s.now().UTC()
 		n, err := tx.MerchantKey.Update().
 			Where(merchantkey.MerchantID(auth.Merchant.ID), auth.keyMatch).
 			SetRevokedAt(now).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -198,7 +197,7 @@ func (s *Service) setMerchantActive(ctx context.Context, id uuid.UUID, active bo
 		if active {
 			u.ClearDeactivatedAt()
 		} else {
-			u.SetDeactivatedAt(time.Now().UTC())
+			u.SetDeactivatedAt(s.now().UTC())
 		}
 		out, err = u.Save(ctx)
 		changed = true

@@ -260,7 +260,7 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 	if p.Status == payment.StatusConfirmed {
 		return nil
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := d.s.now().UTC().Truncate(time.Microsecond)
 	p, err := d.tx.Payment.UpdateOne(p).
 		SetStatus(payment.StatusConfirmed).
 		SetConfirmations(int(max(ev.Confirmations, ev.Required))).

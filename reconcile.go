@@ -94,7 +94,7 @@ func (s *Service) ReconcileTransfersWith(ctx context.Context, opts ReconcileOpti
 	list, err := s.cfg.DB.Ent.Transfer.Query().
 		Where(
 			transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted),
-			transfer.UpdatedAtLTE(time.Now().UTC().Add(-opts.MinAge)),
+			transfer.UpdatedAtLTE(s.now().UTC().Add(-opts.MinAge)),
 		).
 		Order(ent.Asc(transfer.FieldUpdatedAt)).
 		Limit(opts.Limit).
@@ -142,7 +142,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 	}
 	// Judged once, from the row as found: a leg this run sends touches
 	// updated_at, which must not hold back the other leg of the same run.
-	canResend := chain != chains.Solana || time.Since(t.UpdatedAt) >= opts.SolanaResendAfter
+	canResend := chain != chains.Solana || s.now().Sub(t.UpdatedAt) >= opts.SolanaResendAfter
 	resendable := func() bool { return canResend }
 	var key []byte
 	defer func() { clear(key) }()
@@ -199,7 +199,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts R
 		// last have been sent, what the next run's Solana wait counts from.
 		t, err = s.cfg.DB.Ent.Transfer.UpdateOneID(t.ID).
 			Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
-			SetUpdatedAt(time.Now().UTC()).
+			SetUpdatedAt(s.now().UTC()).
 			Save(ctx)
 		if err != nil {
 			if ent.IsNotFound(err) {

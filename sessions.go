@@ -228,7 +228,7 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 		externalID := newSessionExternalID(auth.Mode)
 		// Times at microsecond precision (PostgreSQL's), so the answer shows
 		// what a later read shows.
-		now := time.Now().UTC().Truncate(time.Microsecond)
+		now := s.now().UTC().Truncate(time.Microsecond)
 		sess, err := s.sessionClient(ctx).Create().
 			SetMerchantID(m.ID).
 			SetExternalID(externalID).
@@ -379,7 +379,7 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		if err != nil {
 			return fmt.Errorf("reading session: %w", err)
 		}
-		already, err := cancellable(sess, time.Now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, sess.ID) })
+		already, err := cancellable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, sess.ID) })
 		if err != nil {
 			return err
 		}
@@ -389,7 +389,7 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		}
 		out, err = tx.CheckoutSession.UpdateOne(sess).
 			SetStatus(checkoutsession.StatusCancelled).
-			SetCancelledAt(time.Now().UTC().Truncate(time.Microsecond)).
+			SetCancelledAt(s.now().UTC().Truncate(time.Microsecond)).
 			Save(ctx)
 		if err != nil {
 			return fmt.Errorf("cancelling session: %w", err)
@@ -411,7 +411,7 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 // in its own transaction under its row lock. It answers how many sessions
 // it expired.
 func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
-	now := time.Now().UTC()
+	now := s.now().UTC()
 	ids, err := s.cfg.DB.Ent.CheckoutSession.Query().
 		Where(expiryDueAt(now)).
 		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
@@ -440,7 +440,7 @@ func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error)
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC().Truncate(time.Microsecond)
+		now := s.now().UTC().Truncate(time.Microsecond)
 		if !expiryDue(sess, now) {
 			return nil
 		}

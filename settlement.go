@@ -151,7 +151,7 @@ func (s *Service) PendingSettlements(ctx context.Context, minAge time.Duration, 
 	return s.cfg.DB.Ent.Payment.Query().
 		Where(
 			payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
-			payment.UpdatedAtLTE(time.Now().UTC().Add(-minAge)),
+			payment.UpdatedAtLTE(s.now().UTC().Add(-minAge)),
 		).
 		Order(ent.Asc(payment.FieldUpdatedAt)).
 		Limit(limit).
@@ -379,7 +379,7 @@ func (st *settlement) fiatPayout(ctx context.Context, mode Mode) (payoutOutcome,
 func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
 	s := st.s
 	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		now := time.Now().UTC().Truncate(time.Microsecond)
+		now := s.now().UTC().Truncate(time.Microsecond)
 		upd := tx.Payment.Update().
 			Where(
 				payment.ID(st.p.ID),
@@ -519,7 +519,7 @@ func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, 
 		return st.wait(ctx, l)
 	}
 	if mayLand && l.ledger.Chain() == chains.Solana &&
-		time.Since(st.p.UpdatedAt) < st.opts.SolanaResendAfter {
+		st.s.now().Sub(st.p.UpdatedAt) < st.opts.SolanaResendAfter {
 		return false, fmt.Sprintf("%s: an earlier broadcast may still land (resend after %s)", l.name, st.opts.SolanaResendAfter), nil
 	}
 
@@ -582,7 +582,7 @@ func (st *settlement) wait(ctx context.Context, l *settlementLeg) (bool, string,
 func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) *ent.PaymentUpdateOne) error {
 	upd := st.s.cfg.DB.Ent.Payment.UpdateOne(st.p).
 		Where(payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted)).
-		SetUpdatedAt(time.Now().UTC())
+		SetUpdatedAt(st.s.now().UTC())
 	p, err := set(upd).Save(ctx)
 	if ent.IsNotFound(err) {
 		return errSettlementClosed

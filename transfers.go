@@ -177,7 +177,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			return fmt.Errorf("send: reading recipient wallets: %w", err)
 		}
 
-		sent, err := sentToday(ctx, tx.Transfer, from.ID, time.Now())
+		sent, err := sentToday(ctx, tx.Transfer, from.ID, s.now())
 		if err != nil {
 			return err
 		}
@@ -498,7 +498,7 @@ func (s *Service) recordHashes(ctx context.Context, t *ent.Transfer, legs []*tra
 	if all {
 		upd.SetStatus(transfer.StatusSubmitted)
 		if t.SubmittedAt == nil {
-			upd.SetSubmittedAt(time.Now().UTC())
+			upd.SetSubmittedAt(s.now().UTC())
 		}
 	}
 	out, err := upd.Save(ctx)
@@ -614,7 +614,7 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		n, err := tx.Transfer.Update().
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
 			SetStatus(transfer.StatusCompleted).
-			SetCompletedAt(time.Now().UTC()).
+			SetCompletedAt(s.now().UTC()).
 			ClearError().
 			Save(ctx)
 		if err != nil || n == 0 {

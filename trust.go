@@ -198,7 +198,7 @@ func (s *Service) refreshTrust(ctx context.Context, a *ent.Agent) (*ent.Agent, e
 }
 
 func (s *Service) storeTrust(ctx context.Context, client *ent.Client, a *ent.Agent) (*ent.Agent, error) {
-	score := ComputeTrust(trustInputsOf(a, time.Now())).Score()
+	score := ComputeTrust(trustInputsOf(a, s.now())).Score()
 	tier := TierFor(score)
 	if score == a.TrustScore && string(a.Tier) == tier {
 		return a, nil

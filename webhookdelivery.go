@@ -80,7 +80,7 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	d, err := tx.WebhookDelivery.Create().
 		SetEventID(eventID).
 		SetURL(url).
-		SetNextAttemptAt(time.Now().UTC()).
+		SetNextAttemptAt(s.now().UTC()).
 		Save(ctx)
 	if err != nil {
 		return nil, err
@@ -170,8 +170,11 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		return WebhookDeliveryResult{}, err
 	}
 
+	// The try is dated (signed, recorded, retried from) by the service's
+	// clock; how long it took is measured on the real one.
+	at := s.now()
 	start := time.Now()
-	code, sendErr := postWebhook(ctx, s.webhookClient(d.livemode), d, secret, start)
+	code, sendErr := postWebhook(ctx, s.webhookClient(d.livemode), d, secret, at)
 	duration := time.Since(start)
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
@@ -179,7 +182,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		return WebhookDeliveryResult{}, ctx.Err()
 	}
 
-	now := time.Now().UTC()
+	now := s.now().UTC()
 	try := d.tries + 1
 	res.Err = sendErr
 	var errText string
@@ -196,7 +199,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		res.RetryAt = now.Add(delays[try-1])
 	}
 	t := webhookTry{
-		deliveryID: deliveryID, at: start.UTC(), statusCode: code,
+		deliveryID: deliveryID, at: at.UTC(), statusCode: code,
 		duration: duration, errText: errText, status: res.Status, now: now,
 	}
 	if !res.Done {
