@@ -15,12 +15,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 	"github.com/riverqueue/river"
 
 	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/internal/store"
 	"agentpay/webhook"
 )
 
@@ -231,6 +233,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 // webhookTry is one try to record: the attempt row and the delivery's new
 // state.
 type webhookTry struct {
+	attemptID     uuid.UUID
 	deliveryID    uuid.UUID
 	at            time.Time
 	statusCode    int
@@ -247,16 +250,19 @@ type webhookTry struct {
 // it); the attempt is logged either way.
 //
 // On PostgreSQL it is part of one statement shared with the tries recorded
-// at the same time (webhooktrybatch.go: data-modifying CTEs, atomic, one
-// commit for the batch); on SQLite, where a round trip costs nothing, an ent
-// transaction.
+// at the same time (webhookTryWrites); on SQLite, where a round trip costs
+// nothing, an ent transaction.
 func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.WebhookAttempt, bool, error) {
+	t.attemptID = uuid.New()
 	a := &ent.WebhookAttempt{
-		ID: uuid.New(), CreatedAt: t.now, UpdatedAt: t.now, DeliveryID: t.deliveryID,
+		ID: t.attemptID, CreatedAt: t.now, UpdatedAt: t.now, DeliveryID: t.deliveryID,
 		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
 	}
 	if s.cfg.DB.IsPostgres() {
-		applied, err := webhookTryBatchers.For(s.cfg.DB).record(ctx, t, a.ID)
+		// When ctx ends first the batch may still commit the try: the
+		// caller's job runs again and finds the delivery as that commit
+		// left it.
+		applied, err := webhookTryWrites.Do(ctx, s.cfg.DB, t)
 		if err != nil {
 			return nil, false, err
 		}
@@ -292,6 +298,81 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 	})
 	return a, applied, err
 }
+
+// webhookTryWrites records the tries of concurrent deliveries together on
+// PostgreSQL (store.Batched, group commit): a try that finishes while
+// another batch is being written joins the next one, which writes every
+// waiting try's attempt and delivery state in one statement
+// (recordWebhookTriesPostgres) and one commit, at most 500 tries a statement.
+// Recording a try waited on the WAL flush of its own commit (LWLock
+// WALWrite, IO WALSync in pg_stat_activity); one flush now covers a batch.
+// Each try is still committed before DeliverWebhook returns, so its job
+// completes only once its outcome is durable. The answer, by delivery, is
+// whether the delivery was still pending.
+var webhookTryWrites = store.NewBatched(store.BatchSpec[uuid.UUID, webhookTry, bool]{
+	SQL:  recordWebhookTriesPostgres,
+	Args: webhookTriesArgs,
+	Scan: func(rows *sql.Rows, applied map[uuid.UUID]bool) error {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		applied[id] = true
+		return nil
+	},
+	Key:     func(t webhookTry) uuid.UUID { return t.deliveryID },
+	Max:     500,
+	Timeout: 30 * time.Second,
+})
+
+// webhookTriesArgs are recordWebhookTriesPostgres' arrays for tries.
+func webhookTriesArgs(tries []webhookTry) []any {
+	n := len(tries)
+	var (
+		deliveries, statuses, errs = make([]string, n), make([]string, n), make([]string, n)
+		attempts                   = make([]string, n)
+		ats, nows                  = make([]string, n), make([]string, n)
+		nexts, completions         = make([]sql.NullString, n), make([]sql.NullString, n)
+		codes, durations           = make([]int64, n), make([]int64, n)
+	)
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	for i, t := range tries {
+		deliveries[i], attempts[i], statuses[i], errs[i] = t.deliveryID.String(), t.attemptID.String(), string(t.status), t.errText
+		ats[i], nows[i] = ts(t.at), ts(t.now)
+		codes[i], durations[i] = int64(t.statusCode), t.duration.Milliseconds()
+		if t.nextAttemptAt != nil {
+			nexts[i] = sql.NullString{String: ts(*t.nextAttemptAt), Valid: true}
+		} else {
+			completions[i] = sql.NullString{String: ts(t.now), Valid: true}
+		}
+	}
+	return []any{pq.StringArray(deliveries), pq.StringArray(ats), pq.StringArray(statuses), pq.Array(nexts), pq.Array(completions),
+		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs)}
+}
+
+// recordWebhookTriesPostgres records many tries (PostgreSQL): each writes its
+// attempt row, and updates its delivery (attempts + 1, status, next or
+// completion time) if it is still pending. Arguments are arrays of, in
+// order, delivery ids, attempt times, statuses, next attempts (NULL when
+// done), completions (NULL while pending), now, attempt ids, status codes,
+// durations (ms) and errors. It answers the ids of the deliveries it
+// updated (those still pending).
+const recordWebhookTriesPostgres = `WITH i AS (
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::timestamptz[],
+		$6::timestamptz[], $7::uuid[], $8::bigint[], $9::bigint[], $10::text[])
+		AS t(delivery_id, at, status, next_at, completed_at, now, attempt_id, status_code, duration_ms, error)
+), d AS (
+	UPDATE webhook_deliveries w
+	SET attempts = w.attempts + 1, last_attempt_at = i.at, status = i.status,
+		next_attempt_at = i.next_at, completed_at = i.completed_at, updated_at = i.now
+	FROM i
+	WHERE w.id = i.delivery_id AND w.status = 'pending'
+	RETURNING w.id
+), a AS (
+	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
+	SELECT attempt_id, now, now, delivery_id, status_code, duration_ms, error, at FROM i
+)
+SELECT id FROM d`
 
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {

@@ -27,10 +27,22 @@
 // What must be shared by every user of a pool lives in its DB, never in a
 // package-level map keyed by *sql.DB: the statement cache (QueryCached, and
 // ent's queries outside transactions), the values made through PerDB (the
-// root package's status and webhook-try batchers, built on GroupBatch),
-// released by DB.Close, and the change listeners (OnChange) fed by the one
-// ent hook OpenDB installs. Two Services on one DB therefore share batchers
-// and hear the same committed changes, and nothing outlives the DB.
+// runners of the Batched statements), released by DB.Close, and the change
+// listeners (OnChange) fed by the one ent hook OpenDB installs. Two
+// Services on one DB therefore share batches and hear the same committed
+// changes, and nothing outlives the DB.
+//
+// # Batched statements (group commit)
+//
+// A statement that many requests run at once (the checkout page's status
+// polls, the webhook tries' writes) can be a Batched: the calls that arrive
+// while one batch runs are run together by the next (GroupBatch), in one
+// statement whose array arguments hold every call's input and whose rows
+// answer each call by key. Under load the database then serves a fraction
+// of the statements, and a write's batch waits for one WAL flush instead of
+// one each. The rule that owns the table says what the statement is and
+// how a call maps to it (BatchSpec); the batching, the per-pool runner and
+// the statement's own connection (BatchSpec.GenericPlan) are here.
 //
 // # Migrations
 //

@@ -17,8 +17,9 @@ type GroupBatch[C any] struct {
 	mu       sync.Mutex
 	waiting  []C
 	inFlight bool
-	// submitted counts the calls queued so far (tests).
-	submitted int64
+	// submitted counts the calls queued so far, batches the batches
+	// started (tests).
+	submitted, batches int64
 }
 
 // NewGroupBatch returns a batcher whose batches hold up to max calls, each
@@ -44,15 +45,17 @@ func (g *GroupBatch[C]) Submit(c C) {
 	}
 }
 
-// Submitted reports how many calls have been queued.
-func (g *GroupBatch[C]) Submitted() int64 {
+// Counts reports how many calls have been queued and how many batches
+// started.
+func (g *GroupBatch[C]) Counts() (calls, batches int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.submitted
+	return g.submitted, g.batches
 }
 
-// takeLocked removes up to max waiting calls (g.mu held).
+// takeLocked removes up to max waiting calls, the next batch (g.mu held).
 func (g *GroupBatch[C]) takeLocked() []C {
+	g.batches++
 	n := min(len(g.waiting), g.max)
 	batch := make([]C, n)
 	copy(batch, g.waiting)

@@ -54,7 +54,7 @@ func TestGroupBatchJoinsTheNextBatch(t *testing.T) {
 	for _, c := range calls[1:] {
 		go g.Submit(c)
 		// In order, so the batches' contents are known.
-		require.Eventually(t, func() bool { return g.Submitted() == int64(c.n+1) }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { queued, _ := g.Counts(); return queued == int64(c.n+1) }, 10*time.Second, time.Millisecond)
 	}
 	close(hold)
 	for _, c := range calls {
@@ -67,4 +67,6 @@ func TestGroupBatchJoinsTheNextBatch(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, [][]int{{0}, {1, 2, 3}, {4, 5, 6}, {7}}, batches)
+	queued, started := g.Counts()
+	require.Equal(t, [2]int64{8, 4}, [2]int64{queued, started})
 }
