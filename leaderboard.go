@@ -21,13 +21,24 @@ const (
 	LeaderboardMaxLimit     = 100
 )
 
+// Leaderboard is a ranking and the sort and limit it was made with (the
+// defaults filled in), which the answers show.
+type Leaderboard struct {
+	SortBy string
+	Limit  int
+	Agents []*ent.Agent
+}
+
 // Leaderboard ranks agents by sortBy: volume (USDC sent, the default),
 // transactions (sends) or trust_score, highest first; ties go to the older
 // agent. limit 0 means the default (10); it may be at most 100.
-func (s *Service) Leaderboard(ctx context.Context, sortBy string, limit int) ([]*ent.Agent, error) {
+func (s *Service) Leaderboard(ctx context.Context, sortBy string, limit int) (*Leaderboard, error) {
+	if sortBy == "" {
+		sortBy = SortVolume
+	}
 	var order []agent.OrderOption
 	switch sortBy {
-	case "", SortVolume:
+	case SortVolume:
 		order = []agent.OrderOption{agent.ByVolumeSent(entsql.OrderDesc()), agent.ByTxCount(entsql.OrderDesc())}
 	case SortTransactions:
 		order = []agent.OrderOption{agent.ByTxCount(entsql.OrderDesc()), agent.ByVolumeSent(entsql.OrderDesc())}
@@ -47,7 +58,7 @@ func (s *Service) Leaderboard(ctx context.Context, sortBy string, limit int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("leaderboard: %w", err)
 	}
-	return agents, nil
+	return &Leaderboard{SortBy: sortBy, Limit: limit, Agents: agents}, nil
 }
 
 // AgentStats are platform-wide agent statistics.

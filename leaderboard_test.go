@@ -40,21 +40,25 @@ func TestLeaderboard(t *testing.T) {
 		}
 		return out
 	}
+	// sortBy and limit as asked; the sort and limit applied (the defaults
+	// filled in), which the answers show; the ranking.
 	tests := []struct {
-		sortBy string
-		limit  int
-		want   []string
-		err    string
+		sortBy    string
+		limit     int
+		wantSort  string
+		wantLimit int
+		want      []string
+		err       string
 	}{
-		{"", 0, []string{"high", "mid", "low", "idle"}, ""},
-		{"volume", 2, []string{"high", "mid"}, ""},
-		{"transactions", 0, []string{"mid", "high", "low", "idle"}, ""},
-		{"trust_score", 1, []string{"low"}, ""},
-		{"volume", 100, []string{"high", "mid", "low", "idle"}, ""},
-		{"volume", 101, nil, "limit: must be between 1 and 100"},
-		{"volume", -1, nil, "limit: must be between 1 and 100"},
-		{"name", 0, nil, "sort_by: must be one of volume, transactions, trust_score"},
-		{"VOLUME", 0, nil, "sort_by: must be one of volume, transactions, trust_score"},
+		{"", 0, "volume", 10, []string{"high", "mid", "low", "idle"}, ""},
+		{"volume", 2, "volume", 2, []string{"high", "mid"}, ""},
+		{"transactions", 0, "transactions", 10, []string{"mid", "high", "low", "idle"}, ""},
+		{"trust_score", 1, "trust_score", 1, []string{"low"}, ""},
+		{"volume", 100, "volume", 100, []string{"high", "mid", "low", "idle"}, ""},
+		{"volume", 101, "", 0, nil, "limit: must be between 1 and 100"},
+		{"volume", -1, "", 0, nil, "limit: must be between 1 and 100"},
+		{"name", 0, "", 0, nil, "sort_by: must be one of volume, transactions, trust_score"},
+		{"VOLUME", 0, "", 0, nil, "sort_by: must be one of volume, transactions, trust_score"},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%d", tt.sortBy, tt.limit), func(t *testing.T) {
@@ -65,7 +69,9 @@ func TestLeaderboard(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tt.want, names(got))
+			require.Equal(t, tt.wantSort, got.SortBy)
+			require.Equal(t, tt.wantLimit, got.Limit)
+			require.Equal(t, tt.want, names(got.Agents))
 		})
 	}
 }

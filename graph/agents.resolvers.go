@@ -133,16 +133,13 @@ func (r *queryResolver) Leaderboard(ctx context.Context, sortBy *model.Leaderboa
 	n := 0
 	if limit != nil {
 		n = *limit
-		if n == 0 {
-			n = -1 // an explicit 0 is out of range, not "the default"
-		}
 	}
-	agents, err := r.cfg.Service.Leaderboard(ctx, leaderboardSort(sortBy), n)
+	lb, err := r.cfg.Service.Leaderboard(ctx, leaderboardSort(sortBy), n)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*model.PublicAgent, len(agents))
-	for i, a := range agents {
+	out := make([]*model.PublicAgent, len(lb.Agents))
+	for i, a := range lb.Agents {
 		out[i] = publicAgent(a)
 	}
 	return out, nil

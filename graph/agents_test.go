@@ -297,6 +297,9 @@ func TestPublicQueries(t *testing.T) {
 
 	out := api.do(t, "", `{ leaderboard(limit: 101) { username } }`, nil)
 	require.Equal(t, "BAD_USER_INPUT", out.code(t))
+	// An explicit 0 is the default, as on REST: the service decides both.
+	api.do(t, "", `{ leaderboard(limit: 0) { username } }`, nil).decode(t, &data)
+	require.Len(t, data.Leaderboard, 1)
 	out = api.do(t, "", `{ agent(id: "7f0c1a52-3b7e-4bd1-9b35-3f1e6a5f2a10") { username } }`, nil)
 	require.Equal(t, "NOT_FOUND", out.code(t))
 	out = api.do(t, "", `{ agentByUsername(username: "nobody_here") { username } }`, nil)

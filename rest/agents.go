@@ -3,7 +3,6 @@ package rest
 import (
 	"math/big"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -183,30 +182,18 @@ type leaderboardBody struct {
 
 // leaderboard: GET /agents/leaderboard?sort_by=&limit=.
 func (s *server) leaderboard(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	sortBy := q.Get("sort_by")
-	limit := 0
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil {
-			writeError(w, r, s.logger, areaAgent, agentpay.Invalid("limit", "must be an integer"))
-			return
-		}
-		limit = n
-	}
-	agents, err := s.svc.Leaderboard(r.Context(), sortBy, limit)
+	limit, err := queryInt(r, "limit")
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	if sortBy == "" {
-		sortBy = agentpay.SortVolume
+	lb, err := s.svc.Leaderboard(r.Context(), r.URL.Query().Get("sort_by"), limit)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
 	}
-	if limit == 0 {
-		limit = agentpay.LeaderboardDefaultLimit
-	}
-	body := leaderboardBody{SortBy: sortBy, Limit: limit, Agents: make([]leaderboardEntry, 0, len(agents))}
-	for i, a := range agents {
+	body := leaderboardBody{SortBy: lb.SortBy, Limit: lb.Limit, Agents: make([]leaderboardEntry, 0, len(lb.Agents))}
+	for i, a := range lb.Agents {
 		body.Agents = append(body.Agents, leaderboardEntry{
 			Rank:         i + 1,
 			AgentID:      a.ID.String(),
