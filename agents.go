@@ -68,7 +68,7 @@ type Registration struct {
 // PrimaryWallet returns the primary (Solana) wallet of the registration.
 func (r *Registration) PrimaryWallet() *ent.Wallet {
 	for _, w := range r.Wallets {
-		if r.Agent.PrimaryWalletID != nil && w.ID == *r.Agent.PrimaryWalletID {
+		if IsPrimaryWallet(r.Agent, w) {
 			return w
 		}
 	}
@@ -77,12 +77,8 @@ func (r *Registration) PrimaryWallet() *ent.Wallet {
 
 // AgentProfile is an agent with its wallets, as its profile shows it.
 type AgentProfile struct {
-	Agent *ent.Agent
-	// Wallets: custodial first (solana, then base), then external wallets
-	// in the order they were verified.
-	Wallets []*ent.Wallet
-	// Primary is the primary wallet (nil only if the agent has none).
-	Primary *ent.Wallet
+	Agent   *ent.Agent
+	Wallets AgentWallets
 	// Trust is the breakdown of the agent's trust score.
 	Trust     TrustBreakdown
 	InviteURL string
@@ -371,35 +367,66 @@ func (s *Service) profile(ctx context.Context, a *ent.Agent) (*AgentProfile, err
 		return nil, err
 	}
 	// Authenticate read the wallets with the agent, in Wallets order.
-	wallets := a.Edges.Wallets
-	if wallets == nil {
+	wallets := walletsOf(a, a.Edges.Wallets)
+	if a.Edges.Wallets == nil {
 		if wallets, err = s.Wallets(ctx, a); err != nil {
 			return nil, err
 		}
 	}
-	p := &AgentProfile{
+	return &AgentProfile{
 		Agent:     a,
 		Wallets:   wallets,
 		Trust:     ComputeTrust(trustInputsOf(a, s.now())),
 		InviteURL: s.inviteURL(a.InviteCode),
-	}
-	for _, w := range wallets {
-		if a.PrimaryWalletID != nil && w.ID == *a.PrimaryWalletID {
-			p.Primary = w
-		}
-	}
-	return p, nil
+	}, nil
 }
 
-// Wallets lists the agent's wallets: custodial first (solana, then base),
-// then external wallets in the order they were added.
-func (s *Service) Wallets(ctx context.Context, a *ent.Agent) ([]*ent.Wallet, error) {
+// AgentWallets are an agent's wallets as every answer lists them: custodial
+// first (solana, then base), then external wallets in the order they were
+// verified; and which of them is primary.
+type AgentWallets struct {
+	All []*ent.Wallet
+	// Primary is the primary wallet (nil only if the agent has none).
+	Primary *ent.Wallet
+}
+
+// Payable are the wallets anyone may pay the agent at, which its public
+// profile lists: the custodial ones (external wallets are the agent's
+// own; it sees them in its own profile).
+func (ws AgentWallets) Payable() []*ent.Wallet {
+	var out []*ent.Wallet
+	for _, w := range ws.All {
+		if w.Kind == wallet.KindCustodial {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// IsPrimaryWallet reports whether w is a's primary wallet.
+func IsPrimaryWallet(a *ent.Agent, w *ent.Wallet) bool {
+	return w.AgentID == a.ID && a.PrimaryWalletID != nil && *a.PrimaryWalletID == w.ID
+}
+
+// walletsOf are a's wallets ws, already in Wallets order.
+func walletsOf(a *ent.Agent, ws []*ent.Wallet) AgentWallets {
+	out := AgentWallets{All: ws}
+	for _, w := range ws {
+		if IsPrimaryWallet(a, w) {
+			out.Primary = w
+		}
+	}
+	return out
+}
+
+// Wallets reads the agent's wallets.
+func (s *Service) Wallets(ctx context.Context, a *ent.Agent) (AgentWallets, error) {
 	ws, err := s.cfg.DB.Ent.Wallet.Query().Where(wallet.AgentID(a.ID)).All(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing wallets: %w", err)
+		return AgentWallets{}, fmt.Errorf("listing wallets: %w", err)
 	}
 	sortWallets(ws)
-	return ws, nil
+	return walletsOf(a, ws), nil
 }
 
 // walletChainOrder: the agent chains first, solana before base (the order

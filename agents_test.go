@@ -194,8 +194,13 @@ func TestCreateAgentWithExternalWallet(t *testing.T) {
 
 	ws, err := svc.Wallets(ctx, reg.Agent)
 	require.NoError(t, err)
-	require.Equal(t, []string{"solana", "base", "base"}, []string{ws[0].Chain, ws[1].Chain, ws[2].Chain})
-	require.Equal(t, wallet.KindExternal, ws[2].Kind)
+	all := ws.All
+	require.Equal(t, []string{"solana", "base", "base"}, []string{all[0].Chain, all[1].Chain, all[2].Chain})
+	require.Equal(t, wallet.KindExternal, all[2].Kind)
+	require.Equal(t, all[0], ws.Primary, "the solana wallet is primary")
+	require.True(t, IsPrimaryWallet(reg.Agent, all[0]))
+	require.False(t, IsPrimaryWallet(reg.Agent, all[2]))
+	require.Equal(t, all[:2], ws.Payable(), "an agent is paid at its custodial wallets only")
 
 	// The same external wallet for another agent: 409, and nothing of
 	// that agent remains.
@@ -266,8 +271,8 @@ func TestAgentLookups(t *testing.T) {
 	p, err := svc.AgentByID(ctx, reg.Agent.ID.String())
 	require.NoError(t, err)
 	require.Equal(t, "lookup", p.Agent.Username)
-	require.Equal(t, reg.Wallets[0].ID, p.Primary.ID)
-	require.Len(t, p.Wallets, 2)
+	require.Equal(t, reg.Wallets[0].ID, p.Wallets.Primary.ID)
+	require.Len(t, p.Wallets.All, 2)
 
 	p, err = svc.AgentByUsername(ctx, "lookup")
 	require.NoError(t, err)

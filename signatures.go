@@ -340,6 +340,16 @@ func (s *Service) VerifyWallet(ctx context.Context, agent *ent.Agent, req Verify
 	return w, nil
 }
 
+// WalletVerifiedMessage is the message of a wallet a verified, after
+// VerifyWallet.
+func WalletVerifiedMessage(a *ent.Agent, w *ent.Wallet) string {
+	msg := "Wallet " + w.Address + " is verified on " + w.Chain
+	if IsPrimaryWallet(a, w) {
+		return msg + " and is now the primary wallet."
+	}
+	return msg + "."
+}
+
 // checkWalletOwner refuses an address that another agent already holds, on
 // any EVM chain: an EVM key is the same on all of them, so one external
 // address belongs to one agent. except is the agent allowed to hold it

@@ -108,7 +108,7 @@ func (e *sendEnv) wallet(t testing.TB, a *ent.Agent, c chains.Name) string {
 	t.Helper()
 	ws, err := e.svc.Wallets(context.Background(), a)
 	require.NoError(t, err)
-	w := walletOn(ws, c)
+	w := walletOn(ws.All, c)
 	require.NotNil(t, w, "agent has a %s wallet", c)
 	return w.Address
 }

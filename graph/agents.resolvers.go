@@ -227,7 +227,7 @@ func (r *walletResolver) Primary(ctx context.Context, obj *ent.Wallet) (bool, er
 	if err != nil {
 		return false, err
 	}
-	return agent.ID == obj.AgentID && agent.PrimaryWalletID != nil && *agent.PrimaryWalletID == obj.ID, nil
+	return agentpay.IsPrimaryWallet(agent, obj), nil
 }
 
 // Me returns MeResolver implementation.

@@ -59,8 +59,8 @@ func meModel(p *agentpay.AgentProfile) *model.Me {
 			VolumeReceivedUsd: usd(a.VolumeReceived),
 			FeesPaidUsd:       usd(a.FeesPaid),
 		},
-		PrimaryWallet: p.Primary,
-		Wallets:       nonNilWallets(p.Wallets),
+		PrimaryWallet: p.Wallets.Primary,
+		Wallets:       nonNilWallets(p.Wallets.All),
 		Node:          a,
 	}
 }

@@ -102,14 +102,11 @@ func newPublicProfileBody(p *agentpay.AgentProfile) publicProfileBody {
 		Stats:      newAgentStatsBody(a),
 		CreatedAt:  a.CreatedAt.UTC(),
 	}
-	if p.Primary != nil {
-		body.WalletAddress, body.WalletChain = p.Primary.Address, p.Primary.Chain
+	if pw := p.Wallets.Primary; pw != nil {
+		body.WalletAddress, body.WalletChain = pw.Address, pw.Chain
 	}
-	// The addresses to pay the agent at: its custodial wallets.
-	for _, w := range p.Wallets {
-		if w.Kind == "custodial" {
-			body.Wallets = append(body.Wallets, walletRef{Address: w.Address, Chain: w.Chain})
-		}
+	for _, w := range p.Wallets.Payable() {
+		body.Wallets = append(body.Wallets, walletRef{Address: w.Address, Chain: w.Chain})
 	}
 	return body
 }

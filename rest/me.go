@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"agentpay"
+	"agentpay/ent"
 )
 
 // myWalletBody is one of the agent's own wallets.
@@ -17,17 +18,21 @@ type myWalletBody struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func newMyWalletBodies(p *agentpay.AgentProfile) []myWalletBody {
-	out := make([]myWalletBody, 0, len(p.Wallets))
-	for _, w := range p.Wallets {
-		out = append(out, myWalletBody{
-			Address:   w.Address,
-			Chain:     w.Chain,
-			Kind:      string(w.Kind),
-			Verified:  w.Verified,
-			Primary:   p.Primary != nil && w.ID == p.Primary.ID,
-			CreatedAt: w.CreatedAt.UTC(),
-		})
+func newMyWalletBody(a *ent.Agent, w *ent.Wallet) myWalletBody {
+	return myWalletBody{
+		Address:   w.Address,
+		Chain:     w.Chain,
+		Kind:      string(w.Kind),
+		Verified:  w.Verified,
+		Primary:   agentpay.IsPrimaryWallet(a, w),
+		CreatedAt: w.CreatedAt.UTC(),
+	}
+}
+
+func newMyWalletBodies(a *ent.Agent, ws agentpay.AgentWallets) []myWalletBody {
+	out := make([]myWalletBody, 0, len(ws.All))
+	for _, w := range ws.All {
+		out = append(out, newMyWalletBody(a, w))
 	}
 	return out
 }
@@ -75,7 +80,7 @@ func (s *server) myProfile(w http.ResponseWriter, r *http.Request) {
 		Username:   a.Username,
 		Tier:       string(a.Tier),
 		TrustScore: a.TrustScore,
-		Wallets:    newMyWalletBodies(p),
+		Wallets:    newMyWalletBodies(a, p.Wallets),
 		InviteCode: a.InviteCode,
 		InviteURL:  p.InviteURL,
 		Verification: verificationBody{
@@ -91,8 +96,8 @@ func (s *server) myProfile(w http.ResponseWriter, r *http.Request) {
 		},
 		CreatedAt: a.CreatedAt.UTC(),
 	}
-	if p.Primary != nil {
-		body.WalletAddress, body.WalletChain = p.Primary.Address, p.Primary.Chain
+	if pw := p.Wallets.Primary; pw != nil {
+		body.WalletAddress, body.WalletChain = pw.Address, pw.Chain
 	}
 	if a.APIKeyRotatedAt != nil {
 		t := a.APIKeyRotatedAt.UTC()
@@ -215,15 +220,9 @@ func (s *server) myWallets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	p := &agentpay.AgentProfile{Agent: a, Wallets: ws}
-	for _, w := range ws {
-		if a.PrimaryWalletID != nil && w.ID == *a.PrimaryWalletID {
-			p.Primary = w
-		}
-	}
-	body := walletsBody{AgentID: a.ID.String(), Wallets: newMyWalletBodies(p)}
-	if p.Primary != nil {
-		body.WalletAddress, body.WalletChain = p.Primary.Address, p.Primary.Chain
+	body := walletsBody{AgentID: a.ID.String(), Wallets: newMyWalletBodies(a, ws)}
+	if pw := ws.Primary; pw != nil {
+		body.WalletAddress, body.WalletChain = pw.Address, pw.Chain
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -77,13 +77,8 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	body := registerBody{registrationBody: newRegistrationBody(reg)}
 	if reg.External != nil {
-		body.ExternalWallet = &myWalletBody{
-			Address:   reg.External.Address,
-			Chain:     reg.External.Chain,
-			Kind:      string(reg.External.Kind),
-			Verified:  reg.External.Verified,
-			CreatedAt: reg.External.CreatedAt.UTC(),
-		}
+		w := newMyWalletBody(reg.Agent, reg.External)
+		body.ExternalWallet = &w
 	}
 	writeJSON(w, http.StatusCreated, body)
 }
@@ -129,21 +124,9 @@ func (s *server) verifyWallet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	primary := agent.PrimaryWalletID != nil && *agent.PrimaryWalletID == wallet.ID
-	msg := "Wallet " + wallet.Address + " is verified on " + wallet.Chain + "."
-	if primary {
-		msg = "Wallet " + wallet.Address + " is verified on " + wallet.Chain + " and is now the primary wallet."
-	}
 	writeJSON(w, http.StatusOK, verifyWalletBody{
 		AgentID: agent.ID.String(),
-		Wallet: myWalletBody{
-			Address:   wallet.Address,
-			Chain:     wallet.Chain,
-			Kind:      string(wallet.Kind),
-			Verified:  wallet.Verified,
-			Primary:   primary,
-			CreatedAt: wallet.CreatedAt.UTC(),
-		},
-		Message: msg,
+		Wallet:  newMyWalletBody(agent, wallet),
+		Message: agentpay.WalletVerifiedMessage(agent, wallet),
 	})
 }
