@@ -22,8 +22,12 @@ type MerchantKeys struct {
 	WebhookSecret                string
 }
 
-// MerchantKeysWarning tells the merchant the secrets are shown once.
-const MerchantKeysWarning = "Store these keys now: secret keys and the webhook secret are shown only once and cannot be retrieved later. Keep secret keys on your server; public keys may be used in the browser."
+// MerchantKeysWarning tells the merchant the secrets are shown once, and
+// MerchantKeysRolledWarning, after a roll, what the roll changed.
+const (
+	MerchantKeysWarning       = "Store these keys now: secret keys and the webhook secret are shown only once and cannot be retrieved later. Keep secret keys on your server; public keys may be used in the browser."
+	MerchantKeysRolledWarning = MerchantKeysWarning + " The previous keys no longer work; the webhook secret is unchanged."
+)
 
 // newWebhookSecret issues the webhook signing secret of merchant id
 // (whsec_...) and seals it with the vault, the merchant's id as associated

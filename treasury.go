@@ -90,6 +90,8 @@ type TreasuryInfo struct {
 	// Wallets are the treasury's addresses on the agents' chains: solana,
 	// then base.
 	Wallets []TreasuryWallet
+	// Message says what the treasury is for.
+	Message string
 }
 
 // Treasury wallet statuses.
@@ -129,6 +131,8 @@ func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
 		FeesCollected: totals.fee,
 		FeeTransfers:  totals.count,
 		Wallets:       make([]TreasuryWallet, len(treasuryChains)),
+		Message: "Every agent-to-agent send routes " + FeeRate.Shift(2).String() +
+			"% of its amount to the treasury, which pays transaction gas for all agents.",
 	}
 	var wg sync.WaitGroup
 	for i, chain := range treasuryChains {

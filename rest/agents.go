@@ -263,7 +263,7 @@ func (s *server) treasury(w http.ResponseWriter, r *http.Request) {
 		TotalFeesCollectedUSD: Amount{t.FeesCollected},
 		FeeTransfers:          t.FeeTransfers,
 		Wallets:               make([]treasuryWalletBody, 0, len(t.Wallets)),
-		Message:               "Every agent-to-agent send routes " + t.FeeRate.Shift(2).String() + "% of its amount to the treasury, which pays transaction gas for all agents.",
+		Message:               t.Message,
 	}
 	for _, tw := range t.Wallets {
 		wb := treasuryWalletBody{Chain: string(tw.Chain), Address: tw.Address, Token: tw.Token, Status: tw.Status}

@@ -235,7 +235,7 @@ func (s *server) rollMerchantKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, rolledKeysBody{
 		Keys:    newMerchantKeysBody(*keys),
-		Warning: agentpay.MerchantKeysWarning + " The previous keys no longer work; the webhook secret is unchanged.",
+		Warning: agentpay.MerchantKeysRolledWarning,
 	})
 }
 
