@@ -86,18 +86,7 @@ func newWebhookEventBody(e *ent.WebhookEvent, full bool) webhookEventBody {
 		ID: e.ID.String(), Event: e.EventType, Livemode: e.Livemode, CreatedAt: e.CreatedAt.UTC(),
 		Deliveries: make([]webhookDeliveryBody, len(e.Edges.Deliveries)),
 	}
-	if e.Edges.Session != nil {
-		out.SessionExternalID = &e.Edges.Session.ExternalID
-	} else {
-		var p struct {
-			Data struct {
-				SessionExternalID string `json:"session_external_id"`
-			} `json:"data"`
-		}
-		if json.Unmarshal(e.Payload, &p) == nil {
-			out.SessionExternalID = nullable(p.Data.SessionExternalID)
-		}
-	}
+	out.SessionExternalID = nullable(agentpay.WebhookEventSessionExternalID(e, e.Edges.Session))
 	if full {
 		out.Payload = json.RawMessage(e.Payload)
 	}
