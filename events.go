@@ -293,9 +293,8 @@ func newestEventsFirst(q *ent.WebhookEventQuery) *ent.WebhookEventQuery {
 // WebhookEventPage is one page of a merchant's events, newest first, each
 // with its deliveries (oldest first) loaded.
 type WebhookEventPage struct {
-	Events        []*ent.WebhookEvent
-	Total         int
-	Limit, Offset int
+	Events []*ent.WebhookEvent
+	ListPage
 }
 
 // ListWebhookEvents lists the caller's events in the caller's mode, newest
@@ -322,7 +321,7 @@ func (s *Service) ListWebhookEvents(ctx context.Context, auth *MerchantAuth, p L
 	if err != nil {
 		return nil, fmt.Errorf("listing webhook events: %w", err)
 	}
-	return &WebhookEventPage{Events: list, Total: total, Limit: p.Limit, Offset: p.Offset}, nil
+	return &WebhookEventPage{Events: list, ListPage: p.page(total, len(list))}, nil
 }
 
 // WebhookEventsPage is one Relay page of the caller's webhook events

@@ -194,6 +194,19 @@ func (p ListParams) normalise() (ListParams, error) {
 	return p, nil
 }
 
+// ListPage is where a page of a REST list sits in the whole list: the
+// list's length, the limit and offset it was read with, and whether more
+// follow it.
+type ListPage struct {
+	Total, Limit, Offset int
+	HasMore              bool
+}
+
+// page is the ListPage of n items read with p from a list of total.
+func (p ListParams) page(total, n int) ListPage {
+	return ListPage{Total: total, Limit: p.Limit, Offset: p.Offset, HasMore: p.Offset+n < total}
+}
+
 // PageArgs are the Relay arguments of a page: first/after walk forward,
 // last/before backward. first and last are 0 to MaxPageSize; a page that
 // names neither gets the first DefaultPageSize.

@@ -334,9 +334,8 @@ func ownSession(auth *MerchantAuth, externalID string) predicate.CheckoutSession
 
 // SessionPage is one page of a merchant's sessions, newest first.
 type SessionPage struct {
-	Sessions      []*ent.CheckoutSession
-	Total         int
-	Limit, Offset int
+	Sessions []*ent.CheckoutSession
+	ListPage
 }
 
 // ListSessions lists the caller's sessions in the caller's mode, newest
@@ -359,7 +358,7 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p ListPa
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
-	return &SessionPage{Sessions: list, Total: total, Limit: p.Limit, Offset: p.Offset}, nil
+	return &SessionPage{Sessions: list, ListPage: p.page(total, len(list))}, nil
 }
 
 // CancelSession cancels a session of the caller when cancellable allows it

@@ -430,7 +430,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		Total:   page.Total,
 		Limit:   page.Limit,
 		Offset:  page.Offset,
-		HasMore: page.Offset+len(page.Sessions) < page.Total,
+		HasMore: page.HasMore,
 	}
 	for i, cs := range page.Sessions {
 		out.Data[i] = newSessionBody(cs)

@@ -124,7 +124,7 @@ func (s *server) listWebhookEvents(w http.ResponseWriter, r *http.Request) {
 	out := webhookEventListBody{
 		Data:  make([]webhookEventBody, len(page.Events)),
 		Total: page.Total, Limit: page.Limit, Offset: page.Offset,
-		HasMore: page.Offset+len(page.Events) < page.Total,
+		HasMore: page.HasMore,
 	}
 	for i, e := range page.Events {
 		out.Data[i] = newWebhookEventBody(e, false)
