@@ -27,6 +27,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
@@ -128,7 +129,7 @@ func (a *agentAPI) do(t *testing.T, key, q string, vars map[string]any) gqlResul
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set(AgentKeyHeader, key)
+		req.Header.Set(httpx.AgentKeyHeader, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -444,7 +445,7 @@ func TestWebsocketInitPayloadAuthenticates(t *testing.T) {
 	}
 
 	t.Run("upgrade request header", func(t *testing.T) {
-		c := dialWS(t, api.URL, http.Header{AgentKeyHeader: {reg.APIKey}})
+		c := dialWS(t, api.URL, http.Header{httpx.AgentKeyHeader: {reg.APIKey}})
 		c.init(map[string]any{})
 		var me struct{ Me struct{ ID string } }
 		c.operation("1", `{ me { id } }`).decode(t, &me)

@@ -18,14 +18,6 @@ import (
 	"agentpay/internal/httpx"
 )
 
-// AgentKeyHeader carries an agent's API key, on the GraphQL HTTP request as
-// on the REST facade, and as a key of the websocket connection_init payload.
-const AgentKeyHeader = "X-Agent-Key"
-
-// MerchantKeyHeader carries a merchant's secret key (sk_live_/sk_test_), the
-// same way.
-const MerchantKeyHeader = "X-Checkout-Secret-Key"
-
 // credentials is what the transport learnt about the caller: the API key
 // presented (maybe none) and the client IP. Nothing is checked here; the
 // resolvers that need an agent authenticate once per operation (see
@@ -58,8 +50,8 @@ func credentialsFrom(ctx context.Context) credentials {
 func withRequestCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := credentials{
-			apiKey:      strings.TrimSpace(r.Header.Get(AgentKeyHeader)),
-			merchantKey: strings.TrimSpace(r.Header.Get(MerchantKeyHeader)),
+			apiKey:      strings.TrimSpace(r.Header.Get(httpx.AgentKeyHeader)),
+			merchantKey: strings.TrimSpace(r.Header.Get(httpx.MerchantKeyHeader)),
 			ip:          httpx.ClientIP(r),
 		}
 		if !websocket.IsWebSocketUpgrade(r) {
@@ -82,8 +74,8 @@ func withRequestCredentials(next http.Handler) http.Handler {
 func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		c := credentialsFrom(ctx)
-		agentKey, agentFound := initPayloadKey(payload, AgentKeyHeader)
-		merchantKey, merchantFound := initPayloadKey(payload, MerchantKeyHeader)
+		agentKey, agentFound := initPayloadKey(payload, httpx.AgentKeyHeader)
+		merchantKey, merchantFound := initPayloadKey(payload, httpx.MerchantKeyHeader)
 		if agentFound {
 			c.apiKey = agentKey
 		}
@@ -216,12 +208,7 @@ func (r *Resolver) currentMerchant(ctx context.Context) (*agentpay.MerchantAuth,
 	defer op.mu.Unlock()
 	if !op.merchantDone {
 		op.merchantDone = true
-		key := credentialsFrom(ctx).merchantKey
-		if key == "" {
-			op.merchantErr = agentpay.ErrUnauthorized
-		} else {
-			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, key)
-		}
+		op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, credentialsFrom(ctx).merchantKey)
 	}
 	return op.merchant, op.merchantErr
 }

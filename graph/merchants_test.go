@@ -26,6 +26,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
@@ -93,7 +94,7 @@ func (a *merchantAPI) do(t *testing.T, key, q string, vars map[string]any) gqlRe
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set(MerchantKeyHeader, key)
+		req.Header.Set(httpx.MerchantKeyHeader, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -339,7 +340,7 @@ func TestMerchantWebsocketAuth(t *testing.T) {
 		})
 	}
 	t.Run("upgrade request header", func(t *testing.T) {
-		c := dialWS(t, api.URL, http.Header{MerchantKeyHeader: {m.Keys.LiveSecretKey}})
+		c := dialWS(t, api.URL, http.Header{httpx.MerchantKeyHeader: {m.Keys.LiveSecretKey}})
 		c.init(map[string]any{})
 		var d struct{ Merchant struct{ ID string } }
 		c.operation("1", `{ merchant { id } }`).decode(t, &d)

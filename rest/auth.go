@@ -22,7 +22,7 @@ func agentFrom(ctx context.Context) *ent.Agent {
 // The agent in the context comes with its wallets (see Authenticate).
 func (s *server) requireAgent(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agent, dec, err := s.svc.AuthenticateAndAllow(r.Context(), r.Header.Get("X-Agent-Key"))
+		agent, dec, err := s.svc.AuthenticateAndAllow(r.Context(), r.Header.Get(httpx.AgentKeyHeader))
 		if agent == nil {
 			writeError(w, r, s.logger, areaAgent, err)
 			return

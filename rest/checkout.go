@@ -11,15 +11,13 @@ import (
 	"github.com/shopspring/decimal"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // The checkout page endpoints (spec 4.4). No key is required; a page that
 // sends X-Checkout-Public-Key has it checked (401 when it is not the
 // session's merchant's key for the session's mode). Validation errors are
 // 422 as on the rest of the merchant API.
-
-// headerPublicKey is the optional credential of the checkout page.
-const headerPublicKey = "X-Checkout-Public-Key"
 
 // mountCheckoutPageRoutes serves /checkout/pay/... under the per-IP limit of
 // unauthenticated endpoints (the page's 3-second status polling uses 20 of
@@ -99,7 +97,7 @@ type selectRequest struct {
 }
 
 func (s *server) checkoutPage(w http.ResponseWriter, r *http.Request) {
-	page, err := s.svc.CheckoutPage(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(headerPublicKey))
+	page, err := s.svc.CheckoutPage(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(httpx.PublicKeyHeader))
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
@@ -148,7 +146,7 @@ func (s *server) checkoutSelect(w http.ResponseWriter, r *http.Request) {
 		token = *body.Token
 	}
 	externalID := chi.URLParam(r, "external_id")
-	d, err := s.svc.SelectPaymentMethod(r.Context(), externalID, r.Header.Get(headerPublicKey), chain, token)
+	d, err := s.svc.SelectPaymentMethod(r.Context(), externalID, r.Header.Get(httpx.PublicKeyHeader), chain, token)
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
@@ -157,7 +155,7 @@ func (s *server) checkoutSelect(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) checkoutStatus(w http.ResponseWriter, r *http.Request) {
-	st, err := s.svc.CheckoutStatus(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(headerPublicKey))
+	st, err := s.svc.CheckoutStatus(r.Context(), chi.URLParam(r, "external_id"), r.Header.Get(httpx.PublicKeyHeader))
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return

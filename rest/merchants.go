@@ -12,6 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 )
 
 // The merchant API (spec 4.3): registration, the merchant's profile and
@@ -47,7 +48,7 @@ func merchantFrom(ctx context.Context) *agentpay.MerchantAuth {
 // unknown or rolled, 403 when the merchant is deactivated.
 func (s *server) requireMerchant(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth, err := s.svc.AuthenticateMerchant(r.Context(), r.Header.Get("X-Checkout-Secret-Key"))
+		auth, err := s.svc.AuthenticateMerchant(r.Context(), r.Header.Get(httpx.MerchantKeyHeader))
 		if err != nil {
 			writeError(w, r, s.logger, areaMerchant, err)
 			return

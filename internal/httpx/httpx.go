@@ -1,6 +1,6 @@
 // Package httpx is what the HTTP facades (rest, graph) show the same way:
-// who the client is and the rate-limit headers. It decides nothing; the
-// service does.
+// who the client is, the headers its keys come in, and the rate-limit
+// headers. It decides nothing; the service does.
 package httpx
 
 import (
@@ -9,6 +9,18 @@ import (
 	"strconv"
 
 	"agentpay/internal/ratelimit"
+)
+
+// The headers that carry a caller's keys, on REST and on GraphQL (where a
+// websocket's connection_init payload may carry them too).
+const (
+	// AgentKeyHeader carries an agent's API key.
+	AgentKeyHeader = "X-Agent-Key"
+	// MerchantKeyHeader carries a merchant's secret key (sk_live_/sk_test_).
+	MerchantKeyHeader = "X-Checkout-Secret-Key"
+	// PublicKeyHeader carries a merchant's public key (pk_live_/pk_test_),
+	// the checkout page's optional credential.
+	PublicKeyHeader = "X-Checkout-Public-Key"
 )
 
 // ClientIP is the address of the TCP peer. X-Forwarded-For and friends are
