@@ -64,7 +64,7 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 	if err != nil {
 		return nil, err
 	}
-	l.SentToday = decimal.New(sent, -USDCDecimals)
+	l.SentToday = USDCAmount(sent)
 	l.RemainingToday = decimal.Max(l.Limits.Daily.Sub(l.SentToday), decimal.Zero)
 	for i, t := range Tiers {
 		if t == tier && i+1 < len(Tiers) {

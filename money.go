@@ -9,6 +9,12 @@ import (
 // USDCDecimals is USDC's precision on every supported chain.
 const USDCDecimals int32 = 6
 
+// USDCAmount is an amount of USDC base units (as agents' counters and
+// transfers store them) in USD: 1 USDC is 1 USD.
+func USDCAmount(units int64) decimal.Decimal {
+	return decimal.New(units, -USDCDecimals)
+}
+
 // ToBaseUnits converts a token amount to integer base units, refusing amounts
 // with more decimals than the token has rather than rounding them away.
 func ToBaseUnits(field string, amount decimal.Decimal, decimals int32) (*big.Int, error) {

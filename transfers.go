@@ -181,9 +181,9 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		if err != nil {
 			return err
 		}
-		if decimal.New(sent+units, -USDCDecimals).GreaterThan(limits.Daily) {
+		if USDCAmount(sent + units).GreaterThan(limits.Daily) {
 			return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
-				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, decimal.New(sent, -USDCDecimals))
+				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
 		}
 
 		candidates := sendChainOrder
@@ -211,7 +211,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 				return err
 			}
 			if available < units {
-				shortfalls = append(shortfalls, fmt.Sprintf("%s USDC on %s", decimal.New(available, -USDCDecimals), c))
+				shortfalls = append(shortfalls, fmt.Sprintf("%s USDC on %s", USDCAmount(available), c))
 				continue
 			}
 			t, err = tx.Transfer.Create().
@@ -664,9 +664,9 @@ func (s *Service) sendResult(t *ent.Transfer, fromUsername, toUsername string) *
 		FromUsername: fromUsername,
 		ToUsername:   toUsername,
 		Chain:        chains.Name(t.Chain),
-		Amount:       decimal.New(t.Amount, -USDCDecimals),
-		Delivered:    decimal.New(t.Net, -USDCDecimals),
-		Fee:          decimal.New(t.Fee, -USDCDecimals),
+		Amount:       USDCAmount(t.Amount),
+		Delivered:    USDCAmount(t.Net),
+		Fee:          USDCAmount(t.Fee),
 		TxHash:       t.TxHash,
 		FeeTxHash:    t.FeeTxHash,
 		Status:       string(t.Status),

@@ -184,19 +184,19 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Me, error) {
 
 // AmountUsd is the resolver for the amountUsd field.
 func (r *transferResolver) AmountUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error) {
-	v := usd(obj.Amount)
+	v := agentpay.USDCAmount(obj.Amount)
 	return &v, nil
 }
 
 // FeeUsd is the resolver for the feeUsd field.
 func (r *transferResolver) FeeUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error) {
-	v := usd(obj.Fee)
+	v := agentpay.USDCAmount(obj.Fee)
 	return &v, nil
 }
 
 // DeliveredUsd is the resolver for the deliveredUsd field.
 func (r *transferResolver) DeliveredUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error) {
-	v := usd(obj.Net)
+	v := agentpay.USDCAmount(obj.Net)
 	return &v, nil
 }
 

@@ -3,8 +3,6 @@ package graph
 import (
 	"sort"
 
-	"github.com/shopspring/decimal"
-
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/agent"
@@ -16,11 +14,6 @@ import (
 // models. They choose field names and shapes, nothing else: which agent,
 // which amounts and which limits are the service's answers.
 
-// usd turns USDC base units (as stored on agents and transfers) into USD.
-func usd(units int64) decimal.Decimal {
-	return decimal.New(units, -agentpay.USDCDecimals)
-}
-
 // publicAgent is what anyone may see of an agent.
 func publicAgent(a *ent.Agent) *model.PublicAgent {
 	return &model.PublicAgent{
@@ -30,8 +23,8 @@ func publicAgent(a *ent.Agent) *model.PublicAgent {
 		Tier:              a.Tier,
 		TrustScore:        a.TrustScore,
 		TxCount:           int(a.TxCount),
-		VolumeSentUsd:     usd(a.VolumeSent),
-		VolumeReceivedUsd: usd(a.VolumeReceived),
+		VolumeSentUsd:     agentpay.USDCAmount(a.VolumeSent),
+		VolumeReceivedUsd: agentpay.USDCAmount(a.VolumeReceived),
 	}
 }
 
@@ -55,9 +48,9 @@ func meModel(p *agentpay.AgentProfile) *model.Me {
 		APIKeyRotatedAt: a.APIKeyRotatedAt,
 		Stats: &model.AgentActivity{
 			TxCount:           int(a.TxCount),
-			VolumeSentUsd:     usd(a.VolumeSent),
-			VolumeReceivedUsd: usd(a.VolumeReceived),
-			FeesPaidUsd:       usd(a.FeesPaid),
+			VolumeSentUsd:     agentpay.USDCAmount(a.VolumeSent),
+			VolumeReceivedUsd: agentpay.USDCAmount(a.VolumeReceived),
+			FeesPaidUsd:       agentpay.USDCAmount(a.FeesPaid),
 		},
 		PrimaryWallet: p.Wallets.Primary,
 		Wallets:       nonNilWallets(p.Wallets.All),

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"math/big"
 	"net/http"
 	"time"
 
@@ -119,9 +118,9 @@ func newAgentStatsBody(a *ent.Agent) agentStatsBody {
 	}
 }
 
-// usd turns USDC base units into a USD amount.
+// usd shows USDC base units as a USD amount.
 func usd(units int64) Amount {
-	return Amount{agentpay.FromBaseUnits(big.NewInt(units), agentpay.USDCDecimals)}
+	return Amount{agentpay.USDCAmount(units)}
 }
 
 // agentByID: GET /agents/{agent_id}.
