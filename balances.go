@@ -50,7 +50,7 @@ func (s *Service) Balance(ctx context.Context, a *ent.Agent) (*Balance, error) {
 		if w == nil {
 			continue
 		}
-		ledger, err := s.AgentLedger(c)
+		ledger, err := s.agentLedger(c)
 		if err != nil {
 			continue
 		}

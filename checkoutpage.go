@@ -294,7 +294,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 			if err != nil {
 				return err
 			}
-			return s.PublishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
+			return s.publishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
 		})
 		if errors.Is(err, errIndexTaken) && attempt < 5 {
 			continue

@@ -312,7 +312,7 @@ func TestConcurrentSelectsNeverShareAnIndex(t *testing.T) {
 		require.False(t, addresses[da.Address], "address %s issued twice", da.Address)
 		addresses[da.Address] = true
 		perSession[da.SessionID.String()+da.Chain]++
-		_, addr, err := f.svc.DeriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
+		_, addr, err := f.svc.deriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
 		require.NoError(t, err)
 		require.Equal(t, da.Address, addr)
 	}

@@ -18,12 +18,12 @@ import (
 // chains.Wallets.DeriveKey takes indexes below 2^31.
 const maxDerivationIndex = 1 << 31
 
-// DeriveDepositKey derives the key and address of a deposit address from the
+// deriveDepositKey derives the key and address of a deposit address from the
 // vault's deposit seed, one derivation path per chain family, so derivation
 // indexes are unique per family (an index used on base is not used again on
 // arbitrum: the same key would otherwise receive on both chains). The key is
 // what a sweep signs with; it is never stored.
-func (s *Service) DeriveDepositKey(family chains.Family, index int64) (key []byte, address string, err error) {
+func (s *Service) deriveDepositKey(family chains.Family, index int64) (key []byte, address string, err error) {
 	if index < 0 || index >= maxDerivationIndex {
 		return nil, "", fmt.Errorf("deposit derivation index %d out of range", index)
 	}
@@ -38,7 +38,7 @@ func (s *Service) DeriveDepositKey(family chains.Family, index int64) (key []byt
 // checks that it still yields the stored address, so a changed master key or
 // a damaged row is caught before anything is signed with it.
 func (s *Service) DepositAddressKey(da *ent.DepositAddress) ([]byte, error) {
-	key, addr, err := s.DeriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
+	key, addr, err := s.deriveDepositKey(chains.Family(da.ChainFamily), da.DerivationIndex)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Service) allocateDepositAddress(ctx context.Context, tx *ent.Tx, sqlTx 
 	if next >= maxDerivationIndex {
 		return nil, fmt.Errorf("%w: no deposit addresses left for %s", ErrUnavailable, family)
 	}
-	_, address, err := s.DeriveDepositKey(family, next)
+	_, address, err := s.deriveDepositKey(family, next)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func TestDeriveDepositKey(t *testing.T) {
 		{family: "bitcoin", index: 0, wantErr: true},
 	}
 	for _, tt := range tests {
-		_, addr, err := svc.DeriveDepositKey(tt.family, tt.index)
+		_, addr, err := svc.deriveDepositKey(tt.family, tt.index)
 		if tt.wantErr {
 			require.Error(t, err, "%s/%d", tt.family, tt.index)
 			continue
@@ -52,7 +52,7 @@ func TestDeriveDepositKey(t *testing.T) {
 	}
 
 	// A row whose index no longer derives its address is refused, not signed for.
-	_, addr, err := svc.DeriveDepositKey(chains.FamilyEVM, 3)
+	_, addr, err := svc.deriveDepositKey(chains.FamilyEVM, 3)
 	require.NoError(t, err)
 	_, err = svc.DepositAddressKey(&ent.DepositAddress{ChainFamily: string(chains.FamilyEVM), DerivationIndex: 4, Address: addr})
 	require.ErrorContains(t, err, "derives another address")
@@ -97,7 +97,7 @@ func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, st.index, da.DerivationIndex, "%s", st.chain)
 		require.Equal(t, string(st.chain.Family()), da.ChainFamily)
-		_, want, err := svc.DeriveDepositKey(st.chain.Family(), st.index)
+		_, want, err := svc.deriveDepositKey(st.chain.Family(), st.index)
 		require.NoError(t, err)
 		require.Equal(t, want, da.Address)
 	}

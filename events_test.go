@@ -133,7 +133,7 @@ func TestRecordEventOutbox(t *testing.T) {
 					"SELECT "+argsText+", queue, max_attempts FROM river_job WHERE kind = 'deliver_webhook'").Scan(&args, &queue, &maxAttempts))
 				require.JSONEq(t, `{"delivery_id":"`+d.ID.String()+`"}`, args)
 				require.Equal(t, WebhookQueue, queue)
-				require.Greater(t, maxAttempts, svc.WebhookTries())
+				require.Greater(t, maxAttempts, svc.webhookTries())
 			}
 		})
 	}

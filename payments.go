@@ -224,7 +224,7 @@ func (d *depositTx) refreshSeen(ctx context.Context, sess *ent.CheckoutSession) 
 	if !covers(seen, d.due(sess)) {
 		// Still underpaid: the status is unchanged, but subscribers re-read
 		// the amount paid.
-		return d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status))
+		return d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status))
 	}
 	return d.setStatus(ctx, sess, checkoutsession.StatusConfirming)
 }
@@ -235,7 +235,7 @@ func (d *depositTx) setStatus(ctx context.Context, sess *ent.CheckoutSession, st
 	if _, err := d.tx.CheckoutSession.UpdateOne(sess).SetStatus(status).Save(ctx); err != nil {
 		return fmt.Errorf("updating session: %w", err)
 	}
-	return d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(status))
+	return d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(status))
 }
 
 func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) error {
@@ -286,7 +286,7 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 		Save(ctx); err != nil {
 		return err
 	}
-	if err := d.s.PublishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(checkoutsession.StatusConfirmed)); err != nil {
+	if err := d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(checkoutsession.StatusConfirmed)); err != nil {
 		return err
 	}
 	data := d.eventData(sess, p)

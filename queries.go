@@ -36,8 +36,8 @@ func WithCallerMerchant(ctx context.Context, auth *MerchantAuth) context.Context
 	return context.WithValue(ctx, callerMerchantKey{}, auth)
 }
 
-// CallerMerchant returns the merchant recorded by WithCallerMerchant, or nil.
-func CallerMerchant(ctx context.Context) *MerchantAuth {
+// callerMerchant returns the merchant recorded by WithCallerMerchant, or nil.
+func callerMerchant(ctx context.Context) *MerchantAuth {
 	a, _ := ctx.Value(callerMerchantKey{}).(*MerchantAuth)
 	return a
 }
@@ -50,8 +50,8 @@ func WithCallerAgent(ctx context.Context, agent *ent.Agent) context.Context {
 	return context.WithValue(ctx, callerAgentKey{}, agent)
 }
 
-// CallerAgent returns the agent recorded by WithCallerAgent, or nil.
-func CallerAgent(ctx context.Context) *ent.Agent {
+// callerAgent returns the agent recorded by WithCallerAgent, or nil.
+func callerAgent(ctx context.Context) *ent.Agent {
 	a, _ := ctx.Value(callerAgentKey{}).(*ent.Agent)
 	return a
 }
@@ -62,9 +62,9 @@ func CallerAgent(ctx context.Context) *ent.Agent {
 // objects in its key's mode (merchantNode). Anything else, and anything for
 // an anonymous caller, is not found, like an id that does not exist.
 func (s *Service) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
-	agent := CallerAgent(ctx)
+	agent := callerAgent(ctx)
 	if agent == nil {
-		if m := CallerMerchant(ctx); m != nil {
+		if m := callerMerchant(ctx); m != nil {
 			return s.merchantNode(ctx, m, id)
 		}
 		return nil, ErrNotFound

@@ -132,7 +132,7 @@ func (s *Service) ReconcileTransfersWith(ctx context.Context, opts ReconcileOpti
 
 func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts ReconcileOptions) (*ent.Transfer, error) {
 	chain := chains.Name(t.Chain)
-	ledger, err := s.AgentLedger(chain)
+	ledger, err := s.agentLedger(chain)
 	if err != nil {
 		return nil, err
 	}

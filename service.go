@@ -177,8 +177,8 @@ func (s *Service) Ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
 	return n.Ledger, nil
 }
 
-// AgentLedger returns the ledger agents' wallets use on a chain.
-func (s *Service) AgentLedger(chain chains.Name) (chains.Ledger, error) {
+// agentLedger returns the ledger agents' wallets use on a chain.
+func (s *Service) agentLedger(chain chains.Name) (chains.Ledger, error) {
 	return s.Ledger(s.cfg.AgentMode, chain)
 }
 

@@ -393,7 +393,7 @@ func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externa
 		if err != nil {
 			return fmt.Errorf("cancelling session: %w", err)
 		}
-		return s.PublishSessionStatus(ctx, sqlTx, out.ExternalID, string(checkoutsession.StatusCancelled))
+		return s.publishSessionStatus(ctx, sqlTx, out.ExternalID, string(checkoutsession.StatusCancelled))
 	})
 	if err != nil {
 		return nil, err
@@ -466,7 +466,7 @@ func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error)
 			Save(ctx); err != nil {
 			return err
 		}
-		if err := s.PublishSessionStatus(ctx, sqlTx, sess.ExternalID, string(checkoutsession.StatusExpired)); err != nil {
+		if err := s.publishSessionStatus(ctx, sqlTx, sess.ExternalID, string(checkoutsession.StatusExpired)); err != nil {
 			return err
 		}
 		base := EventData{SessionExternalID: sess.ExternalID, Chain: sess.Chain, Token: sess.Token, Metadata: sess.Metadata}

@@ -19,11 +19,11 @@ import (
 // the session's external id; the message is the new status.
 const sessionStatusTopic statusbus.Topic = "session_status"
 
-// PublishSessionStatus announces a session's new status from inside the
+// publishSessionStatus announces a session's new status from inside the
 // transaction that changes it (sqlTx: WithTx's): subscribers on every
 // process receive it after the commit, never after a rollback. Call it in
 // every transaction that sets a session's status.
-func (s *Service) PublishSessionStatus(ctx context.Context, sqlTx *sql.Tx, externalID, status string) error {
+func (s *Service) publishSessionStatus(ctx context.Context, sqlTx *sql.Tx, externalID, status string) error {
 	if err := s.bus.Publish(ctx, sqlTx, sessionStatusTopic, externalID, status); err != nil {
 		return fmt.Errorf("publishing session status: %w", err)
 	}

@@ -199,7 +199,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 				}
 				continue
 			}
-			ledger, err := s.AgentLedger(c)
+			ledger, err := s.agentLedger(c)
 			if err != nil {
 				if chain != "" {
 					return err
@@ -381,7 +381,7 @@ func (s *Service) senderKey(ctx context.Context, t *ent.Transfer) ([]byte, error
 // startTransfer broadcasts both legs of a freshly recorded transfer, records
 // their hashes, and waits (at most wait) for both to be included.
 func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.Duration) (*ent.Transfer, error) {
-	ledger, err := s.AgentLedger(chains.Name(t.Chain))
+	ledger, err := s.agentLedger(chains.Name(t.Chain))
 	if err != nil {
 		return nil, err
 	}

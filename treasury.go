@@ -138,7 +138,7 @@ func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
 	for i, chain := range treasuryChains {
 		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable}
 		info.Wallets[i] = w
-		ledger, err := s.AgentLedger(chain)
+		ledger, err := s.agentLedger(chain)
 		if err != nil || w.Address == "" {
 			continue
 		}

@@ -55,9 +55,9 @@ func (s *Service) webhookRetryDelays() []time.Duration {
 	return DefaultWebhookRetryDelays()
 }
 
-// WebhookTries is how many times a delivery is tried before it is failed:
+// webhookTries is how many times a delivery is tried before it is failed:
 // the first try plus one per retry delay.
-func (s *Service) WebhookTries() int { return len(s.webhookRetryDelays()) + 1 }
+func (s *Service) webhookTries() int { return len(s.webhookRetryDelays()) + 1 }
 
 // DeliverWebhookArgs is the River job that sends one delivery.
 type DeliverWebhookArgs struct {
@@ -87,7 +87,7 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if err != nil {
 		return nil, err
 	}
-	opts := &river.InsertOpts{MaxAttempts: s.WebhookTries() + webhookJobSpareAttempts}
+	opts := &river.InsertOpts{MaxAttempts: s.webhookTries() + webhookJobSpareAttempts}
 	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, DeliverWebhookArgs{DeliveryID: d.ID}, opts); err != nil {
 		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
 	}

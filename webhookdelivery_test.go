@@ -329,7 +329,7 @@ func TestDeliverWebhookRetrySchedule(t *testing.T) {
 	ctx := context.Background()
 	delays := []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
 	svc := newWebhookTestService(t) // the default schedule
-	require.Equal(t, 6, svc.WebhookTries())
+	require.Equal(t, 6, svc.webhookTries())
 	rcv := newWebhookReceiver(t, http.StatusInternalServerError)
 	m, _ := createWebhookMerchant(t, svc, rcv.URL)
 	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
