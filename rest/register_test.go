@@ -237,10 +237,8 @@ func TestVerifyWalletEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.Status)
 	require.Contains(t, resp.Map(t)["detail"], "already used")
 
-	// The profile shows the new primary wallet (once profiles are served).
+	// The profile shows the new primary wallet.
 	prof := api.do(http.MethodGet, "/agents/me/profile", nil, agentKey(aliceKey))
-	if prof.Status != http.StatusNotImplemented {
-		require.Equal(t, http.StatusOK, prof.Status)
-		require.Contains(t, string(prof.Body), ext.addr)
-	}
+	require.Equal(t, http.StatusOK, prof.Status)
+	require.Equal(t, ext.addr, prof.Map(t)["wallet_address"])
 }
