@@ -37,7 +37,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck $$($(GO) list ./... | grep -v '^agentpay/ent')
 
-## bench: the benchmarks whose figures the issues ask for (set TEST_DATABASE_URL for the PostgreSQL figures)
+## bench: the service's measured figures, each against its baseline (docs/testing.md; set TEST_DATABASE_URL for the PostgreSQL figures)
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./chains/evm/
 	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/

@@ -68,7 +68,7 @@ type depositTx struct {
 	addrs map[string]string
 }
 
-// applyDepositEvent records one watcher event (see the comment above).
+// apply records one watcher event, as the note at the top of this file says.
 func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 	stored, ok := d.addrs[d.s.wallets(d.chain).NormalizeAddress(ev.Deposit.To)]
 	if !ok {

@@ -359,11 +359,12 @@ func TestIPScope(t *testing.T) {
 	}
 }
 
-// AuthenticateAndAllow reads the key on every request even when the
-// agent's lease (PostgreSQL) serves it: a key regenerated on another
-// instance is refused at once by the instance holding the agent's lease,
-// the new key goes on with the same lease, and a tier changed elsewhere
-// applies to the next request.
+// AuthenticateAndAllow follows the agent's key and tier while the agent's
+// lease (PostgreSQL) serves its requests: a key regenerated on another
+// instance is refused by the instance holding the lease once the
+// regeneration has answered (it waits out the authentication cache), the
+// new key goes on with the same lease, and a tier changed through the same
+// DB applies to the next request (the change drops the cached agent).
 func TestAuthenticateAndAllowFollowsKeysAndTiers(t *testing.T) {
 	t.Parallel()
 	if !freshdb.IsPostgres() {

@@ -12,7 +12,7 @@ import (
 	"agentpay/ent"
 )
 
-// The merchant's webhook log (issue 4 item 6): its events in the key's
+// The merchant's webhook log: its events in the key's
 // mode, newest first, each with its deliveries; one event with its payload
 // and every attempt; and redelivery (a new delivery series, 201).
 

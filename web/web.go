@@ -5,8 +5,9 @@
 //
 // The handlers read the service layer only (Service.CheckoutPage). The
 // page's script talks to the checkout page API on the same origin:
-// POST /checkout/pay/{id}/select when the customer picks a chain and
-// GET /checkout/pay/{id}/status every 3 seconds.
+// POST /checkout/pay/{id}/select when the customer picks a chain; the
+// sessionStatus subscription (GraphQL over a websocket) for live status,
+// and GET /checkout/pay/{id}/status every 3 seconds while it is down.
 package web
 
 import (

@@ -19,12 +19,13 @@ import (
 //
 // A worker process killed in the middle of a job (SIGKILL, OOM, a lost
 // machine) leaves the job's row `running`. River's own rescuer only moves a
-// job on after RescueStuckJobsAfter (an hour by default), since it cannot
-// tell a dead process from a slow job. Until then a killed webhook delivery
-// waits, and a killed chain scan blocks every later scan of that chain (scans
-// are unique while running): deposits would go unseen for an hour. A killed
-// leader also leaves River's leadership row, so periodic jobs (the scans)
-// are not scheduled until its lease runs out.
+// job on after RescueStuckJobsAfter (River's default is an hour; New sets
+// jobTimeout + 30 s), since it cannot tell a dead process from a slow job.
+// Until then a killed webhook delivery waits, and a killed chain scan blocks
+// every later scan of that chain (scans are unique while running), so no
+// deposit on it is seen. A killed leader also leaves River's leadership
+// row, so periodic jobs (the scans) are not scheduled until its lease runs
+// out.
 //
 // So each worker process holds a PostgreSQL session-level advisory lock named
 // by its River client id, on a connection of its own, for as long as it

@@ -269,7 +269,8 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),
 		// Test money settles fiat through the sandbox; no live PIX provider
-		// is integrated yet, so live fiat_pix settlements wait (README).
+		// is integrated yet, so live fiat_pix settlements wait
+		// (docs/checkout.md, Settlement).
 		Payouts: map[agentpay.Mode]agentpay.PayoutProvider{
 			agentpay.ModeTest: agentpay.NewSandboxPixProvider(agentpay.DefaultSandboxPixRate),
 		},

@@ -40,7 +40,8 @@ type config struct {
 	// Chains holds what is configured for each mode and chain; a chain
 	// without an RPC URL in a mode is absent.
 	Chains map[agentpay.Mode]map[chains.Name]chainConfig
-	// DevChains overrides token and confirmations of the devnets in `dev`.
+	// DevConfirmations are the confirmations each devnet asks for in `dev`:
+	// CHAIN_<NAME>_TEST_CONFIRMATIONS when set, else defaultDevConfirmations.
 	DevConfirmations map[chains.Name]uint64
 }
 

@@ -1,8 +1,9 @@
 package main
 
-// Tests of `serve` and `worker` as separate OS processes on PostgreSQL
-// (issue 4, "What must be true": subscriptions across processes, and killing
-// the worker in the middle of a payment). The harness is in process_test.go.
+// Tests of `serve` and `worker` as separate OS processes on PostgreSQL: a
+// subscriber on `serve` sees what the worker process commits, and a worker
+// killed in the middle of a payment loses nothing and sends nothing twice.
+// The harness is in process_test.go.
 
 import (
 	"encoding/json"

@@ -5,7 +5,7 @@ package main
 // of the real binary on one PostgreSQL database, with local chains (devnets)
 // running in the test process and reached over their JSON-RPC, as a public
 // network would be. Everything a process needs comes through the documented
-// environment (README, Configuration).
+// environment (docs/operations.md, Configuration).
 
 import (
 	"bytes"
@@ -301,10 +301,8 @@ func (e *procEnv) Worker(name string) *proc {
 	return e.start(name, "worker")
 }
 
-// WaitFirstScan waits until a worker has scanned base in test mode once: its
-// cursor is saved. A chain's very first scan starts at the chain's head, so
-// a payment mined before it would not be seen (see the README's known
-// gaps); the tests pay only after it.
+// WaitFirstScan waits until a worker has scanned base in test mode once (its
+// cursor is saved), so the worker is up and scanning before a test goes on.
 func (e *procEnv) WaitFirstScan() {
 	e.t.Helper()
 	db, err := sql.Open("postgres", e.dbURL)
