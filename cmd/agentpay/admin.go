@@ -24,9 +24,10 @@ commands:
 
 var errAdminUsage = errors.New("admin: bad usage")
 
-// runAdmin runs an operator command against the configured database. The
-// change is in the database, which every API instance reads on every
-// request, so it holds everywhere at once.
+// runAdmin runs an operator command against the configured database. A
+// deactivation returns once AUTH_CACHE_TTL has passed, when no API instance
+// still trusts what it read of the merchant before: it then holds
+// everywhere.
 func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, adminUsage)
@@ -66,7 +67,8 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		return err
 	}
 	defer p.db.Close()
-	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families})
+	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
+		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL)})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"agentpay/internal/vault"
 
@@ -42,11 +43,17 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	require.NoError(t, err)
 	id := reg.Merchant.ID.String()
 
+	// The command answers once the API instances' AUTH_CACHE_TTL has
+	// passed, so none of them still accepts the keys by then.
+	env["AUTH_CACHE_TTL"] = "1500ms"
 	out.Reset()
+	start := time.Now()
 	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out))
+	require.GreaterOrEqual(t, time.Since(start), 1500*time.Millisecond, "waits the configured TTL, not the default")
 	require.Contains(t, out.String(), "merchant "+id+" (Acme) deactivated at ")
 	_, err = svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
 	require.ErrorIs(t, err, agentpay.ErrForbidden)
+	env["AUTH_CACHE_TTL"] = "0" // off: nothing to wait for below
 
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out))
