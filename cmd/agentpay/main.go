@@ -1,6 +1,7 @@
 // Command agentpay runs the service: `dev` (everything on one machine),
-// `serve` (the HTTP API), `worker` (chain scanning and deliveries) and
-// `migrate`. Configuration comes from the environment, read only here.
+// `serve` (the HTTP API), `worker` (chain scanning and deliveries),
+// `migrate` and `admin` (merchant deactivation). Configuration comes from
+// the environment, read only here.
 package main
 
 import (
@@ -21,6 +22,7 @@ commands:
   serve     the HTTP API (REST, GraphQL, pages)
   worker    chain scanning, confirmations, settlement, webhooks
   migrate   apply the database migrations
+  admin     operator commands (agentpay admin lists them)
 `
 
 func main() {
