@@ -141,7 +141,7 @@ func (s *Service) checkPublicKey(ctx context.Context, publicKey string, merchant
 // accepted_tokens, by default USDC on every chain) on the chains configured
 // for mode, in the API's chain order.
 func (s *Service) PaymentOptions(m *ent.Merchant, mode Mode) []PaymentOption {
-	nets := s.Networks(mode)
+	nets := s.networks(mode)
 	var out []PaymentOption
 	for _, c := range chains.All {
 		n, ok := nets[c]
@@ -244,7 +244,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	if !merchantAccepts(m, name, token) {
 		return nil, Invalid("chain", "%s %s is not accepted by this merchant", name, token)
 	}
-	if _, err := s.Ledger(mode, name); err != nil {
+	if _, err := s.ledger(mode, name); err != nil {
 		return nil, err
 	}
 	// Fail fast outside the transaction; the same checks run again under
@@ -333,7 +333,7 @@ func checkSelectToken(token string) error {
 // depositInstructions builds the answer for a session's deposit address.
 func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant, da *ent.DepositAddress) (*DepositInstructions, error) {
 	chain := chains.Name(da.Chain)
-	ledger, err := s.Ledger(sessionMode(sess), chain)
+	ledger, err := s.ledger(sessionMode(sess), chain)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +455,7 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 		st.Confirmations = acc.minConf
 	}
 	if st.Chain != "" {
-		if n, ok := s.Networks(sessionModeOf(acc.livemode))[chains.Name(st.Chain)]; ok {
+		if n, ok := s.networks(sessionModeOf(acc.livemode))[chains.Name(st.Chain)]; ok {
 			if n.Confirmations > 0 {
 				req := n.Confirmations
 				st.Required = &req

@@ -29,7 +29,7 @@ type ScanResult struct {
 // rather than skipping them, and the watcher reports each change once per
 // state, so nothing is lost or counted twice.
 func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name) (ScanResult, error) {
-	network, ok := s.Networks(mode)[chain]
+	network, ok := s.networks(mode)[chain]
 	if !ok || network.NewWatcher == nil {
 		return ScanResult{}, Invalid("chain", "%s is not available in %s mode", chain, mode)
 	}
@@ -140,7 +140,7 @@ func (s *Service) ensureCursor(ctx context.Context, mode Mode, chain chains.Name
 	if err != nil || exists {
 		return err
 	}
-	network := s.Networks(mode)[chain]
+	network := s.networks(mode)[chain]
 	if network.Ledger == nil {
 		return nil // the watcher starts at its own idea of the head
 	}

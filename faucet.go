@@ -61,7 +61,7 @@ func (s *Service) DevFaucet(ctx context.Context, req FaucetRequest) (FaucetResul
 	if err != nil {
 		return FaucetResult{}, Invalid("chain", "%s", err)
 	}
-	ledger, err := s.Ledger(ModeTest, chain)
+	ledger, err := s.ledger(ModeTest, chain)
 	if err != nil {
 		return FaucetResult{}, err
 	}

@@ -12,9 +12,9 @@ import (
 	"agentpay/ent/transfer"
 )
 
-// ReconcileOptions tunes ReconcileTransfers; the zero value means the
+// reconcileOptions tunes ReconcileTransfers; the zero value means the
 // defaults.
-type ReconcileOptions struct {
+type reconcileOptions struct {
 	// MinAge: only transfers not updated for this long are looked at, so a
 	// send still being broadcast by its request is left alone. Default 15s;
 	// negative means 0.
@@ -39,7 +39,7 @@ const (
 	defaultReconcileLimit    = 100
 )
 
-func (o ReconcileOptions) withDefaults() ReconcileOptions {
+func (o reconcileOptions) withDefaults() reconcileOptions {
 	switch {
 	case o.MinAge == 0:
 		o.MinAge = defaultReconcileMinAge
@@ -68,10 +68,10 @@ type ReconcileStats struct {
 // between recording a transfer and broadcasting it, or between broadcasting
 // and recording the hash. The worker runs it periodically.
 func (s *Service) ReconcileTransfers(ctx context.Context) (ReconcileStats, error) {
-	return s.ReconcileTransfersWith(ctx, ReconcileOptions{})
+	return s.reconcileTransfersWith(ctx, reconcileOptions{})
 }
 
-// ReconcileTransfersWith is ReconcileTransfers with explicit options.
+// reconcileTransfersWith is ReconcileTransfers with explicit options.
 //
 // For each leg of each transfer (to the recipient, fee to the treasury):
 //   - no hash recorded: FindTransfer(ref) asks the chain whether it was
@@ -88,7 +88,7 @@ func (s *Service) ReconcileTransfers(ctx context.Context) (ReconcileStats, error
 //
 // Once both legs are included the transfer completes (counters, trust).
 // Errors of one transfer are logged and do not stop the others.
-func (s *Service) ReconcileTransfersWith(ctx context.Context, opts ReconcileOptions) (ReconcileStats, error) {
+func (s *Service) reconcileTransfersWith(ctx context.Context, opts reconcileOptions) (ReconcileStats, error) {
 	opts = opts.withDefaults()
 	var st ReconcileStats
 	list, err := s.cfg.DB.Ent.Transfer.Query().
@@ -130,7 +130,7 @@ func (s *Service) ReconcileTransfersWith(ctx context.Context, opts ReconcileOpti
 	return st, nil
 }
 
-func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts ReconcileOptions) (*ent.Transfer, error) {
+func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts reconcileOptions) (*ent.Transfer, error) {
 	chain := chains.Name(t.Chain)
 	ledger, err := s.agentLedger(chain)
 	if err != nil {

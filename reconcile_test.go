@@ -47,12 +47,12 @@ func (e *sendEnv) broadcastLegs(t *testing.T, tr *ent.Transfer) {
 }
 
 // reconcileUntilDone runs the reconciler until the transfer leaves flight.
-func (e *sendEnv) reconcileUntilDone(t *testing.T, tr *ent.Transfer, opts ReconcileOptions) *ent.Transfer {
+func (e *sendEnv) reconcileUntilDone(t *testing.T, tr *ent.Transfer, opts reconcileOptions) *ent.Transfer {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := e.svc.ReconcileTransfersWith(ctx, opts)
+		_, err := e.svc.reconcileTransfersWith(ctx, opts)
 		require.NoError(t, err)
 		got, err := e.db.Ent.Transfer.Get(ctx, tr.ID)
 		require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestReconcileResumesCrashedSends(t *testing.T) {
 					e.broadcastLegs(t, tr)
 				}
 
-				done := e.reconcileUntilDone(t, tr, ReconcileOptions{MinAge: -1})
+				done := e.reconcileUntilDone(t, tr, reconcileOptions{MinAge: -1})
 				require.Equal(t, transfer.StatusCompleted, done.Status, done.Error)
 				require.NotEmpty(t, done.TxHash)
 				require.NotEmpty(t, done.FeeTxHash)
@@ -103,7 +103,7 @@ func TestReconcileResumesCrashedSends(t *testing.T) {
 				require.EqualValues(t, 9_990_000, e.agent(t, bob).VolumeReceived)
 
 				// Running again changes nothing.
-				st, err := e.svc.ReconcileTransfersWith(ctx, ReconcileOptions{MinAge: -1})
+				st, err := e.svc.reconcileTransfersWith(ctx, reconcileOptions{MinAge: -1})
 				require.NoError(t, err)
 				require.Zero(t, st.Checked)
 				time.Sleep(200 * time.Millisecond)
@@ -124,7 +124,7 @@ func TestReconcileSolanaWaitsForBlockhashExpiry(t *testing.T) {
 	tr := e.recordInFlight(t, alice, bob, chains.Solana, 1_000_000, 0)
 
 	for i := 0; i < 3; i++ {
-		st, err := e.svc.ReconcileTransfersWith(ctx, ReconcileOptions{MinAge: -1})
+		st, err := e.svc.reconcileTransfersWith(ctx, reconcileOptions{MinAge: -1})
 		require.NoError(t, err)
 		require.Equal(t, 1, st.Waiting)
 	}
@@ -135,7 +135,7 @@ func TestReconcileSolanaWaitsForBlockhashExpiry(t *testing.T) {
 	requireDecimal(t, "0", e.onChain(t, chains.Solana, e.wallet(t, bob, chains.Solana)))
 
 	// Once the window has passed (here: set to nothing) it is sent.
-	done := e.reconcileUntilDone(t, tr, ReconcileOptions{MinAge: -1, SolanaResendAfter: -1})
+	done := e.reconcileUntilDone(t, tr, reconcileOptions{MinAge: -1, SolanaResendAfter: -1})
 	require.Equal(t, transfer.StatusCompleted, done.Status)
 	requireDecimal(t, "0.999", e.onChain(t, chains.Solana, e.wallet(t, bob, chains.Solana)))
 }
@@ -160,7 +160,7 @@ func TestSendAnsweredPendingThenReconciled(t *testing.T) {
 			_, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: string(c)})
 			require.ErrorIs(t, err, ErrInsufficientFunds)
 
-			done := e.reconcileUntilDone(t, res.Transfer, ReconcileOptions{MinAge: -1})
+			done := e.reconcileUntilDone(t, res.Transfer, reconcileOptions{MinAge: -1})
 			require.Equal(t, transfer.StatusCompleted, done.Status)
 			require.Equal(t, res.TxHash, done.TxHash)
 			requireDecimal(t, "49.95", e.onChain(t, c, e.wallet(t, bob, c)))
@@ -186,10 +186,10 @@ func TestReconcileRetriesAFeeLegRefusedAfterThePayment(t *testing.T) {
 			tr := e.recordInFlight(t, alice, bob, c, 10_000_000, 5*time.Minute)
 
 			// The payment goes out; the fee is refused for lack of USDC.
-			opts := ReconcileOptions{MinAge: -1, SolanaResendAfter: -1}
+			opts := reconcileOptions{MinAge: -1, SolanaResendAfter: -1}
 			var got *ent.Transfer
 			for deadline := time.Now().Add(30 * time.Second); ; {
-				_, err := e.svc.ReconcileTransfersWith(ctx, opts)
+				_, err := e.svc.reconcileTransfersWith(ctx, opts)
 				require.NoError(t, err)
 				got, err = e.db.Ent.Transfer.Get(ctx, tr.ID)
 				require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestReconcileRetriesAFeeLegRefusedAfterThePayment(t *testing.T) {
 			require.Empty(t, got.FeeTxHash)
 			// Runs meanwhile keep it in flight, never fail it.
 			for range 3 {
-				_, err := e.svc.ReconcileTransfersWith(ctx, opts)
+				_, err := e.svc.reconcileTransfersWith(ctx, opts)
 				require.NoError(t, err)
 			}
 			got, err := e.db.Ent.Transfer.Get(ctx, tr.ID)
@@ -224,7 +224,7 @@ func TestReconcileRetriesAFeeLegRefusedAfterThePayment(t *testing.T) {
 func (e *sendEnv) requireFeeCollected(t *testing.T, c chains.Name, alice, bob *ent.Agent, tr *ent.Transfer, treasuryBefore decimal.Decimal) {
 	t.Helper()
 	e.fund(t, alice, c, "0.01")
-	done := e.reconcileUntilDone(t, tr, ReconcileOptions{MinAge: -1, SolanaResendAfter: -1})
+	done := e.reconcileUntilDone(t, tr, reconcileOptions{MinAge: -1, SolanaResendAfter: -1})
 	require.Equal(t, transfer.StatusCompleted, done.Status, done.Error)
 	require.Empty(t, done.Error)
 	requireDecimal(t, "0", e.onChain(t, c, e.wallet(t, alice, c)), "sender")

@@ -154,23 +154,23 @@ func (s *Service) wallets(chain chains.Name) chains.Wallets {
 	return s.cfg.Families[chain.Family()]
 }
 
-// Networks returns the ledgers of a mode.
-func (s *Service) Networks(mode Mode) chains.Networks {
+// networks returns the ledgers of a mode.
+func (s *Service) networks(mode Mode) chains.Networks {
 	if mode == ModeLive {
 		return s.cfg.Live
 	}
 	return s.cfg.Test
 }
 
-// Ledger returns the ledger of a chain in a mode, or a validation error
+// ledger returns the ledger of a chain in a mode, or a validation error
 // naming the chain when it is not configured, so a missing RPC is refused up
 // front rather than failing later.
-func (s *Service) Ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
+func (s *Service) ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
 	if !chain.Valid() {
 		_, err := chains.ParseName(string(chain))
 		return nil, Invalid("chain", "%s", err)
 	}
-	n, ok := s.Networks(mode)[chain]
+	n, ok := s.networks(mode)[chain]
 	if !ok {
 		return nil, Invalid("chain", "%s is not available in %s mode", chain, mode)
 	}
@@ -179,7 +179,7 @@ func (s *Service) Ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
 
 // agentLedger returns the ledger agents' wallets use on a chain.
 func (s *Service) agentLedger(chain chains.Name) (chains.Ledger, error) {
-	return s.Ledger(s.cfg.AgentMode, chain)
+	return s.ledger(s.cfg.AgentMode, chain)
 }
 
 // ChainStatus is a configured chain as seen right now.
@@ -201,7 +201,7 @@ func (s *Service) ChainStatuses(ctx context.Context) []ChainStatus {
 	}
 	var probes []probe
 	for _, mode := range []Mode{ModeLive, ModeTest} {
-		for _, n := range s.Networks(mode) {
+		for _, n := range s.networks(mode) {
 			probes = append(probes, probe{mode, n.Ledger})
 		}
 	}
@@ -258,7 +258,7 @@ func (s *Service) Ready(ctx context.Context) error {
 
 // ChainStatus reports one configured chain.
 func (s *Service) ChainStatus(ctx context.Context, mode Mode, chain chains.Name) (ChainStatus, error) {
-	l, err := s.Ledger(mode, chain)
+	l, err := s.ledger(mode, chain)
 	if err != nil {
 		return ChainStatus{}, err
 	}
@@ -328,7 +328,7 @@ func (s *Service) ScannedChains() []ScannedChain {
 	var out []ScannedChain
 	for _, mode := range []Mode{ModeLive, ModeTest} {
 		for _, name := range chains.All {
-			if n, ok := s.Networks(mode)[name]; ok && n.NewWatcher != nil {
+			if n, ok := s.networks(mode)[name]; ok && n.NewWatcher != nil {
 				out = append(out, ScannedChain{Mode: mode, Chain: name})
 			}
 		}

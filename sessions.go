@@ -445,7 +445,7 @@ func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error)
 		}
 		decimals := int32(USDCDecimals)
 		if sess.Chain != "" {
-			if l, err := s.Ledger(sessionMode(sess), chains.Name(sess.Chain)); err == nil {
+			if l, err := s.ledger(sessionMode(sess), chains.Name(sess.Chain)); err == nil {
 				decimals = l.Decimals()
 			}
 		}

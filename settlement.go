@@ -84,7 +84,7 @@ type SettlementOptions struct {
 	// Wait bounds how long one run waits for a leg's inclusion before
 	// answering "not yet" (default 30s).
 	Wait time.Duration
-	// SolanaResendAfter as in ReconcileOptions (default 3 minutes).
+	// SolanaResendAfter as in reconcileOptions (default 3 minutes).
 	SolanaResendAfter time.Duration
 }
 
@@ -160,11 +160,11 @@ func (s *Service) PendingSettlements(ctx context.Context, minAge time.Duration, 
 
 // SettlePayment advances one payment's settlement as far as it can.
 func (s *Service) SettlePayment(ctx context.Context, id uuid.UUID) (SettleResult, error) {
-	return s.SettlePaymentWith(ctx, id, s.cfg.Settlement)
+	return s.settlePaymentWith(ctx, id, s.cfg.Settlement)
 }
 
-// SettlePaymentWith is SettlePayment with explicit options.
-func (s *Service) SettlePaymentWith(ctx context.Context, id uuid.UUID, opts SettlementOptions) (SettleResult, error) {
+// settlePaymentWith is SettlePayment with explicit options.
+func (s *Service) settlePaymentWith(ctx context.Context, id uuid.UUID, opts SettlementOptions) (SettleResult, error) {
 	opts = opts.withDefaults()
 	p, err := s.cfg.DB.Ent.Payment.Query().
 		Where(payment.ID(id)).
@@ -214,7 +214,7 @@ type settlement struct {
 func (st *settlement) run(ctx context.Context) (string, error) {
 	mode := sessionMode(st.sess)
 	paidChain := chains.Name(st.p.Chain)
-	ledger, err := st.s.Ledger(mode, paidChain)
+	ledger, err := st.s.ledger(mode, paidChain)
 	if err != nil {
 		return "", fmt.Errorf("settlement: %w", err)
 	}
@@ -281,7 +281,7 @@ func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain cha
 			return payoutOutcome{}, fmt.Sprintf("settlement_address %s is not an address on %s", address, chain), nil
 		}
 	}
-	ledger, err := st.s.Ledger(mode, chain)
+	ledger, err := st.s.ledger(mode, chain)
 	if err != nil {
 		return payoutOutcome{}, "", fmt.Errorf("settlement payout: %w", err)
 	}
@@ -317,7 +317,7 @@ func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain cha
 // settlement_chain, or against either family when it has none) can receive
 // on chain.
 func (st *settlement) addressFits(chain chains.Name, address string) bool {
-	l, err := st.s.Ledger(sessionMode(st.sess), chain)
+	l, err := st.s.ledger(sessionMode(st.sess), chain)
 	if err != nil {
 		return true // the ledger lookup reports the missing chain
 	}
@@ -337,7 +337,7 @@ func (st *settlement) netUnits(decimals int32) (*big.Int, error) {
 }
 
 func (st *settlement) paidDecimals() (int32, error) {
-	l, err := st.s.Ledger(sessionMode(st.sess), chains.Name(st.p.Chain))
+	l, err := st.s.ledger(sessionMode(st.sess), chains.Name(st.p.Chain))
 	if err != nil {
 		return 0, err
 	}

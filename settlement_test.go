@@ -45,7 +45,7 @@ func newSettlementFixture(t *testing.T, configure func(*ent.MerchantUpdateOne)) 
 		configure(upd)
 	}
 	f.merchant = upd.SaveX(ctx)
-	f.ledger, err = f.svc.Ledger(ModeTest, chains.Base)
+	f.ledger, err = f.svc.ledger(ModeTest, chains.Base)
 	require.NoError(t, err)
 
 	f.sess, f.deposit = f.open(t, "7.25")
@@ -107,7 +107,7 @@ func (f *settlementFixture) settlementEvents(t *testing.T) []recordedEvent {
 
 func (f *settlementFixture) settle(t *testing.T) SettleResult {
 	t.Helper()
-	res, err := f.svc.SettlePaymentWith(context.Background(), f.payment.ID, SettlementOptions{Wait: 10 * time.Second})
+	res, err := f.svc.settlePaymentWith(context.Background(), f.payment.ID, SettlementOptions{Wait: 10 * time.Second})
 	require.NoError(t, err)
 	return res
 }
