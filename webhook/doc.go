@@ -6,22 +6,36 @@
 // Every delivery is a POST of the event's JSON, signed twice over the exact
 // bytes of the body:
 //
-//   - X-Checkout-Signature: hex(HMAC-SHA256(key = the whole webhook secret
-//     as shown to the merchant, "whsec_" included, body)); see Sign and
-//     Verify.
 //   - Standard Webhooks (https://www.standardwebhooks.com): webhook-id (the
 //     event id, the same on every attempt and redelivery), webhook-timestamp
 //     (Unix seconds of the attempt) and webhook-signature
 //     "v1,<base64(HMAC-SHA256(key, "<id>.<timestamp>.<body>"))>"; see
-//     SignStandard and VerifyStandard, which also refuses a timestamp too far
-//     from now, so a captured request cannot be replayed.
+//     SignStandard and VerifyStandard. This is the one to verify: the
+//     timestamp is signed, and VerifyStandard (like every Standard Webhooks
+//     library) refuses one further than its tolerance from now (5 minutes
+//     by default), so a captured request cannot be replayed later.
+//   - X-Checkout-Signature (spec 6.1): hex(HMAC-SHA256(key = the whole
+//     webhook secret as shown to the merchant, "whsec_" included, body));
+//     see Sign and Verify. It signs the body only, with no timestamp, so it
+//     does not protect against a replay: a receiver relying on it alone must
+//     dedupe on the event id and can still be sent an old event again.
 //
-// The Standard Webhooks key: that standard's secrets are "whsec_" followed by
-// base64 and the key is the decoded bytes. Ours are "whsec_" followed by 43
-// base62 characters, which is not valid base64, so the key is the raw ASCII
-// bytes after the prefix. A receiver using a Standard Webhooks library passes
-// it "whsec_" + base64(the characters after our prefix), and the library then
-// derives the same key.
+// Secrets: "whsec_" followed by the base64 of 32 random bytes (NewSecret),
+// the Standard Webhooks form: the key is the decoded bytes, so the secret
+// is given to a Standard Webhooks library exactly as issued. Secrets issued
+// before that form are "whsec_" followed by 43 base62 characters, which is
+// never valid base64; their key is those characters as they are, and
+// SignStandard and VerifyStandard take either form (standardKey). A
+// Standard Webhooks library needs such an older secret re-encoded,
+// "whsec_" + base64(the 43 characters); rolling the secret issues one in the
+// standard form.
+//
+// Rotation: while a rolled secret's overlap lasts, webhook-signature lists a
+// signature under the new secret and one under the previous, separated by a
+// space (SetSignatureHeaders); a receiver holding either secret verifies,
+// because a Standard Webhooks verifier accepts a request when any listed
+// signature matches. X-Checkout-Signature is one digest, under the new
+// secret only.
 //
 // The sender's side: NewClient builds the HTTP client deliveries go
 // through. With PublicOnly it refuses, when connecting, any address that is

@@ -13,10 +13,12 @@ import (
 )
 
 // A receiver verifies a delivery against the exact bytes of the body
-// before decoding it. Either signature will do; the Standard Webhooks one
-// also refuses an old request replayed.
+// before decoding it. The Standard Webhooks signature is the one that
+// matters: it signs the timestamp, so an old request replayed is refused.
+// X-Checkout-Signature (spec 6.1) signs the body alone; checking it too
+// adds nothing against a replay.
 func Example_verify() {
-	const secret = "whsec_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg" // as registration showed it
+	const secret = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // as issued (registration or a roll)
 
 	receiver := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -24,11 +26,11 @@ func Example_verify() {
 			http.Error(w, "cannot read the body", http.StatusBadRequest)
 			return
 		}
-		if err := webhook.Verify(secret, body, r.Header.Get(webhook.HeaderCheckoutSignature)); err != nil {
+		if err := webhook.VerifyStandard(secret, r.Header, body, webhook.DefaultTolerance, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		if err := webhook.VerifyStandard(secret, r.Header, body, webhook.DefaultTolerance, time.Now()); err != nil {
+		if err := webhook.Verify(secret, body, r.Header.Get(webhook.HeaderCheckoutSignature)); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

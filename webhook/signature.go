@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -14,6 +15,9 @@ import (
 
 // SecretPrefix starts every webhook secret.
 const SecretPrefix = "whsec_"
+
+// SecretBytes is how many random bytes a webhook secret holds (256 bits).
+const SecretBytes = 32
 
 // Request headers of a delivery.
 const (
@@ -51,15 +55,40 @@ func Sign(secret string, body []byte) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// SignStandard is the webhook-signature header of one attempt: "v1," and
-// the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>", keyed with the
-// secret's characters after "whsec_" (see the package documentation).
+// NewSecret issues a webhook secret in the Standard Webhooks form:
+// "whsec_" followed by the base64 of SecretBytes random bytes, which is what
+// a Standard Webhooks library takes as it is.
+func NewSecret() (string, error) {
+	key := make([]byte, SecretBytes)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
+}
+
+// standardKey is the HMAC key of a secret's Standard Webhooks signature: the
+// bytes the base64 after "whsec_" decodes to. A secret of the earlier form
+// ("whsec_" and 43 base62 characters, issued before the standard form) is
+// never valid base64 (43 characters are not a whole number of base64
+// quadruples), so it cannot be mistaken for one; its key is those 43
+// characters as they are, which is what it has always been signed with.
+func standardKey(secret string) []byte {
+	s := strings.TrimPrefix(secret, SecretPrefix)
+	if key, err := base64.StdEncoding.Strict().DecodeString(s); err == nil && len(key) > 0 {
+		return key
+	}
+	return []byte(s)
+}
+
+// SignStandard is one v1 signature of the webhook-signature header: "v1,"
+// and the base64 HMAC-SHA256 of "<id>.<timestamp>.<body>", keyed with the
+// bytes the secret's base64 decodes to (see standardKey).
 func SignStandard(secret, id string, timestamp int64, body []byte) string {
 	return standardSignature(secret, id, strconv.FormatInt(timestamp, 10), body)
 }
 
 func standardSignature(secret, id, timestamp string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(strings.TrimPrefix(secret, SecretPrefix)))
+	mac := hmac.New(sha256.New, standardKey(secret))
 	mac.Write([]byte(id))
 	mac.Write([]byte{'.'})
 	mac.Write([]byte(timestamp))
@@ -70,13 +99,21 @@ func standardSignature(secret, id, timestamp string, body []byte) string {
 
 // SetSignatureHeaders sets the headers that sign one attempt to deliver
 // body: X-Checkout-Signature and the Standard Webhooks id, timestamp (at)
-// and signature.
-func SetSignatureHeaders(h http.Header, secret, id string, at time.Time, body []byte) {
+// and signature. previous are secrets being rotated out: while they last,
+// webhook-signature carries a signature under each of them too, after the
+// current secret's and separated by spaces (the Standard Webhooks form), so
+// a receiver still holding an older secret keeps verifying.
+// X-Checkout-Signature holds one digest only, under the current secret.
+func SetSignatureHeaders(h http.Header, secret, id string, at time.Time, body []byte, previous ...string) {
 	ts := at.Unix()
+	sigs := make([]string, 0, 1+len(previous))
+	for _, s := range append([]string{secret}, previous...) {
+		sigs = append(sigs, SignStandard(s, id, ts, body))
+	}
 	h.Set(HeaderCheckoutSignature, Sign(secret, body))
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, SignStandard(secret, id, ts, body))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 }
 
 // Verify checks an X-Checkout-Signature value against the body received,
@@ -95,11 +132,13 @@ func Verify(secret string, body []byte, signature string) error {
 
 // VerifyStandard checks the Standard Webhooks headers of a request against
 // the body received: webhook-signature must hold the v1 signature of
-// webhook-id, webhook-timestamp and body (it may list several, separated by
-// spaces; one matching is enough), compared in constant time, and
-// webhook-timestamp must be within tolerance of now either way, so a
-// captured request cannot be replayed later. A tolerance of 0 or less is
-// DefaultTolerance. A retry carries the same webhook-id: receivers dedupe on
+// webhook-id, webhook-timestamp and body under secret (it may list several,
+// separated by spaces, as it does while a secret is being rotated; one
+// matching is enough), compared in constant time, and webhook-timestamp must
+// be within tolerance of now either way, so a captured request cannot be
+// replayed later. A tolerance of 0 or less is DefaultTolerance. secret is
+// the webhook secret as issued, in either form (see the package
+// documentation). A retry carries the same webhook-id: receivers dedupe on
 // it.
 func VerifyStandard(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
 	id, timestamp, signatures := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
