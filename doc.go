@@ -36,11 +36,19 @@
 // said once (TransfersOf, SessionsOf, PaymentsOf, WebhookEventsOf), and
 // REST, GraphQL and the node lookup (queries.go) read through it.
 //
+// A test key reaches test-mode state only, since it is the key merchants
+// spread around (CI, laptops, staging): it changes test mode's webhook URL
+// and secret and its own key pair, never a live credential, the live
+// webhook endpoint, nor a field both modes share (settlement, what
+// customers see); it never sees the live webhook URL (UpdateMerchant,
+// RollMerchantKeys, webhookendpoints.go).
+//
 // # Webhooks (spec 6, design.md section 3)
 //
 // An event is recorded once, its payload with it (events.go); each
-// delivery series of it to the merchant's webhook URL is a River job (kind
-// deliver_webhook, queue "webhooks") that calls DeliverWebhook
+// delivery series of it to the merchant's webhook URL of the event's mode
+// (each mode has its own URL and secret, webhookendpoints.go) is a River
+// job (kind deliver_webhook, queue "webhooks") that calls DeliverWebhook
 // (webhookdelivery.go). The first try runs as soon as a worker picks the
 // job up; after a failed try the worker retries at WebhookRetryDelays
 // (default 30s, 2m, 10m, 30m, 2h, through the worker's NextRetry), so a

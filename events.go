@@ -186,9 +186,10 @@ const eventTimestamp = "2006-01-02T15:04:05.000Z07:00"
 // RecordEvent writes an event for a merchant inside the caller's transaction
 // (tx and sqlTx are the two faces of one transaction, see WithTx): the event
 // with its payload (the exact bytes every delivery sends and signs), a
-// pending delivery to the merchant's webhook_url as it is now, and the River
-// job that sends it. A merchant without a webhook URL gets the event
-// recorded (visible in the dashboard) and no delivery.
+// pending delivery to the merchant's webhook URL of the event's mode as it
+// is now, and the River job that sends it. A merchant without a webhook URL
+// in that mode gets the event recorded (visible in the dashboard) and no
+// delivery.
 func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev EventInput) (*ent.WebhookEvent, error) {
 	if tx == nil || sqlTx == nil {
 		return nil, errors.New("agentpay: RecordEvent needs the caller's transaction (WithTx)")
@@ -226,10 +227,11 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if err != nil {
 		return nil, err
 	}
-	if m.WebhookURL == "" {
+	url := WebhookURLOf(m, sessionModeOf(ev.Livemode))
+	if url == "" {
 		return e, nil
 	}
-	if _, err := s.newDelivery(ctx, tx, sqlTx, e.ID, m.WebhookURL); err != nil {
+	if _, err := s.newDelivery(ctx, tx, sqlTx, e.ID, url); err != nil {
 		return nil, err
 	}
 	return e, nil

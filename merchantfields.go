@@ -48,9 +48,33 @@ type merchantFields struct {
 	brandColor                                              string
 }
 
-func fieldsOf(m *ent.Merchant) merchantFields {
+// liveOnlyFields names the fields present in in that only a live key may
+// change: all but webhook_url, which each mode has its own of. The others
+// are shared by both modes, so changing them reaches live mode.
+func (in MerchantInput) liveOnlyFields() []string {
+	var out []string
+	for _, f := range []struct {
+		name    string
+		present bool
+	}{
+		{"name", in.Name != nil}, {"email", in.Email != nil}, {"website", in.Website != nil},
+		{"success_url", in.SuccessURL != nil}, {"cancel_url", in.CancelURL != nil},
+		{"settlement_type", in.SettlementType != nil}, {"settlement_address", in.SettlementAddress != nil},
+		{"settlement_chain", in.SettlementChain != nil}, {"accepted_tokens", in.AcceptedTokens != nil},
+		{"brand_color", in.BrandColor != nil},
+	} {
+		if f.present {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// fieldsOf is the merchant's editable state as a key of mode sees it: the
+// shared fields and that mode's webhook URL.
+func fieldsOf(m *ent.Merchant, mode Mode) merchantFields {
 	return merchantFields{
-		name: m.Name, email: m.Email, website: m.Website, webhookURL: m.WebhookURL,
+		name: m.Name, email: m.Email, website: m.Website, webhookURL: WebhookURLOf(m, mode),
 		successURL: m.SuccessURL, cancelURL: m.CancelURL,
 		settlementType: string(m.SettlementType), settlementAddress: m.SettlementAddress,
 		settlementChain: m.SettlementChain, acceptedTokens: m.AcceptedTokens, brandColor: m.BrandColor,

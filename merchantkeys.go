@@ -10,49 +10,28 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
 // MerchantKeys are the credentials of a merchant as issued: shown once,
-// never again (only public keys and secret key hashes are stored; the
-// webhook secret is sealed). WebhookSecret is empty when keys are rolled.
+// never again (only public keys and secret key hashes are stored; webhook
+// secrets are sealed). A roll fills in the rolled mode's pair only, and no
+// webhook secret.
 type MerchantKeys struct {
 	LivePublicKey, LiveSecretKey string
 	TestPublicKey, TestSecretKey string
-	WebhookSecret                string
+	// WebhookSecret signs live-mode deliveries, TestWebhookSecret test-mode
+	// ones.
+	WebhookSecret, TestWebhookSecret string
 }
 
 // MerchantKeysWarning tells the merchant the secrets are shown once, and
 // MerchantKeysRolledWarning, after a roll, what the roll changed.
 const (
-	MerchantKeysWarning       = "Store these keys now: secret keys and the webhook secret are shown only once and cannot be retrieved later. Keep secret keys on your server; public keys may be used in the browser."
-	MerchantKeysRolledWarning = MerchantKeysWarning + " The previous keys no longer work; the webhook secret is unchanged."
+	MerchantKeysWarning       = "Store these keys now: secret keys and the webhook secrets are shown only once and cannot be retrieved later. Keep secret keys on your server; public keys may be used in the browser."
+	MerchantKeysRolledWarning = "Store these keys now: the secret key is shown only once and cannot be retrieved later. The previous key pair of this mode no longer works; the other mode's keys and the webhook secrets are unchanged."
 )
-
-// newWebhookSecret issues the webhook signing secret of merchant id
-// (whsec_...) and seals it with the vault, the merchant's id as associated
-// data: every delivery signs with it, so it is kept, but a sealed secret
-// copied to another merchant's row does not open.
-func (s *Service) newWebhookSecret(id uuid.UUID) (plain string, sealed []byte, err error) {
-	plain, _, err = vault.NewSecret(vault.PrefixWebhookSecret)
-	if err != nil {
-		return "", nil, err
-	}
-	if sealed, err = s.cfg.Vault.Seal([]byte(plain), id[:]); err != nil {
-		return "", nil, fmt.Errorf("sealing webhook secret: %w", err)
-	}
-	return plain, sealed, nil
-}
-
-// openWebhookSecret opens the webhook secret newWebhookSecret sealed for
-// merchantID.
-func (s *Service) openWebhookSecret(merchantID uuid.UUID, sealed []byte) (string, error) {
-	b, err := s.cfg.Vault.Open(sealed, merchantID[:])
-	if err != nil {
-		return "", fmt.Errorf("agentpay: opening the webhook secret of merchant %s: %w", merchantID, err)
-	}
-	return string(b), nil
-}
 
 // newKeyPair issues a public/secret key pair of a mode.
 func newKeyPair(mode Mode) (public, secret string, secretHash []byte, err error) {
@@ -69,69 +48,79 @@ func newKeyPair(mode Mode) (public, secret string, secretHash []byte, err error)
 	return public, secret, secretHash, nil
 }
 
-// insertKeyPairs issues and stores a live and a test key pair for merchant
-// id inside tx, filling keys with the plain values.
-func insertKeyPairs(ctx context.Context, tx *ent.Tx, id uuid.UUID, keys *MerchantKeys) error {
-	for _, mode := range []Mode{ModeLive, ModeTest} {
-		pub, sec, hash, err := newKeyPair(mode)
-		if err != nil {
-			return err
-		}
-		if err := tx.MerchantKey.Create().
-			SetMerchantID(id).
-			SetKind(merchantkey.Kind(mode)).
-			SetPublicKey(pub).
-			SetSecretKeyHash(hash).
-			Exec(ctx); err != nil {
-			return fmt.Errorf("storing %s key pair: %w", mode, err)
-		}
-		if mode == ModeLive {
-			keys.LivePublicKey, keys.LiveSecretKey = pub, sec
-		} else {
-			keys.TestPublicKey, keys.TestSecretKey = pub, sec
-		}
+// insertKeyPair issues and stores a key pair of mode for merchant id inside
+// tx, filling keys with the plain values.
+func insertKeyPair(ctx context.Context, tx *ent.Tx, id uuid.UUID, mode Mode, keys *MerchantKeys) error {
+	pub, sec, hash, err := newKeyPair(mode)
+	if err != nil {
+		return err
+	}
+	if err := tx.MerchantKey.Create().
+		SetMerchantID(id).
+		SetKind(merchantkey.Kind(mode)).
+		SetPublicKey(pub).
+		SetSecretKeyHash(hash).
+		Exec(ctx); err != nil {
+		return fmt.Errorf("storing %s key pair: %w", mode, err)
+	}
+	if mode == ModeLive {
+		keys.LivePublicKey, keys.LiveSecretKey = pub, sec
+	} else {
+		keys.TestPublicKey, keys.TestSecretKey = pub, sec
 	}
 	return nil
 }
 
-// RollMerchantKeys replaces both key pairs of the merchant (live and test)
-// and returns the new ones, shown this once; the webhook secret is kept.
-// The old keys are revoked in the same transaction, and the answer waits
-// until no instance's authentication cache can still hold them, so by then
-// every instance refuses them. Only the key the caller authenticated with
-// can roll: of two concurrent rolls with one key, the second is
+var errTestKeyRollsLive = fmt.Errorf("%w: a test key rolls test keys only; rolling live keys needs a live secret key", ErrForbidden)
+
+// RollMerchantKeys replaces the key pair of one mode and returns the new
+// pair, shown this once: mode "" is the caller's key's own. A test key
+// rolls the test pair only (live mode is ErrForbidden: a test key never
+// reaches live credentials); a live key rolls either, so a merchant who
+// lost its test key can replace it. The other mode's pair and the webhook
+// secrets are kept. The old pair is revoked in the same transaction, and
+// the answer waits until no instance's authentication cache can still hold
+// it, so by then every instance refuses it. The caller's key must still be
+// current: of two concurrent rolls with one key, the second is
 // ErrUnauthorized.
-func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth) (*MerchantKeys, error) {
+func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth, mode Mode) (*MerchantKeys, error) {
 	if auth.keyMatch == nil {
 		return nil, ErrUnauthorized // not from AuthenticateMerchant
 	}
+	switch mode {
+	case "":
+		mode = auth.Mode
+	case ModeLive, ModeTest:
+	default:
+		return nil, Invalid("mode", "must be live or test")
+	}
+	if mode == ModeLive && auth.Mode != ModeLive {
+		return nil, errTestKeyRollsLive
+	}
 	keys := &MerchantKeys{}
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		now := s.now().UTC()
-		n, err := tx.MerchantKey.Update().
-			Where(merchantkey.MerchantID(auth.Merchant.ID), auth.keyMatch).
-			SetRevokedAt(now).
-			Save(ctx)
+		// The merchant's row lock serialises rolls (and deactivation).
+		m, err := store.ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID))).Only(ctx)
 		if err != nil {
-			return fmt.Errorf("revoking keys: %w", err)
+			return fmt.Errorf("reading merchant: %w", err)
 		}
-		if n == 0 {
+		if !m.Active {
+			return errMerchantDeactivated
+		}
+		current, err := tx.MerchantKey.Query().Where(merchantkey.MerchantID(m.ID), auth.keyMatch).Exist(ctx)
+		if err != nil {
+			return fmt.Errorf("reading keys: %w", err)
+		}
+		if !current {
 			return ErrUnauthorized
 		}
 		if _, err := tx.MerchantKey.Update().
-			Where(merchantkey.MerchantID(auth.Merchant.ID), merchantkey.RevokedAtIsNil()).
-			SetRevokedAt(now).
+			Where(merchantkey.MerchantID(m.ID), merchantkey.KindEQ(merchantkey.Kind(mode)), merchantkey.RevokedAtIsNil()).
+			SetRevokedAt(s.now().UTC()).
 			Save(ctx); err != nil {
 			return fmt.Errorf("revoking keys: %w", err)
 		}
-		active, err := tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID), merchant.Active(true)).Exist(ctx)
-		if err != nil {
-			return err
-		}
-		if !active {
-			return errMerchantDeactivated
-		}
-		return insertKeyPairs(ctx, tx, auth.Merchant.ID, keys)
+		return insertKeyPair(ctx, tx, m.ID, mode, keys)
 	})
 	if err != nil {
 		return nil, err

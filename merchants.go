@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -54,8 +55,10 @@ type MerchantRegistration struct {
 }
 
 // RegisterMerchant creates a merchant with the fields of spec 2.5 (name and
-// email required) and issues its live and test key pairs and its webhook
-// secret, all in one transaction. Nothing is written when a field is
+// email required) and issues its live and test key pairs and its two
+// webhook secrets (one per mode), all in one transaction. The webhook_url
+// given is both modes' (registration is the owner acting for both; each
+// mode's is changed apart afterwards). Nothing is written when a field is
 // refused.
 func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*MerchantRegistration, error) {
 	var f merchantFields
@@ -63,18 +66,24 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 		return nil, err
 	}
 	id := uuid.New()
-	whsec, sealed, err := s.newWebhookSecret(id)
+	whsec, sealed, err := s.newWebhookSecret(id, ModeLive)
 	if err != nil {
 		return nil, err
 	}
-	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec}}
+	testWhsec, testSealed, err := s.newWebhookSecret(id, ModeTest)
+	if err != nil {
+		return nil, err
+	}
+	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec, TestWebhookSecret: testWhsec}}
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		c := tx.Merchant.Create().
 			SetID(id).
 			SetName(f.name).
 			SetEmail(f.email).
 			SetSettlementType(merchant.SettlementType(f.settlementType)).
-			SetWebhookSecretEncrypted(sealed)
+			SetWebhookSecretEncrypted(sealed).
+			SetTestWebhookURL(f.webhookURL).
+			SetTestWebhookSecretEncrypted(testSealed)
 		setOptional(f, c.SetWebsite, c.SetWebhookURL, c.SetSuccessURL, c.SetCancelURL,
 			c.SetSettlementAddress, c.SetSettlementChain, c.SetBrandColor)
 		if len(f.acceptedTokens) > 0 {
@@ -85,7 +94,12 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 			return fmt.Errorf("creating merchant: %w", err)
 		}
 		reg.Merchant = m
-		return insertKeyPairs(ctx, tx, id, &reg.Keys)
+		for _, mode := range []Mode{ModeLive, ModeTest} {
+			if err := insertKeyPair(ctx, tx, id, mode, &reg.Keys); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -95,22 +109,25 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 
 var errMerchantDeactivated = fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
 
-// MerchantProfile is a merchant with its current public keys.
+// MerchantProfile is a merchant as one of its keys sees it.
 type MerchantProfile struct {
 	Merchant *ent.Merchant
 	// LivePublicKey and TestPublicKey are the current (unrolled) public keys.
 	LivePublicKey, TestPublicKey string
+	// WebhookURL is the key's mode's webhook URL: a test key never sees the
+	// live one.
+	WebhookURL string
 }
 
-// MerchantProfile returns the merchant's profile with its public keys.
-func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant) (*MerchantProfile, error) {
+// MerchantProfile returns the merchant's profile as a key of mode sees it.
+func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant, mode Mode) (*MerchantProfile, error) {
 	keys, err := s.cfg.DB.Ent.MerchantKey.Query().
 		Where(merchantkey.MerchantID(m.ID), merchantkey.RevokedAtIsNil()).
 		All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading merchant keys: %w", err)
 	}
-	p := &MerchantProfile{Merchant: m}
+	p := &MerchantProfile{Merchant: m, WebhookURL: WebhookURLOf(m, mode)}
 	for _, k := range keys {
 		if Mode(k.Kind) == ModeLive {
 			p.LivePublicKey = k.PublicKey
@@ -124,6 +141,12 @@ func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant) (*Mercha
 // UpdateMerchant changes the fields present in in (spec 2.5, all
 // optional), with the registration rules; the result must satisfy the
 // rules between fields too. Nothing is written when a field is refused.
+//
+// A live key changes any field, webhook_url being live mode's. A test key
+// changes test-mode state only: webhook_url, which is then test mode's;
+// any other field is shared by both modes (where settlements are paid, what
+// customers see and where they are sent back to), so a test key naming one
+// is ErrForbidden and changes nothing.
 func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in MerchantInput) (*ent.Merchant, error) {
 	var out *ent.Merchant
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
@@ -134,9 +157,25 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 		if !m.Active {
 			return errMerchantDeactivated
 		}
-		f := fieldsOf(m)
+		if auth.Mode != ModeLive {
+			if names := in.liveOnlyFields(); len(names) > 0 {
+				return fmt.Errorf("%w: a test key changes test-mode settings only (webhook_url); %s need a live secret key",
+					ErrForbidden, strings.Join(names, ", "))
+			}
+		}
+		f := fieldsOf(m, auth.Mode)
 		if err := f.apply(in, false, auth.Mode, s.cfg.Families); err != nil {
 			return err
+		}
+		if auth.Mode != ModeLive {
+			if f.webhookURL != "" && len(m.TestWebhookSecretEncrypted) == 0 {
+				return Invalid("webhook_url", "test mode has no webhook secret yet: roll one first (POST /checkout/merchants/me/webhook-secret/roll with a test key)")
+			}
+			out, err = tx.Merchant.UpdateOneID(m.ID).SetTestWebhookURL(f.webhookURL).Save(ctx)
+			if err != nil {
+				return fmt.Errorf("updating merchant: %w", err)
+			}
+			return nil
 		}
 		u := tx.Merchant.UpdateOneID(m.ID).
 			SetName(f.name).

@@ -112,7 +112,7 @@ func TestDeactivateMerchant(t *testing.T) {
 	require.NoError(t, err)
 	_, err = svc.UpdateMerchant(ctx, auth, MerchantInput{Name: strp("New")})
 	require.ErrorIs(t, err, ErrForbidden)
-	_, err = svc.RollMerchantKeys(ctx, auth)
+	_, err = svc.RollMerchantKeys(ctx, auth, "")
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Equal(t, 2, svc.cfg.DB.Ent.MerchantKey.Query().
 		Where(merchantkey.MerchantID(m2.Merchant.ID), merchantkey.RevokedAtIsNil()).CountX(ctx), "a refused roll revokes nothing")

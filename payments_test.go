@@ -42,7 +42,7 @@ func newPaymentFixture(t *testing.T) *paymentFixture {
 	require.NoError(t, err)
 	f.svc = svc
 	reg := f.checkoutFixture.merchant(t, "Shop", nil)
-	f.db.Ent.Merchant.UpdateOneID(reg.Merchant.ID).SetWebhookURL("http://127.0.0.1:9/hook").ExecX(ctx)
+	f.db.Ent.Merchant.UpdateOneID(reg.Merchant.ID).SetWebhookURL("http://127.0.0.1:9/hook").SetTestWebhookURL("http://127.0.0.1:9/hook").ExecX(ctx)
 	m, err := f.db.Ent.Merchant.Get(ctx, reg.Merchant.ID)
 	require.NoError(t, err)
 	f.merchant = m

@@ -95,9 +95,10 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 }
 
 // RedeliverWebhook starts a new delivery series of one of the merchant's
-// events to its current webhook URL: the same payload bytes (same event id),
-// a fresh set of tries. Another merchant's event is ErrNotFound; a merchant
-// with no webhook URL is a validation error.
+// events to its current webhook URL of the event's mode: the same payload
+// bytes (same event id), a fresh set of tries. Another merchant's event is
+// ErrNotFound; a merchant with no webhook URL in that mode is a validation
+// error.
 func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid.UUID) (*ent.WebhookDelivery, error) {
 	var d *ent.WebhookDelivery
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -111,7 +112,7 @@ func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid
 		if err != nil {
 			return err
 		}
-		url := ev.Edges.Merchant.WebhookURL
+		url := WebhookURLOf(ev.Edges.Merchant, sessionModeOf(ev.Livemode))
 		if url == "" {
 			return Invalid("webhook_url", "is not set: there is nowhere to deliver the event")
 		}
@@ -167,16 +168,19 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		res.Done = true
 		return res, nil
 	}
-	secret, err := s.openWebhookSecret(d.merchantID, d.sealedSecret)
-	if err != nil {
-		return WebhookDeliveryResult{}, err
-	}
-
 	// The try is dated (signed, recorded, retried from) by the service's
 	// clock; how long it took is measured on the real one.
 	at := s.now()
+	secret, previous, err := s.signingSecrets(d.merchantID, sessionModeOf(d.livemode), d.endpoint, at)
+	if err != nil && !errors.Is(err, errNoWebhookSecret) {
+		return WebhookDeliveryResult{}, err
+	}
 	start := time.Now()
-	code, sendErr := postWebhook(ctx, s.webhookClient(d.livemode), d, secret, at)
+	var code int
+	sendErr := err // no secret to sign with: a failed try, nothing sent
+	if err == nil {
+		code, sendErr = postWebhook(ctx, s.webhookClient(d.livemode), d, at, secret, previous...)
+	}
 	duration := time.Since(start)
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
@@ -376,24 +380,28 @@ SELECT id FROM d`
 
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {
-	status       webhookdelivery.Status
-	tries        int
-	url          string
-	eventID      uuid.UUID
-	payload      []byte
-	livemode     bool
-	merchantID   uuid.UUID
-	sealedSecret []byte
+	status     webhookdelivery.Status
+	tries      int
+	url        string
+	eventID    uuid.UUID
+	payload    []byte
+	livemode   bool
+	merchantID uuid.UUID
+	// endpoint holds the sealed secrets of the event's mode (its url is
+	// unused: a delivery goes to the URL it was created with).
+	endpoint webhookEndpoint
 }
 
-const deliveryToSendQuery = `SELECT d.status, d.attempts, d.url, e.id, e.payload, e.livemode, m.id, m.webhook_secret_encrypted
+const deliveryToSendQuery = `SELECT d.status, d.attempts, d.url, e.id, e.payload, e.livemode, m.id,
+	m.webhook_secret_encrypted, m.webhook_secret_previous_encrypted, m.webhook_secret_previous_expires_at,
+	m.test_webhook_secret_encrypted, m.test_webhook_secret_previous_encrypted, m.test_webhook_secret_previous_expires_at
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN merchants m ON m.id = e.merchant_id
 WHERE d.id = `
 
 // loadDeliveryToSend reads a delivery with its event's payload and its
-// merchant's sealed secret in one query (one round trip instead of ent's
+// merchant's sealed secrets in one query (one round trip instead of ent's
 // three for the eager-loaded edges: this is the hot path of delivery).
 func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*deliveryToSend, error) {
 	q := deliveryToSendQuery + "?"
@@ -411,12 +419,25 @@ func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*delive
 		}
 		return nil, fmt.Errorf("%w: webhook delivery %s", ErrNotFound, id)
 	}
-	var d deliveryToSend
-	var status string
-	if err := rows.Scan(&status, &d.tries, &d.url, &d.eventID, &d.payload, &d.livemode, &d.merchantID, &d.sealedSecret); err != nil {
+	var (
+		d                  deliveryToSend
+		status             string
+		live, test         webhookEndpoint
+		liveUntil, testEnd sql.NullTime
+	)
+	if err := rows.Scan(&status, &d.tries, &d.url, &d.eventID, &d.payload, &d.livemode, &d.merchantID,
+		&live.secret, &live.previous, &liveUntil, &test.secret, &test.previous, &testEnd); err != nil {
 		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
 	}
 	d.status = webhookdelivery.Status(status)
+	d.endpoint = live
+	until := liveUntil
+	if !d.livemode {
+		d.endpoint, until = test, testEnd
+	}
+	if until.Valid {
+		d.endpoint.previousUntil = &until.Time
+	}
 	return &d, rows.Close()
 }
 
@@ -462,16 +483,17 @@ func attemptsInOrder(q *ent.WebhookAttemptQuery) *ent.WebhookAttemptQuery {
 	return q.Order(webhookattempt.ByAt(), webhookattempt.ByCreatedAt())
 }
 
-// postWebhook sends one try with client and returns the answer's status
+// postWebhook sends one try with client, signed with secret (and previous,
+// secrets still in a rotation's overlap), and returns the answer's status
 // code (0 when there was none) and why the try failed (nil for a 2xx).
-func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, secret string, at time.Time) (int, error) {
+func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, at time.Time, secret string, previous ...string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.payload))
 	if err != nil {
 		return 0, fmt.Errorf("bad webhook URL: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", webhookUA)
-	webhook.SetSignatureHeaders(req.Header, secret, d.eventID.String(), at, d.payload)
+	webhook.SetSignatureHeaders(req.Header, secret, d.eventID.String(), at, d.payload, previous...)
 
 	resp, err := client.Do(req)
 	if err != nil {

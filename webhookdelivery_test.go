@@ -92,24 +92,37 @@ func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
 	return svc
 }
 
-// createWebhookMerchant writes a merchant whose webhook secret is sealed as
-// merchant registration seals it, and returns the plain secret.
+// createWebhookMerchant writes a merchant whose webhook URL is webhookURL
+// in both modes, and returns it with its webhook secret: one secret of the
+// form registration issues, sealed in each mode's column as registration
+// seals it, so a test reads either mode's deliveries with it.
 func createWebhookMerchant(t *testing.T, svc *Service, webhookURL string) (*ent.Merchant, string) {
 	t.Helper()
-	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
+	secret, err := webhook.NewSecret()
 	require.NoError(t, err)
+	return createWebhookMerchantWithSecret(t, svc, webhookURL, secret), secret
+}
+
+// createWebhookMerchantWithSecret is createWebhookMerchant with a given
+// secret (of either form).
+func createWebhookMerchantWithSecret(t *testing.T, svc *Service, webhookURL, secret string) *ent.Merchant {
+	t.Helper()
 	id := uuid.New()
-	sealed, err := svc.cfg.Vault.Seal([]byte(secret), id[:])
+	live, err := svc.cfg.Vault.Seal([]byte(secret), webhookSecretAD(id, ModeLive))
+	require.NoError(t, err)
+	test, err := svc.cfg.Vault.Seal([]byte(secret), webhookSecretAD(id, ModeTest))
 	require.NoError(t, err)
 	m, err := svc.cfg.DB.Ent.Merchant.Create().
 		SetID(id).
 		SetName("Shop").
 		SetEmail("shop@example.com").
 		SetWebhookURL(webhookURL).
-		SetWebhookSecretEncrypted(sealed).
+		SetWebhookSecretEncrypted(live).
+		SetTestWebhookURL(webhookURL).
+		SetTestWebhookSecretEncrypted(test).
 		Save(context.Background())
 	require.NoError(t, err)
-	return m, secret
+	return m
 }
 
 func confirmedEventInput(m *ent.Merchant, live bool) EventInput {
@@ -244,12 +257,15 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	require.ErrorIs(t, webhook.Verify(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")), webhook.ErrSignature)
 
 	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.body" keyed
-	// with the secret's characters after "whsec_".
+	// with the bytes the secret's base64 after "whsec_" decodes to.
 	require.Equal(t, ev.ID.String(), r.header.Get("webhook-id"))
 	ts, err := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
 	require.NoError(t, err)
 	require.InDelta(t, time.Now().Unix(), ts, 60)
-	smac := hmac.New(sha256.New, []byte(strings.TrimPrefix(secret, "whsec_")))
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	require.NoError(t, err)
+	require.Len(t, key, 32)
+	smac := hmac.New(sha256.New, key)
 	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
 	smac.Write(r.body)
 	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"))

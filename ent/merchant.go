@@ -48,6 +48,18 @@ type Merchant struct {
 	BrandColor string `json:"brand_color,omitempty"`
 	// WebhookSecretEncrypted holds the value of the "webhook_secret_encrypted" field.
 	WebhookSecretEncrypted []byte `json:"-"`
+	// WebhookSecretPreviousEncrypted holds the value of the "webhook_secret_previous_encrypted" field.
+	WebhookSecretPreviousEncrypted []byte `json:"-"`
+	// WebhookSecretPreviousExpiresAt holds the value of the "webhook_secret_previous_expires_at" field.
+	WebhookSecretPreviousExpiresAt *time.Time `json:"webhook_secret_previous_expires_at,omitempty"`
+	// TestWebhookURL holds the value of the "test_webhook_url" field.
+	TestWebhookURL string `json:"test_webhook_url,omitempty"`
+	// TestWebhookSecretEncrypted holds the value of the "test_webhook_secret_encrypted" field.
+	TestWebhookSecretEncrypted []byte `json:"-"`
+	// TestWebhookSecretPreviousEncrypted holds the value of the "test_webhook_secret_previous_encrypted" field.
+	TestWebhookSecretPreviousEncrypted []byte `json:"-"`
+	// TestWebhookSecretPreviousExpiresAt holds the value of the "test_webhook_secret_previous_expires_at" field.
+	TestWebhookSecretPreviousExpiresAt *time.Time `json:"test_webhook_secret_previous_expires_at,omitempty"`
 	// Active holds the value of the "active" field.
 	Active bool `json:"active,omitempty"`
 	// DeactivatedAt holds the value of the "deactivated_at" field.
@@ -109,13 +121,13 @@ func (*Merchant) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted:
+		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted, merchant.FieldWebhookSecretPreviousEncrypted, merchant.FieldTestWebhookSecretEncrypted, merchant.FieldTestWebhookSecretPreviousEncrypted:
 			values[i] = new([]byte)
 		case merchant.FieldActive:
 			values[i] = new(sql.NullBool)
-		case merchant.FieldName, merchant.FieldEmail, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor:
+		case merchant.FieldName, merchant.FieldEmail, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
 			values[i] = new(sql.NullString)
-		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldDeactivatedAt:
+		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldWebhookSecretPreviousExpiresAt, merchant.FieldTestWebhookSecretPreviousExpiresAt, merchant.FieldDeactivatedAt:
 			values[i] = new(sql.NullTime)
 		case merchant.FieldID:
 			values[i] = new(uuid.UUID)
@@ -226,6 +238,44 @@ func (_m *Merchant) assignValues(columns []string, values []any) error {
 			} else if value != nil {
 				_m.WebhookSecretEncrypted = *value
 			}
+		case merchant.FieldWebhookSecretPreviousEncrypted:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field webhook_secret_previous_encrypted", values[i])
+			} else if value != nil {
+				_m.WebhookSecretPreviousEncrypted = *value
+			}
+		case merchant.FieldWebhookSecretPreviousExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field webhook_secret_previous_expires_at", values[i])
+			} else if value.Valid {
+				_m.WebhookSecretPreviousExpiresAt = new(time.Time)
+				*_m.WebhookSecretPreviousExpiresAt = value.Time
+			}
+		case merchant.FieldTestWebhookURL:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field test_webhook_url", values[i])
+			} else if value.Valid {
+				_m.TestWebhookURL = value.String
+			}
+		case merchant.FieldTestWebhookSecretEncrypted:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field test_webhook_secret_encrypted", values[i])
+			} else if value != nil {
+				_m.TestWebhookSecretEncrypted = *value
+			}
+		case merchant.FieldTestWebhookSecretPreviousEncrypted:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field test_webhook_secret_previous_encrypted", values[i])
+			} else if value != nil {
+				_m.TestWebhookSecretPreviousEncrypted = *value
+			}
+		case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field test_webhook_secret_previous_expires_at", values[i])
+			} else if value.Valid {
+				_m.TestWebhookSecretPreviousExpiresAt = new(time.Time)
+				*_m.TestWebhookSecretPreviousExpiresAt = value.Time
+			}
 		case merchant.FieldActive:
 			if value, ok := values[i].(*sql.NullBool); !ok {
 				return fmt.Errorf("unexpected type %T for field active", values[i])
@@ -330,6 +380,25 @@ func (_m *Merchant) String() string {
 	builder.WriteString(_m.BrandColor)
 	builder.WriteString(", ")
 	builder.WriteString("webhook_secret_encrypted=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("webhook_secret_previous_encrypted=<sensitive>")
+	builder.WriteString(", ")
+	if v := _m.WebhookSecretPreviousExpiresAt; v != nil {
+		builder.WriteString("webhook_secret_previous_expires_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("test_webhook_url=")
+	builder.WriteString(_m.TestWebhookURL)
+	builder.WriteString(", ")
+	builder.WriteString("test_webhook_secret_encrypted=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("test_webhook_secret_previous_encrypted=<sensitive>")
+	builder.WriteString(", ")
+	if v := _m.TestWebhookSecretPreviousExpiresAt; v != nil {
+		builder.WriteString("test_webhook_secret_previous_expires_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("active=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Active))

@@ -189,6 +189,66 @@ func (_c *MerchantCreate) SetWebhookSecretEncrypted(v []byte) *MerchantCreate {
 	return _c
 }
 
+// SetWebhookSecretPreviousEncrypted sets the "webhook_secret_previous_encrypted" field.
+func (_c *MerchantCreate) SetWebhookSecretPreviousEncrypted(v []byte) *MerchantCreate {
+	_c.mutation.SetWebhookSecretPreviousEncrypted(v)
+	return _c
+}
+
+// SetWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field.
+func (_c *MerchantCreate) SetWebhookSecretPreviousExpiresAt(v time.Time) *MerchantCreate {
+	_c.mutation.SetWebhookSecretPreviousExpiresAt(v)
+	return _c
+}
+
+// SetNillableWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantCreate {
+	if v != nil {
+		_c.SetWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _c
+}
+
+// SetTestWebhookURL sets the "test_webhook_url" field.
+func (_c *MerchantCreate) SetTestWebhookURL(v string) *MerchantCreate {
+	_c.mutation.SetTestWebhookURL(v)
+	return _c
+}
+
+// SetNillableTestWebhookURL sets the "test_webhook_url" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableTestWebhookURL(v *string) *MerchantCreate {
+	if v != nil {
+		_c.SetTestWebhookURL(*v)
+	}
+	return _c
+}
+
+// SetTestWebhookSecretEncrypted sets the "test_webhook_secret_encrypted" field.
+func (_c *MerchantCreate) SetTestWebhookSecretEncrypted(v []byte) *MerchantCreate {
+	_c.mutation.SetTestWebhookSecretEncrypted(v)
+	return _c
+}
+
+// SetTestWebhookSecretPreviousEncrypted sets the "test_webhook_secret_previous_encrypted" field.
+func (_c *MerchantCreate) SetTestWebhookSecretPreviousEncrypted(v []byte) *MerchantCreate {
+	_c.mutation.SetTestWebhookSecretPreviousEncrypted(v)
+	return _c
+}
+
+// SetTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field.
+func (_c *MerchantCreate) SetTestWebhookSecretPreviousExpiresAt(v time.Time) *MerchantCreate {
+	_c.mutation.SetTestWebhookSecretPreviousExpiresAt(v)
+	return _c
+}
+
+// SetNillableTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableTestWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantCreate {
+	if v != nil {
+		_c.SetTestWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _c
+}
+
 // SetActive sets the "active" field.
 func (_c *MerchantCreate) SetActive(v bool) *MerchantCreate {
 	_c.mutation.SetActive(v)
@@ -461,6 +521,30 @@ func (_c *MerchantCreate) createSpec() (*Merchant, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.WebhookSecretEncrypted(); ok {
 		_spec.SetField(merchant.FieldWebhookSecretEncrypted, field.TypeBytes, value)
 		_node.WebhookSecretEncrypted = value
+	}
+	if value, ok := _c.mutation.WebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+		_node.WebhookSecretPreviousEncrypted = value
+	}
+	if value, ok := _c.mutation.WebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+		_node.WebhookSecretPreviousExpiresAt = &value
+	}
+	if value, ok := _c.mutation.TestWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestWebhookURL, field.TypeString, value)
+		_node.TestWebhookURL = value
+	}
+	if value, ok := _c.mutation.TestWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretEncrypted, field.TypeBytes, value)
+		_node.TestWebhookSecretEncrypted = value
+	}
+	if value, ok := _c.mutation.TestWebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+		_node.TestWebhookSecretPreviousEncrypted = value
+	}
+	if value, ok := _c.mutation.TestWebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+		_node.TestWebhookSecretPreviousExpiresAt = &value
 	}
 	if value, ok := _c.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)

@@ -246,6 +246,102 @@ func (_u *MerchantUpdate) SetWebhookSecretEncrypted(v []byte) *MerchantUpdate {
 	return _u
 }
 
+// SetWebhookSecretPreviousEncrypted sets the "webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdate) SetWebhookSecretPreviousEncrypted(v []byte) *MerchantUpdate {
+	_u.mutation.SetWebhookSecretPreviousEncrypted(v)
+	return _u
+}
+
+// ClearWebhookSecretPreviousEncrypted clears the value of the "webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdate) ClearWebhookSecretPreviousEncrypted() *MerchantUpdate {
+	_u.mutation.ClearWebhookSecretPreviousEncrypted()
+	return _u
+}
+
+// SetWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdate) SetWebhookSecretPreviousExpiresAt(v time.Time) *MerchantUpdate {
+	_u.mutation.SetWebhookSecretPreviousExpiresAt(v)
+	return _u
+}
+
+// SetNillableWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantUpdate {
+	if v != nil {
+		_u.SetWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearWebhookSecretPreviousExpiresAt clears the value of the "webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdate) ClearWebhookSecretPreviousExpiresAt() *MerchantUpdate {
+	_u.mutation.ClearWebhookSecretPreviousExpiresAt()
+	return _u
+}
+
+// SetTestWebhookURL sets the "test_webhook_url" field.
+func (_u *MerchantUpdate) SetTestWebhookURL(v string) *MerchantUpdate {
+	_u.mutation.SetTestWebhookURL(v)
+	return _u
+}
+
+// SetNillableTestWebhookURL sets the "test_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableTestWebhookURL(v *string) *MerchantUpdate {
+	if v != nil {
+		_u.SetTestWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearTestWebhookURL clears the value of the "test_webhook_url" field.
+func (_u *MerchantUpdate) ClearTestWebhookURL() *MerchantUpdate {
+	_u.mutation.ClearTestWebhookURL()
+	return _u
+}
+
+// SetTestWebhookSecretEncrypted sets the "test_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) SetTestWebhookSecretEncrypted(v []byte) *MerchantUpdate {
+	_u.mutation.SetTestWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearTestWebhookSecretEncrypted clears the value of the "test_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) ClearTestWebhookSecretEncrypted() *MerchantUpdate {
+	_u.mutation.ClearTestWebhookSecretEncrypted()
+	return _u
+}
+
+// SetTestWebhookSecretPreviousEncrypted sets the "test_webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdate) SetTestWebhookSecretPreviousEncrypted(v []byte) *MerchantUpdate {
+	_u.mutation.SetTestWebhookSecretPreviousEncrypted(v)
+	return _u
+}
+
+// ClearTestWebhookSecretPreviousEncrypted clears the value of the "test_webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdate) ClearTestWebhookSecretPreviousEncrypted() *MerchantUpdate {
+	_u.mutation.ClearTestWebhookSecretPreviousEncrypted()
+	return _u
+}
+
+// SetTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdate) SetTestWebhookSecretPreviousExpiresAt(v time.Time) *MerchantUpdate {
+	_u.mutation.SetTestWebhookSecretPreviousExpiresAt(v)
+	return _u
+}
+
+// SetNillableTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableTestWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantUpdate {
+	if v != nil {
+		_u.SetTestWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearTestWebhookSecretPreviousExpiresAt clears the value of the "test_webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdate) ClearTestWebhookSecretPreviousExpiresAt() *MerchantUpdate {
+	_u.mutation.ClearTestWebhookSecretPreviousExpiresAt()
+	return _u
+}
+
 // SetActive sets the "active" field.
 func (_u *MerchantUpdate) SetActive(v bool) *MerchantUpdate {
 	_u.mutation.SetActive(v)
@@ -528,6 +624,42 @@ func (_u *MerchantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.WebhookSecretEncrypted(); ok {
 		_spec.SetField(merchant.FieldWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if value, ok := _u.mutation.WebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.WebhookSecretPreviousEncryptedCleared() {
+		_spec.ClearField(merchant.FieldWebhookSecretPreviousEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.WebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.WebhookSecretPreviousExpiresAtCleared() {
+		_spec.ClearField(merchant.FieldWebhookSecretPreviousExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.TestWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.TestWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestWebhookSecretPreviousEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.TestWebhookSecretPreviousExpiresAtCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)
@@ -905,6 +1037,102 @@ func (_u *MerchantUpdateOne) SetWebhookSecretEncrypted(v []byte) *MerchantUpdate
 	return _u
 }
 
+// SetWebhookSecretPreviousEncrypted sets the "webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdateOne) SetWebhookSecretPreviousEncrypted(v []byte) *MerchantUpdateOne {
+	_u.mutation.SetWebhookSecretPreviousEncrypted(v)
+	return _u
+}
+
+// ClearWebhookSecretPreviousEncrypted clears the value of the "webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdateOne) ClearWebhookSecretPreviousEncrypted() *MerchantUpdateOne {
+	_u.mutation.ClearWebhookSecretPreviousEncrypted()
+	return _u
+}
+
+// SetWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdateOne) SetWebhookSecretPreviousExpiresAt(v time.Time) *MerchantUpdateOne {
+	_u.mutation.SetWebhookSecretPreviousExpiresAt(v)
+	return _u
+}
+
+// SetNillableWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearWebhookSecretPreviousExpiresAt clears the value of the "webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdateOne) ClearWebhookSecretPreviousExpiresAt() *MerchantUpdateOne {
+	_u.mutation.ClearWebhookSecretPreviousExpiresAt()
+	return _u
+}
+
+// SetTestWebhookURL sets the "test_webhook_url" field.
+func (_u *MerchantUpdateOne) SetTestWebhookURL(v string) *MerchantUpdateOne {
+	_u.mutation.SetTestWebhookURL(v)
+	return _u
+}
+
+// SetNillableTestWebhookURL sets the "test_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableTestWebhookURL(v *string) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetTestWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearTestWebhookURL clears the value of the "test_webhook_url" field.
+func (_u *MerchantUpdateOne) ClearTestWebhookURL() *MerchantUpdateOne {
+	_u.mutation.ClearTestWebhookURL()
+	return _u
+}
+
+// SetTestWebhookSecretEncrypted sets the "test_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) SetTestWebhookSecretEncrypted(v []byte) *MerchantUpdateOne {
+	_u.mutation.SetTestWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearTestWebhookSecretEncrypted clears the value of the "test_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) ClearTestWebhookSecretEncrypted() *MerchantUpdateOne {
+	_u.mutation.ClearTestWebhookSecretEncrypted()
+	return _u
+}
+
+// SetTestWebhookSecretPreviousEncrypted sets the "test_webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdateOne) SetTestWebhookSecretPreviousEncrypted(v []byte) *MerchantUpdateOne {
+	_u.mutation.SetTestWebhookSecretPreviousEncrypted(v)
+	return _u
+}
+
+// ClearTestWebhookSecretPreviousEncrypted clears the value of the "test_webhook_secret_previous_encrypted" field.
+func (_u *MerchantUpdateOne) ClearTestWebhookSecretPreviousEncrypted() *MerchantUpdateOne {
+	_u.mutation.ClearTestWebhookSecretPreviousEncrypted()
+	return _u
+}
+
+// SetTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdateOne) SetTestWebhookSecretPreviousExpiresAt(v time.Time) *MerchantUpdateOne {
+	_u.mutation.SetTestWebhookSecretPreviousExpiresAt(v)
+	return _u
+}
+
+// SetNillableTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableTestWebhookSecretPreviousExpiresAt(v *time.Time) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetTestWebhookSecretPreviousExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearTestWebhookSecretPreviousExpiresAt clears the value of the "test_webhook_secret_previous_expires_at" field.
+func (_u *MerchantUpdateOne) ClearTestWebhookSecretPreviousExpiresAt() *MerchantUpdateOne {
+	_u.mutation.ClearTestWebhookSecretPreviousExpiresAt()
+	return _u
+}
+
 // SetActive sets the "active" field.
 func (_u *MerchantUpdateOne) SetActive(v bool) *MerchantUpdateOne {
 	_u.mutation.SetActive(v)
@@ -1217,6 +1445,42 @@ func (_u *MerchantUpdateOne) sqlSave(ctx context.Context) (_node *Merchant, err 
 	}
 	if value, ok := _u.mutation.WebhookSecretEncrypted(); ok {
 		_spec.SetField(merchant.FieldWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if value, ok := _u.mutation.WebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.WebhookSecretPreviousEncryptedCleared() {
+		_spec.ClearField(merchant.FieldWebhookSecretPreviousEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.WebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.WebhookSecretPreviousExpiresAtCleared() {
+		_spec.ClearField(merchant.FieldWebhookSecretPreviousExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.TestWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.TestWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretPreviousEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestWebhookSecretPreviousEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestWebhookSecretPreviousExpiresAt(); ok {
+		_spec.SetField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.TestWebhookSecretPreviousExpiresAtCleared() {
+		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)

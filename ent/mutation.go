@@ -5302,39 +5302,45 @@ func (m *DepositAddressMutation) ResetEdge(name string) error {
 // MerchantMutation represents an operation that mutates the Merchant nodes in the graph.
 type MerchantMutation struct {
 	config
-	op                       Op
-	typ                      string
-	id                       *uuid.UUID
-	created_at               *time.Time
-	updated_at               *time.Time
-	name                     *string
-	email                    *string
-	website                  *string
-	webhook_url              *string
-	success_url              *string
-	cancel_url               *string
-	settlement_type          *merchant.SettlementType
-	settlement_address       *string
-	settlement_chain         *string
-	accepted_tokens          *[]schematype.TokenRef
-	appendaccepted_tokens    []schematype.TokenRef
-	brand_color              *string
-	webhook_secret_encrypted *[]byte
-	active                   *bool
-	deactivated_at           *time.Time
-	clearedFields            map[string]struct{}
-	keys                     map[uuid.UUID]struct{}
-	removedkeys              map[uuid.UUID]struct{}
-	clearedkeys              bool
-	sessions                 map[uuid.UUID]struct{}
-	removedsessions          map[uuid.UUID]struct{}
-	clearedsessions          bool
-	webhook_events           map[uuid.UUID]struct{}
-	removedwebhook_events    map[uuid.UUID]struct{}
-	clearedwebhook_events    bool
-	done                     bool
-	oldValue                 func(context.Context) (*Merchant, error)
-	predicates               []predicate.Merchant
+	op                                      Op
+	typ                                     string
+	id                                      *uuid.UUID
+	created_at                              *time.Time
+	updated_at                              *time.Time
+	name                                    *string
+	email                                   *string
+	website                                 *string
+	webhook_url                             *string
+	success_url                             *string
+	cancel_url                              *string
+	settlement_type                         *merchant.SettlementType
+	settlement_address                      *string
+	settlement_chain                        *string
+	accepted_tokens                         *[]schematype.TokenRef
+	appendaccepted_tokens                   []schematype.TokenRef
+	brand_color                             *string
+	webhook_secret_encrypted                *[]byte
+	webhook_secret_previous_encrypted       *[]byte
+	webhook_secret_previous_expires_at      *time.Time
+	test_webhook_url                        *string
+	test_webhook_secret_encrypted           *[]byte
+	test_webhook_secret_previous_encrypted  *[]byte
+	test_webhook_secret_previous_expires_at *time.Time
+	active                                  *bool
+	deactivated_at                          *time.Time
+	clearedFields                           map[string]struct{}
+	keys                                    map[uuid.UUID]struct{}
+	removedkeys                             map[uuid.UUID]struct{}
+	clearedkeys                             bool
+	sessions                                map[uuid.UUID]struct{}
+	removedsessions                         map[uuid.UUID]struct{}
+	clearedsessions                         bool
+	webhook_events                          map[uuid.UUID]struct{}
+	removedwebhook_events                   map[uuid.UUID]struct{}
+	clearedwebhook_events                   bool
+	done                                    bool
+	oldValue                                func(context.Context) (*Merchant, error)
+	predicates                              []predicate.Merchant
 }
 
 var _ ent.Mutation = (*MerchantMutation)(nil)
@@ -6065,6 +6071,300 @@ func (m *MerchantMutation) ResetWebhookSecretEncrypted() {
 	m.webhook_secret_encrypted = nil
 }
 
+// SetWebhookSecretPreviousEncrypted sets the "webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) SetWebhookSecretPreviousEncrypted(b []byte) {
+	m.webhook_secret_previous_encrypted = &b
+}
+
+// WebhookSecretPreviousEncrypted returns the value of the "webhook_secret_previous_encrypted" field in the mutation.
+func (m *MerchantMutation) WebhookSecretPreviousEncrypted() (r []byte, exists bool) {
+	v := m.webhook_secret_previous_encrypted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWebhookSecretPreviousEncrypted returns the old "webhook_secret_previous_encrypted" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldWebhookSecretPreviousEncrypted(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWebhookSecretPreviousEncrypted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWebhookSecretPreviousEncrypted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWebhookSecretPreviousEncrypted: %w", err)
+	}
+	return oldValue.WebhookSecretPreviousEncrypted, nil
+}
+
+// ClearWebhookSecretPreviousEncrypted clears the value of the "webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) ClearWebhookSecretPreviousEncrypted() {
+	m.webhook_secret_previous_encrypted = nil
+	m.clearedFields[merchant.FieldWebhookSecretPreviousEncrypted] = struct{}{}
+}
+
+// WebhookSecretPreviousEncryptedCleared returns if the "webhook_secret_previous_encrypted" field was cleared in this mutation.
+func (m *MerchantMutation) WebhookSecretPreviousEncryptedCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldWebhookSecretPreviousEncrypted]
+	return ok
+}
+
+// ResetWebhookSecretPreviousEncrypted resets all changes to the "webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) ResetWebhookSecretPreviousEncrypted() {
+	m.webhook_secret_previous_encrypted = nil
+	delete(m.clearedFields, merchant.FieldWebhookSecretPreviousEncrypted)
+}
+
+// SetWebhookSecretPreviousExpiresAt sets the "webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) SetWebhookSecretPreviousExpiresAt(t time.Time) {
+	m.webhook_secret_previous_expires_at = &t
+}
+
+// WebhookSecretPreviousExpiresAt returns the value of the "webhook_secret_previous_expires_at" field in the mutation.
+func (m *MerchantMutation) WebhookSecretPreviousExpiresAt() (r time.Time, exists bool) {
+	v := m.webhook_secret_previous_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWebhookSecretPreviousExpiresAt returns the old "webhook_secret_previous_expires_at" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldWebhookSecretPreviousExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWebhookSecretPreviousExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWebhookSecretPreviousExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWebhookSecretPreviousExpiresAt: %w", err)
+	}
+	return oldValue.WebhookSecretPreviousExpiresAt, nil
+}
+
+// ClearWebhookSecretPreviousExpiresAt clears the value of the "webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) ClearWebhookSecretPreviousExpiresAt() {
+	m.webhook_secret_previous_expires_at = nil
+	m.clearedFields[merchant.FieldWebhookSecretPreviousExpiresAt] = struct{}{}
+}
+
+// WebhookSecretPreviousExpiresAtCleared returns if the "webhook_secret_previous_expires_at" field was cleared in this mutation.
+func (m *MerchantMutation) WebhookSecretPreviousExpiresAtCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldWebhookSecretPreviousExpiresAt]
+	return ok
+}
+
+// ResetWebhookSecretPreviousExpiresAt resets all changes to the "webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) ResetWebhookSecretPreviousExpiresAt() {
+	m.webhook_secret_previous_expires_at = nil
+	delete(m.clearedFields, merchant.FieldWebhookSecretPreviousExpiresAt)
+}
+
+// SetTestWebhookURL sets the "test_webhook_url" field.
+func (m *MerchantMutation) SetTestWebhookURL(s string) {
+	m.test_webhook_url = &s
+}
+
+// TestWebhookURL returns the value of the "test_webhook_url" field in the mutation.
+func (m *MerchantMutation) TestWebhookURL() (r string, exists bool) {
+	v := m.test_webhook_url
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestWebhookURL returns the old "test_webhook_url" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestWebhookURL(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestWebhookURL is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestWebhookURL requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestWebhookURL: %w", err)
+	}
+	return oldValue.TestWebhookURL, nil
+}
+
+// ClearTestWebhookURL clears the value of the "test_webhook_url" field.
+func (m *MerchantMutation) ClearTestWebhookURL() {
+	m.test_webhook_url = nil
+	m.clearedFields[merchant.FieldTestWebhookURL] = struct{}{}
+}
+
+// TestWebhookURLCleared returns if the "test_webhook_url" field was cleared in this mutation.
+func (m *MerchantMutation) TestWebhookURLCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestWebhookURL]
+	return ok
+}
+
+// ResetTestWebhookURL resets all changes to the "test_webhook_url" field.
+func (m *MerchantMutation) ResetTestWebhookURL() {
+	m.test_webhook_url = nil
+	delete(m.clearedFields, merchant.FieldTestWebhookURL)
+}
+
+// SetTestWebhookSecretEncrypted sets the "test_webhook_secret_encrypted" field.
+func (m *MerchantMutation) SetTestWebhookSecretEncrypted(b []byte) {
+	m.test_webhook_secret_encrypted = &b
+}
+
+// TestWebhookSecretEncrypted returns the value of the "test_webhook_secret_encrypted" field in the mutation.
+func (m *MerchantMutation) TestWebhookSecretEncrypted() (r []byte, exists bool) {
+	v := m.test_webhook_secret_encrypted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestWebhookSecretEncrypted returns the old "test_webhook_secret_encrypted" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestWebhookSecretEncrypted(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestWebhookSecretEncrypted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestWebhookSecretEncrypted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestWebhookSecretEncrypted: %w", err)
+	}
+	return oldValue.TestWebhookSecretEncrypted, nil
+}
+
+// ClearTestWebhookSecretEncrypted clears the value of the "test_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ClearTestWebhookSecretEncrypted() {
+	m.test_webhook_secret_encrypted = nil
+	m.clearedFields[merchant.FieldTestWebhookSecretEncrypted] = struct{}{}
+}
+
+// TestWebhookSecretEncryptedCleared returns if the "test_webhook_secret_encrypted" field was cleared in this mutation.
+func (m *MerchantMutation) TestWebhookSecretEncryptedCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestWebhookSecretEncrypted]
+	return ok
+}
+
+// ResetTestWebhookSecretEncrypted resets all changes to the "test_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ResetTestWebhookSecretEncrypted() {
+	m.test_webhook_secret_encrypted = nil
+	delete(m.clearedFields, merchant.FieldTestWebhookSecretEncrypted)
+}
+
+// SetTestWebhookSecretPreviousEncrypted sets the "test_webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) SetTestWebhookSecretPreviousEncrypted(b []byte) {
+	m.test_webhook_secret_previous_encrypted = &b
+}
+
+// TestWebhookSecretPreviousEncrypted returns the value of the "test_webhook_secret_previous_encrypted" field in the mutation.
+func (m *MerchantMutation) TestWebhookSecretPreviousEncrypted() (r []byte, exists bool) {
+	v := m.test_webhook_secret_previous_encrypted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestWebhookSecretPreviousEncrypted returns the old "test_webhook_secret_previous_encrypted" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestWebhookSecretPreviousEncrypted(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestWebhookSecretPreviousEncrypted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestWebhookSecretPreviousEncrypted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestWebhookSecretPreviousEncrypted: %w", err)
+	}
+	return oldValue.TestWebhookSecretPreviousEncrypted, nil
+}
+
+// ClearTestWebhookSecretPreviousEncrypted clears the value of the "test_webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) ClearTestWebhookSecretPreviousEncrypted() {
+	m.test_webhook_secret_previous_encrypted = nil
+	m.clearedFields[merchant.FieldTestWebhookSecretPreviousEncrypted] = struct{}{}
+}
+
+// TestWebhookSecretPreviousEncryptedCleared returns if the "test_webhook_secret_previous_encrypted" field was cleared in this mutation.
+func (m *MerchantMutation) TestWebhookSecretPreviousEncryptedCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestWebhookSecretPreviousEncrypted]
+	return ok
+}
+
+// ResetTestWebhookSecretPreviousEncrypted resets all changes to the "test_webhook_secret_previous_encrypted" field.
+func (m *MerchantMutation) ResetTestWebhookSecretPreviousEncrypted() {
+	m.test_webhook_secret_previous_encrypted = nil
+	delete(m.clearedFields, merchant.FieldTestWebhookSecretPreviousEncrypted)
+}
+
+// SetTestWebhookSecretPreviousExpiresAt sets the "test_webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) SetTestWebhookSecretPreviousExpiresAt(t time.Time) {
+	m.test_webhook_secret_previous_expires_at = &t
+}
+
+// TestWebhookSecretPreviousExpiresAt returns the value of the "test_webhook_secret_previous_expires_at" field in the mutation.
+func (m *MerchantMutation) TestWebhookSecretPreviousExpiresAt() (r time.Time, exists bool) {
+	v := m.test_webhook_secret_previous_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestWebhookSecretPreviousExpiresAt returns the old "test_webhook_secret_previous_expires_at" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestWebhookSecretPreviousExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestWebhookSecretPreviousExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestWebhookSecretPreviousExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestWebhookSecretPreviousExpiresAt: %w", err)
+	}
+	return oldValue.TestWebhookSecretPreviousExpiresAt, nil
+}
+
+// ClearTestWebhookSecretPreviousExpiresAt clears the value of the "test_webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) ClearTestWebhookSecretPreviousExpiresAt() {
+	m.test_webhook_secret_previous_expires_at = nil
+	m.clearedFields[merchant.FieldTestWebhookSecretPreviousExpiresAt] = struct{}{}
+}
+
+// TestWebhookSecretPreviousExpiresAtCleared returns if the "test_webhook_secret_previous_expires_at" field was cleared in this mutation.
+func (m *MerchantMutation) TestWebhookSecretPreviousExpiresAtCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestWebhookSecretPreviousExpiresAt]
+	return ok
+}
+
+// ResetTestWebhookSecretPreviousExpiresAt resets all changes to the "test_webhook_secret_previous_expires_at" field.
+func (m *MerchantMutation) ResetTestWebhookSecretPreviousExpiresAt() {
+	m.test_webhook_secret_previous_expires_at = nil
+	delete(m.clearedFields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
+}
+
 // SetActive sets the "active" field.
 func (m *MerchantMutation) SetActive(b bool) {
 	m.active = &b
@@ -6346,7 +6646,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 22)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -6388,6 +6688,24 @@ func (m *MerchantMutation) Fields() []string {
 	}
 	if m.webhook_secret_encrypted != nil {
 		fields = append(fields, merchant.FieldWebhookSecretEncrypted)
+	}
+	if m.webhook_secret_previous_encrypted != nil {
+		fields = append(fields, merchant.FieldWebhookSecretPreviousEncrypted)
+	}
+	if m.webhook_secret_previous_expires_at != nil {
+		fields = append(fields, merchant.FieldWebhookSecretPreviousExpiresAt)
+	}
+	if m.test_webhook_url != nil {
+		fields = append(fields, merchant.FieldTestWebhookURL)
+	}
+	if m.test_webhook_secret_encrypted != nil {
+		fields = append(fields, merchant.FieldTestWebhookSecretEncrypted)
+	}
+	if m.test_webhook_secret_previous_encrypted != nil {
+		fields = append(fields, merchant.FieldTestWebhookSecretPreviousEncrypted)
+	}
+	if m.test_webhook_secret_previous_expires_at != nil {
+		fields = append(fields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
 	}
 	if m.active != nil {
 		fields = append(fields, merchant.FieldActive)
@@ -6431,6 +6749,18 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.BrandColor()
 	case merchant.FieldWebhookSecretEncrypted:
 		return m.WebhookSecretEncrypted()
+	case merchant.FieldWebhookSecretPreviousEncrypted:
+		return m.WebhookSecretPreviousEncrypted()
+	case merchant.FieldWebhookSecretPreviousExpiresAt:
+		return m.WebhookSecretPreviousExpiresAt()
+	case merchant.FieldTestWebhookURL:
+		return m.TestWebhookURL()
+	case merchant.FieldTestWebhookSecretEncrypted:
+		return m.TestWebhookSecretEncrypted()
+	case merchant.FieldTestWebhookSecretPreviousEncrypted:
+		return m.TestWebhookSecretPreviousEncrypted()
+	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+		return m.TestWebhookSecretPreviousExpiresAt()
 	case merchant.FieldActive:
 		return m.Active()
 	case merchant.FieldDeactivatedAt:
@@ -6472,6 +6802,18 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldBrandColor(ctx)
 	case merchant.FieldWebhookSecretEncrypted:
 		return m.OldWebhookSecretEncrypted(ctx)
+	case merchant.FieldWebhookSecretPreviousEncrypted:
+		return m.OldWebhookSecretPreviousEncrypted(ctx)
+	case merchant.FieldWebhookSecretPreviousExpiresAt:
+		return m.OldWebhookSecretPreviousExpiresAt(ctx)
+	case merchant.FieldTestWebhookURL:
+		return m.OldTestWebhookURL(ctx)
+	case merchant.FieldTestWebhookSecretEncrypted:
+		return m.OldTestWebhookSecretEncrypted(ctx)
+	case merchant.FieldTestWebhookSecretPreviousEncrypted:
+		return m.OldTestWebhookSecretPreviousEncrypted(ctx)
+	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+		return m.OldTestWebhookSecretPreviousExpiresAt(ctx)
 	case merchant.FieldActive:
 		return m.OldActive(ctx)
 	case merchant.FieldDeactivatedAt:
@@ -6583,6 +6925,48 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetWebhookSecretEncrypted(v)
 		return nil
+	case merchant.FieldWebhookSecretPreviousEncrypted:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWebhookSecretPreviousEncrypted(v)
+		return nil
+	case merchant.FieldWebhookSecretPreviousExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWebhookSecretPreviousExpiresAt(v)
+		return nil
+	case merchant.FieldTestWebhookURL:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestWebhookURL(v)
+		return nil
+	case merchant.FieldTestWebhookSecretEncrypted:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestWebhookSecretEncrypted(v)
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousEncrypted:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestWebhookSecretPreviousEncrypted(v)
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestWebhookSecretPreviousExpiresAt(v)
+		return nil
 	case merchant.FieldActive:
 		v, ok := value.(bool)
 		if !ok {
@@ -6651,6 +7035,24 @@ func (m *MerchantMutation) ClearedFields() []string {
 	if m.FieldCleared(merchant.FieldBrandColor) {
 		fields = append(fields, merchant.FieldBrandColor)
 	}
+	if m.FieldCleared(merchant.FieldWebhookSecretPreviousEncrypted) {
+		fields = append(fields, merchant.FieldWebhookSecretPreviousEncrypted)
+	}
+	if m.FieldCleared(merchant.FieldWebhookSecretPreviousExpiresAt) {
+		fields = append(fields, merchant.FieldWebhookSecretPreviousExpiresAt)
+	}
+	if m.FieldCleared(merchant.FieldTestWebhookURL) {
+		fields = append(fields, merchant.FieldTestWebhookURL)
+	}
+	if m.FieldCleared(merchant.FieldTestWebhookSecretEncrypted) {
+		fields = append(fields, merchant.FieldTestWebhookSecretEncrypted)
+	}
+	if m.FieldCleared(merchant.FieldTestWebhookSecretPreviousEncrypted) {
+		fields = append(fields, merchant.FieldTestWebhookSecretPreviousEncrypted)
+	}
+	if m.FieldCleared(merchant.FieldTestWebhookSecretPreviousExpiresAt) {
+		fields = append(fields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
+	}
 	if m.FieldCleared(merchant.FieldDeactivatedAt) {
 		fields = append(fields, merchant.FieldDeactivatedAt)
 	}
@@ -6691,6 +7093,24 @@ func (m *MerchantMutation) ClearField(name string) error {
 		return nil
 	case merchant.FieldBrandColor:
 		m.ClearBrandColor()
+		return nil
+	case merchant.FieldWebhookSecretPreviousEncrypted:
+		m.ClearWebhookSecretPreviousEncrypted()
+		return nil
+	case merchant.FieldWebhookSecretPreviousExpiresAt:
+		m.ClearWebhookSecretPreviousExpiresAt()
+		return nil
+	case merchant.FieldTestWebhookURL:
+		m.ClearTestWebhookURL()
+		return nil
+	case merchant.FieldTestWebhookSecretEncrypted:
+		m.ClearTestWebhookSecretEncrypted()
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousEncrypted:
+		m.ClearTestWebhookSecretPreviousEncrypted()
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+		m.ClearTestWebhookSecretPreviousExpiresAt()
 		return nil
 	case merchant.FieldDeactivatedAt:
 		m.ClearDeactivatedAt()
@@ -6744,6 +7164,24 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldWebhookSecretEncrypted:
 		m.ResetWebhookSecretEncrypted()
+		return nil
+	case merchant.FieldWebhookSecretPreviousEncrypted:
+		m.ResetWebhookSecretPreviousEncrypted()
+		return nil
+	case merchant.FieldWebhookSecretPreviousExpiresAt:
+		m.ResetWebhookSecretPreviousExpiresAt()
+		return nil
+	case merchant.FieldTestWebhookURL:
+		m.ResetTestWebhookURL()
+		return nil
+	case merchant.FieldTestWebhookSecretEncrypted:
+		m.ResetTestWebhookSecretEncrypted()
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousEncrypted:
+		m.ResetTestWebhookSecretPreviousEncrypted()
+		return nil
+	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
+		m.ResetTestWebhookSecretPreviousExpiresAt()
 		return nil
 	case merchant.FieldActive:
 		m.ResetActive()

@@ -233,7 +233,7 @@ func init() {
 	// merchant.EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	merchant.EmailValidator = merchantDescEmail.Validators[0].(func(string) error)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[12].Descriptor()
+	merchantDescActive := merchantFields[18].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.

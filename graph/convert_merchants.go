@@ -77,3 +77,21 @@ func webhookEventFilter(f *model.WebhookEventFilter) agentpay.WebhookEventFilter
 	}
 	return agentpay.WebhookEventFilter{EventTypes: f.EventType, SessionExternalID: f.SessionExternalID}
 }
+
+// int64Ptr widens an optional GraphQL Int.
+func int64Ptr(n *int) *int64 {
+	if n == nil {
+		return nil
+	}
+	v := int64(*n)
+	return &v
+}
+
+func rolledWebhookSecret(r *agentpay.RolledWebhookSecret) *model.RolledWebhookSecret {
+	return &model.RolledWebhookSecret{
+		WebhookSecret:           r.Secret,
+		Livemode:                r.Livemode,
+		PreviousSecretExpiresAt: r.PreviousExpiresAt,
+		Warning:                 agentpay.WebhookSecretRolledWarning,
+	}
+}

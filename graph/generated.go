@@ -266,13 +266,14 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CancelSession    func(childComplexity int, externalID string) int
-		CreateSession    func(childComplexity int, input model.CreateSessionInput) int
-		QuickRegister    func(childComplexity int, username string) int
-		RedeliverWebhook func(childComplexity int, eventID uuid.UUID) int
-		RegenerateAPIKey func(childComplexity int) int
-		Send             func(childComplexity int, input model.SendInput) int
-		UpdateMerchant   func(childComplexity int, input model.UpdateMerchantInput) int
+		CancelSession     func(childComplexity int, externalID string) int
+		CreateSession     func(childComplexity int, input model.CreateSessionInput) int
+		QuickRegister     func(childComplexity int, username string) int
+		RedeliverWebhook  func(childComplexity int, eventID uuid.UUID) int
+		RegenerateAPIKey  func(childComplexity int) int
+		RollWebhookSecret func(childComplexity int, overlapSeconds *int) int
+		Send              func(childComplexity int, input model.SendInput) int
+		UpdateMerchant    func(childComplexity int, input model.UpdateMerchantInput) int
 	}
 
 	PageInfo struct {
@@ -373,6 +374,13 @@ type ComplexityRoot struct {
 		WalletAddress func(childComplexity int) int
 		WalletChain   func(childComplexity int) int
 		Wallets       func(childComplexity int) int
+	}
+
+	RolledWebhookSecret struct {
+		Livemode                func(childComplexity int) int
+		PreviousSecretExpiresAt func(childComplexity int) int
+		Warning                 func(childComplexity int) int
+		WebhookSecret           func(childComplexity int) int
 	}
 
 	SendPayload struct {
@@ -595,6 +603,8 @@ type MeResolver interface {
 	Transfers(ctx context.Context, obj *model.Me, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) (*ent.TransferConnection, error)
 }
 type MerchantResolver interface {
+	WebhookURL(ctx context.Context, obj *ent.Merchant) (*string, error)
+
 	Keys(ctx context.Context, obj *ent.Merchant) ([]*ent.MerchantKey, error)
 	Sessions(ctx context.Context, obj *ent.Merchant) ([]*ent.CheckoutSession, error)
 	WebhookEvents(ctx context.Context, obj *ent.Merchant) ([]*ent.WebhookEvent, error)
@@ -609,6 +619,7 @@ type MutationResolver interface {
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
+	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
 }
 type PaymentResolver interface {
 	TokenAmount(ctx context.Context, obj *ent.Payment) (*decimal.Decimal, error)
@@ -1665,6 +1676,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RegenerateAPIKey(childComplexity), true
+	case "Mutation.rollWebhookSecret":
+		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollWebhookSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollWebhookSecret(childComplexity, args["overlapSeconds"].(*int)), true
 	case "Mutation.send":
 		if e.ComplexityRoot.Mutation.Send == nil {
 			break
@@ -2224,6 +2246,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Registration.Wallets(childComplexity), true
+
+	case "RolledWebhookSecret.livemode":
+		if e.ComplexityRoot.RolledWebhookSecret.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledWebhookSecret.Livemode(childComplexity), true
+	case "RolledWebhookSecret.previousSecretExpiresAt":
+		if e.ComplexityRoot.RolledWebhookSecret.PreviousSecretExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledWebhookSecret.PreviousSecretExpiresAt(childComplexity), true
+	case "RolledWebhookSecret.warning":
+		if e.ComplexityRoot.RolledWebhookSecret.Warning == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledWebhookSecret.Warning(childComplexity), true
+	case "RolledWebhookSecret.webhookSecret":
+		if e.ComplexityRoot.RolledWebhookSecret.WebhookSecret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledWebhookSecret.WebhookSecret(childComplexity), true
 
 	case "SendPayload.amountUsd":
 		if e.ComplexityRoot.SendPayload.AmountUsd == nil {
@@ -3768,6 +3815,20 @@ func (ec *executionContext) childFields_Registration(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type Registration", field.Name)
 }
 
+func (ec *executionContext) childFields_RolledWebhookSecret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "webhookSecret":
+		return ec.fieldContext_RolledWebhookSecret_webhookSecret(ctx, field)
+	case "livemode":
+		return ec.fieldContext_RolledWebhookSecret_livemode(ctx, field)
+	case "previousSecretExpiresAt":
+		return ec.fieldContext_RolledWebhookSecret_previousSecretExpiresAt(ctx, field)
+	case "warning":
+		return ec.fieldContext_RolledWebhookSecret_warning(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolledWebhookSecret", field.Name)
+}
+
 func (ec *executionContext) childFields_SendPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "transactionId":
@@ -4417,6 +4478,20 @@ func (ec *executionContext) field_Mutation_redeliverWebhook_args(ctx context.Con
 		return nil, err
 	}
 	args["eventId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rollWebhookSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "overlapSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["overlapSeconds"] = arg0
 	return args, nil
 }
 
@@ -8029,18 +8104,18 @@ func (ec *executionContext) _Merchant_webhookURL(ctx context.Context, field grap
 			return ec.fieldContext_Merchant_webhookURL(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.WebhookURL, nil
+			return ec.Resolvers.Merchant().WebhookURL(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalOString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_Merchant_webhookURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Merchant", field, true, true, "String")
 }
 
 func (ec *executionContext) _Merchant_successURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
@@ -8916,6 +8991,50 @@ func (ec *executionContext) fieldContext_Mutation_redeliverWebhook(ctx context.C
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_redeliverWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rollWebhookSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollWebhookSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RollWebhookSecret(ctx, fc.Args["overlapSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolledWebhookSecret) graphql.Marshaler {
+			return ec.marshalNRolledWebhookSecret2ᚖagentpayᚋgraphᚋmodelᚐRolledWebhookSecret(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolledWebhookSecret(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rollWebhookSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11152,6 +11271,98 @@ func (ec *executionContext) fieldContext_Registration_endpoints(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RolledWebhookSecret_webhookSecret(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledWebhookSecret_webhookSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WebhookSecret, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledWebhookSecret_webhookSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledWebhookSecret", field, false, false, "String")
+}
+
+func (ec *executionContext) _RolledWebhookSecret_livemode(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledWebhookSecret_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledWebhookSecret_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledWebhookSecret", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RolledWebhookSecret_previousSecretExpiresAt(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledWebhookSecret_previousSecretExpiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousSecretExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RolledWebhookSecret_previousSecretExpiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledWebhookSecret", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RolledWebhookSecret_warning(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledWebhookSecret_warning(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warning, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledWebhookSecret_warning(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledWebhookSecret", field, false, false, "String")
 }
 
 func (ec *executionContext) _SendPayload_transactionId(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
@@ -17822,10 +18033,11 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "webhookURL":
-			out.Values[i] = ec._Merchant_webhookURL(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Merchant_webhookURL(ctx, field, obj)
+				})
 		case "successURL":
 			out.Values[i] = ec._Merchant_successURL(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -18084,6 +18296,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "redeliverWebhook":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_redeliverWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rollWebhookSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollWebhookSecret(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -18717,6 +18936,54 @@ func (ec *executionContext) _Registration(ctx context.Context, sel ast.Selection
 			}
 		case "endpoints":
 			out.Values[i] = ec._Registration_endpoints(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rolledWebhookSecretImplementors = []string{"RolledWebhookSecret"}
+
+func (ec *executionContext) _RolledWebhookSecret(ctx context.Context, sel ast.SelectionSet, obj *model.RolledWebhookSecret) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolledWebhookSecretImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolledWebhookSecret")
+		case "webhookSecret":
+			out.Values[i] = ec._RolledWebhookSecret_webhookSecret(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "livemode":
+			out.Values[i] = ec._RolledWebhookSecret_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "previousSecretExpiresAt":
+			out.Values[i] = ec._RolledWebhookSecret_previousSecretExpiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "warning":
+			out.Values[i] = ec._RolledWebhookSecret_warning(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -20966,6 +21233,14 @@ func (ec *executionContext) marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐR
 		return graphql.Null
 	}
 	return ec._Registration(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRolledWebhookSecret2ᚖagentpayᚋgraphᚋmodelᚐRolledWebhookSecret(ctx context.Context, sel ast.SelectionSet, v *model.RolledWebhookSecret) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RolledWebhookSecret!")
+		return graphql.Null
+	}
+	return ec._RolledWebhookSecret(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx context.Context, v any) (model.SendInput, error) {

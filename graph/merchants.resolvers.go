@@ -38,10 +38,11 @@ func (r *merchantResolver) AcceptedTokens(ctx context.Context, obj *ent.Merchant
 
 // PublicKeys is the resolver for the publicKeys field.
 func (r *merchantResolver) PublicKeys(ctx context.Context, obj *ent.Merchant) (*model.MerchantPublicKeys, error) {
-	if _, err := r.ownMerchant(ctx, obj); err != nil {
+	auth, err := r.ownMerchant(ctx, obj)
+	if err != nil {
 		return nil, err
 	}
-	p, err := r.cfg.Service.MerchantProfile(ctx, obj)
+	p, err := r.cfg.Service.MerchantProfile(ctx, obj, auth.Mode)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +87,19 @@ func (r *mutationResolver) RedeliverWebhook(ctx context.Context, eventID uuid.UU
 		return nil, err
 	}
 	return r.cfg.Service.RedeliverOwnWebhook(ctx, auth, eventID)
+}
+
+// RollWebhookSecret is the resolver for the rollWebhookSecret field.
+func (r *mutationResolver) RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error) {
+	ctx, auth, err := r.merchantContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rolled, err := r.cfg.Service.RollWebhookSecret(ctx, auth, int64Ptr(overlapSeconds))
+	if err != nil {
+		return nil, err
+	}
+	return rolledWebhookSecret(rolled), nil
 }
 
 // TokenAmount is the resolver for the tokenAmount field.

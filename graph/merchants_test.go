@@ -64,8 +64,9 @@ func newMerchantAPI(t *testing.T) *merchantAPI {
 
 // testMerchant is a registered merchant with its keys.
 type testMerchant struct {
-	ID   uuid.UUID
-	Keys agentpay.MerchantKeys
+	ID       uuid.UUID
+	Keys     agentpay.MerchantKeys
+	Merchant *ent.Merchant // as registered
 }
 
 func (a *merchantAPI) register(t *testing.T, name string, in agentpay.MerchantInput) testMerchant {
@@ -74,7 +75,7 @@ func (a *merchantAPI) register(t *testing.T, name string, in agentpay.MerchantIn
 	in.Name, in.Email = &name, &email
 	reg, err := a.Svc.RegisterMerchant(context.Background(), in)
 	require.NoError(t, err)
-	return testMerchant{ID: reg.Merchant.ID, Keys: reg.Keys}
+	return testMerchant{ID: reg.Merchant.ID, Keys: reg.Keys, Merchant: reg.Merchant}
 }
 
 // auth is the merchant as the service sees a caller with key.
@@ -287,14 +288,16 @@ func TestMerchantQueryAndAuth(t *testing.T) {
 	}
 
 	// A rolled key is refused at once, the new one works and sees the
-	// same merchant.
-	newKeys, err := api.Svc.RollMerchantKeys(context.Background(), api.auth(t, m.Keys.TestSecretKey))
+	// same merchant; a test key rolls the test pair only.
+	newKeys, err := api.Svc.RollMerchantKeys(context.Background(), api.auth(t, m.Keys.TestSecretKey), "")
 	require.NoError(t, err)
+	require.Empty(t, newKeys.LiveSecretKey)
 	require.Equal(t, "UNAUTHENTICATED", api.do(t, m.Keys.TestSecretKey, q, nil).code(t))
 	api.do(t, newKeys.TestSecretKey, q, nil).decode(t, &d)
 	require.Equal(t, m.ID.String(), d.Merchant.ID)
 	require.Len(t, d.Merchant.Keys, 2, "rolled keys are not listed")
-	require.Equal(t, newKeys.LivePublicKey, d.Merchant.PublicKeys.Live)
+	require.Equal(t, newKeys.TestPublicKey, d.Merchant.PublicKeys.Test)
+	require.Equal(t, m.Keys.LivePublicKey, d.Merchant.PublicKeys.Live)
 
 	// A deactivated merchant is refused on every operation, with REST's 403
 	// detail; reactivated, it works again.
@@ -310,6 +313,7 @@ func TestMerchantQueryAndAuth(t *testing.T) {
 		{`{ webhookEvents { totalCount } }`, nil},
 		{`mutation { createSession(input: {amount: 5, currency: "USD"}) { id } }`, nil},
 		{`mutation { updateMerchant(input: {name: "New"}) { id } }`, nil},
+		{`mutation { rollWebhookSecret { webhookSecret } }`, nil},
 		{`mutation { cancelSession(externalId: "cs_test_x") { id } }`, nil},
 		{`query($id: ID!) { node(id: $id) { id } }`, map[string]any{"id": m.ID.String()}},
 	}
@@ -320,7 +324,7 @@ func TestMerchantQueryAndAuth(t *testing.T) {
 	}
 	_, err = api.Svc.ReactivateMerchant(context.Background(), m.ID)
 	require.NoError(t, err)
-	api.do(t, newKeys.LiveSecretKey, q, nil).decode(t, &d)
+	api.do(t, m.Keys.LiveSecretKey, q, nil).decode(t, &d)
 	require.True(t, d.Merchant.Active)
 }
 
@@ -715,39 +719,58 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	}
 
 	var d struct{ UpdateMerchant merchantData }
-	api.do(t, m.Keys.TestSecretKey, update, map[string]any{"in": map[string]any{
+	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{
 		"name": "  New Name ", "brandColor": "#AABBCC", "website": "https://shop.example",
 		"acceptedTokens": []map[string]any{{"chain": "solana", "token": "USDC"}, {"chain": "base", "token": "USDC"}},
-		"webhookUrl":     "http://127.0.0.1:9/hook", // a local receiver: allowed with a test key
+		"webhookUrl":     "https://shop.example/hooks",
 	}}).decode(t, &d)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
-	require.Equal(t, "http://127.0.0.1:9/hook", *d.UpdateMerchant.WebhookURL)
+	require.Equal(t, "https://shop.example/hooks", *d.UpdateMerchant.WebhookURL)
 	require.Equal(t, []struct{ Chain, Token string }{{"base", "USDC"}, {"solana", "USDC"}}, d.UpdateMerchant.AcceptedTokens)
 
 	// Absent fields are unchanged, "" clears an optional one.
-	api.do(t, m.Keys.TestSecretKey, update, map[string]any{"in": map[string]any{"website": ""}}).decode(t, &d)
+	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{"website": ""}}).decode(t, &d)
 	require.Empty(t, *d.UpdateMerchant.Website)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
+
+	// A test key sets test mode's webhook URL (a local receiver is
+	// allowed) and sees it; the live key still sees live mode's.
+	api.do(t, m.Keys.TestSecretKey, update, map[string]any{"in": map[string]any{"webhookUrl": "http://127.0.0.1:9/hook"}}).decode(t, &d)
+	require.Equal(t, "http://127.0.0.1:9/hook", *d.UpdateMerchant.WebhookURL)
+	var q struct{ Merchant struct{ WebhookURL *string } }
+	api.do(t, m.Keys.LiveSecretKey, `{ merchant { webhookURL } }`, nil).decode(t, &q)
+	require.Equal(t, "https://shop.example/hooks", *q.Merchant.WebhookURL)
+	api.do(t, m.Keys.TestSecretKey, `{ merchant { webhookURL } }`, nil).decode(t, &q)
+	require.Equal(t, "http://127.0.0.1:9/hook", *q.Merchant.WebhookURL)
 
 	tests := []struct {
 		name string
 		key  string
 		in   map[string]any
+		code string
 		msg  string
 	}{
-		{"brand color", m.Keys.TestSecretKey, map[string]any{"brandColor": "red"}, "brand_color:"},
-		{"email", m.Keys.TestSecretKey, map[string]any{"email": "not an address"}, "email:"},
-		{"name cleared", m.Keys.TestSecretKey, map[string]any{"name": ""}, "name:"},
-		{"no accepted tokens", m.Keys.TestSecretKey, map[string]any{"acceptedTokens": []any{}}, "accepted_tokens:"},
-		{"settlement chain without address", m.Keys.TestSecretKey, map[string]any{"settlementChain": "base"}, "settlement"},
-		{"loopback webhook with a live key", m.Keys.LiveSecretKey, map[string]any{"webhookUrl": "http://127.0.0.1:9/hook"}, "webhook_url:"},
+		{"brand color", m.Keys.LiveSecretKey, map[string]any{"brandColor": "red"}, "BAD_USER_INPUT", "brand_color:"},
+		{"email", m.Keys.LiveSecretKey, map[string]any{"email": "not an address"}, "BAD_USER_INPUT", "email:"},
+		{"name cleared", m.Keys.LiveSecretKey, map[string]any{"name": ""}, "BAD_USER_INPUT", "name:"},
+		{"no accepted tokens", m.Keys.LiveSecretKey, map[string]any{"acceptedTokens": []any{}}, "BAD_USER_INPUT", "accepted_tokens:"},
+		{"settlement chain without address", m.Keys.LiveSecretKey, map[string]any{"settlementChain": "base"}, "BAD_USER_INPUT", "settlement"},
+		{"loopback webhook with a live key", m.Keys.LiveSecretKey, map[string]any{"webhookUrl": "http://127.0.0.1:9/hook"}, "BAD_USER_INPUT", "webhook_url:"},
+		// A test key reaches test-mode state only.
+		{"settlement address with a test key", m.Keys.TestSecretKey, map[string]any{"settlementAddress": "0x52908400098527886E0F7030069857D2E4169EE7"}, "FORBIDDEN",
+			"insufficient permissions: a test key changes test-mode settings only (webhook_url); settlement_address need a live secret key"},
+		{"settlement chain with a test key", m.Keys.TestSecretKey, map[string]any{"settlementChain": "base"}, "FORBIDDEN", "settlement_chain need a live secret key"},
+		{"settlement type with a test key", m.Keys.TestSecretKey, map[string]any{"settlementType": "fiat_pix"}, "FORBIDDEN", "settlement_type need a live secret key"},
+		{"name with a test key", m.Keys.TestSecretKey, map[string]any{"name": "Evil"}, "FORBIDDEN", "name need a live secret key"},
+		{"success url with a test key", m.Keys.TestSecretKey, map[string]any{"successUrl": "https://evil.example/ok"}, "FORBIDDEN", "success_url need a live secret key"},
+		{"accepted tokens with a test key", m.Keys.TestSecretKey, map[string]any{"acceptedTokens": []map[string]any{{"chain": "base", "token": "USDC"}}}, "FORBIDDEN", "accepted_tokens need a live secret key"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			out := api.do(t, tc.key, update, map[string]any{"in": tc.in})
-			require.Equal(t, "BAD_USER_INPUT", out.code(t))
+			require.Equal(t, tc.code, out.code(t))
 			require.Contains(t, out.Errors[0].Message, tc.msg)
 		})
 	}
@@ -755,6 +778,44 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "New Name", stored.Name, "refusals change nothing")
 	require.Equal(t, "#aabbcc", stored.BrandColor)
+	require.Empty(t, stored.SettlementAddress)
+	require.Equal(t, "crypto_usdc", string(stored.SettlementType))
+	require.Equal(t, "https://shop.example/hooks", stored.WebhookURL)
+}
+
+// TestMerchantRollWebhookSecret: rollWebhookSecret replaces the key's
+// mode's secret, the rules of POST /checkout/merchants/me/webhook-secret/roll.
+func TestMerchantRollWebhookSecret(t *testing.T) {
+	api := newMerchantAPI(t)
+	m := api.register(t, "Roll Shop", agentpay.MerchantInput{})
+	const roll = `mutation($s: Int) { rollWebhookSecret(overlapSeconds: $s) { webhookSecret livemode previousSecretExpiresAt warning } }`
+	type rolled struct {
+		WebhookSecret           string
+		Livemode                bool
+		PreviousSecretExpiresAt *time.Time
+		Warning                 string
+	}
+	var d struct{ RollWebhookSecret rolled }
+	before := time.Now()
+	api.do(t, m.Keys.TestSecretKey, roll, nil).decode(t, &d)
+	require.False(t, d.RollWebhookSecret.Livemode)
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, d.RollWebhookSecret.WebhookSecret)
+	require.NotEqual(t, m.Keys.TestWebhookSecret, d.RollWebhookSecret.WebhookSecret)
+	require.WithinDuration(t, before.Add(24*time.Hour), *d.RollWebhookSecret.PreviousSecretExpiresAt, time.Minute)
+	require.Equal(t, agentpay.WebhookSecretRolledWarning, d.RollWebhookSecret.Warning)
+	stored, err := api.Svc.MerchantByID(context.Background(), m.ID)
+	require.NoError(t, err)
+	require.Equal(t, m.Merchant.WebhookSecretEncrypted, stored.WebhookSecretEncrypted, "the live secret is untouched")
+	require.NotEqual(t, m.Merchant.TestWebhookSecretEncrypted, stored.TestWebhookSecretEncrypted)
+
+	api.do(t, m.Keys.LiveSecretKey, roll, map[string]any{"s": 0}).decode(t, &d)
+	require.True(t, d.RollWebhookSecret.Livemode)
+	require.Nil(t, d.RollWebhookSecret.PreviousSecretExpiresAt)
+
+	out := api.do(t, m.Keys.LiveSecretKey, roll, map[string]any{"s": 604801})
+	require.Equal(t, "BAD_USER_INPUT", out.code(t))
+	require.Equal(t, "overlap_seconds: must be from 0 to 604800 (7 days)", out.Errors[0].Message)
+	require.Equal(t, "UNAUTHENTICATED", api.do(t, "", roll, nil).code(t))
 }
 
 type paymentsPage struct {

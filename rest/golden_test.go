@@ -21,7 +21,8 @@ var goldenNormalisers = []struct {
 	repl string
 }{
 	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<uuid>"},
-	{regexp.MustCompile(`\b(ak|sk_live|pk_live|sk_test|pk_test|whsec)_[0-9A-Za-z]+`), "<$1>"},
+	{regexp.MustCompile(`\bwhsec_[0-9A-Za-z+/]+={0,2}`), "<whsec>"},
+	{regexp.MustCompile(`\b(ak|sk_live|pk_live|sk_test|pk_test)_[0-9A-Za-z]+`), "<$1>"},
 	{regexp.MustCompile(`0x[0-9a-fA-F]{64}`), "<hash>"},
 	{regexp.MustCompile(`0x[0-9a-fA-F]{40}`), "<evm-address>"},
 	{regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`), "<time>"},

@@ -44,6 +44,20 @@ func decodeJSON(r *http.Request, dst any) error {
 	return nil
 }
 
+// decodeOptionalJSON is decodeJSON for a body that may be left out: an empty
+// body leaves dst as it is.
+func decodeOptionalJSON(r *http.Request, dst any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+	if err != nil {
+		return agentpay.Invalid("", "cannot read the request body")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decodeJSON(r, dst)
+}
+
 func jsonKind(goKind string) string {
 	switch goKind {
 	case "string":

@@ -28,6 +28,7 @@ func (s *server) mountMerchantRoutes(r chi.Router) {
 		r.Get("/merchants/me", s.myMerchant)
 		r.Patch("/merchants/me", s.updateMerchant)
 		r.Post("/merchants/me/keys/roll", s.rollMerchantKeys)
+		r.Post("/merchants/me/webhook-secret/roll", s.rollWebhookSecret)
 		r.Post("/sessions", s.createSession)
 		r.Get("/sessions", s.listSessions)
 		r.Get("/sessions/{external_id}", s.getSession)
@@ -95,7 +96,8 @@ func (req merchantRequest) input() agentpay.MerchantInput {
 }
 
 // merchantBody is a merchant as the API shows it. Optional fields not set
-// are null; accepted_tokens is the effective list (the default spelled out).
+// are null; accepted_tokens is the effective list (the default spelled out);
+// webhook_url is the key's mode's.
 type merchantBody struct {
 	ID                string         `json:"id"`
 	Name              string         `json:"name"`
@@ -135,7 +137,7 @@ func newMerchantBody(p *agentpay.MerchantProfile) merchantBody {
 		Name:              m.Name,
 		Email:             m.Email,
 		Website:           nullable(m.Website),
-		WebhookURL:        nullable(m.WebhookURL),
+		WebhookURL:        nullable(p.WebhookURL),
 		SuccessURL:        nullable(m.SuccessURL),
 		CancelURL:         nullable(m.CancelURL),
 		SettlementType:    string(m.SettlementType),
@@ -154,19 +156,22 @@ func newMerchantBody(p *agentpay.MerchantProfile) merchantBody {
 	return out
 }
 
+// merchantKeysBody is the credentials as issued: all of them at
+// registration; after a roll, the rolled mode's key pair only.
 type merchantKeysBody struct {
-	LivePublicKey string `json:"live_public_key"`
-	LiveSecretKey string `json:"live_secret_key"`
-	TestPublicKey string `json:"test_public_key"`
-	TestSecretKey string `json:"test_secret_key"`
-	WebhookSecret string `json:"webhook_secret,omitempty"`
+	LivePublicKey     string `json:"live_public_key,omitempty"`
+	LiveSecretKey     string `json:"live_secret_key,omitempty"`
+	TestPublicKey     string `json:"test_public_key,omitempty"`
+	TestSecretKey     string `json:"test_secret_key,omitempty"`
+	WebhookSecret     string `json:"webhook_secret,omitempty"`
+	TestWebhookSecret string `json:"test_webhook_secret,omitempty"`
 }
 
 func newMerchantKeysBody(k agentpay.MerchantKeys) merchantKeysBody {
 	return merchantKeysBody{
 		LivePublicKey: k.LivePublicKey, LiveSecretKey: k.LiveSecretKey,
 		TestPublicKey: k.TestPublicKey, TestSecretKey: k.TestSecretKey,
-		WebhookSecret: k.WebhookSecret,
+		WebhookSecret: k.WebhookSecret, TestWebhookSecret: k.TestWebhookSecret,
 	}
 }
 
@@ -188,7 +193,8 @@ func (s *server) registerMerchant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := reg.Keys
-	profile := &agentpay.MerchantProfile{Merchant: reg.Merchant, LivePublicKey: k.LivePublicKey, TestPublicKey: k.TestPublicKey}
+	profile := &agentpay.MerchantProfile{Merchant: reg.Merchant, LivePublicKey: k.LivePublicKey, TestPublicKey: k.TestPublicKey,
+		WebhookURL: agentpay.WebhookURLOf(reg.Merchant, agentpay.ModeLive)}
 	writeJSON(w, http.StatusCreated, merchantRegistrationBody{
 		Merchant: newMerchantBody(profile),
 		Keys:     newMerchantKeysBody(k),
@@ -197,7 +203,7 @@ func (s *server) registerMerchant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) writeMerchant(w http.ResponseWriter, r *http.Request, m *ent.Merchant) {
-	p, err := s.svc.MerchantProfile(r.Context(), m)
+	p, err := s.svc.MerchantProfile(r.Context(), m, merchantFrom(r.Context()).Mode)
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
@@ -228,8 +234,19 @@ type rolledKeysBody struct {
 	Warning string           `json:"warning"`
 }
 
+// rollKeysRequest is the optional body of a key roll: which mode's pair
+// (absent: the key's own).
+type rollKeysRequest struct {
+	Mode string `json:"mode"`
+}
+
 func (s *server) rollMerchantKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.svc.RollMerchantKeys(r.Context(), merchantFrom(r.Context()))
+	var req rollKeysRequest
+	if err := decodeOptionalJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	keys, err := s.svc.RollMerchantKeys(r.Context(), merchantFrom(r.Context()), agentpay.Mode(req.Mode))
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
@@ -237,6 +254,38 @@ func (s *server) rollMerchantKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rolledKeysBody{
 		Keys:    newMerchantKeysBody(*keys),
 		Warning: agentpay.MerchantKeysRolledWarning,
+	})
+}
+
+// rollWebhookSecretRequest is the optional body of a webhook secret roll:
+// how long the replaced secret keeps signing (absent: 24 hours).
+type rollWebhookSecretRequest struct {
+	OverlapSeconds *int64 `json:"overlap_seconds"`
+}
+
+type rolledWebhookSecretBody struct {
+	WebhookSecret           string     `json:"webhook_secret"`
+	Livemode                bool       `json:"livemode"`
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+	Warning                 string     `json:"warning"`
+}
+
+func (s *server) rollWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	var req rollWebhookSecretRequest
+	if err := decodeOptionalJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	rolled, err := s.svc.RollWebhookSecret(r.Context(), merchantFrom(r.Context()), req.OverlapSeconds)
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rolledWebhookSecretBody{
+		WebhookSecret:           rolled.Secret,
+		Livemode:                rolled.Livemode,
+		PreviousSecretExpiresAt: utcPtr(rolled.PreviousExpiresAt),
+		Warning:                 agentpay.WebhookSecretRolledWarning,
 	})
 }
 

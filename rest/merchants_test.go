@@ -25,8 +25,9 @@ type merchantCreds struct {
 	ID                     string
 	LivePublic, LiveSecret string
 	TestPublic, TestSecret string
-	WebhookSecret          string
-	Body                   []byte
+	// WebhookSecret signs live deliveries, TestWebhookSecret test ones.
+	WebhookSecret, TestWebhookSecret string
+	Body                             []byte
 }
 
 func (c merchantCreds) live() http.Header { return secretKey(c.LiveSecret) }
@@ -54,7 +55,7 @@ func (a *testAPI) registerMerchant(body map[string]any) merchantCreds {
 		ID:         out.Merchant.ID,
 		LivePublic: out.Keys.LivePublicKey, LiveSecret: out.Keys.LiveSecretKey,
 		TestPublic: out.Keys.TestPublicKey, TestSecret: out.Keys.TestSecretKey,
-		WebhookSecret: out.Keys.WebhookSecret, Body: resp.Body,
+		WebhookSecret: out.Keys.WebhookSecret, TestWebhookSecret: out.Keys.TestWebhookSecret, Body: resp.Body,
 	}
 }
 
@@ -124,7 +125,16 @@ func TestMerchantRegisterShape(t *testing.T) {
 	}
 	row := api.DB.Ent.Merchant.GetX(ctx, uuid.MustParse(full.ID))
 	require.NotContains(t, string(row.WebhookSecretEncrypted), full.WebhookSecret)
+	require.NotContains(t, string(row.TestWebhookSecretEncrypted), full.TestWebhookSecret)
 	require.NotEqual(t, full.WebhookSecret, minimal.WebhookSecret)
+	// One secret per mode, of the Standard Webhooks form; the webhook URL
+	// given is both modes'.
+	require.NotEqual(t, full.WebhookSecret, full.TestWebhookSecret)
+	for _, s := range []string{full.WebhookSecret, full.TestWebhookSecret} {
+		require.Regexp(t, `^whsec_[A-Za-z0-9+/]{43}=$`, s)
+	}
+	require.Equal(t, fullMerchant["webhook_url"], row.WebhookURL)
+	require.Equal(t, fullMerchant["webhook_url"], row.TestWebhookURL)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -261,12 +271,65 @@ func TestMerchantMeAndUpdate(t *testing.T) {
 	delete(got, "updated_at")
 	require.Equal(t, want, got, "refused updates change nothing")
 
-	// A test key may point the webhook at a local receiver (registration
-	// too); a live key may not (above).
+	// A test key may point test mode's webhook at a local receiver
+	// (registration too); a live key may not point live mode's there
+	// (above). Each key sees its own mode's URL.
 	local := api.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"webhook_url": "http://127.0.0.1:9000/hook"}, mc.test())
 	require.Equal(t, http.StatusOK, local.Status, string(local.Body))
 	require.Equal(t, "http://127.0.0.1:9000/hook", local.Map(t)["webhook_url"])
+	require.Equal(t, fullMerchant["webhook_url"], api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Map(t)["webhook_url"])
 	api.registerMerchant(map[string]any{"name": "Local", "email": "l@local.test", "webhook_url": "http://localhost:8081/hook"})
+}
+
+// TestMerchantTestKeyScope: PATCH with a test key changes test mode's
+// webhook_url and nothing else. Every other field is shared with live mode
+// (settlement, what customers see, where they are sent), so naming one is
+// 403 and changes nothing; the live webhook URL is neither changed nor
+// shown to a test key.
+func TestMerchantTestKeyScope(t *testing.T) {
+	api := newTestAPI(t, testAPIConfig{})
+	mc := api.registerMerchant(fullMerchant)
+	before := api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live())
+	require.Equal(t, http.StatusOK, before.Status)
+
+	for _, tt := range []struct {
+		name   string
+		body   map[string]any
+		fields string
+	}{
+		{"settlement_address", map[string]any{"settlement_address": "0x000000000000000000000000000000000000dEaD"}, "settlement_address"},
+		{"settlement_chain", map[string]any{"settlement_chain": "polygon"}, "settlement_chain"},
+		{"settlement_type", map[string]any{"settlement_type": "fiat_pix"}, "settlement_type"},
+		{"success_url", map[string]any{"success_url": "https://evil.test/ok"}, "success_url"},
+		{"cancel_url", map[string]any{"cancel_url": ""}, "cancel_url"},
+		{"accepted_tokens", map[string]any{"accepted_tokens": []map[string]any{{"chain": "polygon", "token": "USDC"}}}, "accepted_tokens"},
+		{"name", map[string]any{"name": "Acme Widgets"}, "name"},
+		{"email", map[string]any{"email": "x@evil.test"}, "email"},
+		{"website", map[string]any{"website": "https://evil.test"}, "website"},
+		{"brand_color", map[string]any{"brand_color": "#000000"}, "brand_color"},
+		{"several, with webhook_url", map[string]any{"webhook_url": "https://evil.test/hook", "settlement_address": "0x000000000000000000000000000000000000dEaD", "name": "X"},
+			"name, settlement_address"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := api.do(http.MethodPatch, "/checkout/merchants/me", tt.body, mc.test())
+			require.Equal(t, http.StatusForbidden, resp.Status, string(resp.Body))
+			require.Equal(t, map[string]any{"detail": "insufficient permissions: a test key changes test-mode settings only (webhook_url); " +
+				tt.fields + " need a live secret key"}, resp.Map(t))
+		})
+	}
+	after := api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live())
+	require.JSONEq(t, string(before.Body), string(after.Body), "refused changes change nothing")
+
+	// webhook_url alone: test mode's. The live key still sees (and
+	// deliveries still use) live mode's.
+	resp := api.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"webhook_url": "https://test-receiver.acme.test/hook"}, mc.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, "https://test-receiver.acme.test/hook", resp.Map(t)["webhook_url"])
+	require.Equal(t, "https://test-receiver.acme.test/hook", api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.test()).Map(t)["webhook_url"])
+	require.Equal(t, fullMerchant["webhook_url"], api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Map(t)["webhook_url"])
+	row := api.DB.Ent.Merchant.GetX(context.Background(), uuid.MustParse(mc.ID))
+	require.Equal(t, fullMerchant["webhook_url"], row.WebhookURL)
+	require.Equal(t, "https://test-receiver.acme.test/hook", row.TestWebhookURL)
 }
 
 // webhookURLError is the detail the webhook URL rule gives for raw in mode.
@@ -283,6 +346,7 @@ var merchantPaths = []struct{ method, path string }{
 	{http.MethodGet, "/checkout/merchants/me"},
 	{http.MethodPatch, "/checkout/merchants/me"},
 	{http.MethodPost, "/checkout/merchants/me/keys/roll"},
+	{http.MethodPost, "/checkout/merchants/me/webhook-secret/roll"},
 	{http.MethodPost, "/checkout/sessions"},
 	{http.MethodGet, "/checkout/sessions"},
 	{http.MethodGet, "/checkout/sessions/cs_test_000000000000000000000000"},
@@ -352,7 +416,7 @@ func TestMerchantKeyRollAcrossInstances(t *testing.T) {
 	before, _ := a.createSession(mc.test(), nil)
 
 	// Both instances accept the keys (and hold them in their caches), then
-	// A rolls them.
+	// A rolls the live pair.
 	for _, api := range []*testAPI{a, b} {
 		for _, h := range []http.Header{mc.live(), mc.test()} {
 			require.Equal(t, http.StatusOK, api.do(http.MethodGet, "/checkout/merchants/me", nil, h).Status)
@@ -366,31 +430,74 @@ func TestMerchantKeyRollAcrossInstances(t *testing.T) {
 	var rolled rolledKeysBody
 	resp.JSON(t, &rolled)
 	require.Empty(t, rolled.Keys.WebhookSecret, "the webhook secret is not rolled")
+	require.Empty(t, rolled.Keys.TestSecretKey, "the test pair is not rolled")
 
-	// Old keys (both modes) are refused at once on the other instance, and
-	// so is rolling again with them.
-	for _, h := range []http.Header{mc.live(), mc.test()} {
-		resp := b.do(http.MethodGet, "/checkout/merchants/me", nil, h)
-		require.Equal(t, http.StatusUnauthorized, resp.Status)
-		resp = b.do(http.MethodPost, "/checkout/merchants/me/keys/roll", nil, h)
-		require.Equal(t, http.StatusUnauthorized, resp.Status)
-	}
+	// The old live key is refused at once on the other instance, and so is
+	// rolling again with it; the test key is untouched.
+	resp = b.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live())
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	resp = b.do(http.MethodPost, "/checkout/merchants/me/keys/roll", nil, mc.live())
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	require.Equal(t, http.StatusOK, b.do(http.MethodGet, "/checkout/merchants/me", nil, mc.test()).Status)
 	// The new keys work everywhere and see the same merchant and sessions.
 	me := b.do(http.MethodGet, "/checkout/merchants/me", nil, secretKey(rolled.Keys.LiveSecretKey))
 	require.Equal(t, http.StatusOK, me.Status)
 	require.Equal(t, mc.ID, me.Map(t)["id"])
-	require.Equal(t, map[string]any{"live": rolled.Keys.LivePublicKey, "test": rolled.Keys.TestPublicKey}, me.Map(t)["public_keys"])
-	got := b.do(http.MethodGet, "/checkout/sessions/"+before.Session.ExternalID, nil, secretKey(rolled.Keys.TestSecretKey))
-	require.Equal(t, http.StatusOK, got.Status)
+	require.Equal(t, map[string]any{"live": rolled.Keys.LivePublicKey, "test": mc.TestPublic}, me.Map(t)["public_keys"])
 
-	// The old public keys no longer resolve either, on either instance.
+	// The old live public key no longer resolves either, on either instance.
 	for _, api := range []*testAPI{a, b} {
 		_, err := api.Svc.MerchantByPublicKey(context.Background(), mc.LivePublic)
 		require.ErrorIs(t, err, agentpay.ErrUnauthorized)
 	}
-	auth, err := a.Svc.MerchantByPublicKey(context.Background(), rolled.Keys.TestPublicKey)
+
+	// A live key may roll the test pair (a lost test key).
+	resp = a.do(http.MethodPost, "/checkout/merchants/me/keys/roll", map[string]any{"mode": "test"}, secretKey(rolled.Keys.LiveSecretKey))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var testRolled rolledKeysBody
+	resp.JSON(t, &testRolled)
+	require.Empty(t, testRolled.Keys.LiveSecretKey)
+	require.Equal(t, http.StatusUnauthorized, b.do(http.MethodGet, "/checkout/merchants/me", nil, mc.test()).Status)
+	got := b.do(http.MethodGet, "/checkout/sessions/"+before.Session.ExternalID, nil, secretKey(testRolled.Keys.TestSecretKey))
+	require.Equal(t, http.StatusOK, got.Status)
+	auth, err := a.Svc.MerchantByPublicKey(context.Background(), testRolled.Keys.TestPublicKey)
 	require.NoError(t, err)
 	require.Equal(t, agentpay.ModeTest, auth.Mode)
+}
+
+// TestMerchantKeyRollTestKey: a test key rolls the test pair and is never
+// shown a live key; asking for the live pair is 403 and revokes nothing.
+func TestMerchantKeyRollTestKey(t *testing.T) {
+	api := newTestAPI(t, testAPIConfig{})
+	mc := api.registerMerchant(nil)
+
+	for _, tt := range []struct {
+		body   any
+		status int
+		detail string
+	}{
+		{map[string]any{"mode": "live"}, http.StatusForbidden, "insufficient permissions: a test key rolls test keys only; rolling live keys needs a live secret key"},
+		{map[string]any{"mode": "staging"}, http.StatusUnprocessableEntity, "mode: must be live or test"},
+		{map[string]any{"pair": "test"}, http.StatusUnprocessableEntity, `json: unknown field "pair"`},
+	} {
+		resp := api.do(http.MethodPost, "/checkout/merchants/me/keys/roll", tt.body, mc.test())
+		require.Equal(t, tt.status, resp.Status, string(resp.Body))
+		require.Equal(t, map[string]any{"detail": tt.detail}, resp.Map(t))
+	}
+	for _, h := range []http.Header{mc.live(), mc.test()} {
+		require.Equal(t, http.StatusOK, api.do(http.MethodGet, "/checkout/merchants/me", nil, h).Status, "refusals revoke nothing")
+	}
+
+	for _, body := range []any{nil, map[string]any{"mode": "test"}} {
+		resp := api.do(http.MethodPost, "/checkout/merchants/me/keys/roll", body, mc.test())
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		assertGolden(t, "merchant_keys_roll_test", resp.Body, nil)
+		var rolled rolledKeysBody
+		resp.JSON(t, &rolled)
+		require.Equal(t, http.StatusUnauthorized, api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.test()).Status)
+		require.Equal(t, http.StatusOK, api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Status, "the live pair is untouched")
+		mc.TestSecret = rolled.Keys.TestSecretKey
+	}
 }
 
 func TestSessionCreateShape(t *testing.T) {

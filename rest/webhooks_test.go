@@ -3,9 +3,11 @@ package rest
 import (
 	"context"
 	"database/sql"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/internal/testdb"
+	"agentpay/webhook"
 )
 
 // newWebhookTestAPI is an API whose jobs go to an insert-only River client,
@@ -176,4 +179,74 @@ func TestWebhookEventLog(t *testing.T) {
 	n, err := api.DB.Ent.WebhookDelivery.Query().Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "one per event and the redelivery: the 404s created none")
+}
+
+// TestWebhookSecretRoll: POST /checkout/merchants/me/webhook-secret/roll
+// replaces the key's mode's secret only; until the overlap ends, deliveries
+// verify under the replaced secret and the new one (Standard Webhooks
+// signatures), never under the other mode's.
+func TestWebhookSecretRoll(t *testing.T) {
+	api := newWebhookTestAPI(t)
+	var (
+		mu     sync.Mutex
+		got    []http.Header
+		bodies [][]byte
+	)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, bodies = append(got, r.Header.Clone()), append(bodies, body)
+		mu.Unlock()
+	}))
+	t.Cleanup(receiver.Close)
+	m := api.registerMerchant(map[string]any{"name": "Acme", "email": "billing@acme.test", "webhook_url": receiver.URL + "/hook"})
+
+	for _, tt := range []struct {
+		body   any
+		detail string
+	}{
+		{map[string]any{"overlap_seconds": -1}, "overlap_seconds: must be from 0 to 604800 (7 days)"},
+		{map[string]any{"overlap_seconds": 604801}, "overlap_seconds: must be from 0 to 604800 (7 days)"},
+		{map[string]any{"overlap_seconds": "1h"}, "overlap_seconds: must be a number"},
+		{map[string]any{"mode": "live"}, `json: unknown field "mode"`},
+	} {
+		resp := api.do(http.MethodPost, "/checkout/merchants/me/webhook-secret/roll", tt.body, m.test())
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+		require.Equal(t, map[string]any{"detail": tt.detail}, resp.Map(t))
+	}
+
+	start := time.Now()
+	resp := api.do(http.MethodPost, "/checkout/merchants/me/webhook-secret/roll", nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	assertGolden(t, "merchant_webhook_secret_roll", resp.Body, nil)
+	var rolled rolledWebhookSecretBody
+	resp.JSON(t, &rolled)
+	require.False(t, rolled.Livemode)
+	require.NotEqual(t, m.TestWebhookSecret, rolled.WebhookSecret)
+	require.NotNil(t, rolled.PreviousSecretExpiresAt)
+	require.WithinDuration(t, start.Add(24*time.Hour), *rolled.PreviousSecretExpiresAt, time.Minute)
+
+	ev := api.recordWebhookEvent(m.ID, false, "cs_test_rolled")
+	ctx := context.Background()
+	deliveries, err := api.DB.Ent.WebhookEvent.QueryDeliveries(ev).All(ctx)
+	require.NoError(t, err)
+	res, err := api.Svc.DeliverWebhook(ctx, deliveries[0].ID)
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	mu.Lock()
+	h, body := got[0], bodies[0]
+	mu.Unlock()
+	for secret, want := range map[string]bool{rolled.WebhookSecret: true, m.TestWebhookSecret: true, m.WebhookSecret: false} {
+		err := webhook.VerifyStandard(secret, h, body, 0, time.Now())
+		require.Equal(t, want, err == nil, "%v", err)
+	}
+
+	// A live key rolls live mode's secret; an overlap of 0 ends the old one
+	// at once.
+	resp = api.do(http.MethodPost, "/checkout/merchants/me/webhook-secret/roll", map[string]any{"overlap_seconds": 0}, m.live())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	resp.JSON(t, &rolled)
+	require.True(t, rolled.Livemode)
+	require.Nil(t, rolled.PreviousSecretExpiresAt)
+	require.Nil(t, resp.Map(t)["previous_secret_expires_at"])
 }

@@ -76,9 +76,8 @@ func (r *hookReceiver) setStatus(status int) {
 // by an insert-only River client (as `agentpay serve` does) and worked by
 // the real worker (as `agentpay worker` does).
 type webhookHarness struct {
-	db    *store.DB
-	vault *vault.Vault
-	svc   *agentpay.Service
+	db  *store.DB
+	svc *agentpay.Service
 }
 
 func newWebhookHarness(tb testing.TB, delays []time.Duration) *webhookHarness {
@@ -95,7 +94,7 @@ func newWebhookHarness(tb testing.TB, delays []time.Duration) *webhookHarness {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(tb, err)
-	return &webhookHarness{db: db, vault: v, svc: svc}
+	return &webhookHarness{db: db, svc: svc}
 }
 
 // runWorker starts the worker until the test ends.
@@ -117,19 +116,15 @@ func (h *webhookHarness) runWorker(tb testing.TB) {
 	})
 }
 
-// merchant writes a merchant with a sealed webhook secret, as registration
-// does, and returns it with the plain secret.
+// merchant registers a merchant whose webhook URL (both modes) is
+// webhookURL, and returns it with test mode's webhook secret, the one the
+// harness's events (test mode unless said otherwise) are signed with.
 func (h *webhookHarness) merchant(tb testing.TB, webhookURL string) (*ent.Merchant, string) {
 	tb.Helper()
-	secret, _, err := vault.NewSecret(vault.PrefixWebhookSecret)
+	name, email := "Shop", "shop@example.com"
+	reg, err := h.svc.RegisterMerchant(context.Background(), agentpay.MerchantInput{Name: &name, Email: &email, WebhookURL: &webhookURL})
 	require.NoError(tb, err)
-	id := uuid.New()
-	sealed, err := h.vault.Seal([]byte(secret), id[:])
-	require.NoError(tb, err)
-	m, err := h.db.Ent.Merchant.Create().SetID(id).SetName("Shop").SetEmail("shop@example.com").
-		SetWebhookURL(webhookURL).SetWebhookSecretEncrypted(sealed).Save(context.Background())
-	require.NoError(tb, err)
-	return m, secret
+	return reg.Merchant, reg.Keys.TestWebhookSecret
 }
 
 // record writes n payment.confirmed events in one transaction, as a state

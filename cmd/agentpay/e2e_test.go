@@ -89,8 +89,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"merchant"`
 		Keys struct {
-			TestSecretKey string `json:"test_secret_key"`
-			WebhookSecret string `json:"webhook_secret"`
+			TestSecretKey     string `json:"test_secret_key"`
+			TestWebhookSecret string `json:"test_webhook_secret"`
 		} `json:"keys"`
 	}
 	status := postJSON(t, base+"/checkout/merchants/register", fmt.Sprintf(`{
@@ -100,7 +100,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 			{"chain":"ethereum","token":"USDC"},{"chain":"polygon","token":"USDC"},{"chain":"solana","token":"USDC"}]
 	}`, receiver.URL(), payee), &reg)
 	require.Equal(t, http.StatusCreated, status)
-	receiver.SetSecret(reg.Keys.WebhookSecret)
+	receiver.SetSecret(reg.Keys.TestWebhookSecret) // the sessions are test mode's
 
 	type paid struct {
 		chain, sessionID, txHash, from, amount string

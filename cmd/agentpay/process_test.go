@@ -418,6 +418,8 @@ func (b *lockedBuffer) String() string {
 type merchant struct {
 	ID            string
 	TestSecretKey string
+	// WebhookSecret is test mode's, which signs the deliveries of its
+	// (test-mode) sessions.
 	WebhookSecret string
 	// SettlementAddress is a fresh base address the merchant settles to.
 	SettlementAddress string
@@ -440,13 +442,13 @@ func (e *procEnv) RegisterMerchant(api string) merchant {
 			ID string `json:"id"`
 		} `json:"merchant"`
 		Keys struct {
-			TestSecretKey string `json:"test_secret_key"`
-			WebhookSecret string `json:"webhook_secret"`
+			TestSecretKey     string `json:"test_secret_key"`
+			TestWebhookSecret string `json:"test_webhook_secret"`
 		} `json:"keys"`
 	}
 	e.call(http.MethodPost, api+"/checkout/merchants/register", "", body, http.StatusCreated, &out)
-	require.NotEmpty(e.t, out.Keys.WebhookSecret)
-	m := merchant{ID: out.Merchant.ID, TestSecretKey: out.Keys.TestSecretKey, WebhookSecret: out.Keys.WebhookSecret,
+	require.NotEmpty(e.t, out.Keys.TestWebhookSecret)
+	m := merchant{ID: out.Merchant.ID, TestSecretKey: out.Keys.TestSecretKey, WebhookSecret: out.Keys.TestWebhookSecret,
 		SettlementAddress: settleTo}
 	e.Receiver.SetSecret(m.WebhookSecret)
 	return m

@@ -46,6 +46,18 @@ const (
 	FieldBrandColor = "brand_color"
 	// FieldWebhookSecretEncrypted holds the string denoting the webhook_secret_encrypted field in the database.
 	FieldWebhookSecretEncrypted = "webhook_secret_encrypted"
+	// FieldWebhookSecretPreviousEncrypted holds the string denoting the webhook_secret_previous_encrypted field in the database.
+	FieldWebhookSecretPreviousEncrypted = "webhook_secret_previous_encrypted"
+	// FieldWebhookSecretPreviousExpiresAt holds the string denoting the webhook_secret_previous_expires_at field in the database.
+	FieldWebhookSecretPreviousExpiresAt = "webhook_secret_previous_expires_at"
+	// FieldTestWebhookURL holds the string denoting the test_webhook_url field in the database.
+	FieldTestWebhookURL = "test_webhook_url"
+	// FieldTestWebhookSecretEncrypted holds the string denoting the test_webhook_secret_encrypted field in the database.
+	FieldTestWebhookSecretEncrypted = "test_webhook_secret_encrypted"
+	// FieldTestWebhookSecretPreviousEncrypted holds the string denoting the test_webhook_secret_previous_encrypted field in the database.
+	FieldTestWebhookSecretPreviousEncrypted = "test_webhook_secret_previous_encrypted"
+	// FieldTestWebhookSecretPreviousExpiresAt holds the string denoting the test_webhook_secret_previous_expires_at field in the database.
+	FieldTestWebhookSecretPreviousExpiresAt = "test_webhook_secret_previous_expires_at"
 	// FieldActive holds the string denoting the active field in the database.
 	FieldActive = "active"
 	// FieldDeactivatedAt holds the string denoting the deactivated_at field in the database.
@@ -98,6 +110,12 @@ var Columns = []string{
 	FieldAcceptedTokens,
 	FieldBrandColor,
 	FieldWebhookSecretEncrypted,
+	FieldWebhookSecretPreviousEncrypted,
+	FieldWebhookSecretPreviousExpiresAt,
+	FieldTestWebhookURL,
+	FieldTestWebhookSecretEncrypted,
+	FieldTestWebhookSecretPreviousEncrypted,
+	FieldTestWebhookSecretPreviousExpiresAt,
 	FieldActive,
 	FieldDeactivatedAt,
 }
@@ -221,6 +239,21 @@ func BySettlementChain(opts ...sql.OrderTermOption) OrderOption {
 // ByBrandColor orders the results by the brand_color field.
 func ByBrandColor(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldBrandColor, opts...).ToFunc()
+}
+
+// ByWebhookSecretPreviousExpiresAt orders the results by the webhook_secret_previous_expires_at field.
+func ByWebhookSecretPreviousExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldWebhookSecretPreviousExpiresAt, opts...).ToFunc()
+}
+
+// ByTestWebhookURL orders the results by the test_webhook_url field.
+func ByTestWebhookURL(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTestWebhookURL, opts...).ToFunc()
+}
+
+// ByTestWebhookSecretPreviousExpiresAt orders the results by the test_webhook_secret_previous_expires_at field.
+func ByTestWebhookSecretPreviousExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTestWebhookSecretPreviousExpiresAt, opts...).ToFunc()
 }
 
 // ByActive orders the results by the active field.

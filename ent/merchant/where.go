@@ -116,6 +116,36 @@ func WebhookSecretEncrypted(v []byte) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldWebhookSecretEncrypted, v))
 }
 
+// WebhookSecretPreviousEncrypted applies equality check predicate on the "webhook_secret_previous_encrypted" field. It's identical to WebhookSecretPreviousEncryptedEQ.
+func WebhookSecretPreviousEncrypted(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousExpiresAt applies equality check predicate on the "webhook_secret_previous_expires_at" field. It's identical to WebhookSecretPreviousExpiresAtEQ.
+func WebhookSecretPreviousExpiresAt(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookURL applies equality check predicate on the "test_webhook_url" field. It's identical to TestWebhookURLEQ.
+func TestWebhookURL(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookURL, v))
+}
+
+// TestWebhookSecretEncrypted applies equality check predicate on the "test_webhook_secret_encrypted" field. It's identical to TestWebhookSecretEncryptedEQ.
+func TestWebhookSecretEncrypted(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncrypted applies equality check predicate on the "test_webhook_secret_previous_encrypted" field. It's identical to TestWebhookSecretPreviousEncryptedEQ.
+func TestWebhookSecretPreviousEncrypted(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousExpiresAt applies equality check predicate on the "test_webhook_secret_previous_expires_at" field. It's identical to TestWebhookSecretPreviousExpiresAtEQ.
+func TestWebhookSecretPreviousExpiresAt(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
 // Active applies equality check predicate on the "active" field. It's identical to ActiveEQ.
 func Active(v bool) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldActive, v))
@@ -929,6 +959,331 @@ func WebhookSecretEncryptedLT(v []byte) predicate.Merchant {
 // WebhookSecretEncryptedLTE applies the LTE predicate on the "webhook_secret_encrypted" field.
 func WebhookSecretEncryptedLTE(v []byte) predicate.Merchant {
 	return predicate.Merchant(sql.FieldLTE(FieldWebhookSecretEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedEQ applies the EQ predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedNEQ applies the NEQ predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedNEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedIn applies the In predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldWebhookSecretPreviousEncrypted, vs...))
+}
+
+// WebhookSecretPreviousEncryptedNotIn applies the NotIn predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedNotIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldWebhookSecretPreviousEncrypted, vs...))
+}
+
+// WebhookSecretPreviousEncryptedGT applies the GT predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedGT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedGTE applies the GTE predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedGTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedLT applies the LT predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedLT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedLTE applies the LTE predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedLTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldWebhookSecretPreviousEncrypted, v))
+}
+
+// WebhookSecretPreviousEncryptedIsNil applies the IsNil predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldWebhookSecretPreviousEncrypted))
+}
+
+// WebhookSecretPreviousEncryptedNotNil applies the NotNil predicate on the "webhook_secret_previous_encrypted" field.
+func WebhookSecretPreviousEncryptedNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldWebhookSecretPreviousEncrypted))
+}
+
+// WebhookSecretPreviousExpiresAtEQ applies the EQ predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtNEQ applies the NEQ predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtNEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtIn applies the In predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldWebhookSecretPreviousExpiresAt, vs...))
+}
+
+// WebhookSecretPreviousExpiresAtNotIn applies the NotIn predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtNotIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldWebhookSecretPreviousExpiresAt, vs...))
+}
+
+// WebhookSecretPreviousExpiresAtGT applies the GT predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtGT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtGTE applies the GTE predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtGTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtLT applies the LT predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtLT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtLTE applies the LTE predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtLTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldWebhookSecretPreviousExpiresAt, v))
+}
+
+// WebhookSecretPreviousExpiresAtIsNil applies the IsNil predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldWebhookSecretPreviousExpiresAt))
+}
+
+// WebhookSecretPreviousExpiresAtNotNil applies the NotNil predicate on the "webhook_secret_previous_expires_at" field.
+func WebhookSecretPreviousExpiresAtNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldWebhookSecretPreviousExpiresAt))
+}
+
+// TestWebhookURLEQ applies the EQ predicate on the "test_webhook_url" field.
+func TestWebhookURLEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLNEQ applies the NEQ predicate on the "test_webhook_url" field.
+func TestWebhookURLNEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLIn applies the In predicate on the "test_webhook_url" field.
+func TestWebhookURLIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestWebhookURL, vs...))
+}
+
+// TestWebhookURLNotIn applies the NotIn predicate on the "test_webhook_url" field.
+func TestWebhookURLNotIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestWebhookURL, vs...))
+}
+
+// TestWebhookURLGT applies the GT predicate on the "test_webhook_url" field.
+func TestWebhookURLGT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLGTE applies the GTE predicate on the "test_webhook_url" field.
+func TestWebhookURLGTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLLT applies the LT predicate on the "test_webhook_url" field.
+func TestWebhookURLLT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLLTE applies the LTE predicate on the "test_webhook_url" field.
+func TestWebhookURLLTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLContains applies the Contains predicate on the "test_webhook_url" field.
+func TestWebhookURLContains(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContains(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLHasPrefix applies the HasPrefix predicate on the "test_webhook_url" field.
+func TestWebhookURLHasPrefix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasPrefix(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLHasSuffix applies the HasSuffix predicate on the "test_webhook_url" field.
+func TestWebhookURLHasSuffix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasSuffix(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLIsNil applies the IsNil predicate on the "test_webhook_url" field.
+func TestWebhookURLIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestWebhookURL))
+}
+
+// TestWebhookURLNotNil applies the NotNil predicate on the "test_webhook_url" field.
+func TestWebhookURLNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestWebhookURL))
+}
+
+// TestWebhookURLEqualFold applies the EqualFold predicate on the "test_webhook_url" field.
+func TestWebhookURLEqualFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEqualFold(FieldTestWebhookURL, v))
+}
+
+// TestWebhookURLContainsFold applies the ContainsFold predicate on the "test_webhook_url" field.
+func TestWebhookURLContainsFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContainsFold(FieldTestWebhookURL, v))
+}
+
+// TestWebhookSecretEncryptedEQ applies the EQ predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedNEQ applies the NEQ predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedNEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedIn applies the In predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestWebhookSecretEncrypted, vs...))
+}
+
+// TestWebhookSecretEncryptedNotIn applies the NotIn predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedNotIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestWebhookSecretEncrypted, vs...))
+}
+
+// TestWebhookSecretEncryptedGT applies the GT predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedGT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedGTE applies the GTE predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedGTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedLT applies the LT predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedLT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedLTE applies the LTE predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedLTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestWebhookSecretEncrypted, v))
+}
+
+// TestWebhookSecretEncryptedIsNil applies the IsNil predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestWebhookSecretEncrypted))
+}
+
+// TestWebhookSecretEncryptedNotNil applies the NotNil predicate on the "test_webhook_secret_encrypted" field.
+func TestWebhookSecretEncryptedNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestWebhookSecretEncrypted))
+}
+
+// TestWebhookSecretPreviousEncryptedEQ applies the EQ predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedNEQ applies the NEQ predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedNEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedIn applies the In predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestWebhookSecretPreviousEncrypted, vs...))
+}
+
+// TestWebhookSecretPreviousEncryptedNotIn applies the NotIn predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedNotIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestWebhookSecretPreviousEncrypted, vs...))
+}
+
+// TestWebhookSecretPreviousEncryptedGT applies the GT predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedGT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedGTE applies the GTE predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedGTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedLT applies the LT predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedLT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedLTE applies the LTE predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedLTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestWebhookSecretPreviousEncrypted, v))
+}
+
+// TestWebhookSecretPreviousEncryptedIsNil applies the IsNil predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestWebhookSecretPreviousEncrypted))
+}
+
+// TestWebhookSecretPreviousEncryptedNotNil applies the NotNil predicate on the "test_webhook_secret_previous_encrypted" field.
+func TestWebhookSecretPreviousEncryptedNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestWebhookSecretPreviousEncrypted))
+}
+
+// TestWebhookSecretPreviousExpiresAtEQ applies the EQ predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtNEQ applies the NEQ predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtNEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtIn applies the In predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestWebhookSecretPreviousExpiresAt, vs...))
+}
+
+// TestWebhookSecretPreviousExpiresAtNotIn applies the NotIn predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtNotIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestWebhookSecretPreviousExpiresAt, vs...))
+}
+
+// TestWebhookSecretPreviousExpiresAtGT applies the GT predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtGT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtGTE applies the GTE predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtGTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtLT applies the LT predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtLT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtLTE applies the LTE predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtLTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestWebhookSecretPreviousExpiresAt, v))
+}
+
+// TestWebhookSecretPreviousExpiresAtIsNil applies the IsNil predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestWebhookSecretPreviousExpiresAt))
+}
+
+// TestWebhookSecretPreviousExpiresAtNotNil applies the NotNil predicate on the "test_webhook_secret_previous_expires_at" field.
+func TestWebhookSecretPreviousExpiresAtNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestWebhookSecretPreviousExpiresAt))
 }
 
 // ActiveEQ applies the EQ predicate on the "active" field.

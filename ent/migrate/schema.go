@@ -199,6 +199,12 @@ var (
 		{Name: "accepted_tokens", Type: field.TypeJSON, Nullable: true},
 		{Name: "brand_color", Type: field.TypeString, Nullable: true},
 		{Name: "webhook_secret_encrypted", Type: field.TypeBytes},
+		{Name: "webhook_secret_previous_encrypted", Type: field.TypeBytes, Nullable: true},
+		{Name: "webhook_secret_previous_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "test_webhook_url", Type: field.TypeString, Nullable: true},
+		{Name: "test_webhook_secret_encrypted", Type: field.TypeBytes, Nullable: true},
+		{Name: "test_webhook_secret_previous_encrypted", Type: field.TypeBytes, Nullable: true},
+		{Name: "test_webhook_secret_previous_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "active", Type: field.TypeBool, Default: true},
 		{Name: "deactivated_at", Type: field.TypeTime, Nullable: true},
 	}

@@ -28,6 +28,8 @@ func (Merchant) Fields() []ent.Field {
 			NotEmpty(),
 		field.String("website").
 			Optional(),
+		// The live-mode webhook URL; test mode has its own
+		// (test_webhook_url), so a test key cannot redirect live events.
 		field.String("webhook_url").
 			Optional(),
 		field.String("success_url").
@@ -48,9 +50,40 @@ func (Merchant) Fields() []ent.Field {
 			Annotations(entgql.Skip()),
 		field.String("brand_color").
 			Optional(),
-		// Encrypted (not hashed) because every delivery signs with it.
+		// The live-mode webhook secret, encrypted (not hashed) because every
+		// delivery signs with it.
 		field.Bytes("webhook_secret_encrypted").
 			Sensitive().
+			Annotations(entgql.Skip()),
+		// The live secret a roll replaced, still signing next to the new one
+		// until webhook_secret_previous_expires_at (the rotation overlap).
+		field.Bytes("webhook_secret_previous_encrypted").
+			Optional().
+			Sensitive().
+			Annotations(entgql.Skip()),
+		field.Time("webhook_secret_previous_expires_at").
+			Optional().
+			Nillable().
+			Annotations(entgql.Skip()),
+		// Test mode's webhook URL and secrets, apart from live mode's, so
+		// that a test key (which reaches test-mode state only) can neither
+		// redirect live events nor have anything signed with the live
+		// secret. The secret is NULL for merchants registered before modes
+		// had their own: they get one by rolling it with a test key.
+		field.String("test_webhook_url").
+			Optional().
+			Annotations(entgql.Skip()),
+		field.Bytes("test_webhook_secret_encrypted").
+			Optional().
+			Sensitive().
+			Annotations(entgql.Skip()),
+		field.Bytes("test_webhook_secret_previous_encrypted").
+			Optional().
+			Sensitive().
+			Annotations(entgql.Skip()),
+		field.Time("test_webhook_secret_previous_expires_at").
+			Optional().
+			Nillable().
 			Annotations(entgql.Skip()),
 		field.Bool("active").
 			Default(true),

@@ -176,6 +176,18 @@ type Registration struct {
 	Endpoints     []*Endpoint      `json:"endpoints"`
 }
 
+// A new webhook signing secret of the key's mode, shown this once
+// (POST /checkout/merchants/me/webhook-secret/roll).
+type RolledWebhookSecret struct {
+	// whsec_ + the base64 of 32 random bytes: give it as it is to a Standard Webhooks library
+	WebhookSecret string `json:"webhookSecret"`
+	// true for live mode's secret, false for test mode's
+	Livemode bool `json:"livemode"`
+	// Until when deliveries are signed with the replaced secret too; null when it stopped at once
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+	Warning                 string     `json:"warning"`
+}
+
 type SendInput struct {
 	// Recipient agent's username
 	ToUsername string `json:"toUsername"`
@@ -305,11 +317,14 @@ type TrustBreakdown struct {
 }
 
 // Changes to the merchant (spec 2.5), the rules of PATCH /checkout/merchants/me:
-// an absent or null field is unchanged, "" clears an optional one.
+// an absent or null field is unchanged, "" clears an optional one. With a test
+// key only webhookUrl may be given (the others are shared with live mode and
+// need a live key: FORBIDDEN).
 type UpdateMerchantInput struct {
-	Name       *string `json:"name,omitempty"`
-	Email      *string `json:"email,omitempty"`
-	Website    *string `json:"website,omitempty"`
+	Name    *string `json:"name,omitempty"`
+	Email   *string `json:"email,omitempty"`
+	Website *string `json:"website,omitempty"`
+	// The webhook URL of the key's mode (live and test mode each have their own)
 	WebhookURL *string `json:"webhookUrl,omitempty"`
 	SuccessURL *string `json:"successUrl,omitempty"`
 	CancelURL  *string `json:"cancelUrl,omitempty"`

@@ -16,9 +16,12 @@
 // Losing the master key loses every custodial key and deposit address;
 // leaking it leaks them all.
 //
-// Credentials (agent and merchant keys, webhook secrets) are a prefix that
-// tells their kind and 256 random bits; only their SHA-256 is stored, and a
-// presented key is compared with it in constant time.
+// Credentials (agent and merchant keys) are a prefix that tells their kind
+// and 256 random bits; only their SHA-256 is stored, and a presented key is
+// compared with it in constant time. Webhook secrets share the "whsec_"
+// prefix (SecretPrefix tells them apart) but are issued in the Standard
+// Webhooks form by package webhook, and sealed rather than hashed, because
+// every delivery signs with them.
 //
 // Random ids and codes (credentials, session and payment ids, invite codes,
 // nonces) are drawn by one generator, IDFormat.New: each character uniform

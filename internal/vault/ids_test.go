@@ -30,7 +30,6 @@ func TestIDFormats(t *testing.T) {
 		{"live public key", secretFormat(PrefixPublicLive), `^pk_live_[0-9A-Za-z]{43}$`},
 		{"test secret key", secretFormat(PrefixSecretTest), `^sk_test_[0-9A-Za-z]{43}$`},
 		{"test public key", secretFormat(PrefixPublicTest), `^pk_test_[0-9A-Za-z]{43}$`},
-		{"webhook secret", secretFormat(PrefixWebhookSecret), `^whsec_[0-9A-Za-z]{43}$`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,13 @@ var secretPrefixes = []string{
 	PrefixWebhookSecret, PrefixAgentKey,
 }
 
+// issuedPrefixes are the credentials NewSecret issues: every known prefix
+// but the webhook secret's, which webhook.NewSecret issues in the Standard
+// Webhooks form (base64 of random bytes, not base62).
+var issuedPrefixes = []string{
+	PrefixSecretLive, PrefixPublicLive, PrefixSecretTest, PrefixPublicTest, PrefixAgentKey,
+}
+
 // secretLength is how many random base62 characters follow a credential's
 // prefix: 43, since 62^43 > 2^256.
 const secretLength = 43
@@ -43,7 +50,10 @@ func secretFormat(prefix string) IDFormat {
 // and URLs). plain is shown to its owner once; only hash (SHA-256 of plain)
 // is stored.
 func NewSecret(prefix string) (plain string, hash []byte, err error) {
-	if !slices.Contains(secretPrefixes, prefix) {
+	if prefix == PrefixWebhookSecret {
+		return "", nil, fmt.Errorf("webhook secrets are issued by webhook.NewSecret")
+	}
+	if !slices.Contains(issuedPrefixes, prefix) {
 		return "", nil, fmt.Errorf("unknown secret prefix %q", prefix)
 	}
 	plain = secretFormat(prefix).New()

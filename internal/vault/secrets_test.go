@@ -13,13 +13,15 @@ import (
 
 var allPrefixes = []string{
 	PrefixAgentKey, PrefixSecretLive, PrefixPublicLive,
-	PrefixSecretTest, PrefixPublicTest, PrefixWebhookSecret,
+	PrefixSecretTest, PrefixPublicTest,
 }
 
 func TestNewSecretPrefixes(t *testing.T) {
 	t.Parallel()
 
-	require.Equal(t, []string{"ak_", "sk_live_", "pk_live_", "sk_test_", "pk_test_", "whsec_"}, allPrefixes)
+	require.Equal(t, []string{"ak_", "sk_live_", "pk_live_", "sk_test_", "pk_test_"}, allPrefixes)
+	require.Equal(t, "whsec_", PrefixWebhookSecret)
+	require.Equal(t, PrefixWebhookSecret, SecretPrefix("whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="))
 	for _, p := range allPrefixes {
 		plain, hash, err := NewSecret(p)
 		require.NoError(t, err)
@@ -34,7 +36,9 @@ func TestNewSecretPrefixes(t *testing.T) {
 func TestNewSecretRejectsUnknownPrefix(t *testing.T) {
 	t.Parallel()
 
-	for _, p := range []string{"", "ak", "sk_", "rk_live_"} {
+	// Webhook secrets are of the Standard Webhooks form, issued elsewhere
+	// (webhook.NewSecret), never base62 credentials.
+	for _, p := range []string{"", "ak", "sk_", "rk_live_", PrefixWebhookSecret} {
 		_, _, err := NewSecret(p)
 		require.Error(t, err, p)
 	}

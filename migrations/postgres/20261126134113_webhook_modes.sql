@@ -1,0 +1,2 @@
+-- Modify "merchants" table
+ALTER TABLE "merchants" ADD COLUMN "webhook_secret_previous_encrypted" bytea NULL, ADD COLUMN "webhook_secret_previous_expires_at" timestamptz NULL, ADD COLUMN "test_webhook_url" character varying NULL, ADD COLUMN "test_webhook_secret_encrypted" bytea NULL, ADD COLUMN "test_webhook_secret_previous_encrypted" bytea NULL, ADD COLUMN "test_webhook_secret_previous_expires_at" timestamptz NULL;
