@@ -3,6 +3,7 @@
 
 GO            ?= go
 SOLANA_RPC    := chains/devnet/solana-rpc
+STDWEBHOOKS   := testdata/standardwebhooks
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 export CGO_ENABLED ?= 0
@@ -17,11 +18,14 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the Solana devnet's node packages (LiteSVM)
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM) and the official Standard Webhooks library the webhook tests verify deliveries with
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
+
+$(STDWEBHOOKS)/node_modules/.package-lock.json: $(STDWEBHOOKS)/package-lock.json
+	cd $(STDWEBHOOKS) && npm ci --no-audit --no-fund --loglevel=error
 
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:
