@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/idempotencykey"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -48,6 +49,8 @@ type Client struct {
 	CheckoutSession *CheckoutSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
+	IdempotencyKey *IdempotencyKeyClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
@@ -83,6 +86,7 @@ func (c *Client) init() {
 	c.ChainCursor = NewChainCursorClient(c.config)
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
+	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
@@ -189,6 +193,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		ChainCursor:        NewChainCursorClient(cfg),
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
+		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
 		Payment:            NewPaymentClient(cfg),
@@ -222,6 +227,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		ChainCursor:        NewChainCursorClient(cfg),
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
+		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
 		Payment:            NewPaymentClient(cfg),
@@ -261,9 +267,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.Merchant,
-		c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
+		c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge,
+		c.Transfer, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -273,9 +279,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.Merchant,
-		c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
+		c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge,
+		c.Transfer, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -292,6 +298,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.CheckoutSession.mutate(ctx, m)
 	case *DepositAddressMutation:
 		return c.DepositAddress.mutate(ctx, m)
+	case *IdempotencyKeyMutation:
+		return c.IdempotencyKey.mutate(ctx, m)
 	case *MerchantMutation:
 		return c.Merchant.mutate(ctx, m)
 	case *MerchantKeyMutation:
@@ -1006,6 +1014,155 @@ func (c *DepositAddressClient) mutate(ctx context.Context, m *DepositAddressMuta
 		return (&DepositAddressDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DepositAddress mutation op: %q", m.Op())
+	}
+}
+
+// IdempotencyKeyClient is a client for the IdempotencyKey schema.
+type IdempotencyKeyClient struct {
+	config
+}
+
+// NewIdempotencyKeyClient returns a client for the IdempotencyKey from the given config.
+func NewIdempotencyKeyClient(c config) *IdempotencyKeyClient {
+	return &IdempotencyKeyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `idempotencykey.Hooks(f(g(h())))`.
+func (c *IdempotencyKeyClient) Use(hooks ...Hook) {
+	c.hooks.IdempotencyKey = append(c.hooks.IdempotencyKey, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `idempotencykey.Intercept(f(g(h())))`.
+func (c *IdempotencyKeyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.IdempotencyKey = append(c.inters.IdempotencyKey, interceptors...)
+}
+
+// Create returns a builder for creating a IdempotencyKey entity.
+func (c *IdempotencyKeyClient) Create() *IdempotencyKeyCreate {
+	mutation := newIdempotencyKeyMutation(c.config, OpCreate)
+	return &IdempotencyKeyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of IdempotencyKey entities.
+func (c *IdempotencyKeyClient) CreateBulk(builders ...*IdempotencyKeyCreate) *IdempotencyKeyCreateBulk {
+	return &IdempotencyKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *IdempotencyKeyClient) MapCreateBulk(slice any, setFunc func(*IdempotencyKeyCreate, int)) *IdempotencyKeyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &IdempotencyKeyCreateBulk{err: fmt.Errorf("calling to IdempotencyKeyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*IdempotencyKeyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &IdempotencyKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for IdempotencyKey.
+func (c *IdempotencyKeyClient) Update() *IdempotencyKeyUpdate {
+	mutation := newIdempotencyKeyMutation(c.config, OpUpdate)
+	return &IdempotencyKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *IdempotencyKeyClient) UpdateOne(_m *IdempotencyKey) *IdempotencyKeyUpdateOne {
+	mutation := newIdempotencyKeyMutation(c.config, OpUpdateOne, withIdempotencyKey(_m))
+	return &IdempotencyKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *IdempotencyKeyClient) UpdateOneID(id uuid.UUID) *IdempotencyKeyUpdateOne {
+	mutation := newIdempotencyKeyMutation(c.config, OpUpdateOne, withIdempotencyKeyID(id))
+	return &IdempotencyKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for IdempotencyKey.
+func (c *IdempotencyKeyClient) Delete() *IdempotencyKeyDelete {
+	mutation := newIdempotencyKeyMutation(c.config, OpDelete)
+	return &IdempotencyKeyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *IdempotencyKeyClient) DeleteOne(_m *IdempotencyKey) *IdempotencyKeyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *IdempotencyKeyClient) DeleteOneID(id uuid.UUID) *IdempotencyKeyDeleteOne {
+	builder := c.Delete().Where(idempotencykey.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &IdempotencyKeyDeleteOne{builder}
+}
+
+// Query returns a query builder for IdempotencyKey.
+func (c *IdempotencyKeyClient) Query() *IdempotencyKeyQuery {
+	return &IdempotencyKeyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeIdempotencyKey},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a IdempotencyKey entity by its id.
+func (c *IdempotencyKeyClient) Get(ctx context.Context, id uuid.UUID) (*IdempotencyKey, error) {
+	return c.Query().Where(idempotencykey.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *IdempotencyKeyClient) GetX(ctx context.Context, id uuid.UUID) *IdempotencyKey {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTransfer queries the transfer edge of a IdempotencyKey.
+func (c *IdempotencyKeyClient) QueryTransfer(_m *IdempotencyKey) *TransferQuery {
+	query := (&TransferClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(idempotencykey.Table, idempotencykey.FieldID, id),
+			sqlgraph.To(transfer.Table, transfer.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, false, idempotencykey.TransferTable, idempotencykey.TransferColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *IdempotencyKeyClient) Hooks() []Hook {
+	return c.hooks.IdempotencyKey
+}
+
+// Interceptors returns the client interceptors.
+func (c *IdempotencyKeyClient) Interceptors() []Interceptor {
+	return c.inters.IdempotencyKey
+}
+
+func (c *IdempotencyKeyClient) mutate(ctx context.Context, m *IdempotencyKeyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&IdempotencyKeyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&IdempotencyKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&IdempotencyKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&IdempotencyKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown IdempotencyKey mutation op: %q", m.Op())
 	}
 }
 
@@ -2582,13 +2739,13 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, Merchant, MerchantKey,
-		Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
+		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey, Merchant,
+		MerchantKey, Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
 		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, Merchant, MerchantKey,
-		Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
+		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey, Merchant,
+		MerchantKey, Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
 		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )

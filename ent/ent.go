@@ -7,6 +7,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/idempotencykey"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -90,6 +91,7 @@ func checkColumn(t, c string) error {
 			chaincursor.Table:        chaincursor.ValidColumn,
 			checkoutsession.Table:    checkoutsession.ValidColumn,
 			depositaddress.Table:     depositaddress.ValidColumn,
+			idempotencykey.Table:     idempotencykey.ValidColumn,
 			merchant.Table:           merchant.ValidColumn,
 			merchantkey.Table:        merchantkey.ValidColumn,
 			payment.Table:            payment.ValidColumn,

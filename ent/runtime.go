@@ -7,6 +7,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/idempotencykey"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -209,6 +210,83 @@ func init() {
 	depositaddressDescID := depositaddressMixinFields0[0].Descriptor()
 	// depositaddress.DefaultID holds the default value on creation for the id field.
 	depositaddress.DefaultID = depositaddressDescID.Default.(func() uuid.UUID)
+	idempotencykeyMixin := schema.IdempotencyKey{}.Mixin()
+	idempotencykeyMixinFields0 := idempotencykeyMixin[0].Fields()
+	_ = idempotencykeyMixinFields0
+	idempotencykeyFields := schema.IdempotencyKey{}.Fields()
+	_ = idempotencykeyFields
+	// idempotencykeyDescCreatedAt is the schema descriptor for created_at field.
+	idempotencykeyDescCreatedAt := idempotencykeyMixinFields0[1].Descriptor()
+	// idempotencykey.DefaultCreatedAt holds the default value on creation for the created_at field.
+	idempotencykey.DefaultCreatedAt = idempotencykeyDescCreatedAt.Default.(func() time.Time)
+	// idempotencykeyDescUpdatedAt is the schema descriptor for updated_at field.
+	idempotencykeyDescUpdatedAt := idempotencykeyMixinFields0[2].Descriptor()
+	// idempotencykey.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	idempotencykey.DefaultUpdatedAt = idempotencykeyDescUpdatedAt.Default.(func() time.Time)
+	// idempotencykey.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	idempotencykey.UpdateDefaultUpdatedAt = idempotencykeyDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// idempotencykeyDescScope is the schema descriptor for scope field.
+	idempotencykeyDescScope := idempotencykeyFields[0].Descriptor()
+	// idempotencykey.ScopeValidator is a validator for the "scope" field. It is called by the builders before save.
+	idempotencykey.ScopeValidator = func() func(string) error {
+		validators := idempotencykeyDescScope.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(scope string) error {
+			for _, fn := range fns {
+				if err := fn(scope); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// idempotencykeyDescKey is the schema descriptor for key field.
+	idempotencykeyDescKey := idempotencykeyFields[1].Descriptor()
+	// idempotencykey.KeyValidator is a validator for the "key" field. It is called by the builders before save.
+	idempotencykey.KeyValidator = func() func(string) error {
+		validators := idempotencykeyDescKey.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(key string) error {
+			for _, fn := range fns {
+				if err := fn(key); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// idempotencykeyDescOperation is the schema descriptor for operation field.
+	idempotencykeyDescOperation := idempotencykeyFields[2].Descriptor()
+	// idempotencykey.OperationValidator is a validator for the "operation" field. It is called by the builders before save.
+	idempotencykey.OperationValidator = func() func(string) error {
+		validators := idempotencykeyDescOperation.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(operation string) error {
+			for _, fn := range fns {
+				if err := fn(operation); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// idempotencykeyDescAttempt is the schema descriptor for attempt field.
+	idempotencykeyDescAttempt := idempotencykeyFields[5].Descriptor()
+	// idempotencykey.DefaultAttempt holds the default value on creation for the attempt field.
+	idempotencykey.DefaultAttempt = idempotencykeyDescAttempt.Default.(int)
+	// idempotencykeyDescID is the schema descriptor for id field.
+	idempotencykeyDescID := idempotencykeyMixinFields0[0].Descriptor()
+	// idempotencykey.DefaultID holds the default value on creation for the id field.
+	idempotencykey.DefaultID = idempotencykeyDescID.Default.(func() uuid.UUID)
 	merchantMixin := schema.Merchant{}.Mixin()
 	merchantMixinFields0 := merchantMixin[0].Fields()
 	_ = merchantMixinFields0

@@ -22,6 +22,8 @@ type Tx struct {
 	CheckoutSession *CheckoutSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
+	IdempotencyKey *IdempotencyKeyClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
@@ -177,6 +179,7 @@ func (tx *Tx) init() {
 	tx.ChainCursor = NewChainCursorClient(tx.config)
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
+	tx.IdempotencyKey = NewIdempotencyKeyClient(tx.config)
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)

@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/idempotencykey"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -188,6 +189,33 @@ func (f TraverseDepositAddress) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.DepositAddressQuery", q)
+}
+
+// The IdempotencyKeyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type IdempotencyKeyFunc func(context.Context, *ent.IdempotencyKeyQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f IdempotencyKeyFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.IdempotencyKeyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.IdempotencyKeyQuery", q)
+}
+
+// The TraverseIdempotencyKey type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseIdempotencyKey func(context.Context, *ent.IdempotencyKeyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseIdempotencyKey) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseIdempotencyKey) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.IdempotencyKeyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.IdempotencyKeyQuery", q)
 }
 
 // The MerchantFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -471,6 +499,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.CheckoutSessionQuery, predicate.CheckoutSession, checkoutsession.OrderOption]{typ: ent.TypeCheckoutSession, tq: q}, nil
 	case *ent.DepositAddressQuery:
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
+	case *ent.IdempotencyKeyQuery:
+		return &query[*ent.IdempotencyKeyQuery, predicate.IdempotencyKey, idempotencykey.OrderOption]{typ: ent.TypeIdempotencyKey, tq: q}, nil
 	case *ent.MerchantQuery:
 		return &query[*ent.MerchantQuery, predicate.Merchant, merchant.OrderOption]{typ: ent.TypeMerchant, tq: q}, nil
 	case *ent.MerchantKeyQuery:

@@ -182,6 +182,48 @@ var (
 			},
 		},
 	}
+	// IdempotencyKeysColumns holds the columns for the "idempotency_keys" table.
+	IdempotencyKeysColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "scope", Type: field.TypeString, Size: 100},
+		{Name: "key", Type: field.TypeString, Size: 255},
+		{Name: "operation", Type: field.TypeString, Size: 50},
+		{Name: "fingerprint", Type: field.TypeBytes},
+		{Name: "state", Type: field.TypeEnum, Enums: []string{"in_flight", "done"}, Default: "in_flight"},
+		{Name: "attempt", Type: field.TypeInt, Default: 1},
+		{Name: "locked_until", Type: field.TypeTime},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "outcome", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "transfer_id", Type: field.TypeUUID, Nullable: true},
+	}
+	// IdempotencyKeysTable holds the schema information for the "idempotency_keys" table.
+	IdempotencyKeysTable = &schema.Table{
+		Name:       "idempotency_keys",
+		Columns:    IdempotencyKeysColumns,
+		PrimaryKey: []*schema.Column{IdempotencyKeysColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "idempotency_keys_transfers_transfer",
+				Columns:    []*schema.Column{IdempotencyKeysColumns[12]},
+				RefColumns: []*schema.Column{TransfersColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "idempotencykey_scope_key",
+				Unique:  true,
+				Columns: []*schema.Column{IdempotencyKeysColumns[3], IdempotencyKeysColumns[4]},
+			},
+			{
+				Name:    "idempotencykey_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{IdempotencyKeysColumns[10]},
+			},
+		},
+	}
 	// MerchantsColumns holds the columns for the "merchants" table.
 	MerchantsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -601,6 +643,7 @@ var (
 		ChainCursorsTable,
 		CheckoutSessionsTable,
 		DepositAddressesTable,
+		IdempotencyKeysTable,
 		MerchantsTable,
 		MerchantKeysTable,
 		PaymentsTable,
@@ -618,6 +661,7 @@ func init() {
 	AgentsTable.ForeignKeys[0].RefTable = WalletsTable
 	CheckoutSessionsTable.ForeignKeys[0].RefTable = MerchantsTable
 	DepositAddressesTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
+	IdempotencyKeysTable.ForeignKeys[0].RefTable = TransfersTable
 	MerchantKeysTable.ForeignKeys[0].RefTable = MerchantsTable
 	PaymentsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable

@@ -18,6 +18,9 @@ type CheckoutSession func(*sql.Selector)
 // DepositAddress is the predicate function for depositaddress builders.
 type DepositAddress func(*sql.Selector)
 
+// IdempotencyKey is the predicate function for idempotencykey builders.
+type IdempotencyKey func(*sql.Selector)
+
 // Merchant is the predicate function for merchant builders.
 type Merchant func(*sql.Selector)
 
