@@ -43,6 +43,15 @@
 // customers see); it never sees the live webhook URL (UpdateMerchant,
 // RollMerchantKeys, webhookendpoints.go).
 //
+// # Money moves once per Idempotency-Key
+//
+// A money-moving request may carry an idempotency key (REST's
+// Idempotency-Key header, GraphQL's idempotencyKey): the key is claimed in
+// its own short transaction before the request runs, linked to the
+// transfer in the transaction that records the transfer, and holds the
+// answer afterwards, so a retry is answered, refused or told to wait, and
+// never moves money a second time, even after a crash (idempotency.go).
+//
 // # Webhooks (spec 6, design.md section 3)
 //
 // An event is recorded once, its payload with it (events.go); each

@@ -15,6 +15,9 @@ var (
 	ErrRateLimited       = errors.New("rate limit exceeded")
 	ErrInsufficientFunds = errors.New("insufficient balance")
 	ErrUnavailable       = errors.New("service unavailable")
+	// ErrIdempotencyKeyReused: an Idempotency-Key already used for a
+	// different request (idempotency.go).
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
 )
 
 // ValidationError is a request the service refuses before changing anything.

@@ -74,6 +74,11 @@ type SendRequest struct {
 	// Wait bounds how long Send waits for inclusion; 0 means
 	// DefaultSendWait. A send not included by then is answered pending.
 	Wait time.Duration
+
+	// idempotency is the Idempotency-Key claim the send runs under
+	// (SendIdempotent), linked to the transfer in the transaction that
+	// records it.
+	idempotency *idempotencyClaim
 }
 
 // SendResult is a send as answered to the agent.
@@ -230,7 +235,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			if err != nil {
 				return fmt.Errorf("send: recording transfer: %w", err)
 			}
-			return nil
+			return req.idempotency.link(ctx, tx, t.ID)
 		}
 		if len(shortfalls) == 0 {
 			return Invalid("chain", "no chain is available for this send")

@@ -69,11 +69,13 @@ func (r *mutationResolver) Send(ctx context.Context, input model.SendInput) (*mo
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.cfg.Service.Send(ctx, agent, sendRequest(input))
+	res, replayed, err := r.cfg.Service.SendIdempotent(ctx, agent, input.IdempotencyKey, sendRequest(input))
 	if err != nil {
-		return nil, err
+		return nil, replayedError(err, replayed)
 	}
-	return sendPayload(res), nil
+	out := sendPayload(res)
+	out.Replayed = replayed
+	return out, nil
 }
 
 // RegenerateAPIKey is the resolver for the regenerateApiKey field.

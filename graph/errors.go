@@ -19,6 +19,8 @@ func errorCode(err error) string {
 		return "BAD_USER_INPUT"
 	case errors.Is(err, agentpay.ErrNotFound):
 		return "NOT_FOUND"
+	case errors.Is(err, agentpay.ErrIdempotencyKeyReused):
+		return "IDEMPOTENCY_KEY_REUSED"
 	case errors.Is(err, agentpay.ErrConflict):
 		return "CONFLICT"
 	case errors.Is(err, agentpay.ErrUnauthorized):
@@ -59,6 +61,9 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{}
 		}
 		gqlErr.Extensions["code"] = code
+		if errors.As(err, new(*replayed)) {
+			gqlErr.Extensions["replayed"] = true
+		}
 		return gqlErr
 	}
 }
@@ -73,6 +78,21 @@ func isArgumentError(ctx context.Context, err error) bool {
 		return false
 	}
 	return len(fc.Field.Arguments) > 0 && len(gqlErr.Path) > len(fc.Path())
+}
+
+// replayed marks an error that is the kept answer of an earlier request
+// with the same idempotency key (extensions.replayed, as REST's
+// Idempotent-Replayed header).
+type replayed struct{ error }
+
+func (e *replayed) Unwrap() error { return e.error }
+
+// replayedError marks err replayed when it is.
+func replayedError(err error, isReplayed bool) error {
+	if !isReplayed {
+		return err
+	}
+	return &replayed{err}
 }
 
 func recoverPanic(logger *slog.Logger) graphql.RecoverFunc {

@@ -389,6 +389,7 @@ type ComplexityRoot struct {
 		FeeUsd        func(childComplexity int) int
 		FromAgent     func(childComplexity int) int
 		Message       func(childComplexity int) int
+		Replayed      func(childComplexity int) int
 		Status        func(childComplexity int) int
 		ToAgent       func(childComplexity int) int
 		TransactionID func(childComplexity int) int
@@ -2302,6 +2303,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SendPayload.Message(childComplexity), true
+	case "SendPayload.replayed":
+		if e.ComplexityRoot.SendPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendPayload.Replayed(childComplexity), true
 	case "SendPayload.status":
 		if e.ComplexityRoot.SendPayload.Status == nil {
 			break
@@ -3851,6 +3858,8 @@ func (ec *executionContext) childFields_SendPayload(ctx context.Context, field g
 		return ec.fieldContext_SendPayload_message(ctx, field)
 	case "transfer":
 		return ec.fieldContext_SendPayload_transfer(ctx, field)
+	case "replayed":
+		return ec.fieldContext_SendPayload_replayed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SendPayload", field.Name)
 }
@@ -11604,6 +11613,29 @@ func (ec *executionContext) fieldContext_SendPayload_transfer(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _SendPayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.SendPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendPayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendPayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _SessionStatus_externalId(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16312,7 +16344,7 @@ func (ec *executionContext) unmarshalInputSendInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"toUsername", "amountUsd", "memo", "chain"}
+	fieldsInOrder := [...]string{"toUsername", "amountUsd", "memo", "chain", "idempotencyKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -16347,6 +16379,13 @@ func (ec *executionContext) unmarshalInputSendInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.Chain = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
 		}
 	}
 	return it, nil
@@ -19062,6 +19101,11 @@ func (ec *executionContext) _SendPayload(ctx context.Context, sel ast.SelectionS
 			}
 		case "transfer":
 			out.Values[i] = ec._SendPayload_transfer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._SendPayload_replayed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

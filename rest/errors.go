@@ -38,6 +38,8 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, are
 		}
 	case errors.Is(err, agentpay.ErrNotFound):
 		status, detail = http.StatusNotFound, err.Error()
+	case errors.Is(err, agentpay.ErrIdempotencyKeyReused):
+		status, detail = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, agentpay.ErrConflict):
 		status, detail = http.StatusConflict, err.Error()
 	case errors.Is(err, agentpay.ErrUnauthorized):

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // sendRequest is the body of POST /agents/me/wallet/send (spec 4.2).
@@ -29,7 +30,8 @@ type transferResponse struct {
 
 // send answers 200 with the Transfer once both legs are included
 // (status completed), or with status pending when inclusion outlasts the
-// wait (the worker completes it).
+// wait (the worker completes it). With an Idempotency-Key a retry gets the
+// first answer again, marked Idempotent-Replayed: true.
 func (s *server) send(w http.ResponseWriter, r *http.Request) {
 	var body sendRequest
 	if err := decodeJSON(r, &body); err != nil {
@@ -51,7 +53,15 @@ func (s *server) send(w http.ResponseWriter, r *http.Request) {
 	if body.Chain != nil {
 		req.Chain = *body.Chain
 	}
-	res, err := s.svc.Send(r.Context(), agentFrom(r.Context()), req)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	res, replayed, err := s.svc.SendIdempotent(r.Context(), agentFrom(r.Context()), key, req)
+	if replayed {
+		w.Header().Set(httpx.IdempotentReplayedHeader, "true")
+	}
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
@@ -66,6 +76,21 @@ func (s *server) send(w http.ResponseWriter, r *http.Request) {
 		Status:        res.Status,
 		Message:       res.Message,
 	})
+}
+
+// idempotencyKey is the request's Idempotency-Key, nil when absent. The
+// header may be given once only (the IETF draft's rule): two keys would
+// leave which one counts to chance.
+func idempotencyKey(r *http.Request) (*string, error) {
+	values := r.Header.Values(httpx.IdempotencyKeyHeader)
+	switch len(values) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &values[0], nil
+	default:
+		return nil, agentpay.Invalid(httpx.IdempotencyKeyHeader, "must be given once")
+	}
 }
 
 // balanceResponse is the Balance of spec 2.2.

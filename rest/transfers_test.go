@@ -40,6 +40,14 @@ type sendChains struct {
 
 func startSendChains(tb testing.TB) *sendChains {
 	tb.Helper()
+	return startSendChainsEvery(tb, 50*time.Millisecond)
+}
+
+// startSendChainsEvery is startSendChains with Base making a block every
+// baseBlockTime; 0 makes one only on Commit, so a send waits for its
+// block, in flight, until the test says.
+func startSendChainsEvery(tb testing.TB, baseBlockTime time.Duration) *sendChains {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	key, err := vault.GenerateMasterKey()
@@ -50,7 +58,7 @@ func startSendChains(tb testing.TB) *sendChains {
 	require.NoError(tb, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
-		Chain: chains.Base, BlockTime: 50 * time.Millisecond,
+		Chain: chains.Base, BlockTime: baseBlockTime,
 		Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
 	})
 	require.NoError(tb, err)

@@ -196,6 +196,12 @@ type SendInput struct {
 	Memo      *string         `json:"memo,omitempty"`
 	// Chain to send on; by default the first of solana, base that covers it
 	Chain *string `json:"chain,omitempty"`
+	// Makes the send safe to retry (REST's Idempotency-Key header, the same
+	// keys): 1 to 255 printable ASCII characters, kept 24 hours. The same key
+	// with the same input answers the first send's result again (replayed true);
+	// with another input it is refused (IDEMPOTENCY_KEY_REUSED); while the first
+	// is still running, CONFLICT. Absent: no idempotency.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 
 // An agent-to-agent send (spec 2.3).
@@ -213,6 +219,9 @@ type SendPayload struct {
 	Message string          `json:"message"`
 	// The recorded transfer
 	Transfer *ent.Transfer `json:"transfer"`
+	// True when this is the kept answer of an earlier send with the same
+	// idempotencyKey (the transfer field shows the transfer as it is now)
+	Replayed bool `json:"replayed"`
 }
 
 // Narrows the caller's sessions; absent fields do not filter.

@@ -23,6 +23,14 @@ const (
 	PublicKeyHeader = "X-Checkout-Public-Key"
 )
 
+// The headers of a money-moving POST's idempotency (agentpay's
+// idempotency.go): the client's key, and the mark on an answer that is an
+// earlier request's, replayed.
+const (
+	IdempotencyKeyHeader     = "Idempotency-Key"
+	IdempotentReplayedHeader = "Idempotent-Replayed"
+)
+
 // ClientIP is the address of the TCP peer. X-Forwarded-For and friends are
 // not read: any client can set them, so trusting them would let one client
 // pose as many. Behind a reverse proxy every client shares the proxy's
