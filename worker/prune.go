@@ -9,7 +9,8 @@ import (
 	"agentpay"
 )
 
-// pruneInterval is how often expired signature challenges are deleted.
+// pruneInterval is how often expired rows are deleted: signature
+// challenges and idempotency keys, each by its own job.
 const pruneInterval = time.Hour
 
 // PruneChallengesArgs deletes expired signature challenges
@@ -24,21 +25,45 @@ func (PruneChallengesArgs) InsertOpts() river.InsertOpts {
 	return singletonOpts(river.QueueDefault)
 }
 
-type pruneChallengesWorker struct {
-	river.WorkerDefaults[PruneChallengesArgs]
-	svc *agentpay.Service
+// PruneIdempotencyKeysArgs deletes idempotency keys past their 24 hours
+// (agentpay.Service.PruneIdempotencyKeys).
+type PruneIdempotencyKeysArgs struct{}
+
+func (PruneIdempotencyKeysArgs) Kind() string { return "prune_idempotency_keys" }
+
+// InsertOpts keeps one run waiting or running at a time across every worker
+// process.
+func (PruneIdempotencyKeysArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
 }
 
-func (w *pruneChallengesWorker) Work(ctx context.Context, _ *river.Job[PruneChallengesArgs]) error {
-	_, err := w.svc.PruneSignatureChallenges(ctx)
+// pruneWorker runs one of the service's prunings for its job kind A.
+type pruneWorker[A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	prune func(context.Context) (int, error)
+}
+
+func (w *pruneWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
+	_, err := w.prune(ctx)
 	return err
 }
 
-// prunePeriodic schedules the pruning.
-func prunePeriodic() *river.PeriodicJob {
-	return river.NewPeriodicJob(
-		river.PeriodicInterval(pruneInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return PruneChallengesArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true},
-	)
+// addPruneWorkers registers the prunings' workers.
+func addPruneWorkers(workers *river.Workers, svc *agentpay.Service) {
+	river.AddWorker(workers, &pruneWorker[PruneChallengesArgs]{prune: svc.PruneSignatureChallenges})
+	river.AddWorker(workers, &pruneWorker[PruneIdempotencyKeysArgs]{prune: svc.PruneIdempotencyKeys})
+}
+
+// prunePeriodics schedules the prunings, each every pruneInterval and once
+// at start.
+func prunePeriodics() []*river.PeriodicJob {
+	var out []*river.PeriodicJob
+	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}} {
+		out = append(out, river.NewPeriodicJob(
+			river.PeriodicInterval(pruneInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+			&river.PeriodicJobOpts{RunOnStart: true},
+		))
+	}
+	return out
 }

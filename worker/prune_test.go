@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent/signaturechallenge"
@@ -29,4 +30,26 @@ func TestWorkerPrunesSignatureChallenges(t *testing.T) {
 		return err == nil && n == 1
 	}, 20*time.Second, 50*time.Millisecond)
 	require.Equal(t, "0xvalid", h.db.Ent.SignatureChallenge.Query().OnlyX(ctx).Nonce)
+}
+
+// TestWorkerPrunesIdempotencyKeys: the periodic job (run when the worker
+// starts) deletes idempotency keys past their 24 hours and keeps the
+// others.
+func TestWorkerPrunesIdempotencyKeys(t *testing.T) {
+	ctx := context.Background()
+	h := newWebhookHarness(t, nil) // a service and the real worker; no webhooks here
+	key := func(k string, expires time.Time) {
+		h.db.Ent.IdempotencyKey.Create().SetScope("agent:" + uuid.NewString()).SetKey(k).SetOperation("send").
+			SetFingerprint(make([]byte, 32)).SetLockedUntil(time.Now().UTC()).
+			SetExpiresAt(expires.UTC()).SaveX(ctx)
+	}
+	key("expired", time.Now().Add(-time.Minute))
+	key("kept", time.Now().Add(time.Minute))
+
+	h.runWorker(t)
+	require.Eventually(t, func() bool {
+		n, err := h.db.Ent.IdempotencyKey.Query().Count(ctx)
+		return err == nil && n == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, "kept", h.db.Ent.IdempotencyKey.Query().OnlyX(ctx).Key)
 }

@@ -1,8 +1,9 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, settlement, transfer reconciliation,
-// session expiry and the pruning of expired signature challenges; and, on
-// PostgreSQL, frees the jobs of worker processes that died (liveness.go).
+// session expiry and the pruning of expired signature challenges and
+// idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
+// that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
 package worker
 
@@ -102,11 +103,11 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
-	river.AddWorker(workers, &pruneChallengesWorker{svc: cfg.Service})
+	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 
-	periodic := []*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), prunePeriodic()}
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(
