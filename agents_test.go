@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -28,7 +29,7 @@ func newAgentsTestService(t *testing.T) *Service {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 	svc, err := NewService(Config{
 		DB: testdb.Open(t), Vault: v, Treasury: tk, Families: adapters.Families(),

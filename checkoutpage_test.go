@@ -27,6 +27,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -47,7 +48,7 @@ func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	f := &checkoutFixture{db: testdb.Open(t), vault: v}

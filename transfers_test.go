@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/transfer"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -48,7 +49,7 @@ func startSendEnv(t testing.TB) *sendEnv {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{

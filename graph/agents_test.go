@@ -30,6 +30,7 @@ import (
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -57,7 +58,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 	api := &agentAPI{}
 	networks := chains.Networks{}

@@ -19,6 +19,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -46,7 +47,7 @@ func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
 	require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -49,7 +50,7 @@ func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *htt
 	if err != nil {
 		b.Fatal(err)
 	}
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent/transfer"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -260,7 +261,7 @@ func TestTreasuryBalancesFromChains(t *testing.T) {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	baseNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})

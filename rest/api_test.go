@@ -16,6 +16,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -58,7 +59,7 @@ func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
 		scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if scfg.Treasury.EVMAddress == "" {
-		tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+		tk, err := treasury.Derive(v, adapters.Families())
 		require.NoError(t, err)
 		scfg.Treasury = tk
 	}

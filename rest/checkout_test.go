@@ -21,6 +21,7 @@ import (
 	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -39,7 +40,7 @@ func newCheckoutAPI(t *testing.T) *checkoutAPI {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})

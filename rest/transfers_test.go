@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
 
@@ -54,7 +55,7 @@ func startSendChainsEvery(tb testing.TB, baseBlockTime time.Duration) *sendChain
 	require.NoError(tb, err)
 	v, err := vault.New(key)
 	require.NoError(tb, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(tb, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{

@@ -34,6 +34,7 @@ import (
 	"agentpay/graph"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
@@ -61,7 +62,7 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	tk, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	tk, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})

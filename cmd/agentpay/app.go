@@ -22,6 +22,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/graph"
 	"agentpay/internal/store"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
@@ -48,7 +49,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 		return nil, fmt.Errorf("MASTER_KEY: %w", err)
 	}
 	families := adapters.Families()
-	treasury, err := agentpay.DeriveTreasuryKeys(v, families)
+	tk, err := treasury.Derive(v, families)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform,
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	return &platform{db: db, vault: v, families: families, treasury: treasury}, nil
+	return &platform{db: db, vault: v, families: families, treasury: tk}, nil
 }
 
 // requireMasterKey refuses to run serve or worker without MASTER_KEY: a

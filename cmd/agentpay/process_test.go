@@ -32,11 +32,11 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
-	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 	"agentpay/webhook"
 )
@@ -126,7 +126,7 @@ func newProcEnv(t *testing.T) *procEnv {
 	require.NoError(t, err)
 	v, err := vault.New(key)
 	require.NoError(t, err)
-	treasury, err := agentpay.DeriveTreasuryKeys(v, adapters.Families())
+	treasury, err := treasury.Derive(v, adapters.Families())
 	require.NoError(t, err)
 
 	// Blocks only when the test mines them (BlockTime 0): the test decides

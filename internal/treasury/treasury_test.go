@@ -1,4 +1,4 @@
-package agentpay
+package treasury
 
 import (
 	"encoding/hex"
@@ -13,7 +13,7 @@ import (
 	"agentpay/internal/vault"
 )
 
-func TestTreasuryKeys(t *testing.T) {
+func TestDerive(t *testing.T) {
 	master, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	v1, err := vault.New(master)
@@ -22,9 +22,9 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 
 	families := adapters.Families()
-	t1, err := DeriveTreasuryKeys(v1, families)
+	t1, err := Derive(v1, families)
 	require.NoError(t, err)
-	t2, err := DeriveTreasuryKeys(v2, families)
+	t2, err := Derive(v2, families)
 	require.NoError(t, err)
 	require.Equal(t, t1, t2, "the treasury is a function of the master key")
 
@@ -40,7 +40,7 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 	v3, err := vault.New(other)
 	require.NoError(t, err)
-	t3, err := DeriveTreasuryKeys(v3, families)
+	t3, err := Derive(v3, families)
 	require.NoError(t, err)
 	require.NotEqual(t, t1.EVMAddress, t3.EVMAddress)
 
@@ -49,7 +49,7 @@ func TestTreasuryKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, depositAddr, t1.EVMAddress, "treasury and deposit addresses come from separate seeds")
 
-	_, err = DeriveTreasuryKeys(v1, chains.Families{chains.FamilyEVM: evmWallets})
+	_, err = Derive(v1, chains.Families{chains.FamilyEVM: evmWallets})
 	require.ErrorContains(t, err, "no solana family")
 
 	b, err := json.Marshal(t1)
