@@ -1,0 +1,33 @@
+// Package testenv is the one test bundle: what a test needs to build an
+// agentpay.Service on real parts, made in one place instead of in each
+// package's tests.
+//
+// New gives a test its Env:
+//
+//   - a fresh migrated database (internal/testdb: SQLite, or PostgreSQL
+//     copied from the migrated template when TEST_DATABASE_URL is set), or
+//     a database the test already has (a second API instance on the same
+//     database);
+//   - a vault on a fresh master key (or a shared one) and the treasury keys
+//     derived from it (internal/treasury), exactly as cmd/agentpay derives
+//     them;
+//   - the chain families (chains/adapters) and a discarding logger;
+//   - on request (Options.Chains, or AddChain later) devnets (chains/devnet)
+//     with the treasury funded with gas at genesis, wired to test mode's
+//     chains.Networks through chains/adapters as cmd/agentpay wires a
+//     configured chain: ledger, deposit watcher and watchlist, the
+//     treasury's gas key. Devnets start only when asked for, concurrently:
+//     a LiteSVM Solana devnet is a node process and costs seconds;
+//   - on request an insert-only River client (Options.Jobs), the way the API
+//     processes enqueue jobs, and a stub clock (Options.Clock);
+//   - NewReceiver, a merchant's webhook endpoint on loopback.
+//
+// Why testenv does not build the Service itself: the root package's tests
+// are internal (package agentpay), and a package they import must not
+// import agentpay (an import cycle). So the Env holds the pieces, and
+// Env.Fill puts them into the zero fields of an agentpay.Config it finds by
+// name. Each package has one setup helper that builds its Service with it:
+// newTestService in the root package, newTestAPI in rest, newTestServer in
+// graph, newHarness in web and worker, the procEnv of cmd/agentpay's
+// process tests.
+package testenv

@@ -1,0 +1,63 @@
+package testenv
+
+import "reflect"
+
+// Fill sets the zero fields of the agentpay.Config cfg points to from the
+// Env: DB, Vault, Logger, Treasury, Families, Test, and Jobs and Clock when
+// the Env has them; BaseURL, PayURL and AppURL when all three are empty.
+// What the test set itself stays, so a test states only what it changes.
+//
+// cfg is taken as any, the fields found by name: testenv cannot import
+// agentpay, whose own tests use it (an import cycle). A Config without one
+// of these fields, or with one of another type, fails the test, so a
+// renamed field cannot be skipped silently.
+func (e *Env) Fill(cfg any) {
+	e.tb.Helper()
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		e.tb.Fatalf("testenv: Fill takes a pointer to agentpay.Config, not %T", cfg)
+		return
+	}
+	v = v.Elem()
+	set := func(name string, value any) {
+		f := v.FieldByName(name)
+		if !f.IsValid() || !f.CanSet() {
+			e.tb.Fatalf("testenv: %s has no settable field %s", v.Type(), name)
+			return
+		}
+		val := reflect.ValueOf(value)
+		if !val.Type().AssignableTo(f.Type()) {
+			e.tb.Fatalf("testenv: %s.%s is a %s, not a %s", v.Type(), name, f.Type(), val.Type())
+			return
+		}
+		if f.IsZero() {
+			f.Set(val)
+		}
+	}
+	if e.DB != nil {
+		set("DB", e.DB)
+	}
+	set("Vault", e.Vault)
+	set("Logger", e.Logger)
+	set("Treasury", e.Treasury)
+	set("Families", e.Families)
+	set("Test", e.Test)
+	if e.Jobs != nil {
+		set("Jobs", e.Jobs)
+	}
+	if e.Clock != nil {
+		set("Clock", e.Clock)
+	}
+	if isZero(v, "BaseURL") && isZero(v, "PayURL") && isZero(v, "AppURL") {
+		set("BaseURL", BaseURL)
+		set("PayURL", PayURL)
+		set("AppURL", AppURL)
+	}
+}
+
+// isZero reports whether v's field name is zero; a missing field counts as
+// zero, so set reports it.
+func isZero(v reflect.Value, name string) bool {
+	f := v.FieldByName(name)
+	return !f.IsValid() || f.IsZero()
+}
