@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,32 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/wallet"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 )
-
-// newAgentsTestService is a service over a fresh database, no chains.
-func newAgentsTestService(t *testing.T) *Service {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: v, Treasury: tk, Families: adapters.Families(),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://api.test", AppURL: "http://app.test",
-	})
-	require.NoError(t, err)
-	return svc
-}
 
 func TestValidateUsername(t *testing.T) {
 	tests := []struct {
@@ -76,7 +53,7 @@ func TestValidateUsername(t *testing.T) {
 
 func TestQuickRegister(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 
 	reg, err := svc.QuickRegister(ctx, "alice")
 	require.NoError(t, err)
@@ -129,7 +106,7 @@ func TestQuickRegister(t *testing.T) {
 
 func TestQuickRegisterRace(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	const n = 8
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -157,7 +134,7 @@ func TestUniqueViolationTranslated(t *testing.T) {
 	// The pre-check cannot see a concurrent insert; the index can. Simulate
 	// the race by inserting behind the pre-check's back inside one tx.
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	_, err := svc.QuickRegister(ctx, "taken")
 	require.NoError(t, err)
 	_, _, err = svc.insertRawAgent(ctx, "taken")
@@ -179,7 +156,7 @@ func (s *Service) insertRawAgent(ctx context.Context, username string) (*ent.Age
 
 func TestCreateAgentWithExternalWallet(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ext := &externalWallet{Address: "0x52908400098527886E0F7030069857D2E4169EE7", Chain: "base"}
 	reg, err := svc.createAgent(ctx, "walleted", ext)
 	require.NoError(t, err)
@@ -223,7 +200,7 @@ func TestCreateAgentWithExternalWallet(t *testing.T) {
 
 func TestAuthenticateAndRegenerate(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	reg, err := svc.QuickRegister(ctx, "keyholder")
 	require.NoError(t, err)
 
@@ -265,7 +242,7 @@ func TestAuthenticateAndRegenerate(t *testing.T) {
 
 func TestAgentLookups(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	reg, err := svc.QuickRegister(ctx, "lookup")
 	require.NoError(t, err)
 

@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testdb"
+	"agentpay/internal/testenv"
 )
 
 // TestAuthCacheFollowsCommits: what this instance commits to an agent is
@@ -21,14 +22,12 @@ import (
 // (its own pool and cache) sees the change within the TTL.
 func TestAuthCacheFollowsCommits(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	env := testenv.New(t, testenv.Options{})
+	svc := newTestService(t, env, Config{})
 	reg, err := svc.QuickRegister(ctx, "cached")
 	require.NoError(t, err)
-	otherCfg := svc.cfg
-	otherCfg.DB = testdb.Reopen(t, svc.cfg.DB)
-	otherCfg.AuthCacheTTL = 2 * time.Second // longer than the steps below take on a slow machine
-	other, err := NewService(otherCfg)
-	require.NoError(t, err)
+	otherTTL := 2 * time.Second // longer than the steps below take on a slow machine
+	other := newTestService(t, env, Config{DB: testdb.Reopen(t, env.DB), AuthCacheTTL: otherTTL})
 
 	auth := func(s *Service) *ent.Agent {
 		t.Helper()
@@ -63,7 +62,7 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 
 	// The other instance knows nothing of it until its entry expires.
 	require.Zero(t, auth(other).TxCount, "served from the other instance's cache")
-	time.Sleep(otherCfg.AuthCacheTTL)
+	time.Sleep(otherTTL)
 	a := auth(other)
 	require.Equal(t, int64(1), a.TxCount)
 	require.Len(t, a.Edges.Wallets, 3)
@@ -73,11 +72,11 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 // agent's entry alone: the cache is dropped per agent, not wholesale.
 func TestAuthCacheKeepsOtherAgents(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
-	cfg := svc.cfg
-	cfg.AuthCacheTTL = 5 * time.Second // outlasts the steps below on a slow machine
-	cached, err := NewService(cfg)     // same pool: sees every write svc makes through ent
-	require.NoError(t, err)
+	env := testenv.New(t, testenv.Options{})
+	svc := newTestService(t, env, Config{})
+	// Same pool: sees every write svc makes through ent. The TTL outlasts
+	// the steps below on a slow machine.
+	cached := newTestService(t, env, Config{AuthCacheTTL: 5 * time.Second})
 	reg, err := svc.QuickRegister(ctx, "kept")
 	require.NoError(t, err)
 	a, err := cached.Authenticate(ctx, reg.APIKey)
@@ -121,7 +120,7 @@ func TestAuthColumnsAreTheSchemas(t *testing.T) {
 func TestAuthenticateReadsEveryField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	reg, err := svc.QuickRegister(ctx, "every_field")
 	require.NoError(t, err)
 	// Every field the registration left at its zero value gets one.

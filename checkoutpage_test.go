@@ -3,8 +3,6 @@ package agentpay
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/big"
 	"net/url"
 	"strings"
@@ -19,21 +17,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
+	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
-// optionally a real Solana devnet); live mode has no chains.
+// optionally a real Solana devnet), blocks only on Commit, 2 confirmations
+// required on base; live mode has no chains.
 type checkoutFixture struct {
+	env   *testenv.Env
 	svc   *Service
 	db    *store.DB
 	vault *vault.Vault
@@ -43,39 +41,29 @@ type checkoutFixture struct {
 
 func newCheckoutFixture(t *testing.T, withSolana bool) *checkoutFixture {
 	t.Helper()
-	ctx := context.Background()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
+	return startCheckoutFixture(t, withSolana, false)
+}
 
-	f := &checkoutFixture{db: testdb.Open(t), vault: v}
-	// The treasury holds gas so settlement can relay sweeps and payouts.
-	f.evm, err = devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = f.evm.Close() })
-	base, err := adapters.Network(ctx, chains.Base, adapters.Chain{RPCURL: f.evm.RPCURL, USDC: f.evm.USDC.Hex(), Confirmations: 2, GasKey: tk.EVM})
-	require.NoError(t, err)
-	nets := chains.Networks{chains.Base: base}
-	if withSolana {
-		f.sol, err = devnet.StartSolana(ctx, devnet.SolanaConfig{
-			SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
-			Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = f.sol.Close() })
-		nets[chains.Solana], err = adapters.Network(ctx, chains.Solana, adapters.Chain{RPCURL: f.sol.RPCURL, USDC: f.sol.Mint.String(), Confirmations: 8, GasKey: tk.Solana})
-		require.NoError(t, err)
+// startCheckoutFixture is newCheckoutFixture whose service enqueues jobs
+// (an insert-only River client) when jobs is set.
+func startCheckoutFixture(t *testing.T, withSolana, jobs bool) *checkoutFixture {
+	t.Helper()
+	opts := testenv.Options{
+		Chains:        []chains.Name{chains.Base},
+		Confirmations: map[chains.Name]uint64{chains.Base: 2, chains.Polygon: 2, chains.Solana: 8},
+		Jobs:          jobs,
 	}
-	f.svc, err = NewService(Config{
-		DB: f.db, Vault: v, Treasury: tk, Test: nets, Families: adapters.Families(),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
+	if withSolana {
+		opts.Chains = append(opts.Chains, chains.Solana)
+	}
+	env := testenv.New(t, opts)
+	f := &checkoutFixture{env: env, db: env.DB, vault: env.Vault, evm: env.EVM(chains.Base)}
+	if withSolana {
+		f.sol = env.Solana()
+	}
+	f.svc = newTestService(t, env, Config{
 		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},
 	})
-	require.NoError(t, err)
 	return f
 }
 

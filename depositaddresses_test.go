@@ -11,20 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 func TestDeriveDepositKey(t *testing.T) {
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	svc, err := NewService(Config{DB: &store.DB{}, Vault: v, Families: adapters.Families()})
-	require.NoError(t, err)
+	// Derivation reads no database.
+	env := testenv.New(t, testenv.Options{NoDB: true})
+	v := env.Vault
+	svc := newTestService(t, env, Config{DB: &store.DB{}})
 
 	tests := []struct {
 		family  chains.Family
@@ -70,13 +66,9 @@ func TestDeriveDepositKey(t *testing.T) {
 // sessions), Solana has its own.
 func TestAllocateDepositAddressCountsPerFamily(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Open(t)
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	svc, err := NewService(Config{DB: db, Vault: v, Families: adapters.Families()})
-	require.NoError(t, err)
+	env := testenv.New(t, testenv.Options{})
+	db := env.DB
+	svc := newTestService(t, env, Config{})
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
 
 	steps := []struct {

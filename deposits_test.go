@@ -2,8 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math/big"
 	"testing"
 	"time"
@@ -13,12 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // TestScanDepositsResumesFromSavedCursor drives the deposit scan the worker
@@ -27,28 +22,13 @@ import (
 // watcher) neither reports it again nor misses what arrived meanwhile.
 func TestScanDepositsResumesFromSavedCursor(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Open(t)
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, Confirmations: map[chains.Name]uint64{chains.Base: 3}})
+	db, v, chain := env.DB, env.Vault, env.EVM(chains.Base)
+	// A new service is a restarted process: a new watcher on the same
+	// database.
+	newService := func() *Service { return newTestService(t, env, Config{}) }
 
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-
-	newService := func() *Service {
-		base, err := adapters.Network(ctx, chains.Base, adapters.Chain{RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 3})
-		require.NoError(t, err)
-		svc, err := NewService(Config{
-			DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
-			Test: chains.Networks{chains.Base: base},
-		})
-		require.NoError(t, err)
-		return svc
-	}
-
-	families := adapters.Families()
+	families := env.Families
 	_, depositAddr, err := families[chains.FamilyEVM].DeriveKey(v.DepositSeed(), 7)
 	require.NoError(t, err)
 	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").

@@ -15,11 +15,12 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/testdb"
+	"agentpay/internal/testenv"
 )
 
 func TestRecordEventPayload(t *testing.T) {
 	t.Parallel()
-	svc := newWebhookTestService(t)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
 	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
 	in := confirmedEventInput(m, false)
 	in.Data.Extra = map[string]any{"reason": "overpaid", "excess_usd": decimal.RequireFromString("0.05")}
@@ -96,7 +97,7 @@ func TestRecordEventOutbox(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			svc := newWebhookTestService(t)
+			svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
 			m, _ := createWebhookMerchant(t, svc, tt.webhookURL)
 			boom := errors.New("the state change failed after the event was recorded")
 			err := svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -141,7 +142,7 @@ func TestRecordEventOutbox(t *testing.T) {
 
 func TestRecordEventNeedsJobs(t *testing.T) {
 	t.Parallel()
-	svc := newWebhookTestService(t)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
 	svc.cfg.Jobs = nil
 	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
 	err := svc.cfg.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {

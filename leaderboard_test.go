@@ -14,7 +14,7 @@ import (
 
 func TestLeaderboard(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	db := svc.cfg.DB.Ent
 	// name: volume sent (USD), tx count, trust score
 	rows := []struct {
@@ -78,7 +78,7 @@ func TestLeaderboard(t *testing.T) {
 
 func TestStatsAndTreasuryTotals(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	db := svc.cfg.DB.Ent
 	a, err := svc.QuickRegister(ctx, "payer")
 	require.NoError(t, err)

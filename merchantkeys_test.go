@@ -16,7 +16,7 @@ import (
 // mode, in the Standard Webhooks form, sealed to the merchant and the mode:
 // neither opens on another merchant's row or in the other mode's column.
 func TestMerchantWebhookSecretSealed(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	a, b := newMerchant(t, svc), newMerchant(t, svc)
 	require.NotEqual(t, a.Keys.WebhookSecret, a.Keys.TestWebhookSecret)
@@ -47,7 +47,7 @@ func TestMerchantWebhookSecretSealed(t *testing.T) {
 }
 
 func TestRollMerchantKeysConcurrently(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	reg := newMerchant(t, svc)
 	auth, err := svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
@@ -91,7 +91,7 @@ func TestRollMerchantKeysConcurrently(t *testing.T) {
 // is forbidden and revokes nothing); a live key rolls its own pair, or the
 // test pair when it asks.
 func TestRollMerchantKeysPerMode(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	reg := newMerchant(t, svc)
 	auth := func(key string) *MerchantAuth {

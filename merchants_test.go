@@ -2,37 +2,17 @@ package agentpay
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/adapters"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
-	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
 
 func strp(s string) *string { return &s }
-
-// newMerchantTestService is a service over a fresh database, no chains.
-func newMerchantTestService(t *testing.T) *Service {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: v, Families: adapters.Families(),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://api.test", PayURL: "http://pay.test",
-	})
-	require.NoError(t, err)
-	return svc
-}
 
 // newMerchant registers a minimal merchant.
 func newMerchant(t *testing.T, svc *Service) *MerchantRegistration {
@@ -43,7 +23,7 @@ func newMerchant(t *testing.T, svc *Service) *MerchantRegistration {
 }
 
 func TestAuthenticateMerchant(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	reg := newMerchant(t, svc)
 
@@ -79,7 +59,7 @@ func TestAuthenticateMerchant(t *testing.T) {
 }
 
 func TestDeactivateMerchant(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	reg := newMerchant(t, svc)
 

@@ -35,12 +35,7 @@ type paymentFixture struct {
 func newPaymentFixture(t *testing.T) *paymentFixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &paymentFixture{checkoutFixture: newCheckoutFixture(t, false)}
-	cfg := f.svc.cfg
-	cfg.Jobs = testdb.InsertOnlyRiver(t, f.db)
-	svc, err := NewService(cfg)
-	require.NoError(t, err)
-	f.svc = svc
+	f := &paymentFixture{checkoutFixture: startCheckoutFixture(t, false, true)}
 	reg := f.checkoutFixture.merchant(t, "Shop", nil)
 	f.db.Ent.Merchant.UpdateOneID(reg.Merchant.ID).SetWebhookURL("http://127.0.0.1:9/hook").SetTestWebhookURL("http://127.0.0.1:9/hook").ExecX(ctx)
 	m, err := f.db.Ent.Merchant.Get(ctx, reg.Merchant.ID)

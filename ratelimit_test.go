@@ -3,8 +3,6 @@ package agentpay
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,37 +10,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/ratelimitcounter"
-	"agentpay/internal/clock"
-	"agentpay/internal/store"
 	"agentpay/internal/testdb"
-	"agentpay/internal/testdb/freshdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // rateEpoch is the start of an hour, so minute and hour windows start
 // together.
 var rateEpoch = time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-
-// newRateService builds a service on db with the given IP limits and a clock
-// set to rateEpoch.
-func newRateService(t testing.TB, db *store.DB, ipLimit, registerLimit int) (*Service, *clock.Stub) {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	clk := clock.NewStub(rateEpoch)
-	svc, err := NewService(Config{
-		DB: db, Vault: v, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Families: adapters.Families(),
-		IPRateLimit: ipLimit, RegisterRateLimit: registerLimit, Clock: clk,
-	})
-	require.NoError(t, err)
-	return svc, clk
-}
 
 // rateAgent is an agent as AllowAgent sees it: the limiter reads only the
 // id and the tier.
@@ -70,8 +47,9 @@ func allowAgentN(t *testing.T, svc *Service, a *ent.Agent, n int) (allowed int, 
 
 func TestAllowAgentPerMinuteByTier(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, clock := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{})
+	clock := env.Clock
 	clock.Set(rateEpoch.Add(15 * time.Second))
 
 	tests := []struct {
@@ -111,8 +89,9 @@ func TestAllowAgentPerMinuteByTier(t *testing.T) {
 
 func TestAllowAgentDecision(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, clock := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{})
+	clock := env.Clock
 	a := rateAgent(agent.TierT0)
 
 	// The first request: the minute window is the tighter one.
@@ -143,8 +122,9 @@ func TestAllowAgentDecision(t *testing.T) {
 
 func TestAllowAgentPerHour(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, clock := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{})
+	clock := env.Clock
 	a := rateAgent(agent.TierT0)
 
 	// Minute 0: 30 requests, 10 allowed. The 20 refused ones do not count
@@ -181,8 +161,9 @@ func TestAllowAgentPerHour(t *testing.T) {
 
 func TestAllowAgentHourFullWhileMinuteRefuses(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, clock := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{})
+	clock := env.Clock
 	a := rateAgent(agent.TierT0)
 
 	// 90 requests over minutes 0-8, then 10 in minute 9: the hour is full
@@ -208,8 +189,8 @@ func TestAllowAgentHourFullWhileMinuteRefuses(t *testing.T) {
 
 func TestAllowAgentConcurrent(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, _ := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{})
 	a := rateAgent(agent.TierT0)
 
 	const n = 40
@@ -240,12 +221,11 @@ func TestAllowAgentConcurrent(t *testing.T) {
 // share the counters.
 func TestAllowAgentSharedAcrossInstances(t *testing.T) {
 	t.Parallel()
-	if !freshdb.IsPostgres() {
+	if !testdb.IsPostgres() {
 		t.Skip("counters are shared through PostgreSQL; SQLite runs one process")
 	}
-	db := testdb.Open(t)
-	svc1, _ := newRateService(t, db, 0, 0)
-	svc2, _ := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc1, svc2 := newTestService(t, env, Config{}), newTestService(t, env, Config{})
 	a := rateAgent(agent.TierT0)
 
 	allowed, _, _ := allowAgentN(t, svc1, a, 6)
@@ -281,8 +261,9 @@ func TestAllowIP(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db := testdb.Open(t)
-			svc, clock := newRateService(t, db, tt.ipLimit, tt.registerLimit)
+			env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+			svc := newTestService(t, env, Config{IPRateLimit: tt.ipLimit, RegisterRateLimit: tt.registerLimit})
+			clock := env.Clock
 			clock.Set(rateEpoch.Add(10 * time.Second))
 			var (
 				allowed int
@@ -316,8 +297,8 @@ func TestAllowIP(t *testing.T) {
 
 func TestAllowIPKindsCountApart(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t)
-	svc, _ := newRateService(t, db, 5, 1)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	svc := newTestService(t, env, Config{IPRateLimit: 5, RegisterRateLimit: 1})
 	ctx := context.Background()
 
 	_, err := svc.AllowIP(ctx, "198.51.100.1", RateRegistration)
@@ -367,12 +348,12 @@ func TestIPScope(t *testing.T) {
 // DB applies to the next request (the change drops the cached agent).
 func TestAuthenticateAndAllowFollowsKeysAndTiers(t *testing.T) {
 	t.Parallel()
-	if !freshdb.IsPostgres() {
+	if !testdb.IsPostgres() {
 		t.Skip("leases share PostgreSQL counters between instances; SQLite counts in memory")
 	}
-	db := testdb.Open(t)
-	svc1, _ := newRateService(t, db, 0, 0)
-	svc2, _ := newRateService(t, db, 0, 0)
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	db := env.DB
+	svc1, svc2 := newTestService(t, env, Config{}), newTestService(t, env, Config{})
 	ctx := context.Background()
 	reg, err := svc1.QuickRegister(ctx, "leased")
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestSessionExternalID(t *testing.T) {
 }
 
 func TestCreateSessionStoresExactly(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	svc.cfg.PayURL = "https://pay.example/"
 	ctx := context.Background()
 	live, test := merchantAuths(t, svc)
@@ -111,7 +111,7 @@ func TestCreateSessionStoresExactly(t *testing.T) {
 // TestCreateSessionInsideTx: a caller's transaction (a GraphQL mutation)
 // is joined, not waited for (SQLite has one connection).
 func TestCreateSessionInsideTx(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	live, _ := merchantAuths(t, svc)
 	key := "in-tx"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -139,7 +139,7 @@ func TestCreateSessionInsideTx(t *testing.T) {
 }
 
 func TestCreateSessionIdempotencyRace(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	live, _ := merchantAuths(t, svc)
 	key := "race-1"
@@ -177,7 +177,7 @@ func TestCreateSessionIdempotencyRace(t *testing.T) {
 }
 
 func TestListSessionsParams(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	ctx := context.Background()
 	live, _ := merchantAuths(t, svc)
 	for _, p := range []ListParams{{Limit: -1}, {Limit: 101}, {Offset: -1}} {

@@ -142,7 +142,7 @@ func TestCovers(t *testing.T) {
 // expiryDue decides, the deadline itself included, on the test database's
 // engine.
 func TestExpiryDueAt(t *testing.T) {
-	svc := newMerchantTestService(t)
+	svc := newTestService(t, nil, Config{})
 	live, _ := merchantAuths(t, svc)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)

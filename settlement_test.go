@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
@@ -265,17 +264,12 @@ func TestSettlementToAnotherChain(t *testing.T) {
 	ctx := context.Background()
 	f := newSettlementFixture(t, func(u *ent.MerchantUpdateOne) { u.SetSettlementChain("polygon") })
 	treasury := f.svc.cfg.Treasury
-	poly, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Polygon, Fund: []common.Address{common.HexToAddress(treasury.EVMAddress)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = poly.Close() })
-	polygon, err := adapters.Network(ctx, chains.Polygon, adapters.Chain{RPCURL: poly.RPCURL, USDC: poly.USDC.Hex(), Confirmations: 2, GasKey: treasury.EVM})
-	require.NoError(t, err)
-	pl := polygon.Ledger
+	f.env.AddChain(chains.Polygon)
+	pl := f.env.Ledger(chains.Polygon)
 	cfg := f.svc.cfg
-	cfg.Test = chains.Networks{chains.Base: cfg.Test[chains.Base], chains.Polygon: {Ledger: pl}}
-	f.svc, err = NewService(cfg)
-	require.NoError(t, err)
-	autoMine(t, poly)
+	cfg.Test = f.env.Test // base and polygon
+	f.svc = newTestService(t, f.env, cfg)
+	autoMine(t, f.env.EVM(chains.Polygon))
 
 	// The treasury is empty on polygon: the payout waits for liquidity.
 	res := f.settle(t)
@@ -283,8 +277,7 @@ func TestSettlementToAnotherChain(t *testing.T) {
 	require.Contains(t, res.Waiting, "short of USDC on polygon")
 	require.Zero(t, f.balance(t, f.deposit.Hex()), "swept on base")
 
-	_, err = poly.Send(ctx, common.HexToAddress(treasury.EVMAddress), big.NewInt(100_000_000))
-	require.NoError(t, err)
+	f.env.Fund(t, chains.Polygon, treasury.EVMAddress, 100_000_000)
 	require.True(t, f.settle(t).Done)
 	got, err := pl.Balance(ctx, f.payee.Hex())
 	require.NoError(t, err)

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"math/big"
 	"strings"
 	"testing"
@@ -17,36 +15,11 @@ import (
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/wallet"
 	"agentpay/internal/clock"
-	"agentpay/internal/testdb"
 	"agentpay/internal/vault"
 )
-
-func newEIP712TestService(t *testing.T) *Service {
-	t.Helper()
-	return newEIP712TestServiceOn(t, nil)
-}
-
-// newEIP712TestServiceOn is newEIP712TestService reading the time from clk
-// (nil: the system clock).
-func newEIP712TestServiceOn(t *testing.T, clk clock.Clock) *Service {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	svc, err := NewService(Config{
-		DB: testdb.Open(t), Vault: v, AgentMode: ModeTest, Families: adapters.Families(),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-		Clock: clk,
-	})
-	require.NoError(t, err)
-	return svc
-}
 
 // typedData decodes m's typed data as a wallet does.
 func typedData(t *testing.T, m *SignatureMessage) apitypes.TypedData {
@@ -78,7 +51,7 @@ func newEVMKey(t *testing.T) (*ecdsa.PrivateKey, string) {
 func TestSignatureMessage(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 500, time.UTC)
-	svc := newEIP712TestServiceOn(t, clock.NewStub(now))
+	svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clock.NewStub(now)})
 	_, addr := newEVMKey(t)
 
 	m, err := svc.SignatureMessage(ctx, "alice_1", addr)
@@ -182,7 +155,7 @@ func TestRegisterEIP712(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clock.NewStub(time.Now())
-			svc := newEIP712TestServiceOn(t, clk)
+			svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clk})
 			key, addr := newEVMKey(t)
 			msg, err := svc.SignatureMessage(ctx, "alice_1", addr)
 			require.NoError(t, err)
@@ -216,7 +189,7 @@ func TestRegisterEIP712(t *testing.T) {
 
 func TestRegisterEIP712Conflicts(t *testing.T) {
 	ctx := context.Background()
-	svc := newEIP712TestService(t)
+	svc := newTestService(t, nil, Config{AgentMode: ModeTest})
 	key, addr := newEVMKey(t)
 
 	// Two outstanding messages: the older one is still accepted.
@@ -246,7 +219,7 @@ func TestRegisterEIP712Conflicts(t *testing.T) {
 
 func TestVerifyWallet(t *testing.T) {
 	ctx := context.Background()
-	svc := newEIP712TestService(t)
+	svc := newTestService(t, nil, Config{AgentMode: ModeTest})
 	alice := createBareAgent(t, svc, "alice_1")
 	bob := createBareAgent(t, svc, "bob_1")
 	key, addr := newEVMKey(t)
@@ -342,7 +315,7 @@ func flipCase(s string) string {
 // at once registers exactly one agent; the others are refused.
 func TestRegisterEIP712ConcurrentUse(t *testing.T) {
 	ctx := context.Background()
-	svc := newEIP712TestService(t)
+	svc := newTestService(t, nil, Config{AgentMode: ModeTest})
 	key, addr := newEVMKey(t)
 	m, err := svc.SignatureMessage(ctx, "racer", addr)
 	require.NoError(t, err)
@@ -373,7 +346,7 @@ func TestPruneSignatureChallenges(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	clk := clock.NewStub(now.Add(-time.Hour))
-	svc := newEIP712TestServiceOn(t, clk)
+	svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clk})
 	_, addr := newEVMKey(t)
 	expired, err := svc.SignatureMessage(ctx, "old_one", addr)
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"agentpay/internal/testenv"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +35,7 @@ func TestStandardWebhooksLibrary(t *testing.T) {
 
 	ctx := context.Background()
 	svc := newEndpointTestService(t, nil)
-	rcv := newWebhookReceiver(t, http.StatusOK)
+	rcv := testenv.NewReceiver(t, http.StatusOK)
 	reg, _, testAuth := registerWithWebhook(t, svc, rcv.URL+"/hooks")
 	fresh := deliverOne(t, svc, rcv, reg.Merchant, false)
 	rolled, err := svc.RollWebhookSecret(ctx, testAuth, nil)
@@ -48,17 +50,17 @@ func TestStandardWebhooksLibrary(t *testing.T) {
 		Headers map[string]string `json:"headers"`
 		Body    []byte            `json:"body_base64"`
 	}
-	headers := func(r *receivedWebhook) map[string]string {
+	headers := func(r *testenv.Request) map[string]string {
 		out := map[string]string{}
-		for k := range r.header {
-			out[strings.ToLower(k)] = r.header.Get(k)
+		for k := range r.Header {
+			out[strings.ToLower(k)] = r.Header.Get(k)
 		}
 		return out
 	}
 	cases := []struct {
 		name   string
 		secret string
-		r      *receivedWebhook
+		r      *testenv.Request
 		ok     bool
 	}{
 		{"a delivery with the secret registration issued", reg.Keys.TestWebhookSecret, fresh, true},
@@ -71,7 +73,7 @@ func TestStandardWebhooksLibrary(t *testing.T) {
 	}
 	in := make([]check, len(cases))
 	for i, c := range cases {
-		in[i] = check{Secret: c.secret, Headers: headers(c.r), Body: c.r.body}
+		in[i] = check{Secret: c.secret, Headers: headers(c.r), Body: c.r.Body}
 	}
 	stdin, err := json.Marshal(in)
 	require.NoError(t, err)

@@ -5,88 +5,33 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
-	"log/slog"
-	"math/big"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	solanago "github.com/gagliardetto/solana-go"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
 	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
-// sendEnv is a service whose agents' wallets live on a Base devnet and a
-// Solana devnet, with a treasury funded with gas on both.
+// sendEnv is a service whose agents' wallets live on a Base devnet (a block
+// every 50 ms) and a Solana devnet, with a treasury funded with gas on both.
 type sendEnv struct {
-	svc      *Service
-	db       *store.DB
-	vault    *vault.Vault
-	treasury TreasuryKeys
-	evmNet   *devnet.EVM
-	solNet   *devnet.Solana
-	nets     chains.Networks
+	env *testenv.Env
+	svc *Service
+	db  *store.DB
 }
 
 // startSendEnv starts both devnets and a service on a fresh database.
 func startSendEnv(t testing.TB) *sendEnv {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-
-	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
-		Chain: chains.Base, BlockTime: 50 * time.Millisecond,
-		Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = evmNet.Close() })
-	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
-		SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
-		Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = solNet.Close() })
-
-	base, err := adapters.Network(ctx, chains.Base, adapters.Chain{
-		RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
-		PollInterval: 20 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	sol, err := adapters.Network(ctx, chains.Solana, adapters.Chain{
-		RPCURL: solNet.RPCURL, USDC: solNet.Mint.String(), GasKey: tk.Solana,
-		PollInterval: 50 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	nets := chains.Networks{chains.Base: {Ledger: base.Ledger}, chains.Solana: {Ledger: sol.Ledger}}
-
-	db := testdb.Open(t)
-	svc, err := NewService(Config{
-		DB: db, Vault: v, Treasury: tk, Families: adapters.Families(),
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		AgentMode: ModeTest,
-		Test:      nets,
-		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-	})
-	require.NoError(t, err)
-	return &sendEnv{svc: svc, db: db, vault: v, treasury: tk, evmNet: evmNet, solNet: solNet, nets: nets}
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base, chains.Solana}, BlockTime: 50 * time.Millisecond})
+	return &sendEnv{env: env, svc: newTestService(t, env, Config{AgentMode: ModeTest}), db: env.DB}
 }
 
 func randomName(t testing.TB, prefix string) string {
@@ -117,19 +62,11 @@ func (e *sendEnv) wallet(t testing.TB, a *ent.Agent, c chains.Name) string {
 // fund sends USDC from the devnet faucet to the agent's wallet on chain.
 func (e *sendEnv) fund(t testing.TB, a *ent.Agent, c chains.Name, usdc string) {
 	t.Helper()
-	ctx := context.Background()
 	units := decimal.RequireFromString(usdc).Shift(6).IntPart()
-	addr := e.wallet(t, a, c)
-	var err error
-	if c == chains.Solana {
-		_, err = e.solNet.Send(ctx, solanago.MustPublicKeyFromBase58(addr), uint64(units))
-	} else {
-		_, err = e.evmNet.Send(ctx, common.HexToAddress(addr), big.NewInt(units))
-	}
-	require.NoError(t, err)
+	e.env.Fund(t, c, e.wallet(t, a, c), units)
 }
 
-func (e *sendEnv) ledger(c chains.Name) chains.Ledger { return e.nets[c].Ledger }
+func (e *sendEnv) ledger(c chains.Name) chains.Ledger { return e.env.Ledger(c) }
 
 // onChain reads an address's USDC straight from the chain, in USDC. On
 // base it first waits for the next block: geth makes a block's receipts
@@ -139,10 +76,10 @@ func (e *sendEnv) onChain(t testing.TB, c chains.Name, address string) decimal.D
 	t.Helper()
 	ctx := context.Background()
 	if c != chains.Solana {
-		head, err := e.evmNet.Client().BlockNumber(ctx)
+		head, err := e.env.EVM(chains.Base).Client().BlockNumber(ctx)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
-			n, err := e.evmNet.Client().BlockNumber(ctx)
+			n, err := e.env.EVM(chains.Base).Client().BlockNumber(ctx)
 			return err == nil && n > head
 		}, 30*time.Second, 5*time.Millisecond, "base stopped making blocks")
 	}
@@ -151,12 +88,7 @@ func (e *sendEnv) onChain(t testing.TB, c chains.Name, address string) decimal.D
 	return FromBaseUnits(b, 6)
 }
 
-func (e *sendEnv) treasuryAddress(c chains.Name) string {
-	if c == chains.Solana {
-		return e.treasury.SolanaAddress
-	}
-	return e.treasury.EVMAddress
-}
+func (e *sendEnv) treasuryAddress(c chains.Name) string { return e.env.Treasury.Address(c) }
 
 func (e *sendEnv) agent(t testing.TB, a *ent.Agent) *ent.Agent {
 	t.Helper()

@@ -90,7 +90,7 @@ func TestLimitsFor(t *testing.T) {
 
 func TestRecomputeTrust(t *testing.T) {
 	ctx := context.Background()
-	svc := newAgentsTestService(t)
+	svc := newTestService(t, nil, Config{})
 	reg, err := svc.QuickRegister(ctx, "trusty")
 	require.NoError(t, err)
 	require.Equal(t, 0, reg.Agent.TrustScore)

@@ -9,10 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,74 +20,14 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
-	"agentpay/internal/testdb/freshdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 	"agentpay/webhook"
 )
-
-// webhookReceiver is a merchant's endpoint on loopback: it keeps every
-// request and answers with status.
-type webhookReceiver struct {
-	*httptest.Server
-	mu     sync.Mutex
-	got    []receivedWebhook
-	status int
-}
-
-type receivedWebhook struct {
-	at     time.Time
-	header http.Header
-	body   []byte
-}
-
-func newWebhookReceiver(t *testing.T, status int) *webhookReceiver {
-	t.Helper()
-	r := &webhookReceiver{status: status}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.got = append(r.got, receivedWebhook{at: time.Now(), header: req.Header.Clone(), body: body})
-		status := r.status
-		r.mu.Unlock()
-		if status >= 300 && status < 400 {
-			w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
-		}
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *webhookReceiver) requests() []receivedWebhook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]receivedWebhook(nil), r.got...)
-}
-
-// newWebhookTestService is a service over a fresh database whose jobs go to
-// an insert-only River client, the way the API process runs. Tests here call
-// DeliverWebhook themselves; the worker package runs it through River.
-func newWebhookTestService(t *testing.T, delays ...time.Duration) *Service {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	db := testdb.Open(t)
-	svc, err := NewService(Config{
-		DB: db, Vault: v, Jobs: testdb.InsertOnlyRiver(t, db), Families: adapters.Families(),
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		WebhookRetryDelays: delays,
-	})
-	require.NoError(t, err)
-	return svc
-}
 
 // createWebhookMerchant writes a merchant whose webhook URL is webhookURL
 // in both modes, and returns it with its webhook secret: one secret of the
@@ -224,8 +161,8 @@ func TestValidateWebhookURL(t *testing.T) {
 func TestDeliverWebhookSigned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := newWebhookTestService(t)
-	rcv := newWebhookReceiver(t, http.StatusOK)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	rcv := testenv.NewReceiver(t, http.StatusOK)
 	m, secret := createWebhookMerchant(t, svc, rcv.URL+"/hooks")
 	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
 	d := onlyDelivery(t, svc, ev.ID)
@@ -243,40 +180,40 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	require.NotNil(t, d.LastAttemptAt)
 	require.Nil(t, d.NextAttemptAt)
 
-	got := rcv.requests()
+	got := rcv.Requests()
 	require.Len(t, got, 1)
 	r := got[0]
-	require.Equal(t, ev.Payload, r.body, "the exact stored bytes")
-	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	require.Equal(t, ev.Payload, r.Body, "the exact stored bytes")
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
 
 	// X-Checkout-Signature: hex HMAC-SHA256 of the body, keyed with the secret.
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(r.body)
-	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.header.Get("X-Checkout-Signature"))
-	require.NoError(t, webhook.Verify(secret, r.body, r.header.Get("X-Checkout-Signature")))
-	require.ErrorIs(t, webhook.Verify(secret, append([]byte(" "), r.body...), r.header.Get("X-Checkout-Signature")), webhook.ErrSignature)
+	mac.Write(r.Body)
+	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.Header.Get("X-Checkout-Signature"))
+	require.NoError(t, webhook.Verify(secret, r.Body, r.Header.Get("X-Checkout-Signature")))
+	require.ErrorIs(t, webhook.Verify(secret, append([]byte(" "), r.Body...), r.Header.Get("X-Checkout-Signature")), webhook.ErrSignature)
 
-	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.body" keyed
+	// Standard Webhooks: id, timestamp, v1 signature over "id.ts.Body" keyed
 	// with the bytes the secret's base64 after "whsec_" decodes to.
-	require.Equal(t, ev.ID.String(), r.header.Get("webhook-id"))
-	ts, err := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
+	require.Equal(t, ev.ID.String(), r.Header.Get("webhook-id"))
+	ts, err := strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 	require.NoError(t, err)
 	require.InDelta(t, time.Now().Unix(), ts, 60)
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	require.NoError(t, err)
 	require.Len(t, key, 32)
 	smac := hmac.New(sha256.New, key)
-	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
-	smac.Write(r.body)
-	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"))
-	require.NoError(t, webhook.VerifyStandard(secret, r.header, r.body, time.Minute, time.Now()))
+	smac.Write([]byte(r.Header.Get("webhook-id") + "." + r.Header.Get("webhook-timestamp") + "."))
+	smac.Write(r.Body)
+	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.Header.Get("webhook-signature"))
+	require.NoError(t, webhook.VerifyStandard(secret, r.Header, r.Body, time.Minute, time.Now()))
 
 	var body struct {
 		ID, Event, Timestamp string
 		Livemode             bool
 		Data                 map[string]json.RawMessage
 	}
-	require.NoError(t, json.Unmarshal(r.body, &body))
+	require.NoError(t, json.Unmarshal(r.Body, &body))
 	require.Equal(t, ev.ID.String(), body.ID)
 	require.Equal(t, "payment.confirmed", body.Event)
 	for _, f := range []string{"session_external_id", "payment_external_id", "amount_usd", "amount_token", "token", "chain", "tx_hash", "from_address", "metadata"} {
@@ -296,7 +233,7 @@ func TestDeliverWebhookSigned(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Done)
 	require.Nil(t, res.Attempt)
-	require.Len(t, rcv.requests(), 1)
+	require.Len(t, rcv.Requests(), 1)
 
 	_, err = svc.DeliverWebhook(ctx, uuid.New())
 	require.ErrorIs(t, err, ErrNotFound)
@@ -313,16 +250,16 @@ func TestDeliverWebhookAnswers(t *testing.T) {
 		{200, true}, {201, true}, {202, true}, {204, true}, {299, true},
 		{301, false}, {302, false}, {400, false}, {401, false}, {404, false}, {500, false}, {503, false},
 	}
-	svc := newWebhookTestService(t)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
 	for _, tt := range tests {
 		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
 			ctx := context.Background()
-			rcv := newWebhookReceiver(t, tt.status)
+			rcv := testenv.NewReceiver(t, tt.status)
 			m, _ := createWebhookMerchant(t, svc, rcv.URL)
 			ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
 			res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
 			require.NoError(t, err)
-			require.Len(t, rcv.requests(), 1)
+			require.Len(t, rcv.Requests(), 1)
 			require.Equal(t, tt.status, res.Attempt.StatusCode)
 			if tt.ok {
 				require.True(t, res.Done)
@@ -344,9 +281,9 @@ func TestDeliverWebhookRetrySchedule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	delays := []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
-	svc := newWebhookTestService(t) // the default schedule
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{}) // the default schedule
 	require.Equal(t, 6, svc.webhookTries())
-	rcv := newWebhookReceiver(t, http.StatusInternalServerError)
+	rcv := testenv.NewReceiver(t, http.StatusInternalServerError)
 	m, _ := createWebhookMerchant(t, svc, rcv.URL)
 	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
 	d := onlyDelivery(t, svc, ev.ID)
@@ -384,7 +321,7 @@ func TestDeliverWebhookRetrySchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Done)
 	require.Nil(t, res.Attempt)
-	require.Len(t, rcv.requests(), 6, "a failed delivery is not tried again")
+	require.Len(t, rcv.Requests(), 6, "a failed delivery is not tried again")
 }
 
 // TestDeliverWebhookAddressRule: a live event to a loopback receiver is
@@ -402,21 +339,21 @@ func TestDeliverWebhookAddressRule(t *testing.T) {
 		{"live mode, loopback IP", true, "127.0.0.1", false},
 		{"live mode, name resolving to loopback", true, "localhost", false},
 	}
-	svc := newWebhookTestService(t)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			rcv := newWebhookReceiver(t, http.StatusOK)
+			rcv := testenv.NewReceiver(t, http.StatusOK)
 			m, _ := createWebhookMerchant(t, svc, strings.Replace(rcv.URL, "127.0.0.1", tt.host, 1))
 			ev := recordTestEvent(t, svc, confirmedEventInput(m, tt.livemode))
 			res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
 			require.NoError(t, err)
 			if tt.sent {
-				require.Len(t, rcv.requests(), 1)
+				require.Len(t, rcv.Requests(), 1)
 				require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
 				return
 			}
-			require.Empty(t, rcv.requests())
+			require.Empty(t, rcv.Requests())
 			require.False(t, res.Done)
 			require.Equal(t, 0, res.Attempt.StatusCode)
 			require.Contains(t, res.Attempt.Error, "not a public address")
@@ -428,15 +365,15 @@ func TestDeliverWebhookAddressRule(t *testing.T) {
 func TestRedeliverWebhook(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := newWebhookTestService(t)
-	rcv := newWebhookReceiver(t, http.StatusOK)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	rcv := testenv.NewReceiver(t, http.StatusOK)
 	m, _ := createWebhookMerchant(t, svc, rcv.URL)
 	other, _ := createWebhookMerchant(t, svc, rcv.URL)
 	bare, _ := createWebhookMerchant(t, svc, "")
 	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
 	_, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
 	require.NoError(t, err)
-	require.Len(t, rcv.requests(), 1)
+	require.Len(t, rcv.Requests(), 1)
 
 	_, err = svc.RedeliverWebhook(ctx, other.ID, ev.ID)
 	require.ErrorIs(t, err, ErrNotFound, "another merchant's event")
@@ -456,10 +393,10 @@ func TestRedeliverWebhook(t *testing.T) {
 	res, err := svc.DeliverWebhook(ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
-	got := rcv.requests()
+	got := rcv.Requests()
 	require.Len(t, got, 2)
-	require.True(t, bytes.Equal(got[0].body, got[1].body), "a redelivery sends the same bytes")
-	require.Equal(t, ev.ID.String(), got[1].header.Get("webhook-id"))
+	require.True(t, bytes.Equal(got[0].Body, got[1].Body), "a redelivery sends the same bytes")
+	require.Equal(t, ev.ID.String(), got[1].Header.Get("webhook-id"))
 	n, err := svc.cfg.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(ev.ID)).Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -469,13 +406,13 @@ func TestRedeliverWebhook(t *testing.T) {
 // shared statements, each with its own attempt and delivery state; a try of
 // a delivery already finished is logged without changing it.
 func TestWebhookTriesShareStatements(t *testing.T) {
-	if !freshdb.IsPostgres() {
+	if !testdb.IsPostgres() {
 		t.Skip("PostgreSQL only (SQLite records each try in its own transaction): set TEST_DATABASE_URL")
 	}
 	ctx := context.Background()
-	svc := newWebhookTestService(t)
-	ok := newWebhookReceiver(t, 200)
-	failing := newWebhookReceiver(t, 500)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	ok := testenv.NewReceiver(t, 200)
+	failing := testenv.NewReceiver(t, 500)
 	mOK, _ := createWebhookMerchant(t, svc, ok.URL)
 	mFail, _ := createWebhookMerchant(t, svc, failing.URL)
 
@@ -551,6 +488,6 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 			require.Nil(t, d.CompletedAt)
 		}
 	}
-	require.Len(t, ok.requests(), n/2-1)
-	require.Len(t, failing.requests(), n/2)
+	require.Len(t, ok.Requests(), n/2-1)
+	require.Len(t, failing.Requests(), n/2)
 }

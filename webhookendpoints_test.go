@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,11 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/internal/clock"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 	"agentpay/webhook"
 )
 
@@ -35,16 +31,7 @@ const legacySecret = "whsec_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg"
 // address rule has its own (TestDeliverWebhookAddressRule).
 func newEndpointTestService(t *testing.T, clk clock.Clock) *Service {
 	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	db := testdb.Open(t)
-	svc, err := NewService(Config{
-		DB: db, Vault: v, Jobs: testdb.InsertOnlyRiver(t, db), Families: adapters.Families(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clk,
-	})
-	require.NoError(t, err)
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{Clock: clk})
 	svc.liveWebhooks = svc.testWebhooks
 	return svc
 }
@@ -65,9 +52,9 @@ func registerWithWebhook(t *testing.T, svc *Service, url string) (reg *MerchantR
 
 // deliverOne records an event of the given mode for m, sends its delivery
 // and returns what the receiver got (nil when no delivery was made).
-func deliverOne(t *testing.T, svc *Service, rcv *webhookReceiver, m *ent.Merchant, live bool) *receivedWebhook {
+func deliverOne(t *testing.T, svc *Service, rcv *testenv.Receiver, m *ent.Merchant, live bool) *testenv.Request {
 	t.Helper()
-	before := len(rcv.requests())
+	before := len(rcv.Requests())
 	ev := recordTestEvent(t, svc, confirmedEventInput(m, live))
 	ds, err := svc.WebhookDeliveries(context.Background(), ev.ID)
 	require.NoError(t, err)
@@ -77,16 +64,16 @@ func deliverOne(t *testing.T, svc *Service, rcv *webhookReceiver, m *ent.Merchan
 	res, err := svc.DeliverWebhook(context.Background(), ds[0].ID)
 	require.NoError(t, err)
 	require.NoError(t, res.Err)
-	got := rcv.requests()
+	got := rcv.Requests()
 	require.Len(t, got, before+1)
 	return &got[before]
 }
 
 // verifies reports whether secret verifies a received delivery, by both
 // signatures.
-func verifies(r *receivedWebhook, secret string, now time.Time) (standard, checkout bool) {
-	return webhook.VerifyStandard(secret, r.header, r.body, 0, now) == nil,
-		webhook.Verify(secret, r.body, r.header.Get(webhook.HeaderCheckoutSignature)) == nil
+func verifies(r *testenv.Request, secret string, now time.Time) (standard, checkout bool) {
+	return webhook.VerifyStandard(secret, r.Header, r.Body, 0, now) == nil,
+		webhook.Verify(secret, r.Body, r.Header.Get(webhook.HeaderCheckoutSignature)) == nil
 }
 
 // TestWebhookEndpointPerMode: each mode's events go to that mode's URL,
@@ -97,8 +84,8 @@ func TestWebhookEndpointPerMode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	svc := newEndpointTestService(t, nil)
-	shared := newWebhookReceiver(t, http.StatusOK)
-	elsewhere := newWebhookReceiver(t, http.StatusOK)
+	shared := testenv.NewReceiver(t, http.StatusOK)
+	elsewhere := testenv.NewReceiver(t, http.StatusOK)
 	reg, liveAuth, testAuth := registerWithWebhook(t, svc, shared.URL+"/hooks")
 	require.Equal(t, shared.URL+"/hooks", reg.Merchant.WebhookURL, "registration sets both modes")
 	require.Equal(t, shared.URL+"/hooks", reg.Merchant.TestWebhookURL)
@@ -123,8 +110,8 @@ func TestWebhookEndpointPerMode(t *testing.T) {
 	require.True(t, std && chk, "a test delivery is signed with the test secret")
 	std, chk = verifies(testDelivery, reg.Keys.WebhookSecret, now)
 	require.False(t, std || chk, "and never with the live secret")
-	require.Equal(t, "v1,", testDelivery.header.Get("webhook-signature")[:3])
-	require.NotContains(t, testDelivery.header.Get("webhook-signature"), " ", "one signature: no rotation under way")
+	require.Equal(t, "v1,", testDelivery.Header.Get("webhook-signature")[:3])
+	require.NotContains(t, testDelivery.Header.Get("webhook-signature"), " ", "one signature: no rotation under way")
 
 	liveDelivery := deliverOne(t, svc, shared, m, true)
 	std, chk = verifies(liveDelivery, reg.Keys.WebhookSecret, now)
@@ -204,7 +191,7 @@ func TestRollWebhookSecret(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewStub(time.Now())
 	svc := newEndpointTestService(t, clk)
-	rcv := newWebhookReceiver(t, http.StatusOK)
+	rcv := testenv.NewReceiver(t, http.StatusOK)
 	reg, liveAuth, testAuth := registerWithWebhook(t, svc, rcv.URL)
 	liveSealed := reg.Merchant.WebhookSecretEncrypted
 
@@ -232,7 +219,7 @@ func TestRollWebhookSecret(t *testing.T) {
 	// During the overlap: both secrets verify the Standard Webhooks
 	// signature; X-Checkout-Signature is the new secret's.
 	r := deliverOne(t, svc, rcv, m, false)
-	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 2)
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 2)
 	for _, tt := range []struct {
 		secret             string
 		standard, checkout bool
@@ -243,14 +230,14 @@ func TestRollWebhookSecret(t *testing.T) {
 	}
 	// Live deliveries are not affected by the test roll.
 	r = deliverOne(t, svc, rcv, m, true)
-	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 1)
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
 	std, chk := verifies(r, reg.Keys.WebhookSecret, clk.Now())
 	require.True(t, std && chk)
 
 	// After the overlap: the new secret alone.
 	clk.Advance(24*time.Hour + time.Second)
 	r = deliverOne(t, svc, rcv, m, false)
-	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 1)
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
 	std, _ = verifies(r, first, clk.Now())
 	require.False(t, std)
 	std, _ = verifies(r, second, clk.Now())
@@ -276,7 +263,7 @@ func TestRollWebhookSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, rolled.PreviousExpiresAt)
 	r = deliverOne(t, svc, rcv, m, false)
-	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 1)
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
 	std, _ = verifies(r, fourth, clk.Now())
 	require.False(t, std)
 	std, _ = verifies(r, rolled.Secret, clk.Now())
@@ -312,7 +299,7 @@ func TestLegacyWebhookSecret(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	svc := newEndpointTestService(t, nil)
-	rcv := newWebhookReceiver(t, http.StatusOK)
+	rcv := testenv.NewReceiver(t, http.StatusOK)
 	reg, _, testAuth := registerWithWebhook(t, svc, rcv.URL)
 	// A test delivery made before the migration, to the URL both modes
 	// shared, still pending.
@@ -331,16 +318,16 @@ func TestLegacyWebhookSecret(t *testing.T) {
 	require.ErrorIs(t, res.Err, errNoWebhookSecret)
 	require.Contains(t, res.Attempt.Error, "test mode has no webhook secret yet")
 	require.Zero(t, res.Attempt.StatusCode)
-	require.Empty(t, rcv.requests())
+	require.Empty(t, rcv.Requests())
 
 	r := deliverOne(t, svc, rcv, m, true)
 	mac := hmac.New(sha256.New, []byte(legacySecret))
-	mac.Write(r.body)
-	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.header.Get("X-Checkout-Signature"))
+	mac.Write(r.Body)
+	require.Equal(t, hex.EncodeToString(mac.Sum(nil)), r.Header.Get("X-Checkout-Signature"))
 	smac := hmac.New(sha256.New, []byte(strings.TrimPrefix(legacySecret, "whsec_")))
-	smac.Write([]byte(r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "."))
-	smac.Write(r.body)
-	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.header.Get("webhook-signature"),
+	smac.Write([]byte(r.Header.Get("webhook-id") + "." + r.Header.Get("webhook-timestamp") + "."))
+	smac.Write(r.Body)
+	require.Equal(t, "v1,"+base64.StdEncoding.EncodeToString(smac.Sum(nil)), r.Header.Get("webhook-signature"),
 		"the earlier form's key: its characters as they are")
 	std, chk := verifies(r, legacySecret, time.Now())
 	require.True(t, std && chk)
@@ -356,7 +343,7 @@ func TestLegacyWebhookSecret(t *testing.T) {
 	m, err = svc.UpdateMerchant(ctx, testAuth, MerchantInput{WebhookURL: strp(rcv.URL)})
 	require.NoError(t, err)
 	r = deliverOne(t, svc, rcv, m, false)
-	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 1)
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
 	std, chk = verifies(r, rolled.Secret, time.Now())
 	require.True(t, std && chk)
 	std, chk = verifies(r, legacySecret, time.Now())
