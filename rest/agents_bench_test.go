@@ -20,54 +20,12 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"agentpay"
-	"agentpay/chains/adapters"
 	"agentpay/ent/agent"
-	"agentpay/internal/store"
 	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
 )
 
 // benchClients is how many clients send requests at once.
 const benchClients = 16
-
-// newBenchServer is one API instance over a fresh database behind a real
-// HTTP server, with the IP limits off (the benchmark is one client IP).
-func newBenchServer(b *testing.B) (*agentpay.Service, *httptest.Server, *store.DB) {
-	b.Helper()
-	return newBenchServerIPLimited(b, 0)
-}
-
-// newBenchServerIPLimited is newBenchServer with ipLimit requests per client
-// IP and minute on the unauthenticated endpoints.
-func newBenchServerIPLimited(b *testing.B, ipLimit int) (*agentpay.Service, *httptest.Server, *store.DB) {
-	b.Helper()
-	key, err := vault.GenerateMasterKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, err := vault.New(key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tk, err := treasury.Derive(v, adapters.Families())
-	if err != nil {
-		b.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db := testdb.Open(b)
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: v, Treasury: tk, Logger: logger, Families: adapters.Families(),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-		IPRateLimit: ipLimit,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(NewRouter(Config{Service: svc, Logger: logger}))
-	b.Cleanup(srv.Close)
-	return svc, srv, db
-}
 
 func benchHTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
@@ -180,7 +138,7 @@ func BenchmarkQuickRegister(b *testing.B) {
 	if !testdb.IsPostgres() {
 		b.Skip("PostgreSQL only: set TEST_DATABASE_URL")
 	}
-	_, srv, _ := newBenchServer(b)
+	srv := newTestAPI(b, testAPIConfig{}).Server // the IP limits off: the benchmark is one client IP
 	run := time.Now().UnixNano() % 1_000_000
 	b.ResetTimer()
 	res := runLoad(b, b.N, http.StatusCreated, func(i int) *http.Request {
@@ -204,7 +162,8 @@ const requestsPerBenchAgent = 250
 // the same run, both with 16 concurrent clients over real HTTP. Runs on
 // SQLite, or PostgreSQL when TEST_DATABASE_URL is set.
 func BenchmarkMeProfile(b *testing.B) {
-	svc, srv, db := newBenchServer(b)
+	inst := newTestAPI(b, testAPIConfig{}) // the IP limits off: the benchmark is one client IP
+	svc, srv, db := inst.Svc, inst.Server, inst.DB
 	ctx := context.Background()
 
 	// Enough T4 agents (verified inputs, so a trust refresh keeps them T4)
@@ -310,7 +269,7 @@ func BenchmarkMeProfile(b *testing.B) {
 // BenchmarkMeProfileParts times, without HTTP, each step of an
 // authenticated profile read, to show where its cost goes.
 func BenchmarkMeProfileParts(b *testing.B) {
-	svc, _, _ := newBenchServer(b)
+	svc := newTestAPI(b, testAPIConfig{}).Svc // the IP limits off: the benchmark is one client IP
 	ctx := context.Background()
 	reg, err := svc.QuickRegister(ctx, "parts")
 	if err != nil {

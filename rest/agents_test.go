@@ -4,25 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	solanago "github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
 	"agentpay/ent/transfer"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // registered is an agent created through the API.
@@ -255,41 +249,12 @@ func TestStatsAndTreasury(t *testing.T) {
 // TestTreasuryBalancesFromChains reads the treasury's USDC on a Base and a
 // Solana devnet.
 func TestTreasuryBalancesFromChains(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base, chains.Solana}})
+	tk := env.Treasury
+	env.Fund(t, chains.Base, tk.EVMAddress, 12_345_678)
+	env.Fund(t, chains.Solana, tk.SolanaAddress, 7_000_001)
 
-	baseNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, Fund: []common.Address{common.HexToAddress(tk.EVMAddress)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = baseNet.Close() })
-	baseLedger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: baseNet.RPCURL, USDC: baseNet.USDC.Hex(), GasKey: tk.EVM})
-	require.NoError(t, err)
-	t.Cleanup(baseLedger.Close)
-
-	solTreasury := solanago.MustPublicKeyFromBase58(tk.SolanaAddress)
-	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{Fund: []solanago.PublicKey{solTreasury}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = solNet.Close() })
-	solLedger, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
-	require.NoError(t, err)
-
-	_, err = baseNet.Send(ctx, common.HexToAddress(tk.EVMAddress), big.NewInt(12_345_678))
-	require.NoError(t, err)
-	_, err = solNet.Send(ctx, solTreasury, 7_000_001)
-	require.NoError(t, err)
-
-	api := newTestAPI(t, testAPIConfig{Vault: v, Config: agentpay.Config{
-		AgentMode: agentpay.ModeTest,
-		Test: chains.Networks{
-			chains.Base:   {Ledger: baseLedger},
-			chains.Solana: {Ledger: solLedger},
-		},
-	}})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMode: agentpay.ModeTest}})
 	resp := api.do(http.MethodGet, "/agents/treasury", nil, nil)
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	assertGolden(t, "agents_treasury_balances", resp.Body, nil)

@@ -5,73 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"agentpay"
-	"agentpay/chains/adapters"
-	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
 )
-
-// testAPI is one API instance over a real database. Several instances can
-// share a database (pass the same DB) to test what must hold across them.
-type testAPI struct {
-	t      *testing.T
-	Server *httptest.Server
-	Svc    *agentpay.Service
-	DB     *store.DB
-}
-
-// testAPIConfig customises newTestAPI; the zero value is a fresh database,
-// a fresh vault and no chains.
-type testAPIConfig struct {
-	DB     *store.DB
-	Vault  *vault.Vault
-	Config agentpay.Config // other service settings (networks, limits...)
-}
-
-func newTestAPI(t *testing.T, cfg testAPIConfig) *testAPI {
-	t.Helper()
-	db := cfg.DB
-	if db == nil {
-		db = testdb.Open(t)
-	}
-	v := cfg.Vault
-	if v == nil {
-		key, err := vault.GenerateMasterKey()
-		require.NoError(t, err)
-		v, err = vault.New(key)
-		require.NoError(t, err)
-	}
-	scfg := cfg.Config
-	scfg.DB, scfg.Vault = db, v
-	if scfg.Families == nil {
-		scfg.Families = adapters.Families()
-	}
-	if scfg.Logger == nil {
-		scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if scfg.Treasury.EVMAddress == "" {
-		tk, err := treasury.Derive(v, adapters.Families())
-		require.NoError(t, err)
-		scfg.Treasury = tk
-	}
-	if scfg.BaseURL == "" {
-		scfg.BaseURL, scfg.PayURL, scfg.AppURL = "http://api.test", "http://pay.test", "http://app.test"
-	}
-	svc, err := agentpay.NewService(scfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(NewRouter(Config{Service: svc, Logger: scfg.Logger}))
-	t.Cleanup(srv.Close)
-	return &testAPI{t: t, Server: srv, Svc: svc, DB: db}
-}
 
 // apiResponse is an answer already checked against the OpenAPI document.
 type apiResponse struct {
@@ -81,13 +19,13 @@ type apiResponse struct {
 }
 
 // JSON decodes the body into v.
-func (r apiResponse) JSON(t *testing.T, v any) {
+func (r apiResponse) JSON(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(r.Body, v), string(r.Body))
 }
 
 // Map decodes the body as an object.
-func (r apiResponse) Map(t *testing.T) map[string]any {
+func (r apiResponse) Map(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	r.JSON(t, &m)

@@ -15,14 +15,10 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // checkoutAPI is an API whose test mode runs on a base devnet and a Solana
@@ -35,31 +31,11 @@ type checkoutAPI struct {
 
 func newCheckoutAPI(t *testing.T) *checkoutAPI {
 	t.Helper()
-	ctx := context.Background()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-
-	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = evmNet.Close() })
-	base, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex()})
-	require.NoError(t, err)
-	t.Cleanup(base.Close)
-	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{SlotTime: 50 * time.Millisecond, FinalizedDepth: 8})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = solNet.Close() })
-	sol, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
-	require.NoError(t, err)
-
-	api := newTestAPI(t, testAPIConfig{Vault: v, Config: agentpay.Config{
-		Treasury: tk,
-		Test:     chains.Networks{chains.Base: {Ledger: base, Confirmations: 3}, chains.Solana: {Ledger: sol, Confirmations: 32}},
-	}})
-	return &checkoutAPI{testAPI: api, evm: evmNet, sol: solNet}
+	env := testenv.New(t, testenv.Options{
+		Chains:        []chains.Name{chains.Base, chains.Solana},
+		Confirmations: map[chains.Name]uint64{chains.Base: 3, chains.Solana: 32},
+	})
+	return &checkoutAPI{testAPI: newTestAPI(t, testAPIConfig{Env: env}), evm: env.EVM(chains.Base), sol: env.Solana()}
 }
 
 func (a *checkoutAPI) merchant(t *testing.T, in agentpay.MerchantInput) *agentpay.MerchantRegistration {
@@ -212,7 +188,8 @@ func BenchmarkCheckoutStatus(b *testing.B) {
 
 func benchmarkCheckoutStatus(b *testing.B, ipLimit int) {
 	ctx := context.Background()
-	svc, srv, db := newBenchServerIPLimited(b, ipLimit)
+	inst := newTestAPI(b, testAPIConfig{Config: agentpay.Config{IPRateLimit: ipLimit}})
+	svc, srv, db := inst.Svc, inst.Server, inst.DB
 	name, email := "Shop", "shop@example.com"
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	if err != nil {

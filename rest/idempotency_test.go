@@ -78,7 +78,7 @@ func (h *heldBase) mineUntil(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-time.After(10 * time.Millisecond):
-			h.evmNet.Commit()
+			h.env.EVM(chains.Base).Commit()
 		}
 	}
 }

@@ -103,12 +103,8 @@ func TestMeRequiresKey(t *testing.T) {
 // process), even one that has just authenticated the old key and holds it
 // in its authentication cache.
 func TestRegenerateAPIKeyAcrossInstances(t *testing.T) {
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	one := newTestAPI(t, testAPIConfig{Vault: v})
-	two := newTestAPI(t, testAPIConfig{DB: testdb.Reopen(t, one.DB), Vault: v})
+	one := newTestAPI(t, testAPIConfig{})
+	two := newTestAPI(t, testAPIConfig{Env: one.Env, DB: testdb.Reopen(t, one.DB)}) // one MASTER_KEY
 
 	reg := one.register("rotator")
 	resp := two.do(http.MethodGet, "/agents/me/profile", nil, agentKey(reg.APIKey))

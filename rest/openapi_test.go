@@ -59,7 +59,7 @@ func keys[V any](m map[string]V) []string {
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	doc, _ := loadOpenAPI(t)
 	h := NewRouter(Config{
-		Service: newTestService(t, nil),
+		Service: newTestAPI(t, testAPIConfig{}).Svc,
 		Logger:  discardLogger(),
 		Dev:     true,
 		Mounts:  map[string]http.Handler{"/graphql": http.NotFoundHandler(), "/playground": http.NotFoundHandler()},

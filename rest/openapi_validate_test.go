@@ -26,7 +26,7 @@ var openAPIOnce struct {
 // loadOpenAPI parses and validates the embedded document once per test
 // binary, and builds a router over its paths. Servers are dropped so the
 // router matches paths alone (the test server's host is random).
-func loadOpenAPI(t *testing.T) (*openapi3.T, routers.Router) {
+func loadOpenAPI(t testing.TB) (*openapi3.T, routers.Router) {
 	t.Helper()
 	openAPIOnce.Do(func() {
 		loader := openapi3.NewLoader()
@@ -52,7 +52,7 @@ func loadOpenAPI(t *testing.T) (*openapi3.T, routers.Router) {
 // operation, and the body must match the schema of the declared content type
 // (headers the document requires must be present). An exchange the document
 // does not describe fails the test.
-func validateOpenAPI(t *testing.T, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
+func validateOpenAPI(t testing.TB, req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) {
 	t.Helper()
 	doc, router := loadOpenAPI(t)
 	require.NoError(t, checkOpenAPI(doc, router, req, resp.StatusCode, resp.Header, respBody))

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,23 +13,8 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
-
-func newTestService(t *testing.T, test chains.Networks) *agentpay.Service {
-	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: testdb.Open(t), Vault: v, Test: test, Families: adapters.Families()})
-	require.NoError(t, err)
-	return svc
-}
 
 func do(t *testing.T, h http.Handler, method, path, body string) (int, map[string]any) {
 	t.Helper()
@@ -44,7 +28,7 @@ func do(t *testing.T, h http.Handler, method, path, body string) (int, map[strin
 }
 
 func TestRouterErrorsAreDetailJSON(t *testing.T) {
-	svc := newTestService(t, nil)
+	svc := newTestAPI(t, testAPIConfig{}).Svc
 	h := NewRouter(Config{
 		Service: svc,
 		Logger:  discardLogger(),
@@ -72,14 +56,9 @@ func TestRouterErrorsAreDetailJSON(t *testing.T) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
-	ctx := context.Background()
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()})
-	require.NoError(t, err)
-
-	svc := newTestService(t, chains.Networks{chains.Base: {Ledger: ledger}})
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}})
+	chain := env.EVM(chains.Base)
+	svc := newTestAPI(t, testAPIConfig{Env: env}).Svc
 	h := NewRouter(Config{Service: svc, Logger: discardLogger()})
 
 	status, body := do(t, h, http.MethodGet, "/healthz", "")

@@ -40,7 +40,8 @@ func BenchmarkCreateSession(b *testing.B) {
 		b.Skipf("%s is not installed (Debian package postgresql-client): %v", pgbenchPath, err)
 	}
 	ctx := context.Background()
-	svc, srv, db := newBenchServer(b)
+	inst := newTestAPI(b, testAPIConfig{}) // the IP limits off: the benchmark is one client IP
+	svc, srv, db := inst.Svc, inst.Server, inst.DB
 	name, email := "Shop", "shop@example.com"
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	if err != nil {

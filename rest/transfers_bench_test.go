@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -14,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/internal/testdb"
 )
 
 // BenchmarkSendBase: POST /agents/me/wallet/send on the Base devnet (a
@@ -29,19 +24,8 @@ import (
 // TEST_DATABASE_URL.
 func BenchmarkSendBase(b *testing.B) {
 	c := startSendChains(b)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db := testdb.Open(b)
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: c.vault, Treasury: c.treasury, Logger: logger, Families: adapters.Families(),
-		AgentMode: agentpay.ModeTest,
-		Test:      chains.Networks{chains.Base: {Ledger: c.base}, chains.Solana: {Ledger: c.sol}},
-		BaseURL:   "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(NewRouter(Config{Service: svc, Logger: logger}))
-	b.Cleanup(srv.Close)
+	api := c.api(b, nil)
+	svc, srv, db := api.Svc, api.Server, api.DB
 	ctx := context.Background()
 
 	// One agent per sender, verified to tier T3 (120 requests a minute):

@@ -3,40 +3,27 @@ package rest
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	solanago "github.com/gagliardetto/solana-go"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent/agent"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
-// sendChains are a Base and a Solana devnet for agents' wallets, with the
-// treasury of vault funded with gas on both.
+// sendChains are a Base (a block every 50 ms) and a Solana devnet for
+// agents' wallets, with the bundle's treasury funded with gas on both.
 type sendChains struct {
-	vault    *vault.Vault
-	treasury agentpay.TreasuryKeys
-	evmNet   *devnet.EVM
-	solNet   *devnet.Solana
-	base     *evm.Ledger
-	sol      *solana.Ledger
+	env *testenv.Env
 }
 
 func startSendChains(tb testing.TB) *sendChains {
@@ -49,74 +36,28 @@ func startSendChains(tb testing.TB) *sendChains {
 // block, in flight, until the test says.
 func startSendChainsEvery(tb testing.TB, baseBlockTime time.Duration) *sendChains {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(tb, err)
-	v, err := vault.New(key)
-	require.NoError(tb, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(tb, err)
-
-	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{
-		Chain: chains.Base, BlockTime: baseBlockTime,
-		Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
-	})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = evmNet.Close() })
-	solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
-		SlotTime: 50 * time.Millisecond, FinalizedDepth: 8,
-		Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(tk.SolanaAddress)},
-	})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = solNet.Close() })
-	base, err := evm.New(ctx, evm.Config{
-		Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), GasKey: tk.EVM,
-		PollInterval: 20 * time.Millisecond,
-	})
-	require.NoError(tb, err)
-	tb.Cleanup(base.Close)
-	sol, err := solana.New(ctx, solana.Config{
-		RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana,
-		PollInterval: 50 * time.Millisecond,
-	})
-	require.NoError(tb, err)
-	return &sendChains{vault: v, treasury: tk, evmNet: evmNet, solNet: solNet, base: base, sol: sol}
+	return &sendChains{env: testenv.New(tb, testenv.Options{
+		NoDB: true, Chains: []chains.Name{chains.Base, chains.Solana}, BlockTime: baseBlockTime,
+	})}
 }
 
 // api is an API instance on these chains; db nil means a fresh database.
-func (c *sendChains) api(t *testing.T, db *store.DB) *testAPI {
-	t.Helper()
-	return newTestAPI(t, testAPIConfig{DB: db, Vault: c.vault, Config: agentpay.Config{
-		AgentMode: agentpay.ModeTest,
-		Test: chains.Networks{
-			chains.Base:   {Ledger: c.base},
-			chains.Solana: {Ledger: c.sol},
-		},
-	}})
+func (c *sendChains) api(tb testing.TB, db *store.DB) *testAPI {
+	tb.Helper()
+	if db == nil {
+		db = testdb.Open(tb)
+	}
+	return newTestAPI(tb, testAPIConfig{Env: c.env, DB: db, Config: agentpay.Config{AgentMode: agentpay.ModeTest}})
 }
 
 func (c *sendChains) fund(tb testing.TB, chain chains.Name, address string, units int64) {
 	tb.Helper()
-	ctx := context.Background()
-	var err error
-	if chain == chains.Solana {
-		_, err = c.solNet.Send(ctx, solanago.MustPublicKeyFromBase58(address), uint64(units))
-	} else {
-		_, err = c.evmNet.Send(ctx, common.HexToAddress(address), big.NewInt(units))
-	}
-	require.NoError(tb, err)
+	c.env.Fund(tb, chain, address, units)
 }
 
 func (c *sendChains) onChain(tb testing.TB, chain chains.Name, address string) decimal.Decimal {
 	tb.Helper()
-	var l chains.Ledger = c.base
-	if chain == chains.Solana {
-		l = c.sol
-	}
-	b, err := l.Balance(context.Background(), address)
-	require.NoError(tb, err)
-	return agentpay.FromBaseUnits(b, 6)
+	return agentpay.FromBaseUnits(c.env.Balance(tb, chain, address), 6)
 }
 
 // raiseTier gives the agent the three verifications (tier T3, 120 requests
@@ -147,10 +88,7 @@ func TestSendAndBalanceOverREST(t *testing.T) {
 				from, to = alice.Solana, bob.Solana
 			}
 			c.fund(t, chain, from, 100_000_000)
-			treasury := c.treasury.EVMAddress
-			if chain == chains.Solana {
-				treasury = c.treasury.SolanaAddress
-			}
+			treasury := c.env.Treasury.Address(chain)
 			treasuryBefore := c.onChain(t, chain, treasury)
 
 			resp := api.do(http.MethodPost, "/agents/me/wallet/send", map[string]any{

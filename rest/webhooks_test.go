@@ -3,33 +3,19 @@ package rest
 import (
 	"context"
 	"database/sql"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
 	"agentpay/ent"
-	"agentpay/internal/testdb"
+	"agentpay/internal/testenv"
 	"agentpay/webhook"
 )
-
-// newWebhookTestAPI is an API whose jobs go to an insert-only River client,
-// the way the API process runs; the tests call DeliverWebhook themselves.
-func newWebhookTestAPI(t *testing.T) *testAPI {
-	t.Helper()
-	db := testdb.Open(t)
-	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
-	require.NoError(t, err)
-	return newTestAPI(t, testAPIConfig{DB: db, Config: agentpay.Config{Jobs: jobs}})
-}
 
 // recordWebhookEvent records an event the way a state change does: through
 // RecordEvent inside a transaction.
@@ -62,11 +48,8 @@ func stableDurations(b []byte) []byte {
 }
 
 func TestWebhookEventLog(t *testing.T) {
-	api := newWebhookTestAPI(t)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusInternalServerError)
-	}))
-	t.Cleanup(receiver.Close)
+	api := newTestAPI(t, testAPIConfig{Env: testenv.New(t, testenv.Options{Jobs: true})})
+	receiver := testenv.NewReceiver(t, http.StatusInternalServerError)
 	extra := map[string]string{receiver.URL: "<receiver>"}
 
 	m := api.registerMerchant(map[string]any{"name": "Acme", "email": "billing@acme.test", "webhook_url": receiver.URL + "/hook"})
@@ -186,19 +169,8 @@ func TestWebhookEventLog(t *testing.T) {
 // verify under the replaced secret and the new one (Standard Webhooks
 // signatures), never under the other mode's.
 func TestWebhookSecretRoll(t *testing.T) {
-	api := newWebhookTestAPI(t)
-	var (
-		mu     sync.Mutex
-		got    []http.Header
-		bodies [][]byte
-	)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got, bodies = append(got, r.Header.Clone()), append(bodies, body)
-		mu.Unlock()
-	}))
-	t.Cleanup(receiver.Close)
+	api := newTestAPI(t, testAPIConfig{Env: testenv.New(t, testenv.Options{Jobs: true})})
+	receiver := testenv.NewReceiver(t, http.StatusOK)
 	m := api.registerMerchant(map[string]any{"name": "Acme", "email": "billing@acme.test", "webhook_url": receiver.URL + "/hook"})
 
 	for _, tt := range []struct {
@@ -233,9 +205,9 @@ func TestWebhookSecretRoll(t *testing.T) {
 	res, err := api.Svc.DeliverWebhook(ctx, deliveries[0].ID)
 	require.NoError(t, err)
 	require.NoError(t, res.Err)
-	mu.Lock()
-	h, body := got[0], bodies[0]
-	mu.Unlock()
+	got := receiver.Requests()
+	require.Len(t, got, 1)
+	h, body := got[0].Header, got[0].Body
 	for secret, want := range map[string]bool{rolled.WebhookSecret: true, m.TestWebhookSecret: true, m.WebhookSecret: false} {
 		err := webhook.VerifyStandard(secret, h, body, 0, time.Now())
 		require.Equal(t, want, err == nil, "%v", err)
