@@ -6,11 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,14 +20,11 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/ent"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
+	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
 )
 
@@ -54,43 +48,18 @@ type agentAPIConfig struct {
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-	api := &agentAPI{}
-	networks := chains.Networks{}
+	opts := testenv.Options{BlockTime: 50 * time.Millisecond}
 	if cfg.Base {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		api.Base, err = devnet.StartEVM(ctx, devnet.EVMConfig{
-			Chain: chains.Base, BlockTime: 50 * time.Millisecond,
-			Fund: []common.Address{common.HexToAddress(tk.EVMAddress)},
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = api.Base.Close() })
-		ledger, err := evm.New(ctx, evm.Config{
-			Chain: chains.Base, RPCURL: api.Base.RPCURL, USDC: api.Base.USDC.Hex(), GasKey: tk.EVM,
-			PollInterval: 20 * time.Millisecond,
-		})
-		require.NoError(t, err)
-		t.Cleanup(ledger.Close)
-		networks[chains.Base] = chains.Network{Ledger: ledger}
+		opts.Chains = []chains.Name{chains.Base}
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api.DB = testdb.Open(t)
-	api.Svc, err = agentpay.NewService(agentpay.Config{
-		DB: api.DB, Vault: v, Treasury: tk, Logger: logger, Families: adapters.Families(),
-		AgentMode: agentpay.ModeTest, Test: networks,
-		BaseURL: "http://api.test", AppURL: "http://app.test",
-		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: api.Svc, Logger: logger}))
-	t.Cleanup(srv.Close)
-	api.URL = srv.URL
+	env := testenv.New(t, opts)
+	srv := newTestServer(t, env, agentpay.Config{
+		AgentMode: agentpay.ModeTest, IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
+	}, HandlerConfig{})
+	api := &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
+	if cfg.Base {
+		api.Base = env.EVM(chains.Base)
+	}
 	return api
 }
 

@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,19 +15,16 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
-	"github.com/riverqueue/river"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
-	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // merchantAPI is a GraphQL server over a real database with no chains, as
@@ -44,22 +39,9 @@ type merchantAPI struct {
 
 func newMerchantAPI(t *testing.T) *merchantAPI {
 	t.Helper()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	db := testdb.Open(t)
-	jobs, err := river.NewClient(db.RiverDriver(), &river.Config{})
-	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: v, Logger: logger, Jobs: jobs, Families: adapters.Families(),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: svc, Logger: logger}))
-	t.Cleanup(srv.Close)
-	return &merchantAPI{URL: srv.URL, DB: db, Svc: svc}
+	env := testenv.New(t, testenv.Options{Jobs: true})
+	srv := newTestServer(t, env, agentpay.Config{}, HandlerConfig{})
+	return &merchantAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
 }
 
 // testMerchant is a registered merchant with its keys.

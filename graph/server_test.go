@@ -2,12 +2,8 @@ package graph
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,35 +13,16 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
-func newTestServer(t *testing.T) (*httptest.Server, *devnet.EVM) {
+// newChainServer is a server whose test mode has a base devnet (a block
+// every 50 ms), its head subscriptions polling every 20 ms.
+func newChainServer(t *testing.T) (*testServer, *devnet.EVM) {
 	t.Helper()
-	ctx := context.Background()
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()})
-	require.NoError(t, err)
-
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: testdb.Open(t), Vault: v, Logger: logger, Families: adapters.Families(),
-		Test: chains.Networks{chains.Base: {Ledger: ledger}},
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: svc, Logger: logger, HeadPollInterval: 20 * time.Millisecond}))
-	t.Cleanup(srv.Close)
-	return srv, chain
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	return newTestServer(t, env, agentpay.Config{}, HandlerConfig{HeadPollInterval: 20 * time.Millisecond}), env.EVM(chains.Base)
 }
 
 type gqlResponse struct {
@@ -69,7 +46,7 @@ func query(t *testing.T, url, q string, vars map[string]any) gqlResponse {
 }
 
 func TestChainsQuery(t *testing.T) {
-	srv, chain := newTestServer(t)
+	srv, chain := newChainServer(t)
 	out := query(t, srv.URL, `{ chains { name mode token head healthy } }`, nil)
 	require.Empty(t, out.Errors)
 	var data struct {
@@ -91,7 +68,7 @@ func TestChainsQuery(t *testing.T) {
 }
 
 func TestGraphQLErrorsCarryCodes(t *testing.T) {
-	srv, _ := newTestServer(t)
+	srv, _ := newChainServer(t)
 	out := query(t, srv.URL, `{ node(id: "7f0c1a52-3b7e-4bd1-9b35-3f1e6a5f2a10") { id } }`, nil)
 	require.Len(t, out.Errors, 1)
 	require.Equal(t, "NOT_FOUND", out.Errors[0].Extensions["code"])
@@ -103,7 +80,7 @@ func TestGraphQLErrorsCarryCodes(t *testing.T) {
 // TestChainHeadSubscription speaks graphql-transport-ws over a real
 // websocket: each message carries a newer head than the one before.
 func TestChainHeadSubscription(t *testing.T) {
-	srv, _ := newTestServer(t)
+	srv, _ := newChainServer(t)
 	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http")
 
 	dialer := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
@@ -149,7 +126,7 @@ func TestChainHeadSubscription(t *testing.T) {
 }
 
 func TestSubscriptionOriginCheck(t *testing.T) {
-	srv, _ := newTestServer(t)
+	srv, _ := newChainServer(t)
 	wsURL := "ws" + strings.TrimPrefix(srv.URL, "http")
 	dialer := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
 

@@ -3,9 +3,6 @@ package graph
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,13 +11,9 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // checkoutNode is one API process for the session status tests: a service
@@ -30,50 +23,27 @@ type checkoutNode struct {
 	URL string
 }
 
-// checkoutEnv is a Base devnet and what every node shares: the vault (one
-// MASTER_KEY) and the test-mode networks.
+// checkoutEnv is the bundle every node shares: a Base devnet (a block every
+// 50 ms, 2 confirmations), the vault (one MASTER_KEY) and test mode's
+// networks.
 type checkoutEnv struct {
-	vault  *vault.Vault
-	tk     agentpay.TreasuryKeys
-	nets   chains.Networks
-	logger *slog.Logger
+	env *testenv.Env
 }
 
 func newCheckoutEnv(t *testing.T) *checkoutEnv {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-	ledger, err := evm.New(ctx, evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: 2})
-	require.NoError(t, err)
-	t.Cleanup(ledger.Close)
-	return &checkoutEnv{
-		vault: v, tk: tk,
-		nets:   chains.Networks{chains.Base: {Ledger: ledger}},
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	return &checkoutEnv{env: testenv.New(t, testenv.Options{
+		NoDB: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2},
+	})}
 }
 
 // node starts a service on db with its own GraphQL server, as one API
 // process would.
 func (e *checkoutEnv) node(t *testing.T, db *store.DB) *checkoutNode {
 	t.Helper()
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: e.vault, Treasury: e.tk, Logger: e.logger, Test: e.nets, Families: adapters.Families(),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: svc, Logger: e.logger}))
-	t.Cleanup(srv.Close)
-	return &checkoutNode{Svc: svc, URL: srv.URL}
+	srv := newTestServer(t, e.env, agentpay.Config{DB: db}, HandlerConfig{})
+	return &checkoutNode{Svc: srv.Svc, URL: srv.URL}
 }
 
 // testSession registers a merchant and creates a test-mode session.
@@ -212,11 +182,7 @@ func TestSessionStatusAcrossProcesses(t *testing.T) {
 	}
 	env := newCheckoutEnv(t)
 	dbA := testdb.Open(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dbB, err := store.OpenDB(ctx, store.DBConfig{URL: dbA.URL})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = dbB.Close() })
+	dbB := testdb.Reopen(t, dbA)
 	a, b := env.node(t, dbA), env.node(t, dbB)
 	requireStatusFlow(t, a, b)
 }
