@@ -5,7 +5,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -25,85 +24,11 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
-	"agentpay/chains/solana"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
-	"agentpay/graph"
-	"agentpay/internal/store"
-	"agentpay/internal/testdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
 	"agentpay/rest"
 	"agentpay/web"
 )
-
-// harness is the whole HTTP API (rest router with the pages mounted at
-// /pay, as cmd/agentpay wires it) over a Service whose test mode runs on a
-// base devnet and, optionally, a Solana devnet.
-type harness struct {
-	srv *httptest.Server
-	// api is srv's handler, for tests that serve it behind their own.
-	api http.Handler
-	svc *agentpay.Service
-	db  *store.DB
-	evm *devnet.EVM
-
-	logger *slog.Logger
-}
-
-func newHarness(t *testing.T, withSolana bool) *harness {
-	t.Helper()
-	ctx := context.Background()
-	db := testdb.Open(t)
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	tk, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-
-	evmNet, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = evmNet.Close() })
-	ecfg := evm.Config{Chain: chains.Base, RPCURL: evmNet.RPCURL, USDC: evmNet.USDC.Hex(), Confirmations: 1}
-	base, err := evm.New(ctx, ecfg)
-	require.NoError(t, err)
-	t.Cleanup(base.Close)
-	nets := chains.Networks{chains.Base: {
-		Ledger: base, Confirmations: 1,
-		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-			return evm.NewWatcher(ctx, ecfg, st)
-		},
-		NewWatchlist: evm.NewWatchlist,
-	}}
-	if withSolana {
-		solNet, err := devnet.StartSolana(ctx, devnet.SolanaConfig{SlotTime: 50 * time.Millisecond, FinalizedDepth: 8})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = solNet.Close() })
-		sol, err := solana.New(ctx, solana.Config{RPCURL: solNet.RPCURL, Mint: solNet.Mint.String(), FeePayer: tk.Solana})
-		require.NoError(t, err)
-		nets[chains.Solana] = chains.Network{Ledger: sol, Confirmations: 32}
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: v, Logger: logger, Treasury: tk, Test: nets, Families: adapters.Families(),
-		BaseURL: "http://api.test", PayURL: "http://pay.test", AppURL: "http://app.test",
-	})
-	require.NoError(t, err)
-	// Wired as cmd/agentpay does: the pages at /pay, the status
-	// subscription on /graphql.
-	api := rest.NewRouter(rest.Config{
-		Service: svc, Logger: logger,
-		Pages:  web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
-		Mounts: map[string]http.Handler{"/graphql": graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: logger})},
-	})
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &harness{srv: srv, api: api, svc: svc, db: db, evm: evmNet, logger: logger}
-}
 
 const brandColor = "#0a7cff"
 
