@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,11 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
-	"agentpay/chains/adapters"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/webhookevent"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // TestWorkerExpiresSessions runs the River client and checks the periodic
@@ -23,14 +19,8 @@ import (
 func TestWorkerExpiresSessions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := testdb.Open(t)
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{DB: db, Vault: v, Logger: logger, Families: adapters.Families()})
-	require.NoError(t, err)
+	h := newHarness(t, testenv.New(t, testenv.Options{}), agentpay.Config{})
+	db, svc, logger := h.db, h.svc, h.env.Logger
 
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
 		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)

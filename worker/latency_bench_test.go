@@ -5,13 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,12 +19,8 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // latencyConfirmations is the depth a deposit needs in the latency
@@ -55,71 +47,16 @@ const latencyConfirmations = 3
 func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := testdb.Open(b)
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = chain.Close() })
-	ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex(), Confirmations: latencyConfirmations}
-	ledger, err := evm.New(ctx, ecfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(ledger.Close)
-	key, err := vault.GenerateMasterKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, err := vault.New(key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	jobs := &boundJobs{}
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: v, Logger: logger, Jobs: jobs, Families: adapters.Families(),
-		PayURL: "http://pay.test",
-		Test: chains.Networks{chains.Base: {
-			Ledger: ledger, Confirmations: latencyConfirmations,
-			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				return evm.NewWatcher(ctx, ecfg, st)
-			},
-			NewWatchlist: evm.NewWatchlist,
-		}},
+	env := testenv.New(b, testenv.Options{
+		Chains:        []chains.Name{chains.Base},
+		Confirmations: map[chains.Name]uint64{chains.Base: latencyConfirmations},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	jobs := &boundJobs{}
+	h := newHarness(b, env, agentpay.Config{Jobs: jobs})
+	db, svc, logger, chain := h.db, h.svc, env.Logger, env.EVM(chains.Base)
 
 	// The merchant's receiver: when each session's payment.confirmed came.
-	var (
-		mu        sync.Mutex
-		confirmed = map[string]time.Time{}
-		arrived   = make(chan struct{}, 1)
-	)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		at := time.Now()
-		var ev struct {
-			Event string `json:"event"`
-			Data  struct {
-				Session string `json:"session_external_id"`
-			} `json:"data"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(body, &ev) == nil && ev.Event == agentpay.EventPaymentConfirmed {
-			mu.Lock()
-			if _, seen := confirmed[ev.Data.Session]; !seen {
-				confirmed[ev.Data.Session] = at
-			}
-			mu.Unlock()
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-		}
-	}))
-	b.Cleanup(receiver.Close)
+	receiver := testenv.NewReceiver(b, http.StatusOK)
 	name, email, hook := "Shop", "shop@example.com", receiver.URL
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email, WebhookURL: &hook})
 	if err != nil {
@@ -182,7 +119,7 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 			chain.Commit()
 			sealed = time.Now()
 		}
-		got, err := waitConfirmedHook(&mu, confirmed, arrived, id, 30*time.Second)
+		got, err := waitConfirmedHook(receiver, id, 30*time.Second)
 		if err != nil {
 			b.Fatalf("payment %d: %v", i, err)
 		}
@@ -202,19 +139,23 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	b.ReportMetric(ms(delays[n-1]), "max-ms")
 }
 
-// waitConfirmedHook waits until the receiver has the session's
+// waitConfirmedHook waits until the receiver has the session's first
 // payment.confirmed and returns when it arrived.
-func waitConfirmedHook(mu *sync.Mutex, confirmed map[string]time.Time, arrived <-chan struct{}, session string, timeout time.Duration) (time.Time, error) {
+func waitConfirmedHook(r *testenv.Receiver, session string, timeout time.Duration) (time.Time, error) {
 	deadline := time.After(timeout)
 	for {
-		mu.Lock()
-		at, ok := confirmed[session]
-		mu.Unlock()
-		if ok {
-			return at, nil
+		for _, req := range r.Requests() {
+			var ev struct {
+				Data struct {
+					Session string `json:"session_external_id"`
+				} `json:"data"`
+			}
+			if req.Event == agentpay.EventPaymentConfirmed && json.Unmarshal(req.Body, &ev) == nil && ev.Data.Session == session {
+				return req.At, nil
+			}
 		}
 		select {
-		case <-arrived:
+		case <-r.Arrived():
 		case <-time.After(20 * time.Millisecond):
 		case <-deadline:
 			return time.Time{}, errors.New("no payment.confirmed webhook within " + timeout.String())

@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math/big"
 	"testing"
 	"time"
@@ -13,12 +11,8 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/chains/adapters"
-	"agentpay/chains/devnet"
-	"agentpay/chains/evm"
 	"agentpay/ent/chaincursor"
-	"agentpay/internal/testdb"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 )
 
 // TestWorkerScansConfiguredChains runs the River client on the test
@@ -27,30 +21,9 @@ import (
 func TestWorkerScansConfiguredChains(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := testdb.Open(t)
-	chain, err := devnet.StartEVM(ctx, devnet.EVMConfig{Chain: chains.Base, BlockTime: 50 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = chain.Close() })
-
-	ecfg := evm.Config{Chain: chains.Base, RPCURL: chain.RPCURL, USDC: chain.USDC.Hex()}
-	ledger, err := evm.New(ctx, ecfg)
-	require.NoError(t, err)
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := agentpay.NewService(agentpay.Config{
-		DB: db, Vault: v, Logger: logger, Families: adapters.Families(),
-		Test: chains.Networks{chains.Base: {
-			Ledger: ledger,
-			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				return evm.NewWatcher(ctx, ecfg, st)
-			},
-			NewWatchlist: evm.NewWatchlist,
-		}},
-	})
-	require.NoError(t, err)
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	h := newHarness(t, env, agentpay.Config{})
+	db, svc, logger, chain := h.db, h.svc, env.Logger, env.EVM(chains.Base)
 
 	w, err := New(Config{DB: db, Service: svc, Logger: logger, ScanInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
