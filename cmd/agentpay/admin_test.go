@@ -28,15 +28,14 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"migrate"}, getenv, &out))
 
-	// A merchant registered through the service layer, as the API would.
+	// A merchant registered through the service `agentpay serve` builds.
 	cfg, err := loadConfig(getenv)
 	require.NoError(t, err)
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	p, err := openPlatform(ctx, cfg, key)
 	require.NoError(t, err)
-	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Treasury: p.treasury, Families: p.families,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc, err := p.service(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, nil)
 	require.NoError(t, err)
 	name, email := "Acme", "a@acme.test"
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})

@@ -199,7 +199,7 @@ func requireSettledOnce(t *testing.T, e *procEnv, _ string, m merchant, sessionE
 	t.Helper()
 	var net string
 	for _, w := range e.Receiver.Acked(sessionExternalID) {
-		if w.Kind != agentpay.EventSettlementCompleted {
+		if w.Event != agentpay.EventSettlementCompleted {
 			continue
 		}
 		var body struct {
@@ -268,9 +268,9 @@ func requirePaidSessionEvents(t *testing.T, e *procEnv, api string, m merchant, 
 		require.Contains(t, idsByKind, kind, "%s never recorded", kind)
 	}
 
-	for _, w := range e.Receiver.Received() {
+	for _, w := range e.Receiver.Requests() {
 		if webhookSession(w) == sessionExternalID {
-			require.True(t, e.Receiver.ValidSignature(w), "bad signatures on %s %s", w.Kind, w.EventID)
+			require.True(t, e.Receiver.ValidSignature(w), "bad signatures on %s %s", w.Event, w.EventID)
 		}
 	}
 	acked := e.Receiver.Acked(sessionExternalID)
@@ -278,8 +278,8 @@ func requirePaidSessionEvents(t *testing.T, e *procEnv, api string, m merchant, 
 	got := map[string]receivedWebhook{}
 	for _, w := range acked {
 		perID[w.EventID]++
-		got[w.Kind] = w
-		require.Equal(t, loggedIDs[w.EventID], w.Kind, "event %s (%s) delivered but not in the webhook log", w.EventID, w.Kind)
+		got[w.Event] = w
+		require.Equal(t, loggedIDs[w.EventID], w.Event, "event %s (%s) delivered but not in the webhook log", w.EventID, w.Event)
 	}
 	for id, kind := range loggedIDs {
 		require.Equal(t, 1, perID[id], "%s (%s) acknowledged %d times, want exactly once; received: %s",
@@ -317,7 +317,7 @@ func allDelivered(log []webhookLogEvent, sessionExternalID string) bool {
 func describeReceived(ws []receivedWebhook) string {
 	var parts []string
 	for _, w := range ws {
-		parts = append(parts, w.Kind+" "+w.EventID)
+		parts = append(parts, w.Event+" "+w.EventID)
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
@@ -339,7 +339,7 @@ func requirePaymentPayload(t *testing.T, e *procEnv, w receivedWebhook, sessionE
 	require.NoError(t, dec.Decode(&body))
 	require.Equal(t, w.EventID, body.ID)
 	require.NotEmpty(t, body.ID)
-	require.Equal(t, w.Kind, body.Event)
+	require.Equal(t, w.Event, body.Event)
 	require.NotNil(t, body.Livemode)
 	require.False(t, *body.Livemode)
 	ts, err := time.Parse(time.RFC3339Nano, body.Timestamp)
@@ -347,16 +347,16 @@ func requirePaymentPayload(t *testing.T, e *procEnv, w receivedWebhook, sessionE
 	require.Equal(t, time.UTC, ts.Location(), "timestamp in UTC")
 
 	d := body.Data
-	require.Equal(t, sessionExternalID, d["session_external_id"], w.Kind)
-	require.Regexp(t, `^pay_`, d["payment_external_id"], w.Kind)
-	require.Equal(t, json.Number("12.5"), d["amount_usd"], w.Kind)
-	require.Equal(t, json.Number("12.5"), d["amount_token"], w.Kind)
-	require.Equal(t, "USDC", d["token"], w.Kind)
-	require.Equal(t, "base", d["chain"], w.Kind)
-	require.Equal(t, strings.ToLower(tx.Hex()), strings.ToLower(d["tx_hash"].(string)), w.Kind)
+	require.Equal(t, sessionExternalID, d["session_external_id"], w.Event)
+	require.Regexp(t, `^pay_`, d["payment_external_id"], w.Event)
+	require.Equal(t, json.Number("12.5"), d["amount_usd"], w.Event)
+	require.Equal(t, json.Number("12.5"), d["amount_token"], w.Event)
+	require.Equal(t, "USDC", d["token"], w.Event)
+	require.Equal(t, "base", d["chain"], w.Event)
+	require.Equal(t, strings.ToLower(tx.Hex()), strings.ToLower(d["tx_hash"].(string)), w.Event)
 	payer := crypto.PubkeyToAddress(e.base.Payer.PublicKey)
-	require.Equal(t, strings.ToLower(payer.Hex()), strings.ToLower(d["from_address"].(string)), w.Kind)
-	require.Equal(t, testMetadata, d["metadata"], "%s: metadata intact", w.Kind)
+	require.Equal(t, strings.ToLower(payer.Hex()), strings.ToLower(d["from_address"].(string)), w.Event)
+	require.Equal(t, testMetadata, d["metadata"], "%s: metadata intact", w.Event)
 }
 
 // ---- the sessionStatus subscription over graphql-transport-ws ----

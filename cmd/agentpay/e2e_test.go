@@ -188,7 +188,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 
 	seen := map[string]bool{}
 	byKind := map[string]map[string]webhookBody{}
-	for _, w := range receiver.Received() {
+	for _, w := range receiver.Requests() {
 		require.True(t, w.Acked)
 		b := verifiedWebhook(t, receiver, w)
 		require.False(t, seen[b.ID], "event %s delivered once to a healthy receiver", b.ID)

@@ -17,7 +17,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,11 +32,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
-	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
 	"agentpay/internal/testdb/freshdb"
-	"agentpay/internal/treasury"
-	"agentpay/internal/vault"
+	"agentpay/internal/testenv"
 	"agentpay/webhook"
 )
 
@@ -122,24 +119,11 @@ func newProcEnv(t *testing.T) *procEnv {
 	requirePostgres(t)
 	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: freshdb.URL(t), Receiver: newWebhookReceiver(t)}
 
-	key, err := vault.GenerateMasterKey()
-	require.NoError(t, err)
-	v, err := vault.New(key)
-	require.NoError(t, err)
-	treasury, err := treasury.Derive(v, adapters.Families())
-	require.NoError(t, err)
-
 	// Blocks only when the test mines them (BlockTime 0): the test decides
-	// when a payment gains confirmations.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	e.base, err = devnet.StartEVM(ctx, devnet.EVMConfig{
-		Chain: chains.Base,
-		// The treasury pays gas (settlement, relayed sends) as on a live network.
-		Fund: []common.Address{common.HexToAddress(treasury.EVMAddress)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.base.Close() })
+	// when a payment gains confirmations. The treasury pays gas
+	// (settlement, relayed sends) as on a live network.
+	env := testenv.New(t, testenv.Options{NoDB: true, Chains: []chains.Name{chains.Base}})
+	e.base = env.EVM(chains.Base)
 	t.Cleanup(e.StopMining) // runs before the devnet closes
 
 	e.env = []string{
@@ -147,7 +131,7 @@ func newProcEnv(t *testing.T) *procEnv {
 		"HOME=" + t.TempDir(),
 		"DATA_DIR=" + t.TempDir(),
 		"DATABASE_URL=" + e.dbURL,
-		"MASTER_KEY=" + hex.EncodeToString(key),
+		"MASTER_KEY=" + hex.EncodeToString(env.MasterKey),
 		"HTTP_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=info",
 		// A failed try is retried soon (the tests' receivers are healthy,
@@ -547,38 +531,24 @@ func (e *procEnv) call(method, url, secretKey string, body any, status int, out 
 // ---- the webhook receiver ----
 
 // receivedWebhook is one delivery as the receiver saw it.
-type receivedWebhook struct {
-	EventID   string
-	Kind      string
-	Body      []byte
-	Signature string
-	Header    http.Header
-	// Acked: the receiver answered 2xx to a sender still connected. A
-	// delivery cut off (see HoldFirst) is not acknowledged.
-	Acked bool
-}
+type receivedWebhook = testenv.Request
 
-// webhookReceiver is a healthy merchant endpoint on loopback: it answers
-// 200 at once and records every delivery.
+// webhookReceiver is a healthy merchant endpoint on loopback (the bundle's
+// receiver, answering 200 at once) that also checks signatures with the
+// merchant's webhook secret.
 type webhookReceiver struct {
-	t   *testing.T
-	srv *httptest.Server
+	*testenv.Receiver
 
-	mu       sync.Mutex
-	secret   string
-	got      []receivedWebhook
-	holdKind string
-	held     chan receivedWebhook
+	mu     sync.Mutex
+	secret string
 }
 
 func newWebhookReceiver(t *testing.T) *webhookReceiver {
-	r := &webhookReceiver{t: t}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(r.srv.Close)
-	return r
+	return &webhookReceiver{Receiver: testenv.NewReceiver(t, http.StatusOK)}
 }
 
-func (r *webhookReceiver) URL() string { return r.srv.URL + "/hooks" }
+// URL is the merchant's webhook URL.
+func (r *webhookReceiver) URL() string { return r.Receiver.URL + "/hooks" }
 
 func (r *webhookReceiver) SetSecret(s string) {
 	r.mu.Lock()
@@ -586,74 +556,10 @@ func (r *webhookReceiver) SetSecret(s string) {
 	r.secret = s
 }
 
-// HoldFirst makes the receiver hold the first delivery of kind without
-// answering until its sender goes away (the test kills the worker sending
-// it); the delivery is sent on the returned channel when it arrives. Such a
-// delivery is recorded as not acknowledged: the sender never got an answer.
-func (r *webhookReceiver) HoldFirst(kind string) <-chan receivedWebhook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.holdKind = kind
-	r.held = make(chan receivedWebhook, 1)
-	return r.held
-}
-
-func (r *webhookReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		http.Error(w, "bad body", http.StatusBadRequest)
-		return
-	}
-	var env struct {
-		ID    string `json:"id"`
-		Event string `json:"event"`
-	}
-	_ = json.Unmarshal(body, &env)
-	rec := receivedWebhook{
-		EventID: env.ID, Kind: env.Event, Body: body,
-		Signature: req.Header.Get("X-Checkout-Signature"), Header: req.Header.Clone(),
-	}
-
-	r.mu.Lock()
-	hold := r.holdKind != "" && r.holdKind == env.Event
-	held := r.held
-	if hold {
-		r.holdKind = ""
-	}
-	r.mu.Unlock()
-	if hold {
-		held <- rec
-		// The body has been read, so the server notices the sender's
-		// connection closing and ends the request's context.
-		select {
-		case <-req.Context().Done():
-		case <-time.After(time.Minute):
-		}
-		r.record(rec)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	rec.Acked = true
-	r.record(rec)
-}
-
-func (r *webhookReceiver) record(rec receivedWebhook) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, rec)
-}
-
-// Received returns every delivery so far, in arrival order.
-func (r *webhookReceiver) Received() []receivedWebhook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]receivedWebhook(nil), r.got...)
-}
-
 // Acked returns the acknowledged deliveries of the session's events.
 func (r *webhookReceiver) Acked(sessionExternalID string) []receivedWebhook {
 	var out []receivedWebhook
-	for _, w := range r.Received() {
+	for _, w := range r.Requests() {
 		if w.Acked && webhookSession(w) == sessionExternalID {
 			out = append(out, w)
 		}
@@ -664,7 +570,7 @@ func (r *webhookReceiver) Acked(sessionExternalID string) []receivedWebhook {
 // HasAcked reports whether an event of kind for the session was acknowledged.
 func (r *webhookReceiver) HasAcked(sessionExternalID, kind string) bool {
 	for _, w := range r.Acked(sessionExternalID) {
-		if w.Kind == kind {
+		if w.Event == kind {
 			return true
 		}
 	}
@@ -678,7 +584,7 @@ func (r *webhookReceiver) ValidSignature(w receivedWebhook) bool {
 	r.mu.Lock()
 	secret := r.secret
 	r.mu.Unlock()
-	return secret != "" && webhook.Verify(secret, w.Body, w.Signature) == nil &&
+	return secret != "" && webhook.Verify(secret, w.Body, w.Header.Get("X-Checkout-Signature")) == nil &&
 		webhook.VerifyStandard(secret, w.Header, w.Body, time.Hour, time.Now()) == nil
 }
 
