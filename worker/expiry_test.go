@@ -17,10 +17,9 @@ import (
 // TestWorkerExpiresSessions runs the River client and checks the periodic
 // expiry job expires a session past its deadline with session.expired.
 func TestWorkerExpiresSessions(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	h := newHarness(t, testenv.New(t, testenv.Options{}), agentpay.Config{})
-	db, svc, logger := h.db, h.svc, h.env.Logger
+	db := h.db
 
 	m := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
 		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
@@ -28,10 +27,7 @@ func TestWorkerExpiresSessions(t *testing.T) {
 		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("3")).SetCurrency("USD").
 		SetExpiresAt(time.Now().Add(-time.Second).UTC()).SaveX(ctx)
 
-	w, err := New(Config{DB: db, Service: svc, Logger: logger})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	stop := h.startWorker(t, Config{})
 
 	require.Eventually(t, func() bool {
 		s, err := db.Ent.CheckoutSession.Get(ctx, sess.ID)
@@ -42,11 +38,5 @@ func TestWorkerExpiresSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not stop")
-	}
+	stop()
 }

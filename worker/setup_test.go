@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,23 +31,36 @@ func newHarness(tb testing.TB, env *testenv.Env, cfg agentpay.Config) *harness {
 	return &harness{env: env, db: cfg.DB, svc: svc}
 }
 
-// runWorker starts the worker until the test ends, then checks it stopped
-// cleanly. Its periodic scans wait an hour: the tests using it are about
-// the jobs the service enqueues.
+// runWorker starts the worker until the test ends. Its periodic scans wait
+// an hour: the tests using it are about the jobs the service enqueues.
 func (h *harness) runWorker(tb testing.TB) {
 	tb.Helper()
-	w, err := New(Config{DB: h.db, Service: h.svc, Logger: h.env.Logger, ScanInterval: time.Hour})
+	h.startWorker(tb, Config{ScanInterval: time.Hour})
+}
+
+// startWorker starts the worker on the harness's service (cfg's DB,
+// Service and Logger are set here); stop, also run when the test ends,
+// stops it and checks it stopped cleanly.
+func (h *harness) startWorker(tb testing.TB, cfg Config) (stop func()) {
+	tb.Helper()
+	cfg.DB, cfg.Service, cfg.Logger = h.db, h.svc, h.env.Logger
+	w, err := New(cfg)
 	require.NoError(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(tb, err)
-		case <-time.After(40 * time.Second):
-			tb.Error("worker did not stop")
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(tb, err)
+			case <-time.After(40 * time.Second):
+				tb.Error("worker did not stop")
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
 }

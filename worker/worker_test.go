@@ -19,16 +19,12 @@ import (
 // database (SQLite or PostgreSQL) and checks the periodic scan job keeps the
 // chain's cursor moving with the chain.
 func TestWorkerScansConfiguredChains(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
 	h := newHarness(t, env, agentpay.Config{})
-	db, svc, logger, chain := h.db, h.svc, env.Logger, env.EVM(chains.Base)
+	db, chain := h.db, env.EVM(chains.Base)
 
-	w, err := New(Config{DB: db, Service: svc, Logger: logger, ScanInterval: 100 * time.Millisecond})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	stop := h.startWorker(t, Config{ScanInterval: 100 * time.Millisecond})
 
 	cursor := func() int64 {
 		c, err := db.Ent.ChainCursor.Query().
@@ -40,15 +36,9 @@ func TestWorkerScansConfiguredChains(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return cursor() > 0 }, 20*time.Second, 50*time.Millisecond, "the first scan saves a cursor")
 	first := cursor()
-	_, err = chain.Send(ctx, common.HexToAddress("0x000000000000000000000000000000000000dEaD"), big.NewInt(1))
+	_, err := chain.Send(ctx, common.HexToAddress("0x000000000000000000000000000000000000dEaD"), big.NewInt(1))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return cursor() > first+3 }, 20*time.Second, 50*time.Millisecond, "later scans follow the chain")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not stop")
-	}
+	stop()
 }
