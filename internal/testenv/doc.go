@@ -26,8 +26,17 @@
 // are internal (package agentpay), and a package they import must not
 // import agentpay (an import cycle). So the Env holds the pieces, and
 // Env.Fill puts them into the zero fields of an agentpay.Config it finds by
-// name. Each package has one setup helper that builds its Service with it:
+// name, failing the test if a field is missing or of another type. Each
+// package has one setup helper that builds its Service with it:
 // newTestService in the root package, newTestAPI in rest, newTestServer in
-// graph, newHarness in web and worker, the procEnv of cmd/agentpay's
-// process tests.
+// graph, newHarness in web and worker. cmd/agentpay's tests build theirs as
+// the commands do (platform.service) and take only devnets, the master key
+// and the receiver from the bundle.
+//
+// The devnets are the same for every test that asks: the treasury funded
+// at genesis, short slots and poll intervals, each chain's full network
+// (watcher included) whether or not the test scans. What tests do vary is
+// an option: which chains, the EVM block time (0: blocks only on Commit, so
+// the test decides when a deposit gains confirmations) and the
+// confirmations per chain (which answers show).
 package testenv
