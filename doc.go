@@ -20,7 +20,7 @@
 //
 // A state change is written in one transaction (store.WithTx) with
 // everything it causes: the events it records (RecordEvent) with their
-// webhook deliveries, the River jobs it enqueues (JobInserter), the live
+// webhook deliveries, the River jobs it enqueues (internal/jobs), the live
 // status it publishes (statusfeed.go). Commit makes all of them
 // visible at once; a rollback leaves none, so a crash never loses or
 // invents an event or a job. The jobs are idempotent: one run twice changes

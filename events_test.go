@@ -14,6 +14,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/jobs"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
 )
@@ -133,7 +134,7 @@ func TestRecordEventOutbox(t *testing.T) {
 				require.NoError(t, db.SQL.QueryRowContext(ctx,
 					"SELECT "+argsText+", queue, max_attempts FROM river_job WHERE kind = 'deliver_webhook'").Scan(&args, &queue, &maxAttempts))
 				require.JSONEq(t, `{"delivery_id":"`+d.ID.String()+`"}`, args)
-				require.Equal(t, WebhookQueue, queue)
+				require.Equal(t, jobs.WebhookQueue, queue)
 				require.Greater(t, maxAttempts, svc.webhookTries())
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/authcache"
 	"agentpay/internal/clock"
+	"agentpay/internal/jobs"
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
@@ -44,7 +45,7 @@ type Config struct {
 	Live chains.Networks
 	Test chains.Networks
 	// Jobs enqueues background work in a transaction (webhook deliveries...).
-	Jobs JobInserter
+	Jobs jobs.Inserter
 	// Payouts pays fiat_pix settlements, per mode; a mode without one
 	// leaves such settlements pending until one is configured.
 	Payouts map[Mode]PayoutProvider

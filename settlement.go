@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
+	"agentpay/internal/jobs"
 )
 
 // Settlement (design.md section 3): once a session is confirmed, each of
@@ -50,34 +49,6 @@ import (
 // address yet, treasury short on the payout chain, provider refusal, chain
 // down) leaves the payment pending or submitted with settlement_error set,
 // and the periodic settle_pending job tries it again.
-
-// SettlePaymentArgs is the River job settling one payment.
-type SettlePaymentArgs struct {
-	PaymentID uuid.UUID `json:"payment_id"`
-}
-
-// Kind is the job kind.
-func (SettlePaymentArgs) Kind() string { return "settle_payment" }
-
-// InsertOpts keeps one settle job per payment waiting or running at a time
-// (a completed one does not block the next try of a settlement that is
-// still open).
-func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue: SettlementQueue,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			},
-		},
-	}
-}
-
-// SettlementQueue is the River queue of settle_payment jobs: they wait on
-// chains, so they must not hold up scanning or webhook delivery.
-const SettlementQueue = "settlement"
 
 // SettlementOptions tunes SettlePayment; the zero value means the defaults.
 type SettlementOptions struct {
@@ -137,7 +108,7 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 		if s.cfg.Jobs == nil {
 			continue // no worker wired (some tests): settle_pending finds it
 		}
-		if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, SettlePaymentArgs{PaymentID: p.ID}, nil); err != nil {
+		if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, jobs.SettlePaymentArgs{PaymentID: p.ID}, nil); err != nil {
 			return fmt.Errorf("enqueueing settlement of %s: %w", p.ExternalID, err)
 		}
 	}

@@ -22,13 +22,12 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/internal/jobs"
 	"agentpay/internal/store"
 	"agentpay/webhook"
 )
 
 const (
-	// WebhookQueue is the River queue of webhook deliveries.
-	WebhookQueue = "webhooks"
 	// WebhookTimeout bounds one try: connecting, sending and the answer's
 	// headers. A receiver slower than this has failed that try.
 	WebhookTimeout = 10 * time.Second
@@ -59,20 +58,6 @@ func (s *Service) webhookRetryDelays() []time.Duration {
 // the first try plus one per retry delay.
 func (s *Service) webhookTries() int { return len(s.webhookRetryDelays()) + 1 }
 
-// DeliverWebhookArgs is the River job that sends one delivery.
-type DeliverWebhookArgs struct {
-	DeliveryID uuid.UUID `json:"delivery_id"`
-}
-
-// Kind is the job kind.
-func (DeliverWebhookArgs) Kind() string { return "deliver_webhook" }
-
-// InsertOpts puts deliveries on their own queue, so slow receivers never
-// hold up chain scanning or settlement.
-func (DeliverWebhookArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: WebhookQueue}
-}
-
 // newDelivery starts a delivery series of an event to url and enqueues its
 // job in the same transaction.
 func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, eventID uuid.UUID, url string) (*ent.WebhookDelivery, error) {
@@ -88,7 +73,7 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 		return nil, err
 	}
 	opts := &river.InsertOpts{MaxAttempts: s.webhookTries() + webhookJobSpareAttempts}
-	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, DeliverWebhookArgs{DeliveryID: d.ID}, opts); err != nil {
+	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, jobs.DeliverWebhookArgs{DeliveryID: d.ID}, opts); err != nil {
 		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
 	}
 	return d, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"agentpay"
+	"agentpay/internal/jobs"
 )
 
 // settlePaymentWorker runs one settlement step by step
@@ -17,11 +18,11 @@ import (
 // treasury short of funds) ends the job; settle_pending picks the payment up
 // again.
 type settlePaymentWorker struct {
-	river.WorkerDefaults[agentpay.SettlePaymentArgs]
+	river.WorkerDefaults[jobs.SettlePaymentArgs]
 	svc *agentpay.Service
 }
 
-func (w *settlePaymentWorker) Work(ctx context.Context, job *river.Job[agentpay.SettlePaymentArgs]) error {
+func (w *settlePaymentWorker) Work(ctx context.Context, job *river.Job[jobs.SettlePaymentArgs]) error {
 	_, err := w.svc.SettlePayment(ctx, job.Args.PaymentID)
 	if errors.Is(err, agentpay.ErrNotFound) {
 		return river.JobCancel(err)
@@ -31,7 +32,7 @@ func (w *settlePaymentWorker) Work(ctx context.Context, job *river.Job[agentpay.
 
 // NextRetry retries a failed step soon and never later than two minutes:
 // River's default backoff would leave a payout waiting for hours.
-func (w *settlePaymentWorker) NextRetry(job *river.Job[agentpay.SettlePaymentArgs]) time.Time {
+func (w *settlePaymentWorker) NextRetry(job *river.Job[jobs.SettlePaymentArgs]) time.Time {
 	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
 }
 
@@ -63,7 +64,7 @@ func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendi
 	client := river.ClientFromContext[*sql.Tx](ctx)
 	params := make([]river.InsertManyParams, len(ids))
 	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: agentpay.SettlePaymentArgs{PaymentID: id}}
+		params[i] = river.InsertManyParams{Args: jobs.SettlePaymentArgs{PaymentID: id}}
 	}
 	_, err = client.InsertMany(ctx, params)
 	return err

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"agentpay"
+	"agentpay/internal/jobs"
 )
 
 // deliverWebhookWorker sends one webhook delivery per job run
@@ -25,12 +26,12 @@ import (
 // does not use up one of the delivery's tries, which the service counts
 // itself.
 type deliverWebhookWorker struct {
-	river.WorkerDefaults[agentpay.DeliverWebhookArgs]
+	river.WorkerDefaults[jobs.DeliverWebhookArgs]
 	svc     *agentpay.Service
 	retryAt sync.Map // job id (int64) -> time.Time
 }
 
-func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[agentpay.DeliverWebhookArgs]) error {
+func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.DeliverWebhookArgs]) error {
 	res, err := w.svc.DeliverWebhook(ctx, job.Args.DeliveryID)
 	if errors.Is(err, agentpay.ErrNotFound) {
 		return river.JobCancel(err)
@@ -51,7 +52,7 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[agentpay
 }
 
 // NextRetry is the delivery's next try as the service scheduled it.
-func (w *deliverWebhookWorker) NextRetry(job *river.Job[agentpay.DeliverWebhookArgs]) time.Time {
+func (w *deliverWebhookWorker) NextRetry(job *river.Job[jobs.DeliverWebhookArgs]) time.Time {
 	if v, ok := w.retryAt.LoadAndDelete(job.ID); ok {
 		return v.(time.Time)
 	}
@@ -59,6 +60,6 @@ func (w *deliverWebhookWorker) NextRetry(job *river.Job[agentpay.DeliverWebhookA
 }
 
 // Timeout leaves room for the HTTP try and recording it.
-func (w *deliverWebhookWorker) Timeout(*river.Job[agentpay.DeliverWebhookArgs]) time.Duration {
+func (w *deliverWebhookWorker) Timeout(*river.Job[jobs.DeliverWebhookArgs]) time.Duration {
 	return agentpay.WebhookTimeout + 20*time.Second
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"agentpay"
+	"agentpay/internal/jobs"
 	"agentpay/internal/store"
 )
 
@@ -126,8 +127,8 @@ func New(cfg Config) (*Worker, error) {
 			queueChains:        {MaxWorkers: cfg.Concurrency},
 			// Deliveries fetch often: a short cooldown lets a busy queue
 			// refill its many workers quickly.
-			agentpay.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown)},
-			agentpay.SettlementQueue: {MaxWorkers: cfg.Concurrency},
+			jobs.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown)},
+			jobs.SettlementQueue: {MaxWorkers: cfg.Concurrency},
 		},
 		JobTimeout: jobTimeout,
 		// A job left running by a worker process that died is handed out

@@ -21,6 +21,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
+	"agentpay/internal/jobs"
 	"agentpay/internal/store"
 	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
@@ -175,11 +176,11 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer p.db.Close()
 	// The API only inserts jobs (webhook deliveries...) in its
 	// transactions; worker processes work them.
-	jobs, err := river.NewClient(p.db.RiverDriver(), &river.Config{})
+	inserter, err := river.NewClient(p.db.RiverDriver(), &river.Config{})
 	if err != nil {
 		return err
 	}
-	svc, err := p.service(ctx, cfg, logger, nil, nil, jobs)
+	svc, err := p.service(ctx, cfg, logger, nil, nil, inserter)
 	if err != nil {
 		return err
 	}
@@ -234,7 +235,7 @@ type lateJobs struct {
 	client atomic.Pointer[river.Client[*sql.Tx]]
 }
 
-var _ agentpay.JobInserter = (*lateJobs)(nil)
+var _ jobs.Inserter = (*lateJobs)(nil)
 
 func (j *lateJobs) bind(c *river.Client[*sql.Tx]) { j.client.Store(c) }
 
@@ -248,7 +249,7 @@ func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs,
 
 // service connects the configured chains (test mode may be overridden by
 // the devnets) and builds the service layer.
-func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, jobs agentpay.JobInserter) (*agentpay.Service, error) {
+func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, inserter jobs.Inserter) (*agentpay.Service, error) {
 	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury)
 	if err != nil {
 		return nil, err
@@ -264,7 +265,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	}
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
-		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: jobs,
+		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,

@@ -1,0 +1,71 @@
+// Package jobs is the job-queue machinery between the rules and the
+// worker: the River jobs the service enqueues in a state change's own
+// transaction (the outbox, see agentpay's package doc), their queues, and
+// what enqueues them. The rules (agentpay) insert these jobs; the worker
+// (worker) runs them by calling the service back. Neither facade nor
+// merchant sees them, so they are not part of agentpay's API. The worker's
+// own periodic jobs (scans, expiry, settle_pending...) live in worker.
+package jobs
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Inserter enqueues background jobs in the caller's transaction: the job
+// exists if and only if the state change that caused it commits. A
+// *river.Client[*sql.Tx] satisfies it; API processes use an insert-only
+// client, the worker its working one.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+const (
+	// WebhookQueue is the River queue of webhook deliveries.
+	WebhookQueue = "webhooks"
+	// SettlementQueue is the River queue of settle_payment jobs: they wait
+	// on chains, so they must not hold up scanning or webhook delivery.
+	SettlementQueue = "settlement"
+)
+
+// DeliverWebhookArgs is the River job that sends one delivery.
+type DeliverWebhookArgs struct {
+	DeliveryID uuid.UUID `json:"delivery_id"`
+}
+
+// Kind is the job kind.
+func (DeliverWebhookArgs) Kind() string { return "deliver_webhook" }
+
+// InsertOpts puts deliveries on their own queue, so slow receivers never
+// hold up chain scanning or settlement.
+func (DeliverWebhookArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: WebhookQueue}
+}
+
+// SettlePaymentArgs is the River job settling one payment.
+type SettlePaymentArgs struct {
+	PaymentID uuid.UUID `json:"payment_id"`
+}
+
+// Kind is the job kind.
+func (SettlePaymentArgs) Kind() string { return "settle_payment" }
+
+// InsertOpts keeps one settle job per payment waiting or running at a time
+// (a completed one does not block the next try of a settlement that is
+// still open).
+func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue: SettlementQueue,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
