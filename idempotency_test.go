@@ -62,10 +62,7 @@ func startIdemEnv(t *testing.T) *idemEnv {
 	t.Helper()
 	e := startSendEnv(t)
 	clk := clock.NewStub(time.Now())
-	cfg := e.svc.cfg
-	cfg.Clock = clk
-	svc, err := NewService(cfg)
-	require.NoError(t, err)
+	svc := newTestService(t, e.env, Config{AgentMode: ModeTest, Clock: clk})
 	return &idemEnv{sendEnv: e, clock: clk, svc: svc}
 }
 
@@ -373,7 +370,7 @@ func TestSendIdempotencyReleasesTransientFailures(t *testing.T) {
 	e := startIdemEnv(t)
 	ctx := context.Background()
 	alice, bob := e.register(t, "alice"), e.register(t, "bob")
-	require.NoError(t, e.evmNet.Close()) // base's RPC is gone
+	require.NoError(t, e.env.EVM(chains.Base).Close()) // base's RPC is gone
 	req := SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"}
 	for range 2 {
 		_, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k"), req)
