@@ -163,7 +163,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts r
 			case chains.TxFailed:
 				// Another transaction with the same ref may have done the
 				// job (EVM: a second relay of the authorization).
-				if h, found, err := ledger.FindTransfer(ctx, t.FromAddress, leg.ref); err == nil && found && h != leg.hash {
+				if h, found, err := ledger.FindTransfer(ctx, leg.query(t)); err == nil && found && h != leg.hash {
 					leg.hash = h
 					if t, err = s.recordHashes(ctx, t, legs); err != nil {
 						return nil, err
@@ -176,7 +176,7 @@ func (s *Service) reconcileTransfer(ctx context.Context, t *ent.Transfer, opts r
 			// longer remembers it. Handled as a leg without a hash.
 		}
 
-		h, found, err := ledger.FindTransfer(ctx, t.FromAddress, leg.ref)
+		h, found, err := ledger.FindTransfer(ctx, leg.query(t))
 		if err != nil {
 			return nil, err
 		}

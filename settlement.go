@@ -476,7 +476,7 @@ func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, 
 		// As if never sent, but another relay of the same ref may have
 		// landed.
 	}
-	h, found, err := l.ledger.FindTransfer(ctx, l.from, l.ref)
+	h, found, err := l.ledger.FindTransfer(ctx, chains.TransferQuery{From: l.from, To: l.to, Amount: l.amount, Ref: l.ref})
 	if err != nil {
 		return false, "", fmt.Errorf("%s lookup: %w", l.name, err)
 	}

@@ -182,7 +182,8 @@ func TestSettlementResumesAfterCrashMidLeg(t *testing.T) {
 			upd := f.db.Ent.Payment.UpdateOneID(f.payment.ID).SetSettlementStatus(payment.SettlementStatusSubmitted)
 			send(depositKey, treasury.EVMAddress, 7_250_000, settlementRef("sweep", f.payment.ID))
 			if leg == "payout" {
-				sweep, _, err := f.ledger.FindTransfer(ctx, da.Address, settlementRef("sweep", f.payment.ID))
+				sweep, _, err := f.ledger.FindTransfer(ctx, chains.TransferQuery{From: da.Address, To: treasury.EVMAddress,
+					Amount: big.NewInt(7_250_000), Ref: settlementRef("sweep", f.payment.ID)})
 				require.NoError(t, err)
 				upd.SetSweepTxHash(sweep).SetSettlementChain("base").SetSettlementAddress(f.payee.Hex())
 				send(treasury.EVM, f.payee.Hex(), 7_242_750, settlementRef("payout", f.payment.ID))

@@ -342,6 +342,11 @@ type transferLeg struct {
 	amount int64
 }
 
+// query is what FindTransfer looks for to learn whether the leg of t landed.
+func (l *transferLeg) query(t *ent.Transfer) chains.TransferQuery {
+	return chains.TransferQuery{From: t.FromAddress, To: l.to, Amount: big.NewInt(l.amount), Ref: l.ref}
+}
+
 func (l *transferLeg) name() string {
 	if l.fee {
 		return "fee"
@@ -557,7 +562,7 @@ func (s *Service) otherLegMoved(ctx context.Context, ledger chains.Ledger, t *en
 				return true, nil
 			}
 		}
-		if _, found, err := ledger.FindTransfer(ctx, t.FromAddress, other.ref); err != nil || found {
+		if _, found, err := ledger.FindTransfer(ctx, other.query(t)); err != nil || found {
 			return found, err
 		}
 	}

@@ -112,17 +112,35 @@ type Ledger interface {
 	// ValidateAddress reports ErrInvalidAddress for a malformed wallet address.
 	ValidateAddress(address string) error
 	// FindTransfer looks on chain for the transaction that carried the
-	// transfer with this Ref from the wallet address from, so a caller that
-	// lost a Transfer's answer (a crash between broadcast and recording the
-	// hash) can learn whether it landed before sending it again. found is
-	// false when no included transaction carries it (yet). EVM: the
-	// EIP-3009 authorization (from, ref); Solana: the reference account
-	// derived from ref (ReferenceKey) on the TransferChecked instruction,
-	// which the Ref alone identifies (Refs are random, one per transfer).
-	FindTransfer(ctx context.Context, from string, ref [32]byte) (txHash string, found bool, err error)
+	// transfer q describes, so a caller that lost a Transfer's answer (a
+	// crash between broadcast and recording the hash) can learn whether it
+	// landed before sending it again. found is false when no included
+	// transaction carries it (yet). A transaction counts only when it moves
+	// exactly q.Amount of the ledger's token from q.From to q.To under q's
+	// Ref, authorised by q.From: anyone can put a Ref on a transaction of
+	// their own (on Solana the reference is a public key anyone may list),
+	// and one that moved something else must not pass for the transfer, or
+	// the caller would record a payout that never happened. EVM: the
+	// EIP-3009 authorization (from, ref) and its Transfer log; Solana: a
+	// TransferChecked of the mint signed by From carrying the reference
+	// account derived from Ref (ReferenceKey).
+	FindTransfer(ctx context.Context, q TransferQuery) (txHash string, found bool, err error)
 }
 
-// Deposit is a USDC transfer into a watched address.
+// TransferQuery names a transfer for Ledger.FindTransfer: what a
+// TransferRequest with Ref from the wallet From (the address of its Key)
+// to To would have moved.
+type TransferQuery struct {
+	From   string
+	To     string
+	Amount *big.Int
+	Ref    [32]byte
+}
+
+// Deposit is a USDC transfer into a watched address. Its Amount is always
+// positive: watchers do not report transfers that move nothing (a
+// zero-value transfer is free for anyone to send to any address), nor
+// other tokens.
 type Deposit struct {
 	Chain  Name
 	TxHash string

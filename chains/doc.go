@@ -6,11 +6,14 @@
 //
 //   - Ledger (one per configured chain): balances, transfers from custodial
 //     keys whose gas the treasury pays, receipts, and FindTransfer to learn
-//     whether a transfer whose answer was lost landed. A Network bundles a
+//     whether a transfer whose answer was lost landed (a transaction counts
+//     only if it moved that transfer's amount of USDC from its source to its
+//     recipient under its Ref: a Ref alone can be copied onto a decoy). A Network bundles a
 //     chain's Ledger with its deposit Watcher factory and Watchlist;
 //     Networks are the configured chains of one mode.
 //   - Watcher: deposits to watched addresses, followed to finality and
-//     resumable from a saved WatcherState.
+//     resumable from a saved WatcherState. A deposit moves a positive amount
+//     of USDC: zero-value transfers and other tokens are not reported.
 //   - Wallets (one per Family: the EVM chains share keys and addresses,
 //     Solana has its own): new and derived keys, address parsing and
 //     normalisation, payment URIs; the EVM family's also implements

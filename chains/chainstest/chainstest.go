@@ -31,7 +31,20 @@ type Chain struct {
 	// Wallets are the chain family's keys and addresses.
 	Wallets chains.Wallets
 	// Fund sends amount base units of USDC from the devnet's faucet to
-	// address and returns once the transfer is included.
+	// address and returns once the transfer is included. A zero amount
+	// sends a zero-value transfer, as anyone can.
+	Fund func(ctx context.Context, address string, amount *big.Int) (txHash string, err error)
+	// OtherToken is another token on the same chain, with USDC's decimals
+	// (one the devnet creates): what moves it is never USDC.
+	OtherToken Token
+}
+
+// Token is a token on a chain under test: a ledger connected to it (the
+// same gas payer) and its faucet.
+type Token struct {
+	Ledger chains.Ledger
+	// Fund gives address amount base units of the token and returns once
+	// included.
 	Fund func(ctx context.Context, address string, amount *big.Int) (txHash string, err error)
 }
 
@@ -45,6 +58,7 @@ func TestLedger(t *testing.T, c Chain) {
 	t.Run("Balance", func(t *testing.T) { testBalance(t, c) })
 	t.Run("Transfer", func(t *testing.T) { testTransfer(t, c) })
 	t.Run("RefMovesFundsOnce", func(t *testing.T) { testRefMovesFundsOnce(t, c) })
+	t.Run("FindTransferChecksWhatMoved", func(t *testing.T) { testFindTransferChecksWhatMoved(t, c) })
 	t.Run("Refusals", func(t *testing.T) { testRefusals(t, c) })
 }
 
@@ -101,11 +115,10 @@ func testRefMovesFundsOnce(t *testing.T, c Chain) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	l := c.Network.Ledger
-	srcKey, src := fundedKey(t, c, 3_000_000)
-	_, dst := newKey(t, c)
-	req := chains.TransferRequest{Key: srcKey, To: dst, Amount: big.NewInt(1_000_000), Ref: randomRef(t)}
+	req, q := newTransfer(t, c)
+	src, dst := q.From, q.To
 
-	_, found, err := l.FindTransfer(ctx, src, req.Ref)
+	_, found, err := l.FindTransfer(ctx, q)
 	require.NoError(t, err)
 	require.False(t, found, "nothing sent yet")
 
@@ -120,15 +133,89 @@ func testRefMovesFundsOnce(t *testing.T, c Chain) {
 	requireBalance(t, l, dst, 1_000_000)
 
 	other := c.Reopen(t)
-	hash, found, err := other.FindTransfer(ctx, src, req.Ref)
+	hash, found, err := other.FindTransfer(ctx, q)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, sub.TxHash, hash)
-	_, found, err = other.FindTransfer(ctx, src, randomRef(t))
+	anotherRef := q
+	anotherRef.Ref = randomRef(t)
+	_, found, err = other.FindTransfer(ctx, anotherRef)
 	require.NoError(t, err)
 	require.False(t, found, "another Ref")
-	_, _, err = other.FindTransfer(ctx, "not an address", req.Ref)
+	bad := q
+	bad.From = "not an address"
+	_, _, err = other.FindTransfer(ctx, bad)
 	require.ErrorIs(t, err, chains.ErrInvalidAddress)
+}
+
+// FindTransfer counts a transaction carrying the Ref only when it moved
+// exactly the transfer asked about: USDC, from its source, to its
+// recipient, its amount. Anyone can put a Ref on a transaction of their own
+// (a Solana reference is a public key), and a decoy taken for the transfer
+// would make the service record a payment it never made (and never send
+// it).
+func testFindTransferChecksWhatMoved(t *testing.T, c Chain) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l := c.Network.Ledger
+	req, q := newTransfer(t, c)
+	src, dst := q.From, q.To
+
+	// Decoys carrying the Ref before the transfer is sent: the same amount
+	// to the same recipient from another wallet, and from the source but
+	// in another token.
+	decoyKey, _ := fundedKey(t, c, 1_000_000)
+	requireIncluded(t, c.Reopen(t), chains.TransferRequest{Key: decoyKey, To: dst, Amount: req.Amount, Ref: req.Ref})
+	_, err := c.OtherToken.Fund(ctx, src, big.NewInt(1_000_000))
+	require.NoError(t, err)
+	requireIncluded(t, c.OtherToken.Ledger, req)
+	_, found, err := l.FindTransfer(ctx, q)
+	require.NoError(t, err)
+	require.False(t, found, "only decoys carry the Ref")
+
+	sub := requireIncluded(t, l, req)
+	hash, found, err := c.Reopen(t).FindTransfer(ctx, q)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, sub.TxHash, hash)
+	for name, wrong := range map[string]chains.TransferQuery{
+		"another recipient": {From: src, To: newAddress(t, c), Amount: req.Amount, Ref: req.Ref},
+		"more":              {From: src, To: dst, Amount: big.NewInt(1_000_001), Ref: req.Ref},
+		"less":              {From: src, To: dst, Amount: big.NewInt(999_999), Ref: req.Ref},
+	} {
+		_, found, err := l.FindTransfer(ctx, wrong)
+		require.NoError(t, err, name)
+		require.False(t, found, name)
+	}
+	requireBalance(t, l, dst, 2_000_000)
+}
+
+// requireIncluded sends req with l and waits for its inclusion.
+func requireIncluded(t *testing.T, l chains.Ledger, req chains.TransferRequest) chains.Submitted {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	sub, err := l.Transfer(ctx, req)
+	require.NoError(t, err)
+	r, err := l.Wait(ctx, sub.TxHash)
+	require.NoError(t, err)
+	require.Equal(t, chains.TxIncluded, r.State, r.Err)
+	return sub
+}
+
+func newAddress(t testing.TB, c Chain) string {
+	t.Helper()
+	_, addr := newKey(t, c)
+	return addr
+}
+
+// newTransfer is a transfer of 1 USDC from a new key holding 3 to a new
+// address, with a new Ref, and what FindTransfer would ask about it.
+func newTransfer(t *testing.T, c Chain) (chains.TransferRequest, chains.TransferQuery) {
+	t.Helper()
+	srcKey, src := fundedKey(t, c, 3_000_000)
+	req := chains.TransferRequest{Key: srcKey, To: newAddress(t, c), Amount: big.NewInt(1_000_000), Ref: randomRef(t)}
+	return req, chains.TransferQuery{From: src, To: req.To, Amount: req.Amount, Ref: req.Ref}
 }
 
 // requireSameTransfer sends req again: it must answer sub or ErrAlreadyUsed.
@@ -180,7 +267,9 @@ func testRefusals(t *testing.T, c Chain) {
 // reported seen, then final once with the required confirmations; a watcher
 // resumed from the saved state (as JSON, as the service keeps it) carries
 // on, finding what arrived while none ran, and reports nothing twice.
-// Deposits to other addresses are not reported.
+// Deposits to other addresses are not reported, nor transfers of another
+// token or of nothing at all: a zero-value transfer taken for a payment
+// would tie up a session (no chain change, no cancel) for nothing.
 func TestWatcher(t *testing.T, c Chain) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -195,6 +284,12 @@ func TestWatcher(t *testing.T, c Chain) {
 	require.NoError(t, err)
 	require.Empty(t, evs, "nothing deposited yet")
 
+	// Neither a zero-value USDC transfer nor another token is a deposit:
+	// anyone can send either to any address.
+	_, err = c.Fund(ctx, owner, big.NewInt(0))
+	require.NoError(t, err)
+	_, err = c.OtherToken.Fund(ctx, owner, big.NewInt(300))
+	require.NoError(t, err)
 	first, err := c.Fund(ctx, owner, big.NewInt(100))
 	require.NoError(t, err)
 	_, err = c.Fund(ctx, unwatched, big.NewInt(5))
@@ -212,7 +307,7 @@ func TestWatcher(t *testing.T, c Chain) {
 	require.NoError(t, err)
 	log.PollUntil(ctx, w2, list, pollEvery, func() bool { return log.Final(first, second) })
 
-	require.Equal(t, 2, log.Seen(), "only deposits to the watched address")
+	require.Equal(t, 2, log.Seen(), "only deposits of USDC, of some value, to the watched address")
 	for tx, amount := range map[string]int64{first: 100, second: 200} {
 		d, _ := log.Deposit(tx)
 		require.Equal(t, c.Wallets.NormalizeAddress(owner), c.Wallets.NormalizeAddress(d.To), tx)

@@ -399,13 +399,46 @@ func (e *EVM) Mint(ctx context.Context, to common.Address, amount *big.Int) (com
 
 // Send transfers amount base units of USDC from the payer to `to` with a
 // plain ERC-20 transfer (the faucet) and returns the transaction hash once
-// included, so a balance read right after shows it.
+// included, so a balance read right after shows it. A zero amount sends a
+// zero-value transfer, which anyone can send to any address (tests use it).
 func (e *EVM) Send(ctx context.Context, to common.Address, amount *big.Int) (common.Hash, error) {
-	if amount == nil || amount.Sign() <= 0 {
-		return common.Hash{}, fmt.Errorf("devnet: send amount must be positive, got %v", amount)
+	if amount == nil || amount.Sign() < 0 {
+		return common.Hash{}, fmt.Errorf("devnet: send amount must not be negative, got %v", amount)
 	}
 	return e.sendAndWait(ctx, e.blockTime == 0, func(auth *bind.TransactOpts) (*types.Transaction, error) {
 		return e.token.Transfer(auth, to, amount)
+	})
+}
+
+// EVMToken is another token on a devnet beside its USDC, of the same
+// contract (so the same decimals, events and EIP-3009 authorizations) and
+// owned by the payer: what tests use as a token that is not the chain's
+// USDC.
+type EVMToken struct {
+	Address common.Address
+	e       *EVM
+	token   *usdc.USDC
+}
+
+// DeployToken deploys another token and returns once it is included.
+func (e *EVM) DeployToken(ctx context.Context) (*EVMToken, error) {
+	t := &EVMToken{e: e}
+	_, err := e.sendAndWait(ctx, e.blockTime == 0, func(auth *bind.TransactOpts) (*types.Transaction, error) {
+		addr, tx, token, err := usdc.DeployUSDC(auth, e.client)
+		t.Address, t.token = addr, token
+		return tx, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devnet: deploy token: %w", err)
+	}
+	return t, nil
+}
+
+// Mint creates amount base units of the token for to and returns the
+// transaction hash once included.
+func (t *EVMToken) Mint(ctx context.Context, to common.Address, amount *big.Int) (common.Hash, error) {
+	return t.e.sendAndWait(ctx, t.e.blockTime == 0, func(auth *bind.TransactOpts) (*types.Transaction, error) {
+		return t.token.Mint(auth, to, amount)
 	})
 }
 

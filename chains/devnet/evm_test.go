@@ -251,7 +251,12 @@ func TestSendAndMint(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, big.NewInt(25_123_457), balanceOf(t, e, to))
 
+	// A zero-value transfer goes through (anyone can send one); a negative
+	// amount does not.
 	_, err = e.Send(ctx, to, big.NewInt(0))
+	require.NoError(t, err)
+	require.Equal(t, big.NewInt(25_123_457), balanceOf(t, e, to))
+	_, err = e.Send(ctx, to, big.NewInt(-1))
 	require.Error(t, err)
 	_, err = e.Send(ctx, to, new(big.Int).Add(devnet.PayerUSDC, big.NewInt(1)))
 	require.Error(t, err, "more than the payer holds")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/programs/system"
 	"github.com/gagliardetto/solana-go/programs/token"
 	"github.com/gagliardetto/solana-go/rpc"
 )
@@ -198,7 +199,8 @@ func (s *Solana) Client() *rpc.Client { return s.client }
 // Send is the faucet: a TransferChecked of amount base units from Payer to
 // the associated token account of `to` (created idempotently, Payer paying
 // rent), sent through the RPC like any wallet would. It returns once the
-// transaction is confirmed.
+// transaction is confirmed. A zero amount sends a zero-value transfer, which
+// anyone holding a token account of the mint can send (tests use it).
 func (s *Solana) Send(ctx context.Context, to solana.PublicKey, amount uint64) (solana.Signature, error) {
 	payer := s.Payer.PublicKey()
 	src, _, err := solana.FindAssociatedTokenAddress(payer, s.Mint)
@@ -254,6 +256,89 @@ func (s *Solana) Send(ctx context.Context, to solana.PublicKey, amount uint64) (
 		return sig, err
 	}
 	return sig, nil
+}
+
+// NewMint creates another mint of SolanaDecimals decimals, whose authority
+// is MintAuthority: what tests use as a token that is not the devnet's USDC.
+// It returns once the mint is confirmed.
+func (s *Solana) NewMint(ctx context.Context) (solana.PublicKey, error) {
+	mint, err := solana.NewRandomPrivateKey()
+	if err != nil {
+		return solana.PublicKey{}, fmt.Errorf("solana devnet: new mint: %w", err)
+	}
+	const mintSize = 82 // an SPL mint account
+	rent, err := s.client.GetMinimumBalanceForRentExemption(ctx, mintSize, rpc.CommitmentConfirmed)
+	if err != nil {
+		return solana.PublicKey{}, fmt.Errorf("solana devnet: new mint: rent: %w", err)
+	}
+	create, err := system.NewCreateAccountInstruction(rent, mintSize, solana.TokenProgramID, s.Payer.PublicKey(), mint.PublicKey()).ValidateAndBuild()
+	if err != nil {
+		return solana.PublicKey{}, fmt.Errorf("solana devnet: new mint: %w", err)
+	}
+	init, err := token.NewInitializeMint2Instruction(SolanaDecimals, s.MintAuthority.PublicKey(), solana.PublicKey{}, mint.PublicKey()).ValidateAndBuild()
+	if err != nil {
+		return solana.PublicKey{}, fmt.Errorf("solana devnet: new mint: %w", err)
+	}
+	if _, err := s.submit(ctx, []solana.Instruction{create, init}, mint); err != nil {
+		return solana.PublicKey{}, fmt.Errorf("solana devnet: new mint: %w", err)
+	}
+	return mint.PublicKey(), nil
+}
+
+// MintTo mints amount base units of a mint NewMint created to the
+// associated token account of owner (created idempotently, Payer paying
+// rent) and returns once confirmed.
+func (s *Solana) MintTo(ctx context.Context, mint, owner solana.PublicKey, amount uint64) (solana.Signature, error) {
+	ata, _, err := solana.FindAssociatedTokenAddress(owner, mint)
+	if err != nil {
+		return solana.Signature{}, fmt.Errorf("solana devnet: mint to: %w", err)
+	}
+	createATA := solana.NewInstruction(solana.SPLAssociatedTokenAccountProgramID, solana.AccountMetaSlice{
+		solana.Meta(s.Payer.PublicKey()).WRITE().SIGNER(),
+		solana.Meta(ata).WRITE(),
+		solana.Meta(owner),
+		solana.Meta(mint),
+		solana.Meta(solana.SystemProgramID),
+		solana.Meta(solana.TokenProgramID),
+	}, []byte{1}) // CreateIdempotent
+	mintTo, err := token.NewMintToCheckedInstruction(amount, SolanaDecimals, mint, ata, s.MintAuthority.PublicKey(), nil).ValidateAndBuild()
+	if err != nil {
+		return solana.Signature{}, fmt.Errorf("solana devnet: mint to: %w", err)
+	}
+	sig, err := s.submit(ctx, []solana.Instruction{createATA, mintTo}, s.MintAuthority)
+	if err != nil {
+		return sig, fmt.Errorf("solana devnet: mint to: %w", err)
+	}
+	return sig, nil
+}
+
+// submit sends instructions paid by Payer and signed by it and signers, and
+// returns once the transaction is confirmed.
+func (s *Solana) submit(ctx context.Context, instructions []solana.Instruction, signers ...solana.PrivateKey) (solana.Signature, error) {
+	bh, err := s.client.GetLatestBlockhash(ctx, rpc.CommitmentFinalized)
+	if err != nil {
+		return solana.Signature{}, fmt.Errorf("latest blockhash: %w", err)
+	}
+	tx, err := solana.NewTransaction(instructions, bh.Value.Blockhash, solana.TransactionPayer(s.Payer.PublicKey()))
+	if err != nil {
+		return solana.Signature{}, err
+	}
+	keys := append([]solana.PrivateKey{s.Payer}, signers...)
+	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
+		for i := range keys {
+			if k.Equals(keys[i].PublicKey()) {
+				return &keys[i]
+			}
+		}
+		return nil
+	}); err != nil {
+		return solana.Signature{}, fmt.Errorf("sign: %w", err)
+	}
+	sig, err := s.client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: rpc.CommitmentConfirmed})
+	if err != nil {
+		return solana.Signature{}, err
+	}
+	return sig, s.waitConfirmed(ctx, sig, bh.Value.LastValidBlockHeight)
 }
 
 // waitConfirmed polls the signature's status until it is confirmed, fails,

@@ -37,6 +37,12 @@ func startConformanceChain(t *testing.T, name chains.Name) chainstest.Chain {
 		require.NoError(t, err)
 		return n
 	}
+	other, err := dn.DeployToken(ctx)
+	require.NoError(t, err)
+	otherCfg := cfg
+	otherCfg.USDC = other.Address.Hex()
+	otherNet, err := adapters.Network(ctx, name, otherCfg)
+	require.NoError(t, err)
 	return chainstest.Chain{
 		Network: connect(t),
 		Reopen:  func(t testing.TB) chains.Ledger { return connect(t).Ledger },
@@ -44,6 +50,13 @@ func startConformanceChain(t *testing.T, name chains.Name) chainstest.Chain {
 		Fund: func(ctx context.Context, address string, amount *big.Int) (string, error) {
 			h, err := dn.Send(ctx, common.HexToAddress(address), amount)
 			return h.Hex(), err
+		},
+		OtherToken: chainstest.Token{
+			Ledger: otherNet.Ledger,
+			Fund: func(ctx context.Context, address string, amount *big.Int) (string, error) {
+				h, err := other.Mint(ctx, common.HexToAddress(address), amount)
+				return h.Hex(), err
+			},
 		},
 	}
 }

@@ -22,13 +22,14 @@ func TestFindTransfer(t *testing.T) {
 	_, dst := newKey(t)
 
 	req := chains.TransferRequest{Key: srcKey, To: dst.Hex(), Amount: big.NewInt(1_000_000), Ref: randomRef(t)}
-	_, found, err := l.FindTransfer(ctx, src.Hex(), req.Ref)
+	q := chains.TransferQuery{From: src.Hex(), To: req.To, Amount: req.Amount, Ref: req.Ref}
+	_, found, err := l.FindTransfer(ctx, q)
 	require.NoError(t, err)
 	require.False(t, found, "nothing sent yet")
 
 	sub, err := l.Transfer(ctx, req)
 	require.NoError(t, err)
-	_, found, err = l.FindTransfer(ctx, src.Hex(), req.Ref)
+	_, found, err = l.FindTransfer(ctx, q)
 	require.NoError(t, err)
 	require.False(t, found, "pooled but not included")
 
@@ -39,14 +40,16 @@ func TestFindTransfer(t *testing.T) {
 	}
 	// Another ledger (as after a restart) finds the same transaction.
 	fresh := c.ledger(t, false)
-	hash, found, err := fresh.FindTransfer(ctx, src.Hex(), req.Ref)
+	hash, found, err := fresh.FindTransfer(ctx, q)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, sub.TxHash, hash)
 
 	// The same Ref from another authorizer is another authorization.
 	_, other := newKey(t)
-	_, found, err = fresh.FindTransfer(ctx, other.Hex(), req.Ref)
+	otherQ := q
+	otherQ.From = other.Hex()
+	_, found, err = fresh.FindTransfer(ctx, otherQ)
 	require.NoError(t, err)
 	require.False(t, found)
 }

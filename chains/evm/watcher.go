@@ -365,13 +365,16 @@ func (w *Watcher) scan(ctx context.Context, from, to uint64, hashes map[uint64]b
 	return nil, blockRef{}, fmt.Errorf("block %d kept changing during the scan", to)
 }
 
-// deposit decodes a Transfer log to a watched address.
+// deposit decodes a Transfer log to a watched address. A transfer of zero
+// is no deposit: ERC-20 lets anyone send one to any address, and it moves
+// nothing.
 func (w *Watcher) deposit(l *types.Log, watched chains.Watchlist) (chains.Deposit, bool) {
 	if watched == nil || l.Removed || len(l.Topics) != 3 || l.Topics[0] != transferTopic || len(l.Data) != 32 {
 		return chains.Deposit{}, false
 	}
 	to := common.BytesToAddress(l.Topics[2][12:])
-	if !watched.Contains(normalized(to)) {
+	amount := new(big.Int).SetBytes(l.Data)
+	if amount.Sign() == 0 || !watched.Contains(normalized(to)) {
 		return chains.Deposit{}, false
 	}
 	return chains.Deposit{
@@ -380,7 +383,7 @@ func (w *Watcher) deposit(l *types.Log, watched chains.Watchlist) (chains.Deposi
 		Index:     l.Index,
 		From:      common.BytesToAddress(l.Topics[1][12:]).Hex(),
 		To:        to.Hex(),
-		Amount:    new(big.Int).SetBytes(l.Data),
+		Amount:    amount,
 		Block:     l.BlockNumber,
 		BlockHash: l.BlockHash.Hex(),
 	}, true

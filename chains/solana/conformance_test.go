@@ -21,6 +21,12 @@ func TestConformance(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
+	other, err := tc.dn.NewMint(context.Background())
+	require.NoError(t, err)
+	otherCfg := cfg
+	otherCfg.USDC = other.String()
+	otherNet, err := adapters.Network(context.Background(), chains.Solana, otherCfg)
+	require.NoError(t, err)
 	c := chainstest.Chain{
 		Network: connect(t),
 		Reopen:  func(t testing.TB) chains.Ledger { return connect(t).Ledger },
@@ -28,6 +34,13 @@ func TestConformance(t *testing.T) {
 		Fund: func(ctx context.Context, address string, amount *big.Int) (string, error) {
 			sig, err := tc.dn.Send(ctx, mustPub(t, address), amount.Uint64())
 			return sig.String(), err
+		},
+		OtherToken: chainstest.Token{
+			Ledger: otherNet.Ledger,
+			Fund: func(ctx context.Context, address string, amount *big.Int) (string, error) {
+				sig, err := tc.dn.MintTo(ctx, other, mustPub(t, address), amount.Uint64())
+				return sig.String(), err
+			},
 		},
 	}
 	chainstest.TestLedger(t, c)

@@ -420,16 +420,26 @@ func (w *Watcher) transaction(ctx context.Context, scan *pollScan, sig solana.Si
 	if tx, ok := scan.txs[sig]; ok {
 		return tx, nil
 	}
+	tx, err := getTransaction(ctx, w.rpc, sig, rpc.CommitmentConfirmed)
+	if err != nil {
+		return nil, err
+	}
+	scan.txs[sig] = tx
+	return tx, nil
+}
+
+// getTransaction reads a transaction at commitment, legacy and version 0
+// alike, its message as binary (what accountKeys and the matching read).
+func getTransaction(ctx context.Context, c *rpc.Client, sig solana.Signature, commitment rpc.CommitmentType) (*rpc.GetTransactionResult, error) {
 	maxVersion := uint64(0)
-	tx, err := w.rpc.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{
+	tx, err := c.GetTransaction(ctx, sig, &rpc.GetTransactionOpts{
 		Encoding:                       solana.EncodingBase64,
-		Commitment:                     rpc.CommitmentConfirmed,
+		Commitment:                     commitment,
 		MaxSupportedTransactionVersion: &maxVersion,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("solana: get transaction %s: %w", sig, err)
 	}
-	scan.txs[sig] = tx
 	return tx, nil
 }
 
