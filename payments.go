@@ -70,6 +70,16 @@ type depositTx struct {
 
 // apply records one watcher event, as the note at the top of this file says.
 func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
+	if ev.Deposit.Amount == nil || ev.Deposit.Amount.Sign() <= 0 {
+		// A transfer that moves nothing is no payment: anyone can send one
+		// to any address for the price of gas, and as a payment it would
+		// hold its session (no chain change, no cancel) and its settlement
+		// (nothing to sweep) for ever. Watchers do not report them
+		// (chains.Deposit); this keeps a watcher that does from doing harm.
+		d.s.logger.WarnContext(ctx, "deposit without value ignored", "chain", d.chain, "to", ev.Deposit.To,
+			"tx", ev.Deposit.TxHash, "amount", ev.Deposit.Amount)
+		return nil
+	}
 	stored, ok := d.addrs[d.s.wallets(d.chain).NormalizeAddress(ev.Deposit.To)]
 	if !ok {
 		stored = ev.Deposit.To

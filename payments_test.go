@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -441,4 +442,36 @@ func TestReorgedPaymentStopsCounting(t *testing.T) {
 	evs := f.sessionEvents(t, sess)
 	require.Equal(t, []string{EventPaymentDetected, EventSessionExpired, EventPaymentFailed}, eventTypes(evs))
 	require.Equal(t, FailReasonLate, evs[2].Data["reason"])
+}
+
+// TestZeroValueTransferIsNotAPayment: a transfer of nothing to a deposit
+// address (free for anyone to send) records no payment and sends no event,
+// so the session keeps its choices: the customer can still change chain and
+// the merchant cancel. Whether the watcher reports it or not (the chain's
+// own and an adapter that would).
+func TestZeroValueTransferIsNotAPayment(t *testing.T) {
+	ctx := context.Background()
+	f := newPaymentFixture(t)
+	sess, addr := f.open(t, "5.00")
+	f.pay(t, addr, 0)
+	f.mine(t, func() bool { return true })
+
+	zero := chains.DepositEvent{Kind: chains.DepositSeen, Required: 2, Confirmations: 1, Deposit: chains.Deposit{
+		Chain: chains.Base, TxHash: "0x" + strings.Repeat("ab", 32), From: addr.Hex(), To: addr.Hex(),
+		Amount: new(big.Int), Block: 1, BlockHash: "0x" + strings.Repeat("cd", 32)}}
+	f.applyEvents(t, zero)
+	final := zero
+	final.Kind, final.Confirmations = chains.DepositFinal, 2
+	f.applyEvents(t, final)
+
+	n, err := f.db.Ent.Payment.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "no payment")
+	require.Empty(t, f.sessionEvents(t, sess), "no event")
+	require.Equal(t, checkoutsession.StatusDetecting, f.reload(t, sess).Status)
+	_, err = f.svc.SelectPaymentMethod(ctx, sess.ExternalID, "", "base", "USDC")
+	require.NoError(t, err, "the customer can still choose")
+	cancelled, err := f.svc.CancelSession(ctx, &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}, sess.ExternalID)
+	require.NoError(t, err, "the merchant can still cancel")
+	require.Equal(t, checkoutsession.StatusCancelled, cancelled.Status)
 }
