@@ -1,6 +1,17 @@
 package chains
 
-import "context"
+import (
+	"context"
+	"time"
+)
+
+// DefaultRPCTimeout bounds each call an adapter makes to a chain's node
+// unless configured otherwise: a node that takes a request and never
+// answers must not hold its caller (a send's database work, a scan job)
+// for ever. Ten seconds is far above a healthy answer (a few hundred
+// milliseconds, an eth_getLogs over a large range a few seconds) and still
+// short enough to fail a request before its client gives up.
+const DefaultRPCTimeout = 10 * time.Second
 
 // Network is one configured chain: its ledger, and how to build a deposit
 // watcher resuming from saved state.

@@ -37,6 +37,9 @@ type Chain struct {
 	// PollInterval is how often Ledger.Wait asks about a transaction; 0 is
 	// the adapter's default.
 	PollInterval time.Duration
+	// RPCTimeout bounds each call to the chain's node, the ledger's and the
+	// watcher's alike; 0 is chains.DefaultRPCTimeout.
+	RPCTimeout time.Duration
 }
 
 // Network connects a chain's ledger and its deposit watcher factory.
@@ -52,6 +55,7 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 			GasKey:        c.GasKey,
 			Confirmations: c.Confirmations,
 			PollInterval:  c.PollInterval,
+			RPCTimeout:    c.RPCTimeout,
 		})
 		if err != nil {
 			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
@@ -65,14 +69,14 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 			Confirmations: c.Confirmations,
 		}, nil
 	}
-	l, err := solana.New(ctx, solana.Config{RPCURL: c.RPCURL, Mint: c.USDC, FeePayer: c.GasKey, PollInterval: c.PollInterval})
+	l, err := solana.New(ctx, solana.Config{RPCURL: c.RPCURL, Mint: c.USDC, FeePayer: c.GasKey, PollInterval: c.PollInterval, RPCTimeout: c.RPCTimeout})
 	if err != nil {
 		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
 	}
 	return chains.Network{
 		Ledger: l,
 		NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-			return solana.NewWatcher(solana.WatcherConfig{RPCURL: c.RPCURL, Mint: c.USDC, Required: c.Confirmations, State: st})
+			return solana.NewWatcher(solana.WatcherConfig{RPCURL: c.RPCURL, Mint: c.USDC, Required: c.Confirmations, State: st, RPCTimeout: c.RPCTimeout})
 		},
 		NewWatchlist:  solana.NewWatchlist,
 		Confirmations: c.Confirmations,

@@ -10,6 +10,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +42,11 @@ type Chain struct {
 	// OtherToken is another token on the same chain, with USDC's decimals
 	// (one the devnet creates): what moves it is never USDC.
 	OtherToken Token
+	// Connect connects the chain as the service does (USDC, the gas payer)
+	// through the node at rpcURL, each call to it bounded by rpcTimeout.
+	Connect func(t testing.TB, rpcURL string, rpcTimeout time.Duration) chains.Network
+	// RPCURL is the devnet's JSON-RPC endpoint (HTTP).
+	RPCURL string
 }
 
 // Token is a token on a chain under test: a ledger connected to it (the
@@ -498,4 +508,73 @@ func requireBalance(t testing.TB, l chains.Ledger, address string, units int64) 
 	got, err := l.Balance(context.Background(), address)
 	require.NoError(t, err)
 	require.Equal(t, big.NewInt(units).String(), got.String(), "balance of %s", address)
+}
+
+// TestRPCDeadline checks that no call to a node that takes requests and
+// never answers holds its caller past the RPC deadline, even a caller whose
+// own context never ends: ledger reads, transfers, lookups and watcher
+// polls all fail in time.
+func TestRPCDeadline(t *testing.T, c Chain) {
+	const deadline = 300 * time.Millisecond
+	ctx := context.Background() // no deadline of the caller's
+	url, hang := HangingProxy(t, c.RPCURL)
+	n := c.Connect(t, url, deadline)
+	w, err := n.NewWatcher(ctx, chains.WatcherState{})
+	require.NoError(t, err)
+	srcKey, src := fundedKey(t, c, 1_000_000)
+	_, dst := newKey(t, c)
+	fundTx, err := c.Fund(ctx, dst, big.NewInt(1))
+	require.NoError(t, err)
+	req := chains.TransferRequest{Key: srcKey, To: dst, Amount: big.NewInt(1_000), Ref: randomRef(t)}
+	list := n.NewWatchlist([]string{dst})
+
+	hang()
+	l := n.Ledger
+	for name, call := range map[string]func() error{
+		"Head":     func() error { _, err := l.Head(ctx); return err },
+		"Balance":  func() error { _, err := l.Balance(ctx, src); return err },
+		"Transfer": func() error { _, err := l.Transfer(ctx, req); return err },
+		"Receipt":  func() error { _, err := l.Receipt(ctx, fundTx); return err },
+		"FindTransfer": func() error {
+			_, _, err := l.FindTransfer(ctx, chains.TransferQuery{From: src, To: dst, Amount: req.Amount, Ref: req.Ref})
+			return err
+		},
+		"Poll": func() error { _, err := w.Poll(ctx, list); return err },
+	} {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			require.Error(t, err, name)
+			require.Less(t, time.Since(start), 10*deadline, name)
+		case <-time.After(time.Minute):
+			t.Fatalf("%s still waits on a hung node after a minute", name)
+		}
+	}
+}
+
+// HangingProxy forwards HTTP requests to target until hang is called; from
+// then on it holds every request unanswered until its client gives up (or
+// the test ends), as a node that accepts connections and never answers.
+func HangingProxy(t testing.TB, target string) (url string, hang func()) {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var hung atomic.Bool
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: frees held requests
+	return srv.URL, func() { hung.Store(true) }
 }

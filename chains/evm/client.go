@@ -50,6 +50,8 @@ type blockRef struct {
 // nil. found is false when the node has no block at that height.
 func blockAt(ctx context.Context, c Client, number *uint64) (ref blockRef, found bool, err error) {
 	if raw, ok := c.(rawRPC); ok && raw.Client() != nil {
+		ctx, cancel := boundCall(ctx, c)
+		defer cancel()
 		arg := "latest"
 		if number != nil {
 			arg = hexutil.EncodeUint64(*number)
@@ -107,7 +109,9 @@ func blocksAt(ctx context.Context, c Client, numbers []uint64) (map[uint64]block
 	for i, n := range numbers {
 		batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(n), false}, Result: &results[i]}
 	}
-	if err := raw.Client().BatchCallContext(ctx, batch); err != nil {
+	callCtx, cancel := boundCall(ctx, c)
+	defer cancel()
+	if err := raw.Client().BatchCallContext(callCtx, batch); err != nil {
 		return nil, err
 	}
 	for i, b := range batch {

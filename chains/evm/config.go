@@ -65,6 +65,10 @@ type Config struct {
 	// PollInterval is how often Wait asks for a receipt. Zero means 1s.
 	PollInterval time.Duration
 
+	// RPCTimeout bounds each call to the node, whatever the caller's
+	// context allows. Zero means chains.DefaultRPCTimeout.
+	RPCTimeout time.Duration
+
 	// AuthorizationTTL is how long a signed EIP-3009 authorization stays
 	// valid (its validBefore). Zero means one hour.
 	AuthorizationTTL time.Duration
@@ -106,6 +110,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = time.Second
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = chains.DefaultRPCTimeout
 	}
 	if c.AuthorizationTTL <= 0 {
 		c.AuthorizationTTL = time.Hour

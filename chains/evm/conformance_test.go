@@ -44,6 +44,14 @@ func startConformanceChain(t *testing.T, name chains.Name) chainstest.Chain {
 	otherNet, err := adapters.Network(ctx, name, otherCfg)
 	require.NoError(t, err)
 	return chainstest.Chain{
+		RPCURL: dn.RPCURL,
+		Connect: func(t testing.TB, rpcURL string, rpcTimeout time.Duration) chains.Network {
+			cfg := cfg
+			cfg.RPCURL, cfg.RPCTimeout = rpcURL, rpcTimeout
+			n, err := adapters.Network(context.Background(), name, cfg)
+			require.NoError(t, err)
+			return n
+		},
 		Network: connect(t),
 		Reopen:  func(t testing.TB) chains.Ledger { return connect(t).Ledger },
 		Wallets: evm.Wallets{},
@@ -68,6 +76,7 @@ func TestConformance(t *testing.T) {
 			c := startConformanceChain(t, name)
 			chainstest.TestLedger(t, c)
 			t.Run("Watcher", func(t *testing.T) { chainstest.TestWatcher(t, c) })
+			t.Run("RPCDeadline", func(t *testing.T) { chainstest.TestRPCDeadline(t, c) })
 		})
 	}
 }

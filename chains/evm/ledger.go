@@ -105,15 +105,17 @@ func newLedger(ctx context.Context, cfg Config, client Client) (*Ledger, error) 
 }
 
 // connect returns the injected client or dials RPCURL.
+// Every call on the client it returns has the configured deadline
+// (deadlineClient).
 func connect(ctx context.Context, cfg Config) (Client, *ethclient.Client, error) {
 	if cfg.Client != nil {
-		return cfg.Client, nil, nil
+		return withDeadline(cfg.Client, cfg.RPCTimeout), nil, nil
 	}
 	c, err := ethclient.DialContext(ctx, cfg.RPCURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("evm: %s: dialing RPC: %w", cfg.Chain, err)
 	}
-	return c, c, nil
+	return withDeadline(c, cfg.RPCTimeout), c, nil
 }
 
 // checkChain verifies the node's chain id and that the token has code.

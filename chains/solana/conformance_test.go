@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,6 +29,14 @@ func TestConformance(t *testing.T) {
 	otherNet, err := adapters.Network(context.Background(), chains.Solana, otherCfg)
 	require.NoError(t, err)
 	c := chainstest.Chain{
+		RPCURL: tc.dn.RPCURL,
+		Connect: func(t testing.TB, rpcURL string, rpcTimeout time.Duration) chains.Network {
+			cfg := cfg
+			cfg.RPCURL, cfg.RPCTimeout = rpcURL, rpcTimeout
+			n, err := adapters.Network(context.Background(), chains.Solana, cfg)
+			require.NoError(t, err)
+			return n
+		},
 		Network: connect(t),
 		Reopen:  func(t testing.TB) chains.Ledger { return connect(t).Ledger },
 		Wallets: agentsolana.Wallets{},
@@ -45,6 +54,7 @@ func TestConformance(t *testing.T) {
 	}
 	chainstest.TestLedger(t, c)
 	t.Run("Watcher", func(t *testing.T) { chainstest.TestWatcher(t, c) })
+	t.Run("RPCDeadline", func(t *testing.T) { chainstest.TestRPCDeadline(t, c) })
 }
 
 func TestWalletsConformance(t *testing.T) {

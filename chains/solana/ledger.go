@@ -47,6 +47,9 @@ type Config struct {
 	// set, so the priority fee stays small. Default 60,000 (an ATA create
 	// plus TransferChecked use about 30,000).
 	ComputeUnitLimit uint32
+	// RPCTimeout bounds each call to the node, whatever the caller's
+	// context allows. Default chains.DefaultRPCTimeout.
+	RPCTimeout time.Duration
 }
 
 // Ledger implements chains.Ledger for SPL USDC on Solana.
@@ -96,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 		cfg.ComputeUnitLimit = 60_000
 	}
 	l := &Ledger{
-		rpc:          rpc.New(cfg.RPCURL),
+		rpc:          newRPC(cfg.RPCURL, cfg.RPCTimeout),
 		mint:         mint,
 		decimals:     cfg.Decimals,
 		feePayer:     feePayer,

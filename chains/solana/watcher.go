@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -39,6 +40,9 @@ type WatcherConfig struct {
 	Lookback uint64
 	// State resumes a previous watcher (see Watcher.State).
 	State chains.WatcherState
+	// RPCTimeout bounds each call to the node. Default
+	// chains.DefaultRPCTimeout.
+	RPCTimeout time.Duration
 }
 
 // Watcher implements chains.Watcher: it finds USDC deposits to the
@@ -121,7 +125,7 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 		cfg.Lookback = 150
 	}
 	w := &Watcher{
-		rpc:      rpc.New(cfg.RPCURL),
+		rpc:      newRPC(cfg.RPCURL, cfg.RPCTimeout),
 		mint:     mint,
 		required: cfg.Required,
 		batch:    cfg.BatchSize,

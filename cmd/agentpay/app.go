@@ -100,12 +100,13 @@ func devMasterKey(cfg config) ([]byte, error) {
 }
 
 // buildNetworks connects every configured chain of one mode; the treasury
-// pays gas and fees.
-func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
+// pays gas and fees, and every call to a node is bounded by rpcTimeout.
+func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys, rpcTimeout time.Duration) (chains.Networks, error) {
 	nets := chains.Networks{}
 	for name, cc := range cfgs {
 		n, err := adapters.Network(ctx, name, adapters.Chain{
 			RPCURL: cc.RPCURL, USDC: cc.USDC, Confirmations: cc.Confirmations, GasKey: treasury.Key(name),
+			RPCTimeout: rpcTimeout,
 		})
 		if err != nil {
 			return nil, err
@@ -250,12 +251,12 @@ func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs,
 // service connects the configured chains (test mode may be overridden by
 // the devnets) and builds the service layer.
 func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, inserter jobs.Inserter) (*agentpay.Service, error) {
-	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury)
+	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury, cfg.RPCTimeout)
 	if err != nil {
 		return nil, err
 	}
 	if test == nil {
-		if test, err = buildNetworks(ctx, cfg.Chains[agentpay.ModeTest], p.treasury); err != nil {
+		if test, err = buildNetworks(ctx, cfg.Chains[agentpay.ModeTest], p.treasury, cfg.RPCTimeout); err != nil {
 			return nil, err
 		}
 	}

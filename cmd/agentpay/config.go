@@ -32,8 +32,10 @@ type config struct {
 	AuthCacheTTL       time.Duration // 0: off
 	RegisterRateLimit  int
 	DevBlockTime       time.Duration
-	AllowedOrigins     []string
-	LogLevel           string
+	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
+	RPCTimeout     time.Duration
+	AllowedOrigins []string
+	LogLevel       string
 	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
 	// always uses the devnets.
 	AgentMode agentpay.Mode
@@ -91,6 +93,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
 		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
+		RPCTimeout:        p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
 		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		AgentMode:         agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
 	}

@@ -27,6 +27,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 20, c.RegisterRateLimit)
 	require.Equal(t, 500*time.Millisecond, c.AuthCacheTTL)
 	require.Equal(t, time.Second, c.DevBlockTime)
+	require.Equal(t, 10*time.Second, c.RPCTimeout)
 	require.Contains(t, c.DatabaseURL, "agentpay.db")
 	require.Nil(t, c.MasterKey)
 	require.Empty(t, c.Chains[agentpay.ModeLive])
@@ -67,6 +68,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"AUTH_CACHE_TTL", "briefly"},
 		{"REGISTER_RATE_LIMIT", "many"},
 		{"DEV_BLOCK_TIME", "0"},
+		{"RPC_TIMEOUT", "0"},
 		{"BASE_URL", "not a url"},
 		{"MASTER_KEY", "c2hvcnQ="},
 		{"CHAIN_BASE_RPC_URL", "ftp://x"},

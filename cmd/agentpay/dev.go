@@ -160,7 +160,7 @@ func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.Tr
 	for _, c := range d.Chains() {
 		cfgs[c.Chain] = chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}
 	}
-	return buildNetworks(ctx, cfgs, treasury)
+	return buildNetworks(ctx, cfgs, treasury, cfg.RPCTimeout)
 }
 
 func (d *devnets) Chains() []agentpay.DevChain {
