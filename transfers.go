@@ -109,11 +109,16 @@ type SendResult struct {
 // (ErrInsufficientFunds).
 //
 // Available balance is the on-chain balance minus the sender's sends in
-// flight on that chain. It is read and the pending row written in one
-// transaction holding the sender's wallet rows locked (SELECT ... FOR UPDATE
-// on PostgreSQL; SQLite's one connection and immediate transactions
-// serialise it), so concurrent sends, from any number of API instances,
-// never spend the same money twice.
+// flight on that chain. It is read before the send's transaction (no RPC
+// call runs while the transaction holds its locks, and on SQLite every
+// writer), then the transaction takes the sender's wallet rows locked
+// (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one connection and
+// immediate transactions serialise it), checks that no send was recorded
+// from the wallet since the read, and writes the pending row; so concurrent
+// sends, from any number of API instances, never spend the same money twice
+// (planSend says why). When sends were recorded meanwhile the balance is
+// read again; after maxSendAttempts reads it is read under the lock, the
+// one way to stop a stream of concurrent sends from the same wallet.
 func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*SendResult, error) {
 	units, err := validateSendAmount(req.AmountUSD)
 	if err != nil {
@@ -148,83 +153,80 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		return nil, fmt.Errorf("send: random ref: %w", err)
 	}
 
-	var (
-		t         *ent.Transfer
-		recipient *ent.Agent
-	)
-	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		// Only tx is used in here: on SQLite the pool's one connection is
-		// this transaction's.
-		var err error
-		recipient, err = tx.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
-		if ent.IsNotFound(err) {
-			return fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
-		}
-		if err != nil {
-			return fmt.Errorf("send: reading recipient: %w", err)
-		}
-		if recipient.ID == from.ID {
-			return Invalid("to_username", "cannot send to yourself")
-		}
-		// The per-wallet lock: every custodial wallet of the sender, in id
-		// order (one order for everyone, so two locks never deadlock). Both
-		// are locked, not just the chosen one, because the daily limit spans
-		// chains.
-		senderWallets, err := store.ForUpdate(s.cfg.DB, tx.Wallet.Query().
-			Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).
-			Order(ent.Asc(wallet.FieldID))).All(ctx)
-		if err != nil {
-			return fmt.Errorf("send: locking wallets: %w", err)
-		}
-		recipientWallets, err := tx.Wallet.Query().
-			Where(wallet.AgentID(recipient.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
-		if err != nil {
-			return fmt.Errorf("send: reading recipient wallets: %w", err)
-		}
+	recipient, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("send: reading recipient: %w", err)
+	}
+	if recipient.ID == from.ID {
+		return nil, Invalid("to_username", "cannot send to yourself")
+	}
+	candidates := sendChainOrder
+	if chain != "" {
+		candidates = []chains.Name{chain}
+	}
 
-		sent, err := sentToday(ctx, tx.Transfer, from.ID, s.now())
+	var t *ent.Transfer
+	for attempt := 1; ; attempt++ {
+		// The balances are read from the chains before the transaction:
+		// an RPC call (however bounded) must not hold the wallet lock, nor
+		// on SQLite every writer. The transaction then checks that nothing
+		// was sent from the wallet since (sendBalance.moved).
+		plan, err := s.planSend(ctx, s.cfg.DB.Ent, from, recipient, candidates, units)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if USDCAmount(sent + units).GreaterThan(limits.Daily) {
-			return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
-				ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
-		}
-
-		candidates := sendChainOrder
-		if chain != "" {
-			candidates = []chains.Name{chain}
-		}
-		var shortfalls []string
-		for _, c := range candidates {
-			sw, rw := walletOn(senderWallets, c), walletOn(recipientWallets, c)
-			if sw == nil || rw == nil {
-				if chain != "" {
-					return Invalid("chain", "sender and recipient do not both hold a wallet on %s", c)
-				}
-				continue
+		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+			// Only tx is used in here: on SQLite the pool's one connection
+			// is this transaction's.
+			//
+			// The per-wallet lock: every custodial wallet of the sender, in
+			// id order (one order for everyone, so two locks never
+			// deadlock). Both are locked, not just the chosen one, because
+			// the daily limit spans chains.
+			if _, err := store.ForUpdate(s.cfg.DB, tx.Wallet.Query().
+				Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).
+				Order(ent.Asc(wallet.FieldID))).All(ctx); err != nil {
+				return fmt.Errorf("send: locking wallets: %w", err)
 			}
-			ledger, err := s.agentLedger(c)
-			if err != nil {
-				if chain != "" {
-					return err
-				}
-				continue
-			}
-			available, err := s.available(ctx, tx, ledger, from.ID, sw.Address)
+			sent, err := sentToday(ctx, tx.Transfer, from.ID, s.now())
 			if err != nil {
 				return err
 			}
-			if available < units {
-				shortfalls = append(shortfalls, fmt.Sprintf("%s USDC on %s", USDCAmount(available), c))
-				continue
+			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
+				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
+					ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
 			}
+			if plan.chosen != nil {
+				moved, err := plan.chosen.moved(ctx, tx)
+				if err != nil {
+					return err
+				}
+				if moved && attempt < maxSendAttempts {
+					return errBalanceMoved
+				}
+				if moved {
+					// Sends from the wallet keep being recorded between our
+					// read and our lock: only the lock can stop them, so
+					// this time the balance is read under it (the RPC
+					// deadline bounds the wait).
+					if plan, err = s.planSend(ctx, tx.Client(), from, recipient, candidates, units); err != nil {
+						return err
+					}
+				}
+			}
+			if plan.chosen == nil {
+				return plan.refusal(req.AmountUSD)
+			}
+			b := plan.chosen
 			t, err = tx.Transfer.Create().
 				SetFromAgentID(from.ID).
 				SetToAgentID(recipient.ID).
-				SetChain(string(c)).
-				SetFromAddress(sw.Address).
-				SetToAddress(rw.Address).
+				SetChain(string(b.chain)).
+				SetFromAddress(b.from).
+				SetToAddress(b.to).
 				SetAmount(units).
 				SetFee(fee).
 				SetNet(units - fee).
@@ -236,15 +238,14 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 				return fmt.Errorf("send: recording transfer: %w", err)
 			}
 			return req.idempotency.link(ctx, tx, t.ID)
+		})
+		if errors.Is(err, errBalanceMoved) {
+			continue
 		}
-		if len(shortfalls) == 0 {
-			return Invalid("chain", "no chain is available for this send")
+		if err != nil {
+			return nil, err
 		}
-		return fmt.Errorf("%w: %s USDC needed, available: %s (sends in flight count as spent)",
-			ErrInsufficientFunds, req.AmountUSD, strings.Join(shortfalls, ", "))
-	})
-	if err != nil {
-		return nil, err
+		break
 	}
 
 	wait := req.Wait
@@ -297,28 +298,138 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-// available is the wallet's on-chain balance minus the sender's sends in
-// flight from it, in base units. Called under the wallet lock; the RPC read
-// is the one slow step there.
-func (s *Service) available(ctx context.Context, tx *ent.Tx, ledger chains.Ledger, agentID uuid.UUID, address string) (int64, error) {
-	bal, err := ledger.Balance(ctx, address)
+// maxSendAttempts is how often a send reads the balances before its
+// transaction; when another send from the wallet was recorded after each
+// of them, the last read is taken under the wallet lock.
+const maxSendAttempts = 3
+
+// errBalanceMoved: a send was recorded from the wallet after its balance
+// was read; the read must be taken again.
+var errBalanceMoved = errors.New("send: the wallet's sends changed since its balance was read")
+
+// sendPlan is what a send learnt before its transaction: the first
+// candidate chain whose available balance covers the amount (nil when
+// none), and the shortfall of each read that did not.
+type sendPlan struct {
+	chosen     *sendBalance
+	shortfalls []string
+	// noChain: no candidate had wallets of both agents and a ledger.
+	noChain bool
+}
+
+func (p *sendPlan) refusal(amount decimal.Decimal) error {
+	if p.noChain || len(p.shortfalls) == 0 {
+		return Invalid("chain", "no chain is available for this send")
+	}
+	return fmt.Errorf("%w: %s USDC needed, available: %s (sends in flight count as spent)",
+		ErrInsufficientFunds, amount, strings.Join(p.shortfalls, ", "))
+}
+
+// sendBalance is a wallet's available balance on one chain as read before
+// the send's transaction: the on-chain balance minus the sender's sends in
+// flight from the wallet, and how many sends the wallet had then.
+type sendBalance struct {
+	chain     chains.Name
+	agentID   uuid.UUID
+	from, to  string // sender's and recipient's wallet addresses
+	sends     int    // every transfer ever recorded from the wallet
+	available int64
+}
+
+// planSend reads, outside any transaction, the available balance of the
+// sender's wallet on each candidate chain in order (both agents holding a
+// wallet there, its ledger configured), until one covers units.
+//
+// Why the order of the reads makes this safe: a send is recorded only
+// under the wallet lock (Send), so sendBalance.still, under that lock,
+// finding the wallet's count of sends unchanged proves no send was recorded
+// since the count was read. The sends in flight are summed after the count
+// and before the balance, so every transfer that may not be in the balance
+// read is subtracted: one that completes in between is subtracted although
+// its debit is already on chain, which errs on the side of refusing.
+//
+// db reads the database: the plain client before the send's transaction,
+// the transaction's under the lock.
+func (s *Service) planSend(ctx context.Context, db *ent.Client, from, to *ent.Agent, candidates []chains.Name, units int64) (*sendPlan, error) {
+	senderWallets, err := db.Wallet.Query().
+		Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("send: reading wallets: %w", err)
+	}
+	recipientWallets, err := db.Wallet.Query().
+		Where(wallet.AgentID(to.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("send: reading recipient wallets: %w", err)
+	}
+	explicit := len(candidates) == 1
+	plan := &sendPlan{noChain: true}
+	for _, c := range candidates {
+		sw, rw := walletOn(senderWallets, c), walletOn(recipientWallets, c)
+		if sw == nil || rw == nil {
+			if explicit {
+				return nil, Invalid("chain", "sender and recipient do not both hold a wallet on %s", c)
+			}
+			continue
+		}
+		ledger, err := s.agentLedger(c)
+		if err != nil {
+			if explicit {
+				return nil, err
+			}
+			continue
+		}
+		plan.noChain = false
+		b := &sendBalance{chain: c, agentID: from.ID, from: sw.Address, to: rw.Address}
+		if err := s.readAvailable(ctx, db, ledger, b); err != nil {
+			return nil, err
+		}
+		if b.available >= units {
+			plan.chosen = b
+			return plan, nil
+		}
+		plan.shortfalls = append(plan.shortfalls, fmt.Sprintf("%s USDC on %s", USDCAmount(b.available), c))
+	}
+	return plan, nil
+}
+
+// walletSends selects the transfers recorded from the sender's wallet on
+// b's chain.
+func (b *sendBalance) walletSends(q *ent.TransferQuery) *ent.TransferQuery {
+	return q.Where(transfer.FromAgentID(b.agentID), transfer.Chain(string(b.chain)), transfer.FromAddress(b.from))
+}
+
+// readAvailable fills b: the count of the wallet's sends, then the sum of
+// those in flight, then the balance on chain, in that order (planSend).
+func (s *Service) readAvailable(ctx context.Context, db *ent.Client, ledger chains.Ledger, b *sendBalance) error {
+	n, err := b.walletSends(db.Transfer.Query()).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("send: counting sends: %w", err)
+	}
+	inFlight, err := sumAmounts(ctx, b.walletSends(db.Transfer.Query()).
+		Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)))
+	if err != nil {
+		return err
+	}
+	bal, err := ledger.Balance(ctx, b.from)
 	if err != nil {
 		s.logger.WarnContext(ctx, "send: balance read", "chain", ledger.Chain(), "err", err)
-		return 0, fmt.Errorf("%w: cannot read the balance on %s", ErrUnavailable, ledger.Chain())
-	}
-	inFlight, err := sumAmounts(ctx, tx.Transfer.Query().Where(
-		transfer.FromAgentID(agentID),
-		transfer.Chain(string(ledger.Chain())),
-		transfer.FromAddress(address),
-		transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted),
-	))
-	if err != nil {
-		return 0, err
+		return fmt.Errorf("%w: cannot read the balance on %s", ErrUnavailable, ledger.Chain())
 	}
 	if !bal.IsInt64() {
-		return 0, fmt.Errorf("send: balance %s out of range", bal)
+		return fmt.Errorf("send: balance %s out of range", bal)
 	}
-	return bal.Int64() - inFlight, nil
+	b.sends, b.available = n, bal.Int64()-inFlight
+	return nil
+}
+
+// moved reports, under the wallet lock, whether a send was recorded from
+// the wallet since b was read: b's available balance no longer holds.
+func (b *sendBalance) moved(ctx context.Context, tx *ent.Tx) (bool, error) {
+	n, err := b.walletSends(tx.Transfer.Query()).Count(ctx)
+	if err != nil {
+		return false, fmt.Errorf("send: counting sends: %w", err)
+	}
+	return n != b.sends, nil
 }
 
 // sumAmounts sums the amount column of the selected transfers in SQL

@@ -3,9 +3,13 @@ package agentpay
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"math/big"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
 )
@@ -328,3 +333,94 @@ func TestConcurrentSendsNeverOverdraw(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// balanceProbe is a real ledger with a hook run after each balance read: the
+// chain answers, the hook watches what else can happen meanwhile.
+type balanceProbe struct {
+	chains.Ledger
+	afterBalance func()
+}
+
+func (p *balanceProbe) Balance(ctx context.Context, address string) (*big.Int, error) {
+	b, err := p.Ledger.Balance(ctx, address)
+	if p.afterBalance != nil {
+		p.afterBalance()
+	}
+	return b, err
+}
+
+// withBaseLedger is e's service with base's ledger replaced by l.
+func (e *sendEnv) withBaseLedger(t *testing.T, l chains.Ledger) *Service {
+	t.Helper()
+	nets := maps.Clone(e.env.Test)
+	n := nets[chains.Base]
+	n.Ledger = l
+	nets[chains.Base] = n
+	return newTestService(t, e.env, Config{AgentMode: ModeTest, Test: nets})
+}
+
+// TestSendReadsBalanceOutsideItsTransaction: while a send reads the chain no
+// transaction of it is open, so another writer can take the sender's wallet
+// rows (on SQLite, the database) at that very moment: a slow or hung RPC
+// holds up no one else's writes.
+func TestSendReadsBalanceOutsideItsTransaction(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Base, "10")
+
+	var (
+		reads   int
+		blocked error
+	)
+	probe := &balanceProbe{Ledger: e.ledger(chains.Base)}
+	probe.afterBalance = func() {
+		reads++
+		lockCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		blocked = errors.Join(blocked, e.db.WithTx(lockCtx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+			_, err := store.ForUpdate(e.db, tx.Wallet.Query().Where(wallet.AgentID(alice.ID))).All(ctx)
+			return err
+		}))
+	}
+	res, err := e.withBaseLedger(t, probe).Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", res.Status)
+	require.Positive(t, reads)
+	require.NoError(t, blocked, "the balance was read while the send held the wallet")
+}
+
+// TestSendRechecksAfterAConcurrentSend: a send recorded from the same wallet
+// between another send's balance read and its lock makes that one read
+// again, so the two never spend more than the wallet holds between them:
+// the second is refused and nothing more is recorded.
+func TestSendRechecksAfterAConcurrentSend(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Base, "10")
+
+	var (
+		fired    atomic.Bool
+		inner    *SendResult
+		innerErr error
+		svc      *Service
+	)
+	probe := &balanceProbe{Ledger: e.ledger(chains.Base)}
+	probe.afterBalance = func() {
+		// The outer send has read 10 USDC; another send of 6 goes through
+		// before it takes the lock.
+		if fired.CompareAndSwap(false, true) {
+			inner, innerErr = svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
+		}
+	}
+	svc = e.withBaseLedger(t, probe)
+	_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
+	require.NoError(t, innerErr)
+	require.Equal(t, "completed", inner.Status)
+	require.ErrorIs(t, err, ErrInsufficientFunds)
+	n, err := e.db.Ent.Transfer.Query().Where(transfer.FromAgentID(alice.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the refused send recorded nothing")
+	requireDecimal(t, "4", e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base)))
+}
