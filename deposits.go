@@ -54,6 +54,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 		s.watchers.drop(key)
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
 	}
+	if head := w.Head(); head > 0 {
+		s.heads.Put(headKey{mode, chain}, head) // what the chains' readers are shown
+	}
 	state := w.State()
 	byNorm := make(map[string]string, len(addrs))
 	for _, a := range addrs {

@@ -11,9 +11,9 @@
 // to it (payments.go), and so on. The machinery the rules use lives behind
 // internal/: the database and its transactions (internal/store), keys,
 // secrets and ids (internal/vault), rate limit counting (internal/ratelimit),
-// the authentication cache (internal/authcache), the live feeds
-// (internal/statusbus); the chains are reached through package chains'
-// interfaces only. Every rule reads the time from the service's one clock
+// the authentication cache (internal/authcache), the chains' heads
+// (internal/headcache), the live feeds (internal/statusbus); the chains are
+// reached through package chains' interfaces only. Every rule reads the time from the service's one clock
 // (Config.Clock, internal/clock), which tests move.
 //
 // # A change and what it causes commit together

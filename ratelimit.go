@@ -23,6 +23,13 @@ import (
 // its counters) per minute and per hour by trust tier; unauthenticated
 // endpoints per client IP: Config.IPRateLimit requests a minute and
 // Config.RegisterRateLimit registrations an hour, 0 turning either off.
+//
+// What a process serves of its own is limited per process: readiness probes
+// (Config.ProbeRateLimit a minute per client IP, since /readyz answers for
+// the process that serves it, and an orchestrator probes each process on
+// its own), and long-lived connections (Config.ConnectionsPerIP GraphQL
+// websockets open at once per client IP, each holding this process's
+// memory and its subscriptions' work).
 
 // RateKind is what a client-IP limit counts.
 type RateKind string
@@ -34,6 +41,9 @@ const (
 	// RateRegistration is a registration attempt (agent or merchant):
 	// Config.RegisterRateLimit per hour.
 	RateRegistration RateKind = "registration"
+	// RateProbe is a readiness probe (/readyz): Config.ProbeRateLimit per
+	// minute, counted by each process for itself.
+	RateProbe RateKind = "probe"
 )
 
 // RateDecision is the outcome of a rate limit check, with the figures of the
@@ -70,16 +80,28 @@ func rateRefusal(dec RateDecision, err error, what, whose string) error {
 type rateLimits struct {
 	agents *ratelimit.Limit[uuid.UUID]
 	ips    map[RateKind]*ratelimit.Limit[string]
+	// connections are the client IPs' open long-lived connections in this
+	// process; nil: no limit.
+	connections *ratelimit.Slots[string]
 }
 
-// newRateLimits counts on one limiter, whose windows follow the service's
-// clock.
+// newRateLimits counts on one limiter shared by every instance (and one of
+// this process's own for the per-process kinds), whose windows follow the
+// service's clock.
 func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 	limiter := ratelimit.New(cfg.DB, logger, cfg.Clock)
+	local := ratelimit.NewLocal(logger, cfg.Clock)
 	l := rateLimits{agents: ratelimit.NewLimit[uuid.UUID](limiter, agentRateScheme, &agentKeySource),
 		ips: make(map[RateKind]*ratelimit.Limit[string], len(ipRates))}
-	for kind := range ipRates {
-		l.ips[kind] = ratelimit.NewLimit[string](limiter, ipRateScheme(kind, cfg), nil)
+	for kind, r := range ipRates {
+		lim := limiter
+		if r.perProcess {
+			lim = local
+		}
+		l.ips[kind] = ratelimit.NewLimit[string](lim, ipRateScheme(kind, cfg), nil)
+	}
+	if cfg.ConnectionsPerIP > 0 {
+		l.connections = ratelimit.NewSlots[string](cfg.ConnectionsPerIP)
 	}
 	return l
 }
@@ -121,16 +143,20 @@ func agentRateRefusal(dec RateDecision, err error, tier string) error {
 }
 
 // ipRates are the per-client-IP limits: each kind's window, its limit in
-// the configuration, and what it counts.
+// the configuration, what it counts, and whether each process counts its
+// own.
 var ipRates = map[RateKind]struct {
-	window ratelimit.Window
-	limit  func(Config) int
-	what   string
+	window     ratelimit.Window
+	limit      func(Config) int
+	what       string
+	perProcess bool
 }{
 	RateRequest: {ratelimit.Window{Name: "minute", Seconds: 60},
-		func(c Config) int { return c.IPRateLimit }, "requests"},
+		func(c Config) int { return c.IPRateLimit }, "requests", false},
 	RateRegistration: {ratelimit.Window{Name: "hour", Key: "register", Seconds: 3600},
-		func(c Config) int { return c.RegisterRateLimit }, "registrations"},
+		func(c Config) int { return c.RegisterRateLimit }, "registrations", false},
+	RateProbe: {ratelimit.Window{Name: "minute", Key: "probe", Seconds: 60},
+		func(c Config) int { return c.ProbeRateLimit }, "readiness probes", true},
 }
 
 // ipRateScheme limits each client address (ipScope) in kind's window, by
@@ -153,6 +179,23 @@ func (s *Service) AllowIP(ctx context.Context, ip string, kind RateKind) (RateDe
 	}
 	dec, err := l.Allow(ctx, ratelimit.Subject[string]{ID: ipScope(ip)})
 	return dec, rateRefusal(dec, err, ipRates[kind].what, " from this address")
+}
+
+// OpenConnection takes one of the client IP's long-lived connections
+// (GraphQL websockets) in this process, Config.ConnectionsPerIP at once;
+// release gives it back when the connection ends. Over the limit it takes
+// nothing and answers ErrRateLimited. IPv6 clients count per /64, as for
+// the request limits.
+func (s *Service) OpenConnection(ip string) (release func(), err error) {
+	if s.rates.connections == nil {
+		return func() {}, nil
+	}
+	release, ok := s.rates.connections.Acquire(ipScope(ip))
+	if !ok {
+		return release, fmt.Errorf("%w: %d open connections from this address, the most this server takes at once",
+			ErrRateLimited, s.cfg.ConnectionsPerIP)
+	}
+	return release, nil
 }
 
 // ipScope is the counter key of a client address: the address itself for

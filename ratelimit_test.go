@@ -392,3 +392,34 @@ func TestAuthenticateAndAllowFollowsKeysAndTiers(t *testing.T) {
 	require.Equal(t, 100, dec.Limit)
 	require.Equal(t, "hour", dec.Window)
 }
+
+// TestProbesAndConnectionsCountPerProcess: readiness probes and open
+// connections are what one process serves, so each process counts its own
+// (two services on one database stand for two API processes), while the
+// request limit is shared.
+func TestProbesAndConnectionsCountPerProcess(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.Options{Clock: rateEpoch})
+	process := func() *Service { return newTestService(t, env, Config{ProbeRateLimit: 2, ConnectionsPerIP: 1}) }
+	one, two := process(), process()
+	ctx := context.Background()
+	for _, svc := range []*Service{one, two} {
+		for range 2 {
+			_, err := svc.AllowIP(ctx, "203.0.113.9", RateProbe)
+			require.NoError(t, err)
+		}
+		dec, err := svc.AllowIP(ctx, "203.0.113.9", RateProbe)
+		require.ErrorIs(t, err, ErrRateLimited)
+		require.Equal(t, "minute", dec.Window)
+	}
+
+	release, err := one.OpenConnection("2001:db8::1")
+	require.NoError(t, err)
+	_, err = one.OpenConnection("2001:db8::2")
+	require.ErrorIs(t, err, ErrRateLimited, "one /64 is one client")
+	_, err = two.OpenConnection("2001:db8::2")
+	require.NoError(t, err, "another process")
+	release()
+	_, err = one.OpenConnection("2001:db8::2")
+	require.NoError(t, err, "a closed connection frees its place")
+}

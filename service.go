@@ -13,6 +13,7 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/authcache"
 	"agentpay/internal/clock"
+	"agentpay/internal/headcache"
 	"agentpay/internal/jobs"
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
@@ -66,6 +67,12 @@ type Config struct {
 	// RegisterRateLimit registrations per client IP per hour; 0 turns one off.
 	IPRateLimit       int
 	RegisterRateLimit int
+	// ProbeRateLimit is readiness probes (/readyz) per client IP per minute,
+	// counted by each process for itself; ConnectionsPerIP the GraphQL
+	// websockets a client IP may hold open at once on one process. 0 turns
+	// either off.
+	ProbeRateLimit   int
+	ConnectionsPerIP int
 
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
@@ -80,6 +87,12 @@ type Config struct {
 	// rows); nil is the system clock. Tests move it (clock.Stub) instead of
 	// waiting or dating rows in the past.
 	Clock clock.Clock
+
+	// HeadCacheTTL is how old a chain's head may be when shown (the chains
+	// query, chainHead subscriptions, /readyz): older, it is read again, at
+	// most once per TTL per chain and mode whatever the number of readers
+	// (internal/headcache); 0 is DefaultHeadCacheTTL.
+	HeadCacheTTL time.Duration
 
 	// AuthCacheTTL is how long what an agent or merchant key authenticated
 	// is trusted without reading the key again (internal/authcache), and so
@@ -103,6 +116,8 @@ type Service struct {
 	// liveWebhooks and testWebhooks send webhook deliveries, each keeping
 	// its idle connections per receiver (newWebhookClient).
 	liveWebhooks, testWebhooks *http.Client
+	// heads are the chains' heads as this process last learnt them.
+	heads *headcache.Cache[headKey]
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -138,12 +153,16 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
+	if cfg.HeadCacheTTL <= 0 {
+		cfg.HeadCacheTTL = DefaultHeadCacheTTL
+	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
 		agentAuth: agents, merchantAuth: merchants,
-		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest)}, nil
+		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest),
+		heads: headcache.New[headKey](cfg.HeadCacheTTL)}, nil
 }
 
 // now is the time by the service's clock (Config.Clock), which every rule
@@ -193,8 +212,47 @@ type ChainStatus struct {
 	Error   string
 }
 
-// ChainStatuses asks every configured chain for its head, concurrently, so
-// one slow RPC does not add up with the others.
+// Chain heads: what the service shows of its chains (the GraphQL chains
+// query and chainHead subscriptions, /readyz) comes from this process's
+// head cache (internal/headcache), never straight from a node: anyone may
+// ask, as often as they like. The deposit scans this process runs feed it
+// at no extra call; a head older than Config.HeadCacheTTL is read again,
+// once per chain and mode however many ask. So a process costs each node at
+// most one head read per TTL for its readers (none where its own scans keep
+// the heads fresh, as in `agentpay dev`); a `serve` process, whose scans run
+// in a worker process, reads them on demand within that bound.
+
+// DefaultHeadCacheTTL is Config.HeadCacheTTL's default: about a block on
+// the faster chains, so a chainHead subscriber misses little.
+const DefaultHeadCacheTTL = time.Second
+
+// headKey names a chain's head in the cache.
+type headKey struct {
+	mode  Mode
+	chain chains.Name
+}
+
+// chainStatus is a chain's status as the head cache has it.
+func (s *Service) chainStatus(ctx context.Context, mode Mode, l chains.Ledger) ChainStatus {
+	st := ChainStatus{Chain: l.Chain(), Mode: mode, Token: l.Token()}
+	h := s.heads.Get(ctx, headKey{mode, l.Chain()}, func(ctx context.Context) (uint64, error) {
+		n, err := l.Head(ctx)
+		if err != nil {
+			s.logger.WarnContext(ctx, "chain head", "chain", l.Chain(), "mode", mode, "err", err)
+		}
+		return n, err
+	})
+	if h.Err != nil {
+		st.Error = "unreachable"
+		return st
+	}
+	st.Head, st.Healthy = h.Number, true
+	return st
+}
+
+// ChainStatuses reports every configured chain, from the head cache; heads
+// to read again are read concurrently, so one slow RPC does not add up with
+// the others.
 func (s *Service) ChainStatuses(ctx context.Context) []ChainStatus {
 	type probe struct {
 		mode   Mode
@@ -211,15 +269,7 @@ func (s *Service) ChainStatuses(ctx context.Context) []ChainStatus {
 	for i, p := range probes {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			st := ChainStatus{Chain: p.ledger.Chain(), Mode: p.mode, Token: p.ledger.Token()}
-			head, err := p.ledger.Head(ctx)
-			if err != nil {
-				st.Error = "unreachable"
-				s.logger.WarnContext(ctx, "chain head", "chain", st.Chain, "mode", p.mode, "err", err)
-			} else {
-				st.Head, st.Healthy = head, true
-			}
-			out[i] = st
+			out[i] = s.chainStatus(ctx, p.mode, p.ledger)
 		}()
 	}
 	for range probes {
@@ -243,7 +293,8 @@ func chainOrder(n chains.Name) int {
 	return len(chains.All)
 }
 
-// Ready reports whether the database and every configured chain answer.
+// Ready reports whether the database and every configured chain answer
+// (the chains as the head cache has them).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.cfg.DB.Ping(ctx); err != nil {
 		s.logger.WarnContext(ctx, "database ping", "err", err)
@@ -257,25 +308,18 @@ func (s *Service) Ready(ctx context.Context) error {
 	return nil
 }
 
-// ChainStatus reports one configured chain.
+// ChainStatus reports one configured chain, from the head cache.
 func (s *Service) ChainStatus(ctx context.Context, mode Mode, chain chains.Name) (ChainStatus, error) {
 	l, err := s.ledger(mode, chain)
 	if err != nil {
 		return ChainStatus{}, err
 	}
-	st := ChainStatus{Chain: chain, Mode: mode, Token: l.Token()}
-	head, err := l.Head(ctx)
-	if err != nil {
-		s.logger.WarnContext(ctx, "chain head", "chain", chain, "mode", mode, "err", err)
-		st.Error = "unreachable"
-		return st, nil
-	}
-	st.Head, st.Healthy = head, true
-	return st, nil
+	return s.chainStatus(ctx, mode, l), nil
 }
 
 // WatchChainHead sends the chain's status now and each time its head
-// advances (or its health changes), until ctx ends.
+// advances (or its health changes), until ctx ends. It looks every `every`,
+// in the head cache: subscribers add no calls to the chain's node.
 func (s *Service) WatchChainHead(ctx context.Context, mode Mode, chain chains.Name, every time.Duration) (<-chan ChainStatus, error) {
 	first, err := s.ChainStatus(ctx, mode, chain)
 	if err != nil {

@@ -198,6 +198,10 @@ type Watcher interface {
 	Poll(ctx context.Context, watched Watchlist) ([]DepositEvent, error)
 	// State is what a caller persists to resume after a restart.
 	State() WatcherState
+	// Head is the chain's head (block or slot, as Ledger.Head reads it) that
+	// the latest Poll read, 0 before any did: what a scan learns of the
+	// chain at no extra call, for callers that show heads.
+	Head() uint64
 }
 
 // WatcherState is a watcher's resumable position.

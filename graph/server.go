@@ -22,7 +22,8 @@ type HandlerConfig struct {
 	// AllowedOrigins may open websocket subscriptions from a browser besides
 	// the API's own host ("*" allows any).
 	AllowedOrigins []string
-	// HeadPollInterval is how often chain head subscriptions look for a new head.
+	// HeadPollInterval is how often chain head subscriptions look for a new
+	// head (in the service's head cache: no call to a node).
 	HeadPollInterval time.Duration
 }
 
@@ -52,7 +53,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.AroundOperations(newOperationAuth)
-	return withRequestCredentials(srv)
+	return withRequestCredentials(limitConnections(cfg.Service, srv))
 }
 
 // NewPlayground serves the GraphQL playground for the endpoint.

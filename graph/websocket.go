@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+
+	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // gorillaWebsocket plugs gorilla/websocket into gqlgen's websocket transport.
@@ -71,4 +75,27 @@ func (c *gorillaConn) NextReader() (int, io.Reader, error) {
 
 func (c *gorillaConn) WriteClose(code int, message string) error {
 	return c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), time.Now().Add(time.Second))
+}
+
+// limitConnections holds, for each websocket, one of its client IP's
+// connections on this process (Service.OpenConnection) for as long as the
+// connection lives (the transport serves it within the request). An upgrade
+// over the limit is refused with 429 {"detail"} before any websocket work;
+// the hosted checkout page then falls back to polling.
+func limitConnections(svc *agentpay.Service, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !websocket.IsWebSocketUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		release, err := svc.OpenConnection(httpx.ClientIP(r))
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_ = json.NewEncoder(w).Encode(map[string]string{"detail": err.Error()})
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
 }

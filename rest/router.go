@@ -53,7 +53,9 @@ func NewRouter(cfg Config) http.Handler {
 	})
 
 	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
+	// Readiness costs a database ping: limited per client IP, per process
+	// (the process is what it answers for).
+	r.With(s.limitIP(agentpay.RateProbe)).Get("/readyz", s.readyz)
 	r.Get("/openapi.json", s.openAPI)
 
 	r.Route("/agents", func(r chi.Router) {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -70,8 +71,12 @@ func TestHealthAndReadiness(t *testing.T) {
 	require.Equal(t, "ready", body["status"])
 
 	require.NoError(t, chain.Close())
-	status, body = do(t, h, http.MethodGet, "/readyz", "")
-	require.Equal(t, http.StatusServiceUnavailable, status)
+	// Once the cached head is older than HEAD_CACHE_TTL (1 s), it is read
+	// again and the chain found down.
+	require.Eventually(t, func() bool {
+		status, body = do(t, h, http.MethodGet, "/readyz", "")
+		return status == http.StatusServiceUnavailable
+	}, 10*time.Second, 50*time.Millisecond)
 	require.Contains(t, body["detail"], "base")
 
 	status, _ = do(t, h, http.MethodGet, "/healthz", "")

@@ -290,9 +290,13 @@ func TestWatcher(t *testing.T, c Chain) {
 
 	w1, err := c.Network.NewWatcher(ctx, chains.WatcherState{})
 	require.NoError(t, err)
+	require.Zero(t, w1.Head(), "no poll yet")
+	before, err := c.Network.Ledger.Head(ctx)
+	require.NoError(t, err)
 	evs, err := w1.Poll(ctx, list)
 	require.NoError(t, err)
 	require.Empty(t, evs, "nothing deposited yet")
+	require.GreaterOrEqual(t, w1.Head(), before, "the head the poll read")
 
 	// Neither a zero-value USDC transfer nor another token is a deposit:
 	// anyone can send either to any address.
@@ -578,3 +582,22 @@ func HangingProxy(t testing.TB, target string) (url string, hang func()) {
 	t.Cleanup(func() { close(stop) }) // runs first: frees held requests
 	return srv.URL, func() { hung.Store(true) }
 }
+
+// HeadCounter is a ledger that counts its Head calls (each one a call to
+// the node), for tests of what reading heads costs.
+type HeadCounter struct {
+	chains.Ledger
+	calls atomic.Int64
+}
+
+// CountHeads wraps l.
+func CountHeads(l chains.Ledger) *HeadCounter { return &HeadCounter{Ledger: l} }
+
+// Head counts the call and asks the ledger.
+func (h *HeadCounter) Head(ctx context.Context) (uint64, error) {
+	h.calls.Add(1)
+	return h.Ledger.Head(ctx)
+}
+
+// Calls is how many Head calls were made.
+func (h *HeadCounter) Calls() int64 { return h.calls.Load() }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -45,6 +46,8 @@ type Watcher struct {
 
 	mu sync.Mutex // one Poll at a time
 	st watchState
+	// head is the head the latest poll read (Head).
+	head atomic.Uint64
 }
 
 var _ chains.Watcher = (*Watcher)(nil)
@@ -162,6 +165,9 @@ func (w *Watcher) State() chains.WatcherState {
 	return out
 }
 
+// Head is the chain head the latest Poll read.
+func (w *Watcher) Head() uint64 { return w.head.Load() }
+
 // Poll scans new blocks and re-checks pending deposits. It is
 // all-or-nothing: on error the watcher's state is unchanged and the next
 // Poll redoes the work, so no event is lost with a discarded result.
@@ -182,6 +188,7 @@ func (w *Watcher) poll(ctx context.Context, st *watchState, watched chains.Watch
 	if err != nil {
 		return nil, fmt.Errorf("reading head: %w", err)
 	}
+	w.head.Store(head.Number)
 	// A head below what we scanned is a node lagging behind (or a reorg to a
 	// shorter chain): wait until it catches up, when hashes can be compared.
 	if head.Number+1 < st.next {

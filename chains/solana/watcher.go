@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gagliardetto/solana-go"
@@ -71,6 +72,8 @@ type Watcher struct {
 	pending  map[string]*pendingDeposit           // by Deposit.Key()
 	finals   map[string]uint64                    // recently final keys -> slot
 	outbox   []chains.DepositEvent
+	// head is the confirmed slot the latest poll read (Head).
+	head atomic.Uint64
 }
 
 var _ chains.Watcher = (*Watcher)(nil)
@@ -149,6 +152,9 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	return w, nil
 }
 
+// Head is the confirmed slot the latest Poll read.
+func (w *Watcher) Head() uint64 { return w.head.Load() }
+
 // State is the scan position and the deposits not yet final.
 func (w *Watcher) State() chains.WatcherState {
 	w.mu.Lock()
@@ -184,6 +190,7 @@ func (w *Watcher) poll(ctx context.Context, watched chains.Watchlist) ([]chains.
 	if err != nil {
 		return nil, fmt.Errorf("solana: get slot: %w", err)
 	}
+	w.head.Store(head)
 	if w.next == 0 {
 		// A new watcher starts at the head: it reports deposits made from
 		// now on.

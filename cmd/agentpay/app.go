@@ -270,6 +270,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
+		ProbeRateLimit: cfg.ProbeRateLimit, ConnectionsPerIP: cfg.ConnectionsPerIP, HeadCacheTTL: cfg.HeadCacheTTL,
 		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),
 		// Test money settles fiat through the sandbox; no live PIX provider
 		// is integrated yet, so live fiat_pix settlements wait

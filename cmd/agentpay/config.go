@@ -31,6 +31,9 @@ type config struct {
 	IPRateLimit        int
 	AuthCacheTTL       time.Duration // 0: off
 	RegisterRateLimit  int
+	ProbeRateLimit     int
+	ConnectionsPerIP   int
+	HeadCacheTTL       time.Duration
 	DevBlockTime       time.Duration
 	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
 	RPCTimeout     time.Duration
@@ -92,6 +95,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
 		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
+		ProbeRateLimit:    p.nonNegativeInt("PROBE_RATE_LIMIT", 120),
+		ConnectionsPerIP:  p.nonNegativeInt("WS_CONNECTIONS_PER_IP", 32),
+		HeadCacheTTL:      p.duration("HEAD_CACHE_TTL", agentpay.DefaultHeadCacheTTL),
 		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
 		RPCTimeout:        p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
 		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),

@@ -25,6 +25,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
 	require.Equal(t, 600, c.IPRateLimit)
 	require.Equal(t, 20, c.RegisterRateLimit)
+	require.Equal(t, 120, c.ProbeRateLimit)
+	require.Equal(t, 32, c.ConnectionsPerIP)
+	require.Equal(t, time.Second, c.HeadCacheTTL)
 	require.Equal(t, 500*time.Millisecond, c.AuthCacheTTL)
 	require.Equal(t, time.Second, c.DevBlockTime)
 	require.Equal(t, 10*time.Second, c.RPCTimeout)
@@ -67,6 +70,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"AUTH_CACHE_TTL", "-1s"},
 		{"AUTH_CACHE_TTL", "briefly"},
 		{"REGISTER_RATE_LIMIT", "many"},
+		{"PROBE_RATE_LIMIT", "-1"},
+		{"WS_CONNECTIONS_PER_IP", "lots"},
+		{"HEAD_CACHE_TTL", "0"},
 		{"DEV_BLOCK_TIME", "0"},
 		{"RPC_TIMEOUT", "0"},
 		{"BASE_URL", "not a url"},

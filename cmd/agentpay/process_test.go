@@ -139,6 +139,7 @@ func newProcEnv(t *testing.T) *procEnv {
 		"WEBHOOK_RETRY_DELAYS=1s,1s,1s,1s,1s",
 		"IP_RATE_LIMIT=0",
 		"REGISTER_RATE_LIMIT=0",
+		"PROBE_RATE_LIMIT=0", // Serve polls /readyz every 25 ms
 		"CHAIN_BASE_TEST_RPC_URL=" + e.base.RPCURL,
 		"CHAIN_BASE_TEST_USDC=" + e.base.USDC.Hex(),
 		fmt.Sprintf("CHAIN_BASE_TEST_CONFIRMATIONS=%d", procTestConfirmations),
