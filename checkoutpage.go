@@ -217,13 +217,16 @@ func firstNonEmpty(vs ...string) string {
 //     naming the field (422);
 //   - the session is not pending or detecting, already has a payment, or has
 //     passed expires_at: ErrConflict (409);
-//   - the merchant is deactivated: ErrForbidden (403).
+//   - the merchant is deactivated: ErrForbidden (403);
+//   - the session was selected Config.SelectRateLimit times this minute:
+//     a *RateLimitError (429).
 //
 // Selecting the chain already selected answers the same address again (a
 // page reload does not burn an index); selecting another chain issues that
 // chain's address, reusing the session's earlier address on that chain if it
-// had one. Every address ever issued stays watched, so a payment to an old
-// one is still found.
+// had one. Every address a session was given stays watched while the
+// session is open and for the late-payment window after (deposits.go), so a
+// payment to an old one is still found.
 func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey, chain, token string) (*DepositInstructions, error) {
 	name, err := parseSelectChain(chain)
 	if err != nil {
@@ -234,6 +237,9 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	}
 	sess, err := s.sessionForPage(ctx, externalID, publicKey)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.allowSelect(ctx, sess.ID); err != nil {
 		return nil, err
 	}
 	m := sess.Edges.Merchant

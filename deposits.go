@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"agentpay/chains"
 	"agentpay/ent"
@@ -88,17 +89,91 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	return ScanResult{Next: state.Next, Events: events}, nil
 }
 
-// watchedAddresses lists the deposit addresses of a chain and mode not yet
-// swept: late payments to them must still be seen.
+// How long a deposit address is watched (design.md section 3: a payment
+// after its session ended is recorded, held for refund, never lost): while
+// its session is open, and for Config.LatePaymentWindow after the session
+// ended (confirmed, expired or cancelled). After that the scan stops
+// reading it: every address ever issued would otherwise be read on every
+// scan for ever (on Solana one RPC call per 100 addresses every 500 ms). A
+// payment made to it later is not seen by the service; the funds stay at an
+// address whose key the service can always derive (DepositAddressKey), for
+// an operator to recover by hand.
+//
+// When the session ended is copied to its addresses (session_ended_at) by
+// EndDepositWatches, after the fact: until then an address counts as its
+// session's open one, which errs on watching longer.
+
+// DefaultLatePaymentWindow is Config.LatePaymentWindow's default: a day, for
+// a payer whose wallet broadcast late or who paid an old page, at the cost
+// of a day of reads of each address a session was given.
+const DefaultLatePaymentWindow = 24 * time.Hour
+
+func (s *Service) latePaymentWindow() time.Duration {
+	if s.cfg.LatePaymentWindow > 0 {
+		return s.cfg.LatePaymentWindow
+	}
+	return DefaultLatePaymentWindow
+}
+
+// watchedAddresses lists the deposit addresses of a chain and mode the scan
+// watches: those of open sessions, and of sessions ended less than the
+// late-payment window ago.
 func (s *Service) watchedAddresses(ctx context.Context, mode Mode, chain chains.Name) ([]string, error) {
+	since := s.now().Add(-s.latePaymentWindow())
 	return s.cfg.DB.Ent.DepositAddress.Query().
 		Where(
 			depositaddress.Chain(string(chain)),
 			depositaddress.Swept(false),
+			depositaddress.Or(depositaddress.SessionEndedAtIsNil(), depositaddress.SessionEndedAtGT(since)),
 			depositaddress.HasSessionWith(checkoutsession.Livemode(mode == ModeLive)),
 		).
 		Select(depositaddress.FieldAddress).
 		Strings(ctx)
+}
+
+// endWatchBatch bounds the sessions EndDepositWatches handles per chain and
+// run; a backlog is worked off over the following runs.
+const endWatchBatch = 500
+
+// EndDepositWatches copies, to the deposit addresses of sessions that have
+// ended, when their session ended, so the scan stops watching them once the
+// late-payment window has passed. The expire_sessions job runs it after
+// each expiry run; it is idempotent. It answers how many addresses it
+// marked.
+func (s *Service) EndDepositWatches(ctx context.Context) (int, error) {
+	marked := 0
+	for _, chain := range chains.All {
+		ended, err := s.cfg.DB.Ent.CheckoutSession.Query().
+			Where(
+				checkoutsession.StatusIn(endedStatuses...),
+				checkoutsession.HasDepositAddressesWith(
+					depositaddress.Chain(string(chain)),
+					depositaddress.SessionEndedAtIsNil(),
+				),
+			).
+			Limit(endWatchBatch).
+			All(ctx)
+		if err != nil {
+			return marked, fmt.Errorf("listing ended sessions on %s: %w", chain, err)
+		}
+		for _, sess := range ended {
+			at, ok := sessionEndedAt(sess)
+			if !ok {
+				// Ended without its time recorded: watched the window
+				// from now, never less.
+				at = s.now().UTC()
+			}
+			n, err := s.cfg.DB.Ent.DepositAddress.Update().
+				Where(depositaddress.SessionID(sess.ID), depositaddress.SessionEndedAtIsNil()).
+				SetSessionEndedAt(at).
+				Save(ctx)
+			if err != nil {
+				return marked, fmt.Errorf("ending the watch of session %s: %w", sess.ExternalID, err)
+			}
+			marked += n
+		}
+	}
+	return marked, nil
 }
 
 func (s *Service) loadCursor(ctx context.Context, mode Mode, chain chains.Name) (*chains.WatcherState, error) {

@@ -13,6 +13,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
 )
 
@@ -110,4 +111,65 @@ func TestPaymentBeforeFirstScanIsFound(t *testing.T) {
 	p, err := f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Only(ctx)
 	require.NoError(t, err, "the payment made before the first scan is recorded")
 	require.Equal(t, int64(3_000_000), p.AmountToken)
+}
+
+// TestDepositAddressesAreWatchedUntilTheLateWindowEnds: a session's deposit
+// addresses are watched while it is open and for LatePaymentWindow after it
+// ended, whether confirmed, expired or cancelled (a late payment in the
+// window is recorded as ever); after the window the scan no longer reads
+// them, so what is paid to them then is not seen, while an open session's
+// address stays watched however old.
+func TestDepositAddressesAreWatchedUntilTheLateWindowEnds(t *testing.T) {
+	ctx := context.Background()
+	f := newPaymentFixture(t)
+	clk := clock.NewStub(time.Now())
+	svc := newTestService(t, f.env, Config{Clock: clk, LatePaymentWindow: time.Hour})
+	f.svc = svc
+
+	cancelled, cancelledAddr := f.open(t, "5")
+	_, err := svc.CancelSession(ctx, &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}, cancelled.ExternalID)
+	require.NoError(t, err)
+	expired, expiredAddr := f.open(t, "5")
+	f.pastDeadline(t, expired)
+	n, err := svc.ExpireSessions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	confirmed, confirmedAddr := f.open(t, "5")
+	f.pay(t, confirmedAddr, 5_000_000)
+	f.finalAll(t)
+	require.Equal(t, checkoutsession.StatusConfirmed, f.reload(t, confirmed).Status)
+	open, openAddr := f.open(t, "5")
+
+	watched := func() []string {
+		t.Helper()
+		list, err := svc.watchedAddresses(ctx, ModeTest, chains.Base)
+		require.NoError(t, err)
+		return list
+	}
+	all := []string{cancelledAddr.Hex(), expiredAddr.Hex(), confirmedAddr.Hex(), openAddr.Hex()}
+	require.ElementsMatch(t, all, watched(), "ended sessions are watched until their end is recorded")
+	marked, err := svc.EndDepositWatches(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, marked)
+	marked, err = svc.EndDepositWatches(ctx)
+	require.NoError(t, err)
+	require.Zero(t, marked, "idempotent")
+	require.ElementsMatch(t, all, watched(), "within the late window")
+
+	// A late payment within the window is recorded, as ever.
+	f.pay(t, cancelledAddr, 1_000_000)
+	late, err := f.db.Ent.Payment.Query().Where(payment.SessionID(cancelled.ID)).Only(ctx)
+	require.NoError(t, err)
+	require.True(t, late.Late)
+
+	clk.Set(clk.Now().Add(time.Hour + time.Second))
+	require.Equal(t, []string{openAddr.Hex()}, watched(), "only the open session's address, past the window")
+	f.pay(t, expiredAddr, 1_000_000)
+	f.pay(t, openAddr, 1_000_000)
+	paid, err := f.db.Ent.Payment.Query().Where(payment.SessionID(expired.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, paid, "no longer watched")
+	paid, err = f.db.Ent.Payment.Query().Where(payment.SessionID(open.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, paid, "the open session's address is still watched")
 }

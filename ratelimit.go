@@ -57,9 +57,15 @@ type RateLimitError struct {
 	// what is counted ("requests", "registrations"); whose qualifies it
 	// (" for tier T0", " from this address").
 	what, whose string
+	// limit, when set, says what limit refused instead (a cap on what is
+	// held at once rather than a rate).
+	limit string
 }
 
 func (e *RateLimitError) Error() string {
+	if e.limit != "" {
+		return fmt.Sprintf("%s: %s, retry after %d s", ErrRateLimited, e.limit, e.Decision.RetryAfterSeconds())
+	}
 	return fmt.Sprintf("%s: %d %s per %s%s, retry after %d s", ErrRateLimited, e.Decision.Limit,
 		e.what, e.Decision.Window, e.whose, e.Decision.RetryAfterSeconds())
 }
@@ -83,6 +89,8 @@ type rateLimits struct {
 	// connections are the client IPs' open long-lived connections in this
 	// process; nil: no limit.
 	connections *ratelimit.Slots[string]
+	// selects counts each checkout session's payment method selections.
+	selects *ratelimit.Limit[uuid.UUID]
 }
 
 // newRateLimits counts on one limiter shared by every instance (and one of
@@ -103,7 +111,28 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 	if cfg.ConnectionsPerIP > 0 {
 		l.connections = ratelimit.NewSlots[string](cfg.ConnectionsPerIP)
 	}
+	l.selects = ratelimit.NewLimit[uuid.UUID](limiter, selectRateScheme(cfg), nil)
 	return l
+}
+
+// selectRateScheme limits each checkout session's payment method
+// selections to Config.SelectRateLimit a minute, counted across instances.
+func selectRateScheme(cfg Config) ratelimit.Scheme {
+	w := ratelimit.Window{Name: "minute", Key: "select", Seconds: 60, Limit: cfg.SelectRateLimit}
+	return ratelimit.Scheme{Name: "session", IDType: "uuid", Windows: func(string) []ratelimit.Window { return []ratelimit.Window{w} }}
+}
+
+// allowSelect counts one payment method selection of a session. A
+// selection locks the session's row, may issue a deposit address and
+// publishes the session's status to every subscriber, and the page needs
+// one or a few (a reload answers the same address); so a session takes
+// Config.SelectRateLimit a minute, refused with a *RateLimitError beyond.
+func (s *Service) allowSelect(ctx context.Context, sessionID uuid.UUID) error {
+	if s.cfg.SelectRateLimit <= 0 {
+		return nil
+	}
+	dec, err := s.rates.selects.Allow(ctx, ratelimit.Subject[uuid.UUID]{ID: sessionID})
+	return rateRefusal(dec, err, "payment method selections", " for this session")
 }
 
 // AllowAgent counts one request of an authenticated agent against its tier's

@@ -76,6 +76,16 @@ type Config struct {
 
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
+	// LatePaymentWindow is how long a session's deposit addresses are
+	// still watched after it ended (deposits.go); 0 is
+	// DefaultLatePaymentWindow.
+	LatePaymentWindow time.Duration
+	// MaxOpenSessions is how many open sessions (pending or detecting,
+	// before expires_at) a merchant may have at once in each mode
+	// (sessions.go); SelectRateLimit how many payment method selections a
+	// session takes a minute (checkoutpage.go). 0 turns either off.
+	MaxOpenSessions int
+	SelectRateLimit int
 
 	// Bus carries the live feeds (session statuses) to their subscribers
 	// on every process; nil builds the default for DB (statusbus.New:

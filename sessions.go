@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -201,7 +203,9 @@ func idempotencyConflict(key string, existing *ent.CheckoutSession) error {
 // caller's mode (status pending, expiring after Config.SessionTTL). Reusing
 // an idempotency key of the same merchant and mode is ErrConflict naming
 // the existing session, also when two requests race (the unique index
-// decides). Nothing is written when a field is refused.
+// decides). A merchant with Config.MaxOpenSessions open sessions in the mode
+// is refused with ErrRateLimited (checkOpenSessions). Nothing is written
+// when a field is refused.
 func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in SessionInput) (*CreatedSession, error) {
 	meta, err := in.validate()
 	if err != nil {
@@ -210,11 +214,11 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 	m := auth.Merchant
 	livemode := auth.Livemode()
 	// Outside a transaction the unique index on (merchant, mode,
-	// idempotency_key) decides alone: a reused key fails the insert below,
-	// which then names the existing session, so a create costs the insert's
-	// round trip only. Inside the caller's transaction (a GraphQL mutation)
-	// a failed insert would abort it on PostgreSQL, so the key is looked up
-	// first there.
+	// idempotency_key) decides alone: a reused key fails the insert below
+	// (its transaction, which also counts the open sessions, rolls back),
+	// and the existing session is then named. Inside the caller's
+	// transaction (a GraphQL mutation) a failed insert would abort it on
+	// PostgreSQL, so the key is looked up first there.
 	if in.IdempotencyKey != nil && ent.TxFromContext(ctx) != nil {
 		existing, err := s.sessionByIdempotencyKey(ctx, auth, *in.IdempotencyKey)
 		if err != nil {
@@ -229,22 +233,30 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 		// Times at microsecond precision (PostgreSQL's), so the answer shows
 		// what a later read shows.
 		now := s.now().UTC().Truncate(time.Microsecond)
-		sess, err := s.sessionClient(ctx).Create().
-			SetMerchantID(m.ID).
-			SetExternalID(externalID).
-			SetLivemode(livemode).
-			SetAmountUsd(*in.Amount).
-			SetCurrency(SessionCurrency).
-			SetDescription(in.Description).
-			SetSuccessURL(in.SuccessURL).
-			SetCancelURL(in.CancelURL).
-			SetMetadata(meta).
-			SetNillableIdempotencyKey(in.IdempotencyKey).
-			SetStatus(checkoutsession.StatusPending).
-			SetCreatedAt(now).
-			SetUpdatedAt(now).
-			SetExpiresAt(now.Add(s.sessionTTL())).
-			Save(ctx)
+		var sess *ent.CheckoutSession
+		err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			if err := s.checkOpenSessions(ctx, tx, sqlTx, auth, in.IdempotencyKey, now); err != nil {
+				return err
+			}
+			var err error
+			sess, err = tx.CheckoutSession.Create().
+				SetMerchantID(m.ID).
+				SetExternalID(externalID).
+				SetLivemode(livemode).
+				SetAmountUsd(*in.Amount).
+				SetCurrency(SessionCurrency).
+				SetDescription(in.Description).
+				SetSuccessURL(in.SuccessURL).
+				SetCancelURL(in.CancelURL).
+				SetMetadata(meta).
+				SetNillableIdempotencyKey(in.IdempotencyKey).
+				SetStatus(checkoutsession.StatusPending).
+				SetCreatedAt(now).
+				SetUpdatedAt(now).
+				SetExpiresAt(now.Add(s.sessionTTL())).
+				Save(ctx)
+			return err
+		})
 		switch {
 		case err == nil:
 			checkoutURL, embedURL := s.SessionURLs(sess.ExternalID)
@@ -261,10 +273,78 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 			return nil, fmt.Errorf("%w: idempotency_key %q is in use", ErrConflict, *in.IdempotencyKey)
 		case isUniqueViolation(err, "checkout_sessions_external_id_key", "checkout_sessions.external_id") && attempt < 3:
 			continue // a collision of 143 random bits: draw again
+		case errors.Is(err, ErrRateLimited) || errors.Is(err, ErrConflict):
+			return nil, err
 		default:
 			return nil, fmt.Errorf("creating session: %w", err)
 		}
 	}
+}
+
+// checkOpenSessions refuses a new session to a merchant that has
+// Config.MaxOpenSessions open ones (pending or detecting, before
+// expires_at) in the caller's mode: each may be given a deposit address per
+// chain, every one of them read by the deposit scan, and creating sessions
+// costs a merchant nothing. The count is taken under a lock per merchant
+// and mode (a transaction advisory lock on PostgreSQL; SQLite's single
+// writer), so concurrent creates cannot pass it together. A reused
+// idempotency key is still answered ErrConflict naming its session.
+func (s *Service) checkOpenSessions(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, auth *MerchantAuth, key *string, now time.Time) error {
+	limit := s.cfg.MaxOpenSessions
+	if limit <= 0 {
+		return nil
+	}
+	if s.cfg.DB.IsPostgres() {
+		if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", openSessionsLockKey(auth)); err != nil {
+			return fmt.Errorf("locking open sessions: %w", err)
+		}
+	}
+	// Only whether a limit-th one exists: the merchant's open sessions are
+	// read from the index (merchant, mode, status, expires_at), never more
+	// than limit of them.
+	over, err := tx.CheckoutSession.Query().
+		Where(ownSessions(auth), openAt(now)).
+		Offset(limit - 1).Limit(1).
+		IDs(ctx)
+	if err != nil {
+		return fmt.Errorf("counting open sessions: %w", err)
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	if key != nil {
+		existing, err := s.sessionByIdempotencyKey(ctx, auth, *key)
+		if err != nil {
+			return err
+		}
+		if existing != nil {
+			return idempotencyConflict(*key, existing)
+		}
+	}
+	// Retry-After: when the first open session expires (a cancel frees a
+	// place sooner).
+	first, err := tx.CheckoutSession.Query().
+		Where(ownSessions(auth), openAt(now)).
+		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
+		First(ctx)
+	if err != nil {
+		return fmt.Errorf("reading open sessions: %w", err)
+	}
+	return &RateLimitError{
+		Decision: RateDecision{Limit: limit, Reset: first.ExpiresAt, RetryAfter: first.ExpiresAt.Sub(now), Window: "open sessions"},
+		limit: fmt.Sprintf("%d open %s sessions, the most a merchant may have at once; cancel one or wait for one to expire",
+			limit, auth.Mode),
+	}
+}
+
+// openSessionsLockKey is the PostgreSQL advisory lock key of a merchant's
+// open sessions in a mode: a stable 64-bit hash, so every process agrees.
+func openSessionsLockKey(auth *MerchantAuth) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("agentpay open sessions "))
+	h.Write(auth.Merchant.ID[:])
+	h.Write([]byte(auth.Mode))
+	return int64(h.Sum64())
 }
 
 // sessionClient is the caller's transaction's client when ctx carries one

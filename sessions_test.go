@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/testenv"
 )
 
 func decp(s string) *decimal.Decimal {
@@ -245,4 +247,44 @@ func TestExpireSessions(t *testing.T) {
 	f.mine(t, func() bool { return f.reload(t, covered).Status == checkoutsession.StatusConfirmed })
 	findEvent(t, f.sessionEvents(t, covered), EventPaymentConfirmed)
 	f.replay(t)
+}
+
+// TestOpenSessionCapHoldsUnderConcurrentCreates: however many creates race,
+// no more than MaxOpenSessions sessions are open at once (the count is
+// taken under a lock per merchant and mode), and a session past its
+// expires_at no longer counts, whether or not the expiry job has marked it.
+func TestOpenSessionCapHoldsUnderConcurrentCreates(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Clock: time.Now()})
+	clk := env.Clock
+	svc := newTestService(t, env, Config{MaxOpenSessions: 3})
+	live, _ := merchantAuths(t, svc)
+	ctx := context.Background()
+
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		refused atomic.Int32
+	)
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.Is(err, ErrRateLimited):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(3), created.Load())
+	require.Equal(t, int32(9), refused.Load())
+
+	clk.Set(clk.Now().Add(svc.sessionTTL()))
+	_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
+	require.NoError(t, err, "sessions at their deadline are no longer open")
 }

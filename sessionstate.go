@@ -156,8 +156,42 @@ func lateReason(status checkoutsession.Status) string {
 	return ""
 }
 
+// endedStatuses are the statuses of a session that takes no more payments
+// (lateReason gives each one's reason).
+var endedStatuses = []checkoutsession.Status{
+	checkoutsession.StatusConfirmed, checkoutsession.StatusExpired, checkoutsession.StatusCancelled,
+}
+
 // sessionEnded reports whether a session in this status takes no more
-// payments (lateReason).
+// payments.
 func sessionEnded(status checkoutsession.Status) bool {
-	return lateReason(status) != ""
+	return slices.Contains(endedStatuses, status)
+}
+
+// sessionEndedAt is when an ended session ended: its confirmed_at,
+// expired_at or cancelled_at by its status. ok is false while it is open
+// (or, for an ended one, when the time was not recorded).
+func sessionEndedAt(sess *ent.CheckoutSession) (at time.Time, ok bool) {
+	var t *time.Time
+	switch sess.Status {
+	case checkoutsession.StatusConfirmed:
+		t = sess.ConfirmedAt
+	case checkoutsession.StatusExpired:
+		t = sess.ExpiredAt
+	case checkoutsession.StatusCancelled:
+		t = sess.CancelledAt
+	}
+	if t == nil {
+		return time.Time{}, false
+	}
+	return *t, true
+}
+
+// openAt is sessionOpen as a query: the sessions a customer can still pay
+// at now.
+func openAt(now time.Time) predicate.CheckoutSession {
+	return checkoutsession.And(
+		checkoutsession.StatusIn(awaitingStatuses...),
+		checkoutsession.ExpiresAtGT(now),
+	)
 }

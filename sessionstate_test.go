@@ -11,6 +11,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/predicate"
 )
 
 // TestSessionState pins what each status allows before and at the
@@ -138,40 +139,77 @@ func TestCovers(t *testing.T) {
 	}
 }
 
-// TestExpiryDueAt: the query the expiry job runs finds exactly the sessions
-// expiryDue decides, the deadline itself included, on the test database's
-// engine.
-func TestExpiryDueAt(t *testing.T) {
-	svc := newTestService(t, nil, Config{})
-	live, _ := merchantAuths(t, svc)
-	ctx := context.Background()
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	want := map[string]bool{}
+// TestStateQueries: the queries of the state rules find exactly the
+// sessions the rules decide, the deadline itself included, on the test
+// database's engine: expiryDueAt (what the expiry job runs) is expiryDue,
+// openAt (what the open-session cap counts) is sessionOpen.
+func TestStateQueries(t *testing.T) {
+	for _, q := range []struct {
+		name  string
+		query func(time.Time) predicate.CheckoutSession
+		rule  func(*ent.CheckoutSession, time.Time) bool
+		want  int
+		why   string
+	}{
+		{"expiryDueAt", expiryDueAt, expiryDue, 4, "pending and detecting, past or at the deadline"},
+		{"openAt", openAt, sessionOpen, 2, "pending and detecting, before the deadline"},
+	} {
+		t.Run(q.name, func(t *testing.T) {
+			svc := newTestService(t, nil, Config{})
+			live, _ := merchantAuths(t, svc)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			want := map[string]bool{}
+			for _, st := range []checkoutsession.Status{
+				checkoutsession.StatusPending, checkoutsession.StatusDetecting, checkoutsession.StatusConfirming,
+				checkoutsession.StatusConfirmed, checkoutsession.StatusExpired, checkoutsession.StatusCancelled,
+			} {
+				for _, expiresAt := range []time.Time{now.Add(-time.Minute), now, now.Add(time.Microsecond)} {
+					created, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("10"), Currency: "USD"})
+					require.NoError(t, err)
+					sess, err := svc.cfg.DB.Ent.CheckoutSession.UpdateOne(created.Session).
+						SetStatus(st).SetExpiresAt(expiresAt).Save(ctx)
+					require.NoError(t, err)
+					want[sess.ExternalID] = q.rule(sess, now)
+				}
+			}
+			found, err := svc.cfg.DB.Ent.CheckoutSession.Query().Where(q.query(now)).All(ctx)
+			require.NoError(t, err)
+			got := map[string]bool{}
+			for _, sess := range found {
+				got[sess.ExternalID] = true
+			}
+			n := 0
+			for id, decided := range want {
+				require.Equal(t, decided, got[id], "session %s", id)
+				if decided {
+					n++
+				}
+			}
+			require.Equal(t, q.want, n, q.why)
+		})
+	}
+}
+
+// TestSessionEnded: the ended statuses are those a payment is late to, and
+// each ended session's end is the time of its own status.
+func TestSessionEnded(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, st := range []checkoutsession.Status{
 		checkoutsession.StatusPending, checkoutsession.StatusDetecting, checkoutsession.StatusConfirming,
 		checkoutsession.StatusConfirmed, checkoutsession.StatusExpired, checkoutsession.StatusCancelled,
 	} {
-		for _, expiresAt := range []time.Time{now.Add(-time.Minute), now, now.Add(time.Microsecond)} {
-			created, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("10"), Currency: "USD"})
-			require.NoError(t, err)
-			sess, err := svc.cfg.DB.Ent.CheckoutSession.UpdateOne(created.Session).
-				SetStatus(st).SetExpiresAt(expiresAt).Save(ctx)
-			require.NoError(t, err)
-			want[sess.ExternalID] = expiryDue(sess, now)
+		require.Equal(t, lateReason(st) != "", sessionEnded(st), st)
+		sess := &ent.CheckoutSession{Status: st, ConfirmedAt: &at, ExpiredAt: &at, CancelledAt: &at}
+		end, ok := sessionEndedAt(sess)
+		require.Equal(t, sessionEnded(st), ok, st)
+		if ok {
+			require.Equal(t, at, end)
 		}
 	}
-	found, err := svc.cfg.DB.Ent.CheckoutSession.Query().Where(expiryDueAt(now)).All(ctx)
-	require.NoError(t, err)
-	got := map[string]bool{}
-	for _, sess := range found {
-		got[sess.ExternalID] = true
-	}
-	n := 0
-	for id, due := range want {
-		require.Equal(t, due, got[id], "session %s", id)
-		if due {
-			n++
-		}
-	}
-	require.Equal(t, 4, n, "pending and detecting, past or at the deadline")
+	other := at.Add(time.Hour)
+	end, _ := sessionEndedAt(&ent.CheckoutSession{Status: checkoutsession.StatusCancelled, CancelledAt: &at, ExpiredAt: &other})
+	require.Equal(t, at, end, "a cancelled session ended when cancelled")
+	_, ok := sessionEndedAt(&ent.CheckoutSession{Status: checkoutsession.StatusExpired})
+	require.False(t, ok, "no time recorded")
 }

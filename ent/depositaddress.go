@@ -37,6 +37,8 @@ type DepositAddress struct {
 	Swept bool `json:"swept,omitempty"`
 	// SweepTxHash holds the value of the "sweep_tx_hash" field.
 	SweepTxHash string `json:"sweep_tx_hash,omitempty"`
+	// SessionEndedAt holds the value of the "session_ended_at" field.
+	SessionEndedAt *time.Time `json:"session_ended_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the DepositAddressQuery when eager-loading is set.
 	Edges        DepositAddressEdges `json:"edges"`
@@ -89,7 +91,7 @@ func (*DepositAddress) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case depositaddress.FieldChain, depositaddress.FieldChainFamily, depositaddress.FieldAddress, depositaddress.FieldSweepTxHash:
 			values[i] = new(sql.NullString)
-		case depositaddress.FieldCreatedAt, depositaddress.FieldUpdatedAt:
+		case depositaddress.FieldCreatedAt, depositaddress.FieldUpdatedAt, depositaddress.FieldSessionEndedAt:
 			values[i] = new(sql.NullTime)
 		case depositaddress.FieldID, depositaddress.FieldSessionID:
 			values[i] = new(uuid.UUID)
@@ -168,6 +170,13 @@ func (_m *DepositAddress) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SweepTxHash = value.String
 			}
+		case depositaddress.FieldSessionEndedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field session_ended_at", values[i])
+			} else if value.Valid {
+				_m.SessionEndedAt = new(time.Time)
+				*_m.SessionEndedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -240,6 +249,11 @@ func (_m *DepositAddress) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("sweep_tx_hash=")
 	builder.WriteString(_m.SweepTxHash)
+	builder.WriteString(", ")
+	if v := _m.SessionEndedAt; v != nil {
+		builder.WriteString("session_ended_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -109,6 +109,20 @@ func (_c *DepositAddressCreate) SetNillableSweepTxHash(v *string) *DepositAddres
 	return _c
 }
 
+// SetSessionEndedAt sets the "session_ended_at" field.
+func (_c *DepositAddressCreate) SetSessionEndedAt(v time.Time) *DepositAddressCreate {
+	_c.mutation.SetSessionEndedAt(v)
+	return _c
+}
+
+// SetNillableSessionEndedAt sets the "session_ended_at" field if the given value is not nil.
+func (_c *DepositAddressCreate) SetNillableSessionEndedAt(v *time.Time) *DepositAddressCreate {
+	if v != nil {
+		_c.SetSessionEndedAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *DepositAddressCreate) SetID(v uuid.UUID) *DepositAddressCreate {
 	_c.mutation.SetID(v)
@@ -311,6 +325,10 @@ func (_c *DepositAddressCreate) createSpec() (*DepositAddress, *sqlgraph.CreateS
 	if value, ok := _c.mutation.SweepTxHash(); ok {
 		_spec.SetField(depositaddress.FieldSweepTxHash, field.TypeString, value)
 		_node.SweepTxHash = value
+	}
+	if value, ok := _c.mutation.SessionEndedAt(); ok {
+		_spec.SetField(depositaddress.FieldSessionEndedAt, field.TypeTime, value)
+		_node.SessionEndedAt = &value
 	}
 	if nodes := _c.mutation.SessionIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

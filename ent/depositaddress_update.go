@@ -70,6 +70,26 @@ func (_u *DepositAddressUpdate) ClearSweepTxHash() *DepositAddressUpdate {
 	return _u
 }
 
+// SetSessionEndedAt sets the "session_ended_at" field.
+func (_u *DepositAddressUpdate) SetSessionEndedAt(v time.Time) *DepositAddressUpdate {
+	_u.mutation.SetSessionEndedAt(v)
+	return _u
+}
+
+// SetNillableSessionEndedAt sets the "session_ended_at" field if the given value is not nil.
+func (_u *DepositAddressUpdate) SetNillableSessionEndedAt(v *time.Time) *DepositAddressUpdate {
+	if v != nil {
+		_u.SetSessionEndedAt(*v)
+	}
+	return _u
+}
+
+// ClearSessionEndedAt clears the value of the "session_ended_at" field.
+func (_u *DepositAddressUpdate) ClearSessionEndedAt() *DepositAddressUpdate {
+	_u.mutation.ClearSessionEndedAt()
+	return _u
+}
+
 // AddPaymentIDs adds the "payments" edge to the Payment entity by IDs.
 func (_u *DepositAddressUpdate) AddPaymentIDs(ids ...uuid.UUID) *DepositAddressUpdate {
 	_u.mutation.AddPaymentIDs(ids...)
@@ -179,6 +199,12 @@ func (_u *DepositAddressUpdate) sqlSave(ctx context.Context) (_node int, err err
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(depositaddress.FieldSweepTxHash, field.TypeString)
 	}
+	if value, ok := _u.mutation.SessionEndedAt(); ok {
+		_spec.SetField(depositaddress.FieldSessionEndedAt, field.TypeTime, value)
+	}
+	if _u.mutation.SessionEndedAtCleared() {
+		_spec.ClearField(depositaddress.FieldSessionEndedAt, field.TypeTime)
+	}
 	if _u.mutation.PaymentsCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -281,6 +307,26 @@ func (_u *DepositAddressUpdateOne) SetNillableSweepTxHash(v *string) *DepositAdd
 // ClearSweepTxHash clears the value of the "sweep_tx_hash" field.
 func (_u *DepositAddressUpdateOne) ClearSweepTxHash() *DepositAddressUpdateOne {
 	_u.mutation.ClearSweepTxHash()
+	return _u
+}
+
+// SetSessionEndedAt sets the "session_ended_at" field.
+func (_u *DepositAddressUpdateOne) SetSessionEndedAt(v time.Time) *DepositAddressUpdateOne {
+	_u.mutation.SetSessionEndedAt(v)
+	return _u
+}
+
+// SetNillableSessionEndedAt sets the "session_ended_at" field if the given value is not nil.
+func (_u *DepositAddressUpdateOne) SetNillableSessionEndedAt(v *time.Time) *DepositAddressUpdateOne {
+	if v != nil {
+		_u.SetSessionEndedAt(*v)
+	}
+	return _u
+}
+
+// ClearSessionEndedAt clears the value of the "session_ended_at" field.
+func (_u *DepositAddressUpdateOne) ClearSessionEndedAt() *DepositAddressUpdateOne {
+	_u.mutation.ClearSessionEndedAt()
 	return _u
 }
 
@@ -422,6 +468,12 @@ func (_u *DepositAddressUpdateOne) sqlSave(ctx context.Context) (_node *DepositA
 	}
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(depositaddress.FieldSweepTxHash, field.TypeString)
+	}
+	if value, ok := _u.mutation.SessionEndedAt(); ok {
+		_spec.SetField(depositaddress.FieldSessionEndedAt, field.TypeTime, value)
+	}
+	if _u.mutation.SessionEndedAtCleared() {
+		_spec.ClearField(depositaddress.FieldSessionEndedAt, field.TypeTime)
 	}
 	if _u.mutation.PaymentsCleared() {
 		edge := &sqlgraph.EdgeSpec{

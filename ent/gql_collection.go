@@ -725,6 +725,11 @@ func (_q *DepositAddressQuery) collectField(ctx context.Context, oneNode bool, o
 				selectedFields = append(selectedFields, depositaddress.FieldSweepTxHash)
 				fieldSeen[depositaddress.FieldSweepTxHash] = struct{}{}
 			}
+		case "sessionEndedAt":
+			if _, ok := fieldSeen[depositaddress.FieldSessionEndedAt]; !ok {
+				selectedFields = append(selectedFields, depositaddress.FieldSessionEndedAt)
+				fieldSeen[depositaddress.FieldSessionEndedAt] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

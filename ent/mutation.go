@@ -4355,6 +4355,7 @@ type DepositAddressMutation struct {
 	addderivation_index *int64
 	swept               *bool
 	sweep_tx_hash       *string
+	session_ended_at    *time.Time
 	clearedFields       map[string]struct{}
 	session             *uuid.UUID
 	clearedsession      bool
@@ -4827,6 +4828,55 @@ func (m *DepositAddressMutation) ResetSweepTxHash() {
 	delete(m.clearedFields, depositaddress.FieldSweepTxHash)
 }
 
+// SetSessionEndedAt sets the "session_ended_at" field.
+func (m *DepositAddressMutation) SetSessionEndedAt(t time.Time) {
+	m.session_ended_at = &t
+}
+
+// SessionEndedAt returns the value of the "session_ended_at" field in the mutation.
+func (m *DepositAddressMutation) SessionEndedAt() (r time.Time, exists bool) {
+	v := m.session_ended_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSessionEndedAt returns the old "session_ended_at" field's value of the DepositAddress entity.
+// If the DepositAddress object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DepositAddressMutation) OldSessionEndedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSessionEndedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSessionEndedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSessionEndedAt: %w", err)
+	}
+	return oldValue.SessionEndedAt, nil
+}
+
+// ClearSessionEndedAt clears the value of the "session_ended_at" field.
+func (m *DepositAddressMutation) ClearSessionEndedAt() {
+	m.session_ended_at = nil
+	m.clearedFields[depositaddress.FieldSessionEndedAt] = struct{}{}
+}
+
+// SessionEndedAtCleared returns if the "session_ended_at" field was cleared in this mutation.
+func (m *DepositAddressMutation) SessionEndedAtCleared() bool {
+	_, ok := m.clearedFields[depositaddress.FieldSessionEndedAt]
+	return ok
+}
+
+// ResetSessionEndedAt resets all changes to the "session_ended_at" field.
+func (m *DepositAddressMutation) ResetSessionEndedAt() {
+	m.session_ended_at = nil
+	delete(m.clearedFields, depositaddress.FieldSessionEndedAt)
+}
+
 // ClearSession clears the "session" edge to the CheckoutSession entity.
 func (m *DepositAddressMutation) ClearSession() {
 	m.clearedsession = true
@@ -4942,7 +4992,7 @@ func (m *DepositAddressMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DepositAddressMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 10)
 	if m.created_at != nil {
 		fields = append(fields, depositaddress.FieldCreatedAt)
 	}
@@ -4970,6 +5020,9 @@ func (m *DepositAddressMutation) Fields() []string {
 	if m.sweep_tx_hash != nil {
 		fields = append(fields, depositaddress.FieldSweepTxHash)
 	}
+	if m.session_ended_at != nil {
+		fields = append(fields, depositaddress.FieldSessionEndedAt)
+	}
 	return fields
 }
 
@@ -4996,6 +5049,8 @@ func (m *DepositAddressMutation) Field(name string) (ent.Value, bool) {
 		return m.Swept()
 	case depositaddress.FieldSweepTxHash:
 		return m.SweepTxHash()
+	case depositaddress.FieldSessionEndedAt:
+		return m.SessionEndedAt()
 	}
 	return nil, false
 }
@@ -5023,6 +5078,8 @@ func (m *DepositAddressMutation) OldField(ctx context.Context, name string) (ent
 		return m.OldSwept(ctx)
 	case depositaddress.FieldSweepTxHash:
 		return m.OldSweepTxHash(ctx)
+	case depositaddress.FieldSessionEndedAt:
+		return m.OldSessionEndedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown DepositAddress field %s", name)
 }
@@ -5095,6 +5152,13 @@ func (m *DepositAddressMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetSweepTxHash(v)
 		return nil
+	case depositaddress.FieldSessionEndedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSessionEndedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown DepositAddress field %s", name)
 }
@@ -5143,6 +5207,9 @@ func (m *DepositAddressMutation) ClearedFields() []string {
 	if m.FieldCleared(depositaddress.FieldSweepTxHash) {
 		fields = append(fields, depositaddress.FieldSweepTxHash)
 	}
+	if m.FieldCleared(depositaddress.FieldSessionEndedAt) {
+		fields = append(fields, depositaddress.FieldSessionEndedAt)
+	}
 	return fields
 }
 
@@ -5159,6 +5226,9 @@ func (m *DepositAddressMutation) ClearField(name string) error {
 	switch name {
 	case depositaddress.FieldSweepTxHash:
 		m.ClearSweepTxHash()
+		return nil
+	case depositaddress.FieldSessionEndedAt:
+		m.ClearSessionEndedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown DepositAddress nullable field %s", name)
@@ -5194,6 +5264,9 @@ func (m *DepositAddressMutation) ResetField(name string) error {
 		return nil
 	case depositaddress.FieldSweepTxHash:
 		m.ResetSweepTxHash()
+		return nil
+	case depositaddress.FieldSessionEndedAt:
+		m.ResetSessionEndedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown DepositAddress field %s", name)

@@ -177,6 +177,7 @@ type ComplexityRoot struct {
 		ID              func(childComplexity int) int
 		Payments        func(childComplexity int) int
 		Session         func(childComplexity int) int
+		SessionEndedAt  func(childComplexity int) int
 		SessionID       func(childComplexity int) int
 		SweepTxHash     func(childComplexity int) int
 		Swept           func(childComplexity int) int
@@ -1207,6 +1208,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DepositAddress.Session(childComplexity), true
+	case "DepositAddress.sessionEndedAt":
+		if e.ComplexityRoot.DepositAddress.SessionEndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DepositAddress.SessionEndedAt(childComplexity), true
 	case "DepositAddress.sessionID":
 		if e.ComplexityRoot.DepositAddress.SessionID == nil {
 			break
@@ -3488,6 +3495,8 @@ func (ec *executionContext) childFields_DepositAddress(ctx context.Context, fiel
 		return ec.fieldContext_DepositAddress_swept(ctx, field)
 	case "sweepTxHash":
 		return ec.fieldContext_DepositAddress_sweepTxHash(ctx, field)
+	case "sessionEndedAt":
+		return ec.fieldContext_DepositAddress_sessionEndedAt(ctx, field)
 	case "session":
 		return ec.fieldContext_DepositAddress_session(ctx, field)
 	case "payments":
@@ -7016,6 +7025,29 @@ func (ec *executionContext) _DepositAddress_sweepTxHash(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_DepositAddress_sweepTxHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "String")
+}
+
+func (ec *executionContext) _DepositAddress_sessionEndedAt(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DepositAddress_sessionEndedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionEndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DepositAddress_sessionEndedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "Time")
 }
 
 func (ec *executionContext) _DepositAddress_session(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
@@ -17741,6 +17773,11 @@ func (ec *executionContext) _DepositAddress(ctx context.Context, sel ast.Selecti
 			}
 		case "sweepTxHash":
 			out.Values[i] = ec._DepositAddress_sweepTxHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sessionEndedAt":
+			out.Values[i] = ec._DepositAddress_sessionEndedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -37,10 +37,16 @@ type merchantAPI struct {
 	Svc *agentpay.Service
 }
 
-func newMerchantAPI(t *testing.T) *merchantAPI {
+// newMerchantAPI builds the server; with tweaks changing the service's
+// configuration first.
+func newMerchantAPI(t *testing.T, tweaks ...func(*agentpay.Config)) *merchantAPI {
 	t.Helper()
 	env := testenv.New(t, testenv.Options{Jobs: true})
-	srv := newTestServer(t, env, agentpay.Config{}, HandlerConfig{})
+	cfg := agentpay.Config{}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	srv := newTestServer(t, env, cfg, HandlerConfig{})
 	return &merchantAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
 }
 
@@ -660,6 +666,31 @@ func TestMerchantCreateSession(t *testing.T) {
 	require.True(t, d.CreateSession.Livemode)
 	require.True(t, strings.HasPrefix(d.CreateSession.ExternalID, "cs_live_"))
 	require.Equal(t, "UNAUTHENTICATED", api.do(t, "", createSessionMutation, map[string]any{"in": map[string]any{"amount": 5, "currency": "USD"}}).code(t))
+}
+
+// TestMerchantCreateSessionOpenCap: createSession refuses a merchant that
+// has MaxOpenSessions open sessions in the key's mode with RATE_LIMITED, as
+// REST answers 429; a cancelled session frees its place.
+func TestMerchantCreateSessionOpenCap(t *testing.T) {
+	api := newMerchantAPI(t, func(c *agentpay.Config) { c.MaxOpenSessions = 2 })
+	m := api.register(t, "Capped Shop", agentpay.MerchantInput{})
+	key := m.Keys.LiveSecretKey
+	in := map[string]any{"in": map[string]any{"amount": 5, "currency": "USD"}}
+	var d struct{ CreateSession sessionNode }
+	api.do(t, key, createSessionMutation, in).decode(t, &d)
+	first := d.CreateSession.ExternalID
+	api.do(t, key, createSessionMutation, in).decode(t, &d)
+
+	out := api.do(t, key, createSessionMutation, in)
+	require.Equal(t, "RATE_LIMITED", out.code(t), out.Errors)
+	require.Contains(t, out.Errors[0].Message, "rate limit exceeded: 2 open live sessions, the most a merchant may have at once")
+	api.do(t, m.Keys.TestSecretKey, createSessionMutation, in).decode(t, &d)
+	require.False(t, d.CreateSession.Livemode, "test mode has its own")
+
+	out = api.do(t, key, `mutation($id: String!) { cancelSession(externalId: $id) { status } }`, map[string]any{"id": first})
+	require.Empty(t, out.Errors)
+	api.do(t, key, createSessionMutation, in).decode(t, &d)
+	require.True(t, d.CreateSession.Livemode, "a cancelled session frees its place")
 }
 
 func TestMerchantCancelSession(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // apiArea decides which status a validation error gets: the agent API
@@ -48,6 +49,10 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, are
 		status, detail = http.StatusForbidden, err.Error()
 	case errors.Is(err, agentpay.ErrRateLimited):
 		status, detail = http.StatusTooManyRequests, err.Error()
+		var rl *agentpay.RateLimitError
+		if errors.As(err, &rl) {
+			httpx.ShowRate(w.Header(), rl.Decision, true)
+		}
 	case errors.Is(err, agentpay.ErrInsufficientFunds):
 		status, detail = http.StatusBadRequest, err.Error()
 	case errors.Is(err, agentpay.ErrUnavailable):

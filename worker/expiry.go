@@ -13,7 +13,9 @@ import (
 const expiryInterval = 5 * time.Second
 
 // ExpireSessionsArgs expires checkout sessions past expires_at
-// (agentpay.Service.ExpireSessions).
+// (agentpay.Service.ExpireSessions), then records on the deposit addresses
+// of sessions that ended when they did, from which the deposit scan watches
+// them the late-payment window more (agentpay.Service.EndDepositWatches).
 type ExpireSessionsArgs struct{}
 
 func (ExpireSessionsArgs) Kind() string { return "expire_sessions" }
@@ -30,7 +32,10 @@ type expireSessionsWorker struct {
 }
 
 func (w *expireSessionsWorker) Work(ctx context.Context, _ *river.Job[ExpireSessionsArgs]) error {
-	_, err := w.svc.ExpireSessions(ctx)
+	if _, err := w.svc.ExpireSessions(ctx); err != nil {
+		return err
+	}
+	_, err := w.svc.EndDepositWatches(ctx)
 	return err
 }
 

@@ -1,9 +1,9 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, settlement, transfer reconciliation,
-// session expiry and the pruning of expired signature challenges and
-// idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
-// that died (liveness.go).
+// session expiry (with the end of ended sessions' deposit watches) and the
+// pruning of expired signature challenges and idempotency keys; and, on
+// PostgreSQL, frees the jobs of worker processes that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
 package worker
 

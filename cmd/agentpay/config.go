@@ -27,6 +27,9 @@ type config struct {
 	// generate one into DATA_DIR.
 	MasterKey          []byte
 	SessionTTL         time.Duration
+	LatePaymentWindow  time.Duration
+	MaxOpenSessions    int
+	SelectRateLimit    int
 	WebhookRetryDelays []time.Duration
 	IPRateLimit        int
 	AuthCacheTTL       time.Duration // 0: off
@@ -92,6 +95,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPAddr:          p.str("HTTP_ADDR", "127.0.0.1:8080"),
 		DataDir:           p.str("DATA_DIR", "./data"),
 		SessionTTL:        p.duration("SESSION_TTL", 30*time.Minute),
+		LatePaymentWindow: p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
+		MaxOpenSessions:   p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
+		SelectRateLimit:   p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
 		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
 		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),

@@ -22,6 +22,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, c.BaseURL, c.PayURL)
 	require.Equal(t, "http://127.0.0.1:8080/app", c.AppURL)
 	require.Equal(t, 30*time.Minute, c.SessionTTL)
+	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
+	require.Equal(t, 1000, c.MaxOpenSessions)
+	require.Equal(t, 10, c.SelectRateLimit)
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
 	require.Equal(t, 600, c.IPRateLimit)
 	require.Equal(t, 20, c.RegisterRateLimit)
@@ -65,6 +68,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 	}{
 		{"SESSION_TTL", "soon"},
 		{"SESSION_TTL", "-5m"},
+		{"LATE_PAYMENT_WINDOW", "0"},
+		{"MAX_OPEN_SESSIONS", "-1"},
+		{"SELECT_RATE_LIMIT", "x"},
 		{"WEBHOOK_RETRY_DELAYS", "30s,often"},
 		{"IP_RATE_LIMIT", "-1"},
 		{"AUTH_CACHE_TTL", "-1s"},

@@ -33,6 +33,8 @@ const (
 	FieldSwept = "swept"
 	// FieldSweepTxHash holds the string denoting the sweep_tx_hash field in the database.
 	FieldSweepTxHash = "sweep_tx_hash"
+	// FieldSessionEndedAt holds the string denoting the session_ended_at field in the database.
+	FieldSessionEndedAt = "session_ended_at"
 	// EdgeSession holds the string denoting the session edge name in mutations.
 	EdgeSession = "session"
 	// EdgePayments holds the string denoting the payments edge name in mutations.
@@ -67,6 +69,7 @@ var Columns = []string{
 	FieldDerivationIndex,
 	FieldSwept,
 	FieldSweepTxHash,
+	FieldSessionEndedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -151,6 +154,11 @@ func BySwept(opts ...sql.OrderTermOption) OrderOption {
 // BySweepTxHash orders the results by the sweep_tx_hash field.
 func BySweepTxHash(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSweepTxHash, opts...).ToFunc()
+}
+
+// BySessionEndedAt orders the results by the session_ended_at field.
+func BySessionEndedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSessionEndedAt, opts...).ToFunc()
 }
 
 // BySessionField orders the results by session field.

@@ -101,6 +101,11 @@ func SweepTxHash(v string) predicate.DepositAddress {
 	return predicate.DepositAddress(sql.FieldEQ(FieldSweepTxHash, v))
 }
 
+// SessionEndedAt applies equality check predicate on the "session_ended_at" field. It's identical to SessionEndedAtEQ.
+func SessionEndedAt(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldEQ(FieldSessionEndedAt, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.DepositAddress {
 	return predicate.DepositAddress(sql.FieldEQ(FieldCreatedAt, v))
@@ -519,6 +524,56 @@ func SweepTxHashEqualFold(v string) predicate.DepositAddress {
 // SweepTxHashContainsFold applies the ContainsFold predicate on the "sweep_tx_hash" field.
 func SweepTxHashContainsFold(v string) predicate.DepositAddress {
 	return predicate.DepositAddress(sql.FieldContainsFold(FieldSweepTxHash, v))
+}
+
+// SessionEndedAtEQ applies the EQ predicate on the "session_ended_at" field.
+func SessionEndedAtEQ(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldEQ(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtNEQ applies the NEQ predicate on the "session_ended_at" field.
+func SessionEndedAtNEQ(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldNEQ(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtIn applies the In predicate on the "session_ended_at" field.
+func SessionEndedAtIn(vs ...time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldIn(FieldSessionEndedAt, vs...))
+}
+
+// SessionEndedAtNotIn applies the NotIn predicate on the "session_ended_at" field.
+func SessionEndedAtNotIn(vs ...time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldNotIn(FieldSessionEndedAt, vs...))
+}
+
+// SessionEndedAtGT applies the GT predicate on the "session_ended_at" field.
+func SessionEndedAtGT(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldGT(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtGTE applies the GTE predicate on the "session_ended_at" field.
+func SessionEndedAtGTE(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldGTE(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtLT applies the LT predicate on the "session_ended_at" field.
+func SessionEndedAtLT(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldLT(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtLTE applies the LTE predicate on the "session_ended_at" field.
+func SessionEndedAtLTE(v time.Time) predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldLTE(FieldSessionEndedAt, v))
+}
+
+// SessionEndedAtIsNil applies the IsNil predicate on the "session_ended_at" field.
+func SessionEndedAtIsNil() predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldIsNull(FieldSessionEndedAt))
+}
+
+// SessionEndedAtNotNil applies the NotNil predicate on the "session_ended_at" field.
+func SessionEndedAtNotNil() predicate.DepositAddress {
+	return predicate.DepositAddress(sql.FieldNotNull(FieldSessionEndedAt))
 }
 
 // HasSession applies the HasEdge predicate on the "session" edge.

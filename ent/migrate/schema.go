@@ -136,6 +136,11 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{CheckoutSessionsColumns[12], CheckoutSessionsColumns[15]},
 			},
+			{
+				Name:    "checkoutsession_merchant_id_livemode_status_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{CheckoutSessionsColumns[19], CheckoutSessionsColumns[4], CheckoutSessionsColumns[12], CheckoutSessionsColumns[15]},
+			},
 		},
 	}
 	// DepositAddressesColumns holds the columns for the "deposit_addresses" table.
@@ -149,6 +154,7 @@ var (
 		{Name: "derivation_index", Type: field.TypeInt64},
 		{Name: "swept", Type: field.TypeBool, Default: false},
 		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "session_ended_at", Type: field.TypeTime, Nullable: true},
 		{Name: "session_id", Type: field.TypeUUID},
 	}
 	// DepositAddressesTable holds the schema information for the "deposit_addresses" table.
@@ -159,7 +165,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deposit_addresses_checkout_sessions_deposit_addresses",
-				Columns:    []*schema.Column{DepositAddressesColumns[9]},
+				Columns:    []*schema.Column{DepositAddressesColumns[10]},
 				RefColumns: []*schema.Column{CheckoutSessionsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -178,7 +184,12 @@ var (
 			{
 				Name:    "depositaddress_session_id",
 				Unique:  false,
-				Columns: []*schema.Column{DepositAddressesColumns[9]},
+				Columns: []*schema.Column{DepositAddressesColumns[10]},
+			},
+			{
+				Name:    "depositaddress_chain_session_ended_at",
+				Unique:  false,
+				Columns: []*schema.Column{DepositAddressesColumns[3], DepositAddressesColumns[9]},
 			},
 		},
 	}

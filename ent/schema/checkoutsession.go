@@ -102,5 +102,8 @@ func (CheckoutSession) Indexes() []ent.Index {
 		index.Fields("merchant_id", "livemode", "created_at"),
 		// The expiry job scans open sessions by deadline.
 		index.Fields("status", "expires_at"),
+		// A merchant's open sessions in a mode are counted at each create
+		// (the open-session cap).
+		index.Fields("merchant_id", "livemode", "status", "expires_at"),
 	}
 }

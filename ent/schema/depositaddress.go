@@ -43,6 +43,13 @@ func (DepositAddress) Fields() []ent.Field {
 			Default(false),
 		field.String("sweep_tx_hash").
 			Optional(),
+		// When the address's session ended (confirmed, expired or
+		// cancelled), copied from the session once it has; NULL before. The
+		// deposit scan watches the address until the late-payment window
+		// after it has passed (deposits.go).
+		field.Time("session_ended_at").
+			Optional().
+			Nillable(),
 	}
 }
 
@@ -66,5 +73,8 @@ func (DepositAddress) Indexes() []ent.Index {
 		// The watcher matches incoming transfers by (chain, address).
 		index.Fields("chain", "address").Unique(),
 		index.Fields("session_id"),
+		// The deposit scan lists a chain's addresses still watched: those
+		// of open sessions (NULL) and of recently ended ones.
+		index.Fields("chain", "session_ended_at"),
 	}
 }
