@@ -14,6 +14,7 @@ import (
 	"agentpay/internal/authcache"
 	"agentpay/internal/clock"
 	"agentpay/internal/headcache"
+	"agentpay/internal/headroom"
 	"agentpay/internal/jobs"
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
@@ -128,6 +129,9 @@ type Service struct {
 	liveWebhooks, testWebhooks *http.Client
 	// heads are the chains' heads as this process last learnt them.
 	heads *headcache.Cache[headKey]
+	// openSessionGrants is the open-sessions headroom this process counted
+	// (checkOpenSessions).
+	openSessionGrants *headroom.Cache[openSessionsKey]
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -172,7 +176,8 @@ func NewService(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
 		agentAuth: agents, merchantAuth: merchants,
 		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest),
-		heads: headcache.New[headKey](cfg.HeadCacheTTL)}, nil
+		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
+		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{})}, nil
 }
 
 // now is the time by the service's clock (Config.Clock), which every rule

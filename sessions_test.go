@@ -250,41 +250,55 @@ func TestExpireSessions(t *testing.T) {
 }
 
 // TestOpenSessionCapHoldsUnderConcurrentCreates: however many creates race,
-// no more than MaxOpenSessions sessions are open at once (the count is
-// taken under a lock per merchant and mode), and a session past its
-// expires_at no longer counts, whether or not the expiry job has marked it.
+// no more than MaxOpenSessions sessions are open at once, whether near the
+// cap (every create counts under a lock per merchant and mode) or far from
+// it (creates spend half the headroom a count found, internal/headroom),
+// and a session past its expires_at no longer counts, whether or not the
+// expiry job has marked it.
 func TestOpenSessionCapHoldsUnderConcurrentCreates(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Clock: time.Now()})
-	clk := env.Clock
-	svc := newTestService(t, env, Config{MaxOpenSessions: 3})
-	live, _ := merchantAuths(t, svc)
-	ctx := context.Background()
+	for _, limit := range []int{3, 300} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			env := testenv.New(t, testenv.Options{Clock: time.Now()})
+			clk := env.Clock
+			svc := newTestService(t, env, Config{MaxOpenSessions: limit})
+			live, _ := merchantAuths(t, svc)
+			ctx := context.Background()
 
-	var (
-		wg      sync.WaitGroup
-		created atomic.Int32
-		refused atomic.Int32
-	)
-	for range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
-			switch {
-			case err == nil:
-				created.Add(1)
-			case errors.Is(err, ErrRateLimited):
-				refused.Add(1)
-			default:
-				t.Error(err)
+			var (
+				wg      sync.WaitGroup
+				created atomic.Int32
+				refused atomic.Int32
+			)
+			attempts := limit + 9
+			work := make(chan struct{}, attempts)
+			for range attempts {
+				work <- struct{}{}
 			}
-		}()
-	}
-	wg.Wait()
-	require.Equal(t, int32(3), created.Load())
-	require.Equal(t, int32(9), refused.Load())
+			close(work)
+			for range 12 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range work {
+						_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
+						switch {
+						case err == nil:
+							created.Add(1)
+						case errors.Is(err, ErrRateLimited):
+							refused.Add(1)
+						default:
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			require.Equal(t, int32(limit), created.Load())
+			require.Equal(t, int32(9), refused.Load())
 
-	clk.Set(clk.Now().Add(svc.sessionTTL()))
-	_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
-	require.NoError(t, err, "sessions at their deadline are no longer open")
+			clk.Set(clk.Now().Add(svc.sessionTTL()))
+			_, err := svc.CreateSession(ctx, live, SessionInput{Amount: decp("5"), Currency: "USD"})
+			require.NoError(t, err, "sessions at their deadline are no longer open")
+		})
+	}
 }
