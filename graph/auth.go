@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -44,15 +45,14 @@ func credentialsFrom(ctx context.Context) credentials {
 }
 
 // withRequestCredentials reads X-Agent-Key and the client IP of every HTTP
-// request, the websocket upgrade included. The IP is the connection's peer
-// address (RemoteAddr), as on the REST facade: forwarded headers are not
-// trusted here.
-func withRequestCredentials(next http.Handler) http.Handler {
+// request, the websocket upgrade included. The IP is httpx.ClientIP's, as
+// on the REST facade: X-Forwarded-For counts only from a trusted proxy.
+func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := credentials{
 			apiKey:      strings.TrimSpace(r.Header.Get(httpx.AgentKeyHeader)),
 			merchantKey: strings.TrimSpace(r.Header.Get(httpx.MerchantKeyHeader)),
-			ip:          httpx.ClientIP(r),
+			ip:          httpx.ClientIP(r, proxies),
 		}
 		if !websocket.IsWebSocketUpgrade(r) {
 			c.rate = &rateHeaders{h: w.Header()}

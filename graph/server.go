@@ -3,6 +3,7 @@ package graph
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -25,6 +26,9 @@ type HandlerConfig struct {
 	// HeadPollInterval is how often chain head subscriptions look for a new
 	// head (in the service's head cache: no call to a node).
 	HeadPollInterval time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (httpx.ClientIP); none: the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // NewHandler serves queries and mutations over HTTP and subscriptions over
@@ -53,7 +57,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.AroundOperations(newOperationAuth)
-	return withRequestCredentials(limitConnections(cfg.Service, srv))
+	return withRequestCredentials(limitConnections(cfg.Service, cfg.TrustedProxies, srv), cfg.TrustedProxies)
 }
 
 // NewPlayground serves the GraphQL playground for the endpoint.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -82,13 +83,13 @@ func (c *gorillaConn) WriteClose(code int, message string) error {
 // connection lives (the transport serves it within the request). An upgrade
 // over the limit is refused with 429 {"detail"} before any websocket work;
 // the hosted checkout page then falls back to polling.
-func limitConnections(svc *agentpay.Service, next http.Handler) http.Handler {
+func limitConnections(svc *agentpay.Service, proxies []netip.Prefix, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !websocket.IsWebSocketUpgrade(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		release, err := svc.OpenConnection(httpx.ClientIP(r))
+		release, err := svc.OpenConnection(httpx.ClientIP(r, proxies))
 		if err != nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)

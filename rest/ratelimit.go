@@ -14,7 +14,7 @@ import (
 func (s *server) limitIP(kind agentpay.RateKind) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			dec, err := s.svc.AllowIP(r.Context(), httpx.ClientIP(r), kind)
+			dec, err := s.svc.AllowIP(r.Context(), httpx.ClientIP(r, s.proxies), kind)
 			httpx.ShowRate(w.Header(), dec, err != nil)
 			if err != nil {
 				writeError(w, r, s.logger, areaAgent, err)

@@ -6,6 +6,7 @@ package rest
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 
 	"github.com/go-chi/chi/v5"
@@ -27,11 +28,15 @@ type Config struct {
 	// ({pay_url}/pay/<external_id>) with the per-IP limit of
 	// unauthenticated requests; nil serves no pages.
 	Pages http.Handler
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (httpx.ClientIP); none: the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 type server struct {
-	svc    *agentpay.Service
-	logger *slog.Logger
+	svc     *agentpay.Service
+	logger  *slog.Logger
+	proxies []netip.Prefix
 }
 
 // NewRouter builds the HTTP handler of the whole API.
@@ -40,7 +45,7 @@ func NewRouter(cfg Config) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &server{svc: cfg.Service, logger: logger}
+	s := &server{svc: cfg.Service, logger: logger, proxies: cfg.TrustedProxies}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)

@@ -118,7 +118,9 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 
 // newHTTPHandler serves REST, GraphQL and the playground on one router.
 func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool) http.Handler {
-	gql := graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins})
+	gql := graph.NewHandler(graph.HandlerConfig{
+		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins, TrustedProxies: cfg.TrustedProxies,
+	})
 	return rest.NewRouter(rest.Config{
 		Service: svc,
 		Logger:  logger,
@@ -128,6 +130,7 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 			"/graphql":    gql,
 			"/playground": graph.NewPlayground("/graphql"),
 		},
+		TrustedProxies: cfg.TrustedProxies,
 	})
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,9 @@ type config struct {
 	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
 	RPCTimeout     time.Duration
 	AllowedOrigins []string
+	// TrustedProxies are the proxies whose X-Forwarded-For is read
+	// (TRUSTED_PROXIES); none: the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 	LogLevel       string
 	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
 	// always uses the devnets.
@@ -117,6 +121,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}
+	c.TrustedProxies = p.prefixes("TRUSTED_PROXIES")
 	if v := p.str("MASTER_KEY", ""); v != "" {
 		key, err := vault.ParseMasterKey(v)
 		if err != nil {
@@ -255,6 +260,36 @@ func (p *envParser) positiveUint(name string, def uint64) uint64 {
 		return def
 	}
 	return n
+}
+
+// prefixes reads a comma-separated list of CIDR blocks (10.0.0.0/8,
+// 2001:db8::/32) or single addresses; empty is none.
+func (p *envParser) prefixes(name string) []netip.Prefix {
+	v := p.str(name, "")
+	if v == "" {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		pfx, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				p.fail(name, "must be a comma-separated list of CIDR blocks or addresses, got %q", part)
+				return nil
+			}
+			a = a.Unmap()
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		// An IPv4 block written as IPv4-mapped IPv6 matches the addresses
+		// clients are compared as (httpx.ClientIP unmaps them).
+		if pfx.Addr().Is4In6() && pfx.Bits() >= 96 {
+			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+		}
+		out = append(out, pfx.Masked())
+	}
+	return out
 }
 
 func (p *envParser) oneOf(name, def string, allowed ...string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -96,5 +97,25 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 				require.NotContains(t, err.Error(), tt.value, "a secret never appears in an error")
 			}
 		})
+	}
+}
+
+func TestLoadConfigTrustedProxies(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7 ,2001:db8::/32,::ffff:198.51.100.0/120"}))
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("198.51.100.0/24"),
+	}, c.TrustedProxies)
+
+	c, err = loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.TrustedProxies, "none by default: the TCP peer is the client")
+
+	for _, bad := range []string{"10.0.0.0/33", "proxy.internal"} {
+		_, err := loadConfig(envOf(map[string]string{"TRUSTED_PROXIES": bad}))
+		require.ErrorContains(t, err, "TRUSTED_PROXIES")
 	}
 }

@@ -1,12 +1,15 @@
-// Package httpx is what the HTTP facades (rest, graph) show the same way:
-// who the client is, the headers its keys come in, and the rate-limit
-// headers. It decides nothing; the service does.
+// Package httpx is what the HTTP facades (rest, graph) do the same way:
+// who the client is (behind trusted proxies too), the headers its keys come
+// in, and the rate-limit headers. It decides nothing of the business; the
+// service does.
 package httpx
 
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 
 	"agentpay/internal/ratelimit"
 )
@@ -31,17 +34,76 @@ const (
 	IdempotentReplayedHeader = "Idempotent-Replayed"
 )
 
-// ClientIP is the address of the TCP peer. X-Forwarded-For and friends are
-// not read: any client can set them, so trusting them would let one client
-// pose as many. Behind a reverse proxy every client shares the proxy's
-// address; honouring the proxy's header needs a configured trusted proxy,
-// which there is not yet.
-func ClientIP(r *http.Request) string {
+// ClientIP is the address of the client a request comes from: the TCP
+// peer's, unless the peer is one of the trusted proxies (TRUSTED_PROXIES),
+// in which case X-Forwarded-For is read right to left, skipping trusted
+// proxies, and the first address that is not one is the client. Only the
+// entries our own proxies appended (the rightmost ones) are believed: any
+// client can send X-Forwarded-For, so what lies left of the first untrusted
+// address is never read, and a peer that is not a trusted proxy is never
+// asked. An entry that is not an address stops the walk at the last trusted
+// hop (a misconfigured proxy costs its own address, never a spoofed one).
+// Without trusted proxies, or with none of them as the peer, it is the
+// peer's address: behind an untrusted proxy every client shares its address.
+func ClientIP(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	client, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	client = client.Unmap().WithZone("")
+	if !inPrefixes(client, trusted) {
+		return client.String()
+	}
+	hops := forwardedFor(r.Header)
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			break
+		}
+		client = hop
+		if !inPrefixes(hop, trusted) {
+			break
+		}
+	}
+	return client.String()
+}
+
+// forwardedFor is every X-Forwarded-For entry, in order, across the
+// header's lines (proxies may append a line rather than extend the last).
+func forwardedFor(h http.Header) []string {
+	var hops []string
+	for _, line := range h.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(line, ",")...)
+	}
+	return hops
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, or an address with
+// a port (some proxies write one).
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+func inPrefixes(a netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // ShowRate shows a rate decision in h: X-RateLimit-Limit, -Remaining and
