@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -200,6 +201,32 @@ func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string
 	return page, nil
 }
 
+// A payment request shows the merchant's name (label) and the session's
+// description (message) in the payer's wallet, inside a QR code: a QR code
+// holds at most 2,331 bytes, and a name or description long enough (200
+// characters of emoji, 1,000 with spaces) would overflow it once
+// percent-encoded. Each is cut to these many bytes of UTF-8 (at most three
+// times as many once encoded), which keeps the whole request under about
+// 750 bytes, a QR code a phone scans off a screen.
+const (
+	PaymentLabelMaxBytes   = 64
+	PaymentMessageMaxBytes = 128
+)
+
+// paymentText is s cut to at most limit bytes on a character boundary, an
+// ellipsis marking the cut (a wallet then shows that there is more).
+func paymentText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "…"
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimRight(s[:cut], " ") + ellipsis
+}
+
 func firstNonEmpty(vs ...string) string {
 	for _, v := range vs {
 		if v != "" {
@@ -370,7 +397,7 @@ func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant
 	}
 	d.PaymentURI = s.wallets(chain).PaymentURI(chains.PaymentRequest{
 		ChainID: d.ChainID, Token: d.TokenAddress, Decimals: decimals, To: d.Address, Amount: units,
-		Label: m.Name, Message: sess.Description,
+		Label: paymentText(m.Name, PaymentLabelMaxBytes), Message: paymentText(sess.Description, PaymentMessageMaxBytes),
 	})
 	return d, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 	solanago "github.com/gagliardetto/solana-go"
@@ -470,4 +471,29 @@ func TestCheckoutPage(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 	_, err = f.svc.CheckoutPage(ctx, plain.ExternalID, reg.Keys.LivePublicKey)
 	require.ErrorIs(t, err, ErrUnauthorized)
+}
+
+// TestPaymentText: wallet text is cut on a character boundary to at most
+// the limit, an ellipsis marking the cut.
+func TestPaymentText(t *testing.T) {
+	tests := []struct {
+		name, in string
+		limit    int
+		want     string
+	}{
+		{"short", "Acme Coffee", 16, "Acme Coffee"},
+		{"exactly the limit", "0123456789abcdef", 16, "0123456789abcdef"},
+		{"cut", "0123456789abcdefg", 16, "0123456789abc…"},
+		{"no split character", "ééééééééé", 16, "éééééé…"},
+		{"emoji", "😀😀😀😀😀", 16, "😀😀😀…"},
+		{"space before the cut", "Acme Coffee Roasters", 15, "Acme Coffee…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := paymentText(tt.in, tt.limit)
+			require.Equal(t, tt.want, got)
+			require.LessOrEqual(t, len(got), tt.limit)
+			require.True(t, utf8.ValidString(got))
+		})
+	}
 }

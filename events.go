@@ -279,7 +279,7 @@ func (s *Service) webhookEvents(auth *MerchantAuth, f WebhookEventFilter) (*ent.
 				return nil, Invalid("eventType", "%q is not an event kind", t)
 			}
 		}
-		q = q.Where(webhookevent.EventTypeIn(f.EventTypes...))
+		q = q.Where(webhookevent.EventTypeIn(distinct(f.EventTypes)...))
 	}
 	if f.SessionExternalID != nil {
 		q = q.Where(webhookevent.HasSessionWith(checkoutsession.ExternalID(*f.SessionExternalID)))

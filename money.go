@@ -9,6 +9,28 @@ import (
 // USDCDecimals is USDC's precision on every supported chain.
 const USDCDecimals int32 = 6
 
+// MaxNumberLen bounds the text of a number the API reads (amounts, and
+// numbers inside metadata). decimal.NewFromString is quadratic in the digits
+// (a million digits cost about 3 s of CPU), so an over-long number is
+// refused by its length before it is parsed. No amount needs more than a
+// few dozen characters: the largest session, 1000000 with 6 decimals, is
+// 14.
+const MaxNumberLen = 64
+
+// ParseDecimal reads an exact decimal number for field, refusing text longer
+// than MaxNumberLen without parsing it. REST and GraphQL read every amount
+// through it.
+func ParseDecimal(field, s string) (decimal.Decimal, error) {
+	if len(s) > MaxNumberLen {
+		return decimal.Decimal{}, Invalid(field, "must be a number of at most %d characters", MaxNumberLen)
+	}
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Decimal{}, Invalid(field, "must be a number")
+	}
+	return d, nil
+}
+
 // USDCAmount is an amount of USDC base units (as agents' counters and
 // transfers store them) in USD: 1 USDC is 1 USD.
 func USDCAmount(units int64) decimal.Decimal {

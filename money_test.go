@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -35,4 +36,43 @@ func TestToBaseUnits(t *testing.T) {
 		})
 	}
 	require.Equal(t, "0.000001", FromBaseUnits(big.NewInt(1), USDCDecimals).String())
+}
+
+// TestParseDecimal: text longer than MaxNumberLen is refused by its length,
+// before the parser (quadratic in the digits) sees it.
+func TestParseDecimal(t *testing.T) {
+	million := strings.Repeat("7", 1_000_000)
+	tests := []struct {
+		name, in, want, err string
+	}{
+		{"amount", "49.95", "49.95", ""},
+		{"exponent", "1e2", "100", ""},
+		{"at the bound", "0." + strings.Repeat("0", MaxNumberLen-3) + "1", "0." + strings.Repeat("0", MaxNumberLen-3) + "1", ""},
+		{"one past the bound", "0." + strings.Repeat("0", MaxNumberLen-2) + "1", "", "amount: must be a number of at most 64 characters"},
+		{"a million digits", million, "", "amount: must be a number of at most 64 characters"},
+		{"not a number", "12abc", "", "amount: must be a number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseDecimal("amount", tt.in)
+			if tt.err != "" {
+				require.True(t, IsValidation(err), "%v", err)
+				require.EqualError(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got.String())
+		})
+	}
+}
+
+// BenchmarkParseDecimalMillionDigits is the cost of refusing a
+// million-digit amount (decimal.NewFromString alone takes seconds on it).
+func BenchmarkParseDecimalMillionDigits(b *testing.B) {
+	s := strings.Repeat("7", 1_000_000)
+	for b.Loop() {
+		if _, err := ParseDecimal("amount", s); err == nil {
+			b.Fatal("a million digits were parsed")
+		}
+	}
 }

@@ -230,6 +230,21 @@ func (p PageArgs) normalise() (PageArgs, error) {
 	return p, nil
 }
 
+// distinct is vs without repeats, in first-seen order: a filter's values
+// are from a fixed set, so its IN list stays as short as the set however
+// long the list a client sends.
+func distinct[T comparable](vs []T) []T {
+	seen := make(map[T]bool, len(vs))
+	out := vs[:0:0]
+	for _, v := range vs {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // SessionFilter narrows the caller's sessions. Empty fields do not filter.
 type SessionFilter struct {
 	// Statuses keeps sessions in any of these states.
@@ -248,7 +263,7 @@ func (f SessionFilter) predicates() ([]predicate.CheckoutSession, error) {
 				return nil, Invalid("status", "%q is not a session status", st)
 			}
 		}
-		ps = append(ps, checkoutsession.StatusIn(f.Statuses...))
+		ps = append(ps, checkoutsession.StatusIn(distinct(f.Statuses)...))
 	}
 	if f.CreatedFrom != nil && f.CreatedTo != nil && f.CreatedTo.Before(*f.CreatedFrom) {
 		return nil, Invalid("createdTo", "must not be before createdFrom")
@@ -315,7 +330,7 @@ func (s *Service) PaymentsPage(ctx context.Context, auth *MerchantAuth, f Paymen
 				return nil, Invalid("status", "%q is not a payment status", st)
 			}
 		}
-		q = q.Where(payment.StatusIn(f.Statuses...))
+		q = q.Where(payment.StatusIn(distinct(f.Statuses)...))
 	}
 	if order == nil {
 		order = &ent.PaymentOrder{Field: ent.PaymentOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}

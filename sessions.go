@@ -173,9 +173,12 @@ func exactJSONValue(v any, path string) (any, error) {
 		}
 		return out, nil
 	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		exact, derr := decimal.NewFromString(string(x))
-		if err != nil || derr != nil || !decimal.NewFromFloat(f).Equal(exact) {
+		exact, err := ParseDecimal(path, string(x))
+		if err != nil {
+			return nil, err
+		}
+		f, ferr := strconv.ParseFloat(string(x), 64)
+		if ferr != nil || !decimal.NewFromFloat(f).Equal(exact) {
 			return nil, Invalid(path, "number %s cannot be stored exactly; send it as a string", x)
 		}
 		return f, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,8 @@ func TestSessionInputRules(t *testing.T) {
 		{"nested metadata number", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"a": []any{map[string]any{"b": json.Number("0.1")}}}}, ""},
 		{"nested inexact", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"a": []any{json.Number("1e400")}}},
 			"metadata.a[0]: number 1e400 cannot be stored exactly; send it as a string"},
+		{"metadata number too long to parse", SessionInput{Amount: decp("10"), Currency: "USD", Metadata: map[string]any{"n": json.Number(strings.Repeat("9", 1_000_000))}},
+			"metadata.n: must be a number of at most 64 characters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

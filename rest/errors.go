@@ -32,6 +32,8 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, are
 	status, detail := http.StatusInternalServerError, "internal error"
 	var verr *agentpay.ValidationError
 	switch {
+	case errors.Is(err, httpx.ErrBodyTooLarge):
+		status, detail = http.StatusRequestEntityTooLarge, err.Error()
 	case errors.As(err, &verr):
 		status, detail = http.StatusBadRequest, verr.Error()
 		if area == areaMerchant {

@@ -4,41 +4,58 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 
 	"github.com/shopspring/decimal"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
-// maxBodyBytes bounds request bodies; every request of the API is small.
-const maxBodyBytes = 1 << 20
-
-// decodeJSON reads a JSON object body strictly: unknown fields and trailing
-// data are refused, so a typo in a field name is an error, not a silent default.
+// decodeJSON reads a JSON object body (capped by the router's limitBody)
+// strictly: unknown fields and trailing data are refused, so a typo in a
+// field name is an error, not a silent default.
 func decodeJSON(r *http.Request, dst any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBodyBytes))
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		var syntax *json.SyntaxError
 		var typeErr *json.UnmarshalTypeError
+		var tooLarge *http.MaxBytesError
 		switch {
+		case errors.As(err, &tooLarge):
+			return httpx.ErrBodyTooLarge
+		case errors.As(err, new(net.Error)):
+			// The connection failed or timed out (ReadTimeout): no detail
+			// of it is the client's business.
+			return agentpay.Invalid("", "request body could not be read")
 		case errors.Is(err, io.EOF):
 			return agentpay.Invalid("", "request body must be a JSON object")
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return agentpay.Invalid("", "malformed JSON: unexpected end of body")
 		case errors.As(err, &syntax):
 			return agentpay.Invalid("", "malformed JSON at byte %d", syntax.Offset)
+		case errors.As(err, &typeErr) && typeErr.Type == amountType:
+			return agentpay.Invalid(typeErr.Field, "%s", typeErr.Value)
 		case errors.As(err, &typeErr):
 			return agentpay.Invalid(typeErr.Field, "must be a %s", jsonKind(typeErr.Type.Kind().String()))
 		default:
 			return agentpay.Invalid("", "%s", err.Error())
 		}
 	}
-	if dec.More() {
+	// The rest must be white space, read to its end so that a body over
+	// the cap is refused however it was sent.
+	rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), r.Body))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return httpx.ErrBodyTooLarge
+	case err != nil:
+		return agentpay.Invalid("", "request body could not be read")
+	case len(bytes.TrimSpace(rest)) > 0:
 		return agentpay.Invalid("", "request body must hold one JSON object")
 	}
 	return nil
@@ -47,9 +64,13 @@ func decodeJSON(r *http.Request, dst any) error {
 // decodeOptionalJSON is decodeJSON for a body that may be left out: an empty
 // body leaves dst as it is.
 func decodeOptionalJSON(r *http.Request, dst any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
-	if err != nil {
-		return agentpay.Invalid("", "cannot read the request body")
+	body, err := io.ReadAll(r.Body) // capped by the router's limitBody
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return httpx.ErrBodyTooLarge
+	case err != nil:
+		return agentpay.Invalid("", "request body could not be read")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
@@ -89,10 +110,15 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || b[0] == '"' || bytes.Equal(b, []byte("null")) {
 		return &json.UnmarshalTypeError{Value: "non-number", Type: decimalType}
 	}
-	d, err := decimal.NewFromString(string(b))
+	d, err := agentpay.ParseDecimal("", string(b))
 	if err != nil {
-		return fmt.Errorf("invalid number: %w", err)
+		// A type error, so that the decoder names the field (decodeJSON).
+		return &json.UnmarshalTypeError{Value: err.Error(), Type: amountType}
 	}
 	a.Decimal = d
 	return nil
 }
+
+// amountType marks an amount the service refused (ParseDecimal) among the
+// decoder's type errors.
+var amountType = reflect.TypeOf(Amount{})

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // Config wires the facade.
@@ -50,6 +51,7 @@ func NewRouter(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
 	r.Use(s.recoverer)
+	r.Use(limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusNotFound, "not found")
 	})
@@ -102,6 +104,20 @@ func NewRouter(cfg Config) http.Handler {
 		r.Get("/dev/chains", s.devChains)
 	}
 	return r
+}
+
+// limitBody caps every request body the router serves, the mounted
+// handlers' (GraphQL, the pages) included, at httpx.MaxBodyBytes: a body
+// declared larger is refused at once (413), one that turns out larger
+// fails when read (decodeJSON answers 413).
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if httpx.LimitBody(w, r) {
+			writeDetail(w, http.StatusRequestEntityTooLarge, httpx.ErrBodyTooLarge.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // recoverer turns a panic into 500 {"detail":"internal error"} and logs it

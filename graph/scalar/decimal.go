@@ -9,6 +9,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/shopspring/decimal"
+
+	"agentpay"
 )
 
 // MarshalDecimal writes an exact amount as a bare JSON number, as every
@@ -18,13 +20,14 @@ func MarshalDecimal(d decimal.Decimal) graphql.Marshaler {
 }
 
 // UnmarshalDecimal reads a number (variables arrive as json.Number and keep
-// every digit) or a numeric string.
+// every digit) or a numeric string, through agentpay.ParseDecimal, which
+// refuses one longer than agentpay.MaxNumberLen before parsing it.
 func UnmarshalDecimal(v any) (decimal.Decimal, error) {
 	switch v := v.(type) {
 	case json.Number:
-		return decimal.NewFromString(string(v))
+		return agentpay.ParseDecimal("", string(v))
 	case string:
-		return decimal.NewFromString(v)
+		return agentpay.ParseDecimal("", v)
 	case int64:
 		return decimal.NewFromInt(v), nil
 	case int:
@@ -32,7 +35,7 @@ func UnmarshalDecimal(v any) (decimal.Decimal, error) {
 	case float64:
 		// A literal in the query text: its shortest round-trip form is
 		// what the client wrote.
-		return decimal.NewFromString(strconv.FormatFloat(v, 'f', -1, 64))
+		return agentpay.ParseDecimal("", strconv.FormatFloat(v, 'f', -1, 64))
 	default:
 		return decimal.Decimal{}, fmt.Errorf("a Decimal must be a number, got %T", v)
 	}

@@ -1,10 +1,11 @@
 // Package httpx is what the HTTP facades (rest, graph) do the same way:
 // who the client is (behind trusted proxies too), the headers its keys come
-// in, and the rate-limit headers. It decides nothing of the business; the
-// service does.
+// in, the rate-limit headers, and the cap on request bodies. It decides
+// nothing of the business; the service does.
 package httpx
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -102,6 +103,29 @@ func inPrefixes(a netip.Addr, prefixes []netip.Prefix) bool {
 		if p.Contains(a) {
 			return true
 		}
+	}
+	return false
+}
+
+// MaxBodyBytes bounds every request body (REST, GraphQL, the pages) and
+// every websocket message. The largest legitimate request, a session with
+// 16 KB of metadata, is far below it; reading and decoding a full one costs
+// milliseconds.
+const MaxBodyBytes = 1 << 20
+
+// ErrBodyTooLarge is the answer (413) to a body over MaxBodyBytes.
+var ErrBodyTooLarge = fmt.Errorf("request body must be at most %d bytes", MaxBodyBytes)
+
+// LimitBody caps r's body at MaxBodyBytes: reading past it fails with an
+// *http.MaxBytesError (and the connection is closed after the answer). It
+// reports whether the declared length is already over, so the caller can
+// answer 413 without reading anything.
+func LimitBody(w http.ResponseWriter, r *http.Request) (tooLarge bool) {
+	if r.ContentLength > MaxBodyBytes {
+		return true
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	}
 	return false
 }
