@@ -239,7 +239,7 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 
 // The event log: a merchant reads its events, each with its deliveries and
 // their attempts, through REST (ListWebhookEvents, WebhookEvent) and
-// GraphQL (WebhookEventsPage, AllWebhookEvents, WebhookEvent, Node). Every
+// GraphQL (WebhookEventsPage, WebhookEventList, WebhookEvent, Node). Every
 // read is scoped by ownEvents to the authenticated merchant and the mode of
 // its key: another merchant's event, or one of the other mode, is
 // ErrNotFound.
@@ -343,9 +343,19 @@ func (s *Service) WebhookEventsPage(ctx context.Context, auth *MerchantAuth, f W
 	return q.Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithWebhookEventOrder(order))
 }
 
-// AllWebhookEvents is every webhook event the caller sees, newest first.
-func (s *Service) AllWebhookEvents(ctx context.Context, auth *MerchantAuth) ([]*ent.WebhookEvent, error) {
-	return newestEventsFirst(s.WebhookEventsOf(auth)).All(ctx)
+// WebhookEventList is one page of every event the caller sees as a plain
+// list, newest first (ties by id), as SessionList: the GraphQL
+// Merchant.webhookEvents field.
+func (s *Service) WebhookEventList(ctx context.Context, auth *MerchantAuth, page PageArgs) ([]*ent.WebhookEvent, error) {
+	page, err := page.normalise()
+	if err != nil {
+		return nil, err
+	}
+	q := s.WebhookEventsOf(auth)
+	for _, p := range newestFirstAfter(page.After) {
+		q = q.Where(predicate.WebhookEvent(p))
+	}
+	return newestEventsFirst(q).Limit(*page.First).All(ctx)
 }
 
 // WebhookEvent reads one of the caller's events in the caller's mode, with

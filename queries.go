@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"entgo.io/contrib/entgql"
+	entsql "entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
@@ -78,6 +79,23 @@ func (s *Service) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
 		return notFoundAs(w, err)
 	}
 	return notFoundAs(s.TransfersOf(agent).Where(transfer.ID(id)).Only(ctx))
+}
+
+// Nodes resolves each of ids as Node does, in order, at most MaxPageSize
+// at a time (a list of ids is a page like any other).
+func (s *Service) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error) {
+	if len(ids) > MaxPageSize {
+		return nil, Invalid("ids", "must list at most %d ids", MaxPageSize)
+	}
+	out := make([]ent.Noder, len(ids))
+	for i, id := range ids {
+		n, err := s.Node(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
 }
 
 // notFoundAs turns ent's not-found into ErrNotFound.
@@ -297,11 +315,29 @@ func (s *Service) SessionsPage(ctx context.Context, auth *MerchantAuth, f Sessio
 		Paginate(ctx, page.After, page.First, page.Before, page.Last, ent.WithCheckoutSessionOrder(order))
 }
 
-// AllSessions is every session the caller sees, newest first.
-func (s *Service) AllSessions(ctx context.Context, auth *MerchantAuth) ([]*ent.CheckoutSession, error) {
-	return s.SessionsOf(auth).
-		Order(ent.Desc(checkoutsession.FieldCreatedAt), ent.Desc(checkoutsession.FieldID)).
-		All(ctx)
+// SessionList is one page of every session the caller sees as a plain list,
+// newest first (ties by id), the first page.First (the paging rule of
+// PageArgs) after page.After, a cursor of SessionsPage in its default
+// order. It is the GraphQL Merchant.sessions field, which once listed every
+// row; unlike a connection it counts nothing.
+func (s *Service) SessionList(ctx context.Context, auth *MerchantAuth, page PageArgs) ([]*ent.CheckoutSession, error) {
+	page, err := page.normalise()
+	if err != nil {
+		return nil, err
+	}
+	q := s.SessionsOf(auth)
+	for _, p := range newestFirstAfter(page.After) {
+		q = q.Where(predicate.CheckoutSession(p))
+	}
+	return q.Order(ent.Desc(checkoutsession.FieldCreatedAt), ent.Desc(checkoutsession.FieldID)).
+		Limit(*page.First).All(ctx)
+}
+
+// newestFirstAfter selects the rows after cursor in the newest-first order
+// (created_at, then id, both descending) of the connections' default order,
+// as their pagers do.
+func newestFirstAfter(cursor *entgql.Cursor[uuid.UUID]) []func(*entsql.Selector) {
+	return entgql.CursorsPredicate(cursor, nil, "id", "created_at", entgql.OrderDirectionDesc)
 }
 
 // PaymentFilter narrows the caller's payments. Empty fields do not filter.

@@ -824,32 +824,6 @@ func (_q *MerchantQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 			_q.WithNamedKeys(alias, func(wq *MerchantKeyQuery) {
 				*wq = *query
 			})
-
-		case "sessions":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&CheckoutSessionClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, checkoutsessionImplementors)...); err != nil {
-				return err
-			}
-			_q.WithNamedSessions(alias, func(wq *CheckoutSessionQuery) {
-				*wq = *query
-			})
-
-		case "webhookEvents":
-			var (
-				alias = field.Alias
-				path  = append(path, alias)
-				query = (&WebhookEventClient{config: _q.config}).Query()
-			)
-			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, webhookeventImplementors)...); err != nil {
-				return err
-			}
-			_q.WithNamedWebhookEvents(alias, func(wq *WebhookEventQuery) {
-				*wq = *query
-			})
 		case "createdAt":
 			if _, ok := fieldSeen[merchant.FieldCreatedAt]; !ok {
 				selectedFields = append(selectedFields, merchant.FieldCreatedAt)

@@ -112,30 +112,6 @@ func (_m *Merchant) Keys(ctx context.Context) (result []*MerchantKey, err error)
 	return result, err
 }
 
-func (_m *Merchant) Sessions(ctx context.Context) (result []*CheckoutSession, err error) {
-	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
-		result, err = _m.NamedSessions(graphql.GetFieldContext(ctx).Field.Alias)
-	} else {
-		result, err = _m.Edges.SessionsOrErr()
-	}
-	if IsNotLoaded(err) {
-		result, err = _m.QuerySessions().All(ctx)
-	}
-	return result, err
-}
-
-func (_m *Merchant) WebhookEvents(ctx context.Context) (result []*WebhookEvent, err error) {
-	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
-		result, err = _m.NamedWebhookEvents(graphql.GetFieldContext(ctx).Field.Alias)
-	} else {
-		result, err = _m.Edges.WebhookEventsOrErr()
-	}
-	if IsNotLoaded(err) {
-		result, err = _m.QueryWebhookEvents().All(ctx)
-	}
-	return result, err
-}
-
 func (_m *MerchantKey) Merchant(ctx context.Context) (*Merchant, error) {
 	result, err := _m.Edges.MerchantOrErr()
 	if IsNotLoaded(err) {

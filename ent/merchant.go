@@ -82,7 +82,7 @@ type MerchantEdges struct {
 	// type was loaded (or requested) in eager-loading or not.
 	loadedTypes [3]bool
 	// totalCount holds the count of the edges above.
-	totalCount [3]map[string]int
+	totalCount [1]map[string]int
 
 	namedKeys          map[string][]*MerchantKey
 	namedSessions      map[string][]*CheckoutSession

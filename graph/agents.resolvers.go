@@ -18,7 +18,7 @@ import (
 
 // Limits is the resolver for the limits field.
 func (r *meResolver) Limits(ctx context.Context, obj *model.Me) (*model.Limits, error) {
-	agent, err := r.meAgent(ctx, obj)
+	agent, err := r.meAgent(ctx, obj, true)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (r *meResolver) Limits(ctx context.Context, obj *model.Me) (*model.Limits, 
 
 // Balance is the resolver for the balance field.
 func (r *meResolver) Balance(ctx context.Context, obj *model.Me) (*model.Balance, error) {
-	agent, err := r.meAgent(ctx, obj)
+	agent, err := r.meAgent(ctx, obj, true)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (r *meResolver) Balance(ctx context.Context, obj *model.Me) (*model.Balance
 
 // Transfers is the resolver for the transfers field.
 func (r *meResolver) Transfers(ctx context.Context, obj *model.Me, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) (*ent.TransferConnection, error) {
-	agent, err := r.meAgent(ctx, obj)
+	agent, err := r.meAgent(ctx, obj, false)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -637,7 +638,13 @@ func TestBaseUnitAmountsBeyond32Bits(t *testing.T) {
 			}
 		} `json:"__type"`
 	}
-	api.do(t, "", `{ __type(name: "Transfer") { fields { name type { ofType { name } } } } }`, nil).decode(t, &types)
+	// Introspection is off unless configured: a second server over the
+	// same service has it on.
+	introspecting := *api
+	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: api.Svc, Introspection: true}))
+	t.Cleanup(srv.Close)
+	introspecting.URL = srv.URL
+	introspecting.do(t, "", `{ __type(name: "Transfer") { fields { name type { ofType { name } } } } }`, nil).decode(t, &types)
 	kinds := map[string]string{}
 	for _, f := range types.Type.Fields {
 		kinds[f.Name] = f.Type.OfType.Name
@@ -664,8 +671,9 @@ func TestAgentRateLimit(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		q := `{ me { id } }`
 		if i%2 == 0 {
-			// Two authenticated fields, one operation: counted once.
-			q = `{ me { id } again: me { username } }`
+			// One root field, whatever it selects: one request (aliased
+			// root fields count one each: TestGraphQLCountsEveryField).
+			q = `{ me { id username wallets { id primary } } }`
 		}
 		out := api.do(t, reg.APIKey, q, nil)
 		require.Empty(t, out.Errors, "operation %d", i)
@@ -703,9 +711,10 @@ func TestIPRateLimits(t *testing.T) {
 	require.Equal(t, "RATE_LIMITED", out.code(t), "the third registration in an hour") // request 3
 	require.Equal(t, "hour", out.Errors[0].Extensions["window"])
 
-	// Two public fields, one operation: one request.
-	out = api.do(t, "", `{ stats { agents } treasury { feeRate } }`, nil) // request 4
-	require.Empty(t, out.Errors)
+	// Two public fields, one operation: two requests, the second refused.
+	out = api.do(t, "", `{ stats { agents } treasury { feeRate } }`, nil) // requests 4 and 5
+	require.Len(t, out.Errors, 1, "one of the two fields is the fifth request")
+	require.Equal(t, "RATE_LIMITED", out.Errors[0].Extensions["code"])
 	require.Equal(t, "0", out.Header.Get("X-RateLimit-Remaining"))
 	out = api.do(t, "", `{ stats { agents } }`, nil)
 	require.Len(t, out.Errors, 1)

@@ -124,9 +124,11 @@ func lookupKey(m map[string]any, header string) (string, bool) {
 	return "", false
 }
 
-// operationAuth remembers, for one GraphQL operation, the agent it
-// authenticated and whether the client IP was let through, so an operation
-// counts once against a rate limit however many fields need it.
+// operationAuth remembers, for one GraphQL operation, the agent and the
+// merchant it authenticated, so a key is read once per operation however
+// many fields need it. What it costs against the rate limits is counted
+// per field (chargeAgent, allowPublic): every root field, aliases and
+// repeats included, is one request, as its REST counterpart is.
 type operationAuth struct {
 	mu sync.Mutex
 
@@ -137,9 +139,6 @@ type operationAuth struct {
 	merchantDone bool
 	merchant     *agentpay.MerchantAuth
 	merchantErr  error
-
-	ipDone bool
-	ipErr  error
 }
 
 type operationAuthKey struct{}
@@ -157,40 +156,66 @@ func operationAuthFrom(ctx context.Context) *operationAuth {
 	return &operationAuth{} // outside an operation: nothing shared
 }
 
-// currentAgent authenticates the operation's key and counts it against the
-// agent's rate limit, once per operation, through the service's
-// AuthenticateAndAllow as the REST facade's requireAgent does. Missing or
-// bad keys are the service's ErrUnauthorized (UNAUTHENTICATED), a refused
-// call its ErrRateLimited (RATE_LIMITED).
-func (r *Resolver) currentAgent(ctx context.Context) (*ent.Agent, error) {
+// chargeAgent authenticates the operation's key (once per operation) and
+// counts one request against the agent's rate limit (on every call),
+// through the service's AuthenticateAndAllow and AllowAgent as the REST
+// facade's requireAgent does. The fields that do what a REST request does
+// call it: the agent's root fields (me, send, regenerateApiKey, node and
+// nodes with a key) and Me.balance and Me.limits, so ten aliased sends or
+// balances are ten requests. Missing or bad keys are the service's
+// ErrUnauthorized (UNAUTHENTICATED), a refused call its ErrRateLimited
+// (RATE_LIMITED). The decision shows as headers whenever the key
+// authenticated, refused or not.
+func (r *Resolver) chargeAgent(ctx context.Context) (*ent.Agent, error) {
 	op := operationAuthFrom(ctx)
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	if !op.agentDone {
+	var (
+		dec agentpay.RateDecision
+		err error
+	)
+	switch {
+	case !op.agentDone:
 		op.agentDone = true
-		op.agent, op.agentErr = r.authenticate(ctx, credentialsFrom(ctx).apiKey)
-	}
-	return op.agent, presentRateLimit(op.agentErr)
-}
-
-// authenticate shows the decision as headers whenever the key authenticated,
-// refused or not.
-func (r *Resolver) authenticate(ctx context.Context, key string) (*ent.Agent, error) {
-	agent, dec, err := r.cfg.Service.AuthenticateAndAllow(ctx, key)
-	if agent == nil {
-		return nil, err
+		op.agent, dec, err = r.cfg.Service.AuthenticateAndAllow(ctx, credentialsFrom(ctx).apiKey)
+		if op.agent == nil {
+			op.agentErr = err
+			return nil, err
+		}
+	case op.agent == nil:
+		return nil, op.agentErr
+	default:
+		dec, err = r.cfg.Service.AllowAgent(ctx, op.agent)
 	}
 	credentialsFrom(ctx).rate.show(dec, true)
 	if err != nil {
+		return nil, presentRateLimit(err)
+	}
+	return op.agent, nil
+}
+
+// currentAgent is the operation's agent for a field inside one that was
+// charged (Me's fields, Wallet.primary): it counts nothing more. Reached
+// before any charge, it charges.
+func (r *Resolver) currentAgent(ctx context.Context) (*ent.Agent, error) {
+	op := operationAuthFrom(ctx)
+	op.mu.Lock()
+	done, agent, err := op.agentDone, op.agent, op.agentErr
+	op.mu.Unlock()
+	if !done {
+		return r.chargeAgent(ctx)
+	}
+	if agent == nil {
 		return nil, err
 	}
 	return agent, nil
 }
 
-// agentContext authenticates the operation and attaches the agent to the
-// context as the caller the service layer checks ownership against (Node).
+// agentContext charges the operation's agent (chargeAgent) and attaches it
+// to the context as the caller the service layer checks ownership against
+// (Node).
 func (r *Resolver) agentContext(ctx context.Context) (context.Context, *ent.Agent, error) {
-	agent, err := r.currentAgent(ctx)
+	agent, err := r.chargeAgent(ctx)
 	if err != nil {
 		return ctx, nil, err
 	}
@@ -255,17 +280,11 @@ func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
 	return ctx, r.allowPublic(ctx)
 }
 
-// allowPublic applies the per-IP limit of unauthenticated requests, once
-// per operation.
+// allowPublic counts one unauthenticated request against the client IP's
+// limit on every call: each public root field (aliases included) is one
+// request, as on REST.
 func (r *Resolver) allowPublic(ctx context.Context) error {
-	op := operationAuthFrom(ctx)
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	if !op.ipDone {
-		op.ipDone = true
-		op.ipErr = r.allowIP(ctx, agentpay.RateRequest)
-	}
-	return presentRateLimit(op.ipErr)
+	return presentRateLimit(r.allowIP(ctx, agentpay.RateRequest))
 }
 
 // allowRegistration applies the per-IP registration limit: every
@@ -286,9 +305,14 @@ func (r *Resolver) allowIP(ctx context.Context, kind agentpay.RateKind) error {
 }
 
 // meAgent is the agent behind a Me object: the operation's authenticated
-// agent, which is the only agent a Me is ever built for.
-func (r *Resolver) meAgent(ctx context.Context, me *model.Me) (*ent.Agent, error) {
-	agent, err := r.currentAgent(ctx)
+// agent, which is the only agent a Me is ever built for. charge counts the
+// field as a request of its own (chargeAgent).
+func (r *Resolver) meAgent(ctx context.Context, me *model.Me, charge bool) (*ent.Agent, error) {
+	get := r.currentAgent
+	if charge {
+		get = r.chargeAgent
+	}
+	agent, err := get(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -33,24 +33,6 @@ func (r *merchantResolver) Keys(ctx context.Context, obj *ent.Merchant) ([]*ent.
 	return r.cfg.Service.CurrentMerchantKeys(ctx, obj)
 }
 
-// Sessions is the resolver for the sessions field.
-func (r *merchantResolver) Sessions(ctx context.Context, obj *ent.Merchant) ([]*ent.CheckoutSession, error) {
-	auth, err := r.ownMerchant(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return r.cfg.Service.AllSessions(ctx, auth)
-}
-
-// WebhookEvents is the resolver for the webhookEvents field.
-func (r *merchantResolver) WebhookEvents(ctx context.Context, obj *ent.Merchant) ([]*ent.WebhookEvent, error) {
-	auth, err := r.ownMerchant(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	return r.cfg.Service.AllWebhookEvents(ctx, auth)
-}
-
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id uuid.UUID) (ent.Noder, error) {
 	ctx, err := r.nodeContext(ctx)
@@ -66,15 +48,7 @@ func (r *queryResolver) Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ent.Noder, len(ids))
-	for i, id := range ids {
-		n, err := r.cfg.Service.Node(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = n
-	}
-	return out, nil
+	return r.cfg.Service.Nodes(ctx, ids)
 }
 
 // AttemptLog is the resolver for the attemptLog field.

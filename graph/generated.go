@@ -239,13 +239,13 @@ type ComplexityRoot struct {
 		Keys              func(childComplexity int) int
 		Name              func(childComplexity int) int
 		PublicKeys        func(childComplexity int) int
-		Sessions          func(childComplexity int) int
+		Sessions          func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
 		SettlementAddress func(childComplexity int) int
 		SettlementChain   func(childComplexity int) int
 		SettlementType    func(childComplexity int) int
 		SuccessURL        func(childComplexity int) int
 		UpdatedAt         func(childComplexity int) int
-		WebhookEvents     func(childComplexity int) int
+		WebhookEvents     func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
 		WebhookURL        func(childComplexity int) int
 		Website           func(childComplexity int) int
 	}
@@ -608,10 +608,10 @@ type MerchantResolver interface {
 	WebhookURL(ctx context.Context, obj *ent.Merchant) (*string, error)
 
 	Keys(ctx context.Context, obj *ent.Merchant) ([]*ent.MerchantKey, error)
-	Sessions(ctx context.Context, obj *ent.Merchant) ([]*ent.CheckoutSession, error)
-	WebhookEvents(ctx context.Context, obj *ent.Merchant) ([]*ent.WebhookEvent, error)
 	AcceptedTokens(ctx context.Context, obj *ent.Merchant) ([]*model.TokenRef, error)
 	PublicKeys(ctx context.Context, obj *ent.Merchant) (*model.MerchantPublicKeys, error)
+	Sessions(ctx context.Context, obj *ent.Merchant, first *int, after *entgql.Cursor[uuid.UUID]) ([]*ent.CheckoutSession, error)
+	WebhookEvents(ctx context.Context, obj *ent.Merchant, first *int, after *entgql.Cursor[uuid.UUID]) ([]*ent.WebhookEvent, error)
 }
 type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
@@ -1522,7 +1522,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Merchant.Sessions(childComplexity), true
+		args, err := ec.field_Merchant_sessions_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Merchant.Sessions(childComplexity, args["first"].(*int), args["after"].(*entgql.Cursor[uuid.UUID])), true
 	case "Merchant.settlementAddress":
 		if e.ComplexityRoot.Merchant.SettlementAddress == nil {
 			break
@@ -1558,7 +1563,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Merchant.WebhookEvents(childComplexity), true
+		args, err := ec.field_Merchant_webhookEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Merchant.WebhookEvents(childComplexity, args["first"].(*int), args["after"].(*entgql.Cursor[uuid.UUID])), true
 	case "Merchant.webhookURL":
 		if e.ComplexityRoot.Merchant.WebhookURL == nil {
 			break
@@ -3625,14 +3635,14 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_deactivatedAt(ctx, field)
 	case "keys":
 		return ec.fieldContext_Merchant_keys(ctx, field)
-	case "sessions":
-		return ec.fieldContext_Merchant_sessions(ctx, field)
-	case "webhookEvents":
-		return ec.fieldContext_Merchant_webhookEvents(ctx, field)
 	case "acceptedTokens":
 		return ec.fieldContext_Merchant_acceptedTokens(ctx, field)
 	case "publicKeys":
 		return ec.fieldContext_Merchant_publicKeys(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Merchant_sessions(ctx, field)
+	case "webhookEvents":
+		return ec.fieldContext_Merchant_webhookEvents(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Merchant", field.Name)
 }
@@ -4440,6 +4450,50 @@ func (ec *executionContext) field_Me_transfers_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["orderBy"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Merchant_sessions_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Merchant_webhookEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*entgql.Cursor[uuid.UUID], error) {
+			return ec.unmarshalOCursor2ᚖentgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -8375,70 +8429,6 @@ func (ec *executionContext) fieldContext_Merchant_keys(_ context.Context, field 
 	return fc, nil
 }
 
-func (ec *executionContext) _Merchant_sessions(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_sessions(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Merchant().Sessions(ctx, obj)
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*ent.CheckoutSession) graphql.Marshaler {
-			return ec.marshalOCheckoutSession2ᚕᚖagentpayᚋentᚐCheckoutSessionᚄ(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_Merchant_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Merchant",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_CheckoutSession(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _Merchant_webhookEvents(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_webhookEvents(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Merchant().WebhookEvents(ctx, obj)
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*ent.WebhookEvent) graphql.Marshaler {
-			return ec.marshalOWebhookEvent2ᚕᚖagentpayᚋentᚐWebhookEventᚄ(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_Merchant_webhookEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Merchant",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_WebhookEvent(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
 func (ec *executionContext) _Merchant_acceptedTokens(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8499,6 +8489,94 @@ func (ec *executionContext) fieldContext_Merchant_publicKeys(_ context.Context, 
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MerchantPublicKeys(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Merchant_sessions(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Merchant_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Merchant().Sessions(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*entgql.Cursor[uuid.UUID]))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.CheckoutSession) graphql.Marshaler {
+			return ec.marshalOCheckoutSession2ᚕᚖagentpayᚋentᚐCheckoutSessionᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Merchant_sessions(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Merchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutSession(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Merchant_sessions_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Merchant_webhookEvents(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Merchant_webhookEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Merchant().WebhookEvents(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*entgql.Cursor[uuid.UUID]))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.WebhookEvent) graphql.Marshaler {
+			return ec.marshalOWebhookEvent2ᚕᚖagentpayᚋentᚐWebhookEventᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Merchant_webhookEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Merchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Merchant_webhookEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -18160,18 +18238,6 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Merchant_keys(ctx, field, obj)
 				})
-		case "sessions":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Merchant_sessions(ctx, field, obj)
-				})
-		case "webhookEvents":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, false,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Merchant_webhookEvents(ctx, field, obj)
-				})
 		case "acceptedTokens":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -18183,6 +18249,18 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Merchant_publicKeys(ctx, field, obj)
+				})
+		case "sessions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Merchant_sessions(ctx, field, obj)
+				})
+		case "webhookEvents":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Merchant_webhookEvents(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

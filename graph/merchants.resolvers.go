@@ -49,6 +49,24 @@ func (r *merchantResolver) PublicKeys(ctx context.Context, obj *ent.Merchant) (*
 	return &model.MerchantPublicKeys{Live: p.LivePublicKey, Test: p.TestPublicKey}, nil
 }
 
+// Sessions is the resolver for the sessions field.
+func (r *merchantResolver) Sessions(ctx context.Context, obj *ent.Merchant, first *int, after *entgql.Cursor[uuid.UUID]) ([]*ent.CheckoutSession, error) {
+	auth, err := r.ownMerchant(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return r.cfg.Service.SessionList(ctx, auth, agentpay.PageArgs{First: first, After: after})
+}
+
+// WebhookEvents is the resolver for the webhookEvents field.
+func (r *merchantResolver) WebhookEvents(ctx context.Context, obj *ent.Merchant, first *int, after *entgql.Cursor[uuid.UUID]) ([]*ent.WebhookEvent, error) {
+	auth, err := r.ownMerchant(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return r.cfg.Service.WebhookEventList(ctx, auth, agentpay.PageArgs{First: first, After: after})
+}
+
 // CreateSession is the resolver for the createSession field.
 func (r *mutationResolver) CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error) {
 	ctx, auth, err := r.merchantContext(ctx)

@@ -29,6 +29,9 @@ type HandlerConfig struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client (httpx.ClientIP); none: the TCP peer is the client.
 	TrustedProxies []netip.Prefix
+	// Introspection answers __schema and __type queries (tools and the
+	// playground need them); off, they fail and the schema is not shown.
+	Introspection bool
 }
 
 // NewHandler serves queries and mutations over HTTP and subscriptions over
@@ -42,7 +45,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.HeadPollInterval <= 0 {
 		cfg.HeadPollInterval = time.Second
 	}
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}}))
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}, Complexity: complexity()}))
 	srv.AddTransport(&transport.Websocket{
 		Implementation:        newGorillaWebsocket(cfg.AllowedOrigins),
 		KeepAlivePingInterval: 10 * time.Second,
@@ -53,11 +56,19 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.AddTransport(transport.POST{})
 	srv.SetErrorPresenter(presentError(cfg.Logger))
 	srv.SetRecoverFunc(recoverPanic(cfg.Logger))
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	srv.Use(extension.Introspection{})
+	srv.SetParserTokenLimit(maxQueryTokens)
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
+	// Bounds first: queryLimits refuses a long query before the persisted
+	// query cache keeps it, and a deep or wide one before the complexity
+	// walk (limits.go).
+	srv.Use(queryLimits{introspection: cfg.Introspection})
+	srv.Use(extension.FixedComplexityLimit(maxComplexity))
+	if cfg.Introspection {
+		srv.Use(extension.Introspection{})
+	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
 	srv.AroundOperations(newOperationAuth)
-	return withRequestCredentials(limitConnections(cfg.Service, cfg.TrustedProxies, srv), cfg.TrustedProxies)
+	return limitBody(withRequestCredentials(limitConnections(cfg.Service, cfg.TrustedProxies, srv), cfg.TrustedProxies))
 }
 
 // NewPlayground serves the GraphQL playground for the endpoint.

@@ -117,21 +117,40 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 }
 
 // newHTTPHandler serves REST, GraphQL and the playground on one router.
+// Introspection and the playground are on in `dev` and off in `serve`
+// unless GRAPHQL_INTROSPECTION / GRAPHQL_PLAYGROUND say otherwise: a
+// production API need not publish its schema to anyone who asks.
 func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool) http.Handler {
+	introspection, playground := graphQLSurface(cfg, dev)
 	gql := graph.NewHandler(graph.HandlerConfig{
-		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins, TrustedProxies: cfg.TrustedProxies,
+		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
+		TrustedProxies: cfg.TrustedProxies, Introspection: introspection,
 	})
+	mounts := map[string]http.Handler{"/graphql": gql}
+	if playground {
+		mounts["/playground"] = graph.NewPlayground("/graphql")
+	}
 	return rest.NewRouter(rest.Config{
-		Service: svc,
-		Logger:  logger,
-		Dev:     dev,
-		Pages:   web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
-		Mounts: map[string]http.Handler{
-			"/graphql":    gql,
-			"/playground": graph.NewPlayground("/graphql"),
-		},
+		Service:        svc,
+		Logger:         logger,
+		Dev:            dev,
+		Pages:          web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
+		Mounts:         mounts,
 		TrustedProxies: cfg.TrustedProxies,
 	})
+}
+
+// graphQLSurface is whether GraphQL introspection and the playground are
+// served: as configured, else only in `dev`.
+func graphQLSurface(cfg config, dev bool) (introspection, playground bool) {
+	introspection, playground = dev, dev
+	if cfg.GraphQLIntrospection != nil {
+		introspection = *cfg.GraphQLIntrospection
+	}
+	if cfg.GraphQLPlayground != nil {
+		playground = *cfg.GraphQLPlayground
+	}
+	return introspection, playground
 }
 
 // serveHTTP listens on addr and serves until ctx ends, then drains.

@@ -45,7 +45,10 @@ type config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is read
 	// (TRUSTED_PROXIES); none: the TCP peer is the client.
 	TrustedProxies []netip.Prefix
-	LogLevel       string
+	// GraphQLIntrospection and GraphQLPlayground are nil when unset: on in
+	// `dev`, off in `serve` (graphQLSurface).
+	GraphQLIntrospection, GraphQLPlayground *bool
+	LogLevel                                string
 	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
 	// always uses the devnets.
 	AgentMode agentpay.Mode
@@ -122,6 +125,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}
 	c.TrustedProxies = p.prefixes("TRUSTED_PROXIES")
+	c.GraphQLIntrospection = p.optionalBool("GRAPHQL_INTROSPECTION")
+	c.GraphQLPlayground = p.optionalBool("GRAPHQL_PLAYGROUND")
 	if v := p.str("MASTER_KEY", ""); v != "" {
 		key, err := vault.ParseMasterKey(v)
 		if err != nil {
@@ -290,6 +295,20 @@ func (p *envParser) prefixes(name string) []netip.Prefix {
 		out = append(out, pfx.Masked())
 	}
 	return out
+}
+
+// optionalBool reads true or false (1, 0, ...); nil when unset.
+func (p *envParser) optionalBool(name string) *bool {
+	v := p.str(name, "")
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, "must be true or false, got %q", v)
+		return nil
+	}
+	return &b
 }
 
 func (p *envParser) oneOf(name, def string, allowed ...string) string {

@@ -39,6 +39,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Nil(t, c.MasterKey)
 	require.Empty(t, c.Chains[agentpay.ModeLive])
 	require.Equal(t, uint64(3), c.DevConfirmations[chains.Base])
+	require.Nil(t, c.GraphQLIntrospection, "unset: the command decides (graphQLSurface)")
+	require.Nil(t, c.GraphQLPlayground)
 }
 
 func TestLoadConfigChains(t *testing.T) {
@@ -87,6 +89,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"CHAIN_BASE_RPC_URL", "ftp://x"},
 		{"CHAIN_ETHEREUM_CONFIRMATIONS", "0"},
 		{"LOG_LEVEL", "loud"},
+		{"GRAPHQL_INTROSPECTION", "sometimes"},
+		{"GRAPHQL_PLAYGROUND", "maybe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -63,7 +63,8 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
-	printDevBanner(stdout, ln.Addr().String(), nets.Chains(), p.treasury)
+	_, playground := graphQLSurface(cfg, true)
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -77,9 +78,13 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	return err
 }
 
-func printDevBanner(w io.Writer, addr string, list []agentpay.DevChain, treasury agentpay.TreasuryKeys) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
-	fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
+	if playground {
+		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
+	} else {
+		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql\n", addr)
+	}
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
 	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
 	fmt.Fprintln(w, "  devnets:")

@@ -97,7 +97,11 @@ func (Merchant) Fields() []ent.Field {
 func (Merchant) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.To("keys", MerchantKey.Type),
-		edge.To("sessions", CheckoutSession.Type),
-		edge.To("webhook_events", WebhookEvent.Type),
+		// GraphQL shows these two as bounded pages (graph/merchants.graphql),
+		// not as the generated every-row lists.
+		edge.To("sessions", CheckoutSession.Type).
+			Annotations(entgql.Skip()),
+		edge.To("webhook_events", WebhookEvent.Type).
+			Annotations(entgql.Skip()),
 	}
 }
