@@ -21,7 +21,8 @@ import (
 // its tokens (parsing, and the parsed-query cache), the selection's depth
 // and its fields after fragments are expanded (aliases count), and its
 // complexity, an estimate of the work with list fields multiplied by their
-// page size (cost.go). docs/rate-limits.md has the figures and why.
+// page size (cost.go). Websockets have their own bounds (websocket.go).
+// docs/rate-limits.md has the figures and why.
 const (
 	// maxQueryBytes bounds a query document's text; documents are cached by
 	// their text (queryCacheSize of them) and persisted queries too.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -320,4 +322,71 @@ func TestEveryListAndMutationHasACost(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWebsocketInitTimeout: a socket that sends no connection_init is
+// closed once the init timeout passes.
+func TestWebsocketInitTimeout(t *testing.T) {
+	api := newMerchantAPI(t)
+	srv := httptest.NewServer(NewHandler(HandlerConfig{Service: api.Svc, WebsocketInitTimeout: 200 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	c := dialWS(t, srv.URL, nil)
+	_, err := c.read()
+	var ce *websocket.CloseError
+	require.True(t, errors.As(err, &ce), "closed by the server, not by the test's read deadline: %v", err)
+	require.Equal(t, "connection initialisation timeout", ce.Text)
+}
+
+// TestWebsocketMessageCap: a websocket message over 1 MiB closes the
+// socket (1009, message too big) without being read.
+func TestWebsocketMessageCap(t *testing.T) {
+	api := newMerchantAPI(t)
+	c := dialWS(t, api.URL, nil)
+	c.init(map[string]any{})
+	big := map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{
+		"query": "{ __typename }", "variables": map[string]any{"pad": strings.Repeat("x", httpx.MaxBodyBytes)}}}
+	c.send(big)
+	_, err := c.read()
+	var ce *websocket.CloseError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
+}
+
+// TestWebsocketOperationCap: one socket runs at most maxSocketOperations
+// subscriptions at once; the next is refused (TOO_MANY_OPERATIONS) until
+// one completes.
+func TestWebsocketOperationCap(t *testing.T) {
+	srv, _ := newChainServer(t)
+	c := dialWS(t, srv.URL, nil)
+	c.init(map[string]any{})
+	sub := func(id string) {
+		c.send(map[string]any{"id": id, "type": "subscribe", "payload": map[string]any{
+			"query": `subscription { chainHead(name: "base") { head } }`}})
+	}
+	// next reads until a message about id.
+	next := func(id string) wsMessage {
+		for {
+			m, err := c.read()
+			require.NoError(t, err)
+			if m.ID == id {
+				return m
+			}
+		}
+	}
+	for i := 1; i <= maxSocketOperations; i++ {
+		sub(fmt.Sprint(i))
+		m := next(fmt.Sprint(i))
+		require.Equal(t, "next", m.Type, string(m.Payload))
+		require.NotContains(t, string(m.Payload), "errors")
+	}
+	sub("over")
+	m := next("over")
+	require.Contains(t, string(m.Payload), codeTooManyOps)
+
+	c.send(map[string]any{"id": "1", "type": "complete"})
+	require.Equal(t, "complete", next("1").Type)
+	sub("again")
+	m = next("again")
+	require.Equal(t, "next", m.Type)
+	require.NotContains(t, string(m.Payload), "errors", "a slot freed when a subscription completed")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // HandlerConfig wires the GraphQL server.
@@ -32,6 +33,9 @@ type HandlerConfig struct {
 	// Introspection answers __schema and __type queries (tools and the
 	// playground need them); off, they fail and the schema is not shown.
 	Introspection bool
+	// WebsocketInitTimeout is how long a websocket may take to send
+	// connection_init; 0 is websocketInitTimeout.
+	WebsocketInitTimeout time.Duration
 }
 
 // NewHandler serves queries and mutations over HTTP and subscriptions over
@@ -45,11 +49,17 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.HeadPollInterval <= 0 {
 		cfg.HeadPollInterval = time.Second
 	}
+	if cfg.WebsocketInitTimeout <= 0 {
+		cfg.WebsocketInitTimeout = websocketInitTimeout
+	}
 	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}, Complexity: complexity()}))
+	readLimit := int64(httpx.MaxBodyBytes)
 	srv.AddTransport(&transport.Websocket{
 		Implementation:        newGorillaWebsocket(cfg.AllowedOrigins),
 		KeepAlivePingInterval: 10 * time.Second,
 		InitFunc:              websocketInit(cfg.Service),
+		InitTimeout:           cfg.WebsocketInitTimeout,
+		PayloadReadLimit:      &readLimit,
 	})
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
@@ -67,6 +77,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	srv.AroundOperations(limitSocketOperations)
 	srv.AroundOperations(newOperationAuth)
 	return limitBody(withRequestCredentials(limitConnections(cfg.Service, cfg.TrustedProxies, srv), cfg.TrustedProxies))
 }

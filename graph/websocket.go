@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -8,10 +9,14 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"agentpay"
 	"agentpay/internal/httpx"
@@ -49,6 +54,12 @@ func newGorillaWebsocket(allowedOrigins []string) *gorillaWebsocket {
 	}}
 }
 
+// Accept upgrades the connection. A websocket streams for as long as it is
+// open, so it is exempt from the server's ReadTimeout and WriteTimeout:
+// gorilla's Upgrade clears the deadlines they set on the connection it
+// takes over (cmd/agentpay's TestHTTPServerBounds holds it to that). The
+// transport's init timeout, its keep-alives and the per-socket operation
+// limit bound a socket instead.
 func (g *gorillaWebsocket) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
 	up := g.upgrader
 	up.Subprotocols = opts.Subprotocols
@@ -99,4 +110,73 @@ func limitConnections(svc *agentpay.Service, proxies []netip.Prefix, next http.H
 		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// A websocket is bounded in time before it says who it is, and in the work
+// it runs at once; its messages are bounded like request bodies
+// (httpx.MaxBodyBytes, the transport's PayloadReadLimit).
+const (
+	// websocketInitTimeout is how long a websocket may take to send
+	// connection_init before it is closed.
+	websocketInitTimeout = 5 * time.Second
+	// maxSocketOperations bounds the operations (subscriptions, and queries
+	// sent over the socket) running at once on one websocket.
+	maxSocketOperations = 10
+	// codeTooManyOps refuses an operation over maxSocketOperations.
+	codeTooManyOps = "TOO_MANY_OPERATIONS"
+)
+
+// socketOperations counts the operations running on one websocket.
+type socketOperations struct {
+	mu      sync.Mutex
+	running int
+}
+
+type socketOperationsKey struct{}
+
+// withSocketOperations gives a websocket's context (its connection_init's)
+// its operation count.
+func withSocketOperations(ctx context.Context) context.Context {
+	return context.WithValue(ctx, socketOperationsKey{}, &socketOperations{})
+}
+
+// limitSocketOperations refuses an operation on a websocket that already
+// runs maxSocketOperations. The operation's slot frees when its stream
+// ends (before the socket says complete, so a client that saw complete can
+// start another at once), or at the latest when its context ends with the
+// operation or the socket. Plain HTTP operations carry no count and are not
+// limited here.
+func limitSocketOperations(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	ops, _ := ctx.Value(socketOperationsKey{}).(*socketOperations)
+	if ops == nil {
+		return next(ctx)
+	}
+	ops.mu.Lock()
+	full := ops.running >= maxSocketOperations
+	if !full {
+		ops.running++
+	}
+	ops.mu.Unlock()
+	if full {
+		err := gqlerror.Errorf("at most %d operations may run at once on one websocket", maxSocketOperations)
+		errcode.Set(err, codeTooManyOps)
+		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			ops.mu.Lock()
+			ops.running--
+			ops.mu.Unlock()
+		})
+	}
+	context.AfterFunc(ctx, release)
+	responses := next(ctx)
+	return func(ctx context.Context) *graphql.Response {
+		r := responses(ctx)
+		if r == nil {
+			release()
+		}
+		return r
+	}
 }

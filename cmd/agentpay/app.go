@@ -153,9 +153,49 @@ func graphQLSurface(cfg config, dev bool) (introspection, playground bool) {
 	return introspection, playground
 }
 
+// httpTimeouts bound how long a connection may take over each part of a
+// request, so slow or idle clients cannot hold connections (and their
+// goroutines and buffers) open.
+type httpTimeouts struct {
+	// ReadHeader: the request line and headers; Read: the whole request,
+	// body included (1 MiB at most).
+	ReadHeader, Read time.Duration
+	// Write: from the end of the headers to the end of the answer. A send
+	// waits up to 30 s for inclusion (agentpay.DefaultSendWait) and a
+	// GraphQL operation holds at most three (graph's cost table).
+	// Websockets clear it (and Read) when they upgrade: they stream for as
+	// long as they are open.
+	Write time.Duration
+	// Idle: a kept-alive connection between requests.
+	Idle time.Duration
+}
+
+var defaultHTTPTimeouts = httpTimeouts{
+	ReadHeader: 10 * time.Second,
+	Read:       30 * time.Second,
+	Write:      2 * time.Minute,
+	Idle:       2 * time.Minute,
+}
+
+// maxHeaderBytes bounds a request's line and headers (Go's default is
+// 1 MiB). GraphQL GET queries travel in the URL: a longer one goes by POST.
+const maxHeaderBytes = 64 << 10
+
+// newHTTPServer is the API's server with its timeouts and header bound.
+func newHTTPServer(h http.Handler, t httpTimeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
 // serveHTTP listens on addr and serves until ctx ends, then drains.
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(h, defaultHTTPTimeouts)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

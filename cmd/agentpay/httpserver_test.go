@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -39,12 +43,76 @@ func newTestService(t *testing.T, env map[string]string) (config, *agentpay.Serv
 	return cfg, svc
 }
 
-// startServer serves h on a loopback port.
-func startServer(t *testing.T, h http.Handler) string {
+// startServer serves h with newHTTPServer on a loopback port.
+func startServer(t *testing.T, h http.Handler, timeouts httpTimeouts) string {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := newHTTPServer(h, timeouts)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestHTTPServerBounds: the API's server bounds headers and slow requests,
+// while a websocket outlives the read and write timeouts it clears.
+func TestHTTPServerBounds(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		srv := newHTTPServer(http.NotFoundHandler(), defaultHTTPTimeouts)
+		require.Equal(t, 10*time.Second, srv.ReadHeaderTimeout)
+		require.Equal(t, 30*time.Second, srv.ReadTimeout)
+		require.Equal(t, 2*time.Minute, srv.WriteTimeout)
+		require.Equal(t, 2*time.Minute, srv.IdleTimeout)
+		require.Equal(t, 64<<10, srv.MaxHeaderBytes)
+	})
+
+	cfg, svc := newTestService(t, map[string]string{})
+	short := httpTimeouts{ReadHeader: 300 * time.Millisecond, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: 300 * time.Millisecond}
+	addr := startServer(t, newHTTPHandler(cfg, svc, slog.New(slog.NewTextHandler(io.Discard, nil)), false), short)
+
+	t.Run("headers over 64 KiB", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Padding", strings.Repeat("x", 100<<10))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	})
+
+	t.Run("a body that never comes", func(t *testing.T) {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "POST /agents/quick-register HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		require.NoError(t, err)
+		// The server gives up on the body and closes the connection; the
+		// deadline here only keeps a broken server from hanging the test.
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.ReadAll(conn)
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the connection, not the test's deadline: %v", err)
+	})
+
+	t.Run("a websocket outlives the timeouts", func(t *testing.T) {
+		dialer := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
+		conn, _, err := dialer.Dial("ws://"+addr+"/graphql", nil)
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		require.NoError(t, conn.WriteJSON(map[string]any{"type": "connection_init"}))
+		var m struct {
+			Type    string          `json:"type"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		require.NoError(t, conn.ReadJSON(&m))
+		require.Equal(t, "connection_ack", m.Type)
+		time.Sleep(3 * short.Read) // past the read and write deadlines of the upgrade request
+		require.NoError(t, conn.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": "{ __typename }"}}))
+		require.NoError(t, conn.ReadJSON(&m))
+		require.Equal(t, "next", m.Type, string(m.Payload))
+		require.JSONEq(t, `{"data":{"__typename":"Query"}}`, string(m.Payload))
+	})
 }
 
 // TestGraphQLSurfaceByCommand: introspection and the playground are on in
@@ -66,7 +134,7 @@ func TestGraphQLSurfaceByCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, svc := newTestService(t, tt.env)
-			addr := startServer(t, newHTTPHandler(cfg, svc, logger, tt.dev))
+			addr := startServer(t, newHTTPHandler(cfg, svc, logger, tt.dev), defaultHTTPTimeouts)
 
 			resp, err := http.Get("http://" + addr + "/playground")
 			require.NoError(t, err)
