@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/internal/testenv"
 )
 
 // post sends a raw GraphQL POST body and returns the status with the
@@ -71,4 +76,31 @@ func TestGraphQLTrustedProxies(t *testing.T) {
 	require.Empty(t, stats(direct, "198.51.100.3"))
 	require.Empty(t, stats(direct, "198.51.100.4"))
 	require.Equal(t, "RATE_LIMITED", stats(direct, "198.51.100.5"), "the header of an untrusted peer names nobody")
+}
+
+// TestWebsocketConnectionsPerClientBehindProxy: behind a trusted proxy the
+// websocket cap (ConnectionsPerIP) is per client X-Forwarded-For names, not
+// one cap shared by every client of the proxy.
+func TestWebsocketConnectionsPerClientBehindProxy(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	srv := newTestServer(t, env, agentpay.Config{ConnectionsPerIP: 1}, HandlerConfig{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+	})
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	dial := func(client string) (*websocket.Conn, int) {
+		dialer := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}}
+		conn, resp, err := dialer.Dial(url, http.Header{"X-Forwarded-For": {client}})
+		if err != nil {
+			require.ErrorIs(t, err, websocket.ErrBadHandshake)
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn, resp.StatusCode
+	}
+	_, status := dial("198.51.100.1")
+	require.Equal(t, http.StatusSwitchingProtocols, status)
+	_, status = dial("198.51.100.1")
+	require.Equal(t, http.StatusTooManyRequests, status, "the same client is over its cap")
+	_, status = dial("198.51.100.2")
+	require.Equal(t, http.StatusSwitchingProtocols, status, "another client behind the proxy has its own cap")
 }
