@@ -73,10 +73,21 @@
 // what it dedupes on. A redelivery sends the same bytes again, same id
 // included.
 //
-// SSRF: live-mode events are sent only to public addresses. The check runs
-// when the connection is made, on the resolved IP actually dialled (so DNS
-// tricks and rebinding do not get around it); a refusal is recorded as a
-// failed attempt. Test-mode events may go anywhere, loopback included, so
-// merchants can test against a local receiver. ValidateWebhookURL is the
-// early check of the same rule for registration and updates.
+// SSRF: events are sent only to public addresses, except test-mode events
+// when the operator allows private ones (Config.WebhookAllowPrivate,
+// WEBHOOK_ALLOW_PRIVATE, on under `agentpay dev` only) so a developer's
+// local receiver works; webhookMayReachPrivate is the rule. Anyone can
+// register a merchant, redeliver and read its attempt log, so test mode
+// reaching the service's network by default would map it for them. The
+// check runs when each connection is made, on the resolved IP actually
+// dialled (so DNS tricks and rebinding do not get around it), for every try
+// of every delivery and redelivery; a refusal is recorded as a failed
+// attempt with one generic error, no status and no duration
+// (webhookSendError), naming nothing of the network. ValidateWebhookURL is
+// the early check of the same rule for registration and updates.
+//
+// Fair share: every merchant's deliveries share the worker's webhook
+// workers, so one merchant may have only so many tries in flight per mode
+// in a process, and redeliver only so often; a try reads a bounded answer
+// (webhooklimits.go).
 package agentpay

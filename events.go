@@ -231,7 +231,7 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if url == "" {
 		return e, nil
 	}
-	if _, err := s.newDelivery(ctx, tx, sqlTx, e.ID, url); err != nil {
+	if _, err := s.newDelivery(ctx, tx, sqlTx, e, url); err != nil {
 		return nil, err
 	}
 	return e, nil

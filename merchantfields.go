@@ -82,13 +82,13 @@ func fieldsOf(m *ent.Merchant, mode Mode) merchantFields {
 }
 
 // apply overlays the present fields of in, checking each one given, in the
-// order of spec 2.5; then the rules between fields. mode is the mode of the
-// key making the change, which decides how webhook_url is checked
-// (ValidateWebhookURL: live refuses loopback and private addresses); a
-// registration has no key and is checked as test mode, since every live
-// delivery checks the address it dials anyway. families reads settlement
-// addresses.
-func (f *merchantFields) apply(in MerchantInput, register bool, mode Mode, families chains.Families) error {
+// order of spec 2.5; then the rules between fields. webhookPrivateOK is
+// whether webhook_url may name a private or loopback host
+// (ValidateWebhookURL): Service.webhookMayReachPrivate of the mode of the
+// key making the change; a registration has no key and is checked as test
+// mode, since every delivery checks the address it dials anyway. families
+// reads settlement addresses.
+func (f *merchantFields) apply(in MerchantInput, register bool, webhookPrivateOK bool, families chains.Families) error {
 	if register {
 		if in.Name == nil {
 			return Invalid("name", "is required")
@@ -122,7 +122,7 @@ func (f *merchantFields) apply(in MerchantInput, register bool, mode Mode, famil
 	}
 	if in.WebhookURL != nil {
 		if u := *in.WebhookURL; u != "" {
-			if err := ValidateWebhookURL(u, mode); err != nil {
+			if err := ValidateWebhookURL(u, webhookPrivateOK); err != nil {
 				return err
 			}
 		}

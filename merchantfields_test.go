@@ -44,7 +44,7 @@ func TestMerchantFieldRules(t *testing.T) {
 				in.Email = strp("a@acme.test")
 			}
 			var f merchantFields
-			err := f.apply(in, true, ModeTest, adapters.Families())
+			err := f.apply(in, true, false, adapters.Families())
 			if tt.err == "" {
 				require.NoError(t, err)
 				return
@@ -56,7 +56,7 @@ func TestMerchantFieldRules(t *testing.T) {
 
 	var f merchantFields
 	require.NoError(t, f.apply(MerchantInput{Name: strp(" Acme "), Email: strp("a@acme.test"), BrandColor: strp("#ABCDEF"),
-		AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, true, ModeTest, adapters.Families()))
+		AcceptedTokens: &[]TokenRef{{Chain: "solana", Token: "USDC"}, {Chain: "base", Token: "USDC"}}}, true, false, adapters.Families()))
 	require.Equal(t, "Acme", f.name)
 	require.Equal(t, "#abcdef", f.brandColor)
 	require.Equal(t, SettlementCryptoUSDC, f.settlementType, "default settlement type")

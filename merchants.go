@@ -62,7 +62,7 @@ type MerchantRegistration struct {
 // refused.
 func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*MerchantRegistration, error) {
 	var f merchantFields
-	if err := f.apply(in, true, ModeTest, s.cfg.Families); err != nil {
+	if err := f.apply(in, true, s.webhookMayReachPrivate(ModeTest), s.cfg.Families); err != nil {
 		return nil, err
 	}
 	id := uuid.New()
@@ -164,7 +164,7 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 			}
 		}
 		f := fieldsOf(m, auth.Mode)
-		if err := f.apply(in, false, auth.Mode, s.cfg.Families); err != nil {
+		if err := f.apply(in, false, s.webhookMayReachPrivate(auth.Mode), s.cfg.Families); err != nil {
 			return err
 		}
 		if auth.Mode != ModeLive {

@@ -91,6 +91,8 @@ type rateLimits struct {
 	connections *ratelimit.Slots[string]
 	// selects counts each checkout session's payment method selections.
 	selects *ratelimit.Limit[uuid.UUID]
+	// redeliveries are webhook redeliveries' (webhooklimits.go).
+	redeliveries redeliveryLimits
 }
 
 // newRateLimits counts on one limiter shared by every instance (and one of
@@ -100,7 +102,7 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 	limiter := ratelimit.New(cfg.DB, logger, cfg.Clock)
 	local := ratelimit.NewLocal(logger, cfg.Clock)
 	l := rateLimits{agents: ratelimit.NewLimit[uuid.UUID](limiter, agentRateScheme, &agentKeySource),
-		ips: make(map[RateKind]*ratelimit.Limit[string], len(ipRates))}
+		ips: make(map[RateKind]*ratelimit.Limit[string], len(ipRates)), redeliveries: newRedeliveryLimits(limiter)}
 	for kind, r := range ipRates {
 		lim := limiter
 		if r.perProcess {

@@ -13,6 +13,7 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/authcache"
 	"agentpay/internal/clock"
+	"agentpay/internal/gate"
 	"agentpay/internal/headcache"
 	"agentpay/internal/headroom"
 	"agentpay/internal/jobs"
@@ -87,6 +88,15 @@ type Config struct {
 	// session takes a minute (checkoutpage.go). 0 turns either off.
 	MaxOpenSessions int
 	SelectRateLimit int
+	// WebhookAllowPrivate lets test-mode deliveries reach addresses that are
+	// not public (loopback, private, link-local...: webhook.IsPublicAddr),
+	// so a developer's local receiver works; `agentpay dev` turns it on.
+	// Live-mode deliveries reach public addresses only, whatever it says.
+	WebhookAllowPrivate bool
+	// WebhookMerchantConcurrency caps one merchant's webhook tries in flight
+	// at once per mode, in each worker process; 0 is
+	// DefaultWebhookMerchantConcurrency (webhooklimits.go).
+	WebhookMerchantConcurrency int
 
 	// Bus carries the live feeds (session statuses) to their subscribers
 	// on every process; nil builds the default for DB (statusbus.New:
@@ -132,6 +142,9 @@ type Service struct {
 	// openSessionGrants is the open-sessions headroom this process counted
 	// (checkOpenSessions).
 	openSessionGrants *headroom.Cache[openSessionsKey]
+	// webhookGates hold this process's tries in flight by merchant and mode
+	// (webhooklimits.go).
+	webhookGates *gate.Gates[webhookGateKey]
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -173,11 +186,13 @@ func NewService(cfg Config) (*Service, error) {
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
-	return &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
+	s := &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
 		agentAuth: agents, merchantAuth: merchants,
-		liveWebhooks: newWebhookClient(ModeLive), testWebhooks: newWebhookClient(ModeTest),
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
-		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{})}, nil
+		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
+		webhookGates:      newWebhookGates(cfg)}
+	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
+	return s, nil
 }
 
 // now is the time by the service's clock (Config.Clock), which every rule

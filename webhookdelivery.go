@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,8 +29,9 @@ import (
 )
 
 const (
-	// WebhookTimeout bounds one try: connecting, sending and the answer's
-	// headers. A receiver slower than this has failed that try.
+	// WebhookTimeout bounds one try: connecting, sending, the answer's
+	// headers and reading its body. A receiver slower than this has failed
+	// that try.
 	WebhookTimeout = 10 * time.Second
 	// webhookJobSpareAttempts are River attempts beyond the delivery's tries,
 	// for errors before any HTTP request (database unavailable...): the
@@ -37,8 +39,11 @@ const (
 	webhookJobSpareAttempts = 10
 	// webhookErrorMax bounds the error text kept per attempt.
 	webhookErrorMax = 500
-	webhookURLMax   = 2048
-	webhookUA       = "agentpay-webhooks/1"
+	// webhookBodyMax is how much of an answer's body is read (and thrown
+	// away, so the connection can be reused); the rest is not waited for.
+	webhookBodyMax = 64 << 10
+	webhookURLMax  = 2048
+	webhookUA      = "agentpay-webhooks/1"
 )
 
 // DefaultWebhookRetryDelays is the retry schedule of spec 6.4, used when
@@ -60,12 +65,12 @@ func (s *Service) webhookTries() int { return len(s.webhookRetryDelays()) + 1 }
 
 // newDelivery starts a delivery series of an event to url and enqueues its
 // job in the same transaction.
-func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, eventID uuid.UUID, url string) (*ent.WebhookDelivery, error) {
+func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev *ent.WebhookEvent, url string) (*ent.WebhookDelivery, error) {
 	if s.cfg.Jobs == nil {
 		return nil, errors.New("agentpay: Config.Jobs is required to deliver webhooks")
 	}
 	d, err := tx.WebhookDelivery.Create().
-		SetEventID(eventID).
+		SetEventID(ev.ID).
 		SetURL(url).
 		SetNextAttemptAt(s.now().UTC()).
 		Save(ctx)
@@ -73,7 +78,8 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 		return nil, err
 	}
 	opts := &river.InsertOpts{MaxAttempts: s.webhookTries() + webhookJobSpareAttempts}
-	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, jobs.DeliverWebhookArgs{DeliveryID: d.ID}, opts); err != nil {
+	args := jobs.DeliverWebhookArgs{DeliveryID: d.ID, MerchantID: ev.MerchantID, Livemode: ev.Livemode}
+	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, args, opts); err != nil {
 		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
 	}
 	return d, nil
@@ -83,25 +89,30 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 // events to its current webhook URL of the event's mode: the same payload
 // bytes (same event id), a fresh set of tries. Another merchant's event is
 // ErrNotFound; a merchant with no webhook URL in that mode is a validation
-// error.
+// error; past the redelivery limits (allowRedelivery) a *RateLimitError. A
+// refusal creates nothing.
 func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid.UUID) (*ent.WebhookDelivery, error) {
+	ev, err := s.cfg.DB.Ent.WebhookEvent.Query().
+		Where(webhookevent.ID(eventID), webhookevent.MerchantID(merchantID)).
+		WithMerchant().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: event %s", ErrNotFound, eventID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	url := WebhookURLOf(ev.Edges.Merchant, sessionModeOf(ev.Livemode))
+	if url == "" {
+		return nil, Invalid("webhook_url", "is not set: there is nowhere to deliver the event")
+	}
+	if err := s.allowRedelivery(ctx, ev); err != nil {
+		return nil, err
+	}
 	var d *ent.WebhookDelivery
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		ev, err := tx.WebhookEvent.Query().
-			Where(webhookevent.ID(eventID), webhookevent.MerchantID(merchantID)).
-			WithMerchant().
-			Only(ctx)
-		if ent.IsNotFound(err) {
-			return fmt.Errorf("%w: event %s", ErrNotFound, eventID)
-		}
-		if err != nil {
-			return err
-		}
-		url := WebhookURLOf(ev.Edges.Merchant, sessionModeOf(ev.Livemode))
-		if url == "" {
-			return Invalid("webhook_url", "is not set: there is nowhere to deliver the event")
-		}
-		d, err = s.newDelivery(ctx, tx, sqlTx, ev.ID, url)
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		var err error
+		d, err = s.newDelivery(ctx, tx, sqlTx, ev, url)
 		return err
 	})
 	return d, err
@@ -131,7 +142,11 @@ type WebhookDeliveryResult struct {
 	Attempt *ent.WebhookAttempt
 	// Done: no further try will be made (succeeded, failed, or nothing to do).
 	Done bool
-	// RetryAt is when the next try is due, when not Done.
+	// Busy: the merchant's tries in flight in this mode are at the cap
+	// (webhooklimits.go), so nothing was sent and no try is counted; ask
+	// again after WebhookBusyDelay. Not Done.
+	Busy bool
+	// RetryAt is when the next try is due, when not Done nor Busy.
 	RetryAt time.Time
 	// Err is why this call's try failed (nil on success).
 	Err error
@@ -139,7 +154,8 @@ type WebhookDeliveryResult struct {
 
 // DeliverWebhook makes one try of a pending delivery: POST the event's
 // stored payload to the delivery's URL, signed, and record the attempt. A
-// delivery already succeeded or failed is left alone (Done, nothing sent).
+// delivery already succeeded or failed is left alone (Done, nothing sent);
+// one whose merchant is at its cap of tries in flight too (Busy).
 // The returned error is for failures before any try (unknown delivery:
 // ErrNotFound; database or vault errors); a failed try is reported in the
 // result, with RetryAt, or Done when it was the last one.
@@ -153,6 +169,11 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		res.Done = true
 		return res, nil
 	}
+	if !s.enterWebhookSlot(ctx, d.merchantID, d.livemode) {
+		res.Busy = true
+		return res, nil
+	}
+	defer s.leaveWebhookSlot(d.merchantID, d.livemode)
 	// The try is dated (signed, recorded, retried from) by the service's
 	// clock; how long it took is measured on the real one.
 	at := s.now()
@@ -172,6 +193,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		// receiver's fault, so not counted; the job runs again.
 		return WebhookDeliveryResult{}, ctx.Err()
 	}
+	duration = attemptDuration(sendErr, duration)
 
 	now := s.now().UTC()
 	try := d.tries + 1
@@ -482,19 +504,53 @@ func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, at
 
 	resp, err := client.Do(req)
 	if err != nil {
-		var refused *webhook.NonPublicAddrError
-		if errors.As(err, &refused) {
-			return 0, fmt.Errorf("refused: the webhook URL resolves to %s, which is not a public address (live mode)", refused.Addr)
-		}
-		return 0, err
+		return 0, webhookSendError(err)
 	}
 	// Drain a little so the connection can be reused; the body is not kept.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhookBodyMax))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
 	}
 	return resp.StatusCode, nil
+}
+
+// The attempt log's errors for a try that found no address to send to.
+// They name no address: the log is the merchant's, and what a name resolves
+// to inside the service's network, or which resolver answered, is not
+// theirs to map.
+var (
+	errNoPublicAddress = errors.New("refused: the webhook URL's host does not resolve to a public address")
+	errUnresolvedHost  = errors.New("the webhook URL's host could not be resolved (temporary failure)")
+)
+
+// webhookSendError is the error a try's request failed with, as the attempt
+// log shows it: a refused or unknown address is errNoPublicAddress, another
+// name resolution failure errUnresolvedHost (Go's says which resolver
+// failed, an internal address); anything else as net/http says it (it
+// names the merchant's URL and what happened to it).
+func webhookSendError(err error) error {
+	var refused *webhook.NonPublicAddrError
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &refused):
+		return errNoPublicAddress
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return errNoPublicAddress
+	case errors.As(err, &dnsErr):
+		return errUnresolvedHost
+	}
+	return err
+}
+
+// attemptDuration is how long a try took as the attempt log shows it: 0
+// when it found no address to send to, since the time spent resolving the
+// name would tell apart the names the service's resolver knows.
+func attemptDuration(sendErr error, took time.Duration) time.Duration {
+	if errors.Is(sendErr, errNoPublicAddress) || errors.Is(sendErr, errUnresolvedHost) {
+		return 0
+	}
+	return took
 }
 
 func truncateUTF8(s string, n int) string {
@@ -508,11 +564,26 @@ func truncateUTF8(s string, n int) string {
 	return s + "…"
 }
 
-// newWebhookClient builds the client that sends a mode's deliveries: live
-// events may reach public addresses only, test events any address,
-// loopback included, so merchants can test against a local receiver.
-func newWebhookClient(mode Mode) *http.Client {
-	return webhook.NewClient(webhook.ClientOptions{Timeout: WebhookTimeout, PublicOnly: mode == ModeLive})
+// webhookMayReachPrivate is the rule of where a mode's deliveries may go:
+// public addresses only, except test mode when the operator allows more
+// (Config.WebhookAllowPrivate, so a developer's local receiver works). Live
+// events always stay off private networks. Anyone can register a merchant
+// and read its attempt log, so test mode reaching the service's own network
+// by default would hand every merchant a probe of it.
+func (s *Service) webhookMayReachPrivate(mode Mode) bool {
+	return mode == ModeTest && s.cfg.WebhookAllowPrivate
+}
+
+// newWebhookClient builds the client that sends a mode's deliveries, held
+// to webhookMayReachPrivate when it connects.
+func (s *Service) newWebhookClient(mode Mode) *http.Client {
+	return s.newWebhookClientWith(mode, nil)
+}
+
+// newWebhookClientWith is newWebhookClient looking names up with resolver
+// (nil: the system's); tests resolve names their own way with it.
+func (s *Service) newWebhookClientWith(mode Mode, resolver *net.Resolver) *http.Client {
+	return webhook.NewClient(webhook.ClientOptions{Timeout: WebhookTimeout, PublicOnly: !s.webhookMayReachPrivate(mode), Resolver: resolver})
 }
 
 // webhookClient is the client of a delivery's mode.
@@ -525,10 +596,11 @@ func (s *Service) webhookClient(livemode bool) *http.Client {
 
 // ValidateWebhookURL checks a merchant's webhook URL when it is registered or
 // changed: an absolute http or https URL with a host, at most 2,048
-// characters; in live mode not "localhost" (or a name under .localhost) and
-// not an IP literal outside the public ranges. Names are not resolved here:
-// the address actually dialled is checked at every live delivery.
-func ValidateWebhookURL(raw string, mode Mode) error {
+// characters; unless privateOK (webhookMayReachPrivate of the mode), not
+// "localhost" (or a name under .localhost) and not an IP literal outside the
+// public ranges. Names are not resolved here: the address actually dialled
+// is checked at every delivery.
+func ValidateWebhookURL(raw string, privateOK bool) error {
 	const field = "webhook_url"
 	if strings.TrimSpace(raw) != raw || raw == "" {
 		return Invalid(field, "must be an http or https URL")
@@ -549,13 +621,13 @@ func ValidateWebhookURL(raw string, mode Mode) error {
 			return Invalid(field, "has an invalid port")
 		}
 	}
-	if mode != ModeLive {
+	if privateOK {
 		return nil
 	}
 	if err := webhook.CheckPublicHost(host); errors.Is(err, webhook.ErrLocalhost) {
-		return Invalid(field, "must not point at localhost in live mode")
+		return Invalid(field, "must not point at localhost: webhooks go to public addresses only")
 	} else if err != nil {
-		return Invalid(field, "must not point at a private, loopback or link-local address in live mode")
+		return Invalid(field, "must not point at a private, loopback or link-local address: webhooks go to public addresses only")
 	}
 	return nil
 }

@@ -9,10 +9,16 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,42 +116,51 @@ func countDeliverJobs(t *testing.T, db *store.DB) int {
 	return n
 }
 
+// TestValidateWebhookURL: the shape of a webhook URL, and where it may
+// point: anywhere when private addresses are allowed (test mode with
+// WEBHOOK_ALLOW_PRIVATE), else not at localhost nor at an IP literal outside
+// the public ranges.
 func TestValidateWebhookURL(t *testing.T) {
 	t.Parallel()
+	const (
+		localhost = "webhook_url: must not point at localhost: webhooks go to public addresses only"
+		private   = "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only"
+	)
 	tests := []struct {
-		url  string
-		mode Mode
-		err  string // "" = valid
+		url       string
+		privateOK bool
+		err       string // "" = valid
 	}{
-		{"https://shop.example.com/hooks", ModeLive, ""},
-		{"http://shop.example.com:8080/hooks?x=1", ModeLive, ""},
-		{"https://93.184.216.34/hooks", ModeLive, ""},
-		{"http://127.0.0.1:9000/hooks", ModeTest, ""},
-		{"http://localhost:9000/hooks", ModeTest, ""},
-		{"http://10.1.2.3/hooks", ModeTest, ""},
-		{"", ModeLive, "webhook_url: must be an http or https URL"},
-		{" https://shop.example.com", ModeLive, "webhook_url: must be an http or https URL"},
-		{"ftp://shop.example.com/hooks", ModeTest, "webhook_url: must be an http or https URL"},
-		{"shop.example.com/hooks", ModeTest, "webhook_url: must be an http or https URL"},
-		{"mailto:shop@example.com", ModeTest, "webhook_url: must be an http or https URL"},
-		{"https:///hooks", ModeTest, "webhook_url: must include a host"},
-		{"https://shop.example.com:99999/", ModeTest, "webhook_url: has an invalid port"},
-		{"https://shop.example.com/" + strings.Repeat("a", 2048), ModeTest, "webhook_url: must be at most 2048 characters long"},
-		{"http://localhost:9000/hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
-		{"http://LOCALHOST./hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
-		{"http://api.localhost/hooks", ModeLive, "webhook_url: must not point at localhost in live mode"},
-		{"http://127.0.0.1:9000/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://10.1.2.3/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://192.168.1.10/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://169.254.169.254/latest/meta-data", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://[::1]:9000/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://[::ffff:127.0.0.1]/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://[fd00::1]/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
-		{"http://0.0.0.0/hooks", ModeLive, "webhook_url: must not point at a private, loopback or link-local address in live mode"},
+		{"https://shop.example.com/hooks", false, ""},
+		{"http://shop.example.com:8080/hooks?x=1", false, ""},
+		{"https://93.184.216.34/hooks", false, ""},
+		{"http://127.0.0.1:9000/hooks", true, ""},
+		{"http://localhost:9000/hooks", true, ""},
+		{"http://10.1.2.3/hooks", true, ""},
+		{"http://[::1]:9000/hooks", true, ""},
+		{"", false, "webhook_url: must be an http or https URL"},
+		{" https://shop.example.com", false, "webhook_url: must be an http or https URL"},
+		{"ftp://shop.example.com/hooks", true, "webhook_url: must be an http or https URL"},
+		{"shop.example.com/hooks", true, "webhook_url: must be an http or https URL"},
+		{"mailto:shop@example.com", true, "webhook_url: must be an http or https URL"},
+		{"https:///hooks", true, "webhook_url: must include a host"},
+		{"https://shop.example.com:99999/", true, "webhook_url: has an invalid port"},
+		{"https://shop.example.com/" + strings.Repeat("a", 2048), true, "webhook_url: must be at most 2048 characters long"},
+		{"http://localhost:9000/hooks", false, localhost},
+		{"http://LOCALHOST./hooks", false, localhost},
+		{"http://api.localhost/hooks", false, localhost},
+		{"http://127.0.0.1:9000/hooks", false, private},
+		{"http://10.1.2.3/hooks", false, private},
+		{"http://192.168.1.10/hooks", false, private},
+		{"http://169.254.169.254/latest/meta-data", false, private},
+		{"http://[::1]:9000/hooks", false, private},
+		{"http://[::ffff:127.0.0.1]/hooks", false, private},
+		{"http://[fd00::1]/hooks", false, private},
+		{"http://0.0.0.0/hooks", false, private},
 	}
 	for _, tt := range tests {
-		t.Run(tt.url+"/"+string(tt.mode), func(t *testing.T) {
-			err := ValidateWebhookURL(tt.url, tt.mode)
+		t.Run(tt.url+"/"+strconv.FormatBool(tt.privateOK), func(t *testing.T) {
+			err := ValidateWebhookURL(tt.url, tt.privateOK)
 			if tt.err == "" {
 				require.NoError(t, err)
 				return
@@ -153,6 +168,18 @@ func TestValidateWebhookURL(t *testing.T) {
 			require.True(t, IsValidation(err), "%v", err)
 			require.EqualError(t, err, tt.err)
 		})
+	}
+}
+
+// TestWebhookPrivateAddressRule: which modes may reach private addresses,
+// by the operator's setting: test mode only when it is on, live mode never.
+// Registration and changes of webhook_url follow the same rule.
+func TestWebhookPrivateAddressRule(t *testing.T) {
+	t.Parallel()
+	for _, allow := range []bool{false, true} {
+		svc := &Service{cfg: Config{WebhookAllowPrivate: allow}}
+		require.False(t, svc.webhookMayReachPrivate(ModeLive), "live, allow=%v", allow)
+		require.Equal(t, allow, svc.webhookMayReachPrivate(ModeTest), "test, allow=%v", allow)
 	}
 }
 
@@ -324,25 +351,37 @@ func TestDeliverWebhookRetrySchedule(t *testing.T) {
 	require.Len(t, rcv.Requests(), 6, "a failed delivery is not tried again")
 }
 
-// TestDeliverWebhookAddressRule: a live event to a loopback receiver is
-// refused at connect time and logged as a failed try; a test event goes.
+// TestDeliverWebhookAddressRule: a delivery reaches a loopback receiver
+// only in test mode with private addresses allowed; otherwise it is refused
+// when connecting (the URL's name resolves, the address dialled is checked)
+// and logged as a failed try whose error names no address and whose
+// duration is 0: the attempt log shows the merchant nothing of the
+// service's network.
 func TestDeliverWebhookAddressRule(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		livemode bool
-		host     string // replaces 127.0.0.1 in the receiver's URL
-		sent     bool
+		name         string
+		allowPrivate bool
+		livemode     bool
+		host         string // replaces 127.0.0.1 in the receiver's URL
+		sent         bool
 	}{
-		{"test mode, loopback IP", false, "127.0.0.1", true},
-		{"test mode, localhost", false, "localhost", true},
-		{"live mode, loopback IP", true, "127.0.0.1", false},
-		{"live mode, name resolving to loopback", true, "localhost", false},
+		{"test mode, private allowed, loopback IP", true, false, "127.0.0.1", true},
+		{"test mode, private allowed, localhost", true, false, "localhost", true},
+		{"test mode, loopback IP", false, false, "127.0.0.1", false},
+		{"test mode, name resolving to loopback", false, false, "localhost", false},
+		{"live mode, loopback IP", false, true, "127.0.0.1", false},
+		{"live mode, private allowed, loopback IP", true, true, "127.0.0.1", false},
+		{"live mode, private allowed, name resolving to loopback", true, true, "localhost", false},
 	}
-	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	services := map[bool]*Service{
+		false: newTestService(t, testenv.New(t, testenv.Options{Jobs: true, PublicWebhooksOnly: true}), Config{}),
+		true:  newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{}),
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
+			svc := services[tt.allowPrivate]
 			rcv := testenv.NewReceiver(t, http.StatusOK)
 			m, _ := createWebhookMerchant(t, svc, strings.Replace(rcv.URL, "127.0.0.1", tt.host, 1))
 			ev := recordTestEvent(t, svc, confirmedEventInput(m, tt.livemode))
@@ -355,11 +394,52 @@ func TestDeliverWebhookAddressRule(t *testing.T) {
 			}
 			require.Empty(t, rcv.Requests())
 			require.False(t, res.Done)
-			require.Equal(t, 0, res.Attempt.StatusCode)
-			require.Contains(t, res.Attempt.Error, "not a public address")
 			require.Equal(t, 1, res.Tries)
+			attempts, err := svc.WebhookAttempts(ctx, res.DeliveryID)
+			require.NoError(t, err)
+			require.Len(t, attempts, 1)
+			a := attempts[0]
+			require.Nil(t, AttemptStatusCode(a))
+			require.Zero(t, a.DurationMs)
+			require.Equal(t, "refused: the webhook URL's host does not resolve to a public address", *AttemptError(a))
 		})
 	}
+}
+
+// TestWebhookSendErrors: what the attempt log says of a request that
+// failed, and how long it took. Name resolution failures never show the
+// resolver (an address inside the service's network) nor what a name
+// resolved to, nor how long resolving took.
+func TestWebhookSendErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err   error
+		want  string
+		timed bool // the duration is shown
+	}{
+		{&url.Error{Op: "Post", URL: "http://shop.test/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
+			Err: &webhook.NonPublicAddrError{Addr: netip.MustParseAddr("10.0.3.7")}}},
+			"refused: the webhook URL's host does not resolve to a public address", false},
+		{&url.Error{Op: "Post", URL: "http://db.internal/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
+			Err: &net.DNSError{Err: "no such host", Name: "db.internal", Server: "10.0.0.2:53", IsNotFound: true}}},
+			"refused: the webhook URL's host does not resolve to a public address", false},
+		{&url.Error{Op: "Post", URL: "http://shop.test/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
+			Err: &net.DNSError{Err: "server misbehaving", Name: "shop.test", Server: "10.0.0.2:53", IsTemporary: true}}},
+			"the webhook URL's host could not be resolved (temporary failure)", false},
+		{&url.Error{Op: "Post", URL: "http://93.184.216.34/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
+			Addr: &net.TCPAddr{IP: net.ParseIP("93.184.216.34"), Port: 80}, Err: syscall.ECONNREFUSED}},
+			`Post "http://93.184.216.34/hooks": dial tcp 93.184.216.34:80: connection refused`, true},
+	}
+	for _, tt := range tests {
+		err := webhookSendError(tt.err)
+		require.Equal(t, tt.want, err.Error())
+		took := 1234 * time.Millisecond
+		if !tt.timed {
+			took = 0
+		}
+		require.Equal(t, took, attemptDuration(err, 1234*time.Millisecond), tt.want)
+	}
+	require.Equal(t, 20*time.Millisecond, attemptDuration(nil, 20*time.Millisecond), "a success")
 }
 
 func TestRedeliverWebhook(t *testing.T) {
@@ -410,13 +490,14 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 		t.Skip("PostgreSQL only (SQLite records each try in its own transaction): set TEST_DATABASE_URL")
 	}
 	ctx := context.Background()
-	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	const n = 40
+	// Every try of a merchant is in flight at once: no cap may hold one back.
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{WebhookMerchantConcurrency: n})
 	ok := testenv.NewReceiver(t, 200)
 	failing := testenv.NewReceiver(t, 500)
 	mOK, _ := createWebhookMerchant(t, svc, ok.URL)
 	mFail, _ := createWebhookMerchant(t, svc, failing.URL)
 
-	const n = 40
 	ids := make([]uuid.UUID, n)
 	for i := range ids {
 		m := mOK
@@ -490,4 +571,133 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 	}
 	require.Len(t, ok.Requests(), n/2-1)
 	require.Len(t, failing.Requests(), n/2)
+}
+
+// TestDeliverWebhookBoundsAnswer: a receiver cannot make a try read much
+// of its answer: headers past webhook.MaxResponseHeaderBytes fail the try,
+// and a 2xx whose body never ends succeeds once webhookBodyMax is read,
+// without waiting for the body (well within WebhookTimeout).
+func TestDeliverWebhookBoundsAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Padding", strings.Repeat("a", 1<<20))
+	}))
+	t.Cleanup(huge.Close)
+	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(endless.Close)
+
+	m, _ := createWebhookMerchant(t, svc, huge.URL)
+	res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID).ID)
+	require.NoError(t, err)
+	require.False(t, res.Done)
+	require.Nil(t, AttemptStatusCode(res.Attempt), "no answer was read")
+	require.Contains(t, res.Attempt.Error, "server response headers exceeded")
+
+	m, _ = createWebhookMerchant(t, svc, endless.URL)
+	res, err = svc.DeliverWebhook(ctx, onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID).ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	require.Less(t, res.Attempt.DurationMs, WebhookTimeout.Milliseconds()/2, "the body was not read to its end")
+}
+
+// TestDeliverWebhookDNSRebinding: a webhook URL naming a host is accepted
+// from its text (nothing is resolved then: the name may well be public),
+// and every try resolves it again and checks the address it dials. When
+// the name resolves to loopback at delivery time (DNS rebinding), the
+// delivery and a redelivery are refused without reaching the receiver that
+// listens there, and logged with the generic error; with private addresses
+// allowed the same name reaches it (the resolver is the one used).
+func TestDeliverWebhookDNSRebinding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rcv := testenv.NewReceiver(t, http.StatusOK)
+	port := rcv.URL[strings.LastIndex(rcv.URL, ":")+1:]
+	hook := "http://rebind.agentpay-test:" + port + "/hooks"
+	require.NoError(t, ValidateWebhookURL(hook, false), "a name passes the text check")
+	resolver := fakeResolver(t, map[string]netip.Addr{"rebind.agentpay-test.": netip.MustParseAddr("127.0.0.1")})
+
+	for _, allowed := range []bool{false, true} {
+		svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true, PublicWebhooksOnly: !allowed}), Config{})
+		svc.testWebhooks = svc.newWebhookClientWith(ModeTest, resolver)
+		m, _ := createWebhookMerchant(t, svc, hook)
+		ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+		_, err := svc.RedeliverWebhook(ctx, m.ID, ev.ID)
+		require.NoError(t, err)
+		deliveries, err := svc.WebhookDeliveries(ctx, ev.ID)
+		require.NoError(t, err)
+		require.Len(t, deliveries, 2)
+		for _, d := range deliveries {
+			res, err := svc.DeliverWebhook(ctx, d.ID)
+			require.NoError(t, err)
+			if allowed {
+				require.NoError(t, res.Err)
+				continue
+			}
+			require.Equal(t, "refused: the webhook URL's host does not resolve to a public address", res.Attempt.Error)
+			require.Zero(t, res.Attempt.DurationMs)
+		}
+		if allowed {
+			require.Len(t, rcv.Requests(), 2)
+		} else {
+			require.Empty(t, rcv.Requests(), "the receiver on loopback was not reached")
+		}
+	}
+}
+
+// fakeResolver is a resolver answering A queries for the names in addrs
+// (fully qualified) and nothing else, served in process over DNS's TCP
+// framing: no network, no system resolver.
+func fakeResolver(t *testing.T, addrs map[string]netip.Addr) *net.Resolver {
+	t.Helper()
+	serve := func(conn net.Conn) {
+		defer conn.Close()
+		var size [2]byte
+		if _, err := io.ReadFull(conn, size[:]); err != nil {
+			return
+		}
+		q := make([]byte, int(size[0])<<8|int(size[1]))
+		if _, err := io.ReadFull(conn, q); err != nil || len(q) < 12 {
+			return
+		}
+		// The question: labels, then type and class.
+		i, name := 12, ""
+		for i < len(q) && q[i] != 0 {
+			n := int(q[i])
+			if i+1+n > len(q) {
+				return
+			}
+			name += string(q[i+1:i+1+n]) + "."
+			i += 1 + n
+		}
+		end := i + 5
+		if end > len(q) {
+			return
+		}
+		qtype := int(q[i+1])<<8 | int(q[i+2])
+		addr, known := addrs[strings.ToLower(name)]
+		resp := append([]byte{q[0], q[1], 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0}, q[12:end]...)
+		if !known {
+			resp[3] = 0x83 // NXDOMAIN
+		} else if qtype == 1 && addr.Is4() {
+			resp[7] = 1
+			ip := addr.As4()
+			resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4)
+			resp = append(resp, ip[:]...)
+		}
+		_, _ = conn.Write(append([]byte{byte(len(resp) >> 8), byte(len(resp))}, resp...))
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go serve(server)
+		return client, nil
+	}}
 }

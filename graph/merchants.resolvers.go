@@ -104,7 +104,8 @@ func (r *mutationResolver) RedeliverWebhook(ctx context.Context, eventID uuid.UU
 	if err != nil {
 		return nil, err
 	}
-	return r.cfg.Service.RedeliverOwnWebhook(ctx, auth, eventID)
+	d, err := r.cfg.Service.RedeliverOwnWebhook(ctx, auth, eventID)
+	return d, presentRateLimit(err)
 }
 
 // RollWebhookSecret is the resolver for the rollWebhookSecret field.

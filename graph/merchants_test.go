@@ -22,6 +22,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/ent/webhookdelivery"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
@@ -38,10 +39,17 @@ type merchantAPI struct {
 }
 
 // newMerchantAPI builds the server; with tweaks changing the service's
-// configuration first.
+// configuration first. Its webhook receivers are on loopback, which test
+// mode may reach (testenv.Env.Fill).
 func newMerchantAPI(t *testing.T, tweaks ...func(*agentpay.Config)) *merchantAPI {
 	t.Helper()
-	env := testenv.New(t, testenv.Options{Jobs: true})
+	return newMerchantAPIIn(t, testenv.Options{Jobs: true}, tweaks...)
+}
+
+// newMerchantAPIIn is newMerchantAPI on a bundle built with opts.
+func newMerchantAPIIn(t *testing.T, opts testenv.Options, tweaks ...func(*agentpay.Config)) *merchantAPI {
+	t.Helper()
+	env := testenv.New(t, opts)
 	cfg := agentpay.Config{}
 	for _, tweak := range tweaks {
 		tweak(&cfg)
@@ -1144,4 +1152,65 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	out = api.do(t, noHook.Keys.TestSecretKey, redeliver, map[string]any{"id": quietEvent.ID})
 	require.Equal(t, "BAD_USER_INPUT", out.code(t))
 	require.Contains(t, out.Errors[0].Message, "webhook_url")
+}
+
+// TestMerchantWebhookURLPublicOnly: unless the operator allows private
+// addresses (WEBHOOK_ALLOW_PRIVATE), a test key cannot point test mode's
+// webhook at localhost or a private address either, nor can a
+// registration; a public one is fine.
+func TestMerchantWebhookURLPublicOnly(t *testing.T) {
+	api := newMerchantAPIIn(t, testenv.Options{Jobs: true, PublicWebhooksOnly: true})
+	m := api.register(t, "Public Shop", agentpay.MerchantInput{})
+	const update = `mutation($url: String!) { updateMerchant(input: {webhookUrl: $url}) { webhookURL } }`
+	for url, msg := range map[string]string{
+		"http://127.0.0.1:9/hook":          "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only",
+		"http://169.254.169.254/latest":    "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only",
+		"http://localhost:8080/hook":       "webhook_url: must not point at localhost: webhooks go to public addresses only",
+		"http://[fd00::1]/hook":            "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only",
+		"https://shop.example.com/webhook": "",
+	} {
+		for _, key := range []string{m.Keys.TestSecretKey, m.Keys.LiveSecretKey} {
+			out := api.do(t, key, update, map[string]any{"url": url})
+			if msg == "" {
+				require.Empty(t, out.Errors, url)
+				continue
+			}
+			require.Equal(t, "BAD_USER_INPUT", out.code(t), url)
+			require.Equal(t, msg, out.Errors[0].Message, url)
+		}
+	}
+	stored, err := api.Svc.MerchantByID(context.Background(), m.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://shop.example.com/webhook", stored.WebhookURL)
+	require.Equal(t, "https://shop.example.com/webhook", stored.TestWebhookURL)
+	_, err = api.Svc.RegisterMerchant(context.Background(), agentpay.MerchantInput{
+		Name: ptr("Local"), Email: ptr("local@example.com"), WebhookURL: ptr("http://localhost:9000/hook")})
+	require.True(t, agentpay.IsValidation(err), "registration too: %v", err)
+}
+
+// TestMerchantRedeliverRateLimited: past its hourly redeliveries an event
+// is refused RATE_LIMITED with the wait in the extensions, and no delivery
+// is created.
+func TestMerchantRedeliverRateLimited(t *testing.T) {
+	api := newMerchantAPI(t)
+	hook := "https://shop.example.com/hook"
+	m := api.register(t, "Busy Shop", agentpay.MerchantInput{WebhookURL: &hook})
+	sess := api.createSessions(t, m.Keys.TestSecretKey, 1, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	ev := api.recordEvent(t, m.ID, false, agentpay.EventSessionExpired, sess[0])
+	const redeliver = `mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }`
+	for range agentpay.RedeliveriesPerEvent {
+		out := api.do(t, m.Keys.TestSecretKey, redeliver, map[string]any{"id": ev.ID})
+		require.Empty(t, out.Errors)
+	}
+	out := api.do(t, m.Keys.TestSecretKey, redeliver, map[string]any{"id": ev.ID})
+	require.Equal(t, "RATE_LIMITED", out.code(t))
+	require.Contains(t, out.Errors[0].Message, "10 redeliveries per hour of one event")
+	require.Equal(t, "hour", out.Errors[0].Extensions["window"])
+	retry, err := out.Errors[0].Extensions["retryAfter"].(json.Number).Int64()
+	require.NoError(t, err)
+	require.Positive(t, retry)
+	require.LessOrEqual(t, retry, int64(3600))
+	n, err := api.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(ev.ID)).Count(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1+agentpay.RedeliveriesPerEvent, n)
 }

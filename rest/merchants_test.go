@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchantkey"
 	"agentpay/internal/testdb"
+	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
 )
 
@@ -165,7 +166,7 @@ func TestMerchantRegisterValidation(t *testing.T) {
 		{"email no domain dot", with("email", "a@localhost"), "email: is not a valid e-mail address"},
 		{"email display name", with("email", "Acme <a@acme.test>"), "email: is not a valid e-mail address"},
 		{"website not a URL", with("website", "acme.test"), "website: must be an absolute http or https URL"},
-		{"webhook_url ftp", with("webhook_url", "ftp://acme.test/x"), webhookURLError("ftp://acme.test/x", agentpay.ModeTest)},
+		{"webhook_url ftp", with("webhook_url", "ftp://acme.test/x"), webhookURLError("ftp://acme.test/x", false)},
 		{"success_url no host", with("success_url", "https://"), "success_url: must be an absolute http or https URL"},
 		{"cancel_url javascript", with("cancel_url", "javascript:alert(1)"), "cancel_url: must be an absolute http or https URL"},
 		{"settlement_type unknown", with("settlement_type", "wire"), "settlement_type: must be crypto_usdc or fiat_pix"},
@@ -252,8 +253,8 @@ func TestMerchantMeAndUpdate(t *testing.T) {
 		{"email bad", map[string]any{"email": "nope"}, "email: is not a valid e-mail address"},
 		{"settlement_type empty", map[string]any{"settlement_type": ""}, "settlement_type: must be crypto_usdc or fiat_pix"},
 		{"chain against stored address", map[string]any{"settlement_chain": "solana"}, "settlement_address: is not a valid Solana address (settlement_chain is solana)"},
-		{"webhook_url bad", map[string]any{"webhook_url": "acme"}, webhookURLError("acme", agentpay.ModeLive)},
-		{"webhook_url loopback with a live key", map[string]any{"webhook_url": "http://127.0.0.1:9000/hook"}, webhookURLError("http://127.0.0.1:9000/hook", agentpay.ModeLive)},
+		{"webhook_url bad", map[string]any{"webhook_url": "acme"}, webhookURLError("acme", false)},
+		{"webhook_url loopback with a live key", map[string]any{"webhook_url": "http://127.0.0.1:9000/hook"}, webhookURLError("http://127.0.0.1:9000/hook", false)},
 		{"accepted_tokens empty", map[string]any{"accepted_tokens": []any{}}, "accepted_tokens: must list at least one {chain, token} (omit it for the default: USDC on every chain)"},
 		{"brand_color bad", map[string]any{"brand_color": "red"}, "brand_color: must be a hex color of the form #rrggbb"},
 		{"unknown field", map[string]any{"active": false}, `json: unknown field "active"`},
@@ -271,14 +272,31 @@ func TestMerchantMeAndUpdate(t *testing.T) {
 	delete(got, "updated_at")
 	require.Equal(t, want, got, "refused updates change nothing")
 
-	// A test key may point test mode's webhook at a local receiver
-	// (registration too); a live key may not point live mode's there
-	// (above). Each key sees its own mode's URL.
+	// With private addresses allowed (WEBHOOK_ALLOW_PRIVATE, on in `agentpay
+	// dev` and in these tests' bundle), a test key may point test mode's
+	// webhook at a local receiver (registration too); a live key may not
+	// point live mode's there (above). Each key sees its own mode's URL.
 	local := api.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"webhook_url": "http://127.0.0.1:9000/hook"}, mc.test())
 	require.Equal(t, http.StatusOK, local.Status, string(local.Body))
 	require.Equal(t, "http://127.0.0.1:9000/hook", local.Map(t)["webhook_url"])
 	require.Equal(t, fullMerchant["webhook_url"], api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Map(t)["webhook_url"])
 	api.registerMerchant(map[string]any{"name": "Local", "email": "l@local.test", "webhook_url": "http://localhost:8081/hook"})
+
+	// Unless the operator allows private addresses, a test key may not
+	// point test mode's webhook at a local receiver either, nor may a
+	// registration.
+	public := newTestAPI(t, testAPIConfig{Env: testenv.New(t, testenv.Options{PublicWebhooksOnly: true})})
+	pmc := public.registerMerchant(fullMerchant)
+	for _, raw := range []string{"http://127.0.0.1:9000/hook", "http://localhost:8081/hook", "http://169.254.169.254/latest/meta-data"} {
+		resp := public.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"webhook_url": raw}, pmc.test())
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+		require.Equal(t, map[string]any{"detail": webhookURLError(raw, false)}, resp.Map(t))
+		resp = public.do(http.MethodPost, "/checkout/merchants/register", map[string]any{"name": "Local", "email": "l@local.test", "webhook_url": raw}, nil)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+		require.Equal(t, map[string]any{"detail": webhookURLError(raw, false)}, resp.Map(t))
+	}
+	require.Equal(t, fullMerchant["webhook_url"], public.do(http.MethodGet, "/checkout/merchants/me", nil, pmc.test()).Map(t)["webhook_url"],
+		"refused updates change nothing")
 }
 
 // TestMerchantTestKeyScope: PATCH with a test key changes test mode's
@@ -332,9 +350,10 @@ func TestMerchantTestKeyScope(t *testing.T) {
 	require.Equal(t, "https://test-receiver.acme.test/hook", row.TestWebhookURL)
 }
 
-// webhookURLError is the detail the webhook URL rule gives for raw in mode.
-func webhookURLError(raw string, mode agentpay.Mode) string {
-	err := agentpay.ValidateWebhookURL(raw, mode)
+// webhookURLError is the detail the webhook URL rule gives for raw, with
+// private addresses allowed or not.
+func webhookURLError(raw string, privateOK bool) string {
+	err := agentpay.ValidateWebhookURL(raw, privateOK)
 	if err == nil {
 		return "<accepted>"
 	}

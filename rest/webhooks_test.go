@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"net/http"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,4 +223,81 @@ func TestWebhookSecretRoll(t *testing.T) {
 	require.True(t, rolled.Livemode)
 	require.Nil(t, rolled.PreviousSecretExpiresAt)
 	require.Nil(t, resp.Map(t)["previous_secret_expires_at"])
+}
+
+// TestWebhookAttemptLogRefusedTarget: a merchant whose webhook URL points
+// at a private address (set while the operator allowed them) gets no
+// request once they are not allowed; its attempt log shows the refusal
+// with the same generic error whatever the address, no status and no
+// duration, so it maps nothing of the service's network.
+func TestWebhookAttemptLogRefusedTarget(t *testing.T) {
+	receiver := testenv.NewReceiver(t, http.StatusOK)
+	allowed := testenv.New(t, testenv.Options{Jobs: true})
+	before := newTestAPI(t, testAPIConfig{Env: allowed})
+	// A name: what it resolves to must not show.
+	hook := strings.Replace(receiver.URL, "127.0.0.1", "localhost", 1) + "/admin"
+	m := before.registerMerchant(map[string]any{"name": "Probe", "email": "probe@acme.test", "webhook_url": hook})
+
+	api := newTestAPI(t, testAPIConfig{Env: testenv.New(t, testenv.Options{
+		DB: allowed.DB, Vault: allowed.Vault, Jobs: true, PublicWebhooksOnly: true})})
+	ev := api.recordWebhookEvent(m.ID, false, "cs_test_probe")
+	ctx := context.Background()
+	// The first delivery, and a redelivery: each is refused when it
+	// connects.
+	resp := api.do(http.MethodPost, "/checkout/webhooks/events/"+ev.ID.String()+"/redeliver", nil, m.test())
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	deliveries, err := api.DB.Ent.WebhookEvent.QueryDeliveries(ev).All(ctx)
+	require.NoError(t, err)
+	require.Len(t, deliveries, 2)
+	for _, d := range deliveries {
+		res, err := api.Svc.DeliverWebhook(ctx, d.ID)
+		require.NoError(t, err)
+		require.Error(t, res.Err)
+	}
+	require.Empty(t, receiver.Requests(), "the receiver was reached")
+
+	resp = api.do(http.MethodGet, "/checkout/webhooks/events/"+ev.ID.String(), nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	var detail struct {
+		Deliveries []struct {
+			AttemptLog []map[string]any `json:"attempt_log"`
+		}
+	}
+	resp.JSON(t, &detail)
+	require.Len(t, detail.Deliveries, 2)
+	for _, d := range detail.Deliveries {
+		require.Len(t, d.AttemptLog, 1)
+		a := d.AttemptLog[0]
+		require.Nil(t, a["status_code"])
+		require.Equal(t, float64(0), a["duration_ms"])
+		require.Equal(t, "refused: the webhook URL's host does not resolve to a public address", a["error"])
+	}
+	for _, addr := range []string{"127.0.0.1", "::1"} {
+		require.NotContains(t, string(resp.Body), addr, "the address dialled is not shown")
+	}
+}
+
+// TestWebhookRedeliverRateLimited: past its hourly redeliveries an event
+// is refused 429 with Retry-After, and nothing is created.
+func TestWebhookRedeliverRateLimited(t *testing.T) {
+	api := newTestAPI(t, testAPIConfig{Env: testenv.New(t, testenv.Options{Jobs: true})})
+	m := api.registerMerchant(map[string]any{"name": "Acme", "email": "billing@acme.test", "webhook_url": "https://acme.example/hook"})
+	ev := api.recordWebhookEvent(m.ID, false, "cs_test_loop")
+	path := "/checkout/webhooks/events/" + ev.ID.String() + "/redeliver"
+	for range agentpay.RedeliveriesPerEvent {
+		resp := api.do(http.MethodPost, path, nil, m.test())
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+	}
+	resp := api.do(http.MethodPost, path, nil, m.test())
+	require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+	require.Contains(t, resp.Map(t)["detail"], "10 redeliveries per hour of one event")
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.Positive(t, retry)
+	require.LessOrEqual(t, retry, 3600)
+	require.Equal(t, "10", resp.Header.Get("X-RateLimit-Limit"))
+	require.Equal(t, "0", resp.Header.Get("X-RateLimit-Remaining"))
+	n, err := api.DB.Ent.WebhookEvent.QueryDeliveries(ev).Count(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1+agentpay.RedeliveriesPerEvent, n)
 }

@@ -11,37 +11,47 @@ import (
 	"time"
 )
 
+// MaxResponseHeaderBytes bounds the headers of a receiver's answer. A
+// webhook answer needs a status line and a few headers; net/http's default
+// (10 MiB) would let every receiver make each try buffer that much.
+const MaxResponseHeaderBytes = 16 << 10
+
 // ClientOptions configure NewClient.
 type ClientOptions struct {
-	// Timeout bounds one request: connecting, sending and the answer.
+	// Timeout bounds one request: connecting, sending, the answer's headers
+	// and reading its body.
 	Timeout time.Duration
 	// PublicOnly refuses to connect to any address that is not public
 	// (IsPublicAddr), checked on the IP about to be dialled.
 	PublicOnly bool
+	// Resolver looks up receivers' names; nil is the system's.
+	Resolver *net.Resolver
 }
 
 // NewClient returns an HTTP client to send deliveries with. It uses no
 // proxy from the environment (the address check must see the receiver's own
-// address), does not follow redirects (a 3xx is the answer), and keeps idle
+// address), does not follow redirects (a 3xx is the answer), refuses an
+// answer whose headers pass MaxResponseHeaderBytes, and keeps idle
 // connections per receiver so that a busy receiver's deliveries reuse them.
 // With PublicOnly, a refused connection fails the request with an error
 // holding a *NonPublicAddrError (errors.As finds it).
 func NewClient(opts ClientOptions) *http.Client {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Resolver: opts.Resolver}
 	if opts.PublicOnly {
 		dialer.Control = publicOnlyControl
 	}
 	return &http.Client{
 		Timeout: opts.Timeout,
 		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          512,
-			MaxIdleConnsPerHost:   128,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   5 * time.Second,
-			ExpectContinueTimeout: time.Second,
+			Proxy:                  nil,
+			DialContext:            dialer.DialContext,
+			ForceAttemptHTTP2:      true,
+			MaxIdleConns:           512,
+			MaxIdleConnsPerHost:    128,
+			IdleConnTimeout:        90 * time.Second,
+			TLSHandshakeTimeout:    5 * time.Second,
+			ExpectContinueTimeout:  time.Second,
+			MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

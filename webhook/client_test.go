@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -136,4 +137,24 @@ func TestClientTimeout(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	_, err := NewClient(ClientOptions{Timeout: 50 * time.Millisecond}).Post(srv.URL, "application/json", strings.NewReader("{}"))
 	require.ErrorContains(t, err, "Client.Timeout exceeded")
+}
+
+// TestClientBoundsAnswerHeaders: an answer whose headers pass
+// MaxResponseHeaderBytes fails the request; one just under it is read.
+func TestClientBoundsAnswerHeaders(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("X-Padding", strings.Repeat("a", n))
+	}))
+	t.Cleanup(srv.Close)
+	client := NewClient(ClientOptions{Timeout: 5 * time.Second})
+
+	resp, err := client.Post(srv.URL+"?n="+strconv.Itoa(MaxResponseHeaderBytes-1024), "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	_, err = client.Post(srv.URL+"?n="+strconv.Itoa(MaxResponseHeaderBytes+1), "application/json", strings.NewReader("{}"))
+	require.ErrorContains(t, err, "server response headers exceeded")
 }

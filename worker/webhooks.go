@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"agentpay"
@@ -25,6 +27,12 @@ import (
 // (database, vault) has no entry and is retried after a short backoff; it
 // does not use up one of the delivery's tries, which the service counts
 // itself.
+//
+// A delivery whose merchant is at its cap of tries in flight (Busy) is
+// snoozed for agentpay.WebhookBusyDelay of the times it was already
+// snoozed: River runs it again then without counting an attempt, so waiting
+// for a slot never fails a delivery, and the worker it ran on is free at
+// once for other merchants' deliveries.
 type deliverWebhookWorker struct {
 	river.WorkerDefaults[jobs.DeliverWebhookArgs]
 	svc     *agentpay.Service
@@ -32,6 +40,9 @@ type deliverWebhookWorker struct {
 }
 
 func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.DeliverWebhookArgs]) error {
+	if a := job.Args; a.MerchantID != uuid.Nil && w.svc.WebhookSlotsFull(a.MerchantID, a.Livemode) {
+		return river.JobSnooze(agentpay.WebhookBusyDelay(snoozes(job.Metadata)))
+	}
 	res, err := w.svc.DeliverWebhook(ctx, job.Args.DeliveryID)
 	if errors.Is(err, agentpay.ErrNotFound) {
 		return river.JobCancel(err)
@@ -41,6 +52,9 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.Del
 	}
 	if res.Done {
 		return nil
+	}
+	if res.Busy {
+		return river.JobSnooze(agentpay.WebhookBusyDelay(snoozes(job.Metadata)))
 	}
 	if job.Attempt < job.MaxAttempts {
 		w.retryAt.Store(job.ID, res.RetryAt)
@@ -61,5 +75,15 @@ func (w *deliverWebhookWorker) NextRetry(job *river.Job[jobs.DeliverWebhookArgs]
 
 // Timeout leaves room for the HTTP try and recording it.
 func (w *deliverWebhookWorker) Timeout(*river.Job[jobs.DeliverWebhookArgs]) time.Duration {
-	return agentpay.WebhookTimeout + 20*time.Second
+	return agentpay.WebhookRunTimeout
+}
+
+// snoozes is how many times River has snoozed a job (its metadata's
+// "snoozes"); 0 when unknown.
+func snoozes(metadata []byte) int {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m)
+	return m.Snoozes
 }

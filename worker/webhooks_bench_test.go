@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
 )
 
@@ -17,12 +19,23 @@ import (
 // receiver on loopback that answers 200 at once. b.N events are committed
 // in one transaction while the worker runs; the clock runs from the commit
 // until every delivery is recorded as succeeded. Each delivery is: the
-// River fetch, reading the delivery, event and merchant, opening the
-// secret, signing twice, the HTTP POST, recording the attempt and the
-// delivery's state in one transaction, and River completing the job.
+// River fetch, reading the delivery, event and merchant, taking a slot of
+// the merchant's cap, opening the secret, signing twice, the HTTP POST,
+// recording the attempt, the delivery's state and the slot's release in one
+// transaction, and River completing the job.
+//
+// The events belong to 50 merchants (the machinery's throughput), or all to
+// one (a burst of one merchant, which its cap of tries in flight,
+// DefaultWebhookMerchantConcurrency, bounds).
 //
 //	go test -run '^$' -bench WebhookDeliveries -benchtime 5000x ./worker
 func BenchmarkWebhookDeliveries(b *testing.B) {
+	for _, merchants := range []int{50, 1} {
+		b.Run(fmt.Sprintf("merchants=%d", merchants), func(b *testing.B) { benchmarkWebhookDeliveries(b, merchants) })
+	}
+}
+
+func benchmarkWebhookDeliveries(b *testing.B, merchants int) {
 	h := newWebhookHarness(b, nil)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -30,12 +43,15 @@ func BenchmarkWebhookDeliveries(b *testing.B) {
 		hits.Add(1)
 	}))
 	b.Cleanup(srv.Close)
-	m, _ := h.merchant(b, srv.URL)
+	ms := make([]*ent.Merchant, merchants)
+	for i := range ms {
+		ms[i], _ = h.merchant(b, srv.URL)
+	}
 	h.runWorker(b)
 	time.Sleep(300 * time.Millisecond) // the worker is up and polling
 
 	b.ResetTimer()
-	h.record(b, m, b.N)
+	h.recordFor(b, ms, b.N)
 	start := time.Now()
 	ctx := context.Background()
 	succeeded := func() int {

@@ -3,7 +3,10 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/ent/webhookevent"
 	"agentpay/internal/testenv"
 	"agentpay/webhook"
 )
@@ -25,6 +29,14 @@ import (
 func newWebhookHarness(tb testing.TB, delays []time.Duration) *harness {
 	tb.Helper()
 	return newHarness(tb, testenv.New(tb, testenv.Options{Jobs: true}), agentpay.Config{WebhookRetryDelays: delays})
+}
+
+// newWebhookHarnessWith is a harness on a bundle built with opts (Jobs
+// set), its service configured by cfg.
+func newWebhookHarnessWith(tb testing.TB, opts testenv.Options, cfg agentpay.Config) *harness {
+	tb.Helper()
+	opts.Jobs = true
+	return newHarness(tb, testenv.New(tb, opts), cfg)
 }
 
 // merchant registers a merchant whose webhook URL (both modes) is
@@ -42,12 +54,19 @@ func (h *harness) merchant(tb testing.TB, webhookURL string) (*ent.Merchant, str
 // change would.
 func (h *harness) record(tb testing.TB, m *ent.Merchant, n int) []*ent.WebhookEvent {
 	tb.Helper()
+	return h.recordFor(tb, []*ent.Merchant{m}, n)
+}
+
+// recordFor writes n payment.confirmed events in one transaction, to the
+// merchants in turn.
+func (h *harness) recordFor(tb testing.TB, ms []*ent.Merchant, n int) []*ent.WebhookEvent {
+	tb.Helper()
 	amount := decimal.RequireFromString("12.34")
 	var out []*ent.WebhookEvent
 	err := h.db.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		for i := 0; i < n; i++ {
 			ev, err := h.svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{
-				MerchantID: m.ID, Type: agentpay.EventPaymentConfirmed,
+				MerchantID: ms[i%len(ms)].ID, Type: agentpay.EventPaymentConfirmed,
 				Data: agentpay.EventData{
 					SessionExternalID: "cs_" + uuid.NewString(), PaymentExternalID: "pay_1",
 					AmountUSD: &amount, AmountToken: &amount, Token: "USDC", Chain: "base",
@@ -170,32 +189,146 @@ func TestWebhookDeliveredOnce(t *testing.T) {
 	}
 }
 
-// TestWebhookLiveLoopbackRefused: through the worker, a live event to a
-// loopback receiver never reaches it; each try is logged as refused.
-func TestWebhookLiveLoopbackRefused(t *testing.T) {
+// TestWebhookPrivateTargetsRefused: through the worker, a live event, and a
+// test event unless the operator allows private addresses, never reach a
+// loopback receiver; each try is logged with the same generic error, no
+// status, no duration: nothing of the network the worker runs in.
+func TestWebhookPrivateTargetsRefused(t *testing.T) {
 	t.Parallel()
-	h := newWebhookHarness(t, []time.Duration{50 * time.Millisecond})
-	rcv := testenv.NewReceiver(t, http.StatusOK)
-	m, _ := h.merchant(t, rcv.URL)
-	var ev *ent.WebhookEvent
-	require.NoError(t, h.db.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		var err error
-		ev, err = h.svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{
-			MerchantID: m.ID, Type: agentpay.EventSessionExpired, Livemode: true,
-			Data: agentpay.EventData{SessionExternalID: "cs_live"},
-		})
-		return err
-	}))
-	h.runWorker(t)
-	require.Eventually(t, func() bool {
-		return h.deliveries(t, ev.ID)[0].Status == webhookdelivery.StatusFailed
-	}, 20*time.Second, 20*time.Millisecond)
-	require.Empty(t, rcv.Requests())
-	attempts, err := h.db.Ent.WebhookAttempt.Query().Where(webhookattempt.DeliveryID(h.deliveries(t, ev.ID)[0].ID)).All(context.Background())
-	require.NoError(t, err)
-	require.Len(t, attempts, 2)
-	for _, a := range attempts {
-		require.Zero(t, a.StatusCode)
-		require.Contains(t, a.Error, "not a public address")
+	tests := []struct {
+		name         string
+		livemode     bool
+		allowPrivate bool
+	}{
+		{"test mode", false, false},
+		{"live mode, private allowed", true, true},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newWebhookHarnessWith(t, testenv.Options{PublicWebhooksOnly: !tt.allowPrivate},
+				agentpay.Config{WebhookRetryDelays: []time.Duration{50 * time.Millisecond}})
+			rcv := testenv.NewReceiver(t, http.StatusOK)
+			// The URL was set while private addresses were allowed (or
+			// resolves to one now): what counts is the address dialled.
+			m, _ := h.merchant(t, "https://shop.example.com/hooks")
+			require.NoError(t, h.db.Ent.Merchant.UpdateOneID(m.ID).SetWebhookURL(rcv.URL).SetTestWebhookURL(rcv.URL).Exec(context.Background()))
+			var ev *ent.WebhookEvent
+			require.NoError(t, h.db.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+				var err error
+				ev, err = h.svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{
+					MerchantID: m.ID, Type: agentpay.EventSessionExpired, Livemode: tt.livemode,
+					Data: agentpay.EventData{SessionExternalID: "cs_1"},
+				})
+				return err
+			}))
+			h.runWorker(t)
+			require.Eventually(t, func() bool {
+				return h.deliveries(t, ev.ID)[0].Status == webhookdelivery.StatusFailed
+			}, 20*time.Second, 20*time.Millisecond)
+			require.Empty(t, rcv.Requests())
+			attempts, err := h.svc.WebhookAttempts(context.Background(), h.deliveries(t, ev.ID)[0].ID)
+			require.NoError(t, err)
+			require.Len(t, attempts, 2)
+			for _, a := range attempts {
+				require.Nil(t, agentpay.AttemptStatusCode(a))
+				require.Zero(t, a.DurationMs)
+				require.Equal(t, "refused: the webhook URL's host does not resolve to a public address", *agentpay.AttemptError(a))
+			}
+		})
+	}
+}
+
+// TestWebhookSlowMerchantDoesNotStallOthers: merchant A's receiver hangs
+// (it answers only when the test lets it) and A has more deliveries than
+// the worker has slots; merchant B's payment.confirmed is still delivered
+// while every one of A's tries hangs, because A holds at most its cap of
+// workers. A's other deliveries wait without using up tries, and all go
+// once A's receiver answers.
+func TestWebhookSlowMerchantDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	// A holds at most 2×limit workers: limit trying, as many waiting.
+	const limit, workers, backlog = 2, 6, 12
+	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: limit})
+
+	var (
+		mu              sync.Mutex
+		hanging, most   int
+		requestsA       int
+		release         = make(chan struct{})
+		releaseOnce     sync.Once
+		releaseReceiver = func() { releaseOnce.Do(func() { close(release) }) }
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requestsA++
+		hanging++
+		most = max(most, hanging)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		hanging--
+		mu.Unlock()
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(releaseReceiver) // before Close, which waits for the handlers
+	a, _ := h.merchant(t, slow.URL)
+	fast := testenv.NewReceiver(t, http.StatusOK)
+	b, _ := h.merchant(t, fast.URL)
+
+	eventsA := h.record(t, a, backlog)
+	h.startWorker(t, Config{ScanInterval: time.Hour, WebhookConcurrency: workers})
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return hanging >= limit }, 20*time.Second, 10*time.Millisecond,
+		"A's receiver holds its first tries")
+
+	eventB := h.record(t, b, 1)[0]
+	require.Eventually(t, func() bool {
+		return h.deliveries(t, eventB.ID)[0].Status == webhookdelivery.StatusSucceeded
+	}, 30*time.Second, 10*time.Millisecond, "B's payment.confirmed is delivered")
+
+	// B went through while all of A's tries still hang: none has ended
+	// (WebhookTimeout is 10 s), and A never had more than its cap at once.
+	attemptsA, err := h.db.Ent.WebhookAttempt.Query().
+		Where(webhookattempt.HasDeliveryWith(webhookdelivery.HasEventWith(webhookevent.MerchantID(a.ID)))).Count(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, attemptsA, "no try of A has ended")
+	mu.Lock()
+	require.Equal(t, limit, hanging)
+	require.Equal(t, limit, requestsA)
+	mu.Unlock()
+	require.Len(t, fast.Requests(), 1)
+
+	releaseReceiver()
+	require.Eventually(t, func() bool {
+		for _, ev := range eventsA {
+			if h.deliveries(t, ev.ID)[0].Status != webhookdelivery.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "A's deliveries all go once its receiver answers")
+	for _, ev := range eventsA {
+		require.Equal(t, 1, h.deliveries(t, ev.ID)[0].Attempts, "waiting for a slot used up no try")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, limit, most, "never more than the cap in flight")
+	require.Equal(t, backlog, requestsA)
+}
+
+// TestWorkerNeedsMoreWebhookWorkersThanOneMerchantHolds: a worker whose
+// webhook workers one merchant could all hold (its cap trying, as many
+// waiting) does not start.
+func TestWorkerNeedsMoreWebhookWorkersThanOneMerchantHolds(t *testing.T) {
+	t.Parallel()
+	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: 5})
+	_, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 10})
+	require.ErrorContains(t, err, "one merchant may hold 10 of them")
+	w, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 11})
+	require.NoError(t, err)
+	require.NotNil(t, w)
 }

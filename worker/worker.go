@@ -44,7 +44,9 @@ type Config struct {
 	// Concurrency is the number of jobs of each queue run at once.
 	Concurrency int
 	// WebhookConcurrency is the number of webhook deliveries in flight at
-	// once (default 200): they mostly wait on receivers.
+	// once (default 200): they mostly wait on receivers. It must be more
+	// than what one merchant may hold of them
+	// (Service.WebhookWorkersPerMerchant), so others always have workers.
 	WebhookConcurrency int
 }
 
@@ -98,6 +100,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.WebhookConcurrency <= 0 {
 		cfg.WebhookConcurrency = 200
+	}
+	if most := cfg.Service.WebhookWorkersPerMerchant(); cfg.WebhookConcurrency <= most {
+		return nil, fmt.Errorf("worker: %d webhook workers, but one merchant may hold %d of them (twice WEBHOOK_MERCHANT_CONCURRENCY): others would wait", cfg.WebhookConcurrency, most)
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})

@@ -322,8 +322,9 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 			return nil, err
 		}
 	}
+	dev := faucet != nil
 	agentMode := cfg.AgentMode
-	if faucet != nil {
+	if dev {
 		agentMode = agentpay.ModeTest
 	}
 	return agentpay.NewService(agentpay.Config{
@@ -332,6 +333,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
+		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 		ProbeRateLimit: cfg.ProbeRateLimit, ConnectionsPerIP: cfg.ConnectionsPerIP, HeadCacheTTL: cfg.HeadCacheTTL,
 		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),

@@ -32,13 +32,17 @@ type config struct {
 	MaxOpenSessions    int
 	SelectRateLimit    int
 	WebhookRetryDelays []time.Duration
-	IPRateLimit        int
-	AuthCacheTTL       time.Duration // 0: off
-	RegisterRateLimit  int
-	ProbeRateLimit     int
-	ConnectionsPerIP   int
-	HeadCacheTTL       time.Duration
-	DevBlockTime       time.Duration
+	// WebhookAllowPrivate is WEBHOOK_ALLOW_PRIVATE, nil when unset: see
+	// webhookAllowPrivate for the default.
+	WebhookAllowPrivate        *bool
+	WebhookMerchantConcurrency int
+	IPRateLimit                int
+	AuthCacheTTL               time.Duration // 0: off
+	RegisterRateLimit          int
+	ProbeRateLimit             int
+	ConnectionsPerIP           int
+	HeadCacheTTL               time.Duration
+	DevBlockTime               time.Duration
 	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
 	RPCTimeout     time.Duration
 	AllowedOrigins []string
@@ -121,6 +125,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.AppURL = p.url("APP_URL", c.BaseURL+"/app")
 	c.DatabaseURL = p.str("DATABASE_URL", "file:"+filepath.Join(c.DataDir, "agentpay.db"))
 	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
+	c.WebhookAllowPrivate = p.optionalBool("WEBHOOK_ALLOW_PRIVATE")
+	c.WebhookMerchantConcurrency = int(p.positiveUint("WEBHOOK_MERCHANT_CONCURRENCY", agentpay.DefaultWebhookMerchantConcurrency))
 	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}
@@ -167,6 +173,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 	}
 	return c, p.err()
+}
+
+// webhookAllowPrivate is whether test-mode webhooks may reach private and
+// loopback addresses: WEBHOOK_ALLOW_PRIVATE when set, else on under `dev`
+// only (a developer's receiver is local; a deployment's network is not for
+// merchants to probe).
+func (c config) webhookAllowPrivate(dev bool) bool {
+	if c.WebhookAllowPrivate != nil {
+		return *c.WebhookAllowPrivate
+	}
+	return dev
 }
 
 // envParser collects every bad variable so one start reports them all.

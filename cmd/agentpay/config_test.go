@@ -41,6 +41,33 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, uint64(3), c.DevConfirmations[chains.Base])
 	require.Nil(t, c.GraphQLIntrospection, "unset: the command decides (graphQLSurface)")
 	require.Nil(t, c.GraphQLPlayground)
+	require.Nil(t, c.WebhookAllowPrivate)
+	require.Equal(t, 10, c.WebhookMerchantConcurrency)
+}
+
+// TestWebhookAllowPrivate: test-mode webhooks reach private addresses under
+// `dev` unless WEBHOOK_ALLOW_PRIVATE says otherwise, and under serve and
+// worker only when it says so.
+func TestWebhookAllowPrivate(t *testing.T) {
+	tests := []struct {
+		value         string
+		dev, deployed bool
+	}{
+		{"", true, false},
+		{"true", true, true},
+		{"1", true, true},
+		{"false", false, false},
+		{"0", false, false},
+	}
+	for _, tt := range tests {
+		c, err := loadConfig(envOf(map[string]string{"WEBHOOK_ALLOW_PRIVATE": tt.value}))
+		require.NoError(t, err)
+		require.Equal(t, tt.dev, c.webhookAllowPrivate(true), "dev, %q", tt.value)
+		require.Equal(t, tt.deployed, c.webhookAllowPrivate(false), "serve and worker, %q", tt.value)
+	}
+	c, err := loadConfig(envOf(map[string]string{"WEBHOOK_MERCHANT_CONCURRENCY": "3"}))
+	require.NoError(t, err)
+	require.Equal(t, 3, c.WebhookMerchantConcurrency)
 }
 
 func TestLoadConfigChains(t *testing.T) {
@@ -91,6 +118,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"LOG_LEVEL", "loud"},
 		{"GRAPHQL_INTROSPECTION", "sometimes"},
 		{"GRAPHQL_PLAYGROUND", "maybe"},
+		{"WEBHOOK_ALLOW_PRIVATE", "sometimes"},
+		{"WEBHOOK_MERCHANT_CONCURRENCY", "0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

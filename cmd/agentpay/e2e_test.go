@@ -74,6 +74,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		"DEV_BLOCK_TIME":       "200ms",
 		"LOG_LEVEL":            "warn",
 		"WEBHOOK_RETRY_DELAYS": "1s,1s,1s,1s,1s",
+		// No WEBHOOK_ALLOW_PRIVATE: dev lets test-mode webhooks reach the
+		// loopback receiver by default.
 	}
 	if freshdb.IsPostgres() {
 		env["DATABASE_URL"] = freshdb.URL(t)

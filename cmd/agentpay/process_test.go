@@ -137,6 +137,9 @@ func newProcEnv(t *testing.T) *procEnv {
 		// A failed try is retried soon (the tests' receivers are healthy,
 		// but a try cut off by a killed worker is retried).
 		"WEBHOOK_RETRY_DELAYS=1s,1s,1s,1s,1s",
+		// The receiver is on loopback; serve and worker refuse that unless
+		// told.
+		"WEBHOOK_ALLOW_PRIVATE=true",
 		"IP_RATE_LIMIT=0",
 		"REGISTER_RATE_LIMIT=0",
 		"PROBE_RATE_LIMIT=0", // Serve polls /readyz every 25 ms

@@ -35,6 +35,12 @@ const (
 // DeliverWebhookArgs is the River job that sends one delivery.
 type DeliverWebhookArgs struct {
 	DeliveryID uuid.UUID `json:"delivery_id"`
+	// MerchantID and Livemode are whose cap of tries in flight the delivery
+	// counts against (agentpay.Service.WebhookSlotsFull), so a worker can
+	// see it must wait before reading anything; zero in jobs enqueued
+	// before they existed.
+	MerchantID uuid.UUID `json:"merchant_id,omitzero"`
+	Livemode   bool      `json:"livemode,omitempty"`
 }
 
 // Kind is the job kind.

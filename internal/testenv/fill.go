@@ -4,7 +4,9 @@ import "reflect"
 
 // Fill sets the zero fields of the agentpay.Config cfg points to from the
 // Env: DB, Vault, Logger, Treasury, Families, Test, and Jobs and Clock when
-// the Env has them; BaseURL, PayURL and AppURL when all three are empty.
+// the Env has them; BaseURL, PayURL and AppURL when all three are empty;
+// WebhookAllowPrivate on unless Options.PublicWebhooksOnly, since the
+// tests' receivers (NewReceiver, httptest) listen on loopback.
 // What the test set itself stays, so a test states only what it changes.
 //
 // cfg is taken as any, the fields found by name: testenv cannot import
@@ -47,6 +49,9 @@ func (e *Env) Fill(cfg any) {
 	}
 	if e.Clock != nil {
 		set("Clock", e.Clock)
+	}
+	if !e.opts.PublicWebhooksOnly {
+		set("WebhookAllowPrivate", true)
 	}
 	if isZero(v, "BaseURL") && isZero(v, "PayURL") && isZero(v, "AppURL") {
 		set("BaseURL", BaseURL)

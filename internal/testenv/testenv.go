@@ -76,6 +76,9 @@ type Options struct {
 	Jobs bool
 	// Clock, when set, makes Env.Clock a stub clock reading it.
 	Clock time.Time
+	// PublicWebhooksOnly keeps Fill from turning on WebhookAllowPrivate:
+	// for tests of where deliveries may not go.
+	PublicWebhooksOnly bool
 }
 
 // Env is a test's bundle. Its exported fields are named after the

@@ -115,6 +115,12 @@ func TestFill(t *testing.T) {
 	require.Nil(t, cfg.DB)
 	require.Nil(t, cfg.Jobs)
 	require.Nil(t, cfg.Clock)
+	require.True(t, cfg.WebhookAllowPrivate, "the tests' receivers are on loopback")
+
+	public := testenv.New(t, testenv.Options{NoDB: true, PublicWebhooksOnly: true})
+	cfg = agentpay.Config{}
+	public.Fill(&cfg)
+	require.False(t, cfg.WebhookAllowPrivate)
 }
 
 // fatalTB records Fatalf instead of stopping the test.
