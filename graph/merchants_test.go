@@ -1214,3 +1214,57 @@ func TestMerchantRedeliverRateLimited(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1+agentpay.RedeliveriesPerEvent, n)
 }
+
+// TestMerchantWebhookRefusedTargetLog: a test-mode webhook URL naming a
+// loopback receiver (set while the operator allowed private addresses) is
+// refused at every try once they are not, the first delivery and a
+// redelivery alike; the attempt log shows the one generic error, no status
+// and no duration, nothing of the address.
+func TestMerchantWebhookRefusedTargetLog(t *testing.T) {
+	ctx := context.Background()
+	api := newMerchantAPIIn(t, testenv.Options{Jobs: true, PublicWebhooksOnly: true})
+	receiver := testenv.NewReceiver(t, http.StatusOK)
+	hook := "https://shop.example.com/hook"
+	m := api.register(t, "Probe", agentpay.MerchantInput{WebhookURL: &hook})
+	local := strings.Replace(receiver.URL, "127.0.0.1", "localhost", 1) + "/admin"
+	require.NoError(t, api.DB.Ent.Merchant.UpdateOneID(m.ID).SetTestWebhookURL(local).Exec(ctx))
+	sess := api.createSessions(t, m.Keys.TestSecretKey, 1, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	ev := api.recordEvent(t, m.ID, false, agentpay.EventSessionExpired, sess[0])
+
+	out := api.do(t, m.Keys.TestSecretKey, `mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }`, map[string]any{"id": ev.ID})
+	require.Empty(t, out.Errors)
+	deliveries, err := api.Svc.WebhookDeliveries(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Len(t, deliveries, 2)
+	for _, d := range deliveries {
+		_, err := api.Svc.DeliverWebhook(ctx, d.ID)
+		require.NoError(t, err)
+	}
+	require.Empty(t, receiver.Requests())
+
+	out = api.do(t, m.Keys.TestSecretKey, `query($id: ID!) { webhookEvent(id: $id) {
+		deliveries { url attemptLog { statusCode durationMs error } } } }`, map[string]any{"id": ev.ID})
+	require.Empty(t, out.Errors)
+	var d struct {
+		WebhookEvent struct {
+			Deliveries []struct {
+				URL        string
+				AttemptLog []struct {
+					StatusCode *int
+					DurationMs int
+					Error      *string
+				}
+			}
+		}
+	}
+	out.decode(t, &d)
+	require.Len(t, d.WebhookEvent.Deliveries, 2)
+	for _, dl := range d.WebhookEvent.Deliveries {
+		require.Len(t, dl.AttemptLog, 1)
+		a := dl.AttemptLog[0]
+		require.Nil(t, a.StatusCode)
+		require.Zero(t, a.DurationMs)
+		require.Equal(t, "refused: the webhook URL's host does not resolve to a public address", *a.Error)
+	}
+	require.NotContains(t, string(out.Data), "127.0.0.1", "the address dialled is not shown")
+}
