@@ -20,7 +20,9 @@
 //     a LiteSVM Solana devnet is a node process and costs seconds;
 //   - on request an insert-only River client (Options.Jobs), the way the API
 //     processes enqueue jobs, and a stub clock (Options.Clock);
-//   - NewReceiver, a merchant's webhook endpoint on loopback.
+//   - NewReceiver, a merchant's webhook endpoint on loopback; since it is
+//     on loopback, Fill lets test-mode deliveries reach private addresses
+//     (Config.WebhookAllowPrivate) unless Options.PublicWebhooksOnly.
 //
 // Why testenv does not build the Service itself: the root package's tests
 // are internal (package agentpay), and a package they import must not
