@@ -112,10 +112,10 @@ func (s *Service) leaveWebhookSlot(merchantID uuid.UUID, livemode bool) {
 }
 
 // WebhookSlotsFull reports whether a delivery of the merchant in mode would
-// now be turned away in this process without asking the database: the cap
-// of its tries are in flight here and as many deliveries wait
-// (enterWebhookSlot). A hint for the worker, so a delivery that must wait
-// costs no read; DeliverWebhook decides.
+// now be turned away in this process: the cap of its tries are in flight
+// here and as many deliveries wait (enterWebhookSlot). A hint for the
+// worker, so a delivery that must wait costs no database read;
+// DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
 	return s.webhookGates.Full(webhookGateKey{merchantID: merchantID, livemode: livemode})
 }

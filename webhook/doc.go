@@ -42,5 +42,6 @@
 // not public (IsPublicAddr): the check runs on the IP actually dialled, after
 // name resolution, so neither a name that resolves to a private address nor
 // DNS rebinding gets around it. CheckPublicHost is the early check of a
-// URL's host, before any name is resolved.
+// URL's host, before any name is resolved. A receiver's answer may not make
+// a try buffer much: its headers are bounded (MaxResponseHeaderBytes).
 package webhook
