@@ -133,7 +133,9 @@ func TestRecordEventOutbox(t *testing.T) {
 				}
 				require.NoError(t, db.SQL.QueryRowContext(ctx,
 					"SELECT "+argsText+", queue, max_attempts FROM river_job WHERE kind = 'deliver_webhook'").Scan(&args, &queue, &maxAttempts))
-				require.JSONEq(t, `{"delivery_id":"`+d.ID.String()+`"}`, args)
+				// The merchant and mode let a worker see the merchant's cap
+				// is reached before reading anything (WebhookSlotsFull).
+				require.JSONEq(t, `{"delivery_id":"`+d.ID.String()+`","merchant_id":"`+m.ID.String()+`","livemode":true}`, args)
 				require.Equal(t, jobs.WebhookQueue, queue)
 				require.Greater(t, maxAttempts, svc.webhookTries())
 			}
