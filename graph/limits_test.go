@@ -211,7 +211,7 @@ func TestMerchantListFieldsArePaged(t *testing.T) {
 // Public root fields count per client IP the same way.
 func TestGraphQLCountsEveryField(t *testing.T) {
 	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 3})
-	freshRateWindow(t) // before the registration, which the IP's window counts
+	freshRateWindow(t)                           // before the registration, which the IP's window counts
 	reg := api.register(t, uniqueName(t, "cnt")) // one IP request
 
 	out := api.do(t, reg.APIKey, `{ a: me { id wallets { id primary } } b: me { id } c: me { id } }`, nil)
