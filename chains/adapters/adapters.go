@@ -12,6 +12,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
+	"agentpay/internal/redact"
 )
 
 // Families are the wallets of every chain family.
@@ -58,7 +59,7 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 			RPCTimeout:    c.RPCTimeout,
 		})
 		if err != nil {
-			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
+			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, redact.URL(c.RPCURL), err)
 		}
 		return chains.Network{
 			Ledger: l,
@@ -71,7 +72,7 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 	}
 	l, err := solana.New(ctx, solana.Config{RPCURL: c.RPCURL, Mint: c.USDC, FeePayer: c.GasKey, PollInterval: c.PollInterval, RPCTimeout: c.RPCTimeout})
 	if err != nil {
-		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, c.RPCURL, err)
+		return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, redact.URL(c.RPCURL), err)
 	}
 	return chains.Network{
 		Ledger: l,

@@ -13,8 +13,10 @@ package evm
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"math/big"
+	"net/url"
 	"time"
 
 	ethereum "github.com/ethereum/go-ethereum"
@@ -22,9 +24,11 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"agentpay/chains"
 	"agentpay/chains/internal/recent"
+	"agentpay/internal/redact"
 )
 
 // Ledger implements chains.Ledger on one EVM chain.
@@ -111,11 +115,40 @@ func connect(ctx context.Context, cfg Config) (Client, *ethclient.Client, error)
 	if cfg.Client != nil {
 		return withDeadline(cfg.Client, cfg.RPCTimeout), nil, nil
 	}
-	c, err := ethclient.DialContext(ctx, cfg.RPCURL)
+	c, err := dial(ctx, cfg.RPCURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("evm: %s: dialing RPC: %w", cfg.Chain, err)
 	}
 	return withDeadline(c, cfg.RPCTimeout), c, nil
+}
+
+// dial connects to rawURL, which may carry the provider's key, so that no
+// error can show it. Over HTTP the RPC client is given the redacted URL and
+// a transport that sends to the real one (redact.HTTPClient), since
+// net/http puts the request URL in its errors; a websocket is dialled once,
+// here, and its errors carry no URL.
+func dial(ctx context.Context, rawURL string) (*ethclient.Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Parse's error quotes the URL.
+		return nil, errors.New("the RPC URL does not parse")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		c, err := rpc.DialContext(ctx, rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return ethclient.NewClient(c), nil
+	}
+	dialURL, hc, err := redact.HTTPClient(rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rpc.DialOptions(ctx, dialURL, rpc.WithHTTPClient(hc))
+	if err != nil {
+		return nil, err
+	}
+	return ethclient.NewClient(c), nil
 }
 
 // checkChain verifies the node's chain id and that the token has code.

@@ -98,8 +98,12 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 	if cfg.ComputeUnitLimit == 0 {
 		cfg.ComputeUnitLimit = 60_000
 	}
+	client, err := newRPC(cfg.RPCURL, cfg.RPCTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("solana: RPC URL: %w", err)
+	}
 	l := &Ledger{
-		rpc:          newRPC(cfg.RPCURL, cfg.RPCTimeout),
+		rpc:          client,
 		mint:         mint,
 		decimals:     cfg.Decimals,
 		feePayer:     feePayer,

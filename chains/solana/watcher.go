@@ -127,8 +127,12 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Lookback == 0 {
 		cfg.Lookback = 150
 	}
+	client, err := newRPC(cfg.RPCURL, cfg.RPCTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("solana: RPC URL: %w", err)
+	}
 	w := &Watcher{
-		rpc:      newRPC(cfg.RPCURL, cfg.RPCTimeout),
+		rpc:      client,
 		mint:     mint,
 		required: cfg.Required,
 		batch:    cfg.BatchSize,

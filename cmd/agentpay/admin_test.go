@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	env := map[string]string{"DATA_DIR": dataDir, "LOG_LEVEL": "error"}
 	getenv := func(k string) string { return env[k] }
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, []string{"migrate"}, getenv, &out))
+	require.NoError(t, run(ctx, []string{"migrate"}, getenv, &out, os.Stderr))
 
 	// A merchant registered through the service `agentpay serve` builds.
 	cfg, err := loadConfig(getenv)
@@ -47,7 +48,7 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	env["AUTH_CACHE_TTL"] = "1500ms"
 	out.Reset()
 	start := time.Now()
-	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out))
+	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out, os.Stderr))
 	require.GreaterOrEqual(t, time.Since(start), 1500*time.Millisecond, "waits the configured TTL, not the default")
 	require.Contains(t, out.String(), "merchant "+id+" (Acme) deactivated at ")
 	_, err = svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
@@ -55,11 +56,11 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 	env["AUTH_CACHE_TTL"] = "0" // off: nothing to wait for below
 
 	out.Reset()
-	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out))
+	require.NoError(t, run(ctx, []string{"admin", "deactivate-merchant", id}, getenv, &out, os.Stderr))
 	require.Contains(t, out.String(), "was already deactivated at ")
 
 	out.Reset()
-	require.NoError(t, run(ctx, []string{"admin", "reactivate-merchant", id}, getenv, &out))
+	require.NoError(t, run(ctx, []string{"admin", "reactivate-merchant", id}, getenv, &out, os.Stderr))
 	require.Contains(t, out.String(), "reactivated")
 	_, err = svc.AuthenticateMerchant(ctx, reg.Keys.TestSecretKey)
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 		{"admin", "drop-everything", id},
 	} {
 		out.Reset()
-		require.Error(t, run(ctx, args, getenv, &out), "%v", args)
+		require.Error(t, run(ctx, args, getenv, &out, os.Stderr), "%v", args)
 	}
 	require.NoError(t, p.db.Close())
 }

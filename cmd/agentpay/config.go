@@ -12,6 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/redact"
 	"agentpay/internal/vault"
 )
 
@@ -212,7 +213,8 @@ func (p *envParser) url(name, def string) string {
 	}
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") {
-		p.fail(name, "must be an absolute http(s) URL, got %q", v)
+		// Shown redacted: an RPC URL carries the provider's key.
+		p.fail(name, "must be an absolute http(s) URL, got %q", redact.URL(v))
 		return def
 	}
 	return strings.TrimRight(v, "/")

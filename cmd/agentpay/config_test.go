@@ -114,6 +114,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"BASE_URL", "not a url"},
 		{"MASTER_KEY", "c2hvcnQ="},
 		{"CHAIN_BASE_RPC_URL", "ftp://x"},
+		// An RPC URL carries the provider's key: the error shows it redacted.
+		{"CHAIN_BASE_RPC_URL", "ftp://rpcUser:rpcPassw0rd@node.example/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"},
+		{"CHAIN_SOLANA_TEST_RPC_URL", "https://rpcUser:rpcPassw0rd@[::1/v2/PathKeyAbc123xyz"},
 		{"CHAIN_ETHEREUM_CONFIRMATIONS", "0"},
 		{"LOG_LEVEL", "loud"},
 		{"GRAPHQL_INTROSPECTION", "sometimes"},
@@ -128,6 +131,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 			require.Contains(t, err.Error(), tt.name)
 			if tt.name == "MASTER_KEY" {
 				require.NotContains(t, err.Error(), tt.value, "a secret never appears in an error")
+			}
+			for _, secret := range []string{"rpcUser", "rpcPassw0rd", "PathKeyAbc123xyz", "QueryKeyDef456uvw"} {
+				require.NotContains(t, err.Error(), secret, "a secret never appears in an error")
 			}
 		})
 	}

@@ -40,7 +40,7 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw)
+		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw, os.Stderr)
 		_ = pw.Close()
 	}()
 	t.Cleanup(func() {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -14,12 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/treasury"
+	"agentpay/internal/vault"
 )
 
 // webhookBody is a delivered event as a receiver parses it.
@@ -64,23 +70,44 @@ func requireNumber(t *testing.T, want string, got any, field string) {
 // receiver must get payment.detected, payment.confirmed and
 // settlement.completed with a valid signature and every field of spec 6.3,
 // and the merchant's settlement address must hold the net of every payment.
+//
+// The run holds every kind of secret, and its RPC URLs carry provider
+// credentials: the live networks are devnets reached only through
+// rpcProviders. After the test-mode payments it pays a live session, makes
+// the calls agents make, provokes errors (keys in the wrong header, bad
+// bodies, every live RPC endpoint going down) and then searches its logs,
+// every answer, every webhook and River's job errors for every secret
+// (secrets_test.go): none may show, other than a key in the one answer
+// that hands it out.
 func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts five devnets")
+		t.Skip("starts seven devnets")
 	}
+	leaks := newLeakWatch()
+	masterKey, err := vault.GenerateMasterKey()
+	require.NoError(t, err)
+	leaks.addKey("MASTER_KEY", masterKey)
+	dataDir := filepath.Join(t.TempDir(), "data")
 	env := map[string]string{
-		"DATA_DIR":             filepath.Join(t.TempDir(), "data"),
+		"DATA_DIR":             dataDir,
 		"HTTP_ADDR":            "127.0.0.1:0",
 		"DEV_BLOCK_TIME":       "200ms",
-		"LOG_LEVEL":            "warn",
+		"LOG_LEVEL":            "debug",
 		"WEBHOOK_RETRY_DELAYS": "1s,1s,1s,1s,1s",
 		// No WEBHOOK_ALLOW_PRIVATE: dev lets test-mode webhooks reach the
 		// loopback receiver by default.
+		"MASTER_KEY":           hex.EncodeToString(masterKey),
+		"DATABASE_URL":         "file:" + filepath.Join(dataDir, "agentpay.db"),
 	}
 	if freshdb.IsPostgres() {
-		env["DATABASE_URL"] = freshdb.URL(t)
+		env["DATABASE_URL"] = withDatabasePassword(t, freshdb.URL(t), leaks)
 	}
-	base := startDev(t, env)
+	v, err := vault.New(masterKey)
+	require.NoError(t, err)
+	tk, err := treasury.Derive(v, adapters.Families())
+	require.NoError(t, err)
+	live := startLiveChains(t, env, tk, leaks)
+	base := leaks.proxy(t, startDev(t, env, &leaks.logs))
 	receiver := newWebhookReceiver(t)
 
 	payeeKey, err := crypto.GenerateKey()
@@ -93,6 +120,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		Keys struct {
 			TestSecretKey     string `json:"test_secret_key"`
 			TestWebhookSecret string `json:"test_webhook_secret"`
+			LiveSecretKey     string `json:"live_secret_key"`
+			WebhookSecret     string `json:"webhook_secret"`
 		} `json:"keys"`
 	}
 	status := postJSON(t, base+"/checkout/merchants/register", fmt.Sprintf(`{
@@ -252,17 +281,163 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, netTotal.Shift(6).BigInt().String(), bal.String())
 	}
+
+	payLiveSession(t, base, reg.Keys.LiveSecretKey, live)
+	live.requireCredentialsAccepted(t)
+	agentCalls(t, base)
+	provokeErrors(t, base, reg.Keys.TestSecretKey, reg.Keys.LiveSecretKey, reg.Keys.WebhookSecret, reg.Keys.TestWebhookSecret)
+
+	// Every live RPC endpoint goes down: the scans, the readiness probe
+	// and the chain reads fail with the libraries' errors, which name the
+	// URL they were given.
+	live.Down()
+	require.Equal(t, http.StatusServiceUnavailable, doJSON(t, http.MethodGet, base+"/readyz", "", "", nil))
+	waitFor(t, time.Minute, func() bool {
+		time.Sleep(250 * time.Millisecond)
+		jobErrors := riverErrors(t, env["DATABASE_URL"])
+		for _, c := range chains.All {
+			if !strings.Contains(jobErrors, "live/"+string(c)) {
+				return false
+			}
+		}
+		return true
+	}, "every live chain's scan failed")
+	require.Contains(t, leaks.logs.String(), "connection refused", "the chain reads' errors are logged")
+
+	t.Run("no secret in logs, answers, webhooks or job errors", func(t *testing.T) {
+		issuer := leaks.issuedSecrets()
+		leaks.addWalletKeys(t, env["DATABASE_URL"], masterKey)
+		leaks.requireNoLeak(t, issuer, receiver.Requests(), riverErrors(t, env["DATABASE_URL"]))
+	})
+}
+
+// payLiveSession pays a live session on the live base (a devnet behind its
+// provider) and waits until it is confirmed: the live networks work
+// through credentialed URLs.
+func payLiveSession(t *testing.T, base, liveKey string, live *liveChains) {
+	t.Helper()
+	var created struct {
+		Session struct {
+			ExternalID string `json:"external_id"`
+		} `json:"session"`
+	}
+	require.Equal(t, http.StatusCreated, doJSON(t, http.MethodPost, base+"/checkout/sessions", liveKey,
+		`{"amount": 7.25, "currency": "USD", "description": "live order"}`, &created))
+	id := created.Session.ExternalID
+	var sel struct {
+		Address         string      `json:"address"`
+		AmountBaseUnits json.Number `json:"amount_base_units"`
+	}
+	require.Equal(t, http.StatusOK, doJSON(t, http.MethodPost, base+"/checkout/pay/"+id+"/select", "",
+		`{"chain": "base", "token": "USDC"}`, &sel))
+	_, err := live.evm.Send(t.Context(), common.HexToAddress(sel.Address), big.NewInt(7_250_000))
+	require.NoError(t, err)
+	waitFor(t, time.Minute, func() bool {
+		var st struct {
+			Status string `json:"status"`
+		}
+		return doJSON(t, http.MethodGet, base+"/checkout/pay/"+id+"/status", "", "", &st) == http.StatusOK && st.Status == "confirmed"
+	}, "the live session confirmed")
+}
+
+// agentCalls registers two agents and makes the calls an agent makes with
+// its key, regenerating it on the way.
+func agentCalls(t *testing.T, base string) {
+	t.Helper()
+	var a, b struct {
+		APIKey        string `json:"api_key"`
+		WalletAddress string `json:"wallet_address"`
+	}
+	require.Equal(t, http.StatusCreated, doJSON(t, http.MethodPost, base+"/agents/quick-register", "", `{"username": "leak_sender"}`, &a))
+	require.Equal(t, http.StatusCreated, doJSON(t, http.MethodPost, base+"/agents/quick-register", "", `{"username": "leak_receiver"}`, &b))
+	for _, path := range []string{"/agents/me/profile", "/agents/me/wallets", "/agents/me/wallet/balance", "/agents/me/limits"} {
+		require.Equal(t, http.StatusOK, doAgent(t, http.MethodGet, base+path, a.APIKey, ""), path)
+	}
+	// Too poor to send: a refusal, not a transfer.
+	require.Equal(t, http.StatusBadRequest, doAgent(t, http.MethodPost, base+"/agents/me/wallet/send", a.APIKey,
+		`{"to_username": "leak_receiver", "amount_usd": 1}`))
+	var regen struct {
+		APIKey string `json:"api_key"`
+	}
+	req := func() int {
+		return doAgentJSON(t, http.MethodPost, base+"/agents/me/regenerate-api-key", a.APIKey, "", &regen)
+	}
+	require.Equal(t, http.StatusOK, req())
+	require.Equal(t, http.StatusUnauthorized, doAgent(t, http.MethodGet, base+"/agents/me/profile", a.APIKey, ""), "the old key")
+	require.Equal(t, http.StatusOK, doAgent(t, http.MethodGet, base+"/agents/me/profile", regen.APIKey, ""))
+	require.Equal(t, http.StatusOK, doAgent(t, http.MethodGet, base+"/agents/treasury", "", ""))
+}
+
+// provokeErrors sends what a confused or hostile client sends: each key in
+// another's header, bad bodies and bad GraphQL.
+func provokeErrors(t *testing.T, base, testKey, liveKey, webhookSecret, testWebhookSecret string) {
+	t.Helper()
+	for _, key := range []string{liveKey, webhookSecret, testWebhookSecret, testKey[:len(testKey)-1]} {
+		require.Equal(t, http.StatusUnauthorized, doAgent(t, http.MethodGet, base+"/agents/me/profile", key, ""))
+	}
+	for _, key := range []string{webhookSecret, testWebhookSecret, testKey + "x", strings.Replace(liveKey, "live", "test", 1)} {
+		require.Equal(t, http.StatusUnauthorized, doJSON(t, http.MethodGet, base+"/checkout/merchants/me", key, "", nil))
+	}
+	for _, body := range []string{`{"amount": "12", "currency": "USD"}`, `{"amount": 1e400}`, `{"amount":`, `[]`, `{"amount": 5, "currency": "USD", "secret": 1}`} {
+		code := doJSON(t, http.MethodPost, base+"/checkout/sessions", testKey, body, nil)
+		require.True(t, code == http.StatusUnprocessableEntity || code == http.StatusBadRequest, "%s: %d", body, code)
+	}
+	require.Equal(t, http.StatusUnprocessableEntity, doJSON(t, http.MethodPost, base+"/checkout/merchants/register", "",
+		`{"name": "x", "email": "not an address", "webhook_url": "ftp://hooks"}`, nil))
+	require.Equal(t, http.StatusBadRequest, doJSON(t, http.MethodPost, base+"/agents/register", "",
+		`{"username": "nobody_here", "wallet_address": "0x0000000000000000000000000000000000000001", "signature": "0x00", "signature_type": "eip712"}`, nil))
+	for _, h := range []string{"X-Checkout-Secret-Key", "X-Agent-Key"} {
+		for _, key := range []string{testKey, liveKey, webhookSecret, testWebhookSecret} {
+			req, err := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query": "{ me { id } merchant { id } nonsense }"}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(h, key)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	}
+}
+
+// doAgent sends a request with an agent key and answers the status.
+func doAgent(t *testing.T, method, url, key, body string) int {
+	return doAgentJSON(t, method, url, key, body, nil)
+}
+
+func doAgentJSON(t *testing.T, method, url, key, body string, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("X-Agent-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+	}
+	return resp.StatusCode
 }
 
 // startDev runs `agentpay dev` in this process with env and answers its
-// base URL; it stops with the test.
-func startDev(t *testing.T, env map[string]string) string {
+// base URL; it stops with the test. What it prints and logs goes to out.
+func startDev(t *testing.T, env map[string]string, out io.Writer) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw)
+		done <- run(ctx, []string{"dev"}, func(k string) string { return env[k] }, pw, out)
 		_ = pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -274,8 +449,8 @@ func startDev(t *testing.T, env map[string]string) string {
 			t.Error("agentpay dev did not stop")
 		}
 	})
-	banner := readBanner(t, pr)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	// readBanner's reader drains the pipe to the end, through out.
+	banner := readBanner(t, io.TeeReader(pr, out))
 	addr := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(banner)
 	require.Len(t, addr, 2, banner)
 	return addr[1]

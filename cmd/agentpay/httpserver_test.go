@@ -30,7 +30,7 @@ func newTestService(t *testing.T, env map[string]string) (config, *agentpay.Serv
 	env["DATA_DIR"] = filepath.Join(t.TempDir(), "data")
 	env["LOG_LEVEL"] = "error"
 	getenv := func(k string) string { return env[k] }
-	require.NoError(t, run(ctx, []string{"migrate"}, getenv, io.Discard))
+	require.NoError(t, run(ctx, []string{"migrate"}, getenv, io.Discard, io.Discard))
 	cfg, err := loadConfig(getenv)
 	require.NoError(t, err)
 	key, err := vault.GenerateMasterKey()

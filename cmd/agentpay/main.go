@@ -28,7 +28,7 @@ commands:
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "agentpay:", err)
 		os.Exit(1)
 	}
@@ -36,7 +36,8 @@ func main() {
 
 var errUsage = errors.New("unknown command")
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// run runs one command: what it prints goes to stdout, its logs to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, usage)
 		return errUsage
@@ -45,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	logger := newLogger(cfg.LogLevel)
+	logger := newLogger(cfg.LogLevel, stderr)
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, cfg, logger, stdout)
@@ -66,8 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 }
 
-func newLogger(level string) *slog.Logger {
+func newLogger(level string, w io.Writer) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
