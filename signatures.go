@@ -33,6 +33,15 @@ import (
 // username of an existing agent gets a WalletVerification message, which only
 // that agent can use (POST /agents/me/wallets/verify, authenticated). The two
 // primary types hash differently, so one can never pass for the other.
+//
+// A signature names no message, so it is tried against the recent messages
+// of its username and wallet, a bounded number (challengeCandidates) so that
+// a flood of messages cannot make one submission verify thousands. Anyone
+// may ask for messages for any username and wallet, so the window is per
+// requester (the client's IP address): a signature is tried against its
+// submitter's newest messages first, which only the submitter's own requests
+// can push out, and only then against the newest of anyone's, for a client
+// whose address changed between asking and submitting.
 
 const (
 	// SignatureTypeEIP712 is the only signature_type accepted.
@@ -56,8 +65,9 @@ const (
 	PrimaryTypeWalletVerification = "WalletVerification"
 
 	// challengeCandidates bounds how many recent challenges of one username
-	// and wallet a signature is tried against (a client may ask for several
-	// messages before signing one).
+	// and wallet a signature is tried against, per window (the submitter's
+	// own, then anyone's): a client may ask for several messages before
+	// signing one.
 	challengeCandidates = 20
 )
 
@@ -93,6 +103,8 @@ type RegisterRequest struct {
 	WalletAddress string
 	Signature     string
 	SignatureType string
+	// Requester is who submits it, as SignatureMessage's requester.
+	Requester string
 }
 
 // VerifyWalletRequest adds an external wallet to an authenticated agent.
@@ -103,6 +115,8 @@ type VerifyWalletRequest struct {
 	// Chain is the EVM chain the wallet is recorded on; empty means base.
 	Chain        string
 	SetAsPrimary bool
+	// Requester is who submits it, as SignatureMessage's requester.
+	Requester string
 }
 
 // eip712ChainID is the domain chainId for the agents' network.
@@ -116,8 +130,9 @@ func (s *Service) eip712ChainID() int64 {
 // SignatureMessage issues a message to sign for username and walletAddress:
 // an AgentRegistration when no agent holds the username, a
 // WalletVerification for that agent when one does. It is valid for
-// SignatureChallengeTTL and once.
-func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress string) (*SignatureMessage, error) {
+// SignatureChallengeTTL and once. requester is who asks (the client's IP
+// address): the signed message is looked for among its requester's first.
+func (s *Service) SignatureMessage(ctx context.Context, requester, username, walletAddress string) (*SignatureMessage, error) {
 	if err := ValidateUsername(username); err != nil {
 		return nil, err
 	}
@@ -126,9 +141,12 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 		return nil, err
 	}
 	nonce := vault.ChallengeNonce.New()
-	// Whole seconds: the message carries the times as text, and they must
-	// read back from either database exactly as they were signed.
-	now := s.now().UTC().Truncate(time.Second)
+	// The message carries its times as text in whole seconds, so they
+	// read back from either database exactly as they were signed
+	// (challengeTyped truncates created_at). created_at itself keeps the
+	// clock's precision: it orders a requester's messages, newest first.
+	now := s.now().UTC()
+	issued := now.Truncate(time.Second)
 	var ch *ent.SignatureChallenge
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		owner, err := tx.Agent.Query().Where(entagent.Username(username)).Only(ctx)
@@ -140,9 +158,10 @@ func (s *Service) SignatureMessage(ctx context.Context, username, walletAddress 
 			SetNonce(nonce).
 			SetUsername(username).
 			SetWalletAddress(addr).
+			SetRequester(requester).
 			SetCreatedAt(now).
 			SetUpdatedAt(now).
-			SetExpiresAt(now.Add(SignatureChallengeTTL))
+			SetExpiresAt(issued.Add(SignatureChallengeTTL))
 		if owner != nil {
 			create.SetPurpose(signaturechallenge.PurposeVerifyWallet).SetAgentID(owner.ID)
 		}
@@ -231,7 +250,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 	}
 	var reg *Registration
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		ch, findErr := s.findChallenge(ctx, tx, addr, sig, signaturechallenge.PurposeRegister,
+		ch, findErr := s.findChallenge(ctx, tx, addr, sig, req.Requester, signaturechallenge.PurposeRegister,
 			signaturechallenge.Username(req.Username))
 		if ch != nil && ch.UsedAt != nil {
 			// A replay says so, even though the username is now taken.
@@ -290,7 +309,7 @@ func (s *Service) VerifyWallet(ctx context.Context, agent *ent.Agent, req Verify
 		if err := checkWalletOwner(ctx, tx, addr, agent.ID); err != nil {
 			return err
 		}
-		ch, err := s.findChallenge(ctx, tx, addr, sig, signaturechallenge.PurposeVerifyWallet,
+		ch, err := s.findChallenge(ctx, tx, addr, sig, req.Requester, signaturechallenge.PurposeVerifyWallet,
 			signaturechallenge.AgentID(agent.ID))
 		if err != nil {
 			return err
@@ -375,30 +394,39 @@ func checkWalletOwner(ctx context.Context, tx *ent.Tx, addr string, except uuid.
 
 // findChallenge returns the challenge of purpose for addr (narrowed by
 // match) whose typed data sig recovers to addr, used or not, expired or not;
-// or a validation error saying no issued message fits.
-func (s *Service) findChallenge(ctx context.Context, tx *ent.Tx, addr string, sig []byte,
+// or a validation error saying no issued message fits. It tries the newest
+// challengeCandidates that requester asked for, then the newest of anyone
+// else's, so at most twice challengeCandidates.
+func (s *Service) findChallenge(ctx context.Context, tx *ent.Tx, addr string, sig []byte, requester string,
 	purpose signaturechallenge.Purpose, match ...predicate.SignatureChallenge) (*ent.SignatureChallenge, error) {
-	candidates, err := tx.SignatureChallenge.Query().
-		Where(signaturechallenge.WalletAddress(addr), signaturechallenge.PurposeEQ(purpose)).
-		Where(match...).
-		Order(ent.Desc(signaturechallenge.FieldCreatedAt)).
-		Limit(challengeCandidates).
-		All(ctx)
-	if err != nil {
-		return nil, err
+	issued := false
+	for _, window := range []predicate.SignatureChallenge{
+		signaturechallenge.Requester(requester),
+		signaturechallenge.RequesterNEQ(requester),
+	} {
+		candidates, err := tx.SignatureChallenge.Query().
+			Where(signaturechallenge.WalletAddress(addr), signaturechallenge.PurposeEQ(purpose), window).
+			Where(match...).
+			Order(ent.Desc(signaturechallenge.FieldCreatedAt)).
+			Limit(challengeCandidates).
+			All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		issued = issued || len(candidates) > 0
+		for _, ch := range candidates {
+			ok, err := s.messageSigning().Verify(s.challengeTyped(ch), sig, addr)
+			if err != nil {
+				return nil, fmt.Errorf("hashing typed data: %w", err)
+			}
+			if ok {
+				return ch, nil
+			}
+		}
 	}
-	if len(candidates) == 0 {
+	if !issued {
 		return nil, Invalid("signature", "no message was issued for this username and wallet_address; "+
 			"get one from GET /agents/signature-message and sign it")
-	}
-	for _, ch := range candidates {
-		ok, err := s.messageSigning().Verify(s.challengeTyped(ch), sig, addr)
-		if err != nil {
-			return nil, fmt.Errorf("hashing typed data: %w", err)
-		}
-		if ok {
-			return ch, nil
-		}
 	}
 	return nil, Invalid("signature", "does not recover to wallet_address over the message from GET /agents/signature-message "+
 		"(sign its typed_data unchanged with eth_signTypedData_v4, with that wallet)")

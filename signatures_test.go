@@ -41,6 +41,11 @@ func signTypedData(t *testing.T, key *ecdsa.PrivateKey, m *SignatureMessage) str
 	return "0x" + hex.EncodeToString(sig)
 }
 
+// testRequester asks for the messages of the tests that are not about who
+// asks; their submissions name no requester, so they are found among
+// anyone's messages.
+const testRequester = "203.0.113.1"
+
 func newEVMKey(t *testing.T) (*ecdsa.PrivateKey, string) {
 	t.Helper()
 	key, err := crypto.GenerateKey()
@@ -54,7 +59,7 @@ func TestSignatureMessage(t *testing.T) {
 	svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clock.NewStub(now)})
 	_, addr := newEVMKey(t)
 
-	m, err := svc.SignatureMessage(ctx, "alice_1", addr)
+	m, err := svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeRegister, m.Purpose)
 	td := typedData(t, m)
@@ -69,14 +74,14 @@ func TestSignatureMessage(t *testing.T) {
 	require.Contains(t, m.Text, m.Nonce)
 
 	// A lowercase address is accepted and stored checksummed.
-	m2, err := svc.SignatureMessage(ctx, "alice_1", toLower(addr))
+	m2, err := svc.SignatureMessage(ctx, testRequester, "alice_1", toLower(addr))
 	require.NoError(t, err)
 	require.Equal(t, addr, m2.Wallet)
 	require.NotEqual(t, m.Nonce, m2.Nonce)
 
 	// The username of an existing agent gets a wallet verification message.
 	createBareAgent(t, svc, "bob_1")
-	m3, err := svc.SignatureMessage(ctx, "bob_1", addr)
+	m3, err := svc.SignatureMessage(ctx, testRequester, "bob_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeVerifyWallet, m3.Purpose)
 	require.Equal(t, PrimaryTypeWalletVerification, typedData(t, m3).PrimaryType)
@@ -90,7 +95,7 @@ func TestSignatureMessage(t *testing.T) {
 		{"zero address", "alice_1", "0x0000000000000000000000000000000000000000", "wallet_address"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := svc.SignatureMessage(ctx, tt.username, tt.wallet)
+			_, err := svc.SignatureMessage(ctx, testRequester, tt.username, tt.wallet)
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
 			require.Equal(t, tt.field, verr.Field)
@@ -157,7 +162,7 @@ func TestRegisterEIP712(t *testing.T) {
 			clk := clock.NewStub(time.Now())
 			svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clk})
 			key, addr := newEVMKey(t)
-			msg, err := svc.SignatureMessage(ctx, "alice_1", addr)
+			msg, err := svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 			require.NoError(t, err)
 			req := tt.req(t, setup{svc, key, addr, msg})
 			clk.Advance(tt.later)
@@ -193,15 +198,15 @@ func TestRegisterEIP712Conflicts(t *testing.T) {
 	key, addr := newEVMKey(t)
 
 	// Two outstanding messages: the older one is still accepted.
-	first, err := svc.SignatureMessage(ctx, "alice_1", addr)
+	first, err := svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 	require.NoError(t, err)
-	_, err = svc.SignatureMessage(ctx, "alice_1", addr)
+	_, err = svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 	require.NoError(t, err)
 	_, err = svc.Register(ctx, RegisterRequest{Username: "alice_1", WalletAddress: addr, Signature: signTypedData(t, key, first), SignatureType: "eip712"})
 	require.NoError(t, err)
 
 	// The same wallet for another username: 409.
-	m, err := svc.SignatureMessage(ctx, "alice_2", addr)
+	m, err := svc.SignatureMessage(ctx, testRequester, "alice_2", addr)
 	require.NoError(t, err)
 	_, err = svc.Register(ctx, RegisterRequest{Username: "alice_2", WalletAddress: addr, Signature: signTypedData(t, key, m), SignatureType: "eip712"})
 	require.ErrorIs(t, err, ErrConflict)
@@ -209,7 +214,7 @@ func TestRegisterEIP712Conflicts(t *testing.T) {
 
 	// A username taken after its message was issued: 409.
 	key2, addr2 := newEVMKey(t)
-	m, err = svc.SignatureMessage(ctx, "carol", addr2)
+	m, err = svc.SignatureMessage(ctx, testRequester, "carol", addr2)
 	require.NoError(t, err)
 	createBareAgent(t, svc, "carol")
 	_, err = svc.Register(ctx, RegisterRequest{Username: "carol", WalletAddress: addr2, Signature: signTypedData(t, key2, m), SignatureType: "eip712"})
@@ -224,7 +229,7 @@ func TestVerifyWallet(t *testing.T) {
 	bob := createBareAgent(t, svc, "bob_1")
 	key, addr := newEVMKey(t)
 
-	m, err := svc.SignatureMessage(ctx, "alice_1", addr)
+	m, err := svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 	require.NoError(t, err)
 	require.Equal(t, PurposeVerifyWallet, m.Purpose)
 	sig := signTypedData(t, key, m)
@@ -266,13 +271,13 @@ func TestVerifyWallet(t *testing.T) {
 	require.ErrorContains(t, err, "already used")
 
 	// Bob proving the same wallet: 409, even with his own message.
-	m, err = svc.SignatureMessage(ctx, "bob_1", addr)
+	m, err = svc.SignatureMessage(ctx, testRequester, "bob_1", addr)
 	require.NoError(t, err)
 	_, err = svc.VerifyWallet(ctx, bob, VerifyWalletRequest{WalletAddress: addr, Signature: signTypedData(t, key, m), SignatureType: "eip712"})
 	require.ErrorIs(t, err, ErrConflict)
 
 	// Alice verifying it again on another chain: recorded, primary unchanged.
-	m, err = svc.SignatureMessage(ctx, "alice_1", addr)
+	m, err = svc.SignatureMessage(ctx, testRequester, "alice_1", addr)
 	require.NoError(t, err)
 	w2, err := svc.VerifyWallet(ctx, alice, VerifyWalletRequest{WalletAddress: addr, Signature: signTypedData(t, key, m), SignatureType: "eip712"})
 	require.NoError(t, err)
@@ -317,7 +322,7 @@ func TestRegisterEIP712ConcurrentUse(t *testing.T) {
 	ctx := context.Background()
 	svc := newTestService(t, nil, Config{AgentMode: ModeTest})
 	key, addr := newEVMKey(t)
-	m, err := svc.SignatureMessage(ctx, "racer", addr)
+	m, err := svc.SignatureMessage(ctx, testRequester, "racer", addr)
 	require.NoError(t, err)
 	req := RegisterRequest{Username: "racer", WalletAddress: addr, Signature: signTypedData(t, key, m), SignatureType: "eip712"}
 
@@ -348,10 +353,10 @@ func TestPruneSignatureChallenges(t *testing.T) {
 	clk := clock.NewStub(now.Add(-time.Hour))
 	svc := newTestService(t, nil, Config{AgentMode: ModeTest, Clock: clk})
 	_, addr := newEVMKey(t)
-	expired, err := svc.SignatureMessage(ctx, "old_one", addr)
+	expired, err := svc.SignatureMessage(ctx, testRequester, "old_one", addr)
 	require.NoError(t, err)
 	clk.Set(now)
-	fresh, err := svc.SignatureMessage(ctx, "fresh_one", addr)
+	fresh, err := svc.SignatureMessage(ctx, testRequester, "fresh_one", addr)
 	require.NoError(t, err)
 
 	n, err := svc.PruneSignatureChallenges(ctx)
@@ -366,4 +371,74 @@ func TestPruneSignatureChallenges(t *testing.T) {
 	n, err = svc.PruneSignatureChallenges(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing more to prune")
+}
+
+// TestSignatureChallengesBoundedPerRequester: anyone may ask for messages
+// for any username and wallet, and a signature is tried against a bounded
+// number of recent messages. Another requester asking for many messages
+// for the victim's username and wallet cannot push the victim's message
+// out: the victim's own newest messages are tried first. Only the victim's
+// own requests move its window, and a submission from another address
+// still finds an unflooded message.
+func TestSignatureChallengesBoundedPerRequester(t *testing.T) {
+	ctx := context.Background()
+	const victimIP, attackerIP = "198.51.100.7", "192.0.2.66"
+	register := func(svc *Service, key *ecdsa.PrivateKey, addr, username, requester string, m *SignatureMessage) error {
+		_, err := svc.Register(ctx, RegisterRequest{Username: username, WalletAddress: addr,
+			Signature: signTypedData(t, key, m), SignatureType: "eip712", Requester: requester})
+		return err
+	}
+
+	t.Run("another requester's flood", func(t *testing.T) {
+		svc := newTestService(t, nil, Config{AgentMode: ModeTest})
+		key, addr := newEVMKey(t)
+		m, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+		require.NoError(t, err)
+		for range 3 * challengeCandidates {
+			_, err := svc.SignatureMessage(ctx, attackerIP, "victim", addr)
+			require.NoError(t, err)
+		}
+		require.NoError(t, register(svc, key, addr, "victim", victimIP, m))
+	})
+
+	t.Run("another requester's flood, wallet verification", func(t *testing.T) {
+		svc := newTestService(t, nil, Config{AgentMode: ModeTest})
+		victim := createBareAgent(t, svc, "victim")
+		key, addr := newEVMKey(t)
+		m, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+		require.NoError(t, err)
+		for range 3 * challengeCandidates {
+			_, err := svc.SignatureMessage(ctx, attackerIP, "victim", addr)
+			require.NoError(t, err)
+		}
+		_, err = svc.VerifyWallet(ctx, victim, VerifyWalletRequest{WalletAddress: addr,
+			Signature: signTypedData(t, key, m), SignatureType: "eip712", Requester: victimIP})
+		require.NoError(t, err)
+	})
+
+	t.Run("the requester's own flood", func(t *testing.T) {
+		svc := newTestService(t, nil, Config{AgentMode: ModeTest})
+		key, addr := newEVMKey(t)
+		m, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+		require.NoError(t, err)
+		for range challengeCandidates {
+			_, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+			require.NoError(t, err)
+		}
+		err = register(svc, key, addr, "victim", victimIP, m)
+		require.True(t, IsValidation(err), "%v", err)
+		require.ErrorContains(t, err, "does not recover")
+	})
+
+	t.Run("submitted from another address", func(t *testing.T) {
+		svc := newTestService(t, nil, Config{AgentMode: ModeTest})
+		key, addr := newEVMKey(t)
+		m, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+		require.NoError(t, err)
+		for range challengeCandidates - 1 {
+			_, err := svc.SignatureMessage(ctx, victimIP, "victim", addr)
+			require.NoError(t, err)
+		}
+		require.NoError(t, register(svc, key, addr, "victim", "2001:db8::5", m))
+	})
 }

@@ -12421,6 +12421,7 @@ type SignatureChallengeMutation struct {
 	chain          *string
 	expires_at     *time.Time
 	used_at        *time.Time
+	requester      *string
 	clearedFields  map[string]struct{}
 	done           bool
 	oldValue       func(context.Context) (*SignatureChallenge, error)
@@ -12943,6 +12944,42 @@ func (m *SignatureChallengeMutation) ResetUsedAt() {
 	delete(m.clearedFields, signaturechallenge.FieldUsedAt)
 }
 
+// SetRequester sets the "requester" field.
+func (m *SignatureChallengeMutation) SetRequester(s string) {
+	m.requester = &s
+}
+
+// Requester returns the value of the "requester" field in the mutation.
+func (m *SignatureChallengeMutation) Requester() (r string, exists bool) {
+	v := m.requester
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequester returns the old "requester" field's value of the SignatureChallenge entity.
+// If the SignatureChallenge object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SignatureChallengeMutation) OldRequester(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequester is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequester requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequester: %w", err)
+	}
+	return oldValue.Requester, nil
+}
+
+// ResetRequester resets all changes to the "requester" field.
+func (m *SignatureChallengeMutation) ResetRequester() {
+	m.requester = nil
+}
+
 // Where appends a list predicates to the SignatureChallengeMutation builder.
 func (m *SignatureChallengeMutation) Where(ps ...predicate.SignatureChallenge) {
 	m.predicates = append(m.predicates, ps...)
@@ -12977,7 +13014,7 @@ func (m *SignatureChallengeMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SignatureChallengeMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.created_at != nil {
 		fields = append(fields, signaturechallenge.FieldCreatedAt)
 	}
@@ -13008,6 +13045,9 @@ func (m *SignatureChallengeMutation) Fields() []string {
 	if m.used_at != nil {
 		fields = append(fields, signaturechallenge.FieldUsedAt)
 	}
+	if m.requester != nil {
+		fields = append(fields, signaturechallenge.FieldRequester)
+	}
 	return fields
 }
 
@@ -13036,6 +13076,8 @@ func (m *SignatureChallengeMutation) Field(name string) (ent.Value, bool) {
 		return m.ExpiresAt()
 	case signaturechallenge.FieldUsedAt:
 		return m.UsedAt()
+	case signaturechallenge.FieldRequester:
+		return m.Requester()
 	}
 	return nil, false
 }
@@ -13065,6 +13107,8 @@ func (m *SignatureChallengeMutation) OldField(ctx context.Context, name string) 
 		return m.OldExpiresAt(ctx)
 	case signaturechallenge.FieldUsedAt:
 		return m.OldUsedAt(ctx)
+	case signaturechallenge.FieldRequester:
+		return m.OldRequester(ctx)
 	}
 	return nil, fmt.Errorf("unknown SignatureChallenge field %s", name)
 }
@@ -13143,6 +13187,13 @@ func (m *SignatureChallengeMutation) SetField(name string, value ent.Value) erro
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetUsedAt(v)
+		return nil
+	case signaturechallenge.FieldRequester:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequester(v)
 		return nil
 	}
 	return fmt.Errorf("unknown SignatureChallenge field %s", name)
@@ -13249,6 +13300,9 @@ func (m *SignatureChallengeMutation) ResetField(name string) error {
 		return nil
 	case signaturechallenge.FieldUsedAt:
 		m.ResetUsedAt()
+		return nil
+	case signaturechallenge.FieldRequester:
+		m.ResetRequester()
 		return nil
 	}
 	return fmt.Errorf("unknown SignatureChallenge field %s", name)

@@ -457,6 +457,10 @@ func init() {
 	signaturechallengeDescWalletAddress := signaturechallengeFields[4].Descriptor()
 	// signaturechallenge.WalletAddressValidator is a validator for the "wallet_address" field. It is called by the builders before save.
 	signaturechallenge.WalletAddressValidator = signaturechallengeDescWalletAddress.Validators[0].(func(string) error)
+	// signaturechallengeDescRequester is the schema descriptor for requester field.
+	signaturechallengeDescRequester := signaturechallengeFields[8].Descriptor()
+	// signaturechallenge.DefaultRequester holds the default value on creation for the requester field.
+	signaturechallenge.DefaultRequester = signaturechallengeDescRequester.Default.(string)
 	// signaturechallengeDescID is the schema descriptor for id field.
 	signaturechallengeDescID := signaturechallengeMixinFields0[0].Descriptor()
 	// signaturechallenge.DefaultID holds the default value on creation for the id field.

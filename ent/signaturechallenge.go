@@ -37,7 +37,9 @@ type SignatureChallenge struct {
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// UsedAt holds the value of the "used_at" field.
-	UsedAt       *time.Time `json:"used_at,omitempty"`
+	UsedAt *time.Time `json:"used_at,omitempty"`
+	// Requester holds the value of the "requester" field.
+	Requester    string `json:"requester,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -48,7 +50,7 @@ func (*SignatureChallenge) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case signaturechallenge.FieldAgentID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
-		case signaturechallenge.FieldPurpose, signaturechallenge.FieldNonce, signaturechallenge.FieldUsername, signaturechallenge.FieldWalletAddress, signaturechallenge.FieldChain:
+		case signaturechallenge.FieldPurpose, signaturechallenge.FieldNonce, signaturechallenge.FieldUsername, signaturechallenge.FieldWalletAddress, signaturechallenge.FieldChain, signaturechallenge.FieldRequester:
 			values[i] = new(sql.NullString)
 		case signaturechallenge.FieldCreatedAt, signaturechallenge.FieldUpdatedAt, signaturechallenge.FieldExpiresAt, signaturechallenge.FieldUsedAt:
 			values[i] = new(sql.NullTime)
@@ -137,6 +139,12 @@ func (_m *SignatureChallenge) assignValues(columns []string, values []any) error
 				_m.UsedAt = new(time.Time)
 				*_m.UsedAt = value.Time
 			}
+		case signaturechallenge.FieldRequester:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field requester", values[i])
+			} else if value.Valid {
+				_m.Requester = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -206,6 +214,9 @@ func (_m *SignatureChallenge) String() string {
 		builder.WriteString("used_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("requester=")
+	builder.WriteString(_m.Requester)
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -129,6 +129,20 @@ func (_c *SignatureChallengeCreate) SetNillableUsedAt(v *time.Time) *SignatureCh
 	return _c
 }
 
+// SetRequester sets the "requester" field.
+func (_c *SignatureChallengeCreate) SetRequester(v string) *SignatureChallengeCreate {
+	_c.mutation.SetRequester(v)
+	return _c
+}
+
+// SetNillableRequester sets the "requester" field if the given value is not nil.
+func (_c *SignatureChallengeCreate) SetNillableRequester(v *string) *SignatureChallengeCreate {
+	if v != nil {
+		_c.SetRequester(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *SignatureChallengeCreate) SetID(v uuid.UUID) *SignatureChallengeCreate {
 	_c.mutation.SetID(v)
@@ -186,6 +200,10 @@ func (_c *SignatureChallengeCreate) defaults() {
 		v := signaturechallenge.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
 	}
+	if _, ok := _c.mutation.Requester(); !ok {
+		v := signaturechallenge.DefaultRequester
+		_c.mutation.SetRequester(v)
+	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := signaturechallenge.DefaultID()
 		_c.mutation.SetID(v)
@@ -226,6 +244,9 @@ func (_c *SignatureChallengeCreate) check() error {
 	}
 	if _, ok := _c.mutation.ExpiresAt(); !ok {
 		return &ValidationError{Name: "expires_at", err: errors.New(`ent: missing required field "SignatureChallenge.expires_at"`)}
+	}
+	if _, ok := _c.mutation.Requester(); !ok {
+		return &ValidationError{Name: "requester", err: errors.New(`ent: missing required field "SignatureChallenge.requester"`)}
 	}
 	return nil
 }
@@ -301,6 +322,10 @@ func (_c *SignatureChallengeCreate) createSpec() (*SignatureChallenge, *sqlgraph
 	if value, ok := _c.mutation.UsedAt(); ok {
 		_spec.SetField(signaturechallenge.FieldUsedAt, field.TypeTime, value)
 		_node.UsedAt = &value
+	}
+	if value, ok := _c.mutation.Requester(); ok {
+		_spec.SetField(signaturechallenge.FieldRequester, field.TypeString, value)
+		_node.Requester = value
 	}
 	return _node, _spec
 }

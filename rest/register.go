@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // Advanced registration and external wallet verification (spec 4.1, 4.2,
@@ -29,7 +30,7 @@ type signatureMessageResponse struct {
 
 func (s *server) signatureMessage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	m, err := s.svc.SignatureMessage(r.Context(), q.Get("username"), q.Get("wallet_address"))
+	m, err := s.svc.SignatureMessage(r.Context(), httpx.ClientIP(r, s.proxies), q.Get("username"), q.Get("wallet_address"))
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
@@ -70,6 +71,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		WalletAddress: req.WalletAddress,
 		Signature:     req.Signature,
 		SignatureType: req.SignatureType,
+		Requester:     httpx.ClientIP(r, s.proxies),
 	})
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
@@ -119,6 +121,7 @@ func (s *server) verifyWallet(w http.ResponseWriter, r *http.Request) {
 		SignatureType: req.SignatureType,
 		Chain:         req.Chain,
 		SetAsPrimary:  req.SetAsPrimary,
+		Requester:     httpx.ClientIP(r, s.proxies),
 	})
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -241,4 +242,34 @@ func TestVerifyWalletEndpoint(t *testing.T) {
 	prof := api.do(http.MethodGet, "/agents/me/profile", nil, agentKey(aliceKey))
 	require.Equal(t, http.StatusOK, prof.Status)
 	require.Equal(t, ext.addr, prof.Map(t)["wallet_address"])
+}
+
+// TestSignatureMessagesOfAnotherClient: a client asking for many messages
+// for someone else's username and wallet (from another address) does not
+// block that someone's registration with the message they asked for. The
+// requester is the client's address (a loopback client can dial from any
+// 127.0.0.0/8 address).
+func TestSignatureMessagesOfAnotherClient(t *testing.T) {
+	api := newTestAPI(t, testAPIConfig{})
+	w := newEVMSigner(t)
+	resp, m := getSignatureMessage(t, api, "flooded", w.addr)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+	}).DialContext}}
+	defer other.CloseIdleConnections()
+	for range 30 {
+		r, err := other.Get(api.Server.URL + "/agents/signature-message?" + url.Values{
+			"username": {"flooded"}, "wallet_address": {w.addr},
+		}.Encode())
+		require.NoError(t, err)
+		_ = r.Body.Close()
+		require.Equal(t, http.StatusOK, r.StatusCode)
+	}
+
+	resp = api.do(http.MethodPost, "/agents/register", map[string]any{
+		"username": "flooded", "wallet_address": w.addr, "signature": w.sign(t, m.TypedData), "signature_type": "eip712",
+	}, nil)
+	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 }

@@ -416,6 +416,7 @@ var (
 		{Name: "chain", Type: field.TypeString, Nullable: true},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+		{Name: "requester", Type: field.TypeString, Default: ""},
 	}
 	// SignatureChallengesTable holds the schema information for the "signature_challenges" table.
 	SignatureChallengesTable = &schema.Table{
@@ -427,6 +428,11 @@ var (
 				Name:    "signaturechallenge_wallet_address_purpose",
 				Unique:  false,
 				Columns: []*schema.Column{SignatureChallengesColumns[7], SignatureChallengesColumns[3]},
+			},
+			{
+				Name:    "signaturechallenge_wallet_address_requester_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{SignatureChallengesColumns[7], SignatureChallengesColumns[11], SignatureChallengesColumns[1]},
 			},
 		},
 	}

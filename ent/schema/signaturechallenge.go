@@ -50,6 +50,12 @@ func (SignatureChallenge) Fields() []ent.Field {
 		field.Time("used_at").
 			Optional().
 			Nillable(),
+		// Who asked for the message: the client's IP address. A signature
+		// is tried first against its requester's newest messages, so
+		// nobody else can push a message out of that window.
+		field.String("requester").
+			Default("").
+			Immutable(),
 	}
 }
 
@@ -57,6 +63,7 @@ func (SignatureChallenge) Fields() []ent.Field {
 func (SignatureChallenge) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("wallet_address", "purpose"),
+		index.Fields("wallet_address", "requester", "created_at"),
 	}
 }
 

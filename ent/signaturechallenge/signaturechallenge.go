@@ -37,6 +37,8 @@ const (
 	FieldExpiresAt = "expires_at"
 	// FieldUsedAt holds the string denoting the used_at field in the database.
 	FieldUsedAt = "used_at"
+	// FieldRequester holds the string denoting the requester field in the database.
+	FieldRequester = "requester"
 	// Table holds the table name of the signaturechallenge in the database.
 	Table = "signature_challenges"
 )
@@ -54,6 +56,7 @@ var Columns = []string{
 	FieldChain,
 	FieldExpiresAt,
 	FieldUsedAt,
+	FieldRequester,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -77,6 +80,8 @@ var (
 	NonceValidator func(string) error
 	// WalletAddressValidator is a validator for the "wallet_address" field. It is called by the builders before save.
 	WalletAddressValidator func(string) error
+	// DefaultRequester holds the default value on creation for the "requester" field.
+	DefaultRequester string
 	// DefaultID holds the default value on creation for the "id" field.
 	DefaultID func() uuid.UUID
 )
@@ -160,6 +165,11 @@ func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 // ByUsedAt orders the results by the used_at field.
 func ByUsedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldUsedAt, opts...).ToFunc()
+}
+
+// ByRequester orders the results by the requester field.
+func ByRequester(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRequester, opts...).ToFunc()
 }
 
 // MarshalGQL implements graphql.Marshaler interface.

@@ -100,6 +100,11 @@ func UsedAt(v time.Time) predicate.SignatureChallenge {
 	return predicate.SignatureChallenge(sql.FieldEQ(FieldUsedAt, v))
 }
 
+// Requester applies equality check predicate on the "requester" field. It's identical to RequesterEQ.
+func Requester(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldEQ(FieldRequester, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.SignatureChallenge {
 	return predicate.SignatureChallenge(sql.FieldEQ(FieldCreatedAt, v))
@@ -618,6 +623,71 @@ func UsedAtIsNil() predicate.SignatureChallenge {
 // UsedAtNotNil applies the NotNil predicate on the "used_at" field.
 func UsedAtNotNil() predicate.SignatureChallenge {
 	return predicate.SignatureChallenge(sql.FieldNotNull(FieldUsedAt))
+}
+
+// RequesterEQ applies the EQ predicate on the "requester" field.
+func RequesterEQ(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldEQ(FieldRequester, v))
+}
+
+// RequesterNEQ applies the NEQ predicate on the "requester" field.
+func RequesterNEQ(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldNEQ(FieldRequester, v))
+}
+
+// RequesterIn applies the In predicate on the "requester" field.
+func RequesterIn(vs ...string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldIn(FieldRequester, vs...))
+}
+
+// RequesterNotIn applies the NotIn predicate on the "requester" field.
+func RequesterNotIn(vs ...string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldNotIn(FieldRequester, vs...))
+}
+
+// RequesterGT applies the GT predicate on the "requester" field.
+func RequesterGT(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldGT(FieldRequester, v))
+}
+
+// RequesterGTE applies the GTE predicate on the "requester" field.
+func RequesterGTE(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldGTE(FieldRequester, v))
+}
+
+// RequesterLT applies the LT predicate on the "requester" field.
+func RequesterLT(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldLT(FieldRequester, v))
+}
+
+// RequesterLTE applies the LTE predicate on the "requester" field.
+func RequesterLTE(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldLTE(FieldRequester, v))
+}
+
+// RequesterContains applies the Contains predicate on the "requester" field.
+func RequesterContains(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldContains(FieldRequester, v))
+}
+
+// RequesterHasPrefix applies the HasPrefix predicate on the "requester" field.
+func RequesterHasPrefix(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldHasPrefix(FieldRequester, v))
+}
+
+// RequesterHasSuffix applies the HasSuffix predicate on the "requester" field.
+func RequesterHasSuffix(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldHasSuffix(FieldRequester, v))
+}
+
+// RequesterEqualFold applies the EqualFold predicate on the "requester" field.
+func RequesterEqualFold(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldEqualFold(FieldRequester, v))
+}
+
+// RequesterContainsFold applies the ContainsFold predicate on the "requester" field.
+func RequesterContainsFold(v string) predicate.SignatureChallenge {
+	return predicate.SignatureChallenge(sql.FieldContainsFold(FieldRequester, v))
 }
 
 // And groups predicates with the AND operator between them.
