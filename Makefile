@@ -6,9 +6,14 @@ SOLANA_RPC    := chains/devnet/solana-rpc
 STDWEBHOOKS   := testdata/standardwebhooks
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
+# FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
+# number of executions (100000x); FUZZ narrows it to the targets matching
+# a regular expression.
+FUZZTIME      ?= 30s
+FUZZ          ?= .
 export CGO_ENABLED ?= 0
 
-.PHONY: run test test-postgres deps generate contracts lint bench
+.PHONY: run test test-postgres deps generate contracts lint bench fuzz
 
 ## run: the whole service on the embedded defaults (SQLite in ./data, five local chains)
 run: deps
@@ -49,3 +54,13 @@ bench: deps
 	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
+
+## fuzz: every Fuzz target (seeds in each package's testdata/fuzz) for FUZZTIME each; not part of `make test`, which runs the seeds only
+fuzz:
+	@set -e; grep -rl --include='*_test.go' --exclude-dir=node_modules '^func Fuzz' . | sort | while read -r file; do \
+		dir=$$(dirname "$$file"); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file" | grep -E '$(FUZZ)'); do \
+			echo "== $$name ($$dir)"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir"; \
+		done; \
+	done
