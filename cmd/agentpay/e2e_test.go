@@ -108,6 +108,11 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	require.NoError(t, err)
 	live := startLiveChains(t, env, tk, leaks)
 	base := leaks.proxy(t, startDev(t, env, &leaks.logs))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agentpay dev printed and logged:\n%s", leaks.logs.String())
+		}
+	})
 	receiver := newWebhookReceiver(t)
 
 	payeeKey, err := crypto.GenerateKey()
