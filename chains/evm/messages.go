@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/math"
@@ -60,8 +61,32 @@ type typedDomain struct {
 	ChainID int64  `json:"chainId"`
 }
 
+// errNotUTF8: JSON cannot carry the string, so what a wallet would sign is
+// not what Verify hashes.
+var errNotUTF8 = errors.New("evm: typed data strings must be valid UTF-8")
+
+// checkUTF8 refuses a message with a string that is not valid UTF-8: JSON
+// replaces such bytes with U+FFFD, so the wallet would sign another string
+// than the one Verify hashes, and strings differing only in such bytes
+// would be served alike.
+func checkUTF8(m chains.TypedMessage) error {
+	strs := []string{m.Domain.Name, m.Domain.Version, m.Type}
+	for _, f := range m.Fields {
+		strs = append(strs, f.Name, f.Type, f.Value)
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return errNotUTF8
+		}
+	}
+	return nil
+}
+
 // SigningPayload is m as EIP-712 typed data for eth_signTypedData_v4.
 func (Wallets) SigningPayload(m chains.TypedMessage) (json.RawMessage, error) {
+	if err := checkUTF8(m); err != nil {
+		return nil, err
+	}
 	td := typedData(m)
 	return json.Marshal(typedDataJSON{
 		Types:       td.Types,
@@ -97,6 +122,9 @@ func (Wallets) ParseSignature(s string) ([]byte, error) {
 // Verify recovers the signer of m's EIP-712 hash and compares it with
 // address (in any case).
 func (Wallets) Verify(m chains.TypedMessage, sig []byte, address string) (bool, error) {
+	if err := checkUTF8(m); err != nil {
+		return false, err
+	}
 	hash, _, err := apitypes.TypedDataAndHash(typedData(m))
 	if err != nil {
 		return false, err
