@@ -398,35 +398,47 @@ func withDatabasePassword(t *testing.T, databaseURL string, w *leakWatch) string
 	return u.String()
 }
 
-// TestStartupErrorsHideRPCCredentials: serve and worker refuse to start
-// when a chain's node cannot be reached, and what they say (the error
-// main prints, the logs) names the chain and the endpoint, never the
-// provider's credentials in its URL.
-func TestStartupErrorsHideRPCCredentials(t *testing.T) {
+// TestStartupErrorsHideSecrets: the commands refuse to start when a
+// chain's node or the database cannot be reached or its URL is wrong, and
+// what they say (the error main prints, the logs) names the variable and
+// the endpoint, never the credentials in its URL.
+func TestStartupErrorsHideSecrets(t *testing.T) {
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	dead := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	secrets := []string{"rpcUser", "rpcPassw0rd", "PathKeyAbc123xyz", "QueryKeyDef456uvw"}
-	for _, cmd := range []string{"serve", "worker"} {
-		for _, chain := range []string{"BASE", "SOLANA_TEST"} {
-			env := map[string]string{
-				"DATA_DIR":                    t.TempDir(),
-				"HTTP_ADDR":                   "127.0.0.1:0",
-				"MASTER_KEY":                  hex.EncodeToString(key),
-				"LOG_LEVEL":                   "debug",
-				"CHAIN_" + chain + "_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw",
-			}
-			var out, logs bytes.Buffer
-			err := run(t.Context(), []string{cmd}, func(k string) string { return env[k] }, &out, &logs)
-			require.Error(t, err, "%s with %s unreachable", cmd, chain)
-			shown := err.Error() + out.String() + logs.String()
-			require.Contains(t, shown, dead, "the endpoint is named")
-			for _, s := range secrets {
-				require.NotContains(t, shown, s, "%s with %s unreachable", cmd, chain)
-			}
+	secrets := []string{"rpcUser", "rpcPassw0rd", "PathKeyAbc123xyz", "QueryKeyDef456uvw", "dbPassw0rd"}
+	tests := []struct {
+		cmd      string
+		env      map[string]string
+		endpoint string // named in what is shown
+	}{
+		{"serve", map[string]string{"CHAIN_BASE_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead},
+		{"worker", map[string]string{"CHAIN_SOLANA_TEST_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead},
+		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=disable"}, dead},
+		{"serve", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=bogus"}, "DATABASE_URL"},
+		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd with space@" + dead + "/agentpay"}, "DATABASE_URL"},
+		{"worker", map[string]string{"DATABASE_URL": "postgresql://agentpay:dbPassw0rd@[::1/agentpay"}, "DATABASE_URL"},
+	}
+	for _, tt := range tests {
+		env := map[string]string{
+			"DATA_DIR":   t.TempDir(),
+			"HTTP_ADDR":  "127.0.0.1:0",
+			"MASTER_KEY": hex.EncodeToString(key),
+			"LOG_LEVEL":  "debug",
+		}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		var out, logs bytes.Buffer
+		err := run(t.Context(), []string{tt.cmd}, func(k string) string { return env[k] }, &out, &logs)
+		require.Error(t, err, "%s with %v", tt.cmd, tt.env)
+		shown := err.Error() + out.String() + logs.String()
+		require.Contains(t, shown, tt.endpoint)
+		for _, s := range secrets {
+			require.NotContains(t, shown, s, "%s with %v", tt.cmd, tt.env)
 		}
 	}
 }

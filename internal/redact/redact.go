@@ -12,7 +12,8 @@
 // and those errors reach logs, River's job records and answers. HTTPClient
 // therefore gives the libraries the redacted URL and an *http.Client whose
 // transport sends every request to the real one: no error they build can
-// hold what they never had.
+// hold what they never had. Where a library must hold the real URL (the
+// database driver), Error hides it in the errors it returns.
 package redact
 
 import (
@@ -20,6 +21,8 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -101,6 +104,76 @@ func redactQuery(q string) string {
 }
 
 var errNotURL = errors.New("not a valid URL")
+
+// Error is err with raw's secrets hidden from its message: raw itself (as
+// is or escaped, as url.Error quotes it) shows as URL(raw), and its
+// userinfo, password, query values and the path segments URL hides as ***
+// wherever else they show.
+// errors.Is and errors.As still see err. Nil stays nil.
+func Error(err error, raw string) error {
+	if err == nil || raw == "" {
+		return err
+	}
+	msg := err.Error()
+	shown := URL(raw)
+	msg = strings.ReplaceAll(msg, raw, shown)
+	if q := strconv.Quote(raw); q[1:len(q)-1] != raw {
+		msg = strings.ReplaceAll(msg, q[1:len(q)-1], shown)
+	}
+	for _, s := range secretsOf(raw) {
+		msg = strings.ReplaceAll(msg, s, Mask)
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+// secretsOf lists the parts of raw that must not show, longest first so
+// that a part is not hidden before the whole that holds it.
+func secretsOf(raw string) []string {
+	var out []string
+	if u, err := url.Parse(raw); err == nil {
+		if u.User != nil {
+			out = append(out, u.User.String(), u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p)
+			}
+		}
+		for _, vs := range u.Query() {
+			out = append(out, vs...)
+		}
+		for _, seg := range strings.Split(u.EscapedPath(), "/") {
+			if redactPath(seg) == Mask {
+				out = append(out, seg)
+			}
+		}
+	} else if _, rest, ok := strings.Cut(raw, "://"); ok {
+		// Unparsable: hide what stands where the userinfo would.
+		if userinfo, _, ok := strings.Cut(rest, "@"); ok {
+			out = append(out, userinfo)
+			if _, pass, ok := strings.Cut(userinfo, ":"); ok {
+				out = append(out, pass)
+			}
+		}
+	}
+	kept := out[:0]
+	for _, s := range out {
+		if len(s) >= 3 {
+			kept = append(kept, s)
+		}
+	}
+	sort.Slice(kept, func(i, j int) bool { return len(kept[i]) > len(kept[j]) })
+	return kept
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // HTTPClient is what an HTTP JSON-RPC client library should be built with
 // for raw, a URL that may carry credentials: dial is URL(raw), the URL to

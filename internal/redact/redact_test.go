@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -100,4 +101,24 @@ func requireNoSecret(t *testing.T, s string) {
 	for _, secret := range []string{"alice", "S3cretPass", "PathKey0123456789", "QueryKey0123"} {
 		require.NotContains(t, s, secret)
 	}
+}
+
+// TestError: a database driver's errors quote the URL they were given,
+// password included, even for a URL that does not parse.
+func TestError(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ raw, msg, want string }{
+		{"postgres://app:hunter2Secret@db:5432/agentpay", `parse "postgres://app:hunter2Secret@db:5432/agentpay": bad`, `parse "postgres://***@db:5432/agentpay": bad`},
+		{"postgres://app:hunter2 Secret@db:5432/agentpay", `parse "postgres://app:hunter2 Secret@db:5432/agentpay": net/url: invalid userinfo`, `parse "***": net/url: invalid userinfo`},
+		{"postgres://app:hunter2Secret@[::1/db", `connecting: password hunter2Secret refused for app:hunter2Secret`, `connecting: password *** refused for ***`},
+		{"http://u:p@h/v2/PathKey0123456789?api-key=QueryKey0123", `dial: PathKey0123456789 and QueryKey0123`, `dial: *** and ***`},
+		{"postgres://app@db/agentpay", `connection refused`, `connection refused`},
+	}
+	for _, tt := range tests {
+		base := errors.New(tt.msg)
+		err := Error(base, tt.raw)
+		require.Equal(t, tt.want, err.Error(), tt.raw)
+		require.ErrorIs(t, err, base)
+	}
+	require.NoError(t, Error(nil, "postgres://a:b@c/d"))
 }

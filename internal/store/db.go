@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite" (pure Go)
 
 	"agentpay/ent"
+	"agentpay/internal/redact"
 )
 
 // Dialect names of the two supported engines (ent's names).
@@ -97,7 +98,7 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		dialect = DialectPostgres
 		sqlDB, err = sql.Open("postgres", cfg.URL)
 		if err != nil {
-			return nil, fmt.Errorf("agentpay: opening postgres: %w", err)
+			return nil, fmt.Errorf("agentpay: opening postgres: %w", redact.Error(err, cfg.URL))
 		}
 		maxOpen := cfg.MaxOpenConns
 		if maxOpen <= 0 {
@@ -129,7 +130,8 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("agentpay: connecting to the %s database: %w", dialectLabel(dialect), err)
+		// The driver quotes a URL it cannot parse, password included.
+		return nil, fmt.Errorf("agentpay: connecting to the %s database: %w", dialectLabel(dialect), redact.Error(err, cfg.URL))
 	}
 
 	stmts := newStmtCache(sqlDB)
