@@ -4,6 +4,7 @@ package redact
 // (docs/testing.md).
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -57,3 +58,21 @@ func FuzzURL(f *testing.F) {
 }
 
 func kept(s string) bool { return len(s) <= maxKeptSegment && keptSegment.MatchString(s) }
+
+// FuzzError: an error that quotes a database or RPC URL, parsable or not,
+// or repeats its password, shows the password nowhere once through Error.
+func FuzzError(f *testing.F) {
+	f.Fuzz(func(t *testing.T, user, pass, host, path string) {
+		if len(pass) < 3 || strings.Trim(pass, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
+			return
+		}
+		raw := "postgres://" + user + ":" + pass + "@" + host + "/" + path
+		if strings.Contains("postgres://"+user+"@"+host+"/"+path+" connecting refused for", pass) || strings.Contains(Mask, pass) {
+			return // the password also stands elsewhere: nothing tells it apart
+		}
+		err := Error(fmt.Errorf("connecting %q: %s refused for %s", raw, raw, pass), raw)
+		if strings.Contains(err.Error(), pass) {
+			t.Fatalf("%q: %s", raw, err)
+		}
+	})
+}
