@@ -148,9 +148,16 @@ func secretsOf(raw string) []string {
 				out = append(out, seg)
 			}
 		}
-	} else if _, rest, ok := strings.Cut(raw, "://"); ok {
-		// Unparsable: hide what stands where the userinfo would.
-		if userinfo, _, ok := strings.Cut(rest, "@"); ok {
+	}
+	// Whether or not raw parses, and however: hide whatever could stand
+	// where a userinfo would, up to any @ (an unescaped #, / or @ in a
+	// password makes url.Parse, and drivers, read it as something else).
+	if _, rest, ok := strings.Cut(raw, "://"); ok {
+		for at := range len(rest) {
+			if rest[at] != '@' {
+				continue
+			}
+			userinfo := rest[:at]
 			out = append(out, userinfo)
 			if _, pass, ok := strings.Cut(userinfo, ":"); ok {
 				out = append(out, pass)
