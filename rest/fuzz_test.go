@@ -28,7 +28,7 @@ import (
 type fuzzRoute struct {
 	method, path string
 	param        string // "session", "cancel", "agent", "event" or ""
-	auth         string // "agent", "merchant" or ""
+	auth         string // "agent", "merchant", "public" (the page's optional key) or ""
 }
 
 // fuzzRoutes are every route that reads a body, a query or a path
@@ -53,20 +53,22 @@ var fuzzRoutes = []fuzzRoute{
 	{http.MethodGet, "/checkout/webhooks/events", "", "merchant"},
 	{http.MethodGet, "/checkout/webhooks/events/{p}", "event", "merchant"},
 	{http.MethodPost, "/checkout/webhooks/events/{p}/redeliver", "event", "merchant"},
-	{http.MethodGet, "/checkout/pay/{p}/", "session", ""},
-	{http.MethodPost, "/checkout/pay/{p}/select", "session", ""},
-	{http.MethodGet, "/checkout/pay/{p}/status", "session", ""},
+	{http.MethodGet, "/checkout/pay/{p}/", "session", "public"},
+	{http.MethodPost, "/checkout/pay/{p}/select", "session", "public"},
+	{http.MethodGet, "/checkout/pay/{p}/status", "session", "public"},
 	{http.MethodPost, "/dev/faucet", "", ""},
+	{http.MethodPost, "/checkout/merchants/me/webhook-secret/roll", "", "merchant"},
 }
 
-// FuzzRESTRequests sends fuzzed bodies, queries and path parameters to
-// every endpoint that reads them, through the real router and service on
-// a real database, with the fixture's valid key (or a fuzzed one). Bad
-// input must be answered with its status and {"detail": "..."}, never 500
-// or a panic (the router turns a panic into 500).
+// FuzzRESTRequests sends fuzzed bodies, queries, path parameters and
+// Idempotency-Key headers to every endpoint that reads them, through the
+// real router and service on a real database, with the fixture's valid key
+// (or a fuzzed one). Bad input must be answered with its status and
+// {"detail": "..."}, never 500 or a panic (the router turns a panic into
+// 500).
 func FuzzRESTRequests(f *testing.F) {
 	h, fx := newFuzzAPI(f)
-	f.Fuzz(func(t *testing.T, route uint8, param, query string, body []byte, key string) {
+	f.Fuzz(func(t *testing.T, route uint8, param, query string, body []byte, key, idempotencyKey string) {
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		if param == "" {
 			param = fx.ids[rt.param]
@@ -89,6 +91,11 @@ func FuzzRESTRequests(f *testing.F) {
 			req.Header.Set("X-Agent-Key", key)
 		case "merchant":
 			req.Header.Set("X-Checkout-Secret-Key", key)
+		case "public":
+			req.Header.Set("X-Checkout-Public-Key", key)
+		}
+		if idempotencyKey != "" && validHeaderValue(idempotencyKey) {
+			req.Header.Set("Idempotency-Key", idempotencyKey)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -135,7 +142,7 @@ func validHeaderValue(v string) bool {
 // fuzzFixture is what the fuzzed requests act on: an agent, a merchant
 // and its sessions and event.
 type fuzzFixture struct {
-	keys map[string]string // "agent", "merchant" → key
+	keys map[string]string // fuzzRoute.auth → key
 	ids  map[string]string // fuzzRoute.param → id
 }
 
@@ -176,6 +183,7 @@ func newFuzzAPI(f *testing.F) (http.Handler, fuzzFixture) {
 		} `json:"merchant"`
 		Keys struct {
 			TestSecretKey string `json:"test_secret_key"`
+			TestPublicKey string `json:"test_public_key"`
 		} `json:"keys"`
 	}
 	call(http.MethodPost, "/checkout/merchants/register", "", `{"name": "Fuzz Shop", "email": "fuzz@shop.test"}`, &merchant)
@@ -196,7 +204,7 @@ func newFuzzAPI(f *testing.F) (http.Handler, fuzzFixture) {
 		f.Fatal(err)
 	}
 	return h, fuzzFixture{
-		keys: map[string]string{"agent": agent.APIKey, "merchant": sk},
+		keys: map[string]string{"agent": agent.APIKey, "merchant": sk, "public": merchant.Keys.TestPublicKey},
 		ids: map[string]string{
 			"agent": agent.AgentID, "session": s1.Session.ExternalID, "cancel": s2.Session.ExternalID, "event": ev.ID.String(),
 		},

@@ -17,11 +17,12 @@ import (
 // FuzzVerifyStandard: whatever the headers, VerifyStandard answers one of
 // its three errors or nil, and nil only when a webhook-signature entry is
 // the v1 signature of the received id, timestamp and body under the secret,
-// with the timestamp within the tolerance. The signature SetSignatureHeaders
-// makes always verifies, and fails on any other body.
+// with the timestamp within the tolerance. The signatures SetSignatureHeaders
+// makes verify under the current secret and, during a rotation, under the
+// previous one, and fail on any other body.
 func FuzzVerifyStandard(f *testing.F) {
 	now := time.Unix(1_900_000_000, 0)
-	f.Fuzz(func(t *testing.T, secret, id, timestamp, signatures string, body []byte, skew int64) {
+	f.Fuzz(func(t *testing.T, secret, id, timestamp, signatures string, body []byte, skew int64, previous string) {
 		h := http.Header{}
 		h.Set(HeaderID, id)
 		h.Set(HeaderTimestamp, timestamp)
@@ -48,7 +49,11 @@ func FuzzVerifyStandard(f *testing.F) {
 
 		at := now.Add(time.Duration(skew%600) * time.Second)
 		signed := http.Header{}
-		SetSignatureHeaders(signed, secret, id, at, body)
+		var rotating []string
+		if previous != "" {
+			rotating = append(rotating, previous)
+		}
+		SetSignatureHeaders(signed, secret, id, at, body, rotating...)
 		if h := signed.Get(HeaderID); h != id {
 			// A header value cannot hold every string; nothing to verify.
 			return
@@ -64,6 +69,9 @@ func FuzzVerifyStandard(f *testing.F) {
 		}
 		if err == nil && VerifyStandard(secret, signed, append(body, 'x'), 0, now) == nil {
 			t.Fatal("a signature verified for another body")
+		}
+		if err == nil && previous != "" && VerifyStandard(previous, signed, body, 0, now) != nil {
+			t.Fatal("a receiver holding the previous secret does not verify during the rotation")
 		}
 	})
 }
