@@ -134,6 +134,30 @@ func FuzzToBaseUnits(f *testing.F) {
 	})
 }
 
+// FuzzParseIdempotencyKey: an accepted Idempotency-Key is 1 to 255
+// printable ASCII characters; a bare value is the key itself; and a key
+// written in the quoted form reads back as the same key, so `abc` and
+// `"abc"` name one request.
+func FuzzParseIdempotencyKey(f *testing.F) {
+	f.Fuzz(func(t *testing.T, raw string) {
+		key, err := ParseIdempotencyKey(raw)
+		requireFieldError(t, err, "Idempotency-Key")
+		if err != nil {
+			return
+		}
+		if key == "" || len(key) > IdempotencyKeyMaxLen || hasControl(key) || strings.IndexFunc(key, func(r rune) bool { return r > 0x7e }) >= 0 {
+			t.Fatalf("%q accepted as %q", raw, key)
+		}
+		if !strings.HasPrefix(raw, `"`) && key != raw {
+			t.Fatalf("bare %q read as %q", raw, key)
+		}
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		if again, err := ParseIdempotencyKey(quoted); err != nil || again != key {
+			t.Fatalf("%q quoted as %s reads as %q (%v)", key, quoted, again, err)
+		}
+	})
+}
+
 // requireFieldError fails unless err is nil or a validation error on field.
 func requireFieldError(t *testing.T, err error, field string) {
 	t.Helper()
