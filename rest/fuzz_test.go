@@ -32,8 +32,9 @@ type fuzzRoute struct {
 }
 
 // fuzzRoutes are every route that reads a body, a query or a path
-// parameter. Key rolls and regenerations (no input, and they would lock
-// the fixture out) are left out.
+// parameter. An agent's key regeneration (no input, and it would lock the
+// fixture out) is left out; a merchant key roll that succeeds hands the
+// fixture its new keys.
 var fuzzRoutes = []fuzzRoute{
 	{http.MethodPost, "/agents/quick-register", "", ""},
 	{http.MethodPost, "/agents/register", "", ""},
@@ -58,6 +59,7 @@ var fuzzRoutes = []fuzzRoute{
 	{http.MethodGet, "/checkout/pay/{p}/status", "session", "public"},
 	{http.MethodPost, "/dev/faucet", "", ""},
 	{http.MethodPost, "/checkout/merchants/me/webhook-secret/roll", "", "merchant"},
+	{http.MethodPost, "/checkout/merchants/me/keys/roll", "", "merchant"},
 }
 
 // FuzzRESTRequests sends fuzzed bodies, queries, path parameters and
@@ -100,6 +102,9 @@ func FuzzRESTRequests(f *testing.F) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		requireSaneAnswer(t, rt, rec)
+		if strings.HasSuffix(rt.path, "/keys/roll") && rec.Code == http.StatusOK {
+			fx.rolled(t, rec.Body.Bytes())
+		}
 	})
 }
 
@@ -144,6 +149,21 @@ func validHeaderValue(v string) bool {
 type fuzzFixture struct {
 	keys map[string]string // fuzzRoute.auth → key
 	ids  map[string]string // fuzzRoute.param → id
+}
+
+// rolled takes the test keys a successful roll answered: the test key
+// rolls the test pair only, and the fixture goes on with the new one.
+func (fx fuzzFixture) rolled(t *testing.T, body []byte) {
+	var rolled struct {
+		Keys struct {
+			TestSecretKey string `json:"test_secret_key"`
+			TestPublicKey string `json:"test_public_key"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &rolled); err != nil || rolled.Keys.TestSecretKey == "" || rolled.Keys.TestPublicKey == "" {
+		t.Fatalf("a test key's roll answered no test keys: %s", body)
+	}
+	fx.keys["merchant"], fx.keys["public"] = rolled.Keys.TestSecretKey, rolled.Keys.TestPublicKey
 }
 
 // newFuzzAPI builds the router, dev routes included, on a service from the
