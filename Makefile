@@ -8,9 +8,11 @@ CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
 # number of executions (100000x); FUZZ narrows it to the targets matching
-# a regular expression.
+# a regular expression; FUZZFLAGS go to every `go test -fuzz` (-parallel 1
+# on a shared machine).
 FUZZTIME      ?= 30s
 FUZZ          ?= .
+FUZZFLAGS     ?=
 export CGO_ENABLED ?= 0
 
 .PHONY: run test test-postgres deps generate contracts lint bench fuzz
@@ -61,6 +63,6 @@ fuzz:
 		dir=$$(dirname "$$file"); \
 		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file" | grep -E '$(FUZZ)'); do \
 			echo "== $$name ($$dir)"; \
-			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) "$$dir"; \
 		done; \
 	done
