@@ -18,8 +18,8 @@ const USDCDecimals int32 = 6
 const MaxNumberLen = 64
 
 // ParseDecimal reads an exact decimal number for field, refusing text longer
-// than MaxNumberLen without parsing it. REST and GraphQL read every amount
-// through it.
+// than MaxNumberLen without parsing it, and a number longer than that once
+// written out. REST and GraphQL read every amount through it.
 func ParseDecimal(field, s string) (decimal.Decimal, error) {
 	if len(s) > MaxNumberLen {
 		return decimal.Decimal{}, Invalid(field, "must be a number of at most %d characters", MaxNumberLen)
@@ -27,6 +27,13 @@ func ParseDecimal(field, s string) (decimal.Decimal, error) {
 	d, err := decimal.NewFromString(s)
 	if err != nil {
 		return decimal.Decimal{}, Invalid(field, "must be a number")
+	}
+	// An exponent makes short text a long number: 1e400 is 401 digits as
+	// every answer writes it, an answer the API would then refuse to read
+	// back. The decimal package caps exponents at 10,000, so writing it
+	// out here costs microseconds.
+	if len(d.String()) > MaxNumberLen {
+		return decimal.Decimal{}, Invalid(field, "must be a number of at most %d characters written without an exponent", MaxNumberLen)
 	}
 	return d, nil
 }
