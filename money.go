@@ -18,8 +18,8 @@ const USDCDecimals int32 = 6
 const MaxNumberLen = 64
 
 // ParseDecimal reads an exact decimal number for field, refusing text longer
-// than MaxNumberLen without parsing it, and a number longer than that once
-// written out. REST and GraphQL read every amount through it.
+// than MaxNumberLen without parsing it. REST and GraphQL read every amount
+// through it (by ParseAmount), metadata numbers directly.
 func ParseDecimal(field, s string) (decimal.Decimal, error) {
 	if len(s) > MaxNumberLen {
 		return decimal.Decimal{}, Invalid(field, "must be a number of at most %d characters", MaxNumberLen)
@@ -28,10 +28,21 @@ func ParseDecimal(field, s string) (decimal.Decimal, error) {
 	if err != nil {
 		return decimal.Decimal{}, Invalid(field, "must be a number")
 	}
-	// An exponent makes short text a long number: 1e400 is 401 digits as
-	// every answer writes it, an answer the API would then refuse to read
-	// back. The decimal package caps exponents at 10,000, so writing it
-	// out here costs microseconds.
+	return d, nil
+}
+
+// ParseAmount is ParseDecimal for an amount, which answers write out in
+// full: it also refuses a number longer than MaxNumberLen written out. An
+// exponent makes short text a long number: 1e400 is 401 digits in every
+// answer that shows it, an answer the API would then refuse to read back.
+// The decimal package caps exponents at 10,000, so writing it out costs
+// microseconds. (Metadata numbers are kept as JSON numbers, 1e400 as such,
+// so they need only ParseDecimal.)
+func ParseAmount(field, s string) (decimal.Decimal, error) {
+	d, err := ParseDecimal(field, s)
+	if err != nil {
+		return d, err
+	}
 	if len(d.String()) > MaxNumberLen {
 		return decimal.Decimal{}, Invalid(field, "must be a number of at most %d characters written without an exponent", MaxNumberLen)
 	}

@@ -110,7 +110,7 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || b[0] == '"' || bytes.Equal(b, []byte("null")) {
 		return &json.UnmarshalTypeError{Value: "non-number", Type: decimalType}
 	}
-	d, err := agentpay.ParseDecimal("", string(b))
+	d, err := agentpay.ParseAmount("", string(b))
 	if err != nil {
 		// A type error, so that the decoder names the field (decodeJSON).
 		return &json.UnmarshalTypeError{Value: err.Error(), Type: amountType}
@@ -119,6 +119,6 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// amountType marks an amount the service refused (ParseDecimal) among the
+// amountType marks an amount the service refused (ParseAmount) among the
 // decoder's type errors.
 var amountType = reflect.TypeOf(Amount{})

@@ -20,14 +20,15 @@ func MarshalDecimal(d decimal.Decimal) graphql.Marshaler {
 }
 
 // UnmarshalDecimal reads a number (variables arrive as json.Number and keep
-// every digit) or a numeric string, through agentpay.ParseDecimal, which
-// refuses one longer than agentpay.MaxNumberLen before parsing it.
+// every digit) or a numeric string, through agentpay.ParseAmount, which
+// refuses one longer than agentpay.MaxNumberLen before parsing it or once
+// written out.
 func UnmarshalDecimal(v any) (decimal.Decimal, error) {
 	switch v := v.(type) {
 	case json.Number:
-		return agentpay.ParseDecimal("", string(v))
+		return agentpay.ParseAmount("", string(v))
 	case string:
-		return agentpay.ParseDecimal("", v)
+		return agentpay.ParseAmount("", v)
 	case int64:
 		return decimal.NewFromInt(v), nil
 	case int:
@@ -35,7 +36,7 @@ func UnmarshalDecimal(v any) (decimal.Decimal, error) {
 	case float64:
 		// A literal in the query text: its shortest round-trip form is
 		// what the client wrote.
-		return agentpay.ParseDecimal("", strconv.FormatFloat(v, 'f', -1, 64))
+		return agentpay.ParseAmount("", strconv.FormatFloat(v, 'f', -1, 64))
 	default:
 		return decimal.Decimal{}, fmt.Errorf("a Decimal must be a number, got %T", v)
 	}
