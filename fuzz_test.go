@@ -74,34 +74,32 @@ func FuzzValidateURL(f *testing.F) {
 	})
 }
 
-// FuzzValidateWebhookURL: a webhook URL accepted in live mode is an
+// FuzzValidateWebhookURL: a webhook URL accepted where only public targets
+// are allowed (live mode, and test mode without WEBHOOK_ALLOW_PRIVATE) is an
 // absolute http(s) URL whose host is not localhost and not an IP literal
 // outside the public ranges, in any of the forms url.Parse and netip read
 // (IPv4-mapped IPv6, zones, trailing dots, upper case).
 func FuzzValidateWebhookURL(f *testing.F) {
-	f.Fuzz(func(t *testing.T, raw string, live bool) {
-		mode := ModeTest
-		if live {
-			mode = ModeLive
-		}
-		err := ValidateWebhookURL(raw, mode)
+	f.Fuzz(func(t *testing.T, raw string, publicOnly bool) {
+		// publicOnly: live mode, or test mode without WEBHOOK_ALLOW_PRIVATE.
+		err := ValidateWebhookURL(raw, !publicOnly)
 		requireFieldError(t, err, "webhook_url")
 		if err != nil {
 			return
 		}
 		u := requireAbsoluteHTTPURL(t, raw, webhookURLMax)
-		if !live {
+		if !publicOnly {
 			return
 		}
 		host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-			t.Fatalf("live webhook URL %q points at localhost", raw)
+			t.Fatalf("public-only webhook URL %q points at localhost", raw)
 		}
 		if ip, err := netip.ParseAddr(host); err == nil {
 			ip = ip.Unmap()
 			if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
 				ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !webhook.IsPublicAddr(ip) {
-				t.Fatalf("live webhook URL %q points at non-public %s", raw, ip)
+				t.Fatalf("public-only webhook URL %q points at non-public %s", raw, ip)
 			}
 		}
 	})

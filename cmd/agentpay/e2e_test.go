@@ -96,8 +96,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		"WEBHOOK_RETRY_DELAYS": "1s,1s,1s,1s,1s",
 		// No WEBHOOK_ALLOW_PRIVATE: dev lets test-mode webhooks reach the
 		// loopback receiver by default.
-		"MASTER_KEY":           hex.EncodeToString(masterKey),
-		"DATABASE_URL":         "file:" + filepath.Join(dataDir, "agentpay.db"),
+		"MASTER_KEY":   hex.EncodeToString(masterKey),
+		"DATABASE_URL": "file:" + filepath.Join(dataDir, "agentpay.db"),
 	}
 	if freshdb.IsPostgres() {
 		env["DATABASE_URL"] = withDatabasePassword(t, freshdb.URL(t), leaks)
