@@ -255,11 +255,17 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 				Save(ctx)
 		}
 		var sess *ent.CheckoutSession
-		if s.cfg.MaxOpenSessions <= 0 || s.openSessionGrants.Take(openSessionsKeyOf(auth)) {
-			// No cap, or headroom this process counted within the second:
-			// the insert alone, one round trip.
+		key := openSessionsKeyOf(auth)
+		switch {
+		case s.cfg.MaxOpenSessions <= 0: // no cap: the insert alone, one round trip
 			sess, err = insert(ctx, s.sessionClient(ctx))
-		} else {
+		case ent.TxFromContext(ctx) == nil && s.openSessionGrants.Take(key):
+			// Headroom this process counted within the second (not inside
+			// a caller's transaction: its row would stay invisible to
+			// counts after Done, until that transaction commits).
+			sess, err = insert(ctx, s.sessionClient(ctx))
+			s.openSessionGrants.Done(key)
+		default:
 			err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 				if err := s.checkOpenSessions(ctx, tx, sqlTx, auth, in.IdempotencyKey, now); err != nil {
 					return err
@@ -303,8 +309,9 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 // would make a merchant's creates one commit at a time (measured: 500 a
 // second instead of 3,400), so the headroom it finds is remembered
 // (internal/headroom): far from the cap, half of it is granted without
-// counting for a second. A reused idempotency key is still answered
-// ErrConflict naming its session.
+// counting for a second, and the grants still in flight are added to the
+// next count, so this process never passes the cap. A reused idempotency
+// key is still answered ErrConflict naming its session.
 func (s *Service) checkOpenSessions(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, auth *MerchantAuth, key *string, now time.Time) error {
 	limit := s.cfg.MaxOpenSessions
 	if s.cfg.DB.IsPostgres() {
@@ -321,8 +328,8 @@ func (s *Service) checkOpenSessions(ctx context.Context, tx *ent.Tx, sqlTx *sql.
 	if err != nil {
 		return fmt.Errorf("counting open sessions: %w", err)
 	}
-	if len(open) < limit {
-		s.openSessionGrants.Counted(openSessionsKeyOf(auth), limit-len(open)-1) // after this create
+	// The grants in flight are added: their rows may not be visible yet.
+	if s.openSessionGrants.Count(openSessionsKeyOf(auth), len(open), limit) {
 		return nil
 	}
 	if key != nil {

@@ -5,15 +5,20 @@
 // counting what is held and refusing at N. Counting under a lock on every
 // use is exact but makes a busy owner's uses one commit at a time; counting
 // without a lock on every use costs a read of up to N rows each time. This
-// cache sits in front of the exact count: after a count found headroom h
-// (N minus what is held), the process may grant up to h/2 uses without
-// counting again, for at most a TTL, and only while h is at least Min. Near
-// the cap (h below Min) every use is counted, exactly, by the caller.
+// cache sits in front of the exact count: after a count found headroom,
+// the process may grant up to half of it without counting again, for at
+// most a TTL, and only while it is at least Min. Near the cap every use is
+// counted, by the caller, under its lock.
 //
-// So one process never passes the cap (its grants since the count are at
-// most h/2 < h), and K processes granting from counts taken in the same TTL
-// pass it by at most (K-2)·h/2. What the cap bounds must tolerate that:
-// it is meant for costs, not money.
+// The grants a process has handed out and not yet finished (Take, then
+// Done) are in flight: their rows may not be visible to a count yet. So a
+// count adds them (Count), and the new grant is computed in the same step,
+// under the cache's lock, from that conservative total. Hence one process
+// never passes the cap: what it holds, plus its grants in flight, plus the
+// grants still to take, never exceeds it. K processes granting from counts
+// taken in the same TTL can pass it by at most (K-1) halves of the
+// headroom. What the cap bounds must tolerate that: it is meant for costs,
+// not money.
 //
 // Ages are measured on the real (monotonic) clock, as internal/clock says of
 // every cache.
@@ -22,8 +27,6 @@ package headroom
 import (
 	"sync"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Config sets a Cache.
@@ -33,25 +36,28 @@ type Config struct {
 	// Min is the smallest headroom spent from without counting (default
 	// 64): below it, every use is counted.
 	Min int
-	// Size is how many keys are remembered (default 10,000; the least
-	// recently used is forgotten, which only costs a count).
+	// Size is how many idle keys are remembered (default 10,000); past it
+	// the idle keys whose grant expired are forgotten, which only costs a
+	// count. A key with grants in flight is never forgotten.
 	Size int
 }
 
 // Cache remembers, per key, how many uses may still be granted without a
-// count.
+// count, and how many granted uses are still in flight.
 type Cache[K comparable] struct {
-	ttl time.Duration
-	min int
-	now func() time.Time
+	ttl  time.Duration
+	min  int
+	size int
+	now  func() time.Time
 
 	mu      sync.Mutex
-	entries *lru.Cache[K, grant]
+	entries map[K]*entry
 }
 
-type grant struct {
-	left int       // uses still granted without a count
-	at   time.Time // when the count was taken
+type entry struct {
+	left     int       // uses still granted without a count
+	inFlight int       // granted uses not yet Done
+	at       time.Time // when the count was taken
 }
 
 // New is an empty Cache.
@@ -65,36 +71,69 @@ func New[K comparable](cfg Config) *Cache[K] {
 	if cfg.Size <= 0 {
 		cfg.Size = 10_000
 	}
-	entries, err := lru.New[K, grant](cfg.Size)
-	if err != nil {
-		panic(err) // only for a size below 1, excluded above
-	}
-	return &Cache[K]{ttl: cfg.TTL, min: cfg.Min, now: time.Now, entries: entries}
+	return &Cache[K]{ttl: cfg.TTL, min: cfg.Min, size: cfg.Size, now: time.Now, entries: map[K]*entry{}}
 }
 
 // Take grants one use of key without a count, when a count taken within
-// the TTL left enough headroom. false means the caller counts (exactly) and
-// then reports the headroom it found with Counted.
+// the TTL left enough headroom; the caller calls Done once the use is
+// written or failed. false means the caller counts, exactly and under its
+// lock, and asks Count.
 func (c *Cache[K]) Take(key K) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g, ok := c.entries.Get(key)
-	if !ok || g.left <= 0 || c.now().Sub(g.at) >= c.ttl {
+	e := c.entries[key]
+	if e == nil || e.left <= 0 || c.now().Sub(e.at) >= c.ttl {
 		return false
 	}
-	g.left--
-	c.entries.Add(key, g)
+	e.left--
+	e.inFlight++
 	return true
 }
 
-// Counted records that a count of key found headroom free uses (the cap
-// minus what is held, before the caller's own use).
-func (c *Cache[K]) Counted(key K, free int) {
-	left := 0
-	if free >= c.min {
-		left = free / 2
-	}
+// Done ends a use Take granted.
+func (c *Cache[K]) Done(key K) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.entries.Add(key, grant{left: left, at: c.now()})
+	if e := c.entries[key]; e != nil && e.inFlight > 0 {
+		e.inFlight--
+	}
+}
+
+// Count decides a counted use: held is what the caller's count found
+// (under its lock), to which the grants in flight are added, since their
+// rows may not be visible to it. It reports whether one more use fits under
+// limit and, when it does, grants half of the headroom left after it
+// (nothing below Min) for the TTL.
+func (c *Cache[K]) Count(key K, held, limit int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		c.forgetIdle()
+		e = &entry{}
+		c.entries[key] = e
+	}
+	free := limit - held - e.inFlight
+	e.at, e.left = c.now(), 0
+	if free <= 0 {
+		return false
+	}
+	if free-1 >= c.min {
+		e.left = (free - 1) / 2
+	}
+	return true
+}
+
+// forgetIdle drops, once the cache is full, the keys with nothing in
+// flight whose grant has expired.
+func (c *Cache[K]) forgetIdle() {
+	if len(c.entries) < c.size {
+		return
+	}
+	now := c.now()
+	for k, e := range c.entries {
+		if e.inFlight == 0 && now.Sub(e.at) >= c.ttl {
+			delete(c.entries, k)
+		}
+	}
 }
