@@ -90,4 +90,14 @@
 // workers, so one merchant may have only so many tries in flight per mode
 // in a process, and redeliver only so often; a try reads a bounded answer
 // (webhooklimits.go).
+//
+// # E-mail goes through an outbox
+//
+// A change that mails someone queues the message in its own transaction
+// (queueMail: a MailMessage row and its send_mail job, queue "mail"); the
+// job sends it through Config.Mailer (internal/mail: SMTP, or the dev
+// catcher) and is retried with River's backoff while that fails, so a
+// rolled-back change mails nothing and a committed one is mailed even when
+// the SMTP server was down. A sent message is not sent again; concurrent
+// runs take turns through a claim on the row (mail.go, docs/humans.md).
 package agentpay

@@ -17,6 +17,7 @@ import (
 	"agentpay/internal/headcache"
 	"agentpay/internal/headroom"
 	"agentpay/internal/jobs"
+	"agentpay/internal/mail"
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
@@ -56,6 +57,11 @@ type Config struct {
 	Settlement SettlementOptions
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
+	// Mailer sends the outbox's e-mail (mail.go): SMTP (internal/mail
+	// NewSMTP) or, under `agentpay dev` without SMTP_URL, the catcher
+	// (mail.Catcher). nil leaves mail unsent in the outbox, its jobs
+	// retrying.
+	Mailer mail.Sender
 
 	// AgentMode is the network agents' custodial wallets live on: live in
 	// production, test under `agentpay dev` (the devnets).

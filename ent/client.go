@@ -16,6 +16,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -51,6 +52,8 @@ type Client struct {
 	DepositAddress *DepositAddressClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
+	// MailMessage is the client for interacting with the MailMessage builders.
+	MailMessage *MailMessageClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
@@ -87,6 +90,7 @@ func (c *Client) init() {
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
+	c.MailMessage = NewMailMessageClient(c.config)
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
@@ -194,6 +198,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
 		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
+		MailMessage:        NewMailMessageClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
 		Payment:            NewPaymentClient(cfg),
@@ -228,6 +233,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
 		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
+		MailMessage:        NewMailMessageClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
 		Payment:            NewPaymentClient(cfg),
@@ -268,8 +274,9 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
-		c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge,
-		c.Transfer, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.MailMessage, c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -280,8 +287,9 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
-		c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter, c.SignatureChallenge,
-		c.Transfer, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.MailMessage, c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -300,6 +308,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DepositAddress.mutate(ctx, m)
 	case *IdempotencyKeyMutation:
 		return c.IdempotencyKey.mutate(ctx, m)
+	case *MailMessageMutation:
+		return c.MailMessage.mutate(ctx, m)
 	case *MerchantMutation:
 		return c.Merchant.mutate(ctx, m)
 	case *MerchantKeyMutation:
@@ -1163,6 +1173,139 @@ func (c *IdempotencyKeyClient) mutate(ctx context.Context, m *IdempotencyKeyMuta
 		return (&IdempotencyKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown IdempotencyKey mutation op: %q", m.Op())
+	}
+}
+
+// MailMessageClient is a client for the MailMessage schema.
+type MailMessageClient struct {
+	config
+}
+
+// NewMailMessageClient returns a client for the MailMessage from the given config.
+func NewMailMessageClient(c config) *MailMessageClient {
+	return &MailMessageClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `mailmessage.Hooks(f(g(h())))`.
+func (c *MailMessageClient) Use(hooks ...Hook) {
+	c.hooks.MailMessage = append(c.hooks.MailMessage, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `mailmessage.Intercept(f(g(h())))`.
+func (c *MailMessageClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MailMessage = append(c.inters.MailMessage, interceptors...)
+}
+
+// Create returns a builder for creating a MailMessage entity.
+func (c *MailMessageClient) Create() *MailMessageCreate {
+	mutation := newMailMessageMutation(c.config, OpCreate)
+	return &MailMessageCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MailMessage entities.
+func (c *MailMessageClient) CreateBulk(builders ...*MailMessageCreate) *MailMessageCreateBulk {
+	return &MailMessageCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MailMessageClient) MapCreateBulk(slice any, setFunc func(*MailMessageCreate, int)) *MailMessageCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MailMessageCreateBulk{err: fmt.Errorf("calling to MailMessageClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MailMessageCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MailMessageCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MailMessage.
+func (c *MailMessageClient) Update() *MailMessageUpdate {
+	mutation := newMailMessageMutation(c.config, OpUpdate)
+	return &MailMessageUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MailMessageClient) UpdateOne(_m *MailMessage) *MailMessageUpdateOne {
+	mutation := newMailMessageMutation(c.config, OpUpdateOne, withMailMessage(_m))
+	return &MailMessageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MailMessageClient) UpdateOneID(id uuid.UUID) *MailMessageUpdateOne {
+	mutation := newMailMessageMutation(c.config, OpUpdateOne, withMailMessageID(id))
+	return &MailMessageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MailMessage.
+func (c *MailMessageClient) Delete() *MailMessageDelete {
+	mutation := newMailMessageMutation(c.config, OpDelete)
+	return &MailMessageDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MailMessageClient) DeleteOne(_m *MailMessage) *MailMessageDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MailMessageClient) DeleteOneID(id uuid.UUID) *MailMessageDeleteOne {
+	builder := c.Delete().Where(mailmessage.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MailMessageDeleteOne{builder}
+}
+
+// Query returns a query builder for MailMessage.
+func (c *MailMessageClient) Query() *MailMessageQuery {
+	return &MailMessageQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMailMessage},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MailMessage entity by its id.
+func (c *MailMessageClient) Get(ctx context.Context, id uuid.UUID) (*MailMessage, error) {
+	return c.Query().Where(mailmessage.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MailMessageClient) GetX(ctx context.Context, id uuid.UUID) *MailMessage {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *MailMessageClient) Hooks() []Hook {
+	return c.hooks.MailMessage
+}
+
+// Interceptors returns the client interceptors.
+func (c *MailMessageClient) Interceptors() []Interceptor {
+	return c.inters.MailMessage
+}
+
+func (c *MailMessageClient) mutate(ctx context.Context, m *MailMessageMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MailMessageCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MailMessageUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MailMessageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MailMessageDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MailMessage mutation op: %q", m.Op())
 	}
 }
 
@@ -2739,14 +2882,16 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey, Merchant,
-		MerchantKey, Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey,
+		MailMessage, Merchant, MerchantKey, Payment, RateLimitCounter,
+		SignatureChallenge, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey, Merchant,
-		MerchantKey, Payment, RateLimitCounter, SignatureChallenge, Transfer, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey,
+		MailMessage, Merchant, MerchantKey, Payment, RateLimitCounter,
+		SignatureChallenge, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -8,6 +8,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -92,6 +93,7 @@ func checkColumn(t, c string) error {
 			checkoutsession.Table:    checkoutsession.ValidColumn,
 			depositaddress.Table:     depositaddress.ValidColumn,
 			idempotencykey.Table:     idempotencykey.ValidColumn,
+			mailmessage.Table:        mailmessage.ValidColumn,
 			merchant.Table:           merchant.ValidColumn,
 			merchantkey.Table:        merchantkey.ValidColumn,
 			payment.Table:            payment.ValidColumn,

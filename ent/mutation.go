@@ -8,6 +8,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -47,6 +48,7 @@ const (
 	TypeCheckoutSession    = "CheckoutSession"
 	TypeDepositAddress     = "DepositAddress"
 	TypeIdempotencyKey     = "IdempotencyKey"
+	TypeMailMessage        = "MailMessage"
 	TypeMerchant           = "Merchant"
 	TypeMerchantKey        = "MerchantKey"
 	TypePayment            = "Payment"
@@ -6429,6 +6431,1028 @@ func (m *IdempotencyKeyMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyKey edge %s", name)
+}
+
+// MailMessageMutation represents an operation that mutates the MailMessage nodes in the graph.
+type MailMessageMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	to            *string
+	subject       *string
+	text          *string
+	html          *string
+	attempts      *int
+	addattempts   *int
+	locked_until  *time.Time
+	sent_at       *time.Time
+	failed_at     *time.Time
+	last_error    *string
+	transport     *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*MailMessage, error)
+	predicates    []predicate.MailMessage
+}
+
+var _ ent.Mutation = (*MailMessageMutation)(nil)
+
+// mailmessageOption allows management of the mutation configuration using functional options.
+type mailmessageOption func(*MailMessageMutation)
+
+// newMailMessageMutation creates new mutation for the MailMessage entity.
+func newMailMessageMutation(c config, op Op, opts ...mailmessageOption) *MailMessageMutation {
+	m := &MailMessageMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMailMessage,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMailMessageID sets the ID field of the mutation.
+func withMailMessageID(id uuid.UUID) mailmessageOption {
+	return func(m *MailMessageMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MailMessage
+		)
+		m.oldValue = func(ctx context.Context) (*MailMessage, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MailMessage.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMailMessage sets the old MailMessage of the mutation.
+func withMailMessage(node *MailMessage) mailmessageOption {
+	return func(m *MailMessageMutation) {
+		m.oldValue = func(context.Context) (*MailMessage, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MailMessageMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MailMessageMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MailMessage entities.
+func (m *MailMessageMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MailMessageMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MailMessageMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MailMessage.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MailMessageMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MailMessageMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MailMessageMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *MailMessageMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *MailMessageMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *MailMessageMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetTo sets the "to" field.
+func (m *MailMessageMutation) SetTo(s string) {
+	m.to = &s
+}
+
+// To returns the value of the "to" field in the mutation.
+func (m *MailMessageMutation) To() (r string, exists bool) {
+	v := m.to
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTo returns the old "to" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldTo(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTo is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTo requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTo: %w", err)
+	}
+	return oldValue.To, nil
+}
+
+// ResetTo resets all changes to the "to" field.
+func (m *MailMessageMutation) ResetTo() {
+	m.to = nil
+}
+
+// SetSubject sets the "subject" field.
+func (m *MailMessageMutation) SetSubject(s string) {
+	m.subject = &s
+}
+
+// Subject returns the value of the "subject" field in the mutation.
+func (m *MailMessageMutation) Subject() (r string, exists bool) {
+	v := m.subject
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSubject returns the old "subject" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldSubject(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSubject is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSubject requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSubject: %w", err)
+	}
+	return oldValue.Subject, nil
+}
+
+// ResetSubject resets all changes to the "subject" field.
+func (m *MailMessageMutation) ResetSubject() {
+	m.subject = nil
+}
+
+// SetText sets the "text" field.
+func (m *MailMessageMutation) SetText(s string) {
+	m.text = &s
+}
+
+// Text returns the value of the "text" field in the mutation.
+func (m *MailMessageMutation) Text() (r string, exists bool) {
+	v := m.text
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldText returns the old "text" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldText(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldText is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldText requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldText: %w", err)
+	}
+	return oldValue.Text, nil
+}
+
+// ResetText resets all changes to the "text" field.
+func (m *MailMessageMutation) ResetText() {
+	m.text = nil
+}
+
+// SetHTML sets the "html" field.
+func (m *MailMessageMutation) SetHTML(s string) {
+	m.html = &s
+}
+
+// HTML returns the value of the "html" field in the mutation.
+func (m *MailMessageMutation) HTML() (r string, exists bool) {
+	v := m.html
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHTML returns the old "html" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldHTML(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHTML is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHTML requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHTML: %w", err)
+	}
+	return oldValue.HTML, nil
+}
+
+// ResetHTML resets all changes to the "html" field.
+func (m *MailMessageMutation) ResetHTML() {
+	m.html = nil
+}
+
+// SetAttempts sets the "attempts" field.
+func (m *MailMessageMutation) SetAttempts(i int) {
+	m.attempts = &i
+	m.addattempts = nil
+}
+
+// Attempts returns the value of the "attempts" field in the mutation.
+func (m *MailMessageMutation) Attempts() (r int, exists bool) {
+	v := m.attempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempts returns the old "attempts" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldAttempts(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempts: %w", err)
+	}
+	return oldValue.Attempts, nil
+}
+
+// AddAttempts adds i to the "attempts" field.
+func (m *MailMessageMutation) AddAttempts(i int) {
+	if m.addattempts != nil {
+		*m.addattempts += i
+	} else {
+		m.addattempts = &i
+	}
+}
+
+// AddedAttempts returns the value that was added to the "attempts" field in this mutation.
+func (m *MailMessageMutation) AddedAttempts() (r int, exists bool) {
+	v := m.addattempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempts resets all changes to the "attempts" field.
+func (m *MailMessageMutation) ResetAttempts() {
+	m.attempts = nil
+	m.addattempts = nil
+}
+
+// SetLockedUntil sets the "locked_until" field.
+func (m *MailMessageMutation) SetLockedUntil(t time.Time) {
+	m.locked_until = &t
+}
+
+// LockedUntil returns the value of the "locked_until" field in the mutation.
+func (m *MailMessageMutation) LockedUntil() (r time.Time, exists bool) {
+	v := m.locked_until
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLockedUntil returns the old "locked_until" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldLockedUntil(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLockedUntil is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLockedUntil requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLockedUntil: %w", err)
+	}
+	return oldValue.LockedUntil, nil
+}
+
+// ClearLockedUntil clears the value of the "locked_until" field.
+func (m *MailMessageMutation) ClearLockedUntil() {
+	m.locked_until = nil
+	m.clearedFields[mailmessage.FieldLockedUntil] = struct{}{}
+}
+
+// LockedUntilCleared returns if the "locked_until" field was cleared in this mutation.
+func (m *MailMessageMutation) LockedUntilCleared() bool {
+	_, ok := m.clearedFields[mailmessage.FieldLockedUntil]
+	return ok
+}
+
+// ResetLockedUntil resets all changes to the "locked_until" field.
+func (m *MailMessageMutation) ResetLockedUntil() {
+	m.locked_until = nil
+	delete(m.clearedFields, mailmessage.FieldLockedUntil)
+}
+
+// SetSentAt sets the "sent_at" field.
+func (m *MailMessageMutation) SetSentAt(t time.Time) {
+	m.sent_at = &t
+}
+
+// SentAt returns the value of the "sent_at" field in the mutation.
+func (m *MailMessageMutation) SentAt() (r time.Time, exists bool) {
+	v := m.sent_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSentAt returns the old "sent_at" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldSentAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSentAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSentAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSentAt: %w", err)
+	}
+	return oldValue.SentAt, nil
+}
+
+// ClearSentAt clears the value of the "sent_at" field.
+func (m *MailMessageMutation) ClearSentAt() {
+	m.sent_at = nil
+	m.clearedFields[mailmessage.FieldSentAt] = struct{}{}
+}
+
+// SentAtCleared returns if the "sent_at" field was cleared in this mutation.
+func (m *MailMessageMutation) SentAtCleared() bool {
+	_, ok := m.clearedFields[mailmessage.FieldSentAt]
+	return ok
+}
+
+// ResetSentAt resets all changes to the "sent_at" field.
+func (m *MailMessageMutation) ResetSentAt() {
+	m.sent_at = nil
+	delete(m.clearedFields, mailmessage.FieldSentAt)
+}
+
+// SetFailedAt sets the "failed_at" field.
+func (m *MailMessageMutation) SetFailedAt(t time.Time) {
+	m.failed_at = &t
+}
+
+// FailedAt returns the value of the "failed_at" field in the mutation.
+func (m *MailMessageMutation) FailedAt() (r time.Time, exists bool) {
+	v := m.failed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailedAt returns the old "failed_at" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldFailedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailedAt: %w", err)
+	}
+	return oldValue.FailedAt, nil
+}
+
+// ClearFailedAt clears the value of the "failed_at" field.
+func (m *MailMessageMutation) ClearFailedAt() {
+	m.failed_at = nil
+	m.clearedFields[mailmessage.FieldFailedAt] = struct{}{}
+}
+
+// FailedAtCleared returns if the "failed_at" field was cleared in this mutation.
+func (m *MailMessageMutation) FailedAtCleared() bool {
+	_, ok := m.clearedFields[mailmessage.FieldFailedAt]
+	return ok
+}
+
+// ResetFailedAt resets all changes to the "failed_at" field.
+func (m *MailMessageMutation) ResetFailedAt() {
+	m.failed_at = nil
+	delete(m.clearedFields, mailmessage.FieldFailedAt)
+}
+
+// SetLastError sets the "last_error" field.
+func (m *MailMessageMutation) SetLastError(s string) {
+	m.last_error = &s
+}
+
+// LastError returns the value of the "last_error" field in the mutation.
+func (m *MailMessageMutation) LastError() (r string, exists bool) {
+	v := m.last_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastError returns the old "last_error" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldLastError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastError: %w", err)
+	}
+	return oldValue.LastError, nil
+}
+
+// ResetLastError resets all changes to the "last_error" field.
+func (m *MailMessageMutation) ResetLastError() {
+	m.last_error = nil
+}
+
+// SetTransport sets the "transport" field.
+func (m *MailMessageMutation) SetTransport(s string) {
+	m.transport = &s
+}
+
+// Transport returns the value of the "transport" field in the mutation.
+func (m *MailMessageMutation) Transport() (r string, exists bool) {
+	v := m.transport
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTransport returns the old "transport" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldTransport(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTransport is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTransport requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTransport: %w", err)
+	}
+	return oldValue.Transport, nil
+}
+
+// ResetTransport resets all changes to the "transport" field.
+func (m *MailMessageMutation) ResetTransport() {
+	m.transport = nil
+}
+
+// Where appends a list predicates to the MailMessageMutation builder.
+func (m *MailMessageMutation) Where(ps ...predicate.MailMessage) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MailMessageMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MailMessageMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MailMessage, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MailMessageMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MailMessageMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MailMessage).
+func (m *MailMessageMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MailMessageMutation) Fields() []string {
+	fields := make([]string, 0, 12)
+	if m.created_at != nil {
+		fields = append(fields, mailmessage.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, mailmessage.FieldUpdatedAt)
+	}
+	if m.to != nil {
+		fields = append(fields, mailmessage.FieldTo)
+	}
+	if m.subject != nil {
+		fields = append(fields, mailmessage.FieldSubject)
+	}
+	if m.text != nil {
+		fields = append(fields, mailmessage.FieldText)
+	}
+	if m.html != nil {
+		fields = append(fields, mailmessage.FieldHTML)
+	}
+	if m.attempts != nil {
+		fields = append(fields, mailmessage.FieldAttempts)
+	}
+	if m.locked_until != nil {
+		fields = append(fields, mailmessage.FieldLockedUntil)
+	}
+	if m.sent_at != nil {
+		fields = append(fields, mailmessage.FieldSentAt)
+	}
+	if m.failed_at != nil {
+		fields = append(fields, mailmessage.FieldFailedAt)
+	}
+	if m.last_error != nil {
+		fields = append(fields, mailmessage.FieldLastError)
+	}
+	if m.transport != nil {
+		fields = append(fields, mailmessage.FieldTransport)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MailMessageMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case mailmessage.FieldCreatedAt:
+		return m.CreatedAt()
+	case mailmessage.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case mailmessage.FieldTo:
+		return m.To()
+	case mailmessage.FieldSubject:
+		return m.Subject()
+	case mailmessage.FieldText:
+		return m.Text()
+	case mailmessage.FieldHTML:
+		return m.HTML()
+	case mailmessage.FieldAttempts:
+		return m.Attempts()
+	case mailmessage.FieldLockedUntil:
+		return m.LockedUntil()
+	case mailmessage.FieldSentAt:
+		return m.SentAt()
+	case mailmessage.FieldFailedAt:
+		return m.FailedAt()
+	case mailmessage.FieldLastError:
+		return m.LastError()
+	case mailmessage.FieldTransport:
+		return m.Transport()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MailMessageMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case mailmessage.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case mailmessage.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case mailmessage.FieldTo:
+		return m.OldTo(ctx)
+	case mailmessage.FieldSubject:
+		return m.OldSubject(ctx)
+	case mailmessage.FieldText:
+		return m.OldText(ctx)
+	case mailmessage.FieldHTML:
+		return m.OldHTML(ctx)
+	case mailmessage.FieldAttempts:
+		return m.OldAttempts(ctx)
+	case mailmessage.FieldLockedUntil:
+		return m.OldLockedUntil(ctx)
+	case mailmessage.FieldSentAt:
+		return m.OldSentAt(ctx)
+	case mailmessage.FieldFailedAt:
+		return m.OldFailedAt(ctx)
+	case mailmessage.FieldLastError:
+		return m.OldLastError(ctx)
+	case mailmessage.FieldTransport:
+		return m.OldTransport(ctx)
+	}
+	return nil, fmt.Errorf("unknown MailMessage field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MailMessageMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case mailmessage.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case mailmessage.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case mailmessage.FieldTo:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTo(v)
+		return nil
+	case mailmessage.FieldSubject:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSubject(v)
+		return nil
+	case mailmessage.FieldText:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetText(v)
+		return nil
+	case mailmessage.FieldHTML:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHTML(v)
+		return nil
+	case mailmessage.FieldAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempts(v)
+		return nil
+	case mailmessage.FieldLockedUntil:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLockedUntil(v)
+		return nil
+	case mailmessage.FieldSentAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSentAt(v)
+		return nil
+	case mailmessage.FieldFailedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailedAt(v)
+		return nil
+	case mailmessage.FieldLastError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastError(v)
+		return nil
+	case mailmessage.FieldTransport:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTransport(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MailMessage field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MailMessageMutation) AddedFields() []string {
+	var fields []string
+	if m.addattempts != nil {
+		fields = append(fields, mailmessage.FieldAttempts)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MailMessageMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case mailmessage.FieldAttempts:
+		return m.AddedAttempts()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MailMessageMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case mailmessage.FieldAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempts(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MailMessage numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MailMessageMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(mailmessage.FieldLockedUntil) {
+		fields = append(fields, mailmessage.FieldLockedUntil)
+	}
+	if m.FieldCleared(mailmessage.FieldSentAt) {
+		fields = append(fields, mailmessage.FieldSentAt)
+	}
+	if m.FieldCleared(mailmessage.FieldFailedAt) {
+		fields = append(fields, mailmessage.FieldFailedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MailMessageMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MailMessageMutation) ClearField(name string) error {
+	switch name {
+	case mailmessage.FieldLockedUntil:
+		m.ClearLockedUntil()
+		return nil
+	case mailmessage.FieldSentAt:
+		m.ClearSentAt()
+		return nil
+	case mailmessage.FieldFailedAt:
+		m.ClearFailedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MailMessage nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MailMessageMutation) ResetField(name string) error {
+	switch name {
+	case mailmessage.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case mailmessage.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case mailmessage.FieldTo:
+		m.ResetTo()
+		return nil
+	case mailmessage.FieldSubject:
+		m.ResetSubject()
+		return nil
+	case mailmessage.FieldText:
+		m.ResetText()
+		return nil
+	case mailmessage.FieldHTML:
+		m.ResetHTML()
+		return nil
+	case mailmessage.FieldAttempts:
+		m.ResetAttempts()
+		return nil
+	case mailmessage.FieldLockedUntil:
+		m.ResetLockedUntil()
+		return nil
+	case mailmessage.FieldSentAt:
+		m.ResetSentAt()
+		return nil
+	case mailmessage.FieldFailedAt:
+		m.ResetFailedAt()
+		return nil
+	case mailmessage.FieldLastError:
+		m.ResetLastError()
+		return nil
+	case mailmessage.FieldTransport:
+		m.ResetTransport()
+		return nil
+	}
+	return fmt.Errorf("unknown MailMessage field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MailMessageMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MailMessageMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MailMessageMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MailMessageMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MailMessageMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MailMessageMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MailMessageMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown MailMessage unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MailMessageMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown MailMessage edge %s", name)
 }
 
 // MerchantMutation represents an operation that mutates the Merchant nodes in the graph.

@@ -8,6 +8,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -287,6 +288,65 @@ func init() {
 	idempotencykeyDescID := idempotencykeyMixinFields0[0].Descriptor()
 	// idempotencykey.DefaultID holds the default value on creation for the id field.
 	idempotencykey.DefaultID = idempotencykeyDescID.Default.(func() uuid.UUID)
+	mailmessageMixin := schema.MailMessage{}.Mixin()
+	mailmessageMixinFields0 := mailmessageMixin[0].Fields()
+	_ = mailmessageMixinFields0
+	mailmessageFields := schema.MailMessage{}.Fields()
+	_ = mailmessageFields
+	// mailmessageDescCreatedAt is the schema descriptor for created_at field.
+	mailmessageDescCreatedAt := mailmessageMixinFields0[1].Descriptor()
+	// mailmessage.DefaultCreatedAt holds the default value on creation for the created_at field.
+	mailmessage.DefaultCreatedAt = mailmessageDescCreatedAt.Default.(func() time.Time)
+	// mailmessageDescUpdatedAt is the schema descriptor for updated_at field.
+	mailmessageDescUpdatedAt := mailmessageMixinFields0[2].Descriptor()
+	// mailmessage.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	mailmessage.DefaultUpdatedAt = mailmessageDescUpdatedAt.Default.(func() time.Time)
+	// mailmessage.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	mailmessage.UpdateDefaultUpdatedAt = mailmessageDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// mailmessageDescTo is the schema descriptor for to field.
+	mailmessageDescTo := mailmessageFields[0].Descriptor()
+	// mailmessage.ToValidator is a validator for the "to" field. It is called by the builders before save.
+	mailmessage.ToValidator = func() func(string) error {
+		validators := mailmessageDescTo.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(to string) error {
+			for _, fn := range fns {
+				if err := fn(to); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// mailmessageDescSubject is the schema descriptor for subject field.
+	mailmessageDescSubject := mailmessageFields[1].Descriptor()
+	// mailmessage.SubjectValidator is a validator for the "subject" field. It is called by the builders before save.
+	mailmessage.SubjectValidator = mailmessageDescSubject.Validators[0].(func(string) error)
+	// mailmessageDescAttempts is the schema descriptor for attempts field.
+	mailmessageDescAttempts := mailmessageFields[4].Descriptor()
+	// mailmessage.DefaultAttempts holds the default value on creation for the attempts field.
+	mailmessage.DefaultAttempts = mailmessageDescAttempts.Default.(int)
+	// mailmessage.AttemptsValidator is a validator for the "attempts" field. It is called by the builders before save.
+	mailmessage.AttemptsValidator = mailmessageDescAttempts.Validators[0].(func(int) error)
+	// mailmessageDescLastError is the schema descriptor for last_error field.
+	mailmessageDescLastError := mailmessageFields[8].Descriptor()
+	// mailmessage.DefaultLastError holds the default value on creation for the last_error field.
+	mailmessage.DefaultLastError = mailmessageDescLastError.Default.(string)
+	// mailmessage.LastErrorValidator is a validator for the "last_error" field. It is called by the builders before save.
+	mailmessage.LastErrorValidator = mailmessageDescLastError.Validators[0].(func(string) error)
+	// mailmessageDescTransport is the schema descriptor for transport field.
+	mailmessageDescTransport := mailmessageFields[9].Descriptor()
+	// mailmessage.DefaultTransport holds the default value on creation for the transport field.
+	mailmessage.DefaultTransport = mailmessageDescTransport.Default.(string)
+	// mailmessage.TransportValidator is a validator for the "transport" field. It is called by the builders before save.
+	mailmessage.TransportValidator = mailmessageDescTransport.Validators[0].(func(string) error)
+	// mailmessageDescID is the schema descriptor for id field.
+	mailmessageDescID := mailmessageMixinFields0[0].Descriptor()
+	// mailmessage.DefaultID holds the default value on creation for the id field.
+	mailmessage.DefaultID = mailmessageDescID.Default.(func() uuid.UUID)
 	merchantMixin := schema.Merchant{}.Mixin()
 	merchantMixinFields0 := merchantMixin[0].Fields()
 	_ = merchantMixinFields0

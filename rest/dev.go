@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"time"
 
 	"agentpay"
 )
@@ -58,6 +59,45 @@ func (s *server) devChains(w http.ResponseWriter, r *http.Request) {
 			dc.ChainID = &id
 		}
 		out = append(out, dc)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type devMailMessage struct {
+	ID      string     `json:"id"`
+	To      string     `json:"to"`
+	Subject string     `json:"subject"`
+	Text    string     `json:"text"`
+	HTML    string     `json:"html"`
+	Links   []string   `json:"links"`
+	SentAt  *time.Time `json:"sent_at"`
+}
+
+type devMailResponse struct {
+	Messages []devMailMessage `json:"messages"`
+}
+
+// devMail is the mail catcher's inbox of one address (design.md section 5):
+// what `agentpay dev` caught for it, newest first, with the links of each
+// text part to follow. A missing address is 400, like the human and agent
+// APIs the mail belongs to.
+func (s *server) devMail(w http.ResponseWriter, r *http.Request) {
+	list, err := s.svc.DevMail(r.Context(), r.URL.Query().Get("to"))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	out := devMailResponse{Messages: make([]devMailMessage, 0, len(list))}
+	for _, m := range list {
+		var sent *time.Time
+		if m.SentAt != nil {
+			t := m.SentAt.UTC()
+			sent = &t
+		}
+		out.Messages = append(out.Messages, devMailMessage{
+			ID: m.ID.String(), To: m.To, Subject: m.Subject, Text: m.Text, HTML: m.HTML,
+			Links: agentpay.MailLinks(m.Text), SentAt: sent,
+		})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

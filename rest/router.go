@@ -20,7 +20,7 @@ import (
 type Config struct {
 	Service *agentpay.Service
 	Logger  *slog.Logger
-	// Dev mounts the dev-only routes (/dev/faucet, /dev/chains).
+	// Dev mounts the dev-only routes (/dev/faucet, /dev/chains, /dev/mail).
 	Dev bool
 	// Mounts are other handlers served under exact paths (GraphQL, the
 	// playground); the caller builds them so this package stays REST.
@@ -102,6 +102,7 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.Dev {
 		r.Post("/dev/faucet", s.devFaucet)
 		r.Get("/dev/chains", s.devChains)
+		r.Get("/dev/mail", s.devMail)
 	}
 	return r
 }

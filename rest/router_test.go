@@ -46,6 +46,7 @@ func TestRouterErrorsAreDetailJSON(t *testing.T) {
 		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "method not allowed"},
 		{http.MethodGet, "/boom", http.StatusInternalServerError, "internal error"},
 		{http.MethodPost, "/dev/faucet", http.StatusNotFound, "not found"}, // dev routes only under `agentpay dev`
+		{http.MethodGet, "/dev/mail?to=ana@example.com", http.StatusNotFound, "not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

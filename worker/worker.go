@@ -1,9 +1,10 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
-// confirmations), webhook delivery, settlement, transfer reconciliation,
-// session expiry (with the end of ended sessions' deposit watches) and the
-// pruning of expired signature challenges and idempotency keys; and, on
-// PostgreSQL, frees the jobs of worker processes that died (liveness.go).
+// confirmations), webhook delivery, e-mail (send_mail), settlement,
+// transfer reconciliation, session expiry (with the end of ended sessions'
+// deposit watches) and the pruning of expired signature challenges and
+// idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
+// that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
 package worker
 
@@ -112,6 +113,7 @@ func New(cfg Config) (*Worker, error) {
 	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
+	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 
 	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
@@ -134,6 +136,7 @@ func New(cfg Config) (*Worker, error) {
 			// refill its many workers quickly.
 			jobs.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown)},
 			jobs.SettlementQueue: {MaxWorkers: cfg.Concurrency},
+			jobs.MailQueue:       {MaxWorkers: cfg.Concurrency},
 		},
 		JobTimeout: jobTimeout,
 		// A job left running by a worker process that died is handed out

@@ -22,6 +22,7 @@ import (
 	"agentpay/chains/adapters"
 	"agentpay/graph"
 	"agentpay/internal/jobs"
+	"agentpay/internal/mail"
 	"agentpay/internal/store"
 	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
@@ -265,6 +266,9 @@ func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer p.db.Close()
+	if cfg.SMTPURL == "" {
+		logger.Warn("SMTP_URL is not set: e-mail (sign-in links, invitations, pairing requests) stays unsent in the outbox until a worker runs with it")
+	}
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, nil, nil, jobs)
 	if err != nil {
@@ -327,9 +331,13 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	if dev {
 		agentMode = agentpay.ModeTest
 	}
+	mailer, err := newMailer(cfg, faucet != nil)
+	if err != nil {
+		return nil, err
+	}
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
-		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter,
+		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
@@ -344,6 +352,21 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 			agentpay.ModeTest: agentpay.NewSandboxPixProvider(agentpay.DefaultSandboxPixRate),
 		},
 	})
+}
+
+// newMailer is what sends the outbox's e-mail: SMTP when SMTP_URL is set,
+// else under `agentpay dev` the catcher (/dev/mail), else nothing: serve
+// only queues mail, and a worker without SMTP_URL leaves it unsent in the
+// outbox, its jobs retrying until a worker with SMTP_URL runs them
+// (docs/humans.md, E-mail).
+func newMailer(cfg config, dev bool) (mail.Sender, error) {
+	switch {
+	case cfg.SMTPURL != "":
+		return mail.NewSMTP(mail.Config{URL: cfg.SMTPURL, From: cfg.MailFrom})
+	case dev:
+		return mail.Catcher{}, nil
+	}
+	return nil, nil
 }
 
 // serviceAuthCacheTTL maps AUTH_CACHE_TTL (0: off) to Config.AuthCacheTTL

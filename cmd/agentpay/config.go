@@ -12,6 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/mail"
 	"agentpay/internal/redact"
 	"agentpay/internal/vault"
 )
@@ -54,6 +55,11 @@ type config struct {
 	// `dev`, off in `serve` (graphQLSurface).
 	GraphQLIntrospection, GraphQLPlayground *bool
 	LogLevel                                string
+	// SMTPURL is SMTP_URL (checked by internal/mail ParseURL; it holds the
+	// SMTP password, so it is never printed) and MailFrom MAIL_FROM,
+	// required with it.
+	SMTPURL  string
+	MailFrom string
 	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
 	// always uses the devnets.
 	AgentMode agentpay.Mode
@@ -134,6 +140,20 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.TrustedProxies = p.prefixes("TRUSTED_PROXIES")
 	c.GraphQLIntrospection = p.optionalBool("GRAPHQL_INTROSPECTION")
 	c.GraphQLPlayground = p.optionalBool("GRAPHQL_PLAYGROUND")
+	c.SMTPURL, c.MailFrom = p.str("SMTP_URL", ""), p.str("MAIL_FROM", "")
+	if c.SMTPURL != "" {
+		if _, err := mail.ParseURL(c.SMTPURL); err != nil {
+			p.fail("SMTP_URL", "%s", err) // the reason only: the URL holds the password
+		}
+		if c.MailFrom == "" {
+			p.fail("MAIL_FROM", "required with SMTP_URL (the sender's address, such as \"agentpay <noreply@example.com>\")")
+		}
+	}
+	if c.MailFrom != "" {
+		if _, err := mail.ParseFrom(c.MailFrom); err != nil {
+			p.fail("MAIL_FROM", "%s, got %q", err, c.MailFrom)
+		}
+	}
 	if v := p.str("MASTER_KEY", ""); v != "" {
 		key, err := vault.ParseMasterKey(v)
 		if err != nil {

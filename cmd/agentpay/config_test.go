@@ -9,6 +9,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/mail"
 )
 
 func envOf(kv map[string]string) func(string) string {
@@ -156,5 +157,53 @@ func TestLoadConfigTrustedProxies(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "proxy.internal"} {
 		_, err := loadConfig(envOf(map[string]string{"TRUSTED_PROXIES": bad}))
 		require.ErrorContains(t, err, "TRUSTED_PROXIES")
+	}
+}
+
+// SMTP_URL and MAIL_FROM: the forms accepted, and the refusals, which name
+// the variable and never quote the URL (it holds the SMTP password).
+func TestLoadConfigMail(t *testing.T) {
+	const from = "agentpay <noreply@example.com>"
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		err      string // a variable named in the error; "" for none
+		security mail.Security
+	}{
+		{name: "unset: no SMTP", env: nil},
+		{name: "starttls", env: map[string]string{"SMTP_URL": "smtp://user:hunter2@mail.example.com:587", "MAIL_FROM": from}, security: mail.StartTLS},
+		{name: "smtps", env: map[string]string{"SMTP_URL": "smtps://user:hunter2@mail.example.com", "MAIL_FROM": from}, security: mail.ImplicitTLS},
+		{name: "loopback relay", env: map[string]string{"SMTP_URL": "smtp://127.0.0.1:1025", "MAIL_FROM": "noreply@example.com"}, security: mail.StartTLSIfOffered},
+		{name: "tls=none", env: map[string]string{"SMTP_URL": "smtp://relay.internal:25?tls=none", "MAIL_FROM": from}, security: mail.NoTLS},
+		{name: "no MAIL_FROM", env: map[string]string{"SMTP_URL": "smtp://user:hunter2@mail.example.com"}, err: "MAIL_FROM"},
+		{name: "bad MAIL_FROM", env: map[string]string{"SMTP_URL": "smtp://mail.example.com", "MAIL_FROM": "noreply"}, err: "MAIL_FROM"},
+		{name: "bad scheme", env: map[string]string{"SMTP_URL": "https://user:hunter2@mail.example.com", "MAIL_FROM": from}, err: "SMTP_URL"},
+		{name: "password in clear", env: map[string]string{"SMTP_URL": "smtp://user:hunter2@relay.internal?tls=none", "MAIL_FROM": from}, err: "SMTP_URL"},
+		{name: "unparsable", env: map[string]string{"SMTP_URL": "smtp://user:hunter2%zz@mail.example.com", "MAIL_FROM": from}, err: "SMTP_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(envOf(tc.env))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.NotContains(t, err.Error(), "hunter2", "the SMTP password never appears in an error")
+				return
+			}
+			require.NoError(t, err)
+			m, err := newMailer(c, false)
+			require.NoError(t, err)
+			if tc.env == nil {
+				require.Nil(t, m, "serve and worker without SMTP_URL send nothing")
+				dm, err := newMailer(c, true)
+				require.NoError(t, err)
+				require.Equal(t, mail.Catcher{}, dm, "dev without SMTP_URL catches mail")
+				return
+			}
+			s, ok := m.(*mail.SMTP)
+			require.True(t, ok)
+			require.Equal(t, tc.security, s.Endpoint().Security)
+			dm, err := newMailer(c, true)
+			require.NoError(t, err)
+			require.IsType(t, &mail.SMTP{}, dm, "dev with SMTP_URL sends for real")
+		})
 	}
 }

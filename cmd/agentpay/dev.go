@@ -64,7 +64,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	_, playground := graphQLSurface(cfg, true)
-	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury)
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "")
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -78,7 +78,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	return err
 }
 
-func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
 	if playground {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
@@ -86,6 +86,11 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql\n", addr)
 	}
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
+	if smtp {
+		fmt.Fprintln(w, "  mail:       sent with SMTP_URL")
+	} else {
+		fmt.Fprintf(w, "  mail:       caught locally: GET http://%s/dev/mail?to=<address>\n", addr)
+	}
 	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
 	fmt.Fprintln(w, "  devnets:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

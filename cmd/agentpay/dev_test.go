@@ -78,6 +78,12 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 	resp := getStatus(t, base+"/readyz")
 	require.Equal(t, http.StatusOK, resp)
 
+	// Without SMTP_URL mail is caught: the banner says where to read it.
+	require.Contains(t, banner, base+"/dev/mail?to=")
+	var inbox map[string]any
+	getJSON(t, base+"/dev/mail?to=ana%40example.com", &inbox)
+	require.Equal(t, map[string]any{"messages": []any{}}, inbox)
+
 	for _, c := range devChains {
 		t.Run(c.Chain, func(t *testing.T) {
 			var address string

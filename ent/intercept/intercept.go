@@ -12,6 +12,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
@@ -216,6 +217,33 @@ func (f TraverseIdempotencyKey) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.IdempotencyKeyQuery", q)
+}
+
+// The MailMessageFunc type is an adapter to allow the use of ordinary function as a Querier.
+type MailMessageFunc func(context.Context, *ent.MailMessageQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f MailMessageFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.MailMessageQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.MailMessageQuery", q)
+}
+
+// The TraverseMailMessage type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseMailMessage func(context.Context, *ent.MailMessageQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseMailMessage) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseMailMessage) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.MailMessageQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.MailMessageQuery", q)
 }
 
 // The MerchantFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -501,6 +529,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
 	case *ent.IdempotencyKeyQuery:
 		return &query[*ent.IdempotencyKeyQuery, predicate.IdempotencyKey, idempotencykey.OrderOption]{typ: ent.TypeIdempotencyKey, tq: q}, nil
+	case *ent.MailMessageQuery:
+		return &query[*ent.MailMessageQuery, predicate.MailMessage, mailmessage.OrderOption]{typ: ent.TypeMailMessage, tq: q}, nil
 	case *ent.MerchantQuery:
 		return &query[*ent.MerchantQuery, predicate.Merchant, merchant.OrderOption]{typ: ent.TypeMerchant, tq: q}, nil
 	case *ent.MerchantKeyQuery:

@@ -235,6 +235,35 @@ var (
 			},
 		},
 	}
+	// MailMessagesColumns holds the columns for the "mail_messages" table.
+	MailMessagesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "to", Type: field.TypeString, Size: 320},
+		{Name: "subject", Type: field.TypeString, Size: 998},
+		{Name: "text", Type: field.TypeString, Size: 2147483647},
+		{Name: "html", Type: field.TypeString, Size: 2147483647},
+		{Name: "attempts", Type: field.TypeInt, Default: 0},
+		{Name: "locked_until", Type: field.TypeTime, Nullable: true},
+		{Name: "sent_at", Type: field.TypeTime, Nullable: true},
+		{Name: "failed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "last_error", Type: field.TypeString, Size: 300, Default: ""},
+		{Name: "transport", Type: field.TypeString, Size: 20, Default: ""},
+	}
+	// MailMessagesTable holds the schema information for the "mail_messages" table.
+	MailMessagesTable = &schema.Table{
+		Name:       "mail_messages",
+		Columns:    MailMessagesColumns,
+		PrimaryKey: []*schema.Column{MailMessagesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "mailmessage_to_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{MailMessagesColumns[3], MailMessagesColumns[1]},
+			},
+		},
+	}
 	// MerchantsColumns holds the columns for the "merchants" table.
 	MerchantsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -661,6 +690,7 @@ var (
 		CheckoutSessionsTable,
 		DepositAddressesTable,
 		IdempotencyKeysTable,
+		MailMessagesTable,
 		MerchantsTable,
 		MerchantKeysTable,
 		PaymentsTable,

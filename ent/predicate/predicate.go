@@ -21,6 +21,9 @@ type DepositAddress func(*sql.Selector)
 // IdempotencyKey is the predicate function for idempotencykey builders.
 type IdempotencyKey func(*sql.Selector)
 
+// MailMessage is the predicate function for mailmessage builders.
+type MailMessage func(*sql.Selector)
+
 // Merchant is the predicate function for merchant builders.
 type Merchant func(*sql.Selector)
 

@@ -75,3 +75,23 @@ func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
 		},
 	}
 }
+
+// MailQueue is the River queue of send_mail jobs: a slow or unreachable
+// SMTP server must not hold up anything else.
+const MailQueue = "mail"
+
+// SendMailArgs is the River job that sends one outbox message
+// (agentpay.Service.SendMail). It is retried with River's default backoff
+// (about 25 tries over three weeks), so mail queued while the SMTP server
+// is down goes out once it is back.
+type SendMailArgs struct {
+	MessageID uuid.UUID `json:"message_id"`
+}
+
+// Kind is the job kind.
+func (SendMailArgs) Kind() string { return "send_mail" }
+
+// InsertOpts puts mail on its own queue.
+func (SendMailArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: MailQueue}
+}

@@ -22,7 +22,10 @@
 //     processes enqueue jobs, and a stub clock (Options.Clock);
 //   - NewReceiver, a merchant's webhook endpoint on loopback; since it is
 //     on loopback, Fill lets test-mode deliveries reach private addresses
-//     (Config.WebhookAllowPrivate) unless Options.PublicWebhooksOnly.
+//     (Config.WebhookAllowPrivate) unless Options.PublicWebhooksOnly;
+//   - NewSMTPServer, a real SMTP server on loopback (emersion/go-smtp)
+//     that keeps the messages it accepted, parsed (headers, text and HTML
+//     parts), for the e-mail the service sends (SMTP_URL is its URL).
 //
 // Why testenv does not build the Service itself: the root package's tests
 // are internal (package agentpay), and a package they import must not
