@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -113,7 +114,7 @@ func (s *Service) createAgent(ctx context.Context, username string, external *ex
 		}
 		switch {
 		case isUniqueViolation(err, "agents_username_key", "agents.username"):
-			return nil, usernameTaken(username)
+			return nil, usernameTakenError(username)
 		case isUniqueViolation(err, "wallet_chain_address", "wallets.chain, wallets.address"):
 			return nil, fmt.Errorf("%w: wallet is already held by another agent", ErrConflict)
 		case isUniqueViolation(err, "agents_invite_code_key", "agents.invite_code") && !joined && attempt < 3:
@@ -121,10 +122,6 @@ func (s *Service) createAgent(ctx context.Context, username string, external *ex
 		}
 		return nil, err
 	}
-}
-
-func usernameTaken(username string) error {
-	return fmt.Errorf("%w: username %q is already taken", ErrConflict, username)
 }
 
 // isUniqueViolation tells which unique index a constraint error broke:
@@ -139,48 +136,24 @@ func isUniqueViolation(err error, pgIndex, sqliteColumns string) bool {
 
 func (s *Service) tryCreateAgent(ctx context.Context, username string, external *externalWallet) (*Registration, error) {
 	// Keys are generated and sealed before the transaction, which then only
-	// writes. Each wallet id is chosen first: it is the associated data of
-	// the sealed key, so a ciphertext copied to another row does not open.
+	// writes (custodialWallet).
 	apiKey, apiKeyHash, err := vault.NewSecret(vault.PrefixAgentKey)
 	if err != nil {
 		return nil, err
 	}
 	inviteCode := vault.InviteCode.New()
-	type custodial struct {
-		id        uuid.UUID
-		chain     chains.Name
-		address   string
-		encrypted []byte
-		newKey    func() ([]byte, string, error)
-	}
-	custodials := []*custodial{
-		{id: uuid.New(), chain: chains.Solana, newKey: s.wallets(chains.Solana).NewKey},
-		{id: uuid.New(), chain: chains.Base, newKey: s.wallets(chains.Base).NewKey},
-	}
-	for _, c := range custodials {
-		key, addr, err := c.newKey()
-		if err != nil {
-			return nil, err
-		}
-		c.address = addr
-		c.encrypted, err = s.cfg.Vault.Seal(key, c.id[:])
-		clear(key)
-		if err != nil {
-			return nil, fmt.Errorf("sealing %s wallet key: %w", c.chain, err)
-		}
+	custodials, err := s.newCustodialWallets()
+	if err != nil {
+		return nil, err
 	}
 
 	reg := &Registration{APIKey: apiKey}
 	now := s.now().UTC()
-	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		// Checked first for a clean 409 in the common case; the unique
-		// index decides races (see createAgent).
-		taken, err := tx.Agent.Query().Where(agent.Username(username)).Exist(ctx)
-		if err != nil {
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		// Agents and users share the namespace (usernames.go); among
+		// agents the unique index also decides races (see createAgent).
+		if err := s.claimUsername(ctx, tx, sqlTx, username); err != nil {
 			return err
-		}
-		if taken {
-			return usernameTaken(username)
 		}
 		a, err := tx.Agent.Create().
 			SetUsername(username).
@@ -195,16 +168,7 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 		}
 		builders := make([]*ent.WalletCreate, 0, 3)
 		for _, c := range custodials {
-			builders = append(builders, tx.Wallet.Create().
-				SetID(c.id).
-				SetAgentID(a.ID).
-				SetChain(string(c.chain)).
-				SetAddress(c.address).
-				SetEncryptedKey(c.encrypted).
-				SetKind(wallet.KindCustodial).
-				SetVerified(true).
-				SetCreatedAt(now).
-				SetUpdatedAt(now))
+			builders = append(builders, c.create(tx, now).SetAgentID(a.ID))
 		}
 		if external != nil {
 			builders = append(builders, tx.Wallet.Create().
@@ -241,6 +205,51 @@ func (s *Service) tryCreateAgent(ctx context.Context, username string, external 
 		"Fund a wallet by sending USDC to its address; share %s to invite a human.",
 		username, reg.Wallets[0].Address, reg.Wallets[1].Address, reg.InviteURL)
 	return reg, nil
+}
+
+// custodialWallet is a new custodial wallet's key, made and sealed before
+// the transaction that records it, which then only writes. Its id is chosen
+// first: it is the associated data of the sealed key, so a ciphertext
+// copied to another row does not open.
+type custodialWallet struct {
+	id        uuid.UUID
+	chain     chains.Name
+	address   string
+	encrypted []byte
+}
+
+// newCustodialWallets makes the custodial wallets every agent and human
+// user holds: solana (an agent's primary) then base.
+func (s *Service) newCustodialWallets() ([]*custodialWallet, error) {
+	var out []*custodialWallet
+	for _, chain := range []chains.Name{chains.Solana, chains.Base} {
+		c := &custodialWallet{id: uuid.New(), chain: chain}
+		key, addr, err := s.wallets(chain).NewKey()
+		if err != nil {
+			return nil, err
+		}
+		c.address = addr
+		c.encrypted, err = s.cfg.Vault.Seal(key, c.id[:])
+		clear(key)
+		if err != nil {
+			return nil, fmt.Errorf("sealing %s wallet key: %w", chain, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// create is the wallet's row, its owner still to be set.
+func (c *custodialWallet) create(tx *ent.Tx, now time.Time) *ent.WalletCreate {
+	return tx.Wallet.Create().
+		SetID(c.id).
+		SetChain(string(c.chain)).
+		SetAddress(c.address).
+		SetEncryptedKey(c.encrypted).
+		SetKind(wallet.KindCustodial).
+		SetVerified(true).
+		SetCreatedAt(now).
+		SetUpdatedAt(now)
 }
 
 func (s *Service) inviteURL(code string) string {
@@ -338,19 +347,6 @@ func (s *Service) AgentByUsername(ctx context.Context, username string) (*AgentP
 		return nil, fmt.Errorf("reading agent: %w", err)
 	}
 	return s.profile(ctx, a)
-}
-
-// CheckUsername reports whether a username is free; one breaking the rules
-// is a ValidationError.
-func (s *Service) CheckUsername(ctx context.Context, username string) (bool, error) {
-	if err := ValidateUsername(username); err != nil {
-		return false, err
-	}
-	taken, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(username)).Exist(ctx)
-	if err != nil {
-		return false, fmt.Errorf("checking username: %w", err)
-	}
-	return !taken, nil
 }
 
 // Profile returns the authenticated agent's own profile, its trust score

@@ -9,10 +9,12 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/predicate"
 	"agentpay/ent/wallet"
 )
 
-// Balance is an agent's USDC across its custodial wallets (spec 2.2).
+// Balance is an agent's (or a human user's) USDC across its custodial
+// wallets (spec 2.2).
 type Balance struct {
 	Agent    *ent.Agent
 	Balances []ChainBalance
@@ -34,8 +36,23 @@ type ChainBalance struct {
 // agents' mode is left out; a chain that does not answer makes the whole
 // read fail (503) rather than show a total that is silently short.
 func (s *Service) Balance(ctx context.Context, a *ent.Agent) (*Balance, error) {
+	out, err := s.walletsBalance(ctx, wallet.AgentID(a.ID))
+	if err != nil {
+		return nil, err
+	}
+	out.Agent = a
+	return out, nil
+}
+
+// UserBalance is Balance for a human user's custodial wallets (Agent nil).
+func (s *Service) UserBalance(ctx context.Context, u *ent.User) (*Balance, error) {
+	return s.walletsBalance(ctx, wallet.UserID(u.ID))
+}
+
+// walletsBalance reads the USDC of the custodial wallets owner selects.
+func (s *Service) walletsBalance(ctx context.Context, owner predicate.Wallet) (*Balance, error) {
 	ws, err := s.cfg.DB.Ent.Wallet.Query().
-		Where(wallet.AgentID(a.ID), wallet.KindEQ(wallet.KindCustodial)).
+		Where(owner, wallet.KindEQ(wallet.KindCustodial)).
 		All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("balance: reading wallets: %w", err)
@@ -56,7 +73,7 @@ func (s *Service) Balance(ctx context.Context, a *ent.Agent) (*Balance, error) {
 		}
 		reads = append(reads, read{w, ledger})
 	}
-	out := &Balance{Agent: a, Balances: make([]ChainBalance, len(reads)), TotalUSD: decimal.Zero}
+	out := &Balance{Balances: make([]ChainBalance, len(reads)), TotalUSD: decimal.Zero}
 	errs := make([]error, len(reads))
 	var wg sync.WaitGroup
 	for i, r := range reads {

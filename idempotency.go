@@ -411,8 +411,8 @@ func (s *Service) SendIdempotent(ctx context.Context, from *ent.Agent, key *stri
 	r := idempotentRequest{
 		scope:     agentIdempotencyScope(from.ID),
 		key:       k,
-		operation: "send",
-		fingerprint: fingerprintOf("send", sendFingerprinted{
+		operation: req.operation(),
+		fingerprint: fingerprintOf(req.operation(), sendFingerprinted{
 			ToUsername: req.ToUsername, AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain,
 		}),
 	}
@@ -472,15 +472,11 @@ func (s *Service) replaySend(ctx context.Context, from *ent.Agent, row *ent.Idem
 	if err != nil {
 		return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)
 	}
-	toUsername := ""
-	if t.ToAgentID != nil {
-		to, err := s.cfg.DB.Ent.Agent.Get(ctx, *t.ToAgentID)
-		if err != nil {
-			return nil, fmt.Errorf("idempotency key %s: recipient: %w", row.ID, err)
-		}
-		toUsername = to.Username
+	to, err := s.recipientOf(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency key %s: %w", row.ID, err)
 	}
-	res := s.sendResult(t, from.Username, toUsername)
+	res := s.sendResult(t, from.Username, to.username)
 	s.finishIdempotent(ctx, &idempotencyClaim{id: row.ID, attempt: row.Attempt}, idempotentOutcome{Send: sentAnswerOf(res)}, true)
 	return res, nil
 }

@@ -44,6 +44,9 @@ const (
 	// RateProbe is a readiness probe (/readyz): Config.ProbeRateLimit per
 	// minute, counted by each process for itself.
 	RateProbe RateKind = "probe"
+	// RateSignIn is a request for a sign-in e-mail: Config.SignInRateLimit
+	// per hour.
+	RateSignIn RateKind = "signin"
 )
 
 // RateDecision is the outcome of a rate limit check, with the figures of the
@@ -93,6 +96,9 @@ type rateLimits struct {
 	selects *ratelimit.Limit[uuid.UUID]
 	// redeliveries are webhook redeliveries' (webhooklimits.go).
 	redeliveries redeliveryLimits
+	// signInEmails counts the sign-in e-mails each address receives, by
+	// the address's SHA-256 (the counters never hold an address).
+	signInEmails *ratelimit.Limit[string]
 }
 
 // newRateLimits counts on one limiter shared by every instance (and one of
@@ -114,6 +120,10 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 		l.connections = ratelimit.NewSlots[string](cfg.ConnectionsPerIP)
 	}
 	l.selects = ratelimit.NewLimit[uuid.UUID](limiter, selectRateScheme(cfg), nil)
+	w := ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600, Limit: cfg.SignInEmailRateLimit}
+	l.signInEmails = ratelimit.NewLimit[string](limiter, ratelimit.Scheme{
+		Name: "email", IDType: "text", Windows: func(string) []ratelimit.Window { return []ratelimit.Window{w} },
+	}, nil)
 	return l
 }
 
@@ -188,6 +198,8 @@ var ipRates = map[RateKind]struct {
 		func(c Config) int { return c.RegisterRateLimit }, "registrations", false},
 	RateProbe: {ratelimit.Window{Name: "minute", Key: "probe", Seconds: 60},
 		func(c Config) int { return c.ProbeRateLimit }, "readiness probes", true},
+	RateSignIn: {ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600},
+		func(c Config) int { return c.SignInRateLimit }, "sign-in e-mails", false},
 }
 
 // ipRateScheme limits each client address (ipScope) in kind's window, by

@@ -103,6 +103,11 @@ type Config struct {
 	// at once per mode, in each worker process; 0 is
 	// DefaultWebhookMerchantConcurrency (webhooklimits.go).
 	WebhookMerchantConcurrency int
+	// SignInRateLimit is how many sign-in e-mails a client IP may ask for
+	// an hour, SignInEmailRateLimit how many one address may receive an
+	// hour (signin.go). 0 turns either off.
+	SignInRateLimit      int
+	SignInEmailRateLimit int
 
 	// Bus carries the live feeds (session statuses) to their subscribers
 	// on every process; nil builds the default for DB (statusbus.New:

@@ -249,19 +249,15 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (*Registrat
 		return nil, err
 	}
 	var reg *Registration
-	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		ch, findErr := s.findChallenge(ctx, tx, addr, sig, req.Requester, signaturechallenge.PurposeRegister,
 			signaturechallenge.Username(req.Username))
 		if ch != nil && ch.UsedAt != nil {
 			// A replay says so, even though the username is now taken.
 			return errChallengeUsed
 		}
-		taken, err := tx.Agent.Query().Where(entagent.Username(req.Username)).Exist(ctx)
-		if err != nil {
+		if err := s.claimUsername(ctx, tx, sqlTx, req.Username); err != nil {
 			return err
-		}
-		if taken {
-			return usernameTaken(req.Username)
 		}
 		if findErr != nil {
 			return findErr

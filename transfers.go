@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -20,6 +21,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/internal/store"
 )
@@ -63,11 +65,15 @@ func TransferFee(amount int64) int64 {
 	return (amount + FeeRateDivisor/2) / FeeRateDivisor
 }
 
-// SendRequest is an agent's send (POST /agents/me/wallet/send).
+// SendRequest is an agent's send (POST /agents/me/wallet/send), or its
+// send to a human user (POST /agents/me/wallet/send-to-user).
 type SendRequest struct {
 	ToUsername string
-	AmountUSD  decimal.Decimal
-	Memo       string
+	// ToUser: ToUsername names a human user (send-to-user), not an agent.
+	// Every other rule is the same.
+	ToUser    bool
+	AmountUSD decimal.Decimal
+	Memo      string
 	// Chain is optional: "" picks the first of solana, base whose available
 	// balance covers the amount.
 	Chain string
@@ -79,6 +85,81 @@ type SendRequest struct {
 	// (SendIdempotent), linked to the transfer in the transaction that
 	// records it.
 	idempotency *idempotencyClaim
+}
+
+// operation names the request kind for its Idempotency-Key: a key used
+// for a send cannot be replayed as a send-to-user.
+func (r SendRequest) operation() string {
+	if r.ToUser {
+		return "send_to_user"
+	}
+	return "send"
+}
+
+// recipient is whom a send pays: an agent or a human user, each by its
+// custodial wallets.
+type recipient struct {
+	agentID, userID *uuid.UUID
+	username        string
+}
+
+// wallets selects the recipient's custodial wallets.
+func (r recipient) wallets(db *ent.Client) *ent.WalletQuery {
+	q := db.Wallet.Query().Where(wallet.KindEQ(wallet.KindCustodial))
+	if r.agentID != nil {
+		return q.Where(wallet.AgentID(*r.agentID))
+	}
+	return q.Where(wallet.UserID(*r.userID))
+}
+
+// party is the recipient as the party its account events are for.
+func (r recipient) party() Party {
+	if r.agentID != nil {
+		return AgentParty(*r.agentID)
+	}
+	return UserParty(*r.userID)
+}
+
+// resolveRecipient finds the agent (or, for send-to-user, the user) named
+// by req; none is ErrNotFound.
+func (s *Service) resolveRecipient(ctx context.Context, req SendRequest) (recipient, error) {
+	if req.ToUser {
+		u, err := s.cfg.DB.Ent.User.Query().Where(user.Username(req.ToUsername)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return recipient{}, fmt.Errorf("%w: no user named %q", ErrNotFound, req.ToUsername)
+		}
+		if err != nil {
+			return recipient{}, fmt.Errorf("send: reading recipient: %w", err)
+		}
+		return recipient{userID: &u.ID, username: u.Username}, nil
+	}
+	a, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return recipient{}, fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
+	}
+	if err != nil {
+		return recipient{}, fmt.Errorf("send: reading recipient: %w", err)
+	}
+	return recipient{agentID: &a.ID, username: a.Username}, nil
+}
+
+// recipientOf is whom a recorded transfer pays.
+func (s *Service) recipientOf(ctx context.Context, t *ent.Transfer) (recipient, error) {
+	switch {
+	case t.ToAgentID != nil:
+		a, err := s.cfg.DB.Ent.Agent.Get(ctx, *t.ToAgentID)
+		if err != nil {
+			return recipient{}, fmt.Errorf("recipient: %w", err)
+		}
+		return recipient{agentID: &a.ID, username: a.Username}, nil
+	case t.ToUserID != nil:
+		u, err := s.cfg.DB.Ent.User.Get(ctx, *t.ToUserID)
+		if err != nil {
+			return recipient{}, fmt.Errorf("recipient: %w", err)
+		}
+		return recipient{userID: &u.ID, username: u.Username}, nil
+	}
+	return recipient{}, nil
 }
 
 // SendResult is a send as answered to the agent.
@@ -99,7 +180,8 @@ type SendResult struct {
 }
 
 // Send moves USDC from the agent's custodial wallet to another agent's
-// wallet on the same chain, routing the 0.1% fee to the treasury.
+// wallet (or, with ToUser, a human user's) on the same chain, routing the
+// 0.1% fee to the treasury.
 //
 // Refusals (each changes nothing): amount below 0.01 or with more than 6
 // decimals, unknown chain or one agents hold no wallet on, memo over 500
@@ -153,14 +235,11 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		return nil, fmt.Errorf("send: random ref: %w", err)
 	}
 
-	recipient, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
-	}
+	to, err := s.resolveRecipient(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("send: reading recipient: %w", err)
+		return nil, err
 	}
-	if recipient.ID == from.ID {
+	if to.agentID != nil && *to.agentID == from.ID {
 		return nil, Invalid("to_username", "cannot send to yourself")
 	}
 	candidates := sendChainOrder
@@ -174,7 +253,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		// an RPC call (however bounded) must not hold the wallet lock, nor
 		// on SQLite every writer. The transaction then checks that nothing
 		// was sent from the wallet since (sendBalance.moved).
-		plan, err := s.planSend(ctx, s.cfg.DB.Ent, from, recipient, candidates, units)
+		plan, err := s.planSend(ctx, s.cfg.DB.Ent, from, to, candidates, units)
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +291,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 					// read and our lock: only the lock can stop them, so
 					// this time the balance is read under it (the RPC
 					// deadline bounds the wait).
-					if plan, err = s.planSend(ctx, tx.Client(), from, recipient, candidates, units); err != nil {
+					if plan, err = s.planSend(ctx, tx.Client(), from, to, candidates, units); err != nil {
 						return err
 					}
 				}
@@ -223,7 +302,8 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			b := plan.chosen
 			t, err = tx.Transfer.Create().
 				SetFromAgentID(from.ID).
-				SetToAgentID(recipient.ID).
+				SetNillableToAgentID(to.agentID).
+				SetNillableToUserID(to.userID).
 				SetChain(string(b.chain)).
 				SetFromAddress(b.from).
 				SetToAddress(b.to).
@@ -256,7 +336,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.sendResult(t, from.Username, recipient.Username), nil
+	return s.sendResult(t, from.Username, to.username), nil
 }
 
 func validateSendAmount(amount decimal.Decimal) (int64, error) {
@@ -350,14 +430,13 @@ type sendBalance struct {
 //
 // db reads the database: the plain client before the send's transaction,
 // the transaction's under the lock.
-func (s *Service) planSend(ctx context.Context, db *ent.Client, from, to *ent.Agent, candidates []chains.Name, units int64) (*sendPlan, error) {
+func (s *Service) planSend(ctx context.Context, db *ent.Client, from *ent.Agent, to recipient, candidates []chains.Name, units int64) (*sendPlan, error) {
 	senderWallets, err := db.Wallet.Query().
 		Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("send: reading wallets: %w", err)
 	}
-	recipientWallets, err := db.Wallet.Query().
-		Where(wallet.AgentID(to.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
+	recipientWallets, err := to.wallets(db).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("send: reading recipient wallets: %w", err)
 	}
@@ -721,8 +800,9 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 }
 
 // completeTransfer marks the transfer completed once both legs are
-// included, and in the same transaction adds it to both agents' counters;
-// then it recomputes their trust. Completing twice (the request and the worker
+// included, and in the same transaction adds it to both agents' counters
+// and tells the recipient (a transfer.received account event); then it
+// recomputes the agents' trust. Completing twice (the request and the worker
 // racing) counts once: only the update that moves the row out of
 // pending/submitted touches the counters.
 func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.Transfer, error) {
@@ -731,7 +811,15 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		sent, received, fees int64
 	}
 	var completed []change
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	to, err := s.recipientOf(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
+	}
+	from, err := s.cfg.DB.Ent.Agent.Get(ctx, t.FromAgentID)
+	if err != nil {
+		return nil, fmt.Errorf("transfer %s: sender: %w", t.ID, err)
+	}
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		n, err := tx.Transfer.Update().
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
 			SetStatus(transfer.StatusCompleted).
@@ -759,7 +847,13 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 			}
 		}
 		completed = changes
-		return nil
+		if to.agentID == nil && to.userID == nil {
+			return nil
+		}
+		return s.recordAccountEvent(ctx, tx, sqlTx, to.party(), EventTransferReceived, transferEventData{
+			TransactionID: t.ID, FromAgent: from.Username, AmountUSD: json.Number(USDCAmount(t.Net).String()), Chain: t.Chain,
+			TxHash: t.TxHash, Memo: t.Memo,
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -776,6 +870,16 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		}
 	}
 	return s.reload(ctx, t)
+}
+
+// transferEventData is the data of a transfer.received event.
+type transferEventData struct {
+	TransactionID uuid.UUID   `json:"transaction_id"`
+	FromAgent     string      `json:"from_agent"`
+	AmountUSD     json.Number `json:"amount_usd"` // a JSON number, exact
+	Chain         string      `json:"chain"`
+	TxHash        string      `json:"tx_hash"`
+	Memo          string      `json:"memo,omitempty"`
 }
 
 // sendResult is the answer of a send.

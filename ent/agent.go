@@ -65,6 +65,10 @@ type Agent struct {
 type AgentEdges struct {
 	// Wallets holds the value of the wallets edge.
 	Wallets []*Wallet `json:"wallets,omitempty"`
+	// Pairings holds the value of the pairings edge.
+	Pairings []*Pairing `json:"pairings,omitempty"`
+	// Invitations holds the value of the invitations edge.
+	Invitations []*Invitation `json:"invitations,omitempty"`
 	// PrimaryWallet holds the value of the primary_wallet edge.
 	PrimaryWallet *Wallet `json:"primary_wallet,omitempty"`
 	// SentTransfers holds the value of the sent_transfers edge.
@@ -73,11 +77,13 @@ type AgentEdges struct {
 	ReceivedTransfers []*Transfer `json:"received_transfers,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [4]bool
+	loadedTypes [6]bool
 	// totalCount holds the count of the edges above.
 	totalCount [2]map[string]int
 
 	namedWallets           map[string][]*Wallet
+	namedPairings          map[string][]*Pairing
+	namedInvitations       map[string][]*Invitation
 	namedSentTransfers     map[string][]*Transfer
 	namedReceivedTransfers map[string][]*Transfer
 }
@@ -91,12 +97,30 @@ func (e AgentEdges) WalletsOrErr() ([]*Wallet, error) {
 	return nil, &NotLoadedError{edge: "wallets"}
 }
 
+// PairingsOrErr returns the Pairings value or an error if the edge
+// was not loaded in eager-loading.
+func (e AgentEdges) PairingsOrErr() ([]*Pairing, error) {
+	if e.loadedTypes[1] {
+		return e.Pairings, nil
+	}
+	return nil, &NotLoadedError{edge: "pairings"}
+}
+
+// InvitationsOrErr returns the Invitations value or an error if the edge
+// was not loaded in eager-loading.
+func (e AgentEdges) InvitationsOrErr() ([]*Invitation, error) {
+	if e.loadedTypes[2] {
+		return e.Invitations, nil
+	}
+	return nil, &NotLoadedError{edge: "invitations"}
+}
+
 // PrimaryWalletOrErr returns the PrimaryWallet value or an error if the edge
 // was not loaded in eager-loading, or loaded but was not found.
 func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 	if e.PrimaryWallet != nil {
 		return e.PrimaryWallet, nil
-	} else if e.loadedTypes[1] {
+	} else if e.loadedTypes[3] {
 		return nil, &NotFoundError{label: wallet.Label}
 	}
 	return nil, &NotLoadedError{edge: "primary_wallet"}
@@ -105,7 +129,7 @@ func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 // SentTransfersOrErr returns the SentTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[2] {
+	if e.loadedTypes[4] {
 		return e.SentTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "sent_transfers"}
@@ -114,7 +138,7 @@ func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
 // ReceivedTransfersOrErr returns the ReceivedTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) ReceivedTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[3] {
+	if e.loadedTypes[5] {
 		return e.ReceivedTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "received_transfers"}
@@ -288,6 +312,16 @@ func (_m *Agent) QueryWallets() *WalletQuery {
 	return NewAgentClient(_m.config).QueryWallets(_m)
 }
 
+// QueryPairings queries the "pairings" edge of the Agent entity.
+func (_m *Agent) QueryPairings() *PairingQuery {
+	return NewAgentClient(_m.config).QueryPairings(_m)
+}
+
+// QueryInvitations queries the "invitations" edge of the Agent entity.
+func (_m *Agent) QueryInvitations() *InvitationQuery {
+	return NewAgentClient(_m.config).QueryInvitations(_m)
+}
+
 // QueryPrimaryWallet queries the "primary_wallet" edge of the Agent entity.
 func (_m *Agent) QueryPrimaryWallet() *WalletQuery {
 	return NewAgentClient(_m.config).QueryPrimaryWallet(_m)
@@ -407,6 +441,54 @@ func (_m *Agent) appendNamedWallets(name string, edges ...*Wallet) {
 		_m.Edges.namedWallets[name] = []*Wallet{}
 	} else {
 		_m.Edges.namedWallets[name] = append(_m.Edges.namedWallets[name], edges...)
+	}
+}
+
+// NamedPairings returns the Pairings named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Agent) NamedPairings(name string) ([]*Pairing, error) {
+	if _m.Edges.namedPairings == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedPairings[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Agent) appendNamedPairings(name string, edges ...*Pairing) {
+	if _m.Edges.namedPairings == nil {
+		_m.Edges.namedPairings = make(map[string][]*Pairing)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedPairings[name] = []*Pairing{}
+	} else {
+		_m.Edges.namedPairings[name] = append(_m.Edges.namedPairings[name], edges...)
+	}
+}
+
+// NamedInvitations returns the Invitations named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Agent) NamedInvitations(name string) ([]*Invitation, error) {
+	if _m.Edges.namedInvitations == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedInvitations[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Agent) appendNamedInvitations(name string, edges ...*Invitation) {
+	if _m.Edges.namedInvitations == nil {
+		_m.Edges.namedInvitations = make(map[string][]*Invitation)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedInvitations[name] = []*Invitation{}
+	} else {
+		_m.Edges.namedInvitations[name] = append(_m.Edges.namedInvitations[name], edges...)
 	}
 }
 

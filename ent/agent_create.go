@@ -4,6 +4,8 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/invitation"
+	"agentpay/ent/pairing"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"context"
@@ -278,6 +280,36 @@ func (_c *AgentCreate) AddWallets(v ...*Wallet) *AgentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddWalletIDs(ids...)
+}
+
+// AddPairingIDs adds the "pairings" edge to the Pairing entity by IDs.
+func (_c *AgentCreate) AddPairingIDs(ids ...uuid.UUID) *AgentCreate {
+	_c.mutation.AddPairingIDs(ids...)
+	return _c
+}
+
+// AddPairings adds the "pairings" edges to the Pairing entity.
+func (_c *AgentCreate) AddPairings(v ...*Pairing) *AgentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddPairingIDs(ids...)
+}
+
+// AddInvitationIDs adds the "invitations" edge to the Invitation entity by IDs.
+func (_c *AgentCreate) AddInvitationIDs(ids ...uuid.UUID) *AgentCreate {
+	_c.mutation.AddInvitationIDs(ids...)
+	return _c
+}
+
+// AddInvitations adds the "invitations" edges to the Invitation entity.
+func (_c *AgentCreate) AddInvitations(v ...*Invitation) *AgentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddInvitationIDs(ids...)
 }
 
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
@@ -601,6 +633,38 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(wallet.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.PairingsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.InvitationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -4,6 +4,8 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/invitation"
+	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
@@ -28,12 +30,16 @@ type AgentQuery struct {
 	inters                     []Interceptor
 	predicates                 []predicate.Agent
 	withWallets                *WalletQuery
+	withPairings               *PairingQuery
+	withInvitations            *InvitationQuery
 	withPrimaryWallet          *WalletQuery
 	withSentTransfers          *TransferQuery
 	withReceivedTransfers      *TransferQuery
 	loadTotal                  []func(context.Context, []*Agent) error
 	modifiers                  []func(*sql.Selector)
 	withNamedWallets           map[string]*WalletQuery
+	withNamedPairings          map[string]*PairingQuery
+	withNamedInvitations       map[string]*InvitationQuery
 	withNamedSentTransfers     map[string]*TransferQuery
 	withNamedReceivedTransfers map[string]*TransferQuery
 	// intermediate query (i.e. traversal path).
@@ -87,6 +93,50 @@ func (_q *AgentQuery) QueryWallets() *WalletQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, selector),
 			sqlgraph.To(wallet.Table, wallet.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.WalletsTable, agent.WalletsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryPairings chains the current query on the "pairings" edge.
+func (_q *AgentQuery) QueryPairings() *PairingQuery {
+	query := (&PairingClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, selector),
+			sqlgraph.To(pairing.Table, pairing.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.PairingsTable, agent.PairingsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryInvitations chains the current query on the "invitations" edge.
+func (_q *AgentQuery) QueryInvitations() *InvitationQuery {
+	query := (&InvitationClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, selector),
+			sqlgraph.To(invitation.Table, invitation.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.InvitationsTable, agent.InvitationsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -353,6 +403,8 @@ func (_q *AgentQuery) Clone() *AgentQuery {
 		inters:                append([]Interceptor{}, _q.inters...),
 		predicates:            append([]predicate.Agent{}, _q.predicates...),
 		withWallets:           _q.withWallets.Clone(),
+		withPairings:          _q.withPairings.Clone(),
+		withInvitations:       _q.withInvitations.Clone(),
 		withPrimaryWallet:     _q.withPrimaryWallet.Clone(),
 		withSentTransfers:     _q.withSentTransfers.Clone(),
 		withReceivedTransfers: _q.withReceivedTransfers.Clone(),
@@ -370,6 +422,28 @@ func (_q *AgentQuery) WithWallets(opts ...func(*WalletQuery)) *AgentQuery {
 		opt(query)
 	}
 	_q.withWallets = query
+	return _q
+}
+
+// WithPairings tells the query-builder to eager-load the nodes that are connected to
+// the "pairings" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithPairings(opts ...func(*PairingQuery)) *AgentQuery {
+	query := (&PairingClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withPairings = query
+	return _q
+}
+
+// WithInvitations tells the query-builder to eager-load the nodes that are connected to
+// the "invitations" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithInvitations(opts ...func(*InvitationQuery)) *AgentQuery {
+	query := (&InvitationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withInvitations = query
 	return _q
 }
 
@@ -484,8 +558,10 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 	var (
 		nodes       = []*Agent{}
 		_spec       = _q.querySpec()
-		loadedTypes = [4]bool{
+		loadedTypes = [6]bool{
 			_q.withWallets != nil,
+			_q.withPairings != nil,
+			_q.withInvitations != nil,
 			_q.withPrimaryWallet != nil,
 			_q.withSentTransfers != nil,
 			_q.withReceivedTransfers != nil,
@@ -519,6 +595,20 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 			return nil, err
 		}
 	}
+	if query := _q.withPairings; query != nil {
+		if err := _q.loadPairings(ctx, query, nodes,
+			func(n *Agent) { n.Edges.Pairings = []*Pairing{} },
+			func(n *Agent, e *Pairing) { n.Edges.Pairings = append(n.Edges.Pairings, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withInvitations; query != nil {
+		if err := _q.loadInvitations(ctx, query, nodes,
+			func(n *Agent) { n.Edges.Invitations = []*Invitation{} },
+			func(n *Agent, e *Invitation) { n.Edges.Invitations = append(n.Edges.Invitations, e) }); err != nil {
+			return nil, err
+		}
+	}
 	if query := _q.withPrimaryWallet; query != nil {
 		if err := _q.loadPrimaryWallet(ctx, query, nodes, nil,
 			func(n *Agent, e *Wallet) { n.Edges.PrimaryWallet = e }); err != nil {
@@ -543,6 +633,20 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 		if err := _q.loadWallets(ctx, query, nodes,
 			func(n *Agent) { n.appendNamedWallets(name) },
 			func(n *Agent, e *Wallet) { n.appendNamedWallets(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedPairings {
+		if err := _q.loadPairings(ctx, query, nodes,
+			func(n *Agent) { n.appendNamedPairings(name) },
+			func(n *Agent, e *Pairing) { n.appendNamedPairings(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedInvitations {
+		if err := _q.loadInvitations(ctx, query, nodes,
+			func(n *Agent) { n.appendNamedInvitations(name) },
+			func(n *Agent, e *Invitation) { n.appendNamedInvitations(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -583,6 +687,66 @@ func (_q *AgentQuery) loadWallets(ctx context.Context, query *WalletQuery, nodes
 	}
 	query.Where(predicate.Wallet(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(agent.WalletsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.AgentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "agent_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *AgentQuery) loadPairings(ctx context.Context, query *PairingQuery, nodes []*Agent, init func(*Agent), assign func(*Agent, *Pairing)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Agent)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(pairing.FieldAgentID)
+	}
+	query.Where(predicate.Pairing(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(agent.PairingsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.AgentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "agent_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *AgentQuery) loadInvitations(ctx context.Context, query *InvitationQuery, nodes []*Agent, init func(*Agent), assign func(*Agent, *Invitation)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Agent)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(invitation.FieldAgentID)
+	}
+	query.Where(predicate.Invitation(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(agent.InvitationsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {
@@ -821,6 +985,34 @@ func (_q *AgentQuery) WithNamedWallets(name string, opts ...func(*WalletQuery)) 
 		_q.withNamedWallets = make(map[string]*WalletQuery)
 	}
 	_q.withNamedWallets[name] = query
+	return _q
+}
+
+// WithNamedPairings tells the query-builder to eager-load the nodes that are connected to the "pairings"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithNamedPairings(name string, opts ...func(*PairingQuery)) *AgentQuery {
+	query := (&PairingClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedPairings == nil {
+		_q.withNamedPairings = make(map[string]*PairingQuery)
+	}
+	_q.withNamedPairings[name] = query
+	return _q
+}
+
+// WithNamedInvitations tells the query-builder to eager-load the nodes that are connected to the "invitations"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithNamedInvitations(name string, opts ...func(*InvitationQuery)) *AgentQuery {
+	query := (&InvitationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedInvitations == nil {
+		_q.withNamedInvitations = make(map[string]*InvitationQuery)
+	}
+	_q.withNamedInvitations[name] = query
 	return _q
 }
 

@@ -4,6 +4,8 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/invitation"
+	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
@@ -327,6 +329,36 @@ func (_u *AgentUpdate) AddWallets(v ...*Wallet) *AgentUpdate {
 	return _u.AddWalletIDs(ids...)
 }
 
+// AddPairingIDs adds the "pairings" edge to the Pairing entity by IDs.
+func (_u *AgentUpdate) AddPairingIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.AddPairingIDs(ids...)
+	return _u
+}
+
+// AddPairings adds the "pairings" edges to the Pairing entity.
+func (_u *AgentUpdate) AddPairings(v ...*Pairing) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddPairingIDs(ids...)
+}
+
+// AddInvitationIDs adds the "invitations" edge to the Invitation entity by IDs.
+func (_u *AgentUpdate) AddInvitationIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.AddInvitationIDs(ids...)
+	return _u
+}
+
+// AddInvitations adds the "invitations" edges to the Invitation entity.
+func (_u *AgentUpdate) AddInvitations(v ...*Invitation) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddInvitationIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdate) SetPrimaryWallet(v *Wallet) *AgentUpdate {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -386,6 +418,48 @@ func (_u *AgentUpdate) RemoveWallets(v ...*Wallet) *AgentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveWalletIDs(ids...)
+}
+
+// ClearPairings clears all "pairings" edges to the Pairing entity.
+func (_u *AgentUpdate) ClearPairings() *AgentUpdate {
+	_u.mutation.ClearPairings()
+	return _u
+}
+
+// RemovePairingIDs removes the "pairings" edge to Pairing entities by IDs.
+func (_u *AgentUpdate) RemovePairingIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.RemovePairingIDs(ids...)
+	return _u
+}
+
+// RemovePairings removes "pairings" edges to Pairing entities.
+func (_u *AgentUpdate) RemovePairings(v ...*Pairing) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemovePairingIDs(ids...)
+}
+
+// ClearInvitations clears all "invitations" edges to the Invitation entity.
+func (_u *AgentUpdate) ClearInvitations() *AgentUpdate {
+	_u.mutation.ClearInvitations()
+	return _u
+}
+
+// RemoveInvitationIDs removes the "invitations" edge to Invitation entities by IDs.
+func (_u *AgentUpdate) RemoveInvitationIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.RemoveInvitationIDs(ids...)
+	return _u
+}
+
+// RemoveInvitations removes "invitations" edges to Invitation entities.
+func (_u *AgentUpdate) RemoveInvitations(v ...*Invitation) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveInvitationIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -644,6 +718,96 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(wallet.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.PairingsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedPairingsIDs(); len(nodes) > 0 && !_u.mutation.PairingsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.PairingsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.InvitationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedInvitationsIDs(); len(nodes) > 0 && !_u.mutation.InvitationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.InvitationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -1086,6 +1250,36 @@ func (_u *AgentUpdateOne) AddWallets(v ...*Wallet) *AgentUpdateOne {
 	return _u.AddWalletIDs(ids...)
 }
 
+// AddPairingIDs adds the "pairings" edge to the Pairing entity by IDs.
+func (_u *AgentUpdateOne) AddPairingIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.AddPairingIDs(ids...)
+	return _u
+}
+
+// AddPairings adds the "pairings" edges to the Pairing entity.
+func (_u *AgentUpdateOne) AddPairings(v ...*Pairing) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddPairingIDs(ids...)
+}
+
+// AddInvitationIDs adds the "invitations" edge to the Invitation entity by IDs.
+func (_u *AgentUpdateOne) AddInvitationIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.AddInvitationIDs(ids...)
+	return _u
+}
+
+// AddInvitations adds the "invitations" edges to the Invitation entity.
+func (_u *AgentUpdateOne) AddInvitations(v ...*Invitation) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddInvitationIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdateOne) SetPrimaryWallet(v *Wallet) *AgentUpdateOne {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -1145,6 +1339,48 @@ func (_u *AgentUpdateOne) RemoveWallets(v ...*Wallet) *AgentUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveWalletIDs(ids...)
+}
+
+// ClearPairings clears all "pairings" edges to the Pairing entity.
+func (_u *AgentUpdateOne) ClearPairings() *AgentUpdateOne {
+	_u.mutation.ClearPairings()
+	return _u
+}
+
+// RemovePairingIDs removes the "pairings" edge to Pairing entities by IDs.
+func (_u *AgentUpdateOne) RemovePairingIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.RemovePairingIDs(ids...)
+	return _u
+}
+
+// RemovePairings removes "pairings" edges to Pairing entities.
+func (_u *AgentUpdateOne) RemovePairings(v ...*Pairing) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemovePairingIDs(ids...)
+}
+
+// ClearInvitations clears all "invitations" edges to the Invitation entity.
+func (_u *AgentUpdateOne) ClearInvitations() *AgentUpdateOne {
+	_u.mutation.ClearInvitations()
+	return _u
+}
+
+// RemoveInvitationIDs removes the "invitations" edge to Invitation entities by IDs.
+func (_u *AgentUpdateOne) RemoveInvitationIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.RemoveInvitationIDs(ids...)
+	return _u
+}
+
+// RemoveInvitations removes "invitations" edges to Invitation entities.
+func (_u *AgentUpdateOne) RemoveInvitations(v ...*Invitation) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveInvitationIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -1433,6 +1669,96 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(wallet.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.PairingsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedPairingsIDs(); len(nodes) > 0 && !_u.mutation.PairingsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.PairingsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PairingsTable,
+			Columns: []string{agent.PairingsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.InvitationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedInvitationsIDs(); len(nodes) > 0 && !_u.mutation.InvitationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.InvitationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.InvitationsTable,
+			Columns: []string{agent.InvitationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

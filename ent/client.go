@@ -11,18 +11,24 @@ import (
 
 	"agentpay/ent/migrate"
 
+	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
+	"agentpay/ent/browsersession"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/invitation"
+	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/pairing"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
@@ -42,8 +48,12 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// AccountEvent is the client for interacting with the AccountEvent builders.
+	AccountEvent *AccountEventClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
+	// BrowserSession is the client for interacting with the BrowserSession builders.
+	BrowserSession *BrowserSessionClient
 	// ChainCursor is the client for interacting with the ChainCursor builders.
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
@@ -52,12 +62,18 @@ type Client struct {
 	DepositAddress *DepositAddressClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
+	// Invitation is the client for interacting with the Invitation builders.
+	Invitation *InvitationClient
+	// LoginToken is the client for interacting with the LoginToken builders.
+	LoginToken *LoginTokenClient
 	// MailMessage is the client for interacting with the MailMessage builders.
 	MailMessage *MailMessageClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
+	// Pairing is the client for interacting with the Pairing builders.
+	Pairing *PairingClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
@@ -66,6 +82,8 @@ type Client struct {
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
+	// User is the client for interacting with the User builders.
+	User *UserClient
 	// Wallet is the client for interacting with the Wallet builders.
 	Wallet *WalletClient
 	// WebhookAttempt is the client for interacting with the WebhookAttempt builders.
@@ -85,18 +103,24 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.AccountEvent = NewAccountEventClient(c.config)
 	c.Agent = NewAgentClient(c.config)
+	c.BrowserSession = NewBrowserSessionClient(c.config)
 	c.ChainCursor = NewChainCursorClient(c.config)
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
+	c.Invitation = NewInvitationClient(c.config)
+	c.LoginToken = NewLoginTokenClient(c.config)
 	c.MailMessage = NewMailMessageClient(c.config)
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
+	c.Pairing = NewPairingClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
+	c.User = NewUserClient(c.config)
 	c.Wallet = NewWalletClient(c.config)
 	c.WebhookAttempt = NewWebhookAttemptClient(c.config)
 	c.WebhookDelivery = NewWebhookDeliveryClient(c.config)
@@ -193,18 +217,24 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:                ctx,
 		config:             cfg,
+		AccountEvent:       NewAccountEventClient(cfg),
 		Agent:              NewAgentClient(cfg),
+		BrowserSession:     NewBrowserSessionClient(cfg),
 		ChainCursor:        NewChainCursorClient(cfg),
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
 		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
+		Invitation:         NewInvitationClient(cfg),
+		LoginToken:         NewLoginTokenClient(cfg),
 		MailMessage:        NewMailMessageClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
+		Pairing:            NewPairingClient(cfg),
 		Payment:            NewPaymentClient(cfg),
 		RateLimitCounter:   NewRateLimitCounterClient(cfg),
 		SignatureChallenge: NewSignatureChallengeClient(cfg),
 		Transfer:           NewTransferClient(cfg),
+		User:               NewUserClient(cfg),
 		Wallet:             NewWalletClient(cfg),
 		WebhookAttempt:     NewWebhookAttemptClient(cfg),
 		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
@@ -228,18 +258,24 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:                ctx,
 		config:             cfg,
+		AccountEvent:       NewAccountEventClient(cfg),
 		Agent:              NewAgentClient(cfg),
+		BrowserSession:     NewBrowserSessionClient(cfg),
 		ChainCursor:        NewChainCursorClient(cfg),
 		CheckoutSession:    NewCheckoutSessionClient(cfg),
 		DepositAddress:     NewDepositAddressClient(cfg),
 		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
+		Invitation:         NewInvitationClient(cfg),
+		LoginToken:         NewLoginTokenClient(cfg),
 		MailMessage:        NewMailMessageClient(cfg),
 		Merchant:           NewMerchantClient(cfg),
 		MerchantKey:        NewMerchantKeyClient(cfg),
+		Pairing:            NewPairingClient(cfg),
 		Payment:            NewPaymentClient(cfg),
 		RateLimitCounter:   NewRateLimitCounterClient(cfg),
 		SignatureChallenge: NewSignatureChallengeClient(cfg),
 		Transfer:           NewTransferClient(cfg),
+		User:               NewUserClient(cfg),
 		Wallet:             NewWalletClient(cfg),
 		WebhookAttempt:     NewWebhookAttemptClient(cfg),
 		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
@@ -250,7 +286,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Agent.
+//		AccountEvent.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -273,9 +309,10 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
-		c.MailMessage, c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.Wallet, c.WebhookAttempt,
+		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
+		c.DepositAddress, c.IdempotencyKey, c.Invitation, c.LoginToken, c.MailMessage,
+		c.Merchant, c.MerchantKey, c.Pairing, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
 		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
@@ -286,9 +323,10 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Agent, c.ChainCursor, c.CheckoutSession, c.DepositAddress, c.IdempotencyKey,
-		c.MailMessage, c.Merchant, c.MerchantKey, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.Wallet, c.WebhookAttempt,
+		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
+		c.DepositAddress, c.IdempotencyKey, c.Invitation, c.LoginToken, c.MailMessage,
+		c.Merchant, c.MerchantKey, c.Pairing, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
 		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
@@ -298,8 +336,12 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *AccountEventMutation:
+		return c.AccountEvent.mutate(ctx, m)
 	case *AgentMutation:
 		return c.Agent.mutate(ctx, m)
+	case *BrowserSessionMutation:
+		return c.BrowserSession.mutate(ctx, m)
 	case *ChainCursorMutation:
 		return c.ChainCursor.mutate(ctx, m)
 	case *CheckoutSessionMutation:
@@ -308,12 +350,18 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DepositAddress.mutate(ctx, m)
 	case *IdempotencyKeyMutation:
 		return c.IdempotencyKey.mutate(ctx, m)
+	case *InvitationMutation:
+		return c.Invitation.mutate(ctx, m)
+	case *LoginTokenMutation:
+		return c.LoginToken.mutate(ctx, m)
 	case *MailMessageMutation:
 		return c.MailMessage.mutate(ctx, m)
 	case *MerchantMutation:
 		return c.Merchant.mutate(ctx, m)
 	case *MerchantKeyMutation:
 		return c.MerchantKey.mutate(ctx, m)
+	case *PairingMutation:
+		return c.Pairing.mutate(ctx, m)
 	case *PaymentMutation:
 		return c.Payment.mutate(ctx, m)
 	case *RateLimitCounterMutation:
@@ -322,6 +370,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.SignatureChallenge.mutate(ctx, m)
 	case *TransferMutation:
 		return c.Transfer.mutate(ctx, m)
+	case *UserMutation:
+		return c.User.mutate(ctx, m)
 	case *WalletMutation:
 		return c.Wallet.mutate(ctx, m)
 	case *WebhookAttemptMutation:
@@ -332,6 +382,139 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.WebhookEvent.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// AccountEventClient is a client for the AccountEvent schema.
+type AccountEventClient struct {
+	config
+}
+
+// NewAccountEventClient returns a client for the AccountEvent from the given config.
+func NewAccountEventClient(c config) *AccountEventClient {
+	return &AccountEventClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `accountevent.Hooks(f(g(h())))`.
+func (c *AccountEventClient) Use(hooks ...Hook) {
+	c.hooks.AccountEvent = append(c.hooks.AccountEvent, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `accountevent.Intercept(f(g(h())))`.
+func (c *AccountEventClient) Intercept(interceptors ...Interceptor) {
+	c.inters.AccountEvent = append(c.inters.AccountEvent, interceptors...)
+}
+
+// Create returns a builder for creating a AccountEvent entity.
+func (c *AccountEventClient) Create() *AccountEventCreate {
+	mutation := newAccountEventMutation(c.config, OpCreate)
+	return &AccountEventCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of AccountEvent entities.
+func (c *AccountEventClient) CreateBulk(builders ...*AccountEventCreate) *AccountEventCreateBulk {
+	return &AccountEventCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AccountEventClient) MapCreateBulk(slice any, setFunc func(*AccountEventCreate, int)) *AccountEventCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AccountEventCreateBulk{err: fmt.Errorf("calling to AccountEventClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AccountEventCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AccountEventCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for AccountEvent.
+func (c *AccountEventClient) Update() *AccountEventUpdate {
+	mutation := newAccountEventMutation(c.config, OpUpdate)
+	return &AccountEventUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AccountEventClient) UpdateOne(_m *AccountEvent) *AccountEventUpdateOne {
+	mutation := newAccountEventMutation(c.config, OpUpdateOne, withAccountEvent(_m))
+	return &AccountEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AccountEventClient) UpdateOneID(id int64) *AccountEventUpdateOne {
+	mutation := newAccountEventMutation(c.config, OpUpdateOne, withAccountEventID(id))
+	return &AccountEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for AccountEvent.
+func (c *AccountEventClient) Delete() *AccountEventDelete {
+	mutation := newAccountEventMutation(c.config, OpDelete)
+	return &AccountEventDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AccountEventClient) DeleteOne(_m *AccountEvent) *AccountEventDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AccountEventClient) DeleteOneID(id int64) *AccountEventDeleteOne {
+	builder := c.Delete().Where(accountevent.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AccountEventDeleteOne{builder}
+}
+
+// Query returns a query builder for AccountEvent.
+func (c *AccountEventClient) Query() *AccountEventQuery {
+	return &AccountEventQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAccountEvent},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a AccountEvent entity by its id.
+func (c *AccountEventClient) Get(ctx context.Context, id int64) (*AccountEvent, error) {
+	return c.Query().Where(accountevent.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AccountEventClient) GetX(ctx context.Context, id int64) *AccountEvent {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *AccountEventClient) Hooks() []Hook {
+	return c.hooks.AccountEvent
+}
+
+// Interceptors returns the client interceptors.
+func (c *AccountEventClient) Interceptors() []Interceptor {
+	return c.inters.AccountEvent
+}
+
+func (c *AccountEventClient) mutate(ctx context.Context, m *AccountEventMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AccountEventCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AccountEventUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AccountEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AccountEventDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown AccountEvent mutation op: %q", m.Op())
 	}
 }
 
@@ -459,6 +642,38 @@ func (c *AgentClient) QueryWallets(_m *Agent) *WalletQuery {
 	return query
 }
 
+// QueryPairings queries the pairings edge of a Agent.
+func (c *AgentClient) QueryPairings(_m *Agent) *PairingQuery {
+	query := (&PairingClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, id),
+			sqlgraph.To(pairing.Table, pairing.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.PairingsTable, agent.PairingsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryInvitations queries the invitations edge of a Agent.
+func (c *AgentClient) QueryInvitations(_m *Agent) *InvitationQuery {
+	query := (&InvitationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, id),
+			sqlgraph.To(invitation.Table, invitation.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.InvitationsTable, agent.InvitationsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // QueryPrimaryWallet queries the primary_wallet edge of a Agent.
 func (c *AgentClient) QueryPrimaryWallet(_m *Agent) *WalletQuery {
 	query := (&WalletClient{config: c.config}).Query()
@@ -529,6 +744,139 @@ func (c *AgentClient) mutate(ctx context.Context, m *AgentMutation) (Value, erro
 		return (&AgentDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Agent mutation op: %q", m.Op())
+	}
+}
+
+// BrowserSessionClient is a client for the BrowserSession schema.
+type BrowserSessionClient struct {
+	config
+}
+
+// NewBrowserSessionClient returns a client for the BrowserSession from the given config.
+func NewBrowserSessionClient(c config) *BrowserSessionClient {
+	return &BrowserSessionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `browsersession.Hooks(f(g(h())))`.
+func (c *BrowserSessionClient) Use(hooks ...Hook) {
+	c.hooks.BrowserSession = append(c.hooks.BrowserSession, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `browsersession.Intercept(f(g(h())))`.
+func (c *BrowserSessionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.BrowserSession = append(c.inters.BrowserSession, interceptors...)
+}
+
+// Create returns a builder for creating a BrowserSession entity.
+func (c *BrowserSessionClient) Create() *BrowserSessionCreate {
+	mutation := newBrowserSessionMutation(c.config, OpCreate)
+	return &BrowserSessionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of BrowserSession entities.
+func (c *BrowserSessionClient) CreateBulk(builders ...*BrowserSessionCreate) *BrowserSessionCreateBulk {
+	return &BrowserSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *BrowserSessionClient) MapCreateBulk(slice any, setFunc func(*BrowserSessionCreate, int)) *BrowserSessionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &BrowserSessionCreateBulk{err: fmt.Errorf("calling to BrowserSessionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*BrowserSessionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &BrowserSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for BrowserSession.
+func (c *BrowserSessionClient) Update() *BrowserSessionUpdate {
+	mutation := newBrowserSessionMutation(c.config, OpUpdate)
+	return &BrowserSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *BrowserSessionClient) UpdateOne(_m *BrowserSession) *BrowserSessionUpdateOne {
+	mutation := newBrowserSessionMutation(c.config, OpUpdateOne, withBrowserSession(_m))
+	return &BrowserSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *BrowserSessionClient) UpdateOneID(id uuid.UUID) *BrowserSessionUpdateOne {
+	mutation := newBrowserSessionMutation(c.config, OpUpdateOne, withBrowserSessionID(id))
+	return &BrowserSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for BrowserSession.
+func (c *BrowserSessionClient) Delete() *BrowserSessionDelete {
+	mutation := newBrowserSessionMutation(c.config, OpDelete)
+	return &BrowserSessionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *BrowserSessionClient) DeleteOne(_m *BrowserSession) *BrowserSessionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *BrowserSessionClient) DeleteOneID(id uuid.UUID) *BrowserSessionDeleteOne {
+	builder := c.Delete().Where(browsersession.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &BrowserSessionDeleteOne{builder}
+}
+
+// Query returns a query builder for BrowserSession.
+func (c *BrowserSessionClient) Query() *BrowserSessionQuery {
+	return &BrowserSessionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeBrowserSession},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a BrowserSession entity by its id.
+func (c *BrowserSessionClient) Get(ctx context.Context, id uuid.UUID) (*BrowserSession, error) {
+	return c.Query().Where(browsersession.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *BrowserSessionClient) GetX(ctx context.Context, id uuid.UUID) *BrowserSession {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *BrowserSessionClient) Hooks() []Hook {
+	return c.hooks.BrowserSession
+}
+
+// Interceptors returns the client interceptors.
+func (c *BrowserSessionClient) Interceptors() []Interceptor {
+	return c.inters.BrowserSession
+}
+
+func (c *BrowserSessionClient) mutate(ctx context.Context, m *BrowserSessionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&BrowserSessionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&BrowserSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&BrowserSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&BrowserSessionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown BrowserSession mutation op: %q", m.Op())
 	}
 }
 
@@ -1176,6 +1524,288 @@ func (c *IdempotencyKeyClient) mutate(ctx context.Context, m *IdempotencyKeyMuta
 	}
 }
 
+// InvitationClient is a client for the Invitation schema.
+type InvitationClient struct {
+	config
+}
+
+// NewInvitationClient returns a client for the Invitation from the given config.
+func NewInvitationClient(c config) *InvitationClient {
+	return &InvitationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `invitation.Hooks(f(g(h())))`.
+func (c *InvitationClient) Use(hooks ...Hook) {
+	c.hooks.Invitation = append(c.hooks.Invitation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `invitation.Intercept(f(g(h())))`.
+func (c *InvitationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Invitation = append(c.inters.Invitation, interceptors...)
+}
+
+// Create returns a builder for creating a Invitation entity.
+func (c *InvitationClient) Create() *InvitationCreate {
+	mutation := newInvitationMutation(c.config, OpCreate)
+	return &InvitationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Invitation entities.
+func (c *InvitationClient) CreateBulk(builders ...*InvitationCreate) *InvitationCreateBulk {
+	return &InvitationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *InvitationClient) MapCreateBulk(slice any, setFunc func(*InvitationCreate, int)) *InvitationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &InvitationCreateBulk{err: fmt.Errorf("calling to InvitationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*InvitationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &InvitationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Invitation.
+func (c *InvitationClient) Update() *InvitationUpdate {
+	mutation := newInvitationMutation(c.config, OpUpdate)
+	return &InvitationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *InvitationClient) UpdateOne(_m *Invitation) *InvitationUpdateOne {
+	mutation := newInvitationMutation(c.config, OpUpdateOne, withInvitation(_m))
+	return &InvitationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *InvitationClient) UpdateOneID(id uuid.UUID) *InvitationUpdateOne {
+	mutation := newInvitationMutation(c.config, OpUpdateOne, withInvitationID(id))
+	return &InvitationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Invitation.
+func (c *InvitationClient) Delete() *InvitationDelete {
+	mutation := newInvitationMutation(c.config, OpDelete)
+	return &InvitationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *InvitationClient) DeleteOne(_m *Invitation) *InvitationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *InvitationClient) DeleteOneID(id uuid.UUID) *InvitationDeleteOne {
+	builder := c.Delete().Where(invitation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &InvitationDeleteOne{builder}
+}
+
+// Query returns a query builder for Invitation.
+func (c *InvitationClient) Query() *InvitationQuery {
+	return &InvitationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeInvitation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Invitation entity by its id.
+func (c *InvitationClient) Get(ctx context.Context, id uuid.UUID) (*Invitation, error) {
+	return c.Query().Where(invitation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *InvitationClient) GetX(ctx context.Context, id uuid.UUID) *Invitation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryAgent queries the agent edge of a Invitation.
+func (c *InvitationClient) QueryAgent(_m *Invitation) *AgentQuery {
+	query := (&AgentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(invitation.Table, invitation.FieldID, id),
+			sqlgraph.To(agent.Table, agent.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, invitation.AgentTable, invitation.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *InvitationClient) Hooks() []Hook {
+	return c.hooks.Invitation
+}
+
+// Interceptors returns the client interceptors.
+func (c *InvitationClient) Interceptors() []Interceptor {
+	return c.inters.Invitation
+}
+
+func (c *InvitationClient) mutate(ctx context.Context, m *InvitationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&InvitationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&InvitationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&InvitationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&InvitationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Invitation mutation op: %q", m.Op())
+	}
+}
+
+// LoginTokenClient is a client for the LoginToken schema.
+type LoginTokenClient struct {
+	config
+}
+
+// NewLoginTokenClient returns a client for the LoginToken from the given config.
+func NewLoginTokenClient(c config) *LoginTokenClient {
+	return &LoginTokenClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `logintoken.Hooks(f(g(h())))`.
+func (c *LoginTokenClient) Use(hooks ...Hook) {
+	c.hooks.LoginToken = append(c.hooks.LoginToken, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `logintoken.Intercept(f(g(h())))`.
+func (c *LoginTokenClient) Intercept(interceptors ...Interceptor) {
+	c.inters.LoginToken = append(c.inters.LoginToken, interceptors...)
+}
+
+// Create returns a builder for creating a LoginToken entity.
+func (c *LoginTokenClient) Create() *LoginTokenCreate {
+	mutation := newLoginTokenMutation(c.config, OpCreate)
+	return &LoginTokenCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of LoginToken entities.
+func (c *LoginTokenClient) CreateBulk(builders ...*LoginTokenCreate) *LoginTokenCreateBulk {
+	return &LoginTokenCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *LoginTokenClient) MapCreateBulk(slice any, setFunc func(*LoginTokenCreate, int)) *LoginTokenCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &LoginTokenCreateBulk{err: fmt.Errorf("calling to LoginTokenClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*LoginTokenCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &LoginTokenCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for LoginToken.
+func (c *LoginTokenClient) Update() *LoginTokenUpdate {
+	mutation := newLoginTokenMutation(c.config, OpUpdate)
+	return &LoginTokenUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *LoginTokenClient) UpdateOne(_m *LoginToken) *LoginTokenUpdateOne {
+	mutation := newLoginTokenMutation(c.config, OpUpdateOne, withLoginToken(_m))
+	return &LoginTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *LoginTokenClient) UpdateOneID(id uuid.UUID) *LoginTokenUpdateOne {
+	mutation := newLoginTokenMutation(c.config, OpUpdateOne, withLoginTokenID(id))
+	return &LoginTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for LoginToken.
+func (c *LoginTokenClient) Delete() *LoginTokenDelete {
+	mutation := newLoginTokenMutation(c.config, OpDelete)
+	return &LoginTokenDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *LoginTokenClient) DeleteOne(_m *LoginToken) *LoginTokenDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *LoginTokenClient) DeleteOneID(id uuid.UUID) *LoginTokenDeleteOne {
+	builder := c.Delete().Where(logintoken.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &LoginTokenDeleteOne{builder}
+}
+
+// Query returns a query builder for LoginToken.
+func (c *LoginTokenClient) Query() *LoginTokenQuery {
+	return &LoginTokenQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeLoginToken},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a LoginToken entity by its id.
+func (c *LoginTokenClient) Get(ctx context.Context, id uuid.UUID) (*LoginToken, error) {
+	return c.Query().Where(logintoken.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *LoginTokenClient) GetX(ctx context.Context, id uuid.UUID) *LoginToken {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *LoginTokenClient) Hooks() []Hook {
+	return c.hooks.LoginToken
+}
+
+// Interceptors returns the client interceptors.
+func (c *LoginTokenClient) Interceptors() []Interceptor {
+	return c.inters.LoginToken
+}
+
+func (c *LoginTokenClient) mutate(ctx context.Context, m *LoginTokenMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&LoginTokenCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&LoginTokenUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&LoginTokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&LoginTokenDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown LoginToken mutation op: %q", m.Op())
+	}
+}
+
 // MailMessageClient is a client for the MailMessage schema.
 type MailMessageClient struct {
 	config
@@ -1636,6 +2266,171 @@ func (c *MerchantKeyClient) mutate(ctx context.Context, m *MerchantKeyMutation) 
 		return (&MerchantKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown MerchantKey mutation op: %q", m.Op())
+	}
+}
+
+// PairingClient is a client for the Pairing schema.
+type PairingClient struct {
+	config
+}
+
+// NewPairingClient returns a client for the Pairing from the given config.
+func NewPairingClient(c config) *PairingClient {
+	return &PairingClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `pairing.Hooks(f(g(h())))`.
+func (c *PairingClient) Use(hooks ...Hook) {
+	c.hooks.Pairing = append(c.hooks.Pairing, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `pairing.Intercept(f(g(h())))`.
+func (c *PairingClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Pairing = append(c.inters.Pairing, interceptors...)
+}
+
+// Create returns a builder for creating a Pairing entity.
+func (c *PairingClient) Create() *PairingCreate {
+	mutation := newPairingMutation(c.config, OpCreate)
+	return &PairingCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Pairing entities.
+func (c *PairingClient) CreateBulk(builders ...*PairingCreate) *PairingCreateBulk {
+	return &PairingCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PairingClient) MapCreateBulk(slice any, setFunc func(*PairingCreate, int)) *PairingCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PairingCreateBulk{err: fmt.Errorf("calling to PairingClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PairingCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PairingCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Pairing.
+func (c *PairingClient) Update() *PairingUpdate {
+	mutation := newPairingMutation(c.config, OpUpdate)
+	return &PairingUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PairingClient) UpdateOne(_m *Pairing) *PairingUpdateOne {
+	mutation := newPairingMutation(c.config, OpUpdateOne, withPairing(_m))
+	return &PairingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PairingClient) UpdateOneID(id uuid.UUID) *PairingUpdateOne {
+	mutation := newPairingMutation(c.config, OpUpdateOne, withPairingID(id))
+	return &PairingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Pairing.
+func (c *PairingClient) Delete() *PairingDelete {
+	mutation := newPairingMutation(c.config, OpDelete)
+	return &PairingDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PairingClient) DeleteOne(_m *Pairing) *PairingDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PairingClient) DeleteOneID(id uuid.UUID) *PairingDeleteOne {
+	builder := c.Delete().Where(pairing.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PairingDeleteOne{builder}
+}
+
+// Query returns a query builder for Pairing.
+func (c *PairingClient) Query() *PairingQuery {
+	return &PairingQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePairing},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Pairing entity by its id.
+func (c *PairingClient) Get(ctx context.Context, id uuid.UUID) (*Pairing, error) {
+	return c.Query().Where(pairing.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PairingClient) GetX(ctx context.Context, id uuid.UUID) *Pairing {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryAgent queries the agent edge of a Pairing.
+func (c *PairingClient) QueryAgent(_m *Pairing) *AgentQuery {
+	query := (&AgentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(pairing.Table, pairing.FieldID, id),
+			sqlgraph.To(agent.Table, agent.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, pairing.AgentTable, pairing.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryUser queries the user edge of a Pairing.
+func (c *PairingClient) QueryUser(_m *Pairing) *UserQuery {
+	query := (&UserClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(pairing.Table, pairing.FieldID, id),
+			sqlgraph.To(user.Table, user.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, pairing.UserTable, pairing.UserColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PairingClient) Hooks() []Hook {
+	return c.hooks.Pairing
+}
+
+// Interceptors returns the client interceptors.
+func (c *PairingClient) Interceptors() []Interceptor {
+	return c.inters.Pairing
+}
+
+func (c *PairingClient) mutate(ctx context.Context, m *PairingMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PairingCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PairingUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PairingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PairingDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Pairing mutation op: %q", m.Op())
 	}
 }
 
@@ -2235,6 +3030,171 @@ func (c *TransferClient) mutate(ctx context.Context, m *TransferMutation) (Value
 	}
 }
 
+// UserClient is a client for the User schema.
+type UserClient struct {
+	config
+}
+
+// NewUserClient returns a client for the User from the given config.
+func NewUserClient(c config) *UserClient {
+	return &UserClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `user.Hooks(f(g(h())))`.
+func (c *UserClient) Use(hooks ...Hook) {
+	c.hooks.User = append(c.hooks.User, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `user.Intercept(f(g(h())))`.
+func (c *UserClient) Intercept(interceptors ...Interceptor) {
+	c.inters.User = append(c.inters.User, interceptors...)
+}
+
+// Create returns a builder for creating a User entity.
+func (c *UserClient) Create() *UserCreate {
+	mutation := newUserMutation(c.config, OpCreate)
+	return &UserCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of User entities.
+func (c *UserClient) CreateBulk(builders ...*UserCreate) *UserCreateBulk {
+	return &UserCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *UserClient) MapCreateBulk(slice any, setFunc func(*UserCreate, int)) *UserCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &UserCreateBulk{err: fmt.Errorf("calling to UserClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*UserCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &UserCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for User.
+func (c *UserClient) Update() *UserUpdate {
+	mutation := newUserMutation(c.config, OpUpdate)
+	return &UserUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *UserClient) UpdateOne(_m *User) *UserUpdateOne {
+	mutation := newUserMutation(c.config, OpUpdateOne, withUser(_m))
+	return &UserUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *UserClient) UpdateOneID(id uuid.UUID) *UserUpdateOne {
+	mutation := newUserMutation(c.config, OpUpdateOne, withUserID(id))
+	return &UserUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for User.
+func (c *UserClient) Delete() *UserDelete {
+	mutation := newUserMutation(c.config, OpDelete)
+	return &UserDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *UserClient) DeleteOne(_m *User) *UserDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *UserClient) DeleteOneID(id uuid.UUID) *UserDeleteOne {
+	builder := c.Delete().Where(user.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &UserDeleteOne{builder}
+}
+
+// Query returns a query builder for User.
+func (c *UserClient) Query() *UserQuery {
+	return &UserQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeUser},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a User entity by its id.
+func (c *UserClient) Get(ctx context.Context, id uuid.UUID) (*User, error) {
+	return c.Query().Where(user.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *UserClient) GetX(ctx context.Context, id uuid.UUID) *User {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryWallets queries the wallets edge of a User.
+func (c *UserClient) QueryWallets(_m *User) *WalletQuery {
+	query := (&WalletClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, id),
+			sqlgraph.To(wallet.Table, wallet.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.WalletsTable, user.WalletsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryPairings queries the pairings edge of a User.
+func (c *UserClient) QueryPairings(_m *User) *PairingQuery {
+	query := (&PairingClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, id),
+			sqlgraph.To(pairing.Table, pairing.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.PairingsTable, user.PairingsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *UserClient) Hooks() []Hook {
+	return c.hooks.User
+}
+
+// Interceptors returns the client interceptors.
+func (c *UserClient) Interceptors() []Interceptor {
+	return c.inters.User
+}
+
+func (c *UserClient) mutate(ctx context.Context, m *UserMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&UserCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&UserUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&UserUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&UserDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown User mutation op: %q", m.Op())
+	}
+}
+
 // WalletClient is a client for the Wallet schema.
 type WalletClient struct {
 	config
@@ -2352,6 +3312,22 @@ func (c *WalletClient) QueryAgent(_m *Wallet) *AgentQuery {
 			sqlgraph.From(wallet.Table, wallet.FieldID, id),
 			sqlgraph.To(agent.Table, agent.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, wallet.AgentTable, wallet.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryUser queries the user edge of a Wallet.
+func (c *WalletClient) QueryUser(_m *Wallet) *UserQuery {
+	query := (&UserClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(wallet.Table, wallet.FieldID, id),
+			sqlgraph.To(user.Table, user.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, wallet.UserTable, wallet.UserColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
 		return fromV, nil
@@ -2882,16 +3858,16 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey,
-		MailMessage, Merchant, MerchantKey, Payment, RateLimitCounter,
-		SignatureChallenge, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Hook
+		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
+		DepositAddress, IdempotencyKey, Invitation, LoginToken, MailMessage, Merchant,
+		MerchantKey, Pairing, Payment, RateLimitCounter, SignatureChallenge, Transfer,
+		User, Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		Agent, ChainCursor, CheckoutSession, DepositAddress, IdempotencyKey,
-		MailMessage, Merchant, MerchantKey, Payment, RateLimitCounter,
-		SignatureChallenge, Transfer, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Interceptor
+		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
+		DepositAddress, IdempotencyKey, Invitation, LoginToken, MailMessage, Merchant,
+		MerchantKey, Pairing, Payment, RateLimitCounter, SignatureChallenge, Transfer,
+		User, Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

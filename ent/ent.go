@@ -3,18 +3,24 @@
 package ent
 
 import (
+	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
+	"agentpay/ent/browsersession"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/invitation"
+	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/pairing"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
@@ -88,18 +94,24 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			accountevent.Table:       accountevent.ValidColumn,
 			agent.Table:              agent.ValidColumn,
+			browsersession.Table:     browsersession.ValidColumn,
 			chaincursor.Table:        chaincursor.ValidColumn,
 			checkoutsession.Table:    checkoutsession.ValidColumn,
 			depositaddress.Table:     depositaddress.ValidColumn,
 			idempotencykey.Table:     idempotencykey.ValidColumn,
+			invitation.Table:         invitation.ValidColumn,
+			logintoken.Table:         logintoken.ValidColumn,
 			mailmessage.Table:        mailmessage.ValidColumn,
 			merchant.Table:           merchant.ValidColumn,
 			merchantkey.Table:        merchantkey.ValidColumn,
+			pairing.Table:            pairing.ValidColumn,
 			payment.Table:            payment.ValidColumn,
 			ratelimitcounter.Table:   ratelimitcounter.ValidColumn,
 			signaturechallenge.Table: signaturechallenge.ValidColumn,
 			transfer.Table:           transfer.ValidColumn,
+			user.Table:               user.ValidColumn,
 			wallet.Table:             wallet.ValidColumn,
 			webhookattempt.Table:     webhookattempt.ValidColumn,
 			webhookdelivery.Table:    webhookdelivery.ValidColumn,

@@ -141,7 +141,7 @@ func (_m *Wallet) Agent(ctx context.Context) (*Agent, error) {
 	if IsNotLoaded(err) {
 		result, err = _m.QueryAgent().Only(ctx)
 	}
-	return result, err
+	return result, MaskNotFound(err)
 }
 
 func (_m *WebhookAttempt) Delivery(ctx context.Context) (*WebhookDelivery, error) {

@@ -3,19 +3,25 @@
 package ent
 
 import (
+	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
+	"agentpay/ent/browsersession"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/invitation"
+	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/pairing"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/schema"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
@@ -29,6 +35,16 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	accounteventFields := schema.AccountEvent{}.Fields()
+	_ = accounteventFields
+	// accounteventDescKind is the schema descriptor for kind field.
+	accounteventDescKind := accounteventFields[3].Descriptor()
+	// accountevent.KindValidator is a validator for the "kind" field. It is called by the builders before save.
+	accountevent.KindValidator = accounteventDescKind.Validators[0].(func(string) error)
+	// accounteventDescCreatedAt is the schema descriptor for created_at field.
+	accounteventDescCreatedAt := accounteventFields[5].Descriptor()
+	// accountevent.DefaultCreatedAt holds the default value on creation for the created_at field.
+	accountevent.DefaultCreatedAt = accounteventDescCreatedAt.Default.(func() time.Time)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0
@@ -116,6 +132,31 @@ func init() {
 	agentDescID := agentMixinFields0[0].Descriptor()
 	// agent.DefaultID holds the default value on creation for the id field.
 	agent.DefaultID = agentDescID.Default.(func() uuid.UUID)
+	browsersessionMixin := schema.BrowserSession{}.Mixin()
+	browsersessionMixinFields0 := browsersessionMixin[0].Fields()
+	_ = browsersessionMixinFields0
+	browsersessionFields := schema.BrowserSession{}.Fields()
+	_ = browsersessionFields
+	// browsersessionDescCreatedAt is the schema descriptor for created_at field.
+	browsersessionDescCreatedAt := browsersessionMixinFields0[1].Descriptor()
+	// browsersession.DefaultCreatedAt holds the default value on creation for the created_at field.
+	browsersession.DefaultCreatedAt = browsersessionDescCreatedAt.Default.(func() time.Time)
+	// browsersessionDescUpdatedAt is the schema descriptor for updated_at field.
+	browsersessionDescUpdatedAt := browsersessionMixinFields0[2].Descriptor()
+	// browsersession.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	browsersession.DefaultUpdatedAt = browsersessionDescUpdatedAt.Default.(func() time.Time)
+	// browsersession.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	browsersession.UpdateDefaultUpdatedAt = browsersessionDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// browsersessionDescUserAgent is the schema descriptor for user_agent field.
+	browsersessionDescUserAgent := browsersessionFields[4].Descriptor()
+	// browsersession.DefaultUserAgent holds the default value on creation for the user_agent field.
+	browsersession.DefaultUserAgent = browsersessionDescUserAgent.Default.(string)
+	// browsersession.UserAgentValidator is a validator for the "user_agent" field. It is called by the builders before save.
+	browsersession.UserAgentValidator = browsersessionDescUserAgent.Validators[0].(func(string) error)
+	// browsersessionDescID is the schema descriptor for id field.
+	browsersessionDescID := browsersessionMixinFields0[0].Descriptor()
+	// browsersession.DefaultID holds the default value on creation for the id field.
+	browsersession.DefaultID = browsersessionDescID.Default.(func() uuid.UUID)
 	chaincursorMixin := schema.ChainCursor{}.Mixin()
 	chaincursorMixinFields0 := chaincursorMixin[0].Fields()
 	_ = chaincursorMixinFields0
@@ -288,6 +329,80 @@ func init() {
 	idempotencykeyDescID := idempotencykeyMixinFields0[0].Descriptor()
 	// idempotencykey.DefaultID holds the default value on creation for the id field.
 	idempotencykey.DefaultID = idempotencykeyDescID.Default.(func() uuid.UUID)
+	invitationMixin := schema.Invitation{}.Mixin()
+	invitationMixinFields0 := invitationMixin[0].Fields()
+	_ = invitationMixinFields0
+	invitationFields := schema.Invitation{}.Fields()
+	_ = invitationFields
+	// invitationDescCreatedAt is the schema descriptor for created_at field.
+	invitationDescCreatedAt := invitationMixinFields0[1].Descriptor()
+	// invitation.DefaultCreatedAt holds the default value on creation for the created_at field.
+	invitation.DefaultCreatedAt = invitationDescCreatedAt.Default.(func() time.Time)
+	// invitationDescUpdatedAt is the schema descriptor for updated_at field.
+	invitationDescUpdatedAt := invitationMixinFields0[2].Descriptor()
+	// invitation.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	invitation.DefaultUpdatedAt = invitationDescUpdatedAt.Default.(func() time.Time)
+	// invitation.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	invitation.UpdateDefaultUpdatedAt = invitationDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// invitationDescEmail is the schema descriptor for email field.
+	invitationDescEmail := invitationFields[1].Descriptor()
+	// invitation.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	invitation.EmailValidator = func() func(string) error {
+		validators := invitationDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// invitationDescID is the schema descriptor for id field.
+	invitationDescID := invitationMixinFields0[0].Descriptor()
+	// invitation.DefaultID holds the default value on creation for the id field.
+	invitation.DefaultID = invitationDescID.Default.(func() uuid.UUID)
+	logintokenMixin := schema.LoginToken{}.Mixin()
+	logintokenMixinFields0 := logintokenMixin[0].Fields()
+	_ = logintokenMixinFields0
+	logintokenFields := schema.LoginToken{}.Fields()
+	_ = logintokenFields
+	// logintokenDescCreatedAt is the schema descriptor for created_at field.
+	logintokenDescCreatedAt := logintokenMixinFields0[1].Descriptor()
+	// logintoken.DefaultCreatedAt holds the default value on creation for the created_at field.
+	logintoken.DefaultCreatedAt = logintokenDescCreatedAt.Default.(func() time.Time)
+	// logintokenDescUpdatedAt is the schema descriptor for updated_at field.
+	logintokenDescUpdatedAt := logintokenMixinFields0[2].Descriptor()
+	// logintoken.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	logintoken.DefaultUpdatedAt = logintokenDescUpdatedAt.Default.(func() time.Time)
+	// logintoken.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	logintoken.UpdateDefaultUpdatedAt = logintokenDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// logintokenDescEmail is the schema descriptor for email field.
+	logintokenDescEmail := logintokenFields[0].Descriptor()
+	// logintoken.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	logintoken.EmailValidator = func() func(string) error {
+		validators := logintokenDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// logintokenDescID is the schema descriptor for id field.
+	logintokenDescID := logintokenMixinFields0[0].Descriptor()
+	// logintoken.DefaultID holds the default value on creation for the id field.
+	logintoken.DefaultID = logintokenDescID.Default.(func() uuid.UUID)
 	mailmessageMixin := schema.MailMessage{}.Mixin()
 	mailmessageMixinFields0 := mailmessageMixin[0].Fields()
 	_ = mailmessageMixinFields0
@@ -405,6 +520,31 @@ func init() {
 	merchantkeyDescID := merchantkeyMixinFields0[0].Descriptor()
 	// merchantkey.DefaultID holds the default value on creation for the id field.
 	merchantkey.DefaultID = merchantkeyDescID.Default.(func() uuid.UUID)
+	pairingMixin := schema.Pairing{}.Mixin()
+	pairingMixinFields0 := pairingMixin[0].Fields()
+	_ = pairingMixinFields0
+	pairingFields := schema.Pairing{}.Fields()
+	_ = pairingFields
+	// pairingDescCreatedAt is the schema descriptor for created_at field.
+	pairingDescCreatedAt := pairingMixinFields0[1].Descriptor()
+	// pairing.DefaultCreatedAt holds the default value on creation for the created_at field.
+	pairing.DefaultCreatedAt = pairingDescCreatedAt.Default.(func() time.Time)
+	// pairingDescUpdatedAt is the schema descriptor for updated_at field.
+	pairingDescUpdatedAt := pairingMixinFields0[2].Descriptor()
+	// pairing.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	pairing.DefaultUpdatedAt = pairingDescUpdatedAt.Default.(func() time.Time)
+	// pairing.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	pairing.UpdateDefaultUpdatedAt = pairingDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// pairingDescMessage is the schema descriptor for message field.
+	pairingDescMessage := pairingFields[3].Descriptor()
+	// pairing.DefaultMessage holds the default value on creation for the message field.
+	pairing.DefaultMessage = pairingDescMessage.Default.(string)
+	// pairing.MessageValidator is a validator for the "message" field. It is called by the builders before save.
+	pairing.MessageValidator = pairingDescMessage.Validators[0].(func(string) error)
+	// pairingDescID is the schema descriptor for id field.
+	pairingDescID := pairingMixinFields0[0].Descriptor()
+	// pairing.DefaultID holds the default value on creation for the id field.
+	pairing.DefaultID = pairingDescID.Default.(func() uuid.UUID)
 	paymentMixin := schema.Payment{}.Mixin()
 	paymentMixinFields0 := paymentMixin[0].Fields()
 	_ = paymentMixinFields0
@@ -541,43 +681,104 @@ func init() {
 	// transfer.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	transfer.UpdateDefaultUpdatedAt = transferDescUpdatedAt.UpdateDefault.(func() time.Time)
 	// transferDescChain is the schema descriptor for chain field.
-	transferDescChain := transferFields[2].Descriptor()
+	transferDescChain := transferFields[3].Descriptor()
 	// transfer.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
 	transfer.ChainValidator = transferDescChain.Validators[0].(func(string) error)
 	// transferDescToken is the schema descriptor for token field.
-	transferDescToken := transferFields[3].Descriptor()
+	transferDescToken := transferFields[4].Descriptor()
 	// transfer.DefaultToken holds the default value on creation for the token field.
 	transfer.DefaultToken = transferDescToken.Default.(string)
 	// transferDescFromAddress is the schema descriptor for from_address field.
-	transferDescFromAddress := transferFields[4].Descriptor()
+	transferDescFromAddress := transferFields[5].Descriptor()
 	// transfer.FromAddressValidator is a validator for the "from_address" field. It is called by the builders before save.
 	transfer.FromAddressValidator = transferDescFromAddress.Validators[0].(func(string) error)
 	// transferDescToAddress is the schema descriptor for to_address field.
-	transferDescToAddress := transferFields[5].Descriptor()
+	transferDescToAddress := transferFields[6].Descriptor()
 	// transfer.ToAddressValidator is a validator for the "to_address" field. It is called by the builders before save.
 	transfer.ToAddressValidator = transferDescToAddress.Validators[0].(func(string) error)
 	// transferDescAmount is the schema descriptor for amount field.
-	transferDescAmount := transferFields[6].Descriptor()
+	transferDescAmount := transferFields[7].Descriptor()
 	// transfer.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
 	transfer.AmountValidator = transferDescAmount.Validators[0].(func(int64) error)
 	// transferDescFee is the schema descriptor for fee field.
-	transferDescFee := transferFields[7].Descriptor()
+	transferDescFee := transferFields[8].Descriptor()
 	// transfer.DefaultFee holds the default value on creation for the fee field.
 	transfer.DefaultFee = transferDescFee.Default.(int64)
 	// transfer.FeeValidator is a validator for the "fee" field. It is called by the builders before save.
 	transfer.FeeValidator = transferDescFee.Validators[0].(func(int64) error)
 	// transferDescNet is the schema descriptor for net field.
-	transferDescNet := transferFields[8].Descriptor()
+	transferDescNet := transferFields[9].Descriptor()
 	// transfer.NetValidator is a validator for the "net" field. It is called by the builders before save.
 	transfer.NetValidator = transferDescNet.Validators[0].(func(int64) error)
 	// transferDescMemo is the schema descriptor for memo field.
-	transferDescMemo := transferFields[14].Descriptor()
+	transferDescMemo := transferFields[15].Descriptor()
 	// transfer.MemoValidator is a validator for the "memo" field. It is called by the builders before save.
 	transfer.MemoValidator = transferDescMemo.Validators[0].(func(string) error)
 	// transferDescID is the schema descriptor for id field.
 	transferDescID := transferMixinFields0[0].Descriptor()
 	// transfer.DefaultID holds the default value on creation for the id field.
 	transfer.DefaultID = transferDescID.Default.(func() uuid.UUID)
+	userMixin := schema.User{}.Mixin()
+	userMixinFields0 := userMixin[0].Fields()
+	_ = userMixinFields0
+	userFields := schema.User{}.Fields()
+	_ = userFields
+	// userDescCreatedAt is the schema descriptor for created_at field.
+	userDescCreatedAt := userMixinFields0[1].Descriptor()
+	// user.DefaultCreatedAt holds the default value on creation for the created_at field.
+	user.DefaultCreatedAt = userDescCreatedAt.Default.(func() time.Time)
+	// userDescUpdatedAt is the schema descriptor for updated_at field.
+	userDescUpdatedAt := userMixinFields0[2].Descriptor()
+	// user.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	user.DefaultUpdatedAt = userDescUpdatedAt.Default.(func() time.Time)
+	// user.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	user.UpdateDefaultUpdatedAt = userDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// userDescUsername is the schema descriptor for username field.
+	userDescUsername := userFields[0].Descriptor()
+	// user.UsernameValidator is a validator for the "username" field. It is called by the builders before save.
+	user.UsernameValidator = func() func(string) error {
+		validators := userDescUsername.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(username string) error {
+			for _, fn := range fns {
+				if err := fn(username); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// userDescDisplayName is the schema descriptor for display_name field.
+	userDescDisplayName := userFields[1].Descriptor()
+	// user.DefaultDisplayName holds the default value on creation for the display_name field.
+	user.DefaultDisplayName = userDescDisplayName.Default.(string)
+	// user.DisplayNameValidator is a validator for the "display_name" field. It is called by the builders before save.
+	user.DisplayNameValidator = userDescDisplayName.Validators[0].(func(string) error)
+	// userDescEmail is the schema descriptor for email field.
+	userDescEmail := userFields[2].Descriptor()
+	// user.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	user.EmailValidator = func() func(string) error {
+		validators := userDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// userDescID is the schema descriptor for id field.
+	userDescID := userMixinFields0[0].Descriptor()
+	// user.DefaultID holds the default value on creation for the id field.
+	user.DefaultID = userDescID.Default.(func() uuid.UUID)
 	walletMixin := schema.Wallet{}.Mixin()
 	walletMixinFields0 := walletMixin[0].Fields()
 	_ = walletMixinFields0
@@ -594,15 +795,15 @@ func init() {
 	// wallet.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	wallet.UpdateDefaultUpdatedAt = walletDescUpdatedAt.UpdateDefault.(func() time.Time)
 	// walletDescChain is the schema descriptor for chain field.
-	walletDescChain := walletFields[1].Descriptor()
+	walletDescChain := walletFields[2].Descriptor()
 	// wallet.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
 	wallet.ChainValidator = walletDescChain.Validators[0].(func(string) error)
 	// walletDescAddress is the schema descriptor for address field.
-	walletDescAddress := walletFields[2].Descriptor()
+	walletDescAddress := walletFields[3].Descriptor()
 	// wallet.AddressValidator is a validator for the "address" field. It is called by the builders before save.
 	wallet.AddressValidator = walletDescAddress.Validators[0].(func(string) error)
 	// walletDescVerified is the schema descriptor for verified field.
-	walletDescVerified := walletFields[5].Descriptor()
+	walletDescVerified := walletFields[6].Descriptor()
 	// wallet.DefaultVerified holds the default value on creation for the verified field.
 	wallet.DefaultVerified = walletDescVerified.Default.(bool)
 	// walletDescID is the schema descriptor for id field.

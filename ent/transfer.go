@@ -27,6 +27,8 @@ type Transfer struct {
 	FromAgentID uuid.UUID `json:"from_agent_id,omitempty"`
 	// ToAgentID holds the value of the "to_agent_id" field.
 	ToAgentID *uuid.UUID `json:"to_agent_id,omitempty"`
+	// ToUserID holds the value of the "to_user_id" field.
+	ToUserID *uuid.UUID `json:"to_user_id,omitempty"`
 	// Chain holds the value of the "chain" field.
 	Chain string `json:"chain,omitempty"`
 	// Token holds the value of the "token" field.
@@ -103,7 +105,7 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case transfer.FieldToAgentID:
+		case transfer.FieldToAgentID, transfer.FieldToUserID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case transfer.FieldRef, transfer.FieldFeeRef:
 			values[i] = new([]byte)
@@ -160,6 +162,13 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ToAgentID = new(uuid.UUID)
 				*_m.ToAgentID = *value.S.(*uuid.UUID)
+			}
+		case transfer.FieldToUserID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field to_user_id", values[i])
+			} else if value.Valid {
+				_m.ToUserID = new(uuid.UUID)
+				*_m.ToUserID = *value.S.(*uuid.UUID)
 			}
 		case transfer.FieldChain:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -316,6 +325,11 @@ func (_m *Transfer) String() string {
 	builder.WriteString(", ")
 	if v := _m.ToAgentID; v != nil {
 		builder.WriteString("to_agent_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.ToUserID; v != nil {
+		builder.WriteString("to_user_id=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")

@@ -70,6 +70,20 @@ func (_c *TransferCreate) SetNillableToAgentID(v *uuid.UUID) *TransferCreate {
 	return _c
 }
 
+// SetToUserID sets the "to_user_id" field.
+func (_c *TransferCreate) SetToUserID(v uuid.UUID) *TransferCreate {
+	_c.mutation.SetToUserID(v)
+	return _c
+}
+
+// SetNillableToUserID sets the "to_user_id" field if the given value is not nil.
+func (_c *TransferCreate) SetNillableToUserID(v *uuid.UUID) *TransferCreate {
+	if v != nil {
+		_c.SetToUserID(*v)
+	}
+	return _c
+}
+
 // SetChain sets the "chain" field.
 func (_c *TransferCreate) SetChain(v string) *TransferCreate {
 	_c.mutation.SetChain(v)
@@ -446,6 +460,10 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
 		_node.UpdatedAt = value
+	}
+	if value, ok := _c.mutation.ToUserID(); ok {
+		_spec.SetField(transfer.FieldToUserID, field.TypeUUID, value)
+		_node.ToUserID = &value
 	}
 	if value, ok := _c.mutation.Chain(); ok {
 		_spec.SetField(transfer.FieldChain, field.TypeString, value)

@@ -242,6 +242,9 @@ func (_u *TransferUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
 	}
+	if _u.mutation.ToUserIDCleared() {
+		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)
+	}
 	if value, ok := _u.mutation.TxHash(); ok {
 		_spec.SetField(transfer.FieldTxHash, field.TypeString, value)
 	}
@@ -547,6 +550,9 @@ func (_u *TransferUpdateOne) sqlSave(ctx context.Context) (_node *Transfer, err 
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
+	}
+	if _u.mutation.ToUserIDCleared() {
+		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)
 	}
 	if value, ok := _u.mutation.TxHash(); ok {
 		_spec.SetField(transfer.FieldTxHash, field.TypeString, value)

@@ -14,8 +14,12 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// AccountEvent is the client for interacting with the AccountEvent builders.
+	AccountEvent *AccountEventClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
+	// BrowserSession is the client for interacting with the BrowserSession builders.
+	BrowserSession *BrowserSessionClient
 	// ChainCursor is the client for interacting with the ChainCursor builders.
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
@@ -24,12 +28,18 @@ type Tx struct {
 	DepositAddress *DepositAddressClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
+	// Invitation is the client for interacting with the Invitation builders.
+	Invitation *InvitationClient
+	// LoginToken is the client for interacting with the LoginToken builders.
+	LoginToken *LoginTokenClient
 	// MailMessage is the client for interacting with the MailMessage builders.
 	MailMessage *MailMessageClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
+	// Pairing is the client for interacting with the Pairing builders.
+	Pairing *PairingClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
@@ -38,6 +48,8 @@ type Tx struct {
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
+	// User is the client for interacting with the User builders.
+	User *UserClient
 	// Wallet is the client for interacting with the Wallet builders.
 	Wallet *WalletClient
 	// WebhookAttempt is the client for interacting with the WebhookAttempt builders.
@@ -177,18 +189,24 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.AccountEvent = NewAccountEventClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
+	tx.BrowserSession = NewBrowserSessionClient(tx.config)
 	tx.ChainCursor = NewChainCursorClient(tx.config)
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
 	tx.IdempotencyKey = NewIdempotencyKeyClient(tx.config)
+	tx.Invitation = NewInvitationClient(tx.config)
+	tx.LoginToken = NewLoginTokenClient(tx.config)
 	tx.MailMessage = NewMailMessageClient(tx.config)
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
+	tx.Pairing = NewPairingClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
+	tx.User = NewUserClient(tx.config)
 	tx.Wallet = NewWalletClient(tx.config)
 	tx.WebhookAttempt = NewWebhookAttemptClient(tx.config)
 	tx.WebhookDelivery = NewWebhookDeliveryClient(tx.config)
@@ -202,7 +220,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Agent.QueryXXX(), the query will be executed
+// applies a query, for example: AccountEvent.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"fmt"
 	"strings"
@@ -25,6 +26,8 @@ type Wallet struct {
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// AgentID holds the value of the "agent_id" field.
 	AgentID uuid.UUID `json:"agent_id,omitempty"`
+	// UserID holds the value of the "user_id" field.
+	UserID *uuid.UUID `json:"user_id,omitempty"`
 	// Chain holds the value of the "chain" field.
 	Chain string `json:"chain,omitempty"`
 	// Address holds the value of the "address" field.
@@ -45,9 +48,11 @@ type Wallet struct {
 type WalletEdges struct {
 	// Agent holds the value of the agent edge.
 	Agent *Agent `json:"agent,omitempty"`
+	// User holds the value of the user edge.
+	User *User `json:"user,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [1]bool
+	loadedTypes [2]bool
 	// totalCount holds the count of the edges above.
 	totalCount [1]map[string]int
 }
@@ -63,11 +68,24 @@ func (e WalletEdges) AgentOrErr() (*Agent, error) {
 	return nil, &NotLoadedError{edge: "agent"}
 }
 
+// UserOrErr returns the User value or an error if the edge
+// was not loaded in eager-loading, or loaded but was not found.
+func (e WalletEdges) UserOrErr() (*User, error) {
+	if e.User != nil {
+		return e.User, nil
+	} else if e.loadedTypes[1] {
+		return nil, &NotFoundError{label: user.Label}
+	}
+	return nil, &NotLoadedError{edge: "user"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Wallet) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case wallet.FieldUserID:
+			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case wallet.FieldEncryptedKey:
 			values[i] = new([]byte)
 		case wallet.FieldVerified:
@@ -117,6 +135,13 @@ func (_m *Wallet) assignValues(columns []string, values []any) error {
 			} else if value != nil {
 				_m.AgentID = *value
 			}
+		case wallet.FieldUserID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field user_id", values[i])
+			} else if value.Valid {
+				_m.UserID = new(uuid.UUID)
+				*_m.UserID = *value.S.(*uuid.UUID)
+			}
 		case wallet.FieldChain:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field chain", values[i])
@@ -165,6 +190,11 @@ func (_m *Wallet) QueryAgent() *AgentQuery {
 	return NewWalletClient(_m.config).QueryAgent(_m)
 }
 
+// QueryUser queries the "user" edge of the Wallet entity.
+func (_m *Wallet) QueryUser() *UserQuery {
+	return NewWalletClient(_m.config).QueryUser(_m)
+}
+
 // Update returns a builder for updating this Wallet.
 // Note that you need to call Wallet.Unwrap() before calling this method if this Wallet
 // was returned from a transaction, and the transaction was committed or rolled back.
@@ -196,6 +226,11 @@ func (_m *Wallet) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("agent_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.AgentID))
+	builder.WriteString(", ")
+	if v := _m.UserID; v != nil {
+		builder.WriteString("user_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("chain=")
 	builder.WriteString(_m.Chain)

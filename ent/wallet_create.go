@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"context"
 	"errors"
@@ -53,6 +54,28 @@ func (_c *WalletCreate) SetNillableUpdatedAt(v *time.Time) *WalletCreate {
 // SetAgentID sets the "agent_id" field.
 func (_c *WalletCreate) SetAgentID(v uuid.UUID) *WalletCreate {
 	_c.mutation.SetAgentID(v)
+	return _c
+}
+
+// SetNillableAgentID sets the "agent_id" field if the given value is not nil.
+func (_c *WalletCreate) SetNillableAgentID(v *uuid.UUID) *WalletCreate {
+	if v != nil {
+		_c.SetAgentID(*v)
+	}
+	return _c
+}
+
+// SetUserID sets the "user_id" field.
+func (_c *WalletCreate) SetUserID(v uuid.UUID) *WalletCreate {
+	_c.mutation.SetUserID(v)
+	return _c
+}
+
+// SetNillableUserID sets the "user_id" field if the given value is not nil.
+func (_c *WalletCreate) SetNillableUserID(v *uuid.UUID) *WalletCreate {
+	if v != nil {
+		_c.SetUserID(*v)
+	}
 	return _c
 }
 
@@ -121,6 +144,11 @@ func (_c *WalletCreate) SetAgent(v *Agent) *WalletCreate {
 	return _c.SetAgentID(v.ID)
 }
 
+// SetUser sets the "user" edge to the User entity.
+func (_c *WalletCreate) SetUser(v *User) *WalletCreate {
+	return _c.SetUserID(v.ID)
+}
+
 // Mutation returns the WalletMutation object of the builder.
 func (_c *WalletCreate) Mutation() *WalletMutation {
 	return _c.mutation
@@ -186,9 +214,6 @@ func (_c *WalletCreate) check() error {
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "Wallet.updated_at"`)}
 	}
-	if _, ok := _c.mutation.AgentID(); !ok {
-		return &ValidationError{Name: "agent_id", err: errors.New(`ent: missing required field "Wallet.agent_id"`)}
-	}
 	if _, ok := _c.mutation.Chain(); !ok {
 		return &ValidationError{Name: "chain", err: errors.New(`ent: missing required field "Wallet.chain"`)}
 	}
@@ -215,9 +240,6 @@ func (_c *WalletCreate) check() error {
 	}
 	if _, ok := _c.mutation.Verified(); !ok {
 		return &ValidationError{Name: "verified", err: errors.New(`ent: missing required field "Wallet.verified"`)}
-	}
-	if len(_c.mutation.AgentIDs()) == 0 {
-		return &ValidationError{Name: "agent", err: errors.New(`ent: missing required edge "Wallet.agent"`)}
 	}
 	return nil
 }
@@ -297,6 +319,23 @@ func (_c *WalletCreate) createSpec() (*Wallet, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.AgentID = nodes[0]
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.UserIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   wallet.UserTable,
+			Columns: []string{wallet.UserColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(user.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_node.UserID = &nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec

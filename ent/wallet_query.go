@@ -5,6 +5,7 @@ package ent
 import (
 	"agentpay/ent/agent"
 	"agentpay/ent/predicate"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"context"
 	"fmt"
@@ -26,6 +27,7 @@ type WalletQuery struct {
 	inters     []Interceptor
 	predicates []predicate.Wallet
 	withAgent  *AgentQuery
+	withUser   *UserQuery
 	loadTotal  []func(context.Context, []*Wallet) error
 	modifiers  []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
@@ -79,6 +81,28 @@ func (_q *WalletQuery) QueryAgent() *AgentQuery {
 			sqlgraph.From(wallet.Table, wallet.FieldID, selector),
 			sqlgraph.To(agent.Table, agent.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, wallet.AgentTable, wallet.AgentColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryUser chains the current query on the "user" edge.
+func (_q *WalletQuery) QueryUser() *UserQuery {
+	query := (&UserClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(wallet.Table, wallet.FieldID, selector),
+			sqlgraph.To(user.Table, user.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, wallet.UserTable, wallet.UserColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -279,6 +303,7 @@ func (_q *WalletQuery) Clone() *WalletQuery {
 		inters:     append([]Interceptor{}, _q.inters...),
 		predicates: append([]predicate.Wallet{}, _q.predicates...),
 		withAgent:  _q.withAgent.Clone(),
+		withUser:   _q.withUser.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -293,6 +318,17 @@ func (_q *WalletQuery) WithAgent(opts ...func(*AgentQuery)) *WalletQuery {
 		opt(query)
 	}
 	_q.withAgent = query
+	return _q
+}
+
+// WithUser tells the query-builder to eager-load the nodes that are connected to
+// the "user" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *WalletQuery) WithUser(opts ...func(*UserQuery)) *WalletQuery {
+	query := (&UserClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withUser = query
 	return _q
 }
 
@@ -374,8 +410,9 @@ func (_q *WalletQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Walle
 	var (
 		nodes       = []*Wallet{}
 		_spec       = _q.querySpec()
-		loadedTypes = [1]bool{
+		loadedTypes = [2]bool{
 			_q.withAgent != nil,
+			_q.withUser != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -402,6 +439,12 @@ func (_q *WalletQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Walle
 	if query := _q.withAgent; query != nil {
 		if err := _q.loadAgent(ctx, query, nodes, nil,
 			func(n *Wallet, e *Agent) { n.Edges.Agent = e }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withUser; query != nil {
+		if err := _q.loadUser(ctx, query, nodes, nil,
+			func(n *Wallet, e *User) { n.Edges.User = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -442,6 +485,38 @@ func (_q *WalletQuery) loadAgent(ctx context.Context, query *AgentQuery, nodes [
 	}
 	return nil
 }
+func (_q *WalletQuery) loadUser(ctx context.Context, query *UserQuery, nodes []*Wallet, init func(*Wallet), assign func(*Wallet, *User)) error {
+	ids := make([]uuid.UUID, 0, len(nodes))
+	nodeids := make(map[uuid.UUID][]*Wallet)
+	for i := range nodes {
+		if nodes[i].UserID == nil {
+			continue
+		}
+		fk := *nodes[i].UserID
+		if _, ok := nodeids[fk]; !ok {
+			ids = append(ids, fk)
+		}
+		nodeids[fk] = append(nodeids[fk], nodes[i])
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	query.Where(user.IDIn(ids...))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		nodes, ok := nodeids[n.ID]
+		if !ok {
+			return fmt.Errorf(`unexpected foreign-key "user_id" returned %v`, n.ID)
+		}
+		for i := range nodes {
+			assign(nodes[i], n)
+		}
+	}
+	return nil
+}
 
 func (_q *WalletQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
@@ -473,6 +548,9 @@ func (_q *WalletQuery) querySpec() *sqlgraph.QuerySpec {
 		}
 		if _q.withAgent != nil {
 			_spec.Node.AddColumnOnce(wallet.FieldAgentID)
+		}
+		if _q.withUser != nil {
+			_spec.Node.AddColumnOnce(wallet.FieldUserID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {

@@ -122,9 +122,6 @@ func (_u *WalletUpdate) check() error {
 			return &ValidationError{Name: "kind", err: fmt.Errorf(`ent: validator failed for field "Wallet.kind": %w`, err)}
 		}
 	}
-	if _u.mutation.AgentCleared() && len(_u.mutation.AgentIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Wallet.agent"`)
-	}
 	return nil
 }
 
@@ -281,9 +278,6 @@ func (_u *WalletUpdateOne) check() error {
 		if err := wallet.KindValidator(v); err != nil {
 			return &ValidationError{Name: "kind", err: fmt.Errorf(`ent: validator failed for field "Wallet.kind": %w`, err)}
 		}
-	}
-	if _u.mutation.AgentCleared() && len(_u.mutation.AgentIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Wallet.agent"`)
 	}
 	return nil
 }

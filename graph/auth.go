@@ -27,7 +27,10 @@ type credentials struct {
 	apiKey string
 	// merchantKey is the merchant secret key presented (maybe none).
 	merchantKey string
-	ip          string
+	// session and csrf are a signed-in human's browser session cookie and
+	// the CSRF token sent with it (maybe none).
+	session, csrf string
+	ip            string
 	// rate shows rate decisions as X-RateLimit-* headers on a plain HTTP
 	// answer; nil on a websocket, whose operations have no headers.
 	rate *rateHeaders
@@ -52,7 +55,11 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 		c := credentials{
 			apiKey:      strings.TrimSpace(r.Header.Get(httpx.AgentKeyHeader)),
 			merchantKey: strings.TrimSpace(r.Header.Get(httpx.MerchantKeyHeader)),
+			csrf:        strings.TrimSpace(r.Header.Get(httpx.CSRFHeader)),
 			ip:          httpx.ClientIP(r, proxies),
+		}
+		if cookie, err := r.Cookie(httpx.SessionCookie); err == nil {
+			c.session = cookie.Value
 		}
 		if !websocket.IsWebSocketUpgrade(r) {
 			c.rate = &rateHeaders{h: w.Header()}
@@ -82,6 +89,12 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 		}
 		if merchantFound {
 			c.merchantKey = merchantKey
+		}
+		// A socket signed in by its cookie proves it is the app's page (not
+		// another site's, which the browser would send the cookie for too)
+		// with the CSRF token in its connection_init.
+		if csrf, ok := initPayloadKey(payload, httpx.CSRFHeader); ok {
+			c.csrf = csrf
 		}
 		ctx = withCredentials(ctx, c)
 		var err error
@@ -140,6 +153,10 @@ type operationAuth struct {
 	merchantDone bool
 	merchant     *agentpay.MerchantAuth
 	merchantErr  error
+
+	viewerDone bool
+	viewer     *agentpay.Viewer
+	viewerErr  error
 }
 
 type operationAuthKey struct{}
@@ -359,4 +376,28 @@ func presentRateLimit(err error) error {
 		"reset":      d.Reset.Unix(),
 		"window":     d.Window,
 	}}
+}
+
+// currentViewer is the signed-in human of the operation's browser session
+// cookie, read once per operation: without a valid session
+// ErrNotSignedIn (UNAUTHENTICATED), without the session's CSRF token
+// ErrCSRF (FORBIDDEN), on every field, queries included, so another site's
+// page can neither change nor read anything with the cookie. Each call
+// counts one request against the client IP's limit, as public fields do.
+func (r *Resolver) currentViewer(ctx context.Context) (*agentpay.Viewer, error) {
+	if err := r.allowPublic(ctx); err != nil {
+		return nil, err
+	}
+	op := operationAuthFrom(ctx)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.viewerDone {
+		op.viewerDone = true
+		c := credentialsFrom(ctx)
+		op.viewer, op.viewerErr = r.cfg.Service.AuthenticateBrowser(ctx, c.session)
+		if op.viewerErr == nil {
+			op.viewerErr = op.viewer.CheckCSRF(c.csrf)
+		}
+	}
+	return op.viewer, op.viewerErr
 }

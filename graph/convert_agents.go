@@ -181,10 +181,11 @@ func limitsModel(l *agentpay.AgentLimits) *model.Limits {
 
 func balanceModel(b *agentpay.Balance) *model.Balance {
 	out := &model.Balance{
-		AgentID:  b.Agent.ID,
-		Username: b.Agent.Username,
 		Balances: make([]*model.ChainBalance, 0, len(b.Balances)),
 		TotalUsd: b.TotalUSD,
+	}
+	if b.Agent != nil { // a human user's balance has none
+		out.AgentID, out.Username = b.Agent.ID, b.Agent.Username
 	}
 	for _, c := range b.Balances {
 		out.Balances = append(out.Balances, &model.ChainBalance{Chain: string(c.Chain), Token: c.Token, Balance: c.Balance, Address: c.Address})

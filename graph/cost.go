@@ -135,6 +135,7 @@ func complexity() ComplexityRoot {
 	c.Agent.Wallets = listOf(walletsPerAgent)
 	c.Me.Wallets = listOf(walletsPerAgent)
 	c.Balance.Balances = listOf(walletsPerAgent)
+	c.ViewerBalance.Balances = listOf(walletsPerAgent)
 	c.CheckoutSession.DepositAddresses = listOf(depositAddressesPerSession)
 	c.CheckoutSession.WebhookEvents = listOf(eventsPerSession)
 	c.DepositAddress.Payments = listOf(paymentsPerAddress)
@@ -176,5 +177,25 @@ func complexity() ComplexityRoot {
 	c.Mutation.UpdateMerchant = func(child int, _ model.UpdateMerchantInput) int { return writeCost + child }
 	c.Mutation.RedeliverWebhook = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.RollWebhookSecret = func(child int, _ *int) int { return writeCost + child }
+	c.Mutation.SendToUser = func(child int, _ model.SendInput) int { return sendCost + child }
+	c.Mutation.InviteHuman = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.RequestPairing = func(child int, _ uuid.UUID, _ *string) int { return writeCost + child }
+
+	// Humans: pairings and account events (agentpay.MaxPairingsListed,
+	// agentpay.MaxAccountEventsPage).
+	c.Me.Pairings = readListOf(agentpay.MaxPairingsListed)
+	c.Viewer.Pairings = readListOf(agentpay.MaxPairingsListed)
+	c.Viewer.Wallets = listOf(walletsPerAgent)
+	c.Viewer.Events = func(child int, _ *int64, limit *int) int {
+		return pageCost(pageSize(limit, nil, agentpay.MaxAccountEventsPage), child)
+	}
+	c.Query.Viewer = reads
+	c.Viewer.Balance = func(child int) int { return chainCost + child }
+	c.Mutation.DecidePairing = func(child int, _ uuid.UUID, _ model.PairingDecision) int { return writeCost + child }
+	c.Mutation.AcceptInvitation = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.SignOut = func(child int, _ *bool) int { return writeCost + child }
+	c.Me.Events = func(child int, _ *int64, limit *int) int {
+		return pageCost(pageSize(limit, nil, agentpay.MaxAccountEventsPage), child)
+	}
 	return c
 }

@@ -52,6 +52,7 @@ type ResolverRoot interface {
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	Transfer() TransferResolver
+	Viewer() ViewerResolver
 	Wallet() WalletResolver
 	WebhookAttempt() WebhookAttemptResolver
 	WebhookDelivery() WebhookDeliveryResolver
@@ -62,6 +63,13 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AccountEvent struct {
+		CreatedAt func(childComplexity int) int
+		Data      func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Kind      func(childComplexity int) int
+	}
+
 	Agent struct {
 		APIKeyRotatedAt        func(childComplexity int) int
 		CreatedAt              func(childComplexity int) int
@@ -189,6 +197,14 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	Invitation struct {
+		Email     func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		InviteURL func(childComplexity int) int
+		Message   func(childComplexity int) int
+	}
+
 	Limits struct {
 		CanReceive        func(childComplexity int) int
 		CanSend           func(childComplexity int) int
@@ -212,11 +228,13 @@ type ComplexityRoot struct {
 		APIKeyRotatedAt func(childComplexity int) int
 		Balance         func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
+		Events          func(childComplexity int, after *int64, limit *int) int
 		ID              func(childComplexity int) int
 		InviteCode      func(childComplexity int) int
 		InviteURL       func(childComplexity int) int
 		Limits          func(childComplexity int) int
 		Node            func(childComplexity int) int
+		Pairings        func(childComplexity int) int
 		PrimaryWallet   func(childComplexity int) int
 		Stats           func(childComplexity int) int
 		Tier            func(childComplexity int) int
@@ -267,13 +285,19 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AcceptInvitation  func(childComplexity int, token string) int
 		CancelSession     func(childComplexity int, externalID string) int
 		CreateSession     func(childComplexity int, input model.CreateSessionInput) int
+		DecidePairing     func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
+		InviteHuman       func(childComplexity int, email string) int
 		QuickRegister     func(childComplexity int, username string) int
 		RedeliverWebhook  func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey  func(childComplexity int) int
+		RequestPairing    func(childComplexity int, userID uuid.UUID, message *string) int
 		RollWebhookSecret func(childComplexity int, overlapSeconds *int) int
 		Send              func(childComplexity int, input model.SendInput) int
+		SendToUser        func(childComplexity int, input model.SendInput) int
+		SignOut           func(childComplexity int, everywhere *bool) int
 		UpdateMerchant    func(childComplexity int, input model.UpdateMerchantInput) int
 	}
 
@@ -282,6 +306,19 @@ type ComplexityRoot struct {
 		HasNextPage     func(childComplexity int) int
 		HasPreviousPage func(childComplexity int) int
 		StartCursor     func(childComplexity int) int
+	}
+
+	Pairing struct {
+		CreatedAt   func(childComplexity int) int
+		DecidedAt   func(childComplexity int) int
+		DisplayName func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		KycVerified func(childComplexity int) int
+		Message     func(childComplexity int) int
+		Status      func(childComplexity int) int
+		UserID      func(childComplexity int) int
+		Username    func(childComplexity int) int
 	}
 
 	Payment struct {
@@ -360,6 +397,7 @@ type ComplexityRoot struct {
 		Sessions        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) int
 		Stats           func(childComplexity int) int
 		Treasury        func(childComplexity int) int
+		Viewer          func(childComplexity int) int
 		WebhookEvent    func(childComplexity int, id uuid.UUID) int
 		WebhookEvents   func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.WebhookEventFilter, orderBy *ent.WebhookEventOrder) int
 	}
@@ -398,6 +436,20 @@ type ComplexityRoot struct {
 		TxHash        func(childComplexity int) int
 	}
 
+	SendToUserPayload struct {
+		AmountUsd     func(childComplexity int) int
+		Chain         func(childComplexity int) int
+		FeeUsd        func(childComplexity int) int
+		FromAgent     func(childComplexity int) int
+		Message       func(childComplexity int) int
+		Replayed      func(childComplexity int) int
+		Status        func(childComplexity int) int
+		ToUser        func(childComplexity int) int
+		TransactionID func(childComplexity int) int
+		Transfer      func(childComplexity int) int
+		TxHash        func(childComplexity int) int
+	}
+
 	SessionStatus struct {
 		AmountPaid            func(childComplexity int) int
 		Chain                 func(childComplexity int) int
@@ -419,8 +471,10 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
+		AgentEvents   func(childComplexity int, after *int64) int
 		ChainHead     func(childComplexity int, name string, mode string) int
 		SessionStatus func(childComplexity int, externalID string) int
+		ViewerEvents  func(childComplexity int, after *int64) int
 	}
 
 	TierCount struct {
@@ -506,6 +560,39 @@ type ComplexityRoot struct {
 	UsernameAvailability struct {
 		Available func(childComplexity int) int
 		Username  func(childComplexity int) int
+	}
+
+	Viewer struct {
+		Balance        func(childComplexity int) int
+		DisplayName    func(childComplexity int) int
+		Email          func(childComplexity int) int
+		Events         func(childComplexity int, after *int64, limit *int) int
+		ID             func(childComplexity int) int
+		IdentityStatus func(childComplexity int) int
+		Pairings       func(childComplexity int) int
+		Username       func(childComplexity int) int
+		Wallets        func(childComplexity int) int
+	}
+
+	ViewerBalance struct {
+		Balances func(childComplexity int) int
+		TotalUsd func(childComplexity int) int
+	}
+
+	ViewerPairing struct {
+		AgentID       func(childComplexity int) int
+		AgentUsername func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DecidedAt     func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Message       func(childComplexity int) int
+		Status        func(childComplexity int) int
+	}
+
+	ViewerWallet struct {
+		Address func(childComplexity int) int
+		Chain   func(childComplexity int) int
 	}
 
 	Wallet struct {
@@ -603,6 +690,8 @@ type MeResolver interface {
 	Limits(ctx context.Context, obj *model.Me) (*model.Limits, error)
 	Balance(ctx context.Context, obj *model.Me) (*model.Balance, error)
 	Transfers(ctx context.Context, obj *model.Me, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, orderBy *ent.TransferOrder) (*ent.TransferConnection, error)
+	Pairings(ctx context.Context, obj *model.Me) ([]*model.Pairing, error)
+	Events(ctx context.Context, obj *model.Me, after *int64, limit *int) ([]*model.AccountEvent, error)
 }
 type MerchantResolver interface {
 	WebhookURL(ctx context.Context, obj *ent.Merchant) (*string, error)
@@ -617,6 +706,12 @@ type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
 	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
+	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
+	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
+	DecidePairing(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.ViewerPairing, error)
+	AcceptInvitation(ctx context.Context, token string) (*model.ViewerPairing, error)
+	SignOut(ctx context.Context, everywhere *bool) (bool, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
@@ -637,6 +732,7 @@ type QueryResolver interface {
 	Treasury(ctx context.Context) (*model.TreasuryInfo, error)
 	Me(ctx context.Context) (*model.Me, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
+	Viewer(ctx context.Context) (*model.Viewer, error)
 	Merchant(ctx context.Context) (*ent.Merchant, error)
 	Sessions(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) (*ent.CheckoutSessionConnection, error)
 	Session(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
@@ -646,6 +742,8 @@ type QueryResolver interface {
 }
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
+	AgentEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
+	ViewerEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
 	SessionStatus(ctx context.Context, externalID string) (<-chan *model.SessionStatus, error)
 }
 type TransferResolver interface {
@@ -654,6 +752,11 @@ type TransferResolver interface {
 	DeliveredUsd(ctx context.Context, obj *ent.Transfer) (*decimal.Decimal, error)
 	FromAgent(ctx context.Context, obj *ent.Transfer) (*model.PublicAgent, error)
 	ToAgent(ctx context.Context, obj *ent.Transfer) (*model.PublicAgent, error)
+}
+type ViewerResolver interface {
+	Balance(ctx context.Context, obj *model.Viewer) (*model.ViewerBalance, error)
+	Pairings(ctx context.Context, obj *model.Viewer) ([]*model.ViewerPairing, error)
+	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
@@ -688,6 +791,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AccountEvent.createdAt":
+		if e.ComplexityRoot.AccountEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.CreatedAt(childComplexity), true
+	case "AccountEvent.data":
+		if e.ComplexityRoot.AccountEvent.Data == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.Data(childComplexity), true
+	case "AccountEvent.id":
+		if e.ComplexityRoot.AccountEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.ID(childComplexity), true
+	case "AccountEvent.kind":
+		if e.ComplexityRoot.AccountEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.Kind(childComplexity), true
 
 	case "Agent.apiKeyRotatedAt":
 		if e.ComplexityRoot.Agent.APIKeyRotatedAt == nil {
@@ -1252,6 +1380,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Endpoint.Value(childComplexity), true
 
+	case "Invitation.email":
+		if e.ComplexityRoot.Invitation.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Email(childComplexity), true
+	case "Invitation.expiresAt":
+		if e.ComplexityRoot.Invitation.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ExpiresAt(childComplexity), true
+	case "Invitation.id":
+		if e.ComplexityRoot.Invitation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.ID(childComplexity), true
+	case "Invitation.inviteUrl":
+		if e.ComplexityRoot.Invitation.InviteURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.InviteURL(childComplexity), true
+	case "Invitation.message":
+		if e.ComplexityRoot.Invitation.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Invitation.Message(childComplexity), true
+
 	case "Limits.canReceive":
 		if e.ComplexityRoot.Limits.CanReceive == nil {
 			break
@@ -1367,6 +1526,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Me.CreatedAt(childComplexity), true
+	case "Me.events":
+		if e.ComplexityRoot.Me.Events == nil {
+			break
+		}
+
+		args, err := ec.field_Me_events_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Me.Events(childComplexity, args["after"].(*int64), args["limit"].(*int)), true
 	case "Me.id":
 		if e.ComplexityRoot.Me.ID == nil {
 			break
@@ -1397,6 +1567,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Me.Node(childComplexity), true
+	case "Me.pairings":
+		if e.ComplexityRoot.Me.Pairings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Me.Pairings(childComplexity), true
 	case "Me.primaryWallet":
 		if e.ComplexityRoot.Me.PrimaryWallet == nil {
 			break
@@ -1644,6 +1820,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MerchantPublicKeys.Test(childComplexity), true
 
+	case "Mutation.acceptInvitation":
+		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acceptInvitation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["token"].(string)), true
 	case "Mutation.cancelSession":
 		if e.ComplexityRoot.Mutation.CancelSession == nil {
 			break
@@ -1666,6 +1853,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateSession(childComplexity, args["input"].(model.CreateSessionInput)), true
+	case "Mutation.decidePairing":
+		if e.ComplexityRoot.Mutation.DecidePairing == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_decidePairing_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DecidePairing(childComplexity, args["id"].(uuid.UUID), args["decision"].(model.PairingDecision)), true
+	case "Mutation.inviteHuman":
+		if e.ComplexityRoot.Mutation.InviteHuman == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_inviteHuman_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.InviteHuman(childComplexity, args["email"].(string)), true
 	case "Mutation.quickRegister":
 		if e.ComplexityRoot.Mutation.QuickRegister == nil {
 			break
@@ -1694,6 +1903,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RegenerateAPIKey(childComplexity), true
+	case "Mutation.requestPairing":
+		if e.ComplexityRoot.Mutation.RequestPairing == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_requestPairing_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RequestPairing(childComplexity, args["userId"].(uuid.UUID), args["message"].(*string)), true
 	case "Mutation.rollWebhookSecret":
 		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
 			break
@@ -1716,6 +1936,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Send(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.sendToUser":
+		if e.ComplexityRoot.Mutation.SendToUser == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendToUser_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendToUser(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.signOut":
+		if e.ComplexityRoot.Mutation.SignOut == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_signOut_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SignOut(childComplexity, args["everywhere"].(*bool)), true
 	case "Mutation.updateMerchant":
 		if e.ComplexityRoot.Mutation.UpdateMerchant == nil {
 			break
@@ -1752,6 +1994,67 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
+
+	case "Pairing.createdAt":
+		if e.ComplexityRoot.Pairing.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.CreatedAt(childComplexity), true
+	case "Pairing.decidedAt":
+		if e.ComplexityRoot.Pairing.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.DecidedAt(childComplexity), true
+	case "Pairing.displayName":
+		if e.ComplexityRoot.Pairing.DisplayName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.DisplayName(childComplexity), true
+	case "Pairing.expiresAt":
+		if e.ComplexityRoot.Pairing.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.ExpiresAt(childComplexity), true
+	case "Pairing.id":
+		if e.ComplexityRoot.Pairing.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.ID(childComplexity), true
+	case "Pairing.kycVerified":
+		if e.ComplexityRoot.Pairing.KycVerified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.KycVerified(childComplexity), true
+	case "Pairing.message":
+		if e.ComplexityRoot.Pairing.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.Message(childComplexity), true
+	case "Pairing.status":
+		if e.ComplexityRoot.Pairing.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.Status(childComplexity), true
+	case "Pairing.userId":
+		if e.ComplexityRoot.Pairing.UserID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.UserID(childComplexity), true
+	case "Pairing.username":
+		if e.ComplexityRoot.Pairing.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pairing.Username(childComplexity), true
 
 	case "Payment.amountToken":
 		if e.ComplexityRoot.Payment.AmountToken == nil {
@@ -2181,6 +2484,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Treasury(childComplexity), true
+	case "Query.viewer":
+		if e.ComplexityRoot.Query.Viewer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 	case "Query.webhookEvent":
 		if e.ComplexityRoot.Query.WebhookEvent == nil {
 			break
@@ -2357,6 +2666,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SendPayload.TxHash(childComplexity), true
 
+	case "SendToUserPayload.amountUsd":
+		if e.ComplexityRoot.SendToUserPayload.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.AmountUsd(childComplexity), true
+	case "SendToUserPayload.chain":
+		if e.ComplexityRoot.SendToUserPayload.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.Chain(childComplexity), true
+	case "SendToUserPayload.feeUsd":
+		if e.ComplexityRoot.SendToUserPayload.FeeUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.FeeUsd(childComplexity), true
+	case "SendToUserPayload.fromAgent":
+		if e.ComplexityRoot.SendToUserPayload.FromAgent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.FromAgent(childComplexity), true
+	case "SendToUserPayload.message":
+		if e.ComplexityRoot.SendToUserPayload.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.Message(childComplexity), true
+	case "SendToUserPayload.replayed":
+		if e.ComplexityRoot.SendToUserPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.Replayed(childComplexity), true
+	case "SendToUserPayload.status":
+		if e.ComplexityRoot.SendToUserPayload.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.Status(childComplexity), true
+	case "SendToUserPayload.toUser":
+		if e.ComplexityRoot.SendToUserPayload.ToUser == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.ToUser(childComplexity), true
+	case "SendToUserPayload.transactionId":
+		if e.ComplexityRoot.SendToUserPayload.TransactionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.TransactionID(childComplexity), true
+	case "SendToUserPayload.transfer":
+		if e.ComplexityRoot.SendToUserPayload.Transfer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.Transfer(childComplexity), true
+	case "SendToUserPayload.txHash":
+		if e.ComplexityRoot.SendToUserPayload.TxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SendToUserPayload.TxHash(childComplexity), true
+
 	case "SessionStatus.amountPaid":
 		if e.ComplexityRoot.SessionStatus.AmountPaid == nil {
 			break
@@ -2443,6 +2819,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Stats.VolumeUsd(childComplexity), true
 
+	case "Subscription.agentEvents":
+		if e.ComplexityRoot.Subscription.AgentEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_agentEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AgentEvents(childComplexity, args["after"].(*int64)), true
 	case "Subscription.chainHead":
 		if e.ComplexityRoot.Subscription.ChainHead == nil {
 			break
@@ -2465,6 +2852,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.SessionStatus(childComplexity, args["externalId"].(string)), true
+	case "Subscription.viewerEvents":
+		if e.ComplexityRoot.Subscription.ViewerEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_viewerEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ViewerEvents(childComplexity, args["after"].(*int64)), true
 
 	case "TierCount.count":
 		if e.ComplexityRoot.TierCount.Count == nil {
@@ -2805,6 +3203,141 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UsernameAvailability.Username(childComplexity), true
+
+	case "Viewer.balance":
+		if e.ComplexityRoot.Viewer.Balance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Balance(childComplexity), true
+	case "Viewer.displayName":
+		if e.ComplexityRoot.Viewer.DisplayName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.DisplayName(childComplexity), true
+	case "Viewer.email":
+		if e.ComplexityRoot.Viewer.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Email(childComplexity), true
+	case "Viewer.events":
+		if e.ComplexityRoot.Viewer.Events == nil {
+			break
+		}
+
+		args, err := ec.field_Viewer_events_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Viewer.Events(childComplexity, args["after"].(*int64), args["limit"].(*int)), true
+	case "Viewer.id":
+		if e.ComplexityRoot.Viewer.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.ID(childComplexity), true
+	case "Viewer.identityStatus":
+		if e.ComplexityRoot.Viewer.IdentityStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.IdentityStatus(childComplexity), true
+	case "Viewer.pairings":
+		if e.ComplexityRoot.Viewer.Pairings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Pairings(childComplexity), true
+	case "Viewer.username":
+		if e.ComplexityRoot.Viewer.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Username(childComplexity), true
+	case "Viewer.wallets":
+		if e.ComplexityRoot.Viewer.Wallets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Wallets(childComplexity), true
+
+	case "ViewerBalance.balances":
+		if e.ComplexityRoot.ViewerBalance.Balances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerBalance.Balances(childComplexity), true
+	case "ViewerBalance.totalUsd":
+		if e.ComplexityRoot.ViewerBalance.TotalUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerBalance.TotalUsd(childComplexity), true
+
+	case "ViewerPairing.agentId":
+		if e.ComplexityRoot.ViewerPairing.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.AgentID(childComplexity), true
+	case "ViewerPairing.agentUsername":
+		if e.ComplexityRoot.ViewerPairing.AgentUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.AgentUsername(childComplexity), true
+	case "ViewerPairing.createdAt":
+		if e.ComplexityRoot.ViewerPairing.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.CreatedAt(childComplexity), true
+	case "ViewerPairing.decidedAt":
+		if e.ComplexityRoot.ViewerPairing.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.DecidedAt(childComplexity), true
+	case "ViewerPairing.expiresAt":
+		if e.ComplexityRoot.ViewerPairing.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.ExpiresAt(childComplexity), true
+	case "ViewerPairing.id":
+		if e.ComplexityRoot.ViewerPairing.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.ID(childComplexity), true
+	case "ViewerPairing.message":
+		if e.ComplexityRoot.ViewerPairing.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.Message(childComplexity), true
+	case "ViewerPairing.status":
+		if e.ComplexityRoot.ViewerPairing.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerPairing.Status(childComplexity), true
+
+	case "ViewerWallet.address":
+		if e.ComplexityRoot.ViewerWallet.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerWallet.Address(childComplexity), true
+	case "ViewerWallet.chain":
+		if e.ComplexityRoot.ViewerWallet.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerWallet.Chain(childComplexity), true
 
 	case "Wallet.address":
 		if e.ComplexityRoot.Wallet.Address == nil {
@@ -3265,7 +3798,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "merchants.graphql" "sessions.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "sessions.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -3280,6 +3813,7 @@ var sources = []*ast.Source{
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
+	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 }
@@ -3288,6 +3822,20 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AccountEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AccountEvent_id(ctx, field)
+	case "kind":
+		return ec.fieldContext_AccountEvent_kind(ctx, field)
+	case "data":
+		return ec.fieldContext_AccountEvent_data(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AccountEvent_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AccountEvent", field.Name)
+}
 
 func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -3525,6 +4073,22 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
 }
 
+func (ec *executionContext) childFields_Invitation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Invitation_id(ctx, field)
+	case "email":
+		return ec.fieldContext_Invitation_email(ctx, field)
+	case "inviteUrl":
+		return ec.fieldContext_Invitation_inviteUrl(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Invitation_expiresAt(ctx, field)
+	case "message":
+		return ec.fieldContext_Invitation_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Invitation", field.Name)
+}
+
 func (ec *executionContext) childFields_Limits(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "tier":
@@ -3597,6 +4161,10 @@ func (ec *executionContext) childFields_Me(ctx context.Context, field graphql.Co
 		return ec.fieldContext_Me_balance(ctx, field)
 	case "transfers":
 		return ec.fieldContext_Me_transfers(ctx, field)
+	case "pairings":
+		return ec.fieldContext_Me_pairings(ctx, field)
+	case "events":
+		return ec.fieldContext_Me_events(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Me", field.Name)
 }
@@ -3691,6 +4259,32 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_Pairing(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Pairing_id(ctx, field)
+	case "userId":
+		return ec.fieldContext_Pairing_userId(ctx, field)
+	case "username":
+		return ec.fieldContext_Pairing_username(ctx, field)
+	case "displayName":
+		return ec.fieldContext_Pairing_displayName(ctx, field)
+	case "status":
+		return ec.fieldContext_Pairing_status(ctx, field)
+	case "kycVerified":
+		return ec.fieldContext_Pairing_kycVerified(ctx, field)
+	case "message":
+		return ec.fieldContext_Pairing_message(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Pairing_createdAt(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_Pairing_decidedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Pairing_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Pairing", field.Name)
 }
 
 func (ec *executionContext) childFields_Payment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3881,6 +4475,34 @@ func (ec *executionContext) childFields_SendPayload(ctx context.Context, field g
 		return ec.fieldContext_SendPayload_replayed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SendPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SendToUserPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "transactionId":
+		return ec.fieldContext_SendToUserPayload_transactionId(ctx, field)
+	case "fromAgent":
+		return ec.fieldContext_SendToUserPayload_fromAgent(ctx, field)
+	case "toUser":
+		return ec.fieldContext_SendToUserPayload_toUser(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_SendToUserPayload_amountUsd(ctx, field)
+	case "feeUsd":
+		return ec.fieldContext_SendToUserPayload_feeUsd(ctx, field)
+	case "chain":
+		return ec.fieldContext_SendToUserPayload_chain(ctx, field)
+	case "txHash":
+		return ec.fieldContext_SendToUserPayload_txHash(ctx, field)
+	case "status":
+		return ec.fieldContext_SendToUserPayload_status(ctx, field)
+	case "message":
+		return ec.fieldContext_SendToUserPayload_message(ctx, field)
+	case "transfer":
+		return ec.fieldContext_SendToUserPayload_transfer(ctx, field)
+	case "replayed":
+		return ec.fieldContext_SendToUserPayload_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SendToUserPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4091,6 +4713,72 @@ func (ec *executionContext) childFields_UsernameAvailability(ctx context.Context
 		return ec.fieldContext_UsernameAvailability_available(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UsernameAvailability", field.Name)
+}
+
+func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Viewer_id(ctx, field)
+	case "username":
+		return ec.fieldContext_Viewer_username(ctx, field)
+	case "displayName":
+		return ec.fieldContext_Viewer_displayName(ctx, field)
+	case "email":
+		return ec.fieldContext_Viewer_email(ctx, field)
+	case "identityStatus":
+		return ec.fieldContext_Viewer_identityStatus(ctx, field)
+	case "wallets":
+		return ec.fieldContext_Viewer_wallets(ctx, field)
+	case "balance":
+		return ec.fieldContext_Viewer_balance(ctx, field)
+	case "pairings":
+		return ec.fieldContext_Viewer_pairings(ctx, field)
+	case "events":
+		return ec.fieldContext_Viewer_events(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerBalance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "balances":
+		return ec.fieldContext_ViewerBalance_balances(ctx, field)
+	case "totalUsd":
+		return ec.fieldContext_ViewerBalance_totalUsd(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerBalance", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerPairing(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ViewerPairing_id(ctx, field)
+	case "agentId":
+		return ec.fieldContext_ViewerPairing_agentId(ctx, field)
+	case "agentUsername":
+		return ec.fieldContext_ViewerPairing_agentUsername(ctx, field)
+	case "status":
+		return ec.fieldContext_ViewerPairing_status(ctx, field)
+	case "message":
+		return ec.fieldContext_ViewerPairing_message(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ViewerPairing_createdAt(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_ViewerPairing_decidedAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ViewerPairing_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerPairing", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerWallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "chain":
+		return ec.fieldContext_ViewerWallet_chain(ctx, field)
+	case "address":
+		return ec.fieldContext_ViewerWallet_address(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerWallet", field.Name)
 }
 
 func (ec *executionContext) childFields_Wallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4407,6 +5095,28 @@ func (ec *executionContext) field_CheckoutSession_payments_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Me_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Me_transfers_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4497,6 +5207,20 @@ func (ec *executionContext) field_Merchant_webhookEvents_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "token",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["token"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_cancelSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4522,6 +5246,42 @@ func (ec *executionContext) field_Mutation_createSession_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_decidePairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "decision",
+		func(ctx context.Context, v any) (model.PairingDecision, error) {
+			return ec.unmarshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decision"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_inviteHuman_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg0
 	return args, nil
 }
 
@@ -4553,6 +5313,28 @@ func (ec *executionContext) field_Mutation_redeliverWebhook_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_requestPairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "message",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["message"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_rollWebhookSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4567,6 +5349,20 @@ func (ec *executionContext) field_Mutation_rollWebhookSecret_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_sendToUser_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SendInput, error) {
+			return ec.unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4578,6 +5374,20 @@ func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_signOut_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "everywhere",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["everywhere"] = arg0
 	return args, nil
 }
 
@@ -4891,6 +5701,20 @@ func (ec *executionContext) field_Query_webhookEvents_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_agentEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_chainHead_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4924,6 +5748,42 @@ func (ec *executionContext) field_Subscription_sessionStatus_args(ctx context.Co
 		return nil, err
 	}
 	args["externalId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_viewerEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Viewer_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
 	return args, nil
 }
 
@@ -5000,6 +5860,98 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AccountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _AccountEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AccountEvent_data(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_data(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Data, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_data(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, "Map")
+}
+
+func (ec *executionContext) _AccountEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, "Time")
+}
 
 func (ec *executionContext) _Agent_id(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -7214,6 +8166,121 @@ func (ec *executionContext) fieldContext_Endpoint_value(_ context.Context, field
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, "String")
 }
 
+func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Invitation_email(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_inviteUrl(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_inviteUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InviteURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_inviteUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Invitation_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Invitation_message(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Invitation_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Invitation_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Invitation", field, false, false, "String")
+}
+
 func (ec *executionContext) _Limits_tier(ctx context.Context, field graphql.CollectedField, obj *model.Limits) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8046,6 +9113,82 @@ func (ec *executionContext) fieldContext_Me_transfers(ctx context.Context, field
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Me_transfers_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_pairings(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_pairings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Me().Pairings(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Pairing) graphql.Marshaler {
+			return ec.marshalNPairing2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_pairings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pairing(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Me_events(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Me_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Me().Events(ctx, obj, fc.Args["after"].(*int64), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AccountEvent) graphql.Marshaler {
+			return ec.marshalNAccountEvent2ᚕᚖagentpayᚋgraphᚋmodelᚐAccountEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Me_events(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Me",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Me_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8940,6 +10083,270 @@ func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_inviteHuman(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_inviteHuman(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().InviteHuman(ctx, fc.Args["email"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Invitation) graphql.Marshaler {
+			return ec.marshalNInvitation2ᚖagentpayᚋgraphᚋmodelᚐInvitation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_inviteHuman(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Invitation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_inviteHuman_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_requestPairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_requestPairing(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RequestPairing(ctx, fc.Args["userId"].(uuid.UUID), fc.Args["message"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pairing) graphql.Marshaler {
+			return ec.marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_requestPairing(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pairing(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_requestPairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_sendToUser(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendToUser(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendToUser(ctx, fc.Args["input"].(model.SendInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SendToUserPayload) graphql.Marshaler {
+			return ec.marshalNSendToUserPayload2ᚖagentpayᚋgraphᚋmodelᚐSendToUserPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendToUser(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SendToUserPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendToUser_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_decidePairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_decidePairing(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DecidePairing(ctx, fc.Args["id"].(uuid.UUID), fc.Args["decision"].(model.PairingDecision))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerPairing) graphql.Marshaler {
+			return ec.marshalNViewerPairing2ᚖagentpayᚋgraphᚋmodelᚐViewerPairing(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_decidePairing(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerPairing(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_decidePairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acceptInvitation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcceptInvitation(ctx, fc.Args["token"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerPairing) graphql.Marshaler {
+			return ec.marshalNViewerPairing2ᚖagentpayᚋgraphᚋmodelᚐViewerPairing(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acceptInvitation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerPairing(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acceptInvitation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_signOut(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_signOut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SignOut(ctx, fc.Args["everywhere"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_signOut(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_signOut_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9250,6 +10657,236 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Pairing_id(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Pairing_userId(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_userId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_userId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Pairing_username(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _Pairing_displayName(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_displayName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _Pairing_status(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _Pairing_kycVerified(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_kycVerified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KycVerified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_kycVerified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Pairing_message(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _Pairing_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Pairing_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Pairing_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pairing_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Pairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Payment_id(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -10816,6 +12453,38 @@ func (ec *executionContext) fieldContext_Query_chains(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_viewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_viewer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Viewer(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+			return ec.marshalNViewer2ᚖagentpayᚋgraphᚋmodelᚐViewer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Viewer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_merchant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11746,6 +13415,268 @@ func (ec *executionContext) fieldContext_SendPayload_replayed(_ context.Context,
 	return graphql.NewScalarFieldContext("SendPayload", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _SendToUserPayload_transactionId(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_transactionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TransactionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_transactionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SendToUserPayload_fromAgent(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_fromAgent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromAgent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_fromAgent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendToUserPayload_toUser(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_toUser(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToUser, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_toUser(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendToUserPayload_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SendToUserPayload_feeUsd(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_feeUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_feeUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SendToUserPayload_chain(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendToUserPayload_txHash(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_txHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendToUserPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v transfer.Status) graphql.Marshaler {
+			return ec.marshalNTransferStatus2agentpayᚋentᚋtransferᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "TransferStatus")
+}
+
+func (ec *executionContext) _SendToUserPayload_message(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _SendToUserPayload_transfer(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_transfer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transfer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Transfer) graphql.Marshaler {
+			return ec.marshalNTransfer2ᚖagentpayᚋentᚐTransfer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_transfer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SendToUserPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Transfer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SendToUserPayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.SendToUserPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SendToUserPayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SendToUserPayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _SessionStatus_externalId(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12115,6 +14046,94 @@ func (ec *executionContext) fieldContext_Subscription_chainHead(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_chainHead_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_agentEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_agentEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AgentEvents(ctx, fc.Args["after"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountEvent) graphql.Marshaler {
+			return ec.marshalNAccountEvent2ᚖagentpayᚋgraphᚋmodelᚐAccountEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_agentEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_agentEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_viewerEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_viewerEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ViewerEvents(ctx, fc.Args["after"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountEvent) graphql.Marshaler {
+			return ec.marshalNAccountEvent2ᚖagentpayᚋgraphᚋmodelᚐAccountEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_viewerEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_viewerEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -13484,6 +15503,546 @@ func (ec *executionContext) fieldContext_UsernameAvailability_available(_ contex
 	return graphql.NewScalarFieldContext("UsernameAvailability", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Viewer_id(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Viewer_username(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_displayName(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_displayName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_email(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_identityStatus(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_identityStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdentityStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_identityStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+}
+
+func (ec *executionContext) _Viewer_wallets(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_wallets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Wallets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ViewerWallet) graphql.Marshaler {
+			return ec.marshalNViewerWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerWalletᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_wallets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerWallet(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_balance(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_balance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Balance(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerBalance) graphql.Marshaler {
+			return ec.marshalNViewerBalance2ᚖagentpayᚋgraphᚋmodelᚐViewerBalance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_balance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerBalance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_pairings(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_pairings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Pairings(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ViewerPairing) graphql.Marshaler {
+			return ec.marshalNViewerPairing2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerPairingᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_pairings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerPairing(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_events(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Viewer().Events(ctx, obj, fc.Args["after"].(*int64), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AccountEvent) graphql.Marshaler {
+			return ec.marshalNAccountEvent2ᚕᚖagentpayᚋgraphᚋmodelᚐAccountEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_events(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Viewer_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ViewerBalance_balances(ctx context.Context, field graphql.CollectedField, obj *model.ViewerBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerBalance_balances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ChainBalance) graphql.Marshaler {
+			return ec.marshalNChainBalance2ᚕᚖagentpayᚋgraphᚋmodelᚐChainBalanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerBalance_balances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ViewerBalance",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ChainBalance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ViewerBalance_totalUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerBalance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerBalance_totalUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerBalance_totalUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerBalance", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ViewerPairing_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerPairing_agentId(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerPairing_agentUsername(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_agentUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentUsername, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_agentUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerPairing_status(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerPairing_message(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerPairing_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerPairing_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerPairing_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerPairing_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerPairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerWallet_chain(ctx context.Context, field graphql.CollectedField, obj *model.ViewerWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerWallet_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerWallet_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerWallet_address(ctx context.Context, field graphql.CollectedField, obj *model.ViewerWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerWallet_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerWallet_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerWallet", field, false, false, "String")
+}
+
 func (ec *executionContext) _Wallet_id(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13566,10 +16125,10 @@ func (ec *executionContext) _Wallet_agentID(ctx context.Context, field graphql.C
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
-			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+			return ec.marshalOID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Wallet_agentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -13681,10 +16240,10 @@ func (ec *executionContext) _Wallet_agent(ctx context.Context, field graphql.Col
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
-			return ec.marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx, selections, v)
+			return ec.marshalOAgent2ᚖagentpayᚋentᚐAgent(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Wallet_agent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -17125,6 +19684,54 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 
 // region    **************************** object.gotpl ****************************
 
+var accountEventImplementors = []string{"AccountEvent"}
+
+func (ec *executionContext) _AccountEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AccountEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, accountEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AccountEvent")
+		case "id":
+			out.Values[i] = ec._AccountEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._AccountEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "data":
+			out.Values[i] = ec._AccountEvent_data(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AccountEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var agentImplementors = []string{"Agent", "Node"}
 
 func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, obj *ent.Agent) graphql.Marshaler {
@@ -17926,6 +20533,59 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var invitationImplementors = []string{"Invitation"}
+
+func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSet, obj *model.Invitation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, invitationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Invitation")
+		case "id":
+			out.Values[i] = ec._Invitation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "email":
+			out.Values[i] = ec._Invitation_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteUrl":
+			out.Values[i] = ec._Invitation_inviteUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Invitation_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Invitation_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var limitsImplementors = []string{"Limits"}
 
 func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, obj *model.Limits) graphql.Marshaler {
@@ -18127,6 +20787,18 @@ func (ec *executionContext) _Me(ctx context.Context, sel ast.SelectionSet, obj *
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Me_transfers(ctx, field, obj)
+				})
+		case "pairings":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Me_pairings(ctx, field, obj)
+				})
+		case "events":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Me_events(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -18426,6 +21098,48 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "inviteHuman":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_inviteHuman(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestPairing":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_requestPairing(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sendToUser":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendToUser(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidePairing":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_decidePairing(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acceptInvitation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acceptInvitation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signOut":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_signOut(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createSession":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createSession(ctx, field)
@@ -18506,6 +21220,84 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "endCursor":
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pairingImplementors = []string{"Pairing"}
+
+func (ec *executionContext) _Pairing(ctx context.Context, sel ast.SelectionSet, obj *model.Pairing) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pairingImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Pairing")
+		case "id":
+			out.Values[i] = ec._Pairing_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userId":
+			out.Values[i] = ec._Pairing_userId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._Pairing_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "displayName":
+			out.Values[i] = ec._Pairing_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._Pairing_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kycVerified":
+			out.Values[i] = ec._Pairing_kycVerified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Pairing_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Pairing_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidedAt":
+			out.Values[i] = ec._Pairing_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Pairing_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -18965,6 +21757,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_chains(ctx, field)
 				})
+		case "viewer":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_viewer(ctx, field)
+				})
 		case "merchant":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -19241,6 +22039,89 @@ func (ec *executionContext) _SendPayload(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var sendToUserPayloadImplementors = []string{"SendToUserPayload"}
+
+func (ec *executionContext) _SendToUserPayload(ctx context.Context, sel ast.SelectionSet, obj *model.SendToUserPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sendToUserPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SendToUserPayload")
+		case "transactionId":
+			out.Values[i] = ec._SendToUserPayload_transactionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fromAgent":
+			out.Values[i] = ec._SendToUserPayload_fromAgent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toUser":
+			out.Values[i] = ec._SendToUserPayload_toUser(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountUsd":
+			out.Values[i] = ec._SendToUserPayload_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feeUsd":
+			out.Values[i] = ec._SendToUserPayload_feeUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._SendToUserPayload_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "txHash":
+			out.Values[i] = ec._SendToUserPayload_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._SendToUserPayload_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._SendToUserPayload_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transfer":
+			out.Values[i] = ec._SendToUserPayload_transfer(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._SendToUserPayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var sessionStatusImplementors = []string{"SessionStatus"}
 
 func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.SelectionSet, obj *model.SessionStatus) graphql.Marshaler {
@@ -19382,6 +22263,10 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	switch fields[0].Name {
 	case "chainHead":
 		return ec._Subscription_chainHead(ctx, fields[0])
+	case "agentEvents":
+		return ec._Subscription_agentEvents(ctx, fields[0])
+	case "viewerEvents":
+		return ec._Subscription_viewerEvents(ctx, fields[0])
 	case "sessionStatus":
 		return ec._Subscription_sessionStatus(ctx, fields[0])
 	default:
@@ -19949,6 +22834,226 @@ func (ec *executionContext) _UsernameAvailability(ctx context.Context, sel ast.S
 	return out
 }
 
+var viewerImplementors = []string{"Viewer"}
+
+func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *model.Viewer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Viewer")
+		case "id":
+			out.Values[i] = ec._Viewer_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "username":
+			out.Values[i] = ec._Viewer_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "displayName":
+			out.Values[i] = ec._Viewer_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "email":
+			out.Values[i] = ec._Viewer_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "identityStatus":
+			out.Values[i] = ec._Viewer_identityStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "wallets":
+			out.Values[i] = ec._Viewer_wallets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "balance":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_balance(ctx, field, obj)
+				})
+		case "pairings":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_pairings(ctx, field, obj)
+				})
+		case "events":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_events(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerBalanceImplementors = []string{"ViewerBalance"}
+
+func (ec *executionContext) _ViewerBalance(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerBalance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerBalanceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerBalance")
+		case "balances":
+			out.Values[i] = ec._ViewerBalance_balances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalUsd":
+			out.Values[i] = ec._ViewerBalance_totalUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerPairingImplementors = []string{"ViewerPairing"}
+
+func (ec *executionContext) _ViewerPairing(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerPairing) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerPairingImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerPairing")
+		case "id":
+			out.Values[i] = ec._ViewerPairing_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._ViewerPairing_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentUsername":
+			out.Values[i] = ec._ViewerPairing_agentUsername(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._ViewerPairing_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._ViewerPairing_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._ViewerPairing_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidedAt":
+			out.Values[i] = ec._ViewerPairing_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._ViewerPairing_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerWalletImplementors = []string{"ViewerWallet"}
+
+func (ec *executionContext) _ViewerWallet(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerWallet) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerWalletImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerWallet")
+		case "chain":
+			out.Values[i] = ec._ViewerWallet_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "address":
+			out.Values[i] = ec._ViewerWallet_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var walletImplementors = []string{"Wallet", "Node"}
 
 func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, obj *ent.Wallet) graphql.Marshaler {
@@ -19977,7 +23082,7 @@ func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "agentID":
 			out.Values[i] = ec._Wallet_agentID(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "chain":
@@ -20002,7 +23107,7 @@ func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "agent":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
+				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Wallet_agent(ctx, field, obj)
 				})
@@ -20850,6 +23955,30 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAccountEvent2ᚕᚖagentpayᚋgraphᚋmodelᚐAccountEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AccountEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAccountEvent2ᚖagentpayᚋgraphᚋmodelᚐAccountEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAccountEvent2ᚖagentpayᚋgraphᚋmodelᚐAccountEvent(ctx context.Context, sel ast.SelectionSet, v *model.AccountEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AccountEvent!")
+		return graphql.Null
+	}
+	return ec._AccountEvent(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx context.Context, sel ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Agent!")
@@ -21210,12 +24339,52 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) unmarshalNInt642int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt642int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int64!")
+	}
+	return res
+}
+
+func (ec *executionContext) marshalNInvitation2ᚖagentpayᚋgraphᚋmodelᚐInvitation(ctx context.Context, sel ast.SelectionSet, v *model.Invitation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Invitation!")
+		return graphql.Null
+	}
+	return ec._Invitation(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNLimits2ᚖagentpayᚋgraphᚋmodelᚐLimits(ctx context.Context, sel ast.SelectionSet, v *model.Limits) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Limits!")
 		return graphql.Null
 	}
 	return ec._Limits(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMap2map(ctx context.Context, v any) (map[string]any, error) {
+	res, err := graphql.UnmarshalMap(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMap2map(ctx context.Context, sel ast.SelectionSet, v map[string]any) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Map!")
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalMap(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Map!")
+	}
+	return res
 }
 
 func (ec *executionContext) marshalNMe2ᚖagentpayᚋgraphᚋmodelᚐMe(ctx context.Context, sel ast.SelectionSet, v *model.Me) graphql.Marshaler {
@@ -21322,6 +24491,40 @@ func (ec *executionContext) marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPag
 	return ec._PageInfo(ctx, sel, &v)
 }
 
+func (ec *executionContext) marshalNPairing2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Pairing) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx context.Context, sel ast.SelectionSet, v *model.Pairing) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Pairing!")
+		return graphql.Null
+	}
+	return ec._Pairing(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx context.Context, v any) (model.PairingDecision, error) {
+	var res model.PairingDecision
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx context.Context, sel ast.SelectionSet, v model.PairingDecision) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNPayment2ᚖagentpayᚋentᚐPayment(ctx context.Context, sel ast.SelectionSet, v *ent.Payment) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Payment!")
@@ -21413,6 +24616,14 @@ func (ec *executionContext) marshalNSendPayload2ᚖagentpayᚋgraphᚋmodelᚐSe
 		return graphql.Null
 	}
 	return ec._SendPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSendToUserPayload2ᚖagentpayᚋgraphᚋmodelᚐSendToUserPayload(ctx context.Context, sel ast.SelectionSet, v *model.SendToUserPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SendToUserPayload!")
+		return graphql.Null
+	}
+	return ec._SendToUserPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNSessionStatus2ᚖagentpayᚋgraphᚋmodelᚐSessionStatus(ctx context.Context, sel ast.SelectionSet, v *model.SessionStatus) graphql.Marshaler {
@@ -21627,6 +24838,70 @@ func (ec *executionContext) marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋm
 		return graphql.Null
 	}
 	return ec._UsernameAvailability(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewer2ᚖagentpayᚋgraphᚋmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Viewer!")
+		return graphql.Null
+	}
+	return ec._Viewer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerBalance2ᚖagentpayᚋgraphᚋmodelᚐViewerBalance(ctx context.Context, sel ast.SelectionSet, v *model.ViewerBalance) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerBalance!")
+		return graphql.Null
+	}
+	return ec._ViewerBalance(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerPairing2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerPairingᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerPairing) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNViewerPairing2ᚖagentpayᚋgraphᚋmodelᚐViewerPairing(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNViewerPairing2ᚖagentpayᚋgraphᚋmodelᚐViewerPairing(ctx context.Context, sel ast.SelectionSet, v *model.ViewerPairing) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerPairing!")
+		return graphql.Null
+	}
+	return ec._ViewerPairing(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerWallet) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNViewerWallet2ᚖagentpayᚋgraphᚋmodelᚐViewerWallet(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNViewerWallet2ᚖagentpayᚋgraphᚋmodelᚐViewerWallet(ctx context.Context, sel ast.SelectionSet, v *model.ViewerWallet) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerWallet!")
+		return graphql.Null
+	}
+	return ec._ViewerWallet(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNWallet2ᚕᚖagentpayᚋentᚐWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Wallet) graphql.Marshaler {
@@ -21927,6 +25202,13 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAgent2ᚖagentpayᚋentᚐAgent(ctx context.Context, sel ast.SelectionSet, v *ent.Agent) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Agent(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(ctx context.Context, v any) (*agent.Tier, error) {
 	if v == nil {
 		return nil, nil
@@ -22141,6 +25423,18 @@ func (ec *executionContext) marshalODepositAddress2ᚖagentpayᚋentᚐDepositAd
 	return ec._DepositAddress(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, v any) (uuid.UUID, error) {
+	res, err := graphql.UnmarshalUUID(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, sel ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalUUID(v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, v any) (*uuid.UUID, error) {
 	if v == nil {
 		return nil, nil
@@ -22174,6 +25468,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt642ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt642ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
 	return res
 }
 

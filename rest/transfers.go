@@ -15,11 +15,13 @@ type sendRequest struct {
 	Chain      *string `json:"chain"`
 }
 
-// transferResponse is the Transfer of spec 2.3.
+// transferResponse is the Transfer of spec 2.3; a send-to-user answers
+// to_user in place of to_agent.
 type transferResponse struct {
 	TransactionID string `json:"transaction_id"`
 	FromAgent     string `json:"from_agent"`
-	ToAgent       string `json:"to_agent"`
+	ToAgent       string `json:"to_agent,omitempty"`
+	ToUser        string `json:"to_user,omitempty"`
 	// AmountUSD is what the recipient receives, after the treasury fee.
 	AmountUSD Amount `json:"amount_usd"`
 	Chain     string `json:"chain"`
@@ -33,6 +35,17 @@ type transferResponse struct {
 // wait (the worker completes it). With an Idempotency-Key a retry gets the
 // first answer again, marked Idempotent-Replayed: true.
 func (s *server) send(w http.ResponseWriter, r *http.Request) {
+	s.sendTo(w, r, false)
+}
+
+// sendToUser is send to a human user's custodial wallet (POST
+// /agents/me/wallet/send-to-user): every rule of send, to_user in the
+// answer.
+func (s *server) sendToUser(w http.ResponseWriter, r *http.Request) {
+	s.sendTo(w, r, true)
+}
+
+func (s *server) sendTo(w http.ResponseWriter, r *http.Request, toUser bool) {
 	var body sendRequest
 	if err := decodeJSON(r, &body); err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
@@ -46,7 +59,7 @@ func (s *server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, agentpay.Invalid("amount_usd", "is required"))
 		return
 	}
-	req := agentpay.SendRequest{ToUsername: *body.ToUsername, AmountUSD: body.AmountUSD.Decimal}
+	req := agentpay.SendRequest{ToUsername: *body.ToUsername, ToUser: toUser, AmountUSD: body.AmountUSD.Decimal}
 	if body.Memo != nil {
 		req.Memo = *body.Memo
 	}
@@ -66,16 +79,21 @@ func (s *server) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, transferResponse{
+	out := transferResponse{
 		TransactionID: res.Transfer.ID.String(),
 		FromAgent:     res.FromUsername,
-		ToAgent:       res.ToUsername,
 		AmountUSD:     Amount{res.Delivered},
 		Chain:         string(res.Chain),
 		TxHash:        res.TxHash,
 		Status:        res.Status,
 		Message:       res.Message,
-	})
+	}
+	if toUser {
+		out.ToUser = res.ToUsername
+	} else {
+		out.ToAgent = res.ToUsername
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // idempotencyKey is the request's Idempotency-Key, nil when absent. The

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
+	"agentpay/app"
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
@@ -128,6 +130,13 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 		TrustedProxies: cfg.TrustedProxies, Introspection: introspection,
 	})
 	mounts := map[string]http.Handler{"/graphql": gql}
+	appPrefix := appPath(cfg.AppURL)
+	human := app.NewHandler(app.Config{
+		Service: svc, Logger: logger, Prefix: appPrefix, GraphQLPath: "/graphql",
+		SecureCookies: strings.HasPrefix(cfg.AppURL, "https://"), TrustedProxies: cfg.TrustedProxies,
+	})
+	mounts[appPrefix] = human
+	mounts[appPrefix+"/*"] = human
 	if playground {
 		mounts["/playground"] = graph.NewPlayground("/graphql")
 	}
@@ -139,6 +148,17 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 		Mounts:         mounts,
 		TrustedProxies: cfg.TrustedProxies,
 	})
+}
+
+// appPath is where this binary serves the human app: APP_URL's path
+// ("/app" by default; "/app" too when APP_URL has none, since the API
+// answers at the root).
+func appPath(appURL string) string {
+	u, err := url.Parse(appURL)
+	if err != nil || strings.Trim(u.Path, "/") == "" {
+		return "/app"
+	}
+	return "/" + strings.Trim(u.Path, "/")
 }
 
 // graphQLSurface is whether GraphQL introspection and the playground are
@@ -342,6 +362,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,
+		SignInRateLimit: cfg.SignInRateLimit, SignInEmailRateLimit: cfg.SignInEmailLimit,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 		ProbeRateLimit: cfg.ProbeRateLimit, ConnectionsPerIP: cfg.ConnectionsPerIP, HeadCacheTTL: cfg.HeadCacheTTL,
 		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),

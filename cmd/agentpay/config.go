@@ -33,6 +33,8 @@ type config struct {
 	LatePaymentWindow  time.Duration
 	MaxOpenSessions    int
 	SelectRateLimit    int
+	SignInRateLimit    int
+	SignInEmailLimit   int
 	WebhookRetryDelays []time.Duration
 	// WebhookAllowPrivate is WEBHOOK_ALLOW_PRIVATE, nil when unset: see
 	// webhookAllowPrivate for the default.
@@ -116,6 +118,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LatePaymentWindow: p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
 		MaxOpenSessions:   p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
 		SelectRateLimit:   p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
+		SignInRateLimit:   p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
+		SignInEmailLimit:  p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
 		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
 		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
 		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),

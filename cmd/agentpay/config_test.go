@@ -27,6 +27,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
 	require.Equal(t, 1000, c.MaxOpenSessions)
 	require.Equal(t, 10, c.SelectRateLimit)
+	require.Equal(t, 20, c.SignInRateLimit)
+	require.Equal(t, 5, c.SignInEmailLimit)
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
 	require.Equal(t, 600, c.IPRateLimit)
 	require.Equal(t, 20, c.RegisterRateLimit)

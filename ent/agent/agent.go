@@ -56,6 +56,10 @@ const (
 	FieldAPIKeyRotatedAt = "api_key_rotated_at"
 	// EdgeWallets holds the string denoting the wallets edge name in mutations.
 	EdgeWallets = "wallets"
+	// EdgePairings holds the string denoting the pairings edge name in mutations.
+	EdgePairings = "pairings"
+	// EdgeInvitations holds the string denoting the invitations edge name in mutations.
+	EdgeInvitations = "invitations"
 	// EdgePrimaryWallet holds the string denoting the primary_wallet edge name in mutations.
 	EdgePrimaryWallet = "primary_wallet"
 	// EdgeSentTransfers holds the string denoting the sent_transfers edge name in mutations.
@@ -71,6 +75,20 @@ const (
 	WalletsInverseTable = "wallets"
 	// WalletsColumn is the table column denoting the wallets relation/edge.
 	WalletsColumn = "agent_id"
+	// PairingsTable is the table that holds the pairings relation/edge.
+	PairingsTable = "pairings"
+	// PairingsInverseTable is the table name for the Pairing entity.
+	// It exists in this package in order to avoid circular dependency with the "pairing" package.
+	PairingsInverseTable = "pairings"
+	// PairingsColumn is the table column denoting the pairings relation/edge.
+	PairingsColumn = "agent_id"
+	// InvitationsTable is the table that holds the invitations relation/edge.
+	InvitationsTable = "invitations"
+	// InvitationsInverseTable is the table name for the Invitation entity.
+	// It exists in this package in order to avoid circular dependency with the "invitation" package.
+	InvitationsInverseTable = "invitations"
+	// InvitationsColumn is the table column denoting the invitations relation/edge.
+	InvitationsColumn = "agent_id"
 	// PrimaryWalletTable is the table that holds the primary_wallet relation/edge.
 	PrimaryWalletTable = "agents"
 	// PrimaryWalletInverseTable is the table name for the Wallet entity.
@@ -306,6 +324,34 @@ func ByWallets(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 	}
 }
 
+// ByPairingsCount orders the results by pairings count.
+func ByPairingsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newPairingsStep(), opts...)
+	}
+}
+
+// ByPairings orders the results by pairings terms.
+func ByPairings(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newPairingsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
+// ByInvitationsCount orders the results by invitations count.
+func ByInvitationsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newInvitationsStep(), opts...)
+	}
+}
+
+// ByInvitations orders the results by invitations terms.
+func ByInvitations(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newInvitationsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
 // ByPrimaryWalletField orders the results by primary_wallet field.
 func ByPrimaryWalletField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -345,6 +391,20 @@ func newWalletsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(WalletsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, WalletsTable, WalletsColumn),
+	)
+}
+func newPairingsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(PairingsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, PairingsTable, PairingsColumn),
+	)
+}
+func newInvitationsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(InvitationsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, InvitationsTable, InvitationsColumn),
 	)
 }
 func newPrimaryWalletStep() *sqlgraph.Step {

@@ -894,6 +894,52 @@ func HasWalletsWith(preds ...predicate.Wallet) predicate.Agent {
 	})
 }
 
+// HasPairings applies the HasEdge predicate on the "pairings" edge.
+func HasPairings() predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, PairingsTable, PairingsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasPairingsWith applies the HasEdge predicate on the "pairings" edge with a given conditions (other predicates).
+func HasPairingsWith(preds ...predicate.Pairing) predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := newPairingsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasInvitations applies the HasEdge predicate on the "invitations" edge.
+func HasInvitations() predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, InvitationsTable, InvitationsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasInvitationsWith applies the HasEdge predicate on the "invitations" edge with a given conditions (other predicates).
+func HasInvitationsWith(preds ...predicate.Invitation) predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := newInvitationsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // HasPrimaryWallet applies the HasEdge predicate on the "primary_wallet" edge.
 func HasPrimaryWallet() predicate.Agent {
 	return predicate.Agent(func(s *sql.Selector) {

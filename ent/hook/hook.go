@@ -8,6 +8,18 @@ import (
 	"fmt"
 )
 
+// The AccountEventFunc type is an adapter to allow the use of ordinary
+// function as AccountEvent mutator.
+type AccountEventFunc func(context.Context, *ent.AccountEventMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AccountEventFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AccountEventMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AccountEventMutation", m)
+}
+
 // The AgentFunc type is an adapter to allow the use of ordinary
 // function as Agent mutator.
 type AgentFunc func(context.Context, *ent.AgentMutation) (ent.Value, error)
@@ -18,6 +30,18 @@ func (f AgentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AgentMutation", m)
+}
+
+// The BrowserSessionFunc type is an adapter to allow the use of ordinary
+// function as BrowserSession mutator.
+type BrowserSessionFunc func(context.Context, *ent.BrowserSessionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f BrowserSessionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.BrowserSessionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BrowserSessionMutation", m)
 }
 
 // The ChainCursorFunc type is an adapter to allow the use of ordinary
@@ -68,6 +92,30 @@ func (f IdempotencyKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdempotencyKeyMutation", m)
 }
 
+// The InvitationFunc type is an adapter to allow the use of ordinary
+// function as Invitation mutator.
+type InvitationFunc func(context.Context, *ent.InvitationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f InvitationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.InvitationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.InvitationMutation", m)
+}
+
+// The LoginTokenFunc type is an adapter to allow the use of ordinary
+// function as LoginToken mutator.
+type LoginTokenFunc func(context.Context, *ent.LoginTokenMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f LoginTokenFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.LoginTokenMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.LoginTokenMutation", m)
+}
+
 // The MailMessageFunc type is an adapter to allow the use of ordinary
 // function as MailMessage mutator.
 type MailMessageFunc func(context.Context, *ent.MailMessageMutation) (ent.Value, error)
@@ -102,6 +150,18 @@ func (f MerchantKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantKeyMutation", m)
+}
+
+// The PairingFunc type is an adapter to allow the use of ordinary
+// function as Pairing mutator.
+type PairingFunc func(context.Context, *ent.PairingMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PairingFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PairingMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PairingMutation", m)
 }
 
 // The PaymentFunc type is an adapter to allow the use of ordinary
@@ -150,6 +210,18 @@ func (f TransferFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TransferMutation", m)
+}
+
+// The UserFunc type is an adapter to allow the use of ordinary
+// function as User mutator.
+type UserFunc func(context.Context, *ent.UserMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f UserFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.UserMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.UserMutation", m)
 }
 
 // The WalletFunc type is an adapter to allow the use of ordinary

@@ -7,19 +7,25 @@ import (
 	"fmt"
 
 	"agentpay/ent"
+	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
+	"agentpay/ent/browsersession"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/invitation"
+	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/pairing"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
@@ -84,6 +90,33 @@ func (f TraverseFunc) Traverse(ctx context.Context, q ent.Query) error {
 	return f(ctx, query)
 }
 
+// The AccountEventFunc type is an adapter to allow the use of ordinary function as a Querier.
+type AccountEventFunc func(context.Context, *ent.AccountEventQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f AccountEventFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.AccountEventQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.AccountEventQuery", q)
+}
+
+// The TraverseAccountEvent type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseAccountEvent func(context.Context, *ent.AccountEventQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseAccountEvent) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseAccountEvent) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.AccountEventQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.AccountEventQuery", q)
+}
+
 // The AgentFunc type is an adapter to allow the use of ordinary function as a Querier.
 type AgentFunc func(context.Context, *ent.AgentQuery) (ent.Value, error)
 
@@ -109,6 +142,33 @@ func (f TraverseAgent) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.AgentQuery", q)
+}
+
+// The BrowserSessionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type BrowserSessionFunc func(context.Context, *ent.BrowserSessionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f BrowserSessionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.BrowserSessionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.BrowserSessionQuery", q)
+}
+
+// The TraverseBrowserSession type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseBrowserSession func(context.Context, *ent.BrowserSessionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseBrowserSession) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseBrowserSession) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.BrowserSessionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.BrowserSessionQuery", q)
 }
 
 // The ChainCursorFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -219,6 +279,60 @@ func (f TraverseIdempotencyKey) Traverse(ctx context.Context, q ent.Query) error
 	return fmt.Errorf("unexpected query type %T. expect *ent.IdempotencyKeyQuery", q)
 }
 
+// The InvitationFunc type is an adapter to allow the use of ordinary function as a Querier.
+type InvitationFunc func(context.Context, *ent.InvitationQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f InvitationFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.InvitationQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.InvitationQuery", q)
+}
+
+// The TraverseInvitation type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseInvitation func(context.Context, *ent.InvitationQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseInvitation) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseInvitation) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.InvitationQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.InvitationQuery", q)
+}
+
+// The LoginTokenFunc type is an adapter to allow the use of ordinary function as a Querier.
+type LoginTokenFunc func(context.Context, *ent.LoginTokenQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f LoginTokenFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.LoginTokenQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.LoginTokenQuery", q)
+}
+
+// The TraverseLoginToken type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseLoginToken func(context.Context, *ent.LoginTokenQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseLoginToken) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseLoginToken) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.LoginTokenQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.LoginTokenQuery", q)
+}
+
 // The MailMessageFunc type is an adapter to allow the use of ordinary function as a Querier.
 type MailMessageFunc func(context.Context, *ent.MailMessageQuery) (ent.Value, error)
 
@@ -298,6 +412,33 @@ func (f TraverseMerchantKey) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantKeyQuery", q)
+}
+
+// The PairingFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PairingFunc func(context.Context, *ent.PairingQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PairingFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PairingQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PairingQuery", q)
+}
+
+// The TraversePairing type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePairing func(context.Context, *ent.PairingQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePairing) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePairing) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PairingQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PairingQuery", q)
 }
 
 // The PaymentFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -406,6 +547,33 @@ func (f TraverseTransfer) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.TransferQuery", q)
+}
+
+// The UserFunc type is an adapter to allow the use of ordinary function as a Querier.
+type UserFunc func(context.Context, *ent.UserQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f UserFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.UserQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.UserQuery", q)
+}
+
+// The TraverseUser type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseUser func(context.Context, *ent.UserQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseUser) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseUser) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.UserQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.UserQuery", q)
 }
 
 // The WalletFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -519,8 +687,12 @@ func (f TraverseWebhookEvent) Traverse(ctx context.Context, q ent.Query) error {
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
+	case *ent.AccountEventQuery:
+		return &query[*ent.AccountEventQuery, predicate.AccountEvent, accountevent.OrderOption]{typ: ent.TypeAccountEvent, tq: q}, nil
 	case *ent.AgentQuery:
 		return &query[*ent.AgentQuery, predicate.Agent, agent.OrderOption]{typ: ent.TypeAgent, tq: q}, nil
+	case *ent.BrowserSessionQuery:
+		return &query[*ent.BrowserSessionQuery, predicate.BrowserSession, browsersession.OrderOption]{typ: ent.TypeBrowserSession, tq: q}, nil
 	case *ent.ChainCursorQuery:
 		return &query[*ent.ChainCursorQuery, predicate.ChainCursor, chaincursor.OrderOption]{typ: ent.TypeChainCursor, tq: q}, nil
 	case *ent.CheckoutSessionQuery:
@@ -529,12 +701,18 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
 	case *ent.IdempotencyKeyQuery:
 		return &query[*ent.IdempotencyKeyQuery, predicate.IdempotencyKey, idempotencykey.OrderOption]{typ: ent.TypeIdempotencyKey, tq: q}, nil
+	case *ent.InvitationQuery:
+		return &query[*ent.InvitationQuery, predicate.Invitation, invitation.OrderOption]{typ: ent.TypeInvitation, tq: q}, nil
+	case *ent.LoginTokenQuery:
+		return &query[*ent.LoginTokenQuery, predicate.LoginToken, logintoken.OrderOption]{typ: ent.TypeLoginToken, tq: q}, nil
 	case *ent.MailMessageQuery:
 		return &query[*ent.MailMessageQuery, predicate.MailMessage, mailmessage.OrderOption]{typ: ent.TypeMailMessage, tq: q}, nil
 	case *ent.MerchantQuery:
 		return &query[*ent.MerchantQuery, predicate.Merchant, merchant.OrderOption]{typ: ent.TypeMerchant, tq: q}, nil
 	case *ent.MerchantKeyQuery:
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
+	case *ent.PairingQuery:
+		return &query[*ent.PairingQuery, predicate.Pairing, pairing.OrderOption]{typ: ent.TypePairing, tq: q}, nil
 	case *ent.PaymentQuery:
 		return &query[*ent.PaymentQuery, predicate.Payment, payment.OrderOption]{typ: ent.TypePayment, tq: q}, nil
 	case *ent.RateLimitCounterQuery:
@@ -543,6 +721,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.SignatureChallengeQuery, predicate.SignatureChallenge, signaturechallenge.OrderOption]{typ: ent.TypeSignatureChallenge, tq: q}, nil
 	case *ent.TransferQuery:
 		return &query[*ent.TransferQuery, predicate.Transfer, transfer.OrderOption]{typ: ent.TypeTransfer, tq: q}, nil
+	case *ent.UserQuery:
+		return &query[*ent.UserQuery, predicate.User, user.OrderOption]{typ: ent.TypeUser, tq: q}, nil
 	case *ent.WalletQuery:
 		return &query[*ent.WalletQuery, predicate.Wallet, wallet.OrderOption]{typ: ent.TypeWallet, tq: q}, nil
 	case *ent.WebhookAttemptQuery:

@@ -8,6 +8,33 @@ import (
 )
 
 var (
+	// AccountEventsColumns holds the columns for the "account_events" table.
+	AccountEventsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "agent_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "user_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "kind", Type: field.TypeString},
+		{Name: "data", Type: field.TypeString, Size: 2147483647},
+		{Name: "created_at", Type: field.TypeTime},
+	}
+	// AccountEventsTable holds the schema information for the "account_events" table.
+	AccountEventsTable = &schema.Table{
+		Name:       "account_events",
+		Columns:    AccountEventsColumns,
+		PrimaryKey: []*schema.Column{AccountEventsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "accountevent_agent_id_id",
+				Unique:  false,
+				Columns: []*schema.Column{AccountEventsColumns[1], AccountEventsColumns[0]},
+			},
+			{
+				Name:    "accountevent_user_id_id",
+				Unique:  false,
+				Columns: []*schema.Column{AccountEventsColumns[2], AccountEventsColumns[0]},
+			},
+		},
+	}
 	// AgentsColumns holds the columns for the "agents" table.
 	AgentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -58,6 +85,30 @@ var (
 				Name:    "agent_trust_score",
 				Unique:  false,
 				Columns: []*schema.Column{AgentsColumns[6]},
+			},
+		},
+	}
+	// BrowserSessionsColumns holds the columns for the "browser_sessions" table.
+	BrowserSessionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "user_id", Type: field.TypeUUID},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "revoked_at", Type: field.TypeTime, Nullable: true},
+		{Name: "user_agent", Type: field.TypeString, Size: 200, Default: ""},
+	}
+	// BrowserSessionsTable holds the schema information for the "browser_sessions" table.
+	BrowserSessionsTable = &schema.Table{
+		Name:       "browser_sessions",
+		Columns:    BrowserSessionsColumns,
+		PrimaryKey: []*schema.Column{BrowserSessionsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "browsersession_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{BrowserSessionsColumns[3], BrowserSessionsColumns[1]},
 			},
 		},
 	}
@@ -235,6 +286,63 @@ var (
 			},
 		},
 	}
+	// InvitationsColumns holds the columns for the "invitations" table.
+	InvitationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "email", Type: field.TypeString, Size: 254},
+		{Name: "day", Type: field.TypeString},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "accepted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "accepted_by", Type: field.TypeUUID, Nullable: true},
+		{Name: "agent_id", Type: field.TypeUUID},
+	}
+	// InvitationsTable holds the schema information for the "invitations" table.
+	InvitationsTable = &schema.Table{
+		Name:       "invitations",
+		Columns:    InvitationsColumns,
+		PrimaryKey: []*schema.Column{InvitationsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "invitations_agents_invitations",
+				Columns:    []*schema.Column{InvitationsColumns[9]},
+				RefColumns: []*schema.Column{AgentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "invitation_agent_id_email_day",
+				Unique:  true,
+				Columns: []*schema.Column{InvitationsColumns[9], InvitationsColumns[3], InvitationsColumns[4]},
+			},
+		},
+	}
+	// LoginTokensColumns holds the columns for the "login_tokens" table.
+	LoginTokensColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "email", Type: field.TypeString, Size: 254},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// LoginTokensTable holds the schema information for the "login_tokens" table.
+	LoginTokensTable = &schema.Table{
+		Name:       "login_tokens",
+		Columns:    LoginTokensColumns,
+		PrimaryKey: []*schema.Column{LoginTokensColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "logintoken_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{LoginTokensColumns[5]},
+			},
+		},
+	}
 	// MailMessagesColumns holds the columns for the "mail_messages" table.
 	MailMessagesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -325,6 +433,56 @@ var (
 				Name:    "merchantkey_merchant_id_kind_revoked_at",
 				Unique:  false,
 				Columns: []*schema.Column{MerchantKeysColumns[7], MerchantKeysColumns[3], MerchantKeysColumns[6]},
+			},
+		},
+	}
+	// PairingsColumns holds the columns for the "pairings" table.
+	PairingsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "approved", "denied", "revoked"}},
+		{Name: "message", Type: field.TypeString, Size: 2000, Default: ""},
+		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
+		{Name: "expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "invitation_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "user_id", Type: field.TypeUUID},
+	}
+	// PairingsTable holds the schema information for the "pairings" table.
+	PairingsTable = &schema.Table{
+		Name:       "pairings",
+		Columns:    PairingsColumns,
+		PrimaryKey: []*schema.Column{PairingsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "pairings_agents_pairings",
+				Columns:    []*schema.Column{PairingsColumns[8]},
+				RefColumns: []*schema.Column{AgentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "pairings_users_pairings",
+				Columns:    []*schema.Column{PairingsColumns[9]},
+				RefColumns: []*schema.Column{UsersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pairing_agent_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{PairingsColumns[8], PairingsColumns[1]},
+			},
+			{
+				Name:    "pairing_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{PairingsColumns[9], PairingsColumns[1]},
+			},
+			{
+				Name:    "pairing_agent_id_user_id_status",
+				Unique:  false,
+				Columns: []*schema.Column{PairingsColumns[8], PairingsColumns[9], PairingsColumns[3]},
 			},
 		},
 	}
@@ -470,6 +628,7 @@ var (
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "to_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "chain", Type: field.TypeString},
 		{Name: "token", Type: field.TypeString, Default: "USDC"},
 		{Name: "from_address", Type: field.TypeString},
@@ -497,13 +656,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "transfers_agents_sent_transfers",
-				Columns:    []*schema.Column{TransfersColumns[19]},
+				Columns:    []*schema.Column{TransfersColumns[20]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "transfers_agents_received_transfers",
-				Columns:    []*schema.Column{TransfersColumns[20]},
+				Columns:    []*schema.Column{TransfersColumns[21]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -512,24 +671,46 @@ var (
 			{
 				Name:    "transfer_from_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[19], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[20], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[20], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[21], TransfersColumns[1]},
+			},
+			{
+				Name:    "transfer_to_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{TransfersColumns[3], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_status_from_agent_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[11], TransfersColumns[19]},
+				Columns: []*schema.Column{TransfersColumns[12], TransfersColumns[20]},
 			},
 			{
 				Name:    "transfer_chain_tx_hash",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[3], TransfersColumns[10]},
+				Columns: []*schema.Column{TransfersColumns[4], TransfersColumns[11]},
 			},
 		},
+	}
+	// UsersColumns holds the columns for the "users" table.
+	UsersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "username", Type: field.TypeString, Unique: true, Size: 30},
+		{Name: "display_name", Type: field.TypeString, Size: 100, Default: ""},
+		{Name: "email", Type: field.TypeString, Unique: true, Size: 254},
+		{Name: "email_verified_at", Type: field.TypeTime, Nullable: true},
+		{Name: "identity_status", Type: field.TypeEnum, Enums: []string{"not_started", "pending", "requires_input", "verified", "rejected"}, Default: "not_started"},
+	}
+	// UsersTable holds the schema information for the "users" table.
+	UsersTable = &schema.Table{
+		Name:       "users",
+		Columns:    UsersColumns,
+		PrimaryKey: []*schema.Column{UsersColumns[0]},
 	}
 	// WalletsColumns holds the columns for the "wallets" table.
 	WalletsColumns = []*schema.Column{
@@ -541,7 +722,8 @@ var (
 		{Name: "encrypted_key", Type: field.TypeBytes, Nullable: true},
 		{Name: "kind", Type: field.TypeEnum, Enums: []string{"custodial", "external"}, Default: "custodial"},
 		{Name: "verified", Type: field.TypeBool, Default: false},
-		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "agent_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "user_id", Type: field.TypeUUID, Nullable: true},
 	}
 	// WalletsTable holds the schema information for the "wallets" table.
 	WalletsTable = &schema.Table{
@@ -553,7 +735,13 @@ var (
 				Symbol:     "wallets_agents_wallets",
 				Columns:    []*schema.Column{WalletsColumns[8]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
-				OnDelete:   schema.NoAction,
+				OnDelete:   schema.SetNull,
+			},
+			{
+				Symbol:     "wallets_users_wallets",
+				Columns:    []*schema.Column{WalletsColumns[9]},
+				RefColumns: []*schema.Column{UsersColumns[0]},
+				OnDelete:   schema.SetNull,
 			},
 		},
 		Indexes: []*schema.Index{
@@ -566,6 +754,11 @@ var (
 				Name:    "wallet_agent_id_chain",
 				Unique:  false,
 				Columns: []*schema.Column{WalletsColumns[8], WalletsColumns[3]},
+			},
+			{
+				Name:    "wallet_user_id_chain",
+				Unique:  false,
+				Columns: []*schema.Column{WalletsColumns[9], WalletsColumns[3]},
 			},
 		},
 	}
@@ -685,18 +878,24 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AccountEventsTable,
 		AgentsTable,
+		BrowserSessionsTable,
 		ChainCursorsTable,
 		CheckoutSessionsTable,
 		DepositAddressesTable,
 		IdempotencyKeysTable,
+		InvitationsTable,
+		LoginTokensTable,
 		MailMessagesTable,
 		MerchantsTable,
 		MerchantKeysTable,
+		PairingsTable,
 		PaymentsTable,
 		RateLimitCountersTable,
 		SignatureChallengesTable,
 		TransfersTable,
+		UsersTable,
 		WalletsTable,
 		WebhookAttemptsTable,
 		WebhookDeliveriesTable,
@@ -709,12 +908,16 @@ func init() {
 	CheckoutSessionsTable.ForeignKeys[0].RefTable = MerchantsTable
 	DepositAddressesTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	IdempotencyKeysTable.ForeignKeys[0].RefTable = TransfersTable
+	InvitationsTable.ForeignKeys[0].RefTable = AgentsTable
 	MerchantKeysTable.ForeignKeys[0].RefTable = MerchantsTable
+	PairingsTable.ForeignKeys[0].RefTable = AgentsTable
+	PairingsTable.ForeignKeys[1].RefTable = UsersTable
 	PaymentsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable
 	TransfersTable.ForeignKeys[0].RefTable = AgentsTable
 	TransfersTable.ForeignKeys[1].RefTable = AgentsTable
 	WalletsTable.ForeignKeys[0].RefTable = AgentsTable
+	WalletsTable.ForeignKeys[1].RefTable = UsersTable
 	WebhookAttemptsTable.ForeignKeys[0].RefTable = WebhookDeliveriesTable
 	WebhookDeliveriesTable.ForeignKeys[0].RefTable = WebhookEventsTable
 	WebhookEventsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable

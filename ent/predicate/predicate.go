@@ -6,8 +6,14 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// AccountEvent is the predicate function for accountevent builders.
+type AccountEvent func(*sql.Selector)
+
 // Agent is the predicate function for agent builders.
 type Agent func(*sql.Selector)
+
+// BrowserSession is the predicate function for browsersession builders.
+type BrowserSession func(*sql.Selector)
 
 // ChainCursor is the predicate function for chaincursor builders.
 type ChainCursor func(*sql.Selector)
@@ -21,6 +27,12 @@ type DepositAddress func(*sql.Selector)
 // IdempotencyKey is the predicate function for idempotencykey builders.
 type IdempotencyKey func(*sql.Selector)
 
+// Invitation is the predicate function for invitation builders.
+type Invitation func(*sql.Selector)
+
+// LoginToken is the predicate function for logintoken builders.
+type LoginToken func(*sql.Selector)
+
 // MailMessage is the predicate function for mailmessage builders.
 type MailMessage func(*sql.Selector)
 
@@ -29,6 +41,9 @@ type Merchant func(*sql.Selector)
 
 // MerchantKey is the predicate function for merchantkey builders.
 type MerchantKey func(*sql.Selector)
+
+// Pairing is the predicate function for pairing builders.
+type Pairing func(*sql.Selector)
 
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
@@ -41,6 +56,9 @@ type SignatureChallenge func(*sql.Selector)
 
 // Transfer is the predicate function for transfer builders.
 type Transfer func(*sql.Selector)
+
+// User is the predicate function for user builders.
+type User func(*sql.Selector)
 
 // Wallet is the predicate function for wallet builders.
 type Wallet func(*sql.Selector)

@@ -91,6 +91,10 @@ func (Agent) Fields() []ent.Field {
 func (Agent) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.To("wallets", Wallet.Type),
+		edge.To("pairings", Pairing.Type).
+			Annotations(entgql.Skip()),
+		edge.To("invitations", Invitation.Type).
+			Annotations(entgql.Skip()),
 		edge.To("primary_wallet", Wallet.Type).
 			Field("primary_wallet_id").
 			Unique(),

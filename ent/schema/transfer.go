@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// Transfer is an agent's USDC send: to another agent (to_agent set) or to a
-// human user's address (to_agent empty).
+// Transfer is an agent's USDC send: to another agent (to_agent_id set) or to
+// a human user's custodial wallet (to_user_id set).
 type Transfer struct {
 	ent.Schema
 }
@@ -37,6 +37,11 @@ func (Transfer) Fields() []ent.Field {
 			Optional().
 			Nillable().
 			Immutable(),
+		field.UUID("to_user_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
 		field.String("chain").
 			NotEmpty().
 			Immutable(),
@@ -126,6 +131,7 @@ func (Transfer) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("from_agent_id", "created_at"),
 		index.Fields("to_agent_id", "created_at"),
+		index.Fields("to_user_id", "created_at"),
 		// In-flight sends (pending/submitted) are summed per sender when the
 		// available balance is checked, and resumed by the worker.
 		index.Fields("status", "from_agent_id"),

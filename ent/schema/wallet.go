@@ -9,8 +9,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// Wallet is an address of an agent on one chain: custodial (we hold the key,
-// encrypted) or external (the agent proved control by signature).
+// Wallet is an address of an agent or of a human user on one chain:
+// custodial (we hold the key, encrypted) or external (the agent proved
+// control by signature). Exactly one of agent_id and user_id is set.
 type Wallet struct {
 	ent.Schema
 }
@@ -24,7 +25,13 @@ func (Wallet) Mixin() []ent.Mixin {
 func (Wallet) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("agent_id", uuid.UUID{}).
+			Optional().
 			Immutable(),
+		field.UUID("user_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
 		field.String("chain").
 			NotEmpty().
 			Immutable(),
@@ -53,8 +60,13 @@ func (Wallet) Edges() []ent.Edge {
 			Ref("wallets").
 			Field("agent_id").
 			Unique().
-			Required().
 			Immutable(),
+		edge.From("user", User.Type).
+			Ref("wallets").
+			Field("user_id").
+			Unique().
+			Immutable().
+			Annotations(entgql.Skip()),
 	}
 }
 
@@ -63,5 +75,6 @@ func (Wallet) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("chain", "address").Unique(),
 		index.Fields("agent_id", "chain"),
+		index.Fields("user_id", "chain"),
 	}
 }

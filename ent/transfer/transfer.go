@@ -26,6 +26,8 @@ const (
 	FieldFromAgentID = "from_agent_id"
 	// FieldToAgentID holds the string denoting the to_agent_id field in the database.
 	FieldToAgentID = "to_agent_id"
+	// FieldToUserID holds the string denoting the to_user_id field in the database.
+	FieldToUserID = "to_user_id"
 	// FieldChain holds the string denoting the chain field in the database.
 	FieldChain = "chain"
 	// FieldToken holds the string denoting the token field in the database.
@@ -87,6 +89,7 @@ var Columns = []string{
 	FieldUpdatedAt,
 	FieldFromAgentID,
 	FieldToAgentID,
+	FieldToUserID,
 	FieldChain,
 	FieldToken,
 	FieldFromAddress,
@@ -198,6 +201,11 @@ func ByFromAgentID(opts ...sql.OrderTermOption) OrderOption {
 // ByToAgentID orders the results by the to_agent_id field.
 func ByToAgentID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldToAgentID, opts...).ToFunc()
+}
+
+// ByToUserID orders the results by the to_user_id field.
+func ByToUserID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldToUserID, opts...).ToFunc()
 }
 
 // ByChain orders the results by the chain field.

@@ -76,6 +76,11 @@ func ToAgentID(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldToAgentID, v))
 }
 
+// ToUserID applies equality check predicate on the "to_user_id" field. It's identical to ToUserIDEQ.
+func ToUserID(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldToUserID, v))
+}
+
 // Chain applies equality check predicate on the "chain" field. It's identical to ChainEQ.
 func Chain(v string) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldChain, v))
@@ -279,6 +284,56 @@ func ToAgentIDIsNil() predicate.Transfer {
 // ToAgentIDNotNil applies the NotNil predicate on the "to_agent_id" field.
 func ToAgentIDNotNil() predicate.Transfer {
 	return predicate.Transfer(sql.FieldNotNull(FieldToAgentID))
+}
+
+// ToUserIDEQ applies the EQ predicate on the "to_user_id" field.
+func ToUserIDEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldToUserID, v))
+}
+
+// ToUserIDNEQ applies the NEQ predicate on the "to_user_id" field.
+func ToUserIDNEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldToUserID, v))
+}
+
+// ToUserIDIn applies the In predicate on the "to_user_id" field.
+func ToUserIDIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldToUserID, vs...))
+}
+
+// ToUserIDNotIn applies the NotIn predicate on the "to_user_id" field.
+func ToUserIDNotIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldToUserID, vs...))
+}
+
+// ToUserIDGT applies the GT predicate on the "to_user_id" field.
+func ToUserIDGT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGT(FieldToUserID, v))
+}
+
+// ToUserIDGTE applies the GTE predicate on the "to_user_id" field.
+func ToUserIDGTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGTE(FieldToUserID, v))
+}
+
+// ToUserIDLT applies the LT predicate on the "to_user_id" field.
+func ToUserIDLT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLT(FieldToUserID, v))
+}
+
+// ToUserIDLTE applies the LTE predicate on the "to_user_id" field.
+func ToUserIDLTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLTE(FieldToUserID, v))
+}
+
+// ToUserIDIsNil applies the IsNil predicate on the "to_user_id" field.
+func ToUserIDIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldToUserID))
+}
+
+// ToUserIDNotNil applies the NotNil predicate on the "to_user_id" field.
+func ToUserIDNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldToUserID))
 }
 
 // ChainEQ applies the EQ predicate on the "chain" field.

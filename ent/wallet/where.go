@@ -71,6 +71,11 @@ func AgentID(v uuid.UUID) predicate.Wallet {
 	return predicate.Wallet(sql.FieldEQ(FieldAgentID, v))
 }
 
+// UserID applies equality check predicate on the "user_id" field. It's identical to UserIDEQ.
+func UserID(v uuid.UUID) predicate.Wallet {
+	return predicate.Wallet(sql.FieldEQ(FieldUserID, v))
+}
+
 // Chain applies equality check predicate on the "chain" field. It's identical to ChainEQ.
 func Chain(v string) predicate.Wallet {
 	return predicate.Wallet(sql.FieldEQ(FieldChain, v))
@@ -189,6 +194,46 @@ func AgentIDIn(vs ...uuid.UUID) predicate.Wallet {
 // AgentIDNotIn applies the NotIn predicate on the "agent_id" field.
 func AgentIDNotIn(vs ...uuid.UUID) predicate.Wallet {
 	return predicate.Wallet(sql.FieldNotIn(FieldAgentID, vs...))
+}
+
+// AgentIDIsNil applies the IsNil predicate on the "agent_id" field.
+func AgentIDIsNil() predicate.Wallet {
+	return predicate.Wallet(sql.FieldIsNull(FieldAgentID))
+}
+
+// AgentIDNotNil applies the NotNil predicate on the "agent_id" field.
+func AgentIDNotNil() predicate.Wallet {
+	return predicate.Wallet(sql.FieldNotNull(FieldAgentID))
+}
+
+// UserIDEQ applies the EQ predicate on the "user_id" field.
+func UserIDEQ(v uuid.UUID) predicate.Wallet {
+	return predicate.Wallet(sql.FieldEQ(FieldUserID, v))
+}
+
+// UserIDNEQ applies the NEQ predicate on the "user_id" field.
+func UserIDNEQ(v uuid.UUID) predicate.Wallet {
+	return predicate.Wallet(sql.FieldNEQ(FieldUserID, v))
+}
+
+// UserIDIn applies the In predicate on the "user_id" field.
+func UserIDIn(vs ...uuid.UUID) predicate.Wallet {
+	return predicate.Wallet(sql.FieldIn(FieldUserID, vs...))
+}
+
+// UserIDNotIn applies the NotIn predicate on the "user_id" field.
+func UserIDNotIn(vs ...uuid.UUID) predicate.Wallet {
+	return predicate.Wallet(sql.FieldNotIn(FieldUserID, vs...))
+}
+
+// UserIDIsNil applies the IsNil predicate on the "user_id" field.
+func UserIDIsNil() predicate.Wallet {
+	return predicate.Wallet(sql.FieldIsNull(FieldUserID))
+}
+
+// UserIDNotNil applies the NotNil predicate on the "user_id" field.
+func UserIDNotNil() predicate.Wallet {
+	return predicate.Wallet(sql.FieldNotNull(FieldUserID))
 }
 
 // ChainEQ applies the EQ predicate on the "chain" field.
@@ -416,6 +461,29 @@ func HasAgent() predicate.Wallet {
 func HasAgentWith(preds ...predicate.Agent) predicate.Wallet {
 	return predicate.Wallet(func(s *sql.Selector) {
 		step := newAgentStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasUser applies the HasEdge predicate on the "user" edge.
+func HasUser() predicate.Wallet {
+	return predicate.Wallet(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, UserTable, UserColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasUserWith applies the HasEdge predicate on the "user" edge with a given conditions (other predicates).
+func HasUserWith(preds ...predicate.User) predicate.Wallet {
+	return predicate.Wallet(func(s *sql.Selector) {
+		step := newUserStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

@@ -131,6 +131,10 @@ type Me struct {
 	// Transfers the agent sent or received, newest first unless orderBy says
 	// otherwise; first or last at most 100, 20 when neither is given.
 	Transfers *ent.TransferConnection `json:"transfers"`
+	// Pairings with humans, newest first (at most 500)
+	Pairings []*Pairing `json:"pairings"`
+	// Account events after the id after (default: from the first), oldest first, at most limit (1-100, default 100)
+	Events []*AccountEvent `json:"events"`
 }
 
 // The merchant's public keys in use (for the checkout page; secret keys are never shown again).
@@ -222,6 +226,21 @@ type SendPayload struct {
 	// True when this is the kept answer of an earlier send with the same
 	// idempotencyKey (the transfer field shows the transfer as it is now)
 	Replayed bool `json:"replayed"`
+}
+
+// A send to a human user: the Transfer of spec 2.3 with toUser.
+type SendToUserPayload struct {
+	TransactionID uuid.UUID       `json:"transactionId"`
+	FromAgent     string          `json:"fromAgent"`
+	ToUser        string          `json:"toUser"`
+	AmountUsd     decimal.Decimal `json:"amountUsd"`
+	FeeUsd        decimal.Decimal `json:"feeUsd"`
+	Chain         string          `json:"chain"`
+	TxHash        *string         `json:"txHash,omitempty"`
+	Status        transfer.Status `json:"status"`
+	Message       string          `json:"message"`
+	Transfer      *ent.Transfer   `json:"transfer"`
+	Replayed      bool            `json:"replayed"`
 }
 
 // Narrows the caller's sessions; absent fields do not filter.
@@ -352,6 +371,16 @@ type UsernameAvailability struct {
 	Available bool   `json:"available"`
 }
 
+type ViewerBalance struct {
+	Balances []*ChainBalance `json:"balances"`
+	TotalUsd decimal.Decimal `json:"totalUsd"`
+}
+
+type ViewerWallet struct {
+	Chain   string `json:"chain"`
+	Address string `json:"address"`
+}
+
 type WalletAddress struct {
 	Address string `json:"address"`
 	Chain   string `json:"chain"`
@@ -417,6 +446,63 @@ func (e *LeaderboardSort) UnmarshalJSON(b []byte) error {
 }
 
 func (e LeaderboardSort) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type PairingDecision string
+
+const (
+	PairingDecisionApprove PairingDecision = "APPROVE"
+	PairingDecisionDeny    PairingDecision = "DENY"
+	PairingDecisionRevoke  PairingDecision = "REVOKE"
+)
+
+var AllPairingDecision = []PairingDecision{
+	PairingDecisionApprove,
+	PairingDecisionDeny,
+	PairingDecisionRevoke,
+}
+
+func (e PairingDecision) IsValid() bool {
+	switch e {
+	case PairingDecisionApprove, PairingDecisionDeny, PairingDecisionRevoke:
+		return true
+	}
+	return false
+}
+
+func (e PairingDecision) String() string {
+	return string(e)
+}
+
+func (e *PairingDecision) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PairingDecision(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PairingDecision", str)
+	}
+	return nil
+}
+
+func (e PairingDecision) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PairingDecision) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PairingDecision) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -18,6 +18,11 @@ import (
 // The headers that carry a caller's keys, on REST and on GraphQL (where a
 // websocket's connection_init payload may carry them too).
 const (
+	// SessionCookie carries a signed-in human's browser session token
+	// (agentpay's sign-in); CSRFHeader the session's CSRF token, which
+	// every request made with the cookie carries too.
+	SessionCookie = "agentpay_session"
+	CSRFHeader    = "X-CSRF-Token"
 	// AgentKeyHeader carries an agent's API key.
 	AgentKeyHeader = "X-Agent-Key"
 	// MerchantKeyHeader carries a merchant's secret key (sk_live_/sk_test_).

@@ -34,6 +34,15 @@ var (
 	// (36^10, about 3.7e15 codes), short enough to type, long enough not to
 	// be guessed.
 	InviteCode = IDFormat{Alphabet: lowerAlnum, Length: 10}
+	// InvitationToken is the token of an e-mailed invitation's link: a
+	// bearer credential (opening it proves the address), so 256 random
+	// bits, stored hashed (HashSecret).
+	InvitationToken = IDFormat{Prefix: "inv_", Alphabet: base62, Length: 43}
+	// SignInToken is an e-mailed sign-in link's token, BrowserSessionToken
+	// a signed-in browser's cookie: bearer credentials, 256 random bits,
+	// stored hashed.
+	SignInToken         = IDFormat{Prefix: "sil_", Alphabet: base62, Length: 43}
+	BrowserSessionToken = IDFormat{Prefix: "bs_", Alphabet: base62, Length: 43}
 	// ChallengeNonce is the nonce of a signature challenge: 256 random bits
 	// as 0x-prefixed hex, as the signed message shows it.
 	ChallengeNonce = IDFormat{Prefix: "0x", Alphabet: lowerHex, Length: 64}

@@ -1,0 +1,201 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"agentpay/ent"
+	"agentpay/ent/accountevent"
+	"agentpay/internal/statusbus"
+)
+
+// Account events tell an agent or a human user what another party did:
+// a pairing requested or decided, a transfer received. Each is a row
+// (AccountEvent) written in the transaction of the change it reports, so
+// none is lost or invented; its id is a sequence, so a reader asks for the
+// events after the last one it saw (GET /agents/me/events?after=<id>).
+// The same transaction publishes the id on the status bus, so the live
+// subscriptions (agentEvents, viewerEvents) on every process hear of it on
+// commit; a subscriber re-reads the list after its last id on every
+// message, so a missed message delays an event but never drops it.
+
+// Account event kinds.
+const (
+	// EventPairingRequested: an agent asked a user to pair (to the user).
+	EventPairingRequested = "pairing.requested"
+	// EventPairingApproved, EventPairingDenied, EventPairingRevoked: the
+	// user decided (to the agent).
+	EventPairingApproved = "pairing.approved"
+	EventPairingDenied   = "pairing.denied"
+	EventPairingRevoked  = "pairing.revoked"
+	// EventTransferReceived: a transfer to the agent or user completed.
+	EventTransferReceived = "transfer.received"
+)
+
+// accountEventsTopic is the bus topic of account events, keyed by the
+// party ("agent.<id>", "user.<id>"); the message is the event id.
+const accountEventsTopic statusbus.Topic = "account_events"
+
+// Party is whom an account event is for: an agent or a user.
+type Party struct {
+	AgentID *uuid.UUID
+	UserID  *uuid.UUID
+}
+
+// AgentParty and UserParty name the two kinds of party.
+func AgentParty(id uuid.UUID) Party { return Party{AgentID: &id} }
+
+// UserParty is a human user as a party.
+func UserParty(id uuid.UUID) Party { return Party{UserID: &id} }
+
+func (p Party) key() string {
+	if p.AgentID != nil {
+		return "agent." + p.AgentID.String()
+	}
+	return "user." + p.UserID.String()
+}
+
+// AccountEvent is one event as its party reads it.
+type AccountEvent struct {
+	ID        int64
+	Kind      string
+	Data      json.RawMessage
+	CreatedAt time.Time
+}
+
+// MaxAccountEventsPage is the most events one read answers.
+const MaxAccountEventsPage = 100
+
+// recordAccountEvent writes an event for a party in the caller's
+// transaction and publishes its id on the bus (delivered on commit).
+func (s *Service) recordAccountEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, to Party, kind string, data any) error {
+	body, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("account event %s: %w", kind, err)
+	}
+	ev, err := tx.AccountEvent.Create().
+		SetNillableAgentID(to.AgentID).
+		SetNillableUserID(to.UserID).
+		SetKind(kind).
+		SetData(string(body)).
+		SetCreatedAt(s.now().UTC().Truncate(time.Microsecond)).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("account event %s: %w", kind, err)
+	}
+	if err := s.bus.Publish(ctx, sqlTx, accountEventsTopic, to.key(), strconv.FormatInt(ev.ID, 10)); err != nil {
+		return fmt.Errorf("publishing account event: %w", err)
+	}
+	return nil
+}
+
+// AccountEvents lists a party's events after the id after (0: from the
+// first), oldest first, at most limit (1 to MaxAccountEventsPage; 0 means
+// the most).
+func (s *Service) AccountEvents(ctx context.Context, of Party, after int64, limit int) ([]AccountEvent, error) {
+	switch {
+	case after < 0:
+		return nil, Invalid("after", "must be an event id (0 or more)")
+	case limit < 0 || limit > MaxAccountEventsPage:
+		return nil, Invalid("limit", "must be from 1 to %d", MaxAccountEventsPage)
+	case limit == 0:
+		limit = MaxAccountEventsPage
+	}
+	rows, err := of.events(s.cfg.DB.Ent).Where(accountevent.IDGT(after)).Order(ent.Asc(accountevent.FieldID)).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading account events: %w", err)
+	}
+	out := make([]AccountEvent, len(rows))
+	for i, r := range rows {
+		out[i] = AccountEvent{ID: r.ID, Kind: r.Kind, Data: json.RawMessage(r.Data), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// WatchAccountEvents sends a party's events after the id after (nil: only
+// those committed from now on), then each new one as it is committed, on
+// any process, until ctx ends. Each bus message (or resync) makes it read
+// the list after the last event sent, so events arrive in order and none
+// is skipped.
+func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64) (<-chan AccountEvent, error) {
+	if after != nil && *after < 0 {
+		return nil, Invalid("after", "must be an event id (0 or more)")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	// Subscribe before reading, so no event committed after the read is
+	// missed.
+	wake, err := s.bus.Subscribe(ctx, accountEventsTopic, of.key())
+	if errors.Is(err, statusbus.ErrNoListener) {
+		err = fmt.Errorf("%w: events %w", ErrUnavailable, err)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var last int64
+	if after != nil {
+		last = *after
+	} else if last, err = s.lastAccountEventID(ctx, of); err != nil {
+		cancel()
+		return nil, err
+	}
+	out := make(chan AccountEvent, MaxAccountEventsPage)
+	go func() {
+		defer cancel()
+		defer close(out)
+		for {
+			// Drain everything after last, a page at a time.
+			for {
+				evs, err := s.AccountEvents(ctx, of, last, 0)
+				if err != nil {
+					if ctx.Err() == nil {
+						s.logger.WarnContext(ctx, "account events watch: reading", "party", of.key(), "err", err)
+					}
+					break
+				}
+				for _, ev := range evs {
+					select {
+					case out <- ev:
+						last = ev.ID
+					case <-ctx.Done():
+						return
+					}
+				}
+				if len(evs) < MaxAccountEventsPage {
+					break
+				}
+			}
+			if _, ok := <-wake; !ok {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// events selects the party's events.
+func (p Party) events(db *ent.Client) *ent.AccountEventQuery {
+	if p.AgentID != nil {
+		return db.AccountEvent.Query().Where(accountevent.AgentID(*p.AgentID))
+	}
+	return db.AccountEvent.Query().Where(accountevent.UserID(*p.UserID))
+}
+
+// lastAccountEventID is the id of the party's newest event (0: none).
+func (s *Service) lastAccountEventID(ctx context.Context, of Party) (int64, error) {
+	ids, err := of.events(s.cfg.DB.Ent).Order(ent.Desc(accountevent.FieldID)).Limit(1).IDs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading account events: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	return ids[0], nil
+}

@@ -1,0 +1,308 @@
+package app
+
+import (
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"agentpay"
+	"agentpay/internal/httpx"
+	"agentpay/internal/vault"
+	"agentpay/rest"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures the app.
+type Config struct {
+	Service *agentpay.Service
+	Logger  *slog.Logger
+	// Prefix is the app's path ("/app" when empty): APP_URL's path.
+	Prefix string
+	// GraphQLPath is the GraphQL endpoint on the same origin.
+	GraphQLPath string
+	// SecureCookies marks the cookies Secure (APP_URL is https).
+	SecureCookies bool
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (the sign-in limit per client IP).
+	TrustedProxies []netip.Prefix
+}
+
+type handler struct {
+	cfg  Config
+	tmpl *template.Template
+}
+
+// formCookie holds the double-submit token of the forms shown before a
+// session exists.
+const formCookie = "agentpay_form"
+
+// maxFormBytes bounds a form's body.
+const maxFormBytes = 16 << 10
+
+// NewHandler answers the app's pages under cfg.Prefix:
+//
+//	GET  /                  the signed-in home (else to /signin)
+//	GET  /signin            the sign-in form      POST: mail a link
+//	GET  /signin/{token}    the link's page       POST: spend it, sign in
+//	POST /signout           sign out this browser (or everywhere=1)
+//	GET  /invite/{token}    an invitation         POST: sign up and accept
+//	GET  /assets/*          CSS and JavaScript
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/app"
+	}
+	cfg.Prefix = strings.TrimRight(cfg.Prefix, "/")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &handler{cfg: cfg, tmpl: template.Must(template.ParseFS(templateFS, "templates/*.html"))}
+	r := chi.NewRouter()
+	r.Use(h.limitIP)
+	r.Route(cfg.Prefix, func(r chi.Router) {
+		r.Get("/", h.home)
+		r.Get("/signin", h.signInForm)
+		r.Post("/signin", h.requestSignIn)
+		r.Get("/signin/{token}", h.signInLink)
+		r.Post("/signin/{token}", h.completeSignIn)
+		r.Post("/signout", h.signOut)
+		r.Get("/invite/{token}", h.invitation)
+		r.Post("/invite/{token}", h.acceptInvitation)
+		static, _ := fs.Sub(staticFS, "static")
+		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
+	})
+	return r
+}
+
+// limitIP counts every page against the client IP's request limit
+// (IP_RATE_LIMIT), as the API's unauthenticated routes are.
+func (h *handler) limitIP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dec, err := h.cfg.Service.AllowIP(r.Context(), httpx.ClientIP(r, h.cfg.TrustedProxies), agentpay.RateRequest)
+		if err != nil {
+			httpx.ShowRate(w.Header(), dec, true)
+			h.fail(w, r, "signin.html", page{}, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template is given.
+type page struct {
+	Prefix, GraphQL, CSRF, FormToken, Error string
+	Email, Username                         string
+	NewAccount                              bool
+	AgentUsername, Token                    string
+	SignedIn                                bool
+}
+
+func (h *handler) render(w http.ResponseWriter, status int, name string, p page) {
+	p.Prefix, p.GraphQL = h.cfg.Prefix, h.cfg.GraphQLPath
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer") // a link's token must not leak to another site
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.WriteHeader(status)
+	if err := h.tmpl.ExecuteTemplate(w, name, p); err != nil {
+		h.cfg.Logger.Error("app: rendering", "template", name, "err", err)
+	}
+}
+
+// fail shows an error page with the service error's status and detail.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, name string, p page, err error) {
+	status, detail := rest.ErrorStatus(err, false)
+	if status >= 500 {
+		h.cfg.Logger.ErrorContext(r.Context(), "app", "path", r.URL.Path, "err", err)
+		detail = "something went wrong; try again"
+	}
+	p.Error = detail
+	h.render(w, status, name, p)
+}
+
+// formToken gives a pre-session form its double-submit token (kept in
+// formCookie) and answers it.
+func (h *handler) formToken(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(formCookie); err == nil && len(c.Value) > 20 && len(c.Value) < 100 {
+		return c.Value
+	}
+	token := vault.CSPNonce.New()
+	http.SetCookie(w, &http.Cookie{Name: formCookie, Value: token, Path: h.cfg.Prefix, HttpOnly: true,
+		Secure: h.cfg.SecureCookies, SameSite: http.SameSiteStrictMode})
+	return token
+}
+
+var errForm = errors.New("the form expired; reload the page and try again")
+
+// checkForm reads a pre-session form: its body bounded, its token the
+// cookie's.
+func (h *handler) checkForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return agentpay.Invalid("form", "is not a valid form")
+	}
+	c, err := r.Cookie(formCookie)
+	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue("form_token"))) != 1 {
+		return agentpay.ErrCSRF
+	}
+	return nil
+}
+
+// viewer is the signed-in human of the request's session cookie, or nil.
+func (h *handler) viewer(r *http.Request) *agentpay.Viewer {
+	c, err := r.Cookie(httpx.SessionCookie)
+	if err != nil {
+		return nil
+	}
+	v, err := h.cfg.Service.AuthenticateBrowser(r.Context(), c.Value)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func (h *handler) setSession(w http.ResponseWriter, in *agentpay.SignIn) {
+	http.SetCookie(w, &http.Cookie{
+		Name: httpx.SessionCookie, Value: in.SessionToken, Path: h.cfg.Prefix + "/",
+		Expires: in.Session.ExpiresAt, HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func (h *handler) home(w http.ResponseWriter, r *http.Request) {
+	v := h.viewer(r)
+	if v == nil {
+		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+		return
+	}
+	h.render(w, http.StatusOK, "home.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
+}
+
+func (h *handler) signInForm(w http.ResponseWriter, r *http.Request) {
+	h.render(w, http.StatusOK, "signin.html", page{FormToken: h.formToken(w, r)})
+}
+
+func (h *handler) requestSignIn(w http.ResponseWriter, r *http.Request) {
+	p := page{FormToken: h.formToken(w, r)}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "signin.html", p, err)
+		return
+	}
+	p.Email = r.PostFormValue("email")
+	ip := httpx.ClientIP(r, h.cfg.TrustedProxies)
+	if err := h.cfg.Service.RequestSignIn(r.Context(), p.Email, ip); err != nil {
+		h.fail(w, r, "signin.html", p, err)
+		return
+	}
+	h.render(w, http.StatusOK, "sent.html", p)
+}
+
+func (h *handler) signInLink(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	link, err := h.cfg.Service.CheckSignInLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "link.html", p, err)
+		return
+	}
+	p.Email, p.NewAccount = link.Email, link.NewAccount
+	h.render(w, http.StatusOK, "link.html", p)
+}
+
+func (h *handler) completeSignIn(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "link.html", p, err)
+		return
+	}
+	var newUser *agentpay.NewUser
+	if name := r.PostFormValue("username"); name != "" {
+		newUser = &agentpay.NewUser{Username: name, DisplayName: r.PostFormValue("display_name")}
+		p.NewAccount, p.Username = true, name
+	}
+	in, err := h.cfg.Service.CompleteSignIn(r.Context(), token, newUser, r.UserAgent())
+	if err != nil {
+		if link, lerr := h.cfg.Service.CheckSignInLink(r.Context(), token); lerr == nil {
+			p.Email, p.NewAccount = link.Email, link.NewAccount
+		}
+		h.fail(w, r, "link.html", p, err)
+		return
+	}
+	h.setSession(w, in)
+	http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusSeeOther)
+}
+
+func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	_ = r.ParseForm()
+	v := h.viewer(r)
+	if v == nil {
+		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+		return
+	}
+	if err := v.CheckCSRF(r.PostFormValue("csrf_token")); err != nil {
+		h.fail(w, r, "signin.html", page{FormToken: h.formToken(w, r)}, err)
+		return
+	}
+	if err := h.cfg.Service.SignOut(r.Context(), v, r.PostFormValue("everywhere") == "1"); err != nil {
+		h.fail(w, r, "signin.html", page{FormToken: h.formToken(w, r)}, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: h.cfg.Prefix + "/", MaxAge: -1,
+		HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, Expires: time.Unix(0, 0)})
+	http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+}
+
+func (h *handler) invitation(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	info, err := h.cfg.Service.Invitation(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	p.AgentUsername, p.Email = info.Agent.Username, info.Email()
+	if v := h.viewer(r); v != nil {
+		p.SignedIn, p.CSRF, p.Username = true, v.CSRFToken(), v.User.Username
+	}
+	h.render(w, http.StatusOK, "invite.html", p)
+}
+
+// acceptInvitation signs a person up with an e-mailed invitation's address
+// and accepts it (a signed-in person accepts through GraphQL's
+// acceptInvitation from the same page).
+func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	info, err := h.cfg.Service.Invitation(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	p.AgentUsername, p.Email, p.Username = info.Agent.Username, info.Email(), r.PostFormValue("username")
+	in := agentpay.NewUser{Username: p.Username, DisplayName: r.PostFormValue("display_name")}
+	signIn, _, err := h.cfg.Service.SignUpByInvitation(r.Context(), token, in, r.UserAgent())
+	if err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	h.setSession(w, signIn)
+	http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusSeeOther)
+}

@@ -1,0 +1,201 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent/mailmessage"
+	"agentpay/internal/httpx"
+	"agentpay/internal/testenv"
+)
+
+// appEnv is the app on a test server over a service that mails.
+type appEnv struct {
+	env *testenv.Env
+	svc *agentpay.Service
+	srv *httptest.Server
+}
+
+func newAppEnv(t *testing.T) *appEnv {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{Jobs: true})
+	var cfg agentpay.Config
+	env.Fill(&cfg)
+	cfg.AppURL = "http://app.test/app"
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(NewHandler(Config{Service: svc, Prefix: "/app", GraphQLPath: "/graphql"}))
+	t.Cleanup(srv.Close)
+	return &appEnv{env: env, svc: svc, srv: srv}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func (a *appEnv) browser(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+var formTokenPattern = regexp.MustCompile(`name="form_token" value="([^"]+)"`)
+
+func formToken(t *testing.T, body string) string {
+	t.Helper()
+	m := formTokenPattern.FindStringSubmatch(body)
+	require.NotNil(t, m, body)
+	return m[1]
+}
+
+// mailedLink is the path of the newest link mailed to an address.
+func (a *appEnv) mailedLink(t *testing.T, to string) string {
+	t.Helper()
+	m, err := a.env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).
+		Order(mailmessage.ByCreatedAt()).All(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, m)
+	links := agentpay.MailLinks(m[len(m)-1].Text)
+	require.Len(t, links, 1)
+	return strings.TrimPrefix(links[0], "http://app.test")
+}
+
+func TestSignInPages(t *testing.T) {
+	a := newAppEnv(t)
+	b := a.browser(t)
+	base := a.srv.URL + "/app"
+
+	// Signed out, home sends to the sign-in form.
+	resp, _ := get(t, b, base+"/")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/app/signin", resp.Header.Get("Location"))
+
+	resp, body := get(t, b, base+"/signin")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	token := formToken(t, body)
+
+	// A form without its token (another site's) changes nothing.
+	resp, _ = post(t, b, base+"/signin", url.Values{"email": {"ann@example.com"}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, body = post(t, b, base+"/signin", url.Values{"email": {"ann@example.com"}, "form_token": {token}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Check your e-mail")
+	resp, body = post(t, b, base+"/signin", url.Values{"email": {"nope"}, "form_token": {token}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "not a valid e-mail address")
+
+	// Opening the link (GET, as a mail scanner does) spends nothing.
+	link := a.mailedLink(t, "ann@example.com")
+	for range 2 {
+		resp, body = get(t, b, a.srv.URL+link)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "Create your account")
+	}
+	resp, _ = post(t, b, a.srv.URL+link, url.Values{"username": {"ann_app"}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
+	resp, body = post(t, b, a.srv.URL+link, url.Values{"form_token": {formToken(t, body)}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a new account needs a username")
+	resp, _ = post(t, b, a.srv.URL+link, url.Values{"username": {"ann_app"}, "display_name": {"Ann"}, "form_token": {formToken(t, body)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/app/", resp.Header.Get("Location"))
+
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == httpx.SessionCookie {
+			session = c
+		}
+	}
+	require.NotNil(t, session)
+	require.True(t, session.HttpOnly)
+	require.Equal(t, http.SameSiteLaxMode, session.SameSite)
+	require.False(t, session.Secure, "http APP_URL")
+	require.Equal(t, "/app/", session.Path)
+
+	// The link is spent; the session opens home, with its CSRF token.
+	resp, _ = post(t, b, a.srv.URL+link, url.Values{"username": {"ann_app"}, "form_token": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, body = get(t, b, base+"/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "ann_app")
+	v, err := a.svc.AuthenticateBrowser(context.Background(), session.Value)
+	require.NoError(t, err)
+	require.Contains(t, body, `data-csrf="`+v.CSRFToken()+`"`)
+
+	// Signing out needs the session's CSRF token.
+	resp, _ = post(t, b, base+"/signout", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	_, err = a.svc.AuthenticateBrowser(context.Background(), session.Value)
+	require.NoError(t, err, "still signed in")
+	resp, _ = post(t, b, base+"/signout", url.Values{"csrf_token": {v.CSRFToken()}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, err = a.svc.AuthenticateBrowser(context.Background(), session.Value)
+	require.ErrorIs(t, err, agentpay.ErrNotSignedIn)
+}
+
+func TestSecureCookieUnderHTTPS(t *testing.T) {
+	a := newAppEnv(t)
+	h := NewHandler(Config{Service: a.svc, Prefix: "/app", SecureCookies: true})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/app/signin", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	for _, c := range rec.Result().Cookies() {
+		require.True(t, c.Secure, c.Name)
+		require.True(t, c.HttpOnly, c.Name)
+	}
+}
+
+func TestInvitationSignUpPage(t *testing.T) {
+	a := newAppEnv(t)
+	ctx := context.Background()
+	reg, err := a.svc.QuickRegister(ctx, "inviting_bot")
+	require.NoError(t, err)
+	inv, err := a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+	require.NoError(t, err)
+	path := strings.TrimPrefix(inv.URL, "http://app.test")
+
+	b := a.browser(t)
+	resp, body := get(t, b, a.srv.URL+path)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "inviting_bot invites you")
+	require.Contains(t, body, "bea@example.com")
+	resp, _ = post(t, b, a.srv.URL+path, url.Values{"username": {"bea_app"}, "form_token": {formToken(t, body)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	ps, err := a.svc.AgentPairings(ctx, reg.Agent)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, agentpay.PairingApproved, ps[0].Status)
+	require.Equal(t, "bea_app", ps[0].User.Username)
+	resp, body = get(t, b, a.srv.URL+"/app/")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "signed in by signing up")
+	require.Contains(t, body, "bea_app")
+
+	resp, _ = get(t, b, a.srv.URL+"/app/invite/inv_"+strings.Repeat("x", 43))
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}

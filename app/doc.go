@@ -1,0 +1,18 @@
+// Package app serves the human app at APP_URL (docs/humans.md): the
+// sign-in pages, which set and clear the browser session cookie, and the
+// signed-in pages, which are a shell whose script reads and changes
+// everything through the public GraphQL API (the viewer root and the
+// viewerEvents subscription), so the app is also the reference for anyone
+// building their own.
+//
+// The pages decide nothing: the service's rules (signin.go, pairings.go,
+// invitations.go) do. What this package owns is the browser's side of
+// them: the cookie's flags (HttpOnly, SameSite=Lax, Secure when APP_URL is
+// https, scoped to the app's path), and CSRF on its forms. Forms made
+// before a session exists carry a double-submit token (a random value in
+// a SameSite=Strict cookie and in the form); forms of a signed-in page
+// carry the session's CSRF token, as the script's GraphQL requests do.
+//
+// Reading a sign-in link (GET) only shows its page; the form on it spends
+// the link (POST), so a mail scanner that opens links cannot.
+package app

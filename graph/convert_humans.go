@@ -1,0 +1,107 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"agentpay"
+	"agentpay/ent"
+	"agentpay/graph/model"
+)
+
+func pairingModel(v *agentpay.PairingView) *model.Pairing {
+	p := v.Pairing
+	return &model.Pairing{
+		ID: p.ID, UserID: p.UserID, Username: v.User.Username, DisplayName: v.User.DisplayName,
+		Status: v.Status, KycVerified: v.KYCVerified(), Message: p.Message,
+		CreatedAt: p.CreatedAt, DecidedAt: p.DecidedAt, ExpiresAt: p.ExpiresAt,
+	}
+}
+
+// accountEventModel decodes the event's data with numbers kept as written
+// (json.Number), so amounts stay exact.
+func accountEventModel(ev agentpay.AccountEvent) (*model.AccountEvent, error) {
+	var data map[string]any
+	dec := json.NewDecoder(bytes.NewReader(ev.Data))
+	dec.UseNumber()
+	if err := dec.Decode(&data); err != nil {
+		return nil, fmt.Errorf("account event %d: %w", ev.ID, err)
+	}
+	return &model.AccountEvent{ID: ev.ID, Kind: ev.Kind, Data: data, CreatedAt: ev.CreatedAt}, nil
+}
+
+// accountEvents lists a party's events for Me.events and Viewer.events.
+func (r *Resolver) accountEvents(ctx context.Context, of agentpay.Party, after *int64, limit *int) ([]*model.AccountEvent, error) {
+	var from int64
+	if after != nil {
+		from = *after
+	}
+	n := 0
+	if limit != nil {
+		if n = *limit; n == 0 {
+			return nil, agentpay.Invalid("limit", "must be from 1 to %d", agentpay.MaxAccountEventsPage)
+		}
+	}
+	evs, err := r.cfg.Service.AccountEvents(ctx, of, from, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.AccountEvent, len(evs))
+	for i, ev := range evs {
+		if out[i], err = accountEventModel(ev); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// watchAccountEvents is the agentEvents and viewerEvents subscriptions.
+func (r *Resolver) watchAccountEvents(ctx context.Context, of agentpay.Party, after *int64) (<-chan *model.AccountEvent, error) {
+	evs, err := r.cfg.Service.WatchAccountEvents(ctx, of, after)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *model.AccountEvent)
+	go func() {
+		defer close(out)
+		for ev := range evs {
+			m, err := accountEventModel(ev)
+			if err != nil {
+				continue // accountevents.go writes JSON objects: cannot happen
+			}
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func viewerModel(v *agentpay.Viewer, wallets []*ent.Wallet) *model.Viewer {
+	u := v.User
+	out := &model.Viewer{ID: u.ID, Username: u.Username, DisplayName: u.DisplayName, Email: u.Email,
+		IdentityStatus: string(u.IdentityStatus), Wallets: make([]*model.ViewerWallet, len(wallets))}
+	for i, w := range wallets {
+		out.Wallets[i] = &model.ViewerWallet{Chain: w.Chain, Address: w.Address}
+	}
+	return out
+}
+
+func viewerPairingModel(v *agentpay.PairingView) *model.ViewerPairing {
+	p := v.Pairing
+	return &model.ViewerPairing{
+		ID: p.ID, AgentID: p.AgentID, AgentUsername: v.Agent.Username, Status: v.Status, Message: p.Message,
+		CreatedAt: p.CreatedAt, DecidedAt: p.DecidedAt, ExpiresAt: p.ExpiresAt,
+	}
+}
+
+// pairingDecisions maps the GraphQL enum to the service's moves.
+var pairingDecisions = map[model.PairingDecision]agentpay.PairingDecision{
+	model.PairingDecisionApprove: agentpay.ApprovePairing,
+	model.PairingDecisionDeny:    agentpay.DenyPairing,
+	model.PairingDecisionRevoke:  agentpay.RevokePairing,
+}
