@@ -144,7 +144,7 @@ var (
 	}
 	authWalletColumns = []string{
 		wallet.FieldID, wallet.FieldCreatedAt, wallet.FieldUpdatedAt, wallet.FieldAgentID, wallet.FieldChain,
-		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified,
+		wallet.FieldAddress, wallet.FieldEncryptedKey, wallet.FieldKind, wallet.FieldVerified, wallet.FieldUserID,
 	}
 
 	// authColumns are both, as the statements reading a key answer them:
@@ -193,7 +193,7 @@ func scanAuthRows(rows *sql.Rows, ints []sql.NullInt64) (*ent.Agent, error) {
 		trust, txCount, volSent, volRecv, fees           sql.NullInt64
 		partnerV, humanV, extV                           sql.NullBool
 
-		wID, wAgent             sql.Null[uuid.UUID]
+		wID, wAgent, wUser      sql.Null[uuid.UUID]
 		wCreated, wUpdated      sql.NullTime
 		wChain, wAddress, wKind sql.NullString
 		wKey                    []byte
@@ -206,7 +206,7 @@ func scanAuthRows(rows *sql.Rows, ints []sql.NullInt64) (*ent.Agent, error) {
 		&extV, &txCount, &volSent, &volRecv,
 		&fees, &rotated,
 		&wID, &wCreated, &wUpdated, &wAgent, &wChain,
-		&wAddress, &wKey, &wKind, &wVerified,
+		&wAddress, &wKey, &wKind, &wVerified, &wUser,
 	}
 	for i := range ints {
 		dest = append(dest, &ints[i])
@@ -235,11 +235,16 @@ func scanAuthRows(rows *sql.Rows, ints []sql.NullInt64) (*ent.Agent, error) {
 			a = &ag
 		}
 		if wID.Valid {
-			a.Edges.Wallets = append(a.Edges.Wallets, &ent.Wallet{
+			w := &ent.Wallet{
 				ID: wID.V, CreatedAt: wCreated.Time, UpdatedAt: wUpdated.Time, AgentID: wAgent.V,
 				Chain: wChain.String, Address: wAddress.String, EncryptedKey: wKey,
 				Kind: wallet.Kind(wKind.String), Verified: wVerified.Bool,
-			})
+			}
+			if wUser.Valid { // never for an agent's wallet; read so the rows match ent's
+				id := wUser.V
+				w.UserID = &id
+			}
+			a.Edges.Wallets = append(a.Edges.Wallets, w)
 		}
 	}
 	if err := rows.Err(); err != nil {
