@@ -41,6 +41,7 @@ func TestSignInByEmailLink(t *testing.T) {
 	require.False(t, link.NewAccount)
 	link, err = h.svc.CheckSignInLink(ctx, token)
 	require.NoError(t, err, "reading twice spends nothing")
+	require.Equal(t, known.Email, link.Email)
 
 	in, err := h.svc.CompleteSignIn(ctx, token, nil, "Mozilla/5.0 "+strings.Repeat("x", 300))
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package app
 import (
 	"crypto/subtle"
 	"embed"
-	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -144,8 +143,6 @@ func (h *handler) formToken(w http.ResponseWriter, r *http.Request) string {
 		Secure: h.cfg.SecureCookies, SameSite: http.SameSiteStrictMode})
 	return token
 }
-
-var errForm = errors.New("the form expired; reload the page and try again")
 
 // checkForm reads a pre-session form: its body bounded, its token the
 // cookie's.
