@@ -173,7 +173,7 @@ func (h *handler) viewer(r *http.Request) *agentpay.Viewer {
 
 func (h *handler) setSession(w http.ResponseWriter, in *agentpay.SignIn) {
 	http.SetCookie(w, &http.Cookie{
-		Name: httpx.SessionCookie, Value: in.SessionToken, Path: h.cfg.Prefix + "/",
+		Name: httpx.SessionCookie, Value: in.SessionToken, Path: "/", // the script sends it to /graphql
 		Expires: in.Session.ExpiresAt, HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
 }
@@ -258,7 +258,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "signin.html", page{FormToken: h.formToken(w, r)}, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: h.cfg.Prefix + "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, Expires: time.Unix(0, 0)})
 	http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
 }

@@ -136,7 +136,7 @@ func TestSignInPages(t *testing.T) {
 	require.True(t, session.HttpOnly)
 	require.Equal(t, http.SameSiteLaxMode, session.SameSite)
 	require.False(t, session.Secure, "http APP_URL")
-	require.Equal(t, "/app/", session.Path)
+	require.Equal(t, "/", session.Path, "the app's script sends it to /graphql")
 
 	// The link is spent; the session opens home, with its CSRF token.
 	resp, _ = post(t, b, a.srv.URL+link, url.Values{"username": {"ann_app"}, "form_token": {token}})

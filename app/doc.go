@@ -8,7 +8,8 @@
 // The pages decide nothing: the service's rules (signin.go, pairings.go,
 // invitations.go) do. What this package owns is the browser's side of
 // them: the cookie's flags (HttpOnly, SameSite=Lax, Secure when APP_URL is
-// https, scoped to the app's path), and CSRF on its forms. Forms made
+// https, path / since the script sends it to the GraphQL endpoint), and
+// CSRF on its forms. Forms made
 // before a session exists carry a double-submit token (a random value in
 // a SameSite=Strict cookie and in the form); forms of a signed-in page
 // carry the session's CSRF token, as the script's GraphQL requests do.
