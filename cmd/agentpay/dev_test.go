@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -142,6 +144,50 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 			require.NoError(t, err)
 			require.Zero(t, bal.Sign())
 		}
+	})
+
+	// A person signs in to the app as in a browser: the form mails a link,
+	// /dev/mail shows it, its page's form opens a session, and the session
+	// cookie and the page's CSRF token read the viewer from /graphql.
+	t.Run("app sign-in", func(t *testing.T) {
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		browser := &http.Client{Jar: jar}
+		formToken := regexp.MustCompile(`name="form_token" value="([^"]+)"`)
+		page := func(resp *http.Response, err error) string {
+			t.Helper()
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+			return string(b)
+		}
+		form := page(browser.Get(base + "/app/signin"))
+		page(browser.PostForm(base+"/app/signin", url.Values{"email": {"zed@example.com"}, "form_token": {formToken.FindStringSubmatch(form)[1]}}))
+		var link string
+		require.Eventually(t, func() bool {
+			var inbox struct{ Messages []struct{ Links []string } }
+			getJSON(t, base+"/dev/mail?to=zed%40example.com", &inbox)
+			if len(inbox.Messages) == 0 {
+				return false
+			}
+			// APP_URL follows BASE_URL, which HTTP_ADDR's port 0 leaves
+			// unknown: the path is the link's.
+			l := inbox.Messages[0].Links[0]
+			link = base + l[strings.Index(l, "/app/"):]
+			return true
+		}, 30*time.Second, 100*time.Millisecond, "the sign-in mail was not caught")
+		form = page(browser.Get(link))
+		home := page(browser.PostForm(link, url.Values{"username": {"zed_human"}, "form_token": {formToken.FindStringSubmatch(form)[1]}}))
+		csrf := regexp.MustCompile(`data-csrf="([^"]+)"`).FindStringSubmatch(home)
+		require.Len(t, csrf, 2, home)
+		req, err := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(`{"query":"{ viewer { username email } }"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-CSRF-Token", csrf[1])
+		body := page(browser.Do(req))
+		require.JSONEq(t, `{"data":{"viewer":{"username":"zed_human","email":"zed@example.com"}}}`, body)
 	})
 }
 
