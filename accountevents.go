@@ -97,18 +97,21 @@ func (s *Service) recordAccountEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql
 }
 
 // AccountEvents lists a party's events after the id after (0: from the
-// first), oldest first, at most limit (1 to MaxAccountEventsPage; 0 means
-// the most).
-func (s *Service) AccountEvents(ctx context.Context, of Party, after int64, limit int) ([]AccountEvent, error) {
+// first), oldest first, at most limit (1 to MaxAccountEventsPage; nil
+// means the most).
+func (s *Service) AccountEvents(ctx context.Context, of Party, after int64, limit *int) ([]AccountEvent, error) {
+	n := MaxAccountEventsPage
 	switch {
+	case of.AgentID == nil && of.UserID == nil:
+		return nil, errors.New("account events: no party")
 	case after < 0:
 		return nil, Invalid("after", "must be an event id (0 or more)")
-	case limit < 0 || limit > MaxAccountEventsPage:
+	case limit != nil && (*limit < 1 || *limit > MaxAccountEventsPage):
 		return nil, Invalid("limit", "must be from 1 to %d", MaxAccountEventsPage)
-	case limit == 0:
-		limit = MaxAccountEventsPage
+	case limit != nil:
+		n = *limit
 	}
-	rows, err := of.events(s.cfg.DB.Ent).Where(accountevent.IDGT(after)).Order(ent.Asc(accountevent.FieldID)).Limit(limit).All(ctx)
+	rows, err := of.events(s.cfg.DB.Ent).Where(accountevent.IDGT(after)).Order(ent.Asc(accountevent.FieldID)).Limit(n).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading account events: %w", err)
 	}
@@ -153,7 +156,7 @@ func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64
 		for {
 			// Drain everything after last, a page at a time.
 			for {
-				evs, err := s.AccountEvents(ctx, of, last, 0)
+				evs, err := s.AccountEvents(ctx, of, last, nil)
 				if err != nil {
 					if ctx.Err() == nil {
 						s.logger.WarnContext(ctx, "account events watch: reading", "party", of.key(), "err", err)

@@ -56,7 +56,7 @@ func (h *humansEnv) outbox(t *testing.T, to string) []*ent.MailMessage {
 
 func (h *humansEnv) events(t *testing.T, of Party) []AccountEvent {
 	t.Helper()
-	evs, err := h.svc.AccountEvents(context.Background(), of, 0, 0)
+	evs, err := h.svc.AccountEvents(context.Background(), of, 0, nil)
 	require.NoError(t, err)
 	return evs
 }
@@ -488,7 +488,7 @@ func TestSendToUser(t *testing.T) {
 	// An agent recipient is told the same way.
 	_, err = e.svc.Send(ctx, a, SendRequest{ToUsername: other.Username, AmountUSD: dec("1")})
 	require.NoError(t, err)
-	evs, err := e.svc.AccountEvents(ctx, AgentParty(other.ID), 0, 0)
+	evs, err := e.svc.AccountEvents(ctx, AgentParty(other.ID), 0, nil)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	require.Equal(t, EventTransferReceived, evs[0].Kind)

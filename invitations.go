@@ -234,7 +234,7 @@ func (s *Service) AcceptInvitation(ctx context.Context, u *ent.User, token strin
 				return fmt.Errorf("%w: this invitation was accepted by another account", ErrConflict)
 			}
 		}
-		if err := s.lockPairingsOf(ctx, tx, sqlTx, a.ID, u.ID); err != nil {
+		if err := s.lockPairingsOf(ctx, sqlTx, a.ID, u.ID); err != nil {
 			return err
 		}
 		live, err := s.livePairing(ctx, tx.Client(), a.ID, u.ID, now)

@@ -110,7 +110,7 @@ func (s *Service) RequestPairing(ctx context.Context, a *ent.Agent, in PairingRe
 	var p *ent.Pairing
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		now := s.now().UTC().Truncate(time.Microsecond)
-		if err := s.lockPairingsOf(ctx, tx, sqlTx, a.ID, u.ID); err != nil {
+		if err := s.lockPairingsOf(ctx, sqlTx, a.ID, u.ID); err != nil {
 			return err
 		}
 		if live, err := s.livePairing(ctx, tx.Client(), a.ID, u.ID, now); err != nil {
@@ -189,7 +189,7 @@ func (s *Service) appURL(path string) string {
 // lockPairingsOf serialises the pairing changes of one agent and user (a
 // transaction advisory lock on PostgreSQL; SQLite's single writer), so the
 // "at most one pending or approved" check and the insert are one step.
-func (s *Service) lockPairingsOf(ctx context.Context, _ *ent.Tx, sqlTx *sql.Tx, agentID, userID uuid.UUID) error {
+func (s *Service) lockPairingsOf(ctx context.Context, sqlTx *sql.Tx, agentID, userID uuid.UUID) error {
 	if !s.cfg.DB.IsPostgres() {
 		return nil
 	}

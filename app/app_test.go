@@ -165,6 +165,7 @@ func TestSecureCookieUnderHTTPS(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/app/signin", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotEmpty(t, rec.Result().Cookies(), "the form sets its token cookie")
 	for _, c := range rec.Result().Cookies() {
 		require.True(t, c.Secure, c.Name)
 		require.True(t, c.HttpOnly, c.Name)

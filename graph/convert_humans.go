@@ -38,13 +38,7 @@ func (r *Resolver) accountEvents(ctx context.Context, of agentpay.Party, after *
 	if after != nil {
 		from = *after
 	}
-	n := 0
-	if limit != nil {
-		if n = *limit; n == 0 {
-			return nil, agentpay.Invalid("limit", "must be from 1 to %d", agentpay.MaxAccountEventsPage)
-		}
-	}
-	evs, err := r.cfg.Service.AccountEvents(ctx, of, from, n)
+	evs, err := r.cfg.Service.AccountEvents(ctx, of, from, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -136,7 +136,7 @@ func TestViewerOverGraphQL(t *testing.T) {
 	api.asViewer(t, session, csrf, `mutation($id: ID!) { decidePairing(id: $id, decision: DENY) { status } }`, vars).decode(t, &decided)
 	require.Equal(t, "denied", decided.DecidePairing.Status)
 	require.Equal(t, "CONFLICT", api.asViewer(t, session, csrf, `mutation($id: ID!) { decidePairing(id: $id, decision: APPROVE) { status } }`, vars).code(t))
-	evs, err := api.Svc.AccountEvents(ctx, agentpay.AgentParty(agent[0].ID), 0, 0)
+	evs, err := api.Svc.AccountEvents(ctx, agentpay.AgentParty(agent[0].ID), 0, nil)
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	require.Equal(t, agentpay.EventPairingDenied, evs[0].Kind)

@@ -164,10 +164,14 @@ func (s *server) myEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	limit, err := queryInt(r, "limit")
-	if err != nil {
-		writeError(w, r, s.logger, areaAgent, err)
-		return
+	var limit *int
+	if r.URL.Query().Has("limit") {
+		n, err := queryInt(r, "limit")
+		if err != nil {
+			writeError(w, r, s.logger, areaAgent, err)
+			return
+		}
+		limit = &n
 	}
 	a := agentFrom(r.Context())
 	evs, err := s.svc.AccountEvents(r.Context(), agentpay.AgentParty(a.ID), int64(after), limit)

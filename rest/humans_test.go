@@ -124,7 +124,7 @@ func TestPairingsOverREST(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status)
 	resp.JSON(t, &evs)
 	require.Empty(t, evs.Events, "nothing after the last one")
-	for _, q := range []string{"after=-1", "after=x", "limit=101", "limit=-2"} {
+	for _, q := range []string{"after=-1", "after=x", "limit=101", "limit=-2", "limit=0", "limit="} {
 		require.Equal(t, http.StatusBadRequest, api.do(http.MethodGet, "/agents/me/events?"+q, nil, key).Status, q)
 	}
 }
