@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/testenv"
 	"agentpay/rest"
 	"agentpay/web"
 )
@@ -296,44 +296,10 @@ func TestQRSVG(t *testing.T) {
 	require.Len(t, small, 21, "version 1")
 }
 
-const chromiumPath = "/usr/bin/chromium"
-
-func skipWithoutChromium(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("browser test skipped: %s not found (install it with `apt-get install -y chromium`)", chromiumPath)
-	}
-}
-
 // waitCheckout waits until cond, a JavaScript expression of c (the page's
 // #checkout element), holds.
 func waitCheckout(cond string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](`(c => `+cond+`)(document.getElementById("checkout"))`, chromedp.WithPollingTimeout(15*time.Second))
-}
-
-// startBrowser starts headless Chromium (a phone-sized window) until the
-// test ends; start it after the harness, so that it closes first, with the
-// page's websocket. Tabs are chromedp.NewContext of the returned context.
-func startBrowser(t *testing.T) context.Context {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(390, 844), // a phone
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
-	require.NoError(t, chromedp.Do(bctx), "start chromium") // no timeout on the first call
-	return bctx
 }
 
 // TestCheckoutPageBrowser drives the page in headless Chromium: choose base,
@@ -342,7 +308,6 @@ func startBrowser(t *testing.T) context.Context {
 // to confirmed (the deposit scan is driven here as the worker would), the
 // page must redirect to success_url.
 func TestCheckoutPageBrowser(t *testing.T) {
-	skipWithoutChromium(t)
 	h := newHarness(t, false)
 	thanks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -352,7 +317,7 @@ func TestCheckoutPageBrowser(t *testing.T) {
 	successURL := thanks.URL + "/thanks?order=42"
 	sess := h.session(t, h.merchant(t), func(c *ent.CheckoutSessionCreate) { c.SetSuccessURL(successURL) })
 
-	bctx := startBrowser(t)
+	bctx := testenv.StartBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 
@@ -470,7 +435,6 @@ func TestCheckoutPageBrowser(t *testing.T) {
 // poll is read at once and its answer held back while the session changes
 // from pending to detecting.
 func TestCheckoutPageBrowserLatePoll(t *testing.T) {
-	skipWithoutChromium(t)
 	h := newHarness(t, false)
 	sess := h.session(t, h.merchant(t))
 
@@ -495,7 +459,7 @@ func TestCheckoutPageBrowserLatePoll(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	bctx := startBrowser(t)
+	bctx := testenv.StartBrowser(t)
 	ctx, cancel := context.WithTimeout(bctx, time.Minute)
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/pay/"+sess.ExternalID)))
