@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/testenv"
+)
+
+// TestAppEndToEnd runs `agentpay dev` (API, worker, devnets and the mail
+// catcher in one process) and takes a person through the human app in
+// headless Chromium while agents use the REST API, as issue 11 tells it:
+// an agent invites an address, the person follows the link read from
+// /dev/mail, signs up and is paired (the agent's list and subscription say
+// approved); the agent sends 10 USDC and the open page shows 9.99 arrive
+// without a reload; a second agent's request appears live, the person
+// denies it and the agent is told on its subscription and in its list;
+// revoking the first agent's pairing is told the same way.
+//
+// The app is served at http://localhost:<port>: WebAuthn refuses an IP
+// address as relying party, and the links in the mails must name the
+// address the browser uses.
+func TestAppEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five devnets and Chromium")
+	}
+	port := freePort(t)
+	env := map[string]string{
+		"DATA_DIR":       filepath.Join(t.TempDir(), "data"),
+		"HTTP_ADDR":      "127.0.0.1:" + port,
+		"BASE_URL":       "http://localhost:" + port,
+		"DEV_BLOCK_TIME": "200ms",
+		"LOG_LEVEL":      "warn",
+	}
+	if freshdb.IsPostgres() {
+		env["DATABASE_URL"] = freshdb.URL(t)
+	}
+	var logs lockedBuffer
+	startDev(t, env, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
+		}
+	})
+	base := "http://localhost:" + port
+	bctx := testenv.StartBrowser(t)
+
+	ana := registerTestAgent(t, base, "ana_agent")
+	anaEvents := subscribeAgentEvents(t, base, ana.key)
+	faucet(t, base, "base", ana.wallets["base"], "50")
+
+	// The invitation: the mail is caught, its link opens the sign-up page.
+	var invite struct {
+		InviteURL string `json:"invite_url"`
+	}
+	require.Equal(t, http.StatusCreated, doAgentJSON(t, http.MethodPost, base+"/agents/me/invite-human", ana.key,
+		`{"email": "maria@example.com"}`, &invite))
+	link := caughtLink(t, base, "maria@example.com")
+	require.Equal(t, invite.InviteURL, link, "the mail carries the invitation's link")
+
+	tab, cancelTab := chromedp.NewContext(bctx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(`#signup`),
+		chromedp.SendKeys(`input[name="username"]`, "maria"),
+		chromedp.SendKeys(`input[name="display_name"]`, "Maria"),
+		chromedp.Click(`#signup`),
+	), "sign up from the invitation")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#total`),
+		waitJS(`document.getElementById("total") && document.getElementById("total").textContent === "0"`),
+		waitJS(`[...document.querySelectorAll("#paired li")].some(li => li.textContent.includes("ana_agent"))`),
+	), "the home page after signing up")
+
+	pairing := agentPairing(t, base, ana.key)
+	require.Equal(t, "approved", pairing.Status)
+	require.Equal(t, "maria", pairing.Username)
+	require.Equal(t, "pairing.approved", anaEvents.wait(t, "pairing.approved")["kind"])
+
+	// 10 USDC to the person: the open page shows 9.99 arrive (fee 0.01).
+	var sent struct {
+		Status string `json:"status"`
+	}
+	require.Equal(t, http.StatusOK, doAgentJSON(t, http.MethodPost, base+"/agents/me/wallet/send-to-user", ana.key,
+		`{"to_username": "maria", "amount_usd": 10, "memo": "for the groceries"}`, &sent))
+	require.Equal(t, "completed", sent.Status)
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(`document.getElementById("total").textContent === "9.99"`),
+		waitJS(`[...document.querySelectorAll("#received li")].some(li => li.textContent.includes("9.99 USDC from ana_agent"))`),
+	), "the transfer arrives on the open page")
+
+	// A second agent asks to pair: the request appears on the open page;
+	// denied there, the agent is told.
+	bob := registerTestAgent(t, base, "bob_agent")
+	bobEvents := subscribeAgentEvents(t, base, bob.key)
+	require.Equal(t, http.StatusCreated, doAgentJSON(t, http.MethodPost, base+"/agents/me/pairings/request", bob.key,
+		`{"user_id": "`+pairing.UserID+`", "message": "I would like to pay your bills"}`, nil))
+	bobRequest := `[...document.querySelectorAll("#requests li.request")].find(li => li.textContent.includes("bob_agent"))`
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(bobRequest+` !== undefined`),
+		chromedp.Evaluate[chromedp.Void](bobRequest+`.querySelector('button[data-decision="DENY"]').click()`),
+		waitJS(bobRequest+` === undefined`),
+	), "deny the second agent's request live")
+	denied := bobEvents.wait(t, "pairing.denied")
+	require.Equal(t, "denied", denied["data"].(map[string]any)["status"])
+	require.Equal(t, "denied", agentPairing(t, base, bob.key).Status)
+
+	// Revoking the first agent's pairing is told the same way.
+	anaPaired := `[...document.querySelectorAll("#paired li")].find(li => li.textContent.includes("ana_agent"))`
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](anaPaired+`.querySelector('button[data-decision="REVOKE"]').click()`),
+		waitJS(anaPaired+` === undefined`),
+	), "revoke the first agent")
+	require.Equal(t, "revoked", anaEvents.wait(t, "pairing.revoked")["data"].(map[string]any)["status"])
+	require.Equal(t, "revoked", agentPairing(t, base, ana.key).Status)
+}
+
+// freePort answers a loopback port free now, for a server that must know
+// its address before it listens (its links carry it).
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// waitJS waits until a JavaScript expression holds on the page.
+func waitJS(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(45*time.Second))
+}
+
+type testAgent struct {
+	key     string
+	wallets map[string]string
+}
+
+func registerTestAgent(t *testing.T, base, username string) testAgent {
+	t.Helper()
+	var reg struct {
+		APIKey  string `json:"api_key"`
+		Wallets []struct{ Address, Chain string }
+	}
+	require.Equal(t, http.StatusCreated, doAgentJSON(t, http.MethodPost, base+"/agents/quick-register", "",
+		`{"username": "`+username+`"}`, &reg))
+	a := testAgent{key: reg.APIKey, wallets: map[string]string{}}
+	for _, w := range reg.Wallets {
+		a.wallets[w.Chain] = w.Address
+	}
+	return a
+}
+
+// faucet pays amount USDC to address from the devnet's faucet.
+func faucet(t *testing.T, base, chain, address, amount string) {
+	t.Helper()
+	var out map[string]any
+	require.Equal(t, http.StatusOK, postJSON(t, base+"/dev/faucet",
+		`{"chain":"`+chain+`","address":"`+address+`","amount_usd":`+amount+`}`, &out), "%v", out)
+}
+
+// caughtLink waits for the newest mail to address in the dev catcher and
+// answers its first link.
+func caughtLink(t *testing.T, base, address string) string {
+	t.Helper()
+	var link string
+	require.Eventually(t, func() bool {
+		var inbox struct{ Messages []struct{ Links []string } }
+		getJSON(t, base+"/dev/mail?to="+url.QueryEscape(address), &inbox)
+		if len(inbox.Messages) == 0 || len(inbox.Messages[0].Links) == 0 {
+			return false
+		}
+		link = inbox.Messages[0].Links[0]
+		return true
+	}, processTestTimeout, 100*time.Millisecond, "no mail to %s was caught", address)
+	return link
+}
+
+type agentPairingView struct {
+	UserID   string `json:"user_id"`
+	Username string `json:"username"`
+	Status   string `json:"status"`
+}
+
+// agentPairing answers the agent's newest pairing (GET /agents/me/pairings).
+func agentPairing(t *testing.T, base, key string) agentPairingView {
+	t.Helper()
+	var out struct {
+		Pairings []agentPairingView `json:"pairings"`
+	}
+	require.Equal(t, http.StatusOK, doAgentJSON(t, http.MethodGet, base+"/agents/me/pairings", key, "", &out))
+	require.NotEmpty(t, out.Pairings)
+	return out.Pairings[0]
+}
+
+// eventsSub is an agentEvents subscription; a goroutine collects what it
+// pushes.
+type eventsSub struct {
+	mu     sync.Mutex
+	events []map[string]any
+	err    error
+}
+
+func subscribeAgentEvents(t *testing.T, base, key string) *eventsSub {
+	t.Helper()
+	dialer := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 10 * time.Second}
+	conn, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/graphql", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	require.NoError(t, conn.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"X-Agent-Key": key}}))
+	var ack struct{ Type string }
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, conn.ReadJSON(&ack))
+	require.Equal(t, "connection_ack", ack.Type)
+	require.NoError(t, conn.SetReadDeadline(time.Time{}))
+	require.NoError(t, conn.WriteJSON(map[string]any{"id": "e", "type": "subscribe", "payload": map[string]any{
+		"query": `subscription { agentEvents { id kind data } }`,
+	}}))
+	s := &eventsSub{}
+	go func() {
+		for {
+			var m struct {
+				Type    string          `json:"type"`
+				Payload json.RawMessage `json:"payload"`
+			}
+			if err := conn.ReadJSON(&m); err != nil {
+				s.fail(err)
+				return
+			}
+			switch m.Type {
+			case "ping":
+				_ = conn.WriteJSON(map[string]any{"type": "pong"})
+				continue
+			case "pong":
+				continue
+			case "next":
+			default:
+				s.fail(&subError{msg: m.Type + ": " + string(m.Payload)})
+				return
+			}
+			var out struct {
+				Data struct {
+					AgentEvents map[string]any `json:"agentEvents"`
+				} `json:"data"`
+				Errors json.RawMessage `json:"errors"`
+			}
+			if err := json.Unmarshal(m.Payload, &out); err != nil || len(out.Errors) > 0 {
+				s.fail(&subError{msg: "bad message: " + string(m.Payload)})
+				return
+			}
+			s.mu.Lock()
+			s.events = append(s.events, out.Data.AgentEvents)
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *eventsSub) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// wait waits for an event of kind and answers it.
+func (s *eventsSub) wait(t *testing.T, kind string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	waitFor(t, processTestTimeout, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		require.NoError(t, s.err, "subscription ended; events so far: %v", s.events)
+		for _, e := range s.events {
+			if e["kind"] == kind {
+				found = e
+				return true
+			}
+		}
+		return false
+	}, "event %q on the subscription", kind)
+	return found
+}
