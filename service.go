@@ -11,6 +11,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/identity"
 	"agentpay/internal/authcache"
 	"agentpay/internal/clock"
 	"agentpay/internal/gate"
@@ -62,6 +63,10 @@ type Config struct {
 	// (mail.Catcher). nil leaves mail unsent in the outbox, its jobs
 	// retrying.
 	Mailer mail.Sender
+	// IdentityProvider verifies humans' identity (identity.go): the
+	// sandbox (identity/sandbox) under `agentpay dev`; nil turns
+	// verification off (starting one is 503).
+	IdentityProvider identity.Provider
 
 	// AgentMode is the network agents' custodial wallets live on: live in
 	// production, test under `agentpay dev` (the devnets).

@@ -18,6 +18,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/identitycallback"
+	"agentpay/ent/identityverification"
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
@@ -62,6 +64,10 @@ type Client struct {
 	DepositAddress *DepositAddressClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
+	// IdentityCallback is the client for interacting with the IdentityCallback builders.
+	IdentityCallback *IdentityCallbackClient
+	// IdentityVerification is the client for interacting with the IdentityVerification builders.
+	IdentityVerification *IdentityVerificationClient
 	// Invitation is the client for interacting with the Invitation builders.
 	Invitation *InvitationClient
 	// LoginToken is the client for interacting with the LoginToken builders.
@@ -110,6 +116,8 @@ func (c *Client) init() {
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
+	c.IdentityCallback = NewIdentityCallbackClient(c.config)
+	c.IdentityVerification = NewIdentityVerificationClient(c.config)
 	c.Invitation = NewInvitationClient(c.config)
 	c.LoginToken = NewLoginTokenClient(c.config)
 	c.MailMessage = NewMailMessageClient(c.config)
@@ -215,30 +223,32 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:                ctx,
-		config:             cfg,
-		AccountEvent:       NewAccountEventClient(cfg),
-		Agent:              NewAgentClient(cfg),
-		BrowserSession:     NewBrowserSessionClient(cfg),
-		ChainCursor:        NewChainCursorClient(cfg),
-		CheckoutSession:    NewCheckoutSessionClient(cfg),
-		DepositAddress:     NewDepositAddressClient(cfg),
-		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
-		Invitation:         NewInvitationClient(cfg),
-		LoginToken:         NewLoginTokenClient(cfg),
-		MailMessage:        NewMailMessageClient(cfg),
-		Merchant:           NewMerchantClient(cfg),
-		MerchantKey:        NewMerchantKeyClient(cfg),
-		Pairing:            NewPairingClient(cfg),
-		Payment:            NewPaymentClient(cfg),
-		RateLimitCounter:   NewRateLimitCounterClient(cfg),
-		SignatureChallenge: NewSignatureChallengeClient(cfg),
-		Transfer:           NewTransferClient(cfg),
-		User:               NewUserClient(cfg),
-		Wallet:             NewWalletClient(cfg),
-		WebhookAttempt:     NewWebhookAttemptClient(cfg),
-		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
-		WebhookEvent:       NewWebhookEventClient(cfg),
+		ctx:                  ctx,
+		config:               cfg,
+		AccountEvent:         NewAccountEventClient(cfg),
+		Agent:                NewAgentClient(cfg),
+		BrowserSession:       NewBrowserSessionClient(cfg),
+		ChainCursor:          NewChainCursorClient(cfg),
+		CheckoutSession:      NewCheckoutSessionClient(cfg),
+		DepositAddress:       NewDepositAddressClient(cfg),
+		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
+		IdentityCallback:     NewIdentityCallbackClient(cfg),
+		IdentityVerification: NewIdentityVerificationClient(cfg),
+		Invitation:           NewInvitationClient(cfg),
+		LoginToken:           NewLoginTokenClient(cfg),
+		MailMessage:          NewMailMessageClient(cfg),
+		Merchant:             NewMerchantClient(cfg),
+		MerchantKey:          NewMerchantKeyClient(cfg),
+		Pairing:              NewPairingClient(cfg),
+		Payment:              NewPaymentClient(cfg),
+		RateLimitCounter:     NewRateLimitCounterClient(cfg),
+		SignatureChallenge:   NewSignatureChallengeClient(cfg),
+		Transfer:             NewTransferClient(cfg),
+		User:                 NewUserClient(cfg),
+		Wallet:               NewWalletClient(cfg),
+		WebhookAttempt:       NewWebhookAttemptClient(cfg),
+		WebhookDelivery:      NewWebhookDeliveryClient(cfg),
+		WebhookEvent:         NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -256,30 +266,32 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:                ctx,
-		config:             cfg,
-		AccountEvent:       NewAccountEventClient(cfg),
-		Agent:              NewAgentClient(cfg),
-		BrowserSession:     NewBrowserSessionClient(cfg),
-		ChainCursor:        NewChainCursorClient(cfg),
-		CheckoutSession:    NewCheckoutSessionClient(cfg),
-		DepositAddress:     NewDepositAddressClient(cfg),
-		IdempotencyKey:     NewIdempotencyKeyClient(cfg),
-		Invitation:         NewInvitationClient(cfg),
-		LoginToken:         NewLoginTokenClient(cfg),
-		MailMessage:        NewMailMessageClient(cfg),
-		Merchant:           NewMerchantClient(cfg),
-		MerchantKey:        NewMerchantKeyClient(cfg),
-		Pairing:            NewPairingClient(cfg),
-		Payment:            NewPaymentClient(cfg),
-		RateLimitCounter:   NewRateLimitCounterClient(cfg),
-		SignatureChallenge: NewSignatureChallengeClient(cfg),
-		Transfer:           NewTransferClient(cfg),
-		User:               NewUserClient(cfg),
-		Wallet:             NewWalletClient(cfg),
-		WebhookAttempt:     NewWebhookAttemptClient(cfg),
-		WebhookDelivery:    NewWebhookDeliveryClient(cfg),
-		WebhookEvent:       NewWebhookEventClient(cfg),
+		ctx:                  ctx,
+		config:               cfg,
+		AccountEvent:         NewAccountEventClient(cfg),
+		Agent:                NewAgentClient(cfg),
+		BrowserSession:       NewBrowserSessionClient(cfg),
+		ChainCursor:          NewChainCursorClient(cfg),
+		CheckoutSession:      NewCheckoutSessionClient(cfg),
+		DepositAddress:       NewDepositAddressClient(cfg),
+		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
+		IdentityCallback:     NewIdentityCallbackClient(cfg),
+		IdentityVerification: NewIdentityVerificationClient(cfg),
+		Invitation:           NewInvitationClient(cfg),
+		LoginToken:           NewLoginTokenClient(cfg),
+		MailMessage:          NewMailMessageClient(cfg),
+		Merchant:             NewMerchantClient(cfg),
+		MerchantKey:          NewMerchantKeyClient(cfg),
+		Pairing:              NewPairingClient(cfg),
+		Payment:              NewPaymentClient(cfg),
+		RateLimitCounter:     NewRateLimitCounterClient(cfg),
+		SignatureChallenge:   NewSignatureChallengeClient(cfg),
+		Transfer:             NewTransferClient(cfg),
+		User:                 NewUserClient(cfg),
+		Wallet:               NewWalletClient(cfg),
+		WebhookAttempt:       NewWebhookAttemptClient(cfg),
+		WebhookDelivery:      NewWebhookDeliveryClient(cfg),
+		WebhookEvent:         NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -310,10 +322,10 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
-		c.DepositAddress, c.IdempotencyKey, c.Invitation, c.LoginToken, c.MailMessage,
-		c.Merchant, c.MerchantKey, c.Pairing, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
+		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
+		c.Pairing, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -324,10 +336,10 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
-		c.DepositAddress, c.IdempotencyKey, c.Invitation, c.LoginToken, c.MailMessage,
-		c.Merchant, c.MerchantKey, c.Pairing, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
+		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
+		c.Pairing, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -350,6 +362,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DepositAddress.mutate(ctx, m)
 	case *IdempotencyKeyMutation:
 		return c.IdempotencyKey.mutate(ctx, m)
+	case *IdentityCallbackMutation:
+		return c.IdentityCallback.mutate(ctx, m)
+	case *IdentityVerificationMutation:
+		return c.IdentityVerification.mutate(ctx, m)
 	case *InvitationMutation:
 		return c.Invitation.mutate(ctx, m)
 	case *LoginTokenMutation:
@@ -1521,6 +1537,288 @@ func (c *IdempotencyKeyClient) mutate(ctx context.Context, m *IdempotencyKeyMuta
 		return (&IdempotencyKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown IdempotencyKey mutation op: %q", m.Op())
+	}
+}
+
+// IdentityCallbackClient is a client for the IdentityCallback schema.
+type IdentityCallbackClient struct {
+	config
+}
+
+// NewIdentityCallbackClient returns a client for the IdentityCallback from the given config.
+func NewIdentityCallbackClient(c config) *IdentityCallbackClient {
+	return &IdentityCallbackClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `identitycallback.Hooks(f(g(h())))`.
+func (c *IdentityCallbackClient) Use(hooks ...Hook) {
+	c.hooks.IdentityCallback = append(c.hooks.IdentityCallback, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `identitycallback.Intercept(f(g(h())))`.
+func (c *IdentityCallbackClient) Intercept(interceptors ...Interceptor) {
+	c.inters.IdentityCallback = append(c.inters.IdentityCallback, interceptors...)
+}
+
+// Create returns a builder for creating a IdentityCallback entity.
+func (c *IdentityCallbackClient) Create() *IdentityCallbackCreate {
+	mutation := newIdentityCallbackMutation(c.config, OpCreate)
+	return &IdentityCallbackCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of IdentityCallback entities.
+func (c *IdentityCallbackClient) CreateBulk(builders ...*IdentityCallbackCreate) *IdentityCallbackCreateBulk {
+	return &IdentityCallbackCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *IdentityCallbackClient) MapCreateBulk(slice any, setFunc func(*IdentityCallbackCreate, int)) *IdentityCallbackCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &IdentityCallbackCreateBulk{err: fmt.Errorf("calling to IdentityCallbackClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*IdentityCallbackCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &IdentityCallbackCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for IdentityCallback.
+func (c *IdentityCallbackClient) Update() *IdentityCallbackUpdate {
+	mutation := newIdentityCallbackMutation(c.config, OpUpdate)
+	return &IdentityCallbackUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *IdentityCallbackClient) UpdateOne(_m *IdentityCallback) *IdentityCallbackUpdateOne {
+	mutation := newIdentityCallbackMutation(c.config, OpUpdateOne, withIdentityCallback(_m))
+	return &IdentityCallbackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *IdentityCallbackClient) UpdateOneID(id uuid.UUID) *IdentityCallbackUpdateOne {
+	mutation := newIdentityCallbackMutation(c.config, OpUpdateOne, withIdentityCallbackID(id))
+	return &IdentityCallbackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for IdentityCallback.
+func (c *IdentityCallbackClient) Delete() *IdentityCallbackDelete {
+	mutation := newIdentityCallbackMutation(c.config, OpDelete)
+	return &IdentityCallbackDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *IdentityCallbackClient) DeleteOne(_m *IdentityCallback) *IdentityCallbackDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *IdentityCallbackClient) DeleteOneID(id uuid.UUID) *IdentityCallbackDeleteOne {
+	builder := c.Delete().Where(identitycallback.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &IdentityCallbackDeleteOne{builder}
+}
+
+// Query returns a query builder for IdentityCallback.
+func (c *IdentityCallbackClient) Query() *IdentityCallbackQuery {
+	return &IdentityCallbackQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeIdentityCallback},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a IdentityCallback entity by its id.
+func (c *IdentityCallbackClient) Get(ctx context.Context, id uuid.UUID) (*IdentityCallback, error) {
+	return c.Query().Where(identitycallback.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *IdentityCallbackClient) GetX(ctx context.Context, id uuid.UUID) *IdentityCallback {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *IdentityCallbackClient) Hooks() []Hook {
+	return c.hooks.IdentityCallback
+}
+
+// Interceptors returns the client interceptors.
+func (c *IdentityCallbackClient) Interceptors() []Interceptor {
+	return c.inters.IdentityCallback
+}
+
+func (c *IdentityCallbackClient) mutate(ctx context.Context, m *IdentityCallbackMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&IdentityCallbackCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&IdentityCallbackUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&IdentityCallbackUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&IdentityCallbackDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown IdentityCallback mutation op: %q", m.Op())
+	}
+}
+
+// IdentityVerificationClient is a client for the IdentityVerification schema.
+type IdentityVerificationClient struct {
+	config
+}
+
+// NewIdentityVerificationClient returns a client for the IdentityVerification from the given config.
+func NewIdentityVerificationClient(c config) *IdentityVerificationClient {
+	return &IdentityVerificationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `identityverification.Hooks(f(g(h())))`.
+func (c *IdentityVerificationClient) Use(hooks ...Hook) {
+	c.hooks.IdentityVerification = append(c.hooks.IdentityVerification, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `identityverification.Intercept(f(g(h())))`.
+func (c *IdentityVerificationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.IdentityVerification = append(c.inters.IdentityVerification, interceptors...)
+}
+
+// Create returns a builder for creating a IdentityVerification entity.
+func (c *IdentityVerificationClient) Create() *IdentityVerificationCreate {
+	mutation := newIdentityVerificationMutation(c.config, OpCreate)
+	return &IdentityVerificationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of IdentityVerification entities.
+func (c *IdentityVerificationClient) CreateBulk(builders ...*IdentityVerificationCreate) *IdentityVerificationCreateBulk {
+	return &IdentityVerificationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *IdentityVerificationClient) MapCreateBulk(slice any, setFunc func(*IdentityVerificationCreate, int)) *IdentityVerificationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &IdentityVerificationCreateBulk{err: fmt.Errorf("calling to IdentityVerificationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*IdentityVerificationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &IdentityVerificationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for IdentityVerification.
+func (c *IdentityVerificationClient) Update() *IdentityVerificationUpdate {
+	mutation := newIdentityVerificationMutation(c.config, OpUpdate)
+	return &IdentityVerificationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *IdentityVerificationClient) UpdateOne(_m *IdentityVerification) *IdentityVerificationUpdateOne {
+	mutation := newIdentityVerificationMutation(c.config, OpUpdateOne, withIdentityVerification(_m))
+	return &IdentityVerificationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *IdentityVerificationClient) UpdateOneID(id uuid.UUID) *IdentityVerificationUpdateOne {
+	mutation := newIdentityVerificationMutation(c.config, OpUpdateOne, withIdentityVerificationID(id))
+	return &IdentityVerificationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for IdentityVerification.
+func (c *IdentityVerificationClient) Delete() *IdentityVerificationDelete {
+	mutation := newIdentityVerificationMutation(c.config, OpDelete)
+	return &IdentityVerificationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *IdentityVerificationClient) DeleteOne(_m *IdentityVerification) *IdentityVerificationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *IdentityVerificationClient) DeleteOneID(id uuid.UUID) *IdentityVerificationDeleteOne {
+	builder := c.Delete().Where(identityverification.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &IdentityVerificationDeleteOne{builder}
+}
+
+// Query returns a query builder for IdentityVerification.
+func (c *IdentityVerificationClient) Query() *IdentityVerificationQuery {
+	return &IdentityVerificationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeIdentityVerification},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a IdentityVerification entity by its id.
+func (c *IdentityVerificationClient) Get(ctx context.Context, id uuid.UUID) (*IdentityVerification, error) {
+	return c.Query().Where(identityverification.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *IdentityVerificationClient) GetX(ctx context.Context, id uuid.UUID) *IdentityVerification {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryUser queries the user edge of a IdentityVerification.
+func (c *IdentityVerificationClient) QueryUser(_m *IdentityVerification) *UserQuery {
+	query := (&UserClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(identityverification.Table, identityverification.FieldID, id),
+			sqlgraph.To(user.Table, user.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, identityverification.UserTable, identityverification.UserColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *IdentityVerificationClient) Hooks() []Hook {
+	return c.hooks.IdentityVerification
+}
+
+// Interceptors returns the client interceptors.
+func (c *IdentityVerificationClient) Interceptors() []Interceptor {
+	return c.inters.IdentityVerification
+}
+
+func (c *IdentityVerificationClient) mutate(ctx context.Context, m *IdentityVerificationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&IdentityVerificationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&IdentityVerificationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&IdentityVerificationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&IdentityVerificationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown IdentityVerification mutation op: %q", m.Op())
 	}
 }
 
@@ -3170,6 +3468,22 @@ func (c *UserClient) QueryPairings(_m *User) *PairingQuery {
 	return query
 }
 
+// QueryIdentityVerifications queries the identity_verifications edge of a User.
+func (c *UserClient) QueryIdentityVerifications(_m *User) *IdentityVerificationQuery {
+	query := (&IdentityVerificationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, id),
+			sqlgraph.To(identityverification.Table, identityverification.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.IdentityVerificationsTable, user.IdentityVerificationsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *UserClient) Hooks() []Hook {
 	return c.hooks.User
@@ -3859,15 +4173,17 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
-		DepositAddress, IdempotencyKey, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantKey, Pairing, Payment, RateLimitCounter, SignatureChallenge, Transfer,
-		User, Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Payment,
+		RateLimitCounter, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
+		WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
-		DepositAddress, IdempotencyKey, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantKey, Pairing, Payment, RateLimitCounter, SignatureChallenge, Transfer,
-		User, Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Payment,
+		RateLimitCounter, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
+		WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -10,6 +10,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/identitycallback"
+	"agentpay/ent/identityverification"
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
@@ -94,28 +96,30 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			accountevent.Table:       accountevent.ValidColumn,
-			agent.Table:              agent.ValidColumn,
-			browsersession.Table:     browsersession.ValidColumn,
-			chaincursor.Table:        chaincursor.ValidColumn,
-			checkoutsession.Table:    checkoutsession.ValidColumn,
-			depositaddress.Table:     depositaddress.ValidColumn,
-			idempotencykey.Table:     idempotencykey.ValidColumn,
-			invitation.Table:         invitation.ValidColumn,
-			logintoken.Table:         logintoken.ValidColumn,
-			mailmessage.Table:        mailmessage.ValidColumn,
-			merchant.Table:           merchant.ValidColumn,
-			merchantkey.Table:        merchantkey.ValidColumn,
-			pairing.Table:            pairing.ValidColumn,
-			payment.Table:            payment.ValidColumn,
-			ratelimitcounter.Table:   ratelimitcounter.ValidColumn,
-			signaturechallenge.Table: signaturechallenge.ValidColumn,
-			transfer.Table:           transfer.ValidColumn,
-			user.Table:               user.ValidColumn,
-			wallet.Table:             wallet.ValidColumn,
-			webhookattempt.Table:     webhookattempt.ValidColumn,
-			webhookdelivery.Table:    webhookdelivery.ValidColumn,
-			webhookevent.Table:       webhookevent.ValidColumn,
+			accountevent.Table:         accountevent.ValidColumn,
+			agent.Table:                agent.ValidColumn,
+			browsersession.Table:       browsersession.ValidColumn,
+			chaincursor.Table:          chaincursor.ValidColumn,
+			checkoutsession.Table:      checkoutsession.ValidColumn,
+			depositaddress.Table:       depositaddress.ValidColumn,
+			idempotencykey.Table:       idempotencykey.ValidColumn,
+			identitycallback.Table:     identitycallback.ValidColumn,
+			identityverification.Table: identityverification.ValidColumn,
+			invitation.Table:           invitation.ValidColumn,
+			logintoken.Table:           logintoken.ValidColumn,
+			mailmessage.Table:          mailmessage.ValidColumn,
+			merchant.Table:             merchant.ValidColumn,
+			merchantkey.Table:          merchantkey.ValidColumn,
+			pairing.Table:              pairing.ValidColumn,
+			payment.Table:              payment.ValidColumn,
+			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
+			signaturechallenge.Table:   signaturechallenge.ValidColumn,
+			transfer.Table:             transfer.ValidColumn,
+			user.Table:                 user.ValidColumn,
+			wallet.Table:               wallet.ValidColumn,
+			webhookattempt.Table:       webhookattempt.ValidColumn,
+			webhookdelivery.Table:      webhookdelivery.ValidColumn,
+			webhookevent.Table:         webhookevent.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

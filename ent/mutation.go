@@ -10,6 +10,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/identitycallback"
+	"agentpay/ent/identityverification"
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
@@ -49,28 +51,30 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAccountEvent       = "AccountEvent"
-	TypeAgent              = "Agent"
-	TypeBrowserSession     = "BrowserSession"
-	TypeChainCursor        = "ChainCursor"
-	TypeCheckoutSession    = "CheckoutSession"
-	TypeDepositAddress     = "DepositAddress"
-	TypeIdempotencyKey     = "IdempotencyKey"
-	TypeInvitation         = "Invitation"
-	TypeLoginToken         = "LoginToken"
-	TypeMailMessage        = "MailMessage"
-	TypeMerchant           = "Merchant"
-	TypeMerchantKey        = "MerchantKey"
-	TypePairing            = "Pairing"
-	TypePayment            = "Payment"
-	TypeRateLimitCounter   = "RateLimitCounter"
-	TypeSignatureChallenge = "SignatureChallenge"
-	TypeTransfer           = "Transfer"
-	TypeUser               = "User"
-	TypeWallet             = "Wallet"
-	TypeWebhookAttempt     = "WebhookAttempt"
-	TypeWebhookDelivery    = "WebhookDelivery"
-	TypeWebhookEvent       = "WebhookEvent"
+	TypeAccountEvent         = "AccountEvent"
+	TypeAgent                = "Agent"
+	TypeBrowserSession       = "BrowserSession"
+	TypeChainCursor          = "ChainCursor"
+	TypeCheckoutSession      = "CheckoutSession"
+	TypeDepositAddress       = "DepositAddress"
+	TypeIdempotencyKey       = "IdempotencyKey"
+	TypeIdentityCallback     = "IdentityCallback"
+	TypeIdentityVerification = "IdentityVerification"
+	TypeInvitation           = "Invitation"
+	TypeLoginToken           = "LoginToken"
+	TypeMailMessage          = "MailMessage"
+	TypeMerchant             = "Merchant"
+	TypeMerchantKey          = "MerchantKey"
+	TypePairing              = "Pairing"
+	TypePayment              = "Payment"
+	TypeRateLimitCounter     = "RateLimitCounter"
+	TypeSignatureChallenge   = "SignatureChallenge"
+	TypeTransfer             = "Transfer"
+	TypeUser                 = "User"
+	TypeWallet               = "Wallet"
+	TypeWebhookAttempt       = "WebhookAttempt"
+	TypeWebhookDelivery      = "WebhookDelivery"
+	TypeWebhookEvent         = "WebhookEvent"
 )
 
 // AccountEventMutation represents an operation that mutates the AccountEvent nodes in the graph.
@@ -7876,6 +7880,1413 @@ func (m *IdempotencyKeyMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyKey edge %s", name)
+}
+
+// IdentityCallbackMutation represents an operation that mutates the IdentityCallback nodes in the graph.
+type IdentityCallbackMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	provider      *string
+	event_id      *string
+	reference     *string
+	state         *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*IdentityCallback, error)
+	predicates    []predicate.IdentityCallback
+}
+
+var _ ent.Mutation = (*IdentityCallbackMutation)(nil)
+
+// identitycallbackOption allows management of the mutation configuration using functional options.
+type identitycallbackOption func(*IdentityCallbackMutation)
+
+// newIdentityCallbackMutation creates new mutation for the IdentityCallback entity.
+func newIdentityCallbackMutation(c config, op Op, opts ...identitycallbackOption) *IdentityCallbackMutation {
+	m := &IdentityCallbackMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeIdentityCallback,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withIdentityCallbackID sets the ID field of the mutation.
+func withIdentityCallbackID(id uuid.UUID) identitycallbackOption {
+	return func(m *IdentityCallbackMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *IdentityCallback
+		)
+		m.oldValue = func(ctx context.Context) (*IdentityCallback, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().IdentityCallback.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withIdentityCallback sets the old IdentityCallback of the mutation.
+func withIdentityCallback(node *IdentityCallback) identitycallbackOption {
+	return func(m *IdentityCallbackMutation) {
+		m.oldValue = func(context.Context) (*IdentityCallback, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m IdentityCallbackMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m IdentityCallbackMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of IdentityCallback entities.
+func (m *IdentityCallbackMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *IdentityCallbackMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *IdentityCallbackMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().IdentityCallback.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *IdentityCallbackMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *IdentityCallbackMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *IdentityCallbackMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *IdentityCallbackMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *IdentityCallbackMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *IdentityCallbackMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetProvider sets the "provider" field.
+func (m *IdentityCallbackMutation) SetProvider(s string) {
+	m.provider = &s
+}
+
+// Provider returns the value of the "provider" field in the mutation.
+func (m *IdentityCallbackMutation) Provider() (r string, exists bool) {
+	v := m.provider
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldProvider returns the old "provider" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldProvider(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldProvider is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldProvider requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldProvider: %w", err)
+	}
+	return oldValue.Provider, nil
+}
+
+// ResetProvider resets all changes to the "provider" field.
+func (m *IdentityCallbackMutation) ResetProvider() {
+	m.provider = nil
+}
+
+// SetEventID sets the "event_id" field.
+func (m *IdentityCallbackMutation) SetEventID(s string) {
+	m.event_id = &s
+}
+
+// EventID returns the value of the "event_id" field in the mutation.
+func (m *IdentityCallbackMutation) EventID() (r string, exists bool) {
+	v := m.event_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventID returns the old "event_id" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldEventID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventID: %w", err)
+	}
+	return oldValue.EventID, nil
+}
+
+// ResetEventID resets all changes to the "event_id" field.
+func (m *IdentityCallbackMutation) ResetEventID() {
+	m.event_id = nil
+}
+
+// SetReference sets the "reference" field.
+func (m *IdentityCallbackMutation) SetReference(s string) {
+	m.reference = &s
+}
+
+// Reference returns the value of the "reference" field in the mutation.
+func (m *IdentityCallbackMutation) Reference() (r string, exists bool) {
+	v := m.reference
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReference returns the old "reference" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldReference(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReference is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReference requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReference: %w", err)
+	}
+	return oldValue.Reference, nil
+}
+
+// ResetReference resets all changes to the "reference" field.
+func (m *IdentityCallbackMutation) ResetReference() {
+	m.reference = nil
+}
+
+// SetState sets the "state" field.
+func (m *IdentityCallbackMutation) SetState(s string) {
+	m.state = &s
+}
+
+// State returns the value of the "state" field in the mutation.
+func (m *IdentityCallbackMutation) State() (r string, exists bool) {
+	v := m.state
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldState returns the old "state" field's value of the IdentityCallback entity.
+// If the IdentityCallback object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityCallbackMutation) OldState(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldState is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldState requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldState: %w", err)
+	}
+	return oldValue.State, nil
+}
+
+// ResetState resets all changes to the "state" field.
+func (m *IdentityCallbackMutation) ResetState() {
+	m.state = nil
+}
+
+// Where appends a list predicates to the IdentityCallbackMutation builder.
+func (m *IdentityCallbackMutation) Where(ps ...predicate.IdentityCallback) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the IdentityCallbackMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *IdentityCallbackMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.IdentityCallback, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *IdentityCallbackMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *IdentityCallbackMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (IdentityCallback).
+func (m *IdentityCallbackMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *IdentityCallbackMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.created_at != nil {
+		fields = append(fields, identitycallback.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, identitycallback.FieldUpdatedAt)
+	}
+	if m.provider != nil {
+		fields = append(fields, identitycallback.FieldProvider)
+	}
+	if m.event_id != nil {
+		fields = append(fields, identitycallback.FieldEventID)
+	}
+	if m.reference != nil {
+		fields = append(fields, identitycallback.FieldReference)
+	}
+	if m.state != nil {
+		fields = append(fields, identitycallback.FieldState)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *IdentityCallbackMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case identitycallback.FieldCreatedAt:
+		return m.CreatedAt()
+	case identitycallback.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case identitycallback.FieldProvider:
+		return m.Provider()
+	case identitycallback.FieldEventID:
+		return m.EventID()
+	case identitycallback.FieldReference:
+		return m.Reference()
+	case identitycallback.FieldState:
+		return m.State()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *IdentityCallbackMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case identitycallback.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case identitycallback.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case identitycallback.FieldProvider:
+		return m.OldProvider(ctx)
+	case identitycallback.FieldEventID:
+		return m.OldEventID(ctx)
+	case identitycallback.FieldReference:
+		return m.OldReference(ctx)
+	case identitycallback.FieldState:
+		return m.OldState(ctx)
+	}
+	return nil, fmt.Errorf("unknown IdentityCallback field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdentityCallbackMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case identitycallback.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case identitycallback.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case identitycallback.FieldProvider:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetProvider(v)
+		return nil
+	case identitycallback.FieldEventID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventID(v)
+		return nil
+	case identitycallback.FieldReference:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReference(v)
+		return nil
+	case identitycallback.FieldState:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetState(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityCallback field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *IdentityCallbackMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *IdentityCallbackMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdentityCallbackMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown IdentityCallback numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *IdentityCallbackMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *IdentityCallbackMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *IdentityCallbackMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown IdentityCallback nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *IdentityCallbackMutation) ResetField(name string) error {
+	switch name {
+	case identitycallback.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case identitycallback.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case identitycallback.FieldProvider:
+		m.ResetProvider()
+		return nil
+	case identitycallback.FieldEventID:
+		m.ResetEventID()
+		return nil
+	case identitycallback.FieldReference:
+		m.ResetReference()
+		return nil
+	case identitycallback.FieldState:
+		m.ResetState()
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityCallback field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *IdentityCallbackMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *IdentityCallbackMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *IdentityCallbackMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *IdentityCallbackMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *IdentityCallbackMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *IdentityCallbackMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *IdentityCallbackMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown IdentityCallback unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *IdentityCallbackMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown IdentityCallback edge %s", name)
+}
+
+// IdentityVerificationMutation represents an operation that mutates the IdentityVerification nodes in the graph.
+type IdentityVerificationMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	provider      *string
+	reference     *string
+	state         *identityverification.State
+	state_at      *time.Time
+	completed_at  *time.Time
+	clearedFields map[string]struct{}
+	user          *uuid.UUID
+	cleareduser   bool
+	done          bool
+	oldValue      func(context.Context) (*IdentityVerification, error)
+	predicates    []predicate.IdentityVerification
+}
+
+var _ ent.Mutation = (*IdentityVerificationMutation)(nil)
+
+// identityverificationOption allows management of the mutation configuration using functional options.
+type identityverificationOption func(*IdentityVerificationMutation)
+
+// newIdentityVerificationMutation creates new mutation for the IdentityVerification entity.
+func newIdentityVerificationMutation(c config, op Op, opts ...identityverificationOption) *IdentityVerificationMutation {
+	m := &IdentityVerificationMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeIdentityVerification,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withIdentityVerificationID sets the ID field of the mutation.
+func withIdentityVerificationID(id uuid.UUID) identityverificationOption {
+	return func(m *IdentityVerificationMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *IdentityVerification
+		)
+		m.oldValue = func(ctx context.Context) (*IdentityVerification, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().IdentityVerification.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withIdentityVerification sets the old IdentityVerification of the mutation.
+func withIdentityVerification(node *IdentityVerification) identityverificationOption {
+	return func(m *IdentityVerificationMutation) {
+		m.oldValue = func(context.Context) (*IdentityVerification, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m IdentityVerificationMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m IdentityVerificationMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of IdentityVerification entities.
+func (m *IdentityVerificationMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *IdentityVerificationMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *IdentityVerificationMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().IdentityVerification.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *IdentityVerificationMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *IdentityVerificationMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *IdentityVerificationMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *IdentityVerificationMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *IdentityVerificationMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *IdentityVerificationMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *IdentityVerificationMutation) SetUserID(u uuid.UUID) {
+	m.user = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *IdentityVerificationMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldUserID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *IdentityVerificationMutation) ResetUserID() {
+	m.user = nil
+}
+
+// SetProvider sets the "provider" field.
+func (m *IdentityVerificationMutation) SetProvider(s string) {
+	m.provider = &s
+}
+
+// Provider returns the value of the "provider" field in the mutation.
+func (m *IdentityVerificationMutation) Provider() (r string, exists bool) {
+	v := m.provider
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldProvider returns the old "provider" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldProvider(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldProvider is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldProvider requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldProvider: %w", err)
+	}
+	return oldValue.Provider, nil
+}
+
+// ResetProvider resets all changes to the "provider" field.
+func (m *IdentityVerificationMutation) ResetProvider() {
+	m.provider = nil
+}
+
+// SetReference sets the "reference" field.
+func (m *IdentityVerificationMutation) SetReference(s string) {
+	m.reference = &s
+}
+
+// Reference returns the value of the "reference" field in the mutation.
+func (m *IdentityVerificationMutation) Reference() (r string, exists bool) {
+	v := m.reference
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReference returns the old "reference" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldReference(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReference is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReference requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReference: %w", err)
+	}
+	return oldValue.Reference, nil
+}
+
+// ResetReference resets all changes to the "reference" field.
+func (m *IdentityVerificationMutation) ResetReference() {
+	m.reference = nil
+}
+
+// SetState sets the "state" field.
+func (m *IdentityVerificationMutation) SetState(i identityverification.State) {
+	m.state = &i
+}
+
+// State returns the value of the "state" field in the mutation.
+func (m *IdentityVerificationMutation) State() (r identityverification.State, exists bool) {
+	v := m.state
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldState returns the old "state" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldState(ctx context.Context) (v identityverification.State, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldState is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldState requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldState: %w", err)
+	}
+	return oldValue.State, nil
+}
+
+// ResetState resets all changes to the "state" field.
+func (m *IdentityVerificationMutation) ResetState() {
+	m.state = nil
+}
+
+// SetStateAt sets the "state_at" field.
+func (m *IdentityVerificationMutation) SetStateAt(t time.Time) {
+	m.state_at = &t
+}
+
+// StateAt returns the value of the "state_at" field in the mutation.
+func (m *IdentityVerificationMutation) StateAt() (r time.Time, exists bool) {
+	v := m.state_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStateAt returns the old "state_at" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldStateAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStateAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStateAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStateAt: %w", err)
+	}
+	return oldValue.StateAt, nil
+}
+
+// ClearStateAt clears the value of the "state_at" field.
+func (m *IdentityVerificationMutation) ClearStateAt() {
+	m.state_at = nil
+	m.clearedFields[identityverification.FieldStateAt] = struct{}{}
+}
+
+// StateAtCleared returns if the "state_at" field was cleared in this mutation.
+func (m *IdentityVerificationMutation) StateAtCleared() bool {
+	_, ok := m.clearedFields[identityverification.FieldStateAt]
+	return ok
+}
+
+// ResetStateAt resets all changes to the "state_at" field.
+func (m *IdentityVerificationMutation) ResetStateAt() {
+	m.state_at = nil
+	delete(m.clearedFields, identityverification.FieldStateAt)
+}
+
+// SetCompletedAt sets the "completed_at" field.
+func (m *IdentityVerificationMutation) SetCompletedAt(t time.Time) {
+	m.completed_at = &t
+}
+
+// CompletedAt returns the value of the "completed_at" field in the mutation.
+func (m *IdentityVerificationMutation) CompletedAt() (r time.Time, exists bool) {
+	v := m.completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCompletedAt returns the old "completed_at" field's value of the IdentityVerification entity.
+// If the IdentityVerification object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdentityVerificationMutation) OldCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCompletedAt: %w", err)
+	}
+	return oldValue.CompletedAt, nil
+}
+
+// ClearCompletedAt clears the value of the "completed_at" field.
+func (m *IdentityVerificationMutation) ClearCompletedAt() {
+	m.completed_at = nil
+	m.clearedFields[identityverification.FieldCompletedAt] = struct{}{}
+}
+
+// CompletedAtCleared returns if the "completed_at" field was cleared in this mutation.
+func (m *IdentityVerificationMutation) CompletedAtCleared() bool {
+	_, ok := m.clearedFields[identityverification.FieldCompletedAt]
+	return ok
+}
+
+// ResetCompletedAt resets all changes to the "completed_at" field.
+func (m *IdentityVerificationMutation) ResetCompletedAt() {
+	m.completed_at = nil
+	delete(m.clearedFields, identityverification.FieldCompletedAt)
+}
+
+// ClearUser clears the "user" edge to the User entity.
+func (m *IdentityVerificationMutation) ClearUser() {
+	m.cleareduser = true
+	m.clearedFields[identityverification.FieldUserID] = struct{}{}
+}
+
+// UserCleared reports if the "user" edge to the User entity was cleared.
+func (m *IdentityVerificationMutation) UserCleared() bool {
+	return m.cleareduser
+}
+
+// UserIDs returns the "user" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// UserID instead. It exists only for internal usage by the builders.
+func (m *IdentityVerificationMutation) UserIDs() (ids []uuid.UUID) {
+	if id := m.user; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetUser resets all changes to the "user" edge.
+func (m *IdentityVerificationMutation) ResetUser() {
+	m.user = nil
+	m.cleareduser = false
+}
+
+// Where appends a list predicates to the IdentityVerificationMutation builder.
+func (m *IdentityVerificationMutation) Where(ps ...predicate.IdentityVerification) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the IdentityVerificationMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *IdentityVerificationMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.IdentityVerification, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *IdentityVerificationMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *IdentityVerificationMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (IdentityVerification).
+func (m *IdentityVerificationMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *IdentityVerificationMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.created_at != nil {
+		fields = append(fields, identityverification.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, identityverification.FieldUpdatedAt)
+	}
+	if m.user != nil {
+		fields = append(fields, identityverification.FieldUserID)
+	}
+	if m.provider != nil {
+		fields = append(fields, identityverification.FieldProvider)
+	}
+	if m.reference != nil {
+		fields = append(fields, identityverification.FieldReference)
+	}
+	if m.state != nil {
+		fields = append(fields, identityverification.FieldState)
+	}
+	if m.state_at != nil {
+		fields = append(fields, identityverification.FieldStateAt)
+	}
+	if m.completed_at != nil {
+		fields = append(fields, identityverification.FieldCompletedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *IdentityVerificationMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case identityverification.FieldCreatedAt:
+		return m.CreatedAt()
+	case identityverification.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case identityverification.FieldUserID:
+		return m.UserID()
+	case identityverification.FieldProvider:
+		return m.Provider()
+	case identityverification.FieldReference:
+		return m.Reference()
+	case identityverification.FieldState:
+		return m.State()
+	case identityverification.FieldStateAt:
+		return m.StateAt()
+	case identityverification.FieldCompletedAt:
+		return m.CompletedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *IdentityVerificationMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case identityverification.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case identityverification.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case identityverification.FieldUserID:
+		return m.OldUserID(ctx)
+	case identityverification.FieldProvider:
+		return m.OldProvider(ctx)
+	case identityverification.FieldReference:
+		return m.OldReference(ctx)
+	case identityverification.FieldState:
+		return m.OldState(ctx)
+	case identityverification.FieldStateAt:
+		return m.OldStateAt(ctx)
+	case identityverification.FieldCompletedAt:
+		return m.OldCompletedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown IdentityVerification field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdentityVerificationMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case identityverification.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case identityverification.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case identityverification.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case identityverification.FieldProvider:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetProvider(v)
+		return nil
+	case identityverification.FieldReference:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReference(v)
+		return nil
+	case identityverification.FieldState:
+		v, ok := value.(identityverification.State)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetState(v)
+		return nil
+	case identityverification.FieldStateAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStateAt(v)
+		return nil
+	case identityverification.FieldCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCompletedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityVerification field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *IdentityVerificationMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *IdentityVerificationMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdentityVerificationMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown IdentityVerification numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *IdentityVerificationMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(identityverification.FieldStateAt) {
+		fields = append(fields, identityverification.FieldStateAt)
+	}
+	if m.FieldCleared(identityverification.FieldCompletedAt) {
+		fields = append(fields, identityverification.FieldCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *IdentityVerificationMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *IdentityVerificationMutation) ClearField(name string) error {
+	switch name {
+	case identityverification.FieldStateAt:
+		m.ClearStateAt()
+		return nil
+	case identityverification.FieldCompletedAt:
+		m.ClearCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityVerification nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *IdentityVerificationMutation) ResetField(name string) error {
+	switch name {
+	case identityverification.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case identityverification.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case identityverification.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case identityverification.FieldProvider:
+		m.ResetProvider()
+		return nil
+	case identityverification.FieldReference:
+		m.ResetReference()
+		return nil
+	case identityverification.FieldState:
+		m.ResetState()
+		return nil
+	case identityverification.FieldStateAt:
+		m.ResetStateAt()
+		return nil
+	case identityverification.FieldCompletedAt:
+		m.ResetCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityVerification field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *IdentityVerificationMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.user != nil {
+		edges = append(edges, identityverification.EdgeUser)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *IdentityVerificationMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case identityverification.EdgeUser:
+		if id := m.user; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *IdentityVerificationMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *IdentityVerificationMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *IdentityVerificationMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareduser {
+		edges = append(edges, identityverification.EdgeUser)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *IdentityVerificationMutation) EdgeCleared(name string) bool {
+	switch name {
+	case identityverification.EdgeUser:
+		return m.cleareduser
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *IdentityVerificationMutation) ClearEdge(name string) error {
+	switch name {
+	case identityverification.EdgeUser:
+		m.ClearUser()
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityVerification unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *IdentityVerificationMutation) ResetEdge(name string) error {
+	switch name {
+	case identityverification.EdgeUser:
+		m.ResetUser()
+		return nil
+	}
+	return fmt.Errorf("unknown IdentityVerification edge %s", name)
 }
 
 // InvitationMutation represents an operation that mutates the Invitation nodes in the graph.
@@ -20023,26 +21434,29 @@ func (m *TransferMutation) ResetEdge(name string) error {
 // UserMutation represents an operation that mutates the User nodes in the graph.
 type UserMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *uuid.UUID
-	created_at        *time.Time
-	updated_at        *time.Time
-	username          *string
-	display_name      *string
-	email             *string
-	email_verified_at *time.Time
-	identity_status   *user.IdentityStatus
-	clearedFields     map[string]struct{}
-	wallets           map[uuid.UUID]struct{}
-	removedwallets    map[uuid.UUID]struct{}
-	clearedwallets    bool
-	pairings          map[uuid.UUID]struct{}
-	removedpairings   map[uuid.UUID]struct{}
-	clearedpairings   bool
-	done              bool
-	oldValue          func(context.Context) (*User, error)
-	predicates        []predicate.User
+	op                            Op
+	typ                           string
+	id                            *uuid.UUID
+	created_at                    *time.Time
+	updated_at                    *time.Time
+	username                      *string
+	display_name                  *string
+	email                         *string
+	email_verified_at             *time.Time
+	identity_status               *user.IdentityStatus
+	clearedFields                 map[string]struct{}
+	wallets                       map[uuid.UUID]struct{}
+	removedwallets                map[uuid.UUID]struct{}
+	clearedwallets                bool
+	pairings                      map[uuid.UUID]struct{}
+	removedpairings               map[uuid.UUID]struct{}
+	clearedpairings               bool
+	identity_verifications        map[uuid.UUID]struct{}
+	removedidentity_verifications map[uuid.UUID]struct{}
+	clearedidentity_verifications bool
+	done                          bool
+	oldValue                      func(context.Context) (*User, error)
+	predicates                    []predicate.User
 }
 
 var _ ent.Mutation = (*UserMutation)(nil)
@@ -20522,6 +21936,60 @@ func (m *UserMutation) ResetPairings() {
 	m.removedpairings = nil
 }
 
+// AddIdentityVerificationIDs adds the "identity_verifications" edge to the IdentityVerification entity by ids.
+func (m *UserMutation) AddIdentityVerificationIDs(ids ...uuid.UUID) {
+	if m.identity_verifications == nil {
+		m.identity_verifications = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.identity_verifications[ids[i]] = struct{}{}
+	}
+}
+
+// ClearIdentityVerifications clears the "identity_verifications" edge to the IdentityVerification entity.
+func (m *UserMutation) ClearIdentityVerifications() {
+	m.clearedidentity_verifications = true
+}
+
+// IdentityVerificationsCleared reports if the "identity_verifications" edge to the IdentityVerification entity was cleared.
+func (m *UserMutation) IdentityVerificationsCleared() bool {
+	return m.clearedidentity_verifications
+}
+
+// RemoveIdentityVerificationIDs removes the "identity_verifications" edge to the IdentityVerification entity by IDs.
+func (m *UserMutation) RemoveIdentityVerificationIDs(ids ...uuid.UUID) {
+	if m.removedidentity_verifications == nil {
+		m.removedidentity_verifications = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.identity_verifications, ids[i])
+		m.removedidentity_verifications[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedIdentityVerifications returns the removed IDs of the "identity_verifications" edge to the IdentityVerification entity.
+func (m *UserMutation) RemovedIdentityVerificationsIDs() (ids []uuid.UUID) {
+	for id := range m.removedidentity_verifications {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// IdentityVerificationsIDs returns the "identity_verifications" edge IDs in the mutation.
+func (m *UserMutation) IdentityVerificationsIDs() (ids []uuid.UUID) {
+	for id := range m.identity_verifications {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetIdentityVerifications resets all changes to the "identity_verifications" edge.
+func (m *UserMutation) ResetIdentityVerifications() {
+	m.identity_verifications = nil
+	m.clearedidentity_verifications = false
+	m.removedidentity_verifications = nil
+}
+
 // Where appends a list predicates to the UserMutation builder.
 func (m *UserMutation) Where(ps ...predicate.User) {
 	m.predicates = append(m.predicates, ps...)
@@ -20766,12 +22234,15 @@ func (m *UserMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *UserMutation) AddedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
 	if m.wallets != nil {
 		edges = append(edges, user.EdgeWallets)
 	}
 	if m.pairings != nil {
 		edges = append(edges, user.EdgePairings)
+	}
+	if m.identity_verifications != nil {
+		edges = append(edges, user.EdgeIdentityVerifications)
 	}
 	return edges
 }
@@ -20792,18 +22263,27 @@ func (m *UserMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case user.EdgeIdentityVerifications:
+		ids := make([]ent.Value, 0, len(m.identity_verifications))
+		for id := range m.identity_verifications {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *UserMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
 	if m.removedwallets != nil {
 		edges = append(edges, user.EdgeWallets)
 	}
 	if m.removedpairings != nil {
 		edges = append(edges, user.EdgePairings)
+	}
+	if m.removedidentity_verifications != nil {
+		edges = append(edges, user.EdgeIdentityVerifications)
 	}
 	return edges
 }
@@ -20824,18 +22304,27 @@ func (m *UserMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case user.EdgeIdentityVerifications:
+		ids := make([]ent.Value, 0, len(m.removedidentity_verifications))
+		for id := range m.removedidentity_verifications {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *UserMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
 	if m.clearedwallets {
 		edges = append(edges, user.EdgeWallets)
 	}
 	if m.clearedpairings {
 		edges = append(edges, user.EdgePairings)
+	}
+	if m.clearedidentity_verifications {
+		edges = append(edges, user.EdgeIdentityVerifications)
 	}
 	return edges
 }
@@ -20848,6 +22337,8 @@ func (m *UserMutation) EdgeCleared(name string) bool {
 		return m.clearedwallets
 	case user.EdgePairings:
 		return m.clearedpairings
+	case user.EdgeIdentityVerifications:
+		return m.clearedidentity_verifications
 	}
 	return false
 }
@@ -20869,6 +22360,9 @@ func (m *UserMutation) ResetEdge(name string) error {
 		return nil
 	case user.EdgePairings:
 		m.ResetPairings()
+		return nil
+	case user.EdgeIdentityVerifications:
+		m.ResetIdentityVerifications()
 		return nil
 	}
 	return fmt.Errorf("unknown User edge %s", name)

@@ -10,6 +10,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/identitycallback"
+	"agentpay/ent/identityverification"
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
@@ -329,6 +331,124 @@ func init() {
 	idempotencykeyDescID := idempotencykeyMixinFields0[0].Descriptor()
 	// idempotencykey.DefaultID holds the default value on creation for the id field.
 	idempotencykey.DefaultID = idempotencykeyDescID.Default.(func() uuid.UUID)
+	identitycallbackMixin := schema.IdentityCallback{}.Mixin()
+	identitycallbackMixinFields0 := identitycallbackMixin[0].Fields()
+	_ = identitycallbackMixinFields0
+	identitycallbackFields := schema.IdentityCallback{}.Fields()
+	_ = identitycallbackFields
+	// identitycallbackDescCreatedAt is the schema descriptor for created_at field.
+	identitycallbackDescCreatedAt := identitycallbackMixinFields0[1].Descriptor()
+	// identitycallback.DefaultCreatedAt holds the default value on creation for the created_at field.
+	identitycallback.DefaultCreatedAt = identitycallbackDescCreatedAt.Default.(func() time.Time)
+	// identitycallbackDescUpdatedAt is the schema descriptor for updated_at field.
+	identitycallbackDescUpdatedAt := identitycallbackMixinFields0[2].Descriptor()
+	// identitycallback.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	identitycallback.DefaultUpdatedAt = identitycallbackDescUpdatedAt.Default.(func() time.Time)
+	// identitycallback.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	identitycallback.UpdateDefaultUpdatedAt = identitycallbackDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// identitycallbackDescProvider is the schema descriptor for provider field.
+	identitycallbackDescProvider := identitycallbackFields[0].Descriptor()
+	// identitycallback.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	identitycallback.ProviderValidator = func() func(string) error {
+		validators := identitycallbackDescProvider.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(provider string) error {
+			for _, fn := range fns {
+				if err := fn(provider); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// identitycallbackDescEventID is the schema descriptor for event_id field.
+	identitycallbackDescEventID := identitycallbackFields[1].Descriptor()
+	// identitycallback.EventIDValidator is a validator for the "event_id" field. It is called by the builders before save.
+	identitycallback.EventIDValidator = func() func(string) error {
+		validators := identitycallbackDescEventID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(event_id string) error {
+			for _, fn := range fns {
+				if err := fn(event_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// identitycallbackDescReference is the schema descriptor for reference field.
+	identitycallbackDescReference := identitycallbackFields[2].Descriptor()
+	// identitycallback.ReferenceValidator is a validator for the "reference" field. It is called by the builders before save.
+	identitycallback.ReferenceValidator = identitycallbackDescReference.Validators[0].(func(string) error)
+	// identitycallbackDescState is the schema descriptor for state field.
+	identitycallbackDescState := identitycallbackFields[3].Descriptor()
+	// identitycallback.StateValidator is a validator for the "state" field. It is called by the builders before save.
+	identitycallback.StateValidator = identitycallbackDescState.Validators[0].(func(string) error)
+	// identitycallbackDescID is the schema descriptor for id field.
+	identitycallbackDescID := identitycallbackMixinFields0[0].Descriptor()
+	// identitycallback.DefaultID holds the default value on creation for the id field.
+	identitycallback.DefaultID = identitycallbackDescID.Default.(func() uuid.UUID)
+	identityverificationMixin := schema.IdentityVerification{}.Mixin()
+	identityverificationMixinFields0 := identityverificationMixin[0].Fields()
+	_ = identityverificationMixinFields0
+	identityverificationFields := schema.IdentityVerification{}.Fields()
+	_ = identityverificationFields
+	// identityverificationDescCreatedAt is the schema descriptor for created_at field.
+	identityverificationDescCreatedAt := identityverificationMixinFields0[1].Descriptor()
+	// identityverification.DefaultCreatedAt holds the default value on creation for the created_at field.
+	identityverification.DefaultCreatedAt = identityverificationDescCreatedAt.Default.(func() time.Time)
+	// identityverificationDescUpdatedAt is the schema descriptor for updated_at field.
+	identityverificationDescUpdatedAt := identityverificationMixinFields0[2].Descriptor()
+	// identityverification.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	identityverification.DefaultUpdatedAt = identityverificationDescUpdatedAt.Default.(func() time.Time)
+	// identityverification.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	identityverification.UpdateDefaultUpdatedAt = identityverificationDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// identityverificationDescProvider is the schema descriptor for provider field.
+	identityverificationDescProvider := identityverificationFields[1].Descriptor()
+	// identityverification.ProviderValidator is a validator for the "provider" field. It is called by the builders before save.
+	identityverification.ProviderValidator = func() func(string) error {
+		validators := identityverificationDescProvider.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(provider string) error {
+			for _, fn := range fns {
+				if err := fn(provider); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// identityverificationDescReference is the schema descriptor for reference field.
+	identityverificationDescReference := identityverificationFields[2].Descriptor()
+	// identityverification.ReferenceValidator is a validator for the "reference" field. It is called by the builders before save.
+	identityverification.ReferenceValidator = func() func(string) error {
+		validators := identityverificationDescReference.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(reference string) error {
+			for _, fn := range fns {
+				if err := fn(reference); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// identityverificationDescID is the schema descriptor for id field.
+	identityverificationDescID := identityverificationMixinFields0[0].Descriptor()
+	// identityverification.DefaultID holds the default value on creation for the id field.
+	identityverification.DefaultID = identityverificationDescID.Default.(func() uuid.UUID)
 	invitationMixin := schema.Invitation{}.Mixin()
 	invitationMixinFields0 := invitationMixin[0].Fields()
 	_ = invitationMixinFields0

@@ -28,6 +28,10 @@ type Tx struct {
 	DepositAddress *DepositAddressClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
+	// IdentityCallback is the client for interacting with the IdentityCallback builders.
+	IdentityCallback *IdentityCallbackClient
+	// IdentityVerification is the client for interacting with the IdentityVerification builders.
+	IdentityVerification *IdentityVerificationClient
 	// Invitation is the client for interacting with the Invitation builders.
 	Invitation *InvitationClient
 	// LoginToken is the client for interacting with the LoginToken builders.
@@ -196,6 +200,8 @@ func (tx *Tx) init() {
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
 	tx.IdempotencyKey = NewIdempotencyKeyClient(tx.config)
+	tx.IdentityCallback = NewIdentityCallbackClient(tx.config)
+	tx.IdentityVerification = NewIdentityVerificationClient(tx.config)
 	tx.Invitation = NewInvitationClient(tx.config)
 	tx.LoginToken = NewLoginTokenClient(tx.config)
 	tx.MailMessage = NewMailMessageClient(tx.config)

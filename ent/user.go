@@ -44,14 +44,17 @@ type UserEdges struct {
 	Wallets []*Wallet `json:"wallets,omitempty"`
 	// Pairings holds the value of the pairings edge.
 	Pairings []*Pairing `json:"pairings,omitempty"`
+	// IdentityVerifications holds the value of the identity_verifications edge.
+	IdentityVerifications []*IdentityVerification `json:"identity_verifications,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [2]bool
+	loadedTypes [3]bool
 	// totalCount holds the count of the edges above.
 	totalCount [1]map[string]int
 
-	namedWallets  map[string][]*Wallet
-	namedPairings map[string][]*Pairing
+	namedWallets               map[string][]*Wallet
+	namedPairings              map[string][]*Pairing
+	namedIdentityVerifications map[string][]*IdentityVerification
 }
 
 // WalletsOrErr returns the Wallets value or an error if the edge
@@ -70,6 +73,15 @@ func (e UserEdges) PairingsOrErr() ([]*Pairing, error) {
 		return e.Pairings, nil
 	}
 	return nil, &NotLoadedError{edge: "pairings"}
+}
+
+// IdentityVerificationsOrErr returns the IdentityVerifications value or an error if the edge
+// was not loaded in eager-loading.
+func (e UserEdges) IdentityVerificationsOrErr() ([]*IdentityVerification, error) {
+	if e.loadedTypes[2] {
+		return e.IdentityVerifications, nil
+	}
+	return nil, &NotLoadedError{edge: "identity_verifications"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -170,6 +182,11 @@ func (_m *User) QueryPairings() *PairingQuery {
 	return NewUserClient(_m.config).QueryPairings(_m)
 }
 
+// QueryIdentityVerifications queries the "identity_verifications" edge of the User entity.
+func (_m *User) QueryIdentityVerifications() *IdentityVerificationQuery {
+	return NewUserClient(_m.config).QueryIdentityVerifications(_m)
+}
+
 // Update returns a builder for updating this User.
 // Note that you need to call User.Unwrap() before calling this method if this User
 // was returned from a transaction, and the transaction was committed or rolled back.
@@ -264,6 +281,30 @@ func (_m *User) appendNamedPairings(name string, edges ...*Pairing) {
 		_m.Edges.namedPairings[name] = []*Pairing{}
 	} else {
 		_m.Edges.namedPairings[name] = append(_m.Edges.namedPairings[name], edges...)
+	}
+}
+
+// NamedIdentityVerifications returns the IdentityVerifications named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *User) NamedIdentityVerifications(name string) ([]*IdentityVerification, error) {
+	if _m.Edges.namedIdentityVerifications == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedIdentityVerifications[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *User) appendNamedIdentityVerifications(name string, edges ...*IdentityVerification) {
+	if _m.Edges.namedIdentityVerifications == nil {
+		_m.Edges.namedIdentityVerifications = make(map[string][]*IdentityVerification)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedIdentityVerifications[name] = []*IdentityVerification{}
+	} else {
+		_m.Edges.namedIdentityVerifications[name] = append(_m.Edges.namedIdentityVerifications[name], edges...)
 	}
 }
 

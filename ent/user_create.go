@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -147,6 +148,21 @@ func (_c *UserCreate) AddPairings(v ...*Pairing) *UserCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddPairingIDs(ids...)
+}
+
+// AddIdentityVerificationIDs adds the "identity_verifications" edge to the IdentityVerification entity by IDs.
+func (_c *UserCreate) AddIdentityVerificationIDs(ids ...uuid.UUID) *UserCreate {
+	_c.mutation.AddIdentityVerificationIDs(ids...)
+	return _c
+}
+
+// AddIdentityVerifications adds the "identity_verifications" edges to the IdentityVerification entity.
+func (_c *UserCreate) AddIdentityVerifications(v ...*IdentityVerification) *UserCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddIdentityVerificationIDs(ids...)
 }
 
 // Mutation returns the UserMutation object of the builder.
@@ -334,6 +350,22 @@ func (_c *UserCreate) createSpec() (*User, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.IdentityVerificationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

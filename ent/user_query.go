@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
 	"agentpay/ent/user"
@@ -23,16 +24,18 @@ import (
 // UserQuery is the builder for querying User entities.
 type UserQuery struct {
 	config
-	ctx               *QueryContext
-	order             []user.OrderOption
-	inters            []Interceptor
-	predicates        []predicate.User
-	withWallets       *WalletQuery
-	withPairings      *PairingQuery
-	loadTotal         []func(context.Context, []*User) error
-	modifiers         []func(*sql.Selector)
-	withNamedWallets  map[string]*WalletQuery
-	withNamedPairings map[string]*PairingQuery
+	ctx                            *QueryContext
+	order                          []user.OrderOption
+	inters                         []Interceptor
+	predicates                     []predicate.User
+	withWallets                    *WalletQuery
+	withPairings                   *PairingQuery
+	withIdentityVerifications      *IdentityVerificationQuery
+	loadTotal                      []func(context.Context, []*User) error
+	modifiers                      []func(*sql.Selector)
+	withNamedWallets               map[string]*WalletQuery
+	withNamedPairings              map[string]*PairingQuery
+	withNamedIdentityVerifications map[string]*IdentityVerificationQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -106,6 +109,28 @@ func (_q *UserQuery) QueryPairings() *PairingQuery {
 			sqlgraph.From(user.Table, user.FieldID, selector),
 			sqlgraph.To(pairing.Table, pairing.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, user.PairingsTable, user.PairingsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryIdentityVerifications chains the current query on the "identity_verifications" edge.
+func (_q *UserQuery) QueryIdentityVerifications() *IdentityVerificationQuery {
+	query := (&IdentityVerificationClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, selector),
+			sqlgraph.To(identityverification.Table, identityverification.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.IdentityVerificationsTable, user.IdentityVerificationsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -300,13 +325,14 @@ func (_q *UserQuery) Clone() *UserQuery {
 		return nil
 	}
 	return &UserQuery{
-		config:       _q.config,
-		ctx:          _q.ctx.Clone(),
-		order:        append([]user.OrderOption{}, _q.order...),
-		inters:       append([]Interceptor{}, _q.inters...),
-		predicates:   append([]predicate.User{}, _q.predicates...),
-		withWallets:  _q.withWallets.Clone(),
-		withPairings: _q.withPairings.Clone(),
+		config:                    _q.config,
+		ctx:                       _q.ctx.Clone(),
+		order:                     append([]user.OrderOption{}, _q.order...),
+		inters:                    append([]Interceptor{}, _q.inters...),
+		predicates:                append([]predicate.User{}, _q.predicates...),
+		withWallets:               _q.withWallets.Clone(),
+		withPairings:              _q.withPairings.Clone(),
+		withIdentityVerifications: _q.withIdentityVerifications.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -332,6 +358,17 @@ func (_q *UserQuery) WithPairings(opts ...func(*PairingQuery)) *UserQuery {
 		opt(query)
 	}
 	_q.withPairings = query
+	return _q
+}
+
+// WithIdentityVerifications tells the query-builder to eager-load the nodes that are connected to
+// the "identity_verifications" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *UserQuery) WithIdentityVerifications(opts ...func(*IdentityVerificationQuery)) *UserQuery {
+	query := (&IdentityVerificationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withIdentityVerifications = query
 	return _q
 }
 
@@ -413,9 +450,10 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 	var (
 		nodes       = []*User{}
 		_spec       = _q.querySpec()
-		loadedTypes = [2]bool{
+		loadedTypes = [3]bool{
 			_q.withWallets != nil,
 			_q.withPairings != nil,
+			_q.withIdentityVerifications != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -453,6 +491,15 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 			return nil, err
 		}
 	}
+	if query := _q.withIdentityVerifications; query != nil {
+		if err := _q.loadIdentityVerifications(ctx, query, nodes,
+			func(n *User) { n.Edges.IdentityVerifications = []*IdentityVerification{} },
+			func(n *User, e *IdentityVerification) {
+				n.Edges.IdentityVerifications = append(n.Edges.IdentityVerifications, e)
+			}); err != nil {
+			return nil, err
+		}
+	}
 	for name, query := range _q.withNamedWallets {
 		if err := _q.loadWallets(ctx, query, nodes,
 			func(n *User) { n.appendNamedWallets(name) },
@@ -464,6 +511,13 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 		if err := _q.loadPairings(ctx, query, nodes,
 			func(n *User) { n.appendNamedPairings(name) },
 			func(n *User, e *Pairing) { n.appendNamedPairings(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedIdentityVerifications {
+		if err := _q.loadIdentityVerifications(ctx, query, nodes,
+			func(n *User) { n.appendNamedIdentityVerifications(name) },
+			func(n *User, e *IdentityVerification) { n.appendNamedIdentityVerifications(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -523,6 +577,36 @@ func (_q *UserQuery) loadPairings(ctx context.Context, query *PairingQuery, node
 	}
 	query.Where(predicate.Pairing(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(user.PairingsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.UserID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "user_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *UserQuery) loadIdentityVerifications(ctx context.Context, query *IdentityVerificationQuery, nodes []*User, init func(*User), assign func(*User, *IdentityVerification)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*User)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(identityverification.FieldUserID)
+	}
+	query.Where(predicate.IdentityVerification(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(user.IdentityVerificationsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {
@@ -677,6 +761,20 @@ func (_q *UserQuery) WithNamedPairings(name string, opts ...func(*PairingQuery))
 		_q.withNamedPairings = make(map[string]*PairingQuery)
 	}
 	_q.withNamedPairings[name] = query
+	return _q
+}
+
+// WithNamedIdentityVerifications tells the query-builder to eager-load the nodes that are connected to the "identity_verifications"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *UserQuery) WithNamedIdentityVerifications(name string, opts ...func(*IdentityVerificationQuery)) *UserQuery {
+	query := (&IdentityVerificationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedIdentityVerifications == nil {
+		_q.withNamedIdentityVerifications = make(map[string]*IdentityVerificationQuery)
+	}
+	_q.withNamedIdentityVerifications[name] = query
 	return _q
 }
 

@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
 	"agentpay/ent/user"
@@ -143,6 +144,21 @@ func (_u *UserUpdate) AddPairings(v ...*Pairing) *UserUpdate {
 	return _u.AddPairingIDs(ids...)
 }
 
+// AddIdentityVerificationIDs adds the "identity_verifications" edge to the IdentityVerification entity by IDs.
+func (_u *UserUpdate) AddIdentityVerificationIDs(ids ...uuid.UUID) *UserUpdate {
+	_u.mutation.AddIdentityVerificationIDs(ids...)
+	return _u
+}
+
+// AddIdentityVerifications adds the "identity_verifications" edges to the IdentityVerification entity.
+func (_u *UserUpdate) AddIdentityVerifications(v ...*IdentityVerification) *UserUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddIdentityVerificationIDs(ids...)
+}
+
 // Mutation returns the UserMutation object of the builder.
 func (_u *UserUpdate) Mutation() *UserMutation {
 	return _u.mutation
@@ -188,6 +204,27 @@ func (_u *UserUpdate) RemovePairings(v ...*Pairing) *UserUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemovePairingIDs(ids...)
+}
+
+// ClearIdentityVerifications clears all "identity_verifications" edges to the IdentityVerification entity.
+func (_u *UserUpdate) ClearIdentityVerifications() *UserUpdate {
+	_u.mutation.ClearIdentityVerifications()
+	return _u
+}
+
+// RemoveIdentityVerificationIDs removes the "identity_verifications" edge to IdentityVerification entities by IDs.
+func (_u *UserUpdate) RemoveIdentityVerificationIDs(ids ...uuid.UUID) *UserUpdate {
+	_u.mutation.RemoveIdentityVerificationIDs(ids...)
+	return _u
+}
+
+// RemoveIdentityVerifications removes "identity_verifications" edges to IdentityVerification entities.
+func (_u *UserUpdate) RemoveIdentityVerifications(v ...*IdentityVerification) *UserUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveIdentityVerificationIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -374,6 +411,51 @@ func (_u *UserUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.IdentityVerificationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedIdentityVerificationsIDs(); len(nodes) > 0 && !_u.mutation.IdentityVerificationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.IdentityVerificationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{user.Label}
@@ -506,6 +588,21 @@ func (_u *UserUpdateOne) AddPairings(v ...*Pairing) *UserUpdateOne {
 	return _u.AddPairingIDs(ids...)
 }
 
+// AddIdentityVerificationIDs adds the "identity_verifications" edge to the IdentityVerification entity by IDs.
+func (_u *UserUpdateOne) AddIdentityVerificationIDs(ids ...uuid.UUID) *UserUpdateOne {
+	_u.mutation.AddIdentityVerificationIDs(ids...)
+	return _u
+}
+
+// AddIdentityVerifications adds the "identity_verifications" edges to the IdentityVerification entity.
+func (_u *UserUpdateOne) AddIdentityVerifications(v ...*IdentityVerification) *UserUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddIdentityVerificationIDs(ids...)
+}
+
 // Mutation returns the UserMutation object of the builder.
 func (_u *UserUpdateOne) Mutation() *UserMutation {
 	return _u.mutation
@@ -551,6 +648,27 @@ func (_u *UserUpdateOne) RemovePairings(v ...*Pairing) *UserUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemovePairingIDs(ids...)
+}
+
+// ClearIdentityVerifications clears all "identity_verifications" edges to the IdentityVerification entity.
+func (_u *UserUpdateOne) ClearIdentityVerifications() *UserUpdateOne {
+	_u.mutation.ClearIdentityVerifications()
+	return _u
+}
+
+// RemoveIdentityVerificationIDs removes the "identity_verifications" edge to IdentityVerification entities by IDs.
+func (_u *UserUpdateOne) RemoveIdentityVerificationIDs(ids ...uuid.UUID) *UserUpdateOne {
+	_u.mutation.RemoveIdentityVerificationIDs(ids...)
+	return _u
+}
+
+// RemoveIdentityVerifications removes "identity_verifications" edges to IdentityVerification entities.
+func (_u *UserUpdateOne) RemoveIdentityVerifications(v ...*IdentityVerification) *UserUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveIdentityVerificationIDs(ids...)
 }
 
 // Where appends a list predicates to the UserUpdate builder.
@@ -760,6 +878,51 @@ func (_u *UserUpdateOne) sqlSave(ctx context.Context) (_node *User, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(pairing.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.IdentityVerificationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedIdentityVerificationsIDs(); len(nodes) > 0 && !_u.mutation.IdentityVerificationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.IdentityVerificationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.IdentityVerificationsTable,
+			Columns: []string{user.IdentityVerificationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -192,6 +192,7 @@ func complexity() ComplexityRoot {
 	c.Query.Viewer = reads
 	c.Viewer.Balance = func(child int) int { return chainCost + child }
 	c.Mutation.DecidePairing = func(child int, _ uuid.UUID, _ model.PairingDecision) int { return writeCost + child }
+	c.Mutation.StartIdentityVerification = func(child int) int { return writeCost + child }
 	c.Mutation.AcceptInvitation = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.SignOut = func(child int, _ *bool) int { return writeCost + child }
 	c.Me.Events = func(child int, _ *int64, limit *int) int {

@@ -197,6 +197,11 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	IdentityVerificationStart struct {
+		URL            func(childComplexity int) int
+		VerificationID func(childComplexity int) int
+	}
+
 	Invitation struct {
 		Email     func(childComplexity int) int
 		ExpiresAt func(childComplexity int) int
@@ -285,20 +290,21 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AcceptInvitation  func(childComplexity int, token string) int
-		CancelSession     func(childComplexity int, externalID string) int
-		CreateSession     func(childComplexity int, input model.CreateSessionInput) int
-		DecidePairing     func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
-		InviteHuman       func(childComplexity int, email string) int
-		QuickRegister     func(childComplexity int, username string) int
-		RedeliverWebhook  func(childComplexity int, eventID uuid.UUID) int
-		RegenerateAPIKey  func(childComplexity int) int
-		RequestPairing    func(childComplexity int, userID uuid.UUID, message *string) int
-		RollWebhookSecret func(childComplexity int, overlapSeconds *int) int
-		Send              func(childComplexity int, input model.SendInput) int
-		SendToUser        func(childComplexity int, input model.SendInput) int
-		SignOut           func(childComplexity int, everywhere *bool) int
-		UpdateMerchant    func(childComplexity int, input model.UpdateMerchantInput) int
+		AcceptInvitation          func(childComplexity int, token string) int
+		CancelSession             func(childComplexity int, externalID string) int
+		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
+		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
+		InviteHuman               func(childComplexity int, email string) int
+		QuickRegister             func(childComplexity int, username string) int
+		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
+		RegenerateAPIKey          func(childComplexity int) int
+		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
+		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
+		Send                      func(childComplexity int, input model.SendInput) int
+		SendToUser                func(childComplexity int, input model.SendInput) int
+		SignOut                   func(childComplexity int, everywhere *bool) int
+		StartIdentityVerification func(childComplexity int) int
+		UpdateMerchant            func(childComplexity int, input model.UpdateMerchantInput) int
 	}
 
 	PageInfo struct {
@@ -712,6 +718,7 @@ type MutationResolver interface {
 	DecidePairing(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.ViewerPairing, error)
 	AcceptInvitation(ctx context.Context, token string) (*model.ViewerPairing, error)
 	SignOut(ctx context.Context, everywhere *bool) (bool, error)
+	StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
@@ -1380,6 +1387,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Endpoint.Value(childComplexity), true
 
+	case "IdentityVerificationStart.url":
+		if e.ComplexityRoot.IdentityVerificationStart.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IdentityVerificationStart.URL(childComplexity), true
+	case "IdentityVerificationStart.verificationId":
+		if e.ComplexityRoot.IdentityVerificationStart.VerificationID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IdentityVerificationStart.VerificationID(childComplexity), true
+
 	case "Invitation.email":
 		if e.ComplexityRoot.Invitation.Email == nil {
 			break
@@ -1958,6 +1978,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SignOut(childComplexity, args["everywhere"].(*bool)), true
+	case "Mutation.startIdentityVerification":
+		if e.ComplexityRoot.Mutation.StartIdentityVerification == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.StartIdentityVerification(childComplexity), true
 	case "Mutation.updateMerchant":
 		if e.ComplexityRoot.Mutation.UpdateMerchant == nil {
 			break
@@ -4071,6 +4097,16 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 		return ec.fieldContext_Endpoint_value(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_IdentityVerificationStart(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "verificationId":
+		return ec.fieldContext_IdentityVerificationStart_verificationId(ctx, field)
+	case "url":
+		return ec.fieldContext_IdentityVerificationStart_url(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type IdentityVerificationStart", field.Name)
 }
 
 func (ec *executionContext) childFields_Invitation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8166,6 +8202,52 @@ func (ec *executionContext) fieldContext_Endpoint_value(_ context.Context, field
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, "String")
 }
 
+func (ec *executionContext) _IdentityVerificationStart_verificationId(ctx context.Context, field graphql.CollectedField, obj *model.IdentityVerificationStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IdentityVerificationStart_verificationId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VerificationID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IdentityVerificationStart_verificationId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IdentityVerificationStart", field, false, false, "ID")
+}
+
+func (ec *executionContext) _IdentityVerificationStart_url(ctx context.Context, field graphql.CollectedField, obj *model.IdentityVerificationStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IdentityVerificationStart_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IdentityVerificationStart_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IdentityVerificationStart", field, false, false, "String")
+}
+
 func (ec *executionContext) _Invitation_id(ctx context.Context, field graphql.CollectedField, obj *model.Invitation) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10343,6 +10425,38 @@ func (ec *executionContext) fieldContext_Mutation_signOut(ctx context.Context, f
 	if fc.Args, err = ec.field_Mutation_signOut_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_startIdentityVerification(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startIdentityVerification(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().StartIdentityVerification(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.IdentityVerificationStart) graphql.Marshaler {
+			return ec.marshalNIdentityVerificationStart2ᚖagentpayᚋgraphᚋmodelᚐIdentityVerificationStart(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startIdentityVerification(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_IdentityVerificationStart(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -20533,6 +20647,44 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var identityVerificationStartImplementors = []string{"IdentityVerificationStart"}
+
+func (ec *executionContext) _IdentityVerificationStart(ctx context.Context, sel ast.SelectionSet, obj *model.IdentityVerificationStart) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, identityVerificationStartImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("IdentityVerificationStart")
+		case "verificationId":
+			out.Values[i] = ec._IdentityVerificationStart_verificationId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "url":
+			out.Values[i] = ec._IdentityVerificationStart_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var invitationImplementors = []string{"Invitation"}
 
 func (ec *executionContext) _Invitation(ctx context.Context, sel ast.SelectionSet, obj *model.Invitation) graphql.Marshaler {
@@ -21136,6 +21288,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "signOut":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_signOut(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startIdentityVerification":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startIdentityVerification(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -24309,6 +24468,14 @@ func (ec *executionContext) marshalNID2ᚕgithubᚗcomᚋgoogleᚋuuidᚐUUIDᚄ
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNIdentityVerificationStart2ᚖagentpayᚋgraphᚋmodelᚐIdentityVerificationStart(ctx context.Context, sel ast.SelectionSet, v *model.IdentityVerificationStart) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "IdentityVerificationStart!")
+		return graphql.Null
+	}
+	return ec._IdentityVerificationStart(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {

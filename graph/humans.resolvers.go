@@ -130,6 +130,19 @@ func (r *mutationResolver) SignOut(ctx context.Context, everywhere *bool) (bool,
 	return true, nil
 }
 
+// StartIdentityVerification is the resolver for the startIdentityVerification field.
+func (r *mutationResolver) StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error) {
+	v, err := r.currentViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	started, err := r.cfg.Service.StartIdentityVerification(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return &model.IdentityVerificationStart{VerificationID: started.VerificationID, URL: started.URL}, nil
+}
+
 // Viewer is the resolver for the viewer field.
 func (r *queryResolver) Viewer(ctx context.Context) (*model.Viewer, error) {
 	v, err := r.currentViewer(ctx)

@@ -94,6 +94,9 @@ func NewRouter(cfg Config) http.Handler {
 			r.Post("/regenerate-api-key", s.regenerateAPIKey)
 		})
 	})
+	// Identity providers' callbacks: unauthenticated (the signature is the
+	// provider's credential), so counted per client IP.
+	r.With(s.limitIP(agentpay.RateRequest)).Post("/identity/callbacks/{provider}", s.identityCallback)
 	r.Route("/checkout", func(r chi.Router) {
 		s.mountMerchantRoutes(r)
 		s.mountCheckoutPageRoutes(r)

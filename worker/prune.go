@@ -10,7 +10,8 @@ import (
 )
 
 // pruneInterval is how often expired rows are deleted: signature
-// challenges and idempotency keys, each by its own job.
+// challenges, idempotency keys and identity callback events, each by its
+// own job.
 const pruneInterval = time.Hour
 
 // PruneChallengesArgs deletes expired signature challenges
@@ -37,6 +38,19 @@ func (PruneIdempotencyKeysArgs) InsertOpts() river.InsertOpts {
 	return singletonOpts(river.QueueDefault)
 }
 
+// PruneIdentityCallbacksArgs deletes applied identity callback events
+// past any replay's signature window
+// (agentpay.Service.PruneIdentityCallbacks).
+type PruneIdentityCallbacksArgs struct{}
+
+func (PruneIdentityCallbacksArgs) Kind() string { return "prune_identity_callbacks" }
+
+// InsertOpts keeps one run waiting or running at a time across every worker
+// process.
+func (PruneIdentityCallbacksArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
 // pruneWorker runs one of the service's prunings for its job kind A.
 type pruneWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
@@ -52,13 +66,14 @@ func (w *pruneWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
 func addPruneWorkers(workers *river.Workers, svc *agentpay.Service) {
 	river.AddWorker(workers, &pruneWorker[PruneChallengesArgs]{prune: svc.PruneSignatureChallenges})
 	river.AddWorker(workers, &pruneWorker[PruneIdempotencyKeysArgs]{prune: svc.PruneIdempotencyKeys})
+	river.AddWorker(workers, &pruneWorker[PruneIdentityCallbacksArgs]{prune: svc.PruneIdentityCallbacks})
 }
 
 // prunePeriodics schedules the prunings, each every pruneInterval and once
 // at start.
 func prunePeriodics() []*river.PeriodicJob {
 	var out []*river.PeriodicJob
-	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}} {
+	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}} {
 		out = append(out, river.NewPeriodicJob(
 			river.PeriodicInterval(pruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

@@ -1,5 +1,5 @@
 // The signed-in home: everything through the public GraphQL API (viewer,
-// decidePairing, viewerEvents), the session's CSRF token on every request.
+// decidePairing, startIdentityVerification, viewerEvents), the session's CSRF token on every request.
 (function () {
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
@@ -27,12 +27,14 @@
     li.appendChild(b);
   }
   function load() {
-    return gql("{ viewer { balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
+    return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
       "events { id kind data } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
       ["wallets", "requests", "paired", "received"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
+      document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
+      document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
       v.balance.balances.forEach(function (b) { item("wallets", b.chain + ": " + b.balance + " USDC at " + b.address); });
       v.pairings.forEach(function (p) {
         if (p.status === "pending") {
@@ -51,6 +53,15 @@
       });
     });
   }
+
+  // Identity verification happens on the provider's page, which sends
+  // the person back here.
+  document.getElementById("verify-identity").addEventListener("click", function () {
+    gql("mutation { startIdentityVerification { url } }").then(function (res) {
+      if (res.errors) { document.getElementById("identity-status").textContent = res.errors[0].message; return; }
+      location.href = res.data.startIdentityVerification.url;
+    });
+  });
 
   // Live: viewerEvents over graphql-transport-ws; each event reloads.
   function subscribe() {

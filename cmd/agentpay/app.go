@@ -23,6 +23,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
+	"agentpay/identity"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
 	"agentpay/internal/store"
@@ -40,6 +41,9 @@ type platform struct {
 	vault    *vault.Vault
 	families chains.Families
 	treasury agentpay.TreasuryKeys
+	// identity verifies humans: the sandbox under `agentpay dev`, else
+	// none (no real provider is integrated yet).
+	identity identity.Provider
 }
 
 func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform, error) {
@@ -123,7 +127,10 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 // Introspection and the playground are on in `dev` and off in `serve`
 // unless GRAPHQL_INTROSPECTION / GRAPHQL_PLAYGROUND say otherwise: a
 // production API need not publish its schema to anyone who asks.
-func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool) http.Handler {
+//
+// devPages are the dev-only pages of the outside services' sandboxes
+// (path -> handler), mounted beside the API under `agentpay dev`.
+func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool, devPages map[string]http.Handler) http.Handler {
 	introspection, playground := graphQLSurface(cfg, dev)
 	gql := graph.NewHandler(graph.HandlerConfig{
 		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
@@ -139,6 +146,9 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 	mounts[appPrefix+"/*"] = human
 	if playground {
 		mounts["/playground"] = graph.NewPlayground("/graphql")
+	}
+	for path, h := range devPages {
+		mounts[path] = h
 	}
 	return rest.NewRouter(rest.Config{
 		Service:        svc,
@@ -273,7 +283,7 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	logger.Info("serving", "addr", "http://"+ln.Addr().String())
-	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false), logger)
+	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false, nil), logger)
 }
 
 func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
@@ -358,7 +368,8 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
-		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
+		IdentityProvider: p.identity,
+		BaseURL:          cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,

@@ -26,7 +26,8 @@ import (
 // headless Chromium while agents use the REST API, as issue 11 tells it:
 // an agent invites an address, the person follows the link read from
 // /dev/mail, signs up and is paired (the agent's list and subscription say
-// approved); the agent sends 10 USDC and the open page shows 9.99 arrive
+// approved); the person verifies their identity on the sandbox provider's
+// page and the agent sees kyc_verified; the agent sends 10 USDC and the open page shows 9.99 arrive
 // without a reload; a second agent's request appears live, the person
 // denies it and the agent is told on its subscription and in its list;
 // revoking the first agent's pairing is told the same way.
@@ -93,6 +94,25 @@ func TestAppEndToEnd(t *testing.T) {
 	require.Equal(t, "approved", pairing.Status)
 	require.Equal(t, "maria", pairing.Username)
 	require.Equal(t, "pairing.approved", anaEvents.wait(t, "pairing.approved")["kind"])
+	require.False(t, pairing.KYCVerified)
+
+	// Identity verification through the sandbox provider's hosted page,
+	// whose signed callback reaches the service over HTTP: the page shows
+	// verified on return, and the agent sees it on the pairing.
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(`document.getElementById("identity-status").textContent === "not started"`),
+		chromedp.Click(`#verify-identity`),
+		chromedp.WaitVisible(`#kyc-verified`),
+	), "start identity verification")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#kyc-verified`),
+	), "choose verified on the provider's page")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#total`),
+		waitJS(`document.getElementById("identity-status").textContent === "verified"`),
+		waitJS(`document.getElementById("verify-identity").hidden`),
+	), "back in the app, verified")
+	require.True(t, agentPairing(t, base, ana.key).KYCVerified, "the agent sees the verified human")
 
 	// 10 USDC to the person: the open page shows 9.99 arrive (fee 0.01).
 	var sent struct {
@@ -193,9 +213,10 @@ func caughtLink(t *testing.T, base, address string) string {
 }
 
 type agentPairingView struct {
-	UserID   string `json:"user_id"`
-	Username string `json:"username"`
-	Status   string `json:"status"`
+	UserID      string `json:"user_id"`
+	Username    string `json:"username"`
+	Status      string `json:"status"`
+	KYCVerified bool   `json:"kyc_verified"`
 }
 
 // agentPairing answers the agent's newest pairing (GET /agents/me/pairings).

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"sync"
 	"text/tabwriter"
 
@@ -18,6 +20,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/devnet"
+	"agentpay/identity/sandbox"
 	"agentpay/internal/store"
 )
 
@@ -49,6 +52,18 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	// The identity provider's sandbox: its secret lives as long as its
+	// sessions, in this process.
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	kyc, err := sandbox.New(sandbox.Config{Secret: secret, PagePath: "/dev/kyc"})
+	if err != nil {
+		return err
+	}
+	p.identity = kyc
+
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, test, nets, jobs)
 	if err != nil {
@@ -70,7 +85,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	defer cancel()
 	jobsErr := make(chan error, 1)
 	go func() { jobsErr <- w.Run(ctx) }()
-	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true), logger)
+	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{"/dev/kyc/*": kyc.Handler()}), logger)
 	cancel()
 	if jerr := <-jobsErr; jerr != nil && !errors.Is(jerr, context.Canceled) && err == nil {
 		err = jerr
@@ -86,6 +101,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql\n", addr)
 	}
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
+	fmt.Fprintf(w, "  identity:   sandbox provider at http://%s/dev/kyc/ (started from the app)\n", addr)
 	if smtp {
 		fmt.Fprintln(w, "  mail:       sent with SMTP_URL")
 	} else {

@@ -92,6 +92,30 @@ func (f IdempotencyKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdempotencyKeyMutation", m)
 }
 
+// The IdentityCallbackFunc type is an adapter to allow the use of ordinary
+// function as IdentityCallback mutator.
+type IdentityCallbackFunc func(context.Context, *ent.IdentityCallbackMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f IdentityCallbackFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.IdentityCallbackMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdentityCallbackMutation", m)
+}
+
+// The IdentityVerificationFunc type is an adapter to allow the use of ordinary
+// function as IdentityVerification mutator.
+type IdentityVerificationFunc func(context.Context, *ent.IdentityVerificationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f IdentityVerificationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.IdentityVerificationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdentityVerificationMutation", m)
+}
+
 // The InvitationFunc type is an adapter to allow the use of ordinary
 // function as Invitation mutator.
 type InvitationFunc func(context.Context, *ent.InvitationMutation) (ent.Value, error)

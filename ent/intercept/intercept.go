@@ -14,6 +14,8 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/identitycallback"
+	"agentpay/ent/identityverification"
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
@@ -277,6 +279,60 @@ func (f TraverseIdempotencyKey) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.IdempotencyKeyQuery", q)
+}
+
+// The IdentityCallbackFunc type is an adapter to allow the use of ordinary function as a Querier.
+type IdentityCallbackFunc func(context.Context, *ent.IdentityCallbackQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f IdentityCallbackFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.IdentityCallbackQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.IdentityCallbackQuery", q)
+}
+
+// The TraverseIdentityCallback type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseIdentityCallback func(context.Context, *ent.IdentityCallbackQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseIdentityCallback) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseIdentityCallback) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.IdentityCallbackQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.IdentityCallbackQuery", q)
+}
+
+// The IdentityVerificationFunc type is an adapter to allow the use of ordinary function as a Querier.
+type IdentityVerificationFunc func(context.Context, *ent.IdentityVerificationQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f IdentityVerificationFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.IdentityVerificationQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.IdentityVerificationQuery", q)
+}
+
+// The TraverseIdentityVerification type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseIdentityVerification func(context.Context, *ent.IdentityVerificationQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseIdentityVerification) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseIdentityVerification) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.IdentityVerificationQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.IdentityVerificationQuery", q)
 }
 
 // The InvitationFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -701,6 +757,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
 	case *ent.IdempotencyKeyQuery:
 		return &query[*ent.IdempotencyKeyQuery, predicate.IdempotencyKey, idempotencykey.OrderOption]{typ: ent.TypeIdempotencyKey, tq: q}, nil
+	case *ent.IdentityCallbackQuery:
+		return &query[*ent.IdentityCallbackQuery, predicate.IdentityCallback, identitycallback.OrderOption]{typ: ent.TypeIdentityCallback, tq: q}, nil
+	case *ent.IdentityVerificationQuery:
+		return &query[*ent.IdentityVerificationQuery, predicate.IdentityVerification, identityverification.OrderOption]{typ: ent.TypeIdentityVerification, tq: q}, nil
 	case *ent.InvitationQuery:
 		return &query[*ent.InvitationQuery, predicate.Invitation, invitation.OrderOption]{typ: ent.TypeInvitation, tq: q}, nil
 	case *ent.LoginTokenQuery:

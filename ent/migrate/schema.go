@@ -286,6 +286,67 @@ var (
 			},
 		},
 	}
+	// IdentityCallbacksColumns holds the columns for the "identity_callbacks" table.
+	IdentityCallbacksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "provider", Type: field.TypeString, Size: 50},
+		{Name: "event_id", Type: field.TypeString, Size: 100},
+		{Name: "reference", Type: field.TypeString, Size: 100},
+		{Name: "state", Type: field.TypeString, Size: 20},
+	}
+	// IdentityCallbacksTable holds the schema information for the "identity_callbacks" table.
+	IdentityCallbacksTable = &schema.Table{
+		Name:       "identity_callbacks",
+		Columns:    IdentityCallbacksColumns,
+		PrimaryKey: []*schema.Column{IdentityCallbacksColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "identitycallback_provider_event_id",
+				Unique:  true,
+				Columns: []*schema.Column{IdentityCallbacksColumns[3], IdentityCallbacksColumns[4]},
+			},
+		},
+	}
+	// IdentityVerificationsColumns holds the columns for the "identity_verifications" table.
+	IdentityVerificationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "provider", Type: field.TypeString, Size: 50},
+		{Name: "reference", Type: field.TypeString, Size: 100},
+		{Name: "state", Type: field.TypeEnum, Enums: []string{"pending", "requires_input", "verified", "rejected"}, Default: "pending"},
+		{Name: "state_at", Type: field.TypeTime, Nullable: true},
+		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "user_id", Type: field.TypeUUID},
+	}
+	// IdentityVerificationsTable holds the schema information for the "identity_verifications" table.
+	IdentityVerificationsTable = &schema.Table{
+		Name:       "identity_verifications",
+		Columns:    IdentityVerificationsColumns,
+		PrimaryKey: []*schema.Column{IdentityVerificationsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "identity_verifications_users_identity_verifications",
+				Columns:    []*schema.Column{IdentityVerificationsColumns[8]},
+				RefColumns: []*schema.Column{UsersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "identityverification_provider_reference",
+				Unique:  true,
+				Columns: []*schema.Column{IdentityVerificationsColumns[3], IdentityVerificationsColumns[4]},
+			},
+			{
+				Name:    "identityverification_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{IdentityVerificationsColumns[8], IdentityVerificationsColumns[1]},
+			},
+		},
+	}
 	// InvitationsColumns holds the columns for the "invitations" table.
 	InvitationsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -885,6 +946,8 @@ var (
 		CheckoutSessionsTable,
 		DepositAddressesTable,
 		IdempotencyKeysTable,
+		IdentityCallbacksTable,
+		IdentityVerificationsTable,
 		InvitationsTable,
 		LoginTokensTable,
 		MailMessagesTable,
@@ -908,6 +971,7 @@ func init() {
 	CheckoutSessionsTable.ForeignKeys[0].RefTable = MerchantsTable
 	DepositAddressesTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	IdempotencyKeysTable.ForeignKeys[0].RefTable = TransfersTable
+	IdentityVerificationsTable.ForeignKeys[0].RefTable = UsersTable
 	InvitationsTable.ForeignKeys[0].RefTable = AgentsTable
 	MerchantKeysTable.ForeignKeys[0].RefTable = MerchantsTable
 	PairingsTable.ForeignKeys[0].RefTable = AgentsTable

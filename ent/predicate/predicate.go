@@ -27,6 +27,12 @@ type DepositAddress func(*sql.Selector)
 // IdempotencyKey is the predicate function for idempotencykey builders.
 type IdempotencyKey func(*sql.Selector)
 
+// IdentityCallback is the predicate function for identitycallback builders.
+type IdentityCallback func(*sql.Selector)
+
+// IdentityVerification is the predicate function for identityverification builders.
+type IdentityVerification func(*sql.Selector)
+
 // Invitation is the predicate function for invitation builders.
 type Invitation func(*sql.Selector)
 

@@ -55,5 +55,6 @@ func (User) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.To("wallets", Wallet.Type),
 		edge.To("pairings", Pairing.Type),
+		edge.To("identity_verifications", IdentityVerification.Type),
 	}
 }

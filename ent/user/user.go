@@ -36,6 +36,8 @@ const (
 	EdgeWallets = "wallets"
 	// EdgePairings holds the string denoting the pairings edge name in mutations.
 	EdgePairings = "pairings"
+	// EdgeIdentityVerifications holds the string denoting the identity_verifications edge name in mutations.
+	EdgeIdentityVerifications = "identity_verifications"
 	// Table holds the table name of the user in the database.
 	Table = "users"
 	// WalletsTable is the table that holds the wallets relation/edge.
@@ -52,6 +54,13 @@ const (
 	PairingsInverseTable = "pairings"
 	// PairingsColumn is the table column denoting the pairings relation/edge.
 	PairingsColumn = "user_id"
+	// IdentityVerificationsTable is the table that holds the identity_verifications relation/edge.
+	IdentityVerificationsTable = "identity_verifications"
+	// IdentityVerificationsInverseTable is the table name for the IdentityVerification entity.
+	// It exists in this package in order to avoid circular dependency with the "identityverification" package.
+	IdentityVerificationsInverseTable = "identity_verifications"
+	// IdentityVerificationsColumn is the table column denoting the identity_verifications relation/edge.
+	IdentityVerificationsColumn = "user_id"
 )
 
 // Columns holds all SQL columns for user fields.
@@ -194,6 +203,20 @@ func ByPairings(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newPairingsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByIdentityVerificationsCount orders the results by identity_verifications count.
+func ByIdentityVerificationsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newIdentityVerificationsStep(), opts...)
+	}
+}
+
+// ByIdentityVerifications orders the results by identity_verifications terms.
+func ByIdentityVerifications(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newIdentityVerificationsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newWalletsStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -206,6 +229,13 @@ func newPairingsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(PairingsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, PairingsTable, PairingsColumn),
+	)
+}
+func newIdentityVerificationsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(IdentityVerificationsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, IdentityVerificationsTable, IdentityVerificationsColumn),
 	)
 }
 

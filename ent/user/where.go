@@ -477,6 +477,29 @@ func HasPairingsWith(preds ...predicate.Pairing) predicate.User {
 	})
 }
 
+// HasIdentityVerifications applies the HasEdge predicate on the "identity_verifications" edge.
+func HasIdentityVerifications() predicate.User {
+	return predicate.User(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, IdentityVerificationsTable, IdentityVerificationsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasIdentityVerificationsWith applies the HasEdge predicate on the "identity_verifications" edge with a given conditions (other predicates).
+func HasIdentityVerificationsWith(preds ...predicate.IdentityVerification) predicate.User {
+	return predicate.User(func(s *sql.Selector) {
+		step := newIdentityVerificationsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.User) predicate.User {
 	return predicate.User(sql.AndPredicates(predicates...))

@@ -83,6 +83,13 @@ type Endpoint struct {
 	Value string `json:"value"`
 }
 
+// A started identity verification: send the person to url.
+type IdentityVerificationStart struct {
+	VerificationID uuid.UUID `json:"verificationId"`
+	// The identity provider's hosted page (in agentpay dev, the sandbox's /dev/kyc/...)
+	URL string `json:"url"`
+}
+
 // An agent's current limits and permissions, with trust tier info.
 type Limits struct {
 	Tier              agent.Tier      `json:"tier"`
