@@ -17,7 +17,8 @@ import (
 )
 
 // Account events tell an agent or a human user what another party did:
-// a pairing requested or decided, a transfer received. Each is a row
+// a pairing requested or decided, a transfer received; and a user how
+// their withdrawal ended, which the chain decides after the request. Each is a row
 // (AccountEvent) written in the transaction of the change it reports, so
 // none is lost or invented; its id is a sequence, so a reader asks for the
 // events after the last one it saw (GET /agents/me/events?after=<id>).
@@ -37,6 +38,11 @@ const (
 	EventPairingRevoked  = "pairing.revoked"
 	// EventTransferReceived: a transfer to the agent or user completed.
 	EventTransferReceived = "transfer.received"
+	// EventWithdrawalCompleted, EventWithdrawalFailed: the user's
+	// withdrawal to an external address completed (both legs included) or
+	// failed (nothing moved) (to the user).
+	EventWithdrawalCompleted = "withdrawal.completed"
+	EventWithdrawalFailed    = "withdrawal.failed"
 )
 
 // accountEventsTopic is the bus topic of account events, keyed by the

@@ -253,8 +253,9 @@ func (c *idempotencyClaim) link(ctx context.Context, tx *ent.Tx, transferID uuid
 
 // idempotentOutcome is a request's answer as kept: one of its fields.
 type idempotentOutcome struct {
-	Send  *sentAnswer    `json:"send,omitempty"`
-	Error *refusalAnswer `json:"error,omitempty"`
+	Send       *sentAnswer       `json:"send,omitempty"`
+	Withdrawal *withdrawalAnswer `json:"withdrawal,omitempty"`
+	Error      *refusalAnswer    `json:"error,omitempty"`
 }
 
 // refusalAnswer is an error answer as kept: which kind (keeping the

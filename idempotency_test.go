@@ -142,7 +142,7 @@ func TestSendIdempotency(t *testing.T) {
 		res, replayed, err := e.svc.SendIdempotent(ctx, bob, keyOf("k-1"), SendRequest{ToUsername: alice.Username, AmountUSD: dec("1"), Chain: "base"})
 		require.NoError(t, err)
 		require.False(t, replayed)
-		require.Equal(t, bob.ID, res.Transfer.FromAgentID)
+		require.Equal(t, bob.ID, *res.Transfer.FromAgentID)
 	})
 
 	t.Run("a refusal is the answer", func(t *testing.T) {

@@ -112,11 +112,15 @@ type transferTotals struct {
 }
 
 // completedTransferTotals sums completed transfers in SQL (integer base
-// units: exact on both engines), only those that paid a fee if feeOnly.
+// units: exact on both engines): with feeOnly, every one that paid the
+// treasury a fee (users' withdrawals too); otherwise agents' sends only,
+// the agent statistics.
 func (s *Service) completedTransferTotals(ctx context.Context, feeOnly bool) (transferTotals, error) {
 	q := `SELECT COUNT(*), COALESCE(SUM(amount), 0), COALESCE(SUM(fee), 0) FROM transfers WHERE status = 'completed'`
 	if feeOnly {
 		q += ` AND fee > 0`
+	} else {
+		q += ` AND from_agent_id IS NOT NULL`
 	}
 	var (
 		t           transferTotals

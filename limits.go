@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"agentpay/ent"
@@ -60,7 +59,7 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 		CanReceive:    true,
 		CardPurchases: a.HumanVerified,
 	}
-	sent, err := sentToday(ctx, s.cfg.DB.Ent.Transfer, a.ID, now)
+	sent, err := sentToday(ctx, s.cfg.DB.Ent.Transfer, agentHolder(a), now)
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +91,14 @@ func startOfDayUTC(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
-// sentToday is what counts against the agent's daily limit at now: the
-// gross amount, in base units, of its sends since 00:00 UTC that did not
-// fail (completed and in flight). transfers is the caller's transaction's
-// client when the answer decides a send.
-func sentToday(ctx context.Context, transfers *ent.TransferClient, agentID uuid.UUID, now time.Time) (int64, error) {
+// sentToday is what counts against the sender's daily limit at now (an
+// agent's sends, a user's withdrawals): the gross amount, in base units, of
+// its transfers since 00:00 UTC that did not fail (completed and in
+// flight). transfers is the caller's transaction's client when the answer
+// decides a send.
+func sentToday(ctx context.Context, transfers *ent.TransferClient, from holder, now time.Time) (int64, error) {
 	return sumAmounts(ctx, transfers.Query().Where(
-		transfer.FromAgentID(agentID),
+		from.sent(),
 		transfer.CreatedAtGTE(startOfDayUTC(now)),
 		transfer.StatusNEQ(transfer.StatusFailed),
 	))

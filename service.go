@@ -113,6 +113,9 @@ type Config struct {
 	// hour (signin.go). 0 turns either off.
 	SignInRateLimit      int
 	SignInEmailRateLimit int
+	// Withdrawals bound human users' withdrawals (withdrawals.go); zero
+	// fields are DefaultWithdrawalLimit and DefaultWithdrawalDailyLimit.
+	Withdrawals WithdrawalLimits
 
 	// Bus carries the live feeds (session statuses) to their subscribers
 	// on every process; nil builds the default for DB (statusbus.New:

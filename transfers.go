@@ -20,6 +20,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/predicate"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -96,70 +97,107 @@ func (r SendRequest) operation() string {
 	return "send"
 }
 
-// recipient is whom a send pays: an agent or a human user, each by its
-// custodial wallets.
-type recipient struct {
+// holder is a party whose custodial wallets a transfer leaves or reaches:
+// an agent or a human user. A transfer's sender is one (an agent's send, a
+// user's withdrawal), and so is its recipient, except that a withdrawal
+// pays an external address: its recipient is the zero holder (none).
+type holder struct {
 	agentID, userID *uuid.UUID
 	username        string
 }
 
-// wallets selects the recipient's custodial wallets.
-func (r recipient) wallets(db *ent.Client) *ent.WalletQuery {
+func agentHolder(a *ent.Agent) holder { return holder{agentID: &a.ID, username: a.Username} }
+func userHolder(u *ent.User) holder   { return holder{userID: &u.ID, username: u.Username} }
+
+// none: no party (a withdrawal's recipient, an external address).
+func (h holder) none() bool { return h.agentID == nil && h.userID == nil }
+
+// wallets selects the holder's custodial wallets.
+func (h holder) wallets(db *ent.Client) *ent.WalletQuery {
 	q := db.Wallet.Query().Where(wallet.KindEQ(wallet.KindCustodial))
-	if r.agentID != nil {
-		return q.Where(wallet.AgentID(*r.agentID))
+	if h.agentID != nil {
+		return q.Where(wallet.AgentID(*h.agentID))
 	}
-	return q.Where(wallet.UserID(*r.userID))
+	return q.Where(wallet.UserID(*h.userID))
 }
 
-// party is the recipient as the party its account events are for.
-func (r recipient) party() Party {
-	if r.agentID != nil {
-		return AgentParty(*r.agentID)
+// sent selects the transfers the holder sent.
+func (h holder) sent() predicate.Transfer {
+	if h.agentID != nil {
+		return transfer.FromAgentID(*h.agentID)
 	}
-	return UserParty(*r.userID)
+	return transfer.FromUserID(*h.userID)
+}
+
+// party is the holder as the party its account events are for.
+func (h holder) party() Party {
+	if h.agentID != nil {
+		return AgentParty(*h.agentID)
+	}
+	return UserParty(*h.userID)
 }
 
 // resolveRecipient finds the agent (or, for send-to-user, the user) named
 // by req; none is ErrNotFound.
-func (s *Service) resolveRecipient(ctx context.Context, req SendRequest) (recipient, error) {
+func (s *Service) resolveRecipient(ctx context.Context, req SendRequest) (holder, error) {
 	if req.ToUser {
 		u, err := s.cfg.DB.Ent.User.Query().Where(user.Username(req.ToUsername)).Only(ctx)
 		if ent.IsNotFound(err) {
-			return recipient{}, fmt.Errorf("%w: no user named %q", ErrNotFound, req.ToUsername)
+			return holder{}, fmt.Errorf("%w: no user named %q", ErrNotFound, req.ToUsername)
 		}
 		if err != nil {
-			return recipient{}, fmt.Errorf("send: reading recipient: %w", err)
+			return holder{}, fmt.Errorf("send: reading recipient: %w", err)
 		}
-		return recipient{userID: &u.ID, username: u.Username}, nil
+		return userHolder(u), nil
 	}
 	a, err := s.cfg.DB.Ent.Agent.Query().Where(agent.Username(req.ToUsername)).Only(ctx)
 	if ent.IsNotFound(err) {
-		return recipient{}, fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
+		return holder{}, fmt.Errorf("%w: no agent named %q", ErrNotFound, req.ToUsername)
 	}
 	if err != nil {
-		return recipient{}, fmt.Errorf("send: reading recipient: %w", err)
+		return holder{}, fmt.Errorf("send: reading recipient: %w", err)
 	}
-	return recipient{agentID: &a.ID, username: a.Username}, nil
+	return agentHolder(a), nil
 }
 
-// recipientOf is whom a recorded transfer pays.
-func (s *Service) recipientOf(ctx context.Context, t *ent.Transfer) (recipient, error) {
+// holderOf reads the agent or user of the ids (the zero holder for none).
+func (s *Service) holderOf(ctx context.Context, agentID, userID *uuid.UUID) (holder, error) {
 	switch {
-	case t.ToAgentID != nil:
-		a, err := s.cfg.DB.Ent.Agent.Get(ctx, *t.ToAgentID)
+	case agentID != nil:
+		a, err := s.cfg.DB.Ent.Agent.Get(ctx, *agentID)
 		if err != nil {
-			return recipient{}, fmt.Errorf("recipient: %w", err)
+			return holder{}, err
 		}
-		return recipient{agentID: &a.ID, username: a.Username}, nil
-	case t.ToUserID != nil:
-		u, err := s.cfg.DB.Ent.User.Get(ctx, *t.ToUserID)
+		return agentHolder(a), nil
+	case userID != nil:
+		u, err := s.cfg.DB.Ent.User.Get(ctx, *userID)
 		if err != nil {
-			return recipient{}, fmt.Errorf("recipient: %w", err)
+			return holder{}, err
 		}
-		return recipient{userID: &u.ID, username: u.Username}, nil
+		return userHolder(u), nil
 	}
-	return recipient{}, nil
+	return holder{}, nil
+}
+
+// recipientOf is whom a recorded transfer pays (none for a withdrawal).
+func (s *Service) recipientOf(ctx context.Context, t *ent.Transfer) (holder, error) {
+	h, err := s.holderOf(ctx, t.ToAgentID, t.ToUserID)
+	if err != nil {
+		return holder{}, fmt.Errorf("recipient: %w", err)
+	}
+	return h, nil
+}
+
+// senderOf is who sent a recorded transfer.
+func (s *Service) senderOf(ctx context.Context, t *ent.Transfer) (holder, error) {
+	if t.FromAgentID == nil && t.FromUserID == nil {
+		return holder{}, fmt.Errorf("transfer %s has no sender", t.ID)
+	}
+	h, err := s.holderOf(ctx, t.FromAgentID, t.FromUserID)
+	if err != nil {
+		return holder{}, fmt.Errorf("sender: %w", err)
+	}
+	return h, nil
 }
 
 // SendResult is a send as answered to the agent.
@@ -226,15 +264,6 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
 			ErrForbidden, req.AmountUSD, limits.PerSend, from.Tier)
 	}
-	fee := TransferFee(units)
-	var ref, feeRef [32]byte
-	if _, err := rand.Read(ref[:]); err != nil {
-		return nil, fmt.Errorf("send: random ref: %w", err)
-	}
-	if _, err := rand.Read(feeRef[:]); err != nil {
-		return nil, fmt.Errorf("send: random ref: %w", err)
-	}
-
 	to, err := s.resolveRecipient(ctx, req)
 	if err != nil {
 		return nil, err
@@ -246,6 +275,75 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 	if chain != "" {
 		candidates = []chains.Name{chain}
 	}
+	t, err := s.recordTransfer(ctx, &outgoing{
+		from: agentHolder(from), to: to, candidates: candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
+		idempotency: req.idempotency,
+		underLock: func(ctx context.Context, tx *ent.Tx) error {
+			sent, err := sentToday(ctx, tx.Transfer, agentHolder(from), s.now())
+			if err != nil {
+				return err
+			}
+			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
+				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
+					ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
+	if err != nil {
+		return nil, err
+	}
+	return s.sendResult(t, from.Username, to.username), nil
+}
+
+func waitOrDefault(wait time.Duration) time.Duration {
+	if wait <= 0 {
+		return DefaultSendWait
+	}
+	return wait
+}
+
+// outgoing is a transfer about to be recorded from a custodial wallet: an
+// agent's send or a user's withdrawal, its request already validated.
+type outgoing struct {
+	from holder
+	// to is the recipient party, paid at its custodial wallet on the
+	// chosen chain; none for a withdrawal, which pays external.
+	to holder
+	// external is a withdrawal's destination on each candidate chain (the
+	// address in that chain's canonical form).
+	external map[chains.Name]string
+	// candidates are the chains to try, in order: the first whose
+	// available balance covers units is used.
+	candidates []chains.Name
+	units      int64
+	// amount is units as requested (its refusals quote it as written).
+	amount decimal.Decimal
+	memo   string
+	// underLock checks the sender's rules that need the wallet lock (the
+	// daily limit: sends from the wallet cannot be recorded meanwhile).
+	underLock func(ctx context.Context, tx *ent.Tx) error
+	// idempotency is the key claim to link the transfer to (nil: none).
+	idempotency *idempotencyClaim
+}
+
+// recordTransfer records o as a pending transfer once its sender's
+// available balance on a candidate chain covers it, under the sender's
+// wallet lock (the no-overdraft rule of Send), and returns the row, not yet
+// broadcast (startTransfer does that).
+func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfer, error) {
+	fee := TransferFee(o.units)
+	var ref, feeRef [32]byte
+	if _, err := rand.Read(ref[:]); err != nil {
+		return nil, fmt.Errorf("send: random ref: %w", err)
+	}
+	if _, err := rand.Read(feeRef[:]); err != nil {
+		return nil, fmt.Errorf("send: random ref: %w", err)
+	}
 
 	var t *ent.Transfer
 	for attempt := 1; ; attempt++ {
@@ -253,7 +351,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		// an RPC call (however bounded) must not hold the wallet lock, nor
 		// on SQLite every writer. The transaction then checks that nothing
 		// was sent from the wallet since (sendBalance.moved).
-		plan, err := s.planSend(ctx, s.cfg.DB.Ent, from, to, candidates, units)
+		plan, err := s.planSend(ctx, s.cfg.DB.Ent, o)
 		if err != nil {
 			return nil, err
 		}
@@ -265,18 +363,14 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			// id order (one order for everyone, so two locks never
 			// deadlock). Both are locked, not just the chosen one, because
 			// the daily limit spans chains.
-			if _, err := store.ForUpdate(s.cfg.DB, tx.Wallet.Query().
-				Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).
+			if _, err := store.ForUpdate(s.cfg.DB, o.from.wallets(tx.Client()).
 				Order(ent.Asc(wallet.FieldID))).All(ctx); err != nil {
 				return fmt.Errorf("send: locking wallets: %w", err)
 			}
-			sent, err := sentToday(ctx, tx.Transfer, from.ID, s.now())
-			if err != nil {
-				return err
-			}
-			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
-				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
-					ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
+			if o.underLock != nil {
+				if err := o.underLock(ctx, tx); err != nil {
+					return err
+				}
 			}
 			if plan.chosen != nil {
 				moved, err := plan.chosen.moved(ctx, tx)
@@ -291,33 +385,34 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 					// read and our lock: only the lock can stop them, so
 					// this time the balance is read under it (the RPC
 					// deadline bounds the wait).
-					if plan, err = s.planSend(ctx, tx.Client(), from, to, candidates, units); err != nil {
+					if plan, err = s.planSend(ctx, tx.Client(), o); err != nil {
 						return err
 					}
 				}
 			}
 			if plan.chosen == nil {
-				return plan.refusal(req.AmountUSD)
+				return plan.refusal(o.amount)
 			}
 			b := plan.chosen
 			t, err = tx.Transfer.Create().
-				SetFromAgentID(from.ID).
-				SetNillableToAgentID(to.agentID).
-				SetNillableToUserID(to.userID).
+				SetNillableFromAgentID(o.from.agentID).
+				SetNillableFromUserID(o.from.userID).
+				SetNillableToAgentID(o.to.agentID).
+				SetNillableToUserID(o.to.userID).
 				SetChain(string(b.chain)).
 				SetFromAddress(b.from).
 				SetToAddress(b.to).
-				SetAmount(units).
+				SetAmount(o.units).
 				SetFee(fee).
-				SetNet(units - fee).
+				SetNet(o.units - fee).
 				SetRef(ref[:]).
 				SetFeeRef(feeRef[:]).
-				SetNillableMemo(nonEmpty(req.Memo)).
+				SetNillableMemo(nonEmpty(o.memo)).
 				Save(ctx)
 			if err != nil {
 				return fmt.Errorf("send: recording transfer: %w", err)
 			}
-			return req.idempotency.link(ctx, tx, t.ID)
+			return o.idempotency.link(ctx, tx, t.ID)
 		})
 		if errors.Is(err, errBalanceMoved) {
 			continue
@@ -325,18 +420,8 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		break
+		return t, nil
 	}
-
-	wait := req.Wait
-	if wait <= 0 {
-		wait = DefaultSendWait
-	}
-	t, err = s.startTransfer(ctx, t, wait)
-	if err != nil {
-		return nil, err
-	}
-	return s.sendResult(t, from.Username, to.username), nil
 }
 
 func validateSendAmount(amount decimal.Decimal) (int64, error) {
@@ -410,15 +495,16 @@ func (p *sendPlan) refusal(amount decimal.Decimal) error {
 // flight from the wallet, and how many sends the wallet had then.
 type sendBalance struct {
 	chain     chains.Name
-	agentID   uuid.UUID
-	from, to  string // sender's and recipient's wallet addresses
+	sender    holder
+	from, to  string // sender's wallet address, and where the send goes
 	sends     int    // every transfer ever recorded from the wallet
 	available int64
 }
 
 // planSend reads, outside any transaction, the available balance of the
-// sender's wallet on each candidate chain in order (both agents holding a
-// wallet there, its ledger configured), until one covers units.
+// sender's wallet on each candidate chain in order (the sender holding a
+// wallet there, the recipient too or the withdrawal's address being of
+// that chain, its ledger configured), until one covers units.
 //
 // Why the order of the reads makes this safe: a send is recorded only
 // under the wallet lock (Send), so sendBalance.still, under that lock,
@@ -430,21 +516,31 @@ type sendBalance struct {
 //
 // db reads the database: the plain client before the send's transaction,
 // the transaction's under the lock.
-func (s *Service) planSend(ctx context.Context, db *ent.Client, from *ent.Agent, to recipient, candidates []chains.Name, units int64) (*sendPlan, error) {
-	senderWallets, err := db.Wallet.Query().
-		Where(wallet.AgentID(from.ID), wallet.KindEQ(wallet.KindCustodial)).All(ctx)
+func (s *Service) planSend(ctx context.Context, db *ent.Client, o *outgoing) (*sendPlan, error) {
+	senderWallets, err := o.from.wallets(db).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("send: reading wallets: %w", err)
 	}
-	recipientWallets, err := to.wallets(db).All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("send: reading recipient wallets: %w", err)
+	var recipientWallets []*ent.Wallet
+	if !o.to.none() {
+		if recipientWallets, err = o.to.wallets(db).All(ctx); err != nil {
+			return nil, fmt.Errorf("send: reading recipient wallets: %w", err)
+		}
 	}
-	explicit := len(candidates) == 1
+	explicit := len(o.candidates) == 1
 	plan := &sendPlan{noChain: true}
-	for _, c := range candidates {
-		sw, rw := walletOn(senderWallets, c), walletOn(recipientWallets, c)
-		if sw == nil || rw == nil {
+	for _, c := range o.candidates {
+		sw := walletOn(senderWallets, c)
+		var to string
+		if o.to.none() {
+			to = o.external[c]
+		} else if rw := walletOn(recipientWallets, c); rw != nil {
+			to = rw.Address
+		}
+		if sw == nil || to == "" {
+			if explicit && o.to.none() {
+				return nil, Invalid("chain", "you hold no wallet on %s", c)
+			}
 			if explicit {
 				return nil, Invalid("chain", "sender and recipient do not both hold a wallet on %s", c)
 			}
@@ -458,11 +554,11 @@ func (s *Service) planSend(ctx context.Context, db *ent.Client, from *ent.Agent,
 			continue
 		}
 		plan.noChain = false
-		b := &sendBalance{chain: c, agentID: from.ID, from: sw.Address, to: rw.Address}
+		b := &sendBalance{chain: c, sender: o.from, from: sw.Address, to: to}
 		if err := s.readAvailable(ctx, db, ledger, b); err != nil {
 			return nil, err
 		}
-		if b.available >= units {
+		if b.available >= o.units {
 			plan.chosen = b
 			return plan, nil
 		}
@@ -474,7 +570,7 @@ func (s *Service) planSend(ctx context.Context, db *ent.Client, from *ent.Agent,
 // walletSends selects the transfers recorded from the sender's wallet on
 // b's chain.
 func (b *sendBalance) walletSends(q *ent.TransferQuery) *ent.TransferQuery {
-	return q.Where(transfer.FromAgentID(b.agentID), transfer.Chain(string(b.chain)), transfer.FromAddress(b.from))
+	return q.Where(b.sender.sent(), transfer.Chain(string(b.chain)), transfer.FromAddress(b.from))
 }
 
 // readAvailable fills b: the count of the wallet's sends, then the sum of
@@ -567,8 +663,11 @@ func (s *Service) legs(t *ent.Transfer) ([]*transferLeg, error) {
 
 // senderKey opens the custodial key of the wallet a transfer is sent from.
 func (s *Service) senderKey(ctx context.Context, t *ent.Transfer) ([]byte, error) {
-	w, err := s.cfg.DB.Ent.Wallet.Query().Where(
-		wallet.AgentID(t.FromAgentID),
+	from := holder{agentID: t.FromAgentID, userID: t.FromUserID}
+	if from.none() {
+		return nil, fmt.Errorf("transfer %s has no sender", t.ID)
+	}
+	w, err := from.wallets(s.cfg.DB.Ent).Where(
 		wallet.Chain(t.Chain),
 		wallet.Address(t.FromAddress),
 	).Only(ctx)
@@ -785,14 +884,26 @@ func (s *Service) noteLegRetry(ctx context.Context, t *ent.Transfer, leg *transf
 	return out, nil
 }
 
-// failTransfer marks an in-flight transfer failed with the reason.
+// failTransfer marks an in-flight transfer failed with the reason, and in
+// the same transaction tells a withdrawing user (withdrawal.failed).
 func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason string) error {
 	s.logger.WarnContext(ctx, "transfer failed", "transfer", t.ID, "chain", t.Chain, "reason", reason)
-	err := s.cfg.DB.Ent.Transfer.Update().
-		Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
-		SetStatus(transfer.StatusFailed).
-		SetError(reason).
-		Exec(ctx)
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		n, err := tx.Transfer.Update().
+			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
+			SetStatus(transfer.StatusFailed).
+			SetError(reason).
+			Save(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+		if t.FromUserID == nil {
+			return nil
+		}
+		failed := *t
+		failed.Status, failed.Error = transfer.StatusFailed, reason
+		return s.recordAccountEvent(ctx, tx, sqlTx, UserParty(*t.FromUserID), EventWithdrawalFailed, withdrawalEventDataOf(&failed))
+	})
 	if err != nil {
 		return fmt.Errorf("transfer %s: marking failed: %w", t.ID, err)
 	}
@@ -800,11 +911,13 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 }
 
 // completeTransfer marks the transfer completed once both legs are
-// included, and in the same transaction adds it to both agents' counters
-// and tells the recipient (a transfer.received account event); then it
-// recomputes the agents' trust. Completing twice (the request and the worker
+// included, and in the same transaction adds it to the counters of the
+// agents taking part and tells the parties: the recipient (a
+// transfer.received account event) and a withdrawing user
+// (withdrawal.completed); then it recomputes the agents' trust. Users have
+// no counters and no trust. Completing twice (the request and the worker
 // racing) counts once: only the update that moves the row out of
-// pending/submitted touches the counters.
+// pending/submitted touches the counters and records the events.
 func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.Transfer, error) {
 	type change struct {
 		id                   uuid.UUID
@@ -815,23 +928,27 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 	if err != nil {
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
-	from, err := s.cfg.DB.Ent.Agent.Get(ctx, t.FromAgentID)
+	from, err := s.senderOf(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("transfer %s: sender: %w", t.ID, err)
+		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		now := s.now().UTC()
 		n, err := tx.Transfer.Update().
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
 			SetStatus(transfer.StatusCompleted).
-			SetCompletedAt(s.now().UTC()).
+			SetCompletedAt(now).
 			ClearError().
 			Save(ctx)
 		if err != nil || n == 0 {
 			return err
 		}
-		changes := []change{{id: t.FromAgentID, sent: t.Amount, fees: t.Fee}}
-		if t.ToAgentID != nil {
-			changes = append(changes, change{id: *t.ToAgentID, received: t.Net})
+		var changes []change
+		if from.agentID != nil {
+			changes = append(changes, change{id: *from.agentID, sent: t.Amount, fees: t.Fee})
+		}
+		if to.agentID != nil {
+			changes = append(changes, change{id: *to.agentID, received: t.Net})
 		}
 		// Rows in id order, as everywhere agents are updated together.
 		sort.Slice(changes, func(i, j int) bool { return changes[i].id.String() < changes[j].id.String() })
@@ -847,11 +964,18 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 			}
 		}
 		completed = changes
-		if to.agentID == nil && to.userID == nil {
+		if from.userID != nil {
+			done := *t
+			done.Status, done.CompletedAt, done.Error = transfer.StatusCompleted, &now, ""
+			if err := s.recordAccountEvent(ctx, tx, sqlTx, from.party(), EventWithdrawalCompleted, withdrawalEventDataOf(&done)); err != nil {
+				return err
+			}
+		}
+		if to.none() {
 			return nil
 		}
 		return s.recordAccountEvent(ctx, tx, sqlTx, to.party(), EventTransferReceived, transferEventData{
-			TransactionID: t.ID, FromAgent: from.Username, AmountUSD: json.Number(USDCAmount(t.Net).String()), Chain: t.Chain,
+			TransactionID: t.ID, FromAgent: from.username, AmountUSD: json.Number(USDCAmount(t.Net).String()), Chain: t.Chain,
 			TxHash: t.TxHash, Memo: t.Memo,
 		})
 	})

@@ -144,6 +144,11 @@ func TestSignInPages(t *testing.T) {
 	resp, body = get(t, b, base+"/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "ann_app")
+	// The withdraw form, its fields and result line by the ids and names
+	// home.js and the browser test use.
+	for _, want := range []string{`id="withdraw-form"`, `<select name="chain">`, `name="address"`, `name="amount"`, `id="withdraw-result"`, `id="withdrawals"`} {
+		require.Contains(t, body, want)
+	}
 	v, err := a.svc.AuthenticateBrowser(context.Background(), session.Value)
 	require.NoError(t, err)
 	require.Contains(t, body, `data-csrf="`+v.CSRFToken()+`"`)

@@ -816,9 +816,12 @@ func (_q *AgentQuery) loadSentTransfers(ctx context.Context, query *TransferQuer
 	}
 	for _, n := range neighbors {
 		fk := n.FromAgentID
-		node, ok := nodeids[fk]
+		if fk == nil {
+			return fmt.Errorf(`foreign-key "from_agent_id" is nil for node %v`, n.ID)
+		}
+		node, ok := nodeids[*fk]
 		if !ok {
-			return fmt.Errorf(`unexpected referenced foreign-key "from_agent_id" returned %v for node %v`, fk, n.ID)
+			return fmt.Errorf(`unexpected referenced foreign-key "from_agent_id" returned %v for node %v`, *fk, n.ID)
 		}
 		assign(node, n)
 	}

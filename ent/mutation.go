@@ -19651,6 +19651,7 @@ type TransferMutation struct {
 	id                *uuid.UUID
 	created_at        *time.Time
 	updated_at        *time.Time
+	from_user_id      *uuid.UUID
 	to_user_id        *uuid.UUID
 	chain             *string
 	token             *string
@@ -19874,7 +19875,7 @@ func (m *TransferMutation) FromAgentID() (r uuid.UUID, exists bool) {
 // OldFromAgentID returns the old "from_agent_id" field's value of the Transfer entity.
 // If the Transfer object wasn't provided to the builder, the object is fetched from the database.
 // An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *TransferMutation) OldFromAgentID(ctx context.Context) (v uuid.UUID, err error) {
+func (m *TransferMutation) OldFromAgentID(ctx context.Context) (v *uuid.UUID, err error) {
 	if !m.op.Is(OpUpdateOne) {
 		return v, errors.New("OldFromAgentID is only allowed on UpdateOne operations")
 	}
@@ -19888,9 +19889,71 @@ func (m *TransferMutation) OldFromAgentID(ctx context.Context) (v uuid.UUID, err
 	return oldValue.FromAgentID, nil
 }
 
+// ClearFromAgentID clears the value of the "from_agent_id" field.
+func (m *TransferMutation) ClearFromAgentID() {
+	m.from_agent = nil
+	m.clearedFields[transfer.FieldFromAgentID] = struct{}{}
+}
+
+// FromAgentIDCleared returns if the "from_agent_id" field was cleared in this mutation.
+func (m *TransferMutation) FromAgentIDCleared() bool {
+	_, ok := m.clearedFields[transfer.FieldFromAgentID]
+	return ok
+}
+
 // ResetFromAgentID resets all changes to the "from_agent_id" field.
 func (m *TransferMutation) ResetFromAgentID() {
 	m.from_agent = nil
+	delete(m.clearedFields, transfer.FieldFromAgentID)
+}
+
+// SetFromUserID sets the "from_user_id" field.
+func (m *TransferMutation) SetFromUserID(u uuid.UUID) {
+	m.from_user_id = &u
+}
+
+// FromUserID returns the value of the "from_user_id" field in the mutation.
+func (m *TransferMutation) FromUserID() (r uuid.UUID, exists bool) {
+	v := m.from_user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFromUserID returns the old "from_user_id" field's value of the Transfer entity.
+// If the Transfer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransferMutation) OldFromUserID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFromUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFromUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFromUserID: %w", err)
+	}
+	return oldValue.FromUserID, nil
+}
+
+// ClearFromUserID clears the value of the "from_user_id" field.
+func (m *TransferMutation) ClearFromUserID() {
+	m.from_user_id = nil
+	m.clearedFields[transfer.FieldFromUserID] = struct{}{}
+}
+
+// FromUserIDCleared returns if the "from_user_id" field was cleared in this mutation.
+func (m *TransferMutation) FromUserIDCleared() bool {
+	_, ok := m.clearedFields[transfer.FieldFromUserID]
+	return ok
+}
+
+// ResetFromUserID resets all changes to the "from_user_id" field.
+func (m *TransferMutation) ResetFromUserID() {
+	m.from_user_id = nil
+	delete(m.clearedFields, transfer.FieldFromUserID)
 }
 
 // SetToAgentID sets the "to_agent_id" field.
@@ -20726,7 +20789,7 @@ func (m *TransferMutation) ClearFromAgent() {
 
 // FromAgentCleared reports if the "from_agent" edge to the Agent entity was cleared.
 func (m *TransferMutation) FromAgentCleared() bool {
-	return m.clearedfrom_agent
+	return m.FromAgentIDCleared() || m.clearedfrom_agent
 }
 
 // FromAgentIDs returns the "from_agent" edge IDs in the mutation.
@@ -20806,7 +20869,7 @@ func (m *TransferMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TransferMutation) Fields() []string {
-	fields := make([]string, 0, 21)
+	fields := make([]string, 0, 22)
 	if m.created_at != nil {
 		fields = append(fields, transfer.FieldCreatedAt)
 	}
@@ -20815,6 +20878,9 @@ func (m *TransferMutation) Fields() []string {
 	}
 	if m.from_agent != nil {
 		fields = append(fields, transfer.FieldFromAgentID)
+	}
+	if m.from_user_id != nil {
+		fields = append(fields, transfer.FieldFromUserID)
 	}
 	if m.to_agent != nil {
 		fields = append(fields, transfer.FieldToAgentID)
@@ -20884,6 +20950,8 @@ func (m *TransferMutation) Field(name string) (ent.Value, bool) {
 		return m.UpdatedAt()
 	case transfer.FieldFromAgentID:
 		return m.FromAgentID()
+	case transfer.FieldFromUserID:
+		return m.FromUserID()
 	case transfer.FieldToAgentID:
 		return m.ToAgentID()
 	case transfer.FieldToUserID:
@@ -20935,6 +21003,8 @@ func (m *TransferMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldUpdatedAt(ctx)
 	case transfer.FieldFromAgentID:
 		return m.OldFromAgentID(ctx)
+	case transfer.FieldFromUserID:
+		return m.OldFromUserID(ctx)
 	case transfer.FieldToAgentID:
 		return m.OldToAgentID(ctx)
 	case transfer.FieldToUserID:
@@ -21000,6 +21070,13 @@ func (m *TransferMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetFromAgentID(v)
+		return nil
+	case transfer.FieldFromUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFromUserID(v)
 		return nil
 	case transfer.FieldToAgentID:
 		v, ok := value.(uuid.UUID)
@@ -21196,6 +21273,12 @@ func (m *TransferMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *TransferMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(transfer.FieldFromAgentID) {
+		fields = append(fields, transfer.FieldFromAgentID)
+	}
+	if m.FieldCleared(transfer.FieldFromUserID) {
+		fields = append(fields, transfer.FieldFromUserID)
+	}
 	if m.FieldCleared(transfer.FieldToAgentID) {
 		fields = append(fields, transfer.FieldToAgentID)
 	}
@@ -21237,6 +21320,12 @@ func (m *TransferMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *TransferMutation) ClearField(name string) error {
 	switch name {
+	case transfer.FieldFromAgentID:
+		m.ClearFromAgentID()
+		return nil
+	case transfer.FieldFromUserID:
+		m.ClearFromUserID()
+		return nil
 	case transfer.FieldToAgentID:
 		m.ClearToAgentID()
 		return nil
@@ -21280,6 +21369,9 @@ func (m *TransferMutation) ResetField(name string) error {
 		return nil
 	case transfer.FieldFromAgentID:
 		m.ResetFromAgentID()
+		return nil
+	case transfer.FieldFromUserID:
+		m.ResetFromUserID()
 		return nil
 	case transfer.FieldToAgentID:
 		m.ResetToAgentID()

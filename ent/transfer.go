@@ -24,7 +24,9 @@ type Transfer struct {
 	// UpdatedAt holds the value of the "updated_at" field.
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// FromAgentID holds the value of the "from_agent_id" field.
-	FromAgentID uuid.UUID `json:"from_agent_id,omitempty"`
+	FromAgentID *uuid.UUID `json:"from_agent_id,omitempty"`
+	// FromUserID holds the value of the "from_user_id" field.
+	FromUserID *uuid.UUID `json:"from_user_id,omitempty"`
 	// ToAgentID holds the value of the "to_agent_id" field.
 	ToAgentID *uuid.UUID `json:"to_agent_id,omitempty"`
 	// ToUserID holds the value of the "to_user_id" field.
@@ -105,7 +107,7 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case transfer.FieldToAgentID, transfer.FieldToUserID:
+		case transfer.FieldFromAgentID, transfer.FieldFromUserID, transfer.FieldToAgentID, transfer.FieldToUserID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case transfer.FieldRef, transfer.FieldFeeRef:
 			values[i] = new([]byte)
@@ -115,7 +117,7 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullString)
 		case transfer.FieldCreatedAt, transfer.FieldUpdatedAt, transfer.FieldSubmittedAt, transfer.FieldCompletedAt:
 			values[i] = new(sql.NullTime)
-		case transfer.FieldID, transfer.FieldFromAgentID:
+		case transfer.FieldID:
 			values[i] = new(uuid.UUID)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -151,10 +153,18 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 				_m.UpdatedAt = value.Time
 			}
 		case transfer.FieldFromAgentID:
-			if value, ok := values[i].(*uuid.UUID); !ok {
+			if value, ok := values[i].(*sql.NullScanner); !ok {
 				return fmt.Errorf("unexpected type %T for field from_agent_id", values[i])
-			} else if value != nil {
-				_m.FromAgentID = *value
+			} else if value.Valid {
+				_m.FromAgentID = new(uuid.UUID)
+				*_m.FromAgentID = *value.S.(*uuid.UUID)
+			}
+		case transfer.FieldFromUserID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field from_user_id", values[i])
+			} else if value.Valid {
+				_m.FromUserID = new(uuid.UUID)
+				*_m.FromUserID = *value.S.(*uuid.UUID)
 			}
 		case transfer.FieldToAgentID:
 			if value, ok := values[i].(*sql.NullScanner); !ok {
@@ -320,8 +330,15 @@ func (_m *Transfer) String() string {
 	builder.WriteString("updated_at=")
 	builder.WriteString(_m.UpdatedAt.Format(time.ANSIC))
 	builder.WriteString(", ")
-	builder.WriteString("from_agent_id=")
-	builder.WriteString(fmt.Sprintf("%v", _m.FromAgentID))
+	if v := _m.FromAgentID; v != nil {
+		builder.WriteString("from_agent_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.FromUserID; v != nil {
+		builder.WriteString("from_user_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteString(", ")
 	if v := _m.ToAgentID; v != nil {
 		builder.WriteString("to_agent_id=")

@@ -56,6 +56,28 @@ func (_c *TransferCreate) SetFromAgentID(v uuid.UUID) *TransferCreate {
 	return _c
 }
 
+// SetNillableFromAgentID sets the "from_agent_id" field if the given value is not nil.
+func (_c *TransferCreate) SetNillableFromAgentID(v *uuid.UUID) *TransferCreate {
+	if v != nil {
+		_c.SetFromAgentID(*v)
+	}
+	return _c
+}
+
+// SetFromUserID sets the "from_user_id" field.
+func (_c *TransferCreate) SetFromUserID(v uuid.UUID) *TransferCreate {
+	_c.mutation.SetFromUserID(v)
+	return _c
+}
+
+// SetNillableFromUserID sets the "from_user_id" field if the given value is not nil.
+func (_c *TransferCreate) SetNillableFromUserID(v *uuid.UUID) *TransferCreate {
+	if v != nil {
+		_c.SetFromUserID(*v)
+	}
+	return _c
+}
+
 // SetToAgentID sets the "to_agent_id" field.
 func (_c *TransferCreate) SetToAgentID(v uuid.UUID) *TransferCreate {
 	_c.mutation.SetToAgentID(v)
@@ -345,9 +367,6 @@ func (_c *TransferCreate) check() error {
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "Transfer.updated_at"`)}
 	}
-	if _, ok := _c.mutation.FromAgentID(); !ok {
-		return &ValidationError{Name: "from_agent_id", err: errors.New(`ent: missing required field "Transfer.from_agent_id"`)}
-	}
 	if _, ok := _c.mutation.Chain(); !ok {
 		return &ValidationError{Name: "chain", err: errors.New(`ent: missing required field "Transfer.chain"`)}
 	}
@@ -415,9 +434,6 @@ func (_c *TransferCreate) check() error {
 			return &ValidationError{Name: "memo", err: fmt.Errorf(`ent: validator failed for field "Transfer.memo": %w`, err)}
 		}
 	}
-	if len(_c.mutation.FromAgentIDs()) == 0 {
-		return &ValidationError{Name: "from_agent", err: errors.New(`ent: missing required edge "Transfer.from_agent"`)}
-	}
 	return nil
 }
 
@@ -460,6 +476,10 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
 		_node.UpdatedAt = value
+	}
+	if value, ok := _c.mutation.FromUserID(); ok {
+		_spec.SetField(transfer.FieldFromUserID, field.TypeUUID, value)
+		_node.FromUserID = &value
 	}
 	if value, ok := _c.mutation.ToUserID(); ok {
 		_spec.SetField(transfer.FieldToUserID, field.TypeUUID, value)
@@ -543,7 +563,7 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 		for _, k := range nodes {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
-		_node.FromAgentID = nodes[0]
+		_node.FromAgentID = &nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	if nodes := _c.mutation.ToAgentIDs(); len(nodes) > 0 {

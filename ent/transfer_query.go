@@ -459,7 +459,10 @@ func (_q *TransferQuery) loadFromAgent(ctx context.Context, query *AgentQuery, n
 	ids := make([]uuid.UUID, 0, len(nodes))
 	nodeids := make(map[uuid.UUID][]*Transfer)
 	for i := range nodes {
-		fk := nodes[i].FromAgentID
+		if nodes[i].FromAgentID == nil {
+			continue
+		}
+		fk := *nodes[i].FromAgentID
 		if _, ok := nodeids[fk]; !ok {
 			ids = append(ids, fk)
 		}

@@ -221,9 +221,6 @@ func (_u *TransferUpdate) check() error {
 			return &ValidationError{Name: "memo", err: fmt.Errorf(`ent: validator failed for field "Transfer.memo": %w`, err)}
 		}
 	}
-	if _u.mutation.FromAgentCleared() && len(_u.mutation.FromAgentIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Transfer.from_agent"`)
-	}
 	return nil
 }
 
@@ -241,6 +238,9 @@ func (_u *TransferUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
+	}
+	if _u.mutation.FromUserIDCleared() {
+		_spec.ClearField(transfer.FieldFromUserID, field.TypeUUID)
 	}
 	if _u.mutation.ToUserIDCleared() {
 		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)
@@ -513,9 +513,6 @@ func (_u *TransferUpdateOne) check() error {
 			return &ValidationError{Name: "memo", err: fmt.Errorf(`ent: validator failed for field "Transfer.memo": %w`, err)}
 		}
 	}
-	if _u.mutation.FromAgentCleared() && len(_u.mutation.FromAgentIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Transfer.from_agent"`)
-	}
 	return nil
 }
 
@@ -550,6 +547,9 @@ func (_u *TransferUpdateOne) sqlSave(ctx context.Context) (_node *Transfer, err 
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
+	}
+	if _u.mutation.FromUserIDCleared() {
+		_spec.ClearField(transfer.FieldFromUserID, field.TypeUUID)
 	}
 	if _u.mutation.ToUserIDCleared() {
 		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent"
 	"agentpay/graph/model"
 	"context"
+	"errors"
 
 	"entgo.io/contrib/entgql"
 	"github.com/google/uuid"
@@ -204,6 +205,10 @@ func (r *transferResolver) DeliveredUsd(ctx context.Context, obj *ent.Transfer) 
 
 // FromAgent is the resolver for the fromAgent field.
 func (r *transferResolver) FromAgent(ctx context.Context, obj *ent.Transfer) (*model.PublicAgent, error) {
+	if obj.FromAgentID == nil {
+		// A user's withdrawal: never among an agent's transfers (TransfersOf).
+		return nil, errors.New("transfer has no sending agent")
+	}
 	p, err := r.cfg.Service.AgentByID(ctx, obj.FromAgentID.String())
 	if err != nil {
 		return nil, err

@@ -99,3 +99,32 @@ var pairingDecisions = map[model.PairingDecision]agentpay.PairingDecision{
 	model.PairingDecisionDeny:    agentpay.DenyPairing,
 	model.PairingDecisionRevoke:  agentpay.RevokePairing,
 }
+
+func withdrawRequest(in model.WithdrawInput) agentpay.WithdrawRequest {
+	req := agentpay.WithdrawRequest{ToAddress: in.ToAddress, AmountUSD: in.AmountUsd}
+	if in.Chain != nil {
+		req.Chain = *in.Chain
+	}
+	if in.Memo != nil {
+		req.Memo = *in.Memo
+	}
+	return req
+}
+
+func withdrawalModel(w *agentpay.Withdrawal) *model.Withdrawal {
+	t := w.Transfer
+	return &model.Withdrawal{
+		ID: t.ID, Chain: string(w.Chain), ToAddress: w.ToAddress,
+		AmountUsd: w.Amount, FeeUsd: w.Fee, DeliveredUsd: w.Delivered,
+		TxHash: nonEmpty(w.TxHash), FeeTxHash: nonEmpty(w.FeeTxHash),
+		Status: w.Status, Message: w.Message, Memo: nonEmpty(t.Memo),
+		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt,
+	}
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -195,6 +195,10 @@ func complexity() ComplexityRoot {
 	c.Mutation.StartIdentityVerification = func(child int) int { return writeCost + child }
 	c.Mutation.AcceptInvitation = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.SignOut = func(child int, _ *bool) int { return writeCost + child }
+	c.Mutation.Withdraw = func(child int, _ model.WithdrawInput) int { return sendCost + child }
+	c.Viewer.Withdrawals = func(child int, limit *int) int {
+		return pageCost(pageSize(limit, nil, agentpay.DefaultPageSize), child)
+	}
 	c.Me.Events = func(child int, _ *int64, limit *int) int {
 		return pageCost(pageSize(limit, nil, agentpay.MaxAccountEventsPage), child)
 	}

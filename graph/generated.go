@@ -305,6 +305,7 @@ type ComplexityRoot struct {
 		SignOut                   func(childComplexity int, everywhere *bool) int
 		StartIdentityVerification func(childComplexity int) int
 		UpdateMerchant            func(childComplexity int, input model.UpdateMerchantInput) int
+		Withdraw                  func(childComplexity int, input model.WithdrawInput) int
 	}
 
 	PageInfo struct {
@@ -578,6 +579,7 @@ type ComplexityRoot struct {
 		Pairings       func(childComplexity int) int
 		Username       func(childComplexity int) int
 		Wallets        func(childComplexity int) int
+		Withdrawals    func(childComplexity int, limit *int) int
 	}
 
 	ViewerBalance struct {
@@ -682,6 +684,23 @@ type ComplexityRoot struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
 	}
+
+	Withdrawal struct {
+		AmountUsd    func(childComplexity int) int
+		Chain        func(childComplexity int) int
+		CompletedAt  func(childComplexity int) int
+		CreatedAt    func(childComplexity int) int
+		DeliveredUsd func(childComplexity int) int
+		FeeTxHash    func(childComplexity int) int
+		FeeUsd       func(childComplexity int) int
+		ID           func(childComplexity int) int
+		Memo         func(childComplexity int) int
+		Message      func(childComplexity int) int
+		Replayed     func(childComplexity int) int
+		Status       func(childComplexity int) int
+		ToAddress    func(childComplexity int) int
+		TxHash       func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -718,6 +737,7 @@ type MutationResolver interface {
 	DecidePairing(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.ViewerPairing, error)
 	AcceptInvitation(ctx context.Context, token string) (*model.ViewerPairing, error)
 	SignOut(ctx context.Context, everywhere *bool) (bool, error)
+	Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error)
 	StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
@@ -764,6 +784,7 @@ type ViewerResolver interface {
 	Balance(ctx context.Context, obj *model.Viewer) (*model.ViewerBalance, error)
 	Pairings(ctx context.Context, obj *model.Viewer) ([]*model.ViewerPairing, error)
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
+	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
@@ -1995,6 +2016,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateMerchant(childComplexity, args["input"].(model.UpdateMerchantInput)), true
+	case "Mutation.withdraw":
+		if e.ComplexityRoot.Mutation.Withdraw == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_withdraw_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Withdraw(childComplexity, args["input"].(model.WithdrawInput)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -3289,6 +3321,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Wallets(childComplexity), true
+	case "Viewer.withdrawals":
+		if e.ComplexityRoot.Viewer.Withdrawals == nil {
+			break
+		}
+
+		args, err := ec.field_Viewer_withdrawals_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Viewer.Withdrawals(childComplexity, args["limit"].(*int)), true
 
 	case "ViewerBalance.balances":
 		if e.ComplexityRoot.ViewerBalance.Balances == nil {
@@ -3704,6 +3747,91 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.WebhookEventEdge.Node(childComplexity), true
 
+	case "Withdrawal.amountUsd":
+		if e.ComplexityRoot.Withdrawal.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.AmountUsd(childComplexity), true
+	case "Withdrawal.chain":
+		if e.ComplexityRoot.Withdrawal.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Chain(childComplexity), true
+	case "Withdrawal.completedAt":
+		if e.ComplexityRoot.Withdrawal.CompletedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.CompletedAt(childComplexity), true
+	case "Withdrawal.createdAt":
+		if e.ComplexityRoot.Withdrawal.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.CreatedAt(childComplexity), true
+	case "Withdrawal.deliveredUsd":
+		if e.ComplexityRoot.Withdrawal.DeliveredUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.DeliveredUsd(childComplexity), true
+	case "Withdrawal.feeTxHash":
+		if e.ComplexityRoot.Withdrawal.FeeTxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.FeeTxHash(childComplexity), true
+	case "Withdrawal.feeUsd":
+		if e.ComplexityRoot.Withdrawal.FeeUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.FeeUsd(childComplexity), true
+	case "Withdrawal.id":
+		if e.ComplexityRoot.Withdrawal.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.ID(childComplexity), true
+	case "Withdrawal.memo":
+		if e.ComplexityRoot.Withdrawal.Memo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Memo(childComplexity), true
+	case "Withdrawal.message":
+		if e.ComplexityRoot.Withdrawal.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Message(childComplexity), true
+	case "Withdrawal.replayed":
+		if e.ComplexityRoot.Withdrawal.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Replayed(childComplexity), true
+	case "Withdrawal.status":
+		if e.ComplexityRoot.Withdrawal.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Status(childComplexity), true
+	case "Withdrawal.toAddress":
+		if e.ComplexityRoot.Withdrawal.ToAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.ToAddress(childComplexity), true
+	case "Withdrawal.txHash":
+		if e.ComplexityRoot.Withdrawal.TxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.TxHash(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -3732,6 +3860,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("WebhookDeliveryOrder", ec.unmarshalInputWebhookDeliveryOrder),
 			graphql.NewInputUnmarshaler("WebhookEventFilter", ec.unmarshalInputWebhookEventFilter),
 			graphql.NewInputUnmarshaler("WebhookEventOrder", ec.unmarshalInputWebhookEventOrder),
+			graphql.NewInputUnmarshaler("WithdrawInput", ec.unmarshalInputWithdrawInput),
 		)
 	}
 	first := true
@@ -4771,6 +4900,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_pairings(ctx, field)
 	case "events":
 		return ec.fieldContext_Viewer_events(ctx, field)
+	case "withdrawals":
+		return ec.fieldContext_Viewer_withdrawals(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -4967,6 +5098,40 @@ func (ec *executionContext) childFields_WebhookEventEdge(ctx context.Context, fi
 		return ec.fieldContext_WebhookEventEdge_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WebhookEventEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Withdrawal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Withdrawal_id(ctx, field)
+	case "chain":
+		return ec.fieldContext_Withdrawal_chain(ctx, field)
+	case "toAddress":
+		return ec.fieldContext_Withdrawal_toAddress(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_Withdrawal_amountUsd(ctx, field)
+	case "feeUsd":
+		return ec.fieldContext_Withdrawal_feeUsd(ctx, field)
+	case "deliveredUsd":
+		return ec.fieldContext_Withdrawal_deliveredUsd(ctx, field)
+	case "txHash":
+		return ec.fieldContext_Withdrawal_txHash(ctx, field)
+	case "feeTxHash":
+		return ec.fieldContext_Withdrawal_feeTxHash(ctx, field)
+	case "status":
+		return ec.fieldContext_Withdrawal_status(ctx, field)
+	case "message":
+		return ec.fieldContext_Withdrawal_message(ctx, field)
+	case "memo":
+		return ec.fieldContext_Withdrawal_memo(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Withdrawal_createdAt(ctx, field)
+	case "completedAt":
+		return ec.fieldContext_Withdrawal_completedAt(ctx, field)
+	case "replayed":
+		return ec.fieldContext_Withdrawal_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Withdrawal", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5441,6 +5606,20 @@ func (ec *executionContext) field_Mutation_updateMerchant_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_withdraw_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.WithdrawInput, error) {
+			return ec.unmarshalNWithdrawInput2agentpayᚋgraphᚋmodelᚐWithdrawInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5820,6 +5999,20 @@ func (ec *executionContext) field_Viewer_events_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["limit"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Viewer_withdrawals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg0
 	return args, nil
 }
 
@@ -10429,6 +10622,50 @@ func (ec *executionContext) fieldContext_Mutation_signOut(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_withdraw(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_withdraw(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Withdraw(ctx, fc.Args["input"].(model.WithdrawInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Withdrawal) graphql.Marshaler {
+			return ec.marshalNWithdrawal2ᚖagentpayᚋgraphᚋmodelᚐWithdrawal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_withdraw(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Withdrawal(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_withdraw_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_startIdentityVerification(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14471,11 +14708,11 @@ func (ec *executionContext) _Transfer_fromAgentID(ctx context.Context, field gra
 			return obj.FromAgentID, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
-			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+			return ec.marshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Transfer_fromAgentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -15866,6 +16103,50 @@ func (ec *executionContext) fieldContext_Viewer_events(ctx context.Context, fiel
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Viewer_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_withdrawals(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_withdrawals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Viewer().Withdrawals(ctx, obj, fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Withdrawal) graphql.Marshaler {
+			return ec.marshalNWithdrawal2ᚕᚖagentpayᚋgraphᚋmodelᚐWithdrawalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_withdrawals(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Withdrawal(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Viewer_withdrawals_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -17537,6 +17818,328 @@ func (ec *executionContext) _WebhookEventEdge_cursor(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_WebhookEventEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEventEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _Withdrawal_id(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Withdrawal_chain(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_toAddress(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_toAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_toAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Withdrawal_feeUsd(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_feeUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_feeUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Withdrawal_deliveredUsd(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_deliveredUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveredUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_deliveredUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Withdrawal_txHash(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_txHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_feeTxHash(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_feeTxHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeeTxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_feeTxHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_status(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_message(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_memo(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_memo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Memo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_memo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Withdrawal_completedAt(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_completedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CompletedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_completedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Withdrawal_replayed(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -19717,6 +20320,76 @@ func UnmarshalWebhookEventOrder(ctx context.Context, raw any) (ent.WebhookEventO
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputWithdrawInput(ctx context.Context, obj any) (model.WithdrawInput, error) {
+	var it model.WithdrawInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"toAddress", "amountUsd", "chain", "memo", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "toAddress":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("toAddress"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ToAddress = data
+		case "amountUsd":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("amountUsd"))
+			data, err := ec.unmarshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AmountUsd = data
+		case "chain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chain"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Chain = data
+		case "memo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("memo"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Memo = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalWithdrawInput unmarshals raw into the WithdrawInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalWithdrawInput(ctx context.Context, raw any) (model.WithdrawInput, error) {
+	var out model.WithdrawInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "WithdrawInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -21292,6 +21965,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "withdraw":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_withdraw(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "startIdentityVerification":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startIdentityVerification(ctx, field)
@@ -22537,7 +23217,7 @@ func (ec *executionContext) _Transfer(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "fromAgentID":
 			out.Values[i] = ec._Transfer_fromAgentID(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "toAgentID":
@@ -23051,6 +23731,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_events(ctx, field, obj)
+				})
+		case "withdrawals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_withdrawals(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -23732,6 +24418,104 @@ func (ec *executionContext) _WebhookEventEdge(ctx context.Context, sel ast.Selec
 			}
 		case "cursor":
 			out.Values[i] = ec._WebhookEventEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var withdrawalImplementors = []string{"Withdrawal"}
+
+func (ec *executionContext) _Withdrawal(ctx context.Context, sel ast.SelectionSet, obj *model.Withdrawal) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, withdrawalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Withdrawal")
+		case "id":
+			out.Values[i] = ec._Withdrawal_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._Withdrawal_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toAddress":
+			out.Values[i] = ec._Withdrawal_toAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountUsd":
+			out.Values[i] = ec._Withdrawal_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feeUsd":
+			out.Values[i] = ec._Withdrawal_feeUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deliveredUsd":
+			out.Values[i] = ec._Withdrawal_deliveredUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "txHash":
+			out.Values[i] = ec._Withdrawal_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "feeTxHash":
+			out.Values[i] = ec._Withdrawal_feeTxHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._Withdrawal_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Withdrawal_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "memo":
+			out.Values[i] = ec._Withdrawal_memo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Withdrawal_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "completedAt":
+			out.Values[i] = ec._Withdrawal_completedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._Withdrawal_replayed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -25225,6 +26009,35 @@ func (ec *executionContext) marshalNWebhookEventOrderField2ᚖagentpayᚋentᚐW
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) unmarshalNWithdrawInput2agentpayᚋgraphᚋmodelᚐWithdrawInput(ctx context.Context, v any) (model.WithdrawInput, error) {
+	res, err := ec.unmarshalInputWithdrawInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWithdrawal2ᚕᚖagentpayᚋgraphᚋmodelᚐWithdrawalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Withdrawal) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWithdrawal2ᚖagentpayᚋgraphᚋmodelᚐWithdrawal(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWithdrawal2ᚖagentpayᚋgraphᚋmodelᚐWithdrawal(ctx context.Context, sel ast.SelectionSet, v *model.Withdrawal) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Withdrawal!")
+		return graphql.Null
+	}
+	return ec._Withdrawal(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

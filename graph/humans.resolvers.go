@@ -130,6 +130,21 @@ func (r *mutationResolver) SignOut(ctx context.Context, everywhere *bool) (bool,
 	return true, nil
 }
 
+// Withdraw is the resolver for the withdraw field.
+func (r *mutationResolver) Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error) {
+	v, err := r.currentViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, replayed, err := r.cfg.Service.WithdrawIdempotent(ctx, v, input.IdempotencyKey, withdrawRequest(input))
+	if err != nil {
+		return nil, replayedError(err, replayed)
+	}
+	out := withdrawalModel(res)
+	out.Replayed = replayed
+	return out, nil
+}
+
 // StartIdentityVerification is the resolver for the startIdentityVerification field.
 func (r *mutationResolver) StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error) {
 	v, err := r.currentViewer(ctx)
@@ -212,6 +227,23 @@ func (r *viewerResolver) Events(ctx context.Context, obj *model.Viewer, after *i
 		return nil, err
 	}
 	return r.accountEvents(ctx, agentpay.UserParty(v.User.ID), after, limit)
+}
+
+// Withdrawals is the resolver for the withdrawals field.
+func (r *viewerResolver) Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error) {
+	v, err := r.currentViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := r.cfg.Service.Withdrawals(ctx, v.User, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.Withdrawal, len(ws))
+	for i, w := range ws {
+		out[i] = withdrawalModel(w)
+	}
+	return out, nil
 }
 
 // Viewer returns ViewerResolver implementation.

@@ -23,7 +23,9 @@ func TestStartIdentityVerification(t *testing.T) {
 	const start = `mutation { startIdentityVerification { verificationId url } }`
 	res := a.asViewer(t, session, "", start, nil)
 	require.Equal(t, "FORBIDDEN", res.code(t))
-	var status struct{ Viewer struct{ IdentityStatus string } }
+	var status struct {
+		Viewer struct{ IdentityStatus string }
+	}
 	a.asViewer(t, session, csrf, `{ viewer { identityStatus } }`, nil).decode(t, &status)
 	require.Equal(t, "not_started", status.Viewer.IdentityStatus)
 

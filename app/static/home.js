@@ -1,5 +1,6 @@
 // The signed-in home: everything through the public GraphQL API (viewer,
-// decidePairing, startIdentityVerification, viewerEvents), the session's CSRF token on every request.
+// decidePairing, startIdentityVerification, withdraw, viewerEvents), the
+// session's CSRF token on every request.
 (function () {
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
@@ -28,10 +29,10 @@
   }
   function load() {
     return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
-      "events { id kind data } } }").then(function (res) {
+      "events { id kind data } withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
-      ["wallets", "requests", "paired", "received"].forEach(function (id) { document.getElementById(id).textContent = ""; });
+      ["wallets", "requests", "paired", "received", "withdrawals"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
@@ -51,6 +52,12 @@
           item("received", e.data.amount_usd + " USDC from " + e.data.from_agent + " on " + e.data.chain).className = "transfer";
         }
       });
+      v.withdrawals.forEach(function (w) {
+        var li = item("withdrawals", w.amountUsd + " USDC to " + w.toAddress + " on " + w.chain + ": " + w.status +
+          (w.txHash ? " (" + w.txHash + ")" : ""));
+        li.className = "withdrawal";
+        li.dataset.status = w.status;
+      });
     });
   }
 
@@ -61,6 +68,44 @@
       if (res.errors) { document.getElementById("identity-status").textContent = res.errors[0].message; return; }
       location.href = res.data.startIdentityVerification.url;
     });
+  });
+
+  // Withdraw: one idempotency key per attempt, kept until an answer comes
+  // back, so a retry after a lost answer never withdraws twice.
+  var form = document.getElementById("withdraw-form"), result = document.getElementById("withdraw-result");
+  var attemptKey = null;
+  function newKey() {
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return "app-" + Array.prototype.map.call(b, function (x) { return ("0" + x.toString(16)).slice(-2); }).join("");
+  }
+  function show(text, status) {
+    result.textContent = text;
+    result.dataset.status = status;
+    result.className = status === "error" ? "error" : "";
+  }
+  form.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var submit = form.querySelector("button[type=submit]");
+    attemptKey = attemptKey || newKey();
+    submit.disabled = true;
+    show("Withdrawing…", "sending");
+    gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: {
+      chain: form.elements.chain.value, toAddress: form.elements.address.value.trim(),
+      amountUsd: form.elements.amount.value.trim(), idempotencyKey: attemptKey
+    }}).then(function (res) {
+      attemptKey = null;
+      if (res.errors) {
+        show(res.errors[0].message, "error");
+        return;
+      }
+      var w = res.data.withdraw;
+      show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
+      if (w.status !== "failed") { form.reset(); }
+      return load();
+    }, function () {
+      show("No answer from the server: submit again to retry the same withdrawal.", "error");
+    }).then(function () { submit.disabled = false; });
   });
 
   // Live: viewerEvents over graphql-transport-ws; each event reloads.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/internal/mail"
@@ -28,14 +30,17 @@ type config struct {
 	DataDir     string
 	// MasterKey is nil when MASTER_KEY is unset; only `dev` may then
 	// generate one into DATA_DIR.
-	MasterKey          []byte
-	SessionTTL         time.Duration
-	LatePaymentWindow  time.Duration
-	MaxOpenSessions    int
-	SelectRateLimit    int
-	SignInRateLimit    int
-	SignInEmailLimit   int
-	WebhookRetryDelays []time.Duration
+	MasterKey         []byte
+	SessionTTL        time.Duration
+	LatePaymentWindow time.Duration
+	MaxOpenSessions   int
+	SelectRateLimit   int
+	SignInRateLimit   int
+	SignInEmailLimit  int
+	// WithdrawalLimit and WithdrawalDailyLimit bound human users'
+	// withdrawals (WITHDRAWAL_LIMIT_USD, WITHDRAWAL_DAILY_LIMIT_USD).
+	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
+	WebhookRetryDelays                    []time.Duration
 	// WebhookAllowPrivate is WEBHOOK_ALLOW_PRIVATE, nil when unset: see
 	// webhookAllowPrivate for the default.
 	WebhookAllowPrivate        *bool
@@ -112,24 +117,26 @@ const defaultDevConfirmations = 3
 func loadConfig(getenv func(string) string) (config, error) {
 	p := envParser{getenv: getenv}
 	c := config{
-		HTTPAddr:          p.str("HTTP_ADDR", "127.0.0.1:8080"),
-		DataDir:           p.str("DATA_DIR", "./data"),
-		SessionTTL:        p.duration("SESSION_TTL", 30*time.Minute),
-		LatePaymentWindow: p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
-		MaxOpenSessions:   p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
-		SelectRateLimit:   p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
-		SignInRateLimit:   p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
-		SignInEmailLimit:  p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
-		IPRateLimit:       p.nonNegativeInt("IP_RATE_LIMIT", 600),
-		AuthCacheTTL:      p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
-		RegisterRateLimit: p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
-		ProbeRateLimit:    p.nonNegativeInt("PROBE_RATE_LIMIT", 120),
-		ConnectionsPerIP:  p.nonNegativeInt("WS_CONNECTIONS_PER_IP", 32),
-		HeadCacheTTL:      p.duration("HEAD_CACHE_TTL", agentpay.DefaultHeadCacheTTL),
-		DevBlockTime:      p.duration("DEV_BLOCK_TIME", time.Second),
-		RPCTimeout:        p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
-		LogLevel:          p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		AgentMode:         agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
+		HTTPAddr:             p.str("HTTP_ADDR", "127.0.0.1:8080"),
+		DataDir:              p.str("DATA_DIR", "./data"),
+		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
+		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
+		MaxOpenSessions:      p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
+		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
+		SignInRateLimit:      p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
+		SignInEmailLimit:     p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
+		WithdrawalLimit:      p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
+		WithdrawalDailyLimit: p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),
+		IPRateLimit:          p.nonNegativeInt("IP_RATE_LIMIT", 600),
+		AuthCacheTTL:         p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
+		RegisterRateLimit:    p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
+		ProbeRateLimit:       p.nonNegativeInt("PROBE_RATE_LIMIT", 120),
+		ConnectionsPerIP:     p.nonNegativeInt("WS_CONNECTIONS_PER_IP", 32),
+		HeadCacheTTL:         p.duration("HEAD_CACHE_TTL", agentpay.DefaultHeadCacheTTL),
+		DevBlockTime:         p.duration("DEV_BLOCK_TIME", time.Second),
+		RPCTimeout:           p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
+		LogLevel:             p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		AgentMode:            agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
 	}
 	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
 	c.PayURL = p.url("PAY_URL", c.BaseURL)
@@ -295,6 +302,21 @@ func (p *envParser) nonNegativeInt(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// positiveUSD reads an amount of USD: a positive number with at most 6
+// decimals (USDC's), written without an exponent.
+func (p *envParser) positiveUSD(name string, def decimal.Decimal) decimal.Decimal {
+	v := p.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := agentpay.ParseAmount(name, v)
+	if err != nil || !d.IsPositive() || !d.Equal(d.Round(6)) {
+		p.fail(name, "must be a positive amount of USD with at most 6 decimals, got %q", v)
+		return def
+	}
+	return d
 }
 
 func (p *envParser) positiveUint(name string, def uint64) uint64 {

@@ -29,6 +29,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 10, c.SelectRateLimit)
 	require.Equal(t, 20, c.SignInRateLimit)
 	require.Equal(t, 5, c.SignInEmailLimit)
+	require.Equal(t, "10000", c.WithdrawalLimit.String())
+	require.Equal(t, "25000", c.WithdrawalDailyLimit.String())
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
 	require.Equal(t, 600, c.IPRateLimit)
 	require.Equal(t, 20, c.RegisterRateLimit)
@@ -126,6 +128,10 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"GRAPHQL_PLAYGROUND", "maybe"},
 		{"WEBHOOK_ALLOW_PRIVATE", "sometimes"},
 		{"WEBHOOK_MERCHANT_CONCURRENCY", "0"},
+		{"WITHDRAWAL_LIMIT_USD", "0"},
+		{"WITHDRAWAL_LIMIT_USD", "lots"},
+		{"WITHDRAWAL_DAILY_LIMIT_USD", "-5"},
+		{"WITHDRAWAL_DAILY_LIMIT_USD", "0.0000001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

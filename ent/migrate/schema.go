@@ -3,6 +3,7 @@
 package migrate
 
 import (
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/dialect/sql/schema"
 	"entgo.io/ent/schema/field"
 )
@@ -689,6 +690,7 @@ var (
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "from_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "to_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "chain", Type: field.TypeString},
 		{Name: "token", Type: field.TypeString, Default: "USDC"},
@@ -706,7 +708,7 @@ var (
 		{Name: "error", Type: field.TypeString, Nullable: true},
 		{Name: "submitted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
-		{Name: "from_agent_id", Type: field.TypeUUID},
+		{Name: "from_agent_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "to_agent_id", Type: field.TypeUUID, Nullable: true},
 	}
 	// TransfersTable holds the schema information for the "transfers" table.
@@ -717,13 +719,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "transfers_agents_sent_transfers",
-				Columns:    []*schema.Column{TransfersColumns[20]},
+				Columns:    []*schema.Column{TransfersColumns[21]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "transfers_agents_received_transfers",
-				Columns:    []*schema.Column{TransfersColumns[21]},
+				Columns:    []*schema.Column{TransfersColumns[22]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -732,27 +734,32 @@ var (
 			{
 				Name:    "transfer_from_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[20], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[21], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[21], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[22], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{TransfersColumns[4], TransfersColumns[1]},
+			},
+			{
+				Name:    "transfer_from_user_id_created_at",
 				Unique:  false,
 				Columns: []*schema.Column{TransfersColumns[3], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_status_from_agent_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[12], TransfersColumns[20]},
+				Columns: []*schema.Column{TransfersColumns[13], TransfersColumns[21]},
 			},
 			{
 				Name:    "transfer_chain_tx_hash",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[4], TransfersColumns[11]},
+				Columns: []*schema.Column{TransfersColumns[5], TransfersColumns[12]},
 			},
 		},
 	}
@@ -980,6 +987,10 @@ func init() {
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable
 	TransfersTable.ForeignKeys[0].RefTable = AgentsTable
 	TransfersTable.ForeignKeys[1].RefTable = AgentsTable
+	TransfersTable.Annotation = &entsql.Annotation{}
+	TransfersTable.Annotation.Checks = map[string]string{
+		"transfer_one_sender": "((from_agent_id IS NULL) <> (from_user_id IS NULL))",
+	}
 	WalletsTable.ForeignKeys[0].RefTable = AgentsTable
 	WalletsTable.ForeignKeys[1].RefTable = UsersTable
 	WebhookAttemptsTable.ForeignKeys[0].RefTable = WebhookDeliveriesTable

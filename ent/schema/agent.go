@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
@@ -100,8 +101,10 @@ func (Agent) Edges() []ent.Edge {
 			Unique(),
 		// GraphQL pages through an agent's transfers with me.transfers
 		// (sent and received together); unbounded lists are not offered.
+		// An agent with sends is never deleted from under them (the
+		// transfer's sender is optional only because users send too).
 		edge.To("sent_transfers", Transfer.Type).
-			Annotations(entgql.Skip()),
+			Annotations(entgql.Skip(), entsql.OnDelete(entsql.NoAction)),
 		edge.To("received_transfers", Transfer.Type).
 			Annotations(entgql.Skip()),
 	}

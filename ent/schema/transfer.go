@@ -3,6 +3,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -10,8 +11,11 @@ import (
 	"github.com/google/uuid"
 )
 
-// Transfer is an agent's USDC send: to another agent (to_agent_id set) or to
-// a human user's custodial wallet (to_user_id set).
+// Transfer is a USDC send from a custodial wallet: an agent's (from_agent_id
+// set) to another agent (to_agent_id set) or to a human user's custodial
+// wallet (to_user_id set), or a human user's withdrawal (from_user_id set)
+// to an external address (neither to_ set). Exactly one sender is set (a
+// check constraint says so).
 type Transfer struct {
 	ent.Schema
 }
@@ -20,6 +24,9 @@ type Transfer struct {
 func (Transfer) Annotations() []schema.Annotation {
 	return []schema.Annotation{
 		entgql.RelayConnection(),
+		entsql.Checks(map[string]string{
+			"transfer_one_sender": "((from_agent_id IS NULL) <> (from_user_id IS NULL))",
+		}),
 	}
 }
 
@@ -32,7 +39,16 @@ func (Transfer) Mixin() []ent.Mixin {
 func (Transfer) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("from_agent_id", uuid.UUID{}).
+			Optional().
+			Nillable().
 			Immutable(),
+		// A user's withdrawal: not a GraphQL field, so agents never see a
+		// user id (no agent takes part in a withdrawal anyway).
+		field.UUID("from_user_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
 		field.UUID("to_agent_id", uuid.UUID{}).
 			Optional().
 			Nillable().
@@ -114,7 +130,6 @@ func (Transfer) Edges() []ent.Edge {
 			Ref("sent_transfers").
 			Field("from_agent_id").
 			Unique().
-			Required().
 			Immutable().
 			Annotations(entgql.Skip()),
 		edge.From("to_agent", Agent.Type).
@@ -132,6 +147,7 @@ func (Transfer) Indexes() []ent.Index {
 		index.Fields("from_agent_id", "created_at"),
 		index.Fields("to_agent_id", "created_at"),
 		index.Fields("to_user_id", "created_at"),
+		index.Fields("from_user_id", "created_at"),
 		// In-flight sends (pending/submitted) are summed per sender when the
 		// available balance is checked, and resumed by the worker.
 		index.Fields("status", "from_agent_id"),

@@ -24,6 +24,8 @@ const (
 	FieldUpdatedAt = "updated_at"
 	// FieldFromAgentID holds the string denoting the from_agent_id field in the database.
 	FieldFromAgentID = "from_agent_id"
+	// FieldFromUserID holds the string denoting the from_user_id field in the database.
+	FieldFromUserID = "from_user_id"
 	// FieldToAgentID holds the string denoting the to_agent_id field in the database.
 	FieldToAgentID = "to_agent_id"
 	// FieldToUserID holds the string denoting the to_user_id field in the database.
@@ -88,6 +90,7 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldUpdatedAt,
 	FieldFromAgentID,
+	FieldFromUserID,
 	FieldToAgentID,
 	FieldToUserID,
 	FieldChain,
@@ -196,6 +199,11 @@ func ByUpdatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByFromAgentID orders the results by the from_agent_id field.
 func ByFromAgentID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldFromAgentID, opts...).ToFunc()
+}
+
+// ByFromUserID orders the results by the from_user_id field.
+func ByFromUserID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldFromUserID, opts...).ToFunc()
 }
 
 // ByToAgentID orders the results by the to_agent_id field.

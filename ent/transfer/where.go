@@ -71,6 +71,11 @@ func FromAgentID(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldFromAgentID, v))
 }
 
+// FromUserID applies equality check predicate on the "from_user_id" field. It's identical to FromUserIDEQ.
+func FromUserID(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFromUserID, v))
+}
+
 // ToAgentID applies equality check predicate on the "to_agent_id" field. It's identical to ToAgentIDEQ.
 func ToAgentID(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldToAgentID, v))
@@ -254,6 +259,66 @@ func FromAgentIDIn(vs ...uuid.UUID) predicate.Transfer {
 // FromAgentIDNotIn applies the NotIn predicate on the "from_agent_id" field.
 func FromAgentIDNotIn(vs ...uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldNotIn(FieldFromAgentID, vs...))
+}
+
+// FromAgentIDIsNil applies the IsNil predicate on the "from_agent_id" field.
+func FromAgentIDIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldFromAgentID))
+}
+
+// FromAgentIDNotNil applies the NotNil predicate on the "from_agent_id" field.
+func FromAgentIDNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldFromAgentID))
+}
+
+// FromUserIDEQ applies the EQ predicate on the "from_user_id" field.
+func FromUserIDEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldFromUserID, v))
+}
+
+// FromUserIDNEQ applies the NEQ predicate on the "from_user_id" field.
+func FromUserIDNEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldFromUserID, v))
+}
+
+// FromUserIDIn applies the In predicate on the "from_user_id" field.
+func FromUserIDIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldFromUserID, vs...))
+}
+
+// FromUserIDNotIn applies the NotIn predicate on the "from_user_id" field.
+func FromUserIDNotIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldFromUserID, vs...))
+}
+
+// FromUserIDGT applies the GT predicate on the "from_user_id" field.
+func FromUserIDGT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGT(FieldFromUserID, v))
+}
+
+// FromUserIDGTE applies the GTE predicate on the "from_user_id" field.
+func FromUserIDGTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGTE(FieldFromUserID, v))
+}
+
+// FromUserIDLT applies the LT predicate on the "from_user_id" field.
+func FromUserIDLT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLT(FieldFromUserID, v))
+}
+
+// FromUserIDLTE applies the LTE predicate on the "from_user_id" field.
+func FromUserIDLTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLTE(FieldFromUserID, v))
+}
+
+// FromUserIDIsNil applies the IsNil predicate on the "from_user_id" field.
+func FromUserIDIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldFromUserID))
+}
+
+// FromUserIDNotNil applies the NotNil predicate on the "from_user_id" field.
+func FromUserIDNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldFromUserID))
 }
 
 // ToAgentIDEQ applies the EQ predicate on the "to_agent_id" field.

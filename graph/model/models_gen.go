@@ -401,6 +401,50 @@ type WebhookEventFilter struct {
 	SessionExternalID *string `json:"sessionExternalId,omitempty"`
 }
 
+type WithdrawInput struct {
+	// The external wallet: a Base address (0x and 40 hex digits; mixed case
+	// must be a valid EIP-55 checksum) or a Solana wallet (base58 public key:
+	// the owner, not a token account). Never your own wallet nor the treasury.
+	ToAddress string `json:"toAddress"`
+	// USD debited from your wallet (0.01 or more, 6 decimals at most); the address receives it less the 0.1% fee
+	AmountUsd decimal.Decimal `json:"amountUsd"`
+	// solana or base; by default the chain whose address format toAddress has
+	Chain *string `json:"chain,omitempty"`
+	Memo  *string `json:"memo,omitempty"`
+	// Makes the withdrawal safe to retry: 1 to 255 printable ASCII characters,
+	// kept 24 hours, your own (an agent's equal key is another). The same key
+	// with the same input answers the first withdrawal again (replayed true);
+	// with another input it is refused (IDEMPOTENCY_KEY_REUSED); while the
+	// first is still running, CONFLICT. Absent: no idempotency.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+}
+
+// A withdrawal from the viewer's custodial wallet to an external address.
+type Withdrawal struct {
+	ID        uuid.UUID `json:"id"`
+	Chain     string    `json:"chain"`
+	ToAddress string    `json:"toAddress"`
+	// USD debited from the wallet
+	AmountUsd decimal.Decimal `json:"amountUsd"`
+	// USD routed to the treasury (0.1% of amountUsd)
+	FeeUsd decimal.Decimal `json:"feeUsd"`
+	// USD delivered to toAddress: amountUsd - feeUsd
+	DeliveredUsd decimal.Decimal `json:"deliveredUsd"`
+	// The transfer to toAddress; null until broadcast
+	TxHash *string `json:"txHash,omitempty"`
+	// The fee's transfer to the treasury
+	FeeTxHash *string `json:"feeTxHash,omitempty"`
+	// pending (until both transfers are included), completed or failed (nothing moved)
+	Status      string     `json:"status"`
+	Message     string     `json:"message"`
+	Memo        *string    `json:"memo,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// True when this is the kept answer of an earlier withdraw with the same
+	// idempotencyKey; always false in viewer.withdrawals
+	Replayed bool `json:"replayed"`
+}
+
 type LeaderboardSort string
 
 const (

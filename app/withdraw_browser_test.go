@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/ent/mailmessage"
+	"agentpay/graph"
+	"agentpay/internal/testenv"
+)
+
+// TestWithdrawFormInBrowser drives the home page's withdraw form in
+// headless Chromium against the real GraphQL API and a Base devnet: a
+// refusal shows its detail in #withdraw-result and moves nothing; a
+// withdrawal shows completed with its hash, lists it, refreshes the
+// balance, and the address holds the amount less the fee on chain.
+func TestWithdrawFormInBrowser(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	cfg := agentpay.Config{AgentMode: agentpay.ModeTest}
+	env.Fill(&cfg)
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	cfg.AppURL = srv.URL + "/app"
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Prefix: "/app", GraphQLPath: "/graphql"}))
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc}))
+
+	ctx := context.Background()
+	u, err := svc.CreateUser(ctx, agentpay.NewUser{Email: "wd@example.com", Username: "wd_browser"})
+	require.NoError(t, err)
+	ws, err := svc.UserWallets(ctx, u)
+	require.NoError(t, err)
+	var own string
+	for _, w := range ws {
+		if w.Chain == "base" {
+			own = w.Address
+		}
+	}
+	env.Fund(t, chains.Base, own, 10_000_000)
+	_, to, err := env.Families[chains.FamilyEVM].NewKey()
+	require.NoError(t, err)
+	require.NoError(t, svc.RequestSignIn(ctx, u.Email, "192.0.2.1"))
+	m, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email)).Only(ctx)
+	require.NoError(t, err)
+	link := agentpay.MailLinks(m.Text)[0]
+
+	bctx := testenv.StartBrowser(t)
+	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancel()
+	waitResult := func(status string) string {
+		t.Helper()
+		require.NoError(t, chromedp.Do(tctx, chromedp.Poll[chromedp.Void](
+			`document.getElementById("withdraw-result").dataset.status === "`+status+`"`, chromedp.WithPollingTimeout(30*time.Second))))
+		v, err := chromedp.Run(tctx, chromedp.Text(`#withdraw-result`))
+		require.NoError(t, err)
+		return v
+	}
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(link),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#withdraw-form`),
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "10"`, chromedp.WithPollingTimeout(30*time.Second)),
+		// Its own wallet: refused with the detail, nothing moves.
+		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
+		chromedp.SendKeys(`#withdraw-form input[name=address]`, own),
+		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
+		chromedp.Click(`#withdraw-form button[type=submit]`),
+	))
+	require.Contains(t, waitResult("error"), "your own base wallet")
+
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.SetValue(`#withdraw-form input[name=address]`, to),
+		chromedp.Click(`#withdraw-form button[type=submit]`),
+	))
+	res := waitResult("completed")
+	require.Contains(t, res, "completed: 0x")
+	require.Contains(t, res, "3.996 USDC delivered")
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.WaitVisible(`#withdrawals li.withdrawal[data-status=completed]`),
+	))
+	item, err := chromedp.Run(tctx, chromedp.Text(`#withdrawals li.withdrawal`))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(item, "4 USDC to "+to+" on base: completed"), item)
+
+	bal, err := env.Ledger(chains.Base).Balance(ctx, to)
+	require.NoError(t, err)
+	require.EqualValues(t, 3_996_000, bal.Int64(), "delivered on chain")
+	n, err := env.DB.Ent.Transfer.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the refusal moved nothing")
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("about:blank")))
+}
