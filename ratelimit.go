@@ -47,6 +47,9 @@ const (
 	// RateSignIn is a request for a sign-in e-mail: Config.SignInRateLimit
 	// per hour.
 	RateSignIn RateKind = "signin"
+	// RatePasskeySignIn is a passkey sign-in begun (passkeys.go):
+	// Config.SignInRateLimit per hour too, counted on its own.
+	RatePasskeySignIn RateKind = "passkey_signin"
 )
 
 // RateDecision is the outcome of a rate limit check, with the figures of the
@@ -200,6 +203,8 @@ var ipRates = map[RateKind]struct {
 		func(c Config) int { return c.ProbeRateLimit }, "readiness probes", true},
 	RateSignIn: {ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600},
 		func(c Config) int { return c.SignInRateLimit }, "sign-in e-mails", false},
+	RatePasskeySignIn: {ratelimit.Window{Name: "hour", Key: "passkey", Seconds: 3600},
+		func(c Config) int { return c.SignInRateLimit }, "passkey sign-ins", false},
 }
 
 // ipRateScheme limits each client address (ipScope) in kind's window, by

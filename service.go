@@ -9,6 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-webauthn/webauthn/webauthn"
+
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/identity"
@@ -75,6 +77,16 @@ type Config struct {
 	BaseURL string
 	PayURL  string
 	AppURL  string
+
+	// PasskeyRPID is the WebAuthn relying party id of passkeys
+	// (passkeys.go): APP_URL's host, which must be a domain name (WebAuthn
+	// refuses IP addresses); empty turns passkeys off. PasskeyOrigins are
+	// the origins the app's pages are served from (APP_URL's), the only
+	// ones whose answers are taken; PasskeyRPName is the name
+	// authenticators show (DefaultPasskeyRPName when empty).
+	PasskeyRPID    string
+	PasskeyOrigins []string
+	PasskeyRPName  string
 
 	// IPRateLimit is unauthenticated requests per client IP per minute and
 	// RegisterRateLimit registrations per client IP per hour; 0 turns one off.
@@ -164,6 +176,8 @@ type Service struct {
 	// webhookGates hold this process's tries in flight by merchant and mode
 	// (webhooklimits.go).
 	webhookGates *gate.Gates[webhookGateKey]
+	// passkeys is the WebAuthn relying party; nil when passkeys are off.
+	passkeys *webauthn.WebAuthn
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -202,6 +216,10 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.HeadCacheTTL <= 0 {
 		cfg.HeadCacheTTL = DefaultHeadCacheTTL
 	}
+	passkeys, err := newRelyingParty(cfg)
+	if err != nil {
+		return nil, err
+	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
@@ -209,7 +227,7 @@ func NewService(cfg Config) (*Service, error) {
 		agentAuth: agents, merchantAuth: merchants,
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
-		webhookGates:      newWebhookGates(cfg)}
+		webhookGates:      newWebhookGates(cfg), passkeys: passkeys}
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
 	return s, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"agentpay/ent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/logintoken"
@@ -278,6 +280,59 @@ func (s *Service) SignOut(ctx context.Context, v *Viewer, everywhere bool) error
 	}
 	if err := q.SetRevokedAt(now).Exec(ctx); err != nil {
 		return fmt.Errorf("signing out: %w", err)
+	}
+	return nil
+}
+
+// MaxBrowserSessionsListed bounds the sessions the settings page lists
+// (the newest): every sign-in opens one, and they last 30 days.
+const MaxBrowserSessionsListed = 100
+
+// BrowserSessionView is a signed-in browser as the settings page lists it.
+type BrowserSessionView struct {
+	Session *ent.BrowserSession
+	// Current is the session of the request asking.
+	Current bool
+}
+
+// BrowserSessions are the viewer's live sessions (neither revoked nor
+// expired), newest first, at most MaxBrowserSessionsListed.
+func (s *Service) BrowserSessions(ctx context.Context, v *Viewer) ([]BrowserSessionView, error) {
+	bss, err := s.cfg.DB.Ent.BrowserSession.Query().
+		Where(browsersession.UserID(v.User.ID), browsersession.RevokedAtIsNil(),
+			browsersession.ExpiresAtGT(s.now().UTC())).
+		Order(ent.Desc(browsersession.FieldCreatedAt), ent.Desc(browsersession.FieldID)).
+		Limit(MaxBrowserSessionsListed).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading browser sessions: %w", err)
+	}
+	out := make([]BrowserSessionView, len(bss))
+	for i, bs := range bss {
+		out[i] = BrowserSessionView{Session: bs, Current: bs.ID == v.Session.ID}
+	}
+	return out, nil
+}
+
+// RevokeBrowserSession signs one of the viewer's browsers out; revoking
+// the viewer's own session signs this browser out. Another user's
+// session, an unknown id or one already ended is ErrNotFound.
+func (s *Service) RevokeBrowserSession(ctx context.Context, v *Viewer, id string) error {
+	sid, err := uuid.Parse(id)
+	if err != nil {
+		return fmt.Errorf("%w: no session with id %q", ErrNotFound, id)
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	n, err := s.cfg.DB.Ent.BrowserSession.Update().
+		Where(browsersession.ID(sid), browsersession.UserID(v.User.ID),
+			browsersession.RevokedAtIsNil(), browsersession.ExpiresAtGT(now)).
+		SetRevokedAt(now).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("revoking browser session: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: no session with id %q", ErrNotFound, id)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -53,11 +54,37 @@ func (in *NewUser) validate() error {
 	if err := ValidateUsername(in.Username); err != nil {
 		return err
 	}
-	in.DisplayName = strings.TrimSpace(in.DisplayName)
-	if !utf8.ValidString(in.DisplayName) || utf8.RuneCountInString(in.DisplayName) > DisplayNameMaxLen {
-		return Invalid("display_name", "must be at most %d characters of valid UTF-8", DisplayNameMaxLen)
+	in.DisplayName, err = ValidateDisplayName(in.DisplayName)
+	return err
+}
+
+// ValidateDisplayName trims a display name and checks it: at most
+// DisplayNameMaxLen characters of valid UTF-8 without control characters
+// (it is shown to agents and in e-mails, where a line break or an escape
+// could pass for something else). Empty is allowed: the username stands
+// in.
+func ValidateDisplayName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > DisplayNameMaxLen ||
+		strings.ContainsFunc(name, unicode.IsControl) {
+		return "", Invalid("display_name", "must be at most %d characters of valid UTF-8, without control characters", DisplayNameMaxLen)
 	}
-	return nil
+	return name, nil
+}
+
+// UpdateDisplayName changes a user's display name (ValidateDisplayName's
+// rule) and answers the user as changed.
+func (s *Service) UpdateDisplayName(ctx context.Context, u *ent.User, name string) (*ent.User, error) {
+	name, err := ValidateDisplayName(name)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	out, err := s.cfg.DB.Ent.User.UpdateOneID(u.ID).SetDisplayName(name).SetUpdatedAt(now).Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("changing display name: %w", err)
+	}
+	return out, nil
 }
 
 // CreateUser creates a human user with its solana and base custodial

@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/subtle"
 	"embed"
+	"encoding/json"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -31,6 +32,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Prefix is the app's path ("/app" when empty): APP_URL's path.
 	Prefix string
+	// URL is APP_URL: where passkeys work (their relying party is its
+	// host), which the sign-in page points to when opened at another.
+	URL string
 	// GraphQLPath is the GraphQL endpoint on the same origin.
 	GraphQLPath string
 	// SecureCookies marks the cookies Secure (APP_URL is https).
@@ -52,11 +56,18 @@ const formCookie = "agentpay_form"
 // maxFormBytes bounds a form's body.
 const maxFormBytes = 16 << 10
 
+// maxPasskeyFormBytes bounds the passkey sign-in's form: the browser's
+// answer (agentpay.MaxPasskeyResponseBytes of JSON), URL-encoded.
+const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
+
 // NewHandler answers the app's pages under cfg.Prefix:
 //
 //	GET  /                  the signed-in home (else to /signin)
 //	GET  /signin            the sign-in form      POST: mail a link
 //	GET  /signin/{token}    the link's page       POST: spend it, sign in
+//	POST /signin/passkey/begin   a passkey sign-in's options (JSON)
+//	POST /signin/passkey/finish  its answer: sign in (JSON)
+//	GET  /settings          display name, passkeys, sessions
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
 //	GET  /assets/*          CSS and JavaScript
@@ -75,6 +86,9 @@ func NewHandler(cfg Config) http.Handler {
 		r.Get("/", h.home)
 		r.Get("/signin", h.signInForm)
 		r.Post("/signin", h.requestSignIn)
+		r.Post("/signin/passkey/begin", h.beginPasskeySignIn)
+		r.Post("/signin/passkey/finish", h.finishPasskeySignIn)
+		r.Get("/settings", h.settings)
 		r.Get("/signin/{token}", h.signInLink)
 		r.Post("/signin/{token}", h.completeSignIn)
 		r.Post("/signout", h.signOut)
@@ -107,10 +121,14 @@ type page struct {
 	NewAccount                              bool
 	AgentUsername, Token                    string
 	SignedIn                                bool
+	// Passkeys: the server takes passkeys; AppURL is where (APP_URL).
+	Passkeys bool
+	AppURL   string
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, p page) {
 	p.Prefix, p.GraphQL = h.cfg.Prefix, h.cfg.GraphQLPath
+	p.Passkeys, p.AppURL = h.cfg.Service.PasskeysOn(), h.cfg.URL
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer") // a link's token must not leak to another site
@@ -147,7 +165,12 @@ func (h *handler) formToken(w http.ResponseWriter, r *http.Request) string {
 // checkForm reads a pre-session form: its body bounded, its token the
 // cookie's.
 func (h *handler) checkForm(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	return h.checkFormOf(w, r, maxFormBytes)
+}
+
+// checkFormOf is checkForm with a body of up to limit bytes.
+func (h *handler) checkFormOf(w http.ResponseWriter, r *http.Request, limit int64) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		return agentpay.Invalid("form", "is not a valid form")
 	}
@@ -185,6 +208,71 @@ func (h *handler) home(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, http.StatusOK, "home.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
+}
+
+func (h *handler) settings(w http.ResponseWriter, r *http.Request) {
+	v := h.viewer(r)
+	if v == nil {
+		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+		return
+	}
+	h.render(w, http.StatusOK, "settings.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
+}
+
+// writeJSON answers the passkey sign-in's script.
+func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		h.cfg.Logger.Error("app: answering", "err", err)
+	}
+}
+
+// failJSON answers a service error as the API does: its status and
+// {"detail": ...}.
+func (h *handler) failJSON(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := rest.ErrorStatus(err, false)
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		h.cfg.Logger.ErrorContext(r.Context(), "app", "path", r.URL.Path, "err", err)
+		detail = "something went wrong; try again"
+	}
+	h.writeJSON(w, status, map[string]string{"detail": detail})
+}
+
+// beginPasskeySignIn answers a usernameless sign-in's options for
+// navigator.credentials.get: {"ceremony_id", "options"}. The page's form
+// token (double submit) comes with it, as with the app's other forms.
+func (h *handler) beginPasskeySignIn(w http.ResponseWriter, r *http.Request) {
+	if err := h.checkForm(w, r); err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	c, err := h.cfg.Service.BeginPasskeySignIn(r.Context(), httpx.ClientIP(r, h.cfg.TrustedProxies))
+	if err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	h.writeJSON(w, http.StatusOK, map[string]any{"ceremony_id": c.ID, "options": c.Options, "expires_at": c.ExpiresAt})
+}
+
+// finishPasskeySignIn spends the ceremony with the browser's answer
+// (credential: the PublicKeyCredential as JSON) and sets the session
+// cookie, as an e-mailed link's form does; the script then opens
+// {"redirect"}.
+func (h *handler) finishPasskeySignIn(w http.ResponseWriter, r *http.Request) {
+	if err := h.checkFormOf(w, r, maxPasskeyFormBytes); err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	in, err := h.cfg.Service.FinishPasskeySignIn(r.Context(), r.PostFormValue("ceremony_id"),
+		[]byte(r.PostFormValue("credential")), r.UserAgent())
+	if err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	h.setSession(w, in)
+	h.writeJSON(w, http.StatusOK, map[string]string{"redirect": h.cfg.Prefix + "/"})
 }
 
 func (h *handler) signInForm(w http.ResponseWriter, r *http.Request) {

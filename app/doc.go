@@ -16,4 +16,9 @@
 //
 // Reading a sign-in link (GET) only shows its page; the form on it spends
 // the link (POST), so a mail scanner that opens links cannot.
+//
+// Passkey sign-in is the one script-driven step before a session exists:
+// its begin and finish are endpoints here (JSON, with the pre-session form
+// token), because finishing sets the HttpOnly cookie. Registering one, and
+// the rest of the settings page, go through GraphQL as the home page does.
 package app

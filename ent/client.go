@@ -26,6 +26,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/passkey"
+	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/signaturechallenge"
@@ -80,6 +82,10 @@ type Client struct {
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
+	// Passkey is the client for interacting with the Passkey builders.
+	Passkey *PasskeyClient
+	// PasskeyCeremony is the client for interacting with the PasskeyCeremony builders.
+	PasskeyCeremony *PasskeyCeremonyClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
@@ -124,6 +130,8 @@ func (c *Client) init() {
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Pairing = NewPairingClient(c.config)
+	c.Passkey = NewPasskeyClient(c.config)
+	c.PasskeyCeremony = NewPasskeyCeremonyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
@@ -240,6 +248,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Merchant:             NewMerchantClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
+		Passkey:              NewPasskeyClient(cfg),
+		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
@@ -283,6 +293,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Merchant:             NewMerchantClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
+		Passkey:              NewPasskeyClient(cfg),
+		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
@@ -324,8 +336,9 @@ func (c *Client) Use(hooks ...Hook) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.Pairing, c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -338,8 +351,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.Payment, c.RateLimitCounter, c.SignatureChallenge, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.Pairing, c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -378,6 +392,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MerchantKey.mutate(ctx, m)
 	case *PairingMutation:
 		return c.Pairing.mutate(ctx, m)
+	case *PasskeyMutation:
+		return c.Passkey.mutate(ctx, m)
+	case *PasskeyCeremonyMutation:
+		return c.PasskeyCeremony.mutate(ctx, m)
 	case *PaymentMutation:
 		return c.Payment.mutate(ctx, m)
 	case *RateLimitCounterMutation:
@@ -2732,6 +2750,272 @@ func (c *PairingClient) mutate(ctx context.Context, m *PairingMutation) (Value, 
 	}
 }
 
+// PasskeyClient is a client for the Passkey schema.
+type PasskeyClient struct {
+	config
+}
+
+// NewPasskeyClient returns a client for the Passkey from the given config.
+func NewPasskeyClient(c config) *PasskeyClient {
+	return &PasskeyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `passkey.Hooks(f(g(h())))`.
+func (c *PasskeyClient) Use(hooks ...Hook) {
+	c.hooks.Passkey = append(c.hooks.Passkey, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `passkey.Intercept(f(g(h())))`.
+func (c *PasskeyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Passkey = append(c.inters.Passkey, interceptors...)
+}
+
+// Create returns a builder for creating a Passkey entity.
+func (c *PasskeyClient) Create() *PasskeyCreate {
+	mutation := newPasskeyMutation(c.config, OpCreate)
+	return &PasskeyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Passkey entities.
+func (c *PasskeyClient) CreateBulk(builders ...*PasskeyCreate) *PasskeyCreateBulk {
+	return &PasskeyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PasskeyClient) MapCreateBulk(slice any, setFunc func(*PasskeyCreate, int)) *PasskeyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PasskeyCreateBulk{err: fmt.Errorf("calling to PasskeyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PasskeyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PasskeyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Passkey.
+func (c *PasskeyClient) Update() *PasskeyUpdate {
+	mutation := newPasskeyMutation(c.config, OpUpdate)
+	return &PasskeyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PasskeyClient) UpdateOne(_m *Passkey) *PasskeyUpdateOne {
+	mutation := newPasskeyMutation(c.config, OpUpdateOne, withPasskey(_m))
+	return &PasskeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PasskeyClient) UpdateOneID(id uuid.UUID) *PasskeyUpdateOne {
+	mutation := newPasskeyMutation(c.config, OpUpdateOne, withPasskeyID(id))
+	return &PasskeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Passkey.
+func (c *PasskeyClient) Delete() *PasskeyDelete {
+	mutation := newPasskeyMutation(c.config, OpDelete)
+	return &PasskeyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PasskeyClient) DeleteOne(_m *Passkey) *PasskeyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PasskeyClient) DeleteOneID(id uuid.UUID) *PasskeyDeleteOne {
+	builder := c.Delete().Where(passkey.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PasskeyDeleteOne{builder}
+}
+
+// Query returns a query builder for Passkey.
+func (c *PasskeyClient) Query() *PasskeyQuery {
+	return &PasskeyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePasskey},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Passkey entity by its id.
+func (c *PasskeyClient) Get(ctx context.Context, id uuid.UUID) (*Passkey, error) {
+	return c.Query().Where(passkey.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PasskeyClient) GetX(ctx context.Context, id uuid.UUID) *Passkey {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PasskeyClient) Hooks() []Hook {
+	return c.hooks.Passkey
+}
+
+// Interceptors returns the client interceptors.
+func (c *PasskeyClient) Interceptors() []Interceptor {
+	return c.inters.Passkey
+}
+
+func (c *PasskeyClient) mutate(ctx context.Context, m *PasskeyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PasskeyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PasskeyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PasskeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PasskeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Passkey mutation op: %q", m.Op())
+	}
+}
+
+// PasskeyCeremonyClient is a client for the PasskeyCeremony schema.
+type PasskeyCeremonyClient struct {
+	config
+}
+
+// NewPasskeyCeremonyClient returns a client for the PasskeyCeremony from the given config.
+func NewPasskeyCeremonyClient(c config) *PasskeyCeremonyClient {
+	return &PasskeyCeremonyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `passkeyceremony.Hooks(f(g(h())))`.
+func (c *PasskeyCeremonyClient) Use(hooks ...Hook) {
+	c.hooks.PasskeyCeremony = append(c.hooks.PasskeyCeremony, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `passkeyceremony.Intercept(f(g(h())))`.
+func (c *PasskeyCeremonyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.PasskeyCeremony = append(c.inters.PasskeyCeremony, interceptors...)
+}
+
+// Create returns a builder for creating a PasskeyCeremony entity.
+func (c *PasskeyCeremonyClient) Create() *PasskeyCeremonyCreate {
+	mutation := newPasskeyCeremonyMutation(c.config, OpCreate)
+	return &PasskeyCeremonyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of PasskeyCeremony entities.
+func (c *PasskeyCeremonyClient) CreateBulk(builders ...*PasskeyCeremonyCreate) *PasskeyCeremonyCreateBulk {
+	return &PasskeyCeremonyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PasskeyCeremonyClient) MapCreateBulk(slice any, setFunc func(*PasskeyCeremonyCreate, int)) *PasskeyCeremonyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PasskeyCeremonyCreateBulk{err: fmt.Errorf("calling to PasskeyCeremonyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PasskeyCeremonyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PasskeyCeremonyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for PasskeyCeremony.
+func (c *PasskeyCeremonyClient) Update() *PasskeyCeremonyUpdate {
+	mutation := newPasskeyCeremonyMutation(c.config, OpUpdate)
+	return &PasskeyCeremonyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PasskeyCeremonyClient) UpdateOne(_m *PasskeyCeremony) *PasskeyCeremonyUpdateOne {
+	mutation := newPasskeyCeremonyMutation(c.config, OpUpdateOne, withPasskeyCeremony(_m))
+	return &PasskeyCeremonyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PasskeyCeremonyClient) UpdateOneID(id uuid.UUID) *PasskeyCeremonyUpdateOne {
+	mutation := newPasskeyCeremonyMutation(c.config, OpUpdateOne, withPasskeyCeremonyID(id))
+	return &PasskeyCeremonyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for PasskeyCeremony.
+func (c *PasskeyCeremonyClient) Delete() *PasskeyCeremonyDelete {
+	mutation := newPasskeyCeremonyMutation(c.config, OpDelete)
+	return &PasskeyCeremonyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PasskeyCeremonyClient) DeleteOne(_m *PasskeyCeremony) *PasskeyCeremonyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PasskeyCeremonyClient) DeleteOneID(id uuid.UUID) *PasskeyCeremonyDeleteOne {
+	builder := c.Delete().Where(passkeyceremony.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PasskeyCeremonyDeleteOne{builder}
+}
+
+// Query returns a query builder for PasskeyCeremony.
+func (c *PasskeyCeremonyClient) Query() *PasskeyCeremonyQuery {
+	return &PasskeyCeremonyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePasskeyCeremony},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a PasskeyCeremony entity by its id.
+func (c *PasskeyCeremonyClient) Get(ctx context.Context, id uuid.UUID) (*PasskeyCeremony, error) {
+	return c.Query().Where(passkeyceremony.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PasskeyCeremonyClient) GetX(ctx context.Context, id uuid.UUID) *PasskeyCeremony {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PasskeyCeremonyClient) Hooks() []Hook {
+	return c.hooks.PasskeyCeremony
+}
+
+// Interceptors returns the client interceptors.
+func (c *PasskeyCeremonyClient) Interceptors() []Interceptor {
+	return c.inters.PasskeyCeremony
+}
+
+func (c *PasskeyCeremonyClient) mutate(ctx context.Context, m *PasskeyCeremonyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PasskeyCeremonyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PasskeyCeremonyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PasskeyCeremonyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PasskeyCeremonyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown PasskeyCeremony mutation op: %q", m.Op())
+	}
+}
+
 // PaymentClient is a client for the Payment schema.
 type PaymentClient struct {
 	config
@@ -4174,16 +4458,16 @@ type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Payment,
-		RateLimitCounter, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
-		WebhookDelivery, WebhookEvent []ent.Hook
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, SignatureChallenge, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Payment,
-		RateLimitCounter, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
-		WebhookDelivery, WebhookEvent []ent.Interceptor
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, SignatureChallenge, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -18,6 +18,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/passkey"
+	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/signaturechallenge"
@@ -111,6 +113,8 @@ func checkColumn(t, c string) error {
 			merchant.Table:             merchant.ValidColumn,
 			merchantkey.Table:          merchantkey.ValidColumn,
 			pairing.Table:              pairing.ValidColumn,
+			passkey.Table:              passkey.ValidColumn,
+			passkeyceremony.Table:      passkeyceremony.ValidColumn,
 			payment.Table:              payment.ValidColumn,
 			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,

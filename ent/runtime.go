@@ -18,6 +18,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/passkey"
+	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/schema"
@@ -665,6 +667,102 @@ func init() {
 	pairingDescID := pairingMixinFields0[0].Descriptor()
 	// pairing.DefaultID holds the default value on creation for the id field.
 	pairing.DefaultID = pairingDescID.Default.(func() uuid.UUID)
+	passkeyMixin := schema.Passkey{}.Mixin()
+	passkeyMixinFields0 := passkeyMixin[0].Fields()
+	_ = passkeyMixinFields0
+	passkeyFields := schema.Passkey{}.Fields()
+	_ = passkeyFields
+	// passkeyDescCreatedAt is the schema descriptor for created_at field.
+	passkeyDescCreatedAt := passkeyMixinFields0[1].Descriptor()
+	// passkey.DefaultCreatedAt holds the default value on creation for the created_at field.
+	passkey.DefaultCreatedAt = passkeyDescCreatedAt.Default.(func() time.Time)
+	// passkeyDescUpdatedAt is the schema descriptor for updated_at field.
+	passkeyDescUpdatedAt := passkeyMixinFields0[2].Descriptor()
+	// passkey.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	passkey.DefaultUpdatedAt = passkeyDescUpdatedAt.Default.(func() time.Time)
+	// passkey.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	passkey.UpdateDefaultUpdatedAt = passkeyDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// passkeyDescCredentialID is the schema descriptor for credential_id field.
+	passkeyDescCredentialID := passkeyFields[1].Descriptor()
+	// passkey.CredentialIDValidator is a validator for the "credential_id" field. It is called by the builders before save.
+	passkey.CredentialIDValidator = func() func([]byte) error {
+		validators := passkeyDescCredentialID.Validators
+		fns := [...]func([]byte) error{
+			validators[0].(func([]byte) error),
+			validators[1].(func([]byte) error),
+		}
+		return func(credential_id []byte) error {
+			for _, fn := range fns {
+				if err := fn(credential_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// passkeyDescPublicKey is the schema descriptor for public_key field.
+	passkeyDescPublicKey := passkeyFields[2].Descriptor()
+	// passkey.PublicKeyValidator is a validator for the "public_key" field. It is called by the builders before save.
+	passkey.PublicKeyValidator = passkeyDescPublicKey.Validators[0].(func([]byte) error)
+	// passkeyDescAttestationFormat is the schema descriptor for attestation_format field.
+	passkeyDescAttestationFormat := passkeyFields[3].Descriptor()
+	// passkey.DefaultAttestationFormat holds the default value on creation for the attestation_format field.
+	passkey.DefaultAttestationFormat = passkeyDescAttestationFormat.Default.(string)
+	// passkey.AttestationFormatValidator is a validator for the "attestation_format" field. It is called by the builders before save.
+	passkey.AttestationFormatValidator = passkeyDescAttestationFormat.Validators[0].(func(string) error)
+	// passkeyDescAaguid is the schema descriptor for aaguid field.
+	passkeyDescAaguid := passkeyFields[4].Descriptor()
+	// passkey.AaguidValidator is a validator for the "aaguid" field. It is called by the builders before save.
+	passkey.AaguidValidator = passkeyDescAaguid.Validators[0].(func([]byte) error)
+	// passkeyDescSignCount is the schema descriptor for sign_count field.
+	passkeyDescSignCount := passkeyFields[7].Descriptor()
+	// passkey.SignCountValidator is a validator for the "sign_count" field. It is called by the builders before save.
+	passkey.SignCountValidator = passkeyDescSignCount.Validators[0].(func(int64) error)
+	// passkeyDescName is the schema descriptor for name field.
+	passkeyDescName := passkeyFields[8].Descriptor()
+	// passkey.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	passkey.NameValidator = func() func(string) error {
+		validators := passkeyDescName.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(name string) error {
+			for _, fn := range fns {
+				if err := fn(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// passkeyDescID is the schema descriptor for id field.
+	passkeyDescID := passkeyMixinFields0[0].Descriptor()
+	// passkey.DefaultID holds the default value on creation for the id field.
+	passkey.DefaultID = passkeyDescID.Default.(func() uuid.UUID)
+	passkeyceremonyMixin := schema.PasskeyCeremony{}.Mixin()
+	passkeyceremonyMixinFields0 := passkeyceremonyMixin[0].Fields()
+	_ = passkeyceremonyMixinFields0
+	passkeyceremonyFields := schema.PasskeyCeremony{}.Fields()
+	_ = passkeyceremonyFields
+	// passkeyceremonyDescCreatedAt is the schema descriptor for created_at field.
+	passkeyceremonyDescCreatedAt := passkeyceremonyMixinFields0[1].Descriptor()
+	// passkeyceremony.DefaultCreatedAt holds the default value on creation for the created_at field.
+	passkeyceremony.DefaultCreatedAt = passkeyceremonyDescCreatedAt.Default.(func() time.Time)
+	// passkeyceremonyDescUpdatedAt is the schema descriptor for updated_at field.
+	passkeyceremonyDescUpdatedAt := passkeyceremonyMixinFields0[2].Descriptor()
+	// passkeyceremony.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	passkeyceremony.DefaultUpdatedAt = passkeyceremonyDescUpdatedAt.Default.(func() time.Time)
+	// passkeyceremony.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	passkeyceremony.UpdateDefaultUpdatedAt = passkeyceremonyDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// passkeyceremonyDescSessionData is the schema descriptor for session_data field.
+	passkeyceremonyDescSessionData := passkeyceremonyFields[2].Descriptor()
+	// passkeyceremony.SessionDataValidator is a validator for the "session_data" field. It is called by the builders before save.
+	passkeyceremony.SessionDataValidator = passkeyceremonyDescSessionData.Validators[0].(func([]byte) error)
+	// passkeyceremonyDescID is the schema descriptor for id field.
+	passkeyceremonyDescID := passkeyceremonyMixinFields0[0].Descriptor()
+	// passkeyceremony.DefaultID holds the default value on creation for the id field.
+	passkeyceremony.DefaultID = passkeyceremonyDescID.Default.(func() uuid.UUID)
 	paymentMixin := schema.Payment{}.Mixin()
 	paymentMixinFields0 := paymentMixin[0].Fields()
 	_ = paymentMixinFields0

@@ -44,6 +44,10 @@ type Tx struct {
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
+	// Passkey is the client for interacting with the Passkey builders.
+	Passkey *PasskeyClient
+	// PasskeyCeremony is the client for interacting with the PasskeyCeremony builders.
+	PasskeyCeremony *PasskeyCeremonyClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
@@ -208,6 +212,8 @@ func (tx *Tx) init() {
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.Pairing = NewPairingClient(tx.config)
+	tx.Passkey = NewPasskeyClient(tx.config)
+	tx.PasskeyCeremony = NewPasskeyCeremonyClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)

@@ -128,3 +128,20 @@ func nonEmpty(s string) *string {
 	}
 	return &s
 }
+
+func viewerSessionModel(s agentpay.BrowserSessionView) *model.ViewerSession {
+	return &model.ViewerSession{ID: s.Session.ID, UserAgent: s.Session.UserAgent, CreatedAt: s.Session.CreatedAt,
+		ExpiresAt: s.Session.ExpiresAt, Current: s.Current}
+}
+
+// passkeyRegistrationModel decodes the options with numbers kept as
+// written (json.Number), as the service encoded them.
+func passkeyRegistrationModel(c *agentpay.PasskeyCeremony) (*model.PasskeyRegistration, error) {
+	var options map[string]any
+	dec := json.NewDecoder(bytes.NewReader(c.Options))
+	dec.UseNumber()
+	if err := dec.Decode(&options); err != nil {
+		return nil, fmt.Errorf("passkey options: %w", err)
+	}
+	return &model.PasskeyRegistration{CeremonyID: c.ID, Options: options, ExpiresAt: c.ExpiresAt}, nil
+}

@@ -199,6 +199,17 @@ func complexity() ComplexityRoot {
 	c.Viewer.Withdrawals = func(child int, limit *int) int {
 		return pageCost(pageSize(limit, nil, agentpay.DefaultPageSize), child)
 	}
+
+	// Settings: passkeys and sessions (agentpay.MaxPasskeysPerUser,
+	// agentpay.MaxBrowserSessionsListed).
+	c.Viewer.Passkeys = readListOf(agentpay.MaxPasskeysPerUser)
+	c.Viewer.Sessions = readListOf(agentpay.MaxBrowserSessionsListed)
+	c.Passkey.Transports = listOf(fixedList)
+	c.Mutation.UpdateViewer = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.BeginPasskeyRegistration = func(child int) int { return writeCost + child }
+	c.Mutation.FinishPasskeyRegistration = func(child int, _ uuid.UUID, _, _ string) int { return writeCost + child }
+	c.Mutation.DeletePasskey = func(child int, _ uuid.UUID) int { return writeCost + child }
+	c.Mutation.RevokeSession = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Me.Events = func(child int, _ *int64, limit *int) int {
 		return pageCost(pageSize(limit, nil, agentpay.MaxAccountEventsPage), child)
 	}

@@ -291,20 +291,25 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AcceptInvitation          func(childComplexity int, token string) int
+		BeginPasskeyRegistration  func(childComplexity int) int
 		CancelSession             func(childComplexity int, externalID string) int
 		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
 		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
+		DeletePasskey             func(childComplexity int, id uuid.UUID) int
+		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
 		QuickRegister             func(childComplexity int, username string) int
 		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey          func(childComplexity int) int
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
+		RevokeSession             func(childComplexity int, id uuid.UUID) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
 		SendToUser                func(childComplexity int, input model.SendInput) int
 		SignOut                   func(childComplexity int, everywhere *bool) int
 		StartIdentityVerification func(childComplexity int) int
 		UpdateMerchant            func(childComplexity int, input model.UpdateMerchantInput) int
+		UpdateViewer              func(childComplexity int, displayName string) int
 		Withdraw                  func(childComplexity int, input model.WithdrawInput) int
 	}
 
@@ -326,6 +331,20 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 		UserID      func(childComplexity int) int
 		Username    func(childComplexity int) int
+	}
+
+	Passkey struct {
+		CreatedAt  func(childComplexity int) int
+		ID         func(childComplexity int) int
+		LastUsedAt func(childComplexity int) int
+		Name       func(childComplexity int) int
+		Transports func(childComplexity int) int
+	}
+
+	PasskeyRegistration struct {
+		CeremonyID func(childComplexity int) int
+		ExpiresAt  func(childComplexity int) int
+		Options    func(childComplexity int) int
 	}
 
 	Payment struct {
@@ -577,6 +596,8 @@ type ComplexityRoot struct {
 		ID             func(childComplexity int) int
 		IdentityStatus func(childComplexity int) int
 		Pairings       func(childComplexity int) int
+		Passkeys       func(childComplexity int) int
+		Sessions       func(childComplexity int) int
 		Username       func(childComplexity int) int
 		Wallets        func(childComplexity int) int
 		Withdrawals    func(childComplexity int, limit *int) int
@@ -596,6 +617,14 @@ type ComplexityRoot struct {
 		ID            func(childComplexity int) int
 		Message       func(childComplexity int) int
 		Status        func(childComplexity int) int
+	}
+
+	ViewerSession struct {
+		CreatedAt func(childComplexity int) int
+		Current   func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		UserAgent func(childComplexity int) int
 	}
 
 	ViewerWallet struct {
@@ -744,6 +773,11 @@ type MutationResolver interface {
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
 	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
+	UpdateViewer(ctx context.Context, displayName string) (*model.Viewer, error)
+	BeginPasskeyRegistration(ctx context.Context) (*model.PasskeyRegistration, error)
+	FinishPasskeyRegistration(ctx context.Context, ceremonyID uuid.UUID, name string, credential string) (*ent.Passkey, error)
+	DeletePasskey(ctx context.Context, id uuid.UUID) (bool, error)
+	RevokeSession(ctx context.Context, id uuid.UUID) (bool, error)
 }
 type PaymentResolver interface {
 	TokenAmount(ctx context.Context, obj *ent.Payment) (*decimal.Decimal, error)
@@ -785,6 +819,8 @@ type ViewerResolver interface {
 	Pairings(ctx context.Context, obj *model.Viewer) ([]*model.ViewerPairing, error)
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
+	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
+	Sessions(ctx context.Context, obj *model.Viewer) ([]*model.ViewerSession, error)
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
@@ -1872,6 +1908,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["token"].(string)), true
+	case "Mutation.beginPasskeyRegistration":
+		if e.ComplexityRoot.Mutation.BeginPasskeyRegistration == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.BeginPasskeyRegistration(childComplexity), true
 	case "Mutation.cancelSession":
 		if e.ComplexityRoot.Mutation.CancelSession == nil {
 			break
@@ -1905,6 +1947,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DecidePairing(childComplexity, args["id"].(uuid.UUID), args["decision"].(model.PairingDecision)), true
+	case "Mutation.deletePasskey":
+		if e.ComplexityRoot.Mutation.DeletePasskey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deletePasskey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeletePasskey(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.finishPasskeyRegistration":
+		if e.ComplexityRoot.Mutation.FinishPasskeyRegistration == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_finishPasskeyRegistration_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.FinishPasskeyRegistration(childComplexity, args["ceremonyId"].(uuid.UUID), args["name"].(string), args["credential"].(string)), true
 	case "Mutation.inviteHuman":
 		if e.ComplexityRoot.Mutation.InviteHuman == nil {
 			break
@@ -1955,6 +2019,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RequestPairing(childComplexity, args["userId"].(uuid.UUID), args["message"].(*string)), true
+	case "Mutation.revokeSession":
+		if e.ComplexityRoot.Mutation.RevokeSession == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeSession_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeSession(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.rollWebhookSecret":
 		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
 			break
@@ -2016,6 +2091,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateMerchant(childComplexity, args["input"].(model.UpdateMerchantInput)), true
+	case "Mutation.updateViewer":
+		if e.ComplexityRoot.Mutation.UpdateViewer == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateViewer_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateViewer(childComplexity, args["displayName"].(string)), true
 	case "Mutation.withdraw":
 		if e.ComplexityRoot.Mutation.Withdraw == nil {
 			break
@@ -2113,6 +2199,56 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Pairing.Username(childComplexity), true
+
+	case "Passkey.createdAt":
+		if e.ComplexityRoot.Passkey.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Passkey.CreatedAt(childComplexity), true
+	case "Passkey.id":
+		if e.ComplexityRoot.Passkey.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Passkey.ID(childComplexity), true
+	case "Passkey.lastUsedAt":
+		if e.ComplexityRoot.Passkey.LastUsedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Passkey.LastUsedAt(childComplexity), true
+	case "Passkey.name":
+		if e.ComplexityRoot.Passkey.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Passkey.Name(childComplexity), true
+	case "Passkey.transports":
+		if e.ComplexityRoot.Passkey.Transports == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Passkey.Transports(childComplexity), true
+
+	case "PasskeyRegistration.ceremonyId":
+		if e.ComplexityRoot.PasskeyRegistration.CeremonyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PasskeyRegistration.CeremonyID(childComplexity), true
+	case "PasskeyRegistration.expiresAt":
+		if e.ComplexityRoot.PasskeyRegistration.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PasskeyRegistration.ExpiresAt(childComplexity), true
+	case "PasskeyRegistration.options":
+		if e.ComplexityRoot.PasskeyRegistration.Options == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PasskeyRegistration.Options(childComplexity), true
 
 	case "Payment.amountToken":
 		if e.ComplexityRoot.Payment.AmountToken == nil {
@@ -3309,6 +3445,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Pairings(childComplexity), true
+	case "Viewer.passkeys":
+		if e.ComplexityRoot.Viewer.Passkeys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Passkeys(childComplexity), true
+	case "Viewer.sessions":
+		if e.ComplexityRoot.Viewer.Sessions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Sessions(childComplexity), true
 	case "Viewer.username":
 		if e.ComplexityRoot.Viewer.Username == nil {
 			break
@@ -3394,6 +3542,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerPairing.Status(childComplexity), true
+
+	case "ViewerSession.createdAt":
+		if e.ComplexityRoot.ViewerSession.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerSession.CreatedAt(childComplexity), true
+	case "ViewerSession.current":
+		if e.ComplexityRoot.ViewerSession.Current == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerSession.Current(childComplexity), true
+	case "ViewerSession.expiresAt":
+		if e.ComplexityRoot.ViewerSession.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerSession.ExpiresAt(childComplexity), true
+	case "ViewerSession.id":
+		if e.ComplexityRoot.ViewerSession.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerSession.ID(childComplexity), true
+	case "ViewerSession.userAgent":
+		if e.ComplexityRoot.ViewerSession.UserAgent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerSession.UserAgent(childComplexity), true
 
 	case "ViewerWallet.address":
 		if e.ComplexityRoot.ViewerWallet.Address == nil {
@@ -3953,7 +4132,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "sessions.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -3971,6 +4150,7 @@ var sources = []*ast.Source{
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
+	{Name: "settings.graphql", Input: sourceData("settings.graphql"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -4452,6 +4632,34 @@ func (ec *executionContext) childFields_Pairing(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Pairing", field.Name)
 }
 
+func (ec *executionContext) childFields_Passkey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Passkey_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Passkey_name(ctx, field)
+	case "transports":
+		return ec.fieldContext_Passkey_transports(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Passkey_createdAt(ctx, field)
+	case "lastUsedAt":
+		return ec.fieldContext_Passkey_lastUsedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Passkey", field.Name)
+}
+
+func (ec *executionContext) childFields_PasskeyRegistration(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "ceremonyId":
+		return ec.fieldContext_PasskeyRegistration_ceremonyId(ctx, field)
+	case "options":
+		return ec.fieldContext_PasskeyRegistration_options(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_PasskeyRegistration_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PasskeyRegistration", field.Name)
+}
+
 func (ec *executionContext) childFields_Payment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4902,6 +5110,10 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_events(ctx, field)
 	case "withdrawals":
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
+	case "passkeys":
+		return ec.fieldContext_Viewer_passkeys(ctx, field)
+	case "sessions":
+		return ec.fieldContext_Viewer_sessions(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -4936,6 +5148,22 @@ func (ec *executionContext) childFields_ViewerPairing(ctx context.Context, field
 		return ec.fieldContext_ViewerPairing_expiresAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ViewerPairing", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ViewerSession_id(ctx, field)
+	case "userAgent":
+		return ec.fieldContext_ViewerSession_userAgent(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ViewerSession_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ViewerSession_expiresAt(ctx, field)
+	case "current":
+		return ec.fieldContext_ViewerSession_current(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerSession", field.Name)
 }
 
 func (ec *executionContext) childFields_ViewerWallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5472,6 +5700,50 @@ func (ec *executionContext) field_Mutation_decidePairing_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deletePasskey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_finishPasskeyRegistration_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ceremonyId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ceremonyId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "credential",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["credential"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_inviteHuman_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5533,6 +5805,20 @@ func (ec *executionContext) field_Mutation_requestPairing_args(ctx context.Conte
 		return nil, err
 	}
 	args["message"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5603,6 +5889,20 @@ func (ec *executionContext) field_Mutation_updateMerchant_args(ctx context.Conte
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateViewer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "displayName",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["displayName"] = arg0
 	return args, nil
 }
 
@@ -10918,6 +11218,214 @@ func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_updateViewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateViewer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateViewer(ctx, fc.Args["displayName"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Viewer) graphql.Marshaler {
+			return ec.marshalNViewer2ᚖagentpayᚋgraphᚋmodelᚐViewer(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateViewer(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Viewer(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateViewer_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_beginPasskeyRegistration(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_beginPasskeyRegistration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().BeginPasskeyRegistration(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PasskeyRegistration) graphql.Marshaler {
+			return ec.marshalNPasskeyRegistration2ᚖagentpayᚋgraphᚋmodelᚐPasskeyRegistration(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_beginPasskeyRegistration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PasskeyRegistration(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_finishPasskeyRegistration(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_finishPasskeyRegistration(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().FinishPasskeyRegistration(ctx, fc.Args["ceremonyId"].(uuid.UUID), fc.Args["name"].(string), fc.Args["credential"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Passkey) graphql.Marshaler {
+			return ec.marshalNPasskey2ᚖagentpayᚋentᚐPasskey(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_finishPasskeyRegistration(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Passkey(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_finishPasskeyRegistration_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deletePasskey(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deletePasskey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeletePasskey(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deletePasskey(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deletePasskey_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeSession(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeSession(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeSession(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeSession(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[uuid.UUID]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11238,6 +11746,190 @@ func (ec *executionContext) _Pairing_expiresAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Pairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Passkey_id(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Passkey_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Passkey_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Passkey", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Passkey_name(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Passkey_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Passkey_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Passkey", field, false, false, "String")
+}
+
+func (ec *executionContext) _Passkey_transports(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Passkey_transports(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transports, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Passkey_transports(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Passkey", field, false, false, "String")
+}
+
+func (ec *executionContext) _Passkey_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Passkey_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Passkey_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Passkey", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Passkey_lastUsedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Passkey_lastUsedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastUsedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Passkey_lastUsedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Passkey", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PasskeyRegistration_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.PasskeyRegistration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PasskeyRegistration_ceremonyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CeremonyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PasskeyRegistration_ceremonyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PasskeyRegistration", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PasskeyRegistration_options(ctx context.Context, field graphql.CollectedField, obj *model.PasskeyRegistration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PasskeyRegistration_options(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Options, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PasskeyRegistration_options(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PasskeyRegistration", field, false, false, "Map")
+}
+
+func (ec *executionContext) _PasskeyRegistration_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.PasskeyRegistration) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PasskeyRegistration_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PasskeyRegistration_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PasskeyRegistration", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Payment_id(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -16153,6 +16845,70 @@ func (ec *executionContext) fieldContext_Viewer_withdrawals(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Viewer_passkeys(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_passkeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Passkeys(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Passkey) graphql.Marshaler {
+			return ec.marshalNPasskey2ᚕᚖagentpayᚋentᚐPasskeyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_passkeys(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Passkey(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_sessions(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_sessions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Sessions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ViewerSession) graphql.Marshaler {
+			return ec.marshalNViewerSession2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerSessionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_sessions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerSession(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _ViewerBalance_balances(ctx context.Context, field graphql.CollectedField, obj *model.ViewerBalance) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16390,6 +17146,121 @@ func (ec *executionContext) _ViewerPairing_expiresAt(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_ViewerPairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerSession_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerSession_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerSession_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerSession_userAgent(ctx context.Context, field graphql.CollectedField, obj *model.ViewerSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerSession_userAgent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserAgent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerSession_userAgent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerSession_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerSession_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerSession_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerSession_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerSession_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerSession_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerSession_current(ctx context.Context, field graphql.CollectedField, obj *model.ViewerSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerSession_current(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Current, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerSession_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _ViewerWallet_chain(ctx context.Context, field graphql.CollectedField, obj *model.ViewerWallet) (ret graphql.Marshaler) {
@@ -22014,6 +22885,41 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "updateViewer":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateViewer(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "beginPasskeyRegistration":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_beginPasskeyRegistration(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "finishPasskeyRegistration":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_finishPasskeyRegistration(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deletePasskey":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deletePasskey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeSession":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -22138,6 +23044,102 @@ func (ec *executionContext) _Pairing(ctx context.Context, sel ast.SelectionSet, 
 		case "expiresAt":
 			out.Values[i] = ec._Pairing_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var passkeyImplementors = []string{"Passkey"}
+
+func (ec *executionContext) _Passkey(ctx context.Context, sel ast.SelectionSet, obj *ent.Passkey) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, passkeyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Passkey")
+		case "id":
+			out.Values[i] = ec._Passkey_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Passkey_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transports":
+			out.Values[i] = ec._Passkey_transports(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Passkey_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastUsedAt":
+			out.Values[i] = ec._Passkey_lastUsedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var passkeyRegistrationImplementors = []string{"PasskeyRegistration"}
+
+func (ec *executionContext) _PasskeyRegistration(ctx context.Context, sel ast.SelectionSet, obj *model.PasskeyRegistration) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, passkeyRegistrationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PasskeyRegistration")
+		case "ceremonyId":
+			out.Values[i] = ec._PasskeyRegistration_ceremonyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "options":
+			out.Values[i] = ec._PasskeyRegistration_options(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._PasskeyRegistration_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -23738,6 +24740,18 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_withdrawals(ctx, field, obj)
 				})
+		case "passkeys":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_passkeys(ctx, field, obj)
+				})
+		case "sessions":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_sessions(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -23842,6 +24856,59 @@ func (ec *executionContext) _ViewerPairing(ctx context.Context, sel ast.Selectio
 		case "expiresAt":
 			out.Values[i] = ec._ViewerPairing_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerSessionImplementors = []string{"ViewerSession"}
+
+func (ec *executionContext) _ViewerSession(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerSession) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerSessionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerSession")
+		case "id":
+			out.Values[i] = ec._ViewerSession_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "userAgent":
+			out.Values[i] = ec._ViewerSession_userAgent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._ViewerSession_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._ViewerSession_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "current":
+			out.Values[i] = ec._ViewerSession_current(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -25476,6 +26543,38 @@ func (ec *executionContext) marshalNPairingDecision2agentpayᚋgraphᚋmodelᚐP
 	return v
 }
 
+func (ec *executionContext) marshalNPasskey2ᚕᚖagentpayᚋentᚐPasskeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Passkey) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPasskey2ᚖagentpayᚋentᚐPasskey(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPasskey2ᚖagentpayᚋentᚐPasskey(ctx context.Context, sel ast.SelectionSet, v *ent.Passkey) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Passkey!")
+		return graphql.Null
+	}
+	return ec._Passkey(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPasskeyRegistration2ᚖagentpayᚋgraphᚋmodelᚐPasskeyRegistration(ctx context.Context, sel ast.SelectionSet, v *model.PasskeyRegistration) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PasskeyRegistration!")
+		return graphql.Null
+	}
+	return ec._PasskeyRegistration(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPayment2ᚖagentpayᚋentᚐPayment(ctx context.Context, sel ast.SelectionSet, v *ent.Payment) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Payment!")
@@ -25605,6 +26704,35 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNTierCount2ᚕᚖagentpayᚋgraphᚋmodelᚐTierCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TierCount) graphql.Marshaler {
@@ -25829,6 +26957,30 @@ func (ec *executionContext) marshalNViewerPairing2ᚖagentpayᚋgraphᚋmodelᚐ
 		return graphql.Null
 	}
 	return ec._ViewerPairing(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerSession2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerSessionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerSession) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNViewerSession2ᚖagentpayᚋgraphᚋmodelᚐViewerSession(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNViewerSession2ᚖagentpayᚋgraphᚋmodelᚐViewerSession(ctx context.Context, sel ast.SelectionSet, v *model.ViewerSession) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerSession!")
+		return graphql.Null
+	}
+	return ec._ViewerSession(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNViewerWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerWallet) graphql.Marshaler {

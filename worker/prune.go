@@ -10,8 +10,8 @@ import (
 )
 
 // pruneInterval is how often expired rows are deleted: signature
-// challenges, idempotency keys and identity callback events, each by its
-// own job.
+// challenges, idempotency keys, passkey ceremonies and identity callback
+// events, each by its own job.
 const pruneInterval = time.Hour
 
 // PruneChallengesArgs deletes expired signature challenges
@@ -51,6 +51,18 @@ func (PruneIdentityCallbacksArgs) InsertOpts() river.InsertOpts {
 	return singletonOpts(river.QueueDefault)
 }
 
+// PrunePasskeyCeremoniesArgs deletes expired passkey ceremonies
+// (agentpay.Service.PrunePasskeyCeremonies).
+type PrunePasskeyCeremoniesArgs struct{}
+
+func (PrunePasskeyCeremoniesArgs) Kind() string { return "prune_passkey_ceremonies" }
+
+// InsertOpts keeps one run waiting or running at a time across every worker
+// process.
+func (PrunePasskeyCeremoniesArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
 // pruneWorker runs one of the service's prunings for its job kind A.
 type pruneWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
@@ -67,13 +79,14 @@ func addPruneWorkers(workers *river.Workers, svc *agentpay.Service) {
 	river.AddWorker(workers, &pruneWorker[PruneChallengesArgs]{prune: svc.PruneSignatureChallenges})
 	river.AddWorker(workers, &pruneWorker[PruneIdempotencyKeysArgs]{prune: svc.PruneIdempotencyKeys})
 	river.AddWorker(workers, &pruneWorker[PruneIdentityCallbacksArgs]{prune: svc.PruneIdentityCallbacks})
+	river.AddWorker(workers, &pruneWorker[PrunePasskeyCeremoniesArgs]{prune: svc.PrunePasskeyCeremonies})
 }
 
 // prunePeriodics schedules the prunings, each every pruneInterval and once
 // at start.
 func prunePeriodics() []*river.PeriodicJob {
 	var out []*river.PeriodicJob
-	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}} {
+	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}, PrunePasskeyCeremoniesArgs{}} {
 		out = append(out, river.NewPeriodicJob(
 			river.PeriodicInterval(pruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

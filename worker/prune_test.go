@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/signaturechallenge"
 )
 
@@ -52,4 +53,24 @@ func TestWorkerPrunesIdempotencyKeys(t *testing.T) {
 		return err == nil && n == 1
 	}, 20*time.Second, 50*time.Millisecond)
 	require.Equal(t, "kept", h.db.Ent.IdempotencyKey.Query().OnlyX(ctx).Key)
+}
+
+// TestWorkerPrunesPasskeyCeremonies: the periodic job (run when the worker
+// starts) deletes expired passkey ceremonies and keeps the others.
+func TestWorkerPrunesPasskeyCeremonies(t *testing.T) {
+	ctx := context.Background()
+	h := newWebhookHarness(t, nil) // a service and the real worker; no webhooks here
+	ceremony := func(expires time.Time) uuid.UUID {
+		return h.db.Ent.PasskeyCeremony.Create().SetPurpose(passkeyceremony.PurposeSignin).
+			SetSessionData([]byte(`{}`)).SetExpiresAt(expires.UTC()).SaveX(ctx).ID
+	}
+	ceremony(time.Now().Add(-time.Minute))
+	kept := ceremony(time.Now().Add(time.Minute))
+
+	h.runWorker(t)
+	require.Eventually(t, func() bool {
+		n, err := h.db.Ent.PasskeyCeremony.Query().Count(ctx)
+		return err == nil && n == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, kept, h.db.Ent.PasskeyCeremony.Query().OnlyX(ctx).ID)
 }

@@ -139,9 +139,13 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 	mounts := map[string]http.Handler{"/graphql": gql}
 	appPrefix := appPath(cfg.AppURL)
 	human := app.NewHandler(app.Config{
-		Service: svc, Logger: logger, Prefix: appPrefix, GraphQLPath: "/graphql",
+		Service: svc, Logger: logger, Prefix: appPrefix, URL: cfg.AppURL, GraphQLPath: "/graphql",
 		SecureCookies: strings.HasPrefix(cfg.AppURL, "https://"), TrustedProxies: cfg.TrustedProxies,
 	})
+	if cfg.PasskeyRPID == "" {
+		logger.Warn("passkeys are off: APP_URL's host is an IP address, which WebAuthn refuses as a relying party id; "+
+			"set APP_URL to a domain name (http://localhost:<port>/app locally)", "app_url", cfg.AppURL)
+	}
 	mounts[appPrefix] = human
 	mounts[appPrefix+"/*"] = human
 	if playground {
@@ -370,6 +374,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
 		IdentityProvider: p.identity,
 		BaseURL:          cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
+		PasskeyRPID: cfg.PasskeyRPID, PasskeyOrigins: passkeyOrigins(cfg),
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,
@@ -400,6 +405,15 @@ func newMailer(cfg config, dev bool) (mail.Sender, error) {
 		return mail.Catcher{}, nil
 	}
 	return nil, nil
+}
+
+// passkeyOrigins are the origins whose passkey answers the service takes:
+// APP_URL's, or none when passkeys are off.
+func passkeyOrigins(cfg config) []string {
+	if cfg.PasskeyRPID == "" {
+		return nil
+	}
+	return []string{cfg.PasskeyOrigin}
 }
 
 // serviceAuthCacheTTL maps AUTH_CACHE_TTL (0: off) to Config.AuthCacheTTL

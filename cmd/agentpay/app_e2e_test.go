@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math/big"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -13,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains"
+	"agentpay/chains/evm"
 	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/testenv"
 )
@@ -26,9 +30,12 @@ import (
 // headless Chromium while agents use the REST API, as issue 11 tells it:
 // an agent invites an address, the person follows the link read from
 // /dev/mail, signs up and is paired (the agent's list and subscription say
-// approved); the person verifies their identity on the sandbox provider's
-// page and the agent sees kyc_verified; the agent sends 10 USDC and the open page shows 9.99 arrive
-// without a reload; a second agent's request appears live, the person
+// approved); the person verifies their identity on the sandbox
+// provider's page and the agent sees kyc_verified; the agent sends 10 USDC
+// and the open page shows 9.99 arrive without a reload; the person
+// registers a passkey in settings, signs out and signs in with it, and
+// withdraws to an external devnet address, which receives it on chain; a
+// second agent's request appears live, the person
 // denies it and the agent is told on its subscription and in its list;
 // revoking the first agent's pairing is told the same way.
 //
@@ -125,6 +132,62 @@ func TestAppEndToEnd(t *testing.T) {
 		waitJS(`document.getElementById("total").textContent === "9.99"`),
 		waitJS(`[...document.querySelectorAll("#received li")].some(li => li.textContent.includes("9.99 USDC from ana_agent"))`),
 	), "the transfer arrives on the open page")
+
+	// A passkey (Chromium's virtual authenticator) registered in settings;
+	// signed out, the person signs in with it.
+	_, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
+		Options: &webauthn.VirtualAuthenticatorOptions{
+			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
+			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
+			IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#settings-link`),
+		chromedp.WaitVisible(`#sessions li`),
+		chromedp.SetValue(`#passkey-name`, "Phone"),
+		chromedp.Click(`#add-passkey`),
+		waitJS(`[...document.querySelectorAll("#passkeys li")].some(li => li.textContent.includes("Phone"))`),
+		chromedp.Click(`#home-link`),
+		chromedp.WaitVisible(`form[action$="/signout"] button[type=submit]`),
+		chromedp.Click(`form[action$="/signout"] button[type=submit]`),
+	), "register a passkey, sign out")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#passkey-signin`),
+		chromedp.Click(`#passkey-signin`),
+	), "sign in with the passkey")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#total`),
+		waitJS(`document.getElementById("username").textContent === "maria"`),
+		waitJS(`document.getElementById("total").textContent === "9.99"`),
+	), "home again, by the passkey")
+
+	// A withdrawal to an external devnet address: the balance moves on
+	// chain (4 USDC: 3.996 delivered, 0.004 to the treasury).
+	_, external, err := evm.NewKey()
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
+		chromedp.SendKeys(`#withdraw-form input[name=address]`, external),
+		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
+		chromedp.Click(`#withdraw-form button[type=submit]`),
+		waitJS(`document.getElementById("withdraw-result").dataset.status === "completed"`),
+		waitJS(`document.getElementById("total").textContent === "5.99"`),
+	), "withdraw")
+	var devChains []struct {
+		Chain, USDC string
+		RPCURL      string `json:"rpc_url"`
+	}
+	getJSON(t, base+"/dev/chains", &devChains)
+	for _, c := range devChains {
+		if c.Chain == "base" {
+			bal, err := newTestEVMLedger(t, chains.Base, c.RPCURL, c.USDC).Balance(context.Background(), external)
+			require.NoError(t, err)
+			require.Equal(t, big.NewInt(3_996_000), bal, "the external address holds what was delivered")
+		}
+	}
 
 	// A second agent asks to pair: the request appears on the open page;
 	// denied there, the agent is told.

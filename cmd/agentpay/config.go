@@ -22,12 +22,17 @@ import (
 // config is the whole environment, parsed once at start. A bad value stops
 // the start with an error naming the variable.
 type config struct {
-	HTTPAddr    string
-	BaseURL     string
-	PayURL      string
-	AppURL      string
-	DatabaseURL string
-	DataDir     string
+	HTTPAddr string
+	BaseURL  string
+	PayURL   string
+	AppURL   string
+	// PasskeyRPID and PasskeyOrigin are the passkeys' relying party:
+	// APP_URL's host and origin (passkeyRelyingParty); no RP id when the
+	// host is an IP address, which WebAuthn refuses (passkeys are off).
+	PasskeyRPID   string
+	PasskeyOrigin string
+	DatabaseURL   string
+	DataDir       string
 	// MasterKey is nil when MASTER_KEY is unset; only `dev` may then
 	// generate one into DATA_DIR.
 	MasterKey         []byte
@@ -140,7 +145,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
 	c.PayURL = p.url("PAY_URL", c.BaseURL)
-	c.AppURL = p.url("APP_URL", c.BaseURL+"/app")
+	c.AppURL = p.url("APP_URL", defaultAppURL(c.BaseURL))
+	c.PasskeyRPID, c.PasskeyOrigin = passkeyRelyingParty(c.AppURL)
 	c.DatabaseURL = p.str("DATABASE_URL", "file:"+filepath.Join(c.DataDir, "agentpay.db"))
 	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
 	c.WebhookAllowPrivate = p.optionalBool("WEBHOOK_ALLOW_PRIVATE")
@@ -205,6 +211,47 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 	}
 	return c, p.err()
+}
+
+// defaultAppURL is APP_URL when unset: BASE_URL/app, with a loopback IP
+// host (the default BASE_URL's 127.0.0.1) named localhost instead. The
+// same machine answers either way, and WebAuthn takes localhost as a
+// relying party id (and as a secure origin over http) but no IP address:
+// so `agentpay dev` serves passkeys out of the box.
+func defaultAppURL(baseURL string) string {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return baseURL + "/app"
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && ip.IsLoopback() {
+		port := u.Port()
+		u.Host = "localhost"
+		if port != "" {
+			u.Host += ":" + port
+		}
+	}
+	return strings.TrimRight(u.String(), "/") + "/app"
+}
+
+// passkeyRelyingParty is the passkeys' relying party of an APP_URL: its
+// host as the RP id and its origin (scheme, host and a port other than
+// the scheme's) as the only origin whose answers are taken. An IP host
+// has no RP id (WebAuthn refuses one): passkeys are then off, and the
+// e-mailed link remains.
+func passkeyRelyingParty(appURL string) (rpID, origin string) {
+	u, err := url.Parse(appURL)
+	if err != nil || u.Host == "" {
+		return "", ""
+	}
+	host := strings.ToLower(u.Hostname())
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "", ""
+	}
+	origin = u.Scheme + "://" + host
+	if port := u.Port(); port != "" && !(u.Scheme == "http" && port == "80" || u.Scheme == "https" && port == "443") {
+		origin += ":" + port
+	}
+	return host, origin
 }
 
 // webhookAllowPrivate is whether test-mode webhooks may reach private and

@@ -22,7 +22,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:8080", c.HTTPAddr)
 	require.Equal(t, "http://127.0.0.1:8080", c.BaseURL)
 	require.Equal(t, c.BaseURL, c.PayURL)
-	require.Equal(t, "http://127.0.0.1:8080/app", c.AppURL)
+	require.Equal(t, "http://localhost:8080/app", c.AppURL, "WebAuthn takes localhost, not 127.0.0.1")
+	require.Equal(t, "localhost", c.PasskeyRPID)
+	require.Equal(t, "http://localhost:8080", c.PasskeyOrigin)
 	require.Equal(t, 30*time.Minute, c.SessionTTL)
 	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
 	require.Equal(t, 1000, c.MaxOpenSessions)
@@ -213,5 +215,31 @@ func TestLoadConfigMail(t *testing.T) {
 			require.NoError(t, err)
 			require.IsType(t, &mail.SMTP{}, dm, "dev with SMTP_URL sends for real")
 		})
+	}
+}
+
+// TestPasskeyRelyingParty: the passkeys' RP id is APP_URL's host and the
+// origin APP_URL's; an IP host turns passkeys off; APP_URL's default names
+// a loopback BASE_URL's host localhost.
+func TestPasskeyRelyingParty(t *testing.T) {
+	for _, tc := range []struct {
+		env             map[string]string
+		app, id, origin string
+	}{
+		{map[string]string{"APP_URL": "https://App.Example.com/app"}, "https://App.Example.com/app", "app.example.com", "https://app.example.com"},
+		{map[string]string{"APP_URL": "https://example.com:443"}, "https://example.com:443", "example.com", "https://example.com"},
+		{map[string]string{"APP_URL": "http://example.com:8080/humans/"}, "http://example.com:8080/humans", "example.com", "http://example.com:8080"},
+		{map[string]string{"BASE_URL": "https://api.example.com"}, "https://api.example.com/app", "api.example.com", "https://api.example.com"},
+		{map[string]string{"HTTP_ADDR": "127.0.0.1:9000"}, "http://localhost:9000/app", "localhost", "http://localhost:9000"},
+		{map[string]string{"BASE_URL": "http://[::1]:9000"}, "http://localhost:9000/app", "localhost", "http://localhost:9000"},
+		{map[string]string{"HTTP_ADDR": "0.0.0.0:8080"}, "http://0.0.0.0:8080/app", "", ""},
+		{map[string]string{"APP_URL": "http://127.0.0.1:8080/app"}, "http://127.0.0.1:8080/app", "", ""},
+		{map[string]string{"APP_URL": "http://10.0.0.5/app"}, "http://10.0.0.5/app", "", ""},
+	} {
+		c, err := loadConfig(envOf(tc.env))
+		require.NoError(t, err)
+		require.Equal(t, tc.app, c.AppURL, "%v", tc.env)
+		require.Equal(t, tc.id, c.PasskeyRPID, "%v", tc.env)
+		require.Equal(t, tc.origin, c.PasskeyOrigin, "%v", tc.env)
 	}
 }

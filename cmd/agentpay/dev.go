@@ -79,7 +79,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	_, playground := graphQLSurface(cfg, true)
-	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "")
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -93,7 +93,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	return err
 }
 
-func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app string) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
 	if playground {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
@@ -107,6 +107,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 	} else {
 		fmt.Fprintf(w, "  mail:       caught locally: GET http://%s/dev/mail?to=<address>\n", addr)
 	}
+	fmt.Fprintln(w, app)
 	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
 	fmt.Fprintln(w, "  devnets:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -118,6 +119,16 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(tw, "    %s\t%s\t%s\tUSDC %s\n", c.Chain, c.RPCURL, id, c.USDC)
 	}
 	_ = tw.Flush()
+}
+
+// appLine says where the human app is, and whether passkeys work there
+// (their relying party is APP_URL's host, which must be a domain name:
+// open the app at that host, not at 127.0.0.1).
+func appLine(cfg config) string {
+	if cfg.PasskeyRPID == "" {
+		return fmt.Sprintf("  app:        %s (passkeys off: APP_URL's host is an IP address)", cfg.AppURL)
+	}
+	return fmt.Sprintf("  app:        %s (passkeys for %s)", cfg.AppURL, cfg.PasskeyRPID)
 }
 
 // devnets are the local chains of `agentpay dev`; they also serve as its faucet.

@@ -22,6 +22,8 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/passkey"
+	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
@@ -497,6 +499,60 @@ func (f TraversePairing) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.PairingQuery", q)
 }
 
+// The PasskeyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PasskeyFunc func(context.Context, *ent.PasskeyQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PasskeyFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PasskeyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PasskeyQuery", q)
+}
+
+// The TraversePasskey type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePasskey func(context.Context, *ent.PasskeyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePasskey) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePasskey) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PasskeyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PasskeyQuery", q)
+}
+
+// The PasskeyCeremonyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PasskeyCeremonyFunc func(context.Context, *ent.PasskeyCeremonyQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PasskeyCeremonyFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PasskeyCeremonyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PasskeyCeremonyQuery", q)
+}
+
+// The TraversePasskeyCeremony type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePasskeyCeremony func(context.Context, *ent.PasskeyCeremonyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePasskeyCeremony) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePasskeyCeremony) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PasskeyCeremonyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PasskeyCeremonyQuery", q)
+}
+
 // The PaymentFunc type is an adapter to allow the use of ordinary function as a Querier.
 type PaymentFunc func(context.Context, *ent.PaymentQuery) (ent.Value, error)
 
@@ -773,6 +829,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
 	case *ent.PairingQuery:
 		return &query[*ent.PairingQuery, predicate.Pairing, pairing.OrderOption]{typ: ent.TypePairing, tq: q}, nil
+	case *ent.PasskeyQuery:
+		return &query[*ent.PasskeyQuery, predicate.Passkey, passkey.OrderOption]{typ: ent.TypePasskey, tq: q}, nil
+	case *ent.PasskeyCeremonyQuery:
+		return &query[*ent.PasskeyCeremonyQuery, predicate.PasskeyCeremony, passkeyceremony.OrderOption]{typ: ent.TypePasskeyCeremony, tq: q}, nil
 	case *ent.PaymentQuery:
 		return &query[*ent.PaymentQuery, predicate.Payment, payment.OrderOption]{typ: ent.TypePayment, tq: q}, nil
 	case *ent.RateLimitCounterQuery:

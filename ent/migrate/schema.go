@@ -548,6 +548,59 @@ var (
 			},
 		},
 	}
+	// PasskeysColumns holds the columns for the "passkeys" table.
+	PasskeysColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "user_id", Type: field.TypeUUID},
+		{Name: "credential_id", Type: field.TypeBytes, Unique: true, Size: 1023},
+		{Name: "public_key", Type: field.TypeBytes},
+		{Name: "attestation_format", Type: field.TypeString, Size: 32, Default: ""},
+		{Name: "aaguid", Type: field.TypeBytes, Nullable: true, Size: 16},
+		{Name: "transports", Type: field.TypeJSON, Nullable: true},
+		{Name: "flags", Type: field.TypeUint8},
+		{Name: "sign_count", Type: field.TypeInt64},
+		{Name: "name", Type: field.TypeString, Size: 256},
+		{Name: "last_used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// PasskeysTable holds the schema information for the "passkeys" table.
+	PasskeysTable = &schema.Table{
+		Name:       "passkeys",
+		Columns:    PasskeysColumns,
+		PrimaryKey: []*schema.Column{PasskeysColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "passkey_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{PasskeysColumns[3], PasskeysColumns[1]},
+			},
+		},
+	}
+	// PasskeyCeremoniesColumns holds the columns for the "passkey_ceremonies" table.
+	PasskeyCeremoniesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "purpose", Type: field.TypeEnum, Enums: []string{"register", "signin"}},
+		{Name: "user_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "session_data", Type: field.TypeBytes},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// PasskeyCeremoniesTable holds the schema information for the "passkey_ceremonies" table.
+	PasskeyCeremoniesTable = &schema.Table{
+		Name:       "passkey_ceremonies",
+		Columns:    PasskeyCeremoniesColumns,
+		PrimaryKey: []*schema.Column{PasskeyCeremoniesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "passkeyceremony_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{PasskeyCeremoniesColumns[6]},
+			},
+		},
+	}
 	// PaymentsColumns holds the columns for the "payments" table.
 	PaymentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -769,7 +822,7 @@ var (
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "username", Type: field.TypeString, Unique: true, Size: 30},
-		{Name: "display_name", Type: field.TypeString, Size: 100, Default: ""},
+		{Name: "display_name", Type: field.TypeString, Size: 400, Default: ""},
 		{Name: "email", Type: field.TypeString, Unique: true, Size: 254},
 		{Name: "email_verified_at", Type: field.TypeTime, Nullable: true},
 		{Name: "identity_status", Type: field.TypeEnum, Enums: []string{"not_started", "pending", "requires_input", "verified", "rejected"}, Default: "not_started"},
@@ -961,6 +1014,8 @@ var (
 		MerchantsTable,
 		MerchantKeysTable,
 		PairingsTable,
+		PasskeysTable,
+		PasskeyCeremoniesTable,
 		PaymentsTable,
 		RateLimitCountersTable,
 		SignatureChallengesTable,

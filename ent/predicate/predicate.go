@@ -51,6 +51,12 @@ type MerchantKey func(*sql.Selector)
 // Pairing is the predicate function for pairing builders.
 type Pairing func(*sql.Selector)
 
+// Passkey is the predicate function for passkey builders.
+type Passkey func(*sql.Selector)
+
+// PasskeyCeremony is the predicate function for passkeyceremony builders.
+type PasskeyCeremony func(*sql.Selector)
+
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
 

@@ -32,8 +32,10 @@ func (User) Fields() []ent.Field {
 			NotEmpty().
 			MaxLen(30).
 			Unique(),
+		// MaxLen counts bytes: 100 characters (agentpay.DisplayNameMaxLen,
+		// counted in characters) of up to 4 bytes each.
 		field.String("display_name").
-			MaxLen(100).
+			MaxLen(400).
 			Default(""),
 		// Lower-cased (NormalizeEmail): one account per address.
 		field.String("email").

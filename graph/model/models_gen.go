@@ -150,6 +150,16 @@ type MerchantPublicKeys struct {
 	Test string `json:"test"`
 }
 
+// A passkey registration begun: pass options to navigator.credentials.create
+// (binary members are base64url), then finishPasskeyRegistration with the
+// ceremony's id within 5 minutes.
+type PasskeyRegistration struct {
+	CeremonyID uuid.UUID `json:"ceremonyId"`
+	// PublicKeyCredentialCreationOptions as JSON: {publicKey: {...}}
+	Options   map[string]any `json:"options"`
+	ExpiresAt time.Time      `json:"expiresAt"`
+}
+
 // Narrows the caller's payments; absent fields do not filter.
 type PaymentFilter struct {
 	// The payments of one session (none when it is not the caller's)
@@ -381,6 +391,17 @@ type UsernameAvailability struct {
 type ViewerBalance struct {
 	Balances []*ChainBalance `json:"balances"`
 	TotalUsd decimal.Decimal `json:"totalUsd"`
+}
+
+// A signed-in browser of the human.
+type ViewerSession struct {
+	ID uuid.UUID `json:"id"`
+	// What the browser called itself when it signed in (at most 200 characters)
+	UserAgent string    `json:"userAgent"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// The session of this request
+	Current bool `json:"current"`
 }
 
 type ViewerWallet struct {

@@ -5,6 +5,8 @@ import "reflect"
 // Fill sets the zero fields of the agentpay.Config cfg points to from the
 // Env: DB, Vault, Logger, Treasury, Families, Test, and Jobs and Clock when
 // the Env has them; BaseURL, PayURL and AppURL when all three are empty;
+// PasskeyRPID and PasskeyOrigins (PasskeyRPID, AppURL) when both are
+// empty, so passkeys work with an Authenticator;
 // WebhookAllowPrivate on unless Options.PublicWebhooksOnly, since the
 // tests' receivers (NewReceiver, httptest) listen on loopback.
 // What the test set itself stays, so a test states only what it changes.
@@ -57,6 +59,10 @@ func (e *Env) Fill(cfg any) {
 		set("BaseURL", BaseURL)
 		set("PayURL", PayURL)
 		set("AppURL", AppURL)
+	}
+	if isZero(v, "PasskeyRPID") && isZero(v, "PasskeyOrigins") {
+		set("PasskeyRPID", PasskeyRPID)
+		set("PasskeyOrigins", []string{AppURL})
 	}
 }
 

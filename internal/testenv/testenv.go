@@ -33,6 +33,8 @@ const (
 	BaseURL = "http://api.test"
 	PayURL  = "http://pay.test"
 	AppURL  = "http://app.test"
+	// PasskeyRPID is the passkeys' relying party id: AppURL's host.
+	PasskeyRPID = "app.test"
 )
 
 // Devnet timings: short, so a test waits little for blocks, slots and

@@ -1,0 +1,241 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/webauthn"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent"
+	"agentpay/ent/mailmessage"
+	"agentpay/ent/user"
+	"agentpay/graph"
+	"agentpay/internal/httpx"
+	"agentpay/internal/testenv"
+)
+
+// servedApp is the app and the GraphQL API on one origin, as the binary
+// serves them, at http://localhost:PORT: WebAuthn takes localhost as a
+// relying party id, and no IP address.
+type servedApp struct {
+	env    *testenv.Env
+	svc    *agentpay.Service
+	origin string
+}
+
+func serveApp(t *testing.T) *servedApp {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	env := testenv.New(t, testenv.Options{Jobs: true})
+	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app",
+		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &servedApp{env: env, svc: svc, origin: origin}
+}
+
+// newestLink is the newest link mailed to an address.
+func (a *servedApp) newestLink(t *testing.T, to string) string {
+	t.Helper()
+	m, err := a.env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).
+		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).First(context.Background())
+	require.NoError(t, err)
+	links := agentpay.MailLinks(m.Text)
+	require.Len(t, links, 1)
+	return links[0]
+}
+
+// TestPasskeysInBrowser drives the app in headless Chromium with its
+// virtual authenticator (a platform authenticator holding discoverable
+// passkeys and verifying its user): sign up by e-mail link, add a passkey
+// in settings, sign out, sign in with the passkey, rename, and revoke
+// another browser's session.
+func TestPasskeysInBrowser(t *testing.T) {
+	a := serveApp(t)
+	bctx := testenv.StartBrowser(t)
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(15*time.Second))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		require.NoError(t, err, sel)
+		return v
+	}
+	// until waits for a condition of the page across the navigations a
+	// script starts (an evaluation on a page being replaced fails: asked
+	// again).
+	until := func(cond string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			done, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+			return err == nil && done
+		}, 20*time.Second, 100*time.Millisecond, cond)
+	}
+	location := func() string {
+		t.Helper()
+		l, err := chromedp.Run(ctx, chromedp.Location())
+		require.NoError(t, err)
+		return l
+	}
+
+	// The tab's virtual authenticator.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(a.origin+"/app/signin")))
+	_, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{})
+	require.NoError(t, err)
+	auth, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
+		Options: &webauthn.VirtualAuthenticatorOptions{
+			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
+			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
+			IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+	require.NoError(t, err)
+
+	// Sign up by e-mail link.
+	email := "passkey.person@example.com"
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#passkey-signin`),
+		chromedp.SetValue(`input[name=email]`, email),
+		chromedp.Click(`form[action="/app/signin"] button[type=submit]`),
+		chromedp.WaitVisible(`#sent`),
+	))
+	link := a.newestLink(t, email)
+	require.True(t, strings.HasPrefix(link, a.origin+"/app/signin/"), link)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		chromedp.SetValue(`input[name=username]`, "passkey_person"),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#settings-link`),
+	))
+	u, err := a.env.DB.Ent.User.Query().Where(user.Email(email)).Only(context.Background())
+	require.NoError(t, err)
+
+	// Settings: add a passkey.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#settings-link`),
+		chromedp.WaitVisible(`#sessions li`),
+		chromedp.SetValue(`#passkey-name`, "Virtual key"),
+		chromedp.Click(`#add-passkey`),
+		wait(`document.querySelectorAll("#passkeys li").length === 1`),
+	))
+	require.Contains(t, text(`#passkeys li`), "Virtual key")
+	require.Contains(t, text(`#sessions li.current`), "This browser")
+	creds, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams(auth))
+	require.NoError(t, err)
+	require.Len(t, creds.Credentials, 1)
+	require.True(t, creds.Credentials[0].IsResidentCredential, "discoverable: sign-in names no user")
+	require.Equal(t, "localhost", creds.Credentials[0].RpID)
+	stored, err := a.svc.UserPasskeys(context.Background(), u)
+	require.NoError(t, err)
+	require.Len(t, stored, 1)
+	require.Equal(t, creds.Credentials[0].CredentialID, stored[0].CredentialID)
+	require.Nil(t, stored[0].LastUsedAt)
+
+	// Sign out (this browser's session, from the list), then in with the
+	// passkey.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#sessions li.current button.revoke-session`)))
+	until(`!!document.getElementById("passkey-signin")`)
+	require.True(t, strings.HasSuffix(location(), "/app/signin"), location())
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#passkey-signin`)))
+	// Home, or the sign-in page's error, shown (so a failure says why).
+	until(`!!document.getElementById("settings-link") || !document.getElementById("passkey-error").hidden`)
+	if l := location(); strings.HasSuffix(l, "/app/signin") {
+		t.Fatalf("passkey sign-in failed: %s", text(`#passkey-error`))
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(`#settings-link`)))
+	require.Equal(t, "passkey_person", text(`#username`))
+	stored, err = a.svc.UserPasskeys(context.Background(), u)
+	require.NoError(t, err)
+	require.NotNil(t, stored[0].LastUsedAt, "the sign-in used it")
+
+	// Rename.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#settings-link`),
+		chromedp.WaitVisible(`#sessions li`),
+		wait(`document.getElementById("display-name").value === ""`),
+		chromedp.SetValue(`#display-name`, "Pat Passkey"),
+		chromedp.Click(`#display-name-form button[type=submit]`),
+		chromedp.WaitVisible(`#display-name-saved`),
+	))
+	u, err = a.env.DB.Ent.User.Get(context.Background(), u.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Pat Passkey", u.DisplayName)
+
+	// Another browser signs in (by link); this one sees it and revokes it.
+	require.NoError(t, a.svc.RequestSignIn(context.Background(), email, "192.0.2.50"))
+	token := strings.TrimPrefix(a.newestLink(t, email), a.origin+"/app/signin/")
+	other, err := a.svc.CompleteSignIn(context.Background(), token, nil, "Other browser/1.0")
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Reload(),
+		wait(`document.querySelectorAll("#sessions li").length === 2`),
+	))
+	require.Contains(t, text(`#sessions li:not(.current)`), "Other browser/1.0")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#sessions li:not(.current) button.revoke-session`),
+		wait(`document.querySelectorAll("#sessions li").length === 1`),
+	))
+	_, err = a.svc.AuthenticateBrowser(context.Background(), other.SessionToken)
+	require.ErrorIs(t, err, agentpay.ErrNotSignedIn, "the other browser is signed out")
+	require.Contains(t, text(`#sessions li`), "This browser")
+
+	// The passkey's deletion, last: nothing left to sign in with.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#passkeys li button.delete-passkey`),
+		wait(`document.querySelectorAll("#passkeys li").length === 0`),
+	))
+	stored, err = a.svc.UserPasskeys(context.Background(), u)
+	require.NoError(t, err)
+	require.Empty(t, stored)
+}
+
+// TestPasskeySignInEndpoints: the pre-session endpoints want the page's
+// form token, answer errors as {detail}, and set the session cookie only
+// for a passkey that checks out.
+func TestPasskeySignInEndpoints(t *testing.T) {
+	a := newAppEnv(t)
+	b := a.browser(t)
+	base := a.srv.URL + "/app"
+	_, body := get(t, b, base+"/signin")
+	require.Contains(t, body, `id="passkey-signin"`)
+	token := formToken(t, body)
+
+	resp, body := post(t, b, base+"/signin/passkey/begin", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
+	require.Contains(t, body, `"detail"`)
+	resp, body = post(t, b, base+"/signin/passkey/begin", url.Values{"form_token": {token}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"ceremony_id"`)
+	require.Contains(t, body, `"rpId":"app.test"`)
+	require.Contains(t, body, `"userVerification":"required"`)
+
+	resp, body = post(t, b, base+"/signin/passkey/finish", url.Values{"form_token": {token},
+		"ceremony_id": {"00000000-0000-0000-0000-000000000000"}, "credential": {`{"id":"x"}`}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	for _, c := range resp.Cookies() {
+		require.NotEqual(t, httpx.SessionCookie, c.Name, "nobody signed in")
+	}
+}
