@@ -60,6 +60,12 @@ type Config struct {
 	Settlement SettlementOptions
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
+	// Partners are the identity partners whose attestations
+	// verify-partner accepts (partners.go); DevPartner, set only by
+	// `agentpay dev`, is one more, minting attestations on request
+	// (devpartner.go).
+	Partners   []Partner
+	DevPartner *DevPartner
 	// Mailer sends the outbox's e-mail (mail.go): SMTP (internal/mail
 	// NewSMTP) or, under `agentpay dev` without SMTP_URL, the catcher
 	// (mail.Catcher). nil leaves mail unsent in the outbox, its jobs
@@ -178,6 +184,8 @@ type Service struct {
 	webhookGates *gate.Gates[webhookGateKey]
 	// passkeys is the WebAuthn relying party; nil when passkeys are off.
 	passkeys *webauthn.WebAuthn
+	// partners verify partner attestations by partner name (partners.go).
+	partners map[string]*partnerVerifier
 }
 
 // NewService checks the configuration and builds the service layer.
@@ -220,6 +228,10 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	partners, err := newPartners(cfg)
+	if err != nil {
+		return nil, err
+	}
 	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
@@ -227,7 +239,7 @@ func NewService(cfg Config) (*Service, error) {
 		agentAuth: agents, merchantAuth: merchants,
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
-		webhookGates:      newWebhookGates(cfg), passkeys: passkeys}
+		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
 	return s, nil
 }

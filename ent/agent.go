@@ -69,6 +69,8 @@ type AgentEdges struct {
 	Pairings []*Pairing `json:"pairings,omitempty"`
 	// Invitations holds the value of the invitations edge.
 	Invitations []*Invitation `json:"invitations,omitempty"`
+	// PartnerAttestations holds the value of the partner_attestations edge.
+	PartnerAttestations []*PartnerAttestation `json:"partner_attestations,omitempty"`
 	// PrimaryWallet holds the value of the primary_wallet edge.
 	PrimaryWallet *Wallet `json:"primary_wallet,omitempty"`
 	// SentTransfers holds the value of the sent_transfers edge.
@@ -77,15 +79,16 @@ type AgentEdges struct {
 	ReceivedTransfers []*Transfer `json:"received_transfers,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [6]bool
+	loadedTypes [7]bool
 	// totalCount holds the count of the edges above.
 	totalCount [2]map[string]int
 
-	namedWallets           map[string][]*Wallet
-	namedPairings          map[string][]*Pairing
-	namedInvitations       map[string][]*Invitation
-	namedSentTransfers     map[string][]*Transfer
-	namedReceivedTransfers map[string][]*Transfer
+	namedWallets             map[string][]*Wallet
+	namedPairings            map[string][]*Pairing
+	namedInvitations         map[string][]*Invitation
+	namedPartnerAttestations map[string][]*PartnerAttestation
+	namedSentTransfers       map[string][]*Transfer
+	namedReceivedTransfers   map[string][]*Transfer
 }
 
 // WalletsOrErr returns the Wallets value or an error if the edge
@@ -115,12 +118,21 @@ func (e AgentEdges) InvitationsOrErr() ([]*Invitation, error) {
 	return nil, &NotLoadedError{edge: "invitations"}
 }
 
+// PartnerAttestationsOrErr returns the PartnerAttestations value or an error if the edge
+// was not loaded in eager-loading.
+func (e AgentEdges) PartnerAttestationsOrErr() ([]*PartnerAttestation, error) {
+	if e.loadedTypes[3] {
+		return e.PartnerAttestations, nil
+	}
+	return nil, &NotLoadedError{edge: "partner_attestations"}
+}
+
 // PrimaryWalletOrErr returns the PrimaryWallet value or an error if the edge
 // was not loaded in eager-loading, or loaded but was not found.
 func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 	if e.PrimaryWallet != nil {
 		return e.PrimaryWallet, nil
-	} else if e.loadedTypes[3] {
+	} else if e.loadedTypes[4] {
 		return nil, &NotFoundError{label: wallet.Label}
 	}
 	return nil, &NotLoadedError{edge: "primary_wallet"}
@@ -129,7 +141,7 @@ func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 // SentTransfersOrErr returns the SentTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[4] {
+	if e.loadedTypes[5] {
 		return e.SentTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "sent_transfers"}
@@ -138,7 +150,7 @@ func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
 // ReceivedTransfersOrErr returns the ReceivedTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) ReceivedTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[5] {
+	if e.loadedTypes[6] {
 		return e.ReceivedTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "received_transfers"}
@@ -322,6 +334,11 @@ func (_m *Agent) QueryInvitations() *InvitationQuery {
 	return NewAgentClient(_m.config).QueryInvitations(_m)
 }
 
+// QueryPartnerAttestations queries the "partner_attestations" edge of the Agent entity.
+func (_m *Agent) QueryPartnerAttestations() *PartnerAttestationQuery {
+	return NewAgentClient(_m.config).QueryPartnerAttestations(_m)
+}
+
 // QueryPrimaryWallet queries the "primary_wallet" edge of the Agent entity.
 func (_m *Agent) QueryPrimaryWallet() *WalletQuery {
 	return NewAgentClient(_m.config).QueryPrimaryWallet(_m)
@@ -489,6 +506,30 @@ func (_m *Agent) appendNamedInvitations(name string, edges ...*Invitation) {
 		_m.Edges.namedInvitations[name] = []*Invitation{}
 	} else {
 		_m.Edges.namedInvitations[name] = append(_m.Edges.namedInvitations[name], edges...)
+	}
+}
+
+// NamedPartnerAttestations returns the PartnerAttestations named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Agent) NamedPartnerAttestations(name string) ([]*PartnerAttestation, error) {
+	if _m.Edges.namedPartnerAttestations == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedPartnerAttestations[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Agent) appendNamedPartnerAttestations(name string, edges ...*PartnerAttestation) {
+	if _m.Edges.namedPartnerAttestations == nil {
+		_m.Edges.namedPartnerAttestations = make(map[string][]*PartnerAttestation)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedPartnerAttestations[name] = []*PartnerAttestation{}
+	} else {
+		_m.Edges.namedPartnerAttestations[name] = append(_m.Edges.namedPartnerAttestations[name], edges...)
 	}
 }
 

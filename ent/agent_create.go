@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"context"
@@ -310,6 +311,21 @@ func (_c *AgentCreate) AddInvitations(v ...*Invitation) *AgentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddInvitationIDs(ids...)
+}
+
+// AddPartnerAttestationIDs adds the "partner_attestations" edge to the PartnerAttestation entity by IDs.
+func (_c *AgentCreate) AddPartnerAttestationIDs(ids ...uuid.UUID) *AgentCreate {
+	_c.mutation.AddPartnerAttestationIDs(ids...)
+	return _c
+}
+
+// AddPartnerAttestations adds the "partner_attestations" edges to the PartnerAttestation entity.
+func (_c *AgentCreate) AddPartnerAttestations(v ...*PartnerAttestation) *AgentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddPartnerAttestationIDs(ids...)
 }
 
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
@@ -665,6 +681,22 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.PartnerAttestationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

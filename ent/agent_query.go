@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/predicate"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
@@ -25,23 +26,25 @@ import (
 // AgentQuery is the builder for querying Agent entities.
 type AgentQuery struct {
 	config
-	ctx                        *QueryContext
-	order                      []agent.OrderOption
-	inters                     []Interceptor
-	predicates                 []predicate.Agent
-	withWallets                *WalletQuery
-	withPairings               *PairingQuery
-	withInvitations            *InvitationQuery
-	withPrimaryWallet          *WalletQuery
-	withSentTransfers          *TransferQuery
-	withReceivedTransfers      *TransferQuery
-	loadTotal                  []func(context.Context, []*Agent) error
-	modifiers                  []func(*sql.Selector)
-	withNamedWallets           map[string]*WalletQuery
-	withNamedPairings          map[string]*PairingQuery
-	withNamedInvitations       map[string]*InvitationQuery
-	withNamedSentTransfers     map[string]*TransferQuery
-	withNamedReceivedTransfers map[string]*TransferQuery
+	ctx                          *QueryContext
+	order                        []agent.OrderOption
+	inters                       []Interceptor
+	predicates                   []predicate.Agent
+	withWallets                  *WalletQuery
+	withPairings                 *PairingQuery
+	withInvitations              *InvitationQuery
+	withPartnerAttestations      *PartnerAttestationQuery
+	withPrimaryWallet            *WalletQuery
+	withSentTransfers            *TransferQuery
+	withReceivedTransfers        *TransferQuery
+	loadTotal                    []func(context.Context, []*Agent) error
+	modifiers                    []func(*sql.Selector)
+	withNamedWallets             map[string]*WalletQuery
+	withNamedPairings            map[string]*PairingQuery
+	withNamedInvitations         map[string]*InvitationQuery
+	withNamedPartnerAttestations map[string]*PartnerAttestationQuery
+	withNamedSentTransfers       map[string]*TransferQuery
+	withNamedReceivedTransfers   map[string]*TransferQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -137,6 +140,28 @@ func (_q *AgentQuery) QueryInvitations() *InvitationQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, selector),
 			sqlgraph.To(invitation.Table, invitation.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.InvitationsTable, agent.InvitationsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryPartnerAttestations chains the current query on the "partner_attestations" edge.
+func (_q *AgentQuery) QueryPartnerAttestations() *PartnerAttestationQuery {
+	query := (&PartnerAttestationClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, selector),
+			sqlgraph.To(partnerattestation.Table, partnerattestation.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.PartnerAttestationsTable, agent.PartnerAttestationsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -397,17 +422,18 @@ func (_q *AgentQuery) Clone() *AgentQuery {
 		return nil
 	}
 	return &AgentQuery{
-		config:                _q.config,
-		ctx:                   _q.ctx.Clone(),
-		order:                 append([]agent.OrderOption{}, _q.order...),
-		inters:                append([]Interceptor{}, _q.inters...),
-		predicates:            append([]predicate.Agent{}, _q.predicates...),
-		withWallets:           _q.withWallets.Clone(),
-		withPairings:          _q.withPairings.Clone(),
-		withInvitations:       _q.withInvitations.Clone(),
-		withPrimaryWallet:     _q.withPrimaryWallet.Clone(),
-		withSentTransfers:     _q.withSentTransfers.Clone(),
-		withReceivedTransfers: _q.withReceivedTransfers.Clone(),
+		config:                  _q.config,
+		ctx:                     _q.ctx.Clone(),
+		order:                   append([]agent.OrderOption{}, _q.order...),
+		inters:                  append([]Interceptor{}, _q.inters...),
+		predicates:              append([]predicate.Agent{}, _q.predicates...),
+		withWallets:             _q.withWallets.Clone(),
+		withPairings:            _q.withPairings.Clone(),
+		withInvitations:         _q.withInvitations.Clone(),
+		withPartnerAttestations: _q.withPartnerAttestations.Clone(),
+		withPrimaryWallet:       _q.withPrimaryWallet.Clone(),
+		withSentTransfers:       _q.withSentTransfers.Clone(),
+		withReceivedTransfers:   _q.withReceivedTransfers.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -444,6 +470,17 @@ func (_q *AgentQuery) WithInvitations(opts ...func(*InvitationQuery)) *AgentQuer
 		opt(query)
 	}
 	_q.withInvitations = query
+	return _q
+}
+
+// WithPartnerAttestations tells the query-builder to eager-load the nodes that are connected to
+// the "partner_attestations" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithPartnerAttestations(opts ...func(*PartnerAttestationQuery)) *AgentQuery {
+	query := (&PartnerAttestationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withPartnerAttestations = query
 	return _q
 }
 
@@ -558,10 +595,11 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 	var (
 		nodes       = []*Agent{}
 		_spec       = _q.querySpec()
-		loadedTypes = [6]bool{
+		loadedTypes = [7]bool{
 			_q.withWallets != nil,
 			_q.withPairings != nil,
 			_q.withInvitations != nil,
+			_q.withPartnerAttestations != nil,
 			_q.withPrimaryWallet != nil,
 			_q.withSentTransfers != nil,
 			_q.withReceivedTransfers != nil,
@@ -609,6 +647,15 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 			return nil, err
 		}
 	}
+	if query := _q.withPartnerAttestations; query != nil {
+		if err := _q.loadPartnerAttestations(ctx, query, nodes,
+			func(n *Agent) { n.Edges.PartnerAttestations = []*PartnerAttestation{} },
+			func(n *Agent, e *PartnerAttestation) {
+				n.Edges.PartnerAttestations = append(n.Edges.PartnerAttestations, e)
+			}); err != nil {
+			return nil, err
+		}
+	}
 	if query := _q.withPrimaryWallet; query != nil {
 		if err := _q.loadPrimaryWallet(ctx, query, nodes, nil,
 			func(n *Agent, e *Wallet) { n.Edges.PrimaryWallet = e }); err != nil {
@@ -647,6 +694,13 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 		if err := _q.loadInvitations(ctx, query, nodes,
 			func(n *Agent) { n.appendNamedInvitations(name) },
 			func(n *Agent, e *Invitation) { n.appendNamedInvitations(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedPartnerAttestations {
+		if err := _q.loadPartnerAttestations(ctx, query, nodes,
+			func(n *Agent) { n.appendNamedPartnerAttestations(name) },
+			func(n *Agent, e *PartnerAttestation) { n.appendNamedPartnerAttestations(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -747,6 +801,36 @@ func (_q *AgentQuery) loadInvitations(ctx context.Context, query *InvitationQuer
 	}
 	query.Where(predicate.Invitation(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(agent.InvitationsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.AgentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "agent_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *AgentQuery) loadPartnerAttestations(ctx context.Context, query *PartnerAttestationQuery, nodes []*Agent, init func(*Agent), assign func(*Agent, *PartnerAttestation)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Agent)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(partnerattestation.FieldAgentID)
+	}
+	query.Where(predicate.PartnerAttestation(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(agent.PartnerAttestationsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {
@@ -1016,6 +1100,20 @@ func (_q *AgentQuery) WithNamedInvitations(name string, opts ...func(*Invitation
 		_q.withNamedInvitations = make(map[string]*InvitationQuery)
 	}
 	_q.withNamedInvitations[name] = query
+	return _q
+}
+
+// WithNamedPartnerAttestations tells the query-builder to eager-load the nodes that are connected to the "partner_attestations"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithNamedPartnerAttestations(name string, opts ...func(*PartnerAttestationQuery)) *AgentQuery {
+	query := (&PartnerAttestationClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedPartnerAttestations == nil {
+		_q.withNamedPartnerAttestations = make(map[string]*PartnerAttestationQuery)
+	}
+	_q.withNamedPartnerAttestations[name] = query
 	return _q
 }
 

@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/predicate"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
@@ -359,6 +360,21 @@ func (_u *AgentUpdate) AddInvitations(v ...*Invitation) *AgentUpdate {
 	return _u.AddInvitationIDs(ids...)
 }
 
+// AddPartnerAttestationIDs adds the "partner_attestations" edge to the PartnerAttestation entity by IDs.
+func (_u *AgentUpdate) AddPartnerAttestationIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.AddPartnerAttestationIDs(ids...)
+	return _u
+}
+
+// AddPartnerAttestations adds the "partner_attestations" edges to the PartnerAttestation entity.
+func (_u *AgentUpdate) AddPartnerAttestations(v ...*PartnerAttestation) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddPartnerAttestationIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdate) SetPrimaryWallet(v *Wallet) *AgentUpdate {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -460,6 +476,27 @@ func (_u *AgentUpdate) RemoveInvitations(v ...*Invitation) *AgentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveInvitationIDs(ids...)
+}
+
+// ClearPartnerAttestations clears all "partner_attestations" edges to the PartnerAttestation entity.
+func (_u *AgentUpdate) ClearPartnerAttestations() *AgentUpdate {
+	_u.mutation.ClearPartnerAttestations()
+	return _u
+}
+
+// RemovePartnerAttestationIDs removes the "partner_attestations" edge to PartnerAttestation entities by IDs.
+func (_u *AgentUpdate) RemovePartnerAttestationIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.RemovePartnerAttestationIDs(ids...)
+	return _u
+}
+
+// RemovePartnerAttestations removes "partner_attestations" edges to PartnerAttestation entities.
+func (_u *AgentUpdate) RemovePartnerAttestations(v ...*PartnerAttestation) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemovePartnerAttestationIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -808,6 +845,51 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.PartnerAttestationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedPartnerAttestationsIDs(); len(nodes) > 0 && !_u.mutation.PartnerAttestationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.PartnerAttestationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -1280,6 +1362,21 @@ func (_u *AgentUpdateOne) AddInvitations(v ...*Invitation) *AgentUpdateOne {
 	return _u.AddInvitationIDs(ids...)
 }
 
+// AddPartnerAttestationIDs adds the "partner_attestations" edge to the PartnerAttestation entity by IDs.
+func (_u *AgentUpdateOne) AddPartnerAttestationIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.AddPartnerAttestationIDs(ids...)
+	return _u
+}
+
+// AddPartnerAttestations adds the "partner_attestations" edges to the PartnerAttestation entity.
+func (_u *AgentUpdateOne) AddPartnerAttestations(v ...*PartnerAttestation) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddPartnerAttestationIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdateOne) SetPrimaryWallet(v *Wallet) *AgentUpdateOne {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -1381,6 +1478,27 @@ func (_u *AgentUpdateOne) RemoveInvitations(v ...*Invitation) *AgentUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveInvitationIDs(ids...)
+}
+
+// ClearPartnerAttestations clears all "partner_attestations" edges to the PartnerAttestation entity.
+func (_u *AgentUpdateOne) ClearPartnerAttestations() *AgentUpdateOne {
+	_u.mutation.ClearPartnerAttestations()
+	return _u
+}
+
+// RemovePartnerAttestationIDs removes the "partner_attestations" edge to PartnerAttestation entities by IDs.
+func (_u *AgentUpdateOne) RemovePartnerAttestationIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.RemovePartnerAttestationIDs(ids...)
+	return _u
+}
+
+// RemovePartnerAttestations removes "partner_attestations" edges to PartnerAttestation entities.
+func (_u *AgentUpdateOne) RemovePartnerAttestations(v ...*PartnerAttestation) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemovePartnerAttestationIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -1759,6 +1877,51 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(invitation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.PartnerAttestationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedPartnerAttestationsIDs(); len(nodes) > 0 && !_u.mutation.PartnerAttestationsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.PartnerAttestationsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.PartnerAttestationsTable,
+			Columns: []string{agent.PartnerAttestationsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
@@ -82,6 +83,8 @@ type Client struct {
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
+	// PartnerAttestation is the client for interacting with the PartnerAttestation builders.
+	PartnerAttestation *PartnerAttestationClient
 	// Passkey is the client for interacting with the Passkey builders.
 	Passkey *PasskeyClient
 	// PasskeyCeremony is the client for interacting with the PasskeyCeremony builders.
@@ -130,6 +133,7 @@ func (c *Client) init() {
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Pairing = NewPairingClient(c.config)
+	c.PartnerAttestation = NewPartnerAttestationClient(c.config)
 	c.Passkey = NewPasskeyClient(c.config)
 	c.PasskeyCeremony = NewPasskeyCeremonyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
@@ -248,6 +252,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Merchant:             NewMerchantClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
+		PartnerAttestation:   NewPartnerAttestationClient(cfg),
 		Passkey:              NewPasskeyClient(cfg),
 		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
@@ -293,6 +298,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Merchant:             NewMerchantClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
+		PartnerAttestation:   NewPartnerAttestationClient(cfg),
 		Passkey:              NewPasskeyClient(cfg),
 		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
@@ -336,9 +342,9 @@ func (c *Client) Use(hooks ...Hook) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
+		c.RateLimitCounter, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -351,9 +357,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
+		c.RateLimitCounter, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -392,6 +398,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MerchantKey.mutate(ctx, m)
 	case *PairingMutation:
 		return c.Pairing.mutate(ctx, m)
+	case *PartnerAttestationMutation:
+		return c.PartnerAttestation.mutate(ctx, m)
 	case *PasskeyMutation:
 		return c.Passkey.mutate(ctx, m)
 	case *PasskeyCeremonyMutation:
@@ -701,6 +709,22 @@ func (c *AgentClient) QueryInvitations(_m *Agent) *InvitationQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, id),
 			sqlgraph.To(invitation.Table, invitation.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.InvitationsTable, agent.InvitationsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryPartnerAttestations queries the partner_attestations edge of a Agent.
+func (c *AgentClient) QueryPartnerAttestations(_m *Agent) *PartnerAttestationQuery {
+	query := (&PartnerAttestationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, id),
+			sqlgraph.To(partnerattestation.Table, partnerattestation.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.PartnerAttestationsTable, agent.PartnerAttestationsColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
 		return fromV, nil
@@ -2750,6 +2774,155 @@ func (c *PairingClient) mutate(ctx context.Context, m *PairingMutation) (Value, 
 	}
 }
 
+// PartnerAttestationClient is a client for the PartnerAttestation schema.
+type PartnerAttestationClient struct {
+	config
+}
+
+// NewPartnerAttestationClient returns a client for the PartnerAttestation from the given config.
+func NewPartnerAttestationClient(c config) *PartnerAttestationClient {
+	return &PartnerAttestationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `partnerattestation.Hooks(f(g(h())))`.
+func (c *PartnerAttestationClient) Use(hooks ...Hook) {
+	c.hooks.PartnerAttestation = append(c.hooks.PartnerAttestation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `partnerattestation.Intercept(f(g(h())))`.
+func (c *PartnerAttestationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.PartnerAttestation = append(c.inters.PartnerAttestation, interceptors...)
+}
+
+// Create returns a builder for creating a PartnerAttestation entity.
+func (c *PartnerAttestationClient) Create() *PartnerAttestationCreate {
+	mutation := newPartnerAttestationMutation(c.config, OpCreate)
+	return &PartnerAttestationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of PartnerAttestation entities.
+func (c *PartnerAttestationClient) CreateBulk(builders ...*PartnerAttestationCreate) *PartnerAttestationCreateBulk {
+	return &PartnerAttestationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PartnerAttestationClient) MapCreateBulk(slice any, setFunc func(*PartnerAttestationCreate, int)) *PartnerAttestationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PartnerAttestationCreateBulk{err: fmt.Errorf("calling to PartnerAttestationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PartnerAttestationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PartnerAttestationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for PartnerAttestation.
+func (c *PartnerAttestationClient) Update() *PartnerAttestationUpdate {
+	mutation := newPartnerAttestationMutation(c.config, OpUpdate)
+	return &PartnerAttestationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PartnerAttestationClient) UpdateOne(_m *PartnerAttestation) *PartnerAttestationUpdateOne {
+	mutation := newPartnerAttestationMutation(c.config, OpUpdateOne, withPartnerAttestation(_m))
+	return &PartnerAttestationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PartnerAttestationClient) UpdateOneID(id uuid.UUID) *PartnerAttestationUpdateOne {
+	mutation := newPartnerAttestationMutation(c.config, OpUpdateOne, withPartnerAttestationID(id))
+	return &PartnerAttestationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for PartnerAttestation.
+func (c *PartnerAttestationClient) Delete() *PartnerAttestationDelete {
+	mutation := newPartnerAttestationMutation(c.config, OpDelete)
+	return &PartnerAttestationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PartnerAttestationClient) DeleteOne(_m *PartnerAttestation) *PartnerAttestationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PartnerAttestationClient) DeleteOneID(id uuid.UUID) *PartnerAttestationDeleteOne {
+	builder := c.Delete().Where(partnerattestation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PartnerAttestationDeleteOne{builder}
+}
+
+// Query returns a query builder for PartnerAttestation.
+func (c *PartnerAttestationClient) Query() *PartnerAttestationQuery {
+	return &PartnerAttestationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePartnerAttestation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a PartnerAttestation entity by its id.
+func (c *PartnerAttestationClient) Get(ctx context.Context, id uuid.UUID) (*PartnerAttestation, error) {
+	return c.Query().Where(partnerattestation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PartnerAttestationClient) GetX(ctx context.Context, id uuid.UUID) *PartnerAttestation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryAgent queries the agent edge of a PartnerAttestation.
+func (c *PartnerAttestationClient) QueryAgent(_m *PartnerAttestation) *AgentQuery {
+	query := (&AgentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(partnerattestation.Table, partnerattestation.FieldID, id),
+			sqlgraph.To(agent.Table, agent.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, partnerattestation.AgentTable, partnerattestation.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PartnerAttestationClient) Hooks() []Hook {
+	return c.hooks.PartnerAttestation
+}
+
+// Interceptors returns the client interceptors.
+func (c *PartnerAttestationClient) Interceptors() []Interceptor {
+	return c.inters.PartnerAttestation
+}
+
+func (c *PartnerAttestationClient) mutate(ctx context.Context, m *PartnerAttestationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PartnerAttestationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PartnerAttestationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PartnerAttestationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PartnerAttestationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown PartnerAttestation mutation op: %q", m.Op())
+	}
+}
+
 // PasskeyClient is a client for the Passkey schema.
 type PasskeyClient struct {
 	config
@@ -4458,16 +4631,18 @@ type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, SignatureChallenge, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		SignatureChallenge, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, SignatureChallenge, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		SignatureChallenge, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

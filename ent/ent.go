@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
@@ -113,6 +114,7 @@ func checkColumn(t, c string) error {
 			merchant.Table:             merchant.ValidColumn,
 			merchantkey.Table:          merchantkey.ValidColumn,
 			pairing.Table:              pairing.ValidColumn,
+			partnerattestation.Table:   partnerattestation.ValidColumn,
 			passkey.Table:              passkey.ValidColumn,
 			passkeyceremony.Table:      passkeyceremony.ValidColumn,
 			payment.Table:              payment.ValidColumn,

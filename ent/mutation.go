@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
@@ -68,6 +69,7 @@ const (
 	TypeMerchant             = "Merchant"
 	TypeMerchantKey          = "MerchantKey"
 	TypePairing              = "Pairing"
+	TypePartnerAttestation   = "PartnerAttestation"
 	TypePasskey              = "Passkey"
 	TypePasskeyCeremony      = "PasskeyCeremony"
 	TypePayment              = "Payment"
@@ -673,52 +675,55 @@ func (m *AccountEventMutation) ResetEdge(name string) error {
 // AgentMutation represents an operation that mutates the Agent nodes in the graph.
 type AgentMutation struct {
 	config
-	op                        Op
-	typ                       string
-	id                        *uuid.UUID
-	created_at                *time.Time
-	updated_at                *time.Time
-	username                  *string
-	api_key_hash              *[]byte
-	invite_code               *string
-	trust_score               *int
-	addtrust_score            *int
-	tier                      *agent.Tier
-	partner_verified          *bool
-	partner_provider          *string
-	partner_subject           *string
-	human_verified            *bool
-	external_wallet_verified  *bool
-	tx_count                  *int64
-	addtx_count               *int64
-	volume_sent               *int64
-	addvolume_sent            *int64
-	volume_received           *int64
-	addvolume_received        *int64
-	fees_paid                 *int64
-	addfees_paid              *int64
-	api_key_rotated_at        *time.Time
-	clearedFields             map[string]struct{}
-	wallets                   map[uuid.UUID]struct{}
-	removedwallets            map[uuid.UUID]struct{}
-	clearedwallets            bool
-	pairings                  map[uuid.UUID]struct{}
-	removedpairings           map[uuid.UUID]struct{}
-	clearedpairings           bool
-	invitations               map[uuid.UUID]struct{}
-	removedinvitations        map[uuid.UUID]struct{}
-	clearedinvitations        bool
-	primary_wallet            *uuid.UUID
-	clearedprimary_wallet     bool
-	sent_transfers            map[uuid.UUID]struct{}
-	removedsent_transfers     map[uuid.UUID]struct{}
-	clearedsent_transfers     bool
-	received_transfers        map[uuid.UUID]struct{}
-	removedreceived_transfers map[uuid.UUID]struct{}
-	clearedreceived_transfers bool
-	done                      bool
-	oldValue                  func(context.Context) (*Agent, error)
-	predicates                []predicate.Agent
+	op                          Op
+	typ                         string
+	id                          *uuid.UUID
+	created_at                  *time.Time
+	updated_at                  *time.Time
+	username                    *string
+	api_key_hash                *[]byte
+	invite_code                 *string
+	trust_score                 *int
+	addtrust_score              *int
+	tier                        *agent.Tier
+	partner_verified            *bool
+	partner_provider            *string
+	partner_subject             *string
+	human_verified              *bool
+	external_wallet_verified    *bool
+	tx_count                    *int64
+	addtx_count                 *int64
+	volume_sent                 *int64
+	addvolume_sent              *int64
+	volume_received             *int64
+	addvolume_received          *int64
+	fees_paid                   *int64
+	addfees_paid                *int64
+	api_key_rotated_at          *time.Time
+	clearedFields               map[string]struct{}
+	wallets                     map[uuid.UUID]struct{}
+	removedwallets              map[uuid.UUID]struct{}
+	clearedwallets              bool
+	pairings                    map[uuid.UUID]struct{}
+	removedpairings             map[uuid.UUID]struct{}
+	clearedpairings             bool
+	invitations                 map[uuid.UUID]struct{}
+	removedinvitations          map[uuid.UUID]struct{}
+	clearedinvitations          bool
+	partner_attestations        map[uuid.UUID]struct{}
+	removedpartner_attestations map[uuid.UUID]struct{}
+	clearedpartner_attestations bool
+	primary_wallet              *uuid.UUID
+	clearedprimary_wallet       bool
+	sent_transfers              map[uuid.UUID]struct{}
+	removedsent_transfers       map[uuid.UUID]struct{}
+	clearedsent_transfers       bool
+	received_transfers          map[uuid.UUID]struct{}
+	removedreceived_transfers   map[uuid.UUID]struct{}
+	clearedreceived_transfers   bool
+	done                        bool
+	oldValue                    func(context.Context) (*Agent, error)
+	predicates                  []predicate.Agent
 }
 
 var _ ent.Mutation = (*AgentMutation)(nil)
@@ -1787,6 +1792,60 @@ func (m *AgentMutation) ResetInvitations() {
 	m.removedinvitations = nil
 }
 
+// AddPartnerAttestationIDs adds the "partner_attestations" edge to the PartnerAttestation entity by ids.
+func (m *AgentMutation) AddPartnerAttestationIDs(ids ...uuid.UUID) {
+	if m.partner_attestations == nil {
+		m.partner_attestations = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.partner_attestations[ids[i]] = struct{}{}
+	}
+}
+
+// ClearPartnerAttestations clears the "partner_attestations" edge to the PartnerAttestation entity.
+func (m *AgentMutation) ClearPartnerAttestations() {
+	m.clearedpartner_attestations = true
+}
+
+// PartnerAttestationsCleared reports if the "partner_attestations" edge to the PartnerAttestation entity was cleared.
+func (m *AgentMutation) PartnerAttestationsCleared() bool {
+	return m.clearedpartner_attestations
+}
+
+// RemovePartnerAttestationIDs removes the "partner_attestations" edge to the PartnerAttestation entity by IDs.
+func (m *AgentMutation) RemovePartnerAttestationIDs(ids ...uuid.UUID) {
+	if m.removedpartner_attestations == nil {
+		m.removedpartner_attestations = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.partner_attestations, ids[i])
+		m.removedpartner_attestations[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedPartnerAttestations returns the removed IDs of the "partner_attestations" edge to the PartnerAttestation entity.
+func (m *AgentMutation) RemovedPartnerAttestationsIDs() (ids []uuid.UUID) {
+	for id := range m.removedpartner_attestations {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// PartnerAttestationsIDs returns the "partner_attestations" edge IDs in the mutation.
+func (m *AgentMutation) PartnerAttestationsIDs() (ids []uuid.UUID) {
+	for id := range m.partner_attestations {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetPartnerAttestations resets all changes to the "partner_attestations" edge.
+func (m *AgentMutation) ResetPartnerAttestations() {
+	m.partner_attestations = nil
+	m.clearedpartner_attestations = false
+	m.removedpartner_attestations = nil
+}
+
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
 func (m *AgentMutation) ClearPrimaryWallet() {
 	m.clearedprimary_wallet = true
@@ -2434,7 +2493,7 @@ func (m *AgentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *AgentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.wallets != nil {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2443,6 +2502,9 @@ func (m *AgentMutation) AddedEdges() []string {
 	}
 	if m.invitations != nil {
 		edges = append(edges, agent.EdgeInvitations)
+	}
+	if m.partner_attestations != nil {
+		edges = append(edges, agent.EdgePartnerAttestations)
 	}
 	if m.primary_wallet != nil {
 		edges = append(edges, agent.EdgePrimaryWallet)
@@ -2478,6 +2540,12 @@ func (m *AgentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgePartnerAttestations:
+		ids := make([]ent.Value, 0, len(m.partner_attestations))
+		for id := range m.partner_attestations {
+			ids = append(ids, id)
+		}
+		return ids
 	case agent.EdgePrimaryWallet:
 		if id := m.primary_wallet; id != nil {
 			return []ent.Value{*id}
@@ -2500,7 +2568,7 @@ func (m *AgentMutation) AddedIDs(name string) []ent.Value {
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *AgentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.removedwallets != nil {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2509,6 +2577,9 @@ func (m *AgentMutation) RemovedEdges() []string {
 	}
 	if m.removedinvitations != nil {
 		edges = append(edges, agent.EdgeInvitations)
+	}
+	if m.removedpartner_attestations != nil {
+		edges = append(edges, agent.EdgePartnerAttestations)
 	}
 	if m.removedsent_transfers != nil {
 		edges = append(edges, agent.EdgeSentTransfers)
@@ -2541,6 +2612,12 @@ func (m *AgentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgePartnerAttestations:
+		ids := make([]ent.Value, 0, len(m.removedpartner_attestations))
+		for id := range m.removedpartner_attestations {
+			ids = append(ids, id)
+		}
+		return ids
 	case agent.EdgeSentTransfers:
 		ids := make([]ent.Value, 0, len(m.removedsent_transfers))
 		for id := range m.removedsent_transfers {
@@ -2559,7 +2636,7 @@ func (m *AgentMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *AgentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.clearedwallets {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2568,6 +2645,9 @@ func (m *AgentMutation) ClearedEdges() []string {
 	}
 	if m.clearedinvitations {
 		edges = append(edges, agent.EdgeInvitations)
+	}
+	if m.clearedpartner_attestations {
+		edges = append(edges, agent.EdgePartnerAttestations)
 	}
 	if m.clearedprimary_wallet {
 		edges = append(edges, agent.EdgePrimaryWallet)
@@ -2591,6 +2671,8 @@ func (m *AgentMutation) EdgeCleared(name string) bool {
 		return m.clearedpairings
 	case agent.EdgeInvitations:
 		return m.clearedinvitations
+	case agent.EdgePartnerAttestations:
+		return m.clearedpartner_attestations
 	case agent.EdgePrimaryWallet:
 		return m.clearedprimary_wallet
 	case agent.EdgeSentTransfers:
@@ -2624,6 +2706,9 @@ func (m *AgentMutation) ResetEdge(name string) error {
 		return nil
 	case agent.EdgeInvitations:
 		m.ResetInvitations()
+		return nil
+	case agent.EdgePartnerAttestations:
+		m.ResetPartnerAttestations()
 		return nil
 	case agent.EdgePrimaryWallet:
 		m.ResetPrimaryWallet()
@@ -15482,6 +15567,770 @@ func (m *PairingMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Pairing edge %s", name)
+}
+
+// PartnerAttestationMutation represents an operation that mutates the PartnerAttestation nodes in the graph.
+type PartnerAttestationMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	partner       *string
+	jti           *string
+	subject       *string
+	issued_at     *time.Time
+	expires_at    *time.Time
+	clearedFields map[string]struct{}
+	agent         *uuid.UUID
+	clearedagent  bool
+	done          bool
+	oldValue      func(context.Context) (*PartnerAttestation, error)
+	predicates    []predicate.PartnerAttestation
+}
+
+var _ ent.Mutation = (*PartnerAttestationMutation)(nil)
+
+// partnerattestationOption allows management of the mutation configuration using functional options.
+type partnerattestationOption func(*PartnerAttestationMutation)
+
+// newPartnerAttestationMutation creates new mutation for the PartnerAttestation entity.
+func newPartnerAttestationMutation(c config, op Op, opts ...partnerattestationOption) *PartnerAttestationMutation {
+	m := &PartnerAttestationMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePartnerAttestation,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPartnerAttestationID sets the ID field of the mutation.
+func withPartnerAttestationID(id uuid.UUID) partnerattestationOption {
+	return func(m *PartnerAttestationMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PartnerAttestation
+		)
+		m.oldValue = func(ctx context.Context) (*PartnerAttestation, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PartnerAttestation.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPartnerAttestation sets the old PartnerAttestation of the mutation.
+func withPartnerAttestation(node *PartnerAttestation) partnerattestationOption {
+	return func(m *PartnerAttestationMutation) {
+		m.oldValue = func(context.Context) (*PartnerAttestation, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PartnerAttestationMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PartnerAttestationMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of PartnerAttestation entities.
+func (m *PartnerAttestationMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PartnerAttestationMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PartnerAttestationMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PartnerAttestation.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *PartnerAttestationMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *PartnerAttestationMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *PartnerAttestationMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *PartnerAttestationMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *PartnerAttestationMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *PartnerAttestationMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetPartner sets the "partner" field.
+func (m *PartnerAttestationMutation) SetPartner(s string) {
+	m.partner = &s
+}
+
+// Partner returns the value of the "partner" field in the mutation.
+func (m *PartnerAttestationMutation) Partner() (r string, exists bool) {
+	v := m.partner
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPartner returns the old "partner" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldPartner(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPartner is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPartner requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPartner: %w", err)
+	}
+	return oldValue.Partner, nil
+}
+
+// ResetPartner resets all changes to the "partner" field.
+func (m *PartnerAttestationMutation) ResetPartner() {
+	m.partner = nil
+}
+
+// SetJti sets the "jti" field.
+func (m *PartnerAttestationMutation) SetJti(s string) {
+	m.jti = &s
+}
+
+// Jti returns the value of the "jti" field in the mutation.
+func (m *PartnerAttestationMutation) Jti() (r string, exists bool) {
+	v := m.jti
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJti returns the old "jti" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldJti(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJti is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJti requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJti: %w", err)
+	}
+	return oldValue.Jti, nil
+}
+
+// ResetJti resets all changes to the "jti" field.
+func (m *PartnerAttestationMutation) ResetJti() {
+	m.jti = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *PartnerAttestationMutation) SetAgentID(u uuid.UUID) {
+	m.agent = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *PartnerAttestationMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldAgentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *PartnerAttestationMutation) ResetAgentID() {
+	m.agent = nil
+}
+
+// SetSubject sets the "subject" field.
+func (m *PartnerAttestationMutation) SetSubject(s string) {
+	m.subject = &s
+}
+
+// Subject returns the value of the "subject" field in the mutation.
+func (m *PartnerAttestationMutation) Subject() (r string, exists bool) {
+	v := m.subject
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSubject returns the old "subject" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldSubject(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSubject is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSubject requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSubject: %w", err)
+	}
+	return oldValue.Subject, nil
+}
+
+// ResetSubject resets all changes to the "subject" field.
+func (m *PartnerAttestationMutation) ResetSubject() {
+	m.subject = nil
+}
+
+// SetIssuedAt sets the "issued_at" field.
+func (m *PartnerAttestationMutation) SetIssuedAt(t time.Time) {
+	m.issued_at = &t
+}
+
+// IssuedAt returns the value of the "issued_at" field in the mutation.
+func (m *PartnerAttestationMutation) IssuedAt() (r time.Time, exists bool) {
+	v := m.issued_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIssuedAt returns the old "issued_at" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldIssuedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIssuedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIssuedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIssuedAt: %w", err)
+	}
+	return oldValue.IssuedAt, nil
+}
+
+// ResetIssuedAt resets all changes to the "issued_at" field.
+func (m *PartnerAttestationMutation) ResetIssuedAt() {
+	m.issued_at = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *PartnerAttestationMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *PartnerAttestationMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the PartnerAttestation entity.
+// If the PartnerAttestation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PartnerAttestationMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *PartnerAttestationMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// ClearAgent clears the "agent" edge to the Agent entity.
+func (m *PartnerAttestationMutation) ClearAgent() {
+	m.clearedagent = true
+	m.clearedFields[partnerattestation.FieldAgentID] = struct{}{}
+}
+
+// AgentCleared reports if the "agent" edge to the Agent entity was cleared.
+func (m *PartnerAttestationMutation) AgentCleared() bool {
+	return m.clearedagent
+}
+
+// AgentIDs returns the "agent" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// AgentID instead. It exists only for internal usage by the builders.
+func (m *PartnerAttestationMutation) AgentIDs() (ids []uuid.UUID) {
+	if id := m.agent; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetAgent resets all changes to the "agent" edge.
+func (m *PartnerAttestationMutation) ResetAgent() {
+	m.agent = nil
+	m.clearedagent = false
+}
+
+// Where appends a list predicates to the PartnerAttestationMutation builder.
+func (m *PartnerAttestationMutation) Where(ps ...predicate.PartnerAttestation) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PartnerAttestationMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PartnerAttestationMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PartnerAttestation, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PartnerAttestationMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PartnerAttestationMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PartnerAttestation).
+func (m *PartnerAttestationMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PartnerAttestationMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.created_at != nil {
+		fields = append(fields, partnerattestation.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, partnerattestation.FieldUpdatedAt)
+	}
+	if m.partner != nil {
+		fields = append(fields, partnerattestation.FieldPartner)
+	}
+	if m.jti != nil {
+		fields = append(fields, partnerattestation.FieldJti)
+	}
+	if m.agent != nil {
+		fields = append(fields, partnerattestation.FieldAgentID)
+	}
+	if m.subject != nil {
+		fields = append(fields, partnerattestation.FieldSubject)
+	}
+	if m.issued_at != nil {
+		fields = append(fields, partnerattestation.FieldIssuedAt)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, partnerattestation.FieldExpiresAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PartnerAttestationMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case partnerattestation.FieldCreatedAt:
+		return m.CreatedAt()
+	case partnerattestation.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case partnerattestation.FieldPartner:
+		return m.Partner()
+	case partnerattestation.FieldJti:
+		return m.Jti()
+	case partnerattestation.FieldAgentID:
+		return m.AgentID()
+	case partnerattestation.FieldSubject:
+		return m.Subject()
+	case partnerattestation.FieldIssuedAt:
+		return m.IssuedAt()
+	case partnerattestation.FieldExpiresAt:
+		return m.ExpiresAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PartnerAttestationMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case partnerattestation.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case partnerattestation.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case partnerattestation.FieldPartner:
+		return m.OldPartner(ctx)
+	case partnerattestation.FieldJti:
+		return m.OldJti(ctx)
+	case partnerattestation.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case partnerattestation.FieldSubject:
+		return m.OldSubject(ctx)
+	case partnerattestation.FieldIssuedAt:
+		return m.OldIssuedAt(ctx)
+	case partnerattestation.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown PartnerAttestation field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PartnerAttestationMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case partnerattestation.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case partnerattestation.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case partnerattestation.FieldPartner:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPartner(v)
+		return nil
+	case partnerattestation.FieldJti:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJti(v)
+		return nil
+	case partnerattestation.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case partnerattestation.FieldSubject:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSubject(v)
+		return nil
+	case partnerattestation.FieldIssuedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIssuedAt(v)
+		return nil
+	case partnerattestation.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PartnerAttestation field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PartnerAttestationMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PartnerAttestationMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PartnerAttestationMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown PartnerAttestation numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PartnerAttestationMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PartnerAttestationMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PartnerAttestationMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown PartnerAttestation nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PartnerAttestationMutation) ResetField(name string) error {
+	switch name {
+	case partnerattestation.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case partnerattestation.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case partnerattestation.FieldPartner:
+		m.ResetPartner()
+		return nil
+	case partnerattestation.FieldJti:
+		m.ResetJti()
+		return nil
+	case partnerattestation.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case partnerattestation.FieldSubject:
+		m.ResetSubject()
+		return nil
+	case partnerattestation.FieldIssuedAt:
+		m.ResetIssuedAt()
+		return nil
+	case partnerattestation.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	}
+	return fmt.Errorf("unknown PartnerAttestation field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PartnerAttestationMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.agent != nil {
+		edges = append(edges, partnerattestation.EdgeAgent)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PartnerAttestationMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case partnerattestation.EdgeAgent:
+		if id := m.agent; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PartnerAttestationMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PartnerAttestationMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PartnerAttestationMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedagent {
+		edges = append(edges, partnerattestation.EdgeAgent)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PartnerAttestationMutation) EdgeCleared(name string) bool {
+	switch name {
+	case partnerattestation.EdgeAgent:
+		return m.clearedagent
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PartnerAttestationMutation) ClearEdge(name string) error {
+	switch name {
+	case partnerattestation.EdgeAgent:
+		m.ClearAgent()
+		return nil
+	}
+	return fmt.Errorf("unknown PartnerAttestation unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PartnerAttestationMutation) ResetEdge(name string) error {
+	switch name {
+	case partnerattestation.EdgeAgent:
+		m.ResetAgent()
+		return nil
+	}
+	return fmt.Errorf("unknown PartnerAttestation edge %s", name)
 }
 
 // PasskeyMutation represents an operation that mutates the Passkey nodes in the graph.

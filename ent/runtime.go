@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
@@ -667,6 +668,65 @@ func init() {
 	pairingDescID := pairingMixinFields0[0].Descriptor()
 	// pairing.DefaultID holds the default value on creation for the id field.
 	pairing.DefaultID = pairingDescID.Default.(func() uuid.UUID)
+	partnerattestationMixin := schema.PartnerAttestation{}.Mixin()
+	partnerattestationMixinFields0 := partnerattestationMixin[0].Fields()
+	_ = partnerattestationMixinFields0
+	partnerattestationFields := schema.PartnerAttestation{}.Fields()
+	_ = partnerattestationFields
+	// partnerattestationDescCreatedAt is the schema descriptor for created_at field.
+	partnerattestationDescCreatedAt := partnerattestationMixinFields0[1].Descriptor()
+	// partnerattestation.DefaultCreatedAt holds the default value on creation for the created_at field.
+	partnerattestation.DefaultCreatedAt = partnerattestationDescCreatedAt.Default.(func() time.Time)
+	// partnerattestationDescUpdatedAt is the schema descriptor for updated_at field.
+	partnerattestationDescUpdatedAt := partnerattestationMixinFields0[2].Descriptor()
+	// partnerattestation.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	partnerattestation.DefaultUpdatedAt = partnerattestationDescUpdatedAt.Default.(func() time.Time)
+	// partnerattestation.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	partnerattestation.UpdateDefaultUpdatedAt = partnerattestationDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// partnerattestationDescPartner is the schema descriptor for partner field.
+	partnerattestationDescPartner := partnerattestationFields[0].Descriptor()
+	// partnerattestation.PartnerValidator is a validator for the "partner" field. It is called by the builders before save.
+	partnerattestation.PartnerValidator = func() func(string) error {
+		validators := partnerattestationDescPartner.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(partner string) error {
+			for _, fn := range fns {
+				if err := fn(partner); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// partnerattestationDescJti is the schema descriptor for jti field.
+	partnerattestationDescJti := partnerattestationFields[1].Descriptor()
+	// partnerattestation.JtiValidator is a validator for the "jti" field. It is called by the builders before save.
+	partnerattestation.JtiValidator = func() func(string) error {
+		validators := partnerattestationDescJti.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(jti string) error {
+			for _, fn := range fns {
+				if err := fn(jti); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// partnerattestationDescSubject is the schema descriptor for subject field.
+	partnerattestationDescSubject := partnerattestationFields[3].Descriptor()
+	// partnerattestation.SubjectValidator is a validator for the "subject" field. It is called by the builders before save.
+	partnerattestation.SubjectValidator = partnerattestationDescSubject.Validators[0].(func(string) error)
+	// partnerattestationDescID is the schema descriptor for id field.
+	partnerattestationDescID := partnerattestationMixinFields0[0].Descriptor()
+	// partnerattestation.DefaultID holds the default value on creation for the id field.
+	partnerattestation.DefaultID = partnerattestationDescID.Default.(func() uuid.UUID)
 	passkeyMixin := schema.Passkey{}.Mixin()
 	passkeyMixinFields0 := passkeyMixin[0].Fields()
 	_ = passkeyMixinFields0

@@ -44,6 +44,8 @@ type Tx struct {
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
+	// PartnerAttestation is the client for interacting with the PartnerAttestation builders.
+	PartnerAttestation *PartnerAttestationClient
 	// Passkey is the client for interacting with the Passkey builders.
 	Passkey *PasskeyClient
 	// PasskeyCeremony is the client for interacting with the PasskeyCeremony builders.
@@ -212,6 +214,7 @@ func (tx *Tx) init() {
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.Pairing = NewPairingClient(tx.config)
+	tx.PartnerAttestation = NewPartnerAttestationClient(tx.config)
 	tx.Passkey = NewPasskeyClient(tx.config)
 	tx.PasskeyCeremony = NewPasskeyCeremonyClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)

@@ -8,6 +8,7 @@ package graph
 import (
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/ent/agent"
 	"agentpay/graph/model"
 	"context"
 	"errors"
@@ -90,6 +91,22 @@ func (r *mutationResolver) RegenerateAPIKey(ctx context.Context) (*model.APIKeyP
 		return nil, err
 	}
 	return &model.APIKeyPayload{APIKey: key, Message: agentpay.RegeneratedKeyMessage}, nil
+}
+
+// VerifyPartner is the resolver for the verifyPartner field.
+func (r *mutationResolver) VerifyPartner(ctx context.Context, partner string, attestation string) (*model.PartnerVerification, error) {
+	ctx, a, err := r.agentContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.cfg.Service.VerifyPartner(ctx, a, agentpay.VerifyPartnerRequest{Partner: partner, Attestation: attestation})
+	if err != nil {
+		return nil, err
+	}
+	return &model.PartnerVerification{
+		AgentID: v.AgentID, Partner: v.Partner, Verified: true,
+		TrustScoreBefore: v.Before, TrustScoreAfter: v.After, Tier: agent.Tier(v.Tier), Message: v.Message,
+	}, nil
 }
 
 // Agent is the resolver for the agent field.

@@ -45,6 +45,9 @@ type agentAPIConfig struct {
 	// Base starts a Base devnet for the agents' wallets, with the treasury
 	// funded with gas.
 	Base bool
+	// DevPartner is the identity partner of `agentpay dev`, for
+	// verifyPartner.
+	DevPartner *agentpay.DevPartner
 }
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
@@ -56,6 +59,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	env := testenv.New(t, opts)
 	srv := newTestServer(t, env, agentpay.Config{
 		AgentMode: agentpay.ModeTest, IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
+		DevPartner: cfg.DevPartner,
 	}, HandlerConfig{})
 	api := &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
 	if cfg.Base {

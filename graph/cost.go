@@ -172,6 +172,7 @@ func complexity() ComplexityRoot {
 	c.Mutation.Send = func(child int, _ model.SendInput) int { return sendCost + child }
 	c.Mutation.QuickRegister = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.RegenerateAPIKey = func(child int) int { return writeCost + child }
+	c.Mutation.VerifyPartner = func(child int, _, _ string) int { return writeCost + child }
 	c.Mutation.CreateSession = func(child int, _ model.CreateSessionInput) int { return writeCost + child }
 	c.Mutation.CancelSession = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.UpdateMerchant = func(child int, _ model.UpdateMerchantInput) int { return writeCost + child }

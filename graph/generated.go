@@ -310,6 +310,7 @@ type ComplexityRoot struct {
 		StartIdentityVerification func(childComplexity int) int
 		UpdateMerchant            func(childComplexity int, input model.UpdateMerchantInput) int
 		UpdateViewer              func(childComplexity int, displayName string) int
+		VerifyPartner             func(childComplexity int, partner string, attestation string) int
 		Withdraw                  func(childComplexity int, input model.WithdrawInput) int
 	}
 
@@ -331,6 +332,16 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 		UserID      func(childComplexity int) int
 		Username    func(childComplexity int) int
+	}
+
+	PartnerVerification struct {
+		AgentID          func(childComplexity int) int
+		Message          func(childComplexity int) int
+		Partner          func(childComplexity int) int
+		Tier             func(childComplexity int) int
+		TrustScoreAfter  func(childComplexity int) int
+		TrustScoreBefore func(childComplexity int) int
+		Verified         func(childComplexity int) int
 	}
 
 	Passkey struct {
@@ -760,6 +771,7 @@ type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
 	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+	VerifyPartner(ctx context.Context, partner string, attestation string) (*model.PartnerVerification, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
 	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
@@ -2102,6 +2114,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateViewer(childComplexity, args["displayName"].(string)), true
+	case "Mutation.verifyPartner":
+		if e.ComplexityRoot.Mutation.VerifyPartner == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_verifyPartner_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.VerifyPartner(childComplexity, args["partner"].(string), args["attestation"].(string)), true
 	case "Mutation.withdraw":
 		if e.ComplexityRoot.Mutation.Withdraw == nil {
 			break
@@ -2199,6 +2222,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Pairing.Username(childComplexity), true
+
+	case "PartnerVerification.agentId":
+		if e.ComplexityRoot.PartnerVerification.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.AgentID(childComplexity), true
+	case "PartnerVerification.message":
+		if e.ComplexityRoot.PartnerVerification.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.Message(childComplexity), true
+	case "PartnerVerification.partner":
+		if e.ComplexityRoot.PartnerVerification.Partner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.Partner(childComplexity), true
+	case "PartnerVerification.tier":
+		if e.ComplexityRoot.PartnerVerification.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.Tier(childComplexity), true
+	case "PartnerVerification.trustScoreAfter":
+		if e.ComplexityRoot.PartnerVerification.TrustScoreAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.TrustScoreAfter(childComplexity), true
+	case "PartnerVerification.trustScoreBefore":
+		if e.ComplexityRoot.PartnerVerification.TrustScoreBefore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.TrustScoreBefore(childComplexity), true
+	case "PartnerVerification.verified":
+		if e.ComplexityRoot.PartnerVerification.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PartnerVerification.Verified(childComplexity), true
 
 	case "Passkey.createdAt":
 		if e.ComplexityRoot.Passkey.CreatedAt == nil {
@@ -4632,6 +4698,26 @@ func (ec *executionContext) childFields_Pairing(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Pairing", field.Name)
 }
 
+func (ec *executionContext) childFields_PartnerVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentId":
+		return ec.fieldContext_PartnerVerification_agentId(ctx, field)
+	case "partner":
+		return ec.fieldContext_PartnerVerification_partner(ctx, field)
+	case "verified":
+		return ec.fieldContext_PartnerVerification_verified(ctx, field)
+	case "trustScoreBefore":
+		return ec.fieldContext_PartnerVerification_trustScoreBefore(ctx, field)
+	case "trustScoreAfter":
+		return ec.fieldContext_PartnerVerification_trustScoreAfter(ctx, field)
+	case "tier":
+		return ec.fieldContext_PartnerVerification_tier(ctx, field)
+	case "message":
+		return ec.fieldContext_PartnerVerification_message(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PartnerVerification", field.Name)
+}
+
 func (ec *executionContext) childFields_Passkey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5903,6 +5989,28 @@ func (ec *executionContext) field_Mutation_updateViewer_args(ctx context.Context
 		return nil, err
 	}
 	args["displayName"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_verifyPartner_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "partner",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["partner"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "attestation",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["attestation"] = arg1
 	return args, nil
 }
 
@@ -10658,6 +10766,50 @@ func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_verifyPartner(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_verifyPartner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().VerifyPartner(ctx, fc.Args["partner"].(string), fc.Args["attestation"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PartnerVerification) graphql.Marshaler {
+			return ec.marshalNPartnerVerification2ᚖagentpayᚋgraphᚋmodelᚐPartnerVerification(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_verifyPartner(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PartnerVerification(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_verifyPartner_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_inviteHuman(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11746,6 +11898,167 @@ func (ec *executionContext) _Pairing_expiresAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Pairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PartnerVerification_agentId(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PartnerVerification_partner(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_partner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Partner, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_partner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "String")
+}
+
+func (ec *executionContext) _PartnerVerification_verified(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _PartnerVerification_trustScoreBefore(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_trustScoreBefore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TrustScoreBefore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_trustScoreBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PartnerVerification_trustScoreAfter(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_trustScoreAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TrustScoreAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_trustScoreAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PartnerVerification_tier(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tier, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v agent.Tier) graphql.Marshaler {
+			return ec.marshalNAgentTier2agentpayᚋentᚋagentᚐTier(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "AgentTier")
+}
+
+func (ec *executionContext) _PartnerVerification_message(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PartnerVerification_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PartnerVerification_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PartnerVerification", field, false, false, "String")
 }
 
 func (ec *executionContext) _Passkey_id(ctx context.Context, field graphql.CollectedField, obj *ent.Passkey) (ret graphql.Marshaler) {
@@ -22794,6 +23107,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "verifyPartner":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_verifyPartner(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "inviteHuman":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_inviteHuman(ctx, field)
@@ -23044,6 +23364,69 @@ func (ec *executionContext) _Pairing(ctx context.Context, sel ast.SelectionSet, 
 		case "expiresAt":
 			out.Values[i] = ec._Pairing_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var partnerVerificationImplementors = []string{"PartnerVerification"}
+
+func (ec *executionContext) _PartnerVerification(ctx context.Context, sel ast.SelectionSet, obj *model.PartnerVerification) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, partnerVerificationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PartnerVerification")
+		case "agentId":
+			out.Values[i] = ec._PartnerVerification_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "partner":
+			out.Values[i] = ec._PartnerVerification_partner(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "verified":
+			out.Values[i] = ec._PartnerVerification_verified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trustScoreBefore":
+			out.Values[i] = ec._PartnerVerification_trustScoreBefore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trustScoreAfter":
+			out.Values[i] = ec._PartnerVerification_trustScoreAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tier":
+			out.Values[i] = ec._PartnerVerification_tier(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._PartnerVerification_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -26541,6 +26924,14 @@ func (ec *executionContext) unmarshalNPairingDecision2agentpayᚋgraphᚋmodel�
 
 func (ec *executionContext) marshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx context.Context, sel ast.SelectionSet, v model.PairingDecision) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNPartnerVerification2ᚖagentpayᚋgraphᚋmodelᚐPartnerVerification(ctx context.Context, sel ast.SelectionSet, v *model.PartnerVerification) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PartnerVerification!")
+		return graphql.Null
+	}
+	return ec._PartnerVerification(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPasskey2ᚕᚖagentpayᚋentᚐPasskeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Passkey) graphql.Marshaler {

@@ -20,7 +20,8 @@ import (
 type Config struct {
 	Service *agentpay.Service
 	Logger  *slog.Logger
-	// Dev mounts the dev-only routes (/dev/faucet, /dev/chains, /dev/mail).
+	// Dev mounts the dev-only routes (/dev/faucet, /dev/chains, /dev/mail,
+	// /dev/partner/...).
 	Dev bool
 	// Mounts are other handlers served under exact paths (GraphQL, the
 	// playground); the caller builds them so this package stays REST.
@@ -91,6 +92,7 @@ func NewRouter(cfg Config) http.Handler {
 			r.Get("/pairings", s.myPairings)
 			r.Get("/events", s.myEvents)
 			r.Post("/wallets/verify", s.verifyWallet)
+			r.Post("/verify-partner", s.verifyPartner)
 			r.Post("/regenerate-api-key", s.regenerateAPIKey)
 		})
 	})
@@ -111,6 +113,8 @@ func NewRouter(cfg Config) http.Handler {
 		r.Post("/dev/faucet", s.devFaucet)
 		r.Get("/dev/chains", s.devChains)
 		r.Get("/dev/mail", s.devMail)
+		r.Post("/dev/partner/attest", s.devPartnerAttest)
+		r.Get("/dev/partner/jwks.json", s.devPartnerJWKS)
 	}
 	return r
 }

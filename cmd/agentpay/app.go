@@ -369,12 +369,21 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	// `dev` runs an identity partner of its own, so verify-partner works
+	// offline (/dev/partner/attest).
+	var devPartner *agentpay.DevPartner
+	if dev {
+		if devPartner, err = agentpay.NewDevPartner(); err != nil {
+			return nil, err
+		}
+	}
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
 		IdentityProvider: p.identity,
 		BaseURL:          cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		PasskeyRPID: cfg.PasskeyRPID, PasskeyOrigins: passkeyOrigins(cfg),
+		Partners: cfg.Partners, DevPartner: devPartner,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"math/big"
 	"encoding/json"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/jwks"
 	"agentpay/internal/mail"
 	"agentpay/internal/redact"
 	"agentpay/internal/vault"
@@ -78,6 +80,9 @@ type config struct {
 	// Chains holds what is configured for each mode and chain; a chain
 	// without an RPC URL in a mode is absent.
 	Chains map[agentpay.Mode]map[chains.Name]chainConfig
+	// Partners are the identity partners of verify-partner (PARTNERS),
+	// their key files read.
+	Partners []agentpay.Partner
 	// DevConfirmations are the confirmations each devnet asks for in `dev`:
 	// CHAIN_<NAME>_TEST_CONFIRMATIONS when set, else defaultDevConfirmations.
 	DevConfirmations map[chains.Name]uint64
@@ -171,6 +176,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			p.fail("MAIL_FROM", "%s, got %q", err, c.MailFrom)
 		}
 	}
+	c.Partners = p.partners("PARTNERS")
 	if v := p.str("MASTER_KEY", ""); v != "" {
 		key, err := vault.ParseMasterKey(v)
 		if err != nil {
@@ -405,6 +411,102 @@ func (p *envParser) prefixes(name string) []netip.Prefix {
 			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
 		}
 		out = append(out, pfx.Masked())
+	}
+	return out
+}
+
+// partners reads PARTNERS: identity partners separated by ';', each its
+// name then space-separated settings:
+//
+//	alg=ES256|EdDSA         required: the one algorithm its tokens may use
+//	jwks=https://...        where it publishes its keys, or
+//	keyfile=/path           a file of its public keys (a JWK, a JWK Set or
+//	                        PEM), read now
+//	iss=...                 the iss of its tokens (default: the name)
+//	aud=...                 the aud its tokens carry (default: BASE_URL)
+//
+// such as "skyfire alg=ES256 jwks=https://app.skyfire.xyz/.well-known/jwks.json
+// iss=https://app.skyfire.xyz; acme alg=EdDSA keyfile=/etc/agentpay/acme.jwk".
+// The service checks the rest (a key fitting alg) at start.
+func (p *envParser) partners(name string) []agentpay.Partner {
+	v := p.str(name, "")
+	if v == "" {
+		return nil
+	}
+	var out []agentpay.Partner
+	seen := map[string]bool{}
+	for _, entry := range strings.Split(v, ";") {
+		fields := strings.Fields(entry)
+		if len(fields) == 0 {
+			continue
+		}
+		pt := agentpay.Partner{Name: fields[0]}
+		fail := func(format string, args ...any) {
+			p.fail(name, "partner %q: %s", pt.Name, fmt.Sprintf(format, args...))
+		}
+		if err := agentpay.ValidatePartnerName(pt.Name); err != nil {
+			p.fail(name, "%s (each partner is its name, then alg=, jwks= or keyfile=, and optionally iss= and aud=, partners separated by ';')", err)
+			continue
+		}
+		if seen[pt.Name] {
+			fail("named twice")
+			continue
+		}
+		seen[pt.Name] = true
+		var keyFile string
+		ok := true
+		for _, f := range fields[1:] {
+			k, val, found := strings.Cut(f, "=")
+			if !found || val == "" {
+				fail("%q is not a setting (key=value)", f)
+				ok = false
+				continue
+			}
+			switch k {
+			case "alg":
+				pt.Algorithm = val
+			case "jwks":
+				u, err := url.Parse(val)
+				if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+					fail("jwks must be an absolute http(s) URL, got %q", redact.URL(val))
+					ok = false
+				}
+				pt.JWKSURL = val
+			case "keyfile":
+				keyFile = val
+			case "iss":
+				pt.Issuer = val
+			case "aud":
+				pt.Audience = val
+			default:
+				fail("unknown setting %q (alg, jwks, keyfile, iss, aud)", k)
+				ok = false
+			}
+		}
+		if pt.Algorithm != agentpay.PartnerES256 && pt.Algorithm != agentpay.PartnerEdDSA {
+			fail("alg must be %s or %s, got %q", agentpay.PartnerES256, agentpay.PartnerEdDSA, pt.Algorithm)
+			ok = false
+		}
+		switch {
+		case (pt.JWKSURL == "") == (keyFile == ""):
+			fail("give exactly one of jwks= and keyfile=")
+			ok = false
+		case keyFile != "":
+			data, err := os.ReadFile(keyFile)
+			if err == nil && len(data) > jwks.DefaultMaxBytes {
+				err = fmt.Errorf("larger than %d bytes", jwks.DefaultMaxBytes)
+			}
+			if err == nil {
+				pt.Keys, err = jwks.Parse(data)
+			}
+			if err != nil {
+				fail("keyfile %s: %v", keyFile, err)
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, pt)
+		}
 	}
 	return out
 }

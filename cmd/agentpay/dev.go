@@ -102,6 +102,8 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 	}
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
 	fmt.Fprintf(w, "  identity:   sandbox provider at http://%s/dev/kyc/ (started from the app)\n", addr)
+	fmt.Fprintf(w, "  partner:    POST http://%s/dev/partner/attest {\"agent_id\"} mints an attestation of %s (keys: /dev/partner/jwks.json)\n",
+		addr, agentpay.DevPartnerName)
 	if smtp {
 		fmt.Fprintln(w, "  mail:       sent with SMTP_URL")
 	} else {

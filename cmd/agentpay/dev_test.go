@@ -146,6 +146,10 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 		}
 	})
 
+	// An agent gets the dev partner's attestation and verify-partner
+	// accepts it, offline (devpartner_test.go).
+	t.Run("dev partner", func(t *testing.T) { devPartnerFlow(t, base, banner) })
+
 	// A person signs in to the app as in a browser: the form mails a link,
 	// /dev/mail shows it, its page's form opens a session, and the session
 	// cookie and the page's CSRF token read the viewer from /graphql.

@@ -60,6 +60,8 @@ const (
 	EdgePairings = "pairings"
 	// EdgeInvitations holds the string denoting the invitations edge name in mutations.
 	EdgeInvitations = "invitations"
+	// EdgePartnerAttestations holds the string denoting the partner_attestations edge name in mutations.
+	EdgePartnerAttestations = "partner_attestations"
 	// EdgePrimaryWallet holds the string denoting the primary_wallet edge name in mutations.
 	EdgePrimaryWallet = "primary_wallet"
 	// EdgeSentTransfers holds the string denoting the sent_transfers edge name in mutations.
@@ -89,6 +91,13 @@ const (
 	InvitationsInverseTable = "invitations"
 	// InvitationsColumn is the table column denoting the invitations relation/edge.
 	InvitationsColumn = "agent_id"
+	// PartnerAttestationsTable is the table that holds the partner_attestations relation/edge.
+	PartnerAttestationsTable = "partner_attestations"
+	// PartnerAttestationsInverseTable is the table name for the PartnerAttestation entity.
+	// It exists in this package in order to avoid circular dependency with the "partnerattestation" package.
+	PartnerAttestationsInverseTable = "partner_attestations"
+	// PartnerAttestationsColumn is the table column denoting the partner_attestations relation/edge.
+	PartnerAttestationsColumn = "agent_id"
 	// PrimaryWalletTable is the table that holds the primary_wallet relation/edge.
 	PrimaryWalletTable = "agents"
 	// PrimaryWalletInverseTable is the table name for the Wallet entity.
@@ -352,6 +361,20 @@ func ByInvitations(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 	}
 }
 
+// ByPartnerAttestationsCount orders the results by partner_attestations count.
+func ByPartnerAttestationsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newPartnerAttestationsStep(), opts...)
+	}
+}
+
+// ByPartnerAttestations orders the results by partner_attestations terms.
+func ByPartnerAttestations(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newPartnerAttestationsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
 // ByPrimaryWalletField orders the results by primary_wallet field.
 func ByPrimaryWalletField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -405,6 +428,13 @@ func newInvitationsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(InvitationsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, InvitationsTable, InvitationsColumn),
+	)
+}
+func newPartnerAttestationsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(PartnerAttestationsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, PartnerAttestationsTable, PartnerAttestationsColumn),
 	)
 }
 func newPrimaryWalletStep() *sqlgraph.Step {

@@ -940,6 +940,29 @@ func HasInvitationsWith(preds ...predicate.Invitation) predicate.Agent {
 	})
 }
 
+// HasPartnerAttestations applies the HasEdge predicate on the "partner_attestations" edge.
+func HasPartnerAttestations() predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, PartnerAttestationsTable, PartnerAttestationsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasPartnerAttestationsWith applies the HasEdge predicate on the "partner_attestations" edge with a given conditions (other predicates).
+func HasPartnerAttestationsWith(preds ...predicate.PartnerAttestation) predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := newPartnerAttestationsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // HasPrimaryWallet applies the HasEdge predicate on the "primary_wallet" edge.
 func HasPrimaryWallet() predicate.Agent {
 	return predicate.Agent(func(s *sql.Selector) {

@@ -188,6 +188,18 @@ func (f PairingFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, err
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PairingMutation", m)
 }
 
+// The PartnerAttestationFunc type is an adapter to allow the use of ordinary
+// function as PartnerAttestation mutator.
+type PartnerAttestationFunc func(context.Context, *ent.PartnerAttestationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PartnerAttestationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PartnerAttestationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PartnerAttestationMutation", m)
+}
+
 // The PasskeyFunc type is an adapter to allow the use of ordinary
 // function as Passkey mutator.
 type PasskeyFunc func(context.Context, *ent.PasskeyMutation) (ent.Value, error)

@@ -22,6 +22,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
+	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
@@ -499,6 +500,33 @@ func (f TraversePairing) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.PairingQuery", q)
 }
 
+// The PartnerAttestationFunc type is an adapter to allow the use of ordinary function as a Querier.
+type PartnerAttestationFunc func(context.Context, *ent.PartnerAttestationQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f PartnerAttestationFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.PartnerAttestationQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.PartnerAttestationQuery", q)
+}
+
+// The TraversePartnerAttestation type is an adapter to allow the use of ordinary function as Traverser.
+type TraversePartnerAttestation func(context.Context, *ent.PartnerAttestationQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraversePartnerAttestation) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraversePartnerAttestation) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.PartnerAttestationQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.PartnerAttestationQuery", q)
+}
+
 // The PasskeyFunc type is an adapter to allow the use of ordinary function as a Querier.
 type PasskeyFunc func(context.Context, *ent.PasskeyQuery) (ent.Value, error)
 
@@ -829,6 +857,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
 	case *ent.PairingQuery:
 		return &query[*ent.PairingQuery, predicate.Pairing, pairing.OrderOption]{typ: ent.TypePairing, tq: q}, nil
+	case *ent.PartnerAttestationQuery:
+		return &query[*ent.PartnerAttestationQuery, predicate.PartnerAttestation, partnerattestation.OrderOption]{typ: ent.TypePartnerAttestation, tq: q}, nil
 	case *ent.PasskeyQuery:
 		return &query[*ent.PasskeyQuery, predicate.Passkey, passkey.OrderOption]{typ: ent.TypePasskey, tq: q}, nil
 	case *ent.PasskeyCeremonyQuery:

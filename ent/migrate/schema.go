@@ -548,6 +548,44 @@ var (
 			},
 		},
 	}
+	// PartnerAttestationsColumns holds the columns for the "partner_attestations" table.
+	PartnerAttestationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "partner", Type: field.TypeString, Size: 64},
+		{Name: "jti", Type: field.TypeString, Size: 128},
+		{Name: "subject", Type: field.TypeString},
+		{Name: "issued_at", Type: field.TypeTime},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "agent_id", Type: field.TypeUUID},
+	}
+	// PartnerAttestationsTable holds the schema information for the "partner_attestations" table.
+	PartnerAttestationsTable = &schema.Table{
+		Name:       "partner_attestations",
+		Columns:    PartnerAttestationsColumns,
+		PrimaryKey: []*schema.Column{PartnerAttestationsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "partner_attestations_agents_partner_attestations",
+				Columns:    []*schema.Column{PartnerAttestationsColumns[8]},
+				RefColumns: []*schema.Column{AgentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "partnerattestation_partner_jti",
+				Unique:  true,
+				Columns: []*schema.Column{PartnerAttestationsColumns[3], PartnerAttestationsColumns[4]},
+			},
+			{
+				Name:    "partnerattestation_agent_id",
+				Unique:  false,
+				Columns: []*schema.Column{PartnerAttestationsColumns[8]},
+			},
+		},
+	}
 	// PasskeysColumns holds the columns for the "passkeys" table.
 	PasskeysColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1014,6 +1052,7 @@ var (
 		MerchantsTable,
 		MerchantKeysTable,
 		PairingsTable,
+		PartnerAttestationsTable,
 		PasskeysTable,
 		PasskeyCeremoniesTable,
 		PaymentsTable,
@@ -1038,6 +1077,7 @@ func init() {
 	MerchantKeysTable.ForeignKeys[0].RefTable = MerchantsTable
 	PairingsTable.ForeignKeys[0].RefTable = AgentsTable
 	PairingsTable.ForeignKeys[1].RefTable = UsersTable
+	PartnerAttestationsTable.ForeignKeys[0].RefTable = AgentsTable
 	PaymentsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable
 	TransfersTable.ForeignKeys[0].RefTable = AgentsTable

@@ -51,6 +51,9 @@ type MerchantKey func(*sql.Selector)
 // Pairing is the predicate function for pairing builders.
 type Pairing func(*sql.Selector)
 
+// PartnerAttestation is the predicate function for partnerattestation builders.
+type PartnerAttestation func(*sql.Selector)
+
 // Passkey is the predicate function for passkey builders.
 type Passkey func(*sql.Selector)
 

@@ -53,6 +53,9 @@ func (Agent) Fields() []ent.Field {
 		// Trust inputs.
 		field.Bool("partner_verified").
 			Default(false),
+		// The partner whose attestation last verified the agent (its name
+		// in PARTNERS) and the token's sub; every accepted attestation is a
+		// PartnerAttestation.
 		field.String("partner_provider").
 			Optional(),
 		field.String("partner_subject").
@@ -95,6 +98,8 @@ func (Agent) Edges() []ent.Edge {
 		edge.To("pairings", Pairing.Type).
 			Annotations(entgql.Skip()),
 		edge.To("invitations", Invitation.Type).
+			Annotations(entgql.Skip()),
+		edge.To("partner_attestations", PartnerAttestation.Type).
 			Annotations(entgql.Skip()),
 		edge.To("primary_wallet", Wallet.Type).
 			Field("primary_wallet_id").

@@ -150,6 +150,17 @@ type MerchantPublicKeys struct {
 	Test string `json:"test"`
 }
 
+// What verifyPartner did: the partner identity is linked and the trust score and tier are the new ones on every instance.
+type PartnerVerification struct {
+	AgentID          uuid.UUID  `json:"agentId"`
+	Partner          string     `json:"partner"`
+	Verified         bool       `json:"verified"`
+	TrustScoreBefore int        `json:"trustScoreBefore"`
+	TrustScoreAfter  int        `json:"trustScoreAfter"`
+	Tier             agent.Tier `json:"tier"`
+	Message          string     `json:"message"`
+}
+
 // A passkey registration begun: pass options to navigator.credentials.create
 // (binary members are base64url), then finishPasskeyRegistration with the
 // ceremony's id within 5 minutes.

@@ -15,7 +15,8 @@
 //     it was before its own change.
 //   - Another instance's change shows here within the TTL.
 //   - A change that must hold everywhere at once (a regenerated agent key,
-//     rolled merchant keys, a deactivated merchant) answers only after the
+//     rolled merchant keys, a deactivated merchant, a partner verification
+//     and the tier it brings) answers only after the
 //     TTL has passed (Cache.WaitTTL): every instance's entry was read before
 //     the change committed and has expired by then, so once the caller
 //     knows of the change no instance still accepts what it revoked.

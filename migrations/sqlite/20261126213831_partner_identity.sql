@@ -1,0 +1,6 @@
+-- Create "partner_attestations" table
+CREATE TABLE `partner_attestations` (`id` uuid NOT NULL, `created_at` datetime NOT NULL, `updated_at` datetime NOT NULL, `partner` text NOT NULL, `jti` text NOT NULL, `subject` text NOT NULL, `issued_at` datetime NOT NULL, `expires_at` datetime NOT NULL, `agent_id` uuid NOT NULL, PRIMARY KEY (`id`), CONSTRAINT `partner_attestations_agents_partner_attestations` FOREIGN KEY (`agent_id`) REFERENCES `agents` (`id`) ON DELETE NO ACTION);
+-- Create index "partnerattestation_partner_jti" to table: "partner_attestations"
+CREATE UNIQUE INDEX `partnerattestation_partner_jti` ON `partner_attestations` (`partner`, `jti`);
+-- Create index "partnerattestation_agent_id" to table: "partner_attestations"
+CREATE INDEX `partnerattestation_agent_id` ON `partner_attestations` (`agent_id`);
