@@ -23,6 +23,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
+	"agentpay/graph/playground"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
 	"agentpay/internal/store"
@@ -124,7 +125,7 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 // unless GRAPHQL_INTROSPECTION / GRAPHQL_PLAYGROUND say otherwise: a
 // production API need not publish its schema to anyone who asks.
 func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool) http.Handler {
-	introspection, playground := graphQLSurface(cfg, dev)
+	introspection, showPlayground := graphQLSurface(cfg, dev)
 	gql := graph.NewHandler(graph.HandlerConfig{
 		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
 		TrustedProxies: cfg.TrustedProxies, Introspection: introspection,
@@ -137,8 +138,11 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 	})
 	mounts[appPrefix] = human
 	mounts[appPrefix+"/*"] = human
-	if playground {
-		mounts["/playground"] = graph.NewPlayground("/graphql")
+	if showPlayground {
+		// GraphiQL from the binary's own files (package playground).
+		pg := playground.New(playground.Config{Path: "/playground", Endpoint: "/graphql"})
+		mounts["/playground"] = pg
+		mounts["/playground/*"] = pg
 	}
 	return rest.NewRouter(rest.Config{
 		Service:        svc,
