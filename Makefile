@@ -15,7 +15,7 @@ FUZZ          ?= .
 FUZZFLAGS     ?=
 export CGO_ENABLED ?= 0
 
-.PHONY: run test test-postgres deps generate contracts lint bench fuzz
+.PHONY: run test test-postgres deps generate contracts playground lint bench fuzz
 
 ## run: the whole service on the embedded defaults (SQLite in ./data, five local chains)
 run: deps
@@ -42,6 +42,10 @@ generate:
 ## contracts: rebuild the devnet USDC token's ABI, bytecode and Go bindings with solc from npm
 contracts:
 	$(CONTRACTS)/build.sh
+
+## playground: copy GraphiQL's browser files into graph/playground/assets/vendor from the versions its package-lock.json pins (committed; only for an upgrade: docs/playground.md)
+playground:
+	graph/playground/update.sh
 
 ## lint: go vet and staticcheck (generated ent code is left to its generator)
 lint:

@@ -10,7 +10,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"agentpay"
@@ -80,9 +79,4 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	srv.AroundOperations(limitSocketOperations)
 	srv.AroundOperations(newOperationAuth)
 	return limitBody(withRequestCredentials(limitConnections(cfg.Service, cfg.TrustedProxies, srv), cfg.TrustedProxies))
-}
-
-// NewPlayground serves the GraphQL playground for the endpoint.
-func NewPlayground(endpoint string) http.Handler {
-	return playground.Handler("agentpay GraphQL", endpoint)
 }

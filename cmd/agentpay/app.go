@@ -23,6 +23,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
+	"agentpay/graph/playground"
 	"agentpay/identity"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
@@ -131,7 +132,7 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 // devPages are the dev-only pages of the outside services' sandboxes
 // (path -> handler), mounted beside the API under `agentpay dev`.
 func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool, devPages map[string]http.Handler) http.Handler {
-	introspection, playground := graphQLSurface(cfg, dev)
+	introspection, showPlayground := graphQLSurface(cfg, dev)
 	gql := graph.NewHandler(graph.HandlerConfig{
 		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
 		TrustedProxies: cfg.TrustedProxies, Introspection: introspection,
@@ -148,8 +149,11 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 	}
 	mounts[appPrefix] = human
 	mounts[appPrefix+"/*"] = human
-	if playground {
-		mounts["/playground"] = graph.NewPlayground("/graphql")
+	if showPlayground {
+		// GraphiQL from the binary's own files (package playground).
+		pg := playground.New(playground.Config{Path: "/playground", Endpoint: "/graphql"})
+		mounts["/playground"] = pg
+		mounts["/playground/*"] = pg
 	}
 	for path, h := range devPages {
 		mounts[path] = h

@@ -136,12 +136,15 @@ func TestGraphQLSurfaceByCommand(t *testing.T) {
 			cfg, svc := newTestService(t, tt.env)
 			addr := startServer(t, newHTTPHandler(cfg, svc, logger, tt.dev, nil), defaultHTTPTimeouts)
 
-			resp, err := http.Get("http://" + addr + "/playground")
-			require.NoError(t, err)
-			_ = resp.Body.Close()
-			require.Equal(t, tt.playground, resp.StatusCode == http.StatusOK, "playground: %d", resp.StatusCode)
+			// The page and its files, which the binary serves itself.
+			for _, path := range []string{"/playground", "/playground/assets/playground.js", "/playground/assets/vendor/graphiql.min.js"} {
+				resp, err := http.Get("http://" + addr + path)
+				require.NoError(t, err)
+				_ = resp.Body.Close()
+				require.Equal(t, tt.playground, resp.StatusCode == http.StatusOK, "%s: %d", path, resp.StatusCode)
+			}
 
-			resp, err = http.Post("http://"+addr+"/graphql", "application/json",
+			resp, err := http.Post("http://"+addr+"/graphql", "application/json",
 				bytes.NewReader([]byte(`{"query":"{ __schema { queryType { name } } }"}`)))
 			require.NoError(t, err)
 			body, err := io.ReadAll(bufio.NewReader(resp.Body))
