@@ -12,6 +12,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/devnet"
 	"agentpay/graph"
+	"agentpay/internal/clock"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
 	"agentpay/rest"
@@ -28,6 +29,8 @@ type harness struct {
 	svc *agentpay.Service
 	db  *store.DB
 	evm *devnet.EVM
+	// clock is the service's stub clock when the options set one.
+	clock *clock.Stub
 
 	logger *slog.Logger
 }
@@ -43,6 +46,12 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	if withSolana {
 		opts.Chains = append(opts.Chains, chains.Solana)
 	}
+	return newHarnessWith(t, opts)
+}
+
+// newHarnessWith builds the harness on opts (its chains must include base).
+func newHarnessWith(t *testing.T, opts testenv.Options) *harness {
+	t.Helper()
 	env := testenv.New(t, opts)
 	var cfg agentpay.Config
 	env.Fill(&cfg)
@@ -58,5 +67,5 @@ func newHarness(t *testing.T, withSolana bool) *harness {
 	})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &harness{srv: srv, api: api, svc: svc, db: env.DB, evm: env.EVM(chains.Base), logger: logger}
+	return &harness{srv: srv, api: api, svc: svc, db: env.DB, evm: env.EVM(chains.Base), clock: env.Clock, logger: logger}
 }

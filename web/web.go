@@ -7,7 +7,10 @@
 // page's script talks to the checkout page API on the same origin:
 // POST /checkout/pay/{id}/select when the customer picks a chain; the
 // sessionStatus subscription (GraphQL over a websocket) for live status,
-// and GET /checkout/pay/{id}/status every 3 seconds while it is down.
+// and GET /checkout/pay/{id}/status every 3 seconds while it is down (and
+// while confirming: the subscription sends status changes, not each
+// confirmation). Each status has its own view (pageState), rendered here
+// for the first paint and switched by the script on each update.
 package web
 
 import (
@@ -27,6 +30,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/ent/checkoutsession"
 	"agentpay/internal/vault"
 )
 
@@ -136,6 +140,25 @@ type pageData struct {
 	Amount      string
 	Currency    string
 	Status      string
+	// State is the view the page shows (pageState): pending, detecting,
+	// underpaid, confirming, confirmed, expired or cancelled.
+	State string
+	// AmountExact is the session amount as an exact decimal string, which
+	// the script reads into integer micro-units (never a float).
+	AmountExact string
+	// PaidExact is amount_paid exact; Paid, Due and Excess are formatted
+	// for reading (Due while underpaid, Excess when overpaid).
+	PaidExact string
+	Paid      string
+	Due       string
+	Excess    string
+	Overpaid  bool
+	// Confirmations of the payments so far, of Required (0: not known).
+	Confirmations uint64
+	Required      uint64
+	// Waiting is true while the page waits for a payment (pending,
+	// detecting, underpaid): the countdown runs and the deposit shows.
+	Waiting bool
 	// Open is true while a chain may still be chosen (CheckoutPage.Open).
 	Open       bool
 	Livemode   bool
@@ -166,27 +189,50 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		return
 	}
 	sess, m := p.Session, p.Merchant
+	// The status answer the script polls: the first paint shows the same
+	// amounts and confirmations as the live updates after it.
+	st, err := h.svc.CheckoutStatus(r.Context(), externalID, "")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	d := pageData{
-		Embed:       embed,
-		ExternalID:  sess.ExternalID,
-		Merchant:    m.Name,
-		Website:     safeURL(m.Website),
-		BrandColor:  defaultBrand,
-		Description: sess.Description,
-		Amount:      formatAmount(sess.AmountUsd),
-		Currency:    sess.Currency,
-		Status:      string(sess.Status),
-		Open:        p.Open,
-		Livemode:    sess.Livemode,
-		ExpiresAt:   sess.ExpiresAt.UTC().Format(time.RFC3339),
-		Expires:     sess.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"),
-		SuccessURL:  safeURL(p.SuccessURL),
-		CancelURL:   safeURL(p.CancelURL),
-		Prefix:      h.prefix,
-		APIPrefix:   h.apiPrefix,
-		PagePath:    h.prefix + "/" + sess.ExternalID,
-		GraphQL:     h.graphql,
-		Nonce:       vault.CSPNonce.New(),
+		Embed:         embed,
+		ExternalID:    sess.ExternalID,
+		Merchant:      m.Name,
+		Website:       safeURL(m.Website),
+		BrandColor:    defaultBrand,
+		Description:   sess.Description,
+		Amount:        formatAmount(sess.AmountUsd),
+		Currency:      sess.Currency,
+		Status:        string(st.Status),
+		State:         pageState(string(st.Status), sess.AmountUsd, st.AmountPaid),
+		AmountExact:   sess.AmountUsd.String(),
+		PaidExact:     st.AmountPaid.String(),
+		Paid:          formatAmount(st.AmountPaid),
+		Confirmations: st.Confirmations,
+		Open:          p.Open,
+		Livemode:      sess.Livemode,
+		ExpiresAt:     sess.ExpiresAt.UTC().Format(time.RFC3339),
+		Expires:       sess.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"),
+		SuccessURL:    safeURL(p.SuccessURL),
+		CancelURL:     safeURL(p.CancelURL),
+		Prefix:        h.prefix,
+		APIPrefix:     h.apiPrefix,
+		PagePath:      h.prefix + "/" + sess.ExternalID,
+		GraphQL:       h.graphql,
+		Nonce:         vault.CSPNonce.New(),
+	}
+	d.Waiting = d.State == string(checkoutsession.StatusPending) || d.State == string(checkoutsession.StatusDetecting) || d.State == stateUnderpaid
+	if st.Required != nil {
+		d.Required = *st.Required
+	}
+	if d.State == stateUnderpaid {
+		d.Due = formatAmount(sess.AmountUsd.Sub(st.AmountPaid))
+	}
+	if st.AmountPaid.GreaterThan(sess.AmountUsd) {
+		d.Overpaid = true
+		d.Excess = formatAmount(st.AmountPaid.Sub(sess.AmountUsd))
 	}
 	if hexColor.MatchString(m.BrandColor) {
 		d.BrandColor = strings.ToLower(m.BrandColor)
@@ -231,6 +277,20 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	hdr.Set("Content-Security-Policy", csp)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
+}
+
+const stateUnderpaid = "underpaid"
+
+// pageState is the view the page shows for a session's status and the USD
+// paid so far: the status, except that a session still detecting with part
+// of its amount paid is underpaid (it waits for the rest; payments.go moves
+// it to confirming once its payments cover the amount). page.js's
+// pageState is the same rule on the live status.
+func pageState(status string, amount, paid decimal.Decimal) string {
+	if status == string(checkoutsession.StatusDetecting) && paid.IsPositive() && paid.LessThan(amount) {
+		return stateUnderpaid
+	}
+	return status
 }
 
 // qr answers the QR code of the session's payment URI on the selected

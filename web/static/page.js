@@ -1,5 +1,7 @@
 // The hosted checkout page: chain choice, deposit details, countdown and
-// live status (polling GET {api}/status every 3 seconds).
+// live status (the sessionStatus subscription, polling GET {api}/status
+// every 3 seconds while it is down), each status shown as its own view
+// (page.html renders the same views for the first paint).
 (function () {
   "use strict";
   var root = document.getElementById("checkout");
@@ -11,19 +13,61 @@
   var expiresAt = Date.parse(root.dataset.expiresAt);
   var POLL_MS = 3000;
   var terminal = { confirmed: true, expired: true, cancelled: true };
+  var waiting = { pending: true, detecting: true, underpaid: true };
   var messages = {
     pending: "Choose a chain to get the deposit address.",
     detecting: "Waiting for your payment…",
+    underpaid: "Part of the payment arrived: send the amount still due.",
     confirming: "Payment received, waiting for confirmations…",
     confirmed: "Payment confirmed. Thank you!",
     expired: "This checkout has expired.",
     cancelled: "This checkout was cancelled."
   };
+  var REDIRECT_MS = 3000; // long enough to read the success view
 
   function $(id) { return document.getElementById(id); }
   function show(id, on) { var el = $(id); if (el) el.hidden = !on; }
+  function setText(id, text) { var el = $(id); if (el) el.textContent = text; }
 
-  // Countdown to expires_at.
+  // Amounts are exact: USDC has 6 decimals, so every amount is an integer
+  // number of micro-units (BigInt). A JSON number's shortest string form
+  // (what String gives for the parsed value) has the digits the server
+  // wrote; it is read digit by digit, never used in float arithmetic.
+  var MICRO = 6;
+  function toMicro(v) {
+    var m = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/i.exec(String(v).trim());
+    if (!m) return null;
+    var frac = m[3] || "";
+    var digits = BigInt(m[2] + frac);
+    var shift = MICRO - frac.length + (m[4] ? parseInt(m[4], 10) : 0);
+    if (shift >= 0) {
+      digits *= 10n ** BigInt(shift);
+    } else {
+      var div = 10n ** BigInt(-shift);
+      if (digits % div !== 0n) return null; // finer than a micro-unit
+      digits /= div;
+    }
+    return m[1] ? -digits : digits;
+  }
+  // formatMicro writes at least two decimals (12.50), more when the
+  // amount has them, like the server's formatAmount.
+  function formatMicro(u) {
+    var neg = u < 0n;
+    if (neg) u = -u;
+    var s = (u % 1000000n).toString().padStart(MICRO, "0").replace(/0+$/, "");
+    while (s.length < 2) s += "0";
+    return (neg ? "-" : "") + (u / 1000000n).toString() + "." + s;
+  }
+  var amount = toMicro(root.dataset.amount);
+
+  // pageState is web.go's pageState on the live status: a session still
+  // detecting with part of its amount paid is underpaid.
+  function pageState(status, paid) {
+    if (status === "detecting" && paid !== null && amount !== null && paid > 0n && paid < amount) return "underpaid";
+    return status;
+  }
+
+  // Countdown to expires_at, while the page waits for a payment.
   var countdown = $("countdown");
   function tick() {
     if (!countdown || isNaN(expiresAt)) return;
@@ -31,35 +75,95 @@
     var m = Math.floor(s / 60), r = s % 60;
     countdown.textContent = (m >= 60 ? Math.floor(m / 60) + "h " + (m % 60) + "m" : m + ":" + (r < 10 ? "0" : "") + r);
   }
-  tick();
-  var tickTimer = setInterval(tick, 1000);
+  var tickTimer = null;
+  if (waiting[root.dataset.state]) {
+    tick();
+    tickTimer = setInterval(tick, 1000);
+  }
 
   // Status.
   var pollTimer = null;
   var polls = 0;
+  var redirecting = false;
+  var confTimer = null;
   function setStatus(st) {
     var el = $("status");
     el.textContent = st.status;
     el.dataset.status = st.status;
     root.dataset.status = st.status;
     root.dataset.polls = String(polls);
-    var conf = $("confirmations");
-    if (st.status === "confirming" && st.confirmations_required) {
-      conf.textContent = "(" + st.confirmations + "/" + st.confirmations_required + " confirmations)";
-    } else {
-      conf.textContent = "";
-    }
-    $("status-message").textContent = messages[st.status] || "";
-    if (st.status !== "pending" && st.status !== "detecting") {
-      show("choose", false);
-      show("change-chain", false);
-    }
+    render(st);
     if (terminal[st.status]) {
       clearInterval(pollTimer);
-      clearInterval(tickTimer);
-      if (st.status === "confirmed" && successURL) {
-        setTimeout(function () { go(successURL); }, 1000);
+    }
+  }
+  // render shows the view of a status answer, as page.html renders it.
+  function render(st) {
+    var paid = st.amount_paid === undefined || st.amount_paid === null ? null : toMicro(st.amount_paid);
+    var state = pageState(st.status, paid);
+    root.dataset.state = state;
+    var wait = !!waiting[state];
+    show("expiry", wait);
+    if (!wait) { clearInterval(tickTimer); tickTimer = null; }
+    if (state !== "pending" && state !== "detecting") show("choose", false);
+    if (!wait) show("pay", false);
+    var under = state === "underpaid";
+    show("underpaid", under);
+    show("send-full", !under);
+    show("send-rest", under);
+    show("qr", !under);
+    show("wallet-link", !under);
+    show("rest-hint", under);
+    if (under) {
+      setText("paid", formatMicro(paid));
+      setText("due", formatMicro(amount - paid));
+      setText("due-again", formatMicro(amount - paid));
+      show("change-chain", false);
+    }
+    show("progress", state === "confirming");
+    // The subscription sends status changes, not each new confirmation:
+    // while confirming the page also polls, for the count.
+    if (state === "confirming" && !confTimer) {
+      confTimer = setInterval(poll, POLL_MS);
+    } else if (state !== "confirming" && confTimer) {
+      clearInterval(confTimer);
+      confTimer = null;
+    }
+    if (state === "confirming") {
+      var bar = $("confirm-bar");
+      var n = Number(st.confirmations) || 0, req = Number(st.confirmations_required) || 0;
+      setText("conf-n", String(n));
+      show("conf-of", req > 0);
+      if (req > 0) {
+        setText("conf-m", String(req));
+        bar.max = req;
+        bar.value = Math.min(n, req);
+      } else {
+        bar.removeAttribute("value"); // indeterminate
       }
+    }
+    show("done", state === "confirmed");
+    var ended = state === "expired" || state === "cancelled";
+    show("ended", ended);
+    show("ended-expired", state === "expired");
+    show("ended-cancelled", state === "cancelled");
+    if (ended && paid !== null) {
+      show("ended-paid", paid > 0n);
+      if (paid > 0n) setText("ended-paid-amount", formatMicro(paid));
+    }
+    var over = !ended && paid !== null && amount !== null && paid > amount;
+    show("overpaid", over);
+    if (over) setText("excess", formatMicro(paid - amount));
+    show("cancel", wait);
+    var msg = messages[state] || "";
+    if (under) msg = "Received " + formatMicro(paid) + " USDC; " + formatMicro(amount - paid) + " USDC still due.";
+    if (state === "confirming" && Number(st.confirmations_required) > 0) {
+      msg = "Payment received: " + (Number(st.confirmations) || 0) + " of " + st.confirmations_required + " confirmations.";
+    }
+    setText("status-message", msg);
+    if (state === "confirmed" && successURL && !redirecting) {
+      redirecting = true;
+      setTimeout(function () { go(successURL); }, REDIRECT_MS);
     }
   }
   function go(url) {
@@ -220,6 +324,14 @@
     document.body.removeChild(ta);
   }
 
+  // The first paint is the server's; this sets what only the script
+  // does from it (the status message, the redirect of a confirmed page).
+  render({
+    status: root.dataset.status,
+    amount_paid: root.dataset.amountPaid,
+    confirmations: root.dataset.confirmations,
+    confirmations_required: root.dataset.required || null
+  });
   startPolling();
   subscribe();
 })();
