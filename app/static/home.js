@@ -29,10 +29,10 @@
   }
   function load() {
     return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
-      "events { id kind data } withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } } }").then(function (res) {
+      "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
-      ["wallets", "requests", "paired", "received", "withdrawals"].forEach(function (id) { document.getElementById(id).textContent = ""; });
+      ["wallets", "requests", "paired", "withdrawals"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
@@ -47,11 +47,6 @@
           button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE");
         }
       });
-      v.events.forEach(function (e) {
-        if (e.kind === "transfer.received") {
-          item("received", e.data.amount_usd + " USDC from " + e.data.from_agent + " on " + e.data.chain).className = "transfer";
-        }
-      });
       v.withdrawals.forEach(function (w) {
         var li = item("withdrawals", w.amountUsd + " USDC to " + w.toAddress + " on " + w.chain + ": " + w.status +
           (w.txHash ? " (" + w.txHash + ")" : ""));
@@ -59,6 +54,35 @@
         li.dataset.status = w.status;
       });
     });
+  }
+
+  // Received transfers come from the account events, read forward from the
+  // last one seen and kept here newest first: a page of events is at most
+  // 100, so reading from the first on every load would stop showing new
+  // ones once an account has had 100.
+  var lastEvent = 0;
+  function loadEvents() {
+    return gql("query($after: Int64) { viewer { events(after: $after, limit: 100) { id kind data } } }", {after: lastEvent}).then(function (res) {
+      if (res.errors) { return; }
+      var events = res.data.viewer.events, list = document.getElementById("received");
+      events.forEach(function (e) {
+        lastEvent = Math.max(lastEvent, e.id);
+        if (e.kind === "transfer.received") {
+          var li = document.createElement("li");
+          li.textContent = e.data.amount_usd + " USDC from " + e.data.from_agent + " on " + e.data.chain;
+          li.className = "transfer";
+          list.insertBefore(li, list.firstChild);
+        }
+      });
+      if (events.length === 100) { return loadEvents(); }
+    });
+  }
+  // One read at a time, so two never start from the same last event and
+  // show a transfer twice.
+  var eventsRead = Promise.resolve();
+  function readEvents() {
+    eventsRead = eventsRead.then(loadEvents, loadEvents);
+    return eventsRead;
   }
 
   // Identity verification happens on the provider's page, which sends
@@ -119,11 +143,12 @@
         ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {query: "subscription { viewerEvents { id kind } }"}}));
       } else if (msg.type === "next") {
         load();
+        readEvents();
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
     ws.onclose = function () { setTimeout(subscribe, 3000); };
   }
-  load().then(subscribe);
+  load().then(readEvents).then(subscribe);
 })();
