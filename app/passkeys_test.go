@@ -159,7 +159,11 @@ func TestPasskeysInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#sessions li.current button.revoke-session`)))
 	until(`!!document.getElementById("passkey-signin")`)
 	require.True(t, strings.HasSuffix(location(), "/app/signin"), location())
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(`#passkey-signin`)))
+	// Clicked from the page's script once it has loaded: the sign-out's
+	// redirects can replace the document under a node chromedp found
+	// ("Could not find node with given id").
+	until(`document.readyState === "complete" && !!document.getElementById("passkey-signin")`)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById("passkey-signin").click()`)))
 	// Home, or the sign-in page's error, shown (so a failure says why).
 	until(`!!document.getElementById("settings-link") || !document.getElementById("passkey-error").hidden`)
 	if l := location(); strings.HasSuffix(l, "/app/signin") {

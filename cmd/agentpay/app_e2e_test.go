@@ -154,9 +154,11 @@ func TestAppEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`form[action$="/signout"] button[type=submit]`),
 		chromedp.Click(`form[action$="/signout"] button[type=submit]`),
 	), "register a passkey, sign out")
+	// Clicked from the page's script once it has loaded: the sign-out's
+	// redirects can replace the document under a node chromedp found.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.WaitVisible(`#passkey-signin`),
-		chromedp.Click(`#passkey-signin`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("passkey-signin")`),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("passkey-signin").click()`),
 	), "sign in with the passkey")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(`#total`),
