@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -89,7 +90,7 @@ func TestAppEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`#signup`),
 		chromedp.SendKeys(`input[name="username"]`, "maria"),
 		chromedp.SendKeys(`input[name="display_name"]`, "Maria"),
-		chromedp.Click(`#signup`),
+		clickJS(`#signup`),
 	), "sign up from the invitation")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(`#total`),
@@ -108,11 +109,11 @@ func TestAppEndToEnd(t *testing.T) {
 	// verified on return, and the agent sees it on the pairing.
 	require.NoError(t, chromedp.Do(ctx,
 		waitJS(`document.getElementById("identity-status").textContent === "not started"`),
-		chromedp.Click(`#verify-identity`),
+		clickJS(`#verify-identity`),
 		chromedp.WaitVisible(`#kyc-verified`),
 	), "start identity verification")
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(`#kyc-verified`),
+		clickJS(`#kyc-verified`),
 	), "choose verified on the provider's page")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(`#total`),
@@ -145,14 +146,14 @@ func TestAppEndToEnd(t *testing.T) {
 		}})
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(`#settings-link`),
+		clickJS(`#settings-link`),
 		chromedp.WaitVisible(`#sessions li`),
 		chromedp.SetValue(`#passkey-name`, "Phone"),
-		chromedp.Click(`#add-passkey`),
+		clickJS(`#add-passkey`),
 		waitJS(`[...document.querySelectorAll("#passkeys li")].some(li => li.textContent.includes("Phone"))`),
-		chromedp.Click(`#home-link`),
+		clickJS(`#home-link`),
 		chromedp.WaitVisible(`form[action$="/signout"] button[type=submit]`),
-		chromedp.Click(`form[action$="/signout"] button[type=submit]`),
+		clickJS(`form[action$="/signout"] button[type=submit]`),
 	), "register a passkey, sign out")
 	// Clicked from the page's script once it has loaded: the sign-out's
 	// redirects can replace the document under a node chromedp found.
@@ -174,7 +175,7 @@ func TestAppEndToEnd(t *testing.T) {
 		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, external),
 		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
-		chromedp.Click(`#withdraw-form button[type=submit]`),
+		clickJS(`#withdraw-form button[type=submit]`),
 		waitJS(`document.getElementById("withdraw-result").dataset.status === "completed"`),
 		waitJS(`document.getElementById("total").textContent === "5.99"`),
 	), "withdraw")
@@ -227,9 +228,38 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// waitJS waits until a JavaScript expression holds on the page.
+// waitJS waits until a JavaScript expression holds on the page. It asks
+// again after an error: a page navigating (a form's redirects, the app's
+// own location changes) destroys the context an evaluation runs in, and
+// the expression may throw until the page it reads has loaded.
 func waitJS(cond string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(45*time.Second))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		deadline := time.Now().Add(45 * time.Second)
+		var last error
+		for time.Now().Before(deadline) {
+			ok, err := chromedp.Evaluate[bool]("!!("+cond+")")(ctx, t)
+			if err == nil && ok {
+				return chromedp.Void{}, nil
+			}
+			if ctx.Err() != nil {
+				return chromedp.Void{}, ctx.Err()
+			}
+			last = err
+			time.Sleep(100 * time.Millisecond)
+		}
+		return chromedp.Void{}, fmt.Errorf("waiting for %s: last error %v", cond, last)
+	}
+}
+
+// clickJS clicks the element of a CSS selector from the page's script once
+// the page has loaded and holds it: a node chromedp found can be replaced
+// by a redirect before its click lands ("Could not find node").
+func clickJS(selector string) chromedp.Action[chromedp.Void] {
+	sel := strconv.Quote(selector)
+	return chromedp.Steps(
+		waitJS(`document.readyState === "complete" && document.querySelector(`+sel+`)`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector(`+sel+`).click()`),
+	)
 }
 
 type testAgent struct {
