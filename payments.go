@@ -25,8 +25,9 @@ import (
 //     sent; when the session's seen payments cover its amount the session
 //     goes detecting -> confirming. An underpaid session stays detecting
 //     and keeps waiting for the rest until it expires.
-//   - confirmations: the count is updated; the first confirmation moves the
-//     payment to confirming and sends payment.confirming.
+//   - confirmations: the count is updated and published to status
+//     subscribers; the first confirmation moves the payment to confirming
+//     and sends payment.confirming.
 //   - final: the payment is confirmed; when the session's confirmed payments
 //     cover its amount the session is confirmed and payment.confirmed sent
 //     (an overpayment confirms too, the excess is in the event as
@@ -252,14 +253,25 @@ func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession
 	if p.Status != payment.StatusDetected && p.Status != payment.StatusConfirming {
 		return nil
 	}
+	counted := p.Confirmations != int(ev.Confirmations)
 	upd := d.tx.Payment.UpdateOne(p).SetConfirmations(int(ev.Confirmations))
 	first := p.Status == payment.StatusDetected && ev.Confirmations > 0
 	if first {
 		upd.SetStatus(payment.StatusConfirming)
 	}
 	p, err := upd.Save(ctx)
-	if err != nil || !first || p.Late {
+	if err != nil || p.Late {
 		return err
+	}
+	if counted {
+		// The status is unchanged, but subscribers re-read the count: the
+		// hosted page's progress follows each confirmation.
+		if err := d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status)); err != nil {
+			return err
+		}
+	}
+	if !first {
+		return nil
 	}
 	data := d.eventData(sess, p)
 	data.Extra = map[string]any{"confirmations": ev.Confirmations, "required": ev.Required}

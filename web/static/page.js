@@ -85,7 +85,6 @@
   var pollTimer = null;
   var polls = 0;
   var redirecting = false;
-  var confTimer = null;
   function setStatus(st) {
     var el = $("status");
     el.textContent = st.status;
@@ -121,14 +120,8 @@
       show("change-chain", false);
     }
     show("progress", state === "confirming");
-    // The subscription sends status changes, not each new confirmation:
-    // while confirming the page also polls, for the count.
-    if (state === "confirming" && !confTimer) {
-      confTimer = setInterval(poll, POLL_MS);
-    } else if (state !== "confirming" && confTimer) {
-      clearInterval(confTimer);
-      confTimer = null;
-    }
+    // Each new confirmation is published like a status change, so the
+    // subscription (or the polling that stands in for it) moves the bar.
     if (state === "confirming") {
       var bar = $("confirm-bar");
       var n = Number(st.confirmations) || 0, req = Number(st.confirmations_required) || 0;
