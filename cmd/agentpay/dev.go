@@ -52,13 +52,21 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	defer ln.Close() // (served below; closed here on an early return)
+
 	// The identity provider's sandbox: its secret lives as long as its
-	// sessions, in this process.
+	// sessions, in this process. It calls back the address this process
+	// listens on, never one a request's Host header names.
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return err
 	}
-	kyc, err := sandbox.New(sandbox.Config{Secret: secret, PagePath: "/dev/kyc"})
+	kyc, err := sandbox.New(sandbox.Config{Secret: secret, PagePath: "/dev/kyc",
+		CallbackURL: "http://" + ln.Addr().String() + "/identity/callbacks/" + sandbox.Name})
 	if err != nil {
 		return err
 	}
@@ -74,10 +82,6 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("HTTP_ADDR: %w", err)
-	}
 	_, playground := graphQLSurface(cfg, true)
 	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg))
 

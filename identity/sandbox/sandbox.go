@@ -57,8 +57,9 @@ type Config struct {
 	// PagePath is where Handler is mounted ("/dev/kyc" when empty).
 	PagePath string
 	// CallbackURL is the service's callback endpoint. Empty: the page's
-	// own origin + /identity/callbacks/sandbox (in `agentpay dev` the
-	// service and the sandbox share one origin).
+	// own origin + /identity/callbacks/sandbox, as the request's Host
+	// names it (tests); `agentpay dev` sets the address it listens on, so
+	// a forged Host header cannot send a signed result elsewhere.
 	CallbackURL string
 	// Client calls the callback endpoint (a 10-second client when nil).
 	Client *http.Client
