@@ -7,7 +7,6 @@ import (
 
 	"agentpay"
 	"agentpay/identity/sandbox"
-	"agentpay/internal/testenv"
 )
 
 // TestStartIdentityVerification: the signed-in human starts a verification
@@ -15,9 +14,7 @@ import (
 func TestStartIdentityVerification(t *testing.T) {
 	sb, err := sandbox.New(sandbox.Config{Secret: []byte("sandbox-callback-secret-of-32-bytes!")})
 	require.NoError(t, err)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	srv := newTestServer(t, env, agentpay.Config{AgentMode: agentpay.ModeTest, IdentityProvider: sb}, HandlerConfig{})
-	a := &viewerAPI{agentAPI: &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}, env: env}
+	a := newViewerAPIWith(t, agentpay.Config{IdentityProvider: sb})
 	_, session, csrf := a.signIn(t, "ann_kyc")
 
 	const start = `mutation { startIdentityVerification { verificationId url } }`

@@ -26,8 +26,15 @@ type viewerAPI struct {
 
 func newViewerAPI(t *testing.T) *viewerAPI {
 	t.Helper()
+	return newViewerAPIWith(t, agentpay.Config{})
+}
+
+// newViewerAPIWith is newViewerAPI with other service settings.
+func newViewerAPIWith(t *testing.T, cfg agentpay.Config) *viewerAPI {
+	t.Helper()
 	env := testenv.New(t, testenv.Options{Jobs: true})
-	srv := newTestServer(t, env, agentpay.Config{AgentMode: agentpay.ModeTest}, HandlerConfig{})
+	cfg.AgentMode = agentpay.ModeTest
+	srv := newTestServer(t, env, cfg, HandlerConfig{})
 	return &viewerAPI{agentAPI: &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}, env: env}
 }
 
