@@ -264,8 +264,8 @@ func (w *Watcher) scanSlots(ctx context.Context, head uint64, match func(solana.
 		}
 		wg.Wait()
 		for i, slot := range batch {
-			if slot < w.next {
-				continue // getBlocks answered below the range asked
+			if slot < w.next || slot > end {
+				continue // getBlocks answered outside the range asked
 			}
 			if errs[i] != nil {
 				return events, errs[i]
@@ -288,6 +288,10 @@ func (w *Watcher) scanSlots(ctx context.Context, head uint64, match func(solana.
 	return events, nil
 }
 
+// maxCachedATAs bounds the owner -> ATA derivations kept (one per owner
+// paid); past it they are derived again.
+const maxCachedATAs = 100_000
+
 // report makes a watched owner's credit a pending deposit, once.
 func (w *Watcher) report(c *credit, match func(solana.PublicKey) bool, head uint64) (chains.DepositEvent, bool) {
 	if !match(c.owner) {
@@ -298,6 +302,9 @@ func (w *Watcher) report(c *credit, match func(solana.PublicKey) bool, head uint
 		var err error
 		if ata, err = associatedTokenAddress(c.owner, w.mint); err != nil {
 			return chains.DepositEvent{}, false
+		}
+		if len(w.ataOf) >= maxCachedATAs {
+			clear(w.ataOf)
 		}
 		w.ataOf[c.owner] = ata
 	}
