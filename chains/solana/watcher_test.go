@@ -178,7 +178,8 @@ func TestWatcherDeposits(t *testing.T) {
 	calls := counter.take()
 	t.Logf("RPC calls in %d idle polls: %v", idlePolls, calls)
 	require.Equal(t, idlePolls, calls["getSlot"])
-	require.Equal(t, idlePolls, calls["getBlocks"])
+	// No getBlocks when no slot passed since the poll before.
+	require.LessOrEqual(t, calls["getBlocks"], idlePolls)
 	require.LessOrEqual(t, uint64(calls["getBlock"]), w.State().Next-before, "one getBlock per new slot at most")
 	for _, m := range []string{"getMultipleAccounts", "getSignaturesForAddress", "getTransaction", "getAccountInfo", "getSignatureStatuses"} {
 		require.Zero(t, calls[m], m)
