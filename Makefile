@@ -55,6 +55,7 @@ lint:
 ## bench: the service's measured figures, each against its baseline (docs/testing.md; set TEST_DATABASE_URL for the PostgreSQL figures)
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./chains/evm/
+	$(GO) test -run '^$$' -bench BenchmarkScan -benchtime 20x -timeout 30m ./chains/solana/
 	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 10000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/

@@ -93,8 +93,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 // after its session ended is recorded, held for refund, never lost): while
 // its session is open, and for Config.LatePaymentWindow after the session
 // ended (confirmed, expired or cancelled). After that the scan stops
-// reading it: every address ever issued would otherwise be read on every
-// scan for ever (on Solana one RPC call per 100 addresses every 500 ms). A
+// reading it: every address ever issued would otherwise be loaded and
+// matched against on every scan for ever (the watchers follow transfers,
+// so the chains are not asked per address, but the set still grows). A
 // payment made to it later is not seen by the service; the funds stay at an
 // address whose key the service can always derive (DepositAddressKey), for
 // an operator to recover by hand.

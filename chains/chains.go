@@ -186,8 +186,9 @@ type DepositEvent struct {
 type Watchlist interface {
 	// Contains reports whether a (chain-normalised) address is watched.
 	Contains(address string) bool
-	// Addresses lists the watched addresses (used where a chain must be
-	// asked about each account, as on Solana).
+	// Addresses lists the watched addresses. No watcher reads it: both
+	// families match each transfer's recipient with Contains, so a scan
+	// does not cost more per address watched.
 	Addresses() []string
 }
 

@@ -33,6 +33,10 @@ type SolanaConfig struct {
 	// FinalizedDepth is how many slots deep a transaction must be to be
 	// finalized (default 32). Confirmed is one slot deep.
 	FinalizedDepth int
+	// SkipEvery, when 2 or more, makes every SkipEvery-th slot that no
+	// transaction landed in produce no block, as real clusters skip slots:
+	// getBlocks leaves it out and getBlock answers -32007. 0: none.
+	SkipEvery int
 	// Fund are airdropped 1,000 SOL each at start (fee payers, treasury).
 	Fund []solana.PublicKey
 	// Dir is the solana-rpc project directory; "" finds it next to this
@@ -116,6 +120,9 @@ func StartSolana(ctx context.Context, cfg SolanaConfig) (*Solana, error) {
 		"--port", "0",
 		"--slot-ms", strconv.FormatInt(slotMS, 10),
 		"--finalized-depth", strconv.Itoa(cfg.FinalizedDepth),
+	}
+	if cfg.SkipEvery > 0 {
+		args = append(args, "--skip-every", strconv.Itoa(cfg.SkipEvery))
 	}
 	if len(fund) > 0 {
 		args = append(args, "--fund", strings.Join(fund, ","))
@@ -202,60 +209,75 @@ func (s *Solana) Client() *rpc.Client { return s.client }
 // transaction is confirmed. A zero amount sends a zero-value transfer, which
 // anyone holding a token account of the mint can send (tests use it).
 func (s *Solana) Send(ctx context.Context, to solana.PublicKey, amount uint64) (solana.Signature, error) {
+	sigs, err := s.SendAll(ctx, []solana.PublicKey{to}, amount)
+	if len(sigs) == 0 {
+		return solana.Signature{}, err
+	}
+	return sigs[0], err
+}
+
+// SendAll is Send to each of to, one transaction each: all are sent first,
+// then it returns once every one is confirmed, so many transfers land in
+// few slots (what scan tests and benchmarks need).
+func (s *Solana) SendAll(ctx context.Context, to []solana.PublicKey, amount uint64) ([]solana.Signature, error) {
 	payer := s.Payer.PublicKey()
 	src, _, err := solana.FindAssociatedTokenAddress(payer, s.Mint)
 	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: %w", err)
+		return nil, fmt.Errorf("solana devnet: send: %w", err)
 	}
-	dst, _, err := solana.FindAssociatedTokenAddress(to, s.Mint)
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: %w", err)
-	}
-	createATA := solana.NewInstruction(solana.SPLAssociatedTokenAccountProgramID, solana.AccountMetaSlice{
-		solana.Meta(payer).WRITE().SIGNER(),
-		solana.Meta(dst).WRITE(),
-		solana.Meta(to),
-		solana.Meta(s.Mint),
-		solana.Meta(solana.SystemProgramID),
-		solana.Meta(solana.TokenProgramID),
-	}, []byte{1}) // CreateIdempotent
-	transfer, err := token.NewTransferCheckedInstruction(amount, SolanaDecimals, src, s.Mint, dst, payer, nil).ValidateAndBuild()
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: %w", err)
-	}
-
-	// Two sends of the same amount to the same address in one slot would
-	// be the same transaction; a memo with a counter keeps them distinct.
-	s.mu.Lock()
-	s.sends++
-	memo := solana.NewInstruction(solana.MemoProgramID, solana.AccountMetaSlice{},
-		[]byte("agentpay devnet faucet "+strconv.FormatUint(s.sends, 10)))
-	s.mu.Unlock()
-
 	bh, err := s.client.GetLatestBlockhash(ctx, rpc.CommitmentFinalized)
 	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: latest blockhash: %w", err)
+		return nil, fmt.Errorf("solana devnet: send: latest blockhash: %w", err)
 	}
-	tx, err := solana.NewTransaction([]solana.Instruction{createATA, transfer, memo}, bh.Value.Blockhash, solana.TransactionPayer(payer))
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: %w", err)
-	}
-	if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
-		if k.Equals(payer) {
-			return &s.Payer
+	sigs := make([]solana.Signature, 0, len(to))
+	for _, owner := range to {
+		dst, _, err := solana.FindAssociatedTokenAddress(owner, s.Mint)
+		if err != nil {
+			return sigs, fmt.Errorf("solana devnet: send: %w", err)
 		}
-		return nil
-	}); err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: sign: %w", err)
+		createATA := solana.NewInstruction(solana.SPLAssociatedTokenAccountProgramID, solana.AccountMetaSlice{
+			solana.Meta(payer).WRITE().SIGNER(),
+			solana.Meta(dst).WRITE(),
+			solana.Meta(owner),
+			solana.Meta(s.Mint),
+			solana.Meta(solana.SystemProgramID),
+			solana.Meta(solana.TokenProgramID),
+		}, []byte{1}) // CreateIdempotent
+		transfer, err := token.NewTransferCheckedInstruction(amount, SolanaDecimals, src, s.Mint, dst, payer, nil).ValidateAndBuild()
+		if err != nil {
+			return sigs, fmt.Errorf("solana devnet: send: %w", err)
+		}
+		// Two sends of the same amount to the same address in one slot would
+		// be the same transaction; a memo with a counter keeps them distinct.
+		s.mu.Lock()
+		s.sends++
+		memo := solana.NewInstruction(solana.MemoProgramID, solana.AccountMetaSlice{},
+			[]byte("agentpay devnet faucet "+strconv.FormatUint(s.sends, 10)))
+		s.mu.Unlock()
+		tx, err := solana.NewTransaction([]solana.Instruction{createATA, transfer, memo}, bh.Value.Blockhash, solana.TransactionPayer(payer))
+		if err != nil {
+			return sigs, fmt.Errorf("solana devnet: send: %w", err)
+		}
+		if _, err := tx.Sign(func(k solana.PublicKey) *solana.PrivateKey {
+			if k.Equals(payer) {
+				return &s.Payer
+			}
+			return nil
+		}); err != nil {
+			return sigs, fmt.Errorf("solana devnet: send: sign: %w", err)
+		}
+		sig, err := s.client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: rpc.CommitmentConfirmed})
+		if err != nil {
+			return sigs, fmt.Errorf("solana devnet: send: %w", err)
+		}
+		sigs = append(sigs, sig)
 	}
-	sig, err := s.client.SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{PreflightCommitment: rpc.CommitmentConfirmed})
-	if err != nil {
-		return solana.Signature{}, fmt.Errorf("solana devnet: send: %w", err)
+	for _, sig := range sigs {
+		if err := s.waitConfirmed(ctx, sig, bh.Value.LastValidBlockHeight); err != nil {
+			return sigs, err
+		}
 	}
-	if err := s.waitConfirmed(ctx, sig, bh.Value.LastValidBlockHeight); err != nil {
-		return sig, err
-	}
-	return sig, nil
+	return sigs, nil
 }
 
 // NewMint creates another mint of SolanaDecimals decimals, whose authority

@@ -752,3 +752,93 @@ func gjsonValue(t *testing.T, raw json.RawMessage) json.RawMessage {
 	require.NoError(t, json.Unmarshal(raw, &r))
 	return r.Value
 }
+
+// TestSolanaSkippedSlots: with SkipEvery, empty slots the rule names have no
+// block, as on a real cluster: getBlocks leaves them out, getBlock answers
+// -32007, the next block's parent is the block before; a slot a transaction
+// landed in always has its block, which getBlock serves with the
+// "accounts" details (parsed keys, token balances with their owner) a
+// deposit scan reads.
+func TestSolanaSkippedSlots(t *testing.T) {
+	s := startSolana(t, SolanaConfig{SlotTime: 20 * time.Millisecond, SkipEvery: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.Client()
+	key, err := solana.NewRandomPrivateKey()
+	require.NoError(t, err)
+	owner := key.PublicKey()
+	start, err := c.GetSlot(ctx, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	sig, err := s.Send(ctx, owner, 42)
+	require.NoError(t, err)
+	time.Sleep(20 * 20 * time.Millisecond)
+	end, err := c.GetSlot(ctx, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+
+	produced, err := c.GetBlocks(ctx, start, &end, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	require.Less(t, uint64(len(produced)), end-start+1, "some slots skipped")
+	has := map[uint64]bool{}
+	for _, slot := range produced {
+		has[slot] = true
+	}
+	var skipped uint64
+	for slot := start; slot <= end && skipped == 0; slot++ {
+		if !has[slot] && has[slot+1] && slot > start {
+			skipped = slot
+		}
+	}
+	require.NotZero(t, skipped)
+	_, err = c.GetBlockWithOpts(ctx, skipped, &rpc.GetBlockOpts{Commitment: rpc.CommitmentConfirmed})
+	require.Equal(t, -32007, solanaRPCError(t, err).Code)
+	next, err := c.GetBlockWithOpts(ctx, skipped+1, &rpc.GetBlockOpts{Commitment: rpc.CommitmentConfirmed, TransactionDetails: rpc.TransactionDetailsNone})
+	require.NoError(t, err)
+	require.Less(t, next.ParentSlot, skipped)
+	require.True(t, has[next.ParentSlot])
+
+	st, err := c.GetSignatureStatuses(ctx, true, sig)
+	require.NoError(t, err)
+	slot := st.Value[0].Slot
+	require.True(t, has[slot], "the transaction's slot has its block")
+	var block struct {
+		Transactions []struct {
+			Transaction struct {
+				Signatures  []string `json:"signatures"`
+				AccountKeys []struct {
+					Pubkey   string `json:"pubkey"`
+					Writable bool   `json:"writable"`
+					Signer   bool   `json:"signer"`
+					Source   string `json:"source"`
+				} `json:"accountKeys"`
+			} `json:"transaction"`
+			Meta struct {
+				Err               any                `json:"err"`
+				PostTokenBalances []rpc.TokenBalance `json:"postTokenBalances"`
+				LogMessages       []string           `json:"logMessages"`
+			} `json:"meta"`
+		} `json:"transactions"`
+		Rewards []any `json:"rewards"`
+	}
+	require.NoError(t, c.RPCCallForInto(ctx, &block, "getBlock", []any{slot, rpc.M{
+		"encoding": "jsonParsed", "transactionDetails": "accounts", "rewards": false,
+		"commitment": "confirmed", "maxSupportedTransactionVersion": 0,
+	}}))
+	require.Nil(t, block.Rewards)
+	require.Len(t, block.Transactions, 1)
+	tx := block.Transactions[0]
+	require.Equal(t, sig.String(), tx.Transaction.Signatures[0])
+	require.Nil(t, tx.Meta.Err)
+	require.Nil(t, tx.Meta.LogMessages, "accounts details leave logs out")
+	require.Equal(t, "transaction", tx.Transaction.AccountKeys[0].Source)
+	ata, _, err := solana.FindAssociatedTokenAddress(owner, s.Mint)
+	require.NoError(t, err)
+	found := false
+	for _, b := range tx.Meta.PostTokenBalances {
+		if b.Owner != nil && b.Owner.Equals(owner) {
+			found = true
+			require.Equal(t, ata.String(), tx.Transaction.AccountKeys[b.AccountIndex].Pubkey)
+			require.Equal(t, "42", b.UiTokenAmount.Amount)
+		}
+	}
+	require.True(t, found, "the owner's balance in postTokenBalances")
+}

@@ -37,17 +37,26 @@ type testChain struct {
 
 // startChain runs a LiteSVM devnet whose only SOL holder besides the faucet
 // is the treasury, and a ledger paying fees from it.
-func startChain(t *testing.T) *testChain {
+func startChain(t testing.TB) *testChain {
+	return startChainWith(t, devnet.SolanaConfig{})
+}
+
+// startChainWith is startChain with the devnet's other settings (slot time,
+// finalized depth, skipped slots) taken from cfg where set.
+func startChainWith(t testing.TB, cfg devnet.SolanaConfig) *testChain {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	treasury, err := solana.NewRandomPrivateKey()
 	require.NoError(t, err)
-	dn, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
-		SlotTime:       testSlotTime,
-		FinalizedDepth: testFinalizedDepth,
-		Fund:           []solana.PublicKey{treasury.PublicKey()},
-	})
+	if cfg.SlotTime == 0 {
+		cfg.SlotTime = testSlotTime
+	}
+	if cfg.FinalizedDepth == 0 {
+		cfg.FinalizedDepth = testFinalizedDepth
+	}
+	cfg.Fund = []solana.PublicKey{treasury.PublicKey()}
+	dn, err := devnet.StartSolana(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dn.Close() })
 
@@ -56,20 +65,20 @@ func startChain(t *testing.T) *testChain {
 		Mint:         dn.Mint.String(),
 		Decimals:     6,
 		FeePayer:     treasury,
-		PollInterval: testSlotTime,
+		PollInterval: cfg.SlotTime,
 	})
 	require.NoError(t, err)
 	return &testChain{dn: dn, treasury: treasury, ledger: ledger}
 }
 
-func newKey(t *testing.T) solana.PrivateKey {
+func newKey(t testing.TB) solana.PrivateKey {
 	t.Helper()
 	k, err := solana.NewRandomPrivateKey()
 	require.NoError(t, err)
 	return k
 }
 
-func mustPub(t *testing.T, s string) solana.PublicKey {
+func mustPub(t testing.TB, s string) solana.PublicKey {
 	t.Helper()
 	pk, err := solana.PublicKeyFromBase58(s)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package solana
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
+	"github.com/gagliardetto/solana-go/rpc/jsonrpc"
 
 	"agentpay/chains"
 )
@@ -27,17 +29,17 @@ type WatcherConfig struct {
 	// slots after which a deposit is usually finalized. Finality itself comes
 	// from the node's finalized commitment, never from this count. Default 32.
 	Required uint64
-	// BatchSize is the number of token accounts read per getMultipleAccounts
-	// call. Default and maximum 100 (the node's limit).
-	BatchSize int
-	// HotSlots: a token account that changed within this many slots has its
-	// signatures listed on every poll, not only when its amount changes,
-	// because a deposit and a withdrawal of the same size between two polls
-	// leave the amount unchanged. Default 150 (about a minute).
-	HotSlots uint64
-	// Lookback is how many slots before the scan position an address that
-	// joins the watchlist is searched, covering a payment made in the moment
-	// between the address being handed out and the next poll. Default 150.
+	// MaxSlotsPerPoll bounds the slots one Poll scans, so a watcher far
+	// behind (after downtime) catches up over several polls, saving its
+	// position after each. Default 150 (a minute of slots).
+	MaxSlotsPerPoll uint64
+	// Parallel is how many getBlock calls are in flight at once while
+	// catching up. Default 4.
+	Parallel int
+	// Lookback is how many slots of the mint's recent transfers are kept in
+	// memory and matched again on every poll, so an address that joins the
+	// watchlist is found even when it was paid in the moment between being
+	// handed out and the first poll that lists it. Default 150.
 	Lookback uint64
 	// State resumes a previous watcher (see Watcher.State).
 	State chains.WatcherState
@@ -49,53 +51,53 @@ type WatcherConfig struct {
 // Watcher implements chains.Watcher: it finds USDC deposits to the
 // associated token accounts of watched owners and follows them to finality.
 //
-// Each poll reads the watched token accounts with getMultipleAccounts at
-// commitment confirmed, 100 per call; only an account whose amount changed
-// (or that changed recently, see HotSlots) costs a getSignaturesForAddress
-// and a getTransaction per new signature. Deposits not yet final are
-// re-checked with getSignatureStatuses.
+// It follows transfers, not addresses, as the EVM watcher does with
+// eth_getLogs: each poll lists the slots produced since its cursor
+// (getBlocks at commitment confirmed; skipped slots are not listed) and
+// reads each one's transactions (getBlock, transactionDetails "accounts":
+// account keys and token balances, no instructions or logs). A deposit is a
+// rise of a token account's balance of the mint between the transaction's
+// preTokenBalances and postTokenBalances, whose owner is in the watchlist
+// (a hash set) and which is that owner's associated token account, the one
+// the service sweeps from. So a poll costs in proportion to the slots and
+// transfers since the last one, not to the addresses watched. Deposits not
+// yet final are re-checked with getSignatureStatuses.
 type Watcher struct {
 	rpc      *rpc.Client
 	mint     solana.PublicKey
+	mintB58  string
 	required uint64
-	batch    int
-	hotSlots uint64
+	maxSlots uint64
+	parallel int
 	lookback uint64
 
 	mu sync.Mutex
 	// next is the first slot not yet scanned.
 	next uint64
-	// initial is true until the first successful poll.
-	initial  bool
-	accounts map[solana.PublicKey]*watchedAccount // by ATA
-	ataOf    map[string]solana.PublicKey          // owner address -> ATA
-	pending  map[string]*pendingDeposit           // by Deposit.Key()
-	finals   map[string]uint64                    // recently final keys -> slot
-	outbox   []chains.DepositEvent
+	// recent are the mint's credits of the last Lookback slots, oldest
+	// first, matched again against each poll's watchlist.
+	recent  []credit
+	ataOf   map[solana.PublicKey]solana.PublicKey // owner -> ATA, for owners that matched
+	pending map[string]*pendingDeposit            // by Deposit.Key()
+	finals  map[string]uint64                     // recently final keys -> slot
+	outbox  []chains.DepositEvent
 	// head is the confirmed slot the latest poll read (Head).
 	head atomic.Uint64
 }
 
 var _ chains.Watcher = (*Watcher)(nil)
 
-// watchedAccount is what the watcher knows of one watched owner's ATA.
-type watchedAccount struct {
-	owner  solana.PublicKey
-	ata    solana.PublicKey
-	exists bool
-	amount uint64
-	// lastSig is the newest signature already examined, the `until` of the
-	// next getSignaturesForAddress; lastSlot is its slot.
-	lastSig  solana.Signature
-	lastSlot uint64
-	// floor: without lastSig, signatures older than this slot are not
-	// examined (they belong to before the watcher's scan position).
-	floor       uint64
-	changedSlot uint64
-	// seen: read at least once; rescan: a deposit in it was removed, so its
-	// signatures are listed again from floor.
-	seen   bool
-	rescan bool
+// credit is a rise of one token account's balance of the mint in one
+// transaction: a deposit when its owner is watched and the account is the
+// owner's ATA.
+type credit struct {
+	slot    uint64
+	sig     solana.Signature
+	index   int // the token account's position in the transaction's account keys
+	account solana.PublicKey
+	owner   solana.PublicKey
+	from    string
+	amount  uint64
 }
 
 type pendingDeposit struct {
@@ -118,11 +120,11 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Required == 0 {
 		cfg.Required = 32
 	}
-	if cfg.BatchSize <= 0 || cfg.BatchSize > 100 {
-		cfg.BatchSize = 100
+	if cfg.MaxSlotsPerPoll == 0 {
+		cfg.MaxSlotsPerPoll = 150
 	}
-	if cfg.HotSlots == 0 {
-		cfg.HotSlots = 150
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 4
 	}
 	if cfg.Lookback == 0 {
 		cfg.Lookback = 150
@@ -134,14 +136,13 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	w := &Watcher{
 		rpc:      client,
 		mint:     mint,
+		mintB58:  mint.String(),
 		required: cfg.Required,
-		batch:    cfg.BatchSize,
-		hotSlots: cfg.HotSlots,
+		maxSlots: cfg.MaxSlotsPerPoll,
+		parallel: cfg.Parallel,
 		lookback: cfg.Lookback,
 		next:     cfg.State.Next,
-		initial:  true,
-		accounts: make(map[solana.PublicKey]*watchedAccount),
-		ataOf:    make(map[string]solana.PublicKey),
+		ataOf:    make(map[solana.PublicKey]solana.PublicKey),
 		pending:  make(map[string]*pendingDeposit),
 		finals:   make(map[string]uint64),
 	}
@@ -172,10 +173,11 @@ func (w *Watcher) State() chains.WatcherState {
 	return st
 }
 
-// Poll scans the watched owners' token accounts for new deposits and
-// re-checks the pending ones. Events are returned once; when a poll fails
-// the events it had already produced are kept and returned by the next
-// successful poll.
+// Poll scans the slots produced since the last poll for deposits to the
+// watched owners and re-checks the pending ones. Events are returned once;
+// when a poll fails the events it had already produced are kept and
+// returned by the next successful poll, and the cursor stays after the last
+// slot fully read.
 func (w *Watcher) Poll(ctx context.Context, watched chains.Watchlist) ([]chains.DepositEvent, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -200,247 +202,287 @@ func (w *Watcher) poll(ctx context.Context, watched chains.Watchlist) ([]chains.
 		// now on.
 		w.next = head
 	}
+	match := matcher(watched)
 
-	scan := newPollScan(head)
-	events, scannedTo, scanErr := w.scanAccounts(ctx, scan, watched)
+	// Transfers of the last slots, to owners that joined the watchlist
+	// since they were read.
+	var events []chains.DepositEvent
+	for i := range w.recent {
+		if ev, ok := w.report(&w.recent[i], match, head); ok {
+			events = append(events, ev)
+		}
+	}
+	scanEvents, scanErr := w.scanSlots(ctx, head, match)
+	events = append(events, scanEvents...)
 	// Deposits already pending are still followed when the scan failed:
 	// their finality does not depend on it.
-	statusEvents, statusErr := w.checkPending(ctx, scan)
+	statusEvents, statusErr := w.checkPending(ctx, head)
 	events = append(events, statusEvents...)
-	if err := errors.Join(scanErr, statusErr); err != nil {
-		return events, err
-	}
-	if scannedTo+1 > w.next {
-		w.next = scannedTo + 1
-	}
-	w.initial = false
+	w.pruneRecent()
 	w.pruneFinals()
+	return events, errors.Join(scanErr, statusErr)
+}
+
+// matcher is the watchlist's membership test on a decoded owner: the
+// package's own Watchlist answers without re-encoding the key.
+func matcher(watched chains.Watchlist) func(solana.PublicKey) bool {
+	switch l := watched.(type) {
+	case nil:
+		return func(solana.PublicKey) bool { return false }
+	case *Watchlist:
+		return l.containsKey
+	default:
+		return func(pk solana.PublicKey) bool { return l.Contains(pk.String()) }
+	}
+}
+
+// scanSlots reads the blocks of the slots from the cursor to head (at most
+// MaxSlotsPerPoll of them) and reports the deposits in them. The cursor
+// moves past each slot once its block is read, skipped slots included.
+func (w *Watcher) scanSlots(ctx context.Context, head uint64, match func(solana.PublicKey) bool) ([]chains.DepositEvent, error) {
+	if head < w.next {
+		return nil, nil // a node behind the cursor: wait for it
+	}
+	end := min(head, w.next+w.maxSlots-1)
+	var slots rpc.BlocksResult
+	err := w.rpc.RPCCallForInto(ctx, &slots, "getBlocks", []any{w.next, end, rpc.M{"commitment": rpc.CommitmentConfirmed}})
+	if err != nil {
+		return nil, fmt.Errorf("solana: get blocks %d-%d: %w", w.next, end, err)
+	}
+	var events []chains.DepositEvent
+	for start := 0; start < len(slots); start += w.parallel {
+		batch := slots[start:min(start+w.parallel, len(slots))]
+		blocks := make([]*scanBlock, len(batch))
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, slot := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				blocks[i], errs[i] = w.block(ctx, slot)
+			}()
+		}
+		wg.Wait()
+		for i, slot := range batch {
+			if slot < w.next || slot > end {
+				continue // getBlocks answered outside the range asked
+			}
+			if errs[i] != nil {
+				return events, errs[i]
+			}
+			if b := blocks[i]; b != nil {
+				for j := range b.Transactions {
+					for _, c := range w.creditsIn(&b.Transactions[j], slot) {
+						w.recent = append(w.recent, c)
+						if ev, ok := w.report(&w.recent[len(w.recent)-1], match, head); ok {
+							events = append(events, ev)
+						}
+					}
+				}
+			}
+			w.next = slot + 1
+		}
+	}
+	// Slots after the last block listed up to end produced nothing.
+	w.next = max(w.next, end+1)
 	return events, nil
 }
 
-// pollScan carries what one poll learned: the highest slot seen and the
-// transactions already fetched (one transaction can pay several watched
-// accounts).
-type pollScan struct {
-	head uint64
-	txs  map[solana.Signature]*rpc.GetTransactionResult
-}
+// maxCachedATAs bounds the owner -> ATA derivations kept (one per owner
+// paid); past it they are derived again.
+const maxCachedATAs = 100_000
 
-func newPollScan(head uint64) *pollScan {
-	return &pollScan{head: head, txs: make(map[solana.Signature]*rpc.GetTransactionResult)}
-}
-
-func (s *pollScan) seeSlot(slot uint64) {
-	if slot > s.head {
-		s.head = slot
+// report makes a watched owner's credit a pending deposit, once.
+func (w *Watcher) report(c *credit, match func(solana.PublicKey) bool, head uint64) (chains.DepositEvent, bool) {
+	if !match(c.owner) {
+		return chains.DepositEvent{}, false
 	}
+	ata, ok := w.ataOf[c.owner]
+	if !ok {
+		var err error
+		if ata, err = associatedTokenAddress(c.owner, w.mint); err != nil {
+			return chains.DepositEvent{}, false
+		}
+		if len(w.ataOf) >= maxCachedATAs {
+			clear(w.ataOf)
+		}
+		w.ataOf[c.owner] = ata
+	}
+	if !ata.Equals(c.account) {
+		// Another token account of the owner: not where the service looks
+		// for the owner's balance, nor where it sweeps from.
+		return chains.DepositEvent{}, false
+	}
+	dep := chains.Deposit{
+		Chain:  chains.Solana,
+		TxHash: c.sig.String(),
+		Index:  uint(c.index),
+		From:   c.from,
+		To:     c.owner.String(),
+		Amount: new(big.Int).SetUint64(c.amount),
+		Block:  c.slot,
+	}
+	key := dep.Key()
+	if _, ok := w.pending[key]; ok {
+		return chains.DepositEvent{}, false
+	}
+	if _, ok := w.finals[key]; ok {
+		return chains.DepositEvent{}, false
+	}
+	conf := w.depth(head, dep.Block)
+	w.pending[key] = &pendingDeposit{dep: dep, sig: c.sig, confirmations: conf}
+	return w.event(chains.DepositSeen, dep, conf), true
 }
 
-// scanAccounts reads every watched ATA and examines those that changed. It
-// returns the lowest slot at which all accounts are known to be scanned.
-func (w *Watcher) scanAccounts(ctx context.Context, scan *pollScan, watched chains.Watchlist) ([]chains.DepositEvent, uint64, error) {
-	atas := w.refreshAccounts(watched)
-	scannedTo := scan.head
-	var events []chains.DepositEvent
-	var errs []error
-	for start := 0; start < len(atas); start += w.batch {
-		end := min(start+w.batch, len(atas))
-		batch := atas[start:end]
-		res, err := w.rpc.GetMultipleAccountsWithOpts(ctx, batch, &rpc.GetMultipleAccountsOpts{
-			Encoding:   solana.EncodingBase64,
-			Commitment: rpc.CommitmentConfirmed,
-		})
-		if err != nil {
-			return events, 0, fmt.Errorf("solana: get multiple accounts: %w", err)
-		}
-		if len(res.Value) != len(batch) {
-			return events, 0, fmt.Errorf("solana: get multiple accounts: asked %d, got %d", len(batch), len(res.Value))
-		}
-		ctxSlot := res.Context.Slot
-		scan.seeSlot(ctxSlot)
-		scannedTo = min(scannedTo, ctxSlot)
-		for i, ata := range batch {
-			acc := w.accounts[ata]
-			exists, amount := false, uint64(0)
-			if ta, ok := decodeTokenAccount(res.Value[i]); ok && ta.Mint.Equals(w.mint) {
-				exists, amount = true, ta.Amount
-			}
-			changed := acc.seen && (exists != acc.exists || amount != acc.amount)
-			var needScan bool
-			switch {
-			case !acc.seen:
-				// No token account: nothing can have been paid into it yet.
-				needScan = exists
-			case acc.rescan, changed:
-				needScan = true
-			default:
-				needScan = acc.changedSlot != 0 && ctxSlot <= acc.changedSlot+w.hotSlots
-			}
-			if needScan {
-				evs, err := w.scanAccount(ctx, scan, acc, ctxSlot)
-				events = append(events, evs...)
-				if err != nil {
-					// Keep the cached amount so the next poll looks again;
-					// the other accounts go on.
-					errs = append(errs, err)
-					continue
-				}
-			}
-			if changed || (!acc.seen && exists) {
-				acc.changedSlot = ctxSlot
-			}
-			acc.seen, acc.exists, acc.amount, acc.rescan = true, exists, amount, false
-		}
-	}
-	return events, scannedTo, errors.Join(errs...)
+// scanBlock is the part of a getBlock answer (transactionDetails
+// "accounts") the scan reads.
+type scanBlock struct {
+	Transactions []scanTx `json:"transactions"`
 }
 
-// refreshAccounts aligns the account cache with the watchlist and returns
-// the ATAs to read. An owner seen for the first time is searched back to the
-// resume position, or Lookback slots before the scan position.
-func (w *Watcher) refreshAccounts(watched chains.Watchlist) []solana.PublicKey {
-	var addrs []string
-	if watched != nil {
-		addrs = watched.Addresses()
+type scanTx struct {
+	Transaction struct {
+		Signatures  []string `json:"signatures"`
+		AccountKeys []struct {
+			Pubkey string `json:"pubkey"`
+		} `json:"accountKeys"`
+	} `json:"transaction"`
+	Meta *struct {
+		Err               json.RawMessage `json:"err"`
+		PreTokenBalances  []scanBalance   `json:"preTokenBalances"`
+		PostTokenBalances []scanBalance   `json:"postTokenBalances"`
+	} `json:"meta"`
+}
+
+type scanBalance struct {
+	AccountIndex  int    `json:"accountIndex"`
+	Mint          string `json:"mint"`
+	Owner         string `json:"owner"`
+	UITokenAmount struct {
+		Amount string `json:"amount"`
+	} `json:"uiTokenAmount"`
+}
+
+// Errors a node answers getBlock with for a slot that has no block: skipped
+// (-32007), or skipped or missing in long-term storage (-32009). A block the
+// node has not got yet (-32004) is an error: the next poll asks again.
+const (
+	errSlotSkipped                = -32007
+	errLongTermStorageSlotSkipped = -32009
+)
+
+// block reads a slot's transactions at commitment confirmed, nil when the
+// slot produced no block after all.
+func (w *Watcher) block(ctx context.Context, slot uint64) (*scanBlock, error) {
+	maxVersion := uint64(0)
+	var b *scanBlock
+	err := w.rpc.RPCCallForInto(ctx, &b, "getBlock", []any{slot, rpc.M{
+		// jsonParsed: "accounts" detail is built from parsed account keys
+		// whatever the encoding; real nodes accept json and jsonParsed.
+		"encoding":                       solana.EncodingJSONParsed,
+		"transactionDetails":             "accounts",
+		"rewards":                        false,
+		"commitment":                     rpc.CommitmentConfirmed,
+		"maxSupportedTransactionVersion": maxVersion,
+	}})
+	var rpcErr *jsonrpc.RPCError
+	if errors.As(err, &rpcErr) && (rpcErr.Code == errSlotSkipped || rpcErr.Code == errLongTermStorageSlotSkipped) {
+		return nil, nil
 	}
-	keep := make(map[solana.PublicKey]struct{}, len(addrs))
-	atas := make([]solana.PublicKey, 0, len(addrs))
-	for _, a := range addrs {
-		ata, ok := w.ataOf[a]
-		if !ok {
-			owner, err := solana.PublicKeyFromBase58(a)
-			if err != nil {
-				continue // cannot receive anything; not worth failing the scan
-			}
-			ata, err = associatedTokenAddress(owner, w.mint)
-			if err != nil {
-				continue
-			}
-			w.ataOf[a] = ata
-		}
-		if _, dup := keep[ata]; dup {
+	if err != nil {
+		return nil, fmt.Errorf("solana: get block %d: %w", slot, err)
+	}
+	return b, nil
+}
+
+// creditsIn lists the rises of the mint's balances in a successful
+// transaction, with the owner that lost the most as the payer.
+func (w *Watcher) creditsIn(tx *scanTx, slot uint64) []credit {
+	m := tx.Meta
+	if m == nil || (len(m.Err) > 0 && string(m.Err) != "null") || len(tx.Transaction.Signatures) == 0 {
+		return nil
+	}
+	var out []credit
+	for _, b := range m.PostTokenBalances {
+		if b.Mint != w.mintB58 || b.Owner == "" || b.AccountIndex < 0 || b.AccountIndex >= len(tx.Transaction.AccountKeys) {
 			continue
 		}
-		keep[ata] = struct{}{}
-		atas = append(atas, ata)
-		if _, ok := w.accounts[ata]; !ok {
-			owner, _ := solana.PublicKeyFromBase58(a)
-			// On the first poll the floor is the scan position itself (the
-			// resumed Next, or the head for a new watcher): older deposits were
-			// reported before, or predate the watcher. Later, Lookback covers
-			// an address handed out just before the poll that found it.
-			floor := w.next
-			if !w.initial {
-				floor = saturatingSub(w.next, w.lookback)
-			}
-			w.accounts[ata] = &watchedAccount{owner: owner, ata: ata, floor: floor}
+		post, ok := parseAmount(b.UITokenAmount.Amount)
+		if !ok {
+			continue
 		}
-	}
-	for ata := range w.accounts {
-		if _, ok := keep[ata]; !ok {
-			delete(w.accounts, ata)
+		pre, _ := w.balanceAt(m.PreTokenBalances, b.AccountIndex)
+		if post <= pre {
+			continue
 		}
-	}
-	if len(w.ataOf) > 2*len(addrs)+1024 {
-		// Drop derivations of owners no longer watched.
-		for a, ata := range w.ataOf {
-			if _, ok := keep[ata]; !ok {
-				delete(w.ataOf, a)
-			}
-		}
-	}
-	return atas
-}
-
-// scanAccount examines the signatures of acc newer than the last one seen,
-// oldest first, and reports a deposit for each transaction that raised the
-// account's amount.
-func (w *Watcher) scanAccount(ctx context.Context, scan *pollScan, acc *watchedAccount, minSlot uint64) ([]chains.DepositEvent, error) {
-	sigs, err := w.newSignatures(ctx, acc, minSlot)
-	if err != nil {
-		return nil, err
-	}
-	var events []chains.DepositEvent
-	for i := len(sigs) - 1; i >= 0; i-- {
-		s := sigs[i]
-		scan.seeSlot(s.Slot)
-		if s.Err == nil {
-			tx, err := w.transaction(ctx, scan, s.Signature)
-			if err != nil {
-				// lastSig stays at the previous signature, so the next poll
-				// resumes here.
-				return events, err
-			}
-			if dep, ok := w.depositIn(tx, s.Signature, acc); ok {
-				key := dep.Key()
-				_, isPending := w.pending[key]
-				_, isFinal := w.finals[key]
-				if !isPending && !isFinal {
-					conf := w.depth(scan.head, dep.Block)
-					w.pending[key] = &pendingDeposit{dep: dep, sig: s.Signature, confirmations: conf}
-					events = append(events, w.event(chains.DepositSeen, dep, conf))
-				}
-			}
-		}
-		acc.lastSig, acc.lastSlot = s.Signature, s.Slot
-	}
-	return events, nil
-}
-
-// sigPageLimit is the most signatures a node returns per call.
-const sigPageLimit = 1000
-
-// newSignatures lists acc's signatures at commitment confirmed, newest
-// first, down to lastSig; without one (or when lastSig was lost to a fork)
-// down to the account's floor slot.
-func (w *Watcher) newSignatures(ctx context.Context, acc *watchedAccount, minSlot uint64) ([]*rpc.TransactionSignature, error) {
-	floor := acc.floor
-	if !acc.lastSig.IsZero() {
-		floor = acc.lastSlot
-	}
-	limit := sigPageLimit
-	var out []*rpc.TransactionSignature
-	var before solana.Signature
-	for {
-		page, err := w.rpc.GetSignaturesForAddressWithOpts(ctx, acc.ata, &rpc.GetSignaturesForAddressOpts{
-			Limit:      &limit,
-			Before:     before,
-			Until:      acc.lastSig,
-			Commitment: rpc.CommitmentConfirmed,
-			// The account was read at minSlot: a node behind it could omit
-			// the very transactions that changed the amount.
-			MinContextSlot: &minSlot,
-		})
+		owner, err := solana.PublicKeyFromBase58(b.Owner)
 		if err != nil {
-			return nil, fmt.Errorf("solana: get signatures for %s: %w", acc.ata, err)
+			continue
 		}
-		for _, s := range page {
-			if s == nil {
-				continue
-			}
-			if s.Slot < floor || (!acc.lastSig.IsZero() && s.Signature == acc.lastSig) {
-				return out, nil
-			}
-			out = append(out, s)
+		account, err := solana.PublicKeyFromBase58(tx.Transaction.AccountKeys[b.AccountIndex].Pubkey)
+		if err != nil {
+			continue
 		}
-		if len(page) < limit {
-			return out, nil
+		sig, err := solana.SignatureFromBase58(tx.Transaction.Signatures[0])
+		if err != nil {
+			return nil
 		}
-		before = page[len(page)-1].Signature
+		out = append(out, credit{slot: slot, sig: sig, index: b.AccountIndex, account: account, owner: owner,
+			from: w.payerOf(tx), amount: post - pre})
 	}
+	return out
 }
 
-// transaction fetches a transaction at commitment confirmed, once per poll.
-func (w *Watcher) transaction(ctx context.Context, scan *pollScan, sig solana.Signature) (*rpc.GetTransactionResult, error) {
-	if tx, ok := scan.txs[sig]; ok {
-		return tx, nil
+// payerOf is the owner of the mint's token account that lost the most in
+// tx: the payer of a deposit. Empty when none lost anything (a mint).
+func (w *Watcher) payerOf(tx *scanTx) string {
+	var best uint64
+	from := ""
+	for _, b := range tx.Meta.PreTokenBalances {
+		if b.Mint != w.mintB58 {
+			continue
+		}
+		pre, ok := parseAmount(b.UITokenAmount.Amount)
+		if !ok {
+			continue
+		}
+		post, _ := w.balanceAt(tx.Meta.PostTokenBalances, b.AccountIndex)
+		if pre <= post || pre-post <= best {
+			continue
+		}
+		best = pre - post
+		switch {
+		case b.Owner != "":
+			from = b.Owner
+		case b.AccountIndex >= 0 && b.AccountIndex < len(tx.Transaction.AccountKeys):
+			// Old nodes omit the owner; the token account is the best left.
+			from = tx.Transaction.AccountKeys[b.AccountIndex].Pubkey
+		}
 	}
-	tx, err := getTransaction(ctx, w.rpc, sig, rpc.CommitmentConfirmed)
-	if err != nil {
-		return nil, err
+	return from
+}
+
+func (w *Watcher) balanceAt(balances []scanBalance, idx int) (uint64, bool) {
+	for _, b := range balances {
+		if b.AccountIndex == idx && b.Mint == w.mintB58 {
+			return parseAmount(b.UITokenAmount.Amount)
+		}
 	}
-	scan.txs[sig] = tx
-	return tx, nil
+	return 0, false
+}
+
+func parseAmount(s string) (uint64, bool) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}
+
+// pruneRecent forgets credits older than Lookback slots below the cursor.
+func (w *Watcher) pruneRecent() {
+	floor := saturatingSub(w.next, w.lookback)
+	i := sort.Search(len(w.recent), func(i int) bool { return w.recent[i].slot >= floor })
+	if i > 0 {
+		w.recent = append(w.recent[:0], w.recent[i:]...)
+	}
 }
 
 // getTransaction reads a transaction at commitment, legacy and version 0
@@ -456,73 +498,6 @@ func getTransaction(ctx context.Context, c *rpc.Client, sig solana.Signature, co
 		return nil, fmt.Errorf("solana: get transaction %s: %w", sig, err)
 	}
 	return tx, nil
-}
-
-// depositIn is the increase of acc's amount made by tx, read from the
-// transaction's pre and post token balances. Index is the token account's
-// position in the transaction's account keys, so every watched account a
-// transaction pays gets its own deposit.
-func (w *Watcher) depositIn(tx *rpc.GetTransactionResult, sig solana.Signature, acc *watchedAccount) (chains.Deposit, bool) {
-	if tx == nil || tx.Meta == nil || tx.Meta.Err != nil || tx.Transaction == nil {
-		return chains.Deposit{}, false
-	}
-	keys, err := accountKeys(tx)
-	if err != nil {
-		return chains.Deposit{}, false
-	}
-	idx := -1
-	for i, k := range keys {
-		if k.Equals(acc.ata) {
-			idx = i
-			break
-		}
-	}
-	if idx < 0 {
-		return chains.Deposit{}, false
-	}
-	pre, _ := tokenAmountAt(tx.Meta.PreTokenBalances, idx, w.mint)
-	post, ok := tokenAmountAt(tx.Meta.PostTokenBalances, idx, w.mint)
-	if !ok || post <= pre {
-		return chains.Deposit{}, false
-	}
-	return chains.Deposit{
-		Chain:  chains.Solana,
-		TxHash: sig.String(),
-		Index:  uint(idx),
-		From:   w.sourceOwner(tx, keys),
-		To:     acc.owner.String(),
-		Amount: new(big.Int).SetUint64(post - pre),
-		Block:  tx.Slot,
-	}, true
-}
-
-// sourceOwner is the owner of the mint's token account that lost the most
-// in tx: the payer of the deposit. Empty when none lost anything (a mint).
-func (w *Watcher) sourceOwner(tx *rpc.GetTransactionResult, keys solana.PublicKeySlice) string {
-	var best uint64
-	from := ""
-	for _, b := range tx.Meta.PreTokenBalances {
-		if !b.Mint.Equals(w.mint) {
-			continue
-		}
-		pre, ok := parseTokenAmount(b)
-		if !ok {
-			continue
-		}
-		post, _ := tokenAmountAt(tx.Meta.PostTokenBalances, int(b.AccountIndex), w.mint)
-		if pre <= post || pre-post <= best {
-			continue
-		}
-		best = pre - post
-		switch {
-		case b.Owner != nil:
-			from = b.Owner.String()
-		case int(b.AccountIndex) < len(keys):
-			// Old nodes omit the owner; the token account is the best left.
-			from = keys[b.AccountIndex].String()
-		}
-	}
-	return from
 }
 
 // accountKeys are the transaction's static keys followed by the keys loaded
@@ -542,23 +517,6 @@ func accountKeys(tx *rpc.GetTransactionResult) (solana.PublicKeySlice, error) {
 	return keys, nil
 }
 
-func tokenAmountAt(balances []rpc.TokenBalance, idx int, mint solana.PublicKey) (uint64, bool) {
-	for _, b := range balances {
-		if int(b.AccountIndex) == idx && b.Mint.Equals(mint) {
-			return parseTokenAmount(b)
-		}
-	}
-	return 0, false
-}
-
-func parseTokenAmount(b rpc.TokenBalance) (uint64, bool) {
-	if b.UiTokenAmount == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(b.UiTokenAmount.Amount, 10, 64)
-	return v, err == nil
-}
-
 // statusBatch is the most signatures getSignatureStatuses takes per call.
 const statusBatch = 256
 
@@ -569,7 +527,7 @@ const missingPolls = 2
 
 // checkPending follows the deposits not yet final: confirmations as the
 // slot depth grows, final once finalized, removed when the signature is gone.
-func (w *Watcher) checkPending(ctx context.Context, scan *pollScan) ([]chains.DepositEvent, error) {
+func (w *Watcher) checkPending(ctx context.Context, head uint64) ([]chains.DepositEvent, error) {
 	list := w.sortedPending()
 	if len(list) == 0 {
 		return nil, nil
@@ -592,7 +550,7 @@ func (w *Watcher) checkPending(ctx context.Context, scan *pollScan) ([]chains.De
 		if len(res.Value) != len(batch) {
 			return nil, fmt.Errorf("solana: get signature statuses: asked %d, got %d", len(batch), len(res.Value))
 		}
-		scan.seeSlot(res.Context.Slot)
+		head = max(head, res.Context.Slot)
 		for i, sig := range batch {
 			statuses[sig] = res.Value[i]
 		}
@@ -609,7 +567,7 @@ func (w *Watcher) checkPending(ctx context.Context, scan *pollScan) ([]chains.De
 				continue
 			}
 			delete(w.pending, key)
-			w.markRescan(p.dep)
+			w.rewind(p.dep.Block)
 			events = append(events, w.event(chains.DepositRemoved, p.dep, 0))
 		case confirmationStatus(st) == rpc.ConfirmationStatusFinalized:
 			if st.Slot != 0 {
@@ -617,14 +575,14 @@ func (w *Watcher) checkPending(ctx context.Context, scan *pollScan) ([]chains.De
 			}
 			delete(w.pending, key)
 			w.finals[key] = p.dep.Block
-			conf := max(scan.head-min(scan.head, p.dep.Block)+1, w.required)
+			conf := max(head-min(head, p.dep.Block)+1, w.required)
 			events = append(events, w.event(chains.DepositFinal, p.dep, conf))
 		default:
 			p.missing = 0
 			if st.Slot != 0 {
 				p.dep.Block = st.Slot
 			}
-			if conf := w.depth(scan.head, p.dep.Block); conf != p.confirmations {
+			if conf := w.depth(head, p.dep.Block); conf != p.confirmations {
 				p.confirmations = conf
 				events = append(events, w.event(chains.DepositConfirmations, p.dep, conf))
 			}
@@ -633,22 +591,17 @@ func (w *Watcher) checkPending(ctx context.Context, scan *pollScan) ([]chains.De
 	return events, nil
 }
 
-// markRescan makes the account of a removed deposit list its signatures
-// again, so that the transaction is reported seen again if it is
-// re-included in another slot.
-func (w *Watcher) markRescan(dep chains.Deposit) {
-	ata, ok := w.ataOf[dep.To]
-	if !ok {
+// rewind moves the cursor back to the slot of a deposit whose transaction
+// is gone (its block left the chain), so that the transaction is reported
+// seen again if it is re-included in another slot. Deposits still pending
+// or final are not reported twice by the rescan.
+func (w *Watcher) rewind(slot uint64) {
+	if slot >= w.next {
 		return
 	}
-	acc, ok := w.accounts[ata]
-	if !ok {
-		return
-	}
-	acc.rescan = true
-	acc.lastSig = solana.Signature{}
-	acc.lastSlot = 0
-	acc.floor = min(acc.floor, saturatingSub(dep.Block, w.lookback))
+	w.next = slot
+	i := sort.Search(len(w.recent), func(i int) bool { return w.recent[i].slot >= slot })
+	w.recent = w.recent[:i]
 }
 
 // depth is the deposit's confirmation count for a non-final event: slots
@@ -667,9 +620,11 @@ func (w *Watcher) event(kind chains.DepositEventKind, dep chains.Deposit, conf u
 	return chains.DepositEvent{Kind: kind, Deposit: dep, Confirmations: conf, Required: w.required}
 }
 
-// pruneFinals forgets final deposits too old to be found again by a scan.
+// pruneFinals forgets final deposits too old to be found again: below the
+// recent credits matched again, and below any rewind (a rewind goes back to
+// a pending deposit, and a deposit is final within about Required slots).
 func (w *Watcher) pruneFinals() {
-	horizon := 4*w.lookback + w.hotSlots
+	horizon := 4*w.lookback + w.required
 	for k, slot := range w.finals {
 		if slot+horizon < w.next {
 			delete(w.finals, k)

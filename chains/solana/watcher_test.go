@@ -2,6 +2,7 @@ package solana_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"math/big"
 	"slices"
@@ -9,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
 	"agentpay/chains/chainstest"
+	"agentpay/chains/devnet"
 	agentsolana "agentpay/chains/solana"
 )
 
@@ -85,8 +89,8 @@ func TestWatcherDeposits(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	// 3 watched owners that get paid, placed in both getMultipleAccounts
-	// batches, among 150 watched owners that never get a token account.
+	// 3 watched owners that get paid among 150 watched owners that never
+	// get a token account.
 	a := newKey(t).PublicKey().String()
 	b := newKey(t).PublicKey().String()
 	c := newKey(t).PublicKey().String()
@@ -159,10 +163,12 @@ func TestWatcherDeposits(t *testing.T) {
 		t.Logf("%s: confirmations %v", tx[:8], log.Confirmations(tx))
 	}
 
-	// Later polls report nothing more, read the 150 token accounts in two
-	// calls, and list signatures only of the recently paid accounts.
+	// Later polls report nothing more and read only what is new: the slot,
+	// the blocks produced since, one getBlock each; never the watched
+	// addresses' accounts or signatures.
 	const idlePolls = 5
 	counter.take()
+	before := w.State().Next
 	for i := 0; i < idlePolls; i++ {
 		evs, err := w.Poll(ctx, list)
 		require.NoError(t, err)
@@ -171,10 +177,13 @@ func TestWatcherDeposits(t *testing.T) {
 	}
 	calls := counter.take()
 	t.Logf("RPC calls in %d idle polls: %v", idlePolls, calls)
-	require.Equal(t, 2*idlePolls, calls["getMultipleAccounts"])
-	require.LessOrEqual(t, calls["getSignaturesForAddress"], 3*idlePolls)
-	require.Zero(t, calls["getTransaction"])
-	require.Zero(t, calls["getAccountInfo"])
+	require.Equal(t, idlePolls, calls["getSlot"])
+	// No getBlocks when no slot passed since the poll before.
+	require.LessOrEqual(t, calls["getBlocks"], idlePolls)
+	require.LessOrEqual(t, uint64(calls["getBlock"]), w.State().Next-before, "one getBlock per new slot at most")
+	for _, m := range []string{"getMultipleAccounts", "getSignaturesForAddress", "getTransaction", "getAccountInfo", "getSignatureStatuses"} {
+		require.Zero(t, calls[m], m)
+	}
 	st := w.State()
 	require.Empty(t, st.Pending)
 	require.Positive(t, st.Next)
@@ -209,4 +218,141 @@ func TestWatcherLateAddress(t *testing.T) {
 	require.Equal(t, 1, log.Seen())
 	got, _ := log.Deposit(sig.String())
 	require.Equal(t, late, got.To)
+}
+
+// A slot holding many transactions (200 transfers sent at once into 500 ms
+// slots) yields every deposit to a watched owner once, and none to the
+// others.
+func TestWatcherManyTransactionsInASlot(t *testing.T) {
+	tc := startChainWith(t, devnet.SolanaConfig{SlotTime: 500 * time.Millisecond, FinalizedDepth: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := agentsolana.NewWatcher(agentsolana.WatcherConfig{RPCURL: tc.dn.RPCURL, Mint: tc.dn.Mint.String(), Required: 4})
+	require.NoError(t, err)
+
+	recipients := make([]solana.PublicKey, 200)
+	var watched []string
+	for i := range recipients {
+		recipients[i] = newKey(t).PublicKey()
+		if i%5 == 0 {
+			watched = append(watched, recipients[i].String())
+		}
+	}
+	list := agentsolana.NewWatchlist(watched)
+	_, err = w.Poll(ctx, list)
+	require.NoError(t, err)
+
+	sigs, err := tc.dn.SendAll(ctx, recipients, 1_000)
+	require.NoError(t, err)
+	expected := map[string]string{} // signature -> watched owner
+	for i, sig := range sigs {
+		if i%5 == 0 {
+			expected[sig.String()] = recipients[i].String()
+		}
+	}
+
+	log := chainstest.NewDepositLog(t, chains.Solana, 4)
+	log.PollUntil(ctx, w, list, 100*time.Millisecond, func() bool {
+		return log.Final(slices.Collect(maps.Keys(expected))...)
+	})
+	require.Equal(t, len(expected), log.Seen(), "only deposits to watched owners")
+	perSlot := map[uint64]int{}
+	for sig, owner := range expected {
+		got, ok := log.Deposit(sig)
+		require.True(t, ok, sig)
+		require.Equal(t, owner, got.To)
+		require.Equal(t, "1000", got.Amount.String())
+		require.Equal(t, tc.dn.Payer.PublicKey().String(), got.From)
+		perSlot[got.Block]++
+	}
+	// How full the busiest slot was, read back from the node.
+	busiest := 0
+	for slot := range perSlot {
+		b, err := tc.dn.Client().GetBlockWithOpts(ctx, slot, &rpc.GetBlockOpts{
+			TransactionDetails: rpc.TransactionDetailsSignatures, Commitment: rpc.CommitmentConfirmed,
+		})
+		require.NoError(t, err)
+		busiest = max(busiest, len(b.Signatures))
+	}
+	t.Logf("200 transfers; watched deposits per slot %v; busiest slot %d transactions", perSlot, busiest)
+	require.GreaterOrEqual(t, busiest, 20, "the test needs a slot with many transactions")
+}
+
+// Real clusters skip slots (a leader produced no block): getBlocks leaves
+// them out, and the watcher reads only the blocks that exist while its
+// cursor moves past the skipped slots too.
+func TestWatcherSkippedSlots(t *testing.T) {
+	tc := startChainWith(t, devnet.SolanaConfig{SkipEvery: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	counter := newRPCCounter(t, tc.dn.RPCURL)
+	w, err := agentsolana.NewWatcher(agentsolana.WatcherConfig{RPCURL: counter.URL, Mint: tc.dn.Mint.String(), Required: testFinalizedDepth})
+	require.NoError(t, err)
+	owner := newKey(t).PublicKey().String()
+	list := agentsolana.NewWatchlist([]string{owner})
+	_, err = w.Poll(ctx, list)
+	require.NoError(t, err)
+	start := w.State().Next
+	counter.take()
+
+	log := newDepositLog(t)
+	var sigs []string
+	for _, amount := range []uint64{1, 20, 300} {
+		sig, err := tc.dn.Send(ctx, mustPub(t, owner), amount)
+		require.NoError(t, err)
+		sigs = append(sigs, sig.String())
+		_, err = tc.dn.Send(ctx, newKey(t).PublicKey(), amount)
+		require.NoError(t, err)
+		time.Sleep(3 * testSlotTime) // empty slots in between, some skipped
+	}
+	log.PollUntil(ctx, w, list, testSlotTime, func() bool { return log.Final(sigs...) })
+	require.Equal(t, len(sigs), log.Seen())
+
+	end := w.State().Next - 1
+	produced, err := tc.dn.Client().GetBlocks(ctx, start, &end, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	calls := counter.take()
+	t.Logf("slots %d-%d: %d produced; calls %v", start, end, len(produced), calls)
+	require.Less(t, uint64(len(produced)), end-start+1, "the devnet skipped slots")
+	require.Equal(t, len(produced), calls["getBlock"], "one getBlock per produced slot, none for a skipped one")
+}
+
+// A watcher resumed from its saved state (as JSON, as the service keeps it
+// in chain_cursors) reports a deposit it had seen only as it progresses,
+// never seen again, and finds the deposits made while it was stopped.
+func TestWatcherResumesWithoutReportingTwice(t *testing.T) {
+	tc := startChain(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	owner := newKey(t).PublicKey().String()
+	list := agentsolana.NewWatchlist([]string{owner})
+	cfg := agentsolana.WatcherConfig{RPCURL: tc.dn.RPCURL, Mint: tc.dn.Mint.String(), Required: testFinalizedDepth}
+	w1, err := agentsolana.NewWatcher(cfg)
+	require.NoError(t, err)
+	_, err = w1.Poll(ctx, list)
+	require.NoError(t, err)
+
+	log := newDepositLog(t)
+	first, err := tc.dn.Send(ctx, mustPub(t, owner), 100)
+	require.NoError(t, err)
+	log.PollUntil(ctx, w1, list, testSlotTime, func() bool { _, ok := log.Deposit(first.String()); return ok })
+	require.False(t, log.Final(first.String()), "stopped before final")
+
+	for restart := 0; restart < 3; restart++ {
+		saved, err := json.Marshal(w1.State())
+		require.NoError(t, err)
+		var st chains.WatcherState
+		require.NoError(t, json.Unmarshal(saved, &st))
+		require.Len(t, st.Pending, 1)
+		cfg.State = st
+		w1, err = agentsolana.NewWatcher(cfg)
+		require.NoError(t, err)
+		// The new watcher goes over the same slots' transfers again (its
+		// recent transfers are not saved): still not seen twice.
+		log.PollUntil(ctx, w1, list, testSlotTime, func() bool { return true })
+	}
+	second, err := tc.dn.Send(ctx, mustPub(t, owner), 200)
+	require.NoError(t, err)
+	log.PollUntil(ctx, w1, list, testSlotTime, func() bool { return log.Final(first.String(), second.String()) })
+	require.Equal(t, 2, log.Seen())
 }

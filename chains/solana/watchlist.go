@@ -6,7 +6,8 @@ import (
 	"agentpay/chains"
 )
 
-// Watchlist is a fixed set of watched owner addresses.
+// Watchlist is a fixed set of watched owner addresses, a hash set the
+// watcher looks each transfer's owner up in.
 type Watchlist struct {
 	set   map[solana.PublicKey]struct{}
 	addrs []string
@@ -38,6 +39,13 @@ func (w *Watchlist) Contains(address string) bool {
 	if err != nil {
 		return false
 	}
+	_, ok := w.set[pk]
+	return ok
+}
+
+// containsKey is Contains on a decoded key: what the watcher asks for each
+// transfer it reads, without encoding the key back to base58.
+func (w *Watchlist) containsKey(pk solana.PublicKey) bool {
 	_, ok := w.set[pk]
 	return ok
 }

@@ -71,12 +71,16 @@ function cOptionKey(data, off) {
 
 export class Chain {
   /**
-   * @param {{slotMs: number, finalizedDepth: number, confirmedDepth?: number}} cfg
+   * @param {{slotMs: number, finalizedDepth: number, confirmedDepth?: number, skipEvery?: number}} cfg
    */
   constructor(cfg) {
     this.slotMs = cfg.slotMs;
     this.finalizedDepth = cfg.finalizedDepth;
     this.confirmedDepth = cfg.confirmedDepth ?? 1;
+    // Every skipEvery-th slot that no transaction landed in produces no
+    // block, as a real cluster skips the slots of leaders that were offline:
+    // getBlocks leaves it out and getBlock answers -32007. 0: none.
+    this.skipEvery = cfg.skipEvery ?? 0;
 
     const svm = new LiteSvm();
     // Blockhashes are checked here against our own slot-based window;
@@ -173,6 +177,7 @@ export class Chain {
       this.slot = target - STATUS_CACHE_SLOTS;
     }
     while (this.slot < target) {
+      this._maybeSkip(this.slot);
       this.slot++;
       this._setClock();
       this.svm.expireBlockhash();
@@ -180,6 +185,18 @@ export class Chain {
     }
     this.onChange();
     return this.slot;
+  }
+
+  /**
+   * Called as the chain leaves `slot`: an empty slot the skip rule names
+   * loses its block. Its blockhash stays valid for transactions already
+   * signed with it (a real leader's blockhash would not exist; nothing here
+   * depends on that).
+   */
+  _maybeSkip(slot) {
+    if (this.skipEvery < 2 || slot <= this.baseSlot) return;
+    if ((slot - this.baseSlot) % this.skipEvery !== 0 || this.bySlot.has(slot)) return;
+    this.blockhashes[slot - this.baseSlot] = undefined;
   }
 
   /** The slot a commitment level sees. */

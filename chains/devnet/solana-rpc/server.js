@@ -3,7 +3,7 @@
 // Token and Associated Token Account programs) behind the standard Solana
 // JSON-RPC methods.
 //
-//   node server.js [--port 0] [--slot-ms 400] [--finalized-depth 32] [--fund PUBKEY,PUBKEY]
+//   node server.js [--port 0] [--slot-ms 400] [--finalized-depth 32] [--skip-every 0] [--fund PUBKEY,PUBKEY]
 //
 // At start it creates a USDC-like mint (6 decimals) and a dev payer holding SOL
 // and 10^15 base units, airdrops 1,000 SOL to each --fund key, prints one JSON
@@ -37,6 +37,7 @@ function options() {
       host: { type: "string", default: "127.0.0.1" },
       "slot-ms": { type: "string", default: "400" },
       "finalized-depth": { type: "string", default: "32" },
+      "skip-every": { type: "string", default: "0" },
       fund: { type: "string", default: "" },
     },
     strict: true,
@@ -62,6 +63,7 @@ function options() {
     port: int("port", 0),
     slotMs: int("slot-ms", 1),
     finalizedDepth: int("finalized-depth", 1),
+    skipEvery: int("skip-every", 0),
     fund,
   };
 }
@@ -166,7 +168,7 @@ function serve(chain, methods, host, port) {
 
 async function main() {
   const opts = options();
-  const chain = new Chain({ slotMs: opts.slotMs, finalizedDepth: opts.finalizedDepth });
+  const chain = new Chain({ slotMs: opts.slotMs, finalizedDepth: opts.finalizedDepth, skipEvery: opts.skipEvery });
   const methods = makeMethods(chain);
   const { mint, payer, mintAuthority } = await genesis(chain, opts.fund);
   chain.fastForward(opts.finalizedDepth);
