@@ -29,11 +29,15 @@ const (
 	EventPaymentFailed       = "payment.failed"
 	EventSessionExpired      = "session.expired"
 	EventSettlementCompleted = "settlement.completed"
+	EventRefundCreated       = "refund.created"
+	EventRefundCompleted     = "refund.completed"
+	EventRefundFailed        = "refund.failed"
 )
 
 var eventKinds = []string{
 	EventPaymentDetected, EventPaymentConfirming, EventPaymentConfirmed,
 	EventPaymentFailed, EventSessionExpired, EventSettlementCompleted,
+	EventRefundCreated, EventRefundCompleted, EventRefundFailed,
 }
 
 // EventInput is an event to record.

@@ -35,15 +35,10 @@ import (
 // The fee is the treasury's 0.1% (TransferFee), which pays the gas of the
 // sweep and the payout.
 //
-// Nothing is paid twice, whatever crashes: each on-chain leg has a fixed
-// 32-byte ref derived from the payment id. On EVM it is the EIP-3009 nonce,
-// so however often a leg is relayed it moves funds once; on Solana a leg
-// without a recorded hash that may have been broadcast (the row's
-// updated_at is written before every broadcast) is looked up by its
-// reference (FindTransfer) and sent again only after any earlier blockhash
-// has expired. A fiat payout's idempotency key is the payment id. The step
-// that completes is a conditional update, so settlement.completed is
-// recorded once.
+// Nothing is paid twice, whatever crashes: each on-chain leg is a chainLeg
+// (chainlegs.go) with a fixed ref derived from the payment id. A fiat
+// payout's idempotency key is the payment id. The step that completes is a
+// conditional update, so settlement.completed is recorded once.
 //
 // Nothing is dropped either: a step that cannot go on (no settlement
 // address yet, treasury short on the payout chain, provider refusal, chain
@@ -194,7 +189,7 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 	}
 	treasury := st.s.cfg.Treasury.Address(paidChain)
 
-	sweep := &settlementLeg{
+	sweep := &chainLeg{
 		name:      "sweep",
 		ledger:    ledger,
 		from:      st.p.Edges.DepositAddress.Address,
@@ -204,14 +199,19 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 		hash:      st.p.SweepTxHash,
 		mayBeSent: *st.p.SettlementStatus == payment.SettlementStatusSubmitted,
 		key:       func() ([]byte, error) { return st.s.DepositAddressKey(st.p.Edges.DepositAddress) },
-		record:    (*ent.PaymentUpdateOne).SetSweepTxHash,
+		row:       st.legRow((*ent.PaymentUpdateOne).SetSweepTxHash, nil),
 	}
-	done, waiting, err := st.leg(ctx, sweep)
+	done, waiting, err := st.s.driveLeg(ctx, st.opts, sweep)
 	if err != nil || !done {
 		return waiting, err
 	}
 
 	var result payoutOutcome
+	if st.p.SettlementNet != nil && *st.p.SettlementNet == 0 {
+		// Refunded in full before its payout: the sweep repaid the
+		// treasury, which paid the refund; the merchant is owed nothing.
+		return "", st.complete(ctx, result)
+	}
 	switch st.m.SettlementType {
 	case merchant.SettlementTypeFiatPix:
 		result, waiting, err = st.fiatPayout(ctx, mode)
@@ -260,7 +260,7 @@ func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain cha
 	if err != nil {
 		return payoutOutcome{}, "", err
 	}
-	payout := &settlementLeg{
+	payout := &chainLeg{
 		name:      "payout",
 		ledger:    ledger,
 		from:      st.s.cfg.Treasury.Address(chain),
@@ -272,12 +272,11 @@ func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain cha
 		key: func() ([]byte, error) {
 			return append([]byte(nil), st.s.cfg.Treasury.Key(chain)...), nil
 		},
-		record: (*ent.PaymentUpdateOne).SetSettlementTxHash,
-		beforeFirstSend: func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+		row: st.legRow((*ent.PaymentUpdateOne).SetSettlementTxHash, func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
 			return upd.SetSettlementChain(string(chain)).SetSettlementAddress(address)
-		},
+		}),
 	}
-	done, waiting, err := st.leg(ctx, payout)
+	done, waiting, err := st.s.driveLeg(ctx, st.opts, payout)
 	if err != nil || !done {
 		return payoutOutcome{}, waiting, err
 	}
@@ -429,124 +428,31 @@ func decimalOrString(v string) any {
 	return v
 }
 
-// settlementLeg is one on-chain transfer of a settlement.
-type settlementLeg struct {
-	name   string
-	ledger chains.Ledger
-	from   string
-	to     string
-	amount *big.Int
-	ref    [32]byte
-	// hash is the recorded transaction hash, "" if none yet.
-	hash string
-	// mayBeSent: a broadcast may have happened without its hash recorded.
-	mayBeSent bool
-	key       func() ([]byte, error)
-	// record adds the hash to the payment update.
-	record func(upd *ent.PaymentUpdateOne, hash string) *ent.PaymentUpdateOne
-	// beforeFirstSend adds what must be fixed before the first broadcast.
-	beforeFirstSend func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne
-}
-
 // settlementRef is a leg's idempotency reference: fixed per payment and
 // leg, so every retry of the leg carries the same one.
 func settlementRef(leg string, paymentID uuid.UUID) [32]byte {
 	return sha256.Sum256(append([]byte("agentpay/settlement/"+leg+"/"), paymentID[:]...))
 }
 
-// leg drives one leg to inclusion: answers done once it is included, or
-// what it waits for.
-func (st *settlement) leg(ctx context.Context, l *settlementLeg) (bool, string, error) {
-	mayLand := l.mayBeSent
-	if l.hash != "" {
-		r, err := l.ledger.Receipt(ctx, l.hash)
-		if err != nil {
-			return false, "", fmt.Errorf("%s receipt: %w", l.name, err)
-		}
-		switch r.State {
-		case chains.TxIncluded:
-			return true, "", nil
-		case chains.TxPending:
-			return st.wait(ctx, l)
-		case chains.TxFailed:
-			mayLand = false // it moved nothing and never will
-		default:
-			mayLand = true // unknown: dropped, or not yet seen
-		}
-		// As if never sent, but another relay of the same ref may have
-		// landed.
+// legRow writes a settlement leg's progress to the payment: record sets
+// the leg's hash column, fix what must be fixed before its first
+// broadcast (nil: nothing).
+func (st *settlement) legRow(record func(*ent.PaymentUpdateOne, string) *ent.PaymentUpdateOne, fix func(*ent.PaymentUpdateOne) *ent.PaymentUpdateOne) legRow {
+	return legRow{
+		submit: func(ctx context.Context) error {
+			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
+				u.SetSettlementStatus(payment.SettlementStatusSubmitted)
+				if fix != nil {
+					u = fix(u)
+				}
+				return u
+			})
+		},
+		record: func(ctx context.Context, hash string) error {
+			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return record(u, hash) })
+		},
+		touched: func() time.Time { return st.p.UpdatedAt },
 	}
-	h, found, err := l.ledger.FindTransfer(ctx, chains.TransferQuery{From: l.from, To: l.to, Amount: l.amount, Ref: l.ref})
-	if err != nil {
-		return false, "", fmt.Errorf("%s lookup: %w", l.name, err)
-	}
-	if found {
-		if h != l.hash {
-			l.hash = h
-			if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return l.record(u, h) }); err != nil {
-				return false, "", err
-			}
-		}
-		return st.wait(ctx, l)
-	}
-	if mayLand && l.ledger.Chain() == chains.Solana &&
-		st.s.now().Sub(st.p.UpdatedAt) < st.opts.SolanaResendAfter {
-		return false, fmt.Sprintf("%s: an earlier broadcast may still land (resend after %s)", l.name, st.opts.SolanaResendAfter), nil
-	}
-
-	// Written before broadcasting: status submitted, the leg's fixed
-	// destination, and updated_at, which the Solana rule above counts from.
-	if err := st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-		u.SetSettlementStatus(payment.SettlementStatusSubmitted)
-		if l.beforeFirstSend != nil {
-			u = l.beforeFirstSend(u)
-		}
-		return u
-	}); err != nil {
-		return false, "", err
-	}
-	key, err := l.key()
-	if err != nil {
-		return false, "", err
-	}
-	defer clear(key)
-	sub, err := l.ledger.Transfer(ctx, chains.TransferRequest{Key: key, To: l.to, Amount: l.amount, Ref: l.ref})
-	switch {
-	case sub.TxHash != "":
-		l.hash = sub.TxHash
-		if err := st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-			return l.record(u, sub.TxHash)
-		}); err != nil {
-			return false, "", err
-		}
-		return st.wait(ctx, l)
-	case errors.Is(err, chains.ErrAlreadyUsed):
-		return false, l.name + ": landed meanwhile, found on the next run", nil
-	case err != nil && errors.Is(err, chains.ErrInsufficientFunds):
-		return false, fmt.Sprintf("%s: %s short of USDC on %s", l.name, l.from, l.ledger.Chain()), nil
-	case err != nil:
-		return false, "", fmt.Errorf("%s: %w", l.name, err)
-	}
-	return false, "", fmt.Errorf("%s: no transaction hash", l.name)
-}
-
-// wait waits (bounded) for a broadcast leg's inclusion.
-func (st *settlement) wait(ctx context.Context, l *settlementLeg) (bool, string, error) {
-	wctx, cancel := context.WithTimeout(ctx, st.opts.Wait)
-	defer cancel()
-	r, err := l.ledger.Wait(wctx, l.hash)
-	switch {
-	case err != nil && wctx.Err() != nil && ctx.Err() == nil:
-		return false, l.name + ": waiting for inclusion of " + l.hash, nil
-	case err != nil:
-		return false, "", fmt.Errorf("%s: waiting for %s: %w", l.name, l.hash, err)
-	case r.State == chains.TxIncluded:
-		return true, "", nil
-	case r.State == chains.TxFailed:
-		// Nothing moved; the next run sends it again.
-		return false, fmt.Sprintf("%s: %s failed on %s: %s", l.name, l.hash, l.ledger.Chain(), r.Err), nil
-	}
-	return false, l.name + ": waiting for inclusion of " + l.hash, nil
 }
 
 // save updates the payment row while its settlement is still open.
@@ -564,6 +470,10 @@ func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) 
 	st.p.SettlementStatus, st.p.UpdatedAt = p.SettlementStatus, p.UpdatedAt
 	st.p.SweepTxHash, st.p.SettlementTxHash = p.SweepTxHash, p.SettlementTxHash
 	st.p.SettlementChain, st.p.SettlementAddress = p.SettlementChain, p.SettlementAddress
+	// A refund may have lowered them while the settlement was pending;
+	// from the first broadcast on (status submitted) refunds are refused,
+	// so what this save read is what the payout pays.
+	st.p.SettlementFee, st.p.SettlementNet = p.SettlementFee, p.SettlementNet
 	return nil
 }
 

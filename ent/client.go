@@ -31,6 +31,7 @@ import (
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/refund"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -93,6 +94,8 @@ type Client struct {
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
 	RateLimitCounter *RateLimitCounterClient
+	// Refund is the client for interacting with the Refund builders.
+	Refund *RefundClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
@@ -138,6 +141,7 @@ func (c *Client) init() {
 	c.PasskeyCeremony = NewPasskeyCeremonyClient(c.config)
 	c.Payment = NewPaymentClient(c.config)
 	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
+	c.Refund = NewRefundClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
 	c.User = NewUserClient(c.config)
@@ -257,6 +261,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
+		Refund:               NewRefundClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
@@ -303,6 +308,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
+		Refund:               NewRefundClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
@@ -343,8 +349,8 @@ func (c *Client) Use(hooks ...Hook) {
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
 		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer, c.User,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -358,8 +364,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
 		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
 		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer, c.User,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -408,6 +414,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Payment.mutate(ctx, m)
 	case *RateLimitCounterMutation:
 		return c.RateLimitCounter.mutate(ctx, m)
+	case *RefundMutation:
+		return c.Refund.mutate(ctx, m)
 	case *SignatureChallengeMutation:
 		return c.SignatureChallenge.mutate(ctx, m)
 	case *TransferMutation:
@@ -3329,6 +3337,22 @@ func (c *PaymentClient) QueryDepositAddress(_m *Payment) *DepositAddressQuery {
 	return query
 }
 
+// QueryRefunds queries the refunds edge of a Payment.
+func (c *PaymentClient) QueryRefunds(_m *Payment) *RefundQuery {
+	query := (&RefundClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(payment.Table, payment.FieldID, id),
+			sqlgraph.To(refund.Table, refund.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, payment.RefundsTable, payment.RefundsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *PaymentClient) Hooks() []Hook {
 	return c.hooks.Payment
@@ -3484,6 +3508,155 @@ func (c *RateLimitCounterClient) mutate(ctx context.Context, m *RateLimitCounter
 		return (&RateLimitCounterDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown RateLimitCounter mutation op: %q", m.Op())
+	}
+}
+
+// RefundClient is a client for the Refund schema.
+type RefundClient struct {
+	config
+}
+
+// NewRefundClient returns a client for the Refund from the given config.
+func NewRefundClient(c config) *RefundClient {
+	return &RefundClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `refund.Hooks(f(g(h())))`.
+func (c *RefundClient) Use(hooks ...Hook) {
+	c.hooks.Refund = append(c.hooks.Refund, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `refund.Intercept(f(g(h())))`.
+func (c *RefundClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Refund = append(c.inters.Refund, interceptors...)
+}
+
+// Create returns a builder for creating a Refund entity.
+func (c *RefundClient) Create() *RefundCreate {
+	mutation := newRefundMutation(c.config, OpCreate)
+	return &RefundCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Refund entities.
+func (c *RefundClient) CreateBulk(builders ...*RefundCreate) *RefundCreateBulk {
+	return &RefundCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RefundClient) MapCreateBulk(slice any, setFunc func(*RefundCreate, int)) *RefundCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RefundCreateBulk{err: fmt.Errorf("calling to RefundClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RefundCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RefundCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Refund.
+func (c *RefundClient) Update() *RefundUpdate {
+	mutation := newRefundMutation(c.config, OpUpdate)
+	return &RefundUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RefundClient) UpdateOne(_m *Refund) *RefundUpdateOne {
+	mutation := newRefundMutation(c.config, OpUpdateOne, withRefund(_m))
+	return &RefundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RefundClient) UpdateOneID(id uuid.UUID) *RefundUpdateOne {
+	mutation := newRefundMutation(c.config, OpUpdateOne, withRefundID(id))
+	return &RefundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Refund.
+func (c *RefundClient) Delete() *RefundDelete {
+	mutation := newRefundMutation(c.config, OpDelete)
+	return &RefundDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RefundClient) DeleteOne(_m *Refund) *RefundDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RefundClient) DeleteOneID(id uuid.UUID) *RefundDeleteOne {
+	builder := c.Delete().Where(refund.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RefundDeleteOne{builder}
+}
+
+// Query returns a query builder for Refund.
+func (c *RefundClient) Query() *RefundQuery {
+	return &RefundQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRefund},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Refund entity by its id.
+func (c *RefundClient) Get(ctx context.Context, id uuid.UUID) (*Refund, error) {
+	return c.Query().Where(refund.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RefundClient) GetX(ctx context.Context, id uuid.UUID) *Refund {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPayment queries the payment edge of a Refund.
+func (c *RefundClient) QueryPayment(_m *Refund) *PaymentQuery {
+	query := (&PaymentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(refund.Table, refund.FieldID, id),
+			sqlgraph.To(payment.Table, payment.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, refund.PaymentTable, refund.PaymentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RefundClient) Hooks() []Hook {
+	return c.hooks.Refund
+}
+
+// Interceptors returns the client interceptors.
+func (c *RefundClient) Interceptors() []Interceptor {
+	return c.inters.Refund
+}
+
+func (c *RefundClient) mutate(ctx context.Context, m *RefundMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RefundCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RefundUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RefundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RefundDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Refund mutation op: %q", m.Op())
 	}
 }
 
@@ -4633,16 +4806,16 @@ type (
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
 		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
 		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		SignatureChallenge, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Hook
+		Refund, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
+		WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
 		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
 		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		SignatureChallenge, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Interceptor
+		Refund, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
+		WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -23,6 +23,7 @@ import (
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/refund"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -119,6 +120,7 @@ func checkColumn(t, c string) error {
 			passkeyceremony.Table:      passkeyceremony.ValidColumn,
 			payment.Table:              payment.ValidColumn,
 			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
+			refund.Table:               refund.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,
 			transfer.Table:             transfer.ValidColumn,
 			user.Table:                 user.ValidColumn,

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/refund"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -1131,6 +1132,19 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, payment.FieldDepositAddressID)
 				fieldSeen[payment.FieldDepositAddressID] = struct{}{}
 			}
+
+		case "refunds":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&RefundClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, refundImplementors)...); err != nil {
+				return err
+			}
+			_q.WithNamedRefunds(alias, func(wq *RefundQuery) {
+				*wq = *query
+			})
 		case "createdAt":
 			if _, ok := fieldSeen[payment.FieldCreatedAt]; !ok {
 				selectedFields = append(selectedFields, payment.FieldCreatedAt)
@@ -1291,6 +1305,11 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, payment.FieldSweepTxHash)
 				fieldSeen[payment.FieldSweepTxHash] = struct{}{}
 			}
+		case "refundedToken":
+			if _, ok := fieldSeen[payment.FieldRefundedToken]; !ok {
+				selectedFields = append(selectedFields, payment.FieldRefundedToken)
+				fieldSeen[payment.FieldRefundedToken] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:
@@ -1345,6 +1364,177 @@ func newPaymentPaginateArgs(rv map[string]any) *paymentPaginateArgs {
 		case *PaymentOrder:
 			if v != nil {
 				args.opts = append(args.opts, WithPaymentOrder(v))
+			}
+		}
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *RefundQuery) CollectFields(ctx context.Context, satisfies ...string) (*RefundQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *RefundQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(refund.Columns))
+		selectedFields = []string{refund.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+
+		case "payment":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&PaymentClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, paymentImplementors)...); err != nil {
+				return err
+			}
+			_q.withPayment = query
+			if _, ok := fieldSeen[refund.FieldPaymentID]; !ok {
+				selectedFields = append(selectedFields, refund.FieldPaymentID)
+				fieldSeen[refund.FieldPaymentID] = struct{}{}
+			}
+		case "createdAt":
+			if _, ok := fieldSeen[refund.FieldCreatedAt]; !ok {
+				selectedFields = append(selectedFields, refund.FieldCreatedAt)
+				fieldSeen[refund.FieldCreatedAt] = struct{}{}
+			}
+		case "updatedAt":
+			if _, ok := fieldSeen[refund.FieldUpdatedAt]; !ok {
+				selectedFields = append(selectedFields, refund.FieldUpdatedAt)
+				fieldSeen[refund.FieldUpdatedAt] = struct{}{}
+			}
+		case "externalID":
+			if _, ok := fieldSeen[refund.FieldExternalID]; !ok {
+				selectedFields = append(selectedFields, refund.FieldExternalID)
+				fieldSeen[refund.FieldExternalID] = struct{}{}
+			}
+		case "paymentID":
+			if _, ok := fieldSeen[refund.FieldPaymentID]; !ok {
+				selectedFields = append(selectedFields, refund.FieldPaymentID)
+				fieldSeen[refund.FieldPaymentID] = struct{}{}
+			}
+		case "livemode":
+			if _, ok := fieldSeen[refund.FieldLivemode]; !ok {
+				selectedFields = append(selectedFields, refund.FieldLivemode)
+				fieldSeen[refund.FieldLivemode] = struct{}{}
+			}
+		case "chain":
+			if _, ok := fieldSeen[refund.FieldChain]; !ok {
+				selectedFields = append(selectedFields, refund.FieldChain)
+				fieldSeen[refund.FieldChain] = struct{}{}
+			}
+		case "token":
+			if _, ok := fieldSeen[refund.FieldToken]; !ok {
+				selectedFields = append(selectedFields, refund.FieldToken)
+				fieldSeen[refund.FieldToken] = struct{}{}
+			}
+		case "amountToken":
+			if _, ok := fieldSeen[refund.FieldAmountToken]; !ok {
+				selectedFields = append(selectedFields, refund.FieldAmountToken)
+				fieldSeen[refund.FieldAmountToken] = struct{}{}
+			}
+		case "amountUsd":
+			if _, ok := fieldSeen[refund.FieldAmountUsd]; !ok {
+				selectedFields = append(selectedFields, refund.FieldAmountUsd)
+				fieldSeen[refund.FieldAmountUsd] = struct{}{}
+			}
+		case "toAddress":
+			if _, ok := fieldSeen[refund.FieldToAddress]; !ok {
+				selectedFields = append(selectedFields, refund.FieldToAddress)
+				fieldSeen[refund.FieldToAddress] = struct{}{}
+			}
+		case "reason":
+			if _, ok := fieldSeen[refund.FieldReason]; !ok {
+				selectedFields = append(selectedFields, refund.FieldReason)
+				fieldSeen[refund.FieldReason] = struct{}{}
+			}
+		case "status":
+			if _, ok := fieldSeen[refund.FieldStatus]; !ok {
+				selectedFields = append(selectedFields, refund.FieldStatus)
+				fieldSeen[refund.FieldStatus] = struct{}{}
+			}
+		case "txHash":
+			if _, ok := fieldSeen[refund.FieldTxHash]; !ok {
+				selectedFields = append(selectedFields, refund.FieldTxHash)
+				fieldSeen[refund.FieldTxHash] = struct{}{}
+			}
+		case "error":
+			if _, ok := fieldSeen[refund.FieldError]; !ok {
+				selectedFields = append(selectedFields, refund.FieldError)
+				fieldSeen[refund.FieldError] = struct{}{}
+			}
+		case "completedAt":
+			if _, ok := fieldSeen[refund.FieldCompletedAt]; !ok {
+				selectedFields = append(selectedFields, refund.FieldCompletedAt)
+				fieldSeen[refund.FieldCompletedAt] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type refundPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []RefundPaginateOption
+}
+
+func newRefundPaginateArgs(rv map[string]any) *refundPaginateArgs {
+	args := &refundPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	if v, ok := rv[orderByField]; ok {
+		switch v := v.(type) {
+		case map[string]any:
+			var (
+				err1, err2 error
+				order      = &RefundOrder{Field: &RefundOrderField{}, Direction: entgql.OrderDirectionAsc}
+			)
+			if d, ok := v[directionField]; ok {
+				err1 = order.Direction.UnmarshalGQL(d)
+			}
+			if f, ok := v[fieldField]; ok {
+				err2 = order.Field.UnmarshalGQL(f)
+			}
+			if err1 == nil && err2 == nil {
+				args.opts = append(args.opts, WithRefundOrder(order))
+			}
+		case *RefundOrder:
+			if v != nil {
+				args.opts = append(args.opts, WithRefundOrder(v))
 			}
 		}
 	}

@@ -136,6 +136,26 @@ func (_m *Payment) DepositAddress(ctx context.Context) (*DepositAddress, error) 
 	return result, MaskNotFound(err)
 }
 
+func (_m *Payment) Refunds(ctx context.Context) (result []*Refund, err error) {
+	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
+		result, err = _m.NamedRefunds(graphql.GetFieldContext(ctx).Field.Alias)
+	} else {
+		result, err = _m.Edges.RefundsOrErr()
+	}
+	if IsNotLoaded(err) {
+		result, err = _m.QueryRefunds().All(ctx)
+	}
+	return result, err
+}
+
+func (_m *Refund) Payment(ctx context.Context) (*Payment, error) {
+	result, err := _m.Edges.PaymentOrErr()
+	if IsNotLoaded(err) {
+		result, err = _m.QueryPayment().Only(ctx)
+	}
+	return result, err
+}
+
 func (_m *Wallet) Agent(ctx context.Context) (*Agent, error) {
 	result, err := _m.Edges.AgentOrErr()
 	if IsNotLoaded(err) {

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/refund"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookattempt"
@@ -63,6 +64,11 @@ var paymentImplementors = []string{"Payment", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Payment) IsNode() {}
+
+var refundImplementors = []string{"Refund", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*Refund) IsNode() {}
 
 var transferImplementors = []string{"Transfer", "Node"}
 
@@ -206,6 +212,15 @@ func (c *Client) noder(ctx context.Context, table string, id uuid.UUID) (Noder, 
 			Where(payment.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, paymentImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case refund.Table:
+		query := c.Refund.Query().
+			Where(refund.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, refundImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -428,6 +443,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []uuid.UUID) ([]N
 		query := c.Payment.Query().
 			Where(payment.IDIn(ids...))
 		query, err := query.CollectFields(ctx, paymentImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case refund.Table:
+		query := c.Refund.Query().
+			Where(refund.IDIn(ids...))
+		query, err := query.CollectFields(ctx, refundImplementors...)
 		if err != nil {
 			return nil, err
 		}

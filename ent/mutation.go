@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/refund"
 	"agentpay/ent/schematype"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
@@ -74,6 +75,7 @@ const (
 	TypePasskeyCeremony      = "PasskeyCeremony"
 	TypePayment              = "Payment"
 	TypeRateLimitCounter     = "RateLimitCounter"
+	TypeRefund               = "Refund"
 	TypeSignatureChallenge   = "SignatureChallenge"
 	TypeTransfer             = "Transfer"
 	TypeUser                 = "User"
@@ -18144,11 +18146,16 @@ type PaymentMutation struct {
 	settlement_error         *string
 	settled_at               *time.Time
 	sweep_tx_hash            *string
+	refunded_token           *int64
+	addrefunded_token        *int64
 	clearedFields            map[string]struct{}
 	session                  *uuid.UUID
 	clearedsession           bool
 	deposit_address          *uuid.UUID
 	cleareddeposit_address   bool
+	refunds                  map[uuid.UUID]struct{}
+	removedrefunds           map[uuid.UUID]struct{}
+	clearedrefunds           bool
 	done                     bool
 	oldValue                 func(context.Context) (*Payment, error)
 	predicates               []predicate.Payment
@@ -19740,6 +19747,62 @@ func (m *PaymentMutation) ResetSweepTxHash() {
 	delete(m.clearedFields, payment.FieldSweepTxHash)
 }
 
+// SetRefundedToken sets the "refunded_token" field.
+func (m *PaymentMutation) SetRefundedToken(i int64) {
+	m.refunded_token = &i
+	m.addrefunded_token = nil
+}
+
+// RefundedToken returns the value of the "refunded_token" field in the mutation.
+func (m *PaymentMutation) RefundedToken() (r int64, exists bool) {
+	v := m.refunded_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundedToken returns the old "refunded_token" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldRefundedToken(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundedToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundedToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundedToken: %w", err)
+	}
+	return oldValue.RefundedToken, nil
+}
+
+// AddRefundedToken adds i to the "refunded_token" field.
+func (m *PaymentMutation) AddRefundedToken(i int64) {
+	if m.addrefunded_token != nil {
+		*m.addrefunded_token += i
+	} else {
+		m.addrefunded_token = &i
+	}
+}
+
+// AddedRefundedToken returns the value that was added to the "refunded_token" field in this mutation.
+func (m *PaymentMutation) AddedRefundedToken() (r int64, exists bool) {
+	v := m.addrefunded_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRefundedToken resets all changes to the "refunded_token" field.
+func (m *PaymentMutation) ResetRefundedToken() {
+	m.refunded_token = nil
+	m.addrefunded_token = nil
+}
+
 // ClearSession clears the "session" edge to the CheckoutSession entity.
 func (m *PaymentMutation) ClearSession() {
 	m.clearedsession = true
@@ -19794,6 +19857,60 @@ func (m *PaymentMutation) ResetDepositAddress() {
 	m.cleareddeposit_address = false
 }
 
+// AddRefundIDs adds the "refunds" edge to the Refund entity by ids.
+func (m *PaymentMutation) AddRefundIDs(ids ...uuid.UUID) {
+	if m.refunds == nil {
+		m.refunds = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.refunds[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRefunds clears the "refunds" edge to the Refund entity.
+func (m *PaymentMutation) ClearRefunds() {
+	m.clearedrefunds = true
+}
+
+// RefundsCleared reports if the "refunds" edge to the Refund entity was cleared.
+func (m *PaymentMutation) RefundsCleared() bool {
+	return m.clearedrefunds
+}
+
+// RemoveRefundIDs removes the "refunds" edge to the Refund entity by IDs.
+func (m *PaymentMutation) RemoveRefundIDs(ids ...uuid.UUID) {
+	if m.removedrefunds == nil {
+		m.removedrefunds = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.refunds, ids[i])
+		m.removedrefunds[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRefunds returns the removed IDs of the "refunds" edge to the Refund entity.
+func (m *PaymentMutation) RemovedRefundsIDs() (ids []uuid.UUID) {
+	for id := range m.removedrefunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RefundsIDs returns the "refunds" edge IDs in the mutation.
+func (m *PaymentMutation) RefundsIDs() (ids []uuid.UUID) {
+	for id := range m.refunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRefunds resets all changes to the "refunds" edge.
+func (m *PaymentMutation) ResetRefunds() {
+	m.refunds = nil
+	m.clearedrefunds = false
+	m.removedrefunds = nil
+}
+
 // Where appends a list predicates to the PaymentMutation builder.
 func (m *PaymentMutation) Where(ps ...predicate.Payment) {
 	m.predicates = append(m.predicates, ps...)
@@ -19828,7 +19945,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 32)
+	fields := make([]string, 0, 33)
 	if m.created_at != nil {
 		fields = append(fields, payment.FieldCreatedAt)
 	}
@@ -19925,6 +20042,9 @@ func (m *PaymentMutation) Fields() []string {
 	if m.sweep_tx_hash != nil {
 		fields = append(fields, payment.FieldSweepTxHash)
 	}
+	if m.refunded_token != nil {
+		fields = append(fields, payment.FieldRefundedToken)
+	}
 	return fields
 }
 
@@ -19997,6 +20117,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.SettledAt()
 	case payment.FieldSweepTxHash:
 		return m.SweepTxHash()
+	case payment.FieldRefundedToken:
+		return m.RefundedToken()
 	}
 	return nil, false
 }
@@ -20070,6 +20192,8 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldSettledAt(ctx)
 	case payment.FieldSweepTxHash:
 		return m.OldSweepTxHash(ctx)
+	case payment.FieldRefundedToken:
+		return m.OldRefundedToken(ctx)
 	}
 	return nil, fmt.Errorf("unknown Payment field %s", name)
 }
@@ -20303,6 +20427,13 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetSweepTxHash(v)
 		return nil
+	case payment.FieldRefundedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundedToken(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
@@ -20329,6 +20460,9 @@ func (m *PaymentMutation) AddedFields() []string {
 	if m.addsettlement_net != nil {
 		fields = append(fields, payment.FieldSettlementNet)
 	}
+	if m.addrefunded_token != nil {
+		fields = append(fields, payment.FieldRefundedToken)
+	}
 	return fields
 }
 
@@ -20349,6 +20483,8 @@ func (m *PaymentMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedSettlementFee()
 	case payment.FieldSettlementNet:
 		return m.AddedSettlementNet()
+	case payment.FieldRefundedToken:
+		return m.AddedRefundedToken()
 	}
 	return nil, false
 }
@@ -20399,6 +20535,13 @@ func (m *PaymentMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddSettlementNet(v)
+		return nil
+	case payment.FieldRefundedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRefundedToken(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Payment numeric field %s", name)
@@ -20622,18 +20765,24 @@ func (m *PaymentMutation) ResetField(name string) error {
 	case payment.FieldSweepTxHash:
 		m.ResetSweepTxHash()
 		return nil
+	case payment.FieldRefundedToken:
+		m.ResetRefundedToken()
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *PaymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
 	if m.session != nil {
 		edges = append(edges, payment.EdgeSession)
 	}
 	if m.deposit_address != nil {
 		edges = append(edges, payment.EdgeDepositAddress)
+	}
+	if m.refunds != nil {
+		edges = append(edges, payment.EdgeRefunds)
 	}
 	return edges
 }
@@ -20650,30 +20799,50 @@ func (m *PaymentMutation) AddedIDs(name string) []ent.Value {
 		if id := m.deposit_address; id != nil {
 			return []ent.Value{*id}
 		}
+	case payment.EdgeRefunds:
+		ids := make([]ent.Value, 0, len(m.refunds))
+		for id := range m.refunds {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *PaymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
+	if m.removedrefunds != nil {
+		edges = append(edges, payment.EdgeRefunds)
+	}
 	return edges
 }
 
 // RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
 // the given name in this mutation.
 func (m *PaymentMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case payment.EdgeRefunds:
+		ids := make([]ent.Value, 0, len(m.removedrefunds))
+		for id := range m.removedrefunds {
+			ids = append(ids, id)
+		}
+		return ids
+	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *PaymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 2)
+	edges := make([]string, 0, 3)
 	if m.clearedsession {
 		edges = append(edges, payment.EdgeSession)
 	}
 	if m.cleareddeposit_address {
 		edges = append(edges, payment.EdgeDepositAddress)
+	}
+	if m.clearedrefunds {
+		edges = append(edges, payment.EdgeRefunds)
 	}
 	return edges
 }
@@ -20686,6 +20855,8 @@ func (m *PaymentMutation) EdgeCleared(name string) bool {
 		return m.clearedsession
 	case payment.EdgeDepositAddress:
 		return m.cleareddeposit_address
+	case payment.EdgeRefunds:
+		return m.clearedrefunds
 	}
 	return false
 }
@@ -20713,6 +20884,9 @@ func (m *PaymentMutation) ResetEdge(name string) error {
 		return nil
 	case payment.EdgeDepositAddress:
 		m.ResetDepositAddress()
+		return nil
+	case payment.EdgeRefunds:
+		m.ResetRefunds()
 		return nil
 	}
 	return fmt.Errorf("unknown Payment edge %s", name)
@@ -21312,6 +21486,1604 @@ func (m *RateLimitCounterMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RateLimitCounterMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RateLimitCounter edge %s", name)
+}
+
+// RefundMutation represents an operation that mutates the Refund nodes in the graph.
+type RefundMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	updated_at      *time.Time
+	external_id     *string
+	session_id      *uuid.UUID
+	merchant_id     *uuid.UUID
+	livemode        *bool
+	chain           *string
+	token           *string
+	amount_token    *int64
+	addamount_token *int64
+	amount_usd      *decimal.Decimal
+	to_address      *string
+	reason          *string
+	status          *refund.Status
+	tx_hash         *string
+	error           *string
+	reverts         *int
+	addreverts      *int
+	completed_at    *time.Time
+	idempotency_key *string
+	request_hash    *string
+	clearedFields   map[string]struct{}
+	payment         *uuid.UUID
+	clearedpayment  bool
+	done            bool
+	oldValue        func(context.Context) (*Refund, error)
+	predicates      []predicate.Refund
+}
+
+var _ ent.Mutation = (*RefundMutation)(nil)
+
+// refundOption allows management of the mutation configuration using functional options.
+type refundOption func(*RefundMutation)
+
+// newRefundMutation creates new mutation for the Refund entity.
+func newRefundMutation(c config, op Op, opts ...refundOption) *RefundMutation {
+	m := &RefundMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRefund,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRefundID sets the ID field of the mutation.
+func withRefundID(id uuid.UUID) refundOption {
+	return func(m *RefundMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Refund
+		)
+		m.oldValue = func(ctx context.Context) (*Refund, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Refund.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRefund sets the old Refund of the mutation.
+func withRefund(node *Refund) refundOption {
+	return func(m *RefundMutation) {
+		m.oldValue = func(context.Context) (*Refund, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RefundMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RefundMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Refund entities.
+func (m *RefundMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RefundMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RefundMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Refund.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *RefundMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *RefundMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *RefundMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *RefundMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *RefundMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *RefundMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetExternalID sets the "external_id" field.
+func (m *RefundMutation) SetExternalID(s string) {
+	m.external_id = &s
+}
+
+// ExternalID returns the value of the "external_id" field in the mutation.
+func (m *RefundMutation) ExternalID() (r string, exists bool) {
+	v := m.external_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExternalID returns the old "external_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldExternalID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExternalID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExternalID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExternalID: %w", err)
+	}
+	return oldValue.ExternalID, nil
+}
+
+// ResetExternalID resets all changes to the "external_id" field.
+func (m *RefundMutation) ResetExternalID() {
+	m.external_id = nil
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (m *RefundMutation) SetPaymentID(u uuid.UUID) {
+	m.payment = &u
+}
+
+// PaymentID returns the value of the "payment_id" field in the mutation.
+func (m *RefundMutation) PaymentID() (r uuid.UUID, exists bool) {
+	v := m.payment
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaymentID returns the old "payment_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldPaymentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaymentID: %w", err)
+	}
+	return oldValue.PaymentID, nil
+}
+
+// ResetPaymentID resets all changes to the "payment_id" field.
+func (m *RefundMutation) ResetPaymentID() {
+	m.payment = nil
+}
+
+// SetSessionID sets the "session_id" field.
+func (m *RefundMutation) SetSessionID(u uuid.UUID) {
+	m.session_id = &u
+}
+
+// SessionID returns the value of the "session_id" field in the mutation.
+func (m *RefundMutation) SessionID() (r uuid.UUID, exists bool) {
+	v := m.session_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSessionID returns the old "session_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldSessionID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSessionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSessionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSessionID: %w", err)
+	}
+	return oldValue.SessionID, nil
+}
+
+// ResetSessionID resets all changes to the "session_id" field.
+func (m *RefundMutation) ResetSessionID() {
+	m.session_id = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *RefundMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *RefundMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *RefundMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *RefundMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *RefundMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *RefundMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *RefundMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *RefundMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *RefundMutation) ResetChain() {
+	m.chain = nil
+}
+
+// SetToken sets the "token" field.
+func (m *RefundMutation) SetToken(s string) {
+	m.token = &s
+}
+
+// Token returns the value of the "token" field in the mutation.
+func (m *RefundMutation) Token() (r string, exists bool) {
+	v := m.token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldToken returns the old "token" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldToken(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldToken: %w", err)
+	}
+	return oldValue.Token, nil
+}
+
+// ResetToken resets all changes to the "token" field.
+func (m *RefundMutation) ResetToken() {
+	m.token = nil
+}
+
+// SetAmountToken sets the "amount_token" field.
+func (m *RefundMutation) SetAmountToken(i int64) {
+	m.amount_token = &i
+	m.addamount_token = nil
+}
+
+// AmountToken returns the value of the "amount_token" field in the mutation.
+func (m *RefundMutation) AmountToken() (r int64, exists bool) {
+	v := m.amount_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmountToken returns the old "amount_token" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldAmountToken(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmountToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmountToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmountToken: %w", err)
+	}
+	return oldValue.AmountToken, nil
+}
+
+// AddAmountToken adds i to the "amount_token" field.
+func (m *RefundMutation) AddAmountToken(i int64) {
+	if m.addamount_token != nil {
+		*m.addamount_token += i
+	} else {
+		m.addamount_token = &i
+	}
+}
+
+// AddedAmountToken returns the value that was added to the "amount_token" field in this mutation.
+func (m *RefundMutation) AddedAmountToken() (r int64, exists bool) {
+	v := m.addamount_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAmountToken resets all changes to the "amount_token" field.
+func (m *RefundMutation) ResetAmountToken() {
+	m.amount_token = nil
+	m.addamount_token = nil
+}
+
+// SetAmountUsd sets the "amount_usd" field.
+func (m *RefundMutation) SetAmountUsd(d decimal.Decimal) {
+	m.amount_usd = &d
+}
+
+// AmountUsd returns the value of the "amount_usd" field in the mutation.
+func (m *RefundMutation) AmountUsd() (r decimal.Decimal, exists bool) {
+	v := m.amount_usd
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmountUsd returns the old "amount_usd" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldAmountUsd(ctx context.Context) (v decimal.Decimal, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmountUsd is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmountUsd requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmountUsd: %w", err)
+	}
+	return oldValue.AmountUsd, nil
+}
+
+// ResetAmountUsd resets all changes to the "amount_usd" field.
+func (m *RefundMutation) ResetAmountUsd() {
+	m.amount_usd = nil
+}
+
+// SetToAddress sets the "to_address" field.
+func (m *RefundMutation) SetToAddress(s string) {
+	m.to_address = &s
+}
+
+// ToAddress returns the value of the "to_address" field in the mutation.
+func (m *RefundMutation) ToAddress() (r string, exists bool) {
+	v := m.to_address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldToAddress returns the old "to_address" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldToAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldToAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldToAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldToAddress: %w", err)
+	}
+	return oldValue.ToAddress, nil
+}
+
+// ResetToAddress resets all changes to the "to_address" field.
+func (m *RefundMutation) ResetToAddress() {
+	m.to_address = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *RefundMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *RefundMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ClearReason clears the value of the "reason" field.
+func (m *RefundMutation) ClearReason() {
+	m.reason = nil
+	m.clearedFields[refund.FieldReason] = struct{}{}
+}
+
+// ReasonCleared returns if the "reason" field was cleared in this mutation.
+func (m *RefundMutation) ReasonCleared() bool {
+	_, ok := m.clearedFields[refund.FieldReason]
+	return ok
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *RefundMutation) ResetReason() {
+	m.reason = nil
+	delete(m.clearedFields, refund.FieldReason)
+}
+
+// SetStatus sets the "status" field.
+func (m *RefundMutation) SetStatus(r refund.Status) {
+	m.status = &r
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *RefundMutation) Status() (r refund.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldStatus(ctx context.Context) (v refund.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *RefundMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetTxHash sets the "tx_hash" field.
+func (m *RefundMutation) SetTxHash(s string) {
+	m.tx_hash = &s
+}
+
+// TxHash returns the value of the "tx_hash" field in the mutation.
+func (m *RefundMutation) TxHash() (r string, exists bool) {
+	v := m.tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTxHash returns the old "tx_hash" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTxHash: %w", err)
+	}
+	return oldValue.TxHash, nil
+}
+
+// ClearTxHash clears the value of the "tx_hash" field.
+func (m *RefundMutation) ClearTxHash() {
+	m.tx_hash = nil
+	m.clearedFields[refund.FieldTxHash] = struct{}{}
+}
+
+// TxHashCleared returns if the "tx_hash" field was cleared in this mutation.
+func (m *RefundMutation) TxHashCleared() bool {
+	_, ok := m.clearedFields[refund.FieldTxHash]
+	return ok
+}
+
+// ResetTxHash resets all changes to the "tx_hash" field.
+func (m *RefundMutation) ResetTxHash() {
+	m.tx_hash = nil
+	delete(m.clearedFields, refund.FieldTxHash)
+}
+
+// SetError sets the "error" field.
+func (m *RefundMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *RefundMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ClearError clears the value of the "error" field.
+func (m *RefundMutation) ClearError() {
+	m.error = nil
+	m.clearedFields[refund.FieldError] = struct{}{}
+}
+
+// ErrorCleared returns if the "error" field was cleared in this mutation.
+func (m *RefundMutation) ErrorCleared() bool {
+	_, ok := m.clearedFields[refund.FieldError]
+	return ok
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *RefundMutation) ResetError() {
+	m.error = nil
+	delete(m.clearedFields, refund.FieldError)
+}
+
+// SetReverts sets the "reverts" field.
+func (m *RefundMutation) SetReverts(i int) {
+	m.reverts = &i
+	m.addreverts = nil
+}
+
+// Reverts returns the value of the "reverts" field in the mutation.
+func (m *RefundMutation) Reverts() (r int, exists bool) {
+	v := m.reverts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReverts returns the old "reverts" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldReverts(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReverts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReverts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReverts: %w", err)
+	}
+	return oldValue.Reverts, nil
+}
+
+// AddReverts adds i to the "reverts" field.
+func (m *RefundMutation) AddReverts(i int) {
+	if m.addreverts != nil {
+		*m.addreverts += i
+	} else {
+		m.addreverts = &i
+	}
+}
+
+// AddedReverts returns the value that was added to the "reverts" field in this mutation.
+func (m *RefundMutation) AddedReverts() (r int, exists bool) {
+	v := m.addreverts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReverts resets all changes to the "reverts" field.
+func (m *RefundMutation) ResetReverts() {
+	m.reverts = nil
+	m.addreverts = nil
+}
+
+// SetCompletedAt sets the "completed_at" field.
+func (m *RefundMutation) SetCompletedAt(t time.Time) {
+	m.completed_at = &t
+}
+
+// CompletedAt returns the value of the "completed_at" field in the mutation.
+func (m *RefundMutation) CompletedAt() (r time.Time, exists bool) {
+	v := m.completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCompletedAt returns the old "completed_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCompletedAt: %w", err)
+	}
+	return oldValue.CompletedAt, nil
+}
+
+// ClearCompletedAt clears the value of the "completed_at" field.
+func (m *RefundMutation) ClearCompletedAt() {
+	m.completed_at = nil
+	m.clearedFields[refund.FieldCompletedAt] = struct{}{}
+}
+
+// CompletedAtCleared returns if the "completed_at" field was cleared in this mutation.
+func (m *RefundMutation) CompletedAtCleared() bool {
+	_, ok := m.clearedFields[refund.FieldCompletedAt]
+	return ok
+}
+
+// ResetCompletedAt resets all changes to the "completed_at" field.
+func (m *RefundMutation) ResetCompletedAt() {
+	m.completed_at = nil
+	delete(m.clearedFields, refund.FieldCompletedAt)
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *RefundMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *RefundMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *RefundMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[refund.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *RefundMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, refund.FieldIdempotencyKey)
+}
+
+// SetRequestHash sets the "request_hash" field.
+func (m *RefundMutation) SetRequestHash(s string) {
+	m.request_hash = &s
+}
+
+// RequestHash returns the value of the "request_hash" field in the mutation.
+func (m *RefundMutation) RequestHash() (r string, exists bool) {
+	v := m.request_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequestHash returns the old "request_hash" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldRequestHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequestHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequestHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequestHash: %w", err)
+	}
+	return oldValue.RequestHash, nil
+}
+
+// ClearRequestHash clears the value of the "request_hash" field.
+func (m *RefundMutation) ClearRequestHash() {
+	m.request_hash = nil
+	m.clearedFields[refund.FieldRequestHash] = struct{}{}
+}
+
+// RequestHashCleared returns if the "request_hash" field was cleared in this mutation.
+func (m *RefundMutation) RequestHashCleared() bool {
+	_, ok := m.clearedFields[refund.FieldRequestHash]
+	return ok
+}
+
+// ResetRequestHash resets all changes to the "request_hash" field.
+func (m *RefundMutation) ResetRequestHash() {
+	m.request_hash = nil
+	delete(m.clearedFields, refund.FieldRequestHash)
+}
+
+// ClearPayment clears the "payment" edge to the Payment entity.
+func (m *RefundMutation) ClearPayment() {
+	m.clearedpayment = true
+	m.clearedFields[refund.FieldPaymentID] = struct{}{}
+}
+
+// PaymentCleared reports if the "payment" edge to the Payment entity was cleared.
+func (m *RefundMutation) PaymentCleared() bool {
+	return m.clearedpayment
+}
+
+// PaymentIDs returns the "payment" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PaymentID instead. It exists only for internal usage by the builders.
+func (m *RefundMutation) PaymentIDs() (ids []uuid.UUID) {
+	if id := m.payment; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPayment resets all changes to the "payment" edge.
+func (m *RefundMutation) ResetPayment() {
+	m.payment = nil
+	m.clearedpayment = false
+}
+
+// Where appends a list predicates to the RefundMutation builder.
+func (m *RefundMutation) Where(ps ...predicate.Refund) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RefundMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RefundMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Refund, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RefundMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RefundMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Refund).
+func (m *RefundMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RefundMutation) Fields() []string {
+	fields := make([]string, 0, 20)
+	if m.created_at != nil {
+		fields = append(fields, refund.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, refund.FieldUpdatedAt)
+	}
+	if m.external_id != nil {
+		fields = append(fields, refund.FieldExternalID)
+	}
+	if m.payment != nil {
+		fields = append(fields, refund.FieldPaymentID)
+	}
+	if m.session_id != nil {
+		fields = append(fields, refund.FieldSessionID)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, refund.FieldMerchantID)
+	}
+	if m.livemode != nil {
+		fields = append(fields, refund.FieldLivemode)
+	}
+	if m.chain != nil {
+		fields = append(fields, refund.FieldChain)
+	}
+	if m.token != nil {
+		fields = append(fields, refund.FieldToken)
+	}
+	if m.amount_token != nil {
+		fields = append(fields, refund.FieldAmountToken)
+	}
+	if m.amount_usd != nil {
+		fields = append(fields, refund.FieldAmountUsd)
+	}
+	if m.to_address != nil {
+		fields = append(fields, refund.FieldToAddress)
+	}
+	if m.reason != nil {
+		fields = append(fields, refund.FieldReason)
+	}
+	if m.status != nil {
+		fields = append(fields, refund.FieldStatus)
+	}
+	if m.tx_hash != nil {
+		fields = append(fields, refund.FieldTxHash)
+	}
+	if m.error != nil {
+		fields = append(fields, refund.FieldError)
+	}
+	if m.reverts != nil {
+		fields = append(fields, refund.FieldReverts)
+	}
+	if m.completed_at != nil {
+		fields = append(fields, refund.FieldCompletedAt)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, refund.FieldIdempotencyKey)
+	}
+	if m.request_hash != nil {
+		fields = append(fields, refund.FieldRequestHash)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RefundMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case refund.FieldCreatedAt:
+		return m.CreatedAt()
+	case refund.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case refund.FieldExternalID:
+		return m.ExternalID()
+	case refund.FieldPaymentID:
+		return m.PaymentID()
+	case refund.FieldSessionID:
+		return m.SessionID()
+	case refund.FieldMerchantID:
+		return m.MerchantID()
+	case refund.FieldLivemode:
+		return m.Livemode()
+	case refund.FieldChain:
+		return m.Chain()
+	case refund.FieldToken:
+		return m.Token()
+	case refund.FieldAmountToken:
+		return m.AmountToken()
+	case refund.FieldAmountUsd:
+		return m.AmountUsd()
+	case refund.FieldToAddress:
+		return m.ToAddress()
+	case refund.FieldReason:
+		return m.Reason()
+	case refund.FieldStatus:
+		return m.Status()
+	case refund.FieldTxHash:
+		return m.TxHash()
+	case refund.FieldError:
+		return m.Error()
+	case refund.FieldReverts:
+		return m.Reverts()
+	case refund.FieldCompletedAt:
+		return m.CompletedAt()
+	case refund.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case refund.FieldRequestHash:
+		return m.RequestHash()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case refund.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case refund.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case refund.FieldExternalID:
+		return m.OldExternalID(ctx)
+	case refund.FieldPaymentID:
+		return m.OldPaymentID(ctx)
+	case refund.FieldSessionID:
+		return m.OldSessionID(ctx)
+	case refund.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case refund.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case refund.FieldChain:
+		return m.OldChain(ctx)
+	case refund.FieldToken:
+		return m.OldToken(ctx)
+	case refund.FieldAmountToken:
+		return m.OldAmountToken(ctx)
+	case refund.FieldAmountUsd:
+		return m.OldAmountUsd(ctx)
+	case refund.FieldToAddress:
+		return m.OldToAddress(ctx)
+	case refund.FieldReason:
+		return m.OldReason(ctx)
+	case refund.FieldStatus:
+		return m.OldStatus(ctx)
+	case refund.FieldTxHash:
+		return m.OldTxHash(ctx)
+	case refund.FieldError:
+		return m.OldError(ctx)
+	case refund.FieldReverts:
+		return m.OldReverts(ctx)
+	case refund.FieldCompletedAt:
+		return m.OldCompletedAt(ctx)
+	case refund.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case refund.FieldRequestHash:
+		return m.OldRequestHash(ctx)
+	}
+	return nil, fmt.Errorf("unknown Refund field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case refund.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case refund.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case refund.FieldExternalID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExternalID(v)
+		return nil
+	case refund.FieldPaymentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaymentID(v)
+		return nil
+	case refund.FieldSessionID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSessionID(v)
+		return nil
+	case refund.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case refund.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case refund.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case refund.FieldToken:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetToken(v)
+		return nil
+	case refund.FieldAmountToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmountToken(v)
+		return nil
+	case refund.FieldAmountUsd:
+		v, ok := value.(decimal.Decimal)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmountUsd(v)
+		return nil
+	case refund.FieldToAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetToAddress(v)
+		return nil
+	case refund.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case refund.FieldStatus:
+		v, ok := value.(refund.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case refund.FieldTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTxHash(v)
+		return nil
+	case refund.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case refund.FieldReverts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReverts(v)
+		return nil
+	case refund.FieldCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCompletedAt(v)
+		return nil
+	case refund.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case refund.FieldRequestHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequestHash(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Refund field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RefundMutation) AddedFields() []string {
+	var fields []string
+	if m.addamount_token != nil {
+		fields = append(fields, refund.FieldAmountToken)
+	}
+	if m.addreverts != nil {
+		fields = append(fields, refund.FieldReverts)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RefundMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case refund.FieldAmountToken:
+		return m.AddedAmountToken()
+	case refund.FieldReverts:
+		return m.AddedReverts()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case refund.FieldAmountToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAmountToken(v)
+		return nil
+	case refund.FieldReverts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReverts(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Refund numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RefundMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(refund.FieldReason) {
+		fields = append(fields, refund.FieldReason)
+	}
+	if m.FieldCleared(refund.FieldTxHash) {
+		fields = append(fields, refund.FieldTxHash)
+	}
+	if m.FieldCleared(refund.FieldError) {
+		fields = append(fields, refund.FieldError)
+	}
+	if m.FieldCleared(refund.FieldCompletedAt) {
+		fields = append(fields, refund.FieldCompletedAt)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyKey) {
+		fields = append(fields, refund.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(refund.FieldRequestHash) {
+		fields = append(fields, refund.FieldRequestHash)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RefundMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RefundMutation) ClearField(name string) error {
+	switch name {
+	case refund.FieldReason:
+		m.ClearReason()
+		return nil
+	case refund.FieldTxHash:
+		m.ClearTxHash()
+		return nil
+	case refund.FieldError:
+		m.ClearError()
+		return nil
+	case refund.FieldCompletedAt:
+		m.ClearCompletedAt()
+		return nil
+	case refund.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case refund.FieldRequestHash:
+		m.ClearRequestHash()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RefundMutation) ResetField(name string) error {
+	switch name {
+	case refund.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case refund.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case refund.FieldExternalID:
+		m.ResetExternalID()
+		return nil
+	case refund.FieldPaymentID:
+		m.ResetPaymentID()
+		return nil
+	case refund.FieldSessionID:
+		m.ResetSessionID()
+		return nil
+	case refund.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case refund.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case refund.FieldChain:
+		m.ResetChain()
+		return nil
+	case refund.FieldToken:
+		m.ResetToken()
+		return nil
+	case refund.FieldAmountToken:
+		m.ResetAmountToken()
+		return nil
+	case refund.FieldAmountUsd:
+		m.ResetAmountUsd()
+		return nil
+	case refund.FieldToAddress:
+		m.ResetToAddress()
+		return nil
+	case refund.FieldReason:
+		m.ResetReason()
+		return nil
+	case refund.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case refund.FieldTxHash:
+		m.ResetTxHash()
+		return nil
+	case refund.FieldError:
+		m.ResetError()
+		return nil
+	case refund.FieldReverts:
+		m.ResetReverts()
+		return nil
+	case refund.FieldCompletedAt:
+		m.ResetCompletedAt()
+		return nil
+	case refund.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case refund.FieldRequestHash:
+		m.ResetRequestHash()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RefundMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.payment != nil {
+		edges = append(edges, refund.EdgePayment)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RefundMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case refund.EdgePayment:
+		if id := m.payment; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RefundMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RefundMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RefundMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedpayment {
+		edges = append(edges, refund.EdgePayment)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RefundMutation) EdgeCleared(name string) bool {
+	switch name {
+	case refund.EdgePayment:
+		return m.clearedpayment
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RefundMutation) ClearEdge(name string) error {
+	switch name {
+	case refund.EdgePayment:
+		m.ClearPayment()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RefundMutation) ResetEdge(name string) error {
+	switch name {
+	case refund.EdgePayment:
+		m.ResetPayment()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund edge %s", name)
 }
 
 // SignatureChallengeMutation represents an operation that mutates the SignatureChallenge nodes in the graph.

@@ -85,6 +85,8 @@ type Payment struct {
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 	// SweepTxHash holds the value of the "sweep_tx_hash" field.
 	SweepTxHash string `json:"sweep_tx_hash,omitempty"`
+	// RefundedToken holds the value of the "refunded_token" field.
+	RefundedToken int64 `json:"refunded_token,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PaymentQuery when eager-loading is set.
 	Edges        PaymentEdges `json:"edges"`
@@ -97,11 +99,15 @@ type PaymentEdges struct {
 	Session *CheckoutSession `json:"session,omitempty"`
 	// DepositAddress holds the value of the deposit_address edge.
 	DepositAddress *DepositAddress `json:"deposit_address,omitempty"`
+	// Refunds holds the value of the refunds edge.
+	Refunds []*Refund `json:"refunds,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [2]bool
+	loadedTypes [3]bool
 	// totalCount holds the count of the edges above.
-	totalCount [2]map[string]int
+	totalCount [3]map[string]int
+
+	namedRefunds map[string][]*Refund
 }
 
 // SessionOrErr returns the Session value or an error if the edge
@@ -126,6 +132,15 @@ func (e PaymentEdges) DepositAddressOrErr() (*DepositAddress, error) {
 	return nil, &NotLoadedError{edge: "deposit_address"}
 }
 
+// RefundsOrErr returns the Refunds value or an error if the edge
+// was not loaded in eager-loading.
+func (e PaymentEdges) RefundsOrErr() ([]*Refund, error) {
+	if e.loadedTypes[2] {
+		return e.Refunds, nil
+	}
+	return nil, &NotLoadedError{edge: "refunds"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Payment) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
@@ -137,7 +152,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(decimal.Decimal)
 		case payment.FieldLate:
 			values[i] = new(sql.NullBool)
-		case payment.FieldLogIndex, payment.FieldAmountToken, payment.FieldBlockNumber, payment.FieldConfirmations, payment.FieldSettlementFee, payment.FieldSettlementNet:
+		case payment.FieldLogIndex, payment.FieldAmountToken, payment.FieldBlockNumber, payment.FieldConfirmations, payment.FieldSettlementFee, payment.FieldSettlementNet, payment.FieldRefundedToken:
 			values[i] = new(sql.NullInt64)
 		case payment.FieldExternalID, payment.FieldChain, payment.FieldToken, payment.FieldTxHash, payment.FieldFromAddress, payment.FieldToAddress, payment.FieldBlockHash, payment.FieldStatus, payment.FieldSettlementStatus, payment.FieldSettlementTxHash, payment.FieldSettlementReference, payment.FieldSettlementFxRate, payment.FieldSettlementFiatAmount, payment.FieldSettlementFiatCurrency, payment.FieldSettlementChain, payment.FieldSettlementAddress, payment.FieldSettlementError, payment.FieldSweepTxHash:
 			values[i] = new(sql.NullString)
@@ -364,6 +379,12 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SweepTxHash = value.String
 			}
+		case payment.FieldRefundedToken:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field refunded_token", values[i])
+			} else if value.Valid {
+				_m.RefundedToken = value.Int64
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -385,6 +406,11 @@ func (_m *Payment) QuerySession() *CheckoutSessionQuery {
 // QueryDepositAddress queries the "deposit_address" edge of the Payment entity.
 func (_m *Payment) QueryDepositAddress() *DepositAddressQuery {
 	return NewPaymentClient(_m.config).QueryDepositAddress(_m)
+}
+
+// QueryRefunds queries the "refunds" edge of the Payment entity.
+func (_m *Payment) QueryRefunds() *RefundQuery {
+	return NewPaymentClient(_m.config).QueryRefunds(_m)
 }
 
 // Update returns a builder for updating this Payment.
@@ -517,8 +543,35 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("sweep_tx_hash=")
 	builder.WriteString(_m.SweepTxHash)
+	builder.WriteString(", ")
+	builder.WriteString("refunded_token=")
+	builder.WriteString(fmt.Sprintf("%v", _m.RefundedToken))
 	builder.WriteByte(')')
 	return builder.String()
+}
+
+// NamedRefunds returns the Refunds named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Payment) NamedRefunds(name string) ([]*Refund, error) {
+	if _m.Edges.namedRefunds == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedRefunds[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Payment) appendNamedRefunds(name string, edges ...*Refund) {
+	if _m.Edges.namedRefunds == nil {
+		_m.Edges.namedRefunds = make(map[string][]*Refund)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedRefunds[name] = []*Refund{}
+	} else {
+		_m.Edges.namedRefunds[name] = append(_m.Edges.namedRefunds[name], edges...)
+	}
 }
 
 // Payments is a parsable slice of Payment.

@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/ent/refund"
 	"context"
 	"errors"
 	"fmt"
@@ -392,6 +393,20 @@ func (_c *PaymentCreate) SetNillableSweepTxHash(v *string) *PaymentCreate {
 	return _c
 }
 
+// SetRefundedToken sets the "refunded_token" field.
+func (_c *PaymentCreate) SetRefundedToken(v int64) *PaymentCreate {
+	_c.mutation.SetRefundedToken(v)
+	return _c
+}
+
+// SetNillableRefundedToken sets the "refunded_token" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableRefundedToken(v *int64) *PaymentCreate {
+	if v != nil {
+		_c.SetRefundedToken(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *PaymentCreate) SetID(v uuid.UUID) *PaymentCreate {
 	_c.mutation.SetID(v)
@@ -414,6 +429,21 @@ func (_c *PaymentCreate) SetSession(v *CheckoutSession) *PaymentCreate {
 // SetDepositAddress sets the "deposit_address" edge to the DepositAddress entity.
 func (_c *PaymentCreate) SetDepositAddress(v *DepositAddress) *PaymentCreate {
 	return _c.SetDepositAddressID(v.ID)
+}
+
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_c *PaymentCreate) AddRefundIDs(ids ...uuid.UUID) *PaymentCreate {
+	_c.mutation.AddRefundIDs(ids...)
+	return _c
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_c *PaymentCreate) AddRefunds(v ...*Refund) *PaymentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddRefundIDs(ids...)
 }
 
 // Mutation returns the PaymentMutation object of the builder.
@@ -474,6 +504,10 @@ func (_c *PaymentCreate) defaults() {
 	if _, ok := _c.mutation.Late(); !ok {
 		v := payment.DefaultLate
 		_c.mutation.SetLate(v)
+	}
+	if _, ok := _c.mutation.RefundedToken(); !ok {
+		v := payment.DefaultRefundedToken
+		_c.mutation.SetRefundedToken(v)
 	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := payment.DefaultID()
@@ -584,6 +618,14 @@ func (_c *PaymentCreate) check() error {
 	if v, ok := _c.mutation.SettlementNet(); ok {
 		if err := payment.SettlementNetValidator(v); err != nil {
 			return &ValidationError{Name: "settlement_net", err: fmt.Errorf(`ent: validator failed for field "Payment.settlement_net": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.RefundedToken(); !ok {
+		return &ValidationError{Name: "refunded_token", err: errors.New(`ent: missing required field "Payment.refunded_token"`)}
+	}
+	if v, ok := _c.mutation.RefundedToken(); ok {
+		if err := payment.RefundedTokenValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_token", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_token": %w`, err)}
 		}
 	}
 	if len(_c.mutation.SessionIDs()) == 0 {
@@ -744,6 +786,10 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 		_spec.SetField(payment.FieldSweepTxHash, field.TypeString, value)
 		_node.SweepTxHash = value
 	}
+	if value, ok := _c.mutation.RefundedToken(); ok {
+		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)
+		_node.RefundedToken = value
+	}
 	if nodes := _c.mutation.SessionIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -776,6 +822,22 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.DepositAddressID = &nodes[0]
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec

@@ -7,7 +7,9 @@ import (
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/ent/refund"
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"math"
 
@@ -28,8 +30,10 @@ type PaymentQuery struct {
 	predicates         []predicate.Payment
 	withSession        *CheckoutSessionQuery
 	withDepositAddress *DepositAddressQuery
+	withRefunds        *RefundQuery
 	loadTotal          []func(context.Context, []*Payment) error
 	modifiers          []func(*sql.Selector)
+	withNamedRefunds   map[string]*RefundQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -103,6 +107,28 @@ func (_q *PaymentQuery) QueryDepositAddress() *DepositAddressQuery {
 			sqlgraph.From(payment.Table, payment.FieldID, selector),
 			sqlgraph.To(depositaddress.Table, depositaddress.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, payment.DepositAddressTable, payment.DepositAddressColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryRefunds chains the current query on the "refunds" edge.
+func (_q *PaymentQuery) QueryRefunds() *RefundQuery {
+	query := (&RefundClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(payment.Table, payment.FieldID, selector),
+			sqlgraph.To(refund.Table, refund.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, payment.RefundsTable, payment.RefundsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -304,6 +330,7 @@ func (_q *PaymentQuery) Clone() *PaymentQuery {
 		predicates:         append([]predicate.Payment{}, _q.predicates...),
 		withSession:        _q.withSession.Clone(),
 		withDepositAddress: _q.withDepositAddress.Clone(),
+		withRefunds:        _q.withRefunds.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -329,6 +356,17 @@ func (_q *PaymentQuery) WithDepositAddress(opts ...func(*DepositAddressQuery)) *
 		opt(query)
 	}
 	_q.withDepositAddress = query
+	return _q
+}
+
+// WithRefunds tells the query-builder to eager-load the nodes that are connected to
+// the "refunds" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *PaymentQuery) WithRefunds(opts ...func(*RefundQuery)) *PaymentQuery {
+	query := (&RefundClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withRefunds = query
 	return _q
 }
 
@@ -410,9 +448,10 @@ func (_q *PaymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Paym
 	var (
 		nodes       = []*Payment{}
 		_spec       = _q.querySpec()
-		loadedTypes = [2]bool{
+		loadedTypes = [3]bool{
 			_q.withSession != nil,
 			_q.withDepositAddress != nil,
+			_q.withRefunds != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -445,6 +484,20 @@ func (_q *PaymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Paym
 	if query := _q.withDepositAddress; query != nil {
 		if err := _q.loadDepositAddress(ctx, query, nodes, nil,
 			func(n *Payment, e *DepositAddress) { n.Edges.DepositAddress = e }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withRefunds; query != nil {
+		if err := _q.loadRefunds(ctx, query, nodes,
+			func(n *Payment) { n.Edges.Refunds = []*Refund{} },
+			func(n *Payment, e *Refund) { n.Edges.Refunds = append(n.Edges.Refunds, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedRefunds {
+		if err := _q.loadRefunds(ctx, query, nodes,
+			func(n *Payment) { n.appendNamedRefunds(name) },
+			func(n *Payment, e *Refund) { n.appendNamedRefunds(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -514,6 +567,36 @@ func (_q *PaymentQuery) loadDepositAddress(ctx context.Context, query *DepositAd
 		for i := range nodes {
 			assign(nodes[i], n)
 		}
+	}
+	return nil
+}
+func (_q *PaymentQuery) loadRefunds(ctx context.Context, query *RefundQuery, nodes []*Payment, init func(*Payment), assign func(*Payment, *Refund)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Payment)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(refund.FieldPaymentID)
+	}
+	query.Where(predicate.Refund(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(payment.RefundsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.PaymentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "payment_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
 	}
 	return nil
 }
@@ -634,6 +717,20 @@ func (_q *PaymentQuery) ForShare(opts ...sql.LockOption) *PaymentQuery {
 	_q.modifiers = append(_q.modifiers, func(s *sql.Selector) {
 		s.ForShare(opts...)
 	})
+	return _q
+}
+
+// WithNamedRefunds tells the query-builder to eager-load the nodes that are connected to the "refunds"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *PaymentQuery) WithNamedRefunds(name string, opts ...func(*RefundQuery)) *PaymentQuery {
+	query := (&RefundClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedRefunds == nil {
+		_q.withNamedRefunds = make(map[string]*RefundQuery)
+	}
+	_q.withNamedRefunds[name] = query
 	return _q
 }
 

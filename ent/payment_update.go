@@ -5,6 +5,7 @@ package ent
 import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
+	"agentpay/ent/refund"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/google/uuid"
 )
 
 // PaymentUpdate is the builder for updating Payment entities.
@@ -418,9 +420,66 @@ func (_u *PaymentUpdate) ClearSweepTxHash() *PaymentUpdate {
 	return _u
 }
 
+// SetRefundedToken sets the "refunded_token" field.
+func (_u *PaymentUpdate) SetRefundedToken(v int64) *PaymentUpdate {
+	_u.mutation.ResetRefundedToken()
+	_u.mutation.SetRefundedToken(v)
+	return _u
+}
+
+// SetNillableRefundedToken sets the "refunded_token" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableRefundedToken(v *int64) *PaymentUpdate {
+	if v != nil {
+		_u.SetRefundedToken(*v)
+	}
+	return _u
+}
+
+// AddRefundedToken adds value to the "refunded_token" field.
+func (_u *PaymentUpdate) AddRefundedToken(v int64) *PaymentUpdate {
+	_u.mutation.AddRefundedToken(v)
+	return _u
+}
+
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_u *PaymentUpdate) AddRefundIDs(ids ...uuid.UUID) *PaymentUpdate {
+	_u.mutation.AddRefundIDs(ids...)
+	return _u
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_u *PaymentUpdate) AddRefunds(v ...*Refund) *PaymentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRefundIDs(ids...)
+}
+
 // Mutation returns the PaymentMutation object of the builder.
 func (_u *PaymentUpdate) Mutation() *PaymentMutation {
 	return _u.mutation
+}
+
+// ClearRefunds clears all "refunds" edges to the Refund entity.
+func (_u *PaymentUpdate) ClearRefunds() *PaymentUpdate {
+	_u.mutation.ClearRefunds()
+	return _u
+}
+
+// RemoveRefundIDs removes the "refunds" edge to Refund entities by IDs.
+func (_u *PaymentUpdate) RemoveRefundIDs(ids ...uuid.UUID) *PaymentUpdate {
+	_u.mutation.RemoveRefundIDs(ids...)
+	return _u
+}
+
+// RemoveRefunds removes "refunds" edges to Refund entities.
+func (_u *PaymentUpdate) RemoveRefunds(v ...*Refund) *PaymentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRefundIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -489,6 +548,11 @@ func (_u *PaymentUpdate) check() error {
 	if v, ok := _u.mutation.SettlementNet(); ok {
 		if err := payment.SettlementNetValidator(v); err != nil {
 			return &ValidationError{Name: "settlement_net", err: fmt.Errorf(`ent: validator failed for field "Payment.settlement_net": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundedToken(); ok {
+		if err := payment.RefundedTokenValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_token", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_token": %w`, err)}
 		}
 	}
 	if _u.mutation.SessionCleared() && len(_u.mutation.SessionIDs()) > 0 {
@@ -625,6 +689,57 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(payment.FieldSweepTxHash, field.TypeString)
+	}
+	if value, ok := _u.mutation.RefundedToken(); ok {
+		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedRefundedToken(); ok {
+		_spec.AddField(payment.FieldRefundedToken, field.TypeInt64, value)
+	}
+	if _u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRefundsIDs(); len(nodes) > 0 && !_u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -1036,9 +1151,66 @@ func (_u *PaymentUpdateOne) ClearSweepTxHash() *PaymentUpdateOne {
 	return _u
 }
 
+// SetRefundedToken sets the "refunded_token" field.
+func (_u *PaymentUpdateOne) SetRefundedToken(v int64) *PaymentUpdateOne {
+	_u.mutation.ResetRefundedToken()
+	_u.mutation.SetRefundedToken(v)
+	return _u
+}
+
+// SetNillableRefundedToken sets the "refunded_token" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableRefundedToken(v *int64) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetRefundedToken(*v)
+	}
+	return _u
+}
+
+// AddRefundedToken adds value to the "refunded_token" field.
+func (_u *PaymentUpdateOne) AddRefundedToken(v int64) *PaymentUpdateOne {
+	_u.mutation.AddRefundedToken(v)
+	return _u
+}
+
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_u *PaymentUpdateOne) AddRefundIDs(ids ...uuid.UUID) *PaymentUpdateOne {
+	_u.mutation.AddRefundIDs(ids...)
+	return _u
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_u *PaymentUpdateOne) AddRefunds(v ...*Refund) *PaymentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRefundIDs(ids...)
+}
+
 // Mutation returns the PaymentMutation object of the builder.
 func (_u *PaymentUpdateOne) Mutation() *PaymentMutation {
 	return _u.mutation
+}
+
+// ClearRefunds clears all "refunds" edges to the Refund entity.
+func (_u *PaymentUpdateOne) ClearRefunds() *PaymentUpdateOne {
+	_u.mutation.ClearRefunds()
+	return _u
+}
+
+// RemoveRefundIDs removes the "refunds" edge to Refund entities by IDs.
+func (_u *PaymentUpdateOne) RemoveRefundIDs(ids ...uuid.UUID) *PaymentUpdateOne {
+	_u.mutation.RemoveRefundIDs(ids...)
+	return _u
+}
+
+// RemoveRefunds removes "refunds" edges to Refund entities.
+func (_u *PaymentUpdateOne) RemoveRefunds(v ...*Refund) *PaymentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRefundIDs(ids...)
 }
 
 // Where appends a list predicates to the PaymentUpdate builder.
@@ -1120,6 +1292,11 @@ func (_u *PaymentUpdateOne) check() error {
 	if v, ok := _u.mutation.SettlementNet(); ok {
 		if err := payment.SettlementNetValidator(v); err != nil {
 			return &ValidationError{Name: "settlement_net", err: fmt.Errorf(`ent: validator failed for field "Payment.settlement_net": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundedToken(); ok {
+		if err := payment.RefundedTokenValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_token", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_token": %w`, err)}
 		}
 	}
 	if _u.mutation.SessionCleared() && len(_u.mutation.SessionIDs()) > 0 {
@@ -1273,6 +1450,57 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	}
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(payment.FieldSweepTxHash, field.TypeString)
+	}
+	if value, ok := _u.mutation.RefundedToken(); ok {
+		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedRefundedToken(); ok {
+		_spec.AddField(payment.FieldRefundedToken, field.TypeInt64, value)
+	}
+	if _u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRefundsIDs(); len(nodes) > 0 && !_u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
 	_node = &Payment{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -23,6 +23,7 @@ import (
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/refund"
 	"agentpay/ent/schema"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
@@ -884,6 +885,12 @@ func init() {
 	paymentDescSettlementNet := paymentFields[21].Descriptor()
 	// payment.SettlementNetValidator is a validator for the "settlement_net" field. It is called by the builders before save.
 	payment.SettlementNetValidator = paymentDescSettlementNet.Validators[0].(func(int64) error)
+	// paymentDescRefundedToken is the schema descriptor for refunded_token field.
+	paymentDescRefundedToken := paymentFields[30].Descriptor()
+	// payment.DefaultRefundedToken holds the default value on creation for the refunded_token field.
+	payment.DefaultRefundedToken = paymentDescRefundedToken.Default.(int64)
+	// payment.RefundedTokenValidator is a validator for the "refunded_token" field. It is called by the builders before save.
+	payment.RefundedTokenValidator = paymentDescRefundedToken.Validators[0].(func(int64) error)
 	// paymentDescID is the schema descriptor for id field.
 	paymentDescID := paymentMixinFields0[0].Descriptor()
 	// payment.DefaultID holds the default value on creation for the id field.
@@ -912,6 +919,51 @@ func init() {
 	ratelimitcounterDescCount := ratelimitcounterFields[3].Descriptor()
 	// ratelimitcounter.DefaultCount holds the default value on creation for the count field.
 	ratelimitcounter.DefaultCount = ratelimitcounterDescCount.Default.(int)
+	refundMixin := schema.Refund{}.Mixin()
+	refundMixinFields0 := refundMixin[0].Fields()
+	_ = refundMixinFields0
+	refundFields := schema.Refund{}.Fields()
+	_ = refundFields
+	// refundDescCreatedAt is the schema descriptor for created_at field.
+	refundDescCreatedAt := refundMixinFields0[1].Descriptor()
+	// refund.DefaultCreatedAt holds the default value on creation for the created_at field.
+	refund.DefaultCreatedAt = refundDescCreatedAt.Default.(func() time.Time)
+	// refundDescUpdatedAt is the schema descriptor for updated_at field.
+	refundDescUpdatedAt := refundMixinFields0[2].Descriptor()
+	// refund.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	refund.DefaultUpdatedAt = refundDescUpdatedAt.Default.(func() time.Time)
+	// refund.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	refund.UpdateDefaultUpdatedAt = refundDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// refundDescExternalID is the schema descriptor for external_id field.
+	refundDescExternalID := refundFields[0].Descriptor()
+	// refund.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
+	refund.ExternalIDValidator = refundDescExternalID.Validators[0].(func(string) error)
+	// refundDescChain is the schema descriptor for chain field.
+	refundDescChain := refundFields[5].Descriptor()
+	// refund.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	refund.ChainValidator = refundDescChain.Validators[0].(func(string) error)
+	// refundDescToken is the schema descriptor for token field.
+	refundDescToken := refundFields[6].Descriptor()
+	// refund.DefaultToken holds the default value on creation for the token field.
+	refund.DefaultToken = refundDescToken.Default.(string)
+	// refundDescAmountToken is the schema descriptor for amount_token field.
+	refundDescAmountToken := refundFields[7].Descriptor()
+	// refund.AmountTokenValidator is a validator for the "amount_token" field. It is called by the builders before save.
+	refund.AmountTokenValidator = refundDescAmountToken.Validators[0].(func(int64) error)
+	// refundDescToAddress is the schema descriptor for to_address field.
+	refundDescToAddress := refundFields[9].Descriptor()
+	// refund.ToAddressValidator is a validator for the "to_address" field. It is called by the builders before save.
+	refund.ToAddressValidator = refundDescToAddress.Validators[0].(func(string) error)
+	// refundDescReverts is the schema descriptor for reverts field.
+	refundDescReverts := refundFields[14].Descriptor()
+	// refund.DefaultReverts holds the default value on creation for the reverts field.
+	refund.DefaultReverts = refundDescReverts.Default.(int)
+	// refund.RevertsValidator is a validator for the "reverts" field. It is called by the builders before save.
+	refund.RevertsValidator = refundDescReverts.Validators[0].(func(int) error)
+	// refundDescID is the schema descriptor for id field.
+	refundDescID := refundMixinFields0[0].Descriptor()
+	// refund.DefaultID holds the default value on creation for the id field.
+	refund.DefaultID = refundDescID.Default.(func() uuid.UUID)
 	signaturechallengeMixin := schema.SignatureChallenge{}.Mixin()
 	signaturechallengeMixinFields0 := signaturechallengeMixin[0].Fields()
 	_ = signaturechallengeMixinFields0

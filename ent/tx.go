@@ -54,6 +54,8 @@ type Tx struct {
 	Payment *PaymentClient
 	// RateLimitCounter is the client for interacting with the RateLimitCounter builders.
 	RateLimitCounter *RateLimitCounterClient
+	// Refund is the client for interacting with the Refund builders.
+	Refund *RefundClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
@@ -219,6 +221,7 @@ func (tx *Tx) init() {
 	tx.PasskeyCeremony = NewPasskeyCeremonyClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
+	tx.Refund = NewRefundClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
 	tx.User = NewUserClient(tx.config)

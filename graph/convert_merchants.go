@@ -95,3 +95,18 @@ func rolledWebhookSecret(r *agentpay.RolledWebhookSecret) *model.RolledWebhookSe
 		Warning:                 agentpay.WebhookSecretRolledWarning,
 	}
 }
+
+// refundInput is createRefund's input as the service takes it.
+func refundInput(in *model.RefundInput, idempotencyKey *string) agentpay.RefundInput {
+	var out agentpay.RefundInput
+	if in != nil {
+		out.PaymentID = deref(in.PaymentID)
+		out.AmountUSD = in.AmountUsd
+		out.Address = deref(in.Address)
+		out.Reason = deref(in.Reason)
+	}
+	if idempotencyKey != nil {
+		out.IdempotencyKey = *idempotencyKey
+	}
+	return out
+}

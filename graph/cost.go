@@ -47,6 +47,8 @@ const (
 	// attemptsPerDelivery: the first try and the five retries of the
 	// default schedule.
 	attemptsPerDelivery = 6
+	// refundsPerPayment: agentpay.MaxRefundsPerPayment, by rule.
+	refundsPerPayment = agentpay.MaxRefundsPerPayment
 	// keysPerMerchant: a key pair in each mode.
 	keysPerMerchant = 4
 	// small, fixed lists: tiers, trust actions, endpoints, accepted tokens.
@@ -139,6 +141,8 @@ func complexity() ComplexityRoot {
 	c.CheckoutSession.DepositAddresses = listOf(depositAddressesPerSession)
 	c.CheckoutSession.WebhookEvents = listOf(eventsPerSession)
 	c.DepositAddress.Payments = listOf(paymentsPerAddress)
+	c.Payment.Refunds = readListOf(refundsPerPayment)
+	c.Query.Refunds = func(child int, _ string) int { return pageCost(paymentsPerAddress*refundsPerPayment, child) }
 	c.WebhookEvent.Deliveries = readListOf(deliveriesPerEvent)
 	c.WebhookDelivery.AttemptLog = readListOf(attemptsPerDelivery)
 	c.Merchant.Keys = readListOf(keysPerMerchant)
@@ -175,6 +179,7 @@ func complexity() ComplexityRoot {
 	c.Mutation.VerifyPartner = func(child int, _, _ string) int { return writeCost + child }
 	c.Mutation.CreateSession = func(child int, _ model.CreateSessionInput) int { return writeCost + child }
 	c.Mutation.CancelSession = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.CreateRefund = func(child int, _ string, _ *model.RefundInput, _ *string) int { return writeCost + child }
 	c.Mutation.UpdateMerchant = func(child int, _ model.UpdateMerchantInput) int { return writeCost + child }
 	c.Mutation.RedeliverWebhook = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.RollWebhookSecret = func(child int, _ *int) int { return writeCost + child }

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
+	"agentpay/ent/refund"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
@@ -293,6 +294,7 @@ type ComplexityRoot struct {
 		AcceptInvitation          func(childComplexity int, token string) int
 		BeginPasskeyRegistration  func(childComplexity int) int
 		CancelSession             func(childComplexity int, externalID string) int
+		CreateRefund              func(childComplexity int, externalID string, input *model.RefundInput, idempotencyKey *string) int
 		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
 		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
 		DeletePasskey             func(childComplexity int, id uuid.UUID) int
@@ -374,6 +376,8 @@ type ComplexityRoot struct {
 		ID                     func(childComplexity int) int
 		Late                   func(childComplexity int) int
 		LogIndex               func(childComplexity int) int
+		RefundedToken          func(childComplexity int) int
+		Refunds                func(childComplexity int) int
 		Session                func(childComplexity int) int
 		SessionID              func(childComplexity int) int
 		SettledAt              func(childComplexity int) int
@@ -430,6 +434,7 @@ type ComplexityRoot struct {
 		Node            func(childComplexity int, id uuid.UUID) int
 		Nodes           func(childComplexity int, ids []uuid.UUID) int
 		Payments        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) int
+		Refunds         func(childComplexity int, externalID string) int
 		Session         func(childComplexity int, externalID string) int
 		Sessions        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) int
 		Stats           func(childComplexity int) int
@@ -437,6 +442,42 @@ type ComplexityRoot struct {
 		Viewer          func(childComplexity int) int
 		WebhookEvent    func(childComplexity int, id uuid.UUID) int
 		WebhookEvents   func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.WebhookEventFilter, orderBy *ent.WebhookEventOrder) int
+	}
+
+	Refund struct {
+		AmountToken func(childComplexity int) int
+		AmountUsd   func(childComplexity int) int
+		Chain       func(childComplexity int) int
+		CompletedAt func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		Error       func(childComplexity int) int
+		ExternalID  func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Livemode    func(childComplexity int) int
+		Payment     func(childComplexity int) int
+		PaymentID   func(childComplexity int) int
+		Reason      func(childComplexity int) int
+		Status      func(childComplexity int) int
+		ToAddress   func(childComplexity int) int
+		Token       func(childComplexity int) int
+		TxHash      func(childComplexity int) int
+		UpdatedAt   func(childComplexity int) int
+	}
+
+	RefundConnection struct {
+		Edges      func(childComplexity int) int
+		PageInfo   func(childComplexity int) int
+		TotalCount func(childComplexity int) int
+	}
+
+	RefundEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
+	RefundResult struct {
+		Refund   func(childComplexity int) int
+		Replayed func(childComplexity int) int
 	}
 
 	Registration struct {
@@ -785,6 +826,7 @@ type MutationResolver interface {
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
 	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
+	CreateRefund(ctx context.Context, externalID string, input *model.RefundInput, idempotencyKey *string) (*model.RefundResult, error)
 	UpdateViewer(ctx context.Context, displayName string) (*model.Viewer, error)
 	BeginPasskeyRegistration(ctx context.Context) (*model.PasskeyRegistration, error)
 	FinishPasskeyRegistration(ctx context.Context, ceremonyID uuid.UUID, name string, credential string) (*ent.Passkey, error)
@@ -812,6 +854,7 @@ type QueryResolver interface {
 	Payments(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) (*ent.PaymentConnection, error)
 	WebhookEvents(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.WebhookEventFilter, orderBy *ent.WebhookEventOrder) (*ent.WebhookEventConnection, error)
 	WebhookEvent(ctx context.Context, id uuid.UUID) (*ent.WebhookEvent, error)
+	Refunds(ctx context.Context, externalID string) ([]*ent.Refund, error)
 }
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
@@ -1937,6 +1980,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelSession(childComplexity, args["externalId"].(string)), true
+	case "Mutation.createRefund":
+		if e.ComplexityRoot.Mutation.CreateRefund == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createRefund_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateRefund(childComplexity, args["externalId"].(string), args["input"].(*model.RefundInput), args["idempotencyKey"].(*string)), true
 	case "Mutation.createSession":
 		if e.ComplexityRoot.Mutation.CreateSession == nil {
 			break
@@ -2406,6 +2460,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.LogIndex(childComplexity), true
+	case "Payment.refundedToken":
+		if e.ComplexityRoot.Payment.RefundedToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.RefundedToken(childComplexity), true
+	case "Payment.refunds":
+		if e.ComplexityRoot.Payment.Refunds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.Refunds(childComplexity), true
 	case "Payment.session":
 		if e.ComplexityRoot.Payment.Session == nil {
 			break
@@ -2710,6 +2776,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Payments(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.PaymentFilter), args["orderBy"].(*ent.PaymentOrder)), true
+	case "Query.refunds":
+		if e.ComplexityRoot.Query.Refunds == nil {
+			break
+		}
+
+		args, err := ec.field_Query_refunds_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Refunds(childComplexity, args["externalId"].(string)), true
 	case "Query.session":
 		if e.ComplexityRoot.Query.Session == nil {
 			break
@@ -2772,6 +2849,154 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.WebhookEvents(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.WebhookEventFilter), args["orderBy"].(*ent.WebhookEventOrder)), true
+
+	case "Refund.amountToken":
+		if e.ComplexityRoot.Refund.AmountToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.AmountToken(childComplexity), true
+	case "Refund.amountUsd":
+		if e.ComplexityRoot.Refund.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.AmountUsd(childComplexity), true
+	case "Refund.chain":
+		if e.ComplexityRoot.Refund.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Chain(childComplexity), true
+	case "Refund.completedAt":
+		if e.ComplexityRoot.Refund.CompletedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.CompletedAt(childComplexity), true
+	case "Refund.createdAt":
+		if e.ComplexityRoot.Refund.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.CreatedAt(childComplexity), true
+	case "Refund.error":
+		if e.ComplexityRoot.Refund.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Error(childComplexity), true
+	case "Refund.externalID":
+		if e.ComplexityRoot.Refund.ExternalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.ExternalID(childComplexity), true
+	case "Refund.id":
+		if e.ComplexityRoot.Refund.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.ID(childComplexity), true
+	case "Refund.livemode":
+		if e.ComplexityRoot.Refund.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Livemode(childComplexity), true
+	case "Refund.payment":
+		if e.ComplexityRoot.Refund.Payment == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Payment(childComplexity), true
+	case "Refund.paymentID":
+		if e.ComplexityRoot.Refund.PaymentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.PaymentID(childComplexity), true
+	case "Refund.reason":
+		if e.ComplexityRoot.Refund.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Reason(childComplexity), true
+	case "Refund.status":
+		if e.ComplexityRoot.Refund.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Status(childComplexity), true
+	case "Refund.toAddress":
+		if e.ComplexityRoot.Refund.ToAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.ToAddress(childComplexity), true
+	case "Refund.token":
+		if e.ComplexityRoot.Refund.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Token(childComplexity), true
+	case "Refund.txHash":
+		if e.ComplexityRoot.Refund.TxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.TxHash(childComplexity), true
+	case "Refund.updatedAt":
+		if e.ComplexityRoot.Refund.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.UpdatedAt(childComplexity), true
+
+	case "RefundConnection.edges":
+		if e.ComplexityRoot.RefundConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundConnection.Edges(childComplexity), true
+	case "RefundConnection.pageInfo":
+		if e.ComplexityRoot.RefundConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundConnection.PageInfo(childComplexity), true
+	case "RefundConnection.totalCount":
+		if e.ComplexityRoot.RefundConnection.TotalCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundConnection.TotalCount(childComplexity), true
+
+	case "RefundEdge.cursor":
+		if e.ComplexityRoot.RefundEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundEdge.Cursor(childComplexity), true
+	case "RefundEdge.node":
+		if e.ComplexityRoot.RefundEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundEdge.Node(childComplexity), true
+
+	case "RefundResult.refund":
+		if e.ComplexityRoot.RefundResult.Refund == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundResult.Refund(childComplexity), true
+	case "RefundResult.replayed":
+		if e.ComplexityRoot.RefundResult.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefundResult.Replayed(childComplexity), true
 
 	case "Registration.apiKey":
 		if e.ComplexityRoot.Registration.APIKey == nil {
@@ -4095,6 +4320,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("MerchantOrder", ec.unmarshalInputMerchantOrder),
 			graphql.NewInputUnmarshaler("PaymentFilter", ec.unmarshalInputPaymentFilter),
 			graphql.NewInputUnmarshaler("PaymentOrder", ec.unmarshalInputPaymentOrder),
+			graphql.NewInputUnmarshaler("RefundInput", ec.unmarshalInputRefundInput),
+			graphql.NewInputUnmarshaler("RefundOrder", ec.unmarshalInputRefundOrder),
 			graphql.NewInputUnmarshaler("SendInput", ec.unmarshalInputSendInput),
 			graphql.NewInputUnmarshaler("SessionFilter", ec.unmarshalInputSessionFilter),
 			graphql.NewInputUnmarshaler("TokenRefInput", ec.unmarshalInputTokenRefInput),
@@ -4198,7 +4425,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -4215,6 +4442,7 @@ var sources = []*ast.Source{
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
+	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 	{Name: "settings.graphql", Input: sourceData("settings.graphql"), BuiltIn: false},
 }
@@ -4814,10 +5042,14 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_settledAt(ctx, field)
 	case "sweepTxHash":
 		return ec.fieldContext_Payment_sweepTxHash(ctx, field)
+	case "refundedToken":
+		return ec.fieldContext_Payment_refundedToken(ctx, field)
 	case "session":
 		return ec.fieldContext_Payment_session(ctx, field)
 	case "depositAddress":
 		return ec.fieldContext_Payment_depositAddress(ctx, field)
+	case "refunds":
+		return ec.fieldContext_Payment_refunds(ctx, field)
 	case "tokenAmount":
 		return ec.fieldContext_Payment_tokenAmount(ctx, field)
 	}
@@ -4866,6 +5098,66 @@ func (ec *executionContext) childFields_PublicAgent(ctx context.Context, field g
 		return ec.fieldContext_PublicAgent_volumeReceivedUsd(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PublicAgent", field.Name)
+}
+
+func (ec *executionContext) childFields_Refund(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Refund_id(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Refund_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Refund_updatedAt(ctx, field)
+	case "externalID":
+		return ec.fieldContext_Refund_externalID(ctx, field)
+	case "paymentID":
+		return ec.fieldContext_Refund_paymentID(ctx, field)
+	case "livemode":
+		return ec.fieldContext_Refund_livemode(ctx, field)
+	case "chain":
+		return ec.fieldContext_Refund_chain(ctx, field)
+	case "token":
+		return ec.fieldContext_Refund_token(ctx, field)
+	case "amountToken":
+		return ec.fieldContext_Refund_amountToken(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_Refund_amountUsd(ctx, field)
+	case "toAddress":
+		return ec.fieldContext_Refund_toAddress(ctx, field)
+	case "reason":
+		return ec.fieldContext_Refund_reason(ctx, field)
+	case "status":
+		return ec.fieldContext_Refund_status(ctx, field)
+	case "txHash":
+		return ec.fieldContext_Refund_txHash(ctx, field)
+	case "error":
+		return ec.fieldContext_Refund_error(ctx, field)
+	case "completedAt":
+		return ec.fieldContext_Refund_completedAt(ctx, field)
+	case "payment":
+		return ec.fieldContext_Refund_payment(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Refund", field.Name)
+}
+
+func (ec *executionContext) childFields_RefundEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_RefundEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_RefundEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RefundEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_RefundResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "refund":
+		return ec.fieldContext_RefundResult_refund(ctx, field)
+	case "replayed":
+		return ec.fieldContext_RefundResult_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RefundResult", field.Name)
 }
 
 func (ec *executionContext) childFields_Registration(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5750,6 +6042,36 @@ func (ec *executionContext) field_Mutation_cancelSession_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createRefund_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "externalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (*model.RefundInput, error) {
+			return ec.unmarshalORefundInput2ᚖagentpayᚋgraphᚋmodelᚐRefundInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6185,6 +6507,20 @@ func (ec *executionContext) field_Query_payments_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["orderBy"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_refunds_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "externalId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["externalId"] = arg0
 	return args, nil
 }
 
@@ -11370,6 +11706,50 @@ func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createRefund(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createRefund(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateRefund(ctx, fc.Args["externalId"].(string), fc.Args["input"].(*model.RefundInput), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RefundResult) graphql.Marshaler {
+			return ec.marshalNRefundResult2ᚖagentpayᚋgraphᚋmodelᚐRefundResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createRefund(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RefundResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createRefund_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_updateViewer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13004,6 +13384,29 @@ func (ec *executionContext) fieldContext_Payment_sweepTxHash(_ context.Context, 
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
 }
 
+func (ec *executionContext) _Payment_refundedToken(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_refundedToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RefundedToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_refundedToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "BaseUnits")
+}
+
 func (ec *executionContext) _Payment_session(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13063,6 +13466,38 @@ func (ec *executionContext) fieldContext_Payment_depositAddress(_ context.Contex
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_DepositAddress(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Payment_refunds(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_refunds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refunds(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+			return ec.marshalORefund2ᚕᚖagentpayᚋentᚐRefundᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_refunds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Payment",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
 		},
 	}
 	return fc, nil
@@ -14093,6 +14528,50 @@ func (ec *executionContext) fieldContext_Query_webhookEvent(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_refunds(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_refunds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Refunds(ctx, fc.Args["externalId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+			return ec.marshalNRefund2ᚕᚖagentpayᚋentᚐRefundᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_refunds(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_refunds_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14167,6 +14646,603 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Refund_id(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Refund_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Refund_updatedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Refund_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_externalID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExternalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_paymentID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PaymentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_paymentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Refund_livemode(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Refund_chain(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_token(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_amountToken(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_amountToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_amountToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _Refund_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Refund_toAddress(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_toAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_toAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_reason(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_status(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v refund.Status) graphql.Marshaler {
+			return ec.marshalNRefundStatus2agentpayᚋentᚋrefundᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "RefundStatus")
+}
+
+func (ec *executionContext) _Refund_txHash(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_txHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_error(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
+}
+
+func (ec *executionContext) _Refund_completedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_completedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CompletedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_completedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Refund_payment(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_payment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payment(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Payment) graphql.Marshaler {
+			return ec.marshalNPayment2ᚖagentpayᚋentᚐPayment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_payment(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Refund",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Payment(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RefundConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.RefundConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.RefundEdge) graphql.Marshaler {
+			return ec.marshalORefundEdge2ᚕᚖagentpayᚋentᚐRefundEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RefundConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RefundConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RefundEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RefundConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *ent.RefundConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.PageInfo[uuid.UUID]) graphql.Marshaler {
+			return ec.marshalNPageInfo2entgoᚗioᚋcontribᚋentgqlᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RefundConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RefundConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RefundConnection_totalCount(ctx context.Context, field graphql.CollectedField, obj *ent.RefundConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundConnection_totalCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TotalCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RefundConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RefundConnection", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RefundEdge_node(ctx context.Context, field graphql.CollectedField, obj *ent.RefundEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+			return ec.marshalORefund2ᚖagentpayᚋentᚐRefund(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RefundEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RefundEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RefundEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *ent.RefundEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v entgql.Cursor[uuid.UUID]) graphql.Marshaler {
+			return ec.marshalNCursor2entgoᚗioᚋcontribᚋentgqlᚐCursor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RefundEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RefundEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _RefundResult_refund(ctx context.Context, field graphql.CollectedField, obj *model.RefundResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundResult_refund(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refund, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+			return ec.marshalNRefund2ᚖagentpayᚋentᚐRefund(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RefundResult_refund(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RefundResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RefundResult_replayed(ctx context.Context, field graphql.CollectedField, obj *model.RefundResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RefundResult_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RefundResult_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RefundResult", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Registration_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Registration) (ret graphql.Marshaler) {
@@ -20903,6 +21979,122 @@ func UnmarshalPaymentOrder(ctx context.Context, raw any) (ent.PaymentOrder, erro
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRefundInput(ctx context.Context, obj any) (model.RefundInput, error) {
+	var it model.RefundInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"paymentId", "amountUsd", "address", "reason"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "paymentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("paymentId"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PaymentID = data
+		case "amountUsd":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("amountUsd"))
+			data, err := ec.unmarshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AmountUsd = data
+		case "address":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("address"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Address = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRefundInput unmarshals raw into the RefundInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRefundInput(ctx context.Context, raw any) (model.RefundInput, error) {
+	var out model.RefundInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RefundInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputRefundOrder(ctx context.Context, obj any) (ent.RefundOrder, error) {
+	var it ent.RefundOrder
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["direction"]; !present {
+		asMap["direction"] = "ASC"
+	}
+
+	fieldsInOrder := [...]string{"direction", "field"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "field":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("field"))
+			data, err := ec.unmarshalNRefundOrderField2ᚖagentpayᚋentᚐRefundOrderField(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Field = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRefundOrder unmarshals raw into the RefundOrder input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRefundOrder(ctx context.Context, raw any) (ent.RefundOrder, error) {
+	var out ent.RefundOrder
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RefundOrder", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSendInput(ctx context.Context, obj any) (model.SendInput, error) {
 	var it model.SendInput
 	if obj == nil {
@@ -21607,6 +22799,11 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Transfer(ctx, sel, obj)
+	case *ent.Refund:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Refund(ctx, sel, obj)
 	case *ent.Payment:
 		if obj == nil {
 			return graphql.Null
@@ -23205,6 +24402,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createRefund":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createRefund(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "updateViewer":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_updateViewer(ctx, field)
@@ -23718,6 +24922,11 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "refundedToken":
+			out.Values[i] = ec._Payment_refundedToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "session":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -23729,6 +24938,12 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Payment_depositAddress(ctx, field, obj)
+				})
+		case "refunds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Payment_refunds(ctx, field, obj)
 				})
 		case "tokenAmount":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -24023,6 +25238,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_webhookEvent(ctx, field)
 				})
+		case "refunds":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_refunds(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -24036,6 +25257,239 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var refundImplementors = []string{"Refund", "Node"}
+
+func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, obj *ent.Refund) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, refundImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Refund")
+		case "id":
+			out.Values[i] = ec._Refund_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Refund_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Refund_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "externalID":
+			out.Values[i] = ec._Refund_externalID(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "paymentID":
+			out.Values[i] = ec._Refund_paymentID(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "livemode":
+			out.Values[i] = ec._Refund_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "chain":
+			out.Values[i] = ec._Refund_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "token":
+			out.Values[i] = ec._Refund_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "amountToken":
+			out.Values[i] = ec._Refund_amountToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "amountUsd":
+			out.Values[i] = ec._Refund_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "toAddress":
+			out.Values[i] = ec._Refund_toAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.Values[i] = ec._Refund_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._Refund_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "txHash":
+			out.Values[i] = ec._Refund_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "error":
+			out.Values[i] = ec._Refund_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "completedAt":
+			out.Values[i] = ec._Refund_completedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payment":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Refund_payment(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var refundConnectionImplementors = []string{"RefundConnection"}
+
+func (ec *executionContext) _RefundConnection(ctx context.Context, sel ast.SelectionSet, obj *ent.RefundConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, refundConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RefundConnection")
+		case "edges":
+			out.Values[i] = ec._RefundConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._RefundConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "totalCount":
+			out.Values[i] = ec._RefundConnection_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var refundEdgeImplementors = []string{"RefundEdge"}
+
+func (ec *executionContext) _RefundEdge(ctx context.Context, sel ast.SelectionSet, obj *ent.RefundEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, refundEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RefundEdge")
+		case "node":
+			out.Values[i] = ec._RefundEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cursor":
+			out.Values[i] = ec._RefundEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var refundResultImplementors = []string{"RefundResult"}
+
+func (ec *executionContext) _RefundResult(ctx context.Context, sel ast.SelectionSet, obj *model.RefundResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, refundResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RefundResult")
+		case "refund":
+			out.Values[i] = ec._RefundResult_refund(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._RefundResult_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -27030,6 +28484,62 @@ func (ec *executionContext) marshalNPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPu
 	return ec._PublicAgent(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRefund2ᚕᚖagentpayᚋentᚐRefundᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRefund2ᚖagentpayᚋentᚐRefund(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRefund2ᚖagentpayᚋentᚐRefund(ctx context.Context, sel ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Refund!")
+		return graphql.Null
+	}
+	return ec._Refund(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRefundOrderField2ᚖagentpayᚋentᚐRefundOrderField(ctx context.Context, v any) (*ent.RefundOrderField, error) {
+	var res = new(ent.RefundOrderField)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRefundOrderField2ᚖagentpayᚋentᚐRefundOrderField(ctx context.Context, sel ast.SelectionSet, v *ent.RefundOrderField) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RefundOrderField!")
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalNRefundResult2ᚖagentpayᚋgraphᚋmodelᚐRefundResult(ctx context.Context, sel ast.SelectionSet, v *model.RefundResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RefundResult!")
+		return graphql.Null
+	}
+	return ec._RefundResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRefundStatus2agentpayᚋentᚋrefundᚐStatus(ctx context.Context, v any) (refund.Status, error) {
+	var res refund.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRefundStatus2agentpayᚋentᚋrefundᚐStatus(ctx context.Context, sel ast.SelectionSet, v refund.Status) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐRegistration(ctx context.Context, sel ast.SelectionSet, v *model.Registration) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Registration!")
@@ -28191,6 +29701,60 @@ func (ec *executionContext) marshalOPublicAgent2ᚖagentpayᚋgraphᚋmodelᚐPu
 		return graphql.Null
 	}
 	return ec._PublicAgent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORefund2ᚕᚖagentpayᚋentᚐRefundᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRefund2ᚖagentpayᚋentᚐRefund(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalORefund2ᚖagentpayᚋentᚐRefund(ctx context.Context, sel ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Refund(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORefundEdge2ᚕᚖagentpayᚋentᚐRefundEdge(ctx context.Context, sel ast.SelectionSet, v []*ent.RefundEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalORefundEdge2ᚖagentpayᚋentᚐRefundEdge(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalORefundEdge2ᚖagentpayᚋentᚐRefundEdge(ctx context.Context, sel ast.SelectionSet, v *ent.RefundEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RefundEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORefundInput2ᚖagentpayᚋgraphᚋmodelᚐRefundInput(ctx context.Context, v any) (*model.RefundInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputRefundInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOSessionFilter2ᚖagentpayᚋgraphᚋmodelᚐSessionFilter(ctx context.Context, v any) (*model.SessionFilter, error) {

@@ -33,6 +33,8 @@ func (s *server) mountMerchantRoutes(r chi.Router) {
 		r.Get("/sessions", s.listSessions)
 		r.Get("/sessions/{external_id}", s.getSession)
 		r.Post("/sessions/{external_id}/cancel", s.cancelSession)
+		r.Post("/sessions/{external_id}/refunds", s.createRefund)
+		r.Get("/sessions/{external_id}/refunds", s.listRefunds)
 		s.mountWebhookRoutes(r)
 	})
 }

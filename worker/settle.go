@@ -41,7 +41,7 @@ const settlePendingInterval = 15 * time.Second
 
 // SettlePendingArgs enqueues a settle_payment job for every settlement left
 // open (waiting for an address, a retry after the chain refused, a job lost
-// to a crash).
+// to a crash), and a send_refund job for every refund left open.
 type SettlePendingArgs struct{}
 
 func (SettlePendingArgs) Kind() string { return "settle_pending" }
@@ -57,16 +57,22 @@ type settlePendingWorker struct {
 }
 
 func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendingArgs]) error {
-	ids, err := w.svc.PendingSettlements(ctx, settlePendingInterval, 500)
-	if err != nil || len(ids) == 0 {
+	payments, err := w.svc.PendingSettlements(ctx, settlePendingInterval, 500)
+	if err != nil {
 		return err
 	}
-	client := river.ClientFromContext[*sql.Tx](ctx)
-	params := make([]river.InsertManyParams, len(ids))
-	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: jobs.SettlePaymentArgs{PaymentID: id}}
+	refunds, err := w.svc.PendingRefunds(ctx, settlePendingInterval, 500)
+	if err != nil || len(payments)+len(refunds) == 0 {
+		return err
 	}
-	_, err = client.InsertMany(ctx, params)
+	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds))
+	for _, id := range payments {
+		params = append(params, river.InsertManyParams{Args: jobs.SettlePaymentArgs{PaymentID: id}})
+	}
+	for _, id := range refunds {
+		params = append(params, river.InsertManyParams{Args: jobs.SendRefundArgs{RefundID: id}})
+	}
+	_, err = river.ClientFromContext[*sql.Tx](ctx).InsertMany(ctx, params)
 	return err
 }
 

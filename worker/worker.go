@@ -113,6 +113,7 @@ func New(cfg Config) (*Worker, error) {
 	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
+	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 
 	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}, prunePeriodics()...)

@@ -28,6 +28,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
+	"agentpay/ent/refund"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -635,6 +636,33 @@ func (f TraverseRateLimitCounter) Traverse(ctx context.Context, q ent.Query) err
 	return fmt.Errorf("unexpected query type %T. expect *ent.RateLimitCounterQuery", q)
 }
 
+// The RefundFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RefundFunc func(context.Context, *ent.RefundQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RefundFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RefundQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RefundQuery", q)
+}
+
+// The TraverseRefund type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRefund func(context.Context, *ent.RefundQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRefund) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRefund) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RefundQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RefundQuery", q)
+}
+
 // The SignatureChallengeFunc type is an adapter to allow the use of ordinary function as a Querier.
 type SignatureChallengeFunc func(context.Context, *ent.SignatureChallengeQuery) (ent.Value, error)
 
@@ -867,6 +895,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.PaymentQuery, predicate.Payment, payment.OrderOption]{typ: ent.TypePayment, tq: q}, nil
 	case *ent.RateLimitCounterQuery:
 		return &query[*ent.RateLimitCounterQuery, predicate.RateLimitCounter, ratelimitcounter.OrderOption]{typ: ent.TypeRateLimitCounter, tq: q}, nil
+	case *ent.RefundQuery:
+		return &query[*ent.RefundQuery, predicate.Refund, refund.OrderOption]{typ: ent.TypeRefund, tq: q}, nil
 	case *ent.SignatureChallengeQuery:
 		return &query[*ent.SignatureChallengeQuery, predicate.SignatureChallenge, signaturechallenge.OrderOption]{typ: ent.TypeSignatureChallenge, tq: q}, nil
 	case *ent.TransferQuery:

@@ -672,6 +672,7 @@ var (
 		{Name: "settlement_error", Type: field.TypeString, Nullable: true},
 		{Name: "settled_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "refunded_token", Type: field.TypeInt64, Default: 0},
 		{Name: "session_id", Type: field.TypeUUID},
 		{Name: "deposit_address_id", Type: field.TypeUUID, Nullable: true},
 	}
@@ -683,13 +684,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_checkout_sessions_payments",
-				Columns:    []*schema.Column{PaymentsColumns[31]},
+				Columns:    []*schema.Column{PaymentsColumns[32]},
 				RefColumns: []*schema.Column{CheckoutSessionsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "payments_deposit_addresses_payments",
-				Columns:    []*schema.Column{PaymentsColumns[32]},
+				Columns:    []*schema.Column{PaymentsColumns[33]},
 				RefColumns: []*schema.Column{DepositAddressesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -703,7 +704,7 @@ var (
 			{
 				Name:    "payment_session_id",
 				Unique:  false,
-				Columns: []*schema.Column{PaymentsColumns[31]},
+				Columns: []*schema.Column{PaymentsColumns[32]},
 			},
 			{
 				Name:    "payment_status_chain",
@@ -740,6 +741,61 @@ var (
 				Name:    "ratelimitcounter_expires_at",
 				Unique:  false,
 				Columns: []*schema.Column{RateLimitCountersColumns[4]},
+			},
+		},
+	}
+	// RefundsColumns holds the columns for the "refunds" table.
+	RefundsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "external_id", Type: field.TypeString, Unique: true},
+		{Name: "session_id", Type: field.TypeUUID},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "token", Type: field.TypeString, Default: "USDC"},
+		{Name: "amount_token", Type: field.TypeInt64},
+		{Name: "amount_usd", Type: field.TypeOther, SchemaType: map[string]string{"postgres": "numeric(20,6)", "sqlite3": "text"}},
+		{Name: "to_address", Type: field.TypeString},
+		{Name: "reason", Type: field.TypeString, Nullable: true},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "submitted", "completed", "failed"}, Default: "pending"},
+		{Name: "tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "error", Type: field.TypeString, Nullable: true},
+		{Name: "reverts", Type: field.TypeInt, Default: 0},
+		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true},
+		{Name: "request_hash", Type: field.TypeString, Nullable: true},
+		{Name: "payment_id", Type: field.TypeUUID},
+	}
+	// RefundsTable holds the schema information for the "refunds" table.
+	RefundsTable = &schema.Table{
+		Name:       "refunds",
+		Columns:    RefundsColumns,
+		PrimaryKey: []*schema.Column{RefundsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "refunds_payments_refunds",
+				Columns:    []*schema.Column{RefundsColumns[20]},
+				RefColumns: []*schema.Column{PaymentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "refund_merchant_id_livemode_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{RefundsColumns[5], RefundsColumns[6], RefundsColumns[18]},
+			},
+			{
+				Name:    "refund_session_id",
+				Unique:  false,
+				Columns: []*schema.Column{RefundsColumns[4]},
+			},
+			{
+				Name:    "refund_status",
+				Unique:  false,
+				Columns: []*schema.Column{RefundsColumns[13]},
 			},
 		},
 	}
@@ -1057,6 +1113,7 @@ var (
 		PasskeyCeremoniesTable,
 		PaymentsTable,
 		RateLimitCountersTable,
+		RefundsTable,
 		SignatureChallengesTable,
 		TransfersTable,
 		UsersTable,
@@ -1080,6 +1137,7 @@ func init() {
 	PartnerAttestationsTable.ForeignKeys[0].RefTable = AgentsTable
 	PaymentsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable
+	RefundsTable.ForeignKeys[0].RefTable = PaymentsTable
 	TransfersTable.ForeignKeys[0].RefTable = AgentsTable
 	TransfersTable.ForeignKeys[1].RefTable = AgentsTable
 	TransfersTable.Annotation = &entsql.Annotation{}

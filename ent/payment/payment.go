@@ -82,10 +82,14 @@ const (
 	FieldSettledAt = "settled_at"
 	// FieldSweepTxHash holds the string denoting the sweep_tx_hash field in the database.
 	FieldSweepTxHash = "sweep_tx_hash"
+	// FieldRefundedToken holds the string denoting the refunded_token field in the database.
+	FieldRefundedToken = "refunded_token"
 	// EdgeSession holds the string denoting the session edge name in mutations.
 	EdgeSession = "session"
 	// EdgeDepositAddress holds the string denoting the deposit_address edge name in mutations.
 	EdgeDepositAddress = "deposit_address"
+	// EdgeRefunds holds the string denoting the refunds edge name in mutations.
+	EdgeRefunds = "refunds"
 	// Table holds the table name of the payment in the database.
 	Table = "payments"
 	// SessionTable is the table that holds the session relation/edge.
@@ -102,6 +106,13 @@ const (
 	DepositAddressInverseTable = "deposit_addresses"
 	// DepositAddressColumn is the table column denoting the deposit_address relation/edge.
 	DepositAddressColumn = "deposit_address_id"
+	// RefundsTable is the table that holds the refunds relation/edge.
+	RefundsTable = "refunds"
+	// RefundsInverseTable is the table name for the Refund entity.
+	// It exists in this package in order to avoid circular dependency with the "refund" package.
+	RefundsInverseTable = "refunds"
+	// RefundsColumn is the table column denoting the refunds relation/edge.
+	RefundsColumn = "payment_id"
 )
 
 // Columns holds all SQL columns for payment fields.
@@ -139,6 +150,7 @@ var Columns = []string{
 	FieldSettlementError,
 	FieldSettledAt,
 	FieldSweepTxHash,
+	FieldRefundedToken,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -182,6 +194,10 @@ var (
 	SettlementFeeValidator func(int64) error
 	// SettlementNetValidator is a validator for the "settlement_net" field. It is called by the builders before save.
 	SettlementNetValidator func(int64) error
+	// DefaultRefundedToken holds the default value on creation for the "refunded_token" field.
+	DefaultRefundedToken int64
+	// RefundedTokenValidator is a validator for the "refunded_token" field. It is called by the builders before save.
+	RefundedTokenValidator func(int64) error
 	// DefaultID holds the default value on creation for the "id" field.
 	DefaultID func() uuid.UUID
 )
@@ -408,6 +424,11 @@ func BySweepTxHash(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSweepTxHash, opts...).ToFunc()
 }
 
+// ByRefundedToken orders the results by the refunded_token field.
+func ByRefundedToken(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefundedToken, opts...).ToFunc()
+}
+
 // BySessionField orders the results by session field.
 func BySessionField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -419,6 +440,20 @@ func BySessionField(field string, opts ...sql.OrderTermOption) OrderOption {
 func ByDepositAddressField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
 		sqlgraph.OrderByNeighborTerms(s, newDepositAddressStep(), sql.OrderByField(field, opts...))
+	}
+}
+
+// ByRefundsCount orders the results by refunds count.
+func ByRefundsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newRefundsStep(), opts...)
+	}
+}
+
+// ByRefunds orders the results by refunds terms.
+func ByRefunds(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newRefundsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
 func newSessionStep() *sqlgraph.Step {
@@ -433,6 +468,13 @@ func newDepositAddressStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(DepositAddressInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, DepositAddressTable, DepositAddressColumn),
+	)
+}
+func newRefundsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(RefundsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, RefundsTable, RefundsColumn),
 	)
 }
 

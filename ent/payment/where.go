@@ -207,6 +207,11 @@ func SweepTxHash(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldSweepTxHash, v))
 }
 
+// RefundedToken applies equality check predicate on the "refunded_token" field. It's identical to RefundedTokenEQ.
+func RefundedToken(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldRefundedToken, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldCreatedAt, v))
@@ -1937,6 +1942,46 @@ func SweepTxHashContainsFold(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldContainsFold(FieldSweepTxHash, v))
 }
 
+// RefundedTokenEQ applies the EQ predicate on the "refunded_token" field.
+func RefundedTokenEQ(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldRefundedToken, v))
+}
+
+// RefundedTokenNEQ applies the NEQ predicate on the "refunded_token" field.
+func RefundedTokenNEQ(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldRefundedToken, v))
+}
+
+// RefundedTokenIn applies the In predicate on the "refunded_token" field.
+func RefundedTokenIn(vs ...int64) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldRefundedToken, vs...))
+}
+
+// RefundedTokenNotIn applies the NotIn predicate on the "refunded_token" field.
+func RefundedTokenNotIn(vs ...int64) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldRefundedToken, vs...))
+}
+
+// RefundedTokenGT applies the GT predicate on the "refunded_token" field.
+func RefundedTokenGT(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldRefundedToken, v))
+}
+
+// RefundedTokenGTE applies the GTE predicate on the "refunded_token" field.
+func RefundedTokenGTE(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldRefundedToken, v))
+}
+
+// RefundedTokenLT applies the LT predicate on the "refunded_token" field.
+func RefundedTokenLT(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldRefundedToken, v))
+}
+
+// RefundedTokenLTE applies the LTE predicate on the "refunded_token" field.
+func RefundedTokenLTE(v int64) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldRefundedToken, v))
+}
+
 // HasSession applies the HasEdge predicate on the "session" edge.
 func HasSession() predicate.Payment {
 	return predicate.Payment(func(s *sql.Selector) {
@@ -1975,6 +2020,29 @@ func HasDepositAddress() predicate.Payment {
 func HasDepositAddressWith(preds ...predicate.DepositAddress) predicate.Payment {
 	return predicate.Payment(func(s *sql.Selector) {
 		step := newDepositAddressStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasRefunds applies the HasEdge predicate on the "refunds" edge.
+func HasRefunds() predicate.Payment {
+	return predicate.Payment(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, RefundsTable, RefundsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasRefundsWith applies the HasEdge predicate on the "refunds" edge with a given conditions (other predicates).
+func HasRefundsWith(preds ...predicate.Refund) predicate.Payment {
+	return predicate.Payment(func(s *sql.Selector) {
+		step := newRefundsStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

@@ -66,6 +66,9 @@ type Payment func(*sql.Selector)
 // RateLimitCounter is the predicate function for ratelimitcounter builders.
 type RateLimitCounter func(*sql.Selector)
 
+// Refund is the predicate function for refund builders.
+type Refund func(*sql.Selector)
+
 // SignatureChallenge is the predicate function for signaturechallenge builders.
 type SignatureChallenge func(*sql.Selector)
 

@@ -129,6 +129,14 @@ func (Payment) Fields() []ent.Field {
 			Nillable(),
 		field.String("sweep_tx_hash").
 			Optional(),
+		// What refunds that have not failed took back, in base units: the
+		// bound of the next refund (amount_token - refunded_token), kept
+		// on the row so that concurrent refunds are checked by one
+		// conditional update.
+		field.Int64("refunded_token").
+			NonNegative().
+			Default(0).
+			Annotations(baseUnits),
 	}
 }
 
@@ -146,6 +154,7 @@ func (Payment) Edges() []ent.Edge {
 			Field("deposit_address_id").
 			Unique().
 			Immutable(),
+		edge.To("refunds", Refund.Type),
 	}
 }
 

@@ -194,6 +194,25 @@ type PublicAgent struct {
 	VolumeReceivedUsd decimal.Decimal `json:"volumeReceivedUsd"`
 }
 
+// A refund of a payment (POST /checkout/sessions/{external_id}/refunds). All
+// fields optional: without paymentId the session's only refundable payment,
+// without amountUsd all that is left of it, without address the payer's.
+type RefundInput struct {
+	// The payment's external id (pay_...)
+	PaymentID *string `json:"paymentId,omitempty"`
+	// At most what was paid less earlier refunds that have not failed
+	AmountUsd *decimal.Decimal `json:"amountUsd,omitempty"`
+	// An address on the payment's chain
+	Address *string `json:"address,omitempty"`
+	Reason  *string `json:"reason,omitempty"`
+}
+
+// A recorded refund, and whether an earlier request with the same idempotency key recorded it.
+type RefundResult struct {
+	Refund   *ent.Refund `json:"refund"`
+	Replayed bool        `json:"replayed"`
+}
+
 // A new agent (spec 2.1). apiKey is shown this once.
 type Registration struct {
 	AgentID       uuid.UUID        `json:"agentId"`

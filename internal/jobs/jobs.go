@@ -80,6 +80,30 @@ func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
 // SMTP server must not hold up anything else.
 const MailQueue = "mail"
 
+// SendRefundArgs is the River job sending one refund
+// (agentpay.Service.SendRefund).
+type SendRefundArgs struct {
+	RefundID uuid.UUID `json:"refund_id"`
+}
+
+// Kind is the job kind.
+func (SendRefundArgs) Kind() string { return "send_refund" }
+
+// InsertOpts runs refunds beside settlements (both are the treasury's
+// transfers), one job per refund waiting or running at a time.
+func (SendRefundArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue: SettlementQueue,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+				rivertype.JobStateRunning, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
 // SendMailArgs is the River job that sends one outbox message
 // (agentpay.Service.SendMail). It is retried with River's default backoff
 // (about 25 tries over three weeks), so mail queued while the SMTP server

@@ -30,6 +30,8 @@ var (
 	SessionIDTest = IDFormat{Prefix: "cs_test_", Alphabet: base62, Length: 24}
 	// PaymentID is a payment's public id.
 	PaymentID = IDFormat{Prefix: "pay_", Alphabet: base62, Length: 24}
+	// RefundID is a refund's public id.
+	RefundID = IDFormat{Prefix: "re_", Alphabet: base62, Length: 24}
 	// InviteCode is an agent's invite code: 10 characters of [a-z0-9]
 	// (36^10, about 3.7e15 codes), short enough to type, long enough not to
 	// be guessed.

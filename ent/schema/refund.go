@@ -1,0 +1,122 @@
+package schema
+
+import (
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+	"github.com/google/uuid"
+)
+
+// Refund returns all or part of a payment to its payer (or an address the
+// merchant gives), out of the treasury on the payment's chain
+// (docs/money.md#refunds).
+type Refund struct {
+	ent.Schema
+}
+
+// Annotations of the Refund.
+func (Refund) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entgql.RelayConnection(),
+	}
+}
+
+// Mixin of the Refund.
+func (Refund) Mixin() []ent.Mixin {
+	return []ent.Mixin{BaseMixin{}}
+}
+
+// Fields of the Refund.
+func (Refund) Fields() []ent.Field {
+	return []ent.Field{
+		field.String("external_id").
+			NotEmpty().
+			Unique().
+			Immutable(),
+		field.UUID("payment_id", uuid.UUID{}).
+			Immutable(),
+		field.UUID("session_id", uuid.UUID{}).
+			Immutable().
+			Annotations(entgql.Skip()),
+		field.UUID("merchant_id", uuid.UUID{}).
+			Immutable().
+			Annotations(entgql.Skip()),
+		field.Bool("livemode").
+			Immutable(),
+		field.String("chain").
+			NotEmpty().
+			Immutable(),
+		field.String("token").
+			Default("USDC").
+			Immutable(),
+		field.Int64("amount_token").
+			Positive().
+			Immutable().
+			Annotations(baseUnits),
+		usdField("amount_usd"),
+		field.String("to_address").
+			NotEmpty().
+			Immutable(),
+		field.String("reason").
+			Optional().
+			Immutable(),
+		// pending: recorded, not yet broadcast; submitted: broadcast (or
+		// about to be); completed: included on chain; failed: given up,
+		// the amount is refundable again.
+		field.Enum("status").
+			Values("pending", "submitted", "completed", "failed").
+			Default("pending"),
+		field.String("tx_hash").
+			Optional(),
+		// Why the last attempt could not go on (treasury short, chain
+		// down); cleared on success.
+		field.String("error").
+			Optional(),
+		// How often the chain reverted the refund's transfer (a token
+		// blocklist, a destination that cannot receive): at
+		// MaxRefundReverts the refund fails.
+		field.Int("reverts").
+			NonNegative().
+			Default(0).
+			Annotations(entgql.Skip()),
+		field.Time("completed_at").
+			Optional().
+			Nillable(),
+		// The merchant's Idempotency-Key and the SHA-256 of the request it
+		// named: the same key answers the same refund, another request under
+		// it is refused.
+		field.String("idempotency_key").
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
+		field.String("request_hash").
+			Optional().
+			Immutable().
+			Annotations(entgql.Skip()),
+	}
+}
+
+// Edges of the Refund.
+func (Refund) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("payment", Payment.Type).
+			Ref("refunds").
+			Field("payment_id").
+			Unique().
+			Required().
+			Immutable(),
+	}
+}
+
+// Indexes of the Refund.
+func (Refund) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields("merchant_id", "livemode", "idempotency_key").Unique(),
+		index.Fields("session_id"),
+		index.Fields("status"),
+	}
+}

@@ -1,0 +1,611 @@
+package agentpay
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/payment"
+	"agentpay/ent/refund"
+	"agentpay/internal/jobs"
+	"agentpay/internal/vault"
+)
+
+// Refunds (docs/money.md#refunds). A merchant returns all or part of a
+// payment to its payer, or to an address it gives, on the payment's chain.
+//
+// What may be refunded: a payment that is final (confirmed) and whose
+// money the service still holds for the merchant: not counted (late,
+// over-, repeat or stray payments, held for refund) or counted with its
+// settlement still pending. Once the payout to the merchant has started
+// the money is the merchant's; refunding it would be the treasury's money
+// (a merchant could be paid twice), so it is refused until settlements can
+// net refunds off the merchant's next payout. A refund never exceeds what
+// was paid less the earlier refunds that have not failed.
+//
+// The bound holds under concurrency because it is one conditional update
+// of the payment row (refunded_token + amount <= amount_token, settlement
+// not started), made in the transaction that records the refund; the
+// settlement's first broadcast is a conditional update of the same row,
+// so the two are ordered and each sees the other.
+//
+// A refund of a counted payment lowers what the merchant is paid: the fee
+// is recomputed on what is left (TransferFee of amount - refunded), and
+// net = amount - refunded - fee; refunded in full, the merchant is paid
+// nothing and the settlement completes without a payout.
+//
+// The refund goes out of the treasury on the payment's chain, gasless for
+// the merchant and the payer (the treasury relays and pays gas, as for a
+// settlement payout), driven by the send_refund job as a chainLeg with a
+// fixed reference, so it is sent once whatever crashes. refund.created is
+// recorded with the refund, refund.completed when its transfer is
+// included, refund.failed when the chain reverted it MaxRefundReverts
+// times (a token blocklist, a destination that cannot receive): a failed
+// refund's amount is refundable again.
+
+// MaxRefundReverts is how many reverted transfers fail a refund.
+const MaxRefundReverts = 3
+
+// MaxRefundsPerPayment bounds the refunds of one payment (failed ones
+// included), so that listing them has a bound.
+const MaxRefundsPerPayment = 50
+
+// RefundReasonMaxBytes bounds a refund's reason.
+const RefundReasonMaxBytes = 500
+
+// RefundInput is a merchant's refund request.
+type RefundInput struct {
+	// PaymentID is the payment's external id; optional when the session
+	// has exactly one refundable payment.
+	PaymentID string
+	// AmountUSD is how much to return; nil returns all that is left.
+	AmountUSD *decimal.Decimal
+	// Address receives the refund; "" means the payer's address.
+	Address string
+	// Reason is free text for the merchant's records.
+	Reason string
+	// IdempotencyKey names this request: the same key answers the same
+	// refund; another request under it is ErrIdempotencyKeyReused.
+	IdempotencyKey string
+}
+
+// CreatedRefund is a recorded refund; Replayed when an earlier request
+// with the same Idempotency-Key recorded it.
+type CreatedRefund struct {
+	Refund   *ent.Refund
+	Payment  *ent.Payment
+	Replayed bool
+}
+
+// CreateRefund records a refund of a payment of the caller's session and
+// queues its transfer.
+func (s *Service) CreateRefund(ctx context.Context, auth *MerchantAuth, sessionExternalID string, in RefundInput) (*CreatedRefund, error) {
+	in.Address = strings.TrimSpace(in.Address)
+	if err := validateRefundInput(in); err != nil {
+		return nil, err
+	}
+	fingerprint := refundFingerprint(sessionExternalID, in)
+	if in.IdempotencyKey != "" {
+		if out, err := s.refundByKey(ctx, auth, in.IdempotencyKey, fingerprint); out != nil || err != nil {
+			return out, err
+		}
+	}
+	var out *CreatedRefund
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		var err error
+		out, err = s.createRefund(ctx, tx, sqlTx, auth, sessionExternalID, in, fingerprint)
+		return err
+	})
+	if err != nil && in.IdempotencyKey != "" && ent.IsConstraintError(err) {
+		// A concurrent request with the same key recorded first.
+		if again, err2 := s.refundByKey(ctx, auth, in.IdempotencyKey, fingerprint); again != nil || err2 != nil {
+			return again, err2
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Read again outside the transaction, whose client is spent once it
+	// has committed (a caller may follow the refund's edges).
+	r, err := s.cfg.DB.Ent.Refund.Query().Where(refund.ID(out.Refund.ID)).WithPayment().Only(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading refund: %w", err)
+	}
+	return &CreatedRefund{Refund: r, Payment: r.Edges.Payment}, nil
+}
+
+func validateRefundInput(in RefundInput) error {
+	if len(in.PaymentID) > 64 {
+		return Invalid("payment_id", "at most 64 characters")
+	}
+	if len(in.Address) > 128 {
+		return Invalid("address", "at most 128 characters")
+	}
+	if len(in.Reason) > RefundReasonMaxBytes {
+		return Invalid("reason", "at most %d bytes", RefundReasonMaxBytes)
+	}
+	if len(in.IdempotencyKey) > 255 {
+		return Invalid("Idempotency-Key", "at most 255 characters")
+	}
+	if in.AmountUSD != nil && in.AmountUSD.Sign() <= 0 {
+		return Invalid("amount_usd", "must be greater than 0")
+	}
+	return nil
+}
+
+// refundFingerprint identifies a refund request for its Idempotency-Key.
+func refundFingerprint(sessionExternalID string, in RefundInput) string {
+	amount := ""
+	if in.AmountUSD != nil {
+		amount = in.AmountUSD.String()
+	}
+	h := sha256.New()
+	for _, part := range []string{sessionExternalID, in.PaymentID, amount, in.Address, in.Reason} {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// refundByKey answers a request whose Idempotency-Key recorded a refund
+// already: that refund, or ErrIdempotencyKeyReused when the key named
+// another request; nil when the key is new.
+func (s *Service) refundByKey(ctx context.Context, auth *MerchantAuth, key, fingerprint string) (*CreatedRefund, error) {
+	r, err := s.cfg.DB.Ent.Refund.Query().
+		Where(refund.MerchantID(auth.Merchant.ID), refund.Livemode(auth.Livemode()), refund.IdempotencyKey(key)).
+		WithPayment().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading refund by idempotency key: %w", err)
+	}
+	if r.RequestHash != fingerprint {
+		return nil, fmt.Errorf("%w: this Idempotency-Key was used for another refund request", ErrIdempotencyKeyReused)
+	}
+	return &CreatedRefund{Refund: r, Payment: r.Edges.Payment, Replayed: true}, nil
+}
+
+func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, auth *MerchantAuth, sessionExternalID string, in RefundInput, fingerprint string) (*CreatedRefund, error) {
+	sess, err := tx.CheckoutSession.Query().Where(ownSession(auth, sessionExternalID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errNoSuchSession
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading session: %w", err)
+	}
+	p, err := refundablePayment(ctx, tx, sess, in.PaymentID)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := s.ledger(sessionMode(sess), chains.Name(p.Chain))
+	if err != nil {
+		return nil, err
+	}
+	decimals := ledger.Decimals()
+	left := p.AmountToken - p.RefundedToken
+	units := left
+	if in.AmountUSD != nil {
+		u, err := ToBaseUnits("amount_usd", *in.AmountUSD, decimals)
+		if err != nil {
+			return nil, err
+		}
+		if !u.IsInt64() || u.Int64() > left {
+			return nil, Invalid("amount_usd", "%s is more than is left to refund of payment %s: %s",
+				in.AmountUSD.String(), p.ExternalID, FromBaseUnits(big.NewInt(left), decimals).String())
+		}
+		units = u.Int64()
+	}
+	if units <= 0 {
+		return nil, fmt.Errorf("%w: payment %s is refunded in full", ErrConflict, p.ExternalID)
+	}
+	to := in.Address
+	if to == "" {
+		if p.FromAddress == "" {
+			return nil, Invalid("address", "payment %s has no payer address on record: give the address to refund to", p.ExternalID)
+		}
+		to = p.FromAddress
+	}
+	if err := ledger.ValidateAddress(to); err != nil {
+		return nil, Invalid("address", "%s is not an address on %s: %v", to, p.Chain, err)
+	}
+
+	// The bound and the settlement state, checked and taken in one
+	// conditional update (see the package note above).
+	n, err := tx.Payment.Update().
+		Where(
+			payment.ID(p.ID),
+			payment.StatusEQ(payment.StatusConfirmed),
+			payment.Or(payment.SettlementStatusIsNil(), payment.SettlementStatusEQ(payment.SettlementStatusPending)),
+			func(sel *entsql.Selector) {
+				sel.Where(entsql.P(func(b *entsql.Builder) {
+					b.WriteString(sel.C(payment.FieldRefundedToken)).WriteString(" + ").Arg(units).
+						WriteString(" <= ").WriteString(sel.C(payment.FieldAmountToken))
+				}))
+			},
+		).
+		AddRefundedToken(units).
+		SetUpdatedAt(s.now().UTC()).
+		Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reserving the refund on payment %s: %w", p.ExternalID, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: payment %s changed while refunding (its payout started, or another refund took what was left); read it and try again", ErrConflict, p.ExternalID)
+	}
+	if p, err = tx.Payment.Get(ctx, p.ID); err != nil {
+		return nil, err
+	}
+	// Counted after the update above, which holds the payment's row: two
+	// refunds of one payment count one after the other.
+	if n, err := tx.Refund.Query().Where(refund.PaymentID(p.ID)).Count(ctx); err != nil {
+		return nil, fmt.Errorf("counting refunds: %w", err)
+	} else if n >= MaxRefundsPerPayment {
+		return nil, fmt.Errorf("%w: payment %s has %d refunds, the most one payment may have", ErrConflict, p.ExternalID, n)
+	}
+	if err := resettle(ctx, tx, p); err != nil {
+		return nil, err
+	}
+
+	now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL keeps it
+	create := tx.Refund.Create().
+		SetCreatedAt(now).
+		SetUpdatedAt(now).
+		SetExternalID(vault.RefundID.New()).
+		SetPaymentID(p.ID).
+		SetSessionID(sess.ID).
+		SetMerchantID(sess.MerchantID).
+		SetLivemode(sess.Livemode).
+		SetChain(p.Chain).
+		SetToken(p.Token).
+		SetAmountToken(units).
+		SetAmountUsd(FromBaseUnits(big.NewInt(units), decimals)).
+		SetToAddress(to).
+		SetReason(in.Reason).
+		SetRequestHash(fingerprint)
+	if in.IdempotencyKey != "" {
+		create.SetIdempotencyKey(in.IdempotencyKey)
+	}
+	r, err := create.Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("recording refund: %w", err)
+	}
+	if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventRefundCreated, refundEventData(sess, p, r, decimals)); err != nil {
+		return nil, err
+	}
+	if s.cfg.Jobs != nil {
+		if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, jobs.SendRefundArgs{RefundID: r.ID}, nil); err != nil {
+			return nil, fmt.Errorf("enqueueing refund %s: %w", r.ExternalID, err)
+		}
+	}
+	return &CreatedRefund{Refund: r, Payment: p}, nil
+}
+
+// refundablePayment picks the payment a refund is for: the one named, or
+// the session's only confirmed payment with something left to refund.
+func refundablePayment(ctx context.Context, tx *ent.Tx, sess *ent.CheckoutSession, paymentID string) (*ent.Payment, error) {
+	ps, err := tx.Payment.Query().
+		Where(payment.SessionID(sess.ID)).
+		Order(ent.Asc(payment.FieldCreatedAt), ent.Asc(payment.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading payments: %w", err)
+	}
+	var p *ent.Payment
+	if paymentID != "" {
+		for _, c := range ps {
+			if c.ExternalID == paymentID {
+				p = c
+			}
+		}
+		if p == nil {
+			return nil, fmt.Errorf("%w: payment %q of session %s", ErrNotFound, paymentID, sess.ExternalID)
+		}
+	} else {
+		var open []string
+		for _, c := range ps {
+			if c.Status == payment.StatusConfirmed && c.RefundedToken < c.AmountToken && refundableSettlement(c) {
+				p = c
+				open = append(open, c.ExternalID)
+			}
+		}
+		switch len(open) {
+		case 0:
+			if len(ps) == 0 {
+				return nil, fmt.Errorf("%w: session %s has no payment to refund", ErrConflict, sess.ExternalID)
+			}
+			p = ps[len(ps)-1] // explained below
+		case 1:
+		default:
+			return nil, Invalid("payment_id", "session %s has %d refundable payments (%s): name one", sess.ExternalID, len(open), strings.Join(open, ", "))
+		}
+	}
+	switch {
+	case p.Status != payment.StatusConfirmed:
+		return nil, fmt.Errorf("%w: payment %s is %s, not final yet: it can be refunded once confirmed", ErrConflict, p.ExternalID, p.Status)
+	case !refundableSettlement(p):
+		return nil, fmt.Errorf("%w: payment %s was paid out to the merchant (settlement %s): refunds after payout are not supported", ErrConflict, p.ExternalID, *p.SettlementStatus)
+	}
+	return p, nil
+}
+
+// refundableSettlement: the service still holds the payment's money.
+func refundableSettlement(p *ent.Payment) bool {
+	return p.SettlementStatus == nil || *p.SettlementStatus == payment.SettlementStatusPending
+}
+
+// resettle recomputes a pending settlement's fee and net after the
+// payment's refunded amount changed.
+func resettle(ctx context.Context, tx *ent.Tx, p *ent.Payment) error {
+	if p.SettlementStatus == nil || *p.SettlementStatus != payment.SettlementStatusPending {
+		return nil
+	}
+	left := p.AmountToken - p.RefundedToken
+	fee := TransferFee(left)
+	_, err := tx.Payment.Update().
+		Where(payment.ID(p.ID), payment.SettlementStatusEQ(payment.SettlementStatusPending)).
+		SetSettlementFee(fee).
+		SetSettlementNet(left - fee).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("recomputing the settlement of payment %s: %w", p.ExternalID, err)
+	}
+	return nil
+}
+
+// ListRefunds lists the refunds of the caller's session, oldest first.
+func (s *Service) ListRefunds(ctx context.Context, auth *MerchantAuth, sessionExternalID string) ([]*ent.Refund, error) {
+	sess, err := s.MerchantSession(ctx, auth, sessionExternalID)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.cfg.DB.Ent.Refund.Query().
+		Where(refund.SessionID(sess.ID)).
+		WithPayment().
+		Order(ent.Asc(refund.FieldCreatedAt), ent.Asc(refund.FieldID)).
+		Limit(1000). // a session's payments × MaxRefundsPerPayment in practice
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing refunds: %w", err)
+	}
+	return rs, nil
+}
+
+// PendingRefunds lists refunds not yet completed or failed and untouched
+// for at least minAge (oldest first, at most limit), for the periodic job
+// to try again.
+func (s *Service) PendingRefunds(ctx context.Context, minAge time.Duration, limit int) ([]uuid.UUID, error) {
+	return s.cfg.DB.Ent.Refund.Query().
+		Where(
+			refund.StatusIn(refund.StatusPending, refund.StatusSubmitted),
+			refund.UpdatedAtLTE(s.now().UTC().Add(-minAge)),
+		).
+		Order(ent.Asc(refund.FieldUpdatedAt)).
+		Limit(limit).
+		IDs(ctx)
+}
+
+// SendRefund advances one refund's transfer as far as it can: done once
+// it is completed or failed (now or before).
+func (s *Service) SendRefund(ctx context.Context, id uuid.UUID) (SettleResult, error) {
+	opts := s.cfg.Settlement.withDefaults()
+	r, err := s.cfg.DB.Ent.Refund.Query().
+		Where(refund.ID(id)).
+		WithPayment().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return SettleResult{}, fmt.Errorf("%w: refund %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return SettleResult{}, err
+	}
+	if r.Status != refund.StatusPending && r.Status != refund.StatusSubmitted {
+		return SettleResult{Done: true}, nil
+	}
+	mode := sessionModeOf(r.Livemode)
+	chain := chains.Name(r.Chain)
+	ledger, err := s.ledger(mode, chain)
+	if err != nil {
+		return SettleResult{}, fmt.Errorf("refund: %w", err)
+	}
+	if r.TxHash != "" {
+		rc, err := ledger.Receipt(ctx, r.TxHash)
+		if err != nil {
+			return SettleResult{}, fmt.Errorf("refund receipt: %w", err)
+		}
+		if rc.State == chains.TxFailed {
+			if r, err = s.refundReverted(ctx, r, rc.Err); err != nil || r.Status == refund.StatusFailed {
+				return SettleResult{Done: err == nil}, err
+			}
+		}
+	}
+	rr := &refundRun{s: s, r: r}
+	leg := &chainLeg{
+		name:      "refund",
+		ledger:    ledger,
+		from:      s.cfg.Treasury.Address(chain),
+		to:        r.ToAddress,
+		amount:    big.NewInt(r.AmountToken),
+		ref:       refundRef(r.ID),
+		hash:      r.TxHash,
+		mayBeSent: r.Status == refund.StatusSubmitted,
+		key: func() ([]byte, error) {
+			return append([]byte(nil), s.cfg.Treasury.Key(chain)...), nil
+		},
+		row: legRow{
+			submit: func(ctx context.Context) error {
+				return rr.save(ctx, func(u *ent.RefundUpdateOne) *ent.RefundUpdateOne { return u.SetStatus(refund.StatusSubmitted) })
+			},
+			record: func(ctx context.Context, hash string) error {
+				return rr.save(ctx, func(u *ent.RefundUpdateOne) *ent.RefundUpdateOne { return u.SetTxHash(hash) })
+			},
+			touched: func() time.Time { return rr.r.UpdatedAt },
+		},
+	}
+	done, waiting, err := s.driveLeg(ctx, opts, leg)
+	if errors.Is(err, errRefundClosed) {
+		return SettleResult{Done: true}, nil
+	}
+	if err != nil || !done {
+		note := waiting
+		if err != nil {
+			note = err.Error()
+		}
+		if note = truncateUTF8(note, 500); note != rr.r.Error {
+			_ = rr.save(context.WithoutCancel(ctx), func(u *ent.RefundUpdateOne) *ent.RefundUpdateOne { return u.SetError(note) })
+		}
+		return SettleResult{Waiting: waiting}, err
+	}
+	return SettleResult{Done: true}, s.completeRefund(ctx, rr.r.ID)
+}
+
+// refundRef is a refund's idempotency reference (chainLeg.ref).
+func refundRef(id uuid.UUID) [32]byte {
+	return sha256.Sum256(append([]byte("agentpay/refund/"), id[:]...))
+}
+
+// refundRun is one run over one refund.
+type refundRun struct {
+	s *Service
+	r *ent.Refund
+}
+
+var errRefundClosed = errors.New("refund closed by another run")
+
+// save updates the refund row while it is still open.
+func (rr *refundRun) save(ctx context.Context, set func(*ent.RefundUpdateOne) *ent.RefundUpdateOne) error {
+	r, err := set(rr.s.cfg.DB.Ent.Refund.UpdateOne(rr.r).
+		Where(refund.StatusIn(refund.StatusPending, refund.StatusSubmitted)).
+		SetUpdatedAt(rr.s.now().UTC())).
+		Save(ctx)
+	if ent.IsNotFound(err) {
+		return errRefundClosed
+	}
+	if err != nil {
+		return fmt.Errorf("refund: saving: %w", err)
+	}
+	r.Edges = rr.r.Edges
+	rr.r = r
+	return nil
+}
+
+// completeRefund records the refund's inclusion and refund.completed once.
+func (s *Service) completeRefund(ctx context.Context, id uuid.UUID) error {
+	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		n, err := tx.Refund.Update().
+			Where(refund.ID(id), refund.StatusIn(refund.StatusPending, refund.StatusSubmitted)).
+			SetStatus(refund.StatusCompleted).
+			SetError("").
+			SetCompletedAt(s.now().UTC().Truncate(time.Microsecond)).
+			Save(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+		return s.refundEvent(ctx, tx, sqlTx, id, EventRefundCompleted, nil)
+	})
+}
+
+// refundReverted counts a reverted transfer; at MaxRefundReverts the
+// refund fails: refund.failed, and its amount is refundable again (and
+// back in a pending settlement's net).
+func (s *Service) refundReverted(ctx context.Context, r *ent.Refund, why string) (*ent.Refund, error) {
+	var out *ent.Refund
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		upd := tx.Refund.Update().
+			Where(refund.ID(r.ID), refund.StatusIn(refund.StatusPending, refund.StatusSubmitted), refund.TxHash(r.TxHash)).
+			AddReverts(1).
+			SetTxHash("").
+			SetError(truncateUTF8("reverted: "+why, 500)).
+			SetUpdatedAt(s.now().UTC())
+		failing := r.Reverts+1 >= MaxRefundReverts
+		if failing {
+			upd.SetStatus(refund.StatusFailed)
+		}
+		n, err := upd.Save(ctx)
+		if err != nil {
+			return fmt.Errorf("refund: counting a revert: %w", err)
+		}
+		if out, err = tx.Refund.Query().Where(refund.ID(r.ID)).WithPayment().Only(ctx); err != nil {
+			return err
+		}
+		if n == 0 || !failing {
+			return nil
+		}
+		if _, err := tx.Payment.UpdateOneID(r.PaymentID).AddRefundedToken(-r.AmountToken).Save(ctx); err != nil {
+			return fmt.Errorf("refund: releasing payment: %w", err)
+		}
+		p, err := tx.Payment.Get(ctx, r.PaymentID)
+		if err != nil {
+			return err
+		}
+		if err := resettle(ctx, tx, p); err != nil {
+			return err
+		}
+		return s.refundEvent(ctx, tx, sqlTx, r.ID, EventRefundFailed, map[string]any{"failure_reason": why})
+	})
+	return out, err
+}
+
+// refundEvent records a refund.* event from the refund's current row.
+func (s *Service) refundEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, id uuid.UUID, kind string, extra map[string]any) error {
+	r, err := tx.Refund.Query().Where(refund.ID(id)).WithPayment(func(q *ent.PaymentQuery) { q.WithSession() }).Only(ctx)
+	if err != nil {
+		return err
+	}
+	p := r.Edges.Payment
+	sess := p.Edges.Session
+	ledger, err := s.ledger(sessionMode(sess), chains.Name(r.Chain))
+	if err != nil {
+		return err
+	}
+	data := refundEventData(sess, p, r, ledger.Decimals())
+	for k, v := range extra {
+		data.Extra[k] = v
+	}
+	return recordSessionEvent(ctx, s, tx, sqlTx, sess, kind, data)
+}
+
+// refundEventData is a refund.* event's data: the standard fields describe
+// the refund (its amount, its transaction), the payment it returns is
+// named by payment_external_id and described in payment_*.
+func refundEventData(sess *ent.CheckoutSession, p *ent.Payment, r *ent.Refund, decimals int32) EventData {
+	usd := r.AmountUsd
+	tok := FromBaseUnits(big.NewInt(r.AmountToken), decimals)
+	extra := map[string]any{
+		"refund_id":          r.ExternalID,
+		"refund_status":      string(r.Status),
+		"to_address":         r.ToAddress,
+		"payment_amount_usd": p.AmountUsd,
+		"payment_tx_hash":    p.TxHash,
+		"refunded_usd":       FromBaseUnits(big.NewInt(p.RefundedToken), decimals),
+	}
+	if r.Reason != "" {
+		extra["reason"] = r.Reason
+	}
+	if r.CompletedAt != nil {
+		extra["completed_at"] = r.CompletedAt.UTC().Format(time.RFC3339)
+	}
+	return EventData{
+		SessionExternalID: sess.ExternalID,
+		PaymentExternalID: p.ExternalID,
+		AmountUSD:         &usd,
+		AmountToken:       &tok,
+		Token:             r.Token,
+		Chain:             r.Chain,
+		TxHash:            r.TxHash,
+		Metadata:          sess.Metadata,
+		Extra:             extra,
+	}
+}

@@ -1,0 +1,256 @@
+package agentpay
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+	"agentpay/ent/payment"
+	"agentpay/ent/refund"
+)
+
+// refundFixture is the settlement fixture (a confirmed 7.25 payment on
+// base, settlement pending) with a treasury that holds 100 USDC to refund
+// from.
+type refundFixture struct {
+	*settlementFixture
+	auth  *MerchantAuth
+	payer string
+}
+
+func newRefundFixture(t *testing.T) *refundFixture {
+	t.Helper()
+	f := &refundFixture{settlementFixture: newSettlementFixture(t, nil)}
+	_, err := f.evm.Mint(context.Background(), common.HexToAddress(f.svc.cfg.Treasury.EVMAddress), big.NewInt(100_000_000))
+	require.NoError(t, err)
+	f.auth = &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
+	f.payer = f.payment.FromAddress
+	require.NotEmpty(t, f.payer)
+	return f
+}
+
+func (f *refundFixture) refund(t *testing.T, in RefundInput) (*CreatedRefund, error) {
+	t.Helper()
+	return f.svc.CreateRefund(context.Background(), f.auth, f.sess.ExternalID, in)
+}
+
+func (f *refundFixture) send(t *testing.T, r *ent.Refund) *ent.Refund {
+	t.Helper()
+	f.svc.cfg.Settlement.Wait = 10 * time.Second
+	res, err := f.svc.SendRefund(context.Background(), r.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done, res.Waiting)
+	got, err := f.db.Ent.Refund.Get(context.Background(), r.ID)
+	require.NoError(t, err)
+	return got
+}
+
+func usdAmount(s string) *decimal.Decimal {
+	d := decimal.RequireFromString(s)
+	return &d
+}
+
+// A partial refund of a payment whose settlement is pending goes to the
+// payer out of the treasury, and the merchant is paid what is left less
+// the fee on what is left.
+func TestRefundPartialBeforePayout(t *testing.T) {
+	f := newRefundFixture(t)
+	treasury := f.svc.cfg.Treasury.EVMAddress
+	payerBefore := f.balance(t, f.payer)
+
+	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("2.25"), Reason: "one item out of stock"})
+	require.NoError(t, err)
+	r := out.Refund
+	require.Equal(t, refund.StatusPending, r.Status)
+	require.Equal(t, int64(2_250_000), r.AmountToken)
+	require.Equal(t, f.payer, r.ToAddress)
+	require.Regexp(t, `^re_[0-9A-Za-z]{24}$`, r.ExternalID)
+
+	p := f.reloadPayment(t)
+	require.Equal(t, int64(2_250_000), p.RefundedToken)
+	require.Equal(t, int64(5_000), *p.SettlementFee, "the fee follows what is left")
+	require.Equal(t, int64(4_995_000), *p.SettlementNet)
+
+	r = f.send(t, r)
+	require.Equal(t, refund.StatusCompleted, r.Status)
+	require.NotEmpty(t, r.TxHash)
+	require.NotNil(t, r.CompletedAt)
+	require.Equal(t, payerBefore+2_250_000, f.balance(t, f.payer))
+	require.Equal(t, int64(100_000_000-2_250_000), f.balance(t, treasury))
+
+	// Sending again moves nothing.
+	r = f.send(t, r)
+	require.Equal(t, payerBefore+2_250_000, f.balance(t, f.payer))
+
+	require.True(t, f.settle(t).Done)
+	require.Equal(t, int64(4_995_000), f.balance(t, f.payee.Hex()), "merchant paid what is left, less its fee")
+	require.Equal(t, int64(100_000_000-2_250_000+7_250_000-4_995_000), f.balance(t, treasury))
+
+	evs := f.sessionEvents(t, f.sess)
+	created := findEvent(t, evs, EventRefundCreated)
+	requireDec(t, "2.25", created.Data["amount_usd"])
+	require.Equal(t, r.ExternalID, created.Data["refund_id"])
+	require.Equal(t, "pending", created.Data["refund_status"])
+	require.Equal(t, p.ExternalID, created.Data["payment_external_id"])
+	require.Equal(t, "one item out of stock", created.Data["reason"])
+	completed := findEvent(t, evs, EventRefundCompleted)
+	require.Equal(t, r.TxHash, completed.Data["tx_hash"])
+	require.Equal(t, "completed", completed.Data["refund_status"])
+	requireDec(t, "4.995", findEvent(t, evs, EventSettlementCompleted).Data["net_usd"])
+
+	list, err := f.svc.ListRefunds(context.Background(), f.auth, f.sess.ExternalID)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, r.ExternalID, list[0].ExternalID)
+}
+
+// Refunded in full before its payout, the payment settles with nothing to
+// pay: the sweep repays the treasury, which paid the refund.
+func TestRefundInFullSettlesWithoutPayout(t *testing.T) {
+	f := newRefundFixture(t)
+	out, err := f.refund(t, RefundInput{})
+	require.NoError(t, err)
+	require.Equal(t, int64(7_250_000), out.Refund.AmountToken, "no amount: all that is left")
+	f.send(t, out.Refund)
+
+	require.True(t, f.settle(t).Done)
+	p := f.reloadPayment(t)
+	require.Equal(t, payment.SettlementStatusCompleted, *p.SettlementStatus)
+	require.Zero(t, *p.SettlementNet)
+	require.Zero(t, *p.SettlementFee)
+	require.Empty(t, p.SettlementTxHash, "no payout")
+	require.Zero(t, f.balance(t, f.payee.Hex()))
+	require.Equal(t, int64(100_000_000), f.balance(t, f.svc.cfg.Treasury.EVMAddress))
+
+	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("0.01")})
+	require.Error(t, err)
+}
+
+// What a refund refuses, and that a refusal changes nothing.
+func TestRefundRefusals(t *testing.T) {
+	f := newRefundFixture(t)
+	other := &MerchantAuth{Merchant: f.merchant, Mode: ModeLive}
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		auth *MerchantAuth
+		in   RefundInput
+		want error
+	}{
+		{"more than paid", f.auth, RefundInput{AmountUSD: usdAmount("7.250001")}, nil},
+		{"more precise than the token", f.auth, RefundInput{AmountUSD: usdAmount("1.0000001")}, nil},
+		{"zero", f.auth, RefundInput{AmountUSD: usdAmount("0")}, nil},
+		{"negative", f.auth, RefundInput{AmountUSD: usdAmount("-1")}, nil},
+		{"not an address on base", f.auth, RefundInput{Address: "So1anaAddre55"}, nil},
+		{"a long reason", f.auth, RefundInput{Reason: string(make([]byte, RefundReasonMaxBytes+1))}, nil},
+		{"unknown payment", f.auth, RefundInput{PaymentID: "pay_unknown"}, ErrNotFound},
+		{"the session in the other mode", other, RefundInput{}, ErrNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := f.svc.CreateRefund(context.Background(), c.auth, f.sess.ExternalID, c.in)
+			require.Error(t, err)
+			if c.want != nil {
+				require.ErrorIs(t, err, c.want)
+			} else {
+				require.True(t, IsValidation(err), "%v", err)
+			}
+		})
+	}
+	require.Zero(t, f.db.Ent.Refund.Query().CountX(context.Background()))
+	require.Zero(t, f.reloadPayment(t).RefundedToken)
+
+	// To an address the merchant gives.
+	to := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("1"), Address: to})
+	require.NoError(t, err)
+	f.send(t, out.Refund)
+	require.Equal(t, int64(1_000_000), f.balance(t, to))
+
+	// Once the payout has started, the money is the merchant's.
+	require.True(t, f.settle(t).Done)
+	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("1")})
+	require.ErrorIs(t, err, ErrConflict)
+	require.Contains(t, err.Error(), "paid out")
+}
+
+// The same Idempotency-Key answers the same refund; another request under
+// it is refused.
+func TestRefundIdempotencyKey(t *testing.T) {
+	f := newRefundFixture(t)
+	in := RefundInput{AmountUSD: usdAmount("1.5"), IdempotencyKey: "refund-order-17"}
+	first, err := f.refund(t, in)
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+	again, err := f.refund(t, in)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, first.Refund.ID, again.Refund.ID)
+
+	in.AmountUSD = usdAmount("2")
+	_, err = f.refund(t, in)
+	require.ErrorIs(t, err, ErrIdempotencyKeyReused)
+	require.Equal(t, int64(1_500_000), f.reloadPayment(t).RefundedToken)
+	require.Equal(t, 1, f.db.Ent.Refund.Query().CountX(context.Background()))
+}
+
+// Concurrent refunds never take more than was paid: of eight refunds of
+// 1.00 against 7.25, seven are recorded.
+func TestRefundConcurrentNeverExceedsPaid(t *testing.T) {
+	f := newRefundFixture(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = f.svc.CreateRefund(context.Background(), f.auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("1")})
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case IsValidation(err), errors.Is(err, ErrConflict):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	require.Equal(t, 7, ok)
+	p := f.reloadPayment(t)
+	require.Equal(t, int64(7_000_000), p.RefundedToken)
+	require.Equal(t, 7, f.db.Ent.Refund.Query().CountX(context.Background()))
+	require.Equal(t, int64(250_000-TransferFee(250_000)), *p.SettlementNet)
+}
+
+// A late payment (held for refund, never settled) is refunded in full.
+func TestRefundLatePayment(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	sess, addr := f.open(t, "5")
+	f.pastDeadline(t, sess)
+	_, err := f.svc.ExpireSessions(ctx)
+	require.NoError(t, err)
+	f.pay(t, addr, 6_000_000)
+	f.stopMine()
+	f.finalAll(t)
+	p := f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).OnlyX(ctx)
+	require.True(t, p.Late)
+	require.Nil(t, p.SettlementStatus)
+
+	out, err := f.svc.CreateRefund(ctx, f.auth, sess.ExternalID, RefundInput{})
+	require.NoError(t, err)
+	require.Equal(t, int64(6_000_000), out.Refund.AmountToken)
+	autoMine(t, f.evm)
+	f.send(t, out.Refund)
+}

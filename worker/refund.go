@@ -1,0 +1,34 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"agentpay"
+	"agentpay/internal/jobs"
+)
+
+// sendRefundWorker drives one refund's transfer
+// (agentpay.Service.SendRefund decides everything). A run that has to wait
+// (treasury short, a transfer not included within the wait) ends the job;
+// settle_pending picks the refund up again.
+type sendRefundWorker struct {
+	river.WorkerDefaults[jobs.SendRefundArgs]
+	svc *agentpay.Service
+}
+
+func (w *sendRefundWorker) Work(ctx context.Context, job *river.Job[jobs.SendRefundArgs]) error {
+	_, err := w.svc.SendRefund(ctx, job.Args.RefundID)
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// NextRetry as settle_payment's: soon, and never later than two minutes.
+func (w *sendRefundWorker) NextRetry(job *river.Job[jobs.SendRefundArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
+}
