@@ -20,6 +20,9 @@ import (
 type ScanResult struct {
 	Next   uint64
 	Events []chains.DepositEvent
+	// Head is the chain's head as the scan read it (0 when unknown): with
+	// Next, how far the scan is behind the chain.
+	Head uint64
 }
 
 // ScanDeposits advances the deposit watcher of one chain in one mode: it
@@ -55,7 +58,8 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 		s.watchers.drop(key)
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
 	}
-	if head := w.Head(); head > 0 {
+	head := w.Head()
+	if head > 0 {
 		s.heads.Put(headKey{mode, chain}, head) // what the chains' readers are shown
 	}
 	state := w.State()
@@ -63,8 +67,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	for _, a := range addrs {
 		byNorm[s.wallets(chain).NormalizeAddress(a)] = a
 	}
+	var apply *depositTx // the last try's, whose changes committed
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		apply := &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: mode, chain: chain,
+		apply = &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: mode, chain: chain,
 			decimals: USDCDecimals, addrs: byNorm}
 		if network.Ledger != nil {
 			apply.decimals = network.Ledger.Decimals()
@@ -86,7 +91,10 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 		s.watchers.drop(key)
 		return ScanResult{}, err
 	}
-	return ScanResult{Next: state.Next, Events: events}, nil
+	for _, status := range apply.statuses {
+		s.observer().PaymentStatus(string(mode), string(chain), status)
+	}
+	return ScanResult{Next: state.Next, Events: events, Head: head}, nil
 }
 
 // How long a deposit address is watched (design.md section 3: a payment

@@ -67,7 +67,13 @@ type depositTx struct {
 	decimals int32
 	// addrs maps a chain-normalised address to the stored one.
 	addrs map[string]string
+	// statuses are the payment statuses reached, for Config.Observer once
+	// committed.
+	statuses []string
 }
+
+// reached notes a payment status change for the observer.
+func (d *depositTx) reached(status payment.Status) { d.statuses = append(d.statuses, string(status)) }
 
 // apply records one watcher event, as the note at the top of this file says.
 func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
@@ -133,6 +139,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 			if p, err = upd.Save(ctx); err != nil {
 				return err
 			}
+			d.reached(payment.StatusDetected)
 			if p.Late {
 				if !newlyLate {
 					return nil // already reported late
@@ -155,6 +162,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 		if _, err := d.tx.Payment.UpdateOne(p).SetStatus(payment.StatusFailed).SetConfirmations(0).Save(ctx); err != nil {
 			return err
 		}
+		d.reached(payment.StatusFailed)
 		if p.Late || sess.Status != checkoutsession.StatusConfirming {
 			return nil
 		}
@@ -202,6 +210,7 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording payment: %w", err)
 	}
+	d.reached(payment.StatusDetected)
 	d.s.logger.InfoContext(ctx, "payment recorded", "session", sess.ExternalID, "payment", p.ExternalID,
 		"chain", d.chain, "tx", p.TxHash, "amount", p.AmountUsd, "late", late)
 	if late {
@@ -260,8 +269,14 @@ func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession
 		upd.SetStatus(payment.StatusConfirming)
 	}
 	p, err := upd.Save(ctx)
-	if err != nil || p.Late {
+	if err != nil {
 		return err
+	}
+	if first {
+		d.reached(payment.StatusConfirming)
+	}
+	if p.Late {
+		return nil
 	}
 	if counted {
 		// The status is unchanged, but subscribers re-read the count: the
@@ -288,8 +303,12 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 		SetConfirmations(int(max(ev.Confirmations, ev.Required))).
 		SetConfirmedAt(now).
 		Save(ctx)
-	if err != nil || p.Late {
+	if err != nil {
 		return err
+	}
+	d.reached(payment.StatusConfirmed)
+	if p.Late {
+		return nil
 	}
 	if sessionEnded(sess.Status) {
 		return nil

@@ -53,6 +53,9 @@ type Config struct {
 	Test chains.Networks
 	// Jobs enqueues background work in a transaction (webhook deliveries...).
 	Jobs jobs.Inserter
+	// Observer is told what the rules did, after it committed (metrics);
+	// nil: no one.
+	Observer Observer
 	// Payouts pays fiat_pix settlements, per mode; a mode without one
 	// leaves such settlements pending until one is configured.
 	Payouts map[Mode]PayoutProvider

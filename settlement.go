@@ -348,7 +348,9 @@ func (st *settlement) fiatPayout(ctx context.Context, mode Mode) (payoutOutcome,
 // complete records the payout and settlement.completed once.
 func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
 	s := st.s
-	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+	var completed *ent.Payment // by this run (only one completes it)
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		completed = nil
 		now := s.now().UTC().Truncate(time.Microsecond)
 		upd := tx.Payment.Update().
 			Where(
@@ -380,8 +382,39 @@ func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
 			return err
 		}
 		data := settlementEventData(st.sess, st.m, p, decimals)
-		return recordSessionEvent(ctx, s, tx, sqlTx, st.sess, EventSettlementCompleted, data)
+		if err := recordSessionEvent(ctx, s, tx, sqlTx, st.sess, EventSettlementCompleted, data); err != nil {
+			return err
+		}
+		completed = p
+		return nil
 	})
+	if err != nil || completed == nil {
+		return err
+	}
+	st.observe(ctx, completed)
+	return nil
+}
+
+// observe reports a settlement this run completed: the amounts swept and
+// paid out, and the gas the treasury paid for its legs.
+func (st *settlement) observe(ctx context.Context, p *ent.Payment) {
+	obs, mode := st.s.observer(), sessionMode(st.sess)
+	decimals, err := st.paidDecimals()
+	if err != nil {
+		return
+	}
+	obs.Swept(string(mode), p.Chain, p.AmountUsd)
+	if p.SettlementNet != nil {
+		obs.Settled(string(mode), p.Chain, string(st.m.SettlementType), FromBaseUnits(big.NewInt(*p.SettlementNet), decimals))
+	}
+	if l, err := st.s.ledger(mode, chains.Name(p.Chain)); err == nil {
+		st.s.observeGas(ctx, mode, l, p.SweepTxHash)
+	}
+	if p.SettlementTxHash != "" {
+		if l, err := st.s.ledger(mode, chains.Name(p.SettlementChain)); err == nil {
+			st.s.observeGas(ctx, mode, l, p.SettlementTxHash)
+		}
+	}
 }
 
 // settlementEventData is settlement.completed's data: the spec's fields of

@@ -420,6 +420,7 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 		if err != nil {
 			return nil, err
 		}
+		s.observer().SendStatus(t.Chain, string(transfer.StatusPending))
 		return t, nil
 	}
 }
@@ -888,6 +889,7 @@ func (s *Service) noteLegRetry(ctx context.Context, t *ent.Transfer, leg *transf
 // the same transaction tells a withdrawing user (withdrawal.failed).
 func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason string) error {
 	s.logger.WarnContext(ctx, "transfer failed", "transfer", t.ID, "chain", t.Chain, "reason", reason)
+	failed := false // by this call (only one marks it)
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		n, err := tx.Transfer.Update().
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
@@ -897,6 +899,7 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 		if err != nil || n == 0 {
 			return err
 		}
+		failed = true
 		if t.FromUserID == nil {
 			return nil
 		}
@@ -906,6 +909,9 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 	})
 	if err != nil {
 		return fmt.Errorf("transfer %s: marking failed: %w", t.ID, err)
+	}
+	if failed {
+		s.observer().SendStatus(t.Chain, string(transfer.StatusFailed))
 	}
 	return nil
 }
@@ -924,6 +930,7 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		sent, received, fees int64
 	}
 	var completed []change
+	moved := false // completed by this call (only one completes it)
 	to, err := s.recipientOf(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
@@ -943,6 +950,7 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 		if err != nil || n == 0 {
 			return err
 		}
+		moved = true
 		var changes []change
 		if from.agentID != nil {
 			changes = append(changes, change{id: *from.agentID, sent: t.Amount, fees: t.Fee})
@@ -981,6 +989,14 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 	})
 	if err != nil {
 		return nil, err
+	}
+	if moved {
+		s.observer().SendStatus(t.Chain, string(transfer.StatusCompleted))
+		// Both legs are included; the treasury relayed (EVM) or fee-paid
+		// (Solana) each of them.
+		if ledger, err := s.agentLedger(chains.Name(t.Chain)); err == nil {
+			s.observeGas(ctx, s.cfg.AgentMode, ledger, t.TxHash, t.FeeTxHash)
+		}
 	}
 	// Trust after the commit, not inside: RecomputeTrust locks the agent
 	// row FOR UPDATE, which on PostgreSQL conflicts with the FOR KEY SHARE

@@ -134,6 +134,8 @@ func (s *Service) RedeliverOwnWebhook(ctx context.Context, auth *MerchantAuth, e
 // WebhookDeliveryResult is what one DeliverWebhook call did.
 type WebhookDeliveryResult struct {
 	DeliveryID uuid.UUID
+	// Livemode is the delivery's mode.
+	Livemode bool
 	// Status and Tries are the delivery's state after the call.
 	Status webhookdelivery.Status
 	Tries  int
@@ -164,7 +166,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	if err != nil {
 		return WebhookDeliveryResult{}, err
 	}
-	res := WebhookDeliveryResult{DeliveryID: deliveryID, Status: d.status, Tries: d.tries}
+	res := WebhookDeliveryResult{DeliveryID: deliveryID, Livemode: d.livemode, Status: d.status, Tries: d.tries}
 	if d.status != webhookdelivery.StatusPending {
 		res.Done = true
 		return res, nil

@@ -127,6 +127,15 @@ type Ledger interface {
 	FindTransfer(ctx context.Context, q TransferQuery) (txHash string, found bool, err error)
 }
 
+// FeeReader is a Ledger that can tell what an included transaction cost
+// its fee payer (the treasury, for every transaction a ledger sends):
+// fee in the chain's smallest native unit (wei, lamports) and that unit's
+// decimals (18, 9). Both adapters implement it; it is read once per
+// transaction, when what it carried completes, for the gas metrics.
+type FeeReader interface {
+	TxFee(ctx context.Context, txHash string) (fee *big.Int, decimals int32, err error)
+}
+
 // TransferQuery names a transfer for Ledger.FindTransfer: what a
 // TransferRequest with Ref from the wallet From (the address of its Key)
 // to To would have moved.

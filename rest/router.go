@@ -33,12 +33,15 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For names the
 	// client (httpx.ClientIP); none: the TCP peer is the client.
 	TrustedProxies []netip.Prefix
+	// Observer is told of every answered request (metrics); nil: none.
+	Observer HTTPObserver
 }
 
 type server struct {
-	svc     *agentpay.Service
-	logger  *slog.Logger
-	proxies []netip.Prefix
+	svc      *agentpay.Service
+	logger   *slog.Logger
+	proxies  []netip.Prefix
+	observer HTTPObserver
 }
 
 // NewRouter builds the HTTP handler of the whole API.
@@ -47,10 +50,11 @@ func NewRouter(cfg Config) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &server{svc: cfg.Service, logger: logger, proxies: cfg.TrustedProxies}
+	s := &server{svc: cfg.Service, logger: logger, proxies: cfg.TrustedProxies, observer: cfg.Observer}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
+	r.Use(s.observe)
 	r.Use(s.recoverer)
 	r.Use(limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +149,8 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 			if rec == http.ErrAbortHandler {
 				panic(rec)
 			}
-			s.logger.ErrorContext(r.Context(), "panic", "request_id", middleware.GetReqID(r.Context()),
+			// (The request id comes with the context: observe.)
+			s.logger.ErrorContext(r.Context(), "panic",
 				"method", r.Method, "path", r.URL.Path, "panic", rec, "stack", string(debug.Stack()))
 			writeDetail(w, http.StatusInternalServerError, "internal error")
 		}()

@@ -27,6 +27,7 @@ func (ScanChainArgs) InsertOpts() river.InsertOpts {
 type scanChainWorker struct {
 	river.WorkerDefaults[ScanChainArgs]
 	svc *agentpay.Service
+	obs Observer
 }
 
 func (w *scanChainWorker) Work(ctx context.Context, job *river.Job[ScanChainArgs]) error {
@@ -34,8 +35,19 @@ func (w *scanChainWorker) Work(ctx context.Context, job *river.Job[ScanChainArgs
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	_, err = w.svc.ScanDeposits(ctx, mode, chains.Name(job.Args.Chain))
-	return err
+	res, err := w.svc.ScanDeposits(ctx, mode, chains.Name(job.Args.Chain))
+	if err != nil {
+		w.obs.ScanFailed(job.Args.Mode, job.Args.Chain)
+		return err
+	}
+	seen := 0
+	for _, ev := range res.Events {
+		if ev.Kind == chains.DepositSeen {
+			seen++
+		}
+	}
+	w.obs.Scanned(job.Args.Mode, job.Args.Chain, res.Head, res.Next, seen)
+	return nil
 }
 
 // NextRetry retries a failed scan soon: the next periodic scan would pick

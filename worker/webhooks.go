@@ -36,6 +36,7 @@ import (
 type deliverWebhookWorker struct {
 	river.WorkerDefaults[jobs.DeliverWebhookArgs]
 	svc     *agentpay.Service
+	obs     Observer
 	retryAt sync.Map // job id (int64) -> time.Time
 }
 
@@ -49,6 +50,9 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.Del
 	}
 	if err != nil {
 		return err
+	}
+	if res.Attempt != nil {
+		w.obs.WebhookAttempt(webhookMode(res.Livemode), webhookResult(res), time.Duration(res.Attempt.DurationMs)*time.Millisecond)
 	}
 	if res.Done {
 		return nil
@@ -76,6 +80,25 @@ func (w *deliverWebhookWorker) NextRetry(job *river.Job[jobs.DeliverWebhookArgs]
 // Timeout leaves room for the HTTP try and recording it.
 func (w *deliverWebhookWorker) Timeout(*river.Job[jobs.DeliverWebhookArgs]) time.Duration {
 	return agentpay.WebhookRunTimeout
+}
+
+// webhookResult names how a try went for the observer: succeeded,
+// retrying (failed, another try is due) or failed (no try left).
+func webhookResult(res agentpay.WebhookDeliveryResult) string {
+	switch {
+	case res.Err == nil:
+		return "succeeded"
+	case res.Done:
+		return "failed"
+	}
+	return "retrying"
+}
+
+func webhookMode(livemode bool) string {
+	if livemode {
+		return string(agentpay.ModeLive)
+	}
+	return string(agentpay.ModeTest)
 }
 
 // snoozes is how many times River has snoozed a job (its metadata's

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
 	"agentpay/internal/jobs"
@@ -49,17 +50,32 @@ type Config struct {
 	// than what one merchant may hold of them
 	// (Service.WebhookWorkersPerMerchant), so others always have workers.
 	WebhookConcurrency int
+	// Observer is told of every job run, the queues' depth, each chain
+	// scan and webhook try (metrics); nil: no one.
+	Observer Observer
+	// QueueSampleInterval is how often the queues' depth is counted for
+	// the Observer (default QueueSampleInterval).
+	QueueSampleInterval time.Duration
 }
 
 // Worker is a River client working the service's queues.
 type Worker struct {
 	client *river.Client[*sql.Tx]
+	db     *sql.DB
+	obs    Observer
+	// sampleEvery is Config.QueueSampleInterval; 0: no Observer, no
+	// sampling.
+	sampleEvery time.Duration
+	logger      *slog.Logger
 	// live finds dead worker processes on PostgreSQL (see liveness.go);
 	// nil on SQLite, where the one process runs everything.
 	live *liveness
 }
 
 const queueChains = "chains"
+
+// workedQueues are the queues a worker works (Config's river.QueueConfig).
+var workedQueues = []string{river.QueueDefault, queueChains, jobs.WebhookQueue, jobs.SettlementQueue, jobs.MailQueue}
 
 // jobTimeout bounds every job run.
 const jobTimeout = time.Minute
@@ -105,10 +121,19 @@ func New(cfg Config) (*Worker, error) {
 	if most := cfg.Service.WebhookWorkersPerMerchant(); cfg.WebhookConcurrency <= most {
 		return nil, fmt.Errorf("worker: %d webhook workers, but one merchant may hold %d of them (twice WEBHOOK_MERCHANT_CONCURRENCY): others would wait", cfg.WebhookConcurrency, most)
 	}
+	obs, sampleEvery := cfg.Observer, time.Duration(0)
+	if obs == nil {
+		obs = noObserver{}
+	} else {
+		sampleEvery = cfg.QueueSampleInterval
+		if sampleEvery <= 0 {
+			sampleEvery = QueueSampleInterval
+		}
+	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service})
+	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
-	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service})
+	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
@@ -130,6 +155,7 @@ func New(cfg Config) (*Worker, error) {
 		Logger:       slog.New(quietHandler{Handler: cfg.Logger.Handler(), min: slog.LevelWarn}).With("component", "river"),
 		Workers:      workers,
 		PeriodicJobs: periodic,
+		Middleware:   []rivertype.Middleware{&jobMiddleware{obs: obs}},
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Concurrency},
 			queueChains:        {MaxWorkers: cfg.Concurrency},
@@ -163,7 +189,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{client: client, live: live}, nil
+	return &Worker{client: client, live: live, db: cfg.DB.SQL, obs: obs, sampleEvery: sampleEvery, logger: cfg.Logger}, nil
 }
 
 // Client is the River client, for inserting jobs in a transaction.
@@ -193,8 +219,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.live.run(ctx)
 		}
 	}()
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		if w.sampleEvery > 0 {
+			sampleQueues(ctx, w.db, w.obs, w.sampleEvery, w.logger)
+		}
+	}()
 	<-ctx.Done()
 	<-liveDone
+	<-sampleDone
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return w.client.Stop(stopCtx)

@@ -51,6 +51,7 @@ type Ledger struct {
 }
 
 var _ chains.Ledger = (*Ledger)(nil)
+var _ chains.FeeReader = (*Ledger)(nil)
 
 // New connects to the chain, checks that the node and token match the
 // config (chain id, token code, decimals) and reads the token's EIP-712

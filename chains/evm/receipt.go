@@ -139,3 +139,22 @@ func parseTxHash(s string) (common.Hash, error) {
 	}
 	return common.BytesToHash(b), nil
 }
+
+// TxFee is what an included transaction cost its sender in wei: gas used
+// times the effective gas price. On rollups (Base, Arbitrum) the L1 data
+// fee some of them charge on top is not in go-ethereum's receipt and is not
+// counted.
+func (l *Ledger) TxFee(ctx context.Context, txHash string) (*big.Int, int32, error) {
+	hash, err := parseTxHash(txHash)
+	if err != nil {
+		return nil, 0, err
+	}
+	rc, err := l.client.TransactionReceipt(ctx, hash)
+	if err != nil {
+		return nil, 0, fmt.Errorf("evm: %s: reading receipt: %w", l.cfg.Chain, err)
+	}
+	if rc.EffectiveGasPrice == nil {
+		return nil, 0, fmt.Errorf("evm: %s: receipt of %s has no effective gas price", l.cfg.Chain, txHash)
+	}
+	return new(big.Int).Mul(new(big.Int).SetUint64(rc.GasUsed), rc.EffectiveGasPrice), 18, nil
+}

@@ -69,6 +69,7 @@ type Ledger struct {
 }
 
 var _ chains.Ledger = (*Ledger)(nil)
+var _ chains.FeeReader = (*Ledger)(nil)
 
 // New checks the configuration and the mint and returns a Ledger.
 func New(ctx context.Context, cfg Config) (*Ledger, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"sync"
 	"time"
 
@@ -184,4 +185,22 @@ func (c *sentCache) expired(txHash string) bool {
 	defer c.mu.Unlock()
 	e, ok := c.entries[sig]
 	return ok && e.expired
+}
+
+// TxFee is what an included transaction cost its fee payer in lamports
+// (its meta's fee: signatures and priority). One getTransaction call.
+func (l *Ledger) TxFee(ctx context.Context, txHash string) (*big.Int, int32, error) {
+	sig, err := solana.SignatureFromBase58(txHash)
+	if err != nil {
+		return nil, 0, fmt.Errorf("solana: bad signature %q: %w", txHash, err)
+	}
+	commitment := rpc.CommitmentConfirmed
+	tx, err := getTransaction(ctx, l.rpc, sig, commitment)
+	if err != nil {
+		return nil, 0, fmt.Errorf("solana: get transaction: %w", err)
+	}
+	if tx == nil || tx.Meta == nil {
+		return nil, 0, fmt.Errorf("solana: transaction %s has no meta", txHash)
+	}
+	return new(big.Int).SetUint64(tx.Meta.Fee), 9, nil
 }

@@ -27,6 +27,7 @@ import (
 	"agentpay/identity"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
+	"agentpay/internal/metrics"
 	"agentpay/internal/store"
 	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
@@ -45,6 +46,8 @@ type platform struct {
 	// identity verifies humans: the sandbox under `agentpay dev`, else
 	// none (no real provider is integrated yet).
 	identity identity.Provider
+	// metrics records the process's series; nil when METRICS_ADDR is off.
+	metrics *metrics.Metrics
 }
 
 func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform, error) {
@@ -131,7 +134,7 @@ func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasu
 //
 // devPages are the dev-only pages of the outside services' sandboxes
 // (path -> handler), mounted beside the API under `agentpay dev`.
-func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool, devPages map[string]http.Handler) http.Handler {
+func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev bool, devPages map[string]http.Handler, obs rest.HTTPObserver) http.Handler {
 	introspection, showPlayground := graphQLSurface(cfg, dev)
 	gql := graph.NewHandler(graph.HandlerConfig{
 		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
@@ -165,6 +168,7 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 		Pages:          web.NewHandler(web.Config{Service: svc, Logger: logger, GraphQLPath: "/graphql"}),
 		Mounts:         mounts,
 		TrustedProxies: cfg.TrustedProxies,
+		Observer:       obs,
 	})
 }
 
@@ -282,6 +286,9 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if p.metrics, _, err = startMetrics(ctx, cfg, false, logger); err != nil {
+		return err
+	}
 	svc, err := p.service(ctx, cfg, logger, nil, nil, inserter)
 	if err != nil {
 		return err
@@ -291,7 +298,7 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	logger.Info("serving", "addr", "http://"+ln.Addr().String())
-	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false, nil), logger)
+	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false, nil, httpObserver(p.metrics)), logger)
 }
 
 func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
@@ -307,12 +314,15 @@ func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.SMTPURL == "" {
 		logger.Warn("SMTP_URL is not set: e-mail (sign-in links, invitations, pairing requests) stays unsent in the outbox until a worker runs with it")
 	}
+	if p.metrics, _, err = startMetrics(ctx, cfg, false, logger); err != nil {
+		return err
+	}
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, nil, nil, jobs)
 	if err != nil {
 		return err
 	}
-	w, err := newWorker(p.db, svc, logger, jobs)
+	w, err := newWorker(p.db, svc, logger, jobs, workerObserver(p.metrics))
 	if err != nil {
 		return err
 	}
@@ -321,8 +331,8 @@ func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {
 
 // newWorker builds the worker's River client and makes it the service's job
 // inserter (see lateJobs).
-func newWorker(db *store.DB, svc *agentpay.Service, logger *slog.Logger, jobs *lateJobs) (*worker.Worker, error) {
-	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger})
+func newWorker(db *store.DB, svc *agentpay.Service, logger *slog.Logger, jobs *lateJobs, obs worker.Observer) (*worker.Worker, error) {
+	w, err := worker.New(worker.Config{DB: db, Service: svc, Logger: logger, Observer: obs})
 	if err != nil {
 		return nil, err
 	}
@@ -384,8 +394,8 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
-		IdentityProvider: p.identity,
-		BaseURL:          cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
+		IdentityProvider: p.identity, Observer: serviceObserver(p.metrics),
+		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		PasskeyRPID: cfg.PasskeyRPID, PasskeyOrigins: passkeyOrigins(cfg),
 		Partners: cfg.Partners, DevPartner: devPartner,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,

@@ -54,6 +54,7 @@ func TestAppEndToEnd(t *testing.T) {
 		"BASE_URL":       "http://localhost:" + port,
 		"DEV_BLOCK_TIME": "200ms",
 		"LOG_LEVEL":      "warn",
+		"METRICS_ADDR":   "127.0.0.1:0",
 	}
 	if freshdb.IsPostgres() {
 		env["DATABASE_URL"] = freshdb.URL(t)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -69,6 +70,11 @@ type config struct {
 	// `dev`, off in `serve` (graphQLSurface).
 	GraphQLIntrospection, GraphQLPlayground *bool
 	LogLevel                                string
+	// LogFormat is LOG_FORMAT: text (logfmt-like, the default) or json.
+	LogFormat string
+	// MetricsAddr is METRICS_ADDR: "" unset (metricsAddr says what that
+	// means per command), "off", or a listen address.
+	MetricsAddr string
 	// SMTPURL is SMTP_URL (checked by internal/mail ParseURL; it holds the
 	// SMTP password, so it is never printed) and MailFrom MAIL_FROM,
 	// required with it.
@@ -146,6 +152,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DevBlockTime:         p.duration("DEV_BLOCK_TIME", time.Second),
 		RPCTimeout:           p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
 		LogLevel:             p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		LogFormat:            p.oneOf("LOG_FORMAT", "text", "text", "json"),
+		MetricsAddr:          p.listenAddr("METRICS_ADDR"),
 		AgentMode:            agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
 	}
 	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
@@ -534,4 +542,18 @@ func (p *envParser) oneOf(name, def string, allowed ...string) string {
 	}
 	p.fail(name, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
 	return def
+}
+
+// listenAddr reads a host:port to listen on ("" when unset; "off" kept as
+// is: the caller decides what each means).
+func (p *envParser) listenAddr(name string) string {
+	v := p.str(name, "")
+	if v == "" || v == "off" {
+		return v
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		p.fail(name, "must be host:port (127.0.0.1:9464, :9464) or off, got %q", v)
+		return ""
+	}
+	return v
 }

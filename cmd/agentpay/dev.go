@@ -72,24 +72,28 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	}
 	p.identity = kyc
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var metricsURL string
+	if p.metrics, metricsURL, err = startMetrics(ctx, cfg, true, logger); err != nil {
+		return err
+	}
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, test, nets, jobs)
 	if err != nil {
 		return err
 	}
-	w, err := newWorker(p.db, svc, logger, jobs)
+	w, err := newWorker(p.db, svc, logger, jobs, workerObserver(p.metrics))
 	if err != nil {
 		return err
 	}
 
 	_, playground := graphQLSurface(cfg, true)
-	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg))
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg), metricsURL)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	jobsErr := make(chan error, 1)
 	go func() { jobsErr <- w.Run(ctx) }()
-	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{"/dev/kyc/*": kyc.Handler()}), logger)
+	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{"/dev/kyc/*": kyc.Handler()}, httpObserver(p.metrics)), logger)
 	cancel()
 	if jerr := <-jobsErr; jerr != nil && !errors.Is(jerr, context.Canceled) && err == nil {
 		err = jerr
@@ -97,7 +101,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	return err
 }
 
-func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app string) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, metricsURL string) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
 	if playground {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
@@ -114,6 +118,9 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(w, "  mail:       caught locally: GET http://%s/dev/mail?to=<address>\n", addr)
 	}
 	fmt.Fprintln(w, app)
+	if metricsURL != "" {
+		fmt.Fprintf(w, "  metrics:    %s (METRICS_ADDR; off: METRICS_ADDR=off)\n", metricsURL)
+	}
 	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
 	fmt.Fprintln(w, "  devnets:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

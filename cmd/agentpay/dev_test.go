@@ -37,6 +37,7 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 		"HTTP_ADDR":      "127.0.0.1:0",
 		"DEV_BLOCK_TIME": "200ms",
 		"LOG_LEVEL":      "warn",
+		"METRICS_ADDR":   "127.0.0.1:0", // not dev's fixed default: tests run side by side
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

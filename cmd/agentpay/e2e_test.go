@@ -98,6 +98,10 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		// loopback receiver by default.
 		"MASTER_KEY":   hex.EncodeToString(masterKey),
 		"DATABASE_URL": "file:" + filepath.Join(dataDir, "agentpay.db"),
+		// Structured logs, searched for secrets like the text ones, and
+		// metrics on a free port (metrics_test.go checks both).
+		"LOG_FORMAT":   "json",
+		"METRICS_ADDR": "127.0.0.1:0",
 	}
 	if freshdb.IsPostgres() {
 		env["DATABASE_URL"] = withDatabasePassword(t, freshdb.URL(t), leaks)
@@ -287,6 +291,14 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		require.Equal(t, netTotal.Shift(6).BigInt().String(), bal.String())
 	}
 
+	t.Run("metrics", func(t *testing.T) {
+		paidOn := map[string]string{} // chain -> amount
+		for _, p := range sessions {
+			paidOn[p.chain] = p.amount
+		}
+		requireCheckoutMetrics(t, leaks.logs.String(), paidOn, leaks)
+	})
+
 	payLiveSession(t, base, reg.Keys.LiveSecretKey, live)
 	live.requireCredentialsAccepted(t)
 	agentCalls(t, base)
@@ -313,6 +325,10 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		return true
 	}, "every live chain's scan failed")
 	require.Contains(t, leaks.logs.String(), "connection refused", "the chain reads' errors are logged")
+
+	t.Run("JSON logs carry request and job ids", func(t *testing.T) {
+		requireJSONLogIDs(t, leaks.logs.String())
+	})
 
 	t.Run("no secret in logs, answers, webhooks or job errors", func(t *testing.T) {
 		issuer := leaks.issuedSecrets()

@@ -68,7 +68,7 @@ func TestHTTPServerBounds(t *testing.T) {
 
 	cfg, svc := newTestService(t, map[string]string{})
 	short := httpTimeouts{ReadHeader: 300 * time.Millisecond, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: 300 * time.Millisecond}
-	addr := startServer(t, newHTTPHandler(cfg, svc, slog.New(slog.NewTextHandler(io.Discard, nil)), false, nil), short)
+	addr := startServer(t, newHTTPHandler(cfg, svc, slog.New(slog.NewTextHandler(io.Discard, nil)), false, nil, nil), short)
 
 	t.Run("headers over 64 KiB", func(t *testing.T) {
 		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
@@ -134,7 +134,7 @@ func TestGraphQLSurfaceByCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, svc := newTestService(t, tt.env)
-			addr := startServer(t, newHTTPHandler(cfg, svc, logger, tt.dev, nil), defaultHTTPTimeouts)
+			addr := startServer(t, newHTTPHandler(cfg, svc, logger, tt.dev, nil, nil), defaultHTTPTimeouts)
 
 			// The page and its files, which the binary serves itself.
 			for _, path := range []string{"/playground", "/playground/assets/playground.js", "/playground/assets/vendor/graphiql.min.js"} {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"agentpay/internal/logctx"
 )
 
 const usage = `usage: agentpay <command>
@@ -46,7 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	logger := newLogger(cfg.LogLevel, stderr)
+	logger := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, cfg, logger, stdout)
@@ -67,8 +69,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-func newLogger(level string, w io.Writer) *slog.Logger {
+// newLogger writes text (key=value) or JSON lines (LOG_FORMAT) at level
+// and above; every line logged with a request's or a job's context carries
+// its request_id or job_id (internal/logctx).
+func newLogger(level, format string, w io.Writer) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(logctx.Handler(h))
 }
