@@ -25,8 +25,7 @@ type Observer interface {
 	Settled(mode, chain, settlementType string, net decimal.Decimal)
 	// Swept: a settlement's sweep of gross (USD) to the treasury completed.
 	Swept(mode, chain string, gross decimal.Decimal)
-	// Refunded: a payment was refunded (refunds do not exist yet; nothing
-	// calls it).
+	// Refunded: a refund of amount (USD) was included on chain.
 	Refunded(mode, chain string, amount decimal.Decimal)
 	// GasSpent: the treasury paid fee (in the chain's smallest native
 	// unit, with its decimals) for an included transaction.

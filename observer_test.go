@@ -18,8 +18,10 @@ import (
 type recordingObserver struct {
 	mu    sync.Mutex
 	sends []string // chain/status
-	gas   map[string][]*big.Int
-	dec   map[string]int32
+	// refunds are mode/chain/amount
+	refunds []string
+	gas     map[string][]*big.Int
+	dec     map[string]int32
 }
 
 func newRecordingObserver() *recordingObserver {
@@ -29,7 +31,11 @@ func newRecordingObserver() *recordingObserver {
 func (o *recordingObserver) PaymentStatus(string, string, string)            {}
 func (o *recordingObserver) Settled(string, string, string, decimal.Decimal) {}
 func (o *recordingObserver) Swept(string, string, decimal.Decimal)           {}
-func (o *recordingObserver) Refunded(string, string, decimal.Decimal)        {}
+func (o *recordingObserver) Refunded(mode, chain string, amount decimal.Decimal) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refunds = append(o.refunds, mode+"/"+chain+"/"+amount.String())
+}
 func (o *recordingObserver) SendStatus(chain, status string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

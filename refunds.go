@@ -468,7 +468,7 @@ func (s *Service) SendRefund(ctx context.Context, id uuid.UUID) (SettleResult, e
 		}
 		return SettleResult{Waiting: waiting}, err
 	}
-	return SettleResult{Done: true}, s.completeRefund(ctx, rr.r.ID)
+	return SettleResult{Done: true}, s.completeRefund(ctx, rr.r, ledger)
 }
 
 // refundRef is a refund's idempotency reference (chainLeg.ref).
@@ -501,11 +501,13 @@ func (rr *refundRun) save(ctx context.Context, set func(*ent.RefundUpdateOne) *e
 	return nil
 }
 
-// completeRefund records the refund's inclusion and refund.completed once.
-func (s *Service) completeRefund(ctx context.Context, id uuid.UUID) error {
-	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+// completeRefund records the refund's inclusion and refund.completed once,
+// and reports it (amount, gas) to the observer after the commit.
+func (s *Service) completeRefund(ctx context.Context, r *ent.Refund, ledger chains.Ledger) error {
+	completed := false
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		n, err := tx.Refund.Update().
-			Where(refund.ID(id), refund.StatusIn(refund.StatusPending, refund.StatusSubmitted)).
+			Where(refund.ID(r.ID), refund.StatusIn(refund.StatusPending, refund.StatusSubmitted)).
 			SetStatus(refund.StatusCompleted).
 			SetError("").
 			SetCompletedAt(s.now().UTC().Truncate(time.Microsecond)).
@@ -513,8 +515,16 @@ func (s *Service) completeRefund(ctx context.Context, id uuid.UUID) error {
 		if err != nil || n == 0 {
 			return err
 		}
-		return s.refundEvent(ctx, tx, sqlTx, id, EventRefundCompleted, nil)
+		completed = true
+		return s.refundEvent(ctx, tx, sqlTx, r.ID, EventRefundCompleted, nil)
 	})
+	if err != nil || !completed {
+		return err
+	}
+	mode := sessionModeOf(r.Livemode)
+	s.observer().Refunded(string(mode), r.Chain, r.AmountUsd)
+	s.observeGas(ctx, mode, ledger, r.TxHash)
+	return nil
 }
 
 // refundReverted counts a reverted transfer; at MaxRefundReverts the

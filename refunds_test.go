@@ -64,6 +64,8 @@ func usdAmount(s string) *decimal.Decimal {
 // the fee on what is left.
 func TestRefundPartialBeforePayout(t *testing.T) {
 	f := newRefundFixture(t)
+	obs := newRecordingObserver()
+	f.svc.cfg.Observer = obs
 	treasury := f.svc.cfg.Treasury.EVMAddress
 	payerBefore := f.balance(t, f.payer)
 
@@ -87,9 +89,13 @@ func TestRefundPartialBeforePayout(t *testing.T) {
 	require.Equal(t, payerBefore+2_250_000, f.balance(t, f.payer))
 	require.Equal(t, int64(100_000_000-2_250_000), f.balance(t, treasury))
 
-	// Sending again moves nothing.
+	// Sending again moves nothing, and reports nothing again.
 	r = f.send(t, r)
 	require.Equal(t, payerBefore+2_250_000, f.balance(t, f.payer))
+	obs.mu.Lock()
+	require.Equal(t, []string{"test/base/2.25"}, obs.refunds)
+	require.Len(t, obs.gas["test/base"], 1, "the refund's gas")
+	obs.mu.Unlock()
 
 	require.True(t, f.settle(t).Done)
 	require.Equal(t, int64(4_995_000), f.balance(t, f.payee.Hex()), "merchant paid what is left, less its fee")

@@ -110,7 +110,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		sends:    counter("sends_total", "Custodial sends (agent payments, withdrawals), by chain and status (pending: recorded and about to be broadcast; completed; failed).", "chain", "status"),
 		settled:  counter("settlement_amount_usd_total", "USD paid out to merchants by completed settlements (net of the fee), by mode, paid chain and settlement type.", "mode", "chain", "type"),
 		swept:    counter("sweep_amount_usd_total", "USD swept from deposit addresses to the treasury by completed settlements, by mode and chain.", "mode", "chain"),
-		refunded: counter("refund_amount_usd_total", "USD refunded to payers, by mode and chain (refunds are not implemented yet: always 0).", "mode", "chain"),
+		refunded: counter("refund_amount_usd_total", "USD refunded to payers (counted when a refund is included on chain), by mode and chain.", "mode", "chain"),
 		gasSpent: counter("gas_spent_total", "Native coin (ETH, POL, SOL) the treasury paid in fees for included transactions it relayed, by mode and chain.", "mode", "chain"),
 		clockNow: time.Now,
 		caughtUp: map[[2]string]time.Time{},
