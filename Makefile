@@ -4,6 +4,7 @@
 GO            ?= go
 SOLANA_RPC    := chains/devnet/solana-rpc
 STDWEBHOOKS   := testdata/standardwebhooks
+MCPCLIENT     := testdata/mcpclient
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
@@ -25,14 +26,17 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM) and the official Standard Webhooks library the webhook tests verify deliveries with
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, and the official MCP TypeScript SDK the MCP server is tested with
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
 
 $(STDWEBHOOKS)/node_modules/.package-lock.json: $(STDWEBHOOKS)/package-lock.json
 	cd $(STDWEBHOOKS) && npm ci --no-audit --no-fund --loglevel=error
+
+$(MCPCLIENT)/node_modules/.package-lock.json: $(MCPCLIENT)/package-lock.json
+	cd $(MCPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:
@@ -61,6 +65,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
+	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
 
 ## fuzz: every Fuzz target (seeds in each package's testdata/fuzz) for FUZZTIME each; not part of `make test`, which runs the seeds only
 fuzz:

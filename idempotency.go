@@ -255,7 +255,9 @@ func (c *idempotencyClaim) link(ctx context.Context, tx *ent.Tx, transferID uuid
 type idempotentOutcome struct {
 	Send       *sentAnswer       `json:"send,omitempty"`
 	Withdrawal *withdrawalAnswer `json:"withdrawal,omitempty"`
-	Error      *refusalAnswer    `json:"error,omitempty"`
+	// CheckoutPayment: an agent's checkout payment (agentcheckout.go).
+	CheckoutPayment *checkoutPaymentAnswer `json:"checkout_payment,omitempty"`
+	Error           *refusalAnswer         `json:"error,omitempty"`
 }
 
 // refusalAnswer is an error answer as kept: which kind (keeping the

@@ -329,6 +329,15 @@ type outgoing struct {
 	underLock func(ctx context.Context, tx *ent.Tx) error
 	// idempotency is the key claim to link the transfer to (nil: none).
 	idempotency *idempotencyClaim
+	// noFee: no treasury fee leg; the recipient receives units (an
+	// agent's checkout payment, whose merchant pays the settlement fee).
+	noFee bool
+	// checkoutSessionID is the session an agent's checkout payment pays
+	// (agentcheckout.go); nil for any other transfer.
+	checkoutSessionID *uuid.UUID
+	// recorded runs in the transaction that records t, after it (the
+	// session's side of a checkout payment); its error rolls t back.
+	recorded func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error
 }
 
 // recordTransfer records o as a pending transfer once its sender's
@@ -337,6 +346,9 @@ type outgoing struct {
 // broadcast (startTransfer does that).
 func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfer, error) {
 	fee := TransferFee(o.units)
+	if o.noFee {
+		fee = 0
+	}
 	var ref, feeRef [32]byte
 	if _, err := rand.Read(ref[:]); err != nil {
 		return nil, fmt.Errorf("send: random ref: %w", err)
@@ -355,7 +367,7 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 		if err != nil {
 			return nil, err
 		}
-		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 			// Only tx is used in here: on SQLite the pool's one connection
 			// is this transaction's.
 			//
@@ -408,9 +420,15 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 				SetRef(ref[:]).
 				SetFeeRef(feeRef[:]).
 				SetNillableMemo(nonEmpty(o.memo)).
+				SetNillableCheckoutSessionID(o.checkoutSessionID).
 				Save(ctx)
 			if err != nil {
 				return fmt.Errorf("send: recording transfer: %w", err)
+			}
+			if o.recorded != nil {
+				if err := o.recorded(ctx, tx, sqlTx, t); err != nil {
+					return err
+				}
 			}
 			return o.idempotency.link(ctx, tx, t.ID)
 		})
@@ -939,6 +957,9 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 	if err != nil {
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
+	// A checkout payment's deposit, read from the chain before the
+	// transaction (no RPC call under its locks); nil when it is not one.
+	paid := s.checkoutDepositOf(ctx, t)
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		now := s.now().UTC()
 		n, err := tx.Transfer.Update().
@@ -972,6 +993,11 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 			}
 		}
 		completed = changes
+		if paid != nil {
+			if err := s.recordCheckoutPayment(ctx, tx, sqlTx, t, *paid); err != nil {
+				return err
+			}
+		}
 		if from.userID != nil {
 			done := *t
 			done.Status, done.CompletedAt, done.Error = transfer.StatusCompleted, &now, ""

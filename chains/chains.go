@@ -233,3 +233,15 @@ type BlockRef struct {
 	Number uint64 `json:"Number"`
 	Hash   string `json:"Hash"`
 }
+
+// DepositReader is a Ledger that can read the deposits a known transaction
+// made, as its Watcher reports them: the same Deposit (TxHash, Index,
+// From, Block...), so a caller that sent a payment itself can record it at
+// once under the identity the deposit scan will find it by later, and the
+// scan then only follows its confirmations.
+type DepositReader interface {
+	// DepositsIn answers the deposits the included transaction txHash made
+	// to the wallet address to (Solana: the owner); none while it is not
+	// included (or failed).
+	DepositsIn(ctx context.Context, txHash, to string) ([]Deposit, error)
+}

@@ -24040,40 +24040,41 @@ func (m *SignatureChallengeMutation) ResetEdge(name string) error {
 // TransferMutation represents an operation that mutates the Transfer nodes in the graph.
 type TransferMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *uuid.UUID
-	created_at        *time.Time
-	updated_at        *time.Time
-	from_user_id      *uuid.UUID
-	to_user_id        *uuid.UUID
-	chain             *string
-	token             *string
-	from_address      *string
-	to_address        *string
-	amount            *int64
-	addamount         *int64
-	fee               *int64
-	addfee            *int64
-	net               *int64
-	addnet            *int64
-	tx_hash           *string
-	status            *transfer.Status
-	ref               *[]byte
-	fee_ref           *[]byte
-	fee_tx_hash       *string
-	memo              *string
-	error             *string
-	submitted_at      *time.Time
-	completed_at      *time.Time
-	clearedFields     map[string]struct{}
-	from_agent        *uuid.UUID
-	clearedfrom_agent bool
-	to_agent          *uuid.UUID
-	clearedto_agent   bool
-	done              bool
-	oldValue          func(context.Context) (*Transfer, error)
-	predicates        []predicate.Transfer
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	created_at          *time.Time
+	updated_at          *time.Time
+	from_user_id        *uuid.UUID
+	to_user_id          *uuid.UUID
+	checkout_session_id *uuid.UUID
+	chain               *string
+	token               *string
+	from_address        *string
+	to_address          *string
+	amount              *int64
+	addamount           *int64
+	fee                 *int64
+	addfee              *int64
+	net                 *int64
+	addnet              *int64
+	tx_hash             *string
+	status              *transfer.Status
+	ref                 *[]byte
+	fee_ref             *[]byte
+	fee_tx_hash         *string
+	memo                *string
+	error               *string
+	submitted_at        *time.Time
+	completed_at        *time.Time
+	clearedFields       map[string]struct{}
+	from_agent          *uuid.UUID
+	clearedfrom_agent   bool
+	to_agent            *uuid.UUID
+	clearedto_agent     bool
+	done                bool
+	oldValue            func(context.Context) (*Transfer, error)
+	predicates          []predicate.Transfer
 }
 
 var _ ent.Mutation = (*TransferMutation)(nil)
@@ -24446,6 +24447,55 @@ func (m *TransferMutation) ToUserIDCleared() bool {
 func (m *TransferMutation) ResetToUserID() {
 	m.to_user_id = nil
 	delete(m.clearedFields, transfer.FieldToUserID)
+}
+
+// SetCheckoutSessionID sets the "checkout_session_id" field.
+func (m *TransferMutation) SetCheckoutSessionID(u uuid.UUID) {
+	m.checkout_session_id = &u
+}
+
+// CheckoutSessionID returns the value of the "checkout_session_id" field in the mutation.
+func (m *TransferMutation) CheckoutSessionID() (r uuid.UUID, exists bool) {
+	v := m.checkout_session_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCheckoutSessionID returns the old "checkout_session_id" field's value of the Transfer entity.
+// If the Transfer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransferMutation) OldCheckoutSessionID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCheckoutSessionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCheckoutSessionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCheckoutSessionID: %w", err)
+	}
+	return oldValue.CheckoutSessionID, nil
+}
+
+// ClearCheckoutSessionID clears the value of the "checkout_session_id" field.
+func (m *TransferMutation) ClearCheckoutSessionID() {
+	m.checkout_session_id = nil
+	m.clearedFields[transfer.FieldCheckoutSessionID] = struct{}{}
+}
+
+// CheckoutSessionIDCleared returns if the "checkout_session_id" field was cleared in this mutation.
+func (m *TransferMutation) CheckoutSessionIDCleared() bool {
+	_, ok := m.clearedFields[transfer.FieldCheckoutSessionID]
+	return ok
+}
+
+// ResetCheckoutSessionID resets all changes to the "checkout_session_id" field.
+func (m *TransferMutation) ResetCheckoutSessionID() {
+	m.checkout_session_id = nil
+	delete(m.clearedFields, transfer.FieldCheckoutSessionID)
 }
 
 // SetChain sets the "chain" field.
@@ -25263,7 +25313,7 @@ func (m *TransferMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TransferMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 23)
 	if m.created_at != nil {
 		fields = append(fields, transfer.FieldCreatedAt)
 	}
@@ -25281,6 +25331,9 @@ func (m *TransferMutation) Fields() []string {
 	}
 	if m.to_user_id != nil {
 		fields = append(fields, transfer.FieldToUserID)
+	}
+	if m.checkout_session_id != nil {
+		fields = append(fields, transfer.FieldCheckoutSessionID)
 	}
 	if m.chain != nil {
 		fields = append(fields, transfer.FieldChain)
@@ -25350,6 +25403,8 @@ func (m *TransferMutation) Field(name string) (ent.Value, bool) {
 		return m.ToAgentID()
 	case transfer.FieldToUserID:
 		return m.ToUserID()
+	case transfer.FieldCheckoutSessionID:
+		return m.CheckoutSessionID()
 	case transfer.FieldChain:
 		return m.Chain()
 	case transfer.FieldToken:
@@ -25403,6 +25458,8 @@ func (m *TransferMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldToAgentID(ctx)
 	case transfer.FieldToUserID:
 		return m.OldToUserID(ctx)
+	case transfer.FieldCheckoutSessionID:
+		return m.OldCheckoutSessionID(ctx)
 	case transfer.FieldChain:
 		return m.OldChain(ctx)
 	case transfer.FieldToken:
@@ -25485,6 +25542,13 @@ func (m *TransferMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetToUserID(v)
+		return nil
+	case transfer.FieldCheckoutSessionID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCheckoutSessionID(v)
 		return nil
 	case transfer.FieldChain:
 		v, ok := value.(string)
@@ -25679,6 +25743,9 @@ func (m *TransferMutation) ClearedFields() []string {
 	if m.FieldCleared(transfer.FieldToUserID) {
 		fields = append(fields, transfer.FieldToUserID)
 	}
+	if m.FieldCleared(transfer.FieldCheckoutSessionID) {
+		fields = append(fields, transfer.FieldCheckoutSessionID)
+	}
 	if m.FieldCleared(transfer.FieldTxHash) {
 		fields = append(fields, transfer.FieldTxHash)
 	}
@@ -25726,6 +25793,9 @@ func (m *TransferMutation) ClearField(name string) error {
 	case transfer.FieldToUserID:
 		m.ClearToUserID()
 		return nil
+	case transfer.FieldCheckoutSessionID:
+		m.ClearCheckoutSessionID()
+		return nil
 	case transfer.FieldTxHash:
 		m.ClearTxHash()
 		return nil
@@ -25772,6 +25842,9 @@ func (m *TransferMutation) ResetField(name string) error {
 		return nil
 	case transfer.FieldToUserID:
 		m.ResetToUserID()
+		return nil
+	case transfer.FieldCheckoutSessionID:
+		m.ResetCheckoutSessionID()
 		return nil
 	case transfer.FieldChain:
 		m.ResetChain()

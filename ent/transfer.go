@@ -31,6 +31,8 @@ type Transfer struct {
 	ToAgentID *uuid.UUID `json:"to_agent_id,omitempty"`
 	// ToUserID holds the value of the "to_user_id" field.
 	ToUserID *uuid.UUID `json:"to_user_id,omitempty"`
+	// CheckoutSessionID holds the value of the "checkout_session_id" field.
+	CheckoutSessionID *uuid.UUID `json:"checkout_session_id,omitempty"`
 	// Chain holds the value of the "chain" field.
 	Chain string `json:"chain,omitempty"`
 	// Token holds the value of the "token" field.
@@ -107,7 +109,7 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case transfer.FieldFromAgentID, transfer.FieldFromUserID, transfer.FieldToAgentID, transfer.FieldToUserID:
+		case transfer.FieldFromAgentID, transfer.FieldFromUserID, transfer.FieldToAgentID, transfer.FieldToUserID, transfer.FieldCheckoutSessionID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case transfer.FieldRef, transfer.FieldFeeRef:
 			values[i] = new([]byte)
@@ -179,6 +181,13 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ToUserID = new(uuid.UUID)
 				*_m.ToUserID = *value.S.(*uuid.UUID)
+			}
+		case transfer.FieldCheckoutSessionID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field checkout_session_id", values[i])
+			} else if value.Valid {
+				_m.CheckoutSessionID = new(uuid.UUID)
+				*_m.CheckoutSessionID = *value.S.(*uuid.UUID)
 			}
 		case transfer.FieldChain:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -347,6 +356,11 @@ func (_m *Transfer) String() string {
 	builder.WriteString(", ")
 	if v := _m.ToUserID; v != nil {
 		builder.WriteString("to_user_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.CheckoutSessionID; v != nil {
+		builder.WriteString("checkout_session_id=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")

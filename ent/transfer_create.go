@@ -106,6 +106,20 @@ func (_c *TransferCreate) SetNillableToUserID(v *uuid.UUID) *TransferCreate {
 	return _c
 }
 
+// SetCheckoutSessionID sets the "checkout_session_id" field.
+func (_c *TransferCreate) SetCheckoutSessionID(v uuid.UUID) *TransferCreate {
+	_c.mutation.SetCheckoutSessionID(v)
+	return _c
+}
+
+// SetNillableCheckoutSessionID sets the "checkout_session_id" field if the given value is not nil.
+func (_c *TransferCreate) SetNillableCheckoutSessionID(v *uuid.UUID) *TransferCreate {
+	if v != nil {
+		_c.SetCheckoutSessionID(*v)
+	}
+	return _c
+}
+
 // SetChain sets the "chain" field.
 func (_c *TransferCreate) SetChain(v string) *TransferCreate {
 	_c.mutation.SetChain(v)
@@ -484,6 +498,10 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.ToUserID(); ok {
 		_spec.SetField(transfer.FieldToUserID, field.TypeUUID, value)
 		_node.ToUserID = &value
+	}
+	if value, ok := _c.mutation.CheckoutSessionID(); ok {
+		_spec.SetField(transfer.FieldCheckoutSessionID, field.TypeUUID, value)
+		_node.CheckoutSessionID = &value
 	}
 	if value, ok := _c.mutation.Chain(); ok {
 		_spec.SetField(transfer.FieldChain, field.TypeString, value)

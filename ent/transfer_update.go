@@ -245,6 +245,9 @@ func (_u *TransferUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.ToUserIDCleared() {
 		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)
 	}
+	if _u.mutation.CheckoutSessionIDCleared() {
+		_spec.ClearField(transfer.FieldCheckoutSessionID, field.TypeUUID)
+	}
 	if value, ok := _u.mutation.TxHash(); ok {
 		_spec.SetField(transfer.FieldTxHash, field.TypeString, value)
 	}
@@ -553,6 +556,9 @@ func (_u *TransferUpdateOne) sqlSave(ctx context.Context) (_node *Transfer, err 
 	}
 	if _u.mutation.ToUserIDCleared() {
 		_spec.ClearField(transfer.FieldToUserID, field.TypeUUID)
+	}
+	if _u.mutation.CheckoutSessionIDCleared() {
+		_spec.ClearField(transfer.FieldCheckoutSessionID, field.TypeUUID)
 	}
 	if value, ok := _u.mutation.TxHash(); ok {
 		_spec.SetField(transfer.FieldTxHash, field.TypeString, value)

@@ -222,3 +222,33 @@ func sendPayload(res *agentpay.SendResult) *model.SendPayload {
 	}
 	return out
 }
+
+// checkoutPaymentPayload is an agent's checkout payment as payCheckout
+// answers it.
+func checkoutPaymentPayload(res *agentpay.CheckoutPayment) *model.CheckoutPaymentPayload {
+	out := &model.CheckoutPaymentPayload{
+		TransactionID: res.Transfer.ID,
+		SessionID:     res.Session.ExternalID,
+		SessionStatus: string(res.Session.Status),
+		Status:        res.Status,
+		AmountUsd:     res.AmountUSD,
+		Chain:         string(res.Chain),
+		FromAddress:   res.Transfer.FromAddress,
+		ToAddress:     res.Transfer.ToAddress,
+		Confirmations: res.Confirmations,
+		Message:       res.Message,
+	}
+	if res.Payment != nil {
+		id := res.Payment.ExternalID
+		out.PaymentID = &id
+	}
+	if res.Transfer.TxHash != "" {
+		h := res.Transfer.TxHash
+		out.TxHash = &h
+	}
+	if res.Required > 0 {
+		n := int(res.Required)
+		out.RequiredConfirmations = &n
+	}
+	return out
+}

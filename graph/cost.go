@@ -202,6 +202,9 @@ func complexity() ComplexityRoot {
 	c.Mutation.AcceptInvitation = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.SignOut = func(child int, _ *bool) int { return writeCost + child }
 	c.Mutation.Withdraw = func(child int, _ model.WithdrawInput) int { return sendCost + child }
+	// An agent paying a checkout session is a send (chain transactions and
+	// the wait for inclusion).
+	c.Mutation.PayCheckout = func(child int, _ model.PayCheckoutInput) int { return sendCost + child }
 	c.Viewer.Withdrawals = func(child int, limit *int) int {
 		return pageCost(pageSize(limit, nil, agentpay.DefaultPageSize), child)
 	}

@@ -137,6 +137,23 @@ type ComplexityRoot struct {
 		UpdatedAt func(childComplexity int) int
 	}
 
+	CheckoutPaymentPayload struct {
+		AmountUsd             func(childComplexity int) int
+		Chain                 func(childComplexity int) int
+		Confirmations         func(childComplexity int) int
+		FromAddress           func(childComplexity int) int
+		Message               func(childComplexity int) int
+		PaymentID             func(childComplexity int) int
+		Replayed              func(childComplexity int) int
+		RequiredConfirmations func(childComplexity int) int
+		SessionID             func(childComplexity int) int
+		SessionStatus         func(childComplexity int) int
+		Status                func(childComplexity int) int
+		ToAddress             func(childComplexity int) int
+		TransactionID         func(childComplexity int) int
+		TxHash                func(childComplexity int) int
+	}
+
 	CheckoutSession struct {
 		AmountUsd        func(childComplexity int) int
 		CancelURL        func(childComplexity int) int
@@ -300,6 +317,7 @@ type ComplexityRoot struct {
 		DeletePasskey             func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
+		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
 		QuickRegister             func(childComplexity int, username string) int
 		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey          func(childComplexity int) int
@@ -812,6 +830,7 @@ type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
 	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+	PayCheckout(ctx context.Context, input model.PayCheckoutInput) (*model.CheckoutPaymentPayload, error)
 	VerifyPartner(ctx context.Context, partner string, attestation string) (*model.PartnerVerification, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
@@ -1212,6 +1231,91 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ChainCursor.UpdatedAt(childComplexity), true
+
+	case "CheckoutPaymentPayload.amountUsd":
+		if e.ComplexityRoot.CheckoutPaymentPayload.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.AmountUsd(childComplexity), true
+	case "CheckoutPaymentPayload.chain":
+		if e.ComplexityRoot.CheckoutPaymentPayload.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.Chain(childComplexity), true
+	case "CheckoutPaymentPayload.confirmations":
+		if e.ComplexityRoot.CheckoutPaymentPayload.Confirmations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.Confirmations(childComplexity), true
+	case "CheckoutPaymentPayload.fromAddress":
+		if e.ComplexityRoot.CheckoutPaymentPayload.FromAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.FromAddress(childComplexity), true
+	case "CheckoutPaymentPayload.message":
+		if e.ComplexityRoot.CheckoutPaymentPayload.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.Message(childComplexity), true
+	case "CheckoutPaymentPayload.paymentId":
+		if e.ComplexityRoot.CheckoutPaymentPayload.PaymentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.PaymentID(childComplexity), true
+	case "CheckoutPaymentPayload.replayed":
+		if e.ComplexityRoot.CheckoutPaymentPayload.Replayed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.Replayed(childComplexity), true
+	case "CheckoutPaymentPayload.requiredConfirmations":
+		if e.ComplexityRoot.CheckoutPaymentPayload.RequiredConfirmations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.RequiredConfirmations(childComplexity), true
+	case "CheckoutPaymentPayload.sessionId":
+		if e.ComplexityRoot.CheckoutPaymentPayload.SessionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.SessionID(childComplexity), true
+	case "CheckoutPaymentPayload.sessionStatus":
+		if e.ComplexityRoot.CheckoutPaymentPayload.SessionStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.SessionStatus(childComplexity), true
+	case "CheckoutPaymentPayload.status":
+		if e.ComplexityRoot.CheckoutPaymentPayload.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.Status(childComplexity), true
+	case "CheckoutPaymentPayload.toAddress":
+		if e.ComplexityRoot.CheckoutPaymentPayload.ToAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.ToAddress(childComplexity), true
+	case "CheckoutPaymentPayload.transactionId":
+		if e.ComplexityRoot.CheckoutPaymentPayload.TransactionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.TransactionID(childComplexity), true
+	case "CheckoutPaymentPayload.txHash":
+		if e.ComplexityRoot.CheckoutPaymentPayload.TxHash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.TxHash(childComplexity), true
 
 	case "CheckoutSession.amountUsd":
 		if e.ComplexityRoot.CheckoutSession.AmountUsd == nil {
@@ -2046,6 +2150,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.InviteHuman(childComplexity, args["email"].(string)), true
+	case "Mutation.payCheckout":
+		if e.ComplexityRoot.Mutation.PayCheckout == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_payCheckout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PayCheckout(childComplexity, args["input"].(model.PayCheckoutInput)), true
 	case "Mutation.quickRegister":
 		if e.ComplexityRoot.Mutation.QuickRegister == nil {
 			break
@@ -4318,6 +4433,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("DepositAddressOrder", ec.unmarshalInputDepositAddressOrder),
 			graphql.NewInputUnmarshaler("MerchantKeyOrder", ec.unmarshalInputMerchantKeyOrder),
 			graphql.NewInputUnmarshaler("MerchantOrder", ec.unmarshalInputMerchantOrder),
+			graphql.NewInputUnmarshaler("PayCheckoutInput", ec.unmarshalInputPayCheckoutInput),
 			graphql.NewInputUnmarshaler("PaymentFilter", ec.unmarshalInputPaymentFilter),
 			graphql.NewInputUnmarshaler("PaymentOrder", ec.unmarshalInputPaymentOrder),
 			graphql.NewInputUnmarshaler("RefundInput", ec.unmarshalInputRefundInput),
@@ -4425,7 +4541,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agentcheckout.graphql" "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -4437,6 +4553,7 @@ func sourceData(filename string) string {
 }
 
 var sources = []*ast.Source{
+	{Name: "agentcheckout.graphql", Input: sourceData("agentcheckout.graphql"), BuiltIn: false},
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
@@ -4578,6 +4695,40 @@ func (ec *executionContext) childFields_ChainBalance(ctx context.Context, field 
 		return ec.fieldContext_ChainBalance_address(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ChainBalance", field.Name)
+}
+
+func (ec *executionContext) childFields_CheckoutPaymentPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "transactionId":
+		return ec.fieldContext_CheckoutPaymentPayload_transactionId(ctx, field)
+	case "paymentId":
+		return ec.fieldContext_CheckoutPaymentPayload_paymentId(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_CheckoutPaymentPayload_sessionId(ctx, field)
+	case "sessionStatus":
+		return ec.fieldContext_CheckoutPaymentPayload_sessionStatus(ctx, field)
+	case "status":
+		return ec.fieldContext_CheckoutPaymentPayload_status(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_CheckoutPaymentPayload_amountUsd(ctx, field)
+	case "chain":
+		return ec.fieldContext_CheckoutPaymentPayload_chain(ctx, field)
+	case "txHash":
+		return ec.fieldContext_CheckoutPaymentPayload_txHash(ctx, field)
+	case "fromAddress":
+		return ec.fieldContext_CheckoutPaymentPayload_fromAddress(ctx, field)
+	case "toAddress":
+		return ec.fieldContext_CheckoutPaymentPayload_toAddress(ctx, field)
+	case "confirmations":
+		return ec.fieldContext_CheckoutPaymentPayload_confirmations(ctx, field)
+	case "requiredConfirmations":
+		return ec.fieldContext_CheckoutPaymentPayload_requiredConfirmations(ctx, field)
+	case "message":
+		return ec.fieldContext_CheckoutPaymentPayload_message(ctx, field)
+	case "replayed":
+		return ec.fieldContext_CheckoutPaymentPayload_replayed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CheckoutPaymentPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6163,6 +6314,20 @@ func (ec *executionContext) field_Mutation_inviteHuman_args(ctx context.Context,
 		return nil, err
 	}
 	args["email"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_payCheckout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PayCheckoutInput, error) {
+			return ec.unmarshalNPayCheckoutInput2agentpayᚋgraphᚋmodelᚐPayCheckoutInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -7986,6 +8151,328 @@ func (ec *executionContext) _ChainCursor_nextBlock(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ChainCursor_nextBlock(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ChainCursor", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_transactionId(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_transactionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TransactionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_transactionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "ID")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_paymentId(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_paymentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PaymentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_paymentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_sessionId(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_sessionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_sessionStatus(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_sessionStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SessionStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_sessionStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_chain(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_txHash(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_txHash(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxHash, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_fromAddress(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_fromAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FromAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_fromAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_toAddress(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_toAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_toAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_confirmations(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_confirmations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Confirmations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_confirmations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_requiredConfirmations(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_requiredConfirmations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequiredConfirmations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_requiredConfirmations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_message(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_replayed(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_replayed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Replayed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_replayed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _CheckoutSession_id(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
@@ -11098,6 +11585,50 @@ func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Con
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ApiKeyPayload(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_payCheckout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_payCheckout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PayCheckout(ctx, fc.Args["input"].(model.PayCheckoutInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CheckoutPaymentPayload) graphql.Marshaler {
+			return ec.marshalNCheckoutPaymentPayload2ᚖagentpayᚋgraphᚋmodelᚐCheckoutPaymentPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_payCheckout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckoutPaymentPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_payCheckout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -21877,6 +22408,62 @@ func UnmarshalMerchantOrder(ctx context.Context, raw any) (ent.MerchantOrder, er
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputPayCheckoutInput(ctx context.Context, obj any) (model.PayCheckoutInput, error) {
+	var it model.PayCheckoutInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"externalId", "chain", "idempotencyKey"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "externalId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("externalId"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExternalID = data
+		case "chain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("chain"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Chain = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPayCheckoutInput unmarshals raw into the PayCheckoutInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPayCheckoutInput(ctx context.Context, raw any) (model.PayCheckoutInput, error) {
+	var out model.PayCheckoutInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PayCheckoutInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPaymentFilter(ctx context.Context, obj any) (model.PaymentFilter, error) {
 	var it model.PaymentFilter
 	if obj == nil {
@@ -23323,6 +23910,104 @@ func (ec *executionContext) _ChainCursor(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var checkoutPaymentPayloadImplementors = []string{"CheckoutPaymentPayload"}
+
+func (ec *executionContext) _CheckoutPaymentPayload(ctx context.Context, sel ast.SelectionSet, obj *model.CheckoutPaymentPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, checkoutPaymentPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CheckoutPaymentPayload")
+		case "transactionId":
+			out.Values[i] = ec._CheckoutPaymentPayload_transactionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "paymentId":
+			out.Values[i] = ec._CheckoutPaymentPayload_paymentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sessionId":
+			out.Values[i] = ec._CheckoutPaymentPayload_sessionId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sessionStatus":
+			out.Values[i] = ec._CheckoutPaymentPayload_sessionStatus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._CheckoutPaymentPayload_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountUsd":
+			out.Values[i] = ec._CheckoutPaymentPayload_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._CheckoutPaymentPayload_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "txHash":
+			out.Values[i] = ec._CheckoutPaymentPayload_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "fromAddress":
+			out.Values[i] = ec._CheckoutPaymentPayload_fromAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toAddress":
+			out.Values[i] = ec._CheckoutPaymentPayload_toAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "confirmations":
+			out.Values[i] = ec._CheckoutPaymentPayload_confirmations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requiredConfirmations":
+			out.Values[i] = ec._CheckoutPaymentPayload_requiredConfirmations(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._CheckoutPaymentPayload_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replayed":
+			out.Values[i] = ec._CheckoutPaymentPayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var checkoutSessionImplementors = []string{"CheckoutSession", "Node"}
 
 func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.SelectionSet, obj *ent.CheckoutSession) graphql.Marshaler {
@@ -24300,6 +24985,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "regenerateApiKey":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_regenerateApiKey(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "payCheckout":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_payCheckout(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -27982,6 +28674,14 @@ func (ec *executionContext) marshalNChainCursorOrderField2ᚖagentpayᚋentᚐCh
 	return v
 }
 
+func (ec *executionContext) marshalNCheckoutPaymentPayload2ᚖagentpayᚋgraphᚋmodelᚐCheckoutPaymentPayload(ctx context.Context, sel ast.SelectionSet, v *model.CheckoutPaymentPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CheckoutPaymentPayload!")
+		return graphql.Null
+	}
+	return ec._CheckoutPaymentPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx context.Context, sel ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "CheckoutSession!")
@@ -28418,6 +29118,11 @@ func (ec *executionContext) marshalNPasskeyRegistration2ᚖagentpayᚋgraphᚋmo
 		return graphql.Null
 	}
 	return ec._PasskeyRegistration(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPayCheckoutInput2agentpayᚋgraphᚋmodelᚐPayCheckoutInput(ctx context.Context, v any) (model.PayCheckoutInput, error) {
+	res, err := ec.unmarshalInputPayCheckoutInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNPayment2ᚖagentpayᚋentᚐPayment(ctx context.Context, sel ast.SelectionSet, v *ent.Payment) graphql.Marshaler {

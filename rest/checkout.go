@@ -28,6 +28,9 @@ func (s *server) mountCheckoutPageRoutes(r chi.Router) {
 		r.Get("/", s.checkoutPage)
 		r.Post("/select", s.checkoutSelect)
 		r.Get("/status", s.checkoutStatus)
+		// An agent pays the session from its wallet (agentcheckout.go):
+		// the agent's key and rate limit, beside the page's per-IP one.
+		r.With(s.requireAgent).Post("/agent-pay", s.agentPay)
 	})
 }
 

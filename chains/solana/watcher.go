@@ -272,7 +272,7 @@ func (w *Watcher) scanSlots(ctx context.Context, head uint64, match func(solana.
 			}
 			if b := blocks[i]; b != nil {
 				for j := range b.Transactions {
-					for _, c := range w.creditsIn(&b.Transactions[j], slot) {
+					for _, c := range creditsIn(&b.Transactions[j], slot, w.mintB58) {
 						w.recent = append(w.recent, c)
 						if ev, ok := w.report(&w.recent[len(w.recent)-1], match, head); ok {
 							events = append(events, ev)
@@ -396,22 +396,24 @@ func (w *Watcher) block(ctx context.Context, slot uint64) (*scanBlock, error) {
 }
 
 // creditsIn lists the rises of the mint's balances in a successful
-// transaction, with the owner that lost the most as the payer.
-func (w *Watcher) creditsIn(tx *scanTx, slot uint64) []credit {
+// transaction, with the owner that lost the most as the payer. The scan
+// reads blocks with it and the ledger's DepositsIn a known transaction, so
+// both name a deposit alike.
+func creditsIn(tx *scanTx, slot uint64, mintB58 string) []credit {
 	m := tx.Meta
 	if m == nil || (len(m.Err) > 0 && string(m.Err) != "null") || len(tx.Transaction.Signatures) == 0 {
 		return nil
 	}
 	var out []credit
 	for _, b := range m.PostTokenBalances {
-		if b.Mint != w.mintB58 || b.Owner == "" || b.AccountIndex < 0 || b.AccountIndex >= len(tx.Transaction.AccountKeys) {
+		if b.Mint != mintB58 || b.Owner == "" || b.AccountIndex < 0 || b.AccountIndex >= len(tx.Transaction.AccountKeys) {
 			continue
 		}
 		post, ok := parseAmount(b.UITokenAmount.Amount)
 		if !ok {
 			continue
 		}
-		pre, _ := w.balanceAt(m.PreTokenBalances, b.AccountIndex)
+		pre, _ := balanceAt(m.PreTokenBalances, b.AccountIndex, mintB58)
 		if post <= pre {
 			continue
 		}
@@ -428,25 +430,25 @@ func (w *Watcher) creditsIn(tx *scanTx, slot uint64) []credit {
 			return nil
 		}
 		out = append(out, credit{slot: slot, sig: sig, index: b.AccountIndex, account: account, owner: owner,
-			from: w.payerOf(tx), amount: post - pre})
+			from: payerOf(tx, mintB58), amount: post - pre})
 	}
 	return out
 }
 
 // payerOf is the owner of the mint's token account that lost the most in
 // tx: the payer of a deposit. Empty when none lost anything (a mint).
-func (w *Watcher) payerOf(tx *scanTx) string {
+func payerOf(tx *scanTx, mintB58 string) string {
 	var best uint64
 	from := ""
 	for _, b := range tx.Meta.PreTokenBalances {
-		if b.Mint != w.mintB58 {
+		if b.Mint != mintB58 {
 			continue
 		}
 		pre, ok := parseAmount(b.UITokenAmount.Amount)
 		if !ok {
 			continue
 		}
-		post, _ := w.balanceAt(tx.Meta.PostTokenBalances, b.AccountIndex)
+		post, _ := balanceAt(tx.Meta.PostTokenBalances, b.AccountIndex, mintB58)
 		if pre <= post || pre-post <= best {
 			continue
 		}
@@ -462,9 +464,9 @@ func (w *Watcher) payerOf(tx *scanTx) string {
 	return from
 }
 
-func (w *Watcher) balanceAt(balances []scanBalance, idx int) (uint64, bool) {
+func balanceAt(balances []scanBalance, idx int, mintB58 string) (uint64, bool) {
 	for _, b := range balances {
-		if b.AccountIndex == idx && b.Mint == w.mintB58 {
+		if b.AccountIndex == idx && b.Mint == mintB58 {
 			return parseAmount(b.UITokenAmount.Amount)
 		}
 	}

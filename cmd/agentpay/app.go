@@ -31,6 +31,7 @@ import (
 	"agentpay/internal/store"
 	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
+	"agentpay/mcp"
 	"agentpay/rest"
 	"agentpay/web"
 	"agentpay/worker"
@@ -140,7 +141,12 @@ func newHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, dev 
 		Service: svc, Logger: logger, AllowedOrigins: cfg.AllowedOrigins,
 		TrustedProxies: cfg.TrustedProxies, Introspection: introspection,
 	})
-	mounts := map[string]http.Handler{"/graphql": gql}
+	mounts := map[string]http.Handler{
+		"/graphql": gql,
+		// The agent's tools for LLM clients (MCP, streamable HTTP; the
+		// agent key as bearer).
+		"/mcp": mcp.NewHandler(mcp.Config{Service: svc, Logger: logger}),
+	}
 	appPrefix := appPath(cfg.AppURL)
 	human := app.NewHandler(app.Config{
 		Service: svc, Logger: logger, Prefix: appPrefix, URL: cfg.AppURL, GraphQLPath: "/graphql",

@@ -108,6 +108,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 	} else {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql\n", addr)
 	}
+	fmt.Fprintf(w, "  MCP:        http://%s/mcp (streamable HTTP; Authorization: Bearer <agent key>)\n", addr)
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
 	fmt.Fprintf(w, "  identity:   sandbox provider at http://%s/dev/kyc/ (started from the app)\n", addr)
 	fmt.Fprintf(w, "  partner:    POST http://%s/dev/partner/attest {\"agent_id\"} mints an attestation of %s (keys: /dev/partner/jwks.json)\n",

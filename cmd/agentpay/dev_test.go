@@ -151,6 +151,9 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 	// accepts it, offline (devpartner_test.go).
 	t.Run("dev partner", func(t *testing.T) { devPartnerFlow(t, base, banner) })
 
+	// /mcp is mounted: an MCP client with an agent's key lists its tools.
+	t.Run("mcp", func(t *testing.T) { devMCPFlow(t, base, banner) })
+
 	// A person signs in to the app as in a browser: the form mails a link,
 	// /dev/mail shows it, its page's form opens a session, and the session
 	// cookie and the page's CSRF token read the viewer from /graphql.

@@ -839,6 +839,7 @@ var (
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "from_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "to_user_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "checkout_session_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "chain", Type: field.TypeString},
 		{Name: "token", Type: field.TypeString, Default: "USDC"},
 		{Name: "from_address", Type: field.TypeString},
@@ -866,13 +867,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "transfers_agents_sent_transfers",
-				Columns:    []*schema.Column{TransfersColumns[21]},
+				Columns:    []*schema.Column{TransfersColumns[22]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "transfers_agents_received_transfers",
-				Columns:    []*schema.Column{TransfersColumns[22]},
+				Columns:    []*schema.Column{TransfersColumns[23]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -881,12 +882,12 @@ var (
 			{
 				Name:    "transfer_from_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[21], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[22], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[22], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[23], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_user_id_created_at",
@@ -901,12 +902,17 @@ var (
 			{
 				Name:    "transfer_status_from_agent_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[13], TransfersColumns[21]},
+				Columns: []*schema.Column{TransfersColumns[14], TransfersColumns[22]},
 			},
 			{
 				Name:    "transfer_chain_tx_hash",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[5], TransfersColumns[12]},
+				Columns: []*schema.Column{TransfersColumns[6], TransfersColumns[13]},
+			},
+			{
+				Name:    "transfer_checkout_session_id",
+				Unique:  false,
+				Columns: []*schema.Column{TransfersColumns[5]},
 			},
 		},
 	}

@@ -58,6 +58,15 @@ func (Transfer) Fields() []ent.Field {
 			Nillable().
 			Immutable().
 			Annotations(entgql.Skip()),
+		// An agent's payment of a checkout session (agentcheckout.go): the
+		// transfer pays the session's deposit address (to_address), and its
+		// completion records the session's payment. Not a GraphQL field:
+		// the agent sees the session by its external id on the answer.
+		field.UUID("checkout_session_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
 		field.String("chain").
 			NotEmpty().
 			Immutable(),
@@ -152,5 +161,7 @@ func (Transfer) Indexes() []ent.Index {
 		// available balance is checked, and resumed by the worker.
 		index.Fields("status", "from_agent_id"),
 		index.Fields("chain", "tx_hash"),
+		// One agent payment in flight or done per session (agentcheckout.go).
+		index.Fields("checkout_session_id"),
 	}
 }

@@ -30,6 +30,8 @@ const (
 	FieldToAgentID = "to_agent_id"
 	// FieldToUserID holds the string denoting the to_user_id field in the database.
 	FieldToUserID = "to_user_id"
+	// FieldCheckoutSessionID holds the string denoting the checkout_session_id field in the database.
+	FieldCheckoutSessionID = "checkout_session_id"
 	// FieldChain holds the string denoting the chain field in the database.
 	FieldChain = "chain"
 	// FieldToken holds the string denoting the token field in the database.
@@ -93,6 +95,7 @@ var Columns = []string{
 	FieldFromUserID,
 	FieldToAgentID,
 	FieldToUserID,
+	FieldCheckoutSessionID,
 	FieldChain,
 	FieldToken,
 	FieldFromAddress,
@@ -214,6 +217,11 @@ func ByToAgentID(opts ...sql.OrderTermOption) OrderOption {
 // ByToUserID orders the results by the to_user_id field.
 func ByToUserID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldToUserID, opts...).ToFunc()
+}
+
+// ByCheckoutSessionID orders the results by the checkout_session_id field.
+func ByCheckoutSessionID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCheckoutSessionID, opts...).ToFunc()
 }
 
 // ByChain orders the results by the chain field.

@@ -86,6 +86,11 @@ func ToUserID(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldToUserID, v))
 }
 
+// CheckoutSessionID applies equality check predicate on the "checkout_session_id" field. It's identical to CheckoutSessionIDEQ.
+func CheckoutSessionID(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldCheckoutSessionID, v))
+}
+
 // Chain applies equality check predicate on the "chain" field. It's identical to ChainEQ.
 func Chain(v string) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldChain, v))
@@ -399,6 +404,56 @@ func ToUserIDIsNil() predicate.Transfer {
 // ToUserIDNotNil applies the NotNil predicate on the "to_user_id" field.
 func ToUserIDNotNil() predicate.Transfer {
 	return predicate.Transfer(sql.FieldNotNull(FieldToUserID))
+}
+
+// CheckoutSessionIDEQ applies the EQ predicate on the "checkout_session_id" field.
+func CheckoutSessionIDEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDNEQ applies the NEQ predicate on the "checkout_session_id" field.
+func CheckoutSessionIDNEQ(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDIn applies the In predicate on the "checkout_session_id" field.
+func CheckoutSessionIDIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldCheckoutSessionID, vs...))
+}
+
+// CheckoutSessionIDNotIn applies the NotIn predicate on the "checkout_session_id" field.
+func CheckoutSessionIDNotIn(vs ...uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldCheckoutSessionID, vs...))
+}
+
+// CheckoutSessionIDGT applies the GT predicate on the "checkout_session_id" field.
+func CheckoutSessionIDGT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGT(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDGTE applies the GTE predicate on the "checkout_session_id" field.
+func CheckoutSessionIDGTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldGTE(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDLT applies the LT predicate on the "checkout_session_id" field.
+func CheckoutSessionIDLT(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLT(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDLTE applies the LTE predicate on the "checkout_session_id" field.
+func CheckoutSessionIDLTE(v uuid.UUID) predicate.Transfer {
+	return predicate.Transfer(sql.FieldLTE(FieldCheckoutSessionID, v))
+}
+
+// CheckoutSessionIDIsNil applies the IsNil predicate on the "checkout_session_id" field.
+func CheckoutSessionIDIsNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldIsNull(FieldCheckoutSessionID))
+}
+
+// CheckoutSessionIDNotNil applies the NotNil predicate on the "checkout_session_id" field.
+func CheckoutSessionIDNotNil() predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotNull(FieldCheckoutSessionID))
 }
 
 // ChainEQ applies the EQ predicate on the "chain" field.

@@ -59,6 +59,29 @@ type ChainBalance struct {
 	Address string          `json:"address"`
 }
 
+// An agent's payment of a checkout session.
+type CheckoutPaymentPayload struct {
+	// The agent's transfer (as in me.transfers)
+	TransactionID uuid.UUID `json:"transactionId"`
+	// The session's payment (pay_...); null until the transfer is included
+	PaymentID     *string `json:"paymentId,omitempty"`
+	SessionID     string  `json:"sessionId"`
+	SessionStatus string  `json:"sessionStatus"`
+	// pending until the transfer is included, then detected, confirming, confirmed as the chain confirms; or failed
+	Status string `json:"status"`
+	// The session's amount, paid exactly (no treasury fee)
+	AmountUsd   decimal.Decimal `json:"amountUsd"`
+	Chain       string          `json:"chain"`
+	TxHash      *string         `json:"txHash,omitempty"`
+	FromAddress string          `json:"fromAddress"`
+	// The session's deposit address on chain
+	ToAddress             string `json:"toAddress"`
+	Confirmations         int    `json:"confirmations"`
+	RequiredConfirmations *int   `json:"requiredConfirmations,omitempty"`
+	Message               string `json:"message"`
+	Replayed              bool   `json:"replayed"`
+}
+
 // A new checkout session (spec 2.6), with the rules of POST /checkout/sessions.
 type CreateSessionInput struct {
 	// USD from 0.50 to 1000000 with at most 2 decimal places
@@ -169,6 +192,18 @@ type PasskeyRegistration struct {
 	// PublicKeyCredentialCreationOptions as JSON: {publicKey: {...}}
 	Options   map[string]any `json:"options"`
 	ExpiresAt time.Time      `json:"expiresAt"`
+}
+
+type PayCheckoutInput struct {
+	// The session's external id (cs_test_... or cs_live_..., as in its checkout_url)
+	ExternalID string `json:"externalId"`
+	// Chain to pay on (solana or base); by default the first of solana, base that the merchant accepts and the balance covers
+	Chain *string `json:"chain,omitempty"`
+	// Makes the payment safe to retry (REST's Idempotency-Key header, the same
+	// keys): the same key with the same input answers the first payment as it
+	// is now (replayed true); with another input it is refused
+	// (IDEMPOTENCY_KEY_REUSED). Absent: no idempotency.
+	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
 }
 
 // Narrows the caller's payments; absent fields do not filter.

@@ -1,0 +1,469 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+	"agentpay/ent/idempotencykey"
+	"agentpay/ent/payment"
+	"agentpay/ent/transfer"
+	"agentpay/internal/store"
+)
+
+// Agents pay checkout sessions (docs/agent-commerce.md).
+//
+// An agent's checkout payment is a send (transfers.go) from its custodial
+// wallet to the session's deposit address on the chosen chain: the same
+// gasless broadcast, tier limits (per-send and daily, the payment counting
+// as sent), no-overdraft rule under the wallet lock, idempotency and
+// reconciler. It differs in three ways:
+//
+//   - The amount is the session's, exactly, and no treasury fee leg goes
+//     with it: the deposit address must receive the amount due, and the
+//     merchant pays the settlement fee on it as on any payment.
+//   - The transaction that records the transfer also takes the session as
+//     a customer's chain selection does (pending or detecting -> detecting
+//     on the chosen chain, the address found or allocated as the hosted
+//     page does), under the session's row lock, refusing a session that
+//     has a payment or another agent payment not failed: two agents paying
+//     one session at once cannot both pay it.
+//   - The transaction that completes the transfer (whoever completes it:
+//     the request, or the reconciler after a crash) records the session's
+//     payment at once, from the transaction the service broadcast, with the
+//     identity the deposit scan gives the same transfer: chain, tx hash and
+//     position (EVM log index, Solana account index), read from the chain
+//     by the ledger's DepositsIn, which decodes a transaction exactly as
+//     the watcher does. It goes through the scan's own code (depositTx.apply,
+//     a DepositSeen event), so webhooks (payment.detected), the session's
+//     move to confirming and its subscription behave as for any payment.
+//     When the scan later finds the transfer, the payment exists under
+//     that identity (payments are unique by chain, tx_hash, log_index) and
+//     the scan only follows its confirmations to payment.confirmed. If the
+//     scan found it first, the record finds the payment and changes
+//     nothing. If the deposit cannot be read, the transfer completes anyway
+//     and the scan records the payment when it finds it.
+//
+// Mode: agents' wallets live on one network (Config.AgentMode: live
+// networks in production, test networks under `agentpay dev`). A session
+// of the other mode is refused (ErrConflict): a test session must never
+// take live money, and a live session must never count test-network money
+// as paid.
+
+// PayCheckoutRequest is an agent's payment of a checkout session (POST
+// /checkout/pay/{external_id}/agent-pay).
+type PayCheckoutRequest struct {
+	ExternalID string
+	// Chain is optional: "" picks as sends do, the first of solana, base
+	// that the merchant accepts and whose available balance covers the
+	// amount.
+	Chain string
+	// Wait bounds how long PayCheckout waits for inclusion; 0 means
+	// DefaultSendWait. A payment not included by then is answered pending.
+	Wait time.Duration
+
+	idempotency *idempotencyClaim
+}
+
+// payCheckoutOperation names the request for its Idempotency-Key.
+const payCheckoutOperation = "pay_checkout"
+
+// SessionExternalIDMaxLen bounds a session id input (cs_live_ and 24
+// characters are 32).
+const SessionExternalIDMaxLen = 64
+
+// CheckoutPayment is an agent's checkout payment as answered to the agent.
+type CheckoutPayment struct {
+	Session  *ent.CheckoutSession
+	Transfer *ent.Transfer
+	// Payment is the session's payment, nil until the transfer is included
+	// (or while the scan has not found one whose deposit could not be read).
+	Payment   *ent.Payment
+	Chain     chains.Name
+	AmountUSD decimal.Decimal
+	// Status is the payment's: pending (not yet included), detected,
+	// confirming, confirmed, or failed.
+	Status        string
+	Confirmations int
+	// Required is the confirmations the chain needs (0 when unknown).
+	Required uint64
+	Message  string
+}
+
+// PayCheckout pays the session's exact amount from the agent's custodial
+// wallet to its deposit address, as the note above says.
+//
+// Refusals (each changes nothing): an unknown session (ErrNotFound); a
+// chain that is not one agents hold wallets on, that the merchant does not
+// accept or that is not configured (ValidationError); a session of the
+// other mode than agents' wallets, or one that is not awaiting payment,
+// has a payment, or is past its deadline (ErrConflict); a deactivated
+// merchant or an amount over the tier's per-send or daily limit
+// (ErrForbidden); available balance short (ErrInsufficientFunds).
+func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckoutRequest) (*CheckoutPayment, error) {
+	if req.ExternalID == "" || len(req.ExternalID) > SessionExternalIDMaxLen {
+		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
+	}
+	var chain chains.Name
+	if strings.TrimSpace(req.Chain) != "" {
+		var err error
+		if chain, err = chains.ParseName(req.Chain); err != nil {
+			return nil, Invalid("chain", "%s", err)
+		}
+		if !agentChain(chain) {
+			return nil, Invalid("chain", "agents hold wallets on solana and base only, not %s", chain)
+		}
+	}
+	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
+		Where(checkoutsession.ExternalID(req.ExternalID)).
+		WithMerchant().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, sessionNotFound(req.ExternalID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pay checkout: reading session: %w", err)
+	}
+	mode := sessionMode(sess)
+	if mode != s.cfg.AgentMode {
+		return nil, fmt.Errorf("%w: session %s is a %s-mode session and agents' wallets hold %s-network USDC: a session is paid only with money of its own mode",
+			ErrConflict, sess.ExternalID, mode, s.cfg.AgentMode)
+	}
+	m := sess.Edges.Merchant
+	if !m.Active {
+		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
+	}
+	if err := selectable(sess, s.now(), nil); err != nil {
+		return nil, err
+	}
+	units, err := ToBaseUnits("amount_usd", sess.AmountUsd, USDCDecimals)
+	if err != nil || !units.IsInt64() || units.Sign() <= 0 {
+		return nil, fmt.Errorf("pay checkout: session %s amount %s out of range", sess.ExternalID, sess.AmountUsd)
+	}
+	limits := LimitsFor(string(a.Tier))
+	if sess.AmountUsd.GreaterThan(limits.PerSend) {
+		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
+			ErrForbidden, sess.AmountUsd, limits.PerSend, a.Tier)
+	}
+	candidates, err := s.checkoutChains(m, mode, chain)
+	if err != nil {
+		return nil, err
+	}
+	// The deposit address of each candidate chain, found or allocated as
+	// the hosted page's selection does (the scan's cursor first, so the
+	// payment cannot land before the chain's first scan starts).
+	external := make(map[chains.Name]string, len(candidates))
+	for _, c := range candidates {
+		da, err := s.sessionDepositAddress(ctx, sess, c)
+		if err != nil {
+			return nil, err
+		}
+		external[c] = da.Address
+	}
+	from := agentHolder(a)
+	t, err := s.recordTransfer(ctx, &outgoing{
+		from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
+		memo: "checkout " + sess.ExternalID, noFee: true, checkoutSessionID: &sess.ID,
+		idempotency: req.idempotency,
+		underLock: func(ctx context.Context, tx *ent.Tx) error {
+			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
+			if err != nil {
+				return err
+			}
+			if USDCAmount(sent + units.Int64()).GreaterThan(limits.Daily) {
+				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
+					ErrForbidden, sess.AmountUsd, limits.Daily, a.Tier, USDCAmount(sent))
+			}
+			return nil
+		},
+		recorded: func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
+			return s.takeSessionForAgent(ctx, tx, sqlTx, sess.ID, t)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
+	if err != nil {
+		return nil, err
+	}
+	return s.checkoutPaymentOf(ctx, t)
+}
+
+// checkoutChains are the chains an agent's payment to the merchant may go
+// on, in order: chain alone when given, else solana then base; each one the
+// merchant accepts and the mode configures.
+func (s *Service) checkoutChains(m *ent.Merchant, mode Mode, chain chains.Name) ([]chains.Name, error) {
+	if chain != "" {
+		if !merchantAccepts(m, chain, TokenUSDC) {
+			return nil, Invalid("chain", "%s %s is not accepted by this merchant", chain, TokenUSDC)
+		}
+		if _, err := s.ledger(mode, chain); err != nil {
+			return nil, err
+		}
+		return []chains.Name{chain}, nil
+	}
+	var out []chains.Name
+	for _, c := range sendChainOrder {
+		if _, ok := s.networks(mode)[c]; ok && merchantAccepts(m, c, TokenUSDC) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, Invalid("chain", "the merchant accepts USDC on none of the chains agents hold wallets on (solana, base)")
+	}
+	return out, nil
+}
+
+// sessionDepositAddress is the session's deposit address on chain, the one
+// a customer selecting chain was or would be given: the newest one the
+// session has there, else a new one. The session itself is not changed
+// (takeSessionForAgent does that once the payment is recorded).
+func (s *Service) sessionDepositAddress(ctx context.Context, sess *ent.CheckoutSession, chain chains.Name) (*ent.DepositAddress, error) {
+	if err := s.ensureCursor(ctx, sessionMode(sess), chain); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		var da *ent.DepositAddress
+		err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			// The session's lock, as a selection takes it: one address per
+			// chain however many ask at once.
+			if _, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx); err != nil {
+				return err
+			}
+			var err error
+			da, err = tx.DepositAddress.Query().
+				Where(depositaddress.SessionID(sess.ID), depositaddress.Chain(string(chain))).
+				Order(ent.Desc(depositaddress.FieldCreatedAt)).
+				First(ctx)
+			if ent.IsNotFound(err) {
+				da, err = s.allocateDepositAddress(ctx, tx, sqlTx, sess.ID, chain)
+			}
+			return err
+		})
+		if errors.Is(err, errIndexTaken) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pay checkout: deposit address on %s: %w", chain, err)
+		}
+		return da, nil
+	}
+}
+
+// takeSessionForAgent runs in the transaction that records the agent's
+// transfer t: under the session's lock it checks again that the session
+// takes a payment (open, no payment, no other agent payment not failed)
+// and selects t's chain for it as a customer's selection would.
+func (s *Service) takeSessionForAgent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sessionID uuid.UUID, t *ent.Transfer) error {
+	cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sessionID))).Only(ctx)
+	if err != nil {
+		return fmt.Errorf("pay checkout: locking session: %w", err)
+	}
+	err = selectable(cur, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
+	if err != nil {
+		return err
+	}
+	other, err := tx.Transfer.Query().Where(
+		transfer.CheckoutSessionID(cur.ID),
+		transfer.IDNEQ(t.ID),
+		transfer.StatusNEQ(transfer.StatusFailed),
+	).Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("pay checkout: reading agent payments: %w", err)
+	}
+	if other {
+		return fmt.Errorf("%w: session %s is already being paid by an agent", ErrConflict, cur.ExternalID)
+	}
+	if cur.Status == checkoutsession.StatusDetecting && cur.Chain == t.Chain && cur.Token == TokenUSDC {
+		return nil
+	}
+	if _, err := tx.CheckoutSession.UpdateOne(cur).
+		SetChain(t.Chain).
+		SetToken(TokenUSDC).
+		SetStatus(checkoutsession.StatusDetecting).
+		Save(ctx); err != nil {
+		return fmt.Errorf("pay checkout: selecting %s: %w", t.Chain, err)
+	}
+	return s.publishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
+}
+
+// checkoutDepositOf reads from the chain the deposit an included checkout
+// payment t made to its session's address, as the deposit scan will report
+// it; nil when t is no checkout payment or the deposit cannot be read (the
+// scan then records the payment when it finds the transfer).
+func (s *Service) checkoutDepositOf(ctx context.Context, t *ent.Transfer) *chains.Deposit {
+	if t.CheckoutSessionID == nil || t.TxHash == "" {
+		return nil
+	}
+	ledger, err := s.agentLedger(chains.Name(t.Chain))
+	if err != nil {
+		return nil
+	}
+	reader, ok := ledger.(chains.DepositReader)
+	if !ok {
+		return nil
+	}
+	deps, err := reader.DepositsIn(ctx, t.TxHash, t.ToAddress)
+	if err != nil {
+		s.logger.WarnContext(ctx, "pay checkout: reading the deposit; left to the deposit scan", "transfer", t.ID, "tx", t.TxHash, "err", err)
+		return nil
+	}
+	want := big.NewInt(t.Net)
+	for _, d := range deps {
+		if d.Amount != nil && d.Amount.Cmp(want) == 0 {
+			return &d
+		}
+	}
+	s.logger.WarnContext(ctx, "pay checkout: no deposit in the transaction yet; left to the deposit scan", "transfer", t.ID, "tx", t.TxHash)
+	return nil
+}
+
+// recordCheckoutPayment records the deposit of checkout payment t as its
+// session's payment, in the transaction completing t, exactly as the
+// deposit scan records a deposit it sees.
+func (s *Service) recordCheckoutPayment(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer, dep chains.Deposit) error {
+	chain := chains.Name(t.Chain)
+	mode := s.cfg.AgentMode
+	network := s.networks(mode)[chain]
+	d := &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: mode, chain: chain, decimals: USDCDecimals,
+		addrs: map[string]string{s.wallets(chain).NormalizeAddress(dep.To): t.ToAddress}}
+	if network.Ledger != nil {
+		d.decimals = network.Ledger.Decimals()
+	}
+	err := d.apply(ctx, chains.DepositEvent{Kind: chains.DepositSeen, Deposit: dep, Required: network.Confirmations})
+	if err != nil {
+		return fmt.Errorf("pay checkout: recording the payment of transfer %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// checkoutPaymentOf answers checkout payment t as it stands.
+func (s *Service) checkoutPaymentOf(ctx context.Context, t *ent.Transfer) (*CheckoutPayment, error) {
+	if t.CheckoutSessionID == nil {
+		return nil, fmt.Errorf("transfer %s is no checkout payment", t.ID)
+	}
+	sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, *t.CheckoutSessionID)
+	if err != nil {
+		return nil, fmt.Errorf("pay checkout: reading session: %w", err)
+	}
+	out := &CheckoutPayment{
+		Session: sess, Transfer: t, Chain: chains.Name(t.Chain), AmountUSD: USDCAmount(t.Amount), Status: "pending",
+	}
+	if n, ok := s.networks(s.cfg.AgentMode)[out.Chain]; ok {
+		out.Required = n.Confirmations
+	}
+	if t.TxHash != "" {
+		p, err := s.cfg.DB.Ent.Payment.Query().Where(
+			payment.SessionID(sess.ID), payment.Chain(t.Chain), payment.TxHash(t.TxHash),
+		).Order(ent.Desc(payment.FieldCreatedAt)).First(ctx)
+		switch {
+		case err == nil:
+			out.Payment, out.Status, out.Confirmations = p, string(p.Status), p.Confirmations
+		case !ent.IsNotFound(err):
+			return nil, fmt.Errorf("pay checkout: reading payment: %w", err)
+		}
+	}
+	if t.Status == transfer.StatusFailed {
+		out.Status = "failed"
+	}
+	amount := usd(out.AmountUSD)
+	switch out.Status {
+	case "pending":
+		out.Message = fmt.Sprintf("Payment of %s USDC to checkout %s on %s is pending on-chain inclusion.", amount, sess.ExternalID, t.Chain)
+	case "failed":
+		out.Message = fmt.Sprintf("Payment of %s USDC to checkout %s on %s failed: %s", amount, sess.ExternalID, t.Chain, t.Error)
+	case string(payment.StatusConfirmed):
+		out.Message = fmt.Sprintf("Paid %s USDC to checkout %s on %s: confirmed.", amount, sess.ExternalID, t.Chain)
+	default:
+		out.Message = fmt.Sprintf("Paid %s USDC to checkout %s on %s: %s, %d of %d confirmations.",
+			amount, sess.ExternalID, t.Chain, out.Status, out.Confirmations, out.Required)
+	}
+	return out, nil
+}
+
+// checkoutPaymentAnswer is a checkout payment's answer as kept under its
+// Idempotency-Key: the transfer, whose state a replay reads again (the
+// answer is the payment's status now, which moves as the chain confirms).
+type checkoutPaymentAnswer struct {
+	TransferID uuid.UUID `json:"transfer_id"`
+}
+
+// checkoutFingerprinted is a checkout payment's canonical form.
+type checkoutFingerprinted struct {
+	ExternalID string `json:"external_id"`
+	Chain      string `json:"chain"`
+}
+
+// PayCheckoutIdempotent is PayCheckout under the agent's Idempotency-Key
+// (idempotency.go); a nil key is PayCheckout itself. A replay answers the
+// payment as it is now.
+func (s *Service) PayCheckoutIdempotent(ctx context.Context, a *ent.Agent, key *string, req PayCheckoutRequest) (res *CheckoutPayment, replayed bool, err error) {
+	if key == nil {
+		res, err := s.PayCheckout(ctx, a, req)
+		return res, false, err
+	}
+	k, err := ParseIdempotencyKey(*key)
+	if err != nil {
+		return nil, false, err
+	}
+	claim, prior, err := s.claimIdempotencyKey(ctx, idempotentRequest{
+		scope:       agentIdempotencyScope(a.ID),
+		key:         k,
+		operation:   payCheckoutOperation,
+		fingerprint: fingerprintOf(payCheckoutOperation, checkoutFingerprinted{ExternalID: req.ExternalID, Chain: req.Chain}),
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if prior != nil {
+		res, err := s.replayCheckoutPayment(ctx, prior)
+		return res, true, err
+	}
+	req.idempotency = claim
+	res, err = s.PayCheckout(ctx, a, req)
+	var outcome idempotentOutcome
+	final := true
+	if err != nil {
+		outcome.Error, final = refusalOf(err)
+	} else {
+		outcome.CheckoutPayment = &checkoutPaymentAnswer{TransferID: res.Transfer.ID}
+	}
+	s.finishIdempotent(ctx, claim, outcome, final)
+	return res, false, err
+}
+
+func (s *Service) replayCheckoutPayment(ctx context.Context, row *ent.IdempotencyKey) (*CheckoutPayment, error) {
+	var id uuid.UUID
+	if row.State == idempotencykey.StateDone {
+		var out idempotentOutcome
+		if err := json.Unmarshal([]byte(row.Outcome), &out); err != nil || (out.CheckoutPayment == nil && out.Error == nil) {
+			return nil, fmt.Errorf("idempotency key %s: unreadable answer: %v", row.ID, err)
+		}
+		if out.Error != nil {
+			return nil, out.Error.err()
+		}
+		id = out.CheckoutPayment.TransferID
+	} else {
+		id = *row.TransferID
+		s.finishIdempotent(ctx, &idempotencyClaim{id: row.ID, attempt: row.Attempt},
+			idempotentOutcome{CheckoutPayment: &checkoutPaymentAnswer{TransferID: id}}, true)
+	}
+	t, err := s.cfg.DB.Ent.Transfer.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)
+	}
+	return s.checkoutPaymentOf(ctx, t)
+}

@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/internal/testenv"
+)
+
+// agentPayBlockTime is the base devnet's block interval in the agent-pay
+// latency benchmark: `agentpay dev`'s default (DEV_BLOCK_TIME).
+const agentPayBlockTime = time.Second
+
+// BenchmarkAgentPayConfirmedLatency measures an agent paying a checkout
+// session on the base devnet, from the request (Service.PayCheckout, what
+// POST /checkout/pay/{id}/agent-pay and the MCP pay_checkout tool call) to
+// the merchant's payment.confirmed webhook at a loopback receiver, through
+// the real worker as `agentpay worker` runs it (its default scan interval
+// and delivery), on the test database, SQLite or PostgreSQL. The devnet
+// makes a block every agentPayBlockTime and a payment needs
+// latencyConfirmations; the goal is at most confirmations × block time +
+// 1 s (4 s here): the chain's own wait plus a second for the service.
+// Reports the mean, p50, p99 and max.
+//
+//	go test ./worker -run '^$' -bench AgentPayConfirmedLatency -benchtime 10x
+func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := testenv.New(b, testenv.Options{
+		Chains:        []chains.Name{chains.Base},
+		BlockTime:     agentPayBlockTime,
+		Confirmations: map[chains.Name]uint64{chains.Base: latencyConfirmations},
+	})
+	jobs := &boundJobs{}
+	h := newHarness(b, env, agentpay.Config{Jobs: jobs, AgentMode: agentpay.ModeTest})
+	db, svc, logger := h.db, h.svc, env.Logger
+
+	receiver := testenv.NewReceiver(b, http.StatusOK)
+	name, email, hook := "Shop", "shop@example.com", receiver.URL
+	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email, WebhookURL: &hook})
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth, err := svc.AuthenticateMerchant(ctx, reg.Keys.TestSecretKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buyer, err := svc.QuickRegister(ctx, "bench_buyer")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range buyer.Wallets {
+		if w.Chain == string(chains.Base) {
+			env.Fund(b, chains.Base, w.Address, int64(b.N+1)*20_000_000)
+		}
+	}
+
+	w, err := New(Config{DB: db, Service: svc, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs.bind(w.Client())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			b.Error("worker did not stop")
+		}
+	})
+
+	amount := decimal.RequireFromString("12.34")
+	delays := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		created, err := svc.CreateSession(ctx, auth, agentpay.SessionInput{Amount: &amount, Currency: "USD"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := created.Session.ExternalID
+		start := time.Now()
+		res, err := svc.PayCheckout(ctx, buyer.Agent, agentpay.PayCheckoutRequest{ExternalID: id})
+		if err != nil {
+			b.Fatalf("payment %d: %v", i, err)
+		}
+		if res.Payment == nil {
+			b.Fatalf("payment %d: answered %s without its payment", i, res.Status)
+		}
+		got, err := waitConfirmedHook(receiver, id, 60*time.Second)
+		if err != nil {
+			b.Fatalf("payment %d: %v", i, err)
+		}
+		delays = append(delays, got.Sub(start))
+	}
+	b.StopTimer()
+	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
+	var sum time.Duration
+	for _, d := range delays {
+		sum += d
+	}
+	n := len(delays)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(sum/time.Duration(n)), "mean-ms")
+	b.ReportMetric(ms(delays[n/2]), "p50-ms")
+	b.ReportMetric(ms(delays[min(n-1, n*99/100)]), "p99-ms")
+	b.ReportMetric(ms(delays[n-1]), "max-ms")
+	b.ReportMetric(ms(latencyConfirmations*agentPayBlockTime+time.Second), "goal-ms")
+}
