@@ -57,7 +57,7 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 		DayResetsAt:   startOfDayUTC(now).Add(24 * time.Hour),
 		CanSend:       true,
 		CanReceive:    true,
-		CardPurchases: a.HumanVerified,
+		CardPurchases: a.HumanVerified && s.CardsOn(),
 	}
 	sent, err := sentToday(ctx, s.cfg.DB.Ent.Transfer, agentHolder(a), now)
 	if err != nil {

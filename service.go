@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-webauthn/webauthn/webauthn"
 
+	"agentpay/cardissuer"
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/identity"
@@ -78,6 +79,14 @@ type Config struct {
 	// sandbox (identity/sandbox) under `agentpay dev`; nil turns
 	// verification off (starting one is 503).
 	IdentityProvider identity.Provider
+	// CardIssuer issues the single-use cards of card purchases (cards.go):
+	// the sandbox (cardissuer/sandbox) under `agentpay dev`; nil turns
+	// card purchases off (requests are 503). CardRequestTTL is how long a
+	// request waits for the human (0: DefaultCardRequestTTL), CardLifetime
+	// how long an issued card works (0 or more: MaxCardLifetime).
+	CardIssuer     cardissuer.Issuer
+	CardRequestTTL time.Duration
+	CardLifetime   time.Duration
 
 	// AgentMode is the network agents' custodial wallets live on: live in
 	// production, test under `agentpay dev` (the devnets).

@@ -330,13 +330,16 @@ type outgoing struct {
 	// idempotency is the key claim to link the transfer to (nil: none).
 	idempotency *idempotencyClaim
 	// noFee: no treasury fee leg; the recipient receives units (an
-	// agent's checkout payment, whose merchant pays the settlement fee).
+	// agent's checkout payment, whose merchant pays the settlement fee; a
+	// card reservation, which pays the treasury itself).
 	noFee bool
 	// checkoutSessionID is the session an agent's checkout payment pays
 	// (agentcheckout.go); nil for any other transfer.
 	checkoutSessionID *uuid.UUID
 	// recorded runs in the transaction that records t, after it (the
-	// session's side of a checkout payment); its error rolls t back.
+	// session's side of a checkout payment; a card reservation moves its
+	// request to approved there, so the two commit together or not at
+	// all); its error rolls t back.
 	recorded func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error
 }
 

@@ -71,6 +71,8 @@ type AgentEdges struct {
 	Invitations []*Invitation `json:"invitations,omitempty"`
 	// PartnerAttestations holds the value of the partner_attestations edge.
 	PartnerAttestations []*PartnerAttestation `json:"partner_attestations,omitempty"`
+	// CardRequests holds the value of the card_requests edge.
+	CardRequests []*CardRequest `json:"card_requests,omitempty"`
 	// PrimaryWallet holds the value of the primary_wallet edge.
 	PrimaryWallet *Wallet `json:"primary_wallet,omitempty"`
 	// SentTransfers holds the value of the sent_transfers edge.
@@ -79,7 +81,7 @@ type AgentEdges struct {
 	ReceivedTransfers []*Transfer `json:"received_transfers,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [7]bool
+	loadedTypes [8]bool
 	// totalCount holds the count of the edges above.
 	totalCount [2]map[string]int
 
@@ -87,6 +89,7 @@ type AgentEdges struct {
 	namedPairings            map[string][]*Pairing
 	namedInvitations         map[string][]*Invitation
 	namedPartnerAttestations map[string][]*PartnerAttestation
+	namedCardRequests        map[string][]*CardRequest
 	namedSentTransfers       map[string][]*Transfer
 	namedReceivedTransfers   map[string][]*Transfer
 }
@@ -127,12 +130,21 @@ func (e AgentEdges) PartnerAttestationsOrErr() ([]*PartnerAttestation, error) {
 	return nil, &NotLoadedError{edge: "partner_attestations"}
 }
 
+// CardRequestsOrErr returns the CardRequests value or an error if the edge
+// was not loaded in eager-loading.
+func (e AgentEdges) CardRequestsOrErr() ([]*CardRequest, error) {
+	if e.loadedTypes[4] {
+		return e.CardRequests, nil
+	}
+	return nil, &NotLoadedError{edge: "card_requests"}
+}
+
 // PrimaryWalletOrErr returns the PrimaryWallet value or an error if the edge
 // was not loaded in eager-loading, or loaded but was not found.
 func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 	if e.PrimaryWallet != nil {
 		return e.PrimaryWallet, nil
-	} else if e.loadedTypes[4] {
+	} else if e.loadedTypes[5] {
 		return nil, &NotFoundError{label: wallet.Label}
 	}
 	return nil, &NotLoadedError{edge: "primary_wallet"}
@@ -141,7 +153,7 @@ func (e AgentEdges) PrimaryWalletOrErr() (*Wallet, error) {
 // SentTransfersOrErr returns the SentTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[5] {
+	if e.loadedTypes[6] {
 		return e.SentTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "sent_transfers"}
@@ -150,7 +162,7 @@ func (e AgentEdges) SentTransfersOrErr() ([]*Transfer, error) {
 // ReceivedTransfersOrErr returns the ReceivedTransfers value or an error if the edge
 // was not loaded in eager-loading.
 func (e AgentEdges) ReceivedTransfersOrErr() ([]*Transfer, error) {
-	if e.loadedTypes[6] {
+	if e.loadedTypes[7] {
 		return e.ReceivedTransfers, nil
 	}
 	return nil, &NotLoadedError{edge: "received_transfers"}
@@ -337,6 +349,11 @@ func (_m *Agent) QueryInvitations() *InvitationQuery {
 // QueryPartnerAttestations queries the "partner_attestations" edge of the Agent entity.
 func (_m *Agent) QueryPartnerAttestations() *PartnerAttestationQuery {
 	return NewAgentClient(_m.config).QueryPartnerAttestations(_m)
+}
+
+// QueryCardRequests queries the "card_requests" edge of the Agent entity.
+func (_m *Agent) QueryCardRequests() *CardRequestQuery {
+	return NewAgentClient(_m.config).QueryCardRequests(_m)
 }
 
 // QueryPrimaryWallet queries the "primary_wallet" edge of the Agent entity.
@@ -530,6 +547,30 @@ func (_m *Agent) appendNamedPartnerAttestations(name string, edges ...*PartnerAt
 		_m.Edges.namedPartnerAttestations[name] = []*PartnerAttestation{}
 	} else {
 		_m.Edges.namedPartnerAttestations[name] = append(_m.Edges.namedPartnerAttestations[name], edges...)
+	}
+}
+
+// NamedCardRequests returns the CardRequests named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Agent) NamedCardRequests(name string) ([]*CardRequest, error) {
+	if _m.Edges.namedCardRequests == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedCardRequests[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Agent) appendNamedCardRequests(name string, edges ...*CardRequest) {
+	if _m.Edges.namedCardRequests == nil {
+		_m.Edges.namedCardRequests = make(map[string][]*CardRequest)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedCardRequests[name] = []*CardRequest{}
+	} else {
+		_m.Edges.namedCardRequests[name] = append(_m.Edges.namedCardRequests[name], edges...)
 	}
 }
 

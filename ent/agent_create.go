@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -326,6 +327,21 @@ func (_c *AgentCreate) AddPartnerAttestations(v ...*PartnerAttestation) *AgentCr
 		ids[i] = v[i].ID
 	}
 	return _c.AddPartnerAttestationIDs(ids...)
+}
+
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_c *AgentCreate) AddCardRequestIDs(ids ...uuid.UUID) *AgentCreate {
+	_c.mutation.AddCardRequestIDs(ids...)
+	return _c
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_c *AgentCreate) AddCardRequests(v ...*CardRequest) *AgentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddCardRequestIDs(ids...)
 }
 
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
@@ -697,6 +713,22 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

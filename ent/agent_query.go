@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -34,6 +35,7 @@ type AgentQuery struct {
 	withPairings                 *PairingQuery
 	withInvitations              *InvitationQuery
 	withPartnerAttestations      *PartnerAttestationQuery
+	withCardRequests             *CardRequestQuery
 	withPrimaryWallet            *WalletQuery
 	withSentTransfers            *TransferQuery
 	withReceivedTransfers        *TransferQuery
@@ -43,6 +45,7 @@ type AgentQuery struct {
 	withNamedPairings            map[string]*PairingQuery
 	withNamedInvitations         map[string]*InvitationQuery
 	withNamedPartnerAttestations map[string]*PartnerAttestationQuery
+	withNamedCardRequests        map[string]*CardRequestQuery
 	withNamedSentTransfers       map[string]*TransferQuery
 	withNamedReceivedTransfers   map[string]*TransferQuery
 	// intermediate query (i.e. traversal path).
@@ -162,6 +165,28 @@ func (_q *AgentQuery) QueryPartnerAttestations() *PartnerAttestationQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, selector),
 			sqlgraph.To(partnerattestation.Table, partnerattestation.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.PartnerAttestationsTable, agent.PartnerAttestationsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryCardRequests chains the current query on the "card_requests" edge.
+func (_q *AgentQuery) QueryCardRequests() *CardRequestQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, selector),
+			sqlgraph.To(cardrequest.Table, cardrequest.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.CardRequestsTable, agent.CardRequestsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -431,6 +456,7 @@ func (_q *AgentQuery) Clone() *AgentQuery {
 		withPairings:            _q.withPairings.Clone(),
 		withInvitations:         _q.withInvitations.Clone(),
 		withPartnerAttestations: _q.withPartnerAttestations.Clone(),
+		withCardRequests:        _q.withCardRequests.Clone(),
 		withPrimaryWallet:       _q.withPrimaryWallet.Clone(),
 		withSentTransfers:       _q.withSentTransfers.Clone(),
 		withReceivedTransfers:   _q.withReceivedTransfers.Clone(),
@@ -481,6 +507,17 @@ func (_q *AgentQuery) WithPartnerAttestations(opts ...func(*PartnerAttestationQu
 		opt(query)
 	}
 	_q.withPartnerAttestations = query
+	return _q
+}
+
+// WithCardRequests tells the query-builder to eager-load the nodes that are connected to
+// the "card_requests" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithCardRequests(opts ...func(*CardRequestQuery)) *AgentQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withCardRequests = query
 	return _q
 }
 
@@ -595,11 +632,12 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 	var (
 		nodes       = []*Agent{}
 		_spec       = _q.querySpec()
-		loadedTypes = [7]bool{
+		loadedTypes = [8]bool{
 			_q.withWallets != nil,
 			_q.withPairings != nil,
 			_q.withInvitations != nil,
 			_q.withPartnerAttestations != nil,
+			_q.withCardRequests != nil,
 			_q.withPrimaryWallet != nil,
 			_q.withSentTransfers != nil,
 			_q.withReceivedTransfers != nil,
@@ -656,6 +694,13 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 			return nil, err
 		}
 	}
+	if query := _q.withCardRequests; query != nil {
+		if err := _q.loadCardRequests(ctx, query, nodes,
+			func(n *Agent) { n.Edges.CardRequests = []*CardRequest{} },
+			func(n *Agent, e *CardRequest) { n.Edges.CardRequests = append(n.Edges.CardRequests, e) }); err != nil {
+			return nil, err
+		}
+	}
 	if query := _q.withPrimaryWallet; query != nil {
 		if err := _q.loadPrimaryWallet(ctx, query, nodes, nil,
 			func(n *Agent, e *Wallet) { n.Edges.PrimaryWallet = e }); err != nil {
@@ -701,6 +746,13 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 		if err := _q.loadPartnerAttestations(ctx, query, nodes,
 			func(n *Agent) { n.appendNamedPartnerAttestations(name) },
 			func(n *Agent, e *PartnerAttestation) { n.appendNamedPartnerAttestations(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedCardRequests {
+		if err := _q.loadCardRequests(ctx, query, nodes,
+			func(n *Agent) { n.appendNamedCardRequests(name) },
+			func(n *Agent, e *CardRequest) { n.appendNamedCardRequests(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -831,6 +883,36 @@ func (_q *AgentQuery) loadPartnerAttestations(ctx context.Context, query *Partne
 	}
 	query.Where(predicate.PartnerAttestation(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(agent.PartnerAttestationsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.AgentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "agent_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *AgentQuery) loadCardRequests(ctx context.Context, query *CardRequestQuery, nodes []*Agent, init func(*Agent), assign func(*Agent, *CardRequest)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Agent)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(cardrequest.FieldAgentID)
+	}
+	query.Where(predicate.CardRequest(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(agent.CardRequestsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {
@@ -1114,6 +1196,20 @@ func (_q *AgentQuery) WithNamedPartnerAttestations(name string, opts ...func(*Pa
 		_q.withNamedPartnerAttestations = make(map[string]*PartnerAttestationQuery)
 	}
 	_q.withNamedPartnerAttestations[name] = query
+	return _q
+}
+
+// WithNamedCardRequests tells the query-builder to eager-load the nodes that are connected to the "card_requests"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithNamedCardRequests(name string, opts ...func(*CardRequestQuery)) *AgentQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedCardRequests == nil {
+		_q.withNamedCardRequests = make(map[string]*CardRequestQuery)
+	}
+	_q.withNamedCardRequests[name] = query
 	return _q
 }
 

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/invitation"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -375,6 +376,21 @@ func (_u *AgentUpdate) AddPartnerAttestations(v ...*PartnerAttestation) *AgentUp
 	return _u.AddPartnerAttestationIDs(ids...)
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_u *AgentUpdate) AddCardRequestIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.AddCardRequestIDs(ids...)
+	return _u
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_u *AgentUpdate) AddCardRequests(v ...*CardRequest) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddCardRequestIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdate) SetPrimaryWallet(v *Wallet) *AgentUpdate {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -497,6 +513,27 @@ func (_u *AgentUpdate) RemovePartnerAttestations(v ...*PartnerAttestation) *Agen
 		ids[i] = v[i].ID
 	}
 	return _u.RemovePartnerAttestationIDs(ids...)
+}
+
+// ClearCardRequests clears all "card_requests" edges to the CardRequest entity.
+func (_u *AgentUpdate) ClearCardRequests() *AgentUpdate {
+	_u.mutation.ClearCardRequests()
+	return _u
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to CardRequest entities by IDs.
+func (_u *AgentUpdate) RemoveCardRequestIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.RemoveCardRequestIDs(ids...)
+	return _u
+}
+
+// RemoveCardRequests removes "card_requests" edges to CardRequest entities.
+func (_u *AgentUpdate) RemoveCardRequests(v ...*CardRequest) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveCardRequestIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -890,6 +927,51 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedCardRequestsIDs(); len(nodes) > 0 && !_u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -1377,6 +1459,21 @@ func (_u *AgentUpdateOne) AddPartnerAttestations(v ...*PartnerAttestation) *Agen
 	return _u.AddPartnerAttestationIDs(ids...)
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_u *AgentUpdateOne) AddCardRequestIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.AddCardRequestIDs(ids...)
+	return _u
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_u *AgentUpdateOne) AddCardRequests(v ...*CardRequest) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddCardRequestIDs(ids...)
+}
+
 // SetPrimaryWallet sets the "primary_wallet" edge to the Wallet entity.
 func (_u *AgentUpdateOne) SetPrimaryWallet(v *Wallet) *AgentUpdateOne {
 	return _u.SetPrimaryWalletID(v.ID)
@@ -1499,6 +1596,27 @@ func (_u *AgentUpdateOne) RemovePartnerAttestations(v ...*PartnerAttestation) *A
 		ids[i] = v[i].ID
 	}
 	return _u.RemovePartnerAttestationIDs(ids...)
+}
+
+// ClearCardRequests clears all "card_requests" edges to the CardRequest entity.
+func (_u *AgentUpdateOne) ClearCardRequests() *AgentUpdateOne {
+	_u.mutation.ClearCardRequests()
+	return _u
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to CardRequest entities by IDs.
+func (_u *AgentUpdateOne) RemoveCardRequestIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.RemoveCardRequestIDs(ids...)
+	return _u
+}
+
+// RemoveCardRequests removes "card_requests" edges to CardRequest entities.
+func (_u *AgentUpdateOne) RemoveCardRequests(v ...*CardRequest) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveCardRequestIDs(ids...)
 }
 
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
@@ -1922,6 +2040,51 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(partnerattestation.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedCardRequestsIDs(); len(nodes) > 0 && !_u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.CardRequestsTable,
+			Columns: []string{agent.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

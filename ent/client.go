@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -60,6 +61,8 @@ type Client struct {
 	Agent *AgentClient
 	// BrowserSession is the client for interacting with the BrowserSession builders.
 	BrowserSession *BrowserSessionClient
+	// CardRequest is the client for interacting with the CardRequest builders.
+	CardRequest *CardRequestClient
 	// ChainCursor is the client for interacting with the ChainCursor builders.
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
@@ -124,6 +127,7 @@ func (c *Client) init() {
 	c.AccountEvent = NewAccountEventClient(c.config)
 	c.Agent = NewAgentClient(c.config)
 	c.BrowserSession = NewBrowserSessionClient(c.config)
+	c.CardRequest = NewCardRequestClient(c.config)
 	c.ChainCursor = NewChainCursorClient(c.config)
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
@@ -244,6 +248,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		AccountEvent:         NewAccountEventClient(cfg),
 		Agent:                NewAgentClient(cfg),
 		BrowserSession:       NewBrowserSessionClient(cfg),
+		CardRequest:          NewCardRequestClient(cfg),
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
@@ -291,6 +296,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		AccountEvent:         NewAccountEventClient(cfg),
 		Agent:                NewAgentClient(cfg),
 		BrowserSession:       NewBrowserSessionClient(cfg),
+		CardRequest:          NewCardRequestClient(cfg),
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
@@ -345,12 +351,12 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
-		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
-		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer, c.User,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
+		c.CheckoutSession, c.DepositAddress, c.IdempotencyKey, c.IdentityCallback,
+		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage, c.Merchant,
+		c.MerchantKey, c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony,
+		c.Payment, c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -360,12 +366,12 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.AccountEvent, c.Agent, c.BrowserSession, c.ChainCursor, c.CheckoutSession,
-		c.DepositAddress, c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification,
-		c.Invitation, c.LoginToken, c.MailMessage, c.Merchant, c.MerchantKey,
-		c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer, c.User,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
+		c.CheckoutSession, c.DepositAddress, c.IdempotencyKey, c.IdentityCallback,
+		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage, c.Merchant,
+		c.MerchantKey, c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony,
+		c.Payment, c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -380,6 +386,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Agent.mutate(ctx, m)
 	case *BrowserSessionMutation:
 		return c.BrowserSession.mutate(ctx, m)
+	case *CardRequestMutation:
+		return c.CardRequest.mutate(ctx, m)
 	case *ChainCursorMutation:
 		return c.ChainCursor.mutate(ctx, m)
 	case *CheckoutSessionMutation:
@@ -740,6 +748,22 @@ func (c *AgentClient) QueryPartnerAttestations(_m *Agent) *PartnerAttestationQue
 	return query
 }
 
+// QueryCardRequests queries the card_requests edge of a Agent.
+func (c *AgentClient) QueryCardRequests(_m *Agent) *CardRequestQuery {
+	query := (&CardRequestClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, id),
+			sqlgraph.To(cardrequest.Table, cardrequest.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.CardRequestsTable, agent.CardRequestsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // QueryPrimaryWallet queries the primary_wallet edge of a Agent.
 func (c *AgentClient) QueryPrimaryWallet(_m *Agent) *WalletQuery {
 	query := (&WalletClient{config: c.config}).Query()
@@ -943,6 +967,171 @@ func (c *BrowserSessionClient) mutate(ctx context.Context, m *BrowserSessionMuta
 		return (&BrowserSessionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown BrowserSession mutation op: %q", m.Op())
+	}
+}
+
+// CardRequestClient is a client for the CardRequest schema.
+type CardRequestClient struct {
+	config
+}
+
+// NewCardRequestClient returns a client for the CardRequest from the given config.
+func NewCardRequestClient(c config) *CardRequestClient {
+	return &CardRequestClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `cardrequest.Hooks(f(g(h())))`.
+func (c *CardRequestClient) Use(hooks ...Hook) {
+	c.hooks.CardRequest = append(c.hooks.CardRequest, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `cardrequest.Intercept(f(g(h())))`.
+func (c *CardRequestClient) Intercept(interceptors ...Interceptor) {
+	c.inters.CardRequest = append(c.inters.CardRequest, interceptors...)
+}
+
+// Create returns a builder for creating a CardRequest entity.
+func (c *CardRequestClient) Create() *CardRequestCreate {
+	mutation := newCardRequestMutation(c.config, OpCreate)
+	return &CardRequestCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of CardRequest entities.
+func (c *CardRequestClient) CreateBulk(builders ...*CardRequestCreate) *CardRequestCreateBulk {
+	return &CardRequestCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *CardRequestClient) MapCreateBulk(slice any, setFunc func(*CardRequestCreate, int)) *CardRequestCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &CardRequestCreateBulk{err: fmt.Errorf("calling to CardRequestClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*CardRequestCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &CardRequestCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for CardRequest.
+func (c *CardRequestClient) Update() *CardRequestUpdate {
+	mutation := newCardRequestMutation(c.config, OpUpdate)
+	return &CardRequestUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *CardRequestClient) UpdateOne(_m *CardRequest) *CardRequestUpdateOne {
+	mutation := newCardRequestMutation(c.config, OpUpdateOne, withCardRequest(_m))
+	return &CardRequestUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *CardRequestClient) UpdateOneID(id uuid.UUID) *CardRequestUpdateOne {
+	mutation := newCardRequestMutation(c.config, OpUpdateOne, withCardRequestID(id))
+	return &CardRequestUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for CardRequest.
+func (c *CardRequestClient) Delete() *CardRequestDelete {
+	mutation := newCardRequestMutation(c.config, OpDelete)
+	return &CardRequestDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *CardRequestClient) DeleteOne(_m *CardRequest) *CardRequestDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *CardRequestClient) DeleteOneID(id uuid.UUID) *CardRequestDeleteOne {
+	builder := c.Delete().Where(cardrequest.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &CardRequestDeleteOne{builder}
+}
+
+// Query returns a query builder for CardRequest.
+func (c *CardRequestClient) Query() *CardRequestQuery {
+	return &CardRequestQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeCardRequest},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a CardRequest entity by its id.
+func (c *CardRequestClient) Get(ctx context.Context, id uuid.UUID) (*CardRequest, error) {
+	return c.Query().Where(cardrequest.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *CardRequestClient) GetX(ctx context.Context, id uuid.UUID) *CardRequest {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryAgent queries the agent edge of a CardRequest.
+func (c *CardRequestClient) QueryAgent(_m *CardRequest) *AgentQuery {
+	query := (&AgentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(cardrequest.Table, cardrequest.FieldID, id),
+			sqlgraph.To(agent.Table, agent.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, cardrequest.AgentTable, cardrequest.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryUser queries the user edge of a CardRequest.
+func (c *CardRequestClient) QueryUser(_m *CardRequest) *UserQuery {
+	query := (&UserClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(cardrequest.Table, cardrequest.FieldID, id),
+			sqlgraph.To(user.Table, user.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, cardrequest.UserTable, cardrequest.UserColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *CardRequestClient) Hooks() []Hook {
+	return c.hooks.CardRequest
+}
+
+// Interceptors returns the client interceptors.
+func (c *CardRequestClient) Interceptors() []Interceptor {
+	return c.inters.CardRequest
+}
+
+func (c *CardRequestClient) mutate(ctx context.Context, m *CardRequestMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&CardRequestCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&CardRequestUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&CardRequestUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&CardRequestDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown CardRequest mutation op: %q", m.Op())
 	}
 }
 
@@ -4114,6 +4303,22 @@ func (c *UserClient) QueryIdentityVerifications(_m *User) *IdentityVerificationQ
 	return query
 }
 
+// QueryCardRequests queries the card_requests edge of a User.
+func (c *UserClient) QueryCardRequests(_m *User) *CardRequestQuery {
+	query := (&CardRequestClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, id),
+			sqlgraph.To(cardrequest.Table, cardrequest.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.CardRequestsTable, user.CardRequestsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *UserClient) Hooks() []Hook {
 	return c.hooks.User
@@ -4802,7 +5007,7 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
+		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
 		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
 		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
@@ -4810,7 +5015,7 @@ type (
 		WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
-		AccountEvent, Agent, BrowserSession, ChainCursor, CheckoutSession,
+		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
 		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
 		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,

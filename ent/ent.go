@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -103,6 +104,7 @@ func checkColumn(t, c string) error {
 			accountevent.Table:         accountevent.ValidColumn,
 			agent.Table:                agent.ValidColumn,
 			browsersession.Table:       browsersession.ValidColumn,
+			cardrequest.Table:          cardrequest.ValidColumn,
 			chaincursor.Table:          chaincursor.ValidColumn,
 			checkoutsession.Table:      checkoutsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,

@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -58,6 +59,7 @@ const (
 	TypeAccountEvent         = "AccountEvent"
 	TypeAgent                = "Agent"
 	TypeBrowserSession       = "BrowserSession"
+	TypeCardRequest          = "CardRequest"
 	TypeChainCursor          = "ChainCursor"
 	TypeCheckoutSession      = "CheckoutSession"
 	TypeDepositAddress       = "DepositAddress"
@@ -715,6 +717,9 @@ type AgentMutation struct {
 	partner_attestations        map[uuid.UUID]struct{}
 	removedpartner_attestations map[uuid.UUID]struct{}
 	clearedpartner_attestations bool
+	card_requests               map[uuid.UUID]struct{}
+	removedcard_requests        map[uuid.UUID]struct{}
+	clearedcard_requests        bool
 	primary_wallet              *uuid.UUID
 	clearedprimary_wallet       bool
 	sent_transfers              map[uuid.UUID]struct{}
@@ -1848,6 +1853,60 @@ func (m *AgentMutation) ResetPartnerAttestations() {
 	m.removedpartner_attestations = nil
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by ids.
+func (m *AgentMutation) AddCardRequestIDs(ids ...uuid.UUID) {
+	if m.card_requests == nil {
+		m.card_requests = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.card_requests[ids[i]] = struct{}{}
+	}
+}
+
+// ClearCardRequests clears the "card_requests" edge to the CardRequest entity.
+func (m *AgentMutation) ClearCardRequests() {
+	m.clearedcard_requests = true
+}
+
+// CardRequestsCleared reports if the "card_requests" edge to the CardRequest entity was cleared.
+func (m *AgentMutation) CardRequestsCleared() bool {
+	return m.clearedcard_requests
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to the CardRequest entity by IDs.
+func (m *AgentMutation) RemoveCardRequestIDs(ids ...uuid.UUID) {
+	if m.removedcard_requests == nil {
+		m.removedcard_requests = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.card_requests, ids[i])
+		m.removedcard_requests[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedCardRequests returns the removed IDs of the "card_requests" edge to the CardRequest entity.
+func (m *AgentMutation) RemovedCardRequestsIDs() (ids []uuid.UUID) {
+	for id := range m.removedcard_requests {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// CardRequestsIDs returns the "card_requests" edge IDs in the mutation.
+func (m *AgentMutation) CardRequestsIDs() (ids []uuid.UUID) {
+	for id := range m.card_requests {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetCardRequests resets all changes to the "card_requests" edge.
+func (m *AgentMutation) ResetCardRequests() {
+	m.card_requests = nil
+	m.clearedcard_requests = false
+	m.removedcard_requests = nil
+}
+
 // ClearPrimaryWallet clears the "primary_wallet" edge to the Wallet entity.
 func (m *AgentMutation) ClearPrimaryWallet() {
 	m.clearedprimary_wallet = true
@@ -2495,7 +2554,7 @@ func (m *AgentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *AgentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.wallets != nil {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2507,6 +2566,9 @@ func (m *AgentMutation) AddedEdges() []string {
 	}
 	if m.partner_attestations != nil {
 		edges = append(edges, agent.EdgePartnerAttestations)
+	}
+	if m.card_requests != nil {
+		edges = append(edges, agent.EdgeCardRequests)
 	}
 	if m.primary_wallet != nil {
 		edges = append(edges, agent.EdgePrimaryWallet)
@@ -2548,6 +2610,12 @@ func (m *AgentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgeCardRequests:
+		ids := make([]ent.Value, 0, len(m.card_requests))
+		for id := range m.card_requests {
+			ids = append(ids, id)
+		}
+		return ids
 	case agent.EdgePrimaryWallet:
 		if id := m.primary_wallet; id != nil {
 			return []ent.Value{*id}
@@ -2570,7 +2638,7 @@ func (m *AgentMutation) AddedIDs(name string) []ent.Value {
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *AgentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.removedwallets != nil {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2582,6 +2650,9 @@ func (m *AgentMutation) RemovedEdges() []string {
 	}
 	if m.removedpartner_attestations != nil {
 		edges = append(edges, agent.EdgePartnerAttestations)
+	}
+	if m.removedcard_requests != nil {
+		edges = append(edges, agent.EdgeCardRequests)
 	}
 	if m.removedsent_transfers != nil {
 		edges = append(edges, agent.EdgeSentTransfers)
@@ -2620,6 +2691,12 @@ func (m *AgentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgeCardRequests:
+		ids := make([]ent.Value, 0, len(m.removedcard_requests))
+		for id := range m.removedcard_requests {
+			ids = append(ids, id)
+		}
+		return ids
 	case agent.EdgeSentTransfers:
 		ids := make([]ent.Value, 0, len(m.removedsent_transfers))
 		for id := range m.removedsent_transfers {
@@ -2638,7 +2715,7 @@ func (m *AgentMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *AgentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.clearedwallets {
 		edges = append(edges, agent.EdgeWallets)
 	}
@@ -2650,6 +2727,9 @@ func (m *AgentMutation) ClearedEdges() []string {
 	}
 	if m.clearedpartner_attestations {
 		edges = append(edges, agent.EdgePartnerAttestations)
+	}
+	if m.clearedcard_requests {
+		edges = append(edges, agent.EdgeCardRequests)
 	}
 	if m.clearedprimary_wallet {
 		edges = append(edges, agent.EdgePrimaryWallet)
@@ -2675,6 +2755,8 @@ func (m *AgentMutation) EdgeCleared(name string) bool {
 		return m.clearedinvitations
 	case agent.EdgePartnerAttestations:
 		return m.clearedpartner_attestations
+	case agent.EdgeCardRequests:
+		return m.clearedcard_requests
 	case agent.EdgePrimaryWallet:
 		return m.clearedprimary_wallet
 	case agent.EdgeSentTransfers:
@@ -2711,6 +2793,9 @@ func (m *AgentMutation) ResetEdge(name string) error {
 		return nil
 	case agent.EdgePartnerAttestations:
 		m.ResetPartnerAttestations()
+		return nil
+	case agent.EdgeCardRequests:
+		m.ResetCardRequests()
 		return nil
 	case agent.EdgePrimaryWallet:
 		m.ResetPrimaryWallet()
@@ -3401,6 +3486,2490 @@ func (m *BrowserSessionMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *BrowserSessionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown BrowserSession edge %s", name)
+}
+
+// CardRequestMutation represents an operation that mutates the CardRequest nodes in the graph.
+type CardRequestMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	created_at          *time.Time
+	updated_at          *time.Time
+	amount              *int64
+	addamount           *int64
+	merchant_name       *string
+	description         *string
+	status              *cardrequest.Status
+	expires_at          *time.Time
+	decided_at          *time.Time
+	error               *string
+	reserve_transfer_id *uuid.UUID
+	issuer              *string
+	card_reference      *string
+	card_token          *string
+	card_last4          *string
+	card_sealed         *[]byte
+	card_expires_at     *time.Time
+	card_revealed_at    *time.Time
+	charged_amount      *int64
+	addcharged_amount   *int64
+	charged_merchant    *string
+	charged_at          *time.Time
+	refund_amount       *int64
+	addrefund_amount    *int64
+	refund_chain        *string
+	refund_to           *string
+	refund_tx_hash      *string
+	refund_sent_at      *time.Time
+	refunded_at         *time.Time
+	idempotency_key     *string
+	fingerprint         *[]byte
+	clearedFields       map[string]struct{}
+	agent               *uuid.UUID
+	clearedagent        bool
+	user                *uuid.UUID
+	cleareduser         bool
+	done                bool
+	oldValue            func(context.Context) (*CardRequest, error)
+	predicates          []predicate.CardRequest
+}
+
+var _ ent.Mutation = (*CardRequestMutation)(nil)
+
+// cardrequestOption allows management of the mutation configuration using functional options.
+type cardrequestOption func(*CardRequestMutation)
+
+// newCardRequestMutation creates new mutation for the CardRequest entity.
+func newCardRequestMutation(c config, op Op, opts ...cardrequestOption) *CardRequestMutation {
+	m := &CardRequestMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeCardRequest,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withCardRequestID sets the ID field of the mutation.
+func withCardRequestID(id uuid.UUID) cardrequestOption {
+	return func(m *CardRequestMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *CardRequest
+		)
+		m.oldValue = func(ctx context.Context) (*CardRequest, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().CardRequest.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withCardRequest sets the old CardRequest of the mutation.
+func withCardRequest(node *CardRequest) cardrequestOption {
+	return func(m *CardRequestMutation) {
+		m.oldValue = func(context.Context) (*CardRequest, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m CardRequestMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m CardRequestMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of CardRequest entities.
+func (m *CardRequestMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *CardRequestMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *CardRequestMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().CardRequest.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *CardRequestMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *CardRequestMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *CardRequestMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *CardRequestMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *CardRequestMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *CardRequestMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *CardRequestMutation) SetAgentID(u uuid.UUID) {
+	m.agent = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *CardRequestMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldAgentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *CardRequestMutation) ResetAgentID() {
+	m.agent = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *CardRequestMutation) SetUserID(u uuid.UUID) {
+	m.user = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *CardRequestMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldUserID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *CardRequestMutation) ResetUserID() {
+	m.user = nil
+}
+
+// SetAmount sets the "amount" field.
+func (m *CardRequestMutation) SetAmount(i int64) {
+	m.amount = &i
+	m.addamount = nil
+}
+
+// Amount returns the value of the "amount" field in the mutation.
+func (m *CardRequestMutation) Amount() (r int64, exists bool) {
+	v := m.amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmount returns the old "amount" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldAmount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmount: %w", err)
+	}
+	return oldValue.Amount, nil
+}
+
+// AddAmount adds i to the "amount" field.
+func (m *CardRequestMutation) AddAmount(i int64) {
+	if m.addamount != nil {
+		*m.addamount += i
+	} else {
+		m.addamount = &i
+	}
+}
+
+// AddedAmount returns the value that was added to the "amount" field in this mutation.
+func (m *CardRequestMutation) AddedAmount() (r int64, exists bool) {
+	v := m.addamount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAmount resets all changes to the "amount" field.
+func (m *CardRequestMutation) ResetAmount() {
+	m.amount = nil
+	m.addamount = nil
+}
+
+// SetMerchantName sets the "merchant_name" field.
+func (m *CardRequestMutation) SetMerchantName(s string) {
+	m.merchant_name = &s
+}
+
+// MerchantName returns the value of the "merchant_name" field in the mutation.
+func (m *CardRequestMutation) MerchantName() (r string, exists bool) {
+	v := m.merchant_name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantName returns the old "merchant_name" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldMerchantName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantName: %w", err)
+	}
+	return oldValue.MerchantName, nil
+}
+
+// ResetMerchantName resets all changes to the "merchant_name" field.
+func (m *CardRequestMutation) ResetMerchantName() {
+	m.merchant_name = nil
+}
+
+// SetDescription sets the "description" field.
+func (m *CardRequestMutation) SetDescription(s string) {
+	m.description = &s
+}
+
+// Description returns the value of the "description" field in the mutation.
+func (m *CardRequestMutation) Description() (r string, exists bool) {
+	v := m.description
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDescription returns the old "description" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldDescription(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDescription is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDescription requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDescription: %w", err)
+	}
+	return oldValue.Description, nil
+}
+
+// ResetDescription resets all changes to the "description" field.
+func (m *CardRequestMutation) ResetDescription() {
+	m.description = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *CardRequestMutation) SetStatus(c cardrequest.Status) {
+	m.status = &c
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *CardRequestMutation) Status() (r cardrequest.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldStatus(ctx context.Context) (v cardrequest.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *CardRequestMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *CardRequestMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *CardRequestMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *CardRequestMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetDecidedAt sets the "decided_at" field.
+func (m *CardRequestMutation) SetDecidedAt(t time.Time) {
+	m.decided_at = &t
+}
+
+// DecidedAt returns the value of the "decided_at" field in the mutation.
+func (m *CardRequestMutation) DecidedAt() (r time.Time, exists bool) {
+	v := m.decided_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecidedAt returns the old "decided_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldDecidedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecidedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecidedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecidedAt: %w", err)
+	}
+	return oldValue.DecidedAt, nil
+}
+
+// ClearDecidedAt clears the value of the "decided_at" field.
+func (m *CardRequestMutation) ClearDecidedAt() {
+	m.decided_at = nil
+	m.clearedFields[cardrequest.FieldDecidedAt] = struct{}{}
+}
+
+// DecidedAtCleared returns if the "decided_at" field was cleared in this mutation.
+func (m *CardRequestMutation) DecidedAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldDecidedAt]
+	return ok
+}
+
+// ResetDecidedAt resets all changes to the "decided_at" field.
+func (m *CardRequestMutation) ResetDecidedAt() {
+	m.decided_at = nil
+	delete(m.clearedFields, cardrequest.FieldDecidedAt)
+}
+
+// SetError sets the "error" field.
+func (m *CardRequestMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *CardRequestMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ClearError clears the value of the "error" field.
+func (m *CardRequestMutation) ClearError() {
+	m.error = nil
+	m.clearedFields[cardrequest.FieldError] = struct{}{}
+}
+
+// ErrorCleared returns if the "error" field was cleared in this mutation.
+func (m *CardRequestMutation) ErrorCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldError]
+	return ok
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *CardRequestMutation) ResetError() {
+	m.error = nil
+	delete(m.clearedFields, cardrequest.FieldError)
+}
+
+// SetReserveTransferID sets the "reserve_transfer_id" field.
+func (m *CardRequestMutation) SetReserveTransferID(u uuid.UUID) {
+	m.reserve_transfer_id = &u
+}
+
+// ReserveTransferID returns the value of the "reserve_transfer_id" field in the mutation.
+func (m *CardRequestMutation) ReserveTransferID() (r uuid.UUID, exists bool) {
+	v := m.reserve_transfer_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReserveTransferID returns the old "reserve_transfer_id" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldReserveTransferID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReserveTransferID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReserveTransferID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReserveTransferID: %w", err)
+	}
+	return oldValue.ReserveTransferID, nil
+}
+
+// ClearReserveTransferID clears the value of the "reserve_transfer_id" field.
+func (m *CardRequestMutation) ClearReserveTransferID() {
+	m.reserve_transfer_id = nil
+	m.clearedFields[cardrequest.FieldReserveTransferID] = struct{}{}
+}
+
+// ReserveTransferIDCleared returns if the "reserve_transfer_id" field was cleared in this mutation.
+func (m *CardRequestMutation) ReserveTransferIDCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldReserveTransferID]
+	return ok
+}
+
+// ResetReserveTransferID resets all changes to the "reserve_transfer_id" field.
+func (m *CardRequestMutation) ResetReserveTransferID() {
+	m.reserve_transfer_id = nil
+	delete(m.clearedFields, cardrequest.FieldReserveTransferID)
+}
+
+// SetIssuer sets the "issuer" field.
+func (m *CardRequestMutation) SetIssuer(s string) {
+	m.issuer = &s
+}
+
+// Issuer returns the value of the "issuer" field in the mutation.
+func (m *CardRequestMutation) Issuer() (r string, exists bool) {
+	v := m.issuer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIssuer returns the old "issuer" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldIssuer(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIssuer is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIssuer requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIssuer: %w", err)
+	}
+	return oldValue.Issuer, nil
+}
+
+// ClearIssuer clears the value of the "issuer" field.
+func (m *CardRequestMutation) ClearIssuer() {
+	m.issuer = nil
+	m.clearedFields[cardrequest.FieldIssuer] = struct{}{}
+}
+
+// IssuerCleared returns if the "issuer" field was cleared in this mutation.
+func (m *CardRequestMutation) IssuerCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldIssuer]
+	return ok
+}
+
+// ResetIssuer resets all changes to the "issuer" field.
+func (m *CardRequestMutation) ResetIssuer() {
+	m.issuer = nil
+	delete(m.clearedFields, cardrequest.FieldIssuer)
+}
+
+// SetCardReference sets the "card_reference" field.
+func (m *CardRequestMutation) SetCardReference(s string) {
+	m.card_reference = &s
+}
+
+// CardReference returns the value of the "card_reference" field in the mutation.
+func (m *CardRequestMutation) CardReference() (r string, exists bool) {
+	v := m.card_reference
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardReference returns the old "card_reference" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardReference(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardReference is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardReference requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardReference: %w", err)
+	}
+	return oldValue.CardReference, nil
+}
+
+// ClearCardReference clears the value of the "card_reference" field.
+func (m *CardRequestMutation) ClearCardReference() {
+	m.card_reference = nil
+	m.clearedFields[cardrequest.FieldCardReference] = struct{}{}
+}
+
+// CardReferenceCleared returns if the "card_reference" field was cleared in this mutation.
+func (m *CardRequestMutation) CardReferenceCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardReference]
+	return ok
+}
+
+// ResetCardReference resets all changes to the "card_reference" field.
+func (m *CardRequestMutation) ResetCardReference() {
+	m.card_reference = nil
+	delete(m.clearedFields, cardrequest.FieldCardReference)
+}
+
+// SetCardToken sets the "card_token" field.
+func (m *CardRequestMutation) SetCardToken(s string) {
+	m.card_token = &s
+}
+
+// CardToken returns the value of the "card_token" field in the mutation.
+func (m *CardRequestMutation) CardToken() (r string, exists bool) {
+	v := m.card_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardToken returns the old "card_token" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardToken(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardToken: %w", err)
+	}
+	return oldValue.CardToken, nil
+}
+
+// ClearCardToken clears the value of the "card_token" field.
+func (m *CardRequestMutation) ClearCardToken() {
+	m.card_token = nil
+	m.clearedFields[cardrequest.FieldCardToken] = struct{}{}
+}
+
+// CardTokenCleared returns if the "card_token" field was cleared in this mutation.
+func (m *CardRequestMutation) CardTokenCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardToken]
+	return ok
+}
+
+// ResetCardToken resets all changes to the "card_token" field.
+func (m *CardRequestMutation) ResetCardToken() {
+	m.card_token = nil
+	delete(m.clearedFields, cardrequest.FieldCardToken)
+}
+
+// SetCardLast4 sets the "card_last4" field.
+func (m *CardRequestMutation) SetCardLast4(s string) {
+	m.card_last4 = &s
+}
+
+// CardLast4 returns the value of the "card_last4" field in the mutation.
+func (m *CardRequestMutation) CardLast4() (r string, exists bool) {
+	v := m.card_last4
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardLast4 returns the old "card_last4" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardLast4(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardLast4 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardLast4 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardLast4: %w", err)
+	}
+	return oldValue.CardLast4, nil
+}
+
+// ClearCardLast4 clears the value of the "card_last4" field.
+func (m *CardRequestMutation) ClearCardLast4() {
+	m.card_last4 = nil
+	m.clearedFields[cardrequest.FieldCardLast4] = struct{}{}
+}
+
+// CardLast4Cleared returns if the "card_last4" field was cleared in this mutation.
+func (m *CardRequestMutation) CardLast4Cleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardLast4]
+	return ok
+}
+
+// ResetCardLast4 resets all changes to the "card_last4" field.
+func (m *CardRequestMutation) ResetCardLast4() {
+	m.card_last4 = nil
+	delete(m.clearedFields, cardrequest.FieldCardLast4)
+}
+
+// SetCardSealed sets the "card_sealed" field.
+func (m *CardRequestMutation) SetCardSealed(b []byte) {
+	m.card_sealed = &b
+}
+
+// CardSealed returns the value of the "card_sealed" field in the mutation.
+func (m *CardRequestMutation) CardSealed() (r []byte, exists bool) {
+	v := m.card_sealed
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardSealed returns the old "card_sealed" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardSealed(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardSealed is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardSealed requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardSealed: %w", err)
+	}
+	return oldValue.CardSealed, nil
+}
+
+// ClearCardSealed clears the value of the "card_sealed" field.
+func (m *CardRequestMutation) ClearCardSealed() {
+	m.card_sealed = nil
+	m.clearedFields[cardrequest.FieldCardSealed] = struct{}{}
+}
+
+// CardSealedCleared returns if the "card_sealed" field was cleared in this mutation.
+func (m *CardRequestMutation) CardSealedCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardSealed]
+	return ok
+}
+
+// ResetCardSealed resets all changes to the "card_sealed" field.
+func (m *CardRequestMutation) ResetCardSealed() {
+	m.card_sealed = nil
+	delete(m.clearedFields, cardrequest.FieldCardSealed)
+}
+
+// SetCardExpiresAt sets the "card_expires_at" field.
+func (m *CardRequestMutation) SetCardExpiresAt(t time.Time) {
+	m.card_expires_at = &t
+}
+
+// CardExpiresAt returns the value of the "card_expires_at" field in the mutation.
+func (m *CardRequestMutation) CardExpiresAt() (r time.Time, exists bool) {
+	v := m.card_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardExpiresAt returns the old "card_expires_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardExpiresAt: %w", err)
+	}
+	return oldValue.CardExpiresAt, nil
+}
+
+// ClearCardExpiresAt clears the value of the "card_expires_at" field.
+func (m *CardRequestMutation) ClearCardExpiresAt() {
+	m.card_expires_at = nil
+	m.clearedFields[cardrequest.FieldCardExpiresAt] = struct{}{}
+}
+
+// CardExpiresAtCleared returns if the "card_expires_at" field was cleared in this mutation.
+func (m *CardRequestMutation) CardExpiresAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardExpiresAt]
+	return ok
+}
+
+// ResetCardExpiresAt resets all changes to the "card_expires_at" field.
+func (m *CardRequestMutation) ResetCardExpiresAt() {
+	m.card_expires_at = nil
+	delete(m.clearedFields, cardrequest.FieldCardExpiresAt)
+}
+
+// SetCardRevealedAt sets the "card_revealed_at" field.
+func (m *CardRequestMutation) SetCardRevealedAt(t time.Time) {
+	m.card_revealed_at = &t
+}
+
+// CardRevealedAt returns the value of the "card_revealed_at" field in the mutation.
+func (m *CardRequestMutation) CardRevealedAt() (r time.Time, exists bool) {
+	v := m.card_revealed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCardRevealedAt returns the old "card_revealed_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldCardRevealedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCardRevealedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCardRevealedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCardRevealedAt: %w", err)
+	}
+	return oldValue.CardRevealedAt, nil
+}
+
+// ClearCardRevealedAt clears the value of the "card_revealed_at" field.
+func (m *CardRequestMutation) ClearCardRevealedAt() {
+	m.card_revealed_at = nil
+	m.clearedFields[cardrequest.FieldCardRevealedAt] = struct{}{}
+}
+
+// CardRevealedAtCleared returns if the "card_revealed_at" field was cleared in this mutation.
+func (m *CardRequestMutation) CardRevealedAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldCardRevealedAt]
+	return ok
+}
+
+// ResetCardRevealedAt resets all changes to the "card_revealed_at" field.
+func (m *CardRequestMutation) ResetCardRevealedAt() {
+	m.card_revealed_at = nil
+	delete(m.clearedFields, cardrequest.FieldCardRevealedAt)
+}
+
+// SetChargedAmount sets the "charged_amount" field.
+func (m *CardRequestMutation) SetChargedAmount(i int64) {
+	m.charged_amount = &i
+	m.addcharged_amount = nil
+}
+
+// ChargedAmount returns the value of the "charged_amount" field in the mutation.
+func (m *CardRequestMutation) ChargedAmount() (r int64, exists bool) {
+	v := m.charged_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChargedAmount returns the old "charged_amount" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldChargedAmount(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChargedAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChargedAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChargedAmount: %w", err)
+	}
+	return oldValue.ChargedAmount, nil
+}
+
+// AddChargedAmount adds i to the "charged_amount" field.
+func (m *CardRequestMutation) AddChargedAmount(i int64) {
+	if m.addcharged_amount != nil {
+		*m.addcharged_amount += i
+	} else {
+		m.addcharged_amount = &i
+	}
+}
+
+// AddedChargedAmount returns the value that was added to the "charged_amount" field in this mutation.
+func (m *CardRequestMutation) AddedChargedAmount() (r int64, exists bool) {
+	v := m.addcharged_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearChargedAmount clears the value of the "charged_amount" field.
+func (m *CardRequestMutation) ClearChargedAmount() {
+	m.charged_amount = nil
+	m.addcharged_amount = nil
+	m.clearedFields[cardrequest.FieldChargedAmount] = struct{}{}
+}
+
+// ChargedAmountCleared returns if the "charged_amount" field was cleared in this mutation.
+func (m *CardRequestMutation) ChargedAmountCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldChargedAmount]
+	return ok
+}
+
+// ResetChargedAmount resets all changes to the "charged_amount" field.
+func (m *CardRequestMutation) ResetChargedAmount() {
+	m.charged_amount = nil
+	m.addcharged_amount = nil
+	delete(m.clearedFields, cardrequest.FieldChargedAmount)
+}
+
+// SetChargedMerchant sets the "charged_merchant" field.
+func (m *CardRequestMutation) SetChargedMerchant(s string) {
+	m.charged_merchant = &s
+}
+
+// ChargedMerchant returns the value of the "charged_merchant" field in the mutation.
+func (m *CardRequestMutation) ChargedMerchant() (r string, exists bool) {
+	v := m.charged_merchant
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChargedMerchant returns the old "charged_merchant" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldChargedMerchant(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChargedMerchant is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChargedMerchant requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChargedMerchant: %w", err)
+	}
+	return oldValue.ChargedMerchant, nil
+}
+
+// ClearChargedMerchant clears the value of the "charged_merchant" field.
+func (m *CardRequestMutation) ClearChargedMerchant() {
+	m.charged_merchant = nil
+	m.clearedFields[cardrequest.FieldChargedMerchant] = struct{}{}
+}
+
+// ChargedMerchantCleared returns if the "charged_merchant" field was cleared in this mutation.
+func (m *CardRequestMutation) ChargedMerchantCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldChargedMerchant]
+	return ok
+}
+
+// ResetChargedMerchant resets all changes to the "charged_merchant" field.
+func (m *CardRequestMutation) ResetChargedMerchant() {
+	m.charged_merchant = nil
+	delete(m.clearedFields, cardrequest.FieldChargedMerchant)
+}
+
+// SetChargedAt sets the "charged_at" field.
+func (m *CardRequestMutation) SetChargedAt(t time.Time) {
+	m.charged_at = &t
+}
+
+// ChargedAt returns the value of the "charged_at" field in the mutation.
+func (m *CardRequestMutation) ChargedAt() (r time.Time, exists bool) {
+	v := m.charged_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChargedAt returns the old "charged_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldChargedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChargedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChargedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChargedAt: %w", err)
+	}
+	return oldValue.ChargedAt, nil
+}
+
+// ClearChargedAt clears the value of the "charged_at" field.
+func (m *CardRequestMutation) ClearChargedAt() {
+	m.charged_at = nil
+	m.clearedFields[cardrequest.FieldChargedAt] = struct{}{}
+}
+
+// ChargedAtCleared returns if the "charged_at" field was cleared in this mutation.
+func (m *CardRequestMutation) ChargedAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldChargedAt]
+	return ok
+}
+
+// ResetChargedAt resets all changes to the "charged_at" field.
+func (m *CardRequestMutation) ResetChargedAt() {
+	m.charged_at = nil
+	delete(m.clearedFields, cardrequest.FieldChargedAt)
+}
+
+// SetRefundAmount sets the "refund_amount" field.
+func (m *CardRequestMutation) SetRefundAmount(i int64) {
+	m.refund_amount = &i
+	m.addrefund_amount = nil
+}
+
+// RefundAmount returns the value of the "refund_amount" field in the mutation.
+func (m *CardRequestMutation) RefundAmount() (r int64, exists bool) {
+	v := m.refund_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundAmount returns the old "refund_amount" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundAmount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundAmount: %w", err)
+	}
+	return oldValue.RefundAmount, nil
+}
+
+// AddRefundAmount adds i to the "refund_amount" field.
+func (m *CardRequestMutation) AddRefundAmount(i int64) {
+	if m.addrefund_amount != nil {
+		*m.addrefund_amount += i
+	} else {
+		m.addrefund_amount = &i
+	}
+}
+
+// AddedRefundAmount returns the value that was added to the "refund_amount" field in this mutation.
+func (m *CardRequestMutation) AddedRefundAmount() (r int64, exists bool) {
+	v := m.addrefund_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRefundAmount resets all changes to the "refund_amount" field.
+func (m *CardRequestMutation) ResetRefundAmount() {
+	m.refund_amount = nil
+	m.addrefund_amount = nil
+}
+
+// SetRefundChain sets the "refund_chain" field.
+func (m *CardRequestMutation) SetRefundChain(s string) {
+	m.refund_chain = &s
+}
+
+// RefundChain returns the value of the "refund_chain" field in the mutation.
+func (m *CardRequestMutation) RefundChain() (r string, exists bool) {
+	v := m.refund_chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundChain returns the old "refund_chain" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundChain: %w", err)
+	}
+	return oldValue.RefundChain, nil
+}
+
+// ClearRefundChain clears the value of the "refund_chain" field.
+func (m *CardRequestMutation) ClearRefundChain() {
+	m.refund_chain = nil
+	m.clearedFields[cardrequest.FieldRefundChain] = struct{}{}
+}
+
+// RefundChainCleared returns if the "refund_chain" field was cleared in this mutation.
+func (m *CardRequestMutation) RefundChainCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRefundChain]
+	return ok
+}
+
+// ResetRefundChain resets all changes to the "refund_chain" field.
+func (m *CardRequestMutation) ResetRefundChain() {
+	m.refund_chain = nil
+	delete(m.clearedFields, cardrequest.FieldRefundChain)
+}
+
+// SetRefundTo sets the "refund_to" field.
+func (m *CardRequestMutation) SetRefundTo(s string) {
+	m.refund_to = &s
+}
+
+// RefundTo returns the value of the "refund_to" field in the mutation.
+func (m *CardRequestMutation) RefundTo() (r string, exists bool) {
+	v := m.refund_to
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundTo returns the old "refund_to" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundTo(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundTo is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundTo requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundTo: %w", err)
+	}
+	return oldValue.RefundTo, nil
+}
+
+// ClearRefundTo clears the value of the "refund_to" field.
+func (m *CardRequestMutation) ClearRefundTo() {
+	m.refund_to = nil
+	m.clearedFields[cardrequest.FieldRefundTo] = struct{}{}
+}
+
+// RefundToCleared returns if the "refund_to" field was cleared in this mutation.
+func (m *CardRequestMutation) RefundToCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRefundTo]
+	return ok
+}
+
+// ResetRefundTo resets all changes to the "refund_to" field.
+func (m *CardRequestMutation) ResetRefundTo() {
+	m.refund_to = nil
+	delete(m.clearedFields, cardrequest.FieldRefundTo)
+}
+
+// SetRefundTxHash sets the "refund_tx_hash" field.
+func (m *CardRequestMutation) SetRefundTxHash(s string) {
+	m.refund_tx_hash = &s
+}
+
+// RefundTxHash returns the value of the "refund_tx_hash" field in the mutation.
+func (m *CardRequestMutation) RefundTxHash() (r string, exists bool) {
+	v := m.refund_tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundTxHash returns the old "refund_tx_hash" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundTxHash: %w", err)
+	}
+	return oldValue.RefundTxHash, nil
+}
+
+// ClearRefundTxHash clears the value of the "refund_tx_hash" field.
+func (m *CardRequestMutation) ClearRefundTxHash() {
+	m.refund_tx_hash = nil
+	m.clearedFields[cardrequest.FieldRefundTxHash] = struct{}{}
+}
+
+// RefundTxHashCleared returns if the "refund_tx_hash" field was cleared in this mutation.
+func (m *CardRequestMutation) RefundTxHashCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRefundTxHash]
+	return ok
+}
+
+// ResetRefundTxHash resets all changes to the "refund_tx_hash" field.
+func (m *CardRequestMutation) ResetRefundTxHash() {
+	m.refund_tx_hash = nil
+	delete(m.clearedFields, cardrequest.FieldRefundTxHash)
+}
+
+// SetRefundSentAt sets the "refund_sent_at" field.
+func (m *CardRequestMutation) SetRefundSentAt(t time.Time) {
+	m.refund_sent_at = &t
+}
+
+// RefundSentAt returns the value of the "refund_sent_at" field in the mutation.
+func (m *CardRequestMutation) RefundSentAt() (r time.Time, exists bool) {
+	v := m.refund_sent_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundSentAt returns the old "refund_sent_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundSentAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundSentAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundSentAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundSentAt: %w", err)
+	}
+	return oldValue.RefundSentAt, nil
+}
+
+// ClearRefundSentAt clears the value of the "refund_sent_at" field.
+func (m *CardRequestMutation) ClearRefundSentAt() {
+	m.refund_sent_at = nil
+	m.clearedFields[cardrequest.FieldRefundSentAt] = struct{}{}
+}
+
+// RefundSentAtCleared returns if the "refund_sent_at" field was cleared in this mutation.
+func (m *CardRequestMutation) RefundSentAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRefundSentAt]
+	return ok
+}
+
+// ResetRefundSentAt resets all changes to the "refund_sent_at" field.
+func (m *CardRequestMutation) ResetRefundSentAt() {
+	m.refund_sent_at = nil
+	delete(m.clearedFields, cardrequest.FieldRefundSentAt)
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (m *CardRequestMutation) SetRefundedAt(t time.Time) {
+	m.refunded_at = &t
+}
+
+// RefundedAt returns the value of the "refunded_at" field in the mutation.
+func (m *CardRequestMutation) RefundedAt() (r time.Time, exists bool) {
+	v := m.refunded_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundedAt returns the old "refunded_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRefundedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundedAt: %w", err)
+	}
+	return oldValue.RefundedAt, nil
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (m *CardRequestMutation) ClearRefundedAt() {
+	m.refunded_at = nil
+	m.clearedFields[cardrequest.FieldRefundedAt] = struct{}{}
+}
+
+// RefundedAtCleared returns if the "refunded_at" field was cleared in this mutation.
+func (m *CardRequestMutation) RefundedAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRefundedAt]
+	return ok
+}
+
+// ResetRefundedAt resets all changes to the "refunded_at" field.
+func (m *CardRequestMutation) ResetRefundedAt() {
+	m.refunded_at = nil
+	delete(m.clearedFields, cardrequest.FieldRefundedAt)
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *CardRequestMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *CardRequestMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *CardRequestMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[cardrequest.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *CardRequestMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *CardRequestMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, cardrequest.FieldIdempotencyKey)
+}
+
+// SetFingerprint sets the "fingerprint" field.
+func (m *CardRequestMutation) SetFingerprint(b []byte) {
+	m.fingerprint = &b
+}
+
+// Fingerprint returns the value of the "fingerprint" field in the mutation.
+func (m *CardRequestMutation) Fingerprint() (r []byte, exists bool) {
+	v := m.fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFingerprint returns the old "fingerprint" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldFingerprint(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFingerprint: %w", err)
+	}
+	return oldValue.Fingerprint, nil
+}
+
+// ClearFingerprint clears the value of the "fingerprint" field.
+func (m *CardRequestMutation) ClearFingerprint() {
+	m.fingerprint = nil
+	m.clearedFields[cardrequest.FieldFingerprint] = struct{}{}
+}
+
+// FingerprintCleared returns if the "fingerprint" field was cleared in this mutation.
+func (m *CardRequestMutation) FingerprintCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldFingerprint]
+	return ok
+}
+
+// ResetFingerprint resets all changes to the "fingerprint" field.
+func (m *CardRequestMutation) ResetFingerprint() {
+	m.fingerprint = nil
+	delete(m.clearedFields, cardrequest.FieldFingerprint)
+}
+
+// ClearAgent clears the "agent" edge to the Agent entity.
+func (m *CardRequestMutation) ClearAgent() {
+	m.clearedagent = true
+	m.clearedFields[cardrequest.FieldAgentID] = struct{}{}
+}
+
+// AgentCleared reports if the "agent" edge to the Agent entity was cleared.
+func (m *CardRequestMutation) AgentCleared() bool {
+	return m.clearedagent
+}
+
+// AgentIDs returns the "agent" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// AgentID instead. It exists only for internal usage by the builders.
+func (m *CardRequestMutation) AgentIDs() (ids []uuid.UUID) {
+	if id := m.agent; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetAgent resets all changes to the "agent" edge.
+func (m *CardRequestMutation) ResetAgent() {
+	m.agent = nil
+	m.clearedagent = false
+}
+
+// ClearUser clears the "user" edge to the User entity.
+func (m *CardRequestMutation) ClearUser() {
+	m.cleareduser = true
+	m.clearedFields[cardrequest.FieldUserID] = struct{}{}
+}
+
+// UserCleared reports if the "user" edge to the User entity was cleared.
+func (m *CardRequestMutation) UserCleared() bool {
+	return m.cleareduser
+}
+
+// UserIDs returns the "user" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// UserID instead. It exists only for internal usage by the builders.
+func (m *CardRequestMutation) UserIDs() (ids []uuid.UUID) {
+	if id := m.user; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetUser resets all changes to the "user" edge.
+func (m *CardRequestMutation) ResetUser() {
+	m.user = nil
+	m.cleareduser = false
+}
+
+// Where appends a list predicates to the CardRequestMutation builder.
+func (m *CardRequestMutation) Where(ps ...predicate.CardRequest) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the CardRequestMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *CardRequestMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.CardRequest, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *CardRequestMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *CardRequestMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (CardRequest).
+func (m *CardRequestMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *CardRequestMutation) Fields() []string {
+	fields := make([]string, 0, 30)
+	if m.created_at != nil {
+		fields = append(fields, cardrequest.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, cardrequest.FieldUpdatedAt)
+	}
+	if m.agent != nil {
+		fields = append(fields, cardrequest.FieldAgentID)
+	}
+	if m.user != nil {
+		fields = append(fields, cardrequest.FieldUserID)
+	}
+	if m.amount != nil {
+		fields = append(fields, cardrequest.FieldAmount)
+	}
+	if m.merchant_name != nil {
+		fields = append(fields, cardrequest.FieldMerchantName)
+	}
+	if m.description != nil {
+		fields = append(fields, cardrequest.FieldDescription)
+	}
+	if m.status != nil {
+		fields = append(fields, cardrequest.FieldStatus)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, cardrequest.FieldExpiresAt)
+	}
+	if m.decided_at != nil {
+		fields = append(fields, cardrequest.FieldDecidedAt)
+	}
+	if m.error != nil {
+		fields = append(fields, cardrequest.FieldError)
+	}
+	if m.reserve_transfer_id != nil {
+		fields = append(fields, cardrequest.FieldReserveTransferID)
+	}
+	if m.issuer != nil {
+		fields = append(fields, cardrequest.FieldIssuer)
+	}
+	if m.card_reference != nil {
+		fields = append(fields, cardrequest.FieldCardReference)
+	}
+	if m.card_token != nil {
+		fields = append(fields, cardrequest.FieldCardToken)
+	}
+	if m.card_last4 != nil {
+		fields = append(fields, cardrequest.FieldCardLast4)
+	}
+	if m.card_sealed != nil {
+		fields = append(fields, cardrequest.FieldCardSealed)
+	}
+	if m.card_expires_at != nil {
+		fields = append(fields, cardrequest.FieldCardExpiresAt)
+	}
+	if m.card_revealed_at != nil {
+		fields = append(fields, cardrequest.FieldCardRevealedAt)
+	}
+	if m.charged_amount != nil {
+		fields = append(fields, cardrequest.FieldChargedAmount)
+	}
+	if m.charged_merchant != nil {
+		fields = append(fields, cardrequest.FieldChargedMerchant)
+	}
+	if m.charged_at != nil {
+		fields = append(fields, cardrequest.FieldChargedAt)
+	}
+	if m.refund_amount != nil {
+		fields = append(fields, cardrequest.FieldRefundAmount)
+	}
+	if m.refund_chain != nil {
+		fields = append(fields, cardrequest.FieldRefundChain)
+	}
+	if m.refund_to != nil {
+		fields = append(fields, cardrequest.FieldRefundTo)
+	}
+	if m.refund_tx_hash != nil {
+		fields = append(fields, cardrequest.FieldRefundTxHash)
+	}
+	if m.refund_sent_at != nil {
+		fields = append(fields, cardrequest.FieldRefundSentAt)
+	}
+	if m.refunded_at != nil {
+		fields = append(fields, cardrequest.FieldRefundedAt)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, cardrequest.FieldIdempotencyKey)
+	}
+	if m.fingerprint != nil {
+		fields = append(fields, cardrequest.FieldFingerprint)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *CardRequestMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case cardrequest.FieldCreatedAt:
+		return m.CreatedAt()
+	case cardrequest.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case cardrequest.FieldAgentID:
+		return m.AgentID()
+	case cardrequest.FieldUserID:
+		return m.UserID()
+	case cardrequest.FieldAmount:
+		return m.Amount()
+	case cardrequest.FieldMerchantName:
+		return m.MerchantName()
+	case cardrequest.FieldDescription:
+		return m.Description()
+	case cardrequest.FieldStatus:
+		return m.Status()
+	case cardrequest.FieldExpiresAt:
+		return m.ExpiresAt()
+	case cardrequest.FieldDecidedAt:
+		return m.DecidedAt()
+	case cardrequest.FieldError:
+		return m.Error()
+	case cardrequest.FieldReserveTransferID:
+		return m.ReserveTransferID()
+	case cardrequest.FieldIssuer:
+		return m.Issuer()
+	case cardrequest.FieldCardReference:
+		return m.CardReference()
+	case cardrequest.FieldCardToken:
+		return m.CardToken()
+	case cardrequest.FieldCardLast4:
+		return m.CardLast4()
+	case cardrequest.FieldCardSealed:
+		return m.CardSealed()
+	case cardrequest.FieldCardExpiresAt:
+		return m.CardExpiresAt()
+	case cardrequest.FieldCardRevealedAt:
+		return m.CardRevealedAt()
+	case cardrequest.FieldChargedAmount:
+		return m.ChargedAmount()
+	case cardrequest.FieldChargedMerchant:
+		return m.ChargedMerchant()
+	case cardrequest.FieldChargedAt:
+		return m.ChargedAt()
+	case cardrequest.FieldRefundAmount:
+		return m.RefundAmount()
+	case cardrequest.FieldRefundChain:
+		return m.RefundChain()
+	case cardrequest.FieldRefundTo:
+		return m.RefundTo()
+	case cardrequest.FieldRefundTxHash:
+		return m.RefundTxHash()
+	case cardrequest.FieldRefundSentAt:
+		return m.RefundSentAt()
+	case cardrequest.FieldRefundedAt:
+		return m.RefundedAt()
+	case cardrequest.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case cardrequest.FieldFingerprint:
+		return m.Fingerprint()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *CardRequestMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case cardrequest.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case cardrequest.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case cardrequest.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case cardrequest.FieldUserID:
+		return m.OldUserID(ctx)
+	case cardrequest.FieldAmount:
+		return m.OldAmount(ctx)
+	case cardrequest.FieldMerchantName:
+		return m.OldMerchantName(ctx)
+	case cardrequest.FieldDescription:
+		return m.OldDescription(ctx)
+	case cardrequest.FieldStatus:
+		return m.OldStatus(ctx)
+	case cardrequest.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case cardrequest.FieldDecidedAt:
+		return m.OldDecidedAt(ctx)
+	case cardrequest.FieldError:
+		return m.OldError(ctx)
+	case cardrequest.FieldReserveTransferID:
+		return m.OldReserveTransferID(ctx)
+	case cardrequest.FieldIssuer:
+		return m.OldIssuer(ctx)
+	case cardrequest.FieldCardReference:
+		return m.OldCardReference(ctx)
+	case cardrequest.FieldCardToken:
+		return m.OldCardToken(ctx)
+	case cardrequest.FieldCardLast4:
+		return m.OldCardLast4(ctx)
+	case cardrequest.FieldCardSealed:
+		return m.OldCardSealed(ctx)
+	case cardrequest.FieldCardExpiresAt:
+		return m.OldCardExpiresAt(ctx)
+	case cardrequest.FieldCardRevealedAt:
+		return m.OldCardRevealedAt(ctx)
+	case cardrequest.FieldChargedAmount:
+		return m.OldChargedAmount(ctx)
+	case cardrequest.FieldChargedMerchant:
+		return m.OldChargedMerchant(ctx)
+	case cardrequest.FieldChargedAt:
+		return m.OldChargedAt(ctx)
+	case cardrequest.FieldRefundAmount:
+		return m.OldRefundAmount(ctx)
+	case cardrequest.FieldRefundChain:
+		return m.OldRefundChain(ctx)
+	case cardrequest.FieldRefundTo:
+		return m.OldRefundTo(ctx)
+	case cardrequest.FieldRefundTxHash:
+		return m.OldRefundTxHash(ctx)
+	case cardrequest.FieldRefundSentAt:
+		return m.OldRefundSentAt(ctx)
+	case cardrequest.FieldRefundedAt:
+		return m.OldRefundedAt(ctx)
+	case cardrequest.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case cardrequest.FieldFingerprint:
+		return m.OldFingerprint(ctx)
+	}
+	return nil, fmt.Errorf("unknown CardRequest field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CardRequestMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case cardrequest.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case cardrequest.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case cardrequest.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case cardrequest.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case cardrequest.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmount(v)
+		return nil
+	case cardrequest.FieldMerchantName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantName(v)
+		return nil
+	case cardrequest.FieldDescription:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDescription(v)
+		return nil
+	case cardrequest.FieldStatus:
+		v, ok := value.(cardrequest.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case cardrequest.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case cardrequest.FieldDecidedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecidedAt(v)
+		return nil
+	case cardrequest.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case cardrequest.FieldReserveTransferID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReserveTransferID(v)
+		return nil
+	case cardrequest.FieldIssuer:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIssuer(v)
+		return nil
+	case cardrequest.FieldCardReference:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardReference(v)
+		return nil
+	case cardrequest.FieldCardToken:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardToken(v)
+		return nil
+	case cardrequest.FieldCardLast4:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardLast4(v)
+		return nil
+	case cardrequest.FieldCardSealed:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardSealed(v)
+		return nil
+	case cardrequest.FieldCardExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardExpiresAt(v)
+		return nil
+	case cardrequest.FieldCardRevealedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCardRevealedAt(v)
+		return nil
+	case cardrequest.FieldChargedAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChargedAmount(v)
+		return nil
+	case cardrequest.FieldChargedMerchant:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChargedMerchant(v)
+		return nil
+	case cardrequest.FieldChargedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChargedAt(v)
+		return nil
+	case cardrequest.FieldRefundAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundAmount(v)
+		return nil
+	case cardrequest.FieldRefundChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundChain(v)
+		return nil
+	case cardrequest.FieldRefundTo:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundTo(v)
+		return nil
+	case cardrequest.FieldRefundTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundTxHash(v)
+		return nil
+	case cardrequest.FieldRefundSentAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundSentAt(v)
+		return nil
+	case cardrequest.FieldRefundedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundedAt(v)
+		return nil
+	case cardrequest.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case cardrequest.FieldFingerprint:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFingerprint(v)
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *CardRequestMutation) AddedFields() []string {
+	var fields []string
+	if m.addamount != nil {
+		fields = append(fields, cardrequest.FieldAmount)
+	}
+	if m.addcharged_amount != nil {
+		fields = append(fields, cardrequest.FieldChargedAmount)
+	}
+	if m.addrefund_amount != nil {
+		fields = append(fields, cardrequest.FieldRefundAmount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *CardRequestMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case cardrequest.FieldAmount:
+		return m.AddedAmount()
+	case cardrequest.FieldChargedAmount:
+		return m.AddedChargedAmount()
+	case cardrequest.FieldRefundAmount:
+		return m.AddedRefundAmount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CardRequestMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case cardrequest.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAmount(v)
+		return nil
+	case cardrequest.FieldChargedAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddChargedAmount(v)
+		return nil
+	case cardrequest.FieldRefundAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRefundAmount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *CardRequestMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(cardrequest.FieldDecidedAt) {
+		fields = append(fields, cardrequest.FieldDecidedAt)
+	}
+	if m.FieldCleared(cardrequest.FieldError) {
+		fields = append(fields, cardrequest.FieldError)
+	}
+	if m.FieldCleared(cardrequest.FieldReserveTransferID) {
+		fields = append(fields, cardrequest.FieldReserveTransferID)
+	}
+	if m.FieldCleared(cardrequest.FieldIssuer) {
+		fields = append(fields, cardrequest.FieldIssuer)
+	}
+	if m.FieldCleared(cardrequest.FieldCardReference) {
+		fields = append(fields, cardrequest.FieldCardReference)
+	}
+	if m.FieldCleared(cardrequest.FieldCardToken) {
+		fields = append(fields, cardrequest.FieldCardToken)
+	}
+	if m.FieldCleared(cardrequest.FieldCardLast4) {
+		fields = append(fields, cardrequest.FieldCardLast4)
+	}
+	if m.FieldCleared(cardrequest.FieldCardSealed) {
+		fields = append(fields, cardrequest.FieldCardSealed)
+	}
+	if m.FieldCleared(cardrequest.FieldCardExpiresAt) {
+		fields = append(fields, cardrequest.FieldCardExpiresAt)
+	}
+	if m.FieldCleared(cardrequest.FieldCardRevealedAt) {
+		fields = append(fields, cardrequest.FieldCardRevealedAt)
+	}
+	if m.FieldCleared(cardrequest.FieldChargedAmount) {
+		fields = append(fields, cardrequest.FieldChargedAmount)
+	}
+	if m.FieldCleared(cardrequest.FieldChargedMerchant) {
+		fields = append(fields, cardrequest.FieldChargedMerchant)
+	}
+	if m.FieldCleared(cardrequest.FieldChargedAt) {
+		fields = append(fields, cardrequest.FieldChargedAt)
+	}
+	if m.FieldCleared(cardrequest.FieldRefundChain) {
+		fields = append(fields, cardrequest.FieldRefundChain)
+	}
+	if m.FieldCleared(cardrequest.FieldRefundTo) {
+		fields = append(fields, cardrequest.FieldRefundTo)
+	}
+	if m.FieldCleared(cardrequest.FieldRefundTxHash) {
+		fields = append(fields, cardrequest.FieldRefundTxHash)
+	}
+	if m.FieldCleared(cardrequest.FieldRefundSentAt) {
+		fields = append(fields, cardrequest.FieldRefundSentAt)
+	}
+	if m.FieldCleared(cardrequest.FieldRefundedAt) {
+		fields = append(fields, cardrequest.FieldRefundedAt)
+	}
+	if m.FieldCleared(cardrequest.FieldIdempotencyKey) {
+		fields = append(fields, cardrequest.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(cardrequest.FieldFingerprint) {
+		fields = append(fields, cardrequest.FieldFingerprint)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *CardRequestMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *CardRequestMutation) ClearField(name string) error {
+	switch name {
+	case cardrequest.FieldDecidedAt:
+		m.ClearDecidedAt()
+		return nil
+	case cardrequest.FieldError:
+		m.ClearError()
+		return nil
+	case cardrequest.FieldReserveTransferID:
+		m.ClearReserveTransferID()
+		return nil
+	case cardrequest.FieldIssuer:
+		m.ClearIssuer()
+		return nil
+	case cardrequest.FieldCardReference:
+		m.ClearCardReference()
+		return nil
+	case cardrequest.FieldCardToken:
+		m.ClearCardToken()
+		return nil
+	case cardrequest.FieldCardLast4:
+		m.ClearCardLast4()
+		return nil
+	case cardrequest.FieldCardSealed:
+		m.ClearCardSealed()
+		return nil
+	case cardrequest.FieldCardExpiresAt:
+		m.ClearCardExpiresAt()
+		return nil
+	case cardrequest.FieldCardRevealedAt:
+		m.ClearCardRevealedAt()
+		return nil
+	case cardrequest.FieldChargedAmount:
+		m.ClearChargedAmount()
+		return nil
+	case cardrequest.FieldChargedMerchant:
+		m.ClearChargedMerchant()
+		return nil
+	case cardrequest.FieldChargedAt:
+		m.ClearChargedAt()
+		return nil
+	case cardrequest.FieldRefundChain:
+		m.ClearRefundChain()
+		return nil
+	case cardrequest.FieldRefundTo:
+		m.ClearRefundTo()
+		return nil
+	case cardrequest.FieldRefundTxHash:
+		m.ClearRefundTxHash()
+		return nil
+	case cardrequest.FieldRefundSentAt:
+		m.ClearRefundSentAt()
+		return nil
+	case cardrequest.FieldRefundedAt:
+		m.ClearRefundedAt()
+		return nil
+	case cardrequest.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case cardrequest.FieldFingerprint:
+		m.ClearFingerprint()
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *CardRequestMutation) ResetField(name string) error {
+	switch name {
+	case cardrequest.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case cardrequest.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case cardrequest.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case cardrequest.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case cardrequest.FieldAmount:
+		m.ResetAmount()
+		return nil
+	case cardrequest.FieldMerchantName:
+		m.ResetMerchantName()
+		return nil
+	case cardrequest.FieldDescription:
+		m.ResetDescription()
+		return nil
+	case cardrequest.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case cardrequest.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case cardrequest.FieldDecidedAt:
+		m.ResetDecidedAt()
+		return nil
+	case cardrequest.FieldError:
+		m.ResetError()
+		return nil
+	case cardrequest.FieldReserveTransferID:
+		m.ResetReserveTransferID()
+		return nil
+	case cardrequest.FieldIssuer:
+		m.ResetIssuer()
+		return nil
+	case cardrequest.FieldCardReference:
+		m.ResetCardReference()
+		return nil
+	case cardrequest.FieldCardToken:
+		m.ResetCardToken()
+		return nil
+	case cardrequest.FieldCardLast4:
+		m.ResetCardLast4()
+		return nil
+	case cardrequest.FieldCardSealed:
+		m.ResetCardSealed()
+		return nil
+	case cardrequest.FieldCardExpiresAt:
+		m.ResetCardExpiresAt()
+		return nil
+	case cardrequest.FieldCardRevealedAt:
+		m.ResetCardRevealedAt()
+		return nil
+	case cardrequest.FieldChargedAmount:
+		m.ResetChargedAmount()
+		return nil
+	case cardrequest.FieldChargedMerchant:
+		m.ResetChargedMerchant()
+		return nil
+	case cardrequest.FieldChargedAt:
+		m.ResetChargedAt()
+		return nil
+	case cardrequest.FieldRefundAmount:
+		m.ResetRefundAmount()
+		return nil
+	case cardrequest.FieldRefundChain:
+		m.ResetRefundChain()
+		return nil
+	case cardrequest.FieldRefundTo:
+		m.ResetRefundTo()
+		return nil
+	case cardrequest.FieldRefundTxHash:
+		m.ResetRefundTxHash()
+		return nil
+	case cardrequest.FieldRefundSentAt:
+		m.ResetRefundSentAt()
+		return nil
+	case cardrequest.FieldRefundedAt:
+		m.ResetRefundedAt()
+		return nil
+	case cardrequest.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case cardrequest.FieldFingerprint:
+		m.ResetFingerprint()
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *CardRequestMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.agent != nil {
+		edges = append(edges, cardrequest.EdgeAgent)
+	}
+	if m.user != nil {
+		edges = append(edges, cardrequest.EdgeUser)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *CardRequestMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case cardrequest.EdgeAgent:
+		if id := m.agent; id != nil {
+			return []ent.Value{*id}
+		}
+	case cardrequest.EdgeUser:
+		if id := m.user; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *CardRequestMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *CardRequestMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *CardRequestMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedagent {
+		edges = append(edges, cardrequest.EdgeAgent)
+	}
+	if m.cleareduser {
+		edges = append(edges, cardrequest.EdgeUser)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *CardRequestMutation) EdgeCleared(name string) bool {
+	switch name {
+	case cardrequest.EdgeAgent:
+		return m.clearedagent
+	case cardrequest.EdgeUser:
+		return m.cleareduser
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *CardRequestMutation) ClearEdge(name string) error {
+	switch name {
+	case cardrequest.EdgeAgent:
+		m.ClearAgent()
+		return nil
+	case cardrequest.EdgeUser:
+		m.ClearUser()
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *CardRequestMutation) ResetEdge(name string) error {
+	switch name {
+	case cardrequest.EdgeAgent:
+		m.ResetAgent()
+		return nil
+	case cardrequest.EdgeUser:
+		m.ResetUser()
+		return nil
+	}
+	return fmt.Errorf("unknown CardRequest edge %s", name)
 }
 
 // ChainCursorMutation represents an operation that mutates the ChainCursor nodes in the graph.
@@ -26013,6 +28582,9 @@ type UserMutation struct {
 	identity_verifications        map[uuid.UUID]struct{}
 	removedidentity_verifications map[uuid.UUID]struct{}
 	clearedidentity_verifications bool
+	card_requests                 map[uuid.UUID]struct{}
+	removedcard_requests          map[uuid.UUID]struct{}
+	clearedcard_requests          bool
 	done                          bool
 	oldValue                      func(context.Context) (*User, error)
 	predicates                    []predicate.User
@@ -26549,6 +29121,60 @@ func (m *UserMutation) ResetIdentityVerifications() {
 	m.removedidentity_verifications = nil
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by ids.
+func (m *UserMutation) AddCardRequestIDs(ids ...uuid.UUID) {
+	if m.card_requests == nil {
+		m.card_requests = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.card_requests[ids[i]] = struct{}{}
+	}
+}
+
+// ClearCardRequests clears the "card_requests" edge to the CardRequest entity.
+func (m *UserMutation) ClearCardRequests() {
+	m.clearedcard_requests = true
+}
+
+// CardRequestsCleared reports if the "card_requests" edge to the CardRequest entity was cleared.
+func (m *UserMutation) CardRequestsCleared() bool {
+	return m.clearedcard_requests
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to the CardRequest entity by IDs.
+func (m *UserMutation) RemoveCardRequestIDs(ids ...uuid.UUID) {
+	if m.removedcard_requests == nil {
+		m.removedcard_requests = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.card_requests, ids[i])
+		m.removedcard_requests[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedCardRequests returns the removed IDs of the "card_requests" edge to the CardRequest entity.
+func (m *UserMutation) RemovedCardRequestsIDs() (ids []uuid.UUID) {
+	for id := range m.removedcard_requests {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// CardRequestsIDs returns the "card_requests" edge IDs in the mutation.
+func (m *UserMutation) CardRequestsIDs() (ids []uuid.UUID) {
+	for id := range m.card_requests {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetCardRequests resets all changes to the "card_requests" edge.
+func (m *UserMutation) ResetCardRequests() {
+	m.card_requests = nil
+	m.clearedcard_requests = false
+	m.removedcard_requests = nil
+}
+
 // Where appends a list predicates to the UserMutation builder.
 func (m *UserMutation) Where(ps ...predicate.User) {
 	m.predicates = append(m.predicates, ps...)
@@ -26793,7 +29419,7 @@ func (m *UserMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *UserMutation) AddedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.wallets != nil {
 		edges = append(edges, user.EdgeWallets)
 	}
@@ -26802,6 +29428,9 @@ func (m *UserMutation) AddedEdges() []string {
 	}
 	if m.identity_verifications != nil {
 		edges = append(edges, user.EdgeIdentityVerifications)
+	}
+	if m.card_requests != nil {
+		edges = append(edges, user.EdgeCardRequests)
 	}
 	return edges
 }
@@ -26828,13 +29457,19 @@ func (m *UserMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case user.EdgeCardRequests:
+		ids := make([]ent.Value, 0, len(m.card_requests))
+		for id := range m.card_requests {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *UserMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.removedwallets != nil {
 		edges = append(edges, user.EdgeWallets)
 	}
@@ -26843,6 +29478,9 @@ func (m *UserMutation) RemovedEdges() []string {
 	}
 	if m.removedidentity_verifications != nil {
 		edges = append(edges, user.EdgeIdentityVerifications)
+	}
+	if m.removedcard_requests != nil {
+		edges = append(edges, user.EdgeCardRequests)
 	}
 	return edges
 }
@@ -26869,13 +29507,19 @@ func (m *UserMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case user.EdgeCardRequests:
+		ids := make([]ent.Value, 0, len(m.removedcard_requests))
+		for id := range m.removedcard_requests {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *UserMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.clearedwallets {
 		edges = append(edges, user.EdgeWallets)
 	}
@@ -26884,6 +29528,9 @@ func (m *UserMutation) ClearedEdges() []string {
 	}
 	if m.clearedidentity_verifications {
 		edges = append(edges, user.EdgeIdentityVerifications)
+	}
+	if m.clearedcard_requests {
+		edges = append(edges, user.EdgeCardRequests)
 	}
 	return edges
 }
@@ -26898,6 +29545,8 @@ func (m *UserMutation) EdgeCleared(name string) bool {
 		return m.clearedpairings
 	case user.EdgeIdentityVerifications:
 		return m.clearedidentity_verifications
+	case user.EdgeCardRequests:
+		return m.clearedcard_requests
 	}
 	return false
 }
@@ -26922,6 +29571,9 @@ func (m *UserMutation) ResetEdge(name string) error {
 		return nil
 	case user.EdgeIdentityVerifications:
 		m.ResetIdentityVerifications()
+		return nil
+	case user.EdgeCardRequests:
+		m.ResetCardRequests()
 		return nil
 	}
 	return fmt.Errorf("unknown User edge %s", name)

@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -163,6 +164,97 @@ func init() {
 	browsersessionDescID := browsersessionMixinFields0[0].Descriptor()
 	// browsersession.DefaultID holds the default value on creation for the id field.
 	browsersession.DefaultID = browsersessionDescID.Default.(func() uuid.UUID)
+	cardrequestMixin := schema.CardRequest{}.Mixin()
+	cardrequestMixinFields0 := cardrequestMixin[0].Fields()
+	_ = cardrequestMixinFields0
+	cardrequestFields := schema.CardRequest{}.Fields()
+	_ = cardrequestFields
+	// cardrequestDescCreatedAt is the schema descriptor for created_at field.
+	cardrequestDescCreatedAt := cardrequestMixinFields0[1].Descriptor()
+	// cardrequest.DefaultCreatedAt holds the default value on creation for the created_at field.
+	cardrequest.DefaultCreatedAt = cardrequestDescCreatedAt.Default.(func() time.Time)
+	// cardrequestDescUpdatedAt is the schema descriptor for updated_at field.
+	cardrequestDescUpdatedAt := cardrequestMixinFields0[2].Descriptor()
+	// cardrequest.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	cardrequest.DefaultUpdatedAt = cardrequestDescUpdatedAt.Default.(func() time.Time)
+	// cardrequest.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	cardrequest.UpdateDefaultUpdatedAt = cardrequestDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// cardrequestDescAmount is the schema descriptor for amount field.
+	cardrequestDescAmount := cardrequestFields[2].Descriptor()
+	// cardrequest.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
+	cardrequest.AmountValidator = cardrequestDescAmount.Validators[0].(func(int64) error)
+	// cardrequestDescMerchantName is the schema descriptor for merchant_name field.
+	cardrequestDescMerchantName := cardrequestFields[3].Descriptor()
+	// cardrequest.MerchantNameValidator is a validator for the "merchant_name" field. It is called by the builders before save.
+	cardrequest.MerchantNameValidator = func() func(string) error {
+		validators := cardrequestDescMerchantName.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(merchant_name string) error {
+			for _, fn := range fns {
+				if err := fn(merchant_name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// cardrequestDescDescription is the schema descriptor for description field.
+	cardrequestDescDescription := cardrequestFields[4].Descriptor()
+	// cardrequest.DefaultDescription holds the default value on creation for the description field.
+	cardrequest.DefaultDescription = cardrequestDescDescription.Default.(string)
+	// cardrequest.DescriptionValidator is a validator for the "description" field. It is called by the builders before save.
+	cardrequest.DescriptionValidator = cardrequestDescDescription.Validators[0].(func(string) error)
+	// cardrequestDescError is the schema descriptor for error field.
+	cardrequestDescError := cardrequestFields[8].Descriptor()
+	// cardrequest.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
+	cardrequest.ErrorValidator = cardrequestDescError.Validators[0].(func(string) error)
+	// cardrequestDescIssuer is the schema descriptor for issuer field.
+	cardrequestDescIssuer := cardrequestFields[10].Descriptor()
+	// cardrequest.IssuerValidator is a validator for the "issuer" field. It is called by the builders before save.
+	cardrequest.IssuerValidator = cardrequestDescIssuer.Validators[0].(func(string) error)
+	// cardrequestDescCardReference is the schema descriptor for card_reference field.
+	cardrequestDescCardReference := cardrequestFields[11].Descriptor()
+	// cardrequest.CardReferenceValidator is a validator for the "card_reference" field. It is called by the builders before save.
+	cardrequest.CardReferenceValidator = cardrequestDescCardReference.Validators[0].(func(string) error)
+	// cardrequestDescCardToken is the schema descriptor for card_token field.
+	cardrequestDescCardToken := cardrequestFields[12].Descriptor()
+	// cardrequest.CardTokenValidator is a validator for the "card_token" field. It is called by the builders before save.
+	cardrequest.CardTokenValidator = cardrequestDescCardToken.Validators[0].(func(string) error)
+	// cardrequestDescCardLast4 is the schema descriptor for card_last4 field.
+	cardrequestDescCardLast4 := cardrequestFields[13].Descriptor()
+	// cardrequest.CardLast4Validator is a validator for the "card_last4" field. It is called by the builders before save.
+	cardrequest.CardLast4Validator = cardrequestDescCardLast4.Validators[0].(func(string) error)
+	// cardrequestDescChargedMerchant is the schema descriptor for charged_merchant field.
+	cardrequestDescChargedMerchant := cardrequestFields[18].Descriptor()
+	// cardrequest.ChargedMerchantValidator is a validator for the "charged_merchant" field. It is called by the builders before save.
+	cardrequest.ChargedMerchantValidator = cardrequestDescChargedMerchant.Validators[0].(func(string) error)
+	// cardrequestDescRefundAmount is the schema descriptor for refund_amount field.
+	cardrequestDescRefundAmount := cardrequestFields[20].Descriptor()
+	// cardrequest.DefaultRefundAmount holds the default value on creation for the refund_amount field.
+	cardrequest.DefaultRefundAmount = cardrequestDescRefundAmount.Default.(int64)
+	// cardrequestDescRefundChain is the schema descriptor for refund_chain field.
+	cardrequestDescRefundChain := cardrequestFields[21].Descriptor()
+	// cardrequest.RefundChainValidator is a validator for the "refund_chain" field. It is called by the builders before save.
+	cardrequest.RefundChainValidator = cardrequestDescRefundChain.Validators[0].(func(string) error)
+	// cardrequestDescRefundTo is the schema descriptor for refund_to field.
+	cardrequestDescRefundTo := cardrequestFields[22].Descriptor()
+	// cardrequest.RefundToValidator is a validator for the "refund_to" field. It is called by the builders before save.
+	cardrequest.RefundToValidator = cardrequestDescRefundTo.Validators[0].(func(string) error)
+	// cardrequestDescRefundTxHash is the schema descriptor for refund_tx_hash field.
+	cardrequestDescRefundTxHash := cardrequestFields[23].Descriptor()
+	// cardrequest.RefundTxHashValidator is a validator for the "refund_tx_hash" field. It is called by the builders before save.
+	cardrequest.RefundTxHashValidator = cardrequestDescRefundTxHash.Validators[0].(func(string) error)
+	// cardrequestDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	cardrequestDescIdempotencyKey := cardrequestFields[26].Descriptor()
+	// cardrequest.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	cardrequest.IdempotencyKeyValidator = cardrequestDescIdempotencyKey.Validators[0].(func(string) error)
+	// cardrequestDescID is the schema descriptor for id field.
+	cardrequestDescID := cardrequestMixinFields0[0].Descriptor()
+	// cardrequest.DefaultID holds the default value on creation for the id field.
+	cardrequest.DefaultID = cardrequestDescID.Default.(func() uuid.UUID)
 	chaincursorMixin := schema.ChainCursor{}.Mixin()
 	chaincursorMixinFields0 := chaincursorMixin[0].Fields()
 	_ = chaincursorMixinFields0

@@ -20,6 +20,8 @@ type Tx struct {
 	Agent *AgentClient
 	// BrowserSession is the client for interacting with the BrowserSession builders.
 	BrowserSession *BrowserSessionClient
+	// CardRequest is the client for interacting with the CardRequest builders.
+	CardRequest *CardRequestClient
 	// ChainCursor is the client for interacting with the ChainCursor builders.
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
@@ -204,6 +206,7 @@ func (tx *Tx) init() {
 	tx.AccountEvent = NewAccountEventClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
 	tx.BrowserSession = NewBrowserSessionClient(tx.config)
+	tx.CardRequest = NewCardRequestClient(tx.config)
 	tx.ChainCursor = NewChainCursorClient(tx.config)
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)

@@ -46,15 +46,18 @@ type UserEdges struct {
 	Pairings []*Pairing `json:"pairings,omitempty"`
 	// IdentityVerifications holds the value of the identity_verifications edge.
 	IdentityVerifications []*IdentityVerification `json:"identity_verifications,omitempty"`
+	// CardRequests holds the value of the card_requests edge.
+	CardRequests []*CardRequest `json:"card_requests,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [3]bool
+	loadedTypes [4]bool
 	// totalCount holds the count of the edges above.
 	totalCount [1]map[string]int
 
 	namedWallets               map[string][]*Wallet
 	namedPairings              map[string][]*Pairing
 	namedIdentityVerifications map[string][]*IdentityVerification
+	namedCardRequests          map[string][]*CardRequest
 }
 
 // WalletsOrErr returns the Wallets value or an error if the edge
@@ -82,6 +85,15 @@ func (e UserEdges) IdentityVerificationsOrErr() ([]*IdentityVerification, error)
 		return e.IdentityVerifications, nil
 	}
 	return nil, &NotLoadedError{edge: "identity_verifications"}
+}
+
+// CardRequestsOrErr returns the CardRequests value or an error if the edge
+// was not loaded in eager-loading.
+func (e UserEdges) CardRequestsOrErr() ([]*CardRequest, error) {
+	if e.loadedTypes[3] {
+		return e.CardRequests, nil
+	}
+	return nil, &NotLoadedError{edge: "card_requests"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -185,6 +197,11 @@ func (_m *User) QueryPairings() *PairingQuery {
 // QueryIdentityVerifications queries the "identity_verifications" edge of the User entity.
 func (_m *User) QueryIdentityVerifications() *IdentityVerificationQuery {
 	return NewUserClient(_m.config).QueryIdentityVerifications(_m)
+}
+
+// QueryCardRequests queries the "card_requests" edge of the User entity.
+func (_m *User) QueryCardRequests() *CardRequestQuery {
+	return NewUserClient(_m.config).QueryCardRequests(_m)
 }
 
 // Update returns a builder for updating this User.
@@ -305,6 +322,30 @@ func (_m *User) appendNamedIdentityVerifications(name string, edges ...*Identity
 		_m.Edges.namedIdentityVerifications[name] = []*IdentityVerification{}
 	} else {
 		_m.Edges.namedIdentityVerifications[name] = append(_m.Edges.namedIdentityVerifications[name], edges...)
+	}
+}
+
+// NamedCardRequests returns the CardRequests named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *User) NamedCardRequests(name string) ([]*CardRequest, error) {
+	if _m.Edges.namedCardRequests == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedCardRequests[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *User) appendNamedCardRequests(name string, edges ...*CardRequest) {
+	if _m.Edges.namedCardRequests == nil {
+		_m.Edges.namedCardRequests = make(map[string][]*CardRequest)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedCardRequests[name] = []*CardRequest{}
+	} else {
+		_m.Edges.namedCardRequests[name] = append(_m.Edges.namedCardRequests[name], edges...)
 	}
 }
 

@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/user"
@@ -163,6 +164,21 @@ func (_c *UserCreate) AddIdentityVerifications(v ...*IdentityVerification) *User
 		ids[i] = v[i].ID
 	}
 	return _c.AddIdentityVerificationIDs(ids...)
+}
+
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_c *UserCreate) AddCardRequestIDs(ids ...uuid.UUID) *UserCreate {
+	_c.mutation.AddCardRequestIDs(ids...)
+	return _c
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_c *UserCreate) AddCardRequests(v ...*CardRequest) *UserCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddCardRequestIDs(ids...)
 }
 
 // Mutation returns the UserMutation object of the builder.
@@ -366,6 +382,22 @@ func (_c *UserCreate) createSpec() (*User, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

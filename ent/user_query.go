@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
@@ -31,11 +32,13 @@ type UserQuery struct {
 	withWallets                    *WalletQuery
 	withPairings                   *PairingQuery
 	withIdentityVerifications      *IdentityVerificationQuery
+	withCardRequests               *CardRequestQuery
 	loadTotal                      []func(context.Context, []*User) error
 	modifiers                      []func(*sql.Selector)
 	withNamedWallets               map[string]*WalletQuery
 	withNamedPairings              map[string]*PairingQuery
 	withNamedIdentityVerifications map[string]*IdentityVerificationQuery
+	withNamedCardRequests          map[string]*CardRequestQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -131,6 +134,28 @@ func (_q *UserQuery) QueryIdentityVerifications() *IdentityVerificationQuery {
 			sqlgraph.From(user.Table, user.FieldID, selector),
 			sqlgraph.To(identityverification.Table, identityverification.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, user.IdentityVerificationsTable, user.IdentityVerificationsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryCardRequests chains the current query on the "card_requests" edge.
+func (_q *UserQuery) QueryCardRequests() *CardRequestQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(user.Table, user.FieldID, selector),
+			sqlgraph.To(cardrequest.Table, cardrequest.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, user.CardRequestsTable, user.CardRequestsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -333,6 +358,7 @@ func (_q *UserQuery) Clone() *UserQuery {
 		withWallets:               _q.withWallets.Clone(),
 		withPairings:              _q.withPairings.Clone(),
 		withIdentityVerifications: _q.withIdentityVerifications.Clone(),
+		withCardRequests:          _q.withCardRequests.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -369,6 +395,17 @@ func (_q *UserQuery) WithIdentityVerifications(opts ...func(*IdentityVerificatio
 		opt(query)
 	}
 	_q.withIdentityVerifications = query
+	return _q
+}
+
+// WithCardRequests tells the query-builder to eager-load the nodes that are connected to
+// the "card_requests" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *UserQuery) WithCardRequests(opts ...func(*CardRequestQuery)) *UserQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withCardRequests = query
 	return _q
 }
 
@@ -450,10 +487,11 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 	var (
 		nodes       = []*User{}
 		_spec       = _q.querySpec()
-		loadedTypes = [3]bool{
+		loadedTypes = [4]bool{
 			_q.withWallets != nil,
 			_q.withPairings != nil,
 			_q.withIdentityVerifications != nil,
+			_q.withCardRequests != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -500,6 +538,13 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 			return nil, err
 		}
 	}
+	if query := _q.withCardRequests; query != nil {
+		if err := _q.loadCardRequests(ctx, query, nodes,
+			func(n *User) { n.Edges.CardRequests = []*CardRequest{} },
+			func(n *User, e *CardRequest) { n.Edges.CardRequests = append(n.Edges.CardRequests, e) }); err != nil {
+			return nil, err
+		}
+	}
 	for name, query := range _q.withNamedWallets {
 		if err := _q.loadWallets(ctx, query, nodes,
 			func(n *User) { n.appendNamedWallets(name) },
@@ -518,6 +563,13 @@ func (_q *UserQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*User, e
 		if err := _q.loadIdentityVerifications(ctx, query, nodes,
 			func(n *User) { n.appendNamedIdentityVerifications(name) },
 			func(n *User, e *IdentityVerification) { n.appendNamedIdentityVerifications(name, e) }); err != nil {
+			return nil, err
+		}
+	}
+	for name, query := range _q.withNamedCardRequests {
+		if err := _q.loadCardRequests(ctx, query, nodes,
+			func(n *User) { n.appendNamedCardRequests(name) },
+			func(n *User, e *CardRequest) { n.appendNamedCardRequests(name, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -607,6 +659,36 @@ func (_q *UserQuery) loadIdentityVerifications(ctx context.Context, query *Ident
 	}
 	query.Where(predicate.IdentityVerification(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(user.IdentityVerificationsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.UserID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "user_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *UserQuery) loadCardRequests(ctx context.Context, query *CardRequestQuery, nodes []*User, init func(*User), assign func(*User, *CardRequest)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*User)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(cardrequest.FieldUserID)
+	}
+	query.Where(predicate.CardRequest(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(user.CardRequestsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {
@@ -775,6 +857,20 @@ func (_q *UserQuery) WithNamedIdentityVerifications(name string, opts ...func(*I
 		_q.withNamedIdentityVerifications = make(map[string]*IdentityVerificationQuery)
 	}
 	_q.withNamedIdentityVerifications[name] = query
+	return _q
+}
+
+// WithNamedCardRequests tells the query-builder to eager-load the nodes that are connected to the "card_requests"
+// edge with the given name. The optional arguments are used to configure the query builder of the edge.
+func (_q *UserQuery) WithNamedCardRequests(name string, opts ...func(*CardRequestQuery)) *UserQuery {
+	query := (&CardRequestClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	if _q.withNamedCardRequests == nil {
+		_q.withNamedCardRequests = make(map[string]*CardRequestQuery)
+	}
+	_q.withNamedCardRequests[name] = query
 	return _q
 }
 

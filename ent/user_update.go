@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/identityverification"
 	"agentpay/ent/pairing"
 	"agentpay/ent/predicate"
@@ -159,6 +160,21 @@ func (_u *UserUpdate) AddIdentityVerifications(v ...*IdentityVerification) *User
 	return _u.AddIdentityVerificationIDs(ids...)
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_u *UserUpdate) AddCardRequestIDs(ids ...uuid.UUID) *UserUpdate {
+	_u.mutation.AddCardRequestIDs(ids...)
+	return _u
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_u *UserUpdate) AddCardRequests(v ...*CardRequest) *UserUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddCardRequestIDs(ids...)
+}
+
 // Mutation returns the UserMutation object of the builder.
 func (_u *UserUpdate) Mutation() *UserMutation {
 	return _u.mutation
@@ -225,6 +241,27 @@ func (_u *UserUpdate) RemoveIdentityVerifications(v ...*IdentityVerification) *U
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveIdentityVerificationIDs(ids...)
+}
+
+// ClearCardRequests clears all "card_requests" edges to the CardRequest entity.
+func (_u *UserUpdate) ClearCardRequests() *UserUpdate {
+	_u.mutation.ClearCardRequests()
+	return _u
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to CardRequest entities by IDs.
+func (_u *UserUpdate) RemoveCardRequestIDs(ids ...uuid.UUID) *UserUpdate {
+	_u.mutation.RemoveCardRequestIDs(ids...)
+	return _u
+}
+
+// RemoveCardRequests removes "card_requests" edges to CardRequest entities.
+func (_u *UserUpdate) RemoveCardRequests(v ...*CardRequest) *UserUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveCardRequestIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -456,6 +493,51 @@ func (_u *UserUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedCardRequestsIDs(); len(nodes) > 0 && !_u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{user.Label}
@@ -603,6 +685,21 @@ func (_u *UserUpdateOne) AddIdentityVerifications(v ...*IdentityVerification) *U
 	return _u.AddIdentityVerificationIDs(ids...)
 }
 
+// AddCardRequestIDs adds the "card_requests" edge to the CardRequest entity by IDs.
+func (_u *UserUpdateOne) AddCardRequestIDs(ids ...uuid.UUID) *UserUpdateOne {
+	_u.mutation.AddCardRequestIDs(ids...)
+	return _u
+}
+
+// AddCardRequests adds the "card_requests" edges to the CardRequest entity.
+func (_u *UserUpdateOne) AddCardRequests(v ...*CardRequest) *UserUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddCardRequestIDs(ids...)
+}
+
 // Mutation returns the UserMutation object of the builder.
 func (_u *UserUpdateOne) Mutation() *UserMutation {
 	return _u.mutation
@@ -669,6 +766,27 @@ func (_u *UserUpdateOne) RemoveIdentityVerifications(v ...*IdentityVerification)
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveIdentityVerificationIDs(ids...)
+}
+
+// ClearCardRequests clears all "card_requests" edges to the CardRequest entity.
+func (_u *UserUpdateOne) ClearCardRequests() *UserUpdateOne {
+	_u.mutation.ClearCardRequests()
+	return _u
+}
+
+// RemoveCardRequestIDs removes the "card_requests" edge to CardRequest entities by IDs.
+func (_u *UserUpdateOne) RemoveCardRequestIDs(ids ...uuid.UUID) *UserUpdateOne {
+	_u.mutation.RemoveCardRequestIDs(ids...)
+	return _u
+}
+
+// RemoveCardRequests removes "card_requests" edges to CardRequest entities.
+func (_u *UserUpdateOne) RemoveCardRequests(v ...*CardRequest) *UserUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveCardRequestIDs(ids...)
 }
 
 // Where appends a list predicates to the UserUpdate builder.
@@ -923,6 +1041,51 @@ func (_u *UserUpdateOne) sqlSave(ctx context.Context) (_node *User, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(identityverification.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedCardRequestsIDs(); len(nodes) > 0 && !_u.mutation.CardRequestsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.CardRequestsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   user.CardRequestsTable,
+			Columns: []string{user.CardRequestsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(cardrequest.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

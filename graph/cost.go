@@ -209,6 +209,13 @@ func complexity() ComplexityRoot {
 		return pageCost(pageSize(limit, nil, agentpay.DefaultPageSize), child)
 	}
 
+	// Card purchases (agentpay.MaxCardRequestsListed); approving moves
+	// money, as a send does.
+	c.Viewer.CardRequests = readListOf(agentpay.MaxCardRequestsListed)
+	c.Mutation.BeginCardApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
+	c.Mutation.ApproveCardRequest = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return sendCost + child }
+	c.Mutation.DenyCardRequest = func(child int, _ uuid.UUID) int { return writeCost + child }
+
 	// Settings: passkeys and sessions (agentpay.MaxPasskeysPerUser,
 	// agentpay.MaxBrowserSessionsListed).
 	c.Viewer.Passkeys = readListOf(agentpay.MaxPasskeysPerUser)

@@ -113,6 +113,12 @@ type ComplexityRoot struct {
 		Username func(childComplexity int) int
 	}
 
+	CardApproval struct {
+		CeremonyID func(childComplexity int) int
+		ExpiresAt  func(childComplexity int) int
+		Options    func(childComplexity int) int
+	}
+
 	Chain struct {
 		Head    func(childComplexity int) int
 		Healthy func(childComplexity int) int
@@ -309,12 +315,15 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AcceptInvitation          func(childComplexity int, token string) int
+		ApproveCardRequest        func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
+		BeginCardApproval         func(childComplexity int, id uuid.UUID) int
 		BeginPasskeyRegistration  func(childComplexity int) int
 		CancelSession             func(childComplexity int, externalID string) int
 		CreateRefund              func(childComplexity int, externalID string, input *model.RefundInput, idempotencyKey *string) int
 		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
 		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
 		DeletePasskey             func(childComplexity int, id uuid.UUID) int
+		DenyCardRequest           func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
 		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
@@ -660,6 +669,7 @@ type ComplexityRoot struct {
 
 	Viewer struct {
 		Balance        func(childComplexity int) int
+		CardRequests   func(childComplexity int) int
 		DisplayName    func(childComplexity int) int
 		Email          func(childComplexity int) int
 		Events         func(childComplexity int, after *int64, limit *int) int
@@ -676,6 +686,23 @@ type ComplexityRoot struct {
 	ViewerBalance struct {
 		Balances func(childComplexity int) int
 		TotalUsd func(childComplexity int) int
+	}
+
+	ViewerCardRequest struct {
+		AgentID       func(childComplexity int) int
+		AgentUsername func(childComplexity int) int
+		AmountUsd     func(childComplexity int) int
+		CardLast4     func(childComplexity int) int
+		ChargedUsd    func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DecidedAt     func(childComplexity int) int
+		Description   func(childComplexity int) int
+		Error         func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		MerchantName  func(childComplexity int) int
+		ReturnedUsd   func(childComplexity int) int
+		Status        func(childComplexity int) int
 	}
 
 	ViewerPairing struct {
@@ -832,6 +859,9 @@ type MutationResolver interface {
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
 	PayCheckout(ctx context.Context, input model.PayCheckoutInput) (*model.CheckoutPaymentPayload, error)
 	VerifyPartner(ctx context.Context, partner string, attestation string) (*model.PartnerVerification, error)
+	BeginCardApproval(ctx context.Context, id uuid.UUID) (*model.CardApproval, error)
+	ApproveCardRequest(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (*model.ViewerCardRequest, error)
+	DenyCardRequest(ctx context.Context, id uuid.UUID) (*model.ViewerCardRequest, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
 	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
@@ -893,6 +923,7 @@ type ViewerResolver interface {
 	Pairings(ctx context.Context, obj *model.Viewer) ([]*model.ViewerPairing, error)
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
+	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
 	Sessions(ctx context.Context, obj *model.Viewer) ([]*model.ViewerSession, error)
 }
@@ -1138,6 +1169,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Balance.Username(childComplexity), true
+
+	case "CardApproval.ceremonyId":
+		if e.ComplexityRoot.CardApproval.CeremonyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CardApproval.CeremonyID(childComplexity), true
+	case "CardApproval.expiresAt":
+		if e.ComplexityRoot.CardApproval.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CardApproval.ExpiresAt(childComplexity), true
+	case "CardApproval.options":
+		if e.ComplexityRoot.CardApproval.Options == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CardApproval.Options(childComplexity), true
 
 	case "Chain.head":
 		if e.ComplexityRoot.Chain.Head == nil {
@@ -2067,6 +2117,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AcceptInvitation(childComplexity, args["token"].(string)), true
+	case "Mutation.approveCardRequest":
+		if e.ComplexityRoot.Mutation.ApproveCardRequest == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_approveCardRequest_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ApproveCardRequest(childComplexity, args["id"].(uuid.UUID), args["ceremonyId"].(*uuid.UUID), args["credential"].(*string)), true
+	case "Mutation.beginCardApproval":
+		if e.ComplexityRoot.Mutation.BeginCardApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_beginCardApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BeginCardApproval(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.beginPasskeyRegistration":
 		if e.ComplexityRoot.Mutation.BeginPasskeyRegistration == nil {
 			break
@@ -2128,6 +2200,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeletePasskey(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.denyCardRequest":
+		if e.ComplexityRoot.Mutation.DenyCardRequest == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_denyCardRequest_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DenyCardRequest(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.finishPasskeyRegistration":
 		if e.ComplexityRoot.Mutation.FinishPasskeyRegistration == nil {
 			break
@@ -3810,6 +3893,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Balance(childComplexity), true
+	case "Viewer.cardRequests":
+		if e.ComplexityRoot.Viewer.CardRequests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.CardRequests(childComplexity), true
 	case "Viewer.displayName":
 		if e.ComplexityRoot.Viewer.DisplayName == nil {
 			break
@@ -3899,6 +3988,91 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerBalance.TotalUsd(childComplexity), true
+
+	case "ViewerCardRequest.agentId":
+		if e.ComplexityRoot.ViewerCardRequest.AgentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.AgentID(childComplexity), true
+	case "ViewerCardRequest.agentUsername":
+		if e.ComplexityRoot.ViewerCardRequest.AgentUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.AgentUsername(childComplexity), true
+	case "ViewerCardRequest.amountUsd":
+		if e.ComplexityRoot.ViewerCardRequest.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.AmountUsd(childComplexity), true
+	case "ViewerCardRequest.cardLast4":
+		if e.ComplexityRoot.ViewerCardRequest.CardLast4 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.CardLast4(childComplexity), true
+	case "ViewerCardRequest.chargedUsd":
+		if e.ComplexityRoot.ViewerCardRequest.ChargedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ChargedUsd(childComplexity), true
+	case "ViewerCardRequest.createdAt":
+		if e.ComplexityRoot.ViewerCardRequest.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.CreatedAt(childComplexity), true
+	case "ViewerCardRequest.decidedAt":
+		if e.ComplexityRoot.ViewerCardRequest.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.DecidedAt(childComplexity), true
+	case "ViewerCardRequest.description":
+		if e.ComplexityRoot.ViewerCardRequest.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.Description(childComplexity), true
+	case "ViewerCardRequest.error":
+		if e.ComplexityRoot.ViewerCardRequest.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.Error(childComplexity), true
+	case "ViewerCardRequest.expiresAt":
+		if e.ComplexityRoot.ViewerCardRequest.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ExpiresAt(childComplexity), true
+	case "ViewerCardRequest.id":
+		if e.ComplexityRoot.ViewerCardRequest.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ID(childComplexity), true
+	case "ViewerCardRequest.merchantName":
+		if e.ComplexityRoot.ViewerCardRequest.MerchantName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.MerchantName(childComplexity), true
+	case "ViewerCardRequest.returnedUsd":
+		if e.ComplexityRoot.ViewerCardRequest.ReturnedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ReturnedUsd(childComplexity), true
+	case "ViewerCardRequest.status":
+		if e.ComplexityRoot.ViewerCardRequest.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.Status(childComplexity), true
 
 	case "ViewerPairing.agentId":
 		if e.ComplexityRoot.ViewerPairing.AgentID == nil {
@@ -4541,7 +4715,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agentcheckout.graphql" "agents.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -4555,6 +4729,7 @@ func sourceData(filename string) string {
 var sources = []*ast.Source{
 	{Name: "agentcheckout.graphql", Input: sourceData("agentcheckout.graphql"), BuiltIn: false},
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
+	{Name: "cards.graphql", Input: sourceData("cards.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
@@ -4665,6 +4840,18 @@ func (ec *executionContext) childFields_Balance(ctx context.Context, field graph
 		return ec.fieldContext_Balance_totalUsd(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Balance", field.Name)
+}
+
+func (ec *executionContext) childFields_CardApproval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "ceremonyId":
+		return ec.fieldContext_CardApproval_ceremonyId(ctx, field)
+	case "options":
+		return ec.fieldContext_CardApproval_options(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_CardApproval_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CardApproval", field.Name)
 }
 
 func (ec *executionContext) childFields_Chain(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5639,6 +5826,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_events(ctx, field)
 	case "withdrawals":
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
+	case "cardRequests":
+		return ec.fieldContext_Viewer_cardRequests(ctx, field)
 	case "passkeys":
 		return ec.fieldContext_Viewer_passkeys(ctx, field)
 	case "sessions":
@@ -5655,6 +5844,40 @@ func (ec *executionContext) childFields_ViewerBalance(ctx context.Context, field
 		return ec.fieldContext_ViewerBalance_totalUsd(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ViewerBalance", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerCardRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ViewerCardRequest_id(ctx, field)
+	case "agentId":
+		return ec.fieldContext_ViewerCardRequest_agentId(ctx, field)
+	case "agentUsername":
+		return ec.fieldContext_ViewerCardRequest_agentUsername(ctx, field)
+	case "status":
+		return ec.fieldContext_ViewerCardRequest_status(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_ViewerCardRequest_amountUsd(ctx, field)
+	case "merchantName":
+		return ec.fieldContext_ViewerCardRequest_merchantName(ctx, field)
+	case "description":
+		return ec.fieldContext_ViewerCardRequest_description(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ViewerCardRequest_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ViewerCardRequest_expiresAt(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_ViewerCardRequest_decidedAt(ctx, field)
+	case "cardLast4":
+		return ec.fieldContext_ViewerCardRequest_cardLast4(ctx, field)
+	case "chargedUsd":
+		return ec.fieldContext_ViewerCardRequest_chargedUsd(ctx, field)
+	case "returnedUsd":
+		return ec.fieldContext_ViewerCardRequest_returnedUsd(ctx, field)
+	case "error":
+		return ec.fieldContext_ViewerCardRequest_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerCardRequest", field.Name)
 }
 
 func (ec *executionContext) childFields_ViewerPairing(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6179,6 +6402,50 @@ func (ec *executionContext) field_Mutation_acceptInvitation_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_approveCardRequest_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "ceremonyId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ceremonyId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "credential",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["credential"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_beginCardApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_cancelSession_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6260,6 +6527,20 @@ func (ec *executionContext) field_Mutation_decidePairing_args(ctx context.Contex
 }
 
 func (ec *executionContext) field_Mutation_deletePasskey_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_denyCardRequest_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -7806,6 +8087,75 @@ func (ec *executionContext) _Balance_totalUsd(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Balance_totalUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Balance", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _CardApproval_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.CardApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CardApproval_ceremonyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CeremonyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+			return ec.marshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CardApproval_ceremonyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CardApproval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _CardApproval_options(ctx context.Context, field graphql.CollectedField, obj *model.CardApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CardApproval_options(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Options, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalOMap2map(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CardApproval_options(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CardApproval", field, false, false, "Map")
+}
+
+func (ec *executionContext) _CardApproval_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.CardApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CardApproval_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CardApproval_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CardApproval", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Chain_name(ctx context.Context, field graphql.CollectedField, obj *model.Chain) (ret graphql.Marshaler) {
@@ -11671,6 +12021,138 @@ func (ec *executionContext) fieldContext_Mutation_verifyPartner(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_verifyPartner_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_beginCardApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_beginCardApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BeginCardApproval(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CardApproval) graphql.Marshaler {
+			return ec.marshalNCardApproval2ᚖagentpayᚋgraphᚋmodelᚐCardApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_beginCardApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CardApproval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_beginCardApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_approveCardRequest(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_approveCardRequest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ApproveCardRequest(ctx, fc.Args["id"].(uuid.UUID), fc.Args["ceremonyId"].(*uuid.UUID), fc.Args["credential"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerCardRequest) graphql.Marshaler {
+			return ec.marshalNViewerCardRequest2ᚖagentpayᚋgraphᚋmodelᚐViewerCardRequest(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_approveCardRequest(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_approveCardRequest_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_denyCardRequest(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_denyCardRequest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DenyCardRequest(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerCardRequest) graphql.Marshaler {
+			return ec.marshalNViewerCardRequest2ᚖagentpayᚋgraphᚋmodelᚐViewerCardRequest(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_denyCardRequest(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_denyCardRequest_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -18765,6 +19247,38 @@ func (ec *executionContext) fieldContext_Viewer_withdrawals(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Viewer_cardRequests(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_cardRequests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().CardRequests(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ViewerCardRequest) graphql.Marshaler {
+			return ec.marshalNViewerCardRequest2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerCardRequestᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_cardRequests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Viewer_passkeys(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18882,6 +19396,328 @@ func (ec *executionContext) _ViewerBalance_totalUsd(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_ViewerBalance_totalUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ViewerBalance", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ViewerCardRequest_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerCardRequest_agentId(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_agentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerCardRequest_agentUsername(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_agentUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentUsername, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_agentUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_status(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ViewerCardRequest_merchantName(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_merchantName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_merchantName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_description(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerCardRequest_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerCardRequest_decidedAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerCardRequest_cardLast4(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_cardLast4(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CardLast4, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_cardLast4(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_chargedUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_chargedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChargedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_chargedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ViewerCardRequest_returnedUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_returnedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReturnedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_returnedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _ViewerCardRequest_error(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
 }
 
 func (ec *executionContext) _ViewerPairing_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
@@ -23751,6 +24587,49 @@ func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var cardApprovalImplementors = []string{"CardApproval"}
+
+func (ec *executionContext) _CardApproval(ctx context.Context, sel ast.SelectionSet, obj *model.CardApproval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, cardApprovalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CardApproval")
+		case "ceremonyId":
+			out.Values[i] = ec._CardApproval_ceremonyId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "options":
+			out.Values[i] = ec._CardApproval_options(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._CardApproval_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var chainImplementors = []string{"Chain"}
 
 func (ec *executionContext) _Chain(ctx context.Context, sel ast.SelectionSet, obj *model.Chain) graphql.Marshaler {
@@ -24999,6 +25878,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "verifyPartner":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_verifyPartner(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "beginCardApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_beginCardApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approveCardRequest":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_approveCardRequest(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "denyCardRequest":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_denyCardRequest(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -27269,6 +28169,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_withdrawals(ctx, field, obj)
 				})
+		case "cardRequests":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_cardRequests(ctx, field, obj)
+				})
 		case "passkeys":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -27317,6 +28223,104 @@ func (ec *executionContext) _ViewerBalance(ctx context.Context, sel ast.Selectio
 		case "totalUsd":
 			out.Values[i] = ec._ViewerBalance_totalUsd(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerCardRequestImplementors = []string{"ViewerCardRequest"}
+
+func (ec *executionContext) _ViewerCardRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerCardRequest) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerCardRequestImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerCardRequest")
+		case "id":
+			out.Values[i] = ec._ViewerCardRequest_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentId":
+			out.Values[i] = ec._ViewerCardRequest_agentId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentUsername":
+			out.Values[i] = ec._ViewerCardRequest_agentUsername(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._ViewerCardRequest_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountUsd":
+			out.Values[i] = ec._ViewerCardRequest_amountUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantName":
+			out.Values[i] = ec._ViewerCardRequest_merchantName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._ViewerCardRequest_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._ViewerCardRequest_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._ViewerCardRequest_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidedAt":
+			out.Values[i] = ec._ViewerCardRequest_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cardLast4":
+			out.Values[i] = ec._ViewerCardRequest_cardLast4(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "chargedUsd":
+			out.Values[i] = ec._ViewerCardRequest_chargedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "returnedUsd":
+			out.Values[i] = ec._ViewerCardRequest_returnedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._ViewerCardRequest_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -28602,6 +29606,14 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNCardApproval2ᚖagentpayᚋgraphᚋmodelᚐCardApproval(ctx context.Context, sel ast.SelectionSet, v *model.CardApproval) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CardApproval!")
+		return graphql.Null
+	}
+	return ec._CardApproval(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNChain2ᚕᚖagentpayᚋgraphᚋmodelᚐChainᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Chain) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -29539,6 +30551,30 @@ func (ec *executionContext) marshalNViewerBalance2ᚖagentpayᚋgraphᚋmodelᚐ
 		return graphql.Null
 	}
 	return ec._ViewerBalance(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerCardRequest2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerCardRequestᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerCardRequest) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNViewerCardRequest2ᚖagentpayᚋgraphᚋmodelᚐViewerCardRequest(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNViewerCardRequest2ᚖagentpayᚋgraphᚋmodelᚐViewerCardRequest(ctx context.Context, sel ast.SelectionSet, v *model.ViewerCardRequest) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerCardRequest!")
+		return graphql.Null
+	}
+	return ec._ViewerCardRequest(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNViewerPairing2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerPairingᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerPairing) graphql.Marshaler {

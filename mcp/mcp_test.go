@@ -14,12 +14,13 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"agentpay"
 	"agentpay/ent/payment"
+	"agentpay/rest"
 )
 
-// wantTools are the tools /mcp lists (request_card_purchase joins them with
-// card purchases).
-var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "send", "send_to_user"}
+// wantTools are the tools /mcp lists.
+var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "send", "send_to_user"}
 
 // bearerTransport adds the agent key to every request of the client.
 type bearerTransport struct{ key string }
@@ -112,6 +113,14 @@ func TestMCPGoClient(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.IsError, "%s: %v", name, textOf(res))
 	}
+
+	// Card purchases answer as REST does: this service has no card issuer.
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "request_card_purchase",
+		Arguments: map[string]any{"amount_usd": 5, "merchant_name": "Acme", "description": "a book"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	_, detail := rest.ErrorStatus(agentpay.ErrCardsOff, false)
+	require.Equal(t, detail, textOf(res))
 
 	_, err = connect(t, m.URL, "ak_wrong")
 	require.Error(t, err)

@@ -15,8 +15,6 @@ import (
 )
 
 // tools is the agent's tool table, in the order tools/list shows them.
-// request_card_purchase joins it when card purchases exist: one entry
-// calling the Service's card request, with its input and output types.
 var tools = []toolDef{
 	define("get_balance",
 		"The agent's USDC balance on each chain it holds a wallet on, read from the chains now, and the exact total in USD.",
@@ -46,6 +44,21 @@ var tools = []toolDef{
 				return checkoutPaymentOutput{}, err
 			}
 			return checkoutPaymentOf(res), nil
+		}),
+	define("request_card_purchase",
+		"Ask the paired, identity-verified human to approve a card purchase: amount_usd (0.50 to the per-send limit, whole cents) at merchant_name. The human approves or denies in the app; once approved the agent reads its one-time card (ctok_...) with GET /agents/me/pairings/card/requests/{request_id} (details shown once). Answers the request, pending_approval.",
+		func(ctx context.Context, t *toolset, a *ent.Agent, in cardPurchaseInput) (cardRequestOutput, error) {
+			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID}
+			v, _, err := t.svc.RequestCardPurchase(ctx, a, nonEmpty(in.IdempotencyKey), req)
+			if err != nil {
+				return cardRequestOutput{}, err
+			}
+			r := v.Request
+			return cardRequestOutput{
+				RequestID: r.ID.String(), Status: v.Status(), AmountUSD: rest.Amount{Decimal: v.Amount()},
+				MerchantName: r.MerchantName, Description: r.Description, UserID: r.UserID.String(), Username: v.Username,
+				CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+			}, nil
 		}),
 	define("list_pairings",
 		"The agent's pairings with human users (pending, approved, denied, revoked or expired), newest first.",
@@ -193,6 +206,27 @@ type payCheckoutInput struct {
 	ExternalID     string `json:"external_id" jsonschema:"the session's external id (cs_test_... or cs_live_...), the last part of its checkout_url"`
 	Chain          string `json:"chain,omitempty" jsonschema:"solana or base; by default the first of solana, base that the merchant accepts and the balance covers"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"makes a retry safe: the same key answers the first payment as it is now (kept 24 hours)"`
+}
+
+type cardPurchaseInput struct {
+	AmountUSD      rest.Amount `json:"amount_usd" jsonschema:"the card's maximum in USD, 0.50 to the per-send limit, whole cents"`
+	MerchantName   string      `json:"merchant_name" jsonschema:"the merchant the card is bound to"`
+	Description    string      `json:"description" jsonschema:"what the purchase is, shown to the human"`
+	UserID         string      `json:"user_id,omitempty" jsonschema:"the human to ask, when several qualify"`
+	IdempotencyKey string      `json:"idempotency_key,omitempty" jsonschema:"makes a retry safe: the same key answers the first request"`
+}
+
+// cardRequestOutput is REST's request-purchase answer.
+type cardRequestOutput struct {
+	RequestID    string      `json:"request_id"`
+	Status       string      `json:"status"`
+	AmountUSD    rest.Amount `json:"amount_usd"`
+	MerchantName string      `json:"merchant_name"`
+	Description  string      `json:"description"`
+	UserID       string      `json:"user_id"`
+	Username     string      `json:"username"`
+	CreatedAt    time.Time   `json:"created_at"`
+	ExpiresAt    time.Time   `json:"expires_at"`
 }
 
 // checkoutPaymentOutput is REST's agent-pay answer.

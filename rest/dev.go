@@ -101,3 +101,45 @@ func (s *server) devMail(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+type devCardChargeRequest struct {
+	CardNumber   string `json:"card_number"`
+	ExpMonth     int    `json:"exp_month"`
+	ExpYear      int    `json:"exp_year"`
+	CVC          string `json:"cvc"`
+	AmountUSD    Amount `json:"amount_usd"`
+	MerchantName string `json:"merchant_name"`
+}
+
+type devCardChargeResponse struct {
+	Approved    bool    `json:"approved"`
+	Reason      string  `json:"decline_reason,omitempty"`
+	RequestID   string  `json:"request_id,omitempty"`
+	ChargedUSD  *Amount `json:"charged_usd,omitempty"`
+	ReturnedUSD *Amount `json:"returned_usd,omitempty"`
+}
+
+// devCardCharge plays the merchant's card network for sandbox cards
+// (docs/identity-and-cards.md): 200 with approved, or declined and the
+// reason; 422 for a malformed charge.
+func (s *server) devCardCharge(w http.ResponseWriter, r *http.Request) {
+	var req devCardChargeRequest
+	if err := decodeJSON(r, &req); err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	res, err := s.svc.ChargeDevCard(r.Context(), agentpay.DevCardCharge{
+		CardNumber: req.CardNumber, ExpMonth: req.ExpMonth, ExpYear: req.ExpYear, CVC: req.CVC,
+		AmountUSD: req.AmountUSD.Decimal, MerchantName: req.MerchantName,
+	})
+	if err != nil {
+		writeError(w, r, s.logger, areaMerchant, err)
+		return
+	}
+	out := devCardChargeResponse{Approved: res.Approved, Reason: res.Reason}
+	if res.Approved {
+		out.RequestID = res.RequestID.String()
+		out.ChargedUSD, out.ReturnedUSD = &Amount{res.Charged}, &Amount{res.Returned}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -94,6 +94,9 @@ func NewRouter(cfg Config) http.Handler {
 			r.Post("/invite-human", s.inviteHuman)
 			r.Post("/pairings/request", s.requestPairing)
 			r.Get("/pairings", s.myPairings)
+			r.Post("/pairings/card/request-purchase", s.requestCardPurchase)
+			r.Get("/pairings/card/requests", s.myCardRequests)
+			r.Get("/pairings/card/requests/{request_id}", s.myCardRequest)
 			r.Get("/events", s.myEvents)
 			r.Post("/wallets/verify", s.verifyWallet)
 			r.Post("/verify-partner", s.verifyPartner)
@@ -119,6 +122,7 @@ func NewRouter(cfg Config) http.Handler {
 		r.Get("/dev/mail", s.devMail)
 		r.Post("/dev/partner/attest", s.devPartnerAttest)
 		r.Get("/dev/partner/jwks.json", s.devPartnerJWKS)
+		r.Post("/dev/card/charge", s.devCardCharge)
 	}
 	return r
 }

@@ -2,7 +2,8 @@
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, e-mail (send_mail), settlement,
 // transfer reconciliation, session expiry (with the end of ended sessions'
-// deposit watches) and the pruning of expired signature challenges and
+// deposit watches), card purchases (cards_tick: expiry, issue, returns) and
+// the pruning of expired signature challenges and
 // idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
 // that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
@@ -140,8 +141,9 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
+	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(

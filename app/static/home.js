@@ -1,6 +1,6 @@
 // The signed-in home: everything through the public GraphQL API (viewer,
-// decidePairing, startIdentityVerification, withdraw, viewerEvents), the
-// session's CSRF token on every request.
+// decidePairing, startIdentityVerification, withdraw, card approvals,
+// viewerEvents), the session's CSRF token on every request.
 (function () {
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
@@ -29,10 +29,11 @@
   }
   function load() {
     return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
-      "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } } }").then(function (res) {
+      "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
+      "cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
-      ["wallets", "requests", "paired", "withdrawals"].forEach(function (id) { document.getElementById(id).textContent = ""; });
+      ["wallets", "requests", "paired", "withdrawals", "card-requests"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
@@ -47,12 +48,67 @@
           button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE");
         }
       });
+      v.cardRequests.forEach(function (c) {
+        var text = c.agentUsername + " asks to pay " + c.amountUsd + " USD at " + c.merchantName +
+          (c.description ? ": " + c.description : "") + " (" + c.status.replace(/_/g, " ") + ")";
+        if (c.cardLast4) { text += ", card ending " + c.cardLast4; }
+        if (c.chargedUsd) { text += ", charged " + c.chargedUsd + " USD"; }
+        if (c.returnedUsd) { text += ", " + c.returnedUsd + " USDC returned"; }
+        var li = item("card-requests", text);
+        li.className = "card-request";
+        li.dataset.id = c.id;
+        li.dataset.status = c.status;
+        if (c.status === "pending_approval") {
+          cardButton(li, "Approve", "approve-card", function () { approveCard(c.id); });
+          cardButton(li, "Deny", "deny-card", function () {
+            gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
+          });
+        }
+      });
       v.withdrawals.forEach(function (w) {
         var li = item("withdrawals", w.amountUsd + " USDC to " + w.toAddress + " on " + w.chain + ": " + w.status +
           (w.txHash ? " (" + w.txHash + ")" : ""));
         li.className = "withdrawal";
         li.dataset.status = w.status;
       });
+    });
+  }
+
+  // Card purchases: approving asks for a passkey when the person has one
+  // (beginCardApproval answers its options), then sends the assertion.
+  var cardResult = document.getElementById("card-result");
+  function cardShow(text, status) {
+    cardResult.textContent = text;
+    cardResult.dataset.status = status;
+    cardResult.className = status === "error" ? "error" : "";
+  }
+  function cardButton(li, label, cls, onClick) {
+    var b = document.createElement("button");
+    b.textContent = label;
+    b.className = cls;
+    b.addEventListener("click", function () { b.disabled = true; onClick(); });
+    li.appendChild(b);
+  }
+  function cardAnswer(field) {
+    return function (res) {
+      if (res.errors) { cardShow(res.errors[0].message, "error"); } else { cardShow("Card request " + res.data[field].status.replace(/_/g, " "), res.data[field].status); }
+      return load();
+    };
+  }
+  function approveCard(id) {
+    cardShow("Approving…", "sending");
+    gql("mutation($id: ID!) { beginCardApproval(id: $id) { ceremonyId options } }", {id: id}).then(function (res) {
+      if (res.errors) { throw new Error(res.errors[0].message); }
+      var a = res.data.beginCardApproval;
+      if (!a.ceremonyId) { return {id: id}; }
+      return window.agentpayWebAuthn.get(a.options).then(function (credential) {
+        return {id: id, ceremonyId: a.ceremonyId, credential: credential};
+      });
+    }).then(function (vars) {
+      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveCardRequest(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }", vars);
+    }).then(cardAnswer("approveCardRequest"), function (err) {
+      cardShow(err.message || "The passkey was not used: nothing was approved.", "error");
+      return load();
     });
   }
 

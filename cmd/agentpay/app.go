@@ -20,6 +20,7 @@ import (
 
 	"agentpay"
 	"agentpay/app"
+	"agentpay/cardissuer"
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/graph"
@@ -49,6 +50,9 @@ type platform struct {
 	identity identity.Provider
 	// metrics records the process's series; nil when METRICS_ADDR is off.
 	metrics *metrics.Metrics
+	// cards issues card purchases' cards: the sandbox under `agentpay
+	// dev`, else none (no real issuer is integrated yet: requests are 503).
+	cards cardissuer.Issuer
 }
 
 func openPlatform(ctx context.Context, cfg config, masterKey []byte) (*platform, error) {
@@ -401,6 +405,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, Jobs: inserter, Mailer: mailer,
 		IdentityProvider: p.identity, Observer: serviceObserver(p.metrics),
+		CardIssuer:       p.cards, CardRequestTTL: cfg.CardRequestTTL,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,
 		PasskeyRPID: cfg.PasskeyRPID, PasskeyOrigins: passkeyOrigins(cfg),
 		Partners: cfg.Partners, DevPartner: devPartner,

@@ -38,8 +38,11 @@ type config struct {
 	DataDir       string
 	// MasterKey is nil when MASTER_KEY is unset; only `dev` may then
 	// generate one into DATA_DIR.
-	MasterKey         []byte
-	SessionTTL        time.Duration
+	MasterKey  []byte
+	SessionTTL time.Duration
+	// CardRequestTTL is how long a card purchase request waits for the
+	// human (CARD_REQUEST_TTL).
+	CardRequestTTL    time.Duration
 	LatePaymentWindow time.Duration
 	MaxOpenSessions   int
 	SelectRateLimit   int
@@ -136,6 +139,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HTTPAddr:             p.str("HTTP_ADDR", "127.0.0.1:8080"),
 		DataDir:              p.str("DATA_DIR", "./data"),
 		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
+		CardRequestTTL:       p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
 		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
 		MaxOpenSessions:      p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
 		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),

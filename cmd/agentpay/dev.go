@@ -18,6 +18,7 @@ import (
 	sol "github.com/gagliardetto/solana-go"
 
 	"agentpay"
+	cardsandbox "agentpay/cardissuer/sandbox"
 	"agentpay/chains"
 	"agentpay/chains/devnet"
 	"agentpay/identity/sandbox"
@@ -71,6 +72,9 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	p.identity = kyc
+	// The card issuer's sandbox: its cards live in this process, and it
+	// plays the card network for POST /dev/card/charge.
+	p.cards = cardsandbox.New()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -111,6 +115,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 	fmt.Fprintf(w, "  MCP:        http://%s/mcp (streamable HTTP; Authorization: Bearer <agent key>)\n", addr)
 	fmt.Fprintf(w, "  faucet:     POST http://%s/dev/faucet {\"chain\",\"address\",\"amount_usd\"}\n", addr)
 	fmt.Fprintf(w, "  identity:   sandbox provider at http://%s/dev/kyc/ (started from the app)\n", addr)
+	fmt.Fprintf(w, "  cards:      sandbox issuer; POST http://%s/dev/card/charge {\"card_number\",\"exp_month\",\"exp_year\",\"cvc\",\"amount_usd\",\"merchant_name\"} charges a card\n", addr)
 	fmt.Fprintf(w, "  partner:    POST http://%s/dev/partner/attest {\"agent_id\"} mints an attestation of %s (keys: /dev/partner/jwks.json)\n",
 		addr, agentpay.DevPartnerName)
 	if smtp {

@@ -154,6 +154,35 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 	// /mcp is mounted: an MCP client with an agent's key lists its tools.
 	t.Run("mcp", func(t *testing.T) { devMCPFlow(t, base, banner) })
 
+	// The sandbox card issuer is dev's default: a card request is refused
+	// for what is missing (not 503), and /dev/card/charge plays the card
+	// network (the whole flow: app's TestCardApprovalInBrowser).
+	t.Run("dev cards", func(t *testing.T) {
+		require.Contains(t, banner, base+"/dev/card/charge")
+		var reg struct {
+			APIKey string `json:"api_key"`
+		}
+		require.Equal(t, http.StatusCreated, postJSON(t, base+"/agents/quick-register", `{"username":"dev_card_agent"}`, &reg))
+		req, err := http.NewRequest(http.MethodPost, base+"/agents/me/pairings/card/request-purchase",
+			strings.NewReader(`{"amount_usd":5,"merchant_name":"Acme","description":"x"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Agent-Key", reg.APIKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var refused map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&refused))
+		resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, refused)
+		require.Contains(t, refused["detail"], "no approved pairing")
+
+		var charge map[string]any
+		require.Equal(t, http.StatusOK, postJSON(t, base+"/dev/card/charge",
+			`{"card_number":"4000000000000002","exp_month":1,"exp_year":2030,"cvc":"123","amount_usd":1,"merchant_name":"Acme"}`, &charge))
+		require.Equal(t, false, charge["approved"])
+		require.Equal(t, "unknown card number", charge["decline_reason"])
+	})
+
 	// A person signs in to the app as in a browser: the form mails a link,
 	// /dev/mail shows it, its page's form opens a session, and the session
 	// cookie and the page's CSRF token read the viewer from /graphql.

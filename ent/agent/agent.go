@@ -62,6 +62,8 @@ const (
 	EdgeInvitations = "invitations"
 	// EdgePartnerAttestations holds the string denoting the partner_attestations edge name in mutations.
 	EdgePartnerAttestations = "partner_attestations"
+	// EdgeCardRequests holds the string denoting the card_requests edge name in mutations.
+	EdgeCardRequests = "card_requests"
 	// EdgePrimaryWallet holds the string denoting the primary_wallet edge name in mutations.
 	EdgePrimaryWallet = "primary_wallet"
 	// EdgeSentTransfers holds the string denoting the sent_transfers edge name in mutations.
@@ -98,6 +100,13 @@ const (
 	PartnerAttestationsInverseTable = "partner_attestations"
 	// PartnerAttestationsColumn is the table column denoting the partner_attestations relation/edge.
 	PartnerAttestationsColumn = "agent_id"
+	// CardRequestsTable is the table that holds the card_requests relation/edge.
+	CardRequestsTable = "card_requests"
+	// CardRequestsInverseTable is the table name for the CardRequest entity.
+	// It exists in this package in order to avoid circular dependency with the "cardrequest" package.
+	CardRequestsInverseTable = "card_requests"
+	// CardRequestsColumn is the table column denoting the card_requests relation/edge.
+	CardRequestsColumn = "agent_id"
 	// PrimaryWalletTable is the table that holds the primary_wallet relation/edge.
 	PrimaryWalletTable = "agents"
 	// PrimaryWalletInverseTable is the table name for the Wallet entity.
@@ -375,6 +384,20 @@ func ByPartnerAttestations(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOpti
 	}
 }
 
+// ByCardRequestsCount orders the results by card_requests count.
+func ByCardRequestsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newCardRequestsStep(), opts...)
+	}
+}
+
+// ByCardRequests orders the results by card_requests terms.
+func ByCardRequests(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newCardRequestsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
 // ByPrimaryWalletField orders the results by primary_wallet field.
 func ByPrimaryWalletField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -435,6 +458,13 @@ func newPartnerAttestationsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(PartnerAttestationsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, PartnerAttestationsTable, PartnerAttestationsColumn),
+	)
+}
+func newCardRequestsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(CardRequestsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, CardRequestsTable, CardRequestsColumn),
 	)
 }
 func newPrimaryWalletStep() *sqlgraph.Step {

@@ -963,6 +963,29 @@ func HasPartnerAttestationsWith(preds ...predicate.PartnerAttestation) predicate
 	})
 }
 
+// HasCardRequests applies the HasEdge predicate on the "card_requests" edge.
+func HasCardRequests() predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, CardRequestsTable, CardRequestsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasCardRequestsWith applies the HasEdge predicate on the "card_requests" edge with a given conditions (other predicates).
+func HasCardRequestsWith(preds ...predicate.CardRequest) predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := newCardRequestsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // HasPrimaryWallet applies the HasEdge predicate on the "primary_wallet" edge.
 func HasPrimaryWallet() predicate.Agent {
 	return predicate.Agent(func(s *sql.Selector) {

@@ -44,6 +44,18 @@ func (f BrowserSessionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.BrowserSessionMutation", m)
 }
 
+// The CardRequestFunc type is an adapter to allow the use of ordinary
+// function as CardRequest mutator.
+type CardRequestFunc func(context.Context, *ent.CardRequestMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f CardRequestFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.CardRequestMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CardRequestMutation", m)
+}
+
 // The ChainCursorFunc type is an adapter to allow the use of ordinary
 // function as ChainCursor mutator.
 type ChainCursorFunc func(context.Context, *ent.ChainCursorMutation) (ent.Value, error)

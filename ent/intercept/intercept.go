@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
@@ -175,6 +176,33 @@ func (f TraverseBrowserSession) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.BrowserSessionQuery", q)
+}
+
+// The CardRequestFunc type is an adapter to allow the use of ordinary function as a Querier.
+type CardRequestFunc func(context.Context, *ent.CardRequestQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f CardRequestFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.CardRequestQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.CardRequestQuery", q)
+}
+
+// The TraverseCardRequest type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseCardRequest func(context.Context, *ent.CardRequestQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseCardRequest) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseCardRequest) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.CardRequestQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.CardRequestQuery", q)
 }
 
 // The ChainCursorFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -861,6 +889,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.AgentQuery, predicate.Agent, agent.OrderOption]{typ: ent.TypeAgent, tq: q}, nil
 	case *ent.BrowserSessionQuery:
 		return &query[*ent.BrowserSessionQuery, predicate.BrowserSession, browsersession.OrderOption]{typ: ent.TypeBrowserSession, tq: q}, nil
+	case *ent.CardRequestQuery:
+		return &query[*ent.CardRequestQuery, predicate.CardRequest, cardrequest.OrderOption]{typ: ent.TypeCardRequest, tq: q}, nil
 	case *ent.ChainCursorQuery:
 		return &query[*ent.ChainCursorQuery, predicate.ChainCursor, chaincursor.OrderOption]{typ: ent.TypeChainCursor, tq: q}, nil
 	case *ent.CheckoutSessionQuery:

@@ -113,6 +113,87 @@ var (
 			},
 		},
 	}
+	// CardRequestsColumns holds the columns for the "card_requests" table.
+	CardRequestsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "amount", Type: field.TypeInt64},
+		{Name: "merchant_name", Type: field.TypeString, Size: 200},
+		{Name: "description", Type: field.TypeString, Size: 2000, Default: ""},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending_approval", "approved", "denied", "expired", "failed", "used", "expired_unused"}, Default: "pending_approval"},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
+		{Name: "error", Type: field.TypeString, Nullable: true, Size: 500},
+		{Name: "reserve_transfer_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "issuer", Type: field.TypeString, Nullable: true, Size: 50},
+		{Name: "card_reference", Type: field.TypeString, Nullable: true, Size: 100},
+		{Name: "card_token", Type: field.TypeString, Nullable: true, Size: 100},
+		{Name: "card_last4", Type: field.TypeString, Nullable: true, Size: 4},
+		{Name: "card_sealed", Type: field.TypeBytes, Nullable: true},
+		{Name: "card_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "card_revealed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "charged_amount", Type: field.TypeInt64, Nullable: true},
+		{Name: "charged_merchant", Type: field.TypeString, Nullable: true, Size: 200},
+		{Name: "charged_at", Type: field.TypeTime, Nullable: true},
+		{Name: "refund_amount", Type: field.TypeInt64, Default: 0},
+		{Name: "refund_chain", Type: field.TypeString, Nullable: true, Size: 20},
+		{Name: "refund_to", Type: field.TypeString, Nullable: true, Size: 100},
+		{Name: "refund_tx_hash", Type: field.TypeString, Nullable: true, Size: 100},
+		{Name: "refund_sent_at", Type: field.TypeTime, Nullable: true},
+		{Name: "refunded_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "fingerprint", Type: field.TypeBytes, Nullable: true},
+		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "user_id", Type: field.TypeUUID},
+	}
+	// CardRequestsTable holds the schema information for the "card_requests" table.
+	CardRequestsTable = &schema.Table{
+		Name:       "card_requests",
+		Columns:    CardRequestsColumns,
+		PrimaryKey: []*schema.Column{CardRequestsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "card_requests_agents_card_requests",
+				Columns:    []*schema.Column{CardRequestsColumns[29]},
+				RefColumns: []*schema.Column{AgentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "card_requests_users_card_requests",
+				Columns:    []*schema.Column{CardRequestsColumns[30]},
+				RefColumns: []*schema.Column{UsersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "cardrequest_agent_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{CardRequestsColumns[29], CardRequestsColumns[1]},
+			},
+			{
+				Name:    "cardrequest_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{CardRequestsColumns[30], CardRequestsColumns[1]},
+			},
+			{
+				Name:    "cardrequest_status_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{CardRequestsColumns[6], CardRequestsColumns[7]},
+			},
+			{
+				Name:    "cardrequest_card_token",
+				Unique:  true,
+				Columns: []*schema.Column{CardRequestsColumns[13]},
+			},
+			{
+				Name:    "cardrequest_agent_id_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{CardRequestsColumns[29], CardRequestsColumns[27]},
+			},
+		},
+	}
 	// ChainCursorsColumns holds the columns for the "chain_cursors" table.
 	ChainCursorsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1102,6 +1183,7 @@ var (
 		AccountEventsTable,
 		AgentsTable,
 		BrowserSessionsTable,
+		CardRequestsTable,
 		ChainCursorsTable,
 		CheckoutSessionsTable,
 		DepositAddressesTable,
@@ -1132,6 +1214,8 @@ var (
 
 func init() {
 	AgentsTable.ForeignKeys[0].RefTable = WalletsTable
+	CardRequestsTable.ForeignKeys[0].RefTable = AgentsTable
+	CardRequestsTable.ForeignKeys[1].RefTable = UsersTable
 	CheckoutSessionsTable.ForeignKeys[0].RefTable = MerchantsTable
 	DepositAddressesTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	IdempotencyKeysTable.ForeignKeys[0].RefTable = TransfersTable

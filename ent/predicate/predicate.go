@@ -15,6 +15,9 @@ type Agent func(*sql.Selector)
 // BrowserSession is the predicate function for browsersession builders.
 type BrowserSession func(*sql.Selector)
 
+// CardRequest is the predicate function for cardrequest builders.
+type CardRequest func(*sql.Selector)
+
 // ChainCursor is the predicate function for chaincursor builders.
 type ChainCursor func(*sql.Selector)
 

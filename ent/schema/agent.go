@@ -101,6 +101,8 @@ func (Agent) Edges() []ent.Edge {
 			Annotations(entgql.Skip()),
 		edge.To("partner_attestations", PartnerAttestation.Type).
 			Annotations(entgql.Skip()),
+		edge.To("card_requests", CardRequest.Type).
+			Annotations(entgql.Skip()),
 		edge.To("primary_wallet", Wallet.Type).
 			Field("primary_wallet_id").
 			Unique(),

@@ -58,5 +58,7 @@ func (User) Edges() []ent.Edge {
 		edge.To("wallets", Wallet.Type),
 		edge.To("pairings", Pairing.Type),
 		edge.To("identity_verifications", IdentityVerification.Type),
+		edge.To("card_requests", CardRequest.Type).
+			Annotations(entgql.Skip()),
 	}
 }

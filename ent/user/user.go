@@ -38,6 +38,8 @@ const (
 	EdgePairings = "pairings"
 	// EdgeIdentityVerifications holds the string denoting the identity_verifications edge name in mutations.
 	EdgeIdentityVerifications = "identity_verifications"
+	// EdgeCardRequests holds the string denoting the card_requests edge name in mutations.
+	EdgeCardRequests = "card_requests"
 	// Table holds the table name of the user in the database.
 	Table = "users"
 	// WalletsTable is the table that holds the wallets relation/edge.
@@ -61,6 +63,13 @@ const (
 	IdentityVerificationsInverseTable = "identity_verifications"
 	// IdentityVerificationsColumn is the table column denoting the identity_verifications relation/edge.
 	IdentityVerificationsColumn = "user_id"
+	// CardRequestsTable is the table that holds the card_requests relation/edge.
+	CardRequestsTable = "card_requests"
+	// CardRequestsInverseTable is the table name for the CardRequest entity.
+	// It exists in this package in order to avoid circular dependency with the "cardrequest" package.
+	CardRequestsInverseTable = "card_requests"
+	// CardRequestsColumn is the table column denoting the card_requests relation/edge.
+	CardRequestsColumn = "user_id"
 )
 
 // Columns holds all SQL columns for user fields.
@@ -217,6 +226,20 @@ func ByIdentityVerifications(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOp
 		sqlgraph.OrderByNeighborTerms(s, newIdentityVerificationsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByCardRequestsCount orders the results by card_requests count.
+func ByCardRequestsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newCardRequestsStep(), opts...)
+	}
+}
+
+// ByCardRequests orders the results by card_requests terms.
+func ByCardRequests(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newCardRequestsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newWalletsStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -236,6 +259,13 @@ func newIdentityVerificationsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(IdentityVerificationsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, IdentityVerificationsTable, IdentityVerificationsColumn),
+	)
+}
+func newCardRequestsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(CardRequestsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, CardRequestsTable, CardRequestsColumn),
 	)
 }
 

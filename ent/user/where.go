@@ -500,6 +500,29 @@ func HasIdentityVerificationsWith(preds ...predicate.IdentityVerification) predi
 	})
 }
 
+// HasCardRequests applies the HasEdge predicate on the "card_requests" edge.
+func HasCardRequests() predicate.User {
+	return predicate.User(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, CardRequestsTable, CardRequestsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasCardRequestsWith applies the HasEdge predicate on the "card_requests" edge with a given conditions (other predicates).
+func HasCardRequestsWith(preds ...predicate.CardRequest) predicate.User {
+	return predicate.User(func(s *sql.Selector) {
+		step := newCardRequestsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.User) predicate.User {
 	return predicate.User(sql.AndPredicates(predicates...))

@@ -39,6 +39,15 @@ type Balance struct {
 	TotalUsd decimal.Decimal `json:"totalUsd"`
 }
 
+// What approving a request needs: a passkey assertion when the viewer has passkeys.
+type CardApproval struct {
+	// Null when the viewer has no passkey: approve without one
+	CeremonyID *uuid.UUID `json:"ceremonyId,omitempty"`
+	// PublicKeyCredentialRequestOptions as JSON: {publicKey: {...}}
+	Options   map[string]any `json:"options,omitempty"`
+	ExpiresAt *time.Time     `json:"expiresAt,omitempty"`
+}
+
 // A configured blockchain in one mode, as seen now.
 type Chain struct {
 	// base, arbitrum, ethereum, polygon or solana
@@ -456,6 +465,29 @@ type UsernameAvailability struct {
 type ViewerBalance struct {
 	Balances []*ChainBalance `json:"balances"`
 	TotalUsd decimal.Decimal `json:"totalUsd"`
+}
+
+// A card purchase an agent asked the viewer to approve.
+type ViewerCardRequest struct {
+	ID            uuid.UUID `json:"id"`
+	AgentID       uuid.UUID `json:"agentId"`
+	AgentUsername string    `json:"agentUsername"`
+	// pending_approval, approved, denied, expired, failed, used or expired_unused
+	Status string `json:"status"`
+	// The card's maximum, USD
+	AmountUsd    decimal.Decimal `json:"amountUsd"`
+	MerchantName string          `json:"merchantName"`
+	Description  string          `json:"description"`
+	CreatedAt    time.Time       `json:"createdAt"`
+	// When a pending request lapses
+	ExpiresAt time.Time  `json:"expiresAt"`
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
+	// The issued card's last four digits (the app never sees the rest)
+	CardLast4  *string          `json:"cardLast4,omitempty"`
+	ChargedUsd *decimal.Decimal `json:"chargedUsd,omitempty"`
+	// What returned to the agent's wallet, once on chain
+	ReturnedUsd *decimal.Decimal `json:"returnedUsd,omitempty"`
+	Error       *string          `json:"error,omitempty"`
 }
 
 // A signed-in browser of the human.
