@@ -398,3 +398,34 @@ func TestCardApprovalRaces(t *testing.T) {
 		t.Logf("the race went to %s", row.Status)
 	})
 }
+
+// On Solana too: the reservation leaves the agent's Solana wallet for the
+// treasury, and what the charge leaves unspent comes back from the
+// treasury (its fixed reference, the treasury as fee payer).
+func TestCardPurchaseReturnOnSolana(t *testing.T) {
+	e := startCardEnv(t)
+	ctx := context.Background()
+	a, u := e.pairedAgent(t, "", true)
+	e.fund(t, a, chains.Solana, "10")
+	wallet := e.wallet(t, a, chains.Solana)
+	treasury := e.treasuryAddress(chains.Solana)
+	treasuryBefore := e.onChain(t, chains.Solana, treasury)
+
+	v := e.request(t, a, "4.00")
+	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, CardApproved, got.Status())
+	requireDecimal(t, "6", e.onChain(t, chains.Solana, wallet), "reserved from the Solana wallet")
+
+	first, err := e.svc.AgentCardRequest(ctx, a, v.Request.ID.String())
+	require.NoError(t, err)
+	d := first.Details
+	ref, decline := e.issuer.Find(sandbox.Presented{Number: d.Number, ExpMonth: d.ExpMonth, ExpYear: d.ExpYear, CVC: d.CVC}, e.clock.Now())
+	require.Empty(t, decline)
+	c, err := e.svc.AuthorizeCardCharge(ctx, sandbox.Name, ref, dec("2.50"), "Acme Books")
+	require.NoError(t, err)
+	require.True(t, c.Approved, c.Reason)
+	require.NotNil(t, e.card(t, got.Request).RefundedAt, "the return was included")
+	requireDecimal(t, "7.5", e.onChain(t, chains.Solana, wallet), "the remainder is back")
+	requireDecimal(t, "2.5", e.onChain(t, chains.Solana, treasury).Sub(treasuryBefore), "the treasury keeps what was charged")
+}
