@@ -99,8 +99,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 
 // How long a deposit address is watched (design.md section 3: a payment
 // after its session ended is recorded, held for refund, never lost): while
-// its session is open, and for Config.LatePaymentWindow after the session
-// ended (confirmed, expired or cancelled). After that the scan stops
+// its session is open, for Config.LatePaymentWindow after the session
+// ended (confirmed, expired or cancelled), and until every payment recorded
+// on it is swept (sweeps.go; deposit_addresses.swept). After that the scan stops
 // reading it: every address ever issued would otherwise be loaded and
 // matched against on every scan for ever (the watchers follow transfers,
 // so the chains are not asked per address, but the set still grows). A
@@ -125,15 +126,20 @@ func (s *Service) latePaymentWindow() time.Duration {
 }
 
 // watchedAddresses lists the deposit addresses of a chain and mode the scan
-// watches: those of open sessions, and of sessions ended less than the
-// late-payment window ago.
+// watches: those of open sessions, of sessions ended less than the
+// late-payment window ago, and those with a payment not swept yet.
 func (s *Service) watchedAddresses(ctx context.Context, mode Mode, chain chains.Name) ([]string, error) {
 	since := s.now().Add(-s.latePaymentWindow())
 	return s.cfg.DB.Ent.DepositAddress.Query().
 		Where(
 			depositaddress.Chain(string(chain)),
-			depositaddress.Swept(false),
-			depositaddress.Or(depositaddress.SessionEndedAtIsNil(), depositaddress.SessionEndedAtGT(since)),
+			depositaddress.Or(
+				depositaddress.SessionEndedAtIsNil(),
+				depositaddress.SessionEndedAtGT(since),
+				// Not swept yet: watched until it is (an address with no
+				// payment has nothing to sweep).
+				depositaddress.And(depositaddress.Swept(false), depositaddress.HasPaymentsWith(paymentToSweep())),
+			),
 			depositaddress.HasSessionWith(checkoutsession.Livemode(mode == ModeLive)),
 		).
 		Select(depositaddress.FieldAddress).

@@ -241,8 +241,33 @@ func TestDepositAddressesAreWatchedUntilTheLateWindowEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, late.Late)
 
+	f.finalAll(t)
+
+	// Swept within the window (the confirmed session's payment by its
+	// settlement, which then waits for a settlement address): still
+	// watched until the window ends.
+	stopMine := autoMine(t, f.evm)
+	counted, err := f.db.Ent.Payment.Query().Where(payment.SessionID(confirmed.ID)).Only(ctx)
+	require.NoError(t, err)
+	_, err = svc.settlePaymentWith(ctx, counted.ID, SettlementOptions{Wait: 10 * time.Second})
+	require.NoError(t, err)
+	counted, err = f.db.Ent.Payment.Get(ctx, counted.ID)
+	require.NoError(t, err)
+	require.NotNil(t, counted.SweptAt)
+	da, err := f.db.Ent.DepositAddress.Get(ctx, *counted.DepositAddressID)
+	require.NoError(t, err)
+	require.True(t, da.Swept)
+	require.Equal(t, counted.SweepTxHash, da.SweepTxHash)
+	require.ElementsMatch(t, all, watched(), "swept, within the late window")
+
 	clk.Set(clk.Now().Add(time.Hour + time.Second))
-	require.Equal(t, []string{openAddr.Hex()}, watched(), "only the open session's address, past the window")
+	require.ElementsMatch(t, []string{openAddr.Hex(), cancelledAddr.Hex()}, watched(),
+		"past the window: the open session's address, and the one holding a late payment not swept yet")
+	res, err := svc.sweepHeldWith(ctx, late.ID, SettlementOptions{Wait: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, res.Done, res.Waiting)
+	stopMine()
+	require.Equal(t, []string{openAddr.Hex()}, watched(), "only the open session's address, past the window and swept")
 	f.pay(t, expiredAddr, 1_000_000)
 	f.pay(t, openAddr, 1_000_000)
 	paid, err := f.db.Ent.Payment.Query().Where(payment.SessionID(expired.ID)).Count(ctx)

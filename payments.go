@@ -210,6 +210,13 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording payment: %w", err)
 	}
+	// A new amount on the address: it is no longer swept (sweeps.go).
+	if err := d.tx.DepositAddress.Update().
+		Where(depositaddress.ID(da.ID), depositaddress.Swept(true)).
+		SetSwept(false).
+		Exec(ctx); err != nil {
+		return nil, nil, fmt.Errorf("recording payment: %w", err)
+	}
 	d.reached(payment.StatusDetected)
 	d.s.logger.InfoContext(ctx, "payment recorded", "session", sess.ExternalID, "payment", p.ExternalID,
 		"chain", d.chain, "tx", p.TxHash, "amount", p.AmountUsd, "late", late)

@@ -187,23 +187,36 @@ func (st *settlement) run(ctx context.Context) (string, error) {
 	if st.p.Edges.DepositAddress == nil {
 		return "", fmt.Errorf("settlement: payment %s has no deposit address", st.p.ExternalID)
 	}
-	treasury := st.s.cfg.Treasury.Address(paidChain)
-
-	sweep := &chainLeg{
-		name:      "sweep",
-		ledger:    ledger,
-		from:      st.p.Edges.DepositAddress.Address,
-		to:        treasury,
-		amount:    big.NewInt(st.p.AmountToken),
-		ref:       settlementRef("sweep", st.p.ID),
-		hash:      st.p.SweepTxHash,
-		mayBeSent: *st.p.SettlementStatus == payment.SettlementStatusSubmitted,
-		key:       func() ([]byte, error) { return st.s.DepositAddressKey(st.p.Edges.DepositAddress) },
-		row:       st.legRow((*ent.PaymentUpdateOne).SetSweepTxHash, nil),
-	}
+	// The sweep leg is shared with the sweep of held payments (sweeps.go):
+	// same ref, same columns, so a payment is swept once whichever runs.
+	sweep := st.s.sweepLeg(ledger, st.p, legRow{
+		submit: func(ctx context.Context) error {
+			u := st.s.cfg.DB.Ent.Payment.UpdateOne(st.p).
+				Where(
+					payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
+					sweepSubmittedAtIs(st.p.SweepSubmittedAt),
+				).
+				SetSettlementStatus(payment.SettlementStatusSubmitted)
+			return st.s.markSweepSubmitted(ctx, st.p, u)
+		},
+		record: func(ctx context.Context, hash string) error {
+			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return u.SetSweepTxHash(hash) })
+		},
+		touched: func() time.Time { return sweepTouched(st.p) },
+	})
+	// Settlements submitted before sweep_submitted_at existed.
+	sweep.mayBeSent = sweep.mayBeSent || *st.p.SettlementStatus == payment.SettlementStatusSubmitted
 	done, waiting, err := st.s.driveLeg(ctx, st.opts, sweep)
+	if errors.Is(err, errSweepTaken) {
+		return err.Error(), nil
+	}
 	if err != nil || !done {
 		return waiting, err
+	}
+	if st.p.SweptAt == nil {
+		if err := st.s.finishSweep(ctx, ledger, st.p, sweep.hash); err != nil {
+			return "", err
+		}
 	}
 
 	var result payoutOutcome
@@ -502,6 +515,7 @@ func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) 
 	}
 	st.p.SettlementStatus, st.p.UpdatedAt = p.SettlementStatus, p.UpdatedAt
 	st.p.SweepTxHash, st.p.SettlementTxHash = p.SweepTxHash, p.SettlementTxHash
+	st.p.SweepSubmittedAt, st.p.SweptAt = p.SweepSubmittedAt, p.SweptAt
 	st.p.SettlementChain, st.p.SettlementAddress = p.SettlementChain, p.SettlementAddress
 	// A refund may have lowered them while the settlement was pending;
 	// from the first broadcast on (status submitted) refunds are refused,

@@ -136,6 +136,26 @@ type FeeReader interface {
 	TxFee(ctx context.Context, txHash string) (fee *big.Int, decimals int32, err error)
 }
 
+// TokenAccountCloser is a Ledger whose deposit addresses hold their tokens
+// in an account that costs rent (Solana's token accounts): once a sweep
+// has emptied one, closing it returns the rent to the treasury. EVM
+// ledgers do not implement it (an address costs nothing to keep).
+type TokenAccountCloser interface {
+	// CloseEmptyTokenAccount closes the token account of the wallet whose
+	// key is given if it holds nothing, the rent going to the treasury,
+	// which pays the fee. Idempotent: an account already closed (or never
+	// opened) is Done; one still holding tokens is left, not Done.
+	CloseEmptyTokenAccount(ctx context.Context, key []byte) (Closed, error)
+}
+
+// Closed is what CloseEmptyTokenAccount did.
+type Closed struct {
+	// Done: the account is closed (now, or before).
+	Done bool
+	// TxHash is the closing transaction, "" when none was sent now.
+	TxHash string
+}
+
 // TransferQuery names a transfer for Ledger.FindTransfer: what a
 // TransferRequest with Ref from the wallet From (the address of its Key)
 // to To would have moved.

@@ -1305,6 +1305,16 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, payment.FieldSweepTxHash)
 				fieldSeen[payment.FieldSweepTxHash] = struct{}{}
 			}
+		case "sweepSubmittedAt":
+			if _, ok := fieldSeen[payment.FieldSweepSubmittedAt]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSweepSubmittedAt)
+				fieldSeen[payment.FieldSweepSubmittedAt] = struct{}{}
+			}
+		case "sweptAt":
+			if _, ok := fieldSeen[payment.FieldSweptAt]; !ok {
+				selectedFields = append(selectedFields, payment.FieldSweptAt)
+				fieldSeen[payment.FieldSweptAt] = struct{}{}
+			}
 		case "refundedToken":
 			if _, ok := fieldSeen[payment.FieldRefundedToken]; !ok {
 				selectedFields = append(selectedFields, payment.FieldRefundedToken)

@@ -20715,6 +20715,8 @@ type PaymentMutation struct {
 	settlement_error         *string
 	settled_at               *time.Time
 	sweep_tx_hash            *string
+	sweep_submitted_at       *time.Time
+	swept_at                 *time.Time
 	refunded_token           *int64
 	addrefunded_token        *int64
 	clearedFields            map[string]struct{}
@@ -22316,6 +22318,104 @@ func (m *PaymentMutation) ResetSweepTxHash() {
 	delete(m.clearedFields, payment.FieldSweepTxHash)
 }
 
+// SetSweepSubmittedAt sets the "sweep_submitted_at" field.
+func (m *PaymentMutation) SetSweepSubmittedAt(t time.Time) {
+	m.sweep_submitted_at = &t
+}
+
+// SweepSubmittedAt returns the value of the "sweep_submitted_at" field in the mutation.
+func (m *PaymentMutation) SweepSubmittedAt() (r time.Time, exists bool) {
+	v := m.sweep_submitted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweepSubmittedAt returns the old "sweep_submitted_at" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSweepSubmittedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweepSubmittedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweepSubmittedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweepSubmittedAt: %w", err)
+	}
+	return oldValue.SweepSubmittedAt, nil
+}
+
+// ClearSweepSubmittedAt clears the value of the "sweep_submitted_at" field.
+func (m *PaymentMutation) ClearSweepSubmittedAt() {
+	m.sweep_submitted_at = nil
+	m.clearedFields[payment.FieldSweepSubmittedAt] = struct{}{}
+}
+
+// SweepSubmittedAtCleared returns if the "sweep_submitted_at" field was cleared in this mutation.
+func (m *PaymentMutation) SweepSubmittedAtCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSweepSubmittedAt]
+	return ok
+}
+
+// ResetSweepSubmittedAt resets all changes to the "sweep_submitted_at" field.
+func (m *PaymentMutation) ResetSweepSubmittedAt() {
+	m.sweep_submitted_at = nil
+	delete(m.clearedFields, payment.FieldSweepSubmittedAt)
+}
+
+// SetSweptAt sets the "swept_at" field.
+func (m *PaymentMutation) SetSweptAt(t time.Time) {
+	m.swept_at = &t
+}
+
+// SweptAt returns the value of the "swept_at" field in the mutation.
+func (m *PaymentMutation) SweptAt() (r time.Time, exists bool) {
+	v := m.swept_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweptAt returns the old "swept_at" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSweptAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweptAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweptAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweptAt: %w", err)
+	}
+	return oldValue.SweptAt, nil
+}
+
+// ClearSweptAt clears the value of the "swept_at" field.
+func (m *PaymentMutation) ClearSweptAt() {
+	m.swept_at = nil
+	m.clearedFields[payment.FieldSweptAt] = struct{}{}
+}
+
+// SweptAtCleared returns if the "swept_at" field was cleared in this mutation.
+func (m *PaymentMutation) SweptAtCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSweptAt]
+	return ok
+}
+
+// ResetSweptAt resets all changes to the "swept_at" field.
+func (m *PaymentMutation) ResetSweptAt() {
+	m.swept_at = nil
+	delete(m.clearedFields, payment.FieldSweptAt)
+}
+
 // SetRefundedToken sets the "refunded_token" field.
 func (m *PaymentMutation) SetRefundedToken(i int64) {
 	m.refunded_token = &i
@@ -22514,7 +22614,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 33)
+	fields := make([]string, 0, 35)
 	if m.created_at != nil {
 		fields = append(fields, payment.FieldCreatedAt)
 	}
@@ -22611,6 +22711,12 @@ func (m *PaymentMutation) Fields() []string {
 	if m.sweep_tx_hash != nil {
 		fields = append(fields, payment.FieldSweepTxHash)
 	}
+	if m.sweep_submitted_at != nil {
+		fields = append(fields, payment.FieldSweepSubmittedAt)
+	}
+	if m.swept_at != nil {
+		fields = append(fields, payment.FieldSweptAt)
+	}
 	if m.refunded_token != nil {
 		fields = append(fields, payment.FieldRefundedToken)
 	}
@@ -22686,6 +22792,10 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.SettledAt()
 	case payment.FieldSweepTxHash:
 		return m.SweepTxHash()
+	case payment.FieldSweepSubmittedAt:
+		return m.SweepSubmittedAt()
+	case payment.FieldSweptAt:
+		return m.SweptAt()
 	case payment.FieldRefundedToken:
 		return m.RefundedToken()
 	}
@@ -22761,6 +22871,10 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldSettledAt(ctx)
 	case payment.FieldSweepTxHash:
 		return m.OldSweepTxHash(ctx)
+	case payment.FieldSweepSubmittedAt:
+		return m.OldSweepSubmittedAt(ctx)
+	case payment.FieldSweptAt:
+		return m.OldSweptAt(ctx)
 	case payment.FieldRefundedToken:
 		return m.OldRefundedToken(ctx)
 	}
@@ -22996,6 +23110,20 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetSweepTxHash(v)
 		return nil
+	case payment.FieldSweepSubmittedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweepSubmittedAt(v)
+		return nil
+	case payment.FieldSweptAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweptAt(v)
+		return nil
 	case payment.FieldRefundedToken:
 		v, ok := value.(int64)
 		if !ok {
@@ -23168,6 +23296,12 @@ func (m *PaymentMutation) ClearedFields() []string {
 	if m.FieldCleared(payment.FieldSweepTxHash) {
 		fields = append(fields, payment.FieldSweepTxHash)
 	}
+	if m.FieldCleared(payment.FieldSweepSubmittedAt) {
+		fields = append(fields, payment.FieldSweepSubmittedAt)
+	}
+	if m.FieldCleared(payment.FieldSweptAt) {
+		fields = append(fields, payment.FieldSweptAt)
+	}
 	return fields
 }
 
@@ -23229,6 +23363,12 @@ func (m *PaymentMutation) ClearField(name string) error {
 		return nil
 	case payment.FieldSweepTxHash:
 		m.ClearSweepTxHash()
+		return nil
+	case payment.FieldSweepSubmittedAt:
+		m.ClearSweepSubmittedAt()
+		return nil
+	case payment.FieldSweptAt:
+		m.ClearSweptAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Payment nullable field %s", name)
@@ -23333,6 +23473,12 @@ func (m *PaymentMutation) ResetField(name string) error {
 		return nil
 	case payment.FieldSweepTxHash:
 		m.ResetSweepTxHash()
+		return nil
+	case payment.FieldSweepSubmittedAt:
+		m.ResetSweepSubmittedAt()
+		return nil
+	case payment.FieldSweptAt:
+		m.ResetSweptAt()
 		return nil
 	case payment.FieldRefundedToken:
 		m.ResetRefundedToken()

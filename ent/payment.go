@@ -85,6 +85,10 @@ type Payment struct {
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 	// SweepTxHash holds the value of the "sweep_tx_hash" field.
 	SweepTxHash string `json:"sweep_tx_hash,omitempty"`
+	// SweepSubmittedAt holds the value of the "sweep_submitted_at" field.
+	SweepSubmittedAt *time.Time `json:"sweep_submitted_at,omitempty"`
+	// SweptAt holds the value of the "swept_at" field.
+	SweptAt *time.Time `json:"swept_at,omitempty"`
 	// RefundedToken holds the value of the "refunded_token" field.
 	RefundedToken int64 `json:"refunded_token,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -156,7 +160,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case payment.FieldExternalID, payment.FieldChain, payment.FieldToken, payment.FieldTxHash, payment.FieldFromAddress, payment.FieldToAddress, payment.FieldBlockHash, payment.FieldStatus, payment.FieldSettlementStatus, payment.FieldSettlementTxHash, payment.FieldSettlementReference, payment.FieldSettlementFxRate, payment.FieldSettlementFiatAmount, payment.FieldSettlementFiatCurrency, payment.FieldSettlementChain, payment.FieldSettlementAddress, payment.FieldSettlementError, payment.FieldSweepTxHash:
 			values[i] = new(sql.NullString)
-		case payment.FieldCreatedAt, payment.FieldUpdatedAt, payment.FieldConfirmedAt, payment.FieldSettledAt:
+		case payment.FieldCreatedAt, payment.FieldUpdatedAt, payment.FieldConfirmedAt, payment.FieldSettledAt, payment.FieldSweepSubmittedAt, payment.FieldSweptAt:
 			values[i] = new(sql.NullTime)
 		case payment.FieldID, payment.FieldSessionID:
 			values[i] = new(uuid.UUID)
@@ -379,6 +383,20 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.SweepTxHash = value.String
 			}
+		case payment.FieldSweepSubmittedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field sweep_submitted_at", values[i])
+			} else if value.Valid {
+				_m.SweepSubmittedAt = new(time.Time)
+				*_m.SweepSubmittedAt = value.Time
+			}
+		case payment.FieldSweptAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field swept_at", values[i])
+			} else if value.Valid {
+				_m.SweptAt = new(time.Time)
+				*_m.SweptAt = value.Time
+			}
 		case payment.FieldRefundedToken:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for field refunded_token", values[i])
@@ -543,6 +561,16 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("sweep_tx_hash=")
 	builder.WriteString(_m.SweepTxHash)
+	builder.WriteString(", ")
+	if v := _m.SweepSubmittedAt; v != nil {
+		builder.WriteString("sweep_submitted_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.SweptAt; v != nil {
+		builder.WriteString("swept_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("refunded_token=")
 	builder.WriteString(fmt.Sprintf("%v", _m.RefundedToken))

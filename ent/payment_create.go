@@ -393,6 +393,34 @@ func (_c *PaymentCreate) SetNillableSweepTxHash(v *string) *PaymentCreate {
 	return _c
 }
 
+// SetSweepSubmittedAt sets the "sweep_submitted_at" field.
+func (_c *PaymentCreate) SetSweepSubmittedAt(v time.Time) *PaymentCreate {
+	_c.mutation.SetSweepSubmittedAt(v)
+	return _c
+}
+
+// SetNillableSweepSubmittedAt sets the "sweep_submitted_at" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSweepSubmittedAt(v *time.Time) *PaymentCreate {
+	if v != nil {
+		_c.SetSweepSubmittedAt(*v)
+	}
+	return _c
+}
+
+// SetSweptAt sets the "swept_at" field.
+func (_c *PaymentCreate) SetSweptAt(v time.Time) *PaymentCreate {
+	_c.mutation.SetSweptAt(v)
+	return _c
+}
+
+// SetNillableSweptAt sets the "swept_at" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSweptAt(v *time.Time) *PaymentCreate {
+	if v != nil {
+		_c.SetSweptAt(*v)
+	}
+	return _c
+}
+
 // SetRefundedToken sets the "refunded_token" field.
 func (_c *PaymentCreate) SetRefundedToken(v int64) *PaymentCreate {
 	_c.mutation.SetRefundedToken(v)
@@ -785,6 +813,14 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SweepTxHash(); ok {
 		_spec.SetField(payment.FieldSweepTxHash, field.TypeString, value)
 		_node.SweepTxHash = value
+	}
+	if value, ok := _c.mutation.SweepSubmittedAt(); ok {
+		_spec.SetField(payment.FieldSweepSubmittedAt, field.TypeTime, value)
+		_node.SweepSubmittedAt = &value
+	}
+	if value, ok := _c.mutation.SweptAt(); ok {
+		_spec.SetField(payment.FieldSweptAt, field.TypeTime, value)
+		_node.SweptAt = &value
 	}
 	if value, ok := _c.mutation.RefundedToken(); ok {
 		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)

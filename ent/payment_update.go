@@ -420,6 +420,46 @@ func (_u *PaymentUpdate) ClearSweepTxHash() *PaymentUpdate {
 	return _u
 }
 
+// SetSweepSubmittedAt sets the "sweep_submitted_at" field.
+func (_u *PaymentUpdate) SetSweepSubmittedAt(v time.Time) *PaymentUpdate {
+	_u.mutation.SetSweepSubmittedAt(v)
+	return _u
+}
+
+// SetNillableSweepSubmittedAt sets the "sweep_submitted_at" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSweepSubmittedAt(v *time.Time) *PaymentUpdate {
+	if v != nil {
+		_u.SetSweepSubmittedAt(*v)
+	}
+	return _u
+}
+
+// ClearSweepSubmittedAt clears the value of the "sweep_submitted_at" field.
+func (_u *PaymentUpdate) ClearSweepSubmittedAt() *PaymentUpdate {
+	_u.mutation.ClearSweepSubmittedAt()
+	return _u
+}
+
+// SetSweptAt sets the "swept_at" field.
+func (_u *PaymentUpdate) SetSweptAt(v time.Time) *PaymentUpdate {
+	_u.mutation.SetSweptAt(v)
+	return _u
+}
+
+// SetNillableSweptAt sets the "swept_at" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSweptAt(v *time.Time) *PaymentUpdate {
+	if v != nil {
+		_u.SetSweptAt(*v)
+	}
+	return _u
+}
+
+// ClearSweptAt clears the value of the "swept_at" field.
+func (_u *PaymentUpdate) ClearSweptAt() *PaymentUpdate {
+	_u.mutation.ClearSweptAt()
+	return _u
+}
+
 // SetRefundedToken sets the "refunded_token" field.
 func (_u *PaymentUpdate) SetRefundedToken(v int64) *PaymentUpdate {
 	_u.mutation.ResetRefundedToken()
@@ -689,6 +729,18 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(payment.FieldSweepTxHash, field.TypeString)
+	}
+	if value, ok := _u.mutation.SweepSubmittedAt(); ok {
+		_spec.SetField(payment.FieldSweepSubmittedAt, field.TypeTime, value)
+	}
+	if _u.mutation.SweepSubmittedAtCleared() {
+		_spec.ClearField(payment.FieldSweepSubmittedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SweptAt(); ok {
+		_spec.SetField(payment.FieldSweptAt, field.TypeTime, value)
+	}
+	if _u.mutation.SweptAtCleared() {
+		_spec.ClearField(payment.FieldSweptAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.RefundedToken(); ok {
 		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)
@@ -1151,6 +1203,46 @@ func (_u *PaymentUpdateOne) ClearSweepTxHash() *PaymentUpdateOne {
 	return _u
 }
 
+// SetSweepSubmittedAt sets the "sweep_submitted_at" field.
+func (_u *PaymentUpdateOne) SetSweepSubmittedAt(v time.Time) *PaymentUpdateOne {
+	_u.mutation.SetSweepSubmittedAt(v)
+	return _u
+}
+
+// SetNillableSweepSubmittedAt sets the "sweep_submitted_at" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSweepSubmittedAt(v *time.Time) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSweepSubmittedAt(*v)
+	}
+	return _u
+}
+
+// ClearSweepSubmittedAt clears the value of the "sweep_submitted_at" field.
+func (_u *PaymentUpdateOne) ClearSweepSubmittedAt() *PaymentUpdateOne {
+	_u.mutation.ClearSweepSubmittedAt()
+	return _u
+}
+
+// SetSweptAt sets the "swept_at" field.
+func (_u *PaymentUpdateOne) SetSweptAt(v time.Time) *PaymentUpdateOne {
+	_u.mutation.SetSweptAt(v)
+	return _u
+}
+
+// SetNillableSweptAt sets the "swept_at" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSweptAt(v *time.Time) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSweptAt(*v)
+	}
+	return _u
+}
+
+// ClearSweptAt clears the value of the "swept_at" field.
+func (_u *PaymentUpdateOne) ClearSweptAt() *PaymentUpdateOne {
+	_u.mutation.ClearSweptAt()
+	return _u
+}
+
 // SetRefundedToken sets the "refunded_token" field.
 func (_u *PaymentUpdateOne) SetRefundedToken(v int64) *PaymentUpdateOne {
 	_u.mutation.ResetRefundedToken()
@@ -1450,6 +1542,18 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	}
 	if _u.mutation.SweepTxHashCleared() {
 		_spec.ClearField(payment.FieldSweepTxHash, field.TypeString)
+	}
+	if value, ok := _u.mutation.SweepSubmittedAt(); ok {
+		_spec.SetField(payment.FieldSweepSubmittedAt, field.TypeTime, value)
+	}
+	if _u.mutation.SweepSubmittedAtCleared() {
+		_spec.ClearField(payment.FieldSweepSubmittedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SweptAt(); ok {
+		_spec.SetField(payment.FieldSweptAt, field.TypeTime, value)
+	}
+	if _u.mutation.SweptAtCleared() {
+		_spec.ClearField(payment.FieldSweptAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.RefundedToken(); ok {
 		_spec.SetField(payment.FieldRefundedToken, field.TypeInt64, value)

@@ -978,7 +978,7 @@ func init() {
 	// payment.SettlementNetValidator is a validator for the "settlement_net" field. It is called by the builders before save.
 	payment.SettlementNetValidator = paymentDescSettlementNet.Validators[0].(func(int64) error)
 	// paymentDescRefundedToken is the schema descriptor for refunded_token field.
-	paymentDescRefundedToken := paymentFields[30].Descriptor()
+	paymentDescRefundedToken := paymentFields[32].Descriptor()
 	// payment.DefaultRefundedToken holds the default value on creation for the refunded_token field.
 	payment.DefaultRefundedToken = paymentDescRefundedToken.Default.(int64)
 	// payment.RefundedTokenValidator is a validator for the "refunded_token" field. It is called by the builders before save.

@@ -420,7 +420,9 @@ type ComplexityRoot struct {
 		SettlementStatus       func(childComplexity int) int
 		SettlementTxHash       func(childComplexity int) int
 		Status                 func(childComplexity int) int
+		SweepSubmittedAt       func(childComplexity int) int
 		SweepTxHash            func(childComplexity int) int
+		SweptAt                func(childComplexity int) int
 		ToAddress              func(childComplexity int) int
 		Token                  func(childComplexity int) int
 		TokenAmount            func(childComplexity int) int
@@ -2760,12 +2762,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.Status(childComplexity), true
+	case "Payment.sweepSubmittedAt":
+		if e.ComplexityRoot.Payment.SweepSubmittedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SweepSubmittedAt(childComplexity), true
 	case "Payment.sweepTxHash":
 		if e.ComplexityRoot.Payment.SweepTxHash == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Payment.SweepTxHash(childComplexity), true
+	case "Payment.sweptAt":
+		if e.ComplexityRoot.Payment.SweptAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.SweptAt(childComplexity), true
 	case "Payment.toAddress":
 		if e.ComplexityRoot.Payment.ToAddress == nil {
 			break
@@ -5380,6 +5394,10 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_settledAt(ctx, field)
 	case "sweepTxHash":
 		return ec.fieldContext_Payment_sweepTxHash(ctx, field)
+	case "sweepSubmittedAt":
+		return ec.fieldContext_Payment_sweepSubmittedAt(ctx, field)
+	case "sweptAt":
+		return ec.fieldContext_Payment_sweptAt(ctx, field)
 	case "refundedToken":
 		return ec.fieldContext_Payment_refundedToken(ctx, field)
 	case "session":
@@ -14395,6 +14413,52 @@ func (ec *executionContext) _Payment_sweepTxHash(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_Payment_sweepTxHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
+}
+
+func (ec *executionContext) _Payment_sweepSubmittedAt(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_sweepSubmittedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SweepSubmittedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_sweepSubmittedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Payment_sweptAt(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_sweptAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SweptAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_sweptAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Payment_refundedToken(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
@@ -26511,6 +26575,16 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "sweepTxHash":
 			out.Values[i] = ec._Payment_sweepTxHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sweepSubmittedAt":
+			out.Values[i] = ec._Payment_sweepSubmittedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sweptAt":
+			out.Values[i] = ec._Payment_sweptAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

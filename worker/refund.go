@@ -32,3 +32,24 @@ func (w *sendRefundWorker) Work(ctx context.Context, job *river.Job[jobs.SendRef
 func (w *sendRefundWorker) NextRetry(job *river.Job[jobs.SendRefundArgs]) time.Time {
 	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
 }
+
+// sweepPaymentWorker sweeps one held payment to the treasury
+// (agentpay.Service.SweepHeldPayment decides everything); a run that has to
+// wait ends the job, and settle_pending picks the payment up again.
+type sweepPaymentWorker struct {
+	river.WorkerDefaults[jobs.SweepPaymentArgs]
+	svc *agentpay.Service
+}
+
+func (w *sweepPaymentWorker) Work(ctx context.Context, job *river.Job[jobs.SweepPaymentArgs]) error {
+	_, err := w.svc.SweepHeldPayment(ctx, job.Args.PaymentID)
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// NextRetry as settle_payment's.
+func (w *sweepPaymentWorker) NextRetry(job *river.Job[jobs.SweepPaymentArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
+}

@@ -41,7 +41,8 @@ const settlePendingInterval = 15 * time.Second
 
 // SettlePendingArgs enqueues a settle_payment job for every settlement left
 // open (waiting for an address, a retry after the chain refused, a job lost
-// to a crash), and a send_refund job for every refund left open.
+// to a crash), a send_refund job for every refund left open, and a
+// sweep_payment job for every held payment not yet swept.
 type SettlePendingArgs struct{}
 
 func (SettlePendingArgs) Kind() string { return "settle_pending" }
@@ -62,10 +63,17 @@ func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendi
 		return err
 	}
 	refunds, err := w.svc.PendingRefunds(ctx, settlePendingInterval, 500)
-	if err != nil || len(payments)+len(refunds) == 0 {
+	if err != nil {
 		return err
 	}
-	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds))
+	held, err := w.svc.HeldUnswept(ctx, settlePendingInterval, 500)
+	if err != nil || len(payments)+len(refunds)+len(held) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds)+len(held))
+	for _, id := range held {
+		params = append(params, river.InsertManyParams{Args: jobs.SweepPaymentArgs{PaymentID: id}})
+	}
 	for _, id := range payments {
 		params = append(params, river.InsertManyParams{Args: jobs.SettlePaymentArgs{PaymentID: id}})
 	}

@@ -140,6 +140,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
+	river.AddWorker(workers, &sweepPaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 

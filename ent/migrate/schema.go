@@ -753,6 +753,8 @@ var (
 		{Name: "settlement_error", Type: field.TypeString, Nullable: true},
 		{Name: "settled_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "sweep_submitted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "swept_at", Type: field.TypeTime, Nullable: true},
 		{Name: "refunded_token", Type: field.TypeInt64, Default: 0},
 		{Name: "session_id", Type: field.TypeUUID},
 		{Name: "deposit_address_id", Type: field.TypeUUID, Nullable: true},
@@ -765,13 +767,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_checkout_sessions_payments",
-				Columns:    []*schema.Column{PaymentsColumns[32]},
+				Columns:    []*schema.Column{PaymentsColumns[34]},
 				RefColumns: []*schema.Column{CheckoutSessionsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "payments_deposit_addresses_payments",
-				Columns:    []*schema.Column{PaymentsColumns[33]},
+				Columns:    []*schema.Column{PaymentsColumns[35]},
 				RefColumns: []*schema.Column{DepositAddressesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -785,7 +787,7 @@ var (
 			{
 				Name:    "payment_session_id",
 				Unique:  false,
-				Columns: []*schema.Column{PaymentsColumns[32]},
+				Columns: []*schema.Column{PaymentsColumns[34]},
 			},
 			{
 				Name:    "payment_status_chain",

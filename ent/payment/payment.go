@@ -82,6 +82,10 @@ const (
 	FieldSettledAt = "settled_at"
 	// FieldSweepTxHash holds the string denoting the sweep_tx_hash field in the database.
 	FieldSweepTxHash = "sweep_tx_hash"
+	// FieldSweepSubmittedAt holds the string denoting the sweep_submitted_at field in the database.
+	FieldSweepSubmittedAt = "sweep_submitted_at"
+	// FieldSweptAt holds the string denoting the swept_at field in the database.
+	FieldSweptAt = "swept_at"
 	// FieldRefundedToken holds the string denoting the refunded_token field in the database.
 	FieldRefundedToken = "refunded_token"
 	// EdgeSession holds the string denoting the session edge name in mutations.
@@ -150,6 +154,8 @@ var Columns = []string{
 	FieldSettlementError,
 	FieldSettledAt,
 	FieldSweepTxHash,
+	FieldSweepSubmittedAt,
+	FieldSweptAt,
 	FieldRefundedToken,
 }
 
@@ -422,6 +428,16 @@ func BySettledAt(opts ...sql.OrderTermOption) OrderOption {
 // BySweepTxHash orders the results by the sweep_tx_hash field.
 func BySweepTxHash(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSweepTxHash, opts...).ToFunc()
+}
+
+// BySweepSubmittedAt orders the results by the sweep_submitted_at field.
+func BySweepSubmittedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSweepSubmittedAt, opts...).ToFunc()
+}
+
+// BySweptAt orders the results by the swept_at field.
+func BySweptAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSweptAt, opts...).ToFunc()
 }
 
 // ByRefundedToken orders the results by the refunded_token field.

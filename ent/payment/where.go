@@ -207,6 +207,16 @@ func SweepTxHash(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldSweepTxHash, v))
 }
 
+// SweepSubmittedAt applies equality check predicate on the "sweep_submitted_at" field. It's identical to SweepSubmittedAtEQ.
+func SweepSubmittedAt(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSweepSubmittedAt, v))
+}
+
+// SweptAt applies equality check predicate on the "swept_at" field. It's identical to SweptAtEQ.
+func SweptAt(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSweptAt, v))
+}
+
 // RefundedToken applies equality check predicate on the "refunded_token" field. It's identical to RefundedTokenEQ.
 func RefundedToken(v int64) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldRefundedToken, v))
@@ -1940,6 +1950,106 @@ func SweepTxHashEqualFold(v string) predicate.Payment {
 // SweepTxHashContainsFold applies the ContainsFold predicate on the "sweep_tx_hash" field.
 func SweepTxHashContainsFold(v string) predicate.Payment {
 	return predicate.Payment(sql.FieldContainsFold(FieldSweepTxHash, v))
+}
+
+// SweepSubmittedAtEQ applies the EQ predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtNEQ applies the NEQ predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtNEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtIn applies the In predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSweepSubmittedAt, vs...))
+}
+
+// SweepSubmittedAtNotIn applies the NotIn predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtNotIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSweepSubmittedAt, vs...))
+}
+
+// SweepSubmittedAtGT applies the GT predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtGT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtGTE applies the GTE predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtGTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtLT applies the LT predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtLT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtLTE applies the LTE predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtLTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSweepSubmittedAt, v))
+}
+
+// SweepSubmittedAtIsNil applies the IsNil predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSweepSubmittedAt))
+}
+
+// SweepSubmittedAtNotNil applies the NotNil predicate on the "sweep_submitted_at" field.
+func SweepSubmittedAtNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSweepSubmittedAt))
+}
+
+// SweptAtEQ applies the EQ predicate on the "swept_at" field.
+func SweptAtEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSweptAt, v))
+}
+
+// SweptAtNEQ applies the NEQ predicate on the "swept_at" field.
+func SweptAtNEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSweptAt, v))
+}
+
+// SweptAtIn applies the In predicate on the "swept_at" field.
+func SweptAtIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSweptAt, vs...))
+}
+
+// SweptAtNotIn applies the NotIn predicate on the "swept_at" field.
+func SweptAtNotIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSweptAt, vs...))
+}
+
+// SweptAtGT applies the GT predicate on the "swept_at" field.
+func SweptAtGT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldSweptAt, v))
+}
+
+// SweptAtGTE applies the GTE predicate on the "swept_at" field.
+func SweptAtGTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldSweptAt, v))
+}
+
+// SweptAtLT applies the LT predicate on the "swept_at" field.
+func SweptAtLT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldSweptAt, v))
+}
+
+// SweptAtLTE applies the LTE predicate on the "swept_at" field.
+func SweptAtLTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldSweptAt, v))
+}
+
+// SweptAtIsNil applies the IsNil predicate on the "swept_at" field.
+func SweptAtIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSweptAt))
+}
+
+// SweptAtNotNil applies the NotNil predicate on the "swept_at" field.
+func SweptAtNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSweptAt))
 }
 
 // RefundedTokenEQ applies the EQ predicate on the "refunded_token" field.

@@ -129,6 +129,17 @@ func (Payment) Fields() []ent.Field {
 			Nillable(),
 		field.String("sweep_tx_hash").
 			Optional(),
+		// The sweep leg (deposit address -> treasury), shared by the
+		// settlement and the sweep of a held payment (sweeps.go):
+		// sweep_submitted_at is written before every broadcast of it, by
+		// whichever path sends it (the Solana "may have been broadcast"
+		// rule counts from it); swept_at once it is included.
+		field.Time("sweep_submitted_at").
+			Optional().
+			Nillable(),
+		field.Time("swept_at").
+			Optional().
+			Nillable(),
 		// What refunds that have not failed took back, in base units: the
 		// bound of the next refund (amount_token - refunded_token), kept
 		// on the row so that concurrent refunds are checked by one

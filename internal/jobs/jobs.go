@@ -104,6 +104,22 @@ func (SendRefundArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
+// SweepPaymentArgs is the River job sweeping one held payment (late,
+// over- or repeat payment, never settled) to the treasury
+// (agentpay.Service.SweepHeldPayment).
+type SweepPaymentArgs struct {
+	PaymentID uuid.UUID `json:"payment_id"`
+}
+
+// Kind is the job kind.
+func (SweepPaymentArgs) Kind() string { return "sweep_payment" }
+
+// InsertOpts runs sweeps beside settlements (the treasury relays both),
+// one job per payment waiting or running at a time.
+func (SweepPaymentArgs) InsertOpts() river.InsertOpts {
+	return SendRefundArgs{}.InsertOpts()
+}
+
 // SendMailArgs is the River job that sends one outbox message
 // (agentpay.Service.SendMail). It is retried with River's default backoff
 // (about 25 tries over three weeks), so mail queued while the SMTP server
