@@ -3,6 +3,7 @@ package agentpay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"sync"
 	"testing"
@@ -259,4 +260,44 @@ func TestRefundLatePayment(t *testing.T) {
 	require.Equal(t, int64(6_000_000), out.Refund.AmountToken)
 	autoMine(t, f.evm)
 	f.send(t, out.Refund)
+}
+
+// A refund whose transfer the chain reverted MaxRefundReverts times fails:
+// refund.failed, and its amount is refundable again and back in the
+// pending payout. (The devnet token has no blocklist that would make a
+// transfer revert, so the reverts are told to the refund as SendRefund
+// tells them when it reads a failed receipt.)
+func TestRefundFailsAfterReverts(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("3")})
+	require.NoError(t, err)
+	require.Equal(t, int64(4_250_000-TransferFee(4_250_000)), *f.reloadPayment(t).SettlementNet)
+
+	r := out.Refund
+	for i := 1; i <= MaxRefundReverts; i++ {
+		hash := fmt.Sprintf("0x%064x", i)
+		f.db.Ent.Refund.UpdateOneID(r.ID).SetTxHash(hash).SetStatus(refund.StatusSubmitted).ExecX(ctx)
+		r = f.db.Ent.Refund.GetX(ctx, r.ID)
+		r, err = f.svc.refundReverted(ctx, r, "execution reverted")
+		require.NoError(t, err)
+		require.Equal(t, i, r.Reverts)
+		if i < MaxRefundReverts {
+			require.Equal(t, refund.StatusSubmitted, r.Status, "retried after revert %d", i)
+			require.Empty(t, r.TxHash)
+		}
+	}
+	require.Equal(t, refund.StatusFailed, r.Status)
+	p := f.reloadPayment(t)
+	require.Zero(t, p.RefundedToken, "refundable again")
+	require.Equal(t, int64(7_250_000-7_250), *p.SettlementNet, "back in the payout")
+	failed := findEvent(t, f.sessionEvents(t, f.sess), EventRefundFailed)
+	require.Equal(t, "execution reverted", failed.Data["failure_reason"])
+	require.Equal(t, "failed", failed.Data["refund_status"])
+
+	// Failed is final: a later revert report changes nothing.
+	again, err := f.svc.refundReverted(ctx, r, "execution reverted")
+	require.NoError(t, err)
+	require.Equal(t, refund.StatusFailed, again.Status)
+	require.Zero(t, f.reloadPayment(t).RefundedToken)
 }
