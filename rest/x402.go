@@ -106,11 +106,11 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 			if res.Payment != nil {
 				out.PaymentID = &res.Payment.ExternalID
 			}
-			status := http.StatusOK
 			if !settle.Success {
-				status = http.StatusPaymentRequired
+				challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
+				return
 			}
-			writeJSON(w, status, out)
+			writeJSON(w, http.StatusOK, out)
 			return
 		}
 	}
