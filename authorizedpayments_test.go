@@ -90,6 +90,10 @@ func (e *agentCheckoutEnv) depositAddress(t *testing.T, sess *ent.CheckoutSessio
 // (payment.detected, confirming), and the scan then confirms that same
 // payment. Submitting the same authorization again answers the same
 // payment and moves nothing.
+//
+// Authorizations here stay valid an hour: the devnet seals a block every
+// 50 ms, each at least a second after its parent, so its clock (which the
+// token judges validity by) runs ahead of the wall clock.
 func TestPayWithAuthorization(t *testing.T) {
 	ctx := context.Background()
 	e := startAgentCheckoutEnv(t)
@@ -97,7 +101,7 @@ func TestPayWithAuthorization(t *testing.T) {
 	sess := e.session(t, "12.34", false)
 	payTo := e.depositAddress(t, sess)
 	now := time.Now().Unix()
-	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 12_340_000, now-600, now+300)
+	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 12_340_000, now-600, now+3600)
 
 	res, err := e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth})
 	require.NoError(t, err)
@@ -131,7 +135,7 @@ func TestPayWithAuthorization(t *testing.T) {
 	require.Equal(t, 1, testdb.CountRows(t, e.db, "river_job WHERE kind = 'settle_payment'"))
 
 	// A second, different authorization for the paid session: 409, nothing moves.
-	auth2 := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 12_340_000, now-600, now+300)
+	auth2 := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 12_340_000, now-600, now+3600)
 	_, err = e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth2})
 	require.ErrorIs(t, err, ErrConflict)
 	requireDecimal(t, "7.66", e.onChain(t, chains.Base, payer.addr))
@@ -147,7 +151,7 @@ func TestPayWithAuthorizationCrashAfterBroadcast(t *testing.T) {
 	sess := e.session(t, "2.50", false)
 	payTo := e.depositAddress(t, sess)
 	now := time.Now().Unix()
-	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 2_500_000, now-600, now+300)
+	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 2_500_000, now-600, now+3600)
 	parsed, err := auth.parse()
 	require.NoError(t, err)
 	// The relay went out, and the process died before recording anything.
@@ -176,7 +180,7 @@ func TestPayWithAuthorizationRefusals(t *testing.T) {
 	payTo := e.depositAddress(t, sess)
 	d := e.tokenDomain(t)
 	now := time.Now().Unix()
-	good := signTransferAuthorization(t, payer.key, d, payTo, 2_500_000, now-600, now+300)
+	good := signTransferAuthorization(t, payer.key, d, payTo, 2_500_000, now-600, now+3600)
 	otherKey, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	wrongChain := d
@@ -205,22 +209,22 @@ func TestPayWithAuthorizationRefusals(t *testing.T) {
 		{"live session on a test network", live.ExternalID, "base", good, nil, "chain"},
 		{"expired session", expired.ExternalID, "base", good, ErrConflict, ""},
 		{"to another address", sess.ExternalID, "base",
-			signTransferAuthorization(t, payer.key, d, payer.addr, 2_500_000, now-600, now+300), nil, "authorization.to"},
+			signTransferAuthorization(t, payer.key, d, payer.addr, 2_500_000, now-600, now+3600), nil, "authorization.to"},
 		{"less than due", sess.ExternalID, "base",
-			signTransferAuthorization(t, payer.key, d, payTo, 2_499_999, now-600, now+300), nil, "authorization.value"},
+			signTransferAuthorization(t, payer.key, d, payTo, 2_499_999, now-600, now+3600), nil, "authorization.value"},
 		{"more than due", sess.ExternalID, "base",
-			signTransferAuthorization(t, payer.key, d, payTo, 2_500_001, now-600, now+300), nil, "authorization.value"},
+			signTransferAuthorization(t, payer.key, d, payTo, 2_500_001, now-600, now+3600), nil, "authorization.value"},
 		{"expired authorization", sess.ExternalID, "base",
 			signTransferAuthorization(t, payer.key, d, payTo, 2_500_000, now-600, now-10), nil, "authorization"},
 		{"not yet valid", sess.ExternalID, "base",
 			signTransferAuthorization(t, payer.key, d, payTo, 2_500_000, now+600, now+900), nil, "authorization"},
 		{"signed for another chain", sess.ExternalID, "base",
-			signTransferAuthorization(t, payer.key, wrongChain, payTo, 2_500_000, now-600, now+300), nil, "signature"},
+			signTransferAuthorization(t, payer.key, wrongChain, payTo, 2_500_000, now-600, now+3600), nil, "signature"},
 		{"signed by another key", sess.ExternalID, "base", tamper(func(a *TransferAuthorization) {
-			a.Signature = signTransferAuthorization(t, otherKey, d, payTo, 2_500_000, now-600, now+300).Signature
+			a.Signature = signTransferAuthorization(t, otherKey, d, payTo, 2_500_000, now-600, now+3600).Signature
 		}), nil, "signature"},
 		{"balance short", sess.ExternalID, "base",
-			signTransferAuthorization(t, poor.key, d, payTo, 2_500_000, now-600, now+300), ErrInsufficientFunds, ""},
+			signTransferAuthorization(t, poor.key, d, payTo, 2_500_000, now-600, now+3600), ErrInsufficientFunds, ""},
 		{"malformed nonce", sess.ExternalID, "base", tamper(func(a *TransferAuthorization) { a.Nonce = "0x12" }), nil, "authorization.nonce"},
 		{"malformed signature", sess.ExternalID, "base", tamper(func(a *TransferAuthorization) { a.Signature = "0xzz" }), nil, "signature"},
 		{"malformed value", sess.ExternalID, "base", tamper(func(a *TransferAuthorization) { a.Value = "2.5" }), nil, "authorization.value"},
