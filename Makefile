@@ -5,6 +5,7 @@ GO            ?= go
 SOLANA_RPC    := chains/devnet/solana-rpc
 STDWEBHOOKS   := testdata/standardwebhooks
 MCPCLIENT     := testdata/mcpclient
+X402CLIENT    := testdata/x402client
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
@@ -26,8 +27,8 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, and the official MCP TypeScript SDK the MCP server is tested with
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, and the x402 client packages (x402-fetch, x402) the x402 endpoints are tested with
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
@@ -37,6 +38,9 @@ $(STDWEBHOOKS)/node_modules/.package-lock.json: $(STDWEBHOOKS)/package-lock.json
 
 $(MCPCLIENT)/node_modules/.package-lock.json: $(MCPCLIENT)/package-lock.json
 	cd $(MCPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+$(X402CLIENT)/node_modules/.package-lock.json: $(X402CLIENT)/package-lock.json
+	cd $(X402CLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:

@@ -31,6 +31,8 @@ func (s *server) mountCheckoutPageRoutes(r chi.Router) {
 		// An agent pays the session from its wallet (agentcheckout.go):
 		// the agent's key and rate limit, beside the page's per-IP one.
 		r.With(s.requireAgent).Post("/agent-pay", s.agentPay)
+		// x402: the session's 402 and its settlement (x402.go).
+		r.Get("/x402", s.checkoutX402)
 	})
 }
 

@@ -111,8 +111,11 @@ func NewRouter(cfg Config) http.Handler {
 		s.mountCheckoutPageRoutes(r)
 	})
 	if cfg.Pages != nil {
-		r.With(s.limitIP(agentpay.RateRequest)).Mount("/pay", cfg.Pages)
+		// x402 clients asking the hosted page's address get the session's
+		// 402 instead (x402.go).
+		r.With(s.limitIP(agentpay.RateRequest)).Mount("/pay", s.x402Pages(cfg.Pages))
 	}
+	s.mountX402Facilitator(r)
 	for path, h := range cfg.Mounts {
 		r.Handle(path, h)
 	}
