@@ -134,6 +134,7 @@ func New(cfg Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
+	river.AddWorker(workers, &tallyGasWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 	addPruneWorkers(workers, cfg.Service)
@@ -144,7 +145,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(
