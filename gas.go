@@ -71,9 +71,6 @@ func gasUntallied(chainCol, hashCol string) string {
 
 func (s *Service) gasSources() []gasSource {
 	agentMode := string(s.cfg.AgentMode)
-	if agentMode == "" {
-		agentMode = string(ModeLive)
-	}
 	limit := fmt.Sprintf(" LIMIT %d", gasTallyBatch)
 	transferPurpose := fmt.Sprintf(`CASE
 		WHEN t.checkout_session_id IS NOT NULL THEN '%s'
@@ -358,9 +355,6 @@ func nativeDecimals(chain chains.Name) int32 {
 // per chain (agents' mode) and settlement fees per paid chain and mode.
 func (s *Service) addCollectedFees(ctx context.Context, get func(chains.Name, Mode) *GasReport) error {
 	agentMode := s.cfg.AgentMode
-	if agentMode == "" {
-		agentMode = ModeLive
-	}
 	sums := []struct {
 		query string
 		add   func(r *GasReport, v decimal.Decimal)

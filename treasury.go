@@ -81,9 +81,6 @@ func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
 		return nil, err
 	}
 	agentMode := s.cfg.AgentMode
-	if agentMode == "" {
-		agentMode = ModeLive
-	}
 	var wg sync.WaitGroup
 	for i, chain := range treasuryChains {
 		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable,
