@@ -2,8 +2,8 @@
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, e-mail (send_mail), settlement,
 // transfer reconciliation, session expiry (with the end of ended sessions'
-// deposit watches), card purchases (cards_tick: expiry, issue, returns) and
-// the pruning of expired signature challenges and
+// deposit watches), card purchases (cards_tick: expiry, issue, returns), the
+// gas ledger (tally_gas) and the pruning of expired signature challenges and
 // idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
 // that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
