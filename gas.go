@@ -37,6 +37,50 @@ import (
 // token account pays its rent-exempt deposit (about 0.002 SOL), many times
 // the fee, and a closed deposit account gives rent back (negative rent).
 
+// The send policy: the treasury pays the gas of an agent's send (two
+// transactions) and a human's withdrawal out of their 0.1% fee, which on a
+// small send is less than the gas. Where the operator says so
+// (Config.SendMinimums, SEND_MINIMUM_USD) the smallest send on a chain is
+// raised to where the fee covers it; below it a send on that chain is
+// refused with the minimum named, and a send without a chain goes to the
+// next chain whose minimum it reaches. The default is the design's 0.01
+// everywhere: the treasury subsidises small sends, by choice and in the
+// gas report (GasReports) for anyone to see.
+
+// SendMinimum is the smallest send (or withdrawal) on chain.
+func (s *Service) SendMinimum(chain chains.Name) decimal.Decimal {
+	if m, ok := s.cfg.SendMinimums[chain]; ok && m.GreaterThan(MinSendUSD) {
+		return m
+	}
+	return MinSendUSD
+}
+
+// withinSendMinimums is candidates (the chain asked for, "" for none, or
+// the agents' chains in order) less those whose minimum amount does not
+// reach.
+func (s *Service) withinSendMinimums(candidates []chains.Name, chain chains.Name, amount decimal.Decimal) ([]chains.Name, error) {
+	var (
+		out    []chains.Name
+		lowest decimal.Decimal
+	)
+	for _, c := range candidates {
+		minimum := s.SendMinimum(c)
+		if amount.GreaterThanOrEqual(minimum) {
+			out = append(out, c)
+		} else if lowest.IsZero() || minimum.LessThan(lowest) {
+			lowest = minimum
+		}
+	}
+	switch {
+	case len(out) > 0:
+		return out, nil
+	case chain != "":
+		return nil, Invalid("amount_usd", "must be at least %s on %s: below it the gas the treasury pays exceeds the send's fee", usd(lowest), chain)
+	default:
+		return nil, Invalid("amount_usd", "must be at least %s: below it the gas the treasury pays exceeds the send's fee on every chain", usd(lowest))
+	}
+}
+
 // Gas purposes: why the treasury paid for a transaction.
 const (
 	GasPurposeSend        = "send"

@@ -145,3 +145,45 @@ func TestGasTallyConcurrent(t *testing.T) {
 	}
 	require.Equal(t, 6, e.db.Ent.GasSpend.Query().CountX(ctx))
 }
+
+// The send policy: where the operator raises a chain's minimum, a smaller
+// send there is refused with the minimum named (nothing recorded), one
+// without a chain goes to a chain whose minimum it reaches, and one below
+// every minimum is refused. Withdrawals follow the same rule.
+func TestSendMinimumsPerChain(t *testing.T) {
+	e := startSendEnv(t)
+	ctx := context.Background()
+	svc := newTestService(t, e.env, Config{AgentMode: ModeTest, SendMinimums: map[chains.Name]decimal.Decimal{
+		chains.Base: dec("0.50"), chains.Solana: dec("0.20"),
+	}})
+	alice, bob := e.register(t, "alice"), e.register(t, "bob")
+	e.fund(t, alice, chains.Base, "10")
+	e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base))
+	require.Equal(t, "0.5", svc.SendMinimum(chains.Base).String())
+	require.Equal(t, "0.01", svc.SendMinimum(chains.Arbitrum).String(), "a chain not listed: 0.01")
+
+	for _, tc := range []struct {
+		amount, chain, detail string
+	}{
+		{"0.40", "base", "amount_usd: must be at least 0.50 on base: below it the gas the treasury pays exceeds the send's fee"},
+		{"0.10", "", "amount_usd: must be at least 0.20: below it the gas the treasury pays exceeds the send's fee on every chain"},
+	} {
+		_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec(tc.amount), Chain: tc.chain})
+		require.True(t, IsValidation(err), "%s: %v", tc.amount, err)
+		require.EqualError(t, err, tc.detail)
+	}
+	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx), "a refused send records nothing")
+
+	// 0.30 without a chain: solana's minimum (0.20) is reached but the
+	// balance is on base, whose minimum (0.50) is not: refused as short of
+	// balance where it could go, not sent below the minimum.
+	_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.30")})
+	require.Error(t, err)
+	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
+
+	// At the minimum it goes.
+	res, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.50")})
+	require.NoError(t, err)
+	require.Equal(t, chains.Base, res.Chain)
+	require.Equal(t, "completed", res.Status)
+}
