@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-webauthn/webauthn/webauthn"
+	"github.com/shopspring/decimal"
 
 	"agentpay/cardissuer"
 	"agentpay/chains"
@@ -123,6 +124,11 @@ type Config struct {
 	// still watched after it ended (deposits.go); 0 is
 	// DefaultLatePaymentWindow.
 	LatePaymentWindow time.Duration
+	// SendMinimums raise the smallest send (and withdrawal) per chain above
+	// MinSendUSD, where the gas the treasury pays for a send's two
+	// transactions exceeds the fee a smaller one earns (gas.go's send
+	// policy). A chain not listed takes MinSendUSD.
+	SendMinimums map[chains.Name]decimal.Decimal
 	// MaxOpenSessions is how many open sessions (pending or detecting,
 	// before expires_at) a merchant may have at once in each mode
 	// (sessions.go); SelectRateLimit how many payment method selections a

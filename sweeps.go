@@ -244,6 +244,11 @@ func (s *Service) closeSweptAccount(ctx context.Context, ledger chains.Ledger, p
 	}
 	if res.TxHash != "" {
 		s.logger.InfoContext(ctx, "swept token account closed", "address", p.Edges.DepositAddress.Address, "tx", res.TxHash)
+		// The close's hash is kept nowhere else, so its cost (the rent
+		// coming back, less the fee) is recorded now.
+		if sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, p.SessionID); err == nil {
+			s.recordCloseGas(ctx, sessionMode(sess), ledger, res.TxHash)
+		}
 	}
 }
 

@@ -275,6 +275,9 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 	if chain != "" {
 		candidates = []chains.Name{chain}
 	}
+	if candidates, err = s.withinSendMinimums(candidates, chain, req.AmountUSD); err != nil {
+		return nil, err
+	}
 	t, err := s.recordTransfer(ctx, &outgoing{
 		from: agentHolder(from), to: to, candidates: candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
 		idempotency: req.idempotency,

@@ -50,6 +50,9 @@ type TreasuryWallet struct {
 	// Balance is meaningful only when Status is TreasuryBalanceOK.
 	Balance decimal.Decimal
 	Status  string
+	// Gas is what the treasury paid for transactions on this chain in the
+	// agents' mode, next to the fees it collected there (gas.go).
+	Gas GasReport
 }
 
 // treasuryChains are the chains agents' wallets use, in the registration
@@ -73,9 +76,20 @@ func (s *Service) Treasury(ctx context.Context) (*TreasuryInfo, error) {
 		Message: "Every agent-to-agent send routes " + FeeRate.Shift(2).String() +
 			"% of its amount to the treasury, which pays transaction gas for all agents.",
 	}
+	reports, err := s.GasReports(ctx)
+	if err != nil {
+		return nil, err
+	}
+	agentMode := s.cfg.AgentMode
 	var wg sync.WaitGroup
 	for i, chain := range treasuryChains {
-		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable}
+		w := TreasuryWallet{Chain: chain, Address: s.cfg.Treasury.Address(chain), Token: "USDC", Status: TreasuryBalanceUnavailable,
+			Gas: GasReport{Chain: chain, Mode: agentMode, Native: nativeTokens[chain], Decimals: nativeDecimals(chain)}}
+		for _, r := range reports {
+			if r.Chain == chain && r.Mode == agentMode {
+				w.Gas = r
+			}
+		}
 		info.Wallets[i] = w
 		ledger, err := s.agentLedger(chain)
 		if err != nil || w.Address == "" {

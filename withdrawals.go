@@ -153,6 +153,9 @@ func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if candidates, err = s.withinSendMinimums(candidates, chain, req.AmountUSD); err != nil {
+		return nil, err
+	}
 	t, err := s.recordTransfer(ctx, &outgoing{
 		from: from, external: external, candidates: candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
 		idempotency: req.idempotency,

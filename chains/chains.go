@@ -136,6 +136,27 @@ type FeeReader interface {
 	TxFee(ctx context.Context, txHash string) (fee *big.Int, decimals int32, err error)
 }
 
+// CostReader is a Ledger that can tell everything an included transaction
+// cost its fee payer (the treasury, for every transaction a ledger sends),
+// for the gas ledger (agentpay's gas.go). Both adapters implement it.
+type CostReader interface {
+	TxCost(ctx context.Context, txHash string) (TxCost, error)
+}
+
+// TxCost is what one transaction cost the treasury, in the chain's
+// smallest native unit (wei, lamports) with that unit's decimals.
+type TxCost struct {
+	// Fee is the transaction fee: gas used times the effective gas price on
+	// EVM chains, the signature and priority fee on Solana.
+	Fee *big.Int
+	// Rent is what the fee payer's balance moved beyond the fee: on Solana
+	// the rent of accounts the transaction opened for others (a recipient's
+	// token account), negative when it closed one and the rent came back.
+	// Always zero on EVM chains.
+	Rent     *big.Int
+	Decimals int32
+}
+
 // TokenAccountCloser is a Ledger whose deposit addresses hold their tokens
 // in an account that costs rent (Solana's token accounts): once a sweep
 // has emptied one, closing it returns the rent to the treasury. EVM

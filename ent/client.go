@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
 	"agentpay/ent/identityverification"
@@ -69,6 +70,8 @@ type Client struct {
 	CheckoutSession *CheckoutSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// GasSpend is the client for interacting with the GasSpend builders.
+	GasSpend *GasSpendClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
 	IdempotencyKey *IdempotencyKeyClient
 	// IdentityCallback is the client for interacting with the IdentityCallback builders.
@@ -131,6 +134,7 @@ func (c *Client) init() {
 	c.ChainCursor = NewChainCursorClient(c.config)
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
+	c.GasSpend = NewGasSpendClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
 	c.IdentityCallback = NewIdentityCallbackClient(c.config)
 	c.IdentityVerification = NewIdentityVerificationClient(c.config)
@@ -252,6 +256,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
+		GasSpend:             NewGasSpendClient(cfg),
 		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
 		IdentityCallback:     NewIdentityCallbackClient(cfg),
 		IdentityVerification: NewIdentityVerificationClient(cfg),
@@ -300,6 +305,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
+		GasSpend:             NewGasSpendClient(cfg),
 		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
 		IdentityCallback:     NewIdentityCallbackClient(cfg),
 		IdentityVerification: NewIdentityVerificationClient(cfg),
@@ -352,11 +358,12 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DepositAddress, c.IdempotencyKey, c.IdentityCallback,
-		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage, c.Merchant,
-		c.MerchantKey, c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony,
-		c.Payment, c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.CheckoutSession, c.DepositAddress, c.GasSpend, c.IdempotencyKey,
+		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
+		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
+		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -367,11 +374,12 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DepositAddress, c.IdempotencyKey, c.IdentityCallback,
-		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage, c.Merchant,
-		c.MerchantKey, c.Pairing, c.PartnerAttestation, c.Passkey, c.PasskeyCeremony,
-		c.Payment, c.RateLimitCounter, c.Refund, c.SignatureChallenge, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.CheckoutSession, c.DepositAddress, c.GasSpend, c.IdempotencyKey,
+		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
+		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
+		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
+		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
+		c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -394,6 +402,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.CheckoutSession.mutate(ctx, m)
 	case *DepositAddressMutation:
 		return c.DepositAddress.mutate(ctx, m)
+	case *GasSpendMutation:
+		return c.GasSpend.mutate(ctx, m)
 	case *IdempotencyKeyMutation:
 		return c.IdempotencyKey.mutate(ctx, m)
 	case *IdentityCallbackMutation:
@@ -1627,6 +1637,139 @@ func (c *DepositAddressClient) mutate(ctx context.Context, m *DepositAddressMuta
 		return (&DepositAddressDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DepositAddress mutation op: %q", m.Op())
+	}
+}
+
+// GasSpendClient is a client for the GasSpend schema.
+type GasSpendClient struct {
+	config
+}
+
+// NewGasSpendClient returns a client for the GasSpend from the given config.
+func NewGasSpendClient(c config) *GasSpendClient {
+	return &GasSpendClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `gasspend.Hooks(f(g(h())))`.
+func (c *GasSpendClient) Use(hooks ...Hook) {
+	c.hooks.GasSpend = append(c.hooks.GasSpend, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `gasspend.Intercept(f(g(h())))`.
+func (c *GasSpendClient) Intercept(interceptors ...Interceptor) {
+	c.inters.GasSpend = append(c.inters.GasSpend, interceptors...)
+}
+
+// Create returns a builder for creating a GasSpend entity.
+func (c *GasSpendClient) Create() *GasSpendCreate {
+	mutation := newGasSpendMutation(c.config, OpCreate)
+	return &GasSpendCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of GasSpend entities.
+func (c *GasSpendClient) CreateBulk(builders ...*GasSpendCreate) *GasSpendCreateBulk {
+	return &GasSpendCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *GasSpendClient) MapCreateBulk(slice any, setFunc func(*GasSpendCreate, int)) *GasSpendCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &GasSpendCreateBulk{err: fmt.Errorf("calling to GasSpendClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*GasSpendCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &GasSpendCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for GasSpend.
+func (c *GasSpendClient) Update() *GasSpendUpdate {
+	mutation := newGasSpendMutation(c.config, OpUpdate)
+	return &GasSpendUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *GasSpendClient) UpdateOne(_m *GasSpend) *GasSpendUpdateOne {
+	mutation := newGasSpendMutation(c.config, OpUpdateOne, withGasSpend(_m))
+	return &GasSpendUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *GasSpendClient) UpdateOneID(id uuid.UUID) *GasSpendUpdateOne {
+	mutation := newGasSpendMutation(c.config, OpUpdateOne, withGasSpendID(id))
+	return &GasSpendUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for GasSpend.
+func (c *GasSpendClient) Delete() *GasSpendDelete {
+	mutation := newGasSpendMutation(c.config, OpDelete)
+	return &GasSpendDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *GasSpendClient) DeleteOne(_m *GasSpend) *GasSpendDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *GasSpendClient) DeleteOneID(id uuid.UUID) *GasSpendDeleteOne {
+	builder := c.Delete().Where(gasspend.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &GasSpendDeleteOne{builder}
+}
+
+// Query returns a query builder for GasSpend.
+func (c *GasSpendClient) Query() *GasSpendQuery {
+	return &GasSpendQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeGasSpend},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a GasSpend entity by its id.
+func (c *GasSpendClient) Get(ctx context.Context, id uuid.UUID) (*GasSpend, error) {
+	return c.Query().Where(gasspend.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *GasSpendClient) GetX(ctx context.Context, id uuid.UUID) *GasSpend {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *GasSpendClient) Hooks() []Hook {
+	return c.hooks.GasSpend
+}
+
+// Interceptors returns the client interceptors.
+func (c *GasSpendClient) Interceptors() []Interceptor {
+	return c.inters.GasSpend
+}
+
+func (c *GasSpendClient) mutate(ctx context.Context, m *GasSpendMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&GasSpendCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&GasSpendUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&GasSpendUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&GasSpendDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown GasSpend mutation op: %q", m.Op())
 	}
 }
 
@@ -5008,19 +5151,19 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
-		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		Refund, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
-		WebhookDelivery, WebhookEvent []ent.Hook
+		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
+		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
+		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
+		RateLimitCounter, Refund, SignatureChallenge, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DepositAddress, IdempotencyKey, IdentityCallback, IdentityVerification,
-		Invitation, LoginToken, MailMessage, Merchant, MerchantKey, Pairing,
-		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		Refund, SignatureChallenge, Transfer, User, Wallet, WebhookAttempt,
-		WebhookDelivery, WebhookEvent []ent.Interceptor
+		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
+		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
+		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
+		RateLimitCounter, Refund, SignatureChallenge, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
 	"agentpay/ent/identityverification"
@@ -108,6 +109,7 @@ func checkColumn(t, c string) error {
 			chaincursor.Table:          chaincursor.ValidColumn,
 			checkoutsession.Table:      checkoutsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,
+			gasspend.Table:             gasspend.ValidColumn,
 			idempotencykey.Table:       idempotencykey.ValidColumn,
 			identitycallback.Table:     identitycallback.ValidColumn,
 			identityverification.Table: identityverification.ValidColumn,

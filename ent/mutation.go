@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
 	"agentpay/ent/identityverification"
@@ -63,6 +64,7 @@ const (
 	TypeChainCursor          = "ChainCursor"
 	TypeCheckoutSession      = "CheckoutSession"
 	TypeDepositAddress       = "DepositAddress"
+	TypeGasSpend             = "GasSpend"
 	TypeIdempotencyKey       = "IdempotencyKey"
 	TypeIdentityCallback     = "IdentityCallback"
 	TypeIdentityVerification = "IdentityVerification"
@@ -9483,6 +9485,872 @@ func (m *DepositAddressMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown DepositAddress edge %s", name)
+}
+
+// GasSpendMutation represents an operation that mutates the GasSpend nodes in the graph.
+type GasSpendMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	chain         *string
+	mode          *gasspend.Mode
+	tx_hash       *string
+	purpose       *string
+	fee           *int64
+	addfee        *int64
+	rent          *int64
+	addrent       *int64
+	decimals      *int32
+	adddecimals   *int32
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*GasSpend, error)
+	predicates    []predicate.GasSpend
+}
+
+var _ ent.Mutation = (*GasSpendMutation)(nil)
+
+// gasspendOption allows management of the mutation configuration using functional options.
+type gasspendOption func(*GasSpendMutation)
+
+// newGasSpendMutation creates new mutation for the GasSpend entity.
+func newGasSpendMutation(c config, op Op, opts ...gasspendOption) *GasSpendMutation {
+	m := &GasSpendMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeGasSpend,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withGasSpendID sets the ID field of the mutation.
+func withGasSpendID(id uuid.UUID) gasspendOption {
+	return func(m *GasSpendMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *GasSpend
+		)
+		m.oldValue = func(ctx context.Context) (*GasSpend, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().GasSpend.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withGasSpend sets the old GasSpend of the mutation.
+func withGasSpend(node *GasSpend) gasspendOption {
+	return func(m *GasSpendMutation) {
+		m.oldValue = func(context.Context) (*GasSpend, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m GasSpendMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m GasSpendMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of GasSpend entities.
+func (m *GasSpendMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *GasSpendMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *GasSpendMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().GasSpend.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *GasSpendMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *GasSpendMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *GasSpendMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *GasSpendMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *GasSpendMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *GasSpendMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *GasSpendMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *GasSpendMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *GasSpendMutation) ResetChain() {
+	m.chain = nil
+}
+
+// SetMode sets the "mode" field.
+func (m *GasSpendMutation) SetMode(ga gasspend.Mode) {
+	m.mode = &ga
+}
+
+// Mode returns the value of the "mode" field in the mutation.
+func (m *GasSpendMutation) Mode() (r gasspend.Mode, exists bool) {
+	v := m.mode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMode returns the old "mode" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldMode(ctx context.Context) (v gasspend.Mode, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMode: %w", err)
+	}
+	return oldValue.Mode, nil
+}
+
+// ResetMode resets all changes to the "mode" field.
+func (m *GasSpendMutation) ResetMode() {
+	m.mode = nil
+}
+
+// SetTxHash sets the "tx_hash" field.
+func (m *GasSpendMutation) SetTxHash(s string) {
+	m.tx_hash = &s
+}
+
+// TxHash returns the value of the "tx_hash" field in the mutation.
+func (m *GasSpendMutation) TxHash() (r string, exists bool) {
+	v := m.tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTxHash returns the old "tx_hash" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTxHash: %w", err)
+	}
+	return oldValue.TxHash, nil
+}
+
+// ResetTxHash resets all changes to the "tx_hash" field.
+func (m *GasSpendMutation) ResetTxHash() {
+	m.tx_hash = nil
+}
+
+// SetPurpose sets the "purpose" field.
+func (m *GasSpendMutation) SetPurpose(s string) {
+	m.purpose = &s
+}
+
+// Purpose returns the value of the "purpose" field in the mutation.
+func (m *GasSpendMutation) Purpose() (r string, exists bool) {
+	v := m.purpose
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPurpose returns the old "purpose" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldPurpose(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPurpose is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPurpose requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPurpose: %w", err)
+	}
+	return oldValue.Purpose, nil
+}
+
+// ResetPurpose resets all changes to the "purpose" field.
+func (m *GasSpendMutation) ResetPurpose() {
+	m.purpose = nil
+}
+
+// SetFee sets the "fee" field.
+func (m *GasSpendMutation) SetFee(i int64) {
+	m.fee = &i
+	m.addfee = nil
+}
+
+// Fee returns the value of the "fee" field in the mutation.
+func (m *GasSpendMutation) Fee() (r int64, exists bool) {
+	v := m.fee
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFee returns the old "fee" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldFee(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFee is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFee requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFee: %w", err)
+	}
+	return oldValue.Fee, nil
+}
+
+// AddFee adds i to the "fee" field.
+func (m *GasSpendMutation) AddFee(i int64) {
+	if m.addfee != nil {
+		*m.addfee += i
+	} else {
+		m.addfee = &i
+	}
+}
+
+// AddedFee returns the value that was added to the "fee" field in this mutation.
+func (m *GasSpendMutation) AddedFee() (r int64, exists bool) {
+	v := m.addfee
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFee resets all changes to the "fee" field.
+func (m *GasSpendMutation) ResetFee() {
+	m.fee = nil
+	m.addfee = nil
+}
+
+// SetRent sets the "rent" field.
+func (m *GasSpendMutation) SetRent(i int64) {
+	m.rent = &i
+	m.addrent = nil
+}
+
+// Rent returns the value of the "rent" field in the mutation.
+func (m *GasSpendMutation) Rent() (r int64, exists bool) {
+	v := m.rent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRent returns the old "rent" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldRent(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRent: %w", err)
+	}
+	return oldValue.Rent, nil
+}
+
+// AddRent adds i to the "rent" field.
+func (m *GasSpendMutation) AddRent(i int64) {
+	if m.addrent != nil {
+		*m.addrent += i
+	} else {
+		m.addrent = &i
+	}
+}
+
+// AddedRent returns the value that was added to the "rent" field in this mutation.
+func (m *GasSpendMutation) AddedRent() (r int64, exists bool) {
+	v := m.addrent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRent resets all changes to the "rent" field.
+func (m *GasSpendMutation) ResetRent() {
+	m.rent = nil
+	m.addrent = nil
+}
+
+// SetDecimals sets the "decimals" field.
+func (m *GasSpendMutation) SetDecimals(i int32) {
+	m.decimals = &i
+	m.adddecimals = nil
+}
+
+// Decimals returns the value of the "decimals" field in the mutation.
+func (m *GasSpendMutation) Decimals() (r int32, exists bool) {
+	v := m.decimals
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecimals returns the old "decimals" field's value of the GasSpend entity.
+// If the GasSpend object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *GasSpendMutation) OldDecimals(ctx context.Context) (v int32, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecimals is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecimals requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecimals: %w", err)
+	}
+	return oldValue.Decimals, nil
+}
+
+// AddDecimals adds i to the "decimals" field.
+func (m *GasSpendMutation) AddDecimals(i int32) {
+	if m.adddecimals != nil {
+		*m.adddecimals += i
+	} else {
+		m.adddecimals = &i
+	}
+}
+
+// AddedDecimals returns the value that was added to the "decimals" field in this mutation.
+func (m *GasSpendMutation) AddedDecimals() (r int32, exists bool) {
+	v := m.adddecimals
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDecimals resets all changes to the "decimals" field.
+func (m *GasSpendMutation) ResetDecimals() {
+	m.decimals = nil
+	m.adddecimals = nil
+}
+
+// Where appends a list predicates to the GasSpendMutation builder.
+func (m *GasSpendMutation) Where(ps ...predicate.GasSpend) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the GasSpendMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *GasSpendMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.GasSpend, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *GasSpendMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *GasSpendMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (GasSpend).
+func (m *GasSpendMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *GasSpendMutation) Fields() []string {
+	fields := make([]string, 0, 9)
+	if m.created_at != nil {
+		fields = append(fields, gasspend.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, gasspend.FieldUpdatedAt)
+	}
+	if m.chain != nil {
+		fields = append(fields, gasspend.FieldChain)
+	}
+	if m.mode != nil {
+		fields = append(fields, gasspend.FieldMode)
+	}
+	if m.tx_hash != nil {
+		fields = append(fields, gasspend.FieldTxHash)
+	}
+	if m.purpose != nil {
+		fields = append(fields, gasspend.FieldPurpose)
+	}
+	if m.fee != nil {
+		fields = append(fields, gasspend.FieldFee)
+	}
+	if m.rent != nil {
+		fields = append(fields, gasspend.FieldRent)
+	}
+	if m.decimals != nil {
+		fields = append(fields, gasspend.FieldDecimals)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *GasSpendMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case gasspend.FieldCreatedAt:
+		return m.CreatedAt()
+	case gasspend.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case gasspend.FieldChain:
+		return m.Chain()
+	case gasspend.FieldMode:
+		return m.Mode()
+	case gasspend.FieldTxHash:
+		return m.TxHash()
+	case gasspend.FieldPurpose:
+		return m.Purpose()
+	case gasspend.FieldFee:
+		return m.Fee()
+	case gasspend.FieldRent:
+		return m.Rent()
+	case gasspend.FieldDecimals:
+		return m.Decimals()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *GasSpendMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case gasspend.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case gasspend.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case gasspend.FieldChain:
+		return m.OldChain(ctx)
+	case gasspend.FieldMode:
+		return m.OldMode(ctx)
+	case gasspend.FieldTxHash:
+		return m.OldTxHash(ctx)
+	case gasspend.FieldPurpose:
+		return m.OldPurpose(ctx)
+	case gasspend.FieldFee:
+		return m.OldFee(ctx)
+	case gasspend.FieldRent:
+		return m.OldRent(ctx)
+	case gasspend.FieldDecimals:
+		return m.OldDecimals(ctx)
+	}
+	return nil, fmt.Errorf("unknown GasSpend field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *GasSpendMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case gasspend.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case gasspend.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case gasspend.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case gasspend.FieldMode:
+		v, ok := value.(gasspend.Mode)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMode(v)
+		return nil
+	case gasspend.FieldTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTxHash(v)
+		return nil
+	case gasspend.FieldPurpose:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPurpose(v)
+		return nil
+	case gasspend.FieldFee:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFee(v)
+		return nil
+	case gasspend.FieldRent:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRent(v)
+		return nil
+	case gasspend.FieldDecimals:
+		v, ok := value.(int32)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecimals(v)
+		return nil
+	}
+	return fmt.Errorf("unknown GasSpend field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *GasSpendMutation) AddedFields() []string {
+	var fields []string
+	if m.addfee != nil {
+		fields = append(fields, gasspend.FieldFee)
+	}
+	if m.addrent != nil {
+		fields = append(fields, gasspend.FieldRent)
+	}
+	if m.adddecimals != nil {
+		fields = append(fields, gasspend.FieldDecimals)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *GasSpendMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case gasspend.FieldFee:
+		return m.AddedFee()
+	case gasspend.FieldRent:
+		return m.AddedRent()
+	case gasspend.FieldDecimals:
+		return m.AddedDecimals()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *GasSpendMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case gasspend.FieldFee:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFee(v)
+		return nil
+	case gasspend.FieldRent:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRent(v)
+		return nil
+	case gasspend.FieldDecimals:
+		v, ok := value.(int32)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDecimals(v)
+		return nil
+	}
+	return fmt.Errorf("unknown GasSpend numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *GasSpendMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *GasSpendMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *GasSpendMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown GasSpend nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *GasSpendMutation) ResetField(name string) error {
+	switch name {
+	case gasspend.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case gasspend.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case gasspend.FieldChain:
+		m.ResetChain()
+		return nil
+	case gasspend.FieldMode:
+		m.ResetMode()
+		return nil
+	case gasspend.FieldTxHash:
+		m.ResetTxHash()
+		return nil
+	case gasspend.FieldPurpose:
+		m.ResetPurpose()
+		return nil
+	case gasspend.FieldFee:
+		m.ResetFee()
+		return nil
+	case gasspend.FieldRent:
+		m.ResetRent()
+		return nil
+	case gasspend.FieldDecimals:
+		m.ResetDecimals()
+		return nil
+	}
+	return fmt.Errorf("unknown GasSpend field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *GasSpendMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *GasSpendMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *GasSpendMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *GasSpendMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *GasSpendMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *GasSpendMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *GasSpendMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown GasSpend unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *GasSpendMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown GasSpend edge %s", name)
 }
 
 // IdempotencyKeyMutation represents an operation that mutates the IdempotencyKey nodes in the graph.

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
 	"agentpay/ent/identityverification"
@@ -350,6 +351,45 @@ func init() {
 	depositaddressDescID := depositaddressMixinFields0[0].Descriptor()
 	// depositaddress.DefaultID holds the default value on creation for the id field.
 	depositaddress.DefaultID = depositaddressDescID.Default.(func() uuid.UUID)
+	gasspendMixin := schema.GasSpend{}.Mixin()
+	gasspendMixinFields0 := gasspendMixin[0].Fields()
+	_ = gasspendMixinFields0
+	gasspendFields := schema.GasSpend{}.Fields()
+	_ = gasspendFields
+	// gasspendDescCreatedAt is the schema descriptor for created_at field.
+	gasspendDescCreatedAt := gasspendMixinFields0[1].Descriptor()
+	// gasspend.DefaultCreatedAt holds the default value on creation for the created_at field.
+	gasspend.DefaultCreatedAt = gasspendDescCreatedAt.Default.(func() time.Time)
+	// gasspendDescUpdatedAt is the schema descriptor for updated_at field.
+	gasspendDescUpdatedAt := gasspendMixinFields0[2].Descriptor()
+	// gasspend.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	gasspend.DefaultUpdatedAt = gasspendDescUpdatedAt.Default.(func() time.Time)
+	// gasspend.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	gasspend.UpdateDefaultUpdatedAt = gasspendDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// gasspendDescChain is the schema descriptor for chain field.
+	gasspendDescChain := gasspendFields[0].Descriptor()
+	// gasspend.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	gasspend.ChainValidator = gasspendDescChain.Validators[0].(func(string) error)
+	// gasspendDescTxHash is the schema descriptor for tx_hash field.
+	gasspendDescTxHash := gasspendFields[2].Descriptor()
+	// gasspend.TxHashValidator is a validator for the "tx_hash" field. It is called by the builders before save.
+	gasspend.TxHashValidator = gasspendDescTxHash.Validators[0].(func(string) error)
+	// gasspendDescPurpose is the schema descriptor for purpose field.
+	gasspendDescPurpose := gasspendFields[3].Descriptor()
+	// gasspend.PurposeValidator is a validator for the "purpose" field. It is called by the builders before save.
+	gasspend.PurposeValidator = gasspendDescPurpose.Validators[0].(func(string) error)
+	// gasspendDescFee is the schema descriptor for fee field.
+	gasspendDescFee := gasspendFields[4].Descriptor()
+	// gasspend.FeeValidator is a validator for the "fee" field. It is called by the builders before save.
+	gasspend.FeeValidator = gasspendDescFee.Validators[0].(func(int64) error)
+	// gasspendDescRent is the schema descriptor for rent field.
+	gasspendDescRent := gasspendFields[5].Descriptor()
+	// gasspend.DefaultRent holds the default value on creation for the rent field.
+	gasspend.DefaultRent = gasspendDescRent.Default.(int64)
+	// gasspendDescID is the schema descriptor for id field.
+	gasspendDescID := gasspendMixinFields0[0].Descriptor()
+	// gasspend.DefaultID holds the default value on creation for the id field.
+	gasspend.DefaultID = gasspendDescID.Default.(func() uuid.UUID)
 	idempotencykeyMixin := schema.IdempotencyKey{}.Mixin()
 	idempotencykeyMixinFields0 := idempotencykeyMixin[0].Fields()
 	_ = idempotencykeyMixinFields0

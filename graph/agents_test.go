@@ -23,6 +23,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/devnet"
 	"agentpay/ent"
+	"agentpay/ent/gasspend"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
@@ -257,12 +258,31 @@ func TestPublicQueries(t *testing.T) {
 		}
 		Treasury struct {
 			FeeRate json.Number
-			Wallets []struct{ Chain, Status string }
+			Wallets []struct {
+				Chain, Status string
+				Gas           struct {
+					Token        string
+					Transactions int
+					Fees, Rent   json.Number
+					Total        json.Number
+					ByPurpose    []struct {
+						Purpose string
+						Total   json.Number
+					}
+				}
+			}
 		}
 	}
+	// What the gas tally recorded (agentpay's gas.go) on solana, in the
+	// agents' mode.
+	ctx := context.Background()
+	api.DB.Ent.GasSpend.Create().SetChain("solana").SetMode(gasspend.ModeTest).SetTxHash("sig1").
+		SetPurpose(agentpay.GasPurposeSend).SetFee(5_000).SetRent(2_039_280).SetDecimals(9).ExecX(ctx)
+	api.DB.Ent.GasSpend.Create().SetChain("solana").SetMode(gasspend.ModeTest).SetTxHash("sig2").
+		SetPurpose(agentpay.GasPurposeSendFee).SetFee(5_000).SetDecimals(9).ExecX(ctx)
 	api.do(t, "", `{ leaderboard(sortBy: TRUST_SCORE, limit: 5) { username }
 		stats { agents agentsByTier { tier count } feeRate }
-		treasury { feeRate wallets { chain status } } }`, nil).decode(t, &data)
+		treasury { feeRate wallets { chain status gas { token transactions fees rent total byPurpose { purpose total } } } } }`, nil).decode(t, &data)
 	require.Len(t, data.Leaderboard, 1)
 	require.Equal(t, a.Username, data.Leaderboard[0].Username)
 	require.Equal(t, 1, data.Stats.Agents)
@@ -270,6 +290,18 @@ func TestPublicQueries(t *testing.T) {
 	require.Equal(t, "0.001", data.Stats.FeeRate.String())
 	require.Equal(t, "0.001", data.Treasury.FeeRate.String())
 	require.Len(t, data.Treasury.Wallets, 2)
+	sol := data.Treasury.Wallets[0]
+	require.Equal(t, "solana", sol.Chain)
+	require.Equal(t, "SOL", sol.Gas.Token)
+	require.Equal(t, 2, sol.Gas.Transactions)
+	require.Equal(t, "0.00001", sol.Gas.Fees.String())
+	require.Equal(t, "0.00203928", sol.Gas.Rent.String())
+	require.Equal(t, "0.00204928", sol.Gas.Total.String())
+	require.Len(t, sol.Gas.ByPurpose, 2)
+	require.Equal(t, "send", sol.Gas.ByPurpose[0].Purpose)
+	require.Equal(t, "0.00204428", sol.Gas.ByPurpose[0].Total.String())
+	require.Equal(t, "ETH", data.Treasury.Wallets[1].Gas.Token)
+	require.Zero(t, data.Treasury.Wallets[1].Gas.Transactions)
 
 	out := api.do(t, "", `{ leaderboard(limit: 101) { username } }`, nil)
 	require.Equal(t, "BAD_USER_INPUT", out.code(t))

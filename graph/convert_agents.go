@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	"agentpay"
@@ -142,12 +144,28 @@ func treasuryModel(t *agentpay.TreasuryInfo) *model.TreasuryInfo {
 		Wallets:          make([]*model.TreasuryWallet, 0, len(t.Wallets)),
 	}
 	for _, w := range t.Wallets {
-		tw := &model.TreasuryWallet{Chain: string(w.Chain), Address: w.Address, Token: w.Token, Status: w.Status}
+		tw := &model.TreasuryWallet{Chain: string(w.Chain), Address: w.Address, Token: w.Token, Status: w.Status, Gas: treasuryGasModel(w.Gas)}
 		if w.Status == agentpay.TreasuryBalanceOK {
 			b := w.Balance
 			tw.Balance = &b
 		}
 		out.Wallets = append(out.Wallets, tw)
+	}
+	return out
+}
+
+func treasuryGasModel(g agentpay.GasReport) *model.TreasuryGas {
+	out := &model.TreasuryGas{
+		Token:            g.Native,
+		Transactions:     int(g.Transactions),
+		Fees:             g.Fees,
+		Rent:             g.Rent,
+		Total:            g.Fees.Add(g.Rent),
+		ByPurpose:        make([]*model.GasByPurpose, 0, len(g.ByPurpose)),
+		FeesCollectedUsd: g.SendFees,
+	}
+	for _, purpose := range slices.Sorted(maps.Keys(g.ByPurpose)) {
+		out.ByPurpose = append(out.ByPurpose, &model.GasByPurpose{Purpose: purpose, Total: g.ByPurpose[purpose]})
 	}
 	return out
 }

@@ -152,6 +152,7 @@ func complexity() ComplexityRoot {
 	c.Registration.Wallets = listOf(walletsPerAgent)
 	c.Stats.AgentsByTier = listOf(fixedList)
 	c.TreasuryInfo.Wallets = listOf(chainsPerMode)
+	c.TreasuryGas.ByPurpose = listOf(fixedList)
 	c.Query.Chains = func(child int) int { return chainCost + chainsPerMode*child }
 
 	// Reads of their own.

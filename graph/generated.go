@@ -221,6 +221,11 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	GasByPurpose struct {
+		Purpose func(childComplexity int) int
+		Total   func(childComplexity int) int
+	}
+
 	IdentityVerificationStart struct {
 		URL            func(childComplexity int) int
 		VerificationID func(childComplexity int) int
@@ -632,6 +637,16 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	TreasuryGas struct {
+		ByPurpose        func(childComplexity int) int
+		Fees             func(childComplexity int) int
+		FeesCollectedUsd func(childComplexity int) int
+		Rent             func(childComplexity int) int
+		Token            func(childComplexity int) int
+		Total            func(childComplexity int) int
+		Transactions     func(childComplexity int) int
+	}
+
 	TreasuryInfo struct {
 		FeeRate          func(childComplexity int) int
 		FeeTransfers     func(childComplexity int) int
@@ -643,6 +658,7 @@ type ComplexityRoot struct {
 		Address func(childComplexity int) int
 		Balance func(childComplexity int) int
 		Chain   func(childComplexity int) int
+		Gas     func(childComplexity int) int
 		Status  func(childComplexity int) int
 		Token   func(childComplexity int) int
 	}
@@ -1654,6 +1670,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Endpoint.Value(childComplexity), true
+
+	case "GasByPurpose.purpose":
+		if e.ComplexityRoot.GasByPurpose.Purpose == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GasByPurpose.Purpose(childComplexity), true
+	case "GasByPurpose.total":
+		if e.ComplexityRoot.GasByPurpose.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GasByPurpose.Total(childComplexity), true
 
 	case "IdentityVerificationStart.url":
 		if e.ComplexityRoot.IdentityVerificationStart.URL == nil {
@@ -3764,6 +3793,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TransferEdge.Node(childComplexity), true
 
+	case "TreasuryGas.byPurpose":
+		if e.ComplexityRoot.TreasuryGas.ByPurpose == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.ByPurpose(childComplexity), true
+	case "TreasuryGas.fees":
+		if e.ComplexityRoot.TreasuryGas.Fees == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.Fees(childComplexity), true
+	case "TreasuryGas.feesCollectedUsd":
+		if e.ComplexityRoot.TreasuryGas.FeesCollectedUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.FeesCollectedUsd(childComplexity), true
+	case "TreasuryGas.rent":
+		if e.ComplexityRoot.TreasuryGas.Rent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.Rent(childComplexity), true
+	case "TreasuryGas.token":
+		if e.ComplexityRoot.TreasuryGas.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.Token(childComplexity), true
+	case "TreasuryGas.total":
+		if e.ComplexityRoot.TreasuryGas.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.Total(childComplexity), true
+	case "TreasuryGas.transactions":
+		if e.ComplexityRoot.TreasuryGas.Transactions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryGas.Transactions(childComplexity), true
+
 	case "TreasuryInfo.feeRate":
 		if e.ComplexityRoot.TreasuryInfo.FeeRate == nil {
 			break
@@ -3807,6 +3879,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TreasuryWallet.Chain(childComplexity), true
+	case "TreasuryWallet.gas":
+		if e.ComplexityRoot.TreasuryWallet.Gas == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TreasuryWallet.Gas(childComplexity), true
 	case "TreasuryWallet.status":
 		if e.ComplexityRoot.TreasuryWallet.Status == nil {
 			break
@@ -5054,6 +5132,16 @@ func (ec *executionContext) childFields_Endpoint(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Endpoint", field.Name)
 }
 
+func (ec *executionContext) childFields_GasByPurpose(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "purpose":
+		return ec.fieldContext_GasByPurpose_purpose(ctx, field)
+	case "total":
+		return ec.fieldContext_GasByPurpose_total(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GasByPurpose", field.Name)
+}
+
 func (ec *executionContext) childFields_IdentityVerificationStart(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "verificationId":
@@ -5748,6 +5836,26 @@ func (ec *executionContext) childFields_TransferEdge(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type TransferEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_TreasuryGas(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "token":
+		return ec.fieldContext_TreasuryGas_token(ctx, field)
+	case "transactions":
+		return ec.fieldContext_TreasuryGas_transactions(ctx, field)
+	case "fees":
+		return ec.fieldContext_TreasuryGas_fees(ctx, field)
+	case "rent":
+		return ec.fieldContext_TreasuryGas_rent(ctx, field)
+	case "total":
+		return ec.fieldContext_TreasuryGas_total(ctx, field)
+	case "byPurpose":
+		return ec.fieldContext_TreasuryGas_byPurpose(ctx, field)
+	case "feesCollectedUsd":
+		return ec.fieldContext_TreasuryGas_feesCollectedUsd(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TreasuryGas", field.Name)
+}
+
 func (ec *executionContext) childFields_TreasuryInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "feeRate":
@@ -5774,6 +5882,8 @@ func (ec *executionContext) childFields_TreasuryWallet(ctx context.Context, fiel
 		return ec.fieldContext_TreasuryWallet_balance(ctx, field)
 	case "status":
 		return ec.fieldContext_TreasuryWallet_status(ctx, field)
+	case "gas":
+		return ec.fieldContext_TreasuryWallet_gas(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TreasuryWallet", field.Name)
 }
@@ -9992,6 +10102,52 @@ func (ec *executionContext) _Endpoint_value(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Endpoint_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Endpoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _GasByPurpose_purpose(ctx context.Context, field graphql.CollectedField, obj *model.GasByPurpose) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GasByPurpose_purpose(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Purpose, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GasByPurpose_purpose(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GasByPurpose", field, false, false, "String")
+}
+
+func (ec *executionContext) _GasByPurpose_total(ctx context.Context, field graphql.CollectedField, obj *model.GasByPurpose) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GasByPurpose_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GasByPurpose_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GasByPurpose", field, false, false, "Decimal")
 }
 
 func (ec *executionContext) _IdentityVerificationStart_verificationId(ctx context.Context, field graphql.CollectedField, obj *model.IdentityVerificationStart) (ret graphql.Marshaler) {
@@ -18497,6 +18653,176 @@ func (ec *executionContext) fieldContext_TransferEdge_cursor(_ context.Context, 
 	return graphql.NewScalarFieldContext("TransferEdge", field, false, false, "Cursor")
 }
 
+func (ec *executionContext) _TreasuryGas_token(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "String")
+}
+
+func (ec *executionContext) _TreasuryGas_transactions(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_transactions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transactions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_transactions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TreasuryGas_fees(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_fees(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fees, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_fees(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryGas_rent(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_rent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_rent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryGas_total(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _TreasuryGas_byPurpose(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_byPurpose(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ByPurpose, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.GasByPurpose) graphql.Marshaler {
+			return ec.marshalNGasByPurpose2ᚕᚖagentpayᚋgraphᚋmodelᚐGasByPurposeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_byPurpose(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TreasuryGas",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GasByPurpose(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TreasuryGas_feesCollectedUsd(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryGas) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryGas_feesCollectedUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FeesCollectedUsd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryGas_feesCollectedUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TreasuryGas", field, false, false, "Decimal")
+}
+
 func (ec *executionContext) _TreasuryInfo_feeRate(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18711,6 +19037,38 @@ func (ec *executionContext) _TreasuryWallet_status(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_TreasuryWallet_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+}
+
+func (ec *executionContext) _TreasuryWallet_gas(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TreasuryWallet_gas(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Gas, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TreasuryGas) graphql.Marshaler {
+			return ec.marshalNTreasuryGas2ᚖagentpayᚋgraphᚋmodelᚐTreasuryGas(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TreasuryWallet_gas(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TreasuryWallet",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TreasuryGas(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _TrustAction_action(ctx context.Context, field graphql.CollectedField, obj *model.TrustAction) (ret graphql.Marshaler) {
@@ -25329,6 +25687,44 @@ func (ec *executionContext) _Endpoint(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var gasByPurposeImplementors = []string{"GasByPurpose"}
+
+func (ec *executionContext) _GasByPurpose(ctx context.Context, sel ast.SelectionSet, obj *model.GasByPurpose) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gasByPurposeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GasByPurpose")
+		case "purpose":
+			out.Values[i] = ec._GasByPurpose_purpose(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._GasByPurpose_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var identityVerificationStartImplementors = []string{"IdentityVerificationStart"}
 
 func (ec *executionContext) _IdentityVerificationStart(ctx context.Context, sel ast.SelectionSet, obj *model.IdentityVerificationStart) graphql.Marshaler {
@@ -27928,6 +28324,69 @@ func (ec *executionContext) _TransferEdge(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var treasuryGasImplementors = []string{"TreasuryGas"}
+
+func (ec *executionContext) _TreasuryGas(ctx context.Context, sel ast.SelectionSet, obj *model.TreasuryGas) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, treasuryGasImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TreasuryGas")
+		case "token":
+			out.Values[i] = ec._TreasuryGas_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transactions":
+			out.Values[i] = ec._TreasuryGas_transactions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fees":
+			out.Values[i] = ec._TreasuryGas_fees(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rent":
+			out.Values[i] = ec._TreasuryGas_rent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._TreasuryGas_total(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "byPurpose":
+			out.Values[i] = ec._TreasuryGas_byPurpose(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "feesCollectedUsd":
+			out.Values[i] = ec._TreasuryGas_feesCollectedUsd(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var treasuryInfoImplementors = []string{"TreasuryInfo"}
 
 func (ec *executionContext) _TreasuryInfo(ctx context.Context, sel ast.SelectionSet, obj *model.TreasuryInfo) graphql.Marshaler {
@@ -28009,6 +28468,11 @@ func (ec *executionContext) _TreasuryWallet(ctx context.Context, sel ast.Selecti
 			}
 		case "status":
 			out.Values[i] = ec._TreasuryWallet_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "gas":
+			out.Values[i] = ec._TreasuryWallet_gas(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -29901,6 +30365,30 @@ func (ec *executionContext) marshalNEndpoint2ᚖagentpayᚋgraphᚋmodelᚐEndpo
 	return ec._Endpoint(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNGasByPurpose2ᚕᚖagentpayᚋgraphᚋmodelᚐGasByPurposeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.GasByPurpose) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGasByPurpose2ᚖagentpayᚋgraphᚋmodelᚐGasByPurpose(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNGasByPurpose2ᚖagentpayᚋgraphᚋmodelᚐGasByPurpose(ctx context.Context, sel ast.SelectionSet, v *model.GasByPurpose) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "GasByPurpose!")
+		return graphql.Null
+	}
+	return ec._GasByPurpose(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx context.Context, v any) (uuid.UUID, error) {
 	res, err := graphql.UnmarshalUUID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -30532,6 +31020,14 @@ func (ec *executionContext) unmarshalNTransferStatus2agentpayᚋentᚋtransfer�
 
 func (ec *executionContext) marshalNTransferStatus2agentpayᚋentᚋtransferᚐStatus(ctx context.Context, sel ast.SelectionSet, v transfer.Status) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNTreasuryGas2ᚖagentpayᚋgraphᚋmodelᚐTreasuryGas(ctx context.Context, sel ast.SelectionSet, v *model.TreasuryGas) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TreasuryGas!")
+		return graphql.Null
+	}
+	return ec._TreasuryGas(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTreasuryInfo2ᚖagentpayᚋgraphᚋmodelᚐTreasuryInfo(ctx context.Context, sel ast.SelectionSet, v *model.TreasuryInfo) graphql.Marshaler {

@@ -238,6 +238,19 @@ type treasuryWalletBody struct {
 	// Balance is null when Status is "unavailable".
 	Balance *Amount `json:"balance"`
 	Status  string  `json:"status"`
+	// Gas is what the treasury paid for this chain's transactions, in its
+	// native token, next to the send fees it collected there.
+	Gas treasuryGasBody `json:"gas"`
+}
+
+type treasuryGasBody struct {
+	Token            string            `json:"token"`
+	Transactions     int64             `json:"transactions"`
+	Fees             Amount            `json:"fees"`
+	Rent             Amount            `json:"rent"`
+	Total            Amount            `json:"total"`
+	ByPurpose        map[string]Amount `json:"by_purpose"`
+	FeesCollectedUSD Amount            `json:"fees_collected_usd"`
 }
 
 type treasuryBody struct {
@@ -265,7 +278,19 @@ func (s *server) treasury(w http.ResponseWriter, r *http.Request) {
 		Message:               t.Message,
 	}
 	for _, tw := range t.Wallets {
-		wb := treasuryWalletBody{Chain: string(tw.Chain), Address: tw.Address, Token: tw.Token, Status: tw.Status}
+		wb := treasuryWalletBody{Chain: string(tw.Chain), Address: tw.Address, Token: tw.Token, Status: tw.Status,
+			Gas: treasuryGasBody{
+				Token:            tw.Gas.Native,
+				Transactions:     tw.Gas.Transactions,
+				Fees:             Amount{tw.Gas.Fees},
+				Rent:             Amount{tw.Gas.Rent},
+				Total:            Amount{tw.Gas.Fees.Add(tw.Gas.Rent)},
+				ByPurpose:        make(map[string]Amount, len(tw.Gas.ByPurpose)),
+				FeesCollectedUSD: Amount{tw.Gas.SendFees},
+			}}
+		for purpose, v := range tw.Gas.ByPurpose {
+			wb.Gas.ByPurpose[purpose] = Amount{v}
+		}
 		if tw.Status == agentpay.TreasuryBalanceOK {
 			wb.Balance = &Amount{tw.Balance}
 		}

@@ -15,6 +15,7 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/transfer"
 	"agentpay/internal/testenv"
 )
@@ -233,6 +234,27 @@ func TestStatsAndTreasury(t *testing.T) {
 	assertGolden(t, "agents_stats", resp.Body, nil)
 	require.Contains(t, string(resp.Body), `"total_fees_usd":0.055123`, "amounts are exact JSON numbers")
 
+	// What the gas tally recorded (gas.go), in the agents' mode: a base
+	// send's two legs, and a solana send that opened a token account.
+	ctx := context.Background()
+	for _, g := range []struct {
+		chain, hash, purpose string
+		fee, rent            int64
+		decimals             int32
+	}{
+		{"base", "0x01", agentpay.GasPurposeSend, 1_234_567_890_123, 0, 18},
+		{"base", "0x02", agentpay.GasPurposeSendFee, 1_000_000_000_000, 0, 18},
+		{"solana", "sig1", agentpay.GasPurposeSend, 5_000, 2_039_280, 9},
+		{"base", "0x03", agentpay.GasPurposeSweep, 7, 0, 18}, // test mode: not the agents'
+	} {
+		mode := gasspend.ModeLive
+		if g.purpose == agentpay.GasPurposeSweep {
+			mode = gasspend.ModeTest
+		}
+		api.DB.Ent.GasSpend.Create().SetChain(g.chain).SetMode(mode).SetTxHash(g.hash).SetPurpose(g.purpose).
+			SetFee(g.fee).SetRent(g.rent).SetDecimals(g.decimals).ExecX(ctx)
+	}
+
 	// No chain configured: the balances say unavailable, the rest answers.
 	resp = api.do(http.MethodGet, "/agents/treasury", nil, nil)
 	require.Equal(t, http.StatusOK, resp.Status)
@@ -244,6 +266,8 @@ func TestStatsAndTreasury(t *testing.T) {
 		require.Equal(t, "unavailable", w.(map[string]any)["status"])
 		require.Nil(t, w.(map[string]any)["balance"])
 	}
+	require.Contains(t, string(resp.Body), `"gas":{"token":"ETH","transactions":2,"fees":0.000002234567890123,"rent":0,"total":0.000002234567890123,"by_purpose":{"send":0.000001234567890123,"send_fee":0.000001},"fees_collected_usd":0.055123}`)
+	require.Contains(t, string(resp.Body), `"gas":{"token":"SOL","transactions":1,"fees":0.000005,"rent":0.00203928,"total":0.00204428,"by_purpose":{"send":0.00204428},"fees_collected_usd":0}`)
 }
 
 // TestTreasuryBalancesFromChains reads the treasury's USDC on a Base and a

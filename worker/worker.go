@@ -2,8 +2,8 @@
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, e-mail (send_mail), settlement,
 // transfer reconciliation, session expiry (with the end of ended sessions'
-// deposit watches), card purchases (cards_tick: expiry, issue, returns) and
-// the pruning of expired signature challenges and
+// deposit watches), card purchases (cards_tick: expiry, issue, returns), the
+// gas ledger (tally_gas) and the pruning of expired signature challenges and
 // idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
 // that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
@@ -134,6 +134,7 @@ func New(cfg Config) (*Worker, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &scanChainWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
+	river.AddWorker(workers, &tallyGasWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service, obs: obs})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 	addPruneWorkers(workers, cfg.Service)
@@ -144,7 +145,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(

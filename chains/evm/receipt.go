@@ -158,3 +158,13 @@ func (l *Ledger) TxFee(ctx context.Context, txHash string) (*big.Int, int32, err
 	}
 	return new(big.Int).Mul(new(big.Int).SetUint64(rc.GasUsed), rc.EffectiveGasPrice), 18, nil
 }
+
+// TxCost is TxFee as a chains.TxCost: an EVM transaction costs its fee
+// payer gas only (no rent).
+func (l *Ledger) TxCost(ctx context.Context, txHash string) (chains.TxCost, error) {
+	fee, decimals, err := l.TxFee(ctx, txHash)
+	if err != nil {
+		return chains.TxCost{}, err
+	}
+	return chains.TxCost{Fee: fee, Rent: new(big.Int), Decimals: decimals}, nil
+}

@@ -204,3 +204,25 @@ func (l *Ledger) TxFee(ctx context.Context, txHash string) (*big.Int, int32, err
 	}
 	return new(big.Int).SetUint64(tx.Meta.Fee), 9, nil
 }
+
+// TxCost reads what the transaction cost its fee payer (the first account,
+// the treasury for every transaction this ledger sends): the fee, and as
+// rent whatever else left the payer's lamports (the rent-exempt deposit of
+// a recipient's new token account; negative when a closed account's rent
+// came back to it).
+func (l *Ledger) TxCost(ctx context.Context, txHash string) (chains.TxCost, error) {
+	sig, err := solana.SignatureFromBase58(txHash)
+	if err != nil {
+		return chains.TxCost{}, fmt.Errorf("solana: bad signature %q: %w", txHash, err)
+	}
+	tx, err := getTransaction(ctx, l.rpc, sig, rpc.CommitmentConfirmed)
+	if err != nil {
+		return chains.TxCost{}, fmt.Errorf("solana: get transaction: %w", err)
+	}
+	if tx == nil || tx.Meta == nil || len(tx.Meta.PreBalances) == 0 || len(tx.Meta.PostBalances) == 0 {
+		return chains.TxCost{}, fmt.Errorf("solana: transaction %s has no meta", txHash)
+	}
+	fee := new(big.Int).SetUint64(tx.Meta.Fee)
+	spent := new(big.Int).Sub(new(big.Int).SetUint64(tx.Meta.PreBalances[0]), new(big.Int).SetUint64(tx.Meta.PostBalances[0]))
+	return chains.TxCost{Fee: fee, Rent: spent.Sub(spent, fee), Decimals: 9}, nil
+}

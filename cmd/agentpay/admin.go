@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"text/tabwriter"
 	"time"
 
 	"agentpay/internal/vault"
@@ -20,6 +23,7 @@ const adminUsage = `usage: agentpay admin <command> [arguments]
 commands:
   deactivate-merchant ID   every merchant API call with the merchant's keys then answers 403
   reactivate-merchant ID   undo deactivate-merchant
+  gas                      what the treasury paid for transactions, per chain and mode, next to the fees it collected
 `
 
 var errAdminUsage = errors.New("admin: bad usage")
@@ -41,6 +45,8 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 	case "deactivate-merchant":
 	case "reactivate-merchant":
 		active = true
+	case "gas":
+		return runAdminGas(ctx, cfg, logger, args[1:], stdout)
 	default:
 		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
@@ -54,24 +60,11 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		return fmt.Errorf("%s: %q is not a merchant id (a UUID)", args[0], args[1])
 	}
 
-	// These commands touch no sealed data, so they do not need the real
-	// MASTER_KEY; without one, a throwaway key satisfies the service.
-	key := cfg.MasterKey
-	if key == nil {
-		if key, err = vault.GenerateMasterKey(); err != nil {
-			return err
-		}
-	}
-	p, err := openPlatform(ctx, cfg, key)
+	svc, closeDB, err := adminService(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer p.db.Close()
-	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
-		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL)})
-	if err != nil {
-		return err
-	}
+	defer closeDB()
 	before, err := svc.MerchantByID(ctx, id)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", args[0], id, err)
@@ -96,5 +89,72 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		fmt.Fprintf(stdout, "merchant %s (%s) deactivated at %s: its API calls now answer 403\n", m.ID, m.Name, m.DeactivatedAt.UTC().Format(time.RFC3339))
 	}
 	logger.Info("admin", "command", args[0], "merchant", m.ID, "active", m.Active)
+	return nil
+}
+
+// adminService builds the service the admin commands use, on the
+// configured database. These commands touch no sealed data, so they do not
+// need the real MASTER_KEY; without one, a throwaway key satisfies the
+// service.
+func adminService(ctx context.Context, cfg config, logger *slog.Logger) (*agentpay.Service, func(), error) {
+	key := cfg.MasterKey
+	if key == nil {
+		var err error
+		if key, err = vault.GenerateMasterKey(); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := agentpay.NewService(agentpay.Config{DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
+		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL)})
+	if err != nil {
+		p.db.Close()
+		return nil, nil, err
+	}
+	return svc, func() { p.db.Close() }, nil
+}
+
+// runAdminGas prints the gas ledger (agentpay's gas.go): per mode and
+// chain, what the treasury paid for transactions in the chain's native
+// token, split by purpose, next to the fees it collected there in USDC.
+func runAdminGas(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		fmt.Fprint(stdout, adminUsage)
+		return fmt.Errorf("%w: gas takes no arguments", errAdminUsage)
+	}
+	svc, closeDB, err := adminService(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	reports, err := svc.GasReports(ctx)
+	if err != nil {
+		return err
+	}
+	if len(reports) == 0 {
+		fmt.Fprintln(stdout, "no gas recorded yet")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tCHAIN\tTXS\tGAS FEES\tRENT\tGAS TOTAL\tSEND FEES (USDC)\tSETTLEMENT FEES (USDC)")
+	for _, r := range reports {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s %s\t%s %s\t%s %s\t%s\t%s\n", r.Mode, r.Chain, r.Transactions,
+			r.Fees, r.Native, r.Rent, r.Native, r.Fees.Add(r.Rent), r.Native, r.SendFees.StringFixed(6), r.SettlementFees.StringFixed(6))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range reports {
+		if len(r.ByPurpose) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "\n%s %s by purpose:\n", r.Mode, r.Chain)
+		for _, purpose := range slices.Sorted(maps.Keys(r.ByPurpose)) {
+			fmt.Fprintf(stdout, "  %-13s %s %s\n", purpose, r.ByPurpose[purpose], r.Native)
+		}
+	}
 	return nil
 }

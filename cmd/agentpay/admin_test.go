@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"agentpay/ent/gasspend"
 	"agentpay/internal/vault"
 
 	"github.com/google/uuid"
@@ -77,4 +78,51 @@ func TestAdminDeactivateMerchant(t *testing.T) {
 		require.Error(t, run(ctx, args, getenv, &out, os.Stderr), "%v", args)
 	}
 	require.NoError(t, p.db.Close())
+}
+
+// TestAdminGas prints the gas ledger per mode and chain with its split by
+// purpose, from what the gas tally recorded.
+func TestAdminGas(t *testing.T) {
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"DATA_DIR": dataDir, "LOG_LEVEL": "error"}
+	getenv := func(k string) string { return env[k] }
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"migrate"}, getenv, &out, os.Stderr))
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "gas"}, getenv, &out, os.Stderr))
+	require.Equal(t, "no gas recorded yet\n", out.String())
+
+	cfg, err := loadConfig(getenv)
+	require.NoError(t, err)
+	key, err := vault.GenerateMasterKey()
+	require.NoError(t, err)
+	p, err := openPlatform(ctx, cfg, key)
+	require.NoError(t, err)
+	for _, g := range []struct {
+		mode                 gasspend.Mode
+		chain, hash, purpose string
+		fee, rent            int64
+		decimals             int32
+	}{
+		{gasspend.ModeLive, "base", "0x01", agentpay.GasPurposeSweep, 2_000_000_000_000, 0, 18},
+		{gasspend.ModeLive, "base", "0x02", agentpay.GasPurposePayout, 1_500_000_000_000, 0, 18},
+		{gasspend.ModeLive, "solana", "s1", agentpay.GasPurposeRefund, 5_000, 2_039_280, 9},
+		{gasspend.ModeLive, "solana", "s2", agentpay.GasPurposeClose, 5_000, -2_039_280, 9},
+	} {
+		p.db.Ent.GasSpend.Create().SetMode(g.mode).SetChain(g.chain).SetTxHash(g.hash).SetPurpose(g.purpose).
+			SetFee(g.fee).SetRent(g.rent).SetDecimals(g.decimals).ExecX(ctx)
+	}
+	require.NoError(t, p.db.Close())
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "gas"}, getenv, &out, os.Stderr))
+	got := out.String()
+	require.Regexp(t, `(?m)^live\s+base\s+2\s+0\.0000035 ETH\s+0 ETH\s+0\.0000035 ETH\s+0\.000000\s+0\.000000$`, got)
+	require.Regexp(t, `(?m)^live\s+solana\s+2\s+0\.00001 SOL\s+0 SOL\s+0\.00001 SOL`, got)
+	require.Contains(t, got, "live base by purpose:\n  payout        0.0000015 ETH\n  sweep         0.000002 ETH\n")
+	require.Contains(t, got, "  close         -0.00203428 SOL\n  refund        0.00204428 SOL\n")
+
+	require.Error(t, run(ctx, []string{"admin", "gas", "extra"}, getenv, &out, os.Stderr))
 }

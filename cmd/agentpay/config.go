@@ -51,7 +51,10 @@ type config struct {
 	// WithdrawalLimit and WithdrawalDailyLimit bound human users'
 	// withdrawals (WITHDRAWAL_LIMIT_USD, WITHDRAWAL_DAILY_LIMIT_USD).
 	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
-	WebhookRetryDelays                    []time.Duration
+	// SendMinimums is SEND_MINIMUM_USD: the smallest send per chain where
+	// the operator raises it above 0.01 (docs/money.md#the-send-policy).
+	SendMinimums       map[chains.Name]decimal.Decimal
+	WebhookRetryDelays []time.Duration
 	// WebhookAllowPrivate is WEBHOOK_ALLOW_PRIVATE, nil when unset: see
 	// webhookAllowPrivate for the default.
 	WebhookAllowPrivate        *bool
@@ -146,6 +149,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SignInRateLimit:      p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
 		SignInEmailLimit:     p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
 		WithdrawalLimit:      p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
+		SendMinimums:         p.sendMinimums("SEND_MINIMUM_USD"),
 		WithdrawalDailyLimit: p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),
 		IPRateLimit:          p.nonNegativeInt("IP_RATE_LIMIT", 600),
 		AuthCacheTTL:         p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
@@ -382,6 +386,36 @@ func (p *envParser) positiveUSD(name string, def decimal.Decimal) decimal.Decima
 		return def
 	}
 	return d
+}
+
+// sendMinimums reads chain=amount pairs, comma-separated
+// ("base=0.50,solana=0.05"): each chain an agents' chain named once, each
+// amount of USD at least 0.01 with at most 6 decimals.
+func (p *envParser) sendMinimums(name string) map[chains.Name]decimal.Decimal {
+	v := p.str(name, "")
+	if v == "" {
+		return nil
+	}
+	out := map[chains.Name]decimal.Decimal{}
+	for _, pair := range strings.Split(v, ",") {
+		chainName, amount, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		chain, err := chains.ParseName(strings.TrimSpace(chainName))
+		if !ok || err != nil {
+			p.fail(name, "must be chain=amount pairs separated by commas (base=0.50,solana=0.05), got %q", pair)
+			return nil
+		}
+		if _, dup := out[chain]; dup {
+			p.fail(name, "names %s twice", chain)
+			return nil
+		}
+		d, err := agentpay.ParseAmount(name, strings.TrimSpace(amount))
+		if err != nil || d.LessThan(agentpay.MinSendUSD) || !d.Equal(d.Round(6)) {
+			p.fail(name, "%s: must be an amount of USD of at least %s with at most 6 decimals, got %q", chain, agentpay.MinSendUSD, amount)
+			return nil
+		}
+		out[chain] = d
+	}
+	return out
 }
 
 func (p *envParser) positiveUint(name string, def uint64) uint64 {

@@ -134,6 +134,11 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"WITHDRAWAL_LIMIT_USD", "lots"},
 		{"WITHDRAWAL_DAILY_LIMIT_USD", "-5"},
 		{"WITHDRAWAL_DAILY_LIMIT_USD", "0.0000001"},
+		{"SEND_MINIMUM_USD", "base"},
+		{"SEND_MINIMUM_USD", "tron=1"},
+		{"SEND_MINIMUM_USD", "base=0.001"},
+		{"SEND_MINIMUM_USD", "base=0.5,base=1"},
+		{"SEND_MINIMUM_USD", "solana=0.0000001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -148,6 +153,18 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLoadConfigSendMinimums(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"SEND_MINIMUM_USD": " base=0.50, solana=0.05"}))
+	require.NoError(t, err)
+	require.Len(t, c.SendMinimums, 2)
+	require.Equal(t, "0.5", c.SendMinimums[chains.Base].String())
+	require.Equal(t, "0.05", c.SendMinimums[chains.Solana].String())
+
+	c, err = loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.SendMinimums, "none by default: 0.01 on every chain")
 }
 
 func TestLoadConfigTrustedProxies(t *testing.T) {

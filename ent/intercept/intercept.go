@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
 	"agentpay/ent/identityverification"
@@ -284,6 +285,33 @@ func (f TraverseDepositAddress) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.DepositAddressQuery", q)
+}
+
+// The GasSpendFunc type is an adapter to allow the use of ordinary function as a Querier.
+type GasSpendFunc func(context.Context, *ent.GasSpendQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f GasSpendFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.GasSpendQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.GasSpendQuery", q)
+}
+
+// The TraverseGasSpend type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseGasSpend func(context.Context, *ent.GasSpendQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseGasSpend) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseGasSpend) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.GasSpendQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.GasSpendQuery", q)
 }
 
 // The IdempotencyKeyFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -897,6 +925,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.CheckoutSessionQuery, predicate.CheckoutSession, checkoutsession.OrderOption]{typ: ent.TypeCheckoutSession, tq: q}, nil
 	case *ent.DepositAddressQuery:
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
+	case *ent.GasSpendQuery:
+		return &query[*ent.GasSpendQuery, predicate.GasSpend, gasspend.OrderOption]{typ: ent.TypeGasSpend, tq: q}, nil
 	case *ent.IdempotencyKeyQuery:
 		return &query[*ent.IdempotencyKeyQuery, predicate.IdempotencyKey, idempotencykey.OrderOption]{typ: ent.TypeIdempotencyKey, tq: q}, nil
 	case *ent.IdentityCallbackQuery:

@@ -326,6 +326,37 @@ var (
 			},
 		},
 	}
+	// GasSpendsColumns holds the columns for the "gas_spends" table.
+	GasSpendsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "mode", Type: field.TypeEnum, Enums: []string{"live", "test"}},
+		{Name: "tx_hash", Type: field.TypeString},
+		{Name: "purpose", Type: field.TypeString},
+		{Name: "fee", Type: field.TypeInt64},
+		{Name: "rent", Type: field.TypeInt64, Default: 0},
+		{Name: "decimals", Type: field.TypeInt32},
+	}
+	// GasSpendsTable holds the schema information for the "gas_spends" table.
+	GasSpendsTable = &schema.Table{
+		Name:       "gas_spends",
+		Columns:    GasSpendsColumns,
+		PrimaryKey: []*schema.Column{GasSpendsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "gasspend_chain_tx_hash",
+				Unique:  true,
+				Columns: []*schema.Column{GasSpendsColumns[3], GasSpendsColumns[5]},
+			},
+			{
+				Name:    "gasspend_mode_chain",
+				Unique:  false,
+				Columns: []*schema.Column{GasSpendsColumns[4], GasSpendsColumns[3]},
+			},
+		},
+	}
 	// IdempotencyKeysColumns holds the columns for the "idempotency_keys" table.
 	IdempotencyKeysColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1189,6 +1220,7 @@ var (
 		ChainCursorsTable,
 		CheckoutSessionsTable,
 		DepositAddressesTable,
+		GasSpendsTable,
 		IdempotencyKeysTable,
 		IdentityCallbacksTable,
 		IdentityVerificationsTable,

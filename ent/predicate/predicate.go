@@ -27,6 +27,9 @@ type CheckoutSession func(*sql.Selector)
 // DepositAddress is the predicate function for depositaddress builders.
 type DepositAddress func(*sql.Selector)
 
+// GasSpend is the predicate function for gasspend builders.
+type GasSpend func(*sql.Selector)
+
 // IdempotencyKey is the predicate function for idempotencykey builders.
 type IdempotencyKey func(*sql.Selector)
 

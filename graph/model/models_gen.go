@@ -115,6 +115,12 @@ type Endpoint struct {
 	Value string `json:"value"`
 }
 
+type GasByPurpose struct {
+	// send, send_fee, withdrawal, agent_pay, card_reserve, card_return, sweep, payout, refund or close
+	Purpose string          `json:"purpose"`
+	Total   decimal.Decimal `json:"total"`
+}
+
 // A started identity verification: send the person to url.
 type IdentityVerificationStart struct {
 	VerificationID uuid.UUID `json:"verificationId"`
@@ -397,6 +403,25 @@ type TokenRefInput struct {
 	Token string `json:"token"`
 }
 
+// What the treasury paid for one chain's transactions in the agents' mode
+// (sends, withdrawals, checkout payments, card reservations and returns,
+// sweeps, payouts, refunds), in the chain's native token (docs/money.md#gas).
+type TreasuryGas struct {
+	// The chain's gas token: ETH, SOL, POL
+	Token        string `json:"token"`
+	Transactions int    `json:"transactions"`
+	// Transaction fees, in the native token
+	Fees decimal.Decimal `json:"fees"`
+	// Solana rent for recipients' new token accounts, less rent returned by closed deposit accounts (0 on EVM chains)
+	Rent decimal.Decimal `json:"rent"`
+	// fees + rent
+	Total decimal.Decimal `json:"total"`
+	// total split by purpose
+	ByPurpose []*GasByPurpose `json:"byPurpose"`
+	// The 0.1% send fees collected on this chain, in USDC
+	FeesCollectedUsd decimal.Decimal `json:"feesCollectedUsd"`
+}
+
 type TreasuryInfo struct {
 	// Share of a send routed to the treasury (0.001)
 	FeeRate          decimal.Decimal `json:"feeRate"`
@@ -414,6 +439,8 @@ type TreasuryWallet struct {
 	Balance *decimal.Decimal `json:"balance,omitempty"`
 	// ok, or unavailable
 	Status string `json:"status"`
+	// What the treasury paid for this chain's transactions, next to the send fees it collected there
+	Gas *TreasuryGas `json:"gas"`
 }
 
 type TrustAction struct {
