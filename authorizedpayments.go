@@ -458,7 +458,13 @@ func (s *Service) awaitAuthorizedPayment(ctx context.Context, t *authorizedTarge
 		return out, nil
 	case err != nil:
 		return nil, fmt.Errorf("authorized payment: waiting for %s: %w", txHash, err)
-	case rc.State == chains.TxFailed:
+	}
+	// The treasury paid this transaction's gas, reverted or not; its hash
+	// is kept in no table the gas tally reads (a payment's tx is usually
+	// the payer's), so its cost is recorded now (best effort: a crash here
+	// leaves it out of the gas ledger).
+	s.recordRelayGas(ctx, t.mode, t.ledger, txHash)
+	if rc.State == chains.TxFailed {
 		out.Status = "failed"
 		s.logger.WarnContext(ctx, "authorized payment reverted", "session", t.sess.ExternalID, "tx", txHash, "err", rc.Err)
 		return out, nil

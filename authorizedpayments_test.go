@@ -17,6 +17,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/gasspend"
 	"agentpay/ent/payment"
 	"agentpay/internal/testdb"
 )
@@ -124,6 +125,10 @@ func TestPayWithAuthorization(t *testing.T) {
 	require.Equal(t, res.Payment.ID, again.Payment.ID)
 	require.Equal(t, res.TxHash, again.TxHash)
 	requireDecimal(t, "12.34", e.onChain(t, chains.Base, payTo), "moved once")
+	// The treasury paid the relay's gas: it is in the gas ledger, once.
+	relayed := e.db.Ent.GasSpend.Query().Where(gasspend.TxHash(res.TxHash)).OnlyX(ctx)
+	require.Equal(t, GasPurposeRelay, relayed.Purpose)
+	require.Positive(t, relayed.Fee)
 
 	e.scanUntil(t, func() bool { return e.reloadSession(t, sess).Status == checkoutsession.StatusConfirmed })
 	ps := e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).AllX(ctx)

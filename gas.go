@@ -19,7 +19,8 @@ import (
 // The treasury pays for every transaction the service sends: the two legs
 // of an agent's send (amount and fee), withdrawals, agents' checkout
 // payments, card reservations and returns, sweeps of deposit addresses,
-// merchant payouts, refunds, and on Solana the rent of token accounts it
+// merchant payouts, refunds, payers' authorizations it relays (x402,
+// browser wallets), and on Solana the rent of token accounts it
 // opens for recipients and the closing of emptied deposit accounts. Each
 // such transaction is recorded in its own table (transfers.tx_hash,
 // payments.sweep_tx_hash...) by the transaction that completes what it
@@ -93,6 +94,7 @@ const (
 	GasPurposePayout      = "payout"
 	GasPurposeRefund      = "refund"
 	GasPurposeClose       = "close"
+	GasPurposeRelay       = "relay"
 )
 
 // gasTallyBatch bounds how many transactions of one source a tally reads:
@@ -250,6 +252,14 @@ func (s *Service) saveGas(ctx context.Context, tx gasTx, cost chains.TxCost) err
 		return fmt.Errorf("recording gas of %s %s: %w", tx.chain, tx.hash, err)
 	}
 	return nil
+}
+
+// recordRelayGas records the cost of relaying a payer's signed
+// authorization (authorizedpayments.go). Best effort, like recordCloseGas.
+func (s *Service) recordRelayGas(ctx context.Context, mode Mode, ledger chains.Ledger, hash string) {
+	if _, err := s.recordGas(ctx, gasTx{chain: ledger.Chain(), mode: mode, hash: hash, purpose: GasPurposeRelay}); err != nil {
+		s.logger.WarnContext(ctx, "recording the gas of a relayed authorization", "chain", ledger.Chain(), "tx", hash, "err", err)
+	}
 }
 
 // recordCloseGas records the cost of closing an emptied Solana deposit
