@@ -203,7 +203,7 @@ func openWalletTab(t *testing.T, bctx context.Context, url string, w *testWallet
 
 func visible(t *testing.T, ctx context.Context, id string) bool {
 	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = document.getElementById(` + strconv.Quote(id) + `); return !!e && e.getClientRects().length > 0; })()`))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = document.getElementById(`+strconv.Quote(id)+`); return !!e && e.getClientRects().length > 0; })()`))
 	require.NoError(t, err)
 	return v
 }
