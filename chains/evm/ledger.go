@@ -48,6 +48,9 @@ type Ledger struct {
 	// byRef remembers what this ledger relayed per (source, Ref) for the
 	// life of an authorization, and serialises relays of the same pair.
 	byRef *recent.Transfers[common.Address]
+
+	// domainCache holds the token's EIP-712 name and version (relay.go).
+	domainCache domainCache
 }
 
 var _ chains.Ledger = (*Ledger)(nil)
