@@ -369,12 +369,6 @@ func checkSelectToken(token string) error {
 	return nil
 }
 
-// tokenDomainReader is a ledger whose token takes authorizations a
-// payer's wallet signs (EVM).
-type tokenDomainReader interface {
-	TokenDomain(ctx context.Context) (chains.TokenDomain, error)
-}
-
 // depositInstructions builds the answer for a session's deposit address.
 func (s *Service) depositInstructions(ctx context.Context, sess *ent.CheckoutSession, m *ent.Merchant, da *ent.DepositAddress) (*DepositInstructions, error) {
 	chain := chains.Name(da.Chain)
@@ -406,8 +400,10 @@ func (s *Service) depositInstructions(ctx context.Context, sess *ent.CheckoutSes
 			return nil, fmt.Errorf("ledger of %s does not report its chain id", chain)
 		}
 		d.ChainID = id.ChainID()
-		if r, ok := ledger.(tokenDomainReader); ok {
-			// Without it the page offers the link and QR code only.
+		if r, ok := ledger.(chains.AuthorizationRelayer); ok {
+			// A ledger that relays payer-signed authorizations
+			// (PayWithAuthorization): without the domain the page offers
+			// the link and QR code only.
 			if dom, err := r.TokenDomain(ctx); err == nil {
 				d.TokenDomain = &dom
 			} else {
