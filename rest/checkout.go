@@ -31,6 +31,9 @@ func (s *server) mountCheckoutPageRoutes(r chi.Router) {
 		// An agent pays the session from its wallet (agentcheckout.go):
 		// the agent's key and rate limit, beside the page's per-IP one.
 		r.With(s.requireAgent).Post("/agent-pay", s.agentPay)
+		// A browser wallet's signed authorization, relayed by the
+		// treasury (walletpay.go): the page's per-IP limit.
+		r.Post("/authorization", s.walletPay)
 	})
 }
 

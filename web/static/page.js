@@ -387,7 +387,7 @@
     setWalletError("");
     var from;
     var auth = {
-      chain: p.chain, value: Number(p.value), valid_after: 0,
+      chain: p.chain, to: p.to, value: Number(p.value), valid_after: 0,
       valid_before: Math.floor(Date.now() / 1000) + WALLET_TTL_S,
       nonce: hex(crypto.getRandomValues(new Uint8Array(32)))
     };
@@ -430,6 +430,9 @@
       if (!res.ok) {
         throw new WalletRefusal((res.body && res.body.detail) ? "The payment was not made: " + res.body.detail
           : "The payment was not made. Please try again.");
+      }
+      if (res.body.status === "failed") {
+        throw new WalletRefusal("The network refused the transfer: nothing was paid. Please try again.");
       }
       root.dataset.walletPaid = "true";
       show("wallet-pay", false);
