@@ -456,6 +456,8 @@
       };
     }
     $("wallet-pay-button").addEventListener("click", payWithWallet);
+    // Some wallets inject their provider after the page's scripts ran.
+    window.addEventListener("ethereum#initialized", showWalletPay, { once: true });
   }
 
   // The first paint is the server's; this sets what only the script
