@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,6 +241,18 @@ func TestWalletPayBrowser(t *testing.T) {
 	require.True(t, visible(t, tab, "qr"), "the QR code stays")
 	address, err := chromedp.Run(tab, chromedp.Text(`#address`))
 	require.NoError(t, err)
+	// Looked at, not compared (as the state screenshots): the button on a phone.
+	dir := *screenshots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "wallet-pay-phone.png"), png, 0o644))
+	fits, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+	require.NoError(t, err)
+	require.True(t, fits, "nothing overflows horizontally on a phone")
 
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Click(`#wallet-pay-button`),
