@@ -56,6 +56,12 @@ type DepositInstructions struct {
 	PaymentURI string
 	ExpiresAt  time.Time
 	Status     checkoutsession.Status
+	// TokenDomain is the token's EIP-712 domain, with which a browser
+	// wallet signs a TransferWithAuthorization of AmountUnits to Address
+	// for the service to relay (the payer needs no gas); nil where that is
+	// not offered (Solana, or a token whose domain the ledger could not
+	// establish).
+	TokenDomain *chains.TokenDomain
 }
 
 // CheckoutPage is what the hosted checkout page renders.
@@ -193,7 +199,7 @@ func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string
 		default:
 			// A chain no longer configured shows no instructions rather
 			// than failing the page.
-			if d, err := s.depositInstructions(sess, m, da); err == nil {
+			if d, err := s.depositInstructions(ctx, sess, m, da); err == nil {
 				page.Deposit = d
 			}
 		}
@@ -339,7 +345,7 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 	}
 	s.logger.InfoContext(ctx, "checkout payment method selected", "session", externalID, "chain", name,
 		"address", da.Address, "family", da.ChainFamily, "index", da.DerivationIndex)
-	return s.depositInstructions(updated, m, da)
+	return s.depositInstructions(ctx, updated, m, da)
 }
 
 func parseSelectChain(chain string) (chains.Name, error) {
@@ -364,7 +370,7 @@ func checkSelectToken(token string) error {
 }
 
 // depositInstructions builds the answer for a session's deposit address.
-func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant, da *ent.DepositAddress) (*DepositInstructions, error) {
+func (s *Service) depositInstructions(ctx context.Context, sess *ent.CheckoutSession, m *ent.Merchant, da *ent.DepositAddress) (*DepositInstructions, error) {
 	chain := chains.Name(da.Chain)
 	ledger, err := s.ledger(sessionMode(sess), chain)
 	if err != nil {
@@ -394,6 +400,16 @@ func (s *Service) depositInstructions(sess *ent.CheckoutSession, m *ent.Merchant
 			return nil, fmt.Errorf("ledger of %s does not report its chain id", chain)
 		}
 		d.ChainID = id.ChainID()
+		if r, ok := ledger.(chains.AuthorizationRelayer); ok {
+			// A ledger that relays payer-signed authorizations
+			// (PayWithAuthorization): without the domain the page offers
+			// the link and QR code only.
+			if dom, err := r.TokenDomain(ctx); err == nil {
+				d.TokenDomain = &dom
+			} else {
+				s.logger.WarnContext(ctx, "checkout: no EIP-712 domain for browser wallet payments", "chain", chain, "err", err)
+			}
+		}
 	}
 	d.PaymentURI = s.wallets(chain).PaymentURI(chains.PaymentRequest{
 		ChainID: d.ChainID, Token: d.TokenAddress, Decimals: decimals, To: d.Address, Amount: units,

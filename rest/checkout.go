@@ -33,6 +33,9 @@ func (s *server) mountCheckoutPageRoutes(r chi.Router) {
 		r.With(s.requireAgent).Post("/agent-pay", s.agentPay)
 		// x402: the session's 402 and its settlement (x402.go).
 		r.Get("/x402", s.checkoutX402)
+		// A browser wallet's signed authorization, relayed by the
+		// treasury (walletpay.go): the page's per-IP limit.
+		r.Post("/authorization", s.walletPay)
 	})
 }
 
@@ -83,6 +86,18 @@ type depositResponse struct {
 	PaymentURI      string    `json:"payment_uri"`
 	QRData          string    `json:"qr_data"`
 	ExpiresAt       time.Time `json:"expires_at"`
+	// EIP712Domain is what a browser wallet signs a TransferWithAuthorization
+	// under (POST .../authorization); null on Solana.
+	EIP712Domain *eip712DomainResponse `json:"eip712_domain"`
+}
+
+// eip712DomainResponse is the token's EIP-712 domain as
+// eth_signTypedData_v4 takes it.
+type eip712DomainResponse struct {
+	Name              string `json:"name"`
+	Version           string `json:"version"`
+	ChainID           uint64 `json:"chain_id"`
+	VerifyingContract string `json:"verifying_contract"`
 }
 
 // checkoutStatusResponse is spec 2.7 plus the confirmations.
@@ -241,6 +256,9 @@ func toDepositResponse(externalID string, d *agentpay.DepositInstructions) depos
 	if d.ChainID != 0 {
 		id := d.ChainID
 		out.ChainID = &id
+	}
+	if dom := d.TokenDomain; dom != nil {
+		out.EIP712Domain = &eip712DomainResponse{Name: dom.Name, Version: dom.Version, ChainID: dom.ChainID, VerifyingContract: dom.VerifyingContract}
 	}
 	return out
 }

@@ -128,6 +128,10 @@ type deposit struct {
 	// otherwise refuse in an href.
 	PaymentURI template.URL
 	QR         template.HTML
+	// Domain is the token's EIP-712 domain when a browser wallet may pay
+	// (EVM): the script shows "Pay with browser wallet" only with it and
+	// an EIP-1193 provider (window.ethereum).
+	Domain *chains.TokenDomain
 }
 
 type pageData struct {
@@ -255,6 +259,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 			Decimals:    dep.Decimals,
 			PaymentURI:  template.URL(dep.PaymentURI), // built by the service from addresses and numbers
 			QR:          template.HTML(svg),           // built by QRSVG from numbers only
+			Domain:      dep.TokenDomain,
 		}
 	}
 	var buf bytes.Buffer

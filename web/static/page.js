@@ -148,6 +148,7 @@
     show("overpaid", over);
     if (over) setText("excess", formatMicro(paid - amount));
     show("cancel", wait);
+    showWalletPay();
     var msg = messages[state] || "";
     if (under) msg = "Received " + formatMicro(paid) + " USDC; " + formatMicro(amount - paid) + " USDC still due.";
     if (state === "confirming" && Number(st.confirmations_required) > 0) {
@@ -268,6 +269,11 @@
       $("token").textContent = d.token;
       $("chain-name").textContent = btn.textContent;
       $("wallet-link").setAttribute("href", d.payment_uri);
+      setWalletPay(d.eip712_domain ? {
+        chain: d.chain, label: btn.textContent, to: d.address, value: String(d.amount_base_units),
+        domain: { name: d.eip712_domain.name, version: d.eip712_domain.version,
+          chainId: d.eip712_domain.chain_id, verifyingContract: d.eip712_domain.verifying_contract }
+      } : null);
       $("qr").textContent = "";
       show("choose", false);
       show("pay", true);
@@ -315,6 +321,143 @@
     ta.select();
     try { document.execCommand("copy"); } catch (e) { /* nothing to do */ }
     document.body.removeChild(ta);
+  }
+
+  // Pay with browser wallet (EVM, when an EIP-1193 provider is present):
+  // the wallet signs an EIP-3009 TransferWithAuthorization of exactly the
+  // amount to the deposit address under the token's EIP-712 domain, and
+  // the service relays it (the treasury pays the gas). The typed data is
+  // plain JSON; the wallet does the signing. The payment then shows as
+  // any payment does, through the live status.
+  var payWith = null; // {chain, label, to, value (base units, digits), domain}
+  var walletBusy = false;
+  var WALLET_TTL_S = 600; // how long a signed authorization may be relayed
+  function provider() {
+    var eth = window.ethereum;
+    return eth && typeof eth.request === "function" ? eth : null;
+  }
+  function setWalletPay(p) {
+    payWith = p;
+    setWalletError("");
+    showWalletPay();
+  }
+  function showWalletPay() {
+    // Not while underpaid: the authorization is for the full amount.
+    show("wallet-pay", !!payWith && !!provider() && root.dataset.state === "detecting" && root.dataset.walletPaid !== "true");
+  }
+  function setWalletError(text) {
+    setText("wallet-pay-error", text);
+    show("wallet-pay-error", !!text);
+  }
+  // WalletRefusal is a message for the customer, shown as it is.
+  function WalletRefusal(message) { this.message = message; }
+  function walletMessage(e) {
+    if (e instanceof WalletRefusal) return e.message;
+    var code = e && e.code;
+    if (code === undefined && e && e.data && e.data.originalError) code = e.data.originalError.code;
+    if (code === 4001) return "You declined the request in your wallet. Nothing was paid: try again, or send the amount yourself below.";
+    if (code === -32002) return "Your wallet is already showing a request: open it to continue.";
+    return "Your wallet could not sign the payment" + (e && e.message ? ": " + e.message : ".") + " Nothing was paid.";
+  }
+  function hex(bytes) {
+    var s = "0x";
+    for (var i = 0; i < bytes.length; i++) s += (bytes[i] < 16 ? "0" : "") + bytes[i].toString(16);
+    return s;
+  }
+  function ensureChain(eth, p) {
+    var want = Number(p.domain.chainId);
+    var wrong = new WalletRefusal("Your wallet is on another network. Switch it to " + p.label +
+      " (chain id " + want + ") and try again.");
+    return eth.request({ method: "eth_chainId" }).then(function (id) {
+      if (parseInt(id, 16) === want) return;
+      return eth.request({ method: "wallet_switchEthereumChain", params: [{ chainId: "0x" + want.toString(16) }] })
+        .then(function () { return eth.request({ method: "eth_chainId" }); }, function (e) {
+          if (e && e.code === 4001) throw e;
+          throw wrong;
+        })
+        .then(function (now) { if (parseInt(now, 16) !== want) throw wrong; });
+    });
+  }
+  function payWithWallet() {
+    var eth = provider(), p = payWith;
+    if (!eth || !p || walletBusy) return;
+    walletBusy = true;
+    var btn = $("wallet-pay-button");
+    btn.disabled = true;
+    setWalletError("");
+    var from;
+    var auth = {
+      chain: p.chain, to: p.to, value: Number(p.value), valid_after: 0,
+      valid_before: Math.floor(Date.now() / 1000) + WALLET_TTL_S,
+      nonce: hex(crypto.getRandomValues(new Uint8Array(32)))
+    };
+    eth.request({ method: "eth_requestAccounts" }).then(function (accounts) {
+      if (!accounts || !accounts.length) throw new WalletRefusal("Your wallet shared no account. Unlock it and try again.");
+      from = String(accounts[0]);
+      return ensureChain(eth, p);
+    }).then(function () {
+      var typed = {
+        types: {
+          EIP712Domain: [
+            { name: "name", type: "string" }, { name: "version", type: "string" },
+            { name: "chainId", type: "uint256" }, { name: "verifyingContract", type: "address" }
+          ],
+          TransferWithAuthorization: [
+            { name: "from", type: "address" }, { name: "to", type: "address" }, { name: "value", type: "uint256" },
+            { name: "validAfter", type: "uint256" }, { name: "validBefore", type: "uint256" }, { name: "nonce", type: "bytes32" }
+          ]
+        },
+        primaryType: "TransferWithAuthorization",
+        domain: { name: p.domain.name, version: p.domain.version, chainId: Number(p.domain.chainId), verifyingContract: p.domain.verifyingContract },
+        message: {
+          from: from, to: p.to, value: p.value, validAfter: String(auth.valid_after),
+          validBefore: String(auth.valid_before), nonce: auth.nonce
+        }
+      };
+      return eth.request({ method: "eth_signTypedData_v4", params: [from, JSON.stringify(typed)] });
+    }).then(function (signature) {
+      auth.from = from;
+      auth.signature = String(signature);
+      setText("status-message", "Sending your payment…");
+      return fetch(api + "/authorization", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        body: JSON.stringify(auth)
+      }).then(function (r) {
+        return r.json().then(function (body) { return { ok: r.ok, body: body }; }, function () { return { ok: false, body: null }; });
+      });
+    }).then(function (res) {
+      if (!res.ok) {
+        throw new WalletRefusal((res.body && res.body.detail) ? "The payment was not made: " + res.body.detail
+          : "The payment was not made. Please try again.");
+      }
+      if (res.body.status === "failed") {
+        throw new WalletRefusal("The network refused the transfer: nothing was paid. Please try again.");
+      }
+      root.dataset.walletPaid = "true";
+      show("wallet-pay", false);
+      setText("status-message", "Payment sent from your wallet: waiting for the network…");
+      startPolling();
+    }).catch(function (e) {
+      setWalletError(walletMessage(e));
+      setText("status-message", messages[root.dataset.state] || "");
+    }).then(function () {
+      walletBusy = false;
+      btn.disabled = false;
+    });
+  }
+  var walletBox = $("wallet-pay");
+  if (walletBox) {
+    var wd = walletBox.dataset;
+    if (wd.chainId && wd.domainName) {
+      payWith = {
+        chain: wd.chain, label: $("chain-name").textContent, to: wd.to, value: wd.value,
+        domain: { name: wd.domainName, version: wd.domainVersion, chainId: Number(wd.chainId), verifyingContract: wd.verifyingContract }
+      };
+    }
+    $("wallet-pay-button").addEventListener("click", payWithWallet);
+    // Some wallets inject their provider after the page's scripts ran.
+    window.addEventListener("ethereum#initialized", showWalletPay, { once: true });
   }
 
   // The first paint is the server's; this sets what only the script
