@@ -25,6 +25,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -123,6 +124,7 @@ func checkColumn(t, c string) error {
 			payment.Table:              payment.ValidColumn,
 			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
 			refund.Table:               refund.ValidColumn,
+			settlementbatch.Table:      settlementbatch.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,
 			transfer.Table:             transfer.ValidColumn,
 			user.Table:                 user.ValidColumn,
