@@ -93,27 +93,20 @@ const DefaultSettlementInterval = time.Hour
 // so settlement.completed has a bound; the rest go in the next batch.
 const MaxPaymentsPerBatch = 500
 
+// withDefaults fills in the defaults; idempotent (a negative value, "none",
+// stays negative and reads as zero where it is used).
 func (o SettlementOptions) withDefaults() SettlementOptions {
 	if o.Wait <= 0 {
 		o.Wait = 30 * time.Second
 	}
-	switch {
-	case o.SolanaResendAfter == 0:
+	if o.SolanaResendAfter == 0 {
 		o.SolanaResendAfter = defaultSolanaResendAfter
-	case o.SolanaResendAfter < 0:
-		o.SolanaResendAfter = 0
 	}
-	switch {
-	case o.BatchMinimum.IsZero():
+	if o.BatchMinimum.IsZero() {
 		o.BatchMinimum = DefaultSettlementMinimum
-	case o.BatchMinimum.IsNegative():
-		o.BatchMinimum = decimal.Zero
 	}
-	switch {
-	case o.BatchInterval == 0:
+	if o.BatchInterval == 0 {
 		o.BatchInterval = DefaultSettlementInterval
-	case o.BatchInterval < 0:
-		o.BatchInterval = 0
 	}
 	return o
 }
@@ -291,4 +284,3 @@ func decimalOrString(v string) any {
 func settlementRef(leg string, paymentID uuid.UUID) [32]byte {
 	return sha256.Sum256(append([]byte("agentpay/settlement/"+leg+"/"), paymentID[:]...))
 }
-

@@ -165,7 +165,8 @@ func (s *Service) formBatch(ctx context.Context, opts SettlementOptions, m *ent.
 		return nil, "", fmt.Errorf("settlement batch: %w", err)
 	}
 	decimals := ledger.Decimals()
-	minimum, err := ToBaseUnits("settlement minimum", opts.BatchMinimum, decimals)
+	minimumUSD := decimal.Max(opts.BatchMinimum, decimal.Zero)
+	minimum, err := ToBaseUnits("settlement minimum", minimumUSD, decimals)
 	if err != nil {
 		return nil, "", err
 	}
@@ -241,10 +242,10 @@ func (s *Service) formBatch(ctx context.Context, opts SettlementOptions, m *ent.
 		}
 		total := nets - refunded - carriedIn
 		now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL keeps it
-		dueAt := oldest.Add(opts.BatchInterval)
+		dueAt := oldest.Add(max(opts.BatchInterval, 0))
 		if (!minimum.IsInt64() || total < minimum.Int64()) && now.Before(dueAt) {
 			waiting = fmt.Sprintf("next settlement batch: net %s below the minimum %s until %s",
-				FromBaseUnits(big.NewInt(total), decimals), opts.BatchMinimum, dueAt.Format(time.RFC3339))
+				FromBaseUnits(big.NewInt(total), decimals), minimumUSD, dueAt.Format(time.RFC3339))
 			return nil
 		}
 		net, carriedOut := total, int64(0)
@@ -666,7 +667,7 @@ func oneSession(ps []*ent.Payment) *ent.CheckoutSession {
 //     per-payment shape of before batching);
 //   - settlement_id, totals (gross_usd, fee_usd, refunds_usd,
 //     carried_in_usd, carried_out_usd, net_usd: net = gross - fee - refunds
-//     - carried_in, or 0 with the deficit in carried_out), settlement_type,
+//   - carried_in, or 0 with the deficit in carried_out), settlement_type,
 //     payout_reference, where the payout went, settled_at;
 //   - payments: one line per payment (gross, refunded before the payout,
 //     fee, net); refunds: one negative line per refund netted.
