@@ -23885,7 +23885,7 @@ func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "email", "website", "webhookUrl", "successUrl", "cancelUrl", "settlementType", "settlementAddress", "settlementChain", "acceptedTokens", "brandColor"}
+	fieldsInOrder := [...]string{"name", "email", "website", "webhookUrl", "successUrl", "cancelUrl", "settlementType", "settlementAddress", "settlementChain", "acceptedTokens", "brandColor", "settleHeldPayments"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -23969,6 +23969,13 @@ func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Contex
 				return it, err
 			}
 			it.BrandColor = data
+		case "settleHeldPayments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settleHeldPayments"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SettleHeldPayments = data
 		}
 	}
 	return it, nil
