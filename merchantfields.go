@@ -36,6 +36,10 @@ type MerchantInput struct {
 	// field for the default, USDC on every chain).
 	AcceptedTokens *[]TokenRef
 	BrandColor     *string
+	// SettleHeldPayments: held payments (late, over-, repeat) are paid out
+	// in the next settlement batch like counted ones when true, held until
+	// refunded when false (the default).
+	SettleHeldPayments *bool
 }
 
 // merchantFields is a merchant's editable state, validated as a whole so
@@ -46,6 +50,7 @@ type merchantFields struct {
 	settlementType, settlementAddress, settlementChain      string
 	acceptedTokens                                          []TokenRef
 	brandColor                                              string
+	settleHeldPayments                                      bool
 }
 
 // liveOnlyFields names the fields present in in that only a live key may
@@ -61,7 +66,7 @@ func (in MerchantInput) liveOnlyFields() []string {
 		{"success_url", in.SuccessURL != nil}, {"cancel_url", in.CancelURL != nil},
 		{"settlement_type", in.SettlementType != nil}, {"settlement_address", in.SettlementAddress != nil},
 		{"settlement_chain", in.SettlementChain != nil}, {"accepted_tokens", in.AcceptedTokens != nil},
-		{"brand_color", in.BrandColor != nil},
+		{"brand_color", in.BrandColor != nil}, {"settle_held_payments", in.SettleHeldPayments != nil},
 	} {
 		if f.present {
 			out = append(out, f.name)
@@ -78,6 +83,7 @@ func fieldsOf(m *ent.Merchant, mode Mode) merchantFields {
 		successURL: m.SuccessURL, cancelURL: m.CancelURL,
 		settlementType: string(m.SettlementType), settlementAddress: m.SettlementAddress,
 		settlementChain: m.SettlementChain, acceptedTokens: m.AcceptedTokens, brandColor: m.BrandColor,
+		settleHeldPayments: m.SettleHeldPayments,
 	}
 }
 
@@ -96,6 +102,9 @@ func (f *merchantFields) apply(in MerchantInput, register bool, webhookPrivateOK
 		if in.Email == nil {
 			return Invalid("email", "is required")
 		}
+	}
+	if in.SettleHeldPayments != nil {
+		f.settleHeldPayments = *in.SettleHeldPayments
 	}
 	if in.Name != nil {
 		name := strings.TrimSpace(*in.Name)

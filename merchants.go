@@ -81,6 +81,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 			SetName(f.name).
 			SetEmail(f.email).
 			SetSettlementType(merchant.SettlementType(f.settlementType)).
+			SetSettleHeldPayments(f.settleHeldPayments).
 			SetWebhookSecretEncrypted(sealed).
 			SetTestWebhookURL(f.webhookURL).
 			SetTestWebhookSecretEncrypted(testSealed)
@@ -180,7 +181,8 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 		u := tx.Merchant.UpdateOneID(m.ID).
 			SetName(f.name).
 			SetEmail(f.email).
-			SetSettlementType(merchant.SettlementType(f.settlementType))
+			SetSettlementType(merchant.SettlementType(f.settlementType)).
+			SetSettleHeldPayments(f.settleHeldPayments)
 		setOptional(f, u.SetWebsite, u.SetWebhookURL, u.SetSuccessURL, u.SetCancelURL,
 			u.SetSettlementAddress, u.SetSettlementChain, u.SetBrandColor)
 		if len(f.acceptedTokens) > 0 {

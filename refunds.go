@@ -26,25 +26,29 @@ import (
 // Refunds (docs/money.md#refunds). A merchant returns all or part of a
 // payment to its payer, or to an address it gives, on the payment's chain.
 //
-// What may be refunded: a payment that is final (confirmed) and whose
-// money the service still holds for the merchant: not counted (late,
-// over-, repeat or stray payments, held for refund) or counted with its
-// settlement still pending. Once the payout to the merchant has started
-// the money is the merchant's; refunding it would be the treasury's money
-// (a merchant could be paid twice), so it is refused until settlements can
-// net refunds off the merchant's next payout. A refund never exceeds what
-// was paid less the earlier refunds that have not failed.
+// What may be refunded: a payment that is final (confirmed), whatever its
+// settlement: held (late, over-, repeat or stray payments), counted with its
+// settlement pending, or already in a settlement batch (paid, or being
+// paid). A refund never exceeds what was paid less the earlier refunds
+// that have not failed.
 //
 // The bound holds under concurrency because it is one conditional update
-// of the payment row (refunded_token + amount <= amount_token, settlement
-// not started), made in the transaction that records the refund; the
-// settlement's first broadcast is a conditional update of the same row,
+// of the payment row (refunded_token + amount <= amount_token), made in the
+// transaction that records the refund; a settlement batch claims a payment
+// by a conditional update of the same row (on the refunded_token it read),
 // so the two are ordered and each sees the other.
 //
-// A refund of a counted payment lowers what the merchant is paid: the fee
-// is recomputed on what is left (TransferFee of amount - refunded), and
-// net = amount - refunded - fee; refunded in full, the merchant is paid
-// nothing and the settlement completes without a payout.
+// Before the payout (settlement pending, or held), a refund lowers what the
+// merchant is paid: the fee is recomputed on what is left (TransferFee of
+// amount - refunded), and net = amount - refunded - fee; refunded in full,
+// the merchant is paid nothing for it.
+//
+// After the payout (the payment is in a batch: settlement submitted or
+// completed), the merchant has the money: the treasury advances the refund
+// (after_payout), and once it has completed it is netted off the
+// merchant's next batch on the chain and mode as a negative line; a batch
+// whose net would go negative pays nothing and carries the deficit over
+// (settlement.go). The fee of the payout is not returned.
 //
 // The refund goes out of the treasury on the payment's chain, gasless for
 // the merchant and the payer (the treasury relays and pays gas, as for a
@@ -222,13 +226,12 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 		return nil, Invalid("address", "%s is not an address on %s: %v", to, p.Chain, err)
 	}
 
-	// The bound and the settlement state, checked and taken in one
-	// conditional update (see the package note above).
+	// The bound, checked and taken in one conditional update (see the
+	// package note above).
 	n, err := tx.Payment.Update().
 		Where(
 			payment.ID(p.ID),
 			payment.StatusEQ(payment.StatusConfirmed),
-			payment.Or(payment.SettlementStatusIsNil(), payment.SettlementStatusEQ(payment.SettlementStatusPending)),
 			func(sel *entsql.Selector) {
 				sel.Where(entsql.P(func(b *entsql.Builder) {
 					b.WriteString(sel.C(payment.FieldRefundedToken)).WriteString(" + ").Arg(units).
@@ -243,11 +246,15 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 		return nil, fmt.Errorf("reserving the refund on payment %s: %w", p.ExternalID, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: payment %s changed while refunding (its payout started, or another refund took what was left); read it and try again", ErrConflict, p.ExternalID)
+		return nil, fmt.Errorf("%w: payment %s changed while refunding (another refund took what was left); read it and try again", ErrConflict, p.ExternalID)
 	}
+	// Read after the update, which holds the payment's row: a batch that
+	// claimed it first is seen here, one that claims it later sees this
+	// refund.
 	if p, err = tx.Payment.Get(ctx, p.ID); err != nil {
 		return nil, err
 	}
+	afterPayout := p.SettlementBatchID != nil
 	// Counted after the update above, which holds the payment's row: two
 	// refunds of one payment count one after the other.
 	if n, err := tx.Refund.Query().Where(refund.PaymentID(p.ID)).Count(ctx); err != nil {
@@ -274,7 +281,8 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 		SetAmountUsd(FromBaseUnits(big.NewInt(units), decimals)).
 		SetToAddress(to).
 		SetReason(in.Reason).
-		SetRequestHash(fingerprint)
+		SetRequestHash(fingerprint).
+		SetAfterPayout(afterPayout)
 	if in.IdempotencyKey != "" {
 		create.SetIdempotencyKey(in.IdempotencyKey)
 	}
@@ -316,7 +324,7 @@ func refundablePayment(ctx context.Context, tx *ent.Tx, sess *ent.CheckoutSessio
 	} else {
 		var open []string
 		for _, c := range ps {
-			if c.Status == payment.StatusConfirmed && c.RefundedToken < c.AmountToken && refundableSettlement(c) {
+			if c.Status == payment.StatusConfirmed && c.RefundedToken < c.AmountToken {
 				p = c
 				open = append(open, c.ExternalID)
 			}
@@ -332,30 +340,23 @@ func refundablePayment(ctx context.Context, tx *ent.Tx, sess *ent.CheckoutSessio
 			return nil, Invalid("payment_id", "session %s has %d refundable payments (%s): name one", sess.ExternalID, len(open), strings.Join(open, ", "))
 		}
 	}
-	switch {
-	case p.Status != payment.StatusConfirmed:
+	if p.Status != payment.StatusConfirmed {
 		return nil, fmt.Errorf("%w: payment %s is %s, not final yet: it can be refunded once confirmed", ErrConflict, p.ExternalID, p.Status)
-	case !refundableSettlement(p):
-		return nil, fmt.Errorf("%w: payment %s was paid out to the merchant (settlement %s): refunds after payout are not supported", ErrConflict, p.ExternalID, *p.SettlementStatus)
 	}
 	return p, nil
 }
 
-// refundableSettlement: the service still holds the payment's money.
-func refundableSettlement(p *ent.Payment) bool {
-	return p.SettlementStatus == nil || *p.SettlementStatus == payment.SettlementStatusPending
-}
-
 // resettle recomputes a pending settlement's fee and net after the
-// payment's refunded amount changed.
+// payment's refunded amount changed; a payment in a batch keeps what the
+// batch paid (a refund after the payout is netted off the next batch).
 func resettle(ctx context.Context, tx *ent.Tx, p *ent.Payment) error {
-	if p.SettlementStatus == nil || *p.SettlementStatus != payment.SettlementStatusPending {
+	if p.SettlementStatus == nil || *p.SettlementStatus != payment.SettlementStatusPending || p.SettlementBatchID != nil {
 		return nil
 	}
 	left := p.AmountToken - p.RefundedToken
 	fee := TransferFee(left)
 	_, err := tx.Payment.Update().
-		Where(payment.ID(p.ID), payment.SettlementStatusEQ(payment.SettlementStatusPending)).
+		Where(payment.ID(p.ID), payment.SettlementStatusEQ(payment.SettlementStatusPending), payment.SettlementBatchIDIsNil()).
 		SetSettlementFee(fee).
 		SetSettlementNet(left - fee).
 		Save(ctx)

@@ -184,11 +184,15 @@ func TestRefundRefusals(t *testing.T) {
 	f.send(t, out.Refund)
 	require.Equal(t, int64(1_000_000), f.balance(t, to))
 
-	// Once the payout has started, the money is the merchant's.
+	// After the payout, a refund is advanced and netted off the next
+	// batch (TestSettlementBatchNetsRefundAfterPayout); still bounded by
+	// what is left.
 	require.True(t, f.settle(t).Done)
-	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("1")})
-	require.ErrorIs(t, err, ErrConflict)
-	require.Contains(t, err.Error(), "paid out")
+	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("6.250001")})
+	require.True(t, IsValidation(err), "%v", err)
+	out, err = f.refund(t, RefundInput{AmountUSD: usdAmount("1")})
+	require.NoError(t, err)
+	require.True(t, out.Refund.AfterPayout)
 }
 
 // The same Idempotency-Key answers the same refund; another request under

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,55 +13,100 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
-	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
 	"agentpay/internal/jobs"
 )
 
-// Settlement (design.md section 3): once a session is confirmed, each of
-// its counting payments (confirmed, not late) is paid out to the merchant
-// by the settle_payment job, in three steps:
+// Settlement (design.md section 3, docs/money.md#settlement). Once a
+// session is confirmed, each of its counting payments (confirmed, not late)
+// is marked pending with its fee and net, and settled in two steps:
 //
-//  1. sweep: the deposit address sends the payment's tokens to the treasury
-//     on the chain it was paid on (the treasury relays and pays gas);
-//  2. payout: crypto_usdc: the treasury sends net = gross - fee to the
-//     merchant's settlement_address on settlement_chain (default: the paid
-//     chain), out of treasury liquidity; fiat_pix: the payout provider of
-//     the session's mode pays net, converted at its FX rate;
-//  3. complete: settlement_status completed and settlement.completed
-//     (gross, fee, net, payout reference) in one transaction.
+//  1. sweep, per payment (settle_payment): the deposit address sends the
+//     payment's tokens to the treasury on the chain it was paid on (the
+//     treasury relays and pays gas); every address must be emptied;
+//  2. payout, per batch (settle_batch): a settlement batch covers every
+//     swept, counted, unpaid payment of one merchant on one chain in one
+//     mode (at most MaxPaymentsPerBatch), and is paid in one transfer:
+//     crypto_usdc: the treasury sends the batch's net to the merchant's
+//     settlement_address on settlement_chain (default: the paid chain);
+//     fiat_pix: the payout provider of the mode pays it, converted at its
+//     FX rate. settlement.completed lists the payments it covers.
 //
-// The fee is the treasury's 0.1% (TransferFee), which pays the gas of the
-// sweep and the payout.
+// A batch is formed when its net reaches SettlementOptions.BatchMinimum, or
+// when its oldest payment has waited BatchInterval since it was swept, so
+// a 0.50 payment does not cost a payout transfer of its own.
 //
-// Nothing is paid twice, whatever crashes: each on-chain leg is a chainLeg
-// (chainlegs.go) with a fixed ref derived from the payment id. A fiat
-// payout's idempotency key is the payment id. The step that completes is a
-// conditional update, so settlement.completed is recorded once.
+// The fee is the treasury's 0.1% (TransferFee) per payment, which pays the
+// gas of the sweeps and the payout.
+//
+// A batch's net: the payments' nets (amount less refunds before the
+// payout, less the fee on what is left), less the refunds made after an
+// earlier payout (refunds.go: the treasury advanced them) that have
+// completed since, less the deficit the previous batch carried. A net
+// below zero is never paid: the batch completes with nothing to pay and
+// carries the deficit into the next one (carried_out, carried_in).
+//
+// Held payments (late, over-, repeat: swept but not counted) are paid in
+// the next batch like counted payments when the merchant's
+// settle_held_payments is on; else they are held until refunded.
+//
+// Nothing is paid twice, whatever crashes: a sweep is a chainLeg
+// (chainlegs.go) with a fixed ref derived from the payment id, a payout one
+// with a fixed ref derived from the batch id; a fiat payout's idempotency
+// key is the batch id. A batch is formed in one transaction that claims its
+// payments and refunds by conditional updates and takes the next seq of its
+// merchant, chain and mode (unique): two runs cannot both form one, and a
+// new batch is formed only once the previous one is completed, so one is
+// open at a time. Before every broadcast a payout's row is updated
+// conditionally on the updated_at the run read, so two runs never
+// broadcast at once. The step that completes is a conditional update, so
+// settlement.completed is recorded once.
 //
 // Nothing is dropped either: a step that cannot go on (no settlement
 // address yet, treasury short on the payout chain, provider refusal, chain
-// down) leaves the payment pending or submitted with settlement_error set,
-// and the periodic settle_pending job tries it again.
+// down) leaves the payment or batch open with its error set, and the
+// periodic settle_pending job tries it again.
 
-// SettlementOptions tunes SettlePayment; the zero value means the defaults.
+// SettlementOptions tunes settlement; the zero value means the defaults.
 type SettlementOptions struct {
 	// Wait bounds how long one run waits for a leg's inclusion before
 	// answering "not yet" (default 30s).
 	Wait time.Duration
 	// SolanaResendAfter as in reconcileOptions (default 3 minutes).
 	SolanaResendAfter time.Duration
+	// BatchMinimum is the net at which a batch is paid at once (default
+	// DefaultSettlementMinimum; negative: any).
+	BatchMinimum decimal.Decimal
+	// BatchInterval is how long a batch's oldest payment waits, since it
+	// was swept, before the batch is paid below the minimum (default
+	// DefaultSettlementInterval; negative: no wait).
+	BatchInterval time.Duration
 }
 
+// DefaultSettlementMinimum is SettlementOptions.BatchMinimum's default.
+var DefaultSettlementMinimum = decimal.NewFromInt(10)
+
+// DefaultSettlementInterval is SettlementOptions.BatchInterval's default.
+const DefaultSettlementInterval = time.Hour
+
+// MaxPaymentsPerBatch bounds a batch's payments (and its netted refunds),
+// so settlement.completed has a bound; the rest go in the next batch.
+const MaxPaymentsPerBatch = 500
+
+// withDefaults fills in the defaults; idempotent (a negative value, "none",
+// stays negative and reads as zero where it is used).
 func (o SettlementOptions) withDefaults() SettlementOptions {
 	if o.Wait <= 0 {
 		o.Wait = 30 * time.Second
 	}
-	switch {
-	case o.SolanaResendAfter == 0:
+	if o.SolanaResendAfter == 0 {
 		o.SolanaResendAfter = defaultSolanaResendAfter
-	case o.SolanaResendAfter < 0:
-		o.SolanaResendAfter = 0
+	}
+	if o.BatchMinimum.IsZero() {
+		o.BatchMinimum = DefaultSettlementMinimum
+	}
+	if o.BatchInterval == 0 {
+		o.BatchInterval = DefaultSettlementInterval
 	}
 	return o
 }
@@ -110,13 +154,15 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 	return nil
 }
 
-// PendingSettlements lists payments whose settlement is pending or
-// submitted and untouched for at least minAge (oldest first, at most
-// limit), for the periodic job to try again.
+// PendingSettlements lists payments whose settlement is pending and not
+// swept yet, untouched for at least minAge (oldest first, at most limit),
+// for the periodic job to try again; swept ones wait for their batch
+// (DueSettlements).
 func (s *Service) PendingSettlements(ctx context.Context, minAge time.Duration, limit int) ([]uuid.UUID, error) {
 	return s.cfg.DB.Ent.Payment.Query().
 		Where(
-			payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
+			payment.SettlementStatusEQ(payment.SettlementStatusPending),
+			payment.SweptAtIsNil(),
 			payment.UpdatedAtLTE(s.now().UTC().Add(-minAge)),
 		).
 		Order(ent.Asc(payment.FieldUpdatedAt)).
@@ -124,18 +170,20 @@ func (s *Service) PendingSettlements(ctx context.Context, minAge time.Duration, 
 		IDs(ctx)
 }
 
-// SettlePayment advances one payment's settlement as far as it can.
+// SettlePayment advances one payment's settlement as far as it can: its
+// sweep, then its merchant, chain and mode's batch.
 func (s *Service) SettlePayment(ctx context.Context, id uuid.UUID) (SettleResult, error) {
 	return s.settlePaymentWith(ctx, id, s.cfg.Settlement)
 }
 
-// settlePaymentWith is SettlePayment with explicit options.
+// settlePaymentWith is SettlePayment with explicit options. Done once the
+// payment is paid out (now or before); else Waiting says what for.
 func (s *Service) settlePaymentWith(ctx context.Context, id uuid.UUID, opts SettlementOptions) (SettleResult, error) {
 	opts = opts.withDefaults()
 	p, err := s.cfg.DB.Ent.Payment.Query().
 		Where(payment.ID(id)).
 		WithDepositAddress().
-		WithSession(func(q *ent.CheckoutSessionQuery) { q.WithMerchant() }).
+		WithSession().
 		Only(ctx)
 	if ent.IsNotFound(err) {
 		return SettleResult{}, fmt.Errorf("%w: payment %s", ErrNotFound, id)
@@ -147,324 +195,81 @@ func (s *Service) settlePaymentWith(ctx context.Context, id uuid.UUID, opts Sett
 		(*p.SettlementStatus != payment.SettlementStatusPending && *p.SettlementStatus != payment.SettlementStatusSubmitted) {
 		return SettleResult{Done: true}, nil
 	}
-	st := &settlement{s: s, opts: opts, p: p, sess: p.Edges.Session, m: p.Edges.Session.Edges.Merchant}
-	waiting, err := st.run(ctx)
-	if errors.Is(err, errSettlementClosed) {
+	sess := p.Edges.Session
+	if p.SettlementBatchID == nil && p.SweptAt == nil {
+		waiting, err := s.sweepForSettlement(ctx, opts, p)
+		if err != nil || waiting != "" {
+			note := waiting
+			if err != nil {
+				note = err.Error()
+			}
+			if note = truncateUTF8(note, 500); note != p.SettlementError {
+				_, _ = s.cfg.DB.Ent.Payment.Update().
+					Where(payment.ID(p.ID), payment.SettlementStatusEQ(payment.SettlementStatusPending)).
+					SetSettlementError(note).
+					Save(context.WithoutCancel(ctx))
+			}
+			return SettleResult{Waiting: waiting}, err
+		}
+	}
+	res, err := s.settleBatchWith(ctx, SettlementKey{MerchantID: sess.MerchantID, Livemode: sess.Livemode, Chain: p.Chain}, opts)
+	if err != nil {
+		return res, err
+	}
+	p, err = s.cfg.DB.Ent.Payment.Get(ctx, id)
+	if err != nil {
+		return SettleResult{}, err
+	}
+	if p.SettlementStatus != nil && *p.SettlementStatus == payment.SettlementStatusCompleted {
 		return SettleResult{Done: true}, nil
 	}
-	if err != nil || waiting != "" {
-		note := waiting
-		if err != nil {
-			note = err.Error()
-		}
-		if note = truncateUTF8(note, 500); note != st.p.SettlementError {
-			_ = st.save(context.WithoutCancel(ctx), func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-				return u.SetSettlementError(note)
-			})
-		}
-		return SettleResult{Waiting: waiting}, err
-	}
-	return SettleResult{Done: true}, nil
+	return SettleResult{Waiting: res.Waiting}, nil
 }
 
-// settlement is one run over one payment.
-type settlement struct {
-	s    *Service
-	opts SettlementOptions
-	p    *ent.Payment
-	sess *ent.CheckoutSession
-	m    *ent.Merchant
-}
-
-// run answers "" once completed, or what it waits for.
-func (st *settlement) run(ctx context.Context) (string, error) {
-	mode := sessionMode(st.sess)
-	paidChain := chains.Name(st.p.Chain)
-	ledger, err := st.s.ledger(mode, paidChain)
+// sweepForSettlement sweeps a counted payment (its deposit address and
+// session loaded) to the treasury: "" once swept, or what it waits for.
+// The leg is shared with the sweep of held payments (sweeps.go): same ref,
+// same columns, so a payment is swept once whichever runs.
+func (s *Service) sweepForSettlement(ctx context.Context, opts SettlementOptions, p *ent.Payment) (string, error) {
+	ledger, err := s.ledger(sessionMode(p.Edges.Session), chains.Name(p.Chain))
 	if err != nil {
 		return "", fmt.Errorf("settlement: %w", err)
 	}
-	if st.p.Edges.DepositAddress == nil {
-		return "", fmt.Errorf("settlement: payment %s has no deposit address", st.p.ExternalID)
+	if p.Edges.DepositAddress == nil {
+		return "", fmt.Errorf("settlement: payment %s has no deposit address", p.ExternalID)
 	}
-	// The sweep leg is shared with the sweep of held payments (sweeps.go):
-	// same ref, same columns, so a payment is swept once whichever runs.
-	sweep := st.s.sweepLeg(ledger, st.p, legRow{
+	sweep := s.sweepLeg(ledger, p, legRow{
 		submit: func(ctx context.Context) error {
-			u := st.s.cfg.DB.Ent.Payment.UpdateOne(st.p).
+			u := s.cfg.DB.Ent.Payment.UpdateOne(p).
 				Where(
-					payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
-					sweepSubmittedAtIs(st.p.SweepSubmittedAt),
-				).
-				SetSettlementStatus(payment.SettlementStatusSubmitted)
-			return st.s.markSweepSubmitted(ctx, st.p, u)
+					payment.SettlementStatusEQ(payment.SettlementStatusPending),
+					sweepSubmittedAtIs(p.SweepSubmittedAt),
+				)
+			return s.markSweepSubmitted(ctx, p, u)
 		},
 		record: func(ctx context.Context, hash string) error {
-			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return u.SetSweepTxHash(hash) })
+			q, err := s.cfg.DB.Ent.Payment.UpdateOne(p).SetSweepTxHash(hash).SetUpdatedAt(s.now().UTC()).Save(ctx)
+			if err != nil {
+				return fmt.Errorf("sweep: recording %s: %w", hash, err)
+			}
+			p.SweepTxHash, p.UpdatedAt = q.SweepTxHash, q.UpdatedAt
+			return nil
 		},
-		touched: func() time.Time { return sweepTouched(st.p) },
+		touched: func() time.Time { return sweepTouched(p) },
 	})
-	// Settlements submitted before sweep_submitted_at existed.
-	sweep.mayBeSent = sweep.mayBeSent || *st.p.SettlementStatus == payment.SettlementStatusSubmitted
-	done, waiting, err := st.s.driveLeg(ctx, st.opts, sweep)
+	done, waiting, err := s.driveLeg(ctx, opts, sweep)
 	if errors.Is(err, errSweepTaken) {
 		return err.Error(), nil
 	}
 	if err != nil || !done {
 		return waiting, err
 	}
-	if st.p.SweptAt == nil {
-		if err := st.s.finishSweep(ctx, ledger, st.p, sweep.hash); err != nil {
-			return "", err
-		}
+	if err := s.finishSweep(ctx, ledger, p, sweep.hash); err != nil {
+		return "", err
 	}
-
-	var result payoutOutcome
-	if st.p.SettlementNet != nil && *st.p.SettlementNet == 0 {
-		// Refunded in full before its payout: the sweep repaid the
-		// treasury, which paid the refund; the merchant is owed nothing.
-		return "", st.complete(ctx, result)
-	}
-	switch st.m.SettlementType {
-	case merchant.SettlementTypeFiatPix:
-		result, waiting, err = st.fiatPayout(ctx, mode)
-	default:
-		result, waiting, err = st.cryptoPayout(ctx, mode, paidChain)
-	}
-	if err != nil || waiting != "" {
-		return waiting, err
-	}
-	return "", st.complete(ctx, result)
-}
-
-// payoutOutcome is what the merchant was paid, for the completing step.
-type payoutOutcome struct {
-	reference string
-	chain     string
-	address   string
-	txHash    string
-	fxRate    string
-	amount    string
-	currency  string
-}
-
-func (st *settlement) cryptoPayout(ctx context.Context, mode Mode, paidChain chains.Name) (payoutOutcome, string, error) {
-	chain := chains.Name(st.p.SettlementChain)
-	address := st.p.SettlementAddress
-	if address == "" {
-		// Not attempted yet: the destination is fixed now.
-		address = st.m.SettlementAddress
-		chain = paidChain
-		if st.m.SettlementChain != "" {
-			chain = chains.Name(st.m.SettlementChain)
-		}
-		if address == "" {
-			return payoutOutcome{}, "no settlement_address set for the merchant", nil
-		}
-		if !st.addressFits(chain, address) {
-			return payoutOutcome{}, fmt.Sprintf("settlement_address %s is not an address on %s", address, chain), nil
-		}
-	}
-	ledger, err := st.s.ledger(mode, chain)
-	if err != nil {
-		return payoutOutcome{}, "", fmt.Errorf("settlement payout: %w", err)
-	}
-	net, err := st.netUnits(ledger.Decimals())
-	if err != nil {
-		return payoutOutcome{}, "", err
-	}
-	payout := &chainLeg{
-		name:      "payout",
-		ledger:    ledger,
-		from:      st.s.cfg.Treasury.Address(chain),
-		to:        address,
-		amount:    net,
-		ref:       settlementRef("payout", st.p.ID),
-		hash:      st.p.SettlementTxHash,
-		mayBeSent: st.p.SettlementAddress != "",
-		key: func() ([]byte, error) {
-			return append([]byte(nil), st.s.cfg.Treasury.Key(chain)...), nil
-		},
-		row: st.legRow((*ent.PaymentUpdateOne).SetSettlementTxHash, func(upd *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-			return upd.SetSettlementChain(string(chain)).SetSettlementAddress(address)
-		}),
-	}
-	done, waiting, err := st.s.driveLeg(ctx, st.opts, payout)
-	if err != nil || !done {
-		return payoutOutcome{}, waiting, err
-	}
-	return payoutOutcome{reference: payout.hash, chain: string(chain), address: address, txHash: payout.hash}, "", nil
-}
-
-// addressFits reports whether a merchant's address (validated against its
-// settlement_chain, or against either family when it has none) can receive
-// on chain.
-func (st *settlement) addressFits(chain chains.Name, address string) bool {
-	l, err := st.s.ledger(sessionMode(st.sess), chain)
-	if err != nil {
-		return true // the ledger lookup reports the missing chain
-	}
-	return l.ValidateAddress(address) == nil
-}
-
-func (st *settlement) netUnits(decimals int32) (*big.Int, error) {
-	if st.p.SettlementNet == nil {
-		return nil, fmt.Errorf("settlement: payment %s has no net amount", st.p.ExternalID)
-	}
-	paidDecimals, err := st.paidDecimals()
-	if err != nil {
-		return nil, err
-	}
-	usd := FromBaseUnits(big.NewInt(*st.p.SettlementNet), paidDecimals)
-	return ToBaseUnits("settlement_net", usd, decimals)
-}
-
-func (st *settlement) paidDecimals() (int32, error) {
-	l, err := st.s.ledger(sessionMode(st.sess), chains.Name(st.p.Chain))
-	if err != nil {
-		return 0, err
-	}
-	return l.Decimals(), nil
-}
-
-func (st *settlement) fiatPayout(ctx context.Context, mode Mode) (payoutOutcome, string, error) {
-	provider := st.s.cfg.Payouts[mode]
-	if provider == nil {
-		return payoutOutcome{}, fmt.Sprintf("no fiat payout provider configured for %s mode", mode), nil
-	}
-	decimals, err := st.paidDecimals()
-	if err != nil {
-		return payoutOutcome{}, "", err
-	}
-	if st.p.SettlementNet == nil {
-		return payoutOutcome{}, "", fmt.Errorf("settlement: payment %s has no net amount", st.p.ExternalID)
-	}
-	res, err := provider.Payout(ctx, PayoutRequest{
-		IdempotencyKey: "settlement:" + st.p.ID.String(),
-		MerchantID:     st.m.ID,
-		AmountUSD:      FromBaseUnits(big.NewInt(*st.p.SettlementNet), decimals),
-	})
-	if errors.Is(err, ErrPayoutRefused) {
-		return payoutOutcome{}, "payout provider refused: " + err.Error(), nil
-	}
-	if err != nil {
-		return payoutOutcome{}, "", fmt.Errorf("settlement payout: %w", err)
-	}
-	return payoutOutcome{
-		reference: res.Reference,
-		fxRate:    res.FXRate.String(),
-		amount:    res.Amount.StringFixed(2),
-		currency:  res.Currency,
-	}, "", nil
-}
-
-// complete records the payout and settlement.completed once.
-func (st *settlement) complete(ctx context.Context, out payoutOutcome) error {
-	s := st.s
-	var completed *ent.Payment // by this run (only one completes it)
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		completed = nil
-		now := s.now().UTC().Truncate(time.Microsecond)
-		upd := tx.Payment.Update().
-			Where(
-				payment.ID(st.p.ID),
-				payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted),
-			).
-			SetSettlementStatus(payment.SettlementStatusCompleted).
-			SetSettlementReference(out.reference).
-			SetSettlementError("").
-			SetSettledAt(now)
-		if out.fxRate != "" {
-			upd.SetSettlementFxRate(out.fxRate).
-				SetSettlementFiatAmount(out.amount).
-				SetSettlementFiatCurrency(out.currency)
-		}
-		n, err := upd.Save(ctx)
-		if err != nil {
-			return fmt.Errorf("completing settlement: %w", err)
-		}
-		if n == 0 {
-			return nil // completed by another run
-		}
-		p, err := tx.Payment.Get(ctx, st.p.ID)
-		if err != nil {
-			return err
-		}
-		decimals, err := st.paidDecimals()
-		if err != nil {
-			return err
-		}
-		data := settlementEventData(st.sess, st.m, p, decimals)
-		if err := recordSessionEvent(ctx, s, tx, sqlTx, st.sess, EventSettlementCompleted, data); err != nil {
-			return err
-		}
-		completed = p
-		return nil
-	})
-	if err != nil || completed == nil {
-		return err
-	}
-	st.observe(ctx, completed)
-	return nil
-}
-
-// observe reports a settlement this run completed: the amounts swept and
-// paid out, and the gas the treasury paid for its legs.
-func (st *settlement) observe(ctx context.Context, p *ent.Payment) {
-	obs, mode := st.s.observer(), sessionMode(st.sess)
-	decimals, err := st.paidDecimals()
-	if err != nil {
-		return
-	}
-	obs.Swept(string(mode), p.Chain, p.AmountUsd)
-	if p.SettlementNet != nil {
-		obs.Settled(string(mode), p.Chain, string(st.m.SettlementType), FromBaseUnits(big.NewInt(*p.SettlementNet), decimals))
-	}
-	if l, err := st.s.ledger(mode, chains.Name(p.Chain)); err == nil {
-		st.s.observeGas(ctx, mode, l, p.SweepTxHash)
-	}
-	if p.SettlementTxHash != "" {
-		if l, err := st.s.ledger(mode, chains.Name(p.SettlementChain)); err == nil {
-			st.s.observeGas(ctx, mode, l, p.SettlementTxHash)
-		}
-	}
-}
-
-// settlementEventData is settlement.completed's data: the spec's fields of
-// the payment being settled (amount_usd is its gross), then gross, fee,
-// net, the settlement type and the payout reference, and where it went.
-func settlementEventData(sess *ent.CheckoutSession, m *ent.Merchant, p *ent.Payment, decimals int32) EventData {
-	data := paymentEventData(sess, p, decimals)
-	usd := func(units *int64) decimal.Decimal {
-		if units == nil {
-			return decimal.Zero
-		}
-		return FromBaseUnits(big.NewInt(*units), decimals)
-	}
-	data.Extra = map[string]any{
-		"gross_usd":        p.AmountUsd,
-		"fee_usd":          usd(p.SettlementFee),
-		"net_usd":          usd(p.SettlementNet),
-		"settlement_type":  string(m.SettlementType),
-		"payout_reference": p.SettlementReference,
-		"sweep_tx_hash":    p.SweepTxHash,
-	}
-	if p.SettledAt != nil {
-		data.Extra["settled_at"] = p.SettledAt.UTC().Format(time.RFC3339)
-	}
-	if p.SettlementTxHash != "" {
-		data.Extra["settlement_chain"] = p.SettlementChain
-		data.Extra["settlement_address"] = p.SettlementAddress
-		data.Extra["settlement_tx_hash"] = p.SettlementTxHash
-	}
-	if p.SettlementFxRate != "" {
-		// Stored as decimal strings (exact); sent as JSON numbers like
-		// every amount.
-		data.Extra["fx_rate"] = decimalOrString(p.SettlementFxRate)
-		data.Extra["payout_amount"] = decimalOrString(p.SettlementFiatAmount)
-		data.Extra["payout_currency"] = p.SettlementFiatCurrency
-	}
-	return data
+	s.observer().Swept(string(sessionMode(p.Edges.Session)), p.Chain, p.AmountUsd)
+	s.observeGas(ctx, sessionMode(p.Edges.Session), ledger, sweep.hash)
+	return "", nil
 }
 
 func decimalOrString(v string) any {
@@ -479,49 +284,3 @@ func decimalOrString(v string) any {
 func settlementRef(leg string, paymentID uuid.UUID) [32]byte {
 	return sha256.Sum256(append([]byte("agentpay/settlement/"+leg+"/"), paymentID[:]...))
 }
-
-// legRow writes a settlement leg's progress to the payment: record sets
-// the leg's hash column, fix what must be fixed before its first
-// broadcast (nil: nothing).
-func (st *settlement) legRow(record func(*ent.PaymentUpdateOne, string) *ent.PaymentUpdateOne, fix func(*ent.PaymentUpdateOne) *ent.PaymentUpdateOne) legRow {
-	return legRow{
-		submit: func(ctx context.Context) error {
-			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne {
-				u.SetSettlementStatus(payment.SettlementStatusSubmitted)
-				if fix != nil {
-					u = fix(u)
-				}
-				return u
-			})
-		},
-		record: func(ctx context.Context, hash string) error {
-			return st.save(ctx, func(u *ent.PaymentUpdateOne) *ent.PaymentUpdateOne { return record(u, hash) })
-		},
-		touched: func() time.Time { return st.p.UpdatedAt },
-	}
-}
-
-// save updates the payment row while its settlement is still open.
-func (st *settlement) save(ctx context.Context, set func(*ent.PaymentUpdateOne) *ent.PaymentUpdateOne) error {
-	upd := st.s.cfg.DB.Ent.Payment.UpdateOne(st.p).
-		Where(payment.SettlementStatusIn(payment.SettlementStatusPending, payment.SettlementStatusSubmitted)).
-		SetUpdatedAt(st.s.now().UTC())
-	p, err := set(upd).Save(ctx)
-	if ent.IsNotFound(err) {
-		return errSettlementClosed
-	}
-	if err != nil {
-		return fmt.Errorf("settlement: saving payment: %w", err)
-	}
-	st.p.SettlementStatus, st.p.UpdatedAt = p.SettlementStatus, p.UpdatedAt
-	st.p.SweepTxHash, st.p.SettlementTxHash = p.SweepTxHash, p.SettlementTxHash
-	st.p.SweepSubmittedAt, st.p.SweptAt = p.SweepSubmittedAt, p.SweptAt
-	st.p.SettlementChain, st.p.SettlementAddress = p.SettlementChain, p.SettlementAddress
-	// A refund may have lowered them while the settlement was pending;
-	// from the first broadcast on (status submitted) refunds are refused,
-	// so what this save read is what the payout pays.
-	st.p.SettlementFee, st.p.SettlementNet = p.SettlementFee, p.SettlementNet
-	return nil
-}
-
-var errSettlementClosed = errors.New("settlement closed by another run")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
@@ -104,9 +103,13 @@ func (f *settlementFixture) settlementEvents(t *testing.T) []recordedEvent {
 	return out
 }
 
+// atOnce settles without waiting for a minimum or an interval: every
+// swept payment is paid in the next batch.
+var atOnce = SettlementOptions{Wait: 10 * time.Second, BatchInterval: -1}
+
 func (f *settlementFixture) settle(t *testing.T) SettleResult {
 	t.Helper()
-	res, err := f.svc.settlePaymentWith(context.Background(), f.payment.ID, SettlementOptions{Wait: 10 * time.Second})
+	res, err := f.svc.settlePaymentWith(context.Background(), f.payment.ID, atOnce)
 	require.NoError(t, err)
 	return res
 }
@@ -161,42 +164,53 @@ func TestSettlementPaysMerchantAndSweepsDeposit(t *testing.T) {
 // A run that crashed after broadcasting a leg, before recording its hash,
 // is resumed without paying twice.
 func TestSettlementResumesAfterCrashMidLeg(t *testing.T) {
-	for _, leg := range []string{"sweep", "payout"} {
-		t.Run(leg, func(t *testing.T) {
-			ctx := context.Background()
-			f := newSettlementFixture(t, nil)
-			treasury := f.svc.cfg.Treasury
-			da := f.db.Ent.DepositAddress.GetX(ctx, *f.payment.DepositAddressID)
-			depositKey, err := f.svc.DepositAddressKey(da)
-			require.NoError(t, err)
-
-			send := func(key []byte, to string, amount int64, ref [32]byte) {
-				sub, err := f.ledger.Transfer(ctx, chains.TransferRequest{Key: key, To: to, Amount: big.NewInt(amount), Ref: ref})
-				require.NoError(t, err)
-				r, err := f.ledger.Wait(ctx, sub.TxHash)
-				require.NoError(t, err)
-				require.Equal(t, chains.TxIncluded, r.State)
-			}
-			// What the crashed run did: its writes before the broadcast, and
-			// the broadcast itself; not the hash.
-			upd := f.db.Ent.Payment.UpdateOneID(f.payment.ID).SetSettlementStatus(payment.SettlementStatusSubmitted)
-			send(depositKey, treasury.EVMAddress, 7_250_000, settlementRef("sweep", f.payment.ID))
-			if leg == "payout" {
-				sweep, _, err := f.ledger.FindTransfer(ctx, chains.TransferQuery{From: da.Address, To: treasury.EVMAddress,
-					Amount: big.NewInt(7_250_000), Ref: settlementRef("sweep", f.payment.ID)})
-				require.NoError(t, err)
-				upd.SetSweepTxHash(sweep).SetSettlementChain("base").SetSettlementAddress(f.payee.Hex())
-				send(treasury.EVM, f.payee.Hex(), 7_242_750, settlementRef("payout", f.payment.ID))
-			}
-			upd.ExecX(ctx)
-
-			require.True(t, f.settle(t).Done)
-			require.Zero(t, f.balance(t, f.deposit.Hex()))
-			require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "paid once")
-			require.Equal(t, int64(7_250), f.balance(t, treasury.EVMAddress))
-			require.Len(t, f.settlementEvents(t), 1)
-		})
+	send := func(t *testing.T, f *settlementFixture, key []byte, to string, amount int64, ref [32]byte) {
+		ctx := context.Background()
+		sub, err := f.ledger.Transfer(ctx, chains.TransferRequest{Key: key, To: to, Amount: big.NewInt(amount), Ref: ref})
+		require.NoError(t, err)
+		r, err := f.ledger.Wait(ctx, sub.TxHash)
+		require.NoError(t, err)
+		require.Equal(t, chains.TxIncluded, r.State)
 	}
+	t.Run("sweep", func(t *testing.T) {
+		ctx := context.Background()
+		f := newSettlementFixture(t, nil)
+		treasury := f.svc.cfg.Treasury
+		da := f.db.Ent.DepositAddress.GetX(ctx, *f.payment.DepositAddressID)
+		depositKey, err := f.svc.DepositAddressKey(da)
+		require.NoError(t, err)
+		// What the crashed run did: its write before the broadcast, and the
+		// broadcast itself; not the hash.
+		f.db.Ent.Payment.UpdateOneID(f.payment.ID).SetSweepSubmittedAt(time.Now().UTC().Truncate(time.Microsecond)).ExecX(ctx)
+		send(t, f, depositKey, treasury.EVMAddress, 7_250_000, settlementRef("sweep", f.payment.ID))
+
+		require.True(t, f.settle(t).Done)
+		require.Zero(t, f.balance(t, f.deposit.Hex()))
+		require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "paid once")
+		require.Equal(t, int64(7_250), f.balance(t, treasury.EVMAddress))
+		require.Len(t, f.settlementEvents(t), 1)
+	})
+	t.Run("payout", func(t *testing.T) {
+		ctx := context.Background()
+		f := newSettlementFixture(t, func(u *ent.MerchantUpdateOne) { u.ClearSettlementAddress() })
+		treasury := f.svc.cfg.Treasury
+		// Swept and batched; the payout waits for an address.
+		require.False(t, f.settle(t).Done)
+		b := f.db.Ent.SettlementBatch.Query().OnlyX(ctx)
+		// What the crashed run did: its write before the broadcast (the
+		// destination fixed), and the broadcast; not the hash.
+		f.db.Ent.SettlementBatch.UpdateOneID(b.ID).SetStatus("submitted").
+			SetPayoutChain("base").SetPayoutAddress(f.payee.Hex()).ExecX(ctx)
+		send(t, f, treasury.EVM, f.payee.Hex(), 7_242_750, batchPayoutRef(b.ID))
+
+		require.True(t, f.settle(t).Done)
+		require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "paid once")
+		require.Equal(t, int64(7_250), f.balance(t, treasury.EVMAddress))
+		b = f.db.Ent.SettlementBatch.GetX(ctx, b.ID)
+		require.Equal(t, "completed", string(b.Status))
+		require.NotEmpty(t, b.TxHash)
+		require.Len(t, f.settlementEvents(t), 1)
+	})
 }
 
 // Without a settlement address the deposit is swept and the payout waits,
@@ -208,23 +222,24 @@ func TestSettlementWaitsForSettlementAddress(t *testing.T) {
 	require.False(t, res.Done)
 	require.Contains(t, res.Waiting, "settlement_address")
 	p := f.reloadPayment(t)
-	require.Equal(t, payment.SettlementStatusSubmitted, *p.SettlementStatus)
-	require.Contains(t, p.SettlementError, "settlement_address")
+	require.Equal(t, payment.SettlementStatusSubmitted, *p.SettlementStatus, "in a batch")
+	b := f.db.Ent.SettlementBatch.Query().OnlyX(ctx)
+	require.Contains(t, b.Error, "settlement_address")
 	require.Zero(t, f.balance(t, f.deposit.Hex()), "swept while waiting")
 	require.Empty(t, f.settlementEvents(t))
 
-	ids, err := f.svc.PendingSettlements(ctx, -time.Hour, 10)
+	keys, err := f.svc.DueSettlements(ctx, -time.Hour, 10)
 	require.NoError(t, err)
-	require.Equal(t, []uuid.UUID{f.payment.ID}, ids, "left for settle_pending")
+	require.Equal(t, []SettlementKey{{MerchantID: f.merchant.ID, Chain: "base"}}, keys, "left for settle_pending")
 
 	f.db.Ent.Merchant.UpdateOneID(f.merchant.ID).SetSettlementAddress(f.payee.Hex()).ExecX(ctx)
 	require.True(t, f.settle(t).Done)
 	require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()))
-	require.Empty(t, f.reloadPayment(t).SettlementError)
+	require.Empty(t, f.db.Ent.SettlementBatch.GetX(ctx, b.ID).Error)
 	require.Len(t, f.settlementEvents(t), 1)
-	ids, err = f.svc.PendingSettlements(ctx, -time.Hour, 10)
+	keys, err = f.svc.DueSettlements(ctx, -time.Hour, 10)
 	require.NoError(t, err)
-	require.Empty(t, ids)
+	require.Empty(t, keys)
 }
 
 func TestSettlementFiatPix(t *testing.T) {
@@ -241,9 +256,9 @@ func TestSettlementFiatPix(t *testing.T) {
 	p := f.reloadPayment(t)
 	require.Equal(t, payment.SettlementStatusCompleted, *p.SettlementStatus)
 	require.Equal(t, "5.4321", p.SettlementFxRate)
-	// 7.24275 USD x 5.4321 = 39.343342... BRL
-	require.Equal(t, "39.34", p.SettlementFiatAmount)
 	require.Equal(t, "BRL", p.SettlementFiatCurrency)
+	// 7.24275 USD x 5.4321 = 39.343342... BRL, on the batch
+	require.Equal(t, "39.34", f.db.Ent.SettlementBatch.Query().OnlyX(context.Background()).FiatAmount)
 	require.Regexp(t, `^pix_sbx_[0-9a-f]{24}$`, p.SettlementReference)
 	require.Empty(t, p.SettlementTxHash)
 

@@ -87,7 +87,7 @@ func TestHeldPaymentIsSweptOnce(t *testing.T) {
 			// As if the payment were counted now (queueSettlements).
 			f.db.Ent.Payment.UpdateOneID(late.ID).SetSettlementStatus(payment.SettlementStatusPending).
 				SetSettlementFee(1_000).SetSettlementNet(999_000).ExecX(ctx)
-			res, err := f.svc.settlePaymentWith(ctx, late.ID, SettlementOptions{Wait: 10 * time.Second})
+			res, err := f.svc.settlePaymentWith(ctx, late.ID, atOnce)
 			require.NoError(t, err)
 			require.True(t, res.Done, res.Waiting)
 			require.True(t, f.sweepHeld(t, late).Done, "left to its settlement")

@@ -34,6 +34,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -102,6 +103,8 @@ type Client struct {
 	RateLimitCounter *RateLimitCounterClient
 	// Refund is the client for interacting with the Refund builders.
 	Refund *RefundClient
+	// SettlementBatch is the client for interacting with the SettlementBatch builders.
+	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
@@ -150,6 +153,7 @@ func (c *Client) init() {
 	c.Payment = NewPaymentClient(c.config)
 	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
 	c.Refund = NewRefundClient(c.config)
+	c.SettlementBatch = NewSettlementBatchClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
 	c.User = NewUserClient(c.config)
@@ -272,6 +276,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
 		Refund:               NewRefundClient(cfg),
+		SettlementBatch:      NewSettlementBatchClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
@@ -321,6 +326,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Payment:              NewPaymentClient(cfg),
 		RateLimitCounter:     NewRateLimitCounterClient(cfg),
 		Refund:               NewRefundClient(cfg),
+		SettlementBatch:      NewSettlementBatchClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
@@ -362,8 +368,8 @@ func (c *Client) Use(hooks ...Hook) {
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
 		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
 		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.SettlementBatch, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -378,8 +384,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
 		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
 		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SignatureChallenge, c.Transfer, c.User, c.Wallet, c.WebhookAttempt,
-		c.WebhookDelivery, c.WebhookEvent,
+		c.SettlementBatch, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -434,6 +440,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RateLimitCounter.mutate(ctx, m)
 	case *RefundMutation:
 		return c.Refund.mutate(ctx, m)
+	case *SettlementBatchMutation:
+		return c.SettlementBatch.mutate(ctx, m)
 	case *SignatureChallengeMutation:
 		return c.SignatureChallenge.mutate(ctx, m)
 	case *TransferMutation:
@@ -3685,6 +3693,22 @@ func (c *PaymentClient) QueryRefunds(_m *Payment) *RefundQuery {
 	return query
 }
 
+// QuerySettlementBatch queries the settlement_batch edge of a Payment.
+func (c *PaymentClient) QuerySettlementBatch(_m *Payment) *SettlementBatchQuery {
+	query := (&SettlementBatchClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(payment.Table, payment.FieldID, id),
+			sqlgraph.To(settlementbatch.Table, settlementbatch.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, payment.SettlementBatchTable, payment.SettlementBatchColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *PaymentClient) Hooks() []Hook {
 	return c.hooks.Payment
@@ -3967,6 +3991,22 @@ func (c *RefundClient) QueryPayment(_m *Refund) *PaymentQuery {
 	return query
 }
 
+// QueryNettedBatch queries the netted_batch edge of a Refund.
+func (c *RefundClient) QueryNettedBatch(_m *Refund) *SettlementBatchQuery {
+	query := (&SettlementBatchClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(refund.Table, refund.FieldID, id),
+			sqlgraph.To(settlementbatch.Table, settlementbatch.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, refund.NettedBatchTable, refund.NettedBatchColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *RefundClient) Hooks() []Hook {
 	return c.hooks.Refund
@@ -3989,6 +4029,171 @@ func (c *RefundClient) mutate(ctx context.Context, m *RefundMutation) (Value, er
 		return (&RefundDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Refund mutation op: %q", m.Op())
+	}
+}
+
+// SettlementBatchClient is a client for the SettlementBatch schema.
+type SettlementBatchClient struct {
+	config
+}
+
+// NewSettlementBatchClient returns a client for the SettlementBatch from the given config.
+func NewSettlementBatchClient(c config) *SettlementBatchClient {
+	return &SettlementBatchClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `settlementbatch.Hooks(f(g(h())))`.
+func (c *SettlementBatchClient) Use(hooks ...Hook) {
+	c.hooks.SettlementBatch = append(c.hooks.SettlementBatch, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `settlementbatch.Intercept(f(g(h())))`.
+func (c *SettlementBatchClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SettlementBatch = append(c.inters.SettlementBatch, interceptors...)
+}
+
+// Create returns a builder for creating a SettlementBatch entity.
+func (c *SettlementBatchClient) Create() *SettlementBatchCreate {
+	mutation := newSettlementBatchMutation(c.config, OpCreate)
+	return &SettlementBatchCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SettlementBatch entities.
+func (c *SettlementBatchClient) CreateBulk(builders ...*SettlementBatchCreate) *SettlementBatchCreateBulk {
+	return &SettlementBatchCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SettlementBatchClient) MapCreateBulk(slice any, setFunc func(*SettlementBatchCreate, int)) *SettlementBatchCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SettlementBatchCreateBulk{err: fmt.Errorf("calling to SettlementBatchClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SettlementBatchCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SettlementBatchCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SettlementBatch.
+func (c *SettlementBatchClient) Update() *SettlementBatchUpdate {
+	mutation := newSettlementBatchMutation(c.config, OpUpdate)
+	return &SettlementBatchUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SettlementBatchClient) UpdateOne(_m *SettlementBatch) *SettlementBatchUpdateOne {
+	mutation := newSettlementBatchMutation(c.config, OpUpdateOne, withSettlementBatch(_m))
+	return &SettlementBatchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SettlementBatchClient) UpdateOneID(id uuid.UUID) *SettlementBatchUpdateOne {
+	mutation := newSettlementBatchMutation(c.config, OpUpdateOne, withSettlementBatchID(id))
+	return &SettlementBatchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SettlementBatch.
+func (c *SettlementBatchClient) Delete() *SettlementBatchDelete {
+	mutation := newSettlementBatchMutation(c.config, OpDelete)
+	return &SettlementBatchDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SettlementBatchClient) DeleteOne(_m *SettlementBatch) *SettlementBatchDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SettlementBatchClient) DeleteOneID(id uuid.UUID) *SettlementBatchDeleteOne {
+	builder := c.Delete().Where(settlementbatch.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SettlementBatchDeleteOne{builder}
+}
+
+// Query returns a query builder for SettlementBatch.
+func (c *SettlementBatchClient) Query() *SettlementBatchQuery {
+	return &SettlementBatchQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSettlementBatch},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SettlementBatch entity by its id.
+func (c *SettlementBatchClient) Get(ctx context.Context, id uuid.UUID) (*SettlementBatch, error) {
+	return c.Query().Where(settlementbatch.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SettlementBatchClient) GetX(ctx context.Context, id uuid.UUID) *SettlementBatch {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryPayments queries the payments edge of a SettlementBatch.
+func (c *SettlementBatchClient) QueryPayments(_m *SettlementBatch) *PaymentQuery {
+	query := (&PaymentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(settlementbatch.Table, settlementbatch.FieldID, id),
+			sqlgraph.To(payment.Table, payment.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, settlementbatch.PaymentsTable, settlementbatch.PaymentsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryNettedRefunds queries the netted_refunds edge of a SettlementBatch.
+func (c *SettlementBatchClient) QueryNettedRefunds(_m *SettlementBatch) *RefundQuery {
+	query := (&RefundClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(settlementbatch.Table, settlementbatch.FieldID, id),
+			sqlgraph.To(refund.Table, refund.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, settlementbatch.NettedRefundsTable, settlementbatch.NettedRefundsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *SettlementBatchClient) Hooks() []Hook {
+	return c.hooks.SettlementBatch
+}
+
+// Interceptors returns the client interceptors.
+func (c *SettlementBatchClient) Interceptors() []Interceptor {
+	return c.inters.SettlementBatch
+}
+
+func (c *SettlementBatchClient) mutate(ctx context.Context, m *SettlementBatchMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SettlementBatchCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SettlementBatchUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SettlementBatchUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SettlementBatchDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SettlementBatch mutation op: %q", m.Op())
 	}
 }
 
@@ -5154,16 +5359,16 @@ type (
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
 		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SignatureChallenge, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
 		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SignatureChallenge, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

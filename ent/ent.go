@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -125,6 +126,7 @@ func checkColumn(t, c string) error {
 			payment.Table:              payment.ValidColumn,
 			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
 			refund.Table:               refund.ValidColumn,
+			settlementbatch.Table:      settlementbatch.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,
 			transfer.Table:             transfer.ValidColumn,
 			user.Table:                 user.ValidColumn,

@@ -880,6 +880,11 @@ func (_q *MerchantQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 				selectedFields = append(selectedFields, merchant.FieldSettlementChain)
 				fieldSeen[merchant.FieldSettlementChain] = struct{}{}
 			}
+		case "settleHeldPayments":
+			if _, ok := fieldSeen[merchant.FieldSettleHeldPayments]; !ok {
+				selectedFields = append(selectedFields, merchant.FieldSettleHeldPayments)
+				fieldSeen[merchant.FieldSettleHeldPayments] = struct{}{}
+			}
 		case "brandColor":
 			if _, ok := fieldSeen[merchant.FieldBrandColor]; !ok {
 				selectedFields = append(selectedFields, merchant.FieldBrandColor)
@@ -1490,6 +1495,11 @@ func (_q *RefundQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 			if _, ok := fieldSeen[refund.FieldCompletedAt]; !ok {
 				selectedFields = append(selectedFields, refund.FieldCompletedAt)
 				fieldSeen[refund.FieldCompletedAt] = struct{}{}
+			}
+		case "afterPayout":
+			if _, ok := fieldSeen[refund.FieldAfterPayout]; !ok {
+				selectedFields = append(selectedFields, refund.FieldAfterPayout)
+				fieldSeen[refund.FieldAfterPayout] = struct{}{}
 			}
 		case "id":
 		case "__typename":

@@ -42,6 +42,8 @@ type Merchant struct {
 	SettlementAddress string `json:"settlement_address,omitempty"`
 	// SettlementChain holds the value of the "settlement_chain" field.
 	SettlementChain string `json:"settlement_chain,omitempty"`
+	// SettleHeldPayments holds the value of the "settle_held_payments" field.
+	SettleHeldPayments bool `json:"settle_held_payments,omitempty"`
 	// AcceptedTokens holds the value of the "accepted_tokens" field.
 	AcceptedTokens []schematype.TokenRef `json:"accepted_tokens,omitempty"`
 	// BrandColor holds the value of the "brand_color" field.
@@ -123,7 +125,7 @@ func (*Merchant) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted, merchant.FieldWebhookSecretPreviousEncrypted, merchant.FieldTestWebhookSecretEncrypted, merchant.FieldTestWebhookSecretPreviousEncrypted:
 			values[i] = new([]byte)
-		case merchant.FieldActive:
+		case merchant.FieldSettleHeldPayments, merchant.FieldActive:
 			values[i] = new(sql.NullBool)
 		case merchant.FieldName, merchant.FieldEmail, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
 			values[i] = new(sql.NullString)
@@ -217,6 +219,12 @@ func (_m *Merchant) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field settlement_chain", values[i])
 			} else if value.Valid {
 				_m.SettlementChain = value.String
+			}
+		case merchant.FieldSettleHeldPayments:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field settle_held_payments", values[i])
+			} else if value.Valid {
+				_m.SettleHeldPayments = value.Bool
 			}
 		case merchant.FieldAcceptedTokens:
 			if value, ok := values[i].(*[]byte); !ok {
@@ -372,6 +380,9 @@ func (_m *Merchant) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("settlement_chain=")
 	builder.WriteString(_m.SettlementChain)
+	builder.WriteString(", ")
+	builder.WriteString("settle_held_payments=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SettleHeldPayments))
 	builder.WriteString(", ")
 	builder.WriteString("accepted_tokens=")
 	builder.WriteString(fmt.Sprintf("%v", _m.AcceptedTokens))

@@ -163,6 +163,20 @@ func (_c *MerchantCreate) SetNillableSettlementChain(v *string) *MerchantCreate 
 	return _c
 }
 
+// SetSettleHeldPayments sets the "settle_held_payments" field.
+func (_c *MerchantCreate) SetSettleHeldPayments(v bool) *MerchantCreate {
+	_c.mutation.SetSettleHeldPayments(v)
+	return _c
+}
+
+// SetNillableSettleHeldPayments sets the "settle_held_payments" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableSettleHeldPayments(v *bool) *MerchantCreate {
+	if v != nil {
+		_c.SetSettleHeldPayments(*v)
+	}
+	return _c
+}
+
 // SetAcceptedTokens sets the "accepted_tokens" field.
 func (_c *MerchantCreate) SetAcceptedTokens(v []schematype.TokenRef) *MerchantCreate {
 	_c.mutation.SetAcceptedTokens(v)
@@ -383,6 +397,10 @@ func (_c *MerchantCreate) defaults() {
 		v := merchant.DefaultSettlementType
 		_c.mutation.SetSettlementType(v)
 	}
+	if _, ok := _c.mutation.SettleHeldPayments(); !ok {
+		v := merchant.DefaultSettleHeldPayments
+		_c.mutation.SetSettleHeldPayments(v)
+	}
 	if _, ok := _c.mutation.Active(); !ok {
 		v := merchant.DefaultActive
 		_c.mutation.SetActive(v)
@@ -424,6 +442,9 @@ func (_c *MerchantCreate) check() error {
 		if err := merchant.SettlementTypeValidator(v); err != nil {
 			return &ValidationError{Name: "settlement_type", err: fmt.Errorf(`ent: validator failed for field "Merchant.settlement_type": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.SettleHeldPayments(); !ok {
+		return &ValidationError{Name: "settle_held_payments", err: errors.New(`ent: missing required field "Merchant.settle_held_payments"`)}
 	}
 	if _, ok := _c.mutation.WebhookSecretEncrypted(); !ok {
 		return &ValidationError{Name: "webhook_secret_encrypted", err: errors.New(`ent: missing required field "Merchant.webhook_secret_encrypted"`)}
@@ -509,6 +530,10 @@ func (_c *MerchantCreate) createSpec() (*Merchant, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.SettlementChain(); ok {
 		_spec.SetField(merchant.FieldSettlementChain, field.TypeString, value)
 		_node.SettlementChain = value
+	}
+	if value, ok := _c.mutation.SettleHeldPayments(); ok {
+		_spec.SetField(merchant.FieldSettleHeldPayments, field.TypeBool, value)
+		_node.SettleHeldPayments = value
 	}
 	if value, ok := _c.mutation.AcceptedTokens(); ok {
 		_spec.SetField(merchant.FieldAcceptedTokens, field.TypeJSON, value)

@@ -202,6 +202,20 @@ func (_u *MerchantUpdate) ClearSettlementChain() *MerchantUpdate {
 	return _u
 }
 
+// SetSettleHeldPayments sets the "settle_held_payments" field.
+func (_u *MerchantUpdate) SetSettleHeldPayments(v bool) *MerchantUpdate {
+	_u.mutation.SetSettleHeldPayments(v)
+	return _u
+}
+
+// SetNillableSettleHeldPayments sets the "settle_held_payments" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableSettleHeldPayments(v *bool) *MerchantUpdate {
+	if v != nil {
+		_u.SetSettleHeldPayments(*v)
+	}
+	return _u
+}
+
 // SetAcceptedTokens sets the "accepted_tokens" field.
 func (_u *MerchantUpdate) SetAcceptedTokens(v []schematype.TokenRef) *MerchantUpdate {
 	_u.mutation.SetAcceptedTokens(v)
@@ -605,6 +619,9 @@ func (_u *MerchantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.SettlementChainCleared() {
 		_spec.ClearField(merchant.FieldSettlementChain, field.TypeString)
 	}
+	if value, ok := _u.mutation.SettleHeldPayments(); ok {
+		_spec.SetField(merchant.FieldSettleHeldPayments, field.TypeBool, value)
+	}
 	if value, ok := _u.mutation.AcceptedTokens(); ok {
 		_spec.SetField(merchant.FieldAcceptedTokens, field.TypeJSON, value)
 	}
@@ -990,6 +1007,20 @@ func (_u *MerchantUpdateOne) SetNillableSettlementChain(v *string) *MerchantUpda
 // ClearSettlementChain clears the value of the "settlement_chain" field.
 func (_u *MerchantUpdateOne) ClearSettlementChain() *MerchantUpdateOne {
 	_u.mutation.ClearSettlementChain()
+	return _u
+}
+
+// SetSettleHeldPayments sets the "settle_held_payments" field.
+func (_u *MerchantUpdateOne) SetSettleHeldPayments(v bool) *MerchantUpdateOne {
+	_u.mutation.SetSettleHeldPayments(v)
+	return _u
+}
+
+// SetNillableSettleHeldPayments sets the "settle_held_payments" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableSettleHeldPayments(v *bool) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetSettleHeldPayments(*v)
+	}
 	return _u
 }
 
@@ -1425,6 +1456,9 @@ func (_u *MerchantUpdateOne) sqlSave(ctx context.Context) (_node *Merchant, err 
 	}
 	if _u.mutation.SettlementChainCleared() {
 		_spec.ClearField(merchant.FieldSettlementChain, field.TypeString)
+	}
+	if value, ok := _u.mutation.SettleHeldPayments(); ok {
+		_spec.SetField(merchant.FieldSettleHeldPayments, field.TypeBool, value)
 	}
 	if value, ok := _u.mutation.AcceptedTokens(); ok {
 		_spec.SetField(merchant.FieldAcceptedTokens, field.TypeJSON, value)

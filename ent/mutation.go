@@ -28,6 +28,7 @@ import (
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
 	"agentpay/ent/schematype"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -80,6 +81,7 @@ const (
 	TypePayment              = "Payment"
 	TypeRateLimitCounter     = "RateLimitCounter"
 	TypeRefund               = "Refund"
+	TypeSettlementBatch      = "SettlementBatch"
 	TypeSignatureChallenge   = "SignatureChallenge"
 	TypeTransfer             = "Transfer"
 	TypeUser                 = "User"
@@ -15339,6 +15341,7 @@ type MerchantMutation struct {
 	settlement_type                         *merchant.SettlementType
 	settlement_address                      *string
 	settlement_chain                        *string
+	settle_held_payments                    *bool
 	accepted_tokens                         *[]schematype.TokenRef
 	appendaccepted_tokens                   []schematype.TokenRef
 	brand_color                             *string
@@ -15942,6 +15945,42 @@ func (m *MerchantMutation) SettlementChainCleared() bool {
 func (m *MerchantMutation) ResetSettlementChain() {
 	m.settlement_chain = nil
 	delete(m.clearedFields, merchant.FieldSettlementChain)
+}
+
+// SetSettleHeldPayments sets the "settle_held_payments" field.
+func (m *MerchantMutation) SetSettleHeldPayments(b bool) {
+	m.settle_held_payments = &b
+}
+
+// SettleHeldPayments returns the value of the "settle_held_payments" field in the mutation.
+func (m *MerchantMutation) SettleHeldPayments() (r bool, exists bool) {
+	v := m.settle_held_payments
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettleHeldPayments returns the old "settle_held_payments" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldSettleHeldPayments(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettleHeldPayments is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettleHeldPayments requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettleHeldPayments: %w", err)
+	}
+	return oldValue.SettleHeldPayments, nil
+}
+
+// ResetSettleHeldPayments resets all changes to the "settle_held_payments" field.
+func (m *MerchantMutation) ResetSettleHeldPayments() {
+	m.settle_held_payments = nil
 }
 
 // SetAcceptedTokens sets the "accepted_tokens" field.
@@ -16669,7 +16708,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 23)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -16702,6 +16741,9 @@ func (m *MerchantMutation) Fields() []string {
 	}
 	if m.settlement_chain != nil {
 		fields = append(fields, merchant.FieldSettlementChain)
+	}
+	if m.settle_held_payments != nil {
+		fields = append(fields, merchant.FieldSettleHeldPayments)
 	}
 	if m.accepted_tokens != nil {
 		fields = append(fields, merchant.FieldAcceptedTokens)
@@ -16766,6 +16808,8 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.SettlementAddress()
 	case merchant.FieldSettlementChain:
 		return m.SettlementChain()
+	case merchant.FieldSettleHeldPayments:
+		return m.SettleHeldPayments()
 	case merchant.FieldAcceptedTokens:
 		return m.AcceptedTokens()
 	case merchant.FieldBrandColor:
@@ -16819,6 +16863,8 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldSettlementAddress(ctx)
 	case merchant.FieldSettlementChain:
 		return m.OldSettlementChain(ctx)
+	case merchant.FieldSettleHeldPayments:
+		return m.OldSettleHeldPayments(ctx)
 	case merchant.FieldAcceptedTokens:
 		return m.OldAcceptedTokens(ctx)
 	case merchant.FieldBrandColor:
@@ -16926,6 +16972,13 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetSettlementChain(v)
+		return nil
+	case merchant.FieldSettleHeldPayments:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettleHeldPayments(v)
 		return nil
 	case merchant.FieldAcceptedTokens:
 		v, ok := value.([]schematype.TokenRef)
@@ -17178,6 +17231,9 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldSettlementChain:
 		m.ResetSettlementChain()
+		return nil
+	case merchant.FieldSettleHeldPayments:
+		m.ResetSettleHeldPayments()
 		return nil
 	case merchant.FieldAcceptedTokens:
 		m.ResetAcceptedTokens()
@@ -21595,6 +21651,8 @@ type PaymentMutation struct {
 	refunds                  map[uuid.UUID]struct{}
 	removedrefunds           map[uuid.UUID]struct{}
 	clearedrefunds           bool
+	settlement_batch         *uuid.UUID
+	clearedsettlement_batch  bool
 	done                     bool
 	oldValue                 func(context.Context) (*Payment, error)
 	predicates               []predicate.Payment
@@ -23340,6 +23398,55 @@ func (m *PaymentMutation) ResetRefundedToken() {
 	m.addrefunded_token = nil
 }
 
+// SetSettlementBatchID sets the "settlement_batch_id" field.
+func (m *PaymentMutation) SetSettlementBatchID(u uuid.UUID) {
+	m.settlement_batch = &u
+}
+
+// SettlementBatchID returns the value of the "settlement_batch_id" field in the mutation.
+func (m *PaymentMutation) SettlementBatchID() (r uuid.UUID, exists bool) {
+	v := m.settlement_batch
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementBatchID returns the old "settlement_batch_id" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldSettlementBatchID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementBatchID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementBatchID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementBatchID: %w", err)
+	}
+	return oldValue.SettlementBatchID, nil
+}
+
+// ClearSettlementBatchID clears the value of the "settlement_batch_id" field.
+func (m *PaymentMutation) ClearSettlementBatchID() {
+	m.settlement_batch = nil
+	m.clearedFields[payment.FieldSettlementBatchID] = struct{}{}
+}
+
+// SettlementBatchIDCleared returns if the "settlement_batch_id" field was cleared in this mutation.
+func (m *PaymentMutation) SettlementBatchIDCleared() bool {
+	_, ok := m.clearedFields[payment.FieldSettlementBatchID]
+	return ok
+}
+
+// ResetSettlementBatchID resets all changes to the "settlement_batch_id" field.
+func (m *PaymentMutation) ResetSettlementBatchID() {
+	m.settlement_batch = nil
+	delete(m.clearedFields, payment.FieldSettlementBatchID)
+}
+
 // ClearSession clears the "session" edge to the CheckoutSession entity.
 func (m *PaymentMutation) ClearSession() {
 	m.clearedsession = true
@@ -23448,6 +23555,33 @@ func (m *PaymentMutation) ResetRefunds() {
 	m.removedrefunds = nil
 }
 
+// ClearSettlementBatch clears the "settlement_batch" edge to the SettlementBatch entity.
+func (m *PaymentMutation) ClearSettlementBatch() {
+	m.clearedsettlement_batch = true
+	m.clearedFields[payment.FieldSettlementBatchID] = struct{}{}
+}
+
+// SettlementBatchCleared reports if the "settlement_batch" edge to the SettlementBatch entity was cleared.
+func (m *PaymentMutation) SettlementBatchCleared() bool {
+	return m.SettlementBatchIDCleared() || m.clearedsettlement_batch
+}
+
+// SettlementBatchIDs returns the "settlement_batch" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// SettlementBatchID instead. It exists only for internal usage by the builders.
+func (m *PaymentMutation) SettlementBatchIDs() (ids []uuid.UUID) {
+	if id := m.settlement_batch; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetSettlementBatch resets all changes to the "settlement_batch" edge.
+func (m *PaymentMutation) ResetSettlementBatch() {
+	m.settlement_batch = nil
+	m.clearedsettlement_batch = false
+}
+
 // Where appends a list predicates to the PaymentMutation builder.
 func (m *PaymentMutation) Where(ps ...predicate.Payment) {
 	m.predicates = append(m.predicates, ps...)
@@ -23482,7 +23616,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 35)
+	fields := make([]string, 0, 36)
 	if m.created_at != nil {
 		fields = append(fields, payment.FieldCreatedAt)
 	}
@@ -23588,6 +23722,9 @@ func (m *PaymentMutation) Fields() []string {
 	if m.refunded_token != nil {
 		fields = append(fields, payment.FieldRefundedToken)
 	}
+	if m.settlement_batch != nil {
+		fields = append(fields, payment.FieldSettlementBatchID)
+	}
 	return fields
 }
 
@@ -23666,6 +23803,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.SweptAt()
 	case payment.FieldRefundedToken:
 		return m.RefundedToken()
+	case payment.FieldSettlementBatchID:
+		return m.SettlementBatchID()
 	}
 	return nil, false
 }
@@ -23745,6 +23884,8 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldSweptAt(ctx)
 	case payment.FieldRefundedToken:
 		return m.OldRefundedToken(ctx)
+	case payment.FieldSettlementBatchID:
+		return m.OldSettlementBatchID(ctx)
 	}
 	return nil, fmt.Errorf("unknown Payment field %s", name)
 }
@@ -23999,6 +24140,13 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetRefundedToken(v)
 		return nil
+	case payment.FieldSettlementBatchID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementBatchID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
@@ -24170,6 +24318,9 @@ func (m *PaymentMutation) ClearedFields() []string {
 	if m.FieldCleared(payment.FieldSweptAt) {
 		fields = append(fields, payment.FieldSweptAt)
 	}
+	if m.FieldCleared(payment.FieldSettlementBatchID) {
+		fields = append(fields, payment.FieldSettlementBatchID)
+	}
 	return fields
 }
 
@@ -24237,6 +24388,9 @@ func (m *PaymentMutation) ClearField(name string) error {
 		return nil
 	case payment.FieldSweptAt:
 		m.ClearSweptAt()
+		return nil
+	case payment.FieldSettlementBatchID:
+		m.ClearSettlementBatchID()
 		return nil
 	}
 	return fmt.Errorf("unknown Payment nullable field %s", name)
@@ -24351,13 +24505,16 @@ func (m *PaymentMutation) ResetField(name string) error {
 	case payment.FieldRefundedToken:
 		m.ResetRefundedToken()
 		return nil
+	case payment.FieldSettlementBatchID:
+		m.ResetSettlementBatchID()
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *PaymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.session != nil {
 		edges = append(edges, payment.EdgeSession)
 	}
@@ -24366,6 +24523,9 @@ func (m *PaymentMutation) AddedEdges() []string {
 	}
 	if m.refunds != nil {
 		edges = append(edges, payment.EdgeRefunds)
+	}
+	if m.settlement_batch != nil {
+		edges = append(edges, payment.EdgeSettlementBatch)
 	}
 	return edges
 }
@@ -24388,13 +24548,17 @@ func (m *PaymentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case payment.EdgeSettlementBatch:
+		if id := m.settlement_batch; id != nil {
+			return []ent.Value{*id}
+		}
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *PaymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.removedrefunds != nil {
 		edges = append(edges, payment.EdgeRefunds)
 	}
@@ -24417,7 +24581,7 @@ func (m *PaymentMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *PaymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.clearedsession {
 		edges = append(edges, payment.EdgeSession)
 	}
@@ -24426,6 +24590,9 @@ func (m *PaymentMutation) ClearedEdges() []string {
 	}
 	if m.clearedrefunds {
 		edges = append(edges, payment.EdgeRefunds)
+	}
+	if m.clearedsettlement_batch {
+		edges = append(edges, payment.EdgeSettlementBatch)
 	}
 	return edges
 }
@@ -24440,6 +24607,8 @@ func (m *PaymentMutation) EdgeCleared(name string) bool {
 		return m.cleareddeposit_address
 	case payment.EdgeRefunds:
 		return m.clearedrefunds
+	case payment.EdgeSettlementBatch:
+		return m.clearedsettlement_batch
 	}
 	return false
 }
@@ -24453,6 +24622,9 @@ func (m *PaymentMutation) ClearEdge(name string) error {
 		return nil
 	case payment.EdgeDepositAddress:
 		m.ClearDepositAddress()
+		return nil
+	case payment.EdgeSettlementBatch:
+		m.ClearSettlementBatch()
 		return nil
 	}
 	return fmt.Errorf("unknown Payment unique edge %s", name)
@@ -24470,6 +24642,9 @@ func (m *PaymentMutation) ResetEdge(name string) error {
 		return nil
 	case payment.EdgeRefunds:
 		m.ResetRefunds()
+		return nil
+	case payment.EdgeSettlementBatch:
+		m.ResetSettlementBatch()
 		return nil
 	}
 	return fmt.Errorf("unknown Payment edge %s", name)
@@ -25074,36 +25249,39 @@ func (m *RateLimitCounterMutation) ResetEdge(name string) error {
 // RefundMutation represents an operation that mutates the Refund nodes in the graph.
 type RefundMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *uuid.UUID
-	created_at      *time.Time
-	updated_at      *time.Time
-	external_id     *string
-	session_id      *uuid.UUID
-	merchant_id     *uuid.UUID
-	livemode        *bool
-	chain           *string
-	token           *string
-	amount_token    *int64
-	addamount_token *int64
-	amount_usd      *decimal.Decimal
-	to_address      *string
-	reason          *string
-	status          *refund.Status
-	tx_hash         *string
-	error           *string
-	reverts         *int
-	addreverts      *int
-	completed_at    *time.Time
-	idempotency_key *string
-	request_hash    *string
-	clearedFields   map[string]struct{}
-	payment         *uuid.UUID
-	clearedpayment  bool
-	done            bool
-	oldValue        func(context.Context) (*Refund, error)
-	predicates      []predicate.Refund
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	created_at          *time.Time
+	updated_at          *time.Time
+	external_id         *string
+	session_id          *uuid.UUID
+	merchant_id         *uuid.UUID
+	livemode            *bool
+	chain               *string
+	token               *string
+	amount_token        *int64
+	addamount_token     *int64
+	amount_usd          *decimal.Decimal
+	to_address          *string
+	reason              *string
+	status              *refund.Status
+	tx_hash             *string
+	error               *string
+	reverts             *int
+	addreverts          *int
+	completed_at        *time.Time
+	idempotency_key     *string
+	request_hash        *string
+	after_payout        *bool
+	clearedFields       map[string]struct{}
+	payment             *uuid.UUID
+	clearedpayment      bool
+	netted_batch        *uuid.UUID
+	clearednetted_batch bool
+	done                bool
+	oldValue            func(context.Context) (*Refund, error)
+	predicates          []predicate.Refund
 }
 
 var _ ent.Mutation = (*RefundMutation)(nil)
@@ -26048,6 +26226,91 @@ func (m *RefundMutation) ResetRequestHash() {
 	delete(m.clearedFields, refund.FieldRequestHash)
 }
 
+// SetAfterPayout sets the "after_payout" field.
+func (m *RefundMutation) SetAfterPayout(b bool) {
+	m.after_payout = &b
+}
+
+// AfterPayout returns the value of the "after_payout" field in the mutation.
+func (m *RefundMutation) AfterPayout() (r bool, exists bool) {
+	v := m.after_payout
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAfterPayout returns the old "after_payout" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldAfterPayout(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAfterPayout is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAfterPayout requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAfterPayout: %w", err)
+	}
+	return oldValue.AfterPayout, nil
+}
+
+// ResetAfterPayout resets all changes to the "after_payout" field.
+func (m *RefundMutation) ResetAfterPayout() {
+	m.after_payout = nil
+}
+
+// SetNettedBatchID sets the "netted_batch_id" field.
+func (m *RefundMutation) SetNettedBatchID(u uuid.UUID) {
+	m.netted_batch = &u
+}
+
+// NettedBatchID returns the value of the "netted_batch_id" field in the mutation.
+func (m *RefundMutation) NettedBatchID() (r uuid.UUID, exists bool) {
+	v := m.netted_batch
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNettedBatchID returns the old "netted_batch_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldNettedBatchID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNettedBatchID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNettedBatchID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNettedBatchID: %w", err)
+	}
+	return oldValue.NettedBatchID, nil
+}
+
+// ClearNettedBatchID clears the value of the "netted_batch_id" field.
+func (m *RefundMutation) ClearNettedBatchID() {
+	m.netted_batch = nil
+	m.clearedFields[refund.FieldNettedBatchID] = struct{}{}
+}
+
+// NettedBatchIDCleared returns if the "netted_batch_id" field was cleared in this mutation.
+func (m *RefundMutation) NettedBatchIDCleared() bool {
+	_, ok := m.clearedFields[refund.FieldNettedBatchID]
+	return ok
+}
+
+// ResetNettedBatchID resets all changes to the "netted_batch_id" field.
+func (m *RefundMutation) ResetNettedBatchID() {
+	m.netted_batch = nil
+	delete(m.clearedFields, refund.FieldNettedBatchID)
+}
+
 // ClearPayment clears the "payment" edge to the Payment entity.
 func (m *RefundMutation) ClearPayment() {
 	m.clearedpayment = true
@@ -26073,6 +26336,33 @@ func (m *RefundMutation) PaymentIDs() (ids []uuid.UUID) {
 func (m *RefundMutation) ResetPayment() {
 	m.payment = nil
 	m.clearedpayment = false
+}
+
+// ClearNettedBatch clears the "netted_batch" edge to the SettlementBatch entity.
+func (m *RefundMutation) ClearNettedBatch() {
+	m.clearednetted_batch = true
+	m.clearedFields[refund.FieldNettedBatchID] = struct{}{}
+}
+
+// NettedBatchCleared reports if the "netted_batch" edge to the SettlementBatch entity was cleared.
+func (m *RefundMutation) NettedBatchCleared() bool {
+	return m.NettedBatchIDCleared() || m.clearednetted_batch
+}
+
+// NettedBatchIDs returns the "netted_batch" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// NettedBatchID instead. It exists only for internal usage by the builders.
+func (m *RefundMutation) NettedBatchIDs() (ids []uuid.UUID) {
+	if id := m.netted_batch; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetNettedBatch resets all changes to the "netted_batch" edge.
+func (m *RefundMutation) ResetNettedBatch() {
+	m.netted_batch = nil
+	m.clearednetted_batch = false
 }
 
 // Where appends a list predicates to the RefundMutation builder.
@@ -26109,7 +26399,7 @@ func (m *RefundMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RefundMutation) Fields() []string {
-	fields := make([]string, 0, 20)
+	fields := make([]string, 0, 22)
 	if m.created_at != nil {
 		fields = append(fields, refund.FieldCreatedAt)
 	}
@@ -26170,6 +26460,12 @@ func (m *RefundMutation) Fields() []string {
 	if m.request_hash != nil {
 		fields = append(fields, refund.FieldRequestHash)
 	}
+	if m.after_payout != nil {
+		fields = append(fields, refund.FieldAfterPayout)
+	}
+	if m.netted_batch != nil {
+		fields = append(fields, refund.FieldNettedBatchID)
+	}
 	return fields
 }
 
@@ -26218,6 +26514,10 @@ func (m *RefundMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyKey()
 	case refund.FieldRequestHash:
 		return m.RequestHash()
+	case refund.FieldAfterPayout:
+		return m.AfterPayout()
+	case refund.FieldNettedBatchID:
+		return m.NettedBatchID()
 	}
 	return nil, false
 }
@@ -26267,6 +26567,10 @@ func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldIdempotencyKey(ctx)
 	case refund.FieldRequestHash:
 		return m.OldRequestHash(ctx)
+	case refund.FieldAfterPayout:
+		return m.OldAfterPayout(ctx)
+	case refund.FieldNettedBatchID:
+		return m.OldNettedBatchID(ctx)
 	}
 	return nil, fmt.Errorf("unknown Refund field %s", name)
 }
@@ -26416,6 +26720,20 @@ func (m *RefundMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetRequestHash(v)
 		return nil
+	case refund.FieldAfterPayout:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAfterPayout(v)
+		return nil
+	case refund.FieldNettedBatchID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNettedBatchID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)
 }
@@ -26491,6 +26809,9 @@ func (m *RefundMutation) ClearedFields() []string {
 	if m.FieldCleared(refund.FieldRequestHash) {
 		fields = append(fields, refund.FieldRequestHash)
 	}
+	if m.FieldCleared(refund.FieldNettedBatchID) {
+		fields = append(fields, refund.FieldNettedBatchID)
+	}
 	return fields
 }
 
@@ -26522,6 +26843,9 @@ func (m *RefundMutation) ClearField(name string) error {
 		return nil
 	case refund.FieldRequestHash:
 		m.ClearRequestHash()
+		return nil
+	case refund.FieldNettedBatchID:
+		m.ClearNettedBatchID()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund nullable field %s", name)
@@ -26591,15 +26915,24 @@ func (m *RefundMutation) ResetField(name string) error {
 	case refund.FieldRequestHash:
 		m.ResetRequestHash()
 		return nil
+	case refund.FieldAfterPayout:
+		m.ResetAfterPayout()
+		return nil
+	case refund.FieldNettedBatchID:
+		m.ResetNettedBatchID()
+		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)
 }
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *RefundMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.payment != nil {
 		edges = append(edges, refund.EdgePayment)
+	}
+	if m.netted_batch != nil {
+		edges = append(edges, refund.EdgeNettedBatch)
 	}
 	return edges
 }
@@ -26612,13 +26945,17 @@ func (m *RefundMutation) AddedIDs(name string) []ent.Value {
 		if id := m.payment; id != nil {
 			return []ent.Value{*id}
 		}
+	case refund.EdgeNettedBatch:
+		if id := m.netted_batch; id != nil {
+			return []ent.Value{*id}
+		}
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *RefundMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	return edges
 }
 
@@ -26630,9 +26967,12 @@ func (m *RefundMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *RefundMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.clearedpayment {
 		edges = append(edges, refund.EdgePayment)
+	}
+	if m.clearednetted_batch {
+		edges = append(edges, refund.EdgeNettedBatch)
 	}
 	return edges
 }
@@ -26643,6 +26983,8 @@ func (m *RefundMutation) EdgeCleared(name string) bool {
 	switch name {
 	case refund.EdgePayment:
 		return m.clearedpayment
+	case refund.EdgeNettedBatch:
+		return m.clearednetted_batch
 	}
 	return false
 }
@@ -26653,6 +26995,9 @@ func (m *RefundMutation) ClearEdge(name string) error {
 	switch name {
 	case refund.EdgePayment:
 		m.ClearPayment()
+		return nil
+	case refund.EdgeNettedBatch:
+		m.ClearNettedBatch()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund unique edge %s", name)
@@ -26665,8 +27010,2169 @@ func (m *RefundMutation) ResetEdge(name string) error {
 	case refund.EdgePayment:
 		m.ResetPayment()
 		return nil
+	case refund.EdgeNettedBatch:
+		m.ResetNettedBatch()
+		return nil
 	}
 	return fmt.Errorf("unknown Refund edge %s", name)
+}
+
+// SettlementBatchMutation represents an operation that mutates the SettlementBatch nodes in the graph.
+type SettlementBatchMutation struct {
+	config
+	op                    Op
+	typ                   string
+	id                    *uuid.UUID
+	created_at            *time.Time
+	updated_at            *time.Time
+	external_id           *string
+	merchant_id           *uuid.UUID
+	livemode              *bool
+	chain                 *string
+	seq                   *int
+	addseq                *int
+	status                *settlementbatch.Status
+	gross                 *int64
+	addgross              *int64
+	fee                   *int64
+	addfee                *int64
+	refunds_netted        *int64
+	addrefunds_netted     *int64
+	carried_in            *int64
+	addcarried_in         *int64
+	carried_out           *int64
+	addcarried_out        *int64
+	net                   *int64
+	addnet                *int64
+	payout_chain          *string
+	payout_address        *string
+	tx_hash               *string
+	reference             *string
+	fx_rate               *string
+	fiat_amount           *string
+	fiat_currency         *string
+	settlement_type       *string
+	error                 *string
+	completed_at          *time.Time
+	clearedFields         map[string]struct{}
+	payments              map[uuid.UUID]struct{}
+	removedpayments       map[uuid.UUID]struct{}
+	clearedpayments       bool
+	netted_refunds        map[uuid.UUID]struct{}
+	removednetted_refunds map[uuid.UUID]struct{}
+	clearednetted_refunds bool
+	done                  bool
+	oldValue              func(context.Context) (*SettlementBatch, error)
+	predicates            []predicate.SettlementBatch
+}
+
+var _ ent.Mutation = (*SettlementBatchMutation)(nil)
+
+// settlementbatchOption allows management of the mutation configuration using functional options.
+type settlementbatchOption func(*SettlementBatchMutation)
+
+// newSettlementBatchMutation creates new mutation for the SettlementBatch entity.
+func newSettlementBatchMutation(c config, op Op, opts ...settlementbatchOption) *SettlementBatchMutation {
+	m := &SettlementBatchMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSettlementBatch,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSettlementBatchID sets the ID field of the mutation.
+func withSettlementBatchID(id uuid.UUID) settlementbatchOption {
+	return func(m *SettlementBatchMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SettlementBatch
+		)
+		m.oldValue = func(ctx context.Context) (*SettlementBatch, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SettlementBatch.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSettlementBatch sets the old SettlementBatch of the mutation.
+func withSettlementBatch(node *SettlementBatch) settlementbatchOption {
+	return func(m *SettlementBatchMutation) {
+		m.oldValue = func(context.Context) (*SettlementBatch, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SettlementBatchMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SettlementBatchMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of SettlementBatch entities.
+func (m *SettlementBatchMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SettlementBatchMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SettlementBatchMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SettlementBatch.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *SettlementBatchMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *SettlementBatchMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *SettlementBatchMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *SettlementBatchMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *SettlementBatchMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *SettlementBatchMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetExternalID sets the "external_id" field.
+func (m *SettlementBatchMutation) SetExternalID(s string) {
+	m.external_id = &s
+}
+
+// ExternalID returns the value of the "external_id" field in the mutation.
+func (m *SettlementBatchMutation) ExternalID() (r string, exists bool) {
+	v := m.external_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExternalID returns the old "external_id" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldExternalID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExternalID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExternalID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExternalID: %w", err)
+	}
+	return oldValue.ExternalID, nil
+}
+
+// ResetExternalID resets all changes to the "external_id" field.
+func (m *SettlementBatchMutation) ResetExternalID() {
+	m.external_id = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *SettlementBatchMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *SettlementBatchMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *SettlementBatchMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *SettlementBatchMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *SettlementBatchMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *SettlementBatchMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *SettlementBatchMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *SettlementBatchMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *SettlementBatchMutation) ResetChain() {
+	m.chain = nil
+}
+
+// SetSeq sets the "seq" field.
+func (m *SettlementBatchMutation) SetSeq(i int) {
+	m.seq = &i
+	m.addseq = nil
+}
+
+// Seq returns the value of the "seq" field in the mutation.
+func (m *SettlementBatchMutation) Seq() (r int, exists bool) {
+	v := m.seq
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSeq returns the old "seq" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldSeq(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSeq is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSeq requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSeq: %w", err)
+	}
+	return oldValue.Seq, nil
+}
+
+// AddSeq adds i to the "seq" field.
+func (m *SettlementBatchMutation) AddSeq(i int) {
+	if m.addseq != nil {
+		*m.addseq += i
+	} else {
+		m.addseq = &i
+	}
+}
+
+// AddedSeq returns the value that was added to the "seq" field in this mutation.
+func (m *SettlementBatchMutation) AddedSeq() (r int, exists bool) {
+	v := m.addseq
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSeq resets all changes to the "seq" field.
+func (m *SettlementBatchMutation) ResetSeq() {
+	m.seq = nil
+	m.addseq = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *SettlementBatchMutation) SetStatus(s settlementbatch.Status) {
+	m.status = &s
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *SettlementBatchMutation) Status() (r settlementbatch.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldStatus(ctx context.Context) (v settlementbatch.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *SettlementBatchMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetGross sets the "gross" field.
+func (m *SettlementBatchMutation) SetGross(i int64) {
+	m.gross = &i
+	m.addgross = nil
+}
+
+// Gross returns the value of the "gross" field in the mutation.
+func (m *SettlementBatchMutation) Gross() (r int64, exists bool) {
+	v := m.gross
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldGross returns the old "gross" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldGross(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldGross is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldGross requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldGross: %w", err)
+	}
+	return oldValue.Gross, nil
+}
+
+// AddGross adds i to the "gross" field.
+func (m *SettlementBatchMutation) AddGross(i int64) {
+	if m.addgross != nil {
+		*m.addgross += i
+	} else {
+		m.addgross = &i
+	}
+}
+
+// AddedGross returns the value that was added to the "gross" field in this mutation.
+func (m *SettlementBatchMutation) AddedGross() (r int64, exists bool) {
+	v := m.addgross
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetGross resets all changes to the "gross" field.
+func (m *SettlementBatchMutation) ResetGross() {
+	m.gross = nil
+	m.addgross = nil
+}
+
+// SetFee sets the "fee" field.
+func (m *SettlementBatchMutation) SetFee(i int64) {
+	m.fee = &i
+	m.addfee = nil
+}
+
+// Fee returns the value of the "fee" field in the mutation.
+func (m *SettlementBatchMutation) Fee() (r int64, exists bool) {
+	v := m.fee
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFee returns the old "fee" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldFee(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFee is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFee requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFee: %w", err)
+	}
+	return oldValue.Fee, nil
+}
+
+// AddFee adds i to the "fee" field.
+func (m *SettlementBatchMutation) AddFee(i int64) {
+	if m.addfee != nil {
+		*m.addfee += i
+	} else {
+		m.addfee = &i
+	}
+}
+
+// AddedFee returns the value that was added to the "fee" field in this mutation.
+func (m *SettlementBatchMutation) AddedFee() (r int64, exists bool) {
+	v := m.addfee
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFee resets all changes to the "fee" field.
+func (m *SettlementBatchMutation) ResetFee() {
+	m.fee = nil
+	m.addfee = nil
+}
+
+// SetRefundsNetted sets the "refunds_netted" field.
+func (m *SettlementBatchMutation) SetRefundsNetted(i int64) {
+	m.refunds_netted = &i
+	m.addrefunds_netted = nil
+}
+
+// RefundsNetted returns the value of the "refunds_netted" field in the mutation.
+func (m *SettlementBatchMutation) RefundsNetted() (r int64, exists bool) {
+	v := m.refunds_netted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundsNetted returns the old "refunds_netted" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldRefundsNetted(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundsNetted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundsNetted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundsNetted: %w", err)
+	}
+	return oldValue.RefundsNetted, nil
+}
+
+// AddRefundsNetted adds i to the "refunds_netted" field.
+func (m *SettlementBatchMutation) AddRefundsNetted(i int64) {
+	if m.addrefunds_netted != nil {
+		*m.addrefunds_netted += i
+	} else {
+		m.addrefunds_netted = &i
+	}
+}
+
+// AddedRefundsNetted returns the value that was added to the "refunds_netted" field in this mutation.
+func (m *SettlementBatchMutation) AddedRefundsNetted() (r int64, exists bool) {
+	v := m.addrefunds_netted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRefundsNetted resets all changes to the "refunds_netted" field.
+func (m *SettlementBatchMutation) ResetRefundsNetted() {
+	m.refunds_netted = nil
+	m.addrefunds_netted = nil
+}
+
+// SetCarriedIn sets the "carried_in" field.
+func (m *SettlementBatchMutation) SetCarriedIn(i int64) {
+	m.carried_in = &i
+	m.addcarried_in = nil
+}
+
+// CarriedIn returns the value of the "carried_in" field in the mutation.
+func (m *SettlementBatchMutation) CarriedIn() (r int64, exists bool) {
+	v := m.carried_in
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCarriedIn returns the old "carried_in" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldCarriedIn(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCarriedIn is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCarriedIn requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCarriedIn: %w", err)
+	}
+	return oldValue.CarriedIn, nil
+}
+
+// AddCarriedIn adds i to the "carried_in" field.
+func (m *SettlementBatchMutation) AddCarriedIn(i int64) {
+	if m.addcarried_in != nil {
+		*m.addcarried_in += i
+	} else {
+		m.addcarried_in = &i
+	}
+}
+
+// AddedCarriedIn returns the value that was added to the "carried_in" field in this mutation.
+func (m *SettlementBatchMutation) AddedCarriedIn() (r int64, exists bool) {
+	v := m.addcarried_in
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCarriedIn resets all changes to the "carried_in" field.
+func (m *SettlementBatchMutation) ResetCarriedIn() {
+	m.carried_in = nil
+	m.addcarried_in = nil
+}
+
+// SetCarriedOut sets the "carried_out" field.
+func (m *SettlementBatchMutation) SetCarriedOut(i int64) {
+	m.carried_out = &i
+	m.addcarried_out = nil
+}
+
+// CarriedOut returns the value of the "carried_out" field in the mutation.
+func (m *SettlementBatchMutation) CarriedOut() (r int64, exists bool) {
+	v := m.carried_out
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCarriedOut returns the old "carried_out" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldCarriedOut(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCarriedOut is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCarriedOut requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCarriedOut: %w", err)
+	}
+	return oldValue.CarriedOut, nil
+}
+
+// AddCarriedOut adds i to the "carried_out" field.
+func (m *SettlementBatchMutation) AddCarriedOut(i int64) {
+	if m.addcarried_out != nil {
+		*m.addcarried_out += i
+	} else {
+		m.addcarried_out = &i
+	}
+}
+
+// AddedCarriedOut returns the value that was added to the "carried_out" field in this mutation.
+func (m *SettlementBatchMutation) AddedCarriedOut() (r int64, exists bool) {
+	v := m.addcarried_out
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCarriedOut resets all changes to the "carried_out" field.
+func (m *SettlementBatchMutation) ResetCarriedOut() {
+	m.carried_out = nil
+	m.addcarried_out = nil
+}
+
+// SetNet sets the "net" field.
+func (m *SettlementBatchMutation) SetNet(i int64) {
+	m.net = &i
+	m.addnet = nil
+}
+
+// Net returns the value of the "net" field in the mutation.
+func (m *SettlementBatchMutation) Net() (r int64, exists bool) {
+	v := m.net
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNet returns the old "net" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldNet(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNet is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNet requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNet: %w", err)
+	}
+	return oldValue.Net, nil
+}
+
+// AddNet adds i to the "net" field.
+func (m *SettlementBatchMutation) AddNet(i int64) {
+	if m.addnet != nil {
+		*m.addnet += i
+	} else {
+		m.addnet = &i
+	}
+}
+
+// AddedNet returns the value that was added to the "net" field in this mutation.
+func (m *SettlementBatchMutation) AddedNet() (r int64, exists bool) {
+	v := m.addnet
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetNet resets all changes to the "net" field.
+func (m *SettlementBatchMutation) ResetNet() {
+	m.net = nil
+	m.addnet = nil
+}
+
+// SetPayoutChain sets the "payout_chain" field.
+func (m *SettlementBatchMutation) SetPayoutChain(s string) {
+	m.payout_chain = &s
+}
+
+// PayoutChain returns the value of the "payout_chain" field in the mutation.
+func (m *SettlementBatchMutation) PayoutChain() (r string, exists bool) {
+	v := m.payout_chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayoutChain returns the old "payout_chain" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldPayoutChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayoutChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayoutChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayoutChain: %w", err)
+	}
+	return oldValue.PayoutChain, nil
+}
+
+// ClearPayoutChain clears the value of the "payout_chain" field.
+func (m *SettlementBatchMutation) ClearPayoutChain() {
+	m.payout_chain = nil
+	m.clearedFields[settlementbatch.FieldPayoutChain] = struct{}{}
+}
+
+// PayoutChainCleared returns if the "payout_chain" field was cleared in this mutation.
+func (m *SettlementBatchMutation) PayoutChainCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldPayoutChain]
+	return ok
+}
+
+// ResetPayoutChain resets all changes to the "payout_chain" field.
+func (m *SettlementBatchMutation) ResetPayoutChain() {
+	m.payout_chain = nil
+	delete(m.clearedFields, settlementbatch.FieldPayoutChain)
+}
+
+// SetPayoutAddress sets the "payout_address" field.
+func (m *SettlementBatchMutation) SetPayoutAddress(s string) {
+	m.payout_address = &s
+}
+
+// PayoutAddress returns the value of the "payout_address" field in the mutation.
+func (m *SettlementBatchMutation) PayoutAddress() (r string, exists bool) {
+	v := m.payout_address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayoutAddress returns the old "payout_address" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldPayoutAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayoutAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayoutAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayoutAddress: %w", err)
+	}
+	return oldValue.PayoutAddress, nil
+}
+
+// ClearPayoutAddress clears the value of the "payout_address" field.
+func (m *SettlementBatchMutation) ClearPayoutAddress() {
+	m.payout_address = nil
+	m.clearedFields[settlementbatch.FieldPayoutAddress] = struct{}{}
+}
+
+// PayoutAddressCleared returns if the "payout_address" field was cleared in this mutation.
+func (m *SettlementBatchMutation) PayoutAddressCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldPayoutAddress]
+	return ok
+}
+
+// ResetPayoutAddress resets all changes to the "payout_address" field.
+func (m *SettlementBatchMutation) ResetPayoutAddress() {
+	m.payout_address = nil
+	delete(m.clearedFields, settlementbatch.FieldPayoutAddress)
+}
+
+// SetTxHash sets the "tx_hash" field.
+func (m *SettlementBatchMutation) SetTxHash(s string) {
+	m.tx_hash = &s
+}
+
+// TxHash returns the value of the "tx_hash" field in the mutation.
+func (m *SettlementBatchMutation) TxHash() (r string, exists bool) {
+	v := m.tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTxHash returns the old "tx_hash" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTxHash: %w", err)
+	}
+	return oldValue.TxHash, nil
+}
+
+// ClearTxHash clears the value of the "tx_hash" field.
+func (m *SettlementBatchMutation) ClearTxHash() {
+	m.tx_hash = nil
+	m.clearedFields[settlementbatch.FieldTxHash] = struct{}{}
+}
+
+// TxHashCleared returns if the "tx_hash" field was cleared in this mutation.
+func (m *SettlementBatchMutation) TxHashCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldTxHash]
+	return ok
+}
+
+// ResetTxHash resets all changes to the "tx_hash" field.
+func (m *SettlementBatchMutation) ResetTxHash() {
+	m.tx_hash = nil
+	delete(m.clearedFields, settlementbatch.FieldTxHash)
+}
+
+// SetReference sets the "reference" field.
+func (m *SettlementBatchMutation) SetReference(s string) {
+	m.reference = &s
+}
+
+// Reference returns the value of the "reference" field in the mutation.
+func (m *SettlementBatchMutation) Reference() (r string, exists bool) {
+	v := m.reference
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReference returns the old "reference" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldReference(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReference is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReference requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReference: %w", err)
+	}
+	return oldValue.Reference, nil
+}
+
+// ClearReference clears the value of the "reference" field.
+func (m *SettlementBatchMutation) ClearReference() {
+	m.reference = nil
+	m.clearedFields[settlementbatch.FieldReference] = struct{}{}
+}
+
+// ReferenceCleared returns if the "reference" field was cleared in this mutation.
+func (m *SettlementBatchMutation) ReferenceCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldReference]
+	return ok
+}
+
+// ResetReference resets all changes to the "reference" field.
+func (m *SettlementBatchMutation) ResetReference() {
+	m.reference = nil
+	delete(m.clearedFields, settlementbatch.FieldReference)
+}
+
+// SetFxRate sets the "fx_rate" field.
+func (m *SettlementBatchMutation) SetFxRate(s string) {
+	m.fx_rate = &s
+}
+
+// FxRate returns the value of the "fx_rate" field in the mutation.
+func (m *SettlementBatchMutation) FxRate() (r string, exists bool) {
+	v := m.fx_rate
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFxRate returns the old "fx_rate" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldFxRate(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFxRate is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFxRate requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFxRate: %w", err)
+	}
+	return oldValue.FxRate, nil
+}
+
+// ClearFxRate clears the value of the "fx_rate" field.
+func (m *SettlementBatchMutation) ClearFxRate() {
+	m.fx_rate = nil
+	m.clearedFields[settlementbatch.FieldFxRate] = struct{}{}
+}
+
+// FxRateCleared returns if the "fx_rate" field was cleared in this mutation.
+func (m *SettlementBatchMutation) FxRateCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldFxRate]
+	return ok
+}
+
+// ResetFxRate resets all changes to the "fx_rate" field.
+func (m *SettlementBatchMutation) ResetFxRate() {
+	m.fx_rate = nil
+	delete(m.clearedFields, settlementbatch.FieldFxRate)
+}
+
+// SetFiatAmount sets the "fiat_amount" field.
+func (m *SettlementBatchMutation) SetFiatAmount(s string) {
+	m.fiat_amount = &s
+}
+
+// FiatAmount returns the value of the "fiat_amount" field in the mutation.
+func (m *SettlementBatchMutation) FiatAmount() (r string, exists bool) {
+	v := m.fiat_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFiatAmount returns the old "fiat_amount" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldFiatAmount(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFiatAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFiatAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFiatAmount: %w", err)
+	}
+	return oldValue.FiatAmount, nil
+}
+
+// ClearFiatAmount clears the value of the "fiat_amount" field.
+func (m *SettlementBatchMutation) ClearFiatAmount() {
+	m.fiat_amount = nil
+	m.clearedFields[settlementbatch.FieldFiatAmount] = struct{}{}
+}
+
+// FiatAmountCleared returns if the "fiat_amount" field was cleared in this mutation.
+func (m *SettlementBatchMutation) FiatAmountCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldFiatAmount]
+	return ok
+}
+
+// ResetFiatAmount resets all changes to the "fiat_amount" field.
+func (m *SettlementBatchMutation) ResetFiatAmount() {
+	m.fiat_amount = nil
+	delete(m.clearedFields, settlementbatch.FieldFiatAmount)
+}
+
+// SetFiatCurrency sets the "fiat_currency" field.
+func (m *SettlementBatchMutation) SetFiatCurrency(s string) {
+	m.fiat_currency = &s
+}
+
+// FiatCurrency returns the value of the "fiat_currency" field in the mutation.
+func (m *SettlementBatchMutation) FiatCurrency() (r string, exists bool) {
+	v := m.fiat_currency
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFiatCurrency returns the old "fiat_currency" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldFiatCurrency(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFiatCurrency is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFiatCurrency requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFiatCurrency: %w", err)
+	}
+	return oldValue.FiatCurrency, nil
+}
+
+// ClearFiatCurrency clears the value of the "fiat_currency" field.
+func (m *SettlementBatchMutation) ClearFiatCurrency() {
+	m.fiat_currency = nil
+	m.clearedFields[settlementbatch.FieldFiatCurrency] = struct{}{}
+}
+
+// FiatCurrencyCleared returns if the "fiat_currency" field was cleared in this mutation.
+func (m *SettlementBatchMutation) FiatCurrencyCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldFiatCurrency]
+	return ok
+}
+
+// ResetFiatCurrency resets all changes to the "fiat_currency" field.
+func (m *SettlementBatchMutation) ResetFiatCurrency() {
+	m.fiat_currency = nil
+	delete(m.clearedFields, settlementbatch.FieldFiatCurrency)
+}
+
+// SetSettlementType sets the "settlement_type" field.
+func (m *SettlementBatchMutation) SetSettlementType(s string) {
+	m.settlement_type = &s
+}
+
+// SettlementType returns the value of the "settlement_type" field in the mutation.
+func (m *SettlementBatchMutation) SettlementType() (r string, exists bool) {
+	v := m.settlement_type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSettlementType returns the old "settlement_type" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldSettlementType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSettlementType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSettlementType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSettlementType: %w", err)
+	}
+	return oldValue.SettlementType, nil
+}
+
+// ResetSettlementType resets all changes to the "settlement_type" field.
+func (m *SettlementBatchMutation) ResetSettlementType() {
+	m.settlement_type = nil
+}
+
+// SetError sets the "error" field.
+func (m *SettlementBatchMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *SettlementBatchMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ClearError clears the value of the "error" field.
+func (m *SettlementBatchMutation) ClearError() {
+	m.error = nil
+	m.clearedFields[settlementbatch.FieldError] = struct{}{}
+}
+
+// ErrorCleared returns if the "error" field was cleared in this mutation.
+func (m *SettlementBatchMutation) ErrorCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldError]
+	return ok
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *SettlementBatchMutation) ResetError() {
+	m.error = nil
+	delete(m.clearedFields, settlementbatch.FieldError)
+}
+
+// SetCompletedAt sets the "completed_at" field.
+func (m *SettlementBatchMutation) SetCompletedAt(t time.Time) {
+	m.completed_at = &t
+}
+
+// CompletedAt returns the value of the "completed_at" field in the mutation.
+func (m *SettlementBatchMutation) CompletedAt() (r time.Time, exists bool) {
+	v := m.completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCompletedAt returns the old "completed_at" field's value of the SettlementBatch entity.
+// If the SettlementBatch object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SettlementBatchMutation) OldCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCompletedAt: %w", err)
+	}
+	return oldValue.CompletedAt, nil
+}
+
+// ClearCompletedAt clears the value of the "completed_at" field.
+func (m *SettlementBatchMutation) ClearCompletedAt() {
+	m.completed_at = nil
+	m.clearedFields[settlementbatch.FieldCompletedAt] = struct{}{}
+}
+
+// CompletedAtCleared returns if the "completed_at" field was cleared in this mutation.
+func (m *SettlementBatchMutation) CompletedAtCleared() bool {
+	_, ok := m.clearedFields[settlementbatch.FieldCompletedAt]
+	return ok
+}
+
+// ResetCompletedAt resets all changes to the "completed_at" field.
+func (m *SettlementBatchMutation) ResetCompletedAt() {
+	m.completed_at = nil
+	delete(m.clearedFields, settlementbatch.FieldCompletedAt)
+}
+
+// AddPaymentIDs adds the "payments" edge to the Payment entity by ids.
+func (m *SettlementBatchMutation) AddPaymentIDs(ids ...uuid.UUID) {
+	if m.payments == nil {
+		m.payments = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.payments[ids[i]] = struct{}{}
+	}
+}
+
+// ClearPayments clears the "payments" edge to the Payment entity.
+func (m *SettlementBatchMutation) ClearPayments() {
+	m.clearedpayments = true
+}
+
+// PaymentsCleared reports if the "payments" edge to the Payment entity was cleared.
+func (m *SettlementBatchMutation) PaymentsCleared() bool {
+	return m.clearedpayments
+}
+
+// RemovePaymentIDs removes the "payments" edge to the Payment entity by IDs.
+func (m *SettlementBatchMutation) RemovePaymentIDs(ids ...uuid.UUID) {
+	if m.removedpayments == nil {
+		m.removedpayments = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.payments, ids[i])
+		m.removedpayments[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedPayments returns the removed IDs of the "payments" edge to the Payment entity.
+func (m *SettlementBatchMutation) RemovedPaymentsIDs() (ids []uuid.UUID) {
+	for id := range m.removedpayments {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// PaymentsIDs returns the "payments" edge IDs in the mutation.
+func (m *SettlementBatchMutation) PaymentsIDs() (ids []uuid.UUID) {
+	for id := range m.payments {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetPayments resets all changes to the "payments" edge.
+func (m *SettlementBatchMutation) ResetPayments() {
+	m.payments = nil
+	m.clearedpayments = false
+	m.removedpayments = nil
+}
+
+// AddNettedRefundIDs adds the "netted_refunds" edge to the Refund entity by ids.
+func (m *SettlementBatchMutation) AddNettedRefundIDs(ids ...uuid.UUID) {
+	if m.netted_refunds == nil {
+		m.netted_refunds = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.netted_refunds[ids[i]] = struct{}{}
+	}
+}
+
+// ClearNettedRefunds clears the "netted_refunds" edge to the Refund entity.
+func (m *SettlementBatchMutation) ClearNettedRefunds() {
+	m.clearednetted_refunds = true
+}
+
+// NettedRefundsCleared reports if the "netted_refunds" edge to the Refund entity was cleared.
+func (m *SettlementBatchMutation) NettedRefundsCleared() bool {
+	return m.clearednetted_refunds
+}
+
+// RemoveNettedRefundIDs removes the "netted_refunds" edge to the Refund entity by IDs.
+func (m *SettlementBatchMutation) RemoveNettedRefundIDs(ids ...uuid.UUID) {
+	if m.removednetted_refunds == nil {
+		m.removednetted_refunds = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.netted_refunds, ids[i])
+		m.removednetted_refunds[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedNettedRefunds returns the removed IDs of the "netted_refunds" edge to the Refund entity.
+func (m *SettlementBatchMutation) RemovedNettedRefundsIDs() (ids []uuid.UUID) {
+	for id := range m.removednetted_refunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// NettedRefundsIDs returns the "netted_refunds" edge IDs in the mutation.
+func (m *SettlementBatchMutation) NettedRefundsIDs() (ids []uuid.UUID) {
+	for id := range m.netted_refunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetNettedRefunds resets all changes to the "netted_refunds" edge.
+func (m *SettlementBatchMutation) ResetNettedRefunds() {
+	m.netted_refunds = nil
+	m.clearednetted_refunds = false
+	m.removednetted_refunds = nil
+}
+
+// Where appends a list predicates to the SettlementBatchMutation builder.
+func (m *SettlementBatchMutation) Where(ps ...predicate.SettlementBatch) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SettlementBatchMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SettlementBatchMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SettlementBatch, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SettlementBatchMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SettlementBatchMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SettlementBatch).
+func (m *SettlementBatchMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SettlementBatchMutation) Fields() []string {
+	fields := make([]string, 0, 24)
+	if m.created_at != nil {
+		fields = append(fields, settlementbatch.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, settlementbatch.FieldUpdatedAt)
+	}
+	if m.external_id != nil {
+		fields = append(fields, settlementbatch.FieldExternalID)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, settlementbatch.FieldMerchantID)
+	}
+	if m.livemode != nil {
+		fields = append(fields, settlementbatch.FieldLivemode)
+	}
+	if m.chain != nil {
+		fields = append(fields, settlementbatch.FieldChain)
+	}
+	if m.seq != nil {
+		fields = append(fields, settlementbatch.FieldSeq)
+	}
+	if m.status != nil {
+		fields = append(fields, settlementbatch.FieldStatus)
+	}
+	if m.gross != nil {
+		fields = append(fields, settlementbatch.FieldGross)
+	}
+	if m.fee != nil {
+		fields = append(fields, settlementbatch.FieldFee)
+	}
+	if m.refunds_netted != nil {
+		fields = append(fields, settlementbatch.FieldRefundsNetted)
+	}
+	if m.carried_in != nil {
+		fields = append(fields, settlementbatch.FieldCarriedIn)
+	}
+	if m.carried_out != nil {
+		fields = append(fields, settlementbatch.FieldCarriedOut)
+	}
+	if m.net != nil {
+		fields = append(fields, settlementbatch.FieldNet)
+	}
+	if m.payout_chain != nil {
+		fields = append(fields, settlementbatch.FieldPayoutChain)
+	}
+	if m.payout_address != nil {
+		fields = append(fields, settlementbatch.FieldPayoutAddress)
+	}
+	if m.tx_hash != nil {
+		fields = append(fields, settlementbatch.FieldTxHash)
+	}
+	if m.reference != nil {
+		fields = append(fields, settlementbatch.FieldReference)
+	}
+	if m.fx_rate != nil {
+		fields = append(fields, settlementbatch.FieldFxRate)
+	}
+	if m.fiat_amount != nil {
+		fields = append(fields, settlementbatch.FieldFiatAmount)
+	}
+	if m.fiat_currency != nil {
+		fields = append(fields, settlementbatch.FieldFiatCurrency)
+	}
+	if m.settlement_type != nil {
+		fields = append(fields, settlementbatch.FieldSettlementType)
+	}
+	if m.error != nil {
+		fields = append(fields, settlementbatch.FieldError)
+	}
+	if m.completed_at != nil {
+		fields = append(fields, settlementbatch.FieldCompletedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SettlementBatchMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case settlementbatch.FieldCreatedAt:
+		return m.CreatedAt()
+	case settlementbatch.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case settlementbatch.FieldExternalID:
+		return m.ExternalID()
+	case settlementbatch.FieldMerchantID:
+		return m.MerchantID()
+	case settlementbatch.FieldLivemode:
+		return m.Livemode()
+	case settlementbatch.FieldChain:
+		return m.Chain()
+	case settlementbatch.FieldSeq:
+		return m.Seq()
+	case settlementbatch.FieldStatus:
+		return m.Status()
+	case settlementbatch.FieldGross:
+		return m.Gross()
+	case settlementbatch.FieldFee:
+		return m.Fee()
+	case settlementbatch.FieldRefundsNetted:
+		return m.RefundsNetted()
+	case settlementbatch.FieldCarriedIn:
+		return m.CarriedIn()
+	case settlementbatch.FieldCarriedOut:
+		return m.CarriedOut()
+	case settlementbatch.FieldNet:
+		return m.Net()
+	case settlementbatch.FieldPayoutChain:
+		return m.PayoutChain()
+	case settlementbatch.FieldPayoutAddress:
+		return m.PayoutAddress()
+	case settlementbatch.FieldTxHash:
+		return m.TxHash()
+	case settlementbatch.FieldReference:
+		return m.Reference()
+	case settlementbatch.FieldFxRate:
+		return m.FxRate()
+	case settlementbatch.FieldFiatAmount:
+		return m.FiatAmount()
+	case settlementbatch.FieldFiatCurrency:
+		return m.FiatCurrency()
+	case settlementbatch.FieldSettlementType:
+		return m.SettlementType()
+	case settlementbatch.FieldError:
+		return m.Error()
+	case settlementbatch.FieldCompletedAt:
+		return m.CompletedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SettlementBatchMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case settlementbatch.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case settlementbatch.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case settlementbatch.FieldExternalID:
+		return m.OldExternalID(ctx)
+	case settlementbatch.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case settlementbatch.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case settlementbatch.FieldChain:
+		return m.OldChain(ctx)
+	case settlementbatch.FieldSeq:
+		return m.OldSeq(ctx)
+	case settlementbatch.FieldStatus:
+		return m.OldStatus(ctx)
+	case settlementbatch.FieldGross:
+		return m.OldGross(ctx)
+	case settlementbatch.FieldFee:
+		return m.OldFee(ctx)
+	case settlementbatch.FieldRefundsNetted:
+		return m.OldRefundsNetted(ctx)
+	case settlementbatch.FieldCarriedIn:
+		return m.OldCarriedIn(ctx)
+	case settlementbatch.FieldCarriedOut:
+		return m.OldCarriedOut(ctx)
+	case settlementbatch.FieldNet:
+		return m.OldNet(ctx)
+	case settlementbatch.FieldPayoutChain:
+		return m.OldPayoutChain(ctx)
+	case settlementbatch.FieldPayoutAddress:
+		return m.OldPayoutAddress(ctx)
+	case settlementbatch.FieldTxHash:
+		return m.OldTxHash(ctx)
+	case settlementbatch.FieldReference:
+		return m.OldReference(ctx)
+	case settlementbatch.FieldFxRate:
+		return m.OldFxRate(ctx)
+	case settlementbatch.FieldFiatAmount:
+		return m.OldFiatAmount(ctx)
+	case settlementbatch.FieldFiatCurrency:
+		return m.OldFiatCurrency(ctx)
+	case settlementbatch.FieldSettlementType:
+		return m.OldSettlementType(ctx)
+	case settlementbatch.FieldError:
+		return m.OldError(ctx)
+	case settlementbatch.FieldCompletedAt:
+		return m.OldCompletedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown SettlementBatch field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SettlementBatchMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case settlementbatch.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case settlementbatch.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case settlementbatch.FieldExternalID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExternalID(v)
+		return nil
+	case settlementbatch.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case settlementbatch.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case settlementbatch.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case settlementbatch.FieldSeq:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSeq(v)
+		return nil
+	case settlementbatch.FieldStatus:
+		v, ok := value.(settlementbatch.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case settlementbatch.FieldGross:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetGross(v)
+		return nil
+	case settlementbatch.FieldFee:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFee(v)
+		return nil
+	case settlementbatch.FieldRefundsNetted:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundsNetted(v)
+		return nil
+	case settlementbatch.FieldCarriedIn:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCarriedIn(v)
+		return nil
+	case settlementbatch.FieldCarriedOut:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCarriedOut(v)
+		return nil
+	case settlementbatch.FieldNet:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNet(v)
+		return nil
+	case settlementbatch.FieldPayoutChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayoutChain(v)
+		return nil
+	case settlementbatch.FieldPayoutAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayoutAddress(v)
+		return nil
+	case settlementbatch.FieldTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTxHash(v)
+		return nil
+	case settlementbatch.FieldReference:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReference(v)
+		return nil
+	case settlementbatch.FieldFxRate:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFxRate(v)
+		return nil
+	case settlementbatch.FieldFiatAmount:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFiatAmount(v)
+		return nil
+	case settlementbatch.FieldFiatCurrency:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFiatCurrency(v)
+		return nil
+	case settlementbatch.FieldSettlementType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSettlementType(v)
+		return nil
+	case settlementbatch.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case settlementbatch.FieldCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCompletedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SettlementBatch field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SettlementBatchMutation) AddedFields() []string {
+	var fields []string
+	if m.addseq != nil {
+		fields = append(fields, settlementbatch.FieldSeq)
+	}
+	if m.addgross != nil {
+		fields = append(fields, settlementbatch.FieldGross)
+	}
+	if m.addfee != nil {
+		fields = append(fields, settlementbatch.FieldFee)
+	}
+	if m.addrefunds_netted != nil {
+		fields = append(fields, settlementbatch.FieldRefundsNetted)
+	}
+	if m.addcarried_in != nil {
+		fields = append(fields, settlementbatch.FieldCarriedIn)
+	}
+	if m.addcarried_out != nil {
+		fields = append(fields, settlementbatch.FieldCarriedOut)
+	}
+	if m.addnet != nil {
+		fields = append(fields, settlementbatch.FieldNet)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SettlementBatchMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case settlementbatch.FieldSeq:
+		return m.AddedSeq()
+	case settlementbatch.FieldGross:
+		return m.AddedGross()
+	case settlementbatch.FieldFee:
+		return m.AddedFee()
+	case settlementbatch.FieldRefundsNetted:
+		return m.AddedRefundsNetted()
+	case settlementbatch.FieldCarriedIn:
+		return m.AddedCarriedIn()
+	case settlementbatch.FieldCarriedOut:
+		return m.AddedCarriedOut()
+	case settlementbatch.FieldNet:
+		return m.AddedNet()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SettlementBatchMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case settlementbatch.FieldSeq:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSeq(v)
+		return nil
+	case settlementbatch.FieldGross:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddGross(v)
+		return nil
+	case settlementbatch.FieldFee:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFee(v)
+		return nil
+	case settlementbatch.FieldRefundsNetted:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRefundsNetted(v)
+		return nil
+	case settlementbatch.FieldCarriedIn:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCarriedIn(v)
+		return nil
+	case settlementbatch.FieldCarriedOut:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCarriedOut(v)
+		return nil
+	case settlementbatch.FieldNet:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddNet(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SettlementBatch numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SettlementBatchMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(settlementbatch.FieldPayoutChain) {
+		fields = append(fields, settlementbatch.FieldPayoutChain)
+	}
+	if m.FieldCleared(settlementbatch.FieldPayoutAddress) {
+		fields = append(fields, settlementbatch.FieldPayoutAddress)
+	}
+	if m.FieldCleared(settlementbatch.FieldTxHash) {
+		fields = append(fields, settlementbatch.FieldTxHash)
+	}
+	if m.FieldCleared(settlementbatch.FieldReference) {
+		fields = append(fields, settlementbatch.FieldReference)
+	}
+	if m.FieldCleared(settlementbatch.FieldFxRate) {
+		fields = append(fields, settlementbatch.FieldFxRate)
+	}
+	if m.FieldCleared(settlementbatch.FieldFiatAmount) {
+		fields = append(fields, settlementbatch.FieldFiatAmount)
+	}
+	if m.FieldCleared(settlementbatch.FieldFiatCurrency) {
+		fields = append(fields, settlementbatch.FieldFiatCurrency)
+	}
+	if m.FieldCleared(settlementbatch.FieldError) {
+		fields = append(fields, settlementbatch.FieldError)
+	}
+	if m.FieldCleared(settlementbatch.FieldCompletedAt) {
+		fields = append(fields, settlementbatch.FieldCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SettlementBatchMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SettlementBatchMutation) ClearField(name string) error {
+	switch name {
+	case settlementbatch.FieldPayoutChain:
+		m.ClearPayoutChain()
+		return nil
+	case settlementbatch.FieldPayoutAddress:
+		m.ClearPayoutAddress()
+		return nil
+	case settlementbatch.FieldTxHash:
+		m.ClearTxHash()
+		return nil
+	case settlementbatch.FieldReference:
+		m.ClearReference()
+		return nil
+	case settlementbatch.FieldFxRate:
+		m.ClearFxRate()
+		return nil
+	case settlementbatch.FieldFiatAmount:
+		m.ClearFiatAmount()
+		return nil
+	case settlementbatch.FieldFiatCurrency:
+		m.ClearFiatCurrency()
+		return nil
+	case settlementbatch.FieldError:
+		m.ClearError()
+		return nil
+	case settlementbatch.FieldCompletedAt:
+		m.ClearCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown SettlementBatch nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SettlementBatchMutation) ResetField(name string) error {
+	switch name {
+	case settlementbatch.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case settlementbatch.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case settlementbatch.FieldExternalID:
+		m.ResetExternalID()
+		return nil
+	case settlementbatch.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case settlementbatch.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case settlementbatch.FieldChain:
+		m.ResetChain()
+		return nil
+	case settlementbatch.FieldSeq:
+		m.ResetSeq()
+		return nil
+	case settlementbatch.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case settlementbatch.FieldGross:
+		m.ResetGross()
+		return nil
+	case settlementbatch.FieldFee:
+		m.ResetFee()
+		return nil
+	case settlementbatch.FieldRefundsNetted:
+		m.ResetRefundsNetted()
+		return nil
+	case settlementbatch.FieldCarriedIn:
+		m.ResetCarriedIn()
+		return nil
+	case settlementbatch.FieldCarriedOut:
+		m.ResetCarriedOut()
+		return nil
+	case settlementbatch.FieldNet:
+		m.ResetNet()
+		return nil
+	case settlementbatch.FieldPayoutChain:
+		m.ResetPayoutChain()
+		return nil
+	case settlementbatch.FieldPayoutAddress:
+		m.ResetPayoutAddress()
+		return nil
+	case settlementbatch.FieldTxHash:
+		m.ResetTxHash()
+		return nil
+	case settlementbatch.FieldReference:
+		m.ResetReference()
+		return nil
+	case settlementbatch.FieldFxRate:
+		m.ResetFxRate()
+		return nil
+	case settlementbatch.FieldFiatAmount:
+		m.ResetFiatAmount()
+		return nil
+	case settlementbatch.FieldFiatCurrency:
+		m.ResetFiatCurrency()
+		return nil
+	case settlementbatch.FieldSettlementType:
+		m.ResetSettlementType()
+		return nil
+	case settlementbatch.FieldError:
+		m.ResetError()
+		return nil
+	case settlementbatch.FieldCompletedAt:
+		m.ResetCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown SettlementBatch field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SettlementBatchMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.payments != nil {
+		edges = append(edges, settlementbatch.EdgePayments)
+	}
+	if m.netted_refunds != nil {
+		edges = append(edges, settlementbatch.EdgeNettedRefunds)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SettlementBatchMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case settlementbatch.EdgePayments:
+		ids := make([]ent.Value, 0, len(m.payments))
+		for id := range m.payments {
+			ids = append(ids, id)
+		}
+		return ids
+	case settlementbatch.EdgeNettedRefunds:
+		ids := make([]ent.Value, 0, len(m.netted_refunds))
+		for id := range m.netted_refunds {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SettlementBatchMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removedpayments != nil {
+		edges = append(edges, settlementbatch.EdgePayments)
+	}
+	if m.removednetted_refunds != nil {
+		edges = append(edges, settlementbatch.EdgeNettedRefunds)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SettlementBatchMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case settlementbatch.EdgePayments:
+		ids := make([]ent.Value, 0, len(m.removedpayments))
+		for id := range m.removedpayments {
+			ids = append(ids, id)
+		}
+		return ids
+	case settlementbatch.EdgeNettedRefunds:
+		ids := make([]ent.Value, 0, len(m.removednetted_refunds))
+		for id := range m.removednetted_refunds {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SettlementBatchMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedpayments {
+		edges = append(edges, settlementbatch.EdgePayments)
+	}
+	if m.clearednetted_refunds {
+		edges = append(edges, settlementbatch.EdgeNettedRefunds)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SettlementBatchMutation) EdgeCleared(name string) bool {
+	switch name {
+	case settlementbatch.EdgePayments:
+		return m.clearedpayments
+	case settlementbatch.EdgeNettedRefunds:
+		return m.clearednetted_refunds
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SettlementBatchMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown SettlementBatch unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SettlementBatchMutation) ResetEdge(name string) error {
+	switch name {
+	case settlementbatch.EdgePayments:
+		m.ResetPayments()
+		return nil
+	case settlementbatch.EdgeNettedRefunds:
+		m.ResetNettedRefunds()
+		return nil
+	}
+	return fmt.Errorf("unknown SettlementBatch edge %s", name)
 }
 
 // SignatureChallengeMutation represents an operation that mutates the SignatureChallenge nodes in the graph.

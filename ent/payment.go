@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
+	"agentpay/ent/settlementbatch"
 	"fmt"
 	"strings"
 	"time"
@@ -91,6 +92,8 @@ type Payment struct {
 	SweptAt *time.Time `json:"swept_at,omitempty"`
 	// RefundedToken holds the value of the "refunded_token" field.
 	RefundedToken int64 `json:"refunded_token,omitempty"`
+	// SettlementBatchID holds the value of the "settlement_batch_id" field.
+	SettlementBatchID *uuid.UUID `json:"settlement_batch_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PaymentQuery when eager-loading is set.
 	Edges        PaymentEdges `json:"edges"`
@@ -105,9 +108,11 @@ type PaymentEdges struct {
 	DepositAddress *DepositAddress `json:"deposit_address,omitempty"`
 	// Refunds holds the value of the refunds edge.
 	Refunds []*Refund `json:"refunds,omitempty"`
+	// SettlementBatch holds the value of the settlement_batch edge.
+	SettlementBatch *SettlementBatch `json:"settlement_batch,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [3]bool
+	loadedTypes [4]bool
 	// totalCount holds the count of the edges above.
 	totalCount [3]map[string]int
 
@@ -145,12 +150,23 @@ func (e PaymentEdges) RefundsOrErr() ([]*Refund, error) {
 	return nil, &NotLoadedError{edge: "refunds"}
 }
 
+// SettlementBatchOrErr returns the SettlementBatch value or an error if the edge
+// was not loaded in eager-loading, or loaded but was not found.
+func (e PaymentEdges) SettlementBatchOrErr() (*SettlementBatch, error) {
+	if e.SettlementBatch != nil {
+		return e.SettlementBatch, nil
+	} else if e.loadedTypes[3] {
+		return nil, &NotFoundError{label: settlementbatch.Label}
+	}
+	return nil, &NotLoadedError{edge: "settlement_batch"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Payment) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case payment.FieldDepositAddressID:
+		case payment.FieldDepositAddressID, payment.FieldSettlementBatchID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case payment.FieldAmountUsd:
 			values[i] = new(decimal.Decimal)
@@ -403,6 +419,13 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.RefundedToken = value.Int64
 			}
+		case payment.FieldSettlementBatchID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field settlement_batch_id", values[i])
+			} else if value.Valid {
+				_m.SettlementBatchID = new(uuid.UUID)
+				*_m.SettlementBatchID = *value.S.(*uuid.UUID)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -429,6 +452,11 @@ func (_m *Payment) QueryDepositAddress() *DepositAddressQuery {
 // QueryRefunds queries the "refunds" edge of the Payment entity.
 func (_m *Payment) QueryRefunds() *RefundQuery {
 	return NewPaymentClient(_m.config).QueryRefunds(_m)
+}
+
+// QuerySettlementBatch queries the "settlement_batch" edge of the Payment entity.
+func (_m *Payment) QuerySettlementBatch() *SettlementBatchQuery {
+	return NewPaymentClient(_m.config).QuerySettlementBatch(_m)
 }
 
 // Update returns a builder for updating this Payment.
@@ -574,6 +602,11 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("refunded_token=")
 	builder.WriteString(fmt.Sprintf("%v", _m.RefundedToken))
+	builder.WriteString(", ")
+	if v := _m.SettlementBatchID; v != nil {
+		builder.WriteString("settlement_batch_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

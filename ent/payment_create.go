@@ -7,6 +7,7 @@ import (
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"errors"
 	"fmt"
@@ -435,6 +436,20 @@ func (_c *PaymentCreate) SetNillableRefundedToken(v *int64) *PaymentCreate {
 	return _c
 }
 
+// SetSettlementBatchID sets the "settlement_batch_id" field.
+func (_c *PaymentCreate) SetSettlementBatchID(v uuid.UUID) *PaymentCreate {
+	_c.mutation.SetSettlementBatchID(v)
+	return _c
+}
+
+// SetNillableSettlementBatchID sets the "settlement_batch_id" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableSettlementBatchID(v *uuid.UUID) *PaymentCreate {
+	if v != nil {
+		_c.SetSettlementBatchID(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *PaymentCreate) SetID(v uuid.UUID) *PaymentCreate {
 	_c.mutation.SetID(v)
@@ -472,6 +487,11 @@ func (_c *PaymentCreate) AddRefunds(v ...*Refund) *PaymentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddRefundIDs(ids...)
+}
+
+// SetSettlementBatch sets the "settlement_batch" edge to the SettlementBatch entity.
+func (_c *PaymentCreate) SetSettlementBatch(v *SettlementBatch) *PaymentCreate {
+	return _c.SetSettlementBatchID(v.ID)
 }
 
 // Mutation returns the PaymentMutation object of the builder.
@@ -874,6 +894,23 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 		for _, k := range nodes {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.SettlementBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   payment.SettlementBatchTable,
+			Columns: []string{payment.SettlementBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_node.SettlementBatchID = &nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec

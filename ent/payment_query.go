@@ -8,6 +8,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"database/sql/driver"
 	"fmt"
@@ -24,16 +25,17 @@ import (
 // PaymentQuery is the builder for querying Payment entities.
 type PaymentQuery struct {
 	config
-	ctx                *QueryContext
-	order              []payment.OrderOption
-	inters             []Interceptor
-	predicates         []predicate.Payment
-	withSession        *CheckoutSessionQuery
-	withDepositAddress *DepositAddressQuery
-	withRefunds        *RefundQuery
-	loadTotal          []func(context.Context, []*Payment) error
-	modifiers          []func(*sql.Selector)
-	withNamedRefunds   map[string]*RefundQuery
+	ctx                 *QueryContext
+	order               []payment.OrderOption
+	inters              []Interceptor
+	predicates          []predicate.Payment
+	withSession         *CheckoutSessionQuery
+	withDepositAddress  *DepositAddressQuery
+	withRefunds         *RefundQuery
+	withSettlementBatch *SettlementBatchQuery
+	loadTotal           []func(context.Context, []*Payment) error
+	modifiers           []func(*sql.Selector)
+	withNamedRefunds    map[string]*RefundQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -129,6 +131,28 @@ func (_q *PaymentQuery) QueryRefunds() *RefundQuery {
 			sqlgraph.From(payment.Table, payment.FieldID, selector),
 			sqlgraph.To(refund.Table, refund.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, payment.RefundsTable, payment.RefundsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QuerySettlementBatch chains the current query on the "settlement_batch" edge.
+func (_q *PaymentQuery) QuerySettlementBatch() *SettlementBatchQuery {
+	query := (&SettlementBatchClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(payment.Table, payment.FieldID, selector),
+			sqlgraph.To(settlementbatch.Table, settlementbatch.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, payment.SettlementBatchTable, payment.SettlementBatchColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -323,14 +347,15 @@ func (_q *PaymentQuery) Clone() *PaymentQuery {
 		return nil
 	}
 	return &PaymentQuery{
-		config:             _q.config,
-		ctx:                _q.ctx.Clone(),
-		order:              append([]payment.OrderOption{}, _q.order...),
-		inters:             append([]Interceptor{}, _q.inters...),
-		predicates:         append([]predicate.Payment{}, _q.predicates...),
-		withSession:        _q.withSession.Clone(),
-		withDepositAddress: _q.withDepositAddress.Clone(),
-		withRefunds:        _q.withRefunds.Clone(),
+		config:              _q.config,
+		ctx:                 _q.ctx.Clone(),
+		order:               append([]payment.OrderOption{}, _q.order...),
+		inters:              append([]Interceptor{}, _q.inters...),
+		predicates:          append([]predicate.Payment{}, _q.predicates...),
+		withSession:         _q.withSession.Clone(),
+		withDepositAddress:  _q.withDepositAddress.Clone(),
+		withRefunds:         _q.withRefunds.Clone(),
+		withSettlementBatch: _q.withSettlementBatch.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -367,6 +392,17 @@ func (_q *PaymentQuery) WithRefunds(opts ...func(*RefundQuery)) *PaymentQuery {
 		opt(query)
 	}
 	_q.withRefunds = query
+	return _q
+}
+
+// WithSettlementBatch tells the query-builder to eager-load the nodes that are connected to
+// the "settlement_batch" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *PaymentQuery) WithSettlementBatch(opts ...func(*SettlementBatchQuery)) *PaymentQuery {
+	query := (&SettlementBatchClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withSettlementBatch = query
 	return _q
 }
 
@@ -448,10 +484,11 @@ func (_q *PaymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Paym
 	var (
 		nodes       = []*Payment{}
 		_spec       = _q.querySpec()
-		loadedTypes = [3]bool{
+		loadedTypes = [4]bool{
 			_q.withSession != nil,
 			_q.withDepositAddress != nil,
 			_q.withRefunds != nil,
+			_q.withSettlementBatch != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -491,6 +528,12 @@ func (_q *PaymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Paym
 		if err := _q.loadRefunds(ctx, query, nodes,
 			func(n *Payment) { n.Edges.Refunds = []*Refund{} },
 			func(n *Payment, e *Refund) { n.Edges.Refunds = append(n.Edges.Refunds, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withSettlementBatch; query != nil {
+		if err := _q.loadSettlementBatch(ctx, query, nodes, nil,
+			func(n *Payment, e *SettlementBatch) { n.Edges.SettlementBatch = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -600,6 +643,38 @@ func (_q *PaymentQuery) loadRefunds(ctx context.Context, query *RefundQuery, nod
 	}
 	return nil
 }
+func (_q *PaymentQuery) loadSettlementBatch(ctx context.Context, query *SettlementBatchQuery, nodes []*Payment, init func(*Payment), assign func(*Payment, *SettlementBatch)) error {
+	ids := make([]uuid.UUID, 0, len(nodes))
+	nodeids := make(map[uuid.UUID][]*Payment)
+	for i := range nodes {
+		if nodes[i].SettlementBatchID == nil {
+			continue
+		}
+		fk := *nodes[i].SettlementBatchID
+		if _, ok := nodeids[fk]; !ok {
+			ids = append(ids, fk)
+		}
+		nodeids[fk] = append(nodeids[fk], nodes[i])
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	query.Where(settlementbatch.IDIn(ids...))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		nodes, ok := nodeids[n.ID]
+		if !ok {
+			return fmt.Errorf(`unexpected foreign-key "settlement_batch_id" returned %v`, n.ID)
+		}
+		for i := range nodes {
+			assign(nodes[i], n)
+		}
+	}
+	return nil
+}
 
 func (_q *PaymentQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
@@ -634,6 +709,9 @@ func (_q *PaymentQuery) querySpec() *sqlgraph.QuerySpec {
 		}
 		if _q.withDepositAddress != nil {
 			_spec.Node.AddColumnOnce(payment.FieldDepositAddressID)
+		}
+		if _q.withSettlementBatch != nil {
+			_spec.Node.AddColumnOnce(payment.FieldSettlementBatchID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {

@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"errors"
 	"fmt"
@@ -481,6 +482,26 @@ func (_u *PaymentUpdate) AddRefundedToken(v int64) *PaymentUpdate {
 	return _u
 }
 
+// SetSettlementBatchID sets the "settlement_batch_id" field.
+func (_u *PaymentUpdate) SetSettlementBatchID(v uuid.UUID) *PaymentUpdate {
+	_u.mutation.SetSettlementBatchID(v)
+	return _u
+}
+
+// SetNillableSettlementBatchID sets the "settlement_batch_id" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableSettlementBatchID(v *uuid.UUID) *PaymentUpdate {
+	if v != nil {
+		_u.SetSettlementBatchID(*v)
+	}
+	return _u
+}
+
+// ClearSettlementBatchID clears the value of the "settlement_batch_id" field.
+func (_u *PaymentUpdate) ClearSettlementBatchID() *PaymentUpdate {
+	_u.mutation.ClearSettlementBatchID()
+	return _u
+}
+
 // AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
 func (_u *PaymentUpdate) AddRefundIDs(ids ...uuid.UUID) *PaymentUpdate {
 	_u.mutation.AddRefundIDs(ids...)
@@ -494,6 +515,11 @@ func (_u *PaymentUpdate) AddRefunds(v ...*Refund) *PaymentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.AddRefundIDs(ids...)
+}
+
+// SetSettlementBatch sets the "settlement_batch" edge to the SettlementBatch entity.
+func (_u *PaymentUpdate) SetSettlementBatch(v *SettlementBatch) *PaymentUpdate {
+	return _u.SetSettlementBatchID(v.ID)
 }
 
 // Mutation returns the PaymentMutation object of the builder.
@@ -520,6 +546,12 @@ func (_u *PaymentUpdate) RemoveRefunds(v ...*Refund) *PaymentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRefundIDs(ids...)
+}
+
+// ClearSettlementBatch clears the "settlement_batch" edge to the SettlementBatch entity.
+func (_u *PaymentUpdate) ClearSettlementBatch() *PaymentUpdate {
+	_u.mutation.ClearSettlementBatch()
+	return _u
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -786,6 +818,35 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.SettlementBatchCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   payment.SettlementBatchTable,
+			Columns: []string{payment.SettlementBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.SettlementBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   payment.SettlementBatchTable,
+			Columns: []string{payment.SettlementBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -1264,6 +1325,26 @@ func (_u *PaymentUpdateOne) AddRefundedToken(v int64) *PaymentUpdateOne {
 	return _u
 }
 
+// SetSettlementBatchID sets the "settlement_batch_id" field.
+func (_u *PaymentUpdateOne) SetSettlementBatchID(v uuid.UUID) *PaymentUpdateOne {
+	_u.mutation.SetSettlementBatchID(v)
+	return _u
+}
+
+// SetNillableSettlementBatchID sets the "settlement_batch_id" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableSettlementBatchID(v *uuid.UUID) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetSettlementBatchID(*v)
+	}
+	return _u
+}
+
+// ClearSettlementBatchID clears the value of the "settlement_batch_id" field.
+func (_u *PaymentUpdateOne) ClearSettlementBatchID() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementBatchID()
+	return _u
+}
+
 // AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
 func (_u *PaymentUpdateOne) AddRefundIDs(ids ...uuid.UUID) *PaymentUpdateOne {
 	_u.mutation.AddRefundIDs(ids...)
@@ -1277,6 +1358,11 @@ func (_u *PaymentUpdateOne) AddRefunds(v ...*Refund) *PaymentUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.AddRefundIDs(ids...)
+}
+
+// SetSettlementBatch sets the "settlement_batch" edge to the SettlementBatch entity.
+func (_u *PaymentUpdateOne) SetSettlementBatch(v *SettlementBatch) *PaymentUpdateOne {
+	return _u.SetSettlementBatchID(v.ID)
 }
 
 // Mutation returns the PaymentMutation object of the builder.
@@ -1303,6 +1389,12 @@ func (_u *PaymentUpdateOne) RemoveRefunds(v ...*Refund) *PaymentUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRefundIDs(ids...)
+}
+
+// ClearSettlementBatch clears the "settlement_batch" edge to the SettlementBatch entity.
+func (_u *PaymentUpdateOne) ClearSettlementBatch() *PaymentUpdateOne {
+	_u.mutation.ClearSettlementBatch()
+	return _u
 }
 
 // Where appends a list predicates to the PaymentUpdate builder.
@@ -1599,6 +1691,35 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.SettlementBatchCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   payment.SettlementBatchTable,
+			Columns: []string{payment.SettlementBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.SettlementBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   payment.SettlementBatchTable,
+			Columns: []string{payment.SettlementBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

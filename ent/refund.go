@@ -5,6 +5,7 @@ package ent
 import (
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"fmt"
 	"strings"
 	"time"
@@ -60,6 +61,10 @@ type Refund struct {
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 	// RequestHash holds the value of the "request_hash" field.
 	RequestHash string `json:"request_hash,omitempty"`
+	// AfterPayout holds the value of the "after_payout" field.
+	AfterPayout bool `json:"after_payout,omitempty"`
+	// NettedBatchID holds the value of the "netted_batch_id" field.
+	NettedBatchID *uuid.UUID `json:"netted_batch_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RefundQuery when eager-loading is set.
 	Edges        RefundEdges `json:"edges"`
@@ -70,9 +75,11 @@ type Refund struct {
 type RefundEdges struct {
 	// Payment holds the value of the payment edge.
 	Payment *Payment `json:"payment,omitempty"`
+	// NettedBatch holds the value of the netted_batch edge.
+	NettedBatch *SettlementBatch `json:"netted_batch,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [1]bool
+	loadedTypes [2]bool
 	// totalCount holds the count of the edges above.
 	totalCount [1]map[string]int
 }
@@ -88,14 +95,27 @@ func (e RefundEdges) PaymentOrErr() (*Payment, error) {
 	return nil, &NotLoadedError{edge: "payment"}
 }
 
+// NettedBatchOrErr returns the NettedBatch value or an error if the edge
+// was not loaded in eager-loading, or loaded but was not found.
+func (e RefundEdges) NettedBatchOrErr() (*SettlementBatch, error) {
+	if e.NettedBatch != nil {
+		return e.NettedBatch, nil
+	} else if e.loadedTypes[1] {
+		return nil, &NotFoundError{label: settlementbatch.Label}
+	}
+	return nil, &NotLoadedError{edge: "netted_batch"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Refund) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case refund.FieldNettedBatchID:
+			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case refund.FieldAmountUsd:
 			values[i] = new(decimal.Decimal)
-		case refund.FieldLivemode:
+		case refund.FieldLivemode, refund.FieldAfterPayout:
 			values[i] = new(sql.NullBool)
 		case refund.FieldAmountToken, refund.FieldReverts:
 			values[i] = new(sql.NullInt64)
@@ -248,6 +268,19 @@ func (_m *Refund) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.RequestHash = value.String
 			}
+		case refund.FieldAfterPayout:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field after_payout", values[i])
+			} else if value.Valid {
+				_m.AfterPayout = value.Bool
+			}
+		case refund.FieldNettedBatchID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field netted_batch_id", values[i])
+			} else if value.Valid {
+				_m.NettedBatchID = new(uuid.UUID)
+				*_m.NettedBatchID = *value.S.(*uuid.UUID)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -264,6 +297,11 @@ func (_m *Refund) Value(name string) (ent.Value, error) {
 // QueryPayment queries the "payment" edge of the Refund entity.
 func (_m *Refund) QueryPayment() *PaymentQuery {
 	return NewRefundClient(_m.config).QueryPayment(_m)
+}
+
+// QueryNettedBatch queries the "netted_batch" edge of the Refund entity.
+func (_m *Refund) QueryNettedBatch() *SettlementBatchQuery {
+	return NewRefundClient(_m.config).QueryNettedBatch(_m)
 }
 
 // Update returns a builder for updating this Refund.
@@ -352,6 +390,14 @@ func (_m *Refund) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("request_hash=")
 	builder.WriteString(_m.RequestHash)
+	builder.WriteString(", ")
+	builder.WriteString("after_payout=")
+	builder.WriteString(fmt.Sprintf("%v", _m.AfterPayout))
+	builder.WriteString(", ")
+	if v := _m.NettedBatchID; v != nil {
+		builder.WriteString("netted_batch_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -5,6 +5,7 @@ package ent
 import (
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"errors"
 	"fmt"
@@ -231,6 +232,34 @@ func (_c *RefundCreate) SetNillableRequestHash(v *string) *RefundCreate {
 	return _c
 }
 
+// SetAfterPayout sets the "after_payout" field.
+func (_c *RefundCreate) SetAfterPayout(v bool) *RefundCreate {
+	_c.mutation.SetAfterPayout(v)
+	return _c
+}
+
+// SetNillableAfterPayout sets the "after_payout" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableAfterPayout(v *bool) *RefundCreate {
+	if v != nil {
+		_c.SetAfterPayout(*v)
+	}
+	return _c
+}
+
+// SetNettedBatchID sets the "netted_batch_id" field.
+func (_c *RefundCreate) SetNettedBatchID(v uuid.UUID) *RefundCreate {
+	_c.mutation.SetNettedBatchID(v)
+	return _c
+}
+
+// SetNillableNettedBatchID sets the "netted_batch_id" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableNettedBatchID(v *uuid.UUID) *RefundCreate {
+	if v != nil {
+		_c.SetNettedBatchID(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *RefundCreate) SetID(v uuid.UUID) *RefundCreate {
 	_c.mutation.SetID(v)
@@ -248,6 +277,11 @@ func (_c *RefundCreate) SetNillableID(v *uuid.UUID) *RefundCreate {
 // SetPayment sets the "payment" edge to the Payment entity.
 func (_c *RefundCreate) SetPayment(v *Payment) *RefundCreate {
 	return _c.SetPaymentID(v.ID)
+}
+
+// SetNettedBatch sets the "netted_batch" edge to the SettlementBatch entity.
+func (_c *RefundCreate) SetNettedBatch(v *SettlementBatch) *RefundCreate {
+	return _c.SetNettedBatchID(v.ID)
 }
 
 // Mutation returns the RefundMutation object of the builder.
@@ -304,6 +338,10 @@ func (_c *RefundCreate) defaults() {
 	if _, ok := _c.mutation.Reverts(); !ok {
 		v := refund.DefaultReverts
 		_c.mutation.SetReverts(v)
+	}
+	if _, ok := _c.mutation.AfterPayout(); !ok {
+		v := refund.DefaultAfterPayout
+		_c.mutation.SetAfterPayout(v)
 	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := refund.DefaultID()
@@ -384,6 +422,9 @@ func (_c *RefundCreate) check() error {
 		if err := refund.RevertsValidator(v); err != nil {
 			return &ValidationError{Name: "reverts", err: fmt.Errorf(`ent: validator failed for field "Refund.reverts": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.AfterPayout(); !ok {
+		return &ValidationError{Name: "after_payout", err: errors.New(`ent: missing required field "Refund.after_payout"`)}
 	}
 	if len(_c.mutation.PaymentIDs()) == 0 {
 		return &ValidationError{Name: "payment", err: errors.New(`ent: missing required edge "Refund.payment"`)}
@@ -499,6 +540,10 @@ func (_c *RefundCreate) createSpec() (*Refund, *sqlgraph.CreateSpec) {
 		_spec.SetField(refund.FieldRequestHash, field.TypeString, value)
 		_node.RequestHash = value
 	}
+	if value, ok := _c.mutation.AfterPayout(); ok {
+		_spec.SetField(refund.FieldAfterPayout, field.TypeBool, value)
+		_node.AfterPayout = value
+	}
 	if nodes := _c.mutation.PaymentIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -514,6 +559,23 @@ func (_c *RefundCreate) createSpec() (*Refund, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.PaymentID = nodes[0]
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.NettedBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   refund.NettedBatchTable,
+			Columns: []string{refund.NettedBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_node.NettedBatchID = &nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec

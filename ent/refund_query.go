@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/predicate"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"fmt"
 	"math"
@@ -21,13 +22,14 @@ import (
 // RefundQuery is the builder for querying Refund entities.
 type RefundQuery struct {
 	config
-	ctx         *QueryContext
-	order       []refund.OrderOption
-	inters      []Interceptor
-	predicates  []predicate.Refund
-	withPayment *PaymentQuery
-	loadTotal   []func(context.Context, []*Refund) error
-	modifiers   []func(*sql.Selector)
+	ctx             *QueryContext
+	order           []refund.OrderOption
+	inters          []Interceptor
+	predicates      []predicate.Refund
+	withPayment     *PaymentQuery
+	withNettedBatch *SettlementBatchQuery
+	loadTotal       []func(context.Context, []*Refund) error
+	modifiers       []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -79,6 +81,28 @@ func (_q *RefundQuery) QueryPayment() *PaymentQuery {
 			sqlgraph.From(refund.Table, refund.FieldID, selector),
 			sqlgraph.To(payment.Table, payment.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, refund.PaymentTable, refund.PaymentColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryNettedBatch chains the current query on the "netted_batch" edge.
+func (_q *RefundQuery) QueryNettedBatch() *SettlementBatchQuery {
+	query := (&SettlementBatchClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(refund.Table, refund.FieldID, selector),
+			sqlgraph.To(settlementbatch.Table, settlementbatch.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, refund.NettedBatchTable, refund.NettedBatchColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -273,12 +297,13 @@ func (_q *RefundQuery) Clone() *RefundQuery {
 		return nil
 	}
 	return &RefundQuery{
-		config:      _q.config,
-		ctx:         _q.ctx.Clone(),
-		order:       append([]refund.OrderOption{}, _q.order...),
-		inters:      append([]Interceptor{}, _q.inters...),
-		predicates:  append([]predicate.Refund{}, _q.predicates...),
-		withPayment: _q.withPayment.Clone(),
+		config:          _q.config,
+		ctx:             _q.ctx.Clone(),
+		order:           append([]refund.OrderOption{}, _q.order...),
+		inters:          append([]Interceptor{}, _q.inters...),
+		predicates:      append([]predicate.Refund{}, _q.predicates...),
+		withPayment:     _q.withPayment.Clone(),
+		withNettedBatch: _q.withNettedBatch.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -293,6 +318,17 @@ func (_q *RefundQuery) WithPayment(opts ...func(*PaymentQuery)) *RefundQuery {
 		opt(query)
 	}
 	_q.withPayment = query
+	return _q
+}
+
+// WithNettedBatch tells the query-builder to eager-load the nodes that are connected to
+// the "netted_batch" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *RefundQuery) WithNettedBatch(opts ...func(*SettlementBatchQuery)) *RefundQuery {
+	query := (&SettlementBatchClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withNettedBatch = query
 	return _q
 }
 
@@ -374,8 +410,9 @@ func (_q *RefundQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Refun
 	var (
 		nodes       = []*Refund{}
 		_spec       = _q.querySpec()
-		loadedTypes = [1]bool{
+		loadedTypes = [2]bool{
 			_q.withPayment != nil,
+			_q.withNettedBatch != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -402,6 +439,12 @@ func (_q *RefundQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Refun
 	if query := _q.withPayment; query != nil {
 		if err := _q.loadPayment(ctx, query, nodes, nil,
 			func(n *Refund, e *Payment) { n.Edges.Payment = e }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withNettedBatch; query != nil {
+		if err := _q.loadNettedBatch(ctx, query, nodes, nil,
+			func(n *Refund, e *SettlementBatch) { n.Edges.NettedBatch = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -442,6 +485,38 @@ func (_q *RefundQuery) loadPayment(ctx context.Context, query *PaymentQuery, nod
 	}
 	return nil
 }
+func (_q *RefundQuery) loadNettedBatch(ctx context.Context, query *SettlementBatchQuery, nodes []*Refund, init func(*Refund), assign func(*Refund, *SettlementBatch)) error {
+	ids := make([]uuid.UUID, 0, len(nodes))
+	nodeids := make(map[uuid.UUID][]*Refund)
+	for i := range nodes {
+		if nodes[i].NettedBatchID == nil {
+			continue
+		}
+		fk := *nodes[i].NettedBatchID
+		if _, ok := nodeids[fk]; !ok {
+			ids = append(ids, fk)
+		}
+		nodeids[fk] = append(nodeids[fk], nodes[i])
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	query.Where(settlementbatch.IDIn(ids...))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		nodes, ok := nodeids[n.ID]
+		if !ok {
+			return fmt.Errorf(`unexpected foreign-key "netted_batch_id" returned %v`, n.ID)
+		}
+		for i := range nodes {
+			assign(nodes[i], n)
+		}
+	}
+	return nil
+}
 
 func (_q *RefundQuery) sqlCount(ctx context.Context) (int, error) {
 	_spec := _q.querySpec()
@@ -473,6 +548,9 @@ func (_q *RefundQuery) querySpec() *sqlgraph.QuerySpec {
 		}
 		if _q.withPayment != nil {
 			_spec.Node.AddColumnOnce(refund.FieldPaymentID)
+		}
+		if _q.withNettedBatch != nil {
+			_spec.Node.AddColumnOnce(refund.FieldNettedBatchID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {

@@ -5,6 +5,7 @@ package ent
 import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
+	"github.com/google/uuid"
 )
 
 // RefundUpdate is the builder for updating Refund entities.
@@ -129,9 +131,40 @@ func (_u *RefundUpdate) ClearCompletedAt() *RefundUpdate {
 	return _u
 }
 
+// SetNettedBatchID sets the "netted_batch_id" field.
+func (_u *RefundUpdate) SetNettedBatchID(v uuid.UUID) *RefundUpdate {
+	_u.mutation.SetNettedBatchID(v)
+	return _u
+}
+
+// SetNillableNettedBatchID sets the "netted_batch_id" field if the given value is not nil.
+func (_u *RefundUpdate) SetNillableNettedBatchID(v *uuid.UUID) *RefundUpdate {
+	if v != nil {
+		_u.SetNettedBatchID(*v)
+	}
+	return _u
+}
+
+// ClearNettedBatchID clears the value of the "netted_batch_id" field.
+func (_u *RefundUpdate) ClearNettedBatchID() *RefundUpdate {
+	_u.mutation.ClearNettedBatchID()
+	return _u
+}
+
+// SetNettedBatch sets the "netted_batch" edge to the SettlementBatch entity.
+func (_u *RefundUpdate) SetNettedBatch(v *SettlementBatch) *RefundUpdate {
+	return _u.SetNettedBatchID(v.ID)
+}
+
 // Mutation returns the RefundMutation object of the builder.
 func (_u *RefundUpdate) Mutation() *RefundMutation {
 	return _u.mutation
+}
+
+// ClearNettedBatch clears the "netted_batch" edge to the SettlementBatch entity.
+func (_u *RefundUpdate) ClearNettedBatch() *RefundUpdate {
+	_u.mutation.ClearNettedBatch()
+	return _u
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -238,6 +271,35 @@ func (_u *RefundUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.RequestHashCleared() {
 		_spec.ClearField(refund.FieldRequestHash, field.TypeString)
+	}
+	if _u.mutation.NettedBatchCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   refund.NettedBatchTable,
+			Columns: []string{refund.NettedBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.NettedBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   refund.NettedBatchTable,
+			Columns: []string{refund.NettedBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -360,9 +422,40 @@ func (_u *RefundUpdateOne) ClearCompletedAt() *RefundUpdateOne {
 	return _u
 }
 
+// SetNettedBatchID sets the "netted_batch_id" field.
+func (_u *RefundUpdateOne) SetNettedBatchID(v uuid.UUID) *RefundUpdateOne {
+	_u.mutation.SetNettedBatchID(v)
+	return _u
+}
+
+// SetNillableNettedBatchID sets the "netted_batch_id" field if the given value is not nil.
+func (_u *RefundUpdateOne) SetNillableNettedBatchID(v *uuid.UUID) *RefundUpdateOne {
+	if v != nil {
+		_u.SetNettedBatchID(*v)
+	}
+	return _u
+}
+
+// ClearNettedBatchID clears the value of the "netted_batch_id" field.
+func (_u *RefundUpdateOne) ClearNettedBatchID() *RefundUpdateOne {
+	_u.mutation.ClearNettedBatchID()
+	return _u
+}
+
+// SetNettedBatch sets the "netted_batch" edge to the SettlementBatch entity.
+func (_u *RefundUpdateOne) SetNettedBatch(v *SettlementBatch) *RefundUpdateOne {
+	return _u.SetNettedBatchID(v.ID)
+}
+
 // Mutation returns the RefundMutation object of the builder.
 func (_u *RefundUpdateOne) Mutation() *RefundMutation {
 	return _u.mutation
+}
+
+// ClearNettedBatch clears the "netted_batch" edge to the SettlementBatch entity.
+func (_u *RefundUpdateOne) ClearNettedBatch() *RefundUpdateOne {
+	_u.mutation.ClearNettedBatch()
+	return _u
 }
 
 // Where appends a list predicates to the RefundUpdate builder.
@@ -499,6 +592,35 @@ func (_u *RefundUpdateOne) sqlSave(ctx context.Context) (_node *Refund, err erro
 	}
 	if _u.mutation.RequestHashCleared() {
 		_spec.ClearField(refund.FieldRequestHash, field.TypeString)
+	}
+	if _u.mutation.NettedBatchCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   refund.NettedBatchTable,
+			Columns: []string{refund.NettedBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.NettedBatchIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.M2O,
+			Inverse: true,
+			Table:   refund.NettedBatchTable,
+			Columns: []string{refund.NettedBatchColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(settlementbatch.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
 	_node = &Refund{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -27,6 +27,7 @@ import (
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
 	"agentpay/ent/schema"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -741,8 +742,12 @@ func init() {
 	merchantDescEmail := merchantFields[1].Descriptor()
 	// merchant.EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	merchant.EmailValidator = merchantDescEmail.Validators[0].(func(string) error)
+	// merchantDescSettleHeldPayments is the schema descriptor for settle_held_payments field.
+	merchantDescSettleHeldPayments := merchantFields[9].Descriptor()
+	// merchant.DefaultSettleHeldPayments holds the default value on creation for the settle_held_payments field.
+	merchant.DefaultSettleHeldPayments = merchantDescSettleHeldPayments.Default.(bool)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[18].Descriptor()
+	merchantDescActive := merchantFields[19].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.
@@ -1092,10 +1097,69 @@ func init() {
 	refund.DefaultReverts = refundDescReverts.Default.(int)
 	// refund.RevertsValidator is a validator for the "reverts" field. It is called by the builders before save.
 	refund.RevertsValidator = refundDescReverts.Validators[0].(func(int) error)
+	// refundDescAfterPayout is the schema descriptor for after_payout field.
+	refundDescAfterPayout := refundFields[18].Descriptor()
+	// refund.DefaultAfterPayout holds the default value on creation for the after_payout field.
+	refund.DefaultAfterPayout = refundDescAfterPayout.Default.(bool)
 	// refundDescID is the schema descriptor for id field.
 	refundDescID := refundMixinFields0[0].Descriptor()
 	// refund.DefaultID holds the default value on creation for the id field.
 	refund.DefaultID = refundDescID.Default.(func() uuid.UUID)
+	settlementbatchMixin := schema.SettlementBatch{}.Mixin()
+	settlementbatchMixinFields0 := settlementbatchMixin[0].Fields()
+	_ = settlementbatchMixinFields0
+	settlementbatchFields := schema.SettlementBatch{}.Fields()
+	_ = settlementbatchFields
+	// settlementbatchDescCreatedAt is the schema descriptor for created_at field.
+	settlementbatchDescCreatedAt := settlementbatchMixinFields0[1].Descriptor()
+	// settlementbatch.DefaultCreatedAt holds the default value on creation for the created_at field.
+	settlementbatch.DefaultCreatedAt = settlementbatchDescCreatedAt.Default.(func() time.Time)
+	// settlementbatchDescUpdatedAt is the schema descriptor for updated_at field.
+	settlementbatchDescUpdatedAt := settlementbatchMixinFields0[2].Descriptor()
+	// settlementbatch.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	settlementbatch.DefaultUpdatedAt = settlementbatchDescUpdatedAt.Default.(func() time.Time)
+	// settlementbatch.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	settlementbatch.UpdateDefaultUpdatedAt = settlementbatchDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// settlementbatchDescExternalID is the schema descriptor for external_id field.
+	settlementbatchDescExternalID := settlementbatchFields[0].Descriptor()
+	// settlementbatch.ExternalIDValidator is a validator for the "external_id" field. It is called by the builders before save.
+	settlementbatch.ExternalIDValidator = settlementbatchDescExternalID.Validators[0].(func(string) error)
+	// settlementbatchDescChain is the schema descriptor for chain field.
+	settlementbatchDescChain := settlementbatchFields[3].Descriptor()
+	// settlementbatch.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	settlementbatch.ChainValidator = settlementbatchDescChain.Validators[0].(func(string) error)
+	// settlementbatchDescSeq is the schema descriptor for seq field.
+	settlementbatchDescSeq := settlementbatchFields[4].Descriptor()
+	// settlementbatch.SeqValidator is a validator for the "seq" field. It is called by the builders before save.
+	settlementbatch.SeqValidator = settlementbatchDescSeq.Validators[0].(func(int) error)
+	// settlementbatchDescGross is the schema descriptor for gross field.
+	settlementbatchDescGross := settlementbatchFields[6].Descriptor()
+	// settlementbatch.GrossValidator is a validator for the "gross" field. It is called by the builders before save.
+	settlementbatch.GrossValidator = settlementbatchDescGross.Validators[0].(func(int64) error)
+	// settlementbatchDescFee is the schema descriptor for fee field.
+	settlementbatchDescFee := settlementbatchFields[7].Descriptor()
+	// settlementbatch.FeeValidator is a validator for the "fee" field. It is called by the builders before save.
+	settlementbatch.FeeValidator = settlementbatchDescFee.Validators[0].(func(int64) error)
+	// settlementbatchDescRefundsNetted is the schema descriptor for refunds_netted field.
+	settlementbatchDescRefundsNetted := settlementbatchFields[8].Descriptor()
+	// settlementbatch.RefundsNettedValidator is a validator for the "refunds_netted" field. It is called by the builders before save.
+	settlementbatch.RefundsNettedValidator = settlementbatchDescRefundsNetted.Validators[0].(func(int64) error)
+	// settlementbatchDescCarriedIn is the schema descriptor for carried_in field.
+	settlementbatchDescCarriedIn := settlementbatchFields[9].Descriptor()
+	// settlementbatch.CarriedInValidator is a validator for the "carried_in" field. It is called by the builders before save.
+	settlementbatch.CarriedInValidator = settlementbatchDescCarriedIn.Validators[0].(func(int64) error)
+	// settlementbatchDescCarriedOut is the schema descriptor for carried_out field.
+	settlementbatchDescCarriedOut := settlementbatchFields[10].Descriptor()
+	// settlementbatch.CarriedOutValidator is a validator for the "carried_out" field. It is called by the builders before save.
+	settlementbatch.CarriedOutValidator = settlementbatchDescCarriedOut.Validators[0].(func(int64) error)
+	// settlementbatchDescNet is the schema descriptor for net field.
+	settlementbatchDescNet := settlementbatchFields[11].Descriptor()
+	// settlementbatch.NetValidator is a validator for the "net" field. It is called by the builders before save.
+	settlementbatch.NetValidator = settlementbatchDescNet.Validators[0].(func(int64) error)
+	// settlementbatchDescID is the schema descriptor for id field.
+	settlementbatchDescID := settlementbatchMixinFields0[0].Descriptor()
+	// settlementbatch.DefaultID holds the default value on creation for the id field.
+	settlementbatch.DefaultID = settlementbatchDescID.Default.(func() uuid.UUID)
 	signaturechallengeMixin := schema.SignatureChallenge{}.Mixin()
 	signaturechallengeMixinFields0 := signaturechallengeMixin[0].Fields()
 	_ = signaturechallengeMixinFields0

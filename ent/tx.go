@@ -60,6 +60,8 @@ type Tx struct {
 	RateLimitCounter *RateLimitCounterClient
 	// Refund is the client for interacting with the Refund builders.
 	Refund *RefundClient
+	// SettlementBatch is the client for interacting with the SettlementBatch builders.
+	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
 	// Transfer is the client for interacting with the Transfer builders.
@@ -228,6 +230,7 @@ func (tx *Tx) init() {
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
 	tx.Refund = NewRefundClient(tx.config)
+	tx.SettlementBatch = NewSettlementBatchClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
 	tx.User = NewUserClient(tx.config)

@@ -46,6 +46,7 @@ func merchantInput(in model.UpdateMerchantInput) agentpay.MerchantInput {
 		Name: in.Name, Email: in.Email, Website: in.Website, WebhookURL: in.WebhookURL,
 		SuccessURL: in.SuccessURL, CancelURL: in.CancelURL, SettlementType: in.SettlementType,
 		SettlementAddress: in.SettlementAddress, SettlementChain: in.SettlementChain, BrandColor: in.BrandColor,
+		SettleHeldPayments: in.SettleHeldPayments,
 	}
 	if in.AcceptedTokens != nil {
 		tokens := make([]agentpay.TokenRef, len(in.AcceptedTokens))

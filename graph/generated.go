@@ -280,26 +280,27 @@ type ComplexityRoot struct {
 	}
 
 	Merchant struct {
-		AcceptedTokens    func(childComplexity int) int
-		Active            func(childComplexity int) int
-		BrandColor        func(childComplexity int) int
-		CancelURL         func(childComplexity int) int
-		CreatedAt         func(childComplexity int) int
-		DeactivatedAt     func(childComplexity int) int
-		Email             func(childComplexity int) int
-		ID                func(childComplexity int) int
-		Keys              func(childComplexity int) int
-		Name              func(childComplexity int) int
-		PublicKeys        func(childComplexity int) int
-		Sessions          func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
-		SettlementAddress func(childComplexity int) int
-		SettlementChain   func(childComplexity int) int
-		SettlementType    func(childComplexity int) int
-		SuccessURL        func(childComplexity int) int
-		UpdatedAt         func(childComplexity int) int
-		WebhookEvents     func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
-		WebhookURL        func(childComplexity int) int
-		Website           func(childComplexity int) int
+		AcceptedTokens     func(childComplexity int) int
+		Active             func(childComplexity int) int
+		BrandColor         func(childComplexity int) int
+		CancelURL          func(childComplexity int) int
+		CreatedAt          func(childComplexity int) int
+		DeactivatedAt      func(childComplexity int) int
+		Email              func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Keys               func(childComplexity int) int
+		Name               func(childComplexity int) int
+		PublicKeys         func(childComplexity int) int
+		Sessions           func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
+		SettleHeldPayments func(childComplexity int) int
+		SettlementAddress  func(childComplexity int) int
+		SettlementChain    func(childComplexity int) int
+		SettlementType     func(childComplexity int) int
+		SuccessURL         func(childComplexity int) int
+		UpdatedAt          func(childComplexity int) int
+		WebhookEvents      func(childComplexity int, first *int, after *entgql.Cursor[uuid.UUID]) int
+		WebhookURL         func(childComplexity int) int
+		Website            func(childComplexity int) int
 	}
 
 	MerchantKey struct {
@@ -479,6 +480,7 @@ type ComplexityRoot struct {
 	}
 
 	Refund struct {
+		AfterPayout func(childComplexity int) int
 		AmountToken func(childComplexity int) int
 		AmountUsd   func(childComplexity int) int
 		Chain       func(childComplexity int) int
@@ -2021,6 +2023,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.Sessions(childComplexity, args["first"].(*int), args["after"].(*entgql.Cursor[uuid.UUID])), true
+	case "Merchant.settleHeldPayments":
+		if e.ComplexityRoot.Merchant.SettleHeldPayments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Merchant.SettleHeldPayments(childComplexity), true
 	case "Merchant.settlementAddress":
 		if e.ComplexityRoot.Merchant.SettlementAddress == nil {
 			break
@@ -3091,6 +3099,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.WebhookEvents(childComplexity, args["after"].(*entgql.Cursor[uuid.UUID]), args["first"].(*int), args["before"].(*entgql.Cursor[uuid.UUID]), args["last"].(*int), args["where"].(*model.WebhookEventFilter), args["orderBy"].(*ent.WebhookEventOrder)), true
 
+	case "Refund.afterPayout":
+		if e.ComplexityRoot.Refund.AfterPayout == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.AfterPayout(childComplexity), true
 	case "Refund.amountToken":
 		if e.ComplexityRoot.Refund.AmountToken == nil {
 			break
@@ -5274,6 +5288,8 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_settlementAddress(ctx, field)
 	case "settlementChain":
 		return ec.fieldContext_Merchant_settlementChain(ctx, field)
+	case "settleHeldPayments":
+		return ec.fieldContext_Merchant_settleHeldPayments(ctx, field)
 	case "brandColor":
 		return ec.fieldContext_Merchant_brandColor(ctx, field)
 	case "active":
@@ -5578,6 +5594,8 @@ func (ec *executionContext) childFields_Refund(ctx context.Context, field graphq
 		return ec.fieldContext_Refund_error(ctx, field)
 	case "completedAt":
 		return ec.fieldContext_Refund_completedAt(ctx, field)
+	case "afterPayout":
+		return ec.fieldContext_Refund_afterPayout(ctx, field)
 	case "payment":
 		return ec.fieldContext_Refund_payment(ctx, field)
 	}
@@ -11501,6 +11519,29 @@ func (ec *executionContext) fieldContext_Merchant_settlementChain(_ context.Cont
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
+func (ec *executionContext) _Merchant_settleHeldPayments(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Merchant_settleHeldPayments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SettleHeldPayments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Merchant_settleHeldPayments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Merchant", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Merchant_brandColor(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16247,6 +16288,29 @@ func (ec *executionContext) _Refund_completedAt(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Refund_completedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Refund_afterPayout(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_afterPayout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AfterPayout, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_afterPayout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Refund_payment(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
@@ -24179,7 +24243,7 @@ func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "email", "website", "webhookUrl", "successUrl", "cancelUrl", "settlementType", "settlementAddress", "settlementChain", "acceptedTokens", "brandColor"}
+	fieldsInOrder := [...]string{"name", "email", "website", "webhookUrl", "successUrl", "cancelUrl", "settlementType", "settlementAddress", "settlementChain", "acceptedTokens", "brandColor", "settleHeldPayments"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -24263,6 +24327,13 @@ func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Contex
 				return it, err
 			}
 			it.BrandColor = data
+		case "settleHeldPayments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settleHeldPayments"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SettleHeldPayments = data
 		}
 	}
 	return it, nil
@@ -26119,6 +26190,11 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "settleHeldPayments":
+			out.Values[i] = ec._Merchant_settleHeldPayments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "brandColor":
 			out.Values[i] = ec._Merchant_brandColor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -27426,6 +27502,11 @@ func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, o
 		case "completedAt":
 			out.Values[i] = ec._Refund_completedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "afterPayout":
+			out.Values[i] = ec._Refund_afterPayout(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "payment":

@@ -732,20 +732,22 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	api := newMerchantAPI(t)
 	m := api.register(t, "Update Shop", agentpay.MerchantInput{})
 	const update = `mutation($in: UpdateMerchantInput!) { updateMerchant(input: $in) {
-		id name brandColor webhookURL website acceptedTokens { chain token } } }`
+		id name brandColor webhookURL website acceptedTokens { chain token } settleHeldPayments } }`
 	type merchantData struct {
 		ID, Name                        string
 		BrandColor, WebhookURL, Website *string
 		AcceptedTokens                  []struct{ Chain, Token string }
+		SettleHeldPayments              bool
 	}
 
 	var d struct{ UpdateMerchant merchantData }
 	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{
 		"name": "  New Name ", "brandColor": "#AABBCC", "website": "https://shop.example",
 		"acceptedTokens": []map[string]any{{"chain": "solana", "token": "USDC"}, {"chain": "base", "token": "USDC"}},
-		"webhookUrl":     "https://shop.example/hooks",
+		"webhookUrl":     "https://shop.example/hooks", "settleHeldPayments": true,
 	}}).decode(t, &d)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
+	require.True(t, d.UpdateMerchant.SettleHeldPayments)
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
 	require.Equal(t, "https://shop.example/hooks", *d.UpdateMerchant.WebhookURL)
 	require.Equal(t, []struct{ Chain, Token string }{{"base", "USDC"}, {"solana", "USDC"}}, d.UpdateMerchant.AcceptedTokens)
@@ -754,6 +756,7 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{"website": ""}}).decode(t, &d)
 	require.Empty(t, *d.UpdateMerchant.Website)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
+	require.True(t, d.UpdateMerchant.SettleHeldPayments, "unchanged")
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
 
 	// A test key sets test mode's webhook URL (a local receiver is

@@ -74,6 +74,9 @@ type merchantRequest struct {
 	SettlementChain   *string         `json:"settlement_chain"`
 	AcceptedTokens    *[]tokenRefBody `json:"accepted_tokens"`
 	BrandColor        *string         `json:"brand_color"`
+	// SettleHeldPayments: pay held payments out in the next settlement
+	// batch (docs/money.md#settlement).
+	SettleHeldPayments *bool `json:"settle_held_payments"`
 }
 
 type tokenRefBody struct {
@@ -86,6 +89,7 @@ func (req merchantRequest) input() agentpay.MerchantInput {
 		Name: req.Name, Email: req.Email, Website: req.Website, WebhookURL: req.WebhookURL,
 		SuccessURL: req.SuccessURL, CancelURL: req.CancelURL, SettlementType: req.SettlementType,
 		SettlementAddress: req.SettlementAddress, SettlementChain: req.SettlementChain, BrandColor: req.BrandColor,
+		SettleHeldPayments: req.SettleHeldPayments,
 	}
 	if req.AcceptedTokens != nil {
 		tokens := make([]agentpay.TokenRef, len(*req.AcceptedTokens))
@@ -101,22 +105,23 @@ func (req merchantRequest) input() agentpay.MerchantInput {
 // are null; accepted_tokens is the effective list (the default spelled out);
 // webhook_url is the key's mode's.
 type merchantBody struct {
-	ID                string         `json:"id"`
-	Name              string         `json:"name"`
-	Email             string         `json:"email"`
-	Website           *string        `json:"website"`
-	WebhookURL        *string        `json:"webhook_url"`
-	SuccessURL        *string        `json:"success_url"`
-	CancelURL         *string        `json:"cancel_url"`
-	SettlementType    string         `json:"settlement_type"`
-	SettlementAddress *string        `json:"settlement_address"`
-	SettlementChain   *string        `json:"settlement_chain"`
-	AcceptedTokens    []tokenRefBody `json:"accepted_tokens"`
-	BrandColor        *string        `json:"brand_color"`
-	Active            bool           `json:"active"`
-	PublicKeys        publicKeysBody `json:"public_keys"`
-	CreatedAt         time.Time      `json:"created_at"`
-	UpdatedAt         time.Time      `json:"updated_at"`
+	ID                 string         `json:"id"`
+	Name               string         `json:"name"`
+	Email              string         `json:"email"`
+	Website            *string        `json:"website"`
+	WebhookURL         *string        `json:"webhook_url"`
+	SuccessURL         *string        `json:"success_url"`
+	CancelURL          *string        `json:"cancel_url"`
+	SettlementType     string         `json:"settlement_type"`
+	SettlementAddress  *string        `json:"settlement_address"`
+	SettlementChain    *string        `json:"settlement_chain"`
+	AcceptedTokens     []tokenRefBody `json:"accepted_tokens"`
+	BrandColor         *string        `json:"brand_color"`
+	SettleHeldPayments bool           `json:"settle_held_payments"`
+	Active             bool           `json:"active"`
+	PublicKeys         publicKeysBody `json:"public_keys"`
+	CreatedAt          time.Time      `json:"created_at"`
+	UpdatedAt          time.Time      `json:"updated_at"`
 }
 
 type publicKeysBody struct {
@@ -135,22 +140,23 @@ func newMerchantBody(p *agentpay.MerchantProfile) merchantBody {
 	m := p.Merchant
 	tokens := agentpay.AcceptedTokens(m)
 	out := merchantBody{
-		ID:                m.ID.String(),
-		Name:              m.Name,
-		Email:             m.Email,
-		Website:           nullable(m.Website),
-		WebhookURL:        nullable(p.WebhookURL),
-		SuccessURL:        nullable(m.SuccessURL),
-		CancelURL:         nullable(m.CancelURL),
-		SettlementType:    string(m.SettlementType),
-		SettlementAddress: nullable(m.SettlementAddress),
-		SettlementChain:   nullable(m.SettlementChain),
-		AcceptedTokens:    make([]tokenRefBody, len(tokens)),
-		BrandColor:        nullable(m.BrandColor),
-		Active:            m.Active,
-		PublicKeys:        publicKeysBody{Live: p.LivePublicKey, Test: p.TestPublicKey},
-		CreatedAt:         m.CreatedAt.UTC(),
-		UpdatedAt:         m.UpdatedAt.UTC(),
+		ID:                 m.ID.String(),
+		Name:               m.Name,
+		Email:              m.Email,
+		Website:            nullable(m.Website),
+		WebhookURL:         nullable(p.WebhookURL),
+		SuccessURL:         nullable(m.SuccessURL),
+		CancelURL:          nullable(m.CancelURL),
+		SettlementType:     string(m.SettlementType),
+		SettlementAddress:  nullable(m.SettlementAddress),
+		SettlementChain:    nullable(m.SettlementChain),
+		AcceptedTokens:     make([]tokenRefBody, len(tokens)),
+		BrandColor:         nullable(m.BrandColor),
+		SettleHeldPayments: m.SettleHeldPayments,
+		Active:             m.Active,
+		PublicKeys:         publicKeysBody{Live: p.LivePublicKey, Test: p.TestPublicKey},
+		CreatedAt:          m.CreatedAt.UTC(),
+		UpdatedAt:          m.UpdatedAt.UTC(),
 	}
 	for i, t := range tokens {
 		out.AcceptedTokens[i] = tokenRefBody{Chain: t.Chain, Token: t.Token}

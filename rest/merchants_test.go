@@ -229,8 +229,9 @@ func TestMerchantMeAndUpdate(t *testing.T) {
 		"settlement_type":  "fiat_pix",
 		"settlement_chain": "",
 		// settlement_address stays: with no chain it may be any EVM or Solana address
-		"accepted_tokens": []map[string]any{{"chain": "polygon", "token": "USDC"}},
-		"brand_color":     nil, // null: unchanged
+		"accepted_tokens":      []map[string]any{{"chain": "polygon", "token": "USDC"}},
+		"brand_color":          nil, // null: unchanged
+		"settle_held_payments": true,
 	}, mc.live())
 	require.Equal(t, http.StatusOK, patch.Status, string(patch.Body))
 	assertGolden(t, "merchant_patch", patch.Body, nil)
@@ -318,6 +319,7 @@ func TestMerchantTestKeyScope(t *testing.T) {
 		{"settlement_address", map[string]any{"settlement_address": "0x000000000000000000000000000000000000dEaD"}, "settlement_address"},
 		{"settlement_chain", map[string]any{"settlement_chain": "polygon"}, "settlement_chain"},
 		{"settlement_type", map[string]any{"settlement_type": "fiat_pix"}, "settlement_type"},
+		{"settle_held_payments", map[string]any{"settle_held_payments": false}, "settle_held_payments"},
 		{"success_url", map[string]any{"success_url": "https://evil.test/ok"}, "success_url"},
 		{"cancel_url", map[string]any{"cancel_url": ""}, "cancel_url"},
 		{"accepted_tokens", map[string]any{"accepted_tokens": []map[string]any{{"chain": "polygon", "token": "USDC"}}}, "accepted_tokens"},

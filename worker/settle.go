@@ -36,12 +36,34 @@ func (w *settlePaymentWorker) NextRetry(job *river.Job[jobs.SettlePaymentArgs]) 
 	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
 }
 
+// settleBatchWorker pays one merchant, chain and mode's settlement batch,
+// forming it once due (agentpay.Service.SettleBatch decides everything).
+type settleBatchWorker struct {
+	river.WorkerDefaults[jobs.SettleBatchArgs]
+	svc *agentpay.Service
+}
+
+func (w *settleBatchWorker) Work(ctx context.Context, job *river.Job[jobs.SettleBatchArgs]) error {
+	_, err := w.svc.SettleBatch(ctx, agentpay.SettlementKey{MerchantID: job.Args.MerchantID, Livemode: job.Args.Livemode, Chain: job.Args.Chain})
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// NextRetry as settle_payment's.
+func (w *settleBatchWorker) NextRetry(job *river.Job[jobs.SettleBatchArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
+}
+
 // settlePendingInterval is how often open settlements are looked at again.
 const settlePendingInterval = 15 * time.Second
 
-// SettlePendingArgs enqueues a settle_payment job for every settlement left
-// open (waiting for an address, a retry after the chain refused, a job lost
-// to a crash), a send_refund job for every refund left open, and a
+// SettlePendingArgs enqueues a settle_payment job for every payment whose
+// sweep is left to do (a retry after the chain refused, a job lost to a
+// crash), a settle_batch job for every merchant, chain and mode with an
+// open batch or swept payments waiting for one (which forms the batch once
+// due: minimum or interval), a send_refund job for every refund left open, and a
 // sweep_payment job for every held payment not yet swept.
 type SettlePendingArgs struct{}
 
@@ -67,10 +89,17 @@ func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendi
 		return err
 	}
 	held, err := w.svc.HeldUnswept(ctx, settlePendingInterval, 500)
-	if err != nil || len(payments)+len(refunds)+len(held) == 0 {
+	if err != nil {
 		return err
 	}
-	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds)+len(held))
+	batches, err := w.svc.DueSettlements(ctx, settlePendingInterval, 500)
+	if err != nil || len(payments)+len(refunds)+len(held)+len(batches) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds)+len(held)+len(batches))
+	for _, k := range batches {
+		params = append(params, river.InsertManyParams{Args: jobs.SettleBatchArgs{MerchantID: k.MerchantID, Livemode: k.Livemode, Chain: k.Chain}})
+	}
 	for _, id := range held {
 		params = append(params, river.InsertManyParams{Args: jobs.SweepPaymentArgs{PaymentID: id}})
 	}

@@ -44,10 +44,17 @@ type config struct {
 	// human (CARD_REQUEST_TTL).
 	CardRequestTTL    time.Duration
 	LatePaymentWindow time.Duration
-	MaxOpenSessions   int
-	SelectRateLimit   int
-	SignInRateLimit   int
-	SignInEmailLimit  int
+	// SettlementMinimum and SettlementInterval batch payouts
+	// (SETTLEMENT_MINIMUM_USD, SETTLEMENT_INTERVAL): a batch is paid once
+	// its net reaches the minimum or its oldest payment has waited the
+	// interval. SettlementInterval is -1 when unset: see settlementOptions
+	// for the default.
+	SettlementMinimum  decimal.Decimal
+	SettlementInterval time.Duration
+	MaxOpenSessions    int
+	SelectRateLimit    int
+	SignInRateLimit    int
+	SignInEmailLimit   int
 	// WithdrawalLimit and WithdrawalDailyLimit bound human users'
 	// withdrawals (WITHDRAWAL_LIMIT_USD, WITHDRAWAL_DAILY_LIMIT_USD).
 	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
@@ -144,6 +151,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
 		CardRequestTTL:       p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
 		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
+		SettlementMinimum:    p.positiveUSD("SETTLEMENT_MINIMUM_USD", agentpay.DefaultSettlementMinimum),
+		SettlementInterval:   p.nonNegativeDuration("SETTLEMENT_INTERVAL", -1),
 		MaxOpenSessions:      p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
 		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
 		SignInRateLimit:      p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
@@ -285,6 +294,27 @@ func (c config) webhookAllowPrivate(dev bool) bool {
 		return *c.WebhookAllowPrivate
 	}
 	return dev
+}
+
+// devSettlementInterval is SETTLEMENT_INTERVAL's default under `dev`: test
+// payments are paid out within seconds, still batched.
+const devSettlementInterval = 10 * time.Second
+
+// settlementOptions are the service's settlement batching: the interval is
+// SETTLEMENT_INTERVAL when set (0: a batch is paid as soon as a payment is
+// swept), else an hour (agentpay.DefaultSettlementInterval), or
+// devSettlementInterval under `dev`.
+func (c config) settlementOptions(dev bool) agentpay.SettlementOptions {
+	interval := c.SettlementInterval
+	switch {
+	case interval < 0 && dev:
+		interval = devSettlementInterval
+	case interval < 0:
+		interval = agentpay.DefaultSettlementInterval
+	case interval == 0:
+		interval = -1 // the service's "no wait"
+	}
+	return agentpay.SettlementOptions{BatchMinimum: c.SettlementMinimum, BatchInterval: interval}
 }
 
 // envParser collects every bad variable so one start reports them all.

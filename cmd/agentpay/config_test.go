@@ -106,6 +106,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SESSION_TTL", "soon"},
 		{"SESSION_TTL", "-5m"},
 		{"LATE_PAYMENT_WINDOW", "0"},
+		{"SETTLEMENT_MINIMUM_USD", "0"},
+		{"SETTLEMENT_INTERVAL", "-1h"},
 		{"MAX_OPEN_SESSIONS", "-1"},
 		{"SELECT_RATE_LIMIT", "x"},
 		{"WEBHOOK_RETRY_DELAYS", "30s,often"},

@@ -284,6 +284,18 @@ func (f RefundFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundMutation", m)
 }
 
+// The SettlementBatchFunc type is an adapter to allow the use of ordinary
+// function as SettlementBatch mutator.
+type SettlementBatchFunc func(context.Context, *ent.SettlementBatchMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SettlementBatchFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SettlementBatchMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SettlementBatchMutation", m)
+}
+
 // The SignatureChallengeFunc type is an adapter to allow the use of ordinary
 // function as SignatureChallenge mutator.
 type SignatureChallengeFunc func(context.Context, *ent.SignatureChallengeMutation) (ent.Value, error)

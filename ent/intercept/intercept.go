@@ -31,6 +31,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
@@ -719,6 +720,33 @@ func (f TraverseRefund) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.RefundQuery", q)
 }
 
+// The SettlementBatchFunc type is an adapter to allow the use of ordinary function as a Querier.
+type SettlementBatchFunc func(context.Context, *ent.SettlementBatchQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f SettlementBatchFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.SettlementBatchQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.SettlementBatchQuery", q)
+}
+
+// The TraverseSettlementBatch type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseSettlementBatch func(context.Context, *ent.SettlementBatchQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseSettlementBatch) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseSettlementBatch) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SettlementBatchQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.SettlementBatchQuery", q)
+}
+
 // The SignatureChallengeFunc type is an adapter to allow the use of ordinary function as a Querier.
 type SignatureChallengeFunc func(context.Context, *ent.SignatureChallengeQuery) (ent.Value, error)
 
@@ -957,6 +985,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.RateLimitCounterQuery, predicate.RateLimitCounter, ratelimitcounter.OrderOption]{typ: ent.TypeRateLimitCounter, tq: q}, nil
 	case *ent.RefundQuery:
 		return &query[*ent.RefundQuery, predicate.Refund, refund.OrderOption]{typ: ent.TypeRefund, tq: q}, nil
+	case *ent.SettlementBatchQuery:
+		return &query[*ent.SettlementBatchQuery, predicate.SettlementBatch, settlementbatch.OrderOption]{typ: ent.TypeSettlementBatch, tq: q}, nil
 	case *ent.SignatureChallengeQuery:
 		return &query[*ent.SignatureChallengeQuery, predicate.SignatureChallenge, signaturechallenge.OrderOption]{typ: ent.TypeSignatureChallenge, tq: q}, nil
 	case *ent.TransferQuery:

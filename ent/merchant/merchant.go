@@ -40,6 +40,8 @@ const (
 	FieldSettlementAddress = "settlement_address"
 	// FieldSettlementChain holds the string denoting the settlement_chain field in the database.
 	FieldSettlementChain = "settlement_chain"
+	// FieldSettleHeldPayments holds the string denoting the settle_held_payments field in the database.
+	FieldSettleHeldPayments = "settle_held_payments"
 	// FieldAcceptedTokens holds the string denoting the accepted_tokens field in the database.
 	FieldAcceptedTokens = "accepted_tokens"
 	// FieldBrandColor holds the string denoting the brand_color field in the database.
@@ -107,6 +109,7 @@ var Columns = []string{
 	FieldSettlementType,
 	FieldSettlementAddress,
 	FieldSettlementChain,
+	FieldSettleHeldPayments,
 	FieldAcceptedTokens,
 	FieldBrandColor,
 	FieldWebhookSecretEncrypted,
@@ -141,6 +144,8 @@ var (
 	NameValidator func(string) error
 	// EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	EmailValidator func(string) error
+	// DefaultSettleHeldPayments holds the default value on creation for the "settle_held_payments" field.
+	DefaultSettleHeldPayments bool
 	// DefaultActive holds the default value on creation for the "active" field.
 	DefaultActive bool
 	// DefaultID holds the default value on creation for the "id" field.
@@ -234,6 +239,11 @@ func BySettlementAddress(opts ...sql.OrderTermOption) OrderOption {
 // BySettlementChain orders the results by the settlement_chain field.
 func BySettlementChain(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSettlementChain, opts...).ToFunc()
+}
+
+// BySettleHeldPayments orders the results by the settle_held_payments field.
+func BySettleHeldPayments(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettleHeldPayments, opts...).ToFunc()
 }
 
 // ByBrandColor orders the results by the brand_color field.

@@ -106,6 +106,11 @@ func SettlementChain(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldSettlementChain, v))
 }
 
+// SettleHeldPayments applies equality check predicate on the "settle_held_payments" field. It's identical to SettleHeldPaymentsEQ.
+func SettleHeldPayments(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldSettleHeldPayments, v))
+}
+
 // BrandColor applies equality check predicate on the "brand_color" field. It's identical to BrandColorEQ.
 func BrandColor(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldBrandColor, v))
@@ -834,6 +839,16 @@ func SettlementChainEqualFold(v string) predicate.Merchant {
 // SettlementChainContainsFold applies the ContainsFold predicate on the "settlement_chain" field.
 func SettlementChainContainsFold(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldContainsFold(FieldSettlementChain, v))
+}
+
+// SettleHeldPaymentsEQ applies the EQ predicate on the "settle_held_payments" field.
+func SettleHeldPaymentsEQ(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldSettleHeldPayments, v))
+}
+
+// SettleHeldPaymentsNEQ applies the NEQ predicate on the "settle_held_payments" field.
+func SettleHeldPaymentsNEQ(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldSettleHeldPayments, v))
 }
 
 // AcceptedTokensIsNil applies the IsNil predicate on the "accepted_tokens" field.

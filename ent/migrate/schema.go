@@ -560,6 +560,7 @@ var (
 		{Name: "settlement_type", Type: field.TypeEnum, Enums: []string{"crypto_usdc", "fiat_pix"}, Default: "crypto_usdc"},
 		{Name: "settlement_address", Type: field.TypeString, Nullable: true},
 		{Name: "settlement_chain", Type: field.TypeString, Nullable: true},
+		{Name: "settle_held_payments", Type: field.TypeBool, Default: false},
 		{Name: "accepted_tokens", Type: field.TypeJSON, Nullable: true},
 		{Name: "brand_color", Type: field.TypeString, Nullable: true},
 		{Name: "webhook_secret_encrypted", Type: field.TypeBytes},
@@ -789,6 +790,7 @@ var (
 		{Name: "refunded_token", Type: field.TypeInt64, Default: 0},
 		{Name: "session_id", Type: field.TypeUUID},
 		{Name: "deposit_address_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "settlement_batch_id", Type: field.TypeUUID, Nullable: true},
 	}
 	// PaymentsTable holds the schema information for the "payments" table.
 	PaymentsTable = &schema.Table{
@@ -806,6 +808,12 @@ var (
 				Symbol:     "payments_deposit_addresses_payments",
 				Columns:    []*schema.Column{PaymentsColumns[35]},
 				RefColumns: []*schema.Column{DepositAddressesColumns[0]},
+				OnDelete:   schema.SetNull,
+			},
+			{
+				Symbol:     "payments_settlement_batches_payments",
+				Columns:    []*schema.Column{PaymentsColumns[36]},
+				RefColumns: []*schema.Column{SettlementBatchesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 		},
@@ -829,6 +837,11 @@ var (
 				Name:    "payment_settlement_status",
 				Unique:  false,
 				Columns: []*schema.Column{PaymentsColumns[18]},
+			},
+			{
+				Name:    "payment_settlement_batch_id",
+				Unique:  false,
+				Columns: []*schema.Column{PaymentsColumns[36]},
 			},
 		},
 	}
@@ -880,7 +893,9 @@ var (
 		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_key", Type: field.TypeString, Nullable: true},
 		{Name: "request_hash", Type: field.TypeString, Nullable: true},
+		{Name: "after_payout", Type: field.TypeBool, Default: false},
 		{Name: "payment_id", Type: field.TypeUUID},
+		{Name: "netted_batch_id", Type: field.TypeUUID, Nullable: true},
 	}
 	// RefundsTable holds the schema information for the "refunds" table.
 	RefundsTable = &schema.Table{
@@ -890,9 +905,15 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "refunds_payments_refunds",
-				Columns:    []*schema.Column{RefundsColumns[20]},
+				Columns:    []*schema.Column{RefundsColumns[21]},
 				RefColumns: []*schema.Column{PaymentsColumns[0]},
 				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "refunds_settlement_batches_netted_refunds",
+				Columns:    []*schema.Column{RefundsColumns[22]},
+				RefColumns: []*schema.Column{SettlementBatchesColumns[0]},
+				OnDelete:   schema.SetNull,
 			},
 		},
 		Indexes: []*schema.Index{
@@ -910,6 +931,52 @@ var (
 				Name:    "refund_status",
 				Unique:  false,
 				Columns: []*schema.Column{RefundsColumns[13]},
+			},
+		},
+	}
+	// SettlementBatchesColumns holds the columns for the "settlement_batches" table.
+	SettlementBatchesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "external_id", Type: field.TypeString, Unique: true},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "seq", Type: field.TypeInt},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "submitted", "completed"}, Default: "pending"},
+		{Name: "gross", Type: field.TypeInt64},
+		{Name: "fee", Type: field.TypeInt64},
+		{Name: "refunds_netted", Type: field.TypeInt64},
+		{Name: "carried_in", Type: field.TypeInt64},
+		{Name: "carried_out", Type: field.TypeInt64},
+		{Name: "net", Type: field.TypeInt64},
+		{Name: "payout_chain", Type: field.TypeString, Nullable: true},
+		{Name: "payout_address", Type: field.TypeString, Nullable: true},
+		{Name: "tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "reference", Type: field.TypeString, Nullable: true},
+		{Name: "fx_rate", Type: field.TypeString, Nullable: true},
+		{Name: "fiat_amount", Type: field.TypeString, Nullable: true},
+		{Name: "fiat_currency", Type: field.TypeString, Nullable: true},
+		{Name: "settlement_type", Type: field.TypeString},
+		{Name: "error", Type: field.TypeString, Nullable: true},
+		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
+	}
+	// SettlementBatchesTable holds the schema information for the "settlement_batches" table.
+	SettlementBatchesTable = &schema.Table{
+		Name:       "settlement_batches",
+		Columns:    SettlementBatchesColumns,
+		PrimaryKey: []*schema.Column{SettlementBatchesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "settlementbatch_merchant_id_livemode_chain_seq",
+				Unique:  true,
+				Columns: []*schema.Column{SettlementBatchesColumns[4], SettlementBatchesColumns[5], SettlementBatchesColumns[6], SettlementBatchesColumns[7]},
+			},
+			{
+				Name:    "settlementbatch_status",
+				Unique:  false,
+				Columns: []*schema.Column{SettlementBatchesColumns[8]},
 			},
 		},
 	}
@@ -1236,6 +1303,7 @@ var (
 		PaymentsTable,
 		RateLimitCountersTable,
 		RefundsTable,
+		SettlementBatchesTable,
 		SignatureChallengesTable,
 		TransfersTable,
 		UsersTable,
@@ -1261,7 +1329,9 @@ func init() {
 	PartnerAttestationsTable.ForeignKeys[0].RefTable = AgentsTable
 	PaymentsTable.ForeignKeys[0].RefTable = CheckoutSessionsTable
 	PaymentsTable.ForeignKeys[1].RefTable = DepositAddressesTable
+	PaymentsTable.ForeignKeys[2].RefTable = SettlementBatchesTable
 	RefundsTable.ForeignKeys[0].RefTable = PaymentsTable
+	RefundsTable.ForeignKeys[1].RefTable = SettlementBatchesTable
 	TransfersTable.ForeignKeys[0].RefTable = AgentsTable
 	TransfersTable.ForeignKeys[1].RefTable = AgentsTable
 	TransfersTable.Annotation = &entsql.Annotation{}

@@ -88,12 +88,16 @@ const (
 	FieldSweptAt = "swept_at"
 	// FieldRefundedToken holds the string denoting the refunded_token field in the database.
 	FieldRefundedToken = "refunded_token"
+	// FieldSettlementBatchID holds the string denoting the settlement_batch_id field in the database.
+	FieldSettlementBatchID = "settlement_batch_id"
 	// EdgeSession holds the string denoting the session edge name in mutations.
 	EdgeSession = "session"
 	// EdgeDepositAddress holds the string denoting the deposit_address edge name in mutations.
 	EdgeDepositAddress = "deposit_address"
 	// EdgeRefunds holds the string denoting the refunds edge name in mutations.
 	EdgeRefunds = "refunds"
+	// EdgeSettlementBatch holds the string denoting the settlement_batch edge name in mutations.
+	EdgeSettlementBatch = "settlement_batch"
 	// Table holds the table name of the payment in the database.
 	Table = "payments"
 	// SessionTable is the table that holds the session relation/edge.
@@ -117,6 +121,13 @@ const (
 	RefundsInverseTable = "refunds"
 	// RefundsColumn is the table column denoting the refunds relation/edge.
 	RefundsColumn = "payment_id"
+	// SettlementBatchTable is the table that holds the settlement_batch relation/edge.
+	SettlementBatchTable = "payments"
+	// SettlementBatchInverseTable is the table name for the SettlementBatch entity.
+	// It exists in this package in order to avoid circular dependency with the "settlementbatch" package.
+	SettlementBatchInverseTable = "settlement_batches"
+	// SettlementBatchColumn is the table column denoting the settlement_batch relation/edge.
+	SettlementBatchColumn = "settlement_batch_id"
 )
 
 // Columns holds all SQL columns for payment fields.
@@ -157,6 +168,7 @@ var Columns = []string{
 	FieldSweepSubmittedAt,
 	FieldSweptAt,
 	FieldRefundedToken,
+	FieldSettlementBatchID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -445,6 +457,11 @@ func ByRefundedToken(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRefundedToken, opts...).ToFunc()
 }
 
+// BySettlementBatchID orders the results by the settlement_batch_id field.
+func BySettlementBatchID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSettlementBatchID, opts...).ToFunc()
+}
+
 // BySessionField orders the results by session field.
 func BySessionField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -472,6 +489,13 @@ func ByRefunds(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newRefundsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// BySettlementBatchField orders the results by settlement_batch field.
+func BySettlementBatchField(field string, opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newSettlementBatchStep(), sql.OrderByField(field, opts...))
+	}
+}
 func newSessionStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -491,6 +515,13 @@ func newRefundsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(RefundsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, RefundsTable, RefundsColumn),
+	)
+}
+func newSettlementBatchStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(SettlementBatchInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.M2O, true, SettlementBatchTable, SettlementBatchColumn),
 	)
 }
 

@@ -222,6 +222,11 @@ func RefundedToken(v int64) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldRefundedToken, v))
 }
 
+// SettlementBatchID applies equality check predicate on the "settlement_batch_id" field. It's identical to SettlementBatchIDEQ.
+func SettlementBatchID(v uuid.UUID) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementBatchID, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldCreatedAt, v))
@@ -2092,6 +2097,36 @@ func RefundedTokenLTE(v int64) predicate.Payment {
 	return predicate.Payment(sql.FieldLTE(FieldRefundedToken, v))
 }
 
+// SettlementBatchIDEQ applies the EQ predicate on the "settlement_batch_id" field.
+func SettlementBatchIDEQ(v uuid.UUID) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldSettlementBatchID, v))
+}
+
+// SettlementBatchIDNEQ applies the NEQ predicate on the "settlement_batch_id" field.
+func SettlementBatchIDNEQ(v uuid.UUID) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldSettlementBatchID, v))
+}
+
+// SettlementBatchIDIn applies the In predicate on the "settlement_batch_id" field.
+func SettlementBatchIDIn(vs ...uuid.UUID) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldSettlementBatchID, vs...))
+}
+
+// SettlementBatchIDNotIn applies the NotIn predicate on the "settlement_batch_id" field.
+func SettlementBatchIDNotIn(vs ...uuid.UUID) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldSettlementBatchID, vs...))
+}
+
+// SettlementBatchIDIsNil applies the IsNil predicate on the "settlement_batch_id" field.
+func SettlementBatchIDIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldSettlementBatchID))
+}
+
+// SettlementBatchIDNotNil applies the NotNil predicate on the "settlement_batch_id" field.
+func SettlementBatchIDNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldSettlementBatchID))
+}
+
 // HasSession applies the HasEdge predicate on the "session" edge.
 func HasSession() predicate.Payment {
 	return predicate.Payment(func(s *sql.Selector) {
@@ -2153,6 +2188,29 @@ func HasRefunds() predicate.Payment {
 func HasRefundsWith(preds ...predicate.Refund) predicate.Payment {
 	return predicate.Payment(func(s *sql.Selector) {
 		step := newRefundsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasSettlementBatch applies the HasEdge predicate on the "settlement_batch" edge.
+func HasSettlementBatch() predicate.Payment {
+	return predicate.Payment(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, SettlementBatchTable, SettlementBatchColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasSettlementBatchWith applies the HasEdge predicate on the "settlement_batch" edge with a given conditions (other predicates).
+func HasSettlementBatchWith(preds ...predicate.SettlementBatch) predicate.Payment {
+	return predicate.Payment(func(s *sql.Selector) {
+		step := newSettlementBatchStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

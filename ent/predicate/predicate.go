@@ -75,6 +75,9 @@ type RateLimitCounter func(*sql.Selector)
 // Refund is the predicate function for refund builders.
 type Refund func(*sql.Selector)
 
+// SettlementBatch is the predicate function for settlementbatch builders.
+type SettlementBatch func(*sql.Selector)
+
 // SignatureChallenge is the predicate function for signaturechallenge builders.
 type SignatureChallenge func(*sql.Selector)
 

@@ -58,8 +58,14 @@ const (
 	FieldIdempotencyKey = "idempotency_key"
 	// FieldRequestHash holds the string denoting the request_hash field in the database.
 	FieldRequestHash = "request_hash"
+	// FieldAfterPayout holds the string denoting the after_payout field in the database.
+	FieldAfterPayout = "after_payout"
+	// FieldNettedBatchID holds the string denoting the netted_batch_id field in the database.
+	FieldNettedBatchID = "netted_batch_id"
 	// EdgePayment holds the string denoting the payment edge name in mutations.
 	EdgePayment = "payment"
+	// EdgeNettedBatch holds the string denoting the netted_batch edge name in mutations.
+	EdgeNettedBatch = "netted_batch"
 	// Table holds the table name of the refund in the database.
 	Table = "refunds"
 	// PaymentTable is the table that holds the payment relation/edge.
@@ -69,6 +75,13 @@ const (
 	PaymentInverseTable = "payments"
 	// PaymentColumn is the table column denoting the payment relation/edge.
 	PaymentColumn = "payment_id"
+	// NettedBatchTable is the table that holds the netted_batch relation/edge.
+	NettedBatchTable = "refunds"
+	// NettedBatchInverseTable is the table name for the SettlementBatch entity.
+	// It exists in this package in order to avoid circular dependency with the "settlementbatch" package.
+	NettedBatchInverseTable = "settlement_batches"
+	// NettedBatchColumn is the table column denoting the netted_batch relation/edge.
+	NettedBatchColumn = "netted_batch_id"
 )
 
 // Columns holds all SQL columns for refund fields.
@@ -94,6 +107,8 @@ var Columns = []string{
 	FieldCompletedAt,
 	FieldIdempotencyKey,
 	FieldRequestHash,
+	FieldAfterPayout,
+	FieldNettedBatchID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -127,6 +142,8 @@ var (
 	DefaultReverts int
 	// RevertsValidator is a validator for the "reverts" field. It is called by the builders before save.
 	RevertsValidator func(int) error
+	// DefaultAfterPayout holds the default value on creation for the "after_payout" field.
+	DefaultAfterPayout bool
 	// DefaultID holds the default value on creation for the "id" field.
 	DefaultID func() uuid.UUID
 )
@@ -267,10 +284,27 @@ func ByRequestHash(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRequestHash, opts...).ToFunc()
 }
 
+// ByAfterPayout orders the results by the after_payout field.
+func ByAfterPayout(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAfterPayout, opts...).ToFunc()
+}
+
+// ByNettedBatchID orders the results by the netted_batch_id field.
+func ByNettedBatchID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNettedBatchID, opts...).ToFunc()
+}
+
 // ByPaymentField orders the results by payment field.
 func ByPaymentField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
 		sqlgraph.OrderByNeighborTerms(s, newPaymentStep(), sql.OrderByField(field, opts...))
+	}
+}
+
+// ByNettedBatchField orders the results by netted_batch field.
+func ByNettedBatchField(field string, opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newNettedBatchStep(), sql.OrderByField(field, opts...))
 	}
 }
 func newPaymentStep() *sqlgraph.Step {
@@ -278,6 +312,13 @@ func newPaymentStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(PaymentInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, PaymentTable, PaymentColumn),
+	)
+}
+func newNettedBatchStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(NettedBatchInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.M2O, true, NettedBatchTable, NettedBatchColumn),
 	)
 }
 

@@ -152,6 +152,16 @@ func RequestHash(v string) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldRequestHash, v))
 }
 
+// AfterPayout applies equality check predicate on the "after_payout" field. It's identical to AfterPayoutEQ.
+func AfterPayout(v bool) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldAfterPayout, v))
+}
+
+// NettedBatchID applies equality check predicate on the "netted_batch_id" field. It's identical to NettedBatchIDEQ.
+func NettedBatchID(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldNettedBatchID, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldCreatedAt, v))
@@ -1167,6 +1177,46 @@ func RequestHashContainsFold(v string) predicate.Refund {
 	return predicate.Refund(sql.FieldContainsFold(FieldRequestHash, v))
 }
 
+// AfterPayoutEQ applies the EQ predicate on the "after_payout" field.
+func AfterPayoutEQ(v bool) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldAfterPayout, v))
+}
+
+// AfterPayoutNEQ applies the NEQ predicate on the "after_payout" field.
+func AfterPayoutNEQ(v bool) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldAfterPayout, v))
+}
+
+// NettedBatchIDEQ applies the EQ predicate on the "netted_batch_id" field.
+func NettedBatchIDEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldNettedBatchID, v))
+}
+
+// NettedBatchIDNEQ applies the NEQ predicate on the "netted_batch_id" field.
+func NettedBatchIDNEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldNettedBatchID, v))
+}
+
+// NettedBatchIDIn applies the In predicate on the "netted_batch_id" field.
+func NettedBatchIDIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldNettedBatchID, vs...))
+}
+
+// NettedBatchIDNotIn applies the NotIn predicate on the "netted_batch_id" field.
+func NettedBatchIDNotIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldNettedBatchID, vs...))
+}
+
+// NettedBatchIDIsNil applies the IsNil predicate on the "netted_batch_id" field.
+func NettedBatchIDIsNil() predicate.Refund {
+	return predicate.Refund(sql.FieldIsNull(FieldNettedBatchID))
+}
+
+// NettedBatchIDNotNil applies the NotNil predicate on the "netted_batch_id" field.
+func NettedBatchIDNotNil() predicate.Refund {
+	return predicate.Refund(sql.FieldNotNull(FieldNettedBatchID))
+}
+
 // HasPayment applies the HasEdge predicate on the "payment" edge.
 func HasPayment() predicate.Refund {
 	return predicate.Refund(func(s *sql.Selector) {
@@ -1182,6 +1232,29 @@ func HasPayment() predicate.Refund {
 func HasPaymentWith(preds ...predicate.Payment) predicate.Refund {
 	return predicate.Refund(func(s *sql.Selector) {
 		step := newPaymentStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasNettedBatch applies the HasEdge predicate on the "netted_batch" edge.
+func HasNettedBatch() predicate.Refund {
+	return predicate.Refund(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, NettedBatchTable, NettedBatchColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasNettedBatchWith applies the HasEdge predicate on the "netted_batch" edge with a given conditions (other predicates).
+func HasNettedBatchWith(preds ...predicate.SettlementBatch) predicate.Refund {
+	return predicate.Refund(func(s *sql.Selector) {
+		step := newNettedBatchStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

@@ -44,6 +44,11 @@ func (Merchant) Fields() []ent.Field {
 		// Empty means "the chain the customer paid on".
 		field.String("settlement_chain").
 			Optional(),
+		// Held payments (late, over-, repeat: swept but not counted) are
+		// paid out in the next settlement batch like counted payments
+		// when on; held until refunded when off.
+		field.Bool("settle_held_payments").
+			Default(false),
 		// Empty means the default: USDC on every chain.
 		field.JSON("accepted_tokens", []schematype.TokenRef{}).
 			Optional().

@@ -148,6 +148,12 @@ func (Payment) Fields() []ent.Field {
 			NonNegative().
 			Default(0).
 			Annotations(baseUnits),
+		// The settlement batch that pays this payment out (settlement.go),
+		// set when the batch is formed.
+		field.UUID("settlement_batch_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Annotations(entgql.Skip()),
 	}
 }
 
@@ -166,6 +172,11 @@ func (Payment) Edges() []ent.Edge {
 			Unique().
 			Immutable(),
 		edge.To("refunds", Refund.Type),
+		edge.From("settlement_batch", SettlementBatch.Type).
+			Ref("payments").
+			Field("settlement_batch_id").
+			Unique().
+			Annotations(entgql.Skip()),
 	}
 }
 
@@ -177,5 +188,6 @@ func (Payment) Indexes() []ent.Index {
 		// The confirmation tracker walks unconfirmed payments per chain.
 		index.Fields("status", "chain"),
 		index.Fields("settlement_status"),
+		index.Fields("settlement_batch_id"),
 	}
 }

@@ -97,6 +97,17 @@ func (Refund) Fields() []ent.Field {
 			Optional().
 			Immutable().
 			Annotations(entgql.Skip()),
+		// after_payout: the payment was already in a paid (or paying)
+		// settlement batch when refunded, so the treasury advanced the
+		// refund and it is netted off the merchant's next batch on the
+		// chain and mode (netted_batch_id once it is).
+		field.Bool("after_payout").
+			Default(false).
+			Immutable(),
+		field.UUID("netted_batch_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Annotations(entgql.Skip()),
 	}
 }
 
@@ -109,6 +120,11 @@ func (Refund) Edges() []ent.Edge {
 			Unique().
 			Required().
 			Immutable(),
+		edge.From("netted_batch", SettlementBatch.Type).
+			Ref("netted_refunds").
+			Field("netted_batch_id").
+			Unique().
+			Annotations(entgql.Skip()),
 	}
 }
 

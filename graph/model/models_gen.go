@@ -482,6 +482,8 @@ type UpdateMerchantInput struct {
 	AcceptedTokens []*TokenRefInput `json:"acceptedTokens,omitempty"`
 	// #rrggbb
 	BrandColor *string `json:"brandColor,omitempty"`
+	// Pay held payments (late, over-, repeat) out in the next settlement batch (docs/money.md#settlement)
+	SettleHeldPayments *bool `json:"settleHeldPayments,omitempty"`
 }
 
 type UsernameAvailability struct {

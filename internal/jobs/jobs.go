@@ -76,6 +76,23 @@ func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
+// SettleBatchArgs is the River job paying (or forming, once due) the
+// settlement batch of one merchant, paid chain and mode.
+type SettleBatchArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	Livemode   bool      `json:"livemode"`
+	Chain      string    `json:"chain"`
+}
+
+// Kind is the job kind.
+func (SettleBatchArgs) Kind() string { return "settle_batch" }
+
+// InsertOpts keeps one settle_batch job per merchant, chain and mode
+// waiting or running at a time, on the settlement queue.
+func (SettleBatchArgs) InsertOpts() river.InsertOpts {
+	return SettlePaymentArgs{}.InsertOpts()
+}
+
 // MailQueue is the River queue of send_mail jobs: a slow or unreachable
 // SMTP server must not hold up anything else.
 const MailQueue = "mail"

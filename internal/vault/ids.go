@@ -32,6 +32,8 @@ var (
 	PaymentID = IDFormat{Prefix: "pay_", Alphabet: base62, Length: 24}
 	// RefundID is a refund's public id.
 	RefundID = IDFormat{Prefix: "re_", Alphabet: base62, Length: 24}
+	// SettlementID is a settlement batch's public id.
+	SettlementID = IDFormat{Prefix: "st_", Alphabet: base62, Length: 24}
 	// InviteCode is an agent's invite code: 10 characters of [a-z0-9]
 	// (36^10, about 3.7e15 codes), short enough to type, long enough not to
 	// be guessed.
