@@ -26,6 +26,8 @@ import (
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -124,6 +126,8 @@ func checkColumn(t, c string) error {
 			ratelimitcounter.Table:     ratelimitcounter.ValidColumn,
 			refund.Table:               refund.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,
+			spendapproval.Table:        spendapproval.ValidColumn,
+			spendingpolicy.Table:       spendingpolicy.ValidColumn,
 			transfer.Table:             transfer.ValidColumn,
 			user.Table:                 user.ValidColumn,
 			wallet.Table:               wallet.ValidColumn,
