@@ -221,6 +221,7 @@ func complexity() ComplexityRoot {
 	// approving runs the held operation, a send.
 	c.Viewer.SpendingPolicies = readListOf(agentpay.MaxPairingsListed)
 	c.Viewer.SpendApprovals = readListOf(agentpay.MaxSpendApprovalsListed)
+	c.SpendingPolicy.AllowedRecipients = listOf(agentpay.MaxAllowedRecipients)
 	c.Mutation.SetSpendingPolicy = func(child int, _ model.SpendingPolicyInput) int { return writeCost + child }
 	c.Mutation.ClearSpendingPolicy = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.BeginSpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
