@@ -369,3 +369,55 @@ func TestSpendApprovalDecisionsRace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, spendapproval.StatusExpired, cur.Status)
 }
+
+// A checkout payment above a paired human's threshold is held (nothing
+// recorded, the session untouched), replayed under its key, and on
+// approval paid as it would have been: the session's payment recorded.
+// Over a cap it is refused.
+func TestSpendApprovalCheckoutPayment(t *testing.T) {
+	ctx := context.Background()
+	e := startAgentCheckoutEnv(t)
+	a := e.register(t, "buyer")
+	e.fund(t, a, chains.Base, "10")
+	name := randomName(t, "hum")
+	u, err := e.svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	p, err := e.svc.RequestPairing(ctx, a, PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = e.svc.DecidePairing(ctx, u, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	v := &Viewer{User: u}
+	_, err = e.svc.SetSpendingPolicy(ctx, v, a.Username, SpendingPolicyInput{ApprovalThreshold: ptr("2"), PerPaymentCap: ptr("5")})
+	require.NoError(t, err)
+
+	over := e.session(t, "6", false)
+	_, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: over.ExternalID})
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "per-payment cap of 5 USD")
+
+	sess := e.session(t, "2.5", false)
+	key := "order-held"
+	held, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	require.NoError(t, err)
+	require.False(t, replayed)
+	require.Equal(t, "awaiting_approval", held.Status)
+	require.Equal(t, sess.ExternalID, held.Approval.Approval.Recipient)
+	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
+	require.Equal(t, sess.Status, e.reloadSession(t, sess).Status, "the session is untouched")
+	again, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	require.NoError(t, err)
+	require.True(t, replayed)
+	require.Equal(t, held.Approval.Approval.ID, again.Approval.Approval.ID)
+
+	got, err := e.svc.ApproveSpendApproval(ctx, v, held.Approval.Approval.ID.String(), "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, "approved", got.Status())
+	require.NotNil(t, got.Transfer)
+	paid, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	require.NoError(t, err)
+	require.True(t, replayed)
+	require.Nil(t, paid.Approval)
+	require.Equal(t, got.Transfer.ID, paid.Transfer.ID)
+	require.NotNil(t, paid.Payment, "the session's payment is recorded at once, as for any agent payment")
+	require.Equal(t, 1, e.db.Ent.Transfer.Query().CountX(ctx))
+}

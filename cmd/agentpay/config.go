@@ -42,7 +42,10 @@ type config struct {
 	SessionTTL time.Duration
 	// CardRequestTTL is how long a card purchase request waits for the
 	// human (CARD_REQUEST_TTL).
-	CardRequestTTL    time.Duration
+	CardRequestTTL time.Duration
+	// SpendApprovalTTL is how long an operation held by a spending policy
+	// waits for a paired human (SPEND_APPROVAL_TTL).
+	SpendApprovalTTL  time.Duration
 	LatePaymentWindow time.Duration
 	MaxOpenSessions   int
 	SelectRateLimit   int
@@ -140,6 +143,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:              p.str("DATA_DIR", "./data"),
 		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
 		CardRequestTTL:       p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
+		SpendApprovalTTL:     p.duration("SPEND_APPROVAL_TTL", agentpay.DefaultSpendApprovalTTL),
 		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
 		MaxOpenSessions:      p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
 		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
