@@ -421,3 +421,27 @@ func TestSpendApprovalCheckoutPayment(t *testing.T) {
 	require.NotNil(t, paid.Payment, "the session's payment is recorded at once, as for any agent payment")
 	require.Equal(t, 1, e.db.Ent.Transfer.Query().CountX(ctx))
 }
+
+// Card requests wait for their human anyway: a policy's caps and deny by
+// default refuse them, a threshold alone does not.
+func TestSpendingPolicyOnCardRequests(t *testing.T) {
+	e := startPolicyEnv(t)
+	ctx := context.Background()
+	req := CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Acme", Description: "x"}
+	e.setPolicy(t, SpendingPolicyInput{PerPaymentCap: ptr("2")})
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "per-payment cap of 2 USD")
+	e.setPolicy(t, SpendingPolicyInput{ApprovalThreshold: ptr("2"), DenyByDefault: true})
+	_, _, err = e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "denies by default")
+	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))
+	e.setPolicy(t, SpendingPolicyInput{ApprovalThreshold: ptr("2")})
+	v := e.request(t, e.a, "3")
+	// A cap set meanwhile is checked at approval.
+	e.setPolicy(t, SpendingPolicyInput{PerPaymentCap: ptr("2.5")})
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: e.u}, v.Request.ID.String(), "", nil, 0)
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "per-payment cap of 2.5 USD")
+}
