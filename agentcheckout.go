@@ -75,6 +75,11 @@ type PayCheckoutRequest struct {
 	Wait time.Duration
 
 	idempotency *idempotencyClaim
+	// key and fingerprint are kept on a payment a policy holds; approved:
+	// it runs on a human's approval (spendapprovals.go).
+	key         *string
+	fingerprint []byte
+	approved    *approvedRun
 }
 
 // payCheckoutOperation names the request for its Idempotency-Key.
@@ -86,6 +91,9 @@ const SessionExternalIDMaxLen = 64
 
 // CheckoutPayment is an agent's checkout payment as answered to the agent.
 type CheckoutPayment struct {
+	// Approval is set, and the rest empty but AmountUSD, when a spending
+	// policy held the payment (Status awaiting_approval).
+	Approval *SpendApprovalView
 	Session  *ent.CheckoutSession
 	Transfer *ent.Transfer
 	// Payment is the session's payment, nil until the transfer is included
@@ -157,6 +165,13 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
 			ErrForbidden, sess.AmountUsd, limits.PerSend, a.Tier)
 	}
+	policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendPayCheckout, Amount: units.Int64()}, req.approved != nil)
+	if err != nil {
+		return nil, err
+	}
+	if policy.Outcome != SpendAllowed {
+		return s.heldCheckoutPayment(ctx, a, req, sess, units.Int64(), policy)
+	}
 	candidates, err := s.checkoutChains(m, mode, chain)
 	if err != nil {
 		return nil, err
@@ -186,10 +201,16 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
 					ErrForbidden, sess.AmountUsd, limits.Daily, a.Tier, USDCAmount(sent))
 			}
-			return nil
+			return policy.checkDailyCap(sent, units.Int64())
 		},
 		recorded: func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
-			return s.takeSessionForAgent(ctx, tx, sqlTx, sess.ID, t)
+			if err := s.takeSessionForAgent(ctx, tx, sqlTx, sess.ID, t); err != nil {
+				return err
+			}
+			if approved := req.approved.recorded(s); approved != nil {
+				return approved(ctx, tx, sqlTx, t)
+			}
+			return nil
 		},
 	})
 	if err != nil {
@@ -399,6 +420,8 @@ func (s *Service) checkoutPaymentOf(ctx context.Context, t *ent.Transfer) (*Chec
 // answer is the payment's status now, which moves as the chain confirms).
 type checkoutPaymentAnswer struct {
 	TransferID uuid.UUID `json:"transfer_id"`
+	// ApprovalID: a spending policy held the payment (no transfer).
+	ApprovalID *uuid.UUID `json:"approval_id,omitempty"`
 }
 
 // checkoutFingerprinted is a checkout payment's canonical form.
@@ -432,13 +455,16 @@ func (s *Service) PayCheckoutIdempotent(ctx context.Context, a *ent.Agent, key *
 		res, err := s.replayCheckoutPayment(ctx, prior)
 		return res, true, err
 	}
-	req.idempotency = claim
+	req.idempotency, req.key, req.fingerprint = claim, &k, fingerprintOf(payCheckoutOperation, checkoutFingerprinted{ExternalID: req.ExternalID, Chain: req.Chain})
 	res, err = s.PayCheckout(ctx, a, req)
 	var outcome idempotentOutcome
 	final := true
-	if err != nil {
+	switch {
+	case err != nil:
 		outcome.Error, final = refusalOf(err)
-	} else {
+	case res.Approval != nil:
+		outcome.CheckoutPayment = &checkoutPaymentAnswer{ApprovalID: &res.Approval.Approval.ID}
+	default:
 		outcome.CheckoutPayment = &checkoutPaymentAnswer{TransferID: res.Transfer.ID}
 	}
 	s.finishIdempotent(ctx, claim, outcome, final)
@@ -454,6 +480,9 @@ func (s *Service) replayCheckoutPayment(ctx context.Context, row *ent.Idempotenc
 		}
 		if out.Error != nil {
 			return nil, out.Error.err()
+		}
+		if out.CheckoutPayment.ApprovalID != nil {
+			return s.replayHeldCheckout(ctx, *out.CheckoutPayment.ApprovalID)
 		}
 		id = out.CheckoutPayment.TransferID
 	} else {

@@ -237,6 +237,14 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 		return nil, false, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
 			ErrForbidden, req.AmountUSD, limits.PerSend, a.Tier)
 	}
+	// A spending policy's caps and deny by default (the request waits for
+	// its human anyway).
+	if policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendCardPurchase, Amount: units}, false); err != nil || policy.Outcome == SpendRefused {
+		if err == nil {
+			err = policy.Err()
+		}
+		return nil, false, err
+	}
 	plan, err := s.planSend(ctx, s.cfg.DB.Ent, s.cardReservation(a, units, req.AmountUSD))
 	if err != nil {
 		return nil, false, err
@@ -611,6 +619,13 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	}
 	amount := USDCAmount(r.Amount)
 	limits := LimitsFor(string(a.Tier))
+	policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendCardPurchase, Amount: r.Amount}, true)
+	if err != nil {
+		return nil, err
+	}
+	if policy.Outcome == SpendRefused {
+		return nil, policy.Err()
+	}
 	o := s.cardReservation(a, r.Amount, amount)
 	o.underLock = func(ctx context.Context, tx *ent.Tx) error {
 		sent, err := sentToday(ctx, tx.Transfer, agentHolder(a), s.now())
@@ -621,7 +636,7 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 			return fmt.Errorf("%w: %s USD exceeds the agent's daily limit of %s USD of tier %s (%s USD already sent today)",
 				ErrForbidden, amount, limits.Daily, a.Tier, USDCAmount(sent))
 		}
-		return nil
+		return policy.checkDailyCap(sent, r.Amount)
 	}
 	o.recorded = func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
 		now := s.now().UTC().Truncate(time.Microsecond)

@@ -386,7 +386,9 @@ type sendFingerprinted struct {
 
 // sentAnswer is a send's answer as kept.
 type sentAnswer struct {
-	TransferID   uuid.UUID       `json:"transfer_id"`
+	TransferID uuid.UUID `json:"transfer_id"`
+	// ApprovalID: a spending policy held the send (no transfer yet).
+	ApprovalID   *uuid.UUID      `json:"approval_id,omitempty"`
 	FromUsername string          `json:"from_username"`
 	ToUsername   string          `json:"to_username"`
 	Chain        string          `json:"chain"`
@@ -427,7 +429,7 @@ func (s *Service) SendIdempotent(ctx context.Context, from *ent.Agent, key *stri
 		res, err := s.replaySend(ctx, from, prior)
 		return res, true, err
 	}
-	req.idempotency = claim
+	req.idempotency, req.key, req.fingerprint = claim, &k, r.fingerprint
 	res, err = s.Send(ctx, from, req)
 	var outcome idempotentOutcome
 	final := true
@@ -441,6 +443,9 @@ func (s *Service) SendIdempotent(ctx context.Context, from *ent.Agent, key *stri
 }
 
 func sentAnswerOf(r *SendResult) *sentAnswer {
+	if r.Approval != nil {
+		return &sentAnswer{ApprovalID: &r.Approval.Approval.ID, FromUsername: r.FromUsername, ToUsername: r.ToUsername}
+	}
 	return &sentAnswer{
 		TransferID: r.Transfer.ID, FromUsername: r.FromUsername, ToUsername: r.ToUsername, Chain: string(r.Chain),
 		Amount: r.Amount, Delivered: r.Delivered, Fee: r.Fee, TxHash: r.TxHash, FeeTxHash: r.FeeTxHash,
@@ -461,6 +466,9 @@ func (s *Service) replaySend(ctx context.Context, from *ent.Agent, row *ent.Idem
 			return nil, out.Error.err()
 		}
 		a := out.Send
+		if a.ApprovalID != nil {
+			return s.replayHeldSend(ctx, *a.ApprovalID, a.FromUsername, a.ToUsername)
+		}
 		t, err := s.cfg.DB.Ent.Transfer.Get(ctx, a.TransferID)
 		if err != nil {
 			return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)

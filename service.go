@@ -88,6 +88,9 @@ type Config struct {
 	CardIssuer     cardissuer.Issuer
 	CardRequestTTL time.Duration
 	CardLifetime   time.Duration
+	// SpendApprovalTTL is how long an operation held by a spending policy
+	// waits for a paired human (0: DefaultSpendApprovalTTL).
+	SpendApprovalTTL time.Duration
 
 	// AgentMode is the network agents' custodial wallets live on: live in
 	// production, test under `agentpay dev` (the devnets).

@@ -21,6 +21,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/predicate"
+	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -84,8 +85,13 @@ type SendRequest struct {
 
 	// idempotency is the Idempotency-Key claim the send runs under
 	// (SendIdempotent), linked to the transfer in the transaction that
-	// records it.
+	// records it; key and fingerprint are kept on a held send.
 	idempotency *idempotencyClaim
+	key         *string
+	fingerprint []byte
+	// approved: the send runs on a human's approval of its held request
+	// (spendapprovals.go); only the policies' caps apply.
+	approved *approvedRun
 }
 
 // operation names the request kind for its Idempotency-Key: a key used
@@ -212,9 +218,12 @@ type SendResult struct {
 	// broadcast); FeeTxHash that of the fee to the treasury.
 	TxHash, FeeTxHash string
 	// Status is completed, or pending when inclusion took longer than the
-	// wait (the transfer row may be pending or submitted).
-	Status  string
-	Message string
+	// wait (the transfer row may be pending or submitted), or
+	// awaiting_approval when a spending policy held the send (Approval
+	// set, Transfer nil).
+	Status   string
+	Message  string
+	Approval *SpendApprovalView
 }
 
 // Send moves USDC from the agent's custodial wallet to another agent's
@@ -271,6 +280,29 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 	if to.agentID != nil && *to.agentID == from.ID {
 		return nil, Invalid("to_username", "cannot send to yourself")
 	}
+	names, err := s.recipientNames(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := s.decideSpend(ctx, from, SpendOperation{Kind: req.operation(), Amount: units, Recipient: names}, req.approved != nil)
+	if err != nil {
+		return nil, err
+	}
+	switch policy.Outcome {
+	case SpendRefused:
+		return nil, policy.Err()
+	case SpendHeld:
+		op := spendapproval.OperationSend
+		if req.ToUser {
+			op = spendapproval.OperationSendToUser
+		}
+		held, err := s.holdOperation(ctx, from, op, heldSend{ToUsername: req.ToUsername, ToUser: req.ToUser,
+			AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain}, units, to.username, policy.Reason, req.key, req.fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		return s.heldSendResult(held, from.Username, to.username), nil
+	}
 	candidates := sendChainOrder
 	if chain != "" {
 		candidates = []chains.Name{chain}
@@ -290,8 +322,9 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
 					ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
 			}
-			return nil
+			return policy.checkDailyCap(sent, units)
 		},
+		recorded: req.approved.recorded(s),
 	})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,8 @@ import (
 	"agentpay/ent/refund"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -107,6 +109,10 @@ type Client struct {
 	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
+	// SpendApproval is the client for interacting with the SpendApproval builders.
+	SpendApproval *SpendApprovalClient
+	// SpendingPolicy is the client for interacting with the SpendingPolicy builders.
+	SpendingPolicy *SpendingPolicyClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// User is the client for interacting with the User builders.
@@ -155,6 +161,8 @@ func (c *Client) init() {
 	c.Refund = NewRefundClient(c.config)
 	c.SettlementBatch = NewSettlementBatchClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
+	c.SpendApproval = NewSpendApprovalClient(c.config)
+	c.SpendingPolicy = NewSpendingPolicyClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
 	c.User = NewUserClient(c.config)
 	c.Wallet = NewWalletClient(c.config)
@@ -278,6 +286,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Refund:               NewRefundClient(cfg),
 		SettlementBatch:      NewSettlementBatchClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
+		SpendApproval:        NewSpendApprovalClient(cfg),
+		SpendingPolicy:       NewSpendingPolicyClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
 		Wallet:               NewWalletClient(cfg),
@@ -328,6 +338,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Refund:               NewRefundClient(cfg),
 		SettlementBatch:      NewSettlementBatchClient(cfg),
 		SignatureChallenge:   NewSignatureChallengeClient(cfg),
+		SpendApproval:        NewSpendApprovalClient(cfg),
+		SpendingPolicy:       NewSpendingPolicyClient(cfg),
 		Transfer:             NewTransferClient(cfg),
 		User:                 NewUserClient(cfg),
 		Wallet:               NewWalletClient(cfg),
@@ -368,8 +380,9 @@ func (c *Client) Use(hooks ...Hook) {
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
 		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
 		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SettlementBatch, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
+		c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
+		c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -384,8 +397,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
 		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
 		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SettlementBatch, c.SignatureChallenge, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
+		c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
+		c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -444,6 +458,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.SettlementBatch.mutate(ctx, m)
 	case *SignatureChallengeMutation:
 		return c.SignatureChallenge.mutate(ctx, m)
+	case *SpendApprovalMutation:
+		return c.SpendApproval.mutate(ctx, m)
+	case *SpendingPolicyMutation:
+		return c.SpendingPolicy.mutate(ctx, m)
 	case *TransferMutation:
 		return c.Transfer.mutate(ctx, m)
 	case *UserMutation:
@@ -4330,6 +4348,272 @@ func (c *SignatureChallengeClient) mutate(ctx context.Context, m *SignatureChall
 	}
 }
 
+// SpendApprovalClient is a client for the SpendApproval schema.
+type SpendApprovalClient struct {
+	config
+}
+
+// NewSpendApprovalClient returns a client for the SpendApproval from the given config.
+func NewSpendApprovalClient(c config) *SpendApprovalClient {
+	return &SpendApprovalClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `spendapproval.Hooks(f(g(h())))`.
+func (c *SpendApprovalClient) Use(hooks ...Hook) {
+	c.hooks.SpendApproval = append(c.hooks.SpendApproval, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `spendapproval.Intercept(f(g(h())))`.
+func (c *SpendApprovalClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SpendApproval = append(c.inters.SpendApproval, interceptors...)
+}
+
+// Create returns a builder for creating a SpendApproval entity.
+func (c *SpendApprovalClient) Create() *SpendApprovalCreate {
+	mutation := newSpendApprovalMutation(c.config, OpCreate)
+	return &SpendApprovalCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SpendApproval entities.
+func (c *SpendApprovalClient) CreateBulk(builders ...*SpendApprovalCreate) *SpendApprovalCreateBulk {
+	return &SpendApprovalCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SpendApprovalClient) MapCreateBulk(slice any, setFunc func(*SpendApprovalCreate, int)) *SpendApprovalCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SpendApprovalCreateBulk{err: fmt.Errorf("calling to SpendApprovalClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SpendApprovalCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SpendApprovalCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SpendApproval.
+func (c *SpendApprovalClient) Update() *SpendApprovalUpdate {
+	mutation := newSpendApprovalMutation(c.config, OpUpdate)
+	return &SpendApprovalUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SpendApprovalClient) UpdateOne(_m *SpendApproval) *SpendApprovalUpdateOne {
+	mutation := newSpendApprovalMutation(c.config, OpUpdateOne, withSpendApproval(_m))
+	return &SpendApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SpendApprovalClient) UpdateOneID(id uuid.UUID) *SpendApprovalUpdateOne {
+	mutation := newSpendApprovalMutation(c.config, OpUpdateOne, withSpendApprovalID(id))
+	return &SpendApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SpendApproval.
+func (c *SpendApprovalClient) Delete() *SpendApprovalDelete {
+	mutation := newSpendApprovalMutation(c.config, OpDelete)
+	return &SpendApprovalDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SpendApprovalClient) DeleteOne(_m *SpendApproval) *SpendApprovalDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SpendApprovalClient) DeleteOneID(id uuid.UUID) *SpendApprovalDeleteOne {
+	builder := c.Delete().Where(spendapproval.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SpendApprovalDeleteOne{builder}
+}
+
+// Query returns a query builder for SpendApproval.
+func (c *SpendApprovalClient) Query() *SpendApprovalQuery {
+	return &SpendApprovalQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSpendApproval},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SpendApproval entity by its id.
+func (c *SpendApprovalClient) Get(ctx context.Context, id uuid.UUID) (*SpendApproval, error) {
+	return c.Query().Where(spendapproval.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SpendApprovalClient) GetX(ctx context.Context, id uuid.UUID) *SpendApproval {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SpendApprovalClient) Hooks() []Hook {
+	return c.hooks.SpendApproval
+}
+
+// Interceptors returns the client interceptors.
+func (c *SpendApprovalClient) Interceptors() []Interceptor {
+	return c.inters.SpendApproval
+}
+
+func (c *SpendApprovalClient) mutate(ctx context.Context, m *SpendApprovalMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SpendApprovalCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SpendApprovalUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SpendApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SpendApprovalDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SpendApproval mutation op: %q", m.Op())
+	}
+}
+
+// SpendingPolicyClient is a client for the SpendingPolicy schema.
+type SpendingPolicyClient struct {
+	config
+}
+
+// NewSpendingPolicyClient returns a client for the SpendingPolicy from the given config.
+func NewSpendingPolicyClient(c config) *SpendingPolicyClient {
+	return &SpendingPolicyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `spendingpolicy.Hooks(f(g(h())))`.
+func (c *SpendingPolicyClient) Use(hooks ...Hook) {
+	c.hooks.SpendingPolicy = append(c.hooks.SpendingPolicy, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `spendingpolicy.Intercept(f(g(h())))`.
+func (c *SpendingPolicyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.SpendingPolicy = append(c.inters.SpendingPolicy, interceptors...)
+}
+
+// Create returns a builder for creating a SpendingPolicy entity.
+func (c *SpendingPolicyClient) Create() *SpendingPolicyCreate {
+	mutation := newSpendingPolicyMutation(c.config, OpCreate)
+	return &SpendingPolicyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of SpendingPolicy entities.
+func (c *SpendingPolicyClient) CreateBulk(builders ...*SpendingPolicyCreate) *SpendingPolicyCreateBulk {
+	return &SpendingPolicyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *SpendingPolicyClient) MapCreateBulk(slice any, setFunc func(*SpendingPolicyCreate, int)) *SpendingPolicyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &SpendingPolicyCreateBulk{err: fmt.Errorf("calling to SpendingPolicyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*SpendingPolicyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &SpendingPolicyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for SpendingPolicy.
+func (c *SpendingPolicyClient) Update() *SpendingPolicyUpdate {
+	mutation := newSpendingPolicyMutation(c.config, OpUpdate)
+	return &SpendingPolicyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *SpendingPolicyClient) UpdateOne(_m *SpendingPolicy) *SpendingPolicyUpdateOne {
+	mutation := newSpendingPolicyMutation(c.config, OpUpdateOne, withSpendingPolicy(_m))
+	return &SpendingPolicyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *SpendingPolicyClient) UpdateOneID(id uuid.UUID) *SpendingPolicyUpdateOne {
+	mutation := newSpendingPolicyMutation(c.config, OpUpdateOne, withSpendingPolicyID(id))
+	return &SpendingPolicyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for SpendingPolicy.
+func (c *SpendingPolicyClient) Delete() *SpendingPolicyDelete {
+	mutation := newSpendingPolicyMutation(c.config, OpDelete)
+	return &SpendingPolicyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *SpendingPolicyClient) DeleteOne(_m *SpendingPolicy) *SpendingPolicyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *SpendingPolicyClient) DeleteOneID(id uuid.UUID) *SpendingPolicyDeleteOne {
+	builder := c.Delete().Where(spendingpolicy.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &SpendingPolicyDeleteOne{builder}
+}
+
+// Query returns a query builder for SpendingPolicy.
+func (c *SpendingPolicyClient) Query() *SpendingPolicyQuery {
+	return &SpendingPolicyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeSpendingPolicy},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a SpendingPolicy entity by its id.
+func (c *SpendingPolicyClient) Get(ctx context.Context, id uuid.UUID) (*SpendingPolicy, error) {
+	return c.Query().Where(spendingpolicy.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *SpendingPolicyClient) GetX(ctx context.Context, id uuid.UUID) *SpendingPolicy {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *SpendingPolicyClient) Hooks() []Hook {
+	return c.hooks.SpendingPolicy
+}
+
+// Interceptors returns the client interceptors.
+func (c *SpendingPolicyClient) Interceptors() []Interceptor {
+	return c.inters.SpendingPolicy
+}
+
+func (c *SpendingPolicyClient) mutate(ctx context.Context, m *SpendingPolicyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&SpendingPolicyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&SpendingPolicyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&SpendingPolicyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&SpendingPolicyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown SpendingPolicy mutation op: %q", m.Op())
+	}
+}
+
 // TransferClient is a client for the Transfer schema.
 type TransferClient struct {
 	config
@@ -5359,16 +5643,18 @@ type (
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
 		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, SpendApproval,
+		SpendingPolicy, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
 		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, SpendApproval,
+		SpendingPolicy, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -28,6 +28,8 @@ import (
 	"agentpay/ent/refund"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -128,6 +130,8 @@ func checkColumn(t, c string) error {
 			refund.Table:               refund.ValidColumn,
 			settlementbatch.Table:      settlementbatch.ValidColumn,
 			signaturechallenge.Table:   signaturechallenge.ValidColumn,
+			spendapproval.Table:        spendapproval.ValidColumn,
+			spendingpolicy.Table:       spendingpolicy.ValidColumn,
 			transfer.Table:             transfer.ValidColumn,
 			user.Table:                 user.ValidColumn,
 			wallet.Table:               wallet.ValidColumn,

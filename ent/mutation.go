@@ -30,6 +30,8 @@ import (
 	"agentpay/ent/schematype"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -83,6 +85,8 @@ const (
 	TypeRefund               = "Refund"
 	TypeSettlementBatch      = "SettlementBatch"
 	TypeSignatureChallenge   = "SignatureChallenge"
+	TypeSpendApproval        = "SpendApproval"
+	TypeSpendingPolicy       = "SpendingPolicy"
 	TypeTransfer             = "Transfer"
 	TypeUser                 = "User"
 	TypeWallet               = "Wallet"
@@ -30124,6 +30128,2266 @@ func (m *SignatureChallengeMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *SignatureChallengeMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown SignatureChallenge edge %s", name)
+}
+
+// SpendApprovalMutation represents an operation that mutates the SpendApproval nodes in the graph.
+type SpendApprovalMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	updated_at      *time.Time
+	agent_id        *uuid.UUID
+	operation       *spendapproval.Operation
+	request         *string
+	amount          *int64
+	addamount       *int64
+	recipient       *string
+	reason          *string
+	status          *spendapproval.Status
+	expires_at      *time.Time
+	decided_at      *time.Time
+	decided_by      *uuid.UUID
+	transfer_id     *uuid.UUID
+	error           *string
+	idempotency_key *string
+	fingerprint     *[]byte
+	clearedFields   map[string]struct{}
+	done            bool
+	oldValue        func(context.Context) (*SpendApproval, error)
+	predicates      []predicate.SpendApproval
+}
+
+var _ ent.Mutation = (*SpendApprovalMutation)(nil)
+
+// spendapprovalOption allows management of the mutation configuration using functional options.
+type spendapprovalOption func(*SpendApprovalMutation)
+
+// newSpendApprovalMutation creates new mutation for the SpendApproval entity.
+func newSpendApprovalMutation(c config, op Op, opts ...spendapprovalOption) *SpendApprovalMutation {
+	m := &SpendApprovalMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSpendApproval,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSpendApprovalID sets the ID field of the mutation.
+func withSpendApprovalID(id uuid.UUID) spendapprovalOption {
+	return func(m *SpendApprovalMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SpendApproval
+		)
+		m.oldValue = func(ctx context.Context) (*SpendApproval, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SpendApproval.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSpendApproval sets the old SpendApproval of the mutation.
+func withSpendApproval(node *SpendApproval) spendapprovalOption {
+	return func(m *SpendApprovalMutation) {
+		m.oldValue = func(context.Context) (*SpendApproval, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SpendApprovalMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SpendApprovalMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of SpendApproval entities.
+func (m *SpendApprovalMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SpendApprovalMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SpendApprovalMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SpendApproval.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *SpendApprovalMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *SpendApprovalMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *SpendApprovalMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *SpendApprovalMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *SpendApprovalMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *SpendApprovalMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *SpendApprovalMutation) SetAgentID(u uuid.UUID) {
+	m.agent_id = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *SpendApprovalMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldAgentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *SpendApprovalMutation) ResetAgentID() {
+	m.agent_id = nil
+}
+
+// SetOperation sets the "operation" field.
+func (m *SpendApprovalMutation) SetOperation(s spendapproval.Operation) {
+	m.operation = &s
+}
+
+// Operation returns the value of the "operation" field in the mutation.
+func (m *SpendApprovalMutation) Operation() (r spendapproval.Operation, exists bool) {
+	v := m.operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOperation returns the old "operation" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldOperation(ctx context.Context) (v spendapproval.Operation, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOperation: %w", err)
+	}
+	return oldValue.Operation, nil
+}
+
+// ResetOperation resets all changes to the "operation" field.
+func (m *SpendApprovalMutation) ResetOperation() {
+	m.operation = nil
+}
+
+// SetRequest sets the "request" field.
+func (m *SpendApprovalMutation) SetRequest(s string) {
+	m.request = &s
+}
+
+// Request returns the value of the "request" field in the mutation.
+func (m *SpendApprovalMutation) Request() (r string, exists bool) {
+	v := m.request
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequest returns the old "request" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldRequest(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequest: %w", err)
+	}
+	return oldValue.Request, nil
+}
+
+// ResetRequest resets all changes to the "request" field.
+func (m *SpendApprovalMutation) ResetRequest() {
+	m.request = nil
+}
+
+// SetAmount sets the "amount" field.
+func (m *SpendApprovalMutation) SetAmount(i int64) {
+	m.amount = &i
+	m.addamount = nil
+}
+
+// Amount returns the value of the "amount" field in the mutation.
+func (m *SpendApprovalMutation) Amount() (r int64, exists bool) {
+	v := m.amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmount returns the old "amount" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldAmount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmount: %w", err)
+	}
+	return oldValue.Amount, nil
+}
+
+// AddAmount adds i to the "amount" field.
+func (m *SpendApprovalMutation) AddAmount(i int64) {
+	if m.addamount != nil {
+		*m.addamount += i
+	} else {
+		m.addamount = &i
+	}
+}
+
+// AddedAmount returns the value that was added to the "amount" field in this mutation.
+func (m *SpendApprovalMutation) AddedAmount() (r int64, exists bool) {
+	v := m.addamount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAmount resets all changes to the "amount" field.
+func (m *SpendApprovalMutation) ResetAmount() {
+	m.amount = nil
+	m.addamount = nil
+}
+
+// SetRecipient sets the "recipient" field.
+func (m *SpendApprovalMutation) SetRecipient(s string) {
+	m.recipient = &s
+}
+
+// Recipient returns the value of the "recipient" field in the mutation.
+func (m *SpendApprovalMutation) Recipient() (r string, exists bool) {
+	v := m.recipient
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecipient returns the old "recipient" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldRecipient(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecipient is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecipient requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecipient: %w", err)
+	}
+	return oldValue.Recipient, nil
+}
+
+// ResetRecipient resets all changes to the "recipient" field.
+func (m *SpendApprovalMutation) ResetRecipient() {
+	m.recipient = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *SpendApprovalMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *SpendApprovalMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *SpendApprovalMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *SpendApprovalMutation) SetStatus(s spendapproval.Status) {
+	m.status = &s
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *SpendApprovalMutation) Status() (r spendapproval.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldStatus(ctx context.Context) (v spendapproval.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *SpendApprovalMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *SpendApprovalMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *SpendApprovalMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *SpendApprovalMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetDecidedAt sets the "decided_at" field.
+func (m *SpendApprovalMutation) SetDecidedAt(t time.Time) {
+	m.decided_at = &t
+}
+
+// DecidedAt returns the value of the "decided_at" field in the mutation.
+func (m *SpendApprovalMutation) DecidedAt() (r time.Time, exists bool) {
+	v := m.decided_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecidedAt returns the old "decided_at" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldDecidedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecidedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecidedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecidedAt: %w", err)
+	}
+	return oldValue.DecidedAt, nil
+}
+
+// ClearDecidedAt clears the value of the "decided_at" field.
+func (m *SpendApprovalMutation) ClearDecidedAt() {
+	m.decided_at = nil
+	m.clearedFields[spendapproval.FieldDecidedAt] = struct{}{}
+}
+
+// DecidedAtCleared returns if the "decided_at" field was cleared in this mutation.
+func (m *SpendApprovalMutation) DecidedAtCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldDecidedAt]
+	return ok
+}
+
+// ResetDecidedAt resets all changes to the "decided_at" field.
+func (m *SpendApprovalMutation) ResetDecidedAt() {
+	m.decided_at = nil
+	delete(m.clearedFields, spendapproval.FieldDecidedAt)
+}
+
+// SetDecidedBy sets the "decided_by" field.
+func (m *SpendApprovalMutation) SetDecidedBy(u uuid.UUID) {
+	m.decided_by = &u
+}
+
+// DecidedBy returns the value of the "decided_by" field in the mutation.
+func (m *SpendApprovalMutation) DecidedBy() (r uuid.UUID, exists bool) {
+	v := m.decided_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecidedBy returns the old "decided_by" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldDecidedBy(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecidedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecidedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecidedBy: %w", err)
+	}
+	return oldValue.DecidedBy, nil
+}
+
+// ClearDecidedBy clears the value of the "decided_by" field.
+func (m *SpendApprovalMutation) ClearDecidedBy() {
+	m.decided_by = nil
+	m.clearedFields[spendapproval.FieldDecidedBy] = struct{}{}
+}
+
+// DecidedByCleared returns if the "decided_by" field was cleared in this mutation.
+func (m *SpendApprovalMutation) DecidedByCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldDecidedBy]
+	return ok
+}
+
+// ResetDecidedBy resets all changes to the "decided_by" field.
+func (m *SpendApprovalMutation) ResetDecidedBy() {
+	m.decided_by = nil
+	delete(m.clearedFields, spendapproval.FieldDecidedBy)
+}
+
+// SetTransferID sets the "transfer_id" field.
+func (m *SpendApprovalMutation) SetTransferID(u uuid.UUID) {
+	m.transfer_id = &u
+}
+
+// TransferID returns the value of the "transfer_id" field in the mutation.
+func (m *SpendApprovalMutation) TransferID() (r uuid.UUID, exists bool) {
+	v := m.transfer_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTransferID returns the old "transfer_id" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldTransferID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTransferID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTransferID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTransferID: %w", err)
+	}
+	return oldValue.TransferID, nil
+}
+
+// ClearTransferID clears the value of the "transfer_id" field.
+func (m *SpendApprovalMutation) ClearTransferID() {
+	m.transfer_id = nil
+	m.clearedFields[spendapproval.FieldTransferID] = struct{}{}
+}
+
+// TransferIDCleared returns if the "transfer_id" field was cleared in this mutation.
+func (m *SpendApprovalMutation) TransferIDCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldTransferID]
+	return ok
+}
+
+// ResetTransferID resets all changes to the "transfer_id" field.
+func (m *SpendApprovalMutation) ResetTransferID() {
+	m.transfer_id = nil
+	delete(m.clearedFields, spendapproval.FieldTransferID)
+}
+
+// SetError sets the "error" field.
+func (m *SpendApprovalMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *SpendApprovalMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ClearError clears the value of the "error" field.
+func (m *SpendApprovalMutation) ClearError() {
+	m.error = nil
+	m.clearedFields[spendapproval.FieldError] = struct{}{}
+}
+
+// ErrorCleared returns if the "error" field was cleared in this mutation.
+func (m *SpendApprovalMutation) ErrorCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldError]
+	return ok
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *SpendApprovalMutation) ResetError() {
+	m.error = nil
+	delete(m.clearedFields, spendapproval.FieldError)
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *SpendApprovalMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *SpendApprovalMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *SpendApprovalMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[spendapproval.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *SpendApprovalMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *SpendApprovalMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, spendapproval.FieldIdempotencyKey)
+}
+
+// SetFingerprint sets the "fingerprint" field.
+func (m *SpendApprovalMutation) SetFingerprint(b []byte) {
+	m.fingerprint = &b
+}
+
+// Fingerprint returns the value of the "fingerprint" field in the mutation.
+func (m *SpendApprovalMutation) Fingerprint() (r []byte, exists bool) {
+	v := m.fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFingerprint returns the old "fingerprint" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldFingerprint(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFingerprint: %w", err)
+	}
+	return oldValue.Fingerprint, nil
+}
+
+// ClearFingerprint clears the value of the "fingerprint" field.
+func (m *SpendApprovalMutation) ClearFingerprint() {
+	m.fingerprint = nil
+	m.clearedFields[spendapproval.FieldFingerprint] = struct{}{}
+}
+
+// FingerprintCleared returns if the "fingerprint" field was cleared in this mutation.
+func (m *SpendApprovalMutation) FingerprintCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldFingerprint]
+	return ok
+}
+
+// ResetFingerprint resets all changes to the "fingerprint" field.
+func (m *SpendApprovalMutation) ResetFingerprint() {
+	m.fingerprint = nil
+	delete(m.clearedFields, spendapproval.FieldFingerprint)
+}
+
+// Where appends a list predicates to the SpendApprovalMutation builder.
+func (m *SpendApprovalMutation) Where(ps ...predicate.SpendApproval) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SpendApprovalMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SpendApprovalMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SpendApproval, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SpendApprovalMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SpendApprovalMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SpendApproval).
+func (m *SpendApprovalMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SpendApprovalMutation) Fields() []string {
+	fields := make([]string, 0, 16)
+	if m.created_at != nil {
+		fields = append(fields, spendapproval.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, spendapproval.FieldUpdatedAt)
+	}
+	if m.agent_id != nil {
+		fields = append(fields, spendapproval.FieldAgentID)
+	}
+	if m.operation != nil {
+		fields = append(fields, spendapproval.FieldOperation)
+	}
+	if m.request != nil {
+		fields = append(fields, spendapproval.FieldRequest)
+	}
+	if m.amount != nil {
+		fields = append(fields, spendapproval.FieldAmount)
+	}
+	if m.recipient != nil {
+		fields = append(fields, spendapproval.FieldRecipient)
+	}
+	if m.reason != nil {
+		fields = append(fields, spendapproval.FieldReason)
+	}
+	if m.status != nil {
+		fields = append(fields, spendapproval.FieldStatus)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, spendapproval.FieldExpiresAt)
+	}
+	if m.decided_at != nil {
+		fields = append(fields, spendapproval.FieldDecidedAt)
+	}
+	if m.decided_by != nil {
+		fields = append(fields, spendapproval.FieldDecidedBy)
+	}
+	if m.transfer_id != nil {
+		fields = append(fields, spendapproval.FieldTransferID)
+	}
+	if m.error != nil {
+		fields = append(fields, spendapproval.FieldError)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, spendapproval.FieldIdempotencyKey)
+	}
+	if m.fingerprint != nil {
+		fields = append(fields, spendapproval.FieldFingerprint)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SpendApprovalMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case spendapproval.FieldCreatedAt:
+		return m.CreatedAt()
+	case spendapproval.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case spendapproval.FieldAgentID:
+		return m.AgentID()
+	case spendapproval.FieldOperation:
+		return m.Operation()
+	case spendapproval.FieldRequest:
+		return m.Request()
+	case spendapproval.FieldAmount:
+		return m.Amount()
+	case spendapproval.FieldRecipient:
+		return m.Recipient()
+	case spendapproval.FieldReason:
+		return m.Reason()
+	case spendapproval.FieldStatus:
+		return m.Status()
+	case spendapproval.FieldExpiresAt:
+		return m.ExpiresAt()
+	case spendapproval.FieldDecidedAt:
+		return m.DecidedAt()
+	case spendapproval.FieldDecidedBy:
+		return m.DecidedBy()
+	case spendapproval.FieldTransferID:
+		return m.TransferID()
+	case spendapproval.FieldError:
+		return m.Error()
+	case spendapproval.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case spendapproval.FieldFingerprint:
+		return m.Fingerprint()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SpendApprovalMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case spendapproval.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case spendapproval.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case spendapproval.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case spendapproval.FieldOperation:
+		return m.OldOperation(ctx)
+	case spendapproval.FieldRequest:
+		return m.OldRequest(ctx)
+	case spendapproval.FieldAmount:
+		return m.OldAmount(ctx)
+	case spendapproval.FieldRecipient:
+		return m.OldRecipient(ctx)
+	case spendapproval.FieldReason:
+		return m.OldReason(ctx)
+	case spendapproval.FieldStatus:
+		return m.OldStatus(ctx)
+	case spendapproval.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case spendapproval.FieldDecidedAt:
+		return m.OldDecidedAt(ctx)
+	case spendapproval.FieldDecidedBy:
+		return m.OldDecidedBy(ctx)
+	case spendapproval.FieldTransferID:
+		return m.OldTransferID(ctx)
+	case spendapproval.FieldError:
+		return m.OldError(ctx)
+	case spendapproval.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case spendapproval.FieldFingerprint:
+		return m.OldFingerprint(ctx)
+	}
+	return nil, fmt.Errorf("unknown SpendApproval field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpendApprovalMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case spendapproval.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case spendapproval.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case spendapproval.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case spendapproval.FieldOperation:
+		v, ok := value.(spendapproval.Operation)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOperation(v)
+		return nil
+	case spendapproval.FieldRequest:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequest(v)
+		return nil
+	case spendapproval.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmount(v)
+		return nil
+	case spendapproval.FieldRecipient:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecipient(v)
+		return nil
+	case spendapproval.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case spendapproval.FieldStatus:
+		v, ok := value.(spendapproval.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case spendapproval.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case spendapproval.FieldDecidedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecidedAt(v)
+		return nil
+	case spendapproval.FieldDecidedBy:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecidedBy(v)
+		return nil
+	case spendapproval.FieldTransferID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTransferID(v)
+		return nil
+	case spendapproval.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case spendapproval.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case spendapproval.FieldFingerprint:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFingerprint(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SpendApproval field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SpendApprovalMutation) AddedFields() []string {
+	var fields []string
+	if m.addamount != nil {
+		fields = append(fields, spendapproval.FieldAmount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SpendApprovalMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case spendapproval.FieldAmount:
+		return m.AddedAmount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpendApprovalMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case spendapproval.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAmount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SpendApproval numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SpendApprovalMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(spendapproval.FieldDecidedAt) {
+		fields = append(fields, spendapproval.FieldDecidedAt)
+	}
+	if m.FieldCleared(spendapproval.FieldDecidedBy) {
+		fields = append(fields, spendapproval.FieldDecidedBy)
+	}
+	if m.FieldCleared(spendapproval.FieldTransferID) {
+		fields = append(fields, spendapproval.FieldTransferID)
+	}
+	if m.FieldCleared(spendapproval.FieldError) {
+		fields = append(fields, spendapproval.FieldError)
+	}
+	if m.FieldCleared(spendapproval.FieldIdempotencyKey) {
+		fields = append(fields, spendapproval.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(spendapproval.FieldFingerprint) {
+		fields = append(fields, spendapproval.FieldFingerprint)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SpendApprovalMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SpendApprovalMutation) ClearField(name string) error {
+	switch name {
+	case spendapproval.FieldDecidedAt:
+		m.ClearDecidedAt()
+		return nil
+	case spendapproval.FieldDecidedBy:
+		m.ClearDecidedBy()
+		return nil
+	case spendapproval.FieldTransferID:
+		m.ClearTransferID()
+		return nil
+	case spendapproval.FieldError:
+		m.ClearError()
+		return nil
+	case spendapproval.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case spendapproval.FieldFingerprint:
+		m.ClearFingerprint()
+		return nil
+	}
+	return fmt.Errorf("unknown SpendApproval nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SpendApprovalMutation) ResetField(name string) error {
+	switch name {
+	case spendapproval.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case spendapproval.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case spendapproval.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case spendapproval.FieldOperation:
+		m.ResetOperation()
+		return nil
+	case spendapproval.FieldRequest:
+		m.ResetRequest()
+		return nil
+	case spendapproval.FieldAmount:
+		m.ResetAmount()
+		return nil
+	case spendapproval.FieldRecipient:
+		m.ResetRecipient()
+		return nil
+	case spendapproval.FieldReason:
+		m.ResetReason()
+		return nil
+	case spendapproval.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case spendapproval.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case spendapproval.FieldDecidedAt:
+		m.ResetDecidedAt()
+		return nil
+	case spendapproval.FieldDecidedBy:
+		m.ResetDecidedBy()
+		return nil
+	case spendapproval.FieldTransferID:
+		m.ResetTransferID()
+		return nil
+	case spendapproval.FieldError:
+		m.ResetError()
+		return nil
+	case spendapproval.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case spendapproval.FieldFingerprint:
+		m.ResetFingerprint()
+		return nil
+	}
+	return fmt.Errorf("unknown SpendApproval field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SpendApprovalMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SpendApprovalMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SpendApprovalMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SpendApprovalMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SpendApprovalMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SpendApprovalMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SpendApprovalMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown SpendApproval unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SpendApprovalMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown SpendApproval edge %s", name)
+}
+
+// SpendingPolicyMutation represents an operation that mutates the SpendingPolicy nodes in the graph.
+type SpendingPolicyMutation struct {
+	config
+	op                       Op
+	typ                      string
+	id                       *uuid.UUID
+	created_at               *time.Time
+	updated_at               *time.Time
+	agent_id                 *uuid.UUID
+	user_id                  *uuid.UUID
+	approval_threshold       *int64
+	addapproval_threshold    *int64
+	per_payment_cap          *int64
+	addper_payment_cap       *int64
+	daily_cap                *int64
+	adddaily_cap             *int64
+	allowed_recipients       *[]string
+	appendallowed_recipients []string
+	deny_by_default          *bool
+	clearedFields            map[string]struct{}
+	done                     bool
+	oldValue                 func(context.Context) (*SpendingPolicy, error)
+	predicates               []predicate.SpendingPolicy
+}
+
+var _ ent.Mutation = (*SpendingPolicyMutation)(nil)
+
+// spendingpolicyOption allows management of the mutation configuration using functional options.
+type spendingpolicyOption func(*SpendingPolicyMutation)
+
+// newSpendingPolicyMutation creates new mutation for the SpendingPolicy entity.
+func newSpendingPolicyMutation(c config, op Op, opts ...spendingpolicyOption) *SpendingPolicyMutation {
+	m := &SpendingPolicyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeSpendingPolicy,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withSpendingPolicyID sets the ID field of the mutation.
+func withSpendingPolicyID(id uuid.UUID) spendingpolicyOption {
+	return func(m *SpendingPolicyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *SpendingPolicy
+		)
+		m.oldValue = func(ctx context.Context) (*SpendingPolicy, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().SpendingPolicy.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withSpendingPolicy sets the old SpendingPolicy of the mutation.
+func withSpendingPolicy(node *SpendingPolicy) spendingpolicyOption {
+	return func(m *SpendingPolicyMutation) {
+		m.oldValue = func(context.Context) (*SpendingPolicy, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m SpendingPolicyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m SpendingPolicyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of SpendingPolicy entities.
+func (m *SpendingPolicyMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *SpendingPolicyMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *SpendingPolicyMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().SpendingPolicy.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *SpendingPolicyMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *SpendingPolicyMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *SpendingPolicyMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *SpendingPolicyMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *SpendingPolicyMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *SpendingPolicyMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *SpendingPolicyMutation) SetAgentID(u uuid.UUID) {
+	m.agent_id = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *SpendingPolicyMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldAgentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *SpendingPolicyMutation) ResetAgentID() {
+	m.agent_id = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *SpendingPolicyMutation) SetUserID(u uuid.UUID) {
+	m.user_id = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *SpendingPolicyMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldUserID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *SpendingPolicyMutation) ResetUserID() {
+	m.user_id = nil
+}
+
+// SetApprovalThreshold sets the "approval_threshold" field.
+func (m *SpendingPolicyMutation) SetApprovalThreshold(i int64) {
+	m.approval_threshold = &i
+	m.addapproval_threshold = nil
+}
+
+// ApprovalThreshold returns the value of the "approval_threshold" field in the mutation.
+func (m *SpendingPolicyMutation) ApprovalThreshold() (r int64, exists bool) {
+	v := m.approval_threshold
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldApprovalThreshold returns the old "approval_threshold" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldApprovalThreshold(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldApprovalThreshold is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldApprovalThreshold requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldApprovalThreshold: %w", err)
+	}
+	return oldValue.ApprovalThreshold, nil
+}
+
+// AddApprovalThreshold adds i to the "approval_threshold" field.
+func (m *SpendingPolicyMutation) AddApprovalThreshold(i int64) {
+	if m.addapproval_threshold != nil {
+		*m.addapproval_threshold += i
+	} else {
+		m.addapproval_threshold = &i
+	}
+}
+
+// AddedApprovalThreshold returns the value that was added to the "approval_threshold" field in this mutation.
+func (m *SpendingPolicyMutation) AddedApprovalThreshold() (r int64, exists bool) {
+	v := m.addapproval_threshold
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearApprovalThreshold clears the value of the "approval_threshold" field.
+func (m *SpendingPolicyMutation) ClearApprovalThreshold() {
+	m.approval_threshold = nil
+	m.addapproval_threshold = nil
+	m.clearedFields[spendingpolicy.FieldApprovalThreshold] = struct{}{}
+}
+
+// ApprovalThresholdCleared returns if the "approval_threshold" field was cleared in this mutation.
+func (m *SpendingPolicyMutation) ApprovalThresholdCleared() bool {
+	_, ok := m.clearedFields[spendingpolicy.FieldApprovalThreshold]
+	return ok
+}
+
+// ResetApprovalThreshold resets all changes to the "approval_threshold" field.
+func (m *SpendingPolicyMutation) ResetApprovalThreshold() {
+	m.approval_threshold = nil
+	m.addapproval_threshold = nil
+	delete(m.clearedFields, spendingpolicy.FieldApprovalThreshold)
+}
+
+// SetPerPaymentCap sets the "per_payment_cap" field.
+func (m *SpendingPolicyMutation) SetPerPaymentCap(i int64) {
+	m.per_payment_cap = &i
+	m.addper_payment_cap = nil
+}
+
+// PerPaymentCap returns the value of the "per_payment_cap" field in the mutation.
+func (m *SpendingPolicyMutation) PerPaymentCap() (r int64, exists bool) {
+	v := m.per_payment_cap
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPerPaymentCap returns the old "per_payment_cap" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldPerPaymentCap(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPerPaymentCap is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPerPaymentCap requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPerPaymentCap: %w", err)
+	}
+	return oldValue.PerPaymentCap, nil
+}
+
+// AddPerPaymentCap adds i to the "per_payment_cap" field.
+func (m *SpendingPolicyMutation) AddPerPaymentCap(i int64) {
+	if m.addper_payment_cap != nil {
+		*m.addper_payment_cap += i
+	} else {
+		m.addper_payment_cap = &i
+	}
+}
+
+// AddedPerPaymentCap returns the value that was added to the "per_payment_cap" field in this mutation.
+func (m *SpendingPolicyMutation) AddedPerPaymentCap() (r int64, exists bool) {
+	v := m.addper_payment_cap
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearPerPaymentCap clears the value of the "per_payment_cap" field.
+func (m *SpendingPolicyMutation) ClearPerPaymentCap() {
+	m.per_payment_cap = nil
+	m.addper_payment_cap = nil
+	m.clearedFields[spendingpolicy.FieldPerPaymentCap] = struct{}{}
+}
+
+// PerPaymentCapCleared returns if the "per_payment_cap" field was cleared in this mutation.
+func (m *SpendingPolicyMutation) PerPaymentCapCleared() bool {
+	_, ok := m.clearedFields[spendingpolicy.FieldPerPaymentCap]
+	return ok
+}
+
+// ResetPerPaymentCap resets all changes to the "per_payment_cap" field.
+func (m *SpendingPolicyMutation) ResetPerPaymentCap() {
+	m.per_payment_cap = nil
+	m.addper_payment_cap = nil
+	delete(m.clearedFields, spendingpolicy.FieldPerPaymentCap)
+}
+
+// SetDailyCap sets the "daily_cap" field.
+func (m *SpendingPolicyMutation) SetDailyCap(i int64) {
+	m.daily_cap = &i
+	m.adddaily_cap = nil
+}
+
+// DailyCap returns the value of the "daily_cap" field in the mutation.
+func (m *SpendingPolicyMutation) DailyCap() (r int64, exists bool) {
+	v := m.daily_cap
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDailyCap returns the old "daily_cap" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldDailyCap(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDailyCap is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDailyCap requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDailyCap: %w", err)
+	}
+	return oldValue.DailyCap, nil
+}
+
+// AddDailyCap adds i to the "daily_cap" field.
+func (m *SpendingPolicyMutation) AddDailyCap(i int64) {
+	if m.adddaily_cap != nil {
+		*m.adddaily_cap += i
+	} else {
+		m.adddaily_cap = &i
+	}
+}
+
+// AddedDailyCap returns the value that was added to the "daily_cap" field in this mutation.
+func (m *SpendingPolicyMutation) AddedDailyCap() (r int64, exists bool) {
+	v := m.adddaily_cap
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearDailyCap clears the value of the "daily_cap" field.
+func (m *SpendingPolicyMutation) ClearDailyCap() {
+	m.daily_cap = nil
+	m.adddaily_cap = nil
+	m.clearedFields[spendingpolicy.FieldDailyCap] = struct{}{}
+}
+
+// DailyCapCleared returns if the "daily_cap" field was cleared in this mutation.
+func (m *SpendingPolicyMutation) DailyCapCleared() bool {
+	_, ok := m.clearedFields[spendingpolicy.FieldDailyCap]
+	return ok
+}
+
+// ResetDailyCap resets all changes to the "daily_cap" field.
+func (m *SpendingPolicyMutation) ResetDailyCap() {
+	m.daily_cap = nil
+	m.adddaily_cap = nil
+	delete(m.clearedFields, spendingpolicy.FieldDailyCap)
+}
+
+// SetAllowedRecipients sets the "allowed_recipients" field.
+func (m *SpendingPolicyMutation) SetAllowedRecipients(s []string) {
+	m.allowed_recipients = &s
+	m.appendallowed_recipients = nil
+}
+
+// AllowedRecipients returns the value of the "allowed_recipients" field in the mutation.
+func (m *SpendingPolicyMutation) AllowedRecipients() (r []string, exists bool) {
+	v := m.allowed_recipients
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAllowedRecipients returns the old "allowed_recipients" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldAllowedRecipients(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAllowedRecipients is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAllowedRecipients requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAllowedRecipients: %w", err)
+	}
+	return oldValue.AllowedRecipients, nil
+}
+
+// AppendAllowedRecipients adds s to the "allowed_recipients" field.
+func (m *SpendingPolicyMutation) AppendAllowedRecipients(s []string) {
+	m.appendallowed_recipients = append(m.appendallowed_recipients, s...)
+}
+
+// AppendedAllowedRecipients returns the list of values that were appended to the "allowed_recipients" field in this mutation.
+func (m *SpendingPolicyMutation) AppendedAllowedRecipients() ([]string, bool) {
+	if len(m.appendallowed_recipients) == 0 {
+		return nil, false
+	}
+	return m.appendallowed_recipients, true
+}
+
+// ClearAllowedRecipients clears the value of the "allowed_recipients" field.
+func (m *SpendingPolicyMutation) ClearAllowedRecipients() {
+	m.allowed_recipients = nil
+	m.appendallowed_recipients = nil
+	m.clearedFields[spendingpolicy.FieldAllowedRecipients] = struct{}{}
+}
+
+// AllowedRecipientsCleared returns if the "allowed_recipients" field was cleared in this mutation.
+func (m *SpendingPolicyMutation) AllowedRecipientsCleared() bool {
+	_, ok := m.clearedFields[spendingpolicy.FieldAllowedRecipients]
+	return ok
+}
+
+// ResetAllowedRecipients resets all changes to the "allowed_recipients" field.
+func (m *SpendingPolicyMutation) ResetAllowedRecipients() {
+	m.allowed_recipients = nil
+	m.appendallowed_recipients = nil
+	delete(m.clearedFields, spendingpolicy.FieldAllowedRecipients)
+}
+
+// SetDenyByDefault sets the "deny_by_default" field.
+func (m *SpendingPolicyMutation) SetDenyByDefault(b bool) {
+	m.deny_by_default = &b
+}
+
+// DenyByDefault returns the value of the "deny_by_default" field in the mutation.
+func (m *SpendingPolicyMutation) DenyByDefault() (r bool, exists bool) {
+	v := m.deny_by_default
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDenyByDefault returns the old "deny_by_default" field's value of the SpendingPolicy entity.
+// If the SpendingPolicy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendingPolicyMutation) OldDenyByDefault(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDenyByDefault is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDenyByDefault requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDenyByDefault: %w", err)
+	}
+	return oldValue.DenyByDefault, nil
+}
+
+// ResetDenyByDefault resets all changes to the "deny_by_default" field.
+func (m *SpendingPolicyMutation) ResetDenyByDefault() {
+	m.deny_by_default = nil
+}
+
+// Where appends a list predicates to the SpendingPolicyMutation builder.
+func (m *SpendingPolicyMutation) Where(ps ...predicate.SpendingPolicy) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the SpendingPolicyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *SpendingPolicyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.SpendingPolicy, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *SpendingPolicyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *SpendingPolicyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (SpendingPolicy).
+func (m *SpendingPolicyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *SpendingPolicyMutation) Fields() []string {
+	fields := make([]string, 0, 9)
+	if m.created_at != nil {
+		fields = append(fields, spendingpolicy.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, spendingpolicy.FieldUpdatedAt)
+	}
+	if m.agent_id != nil {
+		fields = append(fields, spendingpolicy.FieldAgentID)
+	}
+	if m.user_id != nil {
+		fields = append(fields, spendingpolicy.FieldUserID)
+	}
+	if m.approval_threshold != nil {
+		fields = append(fields, spendingpolicy.FieldApprovalThreshold)
+	}
+	if m.per_payment_cap != nil {
+		fields = append(fields, spendingpolicy.FieldPerPaymentCap)
+	}
+	if m.daily_cap != nil {
+		fields = append(fields, spendingpolicy.FieldDailyCap)
+	}
+	if m.allowed_recipients != nil {
+		fields = append(fields, spendingpolicy.FieldAllowedRecipients)
+	}
+	if m.deny_by_default != nil {
+		fields = append(fields, spendingpolicy.FieldDenyByDefault)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *SpendingPolicyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case spendingpolicy.FieldCreatedAt:
+		return m.CreatedAt()
+	case spendingpolicy.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case spendingpolicy.FieldAgentID:
+		return m.AgentID()
+	case spendingpolicy.FieldUserID:
+		return m.UserID()
+	case spendingpolicy.FieldApprovalThreshold:
+		return m.ApprovalThreshold()
+	case spendingpolicy.FieldPerPaymentCap:
+		return m.PerPaymentCap()
+	case spendingpolicy.FieldDailyCap:
+		return m.DailyCap()
+	case spendingpolicy.FieldAllowedRecipients:
+		return m.AllowedRecipients()
+	case spendingpolicy.FieldDenyByDefault:
+		return m.DenyByDefault()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *SpendingPolicyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case spendingpolicy.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case spendingpolicy.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case spendingpolicy.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case spendingpolicy.FieldUserID:
+		return m.OldUserID(ctx)
+	case spendingpolicy.FieldApprovalThreshold:
+		return m.OldApprovalThreshold(ctx)
+	case spendingpolicy.FieldPerPaymentCap:
+		return m.OldPerPaymentCap(ctx)
+	case spendingpolicy.FieldDailyCap:
+		return m.OldDailyCap(ctx)
+	case spendingpolicy.FieldAllowedRecipients:
+		return m.OldAllowedRecipients(ctx)
+	case spendingpolicy.FieldDenyByDefault:
+		return m.OldDenyByDefault(ctx)
+	}
+	return nil, fmt.Errorf("unknown SpendingPolicy field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpendingPolicyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case spendingpolicy.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case spendingpolicy.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case spendingpolicy.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case spendingpolicy.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case spendingpolicy.FieldApprovalThreshold:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetApprovalThreshold(v)
+		return nil
+	case spendingpolicy.FieldPerPaymentCap:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPerPaymentCap(v)
+		return nil
+	case spendingpolicy.FieldDailyCap:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDailyCap(v)
+		return nil
+	case spendingpolicy.FieldAllowedRecipients:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAllowedRecipients(v)
+		return nil
+	case spendingpolicy.FieldDenyByDefault:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDenyByDefault(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SpendingPolicy field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *SpendingPolicyMutation) AddedFields() []string {
+	var fields []string
+	if m.addapproval_threshold != nil {
+		fields = append(fields, spendingpolicy.FieldApprovalThreshold)
+	}
+	if m.addper_payment_cap != nil {
+		fields = append(fields, spendingpolicy.FieldPerPaymentCap)
+	}
+	if m.adddaily_cap != nil {
+		fields = append(fields, spendingpolicy.FieldDailyCap)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *SpendingPolicyMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case spendingpolicy.FieldApprovalThreshold:
+		return m.AddedApprovalThreshold()
+	case spendingpolicy.FieldPerPaymentCap:
+		return m.AddedPerPaymentCap()
+	case spendingpolicy.FieldDailyCap:
+		return m.AddedDailyCap()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *SpendingPolicyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case spendingpolicy.FieldApprovalThreshold:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddApprovalThreshold(v)
+		return nil
+	case spendingpolicy.FieldPerPaymentCap:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPerPaymentCap(v)
+		return nil
+	case spendingpolicy.FieldDailyCap:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDailyCap(v)
+		return nil
+	}
+	return fmt.Errorf("unknown SpendingPolicy numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *SpendingPolicyMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(spendingpolicy.FieldApprovalThreshold) {
+		fields = append(fields, spendingpolicy.FieldApprovalThreshold)
+	}
+	if m.FieldCleared(spendingpolicy.FieldPerPaymentCap) {
+		fields = append(fields, spendingpolicy.FieldPerPaymentCap)
+	}
+	if m.FieldCleared(spendingpolicy.FieldDailyCap) {
+		fields = append(fields, spendingpolicy.FieldDailyCap)
+	}
+	if m.FieldCleared(spendingpolicy.FieldAllowedRecipients) {
+		fields = append(fields, spendingpolicy.FieldAllowedRecipients)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *SpendingPolicyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *SpendingPolicyMutation) ClearField(name string) error {
+	switch name {
+	case spendingpolicy.FieldApprovalThreshold:
+		m.ClearApprovalThreshold()
+		return nil
+	case spendingpolicy.FieldPerPaymentCap:
+		m.ClearPerPaymentCap()
+		return nil
+	case spendingpolicy.FieldDailyCap:
+		m.ClearDailyCap()
+		return nil
+	case spendingpolicy.FieldAllowedRecipients:
+		m.ClearAllowedRecipients()
+		return nil
+	}
+	return fmt.Errorf("unknown SpendingPolicy nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *SpendingPolicyMutation) ResetField(name string) error {
+	switch name {
+	case spendingpolicy.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case spendingpolicy.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case spendingpolicy.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case spendingpolicy.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case spendingpolicy.FieldApprovalThreshold:
+		m.ResetApprovalThreshold()
+		return nil
+	case spendingpolicy.FieldPerPaymentCap:
+		m.ResetPerPaymentCap()
+		return nil
+	case spendingpolicy.FieldDailyCap:
+		m.ResetDailyCap()
+		return nil
+	case spendingpolicy.FieldAllowedRecipients:
+		m.ResetAllowedRecipients()
+		return nil
+	case spendingpolicy.FieldDenyByDefault:
+		m.ResetDenyByDefault()
+		return nil
+	}
+	return fmt.Errorf("unknown SpendingPolicy field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *SpendingPolicyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *SpendingPolicyMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *SpendingPolicyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *SpendingPolicyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *SpendingPolicyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *SpendingPolicyMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *SpendingPolicyMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown SpendingPolicy unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *SpendingPolicyMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown SpendingPolicy edge %s", name)
 }
 
 // TransferMutation represents an operation that mutates the Transfer nodes in the graph.

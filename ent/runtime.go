@@ -29,6 +29,8 @@ import (
 	"agentpay/ent/schema"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -1191,6 +1193,68 @@ func init() {
 	signaturechallengeDescID := signaturechallengeMixinFields0[0].Descriptor()
 	// signaturechallenge.DefaultID holds the default value on creation for the id field.
 	signaturechallenge.DefaultID = signaturechallengeDescID.Default.(func() uuid.UUID)
+	spendapprovalMixin := schema.SpendApproval{}.Mixin()
+	spendapprovalMixinFields0 := spendapprovalMixin[0].Fields()
+	_ = spendapprovalMixinFields0
+	spendapprovalFields := schema.SpendApproval{}.Fields()
+	_ = spendapprovalFields
+	// spendapprovalDescCreatedAt is the schema descriptor for created_at field.
+	spendapprovalDescCreatedAt := spendapprovalMixinFields0[1].Descriptor()
+	// spendapproval.DefaultCreatedAt holds the default value on creation for the created_at field.
+	spendapproval.DefaultCreatedAt = spendapprovalDescCreatedAt.Default.(func() time.Time)
+	// spendapprovalDescUpdatedAt is the schema descriptor for updated_at field.
+	spendapprovalDescUpdatedAt := spendapprovalMixinFields0[2].Descriptor()
+	// spendapproval.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	spendapproval.DefaultUpdatedAt = spendapprovalDescUpdatedAt.Default.(func() time.Time)
+	// spendapproval.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	spendapproval.UpdateDefaultUpdatedAt = spendapprovalDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// spendapprovalDescAmount is the schema descriptor for amount field.
+	spendapprovalDescAmount := spendapprovalFields[3].Descriptor()
+	// spendapproval.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
+	spendapproval.AmountValidator = spendapprovalDescAmount.Validators[0].(func(int64) error)
+	// spendapprovalDescRecipient is the schema descriptor for recipient field.
+	spendapprovalDescRecipient := spendapprovalFields[4].Descriptor()
+	// spendapproval.RecipientValidator is a validator for the "recipient" field. It is called by the builders before save.
+	spendapproval.RecipientValidator = spendapprovalDescRecipient.Validators[0].(func(string) error)
+	// spendapprovalDescReason is the schema descriptor for reason field.
+	spendapprovalDescReason := spendapprovalFields[5].Descriptor()
+	// spendapproval.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	spendapproval.ReasonValidator = spendapprovalDescReason.Validators[0].(func(string) error)
+	// spendapprovalDescError is the schema descriptor for error field.
+	spendapprovalDescError := spendapprovalFields[11].Descriptor()
+	// spendapproval.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
+	spendapproval.ErrorValidator = spendapprovalDescError.Validators[0].(func(string) error)
+	// spendapprovalDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	spendapprovalDescIdempotencyKey := spendapprovalFields[12].Descriptor()
+	// spendapproval.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	spendapproval.IdempotencyKeyValidator = spendapprovalDescIdempotencyKey.Validators[0].(func(string) error)
+	// spendapprovalDescID is the schema descriptor for id field.
+	spendapprovalDescID := spendapprovalMixinFields0[0].Descriptor()
+	// spendapproval.DefaultID holds the default value on creation for the id field.
+	spendapproval.DefaultID = spendapprovalDescID.Default.(func() uuid.UUID)
+	spendingpolicyMixin := schema.SpendingPolicy{}.Mixin()
+	spendingpolicyMixinFields0 := spendingpolicyMixin[0].Fields()
+	_ = spendingpolicyMixinFields0
+	spendingpolicyFields := schema.SpendingPolicy{}.Fields()
+	_ = spendingpolicyFields
+	// spendingpolicyDescCreatedAt is the schema descriptor for created_at field.
+	spendingpolicyDescCreatedAt := spendingpolicyMixinFields0[1].Descriptor()
+	// spendingpolicy.DefaultCreatedAt holds the default value on creation for the created_at field.
+	spendingpolicy.DefaultCreatedAt = spendingpolicyDescCreatedAt.Default.(func() time.Time)
+	// spendingpolicyDescUpdatedAt is the schema descriptor for updated_at field.
+	spendingpolicyDescUpdatedAt := spendingpolicyMixinFields0[2].Descriptor()
+	// spendingpolicy.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	spendingpolicy.DefaultUpdatedAt = spendingpolicyDescUpdatedAt.Default.(func() time.Time)
+	// spendingpolicy.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	spendingpolicy.UpdateDefaultUpdatedAt = spendingpolicyDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// spendingpolicyDescDenyByDefault is the schema descriptor for deny_by_default field.
+	spendingpolicyDescDenyByDefault := spendingpolicyFields[6].Descriptor()
+	// spendingpolicy.DefaultDenyByDefault holds the default value on creation for the deny_by_default field.
+	spendingpolicy.DefaultDenyByDefault = spendingpolicyDescDenyByDefault.Default.(bool)
+	// spendingpolicyDescID is the schema descriptor for id field.
+	spendingpolicyDescID := spendingpolicyMixinFields0[0].Descriptor()
+	// spendingpolicy.DefaultID holds the default value on creation for the id field.
+	spendingpolicy.DefaultID = spendingpolicyDescID.Default.(func() uuid.UUID)
 	transferMixin := schema.Transfer{}.Mixin()
 	transferMixinFields0 := transferMixin[0].Fields()
 	_ = transferMixinFields0

@@ -64,6 +64,10 @@ type Tx struct {
 	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
 	SignatureChallenge *SignatureChallengeClient
+	// SpendApproval is the client for interacting with the SpendApproval builders.
+	SpendApproval *SpendApprovalClient
+	// SpendingPolicy is the client for interacting with the SpendingPolicy builders.
+	SpendingPolicy *SpendingPolicyClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// User is the client for interacting with the User builders.
@@ -232,6 +236,8 @@ func (tx *Tx) init() {
 	tx.Refund = NewRefundClient(tx.config)
 	tx.SettlementBatch = NewSettlementBatchClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
+	tx.SpendApproval = NewSpendApprovalClient(tx.config)
+	tx.SpendingPolicy = NewSpendingPolicyClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
 	tx.User = NewUserClient(tx.config)
 	tx.Wallet = NewWalletClient(tx.config)

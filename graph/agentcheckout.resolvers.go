@@ -22,6 +22,9 @@ func (r *mutationResolver) PayCheckout(ctx context.Context, input model.PayCheck
 		req.Chain = *input.Chain
 	}
 	res, replayed, err := r.cfg.Service.PayCheckoutIdempotent(ctx, agent, input.IdempotencyKey, req)
+	if err == nil && res.Approval != nil {
+		err = &awaitingApproval{approval: res.Approval, message: res.Message}
+	}
 	if err != nil {
 		return nil, replayedError(err, replayed)
 	}

@@ -72,6 +72,9 @@ func (r *mutationResolver) Send(ctx context.Context, input model.SendInput) (*mo
 		return nil, err
 	}
 	res, replayed, err := r.cfg.Service.SendIdempotent(ctx, agent, input.IdempotencyKey, sendRequest(input))
+	if err == nil && res.Approval != nil {
+		err = &awaitingApproval{approval: res.Approval, message: res.Message}
+	}
 	if err != nil {
 		return nil, replayedError(err, replayed)
 	}

@@ -217,6 +217,18 @@ func complexity() ComplexityRoot {
 	c.Mutation.ApproveCardRequest = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return sendCost + child }
 	c.Mutation.DenyCardRequest = func(child int, _ uuid.UUID) int { return writeCost + child }
 
+	// Spending policies (agentpay.MaxSpendApprovalsListed; a human has a
+	// policy per paired agent, at most agentpay.MaxPairingsListed);
+	// approving runs the held operation, a send.
+	c.Viewer.SpendingPolicies = readListOf(agentpay.MaxPairingsListed)
+	c.Viewer.SpendApprovals = readListOf(agentpay.MaxSpendApprovalsListed)
+	c.SpendingPolicy.AllowedRecipients = listOf(agentpay.MaxAllowedRecipients)
+	c.Mutation.SetSpendingPolicy = func(child int, _ model.SpendingPolicyInput) int { return writeCost + child }
+	c.Mutation.ClearSpendingPolicy = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.BeginSpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
+	c.Mutation.ApproveSpendApproval = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return sendCost + child }
+	c.Mutation.DenySpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
+
 	// Settings: passkeys and sessions (agentpay.MaxPasskeysPerUser,
 	// agentpay.MaxBrowserSessionsListed).
 	c.Viewer.Passkeys = readListOf(agentpay.MaxPasskeysPerUser)

@@ -47,6 +47,12 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr // parse and validation errors of the query itself
 		}
 		code := errorCode(err)
+		var held *awaitingApproval
+		if errors.As(err, &held) {
+			code = "AWAITING_APPROVAL"
+			gqlErr.Extensions = map[string]any{"approvalId": held.approval.Approval.ID.String(),
+				"status": held.approval.Status(), "expiresAt": held.approval.Approval.ExpiresAt}
+		}
 		if code == "" && isArgumentError(ctx, err) {
 			// A scalar refused an argument (a malformed cursor, Decimal or
 			// Time): the client's input, like REST's 422, not our fault.

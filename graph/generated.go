@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
@@ -51,6 +52,8 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Payment() PaymentResolver
 	Query() QueryResolver
+	SpendApproval() SpendApprovalResolver
+	SpendingPolicy() SpendingPolicyResolver
 	Subscription() SubscriptionResolver
 	Transfer() TransferResolver
 	Viewer() ViewerResolver
@@ -322,14 +325,18 @@ type ComplexityRoot struct {
 	Mutation struct {
 		AcceptInvitation          func(childComplexity int, token string) int
 		ApproveCardRequest        func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
+		ApproveSpendApproval      func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
 		BeginCardApproval         func(childComplexity int, id uuid.UUID) int
 		BeginPasskeyRegistration  func(childComplexity int) int
+		BeginSpendApproval        func(childComplexity int, id uuid.UUID) int
 		CancelSession             func(childComplexity int, externalID string) int
+		ClearSpendingPolicy       func(childComplexity int, agentUsername string) int
 		CreateRefund              func(childComplexity int, externalID string, input *model.RefundInput, idempotencyKey *string) int
 		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
 		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
 		DeletePasskey             func(childComplexity int, id uuid.UUID) int
 		DenyCardRequest           func(childComplexity int, id uuid.UUID) int
+		DenySpendApproval         func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
 		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
@@ -341,6 +348,7 @@ type ComplexityRoot struct {
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
 		SendToUser                func(childComplexity int, input model.SendInput) int
+		SetSpendingPolicy         func(childComplexity int, input model.SpendingPolicyInput) int
 		SignOut                   func(childComplexity int, everywhere *bool) int
 		StartIdentityVerification func(childComplexity int) int
 		UpdateMerchant            func(childComplexity int, input model.UpdateMerchantInput) int
@@ -574,6 +582,38 @@ type ComplexityRoot struct {
 		Token                 func(childComplexity int) int
 	}
 
+	SpendApproval struct {
+		AgentUsername func(childComplexity int) int
+		AmountUsd     func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DecidedAt     func(childComplexity int) int
+		Error         func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Operation     func(childComplexity int) int
+		Reason        func(childComplexity int) int
+		Recipient     func(childComplexity int) int
+		Status        func(childComplexity int) int
+		TransactionID func(childComplexity int) int
+	}
+
+	SpendApprovalStart struct {
+		CeremonyID func(childComplexity int) int
+		ExpiresAt  func(childComplexity int) int
+		Options    func(childComplexity int) int
+	}
+
+	SpendingPolicy struct {
+		AgentUsername     func(childComplexity int) int
+		AllowedRecipients func(childComplexity int) int
+		ApprovalThreshold func(childComplexity int) int
+		DailyCap          func(childComplexity int) int
+		DenyByDefault     func(childComplexity int) int
+		PerPaymentCap     func(childComplexity int) int
+		Tier              func(childComplexity int) int
+		UpdatedAt         func(childComplexity int) int
+	}
+
 	Stats struct {
 		ActiveAgents func(childComplexity int) int
 		Agents       func(childComplexity int) int
@@ -688,19 +728,21 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
-		Balance        func(childComplexity int) int
-		CardRequests   func(childComplexity int) int
-		DisplayName    func(childComplexity int) int
-		Email          func(childComplexity int) int
-		Events         func(childComplexity int, after *int64, limit *int) int
-		ID             func(childComplexity int) int
-		IdentityStatus func(childComplexity int) int
-		Pairings       func(childComplexity int) int
-		Passkeys       func(childComplexity int) int
-		Sessions       func(childComplexity int) int
-		Username       func(childComplexity int) int
-		Wallets        func(childComplexity int) int
-		Withdrawals    func(childComplexity int, limit *int) int
+		Balance          func(childComplexity int) int
+		CardRequests     func(childComplexity int) int
+		DisplayName      func(childComplexity int) int
+		Email            func(childComplexity int) int
+		Events           func(childComplexity int, after *int64, limit *int) int
+		ID               func(childComplexity int) int
+		IdentityStatus   func(childComplexity int) int
+		Pairings         func(childComplexity int) int
+		Passkeys         func(childComplexity int) int
+		Sessions         func(childComplexity int) int
+		SpendApprovals   func(childComplexity int) int
+		SpendingPolicies func(childComplexity int) int
+		Username         func(childComplexity int) int
+		Wallets          func(childComplexity int) int
+		Withdrawals      func(childComplexity int, limit *int) int
 	}
 
 	ViewerBalance struct {
@@ -895,6 +937,11 @@ type MutationResolver interface {
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
 	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
+	SetSpendingPolicy(ctx context.Context, input model.SpendingPolicyInput) (*ent.SpendingPolicy, error)
+	ClearSpendingPolicy(ctx context.Context, agentUsername string) (bool, error)
+	BeginSpendApproval(ctx context.Context, id uuid.UUID) (*model.SpendApprovalStart, error)
+	ApproveSpendApproval(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (*ent.SpendApproval, error)
+	DenySpendApproval(ctx context.Context, id uuid.UUID) (*ent.SpendApproval, error)
 	CreateRefund(ctx context.Context, externalID string, input *model.RefundInput, idempotencyKey *string) (*model.RefundResult, error)
 	UpdateViewer(ctx context.Context, displayName string) (*model.Viewer, error)
 	BeginPasskeyRegistration(ctx context.Context) (*model.PasskeyRegistration, error)
@@ -925,6 +972,20 @@ type QueryResolver interface {
 	WebhookEvent(ctx context.Context, id uuid.UUID) (*ent.WebhookEvent, error)
 	Refunds(ctx context.Context, externalID string) ([]*ent.Refund, error)
 }
+type SpendApprovalResolver interface {
+	AgentUsername(ctx context.Context, obj *ent.SpendApproval) (string, error)
+
+	AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error)
+
+	TransactionID(ctx context.Context, obj *ent.SpendApproval) (*uuid.UUID, error)
+}
+type SpendingPolicyResolver interface {
+	AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error)
+	Tier(ctx context.Context, obj *ent.SpendingPolicy) (string, error)
+	ApprovalThreshold(ctx context.Context, obj *ent.SpendingPolicy) (*decimal.Decimal, error)
+	PerPaymentCap(ctx context.Context, obj *ent.SpendingPolicy) (*decimal.Decimal, error)
+	DailyCap(ctx context.Context, obj *ent.SpendingPolicy) (*decimal.Decimal, error)
+}
 type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
 	AgentEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
@@ -944,6 +1005,8 @@ type ViewerResolver interface {
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
 	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
+	SpendingPolicies(ctx context.Context, obj *model.Viewer) ([]*ent.SpendingPolicy, error)
+	SpendApprovals(ctx context.Context, obj *model.Viewer) ([]*ent.SpendApproval, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
 	Sessions(ctx context.Context, obj *model.Viewer) ([]*model.ViewerSession, error)
 }
@@ -2167,6 +2230,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApproveCardRequest(childComplexity, args["id"].(uuid.UUID), args["ceremonyId"].(*uuid.UUID), args["credential"].(*string)), true
+	case "Mutation.approveSpendApproval":
+		if e.ComplexityRoot.Mutation.ApproveSpendApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_approveSpendApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ApproveSpendApproval(childComplexity, args["id"].(uuid.UUID), args["ceremonyId"].(*uuid.UUID), args["credential"].(*string)), true
 	case "Mutation.beginCardApproval":
 		if e.ComplexityRoot.Mutation.BeginCardApproval == nil {
 			break
@@ -2184,6 +2258,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.BeginPasskeyRegistration(childComplexity), true
+	case "Mutation.beginSpendApproval":
+		if e.ComplexityRoot.Mutation.BeginSpendApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_beginSpendApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BeginSpendApproval(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.cancelSession":
 		if e.ComplexityRoot.Mutation.CancelSession == nil {
 			break
@@ -2195,6 +2280,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelSession(childComplexity, args["externalId"].(string)), true
+	case "Mutation.clearSpendingPolicy":
+		if e.ComplexityRoot.Mutation.ClearSpendingPolicy == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_clearSpendingPolicy_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ClearSpendingPolicy(childComplexity, args["agentUsername"].(string)), true
 	case "Mutation.createRefund":
 		if e.ComplexityRoot.Mutation.CreateRefund == nil {
 			break
@@ -2250,6 +2346,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DenyCardRequest(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.denySpendApproval":
+		if e.ComplexityRoot.Mutation.DenySpendApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_denySpendApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DenySpendApproval(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.finishPasskeyRegistration":
 		if e.ComplexityRoot.Mutation.FinishPasskeyRegistration == nil {
 			break
@@ -2366,6 +2473,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SendToUser(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.setSpendingPolicy":
+		if e.ComplexityRoot.Mutation.SetSpendingPolicy == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setSpendingPolicy_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetSpendingPolicy(childComplexity, args["input"].(model.SpendingPolicyInput)), true
 	case "Mutation.signOut":
 		if e.ComplexityRoot.Mutation.SignOut == nil {
 			break
@@ -3516,6 +3634,147 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SessionStatus.Token(childComplexity), true
 
+	case "SpendApproval.agentUsername":
+		if e.ComplexityRoot.SpendApproval.AgentUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.AgentUsername(childComplexity), true
+	case "SpendApproval.amountUsd":
+		if e.ComplexityRoot.SpendApproval.AmountUsd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.AmountUsd(childComplexity), true
+	case "SpendApproval.createdAt":
+		if e.ComplexityRoot.SpendApproval.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.CreatedAt(childComplexity), true
+	case "SpendApproval.decidedAt":
+		if e.ComplexityRoot.SpendApproval.DecidedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.DecidedAt(childComplexity), true
+	case "SpendApproval.error":
+		if e.ComplexityRoot.SpendApproval.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Error(childComplexity), true
+	case "SpendApproval.expiresAt":
+		if e.ComplexityRoot.SpendApproval.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.ExpiresAt(childComplexity), true
+	case "SpendApproval.id":
+		if e.ComplexityRoot.SpendApproval.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.ID(childComplexity), true
+	case "SpendApproval.operation":
+		if e.ComplexityRoot.SpendApproval.Operation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Operation(childComplexity), true
+	case "SpendApproval.reason":
+		if e.ComplexityRoot.SpendApproval.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Reason(childComplexity), true
+	case "SpendApproval.recipient":
+		if e.ComplexityRoot.SpendApproval.Recipient == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Recipient(childComplexity), true
+	case "SpendApproval.status":
+		if e.ComplexityRoot.SpendApproval.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Status(childComplexity), true
+	case "SpendApproval.transactionId":
+		if e.ComplexityRoot.SpendApproval.TransactionID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.TransactionID(childComplexity), true
+
+	case "SpendApprovalStart.ceremonyId":
+		if e.ComplexityRoot.SpendApprovalStart.CeremonyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApprovalStart.CeremonyID(childComplexity), true
+	case "SpendApprovalStart.expiresAt":
+		if e.ComplexityRoot.SpendApprovalStart.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApprovalStart.ExpiresAt(childComplexity), true
+	case "SpendApprovalStart.options":
+		if e.ComplexityRoot.SpendApprovalStart.Options == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApprovalStart.Options(childComplexity), true
+
+	case "SpendingPolicy.agentUsername":
+		if e.ComplexityRoot.SpendingPolicy.AgentUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.AgentUsername(childComplexity), true
+	case "SpendingPolicy.allowedRecipients":
+		if e.ComplexityRoot.SpendingPolicy.AllowedRecipients == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.AllowedRecipients(childComplexity), true
+	case "SpendingPolicy.approvalThreshold":
+		if e.ComplexityRoot.SpendingPolicy.ApprovalThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.ApprovalThreshold(childComplexity), true
+	case "SpendingPolicy.dailyCap":
+		if e.ComplexityRoot.SpendingPolicy.DailyCap == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.DailyCap(childComplexity), true
+	case "SpendingPolicy.denyByDefault":
+		if e.ComplexityRoot.SpendingPolicy.DenyByDefault == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.DenyByDefault(childComplexity), true
+	case "SpendingPolicy.perPaymentCap":
+		if e.ComplexityRoot.SpendingPolicy.PerPaymentCap == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.PerPaymentCap(childComplexity), true
+	case "SpendingPolicy.tier":
+		if e.ComplexityRoot.SpendingPolicy.Tier == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.Tier(childComplexity), true
+	case "SpendingPolicy.updatedAt":
+		if e.ComplexityRoot.SpendingPolicy.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendingPolicy.UpdatedAt(childComplexity), true
+
 	case "Stats.activeAgents":
 		if e.ComplexityRoot.Stats.ActiveAgents == nil {
 			break
@@ -4058,6 +4317,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Sessions(childComplexity), true
+	case "Viewer.spendApprovals":
+		if e.ComplexityRoot.Viewer.SpendApprovals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.SpendApprovals(childComplexity), true
+	case "Viewer.spendingPolicies":
+		if e.ComplexityRoot.Viewer.SpendingPolicies == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.SpendingPolicies(childComplexity), true
 	case "Viewer.username":
 		if e.ComplexityRoot.Viewer.Username == nil {
 			break
@@ -4720,6 +4991,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("RefundOrder", ec.unmarshalInputRefundOrder),
 			graphql.NewInputUnmarshaler("SendInput", ec.unmarshalInputSendInput),
 			graphql.NewInputUnmarshaler("SessionFilter", ec.unmarshalInputSessionFilter),
+			graphql.NewInputUnmarshaler("SpendingPolicyInput", ec.unmarshalInputSpendingPolicyInput),
 			graphql.NewInputUnmarshaler("TokenRefInput", ec.unmarshalInputTokenRefInput),
 			graphql.NewInputUnmarshaler("TransferOrder", ec.unmarshalInputTransferOrder),
 			graphql.NewInputUnmarshaler("UpdateMerchantInput", ec.unmarshalInputUpdateMerchantInput),
@@ -4821,7 +5093,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -4840,6 +5112,7 @@ var sources = []*ast.Source{
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
+	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 	{Name: "settings.graphql", Input: sourceData("settings.graphql"), BuiltIn: false},
@@ -5738,6 +6011,70 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
 
+func (ec *executionContext) childFields_SpendApproval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_SpendApproval_id(ctx, field)
+	case "agentUsername":
+		return ec.fieldContext_SpendApproval_agentUsername(ctx, field)
+	case "operation":
+		return ec.fieldContext_SpendApproval_operation(ctx, field)
+	case "status":
+		return ec.fieldContext_SpendApproval_status(ctx, field)
+	case "amountUsd":
+		return ec.fieldContext_SpendApproval_amountUsd(ctx, field)
+	case "recipient":
+		return ec.fieldContext_SpendApproval_recipient(ctx, field)
+	case "reason":
+		return ec.fieldContext_SpendApproval_reason(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_SpendApproval_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_SpendApproval_expiresAt(ctx, field)
+	case "decidedAt":
+		return ec.fieldContext_SpendApproval_decidedAt(ctx, field)
+	case "transactionId":
+		return ec.fieldContext_SpendApproval_transactionId(ctx, field)
+	case "error":
+		return ec.fieldContext_SpendApproval_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SpendApproval", field.Name)
+}
+
+func (ec *executionContext) childFields_SpendApprovalStart(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "ceremonyId":
+		return ec.fieldContext_SpendApprovalStart_ceremonyId(ctx, field)
+	case "options":
+		return ec.fieldContext_SpendApprovalStart_options(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_SpendApprovalStart_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SpendApprovalStart", field.Name)
+}
+
+func (ec *executionContext) childFields_SpendingPolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "agentUsername":
+		return ec.fieldContext_SpendingPolicy_agentUsername(ctx, field)
+	case "tier":
+		return ec.fieldContext_SpendingPolicy_tier(ctx, field)
+	case "approvalThreshold":
+		return ec.fieldContext_SpendingPolicy_approvalThreshold(ctx, field)
+	case "perPaymentCap":
+		return ec.fieldContext_SpendingPolicy_perPaymentCap(ctx, field)
+	case "dailyCap":
+		return ec.fieldContext_SpendingPolicy_dailyCap(ctx, field)
+	case "allowedRecipients":
+		return ec.fieldContext_SpendingPolicy_allowedRecipients(ctx, field)
+	case "denyByDefault":
+		return ec.fieldContext_SpendingPolicy_denyByDefault(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_SpendingPolicy_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SpendingPolicy", field.Name)
+}
+
 func (ec *executionContext) childFields_Stats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "agents":
@@ -5974,6 +6311,10 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
 	case "cardRequests":
 		return ec.fieldContext_Viewer_cardRequests(ctx, field)
+	case "spendingPolicies":
+		return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
+	case "spendApprovals":
+		return ec.fieldContext_Viewer_spendApprovals(ctx, field)
 	case "passkeys":
 		return ec.fieldContext_Viewer_passkeys(ctx, field)
 	case "sessions":
@@ -6578,7 +6919,51 @@ func (ec *executionContext) field_Mutation_approveCardRequest_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_approveSpendApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "ceremonyId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ceremonyId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "credential",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["credential"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_beginCardApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_beginSpendApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -6603,6 +6988,20 @@ func (ec *executionContext) field_Mutation_cancelSession_args(ctx context.Contex
 		return nil, err
 	}
 	args["externalId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_clearSpendingPolicy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "agentUsername",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["agentUsername"] = arg0
 	return args, nil
 }
 
@@ -6687,6 +7086,20 @@ func (ec *executionContext) field_Mutation_deletePasskey_args(ctx context.Contex
 }
 
 func (ec *executionContext) field_Mutation_denyCardRequest_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_denySpendApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -6856,6 +7269,20 @@ func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArg
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.SendInput, error) {
 			return ec.unmarshalNSendInput2agentpayᚋgraphᚋmodelᚐSendInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setSpendingPolicy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SpendingPolicyInput, error) {
+			return ec.unmarshalNSpendingPolicyInput2agentpayᚋgraphᚋmodelᚐSpendingPolicyInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -12934,6 +13361,226 @@ func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setSpendingPolicy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setSpendingPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetSpendingPolicy(ctx, fc.Args["input"].(model.SpendingPolicyInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.SpendingPolicy) graphql.Marshaler {
+			return ec.marshalNSpendingPolicy2ᚖagentpayᚋentᚐSpendingPolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setSpendingPolicy(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendingPolicy(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setSpendingPolicy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_clearSpendingPolicy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_clearSpendingPolicy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ClearSpendingPolicy(ctx, fc.Args["agentUsername"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_clearSpendingPolicy(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_clearSpendingPolicy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_beginSpendApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_beginSpendApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BeginSpendApproval(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SpendApprovalStart) graphql.Marshaler {
+			return ec.marshalNSpendApprovalStart2ᚖagentpayᚋgraphᚋmodelᚐSpendApprovalStart(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_beginSpendApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendApprovalStart(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_beginSpendApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_approveSpendApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_approveSpendApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ApproveSpendApproval(ctx, fc.Args["id"].(uuid.UUID), fc.Args["ceremonyId"].(*uuid.UUID), fc.Args["credential"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.SpendApproval) graphql.Marshaler {
+			return ec.marshalNSpendApproval2ᚖagentpayᚋentᚐSpendApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_approveSpendApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendApproval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_approveSpendApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_denySpendApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_denySpendApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DenySpendApproval(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.SpendApproval) graphql.Marshaler {
+			return ec.marshalNSpendApproval2ᚖagentpayᚋentᚐSpendApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_denySpendApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendApproval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_denySpendApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createRefund(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17567,6 +18214,535 @@ func (ec *executionContext) fieldContext_SessionStatus_requiredConfirmations(_ c
 	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
 }
 
+func (ec *executionContext) _SpendApproval_id(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SpendApproval_agentUsername(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_agentUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().AgentUsername(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_agentUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
+}
+
+func (ec *executionContext) _SpendApproval_operation(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_operation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Operation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
+			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendApproval_status(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
+			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendApproval_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_amountUsd(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().AmountUsd(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_amountUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _SpendApproval_recipient(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_recipient(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Recipient, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_recipient(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendApproval_reason(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendApproval_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SpendApproval_expiresAt(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SpendApproval_decidedAt(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_decidedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_decidedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SpendApproval_transactionId(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_transactionId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().TransactionID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+			return ec.marshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_transactionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "ID")
+}
+
+func (ec *executionContext) _SpendApproval_error(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendApprovalStart_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApprovalStart_ceremonyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CeremonyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+			return ec.marshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApprovalStart_ceremonyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApprovalStart", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SpendApprovalStart_options(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApprovalStart_options(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Options, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalOMap2map(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApprovalStart_options(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApprovalStart", field, false, false, "Map")
+}
+
+func (ec *executionContext) _SpendApprovalStart_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApprovalStart_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApprovalStart_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApprovalStart", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SpendingPolicy_agentUsername(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_agentUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendingPolicy().AgentUsername(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_agentUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, true, true, "String")
+}
+
+func (ec *executionContext) _SpendingPolicy_tier(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_tier(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendingPolicy().Tier(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_tier(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, true, true, "String")
+}
+
+func (ec *executionContext) _SpendingPolicy_approvalThreshold(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_approvalThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendingPolicy().ApprovalThreshold(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_approvalThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _SpendingPolicy_perPaymentCap(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_perPaymentCap(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendingPolicy().PerPaymentCap(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_perPaymentCap(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _SpendingPolicy_dailyCap(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_dailyCap(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendingPolicy().DailyCap(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *decimal.Decimal) graphql.Marshaler {
+			return ec.marshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_dailyCap(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, true, true, "Decimal")
+}
+
+func (ec *executionContext) _SpendingPolicy_allowedRecipients(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_allowedRecipients(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AllowedRecipients, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_allowedRecipients(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, false, false, "String")
+}
+
+func (ec *executionContext) _SpendingPolicy_denyByDefault(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_denyByDefault(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DenyByDefault, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_denyByDefault(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SpendingPolicy_updatedAt(ctx context.Context, field graphql.CollectedField, obj *ent.SpendingPolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendingPolicy_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendingPolicy_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendingPolicy", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Stats_agents(ctx context.Context, field graphql.CollectedField, obj *model.Stats) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19760,6 +20936,70 @@ func (ec *executionContext) fieldContext_Viewer_cardRequests(_ context.Context, 
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_spendingPolicies(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().SpendingPolicies(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.SpendingPolicy) graphql.Marshaler {
+			return ec.marshalNSpendingPolicy2ᚕᚖagentpayᚋentᚐSpendingPolicyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_spendingPolicies(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendingPolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_spendApprovals(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_spendApprovals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().SpendApprovals(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.SpendApproval) graphql.Marshaler {
+			return ec.marshalNSpendApproval2ᚕᚖagentpayᚋentᚐSpendApprovalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_spendApprovals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SpendApproval(ctx, field)
 		},
 	}
 	return fc, nil
@@ -24130,6 +25370,83 @@ func UnmarshalSessionFilter(ctx context.Context, raw any) (model.SessionFilter, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSpendingPolicyInput(ctx context.Context, obj any) (model.SpendingPolicyInput, error) {
+	var it model.SpendingPolicyInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"agentUsername", "approvalThreshold", "perPaymentCap", "dailyCap", "allowedRecipients", "denyByDefault"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "agentUsername":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agentUsername"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AgentUsername = data
+		case "approvalThreshold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("approvalThreshold"))
+			data, err := ec.unmarshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ApprovalThreshold = data
+		case "perPaymentCap":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("perPaymentCap"))
+			data, err := ec.unmarshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PerPaymentCap = data
+		case "dailyCap":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dailyCap"))
+			data, err := ec.unmarshalODecimal2ᚖgithubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DailyCap = data
+		case "allowedRecipients":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allowedRecipients"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AllowedRecipients = data
+		case "denyByDefault":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("denyByDefault"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DenyByDefault = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSpendingPolicyInput unmarshals raw into the SpendingPolicyInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSpendingPolicyInput(ctx context.Context, raw any) (model.SpendingPolicyInput, error) {
+	var out model.SpendingPolicyInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SpendingPolicyInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTokenRefInput(ctx context.Context, obj any) (model.TokenRefInput, error) {
 	var it model.TokenRefInput
 	if obj == nil {
@@ -26530,6 +27847,41 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setSpendingPolicy":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setSpendingPolicy(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "clearSpendingPolicy":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_clearSpendingPolicy(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "beginSpendApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_beginSpendApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approveSpendApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_approveSpendApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "denySpendApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_denySpendApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createRefund":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createRefund(ctx, field)
@@ -28006,6 +29358,213 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var spendApprovalImplementors = []string{"SpendApproval"}
+
+func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.SelectionSet, obj *ent.SpendApproval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, spendApprovalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpendApproval")
+		case "id":
+			out.Values[i] = ec._SpendApproval_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "agentUsername":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_agentUsername(ctx, field, obj)
+				})
+		case "operation":
+			out.Values[i] = ec._SpendApproval_operation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._SpendApproval_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "amountUsd":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_amountUsd(ctx, field, obj)
+				})
+		case "recipient":
+			out.Values[i] = ec._SpendApproval_recipient(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.Values[i] = ec._SpendApproval_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._SpendApproval_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "expiresAt":
+			out.Values[i] = ec._SpendApproval_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "decidedAt":
+			out.Values[i] = ec._SpendApproval_decidedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "transactionId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_transactionId(ctx, field, obj)
+				})
+		case "error":
+			out.Values[i] = ec._SpendApproval_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var spendApprovalStartImplementors = []string{"SpendApprovalStart"}
+
+func (ec *executionContext) _SpendApprovalStart(ctx context.Context, sel ast.SelectionSet, obj *model.SpendApprovalStart) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, spendApprovalStartImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpendApprovalStart")
+		case "ceremonyId":
+			out.Values[i] = ec._SpendApprovalStart_ceremonyId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "options":
+			out.Values[i] = ec._SpendApprovalStart_options(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._SpendApprovalStart_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var spendingPolicyImplementors = []string{"SpendingPolicy"}
+
+func (ec *executionContext) _SpendingPolicy(ctx context.Context, sel ast.SelectionSet, obj *ent.SpendingPolicy) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, spendingPolicyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SpendingPolicy")
+		case "agentUsername":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendingPolicy_agentUsername(ctx, field, obj)
+				})
+		case "tier":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendingPolicy_tier(ctx, field, obj)
+				})
+		case "approvalThreshold":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendingPolicy_approvalThreshold(ctx, field, obj)
+				})
+		case "perPaymentCap":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendingPolicy_perPaymentCap(ctx, field, obj)
+				})
+		case "dailyCap":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendingPolicy_dailyCap(ctx, field, obj)
+				})
+		case "allowedRecipients":
+			out.Values[i] = ec._SpendingPolicy_allowedRecipients(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "denyByDefault":
+			out.Values[i] = ec._SpendingPolicy_denyByDefault(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._SpendingPolicy_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var statsImplementors = []string{"Stats"}
 
 func (ec *executionContext) _Stats(ctx context.Context, sel ast.SelectionSet, obj *model.Stats) graphql.Marshaler {
@@ -28793,6 +30352,18 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_cardRequests(ctx, field, obj)
+				})
+		case "spendingPolicies":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_spendingPolicies(ctx, field, obj)
+				})
+		case "spendApprovals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_spendApprovals(ctx, field, obj)
 				})
 		case "passkeys":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -30945,12 +32516,93 @@ func (ec *executionContext) marshalNSessionStatus2ᚖagentpayᚋgraphᚋmodelᚐ
 	return ec._SessionStatus(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNSpendApproval2ᚕᚖagentpayᚋentᚐSpendApprovalᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.SpendApproval) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSpendApproval2ᚖagentpayᚋentᚐSpendApproval(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSpendApproval2ᚖagentpayᚋentᚐSpendApproval(ctx context.Context, sel ast.SelectionSet, v *ent.SpendApproval) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SpendApproval!")
+		return graphql.Null
+	}
+	return ec._SpendApproval(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSpendApprovalStart2ᚖagentpayᚋgraphᚋmodelᚐSpendApprovalStart(ctx context.Context, sel ast.SelectionSet, v *model.SpendApprovalStart) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SpendApprovalStart!")
+		return graphql.Null
+	}
+	return ec._SpendApprovalStart(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSpendingPolicy2ᚕᚖagentpayᚋentᚐSpendingPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.SpendingPolicy) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSpendingPolicy2ᚖagentpayᚋentᚐSpendingPolicy(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSpendingPolicy2ᚖagentpayᚋentᚐSpendingPolicy(ctx context.Context, sel ast.SelectionSet, v *ent.SpendingPolicy) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SpendingPolicy!")
+		return graphql.Null
+	}
+	return ec._SpendingPolicy(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSpendingPolicyInput2agentpayᚋgraphᚋmodelᚐSpendingPolicyInput(ctx context.Context, v any) (model.SpendingPolicyInput, error) {
+	res, err := ec.unmarshalInputSpendingPolicyInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ctx context.Context, sel ast.SelectionSet, v *model.Stats) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Stats!")
 		return graphql.Null
 	}
 	return ec._Stats(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
+	var res spendapproval.Operation
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
+	var res spendapproval.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

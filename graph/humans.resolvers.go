@@ -81,6 +81,9 @@ func (r *mutationResolver) SendToUser(ctx context.Context, input model.SendInput
 	req := sendRequest(input)
 	req.ToUser = true
 	res, replayed, err := r.cfg.Service.SendIdempotent(ctx, agent, input.IdempotencyKey, req)
+	if err == nil && res.Approval != nil {
+		err = &awaitingApproval{approval: res.Approval, message: res.Message}
+	}
 	if err != nil {
 		return nil, replayedError(err, replayed)
 	}

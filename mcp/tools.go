@@ -151,6 +151,14 @@ func (t *toolset) send(ctx context.Context, a *ent.Agent, in sendInput, toUser b
 	if err != nil {
 		return transferOutput{}, err
 	}
+	if res.Approval != nil {
+		out := transferOutput{ApprovalID: res.Approval.Approval.ID.String(), FromAgent: res.FromUsername, ToAgent: res.ToUsername,
+			AmountUSD: rest.Amount{Decimal: res.Amount}, Status: res.Status, Message: res.Message}
+		if toUser {
+			out.ToAgent, out.ToUser = "", res.ToUsername
+		}
+		return out, nil
+	}
 	out := transferOutput{
 		TransactionID: res.Transfer.ID.String(), FromAgent: res.FromUsername,
 		AmountUSD: rest.Amount{Decimal: res.Delivered}, FeeUSD: rest.Amount{Decimal: res.Fee},
@@ -166,7 +174,8 @@ func (t *toolset) send(ctx context.Context, a *ent.Agent, in sendInput, toUser b
 
 // transferOutput is REST's Transfer (spec 2.3), with the fee.
 type transferOutput struct {
-	TransactionID string `json:"transaction_id"`
+	TransactionID string `json:"transaction_id,omitempty" jsonschema:"absent while a spending policy holds the send for approval"`
+	ApprovalID    string `json:"approval_id,omitempty" jsonschema:"set when a paired human's spending policy holds the send (status awaiting_approval)"`
 	FromAgent     string `json:"from_agent"`
 	ToAgent       string `json:"to_agent,omitempty"`
 	ToUser        string `json:"to_user,omitempty"`
@@ -231,7 +240,8 @@ type cardRequestOutput struct {
 
 // checkoutPaymentOutput is REST's agent-pay answer.
 type checkoutPaymentOutput struct {
-	TransactionID         string      `json:"transaction_id"`
+	TransactionID         string      `json:"transaction_id,omitempty" jsonschema:"absent while a spending policy holds the payment for approval"`
+	ApprovalID            string      `json:"approval_id,omitempty" jsonschema:"set when a paired human's spending policy holds the payment (status awaiting_approval)"`
 	PaymentID             string      `json:"payment_id,omitempty" jsonschema:"the session's payment (pay_...), absent until the transfer is included"`
 	SessionID             string      `json:"session_id"`
 	SessionStatus         string      `json:"session_status"`
@@ -247,6 +257,10 @@ type checkoutPaymentOutput struct {
 }
 
 func checkoutPaymentOf(res *agentpay.CheckoutPayment) checkoutPaymentOutput {
+	if res.Approval != nil {
+		return checkoutPaymentOutput{ApprovalID: res.Approval.Approval.ID.String(), SessionID: res.Approval.Approval.Recipient,
+			Status: res.Status, AmountUSD: rest.Amount{Decimal: res.AmountUSD}, Message: res.Message}
+	}
 	out := checkoutPaymentOutput{
 		TransactionID: res.Transfer.ID.String(), SessionID: res.Session.ExternalID, SessionStatus: string(res.Session.Status),
 		Status: res.Status, AmountUSD: rest.Amount{Decimal: res.AmountUSD}, Chain: string(res.Chain),

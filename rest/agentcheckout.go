@@ -66,6 +66,11 @@ func (s *server) agentPay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
+	if res.Approval != nil {
+		// Held by a paired human's spending policy: accepted, not done.
+		writeJSON(w, http.StatusAccepted, approvalResponseOf(res.Approval, res.Message))
+		return
+	}
 	writeJSON(w, http.StatusOK, agentPayResponseOf(res))
 }
 

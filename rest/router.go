@@ -98,6 +98,7 @@ func NewRouter(cfg Config) http.Handler {
 			r.Get("/pairings/card/requests", s.myCardRequests)
 			r.Get("/pairings/card/requests/{request_id}", s.myCardRequest)
 			r.Get("/events", s.myEvents)
+			r.Get("/approvals/{approval_id}", s.myApproval)
 			r.Post("/wallets/verify", s.verifyWallet)
 			r.Post("/verify-partner", s.verifyPartner)
 			r.Post("/regenerate-api-key", s.regenerateAPIKey)

@@ -79,6 +79,11 @@ func (s *server) sendTo(w http.ResponseWriter, r *http.Request, toUser bool) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
+	if res.Approval != nil {
+		// Held by a paired human's spending policy: accepted, not done.
+		writeJSON(w, http.StatusAccepted, approvalResponseOf(res.Approval, res.Message))
+		return
+	}
 	out := transferResponse{
 		TransactionID: res.Transfer.ID.String(),
 		FromAgent:     res.FromUsername,

@@ -30,10 +30,12 @@
   function load() {
     return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
       "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
-      "cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd } } }").then(function (res) {
+      "cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd } " +
+      "spendApprovals { id agentUsername operation status amountUsd recipient reason error } " +
+      "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
-      ["wallets", "requests", "paired", "withdrawals", "card-requests"].forEach(function (id) { document.getElementById(id).textContent = ""; });
+      ["wallets", "requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
@@ -62,6 +64,37 @@
           cardButton(li, "Approve", "approve-card", function () { approveCard(c.id); });
           cardButton(li, "Deny", "deny-card", function () {
             gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
+          });
+        }
+      });
+      var agents = document.getElementById("policy-form").elements.agent, chosen = agents.value;
+      agents.textContent = "";
+      v.pairings.forEach(function (p) {
+        if (p.status !== "approved") { return; }
+        var o = document.createElement("option");
+        o.value = o.textContent = p.agentUsername;
+        agents.appendChild(o);
+      });
+      if (chosen) { agents.value = chosen; }
+      v.spendingPolicies.forEach(function (p) {
+        var parts = [];
+        if (p.approvalThreshold !== null) { parts.push("approval above " + p.approvalThreshold + " USD"); }
+        if (p.perPaymentCap !== null) { parts.push("at most " + p.perPaymentCap + " USD a payment"); }
+        if (p.dailyCap !== null) { parts.push("at most " + p.dailyCap + " USD a day"); }
+        if (p.allowedRecipients.length) { parts.push("allowed: " + p.allowedRecipients.join(", ")); }
+        if (p.denyByDefault) { parts.push("deny by default"); }
+        item("spending-policies", p.agentUsername + ": " + (parts.join("; ") || "no rules")).className = "spending-policy";
+      });
+      v.spendApprovals.forEach(function (a) {
+        var li = item("spend-approvals", a.agentUsername + " wants to " + a.operation.replace(/_/g, " ") + " " + a.amountUsd +
+          " USD to " + a.recipient + " (" + a.status.replace(/_/g, " ") + "): " + a.reason + (a.error ? " — " + a.error : ""));
+        li.className = "spend-approval";
+        li.dataset.id = a.id;
+        li.dataset.status = a.status;
+        if (a.status === "awaiting_approval") {
+          cardButton(li, "Approve", "approve-spend", function () { approveSpend(a.id); });
+          cardButton(li, "Deny", "deny-spend", function () {
+            gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
           });
         }
       });
@@ -111,6 +144,53 @@
       return load();
     });
   }
+
+  // Spending approvals: as card approvals, a passkey assertion when the
+  // person has a passkey (beginSpendApproval answers its options).
+  var approvalResult = document.getElementById("approval-result");
+  function spendShow(text, status) {
+    approvalResult.textContent = text;
+    approvalResult.dataset.status = status;
+    approvalResult.className = status === "error" ? "error" : "";
+  }
+  function spendAnswer(field) {
+    return function (res) {
+      if (res.errors) { spendShow(res.errors[0].message, "error"); } else { spendShow("Payment " + res.data[field].status.replace(/_/g, " "), res.data[field].status); }
+      return load();
+    };
+  }
+  function approveSpend(id) {
+    spendShow("Approving…", "sending");
+    gql("mutation($id: ID!) { beginSpendApproval(id: $id) { ceremonyId options } }", {id: id}).then(function (res) {
+      if (res.errors) { throw new Error(res.errors[0].message); }
+      var a = res.data.beginSpendApproval;
+      if (!a.ceremonyId) { return {id: id}; }
+      return window.agentpayWebAuthn.get(a.options).then(function (credential) {
+        return {id: id, ceremonyId: a.ceremonyId, credential: credential};
+      });
+    }).then(function (vars) {
+      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveSpendApproval(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }", vars);
+    }).then(spendAnswer("approveSpendApproval"), function (err) {
+      spendShow(err.message || "The passkey was not used: nothing was approved.", "error");
+      return load();
+    });
+  }
+  var policyForm = document.getElementById("policy-form"), policyResult = document.getElementById("policy-result");
+  policyForm.addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var f = policyForm.elements;
+    function amount(input) { var x = input.value.trim(); return x === "" ? null : x; }
+    gql("mutation($in: SpendingPolicyInput!) { setSpendingPolicy(input: $in) { agentUsername } }", {in: {
+      agentUsername: f.agent.value, approvalThreshold: amount(f.threshold), perPaymentCap: amount(f.perPayment),
+      dailyCap: amount(f.daily), denyByDefault: f.deny.checked,
+      allowedRecipients: f.allowed.value.split(",").map(function (x) { return x.trim(); }).filter(function (x) { return x; })
+    }}).then(function (res) {
+      policyResult.textContent = res.errors ? res.errors[0].message : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
+      policyResult.dataset.status = res.errors ? "error" : "saved";
+      policyResult.className = res.errors ? "error" : "";
+      return load();
+    });
+  });
 
   // Received transfers come from the account events, read forward from the
   // last one seen and kept here newest first: a page of events is at most

@@ -42,7 +42,10 @@ type config struct {
 	SessionTTL time.Duration
 	// CardRequestTTL is how long a card purchase request waits for the
 	// human (CARD_REQUEST_TTL).
-	CardRequestTTL    time.Duration
+	CardRequestTTL time.Duration
+	// SpendApprovalTTL is how long an operation held by a spending policy
+	// waits for a paired human (SPEND_APPROVAL_TTL).
+	SpendApprovalTTL  time.Duration
 	LatePaymentWindow time.Duration
 	// SettlementMinimum and SettlementInterval batch payouts
 	// (SETTLEMENT_MINIMUM_USD, SETTLEMENT_INTERVAL): a batch is paid once
@@ -150,6 +153,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:              p.str("DATA_DIR", "./data"),
 		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
 		CardRequestTTL:       p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
+		SpendApprovalTTL:     p.duration("SPEND_APPROVAL_TTL", agentpay.DefaultSpendApprovalTTL),
 		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
 		SettlementMinimum:    p.positiveUSD("SETTLEMENT_MINIMUM_USD", agentpay.DefaultSettlementMinimum),
 		SettlementInterval:   p.nonNegativeDuration("SETTLEMENT_INTERVAL", -1),

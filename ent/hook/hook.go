@@ -308,6 +308,30 @@ func (f SignatureChallengeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SignatureChallengeMutation", m)
 }
 
+// The SpendApprovalFunc type is an adapter to allow the use of ordinary
+// function as SpendApproval mutator.
+type SpendApprovalFunc func(context.Context, *ent.SpendApprovalMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SpendApprovalFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SpendApprovalMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SpendApprovalMutation", m)
+}
+
+// The SpendingPolicyFunc type is an adapter to allow the use of ordinary
+// function as SpendingPolicy mutator.
+type SpendingPolicyFunc func(context.Context, *ent.SpendingPolicyMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f SpendingPolicyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.SpendingPolicyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SpendingPolicyMutation", m)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary
 // function as Transfer mutator.
 type TransferFunc func(context.Context, *ent.TransferMutation) (ent.Value, error)

@@ -33,6 +33,8 @@ import (
 	"agentpay/ent/refund"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
+	"agentpay/ent/spendapproval"
+	"agentpay/ent/spendingpolicy"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -774,6 +776,60 @@ func (f TraverseSignatureChallenge) Traverse(ctx context.Context, q ent.Query) e
 	return fmt.Errorf("unexpected query type %T. expect *ent.SignatureChallengeQuery", q)
 }
 
+// The SpendApprovalFunc type is an adapter to allow the use of ordinary function as a Querier.
+type SpendApprovalFunc func(context.Context, *ent.SpendApprovalQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f SpendApprovalFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.SpendApprovalQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.SpendApprovalQuery", q)
+}
+
+// The TraverseSpendApproval type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseSpendApproval func(context.Context, *ent.SpendApprovalQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseSpendApproval) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseSpendApproval) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SpendApprovalQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.SpendApprovalQuery", q)
+}
+
+// The SpendingPolicyFunc type is an adapter to allow the use of ordinary function as a Querier.
+type SpendingPolicyFunc func(context.Context, *ent.SpendingPolicyQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f SpendingPolicyFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.SpendingPolicyQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.SpendingPolicyQuery", q)
+}
+
+// The TraverseSpendingPolicy type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseSpendingPolicy func(context.Context, *ent.SpendingPolicyQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseSpendingPolicy) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseSpendingPolicy) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.SpendingPolicyQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.SpendingPolicyQuery", q)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary function as a Querier.
 type TransferFunc func(context.Context, *ent.TransferQuery) (ent.Value, error)
 
@@ -989,6 +1045,10 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.SettlementBatchQuery, predicate.SettlementBatch, settlementbatch.OrderOption]{typ: ent.TypeSettlementBatch, tq: q}, nil
 	case *ent.SignatureChallengeQuery:
 		return &query[*ent.SignatureChallengeQuery, predicate.SignatureChallenge, signaturechallenge.OrderOption]{typ: ent.TypeSignatureChallenge, tq: q}, nil
+	case *ent.SpendApprovalQuery:
+		return &query[*ent.SpendApprovalQuery, predicate.SpendApproval, spendapproval.OrderOption]{typ: ent.TypeSpendApproval, tq: q}, nil
+	case *ent.SpendingPolicyQuery:
+		return &query[*ent.SpendingPolicyQuery, predicate.SpendingPolicy, spendingpolicy.OrderOption]{typ: ent.TypeSpendingPolicy, tq: q}, nil
 	case *ent.TransferQuery:
 		return &query[*ent.TransferQuery, predicate.Transfer, transfer.OrderOption]{typ: ent.TypeTransfer, tq: q}, nil
 	case *ent.UserQuery:

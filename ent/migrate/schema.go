@@ -1013,6 +1013,75 @@ var (
 			},
 		},
 	}
+	// SpendApprovalsColumns holds the columns for the "spend_approvals" table.
+	SpendApprovalsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "operation", Type: field.TypeEnum, Enums: []string{"send", "send_to_user", "pay_checkout"}},
+		{Name: "request", Type: field.TypeString, Size: 2147483647},
+		{Name: "amount", Type: field.TypeInt64},
+		{Name: "recipient", Type: field.TypeString, Size: 100},
+		{Name: "reason", Type: field.TypeString, Size: 500},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"awaiting_approval", "approved", "denied", "expired", "failed"}, Default: "awaiting_approval"},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
+		{Name: "decided_by", Type: field.TypeUUID, Nullable: true},
+		{Name: "transfer_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "error", Type: field.TypeString, Nullable: true, Size: 500},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "fingerprint", Type: field.TypeBytes, Nullable: true},
+	}
+	// SpendApprovalsTable holds the schema information for the "spend_approvals" table.
+	SpendApprovalsTable = &schema.Table{
+		Name:       "spend_approvals",
+		Columns:    SpendApprovalsColumns,
+		PrimaryKey: []*schema.Column{SpendApprovalsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "spendapproval_agent_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[1]},
+			},
+			{
+				Name:    "spendapproval_status_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{SpendApprovalsColumns[9], SpendApprovalsColumns[10]},
+			},
+			{
+				Name:    "spendapproval_agent_id_operation_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[4], SpendApprovalsColumns[15]},
+			},
+		},
+	}
+	// SpendingPoliciesColumns holds the columns for the "spending_policies" table.
+	SpendingPoliciesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "user_id", Type: field.TypeUUID},
+		{Name: "approval_threshold", Type: field.TypeInt64, Nullable: true},
+		{Name: "per_payment_cap", Type: field.TypeInt64, Nullable: true},
+		{Name: "daily_cap", Type: field.TypeInt64, Nullable: true},
+		{Name: "allowed_recipients", Type: field.TypeJSON, Nullable: true},
+		{Name: "deny_by_default", Type: field.TypeBool, Default: false},
+	}
+	// SpendingPoliciesTable holds the schema information for the "spending_policies" table.
+	SpendingPoliciesTable = &schema.Table{
+		Name:       "spending_policies",
+		Columns:    SpendingPoliciesColumns,
+		PrimaryKey: []*schema.Column{SpendingPoliciesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "spendingpolicy_agent_id_user_id",
+				Unique:  true,
+				Columns: []*schema.Column{SpendingPoliciesColumns[3], SpendingPoliciesColumns[4]},
+			},
+		},
+	}
 	// TransfersColumns holds the columns for the "transfers" table.
 	TransfersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1305,6 +1374,8 @@ var (
 		RefundsTable,
 		SettlementBatchesTable,
 		SignatureChallengesTable,
+		SpendApprovalsTable,
+		SpendingPoliciesTable,
 		TransfersTable,
 		UsersTable,
 		WalletsTable,

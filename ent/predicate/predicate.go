@@ -81,6 +81,12 @@ type SettlementBatch func(*sql.Selector)
 // SignatureChallenge is the predicate function for signaturechallenge builders.
 type SignatureChallenge func(*sql.Selector)
 
+// SpendApproval is the predicate function for spendapproval builders.
+type SpendApproval func(*sql.Selector)
+
+// SpendingPolicy is the predicate function for spendingpolicy builders.
+type SpendingPolicy func(*sql.Selector)
+
 // Transfer is the predicate function for transfer builders.
 type Transfer func(*sql.Selector)
 

@@ -367,6 +367,28 @@ type SessionStatus struct {
 	RequiredConfirmations *int `json:"requiredConfirmations,omitempty"`
 }
 
+// What approving needs: a passkey assertion when the viewer has passkeys.
+type SpendApprovalStart struct {
+	// Null when the viewer has no passkey: approve without one
+	CeremonyID *uuid.UUID `json:"ceremonyId,omitempty"`
+	// PublicKeyCredentialRequestOptions as JSON: {publicKey: {...}}
+	Options   map[string]any `json:"options,omitempty"`
+	ExpiresAt *time.Time     `json:"expiresAt,omitempty"`
+}
+
+type SpendingPolicyInput struct {
+	// The paired agent's username
+	AgentUsername     string           `json:"agentUsername"`
+	ApprovalThreshold *decimal.Decimal `json:"approvalThreshold,omitempty"`
+	// At most the tier's per-send limit
+	PerPaymentCap *decimal.Decimal `json:"perPaymentCap,omitempty"`
+	// At most the tier's daily limit
+	DailyCap *decimal.Decimal `json:"dailyCap,omitempty"`
+	// At most 100 entries
+	AllowedRecipients []string `json:"allowedRecipients,omitempty"`
+	DenyByDefault     *bool    `json:"denyByDefault,omitempty"`
+}
+
 // Platform-wide agent statistics.
 type Stats struct {
 	Agents int `json:"agents"`

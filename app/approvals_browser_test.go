@@ -1,0 +1,183 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/webauthn"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/ent/user"
+	"agentpay/graph"
+	"agentpay/internal/testenv"
+)
+
+// TestSpendApprovalInBrowser drives the home page in headless Chromium with
+// a virtual authenticator: a human with a passkey sets a spending policy on
+// their paired agent in the form (a cap above the tier refused with its
+// detail, then a threshold), the agent's send above it appears live, the
+// human approves it with the passkey and the money moves on chain; a
+// second one is denied and nothing moves.
+func TestSpendApprovalInBrowser(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest,
+		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	a := &servedApp{env: env, svc: svc, origin: origin}
+
+	bctx := testenv.StartBrowser(t)
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(origin+"/app/signin")))
+	_, err = chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
+		Options: &webauthn.VirtualAuthenticatorOptions{
+			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
+			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
+			IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+	require.NoError(t, err)
+
+	email := "policy.person@example.com"
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(`#passkey-signin`),
+		chromedp.SetValue(`input[name=email]`, email),
+		chromedp.Click(`form[action="/app/signin"] button[type=submit]`),
+		chromedp.WaitVisible(`#sent`),
+	))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(a.newestLink(t, email)),
+		chromedp.SetValue(`input[name=username]`, "policy_person"),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#settings-link`),
+		chromedp.Click(`#settings-link`),
+		chromedp.WaitVisible(`#sessions li`),
+		chromedp.SetValue(`#passkey-name`, "Virtual key"),
+		chromedp.Click(`#add-passkey`),
+		wait(`document.querySelectorAll("#passkeys li").length === 1`),
+	))
+
+	// Paired with a funded agent.
+	bg := context.Background()
+	u, err := env.DB.Ent.User.Query().Where(user.Email(email)).Only(bg)
+	require.NoError(t, err)
+	reg, err := svc.QuickRegister(bg, "policy_browser_agent")
+	require.NoError(t, err)
+	payee, err := svc.QuickRegister(bg, "policy_browser_payee")
+	require.NoError(t, err)
+	baseWallet := func(r *agentpay.Registration) string {
+		ws, err := svc.Wallets(bg, r.Agent)
+		require.NoError(t, err)
+		for _, w := range ws.All {
+			if w.Chain == "base" && w.Kind == "custodial" {
+				return w.Address
+			}
+		}
+		t.Fatal("no base wallet")
+		return ""
+	}
+	env.Fund(t, chains.Base, baseWallet(reg), 10_000_000)
+	p, err := svc.RequestPairing(bg, reg.Agent, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = svc.DecidePairing(bg, u, p.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	ag, err := env.DB.Ent.Agent.Get(bg, reg.Agent.ID)
+	require.NoError(t, err)
+
+	// The policy, set in the form.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(origin+"/app/"),
+		wait(`document.querySelectorAll("#policy-form select[name=agent] option").length === 1`),
+		chromedp.SetValue(`#policy-form input[name=daily]`, "100000"),
+		chromedp.Click(`#policy-form button[type=submit]`),
+		wait(`document.getElementById("policy-result").dataset.status === "error"`),
+	))
+	refused, err := chromedp.Run(ctx, chromedp.Text(`#policy-result`))
+	require.NoError(t, err)
+	require.Contains(t, refused, "above the agent's tier T0 limit of 500 USD")
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#policy-form input[name=daily]").value = ""; document.getElementById("policy-result").textContent = ""`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(`#policy-form input[name=threshold]`, "1"),
+		chromedp.Click(`#policy-form button[type=submit]`),
+		wait(`document.getElementById("policy-result").textContent !== ""`),
+	))
+	saved, err := chromedp.Run(ctx, chromedp.Text(`#policy-result`))
+	require.NoError(t, err)
+	require.Equal(t, "Saved the policy on policy_browser_agent.", saved)
+	require.NoError(t, chromedp.Do(ctx,
+		wait(`document.querySelectorAll("#spending-policies li.spending-policy").length === 1`),
+	))
+	shown, err := chromedp.Run(ctx, chromedp.Text(`#spending-policies li.spending-policy`))
+	require.NoError(t, err)
+	require.Equal(t, "policy_browser_agent: approval above 1 USD", shown)
+
+	// The agent's send above it appears live; approving uses the passkey.
+	time.Sleep(500 * time.Millisecond) // the subscription is up before the send
+	held, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(2_000_000), Chain: "base"})
+	require.NoError(t, err)
+	require.Equal(t, "awaiting_approval", held.Status)
+	require.NoError(t, chromedp.Do(ctx,
+		wait(`document.querySelector("#spend-approvals li.spend-approval[data-status=awaiting_approval]") !== null`),
+	))
+	item, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#spend-approvals li.spend-approval").textContent`))
+	require.NoError(t, err)
+	require.Contains(t, item, "policy_browser_agent wants to send 2 USD to policy_browser_payee (awaiting approval): 2 USD is above the approval threshold of 1 USD")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#spend-approvals li.spend-approval button.approve-spend`),
+		wait(`document.getElementById("approval-result").dataset.status === "approved" || document.getElementById("approval-result").dataset.status === "error"`),
+	))
+	result, err := chromedp.Run(ctx, chromedp.Text(`#approval-result`))
+	require.NoError(t, err)
+	require.Equal(t, "Payment approved", result)
+	pk, err := env.DB.Ent.Passkey.Query().Only(bg)
+	require.NoError(t, err)
+	require.NotNil(t, pk.LastUsedAt, "the approval used the passkey")
+	seen, err := svc.AgentSpendApproval(bg, ag, held.Approval.Approval.ID.String())
+	require.NoError(t, err)
+	require.Equal(t, "approved", seen.Status())
+	bal, err := env.Ledger(chains.Base).Balance(bg, baseWallet(payee))
+	require.NoError(t, err)
+	require.EqualValues(t, 1_998_000, bal.Int64(), "2 less the 0.1% fee, on chain")
+
+	// A second one is denied: nothing moves.
+	second, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(3_000_000), Chain: "base"})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		wait(`document.querySelector("#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend") !== null`),
+		chromedp.Click(`#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend`),
+		wait(`document.getElementById("approval-result").dataset.status === "denied"`),
+	))
+	seen, err = svc.AgentSpendApproval(bg, ag, second.Approval.Approval.ID.String())
+	require.NoError(t, err)
+	require.Equal(t, "denied", seen.Status())
+	bal, err = env.Ledger(chains.Base).Balance(bg, baseWallet(payee))
+	require.NoError(t, err)
+	require.EqualValues(t, 1_998_000, bal.Int64())
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
+}

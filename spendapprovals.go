@@ -1,0 +1,623 @@
+package agentpay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-webauthn/webauthn/protocol"
+	"github.com/go-webauthn/webauthn/webauthn"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"agentpay/ent"
+	"agentpay/ent/pairing"
+	"agentpay/ent/passkeyceremony"
+	"agentpay/ent/spendapproval"
+)
+
+// Operations held for approval (spendingpolicies.go decides which).
+//
+// States: awaiting_approval -> approved (the operation ran: its transfer
+// is recorded in the same transaction) | denied | expired | failed (the
+// human approved but the operation was refused at that moment: a limit,
+// a cap, the balance). Every move is a conditional update from
+// awaiting_approval before the expiry, so of an approval, a denial and the
+// expiry racing exactly one wins; each writes its account events (to the
+// agent and to its paired humans) in its own transaction.
+
+// DefaultSpendApprovalTTL is how long a held operation waits for a human.
+const DefaultSpendApprovalTTL = time.Hour
+
+// Events of held operations, to the agent and its approved paired humans.
+const (
+	EventApprovalRequested = "approval.requested"
+	EventApprovalApproved  = "approval.approved"
+	EventApprovalDenied    = "approval.denied"
+	EventApprovalExpired   = "approval.expired"
+	EventApprovalFailed    = "approval.failed"
+)
+
+// errApprovalNotPending: the approval was decided, or lapsed, first.
+var errApprovalNotPending = fmt.Errorf("%w: this operation is no longer awaiting approval", ErrConflict)
+
+func (s *Service) spendApprovalTTL() time.Duration {
+	if s.cfg.SpendApprovalTTL > 0 {
+		return s.cfg.SpendApprovalTTL
+	}
+	return DefaultSpendApprovalTTL
+}
+
+// heldSend is a send's request as kept for its approval.
+type heldSend struct {
+	ToUsername string `json:"to_username"`
+	ToUser     bool   `json:"to_user,omitempty"`
+	AmountUSD  string `json:"amount_usd"`
+	Memo       string `json:"memo,omitempty"`
+	Chain      string `json:"chain,omitempty"`
+}
+
+// heldCheckout is a checkout payment's request as kept.
+type heldCheckout struct {
+	ExternalID string `json:"external_id"`
+	Chain      string `json:"chain,omitempty"`
+}
+
+// SpendApprovalView is a held operation with its agent's name and, once
+// approved, its transfer as it is now.
+type SpendApprovalView struct {
+	Approval      *ent.SpendApproval
+	AgentUsername string
+	Transfer      *ent.Transfer
+}
+
+// Status is the approval's state.
+func (v *SpendApprovalView) Status() string { return string(v.Approval.Status) }
+
+// Amount in USD.
+func (v *SpendApprovalView) Amount() decimal.Decimal { return USDCAmount(v.Approval.Amount) }
+
+type approvalEventData struct {
+	ApprovalID    uuid.UUID   `json:"approval_id"`
+	Operation     string      `json:"operation"`
+	Status        string      `json:"status"`
+	AgentUsername string      `json:"agent_username"`
+	AmountUSD     json.Number `json:"amount_usd"`
+	Recipient     string      `json:"recipient"`
+	Reason        string      `json:"reason"`
+	ExpiresAt     time.Time   `json:"expires_at"`
+	TransactionID *uuid.UUID  `json:"transaction_id,omitempty"`
+	Error         string      `json:"error,omitempty"`
+}
+
+// recordApprovalEvents tells the agent and every human paired with it.
+func (s *Service) recordApprovalEvents(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, r *ent.SpendApproval, agentUsername, kind string) error {
+	data := approvalEventData{ApprovalID: r.ID, Operation: string(r.Operation), Status: string(r.Status), AgentUsername: agentUsername,
+		AmountUSD: json.Number(USDCAmount(r.Amount).String()), Recipient: r.Recipient, Reason: r.Reason,
+		ExpiresAt: r.ExpiresAt, TransactionID: r.TransferID, Error: r.Error}
+	if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(r.AgentID), kind, data); err != nil {
+		return err
+	}
+	users, err := tx.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.StatusEQ(pairing.StatusApproved)).
+		Select(pairing.FieldUserID).Strings(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range users {
+		uid, err := uuid.Parse(id)
+		if err != nil {
+			return err
+		}
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(uid), kind, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdOperation records the operation as awaiting approval, with its
+// events. With an idempotency key a second hold of the same request
+// answers the first (the unique index decides a race).
+func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spendapproval.Operation, request any, units int64,
+	recipient, reason string, idemKey *string, fingerprint []byte) (*SpendApprovalView, error) {
+	body, err := json.Marshal(request)
+	if err != nil {
+		return nil, err
+	}
+	if idemKey != nil {
+		if prior, err := s.approvalByKey(ctx, a, operation, *idemKey); prior != nil || err != nil {
+			return prior, err
+		}
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	var r *ent.SpendApproval
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		c := tx.SpendApproval.Create().SetAgentID(a.ID).SetOperation(operation).SetRequest(string(body)).
+			SetAmount(units).SetRecipient(truncate(recipient, 100)).SetReason(truncate(reason, 500)).
+			SetExpiresAt(now.Add(s.spendApprovalTTL())).SetCreatedAt(now).SetUpdatedAt(now)
+		if idemKey != nil {
+			c.SetIdempotencyKey(*idemKey).SetFingerprint(fingerprint)
+		}
+		if r, err = c.Save(ctx); err != nil {
+			return err
+		}
+		return s.recordApprovalEvents(ctx, tx, sqlTx, r, a.Username, EventApprovalRequested)
+	})
+	if idemKey != nil && ent.IsConstraintError(err) {
+		if prior, perr := s.approvalByKey(ctx, a, operation, *idemKey); prior != nil || perr != nil {
+			return prior, perr
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("holding operation for approval: %w", err)
+	}
+	return &SpendApprovalView{Approval: r, AgentUsername: a.Username}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func (s *Service) approvalByKey(ctx context.Context, a *ent.Agent, operation spendapproval.Operation, key string) (*SpendApprovalView, error) {
+	r, err := s.cfg.DB.Ent.SpendApproval.Query().Where(spendapproval.AgentID(a.ID),
+		spendapproval.OperationEQ(operation), spendapproval.IdempotencyKey(key)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	return s.approvalView(ctx, r)
+}
+
+func (s *Service) approvalView(ctx context.Context, r *ent.SpendApproval) (*SpendApprovalView, error) {
+	a, err := s.cfg.DB.Ent.Agent.Get(ctx, r.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("approval %s: agent: %w", r.ID, err)
+	}
+	v := &SpendApprovalView{Approval: r, AgentUsername: a.Username}
+	if r.TransferID != nil {
+		if v.Transfer, err = s.cfg.DB.Ent.Transfer.Get(ctx, *r.TransferID); err != nil {
+			return nil, fmt.Errorf("approval %s: transfer: %w", r.ID, err)
+		}
+	}
+	return v, nil
+}
+
+func parseApprovalID(id string) (uuid.UUID, error) {
+	rid, err := uuid.Parse(id)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%w: no approval %q", ErrNotFound, id)
+	}
+	return rid, nil
+}
+
+// AgentSpendApproval is one of the agent's held operations.
+func (s *Service) AgentSpendApproval(ctx context.Context, a *ent.Agent, id string) (*SpendApprovalView, error) {
+	rid, err := parseApprovalID(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.cfg.DB.Ent.SpendApproval.Query().Where(spendapproval.ID(rid), spendapproval.AgentID(a.ID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: no approval %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	return s.approvalView(ctx, r)
+}
+
+// MaxSpendApprovalsListed is the most approvals a list answers.
+const MaxSpendApprovalsListed = 100
+
+// UserSpendApprovals lists the held operations of the agents the user is
+// paired with (approved pairings), newest first.
+func (s *Service) UserSpendApprovals(ctx context.Context, u *ent.User) ([]*SpendApprovalView, error) {
+	ps, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.UserID(u.ID), pairing.StatusEQ(pairing.StatusApproved)).
+		WithAgent().All(ctx)
+	if err != nil || len(ps) == 0 {
+		return nil, err
+	}
+	names := map[uuid.UUID]string{}
+	var ids []uuid.UUID
+	for _, p := range ps {
+		names[p.AgentID] = p.Edges.Agent.Username
+		ids = append(ids, p.AgentID)
+	}
+	rs, err := s.cfg.DB.Ent.SpendApproval.Query().Where(spendapproval.AgentIDIn(ids...)).
+		Order(ent.Desc(spendapproval.FieldCreatedAt), ent.Desc(spendapproval.FieldID)).
+		Limit(MaxSpendApprovalsListed).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading approvals: %w", err)
+	}
+	out := make([]*SpendApprovalView, len(rs))
+	for i, r := range rs {
+		out[i] = &SpendApprovalView{Approval: r, AgentUsername: names[r.AgentID]}
+	}
+	return out, nil
+}
+
+// userApproval reads a held operation of an agent the user is paired with.
+func (s *Service) userApproval(ctx context.Context, u *ent.User, id string) (*ent.SpendApproval, error) {
+	rid, err := parseApprovalID(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.cfg.DB.Ent.SpendApproval.Get(ctx, rid)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: no approval %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	paired, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
+		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pairing: %w", err)
+	}
+	if !paired {
+		return nil, fmt.Errorf("%w: no approval %s", ErrNotFound, id)
+	}
+	return r, nil
+}
+
+func errApprovalState(r *ent.SpendApproval, now time.Time) error {
+	if r.Status == spendapproval.StatusAwaitingApproval && !now.Before(r.ExpiresAt) {
+		return fmt.Errorf("%w: this operation's approval expired", ErrConflict)
+	}
+	return fmt.Errorf("%w: this operation is %s, no longer awaiting approval", ErrConflict, r.Status)
+}
+
+// moveApproval moves an awaiting approval to status in tx (conditional:
+// exactly one mover wins), sets what set does, and records its events.
+func (s *Service) moveApproval(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, r *ent.SpendApproval, status spendapproval.Status,
+	kind string, now time.Time, set func(*ent.SpendApprovalUpdate)) error {
+	u := tx.SpendApproval.Update().Where(spendapproval.ID(r.ID), spendapproval.StatusEQ(spendapproval.StatusAwaitingApproval))
+	if status == spendapproval.StatusExpired {
+		u.Where(spendapproval.ExpiresAtLTE(now))
+	} else {
+		u.Where(spendapproval.ExpiresAtGT(now))
+	}
+	u.SetStatus(status).SetUpdatedAt(now)
+	if set != nil {
+		set(u)
+	}
+	n, err := u.Save(ctx)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errApprovalNotPending
+	}
+	cur, err := tx.SpendApproval.Get(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	*r = *cur
+	a, err := tx.Agent.Get(ctx, r.AgentID)
+	if err != nil {
+		return err
+	}
+	return s.recordApprovalEvents(ctx, tx, sqlTx, r, a.Username, kind)
+}
+
+// approvedBy is the recorded hook of an approved operation's transfer: the
+// approval moves to approved, linked to t, in t's transaction.
+func (s *Service) approvedBy(r *ent.SpendApproval, userID uuid.UUID) func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
+	return func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
+		now := s.now().UTC().Truncate(time.Microsecond)
+		return s.moveApproval(ctx, tx, sqlTx, r, spendapproval.StatusApproved, EventApprovalApproved, now, func(u *ent.SpendApprovalUpdate) {
+			u.SetDecidedAt(now).SetDecidedBy(userID).SetTransferID(t.ID)
+		})
+	}
+}
+
+// DenySpendApproval is a paired human's no.
+func (s *Service) DenySpendApproval(ctx context.Context, v *Viewer, id string) (*SpendApprovalView, error) {
+	if v == nil || v.User == nil {
+		return nil, ErrNotSignedIn
+	}
+	r, err := s.userApproval(ctx, v.User, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		return s.moveApproval(ctx, tx, sqlTx, r, spendapproval.StatusDenied, EventApprovalDenied, now, func(u *ent.SpendApprovalUpdate) {
+			u.SetDecidedAt(now).SetDecidedBy(v.User.ID)
+		})
+	})
+	if errors.Is(err, errApprovalNotPending) {
+		cur, rerr := s.cfg.DB.Ent.SpendApproval.Get(ctx, r.ID)
+		if rerr == nil {
+			return nil, errApprovalState(cur, now)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.approvalView(ctx, r)
+}
+
+// failApproval records that the approved operation was refused when it
+// ran (reason: the refusal's text).
+func (s *Service) failApproval(ctx context.Context, r *ent.SpendApproval, userID uuid.UUID, reason string) error {
+	now := s.now().UTC().Truncate(time.Microsecond)
+	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		return s.moveApproval(ctx, tx, sqlTx, r, spendapproval.StatusFailed, EventApprovalFailed, now, func(u *ent.SpendApprovalUpdate) {
+			u.SetDecidedAt(now).SetDecidedBy(userID).SetError(truncate(reason, 500))
+		})
+	})
+}
+
+// SpendApprovalStart is what approving needs from the app: a passkey
+// assertion when the human has passkeys (Ceremony set).
+type SpendApprovalStart struct {
+	Ceremony *PasskeyCeremony
+}
+
+// BeginSpendApproval starts the passkey assertion approving needs when the
+// human has passkeys, exactly as BeginCardApproval does.
+func (s *Service) BeginSpendApproval(ctx context.Context, v *Viewer, id string) (*SpendApprovalStart, error) {
+	if v == nil || v.User == nil {
+		return nil, ErrNotSignedIn
+	}
+	r, err := s.userApproval(ctx, v.User, id)
+	if err != nil {
+		return nil, err
+	}
+	if now := s.now(); r.Status != spendapproval.StatusAwaitingApproval || !now.Before(r.ExpiresAt) {
+		return nil, errApprovalState(r, now)
+	}
+	pks, err := s.UserPasskeys(ctx, v.User)
+	if err != nil || len(pks) == 0 || !s.PasskeysOn() {
+		return &SpendApprovalStart{}, err
+	}
+	wa, err := s.relyingParty()
+	if err != nil {
+		return nil, err
+	}
+	pu := &passkeyUser{u: v.User}
+	for _, pk := range pks {
+		pu.creds = append(pu.creds, credentialOf(pk))
+	}
+	assertion, sd, err := wa.BeginLogin(pu, webauthn.WithUserVerification(protocol.VerificationRequired))
+	if err != nil {
+		return nil, fmt.Errorf("beginning passkey assertion: %w", err)
+	}
+	c, err := s.saveCeremony(ctx, passkeyceremony.PurposeSignin, &v.User.ID, sd, assertion)
+	if err != nil {
+		return nil, err
+	}
+	return &SpendApprovalStart{Ceremony: c}, nil
+}
+
+// ApproveSpendApproval is a paired human's yes: with a fresh passkey
+// assertion when the human has passkeys (as card approval), the operation
+// runs as it would have, its limits, caps (not the threshold nor the
+// allow-list: the human approved it) and balance checked now, and the
+// approval moves to approved in the transaction that records its transfer.
+// A refusal at that moment moves it to failed, with the refusal's text.
+// wait bounds the wait for inclusion (0: DefaultSendWait).
+func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte, wait time.Duration) (*SpendApprovalView, error) {
+	if v == nil || v.User == nil {
+		return nil, ErrNotSignedIn
+	}
+	r, err := s.userApproval(ctx, v.User, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	if r.Status != spendapproval.StatusAwaitingApproval || !now.Before(r.ExpiresAt) {
+		return nil, errApprovalState(r, now)
+	}
+	if err := s.checkApprovalPasskey(ctx, v.User, ceremonyID, assertion); err != nil {
+		if errors.Is(err, ErrCardPasskeyRequired) {
+			return nil, ErrApprovalPasskeyRequired
+		}
+		return nil, err
+	}
+	a, err := s.cfg.DB.Ent.Agent.Get(ctx, r.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("reading agent: %w", err)
+	}
+	approved := &approvedRun{approval: r, userID: v.User.ID}
+	switch r.Operation {
+	case spendapproval.OperationSend, spendapproval.OperationSendToUser:
+		var h heldSend
+		if err := json.Unmarshal([]byte(r.Request), &h); err != nil {
+			return nil, fmt.Errorf("approval %s: request: %w", r.ID, err)
+		}
+		amount, err := decimal.NewFromString(h.AmountUSD)
+		if err != nil {
+			return nil, fmt.Errorf("approval %s: amount: %w", r.ID, err)
+		}
+		_, err = s.Send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
+			Chain: h.Chain, Wait: wait, approved: approved})
+		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
+			return nil, err
+		}
+	case spendapproval.OperationPayCheckout:
+		var h heldCheckout
+		if err := json.Unmarshal([]byte(r.Request), &h); err != nil {
+			return nil, fmt.Errorf("approval %s: request: %w", r.ID, err)
+		}
+		_, err = s.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
+		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("approval %s: unknown operation %s", r.ID, r.Operation)
+	}
+	cur, err := s.cfg.DB.Ent.SpendApproval.Get(ctx, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	return s.approvalView(ctx, cur)
+}
+
+// ErrApprovalPasskeyRequired: the human has passkeys and sent no assertion.
+var ErrApprovalPasskeyRequired = fmt.Errorf("%w: approving needs your passkey: start the approval again", ErrForbidden)
+
+// approvedRun marks an operation run on its human's approval.
+type approvedRun struct {
+	approval *ent.SpendApproval
+	userID   uuid.UUID
+}
+
+// settleApproval handles the approved operation's error: nil (it ran),
+// another decision first (ErrConflict), a refusal (the approval fails,
+// nil), or a passing failure (returned; the approval still waits).
+func (s *Service) settleApproval(ctx context.Context, r *ent.SpendApproval, userID uuid.UUID, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errApprovalNotPending) {
+		cur, rerr := s.cfg.DB.Ent.SpendApproval.Get(ctx, r.ID)
+		if rerr != nil {
+			return rerr
+		}
+		return errApprovalState(cur, s.now())
+	}
+	refusal, final := refusalOf(err)
+	if !final {
+		return err
+	}
+	if ferr := s.failApproval(ctx, r, userID, refusal.Message); ferr != nil {
+		if errors.Is(ferr, errApprovalNotPending) {
+			cur, rerr := s.cfg.DB.Ent.SpendApproval.Get(ctx, r.ID)
+			if rerr != nil {
+				return rerr
+			}
+			return errApprovalState(cur, s.now())
+		}
+		return ferr
+	}
+	return nil
+}
+
+// ExpireSpendApprovals ends the held operations past their deadline
+// (expired, nothing moved); run by the worker's cards job. Conditional
+// updates: running it twice, on two workers, or racing a decision, each
+// approval ends once.
+func (s *Service) ExpireSpendApprovals(ctx context.Context) (int, error) {
+	now := s.now().UTC().Truncate(time.Microsecond)
+	rs, err := s.cfg.DB.Ent.SpendApproval.Query().
+		Where(spendapproval.StatusEQ(spendapproval.StatusAwaitingApproval), spendapproval.ExpiresAtLTE(now)).
+		Limit(cardsTickBatch).All(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading approvals: %w", err)
+	}
+	n := 0
+	for _, r := range rs {
+		err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			return s.moveApproval(ctx, tx, sqlTx, r, spendapproval.StatusExpired, EventApprovalExpired, now, nil)
+		})
+		if errors.Is(err, errApprovalNotPending) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("expiring approval %s: %w", r.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// recorded is the hook the approved operation's transfer runs in its
+// transaction (nil when the operation was not held).
+func (r *approvedRun) recorded(s *Service) func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
+	if r == nil {
+		return nil
+	}
+	return s.approvedBy(r.approval, r.userID)
+}
+
+// recipientNames are the names an allow-list entry may give a send's
+// recipient: its username, its id and its custodial wallets' addresses.
+func (s *Service) recipientNames(ctx context.Context, to holder) ([]string, error) {
+	names := []string{to.username}
+	if to.agentID != nil {
+		names = append(names, to.agentID.String())
+	}
+	if to.userID != nil {
+		names = append(names, to.userID.String())
+	}
+	addrs, err := to.wallets(s.cfg.DB.Ent).Select("address").Strings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading recipient wallets: %w", err)
+	}
+	return append(names, addrs...), nil
+}
+
+// heldSendResult is a held send as answered to the agent.
+func (s *Service) heldSendResult(held *SpendApprovalView, from, to string) *SendResult {
+	amount := held.Amount()
+	return &SendResult{
+		FromUsername: from, ToUsername: to, Amount: amount, Status: string(held.Approval.Status), Approval: held,
+		Message: fmt.Sprintf("The send of %s USDC to %s waits for your paired human's approval (approval %s, until %s): %s.",
+			usd(amount), to, held.Approval.ID, held.Approval.ExpiresAt.UTC().Format(time.RFC3339), held.Approval.Reason),
+	}
+}
+
+// heldCheckoutPayment holds (or, refused, refuses) a checkout payment.
+func (s *Service) heldCheckoutPayment(ctx context.Context, a *ent.Agent, req PayCheckoutRequest, sess *ent.CheckoutSession,
+	units int64, policy SpendDecision) (*CheckoutPayment, error) {
+	if policy.Outcome == SpendRefused {
+		return nil, policy.Err()
+	}
+	held, err := s.holdOperation(ctx, a, spendapproval.OperationPayCheckout, heldCheckout{ExternalID: req.ExternalID, Chain: req.Chain},
+		units, sess.ExternalID, policy.Reason, req.key, req.fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	return heldCheckoutOf(held), nil
+}
+
+func heldCheckoutOf(held *SpendApprovalView) *CheckoutPayment {
+	amount := held.Amount()
+	return &CheckoutPayment{Approval: held, AmountUSD: amount, Status: string(held.Approval.Status),
+		Message: fmt.Sprintf("The payment of %s USDC to checkout %s waits for your paired human's approval (approval %s, until %s): %s.",
+			usd(amount), held.Approval.Recipient, held.Approval.ID, held.Approval.ExpiresAt.UTC().Format(time.RFC3339), held.Approval.Reason)}
+}
+
+// replayHeldCheckout answers a held payment's Idempotency-Key again: the
+// approval as it is now, or the payment once it ran.
+func (s *Service) replayHeldCheckout(ctx context.Context, id uuid.UUID) (*CheckoutPayment, error) {
+	r, err := s.cfg.DB.Ent.SpendApproval.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	v, err := s.approvalView(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if v.Transfer != nil {
+		return s.checkoutPaymentOf(ctx, v.Transfer)
+	}
+	return heldCheckoutOf(v), nil
+}
+
+// replayHeldSend answers a held send's Idempotency-Key again: the approval
+// as it is now, or the send once it ran.
+func (s *Service) replayHeldSend(ctx context.Context, id uuid.UUID, from, to string) (*SendResult, error) {
+	r, err := s.cfg.DB.Ent.SpendApproval.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading approval: %w", err)
+	}
+	v, err := s.approvalView(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if v.Transfer != nil {
+		return s.sendResult(v.Transfer, from, to), nil
+	}
+	return s.heldSendResult(v, from, to), nil
+}
