@@ -8,10 +8,13 @@ package graph
 import (
 	"agentpay/graph/model"
 	"context"
-	"fmt"
 )
 
 // MerchantEvents is the resolver for the merchantEvents field.
 func (r *subscriptionResolver) MerchantEvents(ctx context.Context, after *int64) (<-chan *model.MerchantEvent, error) {
-	panic(fmt.Errorf("not implemented: MerchantEvents - merchantEvents"))
+	auth, err := r.currentMerchant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.watchMerchantEvents(ctx, auth, after)
 }
