@@ -26,7 +26,11 @@ import (
 // transaction publishes the id on the status bus under the merchant and
 // mode, and a subscriber re-reads the feed after its last id on every
 // message, as the account events do (accountevents.go): a missed message
-// delays a line, never drops it.
+// delays a line, never drops it. One gap remains, as for account events:
+// on PostgreSQL two transactions of one merchant may commit in the other
+// order than their ids, and a subscriber that already read the later line
+// does not go back for the earlier one (a resume from an older cursor, or
+// the webhookEvents query, shows it).
 //
 // A slow subscriber costs no memory: its watch holds at most one page
 // (MaxMerchantFeedPage) and blocks until the page is taken; what it has
