@@ -216,6 +216,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	t := webhookTry{
 		deliveryID: deliveryID, at: at.UTC(), statusCode: code,
 		duration: duration, errText: errText, status: res.Status, now: now,
+		number: try, merchantID: d.merchantID, livemode: d.livemode, eventID: d.eventID,
 	}
 	if !res.Done {
 		t.nextAttemptAt = &res.RetryAt
@@ -255,6 +256,12 @@ type webhookTry struct {
 	status        webhookdelivery.Status
 	nextAttemptAt *time.Time // nil once the delivery is done
 	now           time.Time
+	// number, merchantID, livemode and eventID place the try in its
+	// merchant's feed (merchantfeed.go), written with it.
+	number     int
+	merchantID uuid.UUID
+	livemode   bool
+	eventID    uuid.UUID
 }
 
 // recordWebhookTry writes the attempt and updates the delivery (attempts+1,
@@ -282,7 +289,7 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 		return a, applied, nil
 	}
 	applied := false
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		var err error
 		a, err = tx.WebhookAttempt.Create().
 			SetID(a.ID).
@@ -306,8 +313,11 @@ func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.Webh
 			u.ClearNextAttemptAt().SetCompletedAt(t.now)
 		}
 		n, err := u.Save(ctx)
+		if err != nil {
+			return err
+		}
 		applied = n > 0
-		return err
+		return s.recordFeedLine(ctx, tx, sqlTx, t.merchantID, t.livemode, t.eventID, FeedDeliveryAttempt, feedAttemptData(t))
 	})
 	return a, applied, err
 }
@@ -326,11 +336,13 @@ var webhookTryWrites = store.NewBatched(store.BatchSpec[uuid.UUID, webhookTry, b
 	SQL:  recordWebhookTriesPostgres,
 	Args: webhookTriesArgs,
 	Scan: func(rows *sql.Rows, applied map[uuid.UUID]bool) error {
-		var id uuid.UUID
+		var id uuid.NullUUID // NULL: a feed line's notification
 		if err := rows.Scan(&id); err != nil {
 			return err
 		}
-		applied[id] = true
+		if id.Valid {
+			applied[id.UUID] = true
+		}
 		return nil
 	},
 	Key:     func(t webhookTry) uuid.UUID { return t.deliveryID },
@@ -347,12 +359,15 @@ func webhookTriesArgs(tries []webhookTry) []any {
 		ats, nows                  = make([]string, n), make([]string, n)
 		nexts, completions         = make([]sql.NullString, n), make([]sql.NullString, n)
 		codes, durations           = make([]int64, n), make([]int64, n)
+		merchants, events, feeds   = make([]string, n), make([]string, n), make([]string, n)
+		livemodes                  = make([]bool, n)
 	)
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for i, t := range tries {
 		deliveries[i], attempts[i], statuses[i], errs[i] = t.deliveryID.String(), t.attemptID.String(), string(t.status), t.errText
 		ats[i], nows[i] = ts(t.at), ts(t.now)
 		codes[i], durations[i] = int64(t.statusCode), t.duration.Milliseconds()
+		merchants[i], livemodes[i], events[i], feeds[i] = t.merchantID.String(), t.livemode, t.eventID.String(), feedAttemptData(t)
 		if t.nextAttemptAt != nil {
 			nexts[i] = sql.NullString{String: ts(*t.nextAttemptAt), Valid: true}
 		} else {
@@ -360,7 +375,8 @@ func webhookTriesArgs(tries []webhookTry) []any {
 		}
 	}
 	return []any{pq.StringArray(deliveries), pq.StringArray(ats), pq.StringArray(statuses), pq.Array(nexts), pq.Array(completions),
-		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs)}
+		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs),
+		pq.StringArray(merchants), pq.BoolArray(livemodes), pq.StringArray(events), pq.StringArray(feeds)}
 }
 
 // recordWebhookTriesPostgres records many tries (PostgreSQL): each writes its
@@ -368,12 +384,16 @@ func webhookTriesArgs(tries []webhookTry) []any {
 // completion time) if it is still pending. Arguments are arrays of, in
 // order, delivery ids, attempt times, statuses, next attempts (NULL when
 // done), completions (NULL while pending), now, attempt ids, status codes,
-// durations (ms) and errors. It answers the ids of the deliveries it
-// updated (those still pending).
+// durations (ms), errors, and for the merchant feed (merchantfeed.go)
+// merchant ids, livemodes, event ids and line data. It answers the ids of
+// the deliveries it updated (those still pending), and a NULL for each feed
+// line, whose notification (pg_notify, delivered on commit) it sends.
 const recordWebhookTriesPostgres = `WITH i AS (
 	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-		$6::timestamptz[], $7::uuid[], $8::bigint[], $9::bigint[], $10::text[])
-		AS t(delivery_id, at, status, next_at, completed_at, now, attempt_id, status_code, duration_ms, error)
+		$6::timestamptz[], $7::uuid[], $8::bigint[], $9::bigint[], $10::text[],
+		$11::uuid[], $12::boolean[], $13::uuid[], $14::text[])
+		AS t(delivery_id, at, status, next_at, completed_at, now, attempt_id, status_code, duration_ms, error,
+			merchant_id, livemode, event_id, feed)
 ), d AS (
 	UPDATE webhook_deliveries w
 	SET attempts = w.attempts + 1, last_attempt_at = i.at, status = i.status,
@@ -384,8 +404,15 @@ const recordWebhookTriesPostgres = `WITH i AS (
 ), a AS (
 	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
 	SELECT attempt_id, now, now, delivery_id, status_code, duration_ms, error, at FROM i
+), f AS (
+	INSERT INTO merchant_feed_entries (merchant_id, livemode, event_id, kind, data, created_at)
+	SELECT merchant_id, livemode, event_id, 'delivery_attempt', feed, now FROM i
+	RETURNING id, merchant_id, livemode
 )
-SELECT id FROM d`
+SELECT id FROM d
+UNION ALL
+SELECT NULL FROM (SELECT pg_notify('merchant_events',
+	f.merchant_id::text || '.' || CASE WHEN f.livemode THEN 'live' ELSE 'test' END || ':' || f.id::text) FROM f) n`
 
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {

@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -89,6 +90,8 @@ type Client struct {
 	MailMessage *MailMessageClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
+	// MerchantFeedEntry is the client for interacting with the MerchantFeedEntry builders.
+	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
@@ -151,6 +154,7 @@ func (c *Client) init() {
 	c.LoginToken = NewLoginTokenClient(c.config)
 	c.MailMessage = NewMailMessageClient(c.config)
 	c.Merchant = NewMerchantClient(c.config)
+	c.MerchantFeedEntry = NewMerchantFeedEntryClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.Pairing = NewPairingClient(c.config)
 	c.PartnerAttestation = NewPartnerAttestationClient(c.config)
@@ -276,6 +280,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		LoginToken:           NewLoginTokenClient(cfg),
 		MailMessage:          NewMailMessageClient(cfg),
 		Merchant:             NewMerchantClient(cfg),
+		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
 		PartnerAttestation:   NewPartnerAttestationClient(cfg),
@@ -328,6 +333,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		LoginToken:           NewLoginTokenClient(cfg),
 		MailMessage:          NewMailMessageClient(cfg),
 		Merchant:             NewMerchantClient(cfg),
+		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
 		Pairing:              NewPairingClient(cfg),
 		PartnerAttestation:   NewPartnerAttestationClient(cfg),
@@ -378,11 +384,11 @@ func (c *Client) Use(hooks ...Hook) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
 		c.CheckoutSession, c.DepositAddress, c.GasSpend, c.IdempotencyKey,
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
-		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
-		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
-		c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
-		c.WebhookEvent,
+		c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey, c.Pairing,
+		c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
+		c.RateLimitCounter, c.Refund, c.SettlementBatch, c.SignatureChallenge,
+		c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -395,11 +401,11 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
 		c.CheckoutSession, c.DepositAddress, c.GasSpend, c.IdempotencyKey,
 		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
-		c.MailMessage, c.Merchant, c.MerchantKey, c.Pairing, c.PartnerAttestation,
-		c.Passkey, c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund,
-		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
-		c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
-		c.WebhookEvent,
+		c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey, c.Pairing,
+		c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
+		c.RateLimitCounter, c.Refund, c.SettlementBatch, c.SignatureChallenge,
+		c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User, c.Wallet,
+		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -438,6 +444,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MailMessage.mutate(ctx, m)
 	case *MerchantMutation:
 		return c.Merchant.mutate(ctx, m)
+	case *MerchantFeedEntryMutation:
+		return c.MerchantFeedEntry.mutate(ctx, m)
 	case *MerchantKeyMutation:
 		return c.MerchantKey.mutate(ctx, m)
 	case *PairingMutation:
@@ -2823,6 +2831,139 @@ func (c *MerchantClient) mutate(ctx context.Context, m *MerchantMutation) (Value
 		return (&MerchantDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Merchant mutation op: %q", m.Op())
+	}
+}
+
+// MerchantFeedEntryClient is a client for the MerchantFeedEntry schema.
+type MerchantFeedEntryClient struct {
+	config
+}
+
+// NewMerchantFeedEntryClient returns a client for the MerchantFeedEntry from the given config.
+func NewMerchantFeedEntryClient(c config) *MerchantFeedEntryClient {
+	return &MerchantFeedEntryClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `merchantfeedentry.Hooks(f(g(h())))`.
+func (c *MerchantFeedEntryClient) Use(hooks ...Hook) {
+	c.hooks.MerchantFeedEntry = append(c.hooks.MerchantFeedEntry, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `merchantfeedentry.Intercept(f(g(h())))`.
+func (c *MerchantFeedEntryClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MerchantFeedEntry = append(c.inters.MerchantFeedEntry, interceptors...)
+}
+
+// Create returns a builder for creating a MerchantFeedEntry entity.
+func (c *MerchantFeedEntryClient) Create() *MerchantFeedEntryCreate {
+	mutation := newMerchantFeedEntryMutation(c.config, OpCreate)
+	return &MerchantFeedEntryCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MerchantFeedEntry entities.
+func (c *MerchantFeedEntryClient) CreateBulk(builders ...*MerchantFeedEntryCreate) *MerchantFeedEntryCreateBulk {
+	return &MerchantFeedEntryCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MerchantFeedEntryClient) MapCreateBulk(slice any, setFunc func(*MerchantFeedEntryCreate, int)) *MerchantFeedEntryCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MerchantFeedEntryCreateBulk{err: fmt.Errorf("calling to MerchantFeedEntryClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MerchantFeedEntryCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MerchantFeedEntryCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MerchantFeedEntry.
+func (c *MerchantFeedEntryClient) Update() *MerchantFeedEntryUpdate {
+	mutation := newMerchantFeedEntryMutation(c.config, OpUpdate)
+	return &MerchantFeedEntryUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MerchantFeedEntryClient) UpdateOne(_m *MerchantFeedEntry) *MerchantFeedEntryUpdateOne {
+	mutation := newMerchantFeedEntryMutation(c.config, OpUpdateOne, withMerchantFeedEntry(_m))
+	return &MerchantFeedEntryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MerchantFeedEntryClient) UpdateOneID(id int64) *MerchantFeedEntryUpdateOne {
+	mutation := newMerchantFeedEntryMutation(c.config, OpUpdateOne, withMerchantFeedEntryID(id))
+	return &MerchantFeedEntryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MerchantFeedEntry.
+func (c *MerchantFeedEntryClient) Delete() *MerchantFeedEntryDelete {
+	mutation := newMerchantFeedEntryMutation(c.config, OpDelete)
+	return &MerchantFeedEntryDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MerchantFeedEntryClient) DeleteOne(_m *MerchantFeedEntry) *MerchantFeedEntryDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MerchantFeedEntryClient) DeleteOneID(id int64) *MerchantFeedEntryDeleteOne {
+	builder := c.Delete().Where(merchantfeedentry.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MerchantFeedEntryDeleteOne{builder}
+}
+
+// Query returns a query builder for MerchantFeedEntry.
+func (c *MerchantFeedEntryClient) Query() *MerchantFeedEntryQuery {
+	return &MerchantFeedEntryQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMerchantFeedEntry},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MerchantFeedEntry entity by its id.
+func (c *MerchantFeedEntryClient) Get(ctx context.Context, id int64) (*MerchantFeedEntry, error) {
+	return c.Query().Where(merchantfeedentry.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MerchantFeedEntryClient) GetX(ctx context.Context, id int64) *MerchantFeedEntry {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *MerchantFeedEntryClient) Hooks() []Hook {
+	return c.hooks.MerchantFeedEntry
+}
+
+// Interceptors returns the client interceptors.
+func (c *MerchantFeedEntryClient) Interceptors() []Interceptor {
+	return c.inters.MerchantFeedEntry
+}
+
+func (c *MerchantFeedEntryClient) mutate(ctx context.Context, m *MerchantFeedEntryMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MerchantFeedEntryCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MerchantFeedEntryUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MerchantFeedEntryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MerchantFeedEntryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MerchantFeedEntry mutation op: %q", m.Op())
 	}
 }
 
@@ -5642,19 +5783,19 @@ type (
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, SpendApproval,
-		SpendingPolicy, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Hook
+		MerchantFeedEntry, MerchantKey, Pairing, PartnerAttestation, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
 		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantKey, Pairing, PartnerAttestation, Passkey, PasskeyCeremony, Payment,
-		RateLimitCounter, Refund, SettlementBatch, SignatureChallenge, SpendApproval,
-		SpendingPolicy, Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Interceptor
+		MerchantFeedEntry, MerchantKey, Pairing, PartnerAttestation, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

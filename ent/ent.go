@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -120,6 +121,7 @@ func checkColumn(t, c string) error {
 			logintoken.Table:           logintoken.ValidColumn,
 			mailmessage.Table:          mailmessage.ValidColumn,
 			merchant.Table:             merchant.ValidColumn,
+			merchantfeedentry.Table:    merchantfeedentry.ValidColumn,
 			merchantkey.Table:          merchantkey.ValidColumn,
 			pairing.Table:              pairing.ValidColumn,
 			partnerattestation.Table:   partnerattestation.ValidColumn,

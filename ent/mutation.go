@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -75,6 +76,7 @@ const (
 	TypeLoginToken           = "LoginToken"
 	TypeMailMessage          = "MailMessage"
 	TypeMerchant             = "Merchant"
+	TypeMerchantFeedEntry    = "MerchantFeedEntry"
 	TypeMerchantKey          = "MerchantKey"
 	TypePairing              = "Pairing"
 	TypePartnerAttestation   = "PartnerAttestation"
@@ -17410,6 +17412,608 @@ func (m *MerchantMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Merchant edge %s", name)
+}
+
+// MerchantFeedEntryMutation represents an operation that mutates the MerchantFeedEntry nodes in the graph.
+type MerchantFeedEntryMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	merchant_id   *uuid.UUID
+	livemode      *bool
+	event_id      *uuid.UUID
+	kind          *string
+	data          *string
+	created_at    *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*MerchantFeedEntry, error)
+	predicates    []predicate.MerchantFeedEntry
+}
+
+var _ ent.Mutation = (*MerchantFeedEntryMutation)(nil)
+
+// merchantfeedentryOption allows management of the mutation configuration using functional options.
+type merchantfeedentryOption func(*MerchantFeedEntryMutation)
+
+// newMerchantFeedEntryMutation creates new mutation for the MerchantFeedEntry entity.
+func newMerchantFeedEntryMutation(c config, op Op, opts ...merchantfeedentryOption) *MerchantFeedEntryMutation {
+	m := &MerchantFeedEntryMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMerchantFeedEntry,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMerchantFeedEntryID sets the ID field of the mutation.
+func withMerchantFeedEntryID(id int64) merchantfeedentryOption {
+	return func(m *MerchantFeedEntryMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MerchantFeedEntry
+		)
+		m.oldValue = func(ctx context.Context) (*MerchantFeedEntry, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MerchantFeedEntry.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMerchantFeedEntry sets the old MerchantFeedEntry of the mutation.
+func withMerchantFeedEntry(node *MerchantFeedEntry) merchantfeedentryOption {
+	return func(m *MerchantFeedEntryMutation) {
+		m.oldValue = func(context.Context) (*MerchantFeedEntry, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MerchantFeedEntryMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MerchantFeedEntryMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MerchantFeedEntry entities.
+func (m *MerchantFeedEntryMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MerchantFeedEntryMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MerchantFeedEntryMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MerchantFeedEntry.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *MerchantFeedEntryMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *MerchantFeedEntryMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *MerchantFeedEntryMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *MerchantFeedEntryMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *MerchantFeedEntryMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *MerchantFeedEntryMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetEventID sets the "event_id" field.
+func (m *MerchantFeedEntryMutation) SetEventID(u uuid.UUID) {
+	m.event_id = &u
+}
+
+// EventID returns the value of the "event_id" field in the mutation.
+func (m *MerchantFeedEntryMutation) EventID() (r uuid.UUID, exists bool) {
+	v := m.event_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventID returns the old "event_id" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldEventID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventID: %w", err)
+	}
+	return oldValue.EventID, nil
+}
+
+// ResetEventID resets all changes to the "event_id" field.
+func (m *MerchantFeedEntryMutation) ResetEventID() {
+	m.event_id = nil
+}
+
+// SetKind sets the "kind" field.
+func (m *MerchantFeedEntryMutation) SetKind(s string) {
+	m.kind = &s
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *MerchantFeedEntryMutation) Kind() (r string, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldKind(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *MerchantFeedEntryMutation) ResetKind() {
+	m.kind = nil
+}
+
+// SetData sets the "data" field.
+func (m *MerchantFeedEntryMutation) SetData(s string) {
+	m.data = &s
+}
+
+// Data returns the value of the "data" field in the mutation.
+func (m *MerchantFeedEntryMutation) Data() (r string, exists bool) {
+	v := m.data
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldData returns the old "data" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldData(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldData is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldData requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldData: %w", err)
+	}
+	return oldValue.Data, nil
+}
+
+// ResetData resets all changes to the "data" field.
+func (m *MerchantFeedEntryMutation) ResetData() {
+	m.data = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MerchantFeedEntryMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MerchantFeedEntryMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MerchantFeedEntry entity.
+// If the MerchantFeedEntry object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantFeedEntryMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MerchantFeedEntryMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// Where appends a list predicates to the MerchantFeedEntryMutation builder.
+func (m *MerchantFeedEntryMutation) Where(ps ...predicate.MerchantFeedEntry) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MerchantFeedEntryMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MerchantFeedEntryMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MerchantFeedEntry, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MerchantFeedEntryMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MerchantFeedEntryMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MerchantFeedEntry).
+func (m *MerchantFeedEntryMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MerchantFeedEntryMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.merchant_id != nil {
+		fields = append(fields, merchantfeedentry.FieldMerchantID)
+	}
+	if m.livemode != nil {
+		fields = append(fields, merchantfeedentry.FieldLivemode)
+	}
+	if m.event_id != nil {
+		fields = append(fields, merchantfeedentry.FieldEventID)
+	}
+	if m.kind != nil {
+		fields = append(fields, merchantfeedentry.FieldKind)
+	}
+	if m.data != nil {
+		fields = append(fields, merchantfeedentry.FieldData)
+	}
+	if m.created_at != nil {
+		fields = append(fields, merchantfeedentry.FieldCreatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MerchantFeedEntryMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case merchantfeedentry.FieldMerchantID:
+		return m.MerchantID()
+	case merchantfeedentry.FieldLivemode:
+		return m.Livemode()
+	case merchantfeedentry.FieldEventID:
+		return m.EventID()
+	case merchantfeedentry.FieldKind:
+		return m.Kind()
+	case merchantfeedentry.FieldData:
+		return m.Data()
+	case merchantfeedentry.FieldCreatedAt:
+		return m.CreatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MerchantFeedEntryMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case merchantfeedentry.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case merchantfeedentry.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case merchantfeedentry.FieldEventID:
+		return m.OldEventID(ctx)
+	case merchantfeedentry.FieldKind:
+		return m.OldKind(ctx)
+	case merchantfeedentry.FieldData:
+		return m.OldData(ctx)
+	case merchantfeedentry.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown MerchantFeedEntry field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantFeedEntryMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case merchantfeedentry.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case merchantfeedentry.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case merchantfeedentry.FieldEventID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventID(v)
+		return nil
+	case merchantfeedentry.FieldKind:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
+		return nil
+	case merchantfeedentry.FieldData:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetData(v)
+		return nil
+	case merchantfeedentry.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantFeedEntry field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MerchantFeedEntryMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MerchantFeedEntryMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantFeedEntryMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MerchantFeedEntry numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MerchantFeedEntryMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MerchantFeedEntryMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MerchantFeedEntryMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown MerchantFeedEntry nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MerchantFeedEntryMutation) ResetField(name string) error {
+	switch name {
+	case merchantfeedentry.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case merchantfeedentry.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case merchantfeedentry.FieldEventID:
+		m.ResetEventID()
+		return nil
+	case merchantfeedentry.FieldKind:
+		m.ResetKind()
+		return nil
+	case merchantfeedentry.FieldData:
+		m.ResetData()
+		return nil
+	case merchantfeedentry.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantFeedEntry field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MerchantFeedEntryMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MerchantFeedEntryMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MerchantFeedEntryMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MerchantFeedEntryMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MerchantFeedEntryMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MerchantFeedEntryMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MerchantFeedEntryMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown MerchantFeedEntry unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MerchantFeedEntryMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown MerchantFeedEntry edge %s", name)
 }
 
 // MerchantKeyMutation represents an operation that mutates the MerchantKey nodes in the graph.

@@ -18,6 +18,7 @@ import (
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -756,6 +757,16 @@ func init() {
 	merchantDescID := merchantMixinFields0[0].Descriptor()
 	// merchant.DefaultID holds the default value on creation for the id field.
 	merchant.DefaultID = merchantDescID.Default.(func() uuid.UUID)
+	merchantfeedentryFields := schema.MerchantFeedEntry{}.Fields()
+	_ = merchantfeedentryFields
+	// merchantfeedentryDescKind is the schema descriptor for kind field.
+	merchantfeedentryDescKind := merchantfeedentryFields[4].Descriptor()
+	// merchantfeedentry.KindValidator is a validator for the "kind" field. It is called by the builders before save.
+	merchantfeedentry.KindValidator = merchantfeedentryDescKind.Validators[0].(func(string) error)
+	// merchantfeedentryDescCreatedAt is the schema descriptor for created_at field.
+	merchantfeedentryDescCreatedAt := merchantfeedentryFields[6].Descriptor()
+	// merchantfeedentry.DefaultCreatedAt holds the default value on creation for the created_at field.
+	merchantfeedentry.DefaultCreatedAt = merchantfeedentryDescCreatedAt.Default.(func() time.Time)
 	merchantkeyMixin := schema.MerchantKey{}.Mixin()
 	merchantkeyMixinFields0 := merchantkeyMixin[0].Fields()
 	_ = merchantkeyMixinFields0

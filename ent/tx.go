@@ -44,6 +44,8 @@ type Tx struct {
 	MailMessage *MailMessageClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
+	// MerchantFeedEntry is the client for interacting with the MerchantFeedEntry builders.
+	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
 	// Pairing is the client for interacting with the Pairing builders.
@@ -226,6 +228,7 @@ func (tx *Tx) init() {
 	tx.LoginToken = NewLoginTokenClient(tx.config)
 	tx.MailMessage = NewMailMessageClient(tx.config)
 	tx.Merchant = NewMerchantClient(tx.config)
+	tx.MerchantFeedEntry = NewMerchantFeedEntryClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.Pairing = NewPairingClient(tx.config)
 	tx.PartnerAttestation = NewPartnerAttestationClient(tx.config)

@@ -306,6 +306,28 @@ type ComplexityRoot struct {
 		Website            func(childComplexity int) int
 	}
 
+	MerchantDeliveryAttempt struct {
+		At          func(childComplexity int) int
+		DeliveryID  func(childComplexity int) int
+		DurationMs  func(childComplexity int) int
+		Error       func(childComplexity int) int
+		NextRetryAt func(childComplexity int) int
+		Number      func(childComplexity int) int
+		Result      func(childComplexity int) int
+		StatusCode  func(childComplexity int) int
+	}
+
+	MerchantEvent struct {
+		Attempt   func(childComplexity int) int
+		CreatedAt func(childComplexity int) int
+		Cursor    func(childComplexity int) int
+		Data      func(childComplexity int) int
+		EventID   func(childComplexity int) int
+		EventType func(childComplexity int) int
+		Kind      func(childComplexity int) int
+		Livemode  func(childComplexity int) int
+	}
+
 	MerchantKey struct {
 		CreatedAt  func(childComplexity int) int
 		ID         func(childComplexity int) int
@@ -625,10 +647,11 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		AgentEvents   func(childComplexity int, after *int64) int
-		ChainHead     func(childComplexity int, name string, mode string) int
-		SessionStatus func(childComplexity int, externalID string) int
-		ViewerEvents  func(childComplexity int, after *int64) int
+		AgentEvents    func(childComplexity int, after *int64) int
+		ChainHead      func(childComplexity int, name string, mode string) int
+		MerchantEvents func(childComplexity int, after *int64) int
+		SessionStatus  func(childComplexity int, externalID string) int
+		ViewerEvents   func(childComplexity int, after *int64) int
 	}
 
 	TierCount struct {
@@ -990,6 +1013,7 @@ type SubscriptionResolver interface {
 	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
 	AgentEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
 	ViewerEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
+	MerchantEvents(ctx context.Context, after *int64) (<-chan *model.MerchantEvent, error)
 	SessionStatus(ctx context.Context, externalID string) (<-chan *model.SessionStatus, error)
 }
 type TransferResolver interface {
@@ -2145,6 +2169,104 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.Website(childComplexity), true
+
+	case "MerchantDeliveryAttempt.at":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.At(childComplexity), true
+	case "MerchantDeliveryAttempt.deliveryId":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.DeliveryID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.DeliveryID(childComplexity), true
+	case "MerchantDeliveryAttempt.durationMs":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.DurationMs(childComplexity), true
+	case "MerchantDeliveryAttempt.error":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.Error(childComplexity), true
+	case "MerchantDeliveryAttempt.nextRetryAt":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.NextRetryAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.NextRetryAt(childComplexity), true
+	case "MerchantDeliveryAttempt.number":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.Number == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.Number(childComplexity), true
+	case "MerchantDeliveryAttempt.result":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.Result == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.Result(childComplexity), true
+	case "MerchantDeliveryAttempt.statusCode":
+		if e.ComplexityRoot.MerchantDeliveryAttempt.StatusCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantDeliveryAttempt.StatusCode(childComplexity), true
+
+	case "MerchantEvent.attempt":
+		if e.ComplexityRoot.MerchantEvent.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.Attempt(childComplexity), true
+	case "MerchantEvent.createdAt":
+		if e.ComplexityRoot.MerchantEvent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.CreatedAt(childComplexity), true
+	case "MerchantEvent.cursor":
+		if e.ComplexityRoot.MerchantEvent.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.Cursor(childComplexity), true
+	case "MerchantEvent.data":
+		if e.ComplexityRoot.MerchantEvent.Data == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.Data(childComplexity), true
+	case "MerchantEvent.eventId":
+		if e.ComplexityRoot.MerchantEvent.EventID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.EventID(childComplexity), true
+	case "MerchantEvent.eventType":
+		if e.ComplexityRoot.MerchantEvent.EventType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.EventType(childComplexity), true
+	case "MerchantEvent.kind":
+		if e.ComplexityRoot.MerchantEvent.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.Kind(childComplexity), true
+	case "MerchantEvent.livemode":
+		if e.ComplexityRoot.MerchantEvent.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantEvent.Livemode(childComplexity), true
 
 	case "MerchantKey.createdAt":
 		if e.ComplexityRoot.MerchantKey.CreatedAt == nil {
@@ -3840,6 +3962,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.ChainHead(childComplexity, args["name"].(string), args["mode"].(string)), true
+	case "Subscription.merchantEvents":
+		if e.ComplexityRoot.Subscription.MerchantEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_merchantEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.MerchantEvents(childComplexity, args["after"].(*int64)), true
 	case "Subscription.sessionStatus":
 		if e.ComplexityRoot.Subscription.SessionStatus == nil {
 			break
@@ -5093,7 +5226,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5111,6 +5244,7 @@ var sources = []*ast.Source{
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
+	{Name: "merchantfeed.graphql", Input: sourceData("merchantfeed.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
@@ -5581,6 +5715,50 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_webhookEvents(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Merchant", field.Name)
+}
+
+func (ec *executionContext) childFields_MerchantDeliveryAttempt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "deliveryId":
+		return ec.fieldContext_MerchantDeliveryAttempt_deliveryId(ctx, field)
+	case "number":
+		return ec.fieldContext_MerchantDeliveryAttempt_number(ctx, field)
+	case "statusCode":
+		return ec.fieldContext_MerchantDeliveryAttempt_statusCode(ctx, field)
+	case "error":
+		return ec.fieldContext_MerchantDeliveryAttempt_error(ctx, field)
+	case "result":
+		return ec.fieldContext_MerchantDeliveryAttempt_result(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_MerchantDeliveryAttempt_durationMs(ctx, field)
+	case "nextRetryAt":
+		return ec.fieldContext_MerchantDeliveryAttempt_nextRetryAt(ctx, field)
+	case "at":
+		return ec.fieldContext_MerchantDeliveryAttempt_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MerchantDeliveryAttempt", field.Name)
+}
+
+func (ec *executionContext) childFields_MerchantEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_MerchantEvent_cursor(ctx, field)
+	case "kind":
+		return ec.fieldContext_MerchantEvent_kind(ctx, field)
+	case "eventId":
+		return ec.fieldContext_MerchantEvent_eventId(ctx, field)
+	case "eventType":
+		return ec.fieldContext_MerchantEvent_eventType(ctx, field)
+	case "livemode":
+		return ec.fieldContext_MerchantEvent_livemode(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_MerchantEvent_createdAt(ctx, field)
+	case "data":
+		return ec.fieldContext_MerchantEvent_data(ctx, field)
+	case "attempt":
+		return ec.fieldContext_MerchantEvent_attempt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MerchantEvent", field.Name)
 }
 
 func (ec *executionContext) childFields_MerchantKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7712,6 +7890,20 @@ func (ec *executionContext) field_Subscription_chainHead_args(ctx context.Contex
 		return nil, err
 	}
 	args["mode"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_merchantEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
 	return args, nil
 }
 
@@ -12218,6 +12410,383 @@ func (ec *executionContext) fieldContext_Merchant_webhookEvents(ctx context.Cont
 	if fc.Args, err = ec.field_Merchant_webhookEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_deliveryId(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_deliveryId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeliveryID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_number(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_number(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Number, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_number(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_statusCode(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_statusCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StatusCode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_statusCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_error(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_result(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_result(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Result, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_result(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_durationMs(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_nextRetryAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_nextRetryAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextRetryAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_nextRetryAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MerchantDeliveryAttempt_at(ctx context.Context, field graphql.CollectedField, obj *model.MerchantDeliveryAttempt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantDeliveryAttempt_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantDeliveryAttempt_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantDeliveryAttempt", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MerchantEvent_cursor(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _MerchantEvent_kind(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MerchantEventKind) graphql.Marshaler {
+			return ec.marshalNMerchantEventKind2agentpayᚋgraphᚋmodelᚐMerchantEventKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "MerchantEventKind")
+}
+
+func (ec *executionContext) _MerchantEvent_eventId(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_eventId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_eventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MerchantEvent_eventType(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_eventType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_eventType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantEvent_livemode(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _MerchantEvent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MerchantEvent_data(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_data(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Data, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_data(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantEvent", field, false, false, "Map")
+}
+
+func (ec *executionContext) _MerchantEvent_attempt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantEvent_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MerchantDeliveryAttempt) graphql.Marshaler {
+			return ec.marshalOMerchantDeliveryAttempt2ᚖagentpayᚋgraphᚋmodelᚐMerchantDeliveryAttempt(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantEvent_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MerchantEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantDeliveryAttempt(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -19039,6 +19608,50 @@ func (ec *executionContext) fieldContext_Subscription_viewerEvents(ctx context.C
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_viewerEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_merchantEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_merchantEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().MerchantEvents(ctx, fc.Args["after"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MerchantEvent) graphql.Marshaler {
+			return ec.marshalNMerchantEvent2ᚖagentpayᚋgraphᚋmodelᚐMerchantEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_merchantEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_merchantEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -27574,6 +28187,142 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var merchantDeliveryAttemptImplementors = []string{"MerchantDeliveryAttempt"}
+
+func (ec *executionContext) _MerchantDeliveryAttempt(ctx context.Context, sel ast.SelectionSet, obj *model.MerchantDeliveryAttempt) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, merchantDeliveryAttemptImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MerchantDeliveryAttempt")
+		case "deliveryId":
+			out.Values[i] = ec._MerchantDeliveryAttempt_deliveryId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "number":
+			out.Values[i] = ec._MerchantDeliveryAttempt_number(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "statusCode":
+			out.Values[i] = ec._MerchantDeliveryAttempt_statusCode(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._MerchantDeliveryAttempt_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "result":
+			out.Values[i] = ec._MerchantDeliveryAttempt_result(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "durationMs":
+			out.Values[i] = ec._MerchantDeliveryAttempt_durationMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "nextRetryAt":
+			out.Values[i] = ec._MerchantDeliveryAttempt_nextRetryAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._MerchantDeliveryAttempt_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var merchantEventImplementors = []string{"MerchantEvent"}
+
+func (ec *executionContext) _MerchantEvent(ctx context.Context, sel ast.SelectionSet, obj *model.MerchantEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, merchantEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MerchantEvent")
+		case "cursor":
+			out.Values[i] = ec._MerchantEvent_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._MerchantEvent_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "eventId":
+			out.Values[i] = ec._MerchantEvent_eventId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "eventType":
+			out.Values[i] = ec._MerchantEvent_eventType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "livemode":
+			out.Values[i] = ec._MerchantEvent_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._MerchantEvent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "data":
+			out.Values[i] = ec._MerchantEvent_data(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._MerchantEvent_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var merchantKeyImplementors = []string{"MerchantKey", "Node"}
 
 func (ec *executionContext) _MerchantKey(ctx context.Context, sel ast.SelectionSet, obj *ent.MerchantKey) graphql.Marshaler {
@@ -29647,6 +30396,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_agentEvents(ctx, fields[0])
 	case "viewerEvents":
 		return ec._Subscription_viewerEvents(ctx, fields[0])
+	case "merchantEvents":
+		return ec._Subscription_merchantEvents(ctx, fields[0])
 	case "sessionStatus":
 		return ec._Subscription_sessionStatus(ctx, fields[0])
 	default:
@@ -32184,6 +32935,24 @@ func (ec *executionContext) marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx co
 	return ec._Merchant(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMerchantEvent2ᚖagentpayᚋgraphᚋmodelᚐMerchantEvent(ctx context.Context, sel ast.SelectionSet, v *model.MerchantEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MerchantEvent!")
+		return graphql.Null
+	}
+	return ec._MerchantEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMerchantEventKind2agentpayᚋgraphᚋmodelᚐMerchantEventKind(ctx context.Context, v any) (model.MerchantEventKind, error) {
+	var res model.MerchantEventKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMerchantEventKind2agentpayᚋgraphᚋmodelᚐMerchantEventKind(ctx context.Context, sel ast.SelectionSet, v model.MerchantEventKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNMerchantKey2ᚖagentpayᚋentᚐMerchantKey(ctx context.Context, sel ast.SelectionSet, v *ent.MerchantKey) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "MerchantKey!")
@@ -33598,6 +34367,13 @@ func (ec *executionContext) marshalOMap2map(ctx context.Context, sel ast.Selecti
 	_ = ctx
 	res := graphql.MarshalMap(v)
 	return res
+}
+
+func (ec *executionContext) marshalOMerchantDeliveryAttempt2ᚖagentpayᚋgraphᚋmodelᚐMerchantDeliveryAttempt(ctx context.Context, sel ast.SelectionSet, v *model.MerchantDeliveryAttempt) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MerchantDeliveryAttempt(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOMerchantKey2ᚕᚖagentpayᚋentᚐMerchantKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.MerchantKey) graphql.Marshaler {

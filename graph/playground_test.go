@@ -167,7 +167,7 @@ func TestPlaygroundOffline(t *testing.T) {
 	err = chromedp.Do(ctx,
 		chromedp.EmulateViewport(1280, 900),
 		chromedp.Navigate(srv.URL+"/playground"),
-		chromedp.Poll[chromedp.Void](`document.querySelectorAll(".graphiql-tab").length === 4 && !!document.querySelector(".graphiql-query-editor .CodeMirror")`,
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll(".graphiql-tab").length === 5 && !!document.querySelector(".graphiql-query-editor .CodeMirror")`,
 			chromedp.WithPollingTimeout(20*time.Second)),
 	)
 	_, blocked := browser.seen()

@@ -188,6 +188,18 @@ func (f MerchantFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantMutation", m)
 }
 
+// The MerchantFeedEntryFunc type is an adapter to allow the use of ordinary
+// function as MerchantFeedEntry mutator.
+type MerchantFeedEntryFunc func(context.Context, *ent.MerchantFeedEntryMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MerchantFeedEntryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MerchantFeedEntryMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantFeedEntryMutation", m)
+}
+
 // The MerchantKeyFunc type is an adapter to allow the use of ordinary
 // function as MerchantKey mutator.
 type MerchantKeyFunc func(context.Context, *ent.MerchantKeyMutation) (ent.Value, error)

@@ -22,6 +22,7 @@ import (
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
@@ -504,6 +505,33 @@ func (f TraverseMerchant) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantQuery", q)
+}
+
+// The MerchantFeedEntryFunc type is an adapter to allow the use of ordinary function as a Querier.
+type MerchantFeedEntryFunc func(context.Context, *ent.MerchantFeedEntryQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f MerchantFeedEntryFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.MerchantFeedEntryQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.MerchantFeedEntryQuery", q)
+}
+
+// The TraverseMerchantFeedEntry type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseMerchantFeedEntry func(context.Context, *ent.MerchantFeedEntryQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseMerchantFeedEntry) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseMerchantFeedEntry) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.MerchantFeedEntryQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantFeedEntryQuery", q)
 }
 
 // The MerchantKeyFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1025,6 +1053,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.MailMessageQuery, predicate.MailMessage, mailmessage.OrderOption]{typ: ent.TypeMailMessage, tq: q}, nil
 	case *ent.MerchantQuery:
 		return &query[*ent.MerchantQuery, predicate.Merchant, merchant.OrderOption]{typ: ent.TypeMerchant, tq: q}, nil
+	case *ent.MerchantFeedEntryQuery:
+		return &query[*ent.MerchantFeedEntryQuery, predicate.MerchantFeedEntry, merchantfeedentry.OrderOption]{typ: ent.TypeMerchantFeedEntry, tq: q}, nil
 	case *ent.MerchantKeyQuery:
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
 	case *ent.PairingQuery:

@@ -579,6 +579,29 @@ var (
 		Columns:    MerchantsColumns,
 		PrimaryKey: []*schema.Column{MerchantsColumns[0]},
 	}
+	// MerchantFeedEntriesColumns holds the columns for the "merchant_feed_entries" table.
+	MerchantFeedEntriesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "event_id", Type: field.TypeUUID},
+		{Name: "kind", Type: field.TypeString},
+		{Name: "data", Type: field.TypeString, Size: 2147483647},
+		{Name: "created_at", Type: field.TypeTime},
+	}
+	// MerchantFeedEntriesTable holds the schema information for the "merchant_feed_entries" table.
+	MerchantFeedEntriesTable = &schema.Table{
+		Name:       "merchant_feed_entries",
+		Columns:    MerchantFeedEntriesColumns,
+		PrimaryKey: []*schema.Column{MerchantFeedEntriesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "merchantfeedentry_merchant_id_livemode_id",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantFeedEntriesColumns[1], MerchantFeedEntriesColumns[2], MerchantFeedEntriesColumns[0]},
+			},
+		},
+	}
 	// MerchantKeysColumns holds the columns for the "merchant_keys" table.
 	MerchantKeysColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1364,6 +1387,7 @@ var (
 		LoginTokensTable,
 		MailMessagesTable,
 		MerchantsTable,
+		MerchantFeedEntriesTable,
 		MerchantKeysTable,
 		PairingsTable,
 		PartnerAttestationsTable,

@@ -51,6 +51,9 @@ type MailMessage func(*sql.Selector)
 // Merchant is the predicate function for merchant builders.
 type Merchant func(*sql.Selector)
 
+// MerchantFeedEntry is the predicate function for merchantfeedentry builders.
+type MerchantFeedEntry func(*sql.Selector)
+
 // MerchantKey is the predicate function for merchantkey builders.
 type MerchantKey func(*sql.Selector)
 

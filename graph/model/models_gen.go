@@ -182,6 +182,41 @@ type Me struct {
 	Events []*AccountEvent `json:"events"`
 }
 
+// One try of delivering an event, as it ended.
+type MerchantDeliveryAttempt struct {
+	DeliveryID uuid.UUID `json:"deliveryId"`
+	// 1 for the first try of the delivery, 2 for its first retry...
+	Number int `json:"number"`
+	// The HTTP status the receiver answered with; null when no answer came
+	StatusCode *int `json:"statusCode,omitempty"`
+	// Why the try failed; null when it succeeded
+	Error *string `json:"error,omitempty"`
+	// succeeded; retrying (nextRetryAt says when); failed (no try left)
+	Result      string     `json:"result"`
+	DurationMs  int64      `json:"durationMs"`
+	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
+	At          time.Time  `json:"at"`
+}
+
+// One line of a merchant's live feed (merchantEvents): an event recorded, or
+// a try of delivering one. cursor orders the feed; pass the last one seen as
+// after to resume.
+type MerchantEvent struct {
+	Cursor int64             `json:"cursor"`
+	Kind   MerchantEventKind `json:"kind"`
+	// The webhook event's id (the id field of the body its deliveries send)
+	EventID uuid.UUID `json:"eventId"`
+	// payment.detected, payment.confirmed, settlement.completed, refund.completed, session.expired...
+	EventType string `json:"eventType"`
+	Livemode  bool   `json:"livemode"`
+	// When the event was recorded (the body's timestamp)
+	CreatedAt time.Time `json:"createdAt"`
+	// The data object the webhook body carries, as sent
+	Data map[string]any `json:"data"`
+	// The try, for DELIVERY_ATTEMPT; null for EVENT
+	Attempt *MerchantDeliveryAttempt `json:"attempt,omitempty"`
+}
+
 // The merchant's public keys in use (for the checkout page; secret keys are never shown again).
 type MerchantPublicKeys struct {
 	Live string `json:"live"`
@@ -666,6 +701,64 @@ func (e *LeaderboardSort) UnmarshalJSON(b []byte) error {
 }
 
 func (e LeaderboardSort) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a MerchantEvent reports.
+type MerchantEventKind string
+
+const (
+	// An event was recorded (what the merchant's webhook receives)
+	MerchantEventKindEvent MerchantEventKind = "EVENT"
+	// One try of delivering an event to the merchant's webhook URL
+	MerchantEventKindDeliveryAttempt MerchantEventKind = "DELIVERY_ATTEMPT"
+)
+
+var AllMerchantEventKind = []MerchantEventKind{
+	MerchantEventKindEvent,
+	MerchantEventKindDeliveryAttempt,
+}
+
+func (e MerchantEventKind) IsValid() bool {
+	switch e {
+	case MerchantEventKindEvent, MerchantEventKindDeliveryAttempt:
+		return true
+	}
+	return false
+}
+
+func (e MerchantEventKind) String() string {
+	return string(e)
+}
+
+func (e *MerchantEventKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MerchantEventKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MerchantEventKind", str)
+	}
+	return nil
+}
+
+func (e MerchantEventKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MerchantEventKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MerchantEventKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

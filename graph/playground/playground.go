@@ -68,8 +68,8 @@ type Example struct {
 }
 
 // Examples are the saved operations in tab order: register an agent, read
-// it with its key, create a checkout session with a merchant key, and
-// subscribe to the session's status.
+// it with its key, create a checkout session with a merchant key,
+// subscribe to the session's status, and to the merchant's own events.
 func Examples() []Example {
 	return []Example{
 		{Query: example("register-agent"), Variables: `{"username": "playground_agent"}`, Headers: headers()},
@@ -80,6 +80,7 @@ func Examples() []Example {
 			Headers:   headers(httpx.MerchantKeyHeader),
 		},
 		{Query: example("session-status"), Variables: `{"externalId": "cs_..."}`, Headers: headers()},
+		{Query: example("merchant-events"), Variables: `{"after": 0}`, Headers: headers(httpx.MerchantKeyHeader)},
 	}
 }
 
@@ -119,7 +120,7 @@ type key struct {
 var keys = []key{
 	{Part: "Public", Text: "quickRegister, agent, agentByUsername, checkUsername, leaderboard, stats, treasury, chains and the chainHead and sessionStatus subscriptions need no key."},
 	{Part: "Agent API", Header: httpx.AgentKeyHeader, Text: "the agent's API key, the apiKey quickRegister answers (once). For me, send, regenerateApiKey, inviteHuman, requestPairing, sendToUser and the agentEvents subscription."},
-	{Part: "Merchant API", Header: httpx.MerchantKeyHeader, Text: "a merchant secret key, sk_test_... (test mode) or sk_live_..., from POST /checkout/merchants/register (keys.test_secret_key). For merchant, sessions, session, payments, webhookEvents, createSession, cancelSession, updateMerchant, redeliverWebhook and rollWebhookSecret."},
+	{Part: "Merchant API", Header: httpx.MerchantKeyHeader, Text: "a merchant secret key, sk_test_... (test mode) or sk_live_..., from POST /checkout/merchants/register (keys.test_secret_key). For merchant, sessions, session, payments, webhookEvents, createSession, cancelSession, updateMerchant, redeliverWebhook, rollWebhookSecret and the merchantEvents subscription."},
 	{Part: "Signed-in person", Header: httpx.CSRFHeader, Text: "viewer and the app's mutations read the app's session cookie, which this browser sends once signed in to the app, and want its CSRF token too: the data-csrf of the app's home page."},
 }
 

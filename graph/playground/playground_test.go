@@ -84,8 +84,8 @@ func TestPageConfig(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(m[1]), &cfg))
 	require.Equal(t, "/graphql", cfg.Endpoint)
 	require.JSONEq(t, `{"X-Agent-Key": "", "X-Checkout-Secret-Key": ""}`, cfg.DefaultHeaders)
-	require.Len(t, cfg.Tabs, 4)
-	wantHeaders := []string{`{}`, `{"X-Agent-Key": ""}`, `{"X-Checkout-Secret-Key": ""}`, `{}`}
+	require.Len(t, cfg.Tabs, 5)
+	wantHeaders := []string{`{}`, `{"X-Agent-Key": ""}`, `{"X-Checkout-Secret-Key": ""}`, `{}`, `{"X-Checkout-Secret-Key": ""}`}
 	for i, tab := range cfg.Tabs {
 		require.JSONEq(t, wantHeaders[i], tab.Headers, "tab %d", i)
 		if tab.Variables != "" {
@@ -95,6 +95,7 @@ func TestPageConfig(t *testing.T) {
 	require.Contains(t, cfg.Tabs[0].Query, "quickRegister(")
 	require.Contains(t, cfg.Tabs[2].Query, "createSession(")
 	require.Contains(t, cfg.Tabs[3].Query, "subscription SessionStatus")
+	require.Contains(t, cfg.Tabs[4].Query, "subscription MerchantEvents")
 
 	// The keys panel names each header the API reads.
 	for _, h := range []string{"X-Agent-Key", "X-Checkout-Secret-Key", "X-CSRF-Token"} {
