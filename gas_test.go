@@ -178,7 +178,7 @@ func TestSendMinimumsPerChain(t *testing.T) {
 	// balance is on base, whose minimum (0.50) is not: refused as short of
 	// balance where it could go, not sent below the minimum.
 	_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.30")})
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrInsufficientFunds)
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 
 	// At the minimum it goes.
