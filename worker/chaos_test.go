@@ -1,0 +1,648 @@
+package worker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/gagliardetto/solana-go"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+	"agentpay/ent/payment"
+	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
+	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
+	"agentpay/internal/testenv"
+)
+
+// chaosSeed replays a run of TestBooksBalanceAfterRandomKills: the seed it
+// logged (also CHAOS_SEED). 0: a new seed.
+var chaosSeed = flag.Uint64("chaos.seed", 0, "seed of TestBooksBalanceAfterRandomKills (0: random; CHAOS_SEED also works)")
+
+// chaosChains are the devnets the chaos test pays on.
+var chaosChains = []chains.Name{chains.Base, chains.Solana}
+
+// TestBooksBalanceAfterRandomKills runs a random mix of everything that
+// moves money (payments exact, under then topped up, over, late, repeated
+// to an old address, one session paid on two chains; agent sends;
+// settlements in batches; sweeps; refunds, partial and full, before and
+// after the payout) while the worker is killed and restarted at random
+// points (its jobs' contexts cancelled mid-run: between a broadcast and
+// its record, say), lets a last worker finish everything, and then
+// checks each devnet to the base unit: no token created or lost (what the
+// tracked addresses hold is what the faucet sent them), every deposit
+// address emptied, each merchant's settlement address holding exactly the
+// nets of its completed batches, each refund recipient exactly its
+// completed refunds, the treasury exactly what the records leave it.
+//
+// One seed decides the scenario and the kills; it is logged, and
+// `-chaos.seed N` (or CHAOS_SEED=N) replays it (docs/testing.md).
+func TestBooksBalanceAfterRandomKills(t *testing.T) {
+	seed := *chaosSeed
+	if s := os.Getenv("CHAOS_SEED"); s != "" && seed == 0 {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "CHAOS_SEED")
+		seed = v
+	}
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos seed %d (replay: go test ./worker -run TestBooksBalanceAfterRandomKills -chaos.seed %d)", seed, seed)
+	start := time.Now()
+	c := newChaos(t, seed)
+	c.run()
+	t.Logf("chaos seed %d: %d steps, %d kills, %s", seed, c.steps, c.kills, time.Since(start).Round(time.Second))
+}
+
+// chaos is one run: the harness, the worker being killed, and what the
+// test sent where (the expected side of the books).
+type chaos struct {
+	t   *testing.T
+	ctx context.Context
+	h   *harness
+	env *testenv.Env
+	rng *rand.Rand
+	// killRng decides the kills, apart from the scenario's rng so the
+	// scenario does not depend on how many kills happened.
+	killRng *rand.Rand
+
+	merchants []*chaosMerchant
+	agents    []*agentpay.Registration
+
+	mu sync.Mutex
+	// funded is what the faucet sent into the tracked addresses, per chain.
+	funded map[chains.Name]int64
+	// initial is what the tracked addresses held before the test sent
+	// anything (the treasury's gas funding holds no USDC; kept anyway).
+	initial map[chains.Name]int64
+	// deposits is the number of faucet transfers to deposit addresses:
+	// each is one payment once scanned.
+	deposits int
+	// recipients are the fresh addresses refunds were sent to.
+	recipients map[chains.Name][]string
+	// paid are sessions paid in full on one chain: candidates for a
+	// repeat payment.
+	paid []chaosDeposit
+	// topUps are underpaid deposits still owed their remainder.
+	topUps []chaosTopUp
+
+	worker *chaosWorker
+	steps  int
+	kills  int
+}
+
+type chaosMerchant struct {
+	auth    *agentpay.MerchantAuth
+	chain   chains.Name
+	address string
+}
+
+type chaosDeposit struct {
+	chain   chains.Name
+	address string
+}
+
+type chaosTopUp struct {
+	chaosDeposit
+	units int64
+}
+
+func newChaos(t *testing.T, seed uint64) *chaos {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: chaosChains, Jobs: true, BlockTime: 100 * time.Millisecond})
+	h := newHarness(t, env, agentpay.Config{
+		AgentMode: agentpay.ModeTest,
+		Settlement: agentpay.SettlementOptions{
+			Wait: 10 * time.Second,
+			// A Solana leg whose broadcast a kill cut off is looked up by
+			// its memo, and sent again this soon (default 3 minutes).
+			SolanaResendAfter: 5 * time.Second,
+			// Small batches, formed soon: several per merchant and chain.
+			BatchMinimum:  decimal.NewFromInt(8),
+			BatchInterval: 2 * time.Second,
+		},
+	})
+	c := &chaos{
+		t: t, ctx: ctx, h: h, env: env,
+		rng:        rand.New(rand.NewPCG(seed, 1)),
+		killRng:    rand.New(rand.NewPCG(seed, 2)),
+		funded:     map[chains.Name]int64{},
+		initial:    map[chains.Name]int64{},
+		recipients: map[chains.Name][]string{},
+	}
+	for _, chain := range chaosChains {
+		c.initial[chain] = env.Balance(t, chain, env.Treasury.Address(chain)).Int64()
+	}
+
+	receiver := testenv.NewReceiver(t, http.StatusOK)
+	hook := receiver.URL
+	// One merchant paid out on each chain: payments on the other chain
+	// are paid out across chains, from the treasury's own USDC there.
+	for i, chain := range chaosChains {
+		name, email, settleChain, typ := fmt.Sprintf("Shop %d", i), fmt.Sprintf("shop%d@example.com", i), string(chain), "crypto_usdc"
+		address := c.freshAddress(chain)
+		reg, err := h.svc.RegisterMerchant(ctx, agentpay.MerchantInput{
+			Name: &name, Email: &email, WebhookURL: &hook,
+			SettlementType: &typ, SettlementAddress: &address, SettlementChain: &settleChain,
+		})
+		require.NoError(t, err)
+		c.merchants = append(c.merchants, &chaosMerchant{
+			auth:  &agentpay.MerchantAuth{Merchant: reg.Merchant, Mode: agentpay.ModeTest},
+			chain: chain, address: address,
+		})
+	}
+	// The treasury's liquidity: payouts across chains and refunds advanced
+	// after a payout.
+	for _, chain := range chaosChains {
+		c.fund(chain, env.Treasury.Address(chain), 300_000_000)
+	}
+	for i := range 2 {
+		reg, err := h.svc.QuickRegister(ctx, fmt.Sprintf("chaos_agent_%d", i))
+		require.NoError(t, err)
+		for _, w := range reg.Wallets {
+			c.fund(chains.Name(w.Chain), w.Address, 40_000_000)
+		}
+		c.agents = append(c.agents, reg)
+	}
+	return c
+}
+
+// fund sends units from the devnet's faucet to address, counted in.
+func (c *chaos) fund(chain chains.Name, address string, units int64) {
+	c.t.Helper()
+	c.env.Fund(c.t, chain, address, units)
+	c.mu.Lock()
+	c.funded[chain] += units
+	c.mu.Unlock()
+}
+
+// pay sends units to a deposit address: one payment once scanned.
+func (c *chaos) pay(d chaosDeposit, units int64) {
+	c.t.Helper()
+	c.fund(d.chain, d.address, units)
+	c.mu.Lock()
+	c.deposits++
+	c.mu.Unlock()
+}
+
+// freshAddress is a new address on chain that no one else uses.
+func (c *chaos) freshAddress(chain chains.Name) string {
+	c.t.Helper()
+	if chain == chains.Solana {
+		k, err := solana.NewRandomPrivateKey()
+		require.NoError(c.t, err)
+		return k.PublicKey().String()
+	}
+	k, err := crypto.GenerateKey()
+	require.NoError(c.t, err)
+	return crypto.PubkeyToAddress(k.PublicKey).Hex()
+}
+
+// amount is a random session amount, 1.00 to 15.99, in USD and base units.
+func (c *chaos) amount() (decimal.Decimal, int64) {
+	cents := int64(100 + c.rng.IntN(1500))
+	return decimal.New(cents, -2), cents * 10_000
+}
+
+func (c *chaos) chain() chains.Name { return chaosChains[c.rng.IntN(len(chaosChains))] }
+
+func (c *chaos) merchant() *chaosMerchant { return c.merchants[c.rng.IntN(len(c.merchants))] }
+
+// session opens a session of amount for m and selects each chain.
+func (c *chaos) session(m *chaosMerchant, amount decimal.Decimal, on ...chains.Name) (*ent.CheckoutSession, []chaosDeposit) {
+	c.t.Helper()
+	created, err := c.h.svc.CreateSession(c.ctx, m.auth, agentpay.SessionInput{Amount: &amount, Currency: "USD"})
+	require.NoError(c.t, err)
+	var ds []chaosDeposit
+	for _, chain := range on {
+		d, err := c.h.svc.SelectPaymentMethod(c.ctx, created.Session.ExternalID, "", string(chain), "USDC")
+		require.NoError(c.t, err)
+		ds = append(ds, chaosDeposit{chain: chain, address: d.Address})
+	}
+	return created.Session, ds
+}
+
+// The scenario's steps.
+
+func (c *chaos) payExact() {
+	amount, units := c.amount()
+	_, ds := c.session(c.merchant(), amount, c.chain())
+	c.pay(ds[0], units)
+	c.paid = append(c.paid, ds[0])
+	c.t.Logf("step %d: exact %s on %s", c.steps, amount, ds[0].chain)
+}
+
+func (c *chaos) payUnder() {
+	amount, units := c.amount()
+	_, ds := c.session(c.merchant(), amount, c.chain())
+	part := 1 + c.rng.Int64N(units-1)
+	c.pay(ds[0], part)
+	c.topUps = append(c.topUps, chaosTopUp{ds[0], units - part})
+	c.t.Logf("step %d: under %d of %s on %s", c.steps, part, amount, ds[0].chain)
+}
+
+func (c *chaos) topUp() {
+	i := c.rng.IntN(len(c.topUps))
+	u := c.topUps[i]
+	c.topUps = append(c.topUps[:i], c.topUps[i+1:]...)
+	c.pay(u.chaosDeposit, u.units)
+	c.paid = append(c.paid, u.chaosDeposit)
+	c.t.Logf("step %d: top-up %d on %s", c.steps, u.units, u.chain)
+}
+
+func (c *chaos) payOver() {
+	amount, units := c.amount()
+	_, ds := c.session(c.merchant(), amount, c.chain())
+	extra := 1 + c.rng.Int64N(3_000_000)
+	c.pay(ds[0], units+extra)
+	c.t.Logf("step %d: over %s + %d on %s", c.steps, amount, extra, ds[0].chain)
+}
+
+// payLate pays a session that has expired (set as the expiry job sets it:
+// the late-payment window still watches the address).
+func (c *chaos) payLate() {
+	amount, units := c.amount()
+	sess, ds := c.session(c.merchant(), amount, c.chain())
+	c.h.db.Ent.CheckoutSession.UpdateOne(sess).SetStatus(checkoutsession.StatusExpired).ExecX(c.ctx)
+	c.pay(ds[0], units)
+	c.t.Logf("step %d: late %s on %s", c.steps, amount, ds[0].chain)
+}
+
+// payRepeat pays again to the address of a session already paid.
+func (c *chaos) payRepeat() {
+	d := c.paid[c.rng.IntN(len(c.paid))]
+	units := 100_000 + c.rng.Int64N(5_000_000)
+	c.pay(d, units)
+	c.t.Logf("step %d: repeat %d to an old address on %s", c.steps, units, d.chain)
+}
+
+// payTwoChains pays one session in full on both chains.
+func (c *chaos) payTwoChains() {
+	amount, units := c.amount()
+	_, ds := c.session(c.merchant(), amount, chaosChains...)
+	for _, d := range ds {
+		c.pay(d, units)
+	}
+	c.t.Logf("step %d: %s paid on both chains", c.steps, amount)
+}
+
+func (c *chaos) agentSend() {
+	from := c.rng.IntN(len(c.agents))
+	to := c.agents[(from+1)%len(c.agents)]
+	chain := c.chain()
+	amount := decimal.New(int64(50+c.rng.IntN(450)), -2)
+	res, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, agentpay.SendRequest{
+		ToUsername: to.Agent.Username, AmountUSD: amount, Chain: string(chain), Wait: 2 * time.Second,
+	})
+	require.NoError(c.t, err, "send")
+	c.t.Logf("step %d: agent send %s on %s: %s", c.steps, amount, chain, res.Status)
+}
+
+// refund returns all or part of a confirmed payment to a fresh address,
+// preferring one already paid out (afterPayout) or one not yet.
+func (c *chaos) refund() {
+	afterPayout := c.rng.IntN(2) == 0
+	ps := c.h.db.Ent.Payment.Query().
+		Where(payment.StatusEQ(payment.StatusConfirmed)).
+		Order(ent.Asc(payment.FieldCreatedAt)).WithSession().AllX(c.ctx)
+	var pick, other []*ent.Payment
+	for _, p := range ps {
+		if p.AmountToken <= p.RefundedToken {
+			continue
+		}
+		paidOut := p.SettlementStatus != nil && *p.SettlementStatus == payment.SettlementStatusCompleted
+		if paidOut == afterPayout {
+			pick = append(pick, p)
+		} else {
+			other = append(other, p)
+		}
+	}
+	if len(pick) == 0 {
+		pick, afterPayout = other, !afterPayout
+	}
+	if len(pick) == 0 {
+		c.t.Logf("step %d: refund: no payment to refund yet", c.steps)
+		return
+	}
+	p := pick[c.rng.IntN(len(pick))]
+	var auth *agentpay.MerchantAuth
+	for _, m := range c.merchants {
+		if m.auth.Merchant.ID == p.Edges.Session.MerchantID {
+			auth = m.auth
+		}
+	}
+	in := agentpay.RefundInput{PaymentID: p.ExternalID, Address: c.freshAddress(chains.Name(p.Chain)), Reason: "chaos"}
+	what := "full"
+	if left := p.AmountToken - p.RefundedToken; left > 1 && c.rng.IntN(2) == 0 {
+		amount := decimal.New(1+c.rng.Int64N(left-1), -6)
+		in.AmountUSD = &amount
+		what = amount.String()
+	}
+	_, err := c.h.svc.CreateRefund(c.ctx, auth, p.Edges.Session.ExternalID, in)
+	if err != nil {
+		// A refund may race the batch or an earlier refund: refused
+		// refunds record nothing, and the books must say so.
+		c.t.Logf("step %d: refund %s of %s (after payout %v) refused: %v", c.steps, what, p.ExternalID, afterPayout, err)
+		return
+	}
+	c.mu.Lock()
+	c.recipients[chains.Name(p.Chain)] = append(c.recipients[chains.Name(p.Chain)], in.Address)
+	c.mu.Unlock()
+	c.t.Logf("step %d: refund %s of %s on %s (after payout %v)", c.steps, what, p.ExternalID, p.Chain, afterPayout)
+}
+
+// run plays the scenario with the killer running, then lets a last worker
+// finish and checks the books.
+func (c *chaos) run() {
+	c.worker = c.startWorker()
+	stopKiller := c.killer()
+
+	payments := []func(){c.payExact, c.payExact, c.payUnder, c.payOver, c.payLate, c.payTwoChains, c.agentSend}
+	n := 14 + c.rng.IntN(8)
+	for c.steps = 1; c.steps <= n; c.steps++ {
+		switch r := c.rng.IntN(10); {
+		case c.steps > n/3 && r < 3:
+			c.refund()
+		case len(c.topUps) > 0 && r < 5:
+			c.topUp()
+		case len(c.paid) > 0 && r == 5:
+			c.payRepeat()
+		default:
+			payments[c.rng.IntN(len(payments))]()
+		}
+		time.Sleep(time.Duration(c.rng.IntN(400)) * time.Millisecond)
+	}
+	for len(c.topUps) > 0 {
+		c.topUp()
+	}
+	// Refunds after payouts the kills may have delayed: wait for one
+	// payout, then refund twice more.
+	c.waitFor(90*time.Second, "a first payout", func() bool {
+		return c.h.db.Ent.SettlementBatch.Query().Where(settlementbatch.StatusEQ(settlementbatch.StatusCompleted)).ExistX(c.ctx)
+	})
+	for range 2 {
+		c.refund()
+		c.steps++
+	}
+	stopKiller()
+
+	c.drain()
+	c.worker.stop(c.t, false)
+	c.checkBooks()
+}
+
+// waitFor polls done every 250 ms until it holds or timeout passes.
+func (c *chaos) waitFor(timeout time.Duration, what string, done func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("chaos: waited %s for %s\n%s", timeout, what, c.state())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// drain waits until everything the scenario started has finished: every
+// payment scanned, confirmed and swept, every counted one paid out, every
+// batch, refund and transfer final.
+func (c *chaos) drain() {
+	c.t.Helper()
+	c.waitFor(3*time.Minute, "the worker to finish", func() bool { return c.unfinished() == "" })
+}
+
+// unfinished says what is not final yet; "" when all is.
+func (c *chaos) unfinished() string {
+	ctx, db := c.ctx, c.h.db.Ent
+	ps := db.Payment.Query().AllX(ctx)
+	c.mu.Lock()
+	want := c.deposits
+	c.mu.Unlock()
+	if len(ps) != want {
+		return fmt.Sprintf("%d payments recorded of %d sent", len(ps), want)
+	}
+	for _, p := range ps {
+		switch {
+		case p.Status != payment.StatusConfirmed:
+			return fmt.Sprintf("payment %s %s", p.ExternalID, p.Status)
+		case p.SweptAt == nil:
+			return fmt.Sprintf("payment %s not swept", p.ExternalID)
+		case p.SettlementStatus != nil && *p.SettlementStatus != payment.SettlementStatusCompleted && *p.SettlementStatus != payment.SettlementStatusSkipped:
+			return fmt.Sprintf("payment %s settlement %s (%s)", p.ExternalID, *p.SettlementStatus, p.SettlementError)
+		}
+	}
+	if b := db.SettlementBatch.Query().Where(settlementbatch.StatusNEQ(settlementbatch.StatusCompleted)).FirstX(ctx); b != nil {
+		return fmt.Sprintf("batch %s %s (%s)", b.ExternalID, b.Status, b.Error)
+	}
+	if r := db.Refund.Query().Where(refund.StatusIn(refund.StatusPending, refund.StatusSubmitted)).FirstX(ctx); r != nil {
+		return fmt.Sprintf("refund %s %s (%s)", r.ExternalID, r.Status, r.Error)
+	}
+	if tr := db.Transfer.Query().Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).FirstX(ctx); tr != nil {
+		return fmt.Sprintf("transfer %s %s (%s)", tr.ID, tr.Status, tr.Error)
+	}
+	return ""
+}
+
+// state describes the records and River's unfinished jobs, for a failure.
+func (c *chaos) state() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "unfinished: %s\n", c.unfinished())
+	rows, err := c.h.db.SQL.QueryContext(c.ctx, `SELECT kind, state, attempt, COALESCE(CAST(errors AS TEXT), '') FROM river_job WHERE state NOT IN ('completed', 'cancelled') ORDER BY id`)
+	if err == nil {
+		defer rows.Close()
+		for rows.Next() {
+			var kind, state, errs string
+			var attempt int
+			if rows.Scan(&kind, &state, &attempt, &errs) == nil {
+				fmt.Fprintf(&b, "job %s %s attempt %d %.300s\n", kind, state, attempt, errs)
+			}
+		}
+	}
+	return b.String()
+}
+
+// checkBooks checks each devnet to the base unit against what the test
+// sent and what the records say was paid.
+func (c *chaos) checkBooks() {
+	t, ctx, db := c.t, c.ctx, c.h.db.Ent
+	for _, chain := range chaosChains {
+		balance := func(address string) int64 { return c.env.Balance(t, chain, address).Int64() }
+		treasury := c.env.Treasury.Address(chain)
+		tracked := map[string]bool{treasury: true}
+		var lines []string
+		line := func(who, address string, got int64) {
+			lines = append(lines, fmt.Sprintf("  %-28s %-46s %d", who, address, got))
+		}
+
+		// Deposit addresses: all emptied into the treasury.
+		for _, d := range db.DepositAddress.Query().Where(depositaddress.Chain(string(chain))).AllX(ctx) {
+			tracked[d.Address] = true
+			require.Zero(t, balance(d.Address), "%s: deposit address %s not emptied", chain, d.Address)
+		}
+		// Agent wallets: tracked (the transfers' records are the books').
+		for _, w := range db.Wallet.Query().Where(wallet.Chain(string(chain))).AllX(ctx) {
+			tracked[w.Address] = true
+			line("wallet", w.Address, balance(w.Address))
+		}
+		// Merchants: exactly the nets of their completed batches paid on
+		// this chain.
+		for _, m := range c.merchants {
+			var want int64
+			for _, b := range db.SettlementBatch.Query().Where(
+				settlementbatch.StatusEQ(settlementbatch.StatusCompleted),
+				settlementbatch.PayoutChain(string(chain)),
+				settlementbatch.PayoutAddress(m.address),
+			).AllX(ctx) {
+				want += b.Net
+			}
+			if m.chain == chain {
+				tracked[m.address] = true
+				line("merchant settlement", m.address, balance(m.address))
+				require.Equal(t, want, balance(m.address), "%s: merchant %s holds the nets of its completed batches", chain, m.address)
+			} else {
+				require.Zero(t, want, "%s: merchant paid out on %s", chain, m.chain)
+			}
+		}
+		// Refund recipients: exactly their completed refunds.
+		refunded := map[string]int64{}
+		var refundedAll int64
+		for _, r := range db.Refund.Query().Where(refund.Chain(string(chain))).AllX(ctx) {
+			require.Equal(t, refund.StatusCompleted, r.Status, "%s: refund %s: %s", chain, r.ExternalID, r.Error)
+			refunded[r.ToAddress] += r.AmountToken
+			refundedAll += r.AmountToken
+		}
+		c.mu.Lock()
+		recipients := append([]string(nil), c.recipients[chain]...)
+		c.mu.Unlock()
+		for _, a := range recipients {
+			refunded[a] += 0
+		}
+		for a, want := range refunded {
+			tracked[a] = true
+			line("refund recipient", a, balance(a))
+			require.Equal(t, want, balance(a), "%s: refund recipient %s holds its completed refunds", chain, a)
+		}
+
+		// The treasury: what it was funded, every payment swept in, the
+		// send fees, less the payouts and refunds it sent.
+		var swept, payouts, fees int64
+		for _, p := range db.Payment.Query().Where(payment.Chain(string(chain))).AllX(ctx) {
+			swept += p.AmountToken
+		}
+		for _, b := range db.SettlementBatch.Query().Where(settlementbatch.StatusEQ(settlementbatch.StatusCompleted), settlementbatch.PayoutChain(string(chain))).AllX(ctx) {
+			payouts += b.Net
+		}
+		for _, tr := range db.Transfer.Query().Where(transfer.Chain(string(chain)), transfer.StatusEQ(transfer.StatusCompleted)).AllX(ctx) {
+			fees += tr.Fee
+		}
+		c.mu.Lock()
+		funded, initial := c.funded[chain], c.initial[chain]
+		c.mu.Unlock()
+		line("treasury", treasury, balance(treasury))
+
+		// Nothing created or lost: the tracked addresses hold what they
+		// held plus what the faucet sent them.
+		var total int64
+		addrs := make([]string, 0, len(tracked))
+		for a := range tracked {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		for _, a := range addrs {
+			total += balance(a)
+		}
+		sort.Strings(lines)
+		table := strings.Join(lines, "\n")
+		require.Equal(t, initial+funded, total, "%s: the tracked addresses hold what the faucet sent them\n%s", chain, table)
+		wantTreasury := initial + 300_000_000 + swept + fees - payouts - refundedAll
+		require.Equal(t, wantTreasury, balance(treasury), "%s: treasury = funded %d + swept %d + send fees %d - payouts %d - refunds %d\n%s",
+			chain, 300_000_000, swept, fees, payouts, refundedAll, table)
+		t.Logf("%s balanced: %d base units in %d addresses, treasury %d (swept %d, send fees %d, payouts %d, refunds %d)",
+			chain, total, len(tracked), balance(treasury), swept, fees, payouts, refundedAll)
+	}
+}
+
+// chaosWorker is one worker "process" of the chaos test.
+type chaosWorker struct {
+	w      *Worker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (c *chaos) startWorker() *chaosWorker {
+	c.t.Helper()
+	w, err := New(Config{DB: c.h.db, Service: c.h.svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
+	require.NoError(c.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cw := &chaosWorker{w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { cw.done <- w.Run(ctx) }()
+	return cw
+}
+
+// stop ends the worker: hard, its running jobs' contexts are cancelled
+// wherever they are (a kill: what they did not record is left for the
+// next worker to find); soft, they finish first.
+func (cw *chaosWorker) stop(t *testing.T, hard bool) {
+	if hard {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := cw.w.client.StopAndCancel(ctx); err != nil {
+			t.Logf("chaos: stop and cancel: %v", err)
+		}
+		cancel()
+	}
+	cw.cancel()
+	select {
+	case err := <-cw.done:
+		if err != nil {
+			t.Logf("chaos: killed worker: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Error("chaos: worker did not stop")
+	}
+}
+
+// killer kills the worker at random times (killRng: 0.2 to 2.5 s apart)
+// and starts a new one, sometimes after a pause, until stopped; then
+// one last kill, and the worker that finishes the test.
+func (c *chaos) killer() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(time.Duration(200+c.killRng.IntN(2300)) * time.Millisecond):
+			}
+			hard := c.killRng.IntN(5) > 0
+			c.worker.stop(c.t, hard)
+			c.kills++
+			time.Sleep(time.Duration(c.killRng.IntN(500)) * time.Millisecond)
+			c.worker = c.startWorker()
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		c.worker.stop(c.t, true)
+		c.kills++
+		c.worker = c.startWorker()
+	}
+}
