@@ -241,17 +241,17 @@ func (c *chaos) session(m *chaosMerchant, amount decimal.Decimal, on ...chains.N
 
 // The scenario's steps.
 
-func (c *chaos) payExact() {
+func (c *chaos) payExact(chain chains.Name) {
 	amount, units := c.amount()
-	_, ds := c.session(c.merchant(), amount, c.chain())
+	_, ds := c.session(c.merchant(), amount, chain)
 	c.pay(ds[0], units)
 	c.paid = append(c.paid, ds[0])
 	c.t.Logf("step %d: exact %s on %s", c.steps, amount, ds[0].chain)
 }
 
-func (c *chaos) payUnder() {
+func (c *chaos) payUnder(chain chains.Name) {
 	amount, units := c.amount()
-	_, ds := c.session(c.merchant(), amount, c.chain())
+	_, ds := c.session(c.merchant(), amount, chain)
 	part := 1 + c.rng.Int64N(units-1)
 	c.pay(ds[0], part)
 	c.topUps = append(c.topUps, chaosTopUp{ds[0], units - part})
@@ -267,9 +267,9 @@ func (c *chaos) topUp() {
 	c.t.Logf("step %d: top-up %d on %s", c.steps, u.units, u.chain)
 }
 
-func (c *chaos) payOver() {
+func (c *chaos) payOver(chain chains.Name) {
 	amount, units := c.amount()
-	_, ds := c.session(c.merchant(), amount, c.chain())
+	_, ds := c.session(c.merchant(), amount, chain)
 	extra := 1 + c.rng.Int64N(3_000_000)
 	c.pay(ds[0], units+extra)
 	c.t.Logf("step %d: over %s + %d on %s", c.steps, amount, extra, ds[0].chain)
@@ -277,9 +277,9 @@ func (c *chaos) payOver() {
 
 // payLate pays a session that has expired (set as the expiry job sets it:
 // the late-payment window still watches the address).
-func (c *chaos) payLate() {
+func (c *chaos) payLate(chain chains.Name) {
 	amount, units := c.amount()
-	sess, ds := c.session(c.merchant(), amount, c.chain())
+	sess, ds := c.session(c.merchant(), amount, chain)
 	c.h.db.Ent.CheckoutSession.UpdateOne(sess).SetStatus(checkoutsession.StatusExpired).ExecX(c.ctx)
 	c.pay(ds[0], units)
 	c.t.Logf("step %d: late %s on %s", c.steps, amount, ds[0].chain)
@@ -303,10 +303,9 @@ func (c *chaos) payTwoChains() {
 	c.t.Logf("step %d: %s paid on both chains", c.steps, amount)
 }
 
-func (c *chaos) agentSend() {
+func (c *chaos) agentSend(chain chains.Name) {
 	from := c.rng.IntN(len(c.agents))
 	to := c.agents[(from+1)%len(c.agents)]
-	chain := c.chain()
 	amount := decimal.New(int64(50+c.rng.IntN(450)), -2)
 	res, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, agentpay.SendRequest{
 		ToUsername: to.Agent.Username, AmountUSD: amount, Chain: string(chain), Wait: 2 * time.Second,
@@ -317,8 +316,7 @@ func (c *chaos) agentSend() {
 
 // refund returns all or part of a confirmed payment to a fresh address,
 // preferring one already paid out (afterPayout) or one not yet.
-func (c *chaos) refund() {
-	afterPayout := c.rng.IntN(2) == 0
+func (c *chaos) refund(afterPayout bool) {
 	ps := c.h.db.Ent.Payment.Query().
 		Where(payment.StatusEQ(payment.StatusConfirmed)).
 		Order(ent.Asc(payment.FieldCreatedAt)).WithSession().AllX(c.ctx)
@@ -374,20 +372,37 @@ func (c *chaos) run() {
 	c.worker = c.startWorker()
 	stopKiller := c.killer()
 
-	payments := []func(){c.payExact, c.payExact, c.payUnder, c.payOver, c.payLate, c.payTwoChains, c.agentSend}
-	n := 14 + c.rng.IntN(8)
-	for c.steps = 1; c.steps <= n; c.steps++ {
-		switch r := c.rng.IntN(10); {
-		case c.steps > n/3 && r < 3:
-			c.refund()
-		case len(c.topUps) > 0 && r < 5:
+	// Every kind of payment on each chain, sends on each chain, one
+	// session paid on both, and a few more of any kind, in a random order;
+	// top-ups, repeats and refunds are mixed in as the run goes.
+	var plan []func()
+	for _, chain := range chaosChains {
+		on := func(f func(chains.Name)) func() { return func() { f(chain) } }
+		plan = append(plan, on(c.payExact), on(c.payUnder), on(c.payOver), on(c.payLate), on(c.agentSend), on(c.agentSend))
+	}
+	plan = append(plan, c.payTwoChains)
+	kinds := []func(chains.Name){c.payExact, c.payUnder, c.payOver, c.payLate, c.agentSend}
+	for range 2 + c.rng.IntN(6) {
+		f := kinds[c.rng.IntN(len(kinds))]
+		plan = append(plan, func() { f(c.chain()) })
+	}
+	c.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	for i, step := range plan {
+		c.steps++
+		step()
+		if len(c.topUps) > 0 && c.rng.IntN(2) == 0 {
+			c.steps++
 			c.topUp()
-		case len(c.paid) > 0 && r == 5:
-			c.payRepeat()
-		default:
-			payments[c.rng.IntN(len(payments))]()
 		}
-		time.Sleep(time.Duration(c.rng.IntN(400)) * time.Millisecond)
+		if len(c.paid) > 0 && c.rng.IntN(6) == 0 {
+			c.steps++
+			c.payRepeat()
+		}
+		if i > len(plan)/3 && c.rng.IntN(3) == 0 {
+			c.steps++
+			c.refund(c.rng.IntN(2) == 0)
+		}
+		time.Sleep(time.Duration(c.rng.IntN(300)) * time.Millisecond)
 	}
 	for len(c.topUps) > 0 {
 		c.topUp()
@@ -397,9 +412,9 @@ func (c *chaos) run() {
 	c.waitFor(90*time.Second, "a first payout", func() bool {
 		return c.h.db.Ent.SettlementBatch.Query().Where(settlementbatch.StatusEQ(settlementbatch.StatusCompleted)).ExistX(c.ctx)
 	})
-	for range 2 {
-		c.refund()
+	for _, after := range []bool{true, false, c.rng.IntN(2) == 0} {
 		c.steps++
+		c.refund(after)
 	}
 	stopKiller()
 
@@ -618,7 +633,7 @@ func (cw *chaosWorker) stop(t *testing.T, hard bool) {
 	}
 }
 
-// killer kills the worker at random times (killRng: 0.2 to 2.5 s apart)
+// killer kills the worker at random times (killRng: 0.15 to 1.5 s apart)
 // and starts a new one, sometimes after a pause, until stopped; then
 // one last kill, and the worker that finishes the test.
 func (c *chaos) killer() (stop func()) {
@@ -629,7 +644,7 @@ func (c *chaos) killer() (stop func()) {
 			select {
 			case <-quit:
 				return
-			case <-time.After(time.Duration(200+c.killRng.IntN(2300)) * time.Millisecond):
+			case <-time.After(time.Duration(150+c.killRng.IntN(1350)) * time.Millisecond):
 			}
 			hard := c.killRng.IntN(5) > 0
 			c.worker.stop(c.t, hard)
