@@ -29,6 +29,8 @@ import (
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
 )
 
@@ -103,9 +105,14 @@ type chaos struct {
 	// topUps are underpaid deposits still owed their remainder.
 	topUps []chaosTopUp
 
+	// cfg is the service's configuration, for workers' services of their
+	// own.
+	cfg    agentpay.Config
 	worker *chaosWorker
-	steps  int
-	kills  int
+	// dead are the workers killed as a process dies, winding down.
+	dead  []*chaosWorker
+	steps int
+	kills int
 }
 
 type chaosMerchant struct {
@@ -127,7 +134,7 @@ type chaosTopUp struct {
 func newChaos(t *testing.T, seed uint64) *chaos {
 	ctx := context.Background()
 	env := testenv.New(t, testenv.Options{Chains: chaosChains, Jobs: true, BlockTime: 100 * time.Millisecond})
-	h := newHarness(t, env, agentpay.Config{
+	cfg := agentpay.Config{
 		AgentMode: agentpay.ModeTest,
 		Settlement: agentpay.SettlementOptions{
 			Wait: 10 * time.Second,
@@ -138,9 +145,11 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 			BatchMinimum:  decimal.NewFromInt(8),
 			BatchInterval: 2 * time.Second,
 		},
-	})
+	}
+	h := newHarness(t, env, cfg)
+	env.Fill(&cfg)
 	c := &chaos{
-		t: t, ctx: ctx, h: h, env: env,
+		t: t, ctx: ctx, h: h, env: env, cfg: cfg,
 		rng:        rand.New(rand.NewPCG(seed, 1)),
 		killRng:    rand.New(rand.NewPCG(seed, 2)),
 		funded:     map[chains.Name]int64{},
@@ -419,7 +428,15 @@ func (c *chaos) run() {
 	stopKiller()
 
 	c.drain()
-	c.worker.stop(c.t, false)
+	c.t.Logf("jobs run more than once (interrupted by a kill, or retried): %s", c.rerunJobs())
+	c.stop(c.worker, killSoft)
+	for _, cw := range c.dead {
+		select {
+		case <-cw.done:
+		case <-time.After(40 * time.Second):
+			c.t.Error("chaos: a dead worker's goroutines did not end")
+		}
+	}
 	c.checkBooks()
 }
 
@@ -473,6 +490,24 @@ func (c *chaos) unfinished() string {
 		return fmt.Sprintf("transfer %s %s (%s)", tr.ID, tr.Status, tr.Error)
 	}
 	return ""
+}
+
+// rerunJobs counts the jobs, by kind, that ran more than once.
+func (c *chaos) rerunJobs() string {
+	rows, err := c.h.db.SQL.QueryContext(c.ctx, `SELECT kind, COUNT(*) FROM river_job WHERE attempt > 1 GROUP BY kind ORDER BY kind`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var kind string
+		var n int
+		if rows.Scan(&kind, &n) == nil {
+			out = append(out, fmt.Sprintf("%s %d", kind, n))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // state describes the records and River's unfinished jobs, for a failure.
@@ -599,23 +634,92 @@ type chaosWorker struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan error
+	// db is the worker's own pool on PostgreSQL (its service's too), as a
+	// process of its own has; nil on SQLite, where one process runs
+	// everything.
+	db *store.DB
 }
 
+// startWorker starts a worker; on PostgreSQL with a pool and service of
+// its own, so it can die as a process does.
 func (c *chaos) startWorker() *chaosWorker {
 	c.t.Helper()
-	w, err := New(Config{DB: c.h.db, Service: c.h.svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
+	db, svc := c.h.db, c.h.svc
+	var own *store.DB
+	if db.IsPostgres() {
+		own = testdb.Reopen(c.t, db)
+		cfg := c.cfg
+		cfg.DB = own
+		var err error
+		svc, err = agentpay.NewService(cfg)
+		require.NoError(c.t, err)
+		db = own
+	}
+	w, err := New(Config{DB: db, Service: svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	cw := &chaosWorker{w: w, cancel: cancel, done: make(chan error, 1)}
+	cw := &chaosWorker{w: w, cancel: cancel, done: make(chan error, 1), db: own}
 	go func() { cw.done <- w.Run(ctx) }()
 	return cw
 }
 
-// stop ends the worker: hard, its running jobs' contexts are cancelled
-// wherever they are (a kill: what they did not record is left for the
-// next worker to find); soft, they finish first.
-func (cw *chaosWorker) stop(t *testing.T, hard bool) {
-	if hard {
+// The ways a worker ends.
+type chaosKill int
+
+const (
+	// killSoft: running jobs finish first (a deploy).
+	killSoft chaosKill = iota
+	// killHard: running jobs' contexts are cancelled wherever they are
+	// (between a broadcast and its record, say); River records them as
+	// interrupted and runs them again.
+	killHard
+	// killDead (PostgreSQL): the process dies. Its connections end at
+	// once, so nothing more is recorded, neither by its jobs nor by River:
+	// its jobs are left running until a live worker finds its liveness
+	// lock free (liveness.go) and hands them out again. The next worker
+	// starts without waiting for anything of the dead one.
+	killDead
+)
+
+func (k chaosKill) String() string { return [...]string{"soft", "hard", "dead"}[k] }
+
+// stop ends the worker the way kill says. A dead worker is left to wind
+// down on its own (c.dead).
+func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
+	t := c.t
+	switch kill {
+	case killDead:
+		// Its connections go: the pool (new queries fail at once) and
+		// its liveness lock's.
+		cw.cancel()
+		var pids []int
+		rows, err := c.h.db.SQL.QueryContext(c.ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, livenessKey(cw.w.live.id))
+		if err == nil {
+			for rows.Next() {
+				var pid int
+				if rows.Scan(&pid) == nil {
+					pids = append(pids, pid)
+				}
+			}
+			rows.Close()
+		}
+		if len(pids) > 1 {
+			// 0 is a worker killed before it took its lock.
+			t.Errorf("chaos: the dead worker held %d liveness locks", len(pids))
+		}
+		go func() { _ = cw.db.SQL.Close() }()
+		for _, pid := range pids {
+			_, _ = c.h.db.SQL.ExecContext(c.ctx, `SELECT pg_terminate_backend($1)`, pid)
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = cw.w.client.StopAndCancel(ctx)
+		}()
+		c.dead = append(c.dead, cw)
+		return
+	case killHard:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := cw.w.client.StopAndCancel(ctx); err != nil {
 			t.Logf("chaos: stop and cancel: %v", err)
@@ -626,38 +730,89 @@ func (cw *chaosWorker) stop(t *testing.T, hard bool) {
 	select {
 	case err := <-cw.done:
 		if err != nil {
-			t.Logf("chaos: killed worker: %v", err)
+			t.Logf("chaos: stopped worker: %v", err)
 		}
 	case <-time.After(40 * time.Second):
 		t.Error("chaos: worker did not stop")
 	}
 }
 
-// killer kills the worker at random times (killRng: 0.15 to 1.5 s apart)
-// and starts a new one, sometimes after a pause, until stopped; then
-// one last kill, and the worker that finishes the test.
+// moneyJobRunning waits up to timeout for a job that moves money to be
+// running, and reports whether one is.
+func (c *chaos) moneyJobRunning(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var n int
+		err := c.h.db.SQL.QueryRowContext(c.ctx, `SELECT COUNT(*) FROM river_job WHERE state = 'running'
+			AND kind IN ('settle_payment', 'settle_batch', 'sweep_payment', 'send_refund', 'reconcile_transfers')`).Scan(&n)
+		if err == nil && n > 0 {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// kill picks how the next kill ends the worker: one in five soft, the
+// rest hard, or on PostgreSQL half of them dead.
+func (c *chaos) kill() chaosKill {
+	switch r := c.killRng.IntN(10); {
+	case r < 2:
+		return killSoft
+	case r < 6 && c.h.db.IsPostgres():
+		return killDead
+	default:
+		return killHard
+	}
+}
+
+// killer kills the worker and starts a new one (sometimes after a
+// pause) until stopped, and at least kills times (killRng: 6 to 12), so
+// the kills also fall on the settlements, sweeps and refunds that follow
+// the payments. Each kill comes either 0.15 to 1.5 s after the last, or
+// 0 to 100 ms after a job that moves money has started (so it falls
+// between a broadcast and its record as often as not). Stopping it kills
+// once more and starts the worker that finishes the test.
 func (c *chaos) killer() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
+	least := 6 + c.killRng.IntN(7)
 	go func() {
 		defer close(done)
 		for {
+			wait := time.Duration(150+c.killRng.IntN(1350)) * time.Millisecond
+			aimed := c.killRng.IntN(2) == 0
+			after := time.Duration(c.killRng.IntN(100)) * time.Millisecond
 			select {
 			case <-quit:
-				return
-			case <-time.After(time.Duration(150+c.killRng.IntN(1350)) * time.Millisecond):
+				if c.kills >= least {
+					return
+				}
+			default:
 			}
-			hard := c.killRng.IntN(5) > 0
-			c.worker.stop(c.t, hard)
+			if aimed {
+				wait = after
+				if !c.moneyJobRunning(3 * time.Second) {
+					wait = 0
+				}
+			}
+			time.Sleep(wait)
+			kill := c.kill()
+			t0 := time.Now()
+			c.stop(c.worker, kill)
 			c.kills++
+			t1 := time.Now()
 			time.Sleep(time.Duration(c.killRng.IntN(500)) * time.Millisecond)
 			c.worker = c.startWorker()
+			c.t.Logf("kill %d: %s, aimed %v (stopped in %s, started in %s)", c.kills, kill, aimed, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 		}
 	}()
 	return func() {
 		close(quit)
 		<-done
-		c.worker.stop(c.t, true)
+		kill := c.kill()
+		c.stop(c.worker, kill)
 		c.kills++
+		c.t.Logf("kill %d (last): %s", c.kills, kill)
 		c.worker = c.startWorker()
 	}
 }
