@@ -109,6 +109,12 @@ type chaos struct {
 	// own.
 	cfg    agentpay.Config
 	worker *chaosWorker
+	// crashes carries a worker's request to be killed right after its
+	// broadcast (crashAfterBroadcast) to the killer; nil when the killer
+	// is not running. crashRng decides which broadcasts crash.
+	crashMu  sync.Mutex
+	crashes  chan *chaosWorker
+	crashRng *rand.Rand
 	// dead are the workers killed as a process dies, winding down.
 	dead  []*chaosWorker
 	steps int
@@ -152,6 +158,7 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 		t: t, ctx: ctx, h: h, env: env, cfg: cfg,
 		rng:        rand.New(rand.NewPCG(seed, 1)),
 		killRng:    rand.New(rand.NewPCG(seed, 2)),
+		crashRng:   rand.New(rand.NewPCG(seed, 3)),
 		funded:     map[chains.Name]int64{},
 		initial:    map[chains.Name]int64{},
 		recipients: map[chains.Name][]string{},
@@ -634,33 +641,126 @@ type chaosWorker struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan error
+	// soft is closed when the worker is stopped softly: a job waiting
+	// for its crash goes on instead.
+	soft chan struct{}
 	// db is the worker's own pool on PostgreSQL (its service's too), as a
 	// process of its own has; nil on SQLite, where one process runs
 	// everything.
 	db *store.DB
 }
 
-// startWorker starts a worker; on PostgreSQL with a pool and service of
-// its own, so it can die as a process does.
+// startWorker starts a worker with a service of its own, whose test
+// networks' ledgers may crash it right after a broadcast (crashLedger); on
+// PostgreSQL also with a pool of its own, so it can die as a process does.
 func (c *chaos) startWorker() *chaosWorker {
 	c.t.Helper()
-	db, svc := c.h.db, c.h.svc
-	var own *store.DB
-	if db.IsPostgres() {
-		own = testdb.Reopen(c.t, db)
-		cfg := c.cfg
-		cfg.DB = own
-		var err error
-		svc, err = agentpay.NewService(cfg)
-		require.NoError(c.t, err)
-		db = own
+	cw := &chaosWorker{done: make(chan error, 1), soft: make(chan struct{})}
+	cfg := c.cfg
+	if cfg.DB.IsPostgres() {
+		cw.db = testdb.Reopen(c.t, cfg.DB)
+		cfg.DB = cw.db
 	}
-	w, err := New(Config{DB: db, Service: svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
+	cfg.Test = chains.Networks{}
+	for name, n := range c.cfg.Test {
+		n.Ledger = c.crashLedger(cw, n.Ledger)
+		cfg.Test[name] = n
+	}
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(c.t, err)
+	cw.w, err = New(Config{DB: cfg.DB, Service: svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	cw := &chaosWorker{w: w, cancel: cancel, done: make(chan error, 1), db: own}
-	go func() { cw.done <- w.Run(ctx) }()
+	cw.cancel = cancel
+	go func() { cw.done <- cw.w.Run(ctx) }()
 	return cw
+}
+
+// crashLedger wraps a devnet's ledger so that a worker's broadcast may be
+// the last thing it does: after the node took the transaction, the
+// worker is killed (dead on PostgreSQL, hard on SQLite) before the caller
+// hears of it, so the hash is never recorded, the window the legs'
+// references are for (chainlegs.go). The wrapper keeps every optional
+// interface of the ledger the service looks for.
+func (c *chaos) crashLedger(cw *chaosWorker, l chains.Ledger) chains.Ledger {
+	c.t.Helper()
+	switch l := l.(type) {
+	case chaosEVMLedger:
+		return &crashingEVM{chaosEVMLedger: l, crash: func(ctx context.Context) { c.crashAfterBroadcast(ctx, cw) }}
+	case chaosSolanaLedger:
+		return &crashingSolana{chaosSolanaLedger: l, crash: func(ctx context.Context) { c.crashAfterBroadcast(ctx, cw) }}
+	}
+	c.t.Fatalf("chaos: a %T ledger has not the interfaces the chaos test keeps", l)
+	return nil
+}
+
+// The devnets' ledgers, with the optional interfaces the service asserts.
+type (
+	chaosEVMLedger interface {
+		chains.Ledger
+		chains.DepositReader
+		chains.AuthorizationRelayer
+		chains.CostReader
+		chains.FeeReader
+		ChainID() uint64
+	}
+	chaosSolanaLedger interface {
+		chains.Ledger
+		chains.DepositReader
+		chains.CostReader
+		chains.FeeReader
+		chains.TokenAccountCloser
+	}
+)
+
+type crashingEVM struct {
+	chaosEVMLedger
+	crash func(context.Context)
+}
+
+func (l *crashingEVM) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
+	sub, err := l.chaosEVMLedger.Transfer(ctx, req)
+	if err == nil {
+		l.crash(ctx)
+	}
+	return sub, err
+}
+
+type crashingSolana struct {
+	chaosSolanaLedger
+	crash func(context.Context)
+}
+
+func (l *crashingSolana) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
+	sub, err := l.chaosSolanaLedger.Transfer(ctx, req)
+	if err == nil {
+		l.crash(ctx)
+	}
+	return sub, err
+}
+
+// crashAfterBroadcast decides (crashRng, one broadcast in three, while the
+// killer runs) whether cw dies right after a broadcast. If so it asks the
+// killer to kill cw and waits until the job is cancelled, so the caller
+// records nothing.
+func (c *chaos) crashAfterBroadcast(ctx context.Context, cw *chaosWorker) {
+	c.crashMu.Lock()
+	crashes := c.crashes
+	crash := crashes != nil && c.crashRng.IntN(3) == 0
+	c.crashMu.Unlock()
+	if !crash {
+		return
+	}
+	select {
+	case crashes <- cw:
+	default:
+		return // a kill is already asked for
+	}
+	select {
+	case <-ctx.Done():
+	case <-cw.soft:
+	case <-time.After(30 * time.Second):
+	}
 }
 
 // The ways a worker ends.
@@ -719,6 +819,8 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 		}()
 		c.dead = append(c.dead, cw)
 		return
+	case killSoft:
+		close(cw.soft)
 	case killHard:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := cw.w.client.StopAndCancel(ctx); err != nil {
@@ -737,18 +839,22 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 	}
 }
 
-// moneyJobRunning waits up to timeout for a job that moves money to be
-// running, and reports whether one is.
-func (c *chaos) moneyJobRunning(timeout time.Duration) bool {
+// legInFlight waits up to timeout for an on-chain leg to be in flight (a
+// payout, a refund, a sweep or a send marked as about to be broadcast, or
+// broadcast, and not yet recorded as included), and reports whether one is.
+func (c *chaos) legInFlight(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var n int
-		err := c.h.db.SQL.QueryRowContext(c.ctx, `SELECT COUNT(*) FROM river_job WHERE state = 'running'
-			AND kind IN ('settle_payment', 'settle_batch', 'sweep_payment', 'send_refund', 'reconcile_transfers')`).Scan(&n)
+		err := c.h.db.SQL.QueryRowContext(c.ctx, `SELECT
+			(SELECT COUNT(*) FROM settlement_batches WHERE status = 'submitted') +
+			(SELECT COUNT(*) FROM refunds WHERE status = 'submitted') +
+			(SELECT COUNT(*) FROM payments WHERE sweep_submitted_at IS NOT NULL AND swept_at IS NULL) +
+			(SELECT COUNT(*) FROM transfers WHERE status = 'submitted')`).Scan(&n)
 		if err == nil && n > 0 {
 			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	return false
 }
@@ -769,19 +875,26 @@ func (c *chaos) kill() chaosKill {
 // killer kills the worker and starts a new one (sometimes after a
 // pause) until stopped, and at least kills times (killRng: 6 to 12), so
 // the kills also fall on the settlements, sweeps and refunds that follow
-// the payments. Each kill comes either 0.15 to 1.5 s after the last, or
-// 0 to 100 ms after a job that moves money has started (so it falls
-// between a broadcast and its record as often as not). Stopping it kills
-// once more and starts the worker that finishes the test.
+// the payments. Each kill comes 0.15 to 1.5 s after the last, or (half
+// of them, "aimed") 0 to 50 ms after an on-chain leg was seen in flight
+// (legInFlight), or at once when a worker's broadcast asks for its crash
+// (crashAfterBroadcast: dead on PostgreSQL, hard on SQLite). Stopping it
+// kills once more and starts the worker that finishes the test, which
+// never crashes.
 func (c *chaos) killer() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	least := 6 + c.killRng.IntN(7)
+	c.crashMu.Lock()
+	c.crashes = make(chan *chaosWorker, 1)
+	c.crashMu.Unlock()
 	go func() {
 		defer close(done)
 		for {
 			wait := time.Duration(150+c.killRng.IntN(1350)) * time.Millisecond
 			aimed := c.killRng.IntN(2) == 0
-			after := time.Duration(c.killRng.IntN(100)) * time.Millisecond
+			after := time.Duration(c.killRng.IntN(50)) * time.Millisecond
+			kill := c.kill()
+			pause := time.Duration(c.killRng.IntN(500)) * time.Millisecond
 			select {
 			case <-quit:
 				if c.kills >= least {
@@ -791,24 +904,37 @@ func (c *chaos) killer() (stop func()) {
 			}
 			if aimed {
 				wait = after
-				if !c.moneyJobRunning(3 * time.Second) {
+				if !c.legInFlight(3 * time.Second) {
 					wait = 0
 				}
 			}
-			time.Sleep(wait)
-			kill := c.kill()
+			how := fmt.Sprintf("aimed %v", aimed)
+			select {
+			case <-time.After(wait):
+			case cw := <-c.crashes:
+				if cw != c.worker {
+					continue // killed already
+				}
+				how, kill = "right after a broadcast", killHard
+				if c.h.db.IsPostgres() {
+					kill = killDead
+				}
+			}
 			t0 := time.Now()
 			c.stop(c.worker, kill)
 			c.kills++
 			t1 := time.Now()
-			time.Sleep(time.Duration(c.killRng.IntN(500)) * time.Millisecond)
+			time.Sleep(pause)
 			c.worker = c.startWorker()
-			c.t.Logf("kill %d: %s, aimed %v (stopped in %s, started in %s)", c.kills, kill, aimed, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
+			c.t.Logf("kill %d: %s, %s (stopped in %s, started in %s)", c.kills, kill, how, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 		}
 	}()
 	return func() {
 		close(quit)
 		<-done
+		c.crashMu.Lock()
+		c.crashes = nil
+		c.crashMu.Unlock()
 		kill := c.kill()
 		c.stop(c.worker, kill)
 		c.kills++
