@@ -29,6 +29,7 @@ import (
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
@@ -113,7 +114,7 @@ type chaos struct {
 	// broadcast (crashAfterBroadcast) to the killer; nil when the killer
 	// is not running. crashRng decides which broadcasts crash.
 	crashMu  sync.Mutex
-	crashes  chan *chaosWorker
+	crashes  chan chaosCrash
 	crashRng *rand.Rand
 	// dead are the workers killed as a process dies, winding down.
 	dead  []*chaosWorker
@@ -152,6 +153,9 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 			BatchInterval: 2 * time.Second,
 		},
 	}
+	// One bus for every worker's service: each would open its own
+	// LISTEN connection on PostgreSQL.
+	cfg.Bus = statusbus.New(env.DB, env.Logger)
 	h := newHarness(t, env, cfg)
 	env.Fill(&cfg)
 	c := &chaos{
@@ -644,23 +648,20 @@ type chaosWorker struct {
 	// soft is closed when the worker is stopped softly: a job waiting
 	// for its crash goes on instead.
 	soft chan struct{}
-	// db is the worker's own pool on PostgreSQL (its service's too), as a
-	// process of its own has; nil on SQLite, where one process runs
-	// everything.
+	// db is the worker's own pool (its service's too), as a process of
+	// its own has.
 	db *store.DB
 }
 
 // startWorker starts a worker with a service of its own, whose test
-// networks' ledgers may crash it right after a broadcast (crashLedger); on
-// PostgreSQL also with a pool of its own, so it can die as a process does.
+// networks' ledgers may crash it right after a broadcast (crashLedger),
+// and a pool of its own, so it can die as a process does.
 func (c *chaos) startWorker() *chaosWorker {
 	c.t.Helper()
 	cw := &chaosWorker{done: make(chan error, 1), soft: make(chan struct{})}
 	cfg := c.cfg
-	if cfg.DB.IsPostgres() {
-		cw.db = testdb.Reopen(c.t, cfg.DB)
-		cfg.DB = cw.db
-	}
+	cw.db = testdb.Reopen(c.t, cfg.DB)
+	cfg.DB = cw.db
 	cfg.Test = chains.Networks{}
 	for name, n := range c.cfg.Test {
 		n.Ledger = c.crashLedger(cw, n.Ledger)
@@ -678,7 +679,7 @@ func (c *chaos) startWorker() *chaosWorker {
 
 // crashLedger wraps a devnet's ledger so that a worker's broadcast may be
 // the last thing it does: after the node took the transaction, the
-// worker is killed (dead on PostgreSQL, hard on SQLite) before the caller
+// worker dies (killDead) before the caller
 // hears of it, so the hash is never recorded, the window the legs'
 // references are for (chainlegs.go). The wrapper keeps every optional
 // interface of the ledger the service looks for.
@@ -686,9 +687,9 @@ func (c *chaos) crashLedger(cw *chaosWorker, l chains.Ledger) chains.Ledger {
 	c.t.Helper()
 	switch l := l.(type) {
 	case chaosEVMLedger:
-		return &crashingEVM{chaosEVMLedger: l, crash: func(ctx context.Context) { c.crashAfterBroadcast(ctx, cw) }}
+		return &crashingEVM{chaosEVMLedger: l, crash: func(ctx context.Context, what string) { c.crashAfterBroadcast(ctx, cw, what) }}
 	case chaosSolanaLedger:
-		return &crashingSolana{chaosSolanaLedger: l, crash: func(ctx context.Context) { c.crashAfterBroadcast(ctx, cw) }}
+		return &crashingSolana{chaosSolanaLedger: l, crash: func(ctx context.Context, what string) { c.crashAfterBroadcast(ctx, cw, what) }}
 	}
 	c.t.Fatalf("chaos: a %T ledger has not the interfaces the chaos test keeps", l)
 	return nil
@@ -713,28 +714,35 @@ type (
 	}
 )
 
+// chaosCrash is a worker's request to die right after a broadcast.
+type chaosCrash struct {
+	worker *chaosWorker
+	// what was broadcast, for the log.
+	what string
+}
+
 type crashingEVM struct {
 	chaosEVMLedger
-	crash func(context.Context)
+	crash func(context.Context, string)
 }
 
 func (l *crashingEVM) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
 	sub, err := l.chaosEVMLedger.Transfer(ctx, req)
 	if err == nil {
-		l.crash(ctx)
+		l.crash(ctx, fmt.Sprintf("%s to %s", req.Amount, req.To))
 	}
 	return sub, err
 }
 
 type crashingSolana struct {
 	chaosSolanaLedger
-	crash func(context.Context)
+	crash func(context.Context, string)
 }
 
 func (l *crashingSolana) Transfer(ctx context.Context, req chains.TransferRequest) (chains.Submitted, error) {
 	sub, err := l.chaosSolanaLedger.Transfer(ctx, req)
 	if err == nil {
-		l.crash(ctx)
+		l.crash(ctx, fmt.Sprintf("%s to %s", req.Amount, req.To))
 	}
 	return sub, err
 }
@@ -743,7 +751,7 @@ func (l *crashingSolana) Transfer(ctx context.Context, req chains.TransferReques
 // killer runs) whether cw dies right after a broadcast. If so it asks the
 // killer to kill cw and waits until the job is cancelled, so the caller
 // records nothing.
-func (c *chaos) crashAfterBroadcast(ctx context.Context, cw *chaosWorker) {
+func (c *chaos) crashAfterBroadcast(ctx context.Context, cw *chaosWorker, what string) {
 	c.crashMu.Lock()
 	crashes := c.crashes
 	crash := crashes != nil && c.crashRng.IntN(3) == 0
@@ -752,7 +760,7 @@ func (c *chaos) crashAfterBroadcast(ctx context.Context, cw *chaosWorker) {
 		return
 	}
 	select {
-	case crashes <- cw:
+	case crashes <- chaosCrash{cw, what}:
 	default:
 		return // a kill is already asked for
 	}
@@ -773,11 +781,12 @@ const (
 	// (between a broadcast and its record, say); River records them as
 	// interrupted and runs them again.
 	killHard
-	// killDead (PostgreSQL): the process dies. Its connections end at
-	// once, so nothing more is recorded, neither by its jobs nor by River:
-	// its jobs are left running until a live worker finds its liveness
-	// lock free (liveness.go) and hands them out again. The next worker
-	// starts without waiting for anything of the dead one.
+	// killDead: the process dies. Its connections end at once, so
+	// nothing more is recorded, neither by its jobs nor by River: its
+	// jobs are left running until a live worker finds its liveness lock
+	// free (liveness.go, PostgreSQL) or River's rescuer (SQLite; the test
+	// does at once what it does after 90 s) hands them out again. The next
+	// worker starts without waiting for anything of the dead one.
 	killDead
 )
 
@@ -789,26 +798,34 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 	t := c.t
 	switch kill {
 	case killDead:
-		// Its connections go: the pool (new queries fail at once) and
-		// its liveness lock's.
+		// Its connections go: first the pool, so nothing more is
+		// recorded (new queries fail at once), then its liveness lock's
+		// (PostgreSQL); then its goroutines are told to end.
 		cw.cancel()
 		var pids []int
-		rows, err := c.h.db.SQL.QueryContext(c.ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, livenessKey(cw.w.live.id))
-		if err == nil {
-			for rows.Next() {
-				var pid int
-				if rows.Scan(&pid) == nil {
-					pids = append(pids, pid)
+		if c.h.db.IsPostgres() {
+			rows, err := c.h.db.SQL.QueryContext(c.ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+				AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = $1`, livenessKey(cw.w.live.id))
+			if err == nil {
+				for rows.Next() {
+					var pid int
+					if rows.Scan(&pid) == nil {
+						pids = append(pids, pid)
+					}
 				}
+				rows.Close()
 			}
-			rows.Close()
+			if len(pids) > 1 {
+				// 0 is a worker killed before it took its lock.
+				t.Errorf("chaos: the dead worker held %d liveness locks", len(pids))
+			}
 		}
-		if len(pids) > 1 {
-			// 0 is a worker killed before it took its lock.
-			t.Errorf("chaos: the dead worker held %d liveness locks", len(pids))
+		closed := make(chan struct{})
+		go func() { _ = cw.db.SQL.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(2 * time.Second): // closed to new queries already
 		}
-		go func() { _ = cw.db.SQL.Close() }()
 		for _, pid := range pids {
 			_, _ = c.h.db.SQL.ExecContext(c.ctx, `SELECT pg_terminate_backend($1)`, pid)
 		}
@@ -818,6 +835,17 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 			_ = cw.w.client.StopAndCancel(ctx)
 		}()
 		c.dead = append(c.dead, cw)
+		if !c.h.db.IsPostgres() {
+			// On SQLite no liveness lock tells that the process died:
+			// River's rescuer hands its jobs out again after
+			// RescueStuckJobsAfter (90 s), and its leadership lapses.
+			// Done here at once, as the rescuer would, so the test does
+			// not wait.
+			_, err := c.h.db.SQL.ExecContext(c.ctx, `UPDATE river_job SET state = 'available' WHERE state = 'running'`)
+			require.NoError(t, err)
+			_, err = c.h.db.SQL.ExecContext(c.ctx, `DELETE FROM river_leader`)
+			require.NoError(t, err)
+		}
 		return
 	case killSoft:
 		close(cw.soft)
@@ -837,6 +865,7 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 	case <-time.After(40 * time.Second):
 		t.Error("chaos: worker did not stop")
 	}
+	_ = cw.db.SQL.Close()
 }
 
 // legInFlight waits up to timeout for an on-chain leg to be in flight (a
@@ -859,17 +888,28 @@ func (c *chaos) legInFlight(timeout time.Duration) bool {
 	return false
 }
 
-// kill picks how the next kill ends the worker: one in five soft, the
-// rest hard, or on PostgreSQL half of them dead.
+// kill picks how the next kill ends the worker: one in five soft, two in
+// five dead, the rest hard.
 func (c *chaos) kill() chaosKill {
 	switch r := c.killRng.IntN(10); {
 	case r < 2:
 		return killSoft
-	case r < 6 && c.h.db.IsPostgres():
+	case r < 6:
 		return killDead
 	default:
 		return killHard
 	}
+}
+
+// named replaces the addresses the test knows in what with their names.
+func (c *chaos) named(what string) string {
+	for i, m := range c.merchants {
+		what = strings.ReplaceAll(what, m.address, fmt.Sprintf("merchant %d (payout)", i))
+	}
+	for _, chain := range chaosChains {
+		what = strings.ReplaceAll(what, c.env.Treasury.Address(chain), "the treasury")
+	}
+	return what
 }
 
 // killer kills the worker and starts a new one (sometimes after a
@@ -878,14 +918,14 @@ func (c *chaos) kill() chaosKill {
 // the payments. Each kill comes 0.15 to 1.5 s after the last, or (half
 // of them, "aimed") 0 to 50 ms after an on-chain leg was seen in flight
 // (legInFlight), or at once when a worker's broadcast asks for its crash
-// (crashAfterBroadcast: dead on PostgreSQL, hard on SQLite). Stopping it
+// (crashAfterBroadcast: dead). Stopping it
 // kills once more and starts the worker that finishes the test, which
 // never crashes.
 func (c *chaos) killer() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	least := 6 + c.killRng.IntN(7)
 	c.crashMu.Lock()
-	c.crashes = make(chan *chaosWorker, 1)
+	c.crashes = make(chan chaosCrash, 1)
 	c.crashMu.Unlock()
 	go func() {
 		defer close(done)
@@ -911,14 +951,11 @@ func (c *chaos) killer() (stop func()) {
 			how := fmt.Sprintf("aimed %v", aimed)
 			select {
 			case <-time.After(wait):
-			case cw := <-c.crashes:
-				if cw != c.worker {
+			case crash := <-c.crashes:
+				if crash.worker != c.worker {
 					continue // killed already
 				}
-				how, kill = "right after a broadcast", killHard
-				if c.h.db.IsPostgres() {
-					kill = killDead
-				}
+				how, kill = "right after broadcasting "+c.named(crash.what), killDead
 			}
 			t0 := time.Now()
 			c.stop(c.worker, kill)
