@@ -88,6 +88,8 @@ type chaos struct {
 
 	merchants []*chaosMerchant
 	agents    []*agentpay.Registration
+	// human is a human user's username, whom agents send to as well.
+	human string
 
 	mu sync.Mutex
 	// funded is what the faucet sent into the tracked addresses, per chain.
@@ -201,6 +203,9 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 		}
 		c.agents = append(c.agents, reg)
 	}
+	human, err := h.svc.CreateUser(ctx, agentpay.NewUser{Email: "chaos_human@example.com", Username: "chaos_human"})
+	require.NoError(t, err)
+	c.human = human.Username
 	return c
 }
 
@@ -325,13 +330,16 @@ func (c *chaos) payTwoChains() {
 
 func (c *chaos) agentSend(chain chains.Name) {
 	from := c.rng.IntN(len(c.agents))
-	to := c.agents[(from+1)%len(c.agents)]
-	amount := decimal.New(int64(50+c.rng.IntN(450)), -2)
-	res, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, agentpay.SendRequest{
-		ToUsername: to.Agent.Username, AmountUSD: amount, Chain: string(chain), Wait: 2 * time.Second,
-	})
+	req := agentpay.SendRequest{
+		ToUsername: c.agents[(from+1)%len(c.agents)].Agent.Username,
+		AmountUSD:  decimal.New(int64(50+c.rng.IntN(450)), -2), Chain: string(chain), Wait: 2 * time.Second,
+	}
+	if c.rng.IntN(3) == 0 {
+		req.ToUsername, req.ToUser = c.human, true
+	}
+	res, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, req)
 	require.NoError(c.t, err, "send")
-	c.t.Logf("step %d: agent send %s on %s: %s", c.steps, amount, chain, res.Status)
+	c.t.Logf("step %d: agent send %s to %s on %s: %s", c.steps, req.AmountUSD, req.ToUsername, chain, res.Status)
 }
 
 // refund returns all or part of a confirmed payment to a fresh address,
