@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/gagliardetto/solana-go"
 	"github.com/shopspring/decimal"
@@ -92,7 +94,8 @@ type chaos struct {
 	human string
 
 	mu sync.Mutex
-	// funded is what the faucet sent into the tracked addresses, per chain.
+	// funded is what the faucet sent into the tracked addresses (fundings
+	// and payments), per chain.
 	funded map[chains.Name]int64
 	// initial is what the tracked addresses held before the test sent
 	// anything (the treasury's gas funding holds no USDC; kept anyway).
@@ -218,11 +221,22 @@ func (c *chaos) fund(chain chains.Name, address string, units int64) {
 	c.mu.Unlock()
 }
 
-// pay sends units to a deposit address: one payment once scanned.
+// pay sends units to a deposit address from the devnet's faucet, as a
+// customer pays (not through Env.Fund: a payment is not a funding of the
+// address), and returns once it is included: one payment once scanned.
 func (c *chaos) pay(d chaosDeposit, units int64) {
 	c.t.Helper()
-	c.fund(d.chain, d.address, units)
+	ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+	defer cancel()
+	var err error
+	if d.chain == chains.Solana {
+		_, err = c.env.Solana().Send(ctx, solana.MustPublicKeyFromBase58(d.address), uint64(units))
+	} else {
+		_, err = c.env.EVM(d.chain).Send(ctx, common.HexToAddress(d.address), big.NewInt(units))
+	}
+	require.NoError(c.t, err, "paying %s on %s", d.address, d.chain)
 	c.mu.Lock()
+	c.funded[d.chain] += units
 	c.deposits++
 	c.mu.Unlock()
 }
