@@ -41,6 +41,11 @@ import (
 // logged (also CHAOS_SEED). 0: a new seed.
 var chaosSeed = flag.Uint64("chaos.seed", 0, "seed of TestBooksBalanceAfterRandomKills (0: random; CHAOS_SEED also works)")
 
+// chaosLiquidity is the USDC the chaos test gives the treasury on each
+// chain, in base units: for payouts across chains and refunds advanced
+// after a payout.
+const chaosLiquidity = 300_000_000
+
 // chaosChains are the devnets the chaos test pays on.
 var chaosChains = []chains.Name{chains.Base, chains.Solana}
 
@@ -196,7 +201,7 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 	// The treasury's liquidity: payouts across chains and refunds advanced
 	// after a payout.
 	for _, chain := range chaosChains {
-		c.fund(chain, env.Treasury.Address(chain), 300_000_000)
+		c.fund(chain, env.Treasury.Address(chain), chaosLiquidity)
 	}
 	for i := range 2 {
 		reg, err := h.svc.QuickRegister(ctx, fmt.Sprintf("chaos_agent_%d", i))
@@ -654,9 +659,9 @@ func (c *chaos) checkBooks() {
 		sort.Strings(lines)
 		table := strings.Join(lines, "\n")
 		require.Equal(t, initial+funded, total, "%s: the tracked addresses hold what the faucet sent them\n%s", chain, table)
-		wantTreasury := initial + 300_000_000 + swept + fees - payouts - refundedAll
+		wantTreasury := initial + chaosLiquidity + swept + fees - payouts - refundedAll
 		require.Equal(t, wantTreasury, balance(treasury), "%s: treasury = funded %d + swept %d + send fees %d - payouts %d - refunds %d\n%s",
-			chain, 300_000_000, swept, fees, payouts, refundedAll, table)
+			chain, chaosLiquidity, swept, fees, payouts, refundedAll, table)
 		t.Logf("%s balanced: %d base units in %d addresses, treasury %d (swept %d, send fees %d, payouts %d, refunds %d)",
 			chain, total, len(tracked), balance(treasury), swept, fees, payouts, refundedAll)
 	}
