@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/big"
@@ -672,6 +673,9 @@ type chaosWorker struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan error
+	// started is closed once River's client has started, exited once Run
+	// has returned.
+	started, exited chan struct{}
 	// soft is closed when the worker is stopped softly: a job waiting
 	// for its crash goes on instead.
 	soft chan struct{}
@@ -685,7 +689,7 @@ type chaosWorker struct {
 // and a pool of its own, so it can die as a process does.
 func (c *chaos) startWorker() *chaosWorker {
 	c.t.Helper()
-	cw := &chaosWorker{done: make(chan error, 1), soft: make(chan struct{})}
+	cw := &chaosWorker{done: make(chan error, 1), soft: make(chan struct{}), started: make(chan struct{}), exited: make(chan struct{})}
 	cfg := c.cfg
 	cw.db = testdb.Reopen(c.t, cfg.DB)
 	cfg.DB = cw.db
@@ -696,12 +700,47 @@ func (c *chaos) startWorker() *chaosWorker {
 	}
 	svc, err := agentpay.NewService(cfg)
 	require.NoError(c.t, err)
-	cw.w, err = New(Config{DB: cfg.DB, Service: svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond})
+	cw.w, err = New(Config{
+		DB: cfg.DB, Service: svc, Logger: c.env.Logger, ScanInterval: 200 * time.Millisecond,
+		Observer: &startObserver{started: cw.started},
+	})
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cw.cancel = cancel
-	go func() { cw.done <- cw.w.Run(ctx) }()
+	go func() {
+		defer close(cw.exited)
+		cw.done <- cw.w.Run(ctx)
+	}()
 	return cw
+}
+
+// startObserver closes started at the first queue sample, which Run takes
+// once River's client has started.
+type startObserver struct {
+	started chan struct{}
+	once    sync.Once
+}
+
+func (o *startObserver) QueueDepth(map[[2]string]int) { o.once.Do(func() { close(o.started) }) }
+
+func (*startObserver) JobWorked(string, string, time.Duration, time.Duration) {}
+func (*startObserver) Scanned(string, string, uint64, uint64, int)            {}
+func (*startObserver) ScanFailed(string, string)                              {}
+func (*startObserver) WebhookAttempt(string, string, time.Duration)           {}
+
+// stopAndCancel is River's hard stop, once the client has started (River
+// does not take it while Start is under way); nothing if Run ended first.
+func (cw *chaosWorker) stopAndCancel() error {
+	select {
+	case <-cw.started:
+	case <-cw.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		return errors.New("the worker did not start within 30 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return cw.w.client.StopAndCancel(ctx)
 }
 
 // crashLedger wraps a devnet's ledger so that a worker's broadcast may be
@@ -856,11 +895,7 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 		for _, pid := range pids {
 			_, _ = c.h.db.SQL.ExecContext(c.ctx, `SELECT pg_terminate_backend($1)`, pid)
 		}
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = cw.w.client.StopAndCancel(ctx)
-		}()
+		go func() { _ = cw.stopAndCancel() }()
 		c.dead = append(c.dead, cw)
 		if !c.h.db.IsPostgres() {
 			// On SQLite no liveness lock tells that the process died:
@@ -877,11 +912,9 @@ func (c *chaos) stop(cw *chaosWorker, kill chaosKill) {
 	case killSoft:
 		close(cw.soft)
 	case killHard:
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := cw.w.client.StopAndCancel(ctx); err != nil {
+		if err := cw.stopAndCancel(); err != nil {
 			t.Logf("chaos: stop and cancel: %v", err)
 		}
-		cancel()
 	}
 	cw.cancel()
 	select {
