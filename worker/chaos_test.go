@@ -468,6 +468,7 @@ func (c *chaos) run() {
 
 	c.drain()
 	c.t.Logf("jobs run more than once (interrupted by a kill, or retried): %s", c.rerunJobs())
+	c.t.Logf("records: %s", c.summary())
 	c.stop(c.worker, killSoft)
 	for _, cw := range c.dead {
 		select {
@@ -529,6 +530,37 @@ func (c *chaos) unfinished() string {
 		return fmt.Sprintf("transfer %s %s (%s)", tr.ID, tr.Status, tr.Error)
 	}
 	return ""
+}
+
+// summary counts the records the run made, by kind.
+func (c *chaos) summary() string {
+	ctx, db := c.ctx, c.h.db.Ent
+	ps := db.Payment.Query().AllX(ctx)
+	var late, held, counted int
+	for _, p := range ps {
+		switch {
+		case p.Late:
+			late++
+		case p.SettlementStatus == nil:
+			held++
+		default:
+			counted++
+		}
+	}
+	rs := db.Refund.Query().AllX(ctx)
+	var after, full int
+	for _, r := range rs {
+		if r.AfterPayout {
+			after++
+		}
+	}
+	for _, p := range ps {
+		if p.RefundedToken == p.AmountToken {
+			full++
+		}
+	}
+	return fmt.Sprintf("%d payments (%d counted, %d late or repeated, %d other held), %d batches, %d refunds (%d after the payout; %d payments refunded in full), %d sends",
+		len(ps), counted, late, held, db.SettlementBatch.Query().CountX(ctx), len(rs), after, full, db.Transfer.Query().CountX(ctx))
 }
 
 // rerunJobs counts the jobs, by kind, that ran more than once.
