@@ -16,7 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
-// The GraphQL naming convention (docs/playground.md, "Naming"): fields and
+// The GraphQL naming convention (docs/architecture.md, "GraphQL naming"): fields and
 // arguments in lowerCamelCase with acronyms spelled as words (externalId,
 // successUrl, txHash), enum values in UPPER_CASE (PENDING). entgql names
 // fields with ent's camel (externalID, successURL) and enum values as
