@@ -11,7 +11,6 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
-	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
@@ -998,7 +997,8 @@ type QueryResolver interface {
 }
 type SpendApprovalResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendApproval) (string, error)
-
+	Operation(ctx context.Context, obj *ent.SpendApproval) (string, error)
+	Status(ctx context.Context, obj *ent.SpendApproval) (string, error)
 	AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error)
 
 	TransactionID(ctx context.Context, obj *ent.SpendApproval) (*uuid.UUID, error)
@@ -19203,18 +19203,18 @@ func (ec *executionContext) _SpendApproval_operation(ctx context.Context, field 
 			return ec.fieldContext_SpendApproval_operation(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Operation, nil
+			return ec.Resolvers.SpendApproval().Operation(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
 }
 
 func (ec *executionContext) _SpendApproval_status(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -19226,18 +19226,18 @@ func (ec *executionContext) _SpendApproval_status(ctx context.Context, field gra
 			return ec.fieldContext_SpendApproval_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return ec.Resolvers.SpendApproval().Status(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
 }
 
 func (ec *executionContext) _SpendApproval_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -19412,7 +19412,20 @@ func (ec *executionContext) _SpendApproval_error(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -30547,15 +30560,17 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 					return ec._SpendApproval_agentUsername(ctx, field, obj)
 				})
 		case "operation":
-			out.Values[i] = ec._SpendApproval_operation(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_operation(ctx, field, obj)
+				})
 		case "status":
-			out.Values[i] = ec._SpendApproval_status(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_status(ctx, field, obj)
+				})
 		case "amountUsd":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -33769,26 +33784,6 @@ func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ct
 		return graphql.Null
 	}
 	return ec._Stats(ctx, sel, v)
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
-	var res spendapproval.Operation
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-	return v
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
-	var res spendapproval.Status
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

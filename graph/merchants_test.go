@@ -752,9 +752,9 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	require.Equal(t, "https://shop.example/hooks", *d.UpdateMerchant.WebhookURL)
 	require.Equal(t, []struct{ Chain, Token string }{{"base", "USDC"}, {"solana", "USDC"}}, d.UpdateMerchant.AcceptedTokens)
 
-	// Absent fields are unchanged, "" clears an optional one.
+	// Absent fields are unchanged, "" clears an optional one (read as null).
 	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{"website": ""}}).decode(t, &d)
-	require.Empty(t, *d.UpdateMerchant.Website)
+	require.Nil(t, d.UpdateMerchant.Website)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
 	require.True(t, d.UpdateMerchant.SettleHeldPayments, "unchanged")
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
