@@ -87,7 +87,7 @@ func TestPayCheckoutSessionSubscription(t *testing.T) {
 	require.NoError(t, err)
 	sess := agentPaySession(t, api, "4.2", false)
 	c := subscribeStatus(t, api.URL, sess.ExternalID)
-	require.Equal(t, "pending", c.nextStatus().Status)
+	require.Equal(t, "PENDING", c.nextStatus().Status)
 
 	var out struct{ PayCheckout struct{ Status string } }
 	api.do(t, a.APIKey, `mutation($in: PayCheckoutInput!) { payCheckout(input: $in) { status } }`,
@@ -96,10 +96,10 @@ func TestPayCheckoutSessionSubscription(t *testing.T) {
 
 	var seen []string
 	st := c.nextStatus()
-	for seen = append(seen, st.Status); st.Status != "confirming" && len(seen) < 5; seen = append(seen, st.Status) {
+	for seen = append(seen, st.Status); st.Status != "CONFIRMING" && len(seen) < 5; seen = append(seen, st.Status) {
 		st = c.nextStatus()
 	}
-	require.Equal(t, "confirming", st.Status, "statuses seen: %v", seen)
+	require.Equal(t, "CONFIRMING", st.Status, "statuses seen: %v", seen)
 	require.Equal(t, "4.2", st.AmountPaid.String())
 	require.Equal(t, "base", *st.Chain)
 }

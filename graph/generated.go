@@ -11,7 +11,6 @@ import (
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
-	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
@@ -64,6 +63,7 @@ type ResolverRoot interface {
 }
 
 type DirectiveRoot struct {
+	EmptyIsNull func(ctx context.Context, obj any, next graphql.Resolver) (res any, err error)
 }
 
 type ComplexityRoot struct {
@@ -997,7 +997,8 @@ type QueryResolver interface {
 }
 type SpendApprovalResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendApproval) (string, error)
-
+	Operation(ctx context.Context, obj *ent.SpendApproval) (string, error)
+	Status(ctx context.Context, obj *ent.SpendApproval) (string, error)
 	AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error)
 
 	TransactionID(ctx context.Context, obj *ent.SpendApproval) (*uuid.UUID, error)
@@ -1159,7 +1160,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Agent.PrimaryWallet(childComplexity), true
-	case "Agent.primaryWalletID":
+	case "Agent.primaryWalletId":
 		if e.ComplexityRoot.Agent.PrimaryWalletID == nil {
 			break
 		}
@@ -1480,7 +1481,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.AmountUsd(childComplexity), true
-	case "CheckoutSession.cancelURL":
+	case "CheckoutSession.cancelUrl":
 		if e.ComplexityRoot.CheckoutSession.CancelURL == nil {
 			break
 		}
@@ -1552,7 +1553,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.ExpiresAt(childComplexity), true
-	case "CheckoutSession.externalID":
+	case "CheckoutSession.externalId":
 		if e.ComplexityRoot.CheckoutSession.ExternalID == nil {
 			break
 		}
@@ -1582,7 +1583,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Merchant(childComplexity), true
-	case "CheckoutSession.merchantID":
+	case "CheckoutSession.merchantId":
 		if e.ComplexityRoot.CheckoutSession.MerchantID == nil {
 			break
 		}
@@ -1611,7 +1612,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Status(childComplexity), true
-	case "CheckoutSession.successURL":
+	case "CheckoutSession.successUrl":
 		if e.ComplexityRoot.CheckoutSession.SuccessURL == nil {
 			break
 		}
@@ -1722,7 +1723,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DepositAddress.SessionEndedAt(childComplexity), true
-	case "DepositAddress.sessionID":
+	case "DepositAddress.sessionId":
 		if e.ComplexityRoot.DepositAddress.SessionID == nil {
 			break
 		}
@@ -2051,7 +2052,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.BrandColor(childComplexity), true
-	case "Merchant.cancelURL":
+	case "Merchant.cancelUrl":
 		if e.ComplexityRoot.Merchant.CancelURL == nil {
 			break
 		}
@@ -2134,7 +2135,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.SettlementType(childComplexity), true
-	case "Merchant.successURL":
+	case "Merchant.successUrl":
 		if e.ComplexityRoot.Merchant.SuccessURL == nil {
 			break
 		}
@@ -2157,7 +2158,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.WebhookEvents(childComplexity, args["first"].(*int), args["after"].(*entgql.Cursor[uuid.UUID])), true
-	case "Merchant.webhookURL":
+	case "Merchant.webhookUrl":
 		if e.ComplexityRoot.Merchant.WebhookURL == nil {
 			break
 		}
@@ -2292,7 +2293,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MerchantKey.Merchant(childComplexity), true
-	case "MerchantKey.merchantID":
+	case "MerchantKey.merchantId":
 		if e.ComplexityRoot.MerchantKey.MerchantID == nil {
 			break
 		}
@@ -2901,13 +2902,13 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.DepositAddress(childComplexity), true
-	case "Payment.depositAddressID":
+	case "Payment.depositAddressId":
 		if e.ComplexityRoot.Payment.DepositAddressID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Payment.DepositAddressID(childComplexity), true
-	case "Payment.externalID":
+	case "Payment.externalId":
 		if e.ComplexityRoot.Payment.ExternalID == nil {
 			break
 		}
@@ -2955,7 +2956,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.Session(childComplexity), true
-	case "Payment.sessionID":
+	case "Payment.sessionId":
 		if e.ComplexityRoot.Payment.SessionID == nil {
 			break
 		}
@@ -3381,7 +3382,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.Error(childComplexity), true
-	case "Refund.externalID":
+	case "Refund.externalId":
 		if e.ComplexityRoot.Refund.ExternalID == nil {
 			break
 		}
@@ -3405,7 +3406,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.Payment(childComplexity), true
-	case "Refund.paymentID":
+	case "Refund.paymentId":
 		if e.ComplexityRoot.Refund.PaymentID == nil {
 			break
 		}
@@ -4094,7 +4095,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.FromAgent(childComplexity), true
-	case "Transfer.fromAgentID":
+	case "Transfer.fromAgentId":
 		if e.ComplexityRoot.Transfer.FromAgentID == nil {
 			break
 		}
@@ -4142,7 +4143,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.ToAgent(childComplexity), true
-	case "Transfer.toAgentID":
+	case "Transfer.toAgentId":
 		if e.ComplexityRoot.Transfer.ToAgentID == nil {
 			break
 		}
@@ -4689,7 +4690,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Wallet.Agent(childComplexity), true
-	case "Wallet.agentID":
+	case "Wallet.agentId":
 		if e.ComplexityRoot.Wallet.AgentID == nil {
 			break
 		}
@@ -4769,7 +4770,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookAttempt.Delivery(childComplexity), true
-	case "WebhookAttempt.deliveryID":
+	case "WebhookAttempt.deliveryId":
 		if e.ComplexityRoot.WebhookAttempt.DeliveryID == nil {
 			break
 		}
@@ -4868,7 +4869,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookDelivery.Event(childComplexity), true
-	case "WebhookDelivery.eventID":
+	case "WebhookDelivery.eventId":
 		if e.ComplexityRoot.WebhookDelivery.EventID == nil {
 			break
 		}
@@ -4947,7 +4948,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEvent.Merchant(childComplexity), true
-	case "WebhookEvent.merchantID":
+	case "WebhookEvent.merchantId":
 		if e.ComplexityRoot.WebhookEvent.MerchantID == nil {
 			break
 		}
@@ -4971,7 +4972,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEvent.SessionExternalID(childComplexity), true
-	case "WebhookEvent.sessionID":
+	case "WebhookEvent.sessionId":
 		if e.ComplexityRoot.WebhookEvent.SessionID == nil {
 			break
 		}
@@ -5287,8 +5288,8 @@ func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql
 		return ec.fieldContext_Agent_trustScore(ctx, field)
 	case "tier":
 		return ec.fieldContext_Agent_tier(ctx, field)
-	case "primaryWalletID":
-		return ec.fieldContext_Agent_primaryWalletID(ctx, field)
+	case "primaryWalletId":
+		return ec.fieldContext_Agent_primaryWalletId(ctx, field)
 	case "partnerVerified":
 		return ec.fieldContext_Agent_partnerVerified(ctx, field)
 	case "partnerProvider":
@@ -5439,10 +5440,10 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_CheckoutSession_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_CheckoutSession_merchantID(ctx, field)
-	case "externalID":
-		return ec.fieldContext_CheckoutSession_externalID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_CheckoutSession_merchantId(ctx, field)
+	case "externalId":
+		return ec.fieldContext_CheckoutSession_externalId(ctx, field)
 	case "livemode":
 		return ec.fieldContext_CheckoutSession_livemode(ctx, field)
 	case "amountUsd":
@@ -5451,10 +5452,10 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_currency(ctx, field)
 	case "description":
 		return ec.fieldContext_CheckoutSession_description(ctx, field)
-	case "successURL":
-		return ec.fieldContext_CheckoutSession_successURL(ctx, field)
-	case "cancelURL":
-		return ec.fieldContext_CheckoutSession_cancelURL(ctx, field)
+	case "successUrl":
+		return ec.fieldContext_CheckoutSession_successUrl(ctx, field)
+	case "cancelUrl":
+		return ec.fieldContext_CheckoutSession_cancelUrl(ctx, field)
 	case "metadata":
 		return ec.fieldContext_CheckoutSession_metadata(ctx, field)
 	case "idempotencyKey":
@@ -5519,8 +5520,8 @@ func (ec *executionContext) childFields_DepositAddress(ctx context.Context, fiel
 		return ec.fieldContext_DepositAddress_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_DepositAddress_updatedAt(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_DepositAddress_sessionID(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_DepositAddress_sessionId(ctx, field)
 	case "chain":
 		return ec.fieldContext_DepositAddress_chain(ctx, field)
 	case "chainFamily":
@@ -5683,12 +5684,12 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_email(ctx, field)
 	case "website":
 		return ec.fieldContext_Merchant_website(ctx, field)
-	case "webhookURL":
-		return ec.fieldContext_Merchant_webhookURL(ctx, field)
-	case "successURL":
-		return ec.fieldContext_Merchant_successURL(ctx, field)
-	case "cancelURL":
-		return ec.fieldContext_Merchant_cancelURL(ctx, field)
+	case "webhookUrl":
+		return ec.fieldContext_Merchant_webhookUrl(ctx, field)
+	case "successUrl":
+		return ec.fieldContext_Merchant_successUrl(ctx, field)
+	case "cancelUrl":
+		return ec.fieldContext_Merchant_cancelUrl(ctx, field)
 	case "settlementType":
 		return ec.fieldContext_Merchant_settlementType(ctx, field)
 	case "settlementAddress":
@@ -5769,8 +5770,8 @@ func (ec *executionContext) childFields_MerchantKey(ctx context.Context, field g
 		return ec.fieldContext_MerchantKey_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_MerchantKey_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_MerchantKey_merchantID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_MerchantKey_merchantId(ctx, field)
 	case "kind":
 		return ec.fieldContext_MerchantKey_kind(ctx, field)
 	case "publicKey":
@@ -5889,12 +5890,12 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Payment_updatedAt(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_Payment_sessionID(ctx, field)
-	case "depositAddressID":
-		return ec.fieldContext_Payment_depositAddressID(ctx, field)
-	case "externalID":
-		return ec.fieldContext_Payment_externalID(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_Payment_sessionId(ctx, field)
+	case "depositAddressId":
+		return ec.fieldContext_Payment_depositAddressId(ctx, field)
+	case "externalId":
+		return ec.fieldContext_Payment_externalId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Payment_chain(ctx, field)
 	case "token":
@@ -6019,10 +6020,10 @@ func (ec *executionContext) childFields_Refund(ctx context.Context, field graphq
 		return ec.fieldContext_Refund_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Refund_updatedAt(ctx, field)
-	case "externalID":
-		return ec.fieldContext_Refund_externalID(ctx, field)
-	case "paymentID":
-		return ec.fieldContext_Refund_paymentID(ctx, field)
+	case "externalId":
+		return ec.fieldContext_Refund_externalId(ctx, field)
+	case "paymentId":
+		return ec.fieldContext_Refund_paymentId(ctx, field)
 	case "livemode":
 		return ec.fieldContext_Refund_livemode(ctx, field)
 	case "chain":
@@ -6301,10 +6302,10 @@ func (ec *executionContext) childFields_Transfer(ctx context.Context, field grap
 		return ec.fieldContext_Transfer_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Transfer_updatedAt(ctx, field)
-	case "fromAgentID":
-		return ec.fieldContext_Transfer_fromAgentID(ctx, field)
-	case "toAgentID":
-		return ec.fieldContext_Transfer_toAgentID(ctx, field)
+	case "fromAgentId":
+		return ec.fieldContext_Transfer_fromAgentId(ctx, field)
+	case "toAgentId":
+		return ec.fieldContext_Transfer_toAgentId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Transfer_chain(ctx, field)
 	case "token":
@@ -6601,8 +6602,8 @@ func (ec *executionContext) childFields_Wallet(ctx context.Context, field graphq
 		return ec.fieldContext_Wallet_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Wallet_updatedAt(ctx, field)
-	case "agentID":
-		return ec.fieldContext_Wallet_agentID(ctx, field)
+	case "agentId":
+		return ec.fieldContext_Wallet_agentId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Wallet_chain(ctx, field)
 	case "address":
@@ -6637,8 +6638,8 @@ func (ec *executionContext) childFields_WebhookAttempt(ctx context.Context, fiel
 		return ec.fieldContext_WebhookAttempt_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookAttempt_updatedAt(ctx, field)
-	case "deliveryID":
-		return ec.fieldContext_WebhookAttempt_deliveryID(ctx, field)
+	case "deliveryId":
+		return ec.fieldContext_WebhookAttempt_deliveryId(ctx, field)
 	case "durationMs":
 		return ec.fieldContext_WebhookAttempt_durationMs(ctx, field)
 	case "at":
@@ -6671,8 +6672,8 @@ func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, fie
 		return ec.fieldContext_WebhookDelivery_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookDelivery_updatedAt(ctx, field)
-	case "eventID":
-		return ec.fieldContext_WebhookDelivery_eventID(ctx, field)
+	case "eventId":
+		return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
 	case "url":
 		return ec.fieldContext_WebhookDelivery_url(ctx, field)
 	case "status":
@@ -6701,10 +6702,10 @@ func (ec *executionContext) childFields_WebhookEvent(ctx context.Context, field 
 		return ec.fieldContext_WebhookEvent_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookEvent_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_WebhookEvent_merchantID(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_WebhookEvent_sessionID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_WebhookEvent_merchantId(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_WebhookEvent_sessionId(ctx, field)
 	case "eventType":
 		return ec.fieldContext_WebhookEvent_eventType(ctx, field)
 	case "livemode":
@@ -8298,13 +8299,13 @@ func (ec *executionContext) fieldContext_Agent_tier(_ context.Context, field gra
 	return graphql.NewScalarFieldContext("Agent", field, false, false, "AgentTier")
 }
 
-func (ec *executionContext) _Agent_primaryWalletID(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
+func (ec *executionContext) _Agent_primaryWalletId(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Agent_primaryWalletID(ctx, field)
+			return ec.fieldContext_Agent_primaryWalletId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.PrimaryWalletID, nil
@@ -8317,7 +8318,7 @@ func (ec *executionContext) _Agent_primaryWalletID(ctx context.Context, field gr
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Agent_primaryWalletID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Agent_primaryWalletId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Agent", field, false, false, "ID")
 }
 
@@ -8355,7 +8356,20 @@ func (ec *executionContext) _Agent_partnerProvider(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.PartnerProvider, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -8378,7 +8392,20 @@ func (ec *executionContext) _Agent_partnerSubject(ctx context.Context, field gra
 		func(ctx context.Context) (any, error) {
 			return obj.PartnerSubject, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9659,13 +9686,13 @@ func (ec *executionContext) fieldContext_CheckoutSession_updatedAt(_ context.Con
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "Time")
 }
 
-func (ec *executionContext) _CheckoutSession_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_merchantID(ctx, field)
+			return ec.fieldContext_CheckoutSession_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -9678,17 +9705,17 @@ func (ec *executionContext) _CheckoutSession_merchantID(ctx context.Context, fie
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "ID")
 }
 
-func (ec *executionContext) _CheckoutSession_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_externalID(ctx, field)
+			return ec.fieldContext_CheckoutSession_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -9701,7 +9728,7 @@ func (ec *executionContext) _CheckoutSession_externalID(ctx context.Context, fie
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
@@ -9785,7 +9812,20 @@ func (ec *executionContext) _CheckoutSession_description(ctx context.Context, fi
 		func(ctx context.Context) (any, error) {
 			return obj.Description, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9797,18 +9837,31 @@ func (ec *executionContext) fieldContext_CheckoutSession_description(_ context.C
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
-func (ec *executionContext) _CheckoutSession_successURL(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_successUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_successURL(ctx, field)
+			return ec.fieldContext_CheckoutSession_successUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SuccessURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9816,22 +9869,35 @@ func (ec *executionContext) _CheckoutSession_successURL(ctx context.Context, fie
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_successURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_successUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
-func (ec *executionContext) _CheckoutSession_cancelURL(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_cancelUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_cancelURL(ctx, field)
+			return ec.fieldContext_CheckoutSession_cancelUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.CancelURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9839,7 +9905,7 @@ func (ec *executionContext) _CheckoutSession_cancelURL(ctx context.Context, fiel
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_cancelURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_cancelUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
@@ -9923,7 +9989,20 @@ func (ec *executionContext) _CheckoutSession_chain(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.Chain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9946,7 +10025,20 @@ func (ec *executionContext) _CheckoutSession_token(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.Token, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -10447,13 +10539,13 @@ func (ec *executionContext) fieldContext_DepositAddress_updatedAt(_ context.Cont
 	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "Time")
 }
 
-func (ec *executionContext) _DepositAddress_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
+func (ec *executionContext) _DepositAddress_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_DepositAddress_sessionID(ctx, field)
+			return ec.fieldContext_DepositAddress_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -10466,7 +10558,7 @@ func (ec *executionContext) _DepositAddress_sessionID(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_DepositAddress_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_DepositAddress_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "ID")
 }
 
@@ -10596,7 +10688,20 @@ func (ec *executionContext) _DepositAddress_sweepTxHash(ctx context.Context, fie
 		func(ctx context.Context) (any, error) {
 			return obj.SweepTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -11988,7 +12093,20 @@ func (ec *executionContext) _Merchant_website(ctx context.Context, field graphql
 		func(ctx context.Context) (any, error) {
 			return obj.Website, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12000,18 +12118,31 @@ func (ec *executionContext) fieldContext_Merchant_website(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
-func (ec *executionContext) _Merchant_webhookURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_webhookUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_webhookURL(ctx, field)
+			return ec.fieldContext_Merchant_webhookUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return ec.Resolvers.Merchant().WebhookURL(ctx, obj)
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal *string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
 			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
@@ -12019,22 +12150,35 @@ func (ec *executionContext) _Merchant_webhookURL(ctx context.Context, field grap
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_webhookURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_webhookUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, true, true, "String")
 }
 
-func (ec *executionContext) _Merchant_successURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_successUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_successURL(ctx, field)
+			return ec.fieldContext_Merchant_successUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SuccessURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12042,22 +12186,35 @@ func (ec *executionContext) _Merchant_successURL(ctx context.Context, field grap
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_successURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_successUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
-func (ec *executionContext) _Merchant_cancelURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_cancelUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_cancelURL(ctx, field)
+			return ec.fieldContext_Merchant_cancelUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.CancelURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12065,7 +12222,7 @@ func (ec *executionContext) _Merchant_cancelURL(ctx context.Context, field graph
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_cancelURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_cancelUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
@@ -12103,7 +12260,20 @@ func (ec *executionContext) _Merchant_settlementAddress(ctx context.Context, fie
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementAddress, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12126,7 +12296,20 @@ func (ec *executionContext) _Merchant_settlementChain(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementChain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12172,7 +12355,20 @@ func (ec *executionContext) _Merchant_brandColor(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.BrandColor, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12860,13 +13056,13 @@ func (ec *executionContext) fieldContext_MerchantKey_updatedAt(_ context.Context
 	return graphql.NewScalarFieldContext("MerchantKey", field, false, false, "Time")
 }
 
-func (ec *executionContext) _MerchantKey_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.MerchantKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _MerchantKey_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.MerchantKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_MerchantKey_merchantID(ctx, field)
+			return ec.fieldContext_MerchantKey_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -12879,7 +13075,7 @@ func (ec *executionContext) _MerchantKey_merchantID(ctx context.Context, field g
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_MerchantKey_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_MerchantKey_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MerchantKey", field, false, false, "ID")
 }
 
@@ -15138,13 +15334,13 @@ func (ec *executionContext) fieldContext_Payment_updatedAt(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Payment_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_sessionID(ctx, field)
+			return ec.fieldContext_Payment_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -15157,17 +15353,17 @@ func (ec *executionContext) _Payment_sessionID(ctx context.Context, field graphq
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Payment_depositAddressID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_depositAddressId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_depositAddressID(ctx, field)
+			return ec.fieldContext_Payment_depositAddressId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.DepositAddressID, nil
@@ -15180,17 +15376,17 @@ func (ec *executionContext) _Payment_depositAddressID(ctx context.Context, field
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_depositAddressID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_depositAddressId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Payment_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_externalID(ctx, field)
+			return ec.fieldContext_Payment_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -15203,7 +15399,7 @@ func (ec *executionContext) _Payment_externalID(ctx context.Context, field graph
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
 }
 
@@ -15425,7 +15621,20 @@ func (ec *executionContext) _Payment_blockHash(ctx context.Context, field graphq
 		func(ctx context.Context) (any, error) {
 			return obj.BlockHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15563,7 +15772,20 @@ func (ec *executionContext) _Payment_settlementTxHash(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15586,7 +15808,20 @@ func (ec *executionContext) _Payment_settlementReference(ctx context.Context, fi
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementReference, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15655,7 +15890,20 @@ func (ec *executionContext) _Payment_settlementFxRate(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFxRate, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15678,7 +15926,20 @@ func (ec *executionContext) _Payment_settlementFiatAmount(ctx context.Context, f
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFiatAmount, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15701,7 +15962,20 @@ func (ec *executionContext) _Payment_settlementFiatCurrency(ctx context.Context,
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFiatCurrency, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15724,7 +15998,20 @@ func (ec *executionContext) _Payment_settlementChain(ctx context.Context, field 
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementChain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15747,7 +16034,20 @@ func (ec *executionContext) _Payment_settlementAddress(ctx context.Context, fiel
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementAddress, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15770,7 +16070,20 @@ func (ec *executionContext) _Payment_settlementError(ctx context.Context, field 
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementError, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -15816,7 +16129,20 @@ func (ec *executionContext) _Payment_sweepTxHash(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.SweepTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -17207,13 +17533,13 @@ func (ec *executionContext) fieldContext_Refund_updatedAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Refund_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+func (ec *executionContext) _Refund_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Refund_externalID(ctx, field)
+			return ec.fieldContext_Refund_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -17226,17 +17552,17 @@ func (ec *executionContext) _Refund_externalID(ctx context.Context, field graphq
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Refund_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Refund_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
 }
 
-func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+func (ec *executionContext) _Refund_paymentId(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Refund_paymentID(ctx, field)
+			return ec.fieldContext_Refund_paymentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.PaymentID, nil
@@ -17249,7 +17575,7 @@ func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Refund_paymentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Refund_paymentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
 }
 
@@ -17402,7 +17728,20 @@ func (ec *executionContext) _Refund_reason(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.Reason, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -17448,7 +17787,20 @@ func (ec *executionContext) _Refund_txHash(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.TxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -17471,7 +17823,20 @@ func (ec *executionContext) _Refund_error(ctx context.Context, field graphql.Col
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -18838,18 +19203,18 @@ func (ec *executionContext) _SpendApproval_operation(ctx context.Context, field 
 			return ec.fieldContext_SpendApproval_operation(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Operation, nil
+			return ec.Resolvers.SpendApproval().Operation(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
 }
 
 func (ec *executionContext) _SpendApproval_status(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -18861,18 +19226,18 @@ func (ec *executionContext) _SpendApproval_status(ctx context.Context, field gra
 			return ec.fieldContext_SpendApproval_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return ec.Resolvers.SpendApproval().Status(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
 }
 
 func (ec *executionContext) _SpendApproval_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -19047,7 +19412,20 @@ func (ec *executionContext) _SpendApproval_error(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -19863,13 +20241,13 @@ func (ec *executionContext) fieldContext_Transfer_updatedAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Transfer_fromAgentID(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+func (ec *executionContext) _Transfer_fromAgentId(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Transfer_fromAgentID(ctx, field)
+			return ec.fieldContext_Transfer_fromAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.FromAgentID, nil
@@ -19882,17 +20260,17 @@ func (ec *executionContext) _Transfer_fromAgentID(ctx context.Context, field gra
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Transfer_fromAgentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Transfer_fromAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Transfer_toAgentID(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+func (ec *executionContext) _Transfer_toAgentId(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Transfer_toAgentID(ctx, field)
+			return ec.fieldContext_Transfer_toAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ToAgentID, nil
@@ -19905,7 +20283,7 @@ func (ec *executionContext) _Transfer_toAgentID(ctx context.Context, field graph
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Transfer_toAgentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Transfer_toAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "ID")
 }
 
@@ -20081,7 +20459,20 @@ func (ec *executionContext) _Transfer_txHash(ctx context.Context, field graphql.
 		func(ctx context.Context) (any, error) {
 			return obj.TxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -20127,7 +20518,20 @@ func (ec *executionContext) _Transfer_feeTxHash(ctx context.Context, field graph
 		func(ctx context.Context) (any, error) {
 			return obj.FeeTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -20150,7 +20554,20 @@ func (ec *executionContext) _Transfer_memo(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.Memo, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -20173,7 +20590,20 @@ func (ec *executionContext) _Transfer_error(ctx context.Context, field graphql.C
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -22473,13 +22903,13 @@ func (ec *executionContext) fieldContext_Wallet_updatedAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Wallet", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Wallet_agentID(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
+func (ec *executionContext) _Wallet_agentId(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Wallet_agentID(ctx, field)
+			return ec.fieldContext_Wallet_agentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.AgentID, nil
@@ -22492,7 +22922,7 @@ func (ec *executionContext) _Wallet_agentID(ctx context.Context, field graphql.C
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Wallet_agentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Wallet_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Wallet", field, false, false, "ID")
 }
 
@@ -22758,13 +23188,13 @@ func (ec *executionContext) fieldContext_WebhookAttempt_updatedAt(_ context.Cont
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookAttempt_deliveryID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookAttempt_deliveryId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookAttempt_deliveryID(ctx, field)
+			return ec.fieldContext_WebhookAttempt_deliveryId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.DeliveryID, nil
@@ -22777,7 +23207,7 @@ func (ec *executionContext) _WebhookAttempt_deliveryID(ctx context.Context, fiel
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookAttempt_deliveryID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookAttempt_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "ID")
 }
 
@@ -23116,13 +23546,13 @@ func (ec *executionContext) fieldContext_WebhookDelivery_updatedAt(_ context.Con
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookDelivery_eventID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookDelivery) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookDelivery_eventId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookDelivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_eventID(ctx, field)
+			return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.EventID, nil
@@ -23135,7 +23565,7 @@ func (ec *executionContext) _WebhookDelivery_eventID(ctx context.Context, field 
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookDelivery_eventID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookDelivery_eventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "ID")
 }
 
@@ -23410,13 +23840,13 @@ func (ec *executionContext) fieldContext_WebhookEvent_updatedAt(_ context.Contex
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookEvent_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookEvent_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEvent_merchantID(ctx, field)
+			return ec.fieldContext_WebhookEvent_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -23429,17 +23859,17 @@ func (ec *executionContext) _WebhookEvent_merchantID(ctx context.Context, field 
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookEvent_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookEvent_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "ID")
 }
 
-func (ec *executionContext) _WebhookEvent_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookEvent_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEvent_sessionID(ctx, field)
+			return ec.fieldContext_WebhookEvent_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -23452,7 +23882,7 @@ func (ec *executionContext) _WebhookEvent_sessionID(ctx context.Context, field g
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookEvent_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookEvent_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "ID")
 }
 
@@ -26792,8 +27222,8 @@ func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "primaryWalletID":
-			out.Values[i] = ec._Agent_primaryWalletID(ctx, field, obj)
+		case "primaryWalletId":
+			out.Values[i] = ec._Agent_primaryWalletId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -27336,13 +27766,13 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._CheckoutSession_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._CheckoutSession_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._CheckoutSession_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._CheckoutSession_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -27366,13 +27796,13 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "successURL":
-			out.Values[i] = ec._CheckoutSession_successURL(ctx, field, obj)
+		case "successUrl":
+			out.Values[i] = ec._CheckoutSession_successUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "cancelURL":
-			out.Values[i] = ec._CheckoutSession_cancelURL(ctx, field, obj)
+		case "cancelUrl":
+			out.Values[i] = ec._CheckoutSession_cancelUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -27581,8 +28011,8 @@ func (ec *executionContext) _DepositAddress(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._DepositAddress_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._DepositAddress_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -28089,19 +28519,19 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "webhookURL":
+		case "webhookUrl":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
-					return ec._Merchant_webhookURL(ctx, field, obj)
+					return ec._Merchant_webhookUrl(ctx, field, obj)
 				})
-		case "successURL":
-			out.Values[i] = ec._Merchant_successURL(ctx, field, obj)
+		case "successUrl":
+			out.Values[i] = ec._Merchant_successUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "cancelURL":
-			out.Values[i] = ec._Merchant_cancelURL(ctx, field, obj)
+		case "cancelUrl":
+			out.Values[i] = ec._Merchant_cancelUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -28349,8 +28779,8 @@ func (ec *executionContext) _MerchantKey(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._MerchantKey_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._MerchantKey_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -29001,18 +29431,18 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._Payment_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._Payment_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "depositAddressID":
-			out.Values[i] = ec._Payment_depositAddressID(ctx, field, obj)
+		case "depositAddressId":
+			out.Values[i] = ec._Payment_depositAddressId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._Payment_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._Payment_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -29540,13 +29970,13 @@ func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._Refund_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._Refund_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "paymentID":
-			out.Values[i] = ec._Refund_paymentID(ctx, field, obj)
+		case "paymentId":
+			out.Values[i] = ec._Refund_paymentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -30130,15 +30560,17 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 					return ec._SpendApproval_agentUsername(ctx, field, obj)
 				})
 		case "operation":
-			out.Values[i] = ec._SpendApproval_operation(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_operation(ctx, field, obj)
+				})
 		case "status":
-			out.Values[i] = ec._SpendApproval_status(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_status(ctx, field, obj)
+				})
 		case "amountUsd":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -30507,13 +30939,13 @@ func (ec *executionContext) _Transfer(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "fromAgentID":
-			out.Values[i] = ec._Transfer_fromAgentID(ctx, field, obj)
+		case "fromAgentId":
+			out.Values[i] = ec._Transfer_fromAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "toAgentID":
-			out.Values[i] = ec._Transfer_toAgentID(ctx, field, obj)
+		case "toAgentId":
+			out.Values[i] = ec._Transfer_toAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -31466,8 +31898,8 @@ func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "agentID":
-			out.Values[i] = ec._Wallet_agentID(ctx, field, obj)
+		case "agentId":
+			out.Values[i] = ec._Wallet_agentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -31584,8 +32016,8 @@ func (ec *executionContext) _WebhookAttempt(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "deliveryID":
-			out.Values[i] = ec._WebhookAttempt_deliveryID(ctx, field, obj)
+		case "deliveryId":
+			out.Values[i] = ec._WebhookAttempt_deliveryId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -31741,8 +32173,8 @@ func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "eventID":
-			out.Values[i] = ec._WebhookDelivery_eventID(ctx, field, obj)
+		case "eventId":
+			out.Values[i] = ec._WebhookDelivery_eventId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -31831,13 +32263,13 @@ func (ec *executionContext) _WebhookEvent(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._WebhookEvent_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._WebhookEvent_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._WebhookEvent_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._WebhookEvent_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -33352,26 +33784,6 @@ func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ct
 		return graphql.Null
 	}
 	return ec._Stats(ctx, sel, v)
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
-	var res spendapproval.Operation
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-	return v
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
-	var res spendapproval.Status
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {

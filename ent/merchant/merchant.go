@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -339,19 +340,25 @@ func newWebhookEventsStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e SettlementType) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *SettlementType) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = SettlementType(str)
-	if err := SettlementTypeValidator(*e); err != nil {
+	switch str {
+	case "CRYPTO_USDC":
+		*e = SettlementTypeCryptoUsdc
+	case "FIAT_PIX":
+		*e = SettlementTypeFiatPix
+	default:
 		return fmt.Errorf("%s is not a valid SettlementType", str)
 	}
 	return nil
