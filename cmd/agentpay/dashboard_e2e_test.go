@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/testenv"
+)
+
+// TestDashboardEndToEnd runs `agentpay dev` and takes a merchant's owner
+// through the merchant dashboard in headless Chromium, as issue 14 tells
+// it: the person whose address is the merchant's contact e-mail signs in
+// with the link read from /dev/mail and opens the dashboard in test mode;
+// sets the test webhook endpoint to a loopback receiver that answers 500;
+// creates a session from the dashboard, pays it through /dev/faucet and
+// watches it confirm on the open page; sees the failing delivery's tries,
+// fixes the receiver, clicks redeliver and sees the successful try.
+func TestDashboardEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five devnets and Chromium")
+	}
+	port := freePort(t)
+	env := map[string]string{
+		"DATA_DIR":             filepath.Join(t.TempDir(), "data"),
+		"HTTP_ADDR":            "127.0.0.1:" + port,
+		"BASE_URL":             "http://localhost:" + port,
+		"DEV_BLOCK_TIME":       "200ms",
+		"LOG_LEVEL":            "warn",
+		"METRICS_ADDR":         "127.0.0.1:0",
+		"WEBHOOK_RETRY_DELAYS": "1s",
+	}
+	if freshdb.IsPostgres() {
+		env["DATABASE_URL"] = freshdb.URL(t)
+	}
+	var logs lockedBuffer
+	startDev(t, env, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
+		}
+	})
+	base := "http://localhost:" + port
+
+	// The merchant's webhook receiver: 500 until fixed.
+	var fixed atomic.Bool
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fixed.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(receiver.Close)
+
+	require.Equal(t, http.StatusCreated, postJSON(t, base+"/checkout/merchants/register",
+		`{"name": "Dash Shop", "email": "owner@dash.test"}`, &map[string]any{}))
+
+	bctx := testenv.StartBrowser(t)
+	tab, cancelTab := chromedp.NewContext(bctx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
+	defer cancel()
+
+	// Sign in with the app's e-mailed link (a new account: a username).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/signin"),
+		chromedp.WaitVisible(`input[name="email"]`),
+		chromedp.SendKeys(`input[name="email"]`, "owner@dash.test"),
+		clickJS(`form[action$="/signin"] button[type=submit]`),
+		waitJS(`document.readyState === "complete" && !document.querySelector('input[name="email"]')`),
+	), "ask for a sign-in link")
+	link := caughtLink(t, base, "owner@dash.test")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(`input[name="username"]`),
+		chromedp.SendKeys(`input[name="username"]`, "dash_owner"),
+		clickJS(`#continue`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+	), "sign in")
+
+	// The dashboard, in test mode, as the owner.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#webhooks"),
+		waitJS(`document.getElementById("merchant-picker").options.length === 1`),
+		waitJS(`document.getElementById("mode-label").textContent === "Test mode"`),
+		waitJS(`document.getElementById("role-label").textContent === "owner"`),
+		waitJS(`!document.getElementById("view-webhooks").hidden`),
+		chromedp.SetValue(`#webhook-url`, receiver.URL+"/hooks"),
+		clickJS(`#save-webhook`),
+		waitJS(`document.getElementById("dash-notice").textContent === "Saved."`),
+	), "set the test webhook endpoint")
+
+	// A session created from the dashboard, paid through the faucet.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#sessions"),
+		waitJS(`!document.getElementById("view-sessions").hidden`),
+		chromedp.SetValue(`#new-session-amount`, "10.00"),
+		clickJS(`#new-session`),
+		waitJS(`!document.getElementById("view-session").hidden && document.getElementById("session-status-value").textContent === "pending"`),
+	), "create a session")
+	externalID, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("session-id").textContent`))
+	require.NoError(t, err)
+	var sel struct {
+		Address string `json:"address"`
+	}
+	require.Equal(t, http.StatusOK, doJSON(t, http.MethodPost, base+"/checkout/pay/"+externalID+"/select", "",
+		`{"chain": "base", "token": "USDC"}`, &sel))
+	faucet(t, base, "base", sel.Address, "10")
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
+		waitJS(`[...document.querySelectorAll("#session-payments li")].some(li => li.dataset.status === "confirmed")`),
+	), "the session confirms on the open page")
+
+	// The receiver answered 500 to every try of payment.confirmed's delivery.
+	confirmed := `[...document.querySelectorAll("#session-events li")].find(li => li.textContent.includes("payment.confirmed"))`
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(confirmed+` && `+confirmed+`.querySelectorAll(".attempt-failed").length >= 2 && `+confirmed+`.textContent.includes("HTTP 500")`),
+		waitJS(confirmed+`.querySelector(".delivery-failed")`),
+	), "the failing delivery's tries")
+
+	fixed.Store(true)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](confirmed+`.querySelector("button.redeliver").click()`),
+		waitJS(confirmed+` && `+confirmed+`.querySelector(".delivery-succeeded .attempt-ok")`),
+		waitJS(confirmed+`.textContent.includes("HTTP 200")`),
+	), "redeliver once the receiver is fixed")
+
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](confirmed+`.querySelectorAll(".delivery").length`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
+}
