@@ -17,9 +17,9 @@
     sessions: "query($where: SessionFilter) { sessions(first: 50, where: $where) { totalCount edges { node { externalID amountUsd currency status createdAt } } } }",
     createSession: "mutation($in: CreateSessionInput!) { createSession(input: $in) { externalID } }",
     session: "query($id: String!) { session(externalId: $id) { externalID status amountUsd currency checkoutUrl } " +
-      "payments(first: 50, where: {sessionExternalId: $id}) { edges { node { externalID chain txHash tokenAmount confirmations status } } } " +
+      "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalID chain txHash tokenAmount confirmations status } } } " +
       "refunds(externalId: $id) { externalID amountUsd status txHash } " +
-      "webhookEvents(first: 50, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
+      "webhookEvents(first: 20, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
       "deliveries { id url status attemptLog { at statusCode error durationMs } } } } } }",
     redeliver: "mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }",
     merchant: "{ merchant { name webhookURL settlementType settlementAddress settlementChain brandColor acceptedTokens { chain token } publicKeys { live test } } }",

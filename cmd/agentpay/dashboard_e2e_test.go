@@ -97,7 +97,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.SetValue(`#webhook-url`, receiver.URL+"/hooks"),
 		clickJS(`#save-webhook`),
 		waitJS(`document.getElementById("dash-notice").textContent === "Saved."`),
-	), "set the test webhook endpoint")
+	), "set the test webhook endpoint: %s", pageState(ctx))
 
 	// A session created from the dashboard, paid through the faucet.
 	require.NoError(t, chromedp.Do(ctx,
@@ -106,7 +106,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.SetValue(`#new-session-amount`, "10.00"),
 		clickJS(`#new-session`),
 		waitJS(`!document.getElementById("view-session").hidden && document.getElementById("session-status-value").textContent === "pending"`),
-	), "create a session")
+	), "create a session: %s", pageState(ctx))
 	externalID, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("session-id").textContent`))
 	require.NoError(t, err)
 	var sel struct {
@@ -118,23 +118,31 @@ func TestDashboardEndToEnd(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
 		waitJS(`[...document.querySelectorAll("#session-payments li")].some(li => li.dataset.status === "confirmed")`),
-	), "the session confirms on the open page")
+	), "the session confirms on the open page: %s", pageState(ctx))
 
 	// The receiver answered 500 to every try of payment.confirmed's delivery.
 	confirmed := `[...document.querySelectorAll("#session-events li")].find(li => li.textContent.includes("payment.confirmed"))`
 	require.NoError(t, chromedp.Do(ctx,
 		waitJS(confirmed+` && `+confirmed+`.querySelectorAll(".attempt-failed").length >= 2 && `+confirmed+`.textContent.includes("HTTP 500")`),
 		waitJS(confirmed+`.querySelector(".delivery-failed")`),
-	), "the failing delivery's tries")
+	), "the failing delivery's tries: %s", pageState(ctx))
 
 	fixed.Store(true)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Evaluate[chromedp.Void](confirmed+`.querySelector("button.redeliver").click()`),
 		waitJS(confirmed+` && `+confirmed+`.querySelector(".delivery-succeeded .attempt-ok")`),
 		waitJS(confirmed+`.textContent.includes("HTTP 200")`),
-	), "redeliver once the receiver is fixed")
+	), "redeliver once the receiver is fixed: %s", pageState(ctx))
 
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](confirmed+`.querySelectorAll(".delivery").length`))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
+}
+
+// pageState is what the dashboard shows when a step fails: where it is,
+// its error and the view's text.
+func pageState(ctx context.Context) string {
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + " | error: " + document.getElementById("dash-error").textContent + " | " +
+		[...document.querySelectorAll(".view")].filter(v => !v.hidden).map(v => v.innerText).join(" / ")`))
+	return s
 }
