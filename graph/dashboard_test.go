@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -200,4 +201,27 @@ func TestPaymentVolumeOverGraphQL(t *testing.T) {
 	require.Equal(t, "0.7", d.PaymentVolume[1].Volume.String())
 	require.Equal(t, "BAD_USER_INPUT", api.do(t, m.Keys.TestSecretKey, dashVolumeQuery,
 		map[string]any{"from": day, "to": day.Add(-time.Hour)}).code(t))
+}
+
+func TestSendTestWebhookOverGraphQL(t *testing.T) {
+	api := newMerchantAPI(t)
+	m := api.register(t, "Hook Shop", agentpay.MerchantInput{})
+	require.Equal(t, "BAD_USER_INPUT", api.do(t, m.Keys.TestSecretKey, dashTestWebhook, nil).code(t), "no endpoint yet")
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(receiver.Close)
+	var upd struct{ UpdateMerchant struct{ ID string } }
+	api.do(t, m.Keys.TestSecretKey, `mutation($u: String!) { updateMerchant(input: {webhookUrl: $u}) { id } }`,
+		map[string]any{"u": receiver.URL + "/hooks"}).decode(t, &upd)
+	var d struct {
+		SendTestWebhook struct {
+			ID, EventType string
+			Livemode      bool
+			Deliveries    []struct{ ID string }
+		}
+	}
+	api.do(t, m.Keys.TestSecretKey, dashTestWebhook, nil).decode(t, &d)
+	require.Equal(t, agentpay.EventWebhookTest, d.SendTestWebhook.EventType)
+	require.False(t, d.SendTestWebhook.Livemode, "the credential's mode")
+	require.Len(t, d.SendTestWebhook.Deliveries, 1, "delivered like any event")
+	require.Equal(t, "BAD_USER_INPUT", api.do(t, m.Keys.LiveSecretKey, dashTestWebhook, nil).code(t), "live mode has no endpoint")
 }
