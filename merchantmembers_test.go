@@ -231,7 +231,6 @@ func TestPaymentVolumesRange(t *testing.T) {
 	require.True(t, IsValidation(err))
 }
 
-
 // memberOf is the membership of an address in a merchant's list.
 func memberOf(t *testing.T, h *humansEnv, v *Viewer, merchantID uuid.UUID, email string) *ent.MerchantMember {
 	t.Helper()
