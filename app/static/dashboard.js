@@ -86,7 +86,7 @@
     b.addEventListener("click", function () { clear(); b.disabled = true; onClick().catch(showError).then(function () { b.disabled = false; }); });
     return b;
   }
-  function tokenKey() { return "dash.token." + state.merchant.id + "." + state.mode; }
+  function tokenKey() { return "dash.token." + root.dataset.user + "." + state.merchant.id + "." + state.mode; }
 
   // Opening: a dashboard session per merchant and mode, kept for the tab.
   function openSession() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,6 +139,61 @@ func TestDashboardEndToEnd(t *testing.T) {
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](confirmed+`.querySelectorAll(".delivery").length`))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
+
+	// The owner invites a read-only member, who signs in in another
+	// browser and sees the merchant without a control that changes it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#members"),
+		waitJS(`!document.getElementById("view-members").hidden && document.querySelectorAll("#members li").length === 1`),
+		chromedp.SetValue(`#invite-email`, "reader@dash.test"),
+		chromedp.SetValue(`#invite-role`, "READ_ONLY"),
+		clickJS(`#invite-form button[type=submit]`),
+		waitJS(`document.querySelectorAll("#members li").length === 2`),
+	), "invite a read-only member: %s", pageState(ctx))
+	rtab, cancelReader := chromedp.NewContext(testenv.StartBrowser(t))
+	defer cancelReader()
+	rctx, cancel := context.WithTimeout(rtab, 2*time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(rctx,
+		chromedp.Navigate(base+"/app/signin"),
+		chromedp.WaitVisible(`input[name="email"]`),
+		chromedp.SendKeys(`input[name="email"]`, "reader@dash.test"),
+		clickJS(`form[action$="/signin"] button[type=submit]`),
+		waitJS(`document.readyState === "complete" && !document.querySelector('input[name="email"]')`),
+	), "the member asks for a sign-in link")
+	require.NoError(t, chromedp.Do(rctx,
+		chromedp.Navigate(caughtLinkTo(t, base, "reader@dash.test", "/signin/")),
+		chromedp.WaitVisible(`input[name="username"]`),
+		chromedp.SendKeys(`input[name="username"]`, "dash_reader"),
+		clickJS(`#continue`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		chromedp.Navigate(base+"/app/dashboard#session/"+externalID),
+		waitJS(`document.getElementById("role-label").textContent === "read-only"`),
+		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
+		waitJS(`document.querySelectorAll("button.redeliver").length > 0 && [...document.querySelectorAll("button.redeliver")].every(b => b.offsetParent === null)`),
+		waitJS(`getComputedStyle(document.getElementById("new-session-form")).display === "none"`),
+	), "the read-only member's dashboard: %s", pageState(rctx))
+}
+
+// caughtLinkTo waits for a mail to address carrying a link whose path
+// holds part, and answers that link.
+func caughtLinkTo(t *testing.T, base, address, part string) string {
+	t.Helper()
+	var link string
+	require.Eventually(t, func() bool {
+		var inbox struct{ Messages []struct{ Links []string } }
+		getJSON(t, base+"/dev/mail?to="+url.QueryEscape(address), &inbox)
+		for _, m := range inbox.Messages {
+			for _, l := range m.Links {
+				if strings.Contains(l, part) {
+					link = l
+					return true
+				}
+			}
+		}
+		return false
+	}, processTestTimeout, 100*time.Millisecond, "no mail to %s with a %s link", address, part)
+	return link
 }
 
 // pageState is what the dashboard shows when a step fails: where it is,
