@@ -140,6 +140,23 @@ func TestDashboardEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
 
+	// The other pages: the overview counts the payment, keys roll (shown
+	// once), the brand preview follows the color picked.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#overview"),
+		waitJS(`[...document.querySelectorAll("#volume-table tbody tr")].some(tr => tr.textContent.includes("confirmed") && tr.textContent.includes("10"))`),
+		waitJS(`[...document.querySelectorAll("#volume-chart rect")].some(r => Number(r.getAttribute("height")) > 0)`),
+		chromedp.Navigate(base+"/app/dashboard#keys"),
+		waitJS(`document.getElementById("public-test").textContent.startsWith("pk_test_")`),
+		clickJS(`#roll-keys`),
+		waitJS(`document.getElementById("rolled-keys").textContent.includes("sk_test_")`),
+		chromedp.Navigate(base+"/app/dashboard#settings"),
+		waitJS(`document.getElementById("preview-name").textContent === "Dash Shop"`),
+		chromedp.Evaluate[chromedp.Void](`(() => { const c = document.getElementById("set-brand-color"); c.value = "#ff0000"; c.dispatchEvent(new Event("input")); })()`),
+		waitJS(`document.getElementById("brand-preview").style.getPropertyValue("--brand") === "#ff0000"`),
+		waitJS(`document.getElementById("dash-error").hidden`),
+	), "overview, keys, settings: %s", pageState(ctx))
+
 	// The owner invites a read-only member, who signs in in another
 	// browser and sees the merchant without a control that changes it.
 	require.NoError(t, chromedp.Do(ctx,
