@@ -32,6 +32,11 @@
     feed: "subscription { merchantEvents { cursor kind eventId eventType } }"
   };
   var MODES = {test: "TEST", live: "LIVE"}, OWNER = "OWNER", CHAINS = ["base", "arbitrum", "ethereum", "polygon", "solana"];
+  // Enum values: the page shows and compares them lower-cased (shown()),
+  // and sends filter values as the API spells them (asEnum), so a change of
+  // the API's enum spelling is this one line.
+  function asEnum(v) { return v; }
+  function shown(v) { return String(v).toLowerCase(); }
 
   var root = document.getElementById("dashboard");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
@@ -137,7 +142,7 @@
       body.textContent = "";
       rows.forEach(function (v) {
         var tr = el("tr");
-        [v.day, v.chain, v.status, v.count, String(v.volume)].forEach(function (c) { tr.appendChild(el("td", c)); });
+        [v.day, v.chain, shown(v.status), v.count, String(v.volume)].forEach(function (c) { tr.appendChild(el("td", c)); });
         body.appendChild(tr);
         perDay[v.day] = (perDay[v.day] || 0) + Number(v.volume); // drawing only: the table has the exact sums
       });
@@ -170,7 +175,7 @@
 
   function sessions() {
     var where = {}, status = $("session-status").value, search = $("session-search").value.trim();
-    if (status) { where.status = [status]; }
+    if (status) { where.status = [asEnum(status)]; }
     if (search) { where.search = search; }
     return asMerchant(Q.sessions, {where: where}).then(function (d) {
       var body = $("sessions-table").tBodies[0];
@@ -182,7 +187,7 @@
         td.appendChild(a);
         tr.appendChild(td);
         tr.appendChild(el("td", s.amountUsd + " " + s.currency));
-        tr.appendChild(el("td", s.status, "session-status"));
+        tr.appendChild(el("td", shown(s.status), "session-status"));
         tr.appendChild(el("td", when(s.createdAt)));
         tr.dataset.id = s.externalID;
         body.appendChild(tr);
@@ -203,7 +208,7 @@
     li.dataset.id = ev.id;
     li.appendChild(el("span", when(ev.createdAt) + " · " + ev.eventType));
     (ev.deliveries || []).forEach(function (d) {
-      var div = el("div", "delivery to " + d.url + " · " + d.status, "delivery delivery-" + d.status);
+      var div = el("div", "delivery to " + d.url + " · " + shown(d.status), "delivery delivery-" + shown(d.status));
       div.appendChild(attemptsList(d));
       li.appendChild(div);
     });
@@ -219,20 +224,20 @@
     return asMerchant(Q.session, {id: id}).then(function (d) {
       var s = d.session;
       $("session-id").textContent = s.externalID;
-      $("session-status-value").textContent = s.status;
+      $("session-status-value").textContent = shown(s.status);
       $("session-amount").textContent = s.amountUsd + " " + s.currency;
       $("session-checkout").href = s.checkoutUrl;
       var pays = $("session-payments");
       pays.textContent = "";
       d.payments.edges.forEach(function (e) {
         var p = e.node;
-        var li = el("li", p.externalID + " · " + p.tokenAmount + " USDC on " + p.chain + " · " + p.status + " · " + p.confirmations + " confirmations · " + p.txHash, "payment");
-        li.dataset.status = p.status;
+        var li = el("li", p.externalID + " · " + p.tokenAmount + " USDC on " + p.chain + " · " + shown(p.status) + " · " + p.confirmations + " confirmations · " + p.txHash, "payment");
+        li.dataset.status = shown(p.status);
         pays.appendChild(li);
       });
       var refunds = $("session-refunds");
       refunds.textContent = "";
-      d.refunds.forEach(function (r) { refunds.appendChild(el("li", r.externalID + " · " + r.amountUsd + " USD · " + r.status + (r.txHash ? " · " + r.txHash : ""))); });
+      d.refunds.forEach(function (r) { refunds.appendChild(el("li", r.externalID + " · " + r.amountUsd + " USD · " + shown(r.status) + (r.txHash ? " · " + r.txHash : ""))); });
       var events = $("session-events");
       events.textContent = "";
       d.webhookEvents.edges.slice().reverse().forEach(function (e) { events.appendChild(eventItem(e.node)); });
