@@ -46,6 +46,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	CheckoutSession() CheckoutSessionResolver
+	ManagedMerchant() ManagedMerchantResolver
 	Me() MeResolver
 	Merchant() MerchantResolver
 	Mutation() MutationResolver
@@ -261,6 +262,13 @@ type ComplexityRoot struct {
 		TrustScore        func(childComplexity int) int
 	}
 
+	ManagedMerchant struct {
+		ID      func(childComplexity int) int
+		Members func(childComplexity int) int
+		Name    func(childComplexity int) int
+		Role    func(childComplexity int) int
+	}
+
 	Me struct {
 		APIKeyRotatedAt func(childComplexity int) int
 		Balance         func(childComplexity int) int
@@ -344,6 +352,14 @@ type ComplexityRoot struct {
 		Test func(childComplexity int) int
 	}
 
+	MerchantTeamMember struct {
+		AcceptedAt func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Email      func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Role       func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AcceptInvitation          func(childComplexity int, token string) int
 		ApproveCardRequest        func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
@@ -361,14 +377,19 @@ type ComplexityRoot struct {
 		DenySpendApproval         func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
+		InviteMerchantMember      func(childComplexity int, merchantID uuid.UUID, email string, role model.MemberRole) int
+		OpenDashboard             func(childComplexity int, merchantID uuid.UUID, mode model.MerchantMode) int
 		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
 		QuickRegister             func(childComplexity int, username string) int
 		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey          func(childComplexity int) int
+		RemoveMerchantMember      func(childComplexity int, merchantID uuid.UUID, memberID uuid.UUID) int
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
 		RevokeSession             func(childComplexity int, id uuid.UUID) int
+		RollKeys                  func(childComplexity int, mode *model.MerchantMode) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
+		SendTestWebhook           func(childComplexity int) int
 		SendToUser                func(childComplexity int, input model.SendInput) int
 		SetSpendingPolicy         func(childComplexity int, input model.SpendingPolicyInput) int
 		SignOut                   func(childComplexity int, everywhere *bool) int
@@ -377,6 +398,15 @@ type ComplexityRoot struct {
 		UpdateViewer              func(childComplexity int, displayName string) int
 		VerifyPartner             func(childComplexity int, partner string, attestation string) int
 		Withdraw                  func(childComplexity int, input model.WithdrawInput) int
+	}
+
+	OpenedDashboard struct {
+		ExpiresAt    func(childComplexity int) int
+		MerchantID   func(childComplexity int) int
+		MerchantName func(childComplexity int) int
+		Mode         func(childComplexity int) int
+		Role         func(childComplexity int) int
+		Token        func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -477,6 +507,14 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	PaymentVolume struct {
+		Chain  func(childComplexity int) int
+		Count  func(childComplexity int) int
+		Day    func(childComplexity int) int
+		Status func(childComplexity int) int
+		Volume func(childComplexity int) int
+	}
+
 	PublicAgent struct {
 		CreatedAt         func(childComplexity int) int
 		ID                func(childComplexity int) int
@@ -498,6 +536,7 @@ type ComplexityRoot struct {
 		Merchant        func(childComplexity int) int
 		Node            func(childComplexity int, id uuid.UUID) int
 		Nodes           func(childComplexity int, ids []uuid.UUID) int
+		PaymentVolume   func(childComplexity int, from time.Time, to time.Time) int
 		Payments        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) int
 		Refunds         func(childComplexity int, externalID string) int
 		Session         func(childComplexity int, externalID string) int
@@ -557,6 +596,13 @@ type ComplexityRoot struct {
 		WalletAddress func(childComplexity int) int
 		WalletChain   func(childComplexity int) int
 		Wallets       func(childComplexity int) int
+	}
+
+	RolledKeys struct {
+		Livemode  func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+		SecretKey func(childComplexity int) int
+		Warning   func(childComplexity int) int
 	}
 
 	RolledWebhookSecret struct {
@@ -758,6 +804,7 @@ type ComplexityRoot struct {
 		Events           func(childComplexity int, after *int64, limit *int) int
 		ID               func(childComplexity int) int
 		IdentityStatus   func(childComplexity int) int
+		Merchants        func(childComplexity int) int
 		Pairings         func(childComplexity int) int
 		Passkeys         func(childComplexity int) int
 		Sessions         func(childComplexity int) int
@@ -922,6 +969,9 @@ type CheckoutSessionResolver interface {
 	CheckoutURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
 	EmbedURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
 }
+type ManagedMerchantResolver interface {
+	Members(ctx context.Context, obj *model.ManagedMerchant) ([]*model.MerchantTeamMember, error)
+}
 type MeResolver interface {
 	Limits(ctx context.Context, obj *model.Me) (*model.Limits, error)
 	Balance(ctx context.Context, obj *model.Me) (*model.Balance, error)
@@ -947,6 +997,9 @@ type MutationResolver interface {
 	BeginCardApproval(ctx context.Context, id uuid.UUID) (*model.CardApproval, error)
 	ApproveCardRequest(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (*model.ViewerCardRequest, error)
 	DenyCardRequest(ctx context.Context, id uuid.UUID) (*model.ViewerCardRequest, error)
+	OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.MerchantMode) (*model.OpenedDashboard, error)
+	InviteMerchantMember(ctx context.Context, merchantID uuid.UUID, email string, role model.MemberRole) (*model.MerchantTeamMember, error)
+	RemoveMerchantMember(ctx context.Context, merchantID uuid.UUID, memberID uuid.UUID) (bool, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
 	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
@@ -955,6 +1008,8 @@ type MutationResolver interface {
 	SignOut(ctx context.Context, everywhere *bool) (bool, error)
 	Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error)
 	StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error)
+	SendTestWebhook(ctx context.Context) (*ent.WebhookEvent, error)
+	RollKeys(ctx context.Context, mode *model.MerchantMode) (*model.RolledKeys, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
@@ -987,6 +1042,7 @@ type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
+	PaymentVolume(ctx context.Context, from time.Time, to time.Time) ([]*model.PaymentVolume, error)
 	Merchant(ctx context.Context) (*ent.Merchant, error)
 	Sessions(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) (*ent.CheckoutSessionConnection, error)
 	Session(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
@@ -1030,6 +1086,7 @@ type ViewerResolver interface {
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
 	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
+	Merchants(ctx context.Context, obj *model.Viewer) ([]*model.ManagedMerchant, error)
 	SpendingPolicies(ctx context.Context, obj *model.Viewer) ([]*ent.SpendingPolicy, error)
 	SpendApprovals(ctx context.Context, obj *model.Viewer) ([]*ent.SpendApproval, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
@@ -1915,6 +1972,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Limits.TrustScore(childComplexity), true
 
+	case "ManagedMerchant.id":
+		if e.ComplexityRoot.ManagedMerchant.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.ID(childComplexity), true
+	case "ManagedMerchant.members":
+		if e.ComplexityRoot.ManagedMerchant.Members == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Members(childComplexity), true
+	case "ManagedMerchant.name":
+		if e.ComplexityRoot.ManagedMerchant.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Name(childComplexity), true
+	case "ManagedMerchant.role":
+		if e.ComplexityRoot.ManagedMerchant.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Role(childComplexity), true
+
 	case "Me.apiKeyRotatedAt":
 		if e.ComplexityRoot.Me.APIKeyRotatedAt == nil {
 			break
@@ -2331,6 +2413,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MerchantPublicKeys.Test(childComplexity), true
 
+	case "MerchantTeamMember.acceptedAt":
+		if e.ComplexityRoot.MerchantTeamMember.AcceptedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.AcceptedAt(childComplexity), true
+	case "MerchantTeamMember.createdAt":
+		if e.ComplexityRoot.MerchantTeamMember.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.CreatedAt(childComplexity), true
+	case "MerchantTeamMember.email":
+		if e.ComplexityRoot.MerchantTeamMember.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.Email(childComplexity), true
+	case "MerchantTeamMember.id":
+		if e.ComplexityRoot.MerchantTeamMember.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.ID(childComplexity), true
+	case "MerchantTeamMember.role":
+		if e.ComplexityRoot.MerchantTeamMember.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.Role(childComplexity), true
+
 	case "Mutation.acceptInvitation":
 		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
 			break
@@ -2502,6 +2615,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.InviteHuman(childComplexity, args["email"].(string)), true
+	case "Mutation.inviteMerchantMember":
+		if e.ComplexityRoot.Mutation.InviteMerchantMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_inviteMerchantMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.InviteMerchantMember(childComplexity, args["merchantId"].(uuid.UUID), args["email"].(string), args["role"].(model.MemberRole)), true
+	case "Mutation.openDashboard":
+		if e.ComplexityRoot.Mutation.OpenDashboard == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_openDashboard_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.OpenDashboard(childComplexity, args["merchantId"].(uuid.UUID), args["mode"].(model.MerchantMode)), true
 	case "Mutation.payCheckout":
 		if e.ComplexityRoot.Mutation.PayCheckout == nil {
 			break
@@ -2541,6 +2676,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RegenerateAPIKey(childComplexity), true
+	case "Mutation.removeMerchantMember":
+		if e.ComplexityRoot.Mutation.RemoveMerchantMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeMerchantMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveMerchantMember(childComplexity, args["merchantId"].(uuid.UUID), args["memberId"].(uuid.UUID)), true
 	case "Mutation.requestPairing":
 		if e.ComplexityRoot.Mutation.RequestPairing == nil {
 			break
@@ -2563,6 +2709,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeSession(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.rollKeys":
+		if e.ComplexityRoot.Mutation.RollKeys == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollKeys_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollKeys(childComplexity, args["mode"].(*model.MerchantMode)), true
 	case "Mutation.rollWebhookSecret":
 		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
 			break
@@ -2585,6 +2742,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Send(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.sendTestWebhook":
+		if e.ComplexityRoot.Mutation.SendTestWebhook == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.SendTestWebhook(childComplexity), true
 	case "Mutation.sendToUser":
 		if e.ComplexityRoot.Mutation.SendToUser == nil {
 			break
@@ -2668,6 +2831,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Withdraw(childComplexity, args["input"].(model.WithdrawInput)), true
+
+	case "OpenedDashboard.expiresAt":
+		if e.ComplexityRoot.OpenedDashboard.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.ExpiresAt(childComplexity), true
+	case "OpenedDashboard.merchantId":
+		if e.ComplexityRoot.OpenedDashboard.MerchantID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.MerchantID(childComplexity), true
+	case "OpenedDashboard.merchantName":
+		if e.ComplexityRoot.OpenedDashboard.MerchantName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.MerchantName(childComplexity), true
+	case "OpenedDashboard.mode":
+		if e.ComplexityRoot.OpenedDashboard.Mode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Mode(childComplexity), true
+	case "OpenedDashboard.role":
+		if e.ComplexityRoot.OpenedDashboard.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Role(childComplexity), true
+	case "OpenedDashboard.token":
+		if e.ComplexityRoot.OpenedDashboard.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Token(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -3121,6 +3321,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PaymentEdge.Node(childComplexity), true
 
+	case "PaymentVolume.chain":
+		if e.ComplexityRoot.PaymentVolume.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Chain(childComplexity), true
+	case "PaymentVolume.count":
+		if e.ComplexityRoot.PaymentVolume.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Count(childComplexity), true
+	case "PaymentVolume.day":
+		if e.ComplexityRoot.PaymentVolume.Day == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Day(childComplexity), true
+	case "PaymentVolume.status":
+		if e.ComplexityRoot.PaymentVolume.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Status(childComplexity), true
+	case "PaymentVolume.volume":
+		if e.ComplexityRoot.PaymentVolume.Volume == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Volume(childComplexity), true
+
 	case "PublicAgent.createdAt":
 		if e.ComplexityRoot.PublicAgent.CreatedAt == nil {
 			break
@@ -3255,6 +3486,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]uuid.UUID)), true
+	case "Query.paymentVolume":
+		if e.ComplexityRoot.Query.PaymentVolume == nil {
+			break
+		}
+
+		args, err := ec.field_Query_paymentVolume_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PaymentVolume(childComplexity, args["from"].(time.Time), args["to"].(time.Time)), true
 	case "Query.payments":
 		if e.ComplexityRoot.Query.Payments == nil {
 			break
@@ -3554,6 +3796,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Registration.Wallets(childComplexity), true
+
+	case "RolledKeys.livemode":
+		if e.ComplexityRoot.RolledKeys.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.Livemode(childComplexity), true
+	case "RolledKeys.publicKey":
+		if e.ComplexityRoot.RolledKeys.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.PublicKey(childComplexity), true
+	case "RolledKeys.secretKey":
+		if e.ComplexityRoot.RolledKeys.SecretKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.SecretKey(childComplexity), true
+	case "RolledKeys.warning":
+		if e.ComplexityRoot.RolledKeys.Warning == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.Warning(childComplexity), true
 
 	case "RolledWebhookSecret.livemode":
 		if e.ComplexityRoot.RolledWebhookSecret.Livemode == nil {
@@ -4433,6 +4700,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.IdentityStatus(childComplexity), true
+	case "Viewer.merchants":
+		if e.ComplexityRoot.Viewer.Merchants == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Merchants(childComplexity), true
 	case "Viewer.pairings":
 		if e.ComplexityRoot.Viewer.Pairings == nil {
 			break
@@ -5227,7 +5500,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5243,9 +5516,11 @@ var sources = []*ast.Source{
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "cards.graphql", Input: sourceData("cards.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
+	{Name: "dashboard.graphql", Input: sourceData("dashboard.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchantfeed.graphql", Input: sourceData("merchantfeed.graphql"), BuiltIn: false},
+	{Name: "merchantinsights.graphql", Input: sourceData("merchantinsights.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
@@ -5628,6 +5903,20 @@ func (ec *executionContext) childFields_Limits(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
 }
 
+func (ec *executionContext) childFields_ManagedMerchant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ManagedMerchant_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ManagedMerchant_name(ctx, field)
+	case "role":
+		return ec.fieldContext_ManagedMerchant_role(ctx, field)
+	case "members":
+		return ec.fieldContext_ManagedMerchant_members(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ManagedMerchant", field.Name)
+}
+
 func (ec *executionContext) childFields_Me(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5792,6 +6081,40 @@ func (ec *executionContext) childFields_MerchantPublicKeys(ctx context.Context, 
 		return ec.fieldContext_MerchantPublicKeys_test(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MerchantPublicKeys", field.Name)
+}
+
+func (ec *executionContext) childFields_MerchantTeamMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_MerchantTeamMember_id(ctx, field)
+	case "email":
+		return ec.fieldContext_MerchantTeamMember_email(ctx, field)
+	case "role":
+		return ec.fieldContext_MerchantTeamMember_role(ctx, field)
+	case "acceptedAt":
+		return ec.fieldContext_MerchantTeamMember_acceptedAt(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_MerchantTeamMember_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MerchantTeamMember", field.Name)
+}
+
+func (ec *executionContext) childFields_OpenedDashboard(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "token":
+		return ec.fieldContext_OpenedDashboard_token(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_OpenedDashboard_expiresAt(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_OpenedDashboard_merchantId(ctx, field)
+	case "merchantName":
+		return ec.fieldContext_OpenedDashboard_merchantName(ctx, field)
+	case "mode":
+		return ec.fieldContext_OpenedDashboard_mode(ctx, field)
+	case "role":
+		return ec.fieldContext_OpenedDashboard_role(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OpenedDashboard", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5990,6 +6313,22 @@ func (ec *executionContext) childFields_PaymentEdge(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type PaymentEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_PaymentVolume(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "day":
+		return ec.fieldContext_PaymentVolume_day(ctx, field)
+	case "chain":
+		return ec.fieldContext_PaymentVolume_chain(ctx, field)
+	case "status":
+		return ec.fieldContext_PaymentVolume_status(ctx, field)
+	case "count":
+		return ec.fieldContext_PaymentVolume_count(ctx, field)
+	case "volume":
+		return ec.fieldContext_PaymentVolume_volume(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PaymentVolume", field.Name)
+}
+
 func (ec *executionContext) childFields_PublicAgent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -6098,6 +6437,20 @@ func (ec *executionContext) childFields_Registration(ctx context.Context, field 
 		return ec.fieldContext_Registration_endpoints(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Registration", field.Name)
+}
+
+func (ec *executionContext) childFields_RolledKeys(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "publicKey":
+		return ec.fieldContext_RolledKeys_publicKey(ctx, field)
+	case "secretKey":
+		return ec.fieldContext_RolledKeys_secretKey(ctx, field)
+	case "livemode":
+		return ec.fieldContext_RolledKeys_livemode(ctx, field)
+	case "warning":
+		return ec.fieldContext_RolledKeys_warning(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolledKeys", field.Name)
 }
 
 func (ec *executionContext) childFields_RolledWebhookSecret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6490,6 +6843,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
 	case "cardRequests":
 		return ec.fieldContext_Viewer_cardRequests(ctx, field)
+	case "merchants":
+		return ec.fieldContext_Viewer_merchants(ctx, field)
 	case "spendingPolicies":
 		return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
 	case "spendApprovals":
@@ -7336,6 +7691,58 @@ func (ec *executionContext) field_Mutation_inviteHuman_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_inviteMerchantMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "role",
+		func(ctx context.Context, v any) (model.MemberRole, error) {
+			return ec.unmarshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["role"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_openDashboard_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
+		func(ctx context.Context, v any) (model.MerchantMode, error) {
+			return ec.unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mode"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_payCheckout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7378,6 +7785,28 @@ func (ec *executionContext) field_Mutation_redeliverWebhook_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_removeMerchantMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "memberId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["memberId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_requestPairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7411,6 +7840,20 @@ func (ec *executionContext) field_Mutation_revokeSession_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rollKeys_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
+		func(ctx context.Context, v any) (*model.MerchantMode, error) {
+			return ec.unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mode"] = arg0
 	return args, nil
 }
 
@@ -7651,6 +8094,28 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_paymentVolume_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
 	return args, nil
 }
 
@@ -11439,6 +11904,107 @@ func (ec *executionContext) fieldContext_Limits_cardPurchases(_ context.Context,
 	return graphql.NewScalarFieldContext("Limits", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _ManagedMerchant_id(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ManagedMerchant_name(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "String")
+}
+
+func (ec *executionContext) _ManagedMerchant_role(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "MemberRole")
+}
+
+func (ec *executionContext) _ManagedMerchant_members(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_members(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ManagedMerchant().Members(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MerchantTeamMember) graphql.Marshaler {
+			return ec.marshalNMerchantTeamMember2ᚕᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMemberᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_members(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ManagedMerchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantTeamMember(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Me_id(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13226,6 +13792,121 @@ func (ec *executionContext) fieldContext_MerchantPublicKeys_test(_ context.Conte
 	return graphql.NewScalarFieldContext("MerchantPublicKeys", field, false, false, "String")
 }
 
+func (ec *executionContext) _MerchantTeamMember_id(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MerchantTeamMember_email(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantTeamMember_role(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "MemberRole")
+}
+
+func (ec *executionContext) _MerchantTeamMember_acceptedAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_acceptedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcceptedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_acceptedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MerchantTeamMember_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Mutation_quickRegister(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13560,6 +14241,138 @@ func (ec *executionContext) fieldContext_Mutation_denyCardRequest(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_denyCardRequest_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_openDashboard(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_openDashboard(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().OpenDashboard(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["mode"].(model.MerchantMode))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.OpenedDashboard) graphql.Marshaler {
+			return ec.marshalNOpenedDashboard2ᚖagentpayᚋgraphᚋmodelᚐOpenedDashboard(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_openDashboard(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OpenedDashboard(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_openDashboard_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_inviteMerchantMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_inviteMerchantMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().InviteMerchantMember(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["email"].(string), fc.Args["role"].(model.MemberRole))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MerchantTeamMember) graphql.Marshaler {
+			return ec.marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_inviteMerchantMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantTeamMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_inviteMerchantMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeMerchantMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeMerchantMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveMerchantMember(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["memberId"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeMerchantMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeMerchantMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -13902,6 +14715,82 @@ func (ec *executionContext) fieldContext_Mutation_startIdentityVerification(_ co
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_IdentityVerificationStart(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_sendTestWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendTestWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().SendTestWebhook(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.WebhookEvent) graphql.Marshaler {
+			return ec.marshalNWebhookEvent2ᚖagentpayᚋentᚐWebhookEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendTestWebhook(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rollKeys(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollKeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RollKeys(ctx, fc.Args["mode"].(*model.MerchantMode))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolledKeys) graphql.Marshaler {
+			return ec.marshalNRolledKeys2ᚖagentpayᚋgraphᚋmodelᚐRolledKeys(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollKeys(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolledKeys(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rollKeys_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -14596,6 +15485,144 @@ func (ec *executionContext) fieldContext_Mutation_revokeSession(ctx context.Cont
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _OpenedDashboard_token(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "String")
+}
+
+func (ec *executionContext) _OpenedDashboard_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OpenedDashboard_merchantId(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_merchantId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "ID")
+}
+
+func (ec *executionContext) _OpenedDashboard_merchantName(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_merchantName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_merchantName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "String")
+}
+
+func (ec *executionContext) _OpenedDashboard_mode(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_mode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
+			return ec.marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "MerchantMode")
+}
+
+func (ec *executionContext) _OpenedDashboard_role(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "MemberRole")
 }
 
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[uuid.UUID]) (ret graphql.Marshaler) {
@@ -16484,6 +17511,121 @@ func (ec *executionContext) fieldContext_PaymentEdge_cursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PaymentEdge", field, false, false, "Cursor")
 }
 
+func (ec *executionContext) _PaymentVolume_day(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_day(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Day, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_day(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "String")
+}
+
+func (ec *executionContext) _PaymentVolume_chain(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "String")
+}
+
+func (ec *executionContext) _PaymentVolume_status(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v payment.Status) graphql.Marshaler {
+			return ec.marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "PaymentStatus")
+}
+
+func (ec *executionContext) _PaymentVolume_count(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PaymentVolume_volume(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_volume(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Volume, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_volume(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "Decimal")
+}
+
 func (ec *executionContext) _PublicAgent_id(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17088,6 +18230,50 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Viewer(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_paymentVolume(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_paymentVolume(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PaymentVolume(ctx, fc.Args["from"].(time.Time), fc.Args["to"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PaymentVolume) graphql.Marshaler {
+			return ec.marshalNPaymentVolume2ᚕᚖagentpayᚋgraphᚋmodelᚐPaymentVolumeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_paymentVolume(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PaymentVolume(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_paymentVolume_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -18369,6 +19555,98 @@ func (ec *executionContext) fieldContext_Registration_endpoints(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RolledKeys_publicKey(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _RolledKeys_secretKey(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_secretKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_secretKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _RolledKeys_livemode(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RolledKeys_warning(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_warning(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warning, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_warning(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
 }
 
 func (ec *executionContext) _RolledWebhookSecret_webhookSecret(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
@@ -21979,6 +23257,38 @@ func (ec *executionContext) fieldContext_Viewer_cardRequests(_ context.Context, 
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_merchants(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_merchants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Merchants(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ManagedMerchant) graphql.Marshaler {
+			return ec.marshalNManagedMerchant2ᚕᚖagentpayᚋgraphᚋmodelᚐManagedMerchantᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_merchants(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ManagedMerchant(ctx, field)
 		},
 	}
 	return fc, nil
@@ -26368,7 +27678,7 @@ func (ec *executionContext) unmarshalInputSessionFilter(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"status", "createdFrom", "createdTo"}
+	fieldsInOrder := [...]string{"status", "createdFrom", "createdTo", "search"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -26396,6 +27706,13 @@ func (ec *executionContext) unmarshalInputSessionFilter(ctx context.Context, obj
 				return it, err
 			}
 			it.CreatedTo = data
+		case "search":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("search"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Search = data
 		}
 	}
 	return it, nil
@@ -28355,6 +29672,55 @@ func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var managedMerchantImplementors = []string{"ManagedMerchant"}
+
+func (ec *executionContext) _ManagedMerchant(ctx context.Context, sel ast.SelectionSet, obj *model.ManagedMerchant) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, managedMerchantImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ManagedMerchant")
+		case "id":
+			out.Values[i] = ec._ManagedMerchant_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._ManagedMerchant_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "role":
+			out.Values[i] = ec._ManagedMerchant_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "members":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ManagedMerchant_members(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var meImplementors = []string{"Me"}
 
 func (ec *executionContext) _Me(ctx context.Context, sel ast.SelectionSet, obj *model.Me) graphql.Marshaler {
@@ -28860,6 +30226,59 @@ func (ec *executionContext) _MerchantPublicKeys(ctx context.Context, sel ast.Sel
 	return out
 }
 
+var merchantTeamMemberImplementors = []string{"MerchantTeamMember"}
+
+func (ec *executionContext) _MerchantTeamMember(ctx context.Context, sel ast.SelectionSet, obj *model.MerchantTeamMember) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, merchantTeamMemberImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MerchantTeamMember")
+		case "id":
+			out.Values[i] = ec._MerchantTeamMember_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "email":
+			out.Values[i] = ec._MerchantTeamMember_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._MerchantTeamMember_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acceptedAt":
+			out.Values[i] = ec._MerchantTeamMember_acceptedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._MerchantTeamMember_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -28935,6 +30354,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "openDashboard":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_openDashboard(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteMerchantMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_inviteMerchantMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeMerchantMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeMerchantMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "inviteHuman":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_inviteHuman(ctx, field)
@@ -28987,6 +30427,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "startIdentityVerification":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startIdentityVerification(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sendTestWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendTestWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rollKeys":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollKeys(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -29100,6 +30554,64 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeSession(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var openedDashboardImplementors = []string{"OpenedDashboard"}
+
+func (ec *executionContext) _OpenedDashboard(ctx context.Context, sel ast.SelectionSet, obj *model.OpenedDashboard) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, openedDashboardImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OpenedDashboard")
+		case "token":
+			out.Values[i] = ec._OpenedDashboard_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._OpenedDashboard_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantId":
+			out.Values[i] = ec._OpenedDashboard_merchantId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantName":
+			out.Values[i] = ec._OpenedDashboard_merchantName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mode":
+			out.Values[i] = ec._OpenedDashboard_mode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._OpenedDashboard_role(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -29718,6 +31230,59 @@ func (ec *executionContext) _PaymentEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var paymentVolumeImplementors = []string{"PaymentVolume"}
+
+func (ec *executionContext) _PaymentVolume(ctx context.Context, sel ast.SelectionSet, obj *model.PaymentVolume) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, paymentVolumeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PaymentVolume")
+		case "day":
+			out.Values[i] = ec._PaymentVolume_day(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._PaymentVolume_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._PaymentVolume_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._PaymentVolume_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volume":
+			out.Values[i] = ec._PaymentVolume_volume(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var publicAgentImplementors = []string{"PublicAgent"}
 
 func (ec *executionContext) _PublicAgent(ctx context.Context, sel ast.SelectionSet, obj *model.PublicAgent) graphql.Marshaler {
@@ -29870,6 +31435,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
+				})
+		case "paymentVolume":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_paymentVolume(ctx, field)
 				})
 		case "merchant":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -30240,6 +31811,54 @@ func (ec *executionContext) _Registration(ctx context.Context, sel ast.Selection
 			}
 		case "endpoints":
 			out.Values[i] = ec._Registration_endpoints(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rolledKeysImplementors = []string{"RolledKeys"}
+
+func (ec *executionContext) _RolledKeys(ctx context.Context, sel ast.SelectionSet, obj *model.RolledKeys) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolledKeysImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolledKeys")
+		case "publicKey":
+			out.Values[i] = ec._RolledKeys_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secretKey":
+			out.Values[i] = ec._RolledKeys_secretKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "livemode":
+			out.Values[i] = ec._RolledKeys_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "warning":
+			out.Values[i] = ec._RolledKeys_warning(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -31535,6 +33154,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_cardRequests(ctx, field, obj)
+				})
+		case "merchants":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_merchants(ctx, field, obj)
 				})
 		case "spendingPolicies":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -33333,6 +34958,30 @@ func (ec *executionContext) marshalNLimits2ᚖagentpayᚋgraphᚋmodelᚐLimits(
 	return ec._Limits(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNManagedMerchant2ᚕᚖagentpayᚋgraphᚋmodelᚐManagedMerchantᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ManagedMerchant) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNManagedMerchant2ᚖagentpayᚋgraphᚋmodelᚐManagedMerchant(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNManagedMerchant2ᚖagentpayᚋgraphᚋmodelᚐManagedMerchant(ctx context.Context, sel ast.SelectionSet, v *model.ManagedMerchant) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ManagedMerchant!")
+		return graphql.Null
+	}
+	return ec._ManagedMerchant(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMap2map(ctx context.Context, v any) (map[string]any, error) {
 	res, err := graphql.UnmarshalMap(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -33357,6 +35006,16 @@ func (ec *executionContext) marshalNMe2ᚖagentpayᚋgraphᚋmodelᚐMe(ctx cont
 		return graphql.Null
 	}
 	return ec._Me(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx context.Context, v any) (model.MemberRole, error) {
+	var res model.MemberRole
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx context.Context, sel ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx context.Context, sel ast.SelectionSet, v *ent.Merchant) graphql.Marshaler {
@@ -33417,6 +35076,16 @@ func (ec *executionContext) marshalNMerchantKeyOrderField2ᚖagentpayᚋentᚐMe
 	return v
 }
 
+func (ec *executionContext) unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (model.MerchantMode, error) {
+	var res model.MerchantMode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNMerchantOrderField2ᚖagentpayᚋentᚐMerchantOrderField(ctx context.Context, v any) (*ent.MerchantOrderField, error) {
 	var res = new(ent.MerchantOrderField)
 	err := res.UnmarshalGQL(v)
@@ -33449,6 +35118,30 @@ func (ec *executionContext) marshalNMerchantSettlementType2agentpayᚋentᚋmerc
 	return v
 }
 
+func (ec *executionContext) marshalNMerchantTeamMember2ᚕᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MerchantTeamMember) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx context.Context, sel ast.SelectionSet, v *model.MerchantTeamMember) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MerchantTeamMember!")
+		return graphql.Null
+	}
+	return ec._MerchantTeamMember(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNNode2ᚕagentpayᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v []ent.Noder) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -33457,6 +35150,14 @@ func (ec *executionContext) marshalNNode2ᚕagentpayᚋentᚐNoder(ctx context.C
 	})
 
 	return ret
+}
+
+func (ec *executionContext) marshalNOpenedDashboard2ᚖagentpayᚋgraphᚋmodelᚐOpenedDashboard(ctx context.Context, sel ast.SelectionSet, v *model.OpenedDashboard) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OpenedDashboard!")
+		return graphql.Null
+	}
+	return ec._OpenedDashboard(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx context.Context, v any) (entgql.OrderDirection, error) {
@@ -33592,6 +35293,30 @@ func (ec *executionContext) marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐSta
 	return v
 }
 
+func (ec *executionContext) marshalNPaymentVolume2ᚕᚖagentpayᚋgraphᚋmodelᚐPaymentVolumeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PaymentVolume) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPaymentVolume2ᚖagentpayᚋgraphᚋmodelᚐPaymentVolume(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPaymentVolume2ᚖagentpayᚋgraphᚋmodelᚐPaymentVolume(ctx context.Context, sel ast.SelectionSet, v *model.PaymentVolume) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PaymentVolume!")
+		return graphql.Null
+	}
+	return ec._PaymentVolume(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPublicAgent2ᚕᚖagentpayᚋgraphᚋmodelᚐPublicAgentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PublicAgent) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -33678,6 +35403,14 @@ func (ec *executionContext) marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐR
 		return graphql.Null
 	}
 	return ec._Registration(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRolledKeys2ᚖagentpayᚋgraphᚋmodelᚐRolledKeys(ctx context.Context, sel ast.SelectionSet, v *model.RolledKeys) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RolledKeys!")
+		return graphql.Null
+	}
+	return ec._RolledKeys(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRolledWebhookSecret2ᚖagentpayᚋgraphᚋmodelᚐRolledWebhookSecret(ctx context.Context, sel ast.SelectionSet, v *model.RolledWebhookSecret) graphql.Marshaler {
@@ -34805,6 +36538,22 @@ func (ec *executionContext) marshalOMerchantKey2ᚕᚖagentpayᚋentᚐMerchantK
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (*model.MerchantMode, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.MerchantMode)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v *model.MerchantMode) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalONode2agentpayᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v ent.Noder) graphql.Marshaler {

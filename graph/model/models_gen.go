@@ -151,6 +151,15 @@ type Limits struct {
 	CardPurchases bool           `json:"cardPurchases"`
 }
 
+// A merchant the signed-in human manages (its contact e-mail, or an accepted invitation).
+type ManagedMerchant struct {
+	ID   uuid.UUID  `json:"id"`
+	Name string     `json:"name"`
+	Role MemberRole `json:"role"`
+	// Members and pending invitations, oldest first (at most 50)
+	Members []*MerchantTeamMember `json:"members"`
+}
+
 // The authenticated agent: its own profile with the private parts.
 type Me struct {
 	ID         uuid.UUID  `json:"id"`
@@ -223,6 +232,27 @@ type MerchantPublicKeys struct {
 	Test string `json:"test"`
 }
 
+// A person who manages a merchant, or an invitation not yet accepted.
+type MerchantTeamMember struct {
+	ID    uuid.UUID  `json:"id"`
+	Email string     `json:"email"`
+	Role  MemberRole `json:"role"`
+	// When the invited address signed in; null while pending
+	AcceptedAt *time.Time `json:"acceptedAt,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+}
+
+// A dashboard session opened; its token is shown this once.
+type OpenedDashboard struct {
+	// ds_...: send it as X-Dashboard-Session (or in connection_init) to the merchant API
+	Token        string       `json:"token"`
+	ExpiresAt    time.Time    `json:"expiresAt"`
+	MerchantID   uuid.UUID    `json:"merchantId"`
+	MerchantName string       `json:"merchantName"`
+	Mode         MerchantMode `json:"mode"`
+	Role         MemberRole   `json:"role"`
+}
+
 // What verifyPartner did: the partner identity is linked and the trust score and tier are the new ones on every instance.
 type PartnerVerification struct {
 	AgentID          uuid.UUID  `json:"agentId"`
@@ -262,6 +292,18 @@ type PaymentFilter struct {
 	SessionExternalID *string `json:"sessionExternalId,omitempty"`
 	// Payments in any of these states
 	Status []payment.Status `json:"status,omitempty"`
+}
+
+// The payments of one UTC day on one chain in one status.
+type PaymentVolume struct {
+	// 2006-01-02
+	Day    string         `json:"day"`
+	Chain  string         `json:"chain"`
+	Status payment.Status `json:"status"`
+	// How many payments
+	Count int `json:"count"`
+	// The token amount received (USDC), summed exactly
+	Volume decimal.Decimal `json:"volume"`
 }
 
 // An agent's public profile: what anyone may read about an agent.
@@ -310,6 +352,15 @@ type Registration struct {
 	InviteCode    string           `json:"inviteCode"`
 	Message       string           `json:"message"`
 	Endpoints     []*Endpoint      `json:"endpoints"`
+}
+
+// A new key pair of one mode, shown this once (POST /checkout/merchants/me/keys/roll).
+type RolledKeys struct {
+	PublicKey string `json:"publicKey"`
+	// Shown only now: store it
+	SecretKey string `json:"secretKey"`
+	Livemode  bool   `json:"livemode"`
+	Warning   string `json:"warning"`
 }
 
 // A new webhook signing secret of the key's mode, shown this once
@@ -383,6 +434,8 @@ type SessionFilter struct {
 	CreatedFrom *time.Time `json:"createdFrom,omitempty"`
 	// Sessions created before this time (createdFrom <= createdAt < createdTo)
 	CreatedTo *time.Time `json:"createdTo,omitempty"`
+	// Sessions whose external id is this, or that have a top-level metadata string value equal to it (at most 200 characters)
+	Search *string `json:"search,omitempty"`
 }
 
 // A checkout session's payment status (spec 2.7), as the hosted checkout page
@@ -706,6 +759,62 @@ func (e LeaderboardSort) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// What a merchant member may do: an OWNER anything (members included), a READ_ONLY member read.
+type MemberRole string
+
+const (
+	MemberRoleOwner    MemberRole = "OWNER"
+	MemberRoleReadOnly MemberRole = "READ_ONLY"
+)
+
+var AllMemberRole = []MemberRole{
+	MemberRoleOwner,
+	MemberRoleReadOnly,
+}
+
+func (e MemberRole) IsValid() bool {
+	switch e {
+	case MemberRoleOwner, MemberRoleReadOnly:
+		return true
+	}
+	return false
+}
+
+func (e MemberRole) String() string {
+	return string(e)
+}
+
+func (e *MemberRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MemberRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MemberRole", str)
+	}
+	return nil
+}
+
+func (e MemberRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MemberRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MemberRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 // What a MerchantEvent reports.
 type MerchantEventKind string
 
@@ -759,6 +868,62 @@ func (e *MerchantEventKind) UnmarshalJSON(b []byte) error {
 }
 
 func (e MerchantEventKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// The mode of a merchant credential: a live one sees live state only, a test one test state only.
+type MerchantMode string
+
+const (
+	MerchantModeLive MerchantMode = "LIVE"
+	MerchantModeTest MerchantMode = "TEST"
+)
+
+var AllMerchantMode = []MerchantMode{
+	MerchantModeLive,
+	MerchantModeTest,
+}
+
+func (e MerchantMode) IsValid() bool {
+	switch e {
+	case MerchantModeLive, MerchantModeTest:
+		return true
+	}
+	return false
+}
+
+func (e MerchantMode) String() string {
+	return string(e)
+}
+
+func (e *MerchantMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MerchantMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MerchantMode", str)
+	}
+	return nil
+}
+
+func (e MerchantMode) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MerchantMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MerchantMode) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
