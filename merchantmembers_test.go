@@ -244,3 +244,44 @@ func memberOf(t *testing.T, h *humansEnv, v *Viewer, merchantID uuid.UUID, email
 	t.Fatalf("no member %s", email)
 	return nil
 }
+
+// TestMemberInvitationsBounded: an owner's invite-remove-re-invite loop
+// mails at most MemberInvitationsPerDay a day per merchant; the refused
+// invitation records and mails nothing, another merchant's owners are not
+// counted with it, and the next day invites again.
+func TestMemberInvitationsBounded(t *testing.T) {
+	h := startHumansEnv(t)
+	ctx := context.Background()
+	owner := h.user(t, "loop")
+	shop := h.merchantOf(t, owner.Email).Merchant
+	ov := h.viewer(t, owner)
+	const target = "target@example.com"
+	invite := func() (*ent.MerchantMember, error) {
+		return h.svc.InviteMember(ctx, ov, shop.ID, target, RoleReadOnly)
+	}
+	for range MemberInvitationsPerDay {
+		mm, err := invite()
+		require.NoError(t, err)
+		require.NoError(t, h.svc.RemoveMember(ctx, ov, shop.ID, mm.ID))
+	}
+	require.Len(t, h.outbox(t, target), MemberInvitationsPerDay)
+
+	_, err := invite()
+	require.ErrorIs(t, err, ErrRateLimited)
+	require.Contains(t, err.Error(), "20 invitations per day of one merchant")
+	require.Len(t, h.outbox(t, target), MemberInvitationsPerDay, "no mail past the bound")
+	members, err := h.svc.MerchantMembers(ctx, ov, shop.ID)
+	require.NoError(t, err)
+	require.Len(t, members, 1, "nothing recorded past the bound: the owner only")
+	require.Equal(t, owner.Email, members[0].Email)
+
+	other := h.user(t, "other")
+	otherShop := h.merchantOf(t, other.Email).Merchant
+	_, err = h.svc.InviteMember(ctx, h.viewer(t, other), otherShop.ID, target, RoleReadOnly)
+	require.NoError(t, err, "each merchant has its own bound")
+
+	h.env.Clock.Set(h.env.Clock.Now().Add(24 * time.Hour))
+	ov = h.viewer(t, owner) // the browser session may have ended meanwhile
+	_, err = invite()
+	require.NoError(t, err, "the next day invites again")
+}
