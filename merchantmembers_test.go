@@ -285,3 +285,28 @@ func TestMemberInvitationsBounded(t *testing.T) {
 	_, err = invite()
 	require.NoError(t, err, "the next day invites again")
 }
+
+// TestMerchantOwnerFollowsContactEmail: the owner lookup reads the key
+// written with the contact e-mail, on registration and on every change of
+// it, whatever its capitals.
+func TestMerchantOwnerFollowsContactEmail(t *testing.T) {
+	h := startHumansEnv(t)
+	ctx := context.Background()
+	first, second := h.user(t, "first"), h.user(t, "second")
+	reg := h.merchantOf(t, "  "+strings.ToUpper(first.Email))
+	auth, err := h.svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
+	require.NoError(t, err)
+	ownerOf := func(u *ent.User) bool {
+		ms, err := h.svc.MerchantsOf(ctx, h.viewer(t, u))
+		require.NoError(t, err)
+		return len(ms) == 1 && ms[0].Merchant.ID == reg.Merchant.ID && ms[0].Role == RoleOwner
+	}
+	require.True(t, ownerOf(first))
+	require.False(t, ownerOf(second))
+
+	m, err := h.svc.UpdateMerchant(ctx, auth, MerchantInput{Email: strp(strings.ToUpper(second.Email))})
+	require.NoError(t, err)
+	require.Equal(t, strings.ToUpper(second.Email), m.Email, "shown as written")
+	require.Equal(t, second.Email, m.EmailNormalized)
+	require.True(t, ownerOf(second), "the new contact e-mail owns it")
+}
