@@ -80,6 +80,20 @@ func (s *Service) OpenDashboard(ctx context.Context, v *Viewer, merchantID uuid.
 	return &OpenedDashboard{Token: token, ExpiresAt: expires, Merchant: me.Merchant, Mode: mode, Role: me.Role}, nil
 }
 
+// PruneDashboardSessions deletes the dashboard sessions past their
+// expiry, which no request accepts any more (a revoked one goes when it
+// expires, at most DashboardSessionTTL later). The worker runs it
+// periodically.
+func (s *Service) PruneDashboardSessions(ctx context.Context) (int, error) {
+	n, err := s.cfg.DB.Ent.DashboardSession.Delete().
+		Where(dashboardsession.ExpiresAtLT(s.now().UTC())).
+		Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("pruning dashboard sessions: %w", err)
+	}
+	return n, nil
+}
+
 // errDashboardSessionEnded is a dashboard session that is unknown,
 // expired, revoked, or whose browser session or membership ended.
 var errDashboardSessionEnded = fmt.Errorf("%w: dashboard session ended; open the dashboard again", ErrUnauthorized)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"html"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantmember"
+	"agentpay/internal/ratelimit"
 )
 
 // Merchant members: the people who manage a merchant in the dashboard
@@ -73,6 +75,21 @@ var errNotMember = fmt.Errorf("%w: you are not a member of this merchant", ErrFo
 // MaxMerchantMembers bounds a merchant's members (invitations included),
 // and so what an owner can make the service mail.
 const MaxMerchantMembers = 50
+
+// MemberInvitationsPerDay bounds the invitation mails one merchant's
+// owners send per clock day (UTC), counted across instances: the member
+// cap bounds who is invited at once, not an invite-remove-re-invite loop
+// mailing an address over and over. Enough to set a team up in a day.
+const MemberInvitationsPerDay = 20
+
+// memberInvitationScheme counts each merchant's invitations
+// (rateLimits.invitations).
+var memberInvitationScheme = ratelimit.Scheme{
+	Name: "member_invitations", IDType: "uuid",
+	Windows: func(string) []ratelimit.Window {
+		return []ratelimit.Window{{Name: "day", Seconds: 24 * 3600, Limit: MemberInvitationsPerDay}}
+	},
+}
 
 // Membership is a merchant a viewer manages, in its role.
 type Membership struct {
@@ -166,7 +183,7 @@ func (s *Service) claimMemberships(ctx context.Context, u *ent.User) error {
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	owned, err := s.cfg.DB.Ent.Merchant.Query().
-		Where(merchant.EmailEqualFold(u.Email)).
+		Where(merchant.EmailNormalized(merchantEmailKey(u.Email))).
 		IDs(ctx)
 	if err != nil {
 		return fmt.Errorf("reading merchants of %s: %w", u.Email, err)
@@ -209,7 +226,9 @@ func (s *Service) claimMemberships(ctx context.Context, u *ent.User) error {
 // merchant in a role, and mails it in the same transaction. Only owners
 // invite (ErrForbidden otherwise); an address already invited is
 // ErrConflict; the merchant's contact e-mail is its owner already
-// (ErrConflict). An account with that address accepts by signing in.
+// (ErrConflict); past MemberInvitationsPerDay of the merchant's a
+// *RateLimitError (ErrRateLimited). An account with that address accepts
+// by signing in.
 func (s *Service) InviteMember(ctx context.Context, v *Viewer, merchantID uuid.UUID, rawEmail string, role MemberRole) (*ent.MerchantMember, error) {
 	email, err := NormalizeEmail(rawEmail)
 	if err != nil {
@@ -227,6 +246,13 @@ func (s *Service) InviteMember(ctx context.Context, v *Viewer, merchantID uuid.U
 	}
 	if NormalizeEmailOrSame(me.Merchant.Email) == email {
 		return nil, fmt.Errorf("%w: %s is the merchant's contact e-mail, its owner already", ErrConflict, email)
+	}
+	// Counted before the mail is queued (the counters are not in the
+	// transaction): a refused insert still counts, so a loop of duplicate
+	// invitations is bounded too.
+	dec, err := s.rates.invitations.Allow(ctx, ratelimit.Subject[uuid.UUID]{ID: merchantID})
+	if err := rateRefusal(dec, err, "invitations", " of one merchant"); err != nil {
+		return nil, err
 	}
 	var out *ent.MerchantMember
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -319,6 +345,15 @@ func (s *Service) RemoveMember(ctx context.Context, v *Viewer, merchantID, membe
 		return fmt.Errorf("removing member: %w", err)
 	}
 	return nil
+}
+
+// merchantEmailKey is the form a merchant's contact e-mail is looked up by
+// (merchants.email_normalized, indexed): trimmed and lower-cased, as
+// NormalizeEmail stores a user's address, so the owner's sign-in finds the
+// merchant whatever capitals either was written with. The migration that
+// added the column computed the same with SQL's lower().
+func merchantEmailKey(email string) string {
+	return strings.ToLower(strings.TrimSpace(email))
 }
 
 // NormalizeEmailOrSame is NormalizeEmail's lower-cased address, or the

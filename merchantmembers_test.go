@@ -244,3 +244,69 @@ func memberOf(t *testing.T, h *humansEnv, v *Viewer, merchantID uuid.UUID, email
 	t.Fatalf("no member %s", email)
 	return nil
 }
+
+// TestMemberInvitationsBounded: an owner's invite-remove-re-invite loop
+// mails at most MemberInvitationsPerDay a day per merchant; the refused
+// invitation records and mails nothing, another merchant's owners are not
+// counted with it, and the next day invites again.
+func TestMemberInvitationsBounded(t *testing.T) {
+	h := startHumansEnv(t)
+	ctx := context.Background()
+	owner := h.user(t, "loop")
+	shop := h.merchantOf(t, owner.Email).Merchant
+	ov := h.viewer(t, owner)
+	const target = "target@example.com"
+	invite := func() (*ent.MerchantMember, error) {
+		return h.svc.InviteMember(ctx, ov, shop.ID, target, RoleReadOnly)
+	}
+	for range MemberInvitationsPerDay {
+		mm, err := invite()
+		require.NoError(t, err)
+		require.NoError(t, h.svc.RemoveMember(ctx, ov, shop.ID, mm.ID))
+	}
+	require.Len(t, h.outbox(t, target), MemberInvitationsPerDay)
+
+	_, err := invite()
+	require.ErrorIs(t, err, ErrRateLimited)
+	require.Contains(t, err.Error(), "20 invitations per day of one merchant")
+	require.Len(t, h.outbox(t, target), MemberInvitationsPerDay, "no mail past the bound")
+	members, err := h.svc.MerchantMembers(ctx, ov, shop.ID)
+	require.NoError(t, err)
+	require.Len(t, members, 1, "nothing recorded past the bound: the owner only")
+	require.Equal(t, owner.Email, members[0].Email)
+
+	other := h.user(t, "other")
+	otherShop := h.merchantOf(t, other.Email).Merchant
+	_, err = h.svc.InviteMember(ctx, h.viewer(t, other), otherShop.ID, target, RoleReadOnly)
+	require.NoError(t, err, "each merchant has its own bound")
+
+	h.env.Clock.Set(h.env.Clock.Now().Add(24 * time.Hour))
+	ov = h.viewer(t, owner) // the browser session may have ended meanwhile
+	_, err = invite()
+	require.NoError(t, err, "the next day invites again")
+}
+
+// TestMerchantOwnerFollowsContactEmail: the owner lookup reads the key
+// written with the contact e-mail, on registration and on every change of
+// it, whatever its capitals.
+func TestMerchantOwnerFollowsContactEmail(t *testing.T) {
+	h := startHumansEnv(t)
+	ctx := context.Background()
+	first, second := h.user(t, "first"), h.user(t, "second")
+	reg := h.merchantOf(t, "  "+strings.ToUpper(first.Email))
+	auth, err := h.svc.AuthenticateMerchant(ctx, reg.Keys.LiveSecretKey)
+	require.NoError(t, err)
+	ownerOf := func(u *ent.User) bool {
+		ms, err := h.svc.MerchantsOf(ctx, h.viewer(t, u))
+		require.NoError(t, err)
+		return len(ms) == 1 && ms[0].Merchant.ID == reg.Merchant.ID && ms[0].Role == RoleOwner
+	}
+	require.True(t, ownerOf(first))
+	require.False(t, ownerOf(second))
+
+	m, err := h.svc.UpdateMerchant(ctx, auth, MerchantInput{Email: strp(strings.ToUpper(second.Email))})
+	require.NoError(t, err)
+	require.Equal(t, strings.ToUpper(second.Email), m.Email, "shown as written")
+	require.Equal(t, second.Email, m.EmailNormalized)
+	require.True(t, ownerOf(second), "the new contact e-mail owns it")
+}

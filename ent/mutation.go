@@ -16130,6 +16130,7 @@ type MerchantMutation struct {
 	updated_at                              *time.Time
 	name                                    *string
 	email                                   *string
+	email_normalized                        *string
 	website                                 *string
 	webhook_url                             *string
 	success_url                             *string
@@ -16411,6 +16412,42 @@ func (m *MerchantMutation) OldEmail(ctx context.Context) (v string, err error) {
 // ResetEmail resets all changes to the "email" field.
 func (m *MerchantMutation) ResetEmail() {
 	m.email = nil
+}
+
+// SetEmailNormalized sets the "email_normalized" field.
+func (m *MerchantMutation) SetEmailNormalized(s string) {
+	m.email_normalized = &s
+}
+
+// EmailNormalized returns the value of the "email_normalized" field in the mutation.
+func (m *MerchantMutation) EmailNormalized() (r string, exists bool) {
+	v := m.email_normalized
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmailNormalized returns the old "email_normalized" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldEmailNormalized(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmailNormalized is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmailNormalized requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmailNormalized: %w", err)
+	}
+	return oldValue.EmailNormalized, nil
+}
+
+// ResetEmailNormalized resets all changes to the "email_normalized" field.
+func (m *MerchantMutation) ResetEmailNormalized() {
+	m.email_normalized = nil
 }
 
 // SetWebsite sets the "website" field.
@@ -17504,7 +17541,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 23)
+	fields := make([]string, 0, 24)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -17516,6 +17553,9 @@ func (m *MerchantMutation) Fields() []string {
 	}
 	if m.email != nil {
 		fields = append(fields, merchant.FieldEmail)
+	}
+	if m.email_normalized != nil {
+		fields = append(fields, merchant.FieldEmailNormalized)
 	}
 	if m.website != nil {
 		fields = append(fields, merchant.FieldWebsite)
@@ -17590,6 +17630,8 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case merchant.FieldEmail:
 		return m.Email()
+	case merchant.FieldEmailNormalized:
+		return m.EmailNormalized()
 	case merchant.FieldWebsite:
 		return m.Website()
 	case merchant.FieldWebhookURL:
@@ -17645,6 +17687,8 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldName(ctx)
 	case merchant.FieldEmail:
 		return m.OldEmail(ctx)
+	case merchant.FieldEmailNormalized:
+		return m.OldEmailNormalized(ctx)
 	case merchant.FieldWebsite:
 		return m.OldWebsite(ctx)
 	case merchant.FieldWebhookURL:
@@ -17719,6 +17763,13 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetEmail(v)
+		return nil
+	case merchant.FieldEmailNormalized:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmailNormalized(v)
 		return nil
 	case merchant.FieldWebsite:
 		v, ok := value.(string)
@@ -18006,6 +18057,9 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldEmail:
 		m.ResetEmail()
+		return nil
+	case merchant.FieldEmailNormalized:
+		m.ResetEmailNormalized()
 		return nil
 	case merchant.FieldWebsite:
 		m.ResetWebsite()

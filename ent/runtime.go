@@ -766,12 +766,16 @@ func init() {
 	merchantDescEmail := merchantFields[1].Descriptor()
 	// merchant.EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	merchant.EmailValidator = merchantDescEmail.Validators[0].(func(string) error)
+	// merchantDescEmailNormalized is the schema descriptor for email_normalized field.
+	merchantDescEmailNormalized := merchantFields[2].Descriptor()
+	// merchant.DefaultEmailNormalized holds the default value on creation for the email_normalized field.
+	merchant.DefaultEmailNormalized = merchantDescEmailNormalized.Default.(string)
 	// merchantDescSettleHeldPayments is the schema descriptor for settle_held_payments field.
-	merchantDescSettleHeldPayments := merchantFields[9].Descriptor()
+	merchantDescSettleHeldPayments := merchantFields[10].Descriptor()
 	// merchant.DefaultSettleHeldPayments holds the default value on creation for the settle_held_payments field.
 	merchant.DefaultSettleHeldPayments = merchantDescSettleHeldPayments.Default.(bool)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[19].Descriptor()
+	merchantDescActive := merchantFields[20].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.

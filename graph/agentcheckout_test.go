@@ -58,8 +58,8 @@ func TestPayCheckoutMutation(t *testing.T) {
 	in := map[string]any{"in": map[string]any{"externalId": sess.ExternalID, "idempotencyKey": "k1"}}
 	api.do(t, a.APIKey, m, in).decode(t, &out)
 	p := out.PayCheckout
-	require.Equal(t, "detected", p.Status)
-	require.Equal(t, "confirming", p.SessionStatus)
+	require.Equal(t, "DETECTED", p.Status)
+	require.Equal(t, "CONFIRMING", p.SessionStatus)
 	require.Equal(t, "4.2", p.AmountUsd.String())
 	require.Equal(t, "base", p.Chain)
 	require.NotNil(t, p.PaymentID)
@@ -92,7 +92,7 @@ func TestPayCheckoutSessionSubscription(t *testing.T) {
 	var out struct{ PayCheckout struct{ Status string } }
 	api.do(t, a.APIKey, `mutation($in: PayCheckoutInput!) { payCheckout(input: $in) { status } }`,
 		map[string]any{"in": map[string]any{"externalId": sess.ExternalID}}).decode(t, &out)
-	require.Equal(t, "detected", out.PayCheckout.Status)
+	require.Equal(t, "DETECTED", out.PayCheckout.Status)
 
 	var seen []string
 	st := c.nextStatus()

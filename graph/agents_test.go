@@ -292,6 +292,7 @@ func TestPublicQueries(t *testing.T) {
 	require.Len(t, data.Treasury.Wallets, 2)
 	sol := data.Treasury.Wallets[0]
 	require.Equal(t, "solana", sol.Chain)
+	require.Contains(t, []string{"OK", "UNAVAILABLE"}, sol.Status, "an enum value")
 	require.Equal(t, "SOL", sol.Gas.Token)
 	require.Equal(t, 2, sol.Gas.Transactions)
 	require.Equal(t, "0.00001", sol.Gas.Fees.String())

@@ -5,13 +5,16 @@ package graph
 import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/graph/model"
@@ -1053,8 +1056,7 @@ type QueryResolver interface {
 }
 type SpendApprovalResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendApproval) (string, error)
-	Operation(ctx context.Context, obj *ent.SpendApproval) (string, error)
-	Status(ctx context.Context, obj *ent.SpendApproval) (string, error)
+
 	AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error)
 
 	TransactionID(ctx context.Context, obj *ent.SpendApproval) (*uuid.UUID, error)
@@ -9841,15 +9843,15 @@ func (ec *executionContext) _CheckoutPaymentPayload_sessionStatus(ctx context.Co
 			return obj.SessionStatus, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v checkoutsession.Status) graphql.Marshaler {
+			return ec.marshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutPaymentPayload_sessionStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "CheckoutSessionStatus")
 }
 
 func (ec *executionContext) _CheckoutPaymentPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
@@ -9864,15 +9866,15 @@ func (ec *executionContext) _CheckoutPaymentPayload_status(ctx context.Context, 
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.CheckoutPaymentStatus) graphql.Marshaler {
+			return ec.marshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutPaymentPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "CheckoutPaymentStatus")
 }
 
 func (ec *executionContext) _CheckoutPaymentPayload_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
@@ -15821,15 +15823,15 @@ func (ec *executionContext) _Pairing_status(ctx context.Context, field graphql.C
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+			return ec.marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Pairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "PairingStatus")
 }
 
 func (ec *executionContext) _Pairing_kycVerified(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
@@ -20481,18 +20483,18 @@ func (ec *executionContext) _SpendApproval_operation(ctx context.Context, field 
 			return ec.fieldContext_SpendApproval_operation(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.SpendApproval().Operation(ctx, obj)
+			return obj.Operation, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
+			return ec.marshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "SpendApprovalOperation")
 }
 
 func (ec *executionContext) _SpendApproval_status(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -20504,18 +20506,18 @@ func (ec *executionContext) _SpendApproval_status(ctx context.Context, field gra
 			return ec.fieldContext_SpendApproval_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.SpendApproval().Status(ctx, obj)
+			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
+			return ec.marshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "SpendApprovalStatus")
 }
 
 func (ec *executionContext) _SpendApproval_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -22589,15 +22591,15 @@ func (ec *executionContext) _TreasuryWallet_status(ctx context.Context, field gr
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.TreasuryWalletStatus) graphql.Marshaler {
+			return ec.marshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_TreasuryWallet_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "TreasuryWalletStatus")
 }
 
 func (ec *executionContext) _TreasuryWallet_gas(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
@@ -23035,15 +23037,15 @@ func (ec *executionContext) _Viewer_identityStatus(ctx context.Context, field gr
 			return obj.IdentityStatus, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v user.IdentityStatus) graphql.Marshaler {
+			return ec.marshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Viewer_identityStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "UserIdentityStatus")
 }
 
 func (ec *executionContext) _Viewer_wallets(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
@@ -23558,15 +23560,15 @@ func (ec *executionContext) _ViewerCardRequest_status(ctx context.Context, field
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v cardrequest.Status) graphql.Marshaler {
+			return ec.marshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_ViewerCardRequest_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "CardRequestStatus")
 }
 
 func (ec *executionContext) _ViewerCardRequest_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
@@ -23880,15 +23882,15 @@ func (ec *executionContext) _ViewerPairing_status(ctx context.Context, field gra
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+			return ec.marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_ViewerPairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "String")
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "PairingStatus")
 }
 
 func (ec *executionContext) _ViewerPairing_message(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
@@ -25722,15 +25724,15 @@ func (ec *executionContext) _Withdrawal_status(ctx context.Context, field graphq
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.WithdrawalStatus) graphql.Marshaler {
+			return ec.marshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Withdrawal_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "WithdrawalStatus")
 }
 
 func (ec *executionContext) _Withdrawal_message(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
@@ -32179,17 +32181,15 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 					return ec._SpendApproval_agentUsername(ctx, field, obj)
 				})
 		case "operation":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._SpendApproval_operation(ctx, field, obj)
-				})
+			out.Values[i] = ec._SpendApproval_operation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "status":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._SpendApproval_status(ctx, field, obj)
-				})
+			out.Values[i] = ec._SpendApproval_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "amountUsd":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -34612,6 +34612,16 @@ func (ec *executionContext) marshalNCardApproval2ᚖagentpayᚋgraphᚋmodelᚐC
 	return ec._CardApproval(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx context.Context, v any) (cardrequest.Status, error) {
+	var res cardrequest.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx context.Context, sel ast.SelectionSet, v cardrequest.Status) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNChain2ᚕᚖagentpayᚋgraphᚋmodelᚐChainᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Chain) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -34690,6 +34700,16 @@ func (ec *executionContext) marshalNCheckoutPaymentPayload2ᚖagentpayᚋgraph�
 		return graphql.Null
 	}
 	return ec._CheckoutPaymentPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx context.Context, v any) (model.CheckoutPaymentStatus, error) {
+	var res model.CheckoutPaymentStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx context.Context, sel ast.SelectionSet, v model.CheckoutPaymentStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx context.Context, sel ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
@@ -35208,6 +35228,16 @@ func (ec *executionContext) marshalNPairingDecision2agentpayᚋgraphᚋmodelᚐP
 	return v
 }
 
+func (ec *executionContext) unmarshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx context.Context, v any) (model.PairingStatus, error) {
+	var res model.PairingStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx context.Context, sel ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNPartnerVerification2ᚖagentpayᚋgraphᚋmodelᚐPartnerVerification(ctx context.Context, sel ast.SelectionSet, v *model.PartnerVerification) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PartnerVerification!")
@@ -35474,12 +35504,32 @@ func (ec *executionContext) marshalNSpendApproval2ᚖagentpayᚋentᚐSpendAppro
 	return ec._SpendApproval(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
+	var res spendapproval.Operation
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNSpendApprovalStart2ᚖagentpayᚋgraphᚋmodelᚐSpendApprovalStart(ctx context.Context, sel ast.SelectionSet, v *model.SpendApprovalStart) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SpendApprovalStart!")
 		return graphql.Null
 	}
 	return ec._SpendApprovalStart(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
+	var res spendapproval.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNSpendingPolicy2ᚕᚖagentpayᚋentᚐSpendingPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.SpendingPolicy) graphql.Marshaler {
@@ -35709,6 +35759,16 @@ func (ec *executionContext) marshalNTreasuryWallet2ᚖagentpayᚋgraphᚋmodel�
 	return ec._TreasuryWallet(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx context.Context, v any) (model.TreasuryWalletStatus, error) {
+	var res model.TreasuryWalletStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx context.Context, sel ast.SelectionSet, v model.TreasuryWalletStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNTrustAction2ᚕᚖagentpayᚋgraphᚋmodelᚐTrustActionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TrustAction) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -35744,6 +35804,16 @@ func (ec *executionContext) marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodel�
 func (ec *executionContext) unmarshalNUpdateMerchantInput2agentpayᚋgraphᚋmodelᚐUpdateMerchantInput(ctx context.Context, v any) (model.UpdateMerchantInput, error) {
 	res, err := ec.unmarshalInputUpdateMerchantInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx context.Context, v any) (user.IdentityStatus, error) {
+	var res user.IdentityStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx context.Context, sel ast.SelectionSet, v user.IdentityStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋmodelᚐUsernameAvailability(ctx context.Context, sel ast.SelectionSet, v *model.UsernameAvailability) graphql.Marshaler {
@@ -36049,6 +36119,16 @@ func (ec *executionContext) marshalNWithdrawal2ᚖagentpayᚋgraphᚋmodelᚐWit
 		return graphql.Null
 	}
 	return ec._Withdrawal(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx context.Context, v any) (model.WithdrawalStatus, error) {
+	var res model.WithdrawalStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx context.Context, sel ast.SelectionSet, v model.WithdrawalStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -20,10 +20,17 @@ var (
 	graphqlEnumValue = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 )
 
+// closedSetField names the fields whose values are a closed set, so an
+// enum (UPPER_CASE values), never a String of lower-case words: status,
+// xStatus and operation.
+func closedSetField(name string) bool {
+	return name == "status" || name == "operation" || strings.HasSuffix(name, "Status")
+}
+
 // TestSchemaNamingConvention: every field, argument and input field of the
 // served schema (ent.graphql and the hand-written files) is lowerCamelCase
-// with acronyms as words, and every enum value UPPER_CASE
-// (docs/architecture.md, "GraphQL naming").
+// with acronyms as words, every enum value UPPER_CASE, and no status or
+// operation a String (docs/architecture.md, "GraphQL naming").
 func TestSchemaNamingConvention(t *testing.T) {
 	schema := NewExecutableSchema(Config{Resolvers: &Resolver{}}).Schema()
 	var bad []string
@@ -47,6 +54,9 @@ func TestSchemaNamingConvention(t *testing.T) {
 		for _, f := range def.Fields {
 			checkName(name, f.Name)
 			checkArgs(name+"."+f.Name, f.Arguments)
+			if closedSetField(f.Name) && f.Type.Name() == "String" {
+				bad = append(bad, name+"."+f.Name+": String (a closed set is an enum)")
+			}
 		}
 		for _, v := range def.EnumValues {
 			if !graphqlEnumValue.MatchString(v.Name) {
@@ -64,6 +74,10 @@ func TestSchemaNamingConvention(t *testing.T) {
 	// The walk saw the generated entities and their enums.
 	require.NotNil(t, schema.Types["CheckoutSession"].Fields.ForName("externalId"))
 	require.NotNil(t, schema.Types["CheckoutSessionStatus"].EnumValues.ForName("PENDING"))
+	// And the hand-written types' statuses.
+	require.Equal(t, "PairingStatus", schema.Types["ViewerPairing"].Fields.ForName("status").Type.Name())
+	require.True(t, closedSetField("status") && closedSetField("sessionStatus") && closedSetField("operation"))
+	require.False(t, closedSetField("statusCode"), "a number, not a closed set")
 }
 
 // TestEntEnumsUpperCaseInGraphQLOnly: an ent enum reads and is taken in

@@ -100,16 +100,6 @@ func (r *spendApprovalResolver) AgentUsername(ctx context.Context, obj *ent.Spen
 	return name, err
 }
 
-// Operation is the resolver for the operation field.
-func (r *spendApprovalResolver) Operation(ctx context.Context, obj *ent.SpendApproval) (string, error) {
-	return obj.Operation.String(), nil
-}
-
-// Status is the resolver for the status field.
-func (r *spendApprovalResolver) Status(ctx context.Context, obj *ent.SpendApproval) (string, error) {
-	return obj.Status.String(), nil
-}
-
 // AmountUsd is the resolver for the amountUsd field.
 func (r *spendApprovalResolver) AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error) {
 	d := agentpay.USDCAmount(obj.Amount)

@@ -27,6 +27,8 @@ const (
 	FieldName = "name"
 	// FieldEmail holds the string denoting the email field in the database.
 	FieldEmail = "email"
+	// FieldEmailNormalized holds the string denoting the email_normalized field in the database.
+	FieldEmailNormalized = "email_normalized"
 	// FieldWebsite holds the string denoting the website field in the database.
 	FieldWebsite = "website"
 	// FieldWebhookURL holds the string denoting the webhook_url field in the database.
@@ -103,6 +105,7 @@ var Columns = []string{
 	FieldUpdatedAt,
 	FieldName,
 	FieldEmail,
+	FieldEmailNormalized,
 	FieldWebsite,
 	FieldWebhookURL,
 	FieldSuccessURL,
@@ -145,6 +148,8 @@ var (
 	NameValidator func(string) error
 	// EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	EmailValidator func(string) error
+	// DefaultEmailNormalized holds the default value on creation for the "email_normalized" field.
+	DefaultEmailNormalized string
 	// DefaultSettleHeldPayments holds the default value on creation for the "settle_held_payments" field.
 	DefaultSettleHeldPayments bool
 	// DefaultActive holds the default value on creation for the "active" field.
@@ -205,6 +210,11 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByEmail orders the results by the email field.
 func ByEmail(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldEmail, opts...).ToFunc()
+}
+
+// ByEmailNormalized orders the results by the email_normalized field.
+func ByEmailNormalized(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEmailNormalized, opts...).ToFunc()
 }
 
 // ByWebsite orders the results by the website field.

@@ -584,6 +584,7 @@ var (
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
 		{Name: "email", Type: field.TypeString},
+		{Name: "email_normalized", Type: field.TypeString, Default: ""},
 		{Name: "website", Type: field.TypeString, Nullable: true},
 		{Name: "webhook_url", Type: field.TypeString, Nullable: true},
 		{Name: "success_url", Type: field.TypeString, Nullable: true},
@@ -609,6 +610,13 @@ var (
 		Name:       "merchants",
 		Columns:    MerchantsColumns,
 		PrimaryKey: []*schema.Column{MerchantsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "merchant_email_normalized",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantsColumns[5]},
+			},
+		},
 	}
 	// MerchantFeedEntriesColumns holds the columns for the "merchant_feed_entries" table.
 	MerchantFeedEntriesColumns = []*schema.Column{

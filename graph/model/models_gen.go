@@ -5,6 +5,7 @@ package model
 import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
@@ -73,11 +74,12 @@ type CheckoutPaymentPayload struct {
 	// The agent's transfer (as in me.transfers)
 	TransactionID uuid.UUID `json:"transactionId"`
 	// The session's payment (pay_...); null until the transfer is included
-	PaymentID     *string `json:"paymentId,omitempty"`
-	SessionID     string  `json:"sessionId"`
-	SessionStatus string  `json:"sessionStatus"`
-	// pending until the transfer is included, then detected, confirming, confirmed as the chain confirms; or failed
-	Status string `json:"status"`
+	PaymentID *string `json:"paymentId,omitempty"`
+	SessionID string  `json:"sessionId"`
+	// The session's status: PENDING, DETECTING, CONFIRMING, CONFIRMED, EXPIRED or CANCELLED
+	SessionStatus checkoutsession.Status `json:"sessionStatus"`
+	// PENDING until the transfer is included, then DETECTED, CONFIRMING, CONFIRMED as the chain confirms; or FAILED
+	Status CheckoutPaymentStatus `json:"status"`
 	// The session's amount, paid exactly (no treasury fee)
 	AmountUsd   decimal.Decimal `json:"amountUsd"`
 	Chain       string          `json:"chain"`
@@ -547,8 +549,8 @@ type TreasuryWallet struct {
 	Token   string `json:"token"`
 	// Null when the chain is unavailable (see status)
 	Balance *decimal.Decimal `json:"balance,omitempty"`
-	// ok, or unavailable
-	Status string `json:"status"`
+	// OK, or UNAVAILABLE
+	Status TreasuryWalletStatus `json:"status"`
 	// What the treasury paid for this chain's transactions, next to the send fees it collected there
 	Gas *TreasuryGas `json:"gas"`
 }
@@ -611,8 +613,8 @@ type ViewerCardRequest struct {
 	ID            uuid.UUID `json:"id"`
 	AgentID       uuid.UUID `json:"agentId"`
 	AgentUsername string    `json:"agentUsername"`
-	// pending_approval, approved, denied, expired, failed, used or expired_unused
-	Status string `json:"status"`
+	// PENDING_APPROVAL, APPROVED, DENIED, EXPIRED, FAILED, USED or EXPIRED_UNUSED
+	Status cardrequest.Status `json:"status"`
 	// The card's maximum, USD
 	AmountUsd    decimal.Decimal `json:"amountUsd"`
 	MerchantName string          `json:"merchantName"`
@@ -691,15 +693,82 @@ type Withdrawal struct {
 	TxHash *string `json:"txHash,omitempty"`
 	// The fee's transfer to the treasury
 	FeeTxHash *string `json:"feeTxHash,omitempty"`
-	// pending (until both transfers are included), completed or failed (nothing moved)
-	Status      string     `json:"status"`
-	Message     string     `json:"message"`
-	Memo        *string    `json:"memo,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// PENDING (until both transfers are included), COMPLETED or FAILED (nothing moved)
+	Status      WithdrawalStatus `json:"status"`
+	Message     string           `json:"message"`
+	Memo        *string          `json:"memo,omitempty"`
+	CreatedAt   time.Time        `json:"createdAt"`
+	CompletedAt *time.Time       `json:"completedAt,omitempty"`
 	// True when this is the kept answer of an earlier withdraw with the same
 	// idempotencyKey; always false in viewer.withdrawals
 	Replayed bool `json:"replayed"`
+}
+
+// Where an agent's checkout payment is (REST spells the same values in lower case).
+type CheckoutPaymentStatus string
+
+const (
+	// The transfer is not yet included on chain
+	CheckoutPaymentStatusPending CheckoutPaymentStatus = "PENDING"
+	// Included; the session's payment was detected
+	CheckoutPaymentStatusDetected CheckoutPaymentStatus = "DETECTED"
+	// Short of the chain's confirmations
+	CheckoutPaymentStatusConfirming CheckoutPaymentStatus = "CONFIRMING"
+	// Confirmed: the session is paid
+	CheckoutPaymentStatusConfirmed CheckoutPaymentStatus = "CONFIRMED"
+	// The transfer failed; nothing moved
+	CheckoutPaymentStatusFailed CheckoutPaymentStatus = "FAILED"
+)
+
+var AllCheckoutPaymentStatus = []CheckoutPaymentStatus{
+	CheckoutPaymentStatusPending,
+	CheckoutPaymentStatusDetected,
+	CheckoutPaymentStatusConfirming,
+	CheckoutPaymentStatusConfirmed,
+	CheckoutPaymentStatusFailed,
+}
+
+func (e CheckoutPaymentStatus) IsValid() bool {
+	switch e {
+	case CheckoutPaymentStatusPending, CheckoutPaymentStatusDetected, CheckoutPaymentStatusConfirming, CheckoutPaymentStatusConfirmed, CheckoutPaymentStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e CheckoutPaymentStatus) String() string {
+	return string(e)
+}
+
+func (e *CheckoutPaymentStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CheckoutPaymentStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CheckoutPaymentStatus", str)
+	}
+	return nil
+}
+
+func (e CheckoutPaymentStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CheckoutPaymentStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CheckoutPaymentStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type LeaderboardSort string
@@ -981,6 +1050,192 @@ func (e *PairingDecision) UnmarshalJSON(b []byte) error {
 }
 
 func (e PairingDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a pairing is (REST spells the same values in lower case).
+type PairingStatus string
+
+const (
+	// Requested, waiting for the human
+	PairingStatusPending PairingStatus = "PENDING"
+	// Approved: paired
+	PairingStatusApproved PairingStatus = "APPROVED"
+	// The human denied it
+	PairingStatusDenied PairingStatus = "DENIED"
+	// Ended by either side
+	PairingStatusRevoked PairingStatus = "REVOKED"
+	// A pending request past its expiresAt
+	PairingStatusExpired PairingStatus = "EXPIRED"
+)
+
+var AllPairingStatus = []PairingStatus{
+	PairingStatusPending,
+	PairingStatusApproved,
+	PairingStatusDenied,
+	PairingStatusRevoked,
+	PairingStatusExpired,
+}
+
+func (e PairingStatus) IsValid() bool {
+	switch e {
+	case PairingStatusPending, PairingStatusApproved, PairingStatusDenied, PairingStatusRevoked, PairingStatusExpired:
+		return true
+	}
+	return false
+}
+
+func (e PairingStatus) String() string {
+	return string(e)
+}
+
+func (e *PairingStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PairingStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PairingStatus", str)
+	}
+	return nil
+}
+
+func (e PairingStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PairingStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PairingStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether a treasury wallet's balance could be read.
+type TreasuryWalletStatus string
+
+const (
+	// Read from the chain just now
+	TreasuryWalletStatusOk TreasuryWalletStatus = "OK"
+	// The chain is not configured or did not answer; balance is null
+	TreasuryWalletStatusUnavailable TreasuryWalletStatus = "UNAVAILABLE"
+)
+
+var AllTreasuryWalletStatus = []TreasuryWalletStatus{
+	TreasuryWalletStatusOk,
+	TreasuryWalletStatusUnavailable,
+}
+
+func (e TreasuryWalletStatus) IsValid() bool {
+	switch e {
+	case TreasuryWalletStatusOk, TreasuryWalletStatusUnavailable:
+		return true
+	}
+	return false
+}
+
+func (e TreasuryWalletStatus) String() string {
+	return string(e)
+}
+
+func (e *TreasuryWalletStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TreasuryWalletStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TreasuryWalletStatus", str)
+	}
+	return nil
+}
+
+func (e TreasuryWalletStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TreasuryWalletStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TreasuryWalletStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a withdrawal is (REST spells the same values in lower case).
+type WithdrawalStatus string
+
+const (
+	// Until both transfers (to the address and the fee) are included
+	WithdrawalStatusPending WithdrawalStatus = "PENDING"
+	// Both transfers are included
+	WithdrawalStatusCompleted WithdrawalStatus = "COMPLETED"
+	// Nothing moved
+	WithdrawalStatusFailed WithdrawalStatus = "FAILED"
+)
+
+var AllWithdrawalStatus = []WithdrawalStatus{
+	WithdrawalStatusPending,
+	WithdrawalStatusCompleted,
+	WithdrawalStatusFailed,
+}
+
+func (e WithdrawalStatus) IsValid() bool {
+	switch e {
+	case WithdrawalStatusPending, WithdrawalStatusCompleted, WithdrawalStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e WithdrawalStatus) String() string {
+	return string(e)
+}
+
+func (e *WithdrawalStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = WithdrawalStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid WithdrawalStatus", str)
+	}
+	return nil
+}
+
+func (e WithdrawalStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *WithdrawalStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e WithdrawalStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
