@@ -9,6 +9,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -20,6 +21,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -112,6 +114,7 @@ func checkColumn(t, c string) error {
 			cardrequest.Table:          cardrequest.ValidColumn,
 			chaincursor.Table:          chaincursor.ValidColumn,
 			checkoutsession.Table:      checkoutsession.ValidColumn,
+			dashboardsession.Table:     dashboardsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,
 			gasspend.Table:             gasspend.ValidColumn,
 			idempotencykey.Table:       idempotencykey.ValidColumn,
@@ -123,6 +126,7 @@ func checkColumn(t, c string) error {
 			merchant.Table:             merchant.ValidColumn,
 			merchantfeedentry.Table:    merchantfeedentry.ValidColumn,
 			merchantkey.Table:          merchantkey.ValidColumn,
+			merchantmember.Table:       merchantmember.ValidColumn,
 			pairing.Table:              pairing.ValidColumn,
 			partnerattestation.Table:   partnerattestation.ValidColumn,
 			passkey.Table:              passkey.ValidColumn,
