@@ -2,11 +2,14 @@ package agentpay
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/funding"
 )
 
 // Faucet sends test USDC from a dev payer account. Only `agentpay dev` has
@@ -82,6 +85,13 @@ func (s *Service) DevFaucet(ctx context.Context, req FaucetRequest) (FaucetResul
 	if err != nil {
 		return FaucetResult{}, err
 	}
+	// Included: recorded for the books, so a wallet the faucet paid is
+	// explained. The payment stands if the record fails; the books then
+	// show it as a difference.
+	if err := s.RecordFunding(ctx, OutsideFunding{Chain: chain, Mode: ModeTest, Address: req.Address, Amount: units,
+		TxHash: sent.TxHash, Source: FundingFaucet}); err != nil {
+		s.logger.ErrorContext(ctx, "faucet: recording the funding", "chain", chain, "tx", sent.TxHash, "err", err)
+	}
 	return FaucetResult{Chain: chain, Address: req.Address, AmountUSD: req.AmountUSD, TxHash: sent.TxHash, From: sent.From}, nil
 }
 
@@ -91,4 +101,39 @@ func (s *Service) DevChains() []DevChain {
 		return nil
 	}
 	return s.cfg.Faucet.Chains()
+}
+
+// Funding sources: who paid USDC into an address from outside the
+// service's own transfers (ent/schema/funding.go).
+const (
+	FundingFaucet            = "faucet"
+	FundingTreasuryLiquidity = "treasury_liquidity"
+)
+
+// OutsideFunding is USDC paid to an address from outside the service's
+// own transfers, included on chain.
+type OutsideFunding struct {
+	Chain   chains.Name
+	Mode    Mode
+	Address string
+	Amount  *big.Int
+	TxHash  string
+	Source  string
+}
+
+// RecordFunding records an included outside payment, so the books
+// (books.go) count it as an inflow of the address it paid. Recording the
+// same transaction and address again changes nothing.
+func (s *Service) RecordFunding(ctx context.Context, f OutsideFunding) error {
+	if f.Amount == nil || f.Amount.Sign() <= 0 || !f.Amount.IsInt64() {
+		return fmt.Errorf("record funding: amount %v out of range", f.Amount)
+	}
+	err := s.cfg.DB.Ent.Funding.Create().
+		SetChain(string(f.Chain)).SetMode(funding.Mode(f.Mode)).SetAddress(f.Address).
+		SetAmount(f.Amount.Int64()).SetTxHash(f.TxHash).SetSource(f.Source).
+		Exec(ctx)
+	if ent.IsConstraintError(err) {
+		return nil
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
@@ -113,6 +114,7 @@ func checkColumn(t, c string) error {
 			chaincursor.Table:          chaincursor.ValidColumn,
 			checkoutsession.Table:      checkoutsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,
+			funding.Table:              funding.ValidColumn,
 			gasspend.Table:             gasspend.ValidColumn,
 			idempotencykey.Table:       idempotencykey.ValidColumn,
 			identitycallback.Table:     identitycallback.ValidColumn,

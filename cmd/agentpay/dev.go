@@ -46,9 +46,6 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	defer nets.Close()
-	if err := nets.fundTreasury(ctx, p.treasury); err != nil {
-		return err
-	}
 	test, err := nets.networks(ctx, cfg, p.treasury)
 	if err != nil {
 		return err
@@ -85,6 +82,9 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, test, nets, jobs)
 	if err != nil {
+		return err
+	}
+	if err := nets.fundTreasury(ctx, svc, p.treasury); err != nil {
 		return err
 	}
 	w, err := newWorker(p.db, svc, logger, jobs, workerObserver(p.metrics))
@@ -263,15 +263,21 @@ func (d *devnets) Fund(ctx context.Context, chain chains.Name, address string, a
 // liquidity to pay from.
 var devTreasuryLiquidity = big.NewInt(1_000_000 * 1_000_000)
 
-// fundTreasury gives the treasury its starting USDC on every devnet.
-func (d *devnets) fundTreasury(ctx context.Context, treasury agentpay.TreasuryKeys) error {
+// fundTreasury gives the treasury its starting USDC on every devnet, and
+// records it as an outside funding, which the books count.
+func (d *devnets) fundTreasury(ctx context.Context, svc *agentpay.Service, treasury agentpay.TreasuryKeys) error {
 	list := d.Chains()
 	errs := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, c := range list {
 		addr := treasury.Address(c.Chain)
 		wg.Go(func() {
-			if _, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity); err != nil {
+			sent, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity)
+			if err == nil {
+				err = svc.RecordFunding(ctx, agentpay.OutsideFunding{Chain: c.Chain, Mode: agentpay.ModeTest, Address: addr,
+					Amount: devTreasuryLiquidity, TxHash: sent.TxHash, Source: agentpay.FundingTreasuryLiquidity})
+			}
+			if err != nil {
 				errs[i] = fmt.Errorf("devnet %s: funding the treasury: %w", c.Chain, err)
 			}
 		})
