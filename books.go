@@ -60,9 +60,10 @@ import (
 // named the same way, since a reorg may still drop it.
 //
 // A difference is explained by, in this order: the first in-flight record
-// touching the holder; the latest final record touching it that moved
-// exactly the difference; the latest final record touching it; else by no
-// record (USDC moved outside the records).
+// touching the holder; else the latest record naming it whose amount is
+// exactly the difference (one that moved it, or one whose state says it
+// moved nothing: a failed refund the chain did pay); else by no record
+// (USDC moved outside the records). The books never guess further.
 //
 // The books read every record and one balance per holder: an operator's
 // check, not a request path.
@@ -258,6 +259,17 @@ func (b *chainBook) move(from, to string, rec BooksRecord) {
 	}
 }
 
+// touch notes a record that names a holder but, by its state, moved
+// nothing (a failed refund or transfer): it may still explain a
+// difference, if the chain says otherwise.
+func (b *chainBook) touch(rec BooksRecord, addresses ...string) {
+	for _, addr := range addresses {
+		if a := b.account(addr); a != nil {
+			a.touching = append(a.touching, rec)
+		}
+	}
+}
+
 // flight notes a record in flight on the holders among addresses.
 func (b *chainBook) flight(rec BooksRecord, addresses ...string) {
 	rec.InFlight = true
@@ -352,7 +364,8 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 		addr := depositOf[p.DepositAddressID.String()]
 		rec := BooksRecord{Kind: "payment", ID: p.ID.String(), Amount: p.AmountToken, Status: string(p.Status)}
 		if p.Status == payment.StatusFailed {
-			continue // dropped by a reorg: the chain holds nothing of it
+			b.touch(rec, addr) // dropped by a reorg: the chain holds nothing of it
+			continue
 		}
 		b.move("", addr, rec)
 		if p.Status != payment.StatusConfirmed {
@@ -403,6 +416,8 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 			b.move(treasury, r.ToAddress, rec)
 		case refund.StatusSubmitted:
 			b.flight(rec, treasury, r.ToAddress)
+		case refund.StatusFailed:
+			b.touch(rec, treasury, r.ToAddress)
 		}
 	}
 
@@ -438,6 +453,9 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 			if t.Fee > 0 {
 				b.flight(rec, treasury)
 			}
+		case transfer.StatusFailed:
+			rec.Amount = t.Amount
+			b.touch(rec, t.FromAddress, t.ToAddress)
 		}
 	}
 
@@ -527,10 +545,6 @@ func (a *bookAccount) explain() *BooksRecord {
 			r := a.touching[i]
 			return &r
 		}
-	}
-	if n := len(a.touching); n > 0 {
-		r := a.touching[n-1]
-		return &r
 	}
 	return nil
 }

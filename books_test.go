@@ -1,0 +1,174 @@
+package agentpay
+
+import (
+	"context"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/ent/refund"
+	"agentpay/internal/testenv"
+)
+
+// nextBaseBlock waits for the base devnet's next block: geth makes a
+// block's receipts readable a moment before its state is "latest", so a
+// balance read right after a completed transfer could miss it.
+func nextBaseBlock(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	client := env.EVM(chains.Base).Client()
+	head, err := client.BlockNumber(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := client.BlockNumber(ctx)
+		return err == nil && n > head
+	}, 30*time.Second, 5*time.Millisecond, "base stopped making blocks")
+}
+
+// requireBalanced reads the books and requires every line equal.
+func requireBalanced(t *testing.T, env *testenv.Env, svc *Service) *Books {
+	t.Helper()
+	nextBaseBlock(t, env)
+	b, err := svc.Books(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, b.Err())
+	for _, c := range b.Chains {
+		for _, l := range c.Lines {
+			require.Zero(t, l.OnChain.Cmp(l.Records), "%s %s %s", c.Chain, c.Mode, l.Holder)
+			require.Empty(t, l.Differences)
+		}
+	}
+	return b
+}
+
+func booksLine(t *testing.T, b *Books, chain chains.Name, mode Mode, h BooksHolder) BooksLine {
+	t.Helper()
+	for _, c := range b.Chains {
+		if c.Chain == chain && c.Mode == mode {
+			for _, l := range c.Lines {
+				if l.Holder == h {
+					return l
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s %s %s line", chain, mode, h)
+	return BooksLine{}
+}
+
+// The books balance to the base unit after every step of the money's
+// flow: payments into deposit addresses, their sweeps, a batch's payout,
+// a refund after it, the next batch netting it; and agents' sends, a send
+// to a human and a human's withdrawal, on base and Solana.
+func TestBooksBalanced(t *testing.T) {
+	t.Run("settlements", func(t *testing.T) {
+		ctx := context.Background()
+		f := newSettlementFixture(t, nil)
+		treasury := f.svc.cfg.Treasury.EVMAddress
+		// The treasury's liquidity, recorded by the faucet that paid it.
+		f.env.Fund(t, chains.Base, treasury, 100_000_000)
+		b := requireBalanced(t, f.env, f.svc)
+		deposits := booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses)
+		require.Zero(t, deposits.OnChain.Cmp(big.NewInt(7_250_000)), "the unswept payment is on its address")
+
+		require.True(t, f.settle(t).Done)
+		b = requireBalanced(t, f.env, f.svc)
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Sign(), "swept")
+		// 100 + 7.25 swept - 7.24275 paid out.
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).Records.Cmp(big.NewInt(100_007_250)))
+
+		auth := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
+		out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("2.5")})
+		require.NoError(t, err)
+		requireBalanced(t, f.env, f.svc) // pending: nothing moved yet
+		f.svc.cfg.Settlement.Wait = 10 * time.Second
+		res, err := f.svc.SendRefund(ctx, out.Refund.ID)
+		require.NoError(t, err)
+		require.True(t, res.Done, res.Waiting)
+		requireBalanced(t, f.env, f.svc)
+
+		next := f.paidPayment(t, "12", 12_000_000)
+		requireBalanced(t, f.env, f.svc)
+		require.True(t, f.settleWith(t, next, atOnce).Done)
+		b = requireBalanced(t, f.env, f.svc)
+		// 100 + both fees: the refund advanced came back out of the
+		// next batch.
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(100_000_000+7_250+12_000)))
+	})
+
+	t.Run("sends", func(t *testing.T) {
+		ctx := context.Background()
+		e := startSendEnv(t)
+		alice, bob := e.register(t, "alice"), e.register(t, "bob")
+		w := e.withdrawer(t)
+		for _, c := range []chains.Name{chains.Base, chains.Solana} {
+			e.fund(t, alice, c, "100")
+			e.fundUser(t, w, c, "20")
+		}
+		requireBalanced(t, e.env, e.svc)
+		for _, c := range []chains.Name{chains.Base, chains.Solana} {
+			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
+			require.NoError(t, err)
+			require.Equal(t, "completed", res.Status)
+			wd, err := e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: e.externalAddress(t, c), AmountUSD: dec("5"), Chain: string(c)})
+			require.NoError(t, err)
+			require.Equal(t, "completed", wd.Status)
+		}
+		b := requireBalanced(t, e.env, e.svc)
+		for _, c := range []chains.Name{chains.Base, chains.Solana} {
+			// 100 funded, 10 sent; bob's 9.99.
+			require.Zero(t, booksLine(t, b, c, ModeTest, BooksAgentWallets).OnChain.Cmp(big.NewInt(100_000_000-10_000_000+9_990_000)), c)
+			// 20 funded, 5 withdrawn.
+			require.Zero(t, booksLine(t, b, c, ModeTest, BooksHumanWallets).OnChain.Cmp(big.NewInt(15_000_000)), c)
+			// The fees of the send and the withdrawal.
+			require.Zero(t, booksLine(t, b, c, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(10_000+5_000)), c)
+		}
+	})
+}
+
+// USDC that reaches a holder outside every record is a difference naming
+// the address and no record; a record altered in the database (a
+// completed refund marked failed) is one naming that record. Holders are
+// checked in order (treasury first), so Err names the first.
+func TestBooksNamesTheFirstDifference(t *testing.T) {
+	ctx := context.Background()
+	f := newSettlementFixture(t, nil)
+	f.env.Fund(t, chains.Base, f.svc.cfg.Treasury.EVMAddress, 100_000_000)
+	require.True(t, f.settle(t).Done)
+	auth := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
+	out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("2.5")})
+	require.NoError(t, err)
+	f.svc.cfg.Settlement.Wait = 10 * time.Second
+	res, err := f.svc.SendRefund(ctx, out.Refund.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done, res.Waiting)
+	requireBalanced(t, f.env, f.svc)
+
+	// Paid to the swept deposit address, unseen by any scan.
+	_, err = f.evm.Send(ctx, f.deposit, big.NewInt(1_000_000))
+	require.NoError(t, err)
+	nextBaseBlock(t, f.env)
+	b, err := f.svc.Books(ctx)
+	require.NoError(t, err)
+	require.Error(t, b.Err())
+	msg := b.Err().Error()
+	require.Contains(t, msg, "base test: deposit address "+f.deposit.Hex())
+	require.Contains(t, msg, "holds 1000000 more than recorded")
+	require.Contains(t, msg, "no record explains it")
+	require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).Difference().Cmp(big.NewInt(1_000_000)))
+	require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).Difference().Sign())
+
+	// The refund's record says it failed; the chain paid it.
+	f.db.Ent.Refund.UpdateOneID(out.Refund.ID).SetStatus(refund.StatusFailed).ExecX(ctx)
+	b, err = f.svc.Books(ctx)
+	require.NoError(t, err)
+	msg = b.Err().Error()
+	require.True(t, strings.HasPrefix(msg, "books: base test: treasury "+f.svc.cfg.Treasury.EVMAddress), msg)
+	require.Contains(t, msg, "holds 2500000 less than recorded")
+	require.Contains(t, msg, "refund "+out.Refund.ID.String()+" (2500000, failed)")
+	require.Len(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).Differences, 1, "the deposit address's difference is still listed")
+}
