@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/big"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"agentpay/internal/vault"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"agentpay"
 )
@@ -24,6 +26,7 @@ commands:
   deactivate-merchant ID   every merchant API call with the merchant's keys then answers 403
   reactivate-merchant ID   undo deactivate-merchant
   gas                      what the treasury paid for transactions, per chain and mode, next to the fees it collected
+  books                    what the chains hold next to what the records say, per chain and mode; exits non-zero on a difference
 `
 
 var errAdminUsage = errors.New("admin: bad usage")
@@ -47,6 +50,8 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		active = true
 	case "gas":
 		return runAdminGas(ctx, cfg, logger, args[1:], stdout)
+	case "books":
+		return runAdminBooks(ctx, cfg, logger, args[1:], stdout)
 	default:
 		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
@@ -157,4 +162,90 @@ func runAdminGas(ctx context.Context, cfg config, logger *slog.Logger, args []st
 		}
 	}
 	return nil
+}
+
+// errBooksUnbalanced is the books' exit status: a difference, named above.
+var errBooksUnbalanced = errors.New("books: not balanced")
+
+// runAdminBooks prints the books (agentpay's books.go): per mode, chain and
+// holder class, what the chains hold next to what the records say, in
+// USDC, then every difference with the record that explains it. It fails
+// (a non-zero exit) on any difference. It reads the configured chains with
+// the real MASTER_KEY, which the treasury's addresses derive from.
+func runAdminBooks(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		fmt.Fprint(stdout, adminUsage)
+		return fmt.Errorf("%w: books takes no arguments", errAdminUsage)
+	}
+	key, err := requireMasterKey(cfg)
+	if err != nil {
+		return err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return err
+	}
+	defer p.db.Close()
+	svc, err := p.service(ctx, cfg, logger, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	books, err := svc.Books(ctx)
+	if err != nil {
+		return err
+	}
+	if len(books.Chains) == 0 {
+		fmt.Fprintln(stdout, "no chains configured")
+		return nil
+	}
+	if err := printBooks(stdout, books); err != nil {
+		return err
+	}
+	if err := books.Err(); err != nil {
+		fmt.Fprintf(stdout, "\nNOT BALANCED: %v\n", err)
+		return fmt.Errorf("%w: %v", errBooksUnbalanced, err)
+	}
+	fmt.Fprintln(stdout, "\nbalanced: every holder holds exactly what its records say")
+	return nil
+}
+
+// printBooks writes the books' table and their differences.
+func printBooks(w io.Writer, books *agentpay.Books) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tCHAIN\tHOLDER\tADDRESSES\tCHAIN HOLDS (USDC)\tRECORDS SAY (USDC)\tDIFFERENCE (USDC)\tIN FLIGHT")
+	for _, c := range books.Chains {
+		for _, l := range c.Lines {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", c.Mode, c.Chain, l.Holder, l.Addresses,
+				usdcUnits(l.OnChain, c.Decimals), usdcUnits(l.Records, c.Decimals), usdcUnits(l.Difference(), c.Decimals), len(l.InFlight))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range books.Chains {
+		for _, l := range c.Lines {
+			for _, d := range l.Differences {
+				why := "no record explains it"
+				if d.Explained != nil {
+					why = d.Explained.String()
+				}
+				owner := ""
+				if d.Owner != "" {
+					owner = " (" + d.Owner + ")"
+				}
+				fmt.Fprintf(w, "\n%s %s %s %s%s: chain holds %s, records say %s: %s", c.Mode, c.Chain, l.Holder, d.Address, owner,
+					usdcUnits(d.OnChain, c.Decimals), usdcUnits(d.Records, c.Decimals), why)
+			}
+			for _, r := range l.InFlight {
+				fmt.Fprintf(w, "\n%s %s %s: %s", c.Mode, c.Chain, l.Holder, r)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// usdcUnits shows base units as USDC, exactly.
+func usdcUnits(units *big.Int, decimals int32) string {
+	return decimal.NewFromBigInt(units, -decimals).StringFixed(decimals)
 }
