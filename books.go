@@ -79,7 +79,9 @@ const (
 	BooksHumanWallets     BooksHolder = "human_wallets"
 )
 
-var booksHolders = []BooksHolder{BooksTreasury, BooksDepositAddresses, BooksAgentWallets, BooksHumanWallets}
+// BooksHolderClasses are the holder classes in the order a chain's lines
+// list them.
+var BooksHolderClasses = []BooksHolder{BooksTreasury, BooksDepositAddresses, BooksAgentWallets, BooksHumanWallets}
 
 // booksBalanceConcurrency bounds the balance reads in flight per chain.
 const booksBalanceConcurrency = 8
@@ -98,7 +100,7 @@ type ChainBooks struct {
 	Chain    chains.Name
 	Mode     Mode
 	Decimals int32
-	// Lines are one per holder class, in booksHolders' order (wallets
+	// Lines are one per holder class, in BooksHolderClasses' order (wallets
 	// only in the agents' mode).
 	Lines []BooksLine
 }
@@ -506,7 +508,7 @@ func (s *Service) readBalances(ctx context.Context, ledger chains.Ledger, b *cha
 // lines totals the accounts per holder class and explains each difference.
 func (b *chainBook) lines(wallets bool, decimals int32) ChainBooks {
 	out := ChainBooks{Chain: b.chain, Mode: b.mode, Decimals: decimals}
-	for _, h := range booksHolders {
+	for _, h := range BooksHolderClasses {
 		if !wallets && (h == BooksAgentWallets || h == BooksHumanWallets) {
 			continue
 		}

@@ -172,6 +172,12 @@ func complexity() ComplexityRoot {
 	// The chains.
 	c.Me.Balance = func(child int) int { return chainCost + child }
 	c.Query.Treasury = func(child int) int { return chainCost + child }
+	// The books (admin only) read the chains; a chain's lines are its four
+	// holder classes. Their differences and records in flight come with
+	// the read at no further cost, so they count once.
+	c.Query.Books = func(child int) int { return chainCost + child }
+	c.Books.Chains = listOf(chainsPerMode)
+	c.BooksChain.Lines = listOf(len(agentpay.BooksHolderClasses))
 
 	// Writes.
 	c.Mutation.Send = func(child int, _ model.SendInput) int { return sendCost + child }

@@ -39,6 +39,64 @@ type Balance struct {
 	TotalUsd decimal.Decimal `json:"totalUsd"`
 }
 
+// What the chains hold next to what the records say, for every configured chain and mode
+type Books struct {
+	// Every holder on every chain holds exactly what its records say, to the base unit
+	Balanced bool `json:"balanced"`
+	// The first difference and the record that explains it; null when balanced
+	Error  *string       `json:"error,omitempty"`
+	Chains []*BooksChain `json:"chains"`
+}
+
+// The books of one chain in one mode
+type BooksChain struct {
+	Chain string `json:"chain"`
+	// live or test
+	Mode string `json:"mode"`
+	// The token's decimals (6 for USDC)
+	Decimals int `json:"decimals"`
+	// One line per holder class: treasury, deposit_addresses, agent_wallets, human_wallets (wallets in the agents' mode only)
+	Lines []*BooksLine `json:"lines"`
+}
+
+// One address whose balance differs from its records
+type BooksDifference struct {
+	Address string `json:"address"`
+	// Who the address is for (agent <id>, user <id>, session <id>); null for the treasury
+	Owner   *string `json:"owner,omitempty"`
+	OnChain int64   `json:"onChain"`
+	Records int64   `json:"records"`
+	// The record that explains the difference; null when none does (USDC moved outside the records)
+	ExplainedBy *BooksRecord `json:"explainedBy,omitempty"`
+}
+
+// One class of holders on one chain and mode
+type BooksLine struct {
+	// treasury, deposit_addresses, agent_wallets or human_wallets
+	Holder    string `json:"holder"`
+	Addresses int    `json:"addresses"`
+	// What the addresses hold on chain, in base units
+	OnChain int64 `json:"onChain"`
+	// What the records say they hold, in base units
+	Records int64 `json:"records"`
+	// onChain - records
+	Difference int64 `json:"difference"`
+	// The addresses that differ, each with the record that explains it
+	Differences []*BooksDifference `json:"differences"`
+	// Records in flight (submitted, not final) touching these addresses
+	InFlight []*BooksRecord `json:"inFlight"`
+}
+
+// A record that moved, or is moving, a holder's USDC
+type BooksRecord struct {
+	// payment, sweep, transfer, payout, refund, card_return or funding
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	Amount   int64  `json:"amount"`
+	Status   string `json:"status"`
+	InFlight bool   `json:"inFlight"`
+}
+
 // What approving a request needs: a passkey assertion when the viewer has passkeys.
 type CardApproval struct {
 	// Null when the viewer has no passkey: approve without one
