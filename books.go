@@ -440,11 +440,12 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 			// A payment of a checkout session reaches a deposit address,
 			// whose record is the payment: only the sender is moved here.
 			to := t.ToAddress
-			if a := b.account(to); a != nil && a.holder == BooksDepositAddresses {
-				to = ""
-			}
 			net, fee := rec, rec
 			net.Amount, fee.Amount = t.Net, t.Fee
+			if a := b.account(to); a != nil && a.holder == BooksDepositAddresses {
+				to = ""
+				b.touch(net, t.ToAddress) // explains a payment missing from the records
+			}
 			b.move(t.FromAddress, to, net)
 			if t.Fee > 0 {
 				b.move(t.FromAddress, treasury, fee)

@@ -9,8 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"agentpay/cardissuer/sandbox"
 	"agentpay/chains"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/transfer"
 	"agentpay/internal/testenv"
 )
 
@@ -130,11 +134,74 @@ func TestBooksBalanced(t *testing.T) {
 	})
 }
 
+// The books balance through a card purchase (the reservation into the
+// treasury, the charge, the return of what was left) and an agent's
+// payment of a checkout session (a transfer and the session's payment,
+// detected, then confirmed and settled).
+func TestBooksBalancedCardsAndAgentCheckout(t *testing.T) {
+	t.Run("cards", func(t *testing.T) {
+		ctx := context.Background()
+		e := startCardEnv(t)
+		a, u := e.pairedAgent(t, "10", true)
+		v := e.request(t, a, "4.00")
+		got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+		require.NoError(t, err)
+		require.Equal(t, CardApproved, got.Status())
+		b := requireBalanced(t, e.env, e.svc)
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(4_000_000)), "the reservation")
+
+		first, err := e.svc.AgentCardRequest(ctx, a, v.Request.ID.String())
+		require.NoError(t, err)
+		d := first.Details
+		ref, decline := e.issuer.Find(sandbox.Presented{Number: d.Number, ExpMonth: d.ExpMonth, ExpYear: d.ExpYear, CVC: d.CVC}, e.clock.Now())
+		require.Empty(t, decline)
+		c, err := e.svc.AuthorizeCardCharge(ctx, sandbox.Name, ref, dec("2.50"), "Acme Books")
+		require.NoError(t, err)
+		require.True(t, c.Approved, c.Reason)
+		require.NotNil(t, e.card(t, got.Request).RefundedAt)
+		b = requireBalanced(t, e.env, e.svc)
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(2_500_000)), "what was charged")
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksAgentWallets).OnChain.Cmp(big.NewInt(7_500_000)))
+	})
+
+	t.Run("agent checkout", func(t *testing.T) {
+		ctx := context.Background()
+		e := startAgentCheckoutEnv(t)
+		e.merchant = e.db.Ent.Merchant.UpdateOne(e.merchant).SetSettlementAddress(e.externalAddress(t, chains.Base)).SaveX(ctx)
+		a := e.register(t, "buyer")
+		e.fund(t, a, chains.Base, "20")
+		sess := e.session(t, "12.34", false)
+		res, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+		require.NoError(t, err)
+		require.Equal(t, "detected", res.Status)
+		b := requireBalanced(t, e.env, e.svc)
+		deposits := booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses)
+		require.Zero(t, deposits.OnChain.Cmp(big.NewInt(12_340_000)))
+		require.Len(t, deposits.InFlight, 1, "a detected payment is named while a reorg may drop it")
+		require.Equal(t, "payment", deposits.InFlight[0].Kind)
+
+		e.scanUntil(t, func() bool { return e.reloadSession(t, sess).Status == checkoutsession.StatusConfirmed })
+		p := e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).OnlyX(ctx)
+		res2, err := e.svc.settlePaymentWith(ctx, p.ID, atOnce)
+		require.NoError(t, err)
+		require.True(t, res2.Done, res2.Waiting)
+		b = requireBalanced(t, e.env, e.svc)
+		require.Empty(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).InFlight)
+		// The settlement fee of 12.34.
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(12_340)))
+	})
+}
+
 // USDC that reaches a holder outside every record is a difference naming
 // the address and no record; a record altered in the database (a
 // completed refund marked failed) is one naming that record. Holders are
 // checked in order (treasury first), so Err names the first.
 func TestBooksNamesTheFirstDifference(t *testing.T) {
+	t.Run("outside payment and altered record", booksOutsideAndAltered)
+	t.Run("in flight", booksInFlight)
+}
+
+func booksOutsideAndAltered(t *testing.T) {
 	ctx := context.Background()
 	f := newSettlementFixture(t, nil)
 	f.env.Fund(t, chains.Base, f.svc.cfg.Treasury.EVMAddress, 100_000_000)
@@ -171,4 +238,43 @@ func TestBooksNamesTheFirstDifference(t *testing.T) {
 	require.Contains(t, msg, "holds 2500000 less than recorded")
 	require.Contains(t, msg, "refund "+out.Refund.ID.String()+" (2500000, failed)")
 	require.Len(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).Differences, 1, "the deposit address's difference is still listed")
+}
+
+// A send broadcast but not yet recorded (the process died right after):
+// the chain has moved what the records do not say yet; the books name the
+// transfer in flight, and balance once the reconciler has finished it.
+func booksInFlight(t *testing.T) {
+	e := startSendEnv(t)
+	for _, c := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(c), func(t *testing.T) {
+			ctx := context.Background()
+			alice, bob := e.register(t, "alice"), e.register(t, "bob")
+			e.fund(t, alice, c, "20")
+			requireBalanced(t, e.env, e.svc)
+
+			tr := e.recordInFlight(t, alice, bob, c, 10_000_000, 0)
+			e.broadcastLegs(t, tr)
+			require.Eventually(t, func() bool {
+				return e.onChain(t, c, e.wallet(t, bob, c)).Equal(dec("9.99")) && e.onChain(t, c, e.wallet(t, alice, c)).Equal(dec("10"))
+			}, 30*time.Second, 50*time.Millisecond)
+			nextBaseBlock(t, e.env)
+			b, err := e.svc.Books(ctx)
+			require.NoError(t, err)
+			require.Error(t, b.Err())
+			msg := b.Err().Error()
+			require.Contains(t, msg, "books: "+string(c)+" test: treasury ")
+			require.Contains(t, msg, "holds 10000 more than recorded")
+			require.Contains(t, msg, "in flight: transfer "+tr.ID.String()+" (10000000, pending)")
+			wallets := booksLine(t, b, c, ModeTest, BooksAgentWallets)
+			require.Len(t, wallets.Differences, 2, "sender and recipient")
+			for _, d := range wallets.Differences {
+				require.Equal(t, tr.ID.String(), d.Explained.ID)
+				require.True(t, d.Explained.InFlight)
+			}
+
+			done := e.reconcileUntilDone(t, tr, reconcileOptions{MinAge: -1})
+			require.Equal(t, transfer.StatusCompleted, done.Status, done.Error)
+			requireBalanced(t, e.env, e.svc)
+		})
+	}
 }
