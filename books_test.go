@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	solanago "github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/cardissuer/sandbox"
 	"agentpay/chains"
+	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
@@ -18,15 +20,17 @@ import (
 	"agentpay/internal/testenv"
 )
 
-// nextBaseBlock waits for the base devnet's next block: geth makes a
-// block's receipts readable a moment before its state is "latest", so a
-// balance read right after a completed transfer could miss it.
+// nextBaseBlock seals a block on the base devnet and waits for it: geth
+// makes a block's receipts readable a moment before its state is
+// "latest", so a balance read right after a completed transfer could miss
+// it. (Sealed here: some fixtures' devnets make blocks only when told.)
 func nextBaseBlock(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	ctx := context.Background()
 	client := env.EVM(chains.Base).Client()
 	head, err := client.BlockNumber(ctx)
 	require.NoError(t, err)
+	env.EVM(chains.Base).Commit()
 	require.Eventually(t, func() bool {
 		n, err := client.BlockNumber(ctx)
 		return err == nil && n > head
@@ -189,6 +193,62 @@ func TestBooksBalancedCardsAndAgentCheckout(t *testing.T) {
 		require.Empty(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).InFlight)
 		// The settlement fee of 12.34.
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(12_340)))
+	})
+}
+
+// The books balance through a held (late) payment, its sweep and its
+// refund, and through a payment on Solana swept to the treasury (its
+// emptied token account closed).
+func TestBooksBalancedHeldAndSolana(t *testing.T) {
+	t.Run("held payment", func(t *testing.T) {
+		ctx := context.Background()
+		f, late := latePaymentFixture(t)
+		f.env.Fund(t, chains.Base, f.svc.cfg.Treasury.EVMAddress, 10_000_000)
+		b := requireBalanced(t, f.env, f.svc)
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(1_000_000)), "held, not swept yet")
+		require.True(t, f.sweepHeld(t, late).Done)
+		requireBalanced(t, f.env, f.svc)
+		auth := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
+		out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{PaymentID: late.ExternalID})
+		require.NoError(t, err)
+		f.svc.cfg.Settlement.Wait = 10 * time.Second
+		res, err := f.svc.SendRefund(ctx, out.Refund.ID)
+		require.NoError(t, err)
+		require.True(t, res.Done, res.Waiting)
+		b = requireBalanced(t, f.env, f.svc)
+		// 10 + 7.25 swept - 7.24275 paid out + 1 swept - 1 refunded.
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(10_007_250)))
+	})
+
+	t.Run("solana", func(t *testing.T) {
+		ctx := context.Background()
+		f := newCheckoutFixture(t, true)
+		reg := f.merchant(t, "Shop", nil)
+		sess := f.session(t, reg.Merchant, "3")
+		_, err := f.svc.ScanDeposits(ctx, ModeTest, chains.Solana)
+		require.NoError(t, err)
+		d, err := f.svc.SelectPaymentMethod(ctx, sess.ExternalID, "", "solana", "USDC")
+		require.NoError(t, err)
+		_, err = f.sol.Send(ctx, solanago.MustPublicKeyFromBase58(d.Address), 3_000_000)
+		require.NoError(t, err)
+		var p *ent.Payment
+		require.Eventually(t, func() bool {
+			_, err := f.svc.ScanDeposits(ctx, ModeTest, chains.Solana)
+			require.NoError(t, err)
+			p, err = f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Only(ctx)
+			return err == nil && p.Status == payment.StatusConfirmed
+		}, 30*time.Second, 100*time.Millisecond)
+		f.env.Fund(t, chains.Solana, f.svc.cfg.Treasury.Address(chains.Solana), 1) // its token account
+		b := requireBalanced(t, f.env, f.svc)
+		require.Zero(t, booksLine(t, b, chains.Solana, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(3_000_000)))
+
+		// No settlement address: the settlement sweeps, then waits for one.
+		_, err = f.svc.settlePaymentWith(ctx, p.ID, SettlementOptions{Wait: 20 * time.Second})
+		require.NoError(t, err)
+		require.NotNil(t, f.db.Ent.Payment.GetX(ctx, p.ID).SweptAt)
+		b = requireBalanced(t, f.env, f.svc)
+		require.Zero(t, booksLine(t, b, chains.Solana, ModeTest, BooksDepositAddresses).OnChain.Sign(), "swept, its account closed")
+		require.Zero(t, booksLine(t, b, chains.Solana, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(3_000_001)))
 	})
 }
 
