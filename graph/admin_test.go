@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ethcommon "github.com/ethereum/go-ethereum/common"
+	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
@@ -142,3 +143,35 @@ func TestAdminBooks(t *testing.T) {
 		}
 	}
 }
+
+// On a websocket the admin key comes in the connection_init payload, like
+// the other keys; a wrong one closes the connection (4403).
+func TestAdminBooksOverWebsocket(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef-admin"
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	srv := newTestServer(t, env, agentpay.Config{AgentMode: agentpay.ModeTest, AdminKeyHash: agentpay.AdminKeyHash(key)}, HandlerConfig{})
+
+	c := dialWS(t, srv.URL, nil)
+	c.init(map[string]any{"headers": map[string]any{"x-admin-key": key}})
+	var got booksAnswer
+	c.operation("1", `{ books { balanced chains { chain mode } } }`).decode(t, &got)
+	require.True(t, got.Books.Balanced)
+	require.Len(t, got.Books.Chains, 1)
+
+	none := dialWS(t, srv.URL, nil)
+	none.init(map[string]any{})
+	require.Equal(t, "UNAUTHENTICATED", none.operation("1", `{ books { balanced } }`).code(t))
+
+	bad := dialWS(t, srv.URL, nil)
+	bad.send(map[string]any{"type": "connection_init", "payload": map[string]any{"X-Admin-Key": "wrong"}})
+	var closeErr *websocket.CloseError
+	for {
+		_, err := bad.read()
+		if err != nil {
+			require.ErrorAs(t, err, &closeErr)
+			break
+		}
+	}
+	require.Equal(t, 4403, closeErr.Code)
+}
+
