@@ -32,16 +32,17 @@ import (
 // balance is read from its chain, and each one's recorded balance is
 // summed from the records of every transfer that moved it:
 //
-//   - deposit address: + payments recorded on it (not dropped by a reorg),
-//     - their sweeps (swept_at set);
-//   - treasury: + sweeps, + sends' fee legs and card reservations
-//     (completed transfers paying it), - crypto payouts of completed
-//     settlement batches, - completed refunds, - card returns;
-//   - custodial wallet: + completed transfers to it (their net), + card
-//     returns to it, - completed transfers from it (their amount: net and
-//     fee);
-//   - any holder: + fundings (ent/schema/funding.go): USDC paid to it from
-//     outside that the service sent or saw (the devnet faucet, the
+//   - deposit address: the payments recorded on it (not dropped by a
+//     reorg), less their sweeps (swept_at set);
+//   - treasury: the sweeps, the completed transfers paying it (sends' and
+//     withdrawals' fee legs, card reservations), less the crypto payouts
+//     of completed settlement batches, the completed refunds and the card
+//     returns;
+//   - custodial wallet: the completed transfers to it (their net) and the
+//     card returns to it, less the completed transfers from it (their
+//     amount: net and fee);
+//   - any holder, also: its fundings (ent/schema/funding.go), USDC paid to
+//     it from outside that the service sent or saw (the devnet faucet, the
 //     treasury's starting liquidity).
 //
 // Nothing else may move a holder's USDC, so the two must be equal to the
