@@ -275,9 +275,12 @@ func booksOutsideAndAltered(t *testing.T) {
 	require.True(t, res.Done, res.Waiting)
 	requireBalanced(t, f.env, f.svc)
 
-	// Paid to the swept deposit address, unseen by any scan.
-	_, err = f.evm.Send(ctx, f.deposit, big.NewInt(1_000_000))
+	// Paid to the swept deposit address, unseen by any scan. It is a
+	// payment, never an operator's funding.
+	stray, err := f.evm.Send(ctx, f.deposit, big.NewInt(1_000_000))
 	require.NoError(t, err)
+	_, err = f.svc.RecordFundingTx(ctx, ModeTest, chains.Base, f.deposit.Hex(), stray.Hex())
+	require.ErrorContains(t, err, "is a deposit address")
 	nextBaseBlock(t, f.env)
 	b, err := f.svc.Books(ctx)
 	require.NoError(t, err)

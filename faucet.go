@@ -2,14 +2,11 @@ package agentpay
 
 import (
 	"context"
-	"fmt"
 	"math/big"
 
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
-	"agentpay/ent"
-	"agentpay/ent/funding"
 )
 
 // Faucet sends test USDC from a dev payer account. Only `agentpay dev` has
@@ -101,39 +98,4 @@ func (s *Service) DevChains() []DevChain {
 		return nil
 	}
 	return s.cfg.Faucet.Chains()
-}
-
-// Funding sources: who paid USDC into an address from outside the
-// service's own transfers (ent/schema/funding.go).
-const (
-	FundingFaucet            = "faucet"
-	FundingTreasuryLiquidity = "treasury_liquidity"
-)
-
-// OutsideFunding is USDC paid to an address from outside the service's
-// own transfers, included on chain.
-type OutsideFunding struct {
-	Chain   chains.Name
-	Mode    Mode
-	Address string
-	Amount  *big.Int
-	TxHash  string
-	Source  string
-}
-
-// RecordFunding records an included outside payment, so the books
-// (books.go) count it as an inflow of the address it paid. Recording the
-// same transaction and address again changes nothing.
-func (s *Service) RecordFunding(ctx context.Context, f OutsideFunding) error {
-	if f.Amount == nil || f.Amount.Sign() <= 0 || !f.Amount.IsInt64() {
-		return fmt.Errorf("record funding: amount %v out of range", f.Amount)
-	}
-	err := s.cfg.DB.Ent.Funding.Create().
-		SetChain(string(f.Chain)).SetMode(funding.Mode(f.Mode)).SetAddress(f.Address).
-		SetAmount(f.Amount.Int64()).SetTxHash(f.TxHash).SetSource(f.Source).
-		Exec(ctx)
-	if ent.IsConstraintError(err) {
-		return nil
-	}
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"agentpay/chains"
 	"agentpay/internal/vault"
 
 	"github.com/google/uuid"
@@ -27,6 +28,8 @@ commands:
   reactivate-merchant ID   undo deactivate-merchant
   gas                      what the treasury paid for transactions, per chain and mode, next to the fees it collected
   books                    what the chains hold next to what the records say, per chain and mode; exits non-zero on a difference
+  record-funding CHAIN MODE ADDRESS TX_HASH
+                           records USDC the transaction paid the treasury or a custodial wallet from outside (amount read from the chain), for the books
 `
 
 var errAdminUsage = errors.New("admin: bad usage")
@@ -52,6 +55,8 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		return runAdminGas(ctx, cfg, logger, args[1:], stdout)
 	case "books":
 		return runAdminBooks(ctx, cfg, logger, args[1:], stdout)
+	case "record-funding":
+		return runAdminRecordFunding(ctx, cfg, logger, args[1:], stdout)
 	default:
 		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
@@ -164,6 +169,56 @@ func runAdminGas(ctx context.Context, cfg config, logger *slog.Logger, args []st
 	return nil
 }
 
+// chainService builds the service with the configured chains, on the real
+// MASTER_KEY (the treasury's addresses derive from it), for the commands
+// that read the chains.
+func chainService(ctx context.Context, cfg config, logger *slog.Logger) (*agentpay.Service, func(), error) {
+	key, err := requireMasterKey(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := p.service(ctx, cfg, logger, nil, nil, nil)
+	if err != nil {
+		p.db.Close()
+		return nil, nil, err
+	}
+	return svc, func() { p.db.Close() }, nil
+}
+
+// runAdminRecordFunding records an outside payment to the treasury or a
+// custodial wallet by its transaction (agentpay's fundings.go): the amount
+// is what the chain says the transaction paid the address.
+func runAdminRecordFunding(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) != 4 {
+		fmt.Fprint(stdout, adminUsage)
+		return fmt.Errorf("%w: record-funding takes CHAIN MODE ADDRESS TX_HASH", errAdminUsage)
+	}
+	chain, err := chains.ParseName(args[0])
+	if err != nil {
+		return fmt.Errorf("record-funding: %w", err)
+	}
+	mode := agentpay.Mode(args[1])
+	if mode != agentpay.ModeLive && mode != agentpay.ModeTest {
+		return fmt.Errorf("record-funding: mode %q: expected live or test", args[1])
+	}
+	svc, closeDB, err := chainService(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	amount, err := svc.RecordFundingTx(ctx, mode, chain, args[2], args[3])
+	if err != nil {
+		return fmt.Errorf("record-funding: %w", err)
+	}
+	fmt.Fprintf(stdout, "recorded %s base units paid to %s on %s (%s) by %s\n", amount, args[2], chain, mode, args[3])
+	logger.Info("admin", "command", "record-funding", "chain", chain, "mode", mode, "address", args[2], "tx", args[3], "amount", amount.String())
+	return nil
+}
+
 // errBooksUnbalanced is the books' exit status: a difference, named above.
 var errBooksUnbalanced = errors.New("books: not balanced")
 
@@ -177,19 +232,11 @@ func runAdminBooks(ctx context.Context, cfg config, logger *slog.Logger, args []
 		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: books takes no arguments", errAdminUsage)
 	}
-	key, err := requireMasterKey(cfg)
+	svc, closeDB, err := chainService(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	p, err := openPlatform(ctx, cfg, key)
-	if err != nil {
-		return err
-	}
-	defer p.db.Close()
-	svc, err := p.service(ctx, cfg, logger, nil, nil, nil)
-	if err != nil {
-		return err
-	}
+	defer closeDB()
 	books, err := svc.Books(ctx)
 	if err != nil {
 		return err

@@ -194,7 +194,7 @@ func TestAdminBooks(t *testing.T) {
 	require.Contains(t, got, "balanced: every holder holds exactly what its records say")
 
 	// USDC reaches the treasury from no record.
-	_, err = base.Send(ctx, common.HexToAddress(chain.Treasury.EVMAddress), big.NewInt(1_500_000))
+	outside, err := base.Send(ctx, common.HexToAddress(chain.Treasury.EVMAddress), big.NewInt(1_500_000))
 	require.NoError(t, err)
 	waitBlock()
 	out.Reset()
@@ -206,4 +206,31 @@ func TestAdminBooks(t *testing.T) {
 	require.Contains(t, got, "no record explains it")
 
 	require.Error(t, run(ctx, []string{"admin", "books", "extra"}, getenv, &out, os.Stderr))
+
+	// The operator records it by its transaction: the amount is read from
+	// the chain, and the books balance again. The service's own transfers
+	// and addresses it does not hold are refused.
+	refused := map[string][]string{
+		"its record counts it":             {"base", "test", chain.Treasury.EVMAddress, res.FeeTxHash},
+		"not an address the service holds": {"base", "test", "0x000000000000000000000000000000000000dEaD", outside.Hex()},
+		"paid 0x":                          {"base", "test", aliceBase, outside.Hex()},
+		"expected live or test":            {"base", "staging", chain.Treasury.EVMAddress, outside.Hex()},
+		"not available in live mode":       {"base", "live", chain.Treasury.EVMAddress, outside.Hex()},
+	}
+	for want, args := range refused {
+		out.Reset()
+		err := run(ctx, append([]string{"admin", "record-funding"}, args...), getenv, &out, os.Stderr)
+		require.ErrorContains(t, err, want, "%v", args)
+	}
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "record-funding", "base", "test", chain.Treasury.EVMAddress, outside.Hex()}, getenv, &out, os.Stderr))
+	require.Contains(t, out.String(), "recorded 1500000 base units paid to "+chain.Treasury.EVMAddress)
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
+	require.Regexp(t, `(?m)^test\s+base\s+treasury\s+1\s+11\.520000\s+11\.520000\s+0\.000000\s+0$`, out.String())
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "record-funding", "base", "test", chain.Treasury.EVMAddress, outside.Hex()}, getenv, &out, os.Stderr),
+		"recording it again changes nothing")
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
 }
