@@ -41,9 +41,11 @@ import (
 //   - custodial wallet: the completed transfers to it (their net) and the
 //     card returns to it, less the completed transfers from it (their
 //     amount: net and fee);
-//   - any holder, also: its fundings (ent/schema/funding.go), USDC paid to
-//     it from outside that the service sent or saw (the devnet faucet, the
-//     treasury's starting liquidity).
+//   - the treasury and custodial wallets, also: their fundings
+//     (ent/schema/funding.go), USDC paid to them from outside that the
+//     service sent or saw (the devnet faucet, the treasury's starting
+//     liquidity, an operator's record). A deposit address has none: what
+//     reaches it is a payment, even from the faucet.
 //
 // Nothing else may move a holder's USDC, so the two must be equal to the
 // base unit. USDC a holder received from outside without a funding row (a
@@ -353,7 +355,14 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 		return nil, fmt.Errorf("reading fundings: %w", err)
 	}
 	for _, f := range fundings {
-		b.move("", f.Address, BooksRecord{Kind: "funding", ID: f.ID.String(), Amount: f.Amount, Status: f.Source})
+		rec := BooksRecord{Kind: "funding", ID: f.ID.String(), Amount: f.Amount, Status: f.Source}
+		if a := b.account(f.Address); a != nil && a.holder == BooksDepositAddresses {
+			// The faucet paying a checkout: what reaches a deposit address
+			// is a payment, whose record counts it.
+			b.touch(rec, f.Address)
+			continue
+		}
+		b.move("", f.Address, rec)
 	}
 
 	payments, err := db.Payment.Query().

@@ -101,11 +101,23 @@ func TestBooksBalanced(t *testing.T) {
 
 		next := f.paidPayment(t, "12", 12_000_000)
 		requireBalanced(t, f.env, f.svc)
+
+		// The faucet paying a checkout records a funding, but what reaches
+		// a deposit address is a payment: counted once.
+		f.stopMine()
+		sess, addr := f.open(t, "3")
+		f.env.Fund(t, chains.Base, addr.Hex(), 3_000_000)
+		f.scan(t)
+		f.mine(t, func() bool { return f.reload(t, sess).Status == checkoutsession.StatusConfirmed })
+		f.stopMine = autoMine(t, f.evm)
+		b = requireBalanced(t, f.env, f.svc)
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(12_000_000+3_000_000)))
 		require.True(t, f.settleWith(t, next, atOnce).Done)
 		b = requireBalanced(t, f.env, f.svc)
 		// 100 + both fees: the refund advanced came back out of the
 		// next batch.
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(100_000_000+7_250+12_000)))
+		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(3_000_000)), "the faucet's payment, not swept yet")
 	})
 
 	t.Run("sends", func(t *testing.T) {

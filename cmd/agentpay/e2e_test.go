@@ -87,6 +87,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	masterKey, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	leaks.addKey("MASTER_KEY", masterKey)
+	adminKey := hex.EncodeToString(masterKey[:16]) + "-admin-key-of-the-e2e-run"
+	leaks.addSecret("ADMIN_KEY", adminKey)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	env := map[string]string{
 		"DATA_DIR":             dataDir,
@@ -97,6 +99,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		// No WEBHOOK_ALLOW_PRIVATE: dev lets test-mode webhooks reach the
 		// loopback receiver by default.
 		"MASTER_KEY":   hex.EncodeToString(masterKey),
+		"ADMIN_KEY":    adminKey,
 		"DATABASE_URL": "file:" + filepath.Join(dataDir, "agentpay.db"),
 		// Structured logs, searched for secrets like the text ones, and
 		// metrics on a free port (metrics_test.go checks both).
@@ -290,6 +293,56 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, netTotal.Shift(6).BigInt().String(), bal.String())
 	}
+
+	// The books of test mode balance on every chain: each deposit address
+	// swept, each treasury holding its starting liquidity, its sweeps and
+	// fees less the payouts (all from base's). The admin key comes from
+	// ADMIN_KEY; the banner does not show it.
+	t.Run("books", func(t *testing.T) {
+		require.NotContains(t, leaks.logs.String(), adminKey)
+		body := `{"query":"{ books { error chains { chain mode lines { holder onChain records differences { address explainedBy { kind id } } } } } }"}`
+		req, err := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Admin-Key", adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out struct {
+			Data struct {
+				Books struct {
+					Error  *string
+					Chains []struct {
+						Chain, Mode string
+						Lines       []struct {
+							Holder           string
+							OnChain, Records int64
+							Differences      []any
+						}
+					}
+				}
+			}
+			Errors []any
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		require.Empty(t, out.Errors)
+		why := ""
+		if out.Data.Books.Error != nil {
+			why = *out.Data.Books.Error
+		}
+		tested := 0
+		for _, c := range out.Data.Books.Chains {
+			if c.Mode != "test" {
+				continue
+			}
+			tested++
+			for _, l := range c.Lines {
+				require.Empty(t, l.Differences, "%s %s %s: %s", c.Chain, c.Mode, l.Holder, why)
+				require.Equal(t, l.OnChain, l.Records, "%s %s %s", c.Chain, c.Mode, l.Holder)
+			}
+		}
+		require.Equal(t, len(chains.All), tested)
+	})
 
 	t.Run("metrics", func(t *testing.T) {
 		paidOn := map[string]string{} // chain -> amount
