@@ -2,7 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -506,14 +505,22 @@ func (s *Service) readBalances(ctx context.Context, ledger chains.Ledger, b *cha
 			defer cancel()
 			units, err := ledger.Balance(rctx, a.address)
 			if err != nil {
-				errs[i] = fmt.Errorf("balance of %s %s: %w", holderNoun(a.holder), a.address, err)
+				// The detail is logged; the answer names what could not
+				// be read (a chain's error may quote its node).
+				s.logger.WarnContext(ctx, "books: balance read", "chain", b.chain, "mode", b.mode, "address", a.address, "err", err)
+				errs[i] = fmt.Errorf("%w: cannot read the balance of %s %s", ErrUnavailable, holderNoun(a.holder), a.address)
 				return
 			}
 			a.onChain = units
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	for _, err := range errs {
+		if err != nil {
+			return err // the first: one is enough to say the books cannot be read
+		}
+	}
+	return nil
 }
 
 // lines totals the accounts per holder class and explains each difference.

@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"strings"
 	"testing"
@@ -353,3 +354,24 @@ func booksInFlight(t *testing.T) {
 		})
 	}
 }
+
+// downLedger is a ledger whose node does not answer balance reads.
+type downLedger struct{ chains.Ledger }
+
+func (downLedger) Balance(context.Context, string) (*big.Int, error) {
+	return nil, errors.New("dial tcp 127.0.0.1:8545: connection refused")
+}
+
+// A chain that cannot be read makes the books unavailable, naming what
+// could not be read (never the node's error): no answer is better than
+// one that is silently short.
+func TestBooksUnavailableWhenAChainIsDown(t *testing.T) {
+	e := startSendEnv(t)
+	svc := e.withBaseLedger(t, downLedger{e.ledger(chains.Base)})
+	_, err := svc.Books(context.Background())
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.Contains(t, err.Error(), "base test: ")
+	require.Contains(t, err.Error(), "cannot read the balance of treasury "+e.treasuryAddress(chains.Base))
+	require.NotContains(t, err.Error(), "8545")
+}
+
