@@ -374,4 +374,3 @@ func TestBooksUnavailableWhenAChainIsDown(t *testing.T) {
 	require.Contains(t, err.Error(), "cannot read the balance of treasury "+e.treasuryAddress(chains.Base))
 	require.NotContains(t, err.Error(), "8545")
 }
-
