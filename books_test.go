@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	ethcommon "github.com/ethereum/go-ethereum/common"
 	solanago "github.com/gagliardetto/solana-go"
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +16,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/funding"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
 	"agentpay/ent/transfer"
@@ -374,3 +376,74 @@ func TestBooksUnavailableWhenAChainIsDown(t *testing.T) {
 	require.Contains(t, err.Error(), "cannot read the balance of treasury "+e.treasuryAddress(chains.Base))
 	require.NotContains(t, err.Error(), "8545")
 }
+
+// The deposit scan watches the treasury and the custodial wallets too: USDC
+// they receive from outside is a difference until the scan sees it final,
+// then a funding (source inbound) and balanced. Transfers among the
+// service's own addresses (a send, its fee leg) are never fundings, and a
+// payment the faucet already recorded is recorded once.
+func TestBooksRecordsInboundFunding(t *testing.T) {
+	e := startSendEnv(t)
+	for _, c := range []chains.Name{chains.Base, chains.Solana} {
+		t.Run(string(c), func(t *testing.T) {
+			ctx := context.Background()
+			scan := func() {
+				_, err := e.svc.ScanDeposits(ctx, ModeTest, c)
+				require.NoError(t, err)
+			}
+			scan() // the scan's cursor starts at the head
+			alice, bob := e.register(t, "alice"), e.register(t, "bob")
+			aliceWallet := e.wallet(t, alice, c)
+			e.fund(t, alice, c, "20") // recorded by the faucet
+
+			// 5 USDC reach alice's wallet from outside, unrecorded.
+			var outside string
+			if c == chains.Solana {
+				sig, err := e.env.Solana().Send(ctx, solanago.MustPublicKeyFromBase58(aliceWallet), 5_000_000)
+				require.NoError(t, err)
+				outside = sig.String()
+			} else {
+				h, err := e.env.EVM(c).Send(ctx, ethcommon.HexToAddress(aliceWallet), big.NewInt(5_000_000))
+				require.NoError(t, err)
+				outside = h.Hex()
+			}
+			require.Eventually(t, func() bool { return e.onChain(t, c, aliceWallet).Equal(dec("25")) }, 30*time.Second, 50*time.Millisecond)
+			nextBaseBlock(t, e.env)
+			b, err := e.svc.Books(ctx)
+			require.NoError(t, err)
+			require.ErrorContains(t, b.Err(), "agent wallet "+aliceWallet)
+			require.ErrorContains(t, b.Err(), "holds 5000000 more than recorded")
+
+			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
+			require.NoError(t, err)
+			require.Equal(t, "completed", res.Status)
+
+			// The scan sees the outside payment final and records it.
+			require.Eventually(t, func() bool {
+				scan()
+				n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(outside)).Count(ctx)
+				require.NoError(t, err)
+				return n == 1
+			}, 60*time.Second, 100*time.Millisecond)
+			f := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(outside)).OnlyX(ctx)
+			require.Equal(t, int64(5_000_000), f.Amount)
+			require.Equal(t, FundingInbound, f.Source)
+			require.True(t, sameAddress(c, aliceWallet, f.Address))
+			// The send's legs are final by now too: never fundings.
+			for range 5 {
+				scan()
+			}
+			for _, h := range []string{res.TxHash, res.FeeTxHash} {
+				n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(h)).Count(ctx)
+				require.NoError(t, err)
+				require.Zero(t, n, "the service's own transfer %s", h)
+			}
+			// The faucet's payment: its own record, not a second.
+			n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.Address(aliceWallet)).Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, n, "the faucet's and the outside payment")
+			requireBalanced(t, e.env, e.svc)
+		})
+	}
+}
+

@@ -53,10 +53,35 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	if err != nil {
 		return ScanResult{}, err
 	}
-	events, err := w.Poll(ctx, network.NewWatchlist(addrs))
+	// The holders are watched too: what reaches them from outside is
+	// recorded as a funding (fundings.go), for the books.
+	holders, err := s.inboundHolders(ctx, mode, chain)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	watched := append([]string(nil), addrs...)
+	for _, a := range holders {
+		watched = append(watched, a)
+	}
+	polled, err := w.Poll(ctx, network.NewWatchlist(watched))
 	if err != nil {
 		s.watchers.drop(key)
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
+	}
+	var events, toHolders []chains.DepositEvent
+	for _, ev := range polled {
+		if _, ok := holders[s.wallets(chain).NormalizeAddress(ev.Deposit.To)]; ok {
+			toHolders = append(toHolders, ev)
+		} else {
+			events = append(events, ev)
+		}
+	}
+	var fundings []inbound
+	if len(toHolders) > 0 && network.Ledger != nil {
+		if fundings, err = s.readInbound(ctx, network.Ledger, holders, chain, toHolders); err != nil {
+			s.watchers.drop(key) // the same events again next time
+			return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
+		}
 	}
 	head := w.Head()
 	if head > 0 {
@@ -84,6 +109,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 			if err := apply.apply(ctx, ev); err != nil {
 				return fmt.Errorf("deposit %s (%s): %w", ev.Deposit.Key(), ev.Kind, err)
 			}
+		}
+		if err := s.recordInbound(ctx, tx, mode, chain, fundings); err != nil {
+			return err
 		}
 		return saveCursor(ctx, tx, mode, chain, state)
 	})

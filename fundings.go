@@ -14,10 +14,14 @@ import (
 
 // Fundings (docs/money.md#outside-usdc-fundings): USDC paid to a holder
 // (the treasury, a custodial wallet) from outside the service's own
-// transfers, recorded so that the books (books.go) explain it. The devnet
-// faucet records what it pays; an operator records an outside payment by
-// its transaction (RecordFundingTx), whose amount is read from the chain,
-// never typed in. A payment to a deposit address is never a funding: it is
+// transfers, recorded so that the books (books.go) explain it. The deposit
+// scan watches the holders too and records each inbound transfer from
+// outside once it is final (inbound below); the devnet faucet records what
+// it pays; an operator may record an outside payment by its transaction
+// (RecordFundingTx). The amount is always read from the chain, never typed
+// in, and a funding is one row per chain, transaction and address (the
+// whole of what the transaction paid the address), so the faucet's record
+// and the scan's of the same payment are one. A payment to a deposit address is never a funding: it is
 // a payment, recorded by the deposit scan, and refunded if unwanted; nor is
 // a transfer from one of the service's own addresses, which its own record
 // already counts.
@@ -28,6 +32,9 @@ const (
 	FundingFaucet            = "faucet"
 	FundingTreasuryLiquidity = "treasury_liquidity"
 	FundingOperator          = "operator"
+	// FundingInbound: seen by the deposit scan, which watches the
+	// holders too.
+	FundingInbound = "inbound"
 )
 
 // OutsideFunding is USDC paid to an address from outside the service's
@@ -47,6 +54,11 @@ type OutsideFunding struct {
 func (s *Service) RecordFunding(ctx context.Context, f OutsideFunding) error {
 	if f.Amount == nil || f.Amount.Sign() <= 0 || !f.Amount.IsInt64() {
 		return fmt.Errorf("record funding: amount %v out of range", f.Amount)
+	}
+	// Canonical, as the scan records it: one row per chain, transaction
+	// and address whoever records it first.
+	if c, err := s.wallets(f.Chain).ParseAddress(f.Address); err == nil {
+		f.Address = c
 	}
 	err := s.cfg.DB.Ent.Funding.Create().
 		SetChain(string(f.Chain)).SetMode(funding.Mode(f.Mode)).SetAddress(f.Address).
@@ -83,7 +95,7 @@ func (s *Service) RecordFundingTx(ctx context.Context, mode Mode, chain chains.N
 	if !ok {
 		return nil, Invalid("chain", "%s cannot read a transaction's transfers", chain)
 	}
-	held, err := s.holds(ctx, mode, chain, address)
+	held, err := s.holds(ctx, s.cfg.DB.Ent, mode, chain, address)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +111,7 @@ func (s *Service) RecordFundingTx(ctx context.Context, mode Mode, chain chains.N
 	}
 	total := new(big.Int)
 	for _, d := range deps {
-		from, err := s.holds(ctx, mode, chain, d.From)
+		from, err := s.holds(ctx, s.cfg.DB.Ent, mode, chain, d.From)
 		if err != nil {
 			return nil, err
 		}
@@ -119,12 +131,12 @@ func (s *Service) RecordFundingTx(ctx context.Context, mode Mode, chain chains.N
 }
 
 // holds answers which holder class address is on chain in mode, "" when
-// the service does not hold it.
-func (s *Service) holds(ctx context.Context, mode Mode, chain chains.Name, address string) (BooksHolder, error) {
+// the service does not hold it, reading through db (a transaction's client
+// inside one).
+func (s *Service) holds(ctx context.Context, db *ent.Client, mode Mode, chain chains.Name, address string) (BooksHolder, error) {
 	if sameAddress(chain, address, s.cfg.Treasury.Address(chain)) {
 		return BooksTreasury, nil
 	}
-	db := s.cfg.DB.Ent
 	canonical := address
 	if c, err := s.wallets(chain).ParseAddress(address); err == nil {
 		canonical = c
@@ -150,3 +162,113 @@ func (s *Service) holds(ctx context.Context, mode Mode, chain chains.Name, addre
 	}
 	return BooksAgentWallets, nil
 }
+
+// inboundWatch is what a deposit scan watches besides deposit addresses:
+// the treasury, and in the agents' mode the custodial wallets, by
+// chain-normalised address.
+type inboundWatch map[string]string
+
+// inboundHolders lists the addresses whose inbound USDC the scan of chain
+// in mode records as fundings. Every custodial wallet is read on each scan
+// (one indexed query; the watchers match a transfer's recipient in
+// memory, so the chain is not asked per address).
+func (s *Service) inboundHolders(ctx context.Context, mode Mode, chain chains.Name) (inboundWatch, error) {
+	out := inboundWatch{}
+	norm := s.wallets(chain).NormalizeAddress
+	if t := s.cfg.Treasury.Address(chain); t != "" {
+		out[norm(t)] = t
+	}
+	if mode != s.cfg.AgentMode {
+		return out, nil
+	}
+	ws, err := s.cfg.DB.Ent.Wallet.Query().
+		Where(wallet.Chain(string(chain)), wallet.KindEQ(wallet.KindCustodial)).
+		Select(wallet.FieldAddress).
+		Strings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the wallets to watch: %w", err)
+	}
+	for _, a := range ws {
+		out[norm(a)] = a
+	}
+	return out, nil
+}
+
+// inbound is a final transfer to a holder, with the whole of what its
+// transaction paid the holder (read before the scan's transaction opens:
+// no RPC call holds it).
+type inbound struct {
+	dep   chains.Deposit
+	to    string
+	total *big.Int
+}
+
+// readInbound reads, for each final event to a holder, what its
+// transaction paid the holder in all. An event not final yet is left: a
+// reorg may still drop it, and the scan reports it final once.
+func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) ([]inbound, error) {
+	reader, ok := ledger.(chains.DepositReader)
+	var out []inbound
+	for _, ev := range evs {
+		if ev.Kind != chains.DepositFinal || ev.Deposit.Amount == nil || ev.Deposit.Amount.Sign() <= 0 {
+			continue
+		}
+		to := holders[s.wallets(chain).NormalizeAddress(ev.Deposit.To)]
+		in := inbound{dep: ev.Deposit, to: to, total: ev.Deposit.Amount}
+		if ok {
+			deps, err := reader.DepositsIn(ctx, ev.Deposit.TxHash, to)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", ev.Deposit.TxHash, err)
+			}
+			sum := new(big.Int)
+			for _, d := range deps {
+				sum.Add(sum, d.Amount)
+			}
+			if sum.Sign() > 0 {
+				in.total = sum
+			}
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// recordInbound records, in the scan's transaction, each final transfer to
+// a holder that came from outside as a funding. One from an address the
+// service holds is its own transfer (a send, a fee leg, a sweep, a card
+// return), counted by its record; one whose transaction is already
+// recorded for the address (the faucet's own record, another transfer in
+// the same transaction) changes nothing.
+func (s *Service) recordInbound(ctx context.Context, tx *ent.Tx, mode Mode, chain chains.Name, ins []inbound) error {
+	for _, in := range ins {
+		from, err := s.holds(ctx, tx.Client(), mode, chain, in.dep.From)
+		if err != nil {
+			return err
+		}
+		if from != "" {
+			continue
+		}
+		exists, err := tx.Funding.Query().
+			Where(funding.Chain(string(chain)), funding.TxHash(in.dep.TxHash), funding.Address(in.to)).
+			Exist(ctx)
+		if err != nil {
+			return err
+		}
+		if exists {
+			continue
+		}
+		if !in.total.IsInt64() {
+			return fmt.Errorf("funding %s: amount %s out of range", in.dep.TxHash, in.total)
+		}
+		if err := tx.Funding.Create().
+			SetChain(string(chain)).SetMode(funding.Mode(mode)).SetAddress(in.to).
+			SetAmount(in.total.Int64()).SetTxHash(in.dep.TxHash).SetSource(FundingInbound).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("recording the funding of %s by %s: %w", in.to, in.dep.TxHash, err)
+		}
+		s.logger.InfoContext(ctx, "funding", "chain", chain, "mode", mode, "to", in.to, "from", in.dep.From,
+			"tx", in.dep.TxHash, "amount", in.total.String())
+	}
+	return nil
+}
+

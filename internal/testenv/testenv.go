@@ -290,6 +290,9 @@ func (e *Env) Fund(tb testing.TB, chain chains.Name, address string, units int64
 	// The faucet records what it paid, as agentpay dev's does
 	// (agentpay.Service.RecordFunding), so the books count it.
 	if e.DB != nil {
+		if c, err := e.Families[chain.Family()].ParseAddress(address); err == nil {
+			address = c // canonical, as the scan records it
+		}
 		err := e.DB.Ent.Funding.Create().SetChain(string(chain)).SetMode(funding.ModeTest).SetAddress(address).
 			SetAmount(units).SetTxHash(hash).SetSource("faucet").Exec(ctx)
 		if err != nil && !ent.IsConstraintError(err) {
