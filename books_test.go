@@ -446,4 +446,3 @@ func TestBooksRecordsInboundFunding(t *testing.T) {
 		})
 	}
 }
-

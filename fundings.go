@@ -271,4 +271,3 @@ func (s *Service) recordInbound(ctx context.Context, tx *ent.Tx, mode Mode, chai
 	}
 	return nil
 }
-
