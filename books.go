@@ -41,17 +41,16 @@ import (
 //     card returns to it, less the completed transfers from it (their
 //     amount: net and fee);
 //   - the treasury and custodial wallets, also: their fundings
-//     (ent/schema/funding.go), USDC paid to them from outside that the
-//     service sent or saw (the devnet faucet, the treasury's starting
-//     liquidity, an operator's record). A deposit address has none: what
-//     reaches it is a payment, even from the faucet.
+//     (fundings.go), USDC paid to them from outside that the service saw
+//     (the deposit scan watches them too) or sent (the devnet faucet, the
+//     treasury's starting liquidity), or an operator recorded. A deposit
+//     address has none: what reaches it is a payment, even from the faucet.
 //
 // Nothing else may move a holder's USDC, so the two must be equal to the
 // base unit. USDC a holder received from outside without a funding row (a
-// payment to a deposit address no longer watched, a deposit into an
-// agent's wallet from an exchange) is a difference: the books do not
-// guess an opening balance, which would make them balance whatever the
-// chain holds.
+// payment to a deposit address no longer watched, an inbound transfer the
+// scan has not seen final yet) is a difference: the books do not guess an
+// opening balance, which would make them balance whatever the chain holds.
 //
 // Transactions in flight are not counted: a record counts once it is final
 // (a completed transfer, refund, payout or card return; a sweep with
