@@ -29,7 +29,10 @@ type ScanResult struct {
 // resumes from the saved cursor, polls the chain for the watched deposit
 // addresses, records what changed (payments and session transitions with
 // their webhook events, see payments.go) and saves the new cursor in the same
-// transaction. A crash between poll and commit re-scans the same blocks
+// transaction. It watches the treasury and the custodial wallets too, and
+// records what reaches them from outside, once final, as fundings
+// (fundings.go); those are not in the result's Events, which are the
+// deposit addresses'. A crash between poll and commit re-scans the same blocks
 // rather than skipping them, and the watcher reports each change once per
 // state, so nothing is lost or counted twice.
 func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name) (ScanResult, error) {
