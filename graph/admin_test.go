@@ -174,4 +174,3 @@ func TestAdminBooksOverWebsocket(t *testing.T) {
 	}
 	require.Equal(t, 4403, closeErr.Code)
 }
-
