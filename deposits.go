@@ -81,10 +81,7 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	}
 	var fundings []inbound
 	if len(toHolders) > 0 && network.Ledger != nil {
-		if fundings, err = s.readInbound(ctx, network.Ledger, holders, chain, toHolders); err != nil {
-			s.watchers.drop(key) // the same events again next time
-			return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
-		}
+		fundings = s.readInbound(ctx, network.Ledger, holders, chain, toHolders)
 	}
 	head := w.Head()
 	if head > 0 {

@@ -206,7 +206,7 @@ type inbound struct {
 // readInbound reads, for each final event to a holder, what its
 // transaction paid the holder in all. An event not final yet is left: a
 // reorg may still drop it, and the scan reports it final once.
-func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) ([]inbound, error) {
+func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) []inbound {
 	reader, ok := ledger.(chains.DepositReader)
 	var out []inbound
 	for _, ev := range evs {
@@ -218,7 +218,13 @@ func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders
 		if ok {
 			deps, err := reader.DepositsIn(ctx, ev.Deposit.TxHash, to)
 			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", ev.Deposit.TxHash, err)
+				// Never holds up the scan (payments wait behind it): the
+				// transfer's own amount is recorded, and a second transfer
+				// to the holder in the same transaction, if any, shows in
+				// the books as a difference.
+				s.logger.WarnContext(ctx, "funding: reading the transaction; its transfer's amount recorded",
+					"chain", chain, "tx", ev.Deposit.TxHash, "err", err)
+				deps = nil
 			}
 			sum := new(big.Int)
 			for _, d := range deps {
@@ -230,7 +236,7 @@ func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders
 		}
 		out = append(out, in)
 	}
-	return out, nil
+	return out
 }
 
 // recordInbound records, in the scan's transaction, each final transfer to
@@ -258,7 +264,10 @@ func (s *Service) recordInbound(ctx context.Context, tx *ent.Tx, mode Mode, chai
 			continue
 		}
 		if !in.total.IsInt64() {
-			return fmt.Errorf("funding %s: amount %s out of range", in.dep.TxHash, in.total)
+			// More than any USDC supply: never holds up the scan; the
+			// books show it as a difference.
+			s.logger.WarnContext(ctx, "funding: amount out of range, not recorded", "chain", chain, "tx", in.dep.TxHash, "amount", in.total.String())
+			continue
 		}
 		if err := tx.Funding.Create().
 			SetChain(string(chain)).SetMode(funding.Mode(mode)).SetAddress(in.to).
