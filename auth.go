@@ -263,6 +263,9 @@ type MerchantAuth struct {
 	Mode     Mode
 	// keyMatch picks the unrevoked key the request authenticated with.
 	keyMatch predicate.MerchantKey
+	// Dashboard is the member behind a dashboard session
+	// (AuthenticateDashboard); nil for a secret key.
+	Dashboard *DashboardCaller
 }
 
 // Livemode reports whether the caller uses live keys.
@@ -359,6 +362,10 @@ func newMerchantAuthCache(ttl time.Duration) *authcache.Cache[*MerchantAuth] {
 		m := *a.Merchant
 		m.AcceptedTokens = slices.Clone(m.AcceptedTokens)
 		out.Merchant = &m
+		if a.Dashboard != nil {
+			d := *a.Dashboard
+			out.Dashboard = &d
+		}
 		return &out
 	})
 }

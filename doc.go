@@ -43,6 +43,12 @@
 // customers see); it never sees the live webhook URL (UpdateMerchant,
 // RollMerchantKeys, webhookendpoints.go).
 //
+// A merchant's people reach it through a dashboard session
+// (dashboardsessions.go), which is a MerchantAuth of one merchant and one
+// mode like a secret key of that mode, every scope above included, with
+// the member's role on top (merchantmembers.go: read-only members change
+// nothing).
+//
 // # Money moves once per Idempotency-Key
 //
 // A money-moving request may carry an idempotency key (REST's

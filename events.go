@@ -32,12 +32,16 @@ const (
 	EventRefundCreated       = "refund.created"
 	EventRefundCompleted     = "refund.completed"
 	EventRefundFailed        = "refund.failed"
+	// EventWebhookTest is the event a merchant sends itself to try its
+	// webhook endpoint (SendTestWebhook); it is about nothing.
+	EventWebhookTest = "webhook.test"
 )
 
 var eventKinds = []string{
 	EventPaymentDetected, EventPaymentConfirming, EventPaymentConfirmed,
 	EventPaymentFailed, EventSessionExpired, EventSettlementCompleted,
 	EventRefundCreated, EventRefundCompleted, EventRefundFailed,
+	EventWebhookTest,
 }
 
 // EventInput is an event to record.

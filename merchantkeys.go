@@ -77,15 +77,16 @@ var errTestKeyRollsLive = fmt.Errorf("%w: a test key rolls test keys only; rolli
 // pair, shown this once: mode "" is the caller's key's own. A test key
 // rolls the test pair only (live mode is ErrForbidden: a test key never
 // reaches live credentials); a live key rolls either, so a merchant who
-// lost its test key can replace it. The other mode's pair and the webhook
+// lost its test key can replace it. A dashboard session rolls as a key of
+// its mode would. The other mode's pair and the webhook
 // secrets are kept. The old pair is revoked in the same transaction, and
 // the answer waits until no instance's authentication cache can still hold
 // it, so by then every instance refuses it. The caller's key must still be
 // current: of two concurrent rolls with one key, the second is
 // ErrUnauthorized.
 func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth, mode Mode) (*MerchantKeys, error) {
-	if auth.keyMatch == nil {
-		return nil, ErrUnauthorized // not from AuthenticateMerchant
+	if auth.keyMatch == nil && auth.Dashboard == nil {
+		return nil, ErrUnauthorized // from neither AuthenticateMerchant nor AuthenticateDashboard
 	}
 	switch mode {
 	case "":
@@ -107,12 +108,14 @@ func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth, mode
 		if !m.Active {
 			return errMerchantDeactivated
 		}
-		current, err := tx.MerchantKey.Query().Where(merchantkey.MerchantID(m.ID), auth.keyMatch).Exist(ctx)
-		if err != nil {
-			return fmt.Errorf("reading keys: %w", err)
-		}
-		if !current {
-			return ErrUnauthorized
+		if auth.keyMatch != nil { // a dashboard session holds no key to check
+			current, err := tx.MerchantKey.Query().Where(merchantkey.MerchantID(m.ID), auth.keyMatch).Exist(ctx)
+			if err != nil {
+				return fmt.Errorf("reading keys: %w", err)
+			}
+			if !current {
+				return ErrUnauthorized
+			}
 		}
 		if _, err := tx.MerchantKey.Update().
 			Where(merchantkey.MerchantID(m.ID), merchantkey.KindEQ(merchantkey.Kind(mode)), merchantkey.RevokedAtIsNil()).

@@ -80,6 +80,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 			SetID(id).
 			SetName(f.name).
 			SetEmail(f.email).
+			SetEmailNormalized(merchantEmailKey(f.email)).
 			SetSettlementType(merchant.SettlementType(f.settlementType)).
 			SetSettleHeldPayments(f.settleHeldPayments).
 			SetWebhookSecretEncrypted(sealed).
@@ -181,6 +182,7 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 		u := tx.Merchant.UpdateOneID(m.ID).
 			SetName(f.name).
 			SetEmail(f.email).
+			SetEmailNormalized(merchantEmailKey(f.email)).
 			SetSettlementType(merchant.SettlementType(f.settlementType)).
 			SetSettleHeldPayments(f.settleHeldPayments)
 		setOptional(f, u.SetWebsite, u.SetWebhookURL, u.SetSuccessURL, u.SetCancelURL,

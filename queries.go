@@ -271,6 +271,9 @@ type SessionFilter struct {
 	// created before it (a half-open range, so consecutive ranges never
 	// count a session twice).
 	CreatedFrom, CreatedTo *time.Time
+	// Search keeps the session whose external id it is, and the sessions
+	// with a top-level metadata string value equal to it (sessionSearch).
+	Search *string
 }
 
 func (f SessionFilter) predicates() ([]predicate.CheckoutSession, error) {
@@ -307,6 +310,13 @@ func (s *Service) SessionsPage(ctx context.Context, auth *MerchantAuth, f Sessio
 	ps, err := f.predicates()
 	if err != nil {
 		return nil, err
+	}
+	if f.Search != nil {
+		p, err := s.sessionSearch(*f.Search)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
 	}
 	if order == nil {
 		order = &ent.CheckoutSessionOrder{Field: ent.CheckoutSessionOrderFieldCreatedAt, Direction: entgql.OrderDirectionDesc}

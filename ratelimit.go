@@ -102,6 +102,9 @@ type rateLimits struct {
 	// signInEmails counts the sign-in e-mails each address receives, by
 	// the address's SHA-256 (the counters never hold an address).
 	signInEmails *ratelimit.Limit[string]
+	// invitations counts each merchant's member invitations
+	// (MemberInvitationsPerDay).
+	invitations *ratelimit.Limit[uuid.UUID]
 }
 
 // newRateLimits counts on one limiter shared by every instance (and one of
@@ -123,6 +126,7 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 		l.connections = ratelimit.NewSlots[string](cfg.ConnectionsPerIP)
 	}
 	l.selects = ratelimit.NewLimit[uuid.UUID](limiter, selectRateScheme(cfg), nil)
+	l.invitations = ratelimit.NewLimit[uuid.UUID](limiter, memberInvitationScheme, nil)
 	w := ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600, Limit: cfg.SignInEmailRateLimit}
 	l.signInEmails = ratelimit.NewLimit[string](limiter, ratelimit.Scheme{
 		Name: "email", IDType: "text", Windows: func(string) []ratelimit.Window { return []ratelimit.Window{w} },

@@ -68,6 +68,7 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	POST /signin/passkey/begin   a passkey sign-in's options (JSON)
 //	POST /signin/passkey/finish  its answer: sign in (JSON)
 //	GET  /settings          display name, passkeys, sessions
+//	GET  /dashboard         the merchant dashboard (docs/dashboard.md)
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
 //	GET  /assets/*          CSS and JavaScript
@@ -89,6 +90,7 @@ func NewHandler(cfg Config) http.Handler {
 		r.Post("/signin/passkey/begin", h.beginPasskeySignIn)
 		r.Post("/signin/passkey/finish", h.finishPasskeySignIn)
 		r.Get("/settings", h.settings)
+		r.Get("/dashboard", h.dashboard)
 		r.Get("/signin/{token}", h.signInLink)
 		r.Post("/signin/{token}", h.completeSignIn)
 		r.Post("/signout", h.signOut)
@@ -217,6 +219,20 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, http.StatusOK, "settings.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
+}
+
+// dashboard is the merchant dashboard's shell: its script picks a merchant
+// the viewer manages, opens a dashboard session for it (openDashboard, with
+// the cookie and CSRF token) and does the rest through the merchant API
+// with that session (X-Dashboard-Session), as any merchant's own
+// dashboard would with a secret key.
+func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
+	v := h.viewer(r)
+	if v == nil {
+		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+		return
+	}
+	h.render(w, http.StatusOK, "dashboard.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
 }
 
 // writeJSON answers the passkey sign-in's script.

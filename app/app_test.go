@@ -92,8 +92,11 @@ func TestSignInPages(t *testing.T) {
 	b := a.browser(t)
 	base := a.srv.URL + "/app"
 
-	// Signed out, home sends to the sign-in form.
-	resp, _ := get(t, b, base+"/")
+	// Signed out, home and the dashboard send to the sign-in form.
+	resp, _ := get(t, b, base+"/dashboard")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/app/signin", resp.Header.Get("Location"))
+	resp, _ = get(t, b, base+"/")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/app/signin", resp.Header.Get("Location"))
 
@@ -152,6 +155,14 @@ func TestSignInPages(t *testing.T) {
 	v, err := a.svc.AuthenticateBrowser(context.Background(), session.Value)
 	require.NoError(t, err)
 	require.Contains(t, body, `data-csrf="`+v.CSRFToken()+`"`)
+
+	// The merchant dashboard's shell: the same session, the page's script
+	// and the always-visible mode switch.
+	resp, body = get(t, b, base+"/dashboard")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, want := range []string{`data-csrf="` + v.CSRFToken() + `"`, `data-graphql="/graphql"`, `id="mode-switch"`, `id="merchant-picker"`, `/app/assets/dashboard.js`} {
+		require.Contains(t, body, want)
+	}
 
 	// Signing out needs the session's CSRF token.
 	resp, _ = post(t, b, base+"/signout", url.Values{})

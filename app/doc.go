@@ -14,6 +14,11 @@
 // a SameSite=Strict cookie and in the form); forms of a signed-in page
 // carry the session's CSRF token, as the script's GraphQL requests do.
 //
+// The merchant dashboard (/dashboard, docs/dashboard.md) is one more such
+// shell: its script opens a dashboard session with the viewer's cookie
+// (openDashboard) and calls the merchant API with it, never with the
+// cookie, so it is the reference for a merchant's own dashboard too.
+//
 // Reading a sign-in link (GET) only shows its page; the form on it spends
 // the link (POST), so a mail scanner that opens links cannot.
 //

@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
@@ -29,6 +30,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -73,6 +75,8 @@ type Client struct {
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
 	CheckoutSession *CheckoutSessionClient
+	// DashboardSession is the client for interacting with the DashboardSession builders.
+	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
 	// Funding is the client for interacting with the Funding builders.
@@ -97,6 +101,8 @@ type Client struct {
 	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
+	// MerchantMember is the client for interacting with the MerchantMember builders.
+	MerchantMember *MerchantMemberClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
 	// PartnerAttestation is the client for interacting with the PartnerAttestation builders.
@@ -148,6 +154,7 @@ func (c *Client) init() {
 	c.CardRequest = NewCardRequestClient(c.config)
 	c.ChainCursor = NewChainCursorClient(c.config)
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
+	c.DashboardSession = NewDashboardSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
 	c.Funding = NewFundingClient(c.config)
 	c.GasSpend = NewGasSpendClient(c.config)
@@ -160,6 +167,7 @@ func (c *Client) init() {
 	c.Merchant = NewMerchantClient(c.config)
 	c.MerchantFeedEntry = NewMerchantFeedEntryClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
+	c.MerchantMember = NewMerchantMemberClient(c.config)
 	c.Pairing = NewPairingClient(c.config)
 	c.PartnerAttestation = NewPartnerAttestationClient(c.config)
 	c.Passkey = NewPasskeyClient(c.config)
@@ -275,6 +283,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		CardRequest:          NewCardRequestClient(cfg),
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
+		DashboardSession:     NewDashboardSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
 		Funding:              NewFundingClient(cfg),
 		GasSpend:             NewGasSpendClient(cfg),
@@ -287,6 +296,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Merchant:             NewMerchantClient(cfg),
 		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
+		MerchantMember:       NewMerchantMemberClient(cfg),
 		Pairing:              NewPairingClient(cfg),
 		PartnerAttestation:   NewPartnerAttestationClient(cfg),
 		Passkey:              NewPasskeyClient(cfg),
@@ -329,6 +339,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		CardRequest:          NewCardRequestClient(cfg),
 		ChainCursor:          NewChainCursorClient(cfg),
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
+		DashboardSession:     NewDashboardSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
 		Funding:              NewFundingClient(cfg),
 		GasSpend:             NewGasSpendClient(cfg),
@@ -341,6 +352,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Merchant:             NewMerchantClient(cfg),
 		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
 		MerchantKey:          NewMerchantKeyClient(cfg),
+		MerchantMember:       NewMerchantMemberClient(cfg),
 		Pairing:              NewPairingClient(cfg),
 		PartnerAttestation:   NewPartnerAttestationClient(cfg),
 		Passkey:              NewPasskeyClient(cfg),
@@ -388,13 +400,13 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DepositAddress, c.Funding, c.GasSpend, c.IdempotencyKey,
-		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
-		c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey, c.Pairing,
-		c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.Refund, c.SettlementBatch, c.SignatureChallenge,
-		c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
+		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
+		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
+		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
+		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
+		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -405,13 +417,13 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DepositAddress, c.Funding, c.GasSpend, c.IdempotencyKey,
-		c.IdentityCallback, c.IdentityVerification, c.Invitation, c.LoginToken,
-		c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey, c.Pairing,
-		c.PartnerAttestation, c.Passkey, c.PasskeyCeremony, c.Payment,
-		c.RateLimitCounter, c.Refund, c.SettlementBatch, c.SignatureChallenge,
-		c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User, c.Wallet,
-		c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
+		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
+		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
+		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
+		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
+		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
+		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -432,6 +444,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.ChainCursor.mutate(ctx, m)
 	case *CheckoutSessionMutation:
 		return c.CheckoutSession.mutate(ctx, m)
+	case *DashboardSessionMutation:
+		return c.DashboardSession.mutate(ctx, m)
 	case *DepositAddressMutation:
 		return c.DepositAddress.mutate(ctx, m)
 	case *FundingMutation:
@@ -456,6 +470,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MerchantFeedEntry.mutate(ctx, m)
 	case *MerchantKeyMutation:
 		return c.MerchantKey.mutate(ctx, m)
+	case *MerchantMemberMutation:
+		return c.MerchantMember.mutate(ctx, m)
 	case *PairingMutation:
 		return c.Pairing.mutate(ctx, m)
 	case *PartnerAttestationMutation:
@@ -1514,6 +1530,139 @@ func (c *CheckoutSessionClient) mutate(ctx context.Context, m *CheckoutSessionMu
 		return (&CheckoutSessionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown CheckoutSession mutation op: %q", m.Op())
+	}
+}
+
+// DashboardSessionClient is a client for the DashboardSession schema.
+type DashboardSessionClient struct {
+	config
+}
+
+// NewDashboardSessionClient returns a client for the DashboardSession from the given config.
+func NewDashboardSessionClient(c config) *DashboardSessionClient {
+	return &DashboardSessionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `dashboardsession.Hooks(f(g(h())))`.
+func (c *DashboardSessionClient) Use(hooks ...Hook) {
+	c.hooks.DashboardSession = append(c.hooks.DashboardSession, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `dashboardsession.Intercept(f(g(h())))`.
+func (c *DashboardSessionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DashboardSession = append(c.inters.DashboardSession, interceptors...)
+}
+
+// Create returns a builder for creating a DashboardSession entity.
+func (c *DashboardSessionClient) Create() *DashboardSessionCreate {
+	mutation := newDashboardSessionMutation(c.config, OpCreate)
+	return &DashboardSessionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DashboardSession entities.
+func (c *DashboardSessionClient) CreateBulk(builders ...*DashboardSessionCreate) *DashboardSessionCreateBulk {
+	return &DashboardSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DashboardSessionClient) MapCreateBulk(slice any, setFunc func(*DashboardSessionCreate, int)) *DashboardSessionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DashboardSessionCreateBulk{err: fmt.Errorf("calling to DashboardSessionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DashboardSessionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DashboardSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DashboardSession.
+func (c *DashboardSessionClient) Update() *DashboardSessionUpdate {
+	mutation := newDashboardSessionMutation(c.config, OpUpdate)
+	return &DashboardSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DashboardSessionClient) UpdateOne(_m *DashboardSession) *DashboardSessionUpdateOne {
+	mutation := newDashboardSessionMutation(c.config, OpUpdateOne, withDashboardSession(_m))
+	return &DashboardSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DashboardSessionClient) UpdateOneID(id uuid.UUID) *DashboardSessionUpdateOne {
+	mutation := newDashboardSessionMutation(c.config, OpUpdateOne, withDashboardSessionID(id))
+	return &DashboardSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DashboardSession.
+func (c *DashboardSessionClient) Delete() *DashboardSessionDelete {
+	mutation := newDashboardSessionMutation(c.config, OpDelete)
+	return &DashboardSessionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DashboardSessionClient) DeleteOne(_m *DashboardSession) *DashboardSessionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DashboardSessionClient) DeleteOneID(id uuid.UUID) *DashboardSessionDeleteOne {
+	builder := c.Delete().Where(dashboardsession.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DashboardSessionDeleteOne{builder}
+}
+
+// Query returns a query builder for DashboardSession.
+func (c *DashboardSessionClient) Query() *DashboardSessionQuery {
+	return &DashboardSessionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDashboardSession},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DashboardSession entity by its id.
+func (c *DashboardSessionClient) Get(ctx context.Context, id uuid.UUID) (*DashboardSession, error) {
+	return c.Query().Where(dashboardsession.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DashboardSessionClient) GetX(ctx context.Context, id uuid.UUID) *DashboardSession {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *DashboardSessionClient) Hooks() []Hook {
+	return c.hooks.DashboardSession
+}
+
+// Interceptors returns the client interceptors.
+func (c *DashboardSessionClient) Interceptors() []Interceptor {
+	return c.inters.DashboardSession
+}
+
+func (c *DashboardSessionClient) mutate(ctx context.Context, m *DashboardSessionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DashboardSessionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DashboardSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DashboardSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DashboardSessionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DashboardSession mutation op: %q", m.Op())
 	}
 }
 
@@ -3254,6 +3403,139 @@ func (c *MerchantKeyClient) mutate(ctx context.Context, m *MerchantKeyMutation) 
 		return (&MerchantKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown MerchantKey mutation op: %q", m.Op())
+	}
+}
+
+// MerchantMemberClient is a client for the MerchantMember schema.
+type MerchantMemberClient struct {
+	config
+}
+
+// NewMerchantMemberClient returns a client for the MerchantMember from the given config.
+func NewMerchantMemberClient(c config) *MerchantMemberClient {
+	return &MerchantMemberClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `merchantmember.Hooks(f(g(h())))`.
+func (c *MerchantMemberClient) Use(hooks ...Hook) {
+	c.hooks.MerchantMember = append(c.hooks.MerchantMember, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `merchantmember.Intercept(f(g(h())))`.
+func (c *MerchantMemberClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MerchantMember = append(c.inters.MerchantMember, interceptors...)
+}
+
+// Create returns a builder for creating a MerchantMember entity.
+func (c *MerchantMemberClient) Create() *MerchantMemberCreate {
+	mutation := newMerchantMemberMutation(c.config, OpCreate)
+	return &MerchantMemberCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MerchantMember entities.
+func (c *MerchantMemberClient) CreateBulk(builders ...*MerchantMemberCreate) *MerchantMemberCreateBulk {
+	return &MerchantMemberCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MerchantMemberClient) MapCreateBulk(slice any, setFunc func(*MerchantMemberCreate, int)) *MerchantMemberCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MerchantMemberCreateBulk{err: fmt.Errorf("calling to MerchantMemberClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MerchantMemberCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MerchantMemberCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MerchantMember.
+func (c *MerchantMemberClient) Update() *MerchantMemberUpdate {
+	mutation := newMerchantMemberMutation(c.config, OpUpdate)
+	return &MerchantMemberUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MerchantMemberClient) UpdateOne(_m *MerchantMember) *MerchantMemberUpdateOne {
+	mutation := newMerchantMemberMutation(c.config, OpUpdateOne, withMerchantMember(_m))
+	return &MerchantMemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MerchantMemberClient) UpdateOneID(id uuid.UUID) *MerchantMemberUpdateOne {
+	mutation := newMerchantMemberMutation(c.config, OpUpdateOne, withMerchantMemberID(id))
+	return &MerchantMemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MerchantMember.
+func (c *MerchantMemberClient) Delete() *MerchantMemberDelete {
+	mutation := newMerchantMemberMutation(c.config, OpDelete)
+	return &MerchantMemberDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MerchantMemberClient) DeleteOne(_m *MerchantMember) *MerchantMemberDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MerchantMemberClient) DeleteOneID(id uuid.UUID) *MerchantMemberDeleteOne {
+	builder := c.Delete().Where(merchantmember.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MerchantMemberDeleteOne{builder}
+}
+
+// Query returns a query builder for MerchantMember.
+func (c *MerchantMemberClient) Query() *MerchantMemberQuery {
+	return &MerchantMemberQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMerchantMember},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MerchantMember entity by its id.
+func (c *MerchantMemberClient) Get(ctx context.Context, id uuid.UUID) (*MerchantMember, error) {
+	return c.Query().Where(merchantmember.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MerchantMemberClient) GetX(ctx context.Context, id uuid.UUID) *MerchantMember {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *MerchantMemberClient) Hooks() []Hook {
+	return c.hooks.MerchantMember
+}
+
+// Interceptors returns the client interceptors.
+func (c *MerchantMemberClient) Interceptors() []Interceptor {
+	return c.inters.MerchantMember
+}
+
+func (c *MerchantMemberClient) mutate(ctx context.Context, m *MerchantMemberMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MerchantMemberCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MerchantMemberUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MerchantMemberUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MerchantMemberDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MerchantMember mutation op: %q", m.Op())
 	}
 }
 
@@ -5922,21 +6204,23 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DepositAddress, Funding, GasSpend, IdempotencyKey, IdentityCallback,
-		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantFeedEntry, MerchantKey, Pairing, PartnerAttestation, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
+		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
+		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DepositAddress, Funding, GasSpend, IdempotencyKey, IdentityCallback,
-		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantFeedEntry, MerchantKey, Pairing, PartnerAttestation, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
+		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
+		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

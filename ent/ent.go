@@ -9,6 +9,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
@@ -21,6 +22,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -113,6 +115,7 @@ func checkColumn(t, c string) error {
 			cardrequest.Table:          cardrequest.ValidColumn,
 			chaincursor.Table:          chaincursor.ValidColumn,
 			checkoutsession.Table:      checkoutsession.ValidColumn,
+			dashboardsession.Table:     dashboardsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,
 			funding.Table:              funding.ValidColumn,
 			gasspend.Table:             gasspend.ValidColumn,
@@ -125,6 +128,7 @@ func checkColumn(t, c string) error {
 			merchant.Table:             merchant.ValidColumn,
 			merchantfeedentry.Table:    merchantfeedentry.ValidColumn,
 			merchantkey.Table:          merchantkey.ValidColumn,
+			merchantmember.Table:       merchantmember.ValidColumn,
 			pairing.Table:              pairing.ValidColumn,
 			partnerattestation.Table:   partnerattestation.ValidColumn,
 			passkey.Table:              passkey.ValidColumn,

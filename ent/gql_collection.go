@@ -105,7 +105,7 @@ func (_q *AgentQuery) collectField(ctx context.Context, oneNode bool, opCtx *gra
 				selectedFields = append(selectedFields, agent.FieldTier)
 				fieldSeen[agent.FieldTier] = struct{}{}
 			}
-		case "primaryWalletID":
+		case "primaryWalletId":
 			if _, ok := fieldSeen[agent.FieldPrimaryWalletID]; !ok {
 				selectedFields = append(selectedFields, agent.FieldPrimaryWalletID)
 				fieldSeen[agent.FieldPrimaryWalletID] = struct{}{}
@@ -487,12 +487,12 @@ func (_q *CheckoutSessionQuery) collectField(ctx context.Context, oneNode bool, 
 				selectedFields = append(selectedFields, checkoutsession.FieldUpdatedAt)
 				fieldSeen[checkoutsession.FieldUpdatedAt] = struct{}{}
 			}
-		case "merchantID":
+		case "merchantId":
 			if _, ok := fieldSeen[checkoutsession.FieldMerchantID]; !ok {
 				selectedFields = append(selectedFields, checkoutsession.FieldMerchantID)
 				fieldSeen[checkoutsession.FieldMerchantID] = struct{}{}
 			}
-		case "externalID":
+		case "externalId":
 			if _, ok := fieldSeen[checkoutsession.FieldExternalID]; !ok {
 				selectedFields = append(selectedFields, checkoutsession.FieldExternalID)
 				fieldSeen[checkoutsession.FieldExternalID] = struct{}{}
@@ -517,12 +517,12 @@ func (_q *CheckoutSessionQuery) collectField(ctx context.Context, oneNode bool, 
 				selectedFields = append(selectedFields, checkoutsession.FieldDescription)
 				fieldSeen[checkoutsession.FieldDescription] = struct{}{}
 			}
-		case "successURL":
+		case "successUrl":
 			if _, ok := fieldSeen[checkoutsession.FieldSuccessURL]; !ok {
 				selectedFields = append(selectedFields, checkoutsession.FieldSuccessURL)
 				fieldSeen[checkoutsession.FieldSuccessURL] = struct{}{}
 			}
-		case "cancelURL":
+		case "cancelUrl":
 			if _, ok := fieldSeen[checkoutsession.FieldCancelURL]; !ok {
 				selectedFields = append(selectedFields, checkoutsession.FieldCancelURL)
 				fieldSeen[checkoutsession.FieldCancelURL] = struct{}{}
@@ -691,7 +691,7 @@ func (_q *DepositAddressQuery) collectField(ctx context.Context, oneNode bool, o
 				selectedFields = append(selectedFields, depositaddress.FieldUpdatedAt)
 				fieldSeen[depositaddress.FieldUpdatedAt] = struct{}{}
 			}
-		case "sessionID":
+		case "sessionId":
 			if _, ok := fieldSeen[depositaddress.FieldSessionID]; !ok {
 				selectedFields = append(selectedFields, depositaddress.FieldSessionID)
 				fieldSeen[depositaddress.FieldSessionID] = struct{}{}
@@ -850,17 +850,17 @@ func (_q *MerchantQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 				selectedFields = append(selectedFields, merchant.FieldWebsite)
 				fieldSeen[merchant.FieldWebsite] = struct{}{}
 			}
-		case "webhookURL":
+		case "webhookUrl":
 			if _, ok := fieldSeen[merchant.FieldWebhookURL]; !ok {
 				selectedFields = append(selectedFields, merchant.FieldWebhookURL)
 				fieldSeen[merchant.FieldWebhookURL] = struct{}{}
 			}
-		case "successURL":
+		case "successUrl":
 			if _, ok := fieldSeen[merchant.FieldSuccessURL]; !ok {
 				selectedFields = append(selectedFields, merchant.FieldSuccessURL)
 				fieldSeen[merchant.FieldSuccessURL] = struct{}{}
 			}
-		case "cancelURL":
+		case "cancelUrl":
 			if _, ok := fieldSeen[merchant.FieldCancelURL]; !ok {
 				selectedFields = append(selectedFields, merchant.FieldCancelURL)
 				fieldSeen[merchant.FieldCancelURL] = struct{}{}
@@ -1006,7 +1006,7 @@ func (_q *MerchantKeyQuery) collectField(ctx context.Context, oneNode bool, opCt
 				selectedFields = append(selectedFields, merchantkey.FieldUpdatedAt)
 				fieldSeen[merchantkey.FieldUpdatedAt] = struct{}{}
 			}
-		case "merchantID":
+		case "merchantId":
 			if _, ok := fieldSeen[merchantkey.FieldMerchantID]; !ok {
 				selectedFields = append(selectedFields, merchantkey.FieldMerchantID)
 				fieldSeen[merchantkey.FieldMerchantID] = struct{}{}
@@ -1160,17 +1160,17 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				selectedFields = append(selectedFields, payment.FieldUpdatedAt)
 				fieldSeen[payment.FieldUpdatedAt] = struct{}{}
 			}
-		case "sessionID":
+		case "sessionId":
 			if _, ok := fieldSeen[payment.FieldSessionID]; !ok {
 				selectedFields = append(selectedFields, payment.FieldSessionID)
 				fieldSeen[payment.FieldSessionID] = struct{}{}
 			}
-		case "depositAddressID":
+		case "depositAddressId":
 			if _, ok := fieldSeen[payment.FieldDepositAddressID]; !ok {
 				selectedFields = append(selectedFields, payment.FieldDepositAddressID)
 				fieldSeen[payment.FieldDepositAddressID] = struct{}{}
 			}
-		case "externalID":
+		case "externalId":
 			if _, ok := fieldSeen[payment.FieldExternalID]; !ok {
 				selectedFields = append(selectedFields, payment.FieldExternalID)
 				fieldSeen[payment.FieldExternalID] = struct{}{}
@@ -1431,12 +1431,12 @@ func (_q *RefundQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 				selectedFields = append(selectedFields, refund.FieldUpdatedAt)
 				fieldSeen[refund.FieldUpdatedAt] = struct{}{}
 			}
-		case "externalID":
+		case "externalId":
 			if _, ok := fieldSeen[refund.FieldExternalID]; !ok {
 				selectedFields = append(selectedFields, refund.FieldExternalID)
 				fieldSeen[refund.FieldExternalID] = struct{}{}
 			}
-		case "paymentID":
+		case "paymentId":
 			if _, ok := fieldSeen[refund.FieldPaymentID]; !ok {
 				selectedFields = append(selectedFields, refund.FieldPaymentID)
 				fieldSeen[refund.FieldPaymentID] = struct{}{}
@@ -1592,12 +1592,12 @@ func (_q *TransferQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 				selectedFields = append(selectedFields, transfer.FieldUpdatedAt)
 				fieldSeen[transfer.FieldUpdatedAt] = struct{}{}
 			}
-		case "fromAgentID":
+		case "fromAgentId":
 			if _, ok := fieldSeen[transfer.FieldFromAgentID]; !ok {
 				selectedFields = append(selectedFields, transfer.FieldFromAgentID)
 				fieldSeen[transfer.FieldFromAgentID] = struct{}{}
 			}
-		case "toAgentID":
+		case "toAgentId":
 			if _, ok := fieldSeen[transfer.FieldToAgentID]; !ok {
 				selectedFields = append(selectedFields, transfer.FieldToAgentID)
 				fieldSeen[transfer.FieldToAgentID] = struct{}{}
@@ -1778,7 +1778,7 @@ func (_q *WalletQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 				selectedFields = append(selectedFields, wallet.FieldUpdatedAt)
 				fieldSeen[wallet.FieldUpdatedAt] = struct{}{}
 			}
-		case "agentID":
+		case "agentId":
 			if _, ok := fieldSeen[wallet.FieldAgentID]; !ok {
 				selectedFields = append(selectedFields, wallet.FieldAgentID)
 				fieldSeen[wallet.FieldAgentID] = struct{}{}
@@ -1909,7 +1909,7 @@ func (_q *WebhookAttemptQuery) collectField(ctx context.Context, oneNode bool, o
 				selectedFields = append(selectedFields, webhookattempt.FieldUpdatedAt)
 				fieldSeen[webhookattempt.FieldUpdatedAt] = struct{}{}
 			}
-		case "deliveryID":
+		case "deliveryId":
 			if _, ok := fieldSeen[webhookattempt.FieldDeliveryID]; !ok {
 				selectedFields = append(selectedFields, webhookattempt.FieldDeliveryID)
 				fieldSeen[webhookattempt.FieldDeliveryID] = struct{}{}
@@ -2043,7 +2043,7 @@ func (_q *WebhookDeliveryQuery) collectField(ctx context.Context, oneNode bool, 
 				selectedFields = append(selectedFields, webhookdelivery.FieldUpdatedAt)
 				fieldSeen[webhookdelivery.FieldUpdatedAt] = struct{}{}
 			}
-		case "eventID":
+		case "eventId":
 			if _, ok := fieldSeen[webhookdelivery.FieldEventID]; !ok {
 				selectedFields = append(selectedFields, webhookdelivery.FieldEventID)
 				fieldSeen[webhookdelivery.FieldEventID] = struct{}{}
@@ -2212,12 +2212,12 @@ func (_q *WebhookEventQuery) collectField(ctx context.Context, oneNode bool, opC
 				selectedFields = append(selectedFields, webhookevent.FieldUpdatedAt)
 				fieldSeen[webhookevent.FieldUpdatedAt] = struct{}{}
 			}
-		case "merchantID":
+		case "merchantId":
 			if _, ok := fieldSeen[webhookevent.FieldMerchantID]; !ok {
 				selectedFields = append(selectedFields, webhookevent.FieldMerchantID)
 				fieldSeen[webhookevent.FieldMerchantID] = struct{}{}
 			}
-		case "sessionID":
+		case "sessionId":
 			if _, ok := fieldSeen[webhookevent.FieldSessionID]; !ok {
 				selectedFields = append(selectedFields, webhookevent.FieldSessionID)
 				fieldSeen[webhookevent.FieldSessionID] = struct{}{}

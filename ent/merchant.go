@@ -28,6 +28,8 @@ type Merchant struct {
 	Name string `json:"name,omitempty"`
 	// Email holds the value of the "email" field.
 	Email string `json:"email,omitempty"`
+	// EmailNormalized holds the value of the "email_normalized" field.
+	EmailNormalized string `json:"email_normalized,omitempty"`
 	// Website holds the value of the "website" field.
 	Website string `json:"website,omitempty"`
 	// WebhookURL holds the value of the "webhook_url" field.
@@ -127,7 +129,7 @@ func (*Merchant) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case merchant.FieldSettleHeldPayments, merchant.FieldActive:
 			values[i] = new(sql.NullBool)
-		case merchant.FieldName, merchant.FieldEmail, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
+		case merchant.FieldName, merchant.FieldEmail, merchant.FieldEmailNormalized, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
 			values[i] = new(sql.NullString)
 		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldWebhookSecretPreviousExpiresAt, merchant.FieldTestWebhookSecretPreviousExpiresAt, merchant.FieldDeactivatedAt:
 			values[i] = new(sql.NullTime)
@@ -177,6 +179,12 @@ func (_m *Merchant) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field email", values[i])
 			} else if value.Valid {
 				_m.Email = value.String
+			}
+		case merchant.FieldEmailNormalized:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field email_normalized", values[i])
+			} else if value.Valid {
+				_m.EmailNormalized = value.String
 			}
 		case merchant.FieldWebsite:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -359,6 +367,9 @@ func (_m *Merchant) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("email=")
 	builder.WriteString(_m.Email)
+	builder.WriteString(", ")
+	builder.WriteString("email_normalized=")
+	builder.WriteString(_m.EmailNormalized)
 	builder.WriteString(", ")
 	builder.WriteString("website=")
 	builder.WriteString(_m.Website)

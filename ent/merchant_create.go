@@ -65,6 +65,20 @@ func (_c *MerchantCreate) SetEmail(v string) *MerchantCreate {
 	return _c
 }
 
+// SetEmailNormalized sets the "email_normalized" field.
+func (_c *MerchantCreate) SetEmailNormalized(v string) *MerchantCreate {
+	_c.mutation.SetEmailNormalized(v)
+	return _c
+}
+
+// SetNillableEmailNormalized sets the "email_normalized" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableEmailNormalized(v *string) *MerchantCreate {
+	if v != nil {
+		_c.SetEmailNormalized(*v)
+	}
+	return _c
+}
+
 // SetWebsite sets the "website" field.
 func (_c *MerchantCreate) SetWebsite(v string) *MerchantCreate {
 	_c.mutation.SetWebsite(v)
@@ -393,6 +407,10 @@ func (_c *MerchantCreate) defaults() {
 		v := merchant.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
 	}
+	if _, ok := _c.mutation.EmailNormalized(); !ok {
+		v := merchant.DefaultEmailNormalized
+		_c.mutation.SetEmailNormalized(v)
+	}
 	if _, ok := _c.mutation.SettlementType(); !ok {
 		v := merchant.DefaultSettlementType
 		_c.mutation.SetSettlementType(v)
@@ -434,6 +452,9 @@ func (_c *MerchantCreate) check() error {
 		if err := merchant.EmailValidator(v); err != nil {
 			return &ValidationError{Name: "email", err: fmt.Errorf(`ent: validator failed for field "Merchant.email": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.EmailNormalized(); !ok {
+		return &ValidationError{Name: "email_normalized", err: errors.New(`ent: missing required field "Merchant.email_normalized"`)}
 	}
 	if _, ok := _c.mutation.SettlementType(); !ok {
 		return &ValidationError{Name: "settlement_type", err: errors.New(`ent: missing required field "Merchant.settlement_type"`)}
@@ -502,6 +523,10 @@ func (_c *MerchantCreate) createSpec() (*Merchant, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Email(); ok {
 		_spec.SetField(merchant.FieldEmail, field.TypeString, value)
 		_node.Email = value
+	}
+	if value, ok := _c.mutation.EmailNormalized(); ok {
+		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
+		_node.EmailNormalized = value
 	}
 	if value, ok := _c.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)

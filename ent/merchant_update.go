@@ -68,6 +68,20 @@ func (_u *MerchantUpdate) SetNillableEmail(v *string) *MerchantUpdate {
 	return _u
 }
 
+// SetEmailNormalized sets the "email_normalized" field.
+func (_u *MerchantUpdate) SetEmailNormalized(v string) *MerchantUpdate {
+	_u.mutation.SetEmailNormalized(v)
+	return _u
+}
+
+// SetNillableEmailNormalized sets the "email_normalized" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableEmailNormalized(v *string) *MerchantUpdate {
+	if v != nil {
+		_u.SetEmailNormalized(*v)
+	}
+	return _u
+}
+
 // SetWebsite sets the "website" field.
 func (_u *MerchantUpdate) SetWebsite(v string) *MerchantUpdate {
 	_u.mutation.SetWebsite(v)
@@ -580,6 +594,9 @@ func (_u *MerchantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Email(); ok {
 		_spec.SetField(merchant.FieldEmail, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.EmailNormalized(); ok {
+		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
+	}
 	if value, ok := _u.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)
 	}
@@ -872,6 +889,20 @@ func (_u *MerchantUpdateOne) SetEmail(v string) *MerchantUpdateOne {
 func (_u *MerchantUpdateOne) SetNillableEmail(v *string) *MerchantUpdateOne {
 	if v != nil {
 		_u.SetEmail(*v)
+	}
+	return _u
+}
+
+// SetEmailNormalized sets the "email_normalized" field.
+func (_u *MerchantUpdateOne) SetEmailNormalized(v string) *MerchantUpdateOne {
+	_u.mutation.SetEmailNormalized(v)
+	return _u
+}
+
+// SetNillableEmailNormalized sets the "email_normalized" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableEmailNormalized(v *string) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetEmailNormalized(*v)
 	}
 	return _u
 }
@@ -1417,6 +1448,9 @@ func (_u *MerchantUpdateOne) sqlSave(ctx context.Context) (_node *Merchant, err 
 	}
 	if value, ok := _u.mutation.Email(); ok {
 		_spec.SetField(merchant.FieldEmail, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EmailNormalized(); ok {
+		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)

@@ -9,6 +9,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
@@ -21,6 +22,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -68,6 +70,7 @@ const (
 	TypeCardRequest          = "CardRequest"
 	TypeChainCursor          = "ChainCursor"
 	TypeCheckoutSession      = "CheckoutSession"
+	TypeDashboardSession     = "DashboardSession"
 	TypeDepositAddress       = "DepositAddress"
 	TypeFunding              = "Funding"
 	TypeGasSpend             = "GasSpend"
@@ -80,6 +83,7 @@ const (
 	TypeMerchant             = "Merchant"
 	TypeMerchantFeedEntry    = "MerchantFeedEntry"
 	TypeMerchantKey          = "MerchantKey"
+	TypeMerchantMember       = "MerchantMember"
 	TypePairing              = "Pairing"
 	TypePartnerAttestation   = "PartnerAttestation"
 	TypePasskey              = "Passkey"
@@ -8463,6 +8467,792 @@ func (m *CheckoutSessionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown CheckoutSession edge %s", name)
 }
 
+// DashboardSessionMutation represents an operation that mutates the DashboardSession nodes in the graph.
+type DashboardSessionMutation struct {
+	config
+	op                 Op
+	typ                string
+	id                 *uuid.UUID
+	created_at         *time.Time
+	updated_at         *time.Time
+	merchant_id        *uuid.UUID
+	user_id            *uuid.UUID
+	browser_session_id *uuid.UUID
+	mode               *dashboardsession.Mode
+	token_hash         *[]byte
+	expires_at         *time.Time
+	revoked_at         *time.Time
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*DashboardSession, error)
+	predicates         []predicate.DashboardSession
+}
+
+var _ ent.Mutation = (*DashboardSessionMutation)(nil)
+
+// dashboardsessionOption allows management of the mutation configuration using functional options.
+type dashboardsessionOption func(*DashboardSessionMutation)
+
+// newDashboardSessionMutation creates new mutation for the DashboardSession entity.
+func newDashboardSessionMutation(c config, op Op, opts ...dashboardsessionOption) *DashboardSessionMutation {
+	m := &DashboardSessionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDashboardSession,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDashboardSessionID sets the ID field of the mutation.
+func withDashboardSessionID(id uuid.UUID) dashboardsessionOption {
+	return func(m *DashboardSessionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DashboardSession
+		)
+		m.oldValue = func(ctx context.Context) (*DashboardSession, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DashboardSession.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDashboardSession sets the old DashboardSession of the mutation.
+func withDashboardSession(node *DashboardSession) dashboardsessionOption {
+	return func(m *DashboardSessionMutation) {
+		m.oldValue = func(context.Context) (*DashboardSession, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DashboardSessionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DashboardSessionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of DashboardSession entities.
+func (m *DashboardSessionMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DashboardSessionMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DashboardSessionMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DashboardSession.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *DashboardSessionMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *DashboardSessionMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *DashboardSessionMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *DashboardSessionMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *DashboardSessionMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *DashboardSessionMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *DashboardSessionMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *DashboardSessionMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *DashboardSessionMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *DashboardSessionMutation) SetUserID(u uuid.UUID) {
+	m.user_id = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *DashboardSessionMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldUserID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *DashboardSessionMutation) ResetUserID() {
+	m.user_id = nil
+}
+
+// SetBrowserSessionID sets the "browser_session_id" field.
+func (m *DashboardSessionMutation) SetBrowserSessionID(u uuid.UUID) {
+	m.browser_session_id = &u
+}
+
+// BrowserSessionID returns the value of the "browser_session_id" field in the mutation.
+func (m *DashboardSessionMutation) BrowserSessionID() (r uuid.UUID, exists bool) {
+	v := m.browser_session_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBrowserSessionID returns the old "browser_session_id" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldBrowserSessionID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBrowserSessionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBrowserSessionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBrowserSessionID: %w", err)
+	}
+	return oldValue.BrowserSessionID, nil
+}
+
+// ResetBrowserSessionID resets all changes to the "browser_session_id" field.
+func (m *DashboardSessionMutation) ResetBrowserSessionID() {
+	m.browser_session_id = nil
+}
+
+// SetMode sets the "mode" field.
+func (m *DashboardSessionMutation) SetMode(d dashboardsession.Mode) {
+	m.mode = &d
+}
+
+// Mode returns the value of the "mode" field in the mutation.
+func (m *DashboardSessionMutation) Mode() (r dashboardsession.Mode, exists bool) {
+	v := m.mode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMode returns the old "mode" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldMode(ctx context.Context) (v dashboardsession.Mode, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMode: %w", err)
+	}
+	return oldValue.Mode, nil
+}
+
+// ResetMode resets all changes to the "mode" field.
+func (m *DashboardSessionMutation) ResetMode() {
+	m.mode = nil
+}
+
+// SetTokenHash sets the "token_hash" field.
+func (m *DashboardSessionMutation) SetTokenHash(b []byte) {
+	m.token_hash = &b
+}
+
+// TokenHash returns the value of the "token_hash" field in the mutation.
+func (m *DashboardSessionMutation) TokenHash() (r []byte, exists bool) {
+	v := m.token_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTokenHash returns the old "token_hash" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldTokenHash(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTokenHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTokenHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTokenHash: %w", err)
+	}
+	return oldValue.TokenHash, nil
+}
+
+// ResetTokenHash resets all changes to the "token_hash" field.
+func (m *DashboardSessionMutation) ResetTokenHash() {
+	m.token_hash = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *DashboardSessionMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *DashboardSessionMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *DashboardSessionMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetRevokedAt sets the "revoked_at" field.
+func (m *DashboardSessionMutation) SetRevokedAt(t time.Time) {
+	m.revoked_at = &t
+}
+
+// RevokedAt returns the value of the "revoked_at" field in the mutation.
+func (m *DashboardSessionMutation) RevokedAt() (r time.Time, exists bool) {
+	v := m.revoked_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRevokedAt returns the old "revoked_at" field's value of the DashboardSession entity.
+// If the DashboardSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DashboardSessionMutation) OldRevokedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRevokedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRevokedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRevokedAt: %w", err)
+	}
+	return oldValue.RevokedAt, nil
+}
+
+// ClearRevokedAt clears the value of the "revoked_at" field.
+func (m *DashboardSessionMutation) ClearRevokedAt() {
+	m.revoked_at = nil
+	m.clearedFields[dashboardsession.FieldRevokedAt] = struct{}{}
+}
+
+// RevokedAtCleared returns if the "revoked_at" field was cleared in this mutation.
+func (m *DashboardSessionMutation) RevokedAtCleared() bool {
+	_, ok := m.clearedFields[dashboardsession.FieldRevokedAt]
+	return ok
+}
+
+// ResetRevokedAt resets all changes to the "revoked_at" field.
+func (m *DashboardSessionMutation) ResetRevokedAt() {
+	m.revoked_at = nil
+	delete(m.clearedFields, dashboardsession.FieldRevokedAt)
+}
+
+// Where appends a list predicates to the DashboardSessionMutation builder.
+func (m *DashboardSessionMutation) Where(ps ...predicate.DashboardSession) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DashboardSessionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DashboardSessionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DashboardSession, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DashboardSessionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DashboardSessionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DashboardSession).
+func (m *DashboardSessionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DashboardSessionMutation) Fields() []string {
+	fields := make([]string, 0, 9)
+	if m.created_at != nil {
+		fields = append(fields, dashboardsession.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, dashboardsession.FieldUpdatedAt)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, dashboardsession.FieldMerchantID)
+	}
+	if m.user_id != nil {
+		fields = append(fields, dashboardsession.FieldUserID)
+	}
+	if m.browser_session_id != nil {
+		fields = append(fields, dashboardsession.FieldBrowserSessionID)
+	}
+	if m.mode != nil {
+		fields = append(fields, dashboardsession.FieldMode)
+	}
+	if m.token_hash != nil {
+		fields = append(fields, dashboardsession.FieldTokenHash)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, dashboardsession.FieldExpiresAt)
+	}
+	if m.revoked_at != nil {
+		fields = append(fields, dashboardsession.FieldRevokedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DashboardSessionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case dashboardsession.FieldCreatedAt:
+		return m.CreatedAt()
+	case dashboardsession.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case dashboardsession.FieldMerchantID:
+		return m.MerchantID()
+	case dashboardsession.FieldUserID:
+		return m.UserID()
+	case dashboardsession.FieldBrowserSessionID:
+		return m.BrowserSessionID()
+	case dashboardsession.FieldMode:
+		return m.Mode()
+	case dashboardsession.FieldTokenHash:
+		return m.TokenHash()
+	case dashboardsession.FieldExpiresAt:
+		return m.ExpiresAt()
+	case dashboardsession.FieldRevokedAt:
+		return m.RevokedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DashboardSessionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case dashboardsession.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case dashboardsession.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case dashboardsession.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case dashboardsession.FieldUserID:
+		return m.OldUserID(ctx)
+	case dashboardsession.FieldBrowserSessionID:
+		return m.OldBrowserSessionID(ctx)
+	case dashboardsession.FieldMode:
+		return m.OldMode(ctx)
+	case dashboardsession.FieldTokenHash:
+		return m.OldTokenHash(ctx)
+	case dashboardsession.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case dashboardsession.FieldRevokedAt:
+		return m.OldRevokedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown DashboardSession field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DashboardSessionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case dashboardsession.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case dashboardsession.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case dashboardsession.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case dashboardsession.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case dashboardsession.FieldBrowserSessionID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBrowserSessionID(v)
+		return nil
+	case dashboardsession.FieldMode:
+		v, ok := value.(dashboardsession.Mode)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMode(v)
+		return nil
+	case dashboardsession.FieldTokenHash:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTokenHash(v)
+		return nil
+	case dashboardsession.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case dashboardsession.FieldRevokedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRevokedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DashboardSession field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DashboardSessionMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DashboardSessionMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DashboardSessionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown DashboardSession numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DashboardSessionMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(dashboardsession.FieldRevokedAt) {
+		fields = append(fields, dashboardsession.FieldRevokedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DashboardSessionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DashboardSessionMutation) ClearField(name string) error {
+	switch name {
+	case dashboardsession.FieldRevokedAt:
+		m.ClearRevokedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown DashboardSession nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DashboardSessionMutation) ResetField(name string) error {
+	switch name {
+	case dashboardsession.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case dashboardsession.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case dashboardsession.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case dashboardsession.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case dashboardsession.FieldBrowserSessionID:
+		m.ResetBrowserSessionID()
+		return nil
+	case dashboardsession.FieldMode:
+		m.ResetMode()
+		return nil
+	case dashboardsession.FieldTokenHash:
+		m.ResetTokenHash()
+		return nil
+	case dashboardsession.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case dashboardsession.FieldRevokedAt:
+		m.ResetRevokedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown DashboardSession field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DashboardSessionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DashboardSessionMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DashboardSessionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DashboardSessionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DashboardSessionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DashboardSessionMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DashboardSessionMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown DashboardSession unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DashboardSessionMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown DashboardSession edge %s", name)
+}
+
 // DepositAddressMutation represents an operation that mutates the DepositAddress nodes in the graph.
 type DepositAddressMutation struct {
 	config
@@ -16088,6 +16878,7 @@ type MerchantMutation struct {
 	updated_at                              *time.Time
 	name                                    *string
 	email                                   *string
+	email_normalized                        *string
 	website                                 *string
 	webhook_url                             *string
 	success_url                             *string
@@ -16369,6 +17160,42 @@ func (m *MerchantMutation) OldEmail(ctx context.Context) (v string, err error) {
 // ResetEmail resets all changes to the "email" field.
 func (m *MerchantMutation) ResetEmail() {
 	m.email = nil
+}
+
+// SetEmailNormalized sets the "email_normalized" field.
+func (m *MerchantMutation) SetEmailNormalized(s string) {
+	m.email_normalized = &s
+}
+
+// EmailNormalized returns the value of the "email_normalized" field in the mutation.
+func (m *MerchantMutation) EmailNormalized() (r string, exists bool) {
+	v := m.email_normalized
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmailNormalized returns the old "email_normalized" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldEmailNormalized(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmailNormalized is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmailNormalized requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmailNormalized: %w", err)
+	}
+	return oldValue.EmailNormalized, nil
+}
+
+// ResetEmailNormalized resets all changes to the "email_normalized" field.
+func (m *MerchantMutation) ResetEmailNormalized() {
+	m.email_normalized = nil
 }
 
 // SetWebsite sets the "website" field.
@@ -17462,7 +18289,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 23)
+	fields := make([]string, 0, 24)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -17474,6 +18301,9 @@ func (m *MerchantMutation) Fields() []string {
 	}
 	if m.email != nil {
 		fields = append(fields, merchant.FieldEmail)
+	}
+	if m.email_normalized != nil {
+		fields = append(fields, merchant.FieldEmailNormalized)
 	}
 	if m.website != nil {
 		fields = append(fields, merchant.FieldWebsite)
@@ -17548,6 +18378,8 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case merchant.FieldEmail:
 		return m.Email()
+	case merchant.FieldEmailNormalized:
+		return m.EmailNormalized()
 	case merchant.FieldWebsite:
 		return m.Website()
 	case merchant.FieldWebhookURL:
@@ -17603,6 +18435,8 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldName(ctx)
 	case merchant.FieldEmail:
 		return m.OldEmail(ctx)
+	case merchant.FieldEmailNormalized:
+		return m.OldEmailNormalized(ctx)
 	case merchant.FieldWebsite:
 		return m.OldWebsite(ctx)
 	case merchant.FieldWebhookURL:
@@ -17677,6 +18511,13 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetEmail(v)
+		return nil
+	case merchant.FieldEmailNormalized:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmailNormalized(v)
 		return nil
 	case merchant.FieldWebsite:
 		v, ok := value.(string)
@@ -17964,6 +18805,9 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldEmail:
 		m.ResetEmail()
+		return nil
+	case merchant.FieldEmailNormalized:
+		m.ResetEmailNormalized()
 		return nil
 	case merchant.FieldWebsite:
 		m.ResetWebsite()
@@ -19494,6 +20338,776 @@ func (m *MerchantKeyMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown MerchantKey edge %s", name)
+}
+
+// MerchantMemberMutation represents an operation that mutates the MerchantMember nodes in the graph.
+type MerchantMemberMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	merchant_id   *uuid.UUID
+	user_id       *uuid.UUID
+	email         *string
+	role          *merchantmember.Role
+	invited_by    *uuid.UUID
+	accepted_at   *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*MerchantMember, error)
+	predicates    []predicate.MerchantMember
+}
+
+var _ ent.Mutation = (*MerchantMemberMutation)(nil)
+
+// merchantmemberOption allows management of the mutation configuration using functional options.
+type merchantmemberOption func(*MerchantMemberMutation)
+
+// newMerchantMemberMutation creates new mutation for the MerchantMember entity.
+func newMerchantMemberMutation(c config, op Op, opts ...merchantmemberOption) *MerchantMemberMutation {
+	m := &MerchantMemberMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMerchantMember,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMerchantMemberID sets the ID field of the mutation.
+func withMerchantMemberID(id uuid.UUID) merchantmemberOption {
+	return func(m *MerchantMemberMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MerchantMember
+		)
+		m.oldValue = func(ctx context.Context) (*MerchantMember, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MerchantMember.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMerchantMember sets the old MerchantMember of the mutation.
+func withMerchantMember(node *MerchantMember) merchantmemberOption {
+	return func(m *MerchantMemberMutation) {
+		m.oldValue = func(context.Context) (*MerchantMember, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MerchantMemberMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MerchantMemberMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MerchantMember entities.
+func (m *MerchantMemberMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MerchantMemberMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MerchantMemberMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MerchantMember.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MerchantMemberMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MerchantMemberMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MerchantMemberMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *MerchantMemberMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *MerchantMemberMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *MerchantMemberMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *MerchantMemberMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *MerchantMemberMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *MerchantMemberMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *MerchantMemberMutation) SetUserID(u uuid.UUID) {
+	m.user_id = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *MerchantMemberMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldUserID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ClearUserID clears the value of the "user_id" field.
+func (m *MerchantMemberMutation) ClearUserID() {
+	m.user_id = nil
+	m.clearedFields[merchantmember.FieldUserID] = struct{}{}
+}
+
+// UserIDCleared returns if the "user_id" field was cleared in this mutation.
+func (m *MerchantMemberMutation) UserIDCleared() bool {
+	_, ok := m.clearedFields[merchantmember.FieldUserID]
+	return ok
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *MerchantMemberMutation) ResetUserID() {
+	m.user_id = nil
+	delete(m.clearedFields, merchantmember.FieldUserID)
+}
+
+// SetEmail sets the "email" field.
+func (m *MerchantMemberMutation) SetEmail(s string) {
+	m.email = &s
+}
+
+// Email returns the value of the "email" field in the mutation.
+func (m *MerchantMemberMutation) Email() (r string, exists bool) {
+	v := m.email
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmail returns the old "email" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldEmail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmail: %w", err)
+	}
+	return oldValue.Email, nil
+}
+
+// ResetEmail resets all changes to the "email" field.
+func (m *MerchantMemberMutation) ResetEmail() {
+	m.email = nil
+}
+
+// SetRole sets the "role" field.
+func (m *MerchantMemberMutation) SetRole(value merchantmember.Role) {
+	m.role = &value
+}
+
+// Role returns the value of the "role" field in the mutation.
+func (m *MerchantMemberMutation) Role() (r merchantmember.Role, exists bool) {
+	v := m.role
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRole returns the old "role" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldRole(ctx context.Context) (v merchantmember.Role, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRole is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRole requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRole: %w", err)
+	}
+	return oldValue.Role, nil
+}
+
+// ResetRole resets all changes to the "role" field.
+func (m *MerchantMemberMutation) ResetRole() {
+	m.role = nil
+}
+
+// SetInvitedBy sets the "invited_by" field.
+func (m *MerchantMemberMutation) SetInvitedBy(u uuid.UUID) {
+	m.invited_by = &u
+}
+
+// InvitedBy returns the value of the "invited_by" field in the mutation.
+func (m *MerchantMemberMutation) InvitedBy() (r uuid.UUID, exists bool) {
+	v := m.invited_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInvitedBy returns the old "invited_by" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldInvitedBy(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInvitedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInvitedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInvitedBy: %w", err)
+	}
+	return oldValue.InvitedBy, nil
+}
+
+// ClearInvitedBy clears the value of the "invited_by" field.
+func (m *MerchantMemberMutation) ClearInvitedBy() {
+	m.invited_by = nil
+	m.clearedFields[merchantmember.FieldInvitedBy] = struct{}{}
+}
+
+// InvitedByCleared returns if the "invited_by" field was cleared in this mutation.
+func (m *MerchantMemberMutation) InvitedByCleared() bool {
+	_, ok := m.clearedFields[merchantmember.FieldInvitedBy]
+	return ok
+}
+
+// ResetInvitedBy resets all changes to the "invited_by" field.
+func (m *MerchantMemberMutation) ResetInvitedBy() {
+	m.invited_by = nil
+	delete(m.clearedFields, merchantmember.FieldInvitedBy)
+}
+
+// SetAcceptedAt sets the "accepted_at" field.
+func (m *MerchantMemberMutation) SetAcceptedAt(t time.Time) {
+	m.accepted_at = &t
+}
+
+// AcceptedAt returns the value of the "accepted_at" field in the mutation.
+func (m *MerchantMemberMutation) AcceptedAt() (r time.Time, exists bool) {
+	v := m.accepted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAcceptedAt returns the old "accepted_at" field's value of the MerchantMember entity.
+// If the MerchantMember object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMemberMutation) OldAcceptedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAcceptedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAcceptedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAcceptedAt: %w", err)
+	}
+	return oldValue.AcceptedAt, nil
+}
+
+// ClearAcceptedAt clears the value of the "accepted_at" field.
+func (m *MerchantMemberMutation) ClearAcceptedAt() {
+	m.accepted_at = nil
+	m.clearedFields[merchantmember.FieldAcceptedAt] = struct{}{}
+}
+
+// AcceptedAtCleared returns if the "accepted_at" field was cleared in this mutation.
+func (m *MerchantMemberMutation) AcceptedAtCleared() bool {
+	_, ok := m.clearedFields[merchantmember.FieldAcceptedAt]
+	return ok
+}
+
+// ResetAcceptedAt resets all changes to the "accepted_at" field.
+func (m *MerchantMemberMutation) ResetAcceptedAt() {
+	m.accepted_at = nil
+	delete(m.clearedFields, merchantmember.FieldAcceptedAt)
+}
+
+// Where appends a list predicates to the MerchantMemberMutation builder.
+func (m *MerchantMemberMutation) Where(ps ...predicate.MerchantMember) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MerchantMemberMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MerchantMemberMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MerchantMember, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MerchantMemberMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MerchantMemberMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MerchantMember).
+func (m *MerchantMemberMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MerchantMemberMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.created_at != nil {
+		fields = append(fields, merchantmember.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, merchantmember.FieldUpdatedAt)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, merchantmember.FieldMerchantID)
+	}
+	if m.user_id != nil {
+		fields = append(fields, merchantmember.FieldUserID)
+	}
+	if m.email != nil {
+		fields = append(fields, merchantmember.FieldEmail)
+	}
+	if m.role != nil {
+		fields = append(fields, merchantmember.FieldRole)
+	}
+	if m.invited_by != nil {
+		fields = append(fields, merchantmember.FieldInvitedBy)
+	}
+	if m.accepted_at != nil {
+		fields = append(fields, merchantmember.FieldAcceptedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MerchantMemberMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case merchantmember.FieldCreatedAt:
+		return m.CreatedAt()
+	case merchantmember.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case merchantmember.FieldMerchantID:
+		return m.MerchantID()
+	case merchantmember.FieldUserID:
+		return m.UserID()
+	case merchantmember.FieldEmail:
+		return m.Email()
+	case merchantmember.FieldRole:
+		return m.Role()
+	case merchantmember.FieldInvitedBy:
+		return m.InvitedBy()
+	case merchantmember.FieldAcceptedAt:
+		return m.AcceptedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MerchantMemberMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case merchantmember.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case merchantmember.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case merchantmember.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case merchantmember.FieldUserID:
+		return m.OldUserID(ctx)
+	case merchantmember.FieldEmail:
+		return m.OldEmail(ctx)
+	case merchantmember.FieldRole:
+		return m.OldRole(ctx)
+	case merchantmember.FieldInvitedBy:
+		return m.OldInvitedBy(ctx)
+	case merchantmember.FieldAcceptedAt:
+		return m.OldAcceptedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown MerchantMember field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantMemberMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case merchantmember.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case merchantmember.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case merchantmember.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case merchantmember.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case merchantmember.FieldEmail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmail(v)
+		return nil
+	case merchantmember.FieldRole:
+		v, ok := value.(merchantmember.Role)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRole(v)
+		return nil
+	case merchantmember.FieldInvitedBy:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInvitedBy(v)
+		return nil
+	case merchantmember.FieldAcceptedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAcceptedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantMember field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MerchantMemberMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MerchantMemberMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantMemberMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MerchantMember numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MerchantMemberMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(merchantmember.FieldUserID) {
+		fields = append(fields, merchantmember.FieldUserID)
+	}
+	if m.FieldCleared(merchantmember.FieldInvitedBy) {
+		fields = append(fields, merchantmember.FieldInvitedBy)
+	}
+	if m.FieldCleared(merchantmember.FieldAcceptedAt) {
+		fields = append(fields, merchantmember.FieldAcceptedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MerchantMemberMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MerchantMemberMutation) ClearField(name string) error {
+	switch name {
+	case merchantmember.FieldUserID:
+		m.ClearUserID()
+		return nil
+	case merchantmember.FieldInvitedBy:
+		m.ClearInvitedBy()
+		return nil
+	case merchantmember.FieldAcceptedAt:
+		m.ClearAcceptedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantMember nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MerchantMemberMutation) ResetField(name string) error {
+	switch name {
+	case merchantmember.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case merchantmember.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case merchantmember.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case merchantmember.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case merchantmember.FieldEmail:
+		m.ResetEmail()
+		return nil
+	case merchantmember.FieldRole:
+		m.ResetRole()
+		return nil
+	case merchantmember.FieldInvitedBy:
+		m.ResetInvitedBy()
+		return nil
+	case merchantmember.FieldAcceptedAt:
+		m.ResetAcceptedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantMember field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MerchantMemberMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MerchantMemberMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MerchantMemberMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MerchantMemberMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MerchantMemberMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MerchantMemberMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MerchantMemberMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown MerchantMember unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MerchantMemberMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown MerchantMember edge %s", name)
 }
 
 // PairingMutation represents an operation that mutates the Pairing nodes in the graph.

@@ -9,6 +9,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
@@ -21,6 +22,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -317,6 +319,25 @@ func init() {
 	checkoutsessionDescID := checkoutsessionMixinFields0[0].Descriptor()
 	// checkoutsession.DefaultID holds the default value on creation for the id field.
 	checkoutsession.DefaultID = checkoutsessionDescID.Default.(func() uuid.UUID)
+	dashboardsessionMixin := schema.DashboardSession{}.Mixin()
+	dashboardsessionMixinFields0 := dashboardsessionMixin[0].Fields()
+	_ = dashboardsessionMixinFields0
+	dashboardsessionFields := schema.DashboardSession{}.Fields()
+	_ = dashboardsessionFields
+	// dashboardsessionDescCreatedAt is the schema descriptor for created_at field.
+	dashboardsessionDescCreatedAt := dashboardsessionMixinFields0[1].Descriptor()
+	// dashboardsession.DefaultCreatedAt holds the default value on creation for the created_at field.
+	dashboardsession.DefaultCreatedAt = dashboardsessionDescCreatedAt.Default.(func() time.Time)
+	// dashboardsessionDescUpdatedAt is the schema descriptor for updated_at field.
+	dashboardsessionDescUpdatedAt := dashboardsessionMixinFields0[2].Descriptor()
+	// dashboardsession.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	dashboardsession.DefaultUpdatedAt = dashboardsessionDescUpdatedAt.Default.(func() time.Time)
+	// dashboardsession.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	dashboardsession.UpdateDefaultUpdatedAt = dashboardsessionDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// dashboardsessionDescID is the schema descriptor for id field.
+	dashboardsessionDescID := dashboardsessionMixinFields0[0].Descriptor()
+	// dashboardsession.DefaultID holds the default value on creation for the id field.
+	dashboardsession.DefaultID = dashboardsessionDescID.Default.(func() uuid.UUID)
 	depositaddressMixin := schema.DepositAddress{}.Mixin()
 	depositaddressMixinFields0 := depositaddressMixin[0].Fields()
 	_ = depositaddressMixinFields0
@@ -785,12 +806,16 @@ func init() {
 	merchantDescEmail := merchantFields[1].Descriptor()
 	// merchant.EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	merchant.EmailValidator = merchantDescEmail.Validators[0].(func(string) error)
+	// merchantDescEmailNormalized is the schema descriptor for email_normalized field.
+	merchantDescEmailNormalized := merchantFields[2].Descriptor()
+	// merchant.DefaultEmailNormalized holds the default value on creation for the email_normalized field.
+	merchant.DefaultEmailNormalized = merchantDescEmailNormalized.Default.(string)
 	// merchantDescSettleHeldPayments is the schema descriptor for settle_held_payments field.
-	merchantDescSettleHeldPayments := merchantFields[9].Descriptor()
+	merchantDescSettleHeldPayments := merchantFields[10].Descriptor()
 	// merchant.DefaultSettleHeldPayments holds the default value on creation for the settle_held_payments field.
 	merchant.DefaultSettleHeldPayments = merchantDescSettleHeldPayments.Default.(bool)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[19].Descriptor()
+	merchantDescActive := merchantFields[20].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.
@@ -834,6 +859,43 @@ func init() {
 	merchantkeyDescID := merchantkeyMixinFields0[0].Descriptor()
 	// merchantkey.DefaultID holds the default value on creation for the id field.
 	merchantkey.DefaultID = merchantkeyDescID.Default.(func() uuid.UUID)
+	merchantmemberMixin := schema.MerchantMember{}.Mixin()
+	merchantmemberMixinFields0 := merchantmemberMixin[0].Fields()
+	_ = merchantmemberMixinFields0
+	merchantmemberFields := schema.MerchantMember{}.Fields()
+	_ = merchantmemberFields
+	// merchantmemberDescCreatedAt is the schema descriptor for created_at field.
+	merchantmemberDescCreatedAt := merchantmemberMixinFields0[1].Descriptor()
+	// merchantmember.DefaultCreatedAt holds the default value on creation for the created_at field.
+	merchantmember.DefaultCreatedAt = merchantmemberDescCreatedAt.Default.(func() time.Time)
+	// merchantmemberDescUpdatedAt is the schema descriptor for updated_at field.
+	merchantmemberDescUpdatedAt := merchantmemberMixinFields0[2].Descriptor()
+	// merchantmember.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	merchantmember.DefaultUpdatedAt = merchantmemberDescUpdatedAt.Default.(func() time.Time)
+	// merchantmember.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	merchantmember.UpdateDefaultUpdatedAt = merchantmemberDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// merchantmemberDescEmail is the schema descriptor for email field.
+	merchantmemberDescEmail := merchantmemberFields[2].Descriptor()
+	// merchantmember.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	merchantmember.EmailValidator = func() func(string) error {
+		validators := merchantmemberDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// merchantmemberDescID is the schema descriptor for id field.
+	merchantmemberDescID := merchantmemberMixinFields0[0].Descriptor()
+	// merchantmember.DefaultID holds the default value on creation for the id field.
+	merchantmember.DefaultID = merchantmemberDescID.Default.(func() uuid.UUID)
 	pairingMixin := schema.Pairing{}.Mixin()
 	pairingMixinFields0 := pairingMixin[0].Fields()
 	_ = pairingMixinFields0

@@ -26,6 +26,8 @@ type Tx struct {
 	ChainCursor *ChainCursorClient
 	// CheckoutSession is the client for interacting with the CheckoutSession builders.
 	CheckoutSession *CheckoutSessionClient
+	// DashboardSession is the client for interacting with the DashboardSession builders.
+	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
 	// Funding is the client for interacting with the Funding builders.
@@ -50,6 +52,8 @@ type Tx struct {
 	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
 	MerchantKey *MerchantKeyClient
+	// MerchantMember is the client for interacting with the MerchantMember builders.
+	MerchantMember *MerchantMemberClient
 	// Pairing is the client for interacting with the Pairing builders.
 	Pairing *PairingClient
 	// PartnerAttestation is the client for interacting with the PartnerAttestation builders.
@@ -221,6 +225,7 @@ func (tx *Tx) init() {
 	tx.CardRequest = NewCardRequestClient(tx.config)
 	tx.ChainCursor = NewChainCursorClient(tx.config)
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
+	tx.DashboardSession = NewDashboardSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
 	tx.Funding = NewFundingClient(tx.config)
 	tx.GasSpend = NewGasSpendClient(tx.config)
@@ -233,6 +238,7 @@ func (tx *Tx) init() {
 	tx.Merchant = NewMerchantClient(tx.config)
 	tx.MerchantFeedEntry = NewMerchantFeedEntryClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
+	tx.MerchantMember = NewMerchantMemberClient(tx.config)
 	tx.Pairing = NewPairingClient(tx.config)
 	tx.PartnerAttestation = NewPartnerAttestationClient(tx.config)
 	tx.Passkey = NewPasskeyClient(tx.config)

@@ -42,7 +42,7 @@ func adminDo(t *testing.T, url, key, q string) gqlResult {
 
 const booksQuery = `{ books { balanced error chains { chain mode decimals lines {
 	holder addresses onChain records difference
-	differences { address owner onChain records explainedBy { kind id amount status inFlight } }
+	differences { address owner onChain records explainedBy { kind id amount detail inFlight } }
 	inFlight { kind id } } } } }`
 
 type booksAnswer struct {
@@ -123,7 +123,7 @@ func TestAdminBooks(t *testing.T) {
 		require.Zero(t, l.Difference)
 		holders[l.Holder] = l.OnChain
 	}
-	require.Equal(t, map[string]int64{"treasury": 10_000, "deposit_addresses": 0, "agent_wallets": 29_990_000, "human_wallets": 0}, holders)
+	require.Equal(t, map[string]int64{"TREASURY": 10_000, "DEPOSIT_ADDRESSES": 0, "AGENT_WALLETS": 29_990_000, "HUMAN_WALLETS": 0}, holders)
 
 	// USDC reaches bob's wallet from outside every record.
 	_, err = env.EVM(chains.Base).Send(ctx, ethcommon.HexToAddress(bobBase), big.NewInt(2_000_000))
@@ -136,7 +136,7 @@ func TestAdminBooks(t *testing.T) {
 	require.Contains(t, *got.Books.Error, "agent wallet "+bobBase)
 	require.Contains(t, *got.Books.Error, "holds 2000000 more than recorded")
 	for _, l := range got.Books.Chains[0].Lines {
-		if l.Holder == "agent_wallets" {
+		if l.Holder == "AGENT_WALLETS" {
 			require.Equal(t, int64(2_000_000), l.Difference)
 			require.Len(t, l.Differences, 1)
 			require.Equal(t, bobBase, l.Differences[0].Address)
@@ -173,4 +173,21 @@ func TestAdminBooksOverWebsocket(t *testing.T) {
 		}
 	}
 	require.Equal(t, 4403, closeErr.Code)
+}
+
+// Every holder class and record kind of the books is a value of its
+// GraphQL enum.
+func TestBooksEnums(t *testing.T) {
+	for _, h := range agentpay.BooksHolderClasses {
+		m, err := booksModel(&agentpay.Books{Chains: []agentpay.ChainBooks{{Lines: []agentpay.BooksLine{{Holder: h, OnChain: big.NewInt(0), Records: big.NewInt(0)}}}}})
+		require.NoError(t, err)
+		require.True(t, m.Chains[0].Lines[0].Holder.IsValid(), h)
+	}
+	for _, k := range []string{"payment", "sweep", "transfer", "payout", "refund", "card_return", "funding"} {
+		rec := agentpay.BooksRecord{Kind: k}
+		m, err := booksModel(&agentpay.Books{Chains: []agentpay.ChainBooks{{Lines: []agentpay.BooksLine{{Holder: agentpay.BooksTreasury,
+			OnChain: big.NewInt(0), Records: big.NewInt(0), InFlight: []agentpay.BooksRecord{rec}}}}}})
+		require.NoError(t, err)
+		require.True(t, m.Chains[0].Lines[0].InFlight[0].Kind.IsValid(), k)
+	}
 }

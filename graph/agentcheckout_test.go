@@ -58,8 +58,8 @@ func TestPayCheckoutMutation(t *testing.T) {
 	in := map[string]any{"in": map[string]any{"externalId": sess.ExternalID, "idempotencyKey": "k1"}}
 	api.do(t, a.APIKey, m, in).decode(t, &out)
 	p := out.PayCheckout
-	require.Equal(t, "detected", p.Status)
-	require.Equal(t, "confirming", p.SessionStatus)
+	require.Equal(t, "DETECTED", p.Status)
+	require.Equal(t, "CONFIRMING", p.SessionStatus)
 	require.Equal(t, "4.2", p.AmountUsd.String())
 	require.Equal(t, "base", p.Chain)
 	require.NotNil(t, p.PaymentID)
@@ -87,19 +87,19 @@ func TestPayCheckoutSessionSubscription(t *testing.T) {
 	require.NoError(t, err)
 	sess := agentPaySession(t, api, "4.2", false)
 	c := subscribeStatus(t, api.URL, sess.ExternalID)
-	require.Equal(t, "pending", c.nextStatus().Status)
+	require.Equal(t, "PENDING", c.nextStatus().Status)
 
 	var out struct{ PayCheckout struct{ Status string } }
 	api.do(t, a.APIKey, `mutation($in: PayCheckoutInput!) { payCheckout(input: $in) { status } }`,
 		map[string]any{"in": map[string]any{"externalId": sess.ExternalID}}).decode(t, &out)
-	require.Equal(t, "detected", out.PayCheckout.Status)
+	require.Equal(t, "DETECTED", out.PayCheckout.Status)
 
 	var seen []string
 	st := c.nextStatus()
-	for seen = append(seen, st.Status); st.Status != "confirming" && len(seen) < 5; seen = append(seen, st.Status) {
+	for seen = append(seen, st.Status); st.Status != "CONFIRMING" && len(seen) < 5; seen = append(seen, st.Status) {
 		st = c.nextStatus()
 	}
-	require.Equal(t, "confirming", st.Status, "statuses seen: %v", seen)
+	require.Equal(t, "CONFIRMING", st.Status, "statuses seen: %v", seen)
 	require.Equal(t, "4.2", st.AmountPaid.String())
 	require.Equal(t, "base", *st.Chain)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"agentpay"
@@ -27,6 +28,9 @@ type credentials struct {
 	apiKey string
 	// merchantKey is the merchant secret key presented (maybe none).
 	merchantKey string
+	// dashboard is the merchant dashboard session presented (maybe none):
+	// the other credential the merchant operations accept.
+	dashboard string
 	// adminKey is the admin key presented (maybe none).
 	adminKey string
 	// session and csrf are a signed-in human's browser session cookie and
@@ -57,6 +61,7 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 		c := credentials{
 			apiKey:      strings.TrimSpace(r.Header.Get(httpx.AgentKeyHeader)),
 			merchantKey: strings.TrimSpace(r.Header.Get(httpx.MerchantKeyHeader)),
+			dashboard:   strings.TrimSpace(r.Header.Get(httpx.DashboardSessionHeader)),
 			adminKey:    strings.TrimSpace(r.Header.Get(httpx.AdminKeyHeader)),
 			csrf:        strings.TrimSpace(r.Header.Get(httpx.CSRFHeader)),
 			ip:          httpx.ClientIP(r, proxies),
@@ -71,9 +76,10 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 	})
 }
 
-// websocketInit reads the agent key (X-Agent-Key), the merchant secret key
-// (X-Checkout-Secret-Key) and the admin key (X-Admin-Key) of a websocket
-// connection from the connection_init payload, either at its top level ({"X-Agent-Key": "..."})
+// websocketInit reads the agent key (X-Agent-Key), the merchant secret
+// key (X-Checkout-Secret-Key), the dashboard session (X-Dashboard-Session)
+// and the admin key (X-Admin-Key) of a websocket connection from the
+// connection_init payload, either at its top level ({"X-Agent-Key": "..."})
 // or under "headers" ({"headers": {"X-Agent-Key": "..."}}), the two shapes
 // GraphQL clients send; a key there replaces one on the upgrade request. A
 // key that does not authenticate (or a deactivated merchant's) closes the
@@ -87,11 +93,15 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 		c := credentialsFrom(ctx)
 		agentKey, agentFound := initPayloadKey(payload, httpx.AgentKeyHeader)
 		merchantKey, merchantFound := initPayloadKey(payload, httpx.MerchantKeyHeader)
+		dashboard, dashboardFound := initPayloadKey(payload, httpx.DashboardSessionHeader)
 		if agentFound {
 			c.apiKey = agentKey
 		}
 		if merchantFound {
 			c.merchantKey = merchantKey
+		}
+		if dashboardFound {
+			c.dashboard = dashboard
 		}
 		// A socket signed in by its cookie proves it is the app's page (not
 		// another site's, which the browser would send the cookie for too)
@@ -110,6 +120,9 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 		}
 		if err == nil && merchantFound && merchantKey != "" {
 			_, err = svc.AuthenticateMerchant(ctx, merchantKey)
+		}
+		if err == nil && dashboardFound && dashboard != "" {
+			_, err = svc.AuthenticateDashboard(ctx, dashboard)
 		}
 		if err == nil && adminFound && adminKey != "" {
 			err = svc.AuthenticateAdmin(adminKey)
@@ -255,15 +268,41 @@ func (r *Resolver) agentContext(ctx context.Context) (context.Context, *ent.Agen
 // unknown or rolled key is ErrUnauthorized (UNAUTHENTICATED), a deactivated
 // merchant's key ErrForbidden (FORBIDDEN). Like the REST merchant routes,
 // authenticated merchant operations have no rate limit.
+//
+// Without a secret key, a dashboard session (X-Dashboard-Session) is the
+// merchant credential (AuthenticateDashboard): its merchant in its mode,
+// as a secret key of that mode. Its member's role is enforced here, the
+// one place every merchant operation passes: in a mutation, every
+// merchant field of a member who may not change anything is FORBIDDEN
+// (MerchantAuth.CheckMutate).
 func (r *Resolver) currentMerchant(ctx context.Context) (*agentpay.MerchantAuth, error) {
 	op := operationAuthFrom(ctx)
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if !op.merchantDone {
 		op.merchantDone = true
-		op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, credentialsFrom(ctx).merchantKey)
+		c := credentialsFrom(ctx)
+		if c.merchantKey == "" && c.dashboard != "" {
+			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateDashboard(ctx, c.dashboard)
+			if op.merchantErr == nil && isMutation(ctx) {
+				if err := op.merchant.CheckMutate(); err != nil {
+					op.merchant, op.merchantErr = nil, err
+				}
+			}
+		} else {
+			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, c.merchantKey)
+		}
 	}
 	return op.merchant, op.merchantErr
+}
+
+// isMutation reports whether the operation running is a mutation.
+func isMutation(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	oc := graphql.GetOperationContext(ctx)
+	return oc.Operation != nil && oc.Operation.Operation == ast.Mutation
 }
 
 // merchantContext authenticates the operation's merchant and attaches it
@@ -301,7 +340,7 @@ func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
 	case c.apiKey != "":
 		ctx, _, err := r.agentContext(ctx)
 		return ctx, err
-	case c.merchantKey != "":
+	case c.merchantKey != "", c.dashboard != "":
 		ctx, _, err := r.merchantContext(ctx)
 		return ctx, err
 	}

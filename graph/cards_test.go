@@ -41,7 +41,7 @@ func TestCardRequestsOverGraphQL(t *testing.T) {
 	got := list.Viewer.CardRequests[0]
 	require.Equal(t, r.ID.String(), got.ID)
 	require.Equal(t, "card_gql_agent", got.AgentUsername)
-	require.Equal(t, "pending_approval", got.Status)
+	require.Equal(t, "PENDING_APPROVAL", got.Status)
 	require.Equal(t, "12.5", got.AmountUsd.String(), "a JSON number, exact")
 	require.Equal(t, "Acme Books", got.MerchantName)
 	require.Equal(t, "a book", got.Description)
@@ -55,7 +55,7 @@ func TestCardRequestsOverGraphQL(t *testing.T) {
 	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, "", `mutation($id: ID!) { denyCardRequest(id: $id) { status } }`, vars).code(t))
 	var denied struct{ DenyCardRequest struct{ Status string } }
 	api.asViewer(t, session, csrf, `mutation($id: ID!) { denyCardRequest(id: $id) { status } }`, vars).decode(t, &denied)
-	require.Equal(t, "denied", denied.DenyCardRequest.Status)
+	require.Equal(t, "DENIED", denied.DenyCardRequest.Status)
 	require.Equal(t, "CONFLICT", api.asViewer(t, session, csrf, `mutation($id: ID!) { approveCardRequest(id: $id) { status } }`, vars).code(t))
 	evs, err := api.Svc.AccountEvents(ctx, agentpay.AgentParty(reg.Agent.ID), 0, nil)
 	require.NoError(t, err)

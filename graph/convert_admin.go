@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math/big"
+	"strings"
 
 	"agentpay"
 	"agentpay/graph/model"
@@ -26,12 +27,12 @@ func booksModel(b *agentpay.Books) (*model.Books, error) {
 		return x.Int64()
 	}
 	record := func(r agentpay.BooksRecord) *model.BooksRecord {
-		return &model.BooksRecord{Kind: r.Kind, ID: r.ID, Amount: r.Amount, Status: r.Status, InFlight: r.InFlight}
+		return &model.BooksRecord{Kind: model.BooksRecordKind(strings.ToUpper(r.Kind)), ID: r.ID, Amount: r.Amount, Detail: r.Status, InFlight: r.InFlight}
 	}
 	for _, c := range b.Chains {
 		mc := &model.BooksChain{Chain: string(c.Chain), Mode: string(c.Mode), Decimals: int(c.Decimals), Lines: []*model.BooksLine{}}
 		for _, l := range c.Lines {
-			ml := &model.BooksLine{Holder: string(l.Holder), Addresses: l.Addresses,
+			ml := &model.BooksLine{Holder: model.BooksHolder(strings.ToUpper(string(l.Holder))), Addresses: l.Addresses,
 				OnChain: units(l.OnChain), Records: units(l.Records), Difference: units(l.Difference()),
 				Differences: []*model.BooksDifference{}, InFlight: []*model.BooksRecord{}}
 			for _, d := range l.Differences {

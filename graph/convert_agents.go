@@ -144,7 +144,7 @@ func treasuryModel(t *agentpay.TreasuryInfo) *model.TreasuryInfo {
 		Wallets:          make([]*model.TreasuryWallet, 0, len(t.Wallets)),
 	}
 	for _, w := range t.Wallets {
-		tw := &model.TreasuryWallet{Chain: string(w.Chain), Address: w.Address, Token: w.Token, Status: w.Status, Gas: treasuryGasModel(w.Gas)}
+		tw := &model.TreasuryWallet{Chain: string(w.Chain), Address: w.Address, Token: w.Token, Status: enumOf[model.TreasuryWalletStatus](w.Status), Gas: treasuryGasModel(w.Gas)}
 		if w.Status == agentpay.TreasuryBalanceOK {
 			b := w.Balance
 			tw.Balance = &b
@@ -247,8 +247,8 @@ func checkoutPaymentPayload(res *agentpay.CheckoutPayment) *model.CheckoutPaymen
 	out := &model.CheckoutPaymentPayload{
 		TransactionID: res.Transfer.ID,
 		SessionID:     res.Session.ExternalID,
-		SessionStatus: string(res.Session.Status),
-		Status:        res.Status,
+		SessionStatus: res.Session.Status,
+		Status:        enumOf[model.CheckoutPaymentStatus](res.Status),
 		AmountUsd:     res.AmountUSD,
 		Chain:         string(res.Chain),
 		FromAddress:   res.Transfer.FromAddress,

@@ -14,7 +14,7 @@ import (
 func viewerCardRequestModel(v *agentpay.CardRequestView) *model.ViewerCardRequest {
 	r := v.Request
 	out := &model.ViewerCardRequest{
-		ID: r.ID, AgentID: r.AgentID, AgentUsername: v.AgentUsername, Status: v.Status(),
+		ID: r.ID, AgentID: r.AgentID, AgentUsername: v.AgentUsername, Status: r.Status,
 		AmountUsd: v.Amount(), MerchantName: r.MerchantName, Description: r.Description,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt,
 	}

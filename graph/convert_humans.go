@@ -15,7 +15,7 @@ func pairingModel(v *agentpay.PairingView) *model.Pairing {
 	p := v.Pairing
 	return &model.Pairing{
 		ID: p.ID, UserID: p.UserID, Username: v.User.Username, DisplayName: v.User.DisplayName,
-		Status: v.Status, KycVerified: v.KYCVerified(), Message: p.Message,
+		Status: enumOf[model.PairingStatus](v.Status), KycVerified: v.KYCVerified(), Message: p.Message,
 		CreatedAt: p.CreatedAt, DecidedAt: p.DecidedAt, ExpiresAt: p.ExpiresAt,
 	}
 }
@@ -78,7 +78,7 @@ func (r *Resolver) watchAccountEvents(ctx context.Context, of agentpay.Party, af
 func viewerModel(v *agentpay.Viewer, wallets []*ent.Wallet) *model.Viewer {
 	u := v.User
 	out := &model.Viewer{ID: u.ID, Username: u.Username, DisplayName: u.DisplayName, Email: u.Email,
-		IdentityStatus: string(u.IdentityStatus), Wallets: make([]*model.ViewerWallet, len(wallets))}
+		IdentityStatus: u.IdentityStatus, Wallets: make([]*model.ViewerWallet, len(wallets))}
 	for i, w := range wallets {
 		out.Wallets[i] = &model.ViewerWallet{Chain: w.Chain, Address: w.Address}
 	}
@@ -88,7 +88,7 @@ func viewerModel(v *agentpay.Viewer, wallets []*ent.Wallet) *model.Viewer {
 func viewerPairingModel(v *agentpay.PairingView) *model.ViewerPairing {
 	p := v.Pairing
 	return &model.ViewerPairing{
-		ID: p.ID, AgentID: p.AgentID, AgentUsername: v.Agent.Username, Status: v.Status, Message: p.Message,
+		ID: p.ID, AgentID: p.AgentID, AgentUsername: v.Agent.Username, Status: enumOf[model.PairingStatus](v.Status), Message: p.Message,
 		CreatedAt: p.CreatedAt, DecidedAt: p.DecidedAt, ExpiresAt: p.ExpiresAt,
 	}
 }
@@ -117,7 +117,7 @@ func withdrawalModel(w *agentpay.Withdrawal) *model.Withdrawal {
 		ID: t.ID, Chain: string(w.Chain), ToAddress: w.ToAddress,
 		AmountUsd: w.Amount, FeeUsd: w.Fee, DeliveredUsd: w.Delivered,
 		TxHash: nonEmpty(w.TxHash), FeeTxHash: nonEmpty(w.FeeTxHash),
-		Status: w.Status, Message: w.Message, Memo: nonEmpty(t.Memo),
+		Status: enumOf[model.WithdrawalStatus](w.Status), Message: w.Message, Memo: nonEmpty(t.Memo),
 		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt,
 	}
 }

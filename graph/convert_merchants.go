@@ -62,7 +62,7 @@ func sessionFilter(f *model.SessionFilter) agentpay.SessionFilter {
 	if f == nil {
 		return agentpay.SessionFilter{}
 	}
-	return agentpay.SessionFilter{Statuses: f.Status, CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo}
+	return agentpay.SessionFilter{Statuses: f.Status, CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo, Search: f.Search}
 }
 
 func paymentFilter(f *model.PaymentFilter) agentpay.PaymentFilter {

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"time"
+
 	"entgo.io/contrib/entgql"
 	"github.com/google/uuid"
 
@@ -196,6 +198,21 @@ func complexity() ComplexityRoot {
 	c.Mutation.SendToUser = func(child int, _ model.SendInput) int { return sendCost + child }
 	c.Mutation.InviteHuman = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.RequestPairing = func(child int, _ uuid.UUID, _ *string) int { return writeCost + child }
+
+	// The merchant dashboard (dashboard.graphql, merchantinsights.graphql).
+	c.Viewer.Merchants = readListOf(fixedList)
+	c.ManagedMerchant.Members = readListOf(agentpay.MaxMerchantMembers)
+	c.Mutation.OpenDashboard = func(child int, _ uuid.UUID, _ model.MerchantMode) int { return writeCost + child }
+	c.Mutation.InviteMerchantMember = func(child int, _ uuid.UUID, _ string, _ model.MemberRole) int { return writeCost + child }
+	c.Mutation.RemoveMerchantMember = func(child int, _, _ uuid.UUID) int { return writeCost + child }
+	c.Mutation.SendTestWebhook = func(child int) int { return writeCost + child }
+	c.Mutation.RollKeys = func(child int, _ *model.MerchantMode) int { return writeCost + child }
+	// A row per day and chain (statuses are mostly one): a year of five
+	// fields fits the limit.
+	c.Query.PaymentVolume = func(child int, from, to time.Time) int {
+		days := int(to.Sub(from).Hours()/24) + 1
+		return readCost + min(max(days, 1), agentpay.MaxPaymentVolumeDays)*chainsPerMode/2*child
+	}
 
 	// Humans: pairings and account events (agentpay.MaxPairingsListed,
 	// agentpay.MaxAccountEventsPage).

@@ -19,8 +19,8 @@ func (r *merchantResolver) WebhookURL(ctx context.Context, obj *ent.Merchant) (*
 	if err != nil {
 		return nil, err
 	}
-	// The key's mode's URL; "" when unset, as the other optional strings of
-	// ent types read.
+	// The key's mode's URL; null when unset (@emptyIsNull), as the other
+	// optional strings of ent types read.
 	url := agentpay.WebhookURLOf(obj, auth.Mode)
 	return &url, nil
 }

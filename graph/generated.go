@@ -5,6 +5,7 @@ package graph
 import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchant"
@@ -13,6 +14,7 @@ import (
 	"agentpay/ent/refund"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 	"agentpay/ent/wallet"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/graph/model"
@@ -47,6 +49,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	CheckoutSession() CheckoutSessionResolver
+	ManagedMerchant() ManagedMerchantResolver
 	Me() MeResolver
 	Merchant() MerchantResolver
 	Mutation() MutationResolver
@@ -64,6 +67,7 @@ type ResolverRoot interface {
 }
 
 type DirectiveRoot struct {
+	EmptyIsNull func(ctx context.Context, obj any, next graphql.Resolver) (res any, err error)
 }
 
 type ComplexityRoot struct {
@@ -149,10 +153,10 @@ type ComplexityRoot struct {
 
 	BooksRecord struct {
 		Amount   func(childComplexity int) int
+		Detail   func(childComplexity int) int
 		ID       func(childComplexity int) int
 		InFlight func(childComplexity int) int
 		Kind     func(childComplexity int) int
-		Status   func(childComplexity int) int
 	}
 
 	CardApproval struct {
@@ -300,6 +304,13 @@ type ComplexityRoot struct {
 		TrustScore        func(childComplexity int) int
 	}
 
+	ManagedMerchant struct {
+		ID      func(childComplexity int) int
+		Members func(childComplexity int) int
+		Name    func(childComplexity int) int
+		Role    func(childComplexity int) int
+	}
+
 	Me struct {
 		APIKeyRotatedAt func(childComplexity int) int
 		Balance         func(childComplexity int) int
@@ -383,6 +394,14 @@ type ComplexityRoot struct {
 		Test func(childComplexity int) int
 	}
 
+	MerchantTeamMember struct {
+		AcceptedAt func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Email      func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Role       func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AcceptInvitation          func(childComplexity int, token string) int
 		ApproveCardRequest        func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
@@ -400,14 +419,19 @@ type ComplexityRoot struct {
 		DenySpendApproval         func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
+		InviteMerchantMember      func(childComplexity int, merchantID uuid.UUID, email string, role model.MemberRole) int
+		OpenDashboard             func(childComplexity int, merchantID uuid.UUID, mode model.MerchantMode) int
 		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
 		QuickRegister             func(childComplexity int, username string) int
 		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
 		RegenerateAPIKey          func(childComplexity int) int
+		RemoveMerchantMember      func(childComplexity int, merchantID uuid.UUID, memberID uuid.UUID) int
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
 		RevokeSession             func(childComplexity int, id uuid.UUID) int
+		RollKeys                  func(childComplexity int, mode *model.MerchantMode) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
+		SendTestWebhook           func(childComplexity int) int
 		SendToUser                func(childComplexity int, input model.SendInput) int
 		SetSpendingPolicy         func(childComplexity int, input model.SpendingPolicyInput) int
 		SignOut                   func(childComplexity int, everywhere *bool) int
@@ -416,6 +440,15 @@ type ComplexityRoot struct {
 		UpdateViewer              func(childComplexity int, displayName string) int
 		VerifyPartner             func(childComplexity int, partner string, attestation string) int
 		Withdraw                  func(childComplexity int, input model.WithdrawInput) int
+	}
+
+	OpenedDashboard struct {
+		ExpiresAt    func(childComplexity int) int
+		MerchantID   func(childComplexity int) int
+		MerchantName func(childComplexity int) int
+		Mode         func(childComplexity int) int
+		Role         func(childComplexity int) int
+		Token        func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -516,6 +549,14 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	PaymentVolume struct {
+		Chain  func(childComplexity int) int
+		Count  func(childComplexity int) int
+		Day    func(childComplexity int) int
+		Status func(childComplexity int) int
+		Volume func(childComplexity int) int
+	}
+
 	PublicAgent struct {
 		CreatedAt         func(childComplexity int) int
 		ID                func(childComplexity int) int
@@ -538,6 +579,7 @@ type ComplexityRoot struct {
 		Merchant        func(childComplexity int) int
 		Node            func(childComplexity int, id uuid.UUID) int
 		Nodes           func(childComplexity int, ids []uuid.UUID) int
+		PaymentVolume   func(childComplexity int, from time.Time, to time.Time) int
 		Payments        func(childComplexity int, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.PaymentFilter, orderBy *ent.PaymentOrder) int
 		Refunds         func(childComplexity int, externalID string) int
 		Session         func(childComplexity int, externalID string) int
@@ -597,6 +639,13 @@ type ComplexityRoot struct {
 		WalletAddress func(childComplexity int) int
 		WalletChain   func(childComplexity int) int
 		Wallets       func(childComplexity int) int
+	}
+
+	RolledKeys struct {
+		Livemode  func(childComplexity int) int
+		PublicKey func(childComplexity int) int
+		SecretKey func(childComplexity int) int
+		Warning   func(childComplexity int) int
 	}
 
 	RolledWebhookSecret struct {
@@ -798,6 +847,7 @@ type ComplexityRoot struct {
 		Events           func(childComplexity int, after *int64, limit *int) int
 		ID               func(childComplexity int) int
 		IdentityStatus   func(childComplexity int) int
+		Merchants        func(childComplexity int) int
 		Pairings         func(childComplexity int) int
 		Passkeys         func(childComplexity int) int
 		Sessions         func(childComplexity int) int
@@ -962,6 +1012,9 @@ type CheckoutSessionResolver interface {
 	CheckoutURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
 	EmbedURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
 }
+type ManagedMerchantResolver interface {
+	Members(ctx context.Context, obj *model.ManagedMerchant) ([]*model.MerchantTeamMember, error)
+}
 type MeResolver interface {
 	Limits(ctx context.Context, obj *model.Me) (*model.Limits, error)
 	Balance(ctx context.Context, obj *model.Me) (*model.Balance, error)
@@ -987,6 +1040,9 @@ type MutationResolver interface {
 	BeginCardApproval(ctx context.Context, id uuid.UUID) (*model.CardApproval, error)
 	ApproveCardRequest(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (*model.ViewerCardRequest, error)
 	DenyCardRequest(ctx context.Context, id uuid.UUID) (*model.ViewerCardRequest, error)
+	OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.MerchantMode) (*model.OpenedDashboard, error)
+	InviteMerchantMember(ctx context.Context, merchantID uuid.UUID, email string, role model.MemberRole) (*model.MerchantTeamMember, error)
+	RemoveMerchantMember(ctx context.Context, merchantID uuid.UUID, memberID uuid.UUID) (bool, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
 	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
@@ -995,6 +1051,8 @@ type MutationResolver interface {
 	SignOut(ctx context.Context, everywhere *bool) (bool, error)
 	Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error)
 	StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error)
+	SendTestWebhook(ctx context.Context) (*ent.WebhookEvent, error)
+	RollKeys(ctx context.Context, mode *model.MerchantMode) (*model.RolledKeys, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
@@ -1028,6 +1086,7 @@ type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
+	PaymentVolume(ctx context.Context, from time.Time, to time.Time) ([]*model.PaymentVolume, error)
 	Merchant(ctx context.Context) (*ent.Merchant, error)
 	Sessions(ctx context.Context, after *entgql.Cursor[uuid.UUID], first *int, before *entgql.Cursor[uuid.UUID], last *int, where *model.SessionFilter, orderBy *ent.CheckoutSessionOrder) (*ent.CheckoutSessionConnection, error)
 	Session(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
@@ -1070,6 +1129,7 @@ type ViewerResolver interface {
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
 	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
+	Merchants(ctx context.Context, obj *model.Viewer) ([]*model.ManagedMerchant, error)
 	SpendingPolicies(ctx context.Context, obj *model.Viewer) ([]*ent.SpendingPolicy, error)
 	SpendApprovals(ctx context.Context, obj *model.Viewer) ([]*ent.SpendApproval, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
@@ -1200,7 +1260,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Agent.PrimaryWallet(childComplexity), true
-	case "Agent.primaryWalletID":
+	case "Agent.primaryWalletId":
 		if e.ComplexityRoot.Agent.PrimaryWalletID == nil {
 			break
 		}
@@ -1442,6 +1502,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.BooksRecord.Amount(childComplexity), true
+	case "BooksRecord.detail":
+		if e.ComplexityRoot.BooksRecord.Detail == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.Detail(childComplexity), true
 	case "BooksRecord.id":
 		if e.ComplexityRoot.BooksRecord.ID == nil {
 			break
@@ -1460,12 +1526,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.BooksRecord.Kind(childComplexity), true
-	case "BooksRecord.status":
-		if e.ComplexityRoot.BooksRecord.Status == nil {
-			break
-		}
-
-		return e.ComplexityRoot.BooksRecord.Status(childComplexity), true
 
 	case "CardApproval.ceremonyId":
 		if e.ComplexityRoot.CardApproval.CeremonyID == nil {
@@ -1670,7 +1730,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.AmountUsd(childComplexity), true
-	case "CheckoutSession.cancelURL":
+	case "CheckoutSession.cancelUrl":
 		if e.ComplexityRoot.CheckoutSession.CancelURL == nil {
 			break
 		}
@@ -1742,7 +1802,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.ExpiresAt(childComplexity), true
-	case "CheckoutSession.externalID":
+	case "CheckoutSession.externalId":
 		if e.ComplexityRoot.CheckoutSession.ExternalID == nil {
 			break
 		}
@@ -1772,7 +1832,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Merchant(childComplexity), true
-	case "CheckoutSession.merchantID":
+	case "CheckoutSession.merchantId":
 		if e.ComplexityRoot.CheckoutSession.MerchantID == nil {
 			break
 		}
@@ -1801,7 +1861,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.Status(childComplexity), true
-	case "CheckoutSession.successURL":
+	case "CheckoutSession.successUrl":
 		if e.ComplexityRoot.CheckoutSession.SuccessURL == nil {
 			break
 		}
@@ -1912,7 +1972,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DepositAddress.SessionEndedAt(childComplexity), true
-	case "DepositAddress.sessionID":
+	case "DepositAddress.sessionId":
 		if e.ComplexityRoot.DepositAddress.SessionID == nil {
 			break
 		}
@@ -2104,6 +2164,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Limits.TrustScore(childComplexity), true
 
+	case "ManagedMerchant.id":
+		if e.ComplexityRoot.ManagedMerchant.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.ID(childComplexity), true
+	case "ManagedMerchant.members":
+		if e.ComplexityRoot.ManagedMerchant.Members == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Members(childComplexity), true
+	case "ManagedMerchant.name":
+		if e.ComplexityRoot.ManagedMerchant.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Name(childComplexity), true
+	case "ManagedMerchant.role":
+		if e.ComplexityRoot.ManagedMerchant.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ManagedMerchant.Role(childComplexity), true
+
 	case "Me.apiKeyRotatedAt":
 		if e.ComplexityRoot.Me.APIKeyRotatedAt == nil {
 			break
@@ -2241,7 +2326,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.BrandColor(childComplexity), true
-	case "Merchant.cancelURL":
+	case "Merchant.cancelUrl":
 		if e.ComplexityRoot.Merchant.CancelURL == nil {
 			break
 		}
@@ -2324,7 +2409,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.SettlementType(childComplexity), true
-	case "Merchant.successURL":
+	case "Merchant.successUrl":
 		if e.ComplexityRoot.Merchant.SuccessURL == nil {
 			break
 		}
@@ -2347,7 +2432,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Merchant.WebhookEvents(childComplexity, args["first"].(*int), args["after"].(*entgql.Cursor[uuid.UUID])), true
-	case "Merchant.webhookURL":
+	case "Merchant.webhookUrl":
 		if e.ComplexityRoot.Merchant.WebhookURL == nil {
 			break
 		}
@@ -2482,7 +2567,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MerchantKey.Merchant(childComplexity), true
-	case "MerchantKey.merchantID":
+	case "MerchantKey.merchantId":
 		if e.ComplexityRoot.MerchantKey.MerchantID == nil {
 			break
 		}
@@ -2519,6 +2604,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MerchantPublicKeys.Test(childComplexity), true
+
+	case "MerchantTeamMember.acceptedAt":
+		if e.ComplexityRoot.MerchantTeamMember.AcceptedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.AcceptedAt(childComplexity), true
+	case "MerchantTeamMember.createdAt":
+		if e.ComplexityRoot.MerchantTeamMember.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.CreatedAt(childComplexity), true
+	case "MerchantTeamMember.email":
+		if e.ComplexityRoot.MerchantTeamMember.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.Email(childComplexity), true
+	case "MerchantTeamMember.id":
+		if e.ComplexityRoot.MerchantTeamMember.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.ID(childComplexity), true
+	case "MerchantTeamMember.role":
+		if e.ComplexityRoot.MerchantTeamMember.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MerchantTeamMember.Role(childComplexity), true
 
 	case "Mutation.acceptInvitation":
 		if e.ComplexityRoot.Mutation.AcceptInvitation == nil {
@@ -2691,6 +2807,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.InviteHuman(childComplexity, args["email"].(string)), true
+	case "Mutation.inviteMerchantMember":
+		if e.ComplexityRoot.Mutation.InviteMerchantMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_inviteMerchantMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.InviteMerchantMember(childComplexity, args["merchantId"].(uuid.UUID), args["email"].(string), args["role"].(model.MemberRole)), true
+	case "Mutation.openDashboard":
+		if e.ComplexityRoot.Mutation.OpenDashboard == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_openDashboard_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.OpenDashboard(childComplexity, args["merchantId"].(uuid.UUID), args["mode"].(model.MerchantMode)), true
 	case "Mutation.payCheckout":
 		if e.ComplexityRoot.Mutation.PayCheckout == nil {
 			break
@@ -2730,6 +2868,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RegenerateAPIKey(childComplexity), true
+	case "Mutation.removeMerchantMember":
+		if e.ComplexityRoot.Mutation.RemoveMerchantMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeMerchantMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveMerchantMember(childComplexity, args["merchantId"].(uuid.UUID), args["memberId"].(uuid.UUID)), true
 	case "Mutation.requestPairing":
 		if e.ComplexityRoot.Mutation.RequestPairing == nil {
 			break
@@ -2752,6 +2901,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeSession(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.rollKeys":
+		if e.ComplexityRoot.Mutation.RollKeys == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollKeys_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollKeys(childComplexity, args["mode"].(*model.MerchantMode)), true
 	case "Mutation.rollWebhookSecret":
 		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
 			break
@@ -2774,6 +2934,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Send(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.sendTestWebhook":
+		if e.ComplexityRoot.Mutation.SendTestWebhook == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.SendTestWebhook(childComplexity), true
 	case "Mutation.sendToUser":
 		if e.ComplexityRoot.Mutation.SendToUser == nil {
 			break
@@ -2857,6 +3023,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Withdraw(childComplexity, args["input"].(model.WithdrawInput)), true
+
+	case "OpenedDashboard.expiresAt":
+		if e.ComplexityRoot.OpenedDashboard.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.ExpiresAt(childComplexity), true
+	case "OpenedDashboard.merchantId":
+		if e.ComplexityRoot.OpenedDashboard.MerchantID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.MerchantID(childComplexity), true
+	case "OpenedDashboard.merchantName":
+		if e.ComplexityRoot.OpenedDashboard.MerchantName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.MerchantName(childComplexity), true
+	case "OpenedDashboard.mode":
+		if e.ComplexityRoot.OpenedDashboard.Mode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Mode(childComplexity), true
+	case "OpenedDashboard.role":
+		if e.ComplexityRoot.OpenedDashboard.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Role(childComplexity), true
+	case "OpenedDashboard.token":
+		if e.ComplexityRoot.OpenedDashboard.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.OpenedDashboard.Token(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -3091,13 +3294,13 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.DepositAddress(childComplexity), true
-	case "Payment.depositAddressID":
+	case "Payment.depositAddressId":
 		if e.ComplexityRoot.Payment.DepositAddressID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Payment.DepositAddressID(childComplexity), true
-	case "Payment.externalID":
+	case "Payment.externalId":
 		if e.ComplexityRoot.Payment.ExternalID == nil {
 			break
 		}
@@ -3145,7 +3348,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.Session(childComplexity), true
-	case "Payment.sessionID":
+	case "Payment.sessionId":
 		if e.ComplexityRoot.Payment.SessionID == nil {
 			break
 		}
@@ -3310,6 +3513,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PaymentEdge.Node(childComplexity), true
 
+	case "PaymentVolume.chain":
+		if e.ComplexityRoot.PaymentVolume.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Chain(childComplexity), true
+	case "PaymentVolume.count":
+		if e.ComplexityRoot.PaymentVolume.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Count(childComplexity), true
+	case "PaymentVolume.day":
+		if e.ComplexityRoot.PaymentVolume.Day == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Day(childComplexity), true
+	case "PaymentVolume.status":
+		if e.ComplexityRoot.PaymentVolume.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Status(childComplexity), true
+	case "PaymentVolume.volume":
+		if e.ComplexityRoot.PaymentVolume.Volume == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PaymentVolume.Volume(childComplexity), true
+
 	case "PublicAgent.createdAt":
 		if e.ComplexityRoot.PublicAgent.CreatedAt == nil {
 			break
@@ -3450,6 +3684,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Nodes(childComplexity, args["ids"].([]uuid.UUID)), true
+	case "Query.paymentVolume":
+		if e.ComplexityRoot.Query.PaymentVolume == nil {
+			break
+		}
+
+		args, err := ec.field_Query_paymentVolume_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PaymentVolume(childComplexity, args["from"].(time.Time), args["to"].(time.Time)), true
 	case "Query.payments":
 		if e.ComplexityRoot.Query.Payments == nil {
 			break
@@ -3577,7 +3822,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.Error(childComplexity), true
-	case "Refund.externalID":
+	case "Refund.externalId":
 		if e.ComplexityRoot.Refund.ExternalID == nil {
 			break
 		}
@@ -3601,7 +3846,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.Payment(childComplexity), true
-	case "Refund.paymentID":
+	case "Refund.paymentId":
 		if e.ComplexityRoot.Refund.PaymentID == nil {
 			break
 		}
@@ -3749,6 +3994,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Registration.Wallets(childComplexity), true
+
+	case "RolledKeys.livemode":
+		if e.ComplexityRoot.RolledKeys.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.Livemode(childComplexity), true
+	case "RolledKeys.publicKey":
+		if e.ComplexityRoot.RolledKeys.PublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.PublicKey(childComplexity), true
+	case "RolledKeys.secretKey":
+		if e.ComplexityRoot.RolledKeys.SecretKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.SecretKey(childComplexity), true
+	case "RolledKeys.warning":
+		if e.ComplexityRoot.RolledKeys.Warning == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolledKeys.Warning(childComplexity), true
 
 	case "RolledWebhookSecret.livemode":
 		if e.ComplexityRoot.RolledWebhookSecret.Livemode == nil {
@@ -4290,7 +4560,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.FromAgent(childComplexity), true
-	case "Transfer.fromAgentID":
+	case "Transfer.fromAgentId":
 		if e.ComplexityRoot.Transfer.FromAgentID == nil {
 			break
 		}
@@ -4338,7 +4608,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Transfer.ToAgent(childComplexity), true
-	case "Transfer.toAgentID":
+	case "Transfer.toAgentId":
 		if e.ComplexityRoot.Transfer.ToAgentID == nil {
 			break
 		}
@@ -4628,6 +4898,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.IdentityStatus(childComplexity), true
+	case "Viewer.merchants":
+		if e.ComplexityRoot.Viewer.Merchants == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.Merchants(childComplexity), true
 	case "Viewer.pairings":
 		if e.ComplexityRoot.Viewer.Pairings == nil {
 			break
@@ -4885,7 +5161,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Wallet.Agent(childComplexity), true
-	case "Wallet.agentID":
+	case "Wallet.agentId":
 		if e.ComplexityRoot.Wallet.AgentID == nil {
 			break
 		}
@@ -4965,7 +5241,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookAttempt.Delivery(childComplexity), true
-	case "WebhookAttempt.deliveryID":
+	case "WebhookAttempt.deliveryId":
 		if e.ComplexityRoot.WebhookAttempt.DeliveryID == nil {
 			break
 		}
@@ -5064,7 +5340,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookDelivery.Event(childComplexity), true
-	case "WebhookDelivery.eventID":
+	case "WebhookDelivery.eventId":
 		if e.ComplexityRoot.WebhookDelivery.EventID == nil {
 			break
 		}
@@ -5143,7 +5419,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEvent.Merchant(childComplexity), true
-	case "WebhookEvent.merchantID":
+	case "WebhookEvent.merchantId":
 		if e.ComplexityRoot.WebhookEvent.MerchantID == nil {
 			break
 		}
@@ -5167,7 +5443,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.WebhookEvent.SessionExternalID(childComplexity), true
-	case "WebhookEvent.sessionID":
+	case "WebhookEvent.sessionId":
 		if e.ComplexityRoot.WebhookEvent.SessionID == nil {
 			break
 		}
@@ -5422,7 +5698,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5439,9 +5715,11 @@ var sources = []*ast.Source{
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "cards.graphql", Input: sourceData("cards.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
+	{Name: "dashboard.graphql", Input: sourceData("dashboard.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "humans.graphql", Input: sourceData("humans.graphql"), BuiltIn: false},
 	{Name: "merchantfeed.graphql", Input: sourceData("merchantfeed.graphql"), BuiltIn: false},
+	{Name: "merchantinsights.graphql", Input: sourceData("merchantinsights.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
@@ -5484,8 +5762,8 @@ func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql
 		return ec.fieldContext_Agent_trustScore(ctx, field)
 	case "tier":
 		return ec.fieldContext_Agent_tier(ctx, field)
-	case "primaryWalletID":
-		return ec.fieldContext_Agent_primaryWalletID(ctx, field)
+	case "primaryWalletId":
+		return ec.fieldContext_Agent_primaryWalletId(ctx, field)
 	case "partnerVerified":
 		return ec.fieldContext_Agent_partnerVerified(ctx, field)
 	case "partnerProvider":
@@ -5622,8 +5900,8 @@ func (ec *executionContext) childFields_BooksRecord(ctx context.Context, field g
 		return ec.fieldContext_BooksRecord_id(ctx, field)
 	case "amount":
 		return ec.fieldContext_BooksRecord_amount(ctx, field)
-	case "status":
-		return ec.fieldContext_BooksRecord_status(ctx, field)
+	case "detail":
+		return ec.fieldContext_BooksRecord_detail(ctx, field)
 	case "inFlight":
 		return ec.fieldContext_BooksRecord_inFlight(ctx, field)
 	}
@@ -5714,10 +5992,10 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_CheckoutSession_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_CheckoutSession_merchantID(ctx, field)
-	case "externalID":
-		return ec.fieldContext_CheckoutSession_externalID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_CheckoutSession_merchantId(ctx, field)
+	case "externalId":
+		return ec.fieldContext_CheckoutSession_externalId(ctx, field)
 	case "livemode":
 		return ec.fieldContext_CheckoutSession_livemode(ctx, field)
 	case "amountUsd":
@@ -5726,10 +6004,10 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_currency(ctx, field)
 	case "description":
 		return ec.fieldContext_CheckoutSession_description(ctx, field)
-	case "successURL":
-		return ec.fieldContext_CheckoutSession_successURL(ctx, field)
-	case "cancelURL":
-		return ec.fieldContext_CheckoutSession_cancelURL(ctx, field)
+	case "successUrl":
+		return ec.fieldContext_CheckoutSession_successUrl(ctx, field)
+	case "cancelUrl":
+		return ec.fieldContext_CheckoutSession_cancelUrl(ctx, field)
 	case "metadata":
 		return ec.fieldContext_CheckoutSession_metadata(ctx, field)
 	case "idempotencyKey":
@@ -5794,8 +6072,8 @@ func (ec *executionContext) childFields_DepositAddress(ctx context.Context, fiel
 		return ec.fieldContext_DepositAddress_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_DepositAddress_updatedAt(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_DepositAddress_sessionID(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_DepositAddress_sessionId(ctx, field)
 	case "chain":
 		return ec.fieldContext_DepositAddress_chain(ctx, field)
 	case "chainFamily":
@@ -5902,6 +6180,20 @@ func (ec *executionContext) childFields_Limits(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Limits", field.Name)
 }
 
+func (ec *executionContext) childFields_ManagedMerchant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ManagedMerchant_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ManagedMerchant_name(ctx, field)
+	case "role":
+		return ec.fieldContext_ManagedMerchant_role(ctx, field)
+	case "members":
+		return ec.fieldContext_ManagedMerchant_members(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ManagedMerchant", field.Name)
+}
+
 func (ec *executionContext) childFields_Me(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5958,12 +6250,12 @@ func (ec *executionContext) childFields_Merchant(ctx context.Context, field grap
 		return ec.fieldContext_Merchant_email(ctx, field)
 	case "website":
 		return ec.fieldContext_Merchant_website(ctx, field)
-	case "webhookURL":
-		return ec.fieldContext_Merchant_webhookURL(ctx, field)
-	case "successURL":
-		return ec.fieldContext_Merchant_successURL(ctx, field)
-	case "cancelURL":
-		return ec.fieldContext_Merchant_cancelURL(ctx, field)
+	case "webhookUrl":
+		return ec.fieldContext_Merchant_webhookUrl(ctx, field)
+	case "successUrl":
+		return ec.fieldContext_Merchant_successUrl(ctx, field)
+	case "cancelUrl":
+		return ec.fieldContext_Merchant_cancelUrl(ctx, field)
 	case "settlementType":
 		return ec.fieldContext_Merchant_settlementType(ctx, field)
 	case "settlementAddress":
@@ -6044,8 +6336,8 @@ func (ec *executionContext) childFields_MerchantKey(ctx context.Context, field g
 		return ec.fieldContext_MerchantKey_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_MerchantKey_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_MerchantKey_merchantID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_MerchantKey_merchantId(ctx, field)
 	case "kind":
 		return ec.fieldContext_MerchantKey_kind(ctx, field)
 	case "publicKey":
@@ -6066,6 +6358,40 @@ func (ec *executionContext) childFields_MerchantPublicKeys(ctx context.Context, 
 		return ec.fieldContext_MerchantPublicKeys_test(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MerchantPublicKeys", field.Name)
+}
+
+func (ec *executionContext) childFields_MerchantTeamMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_MerchantTeamMember_id(ctx, field)
+	case "email":
+		return ec.fieldContext_MerchantTeamMember_email(ctx, field)
+	case "role":
+		return ec.fieldContext_MerchantTeamMember_role(ctx, field)
+	case "acceptedAt":
+		return ec.fieldContext_MerchantTeamMember_acceptedAt(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_MerchantTeamMember_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MerchantTeamMember", field.Name)
+}
+
+func (ec *executionContext) childFields_OpenedDashboard(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "token":
+		return ec.fieldContext_OpenedDashboard_token(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_OpenedDashboard_expiresAt(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_OpenedDashboard_merchantId(ctx, field)
+	case "merchantName":
+		return ec.fieldContext_OpenedDashboard_merchantName(ctx, field)
+	case "mode":
+		return ec.fieldContext_OpenedDashboard_mode(ctx, field)
+	case "role":
+		return ec.fieldContext_OpenedDashboard_role(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type OpenedDashboard", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6164,12 +6490,12 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Payment_updatedAt(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_Payment_sessionID(ctx, field)
-	case "depositAddressID":
-		return ec.fieldContext_Payment_depositAddressID(ctx, field)
-	case "externalID":
-		return ec.fieldContext_Payment_externalID(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_Payment_sessionId(ctx, field)
+	case "depositAddressId":
+		return ec.fieldContext_Payment_depositAddressId(ctx, field)
+	case "externalId":
+		return ec.fieldContext_Payment_externalId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Payment_chain(ctx, field)
 	case "token":
@@ -6264,6 +6590,22 @@ func (ec *executionContext) childFields_PaymentEdge(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type PaymentEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_PaymentVolume(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "day":
+		return ec.fieldContext_PaymentVolume_day(ctx, field)
+	case "chain":
+		return ec.fieldContext_PaymentVolume_chain(ctx, field)
+	case "status":
+		return ec.fieldContext_PaymentVolume_status(ctx, field)
+	case "count":
+		return ec.fieldContext_PaymentVolume_count(ctx, field)
+	case "volume":
+		return ec.fieldContext_PaymentVolume_volume(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PaymentVolume", field.Name)
+}
+
 func (ec *executionContext) childFields_PublicAgent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -6294,10 +6636,10 @@ func (ec *executionContext) childFields_Refund(ctx context.Context, field graphq
 		return ec.fieldContext_Refund_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Refund_updatedAt(ctx, field)
-	case "externalID":
-		return ec.fieldContext_Refund_externalID(ctx, field)
-	case "paymentID":
-		return ec.fieldContext_Refund_paymentID(ctx, field)
+	case "externalId":
+		return ec.fieldContext_Refund_externalId(ctx, field)
+	case "paymentId":
+		return ec.fieldContext_Refund_paymentId(ctx, field)
 	case "livemode":
 		return ec.fieldContext_Refund_livemode(ctx, field)
 	case "chain":
@@ -6372,6 +6714,20 @@ func (ec *executionContext) childFields_Registration(ctx context.Context, field 
 		return ec.fieldContext_Registration_endpoints(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Registration", field.Name)
+}
+
+func (ec *executionContext) childFields_RolledKeys(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "publicKey":
+		return ec.fieldContext_RolledKeys_publicKey(ctx, field)
+	case "secretKey":
+		return ec.fieldContext_RolledKeys_secretKey(ctx, field)
+	case "livemode":
+		return ec.fieldContext_RolledKeys_livemode(ctx, field)
+	case "warning":
+		return ec.fieldContext_RolledKeys_warning(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolledKeys", field.Name)
 }
 
 func (ec *executionContext) childFields_RolledWebhookSecret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6576,10 +6932,10 @@ func (ec *executionContext) childFields_Transfer(ctx context.Context, field grap
 		return ec.fieldContext_Transfer_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Transfer_updatedAt(ctx, field)
-	case "fromAgentID":
-		return ec.fieldContext_Transfer_fromAgentID(ctx, field)
-	case "toAgentID":
-		return ec.fieldContext_Transfer_toAgentID(ctx, field)
+	case "fromAgentId":
+		return ec.fieldContext_Transfer_fromAgentId(ctx, field)
+	case "toAgentId":
+		return ec.fieldContext_Transfer_toAgentId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Transfer_chain(ctx, field)
 	case "token":
@@ -6764,6 +7120,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
 	case "cardRequests":
 		return ec.fieldContext_Viewer_cardRequests(ctx, field)
+	case "merchants":
+		return ec.fieldContext_Viewer_merchants(ctx, field)
 	case "spendingPolicies":
 		return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
 	case "spendApprovals":
@@ -6876,8 +7234,8 @@ func (ec *executionContext) childFields_Wallet(ctx context.Context, field graphq
 		return ec.fieldContext_Wallet_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Wallet_updatedAt(ctx, field)
-	case "agentID":
-		return ec.fieldContext_Wallet_agentID(ctx, field)
+	case "agentId":
+		return ec.fieldContext_Wallet_agentId(ctx, field)
 	case "chain":
 		return ec.fieldContext_Wallet_chain(ctx, field)
 	case "address":
@@ -6912,8 +7270,8 @@ func (ec *executionContext) childFields_WebhookAttempt(ctx context.Context, fiel
 		return ec.fieldContext_WebhookAttempt_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookAttempt_updatedAt(ctx, field)
-	case "deliveryID":
-		return ec.fieldContext_WebhookAttempt_deliveryID(ctx, field)
+	case "deliveryId":
+		return ec.fieldContext_WebhookAttempt_deliveryId(ctx, field)
 	case "durationMs":
 		return ec.fieldContext_WebhookAttempt_durationMs(ctx, field)
 	case "at":
@@ -6946,8 +7304,8 @@ func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, fie
 		return ec.fieldContext_WebhookDelivery_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookDelivery_updatedAt(ctx, field)
-	case "eventID":
-		return ec.fieldContext_WebhookDelivery_eventID(ctx, field)
+	case "eventId":
+		return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
 	case "url":
 		return ec.fieldContext_WebhookDelivery_url(ctx, field)
 	case "status":
@@ -6976,10 +7334,10 @@ func (ec *executionContext) childFields_WebhookEvent(ctx context.Context, field 
 		return ec.fieldContext_WebhookEvent_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_WebhookEvent_updatedAt(ctx, field)
-	case "merchantID":
-		return ec.fieldContext_WebhookEvent_merchantID(ctx, field)
-	case "sessionID":
-		return ec.fieldContext_WebhookEvent_sessionID(ctx, field)
+	case "merchantId":
+		return ec.fieldContext_WebhookEvent_merchantId(ctx, field)
+	case "sessionId":
+		return ec.fieldContext_WebhookEvent_sessionId(ctx, field)
 	case "eventType":
 		return ec.fieldContext_WebhookEvent_eventType(ctx, field)
 	case "livemode":
@@ -7610,6 +7968,58 @@ func (ec *executionContext) field_Mutation_inviteHuman_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_inviteMerchantMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "email",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["email"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "role",
+		func(ctx context.Context, v any) (model.MemberRole, error) {
+			return ec.unmarshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["role"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_openDashboard_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
+		func(ctx context.Context, v any) (model.MerchantMode, error) {
+			return ec.unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mode"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_payCheckout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7652,6 +8062,28 @@ func (ec *executionContext) field_Mutation_redeliverWebhook_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_removeMerchantMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "merchantId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["merchantId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "memberId",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["memberId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_requestPairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7685,6 +8117,20 @@ func (ec *executionContext) field_Mutation_revokeSession_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_rollKeys_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
+		func(ctx context.Context, v any) (*model.MerchantMode, error) {
+			return ec.unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mode"] = arg0
 	return args, nil
 }
 
@@ -7925,6 +8371,28 @@ func (ec *executionContext) field_Query_nodes_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["ids"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_paymentVolume_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
 	return args, nil
 }
 
@@ -8573,13 +9041,13 @@ func (ec *executionContext) fieldContext_Agent_tier(_ context.Context, field gra
 	return graphql.NewScalarFieldContext("Agent", field, false, false, "AgentTier")
 }
 
-func (ec *executionContext) _Agent_primaryWalletID(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
+func (ec *executionContext) _Agent_primaryWalletId(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Agent_primaryWalletID(ctx, field)
+			return ec.fieldContext_Agent_primaryWalletId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.PrimaryWalletID, nil
@@ -8592,7 +9060,7 @@ func (ec *executionContext) _Agent_primaryWalletID(ctx context.Context, field gr
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Agent_primaryWalletID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Agent_primaryWalletId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Agent", field, false, false, "ID")
 }
 
@@ -8630,7 +9098,20 @@ func (ec *executionContext) _Agent_partnerProvider(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.PartnerProvider, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -8653,7 +9134,20 @@ func (ec *executionContext) _Agent_partnerSubject(ctx context.Context, field gra
 		func(ctx context.Context) (any, error) {
 			return obj.PartnerSubject, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -9444,15 +9938,15 @@ func (ec *executionContext) _BooksLine_holder(ctx context.Context, field graphql
 			return obj.Holder, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.BooksHolder) graphql.Marshaler {
+			return ec.marshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_BooksLine_holder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "String")
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "BooksHolder")
 }
 
 func (ec *executionContext) _BooksLine_addresses(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
@@ -9623,15 +10117,15 @@ func (ec *executionContext) _BooksRecord_kind(ctx context.Context, field graphql
 			return obj.Kind, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.BooksRecordKind) graphql.Marshaler {
+			return ec.marshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_BooksRecord_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "String")
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "BooksRecordKind")
 }
 
 func (ec *executionContext) _BooksRecord_id(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
@@ -9680,16 +10174,16 @@ func (ec *executionContext) fieldContext_BooksRecord_amount(_ context.Context, f
 	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "BaseUnits")
 }
 
-func (ec *executionContext) _BooksRecord_status(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+func (ec *executionContext) _BooksRecord_detail(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_BooksRecord_status(ctx, field)
+			return ec.fieldContext_BooksRecord_detail(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return obj.Detail, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -9699,7 +10193,7 @@ func (ec *executionContext) _BooksRecord_status(ctx context.Context, field graph
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_BooksRecord_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_BooksRecord_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "String")
 }
 
@@ -10221,15 +10715,15 @@ func (ec *executionContext) _CheckoutPaymentPayload_sessionStatus(ctx context.Co
 			return obj.SessionStatus, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v checkoutsession.Status) graphql.Marshaler {
+			return ec.marshalNCheckoutSessionStatus2agentpayᚋentᚋcheckoutsessionᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutPaymentPayload_sessionStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "CheckoutSessionStatus")
 }
 
 func (ec *executionContext) _CheckoutPaymentPayload_status(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
@@ -10244,15 +10738,15 @@ func (ec *executionContext) _CheckoutPaymentPayload_status(ctx context.Context, 
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.CheckoutPaymentStatus) graphql.Marshaler {
+			return ec.marshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutPaymentPayload_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "CheckoutPaymentStatus")
 }
 
 func (ec *executionContext) _CheckoutPaymentPayload_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
@@ -10531,13 +11025,13 @@ func (ec *executionContext) fieldContext_CheckoutSession_updatedAt(_ context.Con
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "Time")
 }
 
-func (ec *executionContext) _CheckoutSession_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_merchantID(ctx, field)
+			return ec.fieldContext_CheckoutSession_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -10550,17 +11044,17 @@ func (ec *executionContext) _CheckoutSession_merchantID(ctx context.Context, fie
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "ID")
 }
 
-func (ec *executionContext) _CheckoutSession_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_externalID(ctx, field)
+			return ec.fieldContext_CheckoutSession_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -10573,7 +11067,7 @@ func (ec *executionContext) _CheckoutSession_externalID(ctx context.Context, fie
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
@@ -10657,7 +11151,20 @@ func (ec *executionContext) _CheckoutSession_description(ctx context.Context, fi
 		func(ctx context.Context) (any, error) {
 			return obj.Description, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -10669,18 +11176,31 @@ func (ec *executionContext) fieldContext_CheckoutSession_description(_ context.C
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
-func (ec *executionContext) _CheckoutSession_successURL(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_successUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_successURL(ctx, field)
+			return ec.fieldContext_CheckoutSession_successUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SuccessURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -10688,22 +11208,35 @@ func (ec *executionContext) _CheckoutSession_successURL(ctx context.Context, fie
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_successURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_successUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
-func (ec *executionContext) _CheckoutSession_cancelURL(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+func (ec *executionContext) _CheckoutSession_cancelUrl(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_CheckoutSession_cancelURL(ctx, field)
+			return ec.fieldContext_CheckoutSession_cancelUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.CancelURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -10711,7 +11244,7 @@ func (ec *executionContext) _CheckoutSession_cancelURL(ctx context.Context, fiel
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_CheckoutSession_cancelURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_CheckoutSession_cancelUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, false, false, "String")
 }
 
@@ -10795,7 +11328,20 @@ func (ec *executionContext) _CheckoutSession_chain(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.Chain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -10818,7 +11364,20 @@ func (ec *executionContext) _CheckoutSession_token(ctx context.Context, field gr
 		func(ctx context.Context) (any, error) {
 			return obj.Token, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -11319,13 +11878,13 @@ func (ec *executionContext) fieldContext_DepositAddress_updatedAt(_ context.Cont
 	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "Time")
 }
 
-func (ec *executionContext) _DepositAddress_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
+func (ec *executionContext) _DepositAddress_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.DepositAddress) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_DepositAddress_sessionID(ctx, field)
+			return ec.fieldContext_DepositAddress_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -11338,7 +11897,7 @@ func (ec *executionContext) _DepositAddress_sessionID(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_DepositAddress_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_DepositAddress_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("DepositAddress", field, false, false, "ID")
 }
 
@@ -11468,7 +12027,20 @@ func (ec *executionContext) _DepositAddress_sweepTxHash(ctx context.Context, fie
 		func(ctx context.Context) (any, error) {
 			return obj.SweepTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12206,6 +12778,107 @@ func (ec *executionContext) fieldContext_Limits_cardPurchases(_ context.Context,
 	return graphql.NewScalarFieldContext("Limits", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _ManagedMerchant_id(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ManagedMerchant_name(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "String")
+}
+
+func (ec *executionContext) _ManagedMerchant_role(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ManagedMerchant", field, false, false, "MemberRole")
+}
+
+func (ec *executionContext) _ManagedMerchant_members(ctx context.Context, field graphql.CollectedField, obj *model.ManagedMerchant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ManagedMerchant_members(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ManagedMerchant().Members(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MerchantTeamMember) graphql.Marshaler {
+			return ec.marshalNMerchantTeamMember2ᚕᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMemberᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ManagedMerchant_members(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ManagedMerchant",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantTeamMember(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Me_id(ctx context.Context, field graphql.CollectedField, obj *model.Me) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12860,7 +13533,20 @@ func (ec *executionContext) _Merchant_website(ctx context.Context, field graphql
 		func(ctx context.Context) (any, error) {
 			return obj.Website, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12872,18 +13558,31 @@ func (ec *executionContext) fieldContext_Merchant_website(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
-func (ec *executionContext) _Merchant_webhookURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_webhookUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_webhookURL(ctx, field)
+			return ec.fieldContext_Merchant_webhookUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return ec.Resolvers.Merchant().WebhookURL(ctx, obj)
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal *string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
 			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
@@ -12891,22 +13590,35 @@ func (ec *executionContext) _Merchant_webhookURL(ctx context.Context, field grap
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_webhookURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_webhookUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, true, true, "String")
 }
 
-func (ec *executionContext) _Merchant_successURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_successUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_successURL(ctx, field)
+			return ec.fieldContext_Merchant_successUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SuccessURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12914,22 +13626,35 @@ func (ec *executionContext) _Merchant_successURL(ctx context.Context, field grap
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_successURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_successUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
-func (ec *executionContext) _Merchant_cancelURL(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
+func (ec *executionContext) _Merchant_cancelUrl(ctx context.Context, field graphql.CollectedField, obj *ent.Merchant) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Merchant_cancelURL(ctx, field)
+			return ec.fieldContext_Merchant_cancelUrl(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.CancelURL, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12937,7 +13662,7 @@ func (ec *executionContext) _Merchant_cancelURL(ctx context.Context, field graph
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Merchant_cancelURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Merchant_cancelUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Merchant", field, false, false, "String")
 }
 
@@ -12975,7 +13700,20 @@ func (ec *executionContext) _Merchant_settlementAddress(ctx context.Context, fie
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementAddress, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -12998,7 +13736,20 @@ func (ec *executionContext) _Merchant_settlementChain(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementChain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -13044,7 +13795,20 @@ func (ec *executionContext) _Merchant_brandColor(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.BrandColor, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -13732,13 +14496,13 @@ func (ec *executionContext) fieldContext_MerchantKey_updatedAt(_ context.Context
 	return graphql.NewScalarFieldContext("MerchantKey", field, false, false, "Time")
 }
 
-func (ec *executionContext) _MerchantKey_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.MerchantKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _MerchantKey_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.MerchantKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_MerchantKey_merchantID(ctx, field)
+			return ec.fieldContext_MerchantKey_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -13751,7 +14515,7 @@ func (ec *executionContext) _MerchantKey_merchantID(ctx context.Context, field g
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_MerchantKey_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_MerchantKey_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MerchantKey", field, false, false, "ID")
 }
 
@@ -13900,6 +14664,121 @@ func (ec *executionContext) _MerchantPublicKeys_test(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_MerchantPublicKeys_test(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MerchantPublicKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantTeamMember_id(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MerchantTeamMember_email(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _MerchantTeamMember_role(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "MemberRole")
+}
+
+func (ec *executionContext) _MerchantTeamMember_acceptedAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_acceptedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcceptedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_acceptedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MerchantTeamMember_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.MerchantTeamMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MerchantTeamMember_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MerchantTeamMember_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MerchantTeamMember", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Mutation_quickRegister(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -14242,6 +15121,138 @@ func (ec *executionContext) fieldContext_Mutation_denyCardRequest(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_openDashboard(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_openDashboard(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().OpenDashboard(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["mode"].(model.MerchantMode))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.OpenedDashboard) graphql.Marshaler {
+			return ec.marshalNOpenedDashboard2ᚖagentpayᚋgraphᚋmodelᚐOpenedDashboard(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_openDashboard(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_OpenedDashboard(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_openDashboard_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_inviteMerchantMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_inviteMerchantMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().InviteMerchantMember(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["email"].(string), fc.Args["role"].(model.MemberRole))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MerchantTeamMember) graphql.Marshaler {
+			return ec.marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_inviteMerchantMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MerchantTeamMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_inviteMerchantMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeMerchantMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeMerchantMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveMerchantMember(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["memberId"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeMerchantMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeMerchantMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_inviteHuman(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14578,6 +15589,82 @@ func (ec *executionContext) fieldContext_Mutation_startIdentityVerification(_ co
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_IdentityVerificationStart(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_sendTestWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendTestWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().SendTestWebhook(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.WebhookEvent) graphql.Marshaler {
+			return ec.marshalNWebhookEvent2ᚖagentpayᚋentᚐWebhookEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendTestWebhook(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rollKeys(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollKeys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RollKeys(ctx, fc.Args["mode"].(*model.MerchantMode))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolledKeys) graphql.Marshaler {
+			return ec.marshalNRolledKeys2ᚖagentpayᚋgraphᚋmodelᚐRolledKeys(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollKeys(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolledKeys(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rollKeys_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -15274,6 +16361,144 @@ func (ec *executionContext) fieldContext_Mutation_revokeSession(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _OpenedDashboard_token(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "String")
+}
+
+func (ec *executionContext) _OpenedDashboard_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "Time")
+}
+
+func (ec *executionContext) _OpenedDashboard_merchantId(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_merchantId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "ID")
+}
+
+func (ec *executionContext) _OpenedDashboard_merchantName(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_merchantName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_merchantName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "String")
+}
+
+func (ec *executionContext) _OpenedDashboard_mode(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_mode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
+			return ec.marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "MerchantMode")
+}
+
+func (ec *executionContext) _OpenedDashboard_role(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_OpenedDashboard_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+			return ec.marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_OpenedDashboard_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "MemberRole")
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *entgql.PageInfo[uuid.UUID]) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15470,15 +16695,15 @@ func (ec *executionContext) _Pairing_status(ctx context.Context, field graphql.C
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+			return ec.marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Pairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Pairing", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Pairing", field, false, false, "PairingStatus")
 }
 
 func (ec *executionContext) _Pairing_kycVerified(ctx context.Context, field graphql.CollectedField, obj *model.Pairing) (ret graphql.Marshaler) {
@@ -16010,13 +17235,13 @@ func (ec *executionContext) fieldContext_Payment_updatedAt(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Payment_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_sessionID(ctx, field)
+			return ec.fieldContext_Payment_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -16029,17 +17254,17 @@ func (ec *executionContext) _Payment_sessionID(ctx context.Context, field graphq
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Payment_depositAddressID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_depositAddressId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_depositAddressID(ctx, field)
+			return ec.fieldContext_Payment_depositAddressId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.DepositAddressID, nil
@@ -16052,17 +17277,17 @@ func (ec *executionContext) _Payment_depositAddressID(ctx context.Context, field
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_depositAddressID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_depositAddressId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Payment_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+func (ec *executionContext) _Payment_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Payment_externalID(ctx, field)
+			return ec.fieldContext_Payment_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -16075,7 +17300,7 @@ func (ec *executionContext) _Payment_externalID(ctx context.Context, field graph
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Payment_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Payment_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
 }
 
@@ -16297,7 +17522,20 @@ func (ec *executionContext) _Payment_blockHash(ctx context.Context, field graphq
 		func(ctx context.Context) (any, error) {
 			return obj.BlockHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16435,7 +17673,20 @@ func (ec *executionContext) _Payment_settlementTxHash(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16458,7 +17709,20 @@ func (ec *executionContext) _Payment_settlementReference(ctx context.Context, fi
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementReference, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16527,7 +17791,20 @@ func (ec *executionContext) _Payment_settlementFxRate(ctx context.Context, field
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFxRate, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16550,7 +17827,20 @@ func (ec *executionContext) _Payment_settlementFiatAmount(ctx context.Context, f
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFiatAmount, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16573,7 +17863,20 @@ func (ec *executionContext) _Payment_settlementFiatCurrency(ctx context.Context,
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementFiatCurrency, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16596,7 +17899,20 @@ func (ec *executionContext) _Payment_settlementChain(ctx context.Context, field 
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementChain, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16619,7 +17935,20 @@ func (ec *executionContext) _Payment_settlementAddress(ctx context.Context, fiel
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementAddress, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16642,7 +17971,20 @@ func (ec *executionContext) _Payment_settlementError(ctx context.Context, field 
 		func(ctx context.Context) (any, error) {
 			return obj.SettlementError, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -16688,7 +18030,20 @@ func (ec *executionContext) _Payment_sweepTxHash(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.SweepTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -17028,6 +18383,121 @@ func (ec *executionContext) _PaymentEdge_cursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PaymentEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PaymentEdge", field, false, false, "Cursor")
+}
+
+func (ec *executionContext) _PaymentVolume_day(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_day(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Day, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_day(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "String")
+}
+
+func (ec *executionContext) _PaymentVolume_chain(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "String")
+}
+
+func (ec *executionContext) _PaymentVolume_status(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v payment.Status) graphql.Marshaler {
+			return ec.marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "PaymentStatus")
+}
+
+func (ec *executionContext) _PaymentVolume_count(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PaymentVolume_volume(ctx context.Context, field graphql.CollectedField, obj *model.PaymentVolume) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PaymentVolume_volume(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Volume, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PaymentVolume_volume(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PaymentVolume", field, false, false, "Decimal")
 }
 
 func (ec *executionContext) _PublicAgent_id(ctx context.Context, field graphql.CollectedField, obj *model.PublicAgent) (ret graphql.Marshaler) {
@@ -17670,6 +19140,50 @@ func (ec *executionContext) fieldContext_Query_viewer(_ context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_paymentVolume(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_paymentVolume(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PaymentVolume(ctx, fc.Args["from"].(time.Time), fc.Args["to"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PaymentVolume) graphql.Marshaler {
+			return ec.marshalNPaymentVolume2ᚕᚖagentpayᚋgraphᚋmodelᚐPaymentVolumeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_paymentVolume(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PaymentVolume(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_paymentVolume_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_merchant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18111,13 +19625,13 @@ func (ec *executionContext) fieldContext_Refund_updatedAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Refund_externalID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+func (ec *executionContext) _Refund_externalId(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Refund_externalID(ctx, field)
+			return ec.fieldContext_Refund_externalId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ExternalID, nil
@@ -18130,17 +19644,17 @@ func (ec *executionContext) _Refund_externalID(ctx context.Context, field graphq
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Refund_externalID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Refund_externalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "String")
 }
 
-func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+func (ec *executionContext) _Refund_paymentId(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Refund_paymentID(ctx, field)
+			return ec.fieldContext_Refund_paymentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.PaymentID, nil
@@ -18153,7 +19667,7 @@ func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Refund_paymentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Refund_paymentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
 }
 
@@ -18306,7 +19820,20 @@ func (ec *executionContext) _Refund_reason(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.Reason, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -18352,7 +19879,20 @@ func (ec *executionContext) _Refund_txHash(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.TxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -18375,7 +19915,20 @@ func (ec *executionContext) _Refund_error(ctx context.Context, field graphql.Col
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -18908,6 +20461,98 @@ func (ec *executionContext) fieldContext_Registration_endpoints(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RolledKeys_publicKey(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_publicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_publicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _RolledKeys_secretKey(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_secretKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_secretKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
+}
+
+func (ec *executionContext) _RolledKeys_livemode(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RolledKeys_warning(ctx context.Context, field graphql.CollectedField, obj *model.RolledKeys) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolledKeys_warning(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warning, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolledKeys_warning(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolledKeys", field, false, false, "String")
 }
 
 func (ec *executionContext) _RolledWebhookSecret_webhookSecret(ctx context.Context, field graphql.CollectedField, obj *model.RolledWebhookSecret) (ret graphql.Marshaler) {
@@ -19746,14 +21391,14 @@ func (ec *executionContext) _SpendApproval_operation(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
+			return ec.marshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "SpendApprovalOperation")
 }
 
 func (ec *executionContext) _SpendApproval_status(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -19769,14 +21414,14 @@ func (ec *executionContext) _SpendApproval_status(ctx context.Context, field gra
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-			return ec.marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
+			return ec.marshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_SpendApproval_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
+	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "SpendApprovalStatus")
 }
 
 func (ec *executionContext) _SpendApproval_amountUsd(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
@@ -19951,7 +21596,20 @@ func (ec *executionContext) _SpendApproval_error(ctx context.Context, field grap
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -20767,13 +22425,13 @@ func (ec *executionContext) fieldContext_Transfer_updatedAt(_ context.Context, f
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Transfer_fromAgentID(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+func (ec *executionContext) _Transfer_fromAgentId(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Transfer_fromAgentID(ctx, field)
+			return ec.fieldContext_Transfer_fromAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.FromAgentID, nil
@@ -20786,17 +22444,17 @@ func (ec *executionContext) _Transfer_fromAgentID(ctx context.Context, field gra
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Transfer_fromAgentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Transfer_fromAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Transfer_toAgentID(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
+func (ec *executionContext) _Transfer_toAgentId(ctx context.Context, field graphql.CollectedField, obj *ent.Transfer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Transfer_toAgentID(ctx, field)
+			return ec.fieldContext_Transfer_toAgentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.ToAgentID, nil
@@ -20809,7 +22467,7 @@ func (ec *executionContext) _Transfer_toAgentID(ctx context.Context, field graph
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Transfer_toAgentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Transfer_toAgentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Transfer", field, false, false, "ID")
 }
 
@@ -20985,7 +22643,20 @@ func (ec *executionContext) _Transfer_txHash(ctx context.Context, field graphql.
 		func(ctx context.Context) (any, error) {
 			return obj.TxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -21031,7 +22702,20 @@ func (ec *executionContext) _Transfer_feeTxHash(ctx context.Context, field graph
 		func(ctx context.Context) (any, error) {
 			return obj.FeeTxHash, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -21054,7 +22738,20 @@ func (ec *executionContext) _Transfer_memo(ctx context.Context, field graphql.Co
 		func(ctx context.Context) (any, error) {
 			return obj.Memo, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -21077,7 +22774,20 @@ func (ec *executionContext) _Transfer_error(ctx context.Context, field graphql.C
 		func(ctx context.Context) (any, error) {
 			return obj.Error, nil
 		},
-		nil,
+		func(ctx context.Context, next graphql.Resolver) graphql.Resolver {
+			directive0 := next
+
+			directive1 := func(ctx context.Context) (any, error) {
+				if ec.Directives.EmptyIsNull == nil {
+					var zeroVal string
+					return zeroVal, errors.New("directive emptyIsNull is not implemented")
+				}
+				return ec.Directives.EmptyIsNull(ctx, obj, directive0)
+			}
+
+			next = directive1
+			return next
+		},
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
 			return ec.marshalOString2string(ctx, selections, v)
 		},
@@ -21785,15 +23495,15 @@ func (ec *executionContext) _TreasuryWallet_status(ctx context.Context, field gr
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.TreasuryWalletStatus) graphql.Marshaler {
+			return ec.marshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_TreasuryWallet_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "String")
+	return graphql.NewScalarFieldContext("TreasuryWallet", field, false, false, "TreasuryWalletStatus")
 }
 
 func (ec *executionContext) _TreasuryWallet_gas(ctx context.Context, field graphql.CollectedField, obj *model.TreasuryWallet) (ret graphql.Marshaler) {
@@ -22231,15 +23941,15 @@ func (ec *executionContext) _Viewer_identityStatus(ctx context.Context, field gr
 			return obj.IdentityStatus, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v user.IdentityStatus) graphql.Marshaler {
+			return ec.marshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Viewer_identityStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Viewer", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Viewer", field, false, false, "UserIdentityStatus")
 }
 
 func (ec *executionContext) _Viewer_wallets(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
@@ -22453,6 +24163,38 @@ func (ec *executionContext) fieldContext_Viewer_cardRequests(_ context.Context, 
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ViewerCardRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_merchants(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_merchants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().Merchants(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ManagedMerchant) graphql.Marshaler {
+			return ec.marshalNManagedMerchant2ᚕᚖagentpayᚋgraphᚋmodelᚐManagedMerchantᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_merchants(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ManagedMerchant(ctx, field)
 		},
 	}
 	return fc, nil
@@ -22722,15 +24464,15 @@ func (ec *executionContext) _ViewerCardRequest_status(ctx context.Context, field
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v cardrequest.Status) graphql.Marshaler {
+			return ec.marshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_ViewerCardRequest_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "CardRequestStatus")
 }
 
 func (ec *executionContext) _ViewerCardRequest_amountUsd(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
@@ -23044,15 +24786,15 @@ func (ec *executionContext) _ViewerPairing_status(ctx context.Context, field gra
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+			return ec.marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_ViewerPairing_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "String")
+	return graphql.NewScalarFieldContext("ViewerPairing", field, false, false, "PairingStatus")
 }
 
 func (ec *executionContext) _ViewerPairing_message(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
@@ -23377,13 +25119,13 @@ func (ec *executionContext) fieldContext_Wallet_updatedAt(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Wallet", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Wallet_agentID(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
+func (ec *executionContext) _Wallet_agentId(ctx context.Context, field graphql.CollectedField, obj *ent.Wallet) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Wallet_agentID(ctx, field)
+			return ec.fieldContext_Wallet_agentId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.AgentID, nil
@@ -23396,7 +25138,7 @@ func (ec *executionContext) _Wallet_agentID(ctx context.Context, field graphql.C
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_Wallet_agentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Wallet_agentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Wallet", field, false, false, "ID")
 }
 
@@ -23662,13 +25404,13 @@ func (ec *executionContext) fieldContext_WebhookAttempt_updatedAt(_ context.Cont
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookAttempt_deliveryID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookAttempt_deliveryId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookAttempt) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookAttempt_deliveryID(ctx, field)
+			return ec.fieldContext_WebhookAttempt_deliveryId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.DeliveryID, nil
@@ -23681,7 +25423,7 @@ func (ec *executionContext) _WebhookAttempt_deliveryID(ctx context.Context, fiel
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookAttempt_deliveryID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookAttempt_deliveryId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookAttempt", field, false, false, "ID")
 }
 
@@ -24020,13 +25762,13 @@ func (ec *executionContext) fieldContext_WebhookDelivery_updatedAt(_ context.Con
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookDelivery_eventID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookDelivery) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookDelivery_eventId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookDelivery) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookDelivery_eventID(ctx, field)
+			return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.EventID, nil
@@ -24039,7 +25781,7 @@ func (ec *executionContext) _WebhookDelivery_eventID(ctx context.Context, field 
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookDelivery_eventID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookDelivery_eventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookDelivery", field, false, false, "ID")
 }
 
@@ -24314,13 +26056,13 @@ func (ec *executionContext) fieldContext_WebhookEvent_updatedAt(_ context.Contex
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WebhookEvent_merchantID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookEvent_merchantId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEvent_merchantID(ctx, field)
+			return ec.fieldContext_WebhookEvent_merchantId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.MerchantID, nil
@@ -24333,17 +26075,17 @@ func (ec *executionContext) _WebhookEvent_merchantID(ctx context.Context, field 
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookEvent_merchantID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookEvent_merchantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "ID")
 }
 
-func (ec *executionContext) _WebhookEvent_sessionID(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
+func (ec *executionContext) _WebhookEvent_sessionId(ctx context.Context, field graphql.CollectedField, obj *ent.WebhookEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_WebhookEvent_sessionID(ctx, field)
+			return ec.fieldContext_WebhookEvent_sessionId(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			return obj.SessionID, nil
@@ -24356,7 +26098,7 @@ func (ec *executionContext) _WebhookEvent_sessionID(ctx context.Context, field g
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_WebhookEvent_sessionID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_WebhookEvent_sessionId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WebhookEvent", field, false, false, "ID")
 }
 
@@ -24886,15 +26628,15 @@ func (ec *executionContext) _Withdrawal_status(ctx context.Context, field graphq
 			return obj.Status, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.WithdrawalStatus) graphql.Marshaler {
+			return ec.marshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Withdrawal_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "WithdrawalStatus")
 }
 
 func (ec *executionContext) _Withdrawal_message(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
@@ -26842,7 +28584,7 @@ func (ec *executionContext) unmarshalInputSessionFilter(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"status", "createdFrom", "createdTo"}
+	fieldsInOrder := [...]string{"status", "createdFrom", "createdTo", "search"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -26870,6 +28612,13 @@ func (ec *executionContext) unmarshalInputSessionFilter(ctx context.Context, obj
 				return it, err
 			}
 			it.CreatedTo = data
+		case "search":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("search"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Search = data
 		}
 	}
 	return it, nil
@@ -27696,8 +29445,8 @@ func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "primaryWalletID":
-			out.Values[i] = ec._Agent_primaryWalletID(ctx, field, obj)
+		case "primaryWalletId":
+			out.Values[i] = ec._Agent_primaryWalletId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -28147,8 +29896,8 @@ func (ec *executionContext) _BooksRecord(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
-		case "status":
-			out.Values[i] = ec._BooksRecord_status(ctx, field, obj)
+		case "detail":
+			out.Values[i] = ec._BooksRecord_detail(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -28500,13 +30249,13 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._CheckoutSession_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._CheckoutSession_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._CheckoutSession_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._CheckoutSession_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -28530,13 +30279,13 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "successURL":
-			out.Values[i] = ec._CheckoutSession_successURL(ctx, field, obj)
+		case "successUrl":
+			out.Values[i] = ec._CheckoutSession_successUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "cancelURL":
-			out.Values[i] = ec._CheckoutSession_cancelURL(ctx, field, obj)
+		case "cancelUrl":
+			out.Values[i] = ec._CheckoutSession_cancelUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -28745,8 +30494,8 @@ func (ec *executionContext) _DepositAddress(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._DepositAddress_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._DepositAddress_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -29089,6 +30838,55 @@ func (ec *executionContext) _Limits(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var managedMerchantImplementors = []string{"ManagedMerchant"}
+
+func (ec *executionContext) _ManagedMerchant(ctx context.Context, sel ast.SelectionSet, obj *model.ManagedMerchant) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, managedMerchantImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ManagedMerchant")
+		case "id":
+			out.Values[i] = ec._ManagedMerchant_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._ManagedMerchant_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "role":
+			out.Values[i] = ec._ManagedMerchant_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "members":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ManagedMerchant_members(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var meImplementors = []string{"Me"}
 
 func (ec *executionContext) _Me(ctx context.Context, sel ast.SelectionSet, obj *model.Me) graphql.Marshaler {
@@ -29253,19 +31051,19 @@ func (ec *executionContext) _Merchant(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "webhookURL":
+		case "webhookUrl":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
-					return ec._Merchant_webhookURL(ctx, field, obj)
+					return ec._Merchant_webhookUrl(ctx, field, obj)
 				})
-		case "successURL":
-			out.Values[i] = ec._Merchant_successURL(ctx, field, obj)
+		case "successUrl":
+			out.Values[i] = ec._Merchant_successUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "cancelURL":
-			out.Values[i] = ec._Merchant_cancelURL(ctx, field, obj)
+		case "cancelUrl":
+			out.Values[i] = ec._Merchant_cancelUrl(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -29513,8 +31311,8 @@ func (ec *executionContext) _MerchantKey(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._MerchantKey_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._MerchantKey_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -29574,6 +31372,59 @@ func (ec *executionContext) _MerchantPublicKeys(ctx context.Context, sel ast.Sel
 			}
 		case "test":
 			out.Values[i] = ec._MerchantPublicKeys_test(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var merchantTeamMemberImplementors = []string{"MerchantTeamMember"}
+
+func (ec *executionContext) _MerchantTeamMember(ctx context.Context, sel ast.SelectionSet, obj *model.MerchantTeamMember) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, merchantTeamMemberImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MerchantTeamMember")
+		case "id":
+			out.Values[i] = ec._MerchantTeamMember_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "email":
+			out.Values[i] = ec._MerchantTeamMember_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._MerchantTeamMember_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acceptedAt":
+			out.Values[i] = ec._MerchantTeamMember_acceptedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._MerchantTeamMember_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -29669,6 +31520,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "openDashboard":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_openDashboard(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inviteMerchantMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_inviteMerchantMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeMerchantMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeMerchantMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "inviteHuman":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_inviteHuman(ctx, field)
@@ -29721,6 +31593,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "startIdentityVerification":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startIdentityVerification(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sendTestWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendTestWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rollKeys":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollKeys(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -29834,6 +31720,64 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeSession(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var openedDashboardImplementors = []string{"OpenedDashboard"}
+
+func (ec *executionContext) _OpenedDashboard(ctx context.Context, sel ast.SelectionSet, obj *model.OpenedDashboard) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, openedDashboardImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("OpenedDashboard")
+		case "token":
+			out.Values[i] = ec._OpenedDashboard_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._OpenedDashboard_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantId":
+			out.Values[i] = ec._OpenedDashboard_merchantId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantName":
+			out.Values[i] = ec._OpenedDashboard_merchantName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mode":
+			out.Values[i] = ec._OpenedDashboard_mode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "role":
+			out.Values[i] = ec._OpenedDashboard_role(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -30165,18 +32109,18 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._Payment_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._Payment_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "depositAddressID":
-			out.Values[i] = ec._Payment_depositAddressID(ctx, field, obj)
+		case "depositAddressId":
+			out.Values[i] = ec._Payment_depositAddressId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._Payment_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._Payment_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -30452,6 +32396,59 @@ func (ec *executionContext) _PaymentEdge(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var paymentVolumeImplementors = []string{"PaymentVolume"}
+
+func (ec *executionContext) _PaymentVolume(ctx context.Context, sel ast.SelectionSet, obj *model.PaymentVolume) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, paymentVolumeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PaymentVolume")
+		case "day":
+			out.Values[i] = ec._PaymentVolume_day(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._PaymentVolume_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._PaymentVolume_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._PaymentVolume_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "volume":
+			out.Values[i] = ec._PaymentVolume_volume(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var publicAgentImplementors = []string{"PublicAgent"}
 
 func (ec *executionContext) _PublicAgent(ctx context.Context, sel ast.SelectionSet, obj *model.PublicAgent) graphql.Marshaler {
@@ -30611,6 +32608,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_viewer(ctx, field)
 				})
+		case "paymentVolume":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_paymentVolume(ctx, field)
+				})
 		case "merchant":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -30710,13 +32713,13 @@ func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "externalID":
-			out.Values[i] = ec._Refund_externalID(ctx, field, obj)
+		case "externalId":
+			out.Values[i] = ec._Refund_externalId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "paymentID":
-			out.Values[i] = ec._Refund_paymentID(ctx, field, obj)
+		case "paymentId":
+			out.Values[i] = ec._Refund_paymentId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -30980,6 +32983,54 @@ func (ec *executionContext) _Registration(ctx context.Context, sel ast.Selection
 			}
 		case "endpoints":
 			out.Values[i] = ec._Registration_endpoints(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rolledKeysImplementors = []string{"RolledKeys"}
+
+func (ec *executionContext) _RolledKeys(ctx context.Context, sel ast.SelectionSet, obj *model.RolledKeys) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolledKeysImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolledKeys")
+		case "publicKey":
+			out.Values[i] = ec._RolledKeys_publicKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secretKey":
+			out.Values[i] = ec._RolledKeys_secretKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "livemode":
+			out.Values[i] = ec._RolledKeys_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "warning":
+			out.Values[i] = ec._RolledKeys_warning(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -31677,13 +33728,13 @@ func (ec *executionContext) _Transfer(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "fromAgentID":
-			out.Values[i] = ec._Transfer_fromAgentID(ctx, field, obj)
+		case "fromAgentId":
+			out.Values[i] = ec._Transfer_fromAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "toAgentID":
-			out.Values[i] = ec._Transfer_toAgentID(ctx, field, obj)
+		case "toAgentId":
+			out.Values[i] = ec._Transfer_toAgentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -32274,6 +34325,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_cardRequests(ctx, field, obj)
 				})
+		case "merchants":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_merchants(ctx, field, obj)
+				})
 		case "spendingPolicies":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -32636,8 +34693,8 @@ func (ec *executionContext) _Wallet(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "agentID":
-			out.Values[i] = ec._Wallet_agentID(ctx, field, obj)
+		case "agentId":
+			out.Values[i] = ec._Wallet_agentId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -32754,8 +34811,8 @@ func (ec *executionContext) _WebhookAttempt(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "deliveryID":
-			out.Values[i] = ec._WebhookAttempt_deliveryID(ctx, field, obj)
+		case "deliveryId":
+			out.Values[i] = ec._WebhookAttempt_deliveryId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -32911,8 +34968,8 @@ func (ec *executionContext) _WebhookDelivery(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "eventID":
-			out.Values[i] = ec._WebhookDelivery_eventID(ctx, field, obj)
+		case "eventId":
+			out.Values[i] = ec._WebhookDelivery_eventId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -33001,13 +35058,13 @@ func (ec *executionContext) _WebhookEvent(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "merchantID":
-			out.Values[i] = ec._WebhookEvent_merchantID(ctx, field, obj)
+		case "merchantId":
+			out.Values[i] = ec._WebhookEvent_merchantId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
-		case "sessionID":
-			out.Values[i] = ec._WebhookEvent_sessionID(ctx, field, obj)
+		case "sessionId":
+			out.Values[i] = ec._WebhookEvent_sessionId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -33759,6 +35816,16 @@ func (ec *executionContext) marshalNBooksDifference2ᚖagentpayᚋgraphᚋmodel�
 	return ec._BooksDifference(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx context.Context, v any) (model.BooksHolder, error) {
+	var res model.BooksHolder
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx context.Context, sel ast.SelectionSet, v model.BooksHolder) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNBooksLine2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksLineᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.BooksLine) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -33807,6 +35874,16 @@ func (ec *executionContext) marshalNBooksRecord2ᚖagentpayᚋgraphᚋmodelᚐBo
 	return ec._BooksRecord(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx context.Context, v any) (model.BooksRecordKind, error) {
+	var res model.BooksRecordKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx context.Context, sel ast.SelectionSet, v model.BooksRecordKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -33827,6 +35904,16 @@ func (ec *executionContext) marshalNCardApproval2ᚖagentpayᚋgraphᚋmodelᚐC
 		return graphql.Null
 	}
 	return ec._CardApproval(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx context.Context, v any) (cardrequest.Status, error) {
+	var res cardrequest.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCardRequestStatus2agentpayᚋentᚋcardrequestᚐStatus(ctx context.Context, sel ast.SelectionSet, v cardrequest.Status) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNChain2ᚕᚖagentpayᚋgraphᚋmodelᚐChainᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Chain) graphql.Marshaler {
@@ -33907,6 +35994,16 @@ func (ec *executionContext) marshalNCheckoutPaymentPayload2ᚖagentpayᚋgraph�
 		return graphql.Null
 	}
 	return ec._CheckoutPaymentPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx context.Context, v any) (model.CheckoutPaymentStatus, error) {
+	var res model.CheckoutPaymentStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCheckoutPaymentStatus2agentpayᚋgraphᚋmodelᚐCheckoutPaymentStatus(ctx context.Context, sel ast.SelectionSet, v model.CheckoutPaymentStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNCheckoutSession2ᚖagentpayᚋentᚐCheckoutSession(ctx context.Context, sel ast.SelectionSet, v *ent.CheckoutSession) graphql.Marshaler {
@@ -34175,6 +36272,30 @@ func (ec *executionContext) marshalNLimits2ᚖagentpayᚋgraphᚋmodelᚐLimits(
 	return ec._Limits(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNManagedMerchant2ᚕᚖagentpayᚋgraphᚋmodelᚐManagedMerchantᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ManagedMerchant) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNManagedMerchant2ᚖagentpayᚋgraphᚋmodelᚐManagedMerchant(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNManagedMerchant2ᚖagentpayᚋgraphᚋmodelᚐManagedMerchant(ctx context.Context, sel ast.SelectionSet, v *model.ManagedMerchant) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ManagedMerchant!")
+		return graphql.Null
+	}
+	return ec._ManagedMerchant(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNMap2map(ctx context.Context, v any) (map[string]any, error) {
 	res, err := graphql.UnmarshalMap(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -34199,6 +36320,16 @@ func (ec *executionContext) marshalNMe2ᚖagentpayᚋgraphᚋmodelᚐMe(ctx cont
 		return graphql.Null
 	}
 	return ec._Me(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx context.Context, v any) (model.MemberRole, error) {
+	var res model.MemberRole
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMemberRole2agentpayᚋgraphᚋmodelᚐMemberRole(ctx context.Context, sel ast.SelectionSet, v model.MemberRole) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNMerchant2ᚖagentpayᚋentᚐMerchant(ctx context.Context, sel ast.SelectionSet, v *ent.Merchant) graphql.Marshaler {
@@ -34259,6 +36390,16 @@ func (ec *executionContext) marshalNMerchantKeyOrderField2ᚖagentpayᚋentᚐMe
 	return v
 }
 
+func (ec *executionContext) unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (model.MerchantMode, error) {
+	var res model.MerchantMode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNMerchantOrderField2ᚖagentpayᚋentᚐMerchantOrderField(ctx context.Context, v any) (*ent.MerchantOrderField, error) {
 	var res = new(ent.MerchantOrderField)
 	err := res.UnmarshalGQL(v)
@@ -34291,6 +36432,30 @@ func (ec *executionContext) marshalNMerchantSettlementType2agentpayᚋentᚋmerc
 	return v
 }
 
+func (ec *executionContext) marshalNMerchantTeamMember2ᚕᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MerchantTeamMember) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmodelᚐMerchantTeamMember(ctx context.Context, sel ast.SelectionSet, v *model.MerchantTeamMember) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MerchantTeamMember!")
+		return graphql.Null
+	}
+	return ec._MerchantTeamMember(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNNode2ᚕagentpayᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v []ent.Noder) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -34299,6 +36464,14 @@ func (ec *executionContext) marshalNNode2ᚕagentpayᚋentᚐNoder(ctx context.C
 	})
 
 	return ret
+}
+
+func (ec *executionContext) marshalNOpenedDashboard2ᚖagentpayᚋgraphᚋmodelᚐOpenedDashboard(ctx context.Context, sel ast.SelectionSet, v *model.OpenedDashboard) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "OpenedDashboard!")
+		return graphql.Null
+	}
+	return ec._OpenedDashboard(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNOrderDirection2entgoᚗioᚋcontribᚋentgqlᚐOrderDirection(ctx context.Context, v any) (entgql.OrderDirection, error) {
@@ -34346,6 +36519,16 @@ func (ec *executionContext) unmarshalNPairingDecision2agentpayᚋgraphᚋmodel�
 }
 
 func (ec *executionContext) marshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx context.Context, sel ast.SelectionSet, v model.PairingDecision) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx context.Context, v any) (model.PairingStatus, error) {
+	var res model.PairingStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx context.Context, sel ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
 	return v
 }
 
@@ -34432,6 +36615,30 @@ func (ec *executionContext) unmarshalNPaymentStatus2agentpayᚋentᚋpaymentᚐS
 
 func (ec *executionContext) marshalNPaymentStatus2agentpayᚋentᚋpaymentᚐStatus(ctx context.Context, sel ast.SelectionSet, v payment.Status) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNPaymentVolume2ᚕᚖagentpayᚋgraphᚋmodelᚐPaymentVolumeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PaymentVolume) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPaymentVolume2ᚖagentpayᚋgraphᚋmodelᚐPaymentVolume(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPaymentVolume2ᚖagentpayᚋgraphᚋmodelᚐPaymentVolume(ctx context.Context, sel ast.SelectionSet, v *model.PaymentVolume) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PaymentVolume!")
+		return graphql.Null
+	}
+	return ec._PaymentVolume(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPublicAgent2ᚕᚖagentpayᚋgraphᚋmodelᚐPublicAgentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PublicAgent) graphql.Marshaler {
@@ -34522,6 +36729,14 @@ func (ec *executionContext) marshalNRegistration2ᚖagentpayᚋgraphᚋmodelᚐR
 	return ec._Registration(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRolledKeys2ᚖagentpayᚋgraphᚋmodelᚐRolledKeys(ctx context.Context, sel ast.SelectionSet, v *model.RolledKeys) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RolledKeys!")
+		return graphql.Null
+	}
+	return ec._RolledKeys(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRolledWebhookSecret2ᚖagentpayᚋgraphᚋmodelᚐRolledWebhookSecret(ctx context.Context, sel ast.SelectionSet, v *model.RolledWebhookSecret) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "RolledWebhookSecret!")
@@ -34583,12 +36798,32 @@ func (ec *executionContext) marshalNSpendApproval2ᚖagentpayᚋentᚐSpendAppro
 	return ec._SpendApproval(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
+	var res spendapproval.Operation
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSpendApprovalOperation2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNSpendApprovalStart2ᚖagentpayᚋgraphᚋmodelᚐSpendApprovalStart(ctx context.Context, sel ast.SelectionSet, v *model.SpendApprovalStart) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SpendApprovalStart!")
 		return graphql.Null
 	}
 	return ec._SpendApprovalStart(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
+	var res spendapproval.Status
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSpendApprovalStatus2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNSpendingPolicy2ᚕᚖagentpayᚋentᚐSpendingPolicyᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.SpendingPolicy) graphql.Marshaler {
@@ -34626,26 +36861,6 @@ func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ct
 		return graphql.Null
 	}
 	return ec._Stats(ctx, sel, v)
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, v any) (spendapproval.Operation, error) {
-	var res spendapproval.Operation
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐOperation(ctx context.Context, sel ast.SelectionSet, v spendapproval.Operation) graphql.Marshaler {
-	return v
-}
-
-func (ec *executionContext) unmarshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, v any) (spendapproval.Status, error) {
-	var res spendapproval.Status
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNString2agentpayᚋentᚋspendapprovalᚐStatus(ctx context.Context, sel ast.SelectionSet, v spendapproval.Status) graphql.Marshaler {
-	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -34838,6 +37053,16 @@ func (ec *executionContext) marshalNTreasuryWallet2ᚖagentpayᚋgraphᚋmodel�
 	return ec._TreasuryWallet(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx context.Context, v any) (model.TreasuryWalletStatus, error) {
+	var res model.TreasuryWalletStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTreasuryWalletStatus2agentpayᚋgraphᚋmodelᚐTreasuryWalletStatus(ctx context.Context, sel ast.SelectionSet, v model.TreasuryWalletStatus) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNTrustAction2ᚕᚖagentpayᚋgraphᚋmodelᚐTrustActionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TrustAction) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -34873,6 +37098,16 @@ func (ec *executionContext) marshalNTrustBreakdown2ᚖagentpayᚋgraphᚋmodel�
 func (ec *executionContext) unmarshalNUpdateMerchantInput2agentpayᚋgraphᚋmodelᚐUpdateMerchantInput(ctx context.Context, v any) (model.UpdateMerchantInput, error) {
 	res, err := ec.unmarshalInputUpdateMerchantInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx context.Context, v any) (user.IdentityStatus, error) {
+	var res user.IdentityStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUserIdentityStatus2agentpayᚋentᚋuserᚐIdentityStatus(ctx context.Context, sel ast.SelectionSet, v user.IdentityStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNUsernameAvailability2ᚖagentpayᚋgraphᚋmodelᚐUsernameAvailability(ctx context.Context, sel ast.SelectionSet, v *model.UsernameAvailability) graphql.Marshaler {
@@ -35178,6 +37413,16 @@ func (ec *executionContext) marshalNWithdrawal2ᚖagentpayᚋgraphᚋmodelᚐWit
 		return graphql.Null
 	}
 	return ec._Withdrawal(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx context.Context, v any) (model.WithdrawalStatus, error) {
+	var res model.WithdrawalStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNWithdrawalStatus2agentpayᚋgraphᚋmodelᚐWithdrawalStatus(ctx context.Context, sel ast.SelectionSet, v model.WithdrawalStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -35674,6 +37919,22 @@ func (ec *executionContext) marshalOMerchantKey2ᚕᚖagentpayᚋentᚐMerchantK
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (*model.MerchantMode, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.MerchantMode)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v *model.MerchantMode) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalONode2agentpayᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v ent.Noder) graphql.Marshaler {

@@ -49,7 +49,7 @@ func TestAgentHumansOverGraphQL(t *testing.T) {
 	}
 	api.do(t, reg.APIKey, `mutation($u: ID!) { requestPairing(userId: $u, message: "hi") { id status username expiresAt } }`,
 		map[string]any{"u": u.ID.String()}).decode(t, &req)
-	require.Equal(t, "pending", req.RequestPairing.Status)
+	require.Equal(t, "PENDING", req.RequestPairing.Status)
 	require.Equal(t, name, req.RequestPairing.Username)
 	require.Equal(t, "CONFLICT", api.do(t, reg.APIKey, `mutation($u: ID!) { requestPairing(userId: $u) { id } }`,
 		map[string]any{"u": u.ID.String()}).code(t))
@@ -88,7 +88,7 @@ func TestAgentHumansOverGraphQL(t *testing.T) {
 	}
 	api.do(t, reg.APIKey, `{ me { pairings { id status username displayName kycVerified decidedAt } events { id kind } } }`, nil).decode(t, &me)
 	require.Len(t, me.Me.Pairings, 1)
-	require.Equal(t, "approved", me.Me.Pairings[0].Status)
+	require.Equal(t, "APPROVED", me.Me.Pairings[0].Status)
 	require.Equal(t, "Ann", me.Me.Pairings[0].DisplayName)
 	require.Len(t, me.Me.Events, 1)
 	require.Equal(t, ev.Data.AgentEvents.ID, me.Me.Events[0].ID)

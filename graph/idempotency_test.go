@@ -37,7 +37,7 @@ func TestSendIdempotencyKey(t *testing.T) {
 	var first, again payload
 	api.do(t, a.APIKey, mutation, map[string]any{"in": in}).decode(t, &first)
 	require.False(t, first.Send.Replayed)
-	require.Equal(t, "completed", first.Send.Status)
+	require.Equal(t, "COMPLETED", first.Send.Status)
 	api.do(t, a.APIKey, mutation, map[string]any{"in": in}).decode(t, &again)
 	require.True(t, again.Send.Replayed)
 	first.Send.Replayed = true

@@ -24,7 +24,7 @@ func TestStartIdentityVerification(t *testing.T) {
 		Viewer struct{ IdentityStatus string }
 	}
 	a.asViewer(t, session, csrf, `{ viewer { identityStatus } }`, nil).decode(t, &status)
-	require.Equal(t, "not_started", status.Viewer.IdentityStatus)
+	require.Equal(t, "NOT_STARTED", status.Viewer.IdentityStatus)
 
 	var out struct {
 		StartIdentityVerification struct{ VerificationID, URL string }
@@ -32,7 +32,7 @@ func TestStartIdentityVerification(t *testing.T) {
 	a.asViewer(t, session, csrf, start, nil).decode(t, &out)
 	require.Regexp(t, `^/dev/kyc/sbx_[a-z2-7]+$`, out.StartIdentityVerification.URL)
 	a.asViewer(t, session, csrf, `{ viewer { identityStatus } }`, nil).decode(t, &status)
-	require.Equal(t, "pending", status.Viewer.IdentityStatus)
+	require.Equal(t, "PENDING", status.Viewer.IdentityStatus)
 
 	// Without a provider the service says so.
 	b := newViewerAPI(t)

@@ -102,14 +102,14 @@ func TestGraphQLShapeAndComplexityLimits(t *testing.T) {
 	for i := 1; i <= 20; i++ {
 		bomb += fmt.Sprintf("fragment F%d on Query { ...F%d ...F%d }\n", i, i-1, i-1)
 	}
-	const sessionScalars = `id createdAt updatedAt merchantID externalID livemode amountUsd currency description
-		successURL cancelURL metadata idempotencyKey status chain token expiresAt confirmedAt cancelledAt expiredAt
+	const sessionScalars = `id createdAt updatedAt merchantId externalId livemode amountUsd currency description
+		successUrl cancelUrl metadata idempotencyKey status chain token expiresAt confirmedAt cancelledAt expiredAt
 		checkoutUrl embedUrl`
 
 	tests := []struct {
 		name, query, code string
 	}{
-		{"12 deep", chain(4, "externalID"), ""},
+		{"12 deep", chain(4, "externalId"), ""},
 		{"13 deep", chain(4, "merchant { name }"), codeDepthLimit},
 		{"1000 aliases", aliases(maxFields), ""},
 		{"1001 aliases", aliases(maxFields + 1), codeFieldLimit},
@@ -177,7 +177,7 @@ func TestMerchantListFieldsArePaged(t *testing.T) {
 		return out
 	}
 	var l list
-	api.do(t, key, `{ merchant { sessions { externalID } } }`, nil).decode(t, &l)
+	api.do(t, key, `{ merchant { sessions { externalId } } }`, nil).decode(t, &l)
 	require.Equal(t, newest[:agentpay.DefaultPageSize], ids(l))
 
 	var conn struct {
@@ -185,11 +185,11 @@ func TestMerchantListFieldsArePaged(t *testing.T) {
 	}
 	api.do(t, key, `{ sessions(first: 5) { edges { cursor } } }`, nil).decode(t, &conn)
 	l = list{}
-	api.do(t, key, `query($c: Cursor) { merchant { sessions(first: 5, after: $c) { externalID } } }`,
+	api.do(t, key, `query($c: Cursor) { merchant { sessions(first: 5, after: $c) { externalId } } }`,
 		map[string]any{"c": conn.Sessions.Edges[4].Cursor}).decode(t, &l)
 	require.Equal(t, newest[5:10], ids(l))
 
-	out := api.do(t, key, `{ merchant { sessions(first: 101) { externalID } } }`, nil)
+	out := api.do(t, key, `{ merchant { sessions(first: 101) { externalId } } }`, nil)
 	require.Equal(t, "BAD_USER_INPUT", out.code(t))
 
 	for range 22 {

@@ -204,7 +204,7 @@ type sessionNode struct {
 	Description                                             *string
 }
 
-const sessionFields = `id externalID status currency livemode amountUsd createdAt metadata idempotencyKey description checkoutUrl embedUrl`
+const sessionFields = `id externalId status currency livemode amountUsd createdAt metadata idempotencyKey description checkoutUrl embedUrl`
 
 type sessionsPage struct {
 	Sessions struct {
@@ -242,7 +242,7 @@ func reversed(ids []string) []string {
 func TestMerchantQueryAndAuth(t *testing.T) {
 	api := newMerchantAPI(t)
 	m := api.register(t, "Profile Shop", agentpay.MerchantInput{})
-	const q = `{ merchant { id name email active settlementType webhookURL brandColor
+	const q = `{ merchant { id name email active settlementType webhookUrl brandColor
 		acceptedTokens { chain token } publicKeys { live test } keys { kind publicKey } } }`
 
 	var d struct {
@@ -260,17 +260,17 @@ func TestMerchantQueryAndAuth(t *testing.T) {
 		require.Equal(t, m.ID.String(), d.Merchant.ID)
 		require.Equal(t, "Profile Shop", d.Merchant.Name)
 		require.Equal(t, "owner@example.com", d.Merchant.Email)
-		require.Equal(t, "crypto_usdc", d.Merchant.SettlementType)
+		require.Equal(t, "CRYPTO_USDC", d.Merchant.SettlementType)
 		require.True(t, d.Merchant.Active)
-		// Unset optional strings of ent types are "" (REST shows null).
-		require.Empty(t, *d.Merchant.WebhookURL)
-		require.Empty(t, *d.Merchant.BrandColor)
+		// Unset optional strings of ent types are null, as on REST.
+		require.Nil(t, d.Merchant.WebhookURL)
+		require.Nil(t, d.Merchant.BrandColor)
 		require.Len(t, d.Merchant.AcceptedTokens, 5, "the default: USDC on every chain")
 		require.Equal(t, "base", d.Merchant.AcceptedTokens[0].Chain)
 		require.Equal(t, m.Keys.LivePublicKey, d.Merchant.PublicKeys.Live)
 		require.Equal(t, m.Keys.TestPublicKey, d.Merchant.PublicKeys.Test)
 		require.Equal(t, []struct{ Kind, PublicKey string }{
-			{"live", m.Keys.LivePublicKey}, {"test", m.Keys.TestPublicKey},
+			{"LIVE", m.Keys.LivePublicKey}, {"TEST", m.Keys.TestPublicKey},
 		}, d.Merchant.Keys)
 	}
 
@@ -465,13 +465,13 @@ func TestMerchantSessionFilters(t *testing.T) {
 	}{
 		{"no filter", nil, ids, ""},
 		{"empty filter", map[string]any{}, ids, ""},
-		{"status cancelled", map[string]any{"status": []string{"cancelled"}}, []string{ids[1], ids[4]}, ""},
-		{"status pending or detecting", map[string]any{"status": []string{"pending", "detecting"}}, []string{ids[0], ids[2], ids[3], ids[5]}, ""},
-		{"status confirmed: none", map[string]any{"status": []string{"confirmed"}}, []string{}, ""},
+		{"status cancelled", map[string]any{"status": []string{"CANCELLED"}}, []string{ids[1], ids[4]}, ""},
+		{"status pending or detecting", map[string]any{"status": []string{"PENDING", "DETECTING"}}, []string{ids[0], ids[2], ids[3], ids[5]}, ""},
+		{"status confirmed: none", map[string]any{"status": []string{"CONFIRMED"}}, []string{}, ""},
 		{"created from (inclusive)", map[string]any{"createdFrom": at(3)}, ids[3:], ""},
 		{"created to (exclusive)", map[string]any{"createdTo": at(2)}, ids[:2], ""},
 		{"created range", map[string]any{"createdFrom": at(1), "createdTo": at(4)}, ids[1:4], ""},
-		{"range and status", map[string]any{"createdFrom": at(1), "createdTo": at(5), "status": []string{"cancelled"}}, []string{ids[1], ids[4]}, ""},
+		{"range and status", map[string]any{"createdFrom": at(1), "createdTo": at(5), "status": []string{"CANCELLED"}}, []string{ids[1], ids[4]}, ""},
 		{"empty range", map[string]any{"createdFrom": at(2), "createdTo": at(2)}, []string{}, ""},
 		{"range in another zone", map[string]any{"createdFrom": base.Add(3 * time.Minute).In(time.FixedZone("X", -3*3600)).Format(time.RFC3339)}, ids[3:], ""},
 		{"to before from", map[string]any{"createdFrom": at(3), "createdTo": at(1)}, nil, "BAD_USER_INPUT"},
@@ -494,7 +494,7 @@ func TestMerchantSessionFilters(t *testing.T) {
 	}
 
 	// A filtered walk: 2 per page over the 4 pending or detecting sessions.
-	where := map[string]any{"status": []string{"pending", "detecting"}}
+	where := map[string]any{"status": []string{"PENDING", "DETECTING"}}
 	var got []string
 	var after any
 	for range 3 {
@@ -525,7 +525,7 @@ func TestMerchantIsolation(t *testing.T) {
 	myEvent := api.recordEvent(t, m.ID, false, agentpay.EventSessionExpired, mine[1])
 	key := m.Keys.TestSecretKey
 
-	const sessionQuery = `query($id: String!) { session(externalId: $id) { id externalID livemode } }`
+	const sessionQuery = `query($id: String!) { session(externalId: $id) { id externalId livemode } }`
 	var s struct {
 		Session struct{ ID, ExternalID string }
 	}
@@ -576,7 +576,7 @@ func TestMerchantIsolation(t *testing.T) {
 			WebhookEvents []struct{ ID string }
 		}
 	}
-	api.do(t, key, `{ merchant { sessions { externalID } webhookEvents { id } } }`, nil).decode(t, &d)
+	api.do(t, key, `{ merchant { sessions { externalId } webhookEvents { id } } }`, nil).decode(t, &d)
 	require.Len(t, d.Merchant.Sessions, 2)
 	require.ElementsMatch(t, mine, []string{d.Merchant.Sessions[0].ExternalID, d.Merchant.Sessions[1].ExternalID})
 	require.Len(t, d.Merchant.WebhookEvents, 1)
@@ -598,7 +598,7 @@ func TestMerchantIsolation(t *testing.T) {
 			}
 		}
 	}
-	api.do(t, m.Keys.LiveSecretKey, `{ sessions { edges { node { merchant { sessions { externalID } } } } } }`, nil).decode(t, &live)
+	api.do(t, m.Keys.LiveSecretKey, `{ sessions { edges { node { merchant { sessions { externalId } } } } } }`, nil).decode(t, &live)
 	require.Len(t, live.Sessions.Edges, 1)
 	require.Equal(t, myLive, []string{live.Sessions.Edges[0].Node.Merchant.Sessions[0].ExternalID})
 
@@ -629,7 +629,7 @@ func TestMerchantCreateSession(t *testing.T) {
 	require.True(t, strings.HasPrefix(s.ExternalID, "cs_test_"), s.ExternalID)
 	require.Equal(t, "12.34", s.AmountUsd.String())
 	require.Equal(t, "USD", s.Currency)
-	require.Equal(t, "pending", s.Status)
+	require.Equal(t, "PENDING", s.Status)
 	require.False(t, s.Livemode)
 	require.Equal(t, "Two mugs", *s.Description)
 	require.Equal(t, "order-A-1", *s.IdempotencyKey)
@@ -706,15 +706,15 @@ func TestMerchantCancelSession(t *testing.T) {
 	m := api.register(t, "Cancel Shop", agentpay.MerchantInput{})
 	key := m.Keys.TestSecretKey
 	ids := api.createSessions(t, key, 2, time.Now().UTC().Add(-time.Minute))
-	const cancel = `mutation($id: String!) { cancelSession(externalId: $id) { externalID status } }`
+	const cancel = `mutation($id: String!) { cancelSession(externalId: $id) { externalId status } }`
 
 	var d struct {
 		CancelSession struct{ ExternalID, Status string }
 	}
 	api.do(t, key, cancel, map[string]any{"id": ids[0]}).decode(t, &d)
-	require.Equal(t, "cancelled", d.CancelSession.Status)
+	require.Equal(t, "CANCELLED", d.CancelSession.Status)
 	api.do(t, key, cancel, map[string]any{"id": ids[0]}).decode(t, &d) // a no-op
-	require.Equal(t, "cancelled", d.CancelSession.Status)
+	require.Equal(t, "CANCELLED", d.CancelSession.Status)
 
 	api.recordPayment(t, ids[1], 100_000, payment.StatusDetected, time.Now().UTC())
 	out := api.do(t, key, cancel, map[string]any{"id": ids[1]})
@@ -732,7 +732,7 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	api := newMerchantAPI(t)
 	m := api.register(t, "Update Shop", agentpay.MerchantInput{})
 	const update = `mutation($in: UpdateMerchantInput!) { updateMerchant(input: $in) {
-		id name brandColor webhookURL website acceptedTokens { chain token } settleHeldPayments } }`
+		id name brandColor webhookUrl website acceptedTokens { chain token } settleHeldPayments } }`
 	type merchantData struct {
 		ID, Name                        string
 		BrandColor, WebhookURL, Website *string
@@ -752,9 +752,9 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	require.Equal(t, "https://shop.example/hooks", *d.UpdateMerchant.WebhookURL)
 	require.Equal(t, []struct{ Chain, Token string }{{"base", "USDC"}, {"solana", "USDC"}}, d.UpdateMerchant.AcceptedTokens)
 
-	// Absent fields are unchanged, "" clears an optional one.
+	// Absent fields are unchanged, "" clears an optional one (read as null).
 	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{"website": ""}}).decode(t, &d)
-	require.Empty(t, *d.UpdateMerchant.Website)
+	require.Nil(t, d.UpdateMerchant.Website)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
 	require.True(t, d.UpdateMerchant.SettleHeldPayments, "unchanged")
 	require.Equal(t, "#aabbcc", *d.UpdateMerchant.BrandColor)
@@ -764,9 +764,9 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	api.do(t, m.Keys.TestSecretKey, update, map[string]any{"in": map[string]any{"webhookUrl": "http://127.0.0.1:9/hook"}}).decode(t, &d)
 	require.Equal(t, "http://127.0.0.1:9/hook", *d.UpdateMerchant.WebhookURL)
 	var q struct{ Merchant struct{ WebhookURL *string } }
-	api.do(t, m.Keys.LiveSecretKey, `{ merchant { webhookURL } }`, nil).decode(t, &q)
+	api.do(t, m.Keys.LiveSecretKey, `{ merchant { webhookUrl } }`, nil).decode(t, &q)
 	require.Equal(t, "https://shop.example/hooks", *q.Merchant.WebhookURL)
-	api.do(t, m.Keys.TestSecretKey, `{ merchant { webhookURL } }`, nil).decode(t, &q)
+	api.do(t, m.Keys.TestSecretKey, `{ merchant { webhookUrl } }`, nil).decode(t, &q)
 	require.Equal(t, "http://127.0.0.1:9/hook", *q.Merchant.WebhookURL)
 
 	tests := []struct {
@@ -786,7 +786,7 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 		{"settlement address with a test key", m.Keys.TestSecretKey, map[string]any{"settlementAddress": "0x52908400098527886E0F7030069857D2E4169EE7"}, "FORBIDDEN",
 			"insufficient permissions: a test key changes test-mode settings only (webhook_url); settlement_address need a live secret key"},
 		{"settlement chain with a test key", m.Keys.TestSecretKey, map[string]any{"settlementChain": "base"}, "FORBIDDEN", "settlement_chain need a live secret key"},
-		{"settlement type with a test key", m.Keys.TestSecretKey, map[string]any{"settlementType": "fiat_pix"}, "FORBIDDEN", "settlement_type need a live secret key"},
+		{"settlement type with a test key", m.Keys.TestSecretKey, map[string]any{"settlementType": "FIAT_PIX"}, "FORBIDDEN", "settlement_type need a live secret key"},
 		{"name with a test key", m.Keys.TestSecretKey, map[string]any{"name": "Evil"}, "FORBIDDEN", "name need a live secret key"},
 		{"success url with a test key", m.Keys.TestSecretKey, map[string]any{"successUrl": "https://evil.example/ok"}, "FORBIDDEN", "success_url need a live secret key"},
 		{"accepted tokens with a test key", m.Keys.TestSecretKey, map[string]any{"acceptedTokens": []map[string]any{{"chain": "base", "token": "USDC"}}}, "FORBIDDEN", "accepted_tokens need a live secret key"},
@@ -868,7 +868,7 @@ func (p paymentsPage) externalIDs() []string {
 const paymentsQuery = `query($first: Int, $after: Cursor, $last: Int, $before: Cursor, $where: PaymentFilter) {
 	payments(first: $first, after: $after, last: $last, before: $before, where: $where) {
 		totalCount pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
-		edges { node { id externalID status chain txHash amountUsd tokenAmount amountToken session { externalID } } } } }`
+		edges { node { id externalId status chain txHash amountUsd tokenAmount amountToken session { externalId } } } } }`
 
 func TestMerchantPayments(t *testing.T) {
 	api := newMerchantAPI(t)
@@ -928,8 +928,8 @@ func TestMerchantPayments(t *testing.T) {
 		want  []string
 	}{
 		{"one session", map[string]any{"sessionExternalId": ids[1]}, []string{pays[4].ExternalID, pays[3].ExternalID}},
-		{"confirmed", map[string]any{"status": []string{"confirmed"}}, []string{pays[3].ExternalID, pays[0].ExternalID}},
-		{"session and status", map[string]any{"sessionExternalId": ids[0], "status": []string{"confirming", "detected"}}, []string{pays[2].ExternalID, pays[1].ExternalID}},
+		{"confirmed", map[string]any{"status": []string{"CONFIRMED"}}, []string{pays[3].ExternalID, pays[0].ExternalID}},
+		{"session and status", map[string]any{"sessionExternalId": ids[0], "status": []string{"CONFIRMING", "DETECTED"}}, []string{pays[2].ExternalID, pays[1].ExternalID}},
 		{"another merchant's session", map[string]any{"sessionExternalId": theirs[0]}, []string{}},
 		{"the other mode's session", map[string]any{"sessionExternalId": live[0]}, []string{}},
 	}
@@ -952,7 +952,7 @@ func TestMerchantPayments(t *testing.T) {
 		}
 	}
 	api.do(t, m.Keys.TestSecretKey, `query($id: String!) { session(externalId: $id) {
-		payments(first: 10, orderBy: {field: CREATED_AT, direction: ASC}) { totalCount edges { node { externalID } } } } }`,
+		payments(first: 10, orderBy: {field: CREATED_AT, direction: ASC}) { totalCount edges { node { externalId } } } } }`,
 		map[string]any{"id": ids[0]}).decode(t, &s)
 	require.Equal(t, 3, s.Session.Payments.TotalCount)
 	for i, e := range s.Session.Payments.Edges {
@@ -1075,7 +1075,7 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	require.Len(t, e.Deliveries, 1)
 	d := e.Deliveries[0]
 	require.Equal(t, hook, d.URL)
-	require.Equal(t, "succeeded", d.Status)
+	require.Equal(t, "SUCCEEDED", d.Status)
 	require.Equal(t, 3, d.Attempts)
 	require.Len(t, d.AttemptLog, 3)
 	log := d.AttemptLog
@@ -1128,7 +1128,7 @@ func TestMerchantWebhookEvents(t *testing.T) {
 		}
 	}
 	api.do(t, key, redeliver, map[string]any{"id": events[0].ID}).decode(t, &r)
-	require.Equal(t, "pending", r.RedeliverWebhook.Status)
+	require.Equal(t, "PENDING", r.RedeliverWebhook.Status)
 	require.Equal(t, hook, r.RedeliverWebhook.URL)
 	require.Zero(t, r.RedeliverWebhook.Attempts)
 	_, err = api.Svc.DeliverWebhook(ctx, uuid.MustParse(r.RedeliverWebhook.ID))
@@ -1139,7 +1139,7 @@ func TestMerchantWebhookEvents(t *testing.T) {
 	require.Len(t, one.WebhookEvent.Deliveries, 2)
 	require.Equal(t, ev0.Edges.Deliveries[0].ID.String(), one.WebhookEvent.Deliveries[0].ID, "oldest series first")
 	require.Equal(t, r.RedeliverWebhook.ID, one.WebhookEvent.Deliveries[1].ID)
-	require.Equal(t, "succeeded", one.WebhookEvent.Deliveries[1].Status)
+	require.Equal(t, "SUCCEEDED", one.WebhookEvent.Deliveries[1].Status)
 	require.Equal(t, []struct {
 		StatusCode *int
 		Error      *string
@@ -1164,7 +1164,7 @@ func TestMerchantWebhookEvents(t *testing.T) {
 func TestMerchantWebhookURLPublicOnly(t *testing.T) {
 	api := newMerchantAPIIn(t, testenv.Options{Jobs: true, PublicWebhooksOnly: true})
 	m := api.register(t, "Public Shop", agentpay.MerchantInput{})
-	const update = `mutation($url: String!) { updateMerchant(input: {webhookUrl: $url}) { webhookURL } }`
+	const update = `mutation($url: String!) { updateMerchant(input: {webhookUrl: $url}) { webhookUrl } }`
 	for url, msg := range map[string]string{
 		"http://127.0.0.1:9/hook":          "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only",
 		"http://169.254.169.254/latest":    "webhook_url: must not point at a private, loopback or link-local address: webhooks go to public addresses only",

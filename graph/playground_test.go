@@ -255,8 +255,8 @@ func TestPlaygroundOffline(t *testing.T) {
 	// CreateSession with the merchant's test key.
 	tab("2", "mutation CreateSession", `{"X-Checkout-Secret-Key": "`+merchant.Keys.TestSecretKey+`"}`, "")
 	out = run(`r.includes("createSession")`)
-	externalID := field(out, "createSession", "externalID")
-	require.Equal(t, "pending", field(out, "createSession", "status"))
+	externalID := field(out, "createSession", "externalId")
+	require.Equal(t, "PENDING", field(out, "createSession", "status"))
 
 	// SessionStatus over the websocket. A wrong key in the Headers editor
 	// goes in connection_init and closes the socket (4403), although the
@@ -269,13 +269,13 @@ func TestPlaygroundOffline(t *testing.T) {
 	require.Contains(t, refused, "4403")
 
 	tab("", "", `{}`, `{"externalId": "`+externalID+`"}`)
-	out = run(`r.includes('"status": "pending"')`)
+	out = run(`r.includes('"status": "PENDING"')`)
 	require.Equal(t, externalID, field(out, "sessionStatus", "externalId"))
 	auth, err := svc.AuthenticateMerchant(ctx0, merchant.Keys.TestSecretKey)
 	require.NoError(t, err)
 	_, err = svc.CancelSession(ctx0, auth, externalID)
 	require.NoError(t, err)
-	answer, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const r = pg.response(); return r.includes('"status": "cancelled"') && r; })()`,
+	answer, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const r = pg.response(); return r.includes('"status": "CANCELLED"') && r; })()`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "the subscription shows the cancel")
 	require.Contains(t, answer, externalID)

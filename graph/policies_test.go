@@ -91,7 +91,8 @@ func TestSpendingPoliciesOverGraphQL(t *testing.T) {
 	ap := approvals.Viewer.SpendApprovals[0]
 	require.Equal(t, approvalID, ap.ID)
 	require.Equal(t, "policy_gql_agent", ap.AgentUsername)
-	require.Equal(t, "send", ap.Operation)
+	require.Equal(t, "SEND", ap.Operation)
+	require.Equal(t, "AWAITING_APPROVAL", ap.Status)
 	require.Equal(t, "3", ap.AmountUsd.String())
 
 	vars := map[string]any{"id": approvalID}
@@ -100,7 +101,7 @@ func TestSpendingPoliciesOverGraphQL(t *testing.T) {
 	require.Nil(t, begun.BeginSpendApproval.CeremonyID, "no passkey: no ceremony")
 	var denied struct{ DenySpendApproval struct{ Status string } }
 	api.asViewer(t, session, csrf, `mutation($id: ID!) { denySpendApproval(id: $id) { status } }`, vars).decode(t, &denied)
-	require.Equal(t, "denied", denied.DenySpendApproval.Status)
+	require.Equal(t, "DENIED", denied.DenySpendApproval.Status)
 	require.Equal(t, "CONFLICT", api.asViewer(t, session, csrf, `mutation($id: ID!) { approveSpendApproval(id: $id) { status } }`, vars).code(t))
 
 	var evs struct {

@@ -25,7 +25,7 @@ func TestMerchantRefunds(t *testing.T) {
 
 	const create = `mutation($id: String!, $in: RefundInput, $key: String) {
 		createRefund(externalId: $id, input: $in, idempotencyKey: $key) {
-			replayed refund { externalID status amountUsd toAddress reason payment { externalID refundedToken } }
+			replayed refund { externalId status amountUsd toAddress reason payment { externalId refundedToken } }
 		}
 	}`
 	type result struct {
@@ -47,7 +47,7 @@ func TestMerchantRefunds(t *testing.T) {
 	r := first.CreateRefund.Refund
 	require.False(t, first.CreateRefund.Replayed)
 	require.Regexp(t, `^re_`, r.ExternalID)
-	require.Equal(t, "pending", r.Status)
+	require.Equal(t, "PENDING", r.Status)
 	require.Equal(t, json.Number("0.4"), r.AmountUsd)
 	require.Equal(t, "0x1111111111111111111111111111111111111111", r.ToAddress)
 	require.Equal(t, p.ExternalID, r.Payment.ExternalID)
@@ -63,7 +63,7 @@ func TestMerchantRefunds(t *testing.T) {
 	vars["in"] = map[string]any{"amountUsd": "0.600001"}
 	require.Equal(t, "BAD_USER_INPUT", api.do(t, m.Keys.TestSecretKey, create, vars).code(t))
 
-	const list = `query($id: String!) { refunds(externalId: $id) { externalID amountUsd } }`
+	const list = `query($id: String!) { refunds(externalId: $id) { externalId amountUsd } }`
 	var l struct {
 		Refunds []struct {
 			ExternalID string

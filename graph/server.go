@@ -51,7 +51,7 @@ func NewHandler(cfg HandlerConfig) http.Handler {
 	if cfg.WebsocketInitTimeout <= 0 {
 		cfg.WebsocketInitTimeout = websocketInitTimeout
 	}
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}, Complexity: complexity()}))
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{cfg: cfg}, Directives: directives(), Complexity: complexity()}))
 	readLimit := int64(httpx.MaxBodyBytes)
 	srv.AddTransport(&transport.Websocket{
 		Implementation:        newGorillaWebsocket(cfg.AllowedOrigins),

@@ -111,7 +111,7 @@ func requireStatusFlow(t *testing.T, sub, change *checkoutNode) {
 
 	st := c.nextStatus()
 	require.Equal(t, id, st.ExternalID)
-	require.Equal(t, "pending", st.Status, "first the current status")
+	require.Equal(t, "PENDING", st.Status, "first the current status")
 	require.Equal(t, "0", st.AmountPaid.String())
 	require.Nil(t, st.Chain)
 	require.Nil(t, st.Token)
@@ -120,14 +120,14 @@ func requireStatusFlow(t *testing.T, sub, change *checkoutNode) {
 	_, err := change.Svc.SelectPaymentMethod(ctx, id, "", "base", "USDC")
 	require.NoError(t, err)
 	st = c.nextStatus()
-	require.Equal(t, "detecting", st.Status)
+	require.Equal(t, "DETECTING", st.Status)
 	require.Equal(t, "base", *st.Chain)
 	require.Equal(t, "USDC", *st.Token)
 
 	_, err = change.Svc.CancelSession(ctx, auth, id)
 	require.NoError(t, err)
 	st = c.nextStatus()
-	require.Equal(t, "cancelled", st.Status)
+	require.Equal(t, "CANCELLED", st.Status)
 
 	// A cancel that changes nothing publishes nothing; a refused select
 	// (rolled back) neither.

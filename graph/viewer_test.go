@@ -94,7 +94,7 @@ func TestViewerOverGraphQL(t *testing.T) {
 	}
 	api.asViewer(t, session, csrf, `{ viewer { id username email identityStatus wallets { chain address } } }`, nil).decode(t, &me)
 	require.Equal(t, u.ID.String(), me.Viewer.ID)
-	require.Equal(t, "not_started", me.Viewer.IdentityStatus)
+	require.Equal(t, "NOT_STARTED", me.Viewer.IdentityStatus)
 	require.Len(t, me.Viewer.Wallets, 2)
 	var bal struct {
 		Viewer struct {
@@ -138,10 +138,10 @@ func TestViewerOverGraphQL(t *testing.T) {
 		}
 	}
 	api.asViewer(t, session, csrf, `{ viewer { pairings { status agentUsername } } }`, nil).decode(t, &pairings)
-	require.Equal(t, "pending", pairings.Viewer.Pairings[0].Status)
+	require.Equal(t, "PENDING", pairings.Viewer.Pairings[0].Status)
 	var decided struct{ DecidePairing struct{ Status string } }
 	api.asViewer(t, session, csrf, `mutation($id: ID!) { decidePairing(id: $id, decision: DENY) { status } }`, vars).decode(t, &decided)
-	require.Equal(t, "denied", decided.DecidePairing.Status)
+	require.Equal(t, "DENIED", decided.DecidePairing.Status)
 	require.Equal(t, "CONFLICT", api.asViewer(t, session, csrf, `mutation($id: ID!) { decidePairing(id: $id, decision: APPROVE) { status } }`, vars).code(t))
 	evs, err := api.Svc.AccountEvents(ctx, agentpay.AgentParty(agent[0].ID), 0, nil)
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestViewerOverGraphQL(t *testing.T) {
 	}
 	api.asViewer(t, session, csrf, `mutation($t: String!) { acceptInvitation(token: $t) { status agentUsername } }`,
 		map[string]any{"t": reg.InviteCode}).decode(t, &acc)
-	require.Equal(t, "approved", acc.AcceptInvitation.Status)
+	require.Equal(t, "APPROVED", acc.AcceptInvitation.Status)
 	var out struct{ SignOut bool }
 	api.asViewer(t, session, csrf, `mutation { signOut }`, nil).decode(t, &out)
 	require.True(t, out.SignOut)

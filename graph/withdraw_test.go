@@ -63,7 +63,7 @@ func TestWithdrawOverGraphQL(t *testing.T) {
 	var first, again struct{ Withdraw withdrawalData }
 	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": in}).decode(t, &first)
 	w := first.Withdraw
-	require.Equal(t, "completed", w.Status)
+	require.Equal(t, "COMPLETED", w.Status)
 	require.Equal(t, "base", w.Chain)
 	require.Equal(t, to, w.ToAddress)
 	require.Equal(t, "4", w.AmountUsd.String())
@@ -99,7 +99,7 @@ func TestWithdrawOverGraphQL(t *testing.T) {
 
 	var second struct{ Withdraw withdrawalData }
 	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": map[string]any{"toAddress": to, "amountUsd": 1, "chain": "base"}}).decode(t, &second)
-	require.Equal(t, "completed", second.Withdraw.Status)
+	require.Equal(t, "COMPLETED", second.Withdraw.Status)
 
 	var list struct {
 		Viewer struct {

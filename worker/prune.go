@@ -63,6 +63,18 @@ func (PrunePasskeyCeremoniesArgs) InsertOpts() river.InsertOpts {
 	return singletonOpts(river.QueueDefault)
 }
 
+// PruneDashboardSessionsArgs deletes expired dashboard sessions
+// (agentpay.Service.PruneDashboardSessions).
+type PruneDashboardSessionsArgs struct{}
+
+func (PruneDashboardSessionsArgs) Kind() string { return "prune_dashboard_sessions" }
+
+// InsertOpts keeps one run waiting or running at a time across every worker
+// process.
+func (PruneDashboardSessionsArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
 // pruneWorker runs one of the service's prunings for its job kind A.
 type pruneWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
@@ -80,13 +92,14 @@ func addPruneWorkers(workers *river.Workers, svc *agentpay.Service) {
 	river.AddWorker(workers, &pruneWorker[PruneIdempotencyKeysArgs]{prune: svc.PruneIdempotencyKeys})
 	river.AddWorker(workers, &pruneWorker[PruneIdentityCallbacksArgs]{prune: svc.PruneIdentityCallbacks})
 	river.AddWorker(workers, &pruneWorker[PrunePasskeyCeremoniesArgs]{prune: svc.PrunePasskeyCeremonies})
+	river.AddWorker(workers, &pruneWorker[PruneDashboardSessionsArgs]{prune: svc.PruneDashboardSessions})
 }
 
 // prunePeriodics schedules the prunings, each every pruneInterval and once
 // at start.
 func prunePeriodics() []*river.PeriodicJob {
 	var out []*river.PeriodicJob
-	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}, PrunePasskeyCeremoniesArgs{}} {
+	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}, PrunePasskeyCeremoniesArgs{}, PruneDashboardSessionsArgs{}} {
 		out = append(out, river.NewPeriodicJob(
 			river.PeriodicInterval(pruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/signaturechallenge"
 )
@@ -73,4 +74,29 @@ func TestWorkerPrunesPasskeyCeremonies(t *testing.T) {
 		return err == nil && n == 1
 	}, 20*time.Second, 50*time.Millisecond)
 	require.Equal(t, kept, h.db.Ent.PasskeyCeremony.Query().OnlyX(ctx).ID)
+}
+
+// TestWorkerPrunesDashboardSessions: the periodic job (run when the worker
+// starts) deletes expired dashboard sessions and keeps the others.
+func TestWorkerPrunesDashboardSessions(t *testing.T) {
+	ctx := context.Background()
+	h := newWebhookHarness(t, nil) // a service and the real worker; no webhooks here
+	m := h.db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
+		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
+	u := h.db.Ent.User.Create().SetUsername("member").SetEmail("member@example.com").SaveX(ctx)
+	bs := h.db.Ent.BrowserSession.Create().SetUserID(u.ID).SetTokenHash([]byte("browser")).
+		SetExpiresAt(time.Now().Add(time.Hour).UTC()).SaveX(ctx)
+	session := func(hash string, expires time.Time) uuid.UUID {
+		return h.db.Ent.DashboardSession.Create().SetMerchantID(m.ID).SetUserID(u.ID).SetBrowserSessionID(bs.ID).
+			SetMode(dashboardsession.ModeTest).SetTokenHash([]byte(hash)).SetExpiresAt(expires.UTC()).SaveX(ctx).ID
+	}
+	session("expired", time.Now().Add(-time.Minute))
+	kept := session("kept", time.Now().Add(time.Minute))
+
+	h.runWorker(t)
+	require.Eventually(t, func() bool {
+		n, err := h.db.Ent.DashboardSession.Query().Count(ctx)
+		return err == nil && n == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, kept, h.db.Ent.DashboardSession.Query().OnlyX(ctx).ID)
 }

@@ -12,6 +12,11 @@
       body: JSON.stringify({query: query, variables: variables || {}})
     }).then(function (r) { return r.json(); });
   }
+  // shown is an enum value as the page shows and compares it: the API
+  // spells statuses UPPER_CASE (docs/architecture.md, "GraphQL naming"),
+  // the page in the lower-case words REST uses (and the data-status
+  // attributes carry).
+  function shown(v) { return String(v).toLowerCase(); }
   function item(list, text) {
     var li = document.createElement("li");
     li.textContent = text;
@@ -35,6 +40,11 @@
       "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }").then(function (res) {
       if (res.errors) { return; }
       var v = res.data.viewer;
+      v.identityStatus = shown(v.identityStatus);
+      [v.pairings, v.cardRequests, v.spendApprovals, v.withdrawals].forEach(function (list) {
+        list.forEach(function (x) { x.status = shown(x.status); });
+      });
+      v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
       ["wallets", "requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
@@ -124,7 +134,7 @@
   }
   function cardAnswer(field) {
     return function (res) {
-      if (res.errors) { cardShow(res.errors[0].message, "error"); } else { cardShow("Card request " + res.data[field].status.replace(/_/g, " "), res.data[field].status); }
+      if (res.errors) { cardShow(res.errors[0].message, "error"); } else { var st = shown(res.data[field].status); cardShow("Card request " + st.replace(/_/g, " "), st); }
       return load();
     };
   }
@@ -155,7 +165,7 @@
   }
   function spendAnswer(field) {
     return function (res) {
-      if (res.errors) { spendShow(res.errors[0].message, "error"); } else { spendShow("Payment " + res.data[field].status.replace(/_/g, " "), res.data[field].status); }
+      if (res.errors) { spendShow(res.errors[0].message, "error"); } else { var st = shown(res.data[field].status); spendShow("Payment " + st.replace(/_/g, " "), st); }
       return load();
     };
   }
@@ -260,6 +270,7 @@
         return;
       }
       var w = res.data.withdraw;
+      w.status = shown(w.status);
       show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
       if (w.status !== "failed") { form.reset(); }
       return load();

@@ -50,10 +50,10 @@ func TestProcessSubscriptionAcrossProcesses(t *testing.T) {
 	m := e.RegisterMerchant(api)
 	id := e.CreateSession(api, m, "12.50", testMetadata)
 	sub := subscribeSessionStatus(t, api, id)
-	sub.waitStatus(t, "pending")
+	sub.waitStatus(t, "PENDING")
 
 	d := e.Select(api, id)
-	sub.waitStatus(t, "detecting")
+	sub.waitStatus(t, "DETECTING")
 
 	amount, ok := new(big.Int).SetString(d.AmountBaseUnits.String(), 10)
 	require.True(t, ok, d.AmountBaseUnits)
@@ -66,8 +66,8 @@ func TestProcessSubscriptionAcrossProcesses(t *testing.T) {
 			t.Logf("status read through REST at the end: %s", e.Status(api, id))
 		}
 	})
-	last := sub.waitStatus(t, "confirmed")
-	require.Equal(t, []string{"pending", "detecting", "confirming", "confirmed"}, sub.statusChanges(),
+	last := sub.waitStatus(t, "CONFIRMED")
+	require.Equal(t, []string{"PENDING", "DETECTING", "CONFIRMING", "CONFIRMED"}, sub.statusChanges(),
 		"every status, in order, each once")
 	require.Equal(t, "12.5", last.AmountPaid.String())
 	require.Equal(t, "base", *last.Chain)

@@ -188,11 +188,11 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 			chain := c.(map[string]any)
 			lines := chain["lines"].([]any)
 			treasury := lines[0].(map[string]any)
-			require.Equal(t, "treasury", treasury["holder"])
+			require.Equal(t, "TREASURY", treasury["holder"])
 			require.Equal(t, float64(1_000_000_000_000), treasury["records"], "1,000,000 USDC of liquidity: %v", c)
 			if chain["chain"] == "base" || chain["chain"] == "solana" {
 				agents := lines[2].(map[string]any)
-				require.Equal(t, "agent_wallets", agents["holder"])
+				require.Equal(t, "AGENT_WALLETS", agents["holder"])
 				require.Equal(t, float64(5_000_000), agents["onChain"], c)
 			}
 		}

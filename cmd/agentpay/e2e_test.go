@@ -332,8 +332,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	for _, c := range readBooks(t, base, adminKey).Chains {
 		if c.Mode == "live" && c.Chain == "base" {
 			liveBase = true
-			require.Equal(t, "treasury", c.Lines[0].Holder)
-			require.Equal(t, "deposit_addresses", c.Lines[1].Holder)
+			require.Equal(t, "TREASURY", c.Lines[0].Holder)
+			require.Equal(t, "DEPOSIT_ADDRESSES", c.Lines[1].Holder)
 			require.Contains(t, []int64{7_250_000, 7_250}, c.Lines[0].OnChain+c.Lines[1].OnChain)
 		}
 	}

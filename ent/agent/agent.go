@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -489,19 +490,31 @@ func newReceivedTransfersStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e Tier) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *Tier) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = Tier(str)
-	if err := TierValidator(*e); err != nil {
+	switch str {
+	case "T0":
+		*e = TierT0
+	case "T1":
+		*e = TierT1
+	case "T2":
+		*e = TierT2
+	case "T3":
+		*e = TierT3
+	case "T4":
+		*e = TierT4
+	default:
 		return fmt.Errorf("%s is not a valid Tier", str)
 	}
 	return nil

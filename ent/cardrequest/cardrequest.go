@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -393,19 +394,35 @@ func newUserStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e Status) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *Status) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = Status(str)
-	if err := StatusValidator(*e); err != nil {
+	switch str {
+	case "PENDING_APPROVAL":
+		*e = StatusPendingApproval
+	case "APPROVED":
+		*e = StatusApproved
+	case "DENIED":
+		*e = StatusDenied
+	case "EXPIRED":
+		*e = StatusExpired
+	case "FAILED":
+		*e = StatusFailed
+	case "USED":
+		*e = StatusUsed
+	case "EXPIRED_UNUSED":
+		*e = StatusExpiredUnused
+	default:
 		return fmt.Errorf("%s is not a valid Status", str)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -160,19 +161,25 @@ func ByDecimals(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldDecimals, opts...).ToFunc()
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e Mode) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *Mode) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = Mode(str)
-	if err := ModeValidator(*e); err != nil {
+	switch str {
+	case "LIVE":
+		*e = ModeLive
+	case "TEST":
+		*e = ModeTest
+	default:
 		return fmt.Errorf("%s is not a valid Mode", str)
 	}
 	return nil

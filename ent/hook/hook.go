@@ -80,6 +80,18 @@ func (f CheckoutSessionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Va
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CheckoutSessionMutation", m)
 }
 
+// The DashboardSessionFunc type is an adapter to allow the use of ordinary
+// function as DashboardSession mutator.
+type DashboardSessionFunc func(context.Context, *ent.DashboardSessionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DashboardSessionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DashboardSessionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DashboardSessionMutation", m)
+}
+
 // The DepositAddressFunc type is an adapter to allow the use of ordinary
 // function as DepositAddress mutator.
 type DepositAddressFunc func(context.Context, *ent.DepositAddressMutation) (ent.Value, error)
@@ -222,6 +234,18 @@ func (f MerchantKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantKeyMutation", m)
+}
+
+// The MerchantMemberFunc type is an adapter to allow the use of ordinary
+// function as MerchantMember mutator.
+type MerchantMemberFunc func(context.Context, *ent.MerchantMemberMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MerchantMemberFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MerchantMemberMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantMemberMutation", m)
 }
 
 // The PairingFunc type is an adapter to allow the use of ordinary

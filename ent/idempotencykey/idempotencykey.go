@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -204,19 +205,25 @@ func newTransferStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e State) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *State) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = State(str)
-	if err := StateValidator(*e); err != nil {
+	switch str {
+	case "IN_FLIGHT":
+		*e = StateInFlight
+	case "DONE":
+		*e = StateDone
+	default:
 		return fmt.Errorf("%s is not a valid State", str)
 	}
 	return nil

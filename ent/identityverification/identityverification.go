@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -175,19 +176,29 @@ func newUserStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e State) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *State) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = State(str)
-	if err := StateValidator(*e); err != nil {
+	switch str {
+	case "PENDING":
+		*e = StatePending
+	case "REQUIRES_INPUT":
+		*e = StateRequiresInput
+	case "VERIFIED":
+		*e = StateVerified
+	case "REJECTED":
+		*e = StateRejected
+	default:
 		return fmt.Errorf("%s is not a valid State", str)
 	}
 	return nil

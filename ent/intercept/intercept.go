@@ -13,6 +13,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/chaincursor"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
@@ -25,6 +26,7 @@ import (
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
+	"agentpay/ent/merchantmember"
 	"agentpay/ent/pairing"
 	"agentpay/ent/partnerattestation"
 	"agentpay/ent/passkey"
@@ -263,6 +265,33 @@ func (f TraverseCheckoutSession) Traverse(ctx context.Context, q ent.Query) erro
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.CheckoutSessionQuery", q)
+}
+
+// The DashboardSessionFunc type is an adapter to allow the use of ordinary function as a Querier.
+type DashboardSessionFunc func(context.Context, *ent.DashboardSessionQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f DashboardSessionFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.DashboardSessionQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.DashboardSessionQuery", q)
+}
+
+// The TraverseDashboardSession type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseDashboardSession func(context.Context, *ent.DashboardSessionQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseDashboardSession) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseDashboardSession) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.DashboardSessionQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.DashboardSessionQuery", q)
 }
 
 // The DepositAddressFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -587,6 +616,33 @@ func (f TraverseMerchantKey) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantKeyQuery", q)
+}
+
+// The MerchantMemberFunc type is an adapter to allow the use of ordinary function as a Querier.
+type MerchantMemberFunc func(context.Context, *ent.MerchantMemberQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f MerchantMemberFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.MerchantMemberQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.MerchantMemberQuery", q)
+}
+
+// The TraverseMerchantMember type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseMerchantMember func(context.Context, *ent.MerchantMemberQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseMerchantMember) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseMerchantMember) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.MerchantMemberQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantMemberQuery", q)
 }
 
 // The PairingFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1063,6 +1119,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.ChainCursorQuery, predicate.ChainCursor, chaincursor.OrderOption]{typ: ent.TypeChainCursor, tq: q}, nil
 	case *ent.CheckoutSessionQuery:
 		return &query[*ent.CheckoutSessionQuery, predicate.CheckoutSession, checkoutsession.OrderOption]{typ: ent.TypeCheckoutSession, tq: q}, nil
+	case *ent.DashboardSessionQuery:
+		return &query[*ent.DashboardSessionQuery, predicate.DashboardSession, dashboardsession.OrderOption]{typ: ent.TypeDashboardSession, tq: q}, nil
 	case *ent.DepositAddressQuery:
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
 	case *ent.FundingQuery:
@@ -1087,6 +1145,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.MerchantFeedEntryQuery, predicate.MerchantFeedEntry, merchantfeedentry.OrderOption]{typ: ent.TypeMerchantFeedEntry, tq: q}, nil
 	case *ent.MerchantKeyQuery:
 		return &query[*ent.MerchantKeyQuery, predicate.MerchantKey, merchantkey.OrderOption]{typ: ent.TypeMerchantKey, tq: q}, nil
+	case *ent.MerchantMemberQuery:
+		return &query[*ent.MerchantMemberQuery, predicate.MerchantMember, merchantmember.OrderOption]{typ: ent.TypeMerchantMember, tq: q}, nil
 	case *ent.PairingQuery:
 		return &query[*ent.PairingQuery, predicate.Pairing, pairing.OrderOption]{typ: ent.TypePairing, tq: q}, nil
 	case *ent.PartnerAttestationQuery:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -26,6 +27,8 @@ const (
 	FieldName = "name"
 	// FieldEmail holds the string denoting the email field in the database.
 	FieldEmail = "email"
+	// FieldEmailNormalized holds the string denoting the email_normalized field in the database.
+	FieldEmailNormalized = "email_normalized"
 	// FieldWebsite holds the string denoting the website field in the database.
 	FieldWebsite = "website"
 	// FieldWebhookURL holds the string denoting the webhook_url field in the database.
@@ -102,6 +105,7 @@ var Columns = []string{
 	FieldUpdatedAt,
 	FieldName,
 	FieldEmail,
+	FieldEmailNormalized,
 	FieldWebsite,
 	FieldWebhookURL,
 	FieldSuccessURL,
@@ -144,6 +148,8 @@ var (
 	NameValidator func(string) error
 	// EmailValidator is a validator for the "email" field. It is called by the builders before save.
 	EmailValidator func(string) error
+	// DefaultEmailNormalized holds the default value on creation for the "email_normalized" field.
+	DefaultEmailNormalized string
 	// DefaultSettleHeldPayments holds the default value on creation for the "settle_held_payments" field.
 	DefaultSettleHeldPayments bool
 	// DefaultActive holds the default value on creation for the "active" field.
@@ -204,6 +210,11 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByEmail orders the results by the email field.
 func ByEmail(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldEmail, opts...).ToFunc()
+}
+
+// ByEmailNormalized orders the results by the email_normalized field.
+func ByEmailNormalized(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEmailNormalized, opts...).ToFunc()
 }
 
 // ByWebsite orders the results by the website field.
@@ -339,19 +350,25 @@ func newWebhookEventsStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e SettlementType) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *SettlementType) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = SettlementType(str)
-	if err := SettlementTypeValidator(*e); err != nil {
+	switch str {
+	case "CRYPTO_USDC":
+		*e = SettlementTypeCryptoUsdc
+	case "FIAT_PIX":
+		*e = SettlementTypeFiatPix
+	default:
 		return fmt.Errorf("%s is not a valid SettlementType", str)
 	}
 	return nil

@@ -76,6 +76,11 @@ func Email(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldEmail, v))
 }
 
+// EmailNormalized applies equality check predicate on the "email_normalized" field. It's identical to EmailNormalizedEQ.
+func EmailNormalized(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailNormalized, v))
+}
+
 // Website applies equality check predicate on the "website" field. It's identical to WebsiteEQ.
 func Website(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldWebsite, v))
@@ -369,6 +374,71 @@ func EmailEqualFold(v string) predicate.Merchant {
 // EmailContainsFold applies the ContainsFold predicate on the "email" field.
 func EmailContainsFold(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldContainsFold(FieldEmail, v))
+}
+
+// EmailNormalizedEQ applies the EQ predicate on the "email_normalized" field.
+func EmailNormalizedEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedNEQ applies the NEQ predicate on the "email_normalized" field.
+func EmailNormalizedNEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedIn applies the In predicate on the "email_normalized" field.
+func EmailNormalizedIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldEmailNormalized, vs...))
+}
+
+// EmailNormalizedNotIn applies the NotIn predicate on the "email_normalized" field.
+func EmailNormalizedNotIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldEmailNormalized, vs...))
+}
+
+// EmailNormalizedGT applies the GT predicate on the "email_normalized" field.
+func EmailNormalizedGT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedGTE applies the GTE predicate on the "email_normalized" field.
+func EmailNormalizedGTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedLT applies the LT predicate on the "email_normalized" field.
+func EmailNormalizedLT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedLTE applies the LTE predicate on the "email_normalized" field.
+func EmailNormalizedLTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedContains applies the Contains predicate on the "email_normalized" field.
+func EmailNormalizedContains(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContains(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedHasPrefix applies the HasPrefix predicate on the "email_normalized" field.
+func EmailNormalizedHasPrefix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasPrefix(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedHasSuffix applies the HasSuffix predicate on the "email_normalized" field.
+func EmailNormalizedHasSuffix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasSuffix(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedEqualFold applies the EqualFold predicate on the "email_normalized" field.
+func EmailNormalizedEqualFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEqualFold(FieldEmailNormalized, v))
+}
+
+// EmailNormalizedContainsFold applies the ContainsFold predicate on the "email_normalized" field.
+func EmailNormalizedContainsFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContainsFold(FieldEmailNormalized, v))
 }
 
 // WebsiteEQ applies the EQ predicate on the "website" field.

@@ -276,6 +276,37 @@ var (
 			},
 		},
 	}
+	// DashboardSessionsColumns holds the columns for the "dashboard_sessions" table.
+	DashboardSessionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "user_id", Type: field.TypeUUID},
+		{Name: "browser_session_id", Type: field.TypeUUID},
+		{Name: "mode", Type: field.TypeEnum, Enums: []string{"live", "test"}},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "revoked_at", Type: field.TypeTime, Nullable: true},
+	}
+	// DashboardSessionsTable holds the schema information for the "dashboard_sessions" table.
+	DashboardSessionsTable = &schema.Table{
+		Name:       "dashboard_sessions",
+		Columns:    DashboardSessionsColumns,
+		PrimaryKey: []*schema.Column{DashboardSessionsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "dashboardsession_browser_session_id",
+				Unique:  false,
+				Columns: []*schema.Column{DashboardSessionsColumns[5]},
+			},
+			{
+				Name:    "dashboardsession_user_id_merchant_id",
+				Unique:  false,
+				Columns: []*schema.Column{DashboardSessionsColumns[4], DashboardSessionsColumns[3]},
+			},
+		},
+	}
 	// DepositAddressesColumns holds the columns for the "deposit_addresses" table.
 	DepositAddressesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -583,6 +614,7 @@ var (
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "name", Type: field.TypeString},
 		{Name: "email", Type: field.TypeString},
+		{Name: "email_normalized", Type: field.TypeString, Default: ""},
 		{Name: "website", Type: field.TypeString, Nullable: true},
 		{Name: "webhook_url", Type: field.TypeString, Nullable: true},
 		{Name: "success_url", Type: field.TypeString, Nullable: true},
@@ -608,6 +640,13 @@ var (
 		Name:       "merchants",
 		Columns:    MerchantsColumns,
 		PrimaryKey: []*schema.Column{MerchantsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "merchant_email_normalized",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantsColumns[5]},
+			},
+		},
 	}
 	// MerchantFeedEntriesColumns holds the columns for the "merchant_feed_entries" table.
 	MerchantFeedEntriesColumns = []*schema.Column{
@@ -661,6 +700,41 @@ var (
 				Name:    "merchantkey_merchant_id_kind_revoked_at",
 				Unique:  false,
 				Columns: []*schema.Column{MerchantKeysColumns[7], MerchantKeysColumns[3], MerchantKeysColumns[6]},
+			},
+		},
+	}
+	// MerchantMembersColumns holds the columns for the "merchant_members" table.
+	MerchantMembersColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "user_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "email", Type: field.TypeString, Size: 254},
+		{Name: "role", Type: field.TypeEnum, Enums: []string{"owner", "read_only"}},
+		{Name: "invited_by", Type: field.TypeUUID, Nullable: true},
+		{Name: "accepted_at", Type: field.TypeTime, Nullable: true},
+	}
+	// MerchantMembersTable holds the schema information for the "merchant_members" table.
+	MerchantMembersTable = &schema.Table{
+		Name:       "merchant_members",
+		Columns:    MerchantMembersColumns,
+		PrimaryKey: []*schema.Column{MerchantMembersColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "merchantmember_merchant_id_email",
+				Unique:  true,
+				Columns: []*schema.Column{MerchantMembersColumns[3], MerchantMembersColumns[5]},
+			},
+			{
+				Name:    "merchantmember_user_id",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantMembersColumns[4]},
+			},
+			{
+				Name:    "merchantmember_email",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantMembersColumns[5]},
 			},
 		},
 	}
@@ -1408,6 +1482,7 @@ var (
 		CardRequestsTable,
 		ChainCursorsTable,
 		CheckoutSessionsTable,
+		DashboardSessionsTable,
 		DepositAddressesTable,
 		FundingsTable,
 		GasSpendsTable,
@@ -1420,6 +1495,7 @@ var (
 		MerchantsTable,
 		MerchantFeedEntriesTable,
 		MerchantKeysTable,
+		MerchantMembersTable,
 		PairingsTable,
 		PartnerAttestationsTable,
 		PasskeysTable,

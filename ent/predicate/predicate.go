@@ -24,6 +24,9 @@ type ChainCursor func(*sql.Selector)
 // CheckoutSession is the predicate function for checkoutsession builders.
 type CheckoutSession func(*sql.Selector)
 
+// DashboardSession is the predicate function for dashboardsession builders.
+type DashboardSession func(*sql.Selector)
+
 // DepositAddress is the predicate function for depositaddress builders.
 type DepositAddress func(*sql.Selector)
 
@@ -59,6 +62,9 @@ type MerchantFeedEntry func(*sql.Selector)
 
 // MerchantKey is the predicate function for merchantkey builders.
 type MerchantKey func(*sql.Selector)
+
+// MerchantMember is the predicate function for merchantmember builders.
+type MerchantMember func(*sql.Selector)
 
 // Pairing is the predicate function for pairing builders.
 type Pairing func(*sql.Selector)

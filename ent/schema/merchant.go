@@ -5,6 +5,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
 
 	"agentpay/ent/schematype"
 )
@@ -26,6 +27,13 @@ func (Merchant) Fields() []ent.Field {
 			NotEmpty(),
 		field.String("email").
 			NotEmpty(),
+		// The contact e-mail trimmed and lower-cased (agentpay's
+		// NormalizeEmailOrSame), written with email: what a verified user's
+		// address is compared with to find the merchants they own, by an
+		// index (email keeps the merchant's own spelling for display).
+		field.String("email_normalized").
+			Default("").
+			Annotations(entgql.Skip(entgql.SkipAll)),
 		field.String("website").
 			Optional(),
 		// The live-mode webhook URL; test mode has its own
@@ -95,6 +103,14 @@ func (Merchant) Fields() []ent.Field {
 		field.Time("deactivated_at").
 			Optional().
 			Nillable(),
+	}
+}
+
+// Indexes of the Merchant.
+func (Merchant) Indexes() []ent.Index {
+	return []ent.Index{
+		// The owner lookup of a signing-in user (claimMemberships).
+		index.Fields("email_normalized"),
 	}
 }
 

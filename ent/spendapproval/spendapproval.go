@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -241,37 +242,57 @@ func ByIdempotencyKey(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldIdempotencyKey, opts...).ToFunc()
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e Operation) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *Operation) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = Operation(str)
-	if err := OperationValidator(*e); err != nil {
+	switch str {
+	case "SEND":
+		*e = OperationSend
+	case "SEND_TO_USER":
+		*e = OperationSendToUser
+	case "PAY_CHECKOUT":
+		*e = OperationPayCheckout
+	default:
 		return fmt.Errorf("%s is not a valid Operation", str)
 	}
 	return nil
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e Status) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *Status) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = Status(str)
-	if err := StatusValidator(*e); err != nil {
+	switch str {
+	case "AWAITING_APPROVAL":
+		*e = StatusAwaitingApproval
+	case "APPROVED":
+		*e = StatusApproved
+	case "DENIED":
+		*e = StatusDenied
+	case "EXPIRED":
+		*e = StatusExpired
+	case "FAILED":
+		*e = StatusFailed
+	default:
 		return fmt.Errorf("%s is not a valid Status", str)
 	}
 	return nil

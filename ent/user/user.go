@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
@@ -269,19 +270,31 @@ func newCardRequestsStep() *sqlgraph.Step {
 	)
 }
 
-// MarshalGQL implements graphql.Marshaler interface.
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
 func (e IdentityStatus) MarshalGQL(w io.Writer) {
-	io.WriteString(w, strconv.Quote(e.String()))
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
 }
 
-// UnmarshalGQL implements graphql.Unmarshaler interface.
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
 func (e *IdentityStatus) UnmarshalGQL(val interface{}) error {
 	str, ok := val.(string)
 	if !ok {
 		return fmt.Errorf("enum %T must be a string", val)
 	}
-	*e = IdentityStatus(str)
-	if err := IdentityStatusValidator(*e); err != nil {
+	switch str {
+	case "NOT_STARTED":
+		*e = IdentityStatusNotStarted
+	case "PENDING":
+		*e = IdentityStatusPending
+	case "REQUIRES_INPUT":
+		*e = IdentityStatusRequiresInput
+	case "VERIFIED":
+		*e = IdentityStatusVerified
+	case "REJECTED":
+		*e = IdentityStatusRejected
+	default:
 		return fmt.Errorf("%s is not a valid IdentityStatus", str)
 	}
 	return nil

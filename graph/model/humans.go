@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"agentpay/ent/user"
 )
 
 // The agent's view of humans (graph/humans.graphql). Written by hand and
@@ -12,16 +14,16 @@ import (
 
 // Pairing is a pairing with a human user, as the agent sees it.
 type Pairing struct {
-	ID          uuid.UUID  `json:"id"`
-	UserID      uuid.UUID  `json:"userId"`
-	Username    string     `json:"username"`
-	DisplayName string     `json:"displayName"`
-	Status      string     `json:"status"`
-	KycVerified bool       `json:"kycVerified"`
-	Message     string     `json:"message"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	DecidedAt   *time.Time `json:"decidedAt,omitempty"`
-	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+	ID          uuid.UUID     `json:"id"`
+	UserID      uuid.UUID     `json:"userId"`
+	Username    string        `json:"username"`
+	DisplayName string        `json:"displayName"`
+	Status      PairingStatus `json:"status"`
+	KycVerified bool          `json:"kycVerified"`
+	Message     string        `json:"message"`
+	CreatedAt   time.Time     `json:"createdAt"`
+	DecidedAt   *time.Time    `json:"decidedAt,omitempty"`
+	ExpiresAt   *time.Time    `json:"expiresAt,omitempty"`
 }
 
 // Invitation is an e-mailed invitation, shown once to the inviting agent.
@@ -43,22 +45,22 @@ type AccountEvent struct {
 
 // Viewer is the signed-in human.
 type Viewer struct {
-	ID             uuid.UUID       `json:"id"`
-	Username       string          `json:"username"`
-	DisplayName    string          `json:"displayName"`
-	Email          string          `json:"email"`
-	IdentityStatus string          `json:"identityStatus"`
-	Wallets        []*ViewerWallet `json:"wallets"`
+	ID             uuid.UUID           `json:"id"`
+	Username       string              `json:"username"`
+	DisplayName    string              `json:"displayName"`
+	Email          string              `json:"email"`
+	IdentityStatus user.IdentityStatus `json:"identityStatus"`
+	Wallets        []*ViewerWallet     `json:"wallets"`
 }
 
 // ViewerPairing is a pairing with an agent, as the human sees it.
 type ViewerPairing struct {
-	ID            uuid.UUID  `json:"id"`
-	AgentID       uuid.UUID  `json:"agentId"`
-	AgentUsername string     `json:"agentUsername"`
-	Status        string     `json:"status"`
-	Message       string     `json:"message"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	DecidedAt     *time.Time `json:"decidedAt,omitempty"`
-	ExpiresAt     *time.Time `json:"expiresAt,omitempty"`
+	ID            uuid.UUID     `json:"id"`
+	AgentID       uuid.UUID     `json:"agentId"`
+	AgentUsername string        `json:"agentUsername"`
+	Status        PairingStatus `json:"status"`
+	Message       string        `json:"message"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	DecidedAt     *time.Time    `json:"decidedAt,omitempty"`
+	ExpiresAt     *time.Time    `json:"expiresAt,omitempty"`
 }

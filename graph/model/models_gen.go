@@ -5,6 +5,7 @@ package model
 import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
@@ -55,7 +56,7 @@ type BooksChain struct {
 	Mode string `json:"mode"`
 	// The token's decimals (6 for USDC)
 	Decimals int `json:"decimals"`
-	// One line per holder class: treasury, deposit_addresses, agent_wallets, human_wallets (wallets in the agents' mode only)
+	// One line per holder class, in BooksHolder's order (wallets in the agents' mode only)
 	Lines []*BooksLine `json:"lines"`
 }
 
@@ -72,9 +73,8 @@ type BooksDifference struct {
 
 // One class of holders on one chain and mode
 type BooksLine struct {
-	// treasury, deposit_addresses, agent_wallets or human_wallets
-	Holder    string `json:"holder"`
-	Addresses int    `json:"addresses"`
+	Holder    BooksHolder `json:"holder"`
+	Addresses int         `json:"addresses"`
 	// What the addresses hold on chain, in base units
 	OnChain int64 `json:"onChain"`
 	// What the records say they hold, in base units
@@ -89,11 +89,12 @@ type BooksLine struct {
 
 // A record that moved, or is moving, a holder's USDC
 type BooksRecord struct {
-	// payment, sweep, transfer, payout, refund, card_return or funding
-	Kind     string `json:"kind"`
-	ID       string `json:"id"`
-	Amount   int64  `json:"amount"`
-	Status   string `json:"status"`
+	Kind BooksRecordKind `json:"kind"`
+	// The record's id (a payment's for its sweep, a settlement batch's for its payout)
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	// The record's state as stored, in words: its status (and a transaction in flight), a sweep's swept or submitted, a funding's source
+	Detail   string `json:"detail"`
 	InFlight bool   `json:"inFlight"`
 }
 
@@ -131,11 +132,12 @@ type CheckoutPaymentPayload struct {
 	// The agent's transfer (as in me.transfers)
 	TransactionID uuid.UUID `json:"transactionId"`
 	// The session's payment (pay_...); null until the transfer is included
-	PaymentID     *string `json:"paymentId,omitempty"`
-	SessionID     string  `json:"sessionId"`
-	SessionStatus string  `json:"sessionStatus"`
-	// pending until the transfer is included, then detected, confirming, confirmed as the chain confirms; or failed
-	Status string `json:"status"`
+	PaymentID *string `json:"paymentId,omitempty"`
+	SessionID string  `json:"sessionId"`
+	// The session's status: PENDING, DETECTING, CONFIRMING, CONFIRMED, EXPIRED or CANCELLED
+	SessionStatus checkoutsession.Status `json:"sessionStatus"`
+	// PENDING until the transfer is included, then DETECTED, CONFIRMING, CONFIRMED as the chain confirms; or FAILED
+	Status CheckoutPaymentStatus `json:"status"`
 	// The session's amount, paid exactly (no treasury fee)
 	AmountUsd   decimal.Decimal `json:"amountUsd"`
 	Chain       string          `json:"chain"`
@@ -207,6 +209,15 @@ type Limits struct {
 	CanSend       bool           `json:"canSend"`
 	CanReceive    bool           `json:"canReceive"`
 	CardPurchases bool           `json:"cardPurchases"`
+}
+
+// A merchant the signed-in human manages (its contact e-mail, or an accepted invitation).
+type ManagedMerchant struct {
+	ID   uuid.UUID  `json:"id"`
+	Name string     `json:"name"`
+	Role MemberRole `json:"role"`
+	// Members and pending invitations, oldest first (at most 50)
+	Members []*MerchantTeamMember `json:"members"`
 }
 
 // The authenticated agent: its own profile with the private parts.
@@ -281,6 +292,27 @@ type MerchantPublicKeys struct {
 	Test string `json:"test"`
 }
 
+// A person who manages a merchant, or an invitation not yet accepted.
+type MerchantTeamMember struct {
+	ID    uuid.UUID  `json:"id"`
+	Email string     `json:"email"`
+	Role  MemberRole `json:"role"`
+	// When the invited address signed in; null while pending
+	AcceptedAt *time.Time `json:"acceptedAt,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+}
+
+// A dashboard session opened; its token is shown this once.
+type OpenedDashboard struct {
+	// ds_...: send it as X-Dashboard-Session (or in connection_init) to the merchant API
+	Token        string       `json:"token"`
+	ExpiresAt    time.Time    `json:"expiresAt"`
+	MerchantID   uuid.UUID    `json:"merchantId"`
+	MerchantName string       `json:"merchantName"`
+	Mode         MerchantMode `json:"mode"`
+	Role         MemberRole   `json:"role"`
+}
+
 // What verifyPartner did: the partner identity is linked and the trust score and tier are the new ones on every instance.
 type PartnerVerification struct {
 	AgentID          uuid.UUID  `json:"agentId"`
@@ -320,6 +352,18 @@ type PaymentFilter struct {
 	SessionExternalID *string `json:"sessionExternalId,omitempty"`
 	// Payments in any of these states
 	Status []payment.Status `json:"status,omitempty"`
+}
+
+// The payments of one UTC day on one chain in one status.
+type PaymentVolume struct {
+	// 2006-01-02
+	Day    string         `json:"day"`
+	Chain  string         `json:"chain"`
+	Status payment.Status `json:"status"`
+	// How many payments
+	Count int `json:"count"`
+	// The token amount received (USDC), summed exactly
+	Volume decimal.Decimal `json:"volume"`
 }
 
 // An agent's public profile: what anyone may read about an agent.
@@ -368,6 +412,15 @@ type Registration struct {
 	InviteCode    string           `json:"inviteCode"`
 	Message       string           `json:"message"`
 	Endpoints     []*Endpoint      `json:"endpoints"`
+}
+
+// A new key pair of one mode, shown this once (POST /checkout/merchants/me/keys/roll).
+type RolledKeys struct {
+	PublicKey string `json:"publicKey"`
+	// Shown only now: store it
+	SecretKey string `json:"secretKey"`
+	Livemode  bool   `json:"livemode"`
+	Warning   string `json:"warning"`
 }
 
 // A new webhook signing secret of the key's mode, shown this once
@@ -441,6 +494,8 @@ type SessionFilter struct {
 	CreatedFrom *time.Time `json:"createdFrom,omitempty"`
 	// Sessions created before this time (createdFrom <= createdAt < createdTo)
 	CreatedTo *time.Time `json:"createdTo,omitempty"`
+	// Sessions whose external id is this, or that have a top-level metadata string value equal to it (at most 200 characters)
+	Search *string `json:"search,omitempty"`
 }
 
 // A checkout session's payment status (spec 2.7), as the hosted checkout page
@@ -552,8 +607,8 @@ type TreasuryWallet struct {
 	Token   string `json:"token"`
 	// Null when the chain is unavailable (see status)
 	Balance *decimal.Decimal `json:"balance,omitempty"`
-	// ok, or unavailable
-	Status string `json:"status"`
+	// OK, or UNAVAILABLE
+	Status TreasuryWalletStatus `json:"status"`
 	// What the treasury paid for this chain's transactions, next to the send fees it collected there
 	Gas *TreasuryGas `json:"gas"`
 }
@@ -616,8 +671,8 @@ type ViewerCardRequest struct {
 	ID            uuid.UUID `json:"id"`
 	AgentID       uuid.UUID `json:"agentId"`
 	AgentUsername string    `json:"agentUsername"`
-	// pending_approval, approved, denied, expired, failed, used or expired_unused
-	Status string `json:"status"`
+	// PENDING_APPROVAL, APPROVED, DENIED, EXPIRED, FAILED, USED or EXPIRED_UNUSED
+	Status cardrequest.Status `json:"status"`
 	// The card's maximum, USD
 	AmountUsd    decimal.Decimal `json:"amountUsd"`
 	MerchantName string          `json:"merchantName"`
@@ -696,15 +751,208 @@ type Withdrawal struct {
 	TxHash *string `json:"txHash,omitempty"`
 	// The fee's transfer to the treasury
 	FeeTxHash *string `json:"feeTxHash,omitempty"`
-	// pending (until both transfers are included), completed or failed (nothing moved)
-	Status      string     `json:"status"`
-	Message     string     `json:"message"`
-	Memo        *string    `json:"memo,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// PENDING (until both transfers are included), COMPLETED or FAILED (nothing moved)
+	Status      WithdrawalStatus `json:"status"`
+	Message     string           `json:"message"`
+	Memo        *string          `json:"memo,omitempty"`
+	CreatedAt   time.Time        `json:"createdAt"`
+	CompletedAt *time.Time       `json:"completedAt,omitempty"`
 	// True when this is the kept answer of an earlier withdraw with the same
 	// idempotencyKey; always false in viewer.withdrawals
 	Replayed bool `json:"replayed"`
+}
+
+// A class of addresses whose USDC only the service moves
+type BooksHolder string
+
+const (
+	BooksHolderTreasury         BooksHolder = "TREASURY"
+	BooksHolderDepositAddresses BooksHolder = "DEPOSIT_ADDRESSES"
+	BooksHolderAgentWallets     BooksHolder = "AGENT_WALLETS"
+	BooksHolderHumanWallets     BooksHolder = "HUMAN_WALLETS"
+)
+
+var AllBooksHolder = []BooksHolder{
+	BooksHolderTreasury,
+	BooksHolderDepositAddresses,
+	BooksHolderAgentWallets,
+	BooksHolderHumanWallets,
+}
+
+func (e BooksHolder) IsValid() bool {
+	switch e {
+	case BooksHolderTreasury, BooksHolderDepositAddresses, BooksHolderAgentWallets, BooksHolderHumanWallets:
+		return true
+	}
+	return false
+}
+
+func (e BooksHolder) String() string {
+	return string(e)
+}
+
+func (e *BooksHolder) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BooksHolder(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BooksHolder", str)
+	}
+	return nil
+}
+
+func (e BooksHolder) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BooksHolder) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BooksHolder) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What kind of record moved a holder's USDC
+type BooksRecordKind string
+
+const (
+	BooksRecordKindPayment    BooksRecordKind = "PAYMENT"
+	BooksRecordKindSweep      BooksRecordKind = "SWEEP"
+	BooksRecordKindTransfer   BooksRecordKind = "TRANSFER"
+	BooksRecordKindPayout     BooksRecordKind = "PAYOUT"
+	BooksRecordKindRefund     BooksRecordKind = "REFUND"
+	BooksRecordKindCardReturn BooksRecordKind = "CARD_RETURN"
+	BooksRecordKindFunding    BooksRecordKind = "FUNDING"
+)
+
+var AllBooksRecordKind = []BooksRecordKind{
+	BooksRecordKindPayment,
+	BooksRecordKindSweep,
+	BooksRecordKindTransfer,
+	BooksRecordKindPayout,
+	BooksRecordKindRefund,
+	BooksRecordKindCardReturn,
+	BooksRecordKindFunding,
+}
+
+func (e BooksRecordKind) IsValid() bool {
+	switch e {
+	case BooksRecordKindPayment, BooksRecordKindSweep, BooksRecordKindTransfer, BooksRecordKindPayout, BooksRecordKindRefund, BooksRecordKindCardReturn, BooksRecordKindFunding:
+		return true
+	}
+	return false
+}
+
+func (e BooksRecordKind) String() string {
+	return string(e)
+}
+
+func (e *BooksRecordKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BooksRecordKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BooksRecordKind", str)
+	}
+	return nil
+}
+
+func (e BooksRecordKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BooksRecordKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BooksRecordKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where an agent's checkout payment is (REST spells the same values in lower case).
+type CheckoutPaymentStatus string
+
+const (
+	// The transfer is not yet included on chain
+	CheckoutPaymentStatusPending CheckoutPaymentStatus = "PENDING"
+	// Included; the session's payment was detected
+	CheckoutPaymentStatusDetected CheckoutPaymentStatus = "DETECTED"
+	// Short of the chain's confirmations
+	CheckoutPaymentStatusConfirming CheckoutPaymentStatus = "CONFIRMING"
+	// Confirmed: the session is paid
+	CheckoutPaymentStatusConfirmed CheckoutPaymentStatus = "CONFIRMED"
+	// The transfer failed; nothing moved
+	CheckoutPaymentStatusFailed CheckoutPaymentStatus = "FAILED"
+)
+
+var AllCheckoutPaymentStatus = []CheckoutPaymentStatus{
+	CheckoutPaymentStatusPending,
+	CheckoutPaymentStatusDetected,
+	CheckoutPaymentStatusConfirming,
+	CheckoutPaymentStatusConfirmed,
+	CheckoutPaymentStatusFailed,
+}
+
+func (e CheckoutPaymentStatus) IsValid() bool {
+	switch e {
+	case CheckoutPaymentStatusPending, CheckoutPaymentStatusDetected, CheckoutPaymentStatusConfirming, CheckoutPaymentStatusConfirmed, CheckoutPaymentStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e CheckoutPaymentStatus) String() string {
+	return string(e)
+}
+
+func (e *CheckoutPaymentStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CheckoutPaymentStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CheckoutPaymentStatus", str)
+	}
+	return nil
+}
+
+func (e CheckoutPaymentStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CheckoutPaymentStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CheckoutPaymentStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type LeaderboardSort string
@@ -759,6 +1007,62 @@ func (e *LeaderboardSort) UnmarshalJSON(b []byte) error {
 }
 
 func (e LeaderboardSort) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What a merchant member may do: an OWNER anything (members included), a READ_ONLY member read.
+type MemberRole string
+
+const (
+	MemberRoleOwner    MemberRole = "OWNER"
+	MemberRoleReadOnly MemberRole = "READ_ONLY"
+)
+
+var AllMemberRole = []MemberRole{
+	MemberRoleOwner,
+	MemberRoleReadOnly,
+}
+
+func (e MemberRole) IsValid() bool {
+	switch e {
+	case MemberRoleOwner, MemberRoleReadOnly:
+		return true
+	}
+	return false
+}
+
+func (e MemberRole) String() string {
+	return string(e)
+}
+
+func (e *MemberRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MemberRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MemberRole", str)
+	}
+	return nil
+}
+
+func (e MemberRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MemberRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MemberRole) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
@@ -822,6 +1126,62 @@ func (e MerchantEventKind) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// The mode of a merchant credential: a live one sees live state only, a test one test state only.
+type MerchantMode string
+
+const (
+	MerchantModeLive MerchantMode = "LIVE"
+	MerchantModeTest MerchantMode = "TEST"
+)
+
+var AllMerchantMode = []MerchantMode{
+	MerchantModeLive,
+	MerchantModeTest,
+}
+
+func (e MerchantMode) IsValid() bool {
+	switch e {
+	case MerchantModeLive, MerchantModeTest:
+		return true
+	}
+	return false
+}
+
+func (e MerchantMode) String() string {
+	return string(e)
+}
+
+func (e *MerchantMode) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MerchantMode(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MerchantMode", str)
+	}
+	return nil
+}
+
+func (e MerchantMode) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MerchantMode) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MerchantMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type PairingDecision string
 
 const (
@@ -874,6 +1234,192 @@ func (e *PairingDecision) UnmarshalJSON(b []byte) error {
 }
 
 func (e PairingDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a pairing is (REST spells the same values in lower case).
+type PairingStatus string
+
+const (
+	// Requested, waiting for the human
+	PairingStatusPending PairingStatus = "PENDING"
+	// Approved: paired
+	PairingStatusApproved PairingStatus = "APPROVED"
+	// The human denied it
+	PairingStatusDenied PairingStatus = "DENIED"
+	// Ended by either side
+	PairingStatusRevoked PairingStatus = "REVOKED"
+	// A pending request past its expiresAt
+	PairingStatusExpired PairingStatus = "EXPIRED"
+)
+
+var AllPairingStatus = []PairingStatus{
+	PairingStatusPending,
+	PairingStatusApproved,
+	PairingStatusDenied,
+	PairingStatusRevoked,
+	PairingStatusExpired,
+}
+
+func (e PairingStatus) IsValid() bool {
+	switch e {
+	case PairingStatusPending, PairingStatusApproved, PairingStatusDenied, PairingStatusRevoked, PairingStatusExpired:
+		return true
+	}
+	return false
+}
+
+func (e PairingStatus) String() string {
+	return string(e)
+}
+
+func (e *PairingStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PairingStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PairingStatus", str)
+	}
+	return nil
+}
+
+func (e PairingStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PairingStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PairingStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether a treasury wallet's balance could be read.
+type TreasuryWalletStatus string
+
+const (
+	// Read from the chain just now
+	TreasuryWalletStatusOk TreasuryWalletStatus = "OK"
+	// The chain is not configured or did not answer; balance is null
+	TreasuryWalletStatusUnavailable TreasuryWalletStatus = "UNAVAILABLE"
+)
+
+var AllTreasuryWalletStatus = []TreasuryWalletStatus{
+	TreasuryWalletStatusOk,
+	TreasuryWalletStatusUnavailable,
+}
+
+func (e TreasuryWalletStatus) IsValid() bool {
+	switch e {
+	case TreasuryWalletStatusOk, TreasuryWalletStatusUnavailable:
+		return true
+	}
+	return false
+}
+
+func (e TreasuryWalletStatus) String() string {
+	return string(e)
+}
+
+func (e *TreasuryWalletStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TreasuryWalletStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TreasuryWalletStatus", str)
+	}
+	return nil
+}
+
+func (e TreasuryWalletStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TreasuryWalletStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TreasuryWalletStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a withdrawal is (REST spells the same values in lower case).
+type WithdrawalStatus string
+
+const (
+	// Until both transfers (to the address and the fee) are included
+	WithdrawalStatusPending WithdrawalStatus = "PENDING"
+	// Both transfers are included
+	WithdrawalStatusCompleted WithdrawalStatus = "COMPLETED"
+	// Nothing moved
+	WithdrawalStatusFailed WithdrawalStatus = "FAILED"
+)
+
+var AllWithdrawalStatus = []WithdrawalStatus{
+	WithdrawalStatusPending,
+	WithdrawalStatusCompleted,
+	WithdrawalStatusFailed,
+}
+
+func (e WithdrawalStatus) IsValid() bool {
+	switch e {
+	case WithdrawalStatusPending, WithdrawalStatusCompleted, WithdrawalStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e WithdrawalStatus) String() string {
+	return string(e)
+}
+
+func (e *WithdrawalStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = WithdrawalStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid WithdrawalStatus", str)
+	}
+	return nil
+}
+
+func (e WithdrawalStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *WithdrawalStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e WithdrawalStatus) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

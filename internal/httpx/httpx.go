@@ -27,6 +27,9 @@ const (
 	AgentKeyHeader = "X-Agent-Key"
 	// MerchantKeyHeader carries a merchant's secret key (sk_live_/sk_test_).
 	MerchantKeyHeader = "X-Checkout-Secret-Key"
+	// DashboardSessionHeader carries a merchant dashboard session (ds_...),
+	// the credential the dashboard's pages call the merchant API with.
+	DashboardSessionHeader = "X-Dashboard-Session"
 	// PublicKeyHeader carries a merchant's public key (pk_live_/pk_test_),
 	// the checkout page's optional credential.
 	PublicKeyHeader = "X-Checkout-Public-Key"

@@ -47,6 +47,9 @@ var (
 	// stored hashed.
 	SignInToken         = IDFormat{Prefix: "sil_", Alphabet: base62, Length: 43}
 	BrowserSessionToken = IDFormat{Prefix: "bs_", Alphabet: base62, Length: 43}
+	// DashboardSessionToken is a merchant dashboard session's token
+	// (X-Dashboard-Session), opened from a browser session.
+	DashboardSessionToken = IDFormat{Prefix: "ds_", Alphabet: base62, Length: 43}
 	// ChallengeNonce is the nonce of a signature challenge: 256 random bits
 	// as 0x-prefixed hex, as the signed message shows it.
 	ChallengeNonce = IDFormat{Prefix: "0x", Alphabet: lowerHex, Length: 64}

@@ -1,0 +1,411 @@
+// The merchant dashboard (docs/dashboard.md): everything through the
+// public GraphQL API. The viewer's own calls (which merchants it manages,
+// openDashboard, members) carry the session cookie and its CSRF token; the
+// merchant's calls carry the dashboard session opened for the merchant and
+// mode picked (X-Dashboard-Session), exactly as a merchant's own dashboard
+// would carry its secret key, and the live updates come from the
+// merchantEvents subscription with the same credential.
+(function () {
+  // Every GraphQL operation of the page, in one place.
+  var Q = {
+    merchants: "{ viewer { merchants { id name role } } }",
+    members: "{ viewer { merchants { id members { id email role acceptedAt } } } }",
+    open: "mutation($m: ID!, $mode: MerchantMode!) { openDashboard(merchantId: $m, mode: $mode) { token expiresAt mode role } }",
+    invite: "mutation($m: ID!, $e: String!, $r: MemberRole!) { inviteMerchantMember(merchantId: $m, email: $e, role: $r) { id } }",
+    remove: "mutation($m: ID!, $id: ID!) { removeMerchantMember(merchantId: $m, memberId: $id) }",
+    volume: "query($from: Time!, $to: Time!) { paymentVolume(from: $from, to: $to) { day chain status count volume } }",
+    sessions: "query($where: SessionFilter) { sessions(first: 50, where: $where) { totalCount edges { node { externalId amountUsd currency status createdAt } } } }",
+    createSession: "mutation($in: CreateSessionInput!) { createSession(input: $in) { externalId } }",
+    session: "query($id: String!) { session(externalId: $id) { externalId status amountUsd currency checkoutUrl } " +
+      "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalId chain txHash tokenAmount confirmations status } } } " +
+      "refunds(externalId: $id) { externalId amountUsd status txHash } " +
+      "webhookEvents(first: 20, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
+      "deliveries { id url status attemptLog { at statusCode error durationMs } } } } } }",
+    redeliver: "mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }",
+    merchant: "{ merchant { name webhookUrl settlementType settlementAddress settlementChain brandColor acceptedTokens { chain token } publicKeys { live test } } }",
+    events: "{ webhookEvents(first: 10) { edges { node { id eventType createdAt deliveries { id url status attemptLog { at statusCode error durationMs } } } } } }",
+    saveWebhook: "mutation($url: String!) { updateMerchant(input: {webhookUrl: $url}) { id } }",
+    rollSecret: "mutation { rollWebhookSecret { webhookSecret livemode warning } }",
+    testWebhook: "mutation { sendTestWebhook { id } }",
+    rollKeys: "mutation { rollKeys { publicKey secretKey livemode warning } }",
+    saveSettings: "mutation($in: UpdateMerchantInput!) { updateMerchant(input: $in) { id } }",
+    feed: "subscription { merchantEvents { cursor kind eventId eventType } }"
+  };
+  var MODES = {test: "TEST", live: "LIVE"}, OWNER = "OWNER", CHAINS = ["base", "arbitrum", "ethereum", "polygon", "solana"];
+  // Enum values: the page shows and compares them lower-cased (shown()),
+  // and sends filter values as the API spells them (asEnum), so a change of
+  // the API's enum spelling is this one line.
+  function asEnum(v) { return String(v).toUpperCase(); }
+  function shown(v) { return String(v).toLowerCase(); }
+
+  var root = document.getElementById("dashboard");
+  var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
+  var errorBox = document.getElementById("dash-error"), notice = document.getElementById("dash-notice");
+  var picker = document.getElementById("merchant-picker"), modeSwitch = document.getElementById("mode-switch");
+  var state = {merchants: [], merchant: null, mode: sessionStorage.getItem("dash.mode") || "test", token: null, role: null, socket: null};
+
+  function $(id) { return document.getElementById(id); }
+  function post(query, variables, headers) {
+    headers["Content-Type"] = "application/json";
+    return fetch(endpoint, {method: "POST", credentials: "same-origin", headers: headers,
+      body: JSON.stringify({query: query, variables: variables || {}})}).then(function (r) { return r.json(); });
+  }
+  // asViewer: the signed-in human's calls.
+  function asViewer(query, variables) {
+    return post(query, variables, {"X-CSRF-Token": csrf}).then(function (res) {
+      if (res.errors) {
+        if (res.errors[0].extensions && res.errors[0].extensions.code === "UNAUTHENTICATED") { location.href = root.dataset.signin; }
+        throw new Error(res.errors[0].message);
+      }
+      return res.data;
+    });
+  }
+  // asMerchant: the merchant API with the dashboard session; an ended
+  // session is opened again once.
+  function asMerchant(query, variables, retried) {
+    return post(query, variables, {"X-Dashboard-Session": state.token}).then(function (res) {
+      if (res.errors) {
+        var code = res.errors[0].extensions && res.errors[0].extensions.code;
+        if (code === "UNAUTHENTICATED" && !retried) {
+          sessionStorage.removeItem(tokenKey());
+          return openSession().then(function () { return asMerchant(query, variables, true); });
+        }
+        throw new Error(res.errors[0].message);
+      }
+      return res.data;
+    });
+  }
+  function showError(e) { errorBox.textContent = e.message; errorBox.hidden = false; }
+  function tell(text) { notice.textContent = text; notice.hidden = false; }
+  function clear() { errorBox.hidden = true; notice.hidden = true; }
+  function when(t) { return t ? new Date(t).toLocaleString() : ""; }
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) { e.textContent = text; }
+    if (cls) { e.className = cls; }
+    return e;
+  }
+  function button(label, cls, onClick) {
+    var b = el("button", label, cls);
+    b.type = "button";
+    b.addEventListener("click", function () { clear(); b.disabled = true; onClick().catch(showError).then(function () { b.disabled = false; }); });
+    return b;
+  }
+  function tokenKey() { return "dash.token." + root.dataset.user + "." + state.merchant.id + "." + state.mode; }
+
+  // Opening: a dashboard session per merchant and mode, kept for the tab.
+  function openSession() {
+    var kept = sessionStorage.getItem(tokenKey());
+    if (kept) {
+      var k = JSON.parse(kept);
+      if (new Date(k.expiresAt) > new Date()) { return Promise.resolve(use(k)); }
+    }
+    return asViewer(Q.open, {m: state.merchant.id, mode: MODES[state.mode]}).then(function (d) {
+      sessionStorage.setItem(tokenKey(), JSON.stringify(d.openDashboard));
+      use(d.openDashboard);
+    });
+  }
+  function use(s) {
+    state.token = s.token;
+    state.role = s.role;
+    root.classList.toggle("read-only", s.role !== OWNER);
+    $("role-label").textContent = s.role === OWNER ? "owner" : "read-only";
+  }
+
+  function switchTo() {
+    sessionStorage.setItem("dash.mode", state.mode);
+    sessionStorage.setItem("dash.merchant", state.merchant.id);
+    modeSwitch.checked = state.mode === "live";
+    $("mode-label").textContent = state.mode === "live" ? "Live mode" : "Test mode";
+    root.classList.toggle("live", state.mode === "live");
+    return openSession().then(function () { subscribe(); return route(); });
+  }
+
+  // Views, by the location's hash.
+  function route() {
+    clear();
+    var hash = location.hash.replace(/^#/, "") || "overview";
+    var parts = hash.split("/"), name = parts[0];
+    var views = document.querySelectorAll(".view");
+    for (var i = 0; i < views.length; i++) { views[i].hidden = true; }
+    var show = {overview: overview, sessions: sessions, session: sessionDetail, webhooks: webhooks, keys: keys, settings: settings, members: members}[name];
+    if (!show) { name = "overview"; show = overview; }
+    $("view-" + name).hidden = false;
+    return show(decodeURIComponent(parts[1] || "")).catch(showError);
+  }
+  function current() { return (location.hash.replace(/^#/, "") || "overview").split("/")[0]; }
+
+  function overview() {
+    var to = new Date(), from = new Date(to.getTime() - 30 * 86400000);
+    return asMerchant(Q.volume, {from: from.toISOString(), to: to.toISOString()}).then(function (d) {
+      var rows = d.paymentVolume, body = $("volume-table").tBodies[0], perDay = {};
+      body.textContent = "";
+      rows.forEach(function (v) {
+        var tr = el("tr");
+        [v.day, v.chain, shown(v.status), v.count, String(v.volume)].forEach(function (c) { tr.appendChild(el("td", c)); });
+        body.appendChild(tr);
+        perDay[v.day] = (perDay[v.day] || 0) + Number(v.volume); // drawing only: the table has the exact sums
+      });
+      drawChart(from, perDay);
+    });
+  }
+  function drawChart(from, perDay) {
+    var svg = $("volume-chart"), ns = "http://www.w3.org/2000/svg", max = 0, days = [];
+    svg.textContent = "";
+    for (var i = 0; i < 30; i++) {
+      var day = new Date(from.getTime() + (i + 1) * 86400000).toISOString().slice(0, 10);
+      days.push(day);
+      max = Math.max(max, perDay[day] || 0);
+    }
+    days.forEach(function (day, i) {
+      var h = max ? Math.round(150 * (perDay[day] || 0) / max) : 0;
+      var r = document.createElementNS(ns, "rect");
+      r.setAttribute("x", i * 20 + 2); r.setAttribute("y", 160 - h);
+      r.setAttribute("width", 16); r.setAttribute("height", h); r.setAttribute("fill", "#3355ff");
+      var title = document.createElementNS(ns, "title");
+      title.textContent = day + ": " + (perDay[day] || 0) + " USDC";
+      r.appendChild(title);
+      svg.appendChild(r);
+    });
+    var axis = document.createElementNS(ns, "line");
+    axis.setAttribute("x1", 0); axis.setAttribute("x2", 600); axis.setAttribute("y1", 160); axis.setAttribute("y2", 160);
+    axis.setAttribute("stroke", "#999");
+    svg.appendChild(axis);
+  }
+
+  function sessions() {
+    var where = {}, status = $("session-status").value, search = $("session-search").value.trim();
+    if (status) { where.status = [asEnum(status)]; }
+    if (search) { where.search = search; }
+    return asMerchant(Q.sessions, {where: where}).then(function (d) {
+      var body = $("sessions-table").tBodies[0];
+      body.textContent = "";
+      d.sessions.edges.forEach(function (e) {
+        var s = e.node, tr = el("tr"), a = el("a", s.externalId);
+        a.href = "#session/" + encodeURIComponent(s.externalId);
+        var td = el("td");
+        td.appendChild(a);
+        tr.appendChild(td);
+        tr.appendChild(el("td", s.amountUsd + " " + s.currency));
+        tr.appendChild(el("td", shown(s.status), "session-status"));
+        tr.appendChild(el("td", when(s.createdAt)));
+        tr.dataset.id = s.externalId;
+        body.appendChild(tr);
+      });
+    });
+  }
+
+  function attemptsList(d) {
+    var ul = el("ul", null, "attempts");
+    (d.attemptLog || []).forEach(function (a, i) {
+      ul.appendChild(el("li", "try " + (i + 1) + " · " + when(a.at) + " · " + (a.statusCode === null ? "no answer" : "HTTP " + a.statusCode) +
+        (a.error ? " · " + a.error : "") + " · " + a.durationMs + " ms", a.error ? "attempt attempt-failed" : "attempt attempt-ok"));
+    });
+    return ul;
+  }
+  function eventItem(ev) {
+    var li = el("li");
+    li.dataset.id = ev.id;
+    li.appendChild(el("span", when(ev.createdAt) + " · " + ev.eventType));
+    (ev.deliveries || []).forEach(function (d) {
+      var div = el("div", "delivery to " + d.url + " · " + shown(d.status), "delivery delivery-" + shown(d.status));
+      div.appendChild(attemptsList(d));
+      li.appendChild(div);
+    });
+    if (ev.deliveries && ev.deliveries.length) {
+      li.appendChild(button("Redeliver", "mutating redeliver", function () {
+        return asMerchant(Q.redeliver, {id: ev.id}).then(function () { tell("Sent again as a new delivery."); return route(); });
+      }));
+    }
+    return li;
+  }
+
+  function sessionDetail(id) {
+    return asMerchant(Q.session, {id: id}).then(function (d) {
+      var s = d.session;
+      $("session-id").textContent = s.externalId;
+      $("session-status-value").textContent = shown(s.status);
+      $("session-amount").textContent = s.amountUsd + " " + s.currency;
+      $("session-checkout").href = s.checkoutUrl;
+      var pays = $("session-payments");
+      pays.textContent = "";
+      d.payments.edges.forEach(function (e) {
+        var p = e.node;
+        var li = el("li", p.externalId + " · " + p.tokenAmount + " USDC on " + p.chain + " · " + shown(p.status) + " · " + p.confirmations + " confirmations · " + p.txHash, "payment");
+        li.dataset.status = shown(p.status);
+        pays.appendChild(li);
+      });
+      var refunds = $("session-refunds");
+      refunds.textContent = "";
+      d.refunds.forEach(function (r) { refunds.appendChild(el("li", r.externalId + " · " + r.amountUsd + " USD · " + shown(r.status) + (r.txHash ? " · " + r.txHash : ""))); });
+      var events = $("session-events");
+      events.textContent = "";
+      d.webhookEvents.edges.slice().reverse().forEach(function (e) { events.appendChild(eventItem(e.node)); });
+    });
+  }
+
+  function loadMerchant() { return asMerchant(Q.merchant).then(function (d) { return d.merchant; }); }
+
+  function webhooks() {
+    $("webhook-mode").textContent = "(" + state.mode + " mode)";
+    return Promise.all([loadMerchant(), asMerchant(Q.events)]).then(function (r) {
+      var url = $("webhook-url");
+      if (document.activeElement !== url) { url.value = r[0].webhookUrl || ""; }
+      var list = $("webhook-events");
+      list.textContent = "";
+      r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
+    });
+  }
+  function keys() {
+    return loadMerchant().then(function (m) {
+      $("public-live").textContent = m.publicKeys.live;
+      $("public-test").textContent = m.publicKeys.test;
+    });
+  }
+  function settings() {
+    return loadMerchant().then(function (m) {
+      $("set-name").value = m.name;
+      $("set-settlement-type").value = m.settlementType;
+      $("set-settlement-address").value = m.settlementAddress || "";
+      $("set-settlement-chain").value = m.settlementChain || "";
+      $("set-brand-color").value = m.brandColor || "#3355ff";
+      var box = $("set-tokens"), accepted = {};
+      m.acceptedTokens.forEach(function (t) { accepted[t.chain] = true; });
+      box.textContent = "";
+      CHAINS.forEach(function (c) {
+        var label = el("label", null, "inline"), input = el("input");
+        input.type = "checkbox"; input.value = c; input.checked = !!accepted[c];
+        label.appendChild(input);
+        label.appendChild(document.createTextNode(" USDC on " + c));
+        box.appendChild(label);
+      });
+      preview();
+    });
+  }
+  function preview() {
+    $("preview-name").textContent = $("set-name").value;
+    $("brand-preview").style.setProperty("--brand", $("set-brand-color").value);
+  }
+  function members() {
+    return asViewer(Q.members).then(function (d) {
+      var list = $("members"), m = d.viewer.merchants.filter(function (x) { return x.id === state.merchant.id; })[0];
+      list.textContent = "";
+      $("invite-form").hidden = state.merchant.role !== OWNER;
+      m.members.forEach(function (mm) {
+        var li = el("li", mm.email + " · " + (mm.role === OWNER ? "owner" : "read-only") + (mm.acceptedAt ? "" : " · invited"));
+        if (state.merchant.role === OWNER) {
+          li.appendChild(button("Remove", "remove-member", function () {
+            return asViewer(Q.remove, {m: state.merchant.id, id: mm.id}).then(members);
+          }));
+        }
+        list.appendChild(li);
+      });
+    });
+  }
+
+  // Live: the merchant's events and delivery tries, each refreshing the
+  // view shown.
+  function subscribe() {
+    if (state.socket) { state.socket.onclose = null; state.socket.close(); }
+    var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
+    var ws = new WebSocket(url, "graphql-transport-ws");
+    state.socket = ws;
+    ws.onopen = function () { ws.send(JSON.stringify({type: "connection_init", payload: {"X-Dashboard-Session": state.token}})); };
+    ws.onmessage = function (m) {
+      var msg = JSON.parse(m.data);
+      if (msg.type === "connection_ack") {
+        ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed}}));
+      } else if (msg.type === "next") {
+        var v = current();
+        if (v === "sessions" || v === "session" || v === "webhooks" || v === "overview") { route(); }
+      } else if (msg.type === "ping") {
+        ws.send(JSON.stringify({type: "pong"}));
+      }
+    };
+    ws.onclose = function () { if (state.socket === ws) { setTimeout(subscribe, 3000); } };
+  }
+
+  // Controls.
+  picker.addEventListener("change", function () {
+    state.merchant = state.merchants.filter(function (m) { return m.id === picker.value; })[0];
+    switchTo().catch(showError);
+  });
+  modeSwitch.addEventListener("change", function () {
+    state.mode = modeSwitch.checked ? "live" : "test";
+    switchTo().catch(showError);
+  });
+  window.addEventListener("hashchange", route);
+  $("session-filter-form").addEventListener("submit", function (e) { e.preventDefault(); sessions().catch(showError); });
+  $("new-session-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    clear();
+    var input = {amount: $("new-session-amount").value.trim(), currency: "USD"};
+    if ($("new-session-description").value.trim()) { input.description = $("new-session-description").value.trim(); }
+    asMerchant(Q.createSession, {in: input}).then(function (d) {
+      location.hash = "#session/" + encodeURIComponent(d.createSession.externalId);
+    }).catch(showError);
+  });
+  $("webhook-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    clear();
+    asMerchant(Q.saveWebhook, {url: $("webhook-url").value.trim()}).then(function () { tell("Saved."); return webhooks(); }).catch(showError);
+  });
+  $("roll-webhook-secret").addEventListener("click", function () {
+    clear();
+    asMerchant(Q.rollSecret).then(function (d) {
+      var box = $("webhook-secret");
+      box.textContent = d.rollWebhookSecret.webhookSecret + " — " + d.rollWebhookSecret.warning;
+      box.hidden = false;
+    }).catch(showError);
+  });
+  $("send-test-webhook").addEventListener("click", function () {
+    clear();
+    asMerchant(Q.testWebhook).then(function () { tell("Test event sent; its tries appear below."); return webhooks(); }).catch(showError);
+  });
+  $("roll-keys").addEventListener("click", function () {
+    clear();
+    asMerchant(Q.rollKeys).then(function (d) {
+      var k = d.rollKeys, box = $("rolled-keys");
+      box.textContent = "Secret key: " + k.secretKey + " · public key: " + k.publicKey + " — " + k.warning;
+      box.hidden = false;
+      return keys();
+    }).catch(showError);
+  });
+  $("set-name").addEventListener("input", preview);
+  $("set-brand-color").addEventListener("input", preview);
+  $("settings-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    clear();
+    var tokens = [];
+    var boxes = $("set-tokens").querySelectorAll("input:checked");
+    for (var i = 0; i < boxes.length; i++) { tokens.push({chain: boxes[i].value, token: "USDC"}); }
+    var input = {name: $("set-name").value, settlementType: $("set-settlement-type").value,
+      settlementAddress: $("set-settlement-address").value.trim(), settlementChain: $("set-settlement-chain").value.trim(),
+      brandColor: $("set-brand-color").value, acceptedTokens: tokens};
+    asMerchant(Q.saveSettings, {in: input}).then(function () { tell("Saved."); return settings(); }).catch(showError);
+  });
+  $("invite-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    clear();
+    asViewer(Q.invite, {m: state.merchant.id, e: $("invite-email").value.trim(), r: $("invite-role").value}).then(function () {
+      $("invite-email").value = "";
+      tell("Invitation sent.");
+      return members();
+    }).catch(showError);
+  });
+
+  // Start: the merchants the viewer manages.
+  asViewer(Q.merchants).then(function (d) {
+    state.merchants = d.viewer.merchants;
+    if (!state.merchants.length) { $("dash-none").hidden = false; $("dash-tabs").hidden = true; $("dash-bar").hidden = true; return; }
+    state.merchants.forEach(function (m) {
+      var o = el("option", m.name);
+      o.value = m.id;
+      picker.appendChild(o);
+    });
+    var kept = sessionStorage.getItem("dash.merchant");
+    state.merchant = state.merchants.filter(function (m) { return m.id === kept; })[0] || state.merchants[0];
+    picker.value = state.merchant.id;
+    return switchTo();
+  }).catch(showError);
+})();

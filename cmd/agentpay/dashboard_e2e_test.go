@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/internal/testdb/freshdb"
+	"agentpay/internal/testenv"
+)
+
+// TestDashboardEndToEnd runs `agentpay dev` and takes a merchant's owner
+// through the merchant dashboard in headless Chromium, as issue 14 tells
+// it: the person whose address is the merchant's contact e-mail signs in
+// with the link read from /dev/mail and opens the dashboard in test mode;
+// sets the test webhook endpoint to a loopback receiver that answers 500;
+// creates a session from the dashboard, pays it through /dev/faucet and
+// watches it confirm on the open page; sees the failing delivery's tries,
+// fixes the receiver, clicks redeliver and sees the successful try.
+func TestDashboardEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five devnets and Chromium")
+	}
+	port := freePort(t)
+	env := map[string]string{
+		"DATA_DIR":             filepath.Join(t.TempDir(), "data"),
+		"HTTP_ADDR":            "127.0.0.1:" + port,
+		"BASE_URL":             "http://localhost:" + port,
+		"DEV_BLOCK_TIME":       "200ms",
+		"LOG_LEVEL":            "warn",
+		"METRICS_ADDR":         "127.0.0.1:0",
+		"WEBHOOK_RETRY_DELAYS": "1s",
+	}
+	if freshdb.IsPostgres() {
+		env["DATABASE_URL"] = freshdb.URL(t)
+	}
+	var logs lockedBuffer
+	startDev(t, env, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
+		}
+	})
+	base := "http://localhost:" + port
+
+	// The merchant's webhook receiver: 500 until fixed.
+	var fixed atomic.Bool
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fixed.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(receiver.Close)
+
+	require.Equal(t, http.StatusCreated, postJSON(t, base+"/checkout/merchants/register",
+		`{"name": "Dash Shop", "email": "owner@dash.test"}`, &map[string]any{}))
+
+	bctx := testenv.StartBrowser(t)
+	tab, cancelTab := chromedp.NewContext(bctx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
+	defer cancel()
+
+	// Sign in with the app's e-mailed link (a new account: a username).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/signin"),
+		chromedp.WaitVisible(`input[name="email"]`),
+		chromedp.SendKeys(`input[name="email"]`, "owner@dash.test"),
+		clickJS(`form[action$="/signin"] button[type=submit]`),
+		waitJS(`document.readyState === "complete" && !document.querySelector('input[name="email"]')`),
+	), "ask for a sign-in link")
+	link := caughtLink(t, base, "owner@dash.test")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(`input[name="username"]`),
+		chromedp.SendKeys(`input[name="username"]`, "dash_owner"),
+		clickJS(`#continue`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+	), "sign in")
+
+	// The dashboard, in test mode, as the owner.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#webhooks"),
+		waitJS(`document.getElementById("merchant-picker").options.length === 1`),
+		waitJS(`document.getElementById("mode-label").textContent === "Test mode"`),
+		waitJS(`document.getElementById("role-label").textContent === "owner"`),
+		waitJS(`!document.getElementById("view-webhooks").hidden`),
+		chromedp.SetValue(`#webhook-url`, receiver.URL+"/hooks"),
+		clickJS(`#save-webhook`),
+		waitJS(`document.getElementById("dash-notice").textContent === "Saved."`),
+	), "set the test webhook endpoint: %s", pageState(ctx))
+
+	// A session created from the dashboard, paid through the faucet.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#sessions"),
+		waitJS(`!document.getElementById("view-sessions").hidden`),
+		chromedp.SetValue(`#new-session-amount`, "10.00"),
+		clickJS(`#new-session`),
+		waitJS(`!document.getElementById("view-session").hidden && document.getElementById("session-status-value").textContent === "pending"`),
+	), "create a session: %s", pageState(ctx))
+	externalId, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("session-id").textContent`))
+	require.NoError(t, err)
+	var sel struct {
+		Address string `json:"address"`
+	}
+	require.Equal(t, http.StatusOK, doJSON(t, http.MethodPost, base+"/checkout/pay/"+externalId+"/select", "",
+		`{"chain": "base", "token": "USDC"}`, &sel))
+	faucet(t, base, "base", sel.Address, "10")
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
+		waitJS(`[...document.querySelectorAll("#session-payments li")].some(li => li.dataset.status === "confirmed")`),
+	), "the session confirms on the open page: %s", pageState(ctx))
+
+	// The receiver answered 500 to every try of payment.confirmed's delivery.
+	confirmed := `[...document.querySelectorAll("#session-events li")].find(li => li.textContent.includes("payment.confirmed"))`
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(confirmed+` && `+confirmed+`.querySelectorAll(".attempt-failed").length >= 2 && `+confirmed+`.textContent.includes("HTTP 500")`),
+		waitJS(confirmed+`.querySelector(".delivery-failed")`),
+	), "the failing delivery's tries: %s", pageState(ctx))
+
+	fixed.Store(true)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](confirmed+`.querySelector("button.redeliver").click()`),
+		waitJS(confirmed+` && `+confirmed+`.querySelector(".delivery-succeeded .attempt-ok")`),
+		waitJS(confirmed+`.textContent.includes("HTTP 200")`),
+	), "redeliver once the receiver is fixed: %s", pageState(ctx))
+
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](confirmed+`.querySelectorAll(".delivery").length`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
+
+	// The other pages: the overview counts the payment, keys roll (shown
+	// once), the brand preview follows the color picked.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#overview"),
+		waitJS(`[...document.querySelectorAll("#volume-table tbody tr")].some(tr => tr.textContent.includes("confirmed") && tr.textContent.includes("10"))`),
+		waitJS(`[...document.querySelectorAll("#volume-chart rect")].some(r => Number(r.getAttribute("height")) > 0)`),
+		chromedp.Navigate(base+"/app/dashboard#keys"),
+		waitJS(`document.getElementById("public-test").textContent.startsWith("pk_test_")`),
+		clickJS(`#roll-keys`),
+		waitJS(`document.getElementById("rolled-keys").textContent.includes("sk_test_")`),
+		chromedp.Navigate(base+"/app/dashboard#settings"),
+		waitJS(`document.getElementById("preview-name").textContent === "Dash Shop"`),
+		chromedp.Evaluate[chromedp.Void](`(() => { const c = document.getElementById("set-brand-color"); c.value = "#ff0000"; c.dispatchEvent(new Event("input")); })()`),
+		waitJS(`document.getElementById("brand-preview").style.getPropertyValue("--brand") === "#ff0000"`),
+		waitJS(`document.getElementById("dash-error").hidden`),
+	), "overview, keys, settings: %s", pageState(ctx))
+
+	// The owner invites a read-only member, who signs in in another
+	// browser and sees the merchant without a control that changes it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#members"),
+		waitJS(`!document.getElementById("view-members").hidden && document.querySelectorAll("#members li").length === 1`),
+		chromedp.SetValue(`#invite-email`, "reader@dash.test"),
+		chromedp.SetValue(`#invite-role`, "READ_ONLY"),
+		clickJS(`#invite-form button[type=submit]`),
+		waitJS(`document.querySelectorAll("#members li").length === 2`),
+	), "invite a read-only member: %s", pageState(ctx))
+	rtab, cancelReader := chromedp.NewContext(testenv.StartBrowser(t))
+	defer cancelReader()
+	rctx, cancel := context.WithTimeout(rtab, 2*time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(rctx,
+		chromedp.Navigate(base+"/app/signin"),
+		chromedp.WaitVisible(`input[name="email"]`),
+		chromedp.SendKeys(`input[name="email"]`, "reader@dash.test"),
+		clickJS(`form[action$="/signin"] button[type=submit]`),
+		waitJS(`document.readyState === "complete" && !document.querySelector('input[name="email"]')`),
+	), "the member asks for a sign-in link")
+	require.NoError(t, chromedp.Do(rctx,
+		chromedp.Navigate(caughtLinkTo(t, base, "reader@dash.test", "/signin/")),
+		chromedp.WaitVisible(`input[name="username"]`),
+		chromedp.SendKeys(`input[name="username"]`, "dash_reader"),
+		clickJS(`#continue`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		chromedp.Navigate(base+"/app/dashboard#session/"+externalId),
+		waitJS(`document.getElementById("role-label").textContent === "read-only"`),
+		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
+		waitJS(`document.querySelectorAll("button.redeliver").length > 0 && [...document.querySelectorAll("button.redeliver")].every(b => b.offsetParent === null)`),
+		waitJS(`getComputedStyle(document.getElementById("new-session-form")).display === "none"`),
+	), "the read-only member's dashboard: %s", pageState(rctx))
+}
+
+// caughtLinkTo waits for a mail to address carrying a link whose path
+// holds part, and answers that link.
+func caughtLinkTo(t *testing.T, base, address, part string) string {
+	t.Helper()
+	var link string
+	require.Eventually(t, func() bool {
+		var inbox struct{ Messages []struct{ Links []string } }
+		getJSON(t, base+"/dev/mail?to="+url.QueryEscape(address), &inbox)
+		for _, m := range inbox.Messages {
+			for _, l := range m.Links {
+				if strings.Contains(l, part) {
+					link = l
+					return true
+				}
+			}
+		}
+		return false
+	}, processTestTimeout, 100*time.Millisecond, "no mail to %s with a %s link", address, part)
+	return link
+}
+
+// pageState is what the dashboard shows when a step fails: where it is,
+// its error and the view's text.
+func pageState(ctx context.Context) string {
+	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + " | error: " + document.getElementById("dash-error").textContent + " | " +
+		[...document.querySelectorAll(".view")].filter(v => !v.hidden).map(v => v.innerText).join(" / ")`))
+	return s
+}
