@@ -29,7 +29,10 @@ type ScanResult struct {
 // resumes from the saved cursor, polls the chain for the watched deposit
 // addresses, records what changed (payments and session transitions with
 // their webhook events, see payments.go) and saves the new cursor in the same
-// transaction. A crash between poll and commit re-scans the same blocks
+// transaction. It watches the treasury and the custodial wallets too, and
+// records what reaches them from outside, once final, as fundings
+// (fundings.go); those are not in the result's Events, which are the
+// deposit addresses'. A crash between poll and commit re-scans the same blocks
 // rather than skipping them, and the watcher reports each change once per
 // state, so nothing is lost or counted twice.
 func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name) (ScanResult, error) {
@@ -53,10 +56,32 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	if err != nil {
 		return ScanResult{}, err
 	}
-	events, err := w.Poll(ctx, network.NewWatchlist(addrs))
+	// The holders are watched too: what reaches them from outside is
+	// recorded as a funding (fundings.go), for the books.
+	holders, err := s.inboundHolders(ctx, mode, chain)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	watched := append([]string(nil), addrs...)
+	for _, a := range holders {
+		watched = append(watched, a)
+	}
+	polled, err := w.Poll(ctx, network.NewWatchlist(watched))
 	if err != nil {
 		s.watchers.drop(key)
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)
+	}
+	var events, toHolders []chains.DepositEvent
+	for _, ev := range polled {
+		if _, ok := holders[s.wallets(chain).NormalizeAddress(ev.Deposit.To)]; ok {
+			toHolders = append(toHolders, ev)
+		} else {
+			events = append(events, ev)
+		}
+	}
+	var fundings []inbound
+	if len(toHolders) > 0 && network.Ledger != nil {
+		fundings = s.readInbound(ctx, network.Ledger, holders, chain, toHolders)
 	}
 	head := w.Head()
 	if head > 0 {
@@ -84,6 +109,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 			if err := apply.apply(ctx, ev); err != nil {
 				return fmt.Errorf("deposit %s (%s): %w", ev.Deposit.Key(), ev.Kind, err)
 			}
+		}
+		if err := s.recordInbound(ctx, tx, mode, chain, fundings); err != nil {
+			return err
 		}
 		return saveCursor(ctx, tx, mode, chain, state)
 	})

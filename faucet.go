@@ -82,6 +82,13 @@ func (s *Service) DevFaucet(ctx context.Context, req FaucetRequest) (FaucetResul
 	if err != nil {
 		return FaucetResult{}, err
 	}
+	// Included: recorded for the books, so a wallet the faucet paid is
+	// explained. The payment stands if the record fails; the books then
+	// show it as a difference.
+	if err := s.RecordFunding(ctx, OutsideFunding{Chain: chain, Mode: ModeTest, Address: req.Address, Amount: units,
+		TxHash: sent.TxHash, Source: FundingFaucet}); err != nil {
+		s.logger.ErrorContext(ctx, "faucet: recording the funding", "chain", chain, "tx", sent.TxHash, "err", err)
+	}
 	return FaucetResult{Chain: chain, Address: req.Address, AmountUSD: req.AmountUSD, TxHash: sent.TxHash, From: sent.From}, nil
 }
 

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
@@ -31,8 +30,8 @@ type refundFixture struct {
 func newRefundFixture(t *testing.T) *refundFixture {
 	t.Helper()
 	f := &refundFixture{settlementFixture: newSettlementFixture(t, nil)}
-	_, err := f.evm.Mint(context.Background(), common.HexToAddress(f.svc.cfg.Treasury.EVMAddress), big.NewInt(100_000_000))
-	require.NoError(t, err)
+	// From the faucet, which records it: the books explain it.
+	f.env.Fund(t, chains.Base, f.svc.cfg.Treasury.EVMAddress, 100_000_000)
 	f.auth = &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
 	f.payer = f.payment.FromAddress
 	require.NotEmpty(t, f.payer)

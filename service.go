@@ -173,6 +173,11 @@ type Config struct {
 	// (internal/headcache); 0 is DefaultHeadCacheTTL.
 	HeadCacheTTL time.Duration
 
+	// AdminKeyHash is the SHA-256 of the admin key (ADMIN_KEY), which
+	// admin queries must present (adminkey.go); nil turns the admin API
+	// off. The key itself never reaches the service.
+	AdminKeyHash []byte
+
 	// AuthCacheTTL is how long what an agent or merchant key authenticated
 	// is trusted without reading the key again (internal/authcache), and so
 	// how long key regeneration, key rolls and merchant deactivation wait

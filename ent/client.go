@@ -19,6 +19,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
@@ -78,6 +79,8 @@ type Client struct {
 	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// Funding is the client for interacting with the Funding builders.
+	Funding *FundingClient
 	// GasSpend is the client for interacting with the GasSpend builders.
 	GasSpend *GasSpendClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
@@ -153,6 +156,7 @@ func (c *Client) init() {
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DashboardSession = NewDashboardSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
+	c.Funding = NewFundingClient(c.config)
 	c.GasSpend = NewGasSpendClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
 	c.IdentityCallback = NewIdentityCallbackClient(c.config)
@@ -281,6 +285,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DashboardSession:     NewDashboardSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
+		Funding:              NewFundingClient(cfg),
 		GasSpend:             NewGasSpendClient(cfg),
 		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
 		IdentityCallback:     NewIdentityCallbackClient(cfg),
@@ -336,6 +341,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		CheckoutSession:      NewCheckoutSessionClient(cfg),
 		DashboardSession:     NewDashboardSessionClient(cfg),
 		DepositAddress:       NewDepositAddressClient(cfg),
+		Funding:              NewFundingClient(cfg),
 		GasSpend:             NewGasSpendClient(cfg),
 		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
 		IdentityCallback:     NewIdentityCallbackClient(cfg),
@@ -394,7 +400,7 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.GasSpend,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
 		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
 		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
 		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
@@ -411,7 +417,7 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.GasSpend,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
 		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
 		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
 		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
@@ -442,6 +448,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DashboardSession.mutate(ctx, m)
 	case *DepositAddressMutation:
 		return c.DepositAddress.mutate(ctx, m)
+	case *FundingMutation:
+		return c.Funding.mutate(ctx, m)
 	case *GasSpendMutation:
 		return c.GasSpend.mutate(ctx, m)
 	case *IdempotencyKeyMutation:
@@ -1820,6 +1828,139 @@ func (c *DepositAddressClient) mutate(ctx context.Context, m *DepositAddressMuta
 		return (&DepositAddressDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DepositAddress mutation op: %q", m.Op())
+	}
+}
+
+// FundingClient is a client for the Funding schema.
+type FundingClient struct {
+	config
+}
+
+// NewFundingClient returns a client for the Funding from the given config.
+func NewFundingClient(c config) *FundingClient {
+	return &FundingClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `funding.Hooks(f(g(h())))`.
+func (c *FundingClient) Use(hooks ...Hook) {
+	c.hooks.Funding = append(c.hooks.Funding, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `funding.Intercept(f(g(h())))`.
+func (c *FundingClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Funding = append(c.inters.Funding, interceptors...)
+}
+
+// Create returns a builder for creating a Funding entity.
+func (c *FundingClient) Create() *FundingCreate {
+	mutation := newFundingMutation(c.config, OpCreate)
+	return &FundingCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Funding entities.
+func (c *FundingClient) CreateBulk(builders ...*FundingCreate) *FundingCreateBulk {
+	return &FundingCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FundingClient) MapCreateBulk(slice any, setFunc func(*FundingCreate, int)) *FundingCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FundingCreateBulk{err: fmt.Errorf("calling to FundingClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FundingCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FundingCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Funding.
+func (c *FundingClient) Update() *FundingUpdate {
+	mutation := newFundingMutation(c.config, OpUpdate)
+	return &FundingUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FundingClient) UpdateOne(_m *Funding) *FundingUpdateOne {
+	mutation := newFundingMutation(c.config, OpUpdateOne, withFunding(_m))
+	return &FundingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FundingClient) UpdateOneID(id uuid.UUID) *FundingUpdateOne {
+	mutation := newFundingMutation(c.config, OpUpdateOne, withFundingID(id))
+	return &FundingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Funding.
+func (c *FundingClient) Delete() *FundingDelete {
+	mutation := newFundingMutation(c.config, OpDelete)
+	return &FundingDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FundingClient) DeleteOne(_m *Funding) *FundingDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FundingClient) DeleteOneID(id uuid.UUID) *FundingDeleteOne {
+	builder := c.Delete().Where(funding.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FundingDeleteOne{builder}
+}
+
+// Query returns a query builder for Funding.
+func (c *FundingClient) Query() *FundingQuery {
+	return &FundingQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFunding},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Funding entity by its id.
+func (c *FundingClient) Get(ctx context.Context, id uuid.UUID) (*Funding, error) {
+	return c.Query().Where(funding.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FundingClient) GetX(ctx context.Context, id uuid.UUID) *Funding {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *FundingClient) Hooks() []Hook {
+	return c.hooks.Funding
+}
+
+// Interceptors returns the client interceptors.
+func (c *FundingClient) Interceptors() []Interceptor {
+	return c.inters.Funding
+}
+
+func (c *FundingClient) mutate(ctx context.Context, m *FundingMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FundingCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FundingUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FundingUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FundingDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Funding mutation op: %q", m.Op())
 	}
 }
 
@@ -6063,21 +6204,23 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
-		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
-		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
+		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
+		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, GasSpend, IdempotencyKey, IdentityCallback,
-		IdentityVerification, Invitation, LoginToken, MailMessage, Merchant,
-		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
-		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
+		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
+		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
+		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
+		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

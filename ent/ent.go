@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
@@ -116,6 +117,7 @@ func checkColumn(t, c string) error {
 			checkoutsession.Table:      checkoutsession.ValidColumn,
 			dashboardsession.Table:     dashboardsession.ValidColumn,
 			depositaddress.Table:       depositaddress.ValidColumn,
+			funding.Table:              funding.ValidColumn,
 			gasspend.Table:             gasspend.ValidColumn,
 			idempotencykey.Table:       idempotencykey.ValidColumn,
 			identitycallback.Table:     identitycallback.ValidColumn,

@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
@@ -376,6 +377,45 @@ func init() {
 	depositaddressDescID := depositaddressMixinFields0[0].Descriptor()
 	// depositaddress.DefaultID holds the default value on creation for the id field.
 	depositaddress.DefaultID = depositaddressDescID.Default.(func() uuid.UUID)
+	fundingMixin := schema.Funding{}.Mixin()
+	fundingMixinFields0 := fundingMixin[0].Fields()
+	_ = fundingMixinFields0
+	fundingFields := schema.Funding{}.Fields()
+	_ = fundingFields
+	// fundingDescCreatedAt is the schema descriptor for created_at field.
+	fundingDescCreatedAt := fundingMixinFields0[1].Descriptor()
+	// funding.DefaultCreatedAt holds the default value on creation for the created_at field.
+	funding.DefaultCreatedAt = fundingDescCreatedAt.Default.(func() time.Time)
+	// fundingDescUpdatedAt is the schema descriptor for updated_at field.
+	fundingDescUpdatedAt := fundingMixinFields0[2].Descriptor()
+	// funding.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	funding.DefaultUpdatedAt = fundingDescUpdatedAt.Default.(func() time.Time)
+	// funding.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	funding.UpdateDefaultUpdatedAt = fundingDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// fundingDescChain is the schema descriptor for chain field.
+	fundingDescChain := fundingFields[0].Descriptor()
+	// funding.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	funding.ChainValidator = fundingDescChain.Validators[0].(func(string) error)
+	// fundingDescAddress is the schema descriptor for address field.
+	fundingDescAddress := fundingFields[2].Descriptor()
+	// funding.AddressValidator is a validator for the "address" field. It is called by the builders before save.
+	funding.AddressValidator = fundingDescAddress.Validators[0].(func(string) error)
+	// fundingDescAmount is the schema descriptor for amount field.
+	fundingDescAmount := fundingFields[3].Descriptor()
+	// funding.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
+	funding.AmountValidator = fundingDescAmount.Validators[0].(func(int64) error)
+	// fundingDescTxHash is the schema descriptor for tx_hash field.
+	fundingDescTxHash := fundingFields[4].Descriptor()
+	// funding.TxHashValidator is a validator for the "tx_hash" field. It is called by the builders before save.
+	funding.TxHashValidator = fundingDescTxHash.Validators[0].(func(string) error)
+	// fundingDescSource is the schema descriptor for source field.
+	fundingDescSource := fundingFields[5].Descriptor()
+	// funding.SourceValidator is a validator for the "source" field. It is called by the builders before save.
+	funding.SourceValidator = fundingDescSource.Validators[0].(func(string) error)
+	// fundingDescID is the schema descriptor for id field.
+	fundingDescID := fundingMixinFields0[0].Descriptor()
+	// funding.DefaultID holds the default value on creation for the id field.
+	funding.DefaultID = fundingDescID.Default.(func() uuid.UUID)
 	gasspendMixin := schema.GasSpend{}.Mixin()
 	gasspendMixinFields0 := gasspendMixin[0].Fields()
 	_ = gasspendMixinFields0

@@ -30,6 +30,8 @@ type Tx struct {
 	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// Funding is the client for interacting with the Funding builders.
+	Funding *FundingClient
 	// GasSpend is the client for interacting with the GasSpend builders.
 	GasSpend *GasSpendClient
 	// IdempotencyKey is the client for interacting with the IdempotencyKey builders.
@@ -225,6 +227,7 @@ func (tx *Tx) init() {
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DashboardSession = NewDashboardSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
+	tx.Funding = NewFundingClient(tx.config)
 	tx.GasSpend = NewGasSpendClient(tx.config)
 	tx.IdempotencyKey = NewIdempotencyKeyClient(tx.config)
 	tx.IdentityCallback = NewIdentityCallbackClient(tx.config)

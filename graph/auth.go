@@ -31,6 +31,8 @@ type credentials struct {
 	// dashboard is the merchant dashboard session presented (maybe none):
 	// the other credential the merchant operations accept.
 	dashboard string
+	// adminKey is the admin key presented (maybe none).
+	adminKey string
 	// session and csrf are a signed-in human's browser session cookie and
 	// the CSRF token sent with it (maybe none).
 	session, csrf string
@@ -60,6 +62,7 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 			apiKey:      strings.TrimSpace(r.Header.Get(httpx.AgentKeyHeader)),
 			merchantKey: strings.TrimSpace(r.Header.Get(httpx.MerchantKeyHeader)),
 			dashboard:   strings.TrimSpace(r.Header.Get(httpx.DashboardSessionHeader)),
+			adminKey:    strings.TrimSpace(r.Header.Get(httpx.AdminKeyHeader)),
 			csrf:        strings.TrimSpace(r.Header.Get(httpx.CSRFHeader)),
 			ip:          httpx.ClientIP(r, proxies),
 		}
@@ -74,8 +77,8 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 }
 
 // websocketInit reads the agent key (X-Agent-Key), the merchant secret
-// key (X-Checkout-Secret-Key) and the dashboard session
-// (X-Dashboard-Session) of a websocket connection from the
+// key (X-Checkout-Secret-Key), the dashboard session (X-Dashboard-Session)
+// and the admin key (X-Admin-Key) of a websocket connection from the
 // connection_init payload, either at its top level ({"X-Agent-Key": "..."})
 // or under "headers" ({"headers": {"X-Agent-Key": "..."}}), the two shapes
 // GraphQL clients send; a key there replaces one on the upgrade request. A
@@ -106,6 +109,10 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 		if csrf, ok := initPayloadKey(payload, httpx.CSRFHeader); ok {
 			c.csrf = csrf
 		}
+		adminKey, adminFound := initPayloadKey(payload, httpx.AdminKeyHeader)
+		if adminFound {
+			c.adminKey = adminKey
+		}
 		ctx = withCredentials(ctx, c)
 		var err error
 		if agentFound && agentKey != "" {
@@ -116,6 +123,9 @@ func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 		}
 		if err == nil && dashboardFound && dashboard != "" {
 			_, err = svc.AuthenticateDashboard(ctx, dashboard)
+		}
+		if err == nil && adminFound && adminKey != "" {
+			err = svc.AuthenticateAdmin(adminKey)
 		}
 		if err != nil {
 			ctx = transport.WithWebsocketCloseCode(ctx, 4403)
@@ -340,6 +350,16 @@ func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
 // allowPublic counts one unauthenticated request against the client IP's
 // limit on every call: each public root field (aliases included) is one
 // request, as on REST.
+// requireAdmin lets an admin query through only with the admin key
+// (agentpay's adminkey.go), after the per-IP limit, which also bounds
+// guessing.
+func (r *Resolver) requireAdmin(ctx context.Context) error {
+	if err := r.allowPublic(ctx); err != nil {
+		return err
+	}
+	return r.cfg.Service.AuthenticateAdmin(credentialsFrom(ctx).adminKey)
+}
+
 func (r *Resolver) allowPublic(ctx context.Context) error {
 	return presentRateLimit(r.allowIP(ctx, agentpay.RateRequest))
 }

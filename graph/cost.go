@@ -174,6 +174,15 @@ func complexity() ComplexityRoot {
 	// The chains.
 	c.Me.Balance = func(child int) int { return chainCost + child }
 	c.Query.Treasury = func(child int) int { return chainCost + child }
+	// The books (admin only) read the chains; a chain's lines are its four
+	// holder classes. Their differences and records in flight come with
+	// the read; counted as short lists, the whole answer stays well within
+	// maxComplexity.
+	c.Query.Books = func(child int) int { return chainCost + child }
+	c.Books.Chains = listOf(chainsPerMode)
+	c.BooksChain.Lines = listOf(len(agentpay.BooksHolderClasses))
+	c.BooksLine.Differences = listOf(fixedList)
+	c.BooksLine.InFlight = listOf(fixedList)
 
 	// Writes.
 	c.Mutation.Send = func(child int, _ model.SendInput) int { return sendCost + child }

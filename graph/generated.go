@@ -120,6 +120,45 @@ type ComplexityRoot struct {
 		Username func(childComplexity int) int
 	}
 
+	Books struct {
+		Balanced func(childComplexity int) int
+		Chains   func(childComplexity int) int
+		Error    func(childComplexity int) int
+	}
+
+	BooksChain struct {
+		Chain    func(childComplexity int) int
+		Decimals func(childComplexity int) int
+		Lines    func(childComplexity int) int
+		Mode     func(childComplexity int) int
+	}
+
+	BooksDifference struct {
+		Address     func(childComplexity int) int
+		ExplainedBy func(childComplexity int) int
+		OnChain     func(childComplexity int) int
+		Owner       func(childComplexity int) int
+		Records     func(childComplexity int) int
+	}
+
+	BooksLine struct {
+		Addresses   func(childComplexity int) int
+		Difference  func(childComplexity int) int
+		Differences func(childComplexity int) int
+		Holder      func(childComplexity int) int
+		InFlight    func(childComplexity int) int
+		OnChain     func(childComplexity int) int
+		Records     func(childComplexity int) int
+	}
+
+	BooksRecord struct {
+		Amount   func(childComplexity int) int
+		Detail   func(childComplexity int) int
+		ID       func(childComplexity int) int
+		InFlight func(childComplexity int) int
+		Kind     func(childComplexity int) int
+	}
+
 	CardApproval struct {
 		CeremonyID func(childComplexity int) int
 		ExpiresAt  func(childComplexity int) int
@@ -532,6 +571,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Agent           func(childComplexity int, id uuid.UUID) int
 		AgentByUsername func(childComplexity int, username string) int
+		Books           func(childComplexity int) int
 		Chains          func(childComplexity int) int
 		CheckUsername   func(childComplexity int, username string) int
 		Leaderboard     func(childComplexity int, sortBy *model.LeaderboardSort, limit *int) int
@@ -1036,6 +1076,7 @@ type PaymentResolver interface {
 type QueryResolver interface {
 	Node(ctx context.Context, id uuid.UUID) (ent.Noder, error)
 	Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error)
+	Books(ctx context.Context) (*model.Books, error)
 	Agent(ctx context.Context, id uuid.UUID) (*model.PublicAgent, error)
 	AgentByUsername(ctx context.Context, username string) (*model.PublicAgent, error)
 	CheckUsername(ctx context.Context, username string) (*model.UsernameAvailability, error)
@@ -1336,6 +1377,155 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Balance.Username(childComplexity), true
+
+	case "Books.balanced":
+		if e.ComplexityRoot.Books.Balanced == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Books.Balanced(childComplexity), true
+	case "Books.chains":
+		if e.ComplexityRoot.Books.Chains == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Books.Chains(childComplexity), true
+	case "Books.error":
+		if e.ComplexityRoot.Books.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Books.Error(childComplexity), true
+
+	case "BooksChain.chain":
+		if e.ComplexityRoot.BooksChain.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksChain.Chain(childComplexity), true
+	case "BooksChain.decimals":
+		if e.ComplexityRoot.BooksChain.Decimals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksChain.Decimals(childComplexity), true
+	case "BooksChain.lines":
+		if e.ComplexityRoot.BooksChain.Lines == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksChain.Lines(childComplexity), true
+	case "BooksChain.mode":
+		if e.ComplexityRoot.BooksChain.Mode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksChain.Mode(childComplexity), true
+
+	case "BooksDifference.address":
+		if e.ComplexityRoot.BooksDifference.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksDifference.Address(childComplexity), true
+	case "BooksDifference.explainedBy":
+		if e.ComplexityRoot.BooksDifference.ExplainedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksDifference.ExplainedBy(childComplexity), true
+	case "BooksDifference.onChain":
+		if e.ComplexityRoot.BooksDifference.OnChain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksDifference.OnChain(childComplexity), true
+	case "BooksDifference.owner":
+		if e.ComplexityRoot.BooksDifference.Owner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksDifference.Owner(childComplexity), true
+	case "BooksDifference.records":
+		if e.ComplexityRoot.BooksDifference.Records == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksDifference.Records(childComplexity), true
+
+	case "BooksLine.addresses":
+		if e.ComplexityRoot.BooksLine.Addresses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.Addresses(childComplexity), true
+	case "BooksLine.difference":
+		if e.ComplexityRoot.BooksLine.Difference == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.Difference(childComplexity), true
+	case "BooksLine.differences":
+		if e.ComplexityRoot.BooksLine.Differences == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.Differences(childComplexity), true
+	case "BooksLine.holder":
+		if e.ComplexityRoot.BooksLine.Holder == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.Holder(childComplexity), true
+	case "BooksLine.inFlight":
+		if e.ComplexityRoot.BooksLine.InFlight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.InFlight(childComplexity), true
+	case "BooksLine.onChain":
+		if e.ComplexityRoot.BooksLine.OnChain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.OnChain(childComplexity), true
+	case "BooksLine.records":
+		if e.ComplexityRoot.BooksLine.Records == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksLine.Records(childComplexity), true
+
+	case "BooksRecord.amount":
+		if e.ComplexityRoot.BooksRecord.Amount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.Amount(childComplexity), true
+	case "BooksRecord.detail":
+		if e.ComplexityRoot.BooksRecord.Detail == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.Detail(childComplexity), true
+	case "BooksRecord.id":
+		if e.ComplexityRoot.BooksRecord.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.ID(childComplexity), true
+	case "BooksRecord.inFlight":
+		if e.ComplexityRoot.BooksRecord.InFlight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.InFlight(childComplexity), true
+	case "BooksRecord.kind":
+		if e.ComplexityRoot.BooksRecord.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BooksRecord.Kind(childComplexity), true
 
 	case "CardApproval.ceremonyId":
 		if e.ComplexityRoot.CardApproval.CeremonyID == nil {
@@ -3425,6 +3615,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AgentByUsername(childComplexity, args["username"].(string)), true
+	case "Query.books":
+		if e.ComplexityRoot.Query.Books == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Books(childComplexity), true
 	case "Query.chains":
 		if e.ComplexityRoot.Query.Chains == nil {
 			break
@@ -5502,7 +5698,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5514,6 +5710,7 @@ func sourceData(filename string) string {
 }
 
 var sources = []*ast.Source{
+	{Name: "admin.graphql", Input: sourceData("admin.graphql"), BuiltIn: false},
 	{Name: "agentcheckout.graphql", Input: sourceData("agentcheckout.graphql"), BuiltIn: false},
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
 	{Name: "cards.graphql", Input: sourceData("cards.graphql"), BuiltIn: false},
@@ -5631,6 +5828,84 @@ func (ec *executionContext) childFields_Balance(ctx context.Context, field graph
 		return ec.fieldContext_Balance_totalUsd(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Balance", field.Name)
+}
+
+func (ec *executionContext) childFields_Books(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "balanced":
+		return ec.fieldContext_Books_balanced(ctx, field)
+	case "error":
+		return ec.fieldContext_Books_error(ctx, field)
+	case "chains":
+		return ec.fieldContext_Books_chains(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Books", field.Name)
+}
+
+func (ec *executionContext) childFields_BooksChain(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "chain":
+		return ec.fieldContext_BooksChain_chain(ctx, field)
+	case "mode":
+		return ec.fieldContext_BooksChain_mode(ctx, field)
+	case "decimals":
+		return ec.fieldContext_BooksChain_decimals(ctx, field)
+	case "lines":
+		return ec.fieldContext_BooksChain_lines(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BooksChain", field.Name)
+}
+
+func (ec *executionContext) childFields_BooksDifference(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "address":
+		return ec.fieldContext_BooksDifference_address(ctx, field)
+	case "owner":
+		return ec.fieldContext_BooksDifference_owner(ctx, field)
+	case "onChain":
+		return ec.fieldContext_BooksDifference_onChain(ctx, field)
+	case "records":
+		return ec.fieldContext_BooksDifference_records(ctx, field)
+	case "explainedBy":
+		return ec.fieldContext_BooksDifference_explainedBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BooksDifference", field.Name)
+}
+
+func (ec *executionContext) childFields_BooksLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "holder":
+		return ec.fieldContext_BooksLine_holder(ctx, field)
+	case "addresses":
+		return ec.fieldContext_BooksLine_addresses(ctx, field)
+	case "onChain":
+		return ec.fieldContext_BooksLine_onChain(ctx, field)
+	case "records":
+		return ec.fieldContext_BooksLine_records(ctx, field)
+	case "difference":
+		return ec.fieldContext_BooksLine_difference(ctx, field)
+	case "differences":
+		return ec.fieldContext_BooksLine_differences(ctx, field)
+	case "inFlight":
+		return ec.fieldContext_BooksLine_inFlight(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BooksLine", field.Name)
+}
+
+func (ec *executionContext) childFields_BooksRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_BooksRecord_kind(ctx, field)
+	case "id":
+		return ec.fieldContext_BooksRecord_id(ctx, field)
+	case "amount":
+		return ec.fieldContext_BooksRecord_amount(ctx, field)
+	case "detail":
+		return ec.fieldContext_BooksRecord_detail(ctx, field)
+	case "inFlight":
+		return ec.fieldContext_BooksRecord_inFlight(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BooksRecord", field.Name)
 }
 
 func (ec *executionContext) childFields_CardApproval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -9346,6 +9621,603 @@ func (ec *executionContext) _Balance_totalUsd(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Balance_totalUsd(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Balance", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _Books_balanced(ctx context.Context, field graphql.CollectedField, obj *model.Books) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Books_balanced(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Balanced, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Books_balanced(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Books", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Books_error(ctx context.Context, field graphql.CollectedField, obj *model.Books) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Books_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Books_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Books", field, false, false, "String")
+}
+
+func (ec *executionContext) _Books_chains(ctx context.Context, field graphql.CollectedField, obj *model.Books) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Books_chains(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chains, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.BooksChain) graphql.Marshaler {
+			return ec.marshalNBooksChain2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksChainᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Books_chains(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Books",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BooksChain(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BooksChain_chain(ctx context.Context, field graphql.CollectedField, obj *model.BooksChain) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksChain_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksChain_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksChain", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksChain_mode(ctx context.Context, field graphql.CollectedField, obj *model.BooksChain) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksChain_mode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksChain_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksChain", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksChain_decimals(ctx context.Context, field graphql.CollectedField, obj *model.BooksChain) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksChain_decimals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Decimals, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksChain_decimals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksChain", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BooksChain_lines(ctx context.Context, field graphql.CollectedField, obj *model.BooksChain) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksChain_lines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lines, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.BooksLine) graphql.Marshaler {
+			return ec.marshalNBooksLine2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksChain_lines(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BooksChain",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BooksLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BooksDifference_address(ctx context.Context, field graphql.CollectedField, obj *model.BooksDifference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksDifference_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksDifference_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksDifference", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksDifference_owner(ctx context.Context, field graphql.CollectedField, obj *model.BooksDifference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksDifference_owner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Owner, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BooksDifference_owner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksDifference", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksDifference_onChain(ctx context.Context, field graphql.CollectedField, obj *model.BooksDifference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksDifference_onChain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OnChain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksDifference_onChain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksDifference", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksDifference_records(ctx context.Context, field graphql.CollectedField, obj *model.BooksDifference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksDifference_records(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Records, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksDifference_records(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksDifference", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksDifference_explainedBy(ctx context.Context, field graphql.CollectedField, obj *model.BooksDifference) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksDifference_explainedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExplainedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.BooksRecord) graphql.Marshaler {
+			return ec.marshalOBooksRecord2ᚖagentpayᚋgraphᚋmodelᚐBooksRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BooksDifference_explainedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BooksDifference",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BooksRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BooksLine_holder(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_holder(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Holder, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BooksHolder) graphql.Marshaler {
+			return ec.marshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_holder(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "BooksHolder")
+}
+
+func (ec *executionContext) _BooksLine_addresses(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_addresses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Addresses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_addresses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BooksLine_onChain(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_onChain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OnChain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_onChain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksLine_records(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_records(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Records, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_records(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksLine_difference(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_difference(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Difference, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_difference(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksLine", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksLine_differences(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_differences(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differences, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.BooksDifference) graphql.Marshaler {
+			return ec.marshalNBooksDifference2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksDifferenceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_differences(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BooksLine",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BooksDifference(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BooksLine_inFlight(ctx context.Context, field graphql.CollectedField, obj *model.BooksLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksLine_inFlight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InFlight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.BooksRecord) graphql.Marshaler {
+			return ec.marshalNBooksRecord2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksRecordᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksLine_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BooksLine",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BooksRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BooksRecord_kind(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksRecord_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BooksRecordKind) graphql.Marshaler {
+			return ec.marshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksRecord_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "BooksRecordKind")
+}
+
+func (ec *executionContext) _BooksRecord_id(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksRecord_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksRecord_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksRecord_amount(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksRecord_amount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Amount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksRecord_amount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _BooksRecord_detail(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksRecord_detail(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Detail, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksRecord_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _BooksRecord_inFlight(ctx context.Context, field graphql.CollectedField, obj *model.BooksRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BooksRecord_inFlight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InFlight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BooksRecord_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _CardApproval_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.CardApproval) (ret graphql.Marshaler) {
@@ -17896,6 +18768,38 @@ func (ec *executionContext) fieldContext_Query_nodes(ctx context.Context, field 
 	if fc.Args, err = ec.field_Query_nodes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_books(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_books(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Books(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Books) graphql.Marshaler {
+			return ec.marshalNBooks2ᚖagentpayᚋgraphᚋmodelᚐBooks(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_books(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Books(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -28759,6 +29663,266 @@ func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var booksImplementors = []string{"Books"}
+
+func (ec *executionContext) _Books(ctx context.Context, sel ast.SelectionSet, obj *model.Books) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, booksImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Books")
+		case "balanced":
+			out.Values[i] = ec._Books_balanced(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._Books_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "chains":
+			out.Values[i] = ec._Books_chains(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var booksChainImplementors = []string{"BooksChain"}
+
+func (ec *executionContext) _BooksChain(ctx context.Context, sel ast.SelectionSet, obj *model.BooksChain) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, booksChainImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BooksChain")
+		case "chain":
+			out.Values[i] = ec._BooksChain_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mode":
+			out.Values[i] = ec._BooksChain_mode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decimals":
+			out.Values[i] = ec._BooksChain_decimals(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lines":
+			out.Values[i] = ec._BooksChain_lines(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var booksDifferenceImplementors = []string{"BooksDifference"}
+
+func (ec *executionContext) _BooksDifference(ctx context.Context, sel ast.SelectionSet, obj *model.BooksDifference) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, booksDifferenceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BooksDifference")
+		case "address":
+			out.Values[i] = ec._BooksDifference_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "owner":
+			out.Values[i] = ec._BooksDifference_owner(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "onChain":
+			out.Values[i] = ec._BooksDifference_onChain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "records":
+			out.Values[i] = ec._BooksDifference_records(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "explainedBy":
+			out.Values[i] = ec._BooksDifference_explainedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var booksLineImplementors = []string{"BooksLine"}
+
+func (ec *executionContext) _BooksLine(ctx context.Context, sel ast.SelectionSet, obj *model.BooksLine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, booksLineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BooksLine")
+		case "holder":
+			out.Values[i] = ec._BooksLine_holder(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "addresses":
+			out.Values[i] = ec._BooksLine_addresses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "onChain":
+			out.Values[i] = ec._BooksLine_onChain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "records":
+			out.Values[i] = ec._BooksLine_records(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "difference":
+			out.Values[i] = ec._BooksLine_difference(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differences":
+			out.Values[i] = ec._BooksLine_differences(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inFlight":
+			out.Values[i] = ec._BooksLine_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var booksRecordImplementors = []string{"BooksRecord"}
+
+func (ec *executionContext) _BooksRecord(ctx context.Context, sel ast.SelectionSet, obj *model.BooksRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, booksRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BooksRecord")
+		case "kind":
+			out.Values[i] = ec._BooksRecord_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "id":
+			out.Values[i] = ec._BooksRecord_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amount":
+			out.Values[i] = ec._BooksRecord_amount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "detail":
+			out.Values[i] = ec._BooksRecord_detail(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inFlight":
+			out.Values[i] = ec._BooksRecord_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var cardApprovalImplementors = []string{"CardApproval"}
 
 func (ec *executionContext) _CardApproval(ctx context.Context, sel ast.SelectionSet, obj *model.CardApproval) graphql.Marshaler {
@@ -31383,6 +32547,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_nodes(ctx, field)
+				})
+		case "books":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_books(ctx, field)
 				})
 		case "agent":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -34590,6 +35760,130 @@ func (ec *executionContext) marshalNBaseUnits2int64(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalNBooks2ᚖagentpayᚋgraphᚋmodelᚐBooks(ctx context.Context, sel ast.SelectionSet, v *model.Books) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Books!")
+		return graphql.Null
+	}
+	return ec._Books(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBooksChain2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksChainᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.BooksChain) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBooksChain2ᚖagentpayᚋgraphᚋmodelᚐBooksChain(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNBooksChain2ᚖagentpayᚋgraphᚋmodelᚐBooksChain(ctx context.Context, sel ast.SelectionSet, v *model.BooksChain) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BooksChain!")
+		return graphql.Null
+	}
+	return ec._BooksChain(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBooksDifference2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksDifferenceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.BooksDifference) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBooksDifference2ᚖagentpayᚋgraphᚋmodelᚐBooksDifference(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNBooksDifference2ᚖagentpayᚋgraphᚋmodelᚐBooksDifference(ctx context.Context, sel ast.SelectionSet, v *model.BooksDifference) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BooksDifference!")
+		return graphql.Null
+	}
+	return ec._BooksDifference(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx context.Context, v any) (model.BooksHolder, error) {
+	var res model.BooksHolder
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBooksHolder2agentpayᚋgraphᚋmodelᚐBooksHolder(ctx context.Context, sel ast.SelectionSet, v model.BooksHolder) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNBooksLine2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksLineᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.BooksLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBooksLine2ᚖagentpayᚋgraphᚋmodelᚐBooksLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNBooksLine2ᚖagentpayᚋgraphᚋmodelᚐBooksLine(ctx context.Context, sel ast.SelectionSet, v *model.BooksLine) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BooksLine!")
+		return graphql.Null
+	}
+	return ec._BooksLine(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNBooksRecord2ᚕᚖagentpayᚋgraphᚋmodelᚐBooksRecordᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.BooksRecord) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNBooksRecord2ᚖagentpayᚋgraphᚋmodelᚐBooksRecord(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNBooksRecord2ᚖagentpayᚋgraphᚋmodelᚐBooksRecord(ctx context.Context, sel ast.SelectionSet, v *model.BooksRecord) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BooksRecord!")
+		return graphql.Null
+	}
+	return ec._BooksRecord(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx context.Context, v any) (model.BooksRecordKind, error) {
+	var res model.BooksRecordKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNBooksRecordKind2agentpayᚋgraphᚋmodelᚐBooksRecordKind(ctx context.Context, sel ast.SelectionSet, v model.BooksRecordKind) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -36312,6 +37606,13 @@ func (ec *executionContext) marshalOBaseUnits2ᚖint64(ctx context.Context, sel 
 	_ = ctx
 	res := graphql.MarshalInt64(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOBooksRecord2ᚖagentpayᚋgraphᚋmodelᚐBooksRecord(ctx context.Context, sel ast.SelectionSet, v *model.BooksRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._BooksRecord(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

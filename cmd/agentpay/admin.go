@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/big"
 	"slices"
 	"text/tabwriter"
 	"time"
 
+	"agentpay/chains"
 	"agentpay/internal/vault"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"agentpay"
 )
@@ -24,6 +27,9 @@ commands:
   deactivate-merchant ID   every merchant API call with the merchant's keys then answers 403
   reactivate-merchant ID   undo deactivate-merchant
   gas                      what the treasury paid for transactions, per chain and mode, next to the fees it collected
+  books                    what the chains hold next to what the records say, per chain and mode; exits non-zero on a difference
+  record-funding CHAIN MODE ADDRESS TX_HASH
+                           records USDC the transaction paid the treasury or a custodial wallet from outside (amount read from the chain), for the books
 `
 
 var errAdminUsage = errors.New("admin: bad usage")
@@ -47,6 +53,10 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		active = true
 	case "gas":
 		return runAdminGas(ctx, cfg, logger, args[1:], stdout)
+	case "books":
+		return runAdminBooks(ctx, cfg, logger, args[1:], stdout)
+	case "record-funding":
+		return runAdminRecordFunding(ctx, cfg, logger, args[1:], stdout)
 	default:
 		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
@@ -157,4 +167,132 @@ func runAdminGas(ctx context.Context, cfg config, logger *slog.Logger, args []st
 		}
 	}
 	return nil
+}
+
+// chainService builds the service with the configured chains, on the real
+// MASTER_KEY (the treasury's addresses derive from it), for the commands
+// that read the chains.
+func chainService(ctx context.Context, cfg config, logger *slog.Logger) (*agentpay.Service, func(), error) {
+	key, err := requireMasterKey(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := openPlatform(ctx, cfg, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := p.service(ctx, cfg, logger, nil, nil, nil)
+	if err != nil {
+		p.db.Close()
+		return nil, nil, err
+	}
+	return svc, func() { p.db.Close() }, nil
+}
+
+// runAdminRecordFunding records an outside payment to the treasury or a
+// custodial wallet by its transaction (agentpay's fundings.go): the amount
+// is what the chain says the transaction paid the address.
+func runAdminRecordFunding(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) != 4 {
+		fmt.Fprint(stdout, adminUsage)
+		return fmt.Errorf("%w: record-funding takes CHAIN MODE ADDRESS TX_HASH", errAdminUsage)
+	}
+	chain, err := chains.ParseName(args[0])
+	if err != nil {
+		return fmt.Errorf("record-funding: %w", err)
+	}
+	mode := agentpay.Mode(args[1])
+	if mode != agentpay.ModeLive && mode != agentpay.ModeTest {
+		return fmt.Errorf("record-funding: mode %q: expected live or test", args[1])
+	}
+	svc, closeDB, err := chainService(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	amount, err := svc.RecordFundingTx(ctx, mode, chain, args[2], args[3])
+	if err != nil {
+		return fmt.Errorf("record-funding: %w", err)
+	}
+	fmt.Fprintf(stdout, "recorded %s base units paid to %s on %s (%s) by %s\n", amount, args[2], chain, mode, args[3])
+	logger.Info("admin", "command", "record-funding", "chain", chain, "mode", mode, "address", args[2], "tx", args[3], "amount", amount.String())
+	return nil
+}
+
+// errBooksUnbalanced is the books' exit status: a difference, named above.
+var errBooksUnbalanced = errors.New("books: not balanced")
+
+// runAdminBooks prints the books (agentpay's books.go): per mode, chain and
+// holder class, what the chains hold next to what the records say, in
+// USDC, then every difference with the record that explains it. It fails
+// (a non-zero exit) on any difference. It reads the configured chains with
+// the real MASTER_KEY, which the treasury's addresses derive from.
+func runAdminBooks(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		fmt.Fprint(stdout, adminUsage)
+		return fmt.Errorf("%w: books takes no arguments", errAdminUsage)
+	}
+	svc, closeDB, err := chainService(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	books, err := svc.Books(ctx)
+	if err != nil {
+		return err
+	}
+	if len(books.Chains) == 0 {
+		fmt.Fprintln(stdout, "no chains configured")
+		return nil
+	}
+	if err := printBooks(stdout, books); err != nil {
+		return err
+	}
+	if err := books.Err(); err != nil {
+		fmt.Fprintf(stdout, "\nNOT BALANCED: %v\n", err)
+		return fmt.Errorf("%w: %v", errBooksUnbalanced, err)
+	}
+	fmt.Fprintln(stdout, "\nbalanced: every holder holds exactly what its records say")
+	return nil
+}
+
+// printBooks writes the books' table and their differences.
+func printBooks(w io.Writer, books *agentpay.Books) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tCHAIN\tHOLDER\tADDRESSES\tCHAIN HOLDS (USDC)\tRECORDS SAY (USDC)\tDIFFERENCE (USDC)\tIN FLIGHT")
+	for _, c := range books.Chains {
+		for _, l := range c.Lines {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", c.Mode, c.Chain, l.Holder, l.Addresses,
+				usdcUnits(l.OnChain, c.Decimals), usdcUnits(l.Records, c.Decimals), usdcUnits(l.Difference(), c.Decimals), len(l.InFlight))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range books.Chains {
+		for _, l := range c.Lines {
+			for _, d := range l.Differences {
+				why := "no record explains it"
+				if d.Explained != nil {
+					why = d.Explained.String()
+				}
+				owner := ""
+				if d.Owner != "" {
+					owner = " (" + d.Owner + ")"
+				}
+				fmt.Fprintf(w, "\n%s %s %s %s%s: chain holds %s, records say %s: %s", c.Mode, c.Chain, l.Holder, d.Address, owner,
+					usdcUnits(d.OnChain, c.Decimals), usdcUnits(d.Records, c.Decimals), why)
+			}
+			for _, r := range l.InFlight {
+				fmt.Fprintf(w, "\n%s %s %s: %s", c.Mode, c.Chain, l.Holder, r)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// usdcUnits shows base units as USDC, exactly.
+func usdcUnits(units *big.Int, decimals int32) string {
+	return decimal.NewFromBigInt(units, -decimals).StringFixed(decimals)
 }

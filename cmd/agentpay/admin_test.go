@@ -3,17 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"io"
 	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"agentpay/chains"
 	"agentpay/ent/gasspend"
+	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -125,4 +131,106 @@ func TestAdminGas(t *testing.T) {
 	require.Contains(t, got, "  close         -0.00203428 SOL\n  refund        0.00204428 SOL\n")
 
 	require.Error(t, run(ctx, []string{"admin", "gas", "extra"}, getenv, &out, os.Stderr))
+}
+
+// TestAdminBooks prints the books of a configured base test chain: balanced
+// after a recorded funding and an agent's send, then, once USDC reaches the
+// treasury outside every record, a non-zero exit naming the treasury and
+// that no record explains it.
+func TestAdminBooks(t *testing.T) {
+	ctx := context.Background()
+	chain := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, NoDB: true, BlockTime: 50 * time.Millisecond})
+	base := chain.EVM(chains.Base)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"DATA_DIR": dataDir, "LOG_LEVEL": "error", "MASTER_KEY": hex.EncodeToString(chain.MasterKey),
+		"AGENT_NETWORK": "test", "CHAIN_BASE_TEST_RPC_URL": base.RPCURL, "CHAIN_BASE_TEST_USDC": base.USDC.Hex()}
+	getenv := func(k string) string { return env[k] }
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"migrate"}, getenv, &out, os.Stderr))
+
+	cfg, err := loadConfig(getenv)
+	require.NoError(t, err)
+	p, err := openPlatform(ctx, cfg, chain.MasterKey)
+	require.NoError(t, err)
+	defer p.db.Close()
+	svc, err := p.service(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, nil)
+	require.NoError(t, err)
+	fund := func(addr string, units int64) {
+		h, err := base.Send(ctx, common.HexToAddress(addr), big.NewInt(units))
+		require.NoError(t, err)
+		require.NoError(t, svc.RecordFunding(ctx, agentpay.OutsideFunding{Chain: chains.Base, Mode: agentpay.ModeTest, Address: addr,
+			Amount: big.NewInt(units), TxHash: h.Hex(), Source: agentpay.FundingFaucet}))
+	}
+	alice, err := svc.QuickRegister(ctx, "alice_books")
+	require.NoError(t, err)
+	bob, err := svc.QuickRegister(ctx, "bob_books")
+	require.NoError(t, err)
+	ws, err := svc.Wallets(ctx, alice.Agent)
+	require.NoError(t, err)
+	var aliceBase string
+	for _, w := range ws.All {
+		if w.Chain == string(chains.Base) {
+			aliceBase = w.Address
+		}
+	}
+	fund(aliceBase, 50_000_000)
+	fund(chain.Treasury.EVMAddress, 10_000_000)
+	res, err := svc.Send(ctx, alice.Agent, agentpay.SendRequest{ToUsername: bob.Agent.Username, AmountUSD: decimal.NewFromInt(20), Chain: "base"})
+	require.NoError(t, err)
+	require.Equal(t, "completed", res.Status)
+	waitBlock := func() {
+		head, err := base.Client().BlockNumber(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { n, err := base.Client().BlockNumber(ctx); return err == nil && n > head }, 30*time.Second, 5*time.Millisecond)
+	}
+	waitBlock()
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
+	got := out.String()
+	require.Regexp(t, `(?m)^test\s+base\s+treasury\s+1\s+10\.020000\s+10\.020000\s+0\.000000\s+0$`, got)
+	require.Regexp(t, `(?m)^test\s+base\s+deposit_addresses\s+0\s+0\.000000\s+0\.000000\s+0\.000000\s+0$`, got)
+	require.Regexp(t, `(?m)^test\s+base\s+agent_wallets\s+2\s+49\.980000\s+49\.980000\s+0\.000000\s+0$`, got)
+	require.Contains(t, got, "balanced: every holder holds exactly what its records say")
+
+	// USDC reaches the treasury from no record.
+	outside, err := base.Send(ctx, common.HexToAddress(chain.Treasury.EVMAddress), big.NewInt(1_500_000))
+	require.NoError(t, err)
+	waitBlock()
+	out.Reset()
+	err = run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr)
+	require.ErrorIs(t, err, errBooksUnbalanced)
+	got = out.String()
+	require.Regexp(t, `(?m)^test\s+base\s+treasury\s+1\s+11\.520000\s+10\.020000\s+1\.500000\s+0$`, got)
+	require.Contains(t, got, "NOT BALANCED: books: base test: treasury "+chain.Treasury.EVMAddress+" holds 1500000 more than recorded")
+	require.Contains(t, got, "no record explains it")
+
+	require.Error(t, run(ctx, []string{"admin", "books", "extra"}, getenv, &out, os.Stderr))
+
+	// The operator records it by its transaction: the amount is read from
+	// the chain, and the books balance again. The service's own transfers
+	// and addresses it does not hold are refused.
+	refused := map[string][]string{
+		"its record counts it":             {"base", "test", chain.Treasury.EVMAddress, res.FeeTxHash},
+		"not an address the service holds": {"base", "test", "0x000000000000000000000000000000000000dEaD", outside.Hex()},
+		"paid 0x":                          {"base", "test", aliceBase, outside.Hex()},
+		"expected live or test":            {"base", "staging", chain.Treasury.EVMAddress, outside.Hex()},
+		"not available in live mode":       {"base", "live", chain.Treasury.EVMAddress, outside.Hex()},
+	}
+	for want, args := range refused {
+		out.Reset()
+		err := run(ctx, append([]string{"admin", "record-funding"}, args...), getenv, &out, os.Stderr)
+		require.ErrorContains(t, err, want, "%v", args)
+	}
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "record-funding", "base", "test", chain.Treasury.EVMAddress, outside.Hex()}, getenv, &out, os.Stderr))
+	require.Contains(t, out.String(), "recorded 1500000 base units paid to "+chain.Treasury.EVMAddress)
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
+	require.Regexp(t, `(?m)^test\s+base\s+treasury\s+1\s+11\.520000\s+11\.520000\s+0\.000000\s+0$`, out.String())
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "record-funding", "base", "test", chain.Treasury.EVMAddress, outside.Hex()}, getenv, &out, os.Stderr),
+		"recording it again changes nothing")
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
 }

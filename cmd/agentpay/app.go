@@ -416,7 +416,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		Withdrawals: agentpay.WithdrawalLimits{PerWithdrawal: cfg.WithdrawalLimit, Daily: cfg.WithdrawalDailyLimit}, SendMinimums: cfg.SendMinimums,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 		ProbeRateLimit: cfg.ProbeRateLimit, ConnectionsPerIP: cfg.ConnectionsPerIP, HeadCacheTTL: cfg.HeadCacheTTL,
-		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL),
+		AuthCacheTTL: serviceAuthCacheTTL(cfg.AuthCacheTTL), AdminKeyHash: cfg.AdminKeyHash,
 		// Test money settles fiat through the sandbox; no live PIX provider
 		// is integrated yet, so live fiat_pix settlements wait
 		// (docs/checkout.md, Settlement).

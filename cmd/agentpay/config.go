@@ -38,8 +38,12 @@ type config struct {
 	DataDir       string
 	// MasterKey is nil when MASTER_KEY is unset; only `dev` may then
 	// generate one into DATA_DIR.
-	MasterKey  []byte
-	SessionTTL time.Duration
+	MasterKey []byte
+	// AdminKeyHash is the SHA-256 of ADMIN_KEY, the key admin queries
+	// present (X-Admin-Key); the key itself is not kept. nil: the admin
+	// API is off (`dev` generates a key for its run).
+	AdminKeyHash []byte
+	SessionTTL   time.Duration
 	// CardRequestTTL is how long a card purchase request waits for the
 	// human (CARD_REQUEST_TTL).
 	CardRequestTTL time.Duration
@@ -115,6 +119,10 @@ type chainConfig struct {
 	USDC          string
 	Confirmations uint64
 }
+
+// minAdminKeyLen is the shortest ADMIN_KEY taken: a key anyone could guess
+// would open the books to them.
+const minAdminKeyLen = 32
 
 // Circle's USDC on each network; an operator may override any of them.
 var defaultUSDC = map[agentpay.Mode]map[chains.Name]string{
@@ -206,6 +214,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 	}
 	c.Partners = p.partners("PARTNERS")
+	if v := p.str("ADMIN_KEY", ""); v != "" {
+		if len(v) < minAdminKeyLen {
+			p.fail("ADMIN_KEY", "must be at least %d characters (a random secret, e.g. openssl rand -hex 32)", minAdminKeyLen)
+		} else {
+			c.AdminKeyHash = agentpay.AdminKeyHash(v)
+		}
+	}
 	if v := p.str("MASTER_KEY", ""); v != "" {
 		key, err := vault.ParseMasterKey(v)
 		if err != nil {

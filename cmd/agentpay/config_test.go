@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -122,6 +124,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"RPC_TIMEOUT", "0"},
 		{"BASE_URL", "not a url"},
 		{"MASTER_KEY", "c2hvcnQ="},
+		{"ADMIN_KEY", "short-admin-secret"},
 		{"CHAIN_BASE_RPC_URL", "ftp://x"},
 		// An RPC URL carries the provider's key: the error shows it redacted.
 		{"CHAIN_BASE_RPC_URL", "ftp://rpcUser:rpcPassw0rd@node.example/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"},
@@ -147,7 +150,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 			_, err := loadConfig(envOf(map[string]string{tt.name: tt.value}))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.name)
-			if tt.name == "MASTER_KEY" {
+			if tt.name == "MASTER_KEY" || tt.name == "ADMIN_KEY" {
 				require.NotContains(t, err.Error(), tt.value, "a secret never appears in an error")
 			}
 			for _, secret := range []string{"rpcUser", "rpcPassw0rd", "PathKeyAbc123xyz", "QueryKeyDef456uvw"} {
@@ -155,6 +158,20 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ADMIN_KEY is kept as its SHA-256 only; unset, the admin API is off.
+func TestLoadConfigAdminKey(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef"
+	c, err := loadConfig(envOf(map[string]string{"ADMIN_KEY": " " + key + " "}))
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(key))
+	require.Equal(t, sum[:], c.AdminKeyHash)
+	require.NotContains(t, fmt.Sprintf("%+v", c), key, "the key itself is not kept")
+
+	c, err = loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Nil(t, c.AdminKeyHash)
 }
 
 func TestLoadConfigSendMinimums(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,9 +47,6 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	defer nets.Close()
-	if err := nets.fundTreasury(ctx, p.treasury); err != nil {
-		return err
-	}
 	test, err := nets.networks(ctx, cfg, p.treasury)
 	if err != nil {
 		return err
@@ -82,9 +80,23 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if p.metrics, metricsURL, err = startMetrics(ctx, cfg, true, logger); err != nil {
 		return err
 	}
+	// The admin API is on in dev: with ADMIN_KEY's key, or one made for
+	// this run and shown in the banner (stdout, never the log).
+	adminKey := "the key in ADMIN_KEY"
+	if cfg.AdminKeyHash == nil {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		adminKey = hex.EncodeToString(b)
+		cfg.AdminKeyHash = agentpay.AdminKeyHash(adminKey)
+	}
 	jobs := &lateJobs{}
 	svc, err := p.service(ctx, cfg, logger, test, nets, jobs)
 	if err != nil {
+		return err
+	}
+	if err := nets.fundTreasury(ctx, svc, p.treasury); err != nil {
 		return err
 	}
 	w, err := newWorker(p.db, svc, logger, jobs, workerObserver(p.metrics))
@@ -93,7 +105,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	}
 
 	_, playground := graphQLSurface(cfg, true)
-	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg), metricsURL)
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg), metricsURL, adminKey)
 
 	jobsErr := make(chan error, 1)
 	go func() { jobsErr <- w.Run(ctx) }()
@@ -105,7 +117,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	return err
 }
 
-func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, metricsURL string) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, metricsURL, adminKey string) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
 	if playground {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
@@ -128,6 +140,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(w, "  metrics:    %s (METRICS_ADDR; off: METRICS_ADDR=off)\n", metricsURL)
 	}
 	fmt.Fprintf(w, "  treasury:   evm %s, solana %s\n", treasury.EVMAddress, treasury.SolanaAddress)
+	fmt.Fprintf(w, "  admin:      X-Admin-Key: %s (the books query; agentpay admin books)\n", adminKey)
 	fmt.Fprintln(w, "  devnets:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range list {
@@ -263,15 +276,21 @@ func (d *devnets) Fund(ctx context.Context, chain chains.Name, address string, a
 // liquidity to pay from.
 var devTreasuryLiquidity = big.NewInt(1_000_000 * 1_000_000)
 
-// fundTreasury gives the treasury its starting USDC on every devnet.
-func (d *devnets) fundTreasury(ctx context.Context, treasury agentpay.TreasuryKeys) error {
+// fundTreasury gives the treasury its starting USDC on every devnet, and
+// records it as an outside funding, which the books count.
+func (d *devnets) fundTreasury(ctx context.Context, svc *agentpay.Service, treasury agentpay.TreasuryKeys) error {
 	list := d.Chains()
 	errs := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, c := range list {
 		addr := treasury.Address(c.Chain)
 		wg.Go(func() {
-			if _, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity); err != nil {
+			sent, err := d.Fund(ctx, c.Chain, addr, devTreasuryLiquidity)
+			if err == nil {
+				err = svc.RecordFunding(ctx, agentpay.OutsideFunding{Chain: c.Chain, Mode: agentpay.ModeTest, Address: addr,
+					Amount: devTreasuryLiquidity, TxHash: sent.TxHash, Source: agentpay.FundingTreasuryLiquidity})
+			}
+			if err != nil {
 				errs[i] = fmt.Errorf("devnet %s: funding the treasury: %w", c.Chain, err)
 			}
 		})

@@ -147,6 +147,59 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 		}
 	})
 
+	// The books balance on every devnet: the treasury's starting USDC is
+	// recorded as a funding; they answer the admin key the banner shows,
+	// and nothing else.
+	t.Run("books", func(t *testing.T) {
+		key := regexp.MustCompile(`X-Admin-Key: ([0-9a-f]{64}) `).FindStringSubmatch(banner)
+		require.Len(t, key, 2, banner)
+		books := func(adminKey string) map[string]any {
+			req, err := http.NewRequest(http.MethodPost, base+"/graphql",
+				strings.NewReader(`{"query":"{ books { balanced error chains { chain mode lines { holder onChain records } } } }"}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Admin-Key", adminKey)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var out map[string]any
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			return out
+		}
+		// An agent's wallet paid by the faucet, which records it.
+		var reg struct {
+			Wallets []struct{ Address, Chain string } `json:"wallets"`
+		}
+		require.Equal(t, http.StatusCreated, postJSON(t, base+"/agents/quick-register", `{"username":"dev_books_agent"}`, &reg))
+		funded := 0
+		for _, w := range reg.Wallets {
+			var paid map[string]any
+			require.Equal(t, http.StatusOK, postJSON(t, base+"/dev/faucet", `{"chain":"`+w.Chain+`","address":"`+w.Address+`","amount_usd":5}`, &paid), paid)
+			funded++
+		}
+		require.Equal(t, 2, funded, "solana and base")
+
+		out := books(key[1])
+		require.Nil(t, out["errors"], out)
+		b := out["data"].(map[string]any)["books"].(map[string]any)
+		require.Equal(t, true, b["balanced"], b["error"])
+		require.Len(t, b["chains"], 5)
+		for _, c := range b["chains"].([]any) {
+			chain := c.(map[string]any)
+			lines := chain["lines"].([]any)
+			treasury := lines[0].(map[string]any)
+			require.Equal(t, "TREASURY", treasury["holder"])
+			require.Equal(t, float64(1_000_000_000_000), treasury["records"], "1,000,000 USDC of liquidity: %v", c)
+			if chain["chain"] == "base" || chain["chain"] == "solana" {
+				agents := lines[2].(map[string]any)
+				require.Equal(t, "AGENT_WALLETS", agents["holder"])
+				require.Equal(t, float64(5_000_000), agents["onChain"], c)
+			}
+		}
+		bad := books(strings.Repeat("0", 64))
+		require.Equal(t, "UNAUTHENTICATED", bad["errors"].([]any)[0].(map[string]any)["extensions"].(map[string]any)["code"])
+	})
+
 	// An agent gets the dev partner's attestation and verify-partner
 	// accepts it, offline (devpartner_test.go).
 	t.Run("dev partner", func(t *testing.T) { devPartnerFlow(t, base, banner) })

@@ -87,6 +87,8 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	masterKey, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
 	leaks.addKey("MASTER_KEY", masterKey)
+	adminKey := hex.EncodeToString(masterKey[:16]) + "-admin-key-of-the-e2e-run"
+	leaks.addSecret("ADMIN_KEY", adminKey)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	env := map[string]string{
 		"DATA_DIR":             dataDir,
@@ -97,6 +99,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		// No WEBHOOK_ALLOW_PRIVATE: dev lets test-mode webhooks reach the
 		// loopback receiver by default.
 		"MASTER_KEY":   hex.EncodeToString(masterKey),
+		"ADMIN_KEY":    adminKey,
 		"DATABASE_URL": "file:" + filepath.Join(dataDir, "agentpay.db"),
 		// Structured logs, searched for secrets like the text ones, and
 		// metrics on a free port (metrics_test.go checks both).
@@ -291,6 +294,27 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		require.Equal(t, netTotal.Shift(6).BigInt().String(), bal.String())
 	}
 
+	// The books of test mode balance on every chain: each deposit address
+	// swept, each treasury holding its starting liquidity, its sweeps and
+	// fees less the payouts (all from base's). The admin key comes from
+	// ADMIN_KEY; the banner does not show it.
+	t.Run("books", func(t *testing.T) {
+		require.NotContains(t, leaks.logs.String(), adminKey)
+		b := readBooks(t, base, adminKey)
+		tested := 0
+		for _, c := range b.Chains {
+			if c.Mode != "test" {
+				continue
+			}
+			tested++
+			for _, l := range c.Lines {
+				require.Empty(t, l.Differences, "%s %s %s: %s", c.Chain, c.Mode, l.Holder, b.Error)
+				require.Equal(t, l.OnChain, l.Records, "%s %s %s", c.Chain, c.Mode, l.Holder)
+			}
+		}
+		require.Equal(t, len(chains.All), tested)
+	})
+
 	t.Run("metrics", func(t *testing.T) {
 		paidOn := map[string]string{} // chain -> amount
 		for _, p := range sessions {
@@ -300,6 +324,20 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	})
 
 	payLiveSession(t, base, reg.Keys.LiveSecretKey, live)
+	// Live mode's books balance too: the live treasury started with no
+	// USDC, so the payment is on its deposit address, or swept to the
+	// treasury, or paid out less the fee the treasury keeps.
+	waitFor(t, time.Minute, func() bool { return readBooks(t, base, adminKey).Error == "" }, "the books balanced after the live payment")
+	liveBase := false
+	for _, c := range readBooks(t, base, adminKey).Chains {
+		if c.Mode == "live" && c.Chain == "base" {
+			liveBase = true
+			require.Equal(t, "TREASURY", c.Lines[0].Holder)
+			require.Equal(t, "DEPOSIT_ADDRESSES", c.Lines[1].Holder)
+			require.Contains(t, []int64{7_250_000, 7_250}, c.Lines[0].OnChain+c.Lines[1].OnChain)
+		}
+	}
+	require.True(t, liveBase)
 	live.requireCredentialsAccepted(t)
 	agentCalls(t, base)
 	provokeErrors(t, base, reg.Keys.TestSecretKey, reg.Keys.LiveSecretKey, reg.Keys.WebhookSecret, reg.Keys.TestWebhookSecret)
@@ -524,4 +562,47 @@ func assertStatus(t *testing.T, want, got int, what string) bool {
 		return false
 	}
 	return true
+}
+
+// e2eBooks is the books query's answer, as the end-to-end run reads it.
+type e2eBooks struct {
+	Error  string
+	Chains []struct {
+		Chain, Mode string
+		Lines       []struct {
+			Holder           string
+			OnChain, Records int64
+			Differences      []any
+		}
+	}
+}
+
+// readBooks asks the admin GraphQL query for the books.
+func readBooks(t *testing.T, base, adminKey string) e2eBooks {
+	t.Helper()
+	body := `{"query":"{ books { error chains { chain mode lines { holder onChain records differences { address explainedBy { kind id } } } } } }"}`
+	req, err := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-Key", adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Data struct {
+			Books struct {
+				Error  *string
+				Chains json.RawMessage
+			}
+		}
+		Errors []any
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Empty(t, out.Errors)
+	var b e2eBooks
+	require.NoError(t, json.Unmarshal(out.Data.Books.Chains, &b.Chains))
+	if out.Data.Books.Error != nil {
+		b.Error = *out.Data.Books.Error
+	}
+	return b
 }

@@ -104,6 +104,18 @@ func (f DepositAddressFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DepositAddressMutation", m)
 }
 
+// The FundingFunc type is an adapter to allow the use of ordinary
+// function as Funding mutator.
+type FundingFunc func(context.Context, *ent.FundingMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FundingFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FundingMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FundingMutation", m)
+}
+
 // The GasSpendFunc type is an adapter to allow the use of ordinary
 // function as GasSpend mutator.
 type GasSpendFunc func(context.Context, *ent.GasSpendMutation) (ent.Value, error)

@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/identitycallback"
@@ -318,6 +319,33 @@ func (f TraverseDepositAddress) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.DepositAddressQuery", q)
+}
+
+// The FundingFunc type is an adapter to allow the use of ordinary function as a Querier.
+type FundingFunc func(context.Context, *ent.FundingQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f FundingFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.FundingQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.FundingQuery", q)
+}
+
+// The TraverseFunding type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseFunding func(context.Context, *ent.FundingQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseFunding) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseFunding) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.FundingQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.FundingQuery", q)
 }
 
 // The GasSpendFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1095,6 +1123,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DashboardSessionQuery, predicate.DashboardSession, dashboardsession.OrderOption]{typ: ent.TypeDashboardSession, tq: q}, nil
 	case *ent.DepositAddressQuery:
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
+	case *ent.FundingQuery:
+		return &query[*ent.FundingQuery, predicate.Funding, funding.OrderOption]{typ: ent.TypeFunding, tq: q}, nil
 	case *ent.GasSpendQuery:
 		return &query[*ent.GasSpendQuery, predicate.GasSpend, gasspend.OrderOption]{typ: ent.TypeGasSpend, tq: q}, nil
 	case *ent.IdempotencyKeyQuery:

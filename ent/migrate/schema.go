@@ -357,6 +357,36 @@ var (
 			},
 		},
 	}
+	// FundingsColumns holds the columns for the "fundings" table.
+	FundingsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "mode", Type: field.TypeEnum, Enums: []string{"live", "test"}},
+		{Name: "address", Type: field.TypeString},
+		{Name: "amount", Type: field.TypeInt64},
+		{Name: "tx_hash", Type: field.TypeString},
+		{Name: "source", Type: field.TypeString},
+	}
+	// FundingsTable holds the schema information for the "fundings" table.
+	FundingsTable = &schema.Table{
+		Name:       "fundings",
+		Columns:    FundingsColumns,
+		PrimaryKey: []*schema.Column{FundingsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "funding_chain_tx_hash_address",
+				Unique:  true,
+				Columns: []*schema.Column{FundingsColumns[3], FundingsColumns[7], FundingsColumns[5]},
+			},
+			{
+				Name:    "funding_mode_chain",
+				Unique:  false,
+				Columns: []*schema.Column{FundingsColumns[4], FundingsColumns[3]},
+			},
+		},
+	}
 	// GasSpendsColumns holds the columns for the "gas_spends" table.
 	GasSpendsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1454,6 +1484,7 @@ var (
 		CheckoutSessionsTable,
 		DashboardSessionsTable,
 		DepositAddressesTable,
+		FundingsTable,
 		GasSpendsTable,
 		IdempotencyKeysTable,
 		IdentityCallbacksTable,

@@ -30,6 +30,9 @@ type DashboardSession func(*sql.Selector)
 // DepositAddress is the predicate function for depositaddress builders.
 type DepositAddress func(*sql.Selector)
 
+// Funding is the predicate function for funding builders.
+type Funding func(*sql.Selector)
+
 // GasSpend is the predicate function for gasspend builders.
 type GasSpend func(*sql.Selector)
 

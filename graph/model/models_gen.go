@@ -40,6 +40,64 @@ type Balance struct {
 	TotalUsd decimal.Decimal `json:"totalUsd"`
 }
 
+// What the chains hold next to what the records say, for every configured chain and mode
+type Books struct {
+	// Every holder on every chain holds exactly what its records say, to the base unit
+	Balanced bool `json:"balanced"`
+	// The first difference and the record that explains it; null when balanced
+	Error  *string       `json:"error,omitempty"`
+	Chains []*BooksChain `json:"chains"`
+}
+
+// The books of one chain in one mode
+type BooksChain struct {
+	Chain string `json:"chain"`
+	// live or test
+	Mode string `json:"mode"`
+	// The token's decimals (6 for USDC)
+	Decimals int `json:"decimals"`
+	// One line per holder class, in BooksHolder's order (wallets in the agents' mode only)
+	Lines []*BooksLine `json:"lines"`
+}
+
+// One address whose balance differs from its records
+type BooksDifference struct {
+	Address string `json:"address"`
+	// Who the address is for (agent <id>, user <id>, session <id>); null for the treasury
+	Owner   *string `json:"owner,omitempty"`
+	OnChain int64   `json:"onChain"`
+	Records int64   `json:"records"`
+	// The record that explains the difference; null when none does (USDC moved outside the records)
+	ExplainedBy *BooksRecord `json:"explainedBy,omitempty"`
+}
+
+// One class of holders on one chain and mode
+type BooksLine struct {
+	Holder    BooksHolder `json:"holder"`
+	Addresses int         `json:"addresses"`
+	// What the addresses hold on chain, in base units
+	OnChain int64 `json:"onChain"`
+	// What the records say they hold, in base units
+	Records int64 `json:"records"`
+	// onChain - records
+	Difference int64 `json:"difference"`
+	// The addresses that differ, each with the record that explains it
+	Differences []*BooksDifference `json:"differences"`
+	// Records in flight (submitted, not final) touching these addresses
+	InFlight []*BooksRecord `json:"inFlight"`
+}
+
+// A record that moved, or is moving, a holder's USDC
+type BooksRecord struct {
+	Kind BooksRecordKind `json:"kind"`
+	// The record's id (a payment's for its sweep, a settlement batch's for its payout)
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	// The record's state as stored, in words: its status (and a transaction in flight), a sweep's swept or submitted, a funding's source
+	Detail   string `json:"detail"`
+	InFlight bool   `json:"inFlight"`
+}
+
 // What approving a request needs: a passkey assertion when the viewer has passkeys.
 type CardApproval struct {
 	// Null when the viewer has no passkey: approve without one
@@ -702,6 +760,132 @@ type Withdrawal struct {
 	// True when this is the kept answer of an earlier withdraw with the same
 	// idempotencyKey; always false in viewer.withdrawals
 	Replayed bool `json:"replayed"`
+}
+
+// A class of addresses whose USDC only the service moves
+type BooksHolder string
+
+const (
+	BooksHolderTreasury         BooksHolder = "TREASURY"
+	BooksHolderDepositAddresses BooksHolder = "DEPOSIT_ADDRESSES"
+	BooksHolderAgentWallets     BooksHolder = "AGENT_WALLETS"
+	BooksHolderHumanWallets     BooksHolder = "HUMAN_WALLETS"
+)
+
+var AllBooksHolder = []BooksHolder{
+	BooksHolderTreasury,
+	BooksHolderDepositAddresses,
+	BooksHolderAgentWallets,
+	BooksHolderHumanWallets,
+}
+
+func (e BooksHolder) IsValid() bool {
+	switch e {
+	case BooksHolderTreasury, BooksHolderDepositAddresses, BooksHolderAgentWallets, BooksHolderHumanWallets:
+		return true
+	}
+	return false
+}
+
+func (e BooksHolder) String() string {
+	return string(e)
+}
+
+func (e *BooksHolder) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BooksHolder(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BooksHolder", str)
+	}
+	return nil
+}
+
+func (e BooksHolder) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BooksHolder) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BooksHolder) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// What kind of record moved a holder's USDC
+type BooksRecordKind string
+
+const (
+	BooksRecordKindPayment    BooksRecordKind = "PAYMENT"
+	BooksRecordKindSweep      BooksRecordKind = "SWEEP"
+	BooksRecordKindTransfer   BooksRecordKind = "TRANSFER"
+	BooksRecordKindPayout     BooksRecordKind = "PAYOUT"
+	BooksRecordKindRefund     BooksRecordKind = "REFUND"
+	BooksRecordKindCardReturn BooksRecordKind = "CARD_RETURN"
+	BooksRecordKindFunding    BooksRecordKind = "FUNDING"
+)
+
+var AllBooksRecordKind = []BooksRecordKind{
+	BooksRecordKindPayment,
+	BooksRecordKindSweep,
+	BooksRecordKindTransfer,
+	BooksRecordKindPayout,
+	BooksRecordKindRefund,
+	BooksRecordKindCardReturn,
+	BooksRecordKindFunding,
+}
+
+func (e BooksRecordKind) IsValid() bool {
+	switch e {
+	case BooksRecordKindPayment, BooksRecordKindSweep, BooksRecordKindTransfer, BooksRecordKindPayout, BooksRecordKindRefund, BooksRecordKindCardReturn, BooksRecordKindFunding:
+		return true
+	}
+	return false
+}
+
+func (e BooksRecordKind) String() string {
+	return string(e)
+}
+
+func (e *BooksRecordKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = BooksRecordKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid BooksRecordKind", str)
+	}
+	return nil
+}
+
+func (e BooksRecordKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *BooksRecordKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e BooksRecordKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // Where an agent's checkout payment is (REST spells the same values in lower case).

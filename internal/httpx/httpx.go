@@ -33,6 +33,8 @@ const (
 	// PublicKeyHeader carries a merchant's public key (pk_live_/pk_test_),
 	// the checkout page's optional credential.
 	PublicKeyHeader = "X-Checkout-Public-Key"
+	// AdminKeyHeader carries the admin key (ADMIN_KEY) of admin queries.
+	AdminKeyHeader = "X-Admin-Key"
 )
 
 // The headers of a money-moving POST's idempotency (agentpay's

@@ -20,6 +20,8 @@ import (
 	"agentpay/chains"
 	"agentpay/chains/adapters"
 	"agentpay/chains/devnet"
+	"agentpay/ent"
+	"agentpay/ent/funding"
 	"agentpay/internal/clock"
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
@@ -266,17 +268,36 @@ func (e *Env) Fund(tb testing.TB, chain chains.Name, address string, units int64
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var err error
+	var (
+		err  error
+		hash string
+	)
 	if chain == chains.Solana {
 		var to solanago.PublicKey
 		if to, err = solanago.PublicKeyFromBase58(address); err == nil {
-			_, err = e.Solana().Send(ctx, to, uint64(units))
+			var sig solanago.Signature
+			sig, err = e.Solana().Send(ctx, to, uint64(units))
+			hash = sig.String()
 		}
 	} else {
-		_, err = e.EVM(chain).Send(ctx, common.HexToAddress(address), big.NewInt(units))
+		var h common.Hash
+		h, err = e.EVM(chain).Send(ctx, common.HexToAddress(address), big.NewInt(units))
+		hash = h.Hex()
 	}
 	if err != nil {
 		tb.Fatalf("testenv: funding %s on %s: %v", address, chain, err)
+	}
+	// The faucet records what it paid, as agentpay dev's does
+	// (agentpay.Service.RecordFunding), so the books count it.
+	if e.DB != nil {
+		if c, err := e.Families[chain.Family()].ParseAddress(address); err == nil {
+			address = c // canonical, as the scan records it
+		}
+		err := e.DB.Ent.Funding.Create().SetChain(string(chain)).SetMode(funding.ModeTest).SetAddress(address).
+			SetAmount(units).SetTxHash(hash).SetSource("faucet").Exec(ctx)
+		if err != nil && !ent.IsConstraintError(err) {
+			tb.Fatalf("testenv: recording the funding of %s on %s: %v", address, chain, err)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/devnet"
+	"agentpay/ent/funding"
 	"agentpay/internal/clock"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
@@ -62,6 +63,13 @@ func TestNewWiresDevnetsToNetworks(t *testing.T) {
 		require.NoError(t, err)
 		env.Fund(t, name, addr, 1_250_000)
 		require.Equal(t, int64(1_250_000), env.Balance(t, name, addr).Int64(), "%s", name)
+		// Recorded, as agentpay dev's faucet records it, for the books.
+		f, err := env.DB.Ent.Funding.Query().Where(funding.Chain(string(name)), funding.Address(addr)).Only(ctx)
+		require.NoError(t, err, "%s", name)
+		require.Equal(t, int64(1_250_000), f.Amount)
+		require.Equal(t, funding.ModeTest, f.Mode)
+		require.Equal(t, "faucet", f.Source)
+		require.NotEmpty(t, f.TxHash)
 	}
 }
 

@@ -1,0 +1,569 @@
+package agentpay
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"strings"
+	"sync"
+	"time"
+
+	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/cardrequest"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
+	"agentpay/ent/funding"
+	"agentpay/ent/merchant"
+	"agentpay/ent/payment"
+	"agentpay/ent/refund"
+	"agentpay/ent/settlementbatch"
+	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
+)
+
+// The books (docs/money.md#books): what the chains hold next to what the
+// records say they should hold, per chain and mode, in USDC base units.
+//
+// Holders are the addresses whose USDC only the service moves (it holds
+// their keys): the treasury, every deposit address, and the custodial
+// wallets of agents and of human users (in the agents' mode). Each one's
+// balance is read from its chain, and each one's recorded balance is
+// summed from the records of every transfer that moved it:
+//
+//   - deposit address: the payments recorded on it (not dropped by a
+//     reorg), less their sweeps (swept_at set);
+//   - treasury: the sweeps, the completed transfers paying it (sends' and
+//     withdrawals' fee legs, card reservations), less the crypto payouts
+//     of completed settlement batches, the completed refunds and the card
+//     returns;
+//   - custodial wallet: the completed transfers to it (their net) and the
+//     card returns to it, less the completed transfers from it (their
+//     amount: net and fee);
+//   - the treasury and custodial wallets, also: their fundings
+//     (fundings.go), USDC paid to them from outside that the service saw
+//     (the deposit scan watches them too) or sent (the devnet faucet, the
+//     treasury's starting liquidity), or an operator recorded. A deposit
+//     address has none: what reaches it is a payment, even from the faucet.
+//
+// Nothing else may move a holder's USDC, so the two must be equal to the
+// base unit. USDC a holder received from outside without a funding row (a
+// payment to a deposit address no longer watched, an inbound transfer the
+// scan has not seen final yet) is a difference: the books do not guess an
+// opening balance, which would make them balance whatever the chain holds.
+//
+// Transactions in flight are not counted: a record counts once it is final
+// (a completed transfer, refund, payout or card return; a sweep with
+// swept_at). While one is in flight, the chain may already hold what the
+// records do not say yet; a difference on a holder an in-flight record
+// touches is explained by that record, named, and not balanced away. A
+// payment still detected or confirming is counted (the chain holds it) and
+// named the same way, since a reorg may still drop it.
+//
+// A difference is explained by, in this order: the first in-flight record
+// touching the holder; else the latest record naming it whose amount is
+// exactly the difference (one that moved it, or one whose state says it
+// moved nothing: a failed refund the chain did pay); else by no record
+// (USDC moved outside the records). The books never guess further.
+//
+// The books read every record and one balance per holder: an operator's
+// check, not a request path.
+
+// BooksHolder is a class of addresses the books account for.
+type BooksHolder string
+
+// The holder classes, in the order a chain's lines list them.
+const (
+	BooksTreasury         BooksHolder = "treasury"
+	BooksDepositAddresses BooksHolder = "deposit_addresses"
+	BooksAgentWallets     BooksHolder = "agent_wallets"
+	BooksHumanWallets     BooksHolder = "human_wallets"
+)
+
+// BooksHolderClasses are the holder classes in the order a chain's lines
+// list them.
+var BooksHolderClasses = []BooksHolder{BooksTreasury, BooksDepositAddresses, BooksAgentWallets, BooksHumanWallets}
+
+// booksBalanceConcurrency bounds the balance reads in flight per chain.
+const booksBalanceConcurrency = 8
+
+// booksBalanceTimeout bounds one balance read.
+const booksBalanceTimeout = 20 * time.Second
+
+// Books is what the chains hold next to what the records say, for every
+// configured chain and mode.
+type Books struct {
+	Chains []ChainBooks
+}
+
+// ChainBooks are the books of one chain in one mode.
+type ChainBooks struct {
+	Chain    chains.Name
+	Mode     Mode
+	Decimals int32
+	// Lines are one per holder class, in BooksHolderClasses' order (wallets
+	// only in the agents' mode).
+	Lines []BooksLine
+}
+
+// BooksLine is one holder class on one chain and mode: the sum of what its
+// addresses hold on chain and of what the records say they hold, in base
+// units.
+type BooksLine struct {
+	Holder    BooksHolder
+	Addresses int
+	OnChain   *big.Int
+	Records   *big.Int
+	// Differences are the addresses whose balance differs from their
+	// records, each with the record that explains it.
+	Differences []BooksDifference
+	// InFlight are the records in flight touching the class's addresses.
+	InFlight []BooksRecord
+}
+
+// Difference is OnChain - Records.
+func (l BooksLine) Difference() *big.Int { return new(big.Int).Sub(l.OnChain, l.Records) }
+
+// BooksDifference is one address whose balance differs from its records.
+type BooksDifference struct {
+	Address string
+	// Owner names who the address is for ("agent <id>", "session <id>"),
+	// "" for the treasury.
+	Owner   string
+	OnChain *big.Int
+	Records *big.Int
+	// Explained is the record that explains it; nil when none does.
+	Explained *BooksRecord
+}
+
+// BooksRecord is one record that moved (or is moving) a holder's USDC.
+type BooksRecord struct {
+	// Kind: payment, sweep, transfer, payout, refund, card_return, funding.
+	Kind string
+	ID   string
+	// Amount is what it moves, in base units.
+	Amount int64
+	// Status is the record's state ("completed", "submitted"...).
+	Status   string
+	InFlight bool
+}
+
+func (r BooksRecord) String() string {
+	s := fmt.Sprintf("%s %s (%d, %s)", r.Kind, r.ID, r.Amount, r.Status)
+	if r.InFlight {
+		s = "in flight: " + s
+	}
+	return s
+}
+
+// Balanced reports whether every line of every chain is equal.
+func (b *Books) Balanced() bool { return b.Err() == nil }
+
+// Err is nil when every holder on every chain and mode holds exactly what
+// its records say; otherwise it names the first difference and the record
+// that explains it.
+func (b *Books) Err() error {
+	for _, c := range b.Chains {
+		for _, l := range c.Lines {
+			if len(l.Differences) == 0 {
+				continue
+			}
+			d := l.Differences[0]
+			diff := new(big.Int).Sub(d.OnChain, d.Records)
+			more := "more"
+			if diff.Sign() < 0 {
+				more = "less"
+			}
+			why := "no record explains it: USDC moved outside the service's records"
+			if d.Explained != nil {
+				why = d.Explained.String()
+			}
+			who := holderNoun(l.Holder) + " " + d.Address
+			if d.Owner != "" {
+				who += " (" + d.Owner + ")"
+			}
+			return fmt.Errorf("books: %s %s: %s holds %s %s than recorded (chain %s, records %s): %s",
+				c.Chain, c.Mode, who, new(big.Int).Abs(diff), more, d.OnChain, d.Records, why)
+		}
+	}
+	return nil
+}
+
+func holderNoun(h BooksHolder) string {
+	switch h {
+	case BooksTreasury:
+		return "treasury"
+	case BooksDepositAddresses:
+		return "deposit address"
+	case BooksAgentWallets:
+		return "agent wallet"
+	case BooksHumanWallets:
+		return "human wallet"
+	}
+	return string(h)
+}
+
+// bookAccount is one holder address being summed.
+type bookAccount struct {
+	holder   BooksHolder
+	address  string
+	owner    string
+	records  big.Int
+	onChain  *big.Int
+	touching []BooksRecord
+	inFlight []BooksRecord
+}
+
+// chainBook sums one chain and mode's records per holder address.
+type chainBook struct {
+	chain    chains.Name
+	mode     Mode
+	accounts map[string]*bookAccount
+	order    []*bookAccount
+}
+
+func (b *chainBook) key(address string) string {
+	if b.chain.IsEVM() {
+		return strings.ToLower(address)
+	}
+	return address
+}
+
+func (b *chainBook) holder(h BooksHolder, address, owner string) {
+	if address == "" {
+		return
+	}
+	k := b.key(address)
+	if _, ok := b.accounts[k]; ok {
+		return
+	}
+	a := &bookAccount{holder: h, address: address, owner: owner}
+	b.accounts[k] = a
+	b.order = append(b.order, a)
+}
+
+func (b *chainBook) account(address string) *bookAccount {
+	if address == "" {
+		return nil
+	}
+	return b.accounts[b.key(address)]
+}
+
+// move records a final movement: amount leaves from and reaches to
+// (either "" or not a holder: outside the books).
+func (b *chainBook) move(from, to string, rec BooksRecord) {
+	if a := b.account(from); a != nil {
+		a.records.Sub(&a.records, big.NewInt(rec.Amount))
+		a.touching = append(a.touching, rec)
+	}
+	if a := b.account(to); a != nil {
+		a.records.Add(&a.records, big.NewInt(rec.Amount))
+		a.touching = append(a.touching, rec)
+	}
+}
+
+// touch notes a record that names a holder but, by its state, moved
+// nothing (a failed refund or transfer): it may still explain a
+// difference, if the chain says otherwise.
+func (b *chainBook) touch(rec BooksRecord, addresses ...string) {
+	for _, addr := range addresses {
+		if a := b.account(addr); a != nil {
+			a.touching = append(a.touching, rec)
+		}
+	}
+}
+
+// flight notes a record in flight on the holders among addresses.
+func (b *chainBook) flight(rec BooksRecord, addresses ...string) {
+	rec.InFlight = true
+	for _, addr := range addresses {
+		if a := b.account(addr); a != nil {
+			a.inFlight = append(a.inFlight, rec)
+		}
+	}
+}
+
+// Books reads every holder's balance on every configured chain and mode
+// and sets it next to what the records say it holds.
+func (s *Service) Books(ctx context.Context) (*Books, error) {
+	out := &Books{}
+	for _, mode := range []Mode{ModeLive, ModeTest} {
+		nets := s.networks(mode)
+		for _, chain := range chains.All {
+			n, ok := nets[chain]
+			if !ok {
+				continue
+			}
+			book, err := s.chainBook(ctx, chain, mode)
+			if err != nil {
+				return nil, fmt.Errorf("books: %s %s: %w", chain, mode, err)
+			}
+			if err := s.readBalances(ctx, n.Ledger, book); err != nil {
+				return nil, fmt.Errorf("books: %s %s: %w", chain, mode, err)
+			}
+			out.Chains = append(out.Chains, book.lines(mode == s.cfg.AgentMode, n.Ledger.Decimals()))
+		}
+	}
+	return out, nil
+}
+
+// chainBook sums the records of chain in mode per holder.
+func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (*chainBook, error) {
+	db := s.cfg.DB.Ent
+	live := mode == ModeLive
+	b := &chainBook{chain: chain, mode: mode, accounts: map[string]*bookAccount{}}
+	treasury := s.cfg.Treasury.Address(chain)
+	b.holder(BooksTreasury, treasury, "")
+
+	deposits, err := db.DepositAddress.Query().
+		Where(depositaddress.Chain(string(chain)), depositaddress.HasSessionWith(checkoutsession.Livemode(live))).
+		Order(ent.Asc(depositaddress.FieldCreatedAt), ent.Asc(depositaddress.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading deposit addresses: %w", err)
+	}
+	depositOf := make(map[string]string, len(deposits))
+	for _, d := range deposits {
+		b.holder(BooksDepositAddresses, d.Address, "session "+d.SessionID.String())
+		depositOf[d.ID.String()] = d.Address
+	}
+	agentMode := mode == s.cfg.AgentMode
+	if agentMode {
+		ws, err := db.Wallet.Query().
+			Where(wallet.Chain(string(chain)), wallet.KindEQ(wallet.KindCustodial)).
+			Order(ent.Asc(wallet.FieldCreatedAt), ent.Asc(wallet.FieldID)).
+			All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading wallets: %w", err)
+		}
+		for _, w := range ws {
+			if w.UserID != nil {
+				b.holder(BooksHumanWallets, w.Address, "user "+w.UserID.String())
+			} else {
+				b.holder(BooksAgentWallets, w.Address, "agent "+w.AgentID.String())
+			}
+		}
+	}
+
+	fundings, err := db.Funding.Query().
+		Where(funding.Chain(string(chain)), funding.ModeEQ(funding.Mode(mode))).
+		Order(ent.Asc(funding.FieldCreatedAt), ent.Asc(funding.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading fundings: %w", err)
+	}
+	for _, f := range fundings {
+		rec := BooksRecord{Kind: "funding", ID: f.ID.String(), Amount: f.Amount, Status: f.Source}
+		if a := b.account(f.Address); a != nil && a.holder == BooksDepositAddresses {
+			// The faucet paying a checkout: what reaches a deposit address
+			// is a payment, whose record counts it.
+			b.touch(rec, f.Address)
+			continue
+		}
+		b.move("", f.Address, rec)
+	}
+
+	payments, err := db.Payment.Query().
+		Where(payment.Chain(string(chain)), payment.HasSessionWith(checkoutsession.Livemode(live))).
+		Order(ent.Asc(payment.FieldCreatedAt), ent.Asc(payment.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading payments: %w", err)
+	}
+	for _, p := range payments {
+		addr := depositOf[p.DepositAddressID.String()]
+		rec := BooksRecord{Kind: "payment", ID: p.ID.String(), Amount: p.AmountToken, Status: string(p.Status)}
+		if p.Status == payment.StatusFailed {
+			b.touch(rec, addr) // dropped by a reorg: the chain holds nothing of it
+			continue
+		}
+		b.move("", addr, rec)
+		if p.Status != payment.StatusConfirmed {
+			b.flight(rec, addr)
+		}
+		sweep := BooksRecord{Kind: "sweep", ID: p.ID.String(), Amount: p.AmountToken, Status: "swept"}
+		switch {
+		case p.SweptAt != nil:
+			b.move(addr, treasury, sweep)
+		case p.SweepSubmittedAt != nil:
+			sweep.Status = "submitted " + p.SweepTxHash
+			b.flight(sweep, addr, treasury)
+		}
+	}
+
+	batches, err := db.SettlementBatch.Query().
+		Where(settlementbatch.Livemode(live), settlementbatch.PayoutChain(string(chain)),
+			settlementbatch.SettlementType(string(merchant.SettlementTypeCryptoUsdc))).
+		Order(ent.Asc(settlementbatch.FieldCreatedAt), ent.Asc(settlementbatch.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading settlement batches: %w", err)
+	}
+	for _, sb := range batches {
+		if sb.Net == 0 {
+			continue
+		}
+		rec := BooksRecord{Kind: "payout", ID: sb.ID.String(), Amount: sb.Net, Status: string(sb.Status)}
+		switch sb.Status {
+		case settlementbatch.StatusCompleted:
+			b.move(treasury, sb.PayoutAddress, rec)
+		case settlementbatch.StatusSubmitted:
+			b.flight(rec, treasury, sb.PayoutAddress)
+		}
+	}
+
+	refunds, err := db.Refund.Query().
+		Where(refund.Chain(string(chain)), refund.Livemode(live)).
+		Order(ent.Asc(refund.FieldCreatedAt), ent.Asc(refund.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading refunds: %w", err)
+	}
+	for _, r := range refunds {
+		rec := BooksRecord{Kind: "refund", ID: r.ID.String(), Amount: r.AmountToken, Status: string(r.Status)}
+		switch r.Status {
+		case refund.StatusCompleted:
+			b.move(treasury, r.ToAddress, rec)
+		case refund.StatusSubmitted:
+			b.flight(rec, treasury, r.ToAddress)
+		case refund.StatusFailed:
+			b.touch(rec, treasury, r.ToAddress)
+		}
+	}
+
+	if !agentMode {
+		return b, nil
+	}
+	transfers, err := db.Transfer.Query().
+		Where(transfer.Chain(string(chain))).
+		Order(ent.Asc(transfer.FieldCreatedAt), ent.Asc(transfer.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading transfers: %w", err)
+	}
+	for _, t := range transfers {
+		rec := BooksRecord{Kind: "transfer", ID: t.ID.String(), Status: string(t.Status)}
+		switch t.Status {
+		case transfer.StatusCompleted:
+			// A payment of a checkout session reaches a deposit address,
+			// whose record is the payment: only the sender is moved here.
+			to := t.ToAddress
+			net, fee := rec, rec
+			net.Amount, fee.Amount = t.Net, t.Fee
+			if a := b.account(to); a != nil && a.holder == BooksDepositAddresses {
+				to = ""
+				b.touch(net, t.ToAddress) // explains a payment missing from the records
+			}
+			b.move(t.FromAddress, to, net)
+			if t.Fee > 0 {
+				b.move(t.FromAddress, treasury, fee)
+			}
+		case transfer.StatusPending, transfer.StatusSubmitted:
+			rec.Amount = t.Amount
+			b.flight(rec, t.FromAddress, t.ToAddress)
+			if t.Fee > 0 {
+				b.flight(rec, treasury)
+			}
+		case transfer.StatusFailed:
+			rec.Amount = t.Amount
+			b.touch(rec, t.FromAddress, t.ToAddress)
+		}
+	}
+
+	cards, err := db.CardRequest.Query().
+		Where(cardrequest.RefundChain(string(chain)), cardrequest.RefundAmountGT(0)).
+		Order(ent.Asc(cardrequest.FieldCreatedAt), ent.Asc(cardrequest.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading card returns: %w", err)
+	}
+	for _, c := range cards {
+		rec := BooksRecord{Kind: "card_return", ID: c.ID.String(), Amount: c.RefundAmount, Status: "returned"}
+		switch {
+		case c.RefundedAt != nil:
+			b.move(treasury, c.RefundTo, rec)
+		case c.Status == cardrequest.StatusUsed || c.Status == cardrequest.StatusExpiredUnused:
+			rec.Status = "returning " + c.RefundTxHash
+			b.flight(rec, treasury, c.RefundTo)
+		}
+	}
+	return b, nil
+}
+
+// readBalances reads every holder's balance on ledger.
+func (s *Service) readBalances(ctx context.Context, ledger chains.Ledger, b *chainBook) error {
+	sem := make(chan struct{}, booksBalanceConcurrency)
+	errs := make([]error, len(b.order))
+	var wg sync.WaitGroup
+	for i, a := range b.order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rctx, cancel := context.WithTimeout(ctx, booksBalanceTimeout)
+			defer cancel()
+			units, err := ledger.Balance(rctx, a.address)
+			if err != nil {
+				// The detail is logged; the answer names what could not
+				// be read (a chain's error may quote its node).
+				s.logger.WarnContext(ctx, "books: balance read", "chain", b.chain, "mode", b.mode, "address", a.address, "err", err)
+				errs[i] = fmt.Errorf("%w: cannot read the balance of %s %s", ErrUnavailable, holderNoun(a.holder), a.address)
+				return
+			}
+			a.onChain = units
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // the first: one is enough to say the books cannot be read
+		}
+	}
+	return nil
+}
+
+// lines totals the accounts per holder class and explains each difference.
+func (b *chainBook) lines(wallets bool, decimals int32) ChainBooks {
+	out := ChainBooks{Chain: b.chain, Mode: b.mode, Decimals: decimals}
+	for _, h := range BooksHolderClasses {
+		if !wallets && (h == BooksAgentWallets || h == BooksHumanWallets) {
+			continue
+		}
+		l := BooksLine{Holder: h, OnChain: new(big.Int), Records: new(big.Int)}
+		for _, a := range b.order {
+			if a.holder != h {
+				continue
+			}
+			l.Addresses++
+			l.OnChain.Add(l.OnChain, a.onChain)
+			l.Records.Add(l.Records, &a.records)
+			l.InFlight = append(l.InFlight, a.inFlight...)
+			if a.onChain.Cmp(&a.records) != 0 {
+				l.Differences = append(l.Differences, BooksDifference{
+					Address: a.address, Owner: a.owner,
+					OnChain: a.onChain, Records: new(big.Int).Set(&a.records),
+					Explained: a.explain(),
+				})
+			}
+		}
+		out.Lines = append(out.Lines, l)
+	}
+	return out
+}
+
+// explain picks the record that explains the account's difference.
+func (a *bookAccount) explain() *BooksRecord {
+	if len(a.inFlight) > 0 {
+		r := a.inFlight[0]
+		return &r
+	}
+	diff := new(big.Int).Sub(a.onChain, &a.records)
+	diff.Abs(diff)
+	for i := len(a.touching) - 1; i >= 0; i-- {
+		if diff.IsInt64() && a.touching[i].Amount == diff.Int64() {
+			r := a.touching[i]
+			return &r
+		}
+	}
+	return nil
+}
