@@ -477,6 +477,7 @@ func (c *chaos) run() {
 			c.t.Error("chaos: a dead worker's goroutines did not end")
 		}
 	}
+	c.checkServiceBooks()
 	c.checkBooks()
 }
 
@@ -597,6 +598,35 @@ func (c *chaos) state() string {
 		}
 	}
 	return b.String()
+}
+
+// checkServiceBooks checks the service's own books (agentpay.Service.Books:
+// every holder's balance against its records, to the base unit, on every
+// devnet) and logs them whole when they do not balance.
+func (c *chaos) checkServiceBooks() {
+	c.t.Helper()
+	books, err := c.h.svc.Books(c.ctx)
+	require.NoError(c.t, err)
+	var b strings.Builder
+	for _, cb := range books.Chains {
+		for _, l := range cb.Lines {
+			fmt.Fprintf(&b, "  %s %s %-18s %3d addresses  on chain %12s  records %12s\n", cb.Mode, cb.Chain, l.Holder, l.Addresses, l.OnChain, l.Records)
+			for _, d := range l.Differences {
+				why := "no record explains it"
+				if d.Explained != nil {
+					why = d.Explained.String()
+				}
+				fmt.Fprintf(&b, "      %s %s: on chain %s, records %s: %s\n", d.Address, d.Owner, d.OnChain, d.Records, why)
+			}
+			for _, r := range l.InFlight {
+				fmt.Fprintf(&b, "      %s\n", r)
+			}
+		}
+	}
+	if err := books.Err(); err != nil {
+		c.t.Fatalf("%v\nthe books:\n%s", err, b.String())
+	}
+	c.t.Logf("the service's books balance:\n%s", b.String())
 }
 
 // checkBooks checks each devnet to the base unit against what the test
