@@ -52,13 +52,16 @@ var chaosChains = []chains.Name{chains.Base, chains.Solana}
 
 // TestBooksBalanceAfterRandomKills runs a random mix of everything that
 // moves money (payments exact, under then topped up, over, late, repeated
-// to an old address, one session paid on two chains; agent sends;
-// settlements in batches; sweeps; refunds, partial and full, before and
-// after the payout) while the worker is killed and restarted at random
-// points (its jobs' contexts cancelled mid-run: between a broadcast and
-// its record, say), lets a last worker finish everything, and then
-// checks each devnet to the base unit: no token created or lost (what the
-// tracked addresses hold is what the faucet sent them), every deposit
+// to an old address, one session paid on two chains; sends from agents to
+// an agent and to a human; settlements in batches; sweeps; refunds,
+// partial and full, before and after the payout) while the worker is
+// killed and restarted at random points (softly, its jobs cancelled, or
+// dead as a process dies: also right after a broadcast, before its
+// record), lets a last worker finish everything, and then checks each
+// devnet to the base unit: the service's books balance (Service.Books:
+// every holder's balance equals its records), and, the test's own
+// account of it, no token created or lost (what the tracked addresses
+// hold is what the faucet sent them), every deposit
 // address emptied, each merchant's settlement address holding exactly the
 // nets of its completed batches, each refund recipient exactly its
 // completed refunds, the treasury exactly what the records leave it.
