@@ -115,7 +115,7 @@ func TestAdminBooks(t *testing.T) {
 	require.Len(t, got.Books.Chains, 1)
 	c := got.Books.Chains[0]
 	require.Equal(t, "base", c.Chain)
-	require.Equal(t, "test", c.Mode)
+	require.Equal(t, "TEST", c.Mode)
 	require.Equal(t, 6, c.Decimals)
 	holders := map[string]int64{}
 	for _, l := range c.Lines {

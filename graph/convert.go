@@ -8,7 +8,7 @@ import (
 )
 
 func chainModel(st agentpay.ChainStatus) *model.Chain {
-	c := &model.Chain{Name: string(st.Chain), Mode: string(st.Mode), Token: st.Token, Healthy: st.Healthy}
+	c := &model.Chain{Name: string(st.Chain), Mode: modeModel(st.Mode), Token: st.Token, Healthy: st.Healthy}
 	if st.Healthy {
 		head := st.Head
 		c.Head = &head

@@ -30,7 +30,7 @@ func booksModel(b *agentpay.Books) (*model.Books, error) {
 		return &model.BooksRecord{Kind: model.BooksRecordKind(strings.ToUpper(r.Kind)), ID: r.ID, Amount: r.Amount, Detail: r.Status, InFlight: r.InFlight}
 	}
 	for _, c := range b.Chains {
-		mc := &model.BooksChain{Chain: string(c.Chain), Mode: string(c.Mode), Decimals: int(c.Decimals), Lines: []*model.BooksLine{}}
+		mc := &model.BooksChain{Chain: string(c.Chain), Mode: modeModel(c.Mode), Decimals: int(c.Decimals), Lines: []*model.BooksLine{}}
 		for _, l := range c.Lines {
 			ml := &model.BooksLine{Holder: model.BooksHolder(strings.ToUpper(string(l.Holder))), Addresses: l.Addresses,
 				OnChain: units(l.OnChain), Records: units(l.Records), Difference: units(l.Difference()),

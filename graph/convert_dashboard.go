@@ -9,11 +9,19 @@ import (
 // The merchant dashboard's types (dashboard.graphql) as the service has
 // them.
 
-func serviceMode(m model.MerchantMode) agentpay.Mode {
-	if m == model.MerchantModeLive {
+func serviceMode(m model.Mode) agentpay.Mode {
+	if m == model.ModeLive {
 		return agentpay.ModeLive
 	}
 	return agentpay.ModeTest
+}
+
+// modeModel is a service mode as GraphQL spells it.
+func modeModel(m agentpay.Mode) model.Mode {
+	if m == agentpay.ModeLive {
+		return model.ModeLive
+	}
+	return model.ModeTest
 }
 
 func serviceRole(r model.MemberRole) agentpay.MemberRole {

@@ -202,11 +202,11 @@ func complexity() ComplexityRoot {
 	// The merchant dashboard (dashboard.graphql, merchantinsights.graphql).
 	c.Viewer.Merchants = readListOf(fixedList)
 	c.ManagedMerchant.Members = readListOf(agentpay.MaxMerchantMembers)
-	c.Mutation.OpenDashboard = func(child int, _ uuid.UUID, _ model.MerchantMode) int { return writeCost + child }
+	c.Mutation.OpenDashboard = func(child int, _ uuid.UUID, _ model.Mode) int { return writeCost + child }
 	c.Mutation.InviteMerchantMember = func(child int, _ uuid.UUID, _ string, _ model.MemberRole) int { return writeCost + child }
 	c.Mutation.RemoveMerchantMember = func(child int, _, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.SendTestWebhook = func(child int) int { return writeCost + child }
-	c.Mutation.RollKeys = func(child int, _ *model.MerchantMode) int { return writeCost + child }
+	c.Mutation.RollKeys = func(child int, _ *model.Mode) int { return writeCost + child }
 	// A row per day and chain (statuses are mostly one): a year of five
 	// fields fits the limit.
 	c.Query.PaymentVolume = func(child int, from, to time.Time) int {

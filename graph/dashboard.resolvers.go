@@ -27,7 +27,7 @@ func (r *managedMerchantResolver) Members(ctx context.Context, obj *model.Manage
 }
 
 // OpenDashboard is the resolver for the openDashboard field.
-func (r *mutationResolver) OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.MerchantMode) (*model.OpenedDashboard, error) {
+func (r *mutationResolver) OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.Mode) (*model.OpenedDashboard, error) {
 	v, err := r.currentViewer(ctx)
 	if err != nil {
 		return nil, err

@@ -21,14 +21,14 @@ import (
 // The operations of this file, in one place.
 const (
 	dashMerchantsQuery = `{ viewer { merchants { id name role members { email role acceptedAt } } } }`
-	dashOpenMutation   = `mutation($m: ID!, $mode: MerchantMode!) { openDashboard(merchantId: $m, mode: $mode) { token expiresAt merchantId merchantName mode role } }`
+	dashOpenMutation   = `mutation($m: ID!, $mode: Mode!) { openDashboard(merchantId: $m, mode: $mode) { token expiresAt merchantId merchantName mode role } }`
 	dashInviteMutation = `mutation($m: ID!, $e: String!, $r: MemberRole!) { inviteMerchantMember(merchantId: $m, email: $e, role: $r) { id email role acceptedAt } }`
 	dashRemoveMutation = `mutation($m: ID!, $id: ID!) { removeMerchantMember(merchantId: $m, memberId: $id) }`
 	dashSessionsQuery  = `{ merchant { id } sessions { totalCount edges { node { externalId livemode } } } }`
 	dashMerchantQuery  = `{ merchant { id } }`
 	dashSearchQuery    = `query($s: String!) { sessions(where: {search: $s}) { totalCount } }`
 	dashCreateSession  = `mutation { createSession(input: {amount: "12.50", currency: "USD", metadata: {order: "A-17"}}) { externalId livemode } }`
-	dashRollKeys       = `mutation($mode: MerchantMode) { rollKeys(mode: $mode) { publicKey secretKey livemode warning } }`
+	dashRollKeys       = `mutation($mode: Mode) { rollKeys(mode: $mode) { publicKey secretKey livemode warning } }`
 	dashVolumeQuery    = `query($from: Time!, $to: Time!) { paymentVolume(from: $from, to: $to) { day chain status count volume } }`
 	dashTestWebhook    = `mutation { sendTestWebhook { id eventType livemode deliveries { id } } }`
 )

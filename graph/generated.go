@@ -420,7 +420,7 @@ type ComplexityRoot struct {
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
 		InviteHuman               func(childComplexity int, email string) int
 		InviteMerchantMember      func(childComplexity int, merchantID uuid.UUID, email string, role model.MemberRole) int
-		OpenDashboard             func(childComplexity int, merchantID uuid.UUID, mode model.MerchantMode) int
+		OpenDashboard             func(childComplexity int, merchantID uuid.UUID, mode model.Mode) int
 		PayCheckout               func(childComplexity int, input model.PayCheckoutInput) int
 		QuickRegister             func(childComplexity int, username string) int
 		RedeliverWebhook          func(childComplexity int, eventID uuid.UUID) int
@@ -428,7 +428,7 @@ type ComplexityRoot struct {
 		RemoveMerchantMember      func(childComplexity int, merchantID uuid.UUID, memberID uuid.UUID) int
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
 		RevokeSession             func(childComplexity int, id uuid.UUID) int
-		RollKeys                  func(childComplexity int, mode *model.MerchantMode) int
+		RollKeys                  func(childComplexity int, mode *model.Mode) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
 		SendTestWebhook           func(childComplexity int) int
@@ -737,7 +737,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		AgentEvents    func(childComplexity int, after *int64) int
-		ChainHead      func(childComplexity int, name string, mode string) int
+		ChainHead      func(childComplexity int, name string, mode model.Mode) int
 		MerchantEvents func(childComplexity int, after *int64) int
 		SessionStatus  func(childComplexity int, externalID string) int
 		ViewerEvents   func(childComplexity int, after *int64) int
@@ -1040,7 +1040,7 @@ type MutationResolver interface {
 	BeginCardApproval(ctx context.Context, id uuid.UUID) (*model.CardApproval, error)
 	ApproveCardRequest(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (*model.ViewerCardRequest, error)
 	DenyCardRequest(ctx context.Context, id uuid.UUID) (*model.ViewerCardRequest, error)
-	OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.MerchantMode) (*model.OpenedDashboard, error)
+	OpenDashboard(ctx context.Context, merchantID uuid.UUID, mode model.Mode) (*model.OpenedDashboard, error)
 	InviteMerchantMember(ctx context.Context, merchantID uuid.UUID, email string, role model.MemberRole) (*model.MerchantTeamMember, error)
 	RemoveMerchantMember(ctx context.Context, merchantID uuid.UUID, memberID uuid.UUID) (bool, error)
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
@@ -1052,7 +1052,7 @@ type MutationResolver interface {
 	Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error)
 	StartIdentityVerification(ctx context.Context) (*model.IdentityVerificationStart, error)
 	SendTestWebhook(ctx context.Context) (*ent.WebhookEvent, error)
-	RollKeys(ctx context.Context, mode *model.MerchantMode) (*model.RolledKeys, error)
+	RollKeys(ctx context.Context, mode *model.Mode) (*model.RolledKeys, error)
 	CreateSession(ctx context.Context, input model.CreateSessionInput) (*ent.CheckoutSession, error)
 	CancelSession(ctx context.Context, externalID string) (*ent.CheckoutSession, error)
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
@@ -1110,7 +1110,7 @@ type SpendingPolicyResolver interface {
 	DailyCap(ctx context.Context, obj *ent.SpendingPolicy) (*decimal.Decimal, error)
 }
 type SubscriptionResolver interface {
-	ChainHead(ctx context.Context, name string, mode string) (<-chan *model.Chain, error)
+	ChainHead(ctx context.Context, name string, mode model.Mode) (<-chan *model.Chain, error)
 	AgentEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
 	ViewerEvents(ctx context.Context, after *int64) (<-chan *model.AccountEvent, error)
 	MerchantEvents(ctx context.Context, after *int64) (<-chan *model.MerchantEvent, error)
@@ -2828,7 +2828,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.OpenDashboard(childComplexity, args["merchantId"].(uuid.UUID), args["mode"].(model.MerchantMode)), true
+		return e.ComplexityRoot.Mutation.OpenDashboard(childComplexity, args["merchantId"].(uuid.UUID), args["mode"].(model.Mode)), true
 	case "Mutation.payCheckout":
 		if e.ComplexityRoot.Mutation.PayCheckout == nil {
 			break
@@ -2911,7 +2911,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.RollKeys(childComplexity, args["mode"].(*model.MerchantMode)), true
+		return e.ComplexityRoot.Mutation.RollKeys(childComplexity, args["mode"].(*model.Mode)), true
 	case "Mutation.rollWebhookSecret":
 		if e.ComplexityRoot.Mutation.RollWebhookSecret == nil {
 			break
@@ -4427,7 +4427,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.ChainHead(childComplexity, args["name"].(string), args["mode"].(string)), true
+		return e.ComplexityRoot.Subscription.ChainHead(childComplexity, args["name"].(string), args["mode"].(model.Mode)), true
 	case "Subscription.merchantEvents":
 		if e.ComplexityRoot.Subscription.MerchantEvents == nil {
 			break
@@ -8010,8 +8010,8 @@ func (ec *executionContext) field_Mutation_openDashboard_args(ctx context.Contex
 	}
 	args["merchantId"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
-		func(ctx context.Context, v any) (model.MerchantMode, error) {
-			return ec.unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		func(ctx context.Context, v any) (model.Mode, error) {
+			return ec.unmarshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8124,8 +8124,8 @@ func (ec *executionContext) field_Mutation_rollKeys_args(ctx context.Context, ra
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
-		func(ctx context.Context, v any) (*model.MerchantMode, error) {
-			return ec.unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx, v)
+		func(ctx context.Context, v any) (*model.Mode, error) {
+			return ec.unmarshalOMode2ᚖagentpayᚋgraphᚋmodelᚐMode(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8626,8 +8626,8 @@ func (ec *executionContext) field_Subscription_chainHead_args(ctx context.Contex
 	}
 	args["name"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "mode",
-		func(ctx context.Context, v any) (string, error) {
-			return ec.unmarshalNString2string(ctx, v)
+		func(ctx context.Context, v any) (model.Mode, error) {
+			return ec.unmarshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9736,15 +9736,15 @@ func (ec *executionContext) _BooksChain_mode(ctx context.Context, field graphql.
 			return obj.Mode, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.Mode) graphql.Marshaler {
+			return ec.marshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_BooksChain_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("BooksChain", field, false, false, "String")
+	return graphql.NewScalarFieldContext("BooksChain", field, false, false, "Mode")
 }
 
 func (ec *executionContext) _BooksChain_decimals(ctx context.Context, field graphql.CollectedField, obj *model.BooksChain) (ret graphql.Marshaler) {
@@ -10324,15 +10324,15 @@ func (ec *executionContext) _Chain_mode(ctx context.Context, field graphql.Colle
 			return obj.Mode, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.Mode) graphql.Marshaler {
+			return ec.marshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Chain_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Chain", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Chain", field, false, false, "Mode")
 }
 
 func (ec *executionContext) _Chain_token(ctx context.Context, field graphql.CollectedField, obj *model.Chain) (ret graphql.Marshaler) {
@@ -15131,7 +15131,7 @@ func (ec *executionContext) _Mutation_openDashboard(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().OpenDashboard(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["mode"].(model.MerchantMode))
+			return ec.Resolvers.Mutation().OpenDashboard(ctx, fc.Args["merchantId"].(uuid.UUID), fc.Args["mode"].(model.Mode))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.OpenedDashboard) graphql.Marshaler {
@@ -15635,7 +15635,7 @@ func (ec *executionContext) _Mutation_rollKeys(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RollKeys(ctx, fc.Args["mode"].(*model.MerchantMode))
+			return ec.Resolvers.Mutation().RollKeys(ctx, fc.Args["mode"].(*model.Mode))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.RolledKeys) graphql.Marshaler {
@@ -16465,15 +16465,15 @@ func (ec *executionContext) _OpenedDashboard_mode(ctx context.Context, field gra
 			return obj.Mode, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
-			return ec.marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v model.Mode) graphql.Marshaler {
+			return ec.marshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_OpenedDashboard_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "MerchantMode")
+	return graphql.NewScalarFieldContext("OpenedDashboard", field, false, false, "Mode")
 }
 
 func (ec *executionContext) _OpenedDashboard_role(ctx context.Context, field graphql.CollectedField, obj *model.OpenedDashboard) (ret graphql.Marshaler) {
@@ -22054,7 +22054,7 @@ func (ec *executionContext) _Subscription_chainHead(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().ChainHead(ctx, fc.Args["name"].(string), fc.Args["mode"].(string))
+			return ec.Resolvers.Subscription().ChainHead(ctx, fc.Args["name"].(string), fc.Args["mode"].(model.Mode))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Chain) graphql.Marshaler {
@@ -36390,16 +36390,6 @@ func (ec *executionContext) marshalNMerchantKeyOrderField2ᚖagentpayᚋentᚐMe
 	return v
 }
 
-func (ec *executionContext) unmarshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (model.MerchantMode, error) {
-	var res model.MerchantMode
-	err := res.UnmarshalGQL(v)
-	return res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalNMerchantMode2agentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v model.MerchantMode) graphql.Marshaler {
-	return v
-}
-
 func (ec *executionContext) unmarshalNMerchantOrderField2ᚖagentpayᚋentᚐMerchantOrderField(ctx context.Context, v any) (*ent.MerchantOrderField, error) {
 	var res = new(ent.MerchantOrderField)
 	err := res.UnmarshalGQL(v)
@@ -36454,6 +36444,16 @@ func (ec *executionContext) marshalNMerchantTeamMember2ᚖagentpayᚋgraphᚋmod
 		return graphql.Null
 	}
 	return ec._MerchantTeamMember(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx context.Context, v any) (model.Mode, error) {
+	var res model.Mode
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMode2agentpayᚋgraphᚋmodelᚐMode(ctx context.Context, sel ast.SelectionSet, v model.Mode) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNNode2ᚕagentpayᚋentᚐNoder(ctx context.Context, sel ast.SelectionSet, v []ent.Noder) graphql.Marshaler {
@@ -37921,16 +37921,16 @@ func (ec *executionContext) marshalOMerchantKey2ᚕᚖagentpayᚋentᚐMerchantK
 	return ret
 }
 
-func (ec *executionContext) unmarshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, v any) (*model.MerchantMode, error) {
+func (ec *executionContext) unmarshalOMode2ᚖagentpayᚋgraphᚋmodelᚐMode(ctx context.Context, v any) (*model.Mode, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.MerchantMode)
+	var res = new(model.Mode)
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOMerchantMode2ᚖagentpayᚋgraphᚋmodelᚐMerchantMode(ctx context.Context, sel ast.SelectionSet, v *model.MerchantMode) graphql.Marshaler {
+func (ec *executionContext) marshalOMode2ᚖagentpayᚋgraphᚋmodelᚐMode(ctx context.Context, sel ast.SelectionSet, v *model.Mode) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

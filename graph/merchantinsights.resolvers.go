@@ -24,7 +24,7 @@ func (r *mutationResolver) SendTestWebhook(ctx context.Context) (*ent.WebhookEve
 }
 
 // RollKeys is the resolver for the rollKeys field.
-func (r *mutationResolver) RollKeys(ctx context.Context, mode *model.MerchantMode) (*model.RolledKeys, error) {
+func (r *mutationResolver) RollKeys(ctx context.Context, mode *model.Mode) (*model.RolledKeys, error) {
 	ctx, auth, err := r.merchantContext(ctx)
 	if err != nil {
 		return nil, err

@@ -22,9 +22,9 @@ var (
 
 // closedSetField names the fields whose values are a closed set, so an
 // enum (UPPER_CASE values), never a String of lower-case words: status,
-// xStatus and operation.
+// xStatus, operation and mode.
 func closedSetField(name string) bool {
-	return name == "status" || name == "operation" || strings.HasSuffix(name, "Status")
+	return name == "status" || name == "operation" || name == "mode" || strings.HasSuffix(name, "Status")
 }
 
 // TestSchemaNamingConvention: every field, argument and input field of the
@@ -76,7 +76,7 @@ func TestSchemaNamingConvention(t *testing.T) {
 	require.NotNil(t, schema.Types["CheckoutSessionStatus"].EnumValues.ForName("PENDING"))
 	// And the hand-written types' statuses.
 	require.Equal(t, "PairingStatus", schema.Types["ViewerPairing"].Fields.ForName("status").Type.Name())
-	require.True(t, closedSetField("status") && closedSetField("sessionStatus") && closedSetField("operation"))
+	require.True(t, closedSetField("status") && closedSetField("sessionStatus") && closedSetField("operation") && closedSetField("mode"))
 	require.False(t, closedSetField("statusCode"), "a number, not a closed set")
 }
 

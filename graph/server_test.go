@@ -60,7 +60,7 @@ func TestChainsQuery(t *testing.T) {
 	require.Len(t, data.Chains, 1)
 	c := data.Chains[0]
 	require.Equal(t, "base", c.Name)
-	require.Equal(t, "test", c.Mode)
+	require.Equal(t, "TEST", c.Mode)
 	require.Equal(t, chain.USDC.Hex(), c.Token)
 	require.True(t, c.Healthy)
 	require.NotNil(t, c.Head)

@@ -10,7 +10,7 @@
   var Q = {
     merchants: "{ viewer { merchants { id name role } } }",
     members: "{ viewer { merchants { id members { id email role acceptedAt } } } }",
-    open: "mutation($m: ID!, $mode: MerchantMode!) { openDashboard(merchantId: $m, mode: $mode) { token expiresAt mode role } }",
+    open: "mutation($m: ID!, $mode: Mode!) { openDashboard(merchantId: $m, mode: $mode) { token expiresAt mode role } }",
     invite: "mutation($m: ID!, $e: String!, $r: MemberRole!) { inviteMerchantMember(merchantId: $m, email: $e, role: $r) { id } }",
     remove: "mutation($m: ID!, $id: ID!) { removeMerchantMember(merchantId: $m, memberId: $id) }",
     volume: "query($from: Time!, $to: Time!) { paymentVolume(from: $from, to: $to) { day chain status count volume } }",

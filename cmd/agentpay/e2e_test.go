@@ -303,7 +303,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 		b := readBooks(t, base, adminKey)
 		tested := 0
 		for _, c := range b.Chains {
-			if c.Mode != "test" {
+			if c.Mode != "TEST" {
 				continue
 			}
 			tested++
@@ -330,7 +330,7 @@ func TestCheckoutEndToEndOnEveryChain(t *testing.T) {
 	waitFor(t, time.Minute, func() bool { return readBooks(t, base, adminKey).Error == "" }, "the books balanced after the live payment")
 	liveBase := false
 	for _, c := range readBooks(t, base, adminKey).Chains {
-		if c.Mode == "live" && c.Chain == "base" {
+		if c.Mode == "LIVE" && c.Chain == "base" {
 			liveBase = true
 			require.Equal(t, "TREASURY", c.Lines[0].Holder)
 			require.Equal(t, "DEPOSIT_ADDRESSES", c.Lines[1].Holder)

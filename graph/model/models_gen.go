@@ -52,8 +52,7 @@ type Books struct {
 // The books of one chain in one mode
 type BooksChain struct {
 	Chain string `json:"chain"`
-	// live or test
-	Mode string `json:"mode"`
+	Mode  Mode   `json:"mode"`
 	// The token's decimals (6 for USDC)
 	Decimals int `json:"decimals"`
 	// One line per holder class, in BooksHolder's order (wallets in the agents' mode only)
@@ -111,8 +110,8 @@ type CardApproval struct {
 type Chain struct {
 	// base, arbitrum, ethereum, polygon or solana
 	Name string `json:"name"`
-	// live (main networks) or test (test networks, the local devnets in dev)
-	Mode string `json:"mode"`
+	// LIVE (main networks) or TEST (test networks, the local devnets in dev)
+	Mode Mode `json:"mode"`
 	// USDC token contract address or mint
 	Token string `json:"token"`
 	// Latest block number (EVM) or slot (Solana); null when the chain is unreachable
@@ -305,12 +304,12 @@ type MerchantTeamMember struct {
 // A dashboard session opened; its token is shown this once.
 type OpenedDashboard struct {
 	// ds_...: send it as X-Dashboard-Session (or in connection_init) to the merchant API
-	Token        string       `json:"token"`
-	ExpiresAt    time.Time    `json:"expiresAt"`
-	MerchantID   uuid.UUID    `json:"merchantId"`
-	MerchantName string       `json:"merchantName"`
-	Mode         MerchantMode `json:"mode"`
-	Role         MemberRole   `json:"role"`
+	Token        string     `json:"token"`
+	ExpiresAt    time.Time  `json:"expiresAt"`
+	MerchantID   uuid.UUID  `json:"merchantId"`
+	MerchantName string     `json:"merchantName"`
+	Mode         Mode       `json:"mode"`
+	Role         MemberRole `json:"role"`
 }
 
 // What verifyPartner did: the partner identity is linked and the trust score and tier are the new ones on every instance.
@@ -1126,49 +1125,51 @@ func (e MerchantEventKind) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// The mode of a merchant credential: a live one sees live state only, a test one test state only.
-type MerchantMode string
+// A mode of the service: LIVE (main networks, live keys) or TEST (test
+// networks, test keys). A credential of one mode sees and changes that mode's
+// state only.
+type Mode string
 
 const (
-	MerchantModeLive MerchantMode = "LIVE"
-	MerchantModeTest MerchantMode = "TEST"
+	ModeLive Mode = "LIVE"
+	ModeTest Mode = "TEST"
 )
 
-var AllMerchantMode = []MerchantMode{
-	MerchantModeLive,
-	MerchantModeTest,
+var AllMode = []Mode{
+	ModeLive,
+	ModeTest,
 }
 
-func (e MerchantMode) IsValid() bool {
+func (e Mode) IsValid() bool {
 	switch e {
-	case MerchantModeLive, MerchantModeTest:
+	case ModeLive, ModeTest:
 		return true
 	}
 	return false
 }
 
-func (e MerchantMode) String() string {
+func (e Mode) String() string {
 	return string(e)
 }
 
-func (e *MerchantMode) UnmarshalGQL(v any) error {
+func (e *Mode) UnmarshalGQL(v any) error {
 	str, ok := v.(string)
 	if !ok {
 		return fmt.Errorf("enums must be strings")
 	}
 
-	*e = MerchantMode(str)
+	*e = Mode(str)
 	if !e.IsValid() {
-		return fmt.Errorf("%s is not a valid MerchantMode", str)
+		return fmt.Errorf("%s is not a valid Mode", str)
 	}
 	return nil
 }
 
-func (e MerchantMode) MarshalGQL(w io.Writer) {
+func (e Mode) MarshalGQL(w io.Writer) {
 	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
 }
 
-func (e *MerchantMode) UnmarshalJSON(b []byte) error {
+func (e *Mode) UnmarshalJSON(b []byte) error {
 	s, err := strconv.Unquote(string(b))
 	if err != nil {
 		return err
@@ -1176,7 +1177,7 @@ func (e *MerchantMode) UnmarshalJSON(b []byte) error {
 	return e.UnmarshalGQL(s)
 }
 
-func (e MerchantMode) MarshalJSON() ([]byte, error) {
+func (e Mode) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
