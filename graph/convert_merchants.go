@@ -2,6 +2,7 @@ package graph
 
 import (
 	"agentpay"
+	"agentpay/ent/merchant"
 	"agentpay/graph/model"
 )
 
@@ -44,7 +45,7 @@ func sessionInput(in model.CreateSessionInput) agentpay.SessionInput {
 func merchantInput(in model.UpdateMerchantInput) agentpay.MerchantInput {
 	out := agentpay.MerchantInput{
 		Name: in.Name, Email: in.Email, Website: in.Website, WebhookURL: in.WebhookURL,
-		SuccessURL: in.SuccessURL, CancelURL: in.CancelURL, SettlementType: in.SettlementType,
+		SuccessURL: in.SuccessURL, CancelURL: in.CancelURL, SettlementType: settlementTypeInput(in.SettlementType),
 		SettlementAddress: in.SettlementAddress, SettlementChain: in.SettlementChain, BrandColor: in.BrandColor,
 		SettleHeldPayments: in.SettleHeldPayments,
 	}
@@ -110,4 +111,14 @@ func refundInput(in *model.RefundInput, idempotencyKey *string) agentpay.RefundI
 		out.IdempotencyKey = *idempotencyKey
 	}
 	return out
+}
+
+// settlementTypeInput is the enum GraphQL reads (CRYPTO_USDC) as the
+// service's word (crypto_usdc), nil when absent.
+func settlementTypeInput(t *merchant.SettlementType) *string {
+	if t == nil {
+		return nil
+	}
+	s := string(*t)
+	return &s
 }

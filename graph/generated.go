@@ -28877,7 +28877,7 @@ func (ec *executionContext) unmarshalInputUpdateMerchantInput(ctx context.Contex
 			it.CancelURL = data
 		case "settlementType":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settlementType"))
-			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			data, err := ec.unmarshalOMerchantSettlementType2ᚖagentpayᚋentᚋmerchantᚐSettlementType(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -37919,6 +37919,22 @@ func (ec *executionContext) marshalOMerchantKey2ᚕᚖagentpayᚋentᚐMerchantK
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOMerchantSettlementType2ᚖagentpayᚋentᚋmerchantᚐSettlementType(ctx context.Context, v any) (*merchant.SettlementType, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(merchant.SettlementType)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMerchantSettlementType2ᚖagentpayᚋentᚋmerchantᚐSettlementType(ctx context.Context, sel ast.SelectionSet, v *merchant.SettlementType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOMode2ᚖagentpayᚋgraphᚋmodelᚐMode(ctx context.Context, v any) (*model.Mode, error) {

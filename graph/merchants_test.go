@@ -744,7 +744,7 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 	api.do(t, m.Keys.LiveSecretKey, update, map[string]any{"in": map[string]any{
 		"name": "  New Name ", "brandColor": "#AABBCC", "website": "https://shop.example",
 		"acceptedTokens": []map[string]any{{"chain": "solana", "token": "USDC"}, {"chain": "base", "token": "USDC"}},
-		"webhookUrl":     "https://shop.example/hooks", "settleHeldPayments": true,
+		"webhookUrl":     "https://shop.example/hooks", "settleHeldPayments": true, "settlementType": "CRYPTO_USDC",
 	}}).decode(t, &d)
 	require.Equal(t, "New Name", d.UpdateMerchant.Name)
 	require.True(t, d.UpdateMerchant.SettleHeldPayments)
@@ -787,6 +787,7 @@ func TestMerchantUpdateMerchant(t *testing.T) {
 			"insufficient permissions: a test key changes test-mode settings only (webhook_url); settlement_address need a live secret key"},
 		{"settlement chain with a test key", m.Keys.TestSecretKey, map[string]any{"settlementChain": "base"}, "FORBIDDEN", "settlement_chain need a live secret key"},
 		{"settlement type with a test key", m.Keys.TestSecretKey, map[string]any{"settlementType": "FIAT_PIX"}, "FORBIDDEN", "settlement_type need a live secret key"},
+		{"settlement type spelled as REST does", m.Keys.LiveSecretKey, map[string]any{"settlementType": "crypto_usdc"}, "BAD_USER_INPUT", "crypto_usdc is not a valid SettlementType"},
 		{"name with a test key", m.Keys.TestSecretKey, map[string]any{"name": "Evil"}, "FORBIDDEN", "name need a live secret key"},
 		{"success url with a test key", m.Keys.TestSecretKey, map[string]any{"successUrl": "https://evil.example/ok"}, "FORBIDDEN", "success_url need a live secret key"},
 		{"accepted tokens with a test key", m.Keys.TestSecretKey, map[string]any{"acceptedTokens": []map[string]any{{"chain": "base", "token": "USDC"}}}, "FORBIDDEN", "accepted_tokens need a live secret key"},

@@ -115,8 +115,8 @@
   function switchTo() {
     sessionStorage.setItem("dash.mode", state.mode);
     sessionStorage.setItem("dash.merchant", state.merchant.id);
-    modeSwitch.checked = state.mode === "live";
-    $("mode-label").textContent = state.mode === "live" ? "Live mode" : "Test mode";
+    // The switch reads like the label beside it: on is test mode.
+    modeSwitch.checked = state.mode === "test";
     root.classList.toggle("live", state.mode === "live");
     return openSession().then(function () { subscribe(); return route(); });
   }
@@ -331,7 +331,7 @@
     switchTo().catch(showError);
   });
   modeSwitch.addEventListener("change", function () {
-    state.mode = modeSwitch.checked ? "live" : "test";
+    state.mode = modeSwitch.checked ? "test" : "live";
     switchTo().catch(showError);
   });
   window.addEventListener("hashchange", route);

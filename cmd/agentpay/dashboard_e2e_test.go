@@ -93,7 +93,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/app/dashboard#webhooks"),
 		waitJS(`document.getElementById("merchant-picker").options.length === 1`),
-		waitJS(`document.getElementById("mode-label").textContent === "Test mode"`),
+		waitJS(`document.getElementById("mode-label").textContent === "Test mode" && document.getElementById("mode-switch").checked`),
 		waitJS(`document.getElementById("role-label").textContent === "owner"`),
 		waitJS(`!document.getElementById("view-webhooks").hidden`),
 		chromedp.SetValue(`#webhook-url`, receiver.URL+"/hooks"),
@@ -152,6 +152,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(`document.getElementById("rolled-keys").textContent.includes("sk_test_")`),
 		chromedp.Navigate(base+"/app/dashboard#settings"),
 		waitJS(`document.getElementById("preview-name").textContent === "Dash Shop"`),
+		// The form shows the merchant's settings as the API spells them.
+		waitJS(`document.getElementById("set-settlement-type").value === "CRYPTO_USDC"`),
 		chromedp.Evaluate[chromedp.Void](`(() => { const c = document.getElementById("set-brand-color"); c.value = "#ff0000"; c.dispatchEvent(new Event("input")); })()`),
 		waitJS(`document.getElementById("brand-preview").style.getPropertyValue("--brand") === "#ff0000"`),
 		waitJS(`document.getElementById("dash-error").hidden`),

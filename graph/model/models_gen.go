@@ -7,6 +7,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
 	"bytes"
@@ -643,10 +644,10 @@ type UpdateMerchantInput struct {
 	WebhookURL *string `json:"webhookUrl,omitempty"`
 	SuccessURL *string `json:"successUrl,omitempty"`
 	CancelURL  *string `json:"cancelUrl,omitempty"`
-	// crypto_usdc or fiat_pix
-	SettlementType    *string `json:"settlementType,omitempty"`
-	SettlementAddress *string `json:"settlementAddress,omitempty"`
-	SettlementChain   *string `json:"settlementChain,omitempty"`
+	// CRYPTO_USDC or FIAT_PIX
+	SettlementType    *merchant.SettlementType `json:"settlementType,omitempty"`
+	SettlementAddress *string                  `json:"settlementAddress,omitempty"`
+	SettlementChain   *string                  `json:"settlementChain,omitempty"`
 	// The full list (an empty list is refused; it cannot be cleared)
 	AcceptedTokens []*TokenRefInput `json:"acceptedTokens,omitempty"`
 	// #rrggbb
