@@ -47,26 +47,7 @@ func TestAppEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five devnets and Chromium")
 	}
-	port := freePort(t)
-	env := map[string]string{
-		"DATA_DIR":       filepath.Join(t.TempDir(), "data"),
-		"HTTP_ADDR":      "127.0.0.1:" + port,
-		"BASE_URL":       "http://localhost:" + port,
-		"DEV_BLOCK_TIME": "200ms",
-		"LOG_LEVEL":      "warn",
-		"METRICS_ADDR":   "127.0.0.1:0",
-	}
-	if freshdb.IsPostgres() {
-		env["DATABASE_URL"] = freshdb.URL(t)
-	}
-	var logs lockedBuffer
-	startDev(t, env, &logs)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
-		}
-	})
-	base := "http://localhost:" + port
+	base := startAppDev(t, nil)
 	bctx := testenv.StartBrowser(t)
 
 	ana := registerTestAgent(t, base, "ana_agent")
@@ -217,6 +198,37 @@ func TestAppEndToEnd(t *testing.T) {
 	), "revoke the first agent")
 	require.Equal(t, "revoked", anaEvents.wait(t, "pairing.revoked")["data"].(map[string]any)["status"])
 	require.Equal(t, "revoked", agentPairing(t, base, ana.key).Status)
+}
+
+// startAppDev runs `agentpay dev` for a browser test, with extra settings
+// over the defaults below, on the test's database, and answers its base
+// URL. It serves at http://localhost:<port>: WebAuthn refuses an IP address
+// as relying party, and the links in the mails must name the address the
+// browser uses. What it printed and logged is shown when the test fails.
+func startAppDev(t *testing.T, extra map[string]string) string {
+	port := freePort(t)
+	env := map[string]string{
+		"DATA_DIR":       filepath.Join(t.TempDir(), "data"),
+		"HTTP_ADDR":      "127.0.0.1:" + port,
+		"BASE_URL":       "http://localhost:" + port,
+		"DEV_BLOCK_TIME": "200ms",
+		"LOG_LEVEL":      "warn",
+		"METRICS_ADDR":   "127.0.0.1:0",
+	}
+	if freshdb.IsPostgres() {
+		env["DATABASE_URL"] = freshdb.URL(t)
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	var logs lockedBuffer
+	startDev(t, env, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
+		}
+	})
+	return "http://localhost:" + port
 }
 
 // freePort answers a loopback port free now, for a server that must know

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/testenv"
 )
 
@@ -30,27 +28,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five devnets and Chromium")
 	}
-	port := freePort(t)
-	env := map[string]string{
-		"DATA_DIR":             filepath.Join(t.TempDir(), "data"),
-		"HTTP_ADDR":            "127.0.0.1:" + port,
-		"BASE_URL":             "http://localhost:" + port,
-		"DEV_BLOCK_TIME":       "200ms",
-		"LOG_LEVEL":            "warn",
-		"METRICS_ADDR":         "127.0.0.1:0",
-		"WEBHOOK_RETRY_DELAYS": "1s",
-	}
-	if freshdb.IsPostgres() {
-		env["DATABASE_URL"] = freshdb.URL(t)
-	}
-	var logs lockedBuffer
-	startDev(t, env, &logs)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agentpay dev printed and logged:\n%s", logs.String())
-		}
-	})
-	base := "http://localhost:" + port
+	base := startAppDev(t, map[string]string{"WEBHOOK_RETRY_DELAYS": "1s"})
 
 	// The merchant's webhook receiver: 500 until fixed.
 	var fixed atomic.Bool
