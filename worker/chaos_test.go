@@ -421,7 +421,8 @@ func (c *chaos) refund(afterPayout bool) {
 // finish and checks the books.
 func (c *chaos) run() {
 	c.worker = c.startWorker()
-	stopKiller := c.killer()
+	stopKiller, abortKiller := c.killer()
+	defer abortKiller() // a step that failed ends the test: the killer first
 
 	// Every kind of payment on each chain, sends on each chain, one
 	// session paid on both, and a few more of any kind, in a random order;
@@ -1045,9 +1046,10 @@ func (c *chaos) named(what string) string {
 // (legInFlight), or at once when a worker's broadcast asks for its crash
 // (crashAfterBroadcast: dead). Stopping it
 // kills once more and starts the worker that finishes the test, which
-// never crashes.
-func (c *chaos) killer() (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
+// never crashes. abort, for a test that failed, stops it at once and
+// waits until it has (it uses the test's T, which must not outlive it).
+func (c *chaos) killer() (stop, abort func()) {
+	quit, aborted, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	least := 6 + c.killRng.IntN(7)
 	c.crashMu.Lock()
 	c.crashes = make(chan chaosCrash, 1)
@@ -1061,6 +1063,8 @@ func (c *chaos) killer() (stop func()) {
 			kill := c.kill()
 			pause := time.Duration(c.killRng.IntN(500)) * time.Millisecond
 			select {
+			case <-aborted:
+				return
 			case <-quit:
 				if c.kills >= least {
 					return
@@ -1075,6 +1079,8 @@ func (c *chaos) killer() (stop func()) {
 			}
 			how := fmt.Sprintf("aimed %v", aimed)
 			select {
+			case <-aborted:
+				return
 			case <-time.After(wait):
 			case crash := <-c.crashes:
 				if crash.worker != c.worker {
@@ -1091,6 +1097,8 @@ func (c *chaos) killer() (stop func()) {
 			c.t.Logf("kill %d: %s, %s (stopped in %s, started in %s)", c.kills, kill, how, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 		}
 	}()
+	var once sync.Once
+	abort = func() { once.Do(func() { close(aborted) }); <-done }
 	return func() {
 		close(quit)
 		<-done
@@ -1102,5 +1110,5 @@ func (c *chaos) killer() (stop func()) {
 		c.kills++
 		c.t.Logf("kill %d (last): %s", c.kills, kill)
 		c.worker = c.startWorker()
-	}
+	}, abort
 }

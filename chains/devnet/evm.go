@@ -392,7 +392,12 @@ func (e *EVM) Mint(ctx context.Context, to common.Address, amount *big.Int) (com
 	if amount == nil || amount.Sign() <= 0 {
 		return common.Hash{}, fmt.Errorf("devnet: mint amount must be positive, got %v", amount)
 	}
+	gas, err := e.gasWithMargin(ctx, "mint", to, amount)
+	if err != nil {
+		return common.Hash{}, err
+	}
 	return e.sendAndWait(ctx, e.blockTime == 0, func(auth *bind.TransactOpts) (*types.Transaction, error) {
+		auth.GasLimit = gas
 		return e.token.Mint(auth, to, amount)
 	})
 }
@@ -405,9 +410,41 @@ func (e *EVM) Send(ctx context.Context, to common.Address, amount *big.Int) (com
 	if amount == nil || amount.Sign() < 0 {
 		return common.Hash{}, fmt.Errorf("devnet: send amount must not be negative, got %v", amount)
 	}
+	gas, err := e.gasWithMargin(ctx, "transfer", to, amount)
+	if err != nil {
+		return common.Hash{}, err
+	}
 	return e.sendAndWait(ctx, e.blockTime == 0, func(auth *bind.TransactOpts) (*types.Transaction, error) {
+		auth.GasLimit = gas
 		return e.token.Transfer(auth, to, amount)
 	})
+}
+
+// gasWithMargin is the payer's gas estimate for calling the token's method,
+// plus half. The estimate is of the state now; a transaction of someone
+// else included first can make the call dearer (a sweep emptying the
+// recipient's balance makes crediting it a new storage slot again), and
+// with the bare estimate the faucet's transfer would run out of gas and
+// revert. An estimate that fails is the dry run refusing the call.
+func (e *EVM) gasWithMargin(ctx context.Context, method string, args ...any) (uint64, error) {
+	select {
+	case <-e.closed:
+		return 0, ErrClosed
+	default:
+	}
+	parsed, err := usdc.USDCMetaData.GetAbi()
+	if err != nil {
+		return 0, fmt.Errorf("devnet: token ABI: %w", err)
+	}
+	data, err := parsed.Pack(method, args...)
+	if err != nil {
+		return 0, fmt.Errorf("devnet: packing %s: %w", method, err)
+	}
+	gas, err := e.client.EstimateGas(ctx, ethereum.CallMsg{From: e.payer, To: &e.USDC, Data: data})
+	if err != nil {
+		return 0, fmt.Errorf("devnet: %s: failed to estimate gas needed: %w", method, err)
+	}
+	return gas + gas/2, nil
 }
 
 // EVMToken is another token on a devnet beside its USDC, of the same
