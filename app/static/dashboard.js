@@ -138,39 +138,63 @@
   function overview() {
     var to = new Date(), from = new Date(to.getTime() - 30 * 86400000);
     return asMerchant(Q.volume, {from: from.toISOString(), to: to.toISOString()}).then(function (d) {
-      var rows = d.paymentVolume, body = $("volume-table").tBodies[0], perDay = {};
+      var body = $("volume-table").tBodies[0];
       body.textContent = "";
-      rows.forEach(function (v) {
+      d.paymentVolume.forEach(function (v) {
         var tr = el("tr");
         [v.day, v.chain, shown(v.status), v.count, String(v.volume)].forEach(function (c) { tr.appendChild(el("td", c)); });
         body.appendChild(tr);
-        perDay[v.day] = (perDay[v.day] || 0) + Number(v.volume); // drawing only: the table has the exact sums
       });
-      drawChart(from, perDay);
+      state.volume = {from: from, rows: d.paymentVolume};
+      drawChart();
     });
   }
-  function drawChart(from, perDay) {
-    var svg = $("volume-chart"), ns = "http://www.w3.org/2000/svg", max = 0, days = [];
+  // The chart stacks each day's payments by chain, for the status and
+  // measure picked above it; the table under it has the exact sums (the
+  // drawing adds floats, which only decides bar heights).
+  var CHAIN_COLORS = {base: "#0052ff", arbitrum: "#28a0f0", ethereum: "#627eea", polygon: "#8247e5", solana: "#0fa37a"};
+  function drawChart() {
+    if (!state.volume) { return; }
+    var svg = $("volume-chart"), ns = "http://www.w3.org/2000/svg", metric = $("chart-metric").value, status = $("chart-status").value;
+    var days = [], perDay = {}, max = 0;
     svg.textContent = "";
-    for (var i = 0; i < 30; i++) {
-      var day = new Date(from.getTime() + (i + 1) * 86400000).toISOString().slice(0, 10);
-      days.push(day);
-      max = Math.max(max, perDay[day] || 0);
+    for (var i = 0; i < 30; i++) { days.push(new Date(state.volume.from.getTime() + (i + 1) * 86400000).toISOString().slice(0, 10)); }
+    state.volume.rows.forEach(function (v) {
+      if (status && shown(v.status) !== status) { return; }
+      var day = perDay[v.day] = perDay[v.day] || {total: 0};
+      var n = metric === "count" ? v.count : Number(v.volume);
+      day[v.chain] = (day[v.chain] || 0) + n;
+      day.total += n;
+      max = Math.max(max, day.total);
+    });
+    function svgEl(name, attrs, text) {
+      var e = document.createElementNS(ns, name);
+      for (var k in attrs) { e.setAttribute(k, attrs[k]); }
+      if (text != null) { e.textContent = text; }
+      return e;
     }
     days.forEach(function (day, i) {
-      var h = max ? Math.round(150 * (perDay[day] || 0) / max) : 0;
-      var r = document.createElementNS(ns, "rect");
-      r.setAttribute("x", i * 20 + 2); r.setAttribute("y", 160 - h);
-      r.setAttribute("width", 16); r.setAttribute("height", h); r.setAttribute("fill", "#3355ff");
-      var title = document.createElementNS(ns, "title");
-      title.textContent = day + ": " + (perDay[day] || 0) + " USDC";
-      r.appendChild(title);
-      svg.appendChild(r);
+      var y = 170, totals = perDay[day] || {total: 0};
+      CHAINS.forEach(function (chain) {
+        if (!totals[chain]) { return; }
+        var h = Math.max(1, Math.round(150 * totals[chain] / max));
+        y -= h;
+        var r = svgEl("rect", {x: i * 20 + 2, y: y, width: 16, height: h, fill: CHAIN_COLORS[chain], "data-chain": chain, "data-day": day});
+        r.appendChild(svgEl("title", {}, day + " · " + chain + ": " + totals[chain] + (metric === "count" ? (totals[chain] === 1 ? " payment" : " payments") : " USDC")));
+        svg.appendChild(r);
+      });
+      if (i % 5 === 4) { svg.appendChild(svgEl("text", {x: i * 20 + 10, y: 188, "text-anchor": "middle", "font-size": 10, fill: "#555"}, day.slice(5))); }
     });
-    var axis = document.createElementNS(ns, "line");
-    axis.setAttribute("x1", 0); axis.setAttribute("x2", 600); axis.setAttribute("y1", 160); axis.setAttribute("y2", 160);
-    axis.setAttribute("stroke", "#999");
-    svg.appendChild(axis);
+    svg.appendChild(svgEl("line", {x1: 0, x2: 600, y1: 170, y2: 170, stroke: "#999"}));
+    svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + (max || 0) + (metric === "count" ? " payments a day" : " USDC a day")));
+    var legend = $("chart-legend");
+    legend.textContent = "";
+    CHAINS.forEach(function (chain) {
+      var item = el("span", "■ " + chain, "legend-item");
+      item.style.color = CHAIN_COLORS[chain];
+      item.style.marginRight = "1em";
+      legend.appendChild(item);
+    });
   }
 
   function sessions() {
@@ -335,6 +359,8 @@
     switchTo().catch(showError);
   });
   window.addEventListener("hashchange", route);
+  $("chart-metric").addEventListener("change", drawChart);
+  $("chart-status").addEventListener("change", drawChart);
   $("session-filter-form").addEventListener("submit", function (e) { e.preventDefault(); sessions().catch(showError); });
   $("new-session-form").addEventListener("submit", function (e) {
     e.preventDefault();
