@@ -201,6 +201,10 @@
     var where = {}, status = $("session-status").value, search = $("session-search").value.trim();
     if (status) { where.status = [asEnum(status)]; }
     if (search) { where.search = search; }
+    // Days are UTC days, the "to" day included (createdTo is exclusive).
+    var from = $("session-from").value, to = $("session-to").value;
+    if (from) { where.createdFrom = from + "T00:00:00Z"; }
+    if (to) { where.createdTo = new Date(Date.parse(to + "T00:00:00Z") + 86400000).toISOString(); }
     return asMerchant(Q.sessions, {where: where}).then(function (d) {
       var body = $("sessions-table").tBodies[0];
       body.textContent = "";

@@ -118,6 +118,22 @@ func TestDashboardEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
 
+	// The sessions page finds it by its external id and status, and not
+	// among the sessions created from tomorrow on.
+	rows := `document.querySelectorAll("#sessions-table tbody tr")`
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format("2006-01-02")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/app/dashboard#sessions"),
+		waitJS(`!document.getElementById("view-sessions").hidden`),
+		chromedp.SetValue(`#session-search`, externalId),
+		chromedp.SetValue(`#session-status`, "confirmed"),
+		clickJS(`#session-filter-form button[type=submit]`),
+		waitJS(rows+`.length === 1 && `+rows+`[0].dataset.id === "`+externalId+`"`),
+		chromedp.SetValue(`#session-from`, tomorrow),
+		clickJS(`#session-filter-form button[type=submit]`),
+		waitJS(rows+`.length === 0`),
+	), "filter the sessions: %s", pageState(ctx))
+
 	// The other pages: the overview counts the payment, keys roll (shown
 	// once), the brand preview follows the color picked.
 	require.NoError(t, chromedp.Do(ctx,
