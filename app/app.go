@@ -84,13 +84,18 @@ func NewHandler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(h.limitIP)
 	r.Route(cfg.Prefix, func(r chi.Router) {
-		r.Get("/", h.home)
+		r.Get("/", h.signedInPage("home.html"))
 		r.Get("/signin", h.signInForm)
 		r.Post("/signin", h.requestSignIn)
 		r.Post("/signin/passkey/begin", h.beginPasskeySignIn)
 		r.Post("/signin/passkey/finish", h.finishPasskeySignIn)
-		r.Get("/settings", h.settings)
-		r.Get("/dashboard", h.dashboard)
+		r.Get("/settings", h.signedInPage("settings.html"))
+		// The merchant dashboard's shell: its script picks a merchant the
+		// viewer manages, opens a dashboard session for it (openDashboard,
+		// with the cookie and CSRF token) and does the rest through the
+		// merchant API with that session (X-Dashboard-Session), as any
+		// merchant's own dashboard would with a secret key.
+		r.Get("/dashboard", h.signedInPage("dashboard.html"))
 		r.Get("/signin/{token}", h.signInLink)
 		r.Post("/signin/{token}", h.completeSignIn)
 		r.Post("/signout", h.signOut)
@@ -203,36 +208,18 @@ func (h *handler) setSession(w http.ResponseWriter, in *agentpay.SignIn) {
 	})
 }
 
-func (h *handler) home(w http.ResponseWriter, r *http.Request) {
-	v := h.viewer(r)
-	if v == nil {
-		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
-		return
+// signedInPage serves a page of a signed-in person (its scripts do the
+// rest over GraphQL with the cookie and the CSRF token it carries), or
+// sends a visitor to sign in.
+func (h *handler) signedInPage(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := h.viewer(r)
+		if v == nil {
+			http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+			return
+		}
+		h.render(w, http.StatusOK, name, page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
 	}
-	h.render(w, http.StatusOK, "home.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
-}
-
-func (h *handler) settings(w http.ResponseWriter, r *http.Request) {
-	v := h.viewer(r)
-	if v == nil {
-		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
-		return
-	}
-	h.render(w, http.StatusOK, "settings.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
-}
-
-// dashboard is the merchant dashboard's shell: its script picks a merchant
-// the viewer manages, opens a dashboard session for it (openDashboard, with
-// the cookie and CSRF token) and does the rest through the merchant API
-// with that session (X-Dashboard-Session), as any merchant's own
-// dashboard would with a secret key.
-func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
-	v := h.viewer(r)
-	if v == nil {
-		http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
-		return
-	}
-	h.render(w, http.StatusOK, "dashboard.html", page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
 }
 
 // writeJSON answers the passkey sign-in's script.

@@ -154,16 +154,8 @@ func TestDevFromEmptyDataDir(t *testing.T) {
 		key := regexp.MustCompile(`X-Admin-Key: ([0-9a-f]{64}) `).FindStringSubmatch(banner)
 		require.Len(t, key, 2, banner)
 		books := func(adminKey string) map[string]any {
-			req, err := http.NewRequest(http.MethodPost, base+"/graphql",
-				strings.NewReader(`{"query":"{ books { balanced error chains { chain mode lines { holder onChain records } } } }"}`))
-			require.NoError(t, err)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Admin-Key", adminKey)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			defer resp.Body.Close()
 			var out map[string]any
-			require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+			adminGraphQL(t, base, adminKey, `{ books { balanced error chains { chain mode lines { holder onChain records } } } }`, &out)
 			return out
 		}
 		// An agent's wallet paid by the faucet, which records it.

@@ -577,17 +577,25 @@ type e2eBooks struct {
 	}
 }
 
-// readBooks asks the admin GraphQL query for the books.
-func readBooks(t *testing.T, base, adminKey string) e2eBooks {
+// adminGraphQL posts an admin GraphQL query with the admin key and
+// decodes the whole answer into out.
+func adminGraphQL(t *testing.T, base, adminKey, query string, out any) {
 	t.Helper()
-	body := `{"query":"{ books { error chains { chain mode lines { holder onChain records differences { address explainedBy { kind id } } } } } }"}`
-	req, err := http.NewRequest(http.MethodPost, base+"/graphql", strings.NewReader(body))
+	body, err := json.Marshal(map[string]string{"query": query})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, base+"/graphql", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Admin-Key", adminKey)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+}
+
+// readBooks asks the admin GraphQL query for the books.
+func readBooks(t *testing.T, base, adminKey string) e2eBooks {
+	t.Helper()
 	var out struct {
 		Data struct {
 			Books struct {
@@ -597,7 +605,7 @@ func readBooks(t *testing.T, base, adminKey string) e2eBooks {
 		}
 		Errors []any
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	adminGraphQL(t, base, adminKey, `{ books { error chains { chain mode lines { holder onChain records differences { address explainedBy { kind id } } } } } }`, &out)
 	require.Empty(t, out.Errors)
 	var b e2eBooks
 	require.NoError(t, json.Unmarshal(out.Data.Books.Chains, &b.Chains))
