@@ -30,6 +30,11 @@ import (
 // when its browser session ends first).
 const DashboardSessionTTL = 12 * time.Hour
 
+// DashboardRecheckInterval is how often a merchantEvents watch opened with
+// a dashboard session reads the session again (it also does at every
+// event): at most this long after the session ended, the watch ends.
+const DashboardRecheckInterval = 5 * time.Second
+
 // DashboardCaller is who is behind a MerchantAuth made by a dashboard
 // session.
 type DashboardCaller struct {
@@ -116,6 +121,30 @@ func (s *Service) AuthenticateDashboard(ctx context.Context, token string) (*Mer
 	if err != nil {
 		return nil, fmt.Errorf("reading dashboard session: %w", err)
 	}
+	return s.dashboardAuth(ctx, ds)
+}
+
+// CheckDashboard reads again a dashboard session a MerchantAuth was made
+// from (nil for a secret key's): what outlives one request with it (a
+// merchantEvents subscription) asks it now and then, so the session's end
+// (expiry, sign-out, the member removed) holds there too.
+func (s *Service) CheckDashboard(ctx context.Context, auth *MerchantAuth) error {
+	if auth.Dashboard == nil {
+		return nil
+	}
+	ds, err := s.cfg.DB.Ent.DashboardSession.Get(ctx, auth.Dashboard.SessionID)
+	if ent.IsNotFound(err) {
+		return errDashboardSessionEnded
+	}
+	if err != nil {
+		return fmt.Errorf("reading dashboard session: %w", err)
+	}
+	_, err = s.dashboardAuth(ctx, ds)
+	return err
+}
+
+// dashboardAuth is the MerchantAuth of a dashboard session while it lasts.
+func (s *Service) dashboardAuth(ctx context.Context, ds *ent.DashboardSession) (*MerchantAuth, error) {
 	now := s.now()
 	if ds.RevokedAt != nil || !now.Before(ds.ExpiresAt) {
 		return nil, errDashboardSessionEnded

@@ -210,10 +210,26 @@ func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, a
 		return nil, err
 	}
 	out := make(chan MerchantFeedItem, MaxMerchantFeedPage)
+	// A dashboard session's watch ends with the session: it is read again
+	// at each wake and every DashboardRecheckInterval (a secret key's is
+	// the key's: rolling it closes nothing already open, as on the other
+	// subscriptions).
+	var recheck <-chan time.Time
+	if auth.Dashboard != nil {
+		t := time.NewTicker(DashboardRecheckInterval)
+		context.AfterFunc(ctx, t.Stop) // the watch's end cancels ctx
+		recheck = t.C
+	}
 	go func() {
 		defer cancel()
 		defer close(out)
 		for {
+			if err := s.CheckDashboard(ctx, auth); err != nil {
+				if ctx.Err() == nil {
+					s.logger.InfoContext(ctx, "merchant feed watch: the dashboard session ended", "merchant", auth.Merchant.ID, "err", err)
+				}
+				return
+			}
 			for {
 				items, err := s.MerchantFeed(ctx, auth, last)
 				if err != nil {
@@ -234,8 +250,12 @@ func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, a
 					break
 				}
 			}
-			if _, ok := <-wake; !ok {
-				return
+			select {
+			case _, ok := <-wake:
+				if !ok {
+					return
+				}
+			case <-recheck:
 			}
 		}
 	}()

@@ -114,6 +114,9 @@ func (s *Service) sessionSearch(term string) (predicate.CheckoutSession, error) 
 // deliveries show the tries). Without a webhook URL in that mode it is a
 // ValidationError and records nothing.
 func (s *Service) SendTestWebhook(ctx context.Context, auth *MerchantAuth) (*ent.WebhookEvent, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	if WebhookURLOf(auth.Merchant, auth.Mode) == "" {
 		return nil, Invalid("webhook_url", "is not set: there is nowhere to send a test event")
 	}

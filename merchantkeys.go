@@ -85,6 +85,9 @@ var errTestKeyRollsLive = fmt.Errorf("%w: a test key rolls test keys only; rolli
 // current: of two concurrent rolls with one key, the second is
 // ErrUnauthorized.
 func (s *Service) RollMerchantKeys(ctx context.Context, auth *MerchantAuth, mode Mode) (*MerchantKeys, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	if auth.keyMatch == nil && auth.Dashboard == nil {
 		return nil, ErrUnauthorized // from neither AuthenticateMerchant nor AuthenticateDashboard
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentpay/ent"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/merchant"
 	"agentpay/ent/merchantmember"
 	"agentpay/internal/ratelimit"
@@ -341,10 +342,24 @@ func (s *Service) RemoveMember(ctx context.Context, v *Viewer, merchantID, membe
 	if NormalizeEmailOrSame(me.Merchant.Email) == mm.Email {
 		return fmt.Errorf("%w: the contact e-mail's owner cannot be removed; change the merchant's e-mail instead", ErrConflict)
 	}
-	if err := s.cfg.DB.Ent.MerchantMember.DeleteOneID(mm.ID).Exec(ctx); err != nil {
-		return fmt.Errorf("removing member: %w", err)
-	}
-	return nil
+	// The member's dashboard sessions end with it, revoked rather than
+	// left to the membership check: invited again, the person opens new
+	// ones, and the old tokens stay ended.
+	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		if err := tx.MerchantMember.DeleteOneID(mm.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("removing member: %w", err)
+		}
+		if mm.UserID == nil {
+			return nil // an invitation never accepted opened nothing
+		}
+		_, err := tx.DashboardSession.Update().
+			Where(dashboardsession.MerchantID(merchantID), dashboardsession.UserID(*mm.UserID), dashboardsession.RevokedAtIsNil()).
+			SetRevokedAt(s.now()).Save(ctx)
+		if err != nil {
+			return fmt.Errorf("revoking the member's dashboard sessions: %w", err)
+		}
+		return nil
+	})
 }
 
 // merchantEmailKey is the form a merchant's contact e-mail is looked up by

@@ -195,9 +195,39 @@ func TestDashboardSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ModeLive, roAuth.Mode)
 	require.ErrorIs(t, roAuth.CheckMutate(), ErrForbidden)
+	// The service refuses, whoever calls it (not only the GraphQL layer).
+	_, err = h.svc.CreateSession(ctx, roAuth, SessionInput{Amount: decp("5.00"), Currency: "USD"})
+	require.ErrorIs(t, err, ErrForbidden)
+	_, err = h.svc.RollMerchantKeys(ctx, roAuth, ModeLive)
+	require.ErrorIs(t, err, ErrForbidden)
+	_, err = h.svc.UpdateMerchant(ctx, roAuth, MerchantInput{Name: new(string)})
+	require.ErrorIs(t, err, ErrForbidden)
+	_, err = h.svc.SendTestWebhook(ctx, roAuth)
+	require.ErrorIs(t, err, ErrForbidden)
 
-	// Removing the member ends its sessions at once.
+	// A merchantEvents watch opened with the session is open...
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	feed, err := h.svc.WatchMerchantEvents(watchCtx, roAuth, nil)
+	require.NoError(t, err)
+
+	// Removing the member ends its sessions at once, the watch within
+	// DashboardRecheckInterval.
 	require.NoError(t, h.svc.RemoveMember(ctx, ov, shop.ID, memberOf(t, h, ov, shop.ID, reader.Email).ID))
+	_, err = h.svc.AuthenticateDashboard(ctx, ro.Token)
+	require.ErrorIs(t, err, ErrUnauthorized)
+	select {
+	case _, open := <-feed:
+		require.False(t, open, "no event was sent: the watch ends")
+	case <-time.After(DashboardRecheckInterval + 5*time.Second):
+		t.Fatal("the merchantEvents watch outlived the removed member's session")
+	}
+	// Invited again, the member opens new sessions; the old token stays
+	// ended (revoked, not merely without a membership).
+	_, err = h.svc.InviteMember(ctx, ov, shop.ID, reader.Email, RoleReadOnly)
+	require.NoError(t, err)
+	_, err = h.svc.OpenDashboard(ctx, rv, shop.ID, ModeLive)
+	require.NoError(t, err)
 	_, err = h.svc.AuthenticateDashboard(ctx, ro.Token)
 	require.ErrorIs(t, err, ErrUnauthorized)
 

@@ -150,6 +150,9 @@ func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant, mode Mod
 // customers see and where they are sent back to), so a test key naming one
 // is ErrForbidden and changes nothing.
 func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in MerchantInput) (*ent.Merchant, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	var out *ent.Merchant
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		m, err := store.ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID))).Only(ctx)

@@ -96,6 +96,9 @@ type CreatedRefund struct {
 // CreateRefund records a refund of a payment of the caller's session and
 // queues its transfer.
 func (s *Service) CreateRefund(ctx context.Context, auth *MerchantAuth, sessionExternalID string, in RefundInput) (*CreatedRefund, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	in.Address = strings.TrimSpace(in.Address)
 	if err := validateRefundInput(in); err != nil {
 		return nil, err

@@ -210,6 +210,9 @@ func idempotencyConflict(key string, existing *ent.CheckoutSession) error {
 // is refused with ErrRateLimited (checkOpenSessions). Nothing is written
 // when a field is refused.
 func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in SessionInput) (*CreatedSession, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	meta, err := in.validate()
 	if err != nil {
 		return nil, err
@@ -480,6 +483,9 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p ListPa
 // same lock) either comes first and refuses the cancel, or comes after and
 // finds the session cancelled (a late payment).
 func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	var out *ent.CheckoutSession
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(ownSession(auth, externalID))).Only(ctx)

@@ -121,6 +121,9 @@ func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid
 // RedeliverOwnWebhook is RedeliverWebhook for an authenticated merchant:
 // an event of the other mode is ErrNotFound too.
 func (s *Service) RedeliverOwnWebhook(ctx context.Context, auth *MerchantAuth, eventID uuid.UUID) (*ent.WebhookDelivery, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	ok, err := s.WebhookEventsOf(auth).Where(webhookevent.ID(eventID)).Exist(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading webhook event: %w", err)

@@ -139,6 +139,9 @@ type RolledWebhookSecret struct {
 // MaxWebhookSecretOverlap); a secret still in an earlier roll's overlap
 // stops at once. The other mode's secret is untouched.
 func (s *Service) RollWebhookSecret(ctx context.Context, auth *MerchantAuth, overlapSeconds *int64) (*RolledWebhookSecret, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, err
+	}
 	d := DefaultWebhookSecretOverlap
 	if overlapSeconds != nil {
 		limit := int64(MaxWebhookSecretOverlap / time.Second)

@@ -11,7 +11,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"agentpay"
@@ -271,10 +270,9 @@ func (r *Resolver) agentContext(ctx context.Context) (context.Context, *ent.Agen
 //
 // Without a secret key, a dashboard session (X-Dashboard-Session) is the
 // merchant credential (AuthenticateDashboard): its merchant in its mode,
-// as a secret key of that mode. Its member's role is enforced here, the
-// one place every merchant operation passes: in a mutation, every
-// merchant field of a member who may not change anything is FORBIDDEN
-// (MerchantAuth.CheckMutate).
+// as a secret key of that mode. Its member's role is the service's to
+// enforce: every change a read-only member asks for is FORBIDDEN
+// (MerchantAuth.CheckMutate, called by each changing service method).
 func (r *Resolver) currentMerchant(ctx context.Context) (*agentpay.MerchantAuth, error) {
 	op := operationAuthFrom(ctx)
 	op.mu.Lock()
@@ -284,25 +282,11 @@ func (r *Resolver) currentMerchant(ctx context.Context) (*agentpay.MerchantAuth,
 		c := credentialsFrom(ctx)
 		if c.merchantKey == "" && c.dashboard != "" {
 			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateDashboard(ctx, c.dashboard)
-			if op.merchantErr == nil && isMutation(ctx) {
-				if err := op.merchant.CheckMutate(); err != nil {
-					op.merchant, op.merchantErr = nil, err
-				}
-			}
 		} else {
 			op.merchant, op.merchantErr = r.cfg.Service.AuthenticateMerchant(ctx, c.merchantKey)
 		}
 	}
 	return op.merchant, op.merchantErr
-}
-
-// isMutation reports whether the operation running is a mutation.
-func isMutation(ctx context.Context) bool {
-	if !graphql.HasOperationContext(ctx) {
-		return false
-	}
-	oc := graphql.GetOperationContext(ctx)
-	return oc.Operation != nil && oc.Operation.Operation == ast.Mutation
 }
 
 // merchantContext authenticates the operation's merchant and attaches it
@@ -347,9 +331,6 @@ func (r *Resolver) nodeContext(ctx context.Context) (context.Context, error) {
 	return ctx, r.allowPublic(ctx)
 }
 
-// allowPublic counts one unauthenticated request against the client IP's
-// limit on every call: each public root field (aliases included) is one
-// request, as on REST.
 // requireAdmin lets an admin query through only with the admin key
 // (agentpay's adminkey.go), after the per-IP limit, which also bounds
 // guessing.
@@ -360,6 +341,9 @@ func (r *Resolver) requireAdmin(ctx context.Context) error {
 	return r.cfg.Service.AuthenticateAdmin(credentialsFrom(ctx).adminKey)
 }
 
+// allowPublic counts one unauthenticated request against the client IP's
+// limit on every call: each public root field (aliases included) is one
+// request, as on REST.
 func (r *Resolver) allowPublic(ctx context.Context) error {
 	return presentRateLimit(r.allowIP(ctx, agentpay.RateRequest))
 }
