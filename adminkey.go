@@ -11,7 +11,9 @@ import (
 // (Config.AdminKeyHash), compares in constant time, and without one the
 // admin API is off: every admin query is refused as unauthenticated. The
 // key is one shared secret, not an account: it grants the admin queries
-// and nothing else (no agent's, merchant's or human's data).
+// and nothing else (no agent's, merchant's or human's field; the books
+// name the addresses that differ, with their owner's id, and their
+// balances).
 
 // AdminKeyHash is the SHA-256 of an admin key, what Config.AdminKeyHash
 // holds.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +45,8 @@ import (
 //     (fundings.go), USDC paid to them from outside that the service saw
 //     (the deposit scan watches them too) or sent (the devnet faucet, the
 //     treasury's starting liquidity), or an operator recorded. A deposit
-//     address has none: what reaches it is a payment, even from the faucet.
+//     address counts none: what reaches it is a payment, even from the
+//     faucet (whose funding row for it is only named, never counted).
 //
 // Nothing else may move a holder's USDC, so the two must be equal to the
 // base unit. USDC a holder received from outside without a funding row (a
@@ -537,7 +539,13 @@ func (b *chainBook) lines(wallets bool, decimals int32) ChainBooks {
 			l.Addresses++
 			l.OnChain.Add(l.OnChain, a.onChain)
 			l.Records.Add(l.Records, &a.records)
-			l.InFlight = append(l.InFlight, a.inFlight...)
+			// A record in flight between two holders of the class (a send
+			// between agents) is named once.
+			for _, r := range a.inFlight {
+				if !slices.ContainsFunc(l.InFlight, func(o BooksRecord) bool { return o.Kind == r.Kind && o.ID == r.ID }) {
+					l.InFlight = append(l.InFlight, r)
+				}
+			}
 			if a.onChain.Cmp(&a.records) != 0 {
 				l.Differences = append(l.Differences, BooksDifference{
 					Address: a.address, Owner: a.owner,

@@ -21,9 +21,11 @@ import (
 // (RecordFundingTx). The amount is always read from the chain, never typed
 // in, and a funding is one row per chain, transaction and address (the
 // whole of what the transaction paid the address), so the faucet's record
-// and the scan's of the same payment are one. A payment to a deposit address is never a funding: it is
-// a payment, recorded by the deposit scan, and refunded if unwanted; nor is
-// a transfer from one of the service's own addresses, which its own record
+// and the scan's of the same payment are one. A payment to a deposit
+// address is never counted as a funding: it is a payment, recorded by the
+// deposit scan, and refunded if unwanted (the dev faucet records what it
+// sends there too, a row the books name but do not count); nor is a
+// transfer from one of the service's own addresses, which its own record
 // already counts.
 
 // Funding sources: who paid USDC into an address from outside the

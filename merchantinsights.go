@@ -71,9 +71,11 @@ func (s *Service) PaymentVolumes(ctx context.Context, auth *MerchantAuth, from, 
 		if err := rows.Scan(&v.Day, &v.Chain, &v.Status, &v.Count, &sum); err != nil {
 			return nil, fmt.Errorf("counting payments: %w", err)
 		}
-		units, ok := new(big.Int).SetString(sum.String, 10)
-		if !ok {
-			units = new(big.Int)
+		units := new(big.Int)
+		if sum.Valid {
+			if _, ok := units.SetString(sum.String, 10); !ok {
+				return nil, fmt.Errorf("counting payments: a sum that is not an integer: %q", sum.String)
+			}
 		}
 		v.Volume = FromBaseUnits(units, USDCDecimals)
 		out = append(out, v)

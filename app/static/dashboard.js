@@ -150,22 +150,35 @@
     });
   }
   // The chart stacks each day's payments by chain, for the status and
-  // measure picked above it; the table under it has the exact sums (the
-  // drawing adds floats, which only decides bar heights).
+  // measure picked above it. Volumes are summed exactly, in USDC base
+  // units (BigInt); only bar heights are floats.
+  function baseUnits(usdc) {
+    var parts = String(usdc).split("."), frac = (parts[1] || "").padEnd(6, "0").slice(0, 6);
+    return BigInt(parts[0]) * 1000000n + BigInt(frac) * (parts[0].startsWith("-") ? -1n : 1n);
+  }
+  function shownMeasure(metric, n) {
+    if (metric === "count") { return n + (n === 1n ? " payment" : " payments"); }
+    return showUnits(n) + " USDC";
+  }
+  function showUnits(units) {
+    var s = (units < 0n ? -units : units).toString().padStart(7, "0");
+    var out = s.slice(0, -6) + "." + s.slice(-6);
+    return (units < 0n ? "-" : "") + out.replace(/\.?0+$/, "");
+  }
   var CHAIN_COLORS = {base: "#0052ff", arbitrum: "#28a0f0", ethereum: "#627eea", polygon: "#8247e5", solana: "#0fa37a"};
   function drawChart() {
     if (!state.volume) { return; }
     var svg = $("volume-chart"), ns = "http://www.w3.org/2000/svg", metric = $("chart-metric").value, status = $("chart-status").value;
-    var days = [], perDay = {}, max = 0;
+    var days = [], perDay = {}, max = 0n;
     svg.textContent = "";
     for (var i = 0; i < 30; i++) { days.push(new Date(state.volume.from.getTime() + (i + 1) * 86400000).toISOString().slice(0, 10)); }
     state.volume.rows.forEach(function (v) {
       if (status && shown(v.status) !== status) { return; }
-      var day = perDay[v.day] = perDay[v.day] || {total: 0};
-      var n = metric === "count" ? v.count : Number(v.volume);
-      day[v.chain] = (day[v.chain] || 0) + n;
+      var day = perDay[v.day] = perDay[v.day] || {total: 0n};
+      var n = metric === "count" ? BigInt(v.count) : baseUnits(v.volume);
+      day[v.chain] = (day[v.chain] || 0n) + n;
       day.total += n;
-      max = Math.max(max, day.total);
+      if (day.total > max) { max = day.total; }
     });
     function svgEl(name, attrs, text) {
       var e = document.createElementNS(ns, name);
@@ -174,19 +187,19 @@
       return e;
     }
     days.forEach(function (day, i) {
-      var y = 170, totals = perDay[day] || {total: 0};
+      var y = 170, totals = perDay[day] || {total: 0n};
       CHAINS.forEach(function (chain) {
         if (!totals[chain]) { return; }
-        var h = Math.max(1, Math.round(150 * totals[chain] / max));
+        var h = Math.max(1, Math.round(150 * Number(totals[chain]) / Number(max)));
         y -= h;
         var r = svgEl("rect", {x: i * 20 + 2, y: y, width: 16, height: h, fill: CHAIN_COLORS[chain], "data-chain": chain, "data-day": day});
-        r.appendChild(svgEl("title", {}, day + " · " + chain + ": " + totals[chain] + (metric === "count" ? (totals[chain] === 1 ? " payment" : " payments") : " USDC")));
+        r.appendChild(svgEl("title", {}, day + " · " + chain + ": " + shownMeasure(metric, totals[chain])));
         svg.appendChild(r);
       });
       if (i % 5 === 4) { svg.appendChild(svgEl("text", {x: i * 20 + 10, y: 188, "text-anchor": "middle", "font-size": 10, fill: "#555"}, day.slice(5))); }
     });
     svg.appendChild(svgEl("line", {x1: 0, x2: 600, y1: 170, y2: 170, stroke: "#999"}));
-    svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + (max || 0) + (metric === "count" ? " payments a day" : " USDC a day")));
+    svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + shownMeasure(metric, max) + " a day"));
     var legend = $("chart-legend");
     legend.textContent = "";
     CHAINS.forEach(function (chain) {

@@ -16,7 +16,6 @@ import (
 	"agentpay/internal/vault"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 
 	"agentpay"
 )
@@ -294,5 +293,5 @@ func printBooks(w io.Writer, books *agentpay.Books) error {
 
 // usdcUnits shows base units as USDC, exactly.
 func usdcUnits(units *big.Int, decimals int32) string {
-	return decimal.NewFromBigInt(units, -decimals).StringFixed(decimals)
+	return agentpay.FromBaseUnits(units, decimals).StringFixed(decimals)
 }

@@ -140,6 +140,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.Navigate(base+"/app/dashboard#overview"),
 		waitJS(`[...document.querySelectorAll("#volume-table tbody tr")].some(tr => tr.textContent.includes("confirmed") && tr.textContent.includes("10"))`),
 		waitJS(`[...document.querySelectorAll("#volume-chart rect")].some(r => Number(r.getAttribute("height")) > 0 && r.dataset.chain === "base")`),
+		waitJS(`[...document.querySelectorAll("#volume-chart rect title")].some(t => t.textContent.endsWith("base: 10 USDC"))`),
 		// The chart counts payments too, by status: one confirmed, none failed.
 		chromedp.SetValue(`#chart-metric`, "count"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("chart-metric").dispatchEvent(new Event("change"))`),
