@@ -396,17 +396,26 @@ func TestBooksRecordsInboundFunding(t *testing.T) {
 			aliceWallet := e.wallet(t, alice, c)
 			e.fund(t, alice, c, "20") // recorded by the faucet
 
-			// 5 USDC reach alice's wallet from outside, unrecorded.
-			var outside string
-			if c == chains.Solana {
-				sig, err := e.env.Solana().Send(ctx, solanago.MustPublicKeyFromBase58(aliceWallet), 5_000_000)
+			// payFromOutside sends units to alice's wallet from the devnet's
+			// payer, which the service does not hold.
+			payFromOutside := func(units int64) string {
+				if c == chains.Solana {
+					sig, err := e.env.Solana().Send(ctx, solanago.MustPublicKeyFromBase58(aliceWallet), uint64(units))
+					require.NoError(t, err)
+					return sig.String()
+				}
+				h, err := e.env.EVM(c).Send(ctx, ethcommon.HexToAddress(aliceWallet), big.NewInt(units))
 				require.NoError(t, err)
-				outside = sig.String()
-			} else {
-				h, err := e.env.EVM(c).Send(ctx, ethcommon.HexToAddress(aliceWallet), big.NewInt(5_000_000))
-				require.NoError(t, err)
-				outside = h.Hex()
+				return h.Hex()
 			}
+			recorded := func(tx string) bool {
+				n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(tx)).Count(ctx)
+				require.NoError(t, err)
+				return n == 1
+			}
+
+			// 5 USDC reach alice's wallet from outside, unrecorded.
+			outside := payFromOutside(5_000_000)
 			require.Eventually(t, func() bool { return e.onChain(t, c, aliceWallet).Equal(dec("25")) }, 30*time.Second, 50*time.Millisecond)
 			nextBaseBlock(t, e.env)
 			b, err := e.svc.Books(ctx)
@@ -419,20 +428,15 @@ func TestBooksRecordsInboundFunding(t *testing.T) {
 			require.Equal(t, "completed", res.Status)
 
 			// The scan sees the outside payment final and records it.
-			require.Eventually(t, func() bool {
-				scan()
-				n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(outside)).Count(ctx)
-				require.NoError(t, err)
-				return n == 1
-			}, 60*time.Second, 100*time.Millisecond)
+			require.Eventually(t, func() bool { scan(); return recorded(outside) }, 60*time.Second, 100*time.Millisecond)
 			f := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(outside)).OnlyX(ctx)
 			require.Equal(t, int64(5_000_000), f.Amount)
 			require.Equal(t, FundingInbound, f.Source)
 			require.True(t, sameAddress(c, aliceWallet, f.Address))
-			// The send's legs are final by now too: never fundings.
-			for range 5 {
-				scan()
-			}
+			// The send's legs are never fundings: once the scan has recorded
+			// an outside payment made after them, it has read their blocks.
+			later := payFromOutside(1_000_000)
+			require.Eventually(t, func() bool { scan(); return recorded(later) }, 60*time.Second, 100*time.Millisecond)
 			for _, h := range []string{res.TxHash, res.FeeTxHash} {
 				n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.TxHash(h)).Count(ctx)
 				require.NoError(t, err)
@@ -441,7 +445,7 @@ func TestBooksRecordsInboundFunding(t *testing.T) {
 			// The faucet's payment: its own record, not a second.
 			n, err := e.db.Ent.Funding.Query().Where(funding.Chain(string(c)), funding.Address(aliceWallet)).Count(ctx)
 			require.NoError(t, err)
-			require.Equal(t, 2, n, "the faucet's and the outside payment")
+			require.Equal(t, 3, n, "the faucet's and the two outside payments")
 			requireBalanced(t, e.env, e.svc)
 		})
 	}
