@@ -106,4 +106,17 @@
 // rolled-back change mails nothing and a committed one is mailed even when
 // the SMTP server was down. A sent message is not sent again; concurrent
 // runs take turns through a claim on the row (mail.go, docs/humans.md).
+// Links in mail are bearer secrets, so a row keeps no body once its message
+// is sent, refused, given up or its link expired. What agents make the
+// service mail one address is bounded per recipient and stops when the
+// address says no (agentmail.go).
+//
+// # Only a link received at an address proves it
+//
+// An account's address is verified, and a merchant's contact e-mail
+// confirmed, only by a link the service e-mailed to that address (users.go,
+// signin.go, invitations.go, merchantemail.go); an account is a merchant's
+// owner only when both hold (merchantmembers.go). Nothing an agent, a
+// registrant or a page visitor is answered proves an address
+// (docs/security.md, Identity).
 package agentpay

@@ -146,8 +146,8 @@ func TestRecordEventOutbox(t *testing.T) {
 func TestRecordEventNeedsJobs(t *testing.T) {
 	t.Parallel()
 	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
-	svc.cfg.Jobs = nil
 	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
+	svc.cfg.Jobs = nil
 	err := svc.cfg.DB.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		_, err := svc.RecordEvent(ctx, tx, sqlTx, confirmedEventInput(m, true))
 		return err

@@ -40,16 +40,39 @@ func (h *humansEnv) agent(t *testing.T, prefix string) *ent.Agent {
 func (h *humansEnv) user(t *testing.T, prefix string) *ent.User {
 	t.Helper()
 	name := randomName(t, prefix)
-	u, err := h.svc.CreateUser(context.Background(), NewUser{Email: name + "@Example.com", Username: name, DisplayName: "Ann " + prefix})
+	u, err := h.svc.CreateUser(context.Background(), NewUser{Email: name + "@Example.com", Username: name, DisplayName: "Ann " + prefix, EmailVerified: true})
 	require.NoError(t, err)
 	return u
+}
+
+// invitationToken is the token of the newest invitation link mailed to an
+// address (only the e-mail carries it).
+func (h *humansEnv) invitationToken(t *testing.T, to string) string {
+	t.Helper()
+	return "inv_" + h.mailedLink(t, to, "/invite/inv_")
+}
+
+// mailedLink is what follows {app_url}+prefix in the newest link of that
+// form mailed to an address.
+func (h *humansEnv) mailedLink(t *testing.T, to, prefix string) string {
+	t.Helper()
+	prefix = h.svc.cfg.AppURL + prefix
+	for _, m := range h.outbox(t, to) {
+		for _, l := range MailLinks(m.Text) {
+			if strings.HasPrefix(l, prefix) {
+				return strings.TrimPrefix(l, prefix)
+			}
+		}
+	}
+	require.Fail(t, "no "+prefix+" link mailed to "+to)
+	return ""
 }
 
 // outbox is the mail queued to an address, newest first.
 func (h *humansEnv) outbox(t *testing.T, to string) []*ent.MailMessage {
 	t.Helper()
 	ms, err := h.env.DB.Ent.MailMessage.Query().Where(mailmessage.ToEqualFold(to)).
-		Order(ent.Desc(mailmessage.FieldCreatedAt)).All(context.Background())
+		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).All(context.Background())
 	require.NoError(t, err)
 	return ms
 }
@@ -186,7 +209,10 @@ func TestPairingLifecycle(t *testing.T) {
 	mails := h.outbox(t, u.Email)
 	require.Len(t, mails, 1, "the user is e-mailed")
 	require.Contains(t, mails[0].Text, a.Username)
-	require.Equal(t, []string{h.svc.cfg.AppURL + "/pairings"}, MailLinks(mails[0].Text))
+	links := MailLinks(mails[0].Text)
+	require.Len(t, links, 2)
+	require.Equal(t, h.svc.cfg.AppURL+"/pairings", links[0])
+	require.True(t, strings.HasPrefix(links[1], h.svc.cfg.AppURL+"/unsubscribe/uns_"), "mail from agents can be stopped: %s", links[1])
 	require.Equal(t, EventPairingRequested, userEvents[0].Kind)
 	require.Contains(t, string(userEvents[0].Data), a.Username)
 
@@ -280,14 +306,19 @@ func TestInvitations(t *testing.T) {
 	inv, err := h.svc.InviteHuman(ctx, a, " Ann@Example.com ")
 	require.NoError(t, err)
 	require.Equal(t, "ann@example.com", inv.Invitation.Email)
-	require.True(t, strings.HasPrefix(inv.URL, h.svc.cfg.AppURL+"/invite/inv_"), inv.URL)
-	token := strings.TrimPrefix(inv.URL, h.svc.cfg.AppURL+"/invite/")
+	require.Equal(t, h.svc.cfg.AppURL+"/invite/"+inv.Invitation.ID.String(), inv.URL, "the agent gets the invitation's reference")
+	token := h.invitationToken(t, "ann@example.com")
 	require.NotContains(t, string(inv.Invitation.TokenHash), token, "the token is stored hashed")
+	require.NotContains(t, inv.URL+inv.Message, token, "the e-mailed token is never in the agent's answer")
 	mails := h.outbox(t, "ann@example.com")
 	require.Len(t, mails, 1)
 	require.Contains(t, mails[0].Subject, a.Username)
-	require.Equal(t, []string{inv.URL}, MailLinks(mails[0].Text), "the e-mail carries the link")
-	require.Contains(t, mails[0].HTML, inv.URL)
+	links := MailLinks(mails[0].Text)
+	require.Len(t, links, 2, "the invitation's link and the unsubscribe link")
+	require.Equal(t, h.svc.cfg.AppURL+"/invite/"+token, links[0], "the e-mail carries the link")
+	require.True(t, strings.HasPrefix(links[1], h.svc.cfg.AppURL+"/unsubscribe/uns_"), links[1])
+	require.Contains(t, mails[0].HTML, links[0])
+	require.Contains(t, mails[0].HTML, links[1])
 
 	_, err = h.svc.InviteHuman(ctx, a, "ann@example.com")
 	require.ErrorIs(t, err, ErrConflict, "once per address per agent per UTC day")
@@ -302,11 +333,19 @@ func TestInvitations(t *testing.T) {
 	_, err = h.svc.Invitation(ctx, "inv_"+strings.Repeat("A", 43))
 	require.ErrorIs(t, err, ErrNotFound)
 
+	ref, err := h.svc.Invitation(ctx, inv.Invitation.ID.String())
+	require.NoError(t, err, "the reference names the invitation")
+	require.True(t, ref.Reference)
+	require.Equal(t, "ann@example.com", ref.Email())
+	_, _, err = h.svc.SignUpByInvitation(ctx, inv.Invitation.ID.String(), NewUser{Username: randomName(t, "ann")}, "test")
+	require.ErrorIs(t, err, ErrConflict, "the reference signs nobody up")
+
 	// Sign up through the link: the account has the invited address,
 	// verified, and an approved pairing with the agent at once.
 	in, view, err := h.svc.SignUpByInvitation(ctx, token, NewUser{Username: randomName(t, "ann"), Email: "ignored@example.com"}, "test")
 	require.NoError(t, err)
 	u := in.User
+	require.NotNil(t, u.EmailVerifiedAt, "the e-mailed link proves the address")
 	v, err := h.svc.AuthenticateBrowser(ctx, in.SessionToken)
 	require.NoError(t, err, "signed in by signing up")
 	require.Equal(t, u.ID, v.User.ID)
@@ -350,10 +389,11 @@ func TestInvitations(t *testing.T) {
 	require.Equal(t, pv.Pairing.ID, ps[0].Pairing.ID)
 
 	// An invitation lapses after 7 days.
-	late, err := h.svc.InviteHuman(ctx, bot3, "late@example.com")
+	_, err = h.svc.InviteHuman(ctx, bot3, "late@example.com")
 	require.NoError(t, err)
+	late := h.invitationToken(t, "late@example.com")
 	h.env.Clock.Set(h.env.Clock.Now().Add(InvitationTTL))
-	_, err = h.svc.Invitation(ctx, strings.TrimPrefix(late.URL, h.svc.cfg.AppURL+"/invite/"))
+	_, err = h.svc.Invitation(ctx, late)
 	require.ErrorIs(t, err, ErrConflict)
 }
 

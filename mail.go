@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	entsql "entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
 
 	"agentpay/ent"
@@ -31,13 +30,34 @@ import (
 // never silently lost.
 //
 // Config.Mailer sends: SMTP (SMTP_URL), or under `agentpay dev` without
-// SMTP_URL the catcher, for which marking the row sent is the whole
-// sending; DevMail lists what it caught. Without a Mailer (serve or worker
-// without SMTP_URL) messages stay unsent in the outbox, their jobs
-// retrying, until a worker with SMTP_URL runs them.
+// SMTP_URL the catcher (internal/mail.Catcher), which keeps its own copy;
+// DevMail lists what it caught. Without a Mailer (serve or worker without
+// SMTP_URL) messages stay unsent in the outbox, their jobs retrying, until a
+// worker with SMTP_URL runs them.
+//
+// The outbox keeps no link longer than it must: sign-in, invitation and
+// confirmation links are bearer secrets, so a message's bodies are erased
+// from its row when it is sent (any transport), when it is refused for good
+// or given up on (GiveUpMail, the job's last try), and when the link it
+// carries expires unsent (Mail.ExpiresAt; EraseExpiredMail, and SendMail
+// refuses to send it). The row keeps who, what subject, when, how many
+// tries.
 
 // Mail is one message to one address (text and HTML parts).
-type Mail struct{ To, Subject, Text, HTML string }
+type Mail struct {
+	To, Subject, Text, HTML string
+	// ExpiresAt is when the link the message carries stops working (zero:
+	// it carries none that does): unsent by then, it is not sent and its
+	// bodies are erased.
+	ExpiresAt time.Time
+	// unsubscribeHash is the SHA-256 of its unsubscribe link's token
+	// (queueAgentMail).
+	unsubscribeHash []byte
+}
+
+// mailExpiredError is the last_error of a message whose link expired
+// before it was sent.
+const mailExpiredError = "not sent: the link it carries expired first"
 
 // ErrNoMailer is SendMail's error when the process has no Mailer
 // (SMTP_URL unset outside `agentpay dev`): the message stays in the outbox
@@ -80,15 +100,21 @@ func (s *Service) queueMail(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, m Ma
 		return nil, err
 	}
 	now := s.now().UTC()
-	msg, err := tx.MailMessage.Create().
+	c := tx.MailMessage.Create().
 		SetID(id).
 		SetCreatedAt(now).
 		SetUpdatedAt(now).
 		SetTo(m.To).
 		SetSubject(m.Subject).
 		SetText(m.Text).
-		SetHTML(m.HTML).
-		Save(ctx)
+		SetHTML(m.HTML)
+	if !m.ExpiresAt.IsZero() {
+		c.SetExpiresAt(m.ExpiresAt.UTC())
+	}
+	if m.unsubscribeHash != nil {
+		c.SetUnsubscribeTokenHash(m.unsubscribeHash)
+	}
+	msg, err := c.Save(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +145,9 @@ func checkMail(m Mail) error {
 // reason that may pass (the server down, a 4xx reply, no Mailer) records
 // the error on the row and returns it, so River retries; a permanent
 // refusal (a 5xx reply to RCPT TO or DATA) marks the message failed and
-// returns nil. An unknown id is ErrNotFound.
+// returns nil, and so does a message whose link expired before it could be
+// sent (it is not sent). Sent or failed, the row's bodies are erased. An
+// unknown id is ErrNotFound.
 func (s *Service) SendMail(ctx context.Context, id uuid.UUID) error {
 	db := s.cfg.DB.Ent
 	msg, err := db.MailMessage.Get(ctx, id)
@@ -161,6 +189,20 @@ func (s *Service) SendMail(ctx context.Context, id uuid.UUID) error {
 		return errMailBusy
 	}
 	fence := msg.Attempts + 1
+	if msg.ExpiresAt != nil && !now.Before(*msg.ExpiresAt) {
+		// The link is dead: sending it would only put a used-up secret in
+		// a mailbox.
+		if _, err := db.MailMessage.Update().
+			Where(mailmessage.ID(id), mailmessage.AttemptsEQ(fence), mailmessage.SentAtIsNil()).
+			SetFailedAt(now).
+			SetLastError(mailExpiredError).
+			SetText("").SetHTML("").
+			ClearLockedUntil().
+			Save(ctx); err != nil {
+			return err
+		}
+		return nil
+	}
 
 	sendCtx, cancel := context.WithTimeout(ctx, MailSendTimeout)
 	sendErr := s.cfg.Mailer.Send(sendCtx, mail.Message{
@@ -176,18 +218,16 @@ func (s *Service) SendMail(ctx context.Context, id uuid.UUID) error {
 	transport := s.cfg.Mailer.Transport()
 	switch {
 	case sendErr == nil:
-		u := db.MailMessage.Update().
+		// Sent: the bodies (their links are bearer secrets) are not kept;
+		// the dev catcher keeps its own copy.
+		if _, err := db.MailMessage.Update().
 			Where(mailmessage.ID(id), mailmessage.SentAtIsNil()).
 			SetSentAt(done).
 			SetTransport(transport).
 			SetLastError("").
-			ClearLockedUntil()
-		if transport != (mail.Catcher{}).Transport() {
-			// Sent for real: the bodies (sign-in links are bearer secrets)
-			// are not kept.
-			u.SetText("").SetHTML("")
-		}
-		if _, err := u.Save(rctx); err != nil {
+			SetText("").SetHTML("").
+			ClearLockedUntil().
+			Save(rctx); err != nil {
 			return fmt.Errorf("agentpay: recording mail %s as sent: %w", id, err)
 		}
 		return nil
@@ -198,6 +238,7 @@ func (s *Service) SendMail(ctx context.Context, id uuid.UUID) error {
 			SetFailedAt(done).
 			SetTransport(transport).
 			SetLastError(errText).
+			SetText("").SetHTML("").
 			ClearLockedUntil().
 			Save(rctx); err != nil {
 			return err
@@ -218,22 +259,70 @@ func (s *Service) SendMail(ctx context.Context, id uuid.UUID) error {
 	}
 }
 
+// GiveUpMail ends a message whose send_mail job made its last try (the
+// worker calls it when River will not retry): unless it was sent meanwhile
+// it is marked failed with cause and its bodies are erased, so a message
+// that can never leave does not keep its link in the outbox. A try holding
+// the message's claim is left to finish. An unknown id is ErrNotFound.
+func (s *Service) GiveUpMail(ctx context.Context, id uuid.UUID, cause error) error {
+	now := s.now().UTC()
+	errText := "given up: "
+	if cause != nil {
+		errText += cause.Error()
+	}
+	n, err := s.cfg.DB.Ent.MailMessage.Update().
+		Where(mailmessage.ID(id), mailmessage.SentAtIsNil(), mailmessage.FailedAtIsNil(),
+			mailmessage.Or(mailmessage.LockedUntilIsNil(), mailmessage.LockedUntilLT(now))).
+		SetFailedAt(now).
+		SetLastError(truncateUTF8(errText, mailErrorMax)).
+		SetText("").SetHTML("").
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("giving up mail %s: %w", id, err)
+	}
+	if n == 0 {
+		if _, err := s.cfg.DB.Ent.MailMessage.Get(ctx, id); ent.IsNotFound(err) {
+			return fmt.Errorf("%w: mail %s", ErrNotFound, id)
+		}
+	}
+	return nil
+}
+
+// EraseExpiredMail ends the unsent messages whose link expired (the
+// erase_expired_mail job, every minute): marked failed, bodies erased, so
+// they are never sent. A try holding a message's claim is left to finish
+// (SendMail refuses an expired message itself). It answers how many.
+func (s *Service) EraseExpiredMail(ctx context.Context) (int, error) {
+	now := s.now().UTC()
+	n, err := s.cfg.DB.Ent.MailMessage.Update().
+		Where(mailmessage.ExpiresAtLTE(now), mailmessage.SentAtIsNil(), mailmessage.FailedAtIsNil(),
+			mailmessage.Or(mailmessage.LockedUntilIsNil(), mailmessage.LockedUntilLT(now))).
+		SetFailedAt(now).
+		SetLastError(mailExpiredError).
+		SetText("").SetHTML("").
+		Save(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("erasing expired mail: %w", err)
+	}
+	return n, nil
+}
+
 // DevMail lists the messages the dev catcher caught for an address, newest
 // first, at most devMailMax, for GET /dev/mail. The address matches
-// whatever its case. Mail sent over SMTP is not listed (its bodies are not
-// kept). Only `agentpay dev` serves it (rest mounts /dev/mail there only):
-// the bodies it shows carry sign-in links.
-func (s *Service) DevMail(ctx context.Context, to string) ([]*ent.MailMessage, error) {
+// whatever its case. Only the catcher's messages are listed (its own copy:
+// the outbox keeps no body once sent), and nothing when Config.Mailer is
+// not the catcher (SMTP). Only `agentpay dev` serves it (rest mounts
+// /dev/mail there only): the bodies it shows carry sign-in links.
+func (s *Service) DevMail(ctx context.Context, to string) ([]mail.Caught, error) {
 	to = strings.TrimSpace(to)
 	if to == "" {
 		return nil, Invalid("to", "is required")
 	}
-	return s.cfg.DB.Ent.MailMessage.Query().
-		Where(mailmessage.ToEqualFold(to), mailmessage.SentAtNotNil(),
-			mailmessage.Transport(mail.Catcher{}.Transport())).
-		Order(mailmessage.ByCreatedAt(entsql.OrderDesc()), mailmessage.ByID(entsql.OrderDesc())).
-		Limit(devMailMax).
-		All(ctx)
+	c, ok := s.cfg.Mailer.(*mail.Catcher)
+	if !ok {
+		return []mail.Caught{}, nil
+	}
+	return c.To(to, devMailMax), nil
 }
 
 // mailLinkPattern finds http(s) URLs in a text part.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
+	"agentpay/ent/mailmessage"
 	"agentpay/internal/mail"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
@@ -240,6 +241,8 @@ func TestSendMailRefusedForGood(t *testing.T) {
 	require.NotNil(t, row.FailedAt)
 	require.Nil(t, row.SentAt)
 	require.Contains(t, row.LastError, "550")
+	require.Empty(t, row.Text, "a message refused for good keeps no bodies")
+	require.Empty(t, row.HTML)
 
 	srv.RefuseRcpt(0)
 	require.NoError(t, svc.SendMail(context.Background(), msg.ID))
@@ -260,12 +263,14 @@ func TestSendMailWithoutMailerKeepsItQueued(t *testing.T) {
 	require.ErrorIs(t, svc.SendMail(context.Background(), uuid.New()), ErrNotFound)
 }
 
-// The dev catcher: marking the row sent is the sending; DevMail lists what
-// it caught for an address (any case), newest first, bodies kept.
+// The dev catcher: it keeps its own copy of what it is sent, which DevMail
+// lists for an address (any case), newest first; the outbox row, marked
+// sent, keeps no body, as with SMTP.
 func TestDevMailListsCaughtMailNewestFirst(t *testing.T) {
 	// A clock standing still: the order must not depend on created_at
 	// differing.
-	svc := newMailService(t, mail.Catcher{}, testenv.Options{Clock: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)})
+	catcher := mail.NewCatcher(nil)
+	svc := newMailService(t, catcher, testenv.Options{Clock: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)})
 	var ids []uuid.UUID
 	for i, to := range []string{"ana@example.com", "bob@example.com", "Ana@Example.com", "ana@example.com"} {
 		m := testMail
@@ -276,6 +281,11 @@ func TestDevMailListsCaughtMailNewestFirst(t *testing.T) {
 	unsent := mustQueue(t, svc, testMail)
 	for _, id := range ids {
 		require.NoError(t, svc.SendMail(context.Background(), id))
+		row := mailRow(t, svc, id)
+		require.Equal(t, "catcher", row.Transport)
+		require.NotNil(t, row.SentAt)
+		require.Empty(t, row.Text, "the outbox keeps no body once sent, under the catcher too")
+		require.Empty(t, row.HTML)
 	}
 
 	got, err := svc.DevMail(context.Background(), " ANA@example.com ")
@@ -283,10 +293,10 @@ func TestDevMailListsCaughtMailNewestFirst(t *testing.T) {
 	var subjects []string
 	for _, m := range got {
 		subjects = append(subjects, m.Subject)
-		require.NotEqual(t, unsent.ID, m.ID, "only caught mail is listed")
-		require.Equal(t, "catcher", m.Transport)
-		require.Equal(t, testMail.Text, m.Text, "the catcher keeps the bodies")
-		require.NotNil(t, m.SentAt)
+		require.NotEqual(t, unsent.ID.String(), m.ID, "only caught mail is listed")
+		require.Equal(t, testMail.Text, m.Text, "the catcher keeps its copy")
+		require.Equal(t, testMail.HTML, m.HTML)
+		require.False(t, m.At.IsZero())
 	}
 	require.Equal(t, []string{"message D", "message C", "message A"}, subjects)
 
@@ -296,6 +306,13 @@ func TestDevMailListsCaughtMailNewestFirst(t *testing.T) {
 	_, err = svc.DevMail(context.Background(), "")
 	var verr *ValidationError
 	require.ErrorAs(t, err, &verr)
+
+	smtp := newMailService(t, smtpMailer(t, testenv.NewSMTPServer(t)), testenv.Options{})
+	sent := mustQueue(t, smtp, testMail)
+	require.NoError(t, smtp.SendMail(context.Background(), sent.ID))
+	none, err = smtp.DevMail(context.Background(), testMail.To)
+	require.NoError(t, err)
+	require.Empty(t, none, "mail sent over SMTP is not listed")
 }
 
 func TestMailLinks(t *testing.T) {
@@ -313,4 +330,119 @@ func TestMailLinks(t *testing.T) {
 		require.Equal(t, tc.want, MailLinks(tc.text), tc.text)
 	}
 	require.Equal(t, []string{"https://app.example/signin/tok123"}, MailLinks(strings.Repeat(testMail.Text, 2)))
+}
+
+// Sign-in and invitation links leave the outbox at each end of their
+// message: sent, refused for good (a 5xx reply, or the job's last try
+// failing: GiveUpMail), and their link expiring unsent (the sweep, and
+// SendMail itself). Each case queues both kinds through the real flows.
+func TestOutboxErasesLinks(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	type env struct {
+		svc   *Service
+		srv   *testenv.SMTPServer
+		clock interface{ Advance(time.Duration) }
+		// signIn and invite are the two messages, each with its link.
+		signIn, invite *ent.MailMessage
+	}
+	setup := func(t *testing.T) *env {
+		srv := testenv.NewSMTPServer(t)
+		svc := newMailService(t, smtpMailer(t, srv), testenv.Options{Clock: start})
+		require.NoError(t, svc.RequestSignIn(ctx, "ana@example.com", "192.0.2.1"))
+		reg, err := svc.QuickRegister(ctx, randomName(t, "bot"))
+		require.NoError(t, err)
+		_, err = svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+		require.NoError(t, err)
+		e := &env{svc: svc, srv: srv, clock: svc.cfg.Clock.(interface{ Advance(time.Duration) })}
+		for _, m := range []struct {
+			to, link string
+			row      **ent.MailMessage
+		}{{"ana@example.com", "/signin/sil_", &e.signIn}, {"bea@example.com", "/invite/inv_", &e.invite}} {
+			rows, err := svc.cfg.DB.Ent.MailMessage.Query().Where(mailmessage.To(m.to)).All(ctx)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.Contains(t, rows[0].Text, m.link, "queued with its link")
+			require.Contains(t, rows[0].HTML, m.link)
+			require.NotNil(t, rows[0].ExpiresAt, "a link's mail knows when the link dies")
+			*m.row = rows[0]
+		}
+		return e
+	}
+	requireErased := func(t *testing.T, e *env, msg *ent.MailMessage, sent bool) {
+		t.Helper()
+		row := mailRow(t, e.svc, msg.ID)
+		require.Empty(t, row.Text, "no link left in the outbox")
+		require.Empty(t, row.HTML)
+		if sent {
+			require.NotNil(t, row.SentAt)
+		} else {
+			require.Nil(t, row.SentAt)
+			require.NotNil(t, row.FailedAt)
+			require.NoError(t, e.svc.SendMail(ctx, msg.ID), "an ended message is left alone")
+		}
+	}
+
+	t.Run("sent", func(t *testing.T) {
+		e := setup(t)
+		for _, m := range []*ent.MailMessage{e.signIn, e.invite} {
+			require.NoError(t, e.svc.SendMail(ctx, m.ID))
+			requireErased(t, e, m, true)
+		}
+		got := e.srv.Messages()
+		require.Len(t, got, 2)
+		require.Contains(t, got[0].Text+got[1].Text, "/signin/sil_", "the link went out in the mail")
+	})
+	t.Run("refused for good", func(t *testing.T) {
+		e := setup(t)
+		e.srv.RefuseRcpt(550)
+		for _, m := range []*ent.MailMessage{e.signIn, e.invite} {
+			require.NoError(t, e.svc.SendMail(ctx, m.ID))
+			requireErased(t, e, m, false)
+		}
+	})
+	t.Run("given up after the last try", func(t *testing.T) {
+		e := setup(t)
+		e.srv.Down()
+		for _, m := range []*ent.MailMessage{e.signIn, e.invite} {
+			err := e.svc.SendMail(ctx, m.ID)
+			require.Error(t, err)
+			require.Equal(t, m.Text, mailRow(t, e.svc, m.ID).Text, "kept while it may still go out")
+			require.NoError(t, e.svc.GiveUpMail(ctx, m.ID, err))
+			e.srv.Up()
+			requireErased(t, e, m, false)
+			require.Contains(t, mailRow(t, e.svc, m.ID).LastError, "given up")
+			e.srv.Down()
+		}
+		require.Empty(t, e.srv.Messages())
+		require.ErrorIs(t, e.svc.GiveUpMail(ctx, uuid.New(), nil), ErrNotFound)
+	})
+	t.Run("expired unsent, by the sweep", func(t *testing.T) {
+		e := setup(t)
+		n, err := e.svc.EraseExpiredMail(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing expired yet")
+		e.clock.Advance(SignInLinkTTL)
+		n, err = e.svc.EraseExpiredMail(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the sign-in link died first")
+		requireErased(t, e, e.signIn, false)
+		require.Equal(t, mailRow(t, e.svc, e.signIn.ID).LastError, mailExpiredError)
+		require.Equal(t, e.invite.Text, mailRow(t, e.svc, e.invite.ID).Text, "the invitation's link still works")
+		e.clock.Advance(InvitationTTL)
+		n, err = e.svc.EraseExpiredMail(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		requireErased(t, e, e.invite, false)
+		require.Empty(t, e.srv.Messages(), "a dead link is never mailed")
+	})
+	t.Run("expired unsent, at the try", func(t *testing.T) {
+		e := setup(t)
+		e.clock.Advance(InvitationTTL)
+		for _, m := range []*ent.MailMessage{e.signIn, e.invite} {
+			require.NoError(t, e.svc.SendMail(ctx, m.ID))
+			requireErased(t, e, m, false)
+		}
+		require.Empty(t, e.srv.Messages(), "a dead link is never mailed")
+	})
 }

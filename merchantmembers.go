@@ -20,17 +20,23 @@ import (
 // Merchant members: the people who manage a merchant in the dashboard
 // (docs/dashboard.md). The rule:
 //
-//   - A signed-in account whose verified e-mail is a merchant's contact
-//     e-mail is that merchant's owner. Its membership is made lazily, the
-//     first time the account asks for its merchants (MerchantsOf) or opens
-//     the dashboard, and making it twice is harmless.
+//   - A signed-in account whose verified e-mail is a merchant's confirmed
+//     contact e-mail is that merchant's owner: both the account's address
+//     and the merchant's contact address proved by a link e-mailed to it
+//     (users.go, merchantemail.go), never by anything an agent or a
+//     registrant could hold. Its membership is made lazily, the first time
+//     the account asks for its merchants (MerchantsOf) or opens the
+//     dashboard, and making it twice is harmless; it confers nothing once
+//     the address is no longer the confirmed contact e-mail (roleOf), and
+//     is removed when the e-mail changes.
 //   - Owners invite more people by e-mail, as owners or read-only members.
 //     The invitation's mail is queued in the transaction that records it;
 //     the invitee signs in with the app's e-mail link and the invitation is
 //     accepted as soon as an account with that verified e-mail asks.
-//   - Owners remove members (never the contact e-mail's own membership,
-//     which the first rule would make again). Read-only members see
-//     everything of the merchant in the mode they open and change nothing.
+//   - Owners remove members (never the confirmed contact e-mail's own
+//     membership, which the first rule would make again). Read-only
+//     members see everything of the merchant in the mode they open and
+//     change nothing.
 
 // MemberRole is what a member may do with a merchant.
 type MemberRole string
@@ -126,10 +132,12 @@ func (s *Service) MerchantsOf(ctx context.Context, v *Viewer) ([]Membership, err
 	for _, m := range members {
 		byMerchant[m.MerchantID] = m
 	}
-	out := make([]Membership, len(ms))
-	for i, m := range ms {
+	out := make([]Membership, 0, len(ms))
+	for _, m := range ms {
 		mm := byMerchant[m.ID]
-		out[i] = Membership{Merchant: m, Member: mm, Role: roleOf(m, mm)}
+		if role := roleOf(m, mm); role != "" {
+			out = append(out, Membership{Merchant: m, Member: mm, Role: role})
+		}
 	}
 	return out, nil
 }
@@ -160,31 +168,47 @@ func (s *Service) acceptedMembership(ctx context.Context, userID, merchantID uui
 	if err != nil {
 		return nil, fmt.Errorf("reading merchant: %w", err)
 	}
+	role := roleOf(m, mm)
+	if role == "" {
+		return nil, errNotMember
+	}
 	if !m.Active {
 		return nil, errMerchantDeactivated
 	}
-	return &Membership{Merchant: m, Member: mm, Role: roleOf(m, mm)}, nil
+	return &Membership{Merchant: m, Member: mm, Role: role}, nil
 }
 
-// roleOf is a member's role: the contact e-mail is the owner whatever an
-// older invitation of that address said.
+// roleOf is a member's role: the confirmed contact e-mail is the owner
+// whatever an older invitation of that address said; the contact e-mail's
+// own row (invited_by NULL) confers nothing ("") unless its address is the
+// confirmed contact e-mail.
 func roleOf(m *ent.Merchant, mm *ent.MerchantMember) MemberRole {
-	if NormalizeEmailOrSame(m.Email) == mm.Email {
+	if isConfirmedContact(m, mm.Email) {
 		return RoleOwner
+	}
+	if mm.InvitedBy == nil {
+		return ""
 	}
 	return MemberRole(mm.Role)
 }
 
+// isConfirmedContact reports whether an address (normalized) is the
+// merchant's contact e-mail and confirmed.
+func isConfirmedContact(m *ent.Merchant, email string) bool {
+	return m.EmailVerifiedAt != nil && NormalizeEmailOrSame(m.Email) == email
+}
+
 // claimMemberships applies the rule to a user: owner of every merchant
-// whose contact e-mail is its verified e-mail, and member of every merchant
-// that invited that e-mail. Idempotent; concurrent claims make one row.
+// whose confirmed contact e-mail is its verified e-mail, and member of
+// every merchant that invited that e-mail. Idempotent; concurrent claims
+// make one row.
 func (s *Service) claimMemberships(ctx context.Context, u *ent.User) error {
 	if u.EmailVerifiedAt == nil {
 		return nil
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	owned, err := s.cfg.DB.Ent.Merchant.Query().
-		Where(merchant.EmailNormalized(merchantEmailKey(u.Email))).
+		Where(merchant.EmailNormalized(merchantEmailKey(u.Email)), merchant.EmailVerifiedAtNotNil()).
 		IDs(ctx)
 	if err != nil {
 		return fmt.Errorf("reading merchants of %s: %w", u.Email, err)
@@ -245,7 +269,7 @@ func (s *Service) InviteMember(ctx context.Context, v *Viewer, merchantID uuid.U
 	if !me.Role.May(ActionManageMembers) {
 		return nil, ErrReadOnlyMember
 	}
-	if NormalizeEmailOrSame(me.Merchant.Email) == email {
+	if isConfirmedContact(me.Merchant, email) {
 		return nil, fmt.Errorf("%w: %s is the merchant's contact e-mail, its owner already", ErrConflict, email)
 	}
 	// Counted before the mail is queued (the counters are not in the
@@ -339,7 +363,7 @@ func (s *Service) RemoveMember(ctx context.Context, v *Viewer, merchantID, membe
 	if err != nil {
 		return fmt.Errorf("reading member: %w", err)
 	}
-	if NormalizeEmailOrSame(me.Merchant.Email) == mm.Email {
+	if isConfirmedContact(me.Merchant, mm.Email) {
 		return fmt.Errorf("%w: the contact e-mail's owner cannot be removed; change the merchant's e-mail instead", ErrConflict)
 	}
 	// The member's dashboard sessions end with it, revoked rather than

@@ -53,11 +53,30 @@ func (h *humansEnv) viewer(t *testing.T, u *ent.User) *Viewer {
 	return v
 }
 
+// merchantOf registers a merchant with a contact e-mail and confirms it
+// from the confirmation link mailed to it.
 func (h *humansEnv) merchantOf(t *testing.T, email string) *MerchantRegistration {
+	t.Helper()
+	reg := h.unconfirmedMerchantOf(t, email)
+	_, err := h.svc.ConfirmMerchantEmail(context.Background(), h.merchantEmailToken(t, email))
+	require.NoError(t, err)
+	return reg
+}
+
+// unconfirmedMerchantOf registers a merchant whose contact e-mail is not
+// confirmed yet.
+func (h *humansEnv) unconfirmedMerchantOf(t *testing.T, email string) *MerchantRegistration {
 	t.Helper()
 	reg, err := h.svc.RegisterMerchant(context.Background(), MerchantInput{Name: strp("Shop " + email), Email: strp(email)})
 	require.NoError(t, err)
 	return reg
+}
+
+// merchantEmailToken is the token of the newest contact e-mail
+// confirmation link mailed to an address.
+func (h *humansEnv) merchantEmailToken(t *testing.T, to string) string {
+	t.Helper()
+	return h.mailedLink(t, strings.TrimSpace(to), "/confirm-email/")
 }
 
 func TestMerchantMembership(t *testing.T) {
@@ -318,7 +337,8 @@ func TestMemberInvitationsBounded(t *testing.T) {
 
 // TestMerchantOwnerFollowsContactEmail: the owner lookup reads the key
 // written with the contact e-mail, on registration and on every change of
-// it, whatever its capitals.
+// it, whatever its capitals; a new address owns the merchant once
+// confirmed, and the previous one stops owning it at the change.
 func TestMerchantOwnerFollowsContactEmail(t *testing.T) {
 	h := startHumansEnv(t)
 	ctx := context.Background()
@@ -333,10 +353,22 @@ func TestMerchantOwnerFollowsContactEmail(t *testing.T) {
 	}
 	require.True(t, ownerOf(first))
 	require.False(t, ownerOf(second))
+	fv := h.viewer(t, first)
+	ds, err := h.svc.OpenDashboard(ctx, fv, reg.Merchant.ID, ModeLive)
+	require.NoError(t, err)
 
 	m, err := h.svc.UpdateMerchant(ctx, auth, MerchantInput{Email: strp(strings.ToUpper(second.Email))})
 	require.NoError(t, err)
 	require.Equal(t, strings.ToUpper(second.Email), m.Email, "shown as written")
 	require.Equal(t, second.Email, m.EmailNormalized)
-	require.True(t, ownerOf(second), "the new contact e-mail owns it")
+	require.Nil(t, m.EmailVerifiedAt, "a new contact e-mail is unconfirmed")
+	require.False(t, ownerOf(second), "not before its confirmation")
+	require.False(t, ownerOf(first), "the previous address's ownership ended with the change")
+	_, err = h.svc.AuthenticateDashboard(ctx, ds.Token)
+	require.ErrorIs(t, err, ErrUnauthorized, "and its dashboard sessions")
+
+	_, err = h.svc.ConfirmMerchantEmail(ctx, h.merchantEmailToken(t, second.Email))
+	require.NoError(t, err)
+	require.True(t, ownerOf(second), "the new contact e-mail owns it once confirmed")
+	require.False(t, ownerOf(first))
 }

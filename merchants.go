@@ -56,10 +56,11 @@ type MerchantRegistration struct {
 
 // RegisterMerchant creates a merchant with the fields of spec 2.5 (name and
 // email required) and issues its live and test key pairs and its two
-// webhook secrets (one per mode), all in one transaction. The webhook_url
-// given is both modes' (registration is the owner acting for both; each
-// mode's is changed apart afterwards). Nothing is written when a field is
-// refused.
+// webhook secrets (one per mode), all in one transaction, with the
+// confirmation link of its contact e-mail (merchantemail.go: until it is
+// followed, no account owns the merchant). The webhook_url given is both
+// modes' (registration is the owner acting for both; each mode's is changed
+// apart afterwards). Nothing is written when a field is refused.
 func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*MerchantRegistration, error) {
 	var f merchantFields
 	if err := f.apply(in, true, s.webhookMayReachPrivate(ModeTest), s.cfg.Families); err != nil {
@@ -75,7 +76,10 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 		return nil, err
 	}
 	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec, TestWebhookSecret: testWhsec}}
-	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	if err := s.allowMerchantEmailConfirmation(ctx, id); err != nil {
+		return nil, err
+	}
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		c := tx.Merchant.Create().
 			SetID(id).
 			SetName(f.name).
@@ -101,7 +105,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 				return err
 			}
 		}
-		return nil
+		return s.sendMerchantEmailConfirmation(ctx, tx, sqlTx, m)
 	})
 	if err != nil {
 		return nil, err
@@ -149,12 +153,21 @@ func (s *Service) MerchantProfile(ctx context.Context, m *ent.Merchant, mode Mod
 // any other field is shared by both modes (where settlements are paid, what
 // customers see and where they are sent back to), so a test key naming one
 // is ErrForbidden and changes nothing.
+//
+// A new contact e-mail is unconfirmed: its confirmation link is mailed in
+// the update's transaction, and the previous address's ownership ends
+// (merchantemail.go); saving the same unconfirmed e-mail mails a new link
+// when the last one expired. Past MerchantEmailConfirmationsPerDay such
+// mails, the update is a *RateLimitError and changes nothing.
 func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in MerchantInput) (*ent.Merchant, error) {
 	if err := auth.CheckMutate(); err != nil {
 		return nil, err
 	}
+	if err := s.countMerchantEmailChange(ctx, auth, in); err != nil {
+		return nil, err
+	}
 	var out *ent.Merchant
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		m, err := store.ForUpdate(s.cfg.DB, tx.Merchant.Query().Where(merchant.ID(auth.Merchant.ID))).Only(ctx)
 		if err != nil {
 			return fmt.Errorf("reading merchant: %w", err)
@@ -182,12 +195,22 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 			}
 			return nil
 		}
+		mailLink, err := s.merchantEmailNeedsLink(ctx, tx.Client(), m, f.email)
+		if err != nil {
+			return err
+		}
 		u := tx.Merchant.UpdateOneID(m.ID).
 			SetName(f.name).
 			SetEmail(f.email).
 			SetEmailNormalized(merchantEmailKey(f.email)).
 			SetSettlementType(merchant.SettlementType(f.settlementType)).
 			SetSettleHeldPayments(f.settleHeldPayments)
+		if merchantEmailKey(f.email) != m.EmailNormalized {
+			u.ClearEmailVerifiedAt().SetEmailConfirmsOnSignin(false)
+			if err := s.dropContactOwnership(ctx, tx, m.ID, m.EmailNormalized); err != nil {
+				return err
+			}
+		}
 		setOptional(f, u.SetWebsite, u.SetWebhookURL, u.SetSuccessURL, u.SetCancelURL,
 			u.SetSettlementAddress, u.SetSettlementChain, u.SetBrandColor)
 		if len(f.acceptedTokens) > 0 {
@@ -199,12 +222,38 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 		if err != nil {
 			return fmt.Errorf("updating merchant: %w", err)
 		}
+		if mailLink {
+			return s.sendMerchantEmailConfirmation(ctx, tx, sqlTx, out)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// countMerchantEmailChange counts, before UpdateMerchant's transaction (the
+// counters are not in it), the confirmation mail a live update of the
+// contact e-mail will send, refusing it past the day's bound. An e-mail
+// the update will refuse anyway is not counted.
+func (s *Service) countMerchantEmailChange(ctx context.Context, auth *MerchantAuth, in MerchantInput) error {
+	if auth.Mode != ModeLive || in.Email == nil {
+		return nil
+	}
+	email := strings.TrimSpace(*in.Email)
+	if validateEmail(email) != nil {
+		return nil
+	}
+	m, err := s.cfg.DB.Ent.Merchant.Get(ctx, auth.Merchant.ID)
+	if err != nil {
+		return fmt.Errorf("reading merchant: %w", err)
+	}
+	needs, err := s.merchantEmailNeedsLink(ctx, s.cfg.DB.Ent, m, email)
+	if err != nil || !needs {
+		return err
+	}
+	return s.allowMerchantEmailConfirmation(ctx, m.ID)
 }
 
 // DeactivateMerchant turns a merchant off (`agentpay admin

@@ -85,7 +85,9 @@ type PairingRequest struct {
 
 // RequestPairing asks a user to pair with the agent: a pending pairing
 // that expires after PairingRequestTTL, the user told by an account event
-// and an e-mail in the same transaction. A malformed user id or a message
+// and, within the limits on mail from agents (agentmail.go: the address's
+// day's cap, its opt-outs, a request of this agent it denied), an e-mail,
+// in the same transaction. A malformed user id or a message
 // over PairingMessageMaxLen characters is a ValidationError; an unknown
 // user ErrNotFound; a pending or approved pairing with the user already
 // ErrConflict, also when two requests race.
@@ -106,6 +108,10 @@ func (s *Service) RequestPairing(ctx context.Context, a *ent.Agent, in PairingRe
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading user: %w", err)
+	}
+	mailIt, err := s.mayMailPairingRequest(ctx, a, u)
+	if err != nil {
+		return nil, err
 	}
 	var p *ent.Pairing
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -137,8 +143,10 @@ func (s *Service) RequestPairing(ctx context.Context, a *ent.Agent, in PairingRe
 		}); err != nil {
 			return err
 		}
-		_, err = s.queueMail(ctx, tx, sqlTx, s.pairingRequestMail(u, a, in.Message))
-		return err
+		if !mailIt {
+			return nil
+		}
+		return s.queueAgentMail(ctx, tx, sqlTx, s.pairingRequestMail(u, a, in.Message))
 	})
 	if err != nil {
 		return nil, err

@@ -105,6 +105,13 @@ type rateLimits struct {
 	// invitations counts each merchant's member invitations
 	// (MemberInvitationsPerDay).
 	invitations *ratelimit.Limit[uuid.UUID]
+	// agentMail counts the invitation and pairing e-mails each address
+	// receives from agents a day (Config.AgentMailDailyLimit), by the
+	// address's SHA-256.
+	agentMail *ratelimit.Limit[string]
+	// merchantEmails counts each merchant's contact e-mail confirmations
+	// (MerchantEmailConfirmationsPerDay).
+	merchantEmails *ratelimit.Limit[uuid.UUID]
 }
 
 // newRateLimits counts on one limiter shared by every instance (and one of
@@ -127,6 +134,8 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 	}
 	l.selects = ratelimit.NewLimit[uuid.UUID](limiter, selectRateScheme(cfg), nil)
 	l.invitations = ratelimit.NewLimit[uuid.UUID](limiter, memberInvitationScheme, nil)
+	l.agentMail = ratelimit.NewLimit[string](limiter, agentMailScheme(cfg), nil)
+	l.merchantEmails = ratelimit.NewLimit[uuid.UUID](limiter, merchantEmailScheme, nil)
 	w := ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600, Limit: cfg.SignInEmailRateLimit}
 	l.signInEmails = ratelimit.NewLimit[string](limiter, ratelimit.Scheme{
 		Name: "email", IDType: "text", Windows: func(string) []ratelimit.Window { return []ratelimit.Window{w} },

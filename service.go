@@ -152,6 +152,10 @@ type Config struct {
 	// hour (signin.go). 0 turns either off.
 	SignInRateLimit      int
 	SignInEmailRateLimit int
+	// AgentMailDailyLimit is how many invitation and pairing-request
+	// e-mails one address may receive from all agents together a UTC day
+	// (agentmail.go); 0 turns it off.
+	AgentMailDailyLimit int
 	// Withdrawals bound human users' withdrawals (withdrawals.go); zero
 	// fields are DefaultWithdrawalLimit and DefaultWithdrawalDailyLimit.
 	Withdrawals WithdrawalLimits

@@ -18,6 +18,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/logintoken"
+	"agentpay/ent/passkey"
 	"agentpay/ent/user"
 	"agentpay/internal/ratelimit"
 	"agentpay/internal/vault"
@@ -82,8 +83,9 @@ func (s *Service) RequestSignIn(ctx context.Context, rawEmail, ip string) error 
 		}
 		link := s.appURL("/signin/" + token)
 		_, err := s.queueMail(ctx, tx, sqlTx, Mail{
-			To:      email,
-			Subject: "Your agentpay sign-in link",
+			ExpiresAt: now.Add(SignInLinkTTL),
+			To:        email,
+			Subject:   "Your agentpay sign-in link",
 			Text: fmt.Sprintf("Sign in to agentpay: %s\n\nThe link works once, for 15 minutes. "+
 				"If you did not ask for it, ignore this e-mail: nobody can sign in without it.\n", link),
 			HTML: fmt.Sprintf(`<p><a href="%s">Sign in to agentpay</a></p><p>The link works once, for 15 minutes. `+
@@ -144,10 +146,13 @@ type SignIn struct {
 }
 
 // CompleteSignIn spends a sign-in link (the POST) and opens a browser
-// session. An address without an account gets one here, with newUser's
-// username and display name (a missing username is a ValidationError, and
-// the link stays unspent). The link is spent by a conditional update, so
-// two uses racing sign in once.
+// session. An address without an account gets one here, verified, with
+// newUser's username and display name (a missing username is a
+// ValidationError, and the link stays unspent). An account whose address
+// was not verified is verified now (proveAddress), and a merchant
+// registered before contact e-mails were confirmed by link has its contact
+// address confirmed by it (confirmMerchantEmailsOnSignIn). The link is
+// spent by a conditional update, so two uses racing sign in once.
 func (s *Service) CompleteSignIn(ctx context.Context, token string, newUser *NewUser, userAgent string) (*SignIn, error) {
 	var out SignIn
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
@@ -173,12 +178,19 @@ func (s *Service) CompleteSignIn(ctx context.Context, token string, newUser *New
 				return Invalid("username", "is required to create your account")
 			}
 			in := *newUser
-			in.Email = lt.Email
+			in.Email, in.EmailVerified = lt.Email, true
 			if u, err = s.CreateUser(ctx, in); err != nil {
 				return err
 			}
 		case err != nil:
 			return fmt.Errorf("reading account: %w", err)
+		case u.EmailVerifiedAt == nil:
+			if u, err = s.proveAddress(ctx, tx, u, now); err != nil {
+				return err
+			}
+		}
+		if err := s.confirmMerchantEmailsOnSignIn(ctx, tx, lt.Email, now); err != nil {
+			return err
 		}
 		out.User = u
 		out.Session, out.SessionToken, err = s.openBrowserSession(ctx, tx, u, userAgent, now)
@@ -188,6 +200,28 @@ func (s *Service) CompleteSignIn(ctx context.Context, token string, newUser *New
 		return nil, err
 	}
 	return &out, nil
+}
+
+// proveAddress verifies an account's address, which has just signed in by
+// a link e-mailed to it. Whatever was set up on the account before the
+// address was proved may be someone else's (an account made from an
+// invitation link the inviting agent also held, before such links stayed
+// in the e-mail only): its browser sessions are revoked and its passkeys
+// removed, so only the mailbox's holder goes on.
+func (s *Service) proveAddress(ctx context.Context, tx *ent.Tx, u *ent.User, now time.Time) (*ent.User, error) {
+	if err := tx.BrowserSession.Update().
+		Where(browsersession.UserID(u.ID), browsersession.RevokedAtIsNil()).
+		SetRevokedAt(now).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("revoking browser sessions: %w", err)
+	}
+	if _, err := tx.Passkey.Delete().Where(passkey.UserID(u.ID)).Exec(ctx); err != nil {
+		return nil, fmt.Errorf("removing passkeys: %w", err)
+	}
+	u, err := tx.User.UpdateOneID(u.ID).SetEmailVerifiedAt(now).SetUpdatedAt(now).Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("verifying address: %w", err)
+	}
+	return u, nil
 }
 
 // openBrowserSession records a new session of the user in tx.

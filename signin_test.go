@@ -15,13 +15,7 @@ import (
 // signInLink is the token of the newest sign-in link mailed to an address.
 func (h *humansEnv) signInLink(t *testing.T, to string) string {
 	t.Helper()
-	mails := h.outbox(t, to)
-	require.NotEmpty(t, mails, "no mail to %s", to)
-	links := MailLinks(mails[0].Text)
-	require.Len(t, links, 1, mails[0].Text)
-	prefix := h.svc.cfg.AppURL + "/signin/"
-	require.True(t, strings.HasPrefix(links[0], prefix), links[0])
-	return strings.TrimPrefix(links[0], prefix)
+	return h.mailedLink(t, to, "/signin/")
 }
 
 func TestSignInByEmailLink(t *testing.T) {

@@ -17,9 +17,16 @@ import (
 )
 
 // Human users (the app at APP_URL): an account has a username in the
-// namespace agents share (usernames.go), a display name, a verified
-// e-mail address (the only way to sign in besides passkeys) and two
-// custodial USDC wallets made as agents' are.
+// namespace agents share (usernames.go), a display name, an e-mail address
+// (the only way to sign in besides passkeys) and two custodial USDC wallets
+// made as agents' are.
+//
+// The address is verified (email_verified_at) only by a link e-mailed to
+// it: the account is made from one (an e-mailed sign-in or invitation
+// link: NewUser.EmailVerified), or the address later signs in by an
+// e-mailed link (CompleteSignIn, proveAddress). A verified address is what
+// makes an account a merchant's owner or member (merchantmembers.go), so
+// nothing else sets it.
 
 // DisplayNameMaxLen bounds a user's display name (characters).
 const DisplayNameMaxLen = 100
@@ -38,11 +45,14 @@ func NormalizeEmail(raw string) (string, error) {
 
 // NewUser is what a user account is created with.
 type NewUser struct {
-	// Email must be an address the person has just proved they hold (an
-	// e-mailed sign-in or invitation link): it is recorded as verified.
 	Email       string
 	Username    string
 	DisplayName string
+	// EmailVerified: the person has just opened a link e-mailed to Email
+	// (a sign-in link, or an invitation's e-mailed token), so the address
+	// is recorded as verified. Set only there; otherwise it stays
+	// unverified until the address signs in by an e-mailed link.
+	EmailVerified bool
 }
 
 func (in *NewUser) validate() error {
@@ -106,14 +116,16 @@ func (s *Service) CreateUser(ctx context.Context, in NewUser) (*ent.User, error)
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
 		var err error
-		u, err = tx.User.Create().
+		c := tx.User.Create().
 			SetUsername(in.Username).
 			SetDisplayName(in.DisplayName).
 			SetEmail(in.Email).
-			SetEmailVerifiedAt(now).
 			SetCreatedAt(now).
-			SetUpdatedAt(now).
-			Save(ctx)
+			SetUpdatedAt(now)
+		if in.EmailVerified {
+			c.SetEmailVerifiedAt(now)
+		}
+		u, err = c.Save(ctx)
 		if err != nil {
 			return err
 		}

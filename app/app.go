@@ -71,6 +71,9 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	GET  /dashboard         the merchant dashboard (docs/dashboard.md)
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
+//	POST /invite/{token}/decline  decline an e-mailed invitation
+//	GET  /unsubscribe/{token}     an agent mail's unsubscribe link  POST: unsubscribe
+//	GET  /confirm-email/{token}   a merchant contact e-mail's confirmation  POST: confirm
 //	GET  /assets/*          CSS and JavaScript
 func NewHandler(cfg Config) http.Handler {
 	if cfg.Prefix == "" {
@@ -101,6 +104,11 @@ func NewHandler(cfg Config) http.Handler {
 		r.Post("/signout", h.signOut)
 		r.Get("/invite/{token}", h.invitation)
 		r.Post("/invite/{token}", h.acceptInvitation)
+		r.Post("/invite/{token}/decline", h.declineInvitation)
+		r.Get("/unsubscribe/{token}", h.unsubscribeLink)
+		r.Post("/unsubscribe/{token}", h.unsubscribe)
+		r.Get("/confirm-email/{token}", h.merchantEmailLink)
+		r.Post("/confirm-email/{token}", h.confirmMerchantEmail)
 		static, _ := fs.Sub(staticFS, "static")
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})
@@ -128,6 +136,14 @@ type page struct {
 	NewAccount                              bool
 	AgentUsername, Token                    string
 	SignedIn                                bool
+	// Reference: the invitation page was opened by the invitation's id
+	// (what the agent was answered), which proves no address.
+	Reference bool
+	// MerchantName names the merchant of a contact e-mail confirmation.
+	MerchantName string
+	// Done: the page's action has been taken (declined, unsubscribed,
+	// confirmed).
+	Done bool
 	// Passkeys: the server takes passkeys; AppURL is where (APP_URL).
 	Passkeys bool
 	AppURL   string
@@ -362,7 +378,7 @@ func (h *handler) invitation(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "invite.html", p, err)
 		return
 	}
-	p.AgentUsername, p.Email = info.Agent.Username, info.Email()
+	p.AgentUsername, p.Email, p.Reference = info.Agent.Username, info.Email(), info.Reference
 	if v := h.viewer(r); v != nil {
 		p.SignedIn, p.CSRF, p.Username = true, v.CSRFToken(), v.User.Username
 	}
@@ -384,7 +400,7 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "invite.html", p, err)
 		return
 	}
-	p.AgentUsername, p.Email, p.Username = info.Agent.Username, info.Email(), r.PostFormValue("username")
+	p.AgentUsername, p.Email, p.Reference, p.Username = info.Agent.Username, info.Email(), info.Reference, r.PostFormValue("username")
 	in := agentpay.NewUser{Username: p.Username, DisplayName: r.PostFormValue("display_name")}
 	signIn, _, err := h.cfg.Service.SignUpByInvitation(r.Context(), token, in, r.UserAgent())
 	if err != nil {
@@ -393,4 +409,82 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request) {
 	}
 	h.setSession(w, signIn)
 	http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusSeeOther)
+}
+
+// declineInvitation declines an e-mailed invitation from its page: the
+// agent can no longer mail the address.
+func (h *handler) declineInvitation(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	info, err := h.cfg.Service.DeclineInvitation(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "invite.html", p, err)
+		return
+	}
+	p.AgentUsername, p.Email, p.Done = info.Agent.Username, info.Email(), true
+	h.render(w, http.StatusOK, "invite.html", p)
+}
+
+// unsubscribeLink shows an unsubscribe link's page (GET only reads it: a
+// mail scanner opening it unsubscribes nobody).
+func (h *handler) unsubscribeLink(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	link, err := h.cfg.Service.CheckUnsubscribeLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "unsubscribe.html", p, err)
+		return
+	}
+	p.Email, p.Done = link.Email, link.Unsubscribed
+	h.render(w, http.StatusOK, "unsubscribe.html", p)
+}
+
+func (h *handler) unsubscribe(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "unsubscribe.html", p, err)
+		return
+	}
+	link, err := h.cfg.Service.Unsubscribe(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "unsubscribe.html", p, err)
+		return
+	}
+	p.Email, p.Done = link.Email, true
+	h.render(w, http.StatusOK, "unsubscribe.html", p)
+}
+
+// merchantEmailLink shows a merchant contact e-mail's confirmation page
+// (GET only reads it, as a sign-in link's page does).
+func (h *handler) merchantEmailLink(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	link, err := h.cfg.Service.CheckMerchantEmailLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	p.Email, p.MerchantName = link.Email, link.MerchantName
+	h.render(w, http.StatusOK, "confirm.html", p)
+}
+
+func (h *handler) confirmMerchantEmail(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	link, err := h.cfg.Service.ConfirmMerchantEmail(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	p.Email, p.MerchantName, p.Done = link.Email, link.MerchantName, true
+	h.render(w, http.StatusOK, "confirm.html", p)
 }

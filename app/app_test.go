@@ -188,20 +188,39 @@ func TestSecureCookieUnderHTTPS(t *testing.T) {
 	}
 }
 
+// mailedLinkTo is the path of the newest link mailed to an address whose
+// path starts with prefix.
+func (a *appEnv) mailedLinkTo(t *testing.T, to, prefix string) string {
+	t.Helper()
+	ms, err := a.env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).
+		Order(mailmessage.ByCreatedAt(), mailmessage.ByID()).All(context.Background())
+	require.NoError(t, err)
+	for i := len(ms) - 1; i >= 0; i-- {
+		for _, l := range agentpay.MailLinks(ms[i].Text) {
+			if p := strings.TrimPrefix(l, "http://app.test"); strings.HasPrefix(p, prefix) {
+				return p
+			}
+		}
+	}
+	require.Fail(t, "no "+prefix+" link mailed to "+to)
+	return ""
+}
+
 func TestInvitationSignUpPage(t *testing.T) {
 	a := newAppEnv(t)
 	ctx := context.Background()
 	reg, err := a.svc.QuickRegister(ctx, "inviting_bot")
 	require.NoError(t, err)
-	inv, err := a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+	_, err = a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
 	require.NoError(t, err)
-	path := strings.TrimPrefix(inv.URL, "http://app.test")
+	path := a.mailedLinkTo(t, "bea@example.com", "/app/invite/inv_")
 
 	b := a.browser(t)
 	resp, body := get(t, b, a.srv.URL+path)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "inviting_bot invites you")
 	require.Contains(t, body, "bea@example.com")
+	require.Contains(t, body, `id="decline"`)
 	resp, _ = post(t, b, a.srv.URL+path, url.Values{"username": {"bea_app"}, "form_token": {formToken(t, body)}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	ps, err := a.svc.AgentPairings(ctx, reg.Agent)
@@ -209,10 +228,137 @@ func TestInvitationSignUpPage(t *testing.T) {
 	require.Len(t, ps, 1)
 	require.Equal(t, agentpay.PairingApproved, ps[0].Status)
 	require.Equal(t, "bea_app", ps[0].User.Username)
+	require.NotNil(t, ps[0].User.EmailVerifiedAt, "the e-mailed link proves the address")
 	resp, body = get(t, b, a.srv.URL+"/app/")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "signed in by signing up")
 	require.Contains(t, body, "bea_app")
 
 	resp, _ = get(t, b, a.srv.URL+"/app/invite/inv_"+strings.Repeat("x", 43))
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// The page an agent is answered ({app_url}/invite/<invitation id>) proves
+// nothing: it offers no sign-up, and posting one to it is refused, no
+// account made; it declines nothing either.
+func TestInvitationReferencePageProvesNothing(t *testing.T) {
+	a := newAppEnv(t)
+	ctx := context.Background()
+	reg, err := a.svc.QuickRegister(ctx, "inviting_bot")
+	require.NoError(t, err)
+	inv, err := a.svc.InviteHuman(ctx, reg.Agent, "owner@shop.test")
+	require.NoError(t, err)
+	path := strings.TrimPrefix(inv.URL, "http://app.test")
+	require.Equal(t, "/app/invite/"+inv.Invitation.ID.String(), path)
+
+	b := a.browser(t)
+	resp, body := get(t, b, a.srv.URL+path)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "inviting_bot invites you")
+	require.Contains(t, body, `id="reference"`)
+	require.NotContains(t, body, `id="signup"`)
+	require.NotContains(t, body, `id="decline"`)
+	_, signIn := get(t, b, a.srv.URL+"/app/signin") // the browser's form token, from any form
+	token := formToken(t, signIn)
+	resp, body = post(t, b, a.srv.URL+path, url.Values{"username": {"mallory"}, "form_token": {token}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	require.Contains(t, body, "open the link in the invitation e-mail")
+	_, err = a.svc.UserByEmail(ctx, "owner@shop.test")
+	require.ErrorIs(t, err, agentpay.ErrNotFound, "no account made")
+	resp, _ = post(t, b, a.srv.URL+path+"/decline", url.Values{"form_token": {token}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+}
+
+// Declining from the e-mailed link's page: the agent cannot invite the
+// address again.
+func TestDeclineInvitationPage(t *testing.T) {
+	a := newAppEnv(t)
+	ctx := context.Background()
+	reg, err := a.svc.QuickRegister(ctx, "inviting_bot")
+	require.NoError(t, err)
+	_, err = a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+	require.NoError(t, err)
+	path := a.mailedLinkTo(t, "bea@example.com", "/app/invite/inv_")
+
+	b := a.browser(t)
+	_, body := get(t, b, a.srv.URL+path)
+	resp, _ := post(t, b, a.srv.URL+path+"/decline", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
+	resp, body = post(t, b, a.srv.URL+path+"/decline", url.Values{"form_token": {formToken(t, body)}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `id="declined"`)
+	resp, _ = get(t, b, a.srv.URL+path)
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "a declined invitation is not accepted")
+	_, err = a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+	require.Error(t, err)
+}
+
+// The unsubscribe link of an agent's mail: GET shows it (a mail scanner
+// unsubscribes nobody), POST unsubscribes.
+func TestUnsubscribePage(t *testing.T) {
+	a := newAppEnv(t)
+	ctx := context.Background()
+	reg, err := a.svc.QuickRegister(ctx, "inviting_bot")
+	require.NoError(t, err)
+	_, err = a.svc.InviteHuman(ctx, reg.Agent, "bea@example.com")
+	require.NoError(t, err)
+	path := a.mailedLinkTo(t, "bea@example.com", "/app/unsubscribe/uns_")
+	token := strings.TrimPrefix(path, "/app/unsubscribe/")
+
+	b := a.browser(t)
+	var body string
+	for range 2 {
+		var resp *http.Response
+		resp, body = get(t, b, a.srv.URL+path)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "bea@example.com")
+		require.Contains(t, body, `id="unsubscribe"`)
+	}
+	link, err := a.svc.CheckUnsubscribeLink(ctx, token)
+	require.NoError(t, err)
+	require.False(t, link.Unsubscribed)
+	resp, _ := post(t, b, a.srv.URL+path, url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
+	resp, body = post(t, b, a.srv.URL+path, url.Values{"form_token": {formToken(t, body)}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `id="unsubscribed"`)
+	link, err = a.svc.CheckUnsubscribeLink(ctx, token)
+	require.NoError(t, err)
+	require.True(t, link.Unsubscribed)
+	resp, _ = get(t, b, a.srv.URL+"/app/unsubscribe/uns_"+strings.Repeat("x", 43))
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// A merchant contact e-mail's confirmation page: GET shows it, POST
+// confirms, once.
+func TestConfirmMerchantEmailPage(t *testing.T) {
+	a := newAppEnv(t)
+	ctx := context.Background()
+	name, email := "Page Shop", "owner@shop.test"
+	reg, err := a.svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	require.NoError(t, err)
+	path := a.mailedLinkTo(t, email, "/app/confirm-email/mec_")
+
+	b := a.browser(t)
+	var body string
+	for range 2 {
+		var resp *http.Response
+		resp, body = get(t, b, a.srv.URL+path)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "Page Shop")
+		require.Contains(t, body, `id="confirm"`)
+	}
+	m, err := a.svc.MerchantByID(ctx, reg.Merchant.ID)
+	require.NoError(t, err)
+	require.Nil(t, m.EmailVerifiedAt, "opening the link confirms nothing")
+	resp, _ := post(t, b, a.srv.URL+path, url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
+	token := formToken(t, body)
+	resp, body = post(t, b, a.srv.URL+path, url.Values{"form_token": {token}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `id="confirmed"`)
+	m, err = a.svc.MerchantByID(ctx, reg.Merchant.ID)
+	require.NoError(t, err)
+	require.NotNil(t, m.EmailVerifiedAt)
+	resp, _ = post(t, b, a.srv.URL+path, url.Values{"form_token": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "used once")
 }

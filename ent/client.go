@@ -27,7 +27,9 @@ import (
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/mailoptout"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantemailconfirmation"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/merchantmember"
@@ -95,8 +97,12 @@ type Client struct {
 	LoginToken *LoginTokenClient
 	// MailMessage is the client for interacting with the MailMessage builders.
 	MailMessage *MailMessageClient
+	// MailOptOut is the client for interacting with the MailOptOut builders.
+	MailOptOut *MailOptOutClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
+	// MerchantEmailConfirmation is the client for interacting with the MerchantEmailConfirmation builders.
+	MerchantEmailConfirmation *MerchantEmailConfirmationClient
 	// MerchantFeedEntry is the client for interacting with the MerchantFeedEntry builders.
 	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
@@ -164,7 +170,9 @@ func (c *Client) init() {
 	c.Invitation = NewInvitationClient(c.config)
 	c.LoginToken = NewLoginTokenClient(c.config)
 	c.MailMessage = NewMailMessageClient(c.config)
+	c.MailOptOut = NewMailOptOutClient(c.config)
 	c.Merchant = NewMerchantClient(c.config)
+	c.MerchantEmailConfirmation = NewMerchantEmailConfirmationClient(c.config)
 	c.MerchantFeedEntry = NewMerchantFeedEntryClient(c.config)
 	c.MerchantKey = NewMerchantKeyClient(c.config)
 	c.MerchantMember = NewMerchantMemberClient(c.config)
@@ -275,45 +283,47 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:                  ctx,
-		config:               cfg,
-		AccountEvent:         NewAccountEventClient(cfg),
-		Agent:                NewAgentClient(cfg),
-		BrowserSession:       NewBrowserSessionClient(cfg),
-		CardRequest:          NewCardRequestClient(cfg),
-		ChainCursor:          NewChainCursorClient(cfg),
-		CheckoutSession:      NewCheckoutSessionClient(cfg),
-		DashboardSession:     NewDashboardSessionClient(cfg),
-		DepositAddress:       NewDepositAddressClient(cfg),
-		Funding:              NewFundingClient(cfg),
-		GasSpend:             NewGasSpendClient(cfg),
-		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
-		IdentityCallback:     NewIdentityCallbackClient(cfg),
-		IdentityVerification: NewIdentityVerificationClient(cfg),
-		Invitation:           NewInvitationClient(cfg),
-		LoginToken:           NewLoginTokenClient(cfg),
-		MailMessage:          NewMailMessageClient(cfg),
-		Merchant:             NewMerchantClient(cfg),
-		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
-		MerchantKey:          NewMerchantKeyClient(cfg),
-		MerchantMember:       NewMerchantMemberClient(cfg),
-		Pairing:              NewPairingClient(cfg),
-		PartnerAttestation:   NewPartnerAttestationClient(cfg),
-		Passkey:              NewPasskeyClient(cfg),
-		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
-		Payment:              NewPaymentClient(cfg),
-		RateLimitCounter:     NewRateLimitCounterClient(cfg),
-		Refund:               NewRefundClient(cfg),
-		SettlementBatch:      NewSettlementBatchClient(cfg),
-		SignatureChallenge:   NewSignatureChallengeClient(cfg),
-		SpendApproval:        NewSpendApprovalClient(cfg),
-		SpendingPolicy:       NewSpendingPolicyClient(cfg),
-		Transfer:             NewTransferClient(cfg),
-		User:                 NewUserClient(cfg),
-		Wallet:               NewWalletClient(cfg),
-		WebhookAttempt:       NewWebhookAttemptClient(cfg),
-		WebhookDelivery:      NewWebhookDeliveryClient(cfg),
-		WebhookEvent:         NewWebhookEventClient(cfg),
+		ctx:                       ctx,
+		config:                    cfg,
+		AccountEvent:              NewAccountEventClient(cfg),
+		Agent:                     NewAgentClient(cfg),
+		BrowserSession:            NewBrowserSessionClient(cfg),
+		CardRequest:               NewCardRequestClient(cfg),
+		ChainCursor:               NewChainCursorClient(cfg),
+		CheckoutSession:           NewCheckoutSessionClient(cfg),
+		DashboardSession:          NewDashboardSessionClient(cfg),
+		DepositAddress:            NewDepositAddressClient(cfg),
+		Funding:                   NewFundingClient(cfg),
+		GasSpend:                  NewGasSpendClient(cfg),
+		IdempotencyKey:            NewIdempotencyKeyClient(cfg),
+		IdentityCallback:          NewIdentityCallbackClient(cfg),
+		IdentityVerification:      NewIdentityVerificationClient(cfg),
+		Invitation:                NewInvitationClient(cfg),
+		LoginToken:                NewLoginTokenClient(cfg),
+		MailMessage:               NewMailMessageClient(cfg),
+		MailOptOut:                NewMailOptOutClient(cfg),
+		Merchant:                  NewMerchantClient(cfg),
+		MerchantEmailConfirmation: NewMerchantEmailConfirmationClient(cfg),
+		MerchantFeedEntry:         NewMerchantFeedEntryClient(cfg),
+		MerchantKey:               NewMerchantKeyClient(cfg),
+		MerchantMember:            NewMerchantMemberClient(cfg),
+		Pairing:                   NewPairingClient(cfg),
+		PartnerAttestation:        NewPartnerAttestationClient(cfg),
+		Passkey:                   NewPasskeyClient(cfg),
+		PasskeyCeremony:           NewPasskeyCeremonyClient(cfg),
+		Payment:                   NewPaymentClient(cfg),
+		RateLimitCounter:          NewRateLimitCounterClient(cfg),
+		Refund:                    NewRefundClient(cfg),
+		SettlementBatch:           NewSettlementBatchClient(cfg),
+		SignatureChallenge:        NewSignatureChallengeClient(cfg),
+		SpendApproval:             NewSpendApprovalClient(cfg),
+		SpendingPolicy:            NewSpendingPolicyClient(cfg),
+		Transfer:                  NewTransferClient(cfg),
+		User:                      NewUserClient(cfg),
+		Wallet:                    NewWalletClient(cfg),
+		WebhookAttempt:            NewWebhookAttemptClient(cfg),
+		WebhookDelivery:           NewWebhookDeliveryClient(cfg),
+		WebhookEvent:              NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -331,45 +341,47 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:                  ctx,
-		config:               cfg,
-		AccountEvent:         NewAccountEventClient(cfg),
-		Agent:                NewAgentClient(cfg),
-		BrowserSession:       NewBrowserSessionClient(cfg),
-		CardRequest:          NewCardRequestClient(cfg),
-		ChainCursor:          NewChainCursorClient(cfg),
-		CheckoutSession:      NewCheckoutSessionClient(cfg),
-		DashboardSession:     NewDashboardSessionClient(cfg),
-		DepositAddress:       NewDepositAddressClient(cfg),
-		Funding:              NewFundingClient(cfg),
-		GasSpend:             NewGasSpendClient(cfg),
-		IdempotencyKey:       NewIdempotencyKeyClient(cfg),
-		IdentityCallback:     NewIdentityCallbackClient(cfg),
-		IdentityVerification: NewIdentityVerificationClient(cfg),
-		Invitation:           NewInvitationClient(cfg),
-		LoginToken:           NewLoginTokenClient(cfg),
-		MailMessage:          NewMailMessageClient(cfg),
-		Merchant:             NewMerchantClient(cfg),
-		MerchantFeedEntry:    NewMerchantFeedEntryClient(cfg),
-		MerchantKey:          NewMerchantKeyClient(cfg),
-		MerchantMember:       NewMerchantMemberClient(cfg),
-		Pairing:              NewPairingClient(cfg),
-		PartnerAttestation:   NewPartnerAttestationClient(cfg),
-		Passkey:              NewPasskeyClient(cfg),
-		PasskeyCeremony:      NewPasskeyCeremonyClient(cfg),
-		Payment:              NewPaymentClient(cfg),
-		RateLimitCounter:     NewRateLimitCounterClient(cfg),
-		Refund:               NewRefundClient(cfg),
-		SettlementBatch:      NewSettlementBatchClient(cfg),
-		SignatureChallenge:   NewSignatureChallengeClient(cfg),
-		SpendApproval:        NewSpendApprovalClient(cfg),
-		SpendingPolicy:       NewSpendingPolicyClient(cfg),
-		Transfer:             NewTransferClient(cfg),
-		User:                 NewUserClient(cfg),
-		Wallet:               NewWalletClient(cfg),
-		WebhookAttempt:       NewWebhookAttemptClient(cfg),
-		WebhookDelivery:      NewWebhookDeliveryClient(cfg),
-		WebhookEvent:         NewWebhookEventClient(cfg),
+		ctx:                       ctx,
+		config:                    cfg,
+		AccountEvent:              NewAccountEventClient(cfg),
+		Agent:                     NewAgentClient(cfg),
+		BrowserSession:            NewBrowserSessionClient(cfg),
+		CardRequest:               NewCardRequestClient(cfg),
+		ChainCursor:               NewChainCursorClient(cfg),
+		CheckoutSession:           NewCheckoutSessionClient(cfg),
+		DashboardSession:          NewDashboardSessionClient(cfg),
+		DepositAddress:            NewDepositAddressClient(cfg),
+		Funding:                   NewFundingClient(cfg),
+		GasSpend:                  NewGasSpendClient(cfg),
+		IdempotencyKey:            NewIdempotencyKeyClient(cfg),
+		IdentityCallback:          NewIdentityCallbackClient(cfg),
+		IdentityVerification:      NewIdentityVerificationClient(cfg),
+		Invitation:                NewInvitationClient(cfg),
+		LoginToken:                NewLoginTokenClient(cfg),
+		MailMessage:               NewMailMessageClient(cfg),
+		MailOptOut:                NewMailOptOutClient(cfg),
+		Merchant:                  NewMerchantClient(cfg),
+		MerchantEmailConfirmation: NewMerchantEmailConfirmationClient(cfg),
+		MerchantFeedEntry:         NewMerchantFeedEntryClient(cfg),
+		MerchantKey:               NewMerchantKeyClient(cfg),
+		MerchantMember:            NewMerchantMemberClient(cfg),
+		Pairing:                   NewPairingClient(cfg),
+		PartnerAttestation:        NewPartnerAttestationClient(cfg),
+		Passkey:                   NewPasskeyClient(cfg),
+		PasskeyCeremony:           NewPasskeyCeremonyClient(cfg),
+		Payment:                   NewPaymentClient(cfg),
+		RateLimitCounter:          NewRateLimitCounterClient(cfg),
+		Refund:                    NewRefundClient(cfg),
+		SettlementBatch:           NewSettlementBatchClient(cfg),
+		SignatureChallenge:        NewSignatureChallengeClient(cfg),
+		SpendApproval:             NewSpendApprovalClient(cfg),
+		SpendingPolicy:            NewSpendingPolicyClient(cfg),
+		Transfer:                  NewTransferClient(cfg),
+		User:                      NewUserClient(cfg),
+		Wallet:                    NewWalletClient(cfg),
+		WebhookAttempt:            NewWebhookAttemptClient(cfg),
+		WebhookDelivery:           NewWebhookDeliveryClient(cfg),
+		WebhookEvent:              NewWebhookEventClient(cfg),
 	}, nil
 }
 
@@ -402,7 +414,8 @@ func (c *Client) Use(hooks ...Hook) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
 		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
 		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
-		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
+		c.LoginToken, c.MailMessage, c.MailOptOut, c.Merchant,
+		c.MerchantEmailConfirmation, c.MerchantFeedEntry, c.MerchantKey,
 		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
 		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
@@ -419,7 +432,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
 		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
 		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
-		c.LoginToken, c.MailMessage, c.Merchant, c.MerchantFeedEntry, c.MerchantKey,
+		c.LoginToken, c.MailMessage, c.MailOptOut, c.Merchant,
+		c.MerchantEmailConfirmation, c.MerchantFeedEntry, c.MerchantKey,
 		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
 		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
@@ -464,8 +478,12 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.LoginToken.mutate(ctx, m)
 	case *MailMessageMutation:
 		return c.MailMessage.mutate(ctx, m)
+	case *MailOptOutMutation:
+		return c.MailOptOut.mutate(ctx, m)
 	case *MerchantMutation:
 		return c.Merchant.mutate(ctx, m)
+	case *MerchantEmailConfirmationMutation:
+		return c.MerchantEmailConfirmation.mutate(ctx, m)
 	case *MerchantFeedEntryMutation:
 		return c.MerchantFeedEntry.mutate(ctx, m)
 	case *MerchantKeyMutation:
@@ -2943,6 +2961,139 @@ func (c *MailMessageClient) mutate(ctx context.Context, m *MailMessageMutation) 
 	}
 }
 
+// MailOptOutClient is a client for the MailOptOut schema.
+type MailOptOutClient struct {
+	config
+}
+
+// NewMailOptOutClient returns a client for the MailOptOut from the given config.
+func NewMailOptOutClient(c config) *MailOptOutClient {
+	return &MailOptOutClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `mailoptout.Hooks(f(g(h())))`.
+func (c *MailOptOutClient) Use(hooks ...Hook) {
+	c.hooks.MailOptOut = append(c.hooks.MailOptOut, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `mailoptout.Intercept(f(g(h())))`.
+func (c *MailOptOutClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MailOptOut = append(c.inters.MailOptOut, interceptors...)
+}
+
+// Create returns a builder for creating a MailOptOut entity.
+func (c *MailOptOutClient) Create() *MailOptOutCreate {
+	mutation := newMailOptOutMutation(c.config, OpCreate)
+	return &MailOptOutCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MailOptOut entities.
+func (c *MailOptOutClient) CreateBulk(builders ...*MailOptOutCreate) *MailOptOutCreateBulk {
+	return &MailOptOutCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MailOptOutClient) MapCreateBulk(slice any, setFunc func(*MailOptOutCreate, int)) *MailOptOutCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MailOptOutCreateBulk{err: fmt.Errorf("calling to MailOptOutClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MailOptOutCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MailOptOutCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MailOptOut.
+func (c *MailOptOutClient) Update() *MailOptOutUpdate {
+	mutation := newMailOptOutMutation(c.config, OpUpdate)
+	return &MailOptOutUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MailOptOutClient) UpdateOne(_m *MailOptOut) *MailOptOutUpdateOne {
+	mutation := newMailOptOutMutation(c.config, OpUpdateOne, withMailOptOut(_m))
+	return &MailOptOutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MailOptOutClient) UpdateOneID(id uuid.UUID) *MailOptOutUpdateOne {
+	mutation := newMailOptOutMutation(c.config, OpUpdateOne, withMailOptOutID(id))
+	return &MailOptOutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MailOptOut.
+func (c *MailOptOutClient) Delete() *MailOptOutDelete {
+	mutation := newMailOptOutMutation(c.config, OpDelete)
+	return &MailOptOutDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MailOptOutClient) DeleteOne(_m *MailOptOut) *MailOptOutDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MailOptOutClient) DeleteOneID(id uuid.UUID) *MailOptOutDeleteOne {
+	builder := c.Delete().Where(mailoptout.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MailOptOutDeleteOne{builder}
+}
+
+// Query returns a query builder for MailOptOut.
+func (c *MailOptOutClient) Query() *MailOptOutQuery {
+	return &MailOptOutQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMailOptOut},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MailOptOut entity by its id.
+func (c *MailOptOutClient) Get(ctx context.Context, id uuid.UUID) (*MailOptOut, error) {
+	return c.Query().Where(mailoptout.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MailOptOutClient) GetX(ctx context.Context, id uuid.UUID) *MailOptOut {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *MailOptOutClient) Hooks() []Hook {
+	return c.hooks.MailOptOut
+}
+
+// Interceptors returns the client interceptors.
+func (c *MailOptOutClient) Interceptors() []Interceptor {
+	return c.inters.MailOptOut
+}
+
+func (c *MailOptOutClient) mutate(ctx context.Context, m *MailOptOutMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MailOptOutCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MailOptOutUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MailOptOutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MailOptOutDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MailOptOut mutation op: %q", m.Op())
+	}
+}
+
 // MerchantClient is a client for the Merchant schema.
 type MerchantClient struct {
 	config
@@ -3121,6 +3272,139 @@ func (c *MerchantClient) mutate(ctx context.Context, m *MerchantMutation) (Value
 		return (&MerchantDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Merchant mutation op: %q", m.Op())
+	}
+}
+
+// MerchantEmailConfirmationClient is a client for the MerchantEmailConfirmation schema.
+type MerchantEmailConfirmationClient struct {
+	config
+}
+
+// NewMerchantEmailConfirmationClient returns a client for the MerchantEmailConfirmation from the given config.
+func NewMerchantEmailConfirmationClient(c config) *MerchantEmailConfirmationClient {
+	return &MerchantEmailConfirmationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `merchantemailconfirmation.Hooks(f(g(h())))`.
+func (c *MerchantEmailConfirmationClient) Use(hooks ...Hook) {
+	c.hooks.MerchantEmailConfirmation = append(c.hooks.MerchantEmailConfirmation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `merchantemailconfirmation.Intercept(f(g(h())))`.
+func (c *MerchantEmailConfirmationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MerchantEmailConfirmation = append(c.inters.MerchantEmailConfirmation, interceptors...)
+}
+
+// Create returns a builder for creating a MerchantEmailConfirmation entity.
+func (c *MerchantEmailConfirmationClient) Create() *MerchantEmailConfirmationCreate {
+	mutation := newMerchantEmailConfirmationMutation(c.config, OpCreate)
+	return &MerchantEmailConfirmationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MerchantEmailConfirmation entities.
+func (c *MerchantEmailConfirmationClient) CreateBulk(builders ...*MerchantEmailConfirmationCreate) *MerchantEmailConfirmationCreateBulk {
+	return &MerchantEmailConfirmationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MerchantEmailConfirmationClient) MapCreateBulk(slice any, setFunc func(*MerchantEmailConfirmationCreate, int)) *MerchantEmailConfirmationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MerchantEmailConfirmationCreateBulk{err: fmt.Errorf("calling to MerchantEmailConfirmationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MerchantEmailConfirmationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MerchantEmailConfirmationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MerchantEmailConfirmation.
+func (c *MerchantEmailConfirmationClient) Update() *MerchantEmailConfirmationUpdate {
+	mutation := newMerchantEmailConfirmationMutation(c.config, OpUpdate)
+	return &MerchantEmailConfirmationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MerchantEmailConfirmationClient) UpdateOne(_m *MerchantEmailConfirmation) *MerchantEmailConfirmationUpdateOne {
+	mutation := newMerchantEmailConfirmationMutation(c.config, OpUpdateOne, withMerchantEmailConfirmation(_m))
+	return &MerchantEmailConfirmationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MerchantEmailConfirmationClient) UpdateOneID(id uuid.UUID) *MerchantEmailConfirmationUpdateOne {
+	mutation := newMerchantEmailConfirmationMutation(c.config, OpUpdateOne, withMerchantEmailConfirmationID(id))
+	return &MerchantEmailConfirmationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MerchantEmailConfirmation.
+func (c *MerchantEmailConfirmationClient) Delete() *MerchantEmailConfirmationDelete {
+	mutation := newMerchantEmailConfirmationMutation(c.config, OpDelete)
+	return &MerchantEmailConfirmationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MerchantEmailConfirmationClient) DeleteOne(_m *MerchantEmailConfirmation) *MerchantEmailConfirmationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MerchantEmailConfirmationClient) DeleteOneID(id uuid.UUID) *MerchantEmailConfirmationDeleteOne {
+	builder := c.Delete().Where(merchantemailconfirmation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MerchantEmailConfirmationDeleteOne{builder}
+}
+
+// Query returns a query builder for MerchantEmailConfirmation.
+func (c *MerchantEmailConfirmationClient) Query() *MerchantEmailConfirmationQuery {
+	return &MerchantEmailConfirmationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMerchantEmailConfirmation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MerchantEmailConfirmation entity by its id.
+func (c *MerchantEmailConfirmationClient) Get(ctx context.Context, id uuid.UUID) (*MerchantEmailConfirmation, error) {
+	return c.Query().Where(merchantemailconfirmation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MerchantEmailConfirmationClient) GetX(ctx context.Context, id uuid.UUID) *MerchantEmailConfirmation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *MerchantEmailConfirmationClient) Hooks() []Hook {
+	return c.hooks.MerchantEmailConfirmation
+}
+
+// Interceptors returns the client interceptors.
+func (c *MerchantEmailConfirmationClient) Interceptors() []Interceptor {
+	return c.inters.MerchantEmailConfirmation
+}
+
+func (c *MerchantEmailConfirmationClient) mutate(ctx context.Context, m *MerchantEmailConfirmationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MerchantEmailConfirmationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MerchantEmailConfirmationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MerchantEmailConfirmationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MerchantEmailConfirmationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MerchantEmailConfirmation mutation op: %q", m.Op())
 	}
 }
 
@@ -6206,21 +6490,21 @@ type (
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
 		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
-		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
-		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
-		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Hook
+		MailOptOut, Merchant, MerchantEmailConfirmation, MerchantFeedEntry,
+		MerchantKey, MerchantMember, Pairing, PartnerAttestation, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
 		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
 		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
-		Merchant, MerchantFeedEntry, MerchantKey, MerchantMember, Pairing,
-		PartnerAttestation, Passkey, PasskeyCeremony, Payment, RateLimitCounter,
-		Refund, SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy,
-		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
-		WebhookEvent []ent.Interceptor
+		MailOptOut, Merchant, MerchantEmailConfirmation, MerchantFeedEntry,
+		MerchantKey, MerchantMember, Pairing, PartnerAttestation, Passkey,
+		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
+		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -37,6 +37,8 @@ type Invitation struct {
 	AcceptedAt *time.Time `json:"accepted_at,omitempty"`
 	// AcceptedBy holds the value of the "accepted_by" field.
 	AcceptedBy *uuid.UUID `json:"accepted_by,omitempty"`
+	// DeclinedAt holds the value of the "declined_at" field.
+	DeclinedAt *time.Time `json:"declined_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the InvitationQuery when eager-loading is set.
 	Edges        InvitationEdges `json:"edges"`
@@ -76,7 +78,7 @@ func (*Invitation) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case invitation.FieldEmail, invitation.FieldDay:
 			values[i] = new(sql.NullString)
-		case invitation.FieldCreatedAt, invitation.FieldUpdatedAt, invitation.FieldExpiresAt, invitation.FieldAcceptedAt:
+		case invitation.FieldCreatedAt, invitation.FieldUpdatedAt, invitation.FieldExpiresAt, invitation.FieldAcceptedAt, invitation.FieldDeclinedAt:
 			values[i] = new(sql.NullTime)
 		case invitation.FieldID, invitation.FieldAgentID:
 			values[i] = new(uuid.UUID)
@@ -157,6 +159,13 @@ func (_m *Invitation) assignValues(columns []string, values []any) error {
 				_m.AcceptedBy = new(uuid.UUID)
 				*_m.AcceptedBy = *value.S.(*uuid.UUID)
 			}
+		case invitation.FieldDeclinedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field declined_at", values[i])
+			} else if value.Valid {
+				_m.DeclinedAt = new(time.Time)
+				*_m.DeclinedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -226,6 +235,11 @@ func (_m *Invitation) String() string {
 	if v := _m.AcceptedBy; v != nil {
 		builder.WriteString("accepted_by=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.DeclinedAt; v != nil {
+		builder.WriteString("declined_at=")
+		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')
 	return builder.String()

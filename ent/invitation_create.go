@@ -108,6 +108,20 @@ func (_c *InvitationCreate) SetNillableAcceptedBy(v *uuid.UUID) *InvitationCreat
 	return _c
 }
 
+// SetDeclinedAt sets the "declined_at" field.
+func (_c *InvitationCreate) SetDeclinedAt(v time.Time) *InvitationCreate {
+	_c.mutation.SetDeclinedAt(v)
+	return _c
+}
+
+// SetNillableDeclinedAt sets the "declined_at" field if the given value is not nil.
+func (_c *InvitationCreate) SetNillableDeclinedAt(v *time.Time) *InvitationCreate {
+	if v != nil {
+		_c.SetDeclinedAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *InvitationCreate) SetID(v uuid.UUID) *InvitationCreate {
 	_c.mutation.SetID(v)
@@ -273,6 +287,10 @@ func (_c *InvitationCreate) createSpec() (*Invitation, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.AcceptedBy(); ok {
 		_spec.SetField(invitation.FieldAcceptedBy, field.TypeUUID, value)
 		_node.AcceptedBy = &value
+	}
+	if value, ok := _c.mutation.DeclinedAt(); ok {
+		_spec.SetField(invitation.FieldDeclinedAt, field.TypeTime, value)
+		_node.DeclinedAt = &value
 	}
 	if nodes := _c.mutation.AgentIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

@@ -75,6 +75,26 @@ func (_u *InvitationUpdate) ClearAcceptedBy() *InvitationUpdate {
 	return _u
 }
 
+// SetDeclinedAt sets the "declined_at" field.
+func (_u *InvitationUpdate) SetDeclinedAt(v time.Time) *InvitationUpdate {
+	_u.mutation.SetDeclinedAt(v)
+	return _u
+}
+
+// SetNillableDeclinedAt sets the "declined_at" field if the given value is not nil.
+func (_u *InvitationUpdate) SetNillableDeclinedAt(v *time.Time) *InvitationUpdate {
+	if v != nil {
+		_u.SetDeclinedAt(*v)
+	}
+	return _u
+}
+
+// ClearDeclinedAt clears the value of the "declined_at" field.
+func (_u *InvitationUpdate) ClearDeclinedAt() *InvitationUpdate {
+	_u.mutation.ClearDeclinedAt()
+	return _u
+}
+
 // Mutation returns the InvitationMutation object of the builder.
 func (_u *InvitationUpdate) Mutation() *InvitationMutation {
 	return _u.mutation
@@ -151,6 +171,12 @@ func (_u *InvitationUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 	if _u.mutation.AcceptedByCleared() {
 		_spec.ClearField(invitation.FieldAcceptedBy, field.TypeUUID)
 	}
+	if value, ok := _u.mutation.DeclinedAt(); ok {
+		_spec.SetField(invitation.FieldDeclinedAt, field.TypeTime, value)
+	}
+	if _u.mutation.DeclinedAtCleared() {
+		_spec.ClearField(invitation.FieldDeclinedAt, field.TypeTime)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{invitation.Label}
@@ -214,6 +240,26 @@ func (_u *InvitationUpdateOne) SetNillableAcceptedBy(v *uuid.UUID) *InvitationUp
 // ClearAcceptedBy clears the value of the "accepted_by" field.
 func (_u *InvitationUpdateOne) ClearAcceptedBy() *InvitationUpdateOne {
 	_u.mutation.ClearAcceptedBy()
+	return _u
+}
+
+// SetDeclinedAt sets the "declined_at" field.
+func (_u *InvitationUpdateOne) SetDeclinedAt(v time.Time) *InvitationUpdateOne {
+	_u.mutation.SetDeclinedAt(v)
+	return _u
+}
+
+// SetNillableDeclinedAt sets the "declined_at" field if the given value is not nil.
+func (_u *InvitationUpdateOne) SetNillableDeclinedAt(v *time.Time) *InvitationUpdateOne {
+	if v != nil {
+		_u.SetDeclinedAt(*v)
+	}
+	return _u
+}
+
+// ClearDeclinedAt clears the value of the "declined_at" field.
+func (_u *InvitationUpdateOne) ClearDeclinedAt() *InvitationUpdateOne {
+	_u.mutation.ClearDeclinedAt()
 	return _u
 }
 
@@ -322,6 +368,12 @@ func (_u *InvitationUpdateOne) sqlSave(ctx context.Context) (_node *Invitation, 
 	}
 	if _u.mutation.AcceptedByCleared() {
 		_spec.ClearField(invitation.FieldAcceptedBy, field.TypeUUID)
+	}
+	if value, ok := _u.mutation.DeclinedAt(); ok {
+		_spec.SetField(invitation.FieldDeclinedAt, field.TypeTime, value)
+	}
+	if _u.mutation.DeclinedAtCleared() {
+		_spec.ClearField(invitation.FieldDeclinedAt, field.TypeTime)
 	}
 	_node = &Invitation{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -30,6 +30,10 @@ type MailMessage struct {
 	Text string `json:"text,omitempty"`
 	// HTML holds the value of the "html" field.
 	HTML string `json:"html,omitempty"`
+	// ExpiresAt holds the value of the "expires_at" field.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// UnsubscribeTokenHash holds the value of the "unsubscribe_token_hash" field.
+	UnsubscribeTokenHash *[]byte `json:"-"`
 	// Attempts holds the value of the "attempts" field.
 	Attempts int `json:"attempts,omitempty"`
 	// LockedUntil holds the value of the "locked_until" field.
@@ -50,11 +54,13 @@ func (*MailMessage) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case mailmessage.FieldUnsubscribeTokenHash:
+			values[i] = new([]byte)
 		case mailmessage.FieldAttempts:
 			values[i] = new(sql.NullInt64)
 		case mailmessage.FieldTo, mailmessage.FieldSubject, mailmessage.FieldText, mailmessage.FieldHTML, mailmessage.FieldLastError, mailmessage.FieldTransport:
 			values[i] = new(sql.NullString)
-		case mailmessage.FieldCreatedAt, mailmessage.FieldUpdatedAt, mailmessage.FieldLockedUntil, mailmessage.FieldSentAt, mailmessage.FieldFailedAt:
+		case mailmessage.FieldCreatedAt, mailmessage.FieldUpdatedAt, mailmessage.FieldExpiresAt, mailmessage.FieldLockedUntil, mailmessage.FieldSentAt, mailmessage.FieldFailedAt:
 			values[i] = new(sql.NullTime)
 		case mailmessage.FieldID:
 			values[i] = new(uuid.UUID)
@@ -114,6 +120,19 @@ func (_m *MailMessage) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field html", values[i])
 			} else if value.Valid {
 				_m.HTML = value.String
+			}
+		case mailmessage.FieldExpiresAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
+			} else if value.Valid {
+				_m.ExpiresAt = new(time.Time)
+				*_m.ExpiresAt = value.Time
+			}
+		case mailmessage.FieldUnsubscribeTokenHash:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field unsubscribe_token_hash", values[i])
+			} else if value != nil {
+				_m.UnsubscribeTokenHash = value
 			}
 		case mailmessage.FieldAttempts:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -207,6 +226,13 @@ func (_m *MailMessage) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("html=")
 	builder.WriteString(_m.HTML)
+	builder.WriteString(", ")
+	if v := _m.ExpiresAt; v != nil {
+		builder.WriteString("expires_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("unsubscribe_token_hash=<sensitive>")
 	builder.WriteString(", ")
 	builder.WriteString("attempts=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Attempts))

@@ -73,6 +73,26 @@ func (_c *MailMessageCreate) SetHTML(v string) *MailMessageCreate {
 	return _c
 }
 
+// SetExpiresAt sets the "expires_at" field.
+func (_c *MailMessageCreate) SetExpiresAt(v time.Time) *MailMessageCreate {
+	_c.mutation.SetExpiresAt(v)
+	return _c
+}
+
+// SetNillableExpiresAt sets the "expires_at" field if the given value is not nil.
+func (_c *MailMessageCreate) SetNillableExpiresAt(v *time.Time) *MailMessageCreate {
+	if v != nil {
+		_c.SetExpiresAt(*v)
+	}
+	return _c
+}
+
+// SetUnsubscribeTokenHash sets the "unsubscribe_token_hash" field.
+func (_c *MailMessageCreate) SetUnsubscribeTokenHash(v []byte) *MailMessageCreate {
+	_c.mutation.SetUnsubscribeTokenHash(v)
+	return _c
+}
+
 // SetAttempts sets the "attempts" field.
 func (_c *MailMessageCreate) SetAttempts(v int) *MailMessageCreate {
 	_c.mutation.SetAttempts(v)
@@ -344,6 +364,14 @@ func (_c *MailMessageCreate) createSpec() (*MailMessage, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.HTML(); ok {
 		_spec.SetField(mailmessage.FieldHTML, field.TypeString, value)
 		_node.HTML = value
+	}
+	if value, ok := _c.mutation.ExpiresAt(); ok {
+		_spec.SetField(mailmessage.FieldExpiresAt, field.TypeTime, value)
+		_node.ExpiresAt = &value
+	}
+	if value, ok := _c.mutation.UnsubscribeTokenHash(); ok {
+		_spec.SetField(mailmessage.FieldUnsubscribeTokenHash, field.TypeBytes, value)
+		_node.UnsubscribeTokenHash = &value
 	}
 	if value, ok := _c.mutation.Attempts(); ok {
 		_spec.SetField(mailmessage.FieldAttempts, field.TypeInt, value)

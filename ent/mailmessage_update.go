@@ -62,6 +62,38 @@ func (_u *MailMessageUpdate) SetNillableHTML(v *string) *MailMessageUpdate {
 	return _u
 }
 
+// SetExpiresAt sets the "expires_at" field.
+func (_u *MailMessageUpdate) SetExpiresAt(v time.Time) *MailMessageUpdate {
+	_u.mutation.SetExpiresAt(v)
+	return _u
+}
+
+// SetNillableExpiresAt sets the "expires_at" field if the given value is not nil.
+func (_u *MailMessageUpdate) SetNillableExpiresAt(v *time.Time) *MailMessageUpdate {
+	if v != nil {
+		_u.SetExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearExpiresAt clears the value of the "expires_at" field.
+func (_u *MailMessageUpdate) ClearExpiresAt() *MailMessageUpdate {
+	_u.mutation.ClearExpiresAt()
+	return _u
+}
+
+// SetUnsubscribeTokenHash sets the "unsubscribe_token_hash" field.
+func (_u *MailMessageUpdate) SetUnsubscribeTokenHash(v []byte) *MailMessageUpdate {
+	_u.mutation.SetUnsubscribeTokenHash(v)
+	return _u
+}
+
+// ClearUnsubscribeTokenHash clears the value of the "unsubscribe_token_hash" field.
+func (_u *MailMessageUpdate) ClearUnsubscribeTokenHash() *MailMessageUpdate {
+	_u.mutation.ClearUnsubscribeTokenHash()
+	return _u
+}
+
 // SetAttempts sets the "attempts" field.
 func (_u *MailMessageUpdate) SetAttempts(v int) *MailMessageUpdate {
 	_u.mutation.ResetAttempts()
@@ -253,6 +285,18 @@ func (_u *MailMessageUpdate) sqlSave(ctx context.Context) (_node int, err error)
 	if value, ok := _u.mutation.HTML(); ok {
 		_spec.SetField(mailmessage.FieldHTML, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.ExpiresAt(); ok {
+		_spec.SetField(mailmessage.FieldExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.ExpiresAtCleared() {
+		_spec.ClearField(mailmessage.FieldExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.UnsubscribeTokenHash(); ok {
+		_spec.SetField(mailmessage.FieldUnsubscribeTokenHash, field.TypeBytes, value)
+	}
+	if _u.mutation.UnsubscribeTokenHashCleared() {
+		_spec.ClearField(mailmessage.FieldUnsubscribeTokenHash, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Attempts(); ok {
 		_spec.SetField(mailmessage.FieldAttempts, field.TypeInt, value)
 	}
@@ -334,6 +378,38 @@ func (_u *MailMessageUpdateOne) SetNillableHTML(v *string) *MailMessageUpdateOne
 	if v != nil {
 		_u.SetHTML(*v)
 	}
+	return _u
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (_u *MailMessageUpdateOne) SetExpiresAt(v time.Time) *MailMessageUpdateOne {
+	_u.mutation.SetExpiresAt(v)
+	return _u
+}
+
+// SetNillableExpiresAt sets the "expires_at" field if the given value is not nil.
+func (_u *MailMessageUpdateOne) SetNillableExpiresAt(v *time.Time) *MailMessageUpdateOne {
+	if v != nil {
+		_u.SetExpiresAt(*v)
+	}
+	return _u
+}
+
+// ClearExpiresAt clears the value of the "expires_at" field.
+func (_u *MailMessageUpdateOne) ClearExpiresAt() *MailMessageUpdateOne {
+	_u.mutation.ClearExpiresAt()
+	return _u
+}
+
+// SetUnsubscribeTokenHash sets the "unsubscribe_token_hash" field.
+func (_u *MailMessageUpdateOne) SetUnsubscribeTokenHash(v []byte) *MailMessageUpdateOne {
+	_u.mutation.SetUnsubscribeTokenHash(v)
+	return _u
+}
+
+// ClearUnsubscribeTokenHash clears the value of the "unsubscribe_token_hash" field.
+func (_u *MailMessageUpdateOne) ClearUnsubscribeTokenHash() *MailMessageUpdateOne {
+	_u.mutation.ClearUnsubscribeTokenHash()
 	return _u
 }
 
@@ -557,6 +633,18 @@ func (_u *MailMessageUpdateOne) sqlSave(ctx context.Context) (_node *MailMessage
 	}
 	if value, ok := _u.mutation.HTML(); ok {
 		_spec.SetField(mailmessage.FieldHTML, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.ExpiresAt(); ok {
+		_spec.SetField(mailmessage.FieldExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.ExpiresAtCleared() {
+		_spec.ClearField(mailmessage.FieldExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.UnsubscribeTokenHash(); ok {
+		_spec.SetField(mailmessage.FieldUnsubscribeTokenHash, field.TypeBytes, value)
+	}
+	if _u.mutation.UnsubscribeTokenHashCleared() {
+		_spec.ClearField(mailmessage.FieldUnsubscribeTokenHash, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Attempts(); ok {
 		_spec.SetField(mailmessage.FieldAttempts, field.TypeInt, value)

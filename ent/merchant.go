@@ -30,6 +30,10 @@ type Merchant struct {
 	Email string `json:"email,omitempty"`
 	// EmailNormalized holds the value of the "email_normalized" field.
 	EmailNormalized string `json:"email_normalized,omitempty"`
+	// EmailVerifiedAt holds the value of the "email_verified_at" field.
+	EmailVerifiedAt *time.Time `json:"email_verified_at,omitempty"`
+	// EmailConfirmsOnSignin holds the value of the "email_confirms_on_signin" field.
+	EmailConfirmsOnSignin bool `json:"email_confirms_on_signin,omitempty"`
 	// Website holds the value of the "website" field.
 	Website string `json:"website,omitempty"`
 	// WebhookURL holds the value of the "webhook_url" field.
@@ -127,11 +131,11 @@ func (*Merchant) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted, merchant.FieldWebhookSecretPreviousEncrypted, merchant.FieldTestWebhookSecretEncrypted, merchant.FieldTestWebhookSecretPreviousEncrypted:
 			values[i] = new([]byte)
-		case merchant.FieldSettleHeldPayments, merchant.FieldActive:
+		case merchant.FieldEmailConfirmsOnSignin, merchant.FieldSettleHeldPayments, merchant.FieldActive:
 			values[i] = new(sql.NullBool)
 		case merchant.FieldName, merchant.FieldEmail, merchant.FieldEmailNormalized, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
 			values[i] = new(sql.NullString)
-		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldWebhookSecretPreviousExpiresAt, merchant.FieldTestWebhookSecretPreviousExpiresAt, merchant.FieldDeactivatedAt:
+		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldEmailVerifiedAt, merchant.FieldWebhookSecretPreviousExpiresAt, merchant.FieldTestWebhookSecretPreviousExpiresAt, merchant.FieldDeactivatedAt:
 			values[i] = new(sql.NullTime)
 		case merchant.FieldID:
 			values[i] = new(uuid.UUID)
@@ -185,6 +189,19 @@ func (_m *Merchant) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field email_normalized", values[i])
 			} else if value.Valid {
 				_m.EmailNormalized = value.String
+			}
+		case merchant.FieldEmailVerifiedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field email_verified_at", values[i])
+			} else if value.Valid {
+				_m.EmailVerifiedAt = new(time.Time)
+				*_m.EmailVerifiedAt = value.Time
+			}
+		case merchant.FieldEmailConfirmsOnSignin:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field email_confirms_on_signin", values[i])
+			} else if value.Valid {
+				_m.EmailConfirmsOnSignin = value.Bool
 			}
 		case merchant.FieldWebsite:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -370,6 +387,14 @@ func (_m *Merchant) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("email_normalized=")
 	builder.WriteString(_m.EmailNormalized)
+	builder.WriteString(", ")
+	if v := _m.EmailVerifiedAt; v != nil {
+		builder.WriteString("email_verified_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("email_confirms_on_signin=")
+	builder.WriteString(fmt.Sprintf("%v", _m.EmailConfirmsOnSignin))
 	builder.WriteString(", ")
 	builder.WriteString("website=")
 	builder.WriteString(_m.Website)

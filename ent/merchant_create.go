@@ -79,6 +79,34 @@ func (_c *MerchantCreate) SetNillableEmailNormalized(v *string) *MerchantCreate 
 	return _c
 }
 
+// SetEmailVerifiedAt sets the "email_verified_at" field.
+func (_c *MerchantCreate) SetEmailVerifiedAt(v time.Time) *MerchantCreate {
+	_c.mutation.SetEmailVerifiedAt(v)
+	return _c
+}
+
+// SetNillableEmailVerifiedAt sets the "email_verified_at" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableEmailVerifiedAt(v *time.Time) *MerchantCreate {
+	if v != nil {
+		_c.SetEmailVerifiedAt(*v)
+	}
+	return _c
+}
+
+// SetEmailConfirmsOnSignin sets the "email_confirms_on_signin" field.
+func (_c *MerchantCreate) SetEmailConfirmsOnSignin(v bool) *MerchantCreate {
+	_c.mutation.SetEmailConfirmsOnSignin(v)
+	return _c
+}
+
+// SetNillableEmailConfirmsOnSignin sets the "email_confirms_on_signin" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableEmailConfirmsOnSignin(v *bool) *MerchantCreate {
+	if v != nil {
+		_c.SetEmailConfirmsOnSignin(*v)
+	}
+	return _c
+}
+
 // SetWebsite sets the "website" field.
 func (_c *MerchantCreate) SetWebsite(v string) *MerchantCreate {
 	_c.mutation.SetWebsite(v)
@@ -411,6 +439,10 @@ func (_c *MerchantCreate) defaults() {
 		v := merchant.DefaultEmailNormalized
 		_c.mutation.SetEmailNormalized(v)
 	}
+	if _, ok := _c.mutation.EmailConfirmsOnSignin(); !ok {
+		v := merchant.DefaultEmailConfirmsOnSignin
+		_c.mutation.SetEmailConfirmsOnSignin(v)
+	}
 	if _, ok := _c.mutation.SettlementType(); !ok {
 		v := merchant.DefaultSettlementType
 		_c.mutation.SetSettlementType(v)
@@ -455,6 +487,9 @@ func (_c *MerchantCreate) check() error {
 	}
 	if _, ok := _c.mutation.EmailNormalized(); !ok {
 		return &ValidationError{Name: "email_normalized", err: errors.New(`ent: missing required field "Merchant.email_normalized"`)}
+	}
+	if _, ok := _c.mutation.EmailConfirmsOnSignin(); !ok {
+		return &ValidationError{Name: "email_confirms_on_signin", err: errors.New(`ent: missing required field "Merchant.email_confirms_on_signin"`)}
 	}
 	if _, ok := _c.mutation.SettlementType(); !ok {
 		return &ValidationError{Name: "settlement_type", err: errors.New(`ent: missing required field "Merchant.settlement_type"`)}
@@ -527,6 +562,14 @@ func (_c *MerchantCreate) createSpec() (*Merchant, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.EmailNormalized(); ok {
 		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
 		_node.EmailNormalized = value
+	}
+	if value, ok := _c.mutation.EmailVerifiedAt(); ok {
+		_spec.SetField(merchant.FieldEmailVerifiedAt, field.TypeTime, value)
+		_node.EmailVerifiedAt = &value
+	}
+	if value, ok := _c.mutation.EmailConfirmsOnSignin(); ok {
+		_spec.SetField(merchant.FieldEmailConfirmsOnSignin, field.TypeBool, value)
+		_node.EmailConfirmsOnSignin = value
 	}
 	if value, ok := _c.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)

@@ -82,6 +82,40 @@ func (_u *MerchantUpdate) SetNillableEmailNormalized(v *string) *MerchantUpdate 
 	return _u
 }
 
+// SetEmailVerifiedAt sets the "email_verified_at" field.
+func (_u *MerchantUpdate) SetEmailVerifiedAt(v time.Time) *MerchantUpdate {
+	_u.mutation.SetEmailVerifiedAt(v)
+	return _u
+}
+
+// SetNillableEmailVerifiedAt sets the "email_verified_at" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableEmailVerifiedAt(v *time.Time) *MerchantUpdate {
+	if v != nil {
+		_u.SetEmailVerifiedAt(*v)
+	}
+	return _u
+}
+
+// ClearEmailVerifiedAt clears the value of the "email_verified_at" field.
+func (_u *MerchantUpdate) ClearEmailVerifiedAt() *MerchantUpdate {
+	_u.mutation.ClearEmailVerifiedAt()
+	return _u
+}
+
+// SetEmailConfirmsOnSignin sets the "email_confirms_on_signin" field.
+func (_u *MerchantUpdate) SetEmailConfirmsOnSignin(v bool) *MerchantUpdate {
+	_u.mutation.SetEmailConfirmsOnSignin(v)
+	return _u
+}
+
+// SetNillableEmailConfirmsOnSignin sets the "email_confirms_on_signin" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableEmailConfirmsOnSignin(v *bool) *MerchantUpdate {
+	if v != nil {
+		_u.SetEmailConfirmsOnSignin(*v)
+	}
+	return _u
+}
+
 // SetWebsite sets the "website" field.
 func (_u *MerchantUpdate) SetWebsite(v string) *MerchantUpdate {
 	_u.mutation.SetWebsite(v)
@@ -597,6 +631,15 @@ func (_u *MerchantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.EmailNormalized(); ok {
 		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.EmailVerifiedAt(); ok {
+		_spec.SetField(merchant.FieldEmailVerifiedAt, field.TypeTime, value)
+	}
+	if _u.mutation.EmailVerifiedAtCleared() {
+		_spec.ClearField(merchant.FieldEmailVerifiedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.EmailConfirmsOnSignin(); ok {
+		_spec.SetField(merchant.FieldEmailConfirmsOnSignin, field.TypeBool, value)
+	}
 	if value, ok := _u.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)
 	}
@@ -903,6 +946,40 @@ func (_u *MerchantUpdateOne) SetEmailNormalized(v string) *MerchantUpdateOne {
 func (_u *MerchantUpdateOne) SetNillableEmailNormalized(v *string) *MerchantUpdateOne {
 	if v != nil {
 		_u.SetEmailNormalized(*v)
+	}
+	return _u
+}
+
+// SetEmailVerifiedAt sets the "email_verified_at" field.
+func (_u *MerchantUpdateOne) SetEmailVerifiedAt(v time.Time) *MerchantUpdateOne {
+	_u.mutation.SetEmailVerifiedAt(v)
+	return _u
+}
+
+// SetNillableEmailVerifiedAt sets the "email_verified_at" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableEmailVerifiedAt(v *time.Time) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetEmailVerifiedAt(*v)
+	}
+	return _u
+}
+
+// ClearEmailVerifiedAt clears the value of the "email_verified_at" field.
+func (_u *MerchantUpdateOne) ClearEmailVerifiedAt() *MerchantUpdateOne {
+	_u.mutation.ClearEmailVerifiedAt()
+	return _u
+}
+
+// SetEmailConfirmsOnSignin sets the "email_confirms_on_signin" field.
+func (_u *MerchantUpdateOne) SetEmailConfirmsOnSignin(v bool) *MerchantUpdateOne {
+	_u.mutation.SetEmailConfirmsOnSignin(v)
+	return _u
+}
+
+// SetNillableEmailConfirmsOnSignin sets the "email_confirms_on_signin" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableEmailConfirmsOnSignin(v *bool) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetEmailConfirmsOnSignin(*v)
 	}
 	return _u
 }
@@ -1451,6 +1528,15 @@ func (_u *MerchantUpdateOne) sqlSave(ctx context.Context) (_node *Merchant, err 
 	}
 	if value, ok := _u.mutation.EmailNormalized(); ok {
 		_spec.SetField(merchant.FieldEmailNormalized, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.EmailVerifiedAt(); ok {
+		_spec.SetField(merchant.FieldEmailVerifiedAt, field.TypeTime, value)
+	}
+	if _u.mutation.EmailVerifiedAtCleared() {
+		_spec.ClearField(merchant.FieldEmailVerifiedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.EmailConfirmsOnSignin(); ok {
+		_spec.SetField(merchant.FieldEmailConfirmsOnSignin, field.TypeBool, value)
 	}
 	if value, ok := _u.mutation.Website(); ok {
 		_spec.SetField(merchant.FieldWebsite, field.TypeString, value)

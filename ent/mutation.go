@@ -19,7 +19,9 @@ import (
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/mailoptout"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantemailconfirmation"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/merchantmember"
@@ -64,43 +66,45 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAccountEvent         = "AccountEvent"
-	TypeAgent                = "Agent"
-	TypeBrowserSession       = "BrowserSession"
-	TypeCardRequest          = "CardRequest"
-	TypeChainCursor          = "ChainCursor"
-	TypeCheckoutSession      = "CheckoutSession"
-	TypeDashboardSession     = "DashboardSession"
-	TypeDepositAddress       = "DepositAddress"
-	TypeFunding              = "Funding"
-	TypeGasSpend             = "GasSpend"
-	TypeIdempotencyKey       = "IdempotencyKey"
-	TypeIdentityCallback     = "IdentityCallback"
-	TypeIdentityVerification = "IdentityVerification"
-	TypeInvitation           = "Invitation"
-	TypeLoginToken           = "LoginToken"
-	TypeMailMessage          = "MailMessage"
-	TypeMerchant             = "Merchant"
-	TypeMerchantFeedEntry    = "MerchantFeedEntry"
-	TypeMerchantKey          = "MerchantKey"
-	TypeMerchantMember       = "MerchantMember"
-	TypePairing              = "Pairing"
-	TypePartnerAttestation   = "PartnerAttestation"
-	TypePasskey              = "Passkey"
-	TypePasskeyCeremony      = "PasskeyCeremony"
-	TypePayment              = "Payment"
-	TypeRateLimitCounter     = "RateLimitCounter"
-	TypeRefund               = "Refund"
-	TypeSettlementBatch      = "SettlementBatch"
-	TypeSignatureChallenge   = "SignatureChallenge"
-	TypeSpendApproval        = "SpendApproval"
-	TypeSpendingPolicy       = "SpendingPolicy"
-	TypeTransfer             = "Transfer"
-	TypeUser                 = "User"
-	TypeWallet               = "Wallet"
-	TypeWebhookAttempt       = "WebhookAttempt"
-	TypeWebhookDelivery      = "WebhookDelivery"
-	TypeWebhookEvent         = "WebhookEvent"
+	TypeAccountEvent              = "AccountEvent"
+	TypeAgent                     = "Agent"
+	TypeBrowserSession            = "BrowserSession"
+	TypeCardRequest               = "CardRequest"
+	TypeChainCursor               = "ChainCursor"
+	TypeCheckoutSession           = "CheckoutSession"
+	TypeDashboardSession          = "DashboardSession"
+	TypeDepositAddress            = "DepositAddress"
+	TypeFunding                   = "Funding"
+	TypeGasSpend                  = "GasSpend"
+	TypeIdempotencyKey            = "IdempotencyKey"
+	TypeIdentityCallback          = "IdentityCallback"
+	TypeIdentityVerification      = "IdentityVerification"
+	TypeInvitation                = "Invitation"
+	TypeLoginToken                = "LoginToken"
+	TypeMailMessage               = "MailMessage"
+	TypeMailOptOut                = "MailOptOut"
+	TypeMerchant                  = "Merchant"
+	TypeMerchantEmailConfirmation = "MerchantEmailConfirmation"
+	TypeMerchantFeedEntry         = "MerchantFeedEntry"
+	TypeMerchantKey               = "MerchantKey"
+	TypeMerchantMember            = "MerchantMember"
+	TypePairing                   = "Pairing"
+	TypePartnerAttestation        = "PartnerAttestation"
+	TypePasskey                   = "Passkey"
+	TypePasskeyCeremony           = "PasskeyCeremony"
+	TypePayment                   = "Payment"
+	TypeRateLimitCounter          = "RateLimitCounter"
+	TypeRefund                    = "Refund"
+	TypeSettlementBatch           = "SettlementBatch"
+	TypeSignatureChallenge        = "SignatureChallenge"
+	TypeSpendApproval             = "SpendApproval"
+	TypeSpendingPolicy            = "SpendingPolicy"
+	TypeTransfer                  = "Transfer"
+	TypeUser                      = "User"
+	TypeWallet                    = "Wallet"
+	TypeWebhookAttempt            = "WebhookAttempt"
+	TypeWebhookDelivery           = "WebhookDelivery"
+	TypeWebhookEvent              = "WebhookEvent"
 )
 
 // AccountEventMutation represents an operation that mutates the AccountEvent nodes in the graph.
@@ -14377,6 +14381,7 @@ type InvitationMutation struct {
 	expires_at    *time.Time
 	accepted_at   *time.Time
 	accepted_by   *uuid.UUID
+	declined_at   *time.Time
 	clearedFields map[string]struct{}
 	agent         *uuid.UUID
 	clearedagent  bool
@@ -14839,6 +14844,55 @@ func (m *InvitationMutation) ResetAcceptedBy() {
 	delete(m.clearedFields, invitation.FieldAcceptedBy)
 }
 
+// SetDeclinedAt sets the "declined_at" field.
+func (m *InvitationMutation) SetDeclinedAt(t time.Time) {
+	m.declined_at = &t
+}
+
+// DeclinedAt returns the value of the "declined_at" field in the mutation.
+func (m *InvitationMutation) DeclinedAt() (r time.Time, exists bool) {
+	v := m.declined_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeclinedAt returns the old "declined_at" field's value of the Invitation entity.
+// If the Invitation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InvitationMutation) OldDeclinedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeclinedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeclinedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeclinedAt: %w", err)
+	}
+	return oldValue.DeclinedAt, nil
+}
+
+// ClearDeclinedAt clears the value of the "declined_at" field.
+func (m *InvitationMutation) ClearDeclinedAt() {
+	m.declined_at = nil
+	m.clearedFields[invitation.FieldDeclinedAt] = struct{}{}
+}
+
+// DeclinedAtCleared returns if the "declined_at" field was cleared in this mutation.
+func (m *InvitationMutation) DeclinedAtCleared() bool {
+	_, ok := m.clearedFields[invitation.FieldDeclinedAt]
+	return ok
+}
+
+// ResetDeclinedAt resets all changes to the "declined_at" field.
+func (m *InvitationMutation) ResetDeclinedAt() {
+	m.declined_at = nil
+	delete(m.clearedFields, invitation.FieldDeclinedAt)
+}
+
 // ClearAgent clears the "agent" edge to the Agent entity.
 func (m *InvitationMutation) ClearAgent() {
 	m.clearedagent = true
@@ -14900,7 +14954,7 @@ func (m *InvitationMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *InvitationMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 10)
 	if m.created_at != nil {
 		fields = append(fields, invitation.FieldCreatedAt)
 	}
@@ -14928,6 +14982,9 @@ func (m *InvitationMutation) Fields() []string {
 	if m.accepted_by != nil {
 		fields = append(fields, invitation.FieldAcceptedBy)
 	}
+	if m.declined_at != nil {
+		fields = append(fields, invitation.FieldDeclinedAt)
+	}
 	return fields
 }
 
@@ -14954,6 +15011,8 @@ func (m *InvitationMutation) Field(name string) (ent.Value, bool) {
 		return m.AcceptedAt()
 	case invitation.FieldAcceptedBy:
 		return m.AcceptedBy()
+	case invitation.FieldDeclinedAt:
+		return m.DeclinedAt()
 	}
 	return nil, false
 }
@@ -14981,6 +15040,8 @@ func (m *InvitationMutation) OldField(ctx context.Context, name string) (ent.Val
 		return m.OldAcceptedAt(ctx)
 	case invitation.FieldAcceptedBy:
 		return m.OldAcceptedBy(ctx)
+	case invitation.FieldDeclinedAt:
+		return m.OldDeclinedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Invitation field %s", name)
 }
@@ -15053,6 +15114,13 @@ func (m *InvitationMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAcceptedBy(v)
 		return nil
+	case invitation.FieldDeclinedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeclinedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Invitation field %s", name)
 }
@@ -15089,6 +15157,9 @@ func (m *InvitationMutation) ClearedFields() []string {
 	if m.FieldCleared(invitation.FieldAcceptedBy) {
 		fields = append(fields, invitation.FieldAcceptedBy)
 	}
+	if m.FieldCleared(invitation.FieldDeclinedAt) {
+		fields = append(fields, invitation.FieldDeclinedAt)
+	}
 	return fields
 }
 
@@ -15108,6 +15179,9 @@ func (m *InvitationMutation) ClearField(name string) error {
 		return nil
 	case invitation.FieldAcceptedBy:
 		m.ClearAcceptedBy()
+		return nil
+	case invitation.FieldDeclinedAt:
+		m.ClearDeclinedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Invitation nullable field %s", name)
@@ -15143,6 +15217,9 @@ func (m *InvitationMutation) ResetField(name string) error {
 		return nil
 	case invitation.FieldAcceptedBy:
 		m.ResetAcceptedBy()
+		return nil
+	case invitation.FieldDeclinedAt:
+		m.ResetDeclinedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Invitation field %s", name)
@@ -15849,26 +15926,28 @@ func (m *LoginTokenMutation) ResetEdge(name string) error {
 // MailMessageMutation represents an operation that mutates the MailMessage nodes in the graph.
 type MailMessageMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *uuid.UUID
-	created_at    *time.Time
-	updated_at    *time.Time
-	to            *string
-	subject       *string
-	text          *string
-	html          *string
-	attempts      *int
-	addattempts   *int
-	locked_until  *time.Time
-	sent_at       *time.Time
-	failed_at     *time.Time
-	last_error    *string
-	transport     *string
-	clearedFields map[string]struct{}
-	done          bool
-	oldValue      func(context.Context) (*MailMessage, error)
-	predicates    []predicate.MailMessage
+	op                     Op
+	typ                    string
+	id                     *uuid.UUID
+	created_at             *time.Time
+	updated_at             *time.Time
+	to                     *string
+	subject                *string
+	text                   *string
+	html                   *string
+	expires_at             *time.Time
+	unsubscribe_token_hash *[]byte
+	attempts               *int
+	addattempts            *int
+	locked_until           *time.Time
+	sent_at                *time.Time
+	failed_at              *time.Time
+	last_error             *string
+	transport              *string
+	clearedFields          map[string]struct{}
+	done                   bool
+	oldValue               func(context.Context) (*MailMessage, error)
+	predicates             []predicate.MailMessage
 }
 
 var _ ent.Mutation = (*MailMessageMutation)(nil)
@@ -16191,6 +16270,104 @@ func (m *MailMessageMutation) ResetHTML() {
 	m.html = nil
 }
 
+// SetExpiresAt sets the "expires_at" field.
+func (m *MailMessageMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *MailMessageMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ClearExpiresAt clears the value of the "expires_at" field.
+func (m *MailMessageMutation) ClearExpiresAt() {
+	m.expires_at = nil
+	m.clearedFields[mailmessage.FieldExpiresAt] = struct{}{}
+}
+
+// ExpiresAtCleared returns if the "expires_at" field was cleared in this mutation.
+func (m *MailMessageMutation) ExpiresAtCleared() bool {
+	_, ok := m.clearedFields[mailmessage.FieldExpiresAt]
+	return ok
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *MailMessageMutation) ResetExpiresAt() {
+	m.expires_at = nil
+	delete(m.clearedFields, mailmessage.FieldExpiresAt)
+}
+
+// SetUnsubscribeTokenHash sets the "unsubscribe_token_hash" field.
+func (m *MailMessageMutation) SetUnsubscribeTokenHash(b []byte) {
+	m.unsubscribe_token_hash = &b
+}
+
+// UnsubscribeTokenHash returns the value of the "unsubscribe_token_hash" field in the mutation.
+func (m *MailMessageMutation) UnsubscribeTokenHash() (r []byte, exists bool) {
+	v := m.unsubscribe_token_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUnsubscribeTokenHash returns the old "unsubscribe_token_hash" field's value of the MailMessage entity.
+// If the MailMessage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailMessageMutation) OldUnsubscribeTokenHash(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUnsubscribeTokenHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUnsubscribeTokenHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUnsubscribeTokenHash: %w", err)
+	}
+	return oldValue.UnsubscribeTokenHash, nil
+}
+
+// ClearUnsubscribeTokenHash clears the value of the "unsubscribe_token_hash" field.
+func (m *MailMessageMutation) ClearUnsubscribeTokenHash() {
+	m.unsubscribe_token_hash = nil
+	m.clearedFields[mailmessage.FieldUnsubscribeTokenHash] = struct{}{}
+}
+
+// UnsubscribeTokenHashCleared returns if the "unsubscribe_token_hash" field was cleared in this mutation.
+func (m *MailMessageMutation) UnsubscribeTokenHashCleared() bool {
+	_, ok := m.clearedFields[mailmessage.FieldUnsubscribeTokenHash]
+	return ok
+}
+
+// ResetUnsubscribeTokenHash resets all changes to the "unsubscribe_token_hash" field.
+func (m *MailMessageMutation) ResetUnsubscribeTokenHash() {
+	m.unsubscribe_token_hash = nil
+	delete(m.clearedFields, mailmessage.FieldUnsubscribeTokenHash)
+}
+
 // SetAttempts sets the "attempts" field.
 func (m *MailMessageMutation) SetAttempts(i int) {
 	m.attempts = &i
@@ -16500,7 +16677,7 @@ func (m *MailMessageMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MailMessageMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 14)
 	if m.created_at != nil {
 		fields = append(fields, mailmessage.FieldCreatedAt)
 	}
@@ -16518,6 +16695,12 @@ func (m *MailMessageMutation) Fields() []string {
 	}
 	if m.html != nil {
 		fields = append(fields, mailmessage.FieldHTML)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, mailmessage.FieldExpiresAt)
+	}
+	if m.unsubscribe_token_hash != nil {
+		fields = append(fields, mailmessage.FieldUnsubscribeTokenHash)
 	}
 	if m.attempts != nil {
 		fields = append(fields, mailmessage.FieldAttempts)
@@ -16557,6 +16740,10 @@ func (m *MailMessageMutation) Field(name string) (ent.Value, bool) {
 		return m.Text()
 	case mailmessage.FieldHTML:
 		return m.HTML()
+	case mailmessage.FieldExpiresAt:
+		return m.ExpiresAt()
+	case mailmessage.FieldUnsubscribeTokenHash:
+		return m.UnsubscribeTokenHash()
 	case mailmessage.FieldAttempts:
 		return m.Attempts()
 	case mailmessage.FieldLockedUntil:
@@ -16590,6 +16777,10 @@ func (m *MailMessageMutation) OldField(ctx context.Context, name string) (ent.Va
 		return m.OldText(ctx)
 	case mailmessage.FieldHTML:
 		return m.OldHTML(ctx)
+	case mailmessage.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case mailmessage.FieldUnsubscribeTokenHash:
+		return m.OldUnsubscribeTokenHash(ctx)
 	case mailmessage.FieldAttempts:
 		return m.OldAttempts(ctx)
 	case mailmessage.FieldLockedUntil:
@@ -16652,6 +16843,20 @@ func (m *MailMessageMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetHTML(v)
+		return nil
+	case mailmessage.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case mailmessage.FieldUnsubscribeTokenHash:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUnsubscribeTokenHash(v)
 		return nil
 	case mailmessage.FieldAttempts:
 		v, ok := value.(int)
@@ -16740,6 +16945,12 @@ func (m *MailMessageMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *MailMessageMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(mailmessage.FieldExpiresAt) {
+		fields = append(fields, mailmessage.FieldExpiresAt)
+	}
+	if m.FieldCleared(mailmessage.FieldUnsubscribeTokenHash) {
+		fields = append(fields, mailmessage.FieldUnsubscribeTokenHash)
+	}
 	if m.FieldCleared(mailmessage.FieldLockedUntil) {
 		fields = append(fields, mailmessage.FieldLockedUntil)
 	}
@@ -16763,6 +16974,12 @@ func (m *MailMessageMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *MailMessageMutation) ClearField(name string) error {
 	switch name {
+	case mailmessage.FieldExpiresAt:
+		m.ClearExpiresAt()
+		return nil
+	case mailmessage.FieldUnsubscribeTokenHash:
+		m.ClearUnsubscribeTokenHash()
+		return nil
 	case mailmessage.FieldLockedUntil:
 		m.ClearLockedUntil()
 		return nil
@@ -16797,6 +17014,12 @@ func (m *MailMessageMutation) ResetField(name string) error {
 		return nil
 	case mailmessage.FieldHTML:
 		m.ResetHTML()
+		return nil
+	case mailmessage.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case mailmessage.FieldUnsubscribeTokenHash:
+		m.ResetUnsubscribeTokenHash()
 		return nil
 	case mailmessage.FieldAttempts:
 		m.ResetAttempts()
@@ -16868,6 +17091,576 @@ func (m *MailMessageMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown MailMessage edge %s", name)
 }
 
+// MailOptOutMutation represents an operation that mutates the MailOptOut nodes in the graph.
+type MailOptOutMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	email         *string
+	agent_id      *uuid.UUID
+	reason        *mailoptout.Reason
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*MailOptOut, error)
+	predicates    []predicate.MailOptOut
+}
+
+var _ ent.Mutation = (*MailOptOutMutation)(nil)
+
+// mailoptoutOption allows management of the mutation configuration using functional options.
+type mailoptoutOption func(*MailOptOutMutation)
+
+// newMailOptOutMutation creates new mutation for the MailOptOut entity.
+func newMailOptOutMutation(c config, op Op, opts ...mailoptoutOption) *MailOptOutMutation {
+	m := &MailOptOutMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMailOptOut,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMailOptOutID sets the ID field of the mutation.
+func withMailOptOutID(id uuid.UUID) mailoptoutOption {
+	return func(m *MailOptOutMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MailOptOut
+		)
+		m.oldValue = func(ctx context.Context) (*MailOptOut, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MailOptOut.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMailOptOut sets the old MailOptOut of the mutation.
+func withMailOptOut(node *MailOptOut) mailoptoutOption {
+	return func(m *MailOptOutMutation) {
+		m.oldValue = func(context.Context) (*MailOptOut, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MailOptOutMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MailOptOutMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MailOptOut entities.
+func (m *MailOptOutMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MailOptOutMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MailOptOutMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MailOptOut.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MailOptOutMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MailOptOutMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MailOptOut entity.
+// If the MailOptOut object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailOptOutMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MailOptOutMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *MailOptOutMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *MailOptOutMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the MailOptOut entity.
+// If the MailOptOut object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailOptOutMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *MailOptOutMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetEmail sets the "email" field.
+func (m *MailOptOutMutation) SetEmail(s string) {
+	m.email = &s
+}
+
+// Email returns the value of the "email" field in the mutation.
+func (m *MailOptOutMutation) Email() (r string, exists bool) {
+	v := m.email
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmail returns the old "email" field's value of the MailOptOut entity.
+// If the MailOptOut object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailOptOutMutation) OldEmail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmail: %w", err)
+	}
+	return oldValue.Email, nil
+}
+
+// ResetEmail resets all changes to the "email" field.
+func (m *MailOptOutMutation) ResetEmail() {
+	m.email = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *MailOptOutMutation) SetAgentID(u uuid.UUID) {
+	m.agent_id = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *MailOptOutMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the MailOptOut entity.
+// If the MailOptOut object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailOptOutMutation) OldAgentID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ClearAgentID clears the value of the "agent_id" field.
+func (m *MailOptOutMutation) ClearAgentID() {
+	m.agent_id = nil
+	m.clearedFields[mailoptout.FieldAgentID] = struct{}{}
+}
+
+// AgentIDCleared returns if the "agent_id" field was cleared in this mutation.
+func (m *MailOptOutMutation) AgentIDCleared() bool {
+	_, ok := m.clearedFields[mailoptout.FieldAgentID]
+	return ok
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *MailOptOutMutation) ResetAgentID() {
+	m.agent_id = nil
+	delete(m.clearedFields, mailoptout.FieldAgentID)
+}
+
+// SetReason sets the "reason" field.
+func (m *MailOptOutMutation) SetReason(value mailoptout.Reason) {
+	m.reason = &value
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *MailOptOutMutation) Reason() (r mailoptout.Reason, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the MailOptOut entity.
+// If the MailOptOut object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MailOptOutMutation) OldReason(ctx context.Context) (v mailoptout.Reason, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *MailOptOutMutation) ResetReason() {
+	m.reason = nil
+}
+
+// Where appends a list predicates to the MailOptOutMutation builder.
+func (m *MailOptOutMutation) Where(ps ...predicate.MailOptOut) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MailOptOutMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MailOptOutMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MailOptOut, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MailOptOutMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MailOptOutMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MailOptOut).
+func (m *MailOptOutMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MailOptOutMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.created_at != nil {
+		fields = append(fields, mailoptout.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, mailoptout.FieldUpdatedAt)
+	}
+	if m.email != nil {
+		fields = append(fields, mailoptout.FieldEmail)
+	}
+	if m.agent_id != nil {
+		fields = append(fields, mailoptout.FieldAgentID)
+	}
+	if m.reason != nil {
+		fields = append(fields, mailoptout.FieldReason)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MailOptOutMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case mailoptout.FieldCreatedAt:
+		return m.CreatedAt()
+	case mailoptout.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case mailoptout.FieldEmail:
+		return m.Email()
+	case mailoptout.FieldAgentID:
+		return m.AgentID()
+	case mailoptout.FieldReason:
+		return m.Reason()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MailOptOutMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case mailoptout.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case mailoptout.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case mailoptout.FieldEmail:
+		return m.OldEmail(ctx)
+	case mailoptout.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case mailoptout.FieldReason:
+		return m.OldReason(ctx)
+	}
+	return nil, fmt.Errorf("unknown MailOptOut field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MailOptOutMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case mailoptout.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case mailoptout.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case mailoptout.FieldEmail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmail(v)
+		return nil
+	case mailoptout.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case mailoptout.FieldReason:
+		v, ok := value.(mailoptout.Reason)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MailOptOut field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MailOptOutMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MailOptOutMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MailOptOutMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MailOptOut numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MailOptOutMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(mailoptout.FieldAgentID) {
+		fields = append(fields, mailoptout.FieldAgentID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MailOptOutMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MailOptOutMutation) ClearField(name string) error {
+	switch name {
+	case mailoptout.FieldAgentID:
+		m.ClearAgentID()
+		return nil
+	}
+	return fmt.Errorf("unknown MailOptOut nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MailOptOutMutation) ResetField(name string) error {
+	switch name {
+	case mailoptout.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case mailoptout.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case mailoptout.FieldEmail:
+		m.ResetEmail()
+		return nil
+	case mailoptout.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case mailoptout.FieldReason:
+		m.ResetReason()
+		return nil
+	}
+	return fmt.Errorf("unknown MailOptOut field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MailOptOutMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MailOptOutMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MailOptOutMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MailOptOutMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MailOptOutMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MailOptOutMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MailOptOutMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown MailOptOut unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MailOptOutMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown MailOptOut edge %s", name)
+}
+
 // MerchantMutation represents an operation that mutates the Merchant nodes in the graph.
 type MerchantMutation struct {
 	config
@@ -16879,6 +17672,8 @@ type MerchantMutation struct {
 	name                                    *string
 	email                                   *string
 	email_normalized                        *string
+	email_verified_at                       *time.Time
+	email_confirms_on_signin                *bool
 	website                                 *string
 	webhook_url                             *string
 	success_url                             *string
@@ -17196,6 +17991,91 @@ func (m *MerchantMutation) OldEmailNormalized(ctx context.Context) (v string, er
 // ResetEmailNormalized resets all changes to the "email_normalized" field.
 func (m *MerchantMutation) ResetEmailNormalized() {
 	m.email_normalized = nil
+}
+
+// SetEmailVerifiedAt sets the "email_verified_at" field.
+func (m *MerchantMutation) SetEmailVerifiedAt(t time.Time) {
+	m.email_verified_at = &t
+}
+
+// EmailVerifiedAt returns the value of the "email_verified_at" field in the mutation.
+func (m *MerchantMutation) EmailVerifiedAt() (r time.Time, exists bool) {
+	v := m.email_verified_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmailVerifiedAt returns the old "email_verified_at" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldEmailVerifiedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmailVerifiedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmailVerifiedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmailVerifiedAt: %w", err)
+	}
+	return oldValue.EmailVerifiedAt, nil
+}
+
+// ClearEmailVerifiedAt clears the value of the "email_verified_at" field.
+func (m *MerchantMutation) ClearEmailVerifiedAt() {
+	m.email_verified_at = nil
+	m.clearedFields[merchant.FieldEmailVerifiedAt] = struct{}{}
+}
+
+// EmailVerifiedAtCleared returns if the "email_verified_at" field was cleared in this mutation.
+func (m *MerchantMutation) EmailVerifiedAtCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldEmailVerifiedAt]
+	return ok
+}
+
+// ResetEmailVerifiedAt resets all changes to the "email_verified_at" field.
+func (m *MerchantMutation) ResetEmailVerifiedAt() {
+	m.email_verified_at = nil
+	delete(m.clearedFields, merchant.FieldEmailVerifiedAt)
+}
+
+// SetEmailConfirmsOnSignin sets the "email_confirms_on_signin" field.
+func (m *MerchantMutation) SetEmailConfirmsOnSignin(b bool) {
+	m.email_confirms_on_signin = &b
+}
+
+// EmailConfirmsOnSignin returns the value of the "email_confirms_on_signin" field in the mutation.
+func (m *MerchantMutation) EmailConfirmsOnSignin() (r bool, exists bool) {
+	v := m.email_confirms_on_signin
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmailConfirmsOnSignin returns the old "email_confirms_on_signin" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldEmailConfirmsOnSignin(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmailConfirmsOnSignin is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmailConfirmsOnSignin requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmailConfirmsOnSignin: %w", err)
+	}
+	return oldValue.EmailConfirmsOnSignin, nil
+}
+
+// ResetEmailConfirmsOnSignin resets all changes to the "email_confirms_on_signin" field.
+func (m *MerchantMutation) ResetEmailConfirmsOnSignin() {
+	m.email_confirms_on_signin = nil
 }
 
 // SetWebsite sets the "website" field.
@@ -18289,7 +19169,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 24)
+	fields := make([]string, 0, 26)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -18304,6 +19184,12 @@ func (m *MerchantMutation) Fields() []string {
 	}
 	if m.email_normalized != nil {
 		fields = append(fields, merchant.FieldEmailNormalized)
+	}
+	if m.email_verified_at != nil {
+		fields = append(fields, merchant.FieldEmailVerifiedAt)
+	}
+	if m.email_confirms_on_signin != nil {
+		fields = append(fields, merchant.FieldEmailConfirmsOnSignin)
 	}
 	if m.website != nil {
 		fields = append(fields, merchant.FieldWebsite)
@@ -18380,6 +19266,10 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.Email()
 	case merchant.FieldEmailNormalized:
 		return m.EmailNormalized()
+	case merchant.FieldEmailVerifiedAt:
+		return m.EmailVerifiedAt()
+	case merchant.FieldEmailConfirmsOnSignin:
+		return m.EmailConfirmsOnSignin()
 	case merchant.FieldWebsite:
 		return m.Website()
 	case merchant.FieldWebhookURL:
@@ -18437,6 +19327,10 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldEmail(ctx)
 	case merchant.FieldEmailNormalized:
 		return m.OldEmailNormalized(ctx)
+	case merchant.FieldEmailVerifiedAt:
+		return m.OldEmailVerifiedAt(ctx)
+	case merchant.FieldEmailConfirmsOnSignin:
+		return m.OldEmailConfirmsOnSignin(ctx)
 	case merchant.FieldWebsite:
 		return m.OldWebsite(ctx)
 	case merchant.FieldWebhookURL:
@@ -18518,6 +19412,20 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetEmailNormalized(v)
+		return nil
+	case merchant.FieldEmailVerifiedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmailVerifiedAt(v)
+		return nil
+	case merchant.FieldEmailConfirmsOnSignin:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmailConfirmsOnSignin(v)
 		return nil
 	case merchant.FieldWebsite:
 		v, ok := value.(string)
@@ -18682,6 +19590,9 @@ func (m *MerchantMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *MerchantMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(merchant.FieldEmailVerifiedAt) {
+		fields = append(fields, merchant.FieldEmailVerifiedAt)
+	}
 	if m.FieldCleared(merchant.FieldWebsite) {
 		fields = append(fields, merchant.FieldWebsite)
 	}
@@ -18741,6 +19652,9 @@ func (m *MerchantMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *MerchantMutation) ClearField(name string) error {
 	switch name {
+	case merchant.FieldEmailVerifiedAt:
+		m.ClearEmailVerifiedAt()
+		return nil
 	case merchant.FieldWebsite:
 		m.ClearWebsite()
 		return nil
@@ -18808,6 +19722,12 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldEmailNormalized:
 		m.ResetEmailNormalized()
+		return nil
+	case merchant.FieldEmailVerifiedAt:
+		m.ResetEmailVerifiedAt()
+		return nil
+	case merchant.FieldEmailConfirmsOnSignin:
+		m.ResetEmailConfirmsOnSignin()
 		return nil
 	case merchant.FieldWebsite:
 		m.ResetWebsite()
@@ -19004,6 +19924,684 @@ func (m *MerchantMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Merchant edge %s", name)
+}
+
+// MerchantEmailConfirmationMutation represents an operation that mutates the MerchantEmailConfirmation nodes in the graph.
+type MerchantEmailConfirmationMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	merchant_id   *uuid.UUID
+	email         *string
+	token_hash    *[]byte
+	expires_at    *time.Time
+	used_at       *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*MerchantEmailConfirmation, error)
+	predicates    []predicate.MerchantEmailConfirmation
+}
+
+var _ ent.Mutation = (*MerchantEmailConfirmationMutation)(nil)
+
+// merchantemailconfirmationOption allows management of the mutation configuration using functional options.
+type merchantemailconfirmationOption func(*MerchantEmailConfirmationMutation)
+
+// newMerchantEmailConfirmationMutation creates new mutation for the MerchantEmailConfirmation entity.
+func newMerchantEmailConfirmationMutation(c config, op Op, opts ...merchantemailconfirmationOption) *MerchantEmailConfirmationMutation {
+	m := &MerchantEmailConfirmationMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMerchantEmailConfirmation,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMerchantEmailConfirmationID sets the ID field of the mutation.
+func withMerchantEmailConfirmationID(id uuid.UUID) merchantemailconfirmationOption {
+	return func(m *MerchantEmailConfirmationMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MerchantEmailConfirmation
+		)
+		m.oldValue = func(ctx context.Context) (*MerchantEmailConfirmation, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MerchantEmailConfirmation.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMerchantEmailConfirmation sets the old MerchantEmailConfirmation of the mutation.
+func withMerchantEmailConfirmation(node *MerchantEmailConfirmation) merchantemailconfirmationOption {
+	return func(m *MerchantEmailConfirmationMutation) {
+		m.oldValue = func(context.Context) (*MerchantEmailConfirmation, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MerchantEmailConfirmationMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MerchantEmailConfirmationMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MerchantEmailConfirmation entities.
+func (m *MerchantEmailConfirmationMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MerchantEmailConfirmationMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MerchantEmailConfirmationMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MerchantEmailConfirmation.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MerchantEmailConfirmationMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MerchantEmailConfirmationMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *MerchantEmailConfirmationMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *MerchantEmailConfirmationMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *MerchantEmailConfirmationMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *MerchantEmailConfirmationMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetEmail sets the "email" field.
+func (m *MerchantEmailConfirmationMutation) SetEmail(s string) {
+	m.email = &s
+}
+
+// Email returns the value of the "email" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) Email() (r string, exists bool) {
+	v := m.email
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEmail returns the old "email" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldEmail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEmail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEmail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEmail: %w", err)
+	}
+	return oldValue.Email, nil
+}
+
+// ResetEmail resets all changes to the "email" field.
+func (m *MerchantEmailConfirmationMutation) ResetEmail() {
+	m.email = nil
+}
+
+// SetTokenHash sets the "token_hash" field.
+func (m *MerchantEmailConfirmationMutation) SetTokenHash(b []byte) {
+	m.token_hash = &b
+}
+
+// TokenHash returns the value of the "token_hash" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) TokenHash() (r []byte, exists bool) {
+	v := m.token_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTokenHash returns the old "token_hash" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldTokenHash(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTokenHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTokenHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTokenHash: %w", err)
+	}
+	return oldValue.TokenHash, nil
+}
+
+// ResetTokenHash resets all changes to the "token_hash" field.
+func (m *MerchantEmailConfirmationMutation) ResetTokenHash() {
+	m.token_hash = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *MerchantEmailConfirmationMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *MerchantEmailConfirmationMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetUsedAt sets the "used_at" field.
+func (m *MerchantEmailConfirmationMutation) SetUsedAt(t time.Time) {
+	m.used_at = &t
+}
+
+// UsedAt returns the value of the "used_at" field in the mutation.
+func (m *MerchantEmailConfirmationMutation) UsedAt() (r time.Time, exists bool) {
+	v := m.used_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUsedAt returns the old "used_at" field's value of the MerchantEmailConfirmation entity.
+// If the MerchantEmailConfirmation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantEmailConfirmationMutation) OldUsedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUsedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUsedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUsedAt: %w", err)
+	}
+	return oldValue.UsedAt, nil
+}
+
+// ClearUsedAt clears the value of the "used_at" field.
+func (m *MerchantEmailConfirmationMutation) ClearUsedAt() {
+	m.used_at = nil
+	m.clearedFields[merchantemailconfirmation.FieldUsedAt] = struct{}{}
+}
+
+// UsedAtCleared returns if the "used_at" field was cleared in this mutation.
+func (m *MerchantEmailConfirmationMutation) UsedAtCleared() bool {
+	_, ok := m.clearedFields[merchantemailconfirmation.FieldUsedAt]
+	return ok
+}
+
+// ResetUsedAt resets all changes to the "used_at" field.
+func (m *MerchantEmailConfirmationMutation) ResetUsedAt() {
+	m.used_at = nil
+	delete(m.clearedFields, merchantemailconfirmation.FieldUsedAt)
+}
+
+// Where appends a list predicates to the MerchantEmailConfirmationMutation builder.
+func (m *MerchantEmailConfirmationMutation) Where(ps ...predicate.MerchantEmailConfirmation) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MerchantEmailConfirmationMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MerchantEmailConfirmationMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MerchantEmailConfirmation, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MerchantEmailConfirmationMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MerchantEmailConfirmationMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MerchantEmailConfirmation).
+func (m *MerchantEmailConfirmationMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MerchantEmailConfirmationMutation) Fields() []string {
+	fields := make([]string, 0, 7)
+	if m.created_at != nil {
+		fields = append(fields, merchantemailconfirmation.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, merchantemailconfirmation.FieldUpdatedAt)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, merchantemailconfirmation.FieldMerchantID)
+	}
+	if m.email != nil {
+		fields = append(fields, merchantemailconfirmation.FieldEmail)
+	}
+	if m.token_hash != nil {
+		fields = append(fields, merchantemailconfirmation.FieldTokenHash)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, merchantemailconfirmation.FieldExpiresAt)
+	}
+	if m.used_at != nil {
+		fields = append(fields, merchantemailconfirmation.FieldUsedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MerchantEmailConfirmationMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case merchantemailconfirmation.FieldCreatedAt:
+		return m.CreatedAt()
+	case merchantemailconfirmation.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case merchantemailconfirmation.FieldMerchantID:
+		return m.MerchantID()
+	case merchantemailconfirmation.FieldEmail:
+		return m.Email()
+	case merchantemailconfirmation.FieldTokenHash:
+		return m.TokenHash()
+	case merchantemailconfirmation.FieldExpiresAt:
+		return m.ExpiresAt()
+	case merchantemailconfirmation.FieldUsedAt:
+		return m.UsedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MerchantEmailConfirmationMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case merchantemailconfirmation.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case merchantemailconfirmation.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case merchantemailconfirmation.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case merchantemailconfirmation.FieldEmail:
+		return m.OldEmail(ctx)
+	case merchantemailconfirmation.FieldTokenHash:
+		return m.OldTokenHash(ctx)
+	case merchantemailconfirmation.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case merchantemailconfirmation.FieldUsedAt:
+		return m.OldUsedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown MerchantEmailConfirmation field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantEmailConfirmationMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case merchantemailconfirmation.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case merchantemailconfirmation.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case merchantemailconfirmation.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case merchantemailconfirmation.FieldEmail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEmail(v)
+		return nil
+	case merchantemailconfirmation.FieldTokenHash:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTokenHash(v)
+		return nil
+	case merchantemailconfirmation.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case merchantemailconfirmation.FieldUsedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUsedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantEmailConfirmation field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MerchantEmailConfirmationMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MerchantEmailConfirmationMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MerchantEmailConfirmationMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MerchantEmailConfirmation numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MerchantEmailConfirmationMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(merchantemailconfirmation.FieldUsedAt) {
+		fields = append(fields, merchantemailconfirmation.FieldUsedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MerchantEmailConfirmationMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MerchantEmailConfirmationMutation) ClearField(name string) error {
+	switch name {
+	case merchantemailconfirmation.FieldUsedAt:
+		m.ClearUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantEmailConfirmation nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MerchantEmailConfirmationMutation) ResetField(name string) error {
+	switch name {
+	case merchantemailconfirmation.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case merchantemailconfirmation.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case merchantemailconfirmation.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case merchantemailconfirmation.FieldEmail:
+		m.ResetEmail()
+		return nil
+	case merchantemailconfirmation.FieldTokenHash:
+		m.ResetTokenHash()
+		return nil
+	case merchantemailconfirmation.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case merchantemailconfirmation.FieldUsedAt:
+		m.ResetUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown MerchantEmailConfirmation field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MerchantEmailConfirmationMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MerchantEmailConfirmationMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MerchantEmailConfirmationMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MerchantEmailConfirmationMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MerchantEmailConfirmationMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MerchantEmailConfirmationMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MerchantEmailConfirmationMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown MerchantEmailConfirmation unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MerchantEmailConfirmationMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown MerchantEmailConfirmation edge %s", name)
 }
 
 // MerchantFeedEntryMutation represents an operation that mutates the MerchantFeedEntry nodes in the graph.

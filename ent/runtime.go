@@ -19,7 +19,9 @@ import (
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/mailoptout"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantemailconfirmation"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/merchantmember"
@@ -762,19 +764,19 @@ func init() {
 	// mailmessage.SubjectValidator is a validator for the "subject" field. It is called by the builders before save.
 	mailmessage.SubjectValidator = mailmessageDescSubject.Validators[0].(func(string) error)
 	// mailmessageDescAttempts is the schema descriptor for attempts field.
-	mailmessageDescAttempts := mailmessageFields[4].Descriptor()
+	mailmessageDescAttempts := mailmessageFields[6].Descriptor()
 	// mailmessage.DefaultAttempts holds the default value on creation for the attempts field.
 	mailmessage.DefaultAttempts = mailmessageDescAttempts.Default.(int)
 	// mailmessage.AttemptsValidator is a validator for the "attempts" field. It is called by the builders before save.
 	mailmessage.AttemptsValidator = mailmessageDescAttempts.Validators[0].(func(int) error)
 	// mailmessageDescLastError is the schema descriptor for last_error field.
-	mailmessageDescLastError := mailmessageFields[8].Descriptor()
+	mailmessageDescLastError := mailmessageFields[10].Descriptor()
 	// mailmessage.DefaultLastError holds the default value on creation for the last_error field.
 	mailmessage.DefaultLastError = mailmessageDescLastError.Default.(string)
 	// mailmessage.LastErrorValidator is a validator for the "last_error" field. It is called by the builders before save.
 	mailmessage.LastErrorValidator = mailmessageDescLastError.Validators[0].(func(string) error)
 	// mailmessageDescTransport is the schema descriptor for transport field.
-	mailmessageDescTransport := mailmessageFields[9].Descriptor()
+	mailmessageDescTransport := mailmessageFields[11].Descriptor()
 	// mailmessage.DefaultTransport holds the default value on creation for the transport field.
 	mailmessage.DefaultTransport = mailmessageDescTransport.Default.(string)
 	// mailmessage.TransportValidator is a validator for the "transport" field. It is called by the builders before save.
@@ -783,6 +785,43 @@ func init() {
 	mailmessageDescID := mailmessageMixinFields0[0].Descriptor()
 	// mailmessage.DefaultID holds the default value on creation for the id field.
 	mailmessage.DefaultID = mailmessageDescID.Default.(func() uuid.UUID)
+	mailoptoutMixin := schema.MailOptOut{}.Mixin()
+	mailoptoutMixinFields0 := mailoptoutMixin[0].Fields()
+	_ = mailoptoutMixinFields0
+	mailoptoutFields := schema.MailOptOut{}.Fields()
+	_ = mailoptoutFields
+	// mailoptoutDescCreatedAt is the schema descriptor for created_at field.
+	mailoptoutDescCreatedAt := mailoptoutMixinFields0[1].Descriptor()
+	// mailoptout.DefaultCreatedAt holds the default value on creation for the created_at field.
+	mailoptout.DefaultCreatedAt = mailoptoutDescCreatedAt.Default.(func() time.Time)
+	// mailoptoutDescUpdatedAt is the schema descriptor for updated_at field.
+	mailoptoutDescUpdatedAt := mailoptoutMixinFields0[2].Descriptor()
+	// mailoptout.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	mailoptout.DefaultUpdatedAt = mailoptoutDescUpdatedAt.Default.(func() time.Time)
+	// mailoptout.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	mailoptout.UpdateDefaultUpdatedAt = mailoptoutDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// mailoptoutDescEmail is the schema descriptor for email field.
+	mailoptoutDescEmail := mailoptoutFields[0].Descriptor()
+	// mailoptout.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	mailoptout.EmailValidator = func() func(string) error {
+		validators := mailoptoutDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// mailoptoutDescID is the schema descriptor for id field.
+	mailoptoutDescID := mailoptoutMixinFields0[0].Descriptor()
+	// mailoptout.DefaultID holds the default value on creation for the id field.
+	mailoptout.DefaultID = mailoptoutDescID.Default.(func() uuid.UUID)
 	merchantMixin := schema.Merchant{}.Mixin()
 	merchantMixinFields0 := merchantMixin[0].Fields()
 	_ = merchantMixinFields0
@@ -810,18 +849,59 @@ func init() {
 	merchantDescEmailNormalized := merchantFields[2].Descriptor()
 	// merchant.DefaultEmailNormalized holds the default value on creation for the email_normalized field.
 	merchant.DefaultEmailNormalized = merchantDescEmailNormalized.Default.(string)
+	// merchantDescEmailConfirmsOnSignin is the schema descriptor for email_confirms_on_signin field.
+	merchantDescEmailConfirmsOnSignin := merchantFields[4].Descriptor()
+	// merchant.DefaultEmailConfirmsOnSignin holds the default value on creation for the email_confirms_on_signin field.
+	merchant.DefaultEmailConfirmsOnSignin = merchantDescEmailConfirmsOnSignin.Default.(bool)
 	// merchantDescSettleHeldPayments is the schema descriptor for settle_held_payments field.
-	merchantDescSettleHeldPayments := merchantFields[10].Descriptor()
+	merchantDescSettleHeldPayments := merchantFields[12].Descriptor()
 	// merchant.DefaultSettleHeldPayments holds the default value on creation for the settle_held_payments field.
 	merchant.DefaultSettleHeldPayments = merchantDescSettleHeldPayments.Default.(bool)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[20].Descriptor()
+	merchantDescActive := merchantFields[22].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.
 	merchantDescID := merchantMixinFields0[0].Descriptor()
 	// merchant.DefaultID holds the default value on creation for the id field.
 	merchant.DefaultID = merchantDescID.Default.(func() uuid.UUID)
+	merchantemailconfirmationMixin := schema.MerchantEmailConfirmation{}.Mixin()
+	merchantemailconfirmationMixinFields0 := merchantemailconfirmationMixin[0].Fields()
+	_ = merchantemailconfirmationMixinFields0
+	merchantemailconfirmationFields := schema.MerchantEmailConfirmation{}.Fields()
+	_ = merchantemailconfirmationFields
+	// merchantemailconfirmationDescCreatedAt is the schema descriptor for created_at field.
+	merchantemailconfirmationDescCreatedAt := merchantemailconfirmationMixinFields0[1].Descriptor()
+	// merchantemailconfirmation.DefaultCreatedAt holds the default value on creation for the created_at field.
+	merchantemailconfirmation.DefaultCreatedAt = merchantemailconfirmationDescCreatedAt.Default.(func() time.Time)
+	// merchantemailconfirmationDescUpdatedAt is the schema descriptor for updated_at field.
+	merchantemailconfirmationDescUpdatedAt := merchantemailconfirmationMixinFields0[2].Descriptor()
+	// merchantemailconfirmation.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	merchantemailconfirmation.DefaultUpdatedAt = merchantemailconfirmationDescUpdatedAt.Default.(func() time.Time)
+	// merchantemailconfirmation.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	merchantemailconfirmation.UpdateDefaultUpdatedAt = merchantemailconfirmationDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// merchantemailconfirmationDescEmail is the schema descriptor for email field.
+	merchantemailconfirmationDescEmail := merchantemailconfirmationFields[1].Descriptor()
+	// merchantemailconfirmation.EmailValidator is a validator for the "email" field. It is called by the builders before save.
+	merchantemailconfirmation.EmailValidator = func() func(string) error {
+		validators := merchantemailconfirmationDescEmail.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(email string) error {
+			for _, fn := range fns {
+				if err := fn(email); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// merchantemailconfirmationDescID is the schema descriptor for id field.
+	merchantemailconfirmationDescID := merchantemailconfirmationMixinFields0[0].Descriptor()
+	// merchantemailconfirmation.DefaultID holds the default value on creation for the id field.
+	merchantemailconfirmation.DefaultID = merchantemailconfirmationDescID.Default.(func() uuid.UUID)
 	merchantfeedentryFields := schema.MerchantFeedEntry{}.Fields()
 	_ = merchantfeedentryFields
 	// merchantfeedentryDescKind is the schema descriptor for kind field.

@@ -46,8 +46,12 @@ type Tx struct {
 	LoginToken *LoginTokenClient
 	// MailMessage is the client for interacting with the MailMessage builders.
 	MailMessage *MailMessageClient
+	// MailOptOut is the client for interacting with the MailOptOut builders.
+	MailOptOut *MailOptOutClient
 	// Merchant is the client for interacting with the Merchant builders.
 	Merchant *MerchantClient
+	// MerchantEmailConfirmation is the client for interacting with the MerchantEmailConfirmation builders.
+	MerchantEmailConfirmation *MerchantEmailConfirmationClient
 	// MerchantFeedEntry is the client for interacting with the MerchantFeedEntry builders.
 	MerchantFeedEntry *MerchantFeedEntryClient
 	// MerchantKey is the client for interacting with the MerchantKey builders.
@@ -235,7 +239,9 @@ func (tx *Tx) init() {
 	tx.Invitation = NewInvitationClient(tx.config)
 	tx.LoginToken = NewLoginTokenClient(tx.config)
 	tx.MailMessage = NewMailMessageClient(tx.config)
+	tx.MailOptOut = NewMailOptOutClient(tx.config)
 	tx.Merchant = NewMerchantClient(tx.config)
+	tx.MerchantEmailConfirmation = NewMerchantEmailConfirmationClient(tx.config)
 	tx.MerchantFeedEntry = NewMerchantFeedEntryClient(tx.config)
 	tx.MerchantKey = NewMerchantKeyClient(tx.config)
 	tx.MerchantMember = NewMerchantMemberClient(tx.config)

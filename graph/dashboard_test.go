@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/payment"
 	"agentpay/internal/httpx"
 )
@@ -74,10 +77,6 @@ func TestDashboardSessionOverGraphQL(t *testing.T) {
 	reg, err := api.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: ptr("Dash Shop"), Email: ptr(owner.Email)})
 	require.NoError(t, err)
 	shop := reg.Merchant
-	other, err := api.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: ptr("Other Shop"), Email: ptr("other@example.com")})
-	require.NoError(t, err)
-
-	// The contact e-mail's account manages the merchant, as its owner.
 	var ms struct {
 		Viewer struct {
 			Merchants []struct {
@@ -86,6 +85,13 @@ func TestDashboardSessionOverGraphQL(t *testing.T) {
 			}
 		}
 	}
+	api.asViewer(t, ownerSession, ownerCSRF, dashMerchantsQuery, nil).decode(t, &ms)
+	require.Empty(t, ms.Viewer.Merchants, "not before the contact e-mail is confirmed")
+	api.confirmContactEmail(t, owner.Email)
+	other, err := api.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: ptr("Other Shop"), Email: ptr("other@example.com")})
+	require.NoError(t, err)
+
+	// The contact e-mail's account manages the merchant, as its owner.
 	api.asViewer(t, ownerSession, ownerCSRF, dashMerchantsQuery, nil).decode(t, &ms)
 	require.Len(t, ms.Viewer.Merchants, 1)
 	require.Equal(t, shop.ID.String(), ms.Viewer.Merchants[0].ID)
@@ -224,4 +230,84 @@ func TestSendTestWebhookOverGraphQL(t *testing.T) {
 	require.False(t, d.SendTestWebhook.Livemode, "the credential's mode")
 	require.Len(t, d.SendTestWebhook.Deliveries, 1, "delivered like any event")
 	require.Equal(t, "BAD_USER_INPUT", api.do(t, m.Keys.LiveSecretKey, dashTestWebhook, nil).code(t), "live mode has no endpoint")
+}
+
+// The contact e-mail over GraphQL, changed from the dashboard (the owner's
+// live dashboard session, as app/static/dashboard.js does) and with a
+// secret key: a new address owns nothing until its confirmation link is
+// followed, the previous one stops owning the merchant at the change (its
+// dashboard session ends), and past the day's confirmations of one
+// merchant a change is RATE_LIMITED.
+func TestContactEmailChangeOverGraphQL(t *testing.T) {
+	api := newViewerAPI(t)
+	ctx := context.Background()
+	owner, ownerSession, ownerCSRF := api.signIn(t, uniqueName(t, "first"))
+	reg, err := api.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: ptr("Mail Shop"), Email: ptr(owner.Email)})
+	require.NoError(t, err)
+	api.confirmContactEmail(t, owner.Email)
+	ds := api.openDashboard(t, ownerSession, ownerCSRF, reg.Merchant.ID, "LIVE")
+	require.Equal(t, "OWNER", ds.Role)
+	next, nextSession, nextCSRF := api.signIn(t, uniqueName(t, "next"))
+
+	res := api.asDashboard(t, ds.Token, `mutation($e: String!) { updateMerchant(input: {email: $e}) { email } }`, map[string]any{"e": next.Email})
+	require.Empty(t, res.Errors)
+	require.JSONEq(t, `{"updateMerchant": {"email": "`+next.Email+`"}}`, string(res.Data))
+	require.Equal(t, "UNAUTHENTICATED", api.asDashboard(t, ds.Token, dashMerchantQuery, nil).code(t),
+		"the previous address's ownership, and its dashboard session, ended with the change")
+	merchantsOf := func(session, csrf string) int {
+		var ms struct {
+			Viewer struct{ Merchants []struct{ ID string } }
+		}
+		api.asViewer(t, session, csrf, dashMerchantsQuery, nil).decode(t, &ms)
+		return len(ms.Viewer.Merchants)
+	}
+	require.Zero(t, merchantsOf(ownerSession, ownerCSRF))
+	require.Zero(t, merchantsOf(nextSession, nextCSRF), "the new address owns nothing before its confirmation")
+	api.confirmContactEmail(t, next.Email)
+	require.Equal(t, 1, merchantsOf(nextSession, nextCSRF))
+
+	// With the live secret key: registration and this change made two
+	// confirmations; three more, then RATE_LIMITED.
+	const change = `mutation($e: String!) { updateMerchant(input: {email: $e}) { email } }`
+	merchant := &merchantAPI{URL: api.URL, DB: api.DB, Svc: api.Svc}
+	for i := range agentpay.MerchantEmailConfirmationsPerDay - 2 {
+		res := merchant.do(t, reg.Keys.LiveSecretKey, change, map[string]any{"e": fmt.Sprintf("later%d@example.com", i)})
+		require.Empty(t, res.Errors, "change %d", i)
+	}
+	require.Equal(t, "RATE_LIMITED", merchant.do(t, reg.Keys.LiveSecretKey, change, map[string]any{"e": "victim@example.com"}).code(t))
+	n, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To("victim@example.com")).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// inviteHuman's limits over GraphQL: FORBIDDEN for an address that opted
+// out of the agent's mail, RATE_LIMITED past its day of mail from agents.
+func TestInviteHumanLimitsOverGraphQL(t *testing.T) {
+	api := newViewerAPIWith(t, agentpay.Config{AgentMailDailyLimit: 1})
+	ctx := context.Background()
+	keys := make([]string, 2)
+	for i := range keys {
+		reg := api.register(t, uniqueName(t, "lim"))
+		aid := uuid.MustParse(reg.AgentID)
+		require.NoError(t, api.DB.Ent.Agent.UpdateOneID(aid).
+			SetPartnerVerified(true).SetExternalWalletVerified(true).SetHumanVerified(true).Exec(ctx))
+		require.NoError(t, api.Svc.RecomputeTrust(ctx, aid))
+		keys[i] = reg.APIKey
+	}
+	const invite = `mutation($e: String!) { inviteHuman(email: $e) { id } }`
+	require.Empty(t, api.do(t, keys[0], invite, map[string]any{"e": "ann@example.com"}).Errors)
+	require.Equal(t, "RATE_LIMITED", api.do(t, keys[1], invite, map[string]any{"e": "ann@example.com"}).code(t))
+
+	require.Empty(t, api.do(t, keys[0], invite, map[string]any{"e": "bea@example.com"}).Errors)
+	m, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To("bea@example.com")).Only(ctx)
+	require.NoError(t, err)
+	var token string
+	for _, l := range agentpay.MailLinks(m.Text) {
+		if i := strings.Index(l, "/unsubscribe/"); i >= 0 {
+			token = l[i+len("/unsubscribe/"):]
+		}
+	}
+	_, err = api.Svc.Unsubscribe(ctx, token)
+	require.NoError(t, err)
+	require.Equal(t, "FORBIDDEN", api.do(t, keys[1], invite, map[string]any{"e": "bea@example.com"}).code(t))
 }

@@ -3,12 +3,15 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/ent/mailmessage"
 )
 
 // TestAgentHumansOverGraphQL: invitations, pairing requests and the
@@ -32,7 +35,24 @@ func TestAgentHumansOverGraphQL(t *testing.T) {
 	}
 	api.do(t, reg.APIKey, `mutation { inviteHuman(email: "Bob@Example.com") { id email inviteUrl expiresAt message } }`, nil).decode(t, &inv)
 	require.Equal(t, "bob@example.com", inv.InviteHuman.Email)
-	require.Contains(t, inv.InviteHuman.InviteURL, "/invite/inv_")
+	require.True(t, strings.HasSuffix(inv.InviteHuman.InviteURL, "/invite/"+inv.InviteHuman.ID), "the invitation's reference: %s", inv.InviteHuman.InviteURL)
+	// The e-mailed token is not in the answer, and what is signs nobody up.
+	mail, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To("bob@example.com")).Only(ctx)
+	require.NoError(t, err)
+	emailed := regexp.MustCompile(`inv_[0-9A-Za-z]{43}`).FindString(mail.Text)
+	require.NotEmpty(t, emailed)
+	require.NotContains(t, inv.InviteHuman.InviteURL, emailed)
+	raw := api.do(t, reg.APIKey, `mutation { inviteHuman(email: "Bob2@Example.com") { id email inviteUrl expiresAt message } }`, nil)
+	require.Empty(t, raw.Errors)
+	mail2, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To("bob2@example.com")).Only(ctx)
+	require.NoError(t, err)
+	emailed2 := regexp.MustCompile(`inv_[0-9A-Za-z]{43}`).FindString(mail2.Text)
+	require.NotContains(t, string(raw.Data), emailed2, "the e-mailed token is never in the agent's answer")
+	require.NotContains(t, string(raw.Data), "inv_")
+	_, _, err = api.Svc.SignUpByInvitation(ctx, inv.InviteHuman.ID, agentpay.NewUser{Username: uniqueName(t, "mal")}, "agent")
+	require.ErrorIs(t, err, agentpay.ErrConflict, "the reference signs nobody up")
+	_, err = api.Svc.UserByEmail(ctx, "bob@example.com")
+	require.ErrorIs(t, err, agentpay.ErrNotFound)
 	require.Equal(t, "CONFLICT", api.do(t, reg.APIKey, `mutation { inviteHuman(email: "bob@example.com") { id } }`, nil).code(t))
 	require.Equal(t, "BAD_USER_INPUT", api.do(t, reg.APIKey, `mutation { inviteHuman(email: "bob") { id } }`, nil).code(t))
 	require.Equal(t, "UNAUTHENTICATED", api.do(t, "", `mutation { inviteHuman(email: "c@example.com") { id } }`, nil).code(t))

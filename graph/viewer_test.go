@@ -56,6 +56,25 @@ func (a *viewerAPI) signIn(t *testing.T, name string) (*ent.User, string, string
 	return u, in.SessionToken, v.CSRFToken()
 }
 
+// confirmContactEmail follows the newest contact e-mail confirmation link
+// mailed to an address, as its holder does.
+func (a *viewerAPI) confirmContactEmail(t *testing.T, email string) {
+	t.Helper()
+	ctx := context.Background()
+	ms, err := a.DB.Ent.MailMessage.Query().Where(mailmessage.To(email), mailmessage.TextContains("/confirm-email/")).
+		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).All(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, ms, "no confirmation link mailed to %s", email)
+	for _, l := range agentpay.MailLinks(ms[0].Text) {
+		if i := strings.Index(l, "/confirm-email/"); i >= 0 {
+			_, err := a.Svc.ConfirmMerchantEmail(ctx, l[i+len("/confirm-email/"):])
+			require.NoError(t, err)
+			return
+		}
+	}
+	require.Fail(t, "no confirmation link", ms[0].Text)
+}
+
 // asViewer posts an operation with the session cookie and, when set, the
 // CSRF token.
 func (a *viewerAPI) asViewer(t *testing.T, session, csrf, q string, vars map[string]any) gqlResult {

@@ -89,14 +89,10 @@ func (s *server) devMail(w http.ResponseWriter, r *http.Request) {
 	}
 	out := devMailResponse{Messages: make([]devMailMessage, 0, len(list))}
 	for _, m := range list {
-		var sent *time.Time
-		if m.SentAt != nil {
-			t := m.SentAt.UTC()
-			sent = &t
-		}
+		sent := m.At.UTC()
 		out.Messages = append(out.Messages, devMailMessage{
-			ID: m.ID.String(), To: m.To, Subject: m.Subject, Text: m.Text, HTML: m.HTML,
-			Links: agentpay.MailLinks(m.Text), SentAt: sent,
+			ID: m.ID, To: m.To, Subject: m.Subject, Text: m.Text, HTML: m.HTML,
+			Links: agentpay.MailLinks(m.Text), SentAt: &sent,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

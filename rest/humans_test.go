@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/mailmessage"
 	"agentpay/internal/testenv"
 )
 
@@ -25,6 +28,28 @@ func (a *testAPI) newUser(username string) *ent.User {
 	})
 	require.NoError(a.t, err)
 	return u
+}
+
+// requireNoEmailedToken checks that an answer to the agent holds none of
+// the invitation tokens mailed to an address, and that what it holds signs
+// nobody up with the address.
+func requireNoEmailedToken(t *testing.T, api *testAPI, to string, answer []byte) {
+	t.Helper()
+	ctx := context.Background()
+	mails, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).All(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, mails)
+	for _, m := range mails {
+		token := regexp.MustCompile(`inv_[0-9A-Za-z]{43}`).FindString(m.Text)
+		require.NotEmpty(t, token, "the e-mail carries the token")
+		require.NotContains(t, string(answer), token, "the agent's answer carries the e-mailed token")
+	}
+	for _, word := range regexp.MustCompile(`/invite/([^"\s]+)`).FindAllStringSubmatch(string(answer), -1) {
+		_, _, err := api.Svc.SignUpByInvitation(ctx, word[1], agentpay.NewUser{Username: "took_over"}, "agent")
+		require.ErrorIs(t, err, agentpay.ErrConflict, "what the agent got signs nobody up: %s", word[1])
+	}
+	_, err = api.Svc.UserByEmail(ctx, to)
+	require.ErrorIs(t, err, agentpay.ErrNotFound, "no account for the invited address")
 }
 
 // newMailingAPI is an API whose service queues mail (invitations and
@@ -43,9 +68,9 @@ func TestInviteHumanOverREST(t *testing.T) {
 	resp := api.do(http.MethodPost, "/agents/me/invite-human", map[string]any{"email": "Ann@Example.com"}, key)
 	require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
 	m := resp.Map(t)
-	url := m["invite_url"].(string)
-	require.True(t, strings.HasPrefix(url, "http://app.test/invite/inv_"), url)
-	assertGolden(t, "agents_invite_human", resp.Body, map[string]string{strings.TrimPrefix(url, "http://app.test/invite/"): "<token>"})
+	require.Equal(t, "http://app.test/invite/"+m["invite_id"].(string), m["invite_url"], "the invitation's reference, not its token")
+	assertGolden(t, "agents_invite_human", resp.Body, nil)
+	requireNoEmailedToken(t, api, "ann@example.com", resp.Body)
 
 	for _, tc := range []struct {
 		name   string
@@ -192,4 +217,43 @@ func TestRegistrationEndpointsExist(t *testing.T) {
 		require.NotEqual(t, http.StatusNotFound, resp.Status, "%s: %s: %s", name, ep, resp.Body)
 		require.NotEqual(t, http.StatusMethodNotAllowed, resp.Status, "%s: %s", name, ep)
 	}
+}
+
+// The limits on an agent's invitations over REST: an address that
+// declined the agent's invitation is 403, one past its day of mail from
+// all agents 429, and neither records an invitation.
+func TestInviteHumanLimitsOverREST(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Clock: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMailDailyLimit: 2}})
+	ctx := context.Background()
+	invite := func(key http.Header, email string) apiResponse {
+		return api.do(http.MethodPost, "/agents/me/invite-human", map[string]any{"email": email}, key)
+	}
+	keys := make([]http.Header, 3)
+	for i := range keys {
+		reg := api.register("bot_" + strconv.Itoa(i))
+		raiseTier(t, api, reg.ID)
+		keys[i] = agentKey(reg.APIKey)
+	}
+	require.Equal(t, http.StatusCreated, invite(keys[0], "ann@example.com").Status)
+	require.Equal(t, http.StatusCreated, invite(keys[1], "ann@example.com").Status)
+	resp := invite(keys[2], "ann@example.com")
+	require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+	require.Contains(t, resp.Map(t)["detail"], "2 invitation and pairing e-mails per day to this address")
+
+	require.Equal(t, http.StatusCreated, invite(keys[0], "bea@example.com").Status)
+	mails, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To("bea@example.com")).All(ctx)
+	require.NoError(t, err)
+	token := regexp.MustCompile(`inv_[0-9A-Za-z]{43}`).FindString(mails[0].Text)
+	_, err = api.Svc.DeclineInvitation(ctx, token)
+	require.NoError(t, err)
+	env.Clock.Advance(24 * time.Hour)
+	resp = invite(keys[0], "bea@example.com")
+	require.Equal(t, http.StatusForbidden, resp.Status, string(resp.Body))
+	require.Equal(t, "insufficient permissions: bea@example.com does not accept invitations from you", resp.Map(t)["detail"])
+	n, err := api.DB.Ent.Invitation.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "refusals record nothing")
+	resp = invite(keys[1], "bea@example.com")
+	require.Equal(t, http.StatusCreated, resp.Status, "another agent may: %s", resp.Body)
 }

@@ -15,6 +15,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/merchantkey"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
@@ -845,3 +846,35 @@ func TestSessionCancel(t *testing.T) {
 type jsonNumber string
 
 func (n jsonNumber) MarshalJSON() ([]byte, error) { return []byte(n), nil }
+
+// The contact e-mail over REST: registration and every change mail a
+// confirmation link to the address (the change's answer is the merchant as
+// changed); past the day's confirmations of one merchant a change is 429
+// and changes nothing.
+func TestMerchantEmailChangeOverREST(t *testing.T) {
+	api := newTestAPI(t, testAPIConfig{})
+	ctx := context.Background()
+	mc := api.registerMerchant(nil)
+	confirmations := func(to string) int {
+		t.Helper()
+		n, err := api.DB.Ent.MailMessage.Query().
+			Where(mailmessage.To(to), mailmessage.SubjectContains("contact e-mail")).Count(ctx)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 1, confirmations("billing@acme.test"), "registration mails a confirmation link")
+
+	for i := range agentpay.MerchantEmailConfirmationsPerDay - 1 {
+		to := fmt.Sprintf("owner%d@acme.test", i)
+		resp := api.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"email": to}, mc.live())
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		require.Equal(t, to, resp.Map(t)["email"])
+		require.Equal(t, 1, confirmations(to))
+	}
+	resp := api.do(http.MethodPatch, "/checkout/merchants/me", map[string]any{"email": "victim@example.com", "name": "Renamed"}, mc.live())
+	require.Equal(t, http.StatusTooManyRequests, resp.Status, string(resp.Body))
+	require.Equal(t, "rate limit exceeded: 5 contact e-mail confirmations per day of one merchant, retry after "+resp.Header.Get("Retry-After")+" s", resp.Map(t)["detail"])
+	require.Zero(t, confirmations("victim@example.com"))
+	me := api.do(http.MethodGet, "/checkout/merchants/me", nil, mc.live()).Map(t)
+	require.Equal(t, "Acme", me["name"], "nothing changed")
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -92,4 +93,51 @@ func TestSendMailJobsForOneMessageSendOnce(t *testing.T) {
 		return n == 2
 	}, 60*time.Second, 50*time.Millisecond, "both jobs end")
 	require.Len(t, srv.Messages(), 1)
+}
+
+// The send_mail job's last try failing gives the message up: River will
+// not run it again, so the row is marked failed and its bodies (a link
+// that could still work) are erased.
+func TestSendMailJobGivesUpOnItsLastTry(t *testing.T) {
+	srv := testenv.NewSMTPServer(t)
+	h := newMailHarness(t, srv)
+	srv.Down()
+	id := uuid.Must(uuid.NewV7())
+	require.NoError(t, h.db.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		if _, err := tx.MailMessage.Create().SetID(id).SetTo("ana@example.com").SetSubject("Sign in").
+			SetText("https://app.example/signin/sil_x").SetHTML("<p>x</p>").Save(ctx); err != nil {
+			return err
+		}
+		_, err := h.env.Jobs.InsertTx(ctx, sqlTx, jobs.SendMailArgs{MessageID: id}, &river.InsertOpts{MaxAttempts: 1})
+		return err
+	}))
+	h.runWorker(t)
+	require.Eventually(t, func() bool {
+		m, err := h.db.Ent.MailMessage.Get(context.Background(), id)
+		require.NoError(t, err)
+		return m.FailedAt != nil
+	}, 20*time.Second, 20*time.Millisecond, "given up after the last try")
+	m, err := h.db.Ent.MailMessage.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Empty(t, m.Text)
+	require.Empty(t, m.HTML)
+	require.Nil(t, m.SentAt)
+	require.Contains(t, m.LastError, "given up")
+}
+
+// erase_expired_mail, run by the worker at start and every minute, ends a
+// message whose link expired unsent, even one whose send_mail job is gone.
+func TestEraseExpiredMailJob(t *testing.T) {
+	h := newMailHarness(t, testenv.NewSMTPServer(t))
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7())
+	_, err := h.db.Ent.MailMessage.Create().SetID(id).SetTo("ana@example.com").SetSubject("Sign in").
+		SetText("https://app.example/signin/sil_x").SetHTML("").SetExpiresAt(time.Now().Add(-time.Second)).Save(ctx)
+	require.NoError(t, err)
+	h.runWorker(t)
+	require.Eventually(t, func() bool {
+		m, err := h.db.Ent.MailMessage.Get(ctx, id)
+		require.NoError(t, err)
+		return m.FailedAt != nil && m.Text == ""
+	}, 20*time.Second, 20*time.Millisecond)
 }

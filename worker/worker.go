@@ -1,6 +1,7 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
-// confirmations), webhook delivery, e-mail (send_mail), settlement,
+// confirmations), webhook delivery, e-mail (send_mail, and
+// erase_expired_mail every minute), settlement,
 // transfer reconciliation, session expiry (with the end of ended sessions'
 // deposit watches), card purchases (cards_tick: expiry, issue, returns), the
 // gas ledger (tally_gas) and the pruning of expired signature challenges and
@@ -144,9 +145,10 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sweepPaymentWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
+	river.AddWorker(workers, &pruneWorker[EraseExpiredMailArgs]{prune: cfg.Service.EraseExpiredMail})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
 	for _, c := range cfg.Service.ScannedChains() {
 		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
 		periodic = append(periodic, river.NewPeriodicJob(

@@ -412,7 +412,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		SessionTTL: cfg.SessionTTL, WebhookRetryDelays: cfg.WebhookRetryDelays,
 		LatePaymentWindow: cfg.LatePaymentWindow, Settlement: cfg.settlementOptions(dev), MaxOpenSessions: cfg.MaxOpenSessions, SelectRateLimit: cfg.SelectRateLimit,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate(dev), WebhookMerchantConcurrency: cfg.WebhookMerchantConcurrency,
-		SignInRateLimit: cfg.SignInRateLimit, SignInEmailRateLimit: cfg.SignInEmailLimit,
+		SignInRateLimit: cfg.SignInRateLimit, SignInEmailRateLimit: cfg.SignInEmailLimit, AgentMailDailyLimit: cfg.AgentMailLimit,
 		Withdrawals: agentpay.WithdrawalLimits{PerWithdrawal: cfg.WithdrawalLimit, Daily: cfg.WithdrawalDailyLimit}, SendMinimums: cfg.SendMinimums,
 		IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
 		ProbeRateLimit: cfg.ProbeRateLimit, ConnectionsPerIP: cfg.ConnectionsPerIP, HeadCacheTTL: cfg.HeadCacheTTL,
@@ -436,7 +436,7 @@ func newMailer(cfg config, dev bool) (mail.Sender, error) {
 	case cfg.SMTPURL != "":
 		return mail.NewSMTP(mail.Config{URL: cfg.SMTPURL, From: cfg.MailFrom})
 	case dev:
-		return mail.Catcher{}, nil
+		return mail.NewCatcher(nil), nil
 	}
 	return nil, nil
 }

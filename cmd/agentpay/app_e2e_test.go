@@ -60,8 +60,9 @@ func TestAppEndToEnd(t *testing.T) {
 	}
 	require.Equal(t, http.StatusCreated, doAgentJSON(t, http.MethodPost, base+"/agents/me/invite-human", ana.key,
 		`{"email": "maria@example.com"}`, &invite))
-	link := caughtLink(t, base, "maria@example.com")
-	require.Equal(t, invite.InviteURL, link, "the mail carries the invitation's link")
+	link := caughtLinkTo(t, base, "maria@example.com", "/app/invite/inv_")
+	require.NotEqual(t, invite.InviteURL, link, "only the mail carries the link that proves the address")
+	require.True(t, strings.HasPrefix(invite.InviteURL, base+"/app/invite/"), "the agent gets the invitation's page: %s", invite.InviteURL)
 
 	tab, cancelTab := chromedp.NewContext(bctx)
 	defer cancelTab()

@@ -62,6 +62,7 @@ type config struct {
 	SelectRateLimit    int
 	SignInRateLimit    int
 	SignInEmailLimit   int
+	AgentMailLimit     int
 	// WithdrawalLimit and WithdrawalDailyLimit bound human users'
 	// withdrawals (WITHDRAWAL_LIMIT_USD, WITHDRAWAL_DAILY_LIMIT_USD).
 	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
@@ -169,6 +170,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
 		SignInRateLimit:      p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
 		SignInEmailLimit:     p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
+		AgentMailLimit:       p.nonNegativeInt("AGENT_MAIL_DAILY_LIMIT", 5),
 		WithdrawalLimit:      p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
 		SendMinimums:         p.sendMinimums("SEND_MINIMUM_USD"),
 		WithdrawalDailyLimit: p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),

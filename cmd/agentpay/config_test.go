@@ -33,6 +33,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 10, c.SelectRateLimit)
 	require.Equal(t, 20, c.SignInRateLimit)
 	require.Equal(t, 5, c.SignInEmailLimit)
+	require.Equal(t, 5, c.AgentMailLimit)
 	require.Equal(t, "10000", c.WithdrawalLimit.String())
 	require.Equal(t, "25000", c.WithdrawalDailyLimit.String())
 	require.Equal(t, []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}, c.WebhookRetryDelays)
@@ -241,7 +242,7 @@ func TestLoadConfigMail(t *testing.T) {
 				require.Nil(t, m, "serve and worker without SMTP_URL send nothing")
 				dm, err := newMailer(c, true)
 				require.NoError(t, err)
-				require.Equal(t, mail.Catcher{}, dm, "dev without SMTP_URL catches mail")
+				require.IsType(t, &mail.Catcher{}, dm, "dev without SMTP_URL catches mail")
 				return
 			}
 			s, ok := m.(*mail.SMTP)

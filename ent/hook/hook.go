@@ -200,6 +200,18 @@ func (f MailMessageFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MailMessageMutation", m)
 }
 
+// The MailOptOutFunc type is an adapter to allow the use of ordinary
+// function as MailOptOut mutator.
+type MailOptOutFunc func(context.Context, *ent.MailOptOutMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MailOptOutFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MailOptOutMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MailOptOutMutation", m)
+}
+
 // The MerchantFunc type is an adapter to allow the use of ordinary
 // function as Merchant mutator.
 type MerchantFunc func(context.Context, *ent.MerchantMutation) (ent.Value, error)
@@ -210,6 +222,18 @@ func (f MerchantFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantMutation", m)
+}
+
+// The MerchantEmailConfirmationFunc type is an adapter to allow the use of ordinary
+// function as MerchantEmailConfirmation mutator.
+type MerchantEmailConfirmationFunc func(context.Context, *ent.MerchantEmailConfirmationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MerchantEmailConfirmationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MerchantEmailConfirmationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MerchantEmailConfirmationMutation", m)
 }
 
 // The MerchantFeedEntryFunc type is an adapter to allow the use of ordinary

@@ -23,7 +23,9 @@ import (
 	"agentpay/ent/invitation"
 	"agentpay/ent/logintoken"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/mailoptout"
 	"agentpay/ent/merchant"
+	"agentpay/ent/merchantemailconfirmation"
 	"agentpay/ent/merchantfeedentry"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/merchantmember"
@@ -537,6 +539,33 @@ func (f TraverseMailMessage) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.MailMessageQuery", q)
 }
 
+// The MailOptOutFunc type is an adapter to allow the use of ordinary function as a Querier.
+type MailOptOutFunc func(context.Context, *ent.MailOptOutQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f MailOptOutFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.MailOptOutQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.MailOptOutQuery", q)
+}
+
+// The TraverseMailOptOut type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseMailOptOut func(context.Context, *ent.MailOptOutQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseMailOptOut) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseMailOptOut) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.MailOptOutQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.MailOptOutQuery", q)
+}
+
 // The MerchantFunc type is an adapter to allow the use of ordinary function as a Querier.
 type MerchantFunc func(context.Context, *ent.MerchantQuery) (ent.Value, error)
 
@@ -562,6 +591,33 @@ func (f TraverseMerchant) Traverse(ctx context.Context, q ent.Query) error {
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantQuery", q)
+}
+
+// The MerchantEmailConfirmationFunc type is an adapter to allow the use of ordinary function as a Querier.
+type MerchantEmailConfirmationFunc func(context.Context, *ent.MerchantEmailConfirmationQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f MerchantEmailConfirmationFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.MerchantEmailConfirmationQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.MerchantEmailConfirmationQuery", q)
+}
+
+// The TraverseMerchantEmailConfirmation type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseMerchantEmailConfirmation func(context.Context, *ent.MerchantEmailConfirmationQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseMerchantEmailConfirmation) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseMerchantEmailConfirmation) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.MerchantEmailConfirmationQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.MerchantEmailConfirmationQuery", q)
 }
 
 // The MerchantFeedEntryFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1139,8 +1195,12 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.LoginTokenQuery, predicate.LoginToken, logintoken.OrderOption]{typ: ent.TypeLoginToken, tq: q}, nil
 	case *ent.MailMessageQuery:
 		return &query[*ent.MailMessageQuery, predicate.MailMessage, mailmessage.OrderOption]{typ: ent.TypeMailMessage, tq: q}, nil
+	case *ent.MailOptOutQuery:
+		return &query[*ent.MailOptOutQuery, predicate.MailOptOut, mailoptout.OrderOption]{typ: ent.TypeMailOptOut, tq: q}, nil
 	case *ent.MerchantQuery:
 		return &query[*ent.MerchantQuery, predicate.Merchant, merchant.OrderOption]{typ: ent.TypeMerchant, tq: q}, nil
+	case *ent.MerchantEmailConfirmationQuery:
+		return &query[*ent.MerchantEmailConfirmationQuery, predicate.MerchantEmailConfirmation, merchantemailconfirmation.OrderOption]{typ: ent.TypeMerchantEmailConfirmation, tq: q}, nil
 	case *ent.MerchantFeedEntryQuery:
 		return &query[*ent.MerchantFeedEntryQuery, predicate.MerchantFeedEntry, merchantfeedentry.OrderOption]{typ: ent.TypeMerchantFeedEntry, tq: q}, nil
 	case *ent.MerchantKeyQuery:

@@ -33,6 +33,8 @@ const (
 	FieldAcceptedAt = "accepted_at"
 	// FieldAcceptedBy holds the string denoting the accepted_by field in the database.
 	FieldAcceptedBy = "accepted_by"
+	// FieldDeclinedAt holds the string denoting the declined_at field in the database.
+	FieldDeclinedAt = "declined_at"
 	// EdgeAgent holds the string denoting the agent edge name in mutations.
 	EdgeAgent = "agent"
 	// Table holds the table name of the invitation in the database.
@@ -58,6 +60,7 @@ var Columns = []string{
 	FieldExpiresAt,
 	FieldAcceptedAt,
 	FieldAcceptedBy,
+	FieldDeclinedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -129,6 +132,11 @@ func ByAcceptedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByAcceptedBy orders the results by the accepted_by field.
 func ByAcceptedBy(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAcceptedBy, opts...).ToFunc()
+}
+
+// ByDeclinedAt orders the results by the declined_at field.
+func ByDeclinedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldDeclinedAt, opts...).ToFunc()
 }
 
 // ByAgentField orders the results by agent field.

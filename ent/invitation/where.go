@@ -101,6 +101,11 @@ func AcceptedBy(v uuid.UUID) predicate.Invitation {
 	return predicate.Invitation(sql.FieldEQ(FieldAcceptedBy, v))
 }
 
+// DeclinedAt applies equality check predicate on the "declined_at" field. It's identical to DeclinedAtEQ.
+func DeclinedAt(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldEQ(FieldDeclinedAt, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Invitation {
 	return predicate.Invitation(sql.FieldEQ(FieldCreatedAt, v))
@@ -509,6 +514,56 @@ func AcceptedByIsNil() predicate.Invitation {
 // AcceptedByNotNil applies the NotNil predicate on the "accepted_by" field.
 func AcceptedByNotNil() predicate.Invitation {
 	return predicate.Invitation(sql.FieldNotNull(FieldAcceptedBy))
+}
+
+// DeclinedAtEQ applies the EQ predicate on the "declined_at" field.
+func DeclinedAtEQ(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldEQ(FieldDeclinedAt, v))
+}
+
+// DeclinedAtNEQ applies the NEQ predicate on the "declined_at" field.
+func DeclinedAtNEQ(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldNEQ(FieldDeclinedAt, v))
+}
+
+// DeclinedAtIn applies the In predicate on the "declined_at" field.
+func DeclinedAtIn(vs ...time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldIn(FieldDeclinedAt, vs...))
+}
+
+// DeclinedAtNotIn applies the NotIn predicate on the "declined_at" field.
+func DeclinedAtNotIn(vs ...time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldNotIn(FieldDeclinedAt, vs...))
+}
+
+// DeclinedAtGT applies the GT predicate on the "declined_at" field.
+func DeclinedAtGT(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldGT(FieldDeclinedAt, v))
+}
+
+// DeclinedAtGTE applies the GTE predicate on the "declined_at" field.
+func DeclinedAtGTE(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldGTE(FieldDeclinedAt, v))
+}
+
+// DeclinedAtLT applies the LT predicate on the "declined_at" field.
+func DeclinedAtLT(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldLT(FieldDeclinedAt, v))
+}
+
+// DeclinedAtLTE applies the LTE predicate on the "declined_at" field.
+func DeclinedAtLTE(v time.Time) predicate.Invitation {
+	return predicate.Invitation(sql.FieldLTE(FieldDeclinedAt, v))
+}
+
+// DeclinedAtIsNil applies the IsNil predicate on the "declined_at" field.
+func DeclinedAtIsNil() predicate.Invitation {
+	return predicate.Invitation(sql.FieldIsNull(FieldDeclinedAt))
+}
+
+// DeclinedAtNotNil applies the NotNil predicate on the "declined_at" field.
+func DeclinedAtNotNil() predicate.Invitation {
+	return predicate.Invitation(sql.FieldNotNull(FieldDeclinedAt))
 }
 
 // HasAgent applies the HasEdge predicate on the "agent" edge.

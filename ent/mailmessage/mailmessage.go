@@ -26,6 +26,10 @@ const (
 	FieldText = "text"
 	// FieldHTML holds the string denoting the html field in the database.
 	FieldHTML = "html"
+	// FieldExpiresAt holds the string denoting the expires_at field in the database.
+	FieldExpiresAt = "expires_at"
+	// FieldUnsubscribeTokenHash holds the string denoting the unsubscribe_token_hash field in the database.
+	FieldUnsubscribeTokenHash = "unsubscribe_token_hash"
 	// FieldAttempts holds the string denoting the attempts field in the database.
 	FieldAttempts = "attempts"
 	// FieldLockedUntil holds the string denoting the locked_until field in the database.
@@ -51,6 +55,8 @@ var Columns = []string{
 	FieldSubject,
 	FieldText,
 	FieldHTML,
+	FieldExpiresAt,
+	FieldUnsubscribeTokenHash,
 	FieldAttempts,
 	FieldLockedUntil,
 	FieldSentAt,
@@ -132,6 +138,11 @@ func ByText(opts ...sql.OrderTermOption) OrderOption {
 // ByHTML orders the results by the html field.
 func ByHTML(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldHTML, opts...).ToFunc()
+}
+
+// ByExpiresAt orders the results by the expires_at field.
+func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
 }
 
 // ByAttempts orders the results by the attempts field.

@@ -85,6 +85,16 @@ func HTML(v string) predicate.MailMessage {
 	return predicate.MailMessage(sql.FieldEQ(FieldHTML, v))
 }
 
+// ExpiresAt applies equality check predicate on the "expires_at" field. It's identical to ExpiresAtEQ.
+func ExpiresAt(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldEQ(FieldExpiresAt, v))
+}
+
+// UnsubscribeTokenHash applies equality check predicate on the "unsubscribe_token_hash" field. It's identical to UnsubscribeTokenHashEQ.
+func UnsubscribeTokenHash(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldEQ(FieldUnsubscribeTokenHash, v))
+}
+
 // Attempts applies equality check predicate on the "attempts" field. It's identical to AttemptsEQ.
 func Attempts(v int) predicate.MailMessage {
 	return predicate.MailMessage(sql.FieldEQ(FieldAttempts, v))
@@ -453,6 +463,106 @@ func HTMLEqualFold(v string) predicate.MailMessage {
 // HTMLContainsFold applies the ContainsFold predicate on the "html" field.
 func HTMLContainsFold(v string) predicate.MailMessage {
 	return predicate.MailMessage(sql.FieldContainsFold(FieldHTML, v))
+}
+
+// ExpiresAtEQ applies the EQ predicate on the "expires_at" field.
+func ExpiresAtEQ(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtNEQ applies the NEQ predicate on the "expires_at" field.
+func ExpiresAtNEQ(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNEQ(FieldExpiresAt, v))
+}
+
+// ExpiresAtIn applies the In predicate on the "expires_at" field.
+func ExpiresAtIn(vs ...time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtNotIn applies the NotIn predicate on the "expires_at" field.
+func ExpiresAtNotIn(vs ...time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNotIn(FieldExpiresAt, vs...))
+}
+
+// ExpiresAtGT applies the GT predicate on the "expires_at" field.
+func ExpiresAtGT(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldGT(FieldExpiresAt, v))
+}
+
+// ExpiresAtGTE applies the GTE predicate on the "expires_at" field.
+func ExpiresAtGTE(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldGTE(FieldExpiresAt, v))
+}
+
+// ExpiresAtLT applies the LT predicate on the "expires_at" field.
+func ExpiresAtLT(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldLT(FieldExpiresAt, v))
+}
+
+// ExpiresAtLTE applies the LTE predicate on the "expires_at" field.
+func ExpiresAtLTE(v time.Time) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldLTE(FieldExpiresAt, v))
+}
+
+// ExpiresAtIsNil applies the IsNil predicate on the "expires_at" field.
+func ExpiresAtIsNil() predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldIsNull(FieldExpiresAt))
+}
+
+// ExpiresAtNotNil applies the NotNil predicate on the "expires_at" field.
+func ExpiresAtNotNil() predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNotNull(FieldExpiresAt))
+}
+
+// UnsubscribeTokenHashEQ applies the EQ predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashEQ(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldEQ(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashNEQ applies the NEQ predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashNEQ(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNEQ(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashIn applies the In predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashIn(vs ...[]byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldIn(FieldUnsubscribeTokenHash, vs...))
+}
+
+// UnsubscribeTokenHashNotIn applies the NotIn predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashNotIn(vs ...[]byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNotIn(FieldUnsubscribeTokenHash, vs...))
+}
+
+// UnsubscribeTokenHashGT applies the GT predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashGT(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldGT(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashGTE applies the GTE predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashGTE(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldGTE(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashLT applies the LT predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashLT(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldLT(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashLTE applies the LTE predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashLTE(v []byte) predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldLTE(FieldUnsubscribeTokenHash, v))
+}
+
+// UnsubscribeTokenHashIsNil applies the IsNil predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashIsNil() predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldIsNull(FieldUnsubscribeTokenHash))
+}
+
+// UnsubscribeTokenHashNotNil applies the NotNil predicate on the "unsubscribe_token_hash" field.
+func UnsubscribeTokenHashNotNil() predicate.MailMessage {
+	return predicate.MailMessage(sql.FieldNotNull(FieldUnsubscribeTokenHash))
 }
 
 // AttemptsEQ applies the EQ predicate on the "attempts" field.

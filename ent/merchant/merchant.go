@@ -29,6 +29,10 @@ const (
 	FieldEmail = "email"
 	// FieldEmailNormalized holds the string denoting the email_normalized field in the database.
 	FieldEmailNormalized = "email_normalized"
+	// FieldEmailVerifiedAt holds the string denoting the email_verified_at field in the database.
+	FieldEmailVerifiedAt = "email_verified_at"
+	// FieldEmailConfirmsOnSignin holds the string denoting the email_confirms_on_signin field in the database.
+	FieldEmailConfirmsOnSignin = "email_confirms_on_signin"
 	// FieldWebsite holds the string denoting the website field in the database.
 	FieldWebsite = "website"
 	// FieldWebhookURL holds the string denoting the webhook_url field in the database.
@@ -106,6 +110,8 @@ var Columns = []string{
 	FieldName,
 	FieldEmail,
 	FieldEmailNormalized,
+	FieldEmailVerifiedAt,
+	FieldEmailConfirmsOnSignin,
 	FieldWebsite,
 	FieldWebhookURL,
 	FieldSuccessURL,
@@ -150,6 +156,8 @@ var (
 	EmailValidator func(string) error
 	// DefaultEmailNormalized holds the default value on creation for the "email_normalized" field.
 	DefaultEmailNormalized string
+	// DefaultEmailConfirmsOnSignin holds the default value on creation for the "email_confirms_on_signin" field.
+	DefaultEmailConfirmsOnSignin bool
 	// DefaultSettleHeldPayments holds the default value on creation for the "settle_held_payments" field.
 	DefaultSettleHeldPayments bool
 	// DefaultActive holds the default value on creation for the "active" field.
@@ -215,6 +223,16 @@ func ByEmail(opts ...sql.OrderTermOption) OrderOption {
 // ByEmailNormalized orders the results by the email_normalized field.
 func ByEmailNormalized(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldEmailNormalized, opts...).ToFunc()
+}
+
+// ByEmailVerifiedAt orders the results by the email_verified_at field.
+func ByEmailVerifiedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEmailVerifiedAt, opts...).ToFunc()
+}
+
+// ByEmailConfirmsOnSignin orders the results by the email_confirms_on_signin field.
+func ByEmailConfirmsOnSignin(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEmailConfirmsOnSignin, opts...).ToFunc()
 }
 
 // ByWebsite orders the results by the website field.

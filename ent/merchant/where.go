@@ -81,6 +81,16 @@ func EmailNormalized(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldEmailNormalized, v))
 }
 
+// EmailVerifiedAt applies equality check predicate on the "email_verified_at" field. It's identical to EmailVerifiedAtEQ.
+func EmailVerifiedAt(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailVerifiedAt, v))
+}
+
+// EmailConfirmsOnSignin applies equality check predicate on the "email_confirms_on_signin" field. It's identical to EmailConfirmsOnSigninEQ.
+func EmailConfirmsOnSignin(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailConfirmsOnSignin, v))
+}
+
 // Website applies equality check predicate on the "website" field. It's identical to WebsiteEQ.
 func Website(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldWebsite, v))
@@ -439,6 +449,66 @@ func EmailNormalizedEqualFold(v string) predicate.Merchant {
 // EmailNormalizedContainsFold applies the ContainsFold predicate on the "email_normalized" field.
 func EmailNormalizedContainsFold(v string) predicate.Merchant {
 	return predicate.Merchant(sql.FieldContainsFold(FieldEmailNormalized, v))
+}
+
+// EmailVerifiedAtEQ applies the EQ predicate on the "email_verified_at" field.
+func EmailVerifiedAtEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtNEQ applies the NEQ predicate on the "email_verified_at" field.
+func EmailVerifiedAtNEQ(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtIn applies the In predicate on the "email_verified_at" field.
+func EmailVerifiedAtIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldEmailVerifiedAt, vs...))
+}
+
+// EmailVerifiedAtNotIn applies the NotIn predicate on the "email_verified_at" field.
+func EmailVerifiedAtNotIn(vs ...time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldEmailVerifiedAt, vs...))
+}
+
+// EmailVerifiedAtGT applies the GT predicate on the "email_verified_at" field.
+func EmailVerifiedAtGT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtGTE applies the GTE predicate on the "email_verified_at" field.
+func EmailVerifiedAtGTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtLT applies the LT predicate on the "email_verified_at" field.
+func EmailVerifiedAtLT(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtLTE applies the LTE predicate on the "email_verified_at" field.
+func EmailVerifiedAtLTE(v time.Time) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldEmailVerifiedAt, v))
+}
+
+// EmailVerifiedAtIsNil applies the IsNil predicate on the "email_verified_at" field.
+func EmailVerifiedAtIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldEmailVerifiedAt))
+}
+
+// EmailVerifiedAtNotNil applies the NotNil predicate on the "email_verified_at" field.
+func EmailVerifiedAtNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldEmailVerifiedAt))
+}
+
+// EmailConfirmsOnSigninEQ applies the EQ predicate on the "email_confirms_on_signin" field.
+func EmailConfirmsOnSigninEQ(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldEmailConfirmsOnSignin, v))
+}
+
+// EmailConfirmsOnSigninNEQ applies the NEQ predicate on the "email_confirms_on_signin" field.
+func EmailConfirmsOnSigninNEQ(v bool) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldEmailConfirmsOnSignin, v))
 }
 
 // WebsiteEQ applies the EQ predicate on the "website" field.

@@ -532,6 +532,7 @@ var (
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "accepted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "accepted_by", Type: field.TypeUUID, Nullable: true},
+		{Name: "declined_at", Type: field.TypeTime, Nullable: true},
 		{Name: "agent_id", Type: field.TypeUUID},
 	}
 	// InvitationsTable holds the schema information for the "invitations" table.
@@ -542,7 +543,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "invitations_agents_invitations",
-				Columns:    []*schema.Column{InvitationsColumns[9]},
+				Columns:    []*schema.Column{InvitationsColumns[10]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -551,7 +552,7 @@ var (
 			{
 				Name:    "invitation_agent_id_email_day",
 				Unique:  true,
-				Columns: []*schema.Column{InvitationsColumns[9], InvitationsColumns[3], InvitationsColumns[4]},
+				Columns: []*schema.Column{InvitationsColumns[10], InvitationsColumns[3], InvitationsColumns[4]},
 			},
 		},
 	}
@@ -587,6 +588,8 @@ var (
 		{Name: "subject", Type: field.TypeString, Size: 998},
 		{Name: "text", Type: field.TypeString, Size: 2147483647},
 		{Name: "html", Type: field.TypeString, Size: 2147483647},
+		{Name: "expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "unsubscribe_token_hash", Type: field.TypeBytes, Nullable: true},
 		{Name: "attempts", Type: field.TypeInt, Default: 0},
 		{Name: "locked_until", Type: field.TypeTime, Nullable: true},
 		{Name: "sent_at", Type: field.TypeTime, Nullable: true},
@@ -605,6 +608,38 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{MailMessagesColumns[3], MailMessagesColumns[1]},
 			},
+			{
+				Name:    "mailmessage_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{MailMessagesColumns[7]},
+			},
+			{
+				Name:    "mailmessage_unsubscribe_token_hash",
+				Unique:  true,
+				Columns: []*schema.Column{MailMessagesColumns[8]},
+			},
+		},
+	}
+	// MailOptOutsColumns holds the columns for the "mail_opt_outs" table.
+	MailOptOutsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "email", Type: field.TypeString, Size: 254},
+		{Name: "agent_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "reason", Type: field.TypeEnum, Enums: []string{"unsubscribed", "declined"}},
+	}
+	// MailOptOutsTable holds the schema information for the "mail_opt_outs" table.
+	MailOptOutsTable = &schema.Table{
+		Name:       "mail_opt_outs",
+		Columns:    MailOptOutsColumns,
+		PrimaryKey: []*schema.Column{MailOptOutsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "mailoptout_email",
+				Unique:  false,
+				Columns: []*schema.Column{MailOptOutsColumns[3]},
+			},
 		},
 	}
 	// MerchantsColumns holds the columns for the "merchants" table.
@@ -615,6 +650,8 @@ var (
 		{Name: "name", Type: field.TypeString},
 		{Name: "email", Type: field.TypeString},
 		{Name: "email_normalized", Type: field.TypeString, Default: ""},
+		{Name: "email_verified_at", Type: field.TypeTime, Nullable: true},
+		{Name: "email_confirms_on_signin", Type: field.TypeBool, Default: false},
 		{Name: "website", Type: field.TypeString, Nullable: true},
 		{Name: "webhook_url", Type: field.TypeString, Nullable: true},
 		{Name: "success_url", Type: field.TypeString, Nullable: true},
@@ -645,6 +682,30 @@ var (
 				Name:    "merchant_email_normalized",
 				Unique:  false,
 				Columns: []*schema.Column{MerchantsColumns[5]},
+			},
+		},
+	}
+	// MerchantEmailConfirmationsColumns holds the columns for the "merchant_email_confirmations" table.
+	MerchantEmailConfirmationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "email", Type: field.TypeString, Size: 254},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// MerchantEmailConfirmationsTable holds the schema information for the "merchant_email_confirmations" table.
+	MerchantEmailConfirmationsTable = &schema.Table{
+		Name:       "merchant_email_confirmations",
+		Columns:    MerchantEmailConfirmationsColumns,
+		PrimaryKey: []*schema.Column{MerchantEmailConfirmationsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "merchantemailconfirmation_merchant_id",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantEmailConfirmationsColumns[3]},
 			},
 		},
 	}
@@ -1492,7 +1553,9 @@ var (
 		InvitationsTable,
 		LoginTokensTable,
 		MailMessagesTable,
+		MailOptOutsTable,
 		MerchantsTable,
+		MerchantEmailConfirmationsTable,
 		MerchantFeedEntriesTable,
 		MerchantKeysTable,
 		MerchantMembersTable,

@@ -54,8 +54,14 @@ type LoginToken func(*sql.Selector)
 // MailMessage is the predicate function for mailmessage builders.
 type MailMessage func(*sql.Selector)
 
+// MailOptOut is the predicate function for mailoptout builders.
+type MailOptOut func(*sql.Selector)
+
 // Merchant is the predicate function for merchant builders.
 type Merchant func(*sql.Selector)
+
+// MerchantEmailConfirmation is the predicate function for merchantemailconfirmation builders.
+type MerchantEmailConfirmation func(*sql.Selector)
 
 // MerchantFeedEntry is the predicate function for merchantfeedentry builders.
 type MerchantFeedEntry func(*sql.Selector)

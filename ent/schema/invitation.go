@@ -56,6 +56,11 @@ func (Invitation) Fields() []ent.Field {
 		field.UUID("accepted_by", uuid.UUID{}).
 			Optional().
 			Nillable(),
+		// Declined from the e-mailed link: it cannot be accepted, and the
+		// agent cannot invite the address again (a mail opt-out).
+		field.Time("declined_at").
+			Optional().
+			Nillable(),
 	}
 }
 

@@ -32,11 +32,24 @@ func (MailMessage) Fields() []ent.Field {
 		field.String("subject").
 			MaxLen(998).
 			Immutable(),
-		// The bodies are erased once sent over SMTP (they may carry sign-in
-		// links, which are bearer secrets); the dev catcher keeps them, as
-		// they are what /dev/mail shows.
+		// The bodies are erased once the message is sent, refused for good,
+		// given up on, or its link expired (they may carry sign-in and
+		// invitation links, which are bearer secrets); the dev catcher
+		// keeps its own copy for /dev/mail.
 		field.Text("text"),
 		field.Text("html"),
+		// When the link the message carries stops working; NULL: it carries
+		// none that expires. Unsent by then, the message is not sent and
+		// its bodies are erased (EraseExpiredMail).
+		field.Time("expires_at").
+			Optional().
+			Nillable(),
+		// SHA-256 of the message's unsubscribe link's token (mail from
+		// agents: invitations, pairing requests); NULL for other mail.
+		field.Bytes("unsubscribe_token_hash").
+			Optional().
+			Nillable().
+			Sensitive(),
 		// Tries started (claims taken); attempt fences a claim: a try whose
 		// claim expired and was taken over cannot release the newer one.
 		field.Int("attempts").
@@ -74,6 +87,10 @@ func (MailMessage) Indexes() []ent.Index {
 		// A recipient's messages, newest first (/dev/mail; limits per
 		// address).
 		index.Fields("to", "created_at"),
+		// The expiry sweep (EraseExpiredMail).
+		index.Fields("expires_at"),
+		// An unsubscribe link's lookup.
+		index.Fields("unsubscribe_token_hash").Unique(),
 	}
 }
 

@@ -34,6 +34,22 @@ func (Merchant) Fields() []ent.Field {
 		field.String("email_normalized").
 			Default("").
 			Annotations(entgql.Skip(entgql.SkipAll)),
+		// When the current contact e-mail was confirmed: its confirmation
+		// link followed (merchantemail.go), or, for a merchant registered
+		// before contact e-mails were confirmed, the address's first
+		// e-mailed sign-in. NULL: no account owns the merchant through the
+		// address (claimMemberships). Cleared when the e-mail changes.
+		field.Time("email_verified_at").
+			Optional().
+			Nillable().
+			Annotations(entgql.Skip(entgql.SkipAll)),
+		// Set by the migration on merchants registered before contact
+		// e-mails were confirmed by link: the address's next e-mailed
+		// sign-in confirms it. Cleared when the e-mail changes or is
+		// confirmed.
+		field.Bool("email_confirms_on_signin").
+			Default(false).
+			Annotations(entgql.Skip(entgql.SkipAll)),
 		field.String("website").
 			Optional(),
 		// The live-mode webhook URL; test mode has its own

@@ -2,8 +2,9 @@
 // holds the rules: what is queued, when a message counts as sent): a Sender
 // takes one message to one address, either over SMTP (NewSMTP, configured
 // by SMTP_URL and MAIL_FROM) or into the dev catcher (Catcher, `agentpay
-// dev` without SMTP_URL), which keeps nothing itself: the outbox row, marked
-// sent, is the caught message.
+// dev` without SMTP_URL), which keeps its own copy in memory for /dev/mail:
+// the outbox row keeps no body once sent, since bodies carry sign-in and
+// invitation links.
 //
 // SMTP_URL forms (ParseURL):
 //

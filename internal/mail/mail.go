@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
@@ -33,17 +34,63 @@ type Sender interface {
 	Transport() string
 }
 
-// Catcher is the dev mail catcher: it accepts everything and sends nothing.
-// The outbox row it is asked to send, marked sent with transport "catcher",
-// is the caught message (/dev/mail lists them), so serve and worker
-// processes see the same mail.
-type Catcher struct{}
+// Catcher is the dev mail catcher: it accepts everything, sends nothing,
+// and keeps the newest CatcherMax messages in memory, for /dev/mail. The
+// outbox erases a message's bodies once it is sent, whatever the transport
+// (they may carry sign-in and invitation links, which are bearer
+// secrets), so the catcher's copy is the only one left: it is seen by the
+// process that sent it, which under `agentpay dev` is the one serving
+// /dev/mail (the API and the worker run together there).
+type Catcher struct {
+	now    func() time.Time
+	mu     sync.Mutex
+	caught []Caught // oldest first
+}
 
-// Send accepts m.
-func (Catcher) Send(context.Context, Message) error { return nil }
+// Caught is one message the catcher took, and when.
+type Caught struct {
+	Message
+	At time.Time
+}
+
+// CatcherMax is how many messages a Catcher keeps (the newest).
+const CatcherMax = 1000
+
+// NewCatcher is an empty catcher; now (nil: time.Now) dates what it takes.
+func NewCatcher(now func() time.Time) *Catcher {
+	if now == nil {
+		now = time.Now
+	}
+	return &Catcher{now: now}
+}
+
+// Send keeps m.
+func (c *Catcher) Send(_ context.Context, m Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.caught) >= CatcherMax {
+		c.caught = append(c.caught[:0], c.caught[len(c.caught)-CatcherMax+1:]...)
+	}
+	c.caught = append(c.caught, Caught{Message: m, At: c.now()})
+	return nil
+}
 
 // Transport is "catcher".
-func (Catcher) Transport() string { return "catcher" }
+func (*Catcher) Transport() string { return "catcher" }
+
+// To is what the catcher took for an address (matched whatever its case),
+// newest first, at most limit.
+func (c *Catcher) To(address string, limit int) []Caught {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := []Caught{}
+	for i := len(c.caught) - 1; i >= 0 && len(out) < limit; i-- {
+		if strings.EqualFold(c.caught[i].To, address) {
+			out = append(out, c.caught[i])
+		}
+	}
+	return out
+}
 
 // Security is how a connection to the SMTP server is protected.
 type Security string

@@ -207,3 +207,26 @@ func TestNewSMTPRefusesBadConfig(t *testing.T) {
 	_, err = mail.NewSMTP(mail.Config{URL: "smtp://h", From: "nobody"})
 	require.ErrorContains(t, err, "MAIL_FROM")
 }
+
+// The dev catcher keeps its own copy of what it takes, newest first per
+// address (any case), at most CatcherMax messages in all.
+func TestCatcherKeepsTheNewest(t *testing.T) {
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	c := mail.NewCatcher(func() time.Time { at = at.Add(time.Second); return at })
+	require.Equal(t, "catcher", c.Transport())
+	for i := range mail.CatcherMax + 5 {
+		to := "bob@example.com"
+		if i%2 == 0 {
+			to = "Ana@Example.com"
+		}
+		require.NoError(t, c.Send(context.Background(), mail.Message{ID: fmt.Sprint(i), To: to, Subject: "s", Text: "t"}))
+	}
+	got := c.To("ana@example.com", 3)
+	require.Len(t, got, 3)
+	require.Equal(t, []string{fmt.Sprint(mail.CatcherMax + 4), fmt.Sprint(mail.CatcherMax + 2), fmt.Sprint(mail.CatcherMax)},
+		[]string{got[0].ID, got[1].ID, got[2].ID}, "newest first")
+	require.True(t, got[0].At.After(got[1].At))
+	all := len(c.To("ana@example.com", 2*mail.CatcherMax)) + len(c.To("bob@example.com", 2*mail.CatcherMax))
+	require.Equal(t, mail.CatcherMax, all, "the oldest go")
+	require.Empty(t, c.To("nobody@example.com", 10))
+}

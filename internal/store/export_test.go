@@ -1,8 +1,11 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // SchemaMigrationsTable is schemaMigrationsTable, for the external tests.
@@ -22,3 +25,33 @@ func (b *Batched[K, In, Out]) OnOwnConn(db *DB, f func(*sql.Conn) error) error {
 	}
 	return f(c.conn)
 }
+
+// MigrateBefore applies the migrations older than the one named name (its
+// file name after the version), leaving the database as the release
+// before it did, so a test sees what that migration does to existing rows.
+func (db *DB) MigrateBefore(ctx context.Context, name string) error {
+	ms, err := Migrations(db.Dialect)
+	if err != nil {
+		return err
+	}
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := createMigrationsTable(ctx, conn); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if strings.HasSuffix(m.Name, "_"+name+".sql") {
+			return nil
+		}
+		if _, err := db.applyMigration(ctx, conn, m); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+	}
+	return fmt.Errorf("no migration named %s", name)
+}
+
+// Rebind is rebind, for the external tests' raw statements.
+func (db *DB) Rebind(query string) string { return db.rebind(query) }

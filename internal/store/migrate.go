@@ -162,13 +162,8 @@ func (db *DB) Migrate(ctx context.Context, cfg *MigrateConfig) (*MigrateResult, 
 		}()
 	}
 
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+schemaMigrationsTable+` (
-	version    varchar(64) NOT NULL PRIMARY KEY,
-	name       varchar(255) NOT NULL,
-	checksum   varchar(64) NOT NULL,
-	applied_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP
-)`); err != nil {
-		return nil, fmt.Errorf("agentpay: creating %s: %w", schemaMigrationsTable, err)
+	if err := createMigrationsTable(ctx, conn); err != nil {
+		return nil, err
 	}
 
 	for _, m := range migrations {
@@ -193,6 +188,19 @@ func (db *DB) Migrate(ctx context.Context, cfg *MigrateConfig) (*MigrateResult, 
 	}
 	res.RiverVersions = versions
 	return res, nil
+}
+
+// createMigrationsTable makes the table that records applied migrations.
+func createMigrationsTable(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+schemaMigrationsTable+` (
+	version    varchar(64) NOT NULL PRIMARY KEY,
+	name       varchar(255) NOT NULL,
+	checksum   varchar(64) NOT NULL,
+	applied_at timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP
+)`); err != nil {
+		return fmt.Errorf("agentpay: creating %s: %w", schemaMigrationsTable, err)
+	}
+	return nil
 }
 
 // applyMigration applies one file unless schema_migrations already lists it.

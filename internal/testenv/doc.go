@@ -18,8 +18,9 @@
 //     configured chain: ledger, deposit watcher and watchlist, the
 //     treasury's gas key. Devnets start only when asked for, concurrently:
 //     a LiteSVM Solana devnet is a node process and costs seconds;
-//   - on request an insert-only River client (Options.Jobs), the way the API
-//     processes enqueue jobs, and a stub clock (Options.Clock);
+//   - with a database, an insert-only River client (Env.Jobs), the way the
+//     API processes enqueue jobs (state changes that mail someone need it),
+//     and on request a stub clock (Options.Clock);
 //   - NewReceiver, a merchant's webhook endpoint on loopback; since it is
 //     on loopback, Fill lets test-mode deliveries reach private addresses
 //     (Config.WebhookAllowPrivate) unless Options.PublicWebhooksOnly;

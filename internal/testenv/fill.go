@@ -1,10 +1,16 @@
 package testenv
 
-import "reflect"
+import (
+	"reflect"
+
+	"agentpay/internal/store"
+	"agentpay/internal/testdb"
+)
 
 // Fill sets the zero fields of the agentpay.Config cfg points to from the
-// Env: DB, Vault, Logger, Treasury, Families, Test, and Jobs and Clock when
-// the Env has them; BaseURL, PayURL and AppURL when all three are empty;
+// Env: DB, Vault, Logger, Treasury, Families, Test, Jobs (the Env's, or an
+// insert-only River client on cfg's own DB when the Env has none), Clock
+// when the Env has one; BaseURL, PayURL and AppURL when all three are empty;
 // PasskeyRPID and PasskeyOrigins (PasskeyRPID, AppURL) when both are
 // empty, so passkeys work with an Authenticator;
 // WebhookAllowPrivate on unless Options.PublicWebhooksOnly, since the
@@ -46,8 +52,17 @@ func (e *Env) Fill(cfg any) {
 	set("Treasury", e.Treasury)
 	set("Families", e.Families)
 	set("Test", e.Test)
-	if e.Jobs != nil {
+	var db *store.DB
+	if f := v.FieldByName("DB"); f.IsValid() {
+		db, _ = f.Interface().(*store.DB)
+	}
+	switch {
+	case e.Jobs != nil:
 		set("Jobs", e.Jobs)
+	case db != nil && isZero(v, "Jobs"):
+		// An Env without a database (NoDB) serving a test's own: the
+		// service enqueues as an API process does (mail needs it).
+		set("Jobs", testdb.InsertOnlyRiver(e.tb, db))
 	}
 	if e.Clock != nil {
 		set("Clock", e.Clock)

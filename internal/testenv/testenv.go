@@ -75,8 +75,10 @@ type Options struct {
 	// default and 0 in the Network.
 	Confirmations map[chains.Name]uint64
 
-	// Jobs makes Env.Jobs an insert-only River client on the database, the
-	// way the API processes enqueue jobs.
+	// Jobs asks for Env.Jobs, the insert-only River client the API
+	// processes enqueue with. Every Env with a database has it now (a
+	// merchant's registration mails its contact e-mail through the outbox,
+	// which needs it), so the option only says a test relies on it.
 	Jobs bool
 	// Clock, when set, makes Env.Clock a stub clock reading it.
 	Clock time.Time
@@ -99,7 +101,7 @@ type Env struct {
 	Families  chains.Families
 	DB        *store.DB
 	Logger    *slog.Logger
-	// Jobs is nil unless Options.Jobs.
+	// Jobs is an insert-only River client on DB (nil without a database).
 	Jobs *river.Client[*sql.Tx]
 	// Clock is nil (the system clock) unless Options.Clock.
 	Clock *clock.Stub
@@ -144,11 +146,11 @@ func New(tb testing.TB, opts Options) *Env {
 	case !opts.NoDB:
 		e.DB = testdb.Open(tb)
 	}
-	if opts.Jobs {
-		if e.DB == nil {
-			tb.Fatal("testenv: Options.Jobs needs a database")
-		}
+	switch {
+	case e.DB != nil:
 		e.Jobs = testdb.InsertOnlyRiver(tb, e.DB)
+	case opts.Jobs:
+		tb.Fatal("testenv: Options.Jobs needs a database")
 	}
 	if !opts.Clock.IsZero() {
 		e.Clock = clock.NewStub(opts.Clock)

@@ -37,7 +37,7 @@ func TestNewWiresDevnetsToNetworks(t *testing.T) {
 	require.Equal(t, tk, env.Treasury, "the treasury cmd/agentpay derives from the same master key")
 	require.NotNil(t, env.DB)
 	require.Zero(t, testdb.CountRows(t, env.DB, "merchants"), "a migrated, empty database")
-	require.Nil(t, env.Jobs)
+	require.NotNil(t, env.Jobs, "with a database, the API processes' job inserter")
 	require.Nil(t, env.Clock)
 
 	require.Len(t, env.Test, 2)

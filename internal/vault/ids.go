@@ -50,6 +50,12 @@ var (
 	// DashboardSessionToken is a merchant dashboard session's token
 	// (X-Dashboard-Session), opened from a browser session.
 	DashboardSessionToken = IDFormat{Prefix: "ds_", Alphabet: base62, Length: 43}
+	// MerchantEmailToken is the token of the link that confirms a
+	// merchant's contact e-mail (it makes the address's account the
+	// merchant's owner), UnsubscribeToken the one of an agent mail's
+	// unsubscribe link: 256 random bits, stored hashed.
+	MerchantEmailToken = IDFormat{Prefix: "mec_", Alphabet: base62, Length: 43}
+	UnsubscribeToken   = IDFormat{Prefix: "uns_", Alphabet: base62, Length: 43}
 	// ChallengeNonce is the nonce of a signature challenge: 256 random bits
 	// as 0x-prefixed hex, as the signed message shows it.
 	ChallengeNonce = IDFormat{Prefix: "0x", Alphabet: lowerHex, Length: 64}

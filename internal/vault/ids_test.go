@@ -25,6 +25,8 @@ func TestIDFormats(t *testing.T) {
 		{"invitation token", InvitationToken, `^inv_[0-9A-Za-z]{43}$`},
 		{"sign-in token", SignInToken, `^sil_[0-9A-Za-z]{43}$`},
 		{"browser session token", BrowserSessionToken, `^bs_[0-9A-Za-z]{43}$`},
+		{"merchant e-mail confirmation token", MerchantEmailToken, `^mec_[0-9A-Za-z]{43}$`},
+		{"unsubscribe token", UnsubscribeToken, `^uns_[0-9A-Za-z]{43}$`},
 		{"challenge nonce", ChallengeNonce, `^0x[0-9a-f]{64}$`},
 		{"CSP nonce", CSPNonce, `^[A-Za-z0-9_-]{22}$`},
 		{"instance tag", InstanceTag, `^[0-9a-f]{12}$`},

@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/internal/testdb"
+)
+
+// TestIdentityProofsBackfill: the identity_proofs migration applies issue
+// 23's rule to what an older release left (docs/security.md, Identity: only
+// a link received at an address proves it). An account whose address never
+// signed in by an e-mailed link (made from an invitation link its agent
+// also held) is unverified; a merchant's contact e-mail is confirmed when
+// its address has signed in by an e-mailed link, else by its next one; the
+// contact e-mail's memberships stay only where both hold, for the current
+// address; invitations accepted by an unverified account wait for it;
+// sent mail keeps no body.
+func TestIdentityProofsBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.OpenEmpty(t)
+	require.NoError(t, db.MigrateBefore(ctx, "identity_proofs"))
+	at := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	exec := func(query string, args ...any) {
+		t.Helper()
+		_, err := db.SQL.ExecContext(ctx, db.Rebind(query), args...)
+		require.NoError(t, err, query)
+	}
+	user := func(email string) uuid.UUID {
+		id := uuid.New()
+		exec(`INSERT INTO users (id, created_at, updated_at, username, display_name, email, email_verified_at, identity_status)
+			VALUES (?, ?, ?, ?, '', ?, ?, 'not_started')`, id, at, at, "u"+id.String()[:8], email, at)
+		return id
+	}
+	loginToken := func(email string, used bool) {
+		var usedAt any
+		if used {
+			usedAt = at.Add(time.Minute)
+		}
+		exec(`INSERT INTO login_tokens (id, created_at, updated_at, email, token_hash, expires_at, used_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, uuid.New(), at, at, email, uuid.New().String(), at.Add(15*time.Minute), usedAt)
+	}
+	merchant := func(email string) uuid.UUID {
+		id := uuid.New()
+		exec(`INSERT INTO merchants (id, created_at, updated_at, name, email, email_normalized, settlement_type,
+			settle_held_payments, webhook_secret_encrypted, active) VALUES (?, ?, ?, 'Shop', ?, ?, 'crypto_usdc', ?, ?, ?)`,
+			id, at, at, email, email, false, []byte("sealed"), true)
+		return id
+	}
+	member := func(merchantID uuid.UUID, email string, userID, invitedBy *uuid.UUID) uuid.UUID {
+		id := uuid.New()
+		var accepted any
+		if userID != nil {
+			accepted = at
+		}
+		exec(`INSERT INTO merchant_members (id, created_at, updated_at, merchant_id, user_id, email, role, invited_by, accepted_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'owner', ?, ?)`, id, at, at, merchantID, userID, email, invitedBy, accepted)
+		return id
+	}
+
+	signedIn := user("signed@example.com") // signed in by an e-mailed link
+	loginToken("signed@example.com", true)
+	invited := user("invited@example.com") // made from an invitation link only
+	loginToken("invited@example.com", false)
+	proved := merchant("signed@example.com")
+	unproved := merchant("invited@example.com")
+	nobody := merchant("nobody@example.com")
+	keptOwner := member(proved, "signed@example.com", &signedIn, nil)
+	formerContact := member(proved, "former@example.com", &signedIn, nil)
+	unverifiedOwner := member(unproved, "invited@example.com", &invited, nil)
+	acceptedByUnverified := member(proved, "invited@example.com", &invited, &signedIn)
+	browser := uuid.New()
+	exec(`INSERT INTO browser_sessions (id, created_at, updated_at, user_id, token_hash, expires_at, user_agent)
+		VALUES (?, ?, ?, ?, ?, ?, '')`, browser, at, at, invited, uuid.New().String(), at.Add(time.Hour))
+	exec(`INSERT INTO dashboard_sessions (id, created_at, updated_at, merchant_id, user_id, browser_session_id, mode, token_hash, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'live', ?, ?)`, uuid.New(), at, at, unproved, invited, browser, uuid.New().String(), at.Add(time.Hour))
+	sentMail, queuedMail := uuid.New(), uuid.New()
+	exec(`INSERT INTO mail_messages (id, created_at, updated_at, "to", subject, text, html, attempts, sent_at, last_error, transport)
+		VALUES (?, ?, ?, 'signed@example.com', 'Sign in', 'https://app/signin/sil_x', '<a>x</a>', 1, ?, '', 'catcher')`, sentMail, at, at, at)
+	exec(`INSERT INTO mail_messages (id, created_at, updated_at, "to", subject, text, html, attempts, last_error, transport)
+		VALUES (?, ?, ?, 'signed@example.com', 'Queued', 'body', '', 0, '', '')`, queuedMail, at, at)
+
+	_, err := db.Migrate(ctx, nil)
+	require.NoError(t, err)
+
+	isNull := func(query string, id uuid.UUID) bool {
+		t.Helper()
+		var v sql.NullString
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind(query), id).Scan(&v), query)
+		return !v.Valid
+	}
+	exists := func(table string, id uuid.UUID) bool {
+		t.Helper()
+		var n int
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT count(*) FROM "+table+" WHERE id = ?"), id).Scan(&n))
+		return n == 1
+	}
+	require.False(t, isNull("SELECT email_verified_at FROM users WHERE id = ?", signedIn), "signed in by e-mail: still verified")
+	require.True(t, isNull("SELECT email_verified_at FROM users WHERE id = ?", invited), "never signed in by e-mail: unverified")
+
+	require.False(t, isNull("SELECT email_verified_at FROM merchants WHERE id = ?", proved), "its address signed in by e-mail: confirmed")
+	for _, id := range []uuid.UUID{unproved, nobody} {
+		require.True(t, isNull("SELECT email_verified_at FROM merchants WHERE id = ?", id))
+		var onSignIn bool
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT email_confirms_on_signin FROM merchants WHERE id = ?"), id).Scan(&onSignIn))
+		require.True(t, onSignIn, "confirmed by its address's next e-mailed sign-in")
+	}
+
+	require.True(t, exists("merchant_members", keptOwner), "the confirmed contact's verified owner stays")
+	require.False(t, exists("merchant_members", formerContact), "a former contact e-mail's ownership ends")
+	require.False(t, exists("merchant_members", unverifiedOwner), "an unverified account owns nothing")
+	require.True(t, exists("merchant_members", acceptedByUnverified))
+	require.True(t, isNull("SELECT user_id FROM merchant_members WHERE id = ?", acceptedByUnverified), "back to a pending invitation")
+	require.True(t, isNull("SELECT accepted_at FROM merchant_members WHERE id = ?", acceptedByUnverified))
+	var sessions int
+	require.NoError(t, db.SQL.QueryRowContext(ctx, "SELECT count(*) FROM dashboard_sessions").Scan(&sessions))
+	require.Zero(t, sessions, "the unverified account's dashboard sessions end")
+
+	var text, html string
+	require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT text, html FROM mail_messages WHERE id = ?"), sentMail).Scan(&text, &html))
+	require.Empty(t, text+html, "a sent message keeps no body")
+	require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT text FROM mail_messages WHERE id = ?"), queuedMail).Scan(&text))
+	require.Equal(t, "body", text, "a queued one is still to be sent")
+}
