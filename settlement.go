@@ -40,11 +40,24 @@ import (
 // gas of the sweeps and the payout.
 //
 // A batch's net: the payments' nets (amount less refunds before the
-// payout, less the fee on what is left), less the refunds made after an
-// earlier payout (refunds.go: the treasury advanced them) that have
-// completed since, less the deficit the previous batch carried. A net
-// below zero is never paid: the batch completes with nothing to pay and
-// carries the deficit into the next one (carried_out, carried_in).
+// payout, less the fee on what is left), less what refunds made after an
+// earlier payout reserved of the merchant's unsettled payments
+// (refunds.go: reserved_token, taken when the refund is made, never more
+// than those payments' nets), less the deficit the previous batch carried.
+// A batch nets every reservation not netted yet, and waits while one of
+// their refunds is in flight (netted, a refund that then failed would cost
+// the merchant money it never got). Forming a batch and making a refund
+// take one lock per merchant, chain and mode (lockSettlementKey), so a
+// reservation is either netted by the batch or made against the payments
+// the batch leaves. A net below zero is never paid: the batch completes
+// with nothing to pay and carries the deficit into the next one
+// (carried_out, carried_in). Since reservations, a deficit is always
+// backed by payments not in a batch yet (a batch claims at most
+// MaxPaymentsPerBatch of them, and only swept ones), which refunds count
+// against (unsettledBalance); only refunds advanced by the treasury
+// before reservations existed (the migration reserved their whole amount)
+// can leave one that no payment backs, and then no refund after a payout
+// is allowed until payments cover it.
 //
 // Held payments (late, over-, repeat: swept but not counted) are paid in
 // the next batch like counted payments when the merchant's

@@ -28244,6 +28244,12 @@ type RefundMutation struct {
 	idempotency_key     *string
 	request_hash        *string
 	after_payout        *bool
+	reserved_token      *int64
+	addreserved_token   *int64
+	destination         *refund.Destination
+	requested_with      *refund.RequestedWith
+	merchant_key_id     *uuid.UUID
+	dashboard_user_id   *uuid.UUID
 	clearedFields       map[string]struct{}
 	payment             *uuid.UUID
 	clearedpayment      bool
@@ -29232,6 +29238,62 @@ func (m *RefundMutation) ResetAfterPayout() {
 	m.after_payout = nil
 }
 
+// SetReservedToken sets the "reserved_token" field.
+func (m *RefundMutation) SetReservedToken(i int64) {
+	m.reserved_token = &i
+	m.addreserved_token = nil
+}
+
+// ReservedToken returns the value of the "reserved_token" field in the mutation.
+func (m *RefundMutation) ReservedToken() (r int64, exists bool) {
+	v := m.reserved_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReservedToken returns the old "reserved_token" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldReservedToken(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReservedToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReservedToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReservedToken: %w", err)
+	}
+	return oldValue.ReservedToken, nil
+}
+
+// AddReservedToken adds i to the "reserved_token" field.
+func (m *RefundMutation) AddReservedToken(i int64) {
+	if m.addreserved_token != nil {
+		*m.addreserved_token += i
+	} else {
+		m.addreserved_token = &i
+	}
+}
+
+// AddedReservedToken returns the value that was added to the "reserved_token" field in this mutation.
+func (m *RefundMutation) AddedReservedToken() (r int64, exists bool) {
+	v := m.addreserved_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReservedToken resets all changes to the "reserved_token" field.
+func (m *RefundMutation) ResetReservedToken() {
+	m.reserved_token = nil
+	m.addreserved_token = nil
+}
+
 // SetNettedBatchID sets the "netted_batch_id" field.
 func (m *RefundMutation) SetNettedBatchID(u uuid.UUID) {
 	m.netted_batch = &u
@@ -29279,6 +29341,189 @@ func (m *RefundMutation) NettedBatchIDCleared() bool {
 func (m *RefundMutation) ResetNettedBatchID() {
 	m.netted_batch = nil
 	delete(m.clearedFields, refund.FieldNettedBatchID)
+}
+
+// SetDestination sets the "destination" field.
+func (m *RefundMutation) SetDestination(r refund.Destination) {
+	m.destination = &r
+}
+
+// Destination returns the value of the "destination" field in the mutation.
+func (m *RefundMutation) Destination() (r refund.Destination, exists bool) {
+	v := m.destination
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDestination returns the old "destination" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldDestination(ctx context.Context) (v refund.Destination, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDestination is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDestination requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDestination: %w", err)
+	}
+	return oldValue.Destination, nil
+}
+
+// ResetDestination resets all changes to the "destination" field.
+func (m *RefundMutation) ResetDestination() {
+	m.destination = nil
+}
+
+// SetRequestedWith sets the "requested_with" field.
+func (m *RefundMutation) SetRequestedWith(rw refund.RequestedWith) {
+	m.requested_with = &rw
+}
+
+// RequestedWith returns the value of the "requested_with" field in the mutation.
+func (m *RefundMutation) RequestedWith() (r refund.RequestedWith, exists bool) {
+	v := m.requested_with
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequestedWith returns the old "requested_with" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldRequestedWith(ctx context.Context) (v *refund.RequestedWith, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequestedWith is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequestedWith requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequestedWith: %w", err)
+	}
+	return oldValue.RequestedWith, nil
+}
+
+// ClearRequestedWith clears the value of the "requested_with" field.
+func (m *RefundMutation) ClearRequestedWith() {
+	m.requested_with = nil
+	m.clearedFields[refund.FieldRequestedWith] = struct{}{}
+}
+
+// RequestedWithCleared returns if the "requested_with" field was cleared in this mutation.
+func (m *RefundMutation) RequestedWithCleared() bool {
+	_, ok := m.clearedFields[refund.FieldRequestedWith]
+	return ok
+}
+
+// ResetRequestedWith resets all changes to the "requested_with" field.
+func (m *RefundMutation) ResetRequestedWith() {
+	m.requested_with = nil
+	delete(m.clearedFields, refund.FieldRequestedWith)
+}
+
+// SetMerchantKeyID sets the "merchant_key_id" field.
+func (m *RefundMutation) SetMerchantKeyID(u uuid.UUID) {
+	m.merchant_key_id = &u
+}
+
+// MerchantKeyID returns the value of the "merchant_key_id" field in the mutation.
+func (m *RefundMutation) MerchantKeyID() (r uuid.UUID, exists bool) {
+	v := m.merchant_key_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantKeyID returns the old "merchant_key_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldMerchantKeyID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantKeyID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantKeyID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantKeyID: %w", err)
+	}
+	return oldValue.MerchantKeyID, nil
+}
+
+// ClearMerchantKeyID clears the value of the "merchant_key_id" field.
+func (m *RefundMutation) ClearMerchantKeyID() {
+	m.merchant_key_id = nil
+	m.clearedFields[refund.FieldMerchantKeyID] = struct{}{}
+}
+
+// MerchantKeyIDCleared returns if the "merchant_key_id" field was cleared in this mutation.
+func (m *RefundMutation) MerchantKeyIDCleared() bool {
+	_, ok := m.clearedFields[refund.FieldMerchantKeyID]
+	return ok
+}
+
+// ResetMerchantKeyID resets all changes to the "merchant_key_id" field.
+func (m *RefundMutation) ResetMerchantKeyID() {
+	m.merchant_key_id = nil
+	delete(m.clearedFields, refund.FieldMerchantKeyID)
+}
+
+// SetDashboardUserID sets the "dashboard_user_id" field.
+func (m *RefundMutation) SetDashboardUserID(u uuid.UUID) {
+	m.dashboard_user_id = &u
+}
+
+// DashboardUserID returns the value of the "dashboard_user_id" field in the mutation.
+func (m *RefundMutation) DashboardUserID() (r uuid.UUID, exists bool) {
+	v := m.dashboard_user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDashboardUserID returns the old "dashboard_user_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldDashboardUserID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDashboardUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDashboardUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDashboardUserID: %w", err)
+	}
+	return oldValue.DashboardUserID, nil
+}
+
+// ClearDashboardUserID clears the value of the "dashboard_user_id" field.
+func (m *RefundMutation) ClearDashboardUserID() {
+	m.dashboard_user_id = nil
+	m.clearedFields[refund.FieldDashboardUserID] = struct{}{}
+}
+
+// DashboardUserIDCleared returns if the "dashboard_user_id" field was cleared in this mutation.
+func (m *RefundMutation) DashboardUserIDCleared() bool {
+	_, ok := m.clearedFields[refund.FieldDashboardUserID]
+	return ok
+}
+
+// ResetDashboardUserID resets all changes to the "dashboard_user_id" field.
+func (m *RefundMutation) ResetDashboardUserID() {
+	m.dashboard_user_id = nil
+	delete(m.clearedFields, refund.FieldDashboardUserID)
 }
 
 // ClearPayment clears the "payment" edge to the Payment entity.
@@ -29369,7 +29614,7 @@ func (m *RefundMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RefundMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 27)
 	if m.created_at != nil {
 		fields = append(fields, refund.FieldCreatedAt)
 	}
@@ -29433,8 +29678,23 @@ func (m *RefundMutation) Fields() []string {
 	if m.after_payout != nil {
 		fields = append(fields, refund.FieldAfterPayout)
 	}
+	if m.reserved_token != nil {
+		fields = append(fields, refund.FieldReservedToken)
+	}
 	if m.netted_batch != nil {
 		fields = append(fields, refund.FieldNettedBatchID)
+	}
+	if m.destination != nil {
+		fields = append(fields, refund.FieldDestination)
+	}
+	if m.requested_with != nil {
+		fields = append(fields, refund.FieldRequestedWith)
+	}
+	if m.merchant_key_id != nil {
+		fields = append(fields, refund.FieldMerchantKeyID)
+	}
+	if m.dashboard_user_id != nil {
+		fields = append(fields, refund.FieldDashboardUserID)
 	}
 	return fields
 }
@@ -29486,8 +29746,18 @@ func (m *RefundMutation) Field(name string) (ent.Value, bool) {
 		return m.RequestHash()
 	case refund.FieldAfterPayout:
 		return m.AfterPayout()
+	case refund.FieldReservedToken:
+		return m.ReservedToken()
 	case refund.FieldNettedBatchID:
 		return m.NettedBatchID()
+	case refund.FieldDestination:
+		return m.Destination()
+	case refund.FieldRequestedWith:
+		return m.RequestedWith()
+	case refund.FieldMerchantKeyID:
+		return m.MerchantKeyID()
+	case refund.FieldDashboardUserID:
+		return m.DashboardUserID()
 	}
 	return nil, false
 }
@@ -29539,8 +29809,18 @@ func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldRequestHash(ctx)
 	case refund.FieldAfterPayout:
 		return m.OldAfterPayout(ctx)
+	case refund.FieldReservedToken:
+		return m.OldReservedToken(ctx)
 	case refund.FieldNettedBatchID:
 		return m.OldNettedBatchID(ctx)
+	case refund.FieldDestination:
+		return m.OldDestination(ctx)
+	case refund.FieldRequestedWith:
+		return m.OldRequestedWith(ctx)
+	case refund.FieldMerchantKeyID:
+		return m.OldMerchantKeyID(ctx)
+	case refund.FieldDashboardUserID:
+		return m.OldDashboardUserID(ctx)
 	}
 	return nil, fmt.Errorf("unknown Refund field %s", name)
 }
@@ -29697,12 +29977,47 @@ func (m *RefundMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAfterPayout(v)
 		return nil
+	case refund.FieldReservedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReservedToken(v)
+		return nil
 	case refund.FieldNettedBatchID:
 		v, ok := value.(uuid.UUID)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetNettedBatchID(v)
+		return nil
+	case refund.FieldDestination:
+		v, ok := value.(refund.Destination)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDestination(v)
+		return nil
+	case refund.FieldRequestedWith:
+		v, ok := value.(refund.RequestedWith)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequestedWith(v)
+		return nil
+	case refund.FieldMerchantKeyID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantKeyID(v)
+		return nil
+	case refund.FieldDashboardUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDashboardUserID(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)
@@ -29718,6 +30033,9 @@ func (m *RefundMutation) AddedFields() []string {
 	if m.addreverts != nil {
 		fields = append(fields, refund.FieldReverts)
 	}
+	if m.addreserved_token != nil {
+		fields = append(fields, refund.FieldReservedToken)
+	}
 	return fields
 }
 
@@ -29730,6 +30048,8 @@ func (m *RefundMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedAmountToken()
 	case refund.FieldReverts:
 		return m.AddedReverts()
+	case refund.FieldReservedToken:
+		return m.AddedReservedToken()
 	}
 	return nil, false
 }
@@ -29752,6 +30072,13 @@ func (m *RefundMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddReverts(v)
+		return nil
+	case refund.FieldReservedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReservedToken(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Refund numeric field %s", name)
@@ -29781,6 +30108,15 @@ func (m *RefundMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(refund.FieldNettedBatchID) {
 		fields = append(fields, refund.FieldNettedBatchID)
+	}
+	if m.FieldCleared(refund.FieldRequestedWith) {
+		fields = append(fields, refund.FieldRequestedWith)
+	}
+	if m.FieldCleared(refund.FieldMerchantKeyID) {
+		fields = append(fields, refund.FieldMerchantKeyID)
+	}
+	if m.FieldCleared(refund.FieldDashboardUserID) {
+		fields = append(fields, refund.FieldDashboardUserID)
 	}
 	return fields
 }
@@ -29816,6 +30152,15 @@ func (m *RefundMutation) ClearField(name string) error {
 		return nil
 	case refund.FieldNettedBatchID:
 		m.ClearNettedBatchID()
+		return nil
+	case refund.FieldRequestedWith:
+		m.ClearRequestedWith()
+		return nil
+	case refund.FieldMerchantKeyID:
+		m.ClearMerchantKeyID()
+		return nil
+	case refund.FieldDashboardUserID:
+		m.ClearDashboardUserID()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund nullable field %s", name)
@@ -29888,8 +30233,23 @@ func (m *RefundMutation) ResetField(name string) error {
 	case refund.FieldAfterPayout:
 		m.ResetAfterPayout()
 		return nil
+	case refund.FieldReservedToken:
+		m.ResetReservedToken()
+		return nil
 	case refund.FieldNettedBatchID:
 		m.ResetNettedBatchID()
+		return nil
+	case refund.FieldDestination:
+		m.ResetDestination()
+		return nil
+	case refund.FieldRequestedWith:
+		m.ResetRequestedWith()
+		return nil
+	case refund.FieldMerchantKeyID:
+		m.ResetMerchantKeyID()
+		return nil
+	case refund.FieldDashboardUserID:
+		m.ResetDashboardUserID()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)

@@ -1216,6 +1216,12 @@ func init() {
 	refundDescAfterPayout := refundFields[18].Descriptor()
 	// refund.DefaultAfterPayout holds the default value on creation for the after_payout field.
 	refund.DefaultAfterPayout = refundDescAfterPayout.Default.(bool)
+	// refundDescReservedToken is the schema descriptor for reserved_token field.
+	refundDescReservedToken := refundFields[19].Descriptor()
+	// refund.DefaultReservedToken holds the default value on creation for the reserved_token field.
+	refund.DefaultReservedToken = refundDescReservedToken.Default.(int64)
+	// refund.ReservedTokenValidator is a validator for the "reserved_token" field. It is called by the builders before save.
+	refund.ReservedTokenValidator = refundDescReservedToken.Validators[0].(func(int64) error)
 	// refundDescID is the schema descriptor for id field.
 	refundDescID := refundMixinFields0[0].Descriptor()
 	// refund.DefaultID holds the default value on creation for the id field.

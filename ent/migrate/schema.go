@@ -1021,6 +1021,11 @@ var (
 		{Name: "idempotency_key", Type: field.TypeString, Nullable: true},
 		{Name: "request_hash", Type: field.TypeString, Nullable: true},
 		{Name: "after_payout", Type: field.TypeBool, Default: false},
+		{Name: "reserved_token", Type: field.TypeInt64, Default: 0},
+		{Name: "destination", Type: field.TypeEnum, Enums: []string{"payer", "chosen"}, Default: "payer"},
+		{Name: "requested_with", Type: field.TypeEnum, Nullable: true, Enums: []string{"secret_key", "dashboard_session"}},
+		{Name: "merchant_key_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "dashboard_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "payment_id", Type: field.TypeUUID},
 		{Name: "netted_batch_id", Type: field.TypeUUID, Nullable: true},
 	}
@@ -1032,13 +1037,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "refunds_payments_refunds",
-				Columns:    []*schema.Column{RefundsColumns[21]},
+				Columns:    []*schema.Column{RefundsColumns[26]},
 				RefColumns: []*schema.Column{PaymentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "refunds_settlement_batches_netted_refunds",
-				Columns:    []*schema.Column{RefundsColumns[22]},
+				Columns:    []*schema.Column{RefundsColumns[27]},
 				RefColumns: []*schema.Column{SettlementBatchesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},

@@ -389,7 +389,7 @@ type RefundInput struct {
 	PaymentID *string `json:"paymentId,omitempty"`
 	// At most what was paid less earlier refunds that have not failed
 	AmountUsd *decimal.Decimal `json:"amountUsd,omitempty"`
-	// An address on the payment's chain
+	// An address on the payment's chain; another than the payer's needs the secret key
 	Address *string `json:"address,omitempty"`
 	Reason  *string `json:"reason,omitempty"`
 }
