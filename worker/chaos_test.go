@@ -303,7 +303,9 @@ func (c *chaos) payExact(chain chains.Name) {
 func (c *chaos) payUnder(chain chains.Name) {
 	amount, units := c.amount()
 	_, ds := c.session(c.merchant(), amount, chain)
-	part := 1 + c.rng.Int64N(units-1)
+	// Neither part is dust (below the chain's minimum worth counting: no
+	// payment, dust.go), so each is a payment the drain waits for.
+	part := agentpay.DefaultDustMinimumUnits + c.rng.Int64N(units-2*agentpay.DefaultDustMinimumUnits)
 	c.pay(ds[0], part)
 	c.topUps = append(c.topUps, chaosTopUp{ds[0], units - part})
 	c.t.Logf("step %d: under %d of %s on %s", c.steps, part, amount, ds[0].chain)

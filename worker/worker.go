@@ -1,6 +1,7 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
-// confirmations), webhook delivery, e-mail (send_mail), settlement,
+// confirmations), webhook delivery, e-mail (send_mail), settlement and
+// sweeps (of held payments, and of dust once worth the gas: sweep_dust),
 // transfer reconciliation, session expiry (with the end of ended sessions'
 // deposit watches), card purchases (cards_tick: expiry, issue, returns), the
 // gas ledger (tally_gas) and the pruning of expired signature challenges and
@@ -143,6 +144,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sweepPaymentWorker{svc: cfg.Service})
+	river.AddWorker(workers, &sweepDustWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 

@@ -357,6 +357,47 @@ var (
 			},
 		},
 	}
+	// DustDepositsColumns holds the columns for the "dust_deposits" table.
+	DustDepositsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "deposit_address_id", Type: field.TypeUUID},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "tx_hash", Type: field.TypeString},
+		{Name: "log_index", Type: field.TypeInt},
+		{Name: "from_address", Type: field.TypeString, Nullable: true},
+		{Name: "amount", Type: field.TypeInt64},
+		{Name: "block_number", Type: field.TypeInt64},
+		{Name: "sweep_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "sweep_submitted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "swept_at", Type: field.TypeTime, Nullable: true},
+	}
+	// DustDepositsTable holds the schema information for the "dust_deposits" table.
+	DustDepositsTable = &schema.Table{
+		Name:       "dust_deposits",
+		Columns:    DustDepositsColumns,
+		PrimaryKey: []*schema.Column{DustDepositsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "dustdeposit_chain_tx_hash_log_index",
+				Unique:  true,
+				Columns: []*schema.Column{DustDepositsColumns[4], DustDepositsColumns[6], DustDepositsColumns[7]},
+			},
+			{
+				Name:    "dustdeposit_deposit_address_id_swept_at",
+				Unique:  false,
+				Columns: []*schema.Column{DustDepositsColumns[3], DustDepositsColumns[14]},
+			},
+			{
+				Name:    "dustdeposit_sweep_id",
+				Unique:  false,
+				Columns: []*schema.Column{DustDepositsColumns[11]},
+			},
+		},
+	}
 	// FundingsColumns holds the columns for the "fundings" table.
 	FundingsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1489,6 +1530,7 @@ var (
 		CheckoutSessionsTable,
 		DashboardSessionsTable,
 		DepositAddressesTable,
+		DustDepositsTable,
 		FundingsTable,
 		GasSpendsTable,
 		IdempotencyKeysTable,
