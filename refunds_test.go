@@ -16,6 +16,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
@@ -550,5 +551,44 @@ func TestRefundReservationsHoldUnderConcurrency(t *testing.T) {
 	require.Equal(t, int64(7_242_750+3_996_000)-reserved, paid)
 	require.Equal(t, paid, f.balance(t, f.payee.Hex()))
 	require.Equal(t, int64(100_000_000+7_250+4_000), f.balance(t, treasury), "the treasury advanced nothing")
+	requireBalanced(t, f.env, f.svc)
+}
+
+// A payment is refundable once confirmed, before its session is (an
+// underpayment waiting for the rest): refunded then, it is settled on what
+// the refund left when the session confirms, so the merchant is not paid
+// what the payer got back (found by TestBooksBalanceAfterRandomKills'
+// check that nobody receives more than was paid).
+func TestRefundBeforeItsSessionConfirmsLowersThePayout(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	treasury := f.svc.cfg.Treasury.EVMAddress
+	f.stopMine()
+	sess, addr := f.open(t, "5")
+	f.pay(t, addr, 2_000_000) // underpaid: the session waits for the rest
+	f.finalAll(t)
+	under := f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).OnlyX(ctx)
+	require.Equal(t, payment.StatusConfirmed, under.Status)
+	require.Nil(t, under.SettlementStatus, "not counted until the session is confirmed")
+	f.stopMine = autoMine(t, f.evm)
+	out, err := f.refundOf(t, under, RefundInput{})
+	require.NoError(t, err)
+	require.False(t, out.Refund.AfterPayout)
+	f.send(t, out.Refund)
+
+	f.stopMine()
+	f.pay(t, addr, 3_000_000)
+	f.mine(t, func() bool { return f.reload(t, sess).Status == checkoutsession.StatusConfirmed })
+	f.stopMine = autoMine(t, f.evm)
+	under = f.db.Ent.Payment.GetX(ctx, under.ID)
+	require.Equal(t, payment.SettlementStatusPending, *under.SettlementStatus)
+	require.Zero(t, *under.SettlementNet, "refunded in full: nothing to pay")
+	require.Zero(t, *under.SettlementFee)
+
+	for _, p := range f.db.Ent.Payment.Query().Where(payment.SettlementStatusEQ(payment.SettlementStatusPending)).AllX(ctx) {
+		f.settleWith(t, p, atOnce)
+	}
+	require.Equal(t, int64(7_242_750+2_997_000), f.balance(t, f.payee.Hex()), "the 7.25 and the top-up, not the refunded 2")
+	require.Equal(t, int64(100_000_000+7_250+3_000), f.balance(t, treasury), "the treasury keeps its 100 and the fees")
 	requireBalanced(t, f.env, f.svc)
 }

@@ -133,9 +133,9 @@ type SettleResult struct {
 }
 
 // queueSettlements marks the session's confirmed, counting payments not yet
-// in settlement as pending, with their fee and net, and enqueues their
-// settle jobs, in the caller's transaction (the one confirming the
-// session).
+// in settlement as pending, with their fee and net (on what refunds left:
+// markForSettlement), and enqueues their settle jobs, in the caller's
+// transaction (the one confirming the session).
 func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sess *ent.CheckoutSession) error {
 	ps, err := tx.Payment.Query().
 		Where(
@@ -149,13 +149,8 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 		return fmt.Errorf("listing payments to settle: %w", err)
 	}
 	for _, p := range ps {
-		fee := TransferFee(p.AmountToken)
-		if _, err := tx.Payment.UpdateOne(p).
-			SetSettlementStatus(payment.SettlementStatusPending).
-			SetSettlementFee(fee).
-			SetSettlementNet(p.AmountToken - fee).
-			Save(ctx); err != nil {
-			return fmt.Errorf("marking payment %s for settlement: %w", p.ExternalID, err)
+		if err := markForSettlement(ctx, tx, p); err != nil {
+			return err
 		}
 		if s.cfg.Jobs == nil {
 			continue // no worker wired (some tests): settle_pending finds it
@@ -165,6 +160,39 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 		}
 	}
 	return nil
+}
+
+// markForSettlement marks confirmed payment p pending settlement with its
+// fee and net on what refunds left of it: a payment is refundable once
+// confirmed, before its session is (an underpayment waiting for the
+// rest), and such a refund lowered nothing yet (resettle acts on pending
+// settlements only). The update is conditional on the refunded amount
+// read, so a refund committing meanwhile is seen: read again, and
+// computed again.
+func markForSettlement(ctx context.Context, tx *ent.Tx, p *ent.Payment) error {
+	for attempt := 0; attempt < 10; attempt++ {
+		left := p.AmountToken - p.RefundedToken
+		fee := TransferFee(left)
+		n, err := tx.Payment.Update().
+			Where(payment.ID(p.ID), payment.SettlementStatusIsNil(), payment.RefundedToken(p.RefundedToken)).
+			SetSettlementStatus(payment.SettlementStatusPending).
+			SetSettlementFee(fee).
+			SetSettlementNet(left - fee).
+			Save(ctx)
+		if err != nil {
+			return fmt.Errorf("marking payment %s for settlement: %w", p.ExternalID, err)
+		}
+		if n == 1 {
+			return nil
+		}
+		if p, err = tx.Payment.Get(ctx, p.ID); err != nil {
+			return err
+		}
+		if p.SettlementStatus != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("marking payment %s for settlement: its refunds kept changing", p.ExternalID)
 }
 
 // PendingSettlements lists payments whose settlement is pending and not
