@@ -194,8 +194,12 @@ func (s *Service) DustToSweep(ctx context.Context, minAge time.Duration, limit i
 	if err != nil {
 		return nil, fmt.Errorf("listing dust sweeps: %w", err)
 	}
-	for _, id := range under {
-		add(uuid.MustParse(id))
+	for _, raw := range under {
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("listing dust sweeps: %w", err)
+		}
+		add(id)
 	}
 	for _, mode := range []Mode{ModeLive, ModeTest} {
 		for chain := range s.networks(mode) {

@@ -115,6 +115,19 @@ func TestDustIsNoPaymentAndIsSweptOnceWorthTheGas(t *testing.T) {
 	due, err = f.svc.DustToSweep(ctx, 0, 10)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{d[0].DepositAddressID}, due)
+
+	// A run claims the address's dust and dies before sending it; dust
+	// recorded after the claim is not in that sweep.
+	da := f.db.Ent.DepositAddress.GetX(ctx, d[0].DepositAddressID)
+	claimed, err := f.svc.claimDust(ctx, da, chains.Base, ModeTest)
+	require.NoError(t, err)
+	require.NotEqual(t, uuid.Nil, claimed)
+	f.pay(t, addr, 2_000)
+	f.mine(t, func() bool { return len(dustOn(t, f, addr.Hex())) == 3 })
+	due, err = f.svc.DustToSweep(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{d[0].DepositAddressID}, due, "the sweep under way")
+
 	treasury := f.svc.cfg.Treasury.Address(chains.Base)
 	before := f.ledgerBalance(t, treasury)
 	stop = autoMine(t, f.evm)
@@ -123,16 +136,17 @@ func TestDustIsNoPaymentAndIsSweptOnceWorthTheGas(t *testing.T) {
 	require.True(t, res.Done, res.Waiting)
 	stop()
 	swept := dustOn(t, f, addr.Hex())
-	require.Len(t, swept, 2)
-	for _, r := range swept {
+	require.Len(t, swept, 3)
+	for _, r := range swept[:2] {
 		require.NotNil(t, r.SweptAt)
-		require.Equal(t, *swept[0].SweepID, *r.SweepID, "one sweep")
+		require.Equal(t, claimed, *r.SweepID, "one sweep, the one claimed")
 		require.Equal(t, swept[0].SweepTxHash, r.SweepTxHash)
 	}
 	require.NotEmpty(t, swept[0].SweepTxHash)
-	require.Equal(t, int64(5_500), f.ledgerBalance(t, treasury)-before, "the treasury has the dust")
+	require.Nil(t, swept[2].SweepID, "0.002 came after the claim, and is worth less than the gas")
+	require.Equal(t, int64(5_500), f.ledgerBalance(t, treasury)-before, "the treasury has the dust swept")
 	b = requireBalanced(t, f.env, f.svc)
-	require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Sign())
+	require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(2_000)))
 	require.Zero(t, f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).CountX(ctx), "still no payment")
 
 	// Swept once: again, nothing moves; the gas ledger has the sweep.

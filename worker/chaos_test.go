@@ -467,8 +467,8 @@ func (c *chaos) run() {
 		c.topUp()
 	}
 	// Refunds after payouts the kills may have delayed: wait for one
-	// payout, refund a paid-out payment from the merchant's next payment
-	// while it is unsettled, then refund twice more.
+	// payout, refund a payment after its payout from the merchant's next
+	// payment while it is unsettled, then refund twice more.
 	c.waitFor(90*time.Second, "a first payout", func() bool {
 		return c.h.db.Ent.SettlementBatch.Query().Where(settlementbatch.StatusEQ(settlementbatch.StatusCompleted)).ExistX(c.ctx)
 	})
@@ -496,36 +496,30 @@ func (c *chaos) run() {
 	c.checkNobodyReceivedMore()
 }
 
-// refundFromUnsettled refunds, after its payout, a paid-out payment from
-// its merchant's next payment on the chain: pays a session of that
-// merchant below the batch minimum (so its batch waits the interval) and,
+// refundFromUnsettled refunds a payment after its payout from its
+// merchant's next payment on the chain: pays a session of a merchant of
+// at least the batch minimum (paid out at once) and waits for its payout,
+// then pays another below the minimum (its batch waits the interval) and,
 // once it is confirmed and in no batch, refunds the paid-out payment by up
-// to the new payment's net. The batch may still take the payment first
+// to the new payment's net. The batch may still take the new payment first
 // (the refund is then refused, saying nothing is available): tried a few
 // times, and one must succeed.
 func (c *chaos) refundFromUnsettled() {
 	c.t.Helper()
+	m, chain := c.merchant(), c.chain()
+	// Whole cents from 8.00 (the batch minimum) to 15.99.
+	cents := int64(800 + c.rng.IntN(800))
+	sess, ds := c.session(m, decimal.New(cents, -2), chain)
+	c.pay(ds[0], cents*10_000)
+	var p *ent.Payment
+	c.waitFor(90*time.Second, "a payment paid out", func() bool {
+		p, _ = c.h.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).WithSession().Only(c.ctx)
+		return p != nil && p.SettlementStatus != nil && *p.SettlementStatus == payment.SettlementStatusCompleted
+	})
+	c.t.Logf("step %d: %s on %s paid out (%s)", c.steps, decimal.New(cents, -2), chain, p.ExternalID)
 	for attempt := 1; attempt <= 5; attempt++ {
-		paid := c.h.db.Ent.Payment.Query().
-			Where(payment.StatusEQ(payment.StatusConfirmed), payment.SettlementBatchIDNotNil(),
-				payment.SettlementStatusEQ(payment.SettlementStatusCompleted)).
-			WithSession().AllX(c.ctx)
-		var open []*ent.Payment
-		for _, p := range paid {
-			if p.RefundedToken < p.AmountToken {
-				open = append(open, p)
-			}
-		}
-		require.NotEmpty(c.t, open, "a paid-out payment with something left to refund")
-		p := open[c.rng.IntN(len(open))]
-		var m *chaosMerchant
-		for _, cm := range c.merchants {
-			if cm.auth.Merchant.ID == p.Edges.Session.MerchantID {
-				m = cm
-			}
-		}
-		cents := int64(100 + c.rng.IntN(500)) // 1.00 to 5.99: below the batch minimum of 8
-		sess, ds := c.session(m, decimal.New(cents, -2), chains.Name(p.Chain))
+		cents := int64(100 + c.rng.IntN(500)) // 1.00 to 5.99: below the batch minimum
+		sess, ds := c.session(m, decimal.New(cents, -2), chain)
 		c.pay(ds[0], cents*10_000)
 		var next *ent.Payment
 		c.waitFor(90*time.Second, "the next payment confirmed", func() bool {
@@ -536,9 +530,9 @@ func (c *chaos) refundFromUnsettled() {
 			c.t.Logf("step %d: refund from unsettled: payment %s already in a batch (attempt %d)", c.steps, next.ExternalID, attempt)
 			continue
 		}
-		units := min(p.AmountToken-p.RefundedToken, *next.SettlementNet)
+		units := min(p.AmountToken, *next.SettlementNet)
 		amount := decimal.New(units, -6)
-		in := agentpay.RefundInput{PaymentID: p.ExternalID, AmountUSD: &amount, Address: c.freshAddress(chains.Name(p.Chain)), Reason: "chaos, after payout"}
+		in := agentpay.RefundInput{PaymentID: p.ExternalID, AmountUSD: &amount, Address: c.freshAddress(chain), Reason: "chaos, after payout"}
 		out, err := c.h.svc.CreateRefund(c.ctx, m.auth, p.Edges.Session.ExternalID, in)
 		if err != nil {
 			require.True(c.t, agentpay.IsValidation(err) || errors.Is(err, agentpay.ErrConflict), "%v", err)
@@ -548,9 +542,9 @@ func (c *chaos) refundFromUnsettled() {
 		require.True(c.t, out.Refund.AfterPayout)
 		require.Positive(c.t, out.Refund.ReservedToken, "paid from the unsettled payment")
 		c.mu.Lock()
-		c.recipients[chains.Name(p.Chain)] = append(c.recipients[chains.Name(p.Chain)], in.Address)
+		c.recipients[chain] = append(c.recipients[chain], in.Address)
 		c.mu.Unlock()
-		c.t.Logf("step %d: refund %s of %s on %s after its payout, from %s unsettled", c.steps, amount, p.ExternalID, p.Chain, next.ExternalID)
+		c.t.Logf("step %d: refund %s of %s on %s after its payout, from %s unsettled", c.steps, amount, p.ExternalID, chain, next.ExternalID)
 		return
 	}
 	c.t.Fatalf("chaos: no refund after a payout succeeded in 5 attempts\n%s", c.state())
