@@ -14,6 +14,7 @@ import (
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
@@ -33,8 +34,9 @@ import (
 // summed from the records of every transfer that moved it:
 //
 //   - deposit address: the payments recorded on it (not dropped by a
-//     reorg), less their sweeps (swept_at set);
-//   - treasury: the sweeps, the completed transfers paying it (sends' and
+//     reorg), less their sweeps (swept_at set), and its dust (dust.go),
+//     less the dust sweeps;
+//   - treasury: the sweeps (of payments and of dust), the completed transfers paying it (sends' and
 //     withdrawals' fee legs, card reservations), less the crypto payouts
 //     of completed settlement batches, the completed refunds and the card
 //     returns;
@@ -140,7 +142,8 @@ type BooksDifference struct {
 
 // BooksRecord is one record that moved (or is moving) a holder's USDC.
 type BooksRecord struct {
-	// Kind: payment, sweep, transfer, payout, refund, card_return, funding.
+	// Kind: payment, dust, sweep (of a payment, or of an address's dust:
+	// its sweep id), transfer, payout, refund, card_return, funding.
 	Kind string
 	ID   string
 	// Amount is what it moves, in base units.
@@ -390,6 +393,47 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 		case p.SweepSubmittedAt != nil:
 			sweep.Status = "submitted " + p.SweepTxHash
 			b.flight(sweep, addr, treasury)
+		}
+	}
+
+	// Dust (dust.go): on its address until its sweep, then the
+	// treasury's; one sweep carries many rows, named once by its id.
+	dust, err := db.DustDeposit.Query().
+		Where(dustdeposit.Chain(string(chain)), dustdeposit.Livemode(live)).
+		Order(ent.Asc(dustdeposit.FieldCreatedAt), ent.Asc(dustdeposit.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading dust: %w", err)
+	}
+	type dustSweepLine struct {
+		addr string
+		rec  BooksRecord
+		done bool
+	}
+	var dustSweeps []*dustSweepLine
+	bySweep := map[string]*dustSweepLine{}
+	for _, d := range dust {
+		addr := depositOf[d.DepositAddressID.String()]
+		b.move("", addr, BooksRecord{Kind: "dust", ID: d.ID.String(), Amount: d.Amount, Status: "final"})
+		if d.SweepID == nil || (d.SweptAt == nil && d.SweepSubmittedAt == nil) {
+			continue
+		}
+		l := bySweep[d.SweepID.String()]
+		if l == nil {
+			l = &dustSweepLine{addr: addr, rec: BooksRecord{Kind: "sweep", ID: d.SweepID.String(), Status: "dust swept"}, done: d.SweptAt != nil}
+			if !l.done {
+				l.rec.Status = "dust sweep submitted " + d.SweepTxHash
+			}
+			bySweep[d.SweepID.String()] = l
+			dustSweeps = append(dustSweeps, l)
+		}
+		l.rec.Amount += d.Amount
+	}
+	for _, l := range dustSweeps {
+		if l.done {
+			b.move(l.addr, treasury, l.rec)
+		} else {
+			b.flight(l.rec, l.addr, treasury)
 		}
 	}
 

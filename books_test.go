@@ -92,17 +92,18 @@ func TestBooksBalanced(t *testing.T) {
 		// 100 + 7.25 swept - 7.24275 paid out.
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).Records.Cmp(big.NewInt(100_007_250)))
 
+		// A refund after the payout, paid from the merchant's next payment,
+		// unsettled.
+		next := f.paidPayment(t, "12", 12_000_000)
+		requireBalanced(t, f.env, f.svc)
 		auth := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
-		out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("2.5")})
+		out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{PaymentID: f.payment.ExternalID, AmountUSD: usdAmount("2.5")})
 		require.NoError(t, err)
 		requireBalanced(t, f.env, f.svc) // pending: nothing moved yet
 		f.svc.cfg.Settlement.Wait = 10 * time.Second
 		res, err := f.svc.SendRefund(ctx, out.Refund.ID)
 		require.NoError(t, err)
 		require.True(t, res.Done, res.Waiting)
-		requireBalanced(t, f.env, f.svc)
-
-		next := f.paidPayment(t, "12", 12_000_000)
 		requireBalanced(t, f.env, f.svc)
 
 		// The faucet paying a checkout records a funding, but what reaches
@@ -117,8 +118,7 @@ func TestBooksBalanced(t *testing.T) {
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(12_000_000+3_000_000)))
 		require.True(t, f.settleWith(t, next, atOnce).Done)
 		b = requireBalanced(t, f.env, f.svc)
-		// 100 + both fees: the refund advanced came back out of the
-		// next batch.
+		// 100 + both fees: the refund came out of the next batch.
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksTreasury).OnChain.Cmp(big.NewInt(100_000_000+7_250+12_000)))
 		require.Zero(t, booksLine(t, b, chains.Base, ModeTest, BooksDepositAddresses).OnChain.Cmp(big.NewInt(3_000_000)), "the faucet's payment, not swept yet")
 	})
@@ -280,7 +280,6 @@ func booksOutsideAndAltered(t *testing.T) {
 	ctx := context.Background()
 	f := newSettlementFixture(t, nil)
 	f.env.Fund(t, chains.Base, f.svc.cfg.Treasury.EVMAddress, 100_000_000)
-	require.True(t, f.settle(t).Done)
 	auth := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest}
 	out, err := f.svc.CreateRefund(ctx, auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("2.5")})
 	require.NoError(t, err)
@@ -288,6 +287,7 @@ func booksOutsideAndAltered(t *testing.T) {
 	res, err := f.svc.SendRefund(ctx, out.Refund.ID)
 	require.NoError(t, err)
 	require.True(t, res.Done, res.Waiting)
+	require.True(t, f.settle(t).Done)
 	requireBalanced(t, f.env, f.svc)
 
 	// Paid to the swept deposit address, unseen by any scan. It is a

@@ -18,7 +18,7 @@ import (
 //
 // The treasury pays for every transaction the service sends: the two legs
 // of an agent's send (amount and fee), withdrawals, agents' checkout
-// payments, card reservations and returns, sweeps of deposit addresses,
+// payments, card reservations and returns, sweeps of deposit addresses (payments and dust),
 // merchant payouts, refunds, payers' authorizations it relays (x402,
 // browser wallets), and on Solana the rent of token accounts it
 // opens for recipients and the closing of emptied deposit accounts. Each
@@ -142,6 +142,10 @@ func (s *Service) gasSources() []gasSource {
 			WHERE p.settlement_status = 'completed' AND p.settlement_chain IS NOT NULL AND p.settlement_chain <> '' AND ` +
 			gasUntallied("COALESCE(p.settlement_chain, p.chain)", "p.settlement_tx_hash") +
 			` ORDER BY p.settled_at` + limit},
+		// A dust sweep (dust.go) is one transaction for many rows.
+		{"dust sweeps", `SELECT d.chain, d.sweep_tx_hash, CASE WHEN d.livemode THEN 'live' ELSE 'test' END, '` + GasPurposeSweep + `'
+			FROM dust_deposits d WHERE d.swept_at IS NOT NULL AND ` + gasUntallied("d.chain", "d.sweep_tx_hash") +
+			` GROUP BY d.chain, d.sweep_tx_hash, d.livemode ORDER BY MIN(d.swept_at)` + limit},
 		{"refunds", `SELECT r.chain, r.tx_hash, CASE WHEN r.livemode THEN 'live' ELSE 'test' END, '` + GasPurposeRefund + `'
 			FROM refunds r WHERE r.status = 'completed' AND ` + gasUntallied("r.chain", "r.tx_hash") +
 			` ORDER BY r.completed_at` + limit},

@@ -36,6 +36,9 @@ import (
 //     confirming session no longer covered goes back to detecting. If the
 //     transfer is re-included it is seen again and counts again.
 //
+// A deposit below its chain's minimum worth counting is dust (dust.go):
+// recorded once final, none of the above.
+//
 // A payment to a session that has ended (sessionstate.go: expired,
 // cancelled or confirmed) is recorded with late=true (never lost, held for
 // refund) and payment.failed sent with lateReason's reason; it never
@@ -112,6 +115,11 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 	if ent.IsNotFound(err) {
 		if ev.Kind == chains.DepositRemoved {
 			return nil // never recorded: nothing to undo
+		}
+		if d.s.isDust(d.chain, ev.Deposit.Amount, d.decimals) {
+			// Below the chain's minimum worth counting: dust, recorded once
+			// final and nothing more (dust.go).
+			return d.recordDust(ctx, da, sess.Livemode, ev)
 		}
 		p, sess, err = d.record(ctx, sess, da, ev)
 		if err != nil {

@@ -24,31 +24,53 @@ import (
 )
 
 // Refunds (docs/money.md#refunds). A merchant returns all or part of a
-// payment to its payer, or to an address it gives, on the payment's chain.
+// payment to its payer, or to an address it chooses, on the payment's
+// chain.
 //
 // What may be refunded: a payment that is final (confirmed), whatever its
 // settlement: held (late, over-, repeat or stray payments), counted with its
 // settlement pending, or already in a settlement batch (paid, or being
 // paid). A refund never exceeds what was paid less the earlier refunds
-// that have not failed.
+// that have not failed: one conditional update of the payment row
+// (refunded_token + amount <= amount_token), made in the transaction that
+// records the refund.
 //
-// The bound holds under concurrency because it is one conditional update
-// of the payment row (refunded_token + amount <= amount_token), made in the
-// transaction that records the refund; a settlement batch claims a payment
-// by a conditional update of the same row (on the refunded_token it read),
-// so the two are ordered and each sees the other.
+// Where the money comes from. A refund goes out of the treasury, which
+// holds the payment's money until the payout; it never pays out money the
+// merchant does not have with the service:
 //
-// Before the payout (settlement pending, or held), a refund lowers what the
-// merchant is paid: the fee is recomputed on what is left (TransferFee of
-// amount - refunded), and net = amount - refunded - fee; refunded in full,
-// the merchant is paid nothing for it.
+//   - before the payout (settlement pending, or held), the payment's own
+//     money pays it, and the refund lowers what the merchant is paid: the
+//     fee is recomputed on what is left (TransferFee of amount - refunded),
+//     net = amount - refunded - fee; refunded in full, the merchant is paid
+//     nothing for it;
+//   - after the payout (the payment in a batch, or paid out on its own
+//     before batches), the merchant has that money. What the payout did
+//     not pay of the payment (refunded before it, by a refund that failed
+//     since) covers a refund first; the rest must come from what the
+//     merchant still holds unsettled on the chain and mode
+//     (unsettledBalance: the nets of its confirmed counted payments in no
+//     batch yet, less what earlier refunds after a payout reserved of
+//     them, less a deficit carried by its last batch). It is reserved at
+//     once (reserved_token) and netted off the batch that pays those
+//     payments (settlementbatch.go), so the merchant is paid that much
+//     less. A refund asking for more is refused, saying what is
+//     available. The fee of the payout is not returned.
 //
-// After the payout (the payment is in a batch: settlement submitted or
-// completed), the merchant has the money: the treasury advances the refund
-// (after_payout), and once it has completed it is netted off the
-// merchant's next batch on the chain and mode as a negative line; a batch
-// whose net would go negative pays nothing and carries the deficit over
-// (settlement.go). The fee of the payout is not returned.
+// Both bounds hold under concurrency: what a refund reads and reserves of
+// the merchant's unsettled money, and what a batch claims and nets, happen
+// under one lock per merchant, chain and mode (lockSettlementKey), so two
+// refunds, or a refund and a batch, never use the same money. A refund
+// before the payout lowers a pending payment's net, which may back a
+// reservation: it takes the lock too and is refused where it would leave
+// less unsettled than is reserved.
+//
+// Where it goes: the payer's address (the payment's from_address) unless
+// the merchant names another, which needs its secret key of the mode: a
+// dashboard session, whatever the member's role, refunds to the payer
+// only (docs/security.md#refunds). The refund records whether its
+// destination was chosen (destination) and the credential that asked
+// (requested_with, merchant_key_id or dashboard_user_id).
 //
 // The refund goes out of the treasury on the payment's chain, gasless for
 // the merchant and the payer (the treasury relays and pays gas, as for a
@@ -57,7 +79,7 @@ import (
 // recorded with the refund, refund.completed when its transfer is
 // included, refund.failed when the chain reverted it MaxRefundReverts
 // times (a token blocklist, a destination that cannot receive): a failed
-// refund's amount is refundable again.
+// refund's amount is refundable again, and what it reserved is released.
 
 // MaxRefundReverts is how many reverted transfers fail a refund.
 const MaxRefundReverts = 3
@@ -218,15 +240,19 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 	if units <= 0 {
 		return nil, fmt.Errorf("%w: payment %s is refunded in full", ErrConflict, p.ExternalID)
 	}
-	to := in.Address
-	if to == "" {
-		if p.FromAddress == "" {
-			return nil, Invalid("address", "payment %s has no payer address on record: give the address to refund to", p.ExternalID)
-		}
-		to = p.FromAddress
+	to, chosen, err := s.refundDestination(ledger, auth, p, in.Address)
+	if err != nil {
+		return nil, err
 	}
-	if err := ledger.ValidateAddress(to); err != nil {
-		return nil, Invalid("address", "%s is not an address on %s: %v", to, p.Chain, err)
+	key := SettlementKey{MerchantID: sess.MerchantID, Livemode: sess.Livemode, Chain: p.Chain}
+	if err := s.lockSettlementKey(ctx, sqlTx, key); err != nil {
+		return nil, err
+	}
+	// What the merchant holds unsettled, read under the lock: before this
+	// refund changes it.
+	before, err := readUnsettled(ctx, tx, key)
+	if err != nil {
+		return nil, err
 	}
 
 	// The bound, checked and taken in one conditional update (see the
@@ -257,7 +283,7 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 	if p, err = tx.Payment.Get(ctx, p.ID); err != nil {
 		return nil, err
 	}
-	afterPayout := p.SettlementBatchID != nil
+	afterPayout := paidOut(p)
 	// Counted after the update above, which holds the payment's row: two
 	// refunds of one payment count one after the other.
 	if n, err := tx.Refund.Query().Where(refund.PaymentID(p.ID)).Count(ctx); err != nil {
@@ -265,8 +291,18 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 	} else if n >= MaxRefundsPerPayment {
 		return nil, fmt.Errorf("%w: payment %s has %d refunds, the most one payment may have", ErrConflict, p.ExternalID, n)
 	}
-	if err := resettle(ctx, tx, p); err != nil {
-		return nil, err
+	var reserved int64
+	if afterPayout {
+		if reserved, err = reserveAfterPayout(p, units, before, decimals); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := resettle(ctx, tx, p); err != nil {
+			return nil, err
+		}
+		if err := keepsReservationsCovered(ctx, tx, key, p, before, decimals); err != nil {
+			return nil, err
+		}
 	}
 
 	now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL keeps it
@@ -285,7 +321,14 @@ func (s *Service) createRefund(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, a
 		SetToAddress(to).
 		SetReason(in.Reason).
 		SetRequestHash(fingerprint).
-		SetAfterPayout(afterPayout)
+		SetAfterPayout(afterPayout).
+		SetReservedToken(reserved)
+	if chosen {
+		create.SetDestination(refund.DestinationChosen)
+	}
+	if err := requestedWith(ctx, tx, auth, create); err != nil {
+		return nil, err
+	}
 	if in.IdempotencyKey != "" {
 		create.SetIdempotencyKey(in.IdempotencyKey)
 	}
@@ -349,9 +392,125 @@ func refundablePayment(ctx context.Context, tx *ent.Tx, sess *ent.CheckoutSessio
 	return p, nil
 }
 
+// refundDestination is where a refund of p goes: the payer's address
+// unless address names another (chosen), which only the merchant's secret
+// key may do. The address is checked on the payment's chain.
+func (s *Service) refundDestination(ledger chains.Ledger, auth *MerchantAuth, p *ent.Payment, address string) (to string, chosen bool, err error) {
+	to = address
+	if to == "" {
+		if p.FromAddress == "" {
+			return "", false, Invalid("address", "payment %s has no payer address on record: give the address to refund to", p.ExternalID)
+		}
+		to = p.FromAddress
+	}
+	if err := ledger.ValidateAddress(to); err != nil {
+		return "", false, Invalid("address", "%s is not an address on %s: %v", to, p.Chain, err)
+	}
+	norm := s.wallets(chains.Name(p.Chain)).NormalizeAddress
+	chosen = p.FromAddress == "" || norm(to) != norm(p.FromAddress)
+	if !chosen {
+		to = p.FromAddress // the payer's, as recorded
+	}
+	if chosen && auth.Dashboard != nil {
+		return "", false, fmt.Errorf("%w: a refund to an address other than the payer's (%s) needs the merchant's secret key; a dashboard session refunds to the payer only",
+			ErrForbidden, firstNonEmpty(p.FromAddress, "none on record"))
+	}
+	return to, chosen, nil
+}
+
+// requestedWith records on the refund being created the credential that
+// asked for it: the secret key's key pair, or the dashboard session's
+// member.
+func requestedWith(ctx context.Context, tx *ent.Tx, auth *MerchantAuth, create *ent.RefundCreate) error {
+	if auth.Dashboard != nil {
+		create.SetRequestedWith(refund.RequestedWithDashboardSession).SetDashboardUserID(auth.Dashboard.UserID)
+		return nil
+	}
+	create.SetRequestedWith(refund.RequestedWithSecretKey)
+	if auth.keyMatch == nil {
+		return nil // a MerchantAuth made in process (tests, tools): no key to name
+	}
+	id, err := tx.MerchantKey.Query().Where(auth.keyMatch).FirstID(ctx)
+	if err != nil && !ent.IsNotFound(err) {
+		return fmt.Errorf("reading the refund's key: %w", err)
+	}
+	if err == nil {
+		create.SetMerchantKeyID(id)
+	}
+	return nil
+}
+
+// paidOut reports whether p's payout has gone out or is going: p is in a
+// settlement batch, or was paid out on its own (before batches).
+func paidOut(p *ent.Payment) bool {
+	if p.SettlementBatchID != nil {
+		return true
+	}
+	return p.SettlementStatus != nil &&
+		(*p.SettlementStatus == payment.SettlementStatusSubmitted || *p.SettlementStatus == payment.SettlementStatusCompleted)
+}
+
+// unpaidOf is what the payout of paid-out payment p did not pay the
+// merchant of it, the fee aside: the refunds made before the payout
+// (amount - fee - net). A refund made before the payout that failed
+// afterwards leaves that much in the treasury, which a later refund of p
+// uses before the merchant's unsettled money.
+func unpaidOf(p *ent.Payment) int64 {
+	var fee, net int64
+	if p.SettlementFee != nil {
+		fee = *p.SettlementFee
+	}
+	if p.SettlementNet != nil {
+		net = *p.SettlementNet
+	}
+	return max(p.AmountToken-fee-net, 0)
+}
+
+// reserveAfterPayout is what a refund of units of paid-out payment p (its
+// refunded_token already counting them) reserves of the merchant's
+// unsettled money: the part p's own unpaid money does not cover. More
+// than the merchant has available is refused, saying what is.
+func reserveAfterPayout(p *ent.Payment, units int64, u unsettledBalance, decimals int32) (int64, error) {
+	own := max(unpaidOf(p)-(p.RefundedToken-units), 0)
+	reserve := units - min(units, own)
+	if reserve == 0 {
+		return 0, nil
+	}
+	if u.refunds >= MaxPaymentsPerBatch {
+		return 0, fmt.Errorf("%w: %d refunds after a payout on %s wait for the merchant's next settlement, the most there may be; refund again after it",
+			ErrConflict, u.refunds, p.Chain)
+	}
+	if available := u.available(); reserve > available {
+		usd := func(units int64) string { return FromBaseUnits(big.NewInt(units), decimals).String() }
+		return 0, Invalid("amount_usd", "payment %s was paid out to the merchant; a refund after the payout is paid from what the merchant still holds unsettled on %s (%s mode): %s USDC available (unsettled payments %s, less refunds already reserved %s and a carried deficit %s), %s asked",
+			p.ExternalID, p.Chain, sessionModeOf(u.key.Livemode), usd(max(available, 0)), usd(u.unsettled), usd(u.reserved), usd(u.carried), usd(reserve))
+	}
+	return reserve, nil
+}
+
+// keepsReservationsCovered refuses a refund before the payout of counted
+// payment p (its net already lowered by resettle) when that would leave
+// the merchant less unsettled money than refunds after a payout reserved
+// of it. Held payments back no reservation and pass.
+func keepsReservationsCovered(ctx context.Context, tx *ent.Tx, key SettlementKey, p *ent.Payment, before unsettledBalance, decimals int32) error {
+	if before.reserved == 0 && before.carried == 0 {
+		return nil
+	}
+	after, err := readUnsettled(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if after.available() >= 0 || after.unsettled == before.unsettled {
+		return nil
+	}
+	return Invalid("amount_usd", "payment %s's money backs refunds made after a payout on %s (%s mode): the merchant holds %s USDC unsettled beyond them, which this refund would take more than",
+		p.ExternalID, p.Chain, sessionModeOf(key.Livemode), FromBaseUnits(big.NewInt(max(before.available(), 0)), decimals))
+}
+
 // resettle recomputes a pending settlement's fee and net after the
 // payment's refunded amount changed; a payment in a batch keeps what the
-// batch paid (a refund after the payout is netted off the next batch).
+// batch paid (a refund after the payout reserves the merchant's unsettled
+// money instead).
 func resettle(ctx context.Context, tx *ent.Tx, p *ent.Payment) error {
 	if p.SettlementStatus == nil || *p.SettlementStatus != payment.SettlementStatusPending || p.SettlementBatchID != nil {
 		return nil

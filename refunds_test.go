@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/merchantkey"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
 )
@@ -52,6 +56,14 @@ func (f *refundFixture) send(t *testing.T, r *ent.Refund) *ent.Refund {
 	got, err := f.db.Ent.Refund.Get(context.Background(), r.ID)
 	require.NoError(t, err)
 	return got
+}
+
+// refundOf refunds payment p of any of the fixture merchant's sessions.
+func (f *refundFixture) refundOf(t *testing.T, p *ent.Payment, in RefundInput) (*CreatedRefund, error) {
+	t.Helper()
+	sess := f.db.Ent.CheckoutSession.GetX(context.Background(), p.SessionID)
+	in.PaymentID = p.ExternalID
+	return f.svc.CreateRefund(context.Background(), f.auth, sess.ExternalID, in)
 }
 
 func usdAmount(s string) *decimal.Decimal {
@@ -176,22 +188,28 @@ func TestRefundRefusals(t *testing.T) {
 	require.Zero(t, f.db.Ent.Refund.Query().CountX(context.Background()))
 	require.Zero(t, f.reloadPayment(t).RefundedToken)
 
-	// To an address the merchant gives.
+	// To an address the merchant gives (with its secret key).
 	to := crypto.PubkeyToAddress(key.PublicKey).Hex()
 	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("1"), Address: to})
 	require.NoError(t, err)
+	require.Equal(t, refund.DestinationChosen, out.Refund.Destination)
 	f.send(t, out.Refund)
 	require.Equal(t, int64(1_000_000), f.balance(t, to))
 
-	// After the payout, a refund is advanced and netted off the next
-	// batch (TestSettlementBatchNetsRefundAfterPayout); still bounded by
-	// what is left.
+	// After the payout, still bounded by what is left, and paid only from
+	// what the merchant holds unsettled: nothing yet
+	// (TestRefundAfterPayoutComesFromUnsettledMoney).
 	require.True(t, f.settle(t).Done)
 	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("6.250001")})
 	require.True(t, IsValidation(err), "%v", err)
-	out, err = f.refund(t, RefundInput{AmountUSD: usdAmount("1")})
+	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("1")})
+	require.True(t, IsValidation(err), "%v", err)
+	require.ErrorContains(t, err, "0 USDC available")
+	f.paidPayment(t, "2", 2_000_000) // 1.998 unsettled
+	out, err = f.refund(t, RefundInput{PaymentID: f.payment.ExternalID, AmountUSD: usdAmount("1")})
 	require.NoError(t, err)
 	require.True(t, out.Refund.AfterPayout)
+	require.Equal(t, int64(1_000_000), out.Refund.ReservedToken)
 }
 
 // The same Idempotency-Key answers the same refund; another request under
@@ -303,4 +321,274 @@ func TestRefundFailsAfterReverts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, refund.StatusFailed, again.Status)
 	require.Zero(t, f.reloadPayment(t).RefundedToken)
+}
+
+// The review's attack, in process: a merchant pays its own session, waits
+// for its payout and refunds the payment to another address of its own.
+// After the payout a refund is paid only from what the merchant still
+// holds unsettled on the chain and mode, reserved at once: refused while
+// there is none (the detail says what is available), up to it once there
+// is; a refund before the payout of a payment backing a reservation is
+// refused too; a reservation whose refund fails is released. The treasury
+// never advances anything, and the books balance.
+func TestRefundAfterPayoutComesFromUnsettledMoney(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	own := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	require.True(t, f.settle(t).Done)
+	require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "paid out")
+
+	refuse := func(in RefundInput, available string) {
+		t.Helper()
+		_, err := f.refund(t, in)
+		require.True(t, IsValidation(err), "%v", err)
+		require.ErrorContains(t, err, available+" USDC available")
+	}
+	all := RefundInput{PaymentID: f.payment.ExternalID, Address: own}
+	refuse(all, "0")
+	require.Zero(t, f.reloadPayment(t).RefundedToken, "a refusal changes nothing")
+	require.Zero(t, f.db.Ent.Refund.Query().CountX(ctx))
+
+	q := f.paidPayment(t, "4", 4_000_000) // net 3.996, unsettled
+	refuse(all, "3.996")
+	first, err := f.refund(t, RefundInput{PaymentID: f.payment.ExternalID, Address: own, AmountUSD: usdAmount("3.996")})
+	require.NoError(t, err)
+	require.Equal(t, int64(3_996_000), first.Refund.ReservedToken)
+	refuse(RefundInput{PaymentID: f.payment.ExternalID, AmountUSD: usdAmount("0.000001")}, "0")
+
+	// q backs the reservation: refunding it before its payout would leave
+	// the reservation unbacked.
+	_, err = f.refundOf(t, q, RefundInput{AmountUSD: usdAmount("0.01")})
+	require.True(t, IsValidation(err), "%v", err)
+	require.ErrorContains(t, err, "backs refunds made after a payout")
+
+	// The reserved refund fails: its reservation is released.
+	r := first.Refund
+	for i := 1; i <= MaxRefundReverts; i++ {
+		f.db.Ent.Refund.UpdateOneID(r.ID).SetTxHash(fmt.Sprintf("0x%064x", i)).SetStatus(refund.StatusSubmitted).ExecX(ctx)
+		r, err = f.svc.refundReverted(ctx, f.db.Ent.Refund.GetX(ctx, r.ID), "execution reverted")
+		require.NoError(t, err)
+	}
+	require.Equal(t, refund.StatusFailed, r.Status)
+	out, err := f.refundOf(t, q, RefundInput{AmountUSD: usdAmount("1")})
+	require.NoError(t, err, "nothing reserved any more")
+	require.False(t, out.Refund.AfterPayout)
+	require.Zero(t, out.Refund.ReservedToken)
+	f.send(t, out.Refund)
+	// q: 3 left, net 2.997.
+	second, err := f.refund(t, RefundInput{PaymentID: f.payment.ExternalID, Address: own, AmountUSD: usdAmount("2.997")})
+	require.NoError(t, err)
+	f.send(t, second.Refund)
+	require.Equal(t, int64(2_997_000), f.balance(t, own))
+
+	require.True(t, f.settleWith(t, q, atOnce).Done)
+	require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "q's net went to the refund")
+	bs := f.batches(t)
+	require.Len(t, bs, 2)
+	require.Zero(t, bs[1].Net)
+	require.Zero(t, bs[1].CarriedOut, "no deficit")
+	require.Equal(t, int64(2_997_000), bs[1].RefundsNetted)
+	// The treasury holds its 100, the two fees and nothing else.
+	require.Equal(t, int64(100_000_000+7_250+3_000), f.balance(t, f.svc.cfg.Treasury.EVMAddress))
+	requireBalanced(t, f.env, f.svc)
+}
+
+// What a payout did not pay of a payment (a refund before it that failed
+// afterwards) covers a later refund of it first; only the rest needs the
+// merchant's unsettled money.
+func TestRefundAfterPayoutUsesThePaymentsUnpaidMoneyFirst(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("2")})
+	require.NoError(t, err)
+	require.True(t, f.settle(t).Done)
+	require.Equal(t, int64(5_244_750), f.balance(t, f.payee.Hex()), "5.25 less its fee")
+	r := out.Refund
+	for i := 1; i <= MaxRefundReverts; i++ {
+		f.db.Ent.Refund.UpdateOneID(r.ID).SetTxHash(fmt.Sprintf("0x%064x", i)).SetStatus(refund.StatusSubmitted).ExecX(ctx)
+		r, err = f.svc.refundReverted(ctx, f.db.Ent.Refund.GetX(ctx, r.ID), "execution reverted")
+		require.NoError(t, err)
+	}
+	require.Equal(t, refund.StatusFailed, r.Status)
+	require.Zero(t, f.reloadPayment(t).RefundedToken)
+
+	again, err := f.refund(t, RefundInput{AmountUSD: usdAmount("2")})
+	require.NoError(t, err)
+	require.True(t, again.Refund.AfterPayout)
+	require.Zero(t, again.Refund.ReservedToken, "the 2 the payout kept pays it")
+	_, err = f.refund(t, RefundInput{AmountUSD: usdAmount("0.01")})
+	require.ErrorContains(t, err, "0 USDC available")
+	f.send(t, again.Refund)
+	requireBalanced(t, f.env, f.svc)
+}
+
+// A refund goes to the payer unless the merchant's secret key names
+// another address; a dashboard session (an owner's too) refunds to the
+// payer only, a read-only member not at all. The refund records whether
+// its destination was chosen and the credential that asked.
+func TestRefundDestinationNeedsTheSecretKey(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	// As AuthenticateMerchant makes it from the merchant's test secret key.
+	secret := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest, keyMatch: merchantkey.And(
+		merchantkey.MerchantID(f.merchant.ID), merchantkey.KindEQ(merchantkey.KindTest), merchantkey.RevokedAtIsNil())}
+	keyID := f.db.Ent.MerchantKey.Query().Where(secret.keyMatch).OnlyIDX(ctx)
+	userID := uuid.New()
+	owner := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest, Dashboard: &DashboardCaller{UserID: userID, Role: RoleOwner}}
+	readOnly := &MerchantAuth{Merchant: f.merchant, Mode: ModeTest, Dashboard: &DashboardCaller{UserID: userID, Role: RoleReadOnly}}
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	other := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	one := usdAmount("0.5")
+
+	cases := []struct {
+		name    string
+		auth    *MerchantAuth
+		address string
+		want    error // nil: recorded
+		dest    refund.Destination
+		with    refund.RequestedWith
+	}{
+		{"read-only member, to the payer", readOnly, "", ErrReadOnlyMember, "", ""},
+		{"owner's dashboard session, to another address", owner, other, ErrForbidden, "", ""},
+		{"owner's dashboard session, to the payer", owner, "", nil, refund.DestinationPayer, refund.RequestedWithDashboardSession},
+		{"owner's dashboard session, naming the payer", owner, strings.ToLower(f.payer), nil, refund.DestinationPayer, refund.RequestedWithDashboardSession},
+		{"secret key, to another address", secret, other, nil, refund.DestinationChosen, refund.RequestedWithSecretKey},
+		{"secret key, to the payer", secret, "", nil, refund.DestinationPayer, refund.RequestedWithSecretKey},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.reloadPayment(t).RefundedToken
+			out, err := f.svc.CreateRefund(ctx, c.auth, f.sess.ExternalID, RefundInput{AmountUSD: one, Address: c.address})
+			if c.want != nil {
+				require.ErrorIs(t, err, c.want)
+				require.Equal(t, before, f.reloadPayment(t).RefundedToken, "a refusal changes nothing")
+				return
+			}
+			require.NoError(t, err)
+			r := out.Refund
+			require.Equal(t, c.dest, r.Destination)
+			require.Equal(t, c.with, *r.RequestedWith)
+			if c.dest == refund.DestinationPayer {
+				require.Equal(t, f.payer, r.ToAddress)
+			} else {
+				require.Equal(t, other, r.ToAddress)
+			}
+			if c.with == refund.RequestedWithDashboardSession {
+				require.Equal(t, userID, *r.DashboardUserID)
+				require.Nil(t, r.MerchantKeyID)
+			} else {
+				require.Nil(t, r.DashboardUserID)
+				require.Equal(t, keyID, *r.MerchantKeyID)
+			}
+		})
+	}
+}
+
+// Refunds after a payout made at once, and a batch formed at the same
+// time, never use the same unsettled money: the reservations never exceed
+// the unsettled nets, each is netted by exactly one batch, no batch
+// carries a deficit, the merchant ends paid exactly its nets less the
+// refunds and the treasury exactly its fees.
+func TestRefundReservationsHoldUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	treasury := f.svc.cfg.Treasury.EVMAddress
+	require.True(t, f.settle(t).Done)
+	q := f.paidPayment(t, "4", 4_000_000) // net 3.996
+	res := f.settleWith(t, q, batched)    // swept, below the minimum: a batch may take it now
+	require.False(t, res.Done)
+	key := SettlementKey{MerchantID: f.merchant.ID, Chain: "base"}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = f.svc.CreateRefund(ctx, f.auth, f.sess.ExternalID, RefundInput{AmountUSD: usdAmount("1")})
+		})
+	}
+	var batchErr error
+	wg.Go(func() { _, batchErr = f.svc.settleBatchWith(ctx, key, atOnce) })
+	wg.Wait()
+	require.NoError(t, batchErr)
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case IsValidation(err):
+			require.ErrorContains(t, err, "USDC available")
+		case errors.Is(err, ErrConflict):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	require.LessOrEqual(t, ok, 3, "3.996 unsettled backs at most three refunds of 1")
+	t.Logf("%d refunds recorded; the batch came %s", ok, map[bool]string{true: "first", false: "after them, or waits"}[ok == 0])
+
+	rs := f.db.Ent.Refund.Query().AllX(ctx)
+	require.Len(t, rs, ok)
+	var reserved int64
+	for _, r := range rs {
+		require.True(t, r.AfterPayout)
+		reserved += r.ReservedToken
+		f.send(t, r)
+	}
+	require.LessOrEqual(t, reserved, int64(3_996_000))
+	out, err := f.svc.settleBatchWith(ctx, key, atOnce)
+	require.NoError(t, err)
+	require.True(t, out.Done, out.Waiting)
+
+	var netted, paid int64
+	for _, b := range f.batches(t) {
+		require.Zero(t, b.CarriedOut, "batch %d carries no deficit", b.Seq)
+		netted += b.RefundsNetted
+		paid += b.Net
+	}
+	require.Equal(t, reserved, netted, "every reservation netted once")
+	require.Equal(t, int64(7_242_750+3_996_000)-reserved, paid)
+	require.Equal(t, paid, f.balance(t, f.payee.Hex()))
+	require.Equal(t, int64(100_000_000+7_250+4_000), f.balance(t, treasury), "the treasury advanced nothing")
+	requireBalanced(t, f.env, f.svc)
+}
+
+// A payment is refundable once confirmed, before its session is (an
+// underpayment waiting for the rest): refunded then, it is settled on what
+// the refund left when the session confirms, so the merchant is not paid
+// what the payer got back (found by TestBooksBalanceAfterRandomKills'
+// check that nobody receives more than was paid).
+func TestRefundBeforeItsSessionConfirmsLowersThePayout(t *testing.T) {
+	ctx := context.Background()
+	f := newRefundFixture(t)
+	treasury := f.svc.cfg.Treasury.EVMAddress
+	f.stopMine()
+	sess, addr := f.open(t, "5")
+	f.pay(t, addr, 2_000_000) // underpaid: the session waits for the rest
+	f.finalAll(t)
+	under := f.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).OnlyX(ctx)
+	require.Equal(t, payment.StatusConfirmed, under.Status)
+	require.Nil(t, under.SettlementStatus, "not counted until the session is confirmed")
+	f.stopMine = autoMine(t, f.evm)
+	out, err := f.refundOf(t, under, RefundInput{})
+	require.NoError(t, err)
+	require.False(t, out.Refund.AfterPayout)
+	f.send(t, out.Refund)
+
+	f.stopMine()
+	f.pay(t, addr, 3_000_000)
+	f.mine(t, func() bool { return f.reload(t, sess).Status == checkoutsession.StatusConfirmed })
+	f.stopMine = autoMine(t, f.evm)
+	under = f.db.Ent.Payment.GetX(ctx, under.ID)
+	require.Equal(t, payment.SettlementStatusPending, *under.SettlementStatus)
+	require.Zero(t, *under.SettlementNet, "refunded in full: nothing to pay")
+	require.Zero(t, *under.SettlementFee)
+
+	for _, p := range f.db.Ent.Payment.Query().Where(payment.SettlementStatusEQ(payment.SettlementStatusPending)).AllX(ctx) {
+		f.settleWith(t, p, atOnce)
+	}
+	require.Equal(t, int64(7_242_750+2_997_000), f.balance(t, f.payee.Hex()), "the 7.25 and the top-up, not the refunded 2")
+	require.Equal(t, int64(100_000_000+7_250+3_000), f.balance(t, treasury), "the treasury keeps its 100 and the fees")
+	requireBalanced(t, f.env, f.svc)
 }

@@ -132,6 +132,15 @@ type Config struct {
 	// transactions exceeds the fee a smaller one earns (gas.go's send
 	// policy). A chain not listed takes MinSendUSD.
 	SendMinimums map[chains.Name]decimal.Decimal
+	// DustMinimums are the smallest deposits worth counting per chain
+	// (dust.go): below its chain's, a deposit is dust, recorded but no
+	// payment. A chain not listed takes DefaultDustMinimum (one cent); 0
+	// makes every deposit of some value a payment.
+	DustMinimums map[chains.Name]decimal.Decimal
+	// GasTokenPrices value each chain's gas token in USD, to weigh the
+	// dust on an address against the gas of its sweep (dust.go); a chain
+	// not listed takes DefaultGasTokenPrices.
+	GasTokenPrices map[chains.Name]decimal.Decimal
 	// MaxOpenSessions is how many open sessions (pending or detecting,
 	// before expires_at) a merchant may have at once in each mode
 	// (sessions.go); SelectRateLimit how many payment method selections a

@@ -40,11 +40,24 @@ import (
 // gas of the sweeps and the payout.
 //
 // A batch's net: the payments' nets (amount less refunds before the
-// payout, less the fee on what is left), less the refunds made after an
-// earlier payout (refunds.go: the treasury advanced them) that have
-// completed since, less the deficit the previous batch carried. A net
-// below zero is never paid: the batch completes with nothing to pay and
-// carries the deficit into the next one (carried_out, carried_in).
+// payout, less the fee on what is left), less what refunds made after an
+// earlier payout reserved of the merchant's unsettled payments
+// (refunds.go: reserved_token, taken when the refund is made, never more
+// than those payments' nets), less the deficit the previous batch carried.
+// A batch nets every reservation not netted yet, and waits while one of
+// their refunds is in flight (netted, a refund that then failed would cost
+// the merchant money it never got). Forming a batch and making a refund
+// take one lock per merchant, chain and mode (lockSettlementKey), so a
+// reservation is either netted by the batch or made against the payments
+// the batch leaves. A net below zero is never paid: the batch completes
+// with nothing to pay and carries the deficit into the next one
+// (carried_out, carried_in). Since reservations, a deficit is always
+// backed by payments not in a batch yet (a batch claims at most
+// MaxPaymentsPerBatch of them, and only swept ones), which refunds count
+// against (unsettledBalance); only refunds advanced by the treasury
+// before reservations existed (the migration reserved their whole amount)
+// can leave one that no payment backs, and then no refund after a payout
+// is allowed until payments cover it.
 //
 // Held payments (late, over-, repeat: swept but not counted) are paid in
 // the next batch like counted payments when the merchant's
@@ -120,9 +133,9 @@ type SettleResult struct {
 }
 
 // queueSettlements marks the session's confirmed, counting payments not yet
-// in settlement as pending, with their fee and net, and enqueues their
-// settle jobs, in the caller's transaction (the one confirming the
-// session).
+// in settlement as pending, with their fee and net (on what refunds left:
+// markForSettlement), and enqueues their settle jobs, in the caller's
+// transaction (the one confirming the session).
 func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sess *ent.CheckoutSession) error {
 	ps, err := tx.Payment.Query().
 		Where(
@@ -136,13 +149,8 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 		return fmt.Errorf("listing payments to settle: %w", err)
 	}
 	for _, p := range ps {
-		fee := TransferFee(p.AmountToken)
-		if _, err := tx.Payment.UpdateOne(p).
-			SetSettlementStatus(payment.SettlementStatusPending).
-			SetSettlementFee(fee).
-			SetSettlementNet(p.AmountToken - fee).
-			Save(ctx); err != nil {
-			return fmt.Errorf("marking payment %s for settlement: %w", p.ExternalID, err)
+		if err := markForSettlement(ctx, tx, p); err != nil {
+			return err
 		}
 		if s.cfg.Jobs == nil {
 			continue // no worker wired (some tests): settle_pending finds it
@@ -152,6 +160,39 @@ func (s *Service) queueSettlements(ctx context.Context, tx *ent.Tx, sqlTx *sql.T
 		}
 	}
 	return nil
+}
+
+// markForSettlement marks confirmed payment p pending settlement with its
+// fee and net on what refunds left of it: a payment is refundable once
+// confirmed, before its session is (an underpayment waiting for the
+// rest), and such a refund lowered nothing yet (resettle acts on pending
+// settlements only). The update is conditional on the refunded amount
+// read, so a refund committing meanwhile is seen: read again, and
+// computed again.
+func markForSettlement(ctx context.Context, tx *ent.Tx, p *ent.Payment) error {
+	for attempt := 0; attempt < 10; attempt++ {
+		left := p.AmountToken - p.RefundedToken
+		fee := TransferFee(left)
+		n, err := tx.Payment.Update().
+			Where(payment.ID(p.ID), payment.SettlementStatusIsNil(), payment.RefundedToken(p.RefundedToken)).
+			SetSettlementStatus(payment.SettlementStatusPending).
+			SetSettlementFee(fee).
+			SetSettlementNet(left - fee).
+			Save(ctx)
+		if err != nil {
+			return fmt.Errorf("marking payment %s for settlement: %w", p.ExternalID, err)
+		}
+		if n == 1 {
+			return nil
+		}
+		if p, err = tx.Payment.Get(ctx, p.ID); err != nil {
+			return err
+		}
+		if p.SettlementStatus != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("marking payment %s for settlement: its refunds kept changing", p.ExternalID)
 }
 
 // PendingSettlements lists payments whose settlement is pending and not

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/big"
 	"time"
 
@@ -139,17 +140,108 @@ func countedToSettle() predicate.Payment {
 	)
 }
 
-// refundsToNet matches completed refunds made after a payout and not
-// netted yet.
-func refundsToNet(key SettlementKey) predicate.Refund {
+// lockSettlementKey serialises, per merchant, chain and mode, what uses
+// the merchant's unsettled money: a refund (which reserves some of it
+// after a payout, or lowers a pending payment's net before one) and the
+// forming of a batch (which pays it out and nets the reservations), so two
+// of them never use the same money. A transaction advisory lock on
+// PostgreSQL, taken before anything it guards is read (a statement after
+// it sees what the previous holder committed); SQLite's single writer
+// serialises them already.
+func (s *Service) lockSettlementKey(ctx context.Context, sqlTx *sql.Tx, key SettlementKey) error {
+	if !s.cfg.DB.IsPostgres() {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte("agentpay settlement "))
+	h.Write(key.MerchantID[:])
+	h.Write([]byte(key.Chain))
+	if key.Livemode {
+		h.Write([]byte{1})
+	}
+	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("locking the settlement of %s: %w", key.Chain, err)
+	}
+	return nil
+}
+
+// unsettledBalance is what a merchant holds with the service on one chain
+// and mode and has not been paid yet, in base units.
+type unsettledBalance struct {
+	key SettlementKey
+	// unsettled: the nets of its confirmed counted payments in no batch
+	// yet (swept or not): what its next batches pay it.
+	unsettled int64
+	// reserved: what refunds after a payout took of it, not netted off a
+	// batch yet (and not failed); refunds is how many they are.
+	reserved int64
+	refunds  int
+	// carried: the deficit its last batch carried over (only refunds
+	// advanced before reservations existed leave one).
+	carried int64
+}
+
+// available is what a refund after a payout may still reserve.
+func (u unsettledBalance) available() int64 { return u.unsettled - u.reserved - u.carried }
+
+// unsettledPayments matches key's payments whose net the next batches pay.
+func unsettledPayments(key SettlementKey) predicate.Payment {
+	return payment.And(
+		paymentsOf(key),
+		payment.StatusEQ(payment.StatusConfirmed),
+		payment.SettlementStatusEQ(payment.SettlementStatusPending),
+		payment.SettlementBatchIDIsNil(),
+	)
+}
+
+// reservedRefunds matches key's refunds after a payout whose reservation
+// is not netted off a batch yet and still holds (not failed).
+func reservedRefunds(key SettlementKey) predicate.Refund {
 	return refund.And(
 		refund.MerchantID(key.MerchantID),
 		refund.Livemode(key.Livemode),
 		refund.Chain(key.Chain),
-		refund.AfterPayout(true),
-		refund.StatusEQ(refund.StatusCompleted),
+		refund.ReservedTokenGT(0),
 		refund.NettedBatchIDIsNil(),
+		refund.StatusNEQ(refund.StatusFailed),
 	)
+}
+
+// readUnsettled reads key's unsettledBalance in tx, under
+// lockSettlementKey.
+func readUnsettled(ctx context.Context, tx *ent.Tx, key SettlementKey) (unsettledBalance, error) {
+	u := unsettledBalance{key: key}
+	sum := func(col string) func(*entsql.Selector) string {
+		return func(sel *entsql.Selector) string { return "COALESCE(SUM(" + sel.C(col) + "), 0)" }
+	}
+	nets, err := tx.Payment.Query().Where(unsettledPayments(key)).Aggregate(sum(payment.FieldSettlementNet)).Int(ctx)
+	if err != nil {
+		return u, fmt.Errorf("summing unsettled payments: %w", err)
+	}
+	var rs []struct {
+		Sum   int64 `json:"sum"`
+		Count int   `json:"count"`
+	}
+	if err := tx.Refund.Query().Where(reservedRefunds(key)).Aggregate(
+		func(sel *entsql.Selector) string {
+			return entsql.As("COALESCE(SUM("+sel.C(refund.FieldReservedToken)+"), 0)", "sum")
+		},
+		func(sel *entsql.Selector) string { return entsql.As("COUNT(*)", "count") },
+	).Scan(ctx, &rs); err != nil {
+		return u, fmt.Errorf("summing reserved refunds: %w", err)
+	}
+	prev, err := tx.SettlementBatch.Query().Where(batchOf(key)).Order(ent.Desc(settlementbatch.FieldSeq)).First(ctx)
+	if err != nil && !ent.IsNotFound(err) {
+		return u, err
+	}
+	u.unsettled = int64(nets)
+	if len(rs) == 1 {
+		u.reserved, u.refunds = rs[0].Sum, rs[0].Count
+	}
+	if prev != nil {
+		u.carried = prev.CarriedOut
+	}
+	return u, nil
 }
 
 // errBatchRaced: a payment or refund the batch was formed with changed (or
@@ -176,6 +268,11 @@ func (s *Service) formBatch(ctx context.Context, opts SettlementOptions, m *ent.
 	)
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		formed, waiting = nil, ""
+		// Under the lock refunds take: a reservation is either netted here
+		// or made after this batch, against the payments it leaves.
+		if err := s.lockSettlementKey(ctx, sqlTx, key); err != nil {
+			return err
+		}
 		counted, err := tx.Payment.Query().
 			Where(paymentsOf(key), countedToSettle()).
 			Order(ent.Asc(payment.FieldSweptAt), ent.Asc(payment.FieldID)).
@@ -197,13 +294,23 @@ func (s *Service) formBatch(ctx context.Context, opts SettlementOptions, m *ent.
 		if len(counted)+len(held) == 0 {
 			return nil // refunds to net wait for payments to net them off
 		}
+		// Every reservation is netted by the batch that pays the payments it
+		// was taken from (refunds.go caps them at MaxPaymentsPerBatch). One
+		// whose refund is still in flight waits for it: netted, a refund
+		// that then failed would have cost the merchant what it never got.
 		refunds, err := tx.Refund.Query().
-			Where(refundsToNet(key)).
+			Where(reservedRefunds(key)).
 			Order(ent.Asc(refund.FieldCreatedAt), ent.Asc(refund.FieldID)).
 			Limit(MaxPaymentsPerBatch).
 			All(ctx)
 		if err != nil {
 			return fmt.Errorf("settlement batch: listing refunds: %w", err)
+		}
+		for _, r := range refunds {
+			if r.Status != refund.StatusCompleted {
+				waiting = fmt.Sprintf("next settlement batch: waits for refund %s (%s), made after a payout, to complete", r.ExternalID, r.Status)
+				return nil
+			}
 		}
 		prev, err := tx.SettlementBatch.Query().Where(batchOf(key)).Order(ent.Desc(settlementbatch.FieldSeq)).First(ctx)
 		if err != nil && !ent.IsNotFound(err) {
@@ -234,7 +341,7 @@ func (s *Service) formBatch(ctx context.Context, opts SettlementOptions, m *ent.
 			}
 		}
 		for _, r := range refunds {
-			refunded += r.AmountToken
+			refunded += r.ReservedToken
 		}
 		seq := 1
 		if prev != nil {
@@ -715,7 +822,9 @@ func settlementEventData(b *ent.SettlementBatch, ps []*ent.Payment, rs []*ent.Re
 	}
 	refundLines := make([]any, 0, len(rs))
 	for _, r := range rs {
-		line := map[string]any{"refund_id": r.ExternalID, "amount_usd": r.AmountUsd.Neg()}
+		// What the batch netted: the refund's reservation (its amount, less
+		// what the payment's own unpaid money covered).
+		line := map[string]any{"refund_id": r.ExternalID, "amount_usd": usd(r.ReservedToken).Neg()}
 		if p := r.Edges.Payment; p != nil {
 			line["payment_external_id"] = p.ExternalID
 			if p.Edges.Session != nil {

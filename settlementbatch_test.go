@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -151,9 +152,10 @@ func TestSettlementBatchIntervalPaysBelowMinimum(t *testing.T) {
 	requireDec(t, "7.24275", d["net_usd"])
 }
 
-// A refund after the payout is advanced by the treasury and netted off the
-// merchant's next batch; the merchant's balance ends exact to the base
-// unit.
+// A refund after the payout is paid from the merchant's unsettled
+// payments: reserved when it is made, netted off the batch that pays
+// them, which waits while the refund is in flight; the merchant's balance
+// ends exact to the base unit and the treasury advanced nothing.
 func TestSettlementBatchNetsRefundAfterPayout(t *testing.T) {
 	ctx := context.Background()
 	f := newRefundFixture(t)
@@ -161,26 +163,38 @@ func TestSettlementBatchNetsRefundAfterPayout(t *testing.T) {
 	require.True(t, f.settle(t).Done)
 	require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()))
 
+	_, err := f.refund(t, RefundInput{AmountUSD: usdAmount("2.5")})
+	require.True(t, IsValidation(err), "nothing unsettled yet: %v", err)
+
+	next := f.settlementFixture.paidPayment(t, "12", 12_000_000)
 	payerBefore := f.balance(t, f.payer)
-	out, err := f.refund(t, RefundInput{AmountUSD: usdAmount("2.5")})
-	require.NoError(t, err, "no 409 after the payout")
+	out, err := f.refund(t, RefundInput{PaymentID: f.payment.ExternalID, AmountUSD: usdAmount("2.5")})
+	require.NoError(t, err)
 	require.True(t, out.Refund.AfterPayout)
+	require.Equal(t, int64(2_500_000), out.Refund.ReservedToken)
+
+	// The batch waits for the refund to complete.
+	res := f.settleWith(t, next, atOnce)
+	require.False(t, res.Done)
+	require.Contains(t, res.Waiting, "waits for refund "+out.Refund.ExternalID)
+	require.Empty(t, f.batches(t)[1:], "no second batch yet")
+
 	f.send(t, out.Refund)
-	require.Equal(t, payerBefore+2_500_000, f.balance(t, f.payer), "advanced by the treasury")
+	require.Equal(t, payerBefore+2_500_000, f.balance(t, f.payer))
 	p := f.reloadPayment(t)
 	require.Equal(t, int64(7_242_750), *p.SettlementNet, "what was paid stays")
 
-	next := f.settlementFixture.paidPayment(t, "12", 12_000_000)
 	require.True(t, f.settleWith(t, next, atOnce).Done)
 	// 12 - 0.012 fee - 2.5 refund = 9.488
 	require.Equal(t, int64(7_242_750+9_488_000), f.balance(t, f.payee.Hex()))
-	// The treasury: 100 + 7.25 - 7.24275 - 2.5 + 12 - 9.488 = its start plus both fees.
+	// The treasury: 100 + 7.25 - 7.24275 + 12 - 2.5 - 9.488 = its start plus both fees.
 	require.Equal(t, int64(100_000_000+7_250+12_000), f.balance(t, treasury))
 
 	bs := f.batches(t)
 	require.Len(t, bs, 2)
 	require.Equal(t, int64(2_500_000), bs[1].RefundsNetted)
 	require.Equal(t, int64(9_488_000), bs[1].Net)
+	require.Zero(t, bs[1].CarriedOut)
 	d := f.batchEvents(t)[1]
 	requireDec(t, "2.5", d["refunds_usd"])
 	requireDec(t, "9.488", d["net_usd"])
@@ -189,19 +203,25 @@ func TestSettlementBatchNetsRefundAfterPayout(t *testing.T) {
 	requireDec(t, "-2.5", rl[0].(map[string]any)["amount_usd"])
 	require.Equal(t, out.Refund.ExternalID, rl[0].(map[string]any)["refund_id"])
 	require.Equal(t, bs[1].ID, *f.db.Ent.Refund.GetX(ctx, out.Refund.ID).NettedBatchID)
+	requireBalanced(t, f.env, f.svc)
 }
 
-// A refund larger than the next batch's net: that batch pays nothing and
-// carries the deficit into the one after; never a negative payout.
+// A reservation larger than the next batch's net (the batch claims only
+// the payments swept so far): that batch pays nothing and carries the
+// deficit into the one after, which pays the payment backing it; never a
+// negative payout, never an unbacked deficit.
 func TestSettlementBatchCarriesDeficitOver(t *testing.T) {
 	f := newRefundFixture(t)
 	require.True(t, f.settle(t).Done)
-	out, err := f.refund(t, RefundInput{}) // all 7.25 back, after the payout
+	small := f.settlementFixture.paidPayment(t, "3", 3_000_000)
+	big := f.settlementFixture.paidPayment(t, "10", 10_000_000)
+	// All 7.25 back, after the payout: 2.997 + 9.99 unsettled back it.
+	out, err := f.refund(t, RefundInput{PaymentID: f.payment.ExternalID})
 	require.NoError(t, err)
+	require.Equal(t, int64(7_250_000), out.Refund.ReservedToken)
 	f.send(t, out.Refund)
 
-	small := f.settlementFixture.paidPayment(t, "3", 3_000_000)
-	require.True(t, f.settleWith(t, small, atOnce).Done)
+	require.True(t, f.settleWith(t, small, atOnce).Done, "big is not swept yet: the batch takes small alone")
 	require.Equal(t, int64(7_242_750), f.balance(t, f.payee.Hex()), "nothing paid")
 	bs := f.batches(t)
 	require.Len(t, bs, 2)
@@ -214,7 +234,13 @@ func TestSettlementBatchCarriesDeficitOver(t *testing.T) {
 	requireDec(t, "4.253", d["carried_out_usd"])
 	require.Equal(t, payment.SettlementStatusCompleted, *f.db.Ent.Payment.GetX(context.Background(), small.ID).SettlementStatus)
 
-	big := f.settlementFixture.paidPayment(t, "10", 10_000_000)
+	// The deficit is counted against what is left: 9.99 - 4.253.
+	require.NoError(t, f.db.WithTx(context.Background(), func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		u, err := readUnsettled(ctx, tx, SettlementKey{MerchantID: f.merchant.ID, Chain: "base"})
+		require.Equal(t, int64(5_737_000), u.available())
+		return err
+	}))
+
 	require.True(t, f.settleWith(t, big, atOnce).Done)
 	// 10 - 0.01 - 4.253 carried = 5.737
 	require.Equal(t, int64(7_242_750+5_737_000), f.balance(t, f.payee.Hex()))
@@ -225,6 +251,7 @@ func TestSettlementBatchCarriesDeficitOver(t *testing.T) {
 	// Over the three batches the merchant got exactly what its payments
 	// netted less the refund.
 	require.Equal(t, int64(7_242_750+2_997_000+9_990_000-7_250_000), f.balance(t, f.payee.Hex()))
+	requireBalanced(t, f.env, f.svc)
 }
 
 // Two runs settling the same merchant, chain and mode at once (two

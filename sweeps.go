@@ -211,8 +211,17 @@ func (s *Service) finishSweep(ctx context.Context, ledger chains.Ledger, p *ent.
 	if err != nil {
 		return fmt.Errorf("sweep: marking the deposit address swept: %w", err)
 	}
-	if n > 0 {
-		s.closeSweptAccount(ctx, ledger, p)
+	if n == 0 || p.Edges.DepositAddress == nil {
+		return nil
+	}
+	// Dust left on the address keeps its token account open until it is
+	// swept (dust.go), which closes it then.
+	if empty, err := s.depositAddressEmpty(ctx, *p.DepositAddressID); err == nil && empty {
+		mode := ModeTest
+		if sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, p.SessionID); err == nil {
+			mode = sessionMode(sess)
+		}
+		s.closeSweptAccount(ctx, ledger, mode, p.Edges.DepositAddress)
 	}
 	return nil
 }
@@ -223,14 +232,14 @@ func (s *Service) finishSweep(ctx context.Context, ledger chains.Ledger, p *ent.
 // whatever happens here; an account left open (a failed close, or one
 // holding tokens that arrived meanwhile) keeps its rent, and is closed by
 // the next sweep of the address, if any.
-func (s *Service) closeSweptAccount(ctx context.Context, ledger chains.Ledger, p *ent.Payment) {
+func (s *Service) closeSweptAccount(ctx context.Context, ledger chains.Ledger, mode Mode, da *ent.DepositAddress) {
 	closer, ok := ledger.(chains.TokenAccountCloser)
-	if !ok || p.Edges.DepositAddress == nil {
+	if !ok {
 		return
 	}
-	key, err := s.DepositAddressKey(p.Edges.DepositAddress)
+	key, err := s.DepositAddressKey(da)
 	if err != nil {
-		s.logger.WarnContext(ctx, "closing a swept token account", "payment", p.ExternalID, "err", err)
+		s.logger.WarnContext(ctx, "closing a swept token account", "address", da.Address, "err", err)
 		return
 	}
 	defer clear(key)
@@ -238,17 +247,14 @@ func (s *Service) closeSweptAccount(ctx context.Context, ledger chains.Ledger, p
 	defer cancel()
 	res, err := closer.CloseEmptyTokenAccount(cctx, key)
 	if err != nil {
-		s.logger.WarnContext(ctx, "closing a swept token account", "payment", p.ExternalID,
-			"address", p.Edges.DepositAddress.Address, "err", err)
+		s.logger.WarnContext(ctx, "closing a swept token account", "address", da.Address, "err", err)
 		return
 	}
 	if res.TxHash != "" {
-		s.logger.InfoContext(ctx, "swept token account closed", "address", p.Edges.DepositAddress.Address, "tx", res.TxHash)
+		s.logger.InfoContext(ctx, "swept token account closed", "address", da.Address, "tx", res.TxHash)
 		// The close's hash is kept nowhere else, so its cost (the rent
 		// coming back, less the fee) is recorded now.
-		if sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, p.SessionID); err == nil {
-			s.recordCloseGas(ctx, sessionMode(sess), ledger, res.TxHash)
-		}
+		s.recordCloseGas(ctx, mode, ledger, res.TxHash)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -81,6 +82,8 @@ type Client struct {
 	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// DustDeposit is the client for interacting with the DustDeposit builders.
+	DustDeposit *DustDepositClient
 	// Funding is the client for interacting with the Funding builders.
 	Funding *FundingClient
 	// GasSpend is the client for interacting with the GasSpend builders.
@@ -162,6 +165,7 @@ func (c *Client) init() {
 	c.CheckoutSession = NewCheckoutSessionClient(c.config)
 	c.DashboardSession = NewDashboardSessionClient(c.config)
 	c.DepositAddress = NewDepositAddressClient(c.config)
+	c.DustDeposit = NewDustDepositClient(c.config)
 	c.Funding = NewFundingClient(c.config)
 	c.GasSpend = NewGasSpendClient(c.config)
 	c.IdempotencyKey = NewIdempotencyKeyClient(c.config)
@@ -293,6 +297,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		CheckoutSession:           NewCheckoutSessionClient(cfg),
 		DashboardSession:          NewDashboardSessionClient(cfg),
 		DepositAddress:            NewDepositAddressClient(cfg),
+		DustDeposit:               NewDustDepositClient(cfg),
 		Funding:                   NewFundingClient(cfg),
 		GasSpend:                  NewGasSpendClient(cfg),
 		IdempotencyKey:            NewIdempotencyKeyClient(cfg),
@@ -351,6 +356,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		CheckoutSession:           NewCheckoutSessionClient(cfg),
 		DashboardSession:          NewDashboardSessionClient(cfg),
 		DepositAddress:            NewDepositAddressClient(cfg),
+		DustDeposit:               NewDustDepositClient(cfg),
 		Funding:                   NewFundingClient(cfg),
 		GasSpend:                  NewGasSpendClient(cfg),
 		IdempotencyKey:            NewIdempotencyKeyClient(cfg),
@@ -412,11 +418,11 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
-		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
-		c.LoginToken, c.MailMessage, c.MailOptOut, c.Merchant,
-		c.MerchantEmailConfirmation, c.MerchantFeedEntry, c.MerchantKey,
-		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.DustDeposit,
+		c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
+		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
+		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
+		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
 		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
 		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
@@ -430,11 +436,11 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.Funding, c.GasSpend,
-		c.IdempotencyKey, c.IdentityCallback, c.IdentityVerification, c.Invitation,
-		c.LoginToken, c.MailMessage, c.MailOptOut, c.Merchant,
-		c.MerchantEmailConfirmation, c.MerchantFeedEntry, c.MerchantKey,
-		c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
+		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.DustDeposit,
+		c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
+		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
+		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
+		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
 		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
 		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
@@ -462,6 +468,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DashboardSession.mutate(ctx, m)
 	case *DepositAddressMutation:
 		return c.DepositAddress.mutate(ctx, m)
+	case *DustDepositMutation:
+		return c.DustDeposit.mutate(ctx, m)
 	case *FundingMutation:
 		return c.Funding.mutate(ctx, m)
 	case *GasSpendMutation:
@@ -1846,6 +1854,139 @@ func (c *DepositAddressClient) mutate(ctx context.Context, m *DepositAddressMuta
 		return (&DepositAddressDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DepositAddress mutation op: %q", m.Op())
+	}
+}
+
+// DustDepositClient is a client for the DustDeposit schema.
+type DustDepositClient struct {
+	config
+}
+
+// NewDustDepositClient returns a client for the DustDeposit from the given config.
+func NewDustDepositClient(c config) *DustDepositClient {
+	return &DustDepositClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `dustdeposit.Hooks(f(g(h())))`.
+func (c *DustDepositClient) Use(hooks ...Hook) {
+	c.hooks.DustDeposit = append(c.hooks.DustDeposit, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `dustdeposit.Intercept(f(g(h())))`.
+func (c *DustDepositClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DustDeposit = append(c.inters.DustDeposit, interceptors...)
+}
+
+// Create returns a builder for creating a DustDeposit entity.
+func (c *DustDepositClient) Create() *DustDepositCreate {
+	mutation := newDustDepositMutation(c.config, OpCreate)
+	return &DustDepositCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DustDeposit entities.
+func (c *DustDepositClient) CreateBulk(builders ...*DustDepositCreate) *DustDepositCreateBulk {
+	return &DustDepositCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DustDepositClient) MapCreateBulk(slice any, setFunc func(*DustDepositCreate, int)) *DustDepositCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DustDepositCreateBulk{err: fmt.Errorf("calling to DustDepositClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DustDepositCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DustDepositCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DustDeposit.
+func (c *DustDepositClient) Update() *DustDepositUpdate {
+	mutation := newDustDepositMutation(c.config, OpUpdate)
+	return &DustDepositUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DustDepositClient) UpdateOne(_m *DustDeposit) *DustDepositUpdateOne {
+	mutation := newDustDepositMutation(c.config, OpUpdateOne, withDustDeposit(_m))
+	return &DustDepositUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DustDepositClient) UpdateOneID(id uuid.UUID) *DustDepositUpdateOne {
+	mutation := newDustDepositMutation(c.config, OpUpdateOne, withDustDepositID(id))
+	return &DustDepositUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DustDeposit.
+func (c *DustDepositClient) Delete() *DustDepositDelete {
+	mutation := newDustDepositMutation(c.config, OpDelete)
+	return &DustDepositDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DustDepositClient) DeleteOne(_m *DustDeposit) *DustDepositDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DustDepositClient) DeleteOneID(id uuid.UUID) *DustDepositDeleteOne {
+	builder := c.Delete().Where(dustdeposit.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DustDepositDeleteOne{builder}
+}
+
+// Query returns a query builder for DustDeposit.
+func (c *DustDepositClient) Query() *DustDepositQuery {
+	return &DustDepositQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDustDeposit},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DustDeposit entity by its id.
+func (c *DustDepositClient) Get(ctx context.Context, id uuid.UUID) (*DustDeposit, error) {
+	return c.Query().Where(dustdeposit.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DustDepositClient) GetX(ctx context.Context, id uuid.UUID) *DustDeposit {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *DustDepositClient) Hooks() []Hook {
+	return c.hooks.DustDeposit
+}
+
+// Interceptors returns the client interceptors.
+func (c *DustDepositClient) Interceptors() []Interceptor {
+	return c.inters.DustDeposit
+}
+
+func (c *DustDepositClient) mutate(ctx context.Context, m *DustDepositMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DustDepositCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DustDepositUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DustDepositUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DustDepositDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DustDeposit mutation op: %q", m.Op())
 	}
 }
 
@@ -6488,21 +6629,21 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 type (
 	hooks struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
-		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
-		MailOptOut, Merchant, MerchantEmailConfirmation, MerchantFeedEntry,
-		MerchantKey, MerchantMember, Pairing, PartnerAttestation, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		DashboardSession, DepositAddress, DustDeposit, Funding, GasSpend,
+		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
+		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
+		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
+		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
 		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
 		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, Funding, GasSpend, IdempotencyKey,
-		IdentityCallback, IdentityVerification, Invitation, LoginToken, MailMessage,
-		MailOptOut, Merchant, MerchantEmailConfirmation, MerchantFeedEntry,
-		MerchantKey, MerchantMember, Pairing, PartnerAttestation, Passkey,
-		PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
+		DashboardSession, DepositAddress, DustDeposit, Funding, GasSpend,
+		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
+		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
+		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
+		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
 		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
 		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}

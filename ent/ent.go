@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -119,6 +120,7 @@ func checkColumn(t, c string) error {
 			checkoutsession.Table:           checkoutsession.ValidColumn,
 			dashboardsession.Table:          dashboardsession.ValidColumn,
 			depositaddress.Table:            depositaddress.ValidColumn,
+			dustdeposit.Table:               dustdeposit.ValidColumn,
 			funding.Table:                   funding.ValidColumn,
 			gasspend.Table:                  gasspend.ValidColumn,
 			idempotencykey.Table:            idempotencykey.ValidColumn,

@@ -1501,6 +1501,21 @@ func (_q *RefundQuery) collectField(ctx context.Context, oneNode bool, opCtx *gr
 				selectedFields = append(selectedFields, refund.FieldAfterPayout)
 				fieldSeen[refund.FieldAfterPayout] = struct{}{}
 			}
+		case "reservedToken":
+			if _, ok := fieldSeen[refund.FieldReservedToken]; !ok {
+				selectedFields = append(selectedFields, refund.FieldReservedToken)
+				fieldSeen[refund.FieldReservedToken] = struct{}{}
+			}
+		case "destination":
+			if _, ok := fieldSeen[refund.FieldDestination]; !ok {
+				selectedFields = append(selectedFields, refund.FieldDestination)
+				fieldSeen[refund.FieldDestination] = struct{}{}
+			}
+		case "requestedWith":
+			if _, ok := fieldSeen[refund.FieldRequestedWith]; !ok {
+				selectedFields = append(selectedFields, refund.FieldRequestedWith)
+				fieldSeen[refund.FieldRequestedWith] = struct{}{}
+			}
 		case "id":
 		case "__typename":
 		default:

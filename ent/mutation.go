@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -74,6 +75,7 @@ const (
 	TypeCheckoutSession           = "CheckoutSession"
 	TypeDashboardSession          = "DashboardSession"
 	TypeDepositAddress            = "DepositAddress"
+	TypeDustDeposit               = "DustDeposit"
 	TypeFunding                   = "Funding"
 	TypeGasSpend                  = "GasSpend"
 	TypeIdempotencyKey            = "IdempotencyKey"
@@ -10289,6 +10291,1240 @@ func (m *DepositAddressMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown DepositAddress edge %s", name)
+}
+
+// DustDepositMutation represents an operation that mutates the DustDeposit nodes in the graph.
+type DustDepositMutation struct {
+	config
+	op                 Op
+	typ                string
+	id                 *uuid.UUID
+	created_at         *time.Time
+	updated_at         *time.Time
+	deposit_address_id *uuid.UUID
+	chain              *string
+	livemode           *bool
+	tx_hash            *string
+	log_index          *int
+	addlog_index       *int
+	from_address       *string
+	amount             *int64
+	addamount          *int64
+	block_number       *int64
+	addblock_number    *int64
+	sweep_id           *uuid.UUID
+	sweep_submitted_at *time.Time
+	sweep_tx_hash      *string
+	swept_at           *time.Time
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*DustDeposit, error)
+	predicates         []predicate.DustDeposit
+}
+
+var _ ent.Mutation = (*DustDepositMutation)(nil)
+
+// dustdepositOption allows management of the mutation configuration using functional options.
+type dustdepositOption func(*DustDepositMutation)
+
+// newDustDepositMutation creates new mutation for the DustDeposit entity.
+func newDustDepositMutation(c config, op Op, opts ...dustdepositOption) *DustDepositMutation {
+	m := &DustDepositMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDustDeposit,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDustDepositID sets the ID field of the mutation.
+func withDustDepositID(id uuid.UUID) dustdepositOption {
+	return func(m *DustDepositMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DustDeposit
+		)
+		m.oldValue = func(ctx context.Context) (*DustDeposit, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DustDeposit.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDustDeposit sets the old DustDeposit of the mutation.
+func withDustDeposit(node *DustDeposit) dustdepositOption {
+	return func(m *DustDepositMutation) {
+		m.oldValue = func(context.Context) (*DustDeposit, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DustDepositMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DustDepositMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of DustDeposit entities.
+func (m *DustDepositMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DustDepositMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DustDepositMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DustDeposit.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *DustDepositMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *DustDepositMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *DustDepositMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *DustDepositMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *DustDepositMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *DustDepositMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetDepositAddressID sets the "deposit_address_id" field.
+func (m *DustDepositMutation) SetDepositAddressID(u uuid.UUID) {
+	m.deposit_address_id = &u
+}
+
+// DepositAddressID returns the value of the "deposit_address_id" field in the mutation.
+func (m *DustDepositMutation) DepositAddressID() (r uuid.UUID, exists bool) {
+	v := m.deposit_address_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDepositAddressID returns the old "deposit_address_id" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldDepositAddressID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDepositAddressID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDepositAddressID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDepositAddressID: %w", err)
+	}
+	return oldValue.DepositAddressID, nil
+}
+
+// ResetDepositAddressID resets all changes to the "deposit_address_id" field.
+func (m *DustDepositMutation) ResetDepositAddressID() {
+	m.deposit_address_id = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *DustDepositMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *DustDepositMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *DustDepositMutation) ResetChain() {
+	m.chain = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *DustDepositMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *DustDepositMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *DustDepositMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetTxHash sets the "tx_hash" field.
+func (m *DustDepositMutation) SetTxHash(s string) {
+	m.tx_hash = &s
+}
+
+// TxHash returns the value of the "tx_hash" field in the mutation.
+func (m *DustDepositMutation) TxHash() (r string, exists bool) {
+	v := m.tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTxHash returns the old "tx_hash" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTxHash: %w", err)
+	}
+	return oldValue.TxHash, nil
+}
+
+// ResetTxHash resets all changes to the "tx_hash" field.
+func (m *DustDepositMutation) ResetTxHash() {
+	m.tx_hash = nil
+}
+
+// SetLogIndex sets the "log_index" field.
+func (m *DustDepositMutation) SetLogIndex(i int) {
+	m.log_index = &i
+	m.addlog_index = nil
+}
+
+// LogIndex returns the value of the "log_index" field in the mutation.
+func (m *DustDepositMutation) LogIndex() (r int, exists bool) {
+	v := m.log_index
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLogIndex returns the old "log_index" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldLogIndex(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLogIndex is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLogIndex requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLogIndex: %w", err)
+	}
+	return oldValue.LogIndex, nil
+}
+
+// AddLogIndex adds i to the "log_index" field.
+func (m *DustDepositMutation) AddLogIndex(i int) {
+	if m.addlog_index != nil {
+		*m.addlog_index += i
+	} else {
+		m.addlog_index = &i
+	}
+}
+
+// AddedLogIndex returns the value that was added to the "log_index" field in this mutation.
+func (m *DustDepositMutation) AddedLogIndex() (r int, exists bool) {
+	v := m.addlog_index
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLogIndex resets all changes to the "log_index" field.
+func (m *DustDepositMutation) ResetLogIndex() {
+	m.log_index = nil
+	m.addlog_index = nil
+}
+
+// SetFromAddress sets the "from_address" field.
+func (m *DustDepositMutation) SetFromAddress(s string) {
+	m.from_address = &s
+}
+
+// FromAddress returns the value of the "from_address" field in the mutation.
+func (m *DustDepositMutation) FromAddress() (r string, exists bool) {
+	v := m.from_address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFromAddress returns the old "from_address" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldFromAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFromAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFromAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFromAddress: %w", err)
+	}
+	return oldValue.FromAddress, nil
+}
+
+// ClearFromAddress clears the value of the "from_address" field.
+func (m *DustDepositMutation) ClearFromAddress() {
+	m.from_address = nil
+	m.clearedFields[dustdeposit.FieldFromAddress] = struct{}{}
+}
+
+// FromAddressCleared returns if the "from_address" field was cleared in this mutation.
+func (m *DustDepositMutation) FromAddressCleared() bool {
+	_, ok := m.clearedFields[dustdeposit.FieldFromAddress]
+	return ok
+}
+
+// ResetFromAddress resets all changes to the "from_address" field.
+func (m *DustDepositMutation) ResetFromAddress() {
+	m.from_address = nil
+	delete(m.clearedFields, dustdeposit.FieldFromAddress)
+}
+
+// SetAmount sets the "amount" field.
+func (m *DustDepositMutation) SetAmount(i int64) {
+	m.amount = &i
+	m.addamount = nil
+}
+
+// Amount returns the value of the "amount" field in the mutation.
+func (m *DustDepositMutation) Amount() (r int64, exists bool) {
+	v := m.amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmount returns the old "amount" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldAmount(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmount: %w", err)
+	}
+	return oldValue.Amount, nil
+}
+
+// AddAmount adds i to the "amount" field.
+func (m *DustDepositMutation) AddAmount(i int64) {
+	if m.addamount != nil {
+		*m.addamount += i
+	} else {
+		m.addamount = &i
+	}
+}
+
+// AddedAmount returns the value that was added to the "amount" field in this mutation.
+func (m *DustDepositMutation) AddedAmount() (r int64, exists bool) {
+	v := m.addamount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAmount resets all changes to the "amount" field.
+func (m *DustDepositMutation) ResetAmount() {
+	m.amount = nil
+	m.addamount = nil
+}
+
+// SetBlockNumber sets the "block_number" field.
+func (m *DustDepositMutation) SetBlockNumber(i int64) {
+	m.block_number = &i
+	m.addblock_number = nil
+}
+
+// BlockNumber returns the value of the "block_number" field in the mutation.
+func (m *DustDepositMutation) BlockNumber() (r int64, exists bool) {
+	v := m.block_number
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBlockNumber returns the old "block_number" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldBlockNumber(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBlockNumber is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBlockNumber requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBlockNumber: %w", err)
+	}
+	return oldValue.BlockNumber, nil
+}
+
+// AddBlockNumber adds i to the "block_number" field.
+func (m *DustDepositMutation) AddBlockNumber(i int64) {
+	if m.addblock_number != nil {
+		*m.addblock_number += i
+	} else {
+		m.addblock_number = &i
+	}
+}
+
+// AddedBlockNumber returns the value that was added to the "block_number" field in this mutation.
+func (m *DustDepositMutation) AddedBlockNumber() (r int64, exists bool) {
+	v := m.addblock_number
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetBlockNumber resets all changes to the "block_number" field.
+func (m *DustDepositMutation) ResetBlockNumber() {
+	m.block_number = nil
+	m.addblock_number = nil
+}
+
+// SetSweepID sets the "sweep_id" field.
+func (m *DustDepositMutation) SetSweepID(u uuid.UUID) {
+	m.sweep_id = &u
+}
+
+// SweepID returns the value of the "sweep_id" field in the mutation.
+func (m *DustDepositMutation) SweepID() (r uuid.UUID, exists bool) {
+	v := m.sweep_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweepID returns the old "sweep_id" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldSweepID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweepID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweepID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweepID: %w", err)
+	}
+	return oldValue.SweepID, nil
+}
+
+// ClearSweepID clears the value of the "sweep_id" field.
+func (m *DustDepositMutation) ClearSweepID() {
+	m.sweep_id = nil
+	m.clearedFields[dustdeposit.FieldSweepID] = struct{}{}
+}
+
+// SweepIDCleared returns if the "sweep_id" field was cleared in this mutation.
+func (m *DustDepositMutation) SweepIDCleared() bool {
+	_, ok := m.clearedFields[dustdeposit.FieldSweepID]
+	return ok
+}
+
+// ResetSweepID resets all changes to the "sweep_id" field.
+func (m *DustDepositMutation) ResetSweepID() {
+	m.sweep_id = nil
+	delete(m.clearedFields, dustdeposit.FieldSweepID)
+}
+
+// SetSweepSubmittedAt sets the "sweep_submitted_at" field.
+func (m *DustDepositMutation) SetSweepSubmittedAt(t time.Time) {
+	m.sweep_submitted_at = &t
+}
+
+// SweepSubmittedAt returns the value of the "sweep_submitted_at" field in the mutation.
+func (m *DustDepositMutation) SweepSubmittedAt() (r time.Time, exists bool) {
+	v := m.sweep_submitted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweepSubmittedAt returns the old "sweep_submitted_at" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldSweepSubmittedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweepSubmittedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweepSubmittedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweepSubmittedAt: %w", err)
+	}
+	return oldValue.SweepSubmittedAt, nil
+}
+
+// ClearSweepSubmittedAt clears the value of the "sweep_submitted_at" field.
+func (m *DustDepositMutation) ClearSweepSubmittedAt() {
+	m.sweep_submitted_at = nil
+	m.clearedFields[dustdeposit.FieldSweepSubmittedAt] = struct{}{}
+}
+
+// SweepSubmittedAtCleared returns if the "sweep_submitted_at" field was cleared in this mutation.
+func (m *DustDepositMutation) SweepSubmittedAtCleared() bool {
+	_, ok := m.clearedFields[dustdeposit.FieldSweepSubmittedAt]
+	return ok
+}
+
+// ResetSweepSubmittedAt resets all changes to the "sweep_submitted_at" field.
+func (m *DustDepositMutation) ResetSweepSubmittedAt() {
+	m.sweep_submitted_at = nil
+	delete(m.clearedFields, dustdeposit.FieldSweepSubmittedAt)
+}
+
+// SetSweepTxHash sets the "sweep_tx_hash" field.
+func (m *DustDepositMutation) SetSweepTxHash(s string) {
+	m.sweep_tx_hash = &s
+}
+
+// SweepTxHash returns the value of the "sweep_tx_hash" field in the mutation.
+func (m *DustDepositMutation) SweepTxHash() (r string, exists bool) {
+	v := m.sweep_tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweepTxHash returns the old "sweep_tx_hash" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldSweepTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweepTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweepTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweepTxHash: %w", err)
+	}
+	return oldValue.SweepTxHash, nil
+}
+
+// ClearSweepTxHash clears the value of the "sweep_tx_hash" field.
+func (m *DustDepositMutation) ClearSweepTxHash() {
+	m.sweep_tx_hash = nil
+	m.clearedFields[dustdeposit.FieldSweepTxHash] = struct{}{}
+}
+
+// SweepTxHashCleared returns if the "sweep_tx_hash" field was cleared in this mutation.
+func (m *DustDepositMutation) SweepTxHashCleared() bool {
+	_, ok := m.clearedFields[dustdeposit.FieldSweepTxHash]
+	return ok
+}
+
+// ResetSweepTxHash resets all changes to the "sweep_tx_hash" field.
+func (m *DustDepositMutation) ResetSweepTxHash() {
+	m.sweep_tx_hash = nil
+	delete(m.clearedFields, dustdeposit.FieldSweepTxHash)
+}
+
+// SetSweptAt sets the "swept_at" field.
+func (m *DustDepositMutation) SetSweptAt(t time.Time) {
+	m.swept_at = &t
+}
+
+// SweptAt returns the value of the "swept_at" field in the mutation.
+func (m *DustDepositMutation) SweptAt() (r time.Time, exists bool) {
+	v := m.swept_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSweptAt returns the old "swept_at" field's value of the DustDeposit entity.
+// If the DustDeposit object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DustDepositMutation) OldSweptAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSweptAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSweptAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSweptAt: %w", err)
+	}
+	return oldValue.SweptAt, nil
+}
+
+// ClearSweptAt clears the value of the "swept_at" field.
+func (m *DustDepositMutation) ClearSweptAt() {
+	m.swept_at = nil
+	m.clearedFields[dustdeposit.FieldSweptAt] = struct{}{}
+}
+
+// SweptAtCleared returns if the "swept_at" field was cleared in this mutation.
+func (m *DustDepositMutation) SweptAtCleared() bool {
+	_, ok := m.clearedFields[dustdeposit.FieldSweptAt]
+	return ok
+}
+
+// ResetSweptAt resets all changes to the "swept_at" field.
+func (m *DustDepositMutation) ResetSweptAt() {
+	m.swept_at = nil
+	delete(m.clearedFields, dustdeposit.FieldSweptAt)
+}
+
+// Where appends a list predicates to the DustDepositMutation builder.
+func (m *DustDepositMutation) Where(ps ...predicate.DustDeposit) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DustDepositMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DustDepositMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DustDeposit, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DustDepositMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DustDepositMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DustDeposit).
+func (m *DustDepositMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DustDepositMutation) Fields() []string {
+	fields := make([]string, 0, 14)
+	if m.created_at != nil {
+		fields = append(fields, dustdeposit.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, dustdeposit.FieldUpdatedAt)
+	}
+	if m.deposit_address_id != nil {
+		fields = append(fields, dustdeposit.FieldDepositAddressID)
+	}
+	if m.chain != nil {
+		fields = append(fields, dustdeposit.FieldChain)
+	}
+	if m.livemode != nil {
+		fields = append(fields, dustdeposit.FieldLivemode)
+	}
+	if m.tx_hash != nil {
+		fields = append(fields, dustdeposit.FieldTxHash)
+	}
+	if m.log_index != nil {
+		fields = append(fields, dustdeposit.FieldLogIndex)
+	}
+	if m.from_address != nil {
+		fields = append(fields, dustdeposit.FieldFromAddress)
+	}
+	if m.amount != nil {
+		fields = append(fields, dustdeposit.FieldAmount)
+	}
+	if m.block_number != nil {
+		fields = append(fields, dustdeposit.FieldBlockNumber)
+	}
+	if m.sweep_id != nil {
+		fields = append(fields, dustdeposit.FieldSweepID)
+	}
+	if m.sweep_submitted_at != nil {
+		fields = append(fields, dustdeposit.FieldSweepSubmittedAt)
+	}
+	if m.sweep_tx_hash != nil {
+		fields = append(fields, dustdeposit.FieldSweepTxHash)
+	}
+	if m.swept_at != nil {
+		fields = append(fields, dustdeposit.FieldSweptAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DustDepositMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case dustdeposit.FieldCreatedAt:
+		return m.CreatedAt()
+	case dustdeposit.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case dustdeposit.FieldDepositAddressID:
+		return m.DepositAddressID()
+	case dustdeposit.FieldChain:
+		return m.Chain()
+	case dustdeposit.FieldLivemode:
+		return m.Livemode()
+	case dustdeposit.FieldTxHash:
+		return m.TxHash()
+	case dustdeposit.FieldLogIndex:
+		return m.LogIndex()
+	case dustdeposit.FieldFromAddress:
+		return m.FromAddress()
+	case dustdeposit.FieldAmount:
+		return m.Amount()
+	case dustdeposit.FieldBlockNumber:
+		return m.BlockNumber()
+	case dustdeposit.FieldSweepID:
+		return m.SweepID()
+	case dustdeposit.FieldSweepSubmittedAt:
+		return m.SweepSubmittedAt()
+	case dustdeposit.FieldSweepTxHash:
+		return m.SweepTxHash()
+	case dustdeposit.FieldSweptAt:
+		return m.SweptAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DustDepositMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case dustdeposit.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case dustdeposit.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case dustdeposit.FieldDepositAddressID:
+		return m.OldDepositAddressID(ctx)
+	case dustdeposit.FieldChain:
+		return m.OldChain(ctx)
+	case dustdeposit.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case dustdeposit.FieldTxHash:
+		return m.OldTxHash(ctx)
+	case dustdeposit.FieldLogIndex:
+		return m.OldLogIndex(ctx)
+	case dustdeposit.FieldFromAddress:
+		return m.OldFromAddress(ctx)
+	case dustdeposit.FieldAmount:
+		return m.OldAmount(ctx)
+	case dustdeposit.FieldBlockNumber:
+		return m.OldBlockNumber(ctx)
+	case dustdeposit.FieldSweepID:
+		return m.OldSweepID(ctx)
+	case dustdeposit.FieldSweepSubmittedAt:
+		return m.OldSweepSubmittedAt(ctx)
+	case dustdeposit.FieldSweepTxHash:
+		return m.OldSweepTxHash(ctx)
+	case dustdeposit.FieldSweptAt:
+		return m.OldSweptAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown DustDeposit field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DustDepositMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case dustdeposit.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case dustdeposit.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case dustdeposit.FieldDepositAddressID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDepositAddressID(v)
+		return nil
+	case dustdeposit.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case dustdeposit.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case dustdeposit.FieldTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTxHash(v)
+		return nil
+	case dustdeposit.FieldLogIndex:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLogIndex(v)
+		return nil
+	case dustdeposit.FieldFromAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFromAddress(v)
+		return nil
+	case dustdeposit.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmount(v)
+		return nil
+	case dustdeposit.FieldBlockNumber:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBlockNumber(v)
+		return nil
+	case dustdeposit.FieldSweepID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweepID(v)
+		return nil
+	case dustdeposit.FieldSweepSubmittedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweepSubmittedAt(v)
+		return nil
+	case dustdeposit.FieldSweepTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweepTxHash(v)
+		return nil
+	case dustdeposit.FieldSweptAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSweptAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DustDeposit field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DustDepositMutation) AddedFields() []string {
+	var fields []string
+	if m.addlog_index != nil {
+		fields = append(fields, dustdeposit.FieldLogIndex)
+	}
+	if m.addamount != nil {
+		fields = append(fields, dustdeposit.FieldAmount)
+	}
+	if m.addblock_number != nil {
+		fields = append(fields, dustdeposit.FieldBlockNumber)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DustDepositMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case dustdeposit.FieldLogIndex:
+		return m.AddedLogIndex()
+	case dustdeposit.FieldAmount:
+		return m.AddedAmount()
+	case dustdeposit.FieldBlockNumber:
+		return m.AddedBlockNumber()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DustDepositMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case dustdeposit.FieldLogIndex:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLogIndex(v)
+		return nil
+	case dustdeposit.FieldAmount:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAmount(v)
+		return nil
+	case dustdeposit.FieldBlockNumber:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBlockNumber(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DustDeposit numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DustDepositMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(dustdeposit.FieldFromAddress) {
+		fields = append(fields, dustdeposit.FieldFromAddress)
+	}
+	if m.FieldCleared(dustdeposit.FieldSweepID) {
+		fields = append(fields, dustdeposit.FieldSweepID)
+	}
+	if m.FieldCleared(dustdeposit.FieldSweepSubmittedAt) {
+		fields = append(fields, dustdeposit.FieldSweepSubmittedAt)
+	}
+	if m.FieldCleared(dustdeposit.FieldSweepTxHash) {
+		fields = append(fields, dustdeposit.FieldSweepTxHash)
+	}
+	if m.FieldCleared(dustdeposit.FieldSweptAt) {
+		fields = append(fields, dustdeposit.FieldSweptAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DustDepositMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DustDepositMutation) ClearField(name string) error {
+	switch name {
+	case dustdeposit.FieldFromAddress:
+		m.ClearFromAddress()
+		return nil
+	case dustdeposit.FieldSweepID:
+		m.ClearSweepID()
+		return nil
+	case dustdeposit.FieldSweepSubmittedAt:
+		m.ClearSweepSubmittedAt()
+		return nil
+	case dustdeposit.FieldSweepTxHash:
+		m.ClearSweepTxHash()
+		return nil
+	case dustdeposit.FieldSweptAt:
+		m.ClearSweptAt()
+		return nil
+	}
+	return fmt.Errorf("unknown DustDeposit nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DustDepositMutation) ResetField(name string) error {
+	switch name {
+	case dustdeposit.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case dustdeposit.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case dustdeposit.FieldDepositAddressID:
+		m.ResetDepositAddressID()
+		return nil
+	case dustdeposit.FieldChain:
+		m.ResetChain()
+		return nil
+	case dustdeposit.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case dustdeposit.FieldTxHash:
+		m.ResetTxHash()
+		return nil
+	case dustdeposit.FieldLogIndex:
+		m.ResetLogIndex()
+		return nil
+	case dustdeposit.FieldFromAddress:
+		m.ResetFromAddress()
+		return nil
+	case dustdeposit.FieldAmount:
+		m.ResetAmount()
+		return nil
+	case dustdeposit.FieldBlockNumber:
+		m.ResetBlockNumber()
+		return nil
+	case dustdeposit.FieldSweepID:
+		m.ResetSweepID()
+		return nil
+	case dustdeposit.FieldSweepSubmittedAt:
+		m.ResetSweepSubmittedAt()
+		return nil
+	case dustdeposit.FieldSweepTxHash:
+		m.ResetSweepTxHash()
+		return nil
+	case dustdeposit.FieldSweptAt:
+		m.ResetSweptAt()
+		return nil
+	}
+	return fmt.Errorf("unknown DustDeposit field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DustDepositMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DustDepositMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DustDepositMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DustDepositMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DustDepositMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DustDepositMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DustDepositMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown DustDeposit unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DustDepositMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown DustDeposit edge %s", name)
 }
 
 // FundingMutation represents an operation that mutates the Funding nodes in the graph.
@@ -29842,6 +31078,12 @@ type RefundMutation struct {
 	idempotency_key     *string
 	request_hash        *string
 	after_payout        *bool
+	reserved_token      *int64
+	addreserved_token   *int64
+	destination         *refund.Destination
+	requested_with      *refund.RequestedWith
+	merchant_key_id     *uuid.UUID
+	dashboard_user_id   *uuid.UUID
 	clearedFields       map[string]struct{}
 	payment             *uuid.UUID
 	clearedpayment      bool
@@ -30830,6 +32072,62 @@ func (m *RefundMutation) ResetAfterPayout() {
 	m.after_payout = nil
 }
 
+// SetReservedToken sets the "reserved_token" field.
+func (m *RefundMutation) SetReservedToken(i int64) {
+	m.reserved_token = &i
+	m.addreserved_token = nil
+}
+
+// ReservedToken returns the value of the "reserved_token" field in the mutation.
+func (m *RefundMutation) ReservedToken() (r int64, exists bool) {
+	v := m.reserved_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReservedToken returns the old "reserved_token" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldReservedToken(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReservedToken is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReservedToken requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReservedToken: %w", err)
+	}
+	return oldValue.ReservedToken, nil
+}
+
+// AddReservedToken adds i to the "reserved_token" field.
+func (m *RefundMutation) AddReservedToken(i int64) {
+	if m.addreserved_token != nil {
+		*m.addreserved_token += i
+	} else {
+		m.addreserved_token = &i
+	}
+}
+
+// AddedReservedToken returns the value that was added to the "reserved_token" field in this mutation.
+func (m *RefundMutation) AddedReservedToken() (r int64, exists bool) {
+	v := m.addreserved_token
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReservedToken resets all changes to the "reserved_token" field.
+func (m *RefundMutation) ResetReservedToken() {
+	m.reserved_token = nil
+	m.addreserved_token = nil
+}
+
 // SetNettedBatchID sets the "netted_batch_id" field.
 func (m *RefundMutation) SetNettedBatchID(u uuid.UUID) {
 	m.netted_batch = &u
@@ -30877,6 +32175,189 @@ func (m *RefundMutation) NettedBatchIDCleared() bool {
 func (m *RefundMutation) ResetNettedBatchID() {
 	m.netted_batch = nil
 	delete(m.clearedFields, refund.FieldNettedBatchID)
+}
+
+// SetDestination sets the "destination" field.
+func (m *RefundMutation) SetDestination(r refund.Destination) {
+	m.destination = &r
+}
+
+// Destination returns the value of the "destination" field in the mutation.
+func (m *RefundMutation) Destination() (r refund.Destination, exists bool) {
+	v := m.destination
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDestination returns the old "destination" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldDestination(ctx context.Context) (v refund.Destination, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDestination is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDestination requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDestination: %w", err)
+	}
+	return oldValue.Destination, nil
+}
+
+// ResetDestination resets all changes to the "destination" field.
+func (m *RefundMutation) ResetDestination() {
+	m.destination = nil
+}
+
+// SetRequestedWith sets the "requested_with" field.
+func (m *RefundMutation) SetRequestedWith(rw refund.RequestedWith) {
+	m.requested_with = &rw
+}
+
+// RequestedWith returns the value of the "requested_with" field in the mutation.
+func (m *RefundMutation) RequestedWith() (r refund.RequestedWith, exists bool) {
+	v := m.requested_with
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequestedWith returns the old "requested_with" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldRequestedWith(ctx context.Context) (v *refund.RequestedWith, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequestedWith is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequestedWith requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequestedWith: %w", err)
+	}
+	return oldValue.RequestedWith, nil
+}
+
+// ClearRequestedWith clears the value of the "requested_with" field.
+func (m *RefundMutation) ClearRequestedWith() {
+	m.requested_with = nil
+	m.clearedFields[refund.FieldRequestedWith] = struct{}{}
+}
+
+// RequestedWithCleared returns if the "requested_with" field was cleared in this mutation.
+func (m *RefundMutation) RequestedWithCleared() bool {
+	_, ok := m.clearedFields[refund.FieldRequestedWith]
+	return ok
+}
+
+// ResetRequestedWith resets all changes to the "requested_with" field.
+func (m *RefundMutation) ResetRequestedWith() {
+	m.requested_with = nil
+	delete(m.clearedFields, refund.FieldRequestedWith)
+}
+
+// SetMerchantKeyID sets the "merchant_key_id" field.
+func (m *RefundMutation) SetMerchantKeyID(u uuid.UUID) {
+	m.merchant_key_id = &u
+}
+
+// MerchantKeyID returns the value of the "merchant_key_id" field in the mutation.
+func (m *RefundMutation) MerchantKeyID() (r uuid.UUID, exists bool) {
+	v := m.merchant_key_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantKeyID returns the old "merchant_key_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldMerchantKeyID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantKeyID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantKeyID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantKeyID: %w", err)
+	}
+	return oldValue.MerchantKeyID, nil
+}
+
+// ClearMerchantKeyID clears the value of the "merchant_key_id" field.
+func (m *RefundMutation) ClearMerchantKeyID() {
+	m.merchant_key_id = nil
+	m.clearedFields[refund.FieldMerchantKeyID] = struct{}{}
+}
+
+// MerchantKeyIDCleared returns if the "merchant_key_id" field was cleared in this mutation.
+func (m *RefundMutation) MerchantKeyIDCleared() bool {
+	_, ok := m.clearedFields[refund.FieldMerchantKeyID]
+	return ok
+}
+
+// ResetMerchantKeyID resets all changes to the "merchant_key_id" field.
+func (m *RefundMutation) ResetMerchantKeyID() {
+	m.merchant_key_id = nil
+	delete(m.clearedFields, refund.FieldMerchantKeyID)
+}
+
+// SetDashboardUserID sets the "dashboard_user_id" field.
+func (m *RefundMutation) SetDashboardUserID(u uuid.UUID) {
+	m.dashboard_user_id = &u
+}
+
+// DashboardUserID returns the value of the "dashboard_user_id" field in the mutation.
+func (m *RefundMutation) DashboardUserID() (r uuid.UUID, exists bool) {
+	v := m.dashboard_user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDashboardUserID returns the old "dashboard_user_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldDashboardUserID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDashboardUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDashboardUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDashboardUserID: %w", err)
+	}
+	return oldValue.DashboardUserID, nil
+}
+
+// ClearDashboardUserID clears the value of the "dashboard_user_id" field.
+func (m *RefundMutation) ClearDashboardUserID() {
+	m.dashboard_user_id = nil
+	m.clearedFields[refund.FieldDashboardUserID] = struct{}{}
+}
+
+// DashboardUserIDCleared returns if the "dashboard_user_id" field was cleared in this mutation.
+func (m *RefundMutation) DashboardUserIDCleared() bool {
+	_, ok := m.clearedFields[refund.FieldDashboardUserID]
+	return ok
+}
+
+// ResetDashboardUserID resets all changes to the "dashboard_user_id" field.
+func (m *RefundMutation) ResetDashboardUserID() {
+	m.dashboard_user_id = nil
+	delete(m.clearedFields, refund.FieldDashboardUserID)
 }
 
 // ClearPayment clears the "payment" edge to the Payment entity.
@@ -30967,7 +32448,7 @@ func (m *RefundMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RefundMutation) Fields() []string {
-	fields := make([]string, 0, 22)
+	fields := make([]string, 0, 27)
 	if m.created_at != nil {
 		fields = append(fields, refund.FieldCreatedAt)
 	}
@@ -31031,8 +32512,23 @@ func (m *RefundMutation) Fields() []string {
 	if m.after_payout != nil {
 		fields = append(fields, refund.FieldAfterPayout)
 	}
+	if m.reserved_token != nil {
+		fields = append(fields, refund.FieldReservedToken)
+	}
 	if m.netted_batch != nil {
 		fields = append(fields, refund.FieldNettedBatchID)
+	}
+	if m.destination != nil {
+		fields = append(fields, refund.FieldDestination)
+	}
+	if m.requested_with != nil {
+		fields = append(fields, refund.FieldRequestedWith)
+	}
+	if m.merchant_key_id != nil {
+		fields = append(fields, refund.FieldMerchantKeyID)
+	}
+	if m.dashboard_user_id != nil {
+		fields = append(fields, refund.FieldDashboardUserID)
 	}
 	return fields
 }
@@ -31084,8 +32580,18 @@ func (m *RefundMutation) Field(name string) (ent.Value, bool) {
 		return m.RequestHash()
 	case refund.FieldAfterPayout:
 		return m.AfterPayout()
+	case refund.FieldReservedToken:
+		return m.ReservedToken()
 	case refund.FieldNettedBatchID:
 		return m.NettedBatchID()
+	case refund.FieldDestination:
+		return m.Destination()
+	case refund.FieldRequestedWith:
+		return m.RequestedWith()
+	case refund.FieldMerchantKeyID:
+		return m.MerchantKeyID()
+	case refund.FieldDashboardUserID:
+		return m.DashboardUserID()
 	}
 	return nil, false
 }
@@ -31137,8 +32643,18 @@ func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldRequestHash(ctx)
 	case refund.FieldAfterPayout:
 		return m.OldAfterPayout(ctx)
+	case refund.FieldReservedToken:
+		return m.OldReservedToken(ctx)
 	case refund.FieldNettedBatchID:
 		return m.OldNettedBatchID(ctx)
+	case refund.FieldDestination:
+		return m.OldDestination(ctx)
+	case refund.FieldRequestedWith:
+		return m.OldRequestedWith(ctx)
+	case refund.FieldMerchantKeyID:
+		return m.OldMerchantKeyID(ctx)
+	case refund.FieldDashboardUserID:
+		return m.OldDashboardUserID(ctx)
 	}
 	return nil, fmt.Errorf("unknown Refund field %s", name)
 }
@@ -31295,12 +32811,47 @@ func (m *RefundMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAfterPayout(v)
 		return nil
+	case refund.FieldReservedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReservedToken(v)
+		return nil
 	case refund.FieldNettedBatchID:
 		v, ok := value.(uuid.UUID)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetNettedBatchID(v)
+		return nil
+	case refund.FieldDestination:
+		v, ok := value.(refund.Destination)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDestination(v)
+		return nil
+	case refund.FieldRequestedWith:
+		v, ok := value.(refund.RequestedWith)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequestedWith(v)
+		return nil
+	case refund.FieldMerchantKeyID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantKeyID(v)
+		return nil
+	case refund.FieldDashboardUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDashboardUserID(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)
@@ -31316,6 +32867,9 @@ func (m *RefundMutation) AddedFields() []string {
 	if m.addreverts != nil {
 		fields = append(fields, refund.FieldReverts)
 	}
+	if m.addreserved_token != nil {
+		fields = append(fields, refund.FieldReservedToken)
+	}
 	return fields
 }
 
@@ -31328,6 +32882,8 @@ func (m *RefundMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedAmountToken()
 	case refund.FieldReverts:
 		return m.AddedReverts()
+	case refund.FieldReservedToken:
+		return m.AddedReservedToken()
 	}
 	return nil, false
 }
@@ -31350,6 +32906,13 @@ func (m *RefundMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddReverts(v)
+		return nil
+	case refund.FieldReservedToken:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReservedToken(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Refund numeric field %s", name)
@@ -31379,6 +32942,15 @@ func (m *RefundMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(refund.FieldNettedBatchID) {
 		fields = append(fields, refund.FieldNettedBatchID)
+	}
+	if m.FieldCleared(refund.FieldRequestedWith) {
+		fields = append(fields, refund.FieldRequestedWith)
+	}
+	if m.FieldCleared(refund.FieldMerchantKeyID) {
+		fields = append(fields, refund.FieldMerchantKeyID)
+	}
+	if m.FieldCleared(refund.FieldDashboardUserID) {
+		fields = append(fields, refund.FieldDashboardUserID)
 	}
 	return fields
 }
@@ -31414,6 +32986,15 @@ func (m *RefundMutation) ClearField(name string) error {
 		return nil
 	case refund.FieldNettedBatchID:
 		m.ClearNettedBatchID()
+		return nil
+	case refund.FieldRequestedWith:
+		m.ClearRequestedWith()
+		return nil
+	case refund.FieldMerchantKeyID:
+		m.ClearMerchantKeyID()
+		return nil
+	case refund.FieldDashboardUserID:
+		m.ClearDashboardUserID()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund nullable field %s", name)
@@ -31486,8 +33067,23 @@ func (m *RefundMutation) ResetField(name string) error {
 	case refund.FieldAfterPayout:
 		m.ResetAfterPayout()
 		return nil
+	case refund.FieldReservedToken:
+		m.ResetReservedToken()
+		return nil
 	case refund.FieldNettedBatchID:
 		m.ResetNettedBatchID()
+		return nil
+	case refund.FieldDestination:
+		m.ResetDestination()
+		return nil
+	case refund.FieldRequestedWith:
+		m.ResetRequestedWith()
+		return nil
+	case refund.FieldMerchantKeyID:
+		m.ResetMerchantKeyID()
+		return nil
+	case refund.FieldDashboardUserID:
+		m.ResetDashboardUserID()
 		return nil
 	}
 	return fmt.Errorf("unknown Refund field %s", name)

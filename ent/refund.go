@@ -63,8 +63,18 @@ type Refund struct {
 	RequestHash string `json:"request_hash,omitempty"`
 	// AfterPayout holds the value of the "after_payout" field.
 	AfterPayout bool `json:"after_payout,omitempty"`
+	// ReservedToken holds the value of the "reserved_token" field.
+	ReservedToken int64 `json:"reserved_token,omitempty"`
 	// NettedBatchID holds the value of the "netted_batch_id" field.
 	NettedBatchID *uuid.UUID `json:"netted_batch_id,omitempty"`
+	// Destination holds the value of the "destination" field.
+	Destination refund.Destination `json:"destination,omitempty"`
+	// RequestedWith holds the value of the "requested_with" field.
+	RequestedWith *refund.RequestedWith `json:"requested_with,omitempty"`
+	// MerchantKeyID holds the value of the "merchant_key_id" field.
+	MerchantKeyID *uuid.UUID `json:"merchant_key_id,omitempty"`
+	// DashboardUserID holds the value of the "dashboard_user_id" field.
+	DashboardUserID *uuid.UUID `json:"dashboard_user_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the RefundQuery when eager-loading is set.
 	Edges        RefundEdges `json:"edges"`
@@ -111,15 +121,15 @@ func (*Refund) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case refund.FieldNettedBatchID:
+		case refund.FieldNettedBatchID, refund.FieldMerchantKeyID, refund.FieldDashboardUserID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case refund.FieldAmountUsd:
 			values[i] = new(decimal.Decimal)
 		case refund.FieldLivemode, refund.FieldAfterPayout:
 			values[i] = new(sql.NullBool)
-		case refund.FieldAmountToken, refund.FieldReverts:
+		case refund.FieldAmountToken, refund.FieldReverts, refund.FieldReservedToken:
 			values[i] = new(sql.NullInt64)
-		case refund.FieldExternalID, refund.FieldChain, refund.FieldToken, refund.FieldToAddress, refund.FieldReason, refund.FieldStatus, refund.FieldTxHash, refund.FieldError, refund.FieldIdempotencyKey, refund.FieldRequestHash:
+		case refund.FieldExternalID, refund.FieldChain, refund.FieldToken, refund.FieldToAddress, refund.FieldReason, refund.FieldStatus, refund.FieldTxHash, refund.FieldError, refund.FieldIdempotencyKey, refund.FieldRequestHash, refund.FieldDestination, refund.FieldRequestedWith:
 			values[i] = new(sql.NullString)
 		case refund.FieldCreatedAt, refund.FieldUpdatedAt, refund.FieldCompletedAt:
 			values[i] = new(sql.NullTime)
@@ -274,12 +284,45 @@ func (_m *Refund) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.AfterPayout = value.Bool
 			}
+		case refund.FieldReservedToken:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field reserved_token", values[i])
+			} else if value.Valid {
+				_m.ReservedToken = value.Int64
+			}
 		case refund.FieldNettedBatchID:
 			if value, ok := values[i].(*sql.NullScanner); !ok {
 				return fmt.Errorf("unexpected type %T for field netted_batch_id", values[i])
 			} else if value.Valid {
 				_m.NettedBatchID = new(uuid.UUID)
 				*_m.NettedBatchID = *value.S.(*uuid.UUID)
+			}
+		case refund.FieldDestination:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field destination", values[i])
+			} else if value.Valid {
+				_m.Destination = refund.Destination(value.String)
+			}
+		case refund.FieldRequestedWith:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field requested_with", values[i])
+			} else if value.Valid {
+				_m.RequestedWith = new(refund.RequestedWith)
+				*_m.RequestedWith = refund.RequestedWith(value.String)
+			}
+		case refund.FieldMerchantKeyID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field merchant_key_id", values[i])
+			} else if value.Valid {
+				_m.MerchantKeyID = new(uuid.UUID)
+				*_m.MerchantKeyID = *value.S.(*uuid.UUID)
+			}
+		case refund.FieldDashboardUserID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field dashboard_user_id", values[i])
+			} else if value.Valid {
+				_m.DashboardUserID = new(uuid.UUID)
+				*_m.DashboardUserID = *value.S.(*uuid.UUID)
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -394,8 +437,29 @@ func (_m *Refund) String() string {
 	builder.WriteString("after_payout=")
 	builder.WriteString(fmt.Sprintf("%v", _m.AfterPayout))
 	builder.WriteString(", ")
+	builder.WriteString("reserved_token=")
+	builder.WriteString(fmt.Sprintf("%v", _m.ReservedToken))
+	builder.WriteString(", ")
 	if v := _m.NettedBatchID; v != nil {
 		builder.WriteString("netted_batch_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("destination=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Destination))
+	builder.WriteString(", ")
+	if v := _m.RequestedWith; v != nil {
+		builder.WriteString("requested_with=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.MerchantKeyID; v != nil {
+		builder.WriteString("merchant_key_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.DashboardUserID; v != nil {
+		builder.WriteString("dashboard_user_id=")
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteByte(')')

@@ -246,6 +246,20 @@ func (_c *RefundCreate) SetNillableAfterPayout(v *bool) *RefundCreate {
 	return _c
 }
 
+// SetReservedToken sets the "reserved_token" field.
+func (_c *RefundCreate) SetReservedToken(v int64) *RefundCreate {
+	_c.mutation.SetReservedToken(v)
+	return _c
+}
+
+// SetNillableReservedToken sets the "reserved_token" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableReservedToken(v *int64) *RefundCreate {
+	if v != nil {
+		_c.SetReservedToken(*v)
+	}
+	return _c
+}
+
 // SetNettedBatchID sets the "netted_batch_id" field.
 func (_c *RefundCreate) SetNettedBatchID(v uuid.UUID) *RefundCreate {
 	_c.mutation.SetNettedBatchID(v)
@@ -256,6 +270,62 @@ func (_c *RefundCreate) SetNettedBatchID(v uuid.UUID) *RefundCreate {
 func (_c *RefundCreate) SetNillableNettedBatchID(v *uuid.UUID) *RefundCreate {
 	if v != nil {
 		_c.SetNettedBatchID(*v)
+	}
+	return _c
+}
+
+// SetDestination sets the "destination" field.
+func (_c *RefundCreate) SetDestination(v refund.Destination) *RefundCreate {
+	_c.mutation.SetDestination(v)
+	return _c
+}
+
+// SetNillableDestination sets the "destination" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableDestination(v *refund.Destination) *RefundCreate {
+	if v != nil {
+		_c.SetDestination(*v)
+	}
+	return _c
+}
+
+// SetRequestedWith sets the "requested_with" field.
+func (_c *RefundCreate) SetRequestedWith(v refund.RequestedWith) *RefundCreate {
+	_c.mutation.SetRequestedWith(v)
+	return _c
+}
+
+// SetNillableRequestedWith sets the "requested_with" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableRequestedWith(v *refund.RequestedWith) *RefundCreate {
+	if v != nil {
+		_c.SetRequestedWith(*v)
+	}
+	return _c
+}
+
+// SetMerchantKeyID sets the "merchant_key_id" field.
+func (_c *RefundCreate) SetMerchantKeyID(v uuid.UUID) *RefundCreate {
+	_c.mutation.SetMerchantKeyID(v)
+	return _c
+}
+
+// SetNillableMerchantKeyID sets the "merchant_key_id" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableMerchantKeyID(v *uuid.UUID) *RefundCreate {
+	if v != nil {
+		_c.SetMerchantKeyID(*v)
+	}
+	return _c
+}
+
+// SetDashboardUserID sets the "dashboard_user_id" field.
+func (_c *RefundCreate) SetDashboardUserID(v uuid.UUID) *RefundCreate {
+	_c.mutation.SetDashboardUserID(v)
+	return _c
+}
+
+// SetNillableDashboardUserID sets the "dashboard_user_id" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableDashboardUserID(v *uuid.UUID) *RefundCreate {
+	if v != nil {
+		_c.SetDashboardUserID(*v)
 	}
 	return _c
 }
@@ -343,6 +413,14 @@ func (_c *RefundCreate) defaults() {
 		v := refund.DefaultAfterPayout
 		_c.mutation.SetAfterPayout(v)
 	}
+	if _, ok := _c.mutation.ReservedToken(); !ok {
+		v := refund.DefaultReservedToken
+		_c.mutation.SetReservedToken(v)
+	}
+	if _, ok := _c.mutation.Destination(); !ok {
+		v := refund.DefaultDestination
+		_c.mutation.SetDestination(v)
+	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := refund.DefaultID()
 		_c.mutation.SetID(v)
@@ -425,6 +503,27 @@ func (_c *RefundCreate) check() error {
 	}
 	if _, ok := _c.mutation.AfterPayout(); !ok {
 		return &ValidationError{Name: "after_payout", err: errors.New(`ent: missing required field "Refund.after_payout"`)}
+	}
+	if _, ok := _c.mutation.ReservedToken(); !ok {
+		return &ValidationError{Name: "reserved_token", err: errors.New(`ent: missing required field "Refund.reserved_token"`)}
+	}
+	if v, ok := _c.mutation.ReservedToken(); ok {
+		if err := refund.ReservedTokenValidator(v); err != nil {
+			return &ValidationError{Name: "reserved_token", err: fmt.Errorf(`ent: validator failed for field "Refund.reserved_token": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Destination(); !ok {
+		return &ValidationError{Name: "destination", err: errors.New(`ent: missing required field "Refund.destination"`)}
+	}
+	if v, ok := _c.mutation.Destination(); ok {
+		if err := refund.DestinationValidator(v); err != nil {
+			return &ValidationError{Name: "destination", err: fmt.Errorf(`ent: validator failed for field "Refund.destination": %w`, err)}
+		}
+	}
+	if v, ok := _c.mutation.RequestedWith(); ok {
+		if err := refund.RequestedWithValidator(v); err != nil {
+			return &ValidationError{Name: "requested_with", err: fmt.Errorf(`ent: validator failed for field "Refund.requested_with": %w`, err)}
+		}
 	}
 	if len(_c.mutation.PaymentIDs()) == 0 {
 		return &ValidationError{Name: "payment", err: errors.New(`ent: missing required edge "Refund.payment"`)}
@@ -543,6 +642,26 @@ func (_c *RefundCreate) createSpec() (*Refund, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.AfterPayout(); ok {
 		_spec.SetField(refund.FieldAfterPayout, field.TypeBool, value)
 		_node.AfterPayout = value
+	}
+	if value, ok := _c.mutation.ReservedToken(); ok {
+		_spec.SetField(refund.FieldReservedToken, field.TypeInt64, value)
+		_node.ReservedToken = value
+	}
+	if value, ok := _c.mutation.Destination(); ok {
+		_spec.SetField(refund.FieldDestination, field.TypeEnum, value)
+		_node.Destination = value
+	}
+	if value, ok := _c.mutation.RequestedWith(); ok {
+		_spec.SetField(refund.FieldRequestedWith, field.TypeEnum, value)
+		_node.RequestedWith = &value
+	}
+	if value, ok := _c.mutation.MerchantKeyID(); ok {
+		_spec.SetField(refund.FieldMerchantKeyID, field.TypeUUID, value)
+		_node.MerchantKeyID = &value
+	}
+	if value, ok := _c.mutation.DashboardUserID(); ok {
+		_spec.SetField(refund.FieldDashboardUserID, field.TypeUUID, value)
+		_node.DashboardUserID = &value
 	}
 	if nodes := _c.mutation.PaymentIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

@@ -272,6 +272,15 @@ func (_u *RefundUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.RequestHashCleared() {
 		_spec.ClearField(refund.FieldRequestHash, field.TypeString)
 	}
+	if _u.mutation.RequestedWithCleared() {
+		_spec.ClearField(refund.FieldRequestedWith, field.TypeEnum)
+	}
+	if _u.mutation.MerchantKeyIDCleared() {
+		_spec.ClearField(refund.FieldMerchantKeyID, field.TypeUUID)
+	}
+	if _u.mutation.DashboardUserIDCleared() {
+		_spec.ClearField(refund.FieldDashboardUserID, field.TypeUUID)
+	}
 	if _u.mutation.NettedBatchCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -592,6 +601,15 @@ func (_u *RefundUpdateOne) sqlSave(ctx context.Context) (_node *Refund, err erro
 	}
 	if _u.mutation.RequestHashCleared() {
 		_spec.ClearField(refund.FieldRequestHash, field.TypeString)
+	}
+	if _u.mutation.RequestedWithCleared() {
+		_spec.ClearField(refund.FieldRequestedWith, field.TypeEnum)
+	}
+	if _u.mutation.MerchantKeyIDCleared() {
+		_spec.ClearField(refund.FieldMerchantKeyID, field.TypeUUID)
+	}
+	if _u.mutation.DashboardUserIDCleared() {
+		_spec.ClearField(refund.FieldDashboardUserID, field.TypeUUID)
 	}
 	if _u.mutation.NettedBatchCleared() {
 		edge := &sqlgraph.EdgeSpec{

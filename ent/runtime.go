@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -379,6 +380,37 @@ func init() {
 	depositaddressDescID := depositaddressMixinFields0[0].Descriptor()
 	// depositaddress.DefaultID holds the default value on creation for the id field.
 	depositaddress.DefaultID = depositaddressDescID.Default.(func() uuid.UUID)
+	dustdepositMixin := schema.DustDeposit{}.Mixin()
+	dustdepositMixinFields0 := dustdepositMixin[0].Fields()
+	_ = dustdepositMixinFields0
+	dustdepositFields := schema.DustDeposit{}.Fields()
+	_ = dustdepositFields
+	// dustdepositDescCreatedAt is the schema descriptor for created_at field.
+	dustdepositDescCreatedAt := dustdepositMixinFields0[1].Descriptor()
+	// dustdeposit.DefaultCreatedAt holds the default value on creation for the created_at field.
+	dustdeposit.DefaultCreatedAt = dustdepositDescCreatedAt.Default.(func() time.Time)
+	// dustdepositDescUpdatedAt is the schema descriptor for updated_at field.
+	dustdepositDescUpdatedAt := dustdepositMixinFields0[2].Descriptor()
+	// dustdeposit.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	dustdeposit.DefaultUpdatedAt = dustdepositDescUpdatedAt.Default.(func() time.Time)
+	// dustdeposit.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	dustdeposit.UpdateDefaultUpdatedAt = dustdepositDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// dustdepositDescChain is the schema descriptor for chain field.
+	dustdepositDescChain := dustdepositFields[1].Descriptor()
+	// dustdeposit.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	dustdeposit.ChainValidator = dustdepositDescChain.Validators[0].(func(string) error)
+	// dustdepositDescTxHash is the schema descriptor for tx_hash field.
+	dustdepositDescTxHash := dustdepositFields[3].Descriptor()
+	// dustdeposit.TxHashValidator is a validator for the "tx_hash" field. It is called by the builders before save.
+	dustdeposit.TxHashValidator = dustdepositDescTxHash.Validators[0].(func(string) error)
+	// dustdepositDescAmount is the schema descriptor for amount field.
+	dustdepositDescAmount := dustdepositFields[6].Descriptor()
+	// dustdeposit.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
+	dustdeposit.AmountValidator = dustdepositDescAmount.Validators[0].(func(int64) error)
+	// dustdepositDescID is the schema descriptor for id field.
+	dustdepositDescID := dustdepositMixinFields0[0].Descriptor()
+	// dustdeposit.DefaultID holds the default value on creation for the id field.
+	dustdeposit.DefaultID = dustdepositDescID.Default.(func() uuid.UUID)
 	fundingMixin := schema.Funding{}.Mixin()
 	fundingMixinFields0 := fundingMixin[0].Fields()
 	_ = fundingMixinFields0
@@ -1296,6 +1328,12 @@ func init() {
 	refundDescAfterPayout := refundFields[18].Descriptor()
 	// refund.DefaultAfterPayout holds the default value on creation for the after_payout field.
 	refund.DefaultAfterPayout = refundDescAfterPayout.Default.(bool)
+	// refundDescReservedToken is the schema descriptor for reserved_token field.
+	refundDescReservedToken := refundFields[19].Descriptor()
+	// refund.DefaultReservedToken holds the default value on creation for the reserved_token field.
+	refund.DefaultReservedToken = refundDescReservedToken.Default.(int64)
+	// refund.ReservedTokenValidator is a validator for the "reserved_token" field. It is called by the builders before save.
+	refund.ReservedTokenValidator = refundDescReservedToken.Validators[0].(func(int64) error)
 	// refundDescID is the schema descriptor for id field.
 	refundDescID := refundMixinFields0[0].Descriptor()
 	// refund.DefaultID holds the default value on creation for the id field.

@@ -30,6 +30,8 @@ type Tx struct {
 	DashboardSession *DashboardSessionClient
 	// DepositAddress is the client for interacting with the DepositAddress builders.
 	DepositAddress *DepositAddressClient
+	// DustDeposit is the client for interacting with the DustDeposit builders.
+	DustDeposit *DustDepositClient
 	// Funding is the client for interacting with the Funding builders.
 	Funding *FundingClient
 	// GasSpend is the client for interacting with the GasSpend builders.
@@ -231,6 +233,7 @@ func (tx *Tx) init() {
 	tx.CheckoutSession = NewCheckoutSessionClient(tx.config)
 	tx.DashboardSession = NewDashboardSessionClient(tx.config)
 	tx.DepositAddress = NewDepositAddressClient(tx.config)
+	tx.DustDeposit = NewDustDepositClient(tx.config)
 	tx.Funding = NewFundingClient(tx.config)
 	tx.GasSpend = NewGasSpendClient(tx.config)
 	tx.IdempotencyKey = NewIdempotencyKeyClient(tx.config)

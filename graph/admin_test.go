@@ -183,7 +183,7 @@ func TestBooksEnums(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, m.Chains[0].Lines[0].Holder.IsValid(), h)
 	}
-	for _, k := range []string{"payment", "sweep", "transfer", "payout", "refund", "card_return", "funding"} {
+	for _, k := range []string{"payment", "dust", "sweep", "transfer", "payout", "refund", "card_return", "funding"} {
 		rec := agentpay.BooksRecord{Kind: k}
 		m, err := booksModel(&agentpay.Books{Chains: []agentpay.ChainBooks{{Lines: []agentpay.BooksLine{{Holder: agentpay.BooksTreasury,
 			OnChain: big.NewInt(0), Records: big.NewInt(0), InFlight: []agentpay.BooksRecord{rec}}}}}})

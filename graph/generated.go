@@ -592,24 +592,27 @@ type ComplexityRoot struct {
 	}
 
 	Refund struct {
-		AfterPayout func(childComplexity int) int
-		AmountToken func(childComplexity int) int
-		AmountUsd   func(childComplexity int) int
-		Chain       func(childComplexity int) int
-		CompletedAt func(childComplexity int) int
-		CreatedAt   func(childComplexity int) int
-		Error       func(childComplexity int) int
-		ExternalID  func(childComplexity int) int
-		ID          func(childComplexity int) int
-		Livemode    func(childComplexity int) int
-		Payment     func(childComplexity int) int
-		PaymentID   func(childComplexity int) int
-		Reason      func(childComplexity int) int
-		Status      func(childComplexity int) int
-		ToAddress   func(childComplexity int) int
-		Token       func(childComplexity int) int
-		TxHash      func(childComplexity int) int
-		UpdatedAt   func(childComplexity int) int
+		AfterPayout   func(childComplexity int) int
+		AmountToken   func(childComplexity int) int
+		AmountUsd     func(childComplexity int) int
+		Chain         func(childComplexity int) int
+		CompletedAt   func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		Destination   func(childComplexity int) int
+		Error         func(childComplexity int) int
+		ExternalID    func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Livemode      func(childComplexity int) int
+		Payment       func(childComplexity int) int
+		PaymentID     func(childComplexity int) int
+		Reason        func(childComplexity int) int
+		RequestedWith func(childComplexity int) int
+		ReservedToken func(childComplexity int) int
+		Status        func(childComplexity int) int
+		ToAddress     func(childComplexity int) int
+		Token         func(childComplexity int) int
+		TxHash        func(childComplexity int) int
+		UpdatedAt     func(childComplexity int) int
 	}
 
 	RefundConnection struct {
@@ -3816,6 +3819,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.CreatedAt(childComplexity), true
+	case "Refund.destination":
+		if e.ComplexityRoot.Refund.Destination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Destination(childComplexity), true
 	case "Refund.error":
 		if e.ComplexityRoot.Refund.Error == nil {
 			break
@@ -3858,6 +3867,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Refund.Reason(childComplexity), true
+	case "Refund.requestedWith":
+		if e.ComplexityRoot.Refund.RequestedWith == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.RequestedWith(childComplexity), true
+	case "Refund.reservedToken":
+		if e.ComplexityRoot.Refund.ReservedToken == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.ReservedToken(childComplexity), true
 	case "Refund.status":
 		if e.ComplexityRoot.Refund.Status == nil {
 			break
@@ -6664,6 +6685,12 @@ func (ec *executionContext) childFields_Refund(ctx context.Context, field graphq
 		return ec.fieldContext_Refund_completedAt(ctx, field)
 	case "afterPayout":
 		return ec.fieldContext_Refund_afterPayout(ctx, field)
+	case "reservedToken":
+		return ec.fieldContext_Refund_reservedToken(ctx, field)
+	case "destination":
+		return ec.fieldContext_Refund_destination(ctx, field)
+	case "requestedWith":
+		return ec.fieldContext_Refund_requestedWith(ctx, field)
 	case "payment":
 		return ec.fieldContext_Refund_payment(ctx, field)
 	}
@@ -19986,6 +20013,75 @@ func (ec *executionContext) fieldContext_Refund_afterPayout(_ context.Context, f
 	return graphql.NewScalarFieldContext("Refund", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _Refund_reservedToken(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_reservedToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReservedToken, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNBaseUnits2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_reservedToken(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "BaseUnits")
+}
+
+func (ec *executionContext) _Refund_destination(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_destination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Destination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v refund.Destination) graphql.Marshaler {
+			return ec.marshalNRefundDestination2agentpayᚋentᚋrefundᚐDestination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_destination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "RefundDestination")
+}
+
+func (ec *executionContext) _Refund_requestedWith(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_requestedWith(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedWith, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *refund.RequestedWith) graphql.Marshaler {
+			return ec.marshalORefundRequestedWith2ᚖagentpayᚋentᚋrefundᚐRequestedWith(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_requestedWith(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "RefundRequestedWith")
+}
+
 func (ec *executionContext) _Refund_payment(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32783,6 +32879,21 @@ func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, o
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "reservedToken":
+			out.Values[i] = ec._Refund_reservedToken(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "destination":
+			out.Values[i] = ec._Refund_destination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "requestedWith":
+			out.Values[i] = ec._Refund_requestedWith(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "payment":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -36689,6 +36800,16 @@ func (ec *executionContext) marshalNRefund2ᚖagentpayᚋentᚐRefund(ctx contex
 	return ec._Refund(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNRefundDestination2agentpayᚋentᚋrefundᚐDestination(ctx context.Context, v any) (refund.Destination, error) {
+	var res refund.Destination
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRefundDestination2agentpayᚋentᚋrefundᚐDestination(ctx context.Context, sel ast.SelectionSet, v refund.Destination) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNRefundOrderField2ᚖagentpayᚋentᚐRefundOrderField(ctx context.Context, v any) (*ent.RefundOrderField, error) {
 	var res = new(ent.RefundOrderField)
 	err := res.UnmarshalGQL(v)
@@ -38133,6 +38254,22 @@ func (ec *executionContext) unmarshalORefundInput2ᚖagentpayᚋgraphᚋmodelᚐ
 	}
 	res, err := ec.unmarshalInputRefundInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalORefundRequestedWith2ᚖagentpayᚋentᚋrefundᚐRequestedWith(ctx context.Context, v any) (*refund.RequestedWith, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(refund.RequestedWith)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORefundRequestedWith2ᚖagentpayᚋentᚋrefundᚐRequestedWith(ctx context.Context, sel ast.SelectionSet, v *refund.RequestedWith) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOSessionFilter2ᚖagentpayᚋgraphᚋmodelᚐSessionFilter(ctx context.Context, v any) (*model.SessionFilter, error) {

@@ -39,6 +39,10 @@ type refundBody struct {
 	Error             *string    `json:"error"`
 	CreatedAt         time.Time  `json:"created_at"`
 	CompletedAt       *time.Time `json:"completed_at"`
+	AfterPayout       bool       `json:"after_payout"`
+	ReservedUSD       Amount     `json:"reserved_usd"`
+	Destination       string     `json:"destination"`
+	RequestedWith     *string    `json:"requested_with"`
 }
 
 func newRefundBody(sessionExternalID string, r *ent.Refund, p *ent.Payment) refundBody {
@@ -57,6 +61,10 @@ func newRefundBody(sessionExternalID string, r *ent.Refund, p *ent.Payment) refu
 		Error:             nullable(r.Error),
 		CreatedAt:         r.CreatedAt.UTC(),
 		CompletedAt:       utcPtr(r.CompletedAt),
+		AfterPayout:       r.AfterPayout,
+		ReservedUSD:       Amount{agentpay.USDCAmount(r.ReservedToken)},
+		Destination:       string(r.Destination),
+		RequestedWith:     (*string)(r.RequestedWith),
 	}
 }
 

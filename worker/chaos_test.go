@@ -43,8 +43,8 @@ import (
 var chaosSeed = flag.Uint64("chaos.seed", 0, "seed of TestBooksBalanceAfterRandomKills (0: random; CHAOS_SEED also works)")
 
 // chaosLiquidity is the USDC the chaos test gives the treasury on each
-// chain, in base units: for payouts across chains and refunds advanced
-// after a payout.
+// chain, in base units: for payouts across chains (a refund after a payout
+// is paid from the merchant's unsettled payments, never advanced).
 const chaosLiquidity = 300_000_000
 
 // chaosChains are the devnets the chaos test pays on.
@@ -54,7 +54,8 @@ var chaosChains = []chains.Name{chains.Base, chains.Solana}
 // moves money (payments exact, under then topped up, over, late, repeated
 // to an old address, one session paid on two chains; sends from agents to
 // an agent and to a human; settlements in batches; sweeps; refunds,
-// partial and full, before and after the payout) while the worker is
+// partial and full, before the payout, and after it when the merchant
+// holds unsettled payments to pay them from, refused otherwise) while the worker is
 // killed and restarted at random points (softly, its jobs cancelled, or
 // dead as a process dies: also right after a broadcast, before its
 // record), lets a last worker finish everything, and then checks each
@@ -64,7 +65,10 @@ var chaosChains = []chains.Name{chains.Base, chains.Solana}
 // hold is what the faucet sent them), every deposit
 // address emptied, each merchant's settlement address holding exactly the
 // nets of its completed batches, each refund recipient exactly its
-// completed refunds, the treasury exactly what the records leave it.
+// completed refunds, the treasury exactly what the records leave it, and
+// nobody received more than was paid: per merchant and chain, payouts,
+// fees, refunds and what is held add up to what was paid in, with no
+// deficit left for the treasury to carry.
 //
 // One seed decides the scenario and the kills; it is logged, and
 // `-chaos.seed N` (or CHAOS_SEED=N) replays it (docs/testing.md).
@@ -202,8 +206,7 @@ func newChaos(t *testing.T, seed uint64) *chaos {
 			chain: chain, address: address,
 		})
 	}
-	// The treasury's liquidity: payouts across chains and refunds advanced
-	// after a payout.
+	// The treasury's liquidity: payouts across chains.
 	for _, chain := range chaosChains {
 		c.fund(chain, env.Treasury.Address(chain), chaosLiquidity)
 	}
@@ -300,7 +303,9 @@ func (c *chaos) payExact(chain chains.Name) {
 func (c *chaos) payUnder(chain chains.Name) {
 	amount, units := c.amount()
 	_, ds := c.session(c.merchant(), amount, chain)
-	part := 1 + c.rng.Int64N(units-1)
+	// Neither part is dust (below the chain's minimum worth counting: no
+	// payment, dust.go), so each is a payment the drain waits for.
+	part := agentpay.DefaultDustMinimumUnits + c.rng.Int64N(units-2*agentpay.DefaultDustMinimumUnits)
 	c.pay(ds[0], part)
 	c.topUps = append(c.topUps, chaosTopUp{ds[0], units - part})
 	c.t.Logf("step %d: under %d of %s on %s", c.steps, part, amount, ds[0].chain)
@@ -406,8 +411,10 @@ func (c *chaos) refund(afterPayout bool) {
 	}
 	_, err := c.h.svc.CreateRefund(c.ctx, auth, p.Edges.Session.ExternalID, in)
 	if err != nil {
-		// A refund may race the batch or an earlier refund: refused
-		// refunds record nothing, and the books must say so.
+		// A refund may race the batch or an earlier refund, and one after
+		// the payout is refused unless the merchant holds that much
+		// unsettled: refused refunds record nothing, and the books must
+		// say so.
 		c.t.Logf("step %d: refund %s of %s (after payout %v) refused: %v", c.steps, what, p.ExternalID, afterPayout, err)
 		return
 	}
@@ -460,10 +467,13 @@ func (c *chaos) run() {
 		c.topUp()
 	}
 	// Refunds after payouts the kills may have delayed: wait for one
-	// payout, then refund twice more.
+	// payout, refund a payment after its payout from the merchant's next
+	// payment while it is unsettled, then refund twice more.
 	c.waitFor(90*time.Second, "a first payout", func() bool {
 		return c.h.db.Ent.SettlementBatch.Query().Where(settlementbatch.StatusEQ(settlementbatch.StatusCompleted)).ExistX(c.ctx)
 	})
+	c.steps++
+	c.refundFromUnsettled()
 	for _, after := range []bool{true, false, c.rng.IntN(2) == 0} {
 		c.steps++
 		c.refund(after)
@@ -483,6 +493,104 @@ func (c *chaos) run() {
 	}
 	c.checkServiceBooks()
 	c.checkBooks()
+	c.checkNobodyReceivedMore()
+}
+
+// refundFromUnsettled refunds a payment after its payout from its
+// merchant's next payment on the chain: pays a session of a merchant of
+// at least the batch minimum (paid out at once) and waits for its payout,
+// then pays another below the minimum (its batch waits the interval) and,
+// once it is confirmed and in no batch, refunds the paid-out payment by up
+// to the new payment's net. The batch may still take the new payment first
+// (the refund is then refused, saying nothing is available): tried a few
+// times, and one must succeed.
+func (c *chaos) refundFromUnsettled() {
+	c.t.Helper()
+	m, chain := c.merchant(), c.chain()
+	// Whole cents from 8.00 (the batch minimum) to 15.99.
+	cents := int64(800 + c.rng.IntN(800))
+	sess, ds := c.session(m, decimal.New(cents, -2), chain)
+	c.pay(ds[0], cents*10_000)
+	var p *ent.Payment
+	c.waitFor(90*time.Second, "a payment paid out", func() bool {
+		p, _ = c.h.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).WithSession().Only(c.ctx)
+		return p != nil && p.SettlementStatus != nil && *p.SettlementStatus == payment.SettlementStatusCompleted
+	})
+	c.t.Logf("step %d: %s on %s paid out (%s)", c.steps, decimal.New(cents, -2), chain, p.ExternalID)
+	for attempt := 1; attempt <= 5; attempt++ {
+		cents := int64(100 + c.rng.IntN(500)) // 1.00 to 5.99: below the batch minimum
+		sess, ds := c.session(m, decimal.New(cents, -2), chain)
+		c.pay(ds[0], cents*10_000)
+		var next *ent.Payment
+		c.waitFor(90*time.Second, "the next payment confirmed", func() bool {
+			next, _ = c.h.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Only(c.ctx)
+			return next != nil && next.Status == payment.StatusConfirmed && next.SettlementStatus != nil
+		})
+		if next.SettlementBatchID != nil || next.SettlementNet == nil {
+			c.t.Logf("step %d: refund from unsettled: payment %s already in a batch (attempt %d)", c.steps, next.ExternalID, attempt)
+			continue
+		}
+		units := min(p.AmountToken, *next.SettlementNet)
+		amount := decimal.New(units, -6)
+		in := agentpay.RefundInput{PaymentID: p.ExternalID, AmountUSD: &amount, Address: c.freshAddress(chain), Reason: "chaos, after payout"}
+		out, err := c.h.svc.CreateRefund(c.ctx, m.auth, p.Edges.Session.ExternalID, in)
+		if err != nil {
+			require.True(c.t, agentpay.IsValidation(err) || errors.Is(err, agentpay.ErrConflict), "%v", err)
+			c.t.Logf("step %d: refund from unsettled of %s refused (attempt %d): %v", c.steps, p.ExternalID, attempt, err)
+			continue
+		}
+		require.True(c.t, out.Refund.AfterPayout)
+		require.Positive(c.t, out.Refund.ReservedToken, "paid from the unsettled payment")
+		c.mu.Lock()
+		c.recipients[chain] = append(c.recipients[chain], in.Address)
+		c.mu.Unlock()
+		c.t.Logf("step %d: refund %s of %s on %s after its payout, from %s unsettled", c.steps, amount, p.ExternalID, chain, next.ExternalID)
+		return
+	}
+	c.t.Fatalf("chaos: no refund after a payout succeeded in 5 attempts\n%s", c.state())
+}
+
+// checkNobodyReceivedMore checks, per merchant and paid chain, that what
+// its payments brought in is exactly what went out for them or stayed:
+// its payouts, the fees, the completed refunds (to anyone: the payers or
+// the merchant's own addresses), and what its held payments keep in the
+// treasury; and that no batch left a deficit for the treasury to carry.
+// A refund advanced by the treasury would make the outflow exceed the
+// inflow.
+func (c *chaos) checkNobodyReceivedMore() {
+	t, ctx, db := c.t, c.ctx, c.h.db.Ent
+	for _, m := range c.merchants {
+		for _, chain := range chaosChains {
+			var in, held, payouts, fees, refunded, carried int64
+			for _, p := range db.Payment.Query().Where(payment.Chain(string(chain)),
+				payment.HasSessionWith(checkoutsession.MerchantID(m.auth.Merchant.ID))).AllX(ctx) {
+				require.Equal(t, payment.StatusConfirmed, p.Status)
+				in += p.AmountToken
+				if p.SettlementStatus == nil {
+					held += p.AmountToken - p.RefundedToken
+				}
+			}
+			bs := db.SettlementBatch.Query().Where(settlementbatch.MerchantID(m.auth.Merchant.ID), settlementbatch.Chain(string(chain))).
+				Order(ent.Asc(settlementbatch.FieldSeq)).AllX(ctx)
+			for _, b := range bs {
+				require.Equal(t, settlementbatch.StatusCompleted, b.Status)
+				payouts += b.Net
+				fees += b.Fee
+				carried = b.CarriedOut
+			}
+			for _, r := range db.Refund.Query().Where(refund.MerchantID(m.auth.Merchant.ID), refund.Chain(string(chain))).AllX(ctx) {
+				require.Equal(t, refund.StatusCompleted, r.Status)
+				refunded += r.AmountToken
+				if r.ReservedToken > 0 {
+					require.NotNil(t, r.NettedBatchID, "refund %s's reservation netted", r.ExternalID)
+				}
+			}
+			require.Zero(t, carried, "%s %s: the last batch carries no deficit", m.auth.Merchant.Name, chain)
+			require.Equal(t, in, payouts+fees+refunded+held,
+				"%s %s: paid in = payouts %d + fees %d + refunds %d + held %d", m.auth.Merchant.Name, chain, payouts, fees, refunded, held)
+			c.t.Logf("%s on %s: paid in %d = payouts %d + fees %d + refunds %d + held %d", m.auth.Merchant.Name, chain, in, payouts, fees, refunded, held)
+		}
+	}
 }
 
 // waitFor polls done every 250 ms until it holds or timeout passes.

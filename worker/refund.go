@@ -53,3 +53,25 @@ func (w *sweepPaymentWorker) Work(ctx context.Context, job *river.Job[jobs.Sweep
 func (w *sweepPaymentWorker) NextRetry(job *river.Job[jobs.SweepPaymentArgs]) time.Time {
 	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
 }
+
+// sweepDustWorker sweeps one deposit address's dust to the treasury once
+// it is worth the gas (agentpay.Service.SweepDust decides everything); a
+// run that has to wait ends the job, and settle_pending picks the address
+// up again.
+type sweepDustWorker struct {
+	river.WorkerDefaults[jobs.SweepDustArgs]
+	svc *agentpay.Service
+}
+
+func (w *sweepDustWorker) Work(ctx context.Context, job *river.Job[jobs.SweepDustArgs]) error {
+	_, err := w.svc.SweepDust(ctx, job.Args.DepositAddressID)
+	if errors.Is(err, agentpay.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// NextRetry as settle_payment's.
+func (w *sweepDustWorker) NextRetry(job *river.Job[jobs.SweepDustArgs]) time.Time {
+	return time.Now().Add(min(time.Duration(job.Attempt)*5*time.Second, 2*time.Minute))
+}

@@ -63,8 +63,10 @@ const settlePendingInterval = 15 * time.Second
 // sweep is left to do (a retry after the chain refused, a job lost to a
 // crash), a settle_batch job for every merchant, chain and mode with an
 // open batch or swept payments waiting for one (which forms the batch once
-// due: minimum or interval), a send_refund job for every refund left open, and a
-// sweep_payment job for every held payment not yet swept.
+// due: minimum or interval), a send_refund job for every refund left open, a
+// sweep_payment job for every held payment not yet swept, and a sweep_dust
+// job for every deposit address whose dust is worth the gas or whose dust
+// sweep is under way.
 type SettlePendingArgs struct{}
 
 func (SettlePendingArgs) Kind() string { return "settle_pending" }
@@ -92,11 +94,15 @@ func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendi
 	if err != nil {
 		return err
 	}
-	batches, err := w.svc.DueSettlements(ctx, settlePendingInterval, 500)
-	if err != nil || len(payments)+len(refunds)+len(held)+len(batches) == 0 {
+	dust, err := w.svc.DustToSweep(ctx, settlePendingInterval, 500)
+	if err != nil {
 		return err
 	}
-	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds)+len(held)+len(batches))
+	batches, err := w.svc.DueSettlements(ctx, settlePendingInterval, 500)
+	if err != nil || len(payments)+len(refunds)+len(held)+len(batches)+len(dust) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, 0, len(payments)+len(refunds)+len(held)+len(batches)+len(dust))
 	for _, k := range batches {
 		params = append(params, river.InsertManyParams{Args: jobs.SettleBatchArgs{MerchantID: k.MerchantID, Livemode: k.Livemode, Chain: k.Chain}})
 	}
@@ -108,6 +114,9 @@ func (w *settlePendingWorker) Work(ctx context.Context, _ *river.Job[SettlePendi
 	}
 	for _, id := range refunds {
 		params = append(params, river.InsertManyParams{Args: jobs.SendRefundArgs{RefundID: id}})
+	}
+	for _, id := range dust {
+		params = append(params, river.InsertManyParams{Args: jobs.SweepDustArgs{DepositAddressID: id}})
 	}
 	_, err = river.ClientFromContext[*sql.Tx](ctx).InsertMany(ctx, params)
 	return err

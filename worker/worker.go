@@ -1,7 +1,8 @@
 // Package worker runs the service's background jobs on River: the periodic
 // deposit scan of each configured chain (which records payments and their
 // confirmations), webhook delivery, e-mail (send_mail, and
-// erase_expired_mail every minute), settlement,
+// erase_expired_mail every minute), settlement and sweeps (of held
+// payments, and of dust once worth the gas: sweep_dust),
 // transfer reconciliation, session expiry (with the end of ended sessions'
 // deposit watches), card purchases (cards_tick: expiry, issue, returns), the
 // gas ledger (tally_gas) and the pruning of expired signature challenges and
@@ -144,6 +145,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sweepPaymentWorker{svc: cfg.Service})
+	river.AddWorker(workers, &sweepDustWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &pruneWorker[EraseExpiredMailArgs]{prune: cfg.Service.EraseExpiredMail})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})

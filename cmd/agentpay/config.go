@@ -68,7 +68,13 @@ type config struct {
 	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
 	// SendMinimums is SEND_MINIMUM_USD: the smallest send per chain where
 	// the operator raises it above 0.01 (docs/money.md#the-send-policy).
-	SendMinimums       map[chains.Name]decimal.Decimal
+	SendMinimums map[chains.Name]decimal.Decimal
+	// DustMinimums is DUST_MINIMUM_USD: per chain, the smallest deposit
+	// that is a payment (below it: dust); GasTokenPrices is
+	// GAS_TOKEN_PRICE_USD: per chain, the USD price of its gas token that
+	// dust is weighed against its sweep's gas with.
+	DustMinimums       map[chains.Name]decimal.Decimal
+	GasTokenPrices     map[chains.Name]decimal.Decimal
 	WebhookRetryDelays []time.Duration
 	// WebhookAllowPrivate is WEBHOOK_ALLOW_PRIVATE, nil when unset: see
 	// webhookAllowPrivate for the default.
@@ -173,6 +179,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		AgentMailLimit:       p.nonNegativeInt("AGENT_MAIL_DAILY_LIMIT", 5),
 		WithdrawalLimit:      p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
 		SendMinimums:         p.sendMinimums("SEND_MINIMUM_USD"),
+		DustMinimums:         p.dustMinimums("DUST_MINIMUM_USD"),
+		GasTokenPrices:       p.gasTokenPrices("GAS_TOKEN_PRICE_USD"),
 		WithdrawalDailyLimit: p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),
 		IPRateLimit:          p.nonNegativeInt("IP_RATE_LIMIT", 600),
 		AuthCacheTTL:         p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
@@ -443,6 +451,29 @@ func (p *envParser) positiveUSD(name string, def decimal.Decimal) decimal.Decima
 // ("base=0.50,solana=0.05"): each chain an agents' chain named once, each
 // amount of USD at least 0.01 with at most 6 decimals.
 func (p *envParser) sendMinimums(name string) map[chains.Name]decimal.Decimal {
+	return p.chainAmounts(name, "base=0.50,solana=0.05", "an amount of USD of at least "+agentpay.MinSendUSD.String(),
+		func(d decimal.Decimal) bool { return d.GreaterThanOrEqual(agentpay.MinSendUSD) })
+}
+
+// dustMinimums reads DUST_MINIMUM_USD's chain=amount pairs: each amount
+// of USD from 0 (no dust on that chain) to below the smallest session
+// amount (a deposit paying a whole session is never dust).
+func (p *envParser) dustMinimums(name string) map[chains.Name]decimal.Decimal {
+	return p.chainAmounts(name, "base=0.01,solana=0.001", "an amount of USD from 0 to below "+agentpay.SessionMinAmount.String(),
+		func(d decimal.Decimal) bool { return !d.IsNegative() && d.LessThan(agentpay.SessionMinAmount) })
+}
+
+// gasTokenPrices reads GAS_TOKEN_PRICE_USD's chain=amount pairs: each a
+// USD price above 0.
+func (p *envParser) gasTokenPrices(name string) map[chains.Name]decimal.Decimal {
+	return p.chainAmounts(name, "base=4000,solana=200", "a price in USD above 0",
+		func(d decimal.Decimal) bool { return d.IsPositive() })
+}
+
+// chainAmounts reads chain=amount pairs, comma-separated (as example):
+// each chain named once, each amount valid (what rule says) with at most 6
+// decimals.
+func (p *envParser) chainAmounts(name, example, rule string, valid func(decimal.Decimal) bool) map[chains.Name]decimal.Decimal {
 	v := p.str(name, "")
 	if v == "" {
 		return nil
@@ -452,7 +483,7 @@ func (p *envParser) sendMinimums(name string) map[chains.Name]decimal.Decimal {
 		chainName, amount, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		chain, err := chains.ParseName(strings.TrimSpace(chainName))
 		if !ok || err != nil {
-			p.fail(name, "must be chain=amount pairs separated by commas (base=0.50,solana=0.05), got %q", pair)
+			p.fail(name, "must be chain=amount pairs separated by commas (%s), got %q", example, pair)
 			return nil
 		}
 		if _, dup := out[chain]; dup {
@@ -460,8 +491,8 @@ func (p *envParser) sendMinimums(name string) map[chains.Name]decimal.Decimal {
 			return nil
 		}
 		d, err := agentpay.ParseAmount(name, strings.TrimSpace(amount))
-		if err != nil || d.LessThan(agentpay.MinSendUSD) || !d.Equal(d.Round(6)) {
-			p.fail(name, "%s: must be an amount of USD of at least %s with at most 6 decimals, got %q", chain, agentpay.MinSendUSD, amount)
+		if err != nil || !valid(d) || !d.Equal(d.Round(6)) {
+			p.fail(name, "%s: must be %s with at most 6 decimals, got %q", chain, rule, amount)
 			return nil
 		}
 		out[chain] = d

@@ -145,6 +145,13 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SEND_MINIMUM_USD", "base=0.001"},
 		{"SEND_MINIMUM_USD", "base=0.5,base=1"},
 		{"SEND_MINIMUM_USD", "solana=0.0000001"},
+		{"DUST_MINIMUM_USD", "base"},
+		{"DUST_MINIMUM_USD", "base=-0.01"},
+		{"DUST_MINIMUM_USD", "base=0.50"},
+		{"DUST_MINIMUM_USD", "base=0.0000001"},
+		{"DUST_MINIMUM_USD", "base=0.01,base=0.02"},
+		{"GAS_TOKEN_PRICE_USD", "base=0"},
+		{"GAS_TOKEN_PRICE_USD", "tron=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -185,6 +192,22 @@ func TestLoadConfigSendMinimums(t *testing.T) {
 	c, err = loadConfig(envOf(nil))
 	require.NoError(t, err)
 	require.Empty(t, c.SendMinimums, "none by default: 0.01 on every chain")
+}
+
+// DUST_MINIMUM_USD and GAS_TOKEN_PRICE_USD reach the service's
+// configuration; unset, the service's defaults hold (one cent, the
+// default gas token prices).
+func TestLoadConfigDustSettings(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"DUST_MINIMUM_USD": "base=0.05, solana=0", "GAS_TOKEN_PRICE_USD": "base=3500.5"}))
+	require.NoError(t, err)
+	require.Equal(t, "0.05", c.DustMinimums[chains.Base].String())
+	require.True(t, c.DustMinimums[chains.Solana].IsZero())
+	require.Equal(t, "3500.5", c.GasTokenPrices[chains.Base].String())
+
+	c, err = loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.DustMinimums, "none by default: one cent on every chain")
+	require.Empty(t, c.GasTokenPrices)
 }
 
 func TestLoadConfigTrustedProxies(t *testing.T) {

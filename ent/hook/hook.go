@@ -104,6 +104,18 @@ func (f DepositAddressFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DepositAddressMutation", m)
 }
 
+// The DustDepositFunc type is an adapter to allow the use of ordinary
+// function as DustDeposit mutator.
+type DustDepositFunc func(context.Context, *ent.DustDepositMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DustDepositFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DustDepositMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DustDepositMutation", m)
+}
+
 // The FundingFunc type is an adapter to allow the use of ordinary
 // function as Funding mutator.
 type FundingFunc func(context.Context, *ent.FundingMutation) (ent.Value, error)

@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/dashboardsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/dustdeposit"
 	"agentpay/ent/funding"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/idempotencykey"
@@ -321,6 +322,33 @@ func (f TraverseDepositAddress) Traverse(ctx context.Context, q ent.Query) error
 		return f(ctx, q)
 	}
 	return fmt.Errorf("unexpected query type %T. expect *ent.DepositAddressQuery", q)
+}
+
+// The DustDepositFunc type is an adapter to allow the use of ordinary function as a Querier.
+type DustDepositFunc func(context.Context, *ent.DustDepositQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f DustDepositFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.DustDepositQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.DustDepositQuery", q)
+}
+
+// The TraverseDustDeposit type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseDustDeposit func(context.Context, *ent.DustDepositQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseDustDeposit) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseDustDeposit) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.DustDepositQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.DustDepositQuery", q)
 }
 
 // The FundingFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1179,6 +1207,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.DashboardSessionQuery, predicate.DashboardSession, dashboardsession.OrderOption]{typ: ent.TypeDashboardSession, tq: q}, nil
 	case *ent.DepositAddressQuery:
 		return &query[*ent.DepositAddressQuery, predicate.DepositAddress, depositaddress.OrderOption]{typ: ent.TypeDepositAddress, tq: q}, nil
+	case *ent.DustDepositQuery:
+		return &query[*ent.DustDepositQuery, predicate.DustDeposit, dustdeposit.OrderOption]{typ: ent.TypeDustDeposit, tq: q}, nil
 	case *ent.FundingQuery:
 		return &query[*ent.FundingQuery, predicate.Funding, funding.OrderOption]{typ: ent.TypeFunding, tq: q}, nil
 	case *ent.GasSpendQuery:

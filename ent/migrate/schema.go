@@ -357,6 +357,47 @@ var (
 			},
 		},
 	}
+	// DustDepositsColumns holds the columns for the "dust_deposits" table.
+	DustDepositsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "deposit_address_id", Type: field.TypeUUID},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "tx_hash", Type: field.TypeString},
+		{Name: "log_index", Type: field.TypeInt},
+		{Name: "from_address", Type: field.TypeString, Nullable: true},
+		{Name: "amount", Type: field.TypeInt64},
+		{Name: "block_number", Type: field.TypeInt64},
+		{Name: "sweep_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "sweep_submitted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "sweep_tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "swept_at", Type: field.TypeTime, Nullable: true},
+	}
+	// DustDepositsTable holds the schema information for the "dust_deposits" table.
+	DustDepositsTable = &schema.Table{
+		Name:       "dust_deposits",
+		Columns:    DustDepositsColumns,
+		PrimaryKey: []*schema.Column{DustDepositsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "dustdeposit_chain_tx_hash_log_index",
+				Unique:  true,
+				Columns: []*schema.Column{DustDepositsColumns[4], DustDepositsColumns[6], DustDepositsColumns[7]},
+			},
+			{
+				Name:    "dustdeposit_deposit_address_id_swept_at",
+				Unique:  false,
+				Columns: []*schema.Column{DustDepositsColumns[3], DustDepositsColumns[14]},
+			},
+			{
+				Name:    "dustdeposit_sweep_id",
+				Unique:  false,
+				Columns: []*schema.Column{DustDepositsColumns[11]},
+			},
+		},
+	}
 	// FundingsColumns holds the columns for the "fundings" table.
 	FundingsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1082,6 +1123,11 @@ var (
 		{Name: "idempotency_key", Type: field.TypeString, Nullable: true},
 		{Name: "request_hash", Type: field.TypeString, Nullable: true},
 		{Name: "after_payout", Type: field.TypeBool, Default: false},
+		{Name: "reserved_token", Type: field.TypeInt64, Default: 0},
+		{Name: "destination", Type: field.TypeEnum, Enums: []string{"payer", "chosen"}, Default: "payer"},
+		{Name: "requested_with", Type: field.TypeEnum, Nullable: true, Enums: []string{"secret_key", "dashboard_session"}},
+		{Name: "merchant_key_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "dashboard_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "payment_id", Type: field.TypeUUID},
 		{Name: "netted_batch_id", Type: field.TypeUUID, Nullable: true},
 	}
@@ -1093,13 +1139,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "refunds_payments_refunds",
-				Columns:    []*schema.Column{RefundsColumns[21]},
+				Columns:    []*schema.Column{RefundsColumns[26]},
 				RefColumns: []*schema.Column{PaymentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "refunds_settlement_batches_netted_refunds",
-				Columns:    []*schema.Column{RefundsColumns[22]},
+				Columns:    []*schema.Column{RefundsColumns[27]},
 				RefColumns: []*schema.Column{SettlementBatchesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -1545,6 +1591,7 @@ var (
 		CheckoutSessionsTable,
 		DashboardSessionsTable,
 		DepositAddressesTable,
+		DustDepositsTable,
 		FundingsTable,
 		GasSpendsTable,
 		IdempotencyKeysTable,

@@ -30,6 +30,9 @@ type DashboardSession func(*sql.Selector)
 // DepositAddress is the predicate function for depositaddress builders.
 type DepositAddress func(*sql.Selector)
 
+// DustDeposit is the predicate function for dustdeposit builders.
+type DustDeposit func(*sql.Selector)
+
 // Funding is the predicate function for funding builders.
 type Funding func(*sql.Selector)
 

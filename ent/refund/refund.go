@@ -61,8 +61,18 @@ const (
 	FieldRequestHash = "request_hash"
 	// FieldAfterPayout holds the string denoting the after_payout field in the database.
 	FieldAfterPayout = "after_payout"
+	// FieldReservedToken holds the string denoting the reserved_token field in the database.
+	FieldReservedToken = "reserved_token"
 	// FieldNettedBatchID holds the string denoting the netted_batch_id field in the database.
 	FieldNettedBatchID = "netted_batch_id"
+	// FieldDestination holds the string denoting the destination field in the database.
+	FieldDestination = "destination"
+	// FieldRequestedWith holds the string denoting the requested_with field in the database.
+	FieldRequestedWith = "requested_with"
+	// FieldMerchantKeyID holds the string denoting the merchant_key_id field in the database.
+	FieldMerchantKeyID = "merchant_key_id"
+	// FieldDashboardUserID holds the string denoting the dashboard_user_id field in the database.
+	FieldDashboardUserID = "dashboard_user_id"
 	// EdgePayment holds the string denoting the payment edge name in mutations.
 	EdgePayment = "payment"
 	// EdgeNettedBatch holds the string denoting the netted_batch edge name in mutations.
@@ -109,7 +119,12 @@ var Columns = []string{
 	FieldIdempotencyKey,
 	FieldRequestHash,
 	FieldAfterPayout,
+	FieldReservedToken,
 	FieldNettedBatchID,
+	FieldDestination,
+	FieldRequestedWith,
+	FieldMerchantKeyID,
+	FieldDashboardUserID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -145,6 +160,10 @@ var (
 	RevertsValidator func(int) error
 	// DefaultAfterPayout holds the default value on creation for the "after_payout" field.
 	DefaultAfterPayout bool
+	// DefaultReservedToken holds the default value on creation for the "reserved_token" field.
+	DefaultReservedToken int64
+	// ReservedTokenValidator is a validator for the "reserved_token" field. It is called by the builders before save.
+	ReservedTokenValidator func(int64) error
 	// DefaultID holds the default value on creation for the "id" field.
 	DefaultID func() uuid.UUID
 )
@@ -174,6 +193,55 @@ func StatusValidator(s Status) error {
 		return nil
 	default:
 		return fmt.Errorf("refund: invalid enum value for status field: %q", s)
+	}
+}
+
+// Destination defines the type for the "destination" enum field.
+type Destination string
+
+// DestinationPayer is the default value of the Destination enum.
+const DefaultDestination = DestinationPayer
+
+// Destination values.
+const (
+	DestinationPayer  Destination = "payer"
+	DestinationChosen Destination = "chosen"
+)
+
+func (d Destination) String() string {
+	return string(d)
+}
+
+// DestinationValidator is a validator for the "destination" field enum values. It is called by the builders before save.
+func DestinationValidator(d Destination) error {
+	switch d {
+	case DestinationPayer, DestinationChosen:
+		return nil
+	default:
+		return fmt.Errorf("refund: invalid enum value for destination field: %q", d)
+	}
+}
+
+// RequestedWith defines the type for the "requested_with" enum field.
+type RequestedWith string
+
+// RequestedWith values.
+const (
+	RequestedWithSecretKey        RequestedWith = "secret_key"
+	RequestedWithDashboardSession RequestedWith = "dashboard_session"
+)
+
+func (rw RequestedWith) String() string {
+	return string(rw)
+}
+
+// RequestedWithValidator is a validator for the "requested_with" field enum values. It is called by the builders before save.
+func RequestedWithValidator(rw RequestedWith) error {
+	switch rw {
+	case RequestedWithSecretKey, RequestedWithDashboardSession:
+		return nil
+	default:
+		return fmt.Errorf("refund: invalid enum value for requested_with field: %q", rw)
 	}
 }
 
@@ -290,9 +358,34 @@ func ByAfterPayout(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAfterPayout, opts...).ToFunc()
 }
 
+// ByReservedToken orders the results by the reserved_token field.
+func ByReservedToken(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldReservedToken, opts...).ToFunc()
+}
+
 // ByNettedBatchID orders the results by the netted_batch_id field.
 func ByNettedBatchID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldNettedBatchID, opts...).ToFunc()
+}
+
+// ByDestination orders the results by the destination field.
+func ByDestination(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldDestination, opts...).ToFunc()
+}
+
+// ByRequestedWith orders the results by the requested_with field.
+func ByRequestedWith(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRequestedWith, opts...).ToFunc()
+}
+
+// ByMerchantKeyID orders the results by the merchant_key_id field.
+func ByMerchantKeyID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMerchantKeyID, opts...).ToFunc()
+}
+
+// ByDashboardUserID orders the results by the dashboard_user_id field.
+func ByDashboardUserID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldDashboardUserID, opts...).ToFunc()
 }
 
 // ByPaymentField orders the results by payment field.
@@ -347,6 +440,54 @@ func (e *Status) UnmarshalGQL(val interface{}) error {
 		*e = StatusFailed
 	default:
 		return fmt.Errorf("%s is not a valid Status", str)
+	}
+	return nil
+}
+
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
+func (e Destination) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
+func (e *Destination) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	switch str {
+	case "PAYER":
+		*e = DestinationPayer
+	case "CHOSEN":
+		*e = DestinationChosen
+	default:
+		return fmt.Errorf("%s is not a valid Destination", str)
+	}
+	return nil
+}
+
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
+func (e RequestedWith) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
+func (e *RequestedWith) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	switch str {
+	case "SECRET_KEY":
+		*e = RequestedWithSecretKey
+	case "DASHBOARD_SESSION":
+		*e = RequestedWithDashboardSession
+	default:
+		return fmt.Errorf("%s is not a valid RequestedWith", str)
 	}
 	return nil
 }

@@ -157,9 +157,24 @@ func AfterPayout(v bool) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldAfterPayout, v))
 }
 
+// ReservedToken applies equality check predicate on the "reserved_token" field. It's identical to ReservedTokenEQ.
+func ReservedToken(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldReservedToken, v))
+}
+
 // NettedBatchID applies equality check predicate on the "netted_batch_id" field. It's identical to NettedBatchIDEQ.
 func NettedBatchID(v uuid.UUID) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldNettedBatchID, v))
+}
+
+// MerchantKeyID applies equality check predicate on the "merchant_key_id" field. It's identical to MerchantKeyIDEQ.
+func MerchantKeyID(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldMerchantKeyID, v))
+}
+
+// DashboardUserID applies equality check predicate on the "dashboard_user_id" field. It's identical to DashboardUserIDEQ.
+func DashboardUserID(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldDashboardUserID, v))
 }
 
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
@@ -1187,6 +1202,46 @@ func AfterPayoutNEQ(v bool) predicate.Refund {
 	return predicate.Refund(sql.FieldNEQ(FieldAfterPayout, v))
 }
 
+// ReservedTokenEQ applies the EQ predicate on the "reserved_token" field.
+func ReservedTokenEQ(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldReservedToken, v))
+}
+
+// ReservedTokenNEQ applies the NEQ predicate on the "reserved_token" field.
+func ReservedTokenNEQ(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldReservedToken, v))
+}
+
+// ReservedTokenIn applies the In predicate on the "reserved_token" field.
+func ReservedTokenIn(vs ...int64) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldReservedToken, vs...))
+}
+
+// ReservedTokenNotIn applies the NotIn predicate on the "reserved_token" field.
+func ReservedTokenNotIn(vs ...int64) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldReservedToken, vs...))
+}
+
+// ReservedTokenGT applies the GT predicate on the "reserved_token" field.
+func ReservedTokenGT(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldGT(FieldReservedToken, v))
+}
+
+// ReservedTokenGTE applies the GTE predicate on the "reserved_token" field.
+func ReservedTokenGTE(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldGTE(FieldReservedToken, v))
+}
+
+// ReservedTokenLT applies the LT predicate on the "reserved_token" field.
+func ReservedTokenLT(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldLT(FieldReservedToken, v))
+}
+
+// ReservedTokenLTE applies the LTE predicate on the "reserved_token" field.
+func ReservedTokenLTE(v int64) predicate.Refund {
+	return predicate.Refund(sql.FieldLTE(FieldReservedToken, v))
+}
+
 // NettedBatchIDEQ applies the EQ predicate on the "netted_batch_id" field.
 func NettedBatchIDEQ(v uuid.UUID) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldNettedBatchID, v))
@@ -1215,6 +1270,156 @@ func NettedBatchIDIsNil() predicate.Refund {
 // NettedBatchIDNotNil applies the NotNil predicate on the "netted_batch_id" field.
 func NettedBatchIDNotNil() predicate.Refund {
 	return predicate.Refund(sql.FieldNotNull(FieldNettedBatchID))
+}
+
+// DestinationEQ applies the EQ predicate on the "destination" field.
+func DestinationEQ(v Destination) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldDestination, v))
+}
+
+// DestinationNEQ applies the NEQ predicate on the "destination" field.
+func DestinationNEQ(v Destination) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldDestination, v))
+}
+
+// DestinationIn applies the In predicate on the "destination" field.
+func DestinationIn(vs ...Destination) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldDestination, vs...))
+}
+
+// DestinationNotIn applies the NotIn predicate on the "destination" field.
+func DestinationNotIn(vs ...Destination) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldDestination, vs...))
+}
+
+// RequestedWithEQ applies the EQ predicate on the "requested_with" field.
+func RequestedWithEQ(v RequestedWith) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldRequestedWith, v))
+}
+
+// RequestedWithNEQ applies the NEQ predicate on the "requested_with" field.
+func RequestedWithNEQ(v RequestedWith) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldRequestedWith, v))
+}
+
+// RequestedWithIn applies the In predicate on the "requested_with" field.
+func RequestedWithIn(vs ...RequestedWith) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldRequestedWith, vs...))
+}
+
+// RequestedWithNotIn applies the NotIn predicate on the "requested_with" field.
+func RequestedWithNotIn(vs ...RequestedWith) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldRequestedWith, vs...))
+}
+
+// RequestedWithIsNil applies the IsNil predicate on the "requested_with" field.
+func RequestedWithIsNil() predicate.Refund {
+	return predicate.Refund(sql.FieldIsNull(FieldRequestedWith))
+}
+
+// RequestedWithNotNil applies the NotNil predicate on the "requested_with" field.
+func RequestedWithNotNil() predicate.Refund {
+	return predicate.Refund(sql.FieldNotNull(FieldRequestedWith))
+}
+
+// MerchantKeyIDEQ applies the EQ predicate on the "merchant_key_id" field.
+func MerchantKeyIDEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDNEQ applies the NEQ predicate on the "merchant_key_id" field.
+func MerchantKeyIDNEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDIn applies the In predicate on the "merchant_key_id" field.
+func MerchantKeyIDIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldMerchantKeyID, vs...))
+}
+
+// MerchantKeyIDNotIn applies the NotIn predicate on the "merchant_key_id" field.
+func MerchantKeyIDNotIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldMerchantKeyID, vs...))
+}
+
+// MerchantKeyIDGT applies the GT predicate on the "merchant_key_id" field.
+func MerchantKeyIDGT(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldGT(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDGTE applies the GTE predicate on the "merchant_key_id" field.
+func MerchantKeyIDGTE(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldGTE(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDLT applies the LT predicate on the "merchant_key_id" field.
+func MerchantKeyIDLT(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldLT(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDLTE applies the LTE predicate on the "merchant_key_id" field.
+func MerchantKeyIDLTE(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldLTE(FieldMerchantKeyID, v))
+}
+
+// MerchantKeyIDIsNil applies the IsNil predicate on the "merchant_key_id" field.
+func MerchantKeyIDIsNil() predicate.Refund {
+	return predicate.Refund(sql.FieldIsNull(FieldMerchantKeyID))
+}
+
+// MerchantKeyIDNotNil applies the NotNil predicate on the "merchant_key_id" field.
+func MerchantKeyIDNotNil() predicate.Refund {
+	return predicate.Refund(sql.FieldNotNull(FieldMerchantKeyID))
+}
+
+// DashboardUserIDEQ applies the EQ predicate on the "dashboard_user_id" field.
+func DashboardUserIDEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDNEQ applies the NEQ predicate on the "dashboard_user_id" field.
+func DashboardUserIDNEQ(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDIn applies the In predicate on the "dashboard_user_id" field.
+func DashboardUserIDIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldDashboardUserID, vs...))
+}
+
+// DashboardUserIDNotIn applies the NotIn predicate on the "dashboard_user_id" field.
+func DashboardUserIDNotIn(vs ...uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldDashboardUserID, vs...))
+}
+
+// DashboardUserIDGT applies the GT predicate on the "dashboard_user_id" field.
+func DashboardUserIDGT(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldGT(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDGTE applies the GTE predicate on the "dashboard_user_id" field.
+func DashboardUserIDGTE(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldGTE(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDLT applies the LT predicate on the "dashboard_user_id" field.
+func DashboardUserIDLT(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldLT(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDLTE applies the LTE predicate on the "dashboard_user_id" field.
+func DashboardUserIDLTE(v uuid.UUID) predicate.Refund {
+	return predicate.Refund(sql.FieldLTE(FieldDashboardUserID, v))
+}
+
+// DashboardUserIDIsNil applies the IsNil predicate on the "dashboard_user_id" field.
+func DashboardUserIDIsNil() predicate.Refund {
+	return predicate.Refund(sql.FieldIsNull(FieldDashboardUserID))
+}
+
+// DashboardUserIDNotNil applies the NotNil predicate on the "dashboard_user_id" field.
+func DashboardUserIDNotNil() predicate.Refund {
+	return predicate.Refund(sql.FieldNotNull(FieldDashboardUserID))
 }
 
 // HasPayment applies the HasEdge predicate on the "payment" edge.

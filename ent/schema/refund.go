@@ -98,15 +98,49 @@ func (Refund) Fields() []ent.Field {
 			Immutable().
 			Annotations(entgql.Skip()),
 		// after_payout: the payment was already in a paid (or paying)
-		// settlement batch when refunded, so the treasury advanced the
-		// refund and it is netted off the merchant's next batch on the
-		// chain and mode (netted_batch_id once it is).
+		// settlement batch when refunded (refunds.go).
 		field.Bool("after_payout").
 			Default(false).
 			Immutable(),
+		// reserved_token: what a refund after the payout took from the
+		// merchant's unsettled payments on the chain and mode (what the
+		// payout did not pay of the payment itself covers the rest), taken
+		// in the refund's transaction and netted off the batch that pays
+		// those payments (netted_batch_id once it is). 0 before the payout.
+		field.Int64("reserved_token").
+			NonNegative().
+			Default(0).
+			Immutable().
+			Annotations(baseUnits),
 		field.UUID("netted_batch_id", uuid.UUID{}).
 			Optional().
 			Nillable().
+			Annotations(entgql.Skip()),
+		// destination: payer when the refund goes to the payment's
+		// from_address (the default), chosen when the merchant named
+		// another address (only with its secret key: refunds.go).
+		field.Enum("destination").
+			Values("payer", "chosen").
+			Default("payer").
+			Immutable(),
+		// requested_with: the credential that asked for the refund, and
+		// which one (merchant_key_id: the secret key's key pair;
+		// dashboard_user_id: the member behind a dashboard session). NULL
+		// on refunds recorded before it was kept.
+		field.Enum("requested_with").
+			Values("secret_key", "dashboard_session").
+			Optional().
+			Nillable().
+			Immutable(),
+		field.UUID("merchant_key_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip()),
+		field.UUID("dashboard_user_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
 			Annotations(entgql.Skip()),
 	}
 }

@@ -90,7 +90,7 @@ type BooksLine struct {
 // A record that moved, or is moving, a holder's USDC
 type BooksRecord struct {
 	Kind BooksRecordKind `json:"kind"`
-	// The record's id (a payment's for its sweep, a settlement batch's for its payout)
+	// The record's id (a payment's for its sweep, a dust sweep's own for the dust it carried, a settlement batch's for its payout)
 	ID     string `json:"id"`
 	Amount int64  `json:"amount"`
 	// The record's state as stored, in words: its status (and a transaction in flight), a sweep's swept or submitted, a funding's source
@@ -389,7 +389,7 @@ type RefundInput struct {
 	PaymentID *string `json:"paymentId,omitempty"`
 	// At most what was paid less earlier refunds that have not failed
 	AmountUsd *decimal.Decimal `json:"amountUsd,omitempty"`
-	// An address on the payment's chain
+	// An address on the payment's chain; another than the payer's needs the secret key
 	Address *string `json:"address,omitempty"`
 	Reason  *string `json:"reason,omitempty"`
 }
@@ -826,7 +826,9 @@ func (e BooksHolder) MarshalJSON() ([]byte, error) {
 type BooksRecordKind string
 
 const (
-	BooksRecordKindPayment    BooksRecordKind = "PAYMENT"
+	BooksRecordKindPayment BooksRecordKind = "PAYMENT"
+	// A deposit below its chain's minimum worth counting: no payment, swept once the address's dust is worth the gas
+	BooksRecordKindDust       BooksRecordKind = "DUST"
 	BooksRecordKindSweep      BooksRecordKind = "SWEEP"
 	BooksRecordKindTransfer   BooksRecordKind = "TRANSFER"
 	BooksRecordKindPayout     BooksRecordKind = "PAYOUT"
@@ -837,6 +839,7 @@ const (
 
 var AllBooksRecordKind = []BooksRecordKind{
 	BooksRecordKindPayment,
+	BooksRecordKindDust,
 	BooksRecordKindSweep,
 	BooksRecordKindTransfer,
 	BooksRecordKindPayout,
@@ -847,7 +850,7 @@ var AllBooksRecordKind = []BooksRecordKind{
 
 func (e BooksRecordKind) IsValid() bool {
 	switch e {
-	case BooksRecordKindPayment, BooksRecordKindSweep, BooksRecordKindTransfer, BooksRecordKindPayout, BooksRecordKindRefund, BooksRecordKindCardReturn, BooksRecordKindFunding:
+	case BooksRecordKindPayment, BooksRecordKindDust, BooksRecordKindSweep, BooksRecordKindTransfer, BooksRecordKindPayout, BooksRecordKindRefund, BooksRecordKindCardReturn, BooksRecordKindFunding:
 		return true
 	}
 	return false

@@ -137,6 +137,22 @@ func (SweepPaymentArgs) InsertOpts() river.InsertOpts {
 	return SendRefundArgs{}.InsertOpts()
 }
 
+// SweepDustArgs is the River job sweeping the dust of one deposit
+// address to the treasury once it is worth the gas
+// (agentpay.Service.SweepDust).
+type SweepDustArgs struct {
+	DepositAddressID uuid.UUID `json:"deposit_address_id"`
+}
+
+// Kind is the job kind.
+func (SweepDustArgs) Kind() string { return "sweep_dust" }
+
+// InsertOpts runs dust sweeps beside the other sweeps, one job per
+// address waiting or running at a time.
+func (SweepDustArgs) InsertOpts() river.InsertOpts {
+	return SendRefundArgs{}.InsertOpts()
+}
+
 // SendMailArgs is the River job that sends one outbox message
 // (agentpay.Service.SendMail). It is retried with River's default backoff
 // (about 25 tries over three weeks), so mail queued while the SMTP server
