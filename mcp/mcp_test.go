@@ -20,7 +20,7 @@ import (
 )
 
 // wantTools are the tools /mcp lists.
-var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "send", "send_to_user"}
+var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "revoke_pairing", "send", "send_to_user"}
 
 // bearerTransport adds the agent key to every request of the client.
 type bearerTransport struct{ key string }

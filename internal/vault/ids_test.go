@@ -24,6 +24,7 @@ func TestIDFormats(t *testing.T) {
 		{"invite code", InviteCode, `^[a-z0-9]{10}$`},
 		{"invitation token", InvitationToken, `^inv_[0-9A-Za-z]{43}$`},
 		{"sign-in token", SignInToken, `^sil_[0-9A-Za-z]{43}$`},
+		{"step-up token", StepUpToken, `^stu_[0-9A-Za-z]{43}$`},
 		{"browser session token", BrowserSessionToken, `^bs_[0-9A-Za-z]{43}$`},
 		{"challenge nonce", ChallengeNonce, `^0x[0-9a-f]{64}$`},
 		{"CSP nonce", CSPNonce, `^[A-Za-z0-9_-]{22}$`},
