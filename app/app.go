@@ -71,6 +71,7 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	GET  /dashboard         the merchant dashboard (docs/dashboard.md)
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
+//	GET  /confirm/{token}   an e-mailed step-up   POST: confirm it
 //	GET  /assets/*          CSS and JavaScript
 func NewHandler(cfg Config) http.Handler {
 	if cfg.Prefix == "" {
@@ -101,6 +102,11 @@ func NewHandler(cfg Config) http.Handler {
 		r.Post("/signout", h.signOut)
 		r.Get("/invite/{token}", h.invitation)
 		r.Post("/invite/{token}", h.acceptInvitation)
+		// An e-mailed step-up's link (stepups.go): GET shows what it
+		// confirms, the form confirms it, and the page that asked for it
+		// goes on (it waits on viewer.stepUp).
+		r.Get("/confirm/{token}", h.stepUpLink)
+		r.Post("/confirm/{token}", h.confirmStepUp)
 		static, _ := fs.Sub(staticFS, "static")
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})
@@ -127,6 +133,9 @@ type page struct {
 	Email, Username                         string
 	NewAccount                              bool
 	AgentUsername, Token                    string
+	// Summary is what an e-mailed step-up confirms; Confirmed that it was.
+	Summary   string
+	Confirmed bool
 	SignedIn                                bool
 	// Passkeys: the server takes passkeys; AppURL is where (APP_URL).
 	Passkeys bool
@@ -393,4 +402,36 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request) {
 	}
 	h.setSession(w, signIn)
 	http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusSeeOther)
+}
+
+// stepUpLink shows what an e-mailed confirmation link confirms; only its
+// form (POST) confirms it, so a mail scanner opening it confirms nothing.
+func (h *handler) stepUpLink(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	link, err := h.cfg.Service.CheckStepUpLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	p.Summary = link.Summary
+	h.render(w, http.StatusOK, "confirm.html", p)
+}
+
+// confirmStepUp follows the link: the step-up is confirmed, and the page
+// that asked for it (in any browser the person is signed in on) goes on.
+func (h *handler) confirmStepUp(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	link, err := h.cfg.Service.ConfirmStepUpLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "confirm.html", p, err)
+		return
+	}
+	p.Summary, p.Confirmed = link.Summary, true
+	h.render(w, http.StatusOK, "confirm.html", p)
 }

@@ -254,11 +254,12 @@ func complexity() ComplexityRoot {
 	c.Mutation.BeginSpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.ApproveSpendApproval = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return sendCost + child }
 	c.Mutation.DenySpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
-	// Deciders are the agent's paired humans at most.
-	c.SpendApproval.Deciders = listOf(agentpay.MaxPairingsListed)
-	c.SpendApproval.ApprovedBy = listOf(agentpay.MaxPairingsListed)
-	c.ViewerCardRequest.Deciders = listOf(agentpay.MaxPairingsListed)
-	c.ViewerCardRequest.ApprovedBy = listOf(agentpay.MaxPairingsListed)
+	// Deciders are the humans whose policies held the operation: a few of
+	// the agent's humans, whom a newcomer joins only with one's consent.
+	c.SpendApproval.Deciders = listOf(fixedList)
+	c.SpendApproval.ApprovedBy = listOf(fixedList)
+	c.ViewerCardRequest.Deciders = listOf(fixedList)
+	c.ViewerCardRequest.ApprovedBy = listOf(fixedList)
 
 	// Pairing consents and the agent's revocation.
 	c.Viewer.PairingConsents = readListOf(agentpay.MaxPairingsListed)
