@@ -501,7 +501,9 @@ func (s *Service) AgentCardRequests(ctx context.Context, a *ent.Agent) ([]*CardR
 func (s *Service) UserCardRequests(ctx context.Context, u *ent.User) ([]*CardRequestView, error) {
 	return s.listCardRequests(ctx, s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.Or(
 		cardrequest.UserID(u.ID),
-		func(sel *entsql.Selector) { sel.Where(sqljson.ValueContains(sel.C(cardrequest.FieldDeciders), u.ID.String())) },
+		func(sel *entsql.Selector) {
+			sel.Where(sqljson.ValueContains(sel.C(cardrequest.FieldDeciders), u.ID.String()))
+		},
 	)))
 }
 

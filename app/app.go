@@ -133,13 +133,13 @@ type page struct {
 	Email, Username                         string
 	NewAccount                              bool
 	AgentUsername, Token                    string
-	// Summary is what an e-mailed step-up confirms; Confirmed that it was.
-	Summary   string
-	Confirmed bool
 	SignedIn                                bool
 	// Passkeys: the server takes passkeys; AppURL is where (APP_URL).
 	Passkeys bool
 	AppURL   string
+	// Summary is what an e-mailed step-up confirms; Confirmed that it was.
+	Summary   string
+	Confirmed bool
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, p page) {
