@@ -193,7 +193,7 @@ func (s *Service) beginStepUp(ctx context.Context, u *ent.User, t stepUpTarget) 
 		if err != nil {
 			return fmt.Errorf("recording step-up: %w", err)
 		}
-		_, err = s.queueMail(ctx, tx, sqlTx, s.stepUpMail(u, t.summary, s.appURL("/confirm/"+token)))
+		_, err = s.queueMail(ctx, tx, sqlTx, s.stepUpMail(u, t.summary, s.appURL("/step-up/"+token)))
 		return err
 	})
 	if err != nil {

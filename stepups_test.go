@@ -52,7 +52,7 @@ func stepUpToken(t testing.TB, db *store.DB, u *ent.User) string {
 		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).First(context.Background())
 	require.NoError(t, err)
 	for _, l := range MailLinks(m.Text) {
-		if _, token, ok := strings.Cut(l, "/confirm/"); ok {
+		if _, token, ok := strings.Cut(l, "/step-up/"); ok {
 			return token
 		}
 	}

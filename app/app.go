@@ -69,9 +69,9 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	POST /signin/passkey/finish  its answer: sign in (JSON)
 //	GET  /settings          display name, passkeys, sessions
 //	GET  /dashboard         the merchant dashboard (docs/dashboard.md)
+//	GET  /step-up/{token}   an e-mailed step-up   POST: confirm it
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
-//	GET  /confirm/{token}   an e-mailed step-up   POST: confirm it
 //	GET  /assets/*          CSS and JavaScript
 func NewHandler(cfg Config) http.Handler {
 	if cfg.Prefix == "" {
@@ -97,16 +97,16 @@ func NewHandler(cfg Config) http.Handler {
 		// merchant API with that session (X-Dashboard-Session), as any
 		// merchant's own dashboard would with a secret key.
 		r.Get("/dashboard", h.signedInPage("dashboard.html"))
+		// An e-mailed step-up's link (stepups.go): GET shows what it
+		// confirms, the form confirms it, and the page that asked for it
+		// goes on (it waits on viewer.stepUp).
+		r.Get("/step-up/{token}", h.stepUpLink)
+		r.Post("/step-up/{token}", h.confirmStepUp)
 		r.Get("/signin/{token}", h.signInLink)
 		r.Post("/signin/{token}", h.completeSignIn)
 		r.Post("/signout", h.signOut)
 		r.Get("/invite/{token}", h.invitation)
 		r.Post("/invite/{token}", h.acceptInvitation)
-		// An e-mailed step-up's link (stepups.go): GET shows what it
-		// confirms, the form confirms it, and the page that asked for it
-		// goes on (it waits on viewer.stepUp).
-		r.Get("/confirm/{token}", h.stepUpLink)
-		r.Post("/confirm/{token}", h.confirmStepUp)
 		static, _ := fs.Sub(staticFS, "static")
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})
@@ -411,11 +411,11 @@ func (h *handler) stepUpLink(w http.ResponseWriter, r *http.Request) {
 	p := page{FormToken: h.formToken(w, r), Token: token}
 	link, err := h.cfg.Service.CheckStepUpLink(r.Context(), token)
 	if err != nil {
-		h.fail(w, r, "confirm.html", p, err)
+		h.fail(w, r, "stepup.html", p, err)
 		return
 	}
 	p.Summary = link.Summary
-	h.render(w, http.StatusOK, "confirm.html", p)
+	h.render(w, http.StatusOK, "stepup.html", p)
 }
 
 // confirmStepUp follows the link: the step-up is confirmed, and the page
@@ -424,14 +424,14 @@ func (h *handler) confirmStepUp(w http.ResponseWriter, r *http.Request) {
 	token := chi.URLParam(r, "token")
 	p := page{FormToken: h.formToken(w, r), Token: token}
 	if err := h.checkForm(w, r); err != nil {
-		h.fail(w, r, "confirm.html", p, err)
+		h.fail(w, r, "stepup.html", p, err)
 		return
 	}
 	link, err := h.cfg.Service.ConfirmStepUpLink(r.Context(), token)
 	if err != nil {
-		h.fail(w, r, "confirm.html", p, err)
+		h.fail(w, r, "stepup.html", p, err)
 		return
 	}
 	p.Summary, p.Confirmed = link.Summary, true
-	h.render(w, http.StatusOK, "confirm.html", p)
+	h.render(w, http.StatusOK, "stepup.html", p)
 }

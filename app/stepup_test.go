@@ -29,7 +29,7 @@ func TestStepUpLinkPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "email", up.Method)
 	link := a.mailedLink(t, u.Email)
-	require.Regexp(t, `^/app/confirm/stu_`, link)
+	require.Regexp(t, `^/app/step-up/stu_`, link)
 
 	b := a.browser(t)
 	var body string
@@ -38,7 +38,7 @@ func TestStepUpLinkPage(t *testing.T) {
 		resp, body = get(t, b, a.srv.URL+link)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, "You asked to withdraw 2.5 USDC from your agentpay account confirm_app to "+to+" on base.")
-		require.Contains(t, body, `id="confirm"`)
+		require.Contains(t, body, `id="stepup-confirm"`)
 	}
 	seen, err := a.svc.StepUpOf(ctx, &agentpay.Viewer{User: u}, up.ID.String())
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestStepUpLinkPage(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no form token")
 	resp, body = post(t, b, a.srv.URL+link, url.Values{"form_token": {formToken(t, body)}})
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	require.Contains(t, body, `id="confirmed"`)
+	require.Contains(t, body, `id="stepup-confirmed"`)
 	seen, err = a.svc.StepUpOf(ctx, &agentpay.Viewer{User: u}, up.ID.String())
 	require.NoError(t, err)
 	require.True(t, seen.Confirmed)
@@ -56,9 +56,9 @@ func TestStepUpLinkPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	for _, l := range []string{link, "/app/confirm/stu_" + "0123456789012345678901234567890123456789012", "/app/confirm/nope"} {
+	for _, l := range []string{link, "/app/step-up/stu_" + "0123456789012345678901234567890123456789012", "/app/step-up/nope"} {
 		resp, body = get(t, b, a.srv.URL+l)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, l)
-		require.NotContains(t, body, `id="confirm"`)
+		require.NotContains(t, body, `id="stepup-confirm"`)
 	}
 }

@@ -104,12 +104,12 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	defer closeOther()
 	require.NoError(t, chromedp.Do(other,
 		chromedp.Navigate(confirmLink),
-		chromedp.WaitVisible(`#summary`),
+		chromedp.WaitVisible(`#stepup-summary`),
 	))
-	summary, err := chromedp.Run(other, chromedp.Text(`#summary`))
+	summary, err := chromedp.Run(other, chromedp.Text(`#stepup-summary`))
 	require.NoError(t, err)
 	require.Contains(t, summary, "withdraw 4 USDC from your agentpay account wd_browser to "+to+" on base")
-	require.NoError(t, chromedp.Do(other, chromedp.Click(`#confirm`), chromedp.WaitVisible(`#confirmed`)))
+	require.NoError(t, chromedp.Do(other, chromedp.Click(`#stepup-confirm`), chromedp.WaitVisible(`#stepup-confirmed`)))
 	res := waitResult("completed")
 	require.Contains(t, res, "completed: 0x")
 	require.Contains(t, res, "3.996 USDC delivered")

@@ -1079,9 +1079,7 @@ type MutationResolver interface {
 	InviteHuman(ctx context.Context, email string) (*model.Invitation, error)
 	RequestPairing(ctx context.Context, userID uuid.UUID, message *string) (*model.Pairing, error)
 	SendToUser(ctx context.Context, input model.SendInput) (*model.SendToUserPayload, error)
-	RevokePairing(ctx context.Context, id uuid.UUID) (*model.Pairing, error)
 	DecidePairing(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.ViewerPairing, error)
-	DecidePairingConsent(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.PairingConsent, error)
 	AcceptInvitation(ctx context.Context, token string) (*model.ViewerPairing, error)
 	SignOut(ctx context.Context, everywhere *bool) (bool, error)
 	Withdraw(ctx context.Context, input model.WithdrawInput) (*model.Withdrawal, error)
@@ -1093,6 +1091,8 @@ type MutationResolver interface {
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
 	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
+	DecidePairingConsent(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.PairingConsent, error)
+	RevokePairing(ctx context.Context, id uuid.UUID) (*model.Pairing, error)
 	SetSpendingPolicy(ctx context.Context, input model.SpendingPolicyInput) (*ent.SpendingPolicy, error)
 	ClearSpendingPolicy(ctx context.Context, agentUsername string) (bool, error)
 	BeginSpendApproval(ctx context.Context, id uuid.UUID) (*model.SpendApprovalStart, error)
@@ -1168,9 +1168,9 @@ type ViewerResolver interface {
 	Pairings(ctx context.Context, obj *model.Viewer) ([]*model.ViewerPairing, error)
 	Events(ctx context.Context, obj *model.Viewer, after *int64, limit *int) ([]*model.AccountEvent, error)
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
-	PairingConsents(ctx context.Context, obj *model.Viewer) ([]*model.PairingConsent, error)
 	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
 	Merchants(ctx context.Context, obj *model.Viewer) ([]*model.ManagedMerchant, error)
+	PairingConsents(ctx context.Context, obj *model.Viewer) ([]*model.PairingConsent, error)
 	SpendingPolicies(ctx context.Context, obj *model.Viewer) ([]*ent.SpendingPolicy, error)
 	SpendApprovals(ctx context.Context, obj *model.Viewer) ([]*ent.SpendApproval, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
@@ -5924,7 +5924,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
+//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5947,6 +5947,7 @@ var sources = []*ast.Source{
 	{Name: "merchantfeed.graphql", Input: sourceData("merchantfeed.graphql"), BuiltIn: false},
 	{Name: "merchantinsights.graphql", Input: sourceData("merchantinsights.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
+	{Name: "pairings.graphql", Input: sourceData("pairings.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
@@ -7371,12 +7372,12 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_events(ctx, field)
 	case "withdrawals":
 		return ec.fieldContext_Viewer_withdrawals(ctx, field)
-	case "pairingConsents":
-		return ec.fieldContext_Viewer_pairingConsents(ctx, field)
 	case "cardRequests":
 		return ec.fieldContext_Viewer_cardRequests(ctx, field)
 	case "merchants":
 		return ec.fieldContext_Viewer_merchants(ctx, field)
+	case "pairingConsents":
+		return ec.fieldContext_Viewer_pairingConsents(ctx, field)
 	case "spendingPolicies":
 		return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
 	case "spendApprovals":
@@ -15772,50 +15773,6 @@ func (ec *executionContext) fieldContext_Mutation_sendToUser(ctx context.Context
 	return fc, nil
 }
 
-func (ec *executionContext) _Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Mutation_revokePairing(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().RevokePairing(ctx, fc.Args["id"].(uuid.UUID))
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.Pairing) graphql.Marshaler {
-			return ec.marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Mutation",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_Pairing(ctx, field)
-		},
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = ec.Recover(ctx, r)
-			ec.Error(ctx, err)
-		}
-	}()
-	ctx = graphql.WithFieldContext(ctx, fc)
-	if fc.Args, err = ec.field_Mutation_revokePairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
-		ec.Error(ctx, err)
-		return fc, err
-	}
-	return fc, nil
-}
-
 func (ec *executionContext) _Mutation_decidePairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15854,50 +15811,6 @@ func (ec *executionContext) fieldContext_Mutation_decidePairing(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_decidePairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
-		ec.Error(ctx, err)
-		return fc, err
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Mutation_decidePairingConsent(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().DecidePairingConsent(ctx, fc.Args["id"].(uuid.UUID), fc.Args["decision"].(model.PairingDecision))
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *model.PairingConsent) graphql.Marshaler {
-			return ec.marshalNPairingConsent2ᚖagentpayᚋgraphᚋmodelᚐPairingConsent(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Mutation",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_PairingConsent(ctx, field)
-		},
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = ec.Recover(ctx, r)
-			ec.Error(ctx, err)
-		}
-	}()
-	ctx = graphql.WithFieldContext(ctx, fc)
-	if fc.Args, err = ec.field_Mutation_decidePairingConsent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16358,6 +16271,94 @@ func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_rollWebhookSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_decidePairingConsent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DecidePairingConsent(ctx, fc.Args["id"].(uuid.UUID), fc.Args["decision"].(model.PairingDecision))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PairingConsent) graphql.Marshaler {
+			return ec.marshalNPairingConsent2ᚖagentpayᚋgraphᚋmodelᚐPairingConsent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PairingConsent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_decidePairingConsent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokePairing(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokePairing(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pairing) graphql.Marshaler {
+			return ec.marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pairing(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokePairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -24897,38 +24898,6 @@ func (ec *executionContext) fieldContext_Viewer_withdrawals(ctx context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _Viewer_pairingConsents(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Viewer_pairingConsents(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Viewer().PairingConsents(ctx, obj)
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.PairingConsent) graphql.Marshaler {
-			return ec.marshalNPairingConsent2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingConsentᚄ(ctx, selections, v)
-		},
-		true,
-		true,
-	)
-}
-func (ec *executionContext) fieldContext_Viewer_pairingConsents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "Viewer",
-		Field:      field,
-		IsMethod:   true,
-		IsResolver: true,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_PairingConsent(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
 func (ec *executionContext) _Viewer_cardRequests(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24988,6 +24957,38 @@ func (ec *executionContext) fieldContext_Viewer_merchants(_ context.Context, fie
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ManagedMerchant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_pairingConsents(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_pairingConsents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().PairingConsents(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PairingConsent) graphql.Marshaler {
+			return ec.marshalNPairingConsent2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingConsentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_pairingConsents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PairingConsent(ctx, field)
 		},
 	}
 	return fc, nil
@@ -32722,23 +32723,9 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
-		case "revokePairing":
-			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
-				return ec._Mutation_revokePairing(ctx, field)
-			})
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
 		case "decidePairing":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_decidePairing(ctx, field)
-			})
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
-		case "decidePairingConsent":
-			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
-				return ec._Mutation_decidePairingConsent(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -32816,6 +32803,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "rollWebhookSecret":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_rollWebhookSecret(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidePairingConsent":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_decidePairingConsent(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokePairing":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokePairing(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -35581,12 +35582,6 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_withdrawals(ctx, field, obj)
 				})
-		case "pairingConsents":
-			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
-				true, true,
-				func(ctx context.Context) graphql.Marshaler {
-					return ec._Viewer_pairingConsents(ctx, field, obj)
-				})
 		case "cardRequests":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -35598,6 +35593,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_merchants(ctx, field, obj)
+				})
+		case "pairingConsents":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_pairingConsents(ctx, field, obj)
 				})
 		case "spendingPolicies":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,

@@ -95,19 +95,6 @@ func (r *mutationResolver) SendToUser(ctx context.Context, input model.SendInput
 	}, nil
 }
 
-// RevokePairing is the resolver for the revokePairing field.
-func (r *mutationResolver) RevokePairing(ctx context.Context, id uuid.UUID) (*model.Pairing, error) {
-	ctx, agent, err := r.agentContext(ctx)
-	if err != nil {
-		return nil, err
-	}
-	v, err := r.cfg.Service.RevokeAgentPairing(ctx, agent, id.String())
-	if err != nil {
-		return nil, err
-	}
-	return pairingModel(v), nil
-}
-
 // DecidePairing is the resolver for the decidePairing field.
 func (r *mutationResolver) DecidePairing(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.ViewerPairing, error) {
 	v, err := r.currentViewer(ctx)
@@ -119,19 +106,6 @@ func (r *mutationResolver) DecidePairing(ctx context.Context, id uuid.UUID, deci
 		return nil, err
 	}
 	return viewerPairingModel(p), nil
-}
-
-// DecidePairingConsent is the resolver for the decidePairingConsent field.
-func (r *mutationResolver) DecidePairingConsent(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.PairingConsent, error) {
-	v, err := r.currentViewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := r.cfg.Service.DecidePairingConsent(ctx, v.User, id.String(), pairingDecisions[decision])
-	if err != nil {
-		return nil, err
-	}
-	return pairingConsentModel(p), nil
 }
 
 // AcceptInvitation is the resolver for the acceptInvitation field.
@@ -271,23 +245,6 @@ func (r *viewerResolver) Withdrawals(ctx context.Context, obj *model.Viewer, lim
 	out := make([]*model.Withdrawal, len(ws))
 	for i, w := range ws {
 		out[i] = withdrawalModel(w)
-	}
-	return out, nil
-}
-
-// PairingConsents is the resolver for the pairingConsents field.
-func (r *viewerResolver) PairingConsents(ctx context.Context, obj *model.Viewer) ([]*model.PairingConsent, error) {
-	v, err := r.currentViewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ps, err := r.cfg.Service.PairingConsentRequests(ctx, v.User)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*model.PairingConsent, len(ps))
-	for i, p := range ps {
-		out[i] = pairingConsentModel(p)
 	}
 	return out, nil
 }
