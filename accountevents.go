@@ -32,10 +32,17 @@ const (
 	// EventPairingRequested: an agent asked a user to pair (to the user).
 	EventPairingRequested = "pairing.requested"
 	// EventPairingApproved, EventPairingDenied, EventPairingRevoked: the
-	// user decided (to the agent).
+	// user, the consenting human or the agent decided (to the agent, and
+	// to the user when another decided).
 	EventPairingApproved = "pairing.approved"
 	EventPairingDenied   = "pairing.denied"
 	EventPairingRevoked  = "pairing.revoked"
+	// EventPairingAwaitingConsent: the user accepted, but the agent has
+	// another human already, whose consent the pairing waits for (to the
+	// agent). EventPairingConsentRequested: that consent is asked (to each
+	// of the agent's humans).
+	EventPairingAwaitingConsent  = "pairing.awaiting_consent"
+	EventPairingConsentRequested = "pairing.consent_requested"
 	// EventTransferReceived: a transfer to the agent or user completed.
 	EventTransferReceived = "transfer.received"
 	// EventWithdrawalCompleted, EventWithdrawalFailed: the user's

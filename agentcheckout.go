@@ -165,7 +165,7 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
 			ErrForbidden, sess.AmountUsd, limits.PerSend, a.Tier)
 	}
-	policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendPayCheckout, Amount: units.Int64()}, req.approved != nil)
+	policy, err := s.decideSpend(ctx, a, checkoutSpend(SpendPayCheckout, m, units.Int64()), req.approved != nil)
 	if err != nil {
 		return nil, err
 	}

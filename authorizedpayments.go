@@ -337,7 +337,9 @@ func (s *Service) matchAuthorization(ctx context.Context, t *authorizedTarget, a
 	if err := t.relayer.VerifyAuthorization(ctx, auth); err != nil {
 		return authorizationError(err)
 	}
-	return nil
+	// A payer that is an agent's own wallet pays under its humans'
+	// spending policies (spendingpolicies.go).
+	return s.checkRelayedPayer(ctx, auth.From, t.sess)
 }
 
 // authorizationError maps a ledger's refusal to the service's errors.

@@ -137,7 +137,7 @@ func TestBooksBalanced(t *testing.T) {
 			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
-			wd, err := e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: e.externalAddress(t, c), AmountUSD: dec("5"), Chain: string(c)})
+			wd, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: e.externalAddress(t, c), AmountUSD: dec("5"), Chain: string(c)}))
 			require.NoError(t, err)
 			require.Equal(t, "completed", wd.Status)
 		}

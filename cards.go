@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"html"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-webauthn/webauthn/protocol"
-	"github.com/go-webauthn/webauthn/webauthn"
+	entsql "entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
@@ -23,10 +24,9 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/pairing"
-	"agentpay/ent/passkey"
-	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
+	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -145,6 +145,9 @@ type CardRequestView struct {
 	Request       *ent.CardRequest
 	AgentUsername string
 	Username      string
+	// Deciders and ApprovedBy name the humans whose approval it needs and
+	// those of them who approved.
+	Deciders, ApprovedBy []string
 	// Details are the card's number, expiry and CVC, set only on the read
 	// that reveals them (the first after issue).
 	Details *CardDetails
@@ -152,6 +155,13 @@ type CardRequestView struct {
 
 // Status is the request's status.
 func (v *CardRequestView) Status() string { return string(v.Request.Status) }
+
+// AwaitsDecisionOf reports whether the request waits for u's approval: u
+// is one of its deciders, has not approved it, and it is still pending.
+func (v *CardRequestView) AwaitsDecisionOf(u uuid.UUID) bool {
+	r := v.Request
+	return r.Status == cardrequest.StatusPendingApproval && slices.Contains(cardDeciders(r), u) && !slices.Contains(r.ApprovedBy, u)
+}
 
 // Amount is the approved maximum.
 func (v *CardRequestView) Amount() decimal.Decimal { return USDCAmount(v.Request.Amount) }
@@ -237,13 +247,19 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 		return nil, false, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
 			ErrForbidden, req.AmountUSD, limits.PerSend, a.Tier)
 	}
-	// A spending policy's caps and deny by default (the request waits for
-	// its human anyway).
-	if policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendCardPurchase, Amount: units}, false); err != nil || policy.Outcome == SpendRefused {
-		if err == nil {
-			err = policy.Err()
-		}
+	// The spending policies: a cap, or deny by default, refuses; a
+	// threshold or an allow-list that holds it makes its human a decider
+	// beside the human asked (each must approve).
+	policy, err := s.decideSpend(ctx, a, cardSpend(units, req.MerchantName), false)
+	if err != nil {
 		return nil, false, err
+	}
+	if policy.Outcome == SpendRefused {
+		return nil, false, policy.Err()
+	}
+	deciders := []uuid.UUID{u.ID}
+	for _, id := range policy.HeldBy {
+		deciders, _ = addVoter(deciders, id)
 	}
 	plan, err := s.planSend(ctx, s.cfg.DB.Ent, s.cardReservation(a, units, req.AmountUSD))
 	if err != nil {
@@ -263,6 +279,7 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 			SetMerchantName(req.MerchantName).
 			SetDescription(req.Description).
 			SetIssuer(s.cfg.CardIssuer.Name()).
+			SetDeciders(deciders).
 			SetExpiresAt(now.Add(s.cardRequestTTL())).
 			SetCreatedAt(now).
 			SetUpdatedAt(now)
@@ -272,11 +289,21 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 		if r, err = c.Save(ctx); err != nil {
 			return err
 		}
-		if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(u.ID), EventCardRequested, cardEventDataOf(r, a.Username, "")); err != nil {
+		// Every decider is told and mailed: the human asked, and each
+		// whose policy held it.
+		holders, err := tx.User.Query().Where(user.IDIn(deciders...)).All(ctx)
+		if err != nil {
 			return err
 		}
-		_, err := s.queueMail(ctx, tx, sqlTx, s.cardRequestMail(u, a, r))
-		return err
+		for _, h := range holders {
+			if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(h.ID), EventCardRequested, cardEventDataOf(r, a.Username, "")); err != nil {
+				return err
+			}
+			if _, err := s.queueMail(ctx, tx, sqlTx, s.cardRequestMail(h, a, r)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if key != nil && ent.IsConstraintError(err) {
 		// The same key, concurrently: the first request's row answers.
@@ -288,7 +315,8 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 	if err != nil {
 		return nil, false, fmt.Errorf("recording card request: %w", err)
 	}
-	return &CardRequestView{Request: r, AgentUsername: a.Username, Username: u.Username}, false, nil
+	view, err = s.cardView(ctx, r)
+	return view, false, err
 }
 
 // cardRequestByKey answers the agent's request made with key, nil when
@@ -417,12 +445,27 @@ func cardEventDataOf(r *ent.CardRequest, agentUsername, message string) cardEven
 	return d
 }
 
-// recordCardEvents tells both parties of a move.
+// recordCardEvents tells the agent and every decider of a move.
 func (s *Service) recordCardEvents(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, r *ent.CardRequest, kind string, data cardEventData) error {
 	if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(r.AgentID), kind, data); err != nil {
 		return err
 	}
-	return s.recordAccountEvent(ctx, tx, sqlTx, UserParty(r.UserID), kind, data)
+	for _, id := range cardDeciders(r) {
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(id), kind, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cardDeciders are the humans whose approval the request needs: the human
+// asked and each whose policy held it, as kept; the human asked alone for
+// a request made before they were kept.
+func cardDeciders(r *ent.CardRequest) []uuid.UUID {
+	if len(r.Deciders) == 0 {
+		return []uuid.UUID{r.UserID}
+	}
+	return r.Deciders
 }
 
 // cardView reads a request's parties' names.
@@ -435,7 +478,14 @@ func (s *Service) cardView(ctx context.Context, r *ent.CardRequest) (*CardReques
 	if err != nil {
 		return nil, fmt.Errorf("card request %s: user: %w", r.ID, err)
 	}
-	return &CardRequestView{Request: r, AgentUsername: a.Username, Username: u.Username}, nil
+	v := &CardRequestView{Request: r, AgentUsername: a.Username, Username: u.Username}
+	if v.Deciders, err = s.UsernamesOf(ctx, cardDeciders(r)); err != nil {
+		return nil, err
+	}
+	if v.ApprovedBy, err = s.UsernamesOf(ctx, r.ApprovedBy); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // MaxCardRequestsListed is the most requests a list answers.
@@ -446,9 +496,15 @@ func (s *Service) AgentCardRequests(ctx context.Context, a *ent.Agent) ([]*CardR
 	return s.listCardRequests(ctx, s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.AgentID(a.ID)))
 }
 
-// UserCardRequests lists the requests made to the user, newest first.
+// UserCardRequests lists the requests the user decides (made to them, or
+// held by their spending policy), newest first.
 func (s *Service) UserCardRequests(ctx context.Context, u *ent.User) ([]*CardRequestView, error) {
-	return s.listCardRequests(ctx, s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.UserID(u.ID)))
+	return s.listCardRequests(ctx, s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.Or(
+		cardrequest.UserID(u.ID),
+		func(sel *entsql.Selector) {
+			sel.Where(sqljson.ValueContains(sel.C(cardrequest.FieldDeciders), u.ID.String()))
+		},
+	)))
 }
 
 func (s *Service) listCardRequests(ctx context.Context, q *ent.CardRequestQuery) ([]*CardRequestView, error) {
@@ -458,9 +514,34 @@ func (s *Service) listCardRequests(ctx context.Context, q *ent.CardRequestQuery)
 	if err != nil {
 		return nil, fmt.Errorf("reading card requests: %w", err)
 	}
+	// The deciders' names, read once for the page.
+	var ids []uuid.UUID
+	for _, r := range rs {
+		ids = append(ids, cardDeciders(r)...)
+	}
+	names := map[uuid.UUID]string{}
+	if len(ids) > 0 {
+		us, err := s.cfg.DB.Ent.User.Query().Where(user.IDIn(ids...)).Select(user.FieldID, user.FieldUsername).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading deciders: %w", err)
+		}
+		for _, u := range us {
+			names[u.ID] = u.Username
+		}
+	}
+	nameAll := func(ids []uuid.UUID) []string {
+		out := make([]string, 0, len(ids))
+		for _, id := range ids {
+			if n, ok := names[id]; ok {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
 	out := make([]*CardRequestView, len(rs))
 	for i, r := range rs {
-		out[i] = &CardRequestView{Request: r, AgentUsername: r.Edges.Agent.Username, Username: r.Edges.User.Username}
+		out[i] = &CardRequestView{Request: r, AgentUsername: r.Edges.Agent.Username, Username: r.Edges.User.Username,
+			Deciders: nameAll(cardDeciders(r)), ApprovedBy: nameAll(r.ApprovedBy)}
 	}
 	return out, nil
 }
@@ -523,20 +604,95 @@ func (s *Service) AgentCardRequest(ctx context.Context, a *ent.Agent, id string)
 
 func cardSealAD(id uuid.UUID) []byte { return []byte("agentpay/card/" + id.String()) }
 
-// userCardRequest reads a request made to the user.
+// userCardRequest reads a request the user decides. One of an agent the
+// user is paired with but held by others is ErrForbidden; any other, or
+// an unknown id, ErrNotFound.
 func (s *Service) userCardRequest(ctx context.Context, u *ent.User, id string) (*ent.CardRequest, error) {
 	rid, err := parseCardRequestID(id)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.ID(rid), cardrequest.UserID(u.ID)).Only(ctx)
+	notFound := fmt.Errorf("%w: no card request %s", ErrNotFound, id)
+	r, err := s.cfg.DB.Ent.CardRequest.Get(ctx, rid)
 	if ent.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: no card request %s", ErrNotFound, id)
+		return nil, notFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading card request: %w", err)
 	}
+	if slices.Contains(cardDeciders(r), u.ID) {
+		return r, nil
+	}
+	paired, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
+		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pairing: %w", err)
+	}
+	if !paired {
+		return nil, notFound
+	}
+	if err := s.requireDecider(ctx, cardDeciders(r), u); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// cardApprovalTarget is the step-up target of approving a card request:
+// one the user decides, still pending.
+func (s *Service) cardApprovalTarget(ctx context.Context, u *ent.User, id string) (stepUpTarget, error) {
+	r, err := s.userCardRequest(ctx, u, id)
+	if err != nil {
+		return stepUpTarget{}, err
+	}
+	if now := s.now(); r.Status != cardrequest.StatusPendingApproval || !now.Before(r.ExpiresAt) {
+		return stepUpTarget{}, errCardNotPending(r, now)
+	}
+	name, _, err := s.AgentNameAndTier(ctx, r.AgentID)
+	if err != nil {
+		return stepUpTarget{}, err
+	}
+	return stepUpTarget{action: StepUpApproveCard, subject: r.ID.String(),
+		summary: fmt.Sprintf("approve %s's card purchase of %s USD at %s", name, usd(USDCAmount(r.Amount)), r.MerchantName)}, nil
+}
+
+// castCardApproval records u's yes on the request under its row's lock,
+// and answers it as it is then and whether it is complete: every decider
+// still paired said yes, the human asked (who must stay paired) among
+// them.
+func (s *Service) castCardApproval(ctx context.Context, id uuid.UUID, u *ent.User) (*ent.CardRequest, bool, error) {
+	var (
+		r        *ent.CardRequest
+		complete bool
+	)
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		cur, err := store.ForUpdate(s.cfg.DB, tx.CardRequest.Query().Where(cardrequest.ID(id))).Only(ctx)
+		if err != nil {
+			return fmt.Errorf("reading card request: %w", err)
+		}
+		now := s.now().UTC().Truncate(time.Microsecond)
+		if cur.Status != cardrequest.StatusPendingApproval || !now.Before(cur.ExpiresAt) {
+			return errCardNotPending(cur, now)
+		}
+		var changed bool
+		cur.ApprovedBy, changed = addVoter(cur.ApprovedBy, u.ID)
+		asked, err := tx.Pairing.Query().Where(pairing.AgentID(cur.AgentID), pairing.UserID(cur.UserID),
+			pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+		if err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
+		if complete, err = s.allDecidersApproved(ctx, tx.Client(), cur.AgentID, cardDeciders(cur), cur.ApprovedBy); err != nil {
+			return err
+		}
+		complete = complete && asked && slices.Contains(cur.ApprovedBy, cur.UserID)
+		if changed {
+			if err := tx.CardRequest.UpdateOneID(cur.ID).SetApprovedBy(cur.ApprovedBy).Exec(ctx); err != nil {
+				return fmt.Errorf("recording approval: %w", err)
+			}
+		}
+		r = cur
+		return nil
+	})
+	return r, complete, err
 }
 
 // errCardNotPending: the request was decided, or lapsed, before this move.
@@ -576,12 +732,15 @@ func (s *Service) DenyCardRequest(ctx context.Context, v *Viewer, id string) (*C
 	return s.cardView(ctx, r)
 }
 
-// ApproveCardRequest is the human's yes. When the human has passkeys it
-// needs a fresh assertion: ceremonyID from BeginCardApproval and the
-// browser's answer. It reserves the amount (the transfer is recorded in
-// the transaction that moves the request to approved, so of an approval
-// racing another or the expiry exactly one reserves), waits for the
-// transfer (at most wait; 0 is DefaultSendWait) and issues the card.
+// ApproveCardRequest is a decider's yes. When the human has passkeys it
+// needs a fresh assertion begun for this request: ceremonyID, the
+// step-up's id from BeginCardApproval or BeginStepUp, and the browser's
+// answer. Until every decider still paired has said yes (the human asked
+// among them) it only records this one's; the last yes reserves the
+// amount (the transfer is recorded in the transaction that moves the
+// request to approved, so of an approval racing another or the expiry
+// exactly one reserves), waits for the transfer (at most wait; 0 is
+// DefaultSendWait) and issues the card.
 func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte, wait time.Duration) (*CardRequestView, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
@@ -590,18 +749,19 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 		return nil, ErrCardsOff
 	}
 	u := v.User
-	r, err := s.userCardRequest(ctx, u, id)
+	target, err := s.cardApprovalTarget(ctx, u, id)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
-	if r.Status != cardrequest.StatusPendingApproval || !now.Before(r.ExpiresAt) {
-		return nil, errCardNotPending(r, now)
-	}
-	if err := s.checkApprovalPasskey(ctx, u, ceremonyID, assertion); err != nil {
+	if err := s.spendStepUp(ctx, u, target, StepUpProof{ID: ceremonyID, Credential: assertion}); err != nil {
 		return nil, err
 	}
-	// The pairing must still stand, and the human still be verified.
+	rid := uuid.MustParse(target.subject)
+	// The pairing must still stand, and the human asked still be verified.
+	r, err := s.cfg.DB.Ent.CardRequest.Get(ctx, rid)
+	if err != nil {
+		return nil, fmt.Errorf("reading card request: %w", err)
+	}
 	live, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
 		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
 	if err != nil {
@@ -610,8 +770,15 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	if !live {
 		return nil, fmt.Errorf("%w: you are no longer paired with this agent", ErrForbidden)
 	}
-	if u.IdentityStatus != user.IdentityStatusVerified {
+	if r.UserID == u.ID && u.IdentityStatus != user.IdentityStatusVerified {
 		return nil, fmt.Errorf("%w: approving a card purchase needs your identity verified", ErrForbidden)
+	}
+	r, complete, err := s.castCardApproval(ctx, rid, u)
+	if err != nil {
+		return nil, err
+	}
+	if !complete {
+		return s.cardView(ctx, r)
 	}
 	a, err := s.cfg.DB.Ent.Agent.Get(ctx, r.AgentID)
 	if err != nil {
@@ -619,7 +786,7 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	}
 	amount := USDCAmount(r.Amount)
 	limits := LimitsFor(string(a.Tier))
-	policy, err := s.decideSpend(ctx, a, SpendOperation{Kind: SpendCardPurchase, Amount: r.Amount}, true)
+	policy, err := s.decideSpend(ctx, a, cardSpend(r.Amount, r.MerchantName), true)
 	if err != nil {
 		return nil, err
 	}
@@ -1110,110 +1277,23 @@ type CardApproval struct {
 	Ceremony *PasskeyCeremony
 }
 
-// BeginCardApproval starts the passkey assertion that approving a request
-// needs when the human has passkeys (their own passkeys only, user
-// verification required); without passkeys it answers no ceremony.
+// BeginCardApproval starts the step-up approving a request needs
+// (stepups.go): a passkey assertion bound to this request when the human
+// has passkeys (their own passkeys only, user verification required);
+// without passkeys it answers no ceremony.
 func (s *Service) BeginCardApproval(ctx context.Context, v *Viewer, id string) (*CardApproval, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
-	r, err := s.userCardRequest(ctx, v.User, id)
+	t, err := s.cardApprovalTarget(ctx, v.User, id)
 	if err != nil {
 		return nil, err
 	}
-	if now := s.now(); r.Status != cardrequest.StatusPendingApproval || !now.Before(r.ExpiresAt) {
-		return nil, errCardNotPending(r, now)
-	}
-	pks, err := s.UserPasskeys(ctx, v.User)
-	if err != nil || len(pks) == 0 || !s.PasskeysOn() {
+	up, err := s.beginStepUp(ctx, v.User, t)
+	if err != nil || up.Method == "" {
 		return &CardApproval{}, err
 	}
-	wa, err := s.relyingParty()
-	if err != nil {
-		return nil, err
-	}
-	pu := &passkeyUser{u: v.User}
-	for _, pk := range pks {
-		pu.creds = append(pu.creds, credentialOf(pk))
-	}
-	assertion, sd, err := wa.BeginLogin(pu, webauthn.WithUserVerification(protocol.VerificationRequired))
-	if err != nil {
-		return nil, fmt.Errorf("beginning passkey assertion: %w", err)
-	}
-	// A sign-in ceremony bound to the user: sign-in spends only unbound
-	// ones, so this one cannot open a session, and it approves only this
-	// user's requests.
-	c, err := s.saveCeremony(ctx, passkeyceremony.PurposeSignin, &v.User.ID, sd, assertion)
-	if err != nil {
-		return nil, err
-	}
-	return &CardApproval{Ceremony: c}, nil
-}
-
-// ErrCardPasskeyRequired: the human has passkeys and sent no assertion.
-var ErrCardPasskeyRequired = fmt.Errorf("%w: approving a card purchase needs your passkey: start the approval again", ErrForbidden)
-
-// checkApprovalPasskey checks a fresh assertion by one of the user's
-// passkeys when they have any (nothing otherwise), spending its ceremony.
-func (s *Service) checkApprovalPasskey(ctx context.Context, u *ent.User, ceremonyID string, response []byte) error {
-	pks, err := s.UserPasskeys(ctx, u)
-	if err != nil {
-		return err
-	}
-	if len(pks) == 0 || !s.PasskeysOn() {
-		return nil
-	}
-	if ceremonyID == "" || len(response) == 0 {
-		return ErrCardPasskeyRequired
-	}
-	wa, err := s.relyingParty()
-	if err != nil {
-		return err
-	}
-	if err := checkPasskeyResponse(response); err != nil {
-		return err
-	}
-	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
-	if err != nil {
-		return Invalid("credential", "is not a WebAuthn assertion: %s", protocolDetail(err))
-	}
-	sd, err := s.spendCeremony(ctx, ceremonyID, passkeyceremony.PurposeSignin, &u.ID)
-	if err != nil {
-		return err
-	}
-	pu := &passkeyUser{u: u}
-	for _, pk := range pks {
-		pu.creds = append(pu.creds, credentialOf(pk))
-	}
-	cred, err := wa.ValidateLogin(pu, sd, parsed)
-	if err != nil {
-		return ErrPasskeyRefused
-	}
-	if cred.Authenticator.CloneWarning {
-		return ErrPasskeyCounter
-	}
-	var stored *ent.Passkey
-	for _, pk := range pks {
-		if string(pk.CredentialID) == string(cred.ID) {
-			stored = pk
-		}
-	}
-	if stored == nil {
-		return ErrPasskeyNotRecognized
-	}
-	n, err := s.cfg.DB.Ent.Passkey.Update().
-		Where(passkey.ID(stored.ID), passkey.SignCount(stored.SignCount)).
-		SetSignCount(int64(cred.Authenticator.SignCount)).
-		SetFlags(cred.Flags.MsgpByte()).
-		SetLastUsedAt(s.now().UTC().Truncate(time.Microsecond)).
-		Save(ctx)
-	if err != nil {
-		return fmt.Errorf("recording passkey use: %w", err)
-	}
-	if n == 0 {
-		return ErrPasskeyCounter
-	}
-	return nil
+	return &CardApproval{Ceremony: &PasskeyCeremony{ID: up.ID, Options: up.Options, ExpiresAt: up.ExpiresAt}}, nil
 }
 
 // DevCardCharge is POST /dev/card/charge: a charge a tester makes as a

@@ -153,6 +153,8 @@ func TestCardRequestPicksTheHuman(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.DecidePairing(ctx, u2, p.Pairing.ID.String(), ApprovePairing)
 	require.NoError(t, err)
+	_, err = e.svc.DecidePairingConsent(ctx, u1, p.Pairing.ID.String(), ApprovePairing) // the agent's first human lets u2 in
+	require.NoError(t, err)
 	// u2 is not verified: u1 is the one.
 	v := e.request(t, a, "1")
 	require.Equal(t, u1.ID, v.Request.UserID)

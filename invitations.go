@@ -24,7 +24,12 @@ import (
 // the address: SignUpByInvitation) or signs in, and accepts
 // (AcceptInvitation), which makes an approved pairing in the same visit,
 // or declines (DeclineInvitation). The agent's own invite code (invite_url
-// at registration) is accepted the same way, without an address.
+// at registration) is accepted the same way, without an address; it is
+// single-use: accepting it gives the agent a new one (GET /agents/me shows
+// it) in the same transaction, so a code that leaked pairs one account at
+// most, and the agent's owner sees their own attempt fail. Either way,
+// when the agent has a human already the pairing waits for that human's
+// consent (pairings.go).
 //
 // Only a link received at an address proves it (docs/security.md,
 // Identity). The token is a bearer credential (it signs its holder up with
@@ -271,13 +276,16 @@ func (s *Service) SignUpByInvitation(ctx context.Context, token string, in NewUs
 // anyone up.
 var errInvitationReference = fmt.Errorf("%w: this page names the invitation but does not prove your address: open the link in the invitation e-mail", ErrConflict)
 
-// AcceptInvitation pairs the user with the inviting agent, approved at
-// once: a pending request of that agent is approved, an approved pairing
-// is answered as it is (accepting twice changes nothing). An e-mailed
-// invitation is accepted once: by another user it is ErrConflict. Through
-// its reference (the id the agent was answered) only an account whose
-// verified address is the invited one accepts it; any other is
-// ErrForbidden.
+// AcceptInvitation pairs the user with the inviting agent: approved at
+// once when the agent has no other human, else awaiting the consent of one
+// of its humans (pairings.go); a pending request of that agent is moved
+// the same way, an approved or awaiting pairing is answered as it is
+// (accepting twice changes nothing). An e-mailed invitation is accepted
+// once: by another user it is ErrConflict. Through its reference (the id
+// the agent was answered) only an account whose verified address is the
+// invited one accepts it; any other is ErrForbidden. An agent's invite
+// code is spent: the agent gets a new one, and a code used meanwhile is
+// ErrNotFound.
 func (s *Service) AcceptInvitation(ctx context.Context, u *ent.User, token string) (*PairingView, error) {
 	var view *PairingView
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -307,6 +315,9 @@ func (s *Service) AcceptInvitation(ctx context.Context, u *ent.User, token strin
 				return fmt.Errorf("%w: this invitation was accepted by another account", ErrConflict)
 			}
 		}
+		if err := s.lockAgentPairings(ctx, sqlTx, a.ID); err != nil {
+			return err
+		}
 		if err := s.lockPairingsOf(ctx, sqlTx, a.ID, u.ID); err != nil {
 			return err
 		}
@@ -314,24 +325,48 @@ func (s *Service) AcceptInvitation(ctx context.Context, u *ent.User, token strin
 		if err != nil {
 			return err
 		}
-		var p *ent.Pairing
-		switch {
-		case live != nil && live.Status == pairing.StatusApproved:
-			view = &PairingView{Pairing: live, Status: PairingApproved, User: u, Agent: a}
+		if live != nil && live.Status != pairing.StatusPending {
+			// Approved, or awaiting consent: nothing changes.
+			view = &PairingView{Pairing: live, Status: string(live.Status), User: u, Agent: a}
 			return nil
-		case live != nil: // pending: accepting the invitation approves it
-			p, err = live.Update().
-				SetStatus(pairing.StatusApproved).
-				SetDecidedAt(now).
-				ClearExpiresAt().
-				SetUpdatedAt(now).
-				Save(ctx)
-		default:
+		}
+		if info.Invitation == nil {
+			// The code is spent: the agent gets a new one. Conditional, so
+			// of two accepting one code at once one pairs.
+			n, err := tx.Agent.Update().Where(agent.ID(a.ID), agent.InviteCode(token)).
+				SetInviteCode(vault.InviteCode.New()).SetUpdatedAt(now).Save(ctx)
+			if err != nil {
+				return fmt.Errorf("renewing invite code: %w", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("%w: no such invitation", ErrNotFound)
+			}
+		}
+		status, err := s.joinStatus(ctx, tx.Client(), a.ID, u.ID)
+		if err != nil {
+			return err
+		}
+		var expires *time.Time
+		if status == pairing.StatusAwaitingConsent {
+			e := now.Add(PairingRequestTTL)
+			expires = &e
+		}
+		var p *ent.Pairing
+		if live != nil { // pending: accepting the invitation says yes to it
+			up := live.Update().SetStatus(status).SetDecidedAt(now).SetUpdatedAt(now)
+			if expires != nil {
+				up.SetExpiresAt(*expires)
+			} else {
+				up.ClearExpiresAt()
+			}
+			p, err = up.Save(ctx)
+		} else {
 			p, err = tx.Pairing.Create().
 				SetAgentID(a.ID).
 				SetUserID(u.ID).
-				SetStatus(pairing.StatusApproved).
+				SetStatus(status).
 				SetDecidedAt(now).
+				SetNillableExpiresAt(expires).
 				SetNillableInvitationID(invitationID).
 				SetMessage("").
 				SetCreatedAt(now).
@@ -341,17 +376,17 @@ func (s *Service) AcceptInvitation(ctx context.Context, u *ent.User, token strin
 		if err != nil {
 			return fmt.Errorf("recording pairing: %w", err)
 		}
+		view = &PairingView{Pairing: p, Status: string(status), User: u, Agent: a}
+		if status == pairing.StatusAwaitingConsent {
+			return s.askConsent(ctx, tx, sqlTx, p, a, u)
+		}
 		if err := s.refreshHumanVerified(ctx, tx, a.ID); err != nil {
 			return err
 		}
 		uid := u.ID
-		if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(a.ID), EventPairingApproved, pairingEventData{
+		return s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(a.ID), EventPairingApproved, pairingEventData{
 			PairingID: p.ID, AgentID: a.ID, UserID: &uid, Username: u.Username, Status: PairingApproved,
-		}); err != nil {
-			return err
-		}
-		view = &PairingView{Pairing: p, Status: PairingApproved, User: u, Agent: a}
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, err

@@ -21,17 +21,31 @@ import (
 
 // Pairings link an agent with a human user (design.md section 6):
 //
-//	pending -> approved | denied | expired   (the user decides; a request
-//	                                          lapses after PairingRequestTTL)
-//	approved -> revoked                      (the user, at any time)
+//	pending -> approved | awaiting_consent | denied | expired
+//	                              (the user decides; a request lapses after
+//	                              PairingRequestTTL)
+//	awaiting_consent -> approved | denied | expired
+//	                              (one of the agent's humans decides)
+//	approved, pending, awaiting_consent -> revoked
+//	                              (the user revokes an approved one; the
+//	                              agent any of its own, at any time)
 //
-// An agent requests (RequestPairing); accepting an agent's invitation makes
-// an approved pairing at once (AcceptInvitation). Only the user moves a
-// pairing, each move at most once (a conditional update decides races), and
-// each move tells the other party (an account event, and an e-mail for a
-// request). "expired" is never stored: a pending pairing past its
-// expires_at reads as expired (pairingStatus), so no job must run for it.
-// An agent has at most one pending or approved pairing with a user.
+// An agent requests (RequestPairing); accepting an agent's invitation
+// approves at once (AcceptInvitation). Consent: a pairing that would make
+// a second human of an agent that has one waits for the consent of one of
+// the humans it has (any one: each of them could already do anything the
+// newcomer could), so a stranger holding the agent's invite code or a
+// forwarded invitation cannot join and, with a policy of their own,
+// freeze the agent (a per-payment cap of 0.000001). A newcomer let in can
+// neither loosen another's policy (the strictest outcome wins) nor decide
+// what another's policy holds (spendapprovals.go). Each move happens at
+// most once (a conditional update decides races; approvals of one agent's
+// pairings are serialised, so two newcomers at once cannot both be its
+// first human), and each tells the other parties (an account event, and
+// an e-mail for a request or a consent). "expired" is never stored: a
+// pending or awaiting_consent pairing past its expires_at reads as
+// expired (pairingStatus), so no job must run for it. An agent has at
+// most one pending, awaiting_consent or approved pairing with a user.
 
 // PairingRequestTTL is how long a pairing request waits for the user.
 const PairingRequestTTL = 7 * 24 * time.Hour
@@ -44,19 +58,20 @@ const MaxPairingsListed = 500
 
 // Pairing statuses as shown.
 const (
-	PairingPending  = "pending"
-	PairingApproved = "approved"
-	PairingDenied   = "denied"
-	PairingRevoked  = "revoked"
-	PairingExpired  = "expired"
+	PairingPending         = "pending"
+	PairingApproved        = "approved"
+	PairingDenied          = "denied"
+	PairingRevoked         = "revoked"
+	PairingExpired         = "expired"
+	PairingAwaitingConsent = "awaiting_consent"
 )
 
-// pairingStatus is a pairing's status at now: a pending one past its
-// expires_at is expired. (Times are written at microsecond precision, as
+// pairingStatus is a pairing's status at now: a pending or
+// awaiting_consent one past its expires_at is expired. (Times are written at microsecond precision, as
 // PostgreSQL keeps them: it rounds, so a nanosecond deadline could read back
 // later than it was.)
 func pairingStatus(p *ent.Pairing, now time.Time) string {
-	if p.Status == pairing.StatusPending && p.ExpiresAt != nil && !now.Before(*p.ExpiresAt) {
+	if (p.Status == pairing.StatusPending || p.Status == pairing.StatusAwaitingConsent) && p.ExpiresAt != nil && !now.Before(*p.ExpiresAt) {
 		return PairingExpired
 	}
 	return string(p.Status)
@@ -211,13 +226,13 @@ func (s *Service) lockPairingsOf(ctx context.Context, sqlTx *sql.Tx, agentID, us
 	return nil
 }
 
-// livePairing is the agent's pending (not expired) or approved pairing with
-// the user, or nil.
+// livePairing is the agent's pending or awaiting_consent (not expired) or
+// approved pairing with the user, or nil.
 func (s *Service) livePairing(ctx context.Context, db *ent.Client, agentID, userID uuid.UUID, now time.Time) (*ent.Pairing, error) {
 	p, err := db.Pairing.Query().
 		Where(pairing.AgentID(agentID), pairing.UserID(userID), pairing.Or(
 			pairing.StatusEQ(pairing.StatusApproved),
-			pairing.And(pairing.StatusEQ(pairing.StatusPending), pairing.ExpiresAtGT(now)),
+			pairing.And(pairing.StatusIn(pairing.StatusPending, pairing.StatusAwaitingConsent), pairing.ExpiresAtGT(now)),
 		)).
 		Order(ent.Desc(pairing.FieldCreatedAt)).
 		First(ctx)
@@ -292,12 +307,13 @@ var pairingMoves = map[PairingDecision]struct {
 }
 
 // DecidePairing moves one of the user's pairings: approve or deny a
-// pending one (not expired), revoke an approved one. Another user's
-// pairing, or an unknown id, is ErrNotFound; a pairing not in the move's
-// status (decided already, expired, revoked) is ErrConflict naming its
-// status. The agent is told by an account event in the same transaction,
-// and its trust follows at once (a pairing with an identity-verified user
-// counts).
+// pending one (not expired), revoke an approved one. Approving makes it
+// approved, or awaiting_consent when the agent has another human
+// (joinAgent). Another user's pairing, or an unknown id, is ErrNotFound; a
+// pairing not in the move's status (decided already, expired, revoked) is
+// ErrConflict naming its status. The agent is told by an account event in
+// the same transaction, and its trust follows at once (a pairing with an
+// identity-verified user counts).
 func (s *Service) DecidePairing(ctx context.Context, u *ent.User, pairingID string, decision PairingDecision) (*PairingView, error) {
 	move, ok := pairingMoves[decision]
 	if !ok {
@@ -310,36 +326,58 @@ func (s *Service) DecidePairing(ctx context.Context, u *ent.User, pairingID stri
 	var p *ent.Pairing
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		now := s.now().UTC().Truncate(time.Microsecond)
-		q := tx.Pairing.Update().
-			Where(pairing.ID(id), pairing.UserID(u.ID), pairing.StatusEQ(move.from)).
-			SetStatus(move.to).
-			SetUpdatedAt(now)
-		if move.from == pairing.StatusPending {
-			q = q.Where(pairing.ExpiresAtGT(now)).SetDecidedAt(now).ClearExpiresAt()
-		} else {
-			q = q.SetDecidedAt(now)
-		}
-		n, err := q.Save(ctx)
-		if err != nil {
-			return fmt.Errorf("deciding pairing: %w", err)
-		}
-		p, err = tx.Pairing.Query().Where(pairing.ID(id), pairing.UserID(u.ID)).Only(ctx)
+		cur, err := tx.Pairing.Query().Where(pairing.ID(id), pairing.UserID(u.ID)).Only(ctx)
 		if ent.IsNotFound(err) {
 			return fmt.Errorf("%w: no pairing with id %s", ErrNotFound, id)
 		}
 		if err != nil {
 			return fmt.Errorf("reading pairing: %w", err)
 		}
+		to, event := move.to, move.event
+		if decision == ApprovePairing {
+			if err := s.lockAgentPairings(ctx, sqlTx, cur.AgentID); err != nil {
+				return err
+			}
+			if to, err = s.joinStatus(ctx, tx.Client(), cur.AgentID, u.ID); err != nil {
+				return err
+			}
+		}
+		q := tx.Pairing.Update().
+			Where(pairing.ID(id), pairing.UserID(u.ID), pairing.StatusEQ(move.from)).
+			SetStatus(to).
+			SetUpdatedAt(now)
+		switch {
+		case to == pairing.StatusAwaitingConsent:
+			q = q.Where(pairing.ExpiresAtGT(now)).SetDecidedAt(now).SetExpiresAt(now.Add(PairingRequestTTL))
+		case move.from == pairing.StatusPending:
+			q = q.Where(pairing.ExpiresAtGT(now)).SetDecidedAt(now).ClearExpiresAt()
+		default:
+			q = q.SetDecidedAt(now)
+		}
+		n, err := q.Save(ctx)
+		if err != nil {
+			return fmt.Errorf("deciding pairing: %w", err)
+		}
+		if p, err = tx.Pairing.Get(ctx, id); err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
 		if n == 0 {
 			return fmt.Errorf("%w: the pairing is %s; only a %s pairing can be %s",
 				ErrConflict, pairingStatus(p, now), move.from, move.to)
+		}
+		if to == pairing.StatusAwaitingConsent {
+			a, err := tx.Agent.Get(ctx, p.AgentID)
+			if err != nil {
+				return err
+			}
+			return s.askConsent(ctx, tx, sqlTx, p, a, u)
 		}
 		if err := s.refreshHumanVerified(ctx, tx, p.AgentID); err != nil {
 			return err
 		}
 		uid := u.ID
-		return s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(p.AgentID), move.event, pairingEventData{
-			PairingID: p.ID, AgentID: p.AgentID, UserID: &uid, Username: u.Username, Status: string(move.to),
+		return s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(p.AgentID), event, pairingEventData{
+			PairingID: p.ID, AgentID: p.AgentID, UserID: &uid, Username: u.Username, Status: string(to),
 		})
 	})
 	if err != nil {
@@ -355,6 +393,248 @@ func (s *Service) DecidePairing(ctx context.Context, u *ent.User, pairingID stri
 		return nil, fmt.Errorf("reading agent: %w", err)
 	}
 	return &PairingView{Pairing: p, Status: pairingStatus(p, s.now()), User: u, Agent: a}, nil
+}
+
+// lockAgentPairings serialises the approvals of one agent's pairings (a
+// transaction advisory lock on PostgreSQL; SQLite's single writer), so
+// whether the agent has a human already is read and acted on in one step.
+func (s *Service) lockAgentPairings(ctx context.Context, sqlTx *sql.Tx, agentID uuid.UUID) error {
+	if !s.cfg.DB.IsPostgres() {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte("agentpay agent pairings "))
+	h.Write(agentID[:])
+	if _, err := sqlTx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
+		return fmt.Errorf("locking pairings: %w", err)
+	}
+	return nil
+}
+
+// joinStatus is what a pairing of userID with the agent becomes when the
+// user says yes: approved when the agent has no other human, else
+// awaiting_consent. Run under lockAgentPairings.
+func (s *Service) joinStatus(ctx context.Context, db *ent.Client, agentID, userID uuid.UUID) (pairing.Status, error) {
+	others, err := db.Pairing.Query().Where(pairing.AgentID(agentID), pairing.StatusEQ(pairing.StatusApproved),
+		pairing.UserIDNEQ(userID)).Exist(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading pairings: %w", err)
+	}
+	if others {
+		return pairing.StatusAwaitingConsent, nil
+	}
+	return pairing.StatusApproved, nil
+}
+
+// askConsent tells the agent its pairing p with newcomer waits for
+// consent, and asks each of the agent's humans for it (an account event
+// and an e-mail), in tx.
+func (s *Service) askConsent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, p *ent.Pairing, a *ent.Agent, newcomer *ent.User) error {
+	uid := newcomer.ID
+	if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(a.ID), EventPairingAwaitingConsent, pairingEventData{
+		PairingID: p.ID, AgentID: a.ID, UserID: &uid, Username: newcomer.Username, Status: PairingAwaitingConsent, ExpiresAt: p.ExpiresAt,
+	}); err != nil {
+		return err
+	}
+	humans, err := tx.Pairing.Query().Where(pairing.AgentID(a.ID), pairing.StatusEQ(pairing.StatusApproved),
+		pairing.UserIDNEQ(newcomer.ID)).WithUser().All(ctx)
+	if err != nil {
+		return fmt.Errorf("reading pairings: %w", err)
+	}
+	for _, h := range humans {
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(h.UserID), EventPairingConsentRequested, pairingEventData{
+			PairingID: p.ID, AgentID: a.ID, AgentUsername: a.Username, UserID: &uid, Username: newcomer.Username,
+			Status: PairingAwaitingConsent, ExpiresAt: p.ExpiresAt,
+		}); err != nil {
+			return err
+		}
+		if _, err := s.queueMail(ctx, tx, sqlTx, s.consentMail(h.Edges.User, a, newcomer)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) consentMail(to *ent.User, a *ent.Agent, newcomer *ent.User) Mail {
+	link := s.appURL("/")
+	return Mail{
+		To:      to.Email,
+		Subject: fmt.Sprintf("%s asks to pair with your agent %s", newcomer.Username, a.Username),
+		Text: fmt.Sprintf("The account %s asks to pair with the agent %s, which you are paired with.\n\n"+
+			"Paired, they could set a spending policy of their own on it (a stricter one binds) and decide what their policy holds.\n\n"+
+			"Allow or refuse it within 7 days: %s\n\nIf you do nothing, it lapses and nothing changes.\n",
+			newcomer.Username, a.Username, link),
+		HTML: fmt.Sprintf(`<p>The account <b>%s</b> asks to pair with the agent <b>%s</b>, which you are paired with.</p>`+
+			`<p>Paired, they could set a spending policy of their own on it (a stricter one binds) and decide what their policy holds.</p>`+
+			`<p><a href="%s">Allow or refuse it</a> within 7 days.</p><p>If you do nothing, it lapses and nothing changes.</p>`,
+			html.EscapeString(newcomer.Username), html.EscapeString(a.Username), html.EscapeString(link)),
+	}
+}
+
+// PairingConsentRequests lists the pairings awaiting the user's consent:
+// newcomers to agents the user is paired with (not expired), newest first.
+func (s *Service) PairingConsentRequests(ctx context.Context, u *ent.User) ([]*PairingView, error) {
+	agents, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.UserID(u.ID), pairing.StatusEQ(pairing.StatusApproved)).
+		Select(pairing.FieldAgentID).Strings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pairings: %w", err)
+	}
+	if len(agents) == 0 {
+		return []*PairingView{}, nil
+	}
+	ids := make([]uuid.UUID, len(agents))
+	for i, a := range agents {
+		ids[i] = uuid.MustParse(a)
+	}
+	now := s.now().UTC()
+	ps, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentIDIn(ids...), pairing.UserIDNEQ(u.ID),
+		pairing.StatusEQ(pairing.StatusAwaitingConsent), pairing.ExpiresAtGT(now)).
+		WithAgent().WithUser().Order(ent.Desc(pairing.FieldCreatedAt), ent.Desc(pairing.FieldID)).
+		Limit(MaxPairingsListed).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pairings: %w", err)
+	}
+	out := make([]*PairingView, len(ps))
+	for i, p := range ps {
+		out[i] = &PairingView{Pairing: p, Status: PairingAwaitingConsent, User: p.Edges.User, Agent: p.Edges.Agent}
+	}
+	return out, nil
+}
+
+// DecidePairingConsent is one of the agent's humans allowing (approve) or
+// refusing (deny) a newcomer's pairing that awaits consent. Only a human
+// with an approved pairing with the agent decides (anyone else, the
+// newcomer included, ErrNotFound); a pairing no longer awaiting consent
+// (decided, revoked, expired) is ErrConflict. The agent and the newcomer
+// are told in the same transaction.
+func (s *Service) DecidePairingConsent(ctx context.Context, u *ent.User, pairingID string, decision PairingDecision) (*PairingView, error) {
+	if decision != ApprovePairing && decision != DenyPairing {
+		return nil, Invalid("decision", "must be approve or deny")
+	}
+	notFound := fmt.Errorf("%w: no pairing awaiting your consent with id %q", ErrNotFound, pairingID)
+	id, err := uuid.Parse(pairingID)
+	if err != nil {
+		return nil, notFound
+	}
+	to, event := pairing.StatusApproved, EventPairingApproved
+	if decision == DenyPairing {
+		to, event = pairing.StatusDenied, EventPairingDenied
+	}
+	var (
+		p        *ent.Pairing
+		newcomer *ent.User
+	)
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		now := s.now().UTC().Truncate(time.Microsecond)
+		cur, err := tx.Pairing.Query().Where(pairing.ID(id), pairing.UserIDNEQ(u.ID)).WithUser().Only(ctx)
+		if ent.IsNotFound(err) {
+			return notFound
+		}
+		if err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
+		if err := s.lockAgentPairings(ctx, sqlTx, cur.AgentID); err != nil {
+			return err
+		}
+		standing, err := tx.Pairing.Query().Where(pairing.AgentID(cur.AgentID), pairing.UserID(u.ID),
+			pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+		if err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
+		if !standing {
+			return notFound
+		}
+		n, err := tx.Pairing.Update().Where(pairing.ID(id), pairing.StatusEQ(pairing.StatusAwaitingConsent), pairing.ExpiresAtGT(now)).
+			SetStatus(to).SetDecidedAt(now).ClearExpiresAt().SetUpdatedAt(now).Save(ctx)
+		if err != nil {
+			return fmt.Errorf("deciding consent: %w", err)
+		}
+		if p, err = tx.Pairing.Get(ctx, id); err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: the pairing is %s; only a pairing awaiting consent can be %s",
+				ErrConflict, pairingStatus(p, now), to)
+		}
+		newcomer = cur.Edges.User
+		if err := s.refreshHumanVerified(ctx, tx, p.AgentID); err != nil {
+			return err
+		}
+		uid := newcomer.ID
+		data := pairingEventData{PairingID: p.ID, AgentID: p.AgentID, UserID: &uid, Username: newcomer.Username, Status: string(to)}
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(p.AgentID), event, data); err != nil {
+			return err
+		}
+		a, err := tx.Agent.Get(ctx, p.AgentID)
+		if err != nil {
+			return err
+		}
+		data.AgentUsername = a.Username
+		return s.recordAccountEvent(ctx, tx, sqlTx, UserParty(newcomer.ID), event, data)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.RecomputeTrust(ctx, p.AgentID); err != nil {
+		s.logger.WarnContext(ctx, "recompute trust after consent", "agent", p.AgentID, "err", err)
+	}
+	a, err := s.cfg.DB.Ent.Agent.Get(ctx, p.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("reading agent: %w", err)
+	}
+	return &PairingView{Pairing: p, Status: pairingStatus(p, s.now()), User: newcomer, Agent: a}, nil
+}
+
+// RevokeAgentPairing is the agent ending one of its pairings (approved,
+// pending or awaiting consent): the human's policies stop applying and
+// they stop deciding at once. Another agent's pairing, or an unknown id,
+// is ErrNotFound; one already ended ErrConflict. The human is told (an
+// account event) in the same transaction.
+func (s *Service) RevokeAgentPairing(ctx context.Context, a *ent.Agent, pairingID string) (*PairingView, error) {
+	notFound := fmt.Errorf("%w: no pairing with id %q", ErrNotFound, pairingID)
+	id, err := uuid.Parse(pairingID)
+	if err != nil {
+		return nil, notFound
+	}
+	var p *ent.Pairing
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		now := s.now().UTC().Truncate(time.Microsecond)
+		n, err := tx.Pairing.Update().Where(pairing.ID(id), pairing.AgentID(a.ID), pairing.Or(
+			pairing.StatusEQ(pairing.StatusApproved),
+			pairing.And(pairing.StatusIn(pairing.StatusPending, pairing.StatusAwaitingConsent), pairing.ExpiresAtGT(now)),
+		)).SetStatus(pairing.StatusRevoked).SetDecidedAt(now).ClearExpiresAt().SetUpdatedAt(now).Save(ctx)
+		if err != nil {
+			return fmt.Errorf("revoking pairing: %w", err)
+		}
+		p, err = tx.Pairing.Query().Where(pairing.ID(id), pairing.AgentID(a.ID)).WithUser().Only(ctx)
+		if ent.IsNotFound(err) {
+			return notFound
+		}
+		if err != nil {
+			return fmt.Errorf("reading pairing: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: the pairing is %s; only an approved, pending or awaiting_consent pairing can be revoked",
+				ErrConflict, pairingStatus(p, now))
+		}
+		if err := s.refreshHumanVerified(ctx, tx, a.ID); err != nil {
+			return err
+		}
+		uid := p.UserID
+		data := pairingEventData{PairingID: p.ID, AgentID: a.ID, AgentUsername: a.Username, UserID: &uid,
+			Username: p.Edges.User.Username, Status: PairingRevoked}
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(a.ID), EventPairingRevoked, data); err != nil {
+			return err
+		}
+		return s.recordAccountEvent(ctx, tx, sqlTx, UserParty(p.UserID), EventPairingRevoked, data)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.RecomputeTrust(ctx, a.ID); err != nil {
+		s.logger.WarnContext(ctx, "recompute trust after revoke", "agent", a.ID, "err", err)
+	}
+	return &PairingView{Pairing: p, Status: PairingRevoked, User: p.Edges.User, Agent: a}, nil
 }
 
 // refreshHumanVerified sets the agent's human_verified trust input: it has

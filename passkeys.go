@@ -189,9 +189,11 @@ func (s *Service) UserPasskeys(ctx context.Context, u *ent.User) ([]*ent.Passkey
 
 // BeginPasskeyRegistration starts registering a passkey for a signed-in
 // user: the options exclude the user's passkeys (an authenticator holding
-// one says so rather than making a second). A user with
+// one says so rather than making a second). A user who has a passkey
+// needs a step-up first (proof: of StepUpAddPasskey, stepups.go), so a
+// stolen session cannot add its own passkey to the account. A user with
 // MaxPasskeysPerUser passkeys is ErrConflict.
-func (s *Service) BeginPasskeyRegistration(ctx context.Context, u *ent.User) (*PasskeyCeremony, error) {
+func (s *Service) BeginPasskeyRegistration(ctx context.Context, u *ent.User, proof StepUpProof) (*PasskeyCeremony, error) {
 	wa, err := s.relyingParty()
 	if err != nil {
 		return nil, err
@@ -202,6 +204,9 @@ func (s *Service) BeginPasskeyRegistration(ctx context.Context, u *ent.User) (*P
 	}
 	if len(pks) >= MaxPasskeysPerUser {
 		return nil, errTooManyPasskeys
+	}
+	if err := s.spendStepUp(ctx, u, stepUpTarget{action: StepUpAddPasskey}, proof); err != nil {
+		return nil, err
 	}
 	exclude := make([]protocol.CredentialDescriptor, len(pks))
 	for i, pk := range pks {
@@ -372,13 +377,37 @@ func protocolDetail(err error) string {
 	return "it could not be read"
 }
 
-// DeletePasskey deletes one of the user's passkeys; another user's, or an
-// unknown id, is ErrNotFound.
-func (s *Service) DeletePasskey(ctx context.Context, u *ent.User, id string) error {
+// removePasskeyTarget is the step-up target of removing one of the user's
+// passkeys; another user's, or an unknown id, is ErrNotFound.
+func (s *Service) removePasskeyTarget(ctx context.Context, u *ent.User, id string) (stepUpTarget, error) {
 	pid, err := uuid.Parse(id)
 	if err != nil {
-		return fmt.Errorf("%w: no passkey with id %q", ErrNotFound, id)
+		return stepUpTarget{}, fmt.Errorf("%w: no passkey with id %q", ErrNotFound, id)
 	}
+	pk, err := s.cfg.DB.Ent.Passkey.Query().Where(passkey.ID(pid), passkey.UserID(u.ID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return stepUpTarget{}, fmt.Errorf("%w: no passkey with id %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return stepUpTarget{}, fmt.Errorf("reading passkey: %w", err)
+	}
+	return stepUpTarget{action: StepUpRemovePasskey, subject: pk.ID.String(),
+		summary: fmt.Sprintf("remove the passkey %q from your agentpay account %s", pk.Name, u.Username)}, nil
+}
+
+// DeletePasskey deletes one of the user's passkeys, with a step-up
+// (proof: of StepUpRemovePasskey for this passkey, stepups.go): a stolen
+// session cannot strip the account of the passkey that guards its money.
+// Another user's, or an unknown id, is ErrNotFound.
+func (s *Service) DeletePasskey(ctx context.Context, u *ent.User, id string, proof StepUpProof) error {
+	t, err := s.removePasskeyTarget(ctx, u, id)
+	if err != nil {
+		return err
+	}
+	if err := s.spendStepUp(ctx, u, t, proof); err != nil {
+		return err
+	}
+	pid := uuid.MustParse(t.subject)
 	n, err := s.cfg.DB.Ent.Passkey.Delete().Where(passkey.ID(pid), passkey.UserID(u.ID)).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("deleting passkey: %w", err)
@@ -499,7 +528,8 @@ func (s *Service) FinishPasskeySignIn(ctx context.Context, ceremonyID string, re
 }
 
 // PrunePasskeyCeremonies deletes the ceremonies that have expired (each
-// begin writes one, and anyone may begin a sign-in); it returns how many.
+// begin writes one, and anyone may begin a sign-in), and the step-ups
+// (stepups.go) an hour after theirs; it returns how many.
 func (s *Service) PrunePasskeyCeremonies(ctx context.Context) (int, error) {
 	n, err := s.cfg.DB.Ent.PasskeyCeremony.Delete().
 		Where(passkeyceremony.ExpiresAtLT(s.now().UTC())).
@@ -507,5 +537,53 @@ func (s *Service) PrunePasskeyCeremonies(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pruning passkey ceremonies: %w", err)
 	}
-	return n, nil
+	m, err := s.pruneStepUps(ctx)
+	return n + m, err
+}
+
+// checkUserAssertion checks a passkey assertion of one of the user's
+// passkeys (pks) against a begun assertion's session data, and records the
+// passkey's use: its counter must rise (unless both are zero), written back
+// conditionally so two assertions racing on one counter value pass once.
+func (s *Service) checkUserAssertion(ctx context.Context, u *ent.User, pks []*ent.Passkey, sd webauthn.SessionData,
+	parsed *protocol.ParsedCredentialAssertionData) error {
+	wa, err := s.relyingParty()
+	if err != nil {
+		return err
+	}
+	pu := &passkeyUser{u: u}
+	for _, pk := range pks {
+		pu.creds = append(pu.creds, credentialOf(pk))
+	}
+	cred, err := wa.ValidateLogin(pu, sd, parsed)
+	if err != nil {
+		return ErrPasskeyRefused
+	}
+	if cred.Authenticator.CloneWarning {
+		return ErrPasskeyCounter
+	}
+	var stored *ent.Passkey
+	for _, pk := range pks {
+		if bytes.Equal(pk.CredentialID, cred.ID) {
+			stored = pk
+		}
+	}
+	if stored == nil {
+		return ErrPasskeyNotRecognized
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	n, err := s.cfg.DB.Ent.Passkey.Update().
+		Where(passkey.ID(stored.ID), passkey.SignCount(stored.SignCount)).
+		SetSignCount(int64(cred.Authenticator.SignCount)).
+		SetFlags(cred.Flags.MsgpByte()).
+		SetLastUsedAt(now).
+		SetUpdatedAt(now).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("recording passkey use: %w", err)
+	}
+	if n == 0 {
+		return ErrPasskeyCounter
+	}
+	return nil
 }

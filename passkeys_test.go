@@ -32,7 +32,7 @@ func (h *humansEnv) viewerOf(t *testing.T, u *ent.User, userAgent string) *Viewe
 func (h *humansEnv) registerPasskey(t *testing.T, a *testenv.Authenticator, u *ent.User, signCount uint32) (*ent.Passkey, *testenv.SoftPasskey) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := h.svc.BeginPasskeyRegistration(ctx, u)
+	c, err := h.svc.BeginPasskeyRegistration(ctx, u, h.stepUp(t, a, u, StepUpRequest{Action: StepUpAddPasskey}))
 	require.NoError(t, err)
 	pk, err := h.svc.FinishPasskeyRegistration(ctx, u, c.ID.String(), " Phone ", a.Register(t, c.Options, signCount))
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestPasskeyRegistrationAndSignIn(t *testing.T) {
 	u := h.user(t, "pk")
 	a := testenv.NewAuthenticator(testenv.AppURL)
 
-	c, err := h.svc.BeginPasskeyRegistration(ctx, u)
+	c, err := h.svc.BeginPasskeyRegistration(ctx, u, StepUpProof{}) // the first passkey: the session is enough
 	require.NoError(t, err)
 	var opts struct {
 		PublicKey struct {
@@ -87,7 +87,7 @@ func TestPasskeyRegistrationAndSignIn(t *testing.T) {
 	require.Len(t, list, 1)
 
 	// A second registration excludes the first passkey.
-	c2, err := h.svc.BeginPasskeyRegistration(ctx, u)
+	c2, err := h.svc.BeginPasskeyRegistration(ctx, u, h.stepUp(t, a, u, StepUpRequest{Action: StepUpAddPasskey}))
 	require.NoError(t, err)
 	require.Contains(t, string(c2.Options), `"excludeCredentials":[{"type":"public-key","id":"`)
 
@@ -103,7 +103,7 @@ func TestPasskeyRegistrationAndSignIn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, u.ID, v.User.ID)
 	stored := h.env.DB.Ent.Passkey.GetX(ctx, pk.ID)
-	require.EqualValues(t, 2, stored.SignCount)
+	require.EqualValues(t, 3, stored.SignCount, "1 at registration, 2 at the second registration's step-up, 3 now")
 	require.NotNil(t, stored.LastUsedAt)
 
 	// Counterless passkeys (synced ones report 0 always) sign in again and
@@ -132,13 +132,13 @@ func TestPasskeyRefusals(t *testing.T) {
 		want error
 	}{
 		{"registration expired", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			h.env.Clock.Set(h.env.Clock.Now().Add(PasskeyCeremonyTTL))
 			return register(ann, c, a)
 		}, ErrPasskeyCeremonyInvalid},
 		{"registration replayed", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			answer := a.Register(t, c.Options, 0)
 			_, err = h.svc.FinishPasskeyRegistration(ctx, ann, c.ID.String(), "Key", answer)
@@ -147,7 +147,7 @@ func TestPasskeyRefusals(t *testing.T) {
 			return err
 		}, ErrPasskeyCeremonyInvalid},
 		{"registration another user began", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			return register(bob, c, a)
 		}, ErrPasskeyCeremonyInvalid},
@@ -163,29 +163,29 @@ func TestPasskeyRefusals(t *testing.T) {
 			return err
 		}, errInvalid}, // the answer is read first: nothing spent
 		{"registration from another origin", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			return register(ann, c, testenv.NewAuthenticator("https://evil.test"))
 		}, errInvalid},
 		{"registration without user verification", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			return register(ann, c, &testenv.Authenticator{Origin: testenv.AppURL, NoUserVerification: true})
 		}, errInvalid},
 		{"name empty", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			_, err = h.svc.FinishPasskeyRegistration(ctx, ann, c.ID.String(), "  ", a.Register(t, c.Options, 0))
 			return err
 		}, errInvalid},
 		{"name too long", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			_, err = h.svc.FinishPasskeyRegistration(ctx, ann, c.ID.String(), strings.Repeat("é", PasskeyNameMaxLen+1), a.Register(t, c.Options, 0))
 			return err
 		}, errInvalid},
 		{"answer too large", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			_, err = h.svc.FinishPasskeyRegistration(ctx, ann, c.ID.String(), "Key", make([]byte, MaxPasskeyResponseBytes+1))
 			return err
@@ -207,7 +207,7 @@ func TestPasskeyRefusals(t *testing.T) {
 			return err
 		}, ErrPasskeyCeremonyInvalid},
 		{"a registration's ceremony finishing a sign-in", func(t *testing.T) error {
-			c, err := h.svc.BeginPasskeyRegistration(ctx, ann)
+			c, err := h.svc.BeginPasskeyRegistration(ctx, ann, h.stepUp(t, a, ann, StepUpRequest{Action: StepUpAddPasskey}))
 			require.NoError(t, err)
 			_, err = h.svc.FinishPasskeySignIn(ctx, c.ID.String(), a.Assert(t, c.Options, annKey), "")
 			return err
@@ -288,23 +288,31 @@ func TestDeletePasskey(t *testing.T) {
 	ann, bob := h.user(t, "ann"), h.user(t, "bob")
 	a := testenv.NewAuthenticator(testenv.AppURL)
 	pk, key := h.registerPasskey(t, a, ann, 0)
+	other, _ := h.registerPasskey(t, a, ann, 0)
+	forOther := h.stepUp(t, a, ann, StepUpRequest{Action: StepUpRemovePasskey, ID: other.ID.String()})
 
 	for _, tc := range []struct {
-		name string
-		who  *ent.User
-		id   string
-		want error
+		name  string
+		who   *ent.User
+		id    string
+		proof StepUpProof
+		want  error
 	}{
-		{"another user's", bob, pk.ID.String(), ErrNotFound},
-		{"unknown", ann, "00000000-0000-0000-0000-000000000000", ErrNotFound},
-		{"malformed", ann, "nope", ErrNotFound},
+		{"another user's", bob, pk.ID.String(), StepUpProof{}, ErrNotFound},
+		{"unknown", ann, "00000000-0000-0000-0000-000000000000", StepUpProof{}, ErrNotFound},
+		{"malformed", ann, "nope", StepUpProof{}, ErrNotFound},
+		// A stolen session alone cannot strip the account of its passkeys.
+		{"without a step-up", ann, pk.ID.String(), StepUpProof{}, ErrForbidden},
+		{"with the step-up begun for another passkey", ann, pk.ID.String(), forOther, ErrStepUpInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			requireHumanRefusal(t, h.svc.DeletePasskey(ctx, tc.who, tc.id), tc.want)
-			require.True(t, h.env.DB.Ent.Passkey.Query().Where().ExistX(ctx), "still there")
+			requireHumanRefusal(t, h.svc.DeletePasskey(ctx, tc.who, tc.id, tc.proof), tc.want)
+			require.Equal(t, 2, h.env.DB.Ent.Passkey.Query().CountX(ctx), "still there")
 		})
 	}
-	require.NoError(t, h.svc.DeletePasskey(ctx, ann, pk.ID.String()))
+	require.NoError(t, h.svc.DeletePasskey(ctx, ann, other.ID.String(), forOther), "the other's step-up was not spent by the refusal")
+	require.NoError(t, h.svc.DeletePasskey(ctx, ann, pk.ID.String(),
+		h.stepUp(t, a, ann, StepUpRequest{Action: StepUpRemovePasskey, ID: pk.ID.String()})))
 	list, err := h.svc.UserPasskeys(ctx, ann)
 	require.NoError(t, err)
 	require.Empty(t, list)
@@ -331,8 +339,8 @@ func TestPasskeyLimits(t *testing.T) {
 	for range MaxPasskeysPerUser {
 		h.registerPasskey(t, a, u, 0)
 	}
-	_, err = h.svc.BeginPasskeyRegistration(ctx, u)
-	require.ErrorIs(t, err, ErrConflict)
+	_, err = h.svc.BeginPasskeyRegistration(ctx, u, StepUpProof{})
+	require.ErrorIs(t, err, ErrConflict, "checked before the step-up")
 
 	// Expired ceremonies are pruned.
 	h.env.Clock.Set(h.env.Clock.Now().Add(PasskeyCeremonyTTL + time.Second))

@@ -6,17 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol"
-	"github.com/go-webauthn/webauthn/webauthn"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"agentpay/ent"
 	"agentpay/ent/pairing"
-	"agentpay/ent/passkeyceremony"
 	"agentpay/ent/spendapproval"
+	"agentpay/ent/user"
+	"agentpay/internal/store"
 )
 
 // Operations held for approval (spendingpolicies.go decides which).
@@ -28,6 +29,13 @@ import (
 // awaiting_approval before the expiry, so of an approval, a denial and the
 // expiry racing exactly one wins; each writes its account events (to the
 // agent and to its paired humans) in its own transaction.
+//
+// Who decides: the humans whose policies held it (its deciders, kept when
+// it is held). Each of them still paired must approve (their yeses are
+// kept under the row's lock, so two last yeses racing run it once), any
+// one of them may deny; every other paired human sees it and is told of
+// it, but deciding it is ErrForbidden and changes nothing. A decider who
+// unpairs stops counting; with none left it waits until it expires.
 
 // DefaultSpendApprovalTTL is how long a held operation waits for a human.
 const DefaultSpendApprovalTTL = time.Hour
@@ -60,6 +68,12 @@ type heldSend struct {
 	Chain      string `json:"chain,omitempty"`
 }
 
+// errNotDecider: a paired human whose policy did not hold the operation.
+func errNotDecider(names []string) error {
+	return fmt.Errorf("%w: this operation was held by the spending policy of %s: only they can approve or deny it",
+		ErrForbidden, strings.Join(names, " and "))
+}
+
 // heldCheckout is a checkout payment's request as kept.
 type heldCheckout struct {
 	ExternalID string `json:"external_id"`
@@ -72,6 +86,9 @@ type SpendApprovalView struct {
 	Approval      *ent.SpendApproval
 	AgentUsername string
 	Transfer      *ent.Transfer
+	// Deciders and ApprovedBy name the humans whose decision it waits for
+	// and those of them who approved.
+	Deciders, ApprovedBy []string
 }
 
 // Status is the approval's state.
@@ -122,7 +139,8 @@ func (s *Service) recordApprovalEvents(ctx context.Context, tx *ent.Tx, sqlTx *s
 // events. With an idempotency key a second hold of the same request
 // answers the first (the unique index decides a race).
 func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spendapproval.Operation, request any, units int64,
-	recipient, reason string, idemKey *string, fingerprint []byte) (*SpendApprovalView, error) {
+	recipient string, policy SpendDecision, idemKey *string, fingerprint []byte) (*SpendApprovalView, error) {
+	reason := policy.Reason
 	body, err := json.Marshal(request)
 	if err != nil {
 		return nil, err
@@ -136,7 +154,7 @@ func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spe
 	var r *ent.SpendApproval
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		c := tx.SpendApproval.Create().SetAgentID(a.ID).SetOperation(operation).SetRequest(string(body)).
-			SetAmount(units).SetRecipient(truncate(recipient, 100)).SetReason(truncate(reason, 500)).
+			SetAmount(units).SetRecipient(truncate(recipient, 100)).SetReason(truncate(reason, 500)).SetDeciders(policy.HeldBy).
 			SetExpiresAt(now.Add(s.spendApprovalTTL())).SetCreatedAt(now).SetUpdatedAt(now)
 		if idemKey != nil {
 			c.SetIdempotencyKey(*idemKey).SetFingerprint(fingerprint)
@@ -154,7 +172,7 @@ func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spe
 	if err != nil {
 		return nil, fmt.Errorf("holding operation for approval: %w", err)
 	}
-	return &SpendApprovalView{Approval: r, AgentUsername: a.Username}, nil
+	return s.approvalView(ctx, r)
 }
 
 func truncate(s string, n int) string {
@@ -182,6 +200,12 @@ func (s *Service) approvalView(ctx context.Context, r *ent.SpendApproval) (*Spen
 		return nil, fmt.Errorf("approval %s: agent: %w", r.ID, err)
 	}
 	v := &SpendApprovalView{Approval: r, AgentUsername: a.Username}
+	if v.Deciders, err = s.UsernamesOf(ctx, r.Deciders); err != nil {
+		return nil, err
+	}
+	if v.ApprovedBy, err = s.UsernamesOf(ctx, r.ApprovedBy); err != nil {
+		return nil, err
+	}
 	if r.TransferID != nil {
 		if v.Transfer, err = s.cfg.DB.Ent.Transfer.Get(ctx, *r.TransferID); err != nil {
 			return nil, fmt.Errorf("approval %s: transfer: %w", r.ID, err)
@@ -328,6 +352,9 @@ func (s *Service) DenySpendApproval(ctx context.Context, v *Viewer, id string) (
 	if err != nil {
 		return nil, err
 	}
+	if err := s.requireDecider(ctx, r.Deciders, v.User); err != nil {
+		return nil, err
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		return s.moveApproval(ctx, tx, sqlTx, r, spendapproval.StatusDenied, EventApprovalDenied, now, func(u *ent.SpendApprovalUpdate) {
@@ -363,66 +390,89 @@ type SpendApprovalStart struct {
 	Ceremony *PasskeyCeremony
 }
 
-// BeginSpendApproval starts the passkey assertion approving needs when the
-// human has passkeys, exactly as BeginCardApproval does.
+// requireDecider refuses a paired human who is not one of deciders.
+func (s *Service) requireDecider(ctx context.Context, deciders []uuid.UUID, u *ent.User) error {
+	if slices.Contains(deciders, u.ID) {
+		return nil
+	}
+	names, err := s.UsernamesOf(ctx, deciders)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		names = []string{"another human"}
+	}
+	return errNotDecider(names)
+}
+
+// spendApprovalTarget is the step-up target of approving a held operation:
+// one of the user's to decide (a decider, ErrForbidden otherwise), still
+// awaiting approval.
+func (s *Service) spendApprovalTarget(ctx context.Context, u *ent.User, id string) (stepUpTarget, error) {
+	r, err := s.userApproval(ctx, u, id)
+	if err != nil {
+		return stepUpTarget{}, err
+	}
+	if err := s.requireDecider(ctx, r.Deciders, u); err != nil {
+		return stepUpTarget{}, err
+	}
+	if now := s.now(); r.Status != spendapproval.StatusAwaitingApproval || !now.Before(r.ExpiresAt) {
+		return stepUpTarget{}, errApprovalState(r, now)
+	}
+	name, _, err := s.AgentNameAndTier(ctx, r.AgentID)
+	if err != nil {
+		return stepUpTarget{}, err
+	}
+	return stepUpTarget{action: StepUpApproveSpend, subject: r.ID.String(),
+		summary: fmt.Sprintf("approve %s's %s of %s USDC to %s", name, strings.ReplaceAll(string(r.Operation), "_", " "),
+			usd(USDCAmount(r.Amount)), r.Recipient)}, nil
+}
+
+// BeginSpendApproval starts the step-up approving needs (stepups.go): a
+// passkey assertion bound to this approval when the human has passkeys,
+// none otherwise.
 func (s *Service) BeginSpendApproval(ctx context.Context, v *Viewer, id string) (*SpendApprovalStart, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
-	r, err := s.userApproval(ctx, v.User, id)
+	t, err := s.spendApprovalTarget(ctx, v.User, id)
 	if err != nil {
 		return nil, err
 	}
-	if now := s.now(); r.Status != spendapproval.StatusAwaitingApproval || !now.Before(r.ExpiresAt) {
-		return nil, errApprovalState(r, now)
-	}
-	pks, err := s.UserPasskeys(ctx, v.User)
-	if err != nil || len(pks) == 0 || !s.PasskeysOn() {
+	up, err := s.beginStepUp(ctx, v.User, t)
+	if err != nil || up.Method == "" {
 		return &SpendApprovalStart{}, err
 	}
-	wa, err := s.relyingParty()
-	if err != nil {
-		return nil, err
-	}
-	pu := &passkeyUser{u: v.User}
-	for _, pk := range pks {
-		pu.creds = append(pu.creds, credentialOf(pk))
-	}
-	assertion, sd, err := wa.BeginLogin(pu, webauthn.WithUserVerification(protocol.VerificationRequired))
-	if err != nil {
-		return nil, fmt.Errorf("beginning passkey assertion: %w", err)
-	}
-	c, err := s.saveCeremony(ctx, passkeyceremony.PurposeSignin, &v.User.ID, sd, assertion)
-	if err != nil {
-		return nil, err
-	}
-	return &SpendApprovalStart{Ceremony: c}, nil
+	return &SpendApprovalStart{Ceremony: &PasskeyCeremony{ID: up.ID, Options: up.Options, ExpiresAt: up.ExpiresAt}}, nil
 }
 
-// ApproveSpendApproval is a paired human's yes: with a fresh passkey
-// assertion when the human has passkeys (as card approval), the operation
-// runs as it would have, its limits, caps (not the threshold nor the
-// allow-list: the human approved it) and balance checked now, and the
-// approval moves to approved in the transaction that records its transfer.
-// A refusal at that moment moves it to failed, with the refusal's text.
-// wait bounds the wait for inclusion (0: DefaultSendWait).
+// ApproveSpendApproval is a decider's yes, with a fresh passkey assertion
+// begun for this approval when the human has passkeys (ceremonyID: the
+// step-up's id, stepups.go). Until every decider still paired has said
+// yes it only records this one's (the approval still waits); the last yes
+// runs the operation as it would have run, its limits, caps (not the
+// threshold nor the allow-list: the humans approved it) and balance
+// checked now, and the approval moves to approved in the transaction that
+// records its transfer. A refusal at that moment moves it to failed, with
+// the refusal's text. wait bounds the wait for inclusion (0:
+// DefaultSendWait). A paired human who is not a decider is ErrForbidden.
 func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte, wait time.Duration) (*SpendApprovalView, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
-	r, err := s.userApproval(ctx, v.User, id)
+	t, err := s.spendApprovalTarget(ctx, v.User, id)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
-	if r.Status != spendapproval.StatusAwaitingApproval || !now.Before(r.ExpiresAt) {
-		return nil, errApprovalState(r, now)
-	}
-	if err := s.checkApprovalPasskey(ctx, v.User, ceremonyID, assertion); err != nil {
-		if errors.Is(err, ErrCardPasskeyRequired) {
-			return nil, ErrApprovalPasskeyRequired
-		}
+	if err := s.spendStepUp(ctx, v.User, t, StepUpProof{ID: ceremonyID, Credential: assertion}); err != nil {
 		return nil, err
+	}
+	r, complete, err := s.castSpendApproval(ctx, t.subject, v.User)
+	if err != nil {
+		return nil, err
+	}
+	if !complete {
+		return s.approvalView(ctx, r)
 	}
 	a, err := s.cfg.DB.Ent.Agent.Get(ctx, r.AgentID)
 	if err != nil {
@@ -463,8 +513,100 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 	return s.approvalView(ctx, cur)
 }
 
-// ErrApprovalPasskeyRequired: the human has passkeys and sent no assertion.
-var ErrApprovalPasskeyRequired = fmt.Errorf("%w: approving needs your passkey: start the approval again", ErrForbidden)
+// castSpendApproval records u's yes on the held operation under its row's
+// lock, and answers it as it is then and whether every decider still
+// paired with the agent has said yes (the caller then runs it). Decided or
+// lapsed meanwhile: its state's ErrConflict.
+func (s *Service) castSpendApproval(ctx context.Context, id string, u *ent.User) (*ent.SpendApproval, bool, error) {
+	var (
+		r        *ent.SpendApproval
+		complete bool
+	)
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		cur, err := store.ForUpdate(s.cfg.DB, tx.SpendApproval.Query().Where(spendapproval.ID(uuid.MustParse(id)))).Only(ctx)
+		if err != nil {
+			return fmt.Errorf("reading approval: %w", err)
+		}
+		now := s.now().UTC().Truncate(time.Microsecond)
+		if cur.Status != spendapproval.StatusAwaitingApproval || !now.Before(cur.ExpiresAt) {
+			return errApprovalState(cur, now)
+		}
+		var changed bool
+		cur.ApprovedBy, changed = addVoter(cur.ApprovedBy, u.ID)
+		if complete, err = s.allDecidersApproved(ctx, tx.Client(), cur.AgentID, cur.Deciders, cur.ApprovedBy); err != nil {
+			return err
+		}
+		if changed {
+			if err := tx.SpendApproval.UpdateOneID(cur.ID).SetApprovedBy(cur.ApprovedBy).SetUpdatedAt(now).Exec(ctx); err != nil {
+				return fmt.Errorf("recording approval: %w", err)
+			}
+		}
+		r = cur
+		return nil
+	})
+	return r, complete, err
+}
+
+// addVoter adds id to voters once; changed reports whether it was new.
+func addVoter(voters []uuid.UUID, id uuid.UUID) ([]uuid.UUID, bool) {
+	if slices.Contains(voters, id) {
+		return voters, false
+	}
+	return append(slices.Clone(voters), id), true
+}
+
+// allDecidersApproved reports whether every decider still paired with the
+// agent (an approved pairing) is among approvedBy; with none still paired,
+// nobody can approve.
+func (s *Service) allDecidersApproved(ctx context.Context, db *ent.Client, agentID uuid.UUID, deciders, approvedBy []uuid.UUID) (bool, error) {
+	if len(deciders) == 0 {
+		return false, nil
+	}
+	paired, err := db.Pairing.Query().Where(pairing.AgentID(agentID), pairing.StatusEQ(pairing.StatusApproved),
+		pairing.UserIDIn(deciders...)).Select(pairing.FieldUserID).Strings(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading pairings: %w", err)
+	}
+	if len(paired) == 0 {
+		return false, nil
+	}
+	for _, id := range paired {
+		if !slices.Contains(approvedBy, uuid.MustParse(id)) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// AwaitsDecisionOf reports whether the held operation waits for u's
+// decision: u is one of its deciders, has not approved it, and it still
+// awaits approval.
+func AwaitsDecisionOf(r *ent.SpendApproval, u uuid.UUID) bool {
+	return r.Status == spendapproval.StatusAwaitingApproval && slices.Contains(r.Deciders, u) && !slices.Contains(r.ApprovedBy, u)
+}
+
+// UsernamesOf names the users of ids, in their order (a user who no
+// longer exists is left out).
+func (s *Service) UsernamesOf(ctx context.Context, ids []uuid.UUID) ([]string, error) {
+	if len(ids) == 0 {
+		return []string{}, nil
+	}
+	us, err := s.cfg.DB.Ent.User.Query().Where(user.IDIn(ids...)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading users: %w", err)
+	}
+	byID := make(map[uuid.UUID]string, len(us))
+	for _, u := range us {
+		byID[u.ID] = u.Username
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if name, ok := byID[id]; ok {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
 
 // approvedRun marks an operation run on its human's approval.
 type approvedRun struct {
@@ -574,7 +716,7 @@ func (s *Service) heldCheckoutPayment(ctx context.Context, a *ent.Agent, req Pay
 		return nil, policy.Err()
 	}
 	held, err := s.holdOperation(ctx, a, spendapproval.OperationPayCheckout, heldCheckout{ExternalID: req.ExternalID, Chain: req.Chain},
-		units, sess.ExternalID, policy.Reason, req.key, req.fingerprint)
+		units, sess.ExternalID, policy, req.key, req.fingerprint)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/pairing"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/wallet"
 )
 
 // Spending policies (docs/agent-commerce.md, "Spending policies").
@@ -26,13 +28,18 @@ import (
 //
 //   - a cap exceeded refuses the operation (ErrForbidden naming the cap
 //     and who set it);
-//   - an operation above a threshold, or a send to a recipient not on an
-//     allow-list, is held for approval (SpendApproval), or refused when
-//     that policy denies by default;
+//   - an operation above a threshold, or one paying a payee not on an
+//     allow-list (a send's recipient, a checkout payment's merchant by its
+//     id, a card purchase's merchant by its name, a relayed payment's
+//     merchant), is held for approval (SpendApproval, or the card request's
+//     approval), or refused when that policy denies by default;
 //   - with several humans each one's policy applies and the strictest
 //     outcome wins (refuse over hold over allow); the lowest caps bind.
-//     Any one of the agent's paired humans may approve or deny a held
-//     operation, and the first decision wins.
+//   - a held operation is decided by the humans whose policies held it
+//     (SpendDecision.HeldBy): each of them must approve, any one of them
+//     may deny, and no other account decides it (spendapprovals.go). A
+//     human paired later can neither loosen what another's policy holds
+//     nor decide it.
 //
 // Policies of pairings no longer approved do not apply (the pairing is
 // the human's standing to set them).
@@ -43,6 +50,11 @@ const (
 	SpendSendToUser   = "send_to_user"
 	SpendPayCheckout  = "pay_checkout"
 	SpendCardPurchase = "card_purchase"
+	// SpendRelayedPayment is a checkout payment the agent signed with one
+	// of its own external wallets and the service relays (x402, the
+	// hosted page's wallet payment): it cannot wait for a human (the
+	// signature lapses in minutes), so what would be held is refused.
+	SpendRelayedPayment = "relayed_payment"
 )
 
 // MaxAllowedRecipients bounds a policy's allow-list.
@@ -50,11 +62,13 @@ const MaxAllowedRecipients = 100
 
 // SpendRule is one human's policy as DecideSpend reads it.
 type SpendRule struct {
-	// SetBy names the human who set it (in refusals and reasons).
-	SetBy string
+	// UserID is the human who set it; SetBy names them (in refusals and
+	// reasons).
+	UserID uuid.UUID
+	SetBy  string
 	// Threshold, PerPaymentCap and DailyCap are USDC base units; nil: none.
 	Threshold, PerPaymentCap, DailyCap *int64
-	// Allowed is the recipient allow-list; empty: no list.
+	// Allowed is the payee allow-list; empty: no list.
 	Allowed       []string
 	DenyByDefault bool
 }
@@ -63,9 +77,14 @@ type SpendRule struct {
 type SpendOperation struct {
 	Kind   string
 	Amount int64
-	// Recipient names whom a send pays: its username, id and wallet
-	// addresses; an allow-list entry matching any of them allows it.
-	Recipient []string
+	// Payee names whom it pays, as an allow-list entry may name it: a
+	// send's recipient by its username, id and wallet addresses, a
+	// checkout payment's merchant by its id, a card purchase's merchant by
+	// its name. An entry matching any of them (any case) allows it; none
+	// (an empty Payee) matches no list.
+	Payee []string
+	// PayeeLabel says who it pays in a reason ("the recipient" when empty).
+	PayeeLabel string
 }
 
 // Spend outcomes.
@@ -87,6 +106,9 @@ type SpendDecision struct {
 	// checked under the wallet lock with what was sent today.
 	DailyCap   *int64
 	DailyCapBy string
+	// HeldBy are the humans whose policies held it (SpendHeld): the ones
+	// who decide it, each in the order of the rules.
+	HeldBy []uuid.UUID
 }
 
 // Err is the refusal as the API answers it (nil unless refused).
@@ -113,8 +135,7 @@ func DecideSpend(rules []SpendRule, op SpendOperation, approved bool) SpendDecis
 				amount, USDCAmount(*r.PerPaymentCap), r.SetBy))
 			continue
 		}
-		if approved || op.Kind == SpendCardPurchase && !r.DenyByDefault {
-			// A card purchase waits for its human anyway.
+		if approved {
 			continue
 		}
 		var why string
@@ -122,20 +143,27 @@ func DecideSpend(rules []SpendRule, op SpendOperation, approved bool) SpendDecis
 		case r.Threshold != nil && op.Amount > *r.Threshold:
 			why = fmt.Sprintf("%s USD is above the approval threshold of %s USD in the spending policy set by %s",
 				amount, USDCAmount(*r.Threshold), r.SetBy)
-		case len(r.Allowed) > 0 && (op.Kind == SpendSend || op.Kind == SpendSendToUser) && !onList(r.Allowed, op.Recipient):
-			why = fmt.Sprintf("the recipient is not on the allow-list of the spending policy set by %s", r.SetBy)
+		case len(r.Allowed) > 0 && !onList(r.Allowed, op.Payee):
+			label := op.PayeeLabel
+			if label == "" {
+				label = "the recipient"
+			}
+			why = fmt.Sprintf("%s is not on the allow-list of the spending policy set by %s", label, r.SetBy)
 		default:
 			continue
 		}
 		if r.DenyByDefault {
 			refused = append(refused, why+", which denies by default")
-		} else {
-			held = append(held, why)
+			continue
+		}
+		held = append(held, why)
+		if !slices.Contains(d.HeldBy, r.UserID) {
+			d.HeldBy = append(d.HeldBy, r.UserID)
 		}
 	}
 	switch {
 	case len(refused) > 0:
-		d.Outcome, d.Reason = SpendRefused, strings.Join(refused, "; ")
+		d.Outcome, d.Reason, d.HeldBy = SpendRefused, strings.Join(refused, "; "), nil
 	case len(held) > 0:
 		d.Outcome, d.Reason, d.CapRefusal = SpendHeld, strings.Join(held, "; "), false
 	default:
@@ -153,6 +181,20 @@ func onList(list, names []string) bool {
 		}
 	}
 	return false
+}
+
+// checkoutSpend is a payment to merchant m as a policy reads it: an
+// allow-list names the merchant by its id (names are not unique).
+func checkoutSpend(kind string, m *ent.Merchant, units int64) SpendOperation {
+	return SpendOperation{Kind: kind, Amount: units, Payee: []string{m.ID.String()},
+		PayeeLabel: fmt.Sprintf("the merchant %q (id %s)", m.Name, m.ID)}
+}
+
+// cardSpend is a card purchase as a policy reads it: an allow-list names
+// the card's merchant by its name, which the card is bound to.
+func cardSpend(units int64, merchantName string) SpendOperation {
+	return SpendOperation{Kind: SpendCardPurchase, Amount: units, Payee: []string{strings.TrimSpace(merchantName)},
+		PayeeLabel: fmt.Sprintf("the card merchant %q", merchantName)}
 }
 
 // checkDailyCap is the daily cap's refusal when sent (today, before this
@@ -187,7 +229,7 @@ func (s *Service) spendRules(ctx context.Context, agentID uuid.UUID) ([]SpendRul
 	}
 	rules := make([]SpendRule, len(pols))
 	for i, p := range pols {
-		rules[i] = SpendRule{SetBy: names[p.UserID], Threshold: p.ApprovalThreshold, PerPaymentCap: p.PerPaymentCap,
+		rules[i] = SpendRule{UserID: p.UserID, SetBy: names[p.UserID], Threshold: p.ApprovalThreshold, PerPaymentCap: p.PerPaymentCap,
 			DailyCap: p.DailyCap, Allowed: p.AllowedRecipients, DenyByDefault: p.DenyByDefault}
 	}
 	return rules, nil
@@ -398,3 +440,52 @@ func (s *Service) AgentNameAndTier(ctx context.Context, id uuid.UUID) (string, s
 	}
 	return a.Username, string(a.Tier), nil
 }
+
+// checkRelayedPayer applies an agent's spending policies to a payment its
+// own wallet signed and the service relays (x402, the hosted page's wallet
+// payment): payer is one of the agent's verified external wallets (or,
+// were one ever to sign, a custodial one). Such a payment cannot wait for
+// a human (the signature lapses in minutes), so whatever a policy would
+// hold (a merchant missing from an allow-list, an amount above a
+// threshold) is refused, as a cap refuses it; the daily cap counts the
+// custodial wallets' sends, which this is not, so it does not bind here.
+// A payer no agent holds pays as anyone does.
+func (s *Service) checkRelayedPayer(ctx context.Context, payer string, sess *ent.CheckoutSession) error {
+	w, err := s.cfg.DB.Ent.Wallet.Query().Where(wallet.AddressEqualFold(payer), wallet.AgentIDNotNil(),
+		wallet.Or(wallet.KindEQ(wallet.KindCustodial), wallet.Verified(true))).First(ctx)
+	if ent.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading payer's wallet: %w", err)
+	}
+	units, err := ToBaseUnits("amount_usd", sess.AmountUsd, USDCDecimals)
+	if err != nil || !units.IsInt64() {
+		return fmt.Errorf("relayed payment: session %s amount %s out of range", sess.ExternalID, sess.AmountUsd)
+	}
+	m := sess.Edges.Merchant
+	if m == nil {
+		if m, err = s.cfg.DB.Ent.Merchant.Get(ctx, sess.MerchantID); err != nil {
+			return fmt.Errorf("reading merchant: %w", err)
+		}
+	}
+	rules, err := s.spendRules(ctx, w.AgentID)
+	if err != nil {
+		return err
+	}
+	d := DecideSpend(rules, checkoutSpend(SpendRelayedPayment, m, units.Int64()), false)
+	switch d.Outcome {
+	case SpendRefused:
+		return relayedPolicyRefusal{d.Err()}
+	case SpendHeld:
+		return relayedPolicyRefusal{fmt.Errorf("%w: %s; a payment signed by the agent's own wallet cannot wait for approval: "+
+			"pay with agent-pay to have it held for the human", ErrForbidden, d.Reason)}
+	}
+	return nil
+}
+
+// relayedPolicyRefusal is checkRelayedPayer's refusal (ErrForbidden): x402
+// answers it as a refused payment.
+type relayedPolicyRefusal struct{ error }
+
+func (e relayedPolicyRefusal) Unwrap() error { return e.error }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +17,7 @@ import (
 	"agentpay/ent/accountevent"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
+	"agentpay/ent/wallet"
 )
 
 func units(s string) *int64 {
@@ -29,12 +31,19 @@ func units(s string) *int64 {
 
 func TestDecideSpend(t *testing.T) {
 	send := func(amount string, recipient ...string) SpendOperation {
-		return SpendOperation{Kind: SpendSend, Amount: *units(amount), Recipient: recipient}
+		return SpendOperation{Kind: SpendSend, Amount: *units(amount), Payee: recipient}
 	}
-	ana := SpendRule{SetBy: "ana", Threshold: units("10")}
-	anaDeny := SpendRule{SetBy: "ana", Threshold: units("10"), DenyByDefault: true}
-	list := SpendRule{SetBy: "bo", Allowed: []string{"shop_bot", "0xAbC"}}
-	caps := SpendRule{SetBy: "cy", PerPaymentCap: units("50"), DailyCap: units("200")}
+	anaID, boID, cyID := uuid.New(), uuid.New(), uuid.New()
+	ana := SpendRule{UserID: anaID, SetBy: "ana", Threshold: units("10")}
+	anaDeny := SpendRule{UserID: anaID, SetBy: "ana", Threshold: units("10"), DenyByDefault: true}
+	list := SpendRule{UserID: boID, SetBy: "bo", Allowed: []string{"shop_bot", "0xAbC", "0193-merchant", "Acme Books"}}
+	listDeny := list
+	listDeny.DenyByDefault = true
+	caps := SpendRule{UserID: cyID, SetBy: "cy", PerPaymentCap: units("50"), DailyCap: units("200")}
+	checkout := func(amount, merchantID string) SpendOperation {
+		return SpendOperation{Kind: SpendPayCheckout, Amount: *units(amount), Payee: []string{merchantID}, PayeeLabel: "the merchant " + merchantID}
+	}
+	card := func(amount, merchant string) SpendOperation { return cardSpend(*units(amount), merchant) }
 	for _, tc := range []struct {
 		name     string
 		rules    []SpendRule
@@ -42,30 +51,43 @@ func TestDecideSpend(t *testing.T) {
 		approved bool
 		want     string
 		reason   string
+		heldBy   []uuid.UUID
 	}{
-		{"no policy", nil, send("1000"), false, SpendAllowed, ""},
-		{"at the threshold", []SpendRule{ana}, send("10"), false, SpendAllowed, ""},
-		{"above the threshold", []SpendRule{ana}, send("10.01"), false, SpendHeld, "above the approval threshold of 10 USD in the spending policy set by ana"},
-		{"deny by default", []SpendRule{anaDeny}, send("10.01"), false, SpendRefused, "set by ana, which denies by default"},
-		{"approved skips the threshold", []SpendRule{anaDeny}, send("10.01"), true, SpendAllowed, ""},
-		{"on the allow-list by name", []SpendRule{list}, send("5", "shop_bot"), false, SpendAllowed, ""},
-		{"on the allow-list by address, any case", []SpendRule{list}, send("5", "x", "0xabc"), false, SpendAllowed, ""},
-		{"not on the allow-list", []SpendRule{list}, send("5", "other"), false, SpendHeld, "not on the allow-list of the spending policy set by bo"},
-		{"allow-list is for sends only", []SpendRule{list}, SpendOperation{Kind: SpendPayCheckout, Amount: *units("5")}, false, SpendAllowed, ""},
-		{"per-payment cap", []SpendRule{caps}, send("50.01"), false, SpendRefused, "exceeds the per-payment cap of 50 USD in the spending policy set by cy"},
-		{"cap applies when approved", []SpendRule{caps}, send("50.01"), true, SpendRefused, "per-payment cap"},
-		{"strictest wins: refuse over hold", []SpendRule{ana, caps}, send("60"), false, SpendRefused, "per-payment cap"},
-		{"strictest wins: hold over allow", []SpendRule{caps, ana}, send("20"), false, SpendHeld, "set by ana"},
-		{"one human's deny refuses", []SpendRule{ana, anaDeny}, send("20"), false, SpendRefused, "denies by default"},
-		{"card under its own approval", []SpendRule{ana}, SpendOperation{Kind: SpendCardPurchase, Amount: *units("20")}, false, SpendAllowed, ""},
-		{"card denied by default", []SpendRule{anaDeny}, SpendOperation{Kind: SpendCardPurchase, Amount: *units("20")}, false, SpendRefused, "denies by default"},
-		{"card over a cap", []SpendRule{caps}, SpendOperation{Kind: SpendCardPurchase, Amount: *units("51")}, false, SpendRefused, "per-payment cap"},
-		{"checkout above the threshold", []SpendRule{ana}, SpendOperation{Kind: SpendPayCheckout, Amount: *units("11")}, false, SpendHeld, "approval threshold"},
+		{"no policy", nil, send("1000"), false, SpendAllowed, "", nil},
+		{"at the threshold", []SpendRule{ana}, send("10"), false, SpendAllowed, "", nil},
+		{"above the threshold", []SpendRule{ana}, send("10.01"), false, SpendHeld, "above the approval threshold of 10 USD in the spending policy set by ana", []uuid.UUID{anaID}},
+		{"deny by default", []SpendRule{anaDeny}, send("10.01"), false, SpendRefused, "set by ana, which denies by default", nil},
+		{"approved skips the threshold", []SpendRule{anaDeny}, send("10.01"), true, SpendAllowed, "", nil},
+		{"on the allow-list by name", []SpendRule{list}, send("5", "shop_bot"), false, SpendAllowed, "", nil},
+		{"on the allow-list by address, any case", []SpendRule{list}, send("5", "x", "0xabc"), false, SpendAllowed, "", nil},
+		{"not on the allow-list", []SpendRule{list}, send("5", "other"), false, SpendHeld, "the recipient is not on the allow-list of the spending policy set by bo", []uuid.UUID{boID}},
+		// Checkout payments and card purchases meet the allow-list too.
+		{"checkout at a listed merchant", []SpendRule{list}, checkout("5", "0193-merchant"), false, SpendAllowed, "", nil},
+		{"checkout at an unlisted merchant", []SpendRule{list}, checkout("5", "0194-other"), false, SpendHeld, "the merchant 0194-other is not on the allow-list of the spending policy set by bo", []uuid.UUID{boID}},
+		{"checkout at an unlisted merchant, deny by default", []SpendRule{listDeny}, checkout("5", "0194-other"), false, SpendRefused, "which denies by default", nil},
+		{"checkout naming no merchant", []SpendRule{list}, SpendOperation{Kind: SpendPayCheckout, Amount: *units("5")}, false, SpendHeld, "not on the allow-list", []uuid.UUID{boID}},
+		{"relayed payment at an unlisted merchant", []SpendRule{listDeny}, SpendOperation{Kind: SpendRelayedPayment, Amount: *units("1"), Payee: []string{"x"}}, false, SpendRefused, "not on the allow-list", nil},
+		{"card at a listed merchant, any case", []SpendRule{list}, card("5", " acme books "), false, SpendAllowed, "", nil},
+		{"card at an unlisted merchant", []SpendRule{list}, card("5", "Other Shop"), false, SpendHeld, `the card merchant "Other Shop" is not on the allow-list`, []uuid.UUID{boID}},
+		{"card at an unlisted merchant, deny by default", []SpendRule{listDeny}, card("5", "Other Shop"), false, SpendRefused, "which denies by default", nil},
+		{"per-payment cap", []SpendRule{caps}, send("50.01"), false, SpendRefused, "exceeds the per-payment cap of 50 USD in the spending policy set by cy", nil},
+		{"cap applies when approved", []SpendRule{caps}, send("50.01"), true, SpendRefused, "per-payment cap", nil},
+		{"strictest wins: refuse over hold", []SpendRule{ana, caps}, send("60"), false, SpendRefused, "per-payment cap", nil},
+		{"strictest wins: hold over allow", []SpendRule{caps, ana}, send("20"), false, SpendHeld, "set by ana", []uuid.UUID{anaID}},
+		{"one human's deny refuses", []SpendRule{ana, anaDeny}, send("20"), false, SpendRefused, "denies by default", nil},
+		// Held by several: each of them decides.
+		{"held by two", []SpendRule{ana, list}, send("20", "other"), false, SpendHeld, "set by ana; the recipient is not on the allow-list of the spending policy set by bo", []uuid.UUID{anaID, boID}},
+		{"held by one of two", []SpendRule{ana, list}, send("20", "shop_bot"), false, SpendHeld, "set by ana", []uuid.UUID{anaID}},
+		{"card above a threshold: its setter decides", []SpendRule{ana}, card("20", "Acme"), false, SpendHeld, "approval threshold", []uuid.UUID{anaID}},
+		{"card denied by default", []SpendRule{anaDeny}, card("20", "Acme"), false, SpendRefused, "denies by default", nil},
+		{"card over a cap", []SpendRule{caps}, card("51", "Acme"), false, SpendRefused, "per-payment cap", nil},
+		{"checkout above the threshold", []SpendRule{ana}, SpendOperation{Kind: SpendPayCheckout, Amount: *units("11")}, false, SpendHeld, "approval threshold", []uuid.UUID{anaID}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := DecideSpend(tc.rules, tc.op, tc.approved)
 			require.Equal(t, tc.want, d.Outcome)
 			require.Contains(t, d.Reason, tc.reason)
+			require.Equal(t, tc.heldBy, d.HeldBy, "who decides it")
 			if tc.want == SpendRefused {
 				require.ErrorIs(t, d.Err(), ErrForbidden)
 			} else {
@@ -444,4 +466,283 @@ func TestSpendingPolicyOnCardRequests(t *testing.T) {
 	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: e.u}, v.Request.ID.String(), "", nil, 0)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "per-payment cap of 2.5 USD")
+}
+
+// joinHuman pairs a new human with the policy env's agent: the human says
+// yes, and the agent's first human consents.
+func (e *policyEnv) joinHuman(t *testing.T, prefix string) *ent.User {
+	t.Helper()
+	ctx := context.Background()
+	name := randomName(t, prefix)
+	u, err := e.svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	p, err := e.svc.RequestPairing(ctx, e.a, PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	v, err := e.svc.DecidePairing(ctx, u, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	require.Equal(t, PairingAwaitingConsent, v.Status, "the agent has a human already")
+	_, err = e.svc.DecidePairingConsent(ctx, e.u, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	return u
+}
+
+func (e *policyEnv) setPolicyOf(t *testing.T, u *ent.User, in SpendingPolicyInput) {
+	t.Helper()
+	_, err := e.svc.SetSpendingPolicy(context.Background(), &Viewer{User: u}, e.a.Username, in)
+	require.NoError(t, err)
+}
+
+// TestHeldOperationDecidedByItsHolders: an operation a human's policy
+// held is decided by that human. Another paired human can neither approve
+// nor deny it (ErrForbidden, nothing changes). Held by two policies, each
+// setter must approve (the first yes only records itself) and either may
+// deny; a setter who unpairs stops counting. Two last yeses at once run
+// it once.
+func TestHeldOperationDecidedByItsHolders(t *testing.T) {
+	e := startPolicyEnv(t)
+	ctx := context.Background()
+	ana, bo, cy := e.u, e.joinHuman(t, "bo"), e.joinHuman(t, "cy")
+	va, vb, vc := &Viewer{User: ana}, &Viewer{User: bo}, &Viewer{User: cy}
+	unchanged := func(t *testing.T, id string, sent int) {
+		t.Helper()
+		cur, err := e.svc.AgentSpendApproval(ctx, e.a, id)
+		require.NoError(t, err)
+		require.Equal(t, "awaiting_approval", cur.Status())
+		require.Empty(t, cur.ApprovedBy)
+		require.Equal(t, sent, e.sentCount(t))
+	}
+
+	// Held by ana's policy alone: bo and cy, paired too, cannot decide it.
+	e.setPolicyOf(t, ana, SpendingPolicyInput{ApprovalThreshold: ptr("2")})
+	held, err := e.send("3")
+	require.NoError(t, err)
+	id := held.Approval.Approval.ID.String()
+	require.Equal(t, []string{ana.Username}, held.Approval.Deciders)
+	for _, v := range []*Viewer{vb, vc} {
+		_, err = e.svc.ApproveSpendApproval(ctx, v, id, "", nil, 0)
+		require.ErrorIs(t, err, ErrForbidden)
+		require.Contains(t, err.Error(), "held by the spending policy of "+ana.Username+": only they can approve or deny it")
+		_, err = e.svc.DenySpendApproval(ctx, v, id)
+		require.ErrorIs(t, err, ErrForbidden)
+		_, err = e.svc.BeginSpendApproval(ctx, v, id)
+		require.ErrorIs(t, err, ErrForbidden)
+		unchanged(t, id, 0)
+	}
+	// They still see it (and are told of it).
+	list, err := e.svc.UserSpendApprovals(ctx, cy)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.False(t, AwaitsDecisionOf(list[0].Approval, cy.ID))
+	require.True(t, AwaitsDecisionOf(list[0].Approval, ana.ID))
+	got, err := e.svc.ApproveSpendApproval(ctx, va, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, "approved", got.Status())
+	require.Equal(t, 1, e.sentCount(t))
+
+	// Held by ana's and bo's: each must approve; cy still cannot.
+	e.setPolicyOf(t, bo, SpendingPolicyInput{ApprovalThreshold: ptr("1")})
+	held, err = e.send("3")
+	require.NoError(t, err)
+	id = held.Approval.Approval.ID.String()
+	require.ElementsMatch(t, []string{ana.Username, bo.Username}, held.Approval.Deciders)
+	got, err = e.svc.ApproveSpendApproval(ctx, va, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, "awaiting_approval", got.Status(), "bo has not approved")
+	require.Equal(t, []string{ana.Username}, got.ApprovedBy)
+	require.Equal(t, 1, e.sentCount(t))
+	again, err := e.svc.ApproveSpendApproval(ctx, va, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{ana.Username}, again.ApprovedBy, "a second yes of one decider counts once")
+	_, err = e.svc.ApproveSpendApproval(ctx, vc, id, "", nil, 0)
+	require.ErrorIs(t, err, ErrForbidden)
+	got, err = e.svc.ApproveSpendApproval(ctx, vb, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, "approved", got.Status(), "the last yes runs it")
+	require.Equal(t, bo.ID, *got.Approval.DecidedBy)
+	require.Equal(t, 2, e.sentCount(t))
+
+	// Either may deny, after the other's yes.
+	held, err = e.send("3")
+	require.NoError(t, err)
+	id = held.Approval.Approval.ID.String()
+	_, err = e.svc.ApproveSpendApproval(ctx, va, id, "", nil, 0)
+	require.NoError(t, err)
+	denied, err := e.svc.DenySpendApproval(ctx, vb, id)
+	require.NoError(t, err)
+	require.Equal(t, "denied", denied.Status())
+	require.Equal(t, 2, e.sentCount(t))
+
+	// The two last yeses at once: it runs once.
+	for round := 0; round < 3; round++ {
+		held, err = e.send("3")
+		require.NoError(t, err)
+		id = held.Approval.Approval.ID.String()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, v := range []*Viewer{va, vb} {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, errs[i] = e.svc.ApproveSpendApproval(ctx, v, id, "", nil, 0) }()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				require.ErrorIs(t, err, ErrConflict, "only a lost race may fail")
+			}
+		}
+		cur, err := e.svc.AgentSpendApproval(ctx, e.a, id)
+		require.NoError(t, err)
+		require.Equal(t, "approved", cur.Status())
+		require.Equal(t, 3+round, e.sentCount(t), "one transfer")
+	}
+
+	// A decider who unpairs stops counting: ana's yes is then enough.
+	held, err = e.send("3")
+	require.NoError(t, err)
+	id = held.Approval.Approval.ID.String()
+	pairings, err := e.svc.UserPairings(ctx, bo)
+	require.NoError(t, err)
+	_, err = e.svc.DecidePairing(ctx, bo, pairings[0].Pairing.ID.String(), RevokePairing)
+	require.NoError(t, err)
+	_, err = e.svc.ApproveSpendApproval(ctx, vb, id, "", nil, 0)
+	require.ErrorIs(t, err, ErrNotFound, "no longer paired")
+	got, err = e.svc.ApproveSpendApproval(ctx, va, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, "approved", got.Status())
+	require.Equal(t, 6, e.sentCount(t))
+}
+
+// TestCardRequestDecidedByItsHolders: a card purchase another human's
+// policy holds (a merchant not on their allow-list) needs that human's
+// yes beside the asked human's; a paired human who is neither cannot
+// decide it, nor sees it.
+func TestCardRequestDecidedByItsHolders(t *testing.T) {
+	e := startPolicyEnv(t)
+	ctx := context.Background()
+	ana, bo, cy := e.u, e.joinHuman(t, "bo"), e.joinHuman(t, "cy")
+	e.setPolicyOf(t, bo, SpendingPolicyInput{AllowedRecipients: []string{"Acme Books"}})
+	listed := e.request(t, e.a, "2") // at Acme Books: only ana decides
+	require.Equal(t, []string{ana.Username}, listed.Deciders)
+
+	r, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Other Shop", Description: "x"})
+	require.NoError(t, err)
+	id := r.Request.ID.String()
+	require.Equal(t, []string{ana.Username, bo.Username}, r.Deciders)
+	for _, who := range []*ent.User{ana, bo} {
+		n, err := e.db.Ent.AccountEvent.Query().Where(accountevent.UserID(who.ID), accountevent.Kind(EventCardRequested)).Count(ctx)
+		require.NoError(t, err)
+		require.Positive(t, n, "each decider is told")
+	}
+	mine, err := e.svc.UserCardRequests(ctx, bo)
+	require.NoError(t, err)
+	require.Len(t, mine, 1, "bo sees what his policy holds")
+	require.True(t, mine[0].AwaitsDecisionOf(bo.ID))
+	seen, err := e.svc.UserCardRequests(ctx, cy)
+	require.NoError(t, err)
+	require.Empty(t, seen)
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: cy}, id, "", nil, 0)
+	require.ErrorIs(t, err, ErrForbidden)
+	_, err = e.svc.DenyCardRequest(ctx, &Viewer{User: cy}, id)
+	require.ErrorIs(t, err, ErrForbidden)
+
+	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: ana}, id, "", nil, 0)
+	require.NoError(t, err)
+	require.Equal(t, CardPendingApproval, got.Status(), "bo has not approved")
+	require.Nil(t, e.card(t, r.Request).ReserveTransferID, "nothing reserved yet")
+	got, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: bo}, id, "", nil, 0)
+	require.NoError(t, err, "bo need not be identity-verified to approve what his policy holds")
+	require.Equal(t, CardApproved, got.Status())
+	require.ElementsMatch(t, []string{ana.Username, bo.Username}, got.ApprovedBy)
+}
+
+// TestAllowListGovernsCheckoutPayments: a policy's allow-list names
+// merchants by id for checkout payments. An agent's payment to a merchant
+// not on it is held for the policy's human (refused when the policy
+// denies by default); to a listed merchant it is paid at once. A payment
+// the agent signs with its own external wallet and the service relays
+// (x402, the hosted page's wallet payment) cannot wait, so it is refused.
+func TestAllowListGovernsCheckoutPayments(t *testing.T) {
+	ctx := context.Background()
+	e := startAgentCheckoutEnv(t)
+	a := e.register(t, "buyer")
+	e.fund(t, a, chains.Base, "20")
+	name := randomName(t, "hum")
+	u, err := e.svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	p, err := e.svc.RequestPairing(ctx, a, PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = e.svc.DecidePairing(ctx, u, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	v := &Viewer{User: u}
+	otherName := "Elsewhere"
+	other, err := e.svc.RegisterMerchant(ctx, MerchantInput{Name: &otherName, Email: checkoutPtr("else@example.com")})
+	require.NoError(t, err)
+	policy := func(deny bool) {
+		_, err := e.svc.SetSpendingPolicy(ctx, v, a.Username, SpendingPolicyInput{AllowedRecipients: []string{other.Merchant.ID.String()}, DenyByDefault: deny})
+		require.NoError(t, err)
+	}
+
+	policy(false)
+	sess := e.session(t, "2", false)
+	held, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	require.NoError(t, err)
+	require.Equal(t, "awaiting_approval", held.Status)
+	require.Contains(t, held.Approval.Approval.Reason, `the merchant "Shop" (id `+e.merchant.ID.String()+`) is not on the allow-list of the spending policy set by `+u.Username)
+	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
+
+	policy(true)
+	_, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "which denies by default")
+	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
+
+	// Listed: paid at once.
+	e.merchant = other.Merchant
+	paid, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
+	require.NoError(t, err)
+	require.Equal(t, "detected", paid.Status)
+
+	// The agent's own external wallet, relayed.
+	payer := e.relayPayer(t, 10_000_000)
+	_, err = e.db.Ent.Wallet.Create().SetAgentID(a.ID).SetChain("base").SetAddress(payer.addr).
+		SetKind(wallet.KindExternal).SetVerified(true).Save(ctx)
+	require.NoError(t, err)
+	e.merchant = e.db.Ent.Merchant.GetX(ctx, e.reloadSession(t, sess).MerchantID) // Shop, unlisted
+	unlisted := e.session(t, "1", false)
+	now := time.Now().Unix()
+	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), e.depositAddress(t, unlisted), 1_000_000, now-600, now+3600)
+	_, err = e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: unlisted.ExternalID, Chain: "base", Authorization: auth})
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "not on the allow-list")
+	require.ErrorIs(t, e.svc.VerifyAuthorizedPayment(ctx, AuthorizedPaymentRequest{ExternalID: unlisted.ExternalID, Chain: "base", Authorization: auth}), ErrForbidden)
+	reason, ok := x402Reason(err)
+	require.True(t, ok)
+	require.Equal(t, "invalid_payment", reason, "x402 answers it as a refused payment")
+	requireDecimal(t, "10", e.onChain(t, chains.Base, payer.addr), "nothing relayed")
+	// Held rather than denied by default: refused all the same.
+	policy(false)
+	_, err = e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: unlisted.ExternalID, Chain: "base", Authorization: auth})
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "cannot wait for approval")
+	// A listed merchant's session is relayed.
+	e.merchant = other.Merchant
+	listed := e.session(t, "1", false)
+	auth = signTransferAuthorization(t, payer.key, e.tokenDomain(t), e.depositAddress(t, listed), 1_000_000, now-600, now+3600)
+	res, err := e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: listed.ExternalID, Chain: "base", Authorization: auth})
+	require.NoError(t, err)
+	require.Equal(t, "detected", res.Status)
+}
+
+// TestAllowListGovernsCardRequests: a card purchase at a merchant not on
+// the allow-list is refused when the policy denies by default, and held
+// for its human otherwise (TestCardRequestDecidedByItsHolders).
+func TestAllowListGovernsCardRequests(t *testing.T) {
+	e := startPolicyEnv(t)
+	ctx := context.Background()
+	e.setPolicy(t, SpendingPolicyInput{AllowedRecipients: []string{"acme books"}, DenyByDefault: true})
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "Other Shop"})
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), `the card merchant "Other Shop" is not on the allow-list`)
+	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))
+	ok := e.request(t, e.a, "1") // Acme Books, listed (any case)
+	require.Equal(t, CardPendingApproval, ok.Status())
 }

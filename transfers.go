@@ -284,7 +284,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	policy, err := s.decideSpend(ctx, from, SpendOperation{Kind: req.operation(), Amount: units, Recipient: names}, req.approved != nil)
+	policy, err := s.decideSpend(ctx, from, SpendOperation{Kind: req.operation(), Amount: units, Payee: names}, req.approved != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +297,7 @@ func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 			op = spendapproval.OperationSendToUser
 		}
 		held, err := s.holdOperation(ctx, from, op, heldSend{ToUsername: req.ToUsername, ToUser: req.ToUser,
-			AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain}, units, to.username, policy.Reason, req.key, req.fingerprint)
+			AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain}, units, to.username, policy, req.key, req.fingerprint)
 		if err != nil {
 			return nil, err
 		}

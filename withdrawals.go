@@ -81,6 +81,9 @@ type WithdrawRequest struct {
 	// Wait bounds how long Withdraw waits for inclusion; 0 means
 	// DefaultSendWait.
 	Wait time.Duration
+	// StepUp proves the user is at hand (stepups.go): a step-up begun for
+	// exactly this withdrawal's fields.
+	StepUp StepUpProof
 
 	// idempotency is the key claim the withdrawal runs under
 	// (WithdrawIdempotent).
@@ -111,22 +114,75 @@ type Withdrawal struct {
 
 // Withdraw moves USDC from the viewer's custodial wallet to an external
 // address, routing the 0.1% fee to the treasury; it answers once both legs
-// are included, or pending after req.Wait.
+// are included, or pending after req.Wait. It needs a step-up begun for
+// exactly this withdrawal (req.StepUp, stepups.go): a passkey assertion
+// when the user has a passkey, else the link e-mailed to them, followed;
+// checked after the request's own checks, so a refused request spends
+// none.
 //
 // Refusals (each changes nothing): amount below 0.01 or with more than 6
 // decimals, unknown chain or one users hold no wallet on, an address that
 // is not one of the chain (or, without a chain, of solana or base), the
 // user's own wallet or the treasury, memo over 500 bytes
 // (ValidationError); over the per-withdrawal or daily limit
-// (ErrForbidden, naming it); available balance short
-// (ErrInsufficientFunds). The balance rule is Send's: the on-chain balance
-// minus the user's transfers in flight from the wallet, under the wallet
-// lock, so concurrent withdrawals never spend the same money twice.
+// (ErrForbidden, naming it); no step-up, or one not for this withdrawal
+// (ErrForbidden); available balance short (ErrInsufficientFunds). The
+// balance rule is Send's: the on-chain balance minus the user's transfers
+// in flight from the wallet, under the wallet lock, so concurrent
+// withdrawals never spend the same money twice.
 func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) (*Withdrawal, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
 	u := v.User
+	w, err := s.checkWithdrawal(ctx, u, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.spendStepUp(ctx, u, w.target, req.StepUp); err != nil {
+		return nil, err
+	}
+	from, units, limits := w.from, w.units, w.limits
+	t, err := s.recordTransfer(ctx, &outgoing{
+		from: from, external: w.external, candidates: w.candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
+		idempotency: req.idempotency,
+		underLock: func(ctx context.Context, tx *ent.Tx) error {
+			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
+			if err != nil {
+				return err
+			}
+			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
+				return fmt.Errorf("%w: %s USD exceeds the daily withdrawal limit of %s USD (%s USD already withdrawn today)",
+					ErrForbidden, req.AmountUSD, limits.Daily, USDCAmount(sent))
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
+	if err != nil {
+		return nil, err
+	}
+	return withdrawalOf(t), nil
+}
+
+// checkedWithdrawal is a withdrawal request that passed its own checks.
+type checkedWithdrawal struct {
+	from       holder
+	units      int64
+	limits     WithdrawalLimits
+	external   map[chains.Name]string
+	candidates []chains.Name
+	// target is the step-up it needs.
+	target stepUpTarget
+}
+
+// checkWithdrawal checks a withdrawal's fields (Withdraw's refusals but
+// the balance and the daily limit, which are checked under the wallet
+// lock) and names the step-up it needs.
+func (s *Service) checkWithdrawal(ctx context.Context, u *ent.User, req WithdrawRequest) (*checkedWithdrawal, error) {
 	units, err := validateSendAmount(req.AmountUSD)
 	if err != nil {
 		return nil, err
@@ -156,29 +212,24 @@ func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 	if candidates, err = s.withinSendMinimums(candidates, chain, req.AmountUSD); err != nil {
 		return nil, err
 	}
-	t, err := s.recordTransfer(ctx, &outgoing{
-		from: from, external: external, candidates: candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
-		idempotency: req.idempotency,
-		underLock: func(ctx context.Context, tx *ent.Tx) error {
-			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
-			if err != nil {
-				return err
-			}
-			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
-				return fmt.Errorf("%w: %s USD exceeds the daily withdrawal limit of %s USD (%s USD already withdrawn today)",
-					ErrForbidden, req.AmountUSD, limits.Daily, USDCAmount(sent))
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, err
+	where := ""
+	if chain != "" {
+		where = " on " + string(chain)
 	}
-	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
+	return &checkedWithdrawal{from: from, units: units, limits: limits, external: external, candidates: candidates,
+		target: stepUpTarget{action: StepUpWithdraw, subject: withdrawalSubject(req),
+			summary: fmt.Sprintf("withdraw %s USDC from your agentpay account %s to %s%s",
+				req.AmountUSD, u.Username, external[candidates[0]], where)}}, nil
+}
+
+// withdrawalTarget is the step-up target of a withdrawal (BeginStepUp):
+// the request checked as Withdraw will check it.
+func (s *Service) withdrawalTarget(ctx context.Context, u *ent.User, req WithdrawRequest) (stepUpTarget, error) {
+	w, err := s.checkWithdrawal(ctx, u, req)
 	if err != nil {
-		return nil, err
+		return stepUpTarget{}, err
 	}
-	return withdrawalOf(t), nil
+	return w.target, nil
 }
 
 // withdrawalDestinations checks a withdrawal's address against the

@@ -15,7 +15,10 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
+	"agentpay/internal/store"
+	"agentpay/internal/vault"
 )
 
 // withdrawer is a signed-in human of a sendEnv, their wallets and a viewer.
@@ -38,6 +41,20 @@ func (e *sendEnv) withdrawer(t testing.TB) *withdrawer {
 		w.wallets[chains.Name(x.Chain)] = x.Address
 	}
 	return w
+}
+
+// confirmed is req with a step-up of its user for exactly it, confirmed
+// as following its e-mailed link would (TestWithdrawStepUp tests that
+// path): the fixture the withdrawals' own tests start from.
+func confirmed(t testing.TB, db *store.DB, u *ent.User, req WithdrawRequest) WithdrawRequest {
+	t.Helper()
+	now := time.Now().UTC()
+	up, err := db.Ent.StepUp.Create().SetUserID(u.ID).SetAction(StepUpWithdraw).SetSubject(withdrawalSubject(req)).
+		SetMethod(stepup.MethodEmail).SetTokenHash(vault.HashSecret(vault.StepUpToken.New())).
+		SetExpiresAt(now.Add(100 * 365 * 24 * time.Hour)).SetConfirmedAt(now).Save(context.Background())
+	require.NoError(t, err)
+	req.StepUp = StepUpProof{ID: up.ID.String()}
+	return req
 }
 
 func (e *sendEnv) fundUser(t testing.TB, w *withdrawer, c chains.Name, usdc string) {
@@ -122,7 +139,7 @@ func TestWithdrawRefusals(t *testing.T) {
 		{"insufficient on solana", WithdrawRequest{ToAddress: solTo, AmountUSD: dec("1")}, isErr(ErrInsufficientFunds), "available: 0 USDC on solana"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := svc.Withdraw(ctx, w.v, tc.req)
+			_, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, tc.req))
 			require.Error(t, err)
 			require.True(t, tc.check(err), "%T %v", err, err)
 			require.Contains(t, err.Error(), tc.detail)
@@ -137,7 +154,7 @@ func TestWithdrawRefusals(t *testing.T) {
 	}
 	// Within every limit, the whole balance goes (to the address in
 	// whatever case it was given).
-	res, err := svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: mixedCase, AmountUSD: dec("30")})
+	res, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: mixedCase, AmountUSD: dec("30")}))
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	require.True(t, strings.EqualFold(evmTo, res.ToAddress))
@@ -189,7 +206,7 @@ func TestWithdrawDelivers(t *testing.T) {
 			live, err := e.svc.WatchAccountEvents(ctx, UserParty(w.u.ID), nil)
 			require.NoError(t, err)
 
-			res, err := e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: to, AmountUSD: dec("10"), Memo: "rent"})
+			res, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10"), Memo: "rent"}))
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
 			require.Equal(t, c, res.Chain, "the address's format names the chain")
@@ -281,7 +298,7 @@ func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[i], errs[i] = e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: to, AmountUSD: dec("6")})
+					res[i], errs[i] = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("6")}))
 				}()
 			}
 			wg.Wait()
@@ -329,7 +346,7 @@ func TestReconcileFinishesWithdrawals(t *testing.T) {
 					e.broadcastLegs(t, tr)
 				}
 				// In flight, it counts as spent: 10 more is refused.
-				_, err = e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: to, AmountUSD: dec("10.01")})
+				_, err = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10.01")}))
 				require.ErrorIs(t, err, ErrInsufficientFunds)
 
 				got := e.reconcileUntilDone(t, tr, opts)
@@ -377,7 +394,7 @@ func TestWithdrawalFailureTellsTheUser(t *testing.T) {
 	require.Equal(t, "failed", list[0].Status)
 	require.Contains(t, list[0].Message, "failed, nothing moved: transfer refused by base: test")
 	// Failed withdrawals do not count against the balance.
-	res, err := e.svc.Withdraw(ctx, w.v, WithdrawRequest{ToAddress: to, AmountUSD: dec("5")})
+	res, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("5")}))
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 }
@@ -393,9 +410,10 @@ func TestWithdrawIdempotent(t *testing.T) {
 	to := e.externalAddress(t, chains.Base)
 	key := "wd-1"
 	req := WithdrawRequest{ToAddress: to, AmountUSD: dec("3")}
-	first, replayed, err := e.svc.WithdrawIdempotent(ctx, w.v, &key, req)
+	first, replayed, err := e.svc.WithdrawIdempotent(ctx, w.v, &key, confirmed(t, e.db, w.u, req))
 	require.NoError(t, err)
 	require.False(t, replayed)
+	// A replay moves nothing, so it needs no step-up (its own was spent).
 	again, replayed, err := e.svc.WithdrawIdempotent(ctx, w.v, &key, WithdrawRequest{ToAddress: " " + to, AmountUSD: dec("3.00")})
 	require.NoError(t, err)
 	require.True(t, replayed)

@@ -395,7 +395,7 @@ func x402Reason(err error) (string, bool) {
 		return "invalid_payload", true
 	case errors.Is(err, ErrInsufficientFunds):
 		return "insufficient_funds", true
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound), errors.As(err, new(relayedPolicyRefusal)):
 		return "invalid_payment", true
 	}
 	return "", false

@@ -69,6 +69,7 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	POST /signin/passkey/finish  its answer: sign in (JSON)
 //	GET  /settings          display name, passkeys, sessions
 //	GET  /dashboard         the merchant dashboard (docs/dashboard.md)
+//	GET  /step-up/{token}   an e-mailed step-up   POST: confirm it
 //	POST /signout           sign out this browser (or everywhere=1)
 //	GET  /invite/{token}    an invitation         POST: sign up and accept
 //	POST /invite/{token}/decline  decline an e-mailed invitation
@@ -99,6 +100,11 @@ func NewHandler(cfg Config) http.Handler {
 		// merchant API with that session (X-Dashboard-Session), as any
 		// merchant's own dashboard would with a secret key.
 		r.Get("/dashboard", h.signedInPage("dashboard.html"))
+		// An e-mailed step-up's link (stepups.go): GET shows what it
+		// confirms, the form confirms it, and the page that asked for it
+		// goes on (it waits on viewer.stepUp).
+		r.Get("/step-up/{token}", h.stepUpLink)
+		r.Post("/step-up/{token}", h.confirmStepUp)
 		r.Get("/signin/{token}", h.signInLink)
 		r.Post("/signin/{token}", h.completeSignIn)
 		r.Post("/signout", h.signOut)
@@ -147,6 +153,9 @@ type page struct {
 	// Passkeys: the server takes passkeys; AppURL is where (APP_URL).
 	Passkeys bool
 	AppURL   string
+	// Summary is what an e-mailed step-up confirms; Confirmed that it was.
+	Summary   string
+	Confirmed bool
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, p page) {
@@ -487,4 +496,36 @@ func (h *handler) confirmMerchantEmail(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Email, p.MerchantName, p.Done = link.Email, link.MerchantName, true
 	h.render(w, http.StatusOK, "confirm.html", p)
+}
+
+// stepUpLink shows what an e-mailed confirmation link confirms; only its
+// form (POST) confirms it, so a mail scanner opening it confirms nothing.
+func (h *handler) stepUpLink(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	link, err := h.cfg.Service.CheckStepUpLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "stepup.html", p, err)
+		return
+	}
+	p.Summary = link.Summary
+	h.render(w, http.StatusOK, "stepup.html", p)
+}
+
+// confirmStepUp follows the link: the step-up is confirmed, and the page
+// that asked for it (in any browser the person is signed in on) goes on.
+func (h *handler) confirmStepUp(w http.ResponseWriter, r *http.Request) {
+	token := chi.URLParam(r, "token")
+	p := page{FormToken: h.formToken(w, r), Token: token}
+	if err := h.checkForm(w, r); err != nil {
+		h.fail(w, r, "stepup.html", p, err)
+		return
+	}
+	link, err := h.cfg.Service.ConfirmStepUpLink(r.Context(), token)
+	if err != nil {
+		h.fail(w, r, "stepup.html", p, err)
+		return
+	}
+	p.Summary, p.Confirmed = link.Summary, true
+	h.render(w, http.StatusOK, "stepup.html", p)
 }

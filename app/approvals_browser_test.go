@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -25,7 +26,9 @@ import (
 // their paired agent in the form (a cap above the tier refused with its
 // detail, then a threshold), the agent's send above it appears live, the
 // human approves it with the passkey and the money moves on chain; a
-// second one is denied and nothing moves.
+// second one is denied and nothing moves. A second human asking to join
+// the agent is allowed from the page; what that human's policy alone
+// holds is shown without buttons.
 func TestSpendApprovalInBrowser(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -179,5 +182,44 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	bal, err = env.Ledger(chains.Base).Balance(bg, baseWallet(payee))
 	require.NoError(t, err)
 	require.EqualValues(t, 1_998_000, bal.Int64())
+
+	// A second human asks to join the agent: the page asks for consent,
+	// live, and allowing it pairs them.
+	bo, err := svc.CreateUser(bg, agentpay.NewUser{Email: "bo.browser@example.com", Username: "bo_browser"})
+	require.NoError(t, err)
+	p2, err := svc.RequestPairing(bg, reg.Agent, agentpay.PairingRequest{UserID: bo.ID.String()})
+	require.NoError(t, err)
+	joined, err := svc.DecidePairing(bg, bo, p2.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	require.Equal(t, agentpay.PairingAwaitingConsent, joined.Status)
+	require.NoError(t, chromedp.Do(ctx,
+		wait(`document.querySelector("#consent-requests li.consent button.allow-consent") !== null`),
+	))
+	asked, err := chromedp.Run(ctx, chromedp.Text(`#consent-requests li.consent`))
+	require.NoError(t, err)
+	require.Contains(t, asked, "bo_browser asks to pair with policy_browser_agent")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#consent-requests li.consent button.allow-consent`),
+		wait(`document.querySelectorAll("#consent-requests li.consent").length === 0`),
+	))
+	bos, err := svc.UserPairings(bg, bo)
+	require.NoError(t, err)
+	require.Equal(t, agentpay.PairingApproved, bos[0].Status)
+
+	// What bo's policy alone holds is shown here, and is bo's to decide:
+	// no buttons.
+	low := decimal.RequireFromString("0.5")
+	_, err = svc.SetSpendingPolicy(bg, &agentpay.Viewer{User: bo}, "policy_browser_agent", agentpay.SpendingPolicyInput{ApprovalThreshold: &low})
+	require.NoError(t, err)
+	third, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(750_000), Chain: "base"})
+	require.NoError(t, err)
+	sel := `#spend-approvals li.spend-approval[data-id="` + third.Approval.Approval.ID.String() + `"]`
+	require.NoError(t, chromedp.Do(ctx, wait(`document.querySelector('`+sel+`') !== null`)))
+	boItem, err := chromedp.Run(ctx, chromedp.Text(sel))
+	require.NoError(t, err)
+	require.Contains(t, boItem, "decided by bo_browser")
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('`+sel+` button').length`))
+	require.NoError(t, err)
+	require.Zero(t, buttons, "not this human's to decide")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
 }

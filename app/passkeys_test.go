@@ -18,6 +18,7 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/stepup"
 	"agentpay/ent/user"
 	"agentpay/graph"
 	"agentpay/internal/httpx"
@@ -206,7 +207,9 @@ func TestPasskeysInBrowser(t *testing.T) {
 	require.ErrorIs(t, err, agentpay.ErrNotSignedIn, "the other browser is signed out")
 	require.Contains(t, text(`#sessions li`), "This browser")
 
-	// The passkey's deletion, last: nothing left to sign in with.
+	// The passkey's deletion, last: nothing left to sign in with. It takes
+	// the step-up, an assertion of the passkey (the virtual authenticator
+	// answers it), begun for this passkey.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(`#passkeys li button.delete-passkey`),
 		wait(`document.querySelectorAll("#passkeys li").length === 0`),
@@ -214,6 +217,10 @@ func TestPasskeysInBrowser(t *testing.T) {
 	stored, err = a.svc.UserPasskeys(context.Background(), u)
 	require.NoError(t, err)
 	require.Empty(t, stored)
+	used, err := a.env.DB.Ent.StepUp.Query().Where(stepup.UserID(u.ID), stepup.ActionEQ(stepup.ActionRemovePasskey),
+		stepup.MethodEQ(stepup.MethodPasskey), stepup.UsedAtNotNil()).Count(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, used, "removed with a passkey assertion")
 }
 
 // TestPasskeySignInEndpoints: the pre-session endpoints want the page's

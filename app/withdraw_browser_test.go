@@ -21,8 +21,11 @@ import (
 // TestWithdrawFormInBrowser drives the home page's withdraw form in
 // headless Chromium against the real GraphQL API and a Base devnet: a
 // refusal shows its detail in #withdraw-result and moves nothing; a
-// withdrawal shows completed with its hash, lists it, refreshes the
-// balance, and the address holds the amount less the fee on chain.
+// withdrawal by a person without a passkey waits for the confirmation
+// link e-mailed to them, which they open in another tab and confirm; the
+// page then goes on by itself, shows completed with its hash, lists it,
+// refreshes the balance, and the address holds the amount less the fee
+// on chain.
 func TestWithdrawFormInBrowser(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
 	cfg := agentpay.Config{AgentMode: agentpay.ModeTest}
@@ -83,6 +86,30 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 		chromedp.SetValue(`#withdraw-form input[name=address]`, to),
 		chromedp.Click(`#withdraw-form button[type=submit]`),
 	))
+	require.Contains(t, waitResult("confirming"), "We e-mailed a confirmation link to wd@example.com")
+	n, err := env.DB.Ent.Transfer.Query().Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing moves until the link is confirmed")
+	var confirmLink string
+	require.Eventually(t, func() bool {
+		m, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email), mailmessage.SubjectHasPrefix("Confirm: ")).First(ctx)
+		if err != nil {
+			return false
+		}
+		confirmLink = agentpay.MailLinks(m.Text)[0]
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+	// The person opens the link in another tab and confirms.
+	other, closeOther := chromedp.NewContext(tctx)
+	defer closeOther()
+	require.NoError(t, chromedp.Do(other,
+		chromedp.Navigate(confirmLink),
+		chromedp.WaitVisible(`#stepup-summary`),
+	))
+	summary, err := chromedp.Run(other, chromedp.Text(`#stepup-summary`))
+	require.NoError(t, err)
+	require.Contains(t, summary, "withdraw 4 USDC from your agentpay account wd_browser to "+to+" on base")
+	require.NoError(t, chromedp.Do(other, chromedp.Click(`#stepup-confirm`), chromedp.WaitVisible(`#stepup-confirmed`)))
 	res := waitResult("completed")
 	require.Contains(t, res, "completed: 0x")
 	require.Contains(t, res, "3.996 USDC delivered")
@@ -97,7 +124,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	bal, err := env.Ledger(chains.Base).Balance(ctx, to)
 	require.NoError(t, err)
 	require.EqualValues(t, 3_996_000, bal.Int64(), "delivered on chain")
-	n, err := env.DB.Ent.Transfer.Query().Count(ctx)
+	n, err = env.DB.Ent.Transfer.Query().Count(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the refusal moved nothing")
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("about:blank")))

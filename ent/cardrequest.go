@@ -6,6 +6,7 @@ import (
 	"agentpay/ent/agent"
 	"agentpay/ent/cardrequest"
 	"agentpay/ent/user"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ type CardRequest struct {
 	Description string `json:"description,omitempty"`
 	// Status holds the value of the "status" field.
 	Status cardrequest.Status `json:"status,omitempty"`
+	// Deciders holds the value of the "deciders" field.
+	Deciders []uuid.UUID `json:"deciders,omitempty"`
+	// ApprovedBy holds the value of the "approved_by" field.
+	ApprovedBy []uuid.UUID `json:"approved_by,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// DecidedAt holds the value of the "decided_at" field.
@@ -128,7 +133,7 @@ func (*CardRequest) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case cardrequest.FieldReserveTransferID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
-		case cardrequest.FieldCardSealed, cardrequest.FieldFingerprint:
+		case cardrequest.FieldDeciders, cardrequest.FieldApprovedBy, cardrequest.FieldCardSealed, cardrequest.FieldFingerprint:
 			values[i] = new([]byte)
 		case cardrequest.FieldAmount, cardrequest.FieldChargedAmount, cardrequest.FieldRefundAmount:
 			values[i] = new(sql.NullInt64)
@@ -206,6 +211,22 @@ func (_m *CardRequest) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field status", values[i])
 			} else if value.Valid {
 				_m.Status = cardrequest.Status(value.String)
+			}
+		case cardrequest.FieldDeciders:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field deciders", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Deciders); err != nil {
+					return fmt.Errorf("unmarshal field deciders: %w", err)
+				}
+			}
+		case cardrequest.FieldApprovedBy:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field approved_by", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.ApprovedBy); err != nil {
+					return fmt.Errorf("unmarshal field approved_by: %w", err)
+				}
 			}
 		case cardrequest.FieldExpiresAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -419,6 +440,12 @@ func (_m *CardRequest) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Status))
+	builder.WriteString(", ")
+	builder.WriteString("deciders=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Deciders))
+	builder.WriteString(", ")
+	builder.WriteString("approved_by=")
+	builder.WriteString(fmt.Sprintf("%v", _m.ApprovedBy))
 	builder.WriteString(", ")
 	builder.WriteString("expires_at=")
 	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))

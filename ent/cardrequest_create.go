@@ -103,6 +103,18 @@ func (_c *CardRequestCreate) SetNillableStatus(v *cardrequest.Status) *CardReque
 	return _c
 }
 
+// SetDeciders sets the "deciders" field.
+func (_c *CardRequestCreate) SetDeciders(v []uuid.UUID) *CardRequestCreate {
+	_c.mutation.SetDeciders(v)
+	return _c
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_c *CardRequestCreate) SetApprovedBy(v []uuid.UUID) *CardRequestCreate {
+	_c.mutation.SetApprovedBy(v)
+	return _c
+}
+
 // SetExpiresAt sets the "expires_at" field.
 func (_c *CardRequestCreate) SetExpiresAt(v time.Time) *CardRequestCreate {
 	_c.mutation.SetExpiresAt(v)
@@ -638,6 +650,14 @@ func (_c *CardRequestCreate) createSpec() (*CardRequest, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Status(); ok {
 		_spec.SetField(cardrequest.FieldStatus, field.TypeEnum, value)
 		_node.Status = value
+	}
+	if value, ok := _c.mutation.Deciders(); ok {
+		_spec.SetField(cardrequest.FieldDeciders, field.TypeJSON, value)
+		_node.Deciders = value
+	}
+	if value, ok := _c.mutation.ApprovedBy(); ok {
+		_spec.SetField(cardrequest.FieldApprovedBy, field.TypeJSON, value)
+		_node.ApprovedBy = value
 	}
 	if value, ok := _c.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)

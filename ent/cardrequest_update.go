@@ -12,6 +12,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 )
@@ -46,6 +47,24 @@ func (_u *CardRequestUpdate) SetNillableStatus(v *cardrequest.Status) *CardReque
 	if v != nil {
 		_u.SetStatus(*v)
 	}
+	return _u
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_u *CardRequestUpdate) SetApprovedBy(v []uuid.UUID) *CardRequestUpdate {
+	_u.mutation.SetApprovedBy(v)
+	return _u
+}
+
+// AppendApprovedBy appends value to the "approved_by" field.
+func (_u *CardRequestUpdate) AppendApprovedBy(v []uuid.UUID) *CardRequestUpdate {
+	_u.mutation.AppendApprovedBy(v)
+	return _u
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (_u *CardRequestUpdate) ClearApprovedBy() *CardRequestUpdate {
+	_u.mutation.ClearApprovedBy()
 	return _u
 }
 
@@ -563,6 +582,20 @@ func (_u *CardRequestUpdate) sqlSave(ctx context.Context) (_node int, err error)
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(cardrequest.FieldStatus, field.TypeEnum, value)
 	}
+	if _u.mutation.DecidersCleared() {
+		_spec.ClearField(cardrequest.FieldDeciders, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ApprovedBy(); ok {
+		_spec.SetField(cardrequest.FieldApprovedBy, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedApprovedBy(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, cardrequest.FieldApprovedBy, value)
+		})
+	}
+	if _u.mutation.ApprovedByCleared() {
+		_spec.ClearField(cardrequest.FieldApprovedBy, field.TypeJSON)
+	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)
 	}
@@ -726,6 +759,24 @@ func (_u *CardRequestUpdateOne) SetNillableStatus(v *cardrequest.Status) *CardRe
 	if v != nil {
 		_u.SetStatus(*v)
 	}
+	return _u
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_u *CardRequestUpdateOne) SetApprovedBy(v []uuid.UUID) *CardRequestUpdateOne {
+	_u.mutation.SetApprovedBy(v)
+	return _u
+}
+
+// AppendApprovedBy appends value to the "approved_by" field.
+func (_u *CardRequestUpdateOne) AppendApprovedBy(v []uuid.UUID) *CardRequestUpdateOne {
+	_u.mutation.AppendApprovedBy(v)
+	return _u
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (_u *CardRequestUpdateOne) ClearApprovedBy() *CardRequestUpdateOne {
+	_u.mutation.ClearApprovedBy()
 	return _u
 }
 
@@ -1272,6 +1323,20 @@ func (_u *CardRequestUpdateOne) sqlSave(ctx context.Context) (_node *CardRequest
 	}
 	if value, ok := _u.mutation.Status(); ok {
 		_spec.SetField(cardrequest.FieldStatus, field.TypeEnum, value)
+	}
+	if _u.mutation.DecidersCleared() {
+		_spec.ClearField(cardrequest.FieldDeciders, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ApprovedBy(); ok {
+		_spec.SetField(cardrequest.FieldApprovedBy, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedApprovedBy(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, cardrequest.FieldApprovedBy, value)
+		})
+	}
+	if _u.mutation.ApprovedByCleared() {
+		_spec.ClearField(cardrequest.FieldApprovedBy, field.TypeJSON)
 	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)

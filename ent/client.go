@@ -45,6 +45,7 @@ import (
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -134,6 +135,8 @@ type Client struct {
 	SpendApproval *SpendApprovalClient
 	// SpendingPolicy is the client for interacting with the SpendingPolicy builders.
 	SpendingPolicy *SpendingPolicyClient
+	// StepUp is the client for interacting with the StepUp builders.
+	StepUp *StepUpClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// User is the client for interacting with the User builders.
@@ -191,6 +194,7 @@ func (c *Client) init() {
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.SpendApproval = NewSpendApprovalClient(c.config)
 	c.SpendingPolicy = NewSpendingPolicyClient(c.config)
+	c.StepUp = NewStepUpClient(c.config)
 	c.Transfer = NewTransferClient(c.config)
 	c.User = NewUserClient(c.config)
 	c.Wallet = NewWalletClient(c.config)
@@ -323,6 +327,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		SignatureChallenge:        NewSignatureChallengeClient(cfg),
 		SpendApproval:             NewSpendApprovalClient(cfg),
 		SpendingPolicy:            NewSpendingPolicyClient(cfg),
+		StepUp:                    NewStepUpClient(cfg),
 		Transfer:                  NewTransferClient(cfg),
 		User:                      NewUserClient(cfg),
 		Wallet:                    NewWalletClient(cfg),
@@ -382,6 +387,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		SignatureChallenge:        NewSignatureChallengeClient(cfg),
 		SpendApproval:             NewSpendApprovalClient(cfg),
 		SpendingPolicy:            NewSpendingPolicyClient(cfg),
+		StepUp:                    NewStepUpClient(cfg),
 		Transfer:                  NewTransferClient(cfg),
 		User:                      NewUserClient(cfg),
 		Wallet:                    NewWalletClient(cfg),
@@ -424,8 +430,8 @@ func (c *Client) Use(hooks ...Hook) {
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
-		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.StepUp, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -442,8 +448,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
 		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
-		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.Transfer, c.User,
-		c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.StepUp, c.Transfer,
+		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -520,6 +526,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.SpendApproval.mutate(ctx, m)
 	case *SpendingPolicyMutation:
 		return c.SpendingPolicy.mutate(ctx, m)
+	case *StepUpMutation:
+		return c.StepUp.mutate(ctx, m)
 	case *TransferMutation:
 		return c.Transfer.mutate(ctx, m)
 	case *UserMutation:
@@ -5603,6 +5611,139 @@ func (c *SpendingPolicyClient) mutate(ctx context.Context, m *SpendingPolicyMuta
 	}
 }
 
+// StepUpClient is a client for the StepUp schema.
+type StepUpClient struct {
+	config
+}
+
+// NewStepUpClient returns a client for the StepUp from the given config.
+func NewStepUpClient(c config) *StepUpClient {
+	return &StepUpClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `stepup.Hooks(f(g(h())))`.
+func (c *StepUpClient) Use(hooks ...Hook) {
+	c.hooks.StepUp = append(c.hooks.StepUp, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `stepup.Intercept(f(g(h())))`.
+func (c *StepUpClient) Intercept(interceptors ...Interceptor) {
+	c.inters.StepUp = append(c.inters.StepUp, interceptors...)
+}
+
+// Create returns a builder for creating a StepUp entity.
+func (c *StepUpClient) Create() *StepUpCreate {
+	mutation := newStepUpMutation(c.config, OpCreate)
+	return &StepUpCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of StepUp entities.
+func (c *StepUpClient) CreateBulk(builders ...*StepUpCreate) *StepUpCreateBulk {
+	return &StepUpCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *StepUpClient) MapCreateBulk(slice any, setFunc func(*StepUpCreate, int)) *StepUpCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &StepUpCreateBulk{err: fmt.Errorf("calling to StepUpClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*StepUpCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &StepUpCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for StepUp.
+func (c *StepUpClient) Update() *StepUpUpdate {
+	mutation := newStepUpMutation(c.config, OpUpdate)
+	return &StepUpUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *StepUpClient) UpdateOne(_m *StepUp) *StepUpUpdateOne {
+	mutation := newStepUpMutation(c.config, OpUpdateOne, withStepUp(_m))
+	return &StepUpUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *StepUpClient) UpdateOneID(id uuid.UUID) *StepUpUpdateOne {
+	mutation := newStepUpMutation(c.config, OpUpdateOne, withStepUpID(id))
+	return &StepUpUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for StepUp.
+func (c *StepUpClient) Delete() *StepUpDelete {
+	mutation := newStepUpMutation(c.config, OpDelete)
+	return &StepUpDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *StepUpClient) DeleteOne(_m *StepUp) *StepUpDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *StepUpClient) DeleteOneID(id uuid.UUID) *StepUpDeleteOne {
+	builder := c.Delete().Where(stepup.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &StepUpDeleteOne{builder}
+}
+
+// Query returns a query builder for StepUp.
+func (c *StepUpClient) Query() *StepUpQuery {
+	return &StepUpQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeStepUp},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a StepUp entity by its id.
+func (c *StepUpClient) Get(ctx context.Context, id uuid.UUID) (*StepUp, error) {
+	return c.Query().Where(stepup.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *StepUpClient) GetX(ctx context.Context, id uuid.UUID) *StepUp {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *StepUpClient) Hooks() []Hook {
+	return c.hooks.StepUp
+}
+
+// Interceptors returns the client interceptors.
+func (c *StepUpClient) Interceptors() []Interceptor {
+	return c.inters.StepUp
+}
+
+func (c *StepUpClient) mutate(ctx context.Context, m *StepUpMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&StepUpCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&StepUpUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&StepUpUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&StepUpDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown StepUp mutation op: %q", m.Op())
+	}
+}
+
 // TransferClient is a client for the Transfer schema.
 type TransferClient struct {
 	config
@@ -6634,8 +6775,8 @@ type (
 		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
 		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		SignatureChallenge, SpendApproval, SpendingPolicy, StepUp, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
@@ -6644,8 +6785,8 @@ type (
 		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
 		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, Transfer, User, Wallet,
-		WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		SignatureChallenge, SpendApproval, SpendingPolicy, StepUp, Transfer, User,
+		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
 	}
 )
 

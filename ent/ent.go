@@ -37,6 +37,7 @@ import (
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -146,6 +147,7 @@ func checkColumn(t, c string) error {
 			signaturechallenge.Table:        signaturechallenge.ValidColumn,
 			spendapproval.Table:             spendapproval.ValidColumn,
 			spendingpolicy.Table:            spendingpolicy.ValidColumn,
+			stepup.Table:                    stepup.ValidColumn,
 			transfer.Table:                  transfer.ValidColumn,
 			user.Table:                      user.ValidColumn,
 			wallet.Table:                    wallet.ValidColumn,

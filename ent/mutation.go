@@ -39,6 +39,7 @@ import (
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -101,6 +102,7 @@ const (
 	TypeSignatureChallenge        = "SignatureChallenge"
 	TypeSpendApproval             = "SpendApproval"
 	TypeSpendingPolicy            = "SpendingPolicy"
+	TypeStepUp                    = "StepUp"
 	TypeTransfer                  = "Transfer"
 	TypeUser                      = "User"
 	TypeWallet                    = "Wallet"
@@ -3523,6 +3525,10 @@ type CardRequestMutation struct {
 	merchant_name       *string
 	description         *string
 	status              *cardrequest.Status
+	deciders            *[]uuid.UUID
+	appenddeciders      []uuid.UUID
+	approved_by         *[]uuid.UUID
+	appendapproved_by   []uuid.UUID
 	expires_at          *time.Time
 	decided_at          *time.Time
 	error               *string
@@ -3967,6 +3973,136 @@ func (m *CardRequestMutation) OldStatus(ctx context.Context) (v cardrequest.Stat
 // ResetStatus resets all changes to the "status" field.
 func (m *CardRequestMutation) ResetStatus() {
 	m.status = nil
+}
+
+// SetDeciders sets the "deciders" field.
+func (m *CardRequestMutation) SetDeciders(u []uuid.UUID) {
+	m.deciders = &u
+	m.appenddeciders = nil
+}
+
+// Deciders returns the value of the "deciders" field in the mutation.
+func (m *CardRequestMutation) Deciders() (r []uuid.UUID, exists bool) {
+	v := m.deciders
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeciders returns the old "deciders" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldDeciders(ctx context.Context) (v []uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeciders is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeciders requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeciders: %w", err)
+	}
+	return oldValue.Deciders, nil
+}
+
+// AppendDeciders adds u to the "deciders" field.
+func (m *CardRequestMutation) AppendDeciders(u []uuid.UUID) {
+	m.appenddeciders = append(m.appenddeciders, u...)
+}
+
+// AppendedDeciders returns the list of values that were appended to the "deciders" field in this mutation.
+func (m *CardRequestMutation) AppendedDeciders() ([]uuid.UUID, bool) {
+	if len(m.appenddeciders) == 0 {
+		return nil, false
+	}
+	return m.appenddeciders, true
+}
+
+// ClearDeciders clears the value of the "deciders" field.
+func (m *CardRequestMutation) ClearDeciders() {
+	m.deciders = nil
+	m.appenddeciders = nil
+	m.clearedFields[cardrequest.FieldDeciders] = struct{}{}
+}
+
+// DecidersCleared returns if the "deciders" field was cleared in this mutation.
+func (m *CardRequestMutation) DecidersCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldDeciders]
+	return ok
+}
+
+// ResetDeciders resets all changes to the "deciders" field.
+func (m *CardRequestMutation) ResetDeciders() {
+	m.deciders = nil
+	m.appenddeciders = nil
+	delete(m.clearedFields, cardrequest.FieldDeciders)
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (m *CardRequestMutation) SetApprovedBy(u []uuid.UUID) {
+	m.approved_by = &u
+	m.appendapproved_by = nil
+}
+
+// ApprovedBy returns the value of the "approved_by" field in the mutation.
+func (m *CardRequestMutation) ApprovedBy() (r []uuid.UUID, exists bool) {
+	v := m.approved_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldApprovedBy returns the old "approved_by" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldApprovedBy(ctx context.Context) (v []uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldApprovedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldApprovedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldApprovedBy: %w", err)
+	}
+	return oldValue.ApprovedBy, nil
+}
+
+// AppendApprovedBy adds u to the "approved_by" field.
+func (m *CardRequestMutation) AppendApprovedBy(u []uuid.UUID) {
+	m.appendapproved_by = append(m.appendapproved_by, u...)
+}
+
+// AppendedApprovedBy returns the list of values that were appended to the "approved_by" field in this mutation.
+func (m *CardRequestMutation) AppendedApprovedBy() ([]uuid.UUID, bool) {
+	if len(m.appendapproved_by) == 0 {
+		return nil, false
+	}
+	return m.appendapproved_by, true
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (m *CardRequestMutation) ClearApprovedBy() {
+	m.approved_by = nil
+	m.appendapproved_by = nil
+	m.clearedFields[cardrequest.FieldApprovedBy] = struct{}{}
+}
+
+// ApprovedByCleared returns if the "approved_by" field was cleared in this mutation.
+func (m *CardRequestMutation) ApprovedByCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldApprovedBy]
+	return ok
+}
+
+// ResetApprovedBy resets all changes to the "approved_by" field.
+func (m *CardRequestMutation) ResetApprovedBy() {
+	m.approved_by = nil
+	m.appendapproved_by = nil
+	delete(m.clearedFields, cardrequest.FieldApprovedBy)
 }
 
 // SetExpiresAt sets the "expires_at" field.
@@ -5150,7 +5286,7 @@ func (m *CardRequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *CardRequestMutation) Fields() []string {
-	fields := make([]string, 0, 30)
+	fields := make([]string, 0, 32)
 	if m.created_at != nil {
 		fields = append(fields, cardrequest.FieldCreatedAt)
 	}
@@ -5174,6 +5310,12 @@ func (m *CardRequestMutation) Fields() []string {
 	}
 	if m.status != nil {
 		fields = append(fields, cardrequest.FieldStatus)
+	}
+	if m.deciders != nil {
+		fields = append(fields, cardrequest.FieldDeciders)
+	}
+	if m.approved_by != nil {
+		fields = append(fields, cardrequest.FieldApprovedBy)
 	}
 	if m.expires_at != nil {
 		fields = append(fields, cardrequest.FieldExpiresAt)
@@ -5265,6 +5407,10 @@ func (m *CardRequestMutation) Field(name string) (ent.Value, bool) {
 		return m.Description()
 	case cardrequest.FieldStatus:
 		return m.Status()
+	case cardrequest.FieldDeciders:
+		return m.Deciders()
+	case cardrequest.FieldApprovedBy:
+		return m.ApprovedBy()
 	case cardrequest.FieldExpiresAt:
 		return m.ExpiresAt()
 	case cardrequest.FieldDecidedAt:
@@ -5334,6 +5480,10 @@ func (m *CardRequestMutation) OldField(ctx context.Context, name string) (ent.Va
 		return m.OldDescription(ctx)
 	case cardrequest.FieldStatus:
 		return m.OldStatus(ctx)
+	case cardrequest.FieldDeciders:
+		return m.OldDeciders(ctx)
+	case cardrequest.FieldApprovedBy:
+		return m.OldApprovedBy(ctx)
 	case cardrequest.FieldExpiresAt:
 		return m.OldExpiresAt(ctx)
 	case cardrequest.FieldDecidedAt:
@@ -5442,6 +5592,20 @@ func (m *CardRequestMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetStatus(v)
+		return nil
+	case cardrequest.FieldDeciders:
+		v, ok := value.([]uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeciders(v)
+		return nil
+	case cardrequest.FieldApprovedBy:
+		v, ok := value.([]uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetApprovedBy(v)
 		return nil
 	case cardrequest.FieldExpiresAt:
 		v, ok := value.(time.Time)
@@ -5666,6 +5830,12 @@ func (m *CardRequestMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *CardRequestMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(cardrequest.FieldDeciders) {
+		fields = append(fields, cardrequest.FieldDeciders)
+	}
+	if m.FieldCleared(cardrequest.FieldApprovedBy) {
+		fields = append(fields, cardrequest.FieldApprovedBy)
+	}
 	if m.FieldCleared(cardrequest.FieldDecidedAt) {
 		fields = append(fields, cardrequest.FieldDecidedAt)
 	}
@@ -5740,6 +5910,12 @@ func (m *CardRequestMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *CardRequestMutation) ClearField(name string) error {
 	switch name {
+	case cardrequest.FieldDeciders:
+		m.ClearDeciders()
+		return nil
+	case cardrequest.FieldApprovedBy:
+		m.ClearApprovedBy()
+		return nil
 	case cardrequest.FieldDecidedAt:
 		m.ClearDecidedAt()
 		return nil
@@ -5831,6 +6007,12 @@ func (m *CardRequestMutation) ResetField(name string) error {
 		return nil
 	case cardrequest.FieldStatus:
 		m.ResetStatus()
+		return nil
+	case cardrequest.FieldDeciders:
+		m.ResetDeciders()
+		return nil
+	case cardrequest.FieldApprovedBy:
+		m.ResetApprovedBy()
 		return nil
 	case cardrequest.FieldExpiresAt:
 		m.ResetExpiresAt()
@@ -36293,30 +36475,34 @@ func (m *SignatureChallengeMutation) ResetEdge(name string) error {
 // SpendApprovalMutation represents an operation that mutates the SpendApproval nodes in the graph.
 type SpendApprovalMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *uuid.UUID
-	created_at      *time.Time
-	updated_at      *time.Time
-	agent_id        *uuid.UUID
-	operation       *spendapproval.Operation
-	request         *string
-	amount          *int64
-	addamount       *int64
-	recipient       *string
-	reason          *string
-	status          *spendapproval.Status
-	expires_at      *time.Time
-	decided_at      *time.Time
-	decided_by      *uuid.UUID
-	transfer_id     *uuid.UUID
-	error           *string
-	idempotency_key *string
-	fingerprint     *[]byte
-	clearedFields   map[string]struct{}
-	done            bool
-	oldValue        func(context.Context) (*SpendApproval, error)
-	predicates      []predicate.SpendApproval
+	op                Op
+	typ               string
+	id                *uuid.UUID
+	created_at        *time.Time
+	updated_at        *time.Time
+	agent_id          *uuid.UUID
+	operation         *spendapproval.Operation
+	request           *string
+	amount            *int64
+	addamount         *int64
+	recipient         *string
+	reason            *string
+	status            *spendapproval.Status
+	expires_at        *time.Time
+	deciders          *[]uuid.UUID
+	appenddeciders    []uuid.UUID
+	approved_by       *[]uuid.UUID
+	appendapproved_by []uuid.UUID
+	decided_at        *time.Time
+	decided_by        *uuid.UUID
+	transfer_id       *uuid.UUID
+	error             *string
+	idempotency_key   *string
+	fingerprint       *[]byte
+	clearedFields     map[string]struct{}
+	done              bool
+	oldValue          func(context.Context) (*SpendApproval, error)
+	predicates        []predicate.SpendApproval
 }
 
 var _ ent.Mutation = (*SpendApprovalMutation)(nil)
@@ -36803,6 +36989,136 @@ func (m *SpendApprovalMutation) ResetExpiresAt() {
 	m.expires_at = nil
 }
 
+// SetDeciders sets the "deciders" field.
+func (m *SpendApprovalMutation) SetDeciders(u []uuid.UUID) {
+	m.deciders = &u
+	m.appenddeciders = nil
+}
+
+// Deciders returns the value of the "deciders" field in the mutation.
+func (m *SpendApprovalMutation) Deciders() (r []uuid.UUID, exists bool) {
+	v := m.deciders
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeciders returns the old "deciders" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldDeciders(ctx context.Context) (v []uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeciders is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeciders requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeciders: %w", err)
+	}
+	return oldValue.Deciders, nil
+}
+
+// AppendDeciders adds u to the "deciders" field.
+func (m *SpendApprovalMutation) AppendDeciders(u []uuid.UUID) {
+	m.appenddeciders = append(m.appenddeciders, u...)
+}
+
+// AppendedDeciders returns the list of values that were appended to the "deciders" field in this mutation.
+func (m *SpendApprovalMutation) AppendedDeciders() ([]uuid.UUID, bool) {
+	if len(m.appenddeciders) == 0 {
+		return nil, false
+	}
+	return m.appenddeciders, true
+}
+
+// ClearDeciders clears the value of the "deciders" field.
+func (m *SpendApprovalMutation) ClearDeciders() {
+	m.deciders = nil
+	m.appenddeciders = nil
+	m.clearedFields[spendapproval.FieldDeciders] = struct{}{}
+}
+
+// DecidersCleared returns if the "deciders" field was cleared in this mutation.
+func (m *SpendApprovalMutation) DecidersCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldDeciders]
+	return ok
+}
+
+// ResetDeciders resets all changes to the "deciders" field.
+func (m *SpendApprovalMutation) ResetDeciders() {
+	m.deciders = nil
+	m.appenddeciders = nil
+	delete(m.clearedFields, spendapproval.FieldDeciders)
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (m *SpendApprovalMutation) SetApprovedBy(u []uuid.UUID) {
+	m.approved_by = &u
+	m.appendapproved_by = nil
+}
+
+// ApprovedBy returns the value of the "approved_by" field in the mutation.
+func (m *SpendApprovalMutation) ApprovedBy() (r []uuid.UUID, exists bool) {
+	v := m.approved_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldApprovedBy returns the old "approved_by" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldApprovedBy(ctx context.Context) (v []uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldApprovedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldApprovedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldApprovedBy: %w", err)
+	}
+	return oldValue.ApprovedBy, nil
+}
+
+// AppendApprovedBy adds u to the "approved_by" field.
+func (m *SpendApprovalMutation) AppendApprovedBy(u []uuid.UUID) {
+	m.appendapproved_by = append(m.appendapproved_by, u...)
+}
+
+// AppendedApprovedBy returns the list of values that were appended to the "approved_by" field in this mutation.
+func (m *SpendApprovalMutation) AppendedApprovedBy() ([]uuid.UUID, bool) {
+	if len(m.appendapproved_by) == 0 {
+		return nil, false
+	}
+	return m.appendapproved_by, true
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (m *SpendApprovalMutation) ClearApprovedBy() {
+	m.approved_by = nil
+	m.appendapproved_by = nil
+	m.clearedFields[spendapproval.FieldApprovedBy] = struct{}{}
+}
+
+// ApprovedByCleared returns if the "approved_by" field was cleared in this mutation.
+func (m *SpendApprovalMutation) ApprovedByCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldApprovedBy]
+	return ok
+}
+
+// ResetApprovedBy resets all changes to the "approved_by" field.
+func (m *SpendApprovalMutation) ResetApprovedBy() {
+	m.approved_by = nil
+	m.appendapproved_by = nil
+	delete(m.clearedFields, spendapproval.FieldApprovedBy)
+}
+
 // SetDecidedAt sets the "decided_at" field.
 func (m *SpendApprovalMutation) SetDecidedAt(t time.Time) {
 	m.decided_at = &t
@@ -37131,7 +37447,7 @@ func (m *SpendApprovalMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SpendApprovalMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 18)
 	if m.created_at != nil {
 		fields = append(fields, spendapproval.FieldCreatedAt)
 	}
@@ -37161,6 +37477,12 @@ func (m *SpendApprovalMutation) Fields() []string {
 	}
 	if m.expires_at != nil {
 		fields = append(fields, spendapproval.FieldExpiresAt)
+	}
+	if m.deciders != nil {
+		fields = append(fields, spendapproval.FieldDeciders)
+	}
+	if m.approved_by != nil {
+		fields = append(fields, spendapproval.FieldApprovedBy)
 	}
 	if m.decided_at != nil {
 		fields = append(fields, spendapproval.FieldDecidedAt)
@@ -37208,6 +37530,10 @@ func (m *SpendApprovalMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case spendapproval.FieldExpiresAt:
 		return m.ExpiresAt()
+	case spendapproval.FieldDeciders:
+		return m.Deciders()
+	case spendapproval.FieldApprovedBy:
+		return m.ApprovedBy()
 	case spendapproval.FieldDecidedAt:
 		return m.DecidedAt()
 	case spendapproval.FieldDecidedBy:
@@ -37249,6 +37575,10 @@ func (m *SpendApprovalMutation) OldField(ctx context.Context, name string) (ent.
 		return m.OldStatus(ctx)
 	case spendapproval.FieldExpiresAt:
 		return m.OldExpiresAt(ctx)
+	case spendapproval.FieldDeciders:
+		return m.OldDeciders(ctx)
+	case spendapproval.FieldApprovedBy:
+		return m.OldApprovedBy(ctx)
 	case spendapproval.FieldDecidedAt:
 		return m.OldDecidedAt(ctx)
 	case spendapproval.FieldDecidedBy:
@@ -37340,6 +37670,20 @@ func (m *SpendApprovalMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetExpiresAt(v)
 		return nil
+	case spendapproval.FieldDeciders:
+		v, ok := value.([]uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeciders(v)
+		return nil
+	case spendapproval.FieldApprovedBy:
+		v, ok := value.([]uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetApprovedBy(v)
+		return nil
 	case spendapproval.FieldDecidedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -37427,6 +37771,12 @@ func (m *SpendApprovalMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *SpendApprovalMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(spendapproval.FieldDeciders) {
+		fields = append(fields, spendapproval.FieldDeciders)
+	}
+	if m.FieldCleared(spendapproval.FieldApprovedBy) {
+		fields = append(fields, spendapproval.FieldApprovedBy)
+	}
 	if m.FieldCleared(spendapproval.FieldDecidedAt) {
 		fields = append(fields, spendapproval.FieldDecidedAt)
 	}
@@ -37459,6 +37809,12 @@ func (m *SpendApprovalMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *SpendApprovalMutation) ClearField(name string) error {
 	switch name {
+	case spendapproval.FieldDeciders:
+		m.ClearDeciders()
+		return nil
+	case spendapproval.FieldApprovedBy:
+		m.ClearApprovedBy()
+		return nil
 	case spendapproval.FieldDecidedAt:
 		m.ClearDecidedAt()
 		return nil
@@ -37514,6 +37870,12 @@ func (m *SpendApprovalMutation) ResetField(name string) error {
 		return nil
 	case spendapproval.FieldExpiresAt:
 		m.ResetExpiresAt()
+		return nil
+	case spendapproval.FieldDeciders:
+		m.ResetDeciders()
+		return nil
+	case spendapproval.FieldApprovedBy:
+		m.ResetApprovedBy()
 		return nil
 	case spendapproval.FieldDecidedAt:
 		m.ResetDecidedAt()
@@ -38548,6 +38910,1011 @@ func (m *SpendingPolicyMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *SpendingPolicyMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown SpendingPolicy edge %s", name)
+}
+
+// StepUpMutation represents an operation that mutates the StepUp nodes in the graph.
+type StepUpMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	updated_at    *time.Time
+	user_id       *uuid.UUID
+	action        *stepup.Action
+	subject       *string
+	method        *stepup.Method
+	session_data  *[]byte
+	token_hash    *[]byte
+	summary       *string
+	expires_at    *time.Time
+	confirmed_at  *time.Time
+	used_at       *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*StepUp, error)
+	predicates    []predicate.StepUp
+}
+
+var _ ent.Mutation = (*StepUpMutation)(nil)
+
+// stepupOption allows management of the mutation configuration using functional options.
+type stepupOption func(*StepUpMutation)
+
+// newStepUpMutation creates new mutation for the StepUp entity.
+func newStepUpMutation(c config, op Op, opts ...stepupOption) *StepUpMutation {
+	m := &StepUpMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeStepUp,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withStepUpID sets the ID field of the mutation.
+func withStepUpID(id uuid.UUID) stepupOption {
+	return func(m *StepUpMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *StepUp
+		)
+		m.oldValue = func(ctx context.Context) (*StepUp, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().StepUp.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withStepUp sets the old StepUp of the mutation.
+func withStepUp(node *StepUp) stepupOption {
+	return func(m *StepUpMutation) {
+		m.oldValue = func(context.Context) (*StepUp, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m StepUpMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m StepUpMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of StepUp entities.
+func (m *StepUpMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *StepUpMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *StepUpMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().StepUp.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *StepUpMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *StepUpMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *StepUpMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *StepUpMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *StepUpMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *StepUpMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *StepUpMutation) SetUserID(u uuid.UUID) {
+	m.user_id = &u
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *StepUpMutation) UserID() (r uuid.UUID, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldUserID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *StepUpMutation) ResetUserID() {
+	m.user_id = nil
+}
+
+// SetAction sets the "action" field.
+func (m *StepUpMutation) SetAction(s stepup.Action) {
+	m.action = &s
+}
+
+// Action returns the value of the "action" field in the mutation.
+func (m *StepUpMutation) Action() (r stepup.Action, exists bool) {
+	v := m.action
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAction returns the old "action" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldAction(ctx context.Context) (v stepup.Action, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAction is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAction requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAction: %w", err)
+	}
+	return oldValue.Action, nil
+}
+
+// ResetAction resets all changes to the "action" field.
+func (m *StepUpMutation) ResetAction() {
+	m.action = nil
+}
+
+// SetSubject sets the "subject" field.
+func (m *StepUpMutation) SetSubject(s string) {
+	m.subject = &s
+}
+
+// Subject returns the value of the "subject" field in the mutation.
+func (m *StepUpMutation) Subject() (r string, exists bool) {
+	v := m.subject
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSubject returns the old "subject" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldSubject(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSubject is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSubject requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSubject: %w", err)
+	}
+	return oldValue.Subject, nil
+}
+
+// ResetSubject resets all changes to the "subject" field.
+func (m *StepUpMutation) ResetSubject() {
+	m.subject = nil
+}
+
+// SetMethod sets the "method" field.
+func (m *StepUpMutation) SetMethod(s stepup.Method) {
+	m.method = &s
+}
+
+// Method returns the value of the "method" field in the mutation.
+func (m *StepUpMutation) Method() (r stepup.Method, exists bool) {
+	v := m.method
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMethod returns the old "method" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldMethod(ctx context.Context) (v stepup.Method, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMethod is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMethod requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMethod: %w", err)
+	}
+	return oldValue.Method, nil
+}
+
+// ResetMethod resets all changes to the "method" field.
+func (m *StepUpMutation) ResetMethod() {
+	m.method = nil
+}
+
+// SetSessionData sets the "session_data" field.
+func (m *StepUpMutation) SetSessionData(b []byte) {
+	m.session_data = &b
+}
+
+// SessionData returns the value of the "session_data" field in the mutation.
+func (m *StepUpMutation) SessionData() (r []byte, exists bool) {
+	v := m.session_data
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSessionData returns the old "session_data" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldSessionData(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSessionData is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSessionData requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSessionData: %w", err)
+	}
+	return oldValue.SessionData, nil
+}
+
+// ClearSessionData clears the value of the "session_data" field.
+func (m *StepUpMutation) ClearSessionData() {
+	m.session_data = nil
+	m.clearedFields[stepup.FieldSessionData] = struct{}{}
+}
+
+// SessionDataCleared returns if the "session_data" field was cleared in this mutation.
+func (m *StepUpMutation) SessionDataCleared() bool {
+	_, ok := m.clearedFields[stepup.FieldSessionData]
+	return ok
+}
+
+// ResetSessionData resets all changes to the "session_data" field.
+func (m *StepUpMutation) ResetSessionData() {
+	m.session_data = nil
+	delete(m.clearedFields, stepup.FieldSessionData)
+}
+
+// SetTokenHash sets the "token_hash" field.
+func (m *StepUpMutation) SetTokenHash(b []byte) {
+	m.token_hash = &b
+}
+
+// TokenHash returns the value of the "token_hash" field in the mutation.
+func (m *StepUpMutation) TokenHash() (r []byte, exists bool) {
+	v := m.token_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTokenHash returns the old "token_hash" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldTokenHash(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTokenHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTokenHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTokenHash: %w", err)
+	}
+	return oldValue.TokenHash, nil
+}
+
+// ClearTokenHash clears the value of the "token_hash" field.
+func (m *StepUpMutation) ClearTokenHash() {
+	m.token_hash = nil
+	m.clearedFields[stepup.FieldTokenHash] = struct{}{}
+}
+
+// TokenHashCleared returns if the "token_hash" field was cleared in this mutation.
+func (m *StepUpMutation) TokenHashCleared() bool {
+	_, ok := m.clearedFields[stepup.FieldTokenHash]
+	return ok
+}
+
+// ResetTokenHash resets all changes to the "token_hash" field.
+func (m *StepUpMutation) ResetTokenHash() {
+	m.token_hash = nil
+	delete(m.clearedFields, stepup.FieldTokenHash)
+}
+
+// SetSummary sets the "summary" field.
+func (m *StepUpMutation) SetSummary(s string) {
+	m.summary = &s
+}
+
+// Summary returns the value of the "summary" field in the mutation.
+func (m *StepUpMutation) Summary() (r string, exists bool) {
+	v := m.summary
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSummary returns the old "summary" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldSummary(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSummary is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSummary requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSummary: %w", err)
+	}
+	return oldValue.Summary, nil
+}
+
+// ResetSummary resets all changes to the "summary" field.
+func (m *StepUpMutation) ResetSummary() {
+	m.summary = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *StepUpMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *StepUpMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *StepUpMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetConfirmedAt sets the "confirmed_at" field.
+func (m *StepUpMutation) SetConfirmedAt(t time.Time) {
+	m.confirmed_at = &t
+}
+
+// ConfirmedAt returns the value of the "confirmed_at" field in the mutation.
+func (m *StepUpMutation) ConfirmedAt() (r time.Time, exists bool) {
+	v := m.confirmed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConfirmedAt returns the old "confirmed_at" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldConfirmedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConfirmedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConfirmedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConfirmedAt: %w", err)
+	}
+	return oldValue.ConfirmedAt, nil
+}
+
+// ClearConfirmedAt clears the value of the "confirmed_at" field.
+func (m *StepUpMutation) ClearConfirmedAt() {
+	m.confirmed_at = nil
+	m.clearedFields[stepup.FieldConfirmedAt] = struct{}{}
+}
+
+// ConfirmedAtCleared returns if the "confirmed_at" field was cleared in this mutation.
+func (m *StepUpMutation) ConfirmedAtCleared() bool {
+	_, ok := m.clearedFields[stepup.FieldConfirmedAt]
+	return ok
+}
+
+// ResetConfirmedAt resets all changes to the "confirmed_at" field.
+func (m *StepUpMutation) ResetConfirmedAt() {
+	m.confirmed_at = nil
+	delete(m.clearedFields, stepup.FieldConfirmedAt)
+}
+
+// SetUsedAt sets the "used_at" field.
+func (m *StepUpMutation) SetUsedAt(t time.Time) {
+	m.used_at = &t
+}
+
+// UsedAt returns the value of the "used_at" field in the mutation.
+func (m *StepUpMutation) UsedAt() (r time.Time, exists bool) {
+	v := m.used_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUsedAt returns the old "used_at" field's value of the StepUp entity.
+// If the StepUp object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *StepUpMutation) OldUsedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUsedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUsedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUsedAt: %w", err)
+	}
+	return oldValue.UsedAt, nil
+}
+
+// ClearUsedAt clears the value of the "used_at" field.
+func (m *StepUpMutation) ClearUsedAt() {
+	m.used_at = nil
+	m.clearedFields[stepup.FieldUsedAt] = struct{}{}
+}
+
+// UsedAtCleared returns if the "used_at" field was cleared in this mutation.
+func (m *StepUpMutation) UsedAtCleared() bool {
+	_, ok := m.clearedFields[stepup.FieldUsedAt]
+	return ok
+}
+
+// ResetUsedAt resets all changes to the "used_at" field.
+func (m *StepUpMutation) ResetUsedAt() {
+	m.used_at = nil
+	delete(m.clearedFields, stepup.FieldUsedAt)
+}
+
+// Where appends a list predicates to the StepUpMutation builder.
+func (m *StepUpMutation) Where(ps ...predicate.StepUp) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the StepUpMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *StepUpMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.StepUp, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *StepUpMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *StepUpMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (StepUp).
+func (m *StepUpMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *StepUpMutation) Fields() []string {
+	fields := make([]string, 0, 12)
+	if m.created_at != nil {
+		fields = append(fields, stepup.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, stepup.FieldUpdatedAt)
+	}
+	if m.user_id != nil {
+		fields = append(fields, stepup.FieldUserID)
+	}
+	if m.action != nil {
+		fields = append(fields, stepup.FieldAction)
+	}
+	if m.subject != nil {
+		fields = append(fields, stepup.FieldSubject)
+	}
+	if m.method != nil {
+		fields = append(fields, stepup.FieldMethod)
+	}
+	if m.session_data != nil {
+		fields = append(fields, stepup.FieldSessionData)
+	}
+	if m.token_hash != nil {
+		fields = append(fields, stepup.FieldTokenHash)
+	}
+	if m.summary != nil {
+		fields = append(fields, stepup.FieldSummary)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, stepup.FieldExpiresAt)
+	}
+	if m.confirmed_at != nil {
+		fields = append(fields, stepup.FieldConfirmedAt)
+	}
+	if m.used_at != nil {
+		fields = append(fields, stepup.FieldUsedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *StepUpMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case stepup.FieldCreatedAt:
+		return m.CreatedAt()
+	case stepup.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case stepup.FieldUserID:
+		return m.UserID()
+	case stepup.FieldAction:
+		return m.Action()
+	case stepup.FieldSubject:
+		return m.Subject()
+	case stepup.FieldMethod:
+		return m.Method()
+	case stepup.FieldSessionData:
+		return m.SessionData()
+	case stepup.FieldTokenHash:
+		return m.TokenHash()
+	case stepup.FieldSummary:
+		return m.Summary()
+	case stepup.FieldExpiresAt:
+		return m.ExpiresAt()
+	case stepup.FieldConfirmedAt:
+		return m.ConfirmedAt()
+	case stepup.FieldUsedAt:
+		return m.UsedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *StepUpMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case stepup.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case stepup.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case stepup.FieldUserID:
+		return m.OldUserID(ctx)
+	case stepup.FieldAction:
+		return m.OldAction(ctx)
+	case stepup.FieldSubject:
+		return m.OldSubject(ctx)
+	case stepup.FieldMethod:
+		return m.OldMethod(ctx)
+	case stepup.FieldSessionData:
+		return m.OldSessionData(ctx)
+	case stepup.FieldTokenHash:
+		return m.OldTokenHash(ctx)
+	case stepup.FieldSummary:
+		return m.OldSummary(ctx)
+	case stepup.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case stepup.FieldConfirmedAt:
+		return m.OldConfirmedAt(ctx)
+	case stepup.FieldUsedAt:
+		return m.OldUsedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown StepUp field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StepUpMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case stepup.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case stepup.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case stepup.FieldUserID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case stepup.FieldAction:
+		v, ok := value.(stepup.Action)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAction(v)
+		return nil
+	case stepup.FieldSubject:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSubject(v)
+		return nil
+	case stepup.FieldMethod:
+		v, ok := value.(stepup.Method)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMethod(v)
+		return nil
+	case stepup.FieldSessionData:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSessionData(v)
+		return nil
+	case stepup.FieldTokenHash:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTokenHash(v)
+		return nil
+	case stepup.FieldSummary:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSummary(v)
+		return nil
+	case stepup.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case stepup.FieldConfirmedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConfirmedAt(v)
+		return nil
+	case stepup.FieldUsedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUsedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown StepUp field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *StepUpMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *StepUpMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *StepUpMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown StepUp numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *StepUpMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(stepup.FieldSessionData) {
+		fields = append(fields, stepup.FieldSessionData)
+	}
+	if m.FieldCleared(stepup.FieldTokenHash) {
+		fields = append(fields, stepup.FieldTokenHash)
+	}
+	if m.FieldCleared(stepup.FieldConfirmedAt) {
+		fields = append(fields, stepup.FieldConfirmedAt)
+	}
+	if m.FieldCleared(stepup.FieldUsedAt) {
+		fields = append(fields, stepup.FieldUsedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *StepUpMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *StepUpMutation) ClearField(name string) error {
+	switch name {
+	case stepup.FieldSessionData:
+		m.ClearSessionData()
+		return nil
+	case stepup.FieldTokenHash:
+		m.ClearTokenHash()
+		return nil
+	case stepup.FieldConfirmedAt:
+		m.ClearConfirmedAt()
+		return nil
+	case stepup.FieldUsedAt:
+		m.ClearUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown StepUp nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *StepUpMutation) ResetField(name string) error {
+	switch name {
+	case stepup.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case stepup.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case stepup.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case stepup.FieldAction:
+		m.ResetAction()
+		return nil
+	case stepup.FieldSubject:
+		m.ResetSubject()
+		return nil
+	case stepup.FieldMethod:
+		m.ResetMethod()
+		return nil
+	case stepup.FieldSessionData:
+		m.ResetSessionData()
+		return nil
+	case stepup.FieldTokenHash:
+		m.ResetTokenHash()
+		return nil
+	case stepup.FieldSummary:
+		m.ResetSummary()
+		return nil
+	case stepup.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case stepup.FieldConfirmedAt:
+		m.ResetConfirmedAt()
+		return nil
+	case stepup.FieldUsedAt:
+		m.ResetUsedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown StepUp field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *StepUpMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *StepUpMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *StepUpMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *StepUpMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *StepUpMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *StepUpMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *StepUpMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown StepUp unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *StepUpMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown StepUp edge %s", name)
 }
 
 // TransferMutation represents an operation that mutates the Transfer nodes in the graph.

@@ -38,6 +38,7 @@ import (
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -219,47 +220,47 @@ func init() {
 	// cardrequest.DescriptionValidator is a validator for the "description" field. It is called by the builders before save.
 	cardrequest.DescriptionValidator = cardrequestDescDescription.Validators[0].(func(string) error)
 	// cardrequestDescError is the schema descriptor for error field.
-	cardrequestDescError := cardrequestFields[8].Descriptor()
+	cardrequestDescError := cardrequestFields[10].Descriptor()
 	// cardrequest.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
 	cardrequest.ErrorValidator = cardrequestDescError.Validators[0].(func(string) error)
 	// cardrequestDescIssuer is the schema descriptor for issuer field.
-	cardrequestDescIssuer := cardrequestFields[10].Descriptor()
+	cardrequestDescIssuer := cardrequestFields[12].Descriptor()
 	// cardrequest.IssuerValidator is a validator for the "issuer" field. It is called by the builders before save.
 	cardrequest.IssuerValidator = cardrequestDescIssuer.Validators[0].(func(string) error)
 	// cardrequestDescCardReference is the schema descriptor for card_reference field.
-	cardrequestDescCardReference := cardrequestFields[11].Descriptor()
+	cardrequestDescCardReference := cardrequestFields[13].Descriptor()
 	// cardrequest.CardReferenceValidator is a validator for the "card_reference" field. It is called by the builders before save.
 	cardrequest.CardReferenceValidator = cardrequestDescCardReference.Validators[0].(func(string) error)
 	// cardrequestDescCardToken is the schema descriptor for card_token field.
-	cardrequestDescCardToken := cardrequestFields[12].Descriptor()
+	cardrequestDescCardToken := cardrequestFields[14].Descriptor()
 	// cardrequest.CardTokenValidator is a validator for the "card_token" field. It is called by the builders before save.
 	cardrequest.CardTokenValidator = cardrequestDescCardToken.Validators[0].(func(string) error)
 	// cardrequestDescCardLast4 is the schema descriptor for card_last4 field.
-	cardrequestDescCardLast4 := cardrequestFields[13].Descriptor()
+	cardrequestDescCardLast4 := cardrequestFields[15].Descriptor()
 	// cardrequest.CardLast4Validator is a validator for the "card_last4" field. It is called by the builders before save.
 	cardrequest.CardLast4Validator = cardrequestDescCardLast4.Validators[0].(func(string) error)
 	// cardrequestDescChargedMerchant is the schema descriptor for charged_merchant field.
-	cardrequestDescChargedMerchant := cardrequestFields[18].Descriptor()
+	cardrequestDescChargedMerchant := cardrequestFields[20].Descriptor()
 	// cardrequest.ChargedMerchantValidator is a validator for the "charged_merchant" field. It is called by the builders before save.
 	cardrequest.ChargedMerchantValidator = cardrequestDescChargedMerchant.Validators[0].(func(string) error)
 	// cardrequestDescRefundAmount is the schema descriptor for refund_amount field.
-	cardrequestDescRefundAmount := cardrequestFields[20].Descriptor()
+	cardrequestDescRefundAmount := cardrequestFields[22].Descriptor()
 	// cardrequest.DefaultRefundAmount holds the default value on creation for the refund_amount field.
 	cardrequest.DefaultRefundAmount = cardrequestDescRefundAmount.Default.(int64)
 	// cardrequestDescRefundChain is the schema descriptor for refund_chain field.
-	cardrequestDescRefundChain := cardrequestFields[21].Descriptor()
+	cardrequestDescRefundChain := cardrequestFields[23].Descriptor()
 	// cardrequest.RefundChainValidator is a validator for the "refund_chain" field. It is called by the builders before save.
 	cardrequest.RefundChainValidator = cardrequestDescRefundChain.Validators[0].(func(string) error)
 	// cardrequestDescRefundTo is the schema descriptor for refund_to field.
-	cardrequestDescRefundTo := cardrequestFields[22].Descriptor()
+	cardrequestDescRefundTo := cardrequestFields[24].Descriptor()
 	// cardrequest.RefundToValidator is a validator for the "refund_to" field. It is called by the builders before save.
 	cardrequest.RefundToValidator = cardrequestDescRefundTo.Validators[0].(func(string) error)
 	// cardrequestDescRefundTxHash is the schema descriptor for refund_tx_hash field.
-	cardrequestDescRefundTxHash := cardrequestFields[23].Descriptor()
+	cardrequestDescRefundTxHash := cardrequestFields[25].Descriptor()
 	// cardrequest.RefundTxHashValidator is a validator for the "refund_tx_hash" field. It is called by the builders before save.
 	cardrequest.RefundTxHashValidator = cardrequestDescRefundTxHash.Validators[0].(func(string) error)
 	// cardrequestDescIdempotencyKey is the schema descriptor for idempotency_key field.
-	cardrequestDescIdempotencyKey := cardrequestFields[26].Descriptor()
+	cardrequestDescIdempotencyKey := cardrequestFields[28].Descriptor()
 	// cardrequest.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
 	cardrequest.IdempotencyKeyValidator = cardrequestDescIdempotencyKey.Validators[0].(func(string) error)
 	// cardrequestDescID is the schema descriptor for id field.
@@ -1452,11 +1453,11 @@ func init() {
 	// spendapproval.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
 	spendapproval.ReasonValidator = spendapprovalDescReason.Validators[0].(func(string) error)
 	// spendapprovalDescError is the schema descriptor for error field.
-	spendapprovalDescError := spendapprovalFields[11].Descriptor()
+	spendapprovalDescError := spendapprovalFields[13].Descriptor()
 	// spendapproval.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
 	spendapproval.ErrorValidator = spendapprovalDescError.Validators[0].(func(string) error)
 	// spendapprovalDescIdempotencyKey is the schema descriptor for idempotency_key field.
-	spendapprovalDescIdempotencyKey := spendapprovalFields[12].Descriptor()
+	spendapprovalDescIdempotencyKey := spendapprovalFields[14].Descriptor()
 	// spendapproval.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
 	spendapproval.IdempotencyKeyValidator = spendapprovalDescIdempotencyKey.Validators[0].(func(string) error)
 	// spendapprovalDescID is the schema descriptor for id field.
@@ -1486,6 +1487,37 @@ func init() {
 	spendingpolicyDescID := spendingpolicyMixinFields0[0].Descriptor()
 	// spendingpolicy.DefaultID holds the default value on creation for the id field.
 	spendingpolicy.DefaultID = spendingpolicyDescID.Default.(func() uuid.UUID)
+	stepupMixin := schema.StepUp{}.Mixin()
+	stepupMixinFields0 := stepupMixin[0].Fields()
+	_ = stepupMixinFields0
+	stepupFields := schema.StepUp{}.Fields()
+	_ = stepupFields
+	// stepupDescCreatedAt is the schema descriptor for created_at field.
+	stepupDescCreatedAt := stepupMixinFields0[1].Descriptor()
+	// stepup.DefaultCreatedAt holds the default value on creation for the created_at field.
+	stepup.DefaultCreatedAt = stepupDescCreatedAt.Default.(func() time.Time)
+	// stepupDescUpdatedAt is the schema descriptor for updated_at field.
+	stepupDescUpdatedAt := stepupMixinFields0[2].Descriptor()
+	// stepup.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	stepup.DefaultUpdatedAt = stepupDescUpdatedAt.Default.(func() time.Time)
+	// stepup.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	stepup.UpdateDefaultUpdatedAt = stepupDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// stepupDescSubject is the schema descriptor for subject field.
+	stepupDescSubject := stepupFields[2].Descriptor()
+	// stepup.DefaultSubject holds the default value on creation for the subject field.
+	stepup.DefaultSubject = stepupDescSubject.Default.(string)
+	// stepup.SubjectValidator is a validator for the "subject" field. It is called by the builders before save.
+	stepup.SubjectValidator = stepupDescSubject.Validators[0].(func(string) error)
+	// stepupDescSummary is the schema descriptor for summary field.
+	stepupDescSummary := stepupFields[6].Descriptor()
+	// stepup.DefaultSummary holds the default value on creation for the summary field.
+	stepup.DefaultSummary = stepupDescSummary.Default.(string)
+	// stepup.SummaryValidator is a validator for the "summary" field. It is called by the builders before save.
+	stepup.SummaryValidator = stepupDescSummary.Validators[0].(func(string) error)
+	// stepupDescID is the schema descriptor for id field.
+	stepupDescID := stepupMixinFields0[0].Descriptor()
+	// stepup.DefaultID holds the default value on creation for the id field.
+	stepup.DefaultID = stepupDescID.Default.(func() uuid.UUID)
 	transferMixin := schema.Transfer{}.Mixin()
 	transferMixinFields0 := transferMixin[0].Fields()
 	_ = transferMixinFields0

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/spendapproval"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type SpendApproval struct {
 	Status spendapproval.Status `json:"status,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
+	// Deciders holds the value of the "deciders" field.
+	Deciders []uuid.UUID `json:"deciders,omitempty"`
+	// ApprovedBy holds the value of the "approved_by" field.
+	ApprovedBy []uuid.UUID `json:"approved_by,omitempty"`
 	// DecidedAt holds the value of the "decided_at" field.
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 	// DecidedBy holds the value of the "decided_by" field.
@@ -60,7 +65,7 @@ func (*SpendApproval) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case spendapproval.FieldDecidedBy, spendapproval.FieldTransferID:
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
-		case spendapproval.FieldFingerprint:
+		case spendapproval.FieldDeciders, spendapproval.FieldApprovedBy, spendapproval.FieldFingerprint:
 			values[i] = new([]byte)
 		case spendapproval.FieldAmount:
 			values[i] = new(sql.NullInt64)
@@ -150,6 +155,22 @@ func (_m *SpendApproval) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
 			} else if value.Valid {
 				_m.ExpiresAt = value.Time
+			}
+		case spendapproval.FieldDeciders:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field deciders", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Deciders); err != nil {
+					return fmt.Errorf("unmarshal field deciders: %w", err)
+				}
+			}
+		case spendapproval.FieldApprovedBy:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field approved_by", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.ApprovedBy); err != nil {
+					return fmt.Errorf("unmarshal field approved_by: %w", err)
+				}
 			}
 		case spendapproval.FieldDecidedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -256,6 +277,12 @@ func (_m *SpendApproval) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("expires_at=")
 	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	builder.WriteString("deciders=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Deciders))
+	builder.WriteString(", ")
+	builder.WriteString("approved_by=")
+	builder.WriteString(fmt.Sprintf("%v", _m.ApprovedBy))
 	builder.WriteString(", ")
 	if v := _m.DecidedAt; v != nil {
 		builder.WriteString("decided_at=")

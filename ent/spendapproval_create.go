@@ -105,6 +105,18 @@ func (_c *SpendApprovalCreate) SetExpiresAt(v time.Time) *SpendApprovalCreate {
 	return _c
 }
 
+// SetDeciders sets the "deciders" field.
+func (_c *SpendApprovalCreate) SetDeciders(v []uuid.UUID) *SpendApprovalCreate {
+	_c.mutation.SetDeciders(v)
+	return _c
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_c *SpendApprovalCreate) SetApprovedBy(v []uuid.UUID) *SpendApprovalCreate {
+	_c.mutation.SetApprovedBy(v)
+	return _c
+}
+
 // SetDecidedAt sets the "decided_at" field.
 func (_c *SpendApprovalCreate) SetDecidedAt(v time.Time) *SpendApprovalCreate {
 	_c.mutation.SetDecidedAt(v)
@@ -389,6 +401,14 @@ func (_c *SpendApprovalCreate) createSpec() (*SpendApproval, *sqlgraph.CreateSpe
 	if value, ok := _c.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
 		_node.ExpiresAt = value
+	}
+	if value, ok := _c.mutation.Deciders(); ok {
+		_spec.SetField(spendapproval.FieldDeciders, field.TypeJSON, value)
+		_node.Deciders = value
+	}
+	if value, ok := _c.mutation.ApprovedBy(); ok {
+		_spec.SetField(spendapproval.FieldApprovedBy, field.TypeJSON, value)
+		_node.ApprovedBy = value
 	}
 	if value, ok := _c.mutation.DecidedAt(); ok {
 		_spec.SetField(spendapproval.FieldDecidedAt, field.TypeTime, value)

@@ -12,6 +12,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 )
@@ -60,6 +61,24 @@ func (_u *SpendApprovalUpdate) SetNillableExpiresAt(v *time.Time) *SpendApproval
 	if v != nil {
 		_u.SetExpiresAt(*v)
 	}
+	return _u
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_u *SpendApprovalUpdate) SetApprovedBy(v []uuid.UUID) *SpendApprovalUpdate {
+	_u.mutation.SetApprovedBy(v)
+	return _u
+}
+
+// AppendApprovedBy appends value to the "approved_by" field.
+func (_u *SpendApprovalUpdate) AppendApprovedBy(v []uuid.UUID) *SpendApprovalUpdate {
+	_u.mutation.AppendApprovedBy(v)
+	return _u
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (_u *SpendApprovalUpdate) ClearApprovedBy() *SpendApprovalUpdate {
+	_u.mutation.ClearApprovedBy()
 	return _u
 }
 
@@ -220,6 +239,20 @@ func (_u *SpendApprovalUpdate) sqlSave(ctx context.Context) (_node int, err erro
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
 	}
+	if _u.mutation.DecidersCleared() {
+		_spec.ClearField(spendapproval.FieldDeciders, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ApprovedBy(); ok {
+		_spec.SetField(spendapproval.FieldApprovedBy, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedApprovedBy(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, spendapproval.FieldApprovedBy, value)
+		})
+	}
+	if _u.mutation.ApprovedByCleared() {
+		_spec.ClearField(spendapproval.FieldApprovedBy, field.TypeJSON)
+	}
 	if value, ok := _u.mutation.DecidedAt(); ok {
 		_spec.SetField(spendapproval.FieldDecidedAt, field.TypeTime, value)
 	}
@@ -301,6 +334,24 @@ func (_u *SpendApprovalUpdateOne) SetNillableExpiresAt(v *time.Time) *SpendAppro
 	if v != nil {
 		_u.SetExpiresAt(*v)
 	}
+	return _u
+}
+
+// SetApprovedBy sets the "approved_by" field.
+func (_u *SpendApprovalUpdateOne) SetApprovedBy(v []uuid.UUID) *SpendApprovalUpdateOne {
+	_u.mutation.SetApprovedBy(v)
+	return _u
+}
+
+// AppendApprovedBy appends value to the "approved_by" field.
+func (_u *SpendApprovalUpdateOne) AppendApprovedBy(v []uuid.UUID) *SpendApprovalUpdateOne {
+	_u.mutation.AppendApprovedBy(v)
+	return _u
+}
+
+// ClearApprovedBy clears the value of the "approved_by" field.
+func (_u *SpendApprovalUpdateOne) ClearApprovedBy() *SpendApprovalUpdateOne {
+	_u.mutation.ClearApprovedBy()
 	return _u
 }
 
@@ -490,6 +541,20 @@ func (_u *SpendApprovalUpdateOne) sqlSave(ctx context.Context) (_node *SpendAppr
 	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
+	}
+	if _u.mutation.DecidersCleared() {
+		_spec.ClearField(spendapproval.FieldDeciders, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.ApprovedBy(); ok {
+		_spec.SetField(spendapproval.FieldApprovedBy, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedApprovedBy(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, spendapproval.FieldApprovedBy, value)
+		})
+	}
+	if _u.mutation.ApprovedByCleared() {
+		_spec.ClearField(spendapproval.FieldApprovedBy, field.TypeJSON)
 	}
 	if value, ok := _u.mutation.DecidedAt(); ok {
 		_spec.SetField(spendapproval.FieldDecidedAt, field.TypeTime, value)

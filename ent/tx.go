@@ -82,6 +82,8 @@ type Tx struct {
 	SpendApproval *SpendApprovalClient
 	// SpendingPolicy is the client for interacting with the SpendingPolicy builders.
 	SpendingPolicy *SpendingPolicyClient
+	// StepUp is the client for interacting with the StepUp builders.
+	StepUp *StepUpClient
 	// Transfer is the client for interacting with the Transfer builders.
 	Transfer *TransferClient
 	// User is the client for interacting with the User builders.
@@ -259,6 +261,7 @@ func (tx *Tx) init() {
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.SpendApproval = NewSpendApprovalClient(tx.config)
 	tx.SpendingPolicy = NewSpendingPolicyClient(tx.config)
+	tx.StepUp = NewStepUpClient(tx.config)
 	tx.Transfer = NewTransferClient(tx.config)
 	tx.User = NewUserClient(tx.config)
 	tx.Wallet = NewWalletClient(tx.config)

@@ -45,7 +45,7 @@ func (r *mutationResolver) ApproveCardRequest(ctx context.Context, id uuid.UUID,
 	if err != nil {
 		return nil, err
 	}
-	return viewerCardRequestModel(cr), nil
+	return viewerCardRequestModel(cr, v.User.ID), nil
 }
 
 // DenyCardRequest is the resolver for the denyCardRequest field.
@@ -58,7 +58,7 @@ func (r *mutationResolver) DenyCardRequest(ctx context.Context, id uuid.UUID) (*
 	if err != nil {
 		return nil, err
 	}
-	return viewerCardRequestModel(cr), nil
+	return viewerCardRequestModel(cr, v.User.ID), nil
 }
 
 // CardRequests is the resolver for the cardRequests field.
@@ -73,7 +73,7 @@ func (r *viewerResolver) CardRequests(ctx context.Context, obj *model.Viewer) ([
 	}
 	out := make([]*model.ViewerCardRequest, len(crs))
 	for i, cr := range crs {
-		out[i] = viewerCardRequestModel(cr)
+		out[i] = viewerCardRequestModel(cr, v.User.ID)
 	}
 	return out, nil
 }

@@ -5,18 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"agentpay"
 	"agentpay/graph/model"
 )
 
-// viewerCardRequestModel is a card request as the human sees it: never
-// the card's number or CVC, which only the agent reads (once).
-func viewerCardRequestModel(v *agentpay.CardRequestView) *model.ViewerCardRequest {
+// viewerCardRequestModel is a card request as the human viewer sees it:
+// never the card's number or CVC, which only the agent reads (once).
+func viewerCardRequestModel(v *agentpay.CardRequestView, viewer uuid.UUID) *model.ViewerCardRequest {
 	r := v.Request
 	out := &model.ViewerCardRequest{
 		ID: r.ID, AgentID: r.AgentID, AgentUsername: v.AgentUsername, Status: r.Status,
 		AmountUsd: v.Amount(), MerchantName: r.MerchantName, Description: r.Description,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt,
+		Deciders: v.Deciders, ApprovedBy: v.ApprovedBy, ViewerDecides: v.AwaitsDecisionOf(viewer),
 	}
 	if r.CardLast4 != "" {
 		out.CardLast4 = &r.CardLast4

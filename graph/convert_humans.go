@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/ent/stepup"
 	"agentpay/graph/model"
 )
 
@@ -93,6 +96,16 @@ func viewerPairingModel(v *agentpay.PairingView) *model.ViewerPairing {
 	}
 }
 
+// pairingConsentModel is a newcomer's pairing as the agent's other
+// humans see it.
+func pairingConsentModel(v *agentpay.PairingView) *model.PairingConsent {
+	p := v.Pairing
+	return &model.PairingConsent{
+		ID: p.ID, AgentUsername: v.Agent.Username, Username: v.User.Username, DisplayName: v.User.DisplayName,
+		Status: enumOf[model.PairingStatus](v.Status), CreatedAt: p.CreatedAt, ExpiresAt: p.ExpiresAt,
+	}
+}
+
 // pairingDecisions maps the GraphQL enum to the service's moves.
 var pairingDecisions = map[model.PairingDecision]agentpay.PairingDecision{
 	model.PairingDecisionApprove: agentpay.ApprovePairing,
@@ -108,7 +121,44 @@ func withdrawRequest(in model.WithdrawInput) agentpay.WithdrawRequest {
 	if in.Memo != nil {
 		req.Memo = *in.Memo
 	}
+	req.StepUp = stepUpProof(in.CeremonyID, in.Credential)
 	return req
+}
+
+// stepUpProof is an action's ceremonyId and credential (stepups.go).
+func stepUpProof(ceremonyID *uuid.UUID, credential *string) agentpay.StepUpProof {
+	var p agentpay.StepUpProof
+	if ceremonyID != nil {
+		p.ID = ceremonyID.String()
+	}
+	if credential != nil {
+		p.Credential = []byte(*credential)
+	}
+	return p
+}
+
+// viewerStepUpModel is a step-up as the app reads it (no id nor method
+// when the action needs none).
+func viewerStepUpModel(up *agentpay.StepUp) (*model.ViewerStepUp, error) {
+	out := &model.ViewerStepUp{Confirmed: up.Confirmed, Used: up.Used, Summary: up.Summary}
+	if up.Method == "" {
+		return out, nil
+	}
+	id, method, expires := up.ID, stepup.Method(up.Method), up.ExpiresAt
+	out.ID, out.Method, out.ExpiresAt = &id, &method, &expires
+	if up.SentTo != "" {
+		out.SentTo = &up.SentTo
+	}
+	if len(up.Options) > 0 {
+		var options map[string]any
+		dec := json.NewDecoder(bytes.NewReader(up.Options))
+		dec.UseNumber()
+		if err := dec.Decode(&options); err != nil {
+			return nil, fmt.Errorf("passkey options: %w", err)
+		}
+		out.Options = options
+	}
+	return out, nil
 }
 
 func withdrawalModel(w *agentpay.Withdrawal) *model.Withdrawal {

@@ -254,6 +254,17 @@ func complexity() ComplexityRoot {
 	c.Mutation.BeginSpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.ApproveSpendApproval = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return sendCost + child }
 	c.Mutation.DenySpendApproval = func(child int, _ uuid.UUID) int { return writeCost + child }
+	// Deciders are the humans whose policies held the operation: a few of
+	// the agent's humans, whom a newcomer joins only with one's consent.
+	c.SpendApproval.Deciders = listOf(fixedList)
+	c.SpendApproval.ApprovedBy = listOf(fixedList)
+	c.ViewerCardRequest.Deciders = listOf(fixedList)
+	c.ViewerCardRequest.ApprovedBy = listOf(fixedList)
+
+	// Pairing consents and the agent's revocation.
+	c.Viewer.PairingConsents = readListOf(agentpay.MaxPairingsListed)
+	c.Mutation.DecidePairingConsent = func(child int, _ uuid.UUID, _ model.PairingDecision) int { return writeCost + child }
+	c.Mutation.RevokePairing = func(child int, _ uuid.UUID) int { return writeCost + child }
 
 	// Settings: passkeys and sessions (agentpay.MaxPasskeysPerUser,
 	// agentpay.MaxBrowserSessionsListed).
@@ -261,9 +272,13 @@ func complexity() ComplexityRoot {
 	c.Viewer.Sessions = readListOf(agentpay.MaxBrowserSessionsListed)
 	c.Passkey.Transports = listOf(fixedList)
 	c.Mutation.UpdateViewer = func(child int, _ string) int { return writeCost + child }
-	c.Mutation.BeginPasskeyRegistration = func(child int) int { return writeCost + child }
+	c.Mutation.BeginPasskeyRegistration = func(child int, _ *uuid.UUID, _ *string) int { return writeCost + child }
 	c.Mutation.FinishPasskeyRegistration = func(child int, _ uuid.UUID, _, _ string) int { return writeCost + child }
-	c.Mutation.DeletePasskey = func(child int, _ uuid.UUID) int { return writeCost + child }
+	c.Mutation.DeletePasskey = func(child int, _ uuid.UUID, _ *uuid.UUID, _ *string) int { return writeCost + child }
+
+	// Step-ups (stepups.go): beginning one may mail a link.
+	c.Mutation.BeginStepUp = func(child int, _ model.StepUpInput) int { return writeCost + child }
+	c.Viewer.StepUp = func(child int, _ uuid.UUID) int { return readCost + child }
 	c.Mutation.RevokeSession = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Me.Events = func(child int, _ *int64, limit *int) int {
 		return pageCost(pageSize(limit, nil, agentpay.MaxAccountEventsPage), child)

@@ -13,6 +13,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
 	"agentpay/ent/spendapproval"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -407,14 +408,16 @@ type ComplexityRoot struct {
 		ApproveCardRequest        func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
 		ApproveSpendApproval      func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
 		BeginCardApproval         func(childComplexity int, id uuid.UUID) int
-		BeginPasskeyRegistration  func(childComplexity int) int
+		BeginPasskeyRegistration  func(childComplexity int, ceremonyID *uuid.UUID, credential *string) int
 		BeginSpendApproval        func(childComplexity int, id uuid.UUID) int
+		BeginStepUp               func(childComplexity int, input model.StepUpInput) int
 		CancelSession             func(childComplexity int, externalID string) int
 		ClearSpendingPolicy       func(childComplexity int, agentUsername string) int
 		CreateRefund              func(childComplexity int, externalID string, input *model.RefundInput, idempotencyKey *string) int
 		CreateSession             func(childComplexity int, input model.CreateSessionInput) int
 		DecidePairing             func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
-		DeletePasskey             func(childComplexity int, id uuid.UUID) int
+		DecidePairingConsent      func(childComplexity int, id uuid.UUID, decision model.PairingDecision) int
+		DeletePasskey             func(childComplexity int, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) int
 		DenyCardRequest           func(childComplexity int, id uuid.UUID) int
 		DenySpendApproval         func(childComplexity int, id uuid.UUID) int
 		FinishPasskeyRegistration func(childComplexity int, ceremonyID uuid.UUID, name string, credential string) int
@@ -427,6 +430,7 @@ type ComplexityRoot struct {
 		RegenerateAPIKey          func(childComplexity int) int
 		RemoveMerchantMember      func(childComplexity int, merchantID uuid.UUID, memberID uuid.UUID) int
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
+		RevokePairing             func(childComplexity int, id uuid.UUID) int
 		RevokeSession             func(childComplexity int, id uuid.UUID) int
 		RollKeys                  func(childComplexity int, mode *model.Mode) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
@@ -469,6 +473,16 @@ type ComplexityRoot struct {
 		Status      func(childComplexity int) int
 		UserID      func(childComplexity int) int
 		Username    func(childComplexity int) int
+	}
+
+	PairingConsent struct {
+		AgentUsername func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		DisplayName   func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Status        func(childComplexity int) int
+		Username      func(childComplexity int) int
 	}
 
 	PartnerVerification struct {
@@ -699,8 +713,10 @@ type ComplexityRoot struct {
 	SpendApproval struct {
 		AgentUsername func(childComplexity int) int
 		AmountUsd     func(childComplexity int) int
+		ApprovedBy    func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		DecidedAt     func(childComplexity int) int
+		Deciders      func(childComplexity int) int
 		Error         func(childComplexity int) int
 		ExpiresAt     func(childComplexity int) int
 		ID            func(childComplexity int) int
@@ -709,6 +725,7 @@ type ComplexityRoot struct {
 		Recipient     func(childComplexity int) int
 		Status        func(childComplexity int) int
 		TransactionID func(childComplexity int) int
+		ViewerDecides func(childComplexity int) int
 	}
 
 	SpendApprovalStart struct {
@@ -851,11 +868,13 @@ type ComplexityRoot struct {
 		ID               func(childComplexity int) int
 		IdentityStatus   func(childComplexity int) int
 		Merchants        func(childComplexity int) int
+		PairingConsents  func(childComplexity int) int
 		Pairings         func(childComplexity int) int
 		Passkeys         func(childComplexity int) int
 		Sessions         func(childComplexity int) int
 		SpendApprovals   func(childComplexity int) int
 		SpendingPolicies func(childComplexity int) int
+		StepUp           func(childComplexity int, id uuid.UUID) int
 		Username         func(childComplexity int) int
 		Wallets          func(childComplexity int) int
 		Withdrawals      func(childComplexity int, limit *int) int
@@ -870,10 +889,12 @@ type ComplexityRoot struct {
 		AgentID       func(childComplexity int) int
 		AgentUsername func(childComplexity int) int
 		AmountUsd     func(childComplexity int) int
+		ApprovedBy    func(childComplexity int) int
 		CardLast4     func(childComplexity int) int
 		ChargedUsd    func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		DecidedAt     func(childComplexity int) int
+		Deciders      func(childComplexity int) int
 		Description   func(childComplexity int) int
 		Error         func(childComplexity int) int
 		ExpiresAt     func(childComplexity int) int
@@ -881,6 +902,7 @@ type ComplexityRoot struct {
 		MerchantName  func(childComplexity int) int
 		ReturnedUsd   func(childComplexity int) int
 		Status        func(childComplexity int) int
+		ViewerDecides func(childComplexity int) int
 	}
 
 	ViewerPairing struct {
@@ -900,6 +922,17 @@ type ComplexityRoot struct {
 		ExpiresAt func(childComplexity int) int
 		ID        func(childComplexity int) int
 		UserAgent func(childComplexity int) int
+	}
+
+	ViewerStepUp struct {
+		Confirmed func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Method    func(childComplexity int) int
+		Options   func(childComplexity int) int
+		SentTo    func(childComplexity int) int
+		Summary   func(childComplexity int) int
+		Used      func(childComplexity int) int
 	}
 
 	ViewerWallet struct {
@@ -1061,6 +1094,8 @@ type MutationResolver interface {
 	UpdateMerchant(ctx context.Context, input model.UpdateMerchantInput) (*ent.Merchant, error)
 	RedeliverWebhook(ctx context.Context, eventID uuid.UUID) (*ent.WebhookDelivery, error)
 	RollWebhookSecret(ctx context.Context, overlapSeconds *int) (*model.RolledWebhookSecret, error)
+	DecidePairingConsent(ctx context.Context, id uuid.UUID, decision model.PairingDecision) (*model.PairingConsent, error)
+	RevokePairing(ctx context.Context, id uuid.UUID) (*model.Pairing, error)
 	SetSpendingPolicy(ctx context.Context, input model.SpendingPolicyInput) (*ent.SpendingPolicy, error)
 	ClearSpendingPolicy(ctx context.Context, agentUsername string) (bool, error)
 	BeginSpendApproval(ctx context.Context, id uuid.UUID) (*model.SpendApprovalStart, error)
@@ -1068,10 +1103,11 @@ type MutationResolver interface {
 	DenySpendApproval(ctx context.Context, id uuid.UUID) (*ent.SpendApproval, error)
 	CreateRefund(ctx context.Context, externalID string, input *model.RefundInput, idempotencyKey *string) (*model.RefundResult, error)
 	UpdateViewer(ctx context.Context, displayName string) (*model.Viewer, error)
-	BeginPasskeyRegistration(ctx context.Context) (*model.PasskeyRegistration, error)
+	BeginPasskeyRegistration(ctx context.Context, ceremonyID *uuid.UUID, credential *string) (*model.PasskeyRegistration, error)
 	FinishPasskeyRegistration(ctx context.Context, ceremonyID uuid.UUID, name string, credential string) (*ent.Passkey, error)
-	DeletePasskey(ctx context.Context, id uuid.UUID) (bool, error)
+	DeletePasskey(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (bool, error)
 	RevokeSession(ctx context.Context, id uuid.UUID) (bool, error)
+	BeginStepUp(ctx context.Context, input model.StepUpInput) (*model.ViewerStepUp, error)
 }
 type PaymentResolver interface {
 	TokenAmount(ctx context.Context, obj *ent.Payment) (*decimal.Decimal, error)
@@ -1104,6 +1140,10 @@ type SpendApprovalResolver interface {
 	AmountUsd(ctx context.Context, obj *ent.SpendApproval) (*decimal.Decimal, error)
 
 	TransactionID(ctx context.Context, obj *ent.SpendApproval) (*uuid.UUID, error)
+
+	Deciders(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
+	ApprovedBy(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
+	ViewerDecides(ctx context.Context, obj *ent.SpendApproval) (bool, error)
 }
 type SpendingPolicyResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error)
@@ -1133,10 +1173,12 @@ type ViewerResolver interface {
 	Withdrawals(ctx context.Context, obj *model.Viewer, limit *int) ([]*model.Withdrawal, error)
 	CardRequests(ctx context.Context, obj *model.Viewer) ([]*model.ViewerCardRequest, error)
 	Merchants(ctx context.Context, obj *model.Viewer) ([]*model.ManagedMerchant, error)
+	PairingConsents(ctx context.Context, obj *model.Viewer) ([]*model.PairingConsent, error)
 	SpendingPolicies(ctx context.Context, obj *model.Viewer) ([]*ent.SpendingPolicy, error)
 	SpendApprovals(ctx context.Context, obj *model.Viewer) ([]*ent.SpendApproval, error)
 	Passkeys(ctx context.Context, obj *model.Viewer) ([]*ent.Passkey, error)
 	Sessions(ctx context.Context, obj *model.Viewer) ([]*model.ViewerSession, error)
+	StepUp(ctx context.Context, obj *model.Viewer, id uuid.UUID) (*model.ViewerStepUp, error)
 }
 type WalletResolver interface {
 	Primary(ctx context.Context, obj *ent.Wallet) (bool, error)
@@ -2688,7 +2730,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Mutation.BeginPasskeyRegistration(childComplexity), true
+		args, err := ec.field_Mutation_beginPasskeyRegistration_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BeginPasskeyRegistration(childComplexity, args["ceremonyId"].(*uuid.UUID), args["credential"].(*string)), true
 	case "Mutation.beginSpendApproval":
 		if e.ComplexityRoot.Mutation.BeginSpendApproval == nil {
 			break
@@ -2700,6 +2747,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.BeginSpendApproval(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.beginStepUp":
+		if e.ComplexityRoot.Mutation.BeginStepUp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_beginStepUp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.BeginStepUp(childComplexity, args["input"].(model.StepUpInput)), true
 	case "Mutation.cancelSession":
 		if e.ComplexityRoot.Mutation.CancelSession == nil {
 			break
@@ -2755,6 +2813,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DecidePairing(childComplexity, args["id"].(uuid.UUID), args["decision"].(model.PairingDecision)), true
+	case "Mutation.decidePairingConsent":
+		if e.ComplexityRoot.Mutation.DecidePairingConsent == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_decidePairingConsent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DecidePairingConsent(childComplexity, args["id"].(uuid.UUID), args["decision"].(model.PairingDecision)), true
 	case "Mutation.deletePasskey":
 		if e.ComplexityRoot.Mutation.DeletePasskey == nil {
 			break
@@ -2765,7 +2834,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.DeletePasskey(childComplexity, args["id"].(uuid.UUID)), true
+		return e.ComplexityRoot.Mutation.DeletePasskey(childComplexity, args["id"].(uuid.UUID), args["ceremonyId"].(*uuid.UUID), args["credential"].(*string)), true
 	case "Mutation.denyCardRequest":
 		if e.ComplexityRoot.Mutation.DenyCardRequest == nil {
 			break
@@ -2893,6 +2962,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RequestPairing(childComplexity, args["userId"].(uuid.UUID), args["message"].(*string)), true
+	case "Mutation.revokePairing":
+		if e.ComplexityRoot.Mutation.RevokePairing == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokePairing_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokePairing(childComplexity, args["id"].(uuid.UUID)), true
 	case "Mutation.revokeSession":
 		if e.ComplexityRoot.Mutation.RevokeSession == nil {
 			break
@@ -3149,6 +3229,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Pairing.Username(childComplexity), true
+
+	case "PairingConsent.agentUsername":
+		if e.ComplexityRoot.PairingConsent.AgentUsername == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.AgentUsername(childComplexity), true
+	case "PairingConsent.createdAt":
+		if e.ComplexityRoot.PairingConsent.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.CreatedAt(childComplexity), true
+	case "PairingConsent.displayName":
+		if e.ComplexityRoot.PairingConsent.DisplayName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.DisplayName(childComplexity), true
+	case "PairingConsent.expiresAt":
+		if e.ComplexityRoot.PairingConsent.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.ExpiresAt(childComplexity), true
+	case "PairingConsent.id":
+		if e.ComplexityRoot.PairingConsent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.ID(childComplexity), true
+	case "PairingConsent.status":
+		if e.ComplexityRoot.PairingConsent.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.Status(childComplexity), true
+	case "PairingConsent.username":
+		if e.ComplexityRoot.PairingConsent.Username == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PairingConsent.Username(childComplexity), true
 
 	case "PartnerVerification.agentId":
 		if e.ComplexityRoot.PartnerVerification.AgentID == nil {
@@ -4255,6 +4378,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpendApproval.AmountUsd(childComplexity), true
+	case "SpendApproval.approvedBy":
+		if e.ComplexityRoot.SpendApproval.ApprovedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.ApprovedBy(childComplexity), true
 	case "SpendApproval.createdAt":
 		if e.ComplexityRoot.SpendApproval.CreatedAt == nil {
 			break
@@ -4267,6 +4396,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpendApproval.DecidedAt(childComplexity), true
+	case "SpendApproval.deciders":
+		if e.ComplexityRoot.SpendApproval.Deciders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Deciders(childComplexity), true
 	case "SpendApproval.error":
 		if e.ComplexityRoot.SpendApproval.Error == nil {
 			break
@@ -4315,6 +4450,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpendApproval.TransactionID(childComplexity), true
+	case "SpendApproval.viewerDecides":
+		if e.ComplexityRoot.SpendApproval.ViewerDecides == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.ViewerDecides(childComplexity), true
 
 	case "SpendApprovalStart.ceremonyId":
 		if e.ComplexityRoot.SpendApprovalStart.CeremonyID == nil {
@@ -4925,6 +5066,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.Merchants(childComplexity), true
+	case "Viewer.pairingConsents":
+		if e.ComplexityRoot.Viewer.PairingConsents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.PairingConsents(childComplexity), true
 	case "Viewer.pairings":
 		if e.ComplexityRoot.Viewer.Pairings == nil {
 			break
@@ -4955,6 +5102,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Viewer.SpendingPolicies(childComplexity), true
+	case "Viewer.stepUp":
+		if e.ComplexityRoot.Viewer.StepUp == nil {
+			break
+		}
+
+		args, err := ec.field_Viewer_stepUp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Viewer.StepUp(childComplexity, args["id"].(uuid.UUID)), true
 	case "Viewer.username":
 		if e.ComplexityRoot.Viewer.Username == nil {
 			break
@@ -5010,6 +5168,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerCardRequest.AmountUsd(childComplexity), true
+	case "ViewerCardRequest.approvedBy":
+		if e.ComplexityRoot.ViewerCardRequest.ApprovedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ApprovedBy(childComplexity), true
 	case "ViewerCardRequest.cardLast4":
 		if e.ComplexityRoot.ViewerCardRequest.CardLast4 == nil {
 			break
@@ -5034,6 +5198,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerCardRequest.DecidedAt(childComplexity), true
+	case "ViewerCardRequest.deciders":
+		if e.ComplexityRoot.ViewerCardRequest.Deciders == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.Deciders(childComplexity), true
 	case "ViewerCardRequest.description":
 		if e.ComplexityRoot.ViewerCardRequest.Description == nil {
 			break
@@ -5076,6 +5246,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerCardRequest.Status(childComplexity), true
+	case "ViewerCardRequest.viewerDecides":
+		if e.ComplexityRoot.ViewerCardRequest.ViewerDecides == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerCardRequest.ViewerDecides(childComplexity), true
 
 	case "ViewerPairing.agentId":
 		if e.ComplexityRoot.ViewerPairing.AgentID == nil {
@@ -5156,6 +5332,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ViewerSession.UserAgent(childComplexity), true
+
+	case "ViewerStepUp.confirmed":
+		if e.ComplexityRoot.ViewerStepUp.Confirmed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.Confirmed(childComplexity), true
+	case "ViewerStepUp.expiresAt":
+		if e.ComplexityRoot.ViewerStepUp.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.ExpiresAt(childComplexity), true
+	case "ViewerStepUp.id":
+		if e.ComplexityRoot.ViewerStepUp.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.ID(childComplexity), true
+	case "ViewerStepUp.method":
+		if e.ComplexityRoot.ViewerStepUp.Method == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.Method(childComplexity), true
+	case "ViewerStepUp.options":
+		if e.ComplexityRoot.ViewerStepUp.Options == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.Options(childComplexity), true
+	case "ViewerStepUp.sentTo":
+		if e.ComplexityRoot.ViewerStepUp.SentTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.SentTo(childComplexity), true
+	case "ViewerStepUp.summary":
+		if e.ComplexityRoot.ViewerStepUp.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.Summary(childComplexity), true
+	case "ViewerStepUp.used":
+		if e.ComplexityRoot.ViewerStepUp.Used == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ViewerStepUp.Used(childComplexity), true
 
 	case "ViewerWallet.address":
 		if e.ComplexityRoot.ViewerWallet.Address == nil {
@@ -5618,6 +5843,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("SendInput", ec.unmarshalInputSendInput),
 			graphql.NewInputUnmarshaler("SessionFilter", ec.unmarshalInputSessionFilter),
 			graphql.NewInputUnmarshaler("SpendingPolicyInput", ec.unmarshalInputSpendingPolicyInput),
+			graphql.NewInputUnmarshaler("StepUpInput", ec.unmarshalInputStepUpInput),
 			graphql.NewInputUnmarshaler("TokenRefInput", ec.unmarshalInputTokenRefInput),
 			graphql.NewInputUnmarshaler("TransferOrder", ec.unmarshalInputTransferOrder),
 			graphql.NewInputUnmarshaler("UpdateMerchantInput", ec.unmarshalInputUpdateMerchantInput),
@@ -5719,7 +5945,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql"
+//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5742,10 +5968,12 @@ var sources = []*ast.Source{
 	{Name: "merchantfeed.graphql", Input: sourceData("merchantfeed.graphql"), BuiltIn: false},
 	{Name: "merchantinsights.graphql", Input: sourceData("merchantinsights.graphql"), BuiltIn: false},
 	{Name: "merchants.graphql", Input: sourceData("merchants.graphql"), BuiltIn: false},
+	{Name: "pairings.graphql", Input: sourceData("pairings.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 	{Name: "settings.graphql", Input: sourceData("settings.graphql"), BuiltIn: false},
+	{Name: "stepups.graphql", Input: sourceData("stepups.graphql"), BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -6455,6 +6683,26 @@ func (ec *executionContext) childFields_Pairing(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type Pairing", field.Name)
 }
 
+func (ec *executionContext) childFields_PairingConsent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PairingConsent_id(ctx, field)
+	case "agentUsername":
+		return ec.fieldContext_PairingConsent_agentUsername(ctx, field)
+	case "username":
+		return ec.fieldContext_PairingConsent_username(ctx, field)
+	case "displayName":
+		return ec.fieldContext_PairingConsent_displayName(ctx, field)
+	case "status":
+		return ec.fieldContext_PairingConsent_status(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_PairingConsent_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_PairingConsent_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PairingConsent", field.Name)
+}
+
 func (ec *executionContext) childFields_PartnerVerification(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "agentId":
@@ -6873,6 +7121,12 @@ func (ec *executionContext) childFields_SpendApproval(ctx context.Context, field
 		return ec.fieldContext_SpendApproval_transactionId(ctx, field)
 	case "error":
 		return ec.fieldContext_SpendApproval_error(ctx, field)
+	case "deciders":
+		return ec.fieldContext_SpendApproval_deciders(ctx, field)
+	case "approvedBy":
+		return ec.fieldContext_SpendApproval_approvedBy(ctx, field)
+	case "viewerDecides":
+		return ec.fieldContext_SpendApproval_viewerDecides(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SpendApproval", field.Name)
 }
@@ -7149,6 +7403,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_cardRequests(ctx, field)
 	case "merchants":
 		return ec.fieldContext_Viewer_merchants(ctx, field)
+	case "pairingConsents":
+		return ec.fieldContext_Viewer_pairingConsents(ctx, field)
 	case "spendingPolicies":
 		return ec.fieldContext_Viewer_spendingPolicies(ctx, field)
 	case "spendApprovals":
@@ -7157,6 +7413,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_passkeys(ctx, field)
 	case "sessions":
 		return ec.fieldContext_Viewer_sessions(ctx, field)
+	case "stepUp":
+		return ec.fieldContext_Viewer_stepUp(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -7201,6 +7459,12 @@ func (ec *executionContext) childFields_ViewerCardRequest(ctx context.Context, f
 		return ec.fieldContext_ViewerCardRequest_returnedUsd(ctx, field)
 	case "error":
 		return ec.fieldContext_ViewerCardRequest_error(ctx, field)
+	case "deciders":
+		return ec.fieldContext_ViewerCardRequest_deciders(ctx, field)
+	case "approvedBy":
+		return ec.fieldContext_ViewerCardRequest_approvedBy(ctx, field)
+	case "viewerDecides":
+		return ec.fieldContext_ViewerCardRequest_viewerDecides(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ViewerCardRequest", field.Name)
 }
@@ -7241,6 +7505,28 @@ func (ec *executionContext) childFields_ViewerSession(ctx context.Context, field
 		return ec.fieldContext_ViewerSession_current(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ViewerSession", field.Name)
+}
+
+func (ec *executionContext) childFields_ViewerStepUp(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ViewerStepUp_id(ctx, field)
+	case "method":
+		return ec.fieldContext_ViewerStepUp_method(ctx, field)
+	case "options":
+		return ec.fieldContext_ViewerStepUp_options(ctx, field)
+	case "sentTo":
+		return ec.fieldContext_ViewerStepUp_sentTo(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ViewerStepUp_expiresAt(ctx, field)
+	case "confirmed":
+		return ec.fieldContext_ViewerStepUp_confirmed(ctx, field)
+	case "used":
+		return ec.fieldContext_ViewerStepUp_used(ctx, field)
+	case "summary":
+		return ec.fieldContext_ViewerStepUp_summary(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ViewerStepUp", field.Name)
 }
 
 func (ec *executionContext) childFields_ViewerWallet(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7801,6 +8087,28 @@ func (ec *executionContext) field_Mutation_beginCardApproval_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_beginPasskeyRegistration_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ceremonyId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ceremonyId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "credential",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["credential"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_beginSpendApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7812,6 +8120,20 @@ func (ec *executionContext) field_Mutation_beginSpendApproval_args(ctx context.C
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_beginStepUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.StepUpInput, error) {
+			return ec.unmarshalNStepUpInput2agentpayᚋgraphᚋmodelᚐStepUpInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -7887,6 +8209,28 @@ func (ec *executionContext) field_Mutation_createSession_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_decidePairingConsent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "decision",
+		func(ctx context.Context, v any) (model.PairingDecision, error) {
+			return ec.unmarshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["decision"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_decidePairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -7920,6 +8264,22 @@ func (ec *executionContext) field_Mutation_deletePasskey_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "ceremonyId",
+		func(ctx context.Context, v any) (*uuid.UUID, error) {
+			return ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ceremonyId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "credential",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["credential"] = arg2
 	return args, nil
 }
 
@@ -8130,6 +8490,20 @@ func (ec *executionContext) field_Mutation_requestPairing_args(ctx context.Conte
 		return nil, err
 	}
 	args["message"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokePairing_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -8724,6 +9098,20 @@ func (ec *executionContext) field_Viewer_events_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["limit"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Viewer_stepUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -15916,6 +16304,94 @@ func (ec *executionContext) fieldContext_Mutation_rollWebhookSecret(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_decidePairingConsent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DecidePairingConsent(ctx, fc.Args["id"].(uuid.UUID), fc.Args["decision"].(model.PairingDecision))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PairingConsent) graphql.Marshaler {
+			return ec.marshalNPairingConsent2ᚖagentpayᚋgraphᚋmodelᚐPairingConsent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_decidePairingConsent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PairingConsent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_decidePairingConsent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokePairing(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokePairing(ctx, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pairing) graphql.Marshaler {
+			return ec.marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairing(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokePairing(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pairing(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokePairing_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_setSpendingPolicy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16233,7 +16709,8 @@ func (ec *executionContext) _Mutation_beginPasskeyRegistration(ctx context.Conte
 			return ec.fieldContext_Mutation_beginPasskeyRegistration(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Mutation().BeginPasskeyRegistration(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BeginPasskeyRegistration(ctx, fc.Args["ceremonyId"].(*uuid.UUID), fc.Args["credential"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.PasskeyRegistration) graphql.Marshaler {
@@ -16243,7 +16720,7 @@ func (ec *executionContext) _Mutation_beginPasskeyRegistration(ctx context.Conte
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Mutation_beginPasskeyRegistration(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Mutation_beginPasskeyRegistration(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Mutation",
 		Field:      field,
@@ -16252,6 +16729,17 @@ func (ec *executionContext) fieldContext_Mutation_beginPasskeyRegistration(_ con
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_PasskeyRegistration(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_beginPasskeyRegistration_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -16310,7 +16798,7 @@ func (ec *executionContext) _Mutation_deletePasskey(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().DeletePasskey(ctx, fc.Args["id"].(uuid.UUID))
+			return ec.Resolvers.Mutation().DeletePasskey(ctx, fc.Args["id"].(uuid.UUID), fc.Args["ceremonyId"].(*uuid.UUID), fc.Args["credential"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -16382,6 +16870,50 @@ func (ec *executionContext) fieldContext_Mutation_revokeSession(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_revokeSession_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_beginStepUp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_beginStepUp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().BeginStepUp(ctx, fc.Args["input"].(model.StepUpInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerStepUp) graphql.Marshaler {
+			return ec.marshalNViewerStepUp2ᚖagentpayᚋgraphᚋmodelᚐViewerStepUp(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_beginStepUp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerStepUp(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_beginStepUp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -16846,6 +17378,167 @@ func (ec *executionContext) _Pairing_expiresAt(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_Pairing_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Pairing", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PairingConsent_id(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v uuid.UUID) graphql.Marshaler {
+			return ec.marshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PairingConsent_agentUsername(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_agentUsername(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentUsername, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_agentUsername(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "String")
+}
+
+func (ec *executionContext) _PairingConsent_username(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_username(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Username, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_username(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "String")
+}
+
+func (ec *executionContext) _PairingConsent_displayName(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_displayName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "String")
+}
+
+func (ec *executionContext) _PairingConsent_status(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.PairingStatus) graphql.Marshaler {
+			return ec.marshalNPairingStatus2agentpayᚋgraphᚋmodelᚐPairingStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "PairingStatus")
+}
+
+func (ec *executionContext) _PairingConsent_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PairingConsent_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.PairingConsent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PairingConsent_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PairingConsent_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PairingConsent", field, false, false, "Time")
 }
 
 func (ec *executionContext) _PartnerVerification_agentId(ctx context.Context, field graphql.CollectedField, obj *model.PartnerVerification) (ret graphql.Marshaler) {
@@ -21717,6 +22410,75 @@ func (ec *executionContext) fieldContext_SpendApproval_error(_ context.Context, 
 	return graphql.NewScalarFieldContext("SpendApproval", field, false, false, "String")
 }
 
+func (ec *executionContext) _SpendApproval_deciders(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_deciders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().Deciders(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_deciders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
+}
+
+func (ec *executionContext) _SpendApproval_approvedBy(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_approvedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().ApprovedBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_approvedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "String")
+}
+
+func (ec *executionContext) _SpendApproval_viewerDecides(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_viewerDecides(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().ViewerDecides(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_viewerDecides(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "Boolean")
+}
+
 func (ec *executionContext) _SpendApprovalStart_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24296,6 +25058,38 @@ func (ec *executionContext) fieldContext_Viewer_merchants(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Viewer_pairingConsents(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_pairingConsents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Viewer().PairingConsents(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PairingConsent) graphql.Marshaler {
+			return ec.marshalNPairingConsent2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingConsentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_pairingConsents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PairingConsent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Viewer_spendingPolicies(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24420,6 +25214,50 @@ func (ec *executionContext) fieldContext_Viewer_sessions(_ context.Context, fiel
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ViewerSession(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Viewer_stepUp(ctx context.Context, field graphql.CollectedField, obj *model.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_stepUp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Viewer().StepUp(ctx, obj, fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ViewerStepUp) graphql.Marshaler {
+			return ec.marshalNViewerStepUp2ᚖagentpayᚋgraphᚋmodelᚐViewerStepUp(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_stepUp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ViewerStepUp(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Viewer_stepUp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -24801,6 +25639,75 @@ func (ec *executionContext) fieldContext_ViewerCardRequest_error(_ context.Conte
 	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
 }
 
+func (ec *executionContext) _ViewerCardRequest_deciders(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_deciders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deciders, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_deciders(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_approvedBy(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_approvedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_approvedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerCardRequest_viewerDecides(ctx context.Context, field graphql.CollectedField, obj *model.ViewerCardRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerCardRequest_viewerDecides(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ViewerDecides, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerCardRequest_viewerDecides(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerCardRequest", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _ViewerPairing_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerPairing) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25098,6 +26005,190 @@ func (ec *executionContext) _ViewerSession_current(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ViewerSession_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ViewerSession", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ViewerStepUp_id(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *uuid.UUID) graphql.Marshaler {
+			return ec.marshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ViewerStepUp_method(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_method(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Method, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *stepup.Method) graphql.Marshaler {
+			return ec.marshalOStepUpMethod2ᚖagentpayᚋentᚋstepupᚐMethod(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_method(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "StepUpMethod")
+}
+
+func (ec *executionContext) _ViewerStepUp_options(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_options(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Options, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalOMap2map(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_options(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "Map")
+}
+
+func (ec *executionContext) _ViewerStepUp_sentTo(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_sentTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SentTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_sentTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "String")
+}
+
+func (ec *executionContext) _ViewerStepUp_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ViewerStepUp_confirmed(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_confirmed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Confirmed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_confirmed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ViewerStepUp_used(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_used(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Used, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_used(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ViewerStepUp_summary(ctx context.Context, field graphql.CollectedField, obj *model.ViewerStepUp) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ViewerStepUp_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ViewerStepUp_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ViewerStepUp", field, false, false, "String")
 }
 
 func (ec *executionContext) _ViewerWallet_chain(ctx context.Context, field graphql.CollectedField, obj *model.ViewerWallet) (ret graphql.Marshaler) {
@@ -28809,6 +29900,62 @@ func UnmarshalSpendingPolicyInput(ctx context.Context, raw any) (model.SpendingP
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputStepUpInput(ctx context.Context, obj any) (model.StepUpInput, error) {
+	var it model.StepUpInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"action", "id", "withdrawal"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "action":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("action"))
+			data, err := ec.unmarshalNStepUpAction2agentpayᚋentᚋstepupᚐAction(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Action = data
+		case "id":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("id"))
+			data, err := ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ID = data
+		case "withdrawal":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("withdrawal"))
+			data, err := ec.unmarshalOWithdrawInput2ᚖagentpayᚋgraphᚋmodelᚐWithdrawInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Withdrawal = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStepUpInput unmarshals raw into the StepUpInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStepUpInput(ctx context.Context, raw any) (model.StepUpInput, error) {
+	var out model.StepUpInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StepUpInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTokenRefInput(ctx context.Context, obj any) (model.TokenRefInput, error) {
 	var it model.TokenRefInput
 	if obj == nil {
@@ -29302,7 +30449,7 @@ func (ec *executionContext) unmarshalInputWithdrawInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"toAddress", "amountUsd", "chain", "memo", "idempotencyKey"}
+	fieldsInOrder := [...]string{"toAddress", "amountUsd", "chain", "memo", "idempotencyKey", "ceremonyId", "credential"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29344,6 +30491,20 @@ func (ec *executionContext) unmarshalInputWithdrawInput(ctx context.Context, obj
 				return it, err
 			}
 			it.IdempotencyKey = data
+		case "ceremonyId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("ceremonyId"))
+			data, err := ec.unmarshalOID2ᚖgithubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CeremonyID = data
+		case "credential":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("credential"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Credential = data
 		}
 	}
 	return it, nil
@@ -31742,6 +32903,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "decidePairingConsent":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_decidePairingConsent(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokePairing":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokePairing(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "setSpendingPolicy":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setSpendingPolicy(ctx, field)
@@ -31815,6 +32990,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "revokeSession":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_revokeSession(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "beginStepUp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_beginStepUp(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -32000,6 +33182,69 @@ func (ec *executionContext) _Pairing(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "expiresAt":
 			out.Values[i] = ec._Pairing_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pairingConsentImplementors = []string{"PairingConsent"}
+
+func (ec *executionContext) _PairingConsent(ctx context.Context, sel ast.SelectionSet, obj *model.PairingConsent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pairingConsentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PairingConsent")
+		case "id":
+			out.Values[i] = ec._PairingConsent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentUsername":
+			out.Values[i] = ec._PairingConsent_agentUsername(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "username":
+			out.Values[i] = ec._PairingConsent_username(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "displayName":
+			out.Values[i] = ec._PairingConsent_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._PairingConsent_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._PairingConsent_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._PairingConsent_expiresAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -33513,6 +34758,24 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "deciders":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_deciders(ctx, field, obj)
+				})
+		case "approvedBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_approvedBy(ctx, field, obj)
+				})
+		case "viewerDecides":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_viewerDecides(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -34442,6 +35705,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_merchants(ctx, field, obj)
 				})
+		case "pairingConsents":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_pairingConsents(ctx, field, obj)
+				})
 		case "spendingPolicies":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -34465,6 +35734,12 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Viewer_sessions(ctx, field, obj)
+				})
+		case "stepUp":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Viewer_stepUp(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -34602,6 +35877,21 @@ func (ec *executionContext) _ViewerCardRequest(ctx context.Context, sel ast.Sele
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "deciders":
+			out.Values[i] = ec._ViewerCardRequest_deciders(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approvedBy":
+			out.Values[i] = ec._ViewerCardRequest_approvedBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "viewerDecides":
+			out.Values[i] = ec._ViewerCardRequest_viewerDecides(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -34720,6 +36010,74 @@ func (ec *executionContext) _ViewerSession(ctx context.Context, sel ast.Selectio
 			}
 		case "current":
 			out.Values[i] = ec._ViewerSession_current(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var viewerStepUpImplementors = []string{"ViewerStepUp"}
+
+func (ec *executionContext) _ViewerStepUp(ctx context.Context, sel ast.SelectionSet, obj *model.ViewerStepUp) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, viewerStepUpImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ViewerStepUp")
+		case "id":
+			out.Values[i] = ec._ViewerStepUp_id(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "method":
+			out.Values[i] = ec._ViewerStepUp_method(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "options":
+			out.Values[i] = ec._ViewerStepUp_options(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "sentTo":
+			out.Values[i] = ec._ViewerStepUp_sentTo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._ViewerStepUp_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "confirmed":
+			out.Values[i] = ec._ViewerStepUp_confirmed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "used":
+			out.Values[i] = ec._ViewerStepUp_used(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "summary":
+			out.Values[i] = ec._ViewerStepUp_summary(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -36623,6 +37981,30 @@ func (ec *executionContext) marshalNPairing2ᚖagentpayᚋgraphᚋmodelᚐPairin
 	return ec._Pairing(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPairingConsent2ᚕᚖagentpayᚋgraphᚋmodelᚐPairingConsentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.PairingConsent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPairingConsent2ᚖagentpayᚋgraphᚋmodelᚐPairingConsent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPairingConsent2ᚖagentpayᚋgraphᚋmodelᚐPairingConsent(ctx context.Context, sel ast.SelectionSet, v *model.PairingConsent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PairingConsent!")
+		return graphql.Null
+	}
+	return ec._PairingConsent(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNPairingDecision2agentpayᚋgraphᚋmodelᚐPairingDecision(ctx context.Context, v any) (model.PairingDecision, error) {
 	var res model.PairingDecision
 	err := res.UnmarshalGQL(v)
@@ -36984,6 +38366,21 @@ func (ec *executionContext) marshalNStats2ᚖagentpayᚋgraphᚋmodelᚐStats(ct
 	return ec._Stats(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNStepUpAction2agentpayᚋentᚋstepupᚐAction(ctx context.Context, v any) (stepup.Action, error) {
+	var res stepup.Action
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStepUpAction2agentpayᚋentᚋstepupᚐAction(ctx context.Context, sel ast.SelectionSet, v stepup.Action) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNStepUpInput2agentpayᚋgraphᚋmodelᚐStepUpInput(ctx context.Context, v any) (model.StepUpInput, error) {
+	res, err := ec.unmarshalInputStepUpInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -37325,6 +38722,14 @@ func (ec *executionContext) marshalNViewerSession2ᚖagentpayᚋgraphᚋmodelᚐ
 		return graphql.Null
 	}
 	return ec._ViewerSession(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNViewerStepUp2ᚖagentpayᚋgraphᚋmodelᚐViewerStepUp(ctx context.Context, sel ast.SelectionSet, v *model.ViewerStepUp) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ViewerStepUp!")
+		return graphql.Null
+	}
+	return ec._ViewerStepUp(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNViewerWallet2ᚕᚖagentpayᚋgraphᚋmodelᚐViewerWalletᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ViewerWallet) graphql.Marshaler {
@@ -38280,6 +39685,22 @@ func (ec *executionContext) unmarshalOSessionFilter2ᚖagentpayᚋgraphᚋmodel�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOStepUpMethod2ᚖagentpayᚋentᚋstepupᚐMethod(ctx context.Context, v any) (*stepup.Method, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(stepup.Method)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOStepUpMethod2ᚖagentpayᚋentᚋstepupᚐMethod(ctx context.Context, sel ast.SelectionSet, v *stepup.Method) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -38583,6 +40004,14 @@ func (ec *executionContext) unmarshalOWebhookEventOrder2ᚖagentpayᚋentᚐWebh
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputWebhookEventOrder(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOWithdrawInput2ᚖagentpayᚋgraphᚋmodelᚐWithdrawInput(ctx context.Context, v any) (*model.WithdrawInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputWithdrawInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 

@@ -111,6 +111,25 @@ func (r *spendApprovalResolver) TransactionID(ctx context.Context, obj *ent.Spen
 	return obj.TransferID, nil
 }
 
+// Deciders is the resolver for the deciders field.
+func (r *spendApprovalResolver) Deciders(ctx context.Context, obj *ent.SpendApproval) ([]string, error) {
+	return r.cfg.Service.UsernamesOf(ctx, obj.Deciders)
+}
+
+// ApprovedBy is the resolver for the approvedBy field.
+func (r *spendApprovalResolver) ApprovedBy(ctx context.Context, obj *ent.SpendApproval) ([]string, error) {
+	return r.cfg.Service.UsernamesOf(ctx, obj.ApprovedBy)
+}
+
+// ViewerDecides is the resolver for the viewerDecides field.
+func (r *spendApprovalResolver) ViewerDecides(ctx context.Context, obj *ent.SpendApproval) (bool, error) {
+	v, err := r.currentViewer(ctx)
+	if err != nil {
+		return false, err
+	}
+	return agentpay.AwaitsDecisionOf(obj, v.User.ID), nil
+}
+
 // AgentUsername is the resolver for the agentUsername field.
 func (r *spendingPolicyResolver) AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error) {
 	name, _, err := r.cfg.Service.AgentNameAndTier(ctx, obj.AgentID)

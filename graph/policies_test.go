@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/ent"
 )
 
 // Spending policies over GraphQL: the human sets one on a paired agent (a
@@ -119,3 +122,96 @@ func TestSpendingPoliciesOverGraphQL(t *testing.T) {
 	api.asViewer(t, session, csrf, `mutation { clearSpendingPolicy(agentUsername: "policy_gql_agent") }`, nil).decode(t, &cleared)
 	require.True(t, cleared.ClearSpendingPolicy)
 }
+
+// TestHeldOperationDecidersOverGraphQL: a second human joins the agent on
+// the first's consent (viewer.pairingConsents, decidePairingConsent); an
+// operation the first's policy holds shows its deciders, and the second
+// human, paired too, sees it but cannot begin, approve or deny it
+// (FORBIDDEN, nothing changes). The agent ends the second's pairing
+// (revokePairing).
+func TestHeldOperationDecidersOverGraphQL(t *testing.T) {
+	api := newViewerAPIWith(t, agentpay.Config{})
+	ctx := context.Background()
+	ana, anaSession, anaCSRF := api.signIn(t, "deciding_ana")
+	bo, boSession, boCSRF := api.signIn(t, "other_bo")
+	reg := api.register(t, "decided_agent")
+	api.register(t, "decided_payee")
+	a, err := api.DB.Ent.Agent.Get(ctx, uuid.MustParse(reg.AgentID))
+	require.NoError(t, err)
+	pair := func(u *ent.User) string {
+		pv, err := api.Svc.RequestPairing(ctx, a, agentpay.PairingRequest{UserID: u.ID.String()})
+		require.NoError(t, err)
+		_, err = api.Svc.DecidePairing(ctx, u, pv.Pairing.ID.String(), agentpay.ApprovePairing)
+		require.NoError(t, err)
+		return pv.Pairing.ID.String()
+	}
+	pair(ana)
+	boPairing := pair(bo)
+
+	var consents struct {
+		Viewer struct {
+			PairingConsents []struct{ ID, AgentUsername, Username, Status string }
+		}
+	}
+	api.asViewer(t, anaSession, anaCSRF, `{ viewer { pairingConsents { id agentUsername username status } } }`, nil).decode(t, &consents)
+	require.Len(t, consents.Viewer.PairingConsents, 1)
+	require.Equal(t, "AWAITING_CONSENT", consents.Viewer.PairingConsents[0].Status)
+	require.Equal(t, bo.Username, consents.Viewer.PairingConsents[0].Username)
+	consent := `mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }`
+	require.Equal(t, "NOT_FOUND", api.asViewer(t, boSession, boCSRF, consent, map[string]any{"id": boPairing, "d": "APPROVE"}).code(t), "not for the newcomer")
+	var decided struct{ DecidePairingConsent struct{ Status string } }
+	api.asViewer(t, anaSession, anaCSRF, consent, map[string]any{"id": boPairing, "d": "APPROVE"}).decode(t, &decided)
+	require.Equal(t, "APPROVED", decided.DecidePairingConsent.Status)
+
+	_, err = api.Svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: ana}, "decided_agent", agentpay.SpendingPolicyInput{ApprovalThreshold: ptrDecimal("1")})
+	require.NoError(t, err)
+	held := api.do(t, reg.APIKey, `mutation { send(input: {toUsername: "decided_payee", amountUsd: 2, chain: "base"}) { status } }`, nil)
+	require.Equal(t, "AWAITING_APPROVAL", held.code(t))
+	vars := map[string]any{"id": held.Errors[0].Extensions["approvalId"]}
+
+	type approvals struct {
+		Viewer struct {
+			SpendApprovals []struct {
+				Status, ID           string
+				Deciders, ApprovedBy []string
+				ViewerDecides        bool
+			}
+		}
+	}
+	const list = `{ viewer { spendApprovals { id status deciders approvedBy viewerDecides } } }`
+	var seen approvals
+	api.asViewer(t, boSession, boCSRF, list, nil).decode(t, &seen)
+	require.Len(t, seen.Viewer.SpendApprovals, 1, "bo sees it")
+	require.Equal(t, []string{ana.Username}, seen.Viewer.SpendApprovals[0].Deciders)
+	require.False(t, seen.Viewer.SpendApprovals[0].ViewerDecides)
+	for _, m := range []string{
+		`mutation($id: ID!) { approveSpendApproval(id: $id) { status } }`,
+		`mutation($id: ID!) { denySpendApproval(id: $id) { status } }`,
+		`mutation($id: ID!) { beginStepUp(input: {action: APPROVE_SPEND, id: $id}) { id } }`,
+	} {
+		res := api.asViewer(t, boSession, boCSRF, m, vars)
+		require.Equal(t, "FORBIDDEN", res.code(t), m)
+		require.Contains(t, res.Errors[0].Message, "held by the spending policy of "+ana.Username)
+	}
+	api.asViewer(t, anaSession, anaCSRF, list, nil).decode(t, &seen)
+	require.Equal(t, "AWAITING_APPROVAL", seen.Viewer.SpendApprovals[0].Status, "nothing changed")
+	require.True(t, seen.Viewer.SpendApprovals[0].ViewerDecides)
+	var denied struct{ DenySpendApproval struct{ Status string } }
+	api.asViewer(t, anaSession, anaCSRF, `mutation($id: ID!) { denySpendApproval(id: $id) { status } }`, vars).decode(t, &denied)
+	require.Equal(t, "DENIED", denied.DenySpendApproval.Status)
+
+	// The agent ends bo's pairing.
+	var revoked struct {
+		RevokePairing struct{ Status, Username string }
+	}
+	api.do(t, reg.APIKey, `mutation($id: ID!) { revokePairing(id: $id) { status username } }`, map[string]any{"id": boPairing}).decode(t, &revoked)
+	require.Equal(t, "REVOKED", revoked.RevokePairing.Status)
+	require.Equal(t, "CONFLICT", api.do(t, reg.APIKey, `mutation($id: ID!) { revokePairing(id: $id) { status } }`, map[string]any{"id": boPairing}).code(t))
+	var mine struct {
+		Viewer struct{ Pairings []struct{ Status string } }
+	}
+	api.asViewer(t, boSession, boCSRF, `{ viewer { pairings { status } } }`, nil).decode(t, &mine)
+	require.Equal(t, "REVOKED", mine.Viewer.Pairings[0].Status)
+}
+
+func ptrDecimal(s string) *decimal.Decimal { d := decimal.RequireFromString(s); return &d }

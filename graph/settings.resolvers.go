@@ -33,12 +33,12 @@ func (r *mutationResolver) UpdateViewer(ctx context.Context, displayName string)
 }
 
 // BeginPasskeyRegistration is the resolver for the beginPasskeyRegistration field.
-func (r *mutationResolver) BeginPasskeyRegistration(ctx context.Context) (*model.PasskeyRegistration, error) {
+func (r *mutationResolver) BeginPasskeyRegistration(ctx context.Context, ceremonyID *uuid.UUID, credential *string) (*model.PasskeyRegistration, error) {
 	v, err := r.currentViewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c, err := r.cfg.Service.BeginPasskeyRegistration(ctx, v.User)
+	c, err := r.cfg.Service.BeginPasskeyRegistration(ctx, v.User, stepUpProof(ceremonyID, credential))
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +55,12 @@ func (r *mutationResolver) FinishPasskeyRegistration(ctx context.Context, ceremo
 }
 
 // DeletePasskey is the resolver for the deletePasskey field.
-func (r *mutationResolver) DeletePasskey(ctx context.Context, id uuid.UUID) (bool, error) {
+func (r *mutationResolver) DeletePasskey(ctx context.Context, id uuid.UUID, ceremonyID *uuid.UUID, credential *string) (bool, error) {
 	v, err := r.currentViewer(ctx)
 	if err != nil {
 		return false, err
 	}
-	if err := r.cfg.Service.DeletePasskey(ctx, v.User, id.String()); err != nil {
+	if err := r.cfg.Service.DeletePasskey(ctx, v.User, id.String(), stepUpProof(ceremonyID, credential)); err != nil {
 		return false, err
 	}
 	return true, nil

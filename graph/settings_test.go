@@ -88,12 +88,35 @@ func TestViewerSettingsOverGraphQL(t *testing.T) {
 	api.asViewer(t, bobSession, bobCSRF, `{ viewer { passkeys { id name } } }`, nil).decode(t, &listed)
 	require.Empty(t, listed.Viewer.Passkeys, "bob sees only his")
 
-	del := `mutation($id: ID!) { deletePasskey(id: $id) }`
+	// With a passkey, adding another or deleting one needs a step-up: an
+	// assertion of a passkey the account has, begun for that action.
+	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, csrf, begin, nil).code(t), "adding a second needs the first")
+	stepUp := func(action string, id any) map[string]any {
+		t.Helper()
+		var up struct {
+			BeginStepUp struct {
+				ID, Method string
+				Options    json.RawMessage
+			}
+		}
+		api.asViewer(t, session, csrf, `mutation($in: StepUpInput!) { beginStepUp(input: $in) { id method options } }`,
+			map[string]any{"in": map[string]any{"action": action, "id": id}}).decode(t, &up)
+		require.Equal(t, "PASSKEY", up.BeginStepUp.Method)
+		return map[string]any{"c": up.BeginStepUp.ID, "cred": string(a.Assert(t, up.BeginStepUp.Options, a.Passkeys[0]))}
+	}
+	var again struct{ BeginPasskeyRegistration struct{ CeremonyID string } }
+	api.asViewer(t, session, csrf, `mutation($c: ID, $cred: String) { beginPasskeyRegistration(ceremonyId: $c, credential: $cred) { ceremonyId } }`,
+		stepUp("ADD_PASSKEY", nil)).decode(t, &again)
+	require.NotEmpty(t, again.BeginPasskeyRegistration.CeremonyID)
+
+	del := `mutation($id: ID!, $c: ID, $cred: String) { deletePasskey(id: $id, ceremonyId: $c, credential: $cred) }`
 	idVars := map[string]any{"id": finished.FinishPasskeyRegistration.ID}
 	require.Equal(t, "NOT_FOUND", api.asViewer(t, bobSession, bobCSRF, del, idVars).code(t))
 	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, "", del, idVars).code(t))
+	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, csrf, del, idVars).code(t), "no step-up")
+	proof := stepUp("REMOVE_PASSKEY", finished.FinishPasskeyRegistration.ID)
 	var deleted struct{ DeletePasskey bool }
-	api.asViewer(t, session, csrf, del, idVars).decode(t, &deleted)
+	api.asViewer(t, session, csrf, del, map[string]any{"id": finished.FinishPasskeyRegistration.ID, "c": proof["c"], "cred": proof["cred"]}).decode(t, &deleted)
 	require.True(t, deleted.DeletePasskey)
 	require.Equal(t, "NOT_FOUND", api.asViewer(t, session, csrf, del, idVars).code(t))
 

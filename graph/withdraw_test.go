@@ -3,6 +3,8 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/ent"
+	"agentpay/ent/mailmessage"
 	"agentpay/ent/transfer"
 	"agentpay/internal/testenv"
 )
@@ -53,15 +57,41 @@ func TestWithdrawOverGraphQL(t *testing.T) {
 		return n
 	}
 	in := map[string]any{"toAddress": to, "amountUsd": 4, "memo": "out", "idempotencyKey": "wd-1"}
+	// confirmed begins the step-up of a withdrawal (without a passkey, a
+	// link e-mailed to the account) and follows the link, as its page
+	// would, answering the input with the step-up's id.
+	confirmed := func(in map[string]any) map[string]any {
+		t.Helper()
+		var up struct {
+			BeginStepUp struct {
+				ID, Method, SentTo string
+			}
+		}
+		api.asViewer(t, session, csrf, `mutation($in: StepUpInput!) { beginStepUp(input: $in) { id method sentTo } }`,
+			map[string]any{"in": map[string]any{"action": "WITHDRAW", "withdrawal": in}}).decode(t, &up)
+		require.Equal(t, "EMAIL", up.BeginStepUp.Method)
+		require.Equal(t, u.Email, up.BeginStepUp.SentTo)
+		m, err := api.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email), mailmessage.SubjectHasPrefix("Confirm: ")).
+			Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).First(ctx)
+		require.NoError(t, err)
+		link := agentpay.MailLinks(m.Text)[0]
+		_, err = api.Svc.ConfirmStepUpLink(ctx, link[strings.LastIndex(link, "/")+1:])
+		require.NoError(t, err)
+		out := maps.Clone(in)
+		out["ceremonyId"] = up.BeginStepUp.ID
+		return out
+	}
 
 	// Without the CSRF token, or without a session: refused, nothing moves.
 	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, "", withdrawMutation, map[string]any{"in": in}).code(t))
 	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, "nope", withdrawMutation, map[string]any{"in": in}).code(t))
 	require.Equal(t, "UNAUTHENTICATED", api.asViewer(t, "", csrf, withdrawMutation, map[string]any{"in": in}).code(t))
+	// Without a step-up: refused, nothing moves.
+	require.Equal(t, "FORBIDDEN", api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": map[string]any{"toAddress": to, "amountUsd": 4}}).code(t))
 	require.Zero(t, count())
 
 	var first, again struct{ Withdraw withdrawalData }
-	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": in}).decode(t, &first)
+	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": confirmed(in)}).decode(t, &first)
 	w := first.Withdraw
 	require.Equal(t, "COMPLETED", w.Status)
 	require.Equal(t, "base", w.Chain)
@@ -93,12 +123,12 @@ func TestWithdrawOverGraphQL(t *testing.T) {
 		out := api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": bad})
 		require.Equal(t, "BAD_USER_INPUT", out.code(t), "%v", bad)
 	}
-	out := api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": map[string]any{"toAddress": to, "amountUsd": 7}})
+	out := api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": confirmed(map[string]any{"toAddress": to, "amountUsd": 7})})
 	require.Equal(t, "INSUFFICIENT_FUNDS", out.code(t))
 	require.Equal(t, 1, count(), "nothing else moved")
 
 	var second struct{ Withdraw withdrawalData }
-	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": map[string]any{"toAddress": to, "amountUsd": 1, "chain": "base"}}).decode(t, &second)
+	api.asViewer(t, session, csrf, withdrawMutation, map[string]any{"in": confirmed(map[string]any{"toAddress": to, "amountUsd": 1, "chain": "base"})}).decode(t, &second)
 	require.Equal(t, "COMPLETED", second.Withdraw.Status)
 
 	var list struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +21,7 @@ import (
 )
 
 // wantTools are the tools /mcp lists.
-var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "send", "send_to_user"}
+var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "revoke_pairing", "send", "send_to_user"}
 
 // bearerTransport adds the agent key to every request of the client.
 type bearerTransport struct{ key string }
@@ -195,4 +196,38 @@ func remarshal(t *testing.T, from, to any) {
 	b, err := json.Marshal(from)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, to))
+}
+
+// TestMCPRevokePairing: revoke_pairing ends the agent's pairing as REST's
+// POST /agents/me/pairings/{id}/revoke does; another agent's pairing is a
+// tool error with REST's detail.
+func TestMCPRevokePairing(t *testing.T) {
+	ctx := context.Background()
+	m := newTestMCP(t)
+	a, key := m.agent(t, "mcp_revoke", 0)
+	other, _ := m.agent(t, "mcp_other", 0)
+	u, err := m.Svc.CreateUser(ctx, agentpay.NewUser{Email: "mcp_human@example.com", Username: "mcp_human_" + uuid.NewString()[:6]})
+	require.NoError(t, err)
+	pv, err := m.Svc.RequestPairing(ctx, a, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = m.Svc.DecidePairing(ctx, u, pv.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	theirs, err := m.Svc.RequestPairing(ctx, other, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+
+	cs, err := connect(t, m.URL, key)
+	require.NoError(t, err)
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "revoke_pairing", Arguments: map[string]any{"pairing_id": theirs.Pairing.ID.String()}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Equal(t, `not found: no pairing with id "`+theirs.Pairing.ID.String()+`"`, textOf(res))
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "revoke_pairing", Arguments: map[string]any{"pairing_id": pv.Pairing.ID.String()}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", textOf(res))
+	var got map[string]any
+	remarshal(t, res.StructuredContent, &got)
+	require.Equal(t, "revoked", got["status"])
+	ps, err := m.Svc.AgentPairings(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, agentpay.PairingRevoked, ps[0].Status)
 }

@@ -61,7 +61,7 @@ var tools = []toolDef{
 			}, nil
 		}),
 	define("list_pairings",
-		"The agent's pairings with human users (pending, approved, denied, revoked or expired), newest first.",
+		"The agent's pairings with human users (pending, awaiting_consent, approved, denied, revoked or expired), newest first.",
 		func(ctx context.Context, t *toolset, a *ent.Agent, _ noInput) (pairingsOutput, error) {
 			vs, err := t.svc.AgentPairings(ctx, a)
 			if err != nil {
@@ -72,6 +72,15 @@ var tools = []toolDef{
 				out.Pairings[i] = pairingOf(v)
 			}
 			return out, nil
+		}),
+	define("revoke_pairing",
+		"End one of the agent's pairings (approved, pending or awaiting_consent) by its pairing_id: the human's spending policy stops applying and they stop deciding the agent's held operations at once; they are told.",
+		func(ctx context.Context, t *toolset, a *ent.Agent, in revokePairingInput) (pairingOutput, error) {
+			v, err := t.svc.RevokeAgentPairing(ctx, a, in.PairingID)
+			if err != nil {
+				return pairingOutput{}, err
+			}
+			return pairingOf(v), nil
 		}),
 	define("get_limits",
 		"The agent's tier, trust score, rate limits, per-send and daily limits with what is left today, and its permissions.",
@@ -215,6 +224,10 @@ type payCheckoutInput struct {
 	ExternalID     string `json:"external_id" jsonschema:"the session's external id (cs_test_... or cs_live_...), the last part of its checkout_url"`
 	Chain          string `json:"chain,omitempty" jsonschema:"solana or base; by default the first of solana, base that the merchant accepts and the balance covers"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"makes a retry safe: the same key answers the first payment as it is now (kept 24 hours)"`
+}
+
+type revokePairingInput struct {
+	PairingID string `json:"pairing_id" jsonschema:"the pairing to end, as list_pairings names it"`
 }
 
 type cardPurchaseInput struct {

@@ -32,8 +32,12 @@ type approvalResponse struct {
 	TransferStatus *string `json:"transfer_status"`
 	TxHash         *string `json:"tx_hash"`
 	// Error: why the approved operation was refused when it ran.
-	Error   *string `json:"error"`
-	Message string  `json:"message,omitempty"`
+	Error *string `json:"error"`
+	// Deciders are the humans whose policies held it (usernames): each
+	// must approve; ApprovedBy those who did so far.
+	Deciders   []string `json:"deciders"`
+	ApprovedBy []string `json:"approved_by"`
+	Message    string   `json:"message,omitempty"`
 }
 
 func approvalResponseOf(v *agentpay.SpendApprovalView, message string) approvalResponse {
@@ -41,7 +45,7 @@ func approvalResponseOf(v *agentpay.SpendApprovalView, message string) approvalR
 	out := approvalResponse{
 		ApprovalID: a.ID.String(), Operation: string(a.Operation), Status: v.Status(), AmountUSD: Amount{v.Amount()},
 		Recipient: a.Recipient, Reason: a.Reason, CreatedAt: a.CreatedAt.UTC(), ExpiresAt: a.ExpiresAt.UTC(),
-		Message: message,
+		Deciders: nonNil(v.Deciders), ApprovedBy: nonNil(v.ApprovedBy), Message: message,
 	}
 	if a.DecidedAt != nil {
 		d := a.DecidedAt.UTC()
@@ -59,6 +63,14 @@ func approvalResponseOf(v *agentpay.SpendApprovalView, message string) approvalR
 		out.Error = &a.Error
 	}
 	return out
+}
+
+// nonNil is list, or an empty list for nil (JSON [] rather than null).
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }
 
 // myApproval answers one of the agent's held operations as it is now.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"agentpay"
 )
 
@@ -140,6 +142,19 @@ func (s *server) myPairings(w http.ResponseWriter, r *http.Request) {
 		out.Pairings[i] = pairingOf(v)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// revokePairing ends one of the agent's pairings (approved, pending or
+// awaiting consent): the human's policy stops applying and they stop
+// deciding at once. It answers the pairing as GET /agents/me/pairings
+// lists it.
+func (s *server) revokePairing(w http.ResponseWriter, r *http.Request) {
+	v, err := s.svc.RevokeAgentPairing(r.Context(), agentFrom(r.Context()), chi.URLParam(r, "pairing_id"))
+	if err != nil {
+		writeError(w, r, s.logger, areaAgent, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, pairingOf(v))
 }
 
 type accountEventResponse struct {

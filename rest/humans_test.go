@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -256,4 +257,46 @@ func TestInviteHumanLimitsOverREST(t *testing.T) {
 	require.Equal(t, 3, n, "refusals record nothing")
 	resp = invite(keys[1], "bea@example.com")
 	require.Equal(t, http.StatusCreated, resp.Status, "another agent may: %s", resp.Body)
+}
+
+// TestRevokePairingOverREST: the agent ends a pairing at POST
+// /agents/me/pairings/{pairing_id}/revoke (golden): the human's spending
+// policy stops applying at once and they are told. Another agent's
+// pairing or an unknown id is 404, a second revoke 409.
+func TestRevokePairingOverREST(t *testing.T) {
+	api := newMailingAPI(t)
+	ctx := context.Background()
+	reg := api.register("revoking_agent")
+	raiseTier(t, api, reg.ID)
+	key := agentKey(reg.APIKey)
+	u := api.newUser("revoked_human")
+	pv, err := api.Svc.RequestPairing(ctx, mustAgent(t, api, reg.ID), agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = api.Svc.DecidePairing(ctx, u, pv.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	tiny := decimal.RequireFromString("0.000001")
+	_, err = api.Svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: u}, "revoking_agent", agentpay.SpendingPolicyInput{PerPaymentCap: &tiny})
+	require.NoError(t, err)
+	path := "/agents/me/pairings/" + pv.Pairing.ID.String() + "/revoke"
+
+	other := api.register("other_agent")
+	resp := api.do(http.MethodPost, path, nil, agentKey(other.APIKey))
+	require.Equal(t, http.StatusNotFound, resp.Status, "another agent's pairing")
+	resp = api.do(http.MethodPost, "/agents/me/pairings/nope/revoke", nil, key)
+	require.Equal(t, http.StatusNotFound, resp.Status)
+	require.Equal(t, http.StatusUnauthorized, api.do(http.MethodPost, path, nil, nil).Status)
+
+	resp = api.do(http.MethodPost, path, nil, key)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	assertGolden(t, "agents_pairing_revoked", resp.Body, nil)
+	resp = api.do(http.MethodPost, path, nil, key)
+	require.Equal(t, http.StatusConflict, resp.Status, "revoked once")
+	_, err = api.Svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: u}, "revoking_agent", agentpay.SpendingPolicyInput{PerPaymentCap: &tiny})
+	require.ErrorIs(t, err, agentpay.ErrNotFound, "the human no longer governs the agent")
+	pols, err := api.Svc.UserSpendingPolicies(ctx, u)
+	require.NoError(t, err)
+	require.Empty(t, pols, "their policy no longer applies")
+	evs, err := api.Svc.AccountEvents(ctx, agentpay.UserParty(u.ID), 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, agentpay.EventPairingRevoked, evs[len(evs)-1].Kind, "the human is told")
 }

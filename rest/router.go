@@ -94,6 +94,7 @@ func NewRouter(cfg Config) http.Handler {
 			r.Post("/invite-human", s.inviteHuman)
 			r.Post("/pairings/request", s.requestPairing)
 			r.Get("/pairings", s.myPairings)
+			r.Post("/pairings/{pairing_id}/revoke", s.revokePairing)
 			r.Post("/pairings/card/request-purchase", s.requestCardPurchase)
 			r.Get("/pairings/card/requests", s.myCardRequests)
 			r.Get("/pairings/card/requests/{request_id}", s.myCardRequest)

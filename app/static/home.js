@@ -1,6 +1,8 @@
 // The signed-in home: everything through the public GraphQL API (viewer,
-// decidePairing, startIdentityVerification, withdraw, card approvals,
-// viewerEvents), the session's CSRF token on every request.
+// decidePairing, decidePairingConsent, startIdentityVerification,
+// withdraw, card and spend approvals, viewerEvents), the session's CSRF
+// token on every request. Approving and withdrawing take the step-up
+// first (stepup.js).
 (function () {
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
@@ -11,6 +13,16 @@
       headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
       body: JSON.stringify({query: query, variables: variables || {}})
     }).then(function (r) { return r.json(); });
+  }
+  // gqlData is gql for stepup.js: the data, or the first error thrown.
+  function gqlData(query, variables) {
+    return gql(query, variables).then(function (res) {
+      if (res.errors) { throw new Error(res.errors[0].message); }
+      return res.data;
+    });
+  }
+  function waiting(list) {
+    return list.length ? " (approved by " + list.join(", ") + ")" : "";
   }
   // shown is an enum value as the page shows and compares it: the API
   // spells statuses UPPER_CASE (docs/architecture.md, "GraphQL naming"),
@@ -33,19 +45,26 @@
     li.appendChild(b);
   }
   function load() {
-    return gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
-      "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
-      "cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd } " +
-      "spendApprovals { id agentUsername operation status amountUsd recipient reason error } " +
-      "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }").then(function (res) {
-      if (res.errors) { return; }
-      var v = res.data.viewer;
+    // Three operations: together the lists would cost more than one
+    // operation may (GraphQL's complexity limit).
+    return Promise.all([
+      gql("{ viewer { identityStatus balance { totalUsd balances { chain balance address } } pairings { id agentUsername status message } " +
+        "pairingConsents { id agentUsername username } " +
+        "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
+        "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }"),
+      gql("{ viewer { cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd deciders approvedBy viewerDecides } } }"),
+      gql("{ viewer { spendApprovals { id agentUsername operation status amountUsd recipient reason error deciders approvedBy viewerDecides } } }")
+    ]).then(function (rs) {
+      if (rs[0].errors || rs[1].errors || rs[2].errors) { return; }
+      var v = rs[0].data.viewer;
+      v.cardRequests = rs[1].data.viewer.cardRequests;
+      v.spendApprovals = rs[2].data.viewer.spendApprovals;
       v.identityStatus = shown(v.identityStatus);
       [v.pairings, v.cardRequests, v.spendApprovals, v.withdrawals].forEach(function (list) {
         list.forEach(function (x) { x.status = shown(x.status); });
       });
       v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
-      ["wallets", "requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
+      ["wallets", "requests", "consent-requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
       document.getElementById("total").textContent = v.balance.totalUsd;
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
@@ -58,7 +77,19 @@
           button(li, "Deny", p.id, "DENY");
         } else if (p.status === "approved") {
           button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE");
+        } else if (p.status === "awaiting_consent") {
+          item("paired", p.agentUsername + " (waiting for the consent of its other human)").className = "awaiting-consent";
         }
+      });
+      v.pairingConsents.forEach(function (c) {
+        var li = item("consent-requests", c.username + " asks to pair with " + c.agentUsername);
+        li.className = "consent";
+        li.dataset.id = c.id;
+        [["Allow", "allow-consent", "APPROVE"], ["Refuse", "refuse-consent", "DENY"]].forEach(function (x) {
+          cardButton(li, x[0], x[1], function () {
+            gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(load);
+          });
+        });
       });
       v.cardRequests.forEach(function (c) {
         var text = c.agentUsername + " asks to pay " + c.amountUsd + " USD at " + c.merchantName +
@@ -66,11 +97,12 @@
         if (c.cardLast4) { text += ", card ending " + c.cardLast4; }
         if (c.chargedUsd) { text += ", charged " + c.chargedUsd + " USD"; }
         if (c.returnedUsd) { text += ", " + c.returnedUsd + " USDC returned"; }
+        if (c.deciders.length > 1) { text += "; needs " + c.deciders.join(" and ") + waiting(c.approvedBy); }
         var li = item("card-requests", text);
         li.className = "card-request";
         li.dataset.id = c.id;
         li.dataset.status = c.status;
-        if (c.status === "pending_approval") {
+        if (c.viewerDecides) {
           cardButton(li, "Approve", "approve-card", function () { approveCard(c.id); });
           cardButton(li, "Deny", "deny-card", function () {
             gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
@@ -97,11 +129,12 @@
       });
       v.spendApprovals.forEach(function (a) {
         var li = item("spend-approvals", a.agentUsername + " wants to " + a.operation.replace(/_/g, " ") + " " + a.amountUsd +
-          " USD to " + a.recipient + " (" + a.status.replace(/_/g, " ") + "): " + a.reason + (a.error ? " — " + a.error : ""));
+          " USD to " + a.recipient + " (" + a.status.replace(/_/g, " ") + "): " + a.reason + (a.error ? " — " + a.error : "") +
+          "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy));
         li.className = "spend-approval";
         li.dataset.id = a.id;
         li.dataset.status = a.status;
-        if (a.status === "awaiting_approval") {
+        if (a.viewerDecides) {
           cardButton(li, "Approve", "approve-spend", function () { approveSpend(a.id); });
           cardButton(li, "Deny", "deny-spend", function () {
             gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
@@ -117,8 +150,8 @@
     });
   }
 
-  // Card purchases: approving asks for a passkey when the person has one
-  // (beginCardApproval answers its options), then sends the assertion.
+  // Card purchases: approving takes the step-up begun for this request (a
+  // passkey assertion when the person has a passkey), then sends it.
   var cardResult = document.getElementById("card-result");
   function cardShow(text, status) {
     cardResult.textContent = text;
@@ -140,23 +173,17 @@
   }
   function approveCard(id) {
     cardShow("Approving…", "sending");
-    gql("mutation($id: ID!) { beginCardApproval(id: $id) { ceremonyId options } }", {id: id}).then(function (res) {
-      if (res.errors) { throw new Error(res.errors[0].message); }
-      var a = res.data.beginCardApproval;
-      if (!a.ceremonyId) { return {id: id}; }
-      return window.agentpayWebAuthn.get(a.options).then(function (credential) {
-        return {id: id, ceremonyId: a.ceremonyId, credential: credential};
-      });
-    }).then(function (vars) {
-      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveCardRequest(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }", vars);
+    window.agentpayStepUp(gqlData, {action: "APPROVE_CARD", id: id}, function (text) { cardShow(text, "confirming"); }).then(function (proof) {
+      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveCardRequest(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
+        {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(cardAnswer("approveCardRequest"), function (err) {
       cardShow(err.message || "The passkey was not used: nothing was approved.", "error");
       return load();
     });
   }
 
-  // Spending approvals: as card approvals, a passkey assertion when the
-  // person has a passkey (beginSpendApproval answers its options).
+  // Spending approvals: as card approvals, the step-up begun for this
+  // approval (bound to it: it approves no other).
   var approvalResult = document.getElementById("approval-result");
   function spendShow(text, status) {
     approvalResult.textContent = text;
@@ -171,15 +198,9 @@
   }
   function approveSpend(id) {
     spendShow("Approving…", "sending");
-    gql("mutation($id: ID!) { beginSpendApproval(id: $id) { ceremonyId options } }", {id: id}).then(function (res) {
-      if (res.errors) { throw new Error(res.errors[0].message); }
-      var a = res.data.beginSpendApproval;
-      if (!a.ceremonyId) { return {id: id}; }
-      return window.agentpayWebAuthn.get(a.options).then(function (credential) {
-        return {id: id, ceremonyId: a.ceremonyId, credential: credential};
-      });
-    }).then(function (vars) {
-      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveSpendApproval(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }", vars);
+    window.agentpayStepUp(gqlData, {action: "APPROVE_SPEND", id: id}, function (text) { spendShow(text, "confirming"); }).then(function (proof) {
+      return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveSpendApproval(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
+        {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(spendAnswer("approveSpendApproval"), function (err) {
       spendShow(err.message || "The passkey was not used: nothing was approved.", "error");
       return load();
@@ -240,8 +261,11 @@
     });
   });
 
-  // Withdraw: one idempotency key per attempt, kept until an answer comes
-  // back, so a retry after a lost answer never withdraws twice.
+  // Withdraw: the step-up begun for exactly this withdrawal first (a
+  // passkey assertion, or without a passkey a link e-mailed to the person,
+  // which this page waits for); one idempotency key per attempt, kept
+  // until an answer comes back, so a retry after a lost answer never
+  // withdraws twice.
   var form = document.getElementById("withdraw-form"), result = document.getElementById("withdraw-result");
   var attemptKey = null;
   function newKey() {
@@ -259,23 +283,33 @@
     var submit = form.querySelector("button[type=submit]");
     attemptKey = attemptKey || newKey();
     submit.disabled = true;
-    show("Withdrawing…", "sending");
-    gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: {
+    var input = {
       chain: form.elements.chain.value, toAddress: form.elements.address.value.trim(),
       amountUsd: form.elements.amount.value.trim(), idempotencyKey: attemptKey
-    }}).then(function (res) {
+    };
+    function withdraw(proof) {
+      show("Withdrawing…", "sending");
+      input.ceremonyId = proof.ceremonyId || null;
+      input.credential = proof.credential || null;
+      return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: input}).then(function (res) {
+        attemptKey = null;
+        if (res.errors) {
+          show(res.errors[0].message, "error");
+          return;
+        }
+        var w = res.data.withdraw;
+        w.status = shown(w.status);
+        show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
+        if (w.status !== "failed") { form.reset(); }
+        return load();
+      }, function () {
+        show("No answer from the server: submit again to retry the same withdrawal.", "error");
+      });
+    }
+    show("Checking…", "checking");
+    window.agentpayStepUp(gqlData, {action: "WITHDRAW", withdrawal: input}, function (text) { show(text, "confirming"); }).then(withdraw, function (err) {
       attemptKey = null;
-      if (res.errors) {
-        show(res.errors[0].message, "error");
-        return;
-      }
-      var w = res.data.withdraw;
-      w.status = shown(w.status);
-      show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
-      if (w.status !== "failed") { form.reset(); }
-      return load();
-    }, function () {
-      show("No answer from the server: submit again to retry the same withdrawal.", "error");
+      show(err.message || "The passkey was not used: nothing was withdrawn.", "error");
     }).then(function () { submit.disabled = false; });
   });
 

@@ -1,12 +1,16 @@
 // Settings: everything through the public GraphQL API (viewer { passkeys
 // sessions }, updateViewer, beginPasskeyRegistration /
 // finishPasskeyRegistration, deletePasskey, revokeSession), the session's
-// CSRF token on every request.
+// CSRF token on every request. Adding a passkey when the account has one,
+// and removing one, first take the step-up (stepup.js): an assertion of a
+// passkey the account has.
 (function () {
   var root = document.getElementById("settings");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
   var errorBox = document.getElementById("settings-error");
+  var statusBox = document.getElementById("settings-status");
   var wa = window.agentpayWebAuthn;
+  function say(text) { statusBox.textContent = text; }
 
   function gql(query, variables) {
     return fetch(endpoint, {
@@ -24,7 +28,8 @@
     });
   }
   function showError(e) {
-    errorBox.textContent = e.name === "NotAllowedError" ? "The passkey was not made." :
+    say("");
+    errorBox.textContent = e.name === "NotAllowedError" ? "The passkey was not used: nothing changed." :
       e.name === "InvalidStateError" ? "This device holds a passkey for your account already." : e.message;
     errorBox.hidden = false;
   }
@@ -58,7 +63,10 @@
         v.passkeys.forEach(function (p) {
           var li = row(passkeys, p.name + " · added " + when(p.createdAt) + " · last used " + when(p.lastUsedAt),
             "Delete", "delete-passkey", function () {
-              return gql("mutation($id: ID!) { deletePasskey(id: $id) }", {id: p.id}).then(load);
+              return window.agentpayStepUp(gql, {action: "REMOVE_PASSKEY", id: p.id}, say).then(function (proof) {
+                return gql("mutation($id: ID!, $c: ID, $cred: String) { deletePasskey(id: $id, ceremonyId: $c, credential: $cred) }",
+                  {id: p.id, c: proof.ceremonyId || null, cred: proof.credential || null});
+              }).then(function () { say("Passkey removed."); return load(); });
             });
           li.dataset.id = p.id;
         });
@@ -101,13 +109,17 @@
       errorBox.hidden = true;
       add.disabled = true;
       var name = document.getElementById("passkey-name").value.trim() || "Passkey";
-      gql("mutation { beginPasskeyRegistration { ceremonyId options } }").then(function (data) {
+      window.agentpayStepUp(gql, {action: "ADD_PASSKEY"}, say).then(function (proof) {
+        return gql("mutation($c: ID, $cred: String) { beginPasskeyRegistration(ceremonyId: $c, credential: $cred) { ceremonyId options } }",
+          {c: proof.ceremonyId || null, cred: proof.credential || null});
+      }).then(function (data) {
+        say("Make the new passkey…");
         var begun = data.beginPasskeyRegistration;
         return wa.create(begun.options).then(function (credential) {
           return gql("mutation($c: ID!, $n: String!, $cred: String!) { finishPasskeyRegistration(ceremonyId: $c, name: $n, credential: $cred) { id } }",
             {c: begun.ceremonyId, n: name, cred: credential});
         });
-      }).then(load).catch(showError).then(function () { add.disabled = false; });
+      }).then(function () { say("Passkey added."); return load(); }).catch(showError).then(function () { add.disabled = false; });
     });
   }
   load().catch(showError);

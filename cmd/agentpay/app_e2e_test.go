@@ -35,7 +35,8 @@ import (
 // provider's page and the agent sees kyc_verified; the agent sends 10 USDC
 // and the open page shows 9.99 arrive without a reload; the person
 // registers a passkey in settings, signs out and signs in with it, and
-// withdraws to an external devnet address, which receives it on chain; a
+// withdraws to an external devnet address with the passkey's step-up (the
+// session alone is refused), which receives it on chain; a
 // second agent's request appears live, the person
 // denies it and the agent is told on its subscription and in its list;
 // revoking the first agent's pairing is told the same way.
@@ -151,9 +152,19 @@ func TestAppEndToEnd(t *testing.T) {
 	), "home again, by the passkey")
 
 	// A withdrawal to an external devnet address: the balance moves on
-	// chain (4 USDC: 3.996 delivered, 0.004 to the treasury).
+	// chain (4 USDC: 3.996 delivered, 0.004 to the treasury). The signed-in
+	// session alone cannot withdraw: the page's own GraphQL request without
+	// the step-up is refused; the form takes it (the passkey's assertion,
+	// which the virtual authenticator answers), bound to this withdrawal.
 	_, external, err := evm.NewKey()
 	require.NoError(t, err)
+	bare, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.getElementById("app").dataset.graphql, {method: "POST",
+		credentials: "same-origin", headers: {"Content-Type": "application/json", "X-CSRF-Token": document.getElementById("app").dataset.csrf},
+		body: JSON.stringify({query: "mutation($in: WithdrawInput!) { withdraw(input: $in) { status } }",
+			variables: {in: {chain: "base", toAddress: "`+external+`", amountUsd: "4"}}})}).then(r => r.json()).then(r => r.errors[0].extensions.code)`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	require.Equal(t, "FORBIDDEN", bare, "no withdrawal without the step-up")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, external),

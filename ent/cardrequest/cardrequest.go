@@ -35,6 +35,10 @@ const (
 	FieldDescription = "description"
 	// FieldStatus holds the string denoting the status field in the database.
 	FieldStatus = "status"
+	// FieldDeciders holds the string denoting the deciders field in the database.
+	FieldDeciders = "deciders"
+	// FieldApprovedBy holds the string denoting the approved_by field in the database.
+	FieldApprovedBy = "approved_by"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
 	FieldExpiresAt = "expires_at"
 	// FieldDecidedAt holds the string denoting the decided_at field in the database.
@@ -112,6 +116,8 @@ var Columns = []string{
 	FieldMerchantName,
 	FieldDescription,
 	FieldStatus,
+	FieldDeciders,
+	FieldApprovedBy,
 	FieldExpiresAt,
 	FieldDecidedAt,
 	FieldError,

@@ -511,6 +511,26 @@ func StatusNotIn(vs ...Status) predicate.CardRequest {
 	return predicate.CardRequest(sql.FieldNotIn(FieldStatus, vs...))
 }
 
+// DecidersIsNil applies the IsNil predicate on the "deciders" field.
+func DecidersIsNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldIsNull(FieldDeciders))
+}
+
+// DecidersNotNil applies the NotNil predicate on the "deciders" field.
+func DecidersNotNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldNotNull(FieldDeciders))
+}
+
+// ApprovedByIsNil applies the IsNil predicate on the "approved_by" field.
+func ApprovedByIsNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldIsNull(FieldApprovedBy))
+}
+
+// ApprovedByNotNil applies the NotNil predicate on the "approved_by" field.
+func ApprovedByNotNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldNotNull(FieldApprovedBy))
+}
+
 // ExpiresAtEQ applies the EQ predicate on the "expires_at" field.
 func ExpiresAtEQ(v time.Time) predicate.CardRequest {
 	return predicate.CardRequest(sql.FieldEQ(FieldExpiresAt, v))

@@ -416,6 +416,18 @@ func (f SpendingPolicyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Val
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SpendingPolicyMutation", m)
 }
 
+// The StepUpFunc type is an adapter to allow the use of ordinary
+// function as StepUp mutator.
+type StepUpFunc func(context.Context, *ent.StepUpMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f StepUpFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.StepUpMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.StepUpMutation", m)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary
 // function as Transfer mutator.
 type TransferFunc func(context.Context, *ent.TransferMutation) (ent.Value, error)

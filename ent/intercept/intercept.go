@@ -42,6 +42,7 @@ import (
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/spendingpolicy"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
@@ -1026,6 +1027,33 @@ func (f TraverseSpendingPolicy) Traverse(ctx context.Context, q ent.Query) error
 	return fmt.Errorf("unexpected query type %T. expect *ent.SpendingPolicyQuery", q)
 }
 
+// The StepUpFunc type is an adapter to allow the use of ordinary function as a Querier.
+type StepUpFunc func(context.Context, *ent.StepUpQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f StepUpFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.StepUpQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.StepUpQuery", q)
+}
+
+// The TraverseStepUp type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseStepUp func(context.Context, *ent.StepUpQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseStepUp) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseStepUp) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.StepUpQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.StepUpQuery", q)
+}
+
 // The TransferFunc type is an adapter to allow the use of ordinary function as a Querier.
 type TransferFunc func(context.Context, *ent.TransferQuery) (ent.Value, error)
 
@@ -1259,6 +1287,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.SpendApprovalQuery, predicate.SpendApproval, spendapproval.OrderOption]{typ: ent.TypeSpendApproval, tq: q}, nil
 	case *ent.SpendingPolicyQuery:
 		return &query[*ent.SpendingPolicyQuery, predicate.SpendingPolicy, spendingpolicy.OrderOption]{typ: ent.TypeSpendingPolicy, tq: q}, nil
+	case *ent.StepUpQuery:
+		return &query[*ent.StepUpQuery, predicate.StepUp, stepup.OrderOption]{typ: ent.TypeStepUp, tq: q}, nil
 	case *ent.TransferQuery:
 		return &query[*ent.TransferQuery, predicate.Transfer, transfer.OrderOption]{typ: ent.TypeTransfer, tq: q}, nil
 	case *ent.UserQuery:

@@ -122,6 +122,8 @@ var (
 		{Name: "merchant_name", Type: field.TypeString, Size: 200},
 		{Name: "description", Type: field.TypeString, Size: 2000, Default: ""},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending_approval", "approved", "denied", "expired", "failed", "used", "expired_unused"}, Default: "pending_approval"},
+		{Name: "deciders", Type: field.TypeJSON, Nullable: true},
+		{Name: "approved_by", Type: field.TypeJSON, Nullable: true},
 		{Name: "expires_at", Type: field.TypeTime},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
 		{Name: "error", Type: field.TypeString, Nullable: true, Size: 500},
@@ -155,13 +157,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "card_requests_agents_card_requests",
-				Columns:    []*schema.Column{CardRequestsColumns[29]},
+				Columns:    []*schema.Column{CardRequestsColumns[31]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "card_requests_users_card_requests",
-				Columns:    []*schema.Column{CardRequestsColumns[30]},
+				Columns:    []*schema.Column{CardRequestsColumns[32]},
 				RefColumns: []*schema.Column{UsersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -170,27 +172,27 @@ var (
 			{
 				Name:    "cardrequest_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{CardRequestsColumns[29], CardRequestsColumns[1]},
+				Columns: []*schema.Column{CardRequestsColumns[31], CardRequestsColumns[1]},
 			},
 			{
 				Name:    "cardrequest_user_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{CardRequestsColumns[30], CardRequestsColumns[1]},
+				Columns: []*schema.Column{CardRequestsColumns[32], CardRequestsColumns[1]},
 			},
 			{
 				Name:    "cardrequest_status_expires_at",
 				Unique:  false,
-				Columns: []*schema.Column{CardRequestsColumns[6], CardRequestsColumns[7]},
+				Columns: []*schema.Column{CardRequestsColumns[6], CardRequestsColumns[9]},
 			},
 			{
 				Name:    "cardrequest_card_token",
 				Unique:  true,
-				Columns: []*schema.Column{CardRequestsColumns[13]},
+				Columns: []*schema.Column{CardRequestsColumns[15]},
 			},
 			{
 				Name:    "cardrequest_agent_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{CardRequestsColumns[29], CardRequestsColumns[27]},
+				Columns: []*schema.Column{CardRequestsColumns[31], CardRequestsColumns[29]},
 			},
 		},
 	}
@@ -845,7 +847,7 @@ var (
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
-		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "approved", "denied", "revoked"}},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "approved", "denied", "revoked", "awaiting_consent"}},
 		{Name: "message", Type: field.TypeString, Size: 2000, Default: ""},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
 		{Name: "expires_at", Type: field.TypeTime, Nullable: true},
@@ -1260,6 +1262,8 @@ var (
 		{Name: "reason", Type: field.TypeString, Size: 500},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"awaiting_approval", "approved", "denied", "expired", "failed"}, Default: "awaiting_approval"},
 		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "deciders", Type: field.TypeJSON, Nullable: true},
+		{Name: "approved_by", Type: field.TypeJSON, Nullable: true},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
 		{Name: "decided_by", Type: field.TypeUUID, Nullable: true},
 		{Name: "transfer_id", Type: field.TypeUUID, Nullable: true},
@@ -1286,7 +1290,7 @@ var (
 			{
 				Name:    "spendapproval_agent_id_operation_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[4], SpendApprovalsColumns[15]},
+				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[4], SpendApprovalsColumns[17]},
 			},
 		},
 	}
@@ -1313,6 +1317,40 @@ var (
 				Name:    "spendingpolicy_agent_id_user_id",
 				Unique:  true,
 				Columns: []*schema.Column{SpendingPoliciesColumns[3], SpendingPoliciesColumns[4]},
+			},
+		},
+	}
+	// StepUpsColumns holds the columns for the "step_ups" table.
+	StepUpsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "user_id", Type: field.TypeUUID},
+		{Name: "action", Type: field.TypeEnum, Enums: []string{"approve_spend", "approve_card", "withdraw", "add_passkey", "remove_passkey"}},
+		{Name: "subject", Type: field.TypeString, Size: 100, Default: ""},
+		{Name: "method", Type: field.TypeEnum, Enums: []string{"passkey", "email"}},
+		{Name: "session_data", Type: field.TypeBytes, Nullable: true},
+		{Name: "token_hash", Type: field.TypeBytes, Unique: true, Nullable: true},
+		{Name: "summary", Type: field.TypeString, Size: 500, Default: ""},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "confirmed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "used_at", Type: field.TypeTime, Nullable: true},
+	}
+	// StepUpsTable holds the schema information for the "step_ups" table.
+	StepUpsTable = &schema.Table{
+		Name:       "step_ups",
+		Columns:    StepUpsColumns,
+		PrimaryKey: []*schema.Column{StepUpsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "stepup_user_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{StepUpsColumns[3], StepUpsColumns[1]},
+			},
+			{
+				Name:    "stepup_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{StepUpsColumns[10]},
 			},
 		},
 	}
@@ -1617,6 +1655,7 @@ var (
 		SignatureChallengesTable,
 		SpendApprovalsTable,
 		SpendingPoliciesTable,
+		StepUpsTable,
 		TransfersTable,
 		UsersTable,
 		WalletsTable,

@@ -103,10 +103,11 @@ type Status string
 
 // Status values.
 const (
-	StatusPending  Status = "pending"
-	StatusApproved Status = "approved"
-	StatusDenied   Status = "denied"
-	StatusRevoked  Status = "revoked"
+	StatusPending         Status = "pending"
+	StatusApproved        Status = "approved"
+	StatusDenied          Status = "denied"
+	StatusRevoked         Status = "revoked"
+	StatusAwaitingConsent Status = "awaiting_consent"
 )
 
 func (s Status) String() string {
@@ -116,7 +117,7 @@ func (s Status) String() string {
 // StatusValidator is a validator for the "status" field enum values. It is called by the builders before save.
 func StatusValidator(s Status) error {
 	switch s {
-	case StatusPending, StatusApproved, StatusDenied, StatusRevoked:
+	case StatusPending, StatusApproved, StatusDenied, StatusRevoked, StatusAwaitingConsent:
 		return nil
 	default:
 		return fmt.Errorf("pairing: invalid enum value for status field: %q", s)
@@ -226,6 +227,8 @@ func (e *Status) UnmarshalGQL(val interface{}) error {
 		*e = StatusDenied
 	case "REVOKED":
 		*e = StatusRevoked
+	case "AWAITING_CONSENT":
+		*e = StatusAwaitingConsent
 	default:
 		return fmt.Errorf("%s is not a valid Status", str)
 	}

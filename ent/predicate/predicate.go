@@ -108,6 +108,9 @@ type SpendApproval func(*sql.Selector)
 // SpendingPolicy is the predicate function for spendingpolicy builders.
 type SpendingPolicy func(*sql.Selector)
 
+// StepUp is the predicate function for stepup builders.
+type StepUp func(*sql.Selector)
+
 // Transfer is the predicate function for transfer builders.
 type Transfer func(*sql.Selector)
 

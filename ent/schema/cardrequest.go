@@ -52,6 +52,17 @@ func (CardRequest) Fields() []ent.Field {
 		field.Enum("status").
 			Values("pending_approval", "approved", "denied", "expired", "failed", "used", "expired_unused").
 			Default("pending_approval"),
+		// The humans whose approval it needs: the human asked (user_id) and
+		// every paired human whose spending policy would hold the purchase
+		// (spendingpolicies.go). Each must approve, any one may deny. Empty
+		// on requests made before it was kept: user_id alone.
+		field.JSON("deciders", []uuid.UUID{}).
+			Optional().
+			Immutable(),
+		// The deciders who approved so far (the last one's approval
+		// reserves the amount).
+		field.JSON("approved_by", []uuid.UUID{}).
+			Optional(),
 		// When a pending request lapses (CARD_REQUEST_TTL after it was made).
 		field.Time("expires_at"),
 		field.Time("decided_at").

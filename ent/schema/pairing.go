@@ -34,10 +34,12 @@ func (Pairing) Fields() []ent.Field {
 			Immutable(),
 		field.UUID("user_id", uuid.UUID{}).
 			Immutable(),
-		// expired is never stored: a pending pairing past expires_at reads
-		// as expired (pairingStatus).
+		// expired is never stored: a pending (or awaiting_consent) pairing
+		// past expires_at reads as expired (pairingStatus).
+		// awaiting_consent: the human accepted, but the agent has another
+		// human already, whose consent it waits for (pairings.go).
 		field.Enum("status").
-			Values("pending", "approved", "denied", "revoked"),
+			Values("pending", "approved", "denied", "revoked", "awaiting_consent"),
 		field.String("message").
 			MaxLen(2000).
 			Default(""),

@@ -54,6 +54,16 @@ func (SpendApproval) Fields() []ent.Field {
 			Values("awaiting_approval", "approved", "denied", "expired", "failed").
 			Default("awaiting_approval"),
 		field.Time("expires_at"),
+		// The humans whose decision it waits for: each one whose spending
+		// policy held it (spendingpolicies.go). Every one of them must
+		// approve, any one of them may deny; no other account decides.
+		field.JSON("deciders", []uuid.UUID{}).
+			Optional().
+			Immutable(),
+		// The deciders who approved so far (the last one's approval runs
+		// the operation).
+		field.JSON("approved_by", []uuid.UUID{}).
+			Optional(),
 		field.Time("decided_at").
 			Optional().
 			Nillable(),

@@ -38,6 +38,10 @@ const (
 	FieldStatus = "status"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
 	FieldExpiresAt = "expires_at"
+	// FieldDeciders holds the string denoting the deciders field in the database.
+	FieldDeciders = "deciders"
+	// FieldApprovedBy holds the string denoting the approved_by field in the database.
+	FieldApprovedBy = "approved_by"
 	// FieldDecidedAt holds the string denoting the decided_at field in the database.
 	FieldDecidedAt = "decided_at"
 	// FieldDecidedBy holds the string denoting the decided_by field in the database.
@@ -67,6 +71,8 @@ var Columns = []string{
 	FieldReason,
 	FieldStatus,
 	FieldExpiresAt,
+	FieldDeciders,
+	FieldApprovedBy,
 	FieldDecidedAt,
 	FieldDecidedBy,
 	FieldTransferID,

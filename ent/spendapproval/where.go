@@ -560,6 +560,26 @@ func ExpiresAtLTE(v time.Time) predicate.SpendApproval {
 	return predicate.SpendApproval(sql.FieldLTE(FieldExpiresAt, v))
 }
 
+// DecidersIsNil applies the IsNil predicate on the "deciders" field.
+func DecidersIsNil() predicate.SpendApproval {
+	return predicate.SpendApproval(sql.FieldIsNull(FieldDeciders))
+}
+
+// DecidersNotNil applies the NotNil predicate on the "deciders" field.
+func DecidersNotNil() predicate.SpendApproval {
+	return predicate.SpendApproval(sql.FieldNotNull(FieldDeciders))
+}
+
+// ApprovedByIsNil applies the IsNil predicate on the "approved_by" field.
+func ApprovedByIsNil() predicate.SpendApproval {
+	return predicate.SpendApproval(sql.FieldIsNull(FieldApprovedBy))
+}
+
+// ApprovedByNotNil applies the NotNil predicate on the "approved_by" field.
+func ApprovedByNotNil() predicate.SpendApproval {
+	return predicate.SpendApproval(sql.FieldNotNull(FieldApprovedBy))
+}
+
 // DecidedAtEQ applies the EQ predicate on the "decided_at" field.
 func DecidedAtEQ(v time.Time) predicate.SpendApproval {
 	return predicate.SpendApproval(sql.FieldEQ(FieldDecidedAt, v))

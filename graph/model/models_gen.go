@@ -9,6 +9,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
+	"agentpay/ent/stepup"
 	"agentpay/ent/transfer"
 	"bytes"
 	"fmt"
@@ -313,6 +314,22 @@ type OpenedDashboard struct {
 	Role         MemberRole `json:"role"`
 }
 
+// A newcomer's pairing with an agent the viewer is paired with, waiting for
+// the consent of one of the agent's humans.
+type PairingConsent struct {
+	// The newcomer's pairing
+	ID            uuid.UUID `json:"id"`
+	AgentUsername string    `json:"agentUsername"`
+	// The newcomer
+	Username    string `json:"username"`
+	DisplayName string `json:"displayName"`
+	// AWAITING_CONSENT until one of the agent's humans decides, then APPROVED or DENIED
+	Status    PairingStatus `json:"status"`
+	CreatedAt time.Time     `json:"createdAt"`
+	// When it lapses undecided
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
 // What verifyPartner did: the partner identity is linked and the trust score and tier are the new ones on every instance.
 type PartnerVerification struct {
 	AgentID          uuid.UUID  `json:"agentId"`
@@ -532,7 +549,7 @@ type SpendingPolicyInput struct {
 	PerPaymentCap *decimal.Decimal `json:"perPaymentCap,omitempty"`
 	// At most the tier's daily limit
 	DailyCap *decimal.Decimal `json:"dailyCap,omitempty"`
-	// At most 100 entries
+	// At most 100 entries: usernames, user or agent ids, wallet addresses, merchant ids, card merchant names
 	AllowedRecipients []string `json:"allowedRecipients,omitempty"`
 	DenyByDefault     *bool    `json:"denyByDefault,omitempty"`
 }
@@ -550,6 +567,14 @@ type Stats struct {
 	// Treasury fees of completed sends
 	FeesUsd decimal.Decimal `json:"feesUsd"`
 	FeeRate decimal.Decimal `json:"feeRate"`
+}
+
+type StepUpInput struct {
+	Action stepup.Action `json:"action"`
+	// The approval's, card request's or passkey's id
+	ID *uuid.UUID `json:"id,omitempty"`
+	// The withdrawal, for WITHDRAW
+	Withdrawal *WithdrawInput `json:"withdrawal,omitempty"`
 }
 
 type Subscription struct {
@@ -666,7 +691,8 @@ type ViewerBalance struct {
 	TotalUsd decimal.Decimal `json:"totalUsd"`
 }
 
-// A card purchase an agent asked the viewer to approve.
+// A card purchase an agent asked the viewer to approve, or that the viewer's
+// spending policy holds: every decider must approve, any one may deny.
 type ViewerCardRequest struct {
 	ID            uuid.UUID `json:"id"`
 	AgentID       uuid.UUID `json:"agentId"`
@@ -687,6 +713,12 @@ type ViewerCardRequest struct {
 	// What returned to the agent's wallet, once on chain
 	ReturnedUsd *decimal.Decimal `json:"returnedUsd,omitempty"`
 	Error       *string          `json:"error,omitempty"`
+	// The usernames of the humans whose approval it needs: the human asked, and each whose policy holds it
+	Deciders []string `json:"deciders"`
+	// Those of the deciders who approved so far
+	ApprovedBy []string `json:"approvedBy"`
+	// The viewer is a decider who has not approved it yet, and it is still pending
+	ViewerDecides bool `json:"viewerDecides"`
 }
 
 // A signed-in browser of the human.
@@ -698,6 +730,27 @@ type ViewerSession struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 	// The session of this request
 	Current bool `json:"current"`
+}
+
+// A step-up begun: bound to the viewer, the action and its subject (the
+// approval, the card request, the passkey, the withdrawal's exact fields),
+// used once, within expiresAt.
+type ViewerStepUp struct {
+	// Null when the action needs none (method null): go ahead without
+	ID *uuid.UUID `json:"id,omitempty"`
+	// PASSKEY, EMAIL, or null when the session is enough
+	Method *stepup.Method `json:"method,omitempty"`
+	// PublicKeyCredentialRequestOptions as JSON ({publicKey: {...}}) for PASSKEY
+	Options map[string]any `json:"options,omitempty"`
+	// Where the link was e-mailed, for EMAIL
+	SentTo    *string    `json:"sentTo,omitempty"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// The e-mailed link was followed
+	Confirmed bool `json:"confirmed"`
+	// It was spent by its action
+	Used bool `json:"used"`
+	// What it confirms, in words
+	Summary string `json:"summary"`
 }
 
 type ViewerWallet struct {
@@ -734,6 +787,12 @@ type WithdrawInput struct {
 	// with another input it is refused (IDEMPOTENCY_KEY_REUSED); while the
 	// first is still running, CONFLICT. Absent: no idempotency.
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+	// The step-up begun for exactly this withdrawal (beginStepUp with action
+	// WITHDRAW and these fields): a passkey assertion when the viewer has a
+	// passkey (credential: the PublicKeyCredential as JSON), else the link
+	// e-mailed to the viewer, followed. Without it FORBIDDEN.
+	CeremonyID *uuid.UUID `json:"ceremonyId,omitempty"`
+	Credential *string    `json:"credential,omitempty"`
 }
 
 // A withdrawal from the viewer's custodial wallet to an external address.
@@ -1256,8 +1315,10 @@ const (
 	PairingStatusDenied PairingStatus = "DENIED"
 	// Ended by either side
 	PairingStatusRevoked PairingStatus = "REVOKED"
-	// A pending request past its expiresAt
+	// A pending request, or one awaiting consent, past its expiresAt
 	PairingStatusExpired PairingStatus = "EXPIRED"
+	// The human said yes, but the agent has another human, whose consent it waits for
+	PairingStatusAwaitingConsent PairingStatus = "AWAITING_CONSENT"
 )
 
 var AllPairingStatus = []PairingStatus{
@@ -1266,11 +1327,12 @@ var AllPairingStatus = []PairingStatus{
 	PairingStatusDenied,
 	PairingStatusRevoked,
 	PairingStatusExpired,
+	PairingStatusAwaitingConsent,
 }
 
 func (e PairingStatus) IsValid() bool {
 	switch e {
-	case PairingStatusPending, PairingStatusApproved, PairingStatusDenied, PairingStatusRevoked, PairingStatusExpired:
+	case PairingStatusPending, PairingStatusApproved, PairingStatusDenied, PairingStatusRevoked, PairingStatusExpired, PairingStatusAwaitingConsent:
 		return true
 	}
 	return false

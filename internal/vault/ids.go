@@ -47,6 +47,10 @@ var (
 	// stored hashed.
 	SignInToken         = IDFormat{Prefix: "sil_", Alphabet: base62, Length: 43}
 	BrowserSessionToken = IDFormat{Prefix: "bs_", Alphabet: base62, Length: 43}
+	// StepUpToken is the token of an e-mailed confirmation link (a step-up
+	// for an account without a passkey): it confirms one action, so it is
+	// a bearer credential like a sign-in link, stored hashed.
+	StepUpToken = IDFormat{Prefix: "stu_", Alphabet: base62, Length: 43}
 	// DashboardSessionToken is a merchant dashboard session's token
 	// (X-Dashboard-Session), opened from a browser session.
 	DashboardSessionToken = IDFormat{Prefix: "ds_", Alphabet: base62, Length: 43}

@@ -24,6 +24,7 @@ func TestIDFormats(t *testing.T) {
 		{"invite code", InviteCode, `^[a-z0-9]{10}$`},
 		{"invitation token", InvitationToken, `^inv_[0-9A-Za-z]{43}$`},
 		{"sign-in token", SignInToken, `^sil_[0-9A-Za-z]{43}$`},
+		{"step-up token", StepUpToken, `^stu_[0-9A-Za-z]{43}$`},
 		{"browser session token", BrowserSessionToken, `^bs_[0-9A-Za-z]{43}$`},
 		{"merchant e-mail confirmation token", MerchantEmailToken, `^mec_[0-9A-Za-z]{43}$`},
 		{"unsubscribe token", UnsubscribeToken, `^uns_[0-9A-Za-z]{43}$`},
