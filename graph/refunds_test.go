@@ -94,6 +94,7 @@ func TestRefundRulesOverGraphQL(t *testing.T) {
 	owner, session, csrf := viewer.signIn(t, "refund_owner")
 	reg, err := api.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: ptr("Refund Shop"), Email: ptr(owner.Email)})
 	require.NoError(t, err)
+	viewer.confirmContactEmail(t, owner.Email)
 	ids := api.createSessions(t, reg.Keys.TestSecretKey, 1, time.Now().Add(-time.Hour))
 	p := api.recordPayment(t, ids[0], 1_000_000, payment.StatusConfirmed, time.Now())
 	dash := viewer.openDashboard(t, session, csrf, reg.Merchant.ID, "TEST")
