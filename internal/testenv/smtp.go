@@ -59,8 +59,12 @@ type SMTPServer struct {
 	opts SMTPOptions
 	tls  *tls.Config
 
-	mu       sync.Mutex
-	srv      *smtp.Server
+	mu  sync.Mutex
+	srv *smtp.Server
+	// ln is srv's listener, closed by Down itself: srv.Close misses a
+	// listener its Serve goroutine has not registered yet (Up then Down at
+	// once left the server accepting).
+	ln       net.Listener
 	got      []SMTPMessage
 	mailCode int
 	rcptCode int
@@ -150,7 +154,7 @@ func (s *SMTPServer) serve(ln net.Listener) {
 		ln = tls.NewListener(ln, s.tls)
 	}
 	s.mu.Lock()
-	s.srv = srv
+	s.srv, s.ln = srv, ln
 	s.mu.Unlock()
 	go func() { _ = srv.Serve(ln) }()
 }
@@ -158,11 +162,12 @@ func (s *SMTPServer) serve(ln net.Listener) {
 // Down stops the server: connections are refused until Up.
 func (s *SMTPServer) Down() {
 	s.mu.Lock()
-	srv := s.srv
-	s.srv = nil
+	srv, ln := s.srv, s.ln
+	s.srv, s.ln = nil, nil
 	s.mu.Unlock()
 	if srv != nil {
 		_ = srv.Close()
+		_ = ln.Close()
 	}
 }
 
