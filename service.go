@@ -138,6 +138,13 @@ type Config struct {
 	// session takes a minute (checkoutpage.go). 0 turns either off.
 	MaxOpenSessions int
 	SelectRateLimit int
+	// RelayIPRateLimit is how many authorizations a client IP may have the
+	// treasury relay a minute (a session's x402 payment, the browser
+	// wallet's), RelayMerchantRateLimit how many of one merchant's sessions
+	// in one mode a minute, the facilitator's settles included (relays.go).
+	// 0 turns either off.
+	RelayIPRateLimit       int
+	RelayMerchantRateLimit int
 	// WebhookAllowPrivate lets test-mode deliveries reach addresses that are
 	// not public (loopback, private, link-local...: webhook.IsPublicAddr),
 	// so a developer's local receiver works; `agentpay dev` turns it on.

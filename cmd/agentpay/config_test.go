@@ -31,6 +31,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
 	require.Equal(t, 1000, c.MaxOpenSessions)
 	require.Equal(t, 10, c.SelectRateLimit)
+	require.Equal(t, 20, c.RelayIPRateLimit)
+	require.Equal(t, 120, c.RelayMerchantRateLimit)
 	require.Equal(t, 20, c.SignInRateLimit)
 	require.Equal(t, 5, c.SignInEmailLimit)
 	require.Equal(t, "10000", c.WithdrawalLimit.String())
@@ -79,6 +81,15 @@ func TestWebhookAllowPrivate(t *testing.T) {
 	require.Equal(t, 3, c.WebhookMerchantConcurrency)
 }
 
+// TestLoadConfigRelayRates: the relay rates come from the environment,
+// 0 turning one off.
+func TestLoadConfigRelayRates(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"RELAY_IP_RATE_LIMIT": "7", "RELAY_MERCHANT_RATE_LIMIT": "0"}))
+	require.NoError(t, err)
+	require.Equal(t, 7, c.RelayIPRateLimit)
+	require.Equal(t, 0, c.RelayMerchantRateLimit)
+}
+
 func TestLoadConfigChains(t *testing.T) {
 	c, err := loadConfig(envOf(map[string]string{
 		"CHAIN_BASE_RPC_URL":               "https://base.example/rpc",
@@ -112,6 +123,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SETTLEMENT_INTERVAL", "-1h"},
 		{"MAX_OPEN_SESSIONS", "-1"},
 		{"SELECT_RATE_LIMIT", "x"},
+		{"RELAY_IP_RATE_LIMIT", "-1"},
+		{"RELAY_MERCHANT_RATE_LIMIT", "many"},
 		{"WEBHOOK_RETRY_DELAYS", "30s,often"},
 		{"IP_RATE_LIMIT", "-1"},
 		{"AUTH_CACHE_TTL", "-1s"},
