@@ -34,7 +34,9 @@ import (
 //     sees at most the cap times the number of worker processes.
 //   - Redeliveries: RedeliveriesPerEvent of one event and
 //     RedeliveriesPerMerchant per merchant and mode, each per clock hour
-//     (allowRedelivery); beyond, ErrRateLimited with the time to wait.
+//     (allowRedelivery); test events (SendTestWebhook)
+//     TestWebhooksPerMerchant per merchant and mode per clock hour
+//     (allowTestWebhook); beyond, ErrRateLimited with the time to wait.
 //   - One try: WebhookTimeout, and the answer's headers and body are read
 //     only up to a bound (webhook.MaxResponseHeaderBytes, webhookBodyMax).
 
@@ -57,6 +59,12 @@ const (
 	// redelivery is up to len(WEBHOOK_RETRY_DELAYS)+1 requests to a URL the
 	// merchant chose.
 	RedeliveriesPerMerchant = 100
+	// TestWebhooksPerMerchant is how many test events (sendTestWebhook)
+	// one merchant may send per mode and clock hour: a developer checking
+	// a receiver sends a few; each is up to len(WEBHOOK_RETRY_DELAYS)+1
+	// requests to a URL the merchant chose, from the workers every merchant
+	// shares.
+	TestWebhooksPerMerchant = 20
 )
 
 // webhookBusyDelays bound WebhookBusyDelay: the first wait and the longest.
@@ -134,10 +142,12 @@ func WebhookBusyDelay(waits int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// redeliveryLimits count redeliveries (allowRedelivery).
+// redeliveryLimits count redeliveries (allowRedelivery) and test events
+// (allowTestWebhook).
 type redeliveryLimits struct {
 	event    *ratelimit.Limit[uuid.UUID]
 	merchant *ratelimit.Limit[string]
+	tests    *ratelimit.Limit[string]
 }
 
 func newRedeliveryLimits(limiter *ratelimit.Limiter) redeliveryLimits {
@@ -149,7 +159,15 @@ func newRedeliveryLimits(limiter *ratelimit.Limiter) redeliveryLimits {
 	return redeliveryLimits{
 		event:    ratelimit.NewLimit[uuid.UUID](limiter, ratelimit.Scheme{Name: "redeliver_event", IDType: "uuid", Windows: hour(RedeliveriesPerEvent)}, nil),
 		merchant: ratelimit.NewLimit[string](limiter, ratelimit.Scheme{Name: "redeliver_merchant", IDType: "text", Windows: hour(RedeliveriesPerMerchant)}, nil),
+		tests:    ratelimit.NewLimit[string](limiter, ratelimit.Scheme{Name: "test_webhook_merchant", IDType: "text", Windows: hour(TestWebhooksPerMerchant)}, nil),
 	}
+}
+
+// allowTestWebhook counts one test event of the merchant in mode against
+// TestWebhooksPerMerchant a clock hour; a refusal is a *RateLimitError.
+func (s *Service) allowTestWebhook(ctx context.Context, merchantID uuid.UUID, mode Mode) error {
+	dec, err := s.rates.redeliveries.tests.Allow(ctx, ratelimit.Subject[string]{ID: merchantID.String() + "/" + string(mode)})
+	return rateRefusal(dec, err, "test events", fmt.Sprintf(" of one merchant in %s mode", mode))
 }
 
 // allowRedelivery counts one redelivery of ev against its event's and its
