@@ -27,11 +27,18 @@ import (
 //     answers quickly keeps its slots full; otherwise it sends nothing and
 //     is asked again after WebhookBusyDelay (the worker snoozes its job): it
 //     is not a failed try. One merchant and mode so occupy at most twice the
-//     cap of a process's webhook workers (WebhookWorkersPerMerchant), and a
-//     worker refuses to start with no more workers than that. The cap is
-//     the process's, not counted across worker processes: what it protects
-//     is each process's shared workers, which it does alone; a receiver
-//     sees at most the cap times the number of worker processes.
+//     cap of a process's webhook workers (WebhookWorkersPerMerchant). The
+//     cap is the process's, not counted across worker processes: what it
+//     protects is each process's shared workers, which it does alone; a
+//     receiver sees at most the cap times the number of worker processes.
+//   - Many merchants: the cap bounds one merchant, and anyone can register
+//     many. So a receiver not known to answer in this process gets one try
+//     at a time, and receivers that are slow share Config.
+//     WebhookSlowConcurrency tries at once (the slow lane), a try that
+//     reaches WebhookSlowAfter taking a place there or being ended
+//     (webhookreceivers.go). A worker refuses to start with no more
+//     workers than the lane and one merchant's share, so receivers that
+//     answer always have workers.
 //   - Redeliveries: RedeliveriesPerEvent of one event and
 //     RedeliveriesPerMerchant per merchant and mode, each per clock hour
 //     (allowRedelivery); test events (SendTestWebhook)
@@ -107,26 +114,65 @@ func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 }
 
 // enterWebhookSlot takes a place among this process's tries of the
-// merchant in mode, waiting for one if needed (see the top of this file);
-// false: none came free, nothing is held. A true enterWebhookSlot is
-// followed by one leaveWebhookSlot once the try is recorded.
-func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) bool {
-	return s.webhookGates.Enter(ctx, webhookGateKey{merchantID: merchantID, livemode: livemode}, webhookGateWait)
+// merchant in mode, as its receiver's class allows (webhookreceivers.go):
+// a new receiver's one try, a proven one's cap (waiting for a place if
+// needed, see the top of this file), a slow one's place in the slow lane
+// and under its cap. false: none came free, nothing is held. A true
+// enterWebhookSlot is followed by one leaveWebhookSlot once the try is
+// recorded; the try is sent with tryCtx, which ends it at
+// WebhookSlowAfter when the lane has no place for it (errWebhookCut).
+func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) (slot *webhookSlot, tryCtx context.Context, ok bool) {
+	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
+	class, inLane := s.webhookReceivers.admit(key)
+	switch class {
+	case receiverSlow:
+		if !inLane {
+			return nil, nil, false
+		}
+		if !s.webhookGates.EnterUnder(ctx, key, s.webhookMerchantConcurrency(), 0) {
+			s.webhookReceivers.leaveLane()
+			return nil, nil, false
+		}
+	case receiverNew:
+		if !s.webhookGates.EnterUnder(ctx, key, 1, 0) {
+			return nil, nil, false
+		}
+	default:
+		if !s.webhookGates.Enter(ctx, key, webhookGateWait) {
+			return nil, nil, false
+		}
+	}
+	slot = &webhookSlot{key: key, r: s.webhookReceivers, inLane: inLane}
+	return slot, slot.start(ctx), true
 }
 
-// leaveWebhookSlot gives up the place of a try enterWebhookSlot let in.
-func (s *Service) leaveWebhookSlot(merchantID uuid.UUID, livemode bool) {
-	s.webhookGates.Leave(webhookGateKey{merchantID: merchantID, livemode: livemode})
+// leaveWebhookSlot gives up the places of a try enterWebhookSlot let in.
+func (s *Service) leaveWebhookSlot(slot *webhookSlot) {
+	slot.end()
+	slot.cancel(nil)
+	s.webhookGates.Leave(slot.key)
 }
 
 // WebhookSlotsFull reports whether a delivery of the merchant in mode would
-// now be turned away in this process: the cap of its tries are in flight
-// here and as many deliveries wait (enterWebhookSlot). A hint for the
-// worker, so a delivery that must wait costs no database read;
-// DeliverWebhook decides.
+// now be turned away in this process (enterWebhookSlot): a new receiver's
+// try is in flight; a proven one's cap of tries are in flight here and as
+// many deliveries wait; a slow one's lane is full or its cap in flight. A
+// hint for the worker, so a delivery that must wait costs no database
+// read; DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
-	return s.webhookGates.Full(webhookGateKey{merchantID: merchantID, livemode: livemode})
+	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
+	switch s.webhookReceivers.class(key) {
+	case receiverSlow:
+		return s.webhookReceivers.laneFull() || s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency()
+	case receiverNew:
+		return s.webhookGates.Holders(key) >= 1
+	}
+	return s.webhookGates.Full(key)
 }
+
+// WebhookSlowConcurrency is how many tries to slow receivers a process
+// holds at once (Config.WebhookSlowConcurrency, its default).
+func (s *Service) WebhookSlowConcurrency() int { return s.webhookReceivers.lane }
 
 // WebhookBusyDelay is how long a delivery whose merchant is at its cap
 // waits before asking again, when it has already waited waits times: from

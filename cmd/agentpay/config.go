@@ -78,13 +78,16 @@ type config struct {
 	// webhookAllowPrivate for the default.
 	WebhookAllowPrivate        *bool
 	WebhookMerchantConcurrency int
-	IPRateLimit                int
-	AuthCacheTTL               time.Duration // 0: off
-	RegisterRateLimit          int
-	ProbeRateLimit             int
-	ConnectionsPerIP           int
-	HeadCacheTTL               time.Duration
-	DevBlockTime               time.Duration
+	// WebhookSlowConcurrency is WEBHOOK_SLOW_CONCURRENCY: tries in flight
+	// to slow receivers, all merchants together, per worker process.
+	WebhookSlowConcurrency int
+	IPRateLimit            int
+	AuthCacheTTL           time.Duration // 0: off
+	RegisterRateLimit      int
+	ProbeRateLimit         int
+	ConnectionsPerIP       int
+	HeadCacheTTL           time.Duration
+	DevBlockTime           time.Duration
 	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
 	RPCTimeout     time.Duration
 	AllowedOrigins []string
@@ -200,6 +203,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
 	c.WebhookAllowPrivate = p.optionalBool("WEBHOOK_ALLOW_PRIVATE")
 	c.WebhookMerchantConcurrency = int(p.positiveUint("WEBHOOK_MERCHANT_CONCURRENCY", agentpay.DefaultWebhookMerchantConcurrency))
+	c.WebhookSlowConcurrency = int(p.positiveUint("WEBHOOK_SLOW_CONCURRENCY", agentpay.DefaultWebhookSlowConcurrency))
 	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}

@@ -54,6 +54,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Nil(t, c.GraphQLPlayground)
 	require.Nil(t, c.WebhookAllowPrivate)
 	require.Equal(t, 10, c.WebhookMerchantConcurrency)
+	require.Equal(t, 50, c.WebhookSlowConcurrency)
 }
 
 // TestWebhookAllowPrivate: test-mode webhooks reach private addresses under
@@ -76,9 +77,10 @@ func TestWebhookAllowPrivate(t *testing.T) {
 		require.Equal(t, tt.dev, c.webhookAllowPrivate(true), "dev, %q", tt.value)
 		require.Equal(t, tt.deployed, c.webhookAllowPrivate(false), "serve and worker, %q", tt.value)
 	}
-	c, err := loadConfig(envOf(map[string]string{"WEBHOOK_MERCHANT_CONCURRENCY": "3"}))
+	c, err := loadConfig(envOf(map[string]string{"WEBHOOK_MERCHANT_CONCURRENCY": "3", "WEBHOOK_SLOW_CONCURRENCY": "40"}))
 	require.NoError(t, err)
 	require.Equal(t, 3, c.WebhookMerchantConcurrency)
+	require.Equal(t, 40, c.WebhookSlowConcurrency)
 }
 
 // TestLoadConfigRelayRates: the relay rates come from the environment,
@@ -148,6 +150,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"GRAPHQL_PLAYGROUND", "maybe"},
 		{"WEBHOOK_ALLOW_PRIVATE", "sometimes"},
 		{"WEBHOOK_MERCHANT_CONCURRENCY", "0"},
+		{"WEBHOOK_SLOW_CONCURRENCY", "0"},
 		{"WITHDRAWAL_LIMIT_USD", "0"},
 		{"WITHDRAWAL_LIMIT_USD", "lots"},
 		{"WITHDRAWAL_DAILY_LIMIT_USD", "-5"},
