@@ -72,11 +72,16 @@ const (
 )
 
 // relayOutflows are a payer's relays on one chain in one mode
-// (available.go).
+// (available.go), as seen by a relay of the authorization whose nonce is
+// nonce: an earlier relay of that same authorization does not count
+// against it (the token moves its value once, whoever relays it and
+// however often), so a payer may submit again one whose relay was left
+// in flight (a node error, a crash).
 type relayOutflows struct {
 	livemode bool
 	chain    chains.Name
 	payer    string
+	nonce    string
 	now      time.Time
 }
 
@@ -93,7 +98,7 @@ func (r relayOutflows) recorded(ctx context.Context, db *ent.Client) (int, error
 }
 
 func (r relayOutflows) inFlight(ctx context.Context, db *ent.Client) (int64, error) {
-	n, err := r.query(db).Where(relay.StatusIn(relay.StatusPending, relay.StatusSubmitted), relay.InFlightUntilGT(r.now)).
+	n, err := r.query(db).Where(relay.StatusIn(relay.StatusPending, relay.StatusSubmitted), relay.InFlightUntilGT(r.now), relay.NonceNEQ(r.nonce)).
 		Aggregate(func(sel *entsql.Selector) string {
 			return "COALESCE(SUM(" + sel.C(relay.FieldValue) + "), 0)"
 		}).Int(ctx)
@@ -110,7 +115,7 @@ func (s *Service) relayPayer(t *authorizedTarget, auth chains.Authorization) str
 
 // relayOutflowsOf are the relays of auth's payer on t's chain and mode.
 func (s *Service) relayOutflowsOf(t *authorizedTarget, auth chains.Authorization) relayOutflows {
-	return relayOutflows{livemode: t.mode == ModeLive, chain: t.chain, payer: s.relayPayer(t, auth), now: s.now().UTC()}
+	return relayOutflows{livemode: t.mode == ModeLive, chain: t.chain, payer: s.relayPayer(t, auth), nonce: relayNonce(auth), now: s.now().UTC()}
 }
 
 // recordRelay records auth as a relay in flight once its payer's available
@@ -145,6 +150,16 @@ func (s *Service) recordRelay(ctx context.Context, t *authorizedTarget, auth cha
 			until := of.now.Add(RelayInFlightFor)
 			if vb := auth.ValidBefore; vb.IsInt64() && vb.Int64() < until.Unix() {
 				until = time.Unix(vb.Int64(), 0).UTC()
+			}
+			// An earlier relay of this authorization still in flight is
+			// this one now: it stops counting, so the payer's other
+			// authorizations see the value once.
+			if err := tx.Relay.Update().
+				Where(relay.Livemode(of.livemode), relay.Chain(string(of.chain)), relay.Payer(of.payer), relay.Nonce(of.nonce),
+					relay.StatusIn(relay.StatusPending, relay.StatusSubmitted)).
+				SetStatus(relay.StatusDropped).SetFinishedAt(of.now).
+				Exec(ctx); err != nil {
+				return fmt.Errorf("relay: superseding an earlier relay: %w", err)
 			}
 			var err error
 			row, err = tx.Relay.Create().

@@ -391,3 +391,29 @@ func (e *agentCheckoutEnv) sessionAt(t *testing.T, amount string) *ent.CheckoutS
 		SetExpiresAt(e.svc.now().Add(30 * time.Minute).UTC()).
 		SaveX(context.Background())
 }
+
+// TestRelayLeftInFlightCanBeSubmittedAgain: a relay left in flight (a node
+// error or a crash before its outcome was known) does not count against
+// the same authorization submitted again: the token moves its value once.
+// The new relay takes its place, so the payer's other authorizations
+// count the value once.
+func TestRelayLeftInFlightCanBeSubmittedAgain(t *testing.T) {
+	ctx := context.Background()
+	e := startAgentCheckoutEnv(t)
+	payer := e.relayPayer(t, 2_500_000)
+	sess := e.session(t, "2.50", false)
+	now := time.Now().Unix()
+	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), e.depositAddress(t, sess), 2_500_000, now-600, now+3600)
+	earlier := e.db.Ent.Relay.Create().SetLivemode(false).SetChain("base").SetPayer(strings.ToLower(payer.addr)).
+		SetNonce(strings.ToLower(auth.Nonce)).SetValue(2_500_000).SetMerchantID(e.merchant.ID).SetSessionID(sess.ID).
+		SetInFlightUntil(time.Now().Add(RelayInFlightFor).UTC()).SaveX(ctx)
+
+	res, err := e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth})
+	require.NoError(t, err)
+	require.Equal(t, "detected", res.Status)
+	rows := e.relaysOf(t, payer.addr)
+	require.Len(t, rows, 2)
+	require.Equal(t, earlier.ID, rows[0].ID)
+	require.Equal(t, relay.StatusDropped, rows[0].Status, "superseded")
+	require.Equal(t, relay.StatusSucceeded, rows[1].Status)
+}

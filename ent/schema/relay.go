@@ -56,7 +56,8 @@ func (Relay) Fields() []ent.Field {
 		// pending: recorded, not yet broadcast; submitted: broadcast;
 		// succeeded: included and moved the value; reverted: included and
 		// reverted (the treasury paid its gas); dropped: refused before
-		// any broadcast (no gas spent).
+		// any broadcast (no gas spent), or superseded by a later relay of
+		// the same authorization (which carries its outcome).
 		field.Enum("status").
 			Values("pending", "submitted", "succeeded", "reverted", "dropped").
 			Default("pending"),
