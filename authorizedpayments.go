@@ -40,10 +40,14 @@ import (
 // address must receive what the session asks, no more, no less), and what
 // the token itself will check (the ledger's VerifyAuthorization: the
 // signature under the token's EIP-712 domain, the validity window with a
-// margin for inclusion, the nonce unused, the payer's balance).
+// margin for inclusion, the nonce unused, the payer's balance); then what
+// the treasury risks (relays.go): the relay rates, the payer's reverts,
+// and its balance less its authorizations already being relayed, under a
+// lock per payer.
 //
-// Then the session is taken as a customer's selection takes it (pending
-// or detecting -> detecting on the chain), the treasury broadcasts
+// Then, in the transaction that records the relay, the session is taken
+// as a customer's selection takes it (pending or detecting -> detecting
+// on the chain); the treasury broadcasts
 // transferWithAuthorization, and once the transaction is included (waited
 // for up to Wait) the payment is recorded at once from the known
 // transaction, through the deposit scan's own code path, exactly as an
@@ -77,6 +81,10 @@ type AuthorizedPaymentRequest struct {
 	// Wait bounds how long the relay waits for inclusion; 0 means
 	// DefaultSendWait. A payment not included by then is answered pending.
 	Wait time.Duration
+	// ClientIP is the address of the payer's client, whose relays are
+	// limited (relays.go); empty when the caller is the merchant itself
+	// (the facilitator), whose relays count per merchant only.
+	ClientIP string
 }
 
 // TransferAuthorization is an EIP-3009 TransferWithAuthorization as JSON
@@ -261,13 +269,18 @@ func (s *Service) authorizedTargetOf(ctx context.Context, externalID, chain stri
 // session ErrNotFound; malformed input, a chain not accepted or not EVM,
 // a recipient other than the deposit address, a value other than the
 // amount due, a bad signature, a validity window that does not hold:
-// ValidationError; the payer's balance short: ErrInsufficientFunds; the
-// session not open, paid or being paid, or the nonce used by a transfer
-// that is not this payment: ErrConflict; a deactivated merchant
-// ErrForbidden.
+// ValidationError; the payer's balance short, its authorizations being
+// relayed counted as spent: ErrInsufficientFunds; the session not open,
+// paid or being paid, or the nonce used by a transfer that is not this
+// payment: ErrConflict; a deactivated merchant ErrForbidden; past the
+// relay rates, or a payer refused for its reverts: a *RateLimitError
+// (relays.go).
 func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymentRequest) (*AuthorizedPayment, error) {
 	auth, err := req.Authorization.parse()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.allowRelayFrom(ctx, req.ClientIP); err != nil {
 		return nil, err
 	}
 	t, err := s.authorizedTargetOf(ctx, req.ExternalID, req.Chain)
@@ -284,10 +297,21 @@ func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymen
 	if err := s.matchAuthorization(ctx, t, auth); err != nil {
 		return nil, err
 	}
-	if err := s.takeSessionForRelay(ctx, t); err != nil {
+	if err := s.allowRelayFor(ctx, t.sess.MerchantID, t.mode); err != nil {
+		return nil, err
+	}
+	// The payer's relays in flight count against its balance, and the
+	// session is taken, in one transaction under the payer's lock
+	// (relays.go).
+	row, err := s.recordRelay(ctx, t, auth)
+	if err != nil {
 		return nil, err
 	}
 	sub, err := t.relayer.RelayAuthorization(ctx, auth)
+	if err != nil && chains.AuthorizationRefusal(err) != nil {
+		// Refused before any broadcast: no gas spent.
+		s.relayDropped(ctx, row)
+	}
 	if errors.Is(err, chains.ErrAlreadyUsed) {
 		// Used between the check and the relay: by whom tells.
 		if res, done, err := s.replayAuthorization(ctx, t, auth); done || err != nil {
@@ -297,6 +321,7 @@ func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymen
 	if err != nil {
 		return nil, authorizationError(err)
 	}
+	s.relaySent(ctx, row, sub.TxHash)
 	s.logger.InfoContext(ctx, "authorized payment relayed", "session", t.sess.ExternalID, "chain", t.chain,
 		"tx", sub.TxHash, "payer", auth.From)
 	return s.awaitAuthorizedPayment(ctx, t, auth, sub.TxHash, waitOrDefault(req.Wait), false)
@@ -317,7 +342,22 @@ func (s *Service) VerifyAuthorizedPayment(ctx context.Context, req AuthorizedPay
 	if err := selectable(t.sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, t.sess.ID) }); err != nil {
 		return err
 	}
-	return s.matchAuthorization(ctx, t, auth)
+	if err := s.matchAuthorization(ctx, t, auth); err != nil {
+		return err
+	}
+	// What recordRelay will check, read without its lock.
+	of := s.relayOutflowsOf(t, auth)
+	if err := s.checkRelayReverts(ctx, s.cfg.DB.Ent, of.livemode, of.payer); err != nil {
+		return err
+	}
+	a, err := s.readAvailable(ctx, s.cfg.DB.Ent, t.ledger, auth.From, of)
+	if err != nil {
+		return err
+	}
+	if a.units < auth.Value.Int64() {
+		return relayShortfall(of, t, a.units, auth.Value.Int64())
+	}
+	return nil
 }
 
 // matchAuthorization checks auth against what the session asks and what
@@ -403,7 +443,8 @@ func (s *Service) replayAuthorization(ctx context.Context, t *authorizedTarget, 
 
 // takeSessionForRelay takes the session under its lock as a customer's
 // selection of the chain does, refusing one with a payment or with an
-// agent's payment under way.
+// agent's payment under way; in the transaction that records the relay
+// (recordRelay), which ctx carries.
 func (s *Service) takeSessionForRelay(ctx context.Context, t *authorizedTarget) error {
 	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(t.sess.ID))).Only(ctx)
@@ -466,6 +507,7 @@ func (s *Service) awaitAuthorizedPayment(ctx context.Context, t *authorizedTarge
 	// the payer's), so its cost is recorded now (best effort: a crash here
 	// leaves it out of the gas ledger).
 	s.recordRelayGas(ctx, t.mode, t.ledger, txHash)
+	s.relayIncluded(ctx, t, auth, txHash, rc.State == chains.TxFailed)
 	if rc.State == chains.TxFailed {
 		out.Status = "failed"
 		s.logger.WarnContext(ctx, "authorized payment reverted", "session", t.sess.ExternalID, "tx", txHash, "err", rc.Err)

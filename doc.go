@@ -94,8 +94,11 @@
 //
 // Fair share: every merchant's deliveries share the worker's webhook
 // workers, so one merchant may have only so many tries in flight per mode
-// in a process, and redeliver only so often; a try reads a bounded answer
-// (webhooklimits.go).
+// in a process, and redeliver and send test events only so often; a try
+// reads a bounded answer (webhooklimits.go). Anyone can register many
+// merchants, so receivers new to a process get one try at a time, and
+// slow ones share a bounded part of the workers, the slow lane
+// (webhookreceivers.go).
 //
 // # E-mail goes through an outbox
 //

@@ -114,13 +114,17 @@ func (s *Service) sessionSearch(term string) (predicate.CheckoutSession, error) 
 // SendTestWebhook records a webhook.test event in the caller's mode,
 // delivered like any other to that mode's webhook URL (the event's
 // deliveries show the tries). Without a webhook URL in that mode it is a
-// ValidationError and records nothing.
+// ValidationError, past TestWebhooksPerMerchant this hour a
+// *RateLimitError (webhooklimits.go); either records nothing.
 func (s *Service) SendTestWebhook(ctx context.Context, auth *MerchantAuth) (*ent.WebhookEvent, error) {
 	if err := auth.CheckMutate(); err != nil {
 		return nil, err
 	}
 	if WebhookURLOf(auth.Merchant, auth.Mode) == "" {
 		return nil, Invalid("webhook_url", "is not set: there is nowhere to send a test event")
+	}
+	if err := s.allowTestWebhook(ctx, auth.Merchant.ID, auth.Mode); err != nil {
+		return nil, err
 	}
 	var out *ent.WebhookEvent
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {

@@ -99,6 +99,8 @@ type rateLimits struct {
 	selects *ratelimit.Limit[uuid.UUID]
 	// redeliveries are webhook redeliveries' (webhooklimits.go).
 	redeliveries redeliveryLimits
+	// relays count the authorizations the treasury relays (relays.go).
+	relays relayLimits
 	// signInEmails counts the sign-in e-mails each address receives, by
 	// the address's SHA-256 (the counters never hold an address).
 	signInEmails *ratelimit.Limit[string]
@@ -136,6 +138,7 @@ func newRateLimits(cfg Config, logger *slog.Logger) rateLimits {
 	l.invitations = ratelimit.NewLimit[uuid.UUID](limiter, memberInvitationScheme, nil)
 	l.agentMail = ratelimit.NewLimit[string](limiter, agentMailScheme(cfg), nil)
 	l.merchantEmails = ratelimit.NewLimit[uuid.UUID](limiter, merchantEmailScheme, nil)
+	l.relays = newRelayLimits(cfg, limiter)
 	w := ratelimit.Window{Name: "hour", Key: "signin", Seconds: 3600, Limit: cfg.SignInEmailRateLimit}
 	l.signInEmails = ratelimit.NewLimit[string](limiter, ratelimit.Scheme{
 		Name: "email", IDType: "text", Windows: func(string) []ratelimit.Window { return []ratelimit.Window{w} },

@@ -147,6 +147,13 @@ type Config struct {
 	// session takes a minute (checkoutpage.go). 0 turns either off.
 	MaxOpenSessions int
 	SelectRateLimit int
+	// RelayIPRateLimit is how many authorizations a client IP may have the
+	// treasury relay a minute (a session's x402 payment, the browser
+	// wallet's), RelayMerchantRateLimit how many of one merchant's sessions
+	// in one mode a minute, the facilitator's settles included (relays.go).
+	// 0 turns either off.
+	RelayIPRateLimit       int
+	RelayMerchantRateLimit int
 	// WebhookAllowPrivate lets test-mode deliveries reach addresses that are
 	// not public (loopback, private, link-local...: webhook.IsPublicAddr),
 	// so a developer's local receiver works; `agentpay dev` turns it on.
@@ -156,6 +163,10 @@ type Config struct {
 	// at once per mode, in each worker process; 0 is
 	// DefaultWebhookMerchantConcurrency (webhooklimits.go).
 	WebhookMerchantConcurrency int
+	// WebhookSlowConcurrency caps the tries in flight to slow receivers, all
+	// merchants together, in each worker process (the slow lane); 0 is
+	// DefaultWebhookSlowConcurrency (webhookreceivers.go).
+	WebhookSlowConcurrency int
 	// SignInRateLimit is how many sign-in e-mails a client IP may ask for
 	// an hour, SignInEmailRateLimit how many one address may receive an
 	// hour (signin.go). 0 turns either off.
@@ -221,6 +232,9 @@ type Service struct {
 	// webhookGates hold this process's tries in flight by merchant and mode
 	// (webhooklimits.go).
 	webhookGates *gate.Gates[webhookGateKey]
+	// webhookReceivers is what this process knows of receivers, and its
+	// slow lane (webhookreceivers.go).
+	webhookReceivers *webhookReceivers
 	// passkeys is the WebAuthn relying party; nil when passkeys are off.
 	passkeys *webauthn.WebAuthn
 	// partners verify partner attestations by partner name (partners.go).
@@ -279,6 +293,7 @@ func NewService(cfg Config) (*Service, error) {
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
+	s.webhookReceivers = newWebhookReceivers(cfg, s.now)
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
 	return s, nil
 }

@@ -397,19 +397,9 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 	}
 
 	var t *ent.Transfer
-	for attempt := 1; ; attempt++ {
-		// The balances are read from the chains before the transaction:
-		// an RPC call (however bounded) must not hold the wallet lock, nor
-		// on SQLite every writer. The transaction then checks that nothing
-		// was sent from the wallet since (sendBalance.moved).
-		plan, err := s.planSend(ctx, s.cfg.DB.Ent, o)
-		if err != nil {
-			return nil, err
-		}
-		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-			// Only tx is used in here: on SQLite the pool's one connection
-			// is this transaction's.
-			//
+	err := recordWithinBalance(ctx, s,
+		func(ctx context.Context, db *ent.Client) (*sendPlan, error) { return s.planSend(ctx, db, o) },
+		func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 			// The per-wallet lock: every custodial wallet of the sender, in
 			// id order (one order for everyone, so two locks never
 			// deadlock). Both are locked, not just the chosen one, because
@@ -419,32 +409,16 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 				return fmt.Errorf("send: locking wallets: %w", err)
 			}
 			if o.underLock != nil {
-				if err := o.underLock(ctx, tx); err != nil {
-					return err
-				}
+				return o.underLock(ctx, tx)
 			}
-			if plan.chosen != nil {
-				moved, err := plan.chosen.moved(ctx, tx)
-				if err != nil {
-					return err
-				}
-				if moved && attempt < maxSendAttempts {
-					return errBalanceMoved
-				}
-				if moved {
-					// Sends from the wallet keep being recorded between our
-					// read and our lock: only the lock can stop them, so
-					// this time the balance is read under it (the RPC
-					// deadline bounds the wait).
-					if plan, err = s.planSend(ctx, tx.Client(), o); err != nil {
-						return err
-					}
-				}
-			}
+			return nil
+		},
+		func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, plan *sendPlan) error {
 			if plan.chosen == nil {
 				return plan.refusal(o.amount)
 			}
 			b := plan.chosen
+			var err error
 			t, err = tx.Transfer.Create().
 				SetNillableFromAgentID(o.from.agentID).
 				SetNillableFromUserID(o.from.userID).
@@ -471,15 +445,11 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 			}
 			return o.idempotency.link(ctx, tx, t.ID)
 		})
-		if errors.Is(err, errBalanceMoved) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		s.observer().SendStatus(t.Chain, string(transfer.StatusPending))
-		return t, nil
+	if err != nil {
+		return nil, err
 	}
+	s.observer().SendStatus(t.Chain, string(transfer.StatusPending))
+	return t, nil
 }
 
 func validateSendAmount(amount decimal.Decimal) (int64, error) {
@@ -521,15 +491,6 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-// maxSendAttempts is how often a send reads the balances before its
-// transaction; when another send from the wallet was recorded after each
-// of them, the last read is taken under the wallet lock.
-const maxSendAttempts = 3
-
-// errBalanceMoved: a send was recorded from the wallet after its balance
-// was read; the read must be taken again.
-var errBalanceMoved = errors.New("send: the wallet's sends changed since its balance was read")
-
 // sendPlan is what a send learnt before its transaction: the first
 // candidate chain whose available balance covers the amount (nil when
 // none), and the shortfall of each read that did not.
@@ -538,6 +499,15 @@ type sendPlan struct {
 	shortfalls []string
 	// noChain: no candidate had wallets of both agents and a ledger.
 	noChain bool
+}
+
+// moved implements balancePlan: a plan that chose nothing has nothing to
+// recheck (it is refused).
+func (p *sendPlan) moved(ctx context.Context, tx *ent.Tx) (bool, error) {
+	if p.chosen == nil {
+		return false, nil
+	}
+	return p.chosen.moved(ctx, tx)
 }
 
 func (p *sendPlan) refusal(amount decimal.Decimal) error {
@@ -549,28 +519,21 @@ func (p *sendPlan) refusal(amount decimal.Decimal) error {
 }
 
 // sendBalance is a wallet's available balance on one chain as read before
-// the send's transaction: the on-chain balance minus the sender's sends in
-// flight from the wallet, and how many sends the wallet had then.
+// the send's transaction (available.go): the on-chain balance minus the
+// sender's sends in flight from the wallet.
 type sendBalance struct {
-	chain     chains.Name
-	sender    holder
-	from, to  string // sender's wallet address, and where the send goes
-	sends     int    // every transfer ever recorded from the wallet
-	available int64
+	available
+	chain    chains.Name
+	sender   holder
+	from, to string // sender's wallet address, and where the send goes
 }
 
 // planSend reads, outside any transaction, the available balance of the
 // sender's wallet on each candidate chain in order (the sender holding a
 // wallet there, the recipient too or the withdrawal's address being of
-// that chain, its ledger configured), until one covers units.
-//
-// Why the order of the reads makes this safe: a send is recorded only
-// under the wallet lock (Send), so sendBalance.still, under that lock,
-// finding the wallet's count of sends unchanged proves no send was recorded
-// since the count was read. The sends in flight are summed after the count
-// and before the balance, so every transfer that may not be in the balance
-// read is subtracted: one that completes in between is subtracted although
-// its debit is already on chain, which errs on the side of refusing.
+// that chain, its ledger configured), until one covers units. Why reading
+// it before the transaction that holds the wallet lock is safe:
+// available.go.
 //
 // db reads the database: the plain client before the send's transaction,
 // the transaction's under the lock.
@@ -613,56 +576,40 @@ func (s *Service) planSend(ctx context.Context, db *ent.Client, o *outgoing) (*s
 		}
 		plan.noChain = false
 		b := &sendBalance{chain: c, sender: o.from, from: sw.Address, to: to}
-		if err := s.readAvailable(ctx, db, ledger, b); err != nil {
+		if b.available, err = s.readAvailable(ctx, db, ledger, sw.Address, walletSends{sender: o.from, chain: c, from: sw.Address}); err != nil {
 			return nil, err
 		}
-		if b.available >= o.units {
+		if b.units >= o.units {
 			plan.chosen = b
 			return plan, nil
 		}
-		plan.shortfalls = append(plan.shortfalls, fmt.Sprintf("%s USDC on %s", USDCAmount(b.available), c))
+		plan.shortfalls = append(plan.shortfalls, fmt.Sprintf("%s USDC on %s", USDCAmount(b.units), c))
 	}
 	return plan, nil
 }
 
-// walletSends selects the transfers recorded from the sender's wallet on
-// b's chain.
-func (b *sendBalance) walletSends(q *ent.TransferQuery) *ent.TransferQuery {
-	return q.Where(b.sender.sent(), transfer.Chain(string(b.chain)), transfer.FromAddress(b.from))
+// walletSends are the outflows of a custodial wallet (available.go): the
+// transfers recorded from it, in flight while pending or submitted.
+type walletSends struct {
+	sender holder
+	chain  chains.Name
+	from   string
 }
 
-// readAvailable fills b: the count of the wallet's sends, then the sum of
-// those in flight, then the balance on chain, in that order (planSend).
-func (s *Service) readAvailable(ctx context.Context, db *ent.Client, ledger chains.Ledger, b *sendBalance) error {
-	n, err := b.walletSends(db.Transfer.Query()).Count(ctx)
-	if err != nil {
-		return fmt.Errorf("send: counting sends: %w", err)
-	}
-	inFlight, err := sumAmounts(ctx, b.walletSends(db.Transfer.Query()).
-		Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)))
-	if err != nil {
-		return err
-	}
-	bal, err := ledger.Balance(ctx, b.from)
-	if err != nil {
-		s.logger.WarnContext(ctx, "send: balance read", "chain", ledger.Chain(), "err", err)
-		return fmt.Errorf("%w: cannot read the balance on %s", ErrUnavailable, ledger.Chain())
-	}
-	if !bal.IsInt64() {
-		return fmt.Errorf("send: balance %s out of range", bal)
-	}
-	b.sends, b.available = n, bal.Int64()-inFlight
-	return nil
+func (w walletSends) query(db *ent.Client) *ent.TransferQuery {
+	return db.Transfer.Query().Where(w.sender.sent(), transfer.Chain(string(w.chain)), transfer.FromAddress(w.from))
 }
 
-// moved reports, under the wallet lock, whether a send was recorded from
-// the wallet since b was read: b's available balance no longer holds.
-func (b *sendBalance) moved(ctx context.Context, tx *ent.Tx) (bool, error) {
-	n, err := b.walletSends(tx.Transfer.Query()).Count(ctx)
+func (w walletSends) recorded(ctx context.Context, db *ent.Client) (int, error) {
+	n, err := w.query(db).Count(ctx)
 	if err != nil {
-		return false, fmt.Errorf("send: counting sends: %w", err)
+		return 0, fmt.Errorf("send: counting sends: %w", err)
 	}
-	return n != b.sends, nil
+	return n, nil
+}
+
+func (w walletSends) inFlight(ctx context.Context, db *ent.Client) (int64, error) {
+	return sumAmounts(ctx, w.query(db).Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)))
 }
 
 // sumAmounts sums the amount column of the selected transfers in SQL

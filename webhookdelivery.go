@@ -174,11 +174,12 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		res.Done = true
 		return res, nil
 	}
-	if !s.enterWebhookSlot(ctx, d.merchantID, d.livemode) {
+	slot, tryCtx, ok := s.enterWebhookSlot(ctx, d.merchantID, d.livemode)
+	if !ok {
 		res.Busy = true
 		return res, nil
 	}
-	defer s.leaveWebhookSlot(d.merchantID, d.livemode)
+	defer s.leaveWebhookSlot(slot)
 	// The try is dated (signed, recorded, retried from) by the service's
 	// clock; how long it took is measured on the real one.
 	at := s.now()
@@ -190,9 +191,15 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	var code int
 	sendErr := err // no secret to sign with: a failed try, nothing sent
 	if err == nil {
-		code, sendErr = postWebhook(ctx, s.webhookClient(d.livemode), d, at, secret, previous...)
+		code, sendErr = postWebhook(tryCtx, s.webhookClient(d.livemode), d, at, secret, previous...)
 	}
 	duration := time.Since(start)
+	slot.end()
+	if sendErr != nil && errors.Is(context.Cause(tryCtx), errWebhookCut) {
+		// Ended at WebhookSlowAfter for want of a place among slow
+		// receivers: a failed try of this receiver.
+		code, sendErr = 0, errWebhookCut
+	}
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
 		// receiver's fault, so not counted; the job runs again.

@@ -497,6 +497,12 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 	failing := testenv.NewReceiver(t, 500)
 	mOK, _ := createWebhookMerchant(t, svc, ok.URL)
 	mFail, _ := createWebhookMerchant(t, svc, failing.URL)
+	// One try each first: a receiver new to the process gets one try at a
+	// time until it has answered (webhookreceivers.go).
+	for _, m := range []*ent.Merchant{mOK, mFail} {
+		_, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID).ID)
+		require.NoError(t, err)
+	}
 
 	ids := make([]uuid.UUID, n)
 	for i := range ids {
@@ -569,8 +575,8 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 			require.Nil(t, d.CompletedAt)
 		}
 	}
-	require.Len(t, ok.Requests(), n/2-1)
-	require.Len(t, failing.Requests(), n/2)
+	require.Len(t, ok.Requests(), 1+n/2-1)
+	require.Len(t, failing.Requests(), 1+n/2)
 }
 
 // TestDeliverWebhookBoundsAnswer: a receiver cannot make a try read much

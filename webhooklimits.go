@@ -27,14 +27,23 @@ import (
 //     answers quickly keeps its slots full; otherwise it sends nothing and
 //     is asked again after WebhookBusyDelay (the worker snoozes its job): it
 //     is not a failed try. One merchant and mode so occupy at most twice the
-//     cap of a process's webhook workers (WebhookWorkersPerMerchant), and a
-//     worker refuses to start with no more workers than that. The cap is
-//     the process's, not counted across worker processes: what it protects
-//     is each process's shared workers, which it does alone; a receiver
-//     sees at most the cap times the number of worker processes.
+//     cap of a process's webhook workers (WebhookWorkersPerMerchant). The
+//     cap is the process's, not counted across worker processes: what it
+//     protects is each process's shared workers, which it does alone; a
+//     receiver sees at most the cap times the number of worker processes.
+//   - Many merchants: the cap bounds one merchant, and anyone can register
+//     many. So a receiver not known to answer in this process gets one try
+//     at a time, and receivers that are slow share Config.
+//     WebhookSlowConcurrency tries at once (the slow lane), a try that
+//     reaches WebhookSlowAfter taking a place there or being ended
+//     (webhookreceivers.go). A worker refuses to start with no more
+//     workers than the lane and one merchant's share, so receivers that
+//     answer always have workers.
 //   - Redeliveries: RedeliveriesPerEvent of one event and
 //     RedeliveriesPerMerchant per merchant and mode, each per clock hour
-//     (allowRedelivery); beyond, ErrRateLimited with the time to wait.
+//     (allowRedelivery); test events (SendTestWebhook)
+//     TestWebhooksPerMerchant per merchant and mode per clock hour
+//     (allowTestWebhook); beyond, ErrRateLimited with the time to wait.
 //   - One try: WebhookTimeout, and the answer's headers and body are read
 //     only up to a bound (webhook.MaxResponseHeaderBytes, webhookBodyMax).
 
@@ -57,6 +66,12 @@ const (
 	// redelivery is up to len(WEBHOOK_RETRY_DELAYS)+1 requests to a URL the
 	// merchant chose.
 	RedeliveriesPerMerchant = 100
+	// TestWebhooksPerMerchant is how many test events (sendTestWebhook)
+	// one merchant may send per mode and clock hour: a developer checking
+	// a receiver sends a few; each is up to len(WEBHOOK_RETRY_DELAYS)+1
+	// requests to a URL the merchant chose, from the workers every merchant
+	// shares.
+	TestWebhooksPerMerchant = 20
 )
 
 // webhookBusyDelays bound WebhookBusyDelay: the first wait and the longest.
@@ -99,26 +114,65 @@ func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 }
 
 // enterWebhookSlot takes a place among this process's tries of the
-// merchant in mode, waiting for one if needed (see the top of this file);
-// false: none came free, nothing is held. A true enterWebhookSlot is
-// followed by one leaveWebhookSlot once the try is recorded.
-func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) bool {
-	return s.webhookGates.Enter(ctx, webhookGateKey{merchantID: merchantID, livemode: livemode}, webhookGateWait)
+// merchant in mode, as its receiver's class allows (webhookreceivers.go):
+// a new receiver's one try, a proven one's cap (waiting for a place if
+// needed, see the top of this file), a slow one's place in the slow lane
+// and under its cap. false: none came free, nothing is held. A true
+// enterWebhookSlot is followed by one leaveWebhookSlot once the try is
+// recorded; the try is sent with tryCtx, which ends it at
+// WebhookSlowAfter when the lane has no place for it (errWebhookCut).
+func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) (slot *webhookSlot, tryCtx context.Context, ok bool) {
+	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
+	class, inLane := s.webhookReceivers.admit(key)
+	switch class {
+	case receiverSlow:
+		if !inLane {
+			return nil, nil, false
+		}
+		if !s.webhookGates.EnterUnder(ctx, key, s.webhookMerchantConcurrency(), 0) {
+			s.webhookReceivers.leaveLane()
+			return nil, nil, false
+		}
+	case receiverNew:
+		if !s.webhookGates.EnterUnder(ctx, key, 1, 0) {
+			return nil, nil, false
+		}
+	default:
+		if !s.webhookGates.Enter(ctx, key, webhookGateWait) {
+			return nil, nil, false
+		}
+	}
+	slot = &webhookSlot{key: key, r: s.webhookReceivers, inLane: inLane}
+	return slot, slot.start(ctx), true
 }
 
-// leaveWebhookSlot gives up the place of a try enterWebhookSlot let in.
-func (s *Service) leaveWebhookSlot(merchantID uuid.UUID, livemode bool) {
-	s.webhookGates.Leave(webhookGateKey{merchantID: merchantID, livemode: livemode})
+// leaveWebhookSlot gives up the places of a try enterWebhookSlot let in.
+func (s *Service) leaveWebhookSlot(slot *webhookSlot) {
+	slot.end()
+	slot.cancel(nil)
+	s.webhookGates.Leave(slot.key)
 }
 
 // WebhookSlotsFull reports whether a delivery of the merchant in mode would
-// now be turned away in this process: the cap of its tries are in flight
-// here and as many deliveries wait (enterWebhookSlot). A hint for the
-// worker, so a delivery that must wait costs no database read;
-// DeliverWebhook decides.
+// now be turned away in this process (enterWebhookSlot): a new receiver's
+// try is in flight; a proven one's cap of tries are in flight here and as
+// many deliveries wait; a slow one's lane is full or its cap in flight. A
+// hint for the worker, so a delivery that must wait costs no database
+// read; DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
-	return s.webhookGates.Full(webhookGateKey{merchantID: merchantID, livemode: livemode})
+	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
+	switch s.webhookReceivers.class(key) {
+	case receiverSlow:
+		return s.webhookReceivers.laneFull() || s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency()
+	case receiverNew:
+		return s.webhookGates.Holders(key) >= 1
+	}
+	return s.webhookGates.Full(key)
 }
+
+// WebhookSlowConcurrency is how many tries to slow receivers a process
+// holds at once (Config.WebhookSlowConcurrency, its default).
+func (s *Service) WebhookSlowConcurrency() int { return s.webhookReceivers.lane }
 
 // WebhookBusyDelay is how long a delivery whose merchant is at its cap
 // waits before asking again, when it has already waited waits times: from
@@ -134,10 +188,12 @@ func WebhookBusyDelay(waits int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// redeliveryLimits count redeliveries (allowRedelivery).
+// redeliveryLimits count redeliveries (allowRedelivery) and test events
+// (allowTestWebhook).
 type redeliveryLimits struct {
 	event    *ratelimit.Limit[uuid.UUID]
 	merchant *ratelimit.Limit[string]
+	tests    *ratelimit.Limit[string]
 }
 
 func newRedeliveryLimits(limiter *ratelimit.Limiter) redeliveryLimits {
@@ -149,7 +205,15 @@ func newRedeliveryLimits(limiter *ratelimit.Limiter) redeliveryLimits {
 	return redeliveryLimits{
 		event:    ratelimit.NewLimit[uuid.UUID](limiter, ratelimit.Scheme{Name: "redeliver_event", IDType: "uuid", Windows: hour(RedeliveriesPerEvent)}, nil),
 		merchant: ratelimit.NewLimit[string](limiter, ratelimit.Scheme{Name: "redeliver_merchant", IDType: "text", Windows: hour(RedeliveriesPerMerchant)}, nil),
+		tests:    ratelimit.NewLimit[string](limiter, ratelimit.Scheme{Name: "test_webhook_merchant", IDType: "text", Windows: hour(TestWebhooksPerMerchant)}, nil),
 	}
+}
+
+// allowTestWebhook counts one test event of the merchant in mode against
+// TestWebhooksPerMerchant a clock hour; a refusal is a *RateLimitError.
+func (s *Service) allowTestWebhook(ctx context.Context, merchantID uuid.UUID, mode Mode) error {
+	dec, err := s.rates.redeliveries.tests.Allow(ctx, ratelimit.Subject[string]{ID: merchantID.String() + "/" + string(mode)})
+	return rateRefusal(dec, err, "test events", fmt.Sprintf(" of one merchant in %s mode", mode))
 }
 
 // allowRedelivery counts one redelivery of ev against its event's and its

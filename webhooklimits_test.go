@@ -10,6 +10,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/webhookdelivery"
+	"agentpay/ent/webhookevent"
 	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
 )
@@ -134,4 +135,38 @@ func TestRedeliveryLimits(t *testing.T) {
 	require.NoError(t, err, "a new hour")
 	_, err = svc.RedeliverWebhook(ctx, m.ID, last.ID)
 	require.NoError(t, err)
+}
+
+// TestTestWebhookLimits: a merchant sends at most TestWebhooksPerMerchant
+// test events a clock hour per mode, as redeliveries are limited; a
+// refusal says how long to wait and records nothing; the other mode is
+// counted apart; the next hour starts again.
+func TestTestWebhookLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewStub(time.Date(2026, 11, 26, 10, 0, 5, 0, time.UTC))
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{Clock: clk})
+	m, _ := createWebhookMerchant(t, svc, "https://shop.example.com/hooks")
+	test, live := &MerchantAuth{Merchant: m, Mode: ModeTest}, &MerchantAuth{Merchant: m, Mode: ModeLive}
+	events := func() int {
+		return svc.cfg.DB.Ent.WebhookEvent.Query().Where(webhookevent.MerchantID(m.ID), webhookevent.EventType(EventWebhookTest)).CountX(ctx)
+	}
+	for range TestWebhooksPerMerchant {
+		_, err := svc.SendTestWebhook(ctx, test)
+		require.NoError(t, err)
+	}
+	_, err := svc.SendTestWebhook(ctx, test)
+	require.ErrorIs(t, err, ErrRateLimited)
+	var rl *RateLimitError
+	require.ErrorAs(t, err, &rl)
+	require.Equal(t, int64(3595), rl.Decision.RetryAfterSeconds(), "until the next clock hour")
+	require.EqualError(t, err, "rate limit exceeded: 20 test events per hour of one merchant in test mode, retry after 3595 s")
+	require.Equal(t, TestWebhooksPerMerchant, events(), "a refused test event is not recorded")
+
+	_, err = svc.SendTestWebhook(ctx, live)
+	require.NoError(t, err, "live mode is counted apart")
+	clk.Advance(time.Hour)
+	_, err = svc.SendTestWebhook(ctx, test)
+	require.NoError(t, err, "a new hour")
+	require.Equal(t, TestWebhooksPerMerchant+2, events())
 }

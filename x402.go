@@ -239,7 +239,8 @@ func (p *X402PaymentPayload) request(externalID string, mode Mode) (AuthorizedPa
 
 // PayX402 settles an X-PAYMENT for the session: the relay of its
 // authorization (PayWithAuthorization), answered as X-PAYMENT-RESPONSE.
-func (s *Service) PayX402(ctx context.Context, externalID string, p *X402PaymentPayload) (*AuthorizedPayment, *X402SettleResponse, error) {
+// clientIP is the payer's client, whose relays are limited (relays.go).
+func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *X402PaymentPayload) (*AuthorizedPayment, *X402SettleResponse, error) {
 	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(externalID)).Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, nil, sessionNotFound(externalID)
@@ -251,6 +252,7 @@ func (s *Service) PayX402(ctx context.Context, externalID string, p *X402Payment
 	if err != nil {
 		return nil, nil, err
 	}
+	req.ClientIP = clientIP
 	res, err := s.PayWithAuthorization(ctx, req)
 	if err != nil {
 		return nil, nil, err
@@ -351,7 +353,8 @@ func (s *Service) X402Verify(ctx context.Context, m *MerchantAuth, req *X402Faci
 }
 
 // X402Settle is the facilitator's settle: the relay, the payment recorded
-// as the session's.
+// as the session's. The caller is the merchant (its key), so the relay
+// counts against the merchant's relay rate only, not a client IP's.
 func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequest) (*X402SettleResponse, error) {
 	ar, err := s.facilitatorRequest(ctx, m, req)
 	if err == nil {

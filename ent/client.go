@@ -41,6 +41,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/relay"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
@@ -127,6 +128,8 @@ type Client struct {
 	RateLimitCounter *RateLimitCounterClient
 	// Refund is the client for interacting with the Refund builders.
 	Refund *RefundClient
+	// Relay is the client for interacting with the Relay builders.
+	Relay *RelayClient
 	// SettlementBatch is the client for interacting with the SettlementBatch builders.
 	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
@@ -190,6 +193,7 @@ func (c *Client) init() {
 	c.Payment = NewPaymentClient(c.config)
 	c.RateLimitCounter = NewRateLimitCounterClient(c.config)
 	c.Refund = NewRefundClient(c.config)
+	c.Relay = NewRelayClient(c.config)
 	c.SettlementBatch = NewSettlementBatchClient(c.config)
 	c.SignatureChallenge = NewSignatureChallengeClient(c.config)
 	c.SpendApproval = NewSpendApprovalClient(c.config)
@@ -323,6 +327,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Payment:                   NewPaymentClient(cfg),
 		RateLimitCounter:          NewRateLimitCounterClient(cfg),
 		Refund:                    NewRefundClient(cfg),
+		Relay:                     NewRelayClient(cfg),
 		SettlementBatch:           NewSettlementBatchClient(cfg),
 		SignatureChallenge:        NewSignatureChallengeClient(cfg),
 		SpendApproval:             NewSpendApprovalClient(cfg),
@@ -383,6 +388,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Payment:                   NewPaymentClient(cfg),
 		RateLimitCounter:          NewRateLimitCounterClient(cfg),
 		Refund:                    NewRefundClient(cfg),
+		Relay:                     NewRelayClient(cfg),
 		SettlementBatch:           NewSettlementBatchClient(cfg),
 		SignatureChallenge:        NewSignatureChallengeClient(cfg),
 		SpendApproval:             NewSpendApprovalClient(cfg),
@@ -429,9 +435,10 @@ func (c *Client) Use(hooks ...Hook) {
 		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
-		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
-		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.StepUp, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.Relay,
+		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
+		c.StepUp, c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
+		c.WebhookEvent,
 	} {
 		n.Use(hooks...)
 	}
@@ -447,9 +454,10 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
-		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.SettlementBatch,
-		c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy, c.StepUp, c.Transfer,
-		c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery, c.WebhookEvent,
+		c.PasskeyCeremony, c.Payment, c.RateLimitCounter, c.Refund, c.Relay,
+		c.SettlementBatch, c.SignatureChallenge, c.SpendApproval, c.SpendingPolicy,
+		c.StepUp, c.Transfer, c.User, c.Wallet, c.WebhookAttempt, c.WebhookDelivery,
+		c.WebhookEvent,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -518,6 +526,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RateLimitCounter.mutate(ctx, m)
 	case *RefundMutation:
 		return c.Refund.mutate(ctx, m)
+	case *RelayMutation:
+		return c.Relay.mutate(ctx, m)
 	case *SettlementBatchMutation:
 		return c.SettlementBatch.mutate(ctx, m)
 	case *SignatureChallengeMutation:
@@ -5047,6 +5057,139 @@ func (c *RefundClient) mutate(ctx context.Context, m *RefundMutation) (Value, er
 	}
 }
 
+// RelayClient is a client for the Relay schema.
+type RelayClient struct {
+	config
+}
+
+// NewRelayClient returns a client for the Relay from the given config.
+func NewRelayClient(c config) *RelayClient {
+	return &RelayClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `relay.Hooks(f(g(h())))`.
+func (c *RelayClient) Use(hooks ...Hook) {
+	c.hooks.Relay = append(c.hooks.Relay, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `relay.Intercept(f(g(h())))`.
+func (c *RelayClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Relay = append(c.inters.Relay, interceptors...)
+}
+
+// Create returns a builder for creating a Relay entity.
+func (c *RelayClient) Create() *RelayCreate {
+	mutation := newRelayMutation(c.config, OpCreate)
+	return &RelayCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Relay entities.
+func (c *RelayClient) CreateBulk(builders ...*RelayCreate) *RelayCreateBulk {
+	return &RelayCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RelayClient) MapCreateBulk(slice any, setFunc func(*RelayCreate, int)) *RelayCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RelayCreateBulk{err: fmt.Errorf("calling to RelayClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RelayCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RelayCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Relay.
+func (c *RelayClient) Update() *RelayUpdate {
+	mutation := newRelayMutation(c.config, OpUpdate)
+	return &RelayUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RelayClient) UpdateOne(_m *Relay) *RelayUpdateOne {
+	mutation := newRelayMutation(c.config, OpUpdateOne, withRelay(_m))
+	return &RelayUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RelayClient) UpdateOneID(id uuid.UUID) *RelayUpdateOne {
+	mutation := newRelayMutation(c.config, OpUpdateOne, withRelayID(id))
+	return &RelayUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Relay.
+func (c *RelayClient) Delete() *RelayDelete {
+	mutation := newRelayMutation(c.config, OpDelete)
+	return &RelayDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RelayClient) DeleteOne(_m *Relay) *RelayDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RelayClient) DeleteOneID(id uuid.UUID) *RelayDeleteOne {
+	builder := c.Delete().Where(relay.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RelayDeleteOne{builder}
+}
+
+// Query returns a query builder for Relay.
+func (c *RelayClient) Query() *RelayQuery {
+	return &RelayQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRelay},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Relay entity by its id.
+func (c *RelayClient) Get(ctx context.Context, id uuid.UUID) (*Relay, error) {
+	return c.Query().Where(relay.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RelayClient) GetX(ctx context.Context, id uuid.UUID) *Relay {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *RelayClient) Hooks() []Hook {
+	return c.hooks.Relay
+}
+
+// Interceptors returns the client interceptors.
+func (c *RelayClient) Interceptors() []Interceptor {
+	return c.inters.Relay
+}
+
+func (c *RelayClient) mutate(ctx context.Context, m *RelayMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RelayCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RelayUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RelayUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RelayDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Relay mutation op: %q", m.Op())
+	}
+}
+
 // SettlementBatchClient is a client for the SettlementBatch schema.
 type SettlementBatchClient struct {
 	config
@@ -6774,9 +6917,10 @@ type (
 		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
 		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
-		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, StepUp, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Hook
+		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, Relay,
+		SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy, StepUp,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Hook
 	}
 	inters struct {
 		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
@@ -6784,9 +6928,10 @@ type (
 		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
 		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
-		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, SettlementBatch,
-		SignatureChallenge, SpendApproval, SpendingPolicy, StepUp, Transfer, User,
-		Wallet, WebhookAttempt, WebhookDelivery, WebhookEvent []ent.Interceptor
+		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, Relay,
+		SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy, StepUp,
+		Transfer, User, Wallet, WebhookAttempt, WebhookDelivery,
+		WebhookEvent []ent.Interceptor
 	}
 )
 

@@ -33,6 +33,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/relay"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
@@ -143,6 +144,7 @@ func checkColumn(t, c string) error {
 			payment.Table:                   payment.ValidColumn,
 			ratelimitcounter.Table:          ratelimitcounter.ValidColumn,
 			refund.Table:                    refund.ValidColumn,
+			relay.Table:                     relay.ValidColumn,
 			settlementbatch.Table:           settlementbatch.ValidColumn,
 			signaturechallenge.Table:        signaturechallenge.ValidColumn,
 			spendapproval.Table:             spendapproval.ValidColumn,

@@ -34,6 +34,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/relay"
 	"agentpay/ent/schematype"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
@@ -98,6 +99,7 @@ const (
 	TypePayment                   = "Payment"
 	TypeRateLimitCounter          = "RateLimitCounter"
 	TypeRefund                    = "Refund"
+	TypeRelay                     = "Relay"
 	TypeSettlementBatch           = "SettlementBatch"
 	TypeSignatureChallenge        = "SignatureChallenge"
 	TypeSpendApproval             = "SpendApproval"
@@ -33361,6 +33363,1063 @@ func (m *RefundMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Refund edge %s", name)
+}
+
+// RelayMutation represents an operation that mutates the Relay nodes in the graph.
+type RelayMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	updated_at      *time.Time
+	livemode        *bool
+	chain           *string
+	payer           *string
+	nonce           *string
+	value           *int64
+	addvalue        *int64
+	merchant_id     *uuid.UUID
+	session_id      *uuid.UUID
+	status          *relay.Status
+	tx_hash         *string
+	in_flight_until *time.Time
+	finished_at     *time.Time
+	clearedFields   map[string]struct{}
+	done            bool
+	oldValue        func(context.Context) (*Relay, error)
+	predicates      []predicate.Relay
+}
+
+var _ ent.Mutation = (*RelayMutation)(nil)
+
+// relayOption allows management of the mutation configuration using functional options.
+type relayOption func(*RelayMutation)
+
+// newRelayMutation creates new mutation for the Relay entity.
+func newRelayMutation(c config, op Op, opts ...relayOption) *RelayMutation {
+	m := &RelayMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRelay,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRelayID sets the ID field of the mutation.
+func withRelayID(id uuid.UUID) relayOption {
+	return func(m *RelayMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Relay
+		)
+		m.oldValue = func(ctx context.Context) (*Relay, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Relay.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRelay sets the old Relay of the mutation.
+func withRelay(node *Relay) relayOption {
+	return func(m *RelayMutation) {
+		m.oldValue = func(context.Context) (*Relay, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RelayMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RelayMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Relay entities.
+func (m *RelayMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RelayMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RelayMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Relay.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *RelayMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *RelayMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *RelayMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *RelayMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *RelayMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *RelayMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *RelayMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *RelayMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *RelayMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetChain sets the "chain" field.
+func (m *RelayMutation) SetChain(s string) {
+	m.chain = &s
+}
+
+// Chain returns the value of the "chain" field in the mutation.
+func (m *RelayMutation) Chain() (r string, exists bool) {
+	v := m.chain
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldChain returns the old "chain" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldChain(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldChain is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldChain requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldChain: %w", err)
+	}
+	return oldValue.Chain, nil
+}
+
+// ResetChain resets all changes to the "chain" field.
+func (m *RelayMutation) ResetChain() {
+	m.chain = nil
+}
+
+// SetPayer sets the "payer" field.
+func (m *RelayMutation) SetPayer(s string) {
+	m.payer = &s
+}
+
+// Payer returns the value of the "payer" field in the mutation.
+func (m *RelayMutation) Payer() (r string, exists bool) {
+	v := m.payer
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayer returns the old "payer" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldPayer(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayer is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayer requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayer: %w", err)
+	}
+	return oldValue.Payer, nil
+}
+
+// ResetPayer resets all changes to the "payer" field.
+func (m *RelayMutation) ResetPayer() {
+	m.payer = nil
+}
+
+// SetNonce sets the "nonce" field.
+func (m *RelayMutation) SetNonce(s string) {
+	m.nonce = &s
+}
+
+// Nonce returns the value of the "nonce" field in the mutation.
+func (m *RelayMutation) Nonce() (r string, exists bool) {
+	v := m.nonce
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNonce returns the old "nonce" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldNonce(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNonce is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNonce requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNonce: %w", err)
+	}
+	return oldValue.Nonce, nil
+}
+
+// ResetNonce resets all changes to the "nonce" field.
+func (m *RelayMutation) ResetNonce() {
+	m.nonce = nil
+}
+
+// SetValue sets the "value" field.
+func (m *RelayMutation) SetValue(i int64) {
+	m.value = &i
+	m.addvalue = nil
+}
+
+// Value returns the value of the "value" field in the mutation.
+func (m *RelayMutation) Value() (r int64, exists bool) {
+	v := m.value
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldValue returns the old "value" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldValue(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldValue is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldValue requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldValue: %w", err)
+	}
+	return oldValue.Value, nil
+}
+
+// AddValue adds i to the "value" field.
+func (m *RelayMutation) AddValue(i int64) {
+	if m.addvalue != nil {
+		*m.addvalue += i
+	} else {
+		m.addvalue = &i
+	}
+}
+
+// AddedValue returns the value that was added to the "value" field in this mutation.
+func (m *RelayMutation) AddedValue() (r int64, exists bool) {
+	v := m.addvalue
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetValue resets all changes to the "value" field.
+func (m *RelayMutation) ResetValue() {
+	m.value = nil
+	m.addvalue = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *RelayMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *RelayMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *RelayMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetSessionID sets the "session_id" field.
+func (m *RelayMutation) SetSessionID(u uuid.UUID) {
+	m.session_id = &u
+}
+
+// SessionID returns the value of the "session_id" field in the mutation.
+func (m *RelayMutation) SessionID() (r uuid.UUID, exists bool) {
+	v := m.session_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSessionID returns the old "session_id" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldSessionID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSessionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSessionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSessionID: %w", err)
+	}
+	return oldValue.SessionID, nil
+}
+
+// ResetSessionID resets all changes to the "session_id" field.
+func (m *RelayMutation) ResetSessionID() {
+	m.session_id = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *RelayMutation) SetStatus(r relay.Status) {
+	m.status = &r
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *RelayMutation) Status() (r relay.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldStatus(ctx context.Context) (v relay.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *RelayMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetTxHash sets the "tx_hash" field.
+func (m *RelayMutation) SetTxHash(s string) {
+	m.tx_hash = &s
+}
+
+// TxHash returns the value of the "tx_hash" field in the mutation.
+func (m *RelayMutation) TxHash() (r string, exists bool) {
+	v := m.tx_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTxHash returns the old "tx_hash" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldTxHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTxHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTxHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTxHash: %w", err)
+	}
+	return oldValue.TxHash, nil
+}
+
+// ClearTxHash clears the value of the "tx_hash" field.
+func (m *RelayMutation) ClearTxHash() {
+	m.tx_hash = nil
+	m.clearedFields[relay.FieldTxHash] = struct{}{}
+}
+
+// TxHashCleared returns if the "tx_hash" field was cleared in this mutation.
+func (m *RelayMutation) TxHashCleared() bool {
+	_, ok := m.clearedFields[relay.FieldTxHash]
+	return ok
+}
+
+// ResetTxHash resets all changes to the "tx_hash" field.
+func (m *RelayMutation) ResetTxHash() {
+	m.tx_hash = nil
+	delete(m.clearedFields, relay.FieldTxHash)
+}
+
+// SetInFlightUntil sets the "in_flight_until" field.
+func (m *RelayMutation) SetInFlightUntil(t time.Time) {
+	m.in_flight_until = &t
+}
+
+// InFlightUntil returns the value of the "in_flight_until" field in the mutation.
+func (m *RelayMutation) InFlightUntil() (r time.Time, exists bool) {
+	v := m.in_flight_until
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInFlightUntil returns the old "in_flight_until" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldInFlightUntil(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInFlightUntil is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInFlightUntil requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInFlightUntil: %w", err)
+	}
+	return oldValue.InFlightUntil, nil
+}
+
+// ResetInFlightUntil resets all changes to the "in_flight_until" field.
+func (m *RelayMutation) ResetInFlightUntil() {
+	m.in_flight_until = nil
+}
+
+// SetFinishedAt sets the "finished_at" field.
+func (m *RelayMutation) SetFinishedAt(t time.Time) {
+	m.finished_at = &t
+}
+
+// FinishedAt returns the value of the "finished_at" field in the mutation.
+func (m *RelayMutation) FinishedAt() (r time.Time, exists bool) {
+	v := m.finished_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFinishedAt returns the old "finished_at" field's value of the Relay entity.
+// If the Relay object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RelayMutation) OldFinishedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFinishedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFinishedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFinishedAt: %w", err)
+	}
+	return oldValue.FinishedAt, nil
+}
+
+// ClearFinishedAt clears the value of the "finished_at" field.
+func (m *RelayMutation) ClearFinishedAt() {
+	m.finished_at = nil
+	m.clearedFields[relay.FieldFinishedAt] = struct{}{}
+}
+
+// FinishedAtCleared returns if the "finished_at" field was cleared in this mutation.
+func (m *RelayMutation) FinishedAtCleared() bool {
+	_, ok := m.clearedFields[relay.FieldFinishedAt]
+	return ok
+}
+
+// ResetFinishedAt resets all changes to the "finished_at" field.
+func (m *RelayMutation) ResetFinishedAt() {
+	m.finished_at = nil
+	delete(m.clearedFields, relay.FieldFinishedAt)
+}
+
+// Where appends a list predicates to the RelayMutation builder.
+func (m *RelayMutation) Where(ps ...predicate.Relay) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RelayMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RelayMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Relay, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RelayMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RelayMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Relay).
+func (m *RelayMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RelayMutation) Fields() []string {
+	fields := make([]string, 0, 13)
+	if m.created_at != nil {
+		fields = append(fields, relay.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, relay.FieldUpdatedAt)
+	}
+	if m.livemode != nil {
+		fields = append(fields, relay.FieldLivemode)
+	}
+	if m.chain != nil {
+		fields = append(fields, relay.FieldChain)
+	}
+	if m.payer != nil {
+		fields = append(fields, relay.FieldPayer)
+	}
+	if m.nonce != nil {
+		fields = append(fields, relay.FieldNonce)
+	}
+	if m.value != nil {
+		fields = append(fields, relay.FieldValue)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, relay.FieldMerchantID)
+	}
+	if m.session_id != nil {
+		fields = append(fields, relay.FieldSessionID)
+	}
+	if m.status != nil {
+		fields = append(fields, relay.FieldStatus)
+	}
+	if m.tx_hash != nil {
+		fields = append(fields, relay.FieldTxHash)
+	}
+	if m.in_flight_until != nil {
+		fields = append(fields, relay.FieldInFlightUntil)
+	}
+	if m.finished_at != nil {
+		fields = append(fields, relay.FieldFinishedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RelayMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case relay.FieldCreatedAt:
+		return m.CreatedAt()
+	case relay.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case relay.FieldLivemode:
+		return m.Livemode()
+	case relay.FieldChain:
+		return m.Chain()
+	case relay.FieldPayer:
+		return m.Payer()
+	case relay.FieldNonce:
+		return m.Nonce()
+	case relay.FieldValue:
+		return m.Value()
+	case relay.FieldMerchantID:
+		return m.MerchantID()
+	case relay.FieldSessionID:
+		return m.SessionID()
+	case relay.FieldStatus:
+		return m.Status()
+	case relay.FieldTxHash:
+		return m.TxHash()
+	case relay.FieldInFlightUntil:
+		return m.InFlightUntil()
+	case relay.FieldFinishedAt:
+		return m.FinishedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RelayMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case relay.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case relay.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case relay.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case relay.FieldChain:
+		return m.OldChain(ctx)
+	case relay.FieldPayer:
+		return m.OldPayer(ctx)
+	case relay.FieldNonce:
+		return m.OldNonce(ctx)
+	case relay.FieldValue:
+		return m.OldValue(ctx)
+	case relay.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case relay.FieldSessionID:
+		return m.OldSessionID(ctx)
+	case relay.FieldStatus:
+		return m.OldStatus(ctx)
+	case relay.FieldTxHash:
+		return m.OldTxHash(ctx)
+	case relay.FieldInFlightUntil:
+		return m.OldInFlightUntil(ctx)
+	case relay.FieldFinishedAt:
+		return m.OldFinishedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown Relay field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RelayMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case relay.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case relay.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case relay.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case relay.FieldChain:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetChain(v)
+		return nil
+	case relay.FieldPayer:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayer(v)
+		return nil
+	case relay.FieldNonce:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNonce(v)
+		return nil
+	case relay.FieldValue:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetValue(v)
+		return nil
+	case relay.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case relay.FieldSessionID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSessionID(v)
+		return nil
+	case relay.FieldStatus:
+		v, ok := value.(relay.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case relay.FieldTxHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTxHash(v)
+		return nil
+	case relay.FieldInFlightUntil:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInFlightUntil(v)
+		return nil
+	case relay.FieldFinishedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFinishedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Relay field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RelayMutation) AddedFields() []string {
+	var fields []string
+	if m.addvalue != nil {
+		fields = append(fields, relay.FieldValue)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RelayMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case relay.FieldValue:
+		return m.AddedValue()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RelayMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case relay.FieldValue:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddValue(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Relay numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RelayMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(relay.FieldTxHash) {
+		fields = append(fields, relay.FieldTxHash)
+	}
+	if m.FieldCleared(relay.FieldFinishedAt) {
+		fields = append(fields, relay.FieldFinishedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RelayMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RelayMutation) ClearField(name string) error {
+	switch name {
+	case relay.FieldTxHash:
+		m.ClearTxHash()
+		return nil
+	case relay.FieldFinishedAt:
+		m.ClearFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Relay nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RelayMutation) ResetField(name string) error {
+	switch name {
+	case relay.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case relay.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case relay.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case relay.FieldChain:
+		m.ResetChain()
+		return nil
+	case relay.FieldPayer:
+		m.ResetPayer()
+		return nil
+	case relay.FieldNonce:
+		m.ResetNonce()
+		return nil
+	case relay.FieldValue:
+		m.ResetValue()
+		return nil
+	case relay.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case relay.FieldSessionID:
+		m.ResetSessionID()
+		return nil
+	case relay.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case relay.FieldTxHash:
+		m.ResetTxHash()
+		return nil
+	case relay.FieldInFlightUntil:
+		m.ResetInFlightUntil()
+		return nil
+	case relay.FieldFinishedAt:
+		m.ResetFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Relay field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RelayMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RelayMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RelayMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RelayMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RelayMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RelayMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RelayMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Relay unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RelayMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Relay edge %s", name)
 }
 
 // SettlementBatchMutation represents an operation that mutates the SettlementBatch nodes in the graph.

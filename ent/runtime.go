@@ -33,6 +33,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/relay"
 	"agentpay/ent/schema"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
@@ -1339,6 +1340,41 @@ func init() {
 	refundDescID := refundMixinFields0[0].Descriptor()
 	// refund.DefaultID holds the default value on creation for the id field.
 	refund.DefaultID = refundDescID.Default.(func() uuid.UUID)
+	relayMixin := schema.Relay{}.Mixin()
+	relayMixinFields0 := relayMixin[0].Fields()
+	_ = relayMixinFields0
+	relayFields := schema.Relay{}.Fields()
+	_ = relayFields
+	// relayDescCreatedAt is the schema descriptor for created_at field.
+	relayDescCreatedAt := relayMixinFields0[1].Descriptor()
+	// relay.DefaultCreatedAt holds the default value on creation for the created_at field.
+	relay.DefaultCreatedAt = relayDescCreatedAt.Default.(func() time.Time)
+	// relayDescUpdatedAt is the schema descriptor for updated_at field.
+	relayDescUpdatedAt := relayMixinFields0[2].Descriptor()
+	// relay.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	relay.DefaultUpdatedAt = relayDescUpdatedAt.Default.(func() time.Time)
+	// relay.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	relay.UpdateDefaultUpdatedAt = relayDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// relayDescChain is the schema descriptor for chain field.
+	relayDescChain := relayFields[1].Descriptor()
+	// relay.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
+	relay.ChainValidator = relayDescChain.Validators[0].(func(string) error)
+	// relayDescPayer is the schema descriptor for payer field.
+	relayDescPayer := relayFields[2].Descriptor()
+	// relay.PayerValidator is a validator for the "payer" field. It is called by the builders before save.
+	relay.PayerValidator = relayDescPayer.Validators[0].(func(string) error)
+	// relayDescNonce is the schema descriptor for nonce field.
+	relayDescNonce := relayFields[3].Descriptor()
+	// relay.NonceValidator is a validator for the "nonce" field. It is called by the builders before save.
+	relay.NonceValidator = relayDescNonce.Validators[0].(func(string) error)
+	// relayDescValue is the schema descriptor for value field.
+	relayDescValue := relayFields[4].Descriptor()
+	// relay.ValueValidator is a validator for the "value" field. It is called by the builders before save.
+	relay.ValueValidator = relayDescValue.Validators[0].(func(int64) error)
+	// relayDescID is the schema descriptor for id field.
+	relayDescID := relayMixinFields0[0].Descriptor()
+	// relay.DefaultID holds the default value on creation for the id field.
+	relay.DefaultID = relayDescID.Default.(func() uuid.UUID)
 	settlementbatchMixin := schema.SettlementBatch{}.Mixin()
 	settlementbatchMixinFields0 := settlementbatchMixin[0].Fields()
 	_ = settlementbatchMixinFields0

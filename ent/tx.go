@@ -74,6 +74,8 @@ type Tx struct {
 	RateLimitCounter *RateLimitCounterClient
 	// Refund is the client for interacting with the Refund builders.
 	Refund *RefundClient
+	// Relay is the client for interacting with the Relay builders.
+	Relay *RelayClient
 	// SettlementBatch is the client for interacting with the SettlementBatch builders.
 	SettlementBatch *SettlementBatchClient
 	// SignatureChallenge is the client for interacting with the SignatureChallenge builders.
@@ -257,6 +259,7 @@ func (tx *Tx) init() {
 	tx.Payment = NewPaymentClient(tx.config)
 	tx.RateLimitCounter = NewRateLimitCounterClient(tx.config)
 	tx.Refund = NewRefundClient(tx.config)
+	tx.Relay = NewRelayClient(tx.config)
 	tx.SettlementBatch = NewSettlementBatchClient(tx.config)
 	tx.SignatureChallenge = NewSignatureChallengeClient(tx.config)
 	tx.SpendApproval = NewSpendApprovalClient(tx.config)

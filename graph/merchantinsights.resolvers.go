@@ -20,7 +20,8 @@ func (r *mutationResolver) SendTestWebhook(ctx context.Context) (*ent.WebhookEve
 	if err != nil {
 		return nil, err
 	}
-	return r.cfg.Service.SendTestWebhook(ctx, auth)
+	ev, err := r.cfg.Service.SendTestWebhook(ctx, auth)
+	return ev, presentRateLimit(err)
 }
 
 // RollKeys is the resolver for the rollKeys field.

@@ -94,6 +94,7 @@ func (s *server) walletPay(w http.ResponseWriter, r *http.Request) {
 	res, err := s.svc.PayWithAuthorization(r.Context(), agentpay.AuthorizedPaymentRequest{
 		ExternalID: chi.URLParam(r, "external_id"),
 		Chain:      str(body.Chain),
+		ClientIP:   httpx.ClientIP(r, s.proxies),
 		Authorization: agentpay.TransferAuthorization{
 			From: str(body.From), To: str(body.To), Value: ints[0],
 			ValidAfter: ints[1], ValidBefore: ints[2],

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // x402 (docs/agent-commerce.md, x402): a session's 402 and its settlement
@@ -96,7 +97,7 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 			res    *agentpay.AuthorizedPayment
 			settle *agentpay.X402SettleResponse
 		)
-		if res, settle, err = s.svc.PayX402(ctx, externalID, payload); err == nil {
+		if res, settle, err = s.svc.PayX402(ctx, externalID, httpx.ClientIP(r, s.proxies), payload); err == nil {
 			body, _ := json.Marshal(settle)
 			w.Header().Set(x402ResponseHeader, base64.StdEncoding.EncodeToString(body))
 			out := x402PaidResponse{

@@ -247,9 +247,11 @@ func TestWebhookPrivateTargetsRefused(t *testing.T) {
 // once A's receiver answers.
 func TestWebhookSlowMerchantDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
-	// A holds at most 2×limit workers: limit trying, as many waiting.
-	const limit, workers, backlog = 2, 6, 12
-	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: limit})
+	// A, new, has one try; once it hangs WebhookSlowAfter A is slow and
+	// its tries take places in the slow lane, up to its cap, none waiting.
+	// The worker has more workers than the lane and one merchant's share.
+	const limit, lane, workers, backlog = 2, 2, 7, 12
+	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: limit, WebhookSlowConcurrency: lane})
 
 	var (
 		mu              sync.Mutex
@@ -321,14 +323,14 @@ func TestWebhookSlowMerchantDoesNotStallOthers(t *testing.T) {
 }
 
 // TestWorkerNeedsMoreWebhookWorkersThanOneMerchantHolds: a worker whose
-// webhook workers one merchant could all hold (its cap trying, as many
-// waiting) does not start.
+// webhook workers one merchant (its cap trying, as many waiting) and the
+// slow lane could all hold does not start.
 func TestWorkerNeedsMoreWebhookWorkersThanOneMerchantHolds(t *testing.T) {
 	t.Parallel()
-	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: 5})
-	_, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 10})
-	require.ErrorContains(t, err, "one merchant may hold 10 of them")
-	w, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 11})
+	h := newWebhookHarnessWith(t, testenv.Options{}, agentpay.Config{WebhookMerchantConcurrency: 5, WebhookSlowConcurrency: 4})
+	_, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 14})
+	require.ErrorContains(t, err, "one merchant may hold 10 of them (twice WEBHOOK_MERCHANT_CONCURRENCY) and slow receivers 4 more (WEBHOOK_SLOW_CONCURRENCY)")
+	w, err := New(Config{DB: h.db, Service: h.svc, WebhookConcurrency: 15})
 	require.NoError(t, err)
 	require.NotNil(t, w)
 }

@@ -50,8 +50,9 @@ type Config struct {
 	Concurrency int
 	// WebhookConcurrency is the number of webhook deliveries in flight at
 	// once (default 200): they mostly wait on receivers. It must be more
-	// than what one merchant may hold of them
-	// (Service.WebhookWorkersPerMerchant), so others always have workers.
+	// than what slow receivers together (Service.WebhookSlowConcurrency)
+	// and one merchant (Service.WebhookWorkersPerMerchant) may hold of
+	// them, so receivers that answer always have workers.
 	WebhookConcurrency int
 	// Observer is told of every job run, the queues' depth, each chain
 	// scan and webhook try (metrics); nil: no one.
@@ -121,8 +122,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.WebhookConcurrency <= 0 {
 		cfg.WebhookConcurrency = 200
 	}
-	if most := cfg.Service.WebhookWorkersPerMerchant(); cfg.WebhookConcurrency <= most {
-		return nil, fmt.Errorf("worker: %d webhook workers, but one merchant may hold %d of them (twice WEBHOOK_MERCHANT_CONCURRENCY): others would wait", cfg.WebhookConcurrency, most)
+	if most, slow := cfg.Service.WebhookWorkersPerMerchant(), cfg.Service.WebhookSlowConcurrency(); cfg.WebhookConcurrency <= most+slow {
+		return nil, fmt.Errorf("worker: %d webhook workers, but one merchant may hold %d of them (twice WEBHOOK_MERCHANT_CONCURRENCY) and slow receivers %d more (WEBHOOK_SLOW_CONCURRENCY): receivers that answer would wait",
+			cfg.WebhookConcurrency, most, slow)
 	}
 	obs, sampleEvery := cfg.Observer, time.Duration(0)
 	if obs == nil {

@@ -60,9 +60,14 @@ type config struct {
 	SettlementInterval time.Duration
 	MaxOpenSessions    int
 	SelectRateLimit    int
-	SignInRateLimit    int
-	SignInEmailLimit   int
-	AgentMailLimit     int
+	// RelayIPRateLimit and RelayMerchantRateLimit are RELAY_IP_RATE_LIMIT
+	// and RELAY_MERCHANT_RATE_LIMIT: authorizations the treasury relays a
+	// minute per client IP and per merchant and mode.
+	RelayIPRateLimit       int
+	RelayMerchantRateLimit int
+	SignInRateLimit        int
+	SignInEmailLimit       int
+	AgentMailLimit         int
 	// WithdrawalLimit and WithdrawalDailyLimit bound human users'
 	// withdrawals (WITHDRAWAL_LIMIT_USD, WITHDRAWAL_DAILY_LIMIT_USD).
 	WithdrawalLimit, WithdrawalDailyLimit decimal.Decimal
@@ -80,13 +85,16 @@ type config struct {
 	// webhookAllowPrivate for the default.
 	WebhookAllowPrivate        *bool
 	WebhookMerchantConcurrency int
-	IPRateLimit                int
-	AuthCacheTTL               time.Duration // 0: off
-	RegisterRateLimit          int
-	ProbeRateLimit             int
-	ConnectionsPerIP           int
-	HeadCacheTTL               time.Duration
-	DevBlockTime               time.Duration
+	// WebhookSlowConcurrency is WEBHOOK_SLOW_CONCURRENCY: tries in flight
+	// to slow receivers, all merchants together, per worker process.
+	WebhookSlowConcurrency int
+	IPRateLimit            int
+	AuthCacheTTL           time.Duration // 0: off
+	RegisterRateLimit      int
+	ProbeRateLimit         int
+	ConnectionsPerIP       int
+	HeadCacheTTL           time.Duration
+	DevBlockTime           time.Duration
 	// RPCTimeout bounds every call to a chain's node (RPC_TIMEOUT).
 	RPCTimeout     time.Duration
 	AllowedOrigins []string
@@ -164,36 +172,38 @@ const defaultDevConfirmations = 3
 func loadConfig(getenv func(string) string) (config, error) {
 	p := envParser{getenv: getenv}
 	c := config{
-		HTTPAddr:             p.str("HTTP_ADDR", "127.0.0.1:8080"),
-		DataDir:              p.str("DATA_DIR", "./data"),
-		SessionTTL:           p.duration("SESSION_TTL", 30*time.Minute),
-		CardRequestTTL:       p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
-		SpendApprovalTTL:     p.duration("SPEND_APPROVAL_TTL", agentpay.DefaultSpendApprovalTTL),
-		LatePaymentWindow:    p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
-		SettlementMinimum:    p.positiveUSD("SETTLEMENT_MINIMUM_USD", agentpay.DefaultSettlementMinimum),
-		SettlementInterval:   p.nonNegativeDuration("SETTLEMENT_INTERVAL", -1),
-		MaxOpenSessions:      p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
-		SelectRateLimit:      p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
-		SignInRateLimit:      p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
-		SignInEmailLimit:     p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
-		AgentMailLimit:       p.nonNegativeInt("AGENT_MAIL_DAILY_LIMIT", 5),
-		WithdrawalLimit:      p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
-		SendMinimums:         p.sendMinimums("SEND_MINIMUM_USD"),
-		DustMinimums:         p.dustMinimums("DUST_MINIMUM_USD"),
-		GasTokenPrices:       p.gasTokenPrices("GAS_TOKEN_PRICE_USD"),
-		WithdrawalDailyLimit: p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),
-		IPRateLimit:          p.nonNegativeInt("IP_RATE_LIMIT", 600),
-		AuthCacheTTL:         p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
-		RegisterRateLimit:    p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
-		ProbeRateLimit:       p.nonNegativeInt("PROBE_RATE_LIMIT", 120),
-		ConnectionsPerIP:     p.nonNegativeInt("WS_CONNECTIONS_PER_IP", 32),
-		HeadCacheTTL:         p.duration("HEAD_CACHE_TTL", agentpay.DefaultHeadCacheTTL),
-		DevBlockTime:         p.duration("DEV_BLOCK_TIME", time.Second),
-		RPCTimeout:           p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
-		LogLevel:             p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		LogFormat:            p.oneOf("LOG_FORMAT", "text", "text", "json"),
-		MetricsAddr:          p.listenAddr("METRICS_ADDR"),
-		AgentMode:            agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
+		HTTPAddr:               p.str("HTTP_ADDR", "127.0.0.1:8080"),
+		DataDir:                p.str("DATA_DIR", "./data"),
+		SessionTTL:             p.duration("SESSION_TTL", 30*time.Minute),
+		CardRequestTTL:         p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
+		SpendApprovalTTL:       p.duration("SPEND_APPROVAL_TTL", agentpay.DefaultSpendApprovalTTL),
+		LatePaymentWindow:      p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
+		SettlementMinimum:      p.positiveUSD("SETTLEMENT_MINIMUM_USD", agentpay.DefaultSettlementMinimum),
+		SettlementInterval:     p.nonNegativeDuration("SETTLEMENT_INTERVAL", -1),
+		MaxOpenSessions:        p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),
+		SelectRateLimit:        p.nonNegativeInt("SELECT_RATE_LIMIT", 10),
+		RelayIPRateLimit:       p.nonNegativeInt("RELAY_IP_RATE_LIMIT", agentpay.DefaultRelayIPRateLimit),
+		RelayMerchantRateLimit: p.nonNegativeInt("RELAY_MERCHANT_RATE_LIMIT", agentpay.DefaultRelayMerchantRateLimit),
+		SignInRateLimit:        p.nonNegativeInt("SIGNIN_RATE_LIMIT", 20),
+		SignInEmailLimit:       p.nonNegativeInt("SIGNIN_EMAIL_RATE_LIMIT", 5),
+		AgentMailLimit:         p.nonNegativeInt("AGENT_MAIL_DAILY_LIMIT", 5),
+		WithdrawalLimit:        p.positiveUSD("WITHDRAWAL_LIMIT_USD", agentpay.DefaultWithdrawalLimit),
+		SendMinimums:           p.sendMinimums("SEND_MINIMUM_USD"),
+		DustMinimums:           p.dustMinimums("DUST_MINIMUM_USD"),
+		GasTokenPrices:         p.gasTokenPrices("GAS_TOKEN_PRICE_USD"),
+		WithdrawalDailyLimit:   p.positiveUSD("WITHDRAWAL_DAILY_LIMIT_USD", agentpay.DefaultWithdrawalDailyLimit),
+		IPRateLimit:            p.nonNegativeInt("IP_RATE_LIMIT", 600),
+		AuthCacheTTL:           p.nonNegativeDuration("AUTH_CACHE_TTL", agentpay.DefaultAuthCacheTTL),
+		RegisterRateLimit:      p.nonNegativeInt("REGISTER_RATE_LIMIT", 20),
+		ProbeRateLimit:         p.nonNegativeInt("PROBE_RATE_LIMIT", 120),
+		ConnectionsPerIP:       p.nonNegativeInt("WS_CONNECTIONS_PER_IP", 32),
+		HeadCacheTTL:           p.duration("HEAD_CACHE_TTL", agentpay.DefaultHeadCacheTTL),
+		DevBlockTime:           p.duration("DEV_BLOCK_TIME", time.Second),
+		RPCTimeout:             p.duration("RPC_TIMEOUT", chains.DefaultRPCTimeout),
+		LogLevel:               p.oneOf("LOG_LEVEL", "info", "debug", "info", "warn", "error"),
+		LogFormat:              p.oneOf("LOG_FORMAT", "text", "text", "json"),
+		MetricsAddr:            p.listenAddr("METRICS_ADDR"),
+		AgentMode:              agentpay.Mode(p.oneOf("AGENT_NETWORK", "live", "live", "test")),
 	}
 	c.BaseURL = p.url("BASE_URL", "http://"+c.HTTPAddr)
 	c.PayURL = p.url("PAY_URL", c.BaseURL)
@@ -203,6 +213,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
 	c.WebhookAllowPrivate = p.optionalBool("WEBHOOK_ALLOW_PRIVATE")
 	c.WebhookMerchantConcurrency = int(p.positiveUint("WEBHOOK_MERCHANT_CONCURRENCY", agentpay.DefaultWebhookMerchantConcurrency))
+	c.WebhookSlowConcurrency = int(p.positiveUint("WEBHOOK_SLOW_CONCURRENCY", agentpay.DefaultWebhookSlowConcurrency))
 	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {
 		c.AllowedOrigins = strings.Split(v, ",")
 	}

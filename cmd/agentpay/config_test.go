@@ -31,6 +31,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
 	require.Equal(t, 1000, c.MaxOpenSessions)
 	require.Equal(t, 10, c.SelectRateLimit)
+	require.Equal(t, 20, c.RelayIPRateLimit)
+	require.Equal(t, 120, c.RelayMerchantRateLimit)
 	require.Equal(t, 20, c.SignInRateLimit)
 	require.Equal(t, 5, c.SignInEmailLimit)
 	require.Equal(t, 5, c.AgentMailLimit)
@@ -53,6 +55,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Nil(t, c.GraphQLPlayground)
 	require.Nil(t, c.WebhookAllowPrivate)
 	require.Equal(t, 10, c.WebhookMerchantConcurrency)
+	require.Equal(t, 50, c.WebhookSlowConcurrency)
 }
 
 // TestWebhookAllowPrivate: test-mode webhooks reach private addresses under
@@ -75,9 +78,19 @@ func TestWebhookAllowPrivate(t *testing.T) {
 		require.Equal(t, tt.dev, c.webhookAllowPrivate(true), "dev, %q", tt.value)
 		require.Equal(t, tt.deployed, c.webhookAllowPrivate(false), "serve and worker, %q", tt.value)
 	}
-	c, err := loadConfig(envOf(map[string]string{"WEBHOOK_MERCHANT_CONCURRENCY": "3"}))
+	c, err := loadConfig(envOf(map[string]string{"WEBHOOK_MERCHANT_CONCURRENCY": "3", "WEBHOOK_SLOW_CONCURRENCY": "40"}))
 	require.NoError(t, err)
 	require.Equal(t, 3, c.WebhookMerchantConcurrency)
+	require.Equal(t, 40, c.WebhookSlowConcurrency)
+}
+
+// TestLoadConfigRelayRates: the relay rates come from the environment,
+// 0 turning one off.
+func TestLoadConfigRelayRates(t *testing.T) {
+	c, err := loadConfig(envOf(map[string]string{"RELAY_IP_RATE_LIMIT": "7", "RELAY_MERCHANT_RATE_LIMIT": "0"}))
+	require.NoError(t, err)
+	require.Equal(t, 7, c.RelayIPRateLimit)
+	require.Equal(t, 0, c.RelayMerchantRateLimit)
 }
 
 func TestLoadConfigChains(t *testing.T) {
@@ -113,6 +126,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SETTLEMENT_INTERVAL", "-1h"},
 		{"MAX_OPEN_SESSIONS", "-1"},
 		{"SELECT_RATE_LIMIT", "x"},
+		{"RELAY_IP_RATE_LIMIT", "-1"},
+		{"RELAY_MERCHANT_RATE_LIMIT", "many"},
 		{"WEBHOOK_RETRY_DELAYS", "30s,often"},
 		{"IP_RATE_LIMIT", "-1"},
 		{"AUTH_CACHE_TTL", "-1s"},
@@ -136,6 +151,7 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"GRAPHQL_PLAYGROUND", "maybe"},
 		{"WEBHOOK_ALLOW_PRIVATE", "sometimes"},
 		{"WEBHOOK_MERCHANT_CONCURRENCY", "0"},
+		{"WEBHOOK_SLOW_CONCURRENCY", "0"},
 		{"WITHDRAWAL_LIMIT_USD", "0"},
 		{"WITHDRAWAL_LIMIT_USD", "lots"},
 		{"WITHDRAWAL_DAILY_LIMIT_USD", "-5"},

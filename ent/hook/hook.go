@@ -368,6 +368,18 @@ func (f RefundFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundMutation", m)
 }
 
+// The RelayFunc type is an adapter to allow the use of ordinary
+// function as Relay mutator.
+type RelayFunc func(context.Context, *ent.RelayMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RelayFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RelayMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RelayMutation", m)
+}
+
 // The SettlementBatchFunc type is an adapter to allow the use of ordinary
 // function as SettlementBatch mutator.
 type SettlementBatchFunc func(context.Context, *ent.SettlementBatchMutation) (ent.Value, error)

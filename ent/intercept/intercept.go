@@ -38,6 +38,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/ratelimitcounter"
 	"agentpay/ent/refund"
+	"agentpay/ent/relay"
 	"agentpay/ent/settlementbatch"
 	"agentpay/ent/signaturechallenge"
 	"agentpay/ent/spendapproval"
@@ -919,6 +920,33 @@ func (f TraverseRefund) Traverse(ctx context.Context, q ent.Query) error {
 	return fmt.Errorf("unexpected query type %T. expect *ent.RefundQuery", q)
 }
 
+// The RelayFunc type is an adapter to allow the use of ordinary function as a Querier.
+type RelayFunc func(context.Context, *ent.RelayQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f RelayFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.RelayQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.RelayQuery", q)
+}
+
+// The TraverseRelay type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseRelay func(context.Context, *ent.RelayQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseRelay) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseRelay) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.RelayQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.RelayQuery", q)
+}
+
 // The SettlementBatchFunc type is an adapter to allow the use of ordinary function as a Querier.
 type SettlementBatchFunc func(context.Context, *ent.SettlementBatchQuery) (ent.Value, error)
 
@@ -1279,6 +1307,8 @@ func NewQuery(q ent.Query) (Query, error) {
 		return &query[*ent.RateLimitCounterQuery, predicate.RateLimitCounter, ratelimitcounter.OrderOption]{typ: ent.TypeRateLimitCounter, tq: q}, nil
 	case *ent.RefundQuery:
 		return &query[*ent.RefundQuery, predicate.Refund, refund.OrderOption]{typ: ent.TypeRefund, tq: q}, nil
+	case *ent.RelayQuery:
+		return &query[*ent.RelayQuery, predicate.Relay, relay.OrderOption]{typ: ent.TypeRelay, tq: q}, nil
 	case *ent.SettlementBatchQuery:
 		return &query[*ent.SettlementBatchQuery, predicate.SettlementBatch, settlementbatch.OrderOption]{typ: ent.TypeSettlementBatch, tq: q}, nil
 	case *ent.SignatureChallengeQuery:

@@ -1170,6 +1170,46 @@ var (
 			},
 		},
 	}
+	// RelaysColumns holds the columns for the "relays" table.
+	RelaysColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "chain", Type: field.TypeString},
+		{Name: "payer", Type: field.TypeString},
+		{Name: "nonce", Type: field.TypeString},
+		{Name: "value", Type: field.TypeInt64},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "session_id", Type: field.TypeUUID},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "submitted", "succeeded", "reverted", "dropped"}, Default: "pending"},
+		{Name: "tx_hash", Type: field.TypeString, Nullable: true},
+		{Name: "in_flight_until", Type: field.TypeTime},
+		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
+	}
+	// RelaysTable holds the schema information for the "relays" table.
+	RelaysTable = &schema.Table{
+		Name:       "relays",
+		Columns:    RelaysColumns,
+		PrimaryKey: []*schema.Column{RelaysColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "relay_livemode_chain_payer_status",
+				Unique:  false,
+				Columns: []*schema.Column{RelaysColumns[3], RelaysColumns[4], RelaysColumns[5], RelaysColumns[10]},
+			},
+			{
+				Name:    "relay_livemode_payer_status_finished_at",
+				Unique:  false,
+				Columns: []*schema.Column{RelaysColumns[3], RelaysColumns[5], RelaysColumns[10], RelaysColumns[13]},
+			},
+			{
+				Name:    "relay_livemode_chain_payer_nonce",
+				Unique:  false,
+				Columns: []*schema.Column{RelaysColumns[3], RelaysColumns[4], RelaysColumns[5], RelaysColumns[6]},
+			},
+		},
+	}
 	// SettlementBatchesColumns holds the columns for the "settlement_batches" table.
 	SettlementBatchesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -1651,6 +1691,7 @@ var (
 		PaymentsTable,
 		RateLimitCountersTable,
 		RefundsTable,
+		RelaysTable,
 		SettlementBatchesTable,
 		SignatureChallengesTable,
 		SpendApprovalsTable,

@@ -96,6 +96,9 @@ type RateLimitCounter func(*sql.Selector)
 // Refund is the predicate function for refund builders.
 type Refund func(*sql.Selector)
 
+// Relay is the predicate function for relay builders.
+type Relay func(*sql.Selector)
+
 // SettlementBatch is the predicate function for settlementbatch builders.
 type SettlementBatch func(*sql.Selector)
 

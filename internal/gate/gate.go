@@ -34,6 +34,13 @@ func New[K comparable](limit, maxWaiting int) *Gates[K] {
 // maxWaiting callers already wait; else, or when the wait or ctx ends
 // first, it returns false. A true Enter is followed by one Leave.
 func (g *Gates[K]) Enter(ctx context.Context, key K, wait time.Duration) bool {
+	return g.EnterUnder(ctx, key, g.limit, wait)
+}
+
+// EnterUnder is Enter with limit holders in place of the gates' own, for
+// a key the caller holds to less (or, waiting 0, to more) for now.
+func (g *Gates[K]) EnterUnder(ctx context.Context, key K, limit int, wait time.Duration) bool {
+	limit = max(limit, 1)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -47,7 +54,7 @@ func (g *Gates[K]) Enter(ctx context.Context, key K, wait time.Duration) bool {
 			gt = &gate{left: make(chan struct{}, g.maxWaiting+1)}
 			g.gates[key] = gt
 		}
-		if gt.holders < g.limit {
+		if gt.holders < limit {
 			gt.holders++
 			g.mu.Unlock()
 			return true

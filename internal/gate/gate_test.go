@@ -94,3 +94,32 @@ func TestGateNeverPassesLimit(t *testing.T) {
 	require.Equal(t, limit, most)
 	require.Empty(t, g.gates)
 }
+
+// TestEnterUnder: a caller may hold a key to fewer holders than the gates'
+// limit (and wait under that bound), the others keeping theirs.
+func TestEnterUnder(t *testing.T) {
+	ctx := context.Background()
+	g := New[string](3, 1)
+	require.True(t, g.EnterUnder(ctx, "a", 1, 0))
+	require.False(t, g.EnterUnder(ctx, "a", 1, 0), "one holder under a limit of 1")
+	require.True(t, g.Enter(ctx, "a", 0), "the gates' own limit is 3")
+	require.Equal(t, 2, g.Holders("a"))
+	waited := make(chan bool)
+	go func() { waited <- g.EnterUnder(ctx, "a", 2, time.Minute) }()
+	require.Eventually(t, func() bool { return waiting(g, "a") == 1 }, 10*time.Second, time.Millisecond)
+	g.Leave("a")
+	require.True(t, <-waited, "a leave lets a waiter in under its own limit")
+	require.Equal(t, 2, g.Holders("a"))
+	g.Leave("a")
+	g.Leave("a")
+	require.Zero(t, g.Holders("a"))
+}
+
+func waiting[K comparable](g *Gates[K], key K) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gt := g.gates[key]; gt != nil {
+		return gt.waiting
+	}
+	return 0
+}
