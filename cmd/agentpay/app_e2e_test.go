@@ -64,6 +64,7 @@ func TestAppEndToEnd(t *testing.T) {
 	require.Equal(t, invite.InviteURL, link, "the mail carries the invitation's link")
 
 	tab, cancelTab := chromedp.NewContext(bctx)
+	testenv.RefuseCSPViolations(t, tab)
 	defer cancelTab()
 	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
 	defer cancel()
