@@ -13,10 +13,6 @@ TEST_TIMEOUT  ?= 40m
 # a regular expression; FUZZFLAGS go to every `go test -fuzz` (-parallel 1
 # on a shared machine).
 FUZZTIME      ?= 30s
-# FUZZMINIMIZETIME bounds how long the engine shrinks each input that
-# widened coverage (go's default, 60s, can take a whole FUZZTIME from a
-# target of a large package, which then fuzzes almost nothing).
-FUZZMINIMIZETIME ?= 5s
 FUZZ          ?= .
 FUZZFLAGS     ?=
 export CGO_ENABLED ?= 0
@@ -81,6 +77,6 @@ fuzz:
 		dir=$$(dirname "$$file"); \
 		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file" | grep -E '$(FUZZ)'); do \
 			echo "== $$name ($$dir)"; \
-			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) "$$dir"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) "$$dir"; \
 		done; \
 	done
