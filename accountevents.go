@@ -25,7 +25,9 @@ import (
 // The same transaction publishes the id on the status bus, so the live
 // subscriptions (agentEvents, viewerEvents) on every process hear of it on
 // commit; a subscriber re-reads the list after its last id on every
-// message, so a missed message delays an event but never drops it.
+// message, so a missed message delays an event but never drops it. A
+// subscription lasts as long as the credential that opened it
+// (livecredentials.go).
 
 // Account event kinds.
 const (
@@ -135,12 +137,26 @@ func (s *Service) AccountEvents(ctx context.Context, of Party, after int64, limi
 	return out, nil
 }
 
-// WatchAccountEvents sends a party's events after the id after (nil: only
+// WatchAgentEvents sends an agent's events (watchAccountEvents) for as
+// long as the API key it authenticated with holds: regenerating it ends
+// the watch (livecredentials.go).
+func (s *Service) WatchAgentEvents(ctx context.Context, a *ent.Agent, after *int64) (<-chan AccountEvent, error) {
+	return s.watchAccountEvents(ctx, AgentParty(a.ID), s.agentKeyHolds(a), after)
+}
+
+// WatchViewerEvents sends a signed-in user's events (watchAccountEvents)
+// for as long as the browser session holds: signing it out, revoking it
+// or its expiry ends the watch (livecredentials.go).
+func (s *Service) WatchViewerEvents(ctx context.Context, v *Viewer, after *int64) (<-chan AccountEvent, error) {
+	return s.watchAccountEvents(ctx, UserParty(v.User.ID), s.viewerHolds(v), after)
+}
+
+// watchAccountEvents sends a party's events after the id after (nil: only
 // those committed from now on), then each new one as it is committed, on
-// any process, until ctx ends. Each bus message (or resync) makes it read
-// the list after the last event sent, so events arrive in order and none
-// is skipped.
-func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64) (<-chan AccountEvent, error) {
+// any process, until ctx ends or the credential the party presented does
+// (holds). Each bus message (or resync) makes it read the list after the
+// last event sent, so events arrive in order and none is skipped.
+func (s *Service) watchAccountEvents(ctx context.Context, of Party, holds credentialCheck, after *int64) (<-chan AccountEvent, error) {
 	if after != nil && *after < 0 {
 		return nil, Invalid("after", "must be an event id (0 or more)")
 	}
@@ -163,6 +179,7 @@ func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64
 		return nil, err
 	}
 	out := make(chan AccountEvent, MaxAccountEventsPage)
+	cred := s.recheckCredential(ctx, "account events", holds)
 	go func() {
 		defer cancel()
 		defer close(out)
@@ -170,6 +187,9 @@ func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64
 			// Drain everything after last, a page at a time.
 			for {
 				evs, err := s.AccountEvents(ctx, of, last, nil)
+				if cred.ended(ctx) {
+					return
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						s.logger.WarnContext(ctx, "account events watch: reading", "party", of.key(), "err", err)
@@ -188,7 +208,7 @@ func (s *Service) WatchAccountEvents(ctx context.Context, of Party, after *int64
 					break
 				}
 			}
-			if _, ok := <-wake; !ok {
+			if !cred.wait(ctx, wake) {
 				return
 			}
 		}

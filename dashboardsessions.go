@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,11 +30,6 @@ import (
 // DashboardSessionTTL is how long a dashboard session lasts at most (less
 // when its browser session ends first).
 const DashboardSessionTTL = 12 * time.Hour
-
-// DashboardRecheckInterval is how often a merchantEvents watch opened with
-// a dashboard session reads the session again (it also does at every
-// event): at most this long after the session ended, the watch ends.
-const DashboardRecheckInterval = 5 * time.Second
 
 // DashboardCaller is who is behind a MerchantAuth made by a dashboard
 // session.
@@ -126,8 +122,9 @@ func (s *Service) AuthenticateDashboard(ctx context.Context, token string) (*Mer
 
 // CheckDashboard reads again a dashboard session a MerchantAuth was made
 // from (nil for a secret key's): what outlives one request with it (a
-// merchantEvents subscription) asks it now and then, so the session's end
-// (expiry, sign-out, the member removed) holds there too.
+// merchantEvents subscription, livecredentials.go) asks it now and then,
+// so the session's end (expiry, sign-out, the member removed) holds there
+// too.
 func (s *Service) CheckDashboard(ctx context.Context, auth *MerchantAuth) error {
 	if auth.Dashboard == nil {
 		return nil
@@ -149,15 +146,11 @@ func (s *Service) dashboardAuth(ctx context.Context, ds *ent.DashboardSession) (
 	if ds.RevokedAt != nil || !now.Before(ds.ExpiresAt) {
 		return nil, errDashboardSessionEnded
 	}
-	bs, err := s.cfg.DB.Ent.BrowserSession.Get(ctx, ds.BrowserSessionID)
-	if ent.IsNotFound(err) {
+	switch _, err := s.liveBrowserSession(ctx, ds.BrowserSessionID); {
+	case errors.Is(err, ErrNotSignedIn):
 		return nil, errDashboardSessionEnded
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("reading browser session: %w", err)
-	}
-	if bs.RevokedAt != nil || !now.Before(bs.ExpiresAt) {
-		return nil, errDashboardSessionEnded
 	}
 	me, err := s.acceptedMembership(ctx, ds.UserID, ds.MerchantID)
 	switch {

@@ -437,13 +437,14 @@ func TestWatchAccountEvents(t *testing.T) {
 	require.NoError(t, err)
 
 	// From now: the earlier request is not replayed.
-	live, err := h.svc.WatchAccountEvents(ctx, UserParty(u.ID), nil)
+	uv := h.viewer(t, u)
+	live, err := h.svc.WatchViewerEvents(ctx, uv, nil)
 	require.NoError(t, err)
-	agentLive, err := h.svc.WatchAccountEvents(ctx, AgentParty(a.ID), nil)
+	agentLive, err := h.svc.WatchAgentEvents(ctx, a, nil)
 	require.NoError(t, err)
 	// From the start: replayed.
 	var zero int64
-	replay, err := h.svc.WatchAccountEvents(ctx, UserParty(u.ID), &zero)
+	replay, err := h.svc.WatchViewerEvents(ctx, uv, &zero)
 	require.NoError(t, err)
 	ev := <-replay
 	require.Equal(t, EventPairingRequested, ev.Kind)
@@ -478,7 +479,7 @@ func TestSendToUser(t *testing.T) {
 	u, err := e.svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
 	require.NoError(t, err)
 	e.fund(t, a, chains.Base, "20")
-	live, err := e.svc.WatchAccountEvents(ctx, UserParty(u.ID), nil)
+	live, err := e.svc.WatchViewerEvents(ctx, signedIn(t, e.svc, u), nil)
 	require.NoError(t, err)
 
 	// A send-to-user names a user, a send an agent: never the other.
@@ -547,7 +548,7 @@ func TestAccountEventsAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, u := h.agent(t, "bot"), h.user(t, "ann")
-	live, err := h.svc.WatchAccountEvents(ctx, UserParty(u.ID), nil)
+	live, err := h.svc.WatchViewerEvents(ctx, h.viewer(t, u), nil)
 	require.NoError(t, err)
 	_, err = other.RequestPairing(ctx, a, PairingRequest{UserID: u.ID.String()})
 	require.NoError(t, err)

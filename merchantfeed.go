@@ -186,7 +186,8 @@ func (s *Service) ownFeed(auth *MerchantAuth) *ent.MerchantFeedEntryQuery {
 // WatchMerchantEvents sends the caller's feed lines after the cursor after
 // (the newest MaxMerchantFeedPage of them at most; nil: only those
 // committed from now on), then each new one as it is committed, on any
-// process, until ctx ends. Each bus message (or resync) makes it read the
+// process, until ctx ends or the caller's credential does
+// (livecredentials.go). Each bus message (or resync) makes it read the
 // feed after the last line sent, so lines arrive in order and none is
 // skipped or repeated.
 func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, after *int64) (<-chan MerchantFeedItem, error) {
@@ -210,28 +211,18 @@ func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, a
 		return nil, err
 	}
 	out := make(chan MerchantFeedItem, MaxMerchantFeedPage)
-	// A dashboard session's watch ends with the session: it is read again
-	// at each wake and every DashboardRecheckInterval (a secret key's is
-	// the key's: rolling it closes nothing already open, as on the other
-	// subscriptions).
-	var recheck <-chan time.Time
-	if auth.Dashboard != nil {
-		t := time.NewTicker(DashboardRecheckInterval)
-		context.AfterFunc(ctx, t.Stop) // the watch's end cancels ctx
-		recheck = t.C
-	}
+	// The watch ends with its credential: a dashboard session's end, the
+	// secret key rolled, the merchant deactivated (livecredentials.go).
+	cred := s.recheckCredential(ctx, "merchant events", s.merchantAuthHolds(auth))
 	go func() {
 		defer cancel()
 		defer close(out)
 		for {
-			if err := s.CheckDashboard(ctx, auth); err != nil {
-				if ctx.Err() == nil {
-					s.logger.InfoContext(ctx, "merchant feed watch: the dashboard session ended", "merchant", auth.Merchant.ID, "err", err)
-				}
-				return
-			}
 			for {
 				items, err := s.MerchantFeed(ctx, auth, last)
+				if cred.ended(ctx) {
+					return
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						s.logger.WarnContext(ctx, "merchant feed watch: reading", "merchant", auth.Merchant.ID, "err", err)
@@ -250,12 +241,8 @@ func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, a
 					break
 				}
 			}
-			select {
-			case _, ok := <-wake:
-				if !ok {
-					return
-				}
-			case <-recheck:
+			if !cred.wait(ctx, wake) {
+				return
 			}
 		}
 	}()

@@ -41,14 +41,20 @@ func TestMemberRoleRule(t *testing.T) {
 // viewer signs a user in (a browser session) and returns the viewer.
 func (h *humansEnv) viewer(t *testing.T, u *ent.User) *Viewer {
 	t.Helper()
+	return signedIn(t, h.svc, u)
+}
+
+// signedIn opens a browser session of u on s, as a sign-in does.
+func signedIn(t testing.TB, s *Service, u *ent.User) *Viewer {
+	t.Helper()
 	ctx := context.Background()
 	var token string
-	require.NoError(t, h.env.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+	require.NoError(t, s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		var err error
-		_, token, err = h.svc.openBrowserSession(ctx, tx, u, "test", h.svc.now().UTC())
+		_, token, err = s.openBrowserSession(ctx, tx, u, "test", s.now().UTC())
 		return err
 	}))
-	v, err := h.svc.AuthenticateBrowser(ctx, token)
+	v, err := s.AuthenticateBrowser(ctx, token)
 	require.NoError(t, err)
 	return v
 }
@@ -231,14 +237,14 @@ func TestDashboardSessions(t *testing.T) {
 	require.NoError(t, err)
 
 	// Removing the member ends its sessions at once, the watch within
-	// DashboardRecheckInterval.
+	// DefaultCredentialRecheckInterval.
 	require.NoError(t, h.svc.RemoveMember(ctx, ov, shop.ID, memberOf(t, h, ov, shop.ID, reader.Email).ID))
 	_, err = h.svc.AuthenticateDashboard(ctx, ro.Token)
 	require.ErrorIs(t, err, ErrUnauthorized)
 	select {
 	case _, open := <-feed:
 		require.False(t, open, "no event was sent: the watch ends")
-	case <-time.After(DashboardRecheckInterval + 5*time.Second):
+	case <-time.After(DefaultCredentialRecheckInterval + 5*time.Second):
 		t.Fatal("the merchantEvents watch outlived the removed member's session")
 	}
 	// Invited again, the member opens new sessions; the old token stays

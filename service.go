@@ -208,6 +208,12 @@ type Config struct {
 	// before answering; 0 is DefaultAuthCacheTTL, a negative value reads the
 	// key on every request.
 	AuthCacheTTL time.Duration
+
+	// CredentialRecheckInterval is how often a live watch (a subscription)
+	// reads again the credential it was opened with when no event wakes
+	// it, and so how long at most it outlives that credential
+	// (livecredentials.go); 0 is DefaultCredentialRecheckInterval.
+	CredentialRecheckInterval time.Duration
 }
 
 // Service is the service layer.
@@ -273,6 +279,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if cfg.CredentialRecheckInterval <= 0 {
+		cfg.CredentialRecheckInterval = DefaultCredentialRecheckInterval
 	}
 	if cfg.HeadCacheTTL <= 0 {
 		cfg.HeadCacheTTL = DefaultHeadCacheTTL

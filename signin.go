@@ -272,7 +272,7 @@ func (s *Service) AuthenticateBrowser(ctx context.Context, token string) (*Viewe
 	if err != nil {
 		return nil, fmt.Errorf("reading browser session: %w", err)
 	}
-	if bs.RevokedAt != nil || !s.now().Before(bs.ExpiresAt) {
+	if !s.browserSessionLive(bs) {
 		return nil, ErrNotSignedIn
 	}
 	u, err := s.cfg.DB.Ent.User.Get(ctx, bs.UserID)

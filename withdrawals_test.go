@@ -203,7 +203,7 @@ func TestWithdrawDelivers(t *testing.T) {
 				lamportsBefore = e.lamports(t, e.treasuryAddress(c))
 			}
 			treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
-			live, err := e.svc.WatchAccountEvents(ctx, UserParty(w.u.ID), nil)
+			live, err := e.svc.WatchViewerEvents(ctx, signedIn(t, e.svc, w.u), nil)
 			require.NoError(t, err)
 
 			res, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10"), Memo: "rent"}))

@@ -86,7 +86,7 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	h := &handler{cfg: cfg, tmpl: template.Must(template.ParseFS(templateFS, "templates/*.html"))}
 	r := chi.NewRouter()
-	r.Use(h.limitIP)
+	r.Use(securityHeaders, h.limitIP)
 	r.Route(cfg.Prefix, func(r chi.Router) {
 		r.Get("/", h.signedInPage("home.html"))
 		r.Get("/signin", h.signInForm)
@@ -119,6 +119,35 @@ func NewHandler(cfg Config) http.Handler {
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})
 	return r
+}
+
+// contentSecurityPolicy is what every answer of the app may load and do:
+// the hosted checkout page's strict policy (web/web.go) adapted to the
+// app. Scripts and styles come from the app's own files only (no inline
+// script or style anywhere: a page hands its script its settings in data-
+// attributes, so no nonce is needed); the scripts talk to GraphQL on this
+// origin only (fetch and the websocket; connect-src 'self' covers ws: and
+// wss: of the same host); forms post here only; nothing frames a page,
+// whose signed-in forms act for the person. TestEveryAppAnswerHasTheCSP
+// holds every route to it, and the browser tests fail on any violation
+// (testenv.RefuseCSPViolations).
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// securityHeaders puts the policy and the other protective headers on
+// every answer of the app (pages, redirects, JSON, files, refusals and
+// not-found alike), so no page of the app, present or added later, goes
+// without them. No page sends a Referer (a sign-in or invitation link's
+// token is in its path).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+		hdr.Set("X-Frame-Options", "DENY")
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		hdr.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // limitIP counts every page against the client IP's request limit
@@ -163,8 +192,6 @@ func (h *handler) render(w http.ResponseWriter, status int, name string, p page)
 	p.Passkeys, p.AppURL = h.cfg.Service.PasskeysOn(), h.cfg.URL
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer") // a link's token must not leak to another site
-	w.Header().Set("X-Frame-Options", "DENY")
 	w.WriteHeader(status)
 	if err := h.tmpl.ExecuteTemplate(w, name, p); err != nil {
 		h.cfg.Logger.Error("app: rendering", "template", name, "err", err)

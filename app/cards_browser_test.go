@@ -49,6 +49,7 @@ func TestCardApprovalInBrowser(t *testing.T) {
 	a := &servedApp{env: env, svc: svc, origin: origin}
 
 	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
 	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
 	defer cancel()
 	wait := func(cond string) chromedp.Action[chromedp.Void] {

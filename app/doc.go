@@ -22,6 +22,14 @@
 // Reading a sign-in link (GET) only shows its page; the form on it spends
 // the link (POST), so a mail scanner that opens links cannot.
 //
+// Every answer of the app carries one strict Content-Security-Policy
+// (contentSecurityPolicy, set by the securityHeaders middleware for the
+// whole router): scripts and styles from the app's own files only, no
+// inline code (the templates give the scripts their settings in data-
+// attributes), GraphQL on this origin only, never framed. A new page
+// needs nothing to be covered, and must keep to it: its script is a file
+// under static/.
+//
 // Passkey sign-in is the one script-driven step before a session exists:
 // its begin and finish are endpoints here (JSON, with the pre-session form
 // token), because finishing sets the HttpOnly cookie. Registering one, and

@@ -75,6 +75,7 @@ func (a *servedApp) newestLink(t *testing.T, to string) string {
 func TestPasskeysInBrowser(t *testing.T) {
 	a := serveApp(t)
 	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
 	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
 	defer cancel()
 	wait := func(cond string) chromedp.Action[chromedp.Void] {

@@ -51,6 +51,7 @@ func TestReceivedListPastOnePage(t *testing.T) {
 	require.NoError(t, err)
 
 	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
 	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 	first := `document.querySelector("#received li") && document.querySelector("#received li").textContent`

@@ -59,6 +59,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	link := agentpay.MailLinks(m.Text)[0]
 
 	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
 	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 	waitResult := func(status string) string {

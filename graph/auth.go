@@ -85,7 +85,9 @@ func withRequestCredentials(next http.Handler, proxies []netip.Prefix) http.Hand
 // connection at once (4403, as graphql-transport-ws clients expect), so a
 // client learns of a bad key before subscribing; each operation still
 // authenticates again, so a key regenerated or rolled while the connection
-// is open stops working for it too. The connection's context counts its
+// is open stops working for it too, and a subscription already running
+// ends within seconds (the service reads its credential again:
+// livecredentials.go in the root). The connection's context counts its
 // running operations (limitSocketOperations).
 func websocketInit(svc *agentpay.Service) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {

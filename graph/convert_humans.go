@@ -54,12 +54,10 @@ func (r *Resolver) accountEvents(ctx context.Context, of agentpay.Party, after *
 	return out, nil
 }
 
-// watchAccountEvents is the agentEvents and viewerEvents subscriptions.
-func (r *Resolver) watchAccountEvents(ctx context.Context, of agentpay.Party, after *int64) (<-chan *model.AccountEvent, error) {
-	evs, err := r.cfg.Service.WatchAccountEvents(ctx, of, after)
-	if err != nil {
-		return nil, err
-	}
+// accountEventStream is the agentEvents and viewerEvents subscriptions'
+// stream of a watch: it ends when the watch does (ctx, or the credential
+// that opened it: the service ends the watch).
+func accountEventStream(ctx context.Context, evs <-chan agentpay.AccountEvent) <-chan *model.AccountEvent {
 	out := make(chan *model.AccountEvent)
 	go func() {
 		defer close(out)
@@ -75,7 +73,7 @@ func (r *Resolver) watchAccountEvents(ctx context.Context, of agentpay.Party, af
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 func viewerModel(v *agentpay.Viewer, wallets []*ent.Wallet) *model.Viewer {

@@ -180,7 +180,11 @@ func (r *subscriptionResolver) AgentEvents(ctx context.Context, after *int64) (<
 	if err != nil {
 		return nil, err
 	}
-	return r.watchAccountEvents(ctx, agentpay.AgentParty(agent.ID), after)
+	evs, err := r.cfg.Service.WatchAgentEvents(ctx, agent, after)
+	if err != nil {
+		return nil, err
+	}
+	return accountEventStream(ctx, evs), nil
 }
 
 // ViewerEvents is the resolver for the viewerEvents field.
@@ -189,7 +193,11 @@ func (r *subscriptionResolver) ViewerEvents(ctx context.Context, after *int64) (
 	if err != nil {
 		return nil, err
 	}
-	return r.watchAccountEvents(ctx, agentpay.UserParty(v.User.ID), after)
+	evs, err := r.cfg.Service.WatchViewerEvents(ctx, v, after)
+	if err != nil {
+		return nil, err
+	}
+	return accountEventStream(ctx, evs), nil
 }
 
 // Balance is the resolver for the balance field.

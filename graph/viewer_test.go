@@ -45,8 +45,17 @@ func (a *viewerAPI) signIn(t *testing.T, name string) (*ent.User, string, string
 	ctx := context.Background()
 	u, err := a.Svc.CreateUser(ctx, agentpay.NewUser{Email: name + "@example.com", Username: name, DisplayName: "Ann"})
 	require.NoError(t, err)
+	return a.signInAgain(t, u)
+}
+
+// signInAgain signs an existing user in (another browser) through an
+// e-mailed link, answering the session cookie's token and the CSRF token.
+func (a *viewerAPI) signInAgain(t *testing.T, u *ent.User) (*ent.User, string, string) {
+	t.Helper()
+	ctx := context.Background()
 	require.NoError(t, a.Svc.RequestSignIn(ctx, u.Email, "192.0.2.1"))
-	m, err := a.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email)).Only(ctx)
+	m, err := a.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email)).
+		Order(ent.Desc(mailmessage.FieldID)).First(ctx)
 	require.NoError(t, err)
 	link := agentpay.MailLinks(m.Text)[0]
 	in, err := a.Svc.CompleteSignIn(ctx, link[strings.LastIndex(link, "/")+1:], nil, "test")

@@ -165,3 +165,72 @@ func FuzzPaymentURI(f *testing.F) {
 		}
 	})
 }
+
+// fuzzPayerKey signs FuzzAuthorizationSignature's authorizations: a fixed
+// key, so seeds hold.
+const fuzzPayerKey = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
+
+// FuzzAuthorizationSignature: the relay's reading of an EIP-3009
+// authorization before any chain call (parseAuthorization, then signer
+// under the token's domain). Fields are what the fuzzer gives (amounts as
+// big-endian bytes, which may exceed a uint256); the authorization is
+// accepted exactly when its recipient is an address other than zero, its
+// value above 0 and every amount a uint256, and its signature 65 bytes,
+// else refused as malformed. When the target signs it with the payer's
+// key, the signer recovered is the payer whatever the field values, and
+// with v flipped it is not; any signature recovered has v 27 or 28 and a
+// low s, as the token requires.
+func FuzzAuthorizationSignature(f *testing.F) {
+	key, err := crypto.HexToECDSA(fuzzPayerKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	payer := crypto.PubkeyToAddress(key.PublicKey)
+	domain := eip712Domain("USDC", "2", big.NewInt(84532), common.HexToAddress("0x036CbD53842c5426634e7929541eC2318f3dCF7e"))
+	limit := new(big.Int).Lsh(big.NewInt(1), 256)
+	halfN := new(big.Int).Rsh(crypto.S256().Params().N, 1)
+	f.Fuzz(func(t *testing.T, to, value, validAfter, validBefore, nonce, sig []byte, signIt bool) {
+		a := chains.Authorization{
+			From: payer.Hex(), To: common.BytesToAddress(to).Hex(),
+			Value: new(big.Int).SetBytes(value), ValidAfter: new(big.Int).SetBytes(validAfter), ValidBefore: new(big.Int).SetBytes(validBefore),
+			Signature: sig,
+		}
+		copy(a.Nonce[:], nonce)
+		want := common.BytesToAddress(to) != (common.Address{}) && a.Value.Sign() > 0 &&
+			a.Value.Cmp(limit) < 0 && a.ValidAfter.Cmp(limit) < 0 && a.ValidBefore.Cmp(limit) < 0
+		signed := signIt && want
+		if signed {
+			d := authorization{From: payer, To: common.BytesToAddress(to), Value: a.Value, ValidAfter: a.ValidAfter,
+				ValidBefore: a.ValidBefore, Nonce: a.Nonce}.digest(domain)
+			if a.Signature, err = crypto.Sign(d[:], key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = want && len(a.Signature) == 65
+		p, err := parseAuthorization(a)
+		if (err == nil) != want {
+			t.Fatalf("%+v: accepted=%v, want %v (%v)", a, err == nil, want, err)
+		}
+		if err != nil {
+			if r := chains.AuthorizationRefusal(err); r == nil || r.Reason != chains.AuthorizationMalformed {
+				t.Fatalf("refused with %v, not as malformed", err)
+			}
+			return
+		}
+		got, ok := p.signer(domain)
+		if ok && (p.v != 27 && p.v != 28 || new(big.Int).SetBytes(p.s[:]).Cmp(halfN) > 0) {
+			t.Fatalf("recovered %s from v %d, s %x", got.Hex(), p.v, p.s)
+		}
+		if !signed {
+			return
+		}
+		if !ok || got != payer {
+			t.Fatalf("the payer's own signature recovered %s (%v)", got.Hex(), ok)
+		}
+		flipped := p
+		flipped.v ^= 27 ^ 28
+		if other, ok := flipped.signer(domain); ok && other == payer {
+			t.Fatalf("the signature with v flipped still recovers the payer")
+		}
+	})
+}

@@ -308,7 +308,13 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	logger.Info("serving", "addr", "http://"+ln.Addr().String())
-	return serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, false, nil, httpObserver(p.metrics)), logger)
+	return serveHTTP(ctx, ln, serveHTTPHandler(cfg, svc, logger, httpObserver(p.metrics)), logger)
+}
+
+// serveHTTPHandler is the router `agentpay serve` serves: no dev route,
+// no sandbox page (devHTTPHandler adds them for `agentpay dev`).
+func serveHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, obs rest.HTTPObserver) http.Handler {
+	return newHTTPHandler(cfg, svc, logger, false, nil, obs)
 }
 
 func runWorker(ctx context.Context, cfg config, logger *slog.Logger) error {

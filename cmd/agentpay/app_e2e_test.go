@@ -66,6 +66,7 @@ func TestAppEndToEnd(t *testing.T) {
 	require.True(t, strings.HasPrefix(invite.InviteURL, base+"/app/invite/"), "the agent gets the invitation's page: %s", invite.InviteURL)
 
 	tab, cancelTab := chromedp.NewContext(bctx)
+	testenv.RefuseCSPViolations(t, tab)
 	defer cancelTab()
 	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
 	defer cancel()

@@ -46,6 +46,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 
 	bctx := testenv.StartBrowser(t)
 	tab, cancelTab := chromedp.NewContext(bctx)
+	testenv.RefuseCSPViolations(t, tab)
 	defer cancelTab()
 	ctx, cancel := context.WithTimeout(tab, 4*time.Minute)
 	defer cancel()
@@ -180,6 +181,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(`document.querySelectorAll("#members li").length === 2`),
 	), "invite a read-only member: %s", pageState(ctx))
 	rtab, cancelReader := chromedp.NewContext(testenv.StartBrowser(t))
+	testenv.RefuseCSPViolations(t, rtab)
 	defer cancelReader()
 	rctx, cancel := context.WithTimeout(rtab, 2*time.Minute)
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/identity/sandbox"
 	"agentpay/internal/store"
+	"agentpay/rest"
 )
 
 // runDev runs everything in one process: migrations, five local chains with
@@ -64,7 +65,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if _, err := rand.Read(secret); err != nil {
 		return err
 	}
-	kyc, err := sandbox.New(sandbox.Config{Secret: secret, PagePath: "/dev/kyc",
+	kyc, err := sandbox.New(sandbox.Config{Secret: secret, PagePath: devKYCPath,
 		CallbackURL: "http://" + ln.Addr().String() + "/identity/callbacks/" + sandbox.Name})
 	if err != nil {
 		return err
@@ -109,12 +110,26 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 
 	jobsErr := make(chan error, 1)
 	go func() { jobsErr <- w.Run(ctx) }()
-	err = serveHTTP(ctx, ln, newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{"/dev/kyc/*": kyc.Handler()}, httpObserver(p.metrics)), logger)
+	err = serveHTTP(ctx, ln, devHTTPHandler(cfg, svc, logger, kyc.Handler(), httpObserver(p.metrics)), logger)
 	cancel()
 	if jerr := <-jobsErr; jerr != nil && !errors.Is(jerr, context.Canceled) && err == nil {
 		err = jerr
 	}
 	return err
+}
+
+// devKYCPath is where `agentpay dev` serves the identity provider
+// sandbox's pages.
+const devKYCPath = "/dev/kyc"
+
+// devHTTPHandler is the router `agentpay dev` serves: serve's
+// (serveHTTPHandler) with the dev routes (/dev/faucet, /dev/chains,
+// /dev/mail, /dev/partner/..., /dev/card/charge: rest.Config.Dev) and the
+// sandboxes' pages (the identity provider's, kyc, at devKYCPath).
+// TestServeAnswersNoDevRoute walks this router and holds serve's to 404
+// on every /dev path it has.
+func devHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, kyc http.Handler, obs rest.HTTPObserver) http.Handler {
+	return newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{devKYCPath + "/*": kyc}, obs)
 }
 
 func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, metricsURL, adminKey string) {

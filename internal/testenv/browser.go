@@ -3,8 +3,11 @@ package testenv
 import (
 	"context"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +43,30 @@ func StartBrowser(t *testing.T) context.Context {
 	t.Cleanup(cancelBrowser)
 	require.NoError(t, chromedp.Do(bctx), "start chromium") // no timeout on the first call
 	return bctx
+}
+
+// RefuseCSPViolations fails the test if a page of the tab (a chromedp
+// context, the one StartBrowser answers included) has anything refused by
+// its Content-Security-Policy, which Chromium reports in the tab's log: a
+// policy that breaks a page is caught even where the test's clicks would
+// not notice (a style, a websocket of a part it does not drive). Call it
+// before the tab's first navigation.
+func RefuseCSPViolations(t *testing.T, tab context.Context) {
+	t.Helper()
+	var (
+		mu         sync.Mutex
+		violations []string
+	)
+	require.NoError(t, chromedp.Listen(tab, func(ev any) {
+		if e, ok := ev.(*cdplog.EventEntryAdded); ok && strings.Contains(e.Entry.Text, "Content Security Policy") {
+			mu.Lock()
+			violations = append(violations, e.Entry.URL+": "+e.Entry.Text)
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		require.Empty(t, violations, "the pages' Content-Security-Policy refused something")
+	})
 }
