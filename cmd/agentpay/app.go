@@ -290,16 +290,10 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer p.db.Close()
-	// The API only inserts jobs (webhook deliveries...) in its
-	// transactions; worker processes work them.
-	inserter, err := river.NewClient(p.db.RiverDriver(), &river.Config{})
-	if err != nil {
-		return err
-	}
 	if p.metrics, _, err = startMetrics(ctx, cfg, false, logger); err != nil {
 		return err
 	}
-	svc, err := p.service(ctx, cfg, logger, nil, nil, inserter)
+	svc, err := p.service(ctx, cfg, logger, nil, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -380,6 +374,8 @@ func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs,
 
 // service connects the configured chains (test mode may be overridden by
 // the devnets) and builds the service layer.
+// service builds the service the commands run; a nil inserter is an
+// insert-only River client on the platform's database.
 func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, inserter jobs.Inserter) (*agentpay.Service, error) {
 	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury, cfg.RPCTimeout)
 	if err != nil {
@@ -394,6 +390,14 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	agentMode := cfg.AgentMode
 	if dev {
 		agentMode = agentpay.ModeTest
+	}
+	if inserter == nil {
+		// The API and the admin commands only insert jobs (webhook
+		// deliveries, e-mail...) in their transactions; worker processes
+		// work them.
+		if inserter, err = river.NewClient(p.db.RiverDriver(), &river.Config{}); err != nil {
+			return nil, err
+		}
 	}
 	mailer, err := newMailer(cfg, faucet != nil)
 	if err != nil {
