@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"unicode"
 
 	"agentpay/chains"
 	"agentpay/ent"
@@ -246,10 +247,18 @@ func validateURL(field, raw string, emptyOK bool) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" ||
-		strings.ContainsAny(raw, " \t\r\n") {
+		hasSpaceOrControl(raw) {
 		return Invalid(field, "must be an absolute http or https URL")
 	}
 	return nil
+}
+
+// hasSpaceOrControl: a URL the service stores, then dials or sends a
+// browser to, holds no whitespace or control character anywhere. url.Parse
+// takes a space in a path, which a receiver, a proxy or a log would read
+// differently from the service (found by FuzzValidateWebhookURL).
+func hasSpaceOrControl(raw string) bool {
+	return strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0
 }
 
 func isHexColor(c string) bool {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -641,7 +640,7 @@ func (s *Service) webhookClient(livemode bool) *http.Client {
 // is checked at every delivery.
 func ValidateWebhookURL(raw string, privateOK bool) error {
 	const field = "webhook_url"
-	if strings.TrimSpace(raw) != raw || raw == "" {
+	if raw == "" || hasSpaceOrControl(raw) {
 		return Invalid(field, "must be an http or https URL")
 	}
 	if len(raw) > webhookURLMax {

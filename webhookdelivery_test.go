@@ -140,6 +140,8 @@ func TestValidateWebhookURL(t *testing.T) {
 		{"http://[::1]:9000/hooks", true, ""},
 		{"", false, "webhook_url: must be an http or https URL"},
 		{" https://shop.example.com", false, "webhook_url: must be an http or https URL"},
+		{"http://0/0000 000", true, "webhook_url: must be an http or https URL"},
+		{"https://shop.example.com/a\u00a0b", false, "webhook_url: must be an http or https URL"},
 		{"ftp://shop.example.com/hooks", true, "webhook_url: must be an http or https URL"},
 		{"shop.example.com/hooks", true, "webhook_url: must be an http or https URL"},
 		{"mailto:shop@example.com", true, "webhook_url: must be an http or https URL"},
