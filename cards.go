@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/pairing"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
+	"agentpay/internal/idempotency"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
@@ -231,7 +232,7 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 		if idemKey, err = ParseIdempotencyKey(*key); err != nil {
 			return nil, false, err
 		}
-		fingerprint = fingerprintOf(cardPurchaseOperation, cardFingerprinted{
+		fingerprint = idempotency.Fingerprint(cardPurchaseOperation, cardFingerprinted{
 			AmountUSD: req.AmountUSD.String(), MerchantName: req.MerchantName, Description: req.Description, UserID: strings.TrimSpace(req.UserID),
 		})
 		if prior, err := s.cardRequestByKey(ctx, a, idemKey, fingerprint); prior != nil || err != nil {

@@ -489,7 +489,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 		if err != nil {
 			return nil, fmt.Errorf("approval %s: amount: %w", r.ID, err)
 		}
-		_, err = s.Send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
+		_, err = s.send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
 			Chain: h.Chain, Wait: wait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
@@ -499,7 +499,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 		if err := json.Unmarshal([]byte(r.Request), &h); err != nil {
 			return nil, fmt.Errorf("approval %s: request: %w", r.ID, err)
 		}
-		_, err = s.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
+		_, err = s.payCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
 		}
@@ -716,7 +716,7 @@ func (s *Service) heldCheckoutPayment(ctx context.Context, a *ent.Agent, req Pay
 		return nil, policy.Err()
 	}
 	held, err := s.holdOperation(ctx, a, spendapproval.OperationPayCheckout, heldCheckout{ExternalID: req.ExternalID, Chain: req.Chain},
-		units, sess.ExternalID, policy, req.key, req.fingerprint)
+		units, sess.ExternalID, policy, req.claim.Key(), req.claim.Fingerprint())
 	if err != nil {
 		return nil, err
 	}

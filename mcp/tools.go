@@ -38,8 +38,8 @@ var tools = []toolDef{
 	define("pay_checkout",
 		"Pay an agentpay checkout session (its external id, cs_test_... or cs_live_..., from its checkout_url) with its exact amount from the agent's wallet, gasless, within the agent's limits; answers the payment with its status (detected once included, then confirming and confirmed as the chain confirms).",
 		func(ctx context.Context, t *toolset, a *ent.Agent, in payCheckoutInput) (checkoutPaymentOutput, error) {
-			req := agentpay.PayCheckoutRequest{ExternalID: in.ExternalID, Chain: in.Chain}
-			res, _, err := t.svc.PayCheckoutIdempotent(ctx, a, nonEmpty(in.IdempotencyKey), req)
+			req := agentpay.PayCheckoutRequest{ExternalID: in.ExternalID, Chain: in.Chain, IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+			res, _, err := t.svc.PayCheckout(ctx, a, req)
 			if err != nil {
 				return checkoutPaymentOutput{}, err
 			}
@@ -155,8 +155,9 @@ type sendInput struct {
 }
 
 func (t *toolset) send(ctx context.Context, a *ent.Agent, in sendInput, toUser bool) (transferOutput, error) {
-	req := agentpay.SendRequest{ToUsername: in.ToUsername, ToUser: toUser, AmountUSD: in.AmountUSD.Decimal, Memo: in.Memo, Chain: in.Chain}
-	res, _, err := t.svc.SendIdempotent(ctx, a, nonEmpty(in.IdempotencyKey), req)
+	req := agentpay.SendRequest{ToUsername: in.ToUsername, ToUser: toUser, AmountUSD: in.AmountUSD.Decimal, Memo: in.Memo, Chain: in.Chain,
+		IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+	res, _, err := t.svc.Send(ctx, a, req)
 	if err != nil {
 		return transferOutput{}, err
 	}
