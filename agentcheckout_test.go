@@ -164,6 +164,12 @@ func TestAgentPayCheckoutRefusals(t *testing.T) {
 	e.db.Ent.CheckoutSession.UpdateOne(expired).SetExpiresAt(time.Now().Add(-time.Minute)).ExecX(ctx)
 	cancelled := e.session(t, "1", false)
 	cancelled = e.db.Ent.CheckoutSession.UpdateOne(cancelled).SetStatus(checkoutsession.StatusCancelled).SaveX(ctx)
+	// A customer's relayed authorization in flight for the session: an
+	// agent may not pay it too (mayTakeSession).
+	relaying := e.session(t, "1", false)
+	e.db.Ent.Relay.Create().SetLivemode(false).SetChain("base").SetPayer("0x00000000000000000000000000000000000000aa").
+		SetNonce("0x01").SetValue(1_000_000).SetMerchantID(relaying.MerchantID).SetSessionID(relaying.ID).
+		SetInFlightUntil(time.Now().Add(time.Hour)).ExecX(ctx)
 
 	for _, tc := range []struct {
 		name string
@@ -183,6 +189,7 @@ func TestAgentPayCheckoutRefusals(t *testing.T) {
 		{name: "chain not configured", sess: e.session(t, "1", false), req: PayCheckoutRequest{Chain: "solana"}, is: IsValidation},
 		{name: "expired", sess: expired, is: isErr(ErrConflict)},
 		{name: "cancelled", sess: cancelled, is: isErr(ErrConflict)},
+		{name: "a relay in flight", sess: relaying, is: isErr(ErrConflict), text: "being paid by a relayed authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req

@@ -452,11 +452,11 @@ func TestSpendingPolicyOnCardRequests(t *testing.T) {
 	ctx := context.Background()
 	req := CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Acme", Description: "x"}
 	e.setPolicy(t, SpendingPolicyInput{PerPaymentCap: ptr("2")})
-	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, req)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "per-payment cap of 2 USD")
 	e.setPolicy(t, SpendingPolicyInput{ApprovalThreshold: ptr("2"), DenyByDefault: true})
-	_, _, err = e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	_, _, err = e.svc.RequestCardPurchase(ctx, e.a, req)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "denies by default")
 	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))
@@ -624,7 +624,7 @@ func TestCardRequestDecidedByItsHolders(t *testing.T) {
 	listed := e.request(t, e.a, "2") // at Acme Books: only ana decides
 	require.Equal(t, []string{ana.Username}, listed.Deciders)
 
-	r, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Other Shop", Description: "x"})
+	r, _, err := e.svc.RequestCardPurchase(ctx, e.a, CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Other Shop", Description: "x"})
 	require.NoError(t, err)
 	id := r.Request.ID.String()
 	require.Equal(t, []string{ana.Username, bo.Username}, r.Deciders)
@@ -740,7 +740,7 @@ func TestAllowListGovernsCardRequests(t *testing.T) {
 	e := startPolicyEnv(t)
 	ctx := context.Background()
 	e.setPolicy(t, SpendingPolicyInput{AllowedRecipients: []string{"acme books"}, DenyByDefault: true})
-	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "Other Shop"})
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "Other Shop"})
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), `the card merchant "Other Shop" is not on the allow-list`)
 	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))

@@ -48,8 +48,9 @@ var tools = []toolDef{
 	define("request_card_purchase",
 		"Ask the paired, identity-verified human to approve a card purchase: amount_usd (0.50 to the per-send limit, whole cents) at merchant_name. The human approves or denies in the app; once approved the agent reads its one-time card (ctok_...) with GET /agents/me/pairings/card/requests/{request_id} (details shown once). Answers the request, pending_approval.",
 		func(ctx context.Context, t *toolset, a *ent.Agent, in cardPurchaseInput) (cardRequestOutput, error) {
-			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID}
-			v, _, err := t.svc.RequestCardPurchase(ctx, a, nonEmpty(in.IdempotencyKey), req)
+			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID,
+				IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+			v, _, err := t.svc.RequestCardPurchase(ctx, a, req)
 			if err != nil {
 				return cardRequestOutput{}, err
 			}

@@ -66,6 +66,7 @@ func (s *server) sendTo(w http.ResponseWriter, r *http.Request, toUser bool) {
 	if body.Chain != nil {
 		req.Chain = *body.Chain
 	}
+	var err error
 	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
