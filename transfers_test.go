@@ -391,7 +391,7 @@ func TestSendReadsBalanceOutsideItsTransaction(t *testing.T) {
 			return err
 		}))
 	}
-	res, err := e.withBaseLedger(t, probe).Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
+	res, _, err := e.withBaseLedger(t, probe).Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	require.Positive(t, reads)
