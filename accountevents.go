@@ -154,66 +154,25 @@ func (s *Service) WatchViewerEvents(ctx context.Context, v *Viewer, after *int64
 // watchAccountEvents sends a party's events after the id after (nil: only
 // those committed from now on), then each new one as it is committed, on
 // any process, until ctx ends or the credential the party presented does
-// (holds). Each bus message (or resync) makes it read the list after the
-// last event sent, so events arrive in order and none is skipped.
+// (holds): the feeds' one watch loop, watchFeed.
 func (s *Service) watchAccountEvents(ctx context.Context, of Party, holds credentialCheck, after *int64) (<-chan AccountEvent, error) {
 	if after != nil && *after < 0 {
 		return nil, Invalid("after", "must be an event id (0 or more)")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	// Subscribe before reading, so no event committed after the read is
-	// missed.
-	wake, err := s.bus.Subscribe(ctx, accountEventsTopic, of.key())
-	if errors.Is(err, statusbus.ErrNoListener) {
-		err = fmt.Errorf("%w: events %w", ErrUnavailable, err)
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	var last int64
-	if after != nil {
-		last = *after
-	} else if last, err = s.lastAccountEventID(ctx, of); err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan AccountEvent, MaxAccountEventsPage)
-	cred := s.recheckCredential(ctx, "account events", holds)
-	go func() {
-		defer cancel()
-		defer close(out)
-		for {
-			// Drain everything after last, a page at a time.
-			for {
-				evs, err := s.AccountEvents(ctx, of, last, nil)
-				if cred.ended(ctx) {
-					return
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						s.logger.WarnContext(ctx, "account events watch: reading", "party", of.key(), "err", err)
-					}
-					break
-				}
-				for _, ev := range evs {
-					select {
-					case out <- ev:
-						last = ev.ID
-					case <-ctx.Done():
-						return
-					}
-				}
-				if len(evs) < MaxAccountEventsPage {
-					break
-				}
+	return watchFeed(ctx, s, feedWatch[AccountEvent]{
+		name: "account events", topic: accountEventsTopic, key: of.key(), holds: holds,
+		start: func(ctx context.Context) (int64, error) {
+			if after != nil {
+				return *after, nil
 			}
-			if !cred.wait(ctx, wake) {
-				return
-			}
-		}
-	}()
-	return out, nil
+			return s.lastAccountEventID(ctx, of)
+		},
+		page: func(ctx context.Context, last int64) ([]AccountEvent, error) {
+			return s.AccountEvents(ctx, of, last, nil)
+		},
+		pageSize: MaxAccountEventsPage,
+		cursor:   func(e AccountEvent) int64 { return e.ID },
+	})
 }
 
 // events selects the party's events.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -16,10 +15,9 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
-	"agentpay/ent/depositaddress"
-	"agentpay/ent/idempotencykey"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
+	"agentpay/internal/idempotency"
 	"agentpay/internal/store"
 )
 
@@ -74,12 +72,15 @@ type PayCheckoutRequest struct {
 	// DefaultSendWait. A payment not included by then is answered pending.
 	Wait time.Duration
 
-	idempotency *idempotencyClaim
-	// key and fingerprint are kept on a payment a policy holds; approved:
-	// it runs on a human's approval (spendapprovals.go).
-	key         *string
-	fingerprint []byte
-	approved    *approvedRun
+	// IdempotencyKey makes the payment safe to retry: nil runs it
+	// without one.
+	IdempotencyKey *string
+
+	// claim is the key's claim the payment runs under; its key and
+	// fingerprint are kept on a payment a policy holds. approved: it
+	// runs on a human's approval (spendapprovals.go).
+	claim    *idempotency.Claim
+	approved *approvedRun
 }
 
 // payCheckoutOperation names the request for its Idempotency-Key.
@@ -110,7 +111,7 @@ type CheckoutPayment struct {
 	Message  string
 }
 
-// PayCheckout pays the session's exact amount from the agent's custodial
+// payCheckout pays the session's exact amount from the agent's custodial
 // wallet to its deposit address, as the note above says.
 //
 // Refusals (each changes nothing): an unknown session (ErrNotFound); a
@@ -120,7 +121,7 @@ type CheckoutPayment struct {
 // has a payment, or is past its deadline (ErrConflict); a deactivated
 // merchant or an amount over the tier's per-send or daily limit
 // (ErrForbidden); available balance short (ErrInsufficientFunds).
-func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckoutRequest) (*CheckoutPayment, error) {
+func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckoutRequest) (*CheckoutPayment, error) {
 	if req.ExternalID == "" || len(req.ExternalID) > SessionExternalIDMaxLen {
 		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
 	}
@@ -134,15 +135,9 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 			return nil, Invalid("chain", "agents hold wallets on solana and base only, not %s", chain)
 		}
 	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(req.ExternalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(req.ExternalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, req.ExternalID)
 	if err != nil {
-		return nil, fmt.Errorf("pay checkout: reading session: %w", err)
+		return nil, err
 	}
 	mode := sessionMode(sess)
 	if mode != s.cfg.AgentMode {
@@ -191,7 +186,7 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 	t, err := s.recordTransfer(ctx, &outgoing{
 		from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
 		memo: "checkout " + sess.ExternalID, noFee: true, checkoutSessionID: &sess.ID,
-		idempotency: req.idempotency,
+		claim: req.claim,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
 			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
 			if err != nil {
@@ -204,7 +199,7 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 			return policy.checkDailyCap(sent, units.Int64())
 		},
 		recorded: func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) error {
-			if err := s.takeSessionForAgent(ctx, tx, sqlTx, sess.ID, t); err != nil {
+			if _, err := s.takeSession(ctx, sess.ID, sessionTake{payer: payerAgent, chain: chains.Name(t.Chain), token: TokenUSDC, ownTransfer: &t.ID}); err != nil {
 				return err
 			}
 			if approved := req.approved.recorded(s); approved != nil {
@@ -251,74 +246,28 @@ func (s *Service) checkoutChains(m *ent.Merchant, mode Mode, chain chains.Name) 
 // sessionDepositAddress is the session's deposit address on chain, the one
 // a customer selecting chain was or would be given: the newest one the
 // session has there, else a new one. The session itself is not changed
-// (takeSessionForAgent does that once the payment is recorded).
+// (takeSession does that once the payment is recorded).
 func (s *Service) sessionDepositAddress(ctx context.Context, sess *ent.CheckoutSession, chain chains.Name) (*ent.DepositAddress, error) {
 	if err := s.ensureCursor(ctx, sessionMode(sess), chain); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		var da *ent.DepositAddress
-		err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+	var da *ent.DepositAddress
+	err := retryIndexTaken(func() error {
+		return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 			// The session's lock, as a selection takes it: one address per
 			// chain however many ask at once.
 			if _, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx); err != nil {
 				return err
 			}
 			var err error
-			da, err = tx.DepositAddress.Query().
-				Where(depositaddress.SessionID(sess.ID), depositaddress.Chain(string(chain))).
-				Order(ent.Desc(depositaddress.FieldCreatedAt)).
-				First(ctx)
-			if ent.IsNotFound(err) {
-				da, err = s.allocateDepositAddress(ctx, tx, sqlTx, sess.ID, chain)
-			}
+			da, err = s.depositAddressOn(ctx, tx, sqlTx, sess.ID, chain)
 			return err
 		})
-		if errors.Is(err, errIndexTaken) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("pay checkout: deposit address on %s: %w", chain, err)
-		}
-		return da, nil
-	}
-}
-
-// takeSessionForAgent runs in the transaction that records the agent's
-// transfer t: under the session's lock it checks again that the session
-// takes a payment (open, no payment, no other agent payment not failed)
-// and selects t's chain for it as a customer's selection would.
-func (s *Service) takeSessionForAgent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, sessionID uuid.UUID, t *ent.Transfer) error {
-	cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sessionID))).Only(ctx)
+	})
 	if err != nil {
-		return fmt.Errorf("pay checkout: locking session: %w", err)
+		return nil, fmt.Errorf("pay checkout: deposit address on %s: %w", chain, err)
 	}
-	err = selectable(cur, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
-	if err != nil {
-		return err
-	}
-	other, err := tx.Transfer.Query().Where(
-		transfer.CheckoutSessionID(cur.ID),
-		transfer.IDNEQ(t.ID),
-		transfer.StatusNEQ(transfer.StatusFailed),
-	).Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("pay checkout: reading agent payments: %w", err)
-	}
-	if other {
-		return fmt.Errorf("%w: session %s is already being paid by an agent", ErrConflict, cur.ExternalID)
-	}
-	if cur.Status == checkoutsession.StatusDetecting && cur.Chain == t.Chain && cur.Token == TokenUSDC {
-		return nil
-	}
-	if _, err := tx.CheckoutSession.UpdateOne(cur).
-		SetChain(t.Chain).
-		SetToken(TokenUSDC).
-		SetStatus(checkoutsession.StatusDetecting).
-		Save(ctx); err != nil {
-		return fmt.Errorf("pay checkout: selecting %s: %w", t.Chain, err)
-	}
-	return s.publishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
+	return da, nil
 }
 
 // checkoutDepositOf reads from the chain the deposit an included checkout
@@ -430,69 +379,47 @@ type checkoutFingerprinted struct {
 	Chain      string `json:"chain"`
 }
 
-// PayCheckoutIdempotent is PayCheckout under the agent's Idempotency-Key
-// (idempotency.go); a nil key is PayCheckout itself. A replay answers the
-// payment as it is now.
-func (s *Service) PayCheckoutIdempotent(ctx context.Context, a *ent.Agent, key *string, req PayCheckoutRequest) (res *CheckoutPayment, replayed bool, err error) {
-	if key == nil {
-		res, err := s.PayCheckout(ctx, a, req)
-		return res, false, err
-	}
-	k, err := ParseIdempotencyKey(*key)
+// PayCheckout is the agent's checkout payment (payCheckout), under
+// req.IdempotencyKey when set: the one entry point of a checkout payment.
+// A replay answers the payment as it is now (its status moves as the
+// chain confirms), so only its transfer (or held approval) is kept.
+func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckoutRequest) (res *CheckoutPayment, replayed bool, err error) {
+	key, err := parsedKey(req.IdempotencyKey)
 	if err != nil {
 		return nil, false, err
 	}
-	claim, prior, err := s.claimIdempotencyKey(ctx, idempotentRequest{
-		scope:       agentIdempotencyScope(a.ID),
-		key:         k,
-		operation:   payCheckoutOperation,
-		fingerprint: fingerprintOf(payCheckoutOperation, checkoutFingerprinted{ExternalID: req.ExternalID, Chain: req.Chain}),
+	answerOf := func(ctx context.Context, id uuid.UUID) (*CheckoutPayment, error) {
+		t, err := s.cfg.DB.Ent.Transfer.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("idempotency key: transfer: %w", err)
+		}
+		return s.checkoutPaymentOf(ctx, t)
+	}
+	return idempotency.Do(ctx, s.idem, idempotency.Op[*CheckoutPayment]{
+		Request: idempotency.Request{
+			Scope: agentIdempotencyScope(a.ID), Key: key, Operation: payCheckoutOperation,
+			Canonical: checkoutFingerprinted{ExternalID: req.ExternalID, Chain: req.Chain},
+		},
+		Run: func(ctx context.Context, claim *idempotency.Claim) (*CheckoutPayment, error) {
+			req.claim = claim
+			return s.payCheckout(ctx, a, req)
+		},
+		Keep: func(p *CheckoutPayment) any {
+			if p.Approval != nil {
+				return checkoutPaymentAnswer{ApprovalID: &p.Approval.Approval.ID}
+			}
+			return checkoutPaymentAnswer{TransferID: p.Transfer.ID}
+		},
+		Replay: func(ctx context.Context, kept json.RawMessage) (*CheckoutPayment, error) {
+			var out checkoutPaymentAnswer
+			if err := json.Unmarshal(kept, &out); err != nil {
+				return nil, fmt.Errorf("idempotency key: unreadable checkout payment: %w", err)
+			}
+			if out.ApprovalID != nil {
+				return s.replayHeldCheckout(ctx, *out.ApprovalID)
+			}
+			return answerOf(ctx, out.TransferID)
+		},
+		Recover: answerOf,
 	})
-	if err != nil {
-		return nil, false, err
-	}
-	if prior != nil {
-		res, err := s.replayCheckoutPayment(ctx, prior)
-		return res, true, err
-	}
-	req.idempotency, req.key, req.fingerprint = claim, &k, fingerprintOf(payCheckoutOperation, checkoutFingerprinted{ExternalID: req.ExternalID, Chain: req.Chain})
-	res, err = s.PayCheckout(ctx, a, req)
-	var outcome idempotentOutcome
-	final := true
-	switch {
-	case err != nil:
-		outcome.Error, final = refusalOf(err)
-	case res.Approval != nil:
-		outcome.CheckoutPayment = &checkoutPaymentAnswer{ApprovalID: &res.Approval.Approval.ID}
-	default:
-		outcome.CheckoutPayment = &checkoutPaymentAnswer{TransferID: res.Transfer.ID}
-	}
-	s.finishIdempotent(ctx, claim, outcome, final)
-	return res, false, err
-}
-
-func (s *Service) replayCheckoutPayment(ctx context.Context, row *ent.IdempotencyKey) (*CheckoutPayment, error) {
-	var id uuid.UUID
-	if row.State == idempotencykey.StateDone {
-		var out idempotentOutcome
-		if err := json.Unmarshal([]byte(row.Outcome), &out); err != nil || (out.CheckoutPayment == nil && out.Error == nil) {
-			return nil, fmt.Errorf("idempotency key %s: unreadable answer: %v", row.ID, err)
-		}
-		if out.Error != nil {
-			return nil, out.Error.err()
-		}
-		if out.CheckoutPayment.ApprovalID != nil {
-			return s.replayHeldCheckout(ctx, *out.CheckoutPayment.ApprovalID)
-		}
-		id = out.CheckoutPayment.TransferID
-	} else {
-		id = *row.TransferID
-		s.finishIdempotent(ctx, &idempotencyClaim{id: row.ID, attempt: row.Attempt},
-			idempotentOutcome{CheckoutPayment: &checkoutPaymentAnswer{TransferID: id}}, true)
-	}
-	t, err := s.cfg.DB.Ent.Transfer.Get(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)
-	}
-	return s.checkoutPaymentOf(ctx, t)
 }

@@ -93,7 +93,7 @@ func TestAgentPaysCheckout(t *testing.T) {
 	sess := e.session(t, "12.34", false)
 	treasuryBefore := e.onChain(t, chains.Base, e.treasuryAddress(chains.Base))
 
-	res, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	res, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.Equal(t, chains.Base, res.Chain)
 	requireDecimal(t, "12.34", res.AmountUSD)
@@ -138,7 +138,7 @@ func TestAgentPaysCheckout(t *testing.T) {
 	require.Equal(t, int64(1), got.TxCount)
 
 	// A paid session takes no second agent payment.
-	_, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	_, _, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.ErrorIs(t, err, ErrConflict)
 }
 
@@ -164,6 +164,12 @@ func TestAgentPayCheckoutRefusals(t *testing.T) {
 	e.db.Ent.CheckoutSession.UpdateOne(expired).SetExpiresAt(time.Now().Add(-time.Minute)).ExecX(ctx)
 	cancelled := e.session(t, "1", false)
 	cancelled = e.db.Ent.CheckoutSession.UpdateOne(cancelled).SetStatus(checkoutsession.StatusCancelled).SaveX(ctx)
+	// A customer's relayed authorization in flight for the session: an
+	// agent may not pay it too (mayTakeSession).
+	relaying := e.session(t, "1", false)
+	e.db.Ent.Relay.Create().SetLivemode(false).SetChain("base").SetPayer("0x00000000000000000000000000000000000000aa").
+		SetNonce("0x01").SetValue(1_000_000).SetMerchantID(relaying.MerchantID).SetSessionID(relaying.ID).
+		SetInFlightUntil(time.Now().Add(time.Hour)).ExecX(ctx)
 
 	for _, tc := range []struct {
 		name string
@@ -183,6 +189,7 @@ func TestAgentPayCheckoutRefusals(t *testing.T) {
 		{name: "chain not configured", sess: e.session(t, "1", false), req: PayCheckoutRequest{Chain: "solana"}, is: IsValidation},
 		{name: "expired", sess: expired, is: isErr(ErrConflict)},
 		{name: "cancelled", sess: cancelled, is: isErr(ErrConflict)},
+		{name: "a relay in flight", sess: relaying, is: isErr(ErrConflict), text: "being paid by a relayed authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
@@ -190,7 +197,7 @@ func TestAgentPayCheckoutRefusals(t *testing.T) {
 			if tc.sess != nil {
 				req.ExternalID = tc.sess.ExternalID
 			}
-			_, err := e.svc.PayCheckout(ctx, a, req)
+			_, _, err := e.svc.PayCheckout(ctx, a, req)
 			require.Error(t, err)
 			require.True(t, tc.is(err), "%v", err)
 			if tc.text != "" {
@@ -215,10 +222,10 @@ func TestAgentPayCheckoutIdempotent(t *testing.T) {
 	sess := e.session(t, "2.5", false)
 	key := "order-77"
 
-	first, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	first, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.False(t, replayed)
-	again, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	again, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.Transfer.ID, again.Transfer.ID)
@@ -226,7 +233,7 @@ func TestAgentPayCheckoutIdempotent(t *testing.T) {
 	require.Equal(t, 1, e.db.Ent.Transfer.Query().CountX(ctx))
 
 	other := e.session(t, "1", false)
-	_, _, err = e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: other.ExternalID})
+	_, _, err = payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: other.ExternalID})
 	require.ErrorIs(t, err, ErrIdempotencyKeyReused)
 }
 
@@ -239,7 +246,7 @@ func TestAgentPaymentScannedFirst(t *testing.T) {
 	e.fund(t, a, chains.Base, "10")
 	sess := e.session(t, "3", false)
 
-	res, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	res, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	// Undo the request's recording, as if the scan had been first: the
 	// transfer in flight again, the payment the scan's.
@@ -268,7 +275,7 @@ func TestAgentPaysCheckoutOnSolana(t *testing.T) {
 	e.fund(t, a, chains.Solana, "5")
 	sess := e.session(t, "1.5", false)
 
-	res, err := svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	res, _, err := svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.Equal(t, chains.Solana, res.Chain)
 	require.NotNil(t, res.Payment, "recorded from the transaction, before any scan")

@@ -16,11 +16,8 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
-	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
-	"agentpay/ent/transfer"
-	"agentpay/internal/store"
 )
 
 // Payments by relayed authorization (docs/agent-commerce.md, x402).
@@ -223,15 +220,9 @@ func (s *Service) authorizedTargetOf(ctx context.Context, externalID, chain stri
 	if !name.IsEVM() {
 		return nil, Invalid("chain", "%s has no EIP-3009 authorizations: base, arbitrum, ethereum or polygon", name)
 	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
-		return nil, fmt.Errorf("authorized payment: reading session: %w", err)
+		return nil, err
 	}
 	m := sess.Edges.Merchant
 	if !m.Active {
@@ -439,42 +430,6 @@ func (s *Service) replayAuthorization(ctx context.Context, t *authorizedTarget, 
 	t.payTo = da
 	res, err := s.awaitAuthorizedPayment(ctx, t, auth, used, 0, true)
 	return res, true, err
-}
-
-// takeSessionForRelay takes the session under its lock as a customer's
-// selection of the chain does, refusing one with a payment or with an
-// agent's payment under way; in the transaction that records the relay
-// (recordRelay), which ctx carries.
-func (s *Service) takeSessionForRelay(ctx context.Context, t *authorizedTarget) error {
-	return s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(t.sess.ID))).Only(ctx)
-		if err != nil {
-			return fmt.Errorf("authorized payment: locking session: %w", err)
-		}
-		if err := selectable(cur, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) }); err != nil {
-			return err
-		}
-		agentPaying, err := tx.Transfer.Query().Where(
-			transfer.CheckoutSessionID(cur.ID), transfer.StatusNEQ(transfer.StatusFailed),
-		).Exist(ctx)
-		if err != nil {
-			return fmt.Errorf("authorized payment: reading agent payments: %w", err)
-		}
-		if agentPaying {
-			return fmt.Errorf("%w: session %s is already being paid by an agent", ErrConflict, cur.ExternalID)
-		}
-		if cur.Status == checkoutsession.StatusDetecting && cur.Chain == string(t.chain) && cur.Token == TokenUSDC {
-			return nil
-		}
-		if _, err := tx.CheckoutSession.UpdateOne(cur).
-			SetChain(string(t.chain)).
-			SetToken(TokenUSDC).
-			SetStatus(checkoutsession.StatusDetecting).
-			Save(ctx); err != nil {
-			return fmt.Errorf("authorized payment: selecting %s: %w", t.chain, err)
-		}
-		return s.publishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
-	})
 }
 
 // awaitAuthorizedPayment waits up to wait for the relay txHash to be

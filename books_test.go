@@ -134,10 +134,10 @@ func TestBooksBalanced(t *testing.T) {
 		}
 		requireBalanced(t, e.env, e.svc)
 		for _, c := range []chains.Name{chains.Base, chains.Solana} {
-			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
+			res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
-			wd, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: e.externalAddress(t, c), AmountUSD: dec("5"), Chain: string(c)}))
+			wd, _, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: e.externalAddress(t, c), AmountUSD: dec("5"), Chain: string(c)}))
 			require.NoError(t, err)
 			require.Equal(t, "completed", wd.Status)
 		}
@@ -190,7 +190,7 @@ func TestBooksBalancedCardsAndAgentCheckout(t *testing.T) {
 		a := e.register(t, "buyer")
 		e.fund(t, a, chains.Base, "20")
 		sess := e.session(t, "12.34", false)
-		res, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+		res, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 		require.NoError(t, err)
 		require.Equal(t, "detected", res.Status)
 		b := requireBalanced(t, e.env, e.svc)
@@ -423,7 +423,7 @@ func TestBooksRecordsInboundFunding(t *testing.T) {
 			require.ErrorContains(t, b.Err(), "agent wallet "+aliceWallet)
 			require.ErrorContains(t, b.Err(), "holds 5000000 more than recorded")
 
-			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
+			res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
 

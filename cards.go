@@ -26,6 +26,7 @@ import (
 	"agentpay/ent/pairing"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
+	"agentpay/internal/idempotency"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
@@ -130,6 +131,10 @@ type CardPurchaseRequest struct {
 	Description  string
 	// UserID picks the human when several qualify ("" when one does).
 	UserID string
+	// IdempotencyKey makes the request safe to retry: the card request
+	// carries it (a key column on the created resource,
+	// internal/idempotency); nil for none.
+	IdempotencyKey *string
 }
 
 // CardDetails are an issued card's secrets, answered once.
@@ -206,8 +211,8 @@ type cardFingerprinted struct {
 const cardPurchaseOperation = "card_request_purchase"
 
 // RequestCardPurchase asks the agent's paired human to approve a card
-// purchase. With key (the Idempotency-Key) the same request answers the
-// first again (replayed); another request with the key is
+// purchase, its one entry point. With req.IdempotencyKey the same request
+// answers the first again (replayed); another request with the key is
 // ErrIdempotencyKeyReused.
 //
 // Refusals (each changes nothing): no card issuer (ErrCardsOff); bad
@@ -217,7 +222,8 @@ const cardPurchaseOperation = "card_request_purchase"
 // verified, over the tier's per-send limit (ErrForbidden, saying what is
 // missing); the available balance short on every chain
 // (ErrInsufficientFunds).
-func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *string, req CardPurchaseRequest) (view *CardRequestView, replayed bool, err error) {
+func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, req CardPurchaseRequest) (view *CardRequestView, replayed bool, err error) {
+	key := req.IdempotencyKey
 	if !s.CardsOn() {
 		return nil, false, ErrCardsOff
 	}
@@ -231,7 +237,7 @@ func (s *Service) RequestCardPurchase(ctx context.Context, a *ent.Agent, key *st
 		if idemKey, err = ParseIdempotencyKey(*key); err != nil {
 			return nil, false, err
 		}
-		fingerprint = fingerprintOf(cardPurchaseOperation, cardFingerprinted{
+		fingerprint = idempotency.Fingerprint(cardPurchaseOperation, cardFingerprinted{
 			AmountUSD: req.AmountUSD.String(), MerchantName: req.MerchantName, Description: req.Description, UserID: strings.TrimSpace(req.UserID),
 		})
 		if prior, err := s.cardRequestByKey(ctx, a, idemKey, fingerprint); prior != nil || err != nil {
@@ -753,7 +759,7 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	if err != nil {
 		return nil, err
 	}
-	if err := s.spendStepUp(ctx, u, target, StepUpProof{ID: ceremonyID, Credential: assertion}); err != nil {
+	if err := s.proveApproval(ctx, u, target, ceremonyID, assertion); err != nil {
 		return nil, err
 	}
 	rid := uuid.MustParse(target.subject)
@@ -1271,29 +1277,16 @@ func (s *Service) expireCardRequest(ctx context.Context, r *ent.CardRequest, now
 	return expired, nil
 }
 
-// CardApproval is what approving needs from the app: a passkey assertion
-// when the human has passkeys (Ceremony set), nothing more otherwise.
-type CardApproval struct {
-	Ceremony *PasskeyCeremony
-}
+// CardApproval is what approving a card request needs from the app
+// (ApprovalStart).
+type CardApproval = ApprovalStart
 
 // BeginCardApproval starts the step-up approving a request needs
-// (stepups.go): a passkey assertion bound to this request when the human
-// has passkeys (their own passkeys only, user verification required);
-// without passkeys it answers no ceremony.
+// (beginApproval): a passkey assertion bound to this request when the
+// human has passkeys (their own passkeys only, user verification
+// required); without passkeys it answers no ceremony.
 func (s *Service) BeginCardApproval(ctx context.Context, v *Viewer, id string) (*CardApproval, error) {
-	if v == nil || v.User == nil {
-		return nil, ErrNotSignedIn
-	}
-	t, err := s.cardApprovalTarget(ctx, v.User, id)
-	if err != nil {
-		return nil, err
-	}
-	up, err := s.beginStepUp(ctx, v.User, t)
-	if err != nil || up.Method == "" {
-		return &CardApproval{}, err
-	}
-	return &CardApproval{Ceremony: &PasskeyCeremony{ID: up.ID, Options: up.Options, ExpiresAt: up.ExpiresAt}}, nil
+	return s.beginApproval(ctx, v, s.cardApprovalTarget, id)
 }
 
 // DevCardCharge is POST /dev/card/charge: a charge a tester makes as a

@@ -70,7 +70,7 @@ func (e *cardEnv) verify(t *testing.T, u *ent.User) *ent.User {
 
 func (e *cardEnv) request(t *testing.T, a *ent.Agent, amount string) *CardRequestView {
 	t.Helper()
-	v, replayed, err := e.svc.RequestCardPurchase(context.Background(), a, nil, CardPurchaseRequest{AmountUSD: dec(amount), MerchantName: "Acme Books", Description: "a book"})
+	v, replayed, err := e.svc.RequestCardPurchase(context.Background(), a, CardPurchaseRequest{AmountUSD: dec(amount), MerchantName: "Acme Books", Description: "a book"})
 	require.NoError(t, err)
 	require.False(t, replayed)
 	return v
@@ -109,7 +109,7 @@ func TestCardRequestRefusals(t *testing.T) {
 		{"bad user id", good, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "A", UserID: "nope"}, nil, "user_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := e.svc.RequestCardPurchase(ctx, tc.a, nil, tc.req)
+			_, _, err := e.svc.RequestCardPurchase(ctx, tc.a, tc.req)
 			require.Error(t, err)
 			if tc.want != nil {
 				require.ErrorIs(t, err, tc.want)
@@ -126,7 +126,7 @@ func TestCardRequestRefusals(t *testing.T) {
 
 	// Off without an issuer.
 	off := newTestService(t, e.env, Config{AgentMode: ModeTest})
-	_, _, err = off.RequestCardPurchase(ctx, good, nil, req("1"))
+	_, _, err = off.RequestCardPurchase(ctx, good, req("1"))
 	require.ErrorIs(t, err, ErrUnavailable)
 
 	// Revoked: refused, and a pending request can no longer be approved.
@@ -135,7 +135,7 @@ func TestCardRequestRefusals(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.DecidePairing(ctx, u, pairings[0].Pairing.ID.String(), RevokePairing)
 	require.NoError(t, err)
-	_, _, err = e.svc.RequestCardPurchase(ctx, good, nil, req("1"))
+	_, _, err = e.svc.RequestCardPurchase(ctx, good, req("1"))
 	require.ErrorIs(t, err, ErrForbidden)
 	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
 	require.ErrorIs(t, err, ErrForbidden)
@@ -159,10 +159,10 @@ func TestCardRequestPicksTheHuman(t *testing.T) {
 	v := e.request(t, a, "1")
 	require.Equal(t, u1.ID, v.Request.UserID)
 	e.verify(t, u2)
-	_, _, err = e.svc.RequestCardPurchase(ctx, a, nil, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "A"})
+	_, _, err = e.svc.RequestCardPurchase(ctx, a, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "A"})
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve, "ambiguous without user_id")
-	v, _, err = e.svc.RequestCardPurchase(ctx, a, nil, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "A", UserID: u2.ID.String()})
+	v, _, err = e.svc.RequestCardPurchase(ctx, a, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "A", UserID: u2.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, u2.ID, v.Request.UserID)
 	require.Equal(t, u2.Username, v.Username)
@@ -173,16 +173,16 @@ func TestCardRequestIdempotent(t *testing.T) {
 	ctx := context.Background()
 	a, _ := e.pairedAgent(t, "5", true)
 	key := "k-1"
-	req := CardPurchaseRequest{AmountUSD: dec("2"), MerchantName: "Acme", Description: "x"}
-	first, replayed, err := e.svc.RequestCardPurchase(ctx, a, &key, req)
+	req := CardPurchaseRequest{AmountUSD: dec("2"), MerchantName: "Acme", Description: "x", IdempotencyKey: &key}
+	first, replayed, err := e.svc.RequestCardPurchase(ctx, a, req)
 	require.NoError(t, err)
 	require.False(t, replayed)
-	again, replayed, err := e.svc.RequestCardPurchase(ctx, a, &key, req)
+	again, replayed, err := e.svc.RequestCardPurchase(ctx, a, req)
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.Request.ID, again.Request.ID)
 	req.AmountUSD = dec("3")
-	_, _, err = e.svc.RequestCardPurchase(ctx, a, &key, req)
+	_, _, err = e.svc.RequestCardPurchase(ctx, a, req)
 	require.ErrorIs(t, err, ErrIdempotencyKeyReused)
 }
 

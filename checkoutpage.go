@@ -104,13 +104,7 @@ func sessionMode(sess *ent.CheckoutSession) Mode { return sessionModeOf(sess.Liv
 // sessionForPage loads a session by its external id with its merchant, and
 // checks the optional public key.
 func (s *Service) sessionForPage(ctx context.Context, externalID, publicKey string) (*ent.CheckoutSession, error) {
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +251,8 @@ func firstNonEmpty(vs ...string) string {
 // Selecting the chain already selected answers the same address again (a
 // page reload does not burn an index); selecting another chain issues that
 // chain's address, reusing the session's earlier address on that chain if it
-// had one. Every address a session was given stays watched while the
+// had one; the customer may switch even while an agent or a relay pays
+// (mayTakeSession says why). Every address a session was given stays watched while the
 // session is open and for the late-payment window after (deposits.go), so a
 // payment to an old one is still found.
 func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey, chain, token string) (*DepositInstructions, error) {
@@ -297,52 +292,15 @@ func (s *Service) SelectPaymentMethod(ctx context.Context, externalID, publicKey
 		return nil, err
 	}
 
-	var (
-		da      *ent.DepositAddress
-		updated *ent.CheckoutSession
-	)
-	for attempt := 0; ; attempt++ {
-		err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-			cur, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(sess.ID))).Only(ctx)
-			if err != nil {
-				return err
-			}
-			err = selectable(cur, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, cur.ID) })
-			if err != nil {
-				return err
-			}
-			da, err = tx.DepositAddress.Query().
-				Where(depositaddress.SessionID(cur.ID), depositaddress.Chain(string(name))).
-				Order(ent.Desc(depositaddress.FieldCreatedAt)).
-				First(ctx)
-			if ent.IsNotFound(err) {
-				da, err = s.allocateDepositAddress(ctx, tx, sqlTx, cur.ID, name)
-			}
-			if err != nil {
-				return err
-			}
-			if cur.Status == checkoutsession.StatusDetecting && cur.Chain == string(name) && cur.Token == token {
-				updated = cur
-				return nil
-			}
-			updated, err = tx.CheckoutSession.UpdateOne(cur).
-				SetChain(string(name)).
-				SetToken(token).
-				SetStatus(checkoutsession.StatusDetecting).
-				Save(ctx)
-			if err != nil {
-				return err
-			}
-			return s.publishSessionStatus(ctx, sqlTx, cur.ExternalID, string(checkoutsession.StatusDetecting))
-		})
-		if errors.Is(err, errIndexTaken) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		break
+	var taken *takenSession
+	err = retryIndexTaken(func() (err error) {
+		taken, err = s.takeSession(ctx, sess.ID, sessionTake{payer: payerCustomer, chain: name, token: token, address: true})
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	da, updated := taken.address, taken.sess
 	s.logger.InfoContext(ctx, "checkout payment method selected", "session", externalID, "chain", name,
 		"address", da.Address, "family", da.ChainFamily, "index", da.DerivationIndex)
 	return s.depositInstructions(ctx, updated, m, da)

@@ -56,7 +56,11 @@
 // its own short transaction before the request runs, linked to the
 // transfer in the transaction that records the transfer, and holds the
 // answer afterwards, so a retry is answered, refused or told to wait, and
-// never moves money a second time, even after a crash (idempotency.go).
+// never moves money a second time, even after a crash. One runner does it
+// for every such operation (internal/idempotency, whose package doc names
+// the two designs, a claim row or a key column on the created resource,
+// and which a new operation picks); Send, Withdraw and PayCheckout are
+// each one entry point, the key inside the request (idempotency.go).
 //
 // # Webhooks (spec 6, design.md section 3)
 //

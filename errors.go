@@ -3,6 +3,8 @@ package agentpay
 import (
 	"errors"
 	"fmt"
+
+	"agentpay/internal/idempotency"
 )
 
 // Sentinel errors of the service layer. The REST and GraphQL layers map them
@@ -16,8 +18,8 @@ var (
 	ErrInsufficientFunds = errors.New("insufficient balance")
 	ErrUnavailable       = errors.New("service unavailable")
 	// ErrIdempotencyKeyReused: an Idempotency-Key already used for a
-	// different request (idempotency.go).
-	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
+	// different request (internal/idempotency, whose runner answers it).
+	ErrIdempotencyKeyReused = idempotency.ErrKeyReused
 )
 
 // ValidationError is a request the service refuses before changing anything.

@@ -48,7 +48,7 @@ func TestGasLedgerRecordsWhatTheTreasuryPaid(t *testing.T) {
 
 			var hashes []string
 			for range 2 {
-				res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
+				res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("10"), Chain: string(c)})
 				require.NoError(t, err)
 				require.Equal(t, "completed", res.Status)
 				hashes = append(hashes, res.TxHash, res.FeeTxHash)
@@ -130,7 +130,7 @@ func TestGasTallyConcurrent(t *testing.T) {
 	e.fund(t, alice, chains.Base, "100")
 	e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base))
 	for range 3 {
-		_, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: string(chains.Base)})
+		_, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: string(chains.Base)})
 		require.NoError(t, err)
 	}
 	errs := make(chan error, 4)
@@ -168,7 +168,7 @@ func TestSendMinimumsPerChain(t *testing.T) {
 		{"0.40", "base", "amount_usd: must be at least 0.50 on base: below it the gas the treasury pays exceeds the send's fee"},
 		{"0.10", "", "amount_usd: must be at least 0.20: below it the gas the treasury pays exceeds the send's fee on every chain"},
 	} {
-		_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec(tc.amount), Chain: tc.chain})
+		_, _, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec(tc.amount), Chain: tc.chain})
 		require.True(t, IsValidation(err), "%s: %v", tc.amount, err)
 		require.EqualError(t, err, tc.detail)
 	}
@@ -177,12 +177,12 @@ func TestSendMinimumsPerChain(t *testing.T) {
 	// 0.30 without a chain: solana's minimum (0.20) is reached but the
 	// balance is on base, whose minimum (0.50) is not: refused as short of
 	// balance where it could go, not sent below the minimum.
-	_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.30")})
+	_, _, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.30")})
 	require.ErrorIs(t, err, ErrInsufficientFunds)
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 
 	// At the minimum it goes.
-	res, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.50")})
+	res, _, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.50")})
 	require.NoError(t, err)
 	require.Equal(t, chains.Base, res.Chain)
 	require.Equal(t, "completed", res.Status)

@@ -483,16 +483,16 @@ func TestSendToUser(t *testing.T) {
 	require.NoError(t, err)
 
 	// A send-to-user names a user, a send an agent: never the other.
-	_, err = e.svc.Send(ctx, a, SendRequest{ToUsername: u.Username, AmountUSD: dec("10")})
+	_, _, err = e.svc.Send(ctx, a, SendRequest{ToUsername: u.Username, AmountUSD: dec("10")})
 	require.ErrorIs(t, err, ErrNotFound, "send pays agents only")
 	other := e.register(t, "bot2")
-	_, err = e.svc.Send(ctx, a, SendRequest{ToUsername: other.Username, ToUser: true, AmountUSD: dec("10")})
+	_, _, err = e.svc.Send(ctx, a, SendRequest{ToUsername: other.Username, ToUser: true, AmountUSD: dec("10")})
 	require.ErrorIs(t, err, ErrNotFound, "send-to-user pays users only")
-	_, err = e.svc.Send(ctx, a, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("25")})
+	_, _, err = e.svc.Send(ctx, a, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("25")})
 	require.ErrorIs(t, err, ErrInsufficientFunds)
 
 	key := "pay-ann-1"
-	res, replayed, err := e.svc.SendIdempotent(ctx, a, &key, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("10"), Memo: "thanks"})
+	res, replayed, err := sendKeyed(e.svc, ctx, a, &key, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("10"), Memo: "thanks"})
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "completed", res.Status)
@@ -510,11 +510,11 @@ func TestSendToUser(t *testing.T) {
 	requireDecimal(t, "9.99", bal.TotalUSD, "the user's balance")
 	require.Len(t, bal.Balances, 2)
 
-	again, replayed, err := e.svc.SendIdempotent(ctx, a, &key, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("10"), Memo: "thanks"})
+	again, replayed, err := sendKeyed(e.svc, ctx, a, &key, SendRequest{ToUsername: u.Username, ToUser: true, AmountUSD: dec("10"), Memo: "thanks"})
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, res.Transfer.ID, again.Transfer.ID)
-	_, _, err = e.svc.SendIdempotent(ctx, a, &key, SendRequest{ToUsername: u.Username, AmountUSD: dec("10"), Memo: "thanks"})
+	_, _, err = sendKeyed(e.svc, ctx, a, &key, SendRequest{ToUsername: u.Username, AmountUSD: dec("10"), Memo: "thanks"})
 	require.Error(t, err, "the key of a send-to-user is not a send's")
 
 	select {
@@ -527,7 +527,7 @@ func TestSendToUser(t *testing.T) {
 	}
 
 	// An agent recipient is told the same way.
-	_, err = e.svc.Send(ctx, a, SendRequest{ToUsername: other.Username, AmountUSD: dec("1")})
+	_, _, err = e.svc.Send(ctx, a, SendRequest{ToUsername: other.Username, AmountUSD: dec("1")})
 	require.NoError(t, err)
 	evs, err := e.svc.AccountEvents(ctx, AgentParty(other.ID), 0, nil)
 	require.NoError(t, err)

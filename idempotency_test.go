@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/transfer"
 	"agentpay/internal/clock"
+	"agentpay/internal/idempotency"
 )
 
 func TestParseIdempotencyKey(t *testing.T) {
@@ -86,6 +88,23 @@ func (e *idemEnv) keyRow(t *testing.T, from *ent.Agent, key string) *ent.Idempot
 
 func keyOf(s string) *string { return &s }
 
+// sendKeyed, withdrawKeyed and payCheckoutKeyed are the operations under
+// key (the request's IdempotencyKey).
+func sendKeyed(s *Service, ctx context.Context, from *ent.Agent, key *string, req SendRequest) (*SendResult, bool, error) {
+	req.IdempotencyKey = key
+	return s.Send(ctx, from, req)
+}
+
+func withdrawKeyed(s *Service, ctx context.Context, v *Viewer, key *string, req WithdrawRequest) (*Withdrawal, bool, error) {
+	req.IdempotencyKey = key
+	return s.Withdraw(ctx, v, req)
+}
+
+func payCheckoutKeyed(s *Service, ctx context.Context, a *ent.Agent, key *string, req PayCheckoutRequest) (*CheckoutPayment, bool, error) {
+	req.IdempotencyKey = key
+	return s.PayCheckout(ctx, a, req)
+}
+
 // TestSendIdempotency: a send under a key runs once; the same request
 // again answers the first result, marked replayed; another request with
 // the key is refused and moves nothing; keys belong to their agent.
@@ -96,7 +115,7 @@ func TestSendIdempotency(t *testing.T) {
 	e.fund(t, alice, chains.Base, "10")
 	req := SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: "base", Memo: "rent"}
 
-	first, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-1"), req)
+	first, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k-1"), req)
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "completed", first.Status)
@@ -109,7 +128,7 @@ func TestSendIdempotency(t *testing.T) {
 		// 5.00 is the same amount as 5; the quoted form the same key.
 		again := req
 		again.AmountUSD = dec("5.00")
-		res, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf(`"k-1"`), again)
+		res, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf(`"k-1"`), again)
 		require.NoError(t, err)
 		require.True(t, replayed)
 		require.Equal(t, first.Transfer.ID, res.Transfer.ID)
@@ -130,7 +149,7 @@ func TestSendIdempotency(t *testing.T) {
 			"chain":     {ToUsername: bob.Username, AmountUSD: dec("5"), Memo: "rent"},
 			"recipient": {ToUsername: alice.Username, AmountUSD: dec("5"), Chain: "base", Memo: "rent"},
 		} {
-			_, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-1"), other)
+			_, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k-1"), other)
 			require.ErrorIs(t, err, ErrIdempotencyKeyReused, name)
 			require.False(t, replayed)
 		}
@@ -139,7 +158,7 @@ func TestSendIdempotency(t *testing.T) {
 
 	t.Run("keys are the agent's own", func(t *testing.T) {
 		e.fund(t, bob, chains.Base, "1")
-		res, replayed, err := e.svc.SendIdempotent(ctx, bob, keyOf("k-1"), SendRequest{ToUsername: alice.Username, AmountUSD: dec("1"), Chain: "base"})
+		res, replayed, err := sendKeyed(e.svc, ctx, bob, keyOf("k-1"), SendRequest{ToUsername: alice.Username, AmountUSD: dec("1"), Chain: "base"})
 		require.NoError(t, err)
 		require.False(t, replayed)
 		require.Equal(t, bob.ID, *res.Transfer.FromAgentID)
@@ -147,27 +166,27 @@ func TestSendIdempotency(t *testing.T) {
 
 	t.Run("a refusal is the answer", func(t *testing.T) {
 		big := SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: "base"}
-		_, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-broke"), big)
+		_, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k-broke"), big)
 		require.ErrorIs(t, err, ErrInsufficientFunds)
 		require.False(t, replayed)
 		first := err.Error()
 		e.fund(t, alice, chains.Base, "100")
-		_, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-broke"), big)
+		_, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("k-broke"), big)
 		require.ErrorIs(t, err, ErrInsufficientFunds, "the key's answer, not a new send")
 		require.True(t, replayed)
 		require.Equal(t, first, err.Error())
 
-		_, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-nobody"), SendRequest{ToUsername: "nobody_here", AmountUSD: dec("1"), Chain: "base"})
+		_, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("k-nobody"), SendRequest{ToUsername: "nobody_here", AmountUSD: dec("1"), Chain: "base"})
 		require.ErrorIs(t, err, ErrNotFound)
 		require.False(t, replayed)
-		_, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-nobody"), SendRequest{ToUsername: "nobody_here", AmountUSD: dec("1"), Chain: "base"})
+		_, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("k-nobody"), SendRequest{ToUsername: "nobody_here", AmountUSD: dec("1"), Chain: "base"})
 		require.ErrorIs(t, err, ErrNotFound)
 		require.True(t, replayed)
 
-		_, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-tiny"), SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.001"), Chain: "base"})
+		_, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("k-tiny"), SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.001"), Chain: "base"})
 		require.True(t, IsValidation(err))
 		require.False(t, replayed)
-		_, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-tiny"), SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.001"), Chain: "base"})
+		_, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("k-tiny"), SendRequest{ToUsername: bob.Username, AmountUSD: dec("0.001"), Chain: "base"})
 		require.True(t, IsValidation(err))
 		require.EqualError(t, err, "amount_usd: must be at least 0.01")
 		require.True(t, replayed)
@@ -176,7 +195,7 @@ func TestSendIdempotency(t *testing.T) {
 
 	t.Run("no key: every request sends", func(t *testing.T) {
 		for range 2 {
-			_, replayed, err := e.svc.SendIdempotent(ctx, alice, nil, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
+			_, replayed, err := sendKeyed(e.svc, ctx, alice, nil, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
 			require.NoError(t, err)
 			require.False(t, replayed)
 		}
@@ -184,7 +203,7 @@ func TestSendIdempotency(t *testing.T) {
 	})
 
 	t.Run("a malformed key changes nothing", func(t *testing.T) {
-		_, _, err := e.svc.SendIdempotent(ctx, alice, keyOf(""), req)
+		_, _, err := sendKeyed(e.svc, ctx, alice, keyOf(""), req)
 		require.True(t, IsValidation(err))
 		require.Len(t, e.transfers(t, alice), 3)
 	})
@@ -214,7 +233,7 @@ func TestSendIdempotencyConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			res, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("same"), req)
+			res, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("same"), req)
 			answers[i] = answer{res, replayed, err}
 		}()
 	}
@@ -240,6 +259,26 @@ func TestSendIdempotencyConcurrent(t *testing.T) {
 	requireDecimal(t, "9", e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base)), "sent once")
 }
 
+// errCrash is the panic that stands for a process dying mid-request.
+var errCrash = errors.New("the process died")
+
+// crashSend runs a send under key whose process dies (its goroutine
+// panics, so nothing after it runs: no answer is written) once during has
+// run inside the send's place; during gets the send itself to call, or not.
+func (e *idemEnv) crashSend(t *testing.T, from *ent.Agent, key string, req SendRequest,
+	during func(ctx context.Context, claim *idempotency.Claim, send func(context.Context, *idempotency.Claim) (*SendResult, error))) {
+	t.Helper()
+	req.IdempotencyKey = &key
+	op, err := e.svc.sendOp(from, req)
+	require.NoError(t, err)
+	send := op.Run
+	op.Run = func(ctx context.Context, claim *idempotency.Claim) (*SendResult, error) {
+		during(ctx, claim, send)
+		panic(errCrash)
+	}
+	require.PanicsWithValue(t, errCrash, func() { _, _, _ = idempotency.Do(context.Background(), e.svc.idem, op) })
+}
+
 // TestSendIdempotencyAfterCrash: a request that dies holding its key blocks
 // retries while its lease lasts; after, a retry is answered from the
 // transfer it recorded (never sent again), or runs the send when it
@@ -251,32 +290,24 @@ func TestSendIdempotencyAfterCrash(t *testing.T) {
 	alice, bob := e.register(t, "alice"), e.register(t, "bob")
 	e.fund(t, alice, chains.Base, "10")
 	req := SendRequest{ToUsername: bob.Username, AmountUSD: dec("2"), Chain: "base"}
-	claim := func(key string) *idempotencyClaim {
-		t.Helper()
-		c, prior, err := e.svc.claimIdempotencyKey(ctx, idempotentRequest{
-			scope: agentIdempotencyScope(alice.ID), key: key, operation: "send",
-			fingerprint: fingerprintOf("send", sendFingerprinted{ToUsername: req.ToUsername, AmountUSD: req.AmountUSD.String(), Chain: req.Chain}),
-		})
-		require.NoError(t, err)
-		require.Nil(t, prior)
-		require.NotNil(t, c)
-		return c
-	}
 
 	t.Run("after recording its transfer", func(t *testing.T) {
 		// The first request records and sends its transfer, then dies
 		// before its answer is written.
-		crashed := req
-		crashed.idempotency = claim("k-recorded")
-		first, err := e.svc.Send(ctx, alice, crashed)
-		require.NoError(t, err)
+		var first *SendResult
+		e.crashSend(t, alice, "k-recorded", req, func(ctx context.Context, claim *idempotency.Claim, send func(context.Context, *idempotency.Claim) (*SendResult, error)) {
+			var err error
+			first, err = send(ctx, claim)
+			require.NoError(t, err)
+		})
+		require.Equal(t, idempotencykey.StateInFlight, e.keyRow(t, alice, "k-recorded").State)
 
-		_, _, err = e.svc.SendIdempotent(ctx, alice, keyOf("k-recorded"), req)
+		_, _, err := sendKeyed(e.svc, ctx, alice, keyOf("k-recorded"), req)
 		require.ErrorIs(t, err, ErrConflict, "in flight while the lease lasts")
 		require.ErrorContains(t, err, "still in progress")
 
 		e.clock.Advance(IdempotencyLease + time.Second)
-		res, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-recorded"), req)
+		res, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k-recorded"), req)
 		require.NoError(t, err)
 		require.True(t, replayed)
 		require.Equal(t, first.Transfer.ID, res.Transfer.ID)
@@ -288,13 +319,14 @@ func TestSendIdempotencyAfterCrash(t *testing.T) {
 	})
 
 	t.Run("before recording anything", func(t *testing.T) {
-		claim("k-nothing") // and the request dies
+		e.crashSend(t, alice, "k-nothing", req, func(context.Context, *idempotency.Claim, func(context.Context, *idempotency.Claim) (*SendResult, error)) {
+		})
 
-		_, _, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-nothing"), req)
+		_, _, err := sendKeyed(e.svc, ctx, alice, keyOf("k-nothing"), req)
 		require.ErrorIs(t, err, ErrConflict)
 
 		e.clock.Advance(IdempotencyLease + time.Second)
-		res, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k-nothing"), req)
+		res, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k-nothing"), req)
 		require.NoError(t, err)
 		require.False(t, replayed, "the retry ran the send")
 		require.Equal(t, "completed", res.Status)
@@ -305,22 +337,29 @@ func TestSendIdempotencyAfterCrash(t *testing.T) {
 	})
 
 	t.Run("a slow request loses its claim", func(t *testing.T) {
-		slow := claim("k-slow")
-		e.clock.Advance(IdempotencyLease + time.Second)
-		retry := claim("k-slow") // the retry takes the abandoned claim over
-
-		late := req
-		late.idempotency = slow
-		_, err := e.svc.Send(ctx, alice, late)
-		require.ErrorIs(t, err, ErrConflict)
-		require.Len(t, e.transfers(t, alice), 2, "the slow request's transfer was rolled back")
-
-		onTime := req
-		onTime.idempotency = retry
-		res, err := e.svc.Send(ctx, alice, onTime)
+		keyed := req
+		keyed.IdempotencyKey = keyOf("k-slow")
+		op, err := e.svc.sendOp(alice, keyed)
 		require.NoError(t, err)
-		require.Equal(t, res.Transfer.ID, *e.keyRow(t, alice, "k-slow").TransferID)
-		require.Len(t, e.transfers(t, alice), 3)
+		var retry *SendResult
+		send := op.Run
+		op.Run = func(ctx context.Context, claim *idempotency.Claim) (*SendResult, error) {
+			// The request stalls past its lease; a retry takes the claim
+			// over and sends; then the slow request goes on.
+			e.clock.Advance(IdempotencyLease + time.Second)
+			var replayed bool
+			retry, replayed, err = e.svc.Send(ctx, alice, keyed)
+			require.NoError(t, err)
+			require.False(t, replayed, "the retry took the abandoned claim over")
+			return send(ctx, claim)
+		}
+		_, replayed, err := idempotency.Do(ctx, e.svc.idem, op)
+		require.ErrorIs(t, err, ErrConflict)
+		require.False(t, replayed)
+		row := e.keyRow(t, alice, "k-slow")
+		require.Equal(t, retry.Transfer.ID, *row.TransferID, "the retry's answer stays the key's")
+		require.Equal(t, idempotencykey.StateDone, row.State)
+		require.Len(t, e.transfers(t, alice), 3, "the slow request's transfer was rolled back")
 		requireDecimal(t, "4", e.onChain(t, chains.Base, e.wallet(t, alice, chains.Base)))
 	})
 }
@@ -334,22 +373,22 @@ func TestSendIdempotencyExpiry(t *testing.T) {
 	e.fund(t, alice, chains.Base, "10")
 	req := SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"}
 
-	first, _, err := e.svc.SendIdempotent(ctx, alice, keyOf("daily"), req)
+	first, _, err := sendKeyed(e.svc, ctx, alice, keyOf("daily"), req)
 	require.NoError(t, err)
-	_, _, err = e.svc.SendIdempotent(ctx, alice, keyOf("other"), req)
+	_, _, err = sendKeyed(e.svc, ctx, alice, keyOf("other"), req)
 	require.NoError(t, err)
 
 	e.clock.Advance(IdempotencyKeyTTL - time.Second)
 	n, err := e.svc.PruneIdempotencyKeys(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "kept 24 hours")
-	res, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("daily"), req)
+	res, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("daily"), req)
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.Transfer.ID, res.Transfer.ID)
 
 	e.clock.Advance(time.Second)
-	res, replayed, err = e.svc.SendIdempotent(ctx, alice, keyOf("daily"), req)
+	res, replayed, err = sendKeyed(e.svc, ctx, alice, keyOf("daily"), req)
 	require.NoError(t, err)
 	require.False(t, replayed, "after 24 hours the key starts a new send")
 	require.NotEqual(t, first.Transfer.ID, res.Transfer.ID)
@@ -373,7 +412,7 @@ func TestSendIdempotencyReleasesTransientFailures(t *testing.T) {
 	require.NoError(t, e.env.EVM(chains.Base).Close()) // base's RPC is gone
 	req := SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"}
 	for range 2 {
-		_, replayed, err := e.svc.SendIdempotent(ctx, alice, keyOf("k"), req)
+		_, replayed, err := sendKeyed(e.svc, ctx, alice, keyOf("k"), req)
 		require.ErrorIs(t, err, ErrUnavailable)
 		require.False(t, replayed, "run again, not replayed")
 		require.Nil(t, e.keyRow(t, alice, "k"), "released")

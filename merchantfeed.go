@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -187,66 +186,23 @@ func (s *Service) ownFeed(auth *MerchantAuth) *ent.MerchantFeedEntryQuery {
 // (the newest MaxMerchantFeedPage of them at most; nil: only those
 // committed from now on), then each new one as it is committed, on any
 // process, until ctx ends or the caller's credential does
-// (livecredentials.go). Each bus message (or resync) makes it read the
-// feed after the last line sent, so lines arrive in order and none is
-// skipped or repeated.
+// (livecredentials.go): the feeds' one watch loop, watchFeed.
 func (s *Service) WatchMerchantEvents(ctx context.Context, auth *MerchantAuth, after *int64) (<-chan MerchantFeedItem, error) {
 	if after != nil && *after < 0 {
 		return nil, Invalid("after", "must be a cursor (0 or more)")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	// Subscribe before reading, so no line committed after the read is
-	// missed.
-	wake, err := s.bus.Subscribe(ctx, merchantEventsTopic, merchantFeedKey(auth.Merchant.ID, auth.Livemode()))
-	if errors.Is(err, statusbus.ErrNoListener) {
-		err = fmt.Errorf("%w: events %w", ErrUnavailable, err)
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	last, err := s.feedStart(ctx, auth, after)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan MerchantFeedItem, MaxMerchantFeedPage)
-	// The watch ends with its credential: a dashboard session's end, the
-	// secret key rolled, the merchant deactivated (livecredentials.go).
-	cred := s.recheckCredential(ctx, "merchant events", s.merchantAuthHolds(auth))
-	go func() {
-		defer cancel()
-		defer close(out)
-		for {
-			for {
-				items, err := s.MerchantFeed(ctx, auth, last)
-				if cred.ended(ctx) {
-					return
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						s.logger.WarnContext(ctx, "merchant feed watch: reading", "merchant", auth.Merchant.ID, "err", err)
-					}
-					break
-				}
-				for _, it := range items {
-					select {
-					case out <- it:
-						last = it.Cursor
-					case <-ctx.Done():
-						return
-					}
-				}
-				if len(items) < MaxMerchantFeedPage {
-					break
-				}
-			}
-			if !cred.wait(ctx, wake) {
-				return
-			}
-		}
-	}()
-	return out, nil
+	return watchFeed(ctx, s, feedWatch[MerchantFeedItem]{
+		name: "merchant events", topic: merchantEventsTopic, key: merchantFeedKey(auth.Merchant.ID, auth.Livemode()),
+		// The watch ends with its credential: a dashboard session's end,
+		// the secret key rolled, the merchant deactivated.
+		holds: s.merchantAuthHolds(auth),
+		start: func(ctx context.Context) (int64, error) { return s.feedStart(ctx, auth, after) },
+		page: func(ctx context.Context, last int64) ([]MerchantFeedItem, error) {
+			return s.MerchantFeed(ctx, auth, last)
+		},
+		pageSize: MaxMerchantFeedPage,
+		cursor:   func(it MerchantFeedItem) int64 { return it.Cursor },
+	})
 }
 
 // feedStart is the cursor a watch reads after: the newest line's without

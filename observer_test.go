@@ -59,7 +59,7 @@ func TestSendReportsStatusAndGas(t *testing.T) {
 	for _, c := range []chains.Name{chains.Base, chains.Solana} {
 		alice, bob := e.register(t, "alice"), e.register(t, "bob")
 		e.fund(t, alice, c, "10")
-		res, err := e.svc.Send(context.Background(), alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: string(c)})
+		res, _, err := e.svc.Send(context.Background(), alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: string(c)})
 		require.NoError(t, err)
 		require.Equal(t, "completed", res.Status)
 	}

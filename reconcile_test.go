@@ -149,7 +149,7 @@ func TestSendAnsweredPendingThenReconciled(t *testing.T) {
 		t.Run(string(c), func(t *testing.T) {
 			alice, bob := e.register(t, "alice"), e.register(t, "bob")
 			e.fund(t, alice, c, "50")
-			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: string(c), Wait: time.Nanosecond})
+			res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: string(c), Wait: time.Nanosecond})
 			require.NoError(t, err)
 			require.Equal(t, "pending", res.Status)
 			require.NotEmpty(t, res.TxHash)
@@ -157,7 +157,7 @@ func TestSendAnsweredPendingThenReconciled(t *testing.T) {
 			require.Contains(t, res.Message, "49.95 USDC will be delivered")
 
 			// In flight, its amount is not available to another send.
-			_, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: string(c)})
+			_, _, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: string(c)})
 			require.ErrorIs(t, err, ErrInsufficientFunds)
 
 			done := e.reconcileUntilDone(t, res.Transfer, reconcileOptions{MinAge: -1})

@@ -121,7 +121,7 @@ func (s *Service) relayOutflowsOf(t *authorizedTarget, auth chains.Authorization
 // recordRelay records auth as a relay in flight once its payer's available
 // balance covers it and its payer is not refused for reverts, under the
 // payer's lock, in the transaction that takes the session for the relay
-// (takeSessionForRelay). Refusals record nothing and change nothing.
+// (takeSession). Refusals record nothing and change nothing.
 func (s *Service) recordRelay(ctx context.Context, t *authorizedTarget, auth chains.Authorization) (*ent.Relay, error) {
 	if !auth.Value.IsInt64() {
 		return nil, Invalid("authorization.value", "is out of range")
@@ -144,7 +144,7 @@ func (s *Service) recordRelay(ctx context.Context, t *authorizedTarget, auth cha
 			if a.units < value {
 				return relayShortfall(of, t, a.units, value)
 			}
-			if err := s.takeSessionForRelay(ctx, t); err != nil {
+			if _, err := s.takeSession(ctx, t.sess.ID, sessionTake{payer: payerRelay, chain: t.chain, token: TokenUSDC}); err != nil {
 				return err
 			}
 			until := of.now.Add(RelayInFlightFor)

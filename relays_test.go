@@ -174,7 +174,7 @@ func TestConcurrentAgentPaysOfOneAgent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, errs[i] = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sessions[i].ExternalID, Chain: "base"})
+			_, _, errs[i] = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sessions[i].ExternalID, Chain: "base"})
 		}()
 	}
 	close(start)

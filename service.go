@@ -21,6 +21,7 @@ import (
 	"agentpay/internal/gate"
 	"agentpay/internal/headcache"
 	"agentpay/internal/headroom"
+	"agentpay/internal/idempotency"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
 	"agentpay/internal/statusbus"
@@ -218,8 +219,10 @@ type Config struct {
 
 // Service is the service layer.
 type Service struct {
-	cfg      Config
-	logger   *slog.Logger
+	cfg    Config
+	logger *slog.Logger
+	// idem runs the keyed money operations (idempotency.go).
+	idem     *idempotency.Runner
 	watchers *watcherCache
 	rates    rateLimits
 	bus      statusbus.Bus
@@ -302,6 +305,7 @@ func NewService(cfg Config) (*Service, error) {
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
+	s.idem = s.newIdempotencyRunner()
 	s.webhookReceivers = newWebhookReceivers(cfg, s.now)
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
 	return s, nil

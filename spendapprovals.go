@@ -384,11 +384,9 @@ func (s *Service) failApproval(ctx context.Context, r *ent.SpendApproval, userID
 	})
 }
 
-// SpendApprovalStart is what approving needs from the app: a passkey
-// assertion when the human has passkeys (Ceremony set).
-type SpendApprovalStart struct {
-	Ceremony *PasskeyCeremony
-}
+// SpendApprovalStart is what approving a held operation needs from the
+// app (ApprovalStart).
+type SpendApprovalStart = ApprovalStart
 
 // requireDecider refuses a paired human who is not one of deciders.
 func (s *Service) requireDecider(ctx context.Context, deciders []uuid.UUID, u *ent.User) error {
@@ -432,18 +430,7 @@ func (s *Service) spendApprovalTarget(ctx context.Context, u *ent.User, id strin
 // passkey assertion bound to this approval when the human has passkeys,
 // none otherwise.
 func (s *Service) BeginSpendApproval(ctx context.Context, v *Viewer, id string) (*SpendApprovalStart, error) {
-	if v == nil || v.User == nil {
-		return nil, ErrNotSignedIn
-	}
-	t, err := s.spendApprovalTarget(ctx, v.User, id)
-	if err != nil {
-		return nil, err
-	}
-	up, err := s.beginStepUp(ctx, v.User, t)
-	if err != nil || up.Method == "" {
-		return &SpendApprovalStart{}, err
-	}
-	return &SpendApprovalStart{Ceremony: &PasskeyCeremony{ID: up.ID, Options: up.Options, ExpiresAt: up.ExpiresAt}}, nil
+	return s.beginApproval(ctx, v, s.spendApprovalTarget, id)
 }
 
 // ApproveSpendApproval is a decider's yes, with a fresh passkey assertion
@@ -464,7 +451,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 	if err != nil {
 		return nil, err
 	}
-	if err := s.spendStepUp(ctx, v.User, t, StepUpProof{ID: ceremonyID, Credential: assertion}); err != nil {
+	if err := s.proveApproval(ctx, v.User, t, ceremonyID, assertion); err != nil {
 		return nil, err
 	}
 	r, complete, err := s.castSpendApproval(ctx, t.subject, v.User)
@@ -489,7 +476,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 		if err != nil {
 			return nil, fmt.Errorf("approval %s: amount: %w", r.ID, err)
 		}
-		_, err = s.Send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
+		_, err = s.send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
 			Chain: h.Chain, Wait: wait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
@@ -499,7 +486,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 		if err := json.Unmarshal([]byte(r.Request), &h); err != nil {
 			return nil, fmt.Errorf("approval %s: request: %w", r.ID, err)
 		}
-		_, err = s.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
+		_, err = s.payCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
 		}
@@ -716,7 +703,7 @@ func (s *Service) heldCheckoutPayment(ctx context.Context, a *ent.Agent, req Pay
 		return nil, policy.Err()
 	}
 	held, err := s.holdOperation(ctx, a, spendapproval.OperationPayCheckout, heldCheckout{ExternalID: req.ExternalID, Chain: req.Chain},
-		units, sess.ExternalID, policy, req.key, req.fingerprint)
+		units, sess.ExternalID, policy, req.claim.Key(), req.claim.Fingerprint())
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,8 @@ func (e *policyEnv) setPolicy(t *testing.T, in SpendingPolicyInput) {
 func ptr(s string) *decimal.Decimal { d := dec(s); return &d }
 
 func (e *policyEnv) send(amount string) (*SendResult, error) {
-	return e.svc.Send(context.Background(), e.a, SendRequest{ToUsername: e.bob.Username, AmountUSD: dec(amount), Chain: "base"})
+	res, _, err := e.svc.Send(context.Background(), e.a, SendRequest{ToUsername: e.bob.Username, AmountUSD: dec(amount), Chain: "base"})
+	return res, err
 }
 
 func (e *policyEnv) sentCount(t *testing.T) int {
@@ -302,18 +303,18 @@ func TestSpendApprovalHeldSendIdempotent(t *testing.T) {
 	e.setPolicy(t, SpendingPolicyInput{ApprovalThreshold: ptr("1")})
 	key := "held-1"
 	req := SendRequest{ToUsername: e.bob.Username, AmountUSD: dec("2"), Chain: "base"}
-	first, replayed, err := e.svc.SendIdempotent(ctx, e.a, &key, req)
+	first, replayed, err := sendKeyed(e.svc, ctx, e.a, &key, req)
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "awaiting_approval", first.Status)
-	again, replayed, err := e.svc.SendIdempotent(ctx, e.a, &key, req)
+	again, replayed, err := sendKeyed(e.svc, ctx, e.a, &key, req)
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.Approval.Approval.ID, again.Approval.Approval.ID)
 	_, err = e.svc.ApproveSpendApproval(ctx, &Viewer{User: e.u}, first.Approval.Approval.ID.String(), "", nil, 0)
 	require.NoError(t, err)
 	// The key now answers the send that ran.
-	done, replayed, err := e.svc.SendIdempotent(ctx, e.a, &key, req)
+	done, replayed, err := sendKeyed(e.svc, ctx, e.a, &key, req)
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.NotNil(t, done.Transfer)
@@ -413,20 +414,20 @@ func TestSpendApprovalCheckoutPayment(t *testing.T) {
 	require.NoError(t, err)
 
 	over := e.session(t, "6", false)
-	_, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: over.ExternalID})
+	_, _, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: over.ExternalID})
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "per-payment cap of 5 USD")
 
 	sess := e.session(t, "2.5", false)
 	key := "order-held"
-	held, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	held, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "awaiting_approval", held.Status)
 	require.Equal(t, sess.ExternalID, held.Approval.Approval.Recipient)
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 	require.Equal(t, sess.Status, e.reloadSession(t, sess).Status, "the session is untouched")
-	again, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	again, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, held.Approval.Approval.ID, again.Approval.Approval.ID)
@@ -435,7 +436,7 @@ func TestSpendApprovalCheckoutPayment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "approved", got.Status())
 	require.NotNil(t, got.Transfer)
-	paid, replayed, err := e.svc.PayCheckoutIdempotent(ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	paid, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Nil(t, paid.Approval)
@@ -451,11 +452,11 @@ func TestSpendingPolicyOnCardRequests(t *testing.T) {
 	ctx := context.Background()
 	req := CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Acme", Description: "x"}
 	e.setPolicy(t, SpendingPolicyInput{PerPaymentCap: ptr("2")})
-	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, req)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "per-payment cap of 2 USD")
 	e.setPolicy(t, SpendingPolicyInput{ApprovalThreshold: ptr("2"), DenyByDefault: true})
-	_, _, err = e.svc.RequestCardPurchase(ctx, e.a, nil, req)
+	_, _, err = e.svc.RequestCardPurchase(ctx, e.a, req)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "denies by default")
 	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))
@@ -623,7 +624,7 @@ func TestCardRequestDecidedByItsHolders(t *testing.T) {
 	listed := e.request(t, e.a, "2") // at Acme Books: only ana decides
 	require.Equal(t, []string{ana.Username}, listed.Deciders)
 
-	r, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Other Shop", Description: "x"})
+	r, _, err := e.svc.RequestCardPurchase(ctx, e.a, CardPurchaseRequest{AmountUSD: dec("3"), MerchantName: "Other Shop", Description: "x"})
 	require.NoError(t, err)
 	id := r.Request.ID.String()
 	require.Equal(t, []string{ana.Username, bo.Username}, r.Deciders)
@@ -683,21 +684,21 @@ func TestAllowListGovernsCheckoutPayments(t *testing.T) {
 
 	policy(false)
 	sess := e.session(t, "2", false)
-	held, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+	held, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.Equal(t, "awaiting_approval", held.Status)
 	require.Contains(t, held.Approval.Approval.Reason, `the merchant "Shop" (id `+e.merchant.ID.String()+`) is not on the allow-list of the spending policy set by `+u.Username)
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 
 	policy(true)
-	_, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
+	_, _, err = e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "which denies by default")
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 
 	// Listed: paid at once.
 	e.merchant = other.Merchant
-	paid, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
+	paid, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "2", false).ExternalID})
 	require.NoError(t, err)
 	require.Equal(t, "detected", paid.Status)
 
@@ -739,7 +740,7 @@ func TestAllowListGovernsCardRequests(t *testing.T) {
 	e := startPolicyEnv(t)
 	ctx := context.Background()
 	e.setPolicy(t, SpendingPolicyInput{AllowedRecipients: []string{"acme books"}, DenyByDefault: true})
-	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, nil, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "Other Shop"})
+	_, _, err := e.svc.RequestCardPurchase(ctx, e.a, CardPurchaseRequest{AmountUSD: dec("1"), MerchantName: "Other Shop"})
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), `the card merchant "Other Shop" is not on the allow-list`)
 	require.Zero(t, e.db.Ent.CardRequest.Query().CountX(ctx))

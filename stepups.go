@@ -437,3 +437,41 @@ func withdrawalSubject(req WithdrawRequest) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// Human approvals (a card request, a held operation, any later one) take
+// one step-up: beginApproval answers the ceremony approving needs, and the
+// approval's service call spends its proof with proveApproval, both bound
+// to the approval's target (what is approved, whose it is to approve).
+
+// ApprovalStart is what approving needs from the app: a passkey assertion
+// when the human has passkeys (Ceremony set), nothing more otherwise.
+type ApprovalStart struct {
+	Ceremony *PasskeyCeremony
+}
+
+// approvalTarget is the step-up target of approving id as u, or why u may
+// not approve it.
+type approvalTarget func(ctx context.Context, u *ent.User, id string) (stepUpTarget, error)
+
+// beginApproval starts the step-up approving id needs: a passkey
+// assertion bound to it when the human has passkeys, none otherwise.
+func (s *Service) beginApproval(ctx context.Context, v *Viewer, target approvalTarget, id string) (*ApprovalStart, error) {
+	if v == nil || v.User == nil {
+		return nil, ErrNotSignedIn
+	}
+	t, err := target(ctx, v.User, id)
+	if err != nil {
+		return nil, err
+	}
+	up, err := s.beginStepUp(ctx, v.User, t)
+	if err != nil || up.Method == "" {
+		return &ApprovalStart{}, err
+	}
+	return &ApprovalStart{Ceremony: &PasskeyCeremony{ID: up.ID, Options: up.Options, ExpiresAt: up.ExpiresAt}}, nil
+}
+
+// proveApproval spends the approval's step-up proof (ceremonyID and the
+// browser's assertion) for t.
+func (s *Service) proveApproval(ctx context.Context, u *ent.User, t stepUpTarget, ceremonyID string, assertion []byte) error {
+	return s.spendStepUp(ctx, u, t, StepUpProof{ID: ceremonyID, Credential: assertion})
+}

@@ -167,7 +167,7 @@ func TestWithdrawStepUp(t *testing.T) {
 		return e.db.Ent.Transfer.Query().Where(transfer.FromUserID(w.u.ID)).CountX(ctx)
 	}
 
-	_, err := e.svc.Withdraw(ctx, w.v, req)
+	_, _, err := e.svc.Withdraw(ctx, w.v, req)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "confirmation link e-mailed to you")
 	require.Zero(t, withdrawn(), "a stolen session alone withdraws nothing")
@@ -187,7 +187,7 @@ func TestWithdrawStepUp(t *testing.T) {
 
 	proof := StepUpProof{ID: up.ID.String()}
 	req.StepUp = proof
-	_, err = e.svc.Withdraw(ctx, w.v, req)
+	_, _, err = e.svc.Withdraw(ctx, w.v, req)
 	require.ErrorIs(t, err, ErrStepUpUnconfirmed, "the link was not followed yet")
 	_, err = e.svc.ConfirmStepUpLink(ctx, token)
 	require.NoError(t, err)
@@ -202,22 +202,22 @@ func TestWithdrawStepUp(t *testing.T) {
 
 	more := req
 	more.AmountUSD = dec("6")
-	_, err = e.svc.Withdraw(ctx, w.v, more)
+	_, _, err = e.svc.Withdraw(ctx, w.v, more)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "confirmed for 5, not 6")
 	elsewhere := req
 	elsewhere.ToAddress = e.externalAddress(t, chains.Base)
-	_, err = e.svc.Withdraw(ctx, w.v, elsewhere)
+	_, _, err = e.svc.Withdraw(ctx, w.v, elsewhere)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "nor to another address")
 	other := e.withdrawer(t)
 	e.fundUser(t, other, chains.Base, "10")
-	_, err = e.svc.Withdraw(ctx, other.v, req)
+	_, _, err = e.svc.Withdraw(ctx, other.v, req)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "nor for another account")
 	require.Zero(t, withdrawn())
 
-	res, err := e.svc.Withdraw(ctx, w.v, req)
+	res, _, err := e.svc.Withdraw(ctx, w.v, req)
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
-	_, err = e.svc.Withdraw(ctx, w.v, req)
+	_, _, err = e.svc.Withdraw(ctx, w.v, req)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "used once")
 	require.Equal(t, 1, withdrawn())
 
@@ -249,7 +249,7 @@ func TestWithdrawStepUp(t *testing.T) {
 	require.Equal(t, "passkey", up.Method)
 	require.Equal(t, mails, e.db.Ent.MailMessage.Query().Where(mailmessage.ToEqualFold(w.u.Email)).CountX(ctx))
 	req.StepUp = StepUpProof{ID: up.ID.String(), Credential: a.Assert(t, up.Options, softKeyOf(t, a, w.u))}
-	res, err = e.svc.Withdraw(ctx, w.v, req)
+	res, _, err = e.svc.Withdraw(ctx, w.v, req)
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	require.Equal(t, 2, withdrawn())

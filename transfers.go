@@ -21,10 +21,10 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/predicate"
-	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/ent/wallet"
+	"agentpay/internal/idempotency"
 	"agentpay/internal/store"
 )
 
@@ -83,12 +83,14 @@ type SendRequest struct {
 	// DefaultSendWait. A send not included by then is answered pending.
 	Wait time.Duration
 
-	// idempotency is the Idempotency-Key claim the send runs under
-	// (SendIdempotent), linked to the transfer in the transaction that
-	// records it; key and fingerprint are kept on a held send.
-	idempotency *idempotencyClaim
-	key         *string
-	fingerprint []byte
+	// IdempotencyKey makes the send safe to retry (Send): nil runs it
+	// without one.
+	IdempotencyKey *string
+
+	// claim is the key's claim the send runs under, linked to the
+	// transfer in the transaction that records it; its key and
+	// fingerprint are kept on a held send.
+	claim *idempotency.Claim
 	// approved: the send runs on a human's approval of its held request
 	// (spendapprovals.go); only the policies' caps apply.
 	approved *approvedRun
@@ -226,116 +228,6 @@ type SendResult struct {
 	Approval *SpendApprovalView
 }
 
-// Send moves USDC from the agent's custodial wallet to another agent's
-// wallet (or, with ToUser, a human user's) on the same chain, routing the
-// 0.1% fee to the treasury.
-//
-// Refusals (each changes nothing): amount below 0.01 or with more than 6
-// decimals, unknown chain or one agents hold no wallet on, memo over 500
-// bytes (ValidationError); unknown recipient (ErrNotFound); sending to
-// yourself (ValidationError); over the tier's per-send or daily limit
-// (ErrForbidden, naming the limit); available balance short
-// (ErrInsufficientFunds).
-//
-// Available balance is the on-chain balance minus the sender's sends in
-// flight on that chain. It is read before the send's transaction (no RPC
-// call runs while the transaction holds its locks, and on SQLite every
-// writer), then the transaction takes the sender's wallet rows locked
-// (SELECT ... FOR UPDATE on PostgreSQL; SQLite's one connection and
-// immediate transactions serialise it), checks that no send was recorded
-// from the wallet since the read, and writes the pending row; so concurrent
-// sends, from any number of API instances, never spend the same money twice
-// (planSend says why). When sends were recorded meanwhile the balance is
-// read again; after maxSendAttempts reads it is read under the lock, the
-// one way to stop a stream of concurrent sends from the same wallet.
-func (s *Service) Send(ctx context.Context, from *ent.Agent, req SendRequest) (*SendResult, error) {
-	units, err := validateSendAmount(req.AmountUSD)
-	if err != nil {
-		return nil, err
-	}
-	var chain chains.Name
-	if strings.TrimSpace(req.Chain) != "" {
-		if chain, err = chains.ParseName(req.Chain); err != nil {
-			return nil, Invalid("chain", "%s", err)
-		}
-		if !agentChain(chain) {
-			return nil, Invalid("chain", "agents hold wallets on solana and base only, not %s", chain)
-		}
-	}
-	if req.ToUsername == "" {
-		return nil, Invalid("to_username", "is required")
-	}
-	if len(req.Memo) > 500 { // bytes, as the column's limit counts them
-		return nil, Invalid("memo", "must be at most 500 bytes")
-	}
-	limits := LimitsFor(string(from.Tier))
-	if req.AmountUSD.GreaterThan(limits.PerSend) {
-		return nil, fmt.Errorf("%w: %s USD exceeds the per-send limit of %s USD of tier %s",
-			ErrForbidden, req.AmountUSD, limits.PerSend, from.Tier)
-	}
-	to, err := s.resolveRecipient(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if to.agentID != nil && *to.agentID == from.ID {
-		return nil, Invalid("to_username", "cannot send to yourself")
-	}
-	names, err := s.recipientNames(ctx, to)
-	if err != nil {
-		return nil, err
-	}
-	policy, err := s.decideSpend(ctx, from, SpendOperation{Kind: req.operation(), Amount: units, Payee: names}, req.approved != nil)
-	if err != nil {
-		return nil, err
-	}
-	switch policy.Outcome {
-	case SpendRefused:
-		return nil, policy.Err()
-	case SpendHeld:
-		op := spendapproval.OperationSend
-		if req.ToUser {
-			op = spendapproval.OperationSendToUser
-		}
-		held, err := s.holdOperation(ctx, from, op, heldSend{ToUsername: req.ToUsername, ToUser: req.ToUser,
-			AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain}, units, to.username, policy, req.key, req.fingerprint)
-		if err != nil {
-			return nil, err
-		}
-		return s.heldSendResult(held, from.Username, to.username), nil
-	}
-	candidates := sendChainOrder
-	if chain != "" {
-		candidates = []chains.Name{chain}
-	}
-	if candidates, err = s.withinSendMinimums(candidates, chain, req.AmountUSD); err != nil {
-		return nil, err
-	}
-	t, err := s.recordTransfer(ctx, &outgoing{
-		from: agentHolder(from), to: to, candidates: candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
-		idempotency: req.idempotency,
-		underLock: func(ctx context.Context, tx *ent.Tx) error {
-			sent, err := sentToday(ctx, tx.Transfer, agentHolder(from), s.now())
-			if err != nil {
-				return err
-			}
-			if USDCAmount(sent + units).GreaterThan(limits.Daily) {
-				return fmt.Errorf("%w: %s USD exceeds the daily limit of %s USD of tier %s (%s USD already sent today)",
-					ErrForbidden, req.AmountUSD, limits.Daily, from.Tier, USDCAmount(sent))
-			}
-			return policy.checkDailyCap(sent, units)
-		},
-		recorded: req.approved.recorded(s),
-	})
-	if err != nil {
-		return nil, err
-	}
-	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
-	if err != nil {
-		return nil, err
-	}
-	return s.sendResult(t, from.Username, to.username), nil
-}
-
 func waitOrDefault(wait time.Duration) time.Duration {
 	if wait <= 0 {
 		return DefaultSendWait
@@ -363,8 +255,8 @@ type outgoing struct {
 	// underLock checks the sender's rules that need the wallet lock (the
 	// daily limit: sends from the wallet cannot be recorded meanwhile).
 	underLock func(ctx context.Context, tx *ent.Tx) error
-	// idempotency is the key claim to link the transfer to (nil: none).
-	idempotency *idempotencyClaim
+	// claim is the key's claim to link the transfer to (nil: none).
+	claim *idempotency.Claim
 	// noFee: no treasury fee leg; the recipient receives units (an
 	// agent's checkout payment, whose merchant pays the settlement fee; a
 	// card reservation, which pays the treasury itself).
@@ -443,7 +335,7 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 					return err
 				}
 			}
-			return o.idempotency.link(ctx, tx, t.ID)
+			return o.claim.Link(ctx, tx, t.ID)
 		})
 	if err != nil {
 		return nil, err

@@ -143,7 +143,7 @@ func TestSendDeliversNetAndFee(t *testing.T) {
 			feesBefore, err := e.svc.completedTransferTotals(ctx, true)
 			require.NoError(t, err)
 
-			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: string(c), Memo: "lunch"})
+			res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: string(c), Memo: "lunch"})
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
 			require.Equal(t, c, res.Chain)
@@ -202,10 +202,10 @@ func TestSendPicksChain(t *testing.T) {
 	e.fund(t, alice, chains.Solana, "3")
 	e.fund(t, alice, chains.Base, "10")
 
-	res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("2")})
+	res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("2")})
 	require.NoError(t, err)
 	require.Equal(t, chains.Solana, res.Chain, "solana first when it covers the amount")
-	res, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5")})
+	res, _, err = e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5")})
 	require.NoError(t, err)
 	require.Equal(t, chains.Base, res.Chain, "base when solana falls short")
 	requireDecimal(t, "1.998", e.onChain(t, chains.Solana, e.wallet(t, bob, chains.Solana)))
@@ -236,6 +236,13 @@ func TestSendRefusals(t *testing.T) {
 		Save(ctx)
 	require.NoError(t, err)
 
+	refusalOfCase := map[string]sendRefusal{
+		"below minimum": refuseAmount, "zero": refuseAmount, "negative": refuseAmount, "seven decimals": refuseAmount,
+		"unknown chain": refuseChain, "chain without agent wallets": refuseChain, "no recipient": refuseRecipientMissing,
+		"unknown recipient": refuseRecipientUnknown, "self": refuseSelf, "memo too long": refuseMemo,
+		"per-send limit": refusePerSendLimit, "daily limit": refuseDailyLimit, "insufficient on the chain": refuseBalance,
+		"insufficient anywhere": refuseBalance, "insufficient on solana": refuseBalance,
+	}
 	for _, tc := range []struct {
 		name   string
 		req    SendRequest
@@ -259,10 +266,11 @@ func TestSendRefusals(t *testing.T) {
 		{"insufficient on solana", SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "solana"}, isErr(ErrInsufficientFunds), "available: 0 USDC on solana"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.svc.Send(ctx, alice, tc.req)
+			_, _, err := e.svc.Send(ctx, alice, tc.req)
 			require.Error(t, err)
 			require.True(t, tc.check(err), "%T %v", err, err)
 			require.Contains(t, err.Error(), tc.detail)
+			require.Equal(t, refusalOfCase[tc.name], refusalOfSend(err), "named as Send's doc lists it")
 
 			n, err := e.db.Ent.Transfer.Query().Count(ctx)
 			require.NoError(t, err)
@@ -272,7 +280,7 @@ func TestSendRefusals(t *testing.T) {
 		})
 	}
 	// And exactly the whole balance can be sent.
-	res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: "base"})
+	res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("50"), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 }
@@ -308,7 +316,7 @@ func TestConcurrentSendsNeverOverdraw(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: "base"})
+			res, _, err := e.svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("5"), Chain: "base"})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -383,7 +391,7 @@ func TestSendReadsBalanceOutsideItsTransaction(t *testing.T) {
 			return err
 		}))
 	}
-	res, err := e.withBaseLedger(t, probe).Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
+	res, _, err := e.withBaseLedger(t, probe).Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("1"), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	require.Positive(t, reads)
@@ -411,11 +419,11 @@ func TestSendRechecksAfterAConcurrentSend(t *testing.T) {
 		// The outer send has read 10 USDC; another send of 6 goes through
 		// before it takes the lock.
 		if fired.CompareAndSwap(false, true) {
-			inner, innerErr = svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
+			inner, _, innerErr = svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
 		}
 	}
 	svc = e.withBaseLedger(t, probe)
-	_, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
+	_, _, err := svc.Send(ctx, alice, SendRequest{ToUsername: bob.Username, AmountUSD: dec("6"), Chain: "base"})
 	require.NoError(t, innerErr)
 	require.Equal(t, "completed", inner.Status)
 	require.ErrorIs(t, err, ErrInsufficientFunds)

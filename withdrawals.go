@@ -12,8 +12,8 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
-	"agentpay/ent/idempotencykey"
 	"agentpay/ent/transfer"
+	"agentpay/internal/idempotency"
 )
 
 // Withdrawals: a signed-in human moves USDC from their custodial wallet to
@@ -85,9 +85,12 @@ type WithdrawRequest struct {
 	// exactly this withdrawal's fields.
 	StepUp StepUpProof
 
-	// idempotency is the key claim the withdrawal runs under
-	// (WithdrawIdempotent).
-	idempotency *idempotencyClaim
+	// IdempotencyKey makes the withdrawal safe to retry (GraphQL's
+	// idempotencyKey): nil runs it without one.
+	IdempotencyKey *string
+
+	// claim is the key's claim the withdrawal runs under (Withdraw).
+	claim *idempotency.Claim
 }
 
 // withdrawOperation names a withdrawal for its idempotency key.
@@ -112,7 +115,7 @@ type Withdrawal struct {
 	CreatedAt time.Time
 }
 
-// Withdraw moves USDC from the viewer's custodial wallet to an external
+// withdraw moves USDC from the viewer's custodial wallet to an external
 // address, routing the 0.1% fee to the treasury; it answers once both legs
 // are included, or pending after req.Wait. It needs a step-up begun for
 // exactly this withdrawal (req.StepUp, stepups.go): a passkey assertion
@@ -127,10 +130,10 @@ type Withdrawal struct {
 // (ValidationError); over the per-withdrawal or daily limit
 // (ErrForbidden, naming it); no step-up, or one not for this withdrawal
 // (ErrForbidden); available balance short (ErrInsufficientFunds). The
-// balance rule is Send's: the on-chain balance minus the user's transfers
+// balance rule is a send's: the on-chain balance minus the user's transfers
 // in flight from the wallet, under the wallet lock, so concurrent
 // withdrawals never spend the same money twice.
-func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) (*Withdrawal, error) {
+func (s *Service) withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) (*Withdrawal, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
@@ -145,7 +148,7 @@ func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 	from, units, limits := w.from, w.units, w.limits
 	t, err := s.recordTransfer(ctx, &outgoing{
 		from: from, external: w.external, candidates: w.candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
-		idempotency: req.idempotency,
+		claim: req.claim,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
 			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
 			if err != nil {
@@ -384,11 +387,6 @@ func withdrawalEventDataOf(t *ent.Transfer) withdrawalEventData {
 	}
 }
 
-// Withdrawals under an idempotency key: the rules of sends' (idempotency.go),
-// scoped to the user.
-
-func userIdempotencyScope(id uuid.UUID) string { return "user:" + id.String() }
-
 // withdrawFingerprinted is a withdrawal's canonical form: what the service
 // acts on (the address trimmed, the amount as a number).
 type withdrawFingerprinted struct {
@@ -419,80 +417,51 @@ func withdrawalAnswerOf(w *Withdrawal) *withdrawalAnswer {
 	}
 }
 
-// WithdrawIdempotent is Withdraw under the user's idempotency key (GraphQL's
-// idempotencyKey): the same key and request answer the first withdrawal
-// again (replayed), another request with the key is
-// ErrIdempotencyKeyReused, one still running ErrConflict; a nil key is
-// Withdraw itself. Keys are the user's own: an agent's equal key never
-// meets them.
-func (s *Service) WithdrawIdempotent(ctx context.Context, v *Viewer, key *string, req WithdrawRequest) (res *Withdrawal, replayed bool, err error) {
-	if key == nil {
-		res, err := s.Withdraw(ctx, v, req)
-		return res, false, err
-	}
+// Withdraw is the signed-in human's withdrawal (withdraw), under
+// req.IdempotencyKey when set: the one entry point of a withdrawal. The
+// same key and request answer the first withdrawal again (replayed), as
+// it was answered (internal/idempotency); keys are the user's own: an
+// agent's equal key never meets them.
+func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) (res *Withdrawal, replayed bool, err error) {
 	if v == nil || v.User == nil {
 		return nil, false, ErrNotSignedIn
 	}
-	k, err := ParseIdempotencyKey(*key)
+	key, err := parsedKey(req.IdempotencyKey)
 	if err != nil {
 		return nil, false, err
 	}
-	r := idempotentRequest{
-		scope:     userIdempotencyScope(v.User.ID),
-		key:       k,
-		operation: withdrawOperation,
-		fingerprint: fingerprintOf(withdrawOperation, withdrawFingerprinted{
-			ToAddress: strings.TrimSpace(req.ToAddress), AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain,
-		}),
-	}
-	claim, prior, err := s.claimIdempotencyKey(ctx, r)
-	if err != nil {
-		return nil, false, err
-	}
-	if prior != nil {
-		res, err := s.replayWithdrawal(ctx, prior)
-		return res, true, err
-	}
-	req.idempotency = claim
-	res, err = s.Withdraw(ctx, v, req)
-	var outcome idempotentOutcome
-	final := true
-	if err != nil {
-		outcome.Error, final = refusalOf(err)
-	} else {
-		outcome.Withdrawal = withdrawalAnswerOf(res)
-	}
-	s.finishIdempotent(ctx, claim, outcome, final)
-	return res, false, err
-}
-
-// replayWithdrawal answers a withdrawal from its key's row: the kept
-// answer, or for a request abandoned after recording its transfer the
-// transfer as it is now (then kept, so later replays match).
-func (s *Service) replayWithdrawal(ctx context.Context, row *ent.IdempotencyKey) (*Withdrawal, error) {
-	if row.State == idempotencykey.StateDone {
-		var out idempotentOutcome
-		if err := json.Unmarshal([]byte(row.Outcome), &out); err != nil || (out.Withdrawal == nil && out.Error == nil) {
-			return nil, fmt.Errorf("idempotency key %s: unreadable answer: %v", row.ID, err)
-		}
-		if out.Error != nil {
-			return nil, out.Error.err()
-		}
-		a := out.Withdrawal
-		t, err := s.cfg.DB.Ent.Transfer.Get(ctx, a.TransferID)
-		if err != nil {
-			return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)
-		}
-		return &Withdrawal{
-			Transfer: t, Chain: chains.Name(a.Chain), ToAddress: a.ToAddress, Amount: a.Amount, Delivered: a.Delivered,
-			Fee: a.Fee, TxHash: a.TxHash, FeeTxHash: a.FeeTxHash, Status: a.Status, Message: a.Message, CreatedAt: t.CreatedAt,
-		}, nil
-	}
-	t, err := s.cfg.DB.Ent.Transfer.Get(ctx, *row.TransferID)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency key %s: transfer: %w", row.ID, err)
-	}
-	res := withdrawalOf(t)
-	s.finishIdempotent(ctx, &idempotencyClaim{id: row.ID, attempt: row.Attempt}, idempotentOutcome{Withdrawal: withdrawalAnswerOf(res)}, true)
-	return res, nil
+	return idempotency.Do(ctx, s.idem, idempotency.Op[*Withdrawal]{
+		Request: idempotency.Request{
+			Scope: userIdempotencyScope(v.User.ID), Key: key, Operation: withdrawOperation,
+			Canonical: withdrawFingerprinted{
+				ToAddress: strings.TrimSpace(req.ToAddress), AmountUSD: req.AmountUSD.String(), Memo: req.Memo, Chain: req.Chain,
+			},
+		},
+		Run: func(ctx context.Context, claim *idempotency.Claim) (*Withdrawal, error) {
+			req.claim = claim
+			return s.withdraw(ctx, v, req)
+		},
+		Keep: func(w *Withdrawal) any { return withdrawalAnswerOf(w) },
+		Replay: func(ctx context.Context, kept json.RawMessage) (*Withdrawal, error) {
+			var a withdrawalAnswer
+			if err := json.Unmarshal(kept, &a); err != nil {
+				return nil, fmt.Errorf("idempotency key: unreadable withdrawal: %w", err)
+			}
+			t, err := s.cfg.DB.Ent.Transfer.Get(ctx, a.TransferID)
+			if err != nil {
+				return nil, fmt.Errorf("idempotency key: transfer: %w", err)
+			}
+			return &Withdrawal{
+				Transfer: t, Chain: chains.Name(a.Chain), ToAddress: a.ToAddress, Amount: a.Amount, Delivered: a.Delivered,
+				Fee: a.Fee, TxHash: a.TxHash, FeeTxHash: a.FeeTxHash, Status: a.Status, Message: a.Message, CreatedAt: t.CreatedAt,
+			}, nil
+		},
+		Recover: func(ctx context.Context, transferID uuid.UUID) (*Withdrawal, error) {
+			t, err := s.cfg.DB.Ent.Transfer.Get(ctx, transferID)
+			if err != nil {
+				return nil, fmt.Errorf("transfer: %w", err)
+			}
+			return withdrawalOf(t), nil
+		},
+	})
 }

@@ -139,7 +139,7 @@ func TestWithdrawRefusals(t *testing.T) {
 		{"insufficient on solana", WithdrawRequest{ToAddress: solTo, AmountUSD: dec("1")}, isErr(ErrInsufficientFunds), "available: 0 USDC on solana"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, tc.req))
+			_, _, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, tc.req))
 			require.Error(t, err)
 			require.True(t, tc.check(err), "%T %v", err, err)
 			require.Contains(t, err.Error(), tc.detail)
@@ -154,7 +154,7 @@ func TestWithdrawRefusals(t *testing.T) {
 	}
 	// Within every limit, the whole balance goes (to the address in
 	// whatever case it was given).
-	res, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: mixedCase, AmountUSD: dec("30")}))
+	res, _, err := svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: mixedCase, AmountUSD: dec("30")}))
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	require.True(t, strings.EqualFold(evmTo, res.ToAddress))
@@ -206,7 +206,7 @@ func TestWithdrawDelivers(t *testing.T) {
 			live, err := e.svc.WatchViewerEvents(ctx, signedIn(t, e.svc, w.u), nil)
 			require.NoError(t, err)
 
-			res, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10"), Memo: "rent"}))
+			res, _, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10"), Memo: "rent"}))
 			require.NoError(t, err)
 			require.Equal(t, "completed", res.Status)
 			require.Equal(t, c, res.Chain, "the address's format names the chain")
@@ -298,7 +298,7 @@ func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res[i], errs[i] = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("6")}))
+					res[i], _, errs[i] = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("6")}))
 				}()
 			}
 			wg.Wait()
@@ -346,7 +346,7 @@ func TestReconcileFinishesWithdrawals(t *testing.T) {
 					e.broadcastLegs(t, tr)
 				}
 				// In flight, it counts as spent: 10 more is refused.
-				_, err = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10.01")}))
+				_, _, err = e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("10.01")}))
 				require.ErrorIs(t, err, ErrInsufficientFunds)
 
 				got := e.reconcileUntilDone(t, tr, opts)
@@ -394,7 +394,7 @@ func TestWithdrawalFailureTellsTheUser(t *testing.T) {
 	require.Equal(t, "failed", list[0].Status)
 	require.Contains(t, list[0].Message, "failed, nothing moved: transfer refused by base: test")
 	// Failed withdrawals do not count against the balance.
-	res, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("5")}))
+	res, _, err := e.svc.Withdraw(ctx, w.v, confirmed(t, e.db, w.u, WithdrawRequest{ToAddress: to, AmountUSD: dec("5")}))
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 }
@@ -410,23 +410,23 @@ func TestWithdrawIdempotent(t *testing.T) {
 	to := e.externalAddress(t, chains.Base)
 	key := "wd-1"
 	req := WithdrawRequest{ToAddress: to, AmountUSD: dec("3")}
-	first, replayed, err := e.svc.WithdrawIdempotent(ctx, w.v, &key, confirmed(t, e.db, w.u, req))
+	first, replayed, err := withdrawKeyed(e.svc, ctx, w.v, &key, confirmed(t, e.db, w.u, req))
 	require.NoError(t, err)
 	require.False(t, replayed)
 	// A replay moves nothing, so it needs no step-up (its own was spent).
-	again, replayed, err := e.svc.WithdrawIdempotent(ctx, w.v, &key, WithdrawRequest{ToAddress: " " + to, AmountUSD: dec("3.00")})
+	again, replayed, err := withdrawKeyed(e.svc, ctx, w.v, &key, WithdrawRequest{ToAddress: " " + to, AmountUSD: dec("3.00")})
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.Transfer.ID, again.Transfer.ID)
 	require.Equal(t, first.Message, again.Message)
-	_, _, err = e.svc.WithdrawIdempotent(ctx, w.v, &key, WithdrawRequest{ToAddress: to, AmountUSD: dec("4")})
+	_, _, err = withdrawKeyed(e.svc, ctx, w.v, &key, WithdrawRequest{ToAddress: to, AmountUSD: dec("4")})
 	require.ErrorIs(t, err, ErrIdempotencyKeyReused)
 	requireDecimal(t, "7", e.onChain(t, chains.Base, w.wallets[chains.Base]), "withdrawn once")
 
 	// An agent with the same key runs its own request.
 	a, bob := e.register(t, "alice"), e.register(t, "bob")
 	e.fund(t, a, chains.Base, "2")
-	res, replayed, err := e.svc.SendIdempotent(ctx, a, &key, SendRequest{ToUsername: bob.Username, AmountUSD: decimal.NewFromInt(1)})
+	res, replayed, err := sendKeyed(e.svc, ctx, a, &key, SendRequest{ToUsername: bob.Username, AmountUSD: decimal.NewFromInt(1)})
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "completed", res.Status)

@@ -143,7 +143,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 
 	// The agent's send above it appears live; approving uses the passkey.
 	time.Sleep(500 * time.Millisecond) // the subscription is up before the send
-	held, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(2_000_000), Chain: "base"})
+	held, _, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(2_000_000), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "awaiting_approval", held.Status)
 	require.NoError(t, chromedp.Do(ctx,
@@ -170,7 +170,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.EqualValues(t, 1_998_000, bal.Int64(), "2 less the 0.1% fee, on chain")
 
 	// A second one is denied: nothing moves.
-	second, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(3_000_000), Chain: "base"})
+	second, _, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(3_000_000), Chain: "base"})
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
 		wait(`document.querySelector("#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend") !== null`),
@@ -212,7 +212,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	low := decimal.RequireFromString("0.5")
 	_, err = svc.SetSpendingPolicy(bg, &agentpay.Viewer{User: bo}, "policy_browser_agent", agentpay.SpendingPolicyInput{ApprovalThreshold: &low})
 	require.NoError(t, err)
-	third, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(750_000), Chain: "base"})
+	third, _, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(750_000), Chain: "base"})
 	require.NoError(t, err)
 	sel := `#spend-approvals li.spend-approval[data-id="` + third.Approval.Approval.ID.String() + `"]`
 	require.NoError(t, chromedp.Do(ctx, wait(`document.querySelector('`+sel+`') !== null`)))

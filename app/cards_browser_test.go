@@ -117,7 +117,7 @@ func TestCardApprovalInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#card-requests`),
 	))
 	time.Sleep(500 * time.Millisecond) // the subscription is up before the request
-	req, _, err := svc.RequestCardPurchase(bg, ag, nil, agentpay.CardPurchaseRequest{
+	req, _, err := svc.RequestCardPurchase(bg, ag, agentpay.CardPurchaseRequest{
 		AmountUSD: agentpay.USDCAmount(4_000_000), MerchantName: "Acme Books", Description: "a book on payments"})
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,

@@ -41,8 +41,10 @@ type IdempotencyKey struct {
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
 	// TransferID holds the value of the "transfer_id" field.
 	TransferID *uuid.UUID `json:"transfer_id,omitempty"`
-	// Outcome holds the value of the "outcome" field.
-	Outcome string `json:"outcome,omitempty"`
+	// Answer holds the value of the "answer" field.
+	Answer *string `json:"answer,omitempty"`
+	// Refusal holds the value of the "refusal" field.
+	Refusal *string `json:"refusal,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the IdempotencyKeyQuery when eager-loading is set.
 	Edges        IdempotencyKeyEdges `json:"edges"`
@@ -82,7 +84,7 @@ func (*IdempotencyKey) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case idempotencykey.FieldAttempt:
 			values[i] = new(sql.NullInt64)
-		case idempotencykey.FieldScope, idempotencykey.FieldKey, idempotencykey.FieldOperation, idempotencykey.FieldState, idempotencykey.FieldOutcome:
+		case idempotencykey.FieldScope, idempotencykey.FieldKey, idempotencykey.FieldOperation, idempotencykey.FieldState, idempotencykey.FieldAnswer, idempotencykey.FieldRefusal:
 			values[i] = new(sql.NullString)
 		case idempotencykey.FieldCreatedAt, idempotencykey.FieldUpdatedAt, idempotencykey.FieldLockedUntil, idempotencykey.FieldExpiresAt:
 			values[i] = new(sql.NullTime)
@@ -176,11 +178,19 @@ func (_m *IdempotencyKey) assignValues(columns []string, values []any) error {
 				_m.TransferID = new(uuid.UUID)
 				*_m.TransferID = *value.S.(*uuid.UUID)
 			}
-		case idempotencykey.FieldOutcome:
+		case idempotencykey.FieldAnswer:
 			if value, ok := values[i].(*sql.NullString); !ok {
-				return fmt.Errorf("unexpected type %T for field outcome", values[i])
+				return fmt.Errorf("unexpected type %T for field answer", values[i])
 			} else if value.Valid {
-				_m.Outcome = value.String
+				_m.Answer = new(string)
+				*_m.Answer = value.String
+			}
+		case idempotencykey.FieldRefusal:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field refusal", values[i])
+			} else if value.Valid {
+				_m.Refusal = new(string)
+				*_m.Refusal = value.String
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
@@ -258,8 +268,15 @@ func (_m *IdempotencyKey) String() string {
 		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
-	builder.WriteString("outcome=")
-	builder.WriteString(_m.Outcome)
+	if v := _m.Answer; v != nil {
+		builder.WriteString("answer=")
+		builder.WriteString(*v)
+	}
+	builder.WriteString(", ")
+	if v := _m.Refusal; v != nil {
+		builder.WriteString("refusal=")
+		builder.WriteString(*v)
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -128,16 +128,30 @@ func (_c *IdempotencyKeyCreate) SetNillableTransferID(v *uuid.UUID) *Idempotency
 	return _c
 }
 
-// SetOutcome sets the "outcome" field.
-func (_c *IdempotencyKeyCreate) SetOutcome(v string) *IdempotencyKeyCreate {
-	_c.mutation.SetOutcome(v)
+// SetAnswer sets the "answer" field.
+func (_c *IdempotencyKeyCreate) SetAnswer(v string) *IdempotencyKeyCreate {
+	_c.mutation.SetAnswer(v)
 	return _c
 }
 
-// SetNillableOutcome sets the "outcome" field if the given value is not nil.
-func (_c *IdempotencyKeyCreate) SetNillableOutcome(v *string) *IdempotencyKeyCreate {
+// SetNillableAnswer sets the "answer" field if the given value is not nil.
+func (_c *IdempotencyKeyCreate) SetNillableAnswer(v *string) *IdempotencyKeyCreate {
 	if v != nil {
-		_c.SetOutcome(*v)
+		_c.SetAnswer(*v)
+	}
+	return _c
+}
+
+// SetRefusal sets the "refusal" field.
+func (_c *IdempotencyKeyCreate) SetRefusal(v string) *IdempotencyKeyCreate {
+	_c.mutation.SetRefusal(v)
+	return _c
+}
+
+// SetNillableRefusal sets the "refusal" field if the given value is not nil.
+func (_c *IdempotencyKeyCreate) SetNillableRefusal(v *string) *IdempotencyKeyCreate {
+	if v != nil {
+		_c.SetRefusal(*v)
 	}
 	return _c
 }
@@ -345,9 +359,13 @@ func (_c *IdempotencyKeyCreate) createSpec() (*IdempotencyKey, *sqlgraph.CreateS
 		_spec.SetField(idempotencykey.FieldExpiresAt, field.TypeTime, value)
 		_node.ExpiresAt = value
 	}
-	if value, ok := _c.mutation.Outcome(); ok {
-		_spec.SetField(idempotencykey.FieldOutcome, field.TypeString, value)
-		_node.Outcome = value
+	if value, ok := _c.mutation.Answer(); ok {
+		_spec.SetField(idempotencykey.FieldAnswer, field.TypeString, value)
+		_node.Answer = &value
+	}
+	if value, ok := _c.mutation.Refusal(); ok {
+		_spec.SetField(idempotencykey.FieldRefusal, field.TypeString, value)
+		_node.Refusal = &value
 	}
 	if nodes := _c.mutation.TransferIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

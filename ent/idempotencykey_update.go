@@ -119,23 +119,43 @@ func (_u *IdempotencyKeyUpdate) ClearTransferID() *IdempotencyKeyUpdate {
 	return _u
 }
 
-// SetOutcome sets the "outcome" field.
-func (_u *IdempotencyKeyUpdate) SetOutcome(v string) *IdempotencyKeyUpdate {
-	_u.mutation.SetOutcome(v)
+// SetAnswer sets the "answer" field.
+func (_u *IdempotencyKeyUpdate) SetAnswer(v string) *IdempotencyKeyUpdate {
+	_u.mutation.SetAnswer(v)
 	return _u
 }
 
-// SetNillableOutcome sets the "outcome" field if the given value is not nil.
-func (_u *IdempotencyKeyUpdate) SetNillableOutcome(v *string) *IdempotencyKeyUpdate {
+// SetNillableAnswer sets the "answer" field if the given value is not nil.
+func (_u *IdempotencyKeyUpdate) SetNillableAnswer(v *string) *IdempotencyKeyUpdate {
 	if v != nil {
-		_u.SetOutcome(*v)
+		_u.SetAnswer(*v)
 	}
 	return _u
 }
 
-// ClearOutcome clears the value of the "outcome" field.
-func (_u *IdempotencyKeyUpdate) ClearOutcome() *IdempotencyKeyUpdate {
-	_u.mutation.ClearOutcome()
+// ClearAnswer clears the value of the "answer" field.
+func (_u *IdempotencyKeyUpdate) ClearAnswer() *IdempotencyKeyUpdate {
+	_u.mutation.ClearAnswer()
+	return _u
+}
+
+// SetRefusal sets the "refusal" field.
+func (_u *IdempotencyKeyUpdate) SetRefusal(v string) *IdempotencyKeyUpdate {
+	_u.mutation.SetRefusal(v)
+	return _u
+}
+
+// SetNillableRefusal sets the "refusal" field if the given value is not nil.
+func (_u *IdempotencyKeyUpdate) SetNillableRefusal(v *string) *IdempotencyKeyUpdate {
+	if v != nil {
+		_u.SetRefusal(*v)
+	}
+	return _u
+}
+
+// ClearRefusal clears the value of the "refusal" field.
+func (_u *IdempotencyKeyUpdate) ClearRefusal() *IdempotencyKeyUpdate {
+	_u.mutation.ClearRefusal()
 	return _u
 }
 
@@ -231,11 +251,17 @@ func (_u *IdempotencyKeyUpdate) sqlSave(ctx context.Context) (_node int, err err
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(idempotencykey.FieldExpiresAt, field.TypeTime, value)
 	}
-	if value, ok := _u.mutation.Outcome(); ok {
-		_spec.SetField(idempotencykey.FieldOutcome, field.TypeString, value)
+	if value, ok := _u.mutation.Answer(); ok {
+		_spec.SetField(idempotencykey.FieldAnswer, field.TypeString, value)
 	}
-	if _u.mutation.OutcomeCleared() {
-		_spec.ClearField(idempotencykey.FieldOutcome, field.TypeString)
+	if _u.mutation.AnswerCleared() {
+		_spec.ClearField(idempotencykey.FieldAnswer, field.TypeString)
+	}
+	if value, ok := _u.mutation.Refusal(); ok {
+		_spec.SetField(idempotencykey.FieldRefusal, field.TypeString, value)
+	}
+	if _u.mutation.RefusalCleared() {
+		_spec.ClearField(idempotencykey.FieldRefusal, field.TypeString)
 	}
 	if _u.mutation.TransferCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -375,23 +401,43 @@ func (_u *IdempotencyKeyUpdateOne) ClearTransferID() *IdempotencyKeyUpdateOne {
 	return _u
 }
 
-// SetOutcome sets the "outcome" field.
-func (_u *IdempotencyKeyUpdateOne) SetOutcome(v string) *IdempotencyKeyUpdateOne {
-	_u.mutation.SetOutcome(v)
+// SetAnswer sets the "answer" field.
+func (_u *IdempotencyKeyUpdateOne) SetAnswer(v string) *IdempotencyKeyUpdateOne {
+	_u.mutation.SetAnswer(v)
 	return _u
 }
 
-// SetNillableOutcome sets the "outcome" field if the given value is not nil.
-func (_u *IdempotencyKeyUpdateOne) SetNillableOutcome(v *string) *IdempotencyKeyUpdateOne {
+// SetNillableAnswer sets the "answer" field if the given value is not nil.
+func (_u *IdempotencyKeyUpdateOne) SetNillableAnswer(v *string) *IdempotencyKeyUpdateOne {
 	if v != nil {
-		_u.SetOutcome(*v)
+		_u.SetAnswer(*v)
 	}
 	return _u
 }
 
-// ClearOutcome clears the value of the "outcome" field.
-func (_u *IdempotencyKeyUpdateOne) ClearOutcome() *IdempotencyKeyUpdateOne {
-	_u.mutation.ClearOutcome()
+// ClearAnswer clears the value of the "answer" field.
+func (_u *IdempotencyKeyUpdateOne) ClearAnswer() *IdempotencyKeyUpdateOne {
+	_u.mutation.ClearAnswer()
+	return _u
+}
+
+// SetRefusal sets the "refusal" field.
+func (_u *IdempotencyKeyUpdateOne) SetRefusal(v string) *IdempotencyKeyUpdateOne {
+	_u.mutation.SetRefusal(v)
+	return _u
+}
+
+// SetNillableRefusal sets the "refusal" field if the given value is not nil.
+func (_u *IdempotencyKeyUpdateOne) SetNillableRefusal(v *string) *IdempotencyKeyUpdateOne {
+	if v != nil {
+		_u.SetRefusal(*v)
+	}
+	return _u
+}
+
+// ClearRefusal clears the value of the "refusal" field.
+func (_u *IdempotencyKeyUpdateOne) ClearRefusal() *IdempotencyKeyUpdateOne {
+	_u.mutation.ClearRefusal()
 	return _u
 }
 
@@ -517,11 +563,17 @@ func (_u *IdempotencyKeyUpdateOne) sqlSave(ctx context.Context) (_node *Idempote
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(idempotencykey.FieldExpiresAt, field.TypeTime, value)
 	}
-	if value, ok := _u.mutation.Outcome(); ok {
-		_spec.SetField(idempotencykey.FieldOutcome, field.TypeString, value)
+	if value, ok := _u.mutation.Answer(); ok {
+		_spec.SetField(idempotencykey.FieldAnswer, field.TypeString, value)
 	}
-	if _u.mutation.OutcomeCleared() {
-		_spec.ClearField(idempotencykey.FieldOutcome, field.TypeString)
+	if _u.mutation.AnswerCleared() {
+		_spec.ClearField(idempotencykey.FieldAnswer, field.TypeString)
+	}
+	if value, ok := _u.mutation.Refusal(); ok {
+		_spec.SetField(idempotencykey.FieldRefusal, field.TypeString, value)
+	}
+	if _u.mutation.RefusalCleared() {
+		_spec.ClearField(idempotencykey.FieldRefusal, field.TypeString)
 	}
 	if _u.mutation.TransferCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -13340,7 +13340,8 @@ type IdempotencyKeyMutation struct {
 	addattempt      *int
 	locked_until    *time.Time
 	expires_at      *time.Time
-	outcome         *string
+	answer          *string
+	refusal         *string
 	clearedFields   map[string]struct{}
 	transfer        *uuid.UUID
 	clearedtransfer bool
@@ -13882,53 +13883,102 @@ func (m *IdempotencyKeyMutation) ResetTransferID() {
 	delete(m.clearedFields, idempotencykey.FieldTransferID)
 }
 
-// SetOutcome sets the "outcome" field.
-func (m *IdempotencyKeyMutation) SetOutcome(s string) {
-	m.outcome = &s
+// SetAnswer sets the "answer" field.
+func (m *IdempotencyKeyMutation) SetAnswer(s string) {
+	m.answer = &s
 }
 
-// Outcome returns the value of the "outcome" field in the mutation.
-func (m *IdempotencyKeyMutation) Outcome() (r string, exists bool) {
-	v := m.outcome
+// Answer returns the value of the "answer" field in the mutation.
+func (m *IdempotencyKeyMutation) Answer() (r string, exists bool) {
+	v := m.answer
 	if v == nil {
 		return
 	}
 	return *v, true
 }
 
-// OldOutcome returns the old "outcome" field's value of the IdempotencyKey entity.
+// OldAnswer returns the old "answer" field's value of the IdempotencyKey entity.
 // If the IdempotencyKey object wasn't provided to the builder, the object is fetched from the database.
 // An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *IdempotencyKeyMutation) OldOutcome(ctx context.Context) (v string, err error) {
+func (m *IdempotencyKeyMutation) OldAnswer(ctx context.Context) (v *string, err error) {
 	if !m.op.Is(OpUpdateOne) {
-		return v, errors.New("OldOutcome is only allowed on UpdateOne operations")
+		return v, errors.New("OldAnswer is only allowed on UpdateOne operations")
 	}
 	if m.id == nil || m.oldValue == nil {
-		return v, errors.New("OldOutcome requires an ID field in the mutation")
+		return v, errors.New("OldAnswer requires an ID field in the mutation")
 	}
 	oldValue, err := m.oldValue(ctx)
 	if err != nil {
-		return v, fmt.Errorf("querying old value for OldOutcome: %w", err)
+		return v, fmt.Errorf("querying old value for OldAnswer: %w", err)
 	}
-	return oldValue.Outcome, nil
+	return oldValue.Answer, nil
 }
 
-// ClearOutcome clears the value of the "outcome" field.
-func (m *IdempotencyKeyMutation) ClearOutcome() {
-	m.outcome = nil
-	m.clearedFields[idempotencykey.FieldOutcome] = struct{}{}
+// ClearAnswer clears the value of the "answer" field.
+func (m *IdempotencyKeyMutation) ClearAnswer() {
+	m.answer = nil
+	m.clearedFields[idempotencykey.FieldAnswer] = struct{}{}
 }
 
-// OutcomeCleared returns if the "outcome" field was cleared in this mutation.
-func (m *IdempotencyKeyMutation) OutcomeCleared() bool {
-	_, ok := m.clearedFields[idempotencykey.FieldOutcome]
+// AnswerCleared returns if the "answer" field was cleared in this mutation.
+func (m *IdempotencyKeyMutation) AnswerCleared() bool {
+	_, ok := m.clearedFields[idempotencykey.FieldAnswer]
 	return ok
 }
 
-// ResetOutcome resets all changes to the "outcome" field.
-func (m *IdempotencyKeyMutation) ResetOutcome() {
-	m.outcome = nil
-	delete(m.clearedFields, idempotencykey.FieldOutcome)
+// ResetAnswer resets all changes to the "answer" field.
+func (m *IdempotencyKeyMutation) ResetAnswer() {
+	m.answer = nil
+	delete(m.clearedFields, idempotencykey.FieldAnswer)
+}
+
+// SetRefusal sets the "refusal" field.
+func (m *IdempotencyKeyMutation) SetRefusal(s string) {
+	m.refusal = &s
+}
+
+// Refusal returns the value of the "refusal" field in the mutation.
+func (m *IdempotencyKeyMutation) Refusal() (r string, exists bool) {
+	v := m.refusal
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefusal returns the old "refusal" field's value of the IdempotencyKey entity.
+// If the IdempotencyKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyKeyMutation) OldRefusal(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefusal is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefusal requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefusal: %w", err)
+	}
+	return oldValue.Refusal, nil
+}
+
+// ClearRefusal clears the value of the "refusal" field.
+func (m *IdempotencyKeyMutation) ClearRefusal() {
+	m.refusal = nil
+	m.clearedFields[idempotencykey.FieldRefusal] = struct{}{}
+}
+
+// RefusalCleared returns if the "refusal" field was cleared in this mutation.
+func (m *IdempotencyKeyMutation) RefusalCleared() bool {
+	_, ok := m.clearedFields[idempotencykey.FieldRefusal]
+	return ok
+}
+
+// ResetRefusal resets all changes to the "refusal" field.
+func (m *IdempotencyKeyMutation) ResetRefusal() {
+	m.refusal = nil
+	delete(m.clearedFields, idempotencykey.FieldRefusal)
 }
 
 // ClearTransfer clears the "transfer" edge to the Transfer entity.
@@ -13992,7 +14042,7 @@ func (m *IdempotencyKeyMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *IdempotencyKeyMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.created_at != nil {
 		fields = append(fields, idempotencykey.FieldCreatedAt)
 	}
@@ -14026,8 +14076,11 @@ func (m *IdempotencyKeyMutation) Fields() []string {
 	if m.transfer != nil {
 		fields = append(fields, idempotencykey.FieldTransferID)
 	}
-	if m.outcome != nil {
-		fields = append(fields, idempotencykey.FieldOutcome)
+	if m.answer != nil {
+		fields = append(fields, idempotencykey.FieldAnswer)
+	}
+	if m.refusal != nil {
+		fields = append(fields, idempotencykey.FieldRefusal)
 	}
 	return fields
 }
@@ -14059,8 +14112,10 @@ func (m *IdempotencyKeyMutation) Field(name string) (ent.Value, bool) {
 		return m.ExpiresAt()
 	case idempotencykey.FieldTransferID:
 		return m.TransferID()
-	case idempotencykey.FieldOutcome:
-		return m.Outcome()
+	case idempotencykey.FieldAnswer:
+		return m.Answer()
+	case idempotencykey.FieldRefusal:
+		return m.Refusal()
 	}
 	return nil, false
 }
@@ -14092,8 +14147,10 @@ func (m *IdempotencyKeyMutation) OldField(ctx context.Context, name string) (ent
 		return m.OldExpiresAt(ctx)
 	case idempotencykey.FieldTransferID:
 		return m.OldTransferID(ctx)
-	case idempotencykey.FieldOutcome:
-		return m.OldOutcome(ctx)
+	case idempotencykey.FieldAnswer:
+		return m.OldAnswer(ctx)
+	case idempotencykey.FieldRefusal:
+		return m.OldRefusal(ctx)
 	}
 	return nil, fmt.Errorf("unknown IdempotencyKey field %s", name)
 }
@@ -14180,12 +14237,19 @@ func (m *IdempotencyKeyMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetTransferID(v)
 		return nil
-	case idempotencykey.FieldOutcome:
+	case idempotencykey.FieldAnswer:
 		v, ok := value.(string)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
-		m.SetOutcome(v)
+		m.SetAnswer(v)
+		return nil
+	case idempotencykey.FieldRefusal:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefusal(v)
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyKey field %s", name)
@@ -14235,8 +14299,11 @@ func (m *IdempotencyKeyMutation) ClearedFields() []string {
 	if m.FieldCleared(idempotencykey.FieldTransferID) {
 		fields = append(fields, idempotencykey.FieldTransferID)
 	}
-	if m.FieldCleared(idempotencykey.FieldOutcome) {
-		fields = append(fields, idempotencykey.FieldOutcome)
+	if m.FieldCleared(idempotencykey.FieldAnswer) {
+		fields = append(fields, idempotencykey.FieldAnswer)
+	}
+	if m.FieldCleared(idempotencykey.FieldRefusal) {
+		fields = append(fields, idempotencykey.FieldRefusal)
 	}
 	return fields
 }
@@ -14255,8 +14322,11 @@ func (m *IdempotencyKeyMutation) ClearField(name string) error {
 	case idempotencykey.FieldTransferID:
 		m.ClearTransferID()
 		return nil
-	case idempotencykey.FieldOutcome:
-		m.ClearOutcome()
+	case idempotencykey.FieldAnswer:
+		m.ClearAnswer()
+		return nil
+	case idempotencykey.FieldRefusal:
+		m.ClearRefusal()
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyKey nullable field %s", name)
@@ -14299,8 +14369,11 @@ func (m *IdempotencyKeyMutation) ResetField(name string) error {
 	case idempotencykey.FieldTransferID:
 		m.ResetTransferID()
 		return nil
-	case idempotencykey.FieldOutcome:
-		m.ResetOutcome()
+	case idempotencykey.FieldAnswer:
+		m.ResetAnswer()
+		return nil
+	case idempotencykey.FieldRefusal:
+		m.ResetRefusal()
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyKey field %s", name)

@@ -97,7 +97,7 @@ func TestAdminBooks(t *testing.T) {
 	}
 	bobBase := baseWallet(bob)
 	env.Fund(t, chains.Base, baseWallet(alice), 30_000_000) // recorded by the faucet
-	res, err := svc.Send(ctx, alice.Agent, agentpay.SendRequest{ToUsername: bob.Agent.Username, AmountUSD: decimal.NewFromInt(10), Chain: "base"})
+	res, _, err := svc.Send(ctx, alice.Agent, agentpay.SendRequest{ToUsername: bob.Agent.Username, AmountUSD: decimal.NewFromInt(10), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	nextBlock := func() {

@@ -21,7 +21,8 @@ func (r *mutationResolver) PayCheckout(ctx context.Context, input model.PayCheck
 	if input.Chain != nil {
 		req.Chain = *input.Chain
 	}
-	res, replayed, err := r.cfg.Service.PayCheckoutIdempotent(ctx, agent, input.IdempotencyKey, req)
+	req.IdempotencyKey = input.IdempotencyKey
+	res, replayed, err := r.cfg.Service.PayCheckout(ctx, agent, req)
 	if err == nil && res.Approval != nil {
 		err = &awaitingApproval{approval: res.Approval, message: res.Message}
 	}

@@ -71,7 +71,7 @@ func (r *mutationResolver) Send(ctx context.Context, input model.SendInput) (*mo
 	if err != nil {
 		return nil, err
 	}
-	res, replayed, err := r.cfg.Service.SendIdempotent(ctx, agent, input.IdempotencyKey, sendRequest(input))
+	res, replayed, err := r.cfg.Service.Send(ctx, agent, sendRequest(input))
 	if err == nil && res.Approval != nil {
 		err = &awaitingApproval{approval: res.Approval, message: res.Message}
 	}

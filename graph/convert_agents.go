@@ -212,7 +212,7 @@ func balanceModel(b *agentpay.Balance) *model.Balance {
 }
 
 func sendRequest(in model.SendInput) agentpay.SendRequest {
-	req := agentpay.SendRequest{ToUsername: in.ToUsername, AmountUSD: in.AmountUsd}
+	req := agentpay.SendRequest{ToUsername: in.ToUsername, AmountUSD: in.AmountUsd, IdempotencyKey: in.IdempotencyKey}
 	if in.Memo != nil {
 		req.Memo = *in.Memo
 	}

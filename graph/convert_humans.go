@@ -112,7 +112,7 @@ var pairingDecisions = map[model.PairingDecision]agentpay.PairingDecision{
 }
 
 func withdrawRequest(in model.WithdrawInput) agentpay.WithdrawRequest {
-	req := agentpay.WithdrawRequest{ToAddress: in.ToAddress, AmountUSD: in.AmountUsd}
+	req := agentpay.WithdrawRequest{ToAddress: in.ToAddress, AmountUSD: in.AmountUsd, IdempotencyKey: in.IdempotencyKey}
 	if in.Chain != nil {
 		req.Chain = *in.Chain
 	}

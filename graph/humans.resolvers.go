@@ -80,7 +80,7 @@ func (r *mutationResolver) SendToUser(ctx context.Context, input model.SendInput
 	}
 	req := sendRequest(input)
 	req.ToUser = true
-	res, replayed, err := r.cfg.Service.SendIdempotent(ctx, agent, input.IdempotencyKey, req)
+	res, replayed, err := r.cfg.Service.Send(ctx, agent, req)
 	if err == nil && res.Approval != nil {
 		err = &awaitingApproval{approval: res.Approval, message: res.Message}
 	}
@@ -139,7 +139,7 @@ func (r *mutationResolver) Withdraw(ctx context.Context, input model.WithdrawInp
 	if err != nil {
 		return nil, err
 	}
-	res, replayed, err := r.cfg.Service.WithdrawIdempotent(ctx, v, input.IdempotencyKey, withdrawRequest(input))
+	res, replayed, err := r.cfg.Service.Withdraw(ctx, v, withdrawRequest(input))
 	if err != nil {
 		return nil, replayedError(err, replayed)
 	}

@@ -38,8 +38,8 @@ var tools = []toolDef{
 	define("pay_checkout",
 		"Pay an agentpay checkout session (its external id, cs_test_... or cs_live_..., from its checkout_url) with its exact amount from the agent's wallet, gasless, within the agent's limits; answers the payment with its status (detected once included, then confirming and confirmed as the chain confirms).",
 		func(ctx context.Context, t *toolset, a *ent.Agent, in payCheckoutInput) (checkoutPaymentOutput, error) {
-			req := agentpay.PayCheckoutRequest{ExternalID: in.ExternalID, Chain: in.Chain}
-			res, _, err := t.svc.PayCheckoutIdempotent(ctx, a, nonEmpty(in.IdempotencyKey), req)
+			req := agentpay.PayCheckoutRequest{ExternalID: in.ExternalID, Chain: in.Chain, IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+			res, _, err := t.svc.PayCheckout(ctx, a, req)
 			if err != nil {
 				return checkoutPaymentOutput{}, err
 			}
@@ -48,8 +48,9 @@ var tools = []toolDef{
 	define("request_card_purchase",
 		"Ask the paired, identity-verified human to approve a card purchase: amount_usd (0.50 to the per-send limit, whole cents) at merchant_name. The human approves or denies in the app; once approved the agent reads its one-time card (ctok_...) with GET /agents/me/pairings/card/requests/{request_id} (details shown once). Answers the request, pending_approval.",
 		func(ctx context.Context, t *toolset, a *ent.Agent, in cardPurchaseInput) (cardRequestOutput, error) {
-			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID}
-			v, _, err := t.svc.RequestCardPurchase(ctx, a, nonEmpty(in.IdempotencyKey), req)
+			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID,
+				IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+			v, _, err := t.svc.RequestCardPurchase(ctx, a, req)
 			if err != nil {
 				return cardRequestOutput{}, err
 			}
@@ -155,8 +156,9 @@ type sendInput struct {
 }
 
 func (t *toolset) send(ctx context.Context, a *ent.Agent, in sendInput, toUser bool) (transferOutput, error) {
-	req := agentpay.SendRequest{ToUsername: in.ToUsername, ToUser: toUser, AmountUSD: in.AmountUSD.Decimal, Memo: in.Memo, Chain: in.Chain}
-	res, _, err := t.svc.SendIdempotent(ctx, a, nonEmpty(in.IdempotencyKey), req)
+	req := agentpay.SendRequest{ToUsername: in.ToUsername, ToUser: toUser, AmountUSD: in.AmountUSD.Decimal, Memo: in.Memo, Chain: in.Chain,
+		IdempotencyKey: nonEmpty(in.IdempotencyKey)}
+	res, _, err := t.svc.Send(ctx, a, req)
 	if err != nil {
 		return transferOutput{}, err
 	}

@@ -53,12 +53,12 @@ func (s *server) agentPay(w http.ResponseWriter, r *http.Request) {
 	if body.Chain != nil {
 		req.Chain = *body.Chain
 	}
-	key, err := idempotencyKey(r)
-	if err != nil {
+	var err error
+	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	res, replayed, err := s.svc.PayCheckoutIdempotent(r.Context(), agentFrom(r.Context()), key, req)
+	res, replayed, err := s.svc.PayCheckout(r.Context(), agentFrom(r.Context()), req)
 	if replayed {
 		w.Header().Set(httpx.IdempotentReplayedHeader, "true")
 	}

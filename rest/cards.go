@@ -108,12 +108,12 @@ func (s *server) requestCardPurchase(w http.ResponseWriter, r *http.Request) {
 	if body.UserID != nil {
 		req.UserID = *body.UserID
 	}
-	key, err := idempotencyKey(r)
-	if err != nil {
+	var err error
+	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	v, replayed, err := s.svc.RequestCardPurchase(r.Context(), agentFrom(r.Context()), key, req)
+	v, replayed, err := s.svc.RequestCardPurchase(r.Context(), agentFrom(r.Context()), req)
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return

@@ -66,12 +66,12 @@ func (s *server) sendTo(w http.ResponseWriter, r *http.Request, toUser bool) {
 	if body.Chain != nil {
 		req.Chain = *body.Chain
 	}
-	key, err := idempotencyKey(r)
-	if err != nil {
+	var err error
+	if req.IdempotencyKey, err = idempotencyKey(r); err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	res, replayed, err := s.svc.SendIdempotent(r.Context(), agentFrom(r.Context()), key, req)
+	res, replayed, err := s.svc.Send(r.Context(), agentFrom(r.Context()), req)
 	if replayed {
 		w.Header().Set(httpx.IdempotentReplayedHeader, "true")
 	}

@@ -88,7 +88,7 @@ func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
 		}
 		id := created.Session.ExternalID
 		start := time.Now()
-		res, err := svc.PayCheckout(ctx, buyer.Agent, agentpay.PayCheckoutRequest{ExternalID: id})
+		res, _, err := svc.PayCheckout(ctx, buyer.Agent, agentpay.PayCheckoutRequest{ExternalID: id})
 		if err != nil {
 			b.Fatalf("payment %d: %v", i, err)
 		}

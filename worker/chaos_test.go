@@ -365,7 +365,7 @@ func (c *chaos) agentSend(chain chains.Name) {
 	if c.rng.IntN(3) == 0 {
 		req.ToUsername, req.ToUser = c.human, true
 	}
-	res, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, req)
+	res, _, err := c.h.svc.Send(c.ctx, c.agents[from].Agent, req)
 	require.NoError(c.t, err, "send")
 	c.t.Logf("step %d: agent send %s to %s on %s: %s", c.steps, req.AmountUSD, req.ToUsername, chain, res.Status)
 }

@@ -175,7 +175,7 @@ func TestAdminBooks(t *testing.T) {
 	}
 	fund(aliceBase, 50_000_000)
 	fund(chain.Treasury.EVMAddress, 10_000_000)
-	res, err := svc.Send(ctx, alice.Agent, agentpay.SendRequest{ToUsername: bob.Agent.Username, AmountUSD: decimal.NewFromInt(20), Chain: "base"})
+	res, _, err := svc.Send(ctx, alice.Agent, agentpay.SendRequest{ToUsername: bob.Agent.Username, AmountUSD: decimal.NewFromInt(20), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "completed", res.Status)
 	waitBlock := func() {

@@ -41,8 +41,10 @@ const (
 	FieldExpiresAt = "expires_at"
 	// FieldTransferID holds the string denoting the transfer_id field in the database.
 	FieldTransferID = "transfer_id"
-	// FieldOutcome holds the string denoting the outcome field in the database.
-	FieldOutcome = "outcome"
+	// FieldAnswer holds the string denoting the answer field in the database.
+	FieldAnswer = "answer"
+	// FieldRefusal holds the string denoting the refusal field in the database.
+	FieldRefusal = "refusal"
 	// EdgeTransfer holds the string denoting the transfer edge name in mutations.
 	EdgeTransfer = "transfer"
 	// Table holds the table name of the idempotencykey in the database.
@@ -70,7 +72,8 @@ var Columns = []string{
 	FieldLockedUntil,
 	FieldExpiresAt,
 	FieldTransferID,
-	FieldOutcome,
+	FieldAnswer,
+	FieldRefusal,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -186,9 +189,14 @@ func ByTransferID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldTransferID, opts...).ToFunc()
 }
 
-// ByOutcome orders the results by the outcome field.
-func ByOutcome(opts ...sql.OrderTermOption) OrderOption {
-	return sql.OrderByField(FieldOutcome, opts...).ToFunc()
+// ByAnswer orders the results by the answer field.
+func ByAnswer(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAnswer, opts...).ToFunc()
+}
+
+// ByRefusal orders the results by the refusal field.
+func ByRefusal(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefusal, opts...).ToFunc()
 }
 
 // ByTransferField orders the results by transfer field.

@@ -106,9 +106,14 @@ func TransferID(v uuid.UUID) predicate.IdempotencyKey {
 	return predicate.IdempotencyKey(sql.FieldEQ(FieldTransferID, v))
 }
 
-// Outcome applies equality check predicate on the "outcome" field. It's identical to OutcomeEQ.
-func Outcome(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldEQ(FieldOutcome, v))
+// Answer applies equality check predicate on the "answer" field. It's identical to AnswerEQ.
+func Answer(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEQ(FieldAnswer, v))
+}
+
+// Refusal applies equality check predicate on the "refusal" field. It's identical to RefusalEQ.
+func Refusal(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEQ(FieldRefusal, v))
 }
 
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
@@ -596,79 +601,154 @@ func TransferIDNotNil() predicate.IdempotencyKey {
 	return predicate.IdempotencyKey(sql.FieldNotNull(FieldTransferID))
 }
 
-// OutcomeEQ applies the EQ predicate on the "outcome" field.
-func OutcomeEQ(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldEQ(FieldOutcome, v))
+// AnswerEQ applies the EQ predicate on the "answer" field.
+func AnswerEQ(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEQ(FieldAnswer, v))
 }
 
-// OutcomeNEQ applies the NEQ predicate on the "outcome" field.
-func OutcomeNEQ(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldNEQ(FieldOutcome, v))
+// AnswerNEQ applies the NEQ predicate on the "answer" field.
+func AnswerNEQ(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNEQ(FieldAnswer, v))
 }
 
-// OutcomeIn applies the In predicate on the "outcome" field.
-func OutcomeIn(vs ...string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldIn(FieldOutcome, vs...))
+// AnswerIn applies the In predicate on the "answer" field.
+func AnswerIn(vs ...string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldIn(FieldAnswer, vs...))
 }
 
-// OutcomeNotIn applies the NotIn predicate on the "outcome" field.
-func OutcomeNotIn(vs ...string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldNotIn(FieldOutcome, vs...))
+// AnswerNotIn applies the NotIn predicate on the "answer" field.
+func AnswerNotIn(vs ...string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNotIn(FieldAnswer, vs...))
 }
 
-// OutcomeGT applies the GT predicate on the "outcome" field.
-func OutcomeGT(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldGT(FieldOutcome, v))
+// AnswerGT applies the GT predicate on the "answer" field.
+func AnswerGT(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldGT(FieldAnswer, v))
 }
 
-// OutcomeGTE applies the GTE predicate on the "outcome" field.
-func OutcomeGTE(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldGTE(FieldOutcome, v))
+// AnswerGTE applies the GTE predicate on the "answer" field.
+func AnswerGTE(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldGTE(FieldAnswer, v))
 }
 
-// OutcomeLT applies the LT predicate on the "outcome" field.
-func OutcomeLT(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldLT(FieldOutcome, v))
+// AnswerLT applies the LT predicate on the "answer" field.
+func AnswerLT(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldLT(FieldAnswer, v))
 }
 
-// OutcomeLTE applies the LTE predicate on the "outcome" field.
-func OutcomeLTE(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldLTE(FieldOutcome, v))
+// AnswerLTE applies the LTE predicate on the "answer" field.
+func AnswerLTE(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldLTE(FieldAnswer, v))
 }
 
-// OutcomeContains applies the Contains predicate on the "outcome" field.
-func OutcomeContains(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldContains(FieldOutcome, v))
+// AnswerContains applies the Contains predicate on the "answer" field.
+func AnswerContains(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldContains(FieldAnswer, v))
 }
 
-// OutcomeHasPrefix applies the HasPrefix predicate on the "outcome" field.
-func OutcomeHasPrefix(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldHasPrefix(FieldOutcome, v))
+// AnswerHasPrefix applies the HasPrefix predicate on the "answer" field.
+func AnswerHasPrefix(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldHasPrefix(FieldAnswer, v))
 }
 
-// OutcomeHasSuffix applies the HasSuffix predicate on the "outcome" field.
-func OutcomeHasSuffix(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldHasSuffix(FieldOutcome, v))
+// AnswerHasSuffix applies the HasSuffix predicate on the "answer" field.
+func AnswerHasSuffix(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldHasSuffix(FieldAnswer, v))
 }
 
-// OutcomeIsNil applies the IsNil predicate on the "outcome" field.
-func OutcomeIsNil() predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldIsNull(FieldOutcome))
+// AnswerIsNil applies the IsNil predicate on the "answer" field.
+func AnswerIsNil() predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldIsNull(FieldAnswer))
 }
 
-// OutcomeNotNil applies the NotNil predicate on the "outcome" field.
-func OutcomeNotNil() predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldNotNull(FieldOutcome))
+// AnswerNotNil applies the NotNil predicate on the "answer" field.
+func AnswerNotNil() predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNotNull(FieldAnswer))
 }
 
-// OutcomeEqualFold applies the EqualFold predicate on the "outcome" field.
-func OutcomeEqualFold(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldEqualFold(FieldOutcome, v))
+// AnswerEqualFold applies the EqualFold predicate on the "answer" field.
+func AnswerEqualFold(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEqualFold(FieldAnswer, v))
 }
 
-// OutcomeContainsFold applies the ContainsFold predicate on the "outcome" field.
-func OutcomeContainsFold(v string) predicate.IdempotencyKey {
-	return predicate.IdempotencyKey(sql.FieldContainsFold(FieldOutcome, v))
+// AnswerContainsFold applies the ContainsFold predicate on the "answer" field.
+func AnswerContainsFold(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldContainsFold(FieldAnswer, v))
+}
+
+// RefusalEQ applies the EQ predicate on the "refusal" field.
+func RefusalEQ(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEQ(FieldRefusal, v))
+}
+
+// RefusalNEQ applies the NEQ predicate on the "refusal" field.
+func RefusalNEQ(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNEQ(FieldRefusal, v))
+}
+
+// RefusalIn applies the In predicate on the "refusal" field.
+func RefusalIn(vs ...string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldIn(FieldRefusal, vs...))
+}
+
+// RefusalNotIn applies the NotIn predicate on the "refusal" field.
+func RefusalNotIn(vs ...string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNotIn(FieldRefusal, vs...))
+}
+
+// RefusalGT applies the GT predicate on the "refusal" field.
+func RefusalGT(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldGT(FieldRefusal, v))
+}
+
+// RefusalGTE applies the GTE predicate on the "refusal" field.
+func RefusalGTE(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldGTE(FieldRefusal, v))
+}
+
+// RefusalLT applies the LT predicate on the "refusal" field.
+func RefusalLT(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldLT(FieldRefusal, v))
+}
+
+// RefusalLTE applies the LTE predicate on the "refusal" field.
+func RefusalLTE(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldLTE(FieldRefusal, v))
+}
+
+// RefusalContains applies the Contains predicate on the "refusal" field.
+func RefusalContains(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldContains(FieldRefusal, v))
+}
+
+// RefusalHasPrefix applies the HasPrefix predicate on the "refusal" field.
+func RefusalHasPrefix(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldHasPrefix(FieldRefusal, v))
+}
+
+// RefusalHasSuffix applies the HasSuffix predicate on the "refusal" field.
+func RefusalHasSuffix(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldHasSuffix(FieldRefusal, v))
+}
+
+// RefusalIsNil applies the IsNil predicate on the "refusal" field.
+func RefusalIsNil() predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldIsNull(FieldRefusal))
+}
+
+// RefusalNotNil applies the NotNil predicate on the "refusal" field.
+func RefusalNotNil() predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldNotNull(FieldRefusal))
+}
+
+// RefusalEqualFold applies the EqualFold predicate on the "refusal" field.
+func RefusalEqualFold(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldEqualFold(FieldRefusal, v))
+}
+
+// RefusalContainsFold applies the ContainsFold predicate on the "refusal" field.
+func RefusalContainsFold(v string) predicate.IdempotencyKey {
+	return predicate.IdempotencyKey(sql.FieldContainsFold(FieldRefusal, v))
 }
 
 // HasTransfer applies the HasEdge predicate on the "transfer" edge.

@@ -474,7 +474,8 @@ var (
 		{Name: "attempt", Type: field.TypeInt, Default: 1},
 		{Name: "locked_until", Type: field.TypeTime},
 		{Name: "expires_at", Type: field.TypeTime},
-		{Name: "outcome", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "answer", Type: field.TypeString, Nullable: true, Size: 2147483647},
+		{Name: "refusal", Type: field.TypeString, Nullable: true, Size: 2147483647},
 		{Name: "transfer_id", Type: field.TypeUUID, Nullable: true},
 	}
 	// IdempotencyKeysTable holds the schema information for the "idempotency_keys" table.
@@ -485,7 +486,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "idempotency_keys_transfers_transfer",
-				Columns:    []*schema.Column{IdempotencyKeysColumns[12]},
+				Columns:    []*schema.Column{IdempotencyKeysColumns[13]},
 				RefColumns: []*schema.Column{TransfersColumns[0]},
 				OnDelete:   schema.SetNull,
 			},

@@ -14,7 +14,7 @@ import (
 // claimed before the request runs, linked to the transfer it records in
 // that transfer's own transaction, and holding the answer once there is
 // one, so a retry with the same key answers it instead of moving money
-// again (the rules: idempotency.go).
+// again (the rules: internal/idempotency).
 type IdempotencyKey struct {
 	ent.Schema
 }
@@ -64,9 +64,15 @@ func (IdempotencyKey) Fields() []ent.Field {
 		field.UUID("transfer_id", uuid.UUID{}).
 			Optional().
 			Nillable(),
-		// The answer (JSON) once done.
-		field.Text("outcome").
-			Optional(),
+		// Once done, the answer as JSON: the operation's own (answer), or
+		// the refusal it gave (refusal: the error's kind and text), never
+		// both (internal/idempotency).
+		field.Text("answer").
+			Optional().
+			Nillable(),
+		field.Text("refusal").
+			Optional().
+			Nillable(),
 	}
 }
 

@@ -3,12 +3,15 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/internal/idempotency"
 	"agentpay/internal/testdb"
 )
 
@@ -127,4 +130,89 @@ func TestIdentityProofsBackfill(t *testing.T) {
 	require.Empty(t, text+html, "a sent message keeps no body")
 	require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT text FROM mail_messages WHERE id = ?"), queuedMail).Scan(&text))
 	require.Equal(t, "body", text, "a queued one is still to be sent")
+}
+
+// TestIdempotencyOutcomeBackfill: the idempotency_outcome migration moves
+// the answers kept before it (one JSON field per operation in outcome:
+// send, withdrawal, checkout_payment, or error) to the answer and refusal
+// columns the generic runner reads, so a retry after the upgrade with a key
+// used before it is answered as before, not run again; a claim still in
+// flight stays without either.
+func TestIdempotencyOutcomeBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.OpenEmpty(t)
+	require.NoError(t, db.MigrateBefore(ctx, "idempotency_outcome"))
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	type canonical struct {
+		To string `json:"to"`
+	}
+	insert := func(key, operation, state string, outcome any) uuid.UUID {
+		t.Helper()
+		id := uuid.New()
+		_, err := db.SQL.ExecContext(ctx, db.Rebind(`INSERT INTO idempotency_keys
+			(id, created_at, updated_at, scope, key, operation, fingerprint, state, attempt, locked_until, expires_at, outcome)
+			VALUES (?, ?, ?, 'agent:a', ?, ?, ?, ?, 1, ?, ?, ?)`),
+			id, at, at, key, operation, idempotency.Fingerprint(operation, canonical{To: key}), state,
+			at.Add(time.Minute), at.Add(24*time.Hour), outcome)
+		require.NoError(t, err)
+		return id
+	}
+	transfer := uuid.New().String()
+	send := insert("send", "send", "done", `{"send":{"transfer_id":"`+transfer+`","from_username":"alice","to_username":"bob","chain":"base","amount":"5","delivered":"4.995","fee":"0.005","tx_hash":"0xa","fee_tx_hash":"0xb","status":"completed","message":"Sent 5 USDC"}}`)
+	withdrawal := insert("withdrawal", "withdraw", "done", `{"withdrawal":{"transfer_id":"`+transfer+`","to_address":"0xto","status":"pending"}}`)
+	checkout := insert("checkout", "pay_checkout", "done", `{"checkout_payment":{"transfer_id":"`+transfer+`"}}`)
+	refused := insert("refused", "send", "done", `{"error":{"kind":"insufficient_funds","message":"insufficient balance"}}`)
+	inFlight := insert("in-flight", "send", "in_flight", nil)
+
+	_, err := db.Migrate(ctx, nil)
+	require.NoError(t, err)
+
+	read := func(id uuid.UUID) (answer, refusal sql.NullString) {
+		t.Helper()
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT answer, refusal FROM idempotency_keys WHERE id = ?"), id).Scan(&answer, &refusal))
+		return answer, refusal
+	}
+	for id, want := range map[uuid.UUID]string{
+		send:       `{"transfer_id":"` + transfer + `","from_username":"alice","to_username":"bob","chain":"base","amount":"5","delivered":"4.995","fee":"0.005","tx_hash":"0xa","fee_tx_hash":"0xb","status":"completed","message":"Sent 5 USDC"}`,
+		withdrawal: `{"transfer_id":"` + transfer + `","to_address":"0xto","status":"pending"}`,
+		checkout:   `{"transfer_id":"` + transfer + `"}`,
+	} {
+		answer, refusal := read(id)
+		require.True(t, answer.Valid)
+		require.JSONEq(t, want, answer.String, "the operation's own answer")
+		require.False(t, refusal.Valid)
+	}
+	answer, refusal := read(refused)
+	require.False(t, answer.Valid)
+	require.True(t, refusal.Valid)
+	require.JSONEq(t, `{"kind":"insufficient_funds","message":"insufficient balance"}`, refusal.String)
+	answer, refusal = read(inFlight)
+	require.False(t, answer.Valid || refusal.Valid, "nothing kept yet")
+
+	// A retry after the upgrade is answered from the moved answer (or
+	// refusal), and runs nothing.
+	r := &idempotency.Runner{
+		DB: db, Now: func() time.Time { return at.Add(time.Hour) }, TTL: 24 * time.Hour, Lease: time.Minute,
+		KeepError:   func(err error) (any, bool) { return err.Error(), true },
+		ReplayError: func(kept json.RawMessage) error { return errors.New(string(kept)) },
+	}
+	retry := func(key, operation string) (json.RawMessage, bool, error) {
+		return idempotency.Do(ctx, r, idempotency.Op[json.RawMessage]{
+			Request: idempotency.Request{Scope: "agent:a", Key: key, Operation: operation, Canonical: canonical{To: key}},
+			Run: func(context.Context, *idempotency.Claim) (json.RawMessage, error) {
+				t.Errorf("%s ran again", key)
+				return nil, nil
+			},
+			Keep:   func(a json.RawMessage) any { return a },
+			Replay: func(_ context.Context, kept json.RawMessage) (json.RawMessage, error) { return kept, nil },
+		})
+	}
+	got, replayed, err := retry("checkout", "pay_checkout")
+	require.NoError(t, err)
+	require.True(t, replayed)
+	require.JSONEq(t, `{"transfer_id":"`+transfer+`"}`, string(got))
+	_, replayed, err = retry("refused", "send")
+	require.True(t, replayed)
+	require.ErrorContains(t, err, "insufficient_funds")
 }

@@ -1,0 +1,48 @@
+package agentpay
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+)
+
+// TestMayTakeSession: who may take a session for a payment while others
+// pay it (mayTakeSession): the customer always (every address stays
+// watched); an agent or a relay never while an agent pays; an agent not
+// while a relay is in flight; a relay beside another relay.
+func TestMayTakeSession(t *testing.T) {
+	sess := &ent.CheckoutSession{ExternalID: "cs_test_x"}
+	const (
+		ok         = ""
+		byAgent    = "conflict: session cs_test_x is already being paid by an agent"
+		byRelaying = "conflict: session cs_test_x is already being paid by a relayed authorization"
+	)
+	for _, tc := range []struct {
+		payer sessionPayer
+		under paymentsUnderWay
+		want  string
+	}{
+		{payerCustomer, paymentsUnderWay{}, ok},
+		{payerCustomer, paymentsUnderWay{agent: true}, ok},
+		{payerCustomer, paymentsUnderWay{relay: true}, ok},
+		{payerCustomer, paymentsUnderWay{agent: true, relay: true}, ok},
+		{payerAgent, paymentsUnderWay{}, ok},
+		{payerAgent, paymentsUnderWay{agent: true}, byAgent},
+		{payerAgent, paymentsUnderWay{relay: true}, byRelaying},
+		{payerAgent, paymentsUnderWay{agent: true, relay: true}, byAgent},
+		{payerRelay, paymentsUnderWay{}, ok},
+		{payerRelay, paymentsUnderWay{agent: true}, byAgent},
+		{payerRelay, paymentsUnderWay{relay: true}, ok},
+		{payerRelay, paymentsUnderWay{agent: true, relay: true}, byAgent},
+	} {
+		err := mayTakeSession(tc.payer, sess, tc.under)
+		if tc.want == ok {
+			require.NoError(t, err, "%s %+v", tc.payer, tc.under)
+			continue
+		}
+		require.ErrorIs(t, err, ErrConflict, "%s %+v", tc.payer, tc.under)
+		require.EqualError(t, err, tc.want, "%s %+v", tc.payer, tc.under)
+	}
+}
