@@ -257,7 +257,10 @@ type idempotentOutcome struct {
 	Withdrawal *withdrawalAnswer `json:"withdrawal,omitempty"`
 	// CheckoutPayment: an agent's checkout payment (agentcheckout.go).
 	CheckoutPayment *checkoutPaymentAnswer `json:"checkout_payment,omitempty"`
-	Error           *refusalAnswer         `json:"error,omitempty"`
+	// X402Payment: the authorization an x402 payment-identifier stands
+	// for (x402id.go), kept from before its relay.
+	X402Payment *x402PaymentAnswer `json:"x402_payment,omitempty"`
+	Error       *refusalAnswer     `json:"error,omitempty"`
 }
 
 // refusalAnswer is an error answer as kept: which kind (keeping the
