@@ -88,6 +88,17 @@ type x402Fingerprinted struct {
 	Value   string `json:"value"`
 }
 
+// x402IDRequest is a payment under id as its key's claim sees it.
+func x402IDRequest(sess *ent.CheckoutSession, id, network string, auth TransferAuthorization) idempotentRequest {
+	return idempotentRequest{
+		scope: x402IDScope(sess.ID), key: id, operation: x402PaymentOperation,
+		fingerprint: fingerprintOf(x402PaymentOperation, x402Fingerprinted{
+			Network: network, From: strings.ToLower(strings.TrimSpace(auth.From)),
+			To: strings.ToLower(strings.TrimSpace(auth.To)), Value: strings.TrimSpace(auth.Value),
+		}),
+	}
+}
+
 // x402PaymentAnswer is what an id keeps: the authorization it stands for.
 type x402PaymentAnswer struct {
 	Chain         string                `json:"chain"`
@@ -111,14 +122,7 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 	if id == "" {
 		return s.PayWithAuthorization(ctx, req)
 	}
-	auth := req.Authorization
-	r := idempotentRequest{
-		scope: x402IDScope(sess.ID), key: id, operation: x402PaymentOperation,
-		fingerprint: fingerprintOf(x402PaymentOperation, x402Fingerprinted{
-			Network: network, From: strings.ToLower(strings.TrimSpace(auth.From)),
-			To: strings.ToLower(strings.TrimSpace(auth.To)), Value: strings.TrimSpace(auth.Value),
-		}),
-	}
+	r := x402IDRequest(sess, id, network, req.Authorization)
 	claim, prior, err := s.claimIdempotencyKey(ctx, r)
 	switch {
 	case errors.Is(err, ErrIdempotencyKeyReused):
@@ -209,7 +213,13 @@ func (s *Service) replayIdentified(ctx context.Context, req AuthorizedPaymentReq
 	if err != nil {
 		return nil, err
 	}
-	if res, done, err := s.replayAuthorization(ctx, t, auth); done || err != nil {
+	res, done, err := s.replayAuthorization(ctx, t, auth)
+	if errors.Is(err, ErrConflict) {
+		// Seen unused, then used: its transaction was included between
+		// the two reads. Look again.
+		res, done, err = s.replayAuthorization(ctx, t, auth)
+	}
+	if done || err != nil {
 		if res != nil {
 			res.Replayed = true
 		}
@@ -228,16 +238,14 @@ func (s *Service) replayIdentified(ctx context.Context, req AuthorizedPaymentReq
 	).Order(ent.Desc(relay.FieldCreatedAt)).First(ctx)
 	switch {
 	case err == nil:
-		if inFlight.TxHash != nil {
-			pending.TxHash = *inFlight.TxHash
-		}
+		pending.TxHash = inFlight.TxHash
 		return pending, nil
 	case !ent.IsNotFound(err):
 		return nil, fmt.Errorf("x402: reading relays: %w", err)
 	case !mayRelay:
 		return pending, nil
 	}
-	res, err := s.PayWithAuthorization(ctx, AuthorizedPaymentRequest{
+	res, err = s.PayWithAuthorization(ctx, AuthorizedPaymentRequest{
 		ExternalID: req.ExternalID, Chain: kept.Chain, Authorization: kept.Authorization, Wait: req.Wait, ClientIP: req.ClientIP,
 	})
 	if res != nil {
