@@ -168,6 +168,11 @@ func TestX402PaymentIdentifier(t *testing.T) {
 	resp = api.x402Do(http.MethodGet, path, nil, payer.payV2(t, pr.Resource, short, "2999999", id))
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 
+	// A malformed id is refused as the payment's fault.
+	resp = api.x402Do(http.MethodGet, path, nil, payer.payV2(t, pr.Resource, req, "3000000", "short"))
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	require.Equal(t, "invalid_payload", paymentResponse(t, resp.Header).ErrorReason)
+
 	resp = api.x402Do(http.MethodGet, path, nil, payer.payV2(t, pr.Resource, req, "3000000", id))
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	first := resp.Map(t)
@@ -186,10 +191,6 @@ func TestX402PaymentIdentifier(t *testing.T) {
 	resp = api.x402Do(http.MethodGet, path, nil, other.payV2(t, pr.Resource, req, "3000000", id))
 	require.Equal(t, http.StatusConflict, resp.Status, string(resp.Body))
 	require.Contains(t, resp.Map(t)["detail"], "payment-identifier")
-
-	// A malformed id is refused as the payment's fault.
-	resp = api.x402Do(http.MethodGet, path, nil, payer.payV2(t, pr.Resource, req, "3000000", "short"))
-	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 
 	require.Equal(t, int64(7_000_000), api.Env.Balance(t, chains.Base, payer.addr).Int64(), "paid once")
 	require.Equal(t, int64(10_000_000), api.Env.Balance(t, chains.Base, other.addr).Int64())
