@@ -274,6 +274,7 @@ func TestX402V2NodeClient(t *testing.T) {
 		// While the first is being relayed the retry is pending (with the
 		// first's transaction once broadcast); after, the first payment.
 		rb := retry["body"].(map[string]any)
+		t.Logf("the retry sent while the first was relayed answered %v %v", rb["status"], rb["tx_hash"])
 		if rb["status"] == "pending" {
 			require.Contains(t, []any{"", tx}, rb["tx_hash"], "%v", got)
 		} else {
