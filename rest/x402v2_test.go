@@ -366,3 +366,56 @@ func BenchmarkX402V2PaidRequest(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	fmt.Fprintf(os.Stderr, "x402 v2 paid request round trip over %d payments: p50 %.0f ms, p99 %.0f ms\n", b.N, pct(0.50), pct(0.99))
 }
+
+// TestX402FacilitatorV2: verify and settle take x402 v2's shapes (the
+// payload's accepted must be the requirements); refusals are answers with
+// x402's reasons, a body in neither shape is 422, and settling again
+// answers the same transaction.
+func TestX402FacilitatorV2(t *testing.T) {
+	api := x402API(t)
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 3, "currency": "USD"})
+	payer := newX402Payer(t, api, 5_000_000)
+	resp := api.x402Do(http.MethodGet, "/checkout/pay/"+sess.Session.ExternalID+"/x402", nil, nil)
+	pr := paymentRequired(t, resp.Header)
+	req := pr.Accepts[0]
+	payload := func(accepted agentpay.X402RequirementV2, value string) map[string]any {
+		raw, _ := base64.StdEncoding.DecodeString(payer.payV2(t, pr.Resource, accepted, value, "").Get("Payment-Signature"))
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(raw, &p))
+		return p
+	}
+	body := map[string]any{"x402Version": 2, "paymentPayload": payload(req, "3000000"), "paymentRequirements": req}
+
+	other := req
+	other.Amount = "2000000"
+	for _, tc := range []struct {
+		name   string
+		body   map[string]any
+		key    http.Header
+		reason string
+	}{
+		{"accepted another amount", map[string]any{"x402Version": 2, "paymentPayload": payload(other, "2000000"), "paymentRequirements": req}, m.test(), "invalid_payload"},
+		{"short of the session", map[string]any{"x402Version": 2, "paymentPayload": payload(other, "2000000"), "paymentRequirements": other}, m.test(), "invalid_exact_evm_payload_authorization_value"},
+		{"live key", body, m.live(), "invalid_network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := api.do(http.MethodPost, "/x402/verify", tc.body, tc.key)
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			require.Equal(t, map[string]any{"isValid": false, "invalidReason": tc.reason, "payer": payer.addr}, resp.Map(t))
+		})
+	}
+	resp = api.do(http.MethodPost, "/x402/verify", map[string]any{"x402Version": 2, "paymentPayload": map[string]any{"network": "base-sepolia"}, "paymentRequirements": req}, m.test())
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "a v1 payload under version 2: %s", resp.Body)
+
+	resp = api.do(http.MethodPost, "/x402/verify", body, m.test())
+	require.Equal(t, map[string]any{"isValid": true, "payer": payer.addr}, resp.Map(t))
+	resp = api.do(http.MethodPost, "/x402/settle", body, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	settled := resp.Map(t)
+	require.Equal(t, true, settled["success"])
+	require.Equal(t, "eip155:84532", settled["network"])
+	again := api.do(http.MethodPost, "/x402/settle", body, m.test())
+	require.Equal(t, settled, again.Map(t))
+	require.Equal(t, int64(2_000_000), api.Env.Balance(t, chains.Base, payer.addr).Int64(), "paid once")
+}
