@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"reflect"
 	"slices"
@@ -91,12 +92,38 @@ func FuzzAccountTokens(f *testing.F) {
 // x402HeaderDecoders are the payment headers the service reads, one entry
 // per x402 version, as FuzzX402PaymentHeader runs them (its version input
 // picks the entry): supporting a newer version is one more entry here and
-// seeds naming its index.
+// seeds naming its index. envelope is the rule the entry's accepted
+// envelope keeps, written independently of its request method: the
+// version, the scheme, and the network its mode names for the chain.
 var x402HeaderDecoders = []struct {
-	header string
-	decode func(string) (*X402PaymentPayload, error)
+	header   string
+	decode   func(string) (x402FuzzPayload, error)
+	envelope func(p x402FuzzPayload, chain chains.Name, mode Mode) bool
 }{
-	{"X-PAYMENT", DecodeX402Payment}, // v1: base64 of the payment payload's JSON
+	{ // v1: base64 of the payment payload's JSON
+		"X-PAYMENT",
+		func(h string) (x402FuzzPayload, error) { return DecodeX402Payment(h) },
+		func(p x402FuzzPayload, chain chains.Name, mode Mode) bool {
+			v := p.(*X402PaymentPayload)
+			return v.X402Version == 1 && v.Scheme == "exact" && x402Networks[chain][mode].name == v.Network
+		},
+	},
+	{ // v2: base64 of the payment payload's JSON, the accepted requirement echoed
+		"PAYMENT-SIGNATURE",
+		func(h string) (x402FuzzPayload, error) { return DecodeX402PaymentV2(h) },
+		func(p x402FuzzPayload, chain chains.Name, mode Mode) bool {
+			v := p.(*X402PaymentPayloadV2)
+			return v.X402Version == 2 && v.Accepted.Scheme == "exact" &&
+				v.Accepted.Network == fmt.Sprintf("eip155:%d", x402CAIP2[chain][mode]) &&
+				strings.TrimSpace(v.Payload.Authorization.Value) == v.Accepted.Amount &&
+				strings.EqualFold(strings.TrimSpace(v.Payload.Authorization.To), strings.TrimSpace(v.Accepted.PayTo))
+		},
+	},
+}
+
+// x402FuzzPayload is a decoded payment header of any version.
+type x402FuzzPayload interface {
+	request(externalID string, mode Mode) (AuthorizedPaymentRequest, error)
 }
 
 // FuzzX402PaymentHeader: a payment header is decoded or refused with a
@@ -134,8 +161,8 @@ func FuzzX402PaymentHeader(f *testing.F) {
 			}
 			return
 		}
-		if p.X402Version != X402Version || p.Scheme != X402Scheme || x402Networks[chains.Name(req.Chain)][mode].name != p.Network {
-			t.Fatalf("accepted version %d, scheme %q, network %q in %s mode as %s", p.X402Version, p.Scheme, p.Network, mode, req.Chain)
+		if !d.envelope(p, chains.Name(req.Chain), mode) {
+			t.Fatalf("%s: accepted the envelope of %+v in %s mode as %s", d.header, p, mode, req.Chain)
 		}
 		if _, err := req.Authorization.parse(); err != nil && !IsValidation(err) {
 			t.Fatalf("authorization refused with %v", err)

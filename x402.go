@@ -118,56 +118,14 @@ const x402MaxTimeoutSeconds = 120
 // session, ErrConflict for one no longer open, a ValidationError when no
 // chain qualifies.
 func (s *Service) X402Requirements(ctx context.Context, externalID, resource string) ([]X402Requirement, error) {
-	if externalID == "" || len(externalID) > SessionExternalIDMaxLen {
-		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
-	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	offer, err := s.X402Offers(ctx, externalID, resource)
 	if err != nil {
-		return nil, fmt.Errorf("x402: reading session: %w", err)
-	}
-	if !sess.Edges.Merchant.Active {
-		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
-	}
-	if err := selectable(sess, s.now(), nil); err != nil {
 		return nil, err
 	}
-	mode := sessionMode(sess)
-	var out []X402Requirement
-	for _, chain := range chains.EVMChains {
-		network, ok := s.x402Network(mode, chain)
-		if !ok || !merchantAccepts(sess.Edges.Merchant, chain, TokenUSDC) {
-			continue
-		}
-		ledger, _ := s.ledger(mode, chain)
-		domain, err := ledger.(chains.AuthorizationRelayer).TokenDomain(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("x402: %s token domain: %w", chain, err)
-		}
-		units, err := ToBaseUnits("amount_usd", sess.AmountUsd, ledger.Decimals())
-		if err != nil {
-			return nil, err
-		}
-		da, err := s.sessionDepositAddress(ctx, sess, chain)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, X402Requirement{
-			Scheme: X402Scheme, Network: network, MaxAmountRequired: units.String(), Resource: resource,
-			Description: firstNonEmpty(sess.Description, "Checkout "+sess.ExternalID+" at "+sess.Edges.Merchant.Name),
-			MimeType:    "application/json", PayTo: da.Address, MaxTimeoutSeconds: x402MaxTimeoutSeconds,
-			Asset: domain.VerifyingContract, Extra: X402DomainExtra{Name: domain.Name, Version: domain.Version},
-		})
+	if len(offer.V1) == 0 {
+		return nil, Invalid("chain", "the merchant accepts USDC on none of the networks x402 v1 names in the session's mode (base, polygon; x402 v2 clients are offered more)")
 	}
-	if len(out) == 0 {
-		return nil, Invalid("chain", "the merchant accepts USDC on none of the networks x402 names in %s mode (base, polygon)", mode)
-	}
-	return out, nil
+	return offer.V1, nil
 }
 
 // x402Network is chain's x402 name in mode, when its ledger is configured,

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,11 +17,22 @@ import (
 // x402 (docs/agent-commerce.md, x402): a session's 402 and its settlement
 // at GET /checkout/pay/{external_id}/x402 (and at the hosted page's own
 // address, {pay_url}/pay/<external_id>, for clients that ask for JSON or
-// send X-PAYMENT), and the facilitator at /x402/verify and /x402/settle.
+// send a payment header), and the facilitator at /x402/verify,
+// /x402/settle and /x402/supported.
+//
+// One 402 speaks both versions: v2's PaymentRequired in the
+// PAYMENT-REQUIRED header, v1's challenge in the body (a v2 client reads
+// the header first, a v1 client the body). The payment header a client
+// sends says which version it speaks: PAYMENT-SIGNATURE (v2, answered in
+// PAYMENT-RESPONSE) or X-PAYMENT (v1, answered in X-PAYMENT-RESPONSE).
 
 const (
 	x402PaymentHeader  = "X-PAYMENT"
 	x402ResponseHeader = "X-PAYMENT-RESPONSE"
+
+	x402RequiredHeaderV2  = "PAYMENT-REQUIRED"
+	x402SignatureHeaderV2 = "PAYMENT-SIGNATURE"
+	x402ResponseHeaderV2  = "PAYMENT-RESPONSE"
 )
 
 // x402Challenge is a 402's body.
@@ -48,12 +60,13 @@ func (s *server) checkoutX402(w http.ResponseWriter, r *http.Request) {
 }
 
 // wantsX402 tells a request for a session's hosted page that an x402
-// client made: it sends X-PAYMENT, or asks for JSON rather than HTML.
+// client made: it sends a payment header, or asks for JSON rather than
+// HTML.
 func wantsX402(r *http.Request) bool {
 	if r.Method != http.MethodGet {
 		return false
 	}
-	if r.Header.Get(x402PaymentHeader) != "" {
+	if r.Header.Get(x402PaymentHeader) != "" || r.Header.Get(x402SignatureHeaderV2) != "" {
 		return true
 	}
 	accept := strings.ToLower(r.Header.Get("Accept"))
@@ -73,53 +86,79 @@ func (s *server) x402Pages(pages http.Handler) http.Handler {
 	})
 }
 
+// base64JSON is v's JSON in standard base64, as x402's headers carry it.
+func base64JSON(v any) string {
+	body, _ := json.Marshal(v)
+	return base64.StdEncoding.EncodeToString(body)
+}
+
 // serveX402 answers the session's requirements (402), or settles the
-// X-PAYMENT the request carries.
+// payment header the request carries.
 func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID string) {
 	ctx := r.Context()
-	w.Header().Set("Access-Control-Expose-Headers", x402ResponseHeader)
+	w.Header().Set("Access-Control-Expose-Headers", strings.Join([]string{x402RequiredHeaderV2, x402ResponseHeaderV2, x402ResponseHeader}, ", "))
 	challenge := func(message string) {
-		accepts, err := s.svc.X402Requirements(ctx, externalID, requestURL(r))
+		offer, err := s.svc.X402Offers(ctx, externalID, requestURL(r))
 		if err != nil {
 			writeError(w, r, s.logger, areaMerchant, err)
 			return
 		}
-		writeJSON(w, http.StatusPaymentRequired, x402Challenge{X402Version: agentpay.X402Version, Error: message, Accepts: accepts})
+		offer.V2.Error = message
+		w.Header().Set(x402RequiredHeaderV2, base64JSON(offer.V2))
+		writeJSON(w, http.StatusPaymentRequired, x402Challenge{X402Version: agentpay.X402Version, Error: message, Accepts: offer.V1})
 	}
-	header := r.Header.Get(x402PaymentHeader)
-	if header == "" {
-		challenge("X-PAYMENT header is required")
+	var (
+		res            *agentpay.AuthorizedPayment
+		settle         *agentpay.X402SettleResponse
+		err            error
+		responseHeader = x402ResponseHeader
+		payloadV2      *agentpay.X402PaymentPayloadV2
+	)
+	switch v2, v1 := r.Header.Get(x402SignatureHeaderV2), r.Header.Get(x402PaymentHeader); {
+	case v2 != "":
+		responseHeader = x402ResponseHeaderV2
+		if payloadV2, err = agentpay.DecodeX402PaymentV2(v2); err == nil {
+			res, settle, err = s.svc.PayX402V2(ctx, externalID, httpx.ClientIP(r, s.proxies), payloadV2)
+		}
+	case v1 != "":
+		var payload *agentpay.X402PaymentPayload
+		if payload, err = agentpay.DecodeX402Payment(v1); err == nil {
+			res, settle, err = s.svc.PayX402(ctx, externalID, httpx.ClientIP(r, s.proxies), payload)
+		}
+	default:
+		challenge("PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1) header is required")
 		return
 	}
-	payload, err := agentpay.DecodeX402Payment(header)
 	if err == nil {
-		var (
-			res    *agentpay.AuthorizedPayment
-			settle *agentpay.X402SettleResponse
-		)
-		if res, settle, err = s.svc.PayX402(ctx, externalID, httpx.ClientIP(r, s.proxies), payload); err == nil {
-			body, _ := json.Marshal(settle)
-			w.Header().Set(x402ResponseHeader, base64.StdEncoding.EncodeToString(body))
-			out := x402PaidResponse{
-				ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
-				Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: Amount{res.AmountUSD}, Replayed: res.Replayed,
-			}
-			if res.Payment != nil {
-				out.PaymentID = &res.Payment.ExternalID
-			}
-			if !settle.Success {
-				challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
-				return
-			}
-			writeJSON(w, http.StatusOK, out)
+		w.Header().Set(responseHeader, base64JSON(settle))
+		out := x402PaidResponse{
+			ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
+			Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: Amount{res.AmountUSD}, Replayed: res.Replayed,
+		}
+		if res.Payment != nil {
+			out.PaymentID = &res.Payment.ExternalID
+		}
+		if !settle.Success {
+			challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
 			return
 		}
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
 	// A refused payment is answered as x402 answers one: 402 with the
 	// reason and the requirements again. The session's own state (unknown,
-	// paid, ended) keeps its status.
+	// paid, ended) keeps its status, and so does a payment-identifier
+	// naming another payment (409, as the extension says).
 	var verr *agentpay.ValidationError
 	if errors.As(err, &verr) || errors.Is(err, agentpay.ErrInsufficientFunds) {
+		if responseHeader == x402ResponseHeaderV2 {
+			failed := agentpay.X402SettleResponse{}
+			failed.ErrorReason, _ = agentpay.X402Reason(err)
+			if payloadV2 != nil {
+				failed.Network, failed.Payer = payloadV2.Accepted.Network, payloadV2.Payload.Authorization.From
+			}
+			w.Header().Set(x402ResponseHeaderV2, base64JSON(failed))
+		}
 		challenge(err.Error())
 		return
 	}
@@ -135,22 +174,73 @@ func requestURL(r *http.Request) string {
 	return scheme + "://" + r.Host + r.URL.Path
 }
 
-// mountX402Facilitator serves /x402/verify and /x402/settle to merchants.
+// mountX402Facilitator serves /x402/verify, /x402/settle and
+// /x402/supported to merchants.
 func (s *server) mountX402Facilitator(r chi.Router) {
 	r.Route("/x402", func(r chi.Router) {
 		r.Use(s.requireMerchant)
 		r.Post("/verify", s.x402Verify)
 		r.Post("/settle", s.x402Settle)
+		r.Get("/supported", s.x402Supported)
 	})
 }
 
+// x402FacilitatorBody is a facilitator request read as far as its
+// version, which says how the rest reads (strictly, as any body).
+type x402FacilitatorBody struct {
+	X402Version         int             `json:"x402Version"`
+	PaymentPayload      json.RawMessage `json:"paymentPayload"`
+	PaymentRequirements json.RawMessage `json:"paymentRequirements"`
+}
+
+// decodeFacilitator reads a facilitator request as v1's or v2's shape,
+// whichever its x402Version says (v1 when it is not 2, whose checks then
+// name the version).
+func decodeFacilitator(r *http.Request) (v1 *agentpay.X402FacilitatorRequest, v2 *agentpay.X402FacilitatorRequestV2, err error) {
+	var body x402FacilitatorBody
+	if err := decodeJSON(r, &body); err != nil {
+		return nil, nil, err
+	}
+	strict := func(field string, raw json.RawMessage, dst any) error {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(dst); err != nil {
+			return agentpay.Invalid(field, "%s", err.Error())
+		}
+		return nil
+	}
+	if body.X402Version == agentpay.X402Version2 {
+		v2 = &agentpay.X402FacilitatorRequestV2{X402Version: body.X402Version}
+		if err := strict("paymentPayload", body.PaymentPayload, &v2.PaymentPayload); err != nil {
+			return nil, nil, err
+		}
+		if err := strict("paymentRequirements", body.PaymentRequirements, &v2.PaymentRequirements); err != nil {
+			return nil, nil, err
+		}
+		return nil, v2, nil
+	}
+	v1 = &agentpay.X402FacilitatorRequest{X402Version: body.X402Version}
+	if err := strict("paymentPayload", body.PaymentPayload, &v1.PaymentPayload); err != nil {
+		return nil, nil, err
+	}
+	if err := strict("paymentRequirements", body.PaymentRequirements, &v1.PaymentRequirements); err != nil {
+		return nil, nil, err
+	}
+	return v1, nil, nil
+}
+
 func (s *server) x402Verify(w http.ResponseWriter, r *http.Request) {
-	var req agentpay.X402FacilitatorRequest
-	if err := decodeJSON(r, &req); err != nil {
+	v1, v2, err := decodeFacilitator(r)
+	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	out, err := s.svc.X402Verify(r.Context(), merchantFrom(r.Context()), &req)
+	var out *agentpay.X402VerifyResponse
+	if v2 != nil {
+		out, err = s.svc.X402VerifyV2(r.Context(), merchantFrom(r.Context()), v2)
+	} else {
+		out, err = s.svc.X402Verify(r.Context(), merchantFrom(r.Context()), v1)
+	}
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
@@ -159,15 +249,25 @@ func (s *server) x402Verify(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) x402Settle(w http.ResponseWriter, r *http.Request) {
-	var req agentpay.X402FacilitatorRequest
-	if err := decodeJSON(r, &req); err != nil {
+	v1, v2, err := decodeFacilitator(r)
+	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	out, err := s.svc.X402Settle(r.Context(), merchantFrom(r.Context()), &req)
+	var out *agentpay.X402SettleResponse
+	if v2 != nil {
+		out, err = s.svc.X402SettleV2(r.Context(), merchantFrom(r.Context()), v2)
+	} else {
+		out, err = s.svc.X402Settle(r.Context(), merchantFrom(r.Context()), v1)
+	}
 	if err != nil {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// x402Supported answers what the facilitator settles for the key's mode.
+func (s *server) x402Supported(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.svc.X402SupportedFor(merchantFrom(r.Context()).Mode))
 }

@@ -101,6 +101,40 @@ type Claim struct {
 	attempt     int
 	key         string
 	fingerprint []byte
+	held        json.RawMessage
+}
+
+// ID is the key's row.
+func (c *Claim) ID() uuid.UUID { return c.id }
+
+// Held is what an earlier attempt at this key kept with Hold before its
+// process died (nil when none): an operation whose unit of "once" is not
+// the request (a payment a client signs again on each retry) goes on with
+// that, not with its own request.
+func (c *Claim) Held() json.RawMessage { return c.held }
+
+// Hold keeps v in the key's row while the request runs, before it moves
+// anything: a retry that finds the claim held (ErrInProgress, or the
+// claim taken over after the lease) reads it back (Held, HeldBy). It
+// fails with the in-progress error when the claim is no longer this
+// request's.
+func (c *Claim) Hold(ctx context.Context, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("idempotency key: holding: %w", err)
+	}
+	n, err := c.r.DB.Ent.IdempotencyKey.Update().
+		Where(idempotencykey.ID(c.id), idempotencykey.Attempt(c.attempt), idempotencykey.StateEQ(idempotencykey.StateInFlight)).
+		SetAnswer(string(body)).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("idempotency key: holding: %w", err)
+	}
+	if n == 0 {
+		return c.r.inProgress()
+	}
+	c.held = body
+	return nil
 }
 
 // Key is the claim's key (nil for a nil claim).
@@ -194,6 +228,40 @@ func replay[A any](ctx context.Context, r *Runner, op Op[A], row *ent.Idempotenc
 	return res, nil
 }
 
+// Claim claims req's key without running anything, for an operation Do
+// does not fit (one that holds what it acts on before acting: Claim.Hold):
+// prior is the key's row when the request must be answered from it (done,
+// or abandoned after recording its transfer); ErrKeyReused and the
+// in-progress error as Do answers them. The caller ends its claim with
+// Finish.
+func (r *Runner) Claim(ctx context.Context, req Request) (claim *Claim, prior *ent.IdempotencyKey, err error) {
+	return r.claim(ctx, req, Fingerprint(req.Operation, req.Canonical))
+}
+
+// HeldBy is what the request holding req's key kept with Hold (nil when
+// nothing yet, or no such key).
+func (r *Runner) HeldBy(ctx context.Context, req Request) (json.RawMessage, error) {
+	row, err := r.DB.Ent.IdempotencyKey.Query().
+		Where(idempotencykey.Scope(req.Scope), idempotencykey.Key(req.Key)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idempotency key: reading: %w", err)
+	}
+	if row.Answer == nil {
+		return nil, nil
+	}
+	return json.RawMessage(*row.Answer), nil
+}
+
+// Finish ends a claim taken with Claim: answer kept (done) when final or
+// when the request recorded its transfer, else the key released so a
+// retry runs again.
+func (r *Runner) Finish(ctx context.Context, c *Claim, answer any, final bool) {
+	r.finish(ctx, c, answer, nil, final)
+}
+
 func (r *Runner) inProgress() error {
 	if r.Conflict == nil {
 		return ErrInProgress
@@ -244,6 +312,9 @@ func (r *Runner) claim(ctx context.Context, req Request, fp []byte) (claim *Clai
 					return fmt.Errorf("idempotency key: taking over: %w", err)
 				}
 				claim = &Claim{r: r, id: row.ID, attempt: row.Attempt + 1, key: req.Key, fingerprint: fp}
+				if row.Answer != nil {
+					claim.held = json.RawMessage(*row.Answer)
+				}
 				return nil
 			}
 			created, err := tx.IdempotencyKey.Create().
