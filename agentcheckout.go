@@ -189,8 +189,8 @@ func (s *Service) PayCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 	}
 	from := agentHolder(a)
 	t, err := s.recordTransfer(ctx, &outgoing{
-		from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
-		memo: "checkout " + sess.ExternalID, noFee: true, checkoutSessionID: &sess.ID,
+		kind: transfer.KindCheckoutPayment, from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
+		memo: "checkout " + sess.ExternalID, checkoutSessionID: &sess.ID,
 		idempotency: req.idempotency,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
 			sent, err := sentToday(ctx, tx.Transfer, from, s.now())

@@ -488,26 +488,30 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 		return nil, fmt.Errorf("reading transfers: %w", err)
 	}
 	for _, t := range transfers {
+		k, err := kindOf(t)
+		if err != nil {
+			return nil, err
+		}
 		rec := BooksRecord{Kind: "transfer", ID: t.ID.String(), Status: string(t.Status)}
 		switch t.Status {
 		case transfer.StatusCompleted:
-			// A payment of a checkout session reaches a deposit address,
-			// whose record is the payment: only the sender is moved here.
 			to := t.ToAddress
 			net, fee := rec, rec
 			net.Amount, fee.Amount = t.Net, t.Fee
-			if a := b.account(to); a != nil && a.holder == BooksDepositAddresses {
+			if k.paysDepositAddress {
+				// The deposit address's record of it is the payment:
+				// only the sender is moved here.
 				to = ""
 				b.touch(net, t.ToAddress) // explains a payment missing from the records
 			}
 			b.move(t.FromAddress, to, net)
-			if t.Fee > 0 {
+			if k.fee {
 				b.move(t.FromAddress, treasury, fee)
 			}
 		case transfer.StatusPending, transfer.StatusSubmitted:
 			rec.Amount = t.Amount
 			b.flight(rec, t.FromAddress, t.ToAddress)
-			if t.Fee > 0 {
+			if k.fee {
 				b.flight(rec, treasury)
 			}
 		case transfer.StatusFailed:
