@@ -42,7 +42,10 @@ import (
 //     returns;
 //   - custodial wallet: the completed transfers to it (their net) and the
 //     card returns to it, less the completed transfers from it (their
-//     amount: net and fee);
+//     amount: net and fee). A transfer's kind (transfer_kinds.go) says
+//     whether it has a fee leg and whether it pays a deposit address,
+//     whose record of it is the payment (an agent's checkout payment: the
+//     transfer moves the sender only);
 //   - the treasury and custodial wallets, also: their fundings
 //     (fundings.go), USDC paid to them from outside that the service saw
 //     (the deposit scan watches them too) or sent (the devnet faucet, the
