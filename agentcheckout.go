@@ -326,7 +326,7 @@ func (s *Service) takeSessionForAgent(ctx context.Context, tx *ent.Tx, sqlTx *sq
 // it; nil when t is no checkout payment or the deposit cannot be read (the
 // scan then records the payment when it finds the transfer).
 func (s *Service) checkoutDepositOf(ctx context.Context, t *ent.Transfer) *chains.Deposit {
-	if t.CheckoutSessionID == nil || t.TxHash == "" {
+	if t.Kind != transfer.KindCheckoutPayment || t.CheckoutSessionID == nil || t.TxHash == "" {
 		return nil
 	}
 	ledger, err := s.agentLedger(chains.Name(t.Chain))
@@ -373,7 +373,7 @@ func (s *Service) recordCheckoutPayment(ctx context.Context, tx *ent.Tx, sqlTx *
 
 // checkoutPaymentOf answers checkout payment t as it stands.
 func (s *Service) checkoutPaymentOf(ctx context.Context, t *ent.Transfer) (*CheckoutPayment, error) {
-	if t.CheckoutSessionID == nil {
+	if t.Kind != transfer.KindCheckoutPayment || t.CheckoutSessionID == nil {
 		return nil, fmt.Errorf("transfer %s is no checkout payment", t.ID)
 	}
 	sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, *t.CheckoutSessionID)
