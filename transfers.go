@@ -347,8 +347,9 @@ func waitOrDefault(wait time.Duration) time.Duration {
 	return wait
 }
 
-// outgoing is a transfer about to be recorded from a custodial wallet: an
-// agent's send or a user's withdrawal, its request already validated.
+// outgoing is a transfer about to be recorded from a custodial wallet, of
+// one of the kinds of transfer_kinds.go (an agent's send, a user's
+// withdrawal...), its request already validated.
 type outgoing struct {
 	// kind is what the transfer is for (transfer_kinds.go): it decides
 	// its fee leg and what its completion and failure do.
