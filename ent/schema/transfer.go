@@ -46,8 +46,6 @@ func (Transfer) Fields() []ent.Field {
 		// Not a GraphQL field: an agent sees its sends, not their kinds.
 		field.Enum("kind").
 			Values("send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation").
-			Optional().
-			Nillable().
 			Immutable().
 			Annotations(entgql.Skip()),
 		field.UUID("from_agent_id", uuid.UUID{}).
