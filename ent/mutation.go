@@ -41210,7 +41210,7 @@ func (m *TransferMutation) Kind() (r transfer.Kind, exists bool) {
 // OldKind returns the old "kind" field's value of the Transfer entity.
 // If the Transfer object wasn't provided to the builder, the object is fetched from the database.
 // An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *TransferMutation) OldKind(ctx context.Context) (v *transfer.Kind, err error) {
+func (m *TransferMutation) OldKind(ctx context.Context) (v transfer.Kind, err error) {
 	if !m.op.Is(OpUpdateOne) {
 		return v, errors.New("OldKind is only allowed on UpdateOne operations")
 	}
@@ -41224,22 +41224,9 @@ func (m *TransferMutation) OldKind(ctx context.Context) (v *transfer.Kind, err e
 	return oldValue.Kind, nil
 }
 
-// ClearKind clears the value of the "kind" field.
-func (m *TransferMutation) ClearKind() {
-	m.kind = nil
-	m.clearedFields[transfer.FieldKind] = struct{}{}
-}
-
-// KindCleared returns if the "kind" field was cleared in this mutation.
-func (m *TransferMutation) KindCleared() bool {
-	_, ok := m.clearedFields[transfer.FieldKind]
-	return ok
-}
-
 // ResetKind resets all changes to the "kind" field.
 func (m *TransferMutation) ResetKind() {
 	m.kind = nil
-	delete(m.clearedFields, transfer.FieldKind)
 }
 
 // SetFromAgentID sets the "from_agent_id" field.
@@ -42734,9 +42721,6 @@ func (m *TransferMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *TransferMutation) ClearedFields() []string {
 	var fields []string
-	if m.FieldCleared(transfer.FieldKind) {
-		fields = append(fields, transfer.FieldKind)
-	}
 	if m.FieldCleared(transfer.FieldFromAgentID) {
 		fields = append(fields, transfer.FieldFromAgentID)
 	}
@@ -42787,9 +42771,6 @@ func (m *TransferMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *TransferMutation) ClearField(name string) error {
 	switch name {
-	case transfer.FieldKind:
-		m.ClearKind()
-		return nil
 	case transfer.FieldFromAgentID:
 		m.ClearFromAgentID()
 		return nil

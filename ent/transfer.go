@@ -24,7 +24,7 @@ type Transfer struct {
 	// UpdatedAt holds the value of the "updated_at" field.
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// Kind holds the value of the "kind" field.
-	Kind *transfer.Kind `json:"kind,omitempty"`
+	Kind transfer.Kind `json:"kind,omitempty"`
 	// FromAgentID holds the value of the "from_agent_id" field.
 	FromAgentID *uuid.UUID `json:"from_agent_id,omitempty"`
 	// FromUserID holds the value of the "from_user_id" field.
@@ -160,8 +160,7 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field kind", values[i])
 			} else if value.Valid {
-				_m.Kind = new(transfer.Kind)
-				*_m.Kind = transfer.Kind(value.String)
+				_m.Kind = transfer.Kind(value.String)
 			}
 		case transfer.FieldFromAgentID:
 			if value, ok := values[i].(*sql.NullScanner); !ok {
@@ -348,10 +347,8 @@ func (_m *Transfer) String() string {
 	builder.WriteString("updated_at=")
 	builder.WriteString(_m.UpdatedAt.Format(time.ANSIC))
 	builder.WriteString(", ")
-	if v := _m.Kind; v != nil {
-		builder.WriteString("kind=")
-		builder.WriteString(fmt.Sprintf("%v", *v))
-	}
+	builder.WriteString("kind=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Kind))
 	builder.WriteString(", ")
 	if v := _m.FromAgentID; v != nil {
 		builder.WriteString("from_agent_id=")

@@ -56,14 +56,6 @@ func (_c *TransferCreate) SetKind(v transfer.Kind) *TransferCreate {
 	return _c
 }
 
-// SetNillableKind sets the "kind" field if the given value is not nil.
-func (_c *TransferCreate) SetNillableKind(v *transfer.Kind) *TransferCreate {
-	if v != nil {
-		_c.SetKind(*v)
-	}
-	return _c
-}
-
 // SetFromAgentID sets the "from_agent_id" field.
 func (_c *TransferCreate) SetFromAgentID(v uuid.UUID) *TransferCreate {
 	_c.mutation.SetFromAgentID(v)
@@ -395,6 +387,9 @@ func (_c *TransferCreate) check() error {
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "Transfer.updated_at"`)}
 	}
+	if _, ok := _c.mutation.Kind(); !ok {
+		return &ValidationError{Name: "kind", err: errors.New(`ent: missing required field "Transfer.kind"`)}
+	}
 	if v, ok := _c.mutation.Kind(); ok {
 		if err := transfer.KindValidator(v); err != nil {
 			return &ValidationError{Name: "kind", err: fmt.Errorf(`ent: validator failed for field "Transfer.kind": %w`, err)}
@@ -512,7 +507,7 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	}
 	if value, ok := _c.mutation.Kind(); ok {
 		_spec.SetField(transfer.FieldKind, field.TypeEnum, value)
-		_node.Kind = &value
+		_node.Kind = value
 	}
 	if value, ok := _c.mutation.FromUserID(); ok {
 		_spec.SetField(transfer.FieldFromUserID, field.TypeUUID, value)

@@ -239,9 +239,6 @@ func (_u *TransferUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
 	}
-	if _u.mutation.KindCleared() {
-		_spec.ClearField(transfer.FieldKind, field.TypeEnum)
-	}
 	if _u.mutation.FromUserIDCleared() {
 		_spec.ClearField(transfer.FieldFromUserID, field.TypeUUID)
 	}
@@ -553,9 +550,6 @@ func (_u *TransferUpdateOne) sqlSave(ctx context.Context) (_node *Transfer, err 
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
-	}
-	if _u.mutation.KindCleared() {
-		_spec.ClearField(transfer.FieldKind, field.TypeEnum)
 	}
 	if _u.mutation.FromUserIDCleared() {
 		_spec.ClearField(transfer.FieldFromUserID, field.TypeUUID)

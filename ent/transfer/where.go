@@ -266,16 +266,6 @@ func KindNotIn(vs ...Kind) predicate.Transfer {
 	return predicate.Transfer(sql.FieldNotIn(FieldKind, vs...))
 }
 
-// KindIsNil applies the IsNil predicate on the "kind" field.
-func KindIsNil() predicate.Transfer {
-	return predicate.Transfer(sql.FieldIsNull(FieldKind))
-}
-
-// KindNotNil applies the NotNil predicate on the "kind" field.
-func KindNotNil() predicate.Transfer {
-	return predicate.Transfer(sql.FieldNotNull(FieldKind))
-}
-
 // FromAgentIDEQ applies the EQ predicate on the "from_agent_id" field.
 func FromAgentIDEQ(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldFromAgentID, v))
