@@ -59,6 +59,7 @@ func (s *Service) ledger(mode Mode, chain chains.Name) (chains.Ledger, error) {
 func (s *Service) agentLedger(chain chains.Name) (chains.Ledger, error) {
 	return s.ledger(s.cfg.AgentMode, chain)
 }
+
 // ScannedChain is a chain the worker scans for deposits.
 type ScannedChain struct {
 	Mode  Mode

@@ -71,15 +71,19 @@ var transferKinds = map[transfer.Kind]transferKind{
 	// An agent's send to another agent (transfers.go).
 	transfer.KindSend: {
 		fee: true, gasPurpose: GasPurposeSend,
-		recordable: func(o *outgoing) bool { return o.from.agentID != nil && o.to.agentID != nil && o.checkoutSessionID == nil },
-		completed:  (*Service).tellRecipient,
+		recordable: func(o *outgoing) bool {
+			return o.from.agentID != nil && o.to.agentID != nil && o.checkoutSessionID == nil
+		},
+		completed: (*Service).tellRecipient,
 	},
 	// An agent's send to a human user's custodial wallet (transfers.go,
 	// SendRequest.ToUser).
 	transfer.KindSendToUser: {
 		fee: true, gasPurpose: GasPurposeSend,
-		recordable: func(o *outgoing) bool { return o.from.agentID != nil && o.to.userID != nil && o.checkoutSessionID == nil },
-		completed:  (*Service).tellRecipient,
+		recordable: func(o *outgoing) bool {
+			return o.from.agentID != nil && o.to.userID != nil && o.checkoutSessionID == nil
+		},
+		completed: (*Service).tellRecipient,
 	},
 	// A human user's withdrawal to an external address (withdrawals.go).
 	transfer.KindWithdrawal: {
