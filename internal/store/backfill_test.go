@@ -149,8 +149,8 @@ func TestTransferKindBackfill(t *testing.T) {
 	}
 	agent := func() uuid.UUID {
 		id := uuid.New()
-		exec(`INSERT INTO agents (id, created_at, updated_at, username, api_key_hash, invite_code) VALUES (?, ?, ?, ?, ?, '')`,
-			id, at, at, "a"+id.String()[:8], []byte(id.String()))
+		exec(`INSERT INTO agents (id, created_at, updated_at, username, api_key_hash, invite_code) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, at, at, "a"+id.String()[:8], []byte(id.String()), id.String())
 		return id
 	}
 	alice, bob := agent(), agent()
