@@ -338,7 +338,7 @@ func TestReconcileFinishesWithdrawals(t *testing.T) {
 				treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
 				// Recorded by Withdraw's own path, then not started.
 				tr, err := e.svc.recordTransfer(ctx, &outgoing{
-					from: userHolder(w.u), external: map[chains.Name]string{c: to}, candidates: []chains.Name{c},
+					kind: transfer.KindWithdrawal, from: userHolder(w.u), external: map[chains.Name]string{c: to}, candidates: []chains.Name{c},
 					units: 10_000_000, amount: dec("10"),
 				})
 				require.NoError(t, err)
@@ -378,7 +378,7 @@ func TestWithdrawalFailureTellsTheUser(t *testing.T) {
 	e.fundUser(t, w, chains.Base, "5")
 	to := e.externalAddress(t, chains.Base)
 	tr, err := e.svc.recordTransfer(ctx, &outgoing{
-		from: userHolder(w.u), external: map[chains.Name]string{chains.Base: to}, candidates: []chains.Name{chains.Base},
+		kind: transfer.KindWithdrawal, from: userHolder(w.u), external: map[chains.Name]string{chains.Base: to}, candidates: []chains.Name{chains.Base},
 		units: 1_000_000, amount: dec("1"),
 	})
 	require.NoError(t, err)
