@@ -184,8 +184,8 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 	}
 	from := agentHolder(a)
 	t, err := s.recordTransfer(ctx, &outgoing{
-		from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
-		memo: "checkout " + sess.ExternalID, noFee: true, checkoutSessionID: &sess.ID,
+		kind: transfer.KindCheckoutPayment, from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
+		memo: "checkout " + sess.ExternalID, checkoutSessionID: &sess.ID,
 		claim: req.claim,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
 			sent, err := sentToday(ctx, tx.Transfer, from, s.now())
@@ -275,7 +275,7 @@ func (s *Service) sessionDepositAddress(ctx context.Context, sess *ent.CheckoutS
 // it; nil when t is no checkout payment or the deposit cannot be read (the
 // scan then records the payment when it finds the transfer).
 func (s *Service) checkoutDepositOf(ctx context.Context, t *ent.Transfer) *chains.Deposit {
-	if t.CheckoutSessionID == nil || t.TxHash == "" {
+	if t.Kind != transfer.KindCheckoutPayment || t.CheckoutSessionID == nil || t.TxHash == "" {
 		return nil
 	}
 	ledger, err := s.agentLedger(chains.Name(t.Chain))
@@ -322,7 +322,7 @@ func (s *Service) recordCheckoutPayment(ctx context.Context, tx *ent.Tx, sqlTx *
 
 // checkoutPaymentOf answers checkout payment t as it stands.
 func (s *Service) checkoutPaymentOf(ctx context.Context, t *ent.Transfer) (*CheckoutPayment, error) {
-	if t.CheckoutSessionID == nil {
+	if t.Kind != transfer.KindCheckoutPayment || t.CheckoutSessionID == nil {
 		return nil, fmt.Errorf("transfer %s is no checkout payment", t.ID)
 	}
 	sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, *t.CheckoutSessionID)

@@ -98,6 +98,7 @@ func TestAgentPaysCheckout(t *testing.T) {
 	require.Equal(t, chains.Base, res.Chain)
 	requireDecimal(t, "12.34", res.AmountUSD)
 	require.Equal(t, transfer.StatusCompleted, res.Transfer.Status)
+	requireTransferKind(t, e.db, res.Transfer, transfer.KindCheckoutPayment)
 	require.Zero(t, res.Transfer.Fee)
 	require.NotNil(t, res.Payment, "recorded from the transaction, before any scan")
 	require.Equal(t, "detected", res.Status)

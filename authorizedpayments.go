@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"agentpay/chains"
@@ -181,17 +179,6 @@ func parseHexBytes(field, s string, n int) ([]byte, error) {
 	return b, nil
 }
 
-// relayLocks serialises relays per session in this process.
-type relayLocks struct{ m sync.Map }
-
-func (r *relayLocks) lock(id uuid.UUID) func() {
-	mu, _ := r.m.LoadOrStore(id, new(sync.Mutex))
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
-}
-
-var sessionRelays relayLocks
-
 // authorizedTarget is what a payer's authorization must match: the
 // session, its chain's relayer and the deposit address and amount due.
 type authorizedTarget struct {
@@ -278,7 +265,12 @@ func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymen
 	if err != nil {
 		return nil, err
 	}
-	release := sessionRelays.lock(t.sess.ID)
+	// One relay of the session at a time in this process (the note
+	// above); the session's entry is forgotten once released.
+	release, err := s.sessionRelays.Lock(ctx, t.sess.ID)
+	if err != nil {
+		return nil, err
+	}
 	defer release()
 
 	// Already relayed (a retry, or another instance): answer what it did.

@@ -42,7 +42,10 @@ import (
 //     returns;
 //   - custodial wallet: the completed transfers to it (their net) and the
 //     card returns to it, less the completed transfers from it (their
-//     amount: net and fee);
+//     amount: net and fee). A transfer's kind (transfer_kinds.go) says
+//     whether it has a fee leg and whether it pays a deposit address,
+//     whose record of it is the payment (an agent's checkout payment: the
+//     transfer moves the sender only);
 //   - the treasury and custodial wallets, also: their fundings
 //     (fundings.go), USDC paid to them from outside that the service saw
 //     (the deposit scan watches them too) or sent (the devnet faucet, the
@@ -488,26 +491,30 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 		return nil, fmt.Errorf("reading transfers: %w", err)
 	}
 	for _, t := range transfers {
+		k, err := kindOf(t)
+		if err != nil {
+			return nil, err
+		}
 		rec := BooksRecord{Kind: "transfer", ID: t.ID.String(), Status: string(t.Status)}
 		switch t.Status {
 		case transfer.StatusCompleted:
-			// A payment of a checkout session reaches a deposit address,
-			// whose record is the payment: only the sender is moved here.
 			to := t.ToAddress
 			net, fee := rec, rec
 			net.Amount, fee.Amount = t.Net, t.Fee
-			if a := b.account(to); a != nil && a.holder == BooksDepositAddresses {
+			if k.paysDepositAddress {
+				// The deposit address's record of it is the payment:
+				// only the sender is moved here.
 				to = ""
 				b.touch(net, t.ToAddress) // explains a payment missing from the records
 			}
 			b.move(t.FromAddress, to, net)
-			if t.Fee > 0 {
+			if k.fee {
 				b.move(t.FromAddress, treasury, fee)
 			}
 		case transfer.StatusPending, transfer.StatusSubmitted:
 			rec.Amount = t.Amount
 			b.flight(rec, t.FromAddress, t.ToAddress)
-			if t.Fee > 0 {
+			if k.fee {
 				b.flight(rec, treasury)
 			}
 		case transfer.StatusFailed:

@@ -393,7 +393,7 @@ func (s *Service) cardReservation(a *ent.Agent, units int64, amount decimal.Deci
 			treasury[c] = addr
 		}
 	}
-	return &outgoing{from: agentHolder(a), external: treasury, candidates: sendChainOrder, units: units, amount: amount, noFee: true}
+	return &outgoing{kind: transfer.KindCardReservation, from: agentHolder(a), external: treasury, candidates: sendChainOrder, units: units, amount: amount}
 }
 
 func (s *Service) cardRequestMail(u *ent.User, a *ent.Agent, r *ent.CardRequest) Mail {

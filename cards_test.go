@@ -13,6 +13,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/cardrequest"
+	"agentpay/ent/transfer"
 	"agentpay/ent/user"
 	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
@@ -222,6 +223,8 @@ func TestCardPurchaseChargeAndReturn(t *testing.T) {
 	requireDecimal(t, "4", e.onChain(t, chains.Base, treasury).Sub(treasuryBefore), "to the treasury")
 	row := e.card(t, got.Request)
 	require.NotNil(t, row.CardSealed)
+	require.NotNil(t, row.ReserveTransferID)
+	requireTransferKind(t, e.db, e.db.Ent.Transfer.GetX(ctx, *row.ReserveTransferID), transfer.KindCardReservation)
 	require.NotContains(t, string(*row.CardSealed), row.CardLast4+"\"", "sealed")
 
 	// Read once.

@@ -62,6 +62,17 @@
 // and which a new operation picks); Send, Withdraw and PayCheckout are
 // each one entry point, the key inside the request (idempotency.go).
 //
+// # A transfer says what it is for
+//
+// A transfer from a custodial wallet (an agent's send or send to a user, a
+// user's withdrawal, an agent's checkout payment or card reservation)
+// records its kind when it is recorded; the table of kinds
+// (transfer_kinds.go, transferKinds) says what each one does on
+// completion and failure, whether it has a fee leg and how the books and
+// the gas ledger count it, and completion, failure, the reconciler, the
+// books and the gas tally dispatch on it instead of reading the kind back
+// out of the nullable columns.
+//
 // # Webhooks (spec 6, design.md section 3)
 //
 // An event is recorded once, its payload with it (events.go); each

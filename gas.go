@@ -118,11 +118,8 @@ func gasUntallied(chainCol, hashCol string) string {
 func (s *Service) gasSources() []gasSource {
 	agentMode := string(s.cfg.AgentMode)
 	limit := fmt.Sprintf(" LIMIT %d", gasTallyBatch)
-	transferPurpose := fmt.Sprintf(`CASE
-		WHEN t.checkout_session_id IS NOT NULL THEN '%s'
-		WHEN t.from_user_id IS NOT NULL THEN '%s'
-		WHEN EXISTS (SELECT 1 FROM card_requests c WHERE c.reserve_transfer_id = t.id) THEN '%s'
-		ELSE '%s' END`, GasPurposeAgentPay, GasPurposeWithdrawal, GasPurposeCardReserve, GasPurposeSend)
+	// The amount leg's purpose is its kind's (transfer_kinds.go).
+	transferPurpose := gasPurposeOfKind()
 	return []gasSource{
 		{"transfers", `SELECT t.chain, t.tx_hash, '` + agentMode + `', ` + transferPurpose + `
 			FROM transfers t WHERE t.status = 'completed' AND ` + gasUntallied("t.chain", "t.tx_hash") +

@@ -13,6 +13,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testenv"
 )
@@ -501,6 +502,7 @@ func TestSendToUser(t *testing.T) {
 	requireDecimal(t, "0.01", res.Fee)
 	require.Equal(t, u.ID, *res.Transfer.ToUserID)
 	require.Nil(t, res.Transfer.ToAgentID)
+	requireTransferKind(t, e.db, res.Transfer, transfer.KindSendToUser)
 	ws, err := e.svc.UserWallets(ctx, u)
 	require.NoError(t, err)
 	requireDecimal(t, "9.99", e.onChain(t, chains.Base, walletOn(ws, chains.Base).Address), "the user's wallet")

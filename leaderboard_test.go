@@ -104,7 +104,7 @@ func TestStatsAndTreasuryTotals(t *testing.T) {
 	} {
 		ref := make([]byte, 32)
 		ref[0] = byte(i + 1)
-		_, err := db.Transfer.Create().
+		_, err := db.Transfer.Create().SetKind(transfer.KindSend).
 			SetFromAgentID(a.Agent.ID).SetToAgentID(b.Agent.ID).SetChain("base").
 			SetFromAddress(a.Wallets[1].Address).SetToAddress(b.Wallets[1].Address).
 			SetAmount(tr.amount).SetFee(tr.fee).SetNet(tr.amount - tr.fee).

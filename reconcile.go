@@ -86,7 +86,10 @@ func (s *Service) ReconcileTransfers(ctx context.Context) (ReconcileStats, error
 //     recipient was paid, the fee was not): the transfer cannot fail; it
 //     keeps the reason in error and the leg is sent again on the next run.
 //
-// Once both legs are included the transfer completes (counters, trust).
+// The legs are those of the transfer's kind (transfer_kinds.go: a fee leg
+// or not). Once both legs are included the transfer completes (counters,
+// trust, its kind's completed hook); a leg that cannot go while no other
+// moved fails it (its kind's failed hook).
 // Errors of one transfer are logged and do not stop the others.
 func (s *Service) reconcileTransfersWith(ctx context.Context, opts reconcileOptions) (ReconcileStats, error) {
 	opts = opts.withDefaults()

@@ -20,7 +20,7 @@ func (e *sendEnv) recordInFlight(t *testing.T, from, to *ent.Agent, c chains.Nam
 	t.Helper()
 	at := time.Now().UTC().Add(-age)
 	fee := TransferFee(units)
-	tr, err := e.db.Ent.Transfer.Create().
+	tr, err := e.db.Ent.Transfer.Create().SetKind(transfer.KindSend).
 		SetFromAgentID(from.ID).SetToAgentID(to.ID).SetChain(string(c)).
 		SetFromAddress(e.wallet(t, from, c)).SetToAddress(e.wallet(t, to, c)).
 		SetAmount(units).SetFee(fee).SetNet(units - fee).

@@ -115,6 +115,9 @@ func TestConcurrentRelaysOfOnePayer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "detected", res.Status)
 	require.Equal(t, nonceBefore+2, e.gasNonce(t))
+	// The relays' per-session locks went with their relays: a process
+	// relaying for many sessions keeps none of theirs.
+	require.Zero(t, e.svc.sessionRelays.Len(), "relay locks of sessions no longer being relayed")
 }
 
 // TestRelayInFlightCountsAgainstTheBalance: a relay recorded and not yet

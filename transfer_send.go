@@ -13,6 +13,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/spendapproval"
+	"agentpay/ent/transfer"
 	"agentpay/internal/idempotency"
 )
 
@@ -242,8 +243,12 @@ func (s *Service) send(ctx context.Context, from *ent.Agent, req SendRequest) (*
 		}
 		return s.heldSendResult(held, from.Username, c.to.username), nil
 	}
+	kind := transfer.KindSend
+	if req.ToUser {
+		kind = transfer.KindSendToUser
+	}
 	t, err := s.recordTransfer(ctx, &outgoing{
-		from: agentHolder(from), to: c.to, candidates: c.candidates, units: c.units, amount: req.AmountUSD, memo: req.Memo,
+		kind: kind, from: agentHolder(from), to: c.to, candidates: c.candidates, units: c.units, amount: req.AmountUSD, memo: req.Memo,
 		claim:     req.claim,
 		underLock: c.underLock(s, from, req),
 		recorded:  req.approved.recorded(s),

@@ -235,9 +235,13 @@ func waitOrDefault(wait time.Duration) time.Duration {
 	return wait
 }
 
-// outgoing is a transfer about to be recorded from a custodial wallet: an
-// agent's send or a user's withdrawal, its request already validated.
+// outgoing is a transfer about to be recorded from a custodial wallet, of
+// one of the kinds of transfer_kinds.go (an agent's send, a user's
+// withdrawal...), its request already validated.
 type outgoing struct {
+	// kind is what the transfer is for (transfer_kinds.go): it decides
+	// its fee leg and what its completion and failure do.
+	kind transfer.Kind
 	from holder
 	// to is the recipient party, paid at its custodial wallet on the
 	// chosen chain; none for a withdrawal, which pays external.
@@ -257,10 +261,6 @@ type outgoing struct {
 	underLock func(ctx context.Context, tx *ent.Tx) error
 	// claim is the key's claim to link the transfer to (nil: none).
 	claim *idempotency.Claim
-	// noFee: no treasury fee leg; the recipient receives units (an
-	// agent's checkout payment, whose merchant pays the settlement fee; a
-	// card reservation, which pays the treasury itself).
-	noFee bool
 	// checkoutSessionID is the session an agent's checkout payment pays
 	// (agentcheckout.go); nil for any other transfer.
 	checkoutSessionID *uuid.UUID
@@ -276,9 +276,13 @@ type outgoing struct {
 // wallet lock (the no-overdraft rule of Send), and returns the row, not yet
 // broadcast (startTransfer does that).
 func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfer, error) {
-	fee := TransferFee(o.units)
-	if o.noFee {
-		fee = 0
+	k, ok := transferKinds[o.kind]
+	if !ok || !k.recordable(o) {
+		return nil, fmt.Errorf("send: a transfer of kind %q cannot have these parties", o.kind)
+	}
+	var fee int64 // without a fee leg the recipient receives units
+	if k.fee {
+		fee = TransferFee(o.units)
 	}
 	var ref, feeRef [32]byte
 	if _, err := rand.Read(ref[:]); err != nil {
@@ -312,6 +316,7 @@ func (s *Service) recordTransfer(ctx context.Context, o *outgoing) (*ent.Transfe
 			b := plan.chosen
 			var err error
 			t, err = tx.Transfer.Create().
+				SetKind(o.kind).
 				SetNillableFromAgentID(o.from.agentID).
 				SetNillableFromUserID(o.from.userID).
 				SetNillableToAgentID(o.to.agentID).
@@ -537,13 +542,21 @@ func (l *transferLeg) name() string {
 	return "transfer"
 }
 
-// legs returns the transfer's legs: to the recipient, then the fee to the
-// treasury (absent for a fee of 0, which the minimum amount rules out).
+// legs returns the transfer's legs: to the recipient, then, for a kind
+// with a fee leg, the fee to the treasury (the minimum amount rules out a
+// fee of 0).
 func (s *Service) legs(t *ent.Transfer) ([]*transferLeg, error) {
+	k, err := kindOf(t)
+	if err != nil {
+		return nil, err
+	}
 	net := &transferLeg{to: t.ToAddress, amount: t.Net, hash: t.TxHash}
 	copy(net.ref[:], t.Ref)
 	out := []*transferLeg{net}
-	if t.Fee > 0 {
+	if k.fee {
+		if t.Fee <= 0 {
+			return nil, fmt.Errorf("transfer %s: a %s without its fee", t.ID, t.Kind)
+		}
 		to := s.cfg.Treasury.Address(chains.Name(t.Chain))
 		if to == "" {
 			return nil, fmt.Errorf("transfer %s: no treasury address for %s", t.ID, t.Chain)
@@ -782,11 +795,16 @@ func (s *Service) noteLegRetry(ctx context.Context, t *ent.Transfer, leg *transf
 }
 
 // failTransfer marks an in-flight transfer failed with the reason, and in
-// the same transaction tells a withdrawing user (withdrawal.failed).
+// the same transaction runs its kind's failed hook (a withdrawing user is
+// told: withdrawal.failed).
 func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason string) error {
 	s.logger.WarnContext(ctx, "transfer failed", "transfer", t.ID, "chain", t.Chain, "reason", reason)
+	k, err := kindOf(t)
+	if err != nil {
+		return err
+	}
 	failed := false // by this call (only one marks it)
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		n, err := tx.Transfer.Update().
 			Where(transfer.ID(t.ID), transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)).
 			SetStatus(transfer.StatusFailed).
@@ -796,12 +814,12 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 			return err
 		}
 		failed = true
-		if t.FromUserID == nil {
+		if k.failed == nil {
 			return nil
 		}
-		failed := *t
-		failed.Status, failed.Error = transfer.StatusFailed, reason
-		return s.recordAccountEvent(ctx, tx, sqlTx, UserParty(*t.FromUserID), EventWithdrawalFailed, withdrawalEventDataOf(&failed))
+		done := *t
+		done.Status, done.Error = transfer.StatusFailed, reason
+		return k.failed(s, ctx, tx, sqlTx, &done)
 	})
 	if err != nil {
 		return fmt.Errorf("transfer %s: marking failed: %w", t.ID, err)
@@ -814,12 +832,13 @@ func (s *Service) failTransfer(ctx context.Context, t *ent.Transfer, reason stri
 
 // completeTransfer marks the transfer completed once both legs are
 // included, and in the same transaction adds it to the counters of the
-// agents taking part and tells the parties: the recipient (a
-// transfer.received account event) and a withdrawing user
-// (withdrawal.completed); then it recomputes the agents' trust. Users have
-// no counters and no trust. Completing twice (the request and the worker
-// racing) counts once: only the update that moves the row out of
-// pending/submitted touches the counters and records the events.
+// agents taking part and runs its kind's completed hook (transfer_kinds.go:
+// the recipient told by a transfer.received account event, a withdrawing
+// user by withdrawal.completed, a checkout payment's payment recorded);
+// then it recomputes the agents' trust. Users have no counters and no
+// trust. Completing twice (the request and the worker racing) counts once:
+// only the update that moves the row out of pending/submitted touches the
+// counters and runs the hook.
 func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.Transfer, error) {
 	type change struct {
 		id                   uuid.UUID
@@ -827,6 +846,10 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 	}
 	var completed []change
 	moved := false // completed by this call (only one completes it)
+	k, err := kindOf(t)
+	if err != nil {
+		return nil, err
+	}
 	to, err := s.recipientOf(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
@@ -835,9 +858,10 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 	if err != nil {
 		return nil, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
-	// A checkout payment's deposit, read from the chain before the
-	// transaction (no RPC call under its locks); nil when it is not one.
-	paid := s.checkoutDepositOf(ctx, t)
+	c := &transferCompletion{from: from, to: to}
+	if k.beforeCompleted != nil {
+		k.beforeCompleted(s, ctx, t, c)
+	}
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
 		now := s.now().UTC()
 		n, err := tx.Transfer.Update().
@@ -871,25 +895,13 @@ func (s *Service) completeTransfer(ctx context.Context, t *ent.Transfer) (*ent.T
 			}
 		}
 		completed = changes
-		if paid != nil {
-			if err := s.recordCheckoutPayment(ctx, tx, sqlTx, t, *paid); err != nil {
-				return err
-			}
-		}
-		if from.userID != nil {
-			done := *t
-			done.Status, done.CompletedAt, done.Error = transfer.StatusCompleted, &now, ""
-			if err := s.recordAccountEvent(ctx, tx, sqlTx, from.party(), EventWithdrawalCompleted, withdrawalEventDataOf(&done)); err != nil {
-				return err
-			}
-		}
-		if to.none() {
+		if k.completed == nil {
 			return nil
 		}
-		return s.recordAccountEvent(ctx, tx, sqlTx, to.party(), EventTransferReceived, transferEventData{
-			TransactionID: t.ID, FromAgent: from.username, AmountUSD: json.Number(USDCAmount(t.Net).String()), Chain: t.Chain,
-			TxHash: t.TxHash, Memo: t.Memo,
-		})
+		done := *t
+		done.Status, done.CompletedAt, done.Error = transfer.StatusCompleted, &now, ""
+		c.ctx, c.tx, c.sqlTx, c.done = ctx, tx, sqlTx, &done
+		return k.completed(s, c)
 	})
 	if err != nil {
 		return nil, err

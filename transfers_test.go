@@ -159,6 +159,7 @@ func TestSendDeliversNetAndFee(t *testing.T) {
 			require.Equal(t, bob.Username, res.ToUsername)
 
 			tr := res.Transfer
+			requireTransferKind(t, e.db, tr, transfer.KindSend)
 			require.Equal(t, transfer.StatusCompleted, tr.Status)
 			require.EqualValues(t, 50_000_000, tr.Amount)
 			require.EqualValues(t, 50_000, tr.Fee)
@@ -228,7 +229,7 @@ func TestSendRefusals(t *testing.T) {
 	alice, bob := e.register(t, "alice"), e.register(t, "bob")
 	e.fund(t, alice, chains.Base, "50")
 	// 440 USD already sent today (a T0 agent may send 500 a day).
-	_, err := e.db.Ent.Transfer.Create().
+	_, err := e.db.Ent.Transfer.Create().SetKind(transfer.KindSend).
 		SetFromAgentID(alice.ID).SetToAgentID(bob.ID).SetChain("base").
 		SetFromAddress(e.wallet(t, alice, chains.Base)).SetToAddress(e.wallet(t, bob, chains.Base)).
 		SetAmount(440_000_000).SetFee(440_000).SetNet(439_560_000).

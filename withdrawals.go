@@ -147,7 +147,7 @@ func (s *Service) withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 	}
 	from, units, limits := w.from, w.units, w.limits
 	t, err := s.recordTransfer(ctx, &outgoing{
-		from: from, external: w.external, candidates: w.candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
+		kind: transfer.KindWithdrawal, from: from, external: w.external, candidates: w.candidates, units: units, amount: req.AmountUSD, memo: req.Memo,
 		claim: req.claim,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
 			sent, err := sentToday(ctx, tx.Transfer, from, s.now())

@@ -91,17 +91,17 @@ func TestWithdrawRefusals(t *testing.T) {
 	other := e.withdrawer(t)
 	evmTo, solTo := e.externalAddress(t, chains.Base), e.externalAddress(t, chains.Solana)
 	// 120 USD already withdrawn today: the daily limit leaves 80.
-	_, err := e.db.Ent.Transfer.Create().
+	_, err := e.db.Ent.Transfer.Create().SetKind(transfer.KindWithdrawal).
 		SetFromUserID(other.u.ID).SetChain("base").SetFromAddress(other.wallets[chains.Base]).SetToAddress(evmTo).
 		SetAmount(1).SetFee(0).SetNet(1).SetRef(randomRef(t)).SetStatus(transfer.StatusCompleted).Save(ctx)
 	require.NoError(t, err, "another user's withdrawals count for them only")
-	_, err = e.db.Ent.Transfer.Create().
+	_, err = e.db.Ent.Transfer.Create().SetKind(transfer.KindWithdrawal).
 		SetFromUserID(w.u.ID).SetChain("solana").SetFromAddress(w.wallets[chains.Solana]).SetToAddress(solTo).
 		SetAmount(120_000_000).SetFee(120_000).SetNet(119_880_000).
 		SetRef(randomRef(t)).SetFeeRef(randomRef(t)).SetStatus(transfer.StatusCompleted).Save(ctx)
 	require.NoError(t, err)
 	// A row with neither sender, or both, is refused by the database.
-	_, err = e.db.Ent.Transfer.Create().SetChain("base").SetFromAddress(evmTo).SetToAddress(evmTo).
+	_, err = e.db.Ent.Transfer.Create().SetKind(transfer.KindWithdrawal).SetChain("base").SetFromAddress(evmTo).SetToAddress(evmTo).
 		SetAmount(1).SetNet(1).SetRef(randomRef(t)).Save(ctx)
 	require.Error(t, err, "a transfer without a sender")
 
@@ -217,6 +217,7 @@ func TestWithdrawDelivers(t *testing.T) {
 			require.NotEmpty(t, res.FeeTxHash)
 			require.Equal(t, "Withdrew 10.00 USDC to "+to+" on "+string(c)+": 9.99 USDC delivered, 0.01 USDC (0.1% fee) routed to the treasury.", res.Message)
 			tr := res.Transfer
+			requireTransferKind(t, e.db, tr, transfer.KindWithdrawal)
 			require.Equal(t, w.u.ID, *tr.FromUserID)
 			require.Nil(t, tr.FromAgentID)
 			require.Nil(t, tr.ToAgentID)
@@ -337,7 +338,7 @@ func TestReconcileFinishesWithdrawals(t *testing.T) {
 				treasuryBefore := e.onChain(t, c, e.treasuryAddress(c))
 				// Recorded by Withdraw's own path, then not started.
 				tr, err := e.svc.recordTransfer(ctx, &outgoing{
-					from: userHolder(w.u), external: map[chains.Name]string{c: to}, candidates: []chains.Name{c},
+					kind: transfer.KindWithdrawal, from: userHolder(w.u), external: map[chains.Name]string{c: to}, candidates: []chains.Name{c},
 					units: 10_000_000, amount: dec("10"),
 				})
 				require.NoError(t, err)
@@ -377,7 +378,7 @@ func TestWithdrawalFailureTellsTheUser(t *testing.T) {
 	e.fundUser(t, w, chains.Base, "5")
 	to := e.externalAddress(t, chains.Base)
 	tr, err := e.svc.recordTransfer(ctx, &outgoing{
-		from: userHolder(w.u), external: map[chains.Name]string{chains.Base: to}, candidates: []chains.Name{chains.Base},
+		kind: transfer.KindWithdrawal, from: userHolder(w.u), external: map[chains.Name]string{chains.Base: to}, candidates: []chains.Name{chains.Base},
 		units: 1_000_000, amount: dec("1"),
 	})
 	require.NoError(t, err)

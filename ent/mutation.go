@@ -41057,6 +41057,7 @@ type TransferMutation struct {
 	id                  *uuid.UUID
 	created_at          *time.Time
 	updated_at          *time.Time
+	kind                *transfer.Kind
 	from_user_id        *uuid.UUID
 	to_user_id          *uuid.UUID
 	checkout_session_id *uuid.UUID
@@ -41263,6 +41264,42 @@ func (m *TransferMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err e
 // ResetUpdatedAt resets all changes to the "updated_at" field.
 func (m *TransferMutation) ResetUpdatedAt() {
 	m.updated_at = nil
+}
+
+// SetKind sets the "kind" field.
+func (m *TransferMutation) SetKind(t transfer.Kind) {
+	m.kind = &t
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *TransferMutation) Kind() (r transfer.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the Transfer entity.
+// If the Transfer object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TransferMutation) OldKind(ctx context.Context) (v transfer.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *TransferMutation) ResetKind() {
+	m.kind = nil
 }
 
 // SetFromAgentID sets the "from_agent_id" field.
@@ -42325,12 +42362,15 @@ func (m *TransferMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TransferMutation) Fields() []string {
-	fields := make([]string, 0, 23)
+	fields := make([]string, 0, 24)
 	if m.created_at != nil {
 		fields = append(fields, transfer.FieldCreatedAt)
 	}
 	if m.updated_at != nil {
 		fields = append(fields, transfer.FieldUpdatedAt)
+	}
+	if m.kind != nil {
+		fields = append(fields, transfer.FieldKind)
 	}
 	if m.from_agent != nil {
 		fields = append(fields, transfer.FieldFromAgentID)
@@ -42407,6 +42447,8 @@ func (m *TransferMutation) Field(name string) (ent.Value, bool) {
 		return m.CreatedAt()
 	case transfer.FieldUpdatedAt:
 		return m.UpdatedAt()
+	case transfer.FieldKind:
+		return m.Kind()
 	case transfer.FieldFromAgentID:
 		return m.FromAgentID()
 	case transfer.FieldFromUserID:
@@ -42462,6 +42504,8 @@ func (m *TransferMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldCreatedAt(ctx)
 	case transfer.FieldUpdatedAt:
 		return m.OldUpdatedAt(ctx)
+	case transfer.FieldKind:
+		return m.OldKind(ctx)
 	case transfer.FieldFromAgentID:
 		return m.OldFromAgentID(ctx)
 	case transfer.FieldFromUserID:
@@ -42526,6 +42570,13 @@ func (m *TransferMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetUpdatedAt(v)
+		return nil
+	case transfer.FieldKind:
+		v, ok := value.(transfer.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
 		return nil
 	case transfer.FieldFromAgentID:
 		v, ok := value.(uuid.UUID)
@@ -42842,6 +42893,9 @@ func (m *TransferMutation) ResetField(name string) error {
 		return nil
 	case transfer.FieldUpdatedAt:
 		m.ResetUpdatedAt()
+		return nil
+	case transfer.FieldKind:
+		m.ResetKind()
 		return nil
 	case transfer.FieldFromAgentID:
 		m.ResetFromAgentID()

@@ -1570,37 +1570,37 @@ func init() {
 	// transfer.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	transfer.UpdateDefaultUpdatedAt = transferDescUpdatedAt.UpdateDefault.(func() time.Time)
 	// transferDescChain is the schema descriptor for chain field.
-	transferDescChain := transferFields[5].Descriptor()
+	transferDescChain := transferFields[6].Descriptor()
 	// transfer.ChainValidator is a validator for the "chain" field. It is called by the builders before save.
 	transfer.ChainValidator = transferDescChain.Validators[0].(func(string) error)
 	// transferDescToken is the schema descriptor for token field.
-	transferDescToken := transferFields[6].Descriptor()
+	transferDescToken := transferFields[7].Descriptor()
 	// transfer.DefaultToken holds the default value on creation for the token field.
 	transfer.DefaultToken = transferDescToken.Default.(string)
 	// transferDescFromAddress is the schema descriptor for from_address field.
-	transferDescFromAddress := transferFields[7].Descriptor()
+	transferDescFromAddress := transferFields[8].Descriptor()
 	// transfer.FromAddressValidator is a validator for the "from_address" field. It is called by the builders before save.
 	transfer.FromAddressValidator = transferDescFromAddress.Validators[0].(func(string) error)
 	// transferDescToAddress is the schema descriptor for to_address field.
-	transferDescToAddress := transferFields[8].Descriptor()
+	transferDescToAddress := transferFields[9].Descriptor()
 	// transfer.ToAddressValidator is a validator for the "to_address" field. It is called by the builders before save.
 	transfer.ToAddressValidator = transferDescToAddress.Validators[0].(func(string) error)
 	// transferDescAmount is the schema descriptor for amount field.
-	transferDescAmount := transferFields[9].Descriptor()
+	transferDescAmount := transferFields[10].Descriptor()
 	// transfer.AmountValidator is a validator for the "amount" field. It is called by the builders before save.
 	transfer.AmountValidator = transferDescAmount.Validators[0].(func(int64) error)
 	// transferDescFee is the schema descriptor for fee field.
-	transferDescFee := transferFields[10].Descriptor()
+	transferDescFee := transferFields[11].Descriptor()
 	// transfer.DefaultFee holds the default value on creation for the fee field.
 	transfer.DefaultFee = transferDescFee.Default.(int64)
 	// transfer.FeeValidator is a validator for the "fee" field. It is called by the builders before save.
 	transfer.FeeValidator = transferDescFee.Validators[0].(func(int64) error)
 	// transferDescNet is the schema descriptor for net field.
-	transferDescNet := transferFields[11].Descriptor()
+	transferDescNet := transferFields[12].Descriptor()
 	// transfer.NetValidator is a validator for the "net" field. It is called by the builders before save.
 	transfer.NetValidator = transferDescNet.Validators[0].(func(int64) error)
 	// transferDescMemo is the schema descriptor for memo field.
-	transferDescMemo := transferFields[17].Descriptor()
+	transferDescMemo := transferFields[18].Descriptor()
 	// transfer.MemoValidator is a validator for the "memo" field. It is called by the builders before save.
 	transfer.MemoValidator = transferDescMemo.Validators[0].(func(string) error)
 	// transferDescID is the schema descriptor for id field.

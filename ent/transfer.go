@@ -23,6 +23,8 @@ type Transfer struct {
 	CreatedAt time.Time `json:"created_at,omitempty"`
 	// UpdatedAt holds the value of the "updated_at" field.
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
+	// Kind holds the value of the "kind" field.
+	Kind transfer.Kind `json:"kind,omitempty"`
 	// FromAgentID holds the value of the "from_agent_id" field.
 	FromAgentID *uuid.UUID `json:"from_agent_id,omitempty"`
 	// FromUserID holds the value of the "from_user_id" field.
@@ -115,7 +117,7 @@ func (*Transfer) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case transfer.FieldAmount, transfer.FieldFee, transfer.FieldNet:
 			values[i] = new(sql.NullInt64)
-		case transfer.FieldChain, transfer.FieldToken, transfer.FieldFromAddress, transfer.FieldToAddress, transfer.FieldTxHash, transfer.FieldStatus, transfer.FieldFeeTxHash, transfer.FieldMemo, transfer.FieldError:
+		case transfer.FieldKind, transfer.FieldChain, transfer.FieldToken, transfer.FieldFromAddress, transfer.FieldToAddress, transfer.FieldTxHash, transfer.FieldStatus, transfer.FieldFeeTxHash, transfer.FieldMemo, transfer.FieldError:
 			values[i] = new(sql.NullString)
 		case transfer.FieldCreatedAt, transfer.FieldUpdatedAt, transfer.FieldSubmittedAt, transfer.FieldCompletedAt:
 			values[i] = new(sql.NullTime)
@@ -153,6 +155,12 @@ func (_m *Transfer) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field updated_at", values[i])
 			} else if value.Valid {
 				_m.UpdatedAt = value.Time
+			}
+		case transfer.FieldKind:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field kind", values[i])
+			} else if value.Valid {
+				_m.Kind = transfer.Kind(value.String)
 			}
 		case transfer.FieldFromAgentID:
 			if value, ok := values[i].(*sql.NullScanner); !ok {
@@ -338,6 +346,9 @@ func (_m *Transfer) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("updated_at=")
 	builder.WriteString(_m.UpdatedAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	builder.WriteString("kind=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Kind))
 	builder.WriteString(", ")
 	if v := _m.FromAgentID; v != nil {
 		builder.WriteString("from_agent_id=")

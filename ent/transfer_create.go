@@ -50,6 +50,12 @@ func (_c *TransferCreate) SetNillableUpdatedAt(v *time.Time) *TransferCreate {
 	return _c
 }
 
+// SetKind sets the "kind" field.
+func (_c *TransferCreate) SetKind(v transfer.Kind) *TransferCreate {
+	_c.mutation.SetKind(v)
+	return _c
+}
+
 // SetFromAgentID sets the "from_agent_id" field.
 func (_c *TransferCreate) SetFromAgentID(v uuid.UUID) *TransferCreate {
 	_c.mutation.SetFromAgentID(v)
@@ -381,6 +387,14 @@ func (_c *TransferCreate) check() error {
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "Transfer.updated_at"`)}
 	}
+	if _, ok := _c.mutation.Kind(); !ok {
+		return &ValidationError{Name: "kind", err: errors.New(`ent: missing required field "Transfer.kind"`)}
+	}
+	if v, ok := _c.mutation.Kind(); ok {
+		if err := transfer.KindValidator(v); err != nil {
+			return &ValidationError{Name: "kind", err: fmt.Errorf(`ent: validator failed for field "Transfer.kind": %w`, err)}
+		}
+	}
 	if _, ok := _c.mutation.Chain(); !ok {
 		return &ValidationError{Name: "chain", err: errors.New(`ent: missing required field "Transfer.chain"`)}
 	}
@@ -490,6 +504,10 @@ func (_c *TransferCreate) createSpec() (*Transfer, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.UpdatedAt(); ok {
 		_spec.SetField(transfer.FieldUpdatedAt, field.TypeTime, value)
 		_node.UpdatedAt = value
+	}
+	if value, ok := _c.mutation.Kind(); ok {
+		_spec.SetField(transfer.FieldKind, field.TypeEnum, value)
+		_node.Kind = value
 	}
 	if value, ok := _c.mutation.FromUserID(); ok {
 		_spec.SetField(transfer.FieldFromUserID, field.TypeUUID, value)

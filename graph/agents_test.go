@@ -24,6 +24,7 @@ import (
 	"agentpay/chains/devnet"
 	"agentpay/ent"
 	"agentpay/ent/gasspend"
+	"agentpay/ent/transfer"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
@@ -501,6 +502,7 @@ func insertTransfer(t *testing.T, db *store.DB, from, to registration, amount in
 	require.NoError(t, err)
 	fee := amount / 1000
 	tr, err := db.Ent.Transfer.Create().
+		SetKind(transfer.KindSend).
 		SetFromAgentID(uuid.MustParse(from.AgentID)).
 		SetToAgentID(uuid.MustParse(to.AgentID)).
 		SetChain("base").

@@ -213,7 +213,7 @@ func addTransfer(t *testing.T, api *testAPI, from, to registered, amount, fee in
 	require.NoError(t, err)
 	ref := make([]byte, 32)
 	copy(ref, fmt.Sprintf("%d-%d-%s", amount, time.Now().UnixNano(), status))
-	require.NoError(t, api.DB.Ent.Transfer.Create().
+	require.NoError(t, api.DB.Ent.Transfer.Create().SetKind(transfer.KindSend).
 		SetFromAgentID(fa.Agent.ID).SetToAgentID(ta.Agent.ID).SetChain("base").
 		SetFromAddress(from.Base).SetToAddress(to.Base).
 		SetAmount(amount).SetFee(fee).SetNet(amount-fee).SetStatus(status).SetRef(ref).

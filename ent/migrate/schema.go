@@ -1400,6 +1400,7 @@ var (
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation"}},
 		{Name: "from_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "to_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "checkout_session_id", Type: field.TypeUUID, Nullable: true},
@@ -1430,13 +1431,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "transfers_agents_sent_transfers",
-				Columns:    []*schema.Column{TransfersColumns[22]},
+				Columns:    []*schema.Column{TransfersColumns[23]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "transfers_agents_received_transfers",
-				Columns:    []*schema.Column{TransfersColumns[23]},
+				Columns:    []*schema.Column{TransfersColumns[24]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
@@ -1445,37 +1446,37 @@ var (
 			{
 				Name:    "transfer_from_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[22], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[23], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[23], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[24], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_to_user_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[4], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[5], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_from_user_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[3], TransfersColumns[1]},
+				Columns: []*schema.Column{TransfersColumns[4], TransfersColumns[1]},
 			},
 			{
 				Name:    "transfer_status_from_agent_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[14], TransfersColumns[22]},
+				Columns: []*schema.Column{TransfersColumns[15], TransfersColumns[23]},
 			},
 			{
 				Name:    "transfer_chain_tx_hash",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[6], TransfersColumns[13]},
+				Columns: []*schema.Column{TransfersColumns[7], TransfersColumns[14]},
 			},
 			{
 				Name:    "transfer_checkout_session_id",
 				Unique:  false,
-				Columns: []*schema.Column{TransfersColumns[5]},
+				Columns: []*schema.Column{TransfersColumns[6]},
 			},
 		},
 	}

@@ -11,11 +11,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// Transfer is a USDC send from a custodial wallet: an agent's (from_agent_id
-// set) to another agent (to_agent_id set) or to a human user's custodial
-// wallet (to_user_id set), or a human user's withdrawal (from_user_id set)
-// to an external address (neither to_ set). Exactly one sender is set (a
-// check constraint says so).
+// Transfer is a USDC send from a custodial wallet, of one kind: an agent's
+// (from_agent_id set) to another agent (to_agent_id set) or to a human
+// user's custodial wallet (to_user_id set), a human user's withdrawal
+// (from_user_id set) to an external address (neither to_ set), an agent's
+// payment of a checkout session (checkout_session_id set) or its card
+// reservation (paying the treasury). Exactly one sender is set (a check
+// constraint says so).
 type Transfer struct {
 	ent.Schema
 }
@@ -38,6 +40,14 @@ func (Transfer) Mixin() []ent.Mixin {
 // Fields of the Transfer.
 func (Transfer) Fields() []ent.Field {
 	return []ent.Field{
+		// What the transfer is for, set when it is recorded: its rules
+		// (fee leg, what completion and failure do, what the books and
+		// the gas ledger call it) are its entry in transfer_kinds.go.
+		// Not a GraphQL field: an agent sees its sends, not their kinds.
+		field.Enum("kind").
+			Values("send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation").
+			Immutable().
+			Annotations(entgql.Skip()),
 		field.UUID("from_agent_id", uuid.UUID{}).
 			Optional().
 			Nillable().

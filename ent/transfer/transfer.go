@@ -23,6 +23,8 @@ const (
 	FieldCreatedAt = "created_at"
 	// FieldUpdatedAt holds the string denoting the updated_at field in the database.
 	FieldUpdatedAt = "updated_at"
+	// FieldKind holds the string denoting the kind field in the database.
+	FieldKind = "kind"
 	// FieldFromAgentID holds the string denoting the from_agent_id field in the database.
 	FieldFromAgentID = "from_agent_id"
 	// FieldFromUserID holds the string denoting the from_user_id field in the database.
@@ -92,6 +94,7 @@ var Columns = []string{
 	FieldID,
 	FieldCreatedAt,
 	FieldUpdatedAt,
+	FieldKind,
 	FieldFromAgentID,
 	FieldFromUserID,
 	FieldToAgentID,
@@ -154,6 +157,32 @@ var (
 	DefaultID func() uuid.UUID
 )
 
+// Kind defines the type for the "kind" enum field.
+type Kind string
+
+// Kind values.
+const (
+	KindSend            Kind = "send"
+	KindSendToUser      Kind = "send_to_user"
+	KindWithdrawal      Kind = "withdrawal"
+	KindCheckoutPayment Kind = "checkout_payment"
+	KindCardReservation Kind = "card_reservation"
+)
+
+func (k Kind) String() string {
+	return string(k)
+}
+
+// KindValidator is a validator for the "kind" field enum values. It is called by the builders before save.
+func KindValidator(k Kind) error {
+	switch k {
+	case KindSend, KindSendToUser, KindWithdrawal, KindCheckoutPayment, KindCardReservation:
+		return nil
+	default:
+		return fmt.Errorf("transfer: invalid enum value for kind field: %q", k)
+	}
+}
+
 // Status defines the type for the "status" enum field.
 type Status string
 
@@ -198,6 +227,11 @@ func ByCreatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByUpdatedAt orders the results by the updated_at field.
 func ByUpdatedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldUpdatedAt, opts...).ToFunc()
+}
+
+// ByKind orders the results by the kind field.
+func ByKind(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldKind, opts...).ToFunc()
 }
 
 // ByFromAgentID orders the results by the from_agent_id field.
@@ -321,6 +355,36 @@ func newToAgentStep() *sqlgraph.Step {
 		sqlgraph.To(ToAgentInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, ToAgentTable, ToAgentColumn),
 	)
+}
+
+// MarshalGQL implements graphql.Marshaler interface: the value in
+// upper case, as GraphQL enum values are spelled.
+func (e Kind) MarshalGQL(w io.Writer) {
+	io.WriteString(w, strconv.Quote(strings.ToUpper(e.String())))
+}
+
+// UnmarshalGQL implements graphql.Unmarshaler interface: the upper-case
+// GraphQL name back to the stored value.
+func (e *Kind) UnmarshalGQL(val interface{}) error {
+	str, ok := val.(string)
+	if !ok {
+		return fmt.Errorf("enum %T must be a string", val)
+	}
+	switch str {
+	case "SEND":
+		*e = KindSend
+	case "SEND_TO_USER":
+		*e = KindSendToUser
+	case "WITHDRAWAL":
+		*e = KindWithdrawal
+	case "CHECKOUT_PAYMENT":
+		*e = KindCheckoutPayment
+	case "CARD_RESERVATION":
+		*e = KindCardReservation
+	default:
+		return fmt.Errorf("%s is not a valid Kind", str)
+	}
+	return nil
 }
 
 // MarshalGQL implements graphql.Marshaler interface: the value in

@@ -246,6 +246,26 @@ func UpdatedAtLTE(v time.Time) predicate.Transfer {
 	return predicate.Transfer(sql.FieldLTE(FieldUpdatedAt, v))
 }
 
+// KindEQ applies the EQ predicate on the "kind" field.
+func KindEQ(v Kind) predicate.Transfer {
+	return predicate.Transfer(sql.FieldEQ(FieldKind, v))
+}
+
+// KindNEQ applies the NEQ predicate on the "kind" field.
+func KindNEQ(v Kind) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNEQ(FieldKind, v))
+}
+
+// KindIn applies the In predicate on the "kind" field.
+func KindIn(vs ...Kind) predicate.Transfer {
+	return predicate.Transfer(sql.FieldIn(FieldKind, vs...))
+}
+
+// KindNotIn applies the NotIn predicate on the "kind" field.
+func KindNotIn(vs ...Kind) predicate.Transfer {
+	return predicate.Transfer(sql.FieldNotIn(FieldKind, vs...))
+}
+
 // FromAgentIDEQ applies the EQ predicate on the "from_agent_id" field.
 func FromAgentIDEQ(v uuid.UUID) predicate.Transfer {
 	return predicate.Transfer(sql.FieldEQ(FieldFromAgentID, v))

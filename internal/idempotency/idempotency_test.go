@@ -16,6 +16,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/idempotencykey"
+	"agentpay/ent/transfer"
 	"agentpay/internal/clock"
 	"agentpay/internal/idempotency"
 	"agentpay/internal/store"
@@ -87,7 +88,7 @@ func (e *env) record(ctx context.Context, claim *idempotency.Claim) (uuid.UUID, 
 	err := e.db.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
 		ref := make([]byte, 16)
 		_, _ = rand.Read(ref)
-		t, err := tx.Transfer.Create().SetFromUserID(e.sender).SetChain("base").SetFromAddress("0xfrom").SetToAddress("0xto").
+		t, err := tx.Transfer.Create().SetKind(transfer.KindWithdrawal).SetFromUserID(e.sender).SetChain("base").SetFromAddress("0xfrom").SetToAddress("0xto").
 			SetAmount(1_000_000).SetNet(1_000_000).SetRef(ref).Save(ctx)
 		if err != nil {
 			return err

@@ -216,3 +216,63 @@ func TestIdempotencyOutcomeBackfill(t *testing.T) {
 	require.True(t, replayed)
 	require.ErrorContains(t, err, "insufficient_funds")
 }
+
+// TestTransferKindBackfill: the transfer_kind migration gives every
+// transfer recorded before it its kind from the columns the code read
+// then (transfer_kinds.go, transferKindOfParties): a checkout session set
+// is an agent's checkout payment, a user sender a withdrawal, an agent
+// recipient a send, a user recipient a send to a user, and an agent's
+// transfer to no party (the treasury) a card reservation. Whatever state
+// the row is in.
+func TestTransferKindBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.OpenEmpty(t)
+	require.NoError(t, db.MigrateBefore(ctx, "transfer_kind"))
+	at := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	exec := func(query string, args ...any) {
+		t.Helper()
+		_, err := db.SQL.ExecContext(ctx, db.Rebind(query), args...)
+		require.NoError(t, err, query)
+	}
+	agent := func() uuid.UUID {
+		id := uuid.New()
+		exec(`INSERT INTO agents (id, created_at, updated_at, username, api_key_hash, invite_code) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, at, at, "a"+id.String()[:8], []byte(id.String()), id.String())
+		return id
+	}
+	alice, bob := agent(), agent()
+	user, session := uuid.New(), uuid.New()
+	want := map[uuid.UUID]string{}
+	transfer := func(kind, status string, fromAgent, fromUser, toAgent, toUser, checkout *uuid.UUID) {
+		id := uuid.New()
+		exec(`INSERT INTO transfers (id, created_at, updated_at, chain, from_address, to_address, amount, fee, net, status, ref,
+			from_agent_id, from_user_id, to_agent_id, to_user_id, checkout_session_id)
+			VALUES (?, ?, ?, 'base', '0xfrom', '0xto', 1000000, 1000, 999000, ?, ?, ?, ?, ?, ?, ?)`,
+			id, at, at, status, []byte(id.String()), fromAgent, fromUser, toAgent, toUser, checkout)
+		want[id] = kind
+	}
+	for _, status := range []string{"pending", "submitted", "completed", "failed"} {
+		transfer("send", status, &alice, nil, &bob, nil, nil)
+		transfer("send_to_user", status, &alice, nil, nil, &user, nil)
+		transfer("withdrawal", status, nil, &user, nil, nil, nil)
+		transfer("checkout_payment", status, &alice, nil, nil, nil, &session)
+		transfer("card_reservation", status, &alice, nil, nil, nil, nil)
+	}
+
+	_, err := db.Migrate(ctx, nil)
+	require.NoError(t, err)
+
+	for id, kind := range want {
+		var got string
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT kind FROM transfers WHERE id = ?"), id).Scan(&got))
+		require.Equal(t, kind, got, "transfer %s", id)
+	}
+	// The column is required from now on: a transfer recorded without its
+	// kind is refused by the database.
+	id := uuid.New()
+	_, err = db.SQL.ExecContext(ctx, db.Rebind(`INSERT INTO transfers (id, created_at, updated_at, chain, from_address, to_address,
+		amount, fee, net, status, ref, from_agent_id) VALUES (?, ?, ?, 'base', '0xfrom', '0xto', 1, 0, 1, 'pending', ?, ?)`),
+		id, at, at, []byte(id.String()), alice)
+	require.Error(t, err, "a transfer without a kind")
+}

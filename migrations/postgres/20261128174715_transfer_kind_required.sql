@@ -1,0 +1,2 @@
+-- Modify "transfers" table
+ALTER TABLE "transfers" ALTER COLUMN "kind" SET NOT NULL;
