@@ -53,7 +53,7 @@ func wantsX402(r *http.Request) bool {
 	if r.Method != http.MethodGet {
 		return false
 	}
-	if r.Header.Get(x402PaymentHeader) != "" {
+	if _, mpp := mppCredential(r); mpp || r.Header.Get(x402PaymentHeader) != "" {
 		return true
 	}
 	accept := strings.ToLower(r.Header.Get("Accept"))
@@ -84,7 +84,12 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 			writeError(w, r, s.logger, areaMerchant, err)
 			return
 		}
+		_ = s.addMPPChallenges(w, r, externalID) // MPP's beside x402's (mpp.go)
 		writeJSON(w, http.StatusPaymentRequired, x402Challenge{X402Version: agentpay.X402Version, Error: message, Accepts: accepts})
+	}
+	if cred, ok := mppCredential(r); ok {
+		s.serveMPP(w, r, externalID, cred)
+		return
 	}
 	header := r.Header.Get(x402PaymentHeader)
 	if header == "" {
