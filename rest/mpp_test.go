@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
 )
 
@@ -296,6 +298,58 @@ func TestMPPBesideX402(t *testing.T) {
 	require.Equal(t, http.StatusOK, paid.StatusCode, string(body))
 	require.Equal(t, cs[0].ID, mppReceiptOf(t, paid.Header).ChallengeID)
 	require.Empty(t, paid.Header.Get("X-Payment-Response"))
+}
+
+// TestMPPExpiredChallenge: past its expiry a challenge's credential is
+// refused (402 payment-expired, nothing relayed), unless its
+// authorization was already relayed for the session: then the payment it
+// made is answered, so a client retrying after a timeout learns the
+// outcome instead of paying again.
+func TestMPPExpiredChallenge(t *testing.T) {
+	var offset atomic.Int64
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base}, BlockTime: time.Second,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
+	})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMode: agentpay.ModeTest,
+		Clock: clock.Func(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })}})
+	m := api.registerMerchant(nil)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	api.Env.Fund(t, chains.Base, payer, 5_000_000)
+	domain := tokenDomain(t, api)
+	later := int64(agentpay.MPPChallengeTTL + time.Minute)
+
+	// Unused and expired: refused, nothing moves.
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 1, "currency": "USD"})
+	path := "/checkout/pay/" + sess.Session.ExternalID + "/mpp"
+	c := parseMPPChallenges(t, api.mppDo(path, nil).Header)[0]
+	cred := mppCredentialFor(t, key, domain, c, "", nil)
+	offset.Store(later)
+	resp := api.mppDo(path, http.Header{"Authorization": {cred}})
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	var p mppProblem
+	resp.JSON(t, &p)
+	require.Equal(t, agentpay.MPPProblemBase+"payment-expired", p.Type)
+	require.Equal(t, c.ID, p.ChallengeID)
+	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Base, payer).Int64())
+	require.Equal(t, 0, sessionPayments(t, api, sess.Session.ExternalID))
+
+	// Used in time, then sent again after expiry: the same payment.
+	offset.Store(0)
+	c = parseMPPChallenges(t, api.mppDo(path, nil).Header)[0]
+	cred = mppCredentialFor(t, key, domain, c, "", nil)
+	paid := api.mppDo(path, http.Header{"Authorization": {cred}})
+	require.Equal(t, http.StatusOK, paid.Status, string(paid.Body))
+	offset.Store(later)
+	again := api.mppDo(path, http.Header{"Authorization": {cred}})
+	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
+	require.Equal(t, true, again.Map(t)["replayed"])
+	require.Equal(t, paid.Map(t)["payment_id"], again.Map(t)["payment_id"])
+	require.Equal(t, mppReceiptOf(t, paid.Header).Reference, mppReceiptOf(t, again.Header).Reference)
+	require.Equal(t, int64(4_000_000), api.Env.Balance(t, chains.Base, payer).Int64(), "paid once")
+	require.Equal(t, 1, sessionPayments(t, api, sess.Session.ExternalID))
 }
 
 // waitConfirmed scans until the session is confirmed (the devnet seals a
