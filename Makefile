@@ -7,6 +7,7 @@ STDWEBHOOKS   := testdata/standardwebhooks
 MCPCLIENT     := testdata/mcpclient
 X402CLIENT    := testdata/x402client
 X402V2CLIENT  := testdata/x402v2client
+MPPCLIENT     := testdata/mppclient
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
@@ -28,8 +29,8 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, and the MPP client (mppx) the Payment scheme is tested with
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
@@ -45,6 +46,9 @@ $(X402CLIENT)/node_modules/.package-lock.json: $(X402CLIENT)/package-lock.json
 
 $(X402V2CLIENT)/node_modules/.package-lock.json: $(X402V2CLIENT)/package-lock.json
 	cd $(X402V2CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+$(MPPCLIENT)/node_modules/.package-lock.json: $(MPPCLIENT)/package-lock.json
+	cd $(MPPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:
@@ -75,6 +79,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
+	$(GO) test -run '^$$' -bench BenchmarkMPPRoundTrip -benchtime 20x -timeout 30m ./rest/
 
 ## fuzz: every Fuzz target (seeds in each package's testdata/fuzz) for FUZZTIME each; not part of `make test`, which runs the seeds only
 fuzz:

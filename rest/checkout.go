@@ -33,6 +33,9 @@ func (s *server) mountCheckoutPageRoutes(r chi.Router) {
 		r.With(s.requireAgent).Post("/agent-pay", s.agentPay)
 		// x402: the session's 402 and its settlement (x402.go).
 		r.Get("/x402", s.checkoutX402)
+		// MPP: the session's Payment challenges and their credentials
+		// (mpp.go); the x402 address answers them too.
+		r.Get("/mpp", s.checkoutMPP)
 		// A browser wallet's signed authorization, relayed by the
 		// treasury (walletpay.go): the page's per-IP limit.
 		r.Post("/authorization", s.walletPay)

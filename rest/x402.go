@@ -66,7 +66,7 @@ func wantsX402(r *http.Request) bool {
 	if r.Method != http.MethodGet {
 		return false
 	}
-	if r.Header.Get(x402PaymentHeader) != "" || r.Header.Get(x402SignatureHeaderV2) != "" {
+	if _, mpp := mppCredential(r); mpp || r.Header.Get(x402PaymentHeader) != "" || r.Header.Get(x402SignatureHeaderV2) != "" {
 		return true
 	}
 	accept := strings.ToLower(r.Header.Get("Accept"))
@@ -105,7 +105,12 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 		}
 		offer.V2.Error = message
 		w.Header().Set(x402RequiredHeaderV2, base64JSON(offer.V2))
+		_ = s.addMPPChallenges(w, r, externalID) // MPP's beside x402's (mpp.go)
 		writeJSON(w, http.StatusPaymentRequired, x402Challenge{X402Version: agentpay.X402Version, Error: message, Accepts: offer.V1})
+	}
+	if cred, ok := mppCredential(r); ok {
+		s.serveMPP(w, r, externalID, cred)
+		return
 	}
 	var (
 		res            *agentpay.AuthorizedPayment

@@ -11,7 +11,10 @@
 //     the BIP-32 / SLIP-0010 seed of checkout deposit addresses;
 //   - treasury seed = HKDF-SHA256(master, info "agentpay treasury seed v1"), 64 bytes,
 //     from which the treasury keys are derived; a seed of its own keeps the
-//     treasury apart from every deposit index.
+//     treasury apart from every deposit index;
+//   - challenge key = HKDF-SHA256(master, info "agentpay payment challenge key v1"),
+//     32 bytes, the HMAC key binding the ids of the MPP Payment challenges the
+//     service issues (../../mpp.go), so every instance verifies what any issued.
 //
 // Losing the master key loses every custodial key and deposit address;
 // leaking it leaks them all.

@@ -30,6 +30,7 @@ const (
 	sealInfo         = "agentpay vault aes-256-gcm v1"
 	depositSeedInfo  = "agentpay deposit seed v1"
 	treasurySeedInfo = "agentpay treasury seed v1"
+	challengeKeyInfo = "agentpay payment challenge key v1"
 	seedBytes        = 64
 )
 
@@ -51,6 +52,7 @@ type Vault struct {
 	aead         cipher.AEAD
 	depositSeed  []byte
 	treasurySeed []byte
+	challengeKey []byte
 }
 
 // New builds a vault from a 32-byte master key (see ParseMasterKey). The
@@ -79,7 +81,11 @@ func New(masterKey []byte) (*Vault, error) {
 	if err != nil {
 		return nil, errors.New("vault: cannot derive treasury seed")
 	}
-	return &Vault{aead: aead, depositSeed: seed, treasurySeed: treasurySeed}, nil
+	challengeKey, err := hkdf.Key(sha256.New, masterKey, nil, challengeKeyInfo, 32)
+	if err != nil {
+		return nil, errors.New("vault: cannot derive challenge key")
+	}
+	return &Vault{aead: aead, depositSeed: seed, treasurySeed: treasurySeed, challengeKey: challengeKey}, nil
 }
 
 // Seal encrypts plaintext with a fresh random nonce. associatedData is not
@@ -138,6 +144,15 @@ func (v *Vault) DepositSeed() []byte {
 // The caller gets a copy.
 func (v *Vault) TreasurySeed() []byte {
 	return append([]byte(nil), v.treasurySeed...)
+}
+
+// ChallengeKey returns the 32-byte HMAC key that binds the ids of the
+// Payment challenges the service issues (MPP, mpp.go) to their
+// parameters: derived from the master key, so every instance verifies a
+// challenge any instance issued, with no row per challenge. The caller
+// gets a copy.
+func (v *Vault) ChallengeKey() []byte {
+	return append([]byte(nil), v.challengeKey...)
 }
 
 // String redacts the vault so it is safe in logs.

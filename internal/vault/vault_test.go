@@ -145,6 +145,14 @@ func TestVaultDepositSeed(t *testing.T) {
 		"95a71da8e2b3b3307410ccb017e51ae3e331d3a8d9b6f29fa03fa1a608093efd", hex.EncodeToString(treasury))
 	treasury[0] ^= 0xff
 	require.NotEqual(t, treasury, v.TreasurySeed())
+
+	// The challenge key binds issued MPP challenges (mpp.go): pinned
+	// (info "agentpay payment challenge key v1"), since changing it would
+	// void every challenge outstanding, and apart from both seeds.
+	key := v.ChallengeKey()
+	require.Equal(t, "fc5cc35fa024c1b2b10539f35f098708d45bee3133de56e2749e1fe3753c105b", hex.EncodeToString(key))
+	key[0] ^= 0xff
+	require.NotEqual(t, key, v.ChallengeKey())
 }
 
 func TestNewRejectsBadLength(t *testing.T) {

@@ -1,0 +1,57 @@
+// Pays an agentpay checkout session over MPP (the "Payment" HTTP
+// authentication scheme) with the mppx client from npm, as an agent
+// holding USDC and no gas on an EVM chain would. Run by TestMPPNodeClient
+// and BenchmarkMPPNodeRoundTrip (rest/mpp_test.go); prints one JSON line.
+//
+//   SESSION_URL=...  PAYER_KEY=0x...  TOKEN_NAME="USD Coin"  TOKEN_VERSION=2
+//     mppx's fetch GETs the session's address, gets the 402 with its
+//     WWW-Authenticate: Payment challenge (method evm, intent charge),
+//     signs the EIP-3009 authorization it asks for (nonce: the challenge
+//     hash) and retries with Authorization: Payment. Then the same
+//     credential is sent once more, as a client retrying after a timeout
+//     would, to show it pays once.
+import { Fetch, evm } from "mppx/client";
+import { Receipt } from "mppx";
+import { privateKeyToAccount } from "viem/accounts";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is required`);
+  return v;
+};
+
+const account = privateKeyToAccount(env("PAYER_KEY"));
+// The credentials mppx sends, as the wire carries them.
+const sent = [];
+const recording = async (input, init) => {
+  const auth = new Headers(init?.headers).get("authorization");
+  if (auth) sent.push(auth);
+  return fetch(input, init);
+};
+const pay = Fetch.from({
+  fetch: recording,
+  methods: [
+    evm.charge({
+      account,
+      // The token's EIP-712 domain: the evm request names the contract
+      // and chain, not the domain's name and version.
+      authorization: { name: env("TOKEN_NAME"), version: env("TOKEN_VERSION") },
+      maxAtomicAmount: "1000000000",
+    }),
+  ],
+});
+
+const out = { payer: account.address };
+const res = await pay(env("SESSION_URL"));
+out.status = res.status;
+out.body = await res.json();
+const receipt = res.headers.get("payment-receipt");
+out.receipt = receipt ? Receipt.deserialize(receipt) : null;
+out.credentials = sent.length;
+if (sent.length > 0 && process.env.REPLAY !== "0") {
+  const again = await fetch(env("SESSION_URL"), { headers: { Authorization: sent[sent.length - 1] } });
+  out.replay = { status: again.status, body: await again.json() };
+  const r = again.headers.get("payment-receipt");
+  out.replay.receipt = r ? Receipt.deserialize(r) : null;
+}
+console.log(JSON.stringify(out));
