@@ -110,7 +110,7 @@ type webhookGateKey struct {
 // trying.
 func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 	n := webhookMerchantConcurrency(cfg)
-	return gate.New[webhookGateKey](n, n)
+	return gate.NewWide[webhookGateKey](n, n, webhookFastWaiting(cfg))
 }
 
 // enterWebhookSlot takes a place among this process's tries of the
@@ -123,7 +123,7 @@ func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 // WebhookSlowAfter when the lane has no place for it (errWebhookCut).
 func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) (slot *webhookSlot, tryCtx context.Context, ok bool) {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	class, inLane := s.webhookReceivers.admit(key)
+	class, fast, inLane := s.webhookReceivers.admit(key)
 	switch class {
 	case receiverSlow:
 		if !inLane {
@@ -138,7 +138,13 @@ func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, li
 			return nil, nil, false
 		}
 	default:
-		if !s.webhookGates.Enter(ctx, key, webhookGateWait) {
+		entered := false
+		if fast {
+			entered = s.webhookGates.EnterWaiting(ctx, key, s.webhookMerchantConcurrency(), webhookFastWaiting(s.cfg), s.webhookReceivers.fastWait)
+		} else {
+			entered = s.webhookGates.Enter(ctx, key, webhookGateWait)
+		}
+		if !entered {
 			return nil, nil, false
 		}
 	}
@@ -161,11 +167,14 @@ func (s *Service) leaveWebhookSlot(slot *webhookSlot) {
 // read; DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	switch s.webhookReceivers.class(key) {
-	case receiverSlow:
+	class, fast := s.webhookReceivers.classFast(key)
+	switch {
+	case class == receiverSlow:
 		return s.webhookReceivers.laneFull() || s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency()
-	case receiverNew:
+	case class == receiverNew:
 		return s.webhookGates.Holders(key) >= 1
+	case fast:
+		return s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency() && s.webhookGates.Waiting(key) >= webhookFastWaiting(s.cfg)
 	}
 	return s.webhookGates.Full(key)
 }
