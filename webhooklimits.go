@@ -26,7 +26,10 @@ import (
 //     fewer than the cap already wait, so a busy merchant whose receiver
 //     answers quickly keeps its slots full; otherwise it sends nothing and
 //     is asked again after WebhookBusyDelay (the worker snoozes its job): it
-//     is not a failed try. One merchant and mode so occupy at most twice the
+//     is not a failed try. A receiver answering at once (fast,
+//     webhookreceivers.go) has more deliveries wait, for less long. A try
+//     holds its place until its receiver has answered, not while it is
+//     recorded (the database's time, not the receiver's). One merchant and mode so occupy at most twice the
 //     cap of a process's webhook workers (WebhookWorkersPerMerchant). The
 //     cap is the process's, not counted across worker processes: what it
 //     protects is each process's shared workers, which it does alone; a
