@@ -80,6 +80,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench BenchmarkMPPRoundTrip -benchtime 20x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench WorkerStartToFirstScan -benchtime 5x -timeout 30m ./worker/
 
 ## fuzz: every Fuzz target (seeds in each package's testdata/fuzz) for FUZZTIME each; not part of `make test`, which runs the seeds only
 fuzz:

@@ -210,12 +210,22 @@ type inbound struct {
 // reorg may still drop it, and the scan reports it final once.
 func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) []inbound {
 	reader, ok := ledger.(chains.DepositReader)
+	norm := s.wallets(chain).NormalizeAddress
 	var out []inbound
 	for _, ev := range evs {
 		if ev.Kind != chains.DepositFinal || ev.Deposit.Amount == nil || ev.Deposit.Amount.Sign() <= 0 {
 			continue
 		}
-		to := holders[s.wallets(chain).NormalizeAddress(ev.Deposit.To)]
+		if _, own := holders[norm(ev.Deposit.From)]; own {
+			// From the treasury or a custodial wallet: the service's own
+			// transfer (a send, a fee leg, a card return), counted by its
+			// record and never a funding (recordInbound, holds), so
+			// dropped here, in memory, before the call that reads its
+			// transaction: at volume most transfers reaching a holder are
+			// the service's own.
+			continue
+		}
+		to := holders[norm(ev.Deposit.To)]
 		in := inbound{dep: ev.Deposit, to: to, total: ev.Deposit.Amount}
 		if ok {
 			deps, err := reader.DepositsIn(ctx, ev.Deposit.TxHash, to)

@@ -26,7 +26,10 @@ import (
 //     fewer than the cap already wait, so a busy merchant whose receiver
 //     answers quickly keeps its slots full; otherwise it sends nothing and
 //     is asked again after WebhookBusyDelay (the worker snoozes its job): it
-//     is not a failed try. One merchant and mode so occupy at most twice the
+//     is not a failed try. A receiver answering at once (fast,
+//     webhookreceivers.go) has more deliveries wait, for less long. A try
+//     holds its place until its receiver has answered, not while it is
+//     recorded (the database's time, not the receiver's). One merchant and mode so occupy at most twice the
 //     cap of a process's webhook workers (WebhookWorkersPerMerchant). The
 //     cap is the process's, not counted across worker processes: what it
 //     protects is each process's shared workers, which it does alone; a
@@ -110,7 +113,7 @@ type webhookGateKey struct {
 // trying.
 func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 	n := webhookMerchantConcurrency(cfg)
-	return gate.New[webhookGateKey](n, n)
+	return gate.NewWide[webhookGateKey](n, n, webhookFastWaiting(cfg))
 }
 
 // enterWebhookSlot takes a place among this process's tries of the
@@ -123,7 +126,7 @@ func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 // WebhookSlowAfter when the lane has no place for it (errWebhookCut).
 func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) (slot *webhookSlot, tryCtx context.Context, ok bool) {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	class, inLane := s.webhookReceivers.admit(key)
+	class, fast, inLane := s.webhookReceivers.admit(key)
 	switch class {
 	case receiverSlow:
 		if !inLane {
@@ -138,7 +141,13 @@ func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, li
 			return nil, nil, false
 		}
 	default:
-		if !s.webhookGates.Enter(ctx, key, webhookGateWait) {
+		entered := false
+		if fast {
+			entered = s.webhookGates.EnterWaiting(ctx, key, s.webhookMerchantConcurrency(), webhookFastWaiting(s.cfg), s.webhookReceivers.fastWait)
+		} else {
+			entered = s.webhookGates.Enter(ctx, key, webhookGateWait)
+		}
+		if !entered {
 			return nil, nil, false
 		}
 	}
@@ -161,11 +170,14 @@ func (s *Service) leaveWebhookSlot(slot *webhookSlot) {
 // read; DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	switch s.webhookReceivers.class(key) {
-	case receiverSlow:
+	class, fast := s.webhookReceivers.classFast(key)
+	switch {
+	case class == receiverSlow:
 		return s.webhookReceivers.laneFull() || s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency()
-	case receiverNew:
+	case class == receiverNew:
 		return s.webhookGates.Holders(key) >= 1
+	case fast:
+		return s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency() && s.webhookGates.Waiting(key) >= webhookFastWaiting(s.cfg)
 	}
 	return s.webhookGates.Full(key)
 }

@@ -148,3 +148,74 @@ func TestWebhookSlowTryCutWhenTheLaneIsFull(t *testing.T) {
 	require.Equal(t, webhookdelivery.StatusPending, onlyDelivery(t, svc, d.EventID).Status)
 	require.Equal(t, receiverSlow, svc.webhookReceivers.class(webhookGateKey{merchantID: m.ID}))
 }
+
+// TestWebhookFastReceiverWaitsInProcess: a proven receiver that answers at
+// once (a try under webhookQuickTry ended less than webhookQuickTry ago)
+// has its deliveries beyond the cap wait in the process, up to
+// webhookFastWaiting of them, rather than be put back in the queue (Busy);
+// its tries in flight stay at the cap. Once no quick try has ended for
+// webhookQuickTry (its receiver stopped answering) it is an ordinary proven
+// receiver again: the cap's waiters, then Busy.
+func TestWebhookFastReceiverWaitsInProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{WebhookMerchantConcurrency: 1})
+	// Longer than the production figures, so a busy machine's pauses do
+	// not end the receiver's being fast, or a wait, before the test looks.
+	svc.webhookReceivers.quickTry, svc.webhookReceivers.fastWait = 2*time.Second, 10*time.Second
+	m := uuid.New()
+	key := webhookGateKey{merchantID: m}
+
+	// Proven and fast: a try ended at once.
+	first, _, ok := svc.enterWebhookSlot(ctx, m, false)
+	require.True(t, ok)
+	svc.leaveWebhookSlot(first)
+	class, fast := svc.webhookReceivers.classFast(key)
+	require.Equal(t, receiverProven, class)
+	require.True(t, fast)
+
+	// Its one place is taken; five more deliveries wait for it, where an
+	// ordinary proven receiver lets one (its cap) wait.
+	held, _, ok := svc.enterWebhookSlot(ctx, m, false)
+	require.True(t, ok)
+	const waiters = 5
+	require.Less(t, waiters, webhookFastWaiting(svc.cfg))
+	entered := make(chan *webhookSlot, waiters)
+	for range waiters {
+		go func() {
+			slot, _, ok := svc.enterWebhookSlot(ctx, m, false)
+			if !ok {
+				slot = nil
+			}
+			entered <- slot
+		}()
+	}
+	require.Eventually(t, func() bool { return svc.webhookGates.Waiting(key) == waiters }, 10*time.Second, time.Millisecond)
+	require.False(t, svc.WebhookSlotsFull(m, false), "a fast receiver's deliveries wait rather than be put back")
+	// Each place left goes to one waiter, which answers at once too: the
+	// cap of one try in flight holds throughout.
+	svc.leaveWebhookSlot(held)
+	for range waiters {
+		slot := <-entered
+		require.NotNil(t, slot, "every waiter got the place in turn")
+		require.Equal(t, 1, svc.webhookGates.Holders(key), "never more than the cap in flight")
+		svc.leaveWebhookSlot(slot)
+	}
+
+	// It stops answering: a try is in flight and none ends.
+	hung, _, ok := svc.enterWebhookSlot(ctx, m, false)
+	require.True(t, ok)
+	t.Cleanup(func() { svc.leaveWebhookSlot(hung) })
+	require.Eventually(t, func() bool { _, fast := svc.webhookReceivers.classFast(key); return !fast }, 10*time.Second, time.Millisecond,
+		"no quick try ended for webhookQuickTry")
+	go func() {
+		slot, _, ok := svc.enterWebhookSlot(ctx, m, false) // the cap's one waiter, for up to webhookGateWait
+		if ok {
+			svc.leaveWebhookSlot(slot)
+		}
+	}()
+	require.Eventually(t, func() bool { return svc.WebhookSlotsFull(m, false) }, 10*time.Second, time.Millisecond)
+	res, _, ok := svc.enterWebhookSlot(ctx, m, false)
+	require.False(t, ok, "beyond the cap's waiters: put back in the queue")
+	require.Nil(t, res)
+}

@@ -25,8 +25,12 @@ import (
 // transaction, and River completing the job.
 //
 // The events belong to 50 merchants (the machinery's throughput), or all to
-// one (a burst of one merchant, which its cap of tries in flight,
-// DefaultWebhookMerchantConcurrency, bounds).
+// one (a burst of one merchant: its cap of tries in flight,
+// DefaultWebhookMerchantConcurrency, bounds how many are sent at once, and
+// its receiver answering at once, its deliveries beyond the cap wait in the
+// process rather than go back through the queue). Each reports
+// deliveries/s and that figure over its goal (of-goal: 10,000/s for 50
+// merchants, 5,000/s for one).
 //
 //	go test -run '^$' -bench WebhookDeliveries -benchtime 5000x ./worker
 func BenchmarkWebhookDeliveries(b *testing.B) {
@@ -73,5 +77,13 @@ func benchmarkWebhookDeliveries(b *testing.B, merchants int) {
 	if hits.Load() != int64(b.N) {
 		b.Fatalf("receiver got %d requests for %d events", hits.Load(), b.N)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	rate := float64(b.N) / elapsed.Seconds()
+	b.ReportMetric(rate, "deliveries/s")
+	// The figure against its goal (issue 26): 10,000/s over many
+	// merchants, 5,000/s for one; 1 or more meets it.
+	goal := 10_000.0
+	if merchants == 1 {
+		goal = 5_000
+	}
+	b.ReportMetric(rate/goal, "of-goal")
 }

@@ -74,6 +74,9 @@ type Worker struct {
 	// live finds dead worker processes on PostgreSQL (see liveness.go);
 	// nil on SQLite, where the one process runs everything.
 	live *liveness
+	// scans are the deposit scans scanTicker enqueues every scanEvery.
+	scans     []ScanChainArgs
+	scanEvery time.Duration
 }
 
 const queueChains = "chains"
@@ -152,14 +155,18 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &pruneWorker[EraseExpiredMailArgs]{prune: cfg.Service.EraseExpiredMail})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 
+	// The deposit scans are not River periodic jobs: those are inserted by
+	// the elected leader only, and a leader that is killed keeps its
+	// leadership until it expires (15 s), during which no chain is scanned;
+	// a restarted worker also waits for its election. Every worker process
+	// enqueues the scans itself instead (scanTicker): at once when it
+	// starts, then on each tick of ScanInterval, the ticks of every process
+	// falling together so the singleton job (ScanChainArgs.InsertOpts) is
+	// inserted once per tick.
 	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
+	var scans []ScanChainArgs
 	for _, c := range cfg.Service.ScannedChains() {
-		args := ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)}
-		periodic = append(periodic, river.NewPeriodicJob(
-			river.PeriodicInterval(cfg.ScanInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-			&river.PeriodicJobOpts{RunOnStart: true},
-		))
+		scans = append(scans, ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)})
 	}
 
 	riverCfg := &river.Config{
@@ -200,7 +207,8 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{client: client, live: live, db: cfg.DB.SQL, obs: obs, sampleEvery: sampleEvery, logger: cfg.Logger}, nil
+	return &Worker{client: client, live: live, db: cfg.DB.SQL, obs: obs, sampleEvery: sampleEvery, logger: cfg.Logger,
+		scans: scans, scanEvery: cfg.ScanInterval}, nil
 }
 
 // Client is the River client, for inserting jobs in a transaction.
@@ -230,6 +238,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.live.run(ctx)
 		}
 	}()
+	scanDone := make(chan struct{})
+	go func() {
+		defer close(scanDone)
+		w.scanTicker(ctx)
+	}()
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
@@ -239,8 +252,35 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	<-ctx.Done()
 	<-liveDone
+	<-scanDone
 	<-sampleDone
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return w.client.Stop(stopCtx)
+}
+
+// scanTicker enqueues every chain's deposit scan at once, then at each
+// multiple of scanEvery (the wall clock's, so every worker process ticks
+// together and the singleton scan job is inserted once per tick, the
+// others finding it waiting or running), until ctx ends. A failed insert
+// (the database briefly unavailable) is logged and the next tick tries
+// again.
+func (w *Worker) scanTicker(ctx context.Context) {
+	if len(w.scans) == 0 {
+		return
+	}
+	for {
+		for _, args := range w.scans {
+			if _, err := w.client.Insert(ctx, args, nil); err != nil && ctx.Err() == nil {
+				w.logger.WarnContext(ctx, "enqueueing a deposit scan", "mode", args.Mode, "chain", args.Chain, "err", err)
+			}
+		}
+		now := time.Now()
+		next := now.Truncate(w.scanEvery).Add(w.scanEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next.Sub(now)):
+		}
+	}
 }

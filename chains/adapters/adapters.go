@@ -41,6 +41,9 @@ type Chain struct {
 	// RPCTimeout bounds each call to the chain's node, the ledger's and the
 	// watcher's alike; 0 is chains.DefaultRPCTimeout.
 	RPCTimeout time.Duration
+	// StartPatience is how long an EVM ledger's start keeps asking a node
+	// that fails its reads; 0 is evm.DefaultStartPatience.
+	StartPatience time.Duration
 }
 
 // Network connects a chain's ledger and its deposit watcher factory.
@@ -57,6 +60,7 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 			Confirmations: c.Confirmations,
 			PollInterval:  c.PollInterval,
 			RPCTimeout:    c.RPCTimeout,
+			StartPatience: c.StartPatience,
 		})
 		if err != nil {
 			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, redact.URL(c.RPCURL), err)

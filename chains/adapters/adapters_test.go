@@ -63,7 +63,7 @@ func TestNetworkErrorsHideRPCCredentials(t *testing.T) {
 			// A real gas key, so each family gets as far as asking the node.
 			gasKey, _, err := Families()[tt.chain.Family()].NewKey()
 			require.NoError(t, err)
-			_, err = Network(ctx, tt.chain, Chain{RPCURL: tt.url, USDC: tt.usdc, Confirmations: 1, GasKey: gasKey})
+			_, err = Network(ctx, tt.chain, Chain{RPCURL: tt.url, USDC: tt.usdc, Confirmations: 1, GasKey: gasKey, StartPatience: 300 * time.Millisecond})
 			require.Error(t, err)
 			require.Contains(t, err.Error(), "chain "+string(tt.chain))
 			for _, s := range rpcSecrets {

@@ -69,6 +69,12 @@ type Config struct {
 	// context allows. Zero means chains.DefaultRPCTimeout.
 	RPCTimeout time.Duration
 
+	// StartPatience is how long New keeps asking the node when the reads
+	// of its checks (chain id, token code, decimals, domain) fail: a
+	// failed call is retried, a wrong answer is not. Zero means
+	// DefaultStartPatience.
+	StartPatience time.Duration
+
 	// AuthorizationTTL is how long a signed EIP-3009 authorization stays
 	// valid (its validBefore). Zero means one hour.
 	AuthorizationTTL time.Duration
@@ -114,6 +120,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RPCTimeout <= 0 {
 		c.RPCTimeout = chains.DefaultRPCTimeout
 	}
+	if c.StartPatience <= 0 {
+		c.StartPatience = DefaultStartPatience
+	}
 	if c.AuthorizationTTL <= 0 {
 		c.AuthorizationTTL = time.Hour
 	}
@@ -125,3 +134,8 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// DefaultStartPatience is Config.StartPatience when zero: long enough for a
+// node failing one call in ten to pass the checks, short enough that a
+// node that is down stops the start while someone is watching it.
+const DefaultStartPatience = 30 * time.Second

@@ -80,16 +80,28 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 }
 
 func newLedger(ctx context.Context, cfg Config, client Client) (*Ledger, error) {
-	chainID, tok, err := checkChain(ctx, cfg, client)
+	var (
+		chainID *big.Int
+		tok     token
+		domain  common.Hash
+	)
+	err := retryStart(ctx, cfg.StartPatience, func() error {
+		var err error
+		chainID, tok, err = checkChain(ctx, cfg, client)
+		if err != nil {
+			return err
+		}
+		if d, err := tok.decimals(ctx); err == nil && int32(d) != cfg.Decimals {
+			return permanent{fmt.Errorf("evm: %s: token %s has %d decimals, config says %d", cfg.Chain, cfg.USDC, d, cfg.Decimals)}
+		}
+		domain, err = tok.domainSeparator(ctx, chainID)
+		if err != nil {
+			return fmt.Errorf("evm: %s: reading token domain: %w", cfg.Chain, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if d, err := tok.decimals(ctx); err == nil && int32(d) != cfg.Decimals {
-		return nil, fmt.Errorf("evm: %s: token %s has %d decimals, config says %d", cfg.Chain, cfg.USDC, d, cfg.Decimals)
-	}
-	domain, err := tok.domainSeparator(ctx, chainID)
-	if err != nil {
-		return nil, fmt.Errorf("evm: %s: reading token domain: %w", cfg.Chain, err)
 	}
 	l := &Ledger{
 		cfg:     cfg,
@@ -162,7 +174,7 @@ func checkChain(ctx context.Context, cfg Config, client Client) (*big.Int, token
 		return nil, token{}, fmt.Errorf("evm: %s: reading chain id: %w", cfg.Chain, err)
 	}
 	if cfg.ChainID != 0 && chainID.Cmp(new(big.Int).SetUint64(cfg.ChainID)) != 0 {
-		return nil, token{}, fmt.Errorf("evm: %s: node reports chain id %s, config says %d", cfg.Chain, chainID, cfg.ChainID)
+		return nil, token{}, permanent{fmt.Errorf("evm: %s: node reports chain id %s, config says %d", cfg.Chain, chainID, cfg.ChainID)}
 	}
 	tok := token{client: client, address: common.HexToAddress(cfg.USDC)}
 	code, err := client.CodeAt(ctx, tok.address, nil)
@@ -170,7 +182,7 @@ func checkChain(ctx context.Context, cfg Config, client Client) (*big.Int, token
 		return nil, token{}, fmt.Errorf("evm: %s: reading token code: %w", cfg.Chain, err)
 	}
 	if len(code) == 0 {
-		return nil, token{}, fmt.Errorf("evm: %s: no contract at USDC address %s", cfg.Chain, cfg.USDC)
+		return nil, token{}, permanent{fmt.Errorf("evm: %s: no contract at USDC address %s", cfg.Chain, cfg.USDC)}
 	}
 	return chainID, tok, nil
 }
@@ -350,4 +362,34 @@ func (l *Ledger) AuthorizationUsed(ctx context.Context, address string, ref [32]
 		return false, err
 	}
 	return l.token.authorizationState(ctx, addr, ref)
+}
+
+// permanent is an error of New's checks that asking again cannot change
+// (the node is another chain, the token is not there or not USDC).
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// retryStart runs New's checks until they pass, fail for good (permanent),
+// ctx ends or patience has passed since the first failure: a node that
+// fails one call (a dropped request, a 500 from its proxy) must not stop
+// the process that is starting (under churn one start in five did); one
+// that keeps failing for patience does. Waits start at 100 ms and double
+// up to 2 s.
+func retryStart(ctx context.Context, patience time.Duration, check func() error) error {
+	deadline := time.Now().Add(patience)
+	wait := 100 * time.Millisecond
+	for {
+		err := check()
+		var p permanent
+		if err == nil || errors.As(err, &p) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
