@@ -736,8 +736,8 @@ func TestAgentRateLimit(t *testing.T) {
 }
 
 func TestIPRateLimits(t *testing.T) {
-	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 4, RegisterRateLimit: 2})
-	freshRateWindow(t)
+	// The service's clock stands still: every request falls into one window.
+	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 4, RegisterRateLimit: 2, Clock: clock.NewStub(time.Now())})
 	api.register(t, uniqueName(t, "ip1")) // request 1, registration 1
 	api.register(t, uniqueName(t, "ip2")) // request 2, registration 2
 	out := api.do(t, "", quickRegisterMutation, map[string]any{"u": uniqueName(t, "ip3")})
