@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/predicate"
 	"agentpay/ent/wallet"
 	"agentpay/internal/authcache"
+	"agentpay/internal/clock"
 	"agentpay/internal/ratelimit"
 	"agentpay/internal/vault"
 )
@@ -350,14 +351,14 @@ func (s *Service) merchantByKey(ctx context.Context, mode Mode, match predicate.
 const DefaultAuthCacheTTL = 500 * time.Millisecond
 
 // newAgentAuthCache caches agents (with their wallets) by API key hash.
-func newAgentAuthCache(ttl time.Duration) *authcache.Cache[*ent.Agent] {
-	return authcache.New(ttl, func(a *ent.Agent) uuid.UUID { return a.ID }, copyAgent)
+func newAgentAuthCache(ttl time.Duration, clk clock.Clock) *authcache.Cache[*ent.Agent] {
+	return authcache.New(ttl, clk, func(a *ent.Agent) uuid.UUID { return a.ID }, copyAgent)
 }
 
 // newMerchantAuthCache caches merchants by key ("s" + secret key hash, or
 // "p" + public key).
-func newMerchantAuthCache(ttl time.Duration) *authcache.Cache[*MerchantAuth] {
-	return authcache.New(ttl, func(a *MerchantAuth) uuid.UUID { return a.Merchant.ID }, func(a *MerchantAuth) *MerchantAuth {
+func newMerchantAuthCache(ttl time.Duration, clk clock.Clock) *authcache.Cache[*MerchantAuth] {
+	return authcache.New(ttl, clk, func(a *MerchantAuth) uuid.UUID { return a.Merchant.ID }, func(a *MerchantAuth) *MerchantAuth {
 		out := *a
 		m := *a.Merchant
 		m.AcceptedTokens = slices.Clone(m.AcceptedTokens)

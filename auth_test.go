@@ -19,14 +19,15 @@ import (
 
 // TestAuthCacheFollowsCommits: what this instance commits to an agent is
 // what its next request sees; what it rolls back is not; another instance
-// (its own pool and cache) sees the change within the TTL.
+// (its own pool and cache) sees the change within the TTL, by the service's
+// clock.
 func TestAuthCacheFollowsCommits(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t, testenv.Options{Clock: time.Now()})
 	svc := newTestService(t, env, Config{})
 	reg, err := svc.QuickRegister(ctx, "cached")
 	require.NoError(t, err)
-	otherTTL := 2 * time.Second // longer than the steps below take on a slow machine
+	const otherTTL = 2 * time.Second
 	other := newTestService(t, env, Config{DB: testdb.Reopen(t, env.DB), AuthCacheTTL: otherTTL})
 
 	auth := func(s *Service) *ent.Agent {
@@ -62,7 +63,9 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 
 	// The other instance knows nothing of it until its entry expires.
 	require.Zero(t, auth(other).TxCount, "served from the other instance's cache")
-	time.Sleep(otherTTL)
+	env.Clock.Advance(otherTTL - time.Nanosecond)
+	require.Zero(t, auth(other).TxCount, "still within the TTL")
+	env.Clock.Advance(time.Nanosecond)
 	a := auth(other)
 	require.Equal(t, int64(1), a.TxCount)
 	require.Len(t, a.Edges.Wallets, 3)
@@ -72,10 +75,10 @@ func TestAuthCacheFollowsCommits(t *testing.T) {
 // agent's entry alone: the cache is dropped per agent, not wholesale.
 func TestAuthCacheKeepsOtherAgents(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.New(t, testenv.Options{})
+	// The service's clock stands still: the entry never expires on its own.
+	env := testenv.New(t, testenv.Options{Clock: time.Now()})
 	svc := newTestService(t, env, Config{})
-	// Same pool: sees every write svc makes through ent. The TTL outlasts
-	// the steps below on a slow machine.
+	// Same pool: sees every write svc makes through ent.
 	cached := newTestService(t, env, Config{AuthCacheTTL: 5 * time.Second})
 	reg, err := svc.QuickRegister(ctx, "kept")
 	require.NoError(t, err)

@@ -352,7 +352,7 @@ func (s *Service) cardHuman(ctx context.Context, a *ent.Agent, userID string) (*
 		return nil, fmt.Errorf("reading pairings: %w", err)
 	}
 	if len(ps) == 0 {
-		return nil, fmt.Errorf("%w: card purchases need a paired human: this agent has no approved pairing (POST /agents/me/pairings/request)", ErrForbidden)
+		return nil, fmt.Errorf("%w: card purchases need a paired human: this agent has no approved pairing (%s)", ErrForbidden, ActionRequestPairing.Mark())
 	}
 	if userID != "" {
 		id, err := uuid.Parse(userID)
@@ -932,8 +932,8 @@ func (s *Service) issueCard(ctx context.Context, r *ent.CardRequest) error {
 		}
 		r.CardReference, r.CardToken, r.CardLast4, r.CardExpiresAt = &card.Reference, &token, card.Last4(), &cardExpires
 		return s.recordCardEvents(ctx, tx, sqlTx, r, EventCardIssued, cardEventDataOf(r, "",
-			fmt.Sprintf("A single-use card ending %s for up to %s USD at %s is ready: read it once with GET /agents/me/pairings/card/requests/%s.",
-				card.Last4(), usd(USDCAmount(r.Amount)), r.MerchantName, r.ID)))
+			fmt.Sprintf("A single-use card ending %s for up to %s USD at %s is ready: read it once with %s.",
+				card.Last4(), usd(USDCAmount(r.Amount)), r.MerchantName, ActionReadCardRequest.Mark(r.ID.String()))))
 	})
 }
 

@@ -73,11 +73,11 @@ func (s *Service) Limits(ctx context.Context, a *ent.Agent) (*AgentLimits, error
 	b := l.Trust
 	l.Raise = []TrustAction{
 		{Action: "verify_partner", Points: TrustPartnerPoints, Earned: b.Partner, Done: a.PartnerVerified,
-			How: "POST /agents/me/verify-partner: link and verify an external identity"},
+			How: ActionVerifyPartner.Mark() + ": link and verify an external identity"},
 		{Action: "verify_external_wallet", Points: TrustExternalWalletPoints, Earned: b.ExternalWallet, Done: a.ExternalWalletVerified,
-			How: "POST /agents/me/wallets/verify: prove an external wallet with an EIP-712 signature"},
+			How: ActionVerifyWallet.Mark() + ": prove an external wallet with an EIP-712 signature"},
 		{Action: "pair_verified_human", Points: TrustHumanPoints, Earned: b.Human, Done: a.HumanVerified,
-			How: "POST /agents/me/pairings/request: pair with a human who completed identity verification"},
+			How: ActionRequestPairing.Mark() + ": pair with a human who completed identity verification"},
 		{Action: "account_age", Points: TrustAgeMaxPoints, Earned: b.Age, Done: b.Age >= TrustAgeMaxPoints,
 			How: "1 point per 9 days since registration, up to 10 at 90 days"},
 		{Action: "completed_volume", Points: TrustVolumeMaxPoints, Earned: b.Volume, Done: b.Volume >= TrustVolumeMaxPoints,

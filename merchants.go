@@ -187,7 +187,7 @@ func (s *Service) UpdateMerchant(ctx context.Context, auth *MerchantAuth, in Mer
 		}
 		if auth.Mode != ModeLive {
 			if f.webhookURL != "" && len(m.TestWebhookSecretEncrypted) == 0 {
-				return Invalid("webhook_url", "test mode has no webhook secret yet: roll one first (POST /checkout/merchants/me/webhook-secret/roll with a test key)")
+				return Invalid("webhook_url", "test mode has no webhook secret yet: roll one first (%s with a test key)", ActionRollWebhookSecret.Mark())
 			}
 			out, err = tx.Merchant.UpdateOneID(m.ID).SetTestWebhookURL(f.webhookURL).Save(ctx)
 			if err != nil {

@@ -292,12 +292,12 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL), newMerchantAuthCache(cfg.AuthCacheTTL)
+	agents, merchants := newAgentAuthCache(cfg.AuthCacheTTL, cfg.Clock), newMerchantAuthCache(cfg.AuthCacheTTL, cfg.Clock)
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
 	s := &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
 		agentAuth: agents, merchantAuth: merchants,
-		heads:             headcache.New[headKey](cfg.HeadCacheTTL),
+		heads:             headcache.New[headKey](cfg.HeadCacheTTL, cfg.Clock),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
 	s.idem = s.newIdempotencyRunner()

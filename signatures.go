@@ -422,13 +422,13 @@ func (s *Service) findChallenge(ctx context.Context, tx *ent.Tx, addr string, si
 	}
 	if !issued {
 		return nil, Invalid("signature", "no message was issued for this username and wallet_address; "+
-			"get one from GET /agents/signature-message and sign it")
+			"get one from %s and sign it", ActionGetSignatureMessage.Mark())
 	}
-	return nil, Invalid("signature", "does not recover to wallet_address over the message from GET /agents/signature-message "+
-		"(sign its typed_data unchanged with eth_signTypedData_v4, with that wallet)")
+	return nil, Invalid("signature", "does not recover to wallet_address over the message from %s "+
+		"(sign its typed_data unchanged with eth_signTypedData_v4, with that wallet)", ActionGetSignatureMessage.Mark())
 }
 
-var errChallengeUsed = Invalid("signature", "this signed message was already used; get a new one from GET /agents/signature-message")
+var errChallengeUsed = Invalid("signature", "this signed message was already used; get a new one from %s", ActionGetSignatureMessage.Mark())
 
 // useChallenge marks ch used, refusing it when it already is or expired.
 func (s *Service) useChallenge(ctx context.Context, tx *ent.Tx, ch *ent.SignatureChallenge) error {
@@ -437,8 +437,8 @@ func (s *Service) useChallenge(ctx context.Context, tx *ent.Tx, ch *ent.Signatur
 		return errChallengeUsed
 	}
 	if !now.Before(ch.ExpiresAt) {
-		return Invalid("signature", "the signed message expired at %s; get a new one from GET /agents/signature-message",
-			ch.ExpiresAt.UTC().Format(time.RFC3339))
+		return Invalid("signature", "the signed message expired at %s; get a new one from %s",
+			ch.ExpiresAt.UTC().Format(time.RFC3339), ActionGetSignatureMessage.Mark())
 	}
 	// Conditional on still being unused: of two concurrent uses, the second
 	// waits for the first's row lock and then matches nothing.

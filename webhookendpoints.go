@@ -102,7 +102,7 @@ func (s *Service) openWebhookSecret(merchantID uuid.UUID, mode Mode, sealed []by
 // their own secrets has none until it rolls one. A delivery of it already
 // pending then (made to the URL both modes shared) is not signed with the
 // live secret: each try fails with this, recorded in the webhook log.
-var errNoWebhookSecret = errors.New("not sent: test mode has no webhook secret yet; roll one with a test key (POST /checkout/merchants/me/webhook-secret/roll)")
+var errNoWebhookSecret = errors.New("not sent: test mode has no webhook secret yet; roll one with a test key (" + ActionRollWebhookSecret.Mark() + ")")
 
 // signingSecrets are the secrets a delivery of mode made at `at` is signed
 // with: the current one, then the previous one while its overlap lasts.

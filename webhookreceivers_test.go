@@ -135,11 +135,9 @@ func TestWebhookSlowTryCutWhenTheLaneIsFull(t *testing.T) {
 
 	m, _ := createWebhookMerchant(t, svc, hangingServer(t).URL)
 	d := onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID)
-	start := time.Now()
 	res, err := svc.DeliverWebhook(ctx, d.ID)
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), WebhookTimeout/2, "ended long before the try's timeout")
-	require.ErrorIs(t, res.Err, errWebhookCut)
+	require.ErrorIs(t, res.Err, errWebhookCut, "cut at slowAfter, not ended by the try's timeout")
 	require.False(t, res.Done)
 	require.False(t, res.RetryAt.IsZero(), "retried on the delivery's schedule")
 	a := svc.cfg.DB.Ent.WebhookAttempt.Query().Where(webhookattempt.DeliveryID(d.ID)).OnlyX(ctx)

@@ -17,7 +17,6 @@ import (
 	"agentpay"
 	"agentpay/internal/httpx"
 	"agentpay/internal/vault"
-	"agentpay/rest"
 )
 
 //go:embed templates/*.html
@@ -200,7 +199,7 @@ func (h *handler) render(w http.ResponseWriter, status int, name string, p page)
 
 // fail shows an error page with the service error's status and detail.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, name string, p page, err error) {
-	status, detail := rest.ErrorStatus(err, false)
+	status, detail := httpx.ErrorStatus(err, false)
 	if status >= 500 {
 		h.cfg.Logger.ErrorContext(r.Context(), "app", "path", r.URL.Path, "err", err)
 		detail = "something went wrong; try again"
@@ -287,7 +286,7 @@ func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
 // failJSON answers a service error as the API does: its status and
 // {"detail": ...}.
 func (h *handler) failJSON(w http.ResponseWriter, r *http.Request, err error) {
-	status, detail := rest.ErrorStatus(err, false)
+	status, detail := httpx.ErrorStatus(err, false)
 	if status >= 500 && status != http.StatusServiceUnavailable {
 		h.cfg.Logger.ErrorContext(r.Context(), "app", "path", r.URL.Path, "err", err)
 		detail = "something went wrong; try again"

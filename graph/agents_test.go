@@ -25,6 +25,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/transfer"
+	"agentpay/internal/clock"
 	"agentpay/internal/httpx"
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
@@ -50,6 +51,8 @@ type agentAPIConfig struct {
 	// DevPartner is the identity partner of `agentpay dev`, for
 	// verifyPartner.
 	DevPartner *agentpay.DevPartner
+	// Clock, when set, is the service's clock (Config.Clock).
+	Clock clock.Clock
 }
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
@@ -61,7 +64,7 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	env := testenv.New(t, opts)
 	srv := newTestServer(t, env, agentpay.Config{
 		AgentMode: agentpay.ModeTest, IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
-		DevPartner: cfg.DevPartner,
+		DevPartner: cfg.DevPartner, Clock: cfg.Clock,
 	}, HandlerConfig{})
 	api := &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
 	if cfg.Base {
@@ -693,20 +696,13 @@ func TestBaseUnitAmountsBeyond32Bits(t *testing.T) {
 	}
 }
 
-// freshRateWindow waits, if need be, for a new minute so the requests a
-// test is about to make fall into one fixed window.
-func freshRateWindow(t *testing.T) {
-	t.Helper()
-	now := time.Now()
-	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 20*time.Second {
-		time.Sleep(left + 50*time.Millisecond)
-	}
-}
-
+// TestAgentRateLimit: each GraphQL operation of an agent counts one request
+// against its tier's limit (T0: 10 a minute), the eleventh is RATE_LIMITED.
+// The service's clock stands still, so every operation falls into one
+// window.
 func TestAgentRateLimit(t *testing.T) {
-	api := newAgentAPI(t, agentAPIConfig{})
+	api := newAgentAPI(t, agentAPIConfig{Clock: clock.NewStub(time.Now())})
 	reg := api.register(t, uniqueName(t, "rl"))
-	freshRateWindow(t)
 	for i := 1; i <= 10; i++ {
 		q := `{ me { id } }`
 		if i%2 == 0 {
@@ -742,8 +738,8 @@ func TestAgentRateLimit(t *testing.T) {
 }
 
 func TestIPRateLimits(t *testing.T) {
-	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 4, RegisterRateLimit: 2})
-	freshRateWindow(t)
+	// The service's clock stands still: every request falls into one window.
+	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 4, RegisterRateLimit: 2, Clock: clock.NewStub(time.Now())})
 	api.register(t, uniqueName(t, "ip1")) // request 1, registration 1
 	api.register(t, uniqueName(t, "ip2")) // request 2, registration 2
 	out := api.do(t, "", quickRegisterMutation, map[string]any{"u": uniqueName(t, "ip3")})

@@ -14,21 +14,23 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/chainstest"
+	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
 )
 
 // newChainsServer serves GraphQL over a base devnet whose ledger counts its
-// head reads, the service's head cache and per-IP connections configured.
-func newChainsServer(t *testing.T, headTTL time.Duration, connectionsPerIP int) (*testServer, *chainstest.HeadCounter) {
+// head reads, the service's head cache and per-IP connections configured;
+// the service's clock stands still until the test moves it.
+func newChainsServer(t *testing.T, headTTL time.Duration, connectionsPerIP int) (*testServer, *chainstest.HeadCounter, *clock.Stub) {
 	t.Helper()
-	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 20 * time.Millisecond})
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 20 * time.Millisecond, Clock: time.Now()})
 	n := env.Test[chains.Base]
 	heads := chainstest.CountHeads(n.Ledger)
 	n.Ledger = heads
 	srv := newTestServer(t, env, agentpay.Config{
 		Test: chains.Networks{chains.Base: n}, HeadCacheTTL: headTTL, ConnectionsPerIP: connectionsPerIP,
 	}, HandlerConfig{HeadPollInterval: 5 * time.Millisecond})
-	return srv, heads
+	return srv, heads, env.Clock
 }
 
 // subscribeChainHead opens a websocket and subscribes to base's head.
@@ -52,11 +54,10 @@ func subscribeChainHead(t *testing.T, srv *testServer) *websocket.Conn {
 // TestChainHeadsCostOneReadPerTTL: the public chains query and chainHead
 // subscriptions (each looking every 5 ms here) read heads from the
 // service's cache, so however many clients ask, the node gets one head read
-// per HeadCacheTTL.
+// per HeadCacheTTL of the service's clock.
 func TestChainHeadsCostOneReadPerTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
-	srv, heads := newChainsServer(t, ttl, 0)
-	start := time.Now()
+	srv, heads, clk := newChainsServer(t, ttl, 0)
 	var wg sync.WaitGroup
 	for range 30 {
 		wg.Add(1)
@@ -79,15 +80,21 @@ func TestChainHeadsCostOneReadPerTTL(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(ttl) // the subscriptions keep looking
-	require.LessOrEqual(t, heads.Calls(), int64(1+time.Since(start)/ttl))
+	require.Equal(t, int64(1), heads.Calls(), "forty clients within a TTL, one read")
+
+	// The subscriptions keep looking: a TTL later, one read for them all.
+	clk.Advance(ttl)
+	require.Eventually(t, func() bool { return heads.Calls() == 2 }, 10*time.Second, time.Millisecond)
+	out := query(t, srv.URL, `{ chains { head healthy } }`, nil)
+	require.Empty(t, out.Errors)
+	require.Equal(t, int64(2), heads.Calls(), "fresh again: no read")
 }
 
 // TestWebsocketConnectionsPerClientIP: a client IP holds at most
 // ConnectionsPerIP websockets open on a process; one more is refused with
 // 429 {"detail"} before the upgrade, and a closed one frees its place.
 func TestWebsocketConnectionsPerClientIP(t *testing.T) {
-	srv, _ := newChainsServer(t, time.Second, 2)
+	srv, _, _ := newChainsServer(t, time.Second, 2)
 	first := subscribeChainHead(t, srv)
 	subscribeChainHead(t, srv)
 

@@ -10,11 +10,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/internal/clock"
 	"agentpay/internal/testenv"
 )
 
@@ -50,7 +52,8 @@ func operation(t *testing.T, q string, vars map[string]any) []byte {
 // X-Forwarded-For has its own per-IP budget; from any other peer the header
 // is ignored.
 func TestGraphQLTrustedProxies(t *testing.T) {
-	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 2})
+	// The service's clock stands still: every request falls into one window.
+	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 2, Clock: clock.NewStub(time.Now())})
 	serve := func(proxies []netip.Prefix) string {
 		srv := httptest.NewServer(NewHandler(HandlerConfig{Service: api.Svc, TrustedProxies: proxies}))
 		t.Cleanup(srv.Close)
@@ -65,7 +68,6 @@ func TestGraphQLTrustedProxies(t *testing.T) {
 		code, _ := out.Errors[0].Extensions["code"].(string)
 		return code
 	}
-	freshRateWindow(t)
 	proxied := serve([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")})
 	require.Empty(t, stats(proxied, "198.51.100.1"))
 	require.Empty(t, stats(proxied, "198.51.100.1"))

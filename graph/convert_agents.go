@@ -192,7 +192,7 @@ func limitsModel(l *agentpay.AgentLimits) *model.Limits {
 		out.NextTier, out.NextTierScore = &next, &score
 	}
 	for _, a := range l.Raise {
-		out.Raise = append(out.Raise, &model.TrustAction{Action: a.Action, Points: a.Points, Earned: a.Earned, Done: a.Done, How: a.How})
+		out.Raise = append(out.Raise, &model.TrustAction{Action: a.Action, Points: a.Points, Earned: a.Earned, Done: a.Done, How: renderGraphQL(a.How)})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -24,10 +25,11 @@ func pairingModel(v *agentpay.PairingView) *model.Pairing {
 }
 
 // accountEventModel decodes the event's data with numbers kept as written
-// (json.Number), so amounts stay exact.
+// (json.Number), so amounts stay exact, and the actions its message names
+// in GraphQL's words.
 func accountEventModel(ev agentpay.AccountEvent) (*model.AccountEvent, error) {
 	var data map[string]any
-	dec := json.NewDecoder(bytes.NewReader(ev.Data))
+	dec := json.NewDecoder(strings.NewReader(renderGraphQL(string(ev.Data))))
 	dec.UseNumber()
 	if err := dec.Decode(&data); err != nil {
 		return nil, fmt.Errorf("account event %d: %w", ev.ID, err)

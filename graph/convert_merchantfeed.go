@@ -33,7 +33,7 @@ func merchantEventModel(it agentpay.MerchantFeedItem) (*model.MerchantEvent, err
 			out.Attempt.StatusCode = &a.StatusCode
 		}
 		if a.Error != "" {
-			out.Attempt.Error = &a.Error
+			out.Attempt.Error = renderGraphQLPtr(&a.Error)
 		}
 	}
 	return out, nil

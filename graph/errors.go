@@ -46,6 +46,7 @@ func presentError(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		if errors.As(err, &already) && already.Err == nil {
 			return gqlErr // parse and validation errors of the query itself
 		}
+		gqlErr.Message = renderGraphQL(gqlErr.Message)
 		code := errorCode(err)
 		var held *awaitingApproval
 		if errors.As(err, &held) {

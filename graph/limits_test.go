@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"agentpay"
+	"agentpay/internal/clock"
 	"agentpay/internal/httpx"
 )
 
@@ -210,8 +211,8 @@ func TestMerchantListFieldsArePaged(t *testing.T) {
 // (T0: 10 a minute); fields inside one that counted do not count again.
 // Public root fields count per client IP the same way.
 func TestGraphQLCountsEveryField(t *testing.T) {
-	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 3})
-	freshRateWindow(t)                           // before the registration, which the IP's window counts
+	// The service's clock stands still: every request falls into one window.
+	api := newAgentAPI(t, agentAPIConfig{IPRateLimit: 3, Clock: clock.NewStub(time.Now())})
 	reg := api.register(t, uniqueName(t, "cnt")) // one IP request
 
 	out := api.do(t, reg.APIKey, `{ a: me { id wallets { id primary } } b: me { id } c: me { id } }`, nil)

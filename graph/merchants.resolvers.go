@@ -188,7 +188,7 @@ func (r *webhookAttemptResolver) StatusCode(ctx context.Context, obj *ent.Webhoo
 
 // Error is the resolver for the error field.
 func (r *webhookAttemptResolver) Error(ctx context.Context, obj *ent.WebhookAttempt) (*string, error) {
-	return agentpay.AttemptError(obj), nil
+	return renderGraphQLPtr(agentpay.AttemptError(obj)), nil
 }
 
 // SessionExternalID is the resolver for the sessionExternalId field.

@@ -1,12 +1,15 @@
 // Package mcp serves an agent's tools over the Model Context Protocol at
 // /mcp (streamable HTTP, the official Go SDK), so an LLM client gets the
-// agent's capabilities from one URL: get_balance, send, send_to_user,
-// pay_checkout, list_pairings, get_limits (docs/agent-commerce.md).
+// agent's capabilities from one URL; the tools are the table in tools.go
+// (TestMCPGoClient holds the list, docs/agent-commerce.md shows it).
 //
 // It translates and decides nothing: each tool calls the root Service as
 // the REST handler of the same capability does, with the same limits, and
-// a refusal is a tool error (isError) whose text is the detail REST would
-// answer (rest.ErrorStatus says which text a client may see).
+// answers the JSON REST answers, from the same types (internal/httpx's
+// answer shapes; a money tool a spending policy may hold answers either
+// REST's 200 body or its 202 body, the approval). A refusal is a tool
+// error (isError) whose text is the detail REST would answer
+// (httpx.ErrorStatus says which text a client may see).
 //
 // Authentication is the agent's API key as a bearer token on every HTTP
 // request (Authorization: Bearer ak_...); without a valid one the request
@@ -23,6 +26,6 @@
 // The tool table (tools.go) is one entry per tool: a name, a description,
 // typed input and output (their JSON schemas are inferred from the Go
 // types, amounts as exact JSON numbers) and a call on the Service. Adding a
-// tool, e.g. request_card_purchase once card purchases exist, is one entry
-// and its two types.
+// tool is one entry, its input type and, unless REST already answers the
+// capability, its output type in internal/httpx.
 package mcp

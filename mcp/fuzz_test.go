@@ -16,8 +16,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 	"agentpay/internal/testenv"
-	"agentpay/rest"
 )
 
 // FuzzMCPToolArguments calls each tool of the table (the fuzzed index
@@ -69,7 +69,7 @@ func FuzzMCPToolArguments(f *testing.F) {
 		f.Fatal(err)
 	}
 	fill := strings.NewReplacer("{session}", sess.Session.ExternalID, "{user}", u.ID.String(), "{agent}", payee.Agent.Username)
-	_, internal := rest.ErrorStatus(errors.New("unexpected"), false)
+	_, internal := httpx.ErrorStatus(errors.New("unexpected"), false)
 
 	f.Fuzz(func(t *testing.T, tool uint8, arguments []byte) {
 		env.Clock.Advance(time.Hour)

@@ -7,17 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
 	"agentpay/ent/payment"
-	"agentpay/rest"
+	"agentpay/internal/httpx"
 )
 
 // wantTools are the tools /mcp lists.
@@ -120,7 +122,7 @@ func TestMCPGoClient(t *testing.T) {
 		Arguments: map[string]any{"amount_usd": 5, "merchant_name": "Acme", "description": "a book"}})
 	require.NoError(t, err)
 	require.True(t, res.IsError)
-	_, detail := rest.ErrorStatus(agentpay.ErrCardsOff, false)
+	_, detail := httpx.ErrorStatus(agentpay.ErrCardsOff, false)
 	require.Equal(t, detail, textOf(res))
 
 	_, err = connect(t, m.URL, "ak_wrong")
@@ -230,4 +232,95 @@ func TestMCPRevokePairing(t *testing.T) {
 	ps, err := m.Svc.AgentPairings(ctx, a)
 	require.NoError(t, err)
 	require.Equal(t, agentpay.PairingRevoked, ps[0].Status)
+}
+
+// TestMCPAnswersAsREST: each tool's structured content is the JSON REST
+// answers for the same capability, from the same internal/httpx types (the
+// nested limits, the pairings with their null decided_at, the balance); a
+// send a paired human's policy holds answers REST's 202 body, the approval,
+// and its output schema offers both shapes.
+func TestMCPAnswersAsREST(t *testing.T) {
+	ctx := context.Background()
+	m := newTestMCP(t)
+	a, key := m.agent(t, "mcp_same", 5_000_000)
+	payee, _ := m.agent(t, "mcp_payee", 0)
+	u, err := m.Svc.CreateUser(ctx, agentpay.NewUser{Email: "mcp_same@example.com", Username: "mcp_same_" + uuid.NewString()[:6]})
+	require.NoError(t, err)
+	pv, err := m.Svc.RequestPairing(ctx, a, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = m.Svc.DecidePairing(ctx, u, pv.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	threshold := decimal.RequireFromString("0.5")
+	_, err = m.Svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: u}, a.Username, agentpay.SpendingPolicyInput{ApprovalThreshold: &threshold})
+	require.NoError(t, err)
+
+	cs, err := connect(t, m.URL, key)
+	require.NoError(t, err)
+	call := func(name string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		require.NoError(t, err)
+		require.False(t, res.IsError, "%s: %v", name, textOf(res))
+		var got map[string]any
+		remarshal(t, res.StructuredContent, &got)
+		return got
+	}
+	asJSON := func(v any) map[string]any {
+		t.Helper()
+		var out map[string]any
+		remarshal(t, v, &out)
+		return out
+	}
+
+	limits, err := m.Svc.Limits(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, asJSON(httpx.LimitsOf(a, limits)), call("get_limits", nil))
+	pairings, err := m.Svc.AgentPairings(ctx, a)
+	require.NoError(t, err)
+	got := call("list_pairings", nil)
+	require.Equal(t, asJSON(httpx.PairingsOf(a, pairings)), got)
+	require.Contains(t, got["pairings"].([]any)[0], "decided_at")
+	balance, err := m.Svc.Balance(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, asJSON(httpx.BalanceOf(balance)), call("get_balance", nil))
+
+	held := call("send", map[string]any{"to_username": payee.Username, "amount_usd": 1})
+	require.Equal(t, "awaiting_approval", held["status"])
+	require.Equal(t, "send", held["operation"])
+	v, err := m.Svc.AgentSpendApproval(ctx, a, held["approval_id"].(string))
+	require.NoError(t, err)
+	require.Equal(t, asJSON(httpx.ApprovalOf(v, held["message"].(string))), held)
+
+	list, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var schema struct {
+		AnyOf []struct {
+			Required []string
+		}
+	}
+	remarshal(t, toolNamed(list.Tools, "send").OutputSchema, &schema)
+	require.Len(t, schema.AnyOf, 2, "send answers a transfer or the approval that holds it")
+	require.Contains(t, schema.AnyOf[0].Required, "transaction_id")
+	require.Contains(t, schema.AnyOf[1].Required, "approval_id")
+}
+
+// TestMCPToolsDocumented: the tool table of docs/agent-commerce.md ("MCP
+// server") lists exactly the tools of the table in tools.go.
+func TestMCPToolsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "agent-commerce.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(doc), "\n## MCP server\n")
+	require.True(t, ok, "agent-commerce.md has its MCP server section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	var served []string
+	for _, tool := range tools {
+		served = append(served, tool.name)
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	require.Equal(t, served, documented)
 }

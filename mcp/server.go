@@ -12,7 +12,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
-	"agentpay/rest"
+	"agentpay/internal/httpx"
 )
 
 // Config configures the handler.
@@ -68,14 +68,14 @@ func bearer(h http.Header) string {
 func (t *toolset) requireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := t.svc.Authenticate(r.Context(), bearer(r.Header)); err != nil {
-			status, detail := rest.ErrorStatus(err, false)
+			status, detail := httpx.ErrorStatus(err, false)
 			if status == http.StatusInternalServerError {
 				t.logger.ErrorContext(r.Context(), "mcp: authenticating", "err", err)
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentpay"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail})
+			_ = json.NewEncoder(w).Encode(httpx.ErrorBody{Detail: detail})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -99,7 +99,7 @@ func (t *toolset) agent(ctx context.Context, req *sdk.CallToolRequest) (*ent.Age
 // toolError is a refusal as the tool's error: REST's detail, never an
 // internal error's text (logged instead).
 func (t *toolset) toolError(ctx context.Context, tool string, err error) error {
-	status, detail := rest.ErrorStatus(err, false)
+	status, detail := httpx.ErrorStatus(err, false)
 	if status == http.StatusInternalServerError {
 		t.logger.ErrorContext(ctx, "mcp tool failed", "tool", tool, "err", err)
 	}

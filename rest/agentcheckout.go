@@ -15,26 +15,6 @@ type agentPayRequest struct {
 	Chain *string `json:"chain"`
 }
 
-// agentPayResponse is an agent's checkout payment (docs/agent-commerce.md).
-type agentPayResponse struct {
-	// TransactionID is the agent's transfer (as in its transfers list).
-	TransactionID string `json:"transaction_id"`
-	// PaymentID is the session's payment, null until it is recorded.
-	PaymentID     *string `json:"payment_id"`
-	SessionID     string  `json:"session_id"`
-	SessionStatus string  `json:"session_status"`
-	Status        string  `json:"status"`
-	AmountUSD     Amount  `json:"amount_usd"`
-	Chain         string  `json:"chain"`
-	TxHash        *string `json:"tx_hash"`
-	FromAddress   string  `json:"from_address"`
-	ToAddress     string  `json:"to_address"`
-	Confirmations int     `json:"confirmations"`
-	// RequiredConfirmations is null when the chain does not say.
-	RequiredConfirmations *uint64 `json:"required_confirmations"`
-	Message               string  `json:"message"`
-}
-
 // agentPay pays the session's exact amount from the authenticated agent's
 // wallet and answers the payment with its status (200): detected once the
 // transfer is included (confirming, confirmed as the chain confirms), or
@@ -68,33 +48,8 @@ func (s *server) agentPay(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.Approval != nil {
 		// Held by a paired human's spending policy: accepted, not done.
-		writeJSON(w, http.StatusAccepted, approvalResponseOf(res.Approval, res.Message))
+		writeJSON(w, http.StatusAccepted, httpx.ApprovalOf(res.Approval, res.Message))
 		return
 	}
-	writeJSON(w, http.StatusOK, agentPayResponseOf(res))
-}
-
-func agentPayResponseOf(res *agentpay.CheckoutPayment) agentPayResponse {
-	out := agentPayResponse{
-		TransactionID: res.Transfer.ID.String(),
-		SessionID:     res.Session.ExternalID,
-		SessionStatus: string(res.Session.Status),
-		Status:        res.Status,
-		AmountUSD:     Amount{res.AmountUSD},
-		Chain:         string(res.Chain),
-		FromAddress:   res.Transfer.FromAddress,
-		ToAddress:     res.Transfer.ToAddress,
-		Confirmations: res.Confirmations,
-		Message:       res.Message,
-	}
-	if res.Payment != nil {
-		out.PaymentID = &res.Payment.ExternalID
-	}
-	if res.Transfer.TxHash != "" {
-		out.TxHash = &res.Transfer.TxHash
-	}
-	if res.Required > 0 {
-		out.RequiredConfirmations = &res.Required
-	}
-	return out
+	writeJSON(w, http.StatusOK, httpx.CheckoutPaymentOf(res))
 }

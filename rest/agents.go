@@ -8,6 +8,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 )
 
 // walletRef is a wallet as the registration object lists it (spec 2.1).
@@ -72,9 +73,9 @@ func (s *server) quickRegister(w http.ResponseWriter, r *http.Request) {
 
 // agentStatsBody is an agent's activity: completed sends and volumes.
 type agentStatsBody struct {
-	Transactions      int64  `json:"transactions"`
-	VolumeSentUSD     Amount `json:"volume_sent_usd"`
-	VolumeReceivedUSD Amount `json:"volume_received_usd"`
+	Transactions      int64        `json:"transactions"`
+	VolumeSentUSD     httpx.Amount `json:"volume_sent_usd"`
+	VolumeReceivedUSD httpx.Amount `json:"volume_received_usd"`
 }
 
 // publicProfileBody is what anyone can read about an agent.
@@ -119,8 +120,8 @@ func newAgentStatsBody(a *ent.Agent) agentStatsBody {
 }
 
 // usd shows USDC base units as a USD amount.
-func usd(units int64) Amount {
-	return Amount{agentpay.USDCAmount(units)}
+func usd(units int64) httpx.Amount {
+	return httpx.Amount{Decimal: agentpay.USDCAmount(units)}
 }
 
 // agentByID: GET /agents/{agent_id}.
@@ -161,13 +162,13 @@ func (s *server) checkUsername(w http.ResponseWriter, r *http.Request) {
 }
 
 type leaderboardEntry struct {
-	Rank         int    `json:"rank"`
-	AgentID      string `json:"agent_id"`
-	Username     string `json:"username"`
-	Tier         string `json:"tier"`
-	TrustScore   int    `json:"trust_score"`
-	VolumeUSD    Amount `json:"volume_usd"`
-	Transactions int64  `json:"transactions"`
+	Rank         int          `json:"rank"`
+	AgentID      string       `json:"agent_id"`
+	Username     string       `json:"username"`
+	Tier         string       `json:"tier"`
+	TrustScore   int          `json:"trust_score"`
+	VolumeUSD    httpx.Amount `json:"volume_usd"`
+	Transactions int64        `json:"transactions"`
 }
 
 type leaderboardBody struct {
@@ -208,9 +209,9 @@ type statsBody struct {
 	ActiveAgents      int64            `json:"active_agents"`
 	AgentsByTier      map[string]int64 `json:"agents_by_tier"`
 	TotalTransactions int64            `json:"total_transactions"`
-	TotalVolumeUSD    Amount           `json:"total_volume_usd"`
-	TotalFeesUSD      Amount           `json:"total_fees_usd"`
-	FeeRate           Amount           `json:"fee_rate"`
+	TotalVolumeUSD    httpx.Amount     `json:"total_volume_usd"`
+	TotalFeesUSD      httpx.Amount     `json:"total_fees_usd"`
+	FeeRate           httpx.Amount     `json:"fee_rate"`
 }
 
 // stats: GET /agents/stats.
@@ -225,9 +226,9 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 		ActiveAgents:      st.ActiveAgents,
 		AgentsByTier:      st.AgentsByTier,
 		TotalTransactions: st.Transfers,
-		TotalVolumeUSD:    Amount{st.Volume},
-		TotalFeesUSD:      Amount{st.Fees},
-		FeeRate:           Amount{st.FeeRate},
+		TotalVolumeUSD:    httpx.Amount{Decimal: st.Volume},
+		TotalFeesUSD:      httpx.Amount{Decimal: st.Fees},
+		FeeRate:           httpx.Amount{Decimal: st.FeeRate},
 	})
 }
 
@@ -236,27 +237,27 @@ type treasuryWalletBody struct {
 	Address string `json:"address"`
 	Token   string `json:"token"`
 	// Balance is null when Status is "unavailable".
-	Balance *Amount `json:"balance"`
-	Status  string  `json:"status"`
+	Balance *httpx.Amount `json:"balance"`
+	Status  string        `json:"status"`
 	// Gas is what the treasury paid for this chain's transactions, in its
 	// native token, next to the send fees it collected there.
 	Gas treasuryGasBody `json:"gas"`
 }
 
 type treasuryGasBody struct {
-	Token            string            `json:"token"`
-	Transactions     int64             `json:"transactions"`
-	Fees             Amount            `json:"fees"`
-	Rent             Amount            `json:"rent"`
-	Total            Amount            `json:"total"`
-	ByPurpose        map[string]Amount `json:"by_purpose"`
-	FeesCollectedUSD Amount            `json:"fees_collected_usd"`
+	Token            string                  `json:"token"`
+	Transactions     int64                   `json:"transactions"`
+	Fees             httpx.Amount            `json:"fees"`
+	Rent             httpx.Amount            `json:"rent"`
+	Total            httpx.Amount            `json:"total"`
+	ByPurpose        map[string]httpx.Amount `json:"by_purpose"`
+	FeesCollectedUSD httpx.Amount            `json:"fees_collected_usd"`
 }
 
 type treasuryBody struct {
-	FeeRate               Amount               `json:"fee_rate"`
-	FeePercent            Amount               `json:"fee_percent"`
-	TotalFeesCollectedUSD Amount               `json:"total_fees_collected_usd"`
+	FeeRate               httpx.Amount         `json:"fee_rate"`
+	FeePercent            httpx.Amount         `json:"fee_percent"`
+	TotalFeesCollectedUSD httpx.Amount         `json:"total_fees_collected_usd"`
 	FeeTransfers          int64                `json:"fee_transfers"`
 	Wallets               []treasuryWalletBody `json:"wallets"`
 	Message               string               `json:"message"`
@@ -270,9 +271,9 @@ func (s *server) treasury(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := treasuryBody{
-		FeeRate:               Amount{t.FeeRate},
-		FeePercent:            Amount{t.FeeRate.Shift(2)},
-		TotalFeesCollectedUSD: Amount{t.FeesCollected},
+		FeeRate:               httpx.Amount{Decimal: t.FeeRate},
+		FeePercent:            httpx.Amount{Decimal: t.FeeRate.Shift(2)},
+		TotalFeesCollectedUSD: httpx.Amount{Decimal: t.FeesCollected},
 		FeeTransfers:          t.FeeTransfers,
 		Wallets:               make([]treasuryWalletBody, 0, len(t.Wallets)),
 		Message:               t.Message,
@@ -282,17 +283,17 @@ func (s *server) treasury(w http.ResponseWriter, r *http.Request) {
 			Gas: treasuryGasBody{
 				Token:            tw.Gas.Native,
 				Transactions:     tw.Gas.Transactions,
-				Fees:             Amount{tw.Gas.Fees},
-				Rent:             Amount{tw.Gas.Rent},
-				Total:            Amount{tw.Gas.Fees.Add(tw.Gas.Rent)},
-				ByPurpose:        make(map[string]Amount, len(tw.Gas.ByPurpose)),
-				FeesCollectedUSD: Amount{tw.Gas.SendFees},
+				Fees:             httpx.Amount{Decimal: tw.Gas.Fees},
+				Rent:             httpx.Amount{Decimal: tw.Gas.Rent},
+				Total:            httpx.Amount{Decimal: tw.Gas.Fees.Add(tw.Gas.Rent)},
+				ByPurpose:        make(map[string]httpx.Amount, len(tw.Gas.ByPurpose)),
+				FeesCollectedUSD: httpx.Amount{Decimal: tw.Gas.SendFees},
 			}}
 		for purpose, v := range tw.Gas.ByPurpose {
-			wb.Gas.ByPurpose[purpose] = Amount{v}
+			wb.Gas.ByPurpose[purpose] = httpx.Amount{Decimal: v}
 		}
 		if tw.Status == agentpay.TreasuryBalanceOK {
-			wb.Balance = &Amount{tw.Balance}
+			wb.Balance = &httpx.Amount{Decimal: tw.Balance}
 		}
 		body.Wallets = append(body.Wallets, wb)
 	}

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -15,74 +14,10 @@ import (
 // the card of an approved one (its details once).
 
 type cardPurchaseBody struct {
-	AmountUSD    *Amount `json:"amount_usd"`
-	MerchantName *string `json:"merchant_name"`
-	Description  *string `json:"description"`
-	UserID       *string `json:"user_id"`
-}
-
-// cardDetails are the card's secrets, in the one answer that shows them.
-type cardDetails struct {
-	Number   string `json:"number"`
-	ExpMonth int    `json:"exp_month"`
-	ExpYear  int    `json:"exp_year"`
-	CVC      string `json:"cvc"`
-}
-
-// cardBody is the card of an approved request.
-type cardBody struct {
-	Token     string       `json:"card_token"`
-	Last4     string       `json:"last4"`
-	MaxUSD    Amount       `json:"max_amount_usd"`
-	Merchant  string       `json:"merchant_name"`
-	ExpiresAt *time.Time   `json:"expires_at"`
-	Details   *cardDetails `json:"details,omitempty"`
-	// Revealed: the details were shown (in this answer or an earlier one).
-	Revealed bool `json:"revealed"`
-}
-
-type cardRequestResponse struct {
-	RequestID    string     `json:"request_id"`
-	Status       string     `json:"status"`
-	AmountUSD    Amount     `json:"amount_usd"`
-	MerchantName string     `json:"merchant_name"`
-	Description  string     `json:"description"`
-	UserID       string     `json:"user_id"`
-	Username     string     `json:"username"`
-	CreatedAt    time.Time  `json:"created_at"`
-	ExpiresAt    time.Time  `json:"expires_at"`
-	DecidedAt    *time.Time `json:"decided_at"`
-	Card         *cardBody  `json:"card"`
-	ChargedUSD   *Amount    `json:"charged_usd"`
-	ReturnedUSD  *Amount    `json:"returned_usd"`
-	ReturnTxHash string     `json:"return_tx_hash,omitempty"`
-	Error        string     `json:"error,omitempty"`
-}
-
-func cardRequestOf(v *agentpay.CardRequestView) cardRequestResponse {
-	r := v.Request
-	out := cardRequestResponse{
-		RequestID: r.ID.String(), Status: v.Status(), AmountUSD: Amount{v.Amount()},
-		MerchantName: r.MerchantName, Description: r.Description, UserID: r.UserID.String(), Username: v.Username,
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, Error: r.Error,
-	}
-	if r.CardToken != nil {
-		out.Card = &cardBody{
-			Token: *r.CardToken, Last4: r.CardLast4, MaxUSD: Amount{v.Amount()}, Merchant: r.MerchantName,
-			ExpiresAt: r.CardExpiresAt, Revealed: r.CardRevealedAt != nil,
-		}
-		if d := v.Details; d != nil {
-			out.Card.Details = &cardDetails{Number: d.Number, ExpMonth: d.ExpMonth, ExpYear: d.ExpYear, CVC: d.CVC}
-		}
-	}
-	if r.ChargedAmount != nil {
-		out.ChargedUSD = &Amount{agentpay.USDCAmount(*r.ChargedAmount)}
-	}
-	if r.RefundedAt != nil {
-		out.ReturnedUSD = &Amount{agentpay.USDCAmount(r.RefundAmount)}
-		out.ReturnTxHash = r.RefundTxHash
-	}
-	return out
+	AmountUSD    *httpx.Amount `json:"amount_usd"`
+	MerchantName *string       `json:"merchant_name"`
+	Description  *string       `json:"description"`
+	UserID       *string       `json:"user_id"`
 }
 
 // requestCardPurchase answers 201 with the pending request; with an
@@ -121,11 +56,11 @@ func (s *server) requestCardPurchase(w http.ResponseWriter, r *http.Request) {
 	if replayed {
 		w.Header().Set(httpx.IdempotentReplayedHeader, "true")
 	}
-	writeJSON(w, http.StatusCreated, cardRequestOf(v))
+	writeJSON(w, http.StatusCreated, httpx.CardRequestOf(v))
 }
 
 type cardRequestsResponse struct {
-	Requests []cardRequestResponse `json:"requests"`
+	Requests []httpx.CardRequest `json:"requests"`
 }
 
 // myCardRequests lists the agent's requests, newest first.
@@ -135,9 +70,9 @@ func (s *server) myCardRequests(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	out := cardRequestsResponse{Requests: make([]cardRequestResponse, len(vs))}
+	out := cardRequestsResponse{Requests: make([]httpx.CardRequest, len(vs))}
 	for i, v := range vs {
-		out.Requests[i] = cardRequestOf(v)
+		out.Requests[i] = httpx.CardRequestOf(v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -151,5 +86,5 @@ func (s *server) myCardRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, cardRequestOf(v))
+	writeJSON(w, http.StatusOK, httpx.CardRequestOf(v))
 }

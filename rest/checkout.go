@@ -60,7 +60,7 @@ type checkoutPageResponse struct {
 	ExternalID     string                   `json:"external_id"`
 	Status         string                   `json:"status"`
 	Livemode       bool                     `json:"livemode"`
-	AmountUSD      Amount                   `json:"amount_usd"`
+	AmountUSD      httpx.Amount             `json:"amount_usd"`
 	Currency       string                   `json:"currency"`
 	Description    *string                  `json:"description"`
 	ExpiresAt      time.Time                `json:"expires_at"`
@@ -74,21 +74,21 @@ type checkoutPageResponse struct {
 // depositResponse is the deposit address and QR data (select's answer, and
 // the page's deposit once a chain is selected).
 type depositResponse struct {
-	ExternalID   string  `json:"external_id"`
-	Status       string  `json:"status"`
-	Chain        string  `json:"chain"`
-	ChainID      *uint64 `json:"chain_id"`
-	Token        string  `json:"token"`
-	TokenAddress string  `json:"token_address"`
-	Decimals     int32   `json:"decimals"`
-	Address      string  `json:"address"`
-	AmountUSD    Amount  `json:"amount_usd"`
-	AmountToken  Amount  `json:"amount_token"`
+	ExternalID   string       `json:"external_id"`
+	Status       string       `json:"status"`
+	Chain        string       `json:"chain"`
+	ChainID      *uint64      `json:"chain_id"`
+	Token        string       `json:"token"`
+	TokenAddress string       `json:"token_address"`
+	Decimals     int32        `json:"decimals"`
+	Address      string       `json:"address"`
+	AmountUSD    httpx.Amount `json:"amount_usd"`
+	AmountToken  httpx.Amount `json:"amount_token"`
 	// AmountBaseUnits is amount_token in the token's smallest unit.
-	AmountBaseUnits Amount    `json:"amount_base_units"`
-	PaymentURI      string    `json:"payment_uri"`
-	QRData          string    `json:"qr_data"`
-	ExpiresAt       time.Time `json:"expires_at"`
+	AmountBaseUnits httpx.Amount `json:"amount_base_units"`
+	PaymentURI      string       `json:"payment_uri"`
+	QRData          string       `json:"qr_data"`
+	ExpiresAt       time.Time    `json:"expires_at"`
 	// EIP712Domain is what a browser wallet signs a TransferWithAuthorization
 	// under (POST .../authorization); null on Solana.
 	EIP712Domain *eip712DomainResponse `json:"eip712_domain"`
@@ -105,12 +105,12 @@ type eip712DomainResponse struct {
 
 // checkoutStatusResponse is spec 2.7 plus the confirmations.
 type checkoutStatusResponse struct {
-	Status                string  `json:"status"`
-	AmountPaid            Amount  `json:"amount_paid"`
-	Chain                 *string `json:"chain"`
-	Token                 *string `json:"token"`
-	Confirmations         uint64  `json:"confirmations"`
-	ConfirmationsRequired *uint64 `json:"confirmations_required"`
+	Status                string       `json:"status"`
+	AmountPaid            httpx.Amount `json:"amount_paid"`
+	Chain                 *string      `json:"chain"`
+	Token                 *string      `json:"token"`
+	Confirmations         uint64       `json:"confirmations"`
+	ConfirmationsRequired *uint64      `json:"confirmations_required"`
 }
 
 // selectRequest is the body of POST /checkout/pay/{external_id}/select.
@@ -130,7 +130,7 @@ func (s *server) checkoutPage(w http.ResponseWriter, r *http.Request) {
 		ExternalID:  sess.ExternalID,
 		Status:      string(sess.Status),
 		Livemode:    sess.Livemode,
-		AmountUSD:   Amount{sess.AmountUsd},
+		AmountUSD:   httpx.Amount{Decimal: sess.AmountUsd},
 		Currency:    sess.Currency,
 		Description: checkoutNullable(sess.Description),
 		ExpiresAt:   sess.ExpiresAt.UTC(),
@@ -249,9 +249,9 @@ func toDepositResponse(externalID string, d *agentpay.DepositInstructions) depos
 		TokenAddress:    d.TokenAddress,
 		Decimals:        d.Decimals,
 		Address:         d.Address,
-		AmountUSD:       Amount{d.AmountUSD},
-		AmountToken:     Amount{d.AmountToken},
-		AmountBaseUnits: Amount{decimal.NewFromBigInt(d.AmountUnits, 0)},
+		AmountUSD:       httpx.Amount{Decimal: d.AmountUSD},
+		AmountToken:     httpx.Amount{Decimal: d.AmountToken},
+		AmountBaseUnits: httpx.Amount{Decimal: decimal.NewFromBigInt(d.AmountUnits, 0)},
 		PaymentURI:      d.PaymentURI,
 		QRData:          d.PaymentURI,
 		ExpiresAt:       d.ExpiresAt.UTC(),

@@ -9,6 +9,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/checkoutsession"
+	"agentpay/internal/httpx"
 )
 
 // The hand-written status encoding is byte for byte what writeJSON writes
@@ -23,7 +24,7 @@ func TestAppendCheckoutStatusMatchesEncodingJSON(t *testing.T) {
 	} {
 		want, err := json.Marshal(checkoutStatusResponse{
 			Status:                string(st.Status),
-			AmountPaid:            Amount{st.AmountPaid},
+			AmountPaid:            httpx.Amount{Decimal: st.AmountPaid},
 			Chain:                 checkoutNullable(st.Chain),
 			Token:                 checkoutNullable(st.Token),
 			Confirmations:         st.Confirmations,

@@ -5,20 +5,21 @@ import (
 	"time"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 type faucetRequest struct {
-	Chain     string `json:"chain"`
-	Address   string `json:"address"`
-	AmountUSD Amount `json:"amount_usd"`
+	Chain     string       `json:"chain"`
+	Address   string       `json:"address"`
+	AmountUSD httpx.Amount `json:"amount_usd"`
 }
 
 type faucetResponse struct {
-	TxHash      string `json:"tx_hash"`
-	Chain       string `json:"chain"`
-	Address     string `json:"address"`
-	AmountUSD   Amount `json:"amount_usd"`
-	FromAddress string `json:"from_address"`
+	TxHash      string       `json:"tx_hash"`
+	Chain       string       `json:"chain"`
+	Address     string       `json:"address"`
+	AmountUSD   httpx.Amount `json:"amount_usd"`
+	FromAddress string       `json:"from_address"`
 }
 
 // devFaucet sends test USDC (design.md section 5). Its errors are 422 like
@@ -38,7 +39,7 @@ func (s *server) devFaucet(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, faucetResponse{
 		TxHash: res.TxHash, Chain: string(res.Chain), Address: res.Address,
-		AmountUSD: Amount{res.AmountUSD}, FromAddress: res.From,
+		AmountUSD: httpx.Amount{Decimal: res.AmountUSD}, FromAddress: res.From,
 	})
 }
 
@@ -99,20 +100,20 @@ func (s *server) devMail(w http.ResponseWriter, r *http.Request) {
 }
 
 type devCardChargeRequest struct {
-	CardNumber   string `json:"card_number"`
-	ExpMonth     int    `json:"exp_month"`
-	ExpYear      int    `json:"exp_year"`
-	CVC          string `json:"cvc"`
-	AmountUSD    Amount `json:"amount_usd"`
-	MerchantName string `json:"merchant_name"`
+	CardNumber   string       `json:"card_number"`
+	ExpMonth     int          `json:"exp_month"`
+	ExpYear      int          `json:"exp_year"`
+	CVC          string       `json:"cvc"`
+	AmountUSD    httpx.Amount `json:"amount_usd"`
+	MerchantName string       `json:"merchant_name"`
 }
 
 type devCardChargeResponse struct {
-	Approved    bool    `json:"approved"`
-	Reason      string  `json:"decline_reason,omitempty"`
-	RequestID   string  `json:"request_id,omitempty"`
-	ChargedUSD  *Amount `json:"charged_usd,omitempty"`
-	ReturnedUSD *Amount `json:"returned_usd,omitempty"`
+	Approved    bool          `json:"approved"`
+	Reason      string        `json:"decline_reason,omitempty"`
+	RequestID   string        `json:"request_id,omitempty"`
+	ChargedUSD  *httpx.Amount `json:"charged_usd,omitempty"`
+	ReturnedUSD *httpx.Amount `json:"returned_usd,omitempty"`
 }
 
 // devCardCharge plays the merchant's card network for sandbox cards
@@ -135,7 +136,7 @@ func (s *server) devCardCharge(w http.ResponseWriter, r *http.Request) {
 	out := devCardChargeResponse{Approved: res.Approved, Reason: res.Reason}
 	if res.Approved {
 		out.RequestID = res.RequestID.String()
-		out.ChargedUSD, out.ReturnedUSD = &Amount{res.Charged}, &Amount{res.Returned}
+		out.ChargedUSD, out.ReturnedUSD = &httpx.Amount{Decimal: res.Charged}, &httpx.Amount{Decimal: res.Returned}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

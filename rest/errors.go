@@ -21,15 +21,11 @@ const (
 	areaMerchant
 )
 
-type errorBody struct {
-	Detail string `json:"detail"`
-}
-
 // writeError maps a service error to its status code and {"detail"} body.
 // Anything unexpected is logged with the request id and shown as a bare 500,
 // so no internal detail (or secret) reaches the client.
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, area apiArea, err error) {
-	status, detail := ErrorStatus(err, area == areaMerchant)
+	status, detail := httpx.ErrorStatus(err, area == areaMerchant)
 	var rl *agentpay.RateLimitError
 	if errors.As(err, &rl) {
 		httpx.ShowRate(w.Header(), rl.Decision, true)
@@ -41,43 +37,8 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, are
 	writeDetail(w, status, detail)
 }
 
-// ErrorStatus is the HTTP status and the detail shown of a service error,
-// for the REST facade and the app's pages alike. A validation error is 400,
-// or 422 on the merchant and checkout API (merchantArea). Anything the
-// service does not name is 500 "internal error": its text may hold what a
-// client must not see.
-func ErrorStatus(err error, merchantArea bool) (status int, detail string) {
-	var verr *agentpay.ValidationError
-	switch {
-	case errors.Is(err, httpx.ErrBodyTooLarge):
-		return http.StatusRequestEntityTooLarge, err.Error()
-	case errors.As(err, &verr):
-		if merchantArea {
-			return http.StatusUnprocessableEntity, verr.Error()
-		}
-		return http.StatusBadRequest, verr.Error()
-	case errors.Is(err, agentpay.ErrNotFound):
-		return http.StatusNotFound, err.Error()
-	case errors.Is(err, agentpay.ErrIdempotencyKeyReused):
-		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, agentpay.ErrConflict):
-		return http.StatusConflict, err.Error()
-	case errors.Is(err, agentpay.ErrUnauthorized):
-		return http.StatusUnauthorized, err.Error()
-	case errors.Is(err, agentpay.ErrForbidden):
-		return http.StatusForbidden, err.Error()
-	case errors.Is(err, agentpay.ErrRateLimited):
-		return http.StatusTooManyRequests, err.Error()
-	case errors.Is(err, agentpay.ErrInsufficientFunds):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, agentpay.ErrUnavailable):
-		return http.StatusServiceUnavailable, err.Error()
-	}
-	return http.StatusInternalServerError, "internal error"
-}
-
 func writeDetail(w http.ResponseWriter, status int, detail string) {
-	writeJSON(w, status, errorBody{Detail: detail})
+	writeJSON(w, status, httpx.ErrorBody{Detail: detail})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

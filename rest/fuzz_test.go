@@ -19,6 +19,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 	"agentpay/internal/testenv"
 )
 
@@ -236,7 +237,7 @@ func newFuzzAPI(f *testing.F) (http.Handler, fuzzFixture) {
 // it reads it writes back as the same number.
 func FuzzAmount(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		var a Amount
+		var a httpx.Amount
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return
 		}
@@ -248,7 +249,7 @@ func FuzzAmount(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back Amount
+		var back httpx.Amount
 		if err := back.UnmarshalJSON(out); err != nil || !back.Equal(a.Decimal) {
 			t.Fatalf("%q read as %s, written as %s, read back as %v (%v)", raw, a, out, back, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"agentpay"
+	"agentpay/internal/httpx"
 )
 
 // The agent's side of humans (spec 4.2; docs/humans.md): invitations,
@@ -69,36 +70,6 @@ type pairingRequested struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// pairingResponse is a pairing as the agent lists it.
-type pairingResponse struct {
-	PairingID   string     `json:"pairing_id"`
-	UserID      string     `json:"user_id"`
-	Username    string     `json:"username"`
-	DisplayName string     `json:"display_name"`
-	Status      string     `json:"status"`
-	KYCVerified bool       `json:"kyc_verified"`
-	Message     string     `json:"message"`
-	CreatedAt   time.Time  `json:"created_at"`
-	DecidedAt   *time.Time `json:"decided_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-}
-
-func pairingOf(v *agentpay.PairingView) pairingResponse {
-	p := v.Pairing
-	return pairingResponse{
-		PairingID:   p.ID.String(),
-		UserID:      p.UserID.String(),
-		Username:    v.User.Username,
-		DisplayName: v.User.DisplayName,
-		Status:      v.Status,
-		KYCVerified: v.KYCVerified(),
-		Message:     p.Message,
-		CreatedAt:   p.CreatedAt,
-		DecidedAt:   p.DecidedAt,
-		ExpiresAt:   p.ExpiresAt,
-	}
-}
-
 // requestPairing answers 201 with the pending pairing.
 func (s *server) requestPairing(w http.ResponseWriter, r *http.Request) {
 	var body pairingRequestBody
@@ -125,11 +96,6 @@ func (s *server) requestPairing(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-type pairingsResponse struct {
-	AgentID  string            `json:"agent_id"`
-	Pairings []pairingResponse `json:"pairings"`
-}
-
 func (s *server) myPairings(w http.ResponseWriter, r *http.Request) {
 	a := agentFrom(r.Context())
 	vs, err := s.svc.AgentPairings(r.Context(), a)
@@ -137,11 +103,7 @@ func (s *server) myPairings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	out := pairingsResponse{AgentID: a.ID.String(), Pairings: make([]pairingResponse, len(vs))}
-	for i, v := range vs {
-		out.Pairings[i] = pairingOf(v)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, httpx.PairingsOf(a, vs))
 }
 
 // revokePairing ends one of the agent's pairings (approved, pending or
@@ -154,7 +116,7 @@ func (s *server) revokePairing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, pairingOf(v))
+	writeJSON(w, http.StatusOK, httpx.PairingOf(v))
 }
 
 type accountEventResponse struct {
@@ -196,7 +158,9 @@ func (s *server) myEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := accountEventsResponse{Events: make([]accountEventResponse, len(evs)), Next: int64(after)}
 	for i, ev := range evs {
-		out.Events[i] = accountEventResponse{ID: ev.ID, Kind: ev.Kind, Data: ev.Data, CreatedAt: ev.CreatedAt}
+		// A stored message names its actions by their marks (agentpay.Action).
+		data := json.RawMessage(httpx.RenderREST(string(ev.Data)))
+		out.Events[i] = accountEventResponse{ID: ev.ID, Kind: ev.Kind, Data: data, CreatedAt: ev.CreatedAt}
 		out.Next = ev.ID
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -7,9 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"reflect"
-
-	"github.com/shopspring/decimal"
 
 	"agentpay"
 	"agentpay/internal/httpx"
@@ -38,7 +35,7 @@ func decodeJSON(r *http.Request, dst any) error {
 			return agentpay.Invalid("", "malformed JSON: unexpected end of body")
 		case errors.As(err, &syntax):
 			return agentpay.Invalid("", "malformed JSON at byte %d", syntax.Offset)
-		case errors.As(err, &typeErr) && typeErr.Type == amountType:
+		case errors.As(err, &typeErr) && typeErr.Type == httpx.AmountType:
 			return agentpay.Invalid(typeErr.Field, "%s", typeErr.Value)
 		case errors.As(err, &typeErr):
 			return agentpay.Invalid(typeErr.Field, "must be a %s", jsonKind(typeErr.Type.Kind().String()))
@@ -93,32 +90,3 @@ func jsonKind(goKind string) string {
 		return "number"
 	}
 }
-
-// decimalType names the expected kind ("number") in type errors.
-var decimalType = reflect.TypeOf(float64(0))
-
-// Amount is a money amount that travels as a JSON number, never a string,
-// and is held exactly.
-type Amount struct{ decimal.Decimal }
-
-// MarshalJSON writes the exact decimal as a bare JSON number.
-func (a Amount) MarshalJSON() ([]byte, error) { return []byte(a.String()), nil }
-
-// UnmarshalJSON accepts only a JSON number.
-func (a *Amount) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] == '"' || bytes.Equal(b, []byte("null")) {
-		return &json.UnmarshalTypeError{Value: "non-number", Type: decimalType}
-	}
-	d, err := agentpay.ParseAmount("", string(b))
-	if err != nil {
-		// A type error, so that the decoder names the field (decodeJSON).
-		return &json.UnmarshalTypeError{Value: err.Error(), Type: amountType}
-	}
-	a.Decimal = d
-	return nil
-}
-
-// amountType marks an amount the service refused (ParseAmount) among the
-// decoder's type errors.
-var amountType = reflect.TypeOf(Amount{})

@@ -6,6 +6,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 )
 
 // myWalletBody is one of the agent's own wallets.
@@ -44,10 +45,10 @@ type verificationBody struct {
 }
 
 type myStatsBody struct {
-	Transactions      int64  `json:"transactions"`
-	VolumeSentUSD     Amount `json:"volume_sent_usd"`
-	VolumeReceivedUSD Amount `json:"volume_received_usd"`
-	FeesPaidUSD       Amount `json:"fees_paid_usd"`
+	Transactions      int64        `json:"transactions"`
+	VolumeSentUSD     httpx.Amount `json:"volume_sent_usd"`
+	VolumeReceivedUSD httpx.Amount `json:"volume_received_usd"`
+	FeesPaidUSD       httpx.Amount `json:"fees_paid_usd"`
 }
 
 // profileBody is the agent's own full profile: GET /agents/me/profile.
@@ -106,61 +107,6 @@ func (s *server) myProfile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-type rateLimitsBody struct {
-	RequestsPerMinute int `json:"requests_per_minute"`
-	RequestsPerHour   int `json:"requests_per_hour"`
-}
-
-type sendLimitsBody struct {
-	PerSendUSD        Amount    `json:"per_send_usd"`
-	DailyUSD          Amount    `json:"daily_usd"`
-	SentTodayUSD      Amount    `json:"sent_today_usd"`
-	RemainingTodayUSD Amount    `json:"remaining_today_usd"`
-	DayResetsAt       time.Time `json:"day_resets_at"`
-}
-
-type permissionsBody struct {
-	Send          bool `json:"send"`
-	Receive       bool `json:"receive"`
-	CardPurchases bool `json:"card_purchases"`
-}
-
-type nextTierBody struct {
-	Tier         string `json:"tier"`
-	MinScore     int    `json:"min_score"`
-	PointsNeeded int    `json:"points_needed"`
-}
-
-type trustActionBody struct {
-	Action string `json:"action"`
-	Points int    `json:"points"`
-	Earned int    `json:"earned"`
-	Done   bool   `json:"done"`
-	How    string `json:"how"`
-}
-
-type tierBody struct {
-	Tier              string `json:"tier"`
-	MinScore          int    `json:"min_score"`
-	RequestsPerMinute int    `json:"requests_per_minute"`
-	RequestsPerHour   int    `json:"requests_per_hour"`
-	PerSendUSD        Amount `json:"per_send_usd"`
-	DailyUSD          Amount `json:"daily_usd"`
-}
-
-// limitsBody: GET /agents/me/limits.
-type limitsBody struct {
-	AgentID     string            `json:"agent_id"`
-	Tier        string            `json:"tier"`
-	TrustScore  int               `json:"trust_score"`
-	RateLimits  rateLimitsBody    `json:"rate_limits"`
-	SendLimits  sendLimitsBody    `json:"send_limits"`
-	Permissions permissionsBody   `json:"permissions"`
-	NextTier    *nextTierBody     `json:"next_tier"`
-	RaiseTier   []trustActionBody `json:"raise_tier"`
-	Tiers       []tierBody        `json:"tiers"`
-}
-
 // myLimits: GET /agents/me/limits.
 func (s *server) myLimits(w http.ResponseWriter, r *http.Request) {
 	a := agentFrom(r.Context())
@@ -169,39 +115,7 @@ func (s *server) myLimits(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	body := limitsBody{
-		AgentID:    a.ID.String(),
-		Tier:       l.Tier,
-		TrustScore: l.TrustScore,
-		RateLimits: rateLimitsBody{RequestsPerMinute: l.Limits.PerMinute, RequestsPerHour: l.Limits.PerHour},
-		SendLimits: sendLimitsBody{
-			PerSendUSD:        Amount{l.Limits.PerSend},
-			DailyUSD:          Amount{l.Limits.Daily},
-			SentTodayUSD:      Amount{l.SentToday},
-			RemainingTodayUSD: Amount{l.RemainingToday},
-			DayResetsAt:       l.DayResetsAt.UTC(),
-		},
-		Permissions: permissionsBody{Send: l.CanSend, Receive: l.CanReceive, CardPurchases: l.CardPurchases},
-		RaiseTier:   make([]trustActionBody, 0, len(l.Raise)),
-		Tiers:       make([]tierBody, 0, len(agentpay.Tiers)),
-	}
-	if l.NextTier != "" {
-		body.NextTier = &nextTierBody{Tier: l.NextTier, MinScore: l.NextTierScore, PointsNeeded: l.NextTierScore - l.TrustScore}
-	}
-	for _, act := range l.Raise {
-		body.RaiseTier = append(body.RaiseTier, trustActionBody{
-			Action: act.Action, Points: act.Points, Earned: act.Earned, Done: act.Done, How: act.How,
-		})
-	}
-	for _, t := range agentpay.Tiers {
-		tl := agentpay.LimitsFor(t)
-		body.Tiers = append(body.Tiers, tierBody{
-			Tier: t, MinScore: agentpay.TierFloor(t),
-			RequestsPerMinute: tl.PerMinute, RequestsPerHour: tl.PerHour,
-			PerSendUSD: Amount{tl.PerSend}, DailyUSD: Amount{tl.Daily},
-		})
-	}
-	writeJSON(w, http.StatusOK, body)
+	writeJSON(w, http.StatusOK, httpx.LimitsOf(a, l))
 }
 
 // walletsBody: GET /agents/me/wallets.

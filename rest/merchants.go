@@ -300,7 +300,7 @@ func (s *server) rollWebhookSecret(w http.ResponseWriter, r *http.Request) {
 // Sessions.
 
 type createSessionRequest struct {
-	Amount         *Amount         `json:"amount"`
+	Amount         *httpx.Amount   `json:"amount"`
 	Currency       string          `json:"currency"`
 	Description    string          `json:"description"`
 	SuccessURL     string          `json:"success_url"`
@@ -316,7 +316,7 @@ type sessionBody struct {
 	ID             string         `json:"id"`
 	ExternalID     string         `json:"external_id"`
 	Livemode       bool           `json:"livemode"`
-	AmountUSD      Amount         `json:"amount_usd"`
+	AmountUSD      httpx.Amount   `json:"amount_usd"`
 	Currency       string         `json:"currency"`
 	Status         string         `json:"status"`
 	Description    *string        `json:"description"`
@@ -348,7 +348,7 @@ func newSessionBody(cs *ent.CheckoutSession) sessionBody {
 		ID:             cs.ID.String(),
 		ExternalID:     cs.ExternalID,
 		Livemode:       cs.Livemode,
-		AmountUSD:      Amount{cs.AmountUsd},
+		AmountUSD:      httpx.Amount{Decimal: cs.AmountUsd},
 		Currency:       cs.Currency,
 		Status:         string(cs.Status),
 		Description:    nullable(cs.Description),

@@ -203,8 +203,8 @@ func TestMerchantRegisterValidation(t *testing.T) {
 }
 
 func TestMerchantRegisterRateLimited(t *testing.T) {
-	api := newTestAPI(t, testAPIConfig{Config: agentpay.Config{RegisterRateLimit: 2}})
-	freshRateWindow(t) // the hour's window turns over with a minute's
+	// The registrations fall into one hour's window, whenever the test runs.
+	api := newTestAPI(t, testAPIConfig{Config: agentpay.Config{RegisterRateLimit: 2, Clock: rateClock()}})
 	api.registerMerchant(nil)
 	resp := api.do(http.MethodPost, "/checkout/merchants/register", map[string]any{"name": "x"}, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "a failed attempt counts too")

@@ -46,15 +46,15 @@ var mppTitles = map[string]string{
 // mppPaidResponse is the body of a session paid by a credential (the
 // same fields as x402's paid answer).
 type mppPaidResponse struct {
-	ExternalID    string  `json:"external_id"`
-	SessionStatus string  `json:"session_status"`
-	Status        string  `json:"status"`
-	PaymentID     *string `json:"payment_id"`
-	Chain         string  `json:"chain"`
-	TxHash        string  `json:"tx_hash"`
-	Payer         string  `json:"payer"`
-	AmountUSD     Amount  `json:"amount_usd"`
-	Replayed      bool    `json:"replayed"`
+	ExternalID    string       `json:"external_id"`
+	SessionStatus string       `json:"session_status"`
+	Status        string       `json:"status"`
+	PaymentID     *string      `json:"payment_id"`
+	Chain         string       `json:"chain"`
+	TxHash        string       `json:"tx_hash"`
+	Payer         string       `json:"payer"`
+	AmountUSD     httpx.Amount `json:"amount_usd"`
+	Replayed      bool         `json:"replayed"`
 }
 
 // mppCredential is the request's Authorization: Payment value, if any.
@@ -129,7 +129,7 @@ func (s *server) serveMPP(w http.ResponseWriter, r *http.Request, externalID, he
 	}
 	out := mppPaidResponse{
 		ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
-		Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: Amount{res.AmountUSD}, Replayed: res.Replayed,
+		Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: httpx.Amount{Decimal: res.AmountUSD}, Replayed: res.Replayed,
 	}
 	if res.Payment != nil {
 		out.PaymentID = &res.Payment.ExternalID

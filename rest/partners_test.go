@@ -414,7 +414,6 @@ func TestVerifyPartnerAcrossInstances(t *testing.T) {
 	api1 := partnerAPI(t, nil, p)
 	api2 := partnerAPI(t, api1, p)
 	a := api1.register("partner_two")
-	freshRateWindow(t)
 	// api2 reads the agent (T0) into its cache.
 	res := api2.do(http.MethodPost, "/agents/me/wallet/send",
 		map[string]any{"to_username": "nobody_here", "amount_usd": 500}, agentKey(a.APIKey))

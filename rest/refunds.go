@@ -17,32 +17,32 @@ import (
 // Idempotent-Replayed: true), GET lists them.
 
 type createRefundRequest struct {
-	PaymentID string  `json:"payment_id"`
-	AmountUSD *Amount `json:"amount_usd"`
-	Address   string  `json:"address"`
-	Reason    string  `json:"reason"`
+	PaymentID string        `json:"payment_id"`
+	AmountUSD *httpx.Amount `json:"amount_usd"`
+	Address   string        `json:"address"`
+	Reason    string        `json:"reason"`
 }
 
 // refundBody is a refund as the merchant API shows it.
 type refundBody struct {
-	RefundID          string     `json:"refund_id"`
-	SessionExternalID string     `json:"session_external_id"`
-	PaymentID         string     `json:"payment_id"`
-	Livemode          bool       `json:"livemode"`
-	Status            string     `json:"status"`
-	AmountUSD         Amount     `json:"amount_usd"`
-	Chain             string     `json:"chain"`
-	Token             string     `json:"token"`
-	ToAddress         string     `json:"to_address"`
-	Reason            *string    `json:"reason"`
-	TxHash            *string    `json:"tx_hash"`
-	Error             *string    `json:"error"`
-	CreatedAt         time.Time  `json:"created_at"`
-	CompletedAt       *time.Time `json:"completed_at"`
-	AfterPayout       bool       `json:"after_payout"`
-	ReservedUSD       Amount     `json:"reserved_usd"`
-	Destination       string     `json:"destination"`
-	RequestedWith     *string    `json:"requested_with"`
+	RefundID          string       `json:"refund_id"`
+	SessionExternalID string       `json:"session_external_id"`
+	PaymentID         string       `json:"payment_id"`
+	Livemode          bool         `json:"livemode"`
+	Status            string       `json:"status"`
+	AmountUSD         httpx.Amount `json:"amount_usd"`
+	Chain             string       `json:"chain"`
+	Token             string       `json:"token"`
+	ToAddress         string       `json:"to_address"`
+	Reason            *string      `json:"reason"`
+	TxHash            *string      `json:"tx_hash"`
+	Error             *string      `json:"error"`
+	CreatedAt         time.Time    `json:"created_at"`
+	CompletedAt       *time.Time   `json:"completed_at"`
+	AfterPayout       bool         `json:"after_payout"`
+	ReservedUSD       httpx.Amount `json:"reserved_usd"`
+	Destination       string       `json:"destination"`
+	RequestedWith     *string      `json:"requested_with"`
 }
 
 func newRefundBody(sessionExternalID string, r *ent.Refund, p *ent.Payment) refundBody {
@@ -52,7 +52,7 @@ func newRefundBody(sessionExternalID string, r *ent.Refund, p *ent.Payment) refu
 		PaymentID:         p.ExternalID,
 		Livemode:          r.Livemode,
 		Status:            string(r.Status),
-		AmountUSD:         Amount{r.AmountUsd},
+		AmountUSD:         httpx.Amount{Decimal: r.AmountUsd},
 		Chain:             r.Chain,
 		Token:             r.Token,
 		ToAddress:         r.ToAddress,
@@ -62,7 +62,7 @@ func newRefundBody(sessionExternalID string, r *ent.Refund, p *ent.Payment) refu
 		CreatedAt:         r.CreatedAt.UTC(),
 		CompletedAt:       utcPtr(r.CompletedAt),
 		AfterPayout:       r.AfterPayout,
-		ReservedUSD:       Amount{agentpay.USDCAmount(r.ReservedToken)},
+		ReservedUSD:       httpx.Amount{Decimal: agentpay.USDCAmount(r.ReservedToken)},
 		Destination:       string(r.Destination),
 		RequestedWith:     (*string)(r.RequestedWith),
 	}

@@ -14,6 +14,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/httpx"
 	"agentpay/internal/testenv"
 )
 
@@ -88,8 +89,8 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 func TestDecodeJSON(t *testing.T) {
 	type body struct {
-		Name   string `json:"name"`
-		Amount Amount `json:"amount"`
+		Name   string       `json:"name"`
+		Amount httpx.Amount `json:"amount"`
 	}
 	tests := []struct {
 		in      string

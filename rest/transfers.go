@@ -9,25 +9,10 @@ import (
 
 // sendRequest is the body of POST /agents/me/wallet/send (spec 4.2).
 type sendRequest struct {
-	ToUsername *string `json:"to_username"`
-	AmountUSD  *Amount `json:"amount_usd"`
-	Memo       *string `json:"memo"`
-	Chain      *string `json:"chain"`
-}
-
-// transferResponse is the Transfer of spec 2.3; a send-to-user answers
-// to_user in place of to_agent.
-type transferResponse struct {
-	TransactionID string `json:"transaction_id"`
-	FromAgent     string `json:"from_agent"`
-	ToAgent       string `json:"to_agent,omitempty"`
-	ToUser        string `json:"to_user,omitempty"`
-	// AmountUSD is what the recipient receives, after the treasury fee.
-	AmountUSD Amount `json:"amount_usd"`
-	Chain     string `json:"chain"`
-	TxHash    string `json:"tx_hash"`
-	Status    string `json:"status"`
-	Message   string `json:"message"`
+	ToUsername *string       `json:"to_username"`
+	AmountUSD  *httpx.Amount `json:"amount_usd"`
+	Memo       *string       `json:"memo"`
+	Chain      *string       `json:"chain"`
 }
 
 // send answers 200 with the Transfer once both legs are included
@@ -81,24 +66,10 @@ func (s *server) sendTo(w http.ResponseWriter, r *http.Request, toUser bool) {
 	}
 	if res.Approval != nil {
 		// Held by a paired human's spending policy: accepted, not done.
-		writeJSON(w, http.StatusAccepted, approvalResponseOf(res.Approval, res.Message))
+		writeJSON(w, http.StatusAccepted, httpx.ApprovalOf(res.Approval, res.Message))
 		return
 	}
-	out := transferResponse{
-		TransactionID: res.Transfer.ID.String(),
-		FromAgent:     res.FromUsername,
-		AmountUSD:     Amount{res.Delivered},
-		Chain:         string(res.Chain),
-		TxHash:        res.TxHash,
-		Status:        res.Status,
-		Message:       res.Message,
-	}
-	if toUser {
-		out.ToUser = res.ToUsername
-	} else {
-		out.ToAgent = res.ToUsername
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, httpx.TransferOf(res, toUser))
 }
 
 // idempotencyKey is the request's Idempotency-Key, nil when absent. The
@@ -116,35 +87,11 @@ func idempotencyKey(r *http.Request) (*string, error) {
 	}
 }
 
-// balanceResponse is the Balance of spec 2.2.
-type balanceResponse struct {
-	AgentID  string         `json:"agent_id"`
-	Username string         `json:"username"`
-	Balances []chainBalance `json:"balances"`
-	TotalUSD Amount         `json:"total_usd"`
-}
-
-type chainBalance struct {
-	Chain   string `json:"chain"`
-	Token   string `json:"token"`
-	Balance Amount `json:"balance"`
-	Address string `json:"address"`
-}
-
 func (s *server) myBalance(w http.ResponseWriter, r *http.Request) {
 	b, err := s.svc.Balance(r.Context(), agentFrom(r.Context()))
 	if err != nil {
 		writeError(w, r, s.logger, areaAgent, err)
 		return
 	}
-	out := balanceResponse{
-		AgentID:  b.Agent.ID.String(),
-		Username: b.Agent.Username,
-		Balances: make([]chainBalance, len(b.Balances)),
-		TotalUSD: Amount{b.TotalUSD},
-	}
-	for i, cb := range b.Balances {
-		out.Balances[i] = chainBalance{Chain: string(cb.Chain), Token: cb.Token, Balance: Amount{cb.Balance}, Address: cb.Address}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, httpx.BalanceOf(b))
 }

@@ -33,16 +33,16 @@ type walletPayRequest struct {
 type walletPayResponse struct {
 	// PaymentID is the session's payment, null until it is recorded
 	// (status pending).
-	PaymentID     *string `json:"payment_id"`
-	SessionID     string  `json:"session_id"`
-	SessionStatus string  `json:"session_status"`
-	Status        string  `json:"status"`
-	AmountUSD     Amount  `json:"amount_usd"`
-	Chain         string  `json:"chain"`
-	TxHash        string  `json:"tx_hash"`
-	FromAddress   string  `json:"from_address"`
-	ToAddress     string  `json:"to_address"`
-	Confirmations int     `json:"confirmations"`
+	PaymentID     *string      `json:"payment_id"`
+	SessionID     string       `json:"session_id"`
+	SessionStatus string       `json:"session_status"`
+	Status        string       `json:"status"`
+	AmountUSD     httpx.Amount `json:"amount_usd"`
+	Chain         string       `json:"chain"`
+	TxHash        string       `json:"tx_hash"`
+	FromAddress   string       `json:"from_address"`
+	ToAddress     string       `json:"to_address"`
+	Confirmations int          `json:"confirmations"`
 	// RequiredConfirmations is null when the chain does not say.
 	RequiredConfirmations *uint64 `json:"required_confirmations"`
 	// Replayed: this authorization had been relayed before; the answer is
@@ -112,7 +112,7 @@ func (s *server) walletPay(w http.ResponseWriter, r *http.Request) {
 		SessionID:     res.Session.ExternalID,
 		SessionStatus: string(res.Session.Status),
 		Status:        res.Status,
-		AmountUSD:     Amount{res.AmountUSD},
+		AmountUSD:     httpx.Amount{Decimal: res.AmountUSD},
 		Chain:         string(res.Chain),
 		TxHash:        res.TxHash,
 		FromAddress:   res.Payer,

@@ -10,6 +10,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/internal/httpx"
 )
 
 // The merchant's webhook log: its events in the key's
@@ -71,7 +72,7 @@ func newWebhookDeliveryBody(d *ent.WebhookDelivery, withAttempts bool) webhookDe
 		for i, a := range d.Edges.AttemptLog {
 			log[i] = webhookAttemptBody{
 				At: a.At.UTC(), StatusCode: agentpay.AttemptStatusCode(a), DurationMs: a.DurationMs,
-				Error: agentpay.AttemptError(a),
+				Error: renderREST(agentpay.AttemptError(a)),
 			}
 		}
 		out.AttemptLog = &log
@@ -154,4 +155,14 @@ func (s *server) redeliverWebhookEvent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, r, s.logger, areaMerchant, err)
+}
+
+// renderREST is a stored text with the actions it names written as REST
+// routes (agentpay.Action), nil for none.
+func renderREST(text *string) *string {
+	if text == nil {
+		return nil
+	}
+	out := httpx.RenderREST(*text)
+	return &out
 }

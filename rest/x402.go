@@ -44,15 +44,15 @@ type x402Challenge struct {
 
 // x402PaidResponse is the body of a paid session's answer.
 type x402PaidResponse struct {
-	ExternalID    string  `json:"external_id"`
-	SessionStatus string  `json:"session_status"`
-	Status        string  `json:"status"`
-	PaymentID     *string `json:"payment_id"`
-	Chain         string  `json:"chain"`
-	TxHash        string  `json:"tx_hash"`
-	Payer         string  `json:"payer"`
-	AmountUSD     Amount  `json:"amount_usd"`
-	Replayed      bool    `json:"replayed"`
+	ExternalID    string       `json:"external_id"`
+	SessionStatus string       `json:"session_status"`
+	Status        string       `json:"status"`
+	PaymentID     *string      `json:"payment_id"`
+	Chain         string       `json:"chain"`
+	TxHash        string       `json:"tx_hash"`
+	Payer         string       `json:"payer"`
+	AmountUSD     httpx.Amount `json:"amount_usd"`
+	Replayed      bool         `json:"replayed"`
 }
 
 func (s *server) checkoutX402(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +138,7 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 		w.Header().Set(responseHeader, base64JSON(settle))
 		out := x402PaidResponse{
 			ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
-			Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: Amount{res.AmountUSD}, Replayed: res.Replayed,
+			Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: httpx.Amount{Decimal: res.AmountUSD}, Replayed: res.Replayed,
 		}
 		if res.Payment != nil {
 			out.PaymentID = &res.Payment.ExternalID

@@ -1,13 +1,9 @@
-// Package worker runs the service's background jobs on River: the periodic
-// deposit scan of each configured chain (which records payments and their
-// confirmations), webhook delivery, e-mail (send_mail, and
-// erase_expired_mail every minute), settlement and sweeps (of held
-// payments, and of dust once worth the gas: sweep_dust),
-// transfer reconciliation, session expiry (with the end of ended sessions'
-// deposit watches), card purchases (cards_tick: expiry, issue, returns), the
-// gas ledger (tally_gas) and the pruning of expired signature challenges and
-// idempotency keys; and, on PostgreSQL, frees the jobs of worker processes
-// that died (liveness.go).
+// Package worker runs the service's background jobs on River: the jobs are
+// the workers and periodic jobs New registers (its river.AddWorker calls
+// and its periodic list, each job in the file of its concept: scan.go,
+// webhooks.go, mail.go, settle.go, cards.go, prune.go...), the deposit scan
+// of each configured chain among them; and, on PostgreSQL, it frees the
+// jobs of worker processes that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
 package worker
 

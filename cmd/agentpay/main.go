@@ -1,7 +1,7 @@
 // Command agentpay runs the service: `dev` (everything on one machine),
-// `serve` (the HTTP API), `worker` (chain scanning and deliveries),
-// `migrate` and `admin` (merchant deactivation). Configuration comes from
-// the environment, read only here.
+// `serve` (the HTTP API), `worker` (the background jobs), `migrate` and
+// `admin` (operator commands: adminUsage in admin.go lists them).
+// Configuration comes from the environment, read only here.
 package main
 
 import (

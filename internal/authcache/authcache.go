@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"agentpay/ent"
+	"agentpay/internal/clock"
 	"agentpay/internal/store"
 )
 
@@ -20,6 +21,7 @@ const maxEntries = 1 << 16
 // merchant) whose changes drop it.
 type Cache[V any] struct {
 	ttl   time.Duration
+	clock clock.Clock
 	owner func(V) uuid.UUID
 	clone func(V) V
 	// reads shares a key's read among the requests waiting for it.
@@ -46,11 +48,12 @@ type change struct {
 	at    time.Time
 }
 
-// New returns a cache trusting entries for ttl (ttl <= 0 caches nothing);
-// owner names a value's owner, clone copies a value so that callers may
-// change what they get.
-func New[V any](ttl time.Duration, owner func(V) uuid.UUID, clone func(V) V) *Cache[V] {
-	return &Cache[V]{ttl: ttl, owner: owner, clone: clone,
+// New returns a cache trusting entries for ttl (ttl <= 0 caches nothing)
+// by clk, the service's clock (so a test ages entries by moving it); owner
+// names a value's owner, clone copies a value so that callers may change
+// what they get.
+func New[V any](ttl time.Duration, clk clock.Clock, owner func(V) uuid.UUID, clone func(V) V) *Cache[V] {
+	return &Cache[V]{ttl: ttl, clock: clk, owner: owner, clone: clone,
 		entries: make(map[string]entry[V]), changed: make(map[uuid.UUID]change)}
 }
 
@@ -64,7 +67,7 @@ type Read struct {
 func (c *Cache[V]) Begin() Read {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Read{epoch: c.epoch, at: time.Now()}
+	return Read{epoch: c.epoch, at: c.clock.Now()}
 }
 
 // Get returns a copy of the value last read with key, if still trusted.
@@ -76,7 +79,7 @@ func (c *Cache[V]) Get(key string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
-	if !ok || time.Since(e.read) >= c.ttl || !c.unchangedSince(e.owner, e.epoch) {
+	if !ok || c.clock.Now().Sub(e.read) >= c.ttl || !c.unchangedSince(e.owner, e.epoch) {
 		return zero, false
 	}
 	return c.clone(e.value), true
@@ -95,7 +98,7 @@ func (c *Cache[V]) Put(r Read, key string, v V) {
 		return
 	}
 	if len(c.entries) >= maxEntries {
-		c.sweepLocked(time.Now(), true)
+		c.sweepLocked(c.clock.Now(), true)
 	}
 	c.entries[key] = entry[V]{value: c.clone(v), owner: owner, epoch: r.epoch, read: r.at}
 }
@@ -113,7 +116,9 @@ func (c *Cache[V]) Share(key string, read func() (V, error)) (V, error) {
 }
 
 // WaitTTL returns once every entry read before now has expired, or when
-// ctx ends.
+// ctx ends. It waits the TTL on a timer, the real clock's: the service's
+// clock is the real one in service, and a test that moves its clock moves
+// it past the TTL as well to see other instances' entries expire.
 func (c *Cache[V]) WaitTTL(ctx context.Context) {
 	if c.ttl <= 0 {
 		return
@@ -141,7 +146,7 @@ func (c *Cache[V]) OwnerChanged(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	now := time.Now()
+	now := c.clock.Now()
 	c.changed[id] = change{epoch: c.epoch, at: now}
 	if now.Sub(c.swept) >= c.ttl {
 		c.sweepLocked(now, false)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
+	"agentpay/internal/clock"
 )
 
 // owned is a cached value: an owner and what was read of it.
@@ -17,8 +18,8 @@ type owned struct {
 	names []string
 }
 
-func newTestCache(ttl time.Duration) *Cache[*owned] {
-	return New(ttl, func(v *owned) uuid.UUID { return v.owner }, func(v *owned) *owned {
+func newTestCache(ttl time.Duration, clk clock.Clock) *Cache[*owned] {
+	return New(ttl, clk, func(v *owned) uuid.UUID { return v.owner }, func(v *owned) *owned {
 		out := *v
 		out.names = append([]string(nil), v.names...)
 		return &out
@@ -30,46 +31,58 @@ func TestCacheRules(t *testing.T) {
 	one, two := uuid.New(), uuid.New()
 	tests := []struct {
 		name string
-		// run acts on a cache holding nothing, with a value of owner `one`
-		// read by put under "k1"; it reports whether "k1" is then served.
-		run  func(c *Cache[*owned], put func(Read))
+		// run acts on a cache holding nothing (its clock clk, its TTL a
+		// second), with a value of owner `one` read by put under "k1"; the
+		// case says whether "k1" is then served.
+		run  func(c *Cache[*owned], clk *clock.Stub, put func(Read))
 		want bool
 	}{
-		{"read, stored, served", func(c *Cache[*owned], put func(Read)) { put(c.Begin()) }, true},
-		{"changed after the read began: not stored", func(c *Cache[*owned], put func(Read)) {
+		{"read, stored, served", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) { put(c.Begin()) }, true},
+		{"changed after the read began: not stored", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			r := c.Begin()
 			c.OwnerChanged(one)
 			put(r)
 		}, false},
-		{"changed before the read began: stored", func(c *Cache[*owned], put func(Read)) {
+		{"changed before the read began: stored", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			c.OwnerChanged(one)
 			put(c.Begin())
 		}, true},
-		{"changed once stored: dropped", func(c *Cache[*owned], put func(Read)) {
+		{"changed once stored: dropped", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			put(c.Begin())
 			c.OwnerChanged(one)
 		}, false},
-		{"another owner changed: kept", func(c *Cache[*owned], put func(Read)) {
+		{"another owner changed: kept", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			put(c.Begin())
 			c.OwnerChanged(two)
 		}, true},
-		{"every owner changed: dropped", func(c *Cache[*owned], put func(Read)) {
+		{"every owner changed: dropped", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			put(c.Begin())
 			c.AllChanged()
 		}, false},
-		{"every owner changed during the read: not stored", func(c *Cache[*owned], put func(Read)) {
+		{"every owner changed during the read: not stored", func(c *Cache[*owned], _ *clock.Stub, put func(Read)) {
 			r := c.Begin()
 			c.AllChanged()
 			put(r)
 		}, false},
-		{"older than the TTL: dropped", func(c *Cache[*owned], put func(Read)) {
-			put(Read{epoch: c.Begin().epoch, at: time.Now().Add(-time.Minute)})
+		{"younger than the TTL: served", func(c *Cache[*owned], clk *clock.Stub, put func(Read)) {
+			put(c.Begin())
+			clk.Advance(time.Second - time.Nanosecond)
+		}, true},
+		{"as old as the TTL by the clock: dropped", func(c *Cache[*owned], clk *clock.Stub, put func(Read)) {
+			put(c.Begin())
+			clk.Advance(time.Second)
+		}, false},
+		{"read a TTL ago: dropped", func(c *Cache[*owned], clk *clock.Stub, put func(Read)) {
+			r := c.Begin()
+			clk.Advance(time.Minute)
+			put(r)
 		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newTestCache(time.Second)
-			tt.run(c, func(r Read) { c.Put(r, "k1", &owned{owner: one, names: []string{"one"}}) })
+			clk := clock.NewStub(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			c := newTestCache(time.Second, clk)
+			tt.run(c, clk, func(r Read) { c.Put(r, "k1", &owned{owner: one, names: []string{"one"}}) })
 			got, ok := c.Get("k1")
 			require.Equal(t, tt.want, ok)
 			if ok {
@@ -78,16 +91,14 @@ func TestCacheRules(t *testing.T) {
 		})
 	}
 	t.Run("a TTL of zero caches nothing", func(t *testing.T) {
-		c := newTestCache(0)
+		c := newTestCache(0, clock.System)
 		c.Put(c.Begin(), "k1", &owned{owner: one})
 		_, ok := c.Get("k1")
 		require.False(t, ok)
-		start := time.Now()
-		c.WaitTTL(context.Background())
-		require.Less(t, time.Since(start), 100*time.Millisecond, "nothing to wait out")
+		c.WaitTTL(context.Background()) // nothing to wait out: returns
 	})
 	t.Run("callers get copies", func(t *testing.T) {
-		c := newTestCache(time.Second)
+		c := newTestCache(time.Second, clock.NewStub(time.Now()))
 		c.Put(c.Begin(), "k1", &owned{owner: one, names: []string{"one"}})
 		got, _ := c.Get("k1")
 		got.names[0] = "changed"

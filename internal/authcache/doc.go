@@ -26,4 +26,8 @@
 // served, so a read racing a commit cannot bring back what the commit
 // replaced. Concurrent requests of a key that is not cached can share one
 // read (Cache.Share).
+//
+// Entries age by the service's clock (Config.Clock, internal/clock), so a
+// test sees an entry expire by moving that clock past the TTL instead of
+// sleeping through it.
 package authcache

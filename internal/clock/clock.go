@@ -5,9 +5,12 @@
 // its expiry, a signed message past its TTL, a rate window turning over)
 // instead of waiting or writing rows dated in the past.
 //
-// What measures how long something took (a webhook try's duration, an I/O
-// timeout, a cache entry's age) reads the real time: a stubbed clock has no
-// monotonic reading, and a timer cannot wait on it.
+// How long a cache trusts what it read is such a decision too: the
+// authentication cache (internal/authcache) and the chain heads
+// (internal/headcache) age their entries by this clock. What measures how
+// long something took (a webhook try's duration, an I/O timeout) or waits
+// (a timer) reads the real time: a stubbed clock has no monotonic reading,
+// and a timer cannot wait on it.
 package clock
 
 import (

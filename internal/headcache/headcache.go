@@ -12,14 +12,17 @@
 // refresh is kept for the TTL too: a node that is down is not asked again
 // by every reader.
 //
-// Ages are measured on the real (monotonic) clock, as internal/clock says
-// of every cache.
+// Ages are measured on the service's clock (Config.Clock, internal/clock):
+// how long a head is trusted is a decision like any other the time takes,
+// and a test ages an entry by moving that clock instead of sleeping.
 package headcache
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"agentpay/internal/clock"
 )
 
 // Head is a key's head as last learnt.
@@ -48,9 +51,9 @@ type entry struct {
 	refreshing chan struct{}
 }
 
-// New returns a cache whose entries are fresh for ttl.
-func New[K comparable](ttl time.Duration) *Cache[K] {
-	return newCache[K](ttl, time.Now)
+// New returns a cache whose entries are fresh for ttl by clk.
+func New[K comparable](ttl time.Duration, clk clock.Clock) *Cache[K] {
+	return newCache[K](ttl, clk.Now)
 }
 
 func newCache[K comparable](ttl time.Duration, now func() time.Time) *Cache[K] {

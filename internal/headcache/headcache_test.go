@@ -63,7 +63,7 @@ func TestOneFetchPerTTL(t *testing.T) {
 // A reader that gives up gets what there is; the refresh goes on for the
 // others and lands.
 func TestReaderGivingUpLeavesTheRefresh(t *testing.T) {
-	c := New[string](time.Minute)
+	c := New[string](time.Minute, clock.System)
 	release := make(chan struct{})
 	fetch := func(ctx context.Context) (uint64, error) {
 		<-release

@@ -1,7 +1,12 @@
-// Package httpx is what the HTTP facades (rest, graph) do the same way:
-// who the client is (behind trusted proxies too), the headers its keys come
-// in, the rate-limit headers, and the cap on request bodies. It decides
-// nothing of the business; the service does.
+// Package httpx is what the HTTP facades (rest, graph, mcp, app) do the
+// same way: who the client is (behind trusted proxies too), the headers its
+// keys come in, the rate-limit headers, and the cap on request bodies; and
+// the wire vocabulary REST, MCP and the app's pages share, so that they
+// answer the same JSON from the same types: the status and detail of a
+// service error (errors.go), amounts as exact JSON numbers (amount.go),
+// the answer shapes (answers.go) and REST's words for the actions the
+// rules' messages name (actions.go). It decides nothing of the business;
+// the service does.
 package httpx
 
 import (

@@ -164,11 +164,9 @@ func TestRemoteBounds(t *testing.T) {
 			t.Cleanup(srv.Close)
 			cfg := tc.cfg
 			cfg.URL = srv.URL
-			start := time.Now()
 			_, err := NewRemote(cfg).Lookup(context.Background(), "a")
 			require.ErrorIs(t, err, ErrUnavailable)
 			require.Contains(t, err.Error(), tc.err)
-			require.Less(t, time.Since(start), 1500*time.Millisecond)
 		})
 	}
 }
