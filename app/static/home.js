@@ -306,10 +306,16 @@
         show("No answer from the server: submit again to retry the same withdrawal.", "error");
       });
     }
-    show("Checking…", "checking");
-    window.agentpayStepUp(gqlData, {action: "WITHDRAW", withdrawal: input}, function (text) { show(text, "confirming"); }).then(withdraw, function (err) {
-      attemptKey = null;
-      show(err.message || "The passkey was not used: nothing was withdrawn.", "error");
+    // Said before anything starts: money sent out cannot be called back.
+    window.agentpayUI.confirm("Withdraw " + window.agentpayUI.money(input.amountUsd, "USDC") + "?",
+      "This sends " + window.agentpayUI.money(input.amountUsd, "USDC") + " (less the 0.1% fee) from your agentpay balance to " +
+      input.toAddress + " on " + input.chain + ". Check the address: money sent to a wrong one cannot be recovered.", "Withdraw").then(function (yes) {
+      if (!yes) { attemptKey = null; show("Nothing was withdrawn.", "cancelled"); return; }
+      show("Checking…", "checking");
+      return window.agentpayStepUp(gqlData, {action: "WITHDRAW", withdrawal: input}, function (text) { show(text, "confirming"); }).then(withdraw, function (err) {
+        attemptKey = null;
+        show(err.message || "The passkey was not used: nothing was withdrawn.", "error");
+      });
     }).then(function () { submit.disabled = false; });
   });
 

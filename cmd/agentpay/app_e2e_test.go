@@ -171,6 +171,8 @@ func TestAppEndToEnd(t *testing.T) {
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, external),
 		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
 		clickJS(`#withdraw-form button[type=submit]`),
+		waitJS(`document.getElementById("confirm-dialog") && document.getElementById("confirm-dialog").open`),
+		clickJS(`#confirm-ok`),
 		waitJS(`document.getElementById("withdraw-result").dataset.status === "completed"`),
 		waitJS(`document.getElementById("total").textContent === "5.99"`),
 	), "withdraw")
