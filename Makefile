@@ -6,6 +6,7 @@ SOLANA_RPC    := chains/devnet/solana-rpc
 STDWEBHOOKS   := testdata/standardwebhooks
 MCPCLIENT     := testdata/mcpclient
 X402CLIENT    := testdata/x402client
+AXE           := testdata/axe
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
@@ -27,8 +28,8 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, and the x402 client packages (x402-fetch, x402) the x402 endpoints are tested with
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 client packages (x402-fetch, x402) the x402 endpoints are tested with, and axe-core, the accessibility checker the browser tests inject into every page
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(AXE)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
@@ -41,6 +42,9 @@ $(MCPCLIENT)/node_modules/.package-lock.json: $(MCPCLIENT)/package-lock.json
 
 $(X402CLIENT)/node_modules/.package-lock.json: $(X402CLIENT)/package-lock.json
 	cd $(X402CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+$(AXE)/node_modules/.package-lock.json: $(AXE)/package-lock.json
+	cd $(AXE) && npm ci --no-audit --no-fund --loglevel=error
 
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:

@@ -53,8 +53,8 @@ func TestEveryMailLinkOpensAPage(t *testing.T) {
 	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc}))
 	ctx := context.Background()
 
-	checked := map[string]bool{}   // mail ids followed
-	kinds := map[string]int{}      // kind -> links followed
+	checked := map[string]bool{} // mail ids followed
+	kinds := map[string]int{}    // kind -> links followed
 	anonymous := func() *http.Client { jar, _ := cookiejar.New(nil); return &http.Client{Jar: jar} }
 	newest := func(to string) *ent.MailMessage {
 		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)

@@ -135,11 +135,11 @@ type deposit struct {
 }
 
 type pageData struct {
-	Embed       bool
-	ExternalID  string
-	Merchant    string
-	Website     string
-	BrandColor  string
+	Embed      bool
+	ExternalID string
+	Merchant   string
+	Website    string
+	BrandColor string
 	// BrandText is the text on BrandColor and BrandLink the links' colour
 	// on the card (agentpay.BrandColorsFor: at least 4.5:1 each).
 	BrandText   string
@@ -186,7 +186,6 @@ type pageData struct {
 
 // defaultBrand is the page colour of a merchant without brand_color.
 const defaultBrand = "#4f46e5"
-
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	externalID := chi.URLParam(r, "external_id")

@@ -135,7 +135,12 @@
     var show = {overview: overview, sessions: sessions, session: sessionDetail, webhooks: webhooks, keys: keys, settings: settings, members: members}[name];
     if (!show) { name = "overview"; show = overview; }
     $("view-" + name).hidden = false;
-    return show(decodeURIComponent(parts[1] || "")).catch(showError);
+    // data-loaded names the view once it shows what it read (tests and
+    // assistive tools wait on it; aria-busy says so meanwhile).
+    root.dataset.loaded = "";
+    root.setAttribute("aria-busy", "true");
+    return show(decodeURIComponent(parts[1] || "")).then(function () { root.dataset.loaded = name; }).catch(showError)
+      .then(function () { root.removeAttribute("aria-busy"); });
   }
   function current() { return (location.hash.replace(/^#/, "") || "overview").split("/")[0]; }
 
