@@ -140,6 +140,12 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	shown, err := chromedp.Run(ctx, chromedp.Text(`#spending-policies li.spending-policy`))
 	require.NoError(t, err)
 	require.Equal(t, "policy_browser_agent: approval above 1 USD", shown)
+	// Opened again, the form shows the saved policy (issue 27 item 6).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(origin+"/app/"),
+		wait(`document.querySelectorAll("#policy-form select[name=agent] option").length === 1`),
+		wait(`(f => f.threshold.value === "1" && f.daily.value === "" && f.perPayment.value === "" && !f.deny.checked)(document.getElementById("policy-form").elements)`),
+	))
 
 	// The agent's send above it appears live; approving uses the passkey.
 	time.Sleep(500 * time.Millisecond) // the subscription is up before the send

@@ -118,6 +118,9 @@
         agents.appendChild(o);
       });
       if (chosen) { agents.value = chosen; }
+      savedPolicies = {};
+      v.spendingPolicies.forEach(function (p) { savedPolicies[p.agentUsername] = p; });
+      if (!policyEdited) { fillPolicy(); }
       v.spendingPolicies.forEach(function (p) {
         var parts = [];
         if (p.approvalThreshold !== null) { parts.push("approval above " + p.approvalThreshold + " USD"); }
@@ -207,6 +210,21 @@
     });
   }
   var policyForm = document.getElementById("policy-form"), policyResult = document.getElementById("policy-result");
+  // The form shows the saved policy of the agent picked (saving replaces
+  // the whole policy, so what was not edited is sent as it was saved); a
+  // reload while someone types leaves their edits alone.
+  var savedPolicies = {}, policyEdited = false;
+  function fillPolicy() {
+    var f = policyForm.elements, p = savedPolicies[f.agent.value] || {allowedRecipients: []};
+    f.threshold.value = p.approvalThreshold == null ? "" : p.approvalThreshold;
+    f.perPayment.value = p.perPaymentCap == null ? "" : p.perPaymentCap;
+    f.daily.value = p.dailyCap == null ? "" : p.dailyCap;
+    f.allowed.value = (p.allowedRecipients || []).join(", ");
+    f.deny.checked = !!p.denyByDefault;
+    policyEdited = false;
+  }
+  policyForm.addEventListener("input", function (ev) { if (ev.target.name !== "agent") { policyEdited = true; } });
+  policyForm.elements.agent.addEventListener("change", fillPolicy);
   policyForm.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var f = policyForm.elements;
@@ -219,6 +237,7 @@
       policyResult.textContent = res.errors ? res.errors[0].message : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
       policyResult.dataset.status = res.errors ? "error" : "saved";
       policyResult.className = res.errors ? "error" : "";
+      if (!res.errors) { policyEdited = false; }
       return load();
     });
   });
