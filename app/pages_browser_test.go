@@ -170,6 +170,24 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 			wait(`document.getElementById("identity-status").textContent !== "…"`),
 		))
 		look("home")
+		if w == pageWidths[0] {
+			// The one money format and the sentences errors are shown as
+			// (app/static/ui.js), a table run in the page.
+			got, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[
+				agentpayUI.money("1234567.5", "USD"), agentpayUI.money("0.123456", "USDC"), agentpayUI.money("10"),
+				agentpayUI.money("-5.1", "USDC"), agentpayUI.money("1000.000000", "USDC"), agentpayUI.money("007.5"),
+				agentpayUI.sentence("conflict: session cs_1 is confirmed"), agentpayUI.sentence("to_address: must be an address on base"),
+				agentpayUI.sentence("amount_usd: must be positive"), agentpayUI.sentence("Already a sentence."),
+				agentpayUI.sentence("not found: conflict: no such refund")]`))
+			require.NoError(t, err)
+			require.Equal(t, []string{
+				"1,234,567.50 USD", "0.123456 USDC", "10.00",
+				"-5.10 USDC", "1,000.00 USDC", "7.50",
+				"Session cs_1 is confirmed.", "The to address must be an address on base.",
+				"The amount (USD) must be positive.", "Already a sentence.",
+				"No such refund.",
+			}, got)
+		}
 		require.NoError(t, chromedp.Do(tctx,
 			chromedp.Navigate(origin+"/app/settings"),
 			wait(`document.querySelectorAll("#sessions li").length > 0`),

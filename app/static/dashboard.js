@@ -79,7 +79,7 @@
       return res.data;
     });
   }
-  function showError(e) { errorBox.textContent = e.message; errorBox.hidden = false; }
+  function showError(e) { errorBox.textContent = window.agentpayUI.sentence(e.message); errorBox.hidden = false; }
   function tell(text) { notice.textContent = text; notice.hidden = false; }
   function clear() { errorBox.hidden = true; notice.hidden = true; }
   function when(t) { return t ? new Date(t).toLocaleString() : ""; }
@@ -431,7 +431,7 @@
       box.style.setProperty("--brand-link", b.link);
       note.textContent = "Text on it is " + (b.text === "#ffffff" ? "white" : "black") + " (contrast " + b.contrast.toFixed(2) + ":1)" +
         (b.link === b.background ? "; links use it too." : "; links use dark text, as it is too light on white.");
-    }, function (e) { if (asked === brandAsked) { note.textContent = e.message; } });
+    }, function (e) { if (asked === brandAsked) { note.textContent = window.agentpayUI.sentence(e.message); } });
   }
   function members() {
     return asViewer(Q.members).then(function (d) {

@@ -234,7 +234,7 @@
       dailyCap: amount(f.daily), denyByDefault: f.deny.checked,
       allowedRecipients: f.allowed.value.split(",").map(function (x) { return x.trim(); }).filter(function (x) { return x; })
     }}).then(function (res) {
-      policyResult.textContent = res.errors ? res.errors[0].message : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
+      policyResult.textContent = res.errors ? window.agentpayUI.sentence(res.errors[0].message) : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
       policyResult.dataset.status = res.errors ? "error" : "saved";
       policyResult.className = res.errors ? "error" : "";
       if (!res.errors) { policyEdited = false; }
@@ -313,7 +313,7 @@
       return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: input}).then(function (res) {
         attemptKey = null;
         if (res.errors) {
-          show(res.errors[0].message, "error");
+          show(window.agentpayUI.sentence(res.errors[0].message), "error");
           return;
         }
         var w = res.data.withdraw;

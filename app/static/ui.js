@@ -1,6 +1,7 @@
 // The pieces every page of the app shares (docs/humans.md#the-app,
-// docs/dashboard.md): one money format, and the confirmation asked before
-// an action that cannot be undone or that moves or routes money.
+// docs/dashboard.md): one money format, errors shown as sentences, and the
+// confirmation asked before an action that cannot be undone or that moves
+// or routes money.
 (function () {
   // money shows an exact decimal string (never through a float): at
   // least two decimals, more only when they are not zero (USDC has six),
@@ -50,5 +51,20 @@
     });
   }
 
-  window.agentpayUI = {money: money, confirm: confirmAction};
+  // sentence turns an API error's message into a sentence a person reads:
+  // the error class the API puts first ("conflict: ...") goes, a field
+  // name ("to_address: ...") becomes words, the first letter is a
+  // capital and it ends with a full stop. The API's words are kept: the
+  // rule that refused is the service's, and says what to do.
+  var CLASSES = /^(conflict|not found|forbidden|unauthorized|unauthenticated|rate limited|insufficient funds|unavailable|invalid|bad request): /i;
+  function sentence(message) {
+    var s = String(message || "Something went wrong; try again.").trim();
+    while (CLASSES.test(s)) { s = s.replace(CLASSES, ""); }
+    var field = /^([a-z][a-z0-9]*(?:[_.][a-z0-9]+)*): (.*)$/.exec(s);
+    if (field) { s = "The " + field[1].replace(/[_.]/g, " ").replace(/\busd\b/, "(USD)") + " " + field[2]; }
+    s = s.charAt(0).toUpperCase() + s.slice(1);
+    return /[.!?]$/.test(s) ? s : s + ".";
+  }
+
+  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence};
 })();
