@@ -154,6 +154,7 @@
         [v.day, v.chain, shown(v.status), v.count, money(v.volume)].forEach(function (c, i) { tr.appendChild(cell(c, VOLUME_COLUMNS[i])); });
         body.appendChild(tr);
       });
+      $("volume-empty").hidden = d.paymentVolume.length > 0;
       state.volume = {from: from, rows: d.paymentVolume};
       drawChart();
     });
@@ -255,6 +256,7 @@
         tr.dataset.id = s.externalId;
         body.appendChild(tr);
       });
+      $("sessions-empty").hidden = d.sessions.edges.length > 0;
     });
   }
 
