@@ -390,6 +390,7 @@
       var list = $("webhook-events");
       list.textContent = "";
       r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
+      if (!r[1].webhookEvents.edges.length) { list.appendChild(el("li", "No event yet in this mode: set your endpoint's URL and send a test event to try it.", "empty")); }
     });
   }
   function keys() {
