@@ -74,7 +74,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 		chromedp.Navigate(link),
 		chromedp.Click(`#continue`),
 		chromedp.WaitVisible(`#withdraw-form`),
-		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "10"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "10.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		// Its own wallet: refused with the detail, nothing moves.
 		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, own),
@@ -130,12 +130,12 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	require.Contains(t, res, "completed: 0x")
 	require.Contains(t, res, "3.996 USDC delivered")
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.WaitVisible(`#withdrawals li.withdrawal[data-status=completed]`),
 	))
 	item, err := chromedp.Run(tctx, chromedp.Text(`#withdrawals li.withdrawal`))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(item, "4 USDC to "+to+" on base: completed"), item)
+	require.True(t, strings.HasPrefix(item, "4.00 USDC to "+to+" on base: completed"), item)
 
 	bal, err := env.Ledger(chains.Base).Balance(ctx, to)
 	require.NoError(t, err)

@@ -79,7 +79,7 @@ func TestAppEndToEnd(t *testing.T) {
 	), "sign up from the invitation")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(`#total`),
-		waitJS(`document.getElementById("total") && document.getElementById("total").textContent === "0"`),
+		waitJS(`document.getElementById("total") && document.getElementById("total").textContent === "0.00"`),
 		waitJS(`[...document.querySelectorAll("#paired li")].some(li => li.textContent.includes("ana_agent"))`),
 	), "the home page after signing up")
 
