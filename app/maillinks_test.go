@@ -164,7 +164,9 @@ func TestEveryMailLinkOpensAPage(t *testing.T) {
 	link := follow("merchant contact e-mail", email, anonymous())[0]
 	_, err = svc.ConfirmMerchantEmail(ctx, link[strings.LastIndex(link, "/")+1:])
 	require.NoError(t, err)
-	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "mail_owner"})
+	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "mail_owner", EmailVerified: true})
+	require.NoError(t, err)
+	_, err = svc.MerchantsOf(ctx, &agentpay.Viewer{User: owner}) // the owner's membership, made on first listing
 	require.NoError(t, err)
 	_, err = svc.InviteMember(ctx, &agentpay.Viewer{User: owner}, mreg.Merchant.ID, "member@example.com", agentpay.RoleReadOnly)
 	require.NoError(t, err)
