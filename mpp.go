@@ -235,23 +235,8 @@ func MPPChallengeHash(id, realm string) [32]byte {
 // unknown session, ErrConflict for one no longer open, ErrForbidden for a
 // deactivated merchant, a ValidationError when no chain qualifies.
 func (s *Service) MPPChallenges(ctx context.Context, externalID, realm string) ([]MPPChallenge, error) {
-	if externalID == "" || len(externalID) > SessionExternalIDMaxLen {
-		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
-	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionFor402(ctx, externalID)
 	if err != nil {
-		return nil, fmt.Errorf("mpp: reading session: %w", err)
-	}
-	if !sess.Edges.Merchant.Active {
-		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
-	}
-	if err := selectable(sess, s.now(), nil); err != nil {
 		return nil, err
 	}
 	mode := sessionMode(sess)

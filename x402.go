@@ -293,8 +293,15 @@ func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *
 // gas spent. A refusal of the payment is an answer (isValid false, with
 // x402's reason), not an error; errors are the request's own faults.
 func (s *Service) X402Verify(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequest) (*X402VerifyResponse, error) {
-	out := &X402VerifyResponse{Payer: req.PaymentPayload.Payload.Authorization.From}
 	ar, err := s.facilitatorRequest(ctx, m, req)
+	return s.x402VerifyAnswer(ctx, req.PaymentPayload.Payload.Authorization.From, ar, err)
+}
+
+// x402VerifyAnswer is a verify's answer in either version: the checks a
+// settle runs on ar (err: the request's own reading of it), a refusal of
+// the payment told as x402's reason.
+func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar AuthorizedPaymentRequest, err error) (*X402VerifyResponse, error) {
+	out := &X402VerifyResponse{Payer: payer}
 	if err == nil {
 		err = s.VerifyAuthorizedPayment(ctx, ar)
 	}

@@ -169,23 +169,8 @@ type X402Offer struct {
 // X402Requirements for v1's and the note above for v2's). A ValidationError
 // when no chain qualifies in either.
 func (s *Service) X402Offers(ctx context.Context, externalID, resource string) (*X402Offer, error) {
-	if externalID == "" || len(externalID) > SessionExternalIDMaxLen {
-		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
-	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionFor402(ctx, externalID)
 	if err != nil {
-		return nil, fmt.Errorf("x402: reading session: %w", err)
-	}
-	if !sess.Edges.Merchant.Active {
-		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
-	}
-	if err := selectable(sess, s.now(), nil); err != nil {
 		return nil, err
 	}
 	mode := sessionMode(sess)
@@ -395,23 +380,36 @@ func (s *Service) facilitatorRequestV2(ctx context.Context, m *MerchantAuth, req
 	return pp.request(addrs[0].Edges.Session.ExternalID, m.Mode)
 }
 
-// X402VerifyV2 is the facilitator's verify in version 2 (X402Verify's).
-func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
-	out := &X402VerifyResponse{Payer: req.PaymentPayload.Payload.Authorization.From}
-	ar, err := s.facilitatorRequestV2(ctx, m, req)
-	if err == nil {
-		err = s.VerifyAuthorizedPayment(ctx, ar)
+// sessionFor402 is the session a 402 answer offers to pay (x402's and
+// MPP's challenges), with its merchant: refused when unknown, its
+// merchant deactivated, or no longer payable.
+func (s *Service) sessionFor402(ctx context.Context, externalID string) (*ent.CheckoutSession, error) {
+	if externalID == "" || len(externalID) > SessionExternalIDMaxLen {
+		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
+	}
+	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
+		Where(checkoutsession.ExternalID(externalID)).
+		WithMerchant().
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, sessionNotFound(externalID)
 	}
 	if err != nil {
-		reason, ok := x402Reason(err)
-		if !ok {
-			return nil, err
-		}
-		out.InvalidReason = reason
-		return out, nil
+		return nil, fmt.Errorf("reading session: %w", err)
 	}
-	out.IsValid = true
-	return out, nil
+	if !sess.Edges.Merchant.Active {
+		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
+	}
+	if err := selectable(sess, s.now(), nil); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// X402VerifyV2 is the facilitator's verify in version 2 (X402Verify's).
+func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
+	ar, err := s.facilitatorRequestV2(ctx, m, req)
+	return s.x402VerifyAnswer(ctx, req.PaymentPayload.Payload.Authorization.From, ar, err)
 }
 
 // X402SettleV2 is the facilitator's settle in version 2 (X402Settle's),
