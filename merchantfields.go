@@ -180,10 +180,8 @@ func (f *merchantFields) apply(in MerchantInput, register bool, webhookPrivateOK
 	}
 	if in.BrandColor != nil {
 		c := *in.BrandColor
-		if c != "" {
-			if _, err := BrandColorsFor(c); err != nil { // brand.go
-				return err
-			}
+		if c != "" && !isHexColor(c) {
+			return Invalid("brand_color", "must be a hex color of the form #rrggbb")
 		}
 		f.brandColor = strings.ToLower(c)
 	}

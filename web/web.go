@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -134,15 +135,11 @@ type deposit struct {
 }
 
 type pageData struct {
-	Embed      bool
-	ExternalID string
-	Merchant   string
-	Website    string
-	BrandColor string
-	// BrandText is the text on BrandColor and BrandLink the links' colour
-	// on the card (agentpay.BrandColorsFor: at least 4.5:1 each).
-	BrandText   string
-	BrandLink   string
+	Embed       bool
+	ExternalID  string
+	Merchant    string
+	Website     string
+	BrandColor  string
 	Description string
 	Amount      string
 	Currency    string
@@ -185,6 +182,8 @@ type pageData struct {
 
 // defaultBrand is the page colour of a merchant without brand_color.
 const defaultBrand = "#4f46e5"
+
+var hexColor = regexp.MustCompile(`^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$`)
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	externalID := chi.URLParam(r, "external_id")
@@ -239,11 +238,9 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		d.Overpaid = true
 		d.Excess = formatAmount(st.AmountPaid.Sub(sess.AmountUsd))
 	}
-	brand, err := agentpay.BrandColorsFor(m.BrandColor)
-	if err != nil { // none set
-		brand, _ = agentpay.BrandColorsFor(defaultBrand)
+	if hexColor.MatchString(m.BrandColor) {
+		d.BrandColor = strings.ToLower(m.BrandColor)
 	}
-	d.BrandColor, d.BrandText, d.BrandLink = brand.Background, brand.Text, brand.Link
 	for _, o := range p.Options {
 		d.Options = append(d.Options, option{Chain: string(o.Chain), Token: o.Token, Label: chainLabel(string(o.Chain))})
 	}
