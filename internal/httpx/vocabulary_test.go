@@ -2,8 +2,6 @@ package httpx
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -16,10 +14,9 @@ import (
 // depend on agentpay/rest, directly or through another package. (Before
 // the vocabulary moved here, app/app.go and mcp/*.go imported rest.)
 func TestFacadesShareTheVocabulary(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(goTool); err != nil {
-		goTool = "go"
-	}
+	// The go command that runs this test is on PATH (make test, CI).
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is not on PATH")
 	for _, pkg := range []string{"agentpay/app", "agentpay/mcp"} {
 		out, err := exec.Command(goTool, "list", "-deps", "-test", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
 		require.NoError(t, err, "go list %s: %s", pkg, out)
