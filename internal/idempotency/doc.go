@@ -74,4 +74,13 @@
 // transfer, and may read Claim.Key and Claim.Fingerprint to keep them on a
 // resource it creates instead, as a held send does), Keep, Replay and
 // Recover. An empty key runs the operation without a claim.
+//
+// An operation whose unit of "once" is not the request itself uses the
+// claim directly instead of Do: Runner.Claim, then Claim.Hold keeps what
+// it acts on before it acts, a retry reads it back (Claim.Held after a
+// takeover, Runner.HeldBy while the claim is held) and acts on that, not
+// on its own request, and Runner.Finish ends the claim. x402's
+// payment-identifier does this: a client that retries signs a new
+// authorization, and the id must stand for the first one
+// (agentpay's x402id.go).
 package idempotency
