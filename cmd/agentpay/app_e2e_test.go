@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -314,23 +313,6 @@ func faucet(t *testing.T, base, chain, address, amount string) {
 	var out map[string]any
 	require.Equal(t, http.StatusOK, postJSON(t, base+"/dev/faucet",
 		`{"chain":"`+chain+`","address":"`+address+`","amount_usd":`+amount+`}`, &out), "%v", out)
-}
-
-// caughtLink waits for the newest mail to address in the dev catcher and
-// answers its first link.
-func caughtLink(t *testing.T, base, address string) string {
-	t.Helper()
-	var link string
-	require.Eventually(t, func() bool {
-		var inbox struct{ Messages []struct{ Links []string } }
-		getJSON(t, base+"/dev/mail?to="+url.QueryEscape(address), &inbox)
-		if len(inbox.Messages) == 0 || len(inbox.Messages[0].Links) == 0 {
-			return false
-		}
-		link = inbox.Messages[0].Links[0]
-		return true
-	}, processTestTimeout, 100*time.Millisecond, "no mail to %s was caught", address)
-	return link
 }
 
 type agentPairingView struct {
