@@ -17,8 +17,6 @@ import (
 	"golang.org/x/crypto/sha3"
 
 	"agentpay/chains"
-	"agentpay/ent"
-	"agentpay/ent/checkoutsession"
 )
 
 // MPP (docs/agent-commerce.md, MPP): a checkout session answered in the
@@ -400,12 +398,9 @@ func (s *Service) checkMPP(externalID, realm string, mode Mode, c *MPPCredential
 // the session's own state keeps its errors (ErrNotFound, ErrConflict,
 // ErrForbidden), as do the relay's rate limits.
 func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string, c *MPPCredential) (*AuthorizedPayment, *MPPReceipt, error) {
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(externalID)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mpp: reading session: %w", err)
+		return nil, nil, err
 	}
 	mp, err := s.checkMPP(externalID, realm, sessionMode(sess), c)
 	if err != nil {

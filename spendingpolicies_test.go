@@ -715,7 +715,7 @@ func TestAllowListGovernsCheckoutPayments(t *testing.T) {
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "not on the allow-list")
 	require.ErrorIs(t, e.svc.VerifyAuthorizedPayment(ctx, AuthorizedPaymentRequest{ExternalID: unlisted.ExternalID, Chain: "base", Authorization: auth}), ErrForbidden)
-	reason, ok := x402Reason(err)
+	reason, ok := X402Reason(err)
 	require.True(t, ok)
 	require.Equal(t, "invalid_payment", reason, "x402 answers it as a refused payment")
 	requireDecimal(t, "10", e.onChain(t, chains.Base, payer.addr), "nothing relayed")

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"agentpay/chains"
-	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 )
@@ -199,12 +198,9 @@ func (p *X402PaymentPayload) request(externalID string, mode Mode) (AuthorizedPa
 // authorization (PayWithAuthorization), answered as X-PAYMENT-RESPONSE.
 // clientIP is the payer's client, whose relays are limited (relays.go).
 func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *X402PaymentPayload) (*AuthorizedPayment, *X402SettleResponse, error) {
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(externalID)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("x402: reading session: %w", err)
+		return nil, nil, err
 	}
 	req, err := p.request(externalID, sessionMode(sess))
 	if err != nil {
@@ -306,7 +302,7 @@ func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar Authori
 		err = s.VerifyAuthorizedPayment(ctx, ar)
 	}
 	if err != nil {
-		reason, ok := x402Reason(err)
+		reason, ok := X402Reason(err)
 		if !ok {
 			return nil, err
 		}
@@ -328,7 +324,7 @@ func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402Faci
 			return settleResponse(req.PaymentPayload.Network, res), nil
 		}
 	}
-	reason, ok := x402Reason(err)
+	reason, ok := X402Reason(err)
 	if !ok {
 		return nil, err
 	}
@@ -336,9 +332,9 @@ func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402Faci
 		Payer: req.PaymentPayload.Payload.Authorization.From}, nil
 }
 
-// x402Reason names a refusal of a payment as x402's error reasons do;
+// X402Reason names a refusal of a payment as x402's error reasons do;
 // false for errors that are no refusal of the payment (internal ones).
-func x402Reason(err error) (string, bool) {
+func X402Reason(err error) (string, bool) {
 	var verr *ValidationError
 	switch {
 	case errors.As(err, &verr):

@@ -37,11 +37,11 @@ func TestX402Reason(t *testing.T) {
 		{Invalid("authorization.nonce", "x"), "invalid_payload"},
 		{fmt.Errorf("%w: session paid", ErrConflict), "invalid_payment"},
 	} {
-		got, ok := x402Reason(tc.err)
+		got, ok := X402Reason(tc.err)
 		require.True(t, ok, "%v", tc.err)
 		require.Equal(t, tc.reason, got, "%v", tc.err)
 	}
-	_, ok := x402Reason(fmt.Errorf("database down"))
+	_, ok := X402Reason(fmt.Errorf("database down"))
 	require.False(t, ok)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -309,12 +310,9 @@ func x402NetworksV2Of(mode Mode) string {
 // authorization (PayWithAuthorization), under its payment-identifier when
 // it carries one (x402id.go), answered as PAYMENT-RESPONSE.
 func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p *X402PaymentPayloadV2) (*AuthorizedPayment, *X402SettleResponse, error) {
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(externalID)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("x402: reading session: %w", err)
+		return nil, nil, err
 	}
 	req, err := p.request(externalID, sessionMode(sess))
 	if err != nil {
@@ -387,15 +385,9 @@ func (s *Service) sessionFor402(ctx context.Context, externalID string) (*ent.Ch
 	if externalID == "" || len(externalID) > SessionExternalIDMaxLen {
 		return nil, Invalid("external_id", "must be 1 to %d characters long", SessionExternalIDMaxLen)
 	}
-	sess, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(checkoutsession.ExternalID(externalID)).
-		WithMerchant().
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, sessionNotFound(externalID)
-	}
+	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
-		return nil, fmt.Errorf("reading session: %w", err)
+		return nil, err
 	}
 	if !sess.Edges.Merchant.Active {
 		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
@@ -419,7 +411,7 @@ func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 	ar, err := s.facilitatorRequestV2(ctx, m, req)
 	if err == nil {
 		var sess *ent.CheckoutSession
-		if sess, err = s.cfg.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(ar.ExternalID)).Only(ctx); err == nil {
+		if sess, err = s.sessionByExternalID(ctx, ar.ExternalID); err == nil {
 			id, _ := req.PaymentPayload.paymentID()
 			var res *AuthorizedPayment
 			if res, err = s.payIdentified(ctx, sess, id, network, ar); err == nil {
@@ -427,7 +419,7 @@ func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 			}
 		}
 	}
-	reason, ok := x402Reason(err)
+	reason, ok := X402Reason(err)
 	if !ok {
 		return nil, err
 	}
@@ -466,7 +458,7 @@ func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 		}
 		out.Kinds = append(out.Kinds, X402SupportedKind{X402Version: X402Version2, Scheme: X402Scheme, Network: network})
 		ledger, _ := s.ledger(mode, chain)
-		if g, ok := ledger.(interface{ GasAddress() string }); ok && g.GasAddress() != "" && !containsString(signers, g.GasAddress()) {
+		if g, ok := ledger.(interface{ GasAddress() string }); ok && g.GasAddress() != "" && !slices.Contains(signers, g.GasAddress()) {
 			signers = append(signers, g.GasAddress())
 		}
 	}
@@ -475,16 +467,3 @@ func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 	}
 	return out
 }
-
-func containsString(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-// X402Reason names a refusal of a payment as x402's error reasons do
-// (x402Reason), for the transports' failure answers.
-func X402Reason(err error) (string, bool) { return x402Reason(err) }
