@@ -26,10 +26,9 @@ import (
 //     fewer than the cap already wait, so a busy merchant whose receiver
 //     answers quickly keeps its slots full; otherwise it sends nothing and
 //     is asked again after WebhookBusyDelay (the worker snoozes its job): it
-//     is not a failed try. A receiver answering at once (fast,
-//     webhookreceivers.go) has more deliveries wait, for less long. A try
-//     holds its place until its receiver has answered, not while it is
-//     recorded (the database's time, not the receiver's). One merchant and mode so occupy at most twice the
+//     is not a failed try. A try holds its place while its receiver has it,
+//     not while it is recorded (the database's time, not the receiver's:
+//     DeliverWebhook). One merchant and mode so occupy at most twice the
 //     cap of a process's webhook workers (WebhookWorkersPerMerchant). The
 //     cap is the process's, not counted across worker processes: what it
 //     protects is each process's shared workers, which it does alone; a
@@ -113,7 +112,7 @@ type webhookGateKey struct {
 // trying.
 func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 	n := webhookMerchantConcurrency(cfg)
-	return gate.NewWide[webhookGateKey](n, n, webhookFastWaiting(cfg))
+	return gate.New[webhookGateKey](n, n)
 }
 
 // enterWebhookSlot takes a place among this process's tries of the
@@ -126,7 +125,7 @@ func newWebhookGates(cfg Config) *gate.Gates[webhookGateKey] {
 // WebhookSlowAfter when the lane has no place for it (errWebhookCut).
 func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, livemode bool) (slot *webhookSlot, tryCtx context.Context, ok bool) {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	class, fast, inLane := s.webhookReceivers.admit(key)
+	class, inLane := s.webhookReceivers.admit(key)
 	switch class {
 	case receiverSlow:
 		if !inLane {
@@ -141,13 +140,7 @@ func (s *Service) enterWebhookSlot(ctx context.Context, merchantID uuid.UUID, li
 			return nil, nil, false
 		}
 	default:
-		entered := false
-		if fast {
-			entered = s.webhookGates.EnterWaiting(ctx, key, s.webhookMerchantConcurrency(), webhookFastWaiting(s.cfg), s.webhookReceivers.fastWait)
-		} else {
-			entered = s.webhookGates.Enter(ctx, key, webhookGateWait)
-		}
-		if !entered {
+		if !s.webhookGates.Enter(ctx, key, webhookGateWait) {
 			return nil, nil, false
 		}
 	}
@@ -170,14 +163,11 @@ func (s *Service) leaveWebhookSlot(slot *webhookSlot) {
 // read; DeliverWebhook decides.
 func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
-	class, fast := s.webhookReceivers.classFast(key)
-	switch {
-	case class == receiverSlow:
+	switch s.webhookReceivers.class(key) {
+	case receiverSlow:
 		return s.webhookReceivers.laneFull() || s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency()
-	case class == receiverNew:
+	case receiverNew:
 		return s.webhookGates.Holders(key) >= 1
-	case fast:
-		return s.webhookGates.Holders(key) >= s.webhookMerchantConcurrency() && s.webhookGates.Waiting(key) >= webhookFastWaiting(s.cfg)
 	}
 	return s.webhookGates.Full(key)
 }

@@ -82,41 +82,13 @@ type receiverState struct {
 	slowUntil time.Time
 	// seen is its last try's start (the service's clock).
 	seen time.Time
-	// quickAt is when its last try that took under webhookQuickTry ended
-	// (the real clock: how fast it answers is measured on it).
-	quickAt time.Time
 }
-
-// A proven receiver is also fast while it answers at once: its last try
-// that took under webhookQuickTry ended less than webhookQuickTry ago. Its
-// deliveries beyond the cap wait in the process for a place (up to
-// webhookFastWaiting of them, each up to webhookFastWait) rather than
-// being put back in the queue: a place comes free every few milliseconds,
-// and a delivery put back runs again no sooner than WebhookBusyDelay, after
-// a database write and a fetch, which held one merchant whose receiver
-// answers at once to a few hundred deliveries a second. The cap of tries in
-// flight is the same: what the receiver sees does not change. When such a
-// receiver stops answering, it is no longer fast within webhookQuickTry (no
-// try ends), its waiters leave within webhookFastWait, and it is a proven
-// receiver again, its tries that reach WebhookSlowAfter making it slow.
-const (
-	webhookQuickTry = 100 * time.Millisecond
-	webhookFastWait = 250 * time.Millisecond
-)
-
-// webhookFastWaiting is how many deliveries of a fast receiver may wait in
-// a process: ten times the merchant's cap (100 by default, half a worker's
-// 200 webhook workers), for at most webhookFastWait each.
-func webhookFastWaiting(cfg Config) int { return 10 * webhookMerchantConcurrency(cfg) }
 
 // webhookReceivers is a process's knowledge of receivers and its slow lane.
 type webhookReceivers struct {
 	lane      int
 	slowAfter time.Duration
-	// quickTry and fastWait are webhookQuickTry and webhookFastWait
-	// (tests on a busy machine take longer ones).
-	quickTry, fastWait time.Duration
-	now                func() time.Time
+	now       func() time.Time
 
 	mu     sync.Mutex
 	states map[webhookGateKey]*receiverState
@@ -126,7 +98,6 @@ type webhookReceivers struct {
 
 func newWebhookReceivers(cfg Config, now func() time.Time) *webhookReceivers {
 	return &webhookReceivers{lane: webhookSlowConcurrency(cfg), slowAfter: WebhookSlowAfter, now: now,
-		quickTry: webhookQuickTry, fastWait: webhookFastWait,
 		states: map[webhookGateKey]*receiverState{}}
 }
 
@@ -153,23 +124,9 @@ func (r *webhookReceivers) classLocked(key webhookGateKey, now time.Time) receiv
 
 // class is key's class now.
 func (r *webhookReceivers) class(key webhookGateKey) receiverClass {
-	c, _ := r.classFast(key)
-	return c
-}
-
-// classFast is key's class now, and whether a proven receiver is fast.
-func (r *webhookReceivers) classFast(key webhookGateKey) (receiverClass, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	class := r.classLocked(key, r.now())
-	return class, class == receiverProven && r.fastLocked(key)
-}
-
-// fastLocked reports whether key's last quick try ended within
-// webhookQuickTry.
-func (r *webhookReceivers) fastLocked(key webhookGateKey) bool {
-	st := r.states[key]
-	return st != nil && !st.quickAt.IsZero() && time.Since(st.quickAt) < r.quickTry
+	return r.classLocked(key, r.now())
 }
 
 // laneFull reports whether the slow lane has no place.
@@ -182,7 +139,7 @@ func (r *webhookReceivers) laneFull() bool {
 // admit classes key for a try about to start and, for a slow receiver,
 // takes a place in the lane (inLane false: none free, the try must not
 // start).
-func (r *webhookReceivers) admit(key webhookGateKey) (class receiverClass, fast, inLane bool) {
+func (r *webhookReceivers) admit(key webhookGateKey) (class receiverClass, inLane bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -192,7 +149,7 @@ func (r *webhookReceivers) admit(key webhookGateKey) (class receiverClass, fast,
 		r.inLane++
 		inLane = true
 	}
-	return class, class == receiverProven && r.fastLocked(key), inLane
+	return class, inLane
 }
 
 // leaveLane gives back a place admit took for a try that did not start.
@@ -304,10 +261,6 @@ func (slot *webhookSlot) end() {
 	case took >= r.slowAfter:
 		r.markSlowLocked(slot.key, now)
 	case r.classLocked(slot.key, now) != receiverSlow:
-		st := r.stateLocked(slot.key)
-		st.proven = true
-		if took < r.quickTry {
-			st.quickAt = time.Now()
-		}
+		r.stateLocked(slot.key).proven = true
 	}
 }

@@ -9,9 +9,6 @@ import (
 // Gates are the gates of every key in one process.
 type Gates[K comparable] struct {
 	limit, maxWaiting int
-	// mostWaiting is the most waiters any call may allow (EnterWaiting):
-	// each gate's wake-up channel holds as many tokens.
-	mostWaiting int
 
 	mu    sync.Mutex
 	gates map[K]*gate
@@ -29,14 +26,7 @@ type gate struct {
 
 // New returns gates of at most limit holders and maxWaiting waiters per key.
 func New[K comparable](limit, maxWaiting int) *Gates[K] {
-	return NewWide[K](limit, maxWaiting, maxWaiting)
-}
-
-// NewWide is New whose callers may, through EnterWaiting, let up to
-// mostWaiting callers wait at a key.
-func NewWide[K comparable](limit, maxWaiting, mostWaiting int) *Gates[K] {
-	maxWaiting = max(maxWaiting, 0)
-	return &Gates[K]{limit: max(limit, 1), maxWaiting: maxWaiting, mostWaiting: max(mostWaiting, maxWaiting), gates: map[K]*gate{}}
+	return &Gates[K]{limit: max(limit, 1), maxWaiting: max(maxWaiting, 0), gates: map[K]*gate{}}
 }
 
 // Enter makes the caller a holder of key. When key has its limit of
@@ -50,14 +40,7 @@ func (g *Gates[K]) Enter(ctx context.Context, key K, wait time.Duration) bool {
 // EnterUnder is Enter with limit holders in place of the gates' own, for
 // a key the caller holds to less (or, waiting 0, to more) for now.
 func (g *Gates[K]) EnterUnder(ctx context.Context, key K, limit int, wait time.Duration) bool {
-	return g.EnterWaiting(ctx, key, limit, g.maxWaiting, wait)
-}
-
-// EnterWaiting is EnterUnder with at most waiting callers (no more than
-// NewWide's mostWaiting) waiting in place of the gates' own maxWaiting.
-func (g *Gates[K]) EnterWaiting(ctx context.Context, key K, limit, waiting int, wait time.Duration) bool {
 	limit = max(limit, 1)
-	waiting = min(max(waiting, 0), g.mostWaiting)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -68,7 +51,7 @@ func (g *Gates[K]) EnterWaiting(ctx context.Context, key K, limit, waiting int, 
 		g.mu.Lock()
 		gt := g.gates[key]
 		if gt == nil {
-			gt = &gate{left: make(chan struct{}, g.mostWaiting+1)}
+			gt = &gate{left: make(chan struct{}, g.maxWaiting+1)}
 			g.gates[key] = gt
 		}
 		if gt.holders < limit {
@@ -76,7 +59,7 @@ func (g *Gates[K]) EnterWaiting(ctx context.Context, key K, limit, waiting int, 
 			g.mu.Unlock()
 			return true
 		}
-		if gt.waiting >= waiting || wait <= 0 {
+		if gt.waiting >= g.maxWaiting || wait <= 0 {
 			g.mu.Unlock()
 			return false
 		}
@@ -128,16 +111,6 @@ func (g *Gates[K]) Full(key K) bool {
 	defer g.mu.Unlock()
 	gt := g.gates[key]
 	return gt != nil && gt.holders >= g.limit && gt.waiting >= g.maxWaiting
-}
-
-// Waiting is how many callers wait at key now.
-func (g *Gates[K]) Waiting(key K) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if gt := g.gates[key]; gt != nil {
-		return gt.waiting
-	}
-	return 0
 }
 
 // Holders is how many holders key has now.

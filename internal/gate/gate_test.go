@@ -123,31 +123,3 @@ func waiting[K comparable](g *Gates[K], key K) int {
 	}
 	return 0
 }
-
-// TestGateEnterWaiting: a call may let more callers wait than the gates'
-// own maxWaiting, up to NewWide's mostWaiting; each place left wakes one
-// of them, and the holders never exceed the limit.
-func TestGateEnterWaiting(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	g := NewWide[string](1, 1, 4)
-	require.True(t, g.Enter(ctx, "a", 0))
-	entered := make(chan bool, 6)
-	for range 6 {
-		go func() { entered <- g.EnterWaiting(ctx, "a", 1, 10, time.Minute) }()
-	}
-	// Six asked for up to 10 waiters; mostWaiting is 4: two turned away.
-	for range 2 {
-		require.False(t, <-entered)
-	}
-	require.Eventually(t, func() bool { return g.Waiting("a") == 4 }, 10*time.Second, time.Millisecond)
-	require.False(t, g.Enter(ctx, "a", time.Minute), "the gates' own maxWaiting (1) is taken many times over")
-	for range 4 {
-		g.Leave("a")
-		require.True(t, <-entered)
-		require.Equal(t, 1, g.Holders("a"))
-	}
-	g.Leave("a")
-	require.Zero(t, g.Waiting("a"))
-	require.Empty(t, g.gates)
-}
