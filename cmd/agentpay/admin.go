@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,23 +21,39 @@ import (
 	"agentpay"
 )
 
-const adminUsage = `usage: agentpay admin <command> [arguments]
+// adminCommand is one operator command: the usage text is written from
+// this table and runAdmin dispatches on it, so the two cannot disagree.
+type adminCommand struct {
+	name, args, help string
+	run              func(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error
+}
 
-commands:
-  deactivate-merchant ID   every merchant API call with the merchant's keys then answers 403
-  reactivate-merchant ID   undo deactivate-merchant
-  gas                      what the treasury paid for transactions, per chain and mode, next to the fees it collected
-  books                    what the chains hold next to what the records say, per chain and mode; exits non-zero on a difference
-  record-funding CHAIN MODE ADDRESS TX_HASH
-                           records USDC the transaction paid the treasury or a custodial wallet from outside (amount read from the chain), for the books
-`
+var adminCommands = []adminCommand{
+	{"deactivate-merchant", "ID", "every merchant API call with the merchant's keys then answers 403", runAdminDeactivate},
+	{"reactivate-merchant", "ID", "undo deactivate-merchant", runAdminReactivate},
+	{"gas", "", "what the treasury paid for transactions, per chain and mode, next to the fees it collected", runAdminGas},
+	{"books", "", "what the chains hold next to what the records say, per chain and mode; exits non-zero on a difference", runAdminBooks},
+	{"record-funding", "CHAIN MODE ADDRESS TX_HASH", "records USDC the transaction paid the treasury or a custodial wallet from outside (amount read from the chain), for the books", runAdminRecordFunding},
+}
+
+// adminUsage is the admin command's help, written from adminCommands.
+var adminUsage = func() string {
+	var b strings.Builder
+	b.WriteString("usage: agentpay admin <command> [arguments]\n\ncommands:\n")
+	for _, c := range adminCommands {
+		head := strings.TrimSpace(c.name + " " + c.args)
+		if len(head) > 23 {
+			fmt.Fprintf(&b, "  %s\n  %-23s  %s\n", head, "", c.help)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-23s  %s\n", head, c.help)
+	}
+	return b.String()
+}()
 
 var errAdminUsage = errors.New("admin: bad usage")
 
-// runAdmin runs an operator command against the configured database. A
-// deactivation returns once AUTH_CACHE_TTL has passed, when no API instance
-// still trusts what it read of the merchant before: it then holds
-// everywhere.
+// runAdmin runs an operator command against the configured database.
 func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, adminUsage)
@@ -45,28 +62,37 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		}
 		return nil
 	}
-	var active bool
-	switch args[0] {
-	case "deactivate-merchant":
-	case "reactivate-merchant":
-		active = true
-	case "gas":
-		return runAdminGas(ctx, cfg, logger, args[1:], stdout)
-	case "books":
-		return runAdminBooks(ctx, cfg, logger, args[1:], stdout)
-	case "record-funding":
-		return runAdminRecordFunding(ctx, cfg, logger, args[1:], stdout)
-	default:
-		fmt.Fprint(stdout, adminUsage)
-		return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
+	for _, c := range adminCommands {
+		if c.name == args[0] {
+			err := c.run(ctx, cfg, logger, args[1:], stdout)
+			if errors.Is(err, errAdminUsage) {
+				fmt.Fprint(stdout, adminUsage)
+			}
+			return err
+		}
 	}
-	if len(args) != 2 {
-		fmt.Fprint(stdout, adminUsage)
-		return fmt.Errorf("%w: %s takes one merchant id", errAdminUsage, args[0])
+	fmt.Fprint(stdout, adminUsage)
+	return fmt.Errorf("%w: unknown command %q", errAdminUsage, args[0])
+}
+
+func runAdminDeactivate(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	return setMerchantActive(ctx, cfg, logger, "deactivate-merchant", false, args, stdout)
+}
+
+func runAdminReactivate(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	return setMerchantActive(ctx, cfg, logger, "reactivate-merchant", true, args, stdout)
+}
+
+// setMerchantActive deactivates or reactivates a merchant. A deactivation
+// returns once AUTH_CACHE_TTL has passed, when no API instance still trusts
+// what it read of the merchant before: it then holds everywhere.
+func setMerchantActive(ctx context.Context, cfg config, logger *slog.Logger, command string, active bool, args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: %s takes one merchant id", errAdminUsage, command)
 	}
-	id, err := uuid.Parse(args[1])
+	id, err := uuid.Parse(args[0])
 	if err != nil {
-		return fmt.Errorf("%s: %q is not a merchant id (a UUID)", args[0], args[1])
+		return fmt.Errorf("%s: %q is not a merchant id (a UUID)", command, args[0])
 	}
 
 	svc, closeDB, err := adminService(ctx, cfg, logger)
@@ -76,7 +102,7 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 	defer closeDB()
 	before, err := svc.MerchantByID(ctx, id)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", args[0], id, err)
+		return fmt.Errorf("%s %s: %w", command, id, err)
 	}
 	var m = before
 	if active {
@@ -85,7 +111,7 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 		m, err = svc.DeactivateMerchant(ctx, id)
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", args[0], id, err)
+		return fmt.Errorf("%s %s: %w", command, id, err)
 	}
 	switch {
 	case before.Active == m.Active && m.Active:
@@ -97,7 +123,7 @@ func runAdmin(ctx context.Context, cfg config, logger *slog.Logger, args []strin
 	default:
 		fmt.Fprintf(stdout, "merchant %s (%s) deactivated at %s: its API calls now answer 403\n", m.ID, m.Name, m.DeactivatedAt.UTC().Format(time.RFC3339))
 	}
-	logger.Info("admin", "command", args[0], "merchant", m.ID, "active", m.Active)
+	logger.Info("admin", "command", command, "merchant", m.ID, "active", m.Active)
 	return nil
 }
 
@@ -131,7 +157,6 @@ func adminService(ctx context.Context, cfg config, logger *slog.Logger) (*agentp
 // token, split by purpose, next to the fees it collected there in USDC.
 func runAdminGas(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) != 0 {
-		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: gas takes no arguments", errAdminUsage)
 	}
 	svc, closeDB, err := adminService(ctx, cfg, logger)
@@ -193,7 +218,6 @@ func chainService(ctx context.Context, cfg config, logger *slog.Logger) (*agentp
 // is what the chain says the transaction paid the address.
 func runAdminRecordFunding(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) != 4 {
-		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: record-funding takes CHAIN MODE ADDRESS TX_HASH", errAdminUsage)
 	}
 	chain, err := chains.ParseName(args[0])
@@ -228,7 +252,6 @@ var errBooksUnbalanced = errors.New("books: not balanced")
 // the real MASTER_KEY, which the treasury's addresses derive from.
 func runAdminBooks(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) != 0 {
-		fmt.Fprint(stdout, adminUsage)
 		return fmt.Errorf("%w: books takes no arguments", errAdminUsage)
 	}
 	svc, closeDB, err := chainService(ctx, cfg, logger)

@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +235,20 @@ func TestAdminBooks(t *testing.T) {
 		"recording it again changes nothing")
 	out.Reset()
 	require.NoError(t, run(ctx, []string{"admin", "books"}, getenv, &out, os.Stderr), out.String())
+}
+
+// TestAdminCommandsDocumented holds the operator reference to the command
+// table: every admin command runAdmin dispatches is in docs/operations.md
+// with its arguments, and the reference names no command the table lacks.
+func TestAdminCommandsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	require.NoError(t, err)
+	known := map[string]bool{}
+	for _, c := range adminCommands {
+		known[c.name] = true
+		require.Contains(t, string(doc), strings.TrimSpace(c.name+" "+c.args), "docs/operations.md does not document `agentpay admin %s`", c.name)
+	}
+	for _, m := range regexp.MustCompile("`agentpay admin ([a-z-]+)").FindAllStringSubmatch(string(doc), -1) {
+		require.True(t, known[m[1]], "docs/operations.md documents `agentpay admin %s`, which is not a command", m[1])
+	}
 }

@@ -1,6 +1,6 @@
 // Command agentpay runs the service: `dev` (everything on one machine),
 // `serve` (the HTTP API), `worker` (the background jobs), `migrate` and
-// `admin` (operator commands: adminUsage in admin.go lists them).
+// `admin` (operator commands: adminCommands in admin.go lists them).
 // Configuration comes from the environment, read only here.
 package main
 
