@@ -163,7 +163,7 @@ func TestBooksBalancedCardsAndAgentCheckout(t *testing.T) {
 		e := startCardEnv(t)
 		a, u := e.pairedAgent(t, "10", true)
 		v := e.request(t, a, "4.00")
-		got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+		got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 		require.NoError(t, err)
 		require.Equal(t, CardApproved, got.Status())
 		b := requireBalanced(t, e.env, e.svc)

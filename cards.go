@@ -745,9 +745,9 @@ func (s *Service) DenyCardRequest(ctx context.Context, v *Viewer, id string) (*C
 // among them) it only records this one's; the last yes reserves the
 // amount (the transfer is recorded in the transaction that moves the
 // request to approved, so of an approval racing another or the expiry
-// exactly one reserves), waits for the transfer (at most wait; 0 is
-// DefaultSendWait) and issues the card.
-func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte, wait time.Duration) (*CardRequestView, error) {
+// exactly one reserves), waits for the transfer (at most ApprovalWait)
+// and issues the card.
+func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte) (*CardRequestView, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
@@ -837,7 +837,7 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.startTransfer(ctx, t, waitOrDefault(wait)); err != nil {
+	if _, err := s.startTransfer(ctx, t, ApprovalWait); err != nil {
 		s.logger.WarnContext(ctx, "card reservation not through yet", "request", r.ID, "err", err)
 	}
 	if err := s.advanceCard(context.WithoutCancel(ctx), r.ID); err != nil {

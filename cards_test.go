@@ -138,7 +138,7 @@ func TestCardRequestRefusals(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = e.svc.RequestCardPurchase(ctx, good, req("1"))
 	require.ErrorIs(t, err, ErrForbidden)
-	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Equal(t, cardrequest.StatusPendingApproval, e.card(t, v.Request).Status, "nothing reserved")
 }
@@ -214,7 +214,7 @@ func TestCardPurchaseChargeAndReturn(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, lim.CardPurchases)
 
-	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, CardApproved, got.Status())
 	require.NotNil(t, got.Request.CardToken)
@@ -293,12 +293,12 @@ func TestCardDenyAndExpire(t *testing.T) {
 	denied := e.request(t, a, "1")
 	_, err := e.svc.DenyCardRequest(ctx, &Viewer{User: u}, denied.Request.ID.String())
 	require.NoError(t, err)
-	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, denied.Request.ID.String(), "", nil, 0)
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, denied.Request.ID.String(), "", nil)
 	require.ErrorIs(t, err, ErrConflict)
 
 	lapsing := e.request(t, a, "1")
 	e.clock.Advance(DefaultCardRequestTTL)
-	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, lapsing.Request.ID.String(), "", nil, 0)
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, lapsing.Request.ID.String(), "", nil)
 	require.ErrorIs(t, err, ErrConflict)
 	require.Contains(t, err.Error(), "expired")
 	st, err := e.svc.CardsTick(ctx)
@@ -310,7 +310,7 @@ func TestCardDenyAndExpire(t *testing.T) {
 
 	// An issued card that is never charged expires and its money returns.
 	unused := e.request(t, a, "3")
-	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, unused.Request.ID.String(), "", nil, 0)
+	_, err = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, unused.Request.ID.String(), "", nil)
 	require.NoError(t, err)
 	requireDecimal(t, "7", e.onChain(t, chains.Base, wallet))
 	e.clock.Advance(MaxCardLifetime)
@@ -352,7 +352,7 @@ func TestCardApprovalRaces(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+				_, errs[i] = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 			}()
 		}
 		wg.Wait()
@@ -380,7 +380,7 @@ func TestCardApprovalRaces(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, approveErr = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+			_, approveErr = e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 		}()
 		go func() {
 			defer wg.Done()
@@ -417,7 +417,7 @@ func TestCardPurchaseReturnOnSolana(t *testing.T) {
 	treasuryBefore := e.onChain(t, chains.Solana, treasury)
 
 	v := e.request(t, a, "4.00")
-	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil, 0)
+	got, err := e.svc.ApproveCardRequest(ctx, &Viewer{User: u}, v.Request.ID.String(), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, CardApproved, got.Status())
 	requireDecimal(t, "6", e.onChain(t, chains.Solana, wallet), "reserved from the Solana wallet")

@@ -441,9 +441,9 @@ func (s *Service) BeginSpendApproval(ctx context.Context, v *Viewer, id string) 
 // threshold nor the allow-list: the humans approved it) and balance
 // checked now, and the approval moves to approved in the transaction that
 // records its transfer. A refusal at that moment moves it to failed, with
-// the refusal's text. wait bounds the wait for inclusion (0:
-// DefaultSendWait). A paired human who is not a decider is ErrForbidden.
-func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte, wait time.Duration) (*SpendApprovalView, error) {
+// the refusal's text. It waits for inclusion at most ApprovalWait. A
+// paired human who is not a decider is ErrForbidden.
+func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, ceremonyID string, assertion []byte) (*SpendApprovalView, error) {
 	if v == nil || v.User == nil {
 		return nil, ErrNotSignedIn
 	}
@@ -477,7 +477,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 			return nil, fmt.Errorf("approval %s: amount: %w", r.ID, err)
 		}
 		_, err = s.send(ctx, a, SendRequest{ToUsername: h.ToUsername, ToUser: h.ToUser, AmountUSD: amount, Memo: h.Memo,
-			Chain: h.Chain, Wait: wait, approved: approved})
+			Chain: h.Chain, Wait: ApprovalWait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
 		}
@@ -486,7 +486,7 @@ func (s *Service) ApproveSpendApproval(ctx context.Context, v *Viewer, id, cerem
 		if err := json.Unmarshal([]byte(r.Request), &h); err != nil {
 			return nil, fmt.Errorf("approval %s: request: %w", r.ID, err)
 		}
-		_, err = s.payCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: wait, approved: approved})
+		_, err = s.payCheckout(ctx, a, PayCheckoutRequest{ExternalID: h.ExternalID, Chain: h.Chain, Wait: ApprovalWait, approved: approved})
 		if err = s.settleApproval(ctx, r, v.User.ID, err); err != nil {
 			return nil, err
 		}

@@ -47,6 +47,13 @@ import (
 // BeginStepUp answers what the app must do; the action's service call
 // takes the StepUpProof and spends it (spendStepUp).
 
+// ApprovalWait is how long the last yes of an approval (a held spend, a
+// card request) waits for the operation's transfer to be included before
+// it answers with the transfer still pending: half of DefaultSendWait, so
+// the human's page answers well inside an HTTP client's patience while the
+// chain finishes in the background (the account events tell the page).
+const ApprovalWait = DefaultSendWait / 2
+
 // StepUpLinkTTL is how long an e-mailed confirmation link works.
 const StepUpLinkTTL = 15 * time.Minute
 

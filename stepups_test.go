@@ -103,10 +103,10 @@ func TestStepUpBoundToItsApproval(t *testing.T) {
 	assertion := a.Assert(t, begun.Ceremony.Options, softKeyOf(t, a, e.u))
 	cid := begun.Ceremony.ID.String()
 
-	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, cid, assertion, 0)
+	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, cid, assertion)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "begun for the first, it cannot approve the second")
 	require.ErrorIs(t, err, ErrForbidden)
-	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, "", nil, 0)
+	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, "", nil)
 	require.ErrorIs(t, err, ErrForbidden, "no assertion")
 	for _, id := range []string{firstID, secondID} {
 		cur, err := e.svc.AgentSpendApproval(ctx, e.a, id)
@@ -116,10 +116,10 @@ func TestStepUpBoundToItsApproval(t *testing.T) {
 	}
 	require.Zero(t, e.sentCount(t))
 
-	got, err := e.svc.ApproveSpendApproval(ctx, v, firstID, cid, assertion, 0)
+	got, err := e.svc.ApproveSpendApproval(ctx, v, firstID, cid, assertion)
 	require.NoError(t, err, "the refusal did not spend the first's step-up")
 	require.Equal(t, "approved", got.Status())
-	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, cid, assertion, 0)
+	_, err = e.svc.ApproveSpendApproval(ctx, v, secondID, cid, assertion)
 	require.ErrorIs(t, err, ErrStepUpInvalid, "spent")
 
 	// The one begun for the second approves it; through the generic begin.
@@ -127,7 +127,7 @@ func TestStepUpBoundToItsApproval(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "passkey", up.Method)
 	require.Contains(t, up.Summary, "approve "+e.a.Username+"'s send of 3.00 USDC to "+e.bob.Username)
-	got, err = e.svc.ApproveSpendApproval(ctx, v, secondID, up.ID.String(), a.Assert(t, up.Options, softKeyOf(t, a, e.u)), 0)
+	got, err = e.svc.ApproveSpendApproval(ctx, v, secondID, up.ID.String(), a.Assert(t, up.Options, softKeyOf(t, a, e.u)))
 	require.NoError(t, err)
 	require.Equal(t, "approved", got.Status())
 	require.Equal(t, 2, e.sentCount(t))
@@ -137,15 +137,15 @@ func TestStepUpBoundToItsApproval(t *testing.T) {
 	c, err := e.svc.BeginCardApproval(ctx, v, cardA.Request.ID.String())
 	require.NoError(t, err)
 	cardAssertion := a.Assert(t, c.Ceremony.Options, softKeyOf(t, a, e.u))
-	_, err = e.svc.ApproveCardRequest(ctx, v, cardB.Request.ID.String(), c.Ceremony.ID.String(), cardAssertion, 0)
+	_, err = e.svc.ApproveCardRequest(ctx, v, cardB.Request.ID.String(), c.Ceremony.ID.String(), cardAssertion)
 	require.ErrorIs(t, err, ErrStepUpInvalid)
 	require.Equal(t, CardPendingApproval, string(e.card(t, cardB.Request).Status))
 	// Nor a held operation: the action is bound too.
 	third, err := e.send("2")
 	require.NoError(t, err)
-	_, err = e.svc.ApproveSpendApproval(ctx, v, third.Approval.Approval.ID.String(), c.Ceremony.ID.String(), cardAssertion, 0)
+	_, err = e.svc.ApproveSpendApproval(ctx, v, third.Approval.Approval.ID.String(), c.Ceremony.ID.String(), cardAssertion)
 	require.ErrorIs(t, err, ErrStepUpInvalid)
-	approved, err := e.svc.ApproveCardRequest(ctx, v, cardA.Request.ID.String(), c.Ceremony.ID.String(), cardAssertion, 0)
+	approved, err := e.svc.ApproveCardRequest(ctx, v, cardA.Request.ID.String(), c.Ceremony.ID.String(), cardAssertion)
 	require.NoError(t, err)
 	require.Equal(t, CardApproved, approved.Status())
 }

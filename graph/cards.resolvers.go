@@ -8,7 +8,6 @@ package graph
 import (
 	"agentpay/graph/model"
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -41,7 +40,7 @@ func (r *mutationResolver) ApproveCardRequest(ctx context.Context, id uuid.UUID,
 		cred = []byte(*credential)
 	}
 	// The reservation is waited for briefly: the app follows the rest live.
-	cr, err := r.cfg.Service.ApproveCardRequest(ctx, v, id.String(), cid, cred, 15*time.Second)
+	cr, err := r.cfg.Service.ApproveCardRequest(ctx, v, id.String(), cid, cred)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"agentpay/ent"
 	"agentpay/graph/model"
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
@@ -74,7 +73,7 @@ func (r *mutationResolver) ApproveSpendApproval(ctx context.Context, id uuid.UUI
 		cred = []byte(*credential)
 	}
 	// Inclusion is waited for briefly: the app follows the rest live.
-	a, err := r.cfg.Service.ApproveSpendApproval(ctx, v, id.String(), cid, cred, 15*time.Second)
+	a, err := r.cfg.Service.ApproveSpendApproval(ctx, v, id.String(), cid, cred)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func TestSpendingPolicyOverREST(t *testing.T) {
 	other := api.do(http.MethodGet, "/agents/me/approvals/"+id, nil, agentKey(to.APIKey))
 	require.Equal(t, http.StatusNotFound, other.Status, "another agent's approval")
 
-	_, err = api.Svc.ApproveSpendApproval(ctx, v, id, "", nil, 0)
+	_, err = api.Svc.ApproveSpendApproval(ctx, v, id, "", nil)
 	require.NoError(t, err)
 	resp = api.do(http.MethodGet, "/agents/me/approvals/"+id, nil, key)
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))

@@ -88,7 +88,7 @@ func TestCardPurchasesOverREST(t *testing.T) {
 	require.Equal(t, http.StatusOK, list.Status)
 	require.Len(t, list.Map(t)["requests"], 1)
 
-	_, err = api.Svc.ApproveCardRequest(ctx, &agentpay.Viewer{User: u}, id, "", nil, 0)
+	_, err = api.Svc.ApproveCardRequest(ctx, &agentpay.Viewer{User: u}, id, "", nil)
 	require.NoError(t, err)
 	first := api.do(http.MethodGet, "/agents/me/pairings/card/requests/"+id, nil, key)
 	require.Equal(t, http.StatusOK, first.Status, string(first.Body))

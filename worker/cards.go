@@ -34,10 +34,6 @@ type cardsTickWorker struct {
 }
 
 func (w *cardsTickWorker) Work(ctx context.Context, _ *river.Job[CardsTickArgs]) error {
-	// Held operations past their deadline expire on the same beat.
-	if _, err := w.svc.ExpireSpendApprovals(ctx); err != nil {
-		return err
-	}
 	_, err := w.svc.CardsTick(ctx)
 	return err
 }

@@ -1,7 +1,7 @@
 // Package worker runs the service's background jobs on River: the jobs are
 // the workers and periodic jobs New registers (its river.AddWorker calls
 // and its periodic list, each job in the file of its concept: scan.go,
-// webhooks.go, mail.go, settle.go, cards.go, prune.go...), the deposit scan
+// webhooks.go, mail.go, settle.go, cards.go, spendapprovals.go, prune.go...), the deposit scan
 // of each configured chain among them; and, on PostgreSQL, it frees the
 // jobs of worker processes that died (liveness.go).
 // Jobs call the service layer; the rules stay there.
@@ -150,6 +150,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &sendMailWorker{svc: cfg.Service})
 	river.AddWorker(workers, &pruneWorker[EraseExpiredMailArgs]{prune: cfg.Service.EraseExpiredMail})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
+	river.AddWorker(workers, &expireSpendApprovalsWorker{svc: cfg.Service})
 
 	// The deposit scans are not River periodic jobs: those are inserted by
 	// the elected leader only, and a leader that is killed keeps its
@@ -159,7 +160,7 @@ func New(cfg Config) (*Worker, error) {
 	// starts, then on each tick of ScanInterval, the ticks of every process
 	// falling together so the singleton job (ScanChainArgs.InsertOpts) is
 	// inserted once per tick.
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), spendApprovalsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
 	var scans []ScanChainArgs
 	for _, c := range cfg.Service.ScannedChains() {
 		scans = append(scans, ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)})
