@@ -26,6 +26,8 @@ import (
 	"agentpay/internal/store"
 	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
+	"agentpay/payout"
+	paysandbox "agentpay/payout/sandbox"
 )
 
 // checkoutFixture is a service whose test mode has a real base devnet (and
@@ -63,7 +65,7 @@ func startCheckoutFixture(t *testing.T, withSolana, jobs bool) *checkoutFixture 
 		f.sol = env.Solana()
 	}
 	f.svc = newTestService(t, env, Config{
-		Payouts: map[Mode]PayoutProvider{ModeTest: NewSandboxPixProvider(DefaultSandboxPixRate)},
+		Payouts: map[Mode]payout.Provider{ModeTest: paysandbox.New(paysandbox.DefaultRate)},
 	})
 	return f
 }

@@ -27,6 +27,7 @@ import (
 	"agentpay/internal/statusbus"
 	"agentpay/internal/store"
 	"agentpay/internal/vault"
+	"agentpay/payout"
 )
 
 // Config is everything the service layer needs; cmd builds it from the
@@ -52,7 +53,7 @@ type Config struct {
 	Observer Observer
 	// Payouts pays fiat_pix settlements, per mode; a mode without one
 	// leaves such settlements pending until one is configured.
-	Payouts map[Mode]PayoutProvider
+	Payouts map[Mode]payout.Provider
 	// Settlement tunes the settle_payment job's waits.
 	Settlement SettlementOptions
 	// Faucet sends test USDC; set only by `agentpay dev`.

@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/merchant"
 	"agentpay/ent/payment"
+	paysandbox "agentpay/payout/sandbox"
 )
 
 // settlementFixture is the payment fixture with a merchant settling USDC to
@@ -246,7 +247,7 @@ func TestSettlementFiatPix(t *testing.T) {
 	f := newSettlementFixture(t, func(u *ent.MerchantUpdateOne) {
 		u.SetSettlementType(merchant.SettlementTypeFiatPix).ClearSettlementAddress()
 	})
-	sandbox := f.svc.cfg.Payouts[ModeTest].(*SandboxPixProvider)
+	sandbox := f.svc.cfg.Payouts[ModeTest].(*paysandbox.Pix)
 	require.True(t, f.settle(t).Done)
 	require.True(t, f.settle(t).Done)
 	require.Equal(t, 1, sandbox.Payouts(), "one payout however often it runs")

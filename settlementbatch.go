@@ -23,6 +23,7 @@ import (
 	"agentpay/ent/refund"
 	"agentpay/ent/settlementbatch"
 	"agentpay/internal/vault"
+	"agentpay/payout"
 )
 
 // Settlement batches: the payout step of settlement. The rules are the
@@ -594,12 +595,12 @@ func (br *batchRun) fiatPayout(ctx context.Context) (payoutOutcome, string, erro
 	}
 	// The provider answers the same payout for the same key, whichever run
 	// asks and however often.
-	res, err := provider.Payout(ctx, PayoutRequest{
+	res, err := provider.Payout(ctx, payout.Request{
 		IdempotencyKey: "settlement:" + br.b.ID.String(),
 		MerchantID:     br.m.ID,
 		AmountUSD:      usd,
 	})
-	if errors.Is(err, ErrPayoutRefused) {
+	if errors.Is(err, payout.ErrRefused) {
 		return payoutOutcome{}, "payout provider refused: " + err.Error(), nil
 	}
 	if err != nil {

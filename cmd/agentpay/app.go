@@ -33,6 +33,8 @@ import (
 	"agentpay/internal/treasury"
 	"agentpay/internal/vault"
 	"agentpay/mcp"
+	"agentpay/payout"
+	paysandbox "agentpay/payout/sandbox"
 	"agentpay/rest"
 	"agentpay/web"
 	"agentpay/worker"
@@ -433,8 +435,8 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 		// Test money settles fiat through the sandbox; no live PIX provider
 		// is integrated yet, so live fiat_pix settlements wait
 		// (docs/checkout.md, Settlement).
-		Payouts: map[agentpay.Mode]agentpay.PayoutProvider{
-			agentpay.ModeTest: agentpay.NewSandboxPixProvider(agentpay.DefaultSandboxPixRate),
+		Payouts: map[agentpay.Mode]payout.Provider{
+			agentpay.ModeTest: paysandbox.New(paysandbox.DefaultRate),
 		},
 	})
 }
