@@ -61,9 +61,9 @@ type Config struct {
 	// Partners are the identity partners whose attestations
 	// verify-partner accepts (partners.go); DevPartner, set only by
 	// `agentpay dev`, is one more, minting attestations on request
-	// (devpartner.go).
+	// (devpartner.go, identity/devpartner).
 	Partners   []Partner
-	DevPartner *DevPartner
+	DevPartner DevPartner
 	// Mailer sends the outbox's e-mail (mail.go): SMTP (internal/mail
 	// NewSMTP) or, under `agentpay dev` without SMTP_URL, the catcher
 	// (mail.Catcher). nil leaves mail unsent in the outbox, its jobs

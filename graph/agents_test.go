@@ -50,7 +50,7 @@ type agentAPIConfig struct {
 	Base bool
 	// DevPartner is the identity partner of `agentpay dev`, for
 	// verifyPartner.
-	DevPartner *agentpay.DevPartner
+	DevPartner agentpay.DevPartner
 	// Clock, when set, is the service's clock (Config.Clock).
 	Clock clock.Clock
 }

@@ -7,12 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+
+	"agentpay/identity/devpartner"
 )
 
 // verifyPartner translates VerifyPartner: a good attestation raises the
 // score and tier, a replay is BAD_USER_INPUT with the reason.
 func TestVerifyPartnerMutation(t *testing.T) {
-	dev, err := agentpay.NewDevPartner()
+	dev, err := devpartner.New()
 	require.NoError(t, err)
 	api := newAgentAPI(t, agentAPIConfig{DevPartner: dev})
 	reg := api.register(t, uniqueName(t, "partner"))
@@ -21,7 +23,7 @@ func TestVerifyPartnerMutation(t *testing.T) {
 
 	const q = `mutation($p: String!, $a: String!) { verifyPartner(partner: $p, attestation: $a) {
 		agentId partner verified trustScoreBefore trustScoreAfter tier message } }`
-	vars := map[string]any{"p": agentpay.DevPartnerName, "a": att.Attestation}
+	vars := map[string]any{"p": devpartner.Name, "a": att.Attestation}
 	var data struct {
 		VerifyPartner struct {
 			AgentID, Partner, Tier, Message   string
@@ -32,7 +34,7 @@ func TestVerifyPartnerMutation(t *testing.T) {
 	api.do(t, reg.APIKey, q, vars).decode(t, &data)
 	v := data.VerifyPartner
 	require.Equal(t, reg.AgentID, v.AgentID)
-	require.Equal(t, agentpay.DevPartnerName, v.Partner)
+	require.Equal(t, devpartner.Name, v.Partner)
 	require.True(t, v.Verified)
 	require.Equal(t, 0, v.TrustScoreBefore)
 	require.Equal(t, agentpay.TrustPartnerPoints, v.TrustScoreAfter)

@@ -26,6 +26,7 @@ import (
 	"agentpay/graph"
 	"agentpay/graph/playground"
 	"agentpay/identity"
+	"agentpay/identity/devpartner"
 	"agentpay/internal/jobs"
 	"agentpay/internal/mail"
 	"agentpay/internal/metrics"
@@ -407,11 +408,13 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	}
 	// `dev` runs an identity partner of its own, so verify-partner works
 	// offline (/dev/partner/attest).
-	var devPartner *agentpay.DevPartner
+	var devPartner agentpay.DevPartner
 	if dev {
-		if devPartner, err = agentpay.NewDevPartner(); err != nil {
+		d, err := devpartner.New()
+		if err != nil {
 			return nil, err
 		}
+		devPartner = d
 	}
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,

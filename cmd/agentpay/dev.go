@@ -22,6 +22,7 @@ import (
 	cardsandbox "agentpay/cardissuer/sandbox"
 	"agentpay/chains"
 	"agentpay/chains/devnet"
+	"agentpay/identity/devpartner"
 	"agentpay/identity/sandbox"
 	"agentpay/internal/store"
 	"agentpay/rest"
@@ -144,7 +145,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 	fmt.Fprintf(w, "  identity:   sandbox provider at http://%s/dev/kyc/ (started from the app)\n", addr)
 	fmt.Fprintf(w, "  cards:      sandbox issuer; POST http://%s/dev/card/charge {\"card_number\",\"exp_month\",\"exp_year\",\"cvc\",\"amount_usd\",\"merchant_name\"} charges a card\n", addr)
 	fmt.Fprintf(w, "  partner:    POST http://%s/dev/partner/attest {\"agent_id\"} mints an attestation of %s (keys: /dev/partner/jwks.json)\n",
-		addr, agentpay.DevPartnerName)
+		addr, devpartner.Name)
 	if smtp {
 		fmt.Fprintln(w, "  mail:       sent with SMTP_URL")
 	} else {

@@ -11,7 +11,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/stretchr/testify/require"
 
-	"agentpay"
+	"agentpay/identity/devpartner"
 )
 
 // devPartnerFlow: on `agentpay dev` at base, /dev/partner/attest mints an
@@ -31,7 +31,7 @@ func devPartnerFlow(t *testing.T, base, banner string) {
 		ExpiresAt                     string `json:"expires_at"`
 	}
 	require.Equal(t, http.StatusOK, postJSON(t, base+"/dev/partner/attest", `{"agent_id":"`+reg.AgentID+`"}`, &att))
-	require.Equal(t, agentpay.DevPartnerName, att.Partner)
+	require.Equal(t, devpartner.Name, att.Partner)
 	require.NotEmpty(t, att.ExpiresAt)
 
 	// The served key set verifies the attestation, as a partner's would.
@@ -55,7 +55,7 @@ func devPartnerFlow(t *testing.T, base, banner string) {
 	require.Equal(t, http.StatusNotFound, postJSON(t, base+"/dev/partner/attest", `{"agent_id":"00000000-0000-4000-8000-000000000000"}`, &unknown))
 
 	var out map[string]any
-	body, err := json.Marshal(map[string]string{"partner": agentpay.DevPartnerName, "attestation": att.Attestation})
+	body, err := json.Marshal(map[string]string{"partner": devpartner.Name, "attestation": att.Attestation})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, doAgentJSON(t, http.MethodPost, base+"/agents/me/verify-partner", reg.APIKey, string(body), &out), out)
 	require.Equal(t, "T1", out["tier"])
