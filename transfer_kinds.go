@@ -112,7 +112,7 @@ var transferKinds = map[transfer.Kind]transferKind{
 		},
 	},
 	// An agent's reservation of a card purchase's amount, paid to the
-	// treasury (cards.go); the card follows by advanceCard.
+	// treasury (card_approvals.go); the card follows by advanceCard (card_lifecycle.go).
 	transfer.KindCardReservation: {
 		gasPurpose: GasPurposeCardReserve,
 		recordable: func(o *outgoing) bool { return o.from.agentID != nil && o.to.none() && o.checkoutSessionID == nil },
