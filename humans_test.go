@@ -25,7 +25,7 @@ type humansEnv struct {
 	svc *Service
 }
 
-func startHumansEnv(t *testing.T) *humansEnv {
+func startHumansEnv(t testing.TB) *humansEnv {
 	t.Helper()
 	env := testenv.New(t, testenv.Options{Clock: time.Now(), Jobs: true})
 	return &humansEnv{env: env, svc: newTestService(t, env, Config{})}
@@ -38,7 +38,7 @@ func (h *humansEnv) agent(t *testing.T, prefix string) *ent.Agent {
 	return reg.Agent
 }
 
-func (h *humansEnv) user(t *testing.T, prefix string) *ent.User {
+func (h *humansEnv) user(t testing.TB, prefix string) *ent.User {
 	t.Helper()
 	name := randomName(t, prefix)
 	u, err := h.svc.CreateUser(context.Background(), NewUser{Email: name + "@Example.com", Username: name, DisplayName: "Ann " + prefix, EmailVerified: true})
@@ -55,7 +55,7 @@ func (h *humansEnv) invitationToken(t *testing.T, to string) string {
 
 // mailedLink is what follows {app_url}+prefix in the newest link of that
 // form mailed to an address.
-func (h *humansEnv) mailedLink(t *testing.T, to, prefix string) string {
+func (h *humansEnv) mailedLink(t testing.TB, to, prefix string) string {
 	t.Helper()
 	prefix = h.svc.cfg.AppURL + prefix
 	for _, m := range h.outbox(t, to) {
@@ -70,7 +70,7 @@ func (h *humansEnv) mailedLink(t *testing.T, to, prefix string) string {
 }
 
 // outbox is the mail queued to an address, newest first.
-func (h *humansEnv) outbox(t *testing.T, to string) []*ent.MailMessage {
+func (h *humansEnv) outbox(t testing.TB, to string) []*ent.MailMessage {
 	t.Helper()
 	ms, err := h.env.DB.Ent.MailMessage.Query().Where(mailmessage.ToEqualFold(to)).
 		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).All(context.Background())

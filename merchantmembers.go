@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	entsql "entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
 
 	"agentpay/ent"
@@ -207,21 +208,23 @@ func (s *Service) claimMemberships(ctx context.Context, u *ent.User) error {
 		return nil
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
-	owned, err := s.cfg.DB.Ent.Merchant.Query().
-		Where(merchant.EmailNormalized(merchantEmailKey(u.Email)), merchant.EmailVerifiedAtNotNil()).
+	// It runs on every dashboard read, so it reads first and writes only
+	// what is missing: one query for the owned merchants without the
+	// owner's row, one for the invitations not yet accepted (a write on
+	// every read would serialize the readers on SQLite's one writer).
+	unclaimed, err := s.cfg.DB.Ent.Merchant.Query().
+		Where(merchant.EmailNormalized(merchantEmailKey(u.Email)), merchant.EmailVerifiedAtNotNil(),
+			func(sel *entsql.Selector) {
+				t := entsql.Table(merchantmember.Table)
+				sel.Where(entsql.NotExists(entsql.Select(t.C(merchantmember.FieldID)).From(t).Where(entsql.And(
+					entsql.ColumnsEQ(t.C(merchantmember.FieldMerchantID), sel.C(merchant.FieldID)),
+					entsql.EQ(t.C(merchantmember.FieldEmail), u.Email)))))
+			}).
 		IDs(ctx)
 	if err != nil {
 		return fmt.Errorf("reading merchants of %s: %w", u.Email, err)
 	}
-	for _, id := range owned {
-		exists, err := s.cfg.DB.Ent.MerchantMember.Query().
-			Where(merchantmember.MerchantID(id), merchantmember.Email(u.Email)).Exist(ctx)
-		if err != nil {
-			return fmt.Errorf("reading membership: %w", err)
-		}
-		if exists {
-			continue
-		}
+	for _, id := range unclaimed {
 		err = s.cfg.DB.Ent.MerchantMember.Create().
 			SetMerchantID(id).
 			SetEmail(u.Email).
@@ -237,8 +240,17 @@ func (s *Service) claimMemberships(ctx context.Context, u *ent.User) error {
 	}
 	// Invitations to the address are accepted by the account that proved
 	// it owns it.
-	if err := s.cfg.DB.Ent.MerchantMember.Update().
+	pending, err := s.cfg.DB.Ent.MerchantMember.Query().
 		Where(merchantmember.Email(u.Email), merchantmember.UserIDIsNil()).
+		IDs(ctx)
+	if err != nil {
+		return fmt.Errorf("reading invitations: %w", err)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := s.cfg.DB.Ent.MerchantMember.Update().
+		Where(merchantmember.IDIn(pending...), merchantmember.UserIDIsNil()).
 		SetUserID(u.ID).
 		SetAcceptedAt(now).
 		Exec(ctx); err != nil {

@@ -39,7 +39,7 @@ func TestMemberRoleRule(t *testing.T) {
 }
 
 // viewer signs a user in (a browser session) and returns the viewer.
-func (h *humansEnv) viewer(t *testing.T, u *ent.User) *Viewer {
+func (h *humansEnv) viewer(t testing.TB, u *ent.User) *Viewer {
 	t.Helper()
 	return signedIn(t, h.svc, u)
 }
@@ -61,7 +61,7 @@ func signedIn(t testing.TB, s *Service, u *ent.User) *Viewer {
 
 // merchantOf registers a merchant with a contact e-mail and confirms it
 // from the confirmation link mailed to it.
-func (h *humansEnv) merchantOf(t *testing.T, email string) *MerchantRegistration {
+func (h *humansEnv) merchantOf(t testing.TB, email string) *MerchantRegistration {
 	t.Helper()
 	reg := h.unconfirmedMerchantOf(t, email)
 	_, err := h.svc.ConfirmMerchantEmail(context.Background(), h.merchantEmailToken(t, email))
@@ -71,7 +71,7 @@ func (h *humansEnv) merchantOf(t *testing.T, email string) *MerchantRegistration
 
 // unconfirmedMerchantOf registers a merchant whose contact e-mail is not
 // confirmed yet.
-func (h *humansEnv) unconfirmedMerchantOf(t *testing.T, email string) *MerchantRegistration {
+func (h *humansEnv) unconfirmedMerchantOf(t testing.TB, email string) *MerchantRegistration {
 	t.Helper()
 	reg, err := h.svc.RegisterMerchant(context.Background(), MerchantInput{Name: strp("Shop " + email), Email: strp(email)})
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ func (h *humansEnv) unconfirmedMerchantOf(t *testing.T, email string) *MerchantR
 
 // merchantEmailToken is the token of the newest contact e-mail
 // confirmation link mailed to an address.
-func (h *humansEnv) merchantEmailToken(t *testing.T, to string) string {
+func (h *humansEnv) merchantEmailToken(t testing.TB, to string) string {
 	t.Helper()
 	return h.mailedLink(t, strings.TrimSpace(to), "/confirm-email/")
 }
@@ -377,4 +377,26 @@ func TestMerchantOwnerFollowsContactEmail(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ownerOf(second), "the new contact e-mail owns it once confirmed")
 	require.False(t, ownerOf(first))
+}
+
+// BenchmarkMerchantsOf is a dashboard read by an owner of 20 merchants,
+// its memberships claimed already: what every dashboard request pays for
+// the claim rule before it reads anything.
+func BenchmarkMerchantsOf(b *testing.B) {
+	h := startHumansEnv(b)
+	ctx := context.Background()
+	owner := h.user(b, "bench")
+	for range 20 {
+		h.merchantOf(b, owner.Email)
+	}
+	ov := h.viewer(b, owner)
+	ms, err := h.svc.MerchantsOf(ctx, ov)
+	require.NoError(b, err)
+	require.Len(b, ms, 20)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := h.svc.MerchantsOf(ctx, ov); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
