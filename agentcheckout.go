@@ -78,7 +78,7 @@ type PayCheckoutRequest struct {
 
 	// claim is the key's claim the payment runs under; its key and
 	// fingerprint are kept on a payment a policy holds. approved: it
-	// runs on a human's approval (spendapprovals.go).
+	// runs on a human's approval (spendapproval_decisions.go).
 	claim    *idempotency.Claim
 	approved *approvedRun
 }

@@ -92,7 +92,7 @@ type SendRequest struct {
 	// fingerprint are kept on a held send.
 	claim *idempotency.Claim
 	// approved: the send runs on a human's approval of its held request
-	// (spendapprovals.go); only the policies' caps apply.
+	// (spendapproval_decisions.go); only the policies' caps apply.
 	approved *approvedRun
 }
 
