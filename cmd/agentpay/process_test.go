@@ -62,7 +62,7 @@ var (
 
 // agentpayBinary builds the agentpay binary once per test run, as the
 // Dockerfile does (CGO_ENABLED=0), and returns its path.
-func agentpayBinary(t *testing.T) string {
+func agentpayBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "agentpay-bin-")
@@ -89,7 +89,7 @@ func agentpayBinary(t *testing.T) string {
 
 // requirePostgres skips a process test on SQLite: separate serve and worker
 // processes share one database only on PostgreSQL.
-func requirePostgres(t *testing.T) {
+func requirePostgres(t testing.TB) {
 	t.Helper()
 	if !freshdb.IsPostgres() {
 		t.Skip("separate serve and worker processes need PostgreSQL: set TEST_DATABASE_URL=postgres://... to run this test")
@@ -99,7 +99,7 @@ func requirePostgres(t *testing.T) {
 // procEnv is one deployment under test: a fresh PostgreSQL database, a base
 // devnet, the environment shared by its processes, and a webhook receiver.
 type procEnv struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	env   []string
 	base  *devnet.EVM
@@ -114,7 +114,7 @@ type procEnv struct {
 
 // newProcEnv builds the binary, creates the database and the devnet, and runs
 // `agentpay migrate`. It starts no serve or worker: see serve and worker.
-func newProcEnv(t *testing.T) *procEnv {
+func newProcEnv(t testing.TB) *procEnv {
 	t.Helper()
 	requirePostgres(t)
 	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: freshdb.URL(t), Receiver: newWebhookReceiver(t)}
@@ -370,7 +370,7 @@ func (e *procEnv) StopMining() {
 
 // waitFor polls cond every 25 ms until it holds, failing the test at the
 // deadline. It never asserts on elapsed time, only on the condition.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool, format string, args ...any) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -547,7 +547,7 @@ type webhookReceiver struct {
 	secret string
 }
 
-func newWebhookReceiver(t *testing.T) *webhookReceiver {
+func newWebhookReceiver(t testing.TB) *webhookReceiver {
 	return &webhookReceiver{Receiver: testenv.NewReceiver(t, http.StatusOK)}
 }
 
