@@ -28,12 +28,13 @@ const scaleClients = 32
 //
 //   - creates: b.N session creates by scaleClients clients spread over the
 //     API processes (creates/s);
+//
 //   - deliveries: b.N webhook.test events (20 per merchant, the hourly
 //     bound) sent through the API processes and delivered by the workers
 //     to a loopback receiver that answers at once (deliveries/s, from the
 //     first send to the last delivery).
 //
-//	TEST_DATABASE_URL=postgres://... go test ./cmd/agentpay -run '^$' -bench ScaleOut -benchtime 2000x
+//     TEST_DATABASE_URL=postgres://... go test ./cmd/agentpay -run '^$' -bench ScaleOut -benchtime 2000x
 func BenchmarkScaleOut(b *testing.B) {
 	for _, shape := range scaleShapes {
 		b.Run(fmt.Sprintf("serve=%d,worker=%d/creates", shape.serve, shape.worker), func(b *testing.B) {
@@ -43,34 +44,18 @@ func BenchmarkScaleOut(b *testing.B) {
 				merchants[i] = e.RegisterMerchant(api)
 			}
 			client := scaleClient()
-			var next, failed atomic.Int64
-			var wg sync.WaitGroup
 			b.ResetTimer()
 			start := time.Now()
-			for c := range scaleClients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						n := next.Add(1)
-						if n > int64(b.N) {
-							return
-						}
-						i := (c + int(n)) % len(apis)
-						if err := createSession(client, apis[i], merchants[i].TestSecretKey); err != nil {
-							failed.Add(1)
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			err := runClients(b.N, func(c, n int) error {
+				i := (c + n) % len(apis)
+				return createSession(client, apis[i], merchants[i].TestSecretKey)
+			})
 			elapsed := time.Since(start)
 			b.StopTimer()
-			if failed.Load() == 0 {
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
+			if err != nil {
+				b.Fatal(err)
 			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
 		})
 		b.Run(fmt.Sprintf("serve=%d,worker=%d/deliveries", shape.serve, shape.worker), func(b *testing.B) {
 			e, apis := startShape(b, shape.serve, shape.worker)
@@ -81,28 +66,14 @@ func BenchmarkScaleOut(b *testing.B) {
 			}
 			before := countTestWebhooks(e)
 			client := scaleClient()
-			var next atomic.Int64
-			var wg sync.WaitGroup
 			b.ResetTimer()
 			start := time.Now()
-			for c := range scaleClients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						n := next.Add(1) - 1
-						if n >= int64(b.N) {
-							return
-						}
-						m := merchants[int(n)/perMerchant]
-						if err := sendTestWebhook(client, apis[(c+int(n))%len(apis)], m.TestSecretKey); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
+			err := runClients(b.N, func(c, n int) error {
+				return sendTestWebhook(client, apis[(c+n)%len(apis)], merchants[n/perMerchant].TestSecretKey)
+			})
+			if err != nil {
+				b.Fatal(err)
 			}
-			wg.Wait()
 			waitFor(b, 5*time.Minute, func() bool { return countTestWebhooks(e)-before >= b.N },
 				"%d webhook.test deliveries", b.N)
 			elapsed := time.Since(start)
@@ -110,6 +81,33 @@ func BenchmarkScaleOut(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
 		})
 	}
+}
+
+// runClients runs do for n = 0 .. total-1 from scaleClients clients at
+// once (c: the client), and answers the first error.
+func runClients(total int, do func(c, n int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, scaleClients)
+	for c := range scaleClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := int(next.Add(1) - 1)
+				if n >= total {
+					return
+				}
+				if err := do(c, n); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // startShape starts a deployment of serve API and worker processes on a
