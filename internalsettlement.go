@@ -173,3 +173,21 @@ func (s *Service) payerWalletKey(ctx context.Context, p *ent.Payment) ([]byte, e
 	}
 	return s.walletKey(ctx, w)
 }
+
+// TxHash is the payment's chain transaction as answered: "" for none yet,
+// and for an internal payment, which has none (InternalReference).
+func (p *CheckoutPayment) TxHash() string {
+	if p.Transfer == nil || isInternalRef(p.Transfer.TxHash) {
+		return ""
+	}
+	return p.Transfer.TxHash
+}
+
+// InternalReference is the reference of an internal payment
+// ("internal:<transfer id>"), "" for an on-chain one.
+func (p *CheckoutPayment) InternalReference() string {
+	if p.Transfer == nil || !isInternalRef(p.Transfer.TxHash) {
+		return ""
+	}
+	return p.Transfer.TxHash
+}
