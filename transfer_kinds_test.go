@@ -171,6 +171,9 @@ func TestTransferKindGasPurposes(t *testing.T) {
 		transfer.KindWithdrawal:      GasPurposeWithdrawal,
 		transfer.KindCheckoutPayment: GasPurposeAgentPay,
 		transfer.KindCardReservation: GasPurposeCardReserve,
+		// Never tallied (no transaction; the tally skips the kind), named
+		// as the payment it is.
+		transfer.KindInternalPayment: GasPurposeAgentPay,
 	}
 	require.Len(t, want, len(schemaTransferKinds(t)), "a kind of the schema without its purpose here")
 	db := testdb.OpenEmpty(t)
