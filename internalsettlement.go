@@ -177,10 +177,10 @@ func (s *Service) payerWalletKey(ctx context.Context, p *ent.Payment) ([]byte, e
 // TxHash is the payment's chain transaction as answered: "" for none yet,
 // and for an internal payment, which has none (InternalReference).
 func (p *CheckoutPayment) TxHash() string {
-	if p.Transfer == nil || isInternalRef(p.Transfer.TxHash) {
+	if p.Transfer == nil {
 		return ""
 	}
-	return p.Transfer.TxHash
+	return ChainTxHash(p.Transfer.TxHash)
 }
 
 // InternalReference is the reference of an internal payment
@@ -190,4 +190,13 @@ func (p *CheckoutPayment) InternalReference() string {
 		return ""
 	}
 	return p.Transfer.TxHash
+}
+
+// ChainTxHash is txHash as answered: "" for an internal reference, which
+// names no chain transaction.
+func ChainTxHash(txHash string) string {
+	if isInternalRef(txHash) {
+		return ""
+	}
+	return txHash
 }

@@ -123,6 +123,11 @@ func TestInternalPaymentSettles(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, sent.Done, sent.Waiting)
 	requireBalanced(t, e.env, e.svc)
+	created := findEvent(t, f.sessionEvents(t, sess), EventRefundCreated)
+	v, present := created.Data["payment_tx_hash"]
+	require.True(t, present)
+	require.Nil(t, v, "the payment has no chain transaction")
+	require.Equal(t, ref, created.Data["payment_internal_reference"])
 
 	// The settlement collects the payment from the wallet and pays the
 	// merchant what is left, less the fee, in its batch.

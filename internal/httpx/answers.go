@@ -184,8 +184,7 @@ func ApprovalOf(v *agentpay.SpendApprovalView, message string) Approval {
 	if t := v.Transfer; t != nil {
 		id, st := t.ID.String(), string(t.Status)
 		out.TransactionID, out.TransferStatus = &id, &st
-		if t.TxHash != "" {
-			h := t.TxHash
+		if h := agentpay.ChainTxHash(t.TxHash); h != "" {
 			out.TxHash = &h
 		}
 	}
