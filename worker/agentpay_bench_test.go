@@ -42,6 +42,23 @@ func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
 	h := newHarness(b, env, agentpay.Config{Jobs: jobs, AgentMode: agentpay.ModeTest})
 	db, svc, logger := h.db, h.svc, env.Logger
 
+	// The worker first: registering the merchant mails it.
+	w, err := New(Config{DB: db, Service: svc, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs.bind(w.Client())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			b.Error("worker did not stop")
+		}
+	})
+
 	receiver := testenv.NewReceiver(b, http.StatusOK)
 	name, email, hook := "Shop", "shop@example.com", receiver.URL
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email, WebhookURL: &hook})
@@ -61,22 +78,6 @@ func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
 			env.Fund(b, chains.Base, w.Address, int64(b.N+1)*20_000_000)
 		}
 	}
-
-	w, err := New(Config{DB: db, Service: svc, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	jobs.bind(w.Client())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			b.Error("worker did not stop")
-		}
-	})
 
 	amount := decimal.RequireFromString("12.34")
 	delays := make([]time.Duration, 0, b.N)
