@@ -183,8 +183,19 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 		external[c] = da.Address
 	}
 	from := agentHolder(a)
+	// Our agent's wallet paying our merchant's session, same mode (checked
+	// above) and chain (the wallet's chain is the payment's).
+	internal := internalSettlement(internalPayer{
+		enabled: s.cfg.InternalSettlement, custodial: true, merchantOurs: true,
+		payerMode: s.cfg.AgentMode, sessionMode: mode, payerChain: candidates[0], sessionChain: candidates[0],
+	})
+	kind := transfer.KindCheckoutPayment
+	if internal {
+		kind = transfer.KindInternalPayment
+	}
+	var statuses []string
 	t, err := s.recordTransfer(ctx, &outgoing{
-		kind: transfer.KindCheckoutPayment, from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
+		kind: kind, internal: internal, from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
 		memo: "checkout " + sess.ExternalID, checkoutSessionID: &sess.ID,
 		claim: req.claim,
 		underLock: func(ctx context.Context, tx *ent.Tx) error {
@@ -203,13 +214,31 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 				return err
 			}
 			if approved := req.approved.recorded(s); approved != nil {
-				return approved(ctx, tx, sqlTx, t)
+				if err := approved(ctx, tx, sqlTx, t); err != nil {
+					return err
+				}
+			}
+			if internal {
+				var err error
+				statuses, err = s.completeInternalPayment(ctx, tx, sqlTx, t)
+				return err
 			}
 			return nil
 		},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if internal {
+		s.observer().SendStatus(t.Chain, string(transfer.StatusCompleted))
+		for _, status := range statuses {
+			s.observer().PaymentStatus(string(mode), t.Chain, status)
+		}
+		// After the commit, as completeTransfer does (its note says why).
+		if err := s.RecomputeTrust(ctx, a.ID); err != nil {
+			s.logger.WarnContext(ctx, "recompute trust after internal payment", "agent", a.ID, "err", err)
+		}
+		return s.checkoutPaymentOf(ctx, t)
 	}
 	t, err = s.startTransfer(ctx, t, waitOrDefault(req.Wait))
 	if err != nil {
@@ -322,7 +351,7 @@ func (s *Service) recordCheckoutPayment(ctx context.Context, tx *ent.Tx, sqlTx *
 
 // checkoutPaymentOf answers checkout payment t as it stands.
 func (s *Service) checkoutPaymentOf(ctx context.Context, t *ent.Transfer) (*CheckoutPayment, error) {
-	if t.Kind != transfer.KindCheckoutPayment || t.CheckoutSessionID == nil {
+	if (t.Kind != transfer.KindCheckoutPayment && t.Kind != transfer.KindInternalPayment) || t.CheckoutSessionID == nil {
 		return nil, fmt.Errorf("transfer %s is no checkout payment", t.ID)
 	}
 	sess, err := s.cfg.DB.Ent.CheckoutSession.Get(ctx, *t.CheckoutSessionID)

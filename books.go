@@ -385,11 +385,19 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 			b.touch(rec, addr) // dropped by a reorg: the chain holds nothing of it
 			continue
 		}
-		b.move("", addr, rec)
-		if p.Status != payment.StatusConfirmed {
-			b.flight(rec, addr)
-		}
 		sweep := BooksRecord{Kind: "sweep", ID: p.ID.String(), Amount: p.AmountToken, Status: "swept"}
+		if isInternalRef(p.TxHash) {
+			// An internal payment (internalsettlement.go) moved nothing to
+			// its deposit address: its USDC stays in the payer's wallet
+			// until its sweep, the collection, moves it to the treasury.
+			addr = p.FromAddress
+			sweep.Status = "collected"
+		} else {
+			b.move("", addr, rec)
+			if p.Status != payment.StatusConfirmed {
+				b.flight(rec, addr)
+			}
+		}
 		switch {
 		case p.SweptAt != nil:
 			b.move(addr, treasury, sweep)
@@ -496,6 +504,11 @@ func (s *Service) chainBook(ctx context.Context, chain chains.Name, mode Mode) (
 			return nil, err
 		}
 		rec := BooksRecord{Kind: "transfer", ID: t.ID.String(), Status: string(t.Status)}
+		if k.internal {
+			// No chain movement: its payment's collection is the record
+			// that moves the wallet (above).
+			continue
+		}
 		switch t.Status {
 		case transfer.StatusCompleted:
 			to := t.ToAddress

@@ -73,6 +73,10 @@ type EventData struct {
 	Token             string
 	Chain             string
 	TxHash            string
+	// InternalReference is set, and TxHash empty, for a payment settled on
+	// the internal ledger (internalsettlement.go): the data then carries
+	// "tx_hash": null and "internal_reference".
+	InternalReference string
 	FromAddress       string
 	// Metadata is the session's metadata: a map, a json.RawMessage or any
 	// value encoding/json accepts.
@@ -87,14 +91,15 @@ type eventDataJSON struct {
 	AmountToken       json.RawMessage `json:"amount_token,omitempty"`
 	Token             string          `json:"token,omitempty"`
 	Chain             string          `json:"chain,omitempty"`
-	TxHash            string          `json:"tx_hash,omitempty"`
+	TxHash            json.RawMessage `json:"tx_hash,omitempty"`
 	FromAddress       string          `json:"from_address,omitempty"`
 	Metadata          json.RawMessage `json:"metadata"`
+	InternalReference string          `json:"internal_reference,omitempty"`
 }
 
 var standardDataKeys = []string{
 	"session_external_id", "payment_external_id", "amount_usd", "amount_token",
-	"token", "chain", "tx_hash", "from_address", "metadata",
+	"token", "chain", "tx_hash", "from_address", "metadata", "internal_reference",
 }
 
 // MarshalJSON writes the data object as described on EventData.
@@ -104,9 +109,15 @@ func (d EventData) MarshalJSON() ([]byte, error) {
 		PaymentExternalID: d.PaymentExternalID,
 		Token:             d.Token,
 		Chain:             d.Chain,
-		TxHash:            d.TxHash,
 		FromAddress:       d.FromAddress,
 		Metadata:          json.RawMessage("{}"),
+		InternalReference: d.InternalReference,
+	}
+	switch {
+	case d.InternalReference != "":
+		out.TxHash = json.RawMessage("null") // no chain transaction: null, never left out
+	case d.TxHash != "":
+		out.TxHash, _ = json.Marshal(d.TxHash)
 	}
 	if d.AmountUSD != nil {
 		out.AmountUSD = json.RawMessage(d.AmountUSD.String())

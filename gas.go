@@ -12,6 +12,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/gasspend"
+	"agentpay/ent/transfer"
 )
 
 // The gas ledger (docs/money.md#gas).
@@ -122,7 +123,7 @@ func (s *Service) gasSources() []gasSource {
 	transferPurpose := gasPurposeOfKind()
 	return []gasSource{
 		{"transfers", `SELECT t.chain, t.tx_hash, '` + agentMode + `', ` + transferPurpose + `
-			FROM transfers t WHERE t.status = 'completed' AND ` + gasUntallied("t.chain", "t.tx_hash") +
+			FROM transfers t WHERE t.status = 'completed' AND t.kind <> '` + string(transfer.KindInternalPayment) + `' AND ` + gasUntallied("t.chain", "t.tx_hash") +
 			` ORDER BY t.completed_at` + limit},
 		{"transfer fees", `SELECT t.chain, t.fee_tx_hash, '` + agentMode + `', '` + GasPurposeSendFee + `'
 			FROM transfers t WHERE t.status = 'completed' AND ` + gasUntallied("t.chain", "t.fee_tx_hash") +

@@ -73,6 +73,10 @@ type depositTx struct {
 	// statuses are the payment statuses reached, for Config.Observer once
 	// committed.
 	statuses []string
+	// internal: the events are an internal payment's (internalsettlement.go),
+	// which moves nothing to the deposit address: never dust (no sweep of
+	// its own to pay for), and the address is left as it is.
+	internal bool
 }
 
 // reached notes a payment status change for the observer.
@@ -116,7 +120,7 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 		if ev.Kind == chains.DepositRemoved {
 			return nil // never recorded: nothing to undo
 		}
-		if d.s.isDust(d.chain, ev.Deposit.Amount, d.decimals) {
+		if !d.internal && d.s.isDust(d.chain, ev.Deposit.Amount, d.decimals) {
 			// Below the chain's minimum worth counting: dust, recorded once
 			// final and nothing more (dust.go).
 			return d.recordDust(ctx, da, sess.Livemode, ev)
@@ -218,12 +222,15 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording payment: %w", err)
 	}
-	// A new amount on the address: it is no longer swept (sweeps.go).
-	if err := d.tx.DepositAddress.Update().
-		Where(depositaddress.ID(da.ID), depositaddress.Swept(true)).
-		SetSwept(false).
-		Exec(ctx); err != nil {
-		return nil, nil, fmt.Errorf("recording payment: %w", err)
+	// A new amount on the address: it is no longer swept (sweeps.go). An
+	// internal payment puts nothing on it.
+	if !d.internal {
+		if err := d.tx.DepositAddress.Update().
+			Where(depositaddress.ID(da.ID), depositaddress.Swept(true)).
+			SetSwept(false).
+			Exec(ctx); err != nil {
+			return nil, nil, fmt.Errorf("recording payment: %w", err)
+		}
 	}
 	d.reached(payment.StatusDetected)
 	d.s.logger.InfoContext(ctx, "payment recorded", "session", sess.ExternalID, "payment", p.ExternalID,
@@ -398,6 +405,12 @@ func (d *depositTx) eventData(sess *ent.CheckoutSession, p *ent.Payment) EventDa
 func paymentEventData(sess *ent.CheckoutSession, p *ent.Payment, decimals int32) EventData {
 	usd := p.AmountUsd
 	tok := FromBaseUnits(big.NewInt(p.AmountToken), decimals)
+	if isInternalRef(p.TxHash) {
+		return EventData{
+			SessionExternalID: sess.ExternalID, PaymentExternalID: p.ExternalID, AmountUSD: &usd, AmountToken: &tok,
+			Token: p.Token, Chain: p.Chain, InternalReference: p.TxHash, FromAddress: p.FromAddress, Metadata: sess.Metadata,
+		}
+	}
 	return EventData{
 		SessionExternalID: sess.ExternalID,
 		PaymentExternalID: p.ExternalID,

@@ -764,6 +764,12 @@ func refundEventData(sess *ent.CheckoutSession, p *ent.Payment, r *ent.Refund, d
 		"payment_tx_hash":    p.TxHash,
 		"refunded_usd":       FromBaseUnits(big.NewInt(p.RefundedToken), decimals),
 	}
+	if isInternalRef(p.TxHash) {
+		// No chain transaction (internalsettlement.go): null, and the
+		// reference in its own field.
+		extra["payment_tx_hash"] = nil
+		extra["payment_internal_reference"] = p.TxHash
+	}
 	if r.Reason != "" {
 		extra["reason"] = r.Reason
 	}

@@ -88,6 +88,10 @@ type Config struct {
 	// AgentMode is the network agents' custodial wallets live on: live in
 	// production, test under `agentpay dev` (the devnets).
 	AgentMode Mode
+	// InternalSettlement settles an agent's payment of one of our
+	// merchants' sessions on the internal ledger (internalsettlement.go)
+	// instead of on chain; off: every payment goes on chain.
+	InternalSettlement bool
 
 	BaseURL string
 	PayURL  string

@@ -129,18 +129,25 @@ func (s *Service) sweepHeldWith(ctx context.Context, id uuid.UUID, opts Settleme
 // sweepLeg is payment p's sweep (its deposit address loaded): the whole
 // amount from the deposit address to the treasury, relayed and paid for by
 // the treasury.
+//
+// An internal payment's sweep is its collection (internalsettlement.go):
+// the same leg from the payer's custodial wallet, where its USDC stayed.
 func (s *Service) sweepLeg(ledger chains.Ledger, p *ent.Payment, row legRow) *chainLeg {
 	da := p.Edges.DepositAddress
+	from, key := da.Address, func() ([]byte, error) { return s.DepositAddressKey(da) }
+	if isInternalRef(p.TxHash) {
+		from, key = p.FromAddress, func() ([]byte, error) { return s.payerWalletKey(context.Background(), p) }
+	}
 	return &chainLeg{
 		name:      "sweep",
 		ledger:    ledger,
-		from:      da.Address,
+		from:      from,
 		to:        s.cfg.Treasury.Address(chains.Name(p.Chain)),
 		amount:    big.NewInt(p.AmountToken),
 		ref:       settlementRef("sweep", p.ID),
 		hash:      p.SweepTxHash,
 		mayBeSent: p.SweepSubmittedAt != nil,
-		key:       func() ([]byte, error) { return s.DepositAddressKey(da) },
+		key:       key,
 		row:       row,
 	}
 }

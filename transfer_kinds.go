@@ -41,6 +41,12 @@ type transferKind struct {
 	// gasPurpose is what the gas ledger calls the amount leg (the fee leg
 	// is GasPurposeSendFee for every kind that has one).
 	gasPurpose string
+	// internal: the transfer is a record only (internalsettlement.go):
+	// completed when recorded, no leg broadcast, no fee leg; the books
+	// and the gas tally skip it (its payment's collection is the chain
+	// movement), and it counts as in flight from its wallet until that
+	// collection is included (walletSends).
+	internal bool
 	// paysDepositAddress: the amount leg pays a checkout session's deposit
 	// address, whose record of it is the payment (deposits.go): the books
 	// count the transfer on the sender's side only.
@@ -100,7 +106,9 @@ var transferKinds = map[transfer.Kind]transferKind{
 	// (agentcheckout.go): the session's payment is recorded with it.
 	transfer.KindCheckoutPayment: {
 		gasPurpose: GasPurposeAgentPay, paysDepositAddress: true,
-		recordable: func(o *outgoing) bool { return o.from.agentID != nil && o.to.none() && o.checkoutSessionID != nil },
+		recordable: func(o *outgoing) bool {
+			return o.from.agentID != nil && o.to.none() && o.checkoutSessionID != nil && !o.internal
+		},
 		beforeCompleted: func(s *Service, ctx context.Context, t *ent.Transfer, c *transferCompletion) {
 			c.deposit = s.checkoutDepositOf(ctx, t)
 		},
@@ -109,6 +117,16 @@ var transferKinds = map[transfer.Kind]transferKind{
 				return nil // the deposit scan records the payment when it sees it
 			}
 			return s.recordCheckoutPayment(c.ctx, c.tx, c.sqlTx, c.done, *c.deposit)
+		},
+	},
+	// An agent's payment of a checkout session settled on the internal
+	// ledger (internalsettlement.go): completed, with the session's
+	// payment, in the transaction that records it. Its gas purpose is
+	// never tallied (nothing is broadcast); its collection is a sweep.
+	transfer.KindInternalPayment: {
+		gasPurpose: GasPurposeAgentPay, internal: true,
+		recordable: func(o *outgoing) bool {
+			return o.from.agentID != nil && o.to.none() && o.checkoutSessionID != nil && o.internal
 		},
 	},
 	// An agent's reservation of a card purchase's amount, paid to the

@@ -264,6 +264,9 @@ type outgoing struct {
 	// checkoutSessionID is the session an agent's checkout payment pays
 	// (agentcheckout.go); nil for any other transfer.
 	checkoutSessionID *uuid.UUID
+	// internal: an internal payment (internalsettlement.go), completed in
+	// the transaction that records it.
+	internal bool
 	// recorded runs in the transaction that records t, after it (the
 	// session's side of a checkout payment; a card reservation moves its
 	// request to approved there, so the two commit together or not at
@@ -506,7 +509,17 @@ func (w walletSends) recorded(ctx context.Context, db *ent.Client) (int, error) 
 }
 
 func (w walletSends) inFlight(ctx context.Context, db *ent.Client) (int64, error) {
-	return sumAmounts(ctx, w.query(db).Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)))
+	sent, err := sumAmounts(ctx, w.query(db).Where(transfer.StatusIn(transfer.StatusPending, transfer.StatusSubmitted)))
+	if err != nil {
+		return 0, err
+	}
+	// Internal payments (internalsettlement.go) leave the wallet's USDC in
+	// it until their collection is included: spent all the same.
+	uncollected, err := uncollectedInternal(ctx, db, w.chain, w.from)
+	if err != nil {
+		return 0, err
+	}
+	return sent + uncollected, nil
 }
 
 // sumAmounts sums the amount column of the selected transfers in SQL

@@ -77,6 +77,33 @@ func TestPayCheckoutMutation(t *testing.T) {
 	require.Equal(t, "UNAUTHENTICATED", res.code(t))
 }
 
+// TestPayCheckoutMutationInternal: with internal settlement on, the
+// mutation answers the payment confirmed, txHash null and the internal
+// reference.
+func TestPayCheckoutMutationInternal(t *testing.T) {
+	api := newAgentAPI(t, agentAPIConfig{Base: true, InternalSettlement: true})
+	a := api.register(t, uniqueName(t, "payer"))
+	_, err := api.Base.Send(context.Background(), common.HexToAddress(a.Wallets[1].Address), big.NewInt(10_000_000))
+	require.NoError(t, err)
+	sess := agentPaySession(t, api, "4.2", false)
+
+	const m = `mutation($in: PayCheckoutInput!) { payCheckout(input: $in) {
+		transactionId status sessionStatus txHash internalReference } }`
+	var out struct {
+		PayCheckout struct {
+			TransactionID, Status, SessionStatus string
+			TxHash, InternalReference            *string
+		}
+	}
+	api.do(t, a.APIKey, m, map[string]any{"in": map[string]any{"externalId": sess.ExternalID}}).decode(t, &out)
+	p := out.PayCheckout
+	require.Equal(t, "CONFIRMED", p.Status)
+	require.Equal(t, "CONFIRMED", p.SessionStatus)
+	require.Nil(t, p.TxHash)
+	require.NotNil(t, p.InternalReference)
+	require.Equal(t, agentpay.InternalRefPrefix+p.TransactionID, *p.InternalReference)
+}
+
 // TestPayCheckoutSessionSubscription: the session's status subscription
 // follows an agent's payment as any payment: detecting when the agent
 // takes the session, then confirming with the amount paid.

@@ -53,6 +53,8 @@ type agentAPIConfig struct {
 	DevPartner agentpay.DevPartner
 	// Clock, when set, is the service's clock (Config.Clock).
 	Clock clock.Clock
+	// InternalSettlement is Config.InternalSettlement.
+	InternalSettlement bool
 }
 
 func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
@@ -64,7 +66,8 @@ func newAgentAPI(t *testing.T, cfg agentAPIConfig) *agentAPI {
 	env := testenv.New(t, opts)
 	srv := newTestServer(t, env, agentpay.Config{
 		AgentMode: agentpay.ModeTest, IPRateLimit: cfg.IPRateLimit, RegisterRateLimit: cfg.RegisterRateLimit,
-		DevPartner: cfg.DevPartner, Clock: cfg.Clock,
+		InternalSettlement: cfg.InternalSettlement,
+		DevPartner:         cfg.DevPartner, Clock: cfg.Clock,
 	}, HandlerConfig{})
 	api := &agentAPI{URL: srv.URL, DB: env.DB, Svc: srv.Svc}
 	if cfg.Base {

@@ -260,9 +260,11 @@ func checkoutPaymentPayload(res *agentpay.CheckoutPayment) *model.CheckoutPaymen
 		id := res.Payment.ExternalID
 		out.PaymentID = &id
 	}
-	if res.Transfer.TxHash != "" {
-		h := res.Transfer.TxHash
+	if h := res.TxHash(); h != "" {
 		out.TxHash = &h
+	}
+	if ref := res.InternalReference(); ref != "" {
+		out.InternalReference = &ref
 	}
 	if res.Required > 0 {
 		n := int(res.Required)

@@ -195,6 +195,7 @@ type ComplexityRoot struct {
 		Chain                 func(childComplexity int) int
 		Confirmations         func(childComplexity int) int
 		FromAddress           func(childComplexity int) int
+		InternalReference     func(childComplexity int) int
 		Message               func(childComplexity int) int
 		PaymentID             func(childComplexity int) int
 		Replayed              func(childComplexity int) int
@@ -1708,6 +1709,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutPaymentPayload.FromAddress(childComplexity), true
+	case "CheckoutPaymentPayload.internalReference":
+		if e.ComplexityRoot.CheckoutPaymentPayload.InternalReference == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutPaymentPayload.InternalReference(childComplexity), true
 	case "CheckoutPaymentPayload.message":
 		if e.ComplexityRoot.CheckoutPaymentPayload.Message == nil {
 			break
@@ -6217,6 +6224,8 @@ func (ec *executionContext) childFields_CheckoutPaymentPayload(ctx context.Conte
 		return ec.fieldContext_CheckoutPaymentPayload_chain(ctx, field)
 	case "txHash":
 		return ec.fieldContext_CheckoutPaymentPayload_txHash(ctx, field)
+	case "internalReference":
+		return ec.fieldContext_CheckoutPaymentPayload_internalReference(ctx, field)
 	case "fromAddress":
 		return ec.fieldContext_CheckoutPaymentPayload_fromAddress(ctx, field)
 	case "toAddress":
@@ -11230,6 +11239,29 @@ func (ec *executionContext) _CheckoutPaymentPayload_txHash(ctx context.Context, 
 	)
 }
 func (ec *executionContext) fieldContext_CheckoutPaymentPayload_txHash(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _CheckoutPaymentPayload_internalReference(ctx context.Context, field graphql.CollectedField, obj *model.CheckoutPaymentPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutPaymentPayload_internalReference(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InternalReference, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutPaymentPayload_internalReference(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutPaymentPayload", field, false, false, "String")
 }
 
@@ -31430,6 +31462,11 @@ func (ec *executionContext) _CheckoutPaymentPayload(ctx context.Context, sel ast
 			}
 		case "txHash":
 			out.Values[i] = ec._CheckoutPaymentPayload_txHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "internalReference":
+			out.Values[i] = ec._CheckoutPaymentPayload_internalReference(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -77,3 +77,39 @@ func TestAgentPayOverREST(t *testing.T) {
 		})
 	}
 }
+
+// An agent pays a test session of one of our merchants over REST with
+// internal settlement on: 200 with the payment and the session confirmed
+// in the answer, tx_hash null and the internal reference; the same
+// Idempotency-Key answers it again, replayed.
+func TestAgentPayInternalOverREST(t *testing.T) {
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
+	})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMode: agentpay.ModeTest, InternalSettlement: true}})
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 12.5, "currency": "USD"})
+	buyer := api.register("buyer_internal")
+	api.Env.Fund(t, chains.Base, buyer.Base, 20_000_000)
+
+	path := "/checkout/pay/" + sess.Session.ExternalID + "/agent-pay"
+	h := agentKey(buyer.APIKey)
+	h.Set("Idempotency-Key", "order-internal-1")
+	resp := api.do(http.MethodPost, path, nil, h)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Contains(t, string(resp.Body), `"tx_hash":null`)
+	body := resp.Map(t)
+	require.Equal(t, "confirmed", body["status"])
+	require.Equal(t, "confirmed", body["session_status"])
+	require.Equal(t, agentpay.InternalRefPrefix+body["transaction_id"].(string), body["internal_reference"])
+	extra := sessionExtra(sess.Session.ExternalID)
+	extra[body["payment_id"].(string)] = "<payment_id>"
+	extra[body["transaction_id"].(string)] = "<transaction_id>"
+	assertGolden(t, "agent_pay_internal", resp.Body, extra)
+
+	again := api.do(http.MethodPost, path, nil, h)
+	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, body["payment_id"], again.Map(t)["payment_id"])
+}

@@ -118,6 +118,9 @@ type config struct {
 	// AgentMode is the network of agents' wallets (AGENT_NETWORK); `dev`
 	// always uses the devnets.
 	AgentMode agentpay.Mode
+	// InternalSettlement is INTERNAL_SETTLEMENT: agents' payments of our
+	// merchants' sessions settle on the internal ledger (docs/money.md).
+	InternalSettlement bool
 	// Chains holds what is configured for each mode and chain; a chain
 	// without an RPC URL in a mode is absent.
 	Chains map[agentpay.Mode]map[chains.Name]chainConfig
@@ -212,6 +215,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.DatabaseURL = p.str("DATABASE_URL", "file:"+filepath.Join(c.DataDir, "agentpay.db"))
 	c.WebhookRetryDelays = p.durations("WEBHOOK_RETRY_DELAYS", "30s,2m,10m,30m,2h")
 	c.WebhookAllowPrivate = p.optionalBool("WEBHOOK_ALLOW_PRIVATE")
+	if on := p.optionalBool("INTERNAL_SETTLEMENT"); on != nil {
+		c.InternalSettlement = *on
+	}
 	c.WebhookMerchantConcurrency = int(p.positiveUint("WEBHOOK_MERCHANT_CONCURRENCY", agentpay.DefaultWebhookMerchantConcurrency))
 	c.WebhookSlowConcurrency = int(p.positiveUint("WEBHOOK_SLOW_CONCURRENCY", agentpay.DefaultWebhookSlowConcurrency))
 	if v := p.str("ALLOWED_ORIGINS", ""); v != "" {

@@ -319,3 +319,15 @@ func TestPasskeyRelyingParty(t *testing.T) {
 		require.Equal(t, tc.origin, c.PasskeyOrigin, "%v", tc.env)
 	}
 }
+
+// TestLoadConfigInternalSettlement: INTERNAL_SETTLEMENT is off unless set
+// true; anything but a boolean is refused.
+func TestLoadConfigInternalSettlement(t *testing.T) {
+	for value, want := range map[string]bool{"": false, "false": false, "true": true, "1": true} {
+		c, err := loadConfig(envOf(map[string]string{"INTERNAL_SETTLEMENT": value}))
+		require.NoError(t, err)
+		require.Equal(t, want, c.InternalSettlement, "%q", value)
+	}
+	_, err := loadConfig(envOf(map[string]string{"INTERNAL_SETTLEMENT": "maybe"}))
+	require.ErrorContains(t, err, "INTERNAL_SETTLEMENT")
+}

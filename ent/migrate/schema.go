@@ -1400,7 +1400,7 @@ var (
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
-		{Name: "kind", Type: field.TypeEnum, Enums: []string{"send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation"}},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation", "internal_payment"}},
 		{Name: "from_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "to_user_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "checkout_session_id", Type: field.TypeUUID, Nullable: true},

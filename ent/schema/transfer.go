@@ -45,7 +45,7 @@ func (Transfer) Fields() []ent.Field {
 		// the gas ledger call it) are its entry in transfer_kinds.go.
 		// Not a GraphQL field: an agent sees its sends, not their kinds.
 		field.Enum("kind").
-			Values("send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation").
+			Values("send", "send_to_user", "withdrawal", "checkout_payment", "card_reservation", "internal_payment").
 			Immutable().
 			Annotations(entgql.Skip()),
 		field.UUID("from_agent_id", uuid.UUID{}).

@@ -167,6 +167,7 @@ const (
 	KindWithdrawal      Kind = "withdrawal"
 	KindCheckoutPayment Kind = "checkout_payment"
 	KindCardReservation Kind = "card_reservation"
+	KindInternalPayment Kind = "internal_payment"
 )
 
 func (k Kind) String() string {
@@ -176,7 +177,7 @@ func (k Kind) String() string {
 // KindValidator is a validator for the "kind" field enum values. It is called by the builders before save.
 func KindValidator(k Kind) error {
 	switch k {
-	case KindSend, KindSendToUser, KindWithdrawal, KindCheckoutPayment, KindCardReservation:
+	case KindSend, KindSendToUser, KindWithdrawal, KindCheckoutPayment, KindCardReservation, KindInternalPayment:
 		return nil
 	default:
 		return fmt.Errorf("transfer: invalid enum value for kind field: %q", k)
@@ -381,6 +382,8 @@ func (e *Kind) UnmarshalGQL(val interface{}) error {
 		*e = KindCheckoutPayment
 	case "CARD_RESERVATION":
 		*e = KindCardReservation
+	case "INTERNAL_PAYMENT":
+		*e = KindInternalPayment
 	default:
 		return fmt.Errorf("%s is not a valid Kind", str)
 	}

@@ -140,10 +140,13 @@ type CheckoutPaymentPayload struct {
 	// PENDING until the transfer is included, then DETECTED, CONFIRMING, CONFIRMED as the chain confirms; or FAILED
 	Status CheckoutPaymentStatus `json:"status"`
 	// The session's amount, paid exactly (no treasury fee)
-	AmountUsd   decimal.Decimal `json:"amountUsd"`
-	Chain       string          `json:"chain"`
-	TxHash      *string         `json:"txHash,omitempty"`
-	FromAddress string          `json:"fromAddress"`
+	AmountUsd decimal.Decimal `json:"amountUsd"`
+	Chain     string          `json:"chain"`
+	// Null until included, and for a payment settled on the internal ledger (internalReference)
+	TxHash *string `json:"txHash,omitempty"`
+	// internal:<transactionId> for a payment settled on the internal ledger between our own wallets (docs/money.md); null on chain
+	InternalReference *string `json:"internalReference,omitempty"`
+	FromAddress       string  `json:"fromAddress"`
 	// The session's deposit address on chain
 	ToAddress             string `json:"toAddress"`
 	Confirmations         int    `json:"confirmations"`

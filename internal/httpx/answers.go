@@ -91,13 +91,18 @@ type CheckoutPayment struct {
 	SessionID     string  `json:"session_id"`
 	SessionStatus string  `json:"session_status"`
 	// Status is pending, detected, confirming, confirmed or failed.
-	Status        string  `json:"status"`
-	AmountUSD     Amount  `json:"amount_usd"`
-	Chain         string  `json:"chain"`
-	TxHash        *string `json:"tx_hash"`
-	FromAddress   string  `json:"from_address"`
-	ToAddress     string  `json:"to_address"`
-	Confirmations int     `json:"confirmations"`
+	Status    string `json:"status"`
+	AmountUSD Amount `json:"amount_usd"`
+	Chain     string `json:"chain"`
+	// TxHash is null until included, and for a payment settled on the
+	// internal ledger, which carries InternalReference instead.
+	TxHash *string `json:"tx_hash"`
+	// InternalReference ("internal:<transaction_id>") is set for a
+	// payment settled on the internal ledger (docs/money.md).
+	InternalReference *string `json:"internal_reference,omitempty"`
+	FromAddress       string  `json:"from_address"`
+	ToAddress         string  `json:"to_address"`
+	Confirmations     int     `json:"confirmations"`
 	// RequiredConfirmations is null when the chain does not say.
 	RequiredConfirmations *uint64 `json:"required_confirmations"`
 	Message               string  `json:"message"`
@@ -120,8 +125,11 @@ func CheckoutPaymentOf(res *agentpay.CheckoutPayment) CheckoutPayment {
 	if res.Payment != nil {
 		out.PaymentID = &res.Payment.ExternalID
 	}
-	if res.Transfer.TxHash != "" {
-		out.TxHash = &res.Transfer.TxHash
+	if h := res.TxHash(); h != "" {
+		out.TxHash = &h
+	}
+	if ref := res.InternalReference(); ref != "" {
+		out.InternalReference = &ref
 	}
 	if res.Required > 0 {
 		out.RequiredConfirmations = &res.Required
@@ -176,8 +184,7 @@ func ApprovalOf(v *agentpay.SpendApprovalView, message string) Approval {
 	if t := v.Transfer; t != nil {
 		id, st := t.ID.String(), string(t.Status)
 		out.TransactionID, out.TransferStatus = &id, &st
-		if t.TxHash != "" {
-			h := t.TxHash
+		if h := agentpay.ChainTxHash(t.TxHash); h != "" {
 			out.TxHash = &h
 		}
 	}
