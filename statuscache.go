@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"agentpay/internal/authcache"
 	"agentpay/internal/statusbus"
+	"agentpay/internal/store"
 )
 
 // The checkout status cache: what CheckoutStatus read of a session, kept
@@ -27,8 +29,9 @@ import (
 // `agentpay serve` starts); a read racing a change's commit is not stored
 // (authcache's epochs). How stale an answer may be:
 //
-//   - This process's own changes: never (the bus delivers to its watchers
-//     as the transaction commits, before the next read of the process).
+//   - This process's own changes: never (the publishing transaction drops
+//     the session as it commits, dropOnCommit, before the bus's
+//     notification comes back).
 //   - Another process's (the worker's): until its NOTIFY arrives, the
 //     time PostgreSQL takes to deliver it after the commit.
 //   - While the listener connection is lost: the bus tells the watcher at
@@ -130,8 +133,22 @@ func (d *depositTx) publishSessionChanged(ctx context.Context, externalID string
 	if err := d.s.bus.Publish(ctx, d.sqlTx, sessionChangedTopic, externalID, "payments"); err != nil {
 		return fmt.Errorf("publishing session change: %w", err)
 	}
+	d.s.statuses.dropOnCommit(ctx, d.sqlTx, externalID)
 	d.changed[externalID] = true
 	return nil
+}
+
+// dropOnCommit drops a session from this process's cache as soon as sqlTx
+// (the WithTx transaction in ctx) commits, without waiting for the bus's
+// notification (asynchronous on PostgreSQL): the process that commits a
+// change never answers from before it. Outside such a transaction, at
+// once (the notification then drops what a read racing the commit
+// stored).
+func (c *statusCache) dropOnCommit(ctx context.Context, sqlTx *sql.Tx, externalID string) {
+	drop := func() { c.cache.OwnerChanged(statusOwner(externalID)) }
+	if !store.AfterCommit(ctx, sqlTx, drop) {
+		drop()
+	}
 }
 
 // statusOf reads a session's status, from the cache when it is on; nil

@@ -62,6 +62,20 @@ func TestCheckoutStatusCacheFollowsEveryChange(t *testing.T) {
 	require.Equal(t, "2", stored().AmountPaid.String())
 
 	// Behind the service's back: no notification, the cached answer stays.
+	// First every notification of the changes so far has arrived (they come
+	// in commit order: a marker published now comes after them), and each
+	// poller has read the session since.
+	for name, svc := range pollers {
+		sync, err := svc.bus.Subscribe(t.Context(), sessionChangedTopic, "sync")
+		require.NoError(t, err)
+		require.NoError(t, f.svc.bus.Publish(ctx, nil, sessionChangedTopic, "sync", name))
+		select {
+		case <-sync:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no notification within 5s", name)
+		}
+		answer(svc)
+	}
 	f.db.Ent.CheckoutSession.Update().Where(checkoutsession.ExternalID(id)).SetToken("RAW").ExecX(ctx)
 	for name, svc := range pollers {
 		require.Equal(t, "USDC", answer(svc).Token, "%s: the poll comes from memory", name)
