@@ -429,24 +429,16 @@ var checkoutStatusReads = store.NewBatched(store.BatchSpec[string, string, *stat
 
 // CheckoutStatus answers the payment status the checkout page polls (every
 // 3 seconds, by every open page): one indexed query, plus the public key
-// lookup when the page sends one. Nothing is cached: every answer reads the
-// database after the request arrived, so a change committed by any process
-// (the worker's) shows at once.
+// lookup when the page sends one; from memory while the process caches
+// statuses (statuscache.go: a change committed by any process drops the
+// session as its notification arrives).
 //
 // On PostgreSQL, concurrent requests share round trips (see
 // checkoutStatusReads): polls that arrive while earlier ones are being read are
 // read together by the next statement, so under load the database serves a
 // fraction of the statements it otherwise would.
 func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey string) (*CheckoutStatus, error) {
-	var (
-		acc *statusAcc
-		err error
-	)
-	if s.cfg.DB.IsPostgres() {
-		acc, err = checkoutStatusReads.Do(ctx, s.cfg.DB, externalID)
-	} else {
-		acc, err = s.readStatus(ctx, externalID)
-	}
+	acc, err := s.statusOf(ctx, externalID)
 	if err != nil {
 		return nil, err
 	}
@@ -456,11 +448,8 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 	if err := s.checkPublicKey(ctx, publicKey, acc.merchantID, acc.livemode); err != nil {
 		return nil, err
 	}
+	acc.fold()
 	st := acc.st
-	st.AmountPaid = FromBaseUnits(&acc.paid, USDCDecimals)
-	if acc.hasPayments {
-		st.Confirmations = acc.minConf
-	}
 	if st.Chain != "" {
 		if n, ok := s.networks(sessionModeOf(acc.livemode))[chains.Name(st.Chain)]; ok {
 			if n.Confirmations > 0 {
@@ -470,6 +459,15 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 		}
 	}
 	return &st, nil
+}
+
+// readStatusAcc reads one session's status rows from the database (with
+// concurrent polls on PostgreSQL); nil when there is no such session.
+func (s *Service) readStatusAcc(ctx context.Context, externalID string) (*statusAcc, error) {
+	if s.cfg.DB.IsPostgres() {
+		return checkoutStatusReads.Do(ctx, s.cfg.DB, externalID)
+	}
+	return s.readStatus(ctx, externalID)
 }
 
 // readStatus reads one session's status rows; nil when there is no such
@@ -514,6 +512,20 @@ type statusAcc struct {
 	paid        big.Int // base units of the payments a reorg has not dropped
 	hasPayments bool
 	minConf     uint64
+	folded      bool // st holds the amount paid and confirmations
+}
+
+// fold sets the amount paid and the confirmations of st from the rows
+// added; once.
+func (a *statusAcc) fold() {
+	if a.folded {
+		return
+	}
+	a.folded = true
+	a.st.AmountPaid = FromBaseUnits(&a.paid, USDCDecimals)
+	if a.hasPayments {
+		a.st.Confirmations = a.minConf
+	}
 }
 
 func (a *statusAcc) add(r *statusRow) {

@@ -26,7 +26,8 @@ import (
 //     goes detecting -> confirming. An underpaid session stays detecting
 //     and keeps waiting for the rest until it expires.
 //   - confirmations: the count is updated and published to status
-//     subscribers; the first confirmation moves the payment to confirming
+//     subscribers (every payment write also drops the session from the
+//     status caches, publishSessionChanged); the first confirmation moves the payment to confirming
 //     and sends payment.confirming.
 //   - final: the payment is confirmed; when the session's confirmed payments
 //     cover its amount the session is confirmed and payment.confirmed sent
@@ -77,6 +78,9 @@ type depositTx struct {
 	// which moves nothing to the deposit address: never dust (no sweep of
 	// its own to pay for), and the address is left as it is.
 	internal bool
+	// changed are the sessions whose change publishSessionChanged
+	// published in the transaction.
+	changed map[string]bool
 }
 
 // reached notes a payment status change for the observer.
@@ -151,6 +155,9 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 			if p, err = upd.Save(ctx); err != nil {
 				return err
 			}
+			if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
+				return err
+			}
 			d.reached(payment.StatusDetected)
 			if p.Late {
 				if !newlyLate {
@@ -172,6 +179,9 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 			return nil
 		}
 		if _, err := d.tx.Payment.UpdateOne(p).SetStatus(payment.StatusFailed).SetConfirmations(0).Save(ctx); err != nil {
+			return err
+		}
+		if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
 			return err
 		}
 		d.reached(payment.StatusFailed)
@@ -221,6 +231,9 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 		Save(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording payment: %w", err)
+	}
+	if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
+		return nil, nil, err
 	}
 	// A new amount on the address: it is no longer swept (sweeps.go). An
 	// internal payment puts nothing on it.
@@ -294,6 +307,9 @@ func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession
 	if err != nil {
 		return err
 	}
+	if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
+		return err
+	}
 	if first {
 		d.reached(payment.StatusConfirming)
 	}
@@ -326,6 +342,9 @@ func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent
 		SetConfirmedAt(now).
 		Save(ctx)
 	if err != nil {
+		return err
+	}
+	if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
 		return err
 	}
 	d.reached(payment.StatusConfirmed)

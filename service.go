@@ -211,6 +211,12 @@ type Config struct {
 	// it, and so how long at most it outlives that credential
 	// (livecredentials.go); 0 is DefaultCredentialRecheckInterval.
 	CredentialRecheckInterval time.Duration
+
+	// StatusCacheTTL is how long a checkout status read is served from
+	// memory at most while the process caches statuses
+	// (CacheCheckoutStatuses, statuscache.go); 0 is DefaultStatusCacheTTL,
+	// a negative value reads the database on every poll.
+	StatusCacheTTL time.Duration
 }
 
 // Service is the service layer.
@@ -222,6 +228,8 @@ type Service struct {
 	watchers *watcherCache
 	rates    rateLimits
 	bus      statusbus.Bus
+	// statuses is the checkout status cache (statuscache.go).
+	statuses *statusCache
 	// agentAuth and merchantAuth cache what keys authenticated
 	// (internal/authcache).
 	agentAuth    *authcache.Cache[*ent.Agent]
@@ -286,6 +294,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.CredentialRecheckInterval <= 0 {
 		cfg.CredentialRecheckInterval = DefaultCredentialRecheckInterval
 	}
+	if cfg.StatusCacheTTL == 0 {
+		cfg.StatusCacheTTL = DefaultStatusCacheTTL
+	}
 	if cfg.HeadCacheTTL <= 0 {
 		cfg.HeadCacheTTL = DefaultHeadCacheTTL
 	}
@@ -301,7 +312,7 @@ func NewService(cfg Config) (*Service, error) {
 	cfg.DB.OnChange(agents.Listener(agentChangeOf))
 	cfg.DB.OnChange(merchants.Listener(merchantChangeOf))
 	s := &Service{cfg: cfg, logger: logger, watchers: newWatcherCache(), rates: newRateLimits(cfg, logger), bus: bus,
-		agentAuth: agents, merchantAuth: merchants,
+		agentAuth: agents, merchantAuth: merchants, statuses: newStatusCache(cfg),
 		heads:             headcache.New[headKey](cfg.HeadCacheTTL, cfg.Clock),
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}

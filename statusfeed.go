@@ -27,6 +27,7 @@ func (s *Service) publishSessionStatus(ctx context.Context, sqlTx *sql.Tx, exter
 	if err := s.bus.Publish(ctx, sqlTx, sessionStatusTopic, externalID, status); err != nil {
 		return fmt.Errorf("publishing session status: %w", err)
 	}
+	s.statuses.dropOnCommit(ctx, sqlTx, externalID)
 	return nil
 }
 

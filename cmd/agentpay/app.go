@@ -300,12 +300,23 @@ func runServe(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cacheCheckoutStatuses(ctx, svc, logger)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
 	}
 	logger.Info("serving", "addr", "http://"+ln.Addr().String())
 	return serveHTTP(ctx, ln, serveHTTPHandler(cfg, svc, logger, httpObserver(p.metrics)), logger)
+}
+
+// cacheCheckoutStatuses has the status polls answered from memory while
+// the process hears the status bus (agentpay.Service.CacheCheckoutStatuses);
+// without it (the listener cannot connect) every poll reads the database,
+// which serves as before.
+func cacheCheckoutStatuses(ctx context.Context, svc *agentpay.Service, logger *slog.Logger) {
+	if err := svc.CacheCheckoutStatuses(ctx); err != nil {
+		logger.Warn("checkout status polls read the database on every request", "err", err)
+	}
 }
 
 // serveHTTPHandler is the router `agentpay serve` serves: no dev route,

@@ -98,6 +98,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	cacheCheckoutStatuses(ctx, svc, logger)
 	if err := nets.fundTreasury(ctx, svc, p.treasury); err != nil {
 		return err
 	}

@@ -39,6 +39,14 @@ type Bus interface {
 	// ctx ends, then closes the channel; Resync when some may have been
 	// missed.
 	Subscribe(ctx context.Context, topic Topic, key string) (<-chan string, error)
+	// Watch calls f with the key and message of every message published
+	// under topic, whatever its key, until ctx ends; f(Resync, Resync)
+	// when some may have been missed, and on PostgreSQL as soon as the
+	// listener connection is lost (again once it is back), so a cache fed
+	// by f forgets what it may no longer hear about. f runs before the
+	// message reaches Subscribe's channels, on the delivering goroutine: it
+	// must not block.
+	Watch(ctx context.Context, topic Topic, f func(key, message string)) error
 }
 
 // New returns the bus of db: LISTEN/NOTIFY on PostgreSQL, in process on
@@ -93,4 +101,12 @@ func (b *localBus) Publish(ctx context.Context, sqlTx *sql.Tx, topic Topic, key,
 
 func (b *localBus) Subscribe(ctx context.Context, topic Topic, key string) (<-chan string, error) {
 	return b.hub.subscribe(ctx, topic, key, nil), nil
+}
+
+func (b *localBus) Watch(ctx context.Context, topic Topic, f func(key, message string)) error {
+	if topic == "" {
+		return errors.New("statusbus: empty topic")
+	}
+	b.hub.watch(ctx, topic, f, nil)
+	return nil
 }

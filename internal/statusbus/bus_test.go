@@ -107,6 +107,74 @@ func TestBusDeliversOnCommitOnly(t *testing.T) {
 	}
 }
 
+// TestBusWatchHearsEveryKey holds for both buses: a watcher hears every
+// key of its topic on commit (before the key's subscribers), nothing of
+// other topics or rollbacks, and nothing once its ctx ends; on PostgreSQL
+// it hears Resync when the listener connection is lost.
+func TestBusWatchHearsEveryKey(t *testing.T) {
+	db := testdb.Open(t)
+	b := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heard := make(chan string, 16)
+	require.NoError(t, b.Watch(ctx, topic, func(key, message string) { heard <- key + "=" + message }))
+	sub, err := b.Subscribe(ctx, topic, "cs_b")
+	require.NoError(t, err)
+
+	err = db.WithTx(ctx, func(ctx context.Context, _ *ent.Tx, sqlTx *sql.Tx) error {
+		require.NoError(t, b.Publish(ctx, sqlTx, topic, "cs_a", "detecting"))
+		require.NoError(t, b.Publish(ctx, sqlTx, otherTopic, "cs_a", "other"))
+		requireNoMessage(t, heard)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "cs_a=detecting", recvMessage(t, heard))
+	require.Error(t, db.WithTx(ctx, func(ctx context.Context, _ *ent.Tx, sqlTx *sql.Tx) error {
+		require.NoError(t, b.Publish(ctx, sqlTx, topic, "cs_a", "cancelled"))
+		return errors.New("roll back")
+	}))
+	require.NoError(t, b.Publish(ctx, nil, topic, "cs_b", "expired"))
+	// The watcher has heard it by the time the subscriber does.
+	require.Equal(t, "expired", recvMessage(t, sub))
+	select {
+	case got := <-heard:
+		require.Equal(t, "cs_b=expired", got)
+	default:
+		t.Fatal("the subscriber heard before the watcher")
+	}
+	requireNoMessage(t, heard)
+
+	if _, ok := b.(*pgBus); ok {
+		// The listener's connection is killed: Resync at once.
+		_, err := db.SQL.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'listen%'`)
+		require.NoError(t, err)
+		require.Equal(t, "=", recvMessage(t, heard))
+		// Back: Resync again on reconnection, then messages as before.
+		require.Eventually(t, func() bool {
+			require.NoError(t, b.Publish(ctx, nil, topic, "cs_a", "back"))
+			for {
+				select {
+				case got := <-heard:
+					if got == "cs_a=back" {
+						return true
+					}
+				case <-time.After(200 * time.Millisecond):
+					return false
+				}
+			}
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	for len(heard) > 0 {
+		<-heard
+	}
+	require.NoError(t, b.Publish(context.Background(), nil, topic, "cs_a", "confirmed"))
+	requireNoMessage(t, heard)
+}
+
 // TestPGBusListenerLifecycle: the listener connection exists only while
 // there are subscribers, LISTENs once per topic, and a new one works after
 // the last subscriber left.

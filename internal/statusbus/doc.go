@@ -22,6 +22,14 @@
 // A subscriber waits for its topic's LISTEN before Subscribe returns, so
 // no message committed after that is missed.
 //
+// # Watchers
+//
+// Watch hears every key of a topic through a callback, called before the
+// key's subscribers get the message (a cache it feeds never holds what a
+// subscriber re-reads on that message). A watcher is told Resync when the
+// PostgreSQL listener connection is lost, as soon as the bus learns it,
+// and again on reconnection.
+//
 // # What a subscriber may miss
 //
 // Delivery never blocks a publisher: each subscriber has a buffer of

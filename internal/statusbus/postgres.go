@@ -74,6 +74,20 @@ func (b *pgBus) Subscribe(ctx context.Context, topic Topic, key string) (<-chan 
 	return b.hub.subscribe(ctx, topic, key, b.release), nil
 }
 
+func (b *pgBus) Watch(ctx context.Context, topic Topic, f func(key, message string)) error {
+	if b.dsn == "" {
+		return errors.New("statusbus: the listener needs the database URL (DB.URL)")
+	}
+	if topic == "" {
+		return errors.New("statusbus: empty topic")
+	}
+	if err := b.acquire(ctx, topic); err != nil {
+		return err
+	}
+	b.hub.watch(ctx, topic, f, b.release)
+	return nil
+}
+
 // acquire counts a subscriber and waits until its topic's LISTEN is in
 // effect, starting the listener for the first subscriber and the LISTEN
 // for the topic's first.
@@ -143,6 +157,9 @@ func (b *pgBus) startListener() *pgListener {
 		switch ev {
 		case pq.ListenerEventDisconnected:
 			b.logger.Warn("statusbus listener disconnected", "err", err)
+			// Watchers forget now what they may not hear about until the
+			// connection is back (subscribers are told on reconnection).
+			b.hub.resyncWatchers()
 		case pq.ListenerEventConnectionAttemptFailed:
 			b.logger.Warn("statusbus listener cannot connect", "err", err)
 		}
