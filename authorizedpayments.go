@@ -304,6 +304,7 @@ func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymen
 	if err != nil {
 		return nil, authorizationError(err)
 	}
+	s.afterBroadcast("relay")
 	s.relaySent(ctx, row, sub.TxHash)
 	s.logger.InfoContext(ctx, "authorized payment relayed", "session", t.sess.ExternalID, "chain", t.chain,
 		"tx", sub.TxHash, "payer", auth.From)
