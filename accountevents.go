@@ -52,6 +52,10 @@ const (
 	// failed (nothing moved) (to the user).
 	EventWithdrawalCompleted = "withdrawal.completed"
 	EventWithdrawalFailed    = "withdrawal.failed"
+	// EventRefundReceived: a merchant's refund of an agent's checkout
+	// payment reached the agent's custodial wallet (to the agent and its
+	// paired humans).
+	EventRefundReceived = "refund.received"
 )
 
 // accountEventsTopic is the bus topic of account events, keyed by the

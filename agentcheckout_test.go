@@ -1,10 +1,13 @@
 package agentpay
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
@@ -13,6 +16,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/ent/refund"
 	"agentpay/ent/transfer"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
@@ -292,4 +296,92 @@ func TestAgentPaysCheckoutOnSolana(t *testing.T) {
 	require.Len(t, ps, 1, "the scan found the same payment, not a second one")
 	require.Equal(t, res.Payment.ID, ps[0].ID)
 	require.Equal(t, payment.StatusConfirmed, ps[0].Status)
+}
+
+// TestRefundOfAnAgentsPaymentGoesBackToItsWallet: a merchant refunds an
+// agent's checkout payment through the one refunds API without naming an
+// address: the refund goes back to the agent's custodial wallet, and the
+// transaction that completes it tells the agent and its paired human
+// (refund.received), once however often the refund job runs. A refund
+// the merchant sends elsewhere tells no one.
+func TestRefundOfAnAgentsPaymentGoesBackToItsWallet(t *testing.T) {
+	ctx := context.Background()
+	e := startAgentCheckoutEnv(t)
+	a := e.register(t, "buyer")
+	e.fund(t, a, chains.Base, "20")
+	name := randomName(t, "hum")
+	human, err := e.svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	p, err := e.svc.RequestPairing(ctx, a, PairingRequest{UserID: human.ID.String()})
+	require.NoError(t, err)
+	_, err = e.svc.DecidePairing(ctx, human, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	e.env.Fund(t, chains.Base, e.svc.cfg.Treasury.EVMAddress, 100_000_000)
+	auth := &MerchantAuth{Merchant: e.merchant, Mode: ModeTest}
+	wallet := e.wallet(t, a, chains.Base)
+	e.svc.cfg.Settlement.Wait = 10 * time.Second
+
+	pay := func(amount string) *ent.CheckoutSession {
+		t.Helper()
+		sess := e.session(t, amount, false)
+		_, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: sess.ExternalID})
+		require.NoError(t, err)
+		e.scanUntil(t, func() bool { return e.reloadSession(t, sess).Status == checkoutsession.StatusConfirmed })
+		return sess
+	}
+	refundReceived := func(of Party) []AccountEvent {
+		t.Helper()
+		evs, err := e.svc.AccountEvents(ctx, of, 0, nil)
+		require.NoError(t, err)
+		var out []AccountEvent
+		for _, ev := range evs {
+			if ev.Kind == EventRefundReceived {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+
+	sess := pay("12.50")
+	requireDecimal(t, "7.5", e.onChain(t, chains.Base, wallet))
+	created, err := e.svc.CreateRefund(ctx, auth, sess.ExternalID, RefundInput{AmountUSD: usdAmount("5"), Reason: "damaged"})
+	require.NoError(t, err)
+	require.Equal(t, wallet, created.Refund.ToAddress, "to the agent's wallet, which paid")
+	require.Equal(t, refund.DestinationPayer, created.Refund.Destination, "the payer's address, not one chosen")
+	for range 2 {
+		res, err := e.svc.SendRefund(ctx, created.Refund.ID)
+		require.NoError(t, err)
+		require.True(t, res.Done, res.Waiting)
+	}
+	r := e.db.Ent.Refund.GetX(ctx, created.Refund.ID)
+	require.Equal(t, refund.StatusCompleted, r.Status)
+	requireDecimal(t, "12.5", e.onChain(t, chains.Base, wallet), "the money is back in the agent's wallet")
+	for _, party := range []Party{AgentParty(a.ID), UserParty(human.ID)} {
+		evs := refundReceived(party)
+		require.Len(t, evs, 1, "told once")
+		var data map[string]any
+		d := json.NewDecoder(bytes.NewReader(evs[0].Data))
+		d.UseNumber()
+		require.NoError(t, d.Decode(&data))
+		require.Equal(t, r.ExternalID, data["refund_id"])
+		require.Equal(t, sess.ExternalID, data["session_external_id"])
+		require.Equal(t, json.Number("5"), data["amount_usd"], "a JSON number, exact")
+		require.Equal(t, wallet, data["to_address"])
+		require.Equal(t, r.TxHash, data["tx_hash"])
+		require.Equal(t, a.Username, data["agent"])
+	}
+
+	// Sent to an address the merchant chose: not the agent's money, no
+	// event.
+	other := pay("3")
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	elsewhere := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	created, err = e.svc.CreateRefund(ctx, auth, other.ExternalID, RefundInput{Address: elsewhere})
+	require.NoError(t, err)
+	res, err := e.svc.SendRefund(ctx, created.Refund.ID)
+	require.NoError(t, err)
+	require.True(t, res.Done, res.Waiting)
+	require.Len(t, refundReceived(AgentParty(a.ID)), 1)
+	require.Len(t, refundReceived(UserParty(human.ID)), 1)
 }

@@ -304,6 +304,7 @@ func (s *Service) PayWithAuthorization(ctx context.Context, req AuthorizedPaymen
 	if err != nil {
 		return nil, authorizationError(err)
 	}
+	s.afterBroadcast("relay")
 	s.relaySent(ctx, row, sub.TxHash)
 	s.logger.InfoContext(ctx, "authorized payment relayed", "session", t.sess.ExternalID, "chain", t.chain,
 		"tx", sub.TxHash, "payer", auth.From)
@@ -388,17 +389,30 @@ func authorizationError(err error) error {
 // done with the payment it made when it paid this session (recorded now
 // if the scan has not yet), ErrConflict when it moved something else;
 // not done when it is unused.
+//
+// Two reads decide "unused": the transfer looked for, then the nonce's
+// state. A relay of auth included between them (another request's, or
+// another instance's) shows as used without a transfer found; the
+// transfer is looked for once more before anything is called a conflict,
+// so a retry racing its own first relay gets the payment, not 409.
 func (s *Service) replayAuthorization(ctx context.Context, t *authorizedTarget, auth chains.Authorization) (*AuthorizedPayment, bool, error) {
-	used, found, err := t.ledger.FindTransfer(ctx, chains.TransferQuery{From: auth.From, To: auth.To, Amount: auth.Value, Ref: auth.Nonce})
+	q := chains.TransferQuery{From: auth.From, To: auth.To, Amount: auth.Value, Ref: auth.Nonce}
+	used, found, err := t.ledger.FindTransfer(ctx, q)
 	if err != nil {
 		return nil, false, fmt.Errorf("authorized payment: looking for an earlier relay: %w", err)
 	}
 	if !found {
-		relayer := t.relayer
-		if err := relayer.VerifyAuthorization(ctx, auth); errors.Is(err, chains.ErrAlreadyUsed) {
+		if err := t.relayer.VerifyAuthorization(ctx, auth); !errors.Is(err, chains.ErrAlreadyUsed) {
+			return nil, false, nil
+		}
+		// Used: by this authorization's transfer, included since the
+		// first read, or by another.
+		if used, found, err = t.ledger.FindTransfer(ctx, q); err != nil {
+			return nil, false, fmt.Errorf("authorized payment: looking for an earlier relay: %w", err)
+		}
+		if !found {
 			return nil, false, fmt.Errorf("%w: nonce %x of %s was already used by another transfer", ErrConflict, auth.Nonce, auth.From)
 		}
-		return nil, false, nil
 	}
 	// Used, and it moved the value to auth.To: this session's payment if
 	// auth.To is one of its deposit addresses.

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,4 +253,67 @@ func TestPayWithAuthorizationRefusals(t *testing.T) {
 	requireDecimal(t, "0", e.onChain(t, chains.Base, payTo))
 	require.Zero(t, e.db.Ent.Payment.Query().CountX(ctx))
 	require.NoError(t, e.svc.VerifyAuthorizedPayment(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: good}))
+}
+
+// racingLedger is the devnet's ledger with one authorization relayed and
+// included right after the service's first look for it: the race of a
+// retry with its own first relay (another request's, or another
+// instance's) between replayAuthorization's two reads.
+type racingLedger struct {
+	relayLedger
+	t     *testing.T
+	auth  chains.Authorization
+	raced atomic.Bool
+	hash  string
+}
+
+type relayLedger interface {
+	chains.Ledger
+	chains.AuthorizationRelayer
+	chains.DepositReader
+}
+
+func (l *racingLedger) FindTransfer(ctx context.Context, q chains.TransferQuery) (string, bool, error) {
+	hash, found, err := l.relayLedger.FindTransfer(ctx, q)
+	if err != nil || found || q.Ref != l.auth.Nonce || !l.raced.CompareAndSwap(false, true) {
+		return hash, found, err
+	}
+	// Not found: now the first relay lands, after the read.
+	sub, err := l.relayLedger.RelayAuthorization(ctx, l.auth)
+	require.NoError(l.t, err)
+	_, err = l.relayLedger.Wait(ctx, sub.TxHash)
+	require.NoError(l.t, err)
+	l.hash = sub.TxHash
+	return hash, found, nil
+}
+
+// TestReplayAuthorizationRacesItsRelay: an authorization included between
+// replayAuthorization's two reads (seen not transferred, then its nonce
+// used) is answered with the payment it made, replayed, on the paths
+// without a payment-identifier (x402 v1, the browser wallet's relay),
+// never 409; nothing moves twice.
+func TestReplayAuthorizationRacesItsRelay(t *testing.T) {
+	ctx := context.Background()
+	e := startAgentCheckoutEnv(t)
+	payer := e.relayPayer(t, 5_000_000)
+	sess := e.session(t, "2.50", false)
+	payTo := e.depositAddress(t, sess)
+	now := time.Now().Unix()
+	signed := signTransferAuthorization(t, payer.key, e.tokenDomain(t), payTo, 2_500_000, now-600, now+3600)
+	auth, err := signed.parse()
+	require.NoError(t, err)
+	n := e.svc.cfg.Test[chains.Base]
+	racing := &racingLedger{relayLedger: n.Ledger.(relayLedger), t: t, auth: auth}
+	n.Ledger = racing
+	e.svc.cfg.Test[chains.Base] = n
+
+	res, err := e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: signed})
+	require.NoError(t, err, "the payment it made, not a conflict")
+	require.True(t, racing.raced.Load())
+	require.True(t, res.Replayed)
+	require.Equal(t, racing.hash, res.TxHash)
+	require.NotNil(t, res.Payment)
+	require.Equal(t, "detected", res.Status)
+	requireDecimal(t, "2.5", e.onChain(t, chains.Base, payer.addr), "moved once")
+	require.Equal(t, 1, e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).CountX(ctx))
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -17,8 +18,10 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/pairing"
 	"agentpay/ent/payment"
 	"agentpay/ent/refund"
+	"agentpay/ent/transfer"
 	"agentpay/internal/jobs"
 	"agentpay/internal/vault"
 )
@@ -679,7 +682,10 @@ func (s *Service) completeRefund(ctx context.Context, r *ent.Refund, ledger chai
 			return err
 		}
 		completed = true
-		return s.refundEvent(ctx, tx, sqlTx, r.ID, EventRefundCompleted, nil)
+		if err := s.refundEvent(ctx, tx, sqlTx, r.ID, EventRefundCompleted, nil); err != nil {
+			return err
+		}
+		return s.tellRefundedAgent(ctx, tx, sqlTx, r)
 	})
 	if err != nil || !completed {
 		return err
@@ -729,6 +735,66 @@ func (s *Service) refundReverted(ctx context.Context, r *ent.Refund, why string)
 		return s.refundEvent(ctx, tx, sqlTx, r.ID, EventRefundFailed, map[string]any{"failure_reason": why})
 	})
 	return out, err
+}
+
+// refundReceivedData is refund.received's data.
+type refundReceivedData struct {
+	RefundID          string `json:"refund_id"`
+	SessionExternalID string `json:"session_external_id"`
+	PaymentExternalID string `json:"payment_external_id"`
+	// TransactionID is the agent's checkout payment the refund returns.
+	TransactionID uuid.UUID   `json:"transaction_id"`
+	Agent         string      `json:"agent"`
+	AmountUSD     json.Number `json:"amount_usd"` // a JSON number, exact
+	Chain         string      `json:"chain"`
+	ToAddress     string      `json:"to_address"`
+	TxHash        string      `json:"tx_hash"`
+	Reason        string      `json:"reason,omitempty"`
+}
+
+// tellRefundedAgent records refund.received, in the transaction that
+// completes refund r, when the payment it returns was an agent's checkout
+// payment from its custodial wallet (agentcheckout.go) and the refund went
+// back to that wallet: to the agent, and to each human paired with it, who
+// answers for the agent's spending.
+func (s *Service) tellRefundedAgent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, r *ent.Refund) error {
+	p, err := tx.Payment.Query().Where(payment.ID(r.PaymentID)).WithSession().Only(ctx)
+	if err != nil {
+		return fmt.Errorf("refund: reading payment: %w", err)
+	}
+	paid, err := tx.Transfer.Query().Where(
+		transfer.KindEQ(transfer.KindCheckoutPayment), transfer.CheckoutSessionID(p.SessionID),
+		transfer.Chain(p.Chain), transfer.TxHash(p.TxHash), transfer.FromAgentIDNotNil(),
+	).WithFromAgent().First(ctx)
+	if ent.IsNotFound(err) {
+		return nil // not an agent's payment
+	}
+	if err != nil {
+		return fmt.Errorf("refund: reading the agent's payment: %w", err)
+	}
+	norm := s.wallets(chains.Name(r.Chain)).NormalizeAddress
+	if norm(r.ToAddress) != norm(paid.FromAddress) {
+		return nil // sent elsewhere, as the merchant chose: not the agent's money
+	}
+	a := paid.Edges.FromAgent
+	data := refundReceivedData{
+		RefundID: r.ExternalID, SessionExternalID: p.Edges.Session.ExternalID, PaymentExternalID: p.ExternalID,
+		TransactionID: paid.ID, Agent: a.Username, AmountUSD: json.Number(r.AmountUsd.String()), Chain: r.Chain,
+		ToAddress: r.ToAddress, TxHash: r.TxHash, Reason: r.Reason,
+	}
+	if err := s.recordAccountEvent(ctx, tx, sqlTx, AgentParty(a.ID), EventRefundReceived, data); err != nil {
+		return err
+	}
+	humans, err := tx.Pairing.Query().Where(pairing.AgentID(a.ID), pairing.StatusEQ(pairing.StatusApproved)).All(ctx)
+	if err != nil {
+		return fmt.Errorf("refund: reading the agent's humans: %w", err)
+	}
+	for _, h := range humans {
+		if err := s.recordAccountEvent(ctx, tx, sqlTx, UserParty(h.UserID), EventRefundReceived, data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // refundEvent records a refund.* event from the refund's current row.

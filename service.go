@@ -93,6 +93,14 @@ type Config struct {
 	// instead of on chain; off: every payment goes on chain.
 	InternalSettlement bool
 
+	// AfterBroadcast, nil in production, is called right after the service
+	// broadcast a payment it is answering ("relay": a payer's signed
+	// authorization; "send": an agent's transfer) and before it records or
+	// answers anything: the process tests make it kill the process there,
+	// the one moment a crash leaves money moving that no answer reported
+	// (cmd/agentpay's CRASH_AFTER_BROADCAST, refused where live money is).
+	AfterBroadcast func(what string)
+
 	BaseURL string
 	PayURL  string
 	AppURL  string

@@ -600,6 +600,14 @@ func (s *Service) senderKey(ctx context.Context, t *ent.Transfer) ([]byte, error
 	return s.walletKey(ctx, w)
 }
 
+// afterBroadcast calls Config.AfterBroadcast, when set (a test's crash
+// point), after a broadcast the service has not yet recorded.
+func (s *Service) afterBroadcast(what string) {
+	if s.cfg.AfterBroadcast != nil {
+		s.cfg.AfterBroadcast(what)
+	}
+}
+
 // startTransfer broadcasts both legs of a freshly recorded transfer, records
 // their hashes, and waits (at most wait) for both to be included.
 func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.Duration) (*ent.Transfer, error) {
@@ -625,6 +633,7 @@ func (s *Service) startTransfer(ctx context.Context, t *ent.Transfer, wait time.
 			leg.hash = sub.TxHash
 		}
 		if err == nil || sub.TxHash != "" {
+			s.afterBroadcast("send")
 			continue
 		}
 		if errors.Is(err, chains.ErrRefused) && leg != legs[0] {

@@ -194,11 +194,6 @@ func (s *Service) replayIdentified(ctx context.Context, req AuthorizedPaymentReq
 		return nil, err
 	}
 	res, done, err := s.replayAuthorization(ctx, t, auth)
-	if errors.Is(err, ErrConflict) {
-		// Seen unused, then used: its transaction was included between
-		// the two reads. Look again.
-		res, done, err = s.replayAuthorization(ctx, t, auth)
-	}
 	if done || err != nil {
 		if res != nil {
 			res.Replayed = true

@@ -97,8 +97,8 @@ func withIdempotencyKey(h http.Header, key string) http.Header {
 }
 
 // TestSendIdempotencyOverREST: while a send with an Idempotency-Key waits
-// for its block, the same request is 409 and another request with the key
-// 422, neither moving anything; once answered, the same request gets the
+// for its block, the same request answers its transfer pending and
+// another request with the key is 422, neither moving anything; once answered, the same request gets the
 // identical body again with Idempotent-Replayed: true. A malformed key is
 // 400.
 func TestSendIdempotencyOverREST(t *testing.T) {
@@ -114,10 +114,14 @@ func TestSendIdempotencyOverREST(t *testing.T) {
 		return err == nil && n == 1
 	}, 30*time.Second, 10*time.Millisecond, "the first send is broadcast and waits for its block")
 
+	// The same request while the first waits: the first's transfer as it
+	// is now (pending), never a second send.
 	resp := h.api.do(http.MethodPost, "/agents/me/wallet/send", body, keyed)
-	require.Equal(t, http.StatusConflict, resp.Status, string(resp.Body))
-	require.Empty(t, resp.Header.Get(httpx.IdempotentReplayedHeader))
-	assertGolden(t, "send_idempotency_in_progress", resp.Body, nil)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, "true", resp.Header.Get(httpx.IdempotentReplayedHeader))
+	during := resp.Map(t)
+	require.Equal(t, "pending", during["status"])
+	require.Equal(t, h.transfers(t, alice)[0].String(), during["transaction_id"])
 
 	other := map[string]any{"to_username": bob.Username, "amount_usd": 49, "chain": "base"}
 	resp = h.api.do(http.MethodPost, "/agents/me/wallet/send", other, keyed)
@@ -216,9 +220,19 @@ func TestSendIdempotencyConcurrentOverREST(t *testing.T) {
 	t.Logf("%d sent, %d replayed, %d in progress", ran, replayed, inProgress)
 	require.Equal(t, 1, ran, "one request sent")
 	require.Equal(t, n, ran+replayed+inProgress)
+	var firstBody struct {
+		TransactionID string `json:"transaction_id"`
+	}
+	require.NoError(t, json.Unmarshal(first, &firstBody))
 	for _, x := range got {
 		if x.status == http.StatusOK {
-			require.Equal(t, string(first), string(x.body))
+			// A replay while the first ran answers its transfer as it was
+			// then (pending); the same transfer either way.
+			var b struct {
+				TransactionID string `json:"transaction_id"`
+			}
+			require.NoError(t, json.Unmarshal(x.body, &b))
+			require.Equal(t, firstBody.TransactionID, b.TransactionID)
 		}
 	}
 	require.Len(t, h.transfers(t, alice), 1)

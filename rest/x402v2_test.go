@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -259,6 +260,30 @@ func TestX402V2NodeClient(t *testing.T) {
 		require.Equal(t, "eip155:84532", pr["network"])
 		require.Equal(t, body["tx_hash"], pr["transaction"])
 		require.Equal(t, int64(8_750_000), api.Env.Balance(t, chains.Base, payer).Int64())
+
+		// Refunded through the one refunds API: to the payer's address by
+		// default, the payer who signed (not the treasury that relayed).
+		id := sess.Session.ExternalID
+		waitConfirmed(t, api, m, id)
+		resp := api.do(http.MethodPost, "/checkout/sessions/"+id+"/refunds", map[string]any{"amount_usd": 0.5},
+			http.Header{"X-Checkout-Secret-Key": {m.TestSecret}, "Idempotency-Key": {"x402-refund-" + id}})
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+		var refund refundBody
+		resp.JSON(t, &refund)
+		require.Equal(t, payer, common.HexToAddress(refund.ToAddress).Hex(), "an x402 payment is refunded to the payer's address")
+		require.Equal(t, body["payment_id"], refund.PaymentID)
+		// The treasury pays refunds (it holds the payments until the payout).
+		api.Env.Fund(t, chains.Base, api.Env.Treasury.Address(chains.Base), 10_000_000)
+		pending, err := api.Svc.PendingRefunds(context.Background(), 0, 10)
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		var last error
+		require.Eventually(t, func() bool {
+			res, err := api.Svc.SendRefund(context.Background(), pending[0])
+			last = err
+			return err == nil && res.Done
+		}, 30*time.Second, 250*time.Millisecond, "the refund is sent: %v", &last)
+		require.Equal(t, int64(9_250_000), api.Env.Balance(t, chains.Base, payer).Int64(), "half a dollar back to the payer")
 	})
 	t.Run("payment-identifier", func(t *testing.T) {
 		sess, _ := api.createSession(m.test(), map[string]any{"amount": 2, "currency": "USD"})

@@ -430,6 +430,7 @@ func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger,
 	return agentpay.NewService(agentpay.Config{
 		DB: p.db, Vault: p.vault, Logger: logger, Treasury: p.treasury, Families: p.families,
 		Live: live, Test: test, Faucet: faucet, AgentMode: agentMode, InternalSettlement: cfg.InternalSettlement, Jobs: inserter, Mailer: mailer,
+		AfterBroadcast:   cfg.afterBroadcast(),
 		IdentityProvider: p.identity, Observer: serviceObserver(p.metrics),
 		CardIssuer: p.cards, CardRequestTTL: cfg.CardRequestTTL, SpendApprovalTTL: cfg.SpendApprovalTTL,
 		BaseURL: cfg.BaseURL, PayURL: cfg.PayURL, AppURL: cfg.AppURL,

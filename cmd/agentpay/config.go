@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -127,6 +128,10 @@ type config struct {
 	// Partners are the identity partners of verify-partner (PARTNERS),
 	// their key files read.
 	Partners []agentpay.Partner
+	// CrashAfterBroadcast is CRASH_AFTER_BROADCAST, "" unset: "relay" or
+	// "send" makes the process kill itself right after that broadcast
+	// (afterBroadcast). For the process tests; refused where live money is.
+	CrashAfterBroadcast string
 	// DevConfirmations are the confirmations each devnet asks for in `dev`:
 	// CHAIN_<NAME>_TEST_CONFIRMATIONS when set, else defaultDevConfirmations.
 	DevConfirmations map[chains.Name]uint64
@@ -287,7 +292,29 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.DevConfirmations[name] = defaultDevConfirmations
 		}
 	}
+	c.CrashAfterBroadcast = p.oneOf("CRASH_AFTER_BROADCAST", "", "", "relay", "send")
+	if c.CrashAfterBroadcast != "" && (len(c.Chains[agentpay.ModeLive]) > 0 || c.AgentMode == agentpay.ModeLive) {
+		// A crash point in front of live money is never wanted: only a
+		// deployment that holds test networks alone takes it.
+		p.fail("CRASH_AFTER_BROADCAST", "is for the process tests only: refused with a live chain configured or AGENT_NETWORK=live")
+	}
 	return c, p.err()
+}
+
+// afterBroadcast is the service's crash point (agentpay.Config's
+// AfterBroadcast) CRASH_AFTER_BROADCAST asks for: the process kills itself
+// (SIGKILL, as a crash or an OOM kill ends it) right after broadcasting
+// a payment of that kind, before recording or answering it. nil unset.
+func (c config) afterBroadcast() func(string) {
+	if c.CrashAfterBroadcast == "" {
+		return nil
+	}
+	return func(what string) {
+		if what == c.CrashAfterBroadcast {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
 }
 
 // defaultAppURL is APP_URL when unset: BASE_URL/app, with a loopback IP

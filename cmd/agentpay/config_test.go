@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"net/netip"
 	"testing"
 	"time"
@@ -106,6 +107,31 @@ func TestLoadConfigChains(t *testing.T) {
 	require.Equal(t, chainConfig{RPCURL: "https://solana.example", USDC: "Mint111", Confirmations: 32}, c.Chains[agentpay.ModeTest][chains.Solana])
 	require.Len(t, c.Chains[agentpay.ModeLive], 1)
 	require.Equal(t, uint64(5), c.DevConfirmations[chains.Polygon])
+}
+
+// TestLoadConfigCrashAfterBroadcast: the process tests' crash point is
+// taken only where no live money is: refused with a live chain or with
+// agents' wallets on live networks, and unknown values refused.
+func TestLoadConfigCrashAfterBroadcast(t *testing.T) {
+	testOnly := map[string]string{"AGENT_NETWORK": "test", "CHAIN_BASE_TEST_RPC_URL": "http://127.0.0.1:8545"}
+	c, err := loadConfig(envOf(testOnly))
+	require.NoError(t, err)
+	require.Nil(t, c.afterBroadcast(), "unset: no crash point")
+	for _, what := range []string{"send", "relay"} {
+		env := maps.Clone(testOnly)
+		env["CRASH_AFTER_BROADCAST"] = what
+		c, err := loadConfig(envOf(env))
+		require.NoError(t, err)
+		require.NotNil(t, c.afterBroadcast())
+	}
+	for name, env := range map[string]map[string]string{
+		"a live chain":   {"AGENT_NETWORK": "test", "CHAIN_BASE_RPC_URL": "https://base.example/rpc", "CRASH_AFTER_BROADCAST": "send"},
+		"live agents":    {"CHAIN_BASE_TEST_RPC_URL": "http://127.0.0.1:8545", "CRASH_AFTER_BROADCAST": "relay"},
+		"an unknown one": {"AGENT_NETWORK": "test", "CRASH_AFTER_BROADCAST": "always"},
+	} {
+		_, err := loadConfig(envOf(env))
+		require.ErrorContains(t, err, "CRASH_AFTER_BROADCAST", name)
+	}
 }
 
 func TestAuthCacheTTLZeroTurnsTheCacheOff(t *testing.T) {

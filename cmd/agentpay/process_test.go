@@ -143,6 +143,9 @@ func newProcEnv(t testing.TB) *procEnv {
 		"IP_RATE_LIMIT=0",
 		"REGISTER_RATE_LIMIT=0",
 		"PROBE_RATE_LIMIT=0", // Serve polls /readyz every 25 ms
+		// Agents' wallets on the test networks (the devnet): no live
+		// chain is configured at all.
+		"AGENT_NETWORK=test",
 		"CHAIN_BASE_TEST_RPC_URL=" + e.base.RPCURL,
 		"CHAIN_BASE_TEST_USDC=" + e.base.USDC.Hex(),
 		fmt.Sprintf("CHAIN_BASE_TEST_CONFIRMATIONS=%d", procTestConfirmations),
@@ -206,9 +209,16 @@ type proc struct {
 // kept and logged if the test fails; it is killed when the test ends.
 func (e *procEnv) start(name string, args ...string) *proc {
 	e.t.Helper()
+	return e.startWith(name, nil, args...)
+}
+
+// startWith is start with extra environment (NAME=value) for this process
+// alone.
+func (e *procEnv) startWith(name string, extraEnv []string, args ...string) *proc {
+	e.t.Helper()
 	p := &proc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(e.bin, args...)
-	p.cmd.Env = e.env
+	p.cmd.Env = append(append([]string(nil), e.env...), extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(e.t, p.cmd.Start(), "starting agentpay %s", name)
 	go func() {
@@ -258,7 +268,13 @@ func (p *proc) output() string { return p.out.String() }
 // returns the API's base URL.
 func (e *procEnv) Serve(name string) (*proc, string) {
 	e.t.Helper()
-	p := e.start(name, "serve")
+	return e.ServeWith(name)
+}
+
+// ServeWith is Serve with extra environment (NAME=value) for this process.
+func (e *procEnv) ServeWith(name string, extraEnv ...string) (*proc, string) {
+	e.t.Helper()
+	p := e.startWith(name, extraEnv, "serve")
 	addrRE := regexp.MustCompile(`msg=serving addr=(http://\S+)`)
 	var base string
 	waitFor(e.t, 60*time.Second, func() bool {

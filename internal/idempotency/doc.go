@@ -39,8 +39,12 @@
 //     another request, which needs another key;
 //   - ErrKeyReused (REST 422) when the fingerprint differs, whatever the
 //     first's state;
-//   - ErrInProgress, wrapped in Runner.Conflict (REST 409), while the first
-//     runs.
+//   - while the first runs: once it has recorded its transfer (Claim.Link),
+//     the transfer as it is now (Op.Recover: pending until the chain
+//     decides), so a client that timed out and retries learns the payment
+//     it made and never pays again; before that, ErrInProgress, wrapped in
+//     Runner.Conflict (REST 409): nothing has moved yet, and the retry
+//     may come back.
 //
 // What is kept: the operation's answer as JSON (Op.Keep; replayed by
 // Op.Replay) in the answer column, or the error as JSON (Runner.KeepError;
@@ -53,12 +57,12 @@
 // the transaction that records it (Claim.Link), so the link exists exactly
 // when the transfer does. The answer is written after the operation
 // returns; a process that dies in between leaves the claim in flight with
-// a lease (Runner.Lease, longer than the operation's wait). Once the lease
-// has run out a retry is answered from the linked transfer as it is now
-// (Op.Recover; never run again: the worker finishes the transfer), and
-// that answer is kept; a claim without a transfer recorded nothing, and
-// the retry takes it over and runs the operation. A holder that was only
-// slow, not dead, is fenced by the claim's attempt number: Link and the
+// a lease (Runner.Lease, longer than the operation's wait). A retry is
+// answered from the linked transfer as it is now (Op.Recover; never run
+// again: the worker finishes the transfer), and once the lease has run
+// out that answer is kept; a claim without a transfer recorded nothing,
+// and after the lease the retry takes it over and runs the operation. A
+// holder that was only slow, not dead, is fenced by the claim's attempt number: Link and the
 // answer are written only while the attempt is still its own, so once a
 // retry has taken the claim over the slow request's transfer rolls back
 // (Link fails) instead of being recorded beside the retry's.

@@ -224,7 +224,11 @@ func replay[A any](ctx context.Context, r *Runner, op Op[A], row *ent.Idempotenc
 	if err != nil {
 		return res, fmt.Errorf("idempotency key %s: %w", row.ID, err)
 	}
-	r.finish(ctx, &Claim{r: r, id: row.ID, attempt: row.Attempt}, op.Keep(res), nil, true)
+	if !row.LockedUntil.After(r.Now()) {
+		// Abandoned: this answer is the key's from now on. A request still
+		// running keeps its claim and writes its own.
+		r.finish(ctx, &Claim{r: r, id: row.ID, attempt: row.Attempt}, op.Keep(res), nil, true)
+	}
 	return res, nil
 }
 
@@ -295,13 +299,14 @@ func (r *Runner) claim(ctx context.Context, req Request, fp []byte) (claim *Clai
 			case row.State == idempotencykey.StateDone:
 				prior = row
 				return nil
-			case row.LockedUntil.After(now):
-				return r.inProgress()
 			case row.TransferID != nil:
-				// Abandoned after its transfer was recorded: answered from
-				// the transfer, never run again.
+				// Its transfer is recorded (the request still running, or
+				// abandoned): answered from the transfer as it is now,
+				// never run again.
 				prior = row
 				return nil
+			case row.LockedUntil.After(now):
+				return r.inProgress()
 			default:
 				// Abandoned before anything was recorded: this request runs.
 				err := tx.IdempotencyKey.UpdateOne(row).

@@ -288,9 +288,9 @@ func TestRunnerRunning(t *testing.T) {
 }
 
 // TestRunnerCrashRecovery: a request that dies (its goroutine panics, so
-// no answer is written) holds its key for its lease; after, a retry is
-// answered from the transfer it recorded (Recover, never run again, then
-// kept), or runs when it recorded none; a slow request whose claim was
+// no answer is written) holds its key for its lease; a retry is answered
+// from the transfer it recorded (Recover, never run again; kept once the
+// lease is over), or, after the lease, runs when it recorded none; a slow request whose claim was
 // taken over cannot link its transfer (it rolls back) nor write its
 // answer; a failure that is not final releases the key.
 func TestRunnerCrashRecovery(t *testing.T) {
@@ -315,12 +315,18 @@ func TestRunnerCrashRecovery(t *testing.T) {
 			recorded, err = e.record(ctx, claim)
 			require.NoError(t, err)
 		})
-		_, _, err := idempotency.Do(ctx, e.r, e.op("k-recorded", p, nil))
-		require.ErrorIs(t, err, idempotency.ErrInProgress, "held while the lease lasts")
+		// While the lease lasts (the request may still be running): the
+		// transfer as it is now, not kept.
+		a, replayed, err := idempotency.Do(ctx, e.r, e.op("k-recorded", p, nil))
+		require.NoError(t, err)
+		require.True(t, replayed)
+		require.Equal(t, "recover", a.From)
+		require.Equal(t, recorded, a.TransferID)
+		require.Equal(t, idempotencykey.StateInFlight, e.row(t, "k-recorded").State, "the running request writes its own answer")
 
 		e.clock.Advance(time.Minute + time.Second)
 		runs := e.runs.Load()
-		a, replayed, err := idempotency.Do(ctx, e.r, e.op("k-recorded", p, nil))
+		a, replayed, err = idempotency.Do(ctx, e.r, e.op("k-recorded", p, nil))
 		require.NoError(t, err)
 		require.True(t, replayed)
 		require.Equal(t, "recover", a.From)

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/accounts/abi/bind"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/math"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/chains/devnet/usdc"
+)
+
+// Exactly once, end to end (docs/agent-commerce.md#exactly-once): the API
+// process that broadcast a payment is killed (SIGKILL, by its own crash
+// point CRASH_AFTER_BROADCAST, right after the broadcast and before
+// anything is recorded or answered), the client retries with the same key
+// on another instance on the same database, and there is one payment, one
+// transfer on chain and one of each webhook. Separate processes share a
+// database on PostgreSQL only (requirePostgres).
+
+// TestProcessKillAfterBroadcastAgentPay: an agent's checkout payment
+// (REST agent-pay with an Idempotency-Key) whose API dies right after
+// broadcasting the agent's transfer.
+func TestProcessKillAfterBroadcastAgentPay(t *testing.T) {
+	requirePostgres(t)
+	e := newProcEnv(t)
+	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=send")
+	_, apiB := e.Serve("serve-b")
+	e.Worker("worker")
+	e.WaitFirstScan()
+
+	m := e.RegisterMerchant(apiB)
+	id := e.CreateSession(apiB, m, "12.50", testMetadata)
+	other := e.CreateSession(apiB, m, "12.50", testMetadata)
+	agent := registerTestAgent(t, apiB, "once_agent")
+	wallet := agent.wallets["base"]
+	require.NotEmpty(t, wallet)
+	e.Pay(wallet, big.NewInt(20_000_000))
+
+	const key = "agent-pay-7d5d747be160e280"
+	pay := func(api, session string) (int, map[string]any, http.Header, error) {
+		req, err := http.NewRequest(http.MethodPost, api+"/checkout/pay/"+session+"/agent-pay", strings.NewReader(`{"chain":"base"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Agent-Key", agent.key)
+		req.Header.Set("Idempotency-Key", key)
+		return do(req)
+	}
+
+	// The first request never answers: its process died after the
+	// broadcast (the transfer is in the devnet's pool; no block is mined
+	// yet).
+	_, _, _, err := pay(apiA, id)
+	require.Error(t, err, "the crashing instance answers nothing")
+	<-crashing.done
+	require.Contains(t, crashing.err.Error(), "killed")
+
+	// The retry on the other instance: the first payment, pending while
+	// the chain has not decided; never a second transfer.
+	status, first, h, err := pay(apiB, id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%v", first)
+	require.Equal(t, "true", h.Get("Idempotent-Replayed"))
+	require.Equal(t, "pending", first["status"], "%v", first)
+	// Another request under the key is refused.
+	status, body, _, err := pay(apiB, other)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", body)
+
+	e.KeepMining(200 * time.Millisecond)
+	got := requirePaidSessionEvents(t, e, apiB, m, id)
+	require.Contains(t, got, agentpay.EventPaymentConfirmed)
+	// Asked every 7 s: the agent's tier takes 10 requests a minute.
+	var again map[string]any
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(7 * time.Second) {
+		_, again, _, err = pay(apiB, id)
+		require.NoError(t, err)
+		if again["status"] == "confirmed" || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.Equal(t, "confirmed", again["status"], "the retry answers the payment confirmed: %v", again)
+	require.Equal(t, first["transfer_id"], again["transfer_id"], "%v %v", first, again)
+	require.Len(t, e.tokenTransfersFrom(t, wallet), 1, "one transfer on chain")
+	require.Equal(t, "7500000", e.tokenBalance(t, wallet).String(), "paid once")
+}
+
+// TestProcessKillAfterBroadcastX402: an x402 v2 payment under a
+// payment-identifier whose API dies right after relaying the payer's
+// authorization; the client's retry signs again (a new nonce), as an x402
+// client does, and is answered the first payment.
+func TestProcessKillAfterBroadcastX402(t *testing.T) {
+	requirePostgres(t)
+	e := newProcEnv(t)
+	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=relay")
+	_, apiB := e.Serve("serve-b")
+	e.Worker("worker")
+	e.WaitFirstScan()
+
+	m := e.RegisterMerchant(apiB)
+	id := e.CreateSession(apiB, m, "12.50", testMetadata)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey)
+	e.Pay(payer.Hex(), big.NewInt(20_000_000))
+
+	path := "/checkout/pay/" + id + "/x402"
+	resp, err := http.Get(apiB + path)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("Payment-Required"))
+	require.NoError(t, err)
+	var pr agentpay.X402PaymentRequired
+	require.NoError(t, json.Unmarshal(raw, &pr), string(raw))
+	require.Len(t, pr.Accepts, 1)
+
+	const paymentID = "pay_0f4c3a9e6b2d41d8a7c5e1f2"
+	pay := func(api string) (int, map[string]any, http.Header, error) {
+		req, err := http.NewRequest(http.MethodGet, api+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Payment-Signature", signX402V2(t, key, pr, paymentID))
+		return do(req)
+	}
+
+	_, _, _, err = pay(apiA)
+	require.Error(t, err, "the crashing instance answers nothing")
+	<-crashing.done
+	require.Contains(t, crashing.err.Error(), "killed")
+
+	status, first, h, err := pay(apiB)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%v", first)
+	require.Equal(t, true, first["replayed"], "%v", first)
+	require.Contains(t, []any{"pending", "detected"}, first["status"], "%v", first)
+	require.NotEmpty(t, h.Get("Payment-Response"), "answered as x402 v2")
+
+	e.KeepMining(200 * time.Millisecond)
+	requirePaidSessionEvents(t, e, apiB, m, id)
+	status, again, _, err := pay(apiB)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%v", again)
+	require.Equal(t, "confirmed", again["status"], "%v", again)
+	if first["tx_hash"] != nil && first["tx_hash"] != "" {
+		require.Equal(t, first["tx_hash"], again["tx_hash"])
+	}
+	require.Len(t, e.tokenTransfersFrom(t, payer.Hex()), 1, "one transfer on chain")
+	require.Equal(t, "7500000", e.tokenBalance(t, payer.Hex()).String(), "paid once")
+}
+
+// do makes req and answers its status, JSON body and headers; err when
+// no answer came (the process died).
+func do(req *http.Request) (int, map[string]any, http.Header, error) {
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	var body map[string]any
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &body); err != nil {
+			return 0, nil, nil, fmt.Errorf("%s: %w", raw, err)
+		}
+	}
+	return resp.StatusCode, body, resp.Header, nil
+}
+
+// signX402V2 is the PAYMENT-SIGNATURE an x402 v2 client sends for pr's
+// first requirement under the payment-identifier id: an EIP-3009
+// authorization with a fresh nonce, signed again on every call as the
+// client signs again on every retry.
+func signX402V2(t *testing.T, key *ecdsa.PrivateKey, pr agentpay.X402PaymentRequired, id string) string {
+	t.Helper()
+	req := pr.Accepts[0]
+	chainID, ok := new(big.Int).SetString(strings.TrimPrefix(req.Network, "eip155:"), 10)
+	require.True(t, ok, req.Network)
+	value, ok := new(big.Int).SetString(req.Amount, 10)
+	require.True(t, ok, req.Amount)
+	var nonce [32]byte
+	_, err := rand.Read(nonce[:])
+	require.NoError(t, err)
+	now := time.Now().Unix()
+	validAfter, validBefore := big.NewInt(now-600), big.NewInt(now+int64(req.MaxTimeoutSeconds))
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	domain := crypto.Keccak256(
+		crypto.Keccak256([]byte("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")),
+		crypto.Keccak256([]byte(req.Extra.Name)), crypto.Keccak256([]byte(req.Extra.Version)),
+		math.U256Bytes(chainID), common.LeftPadBytes(common.HexToAddress(req.Asset).Bytes(), 32),
+	)
+	structHash := crypto.Keccak256(
+		crypto.Keccak256([]byte("TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)")),
+		common.LeftPadBytes(from.Bytes(), 32), common.LeftPadBytes(common.HexToAddress(req.PayTo).Bytes(), 32),
+		math.U256Bytes(value), math.U256Bytes(validAfter), math.U256Bytes(validBefore), nonce[:],
+	)
+	sig, err := crypto.Sign(crypto.Keccak256([]byte("\x19\x01"), domain, structHash), key)
+	require.NoError(t, err)
+	sig[64] += 27
+	payload := map[string]any{
+		"x402Version": 2, "resource": pr.Resource, "accepted": req,
+		"payload": map[string]any{
+			"signature": "0x" + common.Bytes2Hex(sig),
+			"authorization": map[string]any{
+				"from": from.Hex(), "to": req.PayTo, "value": req.Amount,
+				"validAfter": validAfter.String(), "validBefore": validBefore.String(),
+				"nonce": "0x" + common.Bytes2Hex(nonce[:]),
+			},
+		},
+		"extensions": map[string]any{"payment-identifier": map[string]any{"info": map[string]any{"required": false, "id": id}}},
+	}
+	raw, err := json.Marshal(payload)
+	require.NoError(t, err)
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// tokenTransfersFrom are the devnet USDC's Transfer logs from address.
+func (e *procEnv) tokenTransfersFrom(t *testing.T, address string) []types.Log {
+	t.Helper()
+	logs, err := e.base.Client().FilterLogs(t.Context(), ethereum.FilterQuery{
+		FromBlock: big.NewInt(0),
+		Addresses: []common.Address{e.base.USDC},
+		Topics: [][]common.Hash{
+			{crypto.Keccak256Hash([]byte("Transfer(address,address,uint256)"))},
+			{common.BytesToHash(common.LeftPadBytes(common.HexToAddress(address).Bytes(), 32))},
+		},
+	})
+	require.NoError(t, err)
+	return logs
+}
+
+// tokenBalance is address's devnet USDC balance in base units.
+func (e *procEnv) tokenBalance(t *testing.T, address string) *big.Int {
+	t.Helper()
+	token, err := usdc.NewUSDC(e.base.USDC, e.base.Client())
+	require.NoError(t, err)
+	bal, err := token.BalanceOf(&bind.CallOpts{Context: t.Context()}, common.HexToAddress(address))
+	require.NoError(t, err)
+	return bal
+}
