@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/internal/httpx"
+	"agentpay/internal/idempotency"
 )
 
 // The ACP 2026-04-17 seller endpoints (acp.go holds the rules): the
@@ -56,8 +58,10 @@ func (s *server) acpFail(w http.ResponseWriter, r *http.Request, err error) {
 		e.Type, e.Code = "processing_error", "processing_error"
 		writeError(w, r, s.logger, areaMerchant, err) // logs it
 		return
-	case status == http.StatusConflict:
-		e.Code = "idempotency_conflict"
+	case errors.Is(err, idempotency.ErrKeyReused):
+		e.Code = "idempotency_conflict" // ACP: 422
+	case errors.Is(err, idempotency.ErrInProgress):
+		e.Code = "idempotency_in_flight" // ACP: 409
 	case status == http.StatusNotFound:
 		e.Code = "not_found"
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
