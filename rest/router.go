@@ -118,6 +118,8 @@ func NewRouter(cfg Config) http.Handler {
 		r.With(s.limitIP(agentpay.RateRequest)).Mount("/pay", s.x402Pages(cfg.Pages))
 	}
 	s.mountX402Facilitator(r)
+	// ACP 2026-04-17 seller facade over checkout sessions (acp.go).
+	s.mountACPRoutes(r)
 	for path, h := range cfg.Mounts {
 		r.Handle(path, h)
 	}

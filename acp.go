@@ -1,0 +1,186 @@
+package agentpay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/shopspring/decimal"
+
+	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/internal/idempotency"
+)
+
+// The Agentic Commerce Protocol (ACP 2026-04-17) seller facade: an ACP
+// checkout session IS an agentpay checkout session (one row, one state
+// machine); this file holds the few rules the facade adds. The line items
+// the agent sent are kept in the session's metadata under ACPMetadataKey,
+// the amount is their sum, and completion pays through the x402 v2 relay
+// (PayX402V2): the crypto payment handler of the open x402 proposal.
+
+// ACPVersion is the ACP version the facade speaks (API-Version header).
+const ACPVersion = "2026-04-17"
+
+// ACPMetadataKey is the session metadata entry holding the ACP line items.
+const ACPMetadataKey = "acp_line_items"
+
+// ACPMaxLineItems bounds a create request.
+const ACPMaxLineItems = 100
+
+// ACPX402HandlerID is the payment handler id the facade offers.
+const ACPX402HandlerID = "agentpay_x402"
+
+// ACPItem is one line item as the agent sends it: unit_amount in US cents.
+type ACPItem struct {
+	ID         string `json:"id"`
+	Name       string `json:"name,omitempty"`
+	UnitAmount int64  `json:"unit_amount"`
+}
+
+// ACPCreate is an ACP create request as the facade reads it.
+type ACPCreate struct {
+	Currency  string
+	LineItems []ACPItem
+}
+
+// acpOperations name the keyed operations (never replayed as each other).
+const (
+	acpCreateOperation   = "acp_create"
+	acpCompleteOperation = "acp_complete"
+	acpCancelOperation   = "acp_cancel"
+)
+
+func acpScope(auth *MerchantAuth) string {
+	return fmt.Sprintf("merchant:%s:%s", auth.Merchant.ID, auth.Mode)
+}
+
+// validate checks the items and answers the session amount in USD.
+func (in ACPCreate) validate() (decimal.Decimal, error) {
+	if !strings.EqualFold(in.Currency, SessionCurrency) {
+		return decimal.Zero, Invalid("currency", "must be usd")
+	}
+	if len(in.LineItems) == 0 || len(in.LineItems) > ACPMaxLineItems {
+		return decimal.Zero, Invalid("line_items", "must hold 1 to %d items", ACPMaxLineItems)
+	}
+	var cents int64
+	for i, it := range in.LineItems {
+		if it.ID == "" || len(it.ID) > 255 || len(it.Name) > 255 {
+			return decimal.Zero, Invalid(fmt.Sprintf("line_items[%d]", i), "needs an id (and a name) of at most 255 characters")
+		}
+		// The caller holds the merchant's secret key: it prices the items.
+		if it.UnitAmount <= 0 || it.UnitAmount > 100_000_000 {
+			return decimal.Zero, Invalid(fmt.Sprintf("line_items[%d].unit_amount", i), "must be a positive amount of cents")
+		}
+		cents += it.UnitAmount
+	}
+	return decimal.New(cents, -SessionAmountDecimals), nil
+}
+
+// CreateACPCheckout creates the session of an ACP checkout under key. A
+// replay answers the session as it is now.
+func (s *Service) CreateACPCheckout(ctx context.Context, auth *MerchantAuth, key string, in ACPCreate) (*ent.CheckoutSession, bool, error) {
+	return s.acpKeyed(ctx, auth, key, acpCreateOperation, in, func(ctx context.Context) (*ent.CheckoutSession, error) {
+		amount, err := in.validate()
+		if err != nil {
+			return nil, err
+		}
+		items := make([]any, len(in.LineItems))
+		for i, it := range in.LineItems {
+			items[i] = map[string]any{"id": it.ID, "name": it.Name, "unit_amount": json.Number(fmt.Sprint(it.UnitAmount))}
+		}
+		created, err := s.CreateSession(ctx, auth, SessionInput{
+			Amount: &amount, Currency: SessionCurrency,
+			Metadata: map[string]any{ACPMetadataKey: items},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return created.Session, nil
+	})
+}
+
+// CancelACPCheckout cancels an ACP checkout under key.
+func (s *Service) CancelACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID string) (*ent.CheckoutSession, bool, error) {
+	return s.acpKeyed(ctx, auth, key, acpCancelOperation, externalID, func(ctx context.Context) (*ent.CheckoutSession, error) {
+		return s.CancelSession(ctx, auth, externalID)
+	})
+}
+
+// CompleteACPCheckout pays an ACP checkout with an x402 v2 payment payload
+// (the PAYMENT-SIGNATURE header's base64 JSON, carried as the credential
+// token), settled by the relay as x402 pays any session.
+func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID, handlerID, token, clientIP string) (*ent.CheckoutSession, bool, error) {
+	canonical := struct{ ID, Handler, Token string }{externalID, handlerID, token}
+	return s.acpKeyed(ctx, auth, key, acpCompleteOperation, canonical, func(ctx context.Context) (*ent.CheckoutSession, error) {
+		if _, err := s.MerchantSession(ctx, auth, externalID); err != nil {
+			return nil, err
+		}
+		if handlerID != ACPX402HandlerID {
+			return nil, Invalid("payment_data.handler_id", "must be %s", ACPX402HandlerID)
+		}
+		p, err := DecodeX402PaymentV2(token)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := s.PayX402V2(ctx, externalID, clientIP, p)
+		if err != nil {
+			return nil, err
+		}
+		return s.MerchantSession(ctx, auth, res.Session.ExternalID)
+	})
+}
+
+// acpKeyed runs op under the merchant's key: a replay reads the session
+// again; the same key with another request is ErrConflict.
+func (s *Service) acpKeyed(ctx context.Context, auth *MerchantAuth, key, operation string, canonical any, op func(context.Context) (*ent.CheckoutSession, error)) (*ent.CheckoutSession, bool, error) {
+	if err := auth.CheckMutate(); err != nil {
+		return nil, false, err
+	}
+	k, err := ParseIdempotencyKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	return idempotency.Do(ctx, s.idem, idempotency.Op[*ent.CheckoutSession]{
+		Request: idempotency.Request{Scope: acpScope(auth), Key: k, Operation: operation, Canonical: canonical},
+		Run: func(ctx context.Context, _ *idempotency.Claim) (*ent.CheckoutSession, error) {
+			return op(ctx)
+		},
+		Keep: func(cs *ent.CheckoutSession) any { return cs.ExternalID },
+		Replay: func(ctx context.Context, kept json.RawMessage) (*ent.CheckoutSession, error) {
+			var id string
+			if err := json.Unmarshal(kept, &id); err != nil {
+				return nil, fmt.Errorf("idempotency key: unreadable acp answer: %w", err)
+			}
+			return s.MerchantSession(ctx, auth, id)
+		},
+	})
+}
+
+// ACPStatus is a session's status in ACP's words.
+func ACPStatus(st checkoutsession.Status) string {
+	switch st {
+	case checkoutsession.StatusPending:
+		return "ready_for_payment"
+	case checkoutsession.StatusDetecting, checkoutsession.StatusConfirming:
+		return "complete_in_progress"
+	case checkoutsession.StatusConfirmed:
+		return "completed"
+	case checkoutsession.StatusCancelled:
+		return "canceled"
+	default:
+		return "expired"
+	}
+}
+
+// ACPLineItems reads the items kept in a session's metadata.
+func ACPLineItems(cs *ent.CheckoutSession) []ACPItem {
+	raw, err := json.Marshal(cs.Metadata[ACPMetadataKey])
+	if err != nil {
+		return nil
+	}
+	var out []ACPItem
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
