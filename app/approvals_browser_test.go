@@ -139,7 +139,13 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 	shown, err := chromedp.Run(ctx, chromedp.Text(`#spending-policies li.spending-policy`))
 	require.NoError(t, err)
-	require.Equal(t, "policy_browser_agent: approval above 1 USD", shown)
+	require.Equal(t, "policy_browser_agent: approval above 1.00 USD", shown)
+	// Opened again, the form shows the saved policy (issue 27 item 6).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(origin+"/app/"),
+		wait(`document.querySelectorAll("#policy-form select[name=agent] option").length === 1`),
+		wait(`(f => f.threshold.value === "1" && f.daily.value === "" && f.perPayment.value === "" && !f.deny.checked)(document.getElementById("policy-form").elements)`),
+	))
 
 	// The agent's send above it appears live; approving uses the passkey.
 	time.Sleep(500 * time.Millisecond) // the subscription is up before the send
@@ -151,7 +157,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 	item, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#spend-approvals li.spend-approval").textContent`))
 	require.NoError(t, err)
-	require.Contains(t, item, "policy_browser_agent wants to send 2 USD to policy_browser_payee (awaiting approval): 2 USD is above the approval threshold of 1 USD")
+	require.Contains(t, item, "policy_browser_agent wants to send 2.00 USD to policy_browser_payee (awaiting approval): 2 USD is above the approval threshold of 1 USD")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(`#spend-approvals li.spend-approval button.approve-spend`),
 		wait(`document.getElementById("approval-result").dataset.status === "approved" || document.getElementById("approval-result").dataset.status === "error"`),

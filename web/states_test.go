@@ -103,6 +103,7 @@ func shoot(t *testing.T, bctx context.Context, url, name, state string, check fu
 			require.Equal(t, state, v.State)
 			require.LessOrEqual(t, v.ScrollWidth, v.InnerWidth, "nothing overflows horizontally at %d px", w.width)
 			require.EqualValues(t, w.width, v.InnerWidth)
+			testenv.CheckAccessibility(t, ctx, "the hosted page "+name+" at "+w.name+" width")
 			check(t, v)
 		})
 	}

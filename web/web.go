@@ -21,7 +21,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -135,11 +134,15 @@ type deposit struct {
 }
 
 type pageData struct {
-	Embed       bool
-	ExternalID  string
-	Merchant    string
-	Website     string
-	BrandColor  string
+	Embed      bool
+	ExternalID string
+	Merchant   string
+	Website    string
+	BrandColor string
+	// BrandText is the text on BrandColor and BrandLink the links' colour
+	// on the card (agentpay.BrandColorsFor: at least 4.5:1 each).
+	BrandText   string
+	BrandLink   string
 	Description string
 	Amount      string
 	Currency    string
@@ -182,8 +185,6 @@ type pageData struct {
 
 // defaultBrand is the page colour of a merchant without brand_color.
 const defaultBrand = "#4f46e5"
-
-var hexColor = regexp.MustCompile(`^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$`)
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	externalID := chi.URLParam(r, "external_id")
@@ -238,9 +239,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		d.Overpaid = true
 		d.Excess = formatAmount(st.AmountPaid.Sub(sess.AmountUsd))
 	}
-	if hexColor.MatchString(m.BrandColor) {
-		d.BrandColor = strings.ToLower(m.BrandColor)
+	brand, err := agentpay.BrandColorsFor(m.BrandColor)
+	if err != nil { // none set
+		brand, _ = agentpay.BrandColorsFor(defaultBrand)
 	}
+	d.BrandColor, d.BrandText, d.BrandLink = brand.Background, brand.Text, brand.Link
 	for _, o := range p.Options {
 		d.Options = append(d.Options, option{Chain: string(o.Chain), Token: o.Token, Label: chainLabel(string(o.Chain))})
 	}

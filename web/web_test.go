@@ -97,7 +97,10 @@ func TestCheckoutPage(t *testing.T) {
 	require.Contains(t, res.header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
 	assertPageHygiene(t, res.body)
 	require.Contains(t, res.body, "Acme Coffee")
-	require.Contains(t, res.body, "--brand: "+brandColor)
+	// The brand colour is too light for white text (3.93:1) and for links
+	// on the white card: black text on it, links in the page's text
+	// colour (agentpay.BrandColorsFor).
+	require.Contains(t, res.body, "--brand: "+brandColor+"; --on-brand: #000000; --brand-link: #111827;")
 	require.Contains(t, res.body, `<span id="amount">12.50</span>`)
 	require.Contains(t, res.body, "USD")
 	require.Contains(t, res.body, "Order #42")
