@@ -207,7 +207,7 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 		require.NoError(t, chromedp.Do(tctx,
 			chromedp.Navigate(origin+"/app/dashboard#sessions"),
 			view("sessions"),
-			chromedp.SetValue(`#new-session-amount`, "1234567.5"),
+			chromedp.SetValue(`#new-session-amount`, "123456.5"),
 			chromedp.SetValue(`#new-session-description`, "A rather long description of what is bought, to wrap"),
 			chromedp.Click(`#new-session`),
 			view("session"),

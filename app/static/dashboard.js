@@ -22,7 +22,7 @@
     session: "query($id: String!) { session(externalId: $id) { externalId status amountUsd currency checkoutUrl } " +
       "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalId chain txHash tokenAmount amountUsd confirmations status } } } " +
       "refunds(externalId: $id) { externalId amountUsd status txHash error createdAt payment { externalId } } " +
-      "webhookEvents(first: 20, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
+      "webhookEvents(first: 10, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
       "deliveries { id url status attemptLog { at statusCode error durationMs } } } } } }",
     redeliver: "mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }",
     merchant: "{ merchant { name webhookUrl settlementType settlementAddress settlementChain brandColor acceptedTokens { chain token } publicKeys { live test } } }",
