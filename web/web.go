@@ -175,12 +175,19 @@ type pageData struct {
 	CancelURL  string
 	Options    []option
 	Deposit    *deposit
-	Prefix     string
-	APIPrefix  string
-	PagePath   string
-	GraphQL    string
+	// Receipt lists the confirmed payments with their transactions.
+	Receipt   []receiptLine
+	Prefix    string
+	APIPrefix string
+	PagePath  string
+	GraphQL   string
 	// Nonce admits the page's one inline <style> (the brand colour).
 	Nonce string
+}
+
+// receiptLine is one confirmed payment on the receipt.
+type receiptLine struct {
+	Amount, Token, Chain, TxHash, TxURL string
 }
 
 // defaultBrand is the page colour of a merchant without brand_color.
@@ -227,6 +234,9 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		PagePath:      h.prefix + "/" + sess.ExternalID,
 		GraphQL:       h.graphql,
 		Nonce:         vault.CSPNonce.New(),
+	}
+	for _, l := range p.Receipt {
+		d.Receipt = append(d.Receipt, receiptLine{Amount: formatAmount(l.Amount), Token: l.Token, Chain: l.Chain, TxHash: l.TxHash, TxURL: safeURL(l.TxURL)})
 	}
 	d.Waiting = d.State == string(checkoutsession.StatusPending) || d.State == string(checkoutsession.StatusDetecting) || d.State == stateUnderpaid
 	if st.Required != nil {
