@@ -51,9 +51,9 @@ type pageView struct {
 	// BodyText is what a person reads on the page (innerText).
 	BodyText string `json:"bodyText"`
 	// TxHash and TxHref are the receipt's first transaction and its link.
-	TxHash string `json:"txHash"`
-	TxHref string `json:"txHref"`
-	Bar         map[string]string `json:"bar"`
+	TxHash string            `json:"txHash"`
+	TxHref string            `json:"txHref"`
+	Bar    map[string]string `json:"bar"`
 }
 
 // readView reads the page: whether each part is displayed (it has a box),
