@@ -115,6 +115,13 @@ type ComplexityRoot struct {
 		Message func(childComplexity int) int
 	}
 
+	ApprovalCheckout struct {
+		Chain            func(childComplexity int) int
+		Description      func(childComplexity int) int
+		MerchantName     func(childComplexity int) int
+		MerchantVerified func(childComplexity int) int
+	}
+
 	Balance struct {
 		AgentID  func(childComplexity int) int
 		Balances func(childComplexity int) int
@@ -723,6 +730,7 @@ type ComplexityRoot struct {
 		AgentUsername func(childComplexity int) int
 		AmountUsd     func(childComplexity int) int
 		ApprovedBy    func(childComplexity int) int
+		Checkout      func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		DecidedAt     func(childComplexity int) int
 		Deciders      func(childComplexity int) int
@@ -1154,6 +1162,7 @@ type SpendApprovalResolver interface {
 	Deciders(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
 	ApprovedBy(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
 	ViewerDecides(ctx context.Context, obj *ent.SpendApproval) (bool, error)
+	Checkout(ctx context.Context, obj *ent.SpendApproval) (*agentpay.ApprovalCheckout, error)
 }
 type SpendingPolicyResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error)
@@ -1407,6 +1416,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ApiKeyPayload.Message(childComplexity), true
+
+	case "ApprovalCheckout.chain":
+		if e.ComplexityRoot.ApprovalCheckout.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.Chain(childComplexity), true
+	case "ApprovalCheckout.description":
+		if e.ComplexityRoot.ApprovalCheckout.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.Description(childComplexity), true
+	case "ApprovalCheckout.merchantName":
+		if e.ComplexityRoot.ApprovalCheckout.MerchantName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.MerchantName(childComplexity), true
+	case "ApprovalCheckout.merchantVerified":
+		if e.ComplexityRoot.ApprovalCheckout.MerchantVerified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.MerchantVerified(childComplexity), true
 
 	case "Balance.agentId":
 		if e.ComplexityRoot.Balance.AgentID == nil {
@@ -4430,6 +4464,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpendApproval.ApprovedBy(childComplexity), true
+	case "SpendApproval.checkout":
+		if e.ComplexityRoot.SpendApproval.Checkout == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Checkout(childComplexity), true
 	case "SpendApproval.createdAt":
 		if e.ComplexityRoot.SpendApproval.CreatedAt == nil {
 			break
@@ -6112,6 +6152,20 @@ func (ec *executionContext) childFields_ApiKeyPayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type ApiKeyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_ApprovalCheckout(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "merchantName":
+		return ec.fieldContext_ApprovalCheckout_merchantName(ctx, field)
+	case "merchantVerified":
+		return ec.fieldContext_ApprovalCheckout_merchantVerified(ctx, field)
+	case "description":
+		return ec.fieldContext_ApprovalCheckout_description(ctx, field)
+	case "chain":
+		return ec.fieldContext_ApprovalCheckout_chain(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalCheckout", field.Name)
+}
+
 func (ec *executionContext) childFields_Balance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "agentId":
@@ -7188,6 +7242,8 @@ func (ec *executionContext) childFields_SpendApproval(ctx context.Context, field
 		return ec.fieldContext_SpendApproval_approvedBy(ctx, field)
 	case "viewerDecides":
 		return ec.fieldContext_SpendApproval_viewerDecides(ctx, field)
+	case "checkout":
+		return ec.fieldContext_SpendApproval_checkout(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SpendApproval", field.Name)
 }
@@ -10010,6 +10066,98 @@ func (ec *executionContext) _ApiKeyPayload_message(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ApiKeyPayload_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ApiKeyPayload", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalCheckout_merchantName(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_merchantName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_merchantName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalCheckout_merchantVerified(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_merchantVerified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantVerified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_merchantVerified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ApprovalCheckout_description(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalCheckout_chain(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
 }
 
 func (ec *executionContext) _Balance_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
@@ -22690,6 +22838,38 @@ func (ec *executionContext) fieldContext_SpendApproval_viewerDecides(_ context.C
 	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "Boolean")
 }
 
+func (ec *executionContext) _SpendApproval_checkout(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_checkout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().Checkout(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *agentpay.ApprovalCheckout) graphql.Marshaler {
+			return ec.marshalOApprovalCheckout2ᚖagentpayᚐApprovalCheckout(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_checkout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SpendApproval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalCheckout(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _SpendApprovalStart_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31083,6 +31263,54 @@ func (ec *executionContext) _ApiKeyPayload(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var approvalCheckoutImplementors = []string{"ApprovalCheckout"}
+
+func (ec *executionContext) _ApprovalCheckout(ctx context.Context, sel ast.SelectionSet, obj *agentpay.ApprovalCheckout) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalCheckoutImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalCheckout")
+		case "merchantName":
+			out.Values[i] = ec._ApprovalCheckout_merchantName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantVerified":
+			out.Values[i] = ec._ApprovalCheckout_merchantVerified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._ApprovalCheckout_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._ApprovalCheckout_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var balanceImplementors = []string{"Balance"}
 
 func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, obj *model.Balance) graphql.Marshaler {
@@ -35040,6 +35268,12 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._SpendApproval_viewerDecides(ctx, field, obj)
+				})
+		case "checkout":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_checkout(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -39401,6 +39635,13 @@ func (ec *executionContext) marshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(c
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOApprovalCheckout2ᚖagentpayᚐApprovalCheckout(ctx context.Context, sel ast.SelectionSet, v *agentpay.ApprovalCheckout) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalCheckout(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBaseUnits2ᚖint64(ctx context.Context, v any) (*int64, error) {

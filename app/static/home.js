@@ -54,7 +54,8 @@
         "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
         "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }"),
       gql("{ viewer { cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd deciders approvedBy viewerDecides } } }"),
-      gql("{ viewer { spendApprovals { id agentUsername operation status amountUsd recipient reason error deciders approvedBy viewerDecides } } }")
+      gql("{ viewer { spendApprovals { id agentUsername operation status amountUsd recipient reason error deciders approvedBy viewerDecides " +
+        "checkout { merchantName merchantVerified description chain } } } }")
     ]).then(function (rs) {
       if (rs[0].errors || rs[1].errors || rs[2].errors) { return; }
       var v = rs[0].data.viewer;
@@ -132,8 +133,16 @@
         item("spending-policies", p.agentUsername + ": " + (parts.join("; ") || "no rules")).className = "spending-policy";
       });
       v.spendApprovals.forEach(function (a) {
-        var li = item("spend-approvals", a.agentUsername + " wants to " + a.operation.replace(/_/g, " ") + " " + money(a.amountUsd, "USD") +
-          " to " + a.recipient + " (" + a.status.replace(/_/g, " ") + "): " + a.reason + (a.error ? " — " + a.error : "") +
+        // A held checkout payment names who is paid and for what; a send,
+        // its recipient.
+        var what = a.checkout
+          ? " wants to pay " + money(a.amountUsd, "USD") + " to " + a.checkout.merchantName +
+            (a.checkout.merchantVerified ? " (verified merchant)" : " (merchant not verified)") +
+            (a.checkout.description ? " for “" + a.checkout.description + "”" : "") +
+            (a.checkout.chain ? " on " + a.checkout.chain : "")
+          : " wants to " + a.operation.replace(/_/g, " ") + " " + money(a.amountUsd, "USD") + " to " + a.recipient;
+        var li = item("spend-approvals", a.agentUsername + what +
+          " (" + a.status.replace(/_/g, " ") + "). Held by the rule: " + a.reason + (a.error ? " — " + a.error : "") +
           "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy));
         li.className = "spend-approval";
         li.dataset.id = a.id;
