@@ -172,12 +172,31 @@ func TestEveryMailLinkOpensAPage(t *testing.T) {
 	require.NoError(t, err)
 	follow("merchant member invitation", "member@example.com", anonymous())
 
+	// A checkout payment of the agent's held by bob's spending policy:
+	// bob is mailed what it pays for.
+	threshold := decimal.RequireFromString("1")
+	_, err = svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: bob}, reg.Agent.Username, agentpay.SpendingPolicyInput{ApprovalThreshold: &threshold})
+	require.NoError(t, err)
+	sess := env.DB.Ent.CheckoutSession.Create().SetMerchantID(mreg.Merchant.ID).SetExternalID("cs_test_" + strings.Repeat("m", 24)).
+		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("2")).SetCurrency("USD").SetDescription("Two mail coffees").
+		SetExpiresAt(time.Now().Add(30 * time.Minute).UTC()).SaveX(ctx)
+	held, _, err := svc.PayCheckout(ctx, reg.Agent, agentpay.PayCheckoutRequest{ExternalID: sess.ExternalID, Chain: "base"})
+	require.NoError(t, err)
+	require.NotNil(t, held.Approval)
+	approvalMail, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(bob.Email)).Order(mailmessage.ByCreatedAt()).All(ctx)
+	require.NoError(t, err)
+	last := approvalMail[len(approvalMail)-1]
+	require.Contains(t, last.Text, "asks you to approve: pay 2.00 USD to Mail Links Shop (merchant verified)")
+	require.Contains(t, last.Text, "What for: Two mail coffees")
+	require.Contains(t, last.Text, "Your spending policy held it: ")
+	follow("spend approval", bob.Email, asBob)
+
 	// Every mail made is one of those followed.
 	all, err := env.DB.Ent.MailMessage.Query().All(ctx)
 	require.NoError(t, err)
 	for _, m := range all {
 		require.True(t, checked[m.ID.String()], "the mail %q was followed", m.Subject)
 	}
-	require.Len(t, kinds, 8)
+	require.Len(t, kinds, 9)
 	t.Logf("links followed per kind: %v", kinds)
 }
