@@ -20,7 +20,7 @@ FUZZ          ?= .
 FUZZFLAGS     ?=
 export CGO_ENABLED ?= 0
 
-.PHONY: run test test-postgres deps generate contracts playground lint bench fuzz
+.PHONY: run test test-postgres deps generate contracts playground lint bench fuzz screenshots
 
 ## run: the whole service on the embedded defaults (SQLite in ./data, five local chains)
 run: deps
@@ -58,6 +58,16 @@ $(AXE)/node_modules/.package-lock.json: $(AXE)/package-lock.json
 generate:
 	$(GO) generate ./ent
 	$(GO) tool gqlgen generate --config gqlgen.yml
+
+## screenshots: refresh docs/images/ (the PNGs docs/humans.md and docs/dashboard.md show) from the browser tests' screenshots at 390 and 1280 px (-screenshots DIR keeps every one)
+SHOTS := $(shell mktemp -d -u /tmp/agentpay-shots.XXXXXX)
+screenshots: deps
+	$(GO) test -count=1 -run 'TestPagesFitAndPassAxe' ./app -screenshots $(SHOTS)
+	$(GO) test -count=1 -run 'TestCheckoutPageStates' ./web -screenshots $(SHOTS)
+	mkdir -p docs/images
+	cd $(SHOTS) && cp app-home-phone.png app-home-desktop.png app-dashboard-sessions-phone.png app-dashboard-session-desktop.png \
+		app-dashboard-confirm-roll-keys-desktop.png confirmed-phone.png confirmed-desktop.png underpaid-phone.png $(CURDIR)/docs/images/
+	rm -rf $(SHOTS)
 
 ## contracts: rebuild the devnet USDC token's ABI, bytecode and Go bindings with solc from npm
 contracts:
