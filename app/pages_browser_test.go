@@ -182,7 +182,13 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 				agentpayUI.money("-5.1", "USDC"), agentpayUI.money("1000.000000", "USDC"), agentpayUI.money("007.5"),
 				agentpayUI.sentence("conflict: session cs_1 is confirmed"), agentpayUI.sentence("to_address: must be an address on base"),
 				agentpayUI.sentence("amount_usd: must be positive"), agentpayUI.sentence("Already a sentence."),
-				agentpayUI.sentence("not found: conflict: no such refund")]`))
+				agentpayUI.sentence("not found: conflict: no such refund"),
+				agentpayUI.device("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36 Edg/124.0"),
+				agentpayUI.device("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"),
+				agentpayUI.device("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Mobile Safari/537.36"),
+				agentpayUI.device("Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0"),
+				agentpayUI.device("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15"),
+				agentpayUI.device(""), agentpayUI.device("curl/8.5.0")]`))
 			require.NoError(t, err)
 			require.Equal(t, []string{
 				"1,234,567.50 USD", "0.123456 USDC", "10.00",
@@ -190,6 +196,8 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 				"Session cs_1 is confirmed.", "The to address must be an address on base.",
 				"The amount (USD) must be positive.", "Already a sentence.",
 				"No such refund.",
+				"Edge on Windows", "Safari on iOS", "Chrome on Android", "Firefox on Linux", "Safari on macOS",
+				"Unknown browser", "curl/8.5.0",
 			}, got)
 		}
 		require.NoError(t, chromedp.Do(tctx,

@@ -78,7 +78,7 @@
       var sessions = document.getElementById("sessions");
       sessions.textContent = "";
       v.sessions.forEach(function (s) {
-        var li = row(sessions, (s.current ? "This browser · " : "") + (s.userAgent || "Unknown browser") +
+        var li = row(sessions, (s.current ? "This browser · " : "") + agentpayUI.device(s.userAgent) +
           " · signed in " + when(s.createdAt) + " · until " + when(s.expiresAt),
           s.current ? "Sign out" : "Revoke", "revoke-session", function () {
             return gql("mutation($id: ID!) { revokeSession(id: $id) }", {id: s.id}).then(function () {

@@ -66,5 +66,25 @@
     return /[.!?]$/.test(s) ? s : s + ".";
   }
 
-  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence};
+  // device names a browser session by its User-Agent as a person knows
+  // it, "Firefox on Windows", never the raw header. Order matters: Edge
+  // and Opera also say Chrome, Chrome also says Safari, Android also says
+  // Linux, iOS also says Mac OS X.
+  function device(ua) {
+    if (!ua) { return "Unknown browser"; }
+    var browsers = [["Edge", /Edg(e|A|iOS)?\//], ["Opera", /OPR\/|Opera/], ["Firefox", /Firefox\/|FxiOS/],
+      ["Chrome", /Chrome\/|CriOS|HeadlessChrome/], ["Safari", /Safari\//]];
+    var systems = [["Android", /Android/], ["iOS", /iPhone|iPad|iPod/], ["Windows", /Windows/],
+      ["macOS", /Mac OS X|Macintosh/], ["ChromeOS", /CrOS/], ["Linux", /Linux/]];
+    var pick = function (list) {
+      for (var i = 0; i < list.length; i++) { if (list[i][1].test(ua)) { return list[i][0]; } }
+      return "";
+    };
+    var b = pick(browsers), sys = pick(systems);
+    // Unrecognised: the header itself (shortened) still tells sessions apart.
+    if (!b && !sys) { return ua.length > 60 ? ua.slice(0, 60) + "…" : ua; }
+    return (b || "A browser") + (sys ? " on " + sys : "");
+  }
+
+  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence, device: device};
 })();
