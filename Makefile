@@ -8,6 +8,7 @@ MCPCLIENT     := testdata/mcpclient
 X402CLIENT    := testdata/x402client
 X402V2CLIENT  := testdata/x402v2client
 MPPCLIENT     := testdata/mppclient
+AXE           := testdata/axe
 CONTRACTS     := chains/devnet/contracts
 TEST_TIMEOUT  ?= 40m
 # FUZZTIME is how long `make fuzz` runs each target: a duration (30s) or a
@@ -19,7 +20,7 @@ FUZZ          ?= .
 FUZZFLAGS     ?=
 export CGO_ENABLED ?= 0
 
-.PHONY: run test test-postgres deps generate contracts playground lint bench fuzz
+.PHONY: run test test-postgres deps generate contracts playground lint bench fuzz screenshots
 
 ## run: the whole service on the embedded defaults (SQLite in ./data, five local chains)
 run: deps
@@ -29,8 +30,8 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, and the MPP client (mppx) the Payment scheme is tested with
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, the MPP client (mppx) the Payment scheme is tested with, and axe-core, the accessibility checker the browser tests inject into every page
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json $(AXE)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
@@ -50,10 +51,23 @@ $(X402V2CLIENT)/node_modules/.package-lock.json: $(X402V2CLIENT)/package-lock.js
 $(MPPCLIENT)/node_modules/.package-lock.json: $(MPPCLIENT)/package-lock.json
 	cd $(MPPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
+$(AXE)/node_modules/.package-lock.json: $(AXE)/package-lock.json
+	cd $(AXE) && npm ci --no-audit --no-fund --loglevel=error
+
 ## generate: ent code, entgql schema and gqlgen code from the schema files
 generate:
 	$(GO) generate ./ent
 	$(GO) tool gqlgen generate --config gqlgen.yml
+
+## screenshots: refresh docs/images/ (the PNGs docs/humans.md and docs/dashboard.md show) from the browser tests' screenshots at 390 and 1280 px (-screenshots DIR keeps every one)
+SHOTS := $(shell mktemp -d -u /tmp/agentpay-shots.XXXXXX)
+screenshots: deps
+	$(GO) test -count=1 -run 'TestPagesFitAndPassAxe' ./app -screenshots $(SHOTS)
+	$(GO) test -count=1 -run 'TestCheckoutPageStates' ./web -screenshots $(SHOTS)
+	mkdir -p docs/images
+	cd $(SHOTS) && cp app-home-phone.png app-home-desktop.png app-dashboard-sessions-phone.png app-dashboard-session-desktop.png \
+		app-dashboard-confirm-roll-keys-desktop.png confirmed-phone.png confirmed-desktop.png underpaid-phone.png $(CURDIR)/docs/images/
+	rm -rf $(SHOTS)
 
 ## contracts: rebuild the devnet USDC token's ABI, bytecode and Go bindings with solc from npm
 contracts:

@@ -392,7 +392,7 @@ func (s *Service) cardReservation(a *ent.Agent, units int64, amount decimal.Deci
 }
 
 func (s *Service) cardRequestMail(u *ent.User, a *ent.Agent, r *ent.CardRequest) Mail {
-	link := s.appURL("/")
+	link := s.appURL("/#cards")
 	amount := usd(USDCAmount(r.Amount))
 	text := fmt.Sprintf("The agent %s asks you to approve a card purchase of %s USD at %s.\n", a.Username, amount, r.MerchantName)
 	if r.Description != "" {

@@ -80,6 +80,8 @@ type CheckoutPage struct {
 	// Open is whether the customer can still choose a chain and pay
 	// (sessionOpen: pending or detecting, and expires_at not come).
 	Open bool
+	// Receipt is the confirmed payments once the session is confirmed.
+	Receipt []ReceiptLine
 }
 
 // CheckoutStatus is the payment status the page polls (spec 2.7).
@@ -196,6 +198,11 @@ func (s *Service) CheckoutPage(ctx context.Context, externalID, publicKey string
 			if d, err := s.depositInstructions(ctx, sess, m, da); err == nil {
 				page.Deposit = d
 			}
+		}
+	}
+	if sess.Status == checkoutsession.StatusConfirmed {
+		if page.Receipt, err = s.receipt(ctx, sess); err != nil {
+			return nil, err
 		}
 	}
 	return page, nil

@@ -212,7 +212,7 @@ func TestPairingLifecycle(t *testing.T) {
 	require.Contains(t, mails[0].Text, a.Username)
 	links := MailLinks(mails[0].Text)
 	require.Len(t, links, 2)
-	require.Equal(t, h.svc.cfg.AppURL+"/pairings", links[0])
+	require.Equal(t, h.svc.cfg.AppURL+"/#pairings", links[0])
 	require.True(t, strings.HasPrefix(links[1], h.svc.cfg.AppURL+"/unsubscribe/uns_"), "mail from agents can be stopped: %s", links[1])
 	require.Equal(t, EventPairingRequested, userEvents[0].Kind)
 	require.Contains(t, string(userEvents[0].Data), a.Username)

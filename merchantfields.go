@@ -180,8 +180,10 @@ func (f *merchantFields) apply(in MerchantInput, register bool, webhookPrivateOK
 	}
 	if in.BrandColor != nil {
 		c := *in.BrandColor
-		if c != "" && !isHexColor(c) {
-			return Invalid("brand_color", "must be a hex color of the form #rrggbb")
+		if c != "" {
+			if _, err := BrandColorsFor(c); err != nil { // brand.go
+				return err
+			}
 		}
 		f.brandColor = strings.ToLower(c)
 	}

@@ -182,7 +182,9 @@ type pairingEventData struct {
 }
 
 func (s *Service) pairingRequestMail(u *ent.User, a *ent.Agent, message string) Mail {
-	link := s.appURL("/pairings")
+	// The home page's pairing requests (a page of its own never existed:
+	// every mail's links are followed by TestEveryMailLinkOpensAPage).
+	link := s.appURL("/#pairings")
 	text := fmt.Sprintf("The agent %s asks to pair with your account %s.\n", a.Username, u.Username)
 	if message != "" {
 		text += fmt.Sprintf("\nIts message: %s\n", message)
@@ -456,7 +458,7 @@ func (s *Service) askConsent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, p *
 }
 
 func (s *Service) consentMail(to *ent.User, a *ent.Agent, newcomer *ent.User) Mail {
-	link := s.appURL("/")
+	link := s.appURL("/#consents")
 	return Mail{
 		To:      to.Email,
 		Subject: fmt.Sprintf("%s asks to pair with your agent %s", newcomer.Username, a.Username),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"slices"
 	"strings"
 	"time"
@@ -149,6 +150,12 @@ func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spe
 			return prior, err
 		}
 	}
+	// What the deciders are mailed names what is bought: read before the
+	// transaction (a held checkout's session and merchant).
+	what, err := s.SpendApprovalCheckout(ctx, &ent.SpendApproval{Operation: operation, Request: string(body)})
+	if err != nil {
+		return nil, err
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	var r *ent.SpendApproval
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -161,7 +168,20 @@ func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spe
 		if r, err = c.Save(ctx); err != nil {
 			return err
 		}
-		return s.recordApprovalEvents(ctx, tx, sqlTx, r, a.Username, EventApprovalRequested)
+		if err := s.recordApprovalEvents(ctx, tx, sqlTx, r, a.Username, EventApprovalRequested); err != nil {
+			return err
+		}
+		// Each decider is mailed: an approval nobody sees expires.
+		deciders, err := tx.User.Query().Where(user.IDIn(policy.HeldBy...)).All(ctx)
+		if err != nil {
+			return err
+		}
+		for _, u := range deciders {
+			if _, err := s.queueMail(ctx, tx, sqlTx, s.spendApprovalMail(u, a, r, what)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if idemKey != nil && ent.IsConstraintError(err) {
 		if prior, perr := s.approvalByKey(ctx, a, operation, *idemKey); prior != nil || perr != nil {
@@ -172,6 +192,36 @@ func (s *Service) holdOperation(ctx context.Context, a *ent.Agent, operation spe
 		return nil, fmt.Errorf("holding operation for approval: %w", err)
 	}
 	return s.approvalView(ctx, r)
+}
+
+// spendApprovalMail asks a decider to approve or deny a held operation:
+// who asks, what for, how much, and the rule that held it.
+func (s *Service) spendApprovalMail(u *ent.User, a *ent.Agent, r *ent.SpendApproval, what *ApprovalCheckout) Mail {
+	link := s.appURL("/#spend-approvals")
+	amount := usd(USDCAmount(r.Amount))
+	ask := fmt.Sprintf("send %s USD to %s", amount, r.Recipient)
+	if what != nil {
+		verified := "not verified"
+		if what.MerchantVerified {
+			verified = "verified"
+		}
+		ask = fmt.Sprintf("pay %s USD to %s (merchant %s)", amount, what.MerchantName, verified)
+	}
+	text := fmt.Sprintf("The agent %s asks you to approve: %s.\n", a.Username, ask)
+	description := ""
+	if what != nil && what.Description != "" {
+		description = what.Description
+		text += fmt.Sprintf("\nWhat for: %s\n", description)
+	}
+	until := r.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
+	text += fmt.Sprintf("\nYour spending policy held it: %s.\n\nApprove or deny it before %s: %s\n\nIf you do nothing, it expires and nothing is spent.\n", r.Reason, until, link)
+	return Mail{
+		To:      u.Email,
+		Subject: fmt.Sprintf("%s asks you to approve a payment of %s USD", a.Username, amount),
+		Text:    text,
+		HTML: fmt.Sprintf(`<p>The agent <b>%s</b> asks you to approve: %s.</p>%s<p>Your spending policy held it: %s.</p><p><a href="%s">Approve or deny it</a> before %s.</p><p>If you do nothing, it expires and nothing is spent.</p>`,
+			html.EscapeString(a.Username), html.EscapeString(ask), quoteHTML(description), html.EscapeString(r.Reason), html.EscapeString(link), until),
+	}
 }
 
 func truncate(s string, n int) string {

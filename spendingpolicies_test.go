@@ -418,13 +418,19 @@ func TestSpendApprovalCheckoutPayment(t *testing.T) {
 	require.ErrorIs(t, err, ErrForbidden)
 	require.Contains(t, err.Error(), "per-payment cap of 5 USD")
 
-	sess := e.session(t, "2.5", false)
+	sess := e.db.Ent.CheckoutSession.UpdateOne(e.session(t, "2.5", false)).SetDescription("a held order").SaveX(ctx)
 	key := "order-held"
 	held, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})
 	require.NoError(t, err)
 	require.False(t, replayed)
 	require.Equal(t, "awaiting_approval", held.Status)
 	require.Equal(t, sess.ExternalID, held.Approval.Approval.Recipient)
+	// The human deciding sees who is paid and for what, not a session id.
+	what, err := e.svc.SpendApprovalCheckout(ctx, held.Approval.Approval)
+	require.NoError(t, err)
+	require.Equal(t, &ApprovalCheckout{MerchantName: e.merchant.Name, MerchantVerified: e.merchant.EmailVerifiedAt != nil,
+		Description: "a held order", Chain: ""}, what)
+	require.NotEmpty(t, what.MerchantName)
 	require.Zero(t, e.db.Ent.Transfer.Query().CountX(ctx))
 	require.Equal(t, sess.Status, e.reloadSession(t, sess).Status, "the session is untouched")
 	again, replayed, err := payCheckoutKeyed(e.svc, ctx, a, &key, PayCheckoutRequest{ExternalID: sess.ExternalID})

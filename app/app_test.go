@@ -362,3 +362,16 @@ func TestConfirmMerchantEmailPage(t *testing.T) {
 	resp, _ = post(t, b, a.srv.URL+path, url.Values{"form_token": {token}})
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "used once")
 }
+
+// TestFavicon: every page names the app's icon, which is served (a
+// browser asks /favicon.ico otherwise, a 404 in every log).
+func TestFavicon(t *testing.T) {
+	a := newAppEnv(t)
+	b := a.browser(t)
+	_, body := get(t, b, a.srv.URL+"/app/signin")
+	require.Contains(t, body, `<link rel="icon" href="/app/assets/favicon.svg" type="image/svg+xml">`)
+	resp, svg := get(t, b, a.srv.URL+"/app/assets/favicon.svg")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "image/svg+xml", resp.Header.Get("Content-Type"))
+	require.Contains(t, svg, "<svg")
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,7 +140,13 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 	shown, err := chromedp.Run(ctx, chromedp.Text(`#spending-policies li.spending-policy`))
 	require.NoError(t, err)
-	require.Equal(t, "policy_browser_agent: approval above 1 USD", shown)
+	require.Equal(t, "policy_browser_agent: approval above 1.00 USD", shown)
+	// Opened again, the form shows the saved policy (issue 27 item 6).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(origin+"/app/"),
+		wait(`document.querySelectorAll("#policy-form select[name=agent] option").length === 1`),
+		wait(`(f => f.threshold.value === "1" && f.daily.value === "" && f.perPayment.value === "" && !f.deny.checked)(document.getElementById("policy-form").elements)`),
+	))
 
 	// The agent's send above it appears live; approving uses the passkey.
 	time.Sleep(500 * time.Millisecond) // the subscription is up before the send
@@ -151,7 +158,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 	item, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#spend-approvals li.spend-approval").textContent`))
 	require.NoError(t, err)
-	require.Contains(t, item, "policy_browser_agent wants to send 2 USD to policy_browser_payee (awaiting approval): 2 USD is above the approval threshold of 1 USD")
+	require.Contains(t, item, "policy_browser_agent wants to send 2.00 USD to policy_browser_payee (awaiting approval). Held by the rule: 2 USD is above the approval threshold of 1 USD")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(`#spend-approvals li.spend-approval button.approve-spend`),
 		wait(`document.getElementById("approval-result").dataset.status === "approved" || document.getElementById("approval-result").dataset.status === "error"`),
@@ -183,6 +190,28 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	bal, err = env.Ledger(chains.Base).Balance(bg, baseWallet(payee))
 	require.NoError(t, err)
 	require.EqualValues(t, 1_998_000, bal.Int64())
+
+	// A held checkout payment says who is paid and for what, not a
+	// session id.
+	shopName, shopEmail := "Browser Coffee Shop", "shop@browser.test"
+	shop, err := svc.RegisterMerchant(bg, agentpay.MerchantInput{Name: &shopName, Email: &shopEmail})
+	require.NoError(t, err)
+	sess := env.DB.Ent.CheckoutSession.Create().SetMerchantID(shop.Merchant.ID).SetExternalID("cs_test_" + strings.Repeat("b", 24)).
+		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("2")).SetCurrency("USD").SetDescription("Two flat whites").
+		SetExpiresAt(time.Now().Add(30 * time.Minute).UTC()).SaveX(bg)
+	checkoutHeld, _, err := svc.PayCheckout(bg, ag, agentpay.PayCheckoutRequest{ExternalID: sess.ExternalID, Chain: "base"})
+	require.NoError(t, err)
+	require.NotNil(t, checkoutHeld.Approval)
+	csel := `#spend-approvals li.spend-approval[data-id="` + checkoutHeld.Approval.Approval.ID.String() + `"]`
+	require.NoError(t, chromedp.Do(ctx, wait(`document.querySelector('`+csel+`') !== null`)))
+	checkoutItem, err := chromedp.Run(ctx, chromedp.Text(csel))
+	require.NoError(t, err)
+	require.Contains(t, checkoutItem, "policy_browser_agent wants to pay 2.00 USD to Browser Coffee Shop (merchant not verified) for “Two flat whites” on base (awaiting approval). Held by the rule: 2 USD is above the approval threshold of 1 USD")
+	require.NotContains(t, checkoutItem, sess.ExternalID)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(csel+` button.deny-spend`),
+		wait(`document.getElementById("approval-result").dataset.status === "denied"`),
+	))
 
 	// A second human asks to join the agent: the page asks for consent,
 	// live, and allowing it pairs them.

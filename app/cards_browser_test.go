@@ -125,7 +125,7 @@ func TestCardApprovalInBrowser(t *testing.T) {
 	))
 	item, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#card-requests li.card-request").textContent`))
 	require.NoError(t, err)
-	require.Contains(t, item, "card_browser_agent asks to pay 4 USD at Acme Books: a book on payments")
+	require.Contains(t, item, "card_browser_agent asks to pay 4.00 USD at Acme Books: a book on payments")
 
 	// Approve: the virtual authenticator signs the assertion.
 	require.NoError(t, chromedp.Do(ctx,
@@ -168,6 +168,6 @@ func TestCardApprovalInBrowser(t *testing.T) {
 	item, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#card-requests li.card-request").textContent`))
 	require.NoError(t, err)
 	require.Contains(t, item, "card ending "+second.Request.CardLast4)
-	require.Contains(t, item, "charged 2.5 USD")
+	require.Contains(t, item, "charged 2.50 USD")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
 }

@@ -213,6 +213,8 @@ func TestPasskeysInBrowser(t *testing.T) {
 	// answers it), begun for this passkey.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(`#passkeys li button.delete-passkey`),
+		wait(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("You can no longer sign in or approve payments with it")`),
+		chromedp.Click(`#confirm-ok`),
 		wait(`document.querySelectorAll("#passkeys li").length === 0`),
 	))
 	stored, err = a.svc.UserPasskeys(context.Background(), u)

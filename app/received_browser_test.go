@@ -63,5 +63,5 @@ func TestReceivedListPastOnePage(t *testing.T) {
 	))
 	top, err := chromedp.Run(tctx, chromedp.Evaluate[string](first))
 	require.NoError(t, err)
-	require.Equal(t, "230 USDC from bot on base", top, "the newest first")
+	require.Equal(t, "230.00 USDC from bot on base", top, "the newest first")
 }

@@ -74,18 +74,33 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 		chromedp.Navigate(link),
 		chromedp.Click(`#continue`),
 		chromedp.WaitVisible(`#withdraw-form`),
-		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "10"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "10.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		// Its own wallet: refused with the detail, nothing moves.
 		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, own),
 		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
 		chromedp.Click(`#withdraw-form button[type=submit]`),
+		// Asked first, saying what happens; going back does nothing.
+		chromedp.WaitVisible(`#confirm-dialog`),
+	))
+	said, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("confirm-dialog").textContent`))
+	require.NoError(t, err)
+	require.Contains(t, said, "This sends 4.00 USDC (less the 0.1% fee) from your agentpay balance to "+own+" on base.")
+	require.Contains(t, said, "cannot be recovered")
+	require.NoError(t, chromedp.Do(tctx, chromedp.Click(`#confirm-cancel`)))
+	require.Contains(t, waitResult("cancelled"), "Nothing was withdrawn.")
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Click(`#withdraw-form button[type=submit]`),
+		chromedp.WaitVisible(`#confirm-ok`),
+		chromedp.Click(`#confirm-ok`),
 	))
 	require.Contains(t, waitResult("error"), "your own base wallet")
 
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.SetValue(`#withdraw-form input[name=address]`, to),
 		chromedp.Click(`#withdraw-form button[type=submit]`),
+		chromedp.WaitVisible(`#confirm-ok`),
+		chromedp.Click(`#confirm-ok`),
 	))
 	require.Contains(t, waitResult("confirming"), "We e-mailed a confirmation link to wd@example.com")
 	n, err := env.DB.Ent.Transfer.Query().Count(ctx)
@@ -115,12 +130,12 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	require.Contains(t, res, "completed: 0x")
 	require.Contains(t, res, "3.996 USDC delivered")
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6"`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.WaitVisible(`#withdrawals li.withdrawal[data-status=completed]`),
 	))
 	item, err := chromedp.Run(tctx, chromedp.Text(`#withdrawals li.withdrawal`))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(item, "4 USDC to "+to+" on base: completed"), item)
+	require.True(t, strings.HasPrefix(item, "4.00 USDC to "+to+" on base: completed"), item)
 
 	bal, err := env.Ledger(chains.Base).Balance(ctx, to)
 	require.NoError(t, err)

@@ -258,6 +258,8 @@ func complexity() ComplexityRoot {
 	// the agent's humans, whom a newcomer joins only with one's consent.
 	c.SpendApproval.Deciders = listOf(fixedList)
 	c.SpendApproval.ApprovedBy = listOf(fixedList)
+	// The held checkout: its session and merchant read per approval.
+	c.SpendApproval.Checkout = reads
 	c.ViewerCardRequest.Deciders = listOf(fixedList)
 	c.ViewerCardRequest.ApprovedBy = listOf(fixedList)
 

@@ -3,6 +3,7 @@
 package graph
 
 import (
+	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/agent"
 	"agentpay/ent/cardrequest"
@@ -114,6 +115,13 @@ type ComplexityRoot struct {
 		Message func(childComplexity int) int
 	}
 
+	ApprovalCheckout struct {
+		Chain            func(childComplexity int) int
+		Description      func(childComplexity int) int
+		MerchantName     func(childComplexity int) int
+		MerchantVerified func(childComplexity int) int
+	}
+
 	Balance struct {
 		AgentID  func(childComplexity int) int
 		Balances func(childComplexity int) int
@@ -158,6 +166,13 @@ type ComplexityRoot struct {
 		ID       func(childComplexity int) int
 		InFlight func(childComplexity int) int
 		Kind     func(childComplexity int) int
+	}
+
+	BrandColors struct {
+		Background func(childComplexity int) int
+		Contrast   func(childComplexity int) int
+		Link       func(childComplexity int) int
+		Text       func(childComplexity int) int
 	}
 
 	CardApproval struct {
@@ -587,6 +602,7 @@ type ComplexityRoot struct {
 		Agent           func(childComplexity int, id uuid.UUID) int
 		AgentByUsername func(childComplexity int, username string) int
 		Books           func(childComplexity int) int
+		BrandColors     func(childComplexity int, color string) int
 		Chains          func(childComplexity int) int
 		CheckUsername   func(childComplexity int, username string) int
 		Leaderboard     func(childComplexity int, sortBy *model.LeaderboardSort, limit *int) int
@@ -715,6 +731,7 @@ type ComplexityRoot struct {
 		AgentUsername func(childComplexity int) int
 		AmountUsd     func(childComplexity int) int
 		ApprovedBy    func(childComplexity int) int
+		Checkout      func(childComplexity int) int
 		CreatedAt     func(childComplexity int) int
 		DecidedAt     func(childComplexity int) int
 		Deciders      func(childComplexity int) int
@@ -1124,6 +1141,7 @@ type QueryResolver interface {
 	Stats(ctx context.Context) (*model.Stats, error)
 	Treasury(ctx context.Context) (*model.TreasuryInfo, error)
 	Me(ctx context.Context) (*model.Me, error)
+	BrandColors(ctx context.Context, color string) (*agentpay.BrandColors, error)
 	Chains(ctx context.Context) ([]*model.Chain, error)
 	Viewer(ctx context.Context) (*model.Viewer, error)
 	PaymentVolume(ctx context.Context, from time.Time, to time.Time) ([]*model.PaymentVolume, error)
@@ -1145,6 +1163,7 @@ type SpendApprovalResolver interface {
 	Deciders(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
 	ApprovedBy(ctx context.Context, obj *ent.SpendApproval) ([]string, error)
 	ViewerDecides(ctx context.Context, obj *ent.SpendApproval) (bool, error)
+	Checkout(ctx context.Context, obj *ent.SpendApproval) (*agentpay.ApprovalCheckout, error)
 }
 type SpendingPolicyResolver interface {
 	AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error)
@@ -1399,6 +1418,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ApiKeyPayload.Message(childComplexity), true
 
+	case "ApprovalCheckout.chain":
+		if e.ComplexityRoot.ApprovalCheckout.Chain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.Chain(childComplexity), true
+	case "ApprovalCheckout.description":
+		if e.ComplexityRoot.ApprovalCheckout.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.Description(childComplexity), true
+	case "ApprovalCheckout.merchantName":
+		if e.ComplexityRoot.ApprovalCheckout.MerchantName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.MerchantName(childComplexity), true
+	case "ApprovalCheckout.merchantVerified":
+		if e.ComplexityRoot.ApprovalCheckout.MerchantVerified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalCheckout.MerchantVerified(childComplexity), true
+
 	case "Balance.agentId":
 		if e.ComplexityRoot.Balance.AgentID == nil {
 			break
@@ -1572,6 +1616,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.BooksRecord.Kind(childComplexity), true
+
+	case "BrandColors.background":
+		if e.ComplexityRoot.BrandColors.Background == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BrandColors.Background(childComplexity), true
+	case "BrandColors.contrast":
+		if e.ComplexityRoot.BrandColors.Contrast == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BrandColors.Contrast(childComplexity), true
+	case "BrandColors.link":
+		if e.ComplexityRoot.BrandColors.Link == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BrandColors.Link(childComplexity), true
+	case "BrandColors.text":
+		if e.ComplexityRoot.BrandColors.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BrandColors.Text(childComplexity), true
 
 	case "CardApproval.ceremonyId":
 		if e.ComplexityRoot.CardApproval.CeremonyID == nil {
@@ -3754,6 +3823,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Books(childComplexity), true
+	case "Query.brandColors":
+		if e.ComplexityRoot.Query.BrandColors == nil {
+			break
+		}
+
+		args, err := ec.field_Query_brandColors_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.BrandColors(childComplexity, args["color"].(string)), true
 	case "Query.chains":
 		if e.ComplexityRoot.Query.Chains == nil {
 			break
@@ -4391,6 +4471,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SpendApproval.ApprovedBy(childComplexity), true
+	case "SpendApproval.checkout":
+		if e.ComplexityRoot.SpendApproval.Checkout == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SpendApproval.Checkout(childComplexity), true
 	case "SpendApproval.createdAt":
 		if e.ComplexityRoot.SpendApproval.CreatedAt == nil {
 			break
@@ -5952,7 +6038,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
+//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "brand.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -5967,6 +6053,7 @@ var sources = []*ast.Source{
 	{Name: "admin.graphql", Input: sourceData("admin.graphql"), BuiltIn: false},
 	{Name: "agentcheckout.graphql", Input: sourceData("agentcheckout.graphql"), BuiltIn: false},
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
+	{Name: "brand.graphql", Input: sourceData("brand.graphql"), BuiltIn: false},
 	{Name: "cards.graphql", Input: sourceData("cards.graphql"), BuiltIn: false},
 	{Name: "chains.graphql", Input: sourceData("chains.graphql"), BuiltIn: false},
 	{Name: "dashboard.graphql", Input: sourceData("dashboard.graphql"), BuiltIn: false},
@@ -6072,6 +6159,20 @@ func (ec *executionContext) childFields_ApiKeyPayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type ApiKeyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_ApprovalCheckout(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "merchantName":
+		return ec.fieldContext_ApprovalCheckout_merchantName(ctx, field)
+	case "merchantVerified":
+		return ec.fieldContext_ApprovalCheckout_merchantVerified(ctx, field)
+	case "description":
+		return ec.fieldContext_ApprovalCheckout_description(ctx, field)
+	case "chain":
+		return ec.fieldContext_ApprovalCheckout_chain(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalCheckout", field.Name)
+}
+
 func (ec *executionContext) childFields_Balance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "agentId":
@@ -6162,6 +6263,20 @@ func (ec *executionContext) childFields_BooksRecord(ctx context.Context, field g
 		return ec.fieldContext_BooksRecord_inFlight(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type BooksRecord", field.Name)
+}
+
+func (ec *executionContext) childFields_BrandColors(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "background":
+		return ec.fieldContext_BrandColors_background(ctx, field)
+	case "text":
+		return ec.fieldContext_BrandColors_text(ctx, field)
+	case "contrast":
+		return ec.fieldContext_BrandColors_contrast(ctx, field)
+	case "link":
+		return ec.fieldContext_BrandColors_link(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BrandColors", field.Name)
 }
 
 func (ec *executionContext) childFields_CardApproval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7136,6 +7251,8 @@ func (ec *executionContext) childFields_SpendApproval(ctx context.Context, field
 		return ec.fieldContext_SpendApproval_approvedBy(ctx, field)
 	case "viewerDecides":
 		return ec.fieldContext_SpendApproval_viewerDecides(ctx, field)
+	case "checkout":
+		return ec.fieldContext_SpendApproval_checkout(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SpendApproval", field.Name)
 }
@@ -8720,6 +8837,20 @@ func (ec *executionContext) field_Query_agent_args(ctx context.Context, rawArgs 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_brandColors_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "color",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["color"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_checkUsername_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -9946,6 +10077,98 @@ func (ec *executionContext) fieldContext_ApiKeyPayload_message(_ context.Context
 	return graphql.NewScalarFieldContext("ApiKeyPayload", field, false, false, "String")
 }
 
+func (ec *executionContext) _ApprovalCheckout_merchantName(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_merchantName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_merchantName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalCheckout_merchantVerified(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_merchantVerified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MerchantVerified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_merchantVerified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ApprovalCheckout_description(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalCheckout_chain(ctx context.Context, field graphql.CollectedField, obj *agentpay.ApprovalCheckout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalCheckout_chain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Chain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalCheckout_chain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalCheckout", field, false, false, "String")
+}
+
 func (ec *executionContext) _Balance_agentId(ctx context.Context, field graphql.CollectedField, obj *model.Balance) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10642,6 +10865,98 @@ func (ec *executionContext) _BooksRecord_inFlight(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_BooksRecord_inFlight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("BooksRecord", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _BrandColors_background(ctx context.Context, field graphql.CollectedField, obj *agentpay.BrandColors) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BrandColors_background(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Background, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BrandColors_background(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BrandColors", field, false, false, "String")
+}
+
+func (ec *executionContext) _BrandColors_text(ctx context.Context, field graphql.CollectedField, obj *agentpay.BrandColors) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BrandColors_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BrandColors_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BrandColors", field, false, false, "String")
+}
+
+func (ec *executionContext) _BrandColors_contrast(ctx context.Context, field graphql.CollectedField, obj *agentpay.BrandColors) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BrandColors_contrast(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Contrast, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BrandColors_contrast(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BrandColors", field, false, false, "Float")
+}
+
+func (ec *executionContext) _BrandColors_link(ctx context.Context, field graphql.CollectedField, obj *agentpay.BrandColors) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BrandColors_link(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Link, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BrandColors_link(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BrandColors", field, false, false, "String")
 }
 
 func (ec *executionContext) _CardApproval_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.CardApproval) (ret graphql.Marshaler) {
@@ -19828,6 +20143,50 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_brandColors(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_brandColors(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().BrandColors(ctx, fc.Args["color"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *agentpay.BrandColors) graphql.Marshaler {
+			return ec.marshalNBrandColors2ᚖagentpayᚐBrandColors(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_brandColors(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BrandColors(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_brandColors_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_chains(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -22509,6 +22868,38 @@ func (ec *executionContext) _SpendApproval_viewerDecides(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_SpendApproval_viewerDecides(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SpendApproval", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _SpendApproval_checkout(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SpendApproval_checkout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.SpendApproval().Checkout(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *agentpay.ApprovalCheckout) graphql.Marshaler {
+			return ec.marshalOApprovalCheckout2ᚖagentpayᚐApprovalCheckout(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SpendApproval_checkout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SpendApproval",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalCheckout(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _SpendApprovalStart_ceremonyId(ctx context.Context, field graphql.CollectedField, obj *model.SpendApprovalStart) (ret graphql.Marshaler) {
@@ -30904,6 +31295,54 @@ func (ec *executionContext) _ApiKeyPayload(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var approvalCheckoutImplementors = []string{"ApprovalCheckout"}
+
+func (ec *executionContext) _ApprovalCheckout(ctx context.Context, sel ast.SelectionSet, obj *agentpay.ApprovalCheckout) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalCheckoutImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalCheckout")
+		case "merchantName":
+			out.Values[i] = ec._ApprovalCheckout_merchantName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "merchantVerified":
+			out.Values[i] = ec._ApprovalCheckout_merchantVerified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._ApprovalCheckout_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "chain":
+			out.Values[i] = ec._ApprovalCheckout_chain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var balanceImplementors = []string{"Balance"}
 
 func (ec *executionContext) _Balance(ctx context.Context, sel ast.SelectionSet, obj *model.Balance) graphql.Marshaler {
@@ -31192,6 +31631,54 @@ func (ec *executionContext) _BooksRecord(ctx context.Context, sel ast.SelectionS
 			}
 		case "inFlight":
 			out.Values[i] = ec._BooksRecord_inFlight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var brandColorsImplementors = []string{"BrandColors"}
+
+func (ec *executionContext) _BrandColors(ctx context.Context, sel ast.SelectionSet, obj *agentpay.BrandColors) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, brandColorsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BrandColors")
+		case "background":
+			out.Values[i] = ec._BrandColors_background(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._BrandColors_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "contrast":
+			out.Values[i] = ec._BrandColors_contrast(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "link":
+			out.Values[i] = ec._BrandColors_link(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -33974,6 +34461,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_me(ctx, field)
 				})
+		case "brandColors":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_brandColors(ctx, field)
+				})
 		case "chains":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -34812,6 +35305,12 @@ func (ec *executionContext) _SpendApproval(ctx context.Context, sel ast.Selectio
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._SpendApproval_viewerDecides(ctx, field, obj)
+				})
+		case "checkout":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._SpendApproval_checkout(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -37404,6 +37903,14 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNBrandColors2ᚖagentpayᚐBrandColors(ctx context.Context, sel ast.SelectionSet, v *agentpay.BrandColors) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BrandColors!")
+		return graphql.Null
+	}
+	return ec._BrandColors(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNCardApproval2ᚖagentpayᚋgraphᚋmodelᚐCardApproval(ctx context.Context, sel ast.SelectionSet, v *model.CardApproval) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "CardApproval!")
@@ -37643,6 +38150,20 @@ func (ec *executionContext) marshalNEndpoint2ᚖagentpayᚋgraphᚋmodelᚐEndpo
 		return graphql.Null
 	}
 	return ec._Endpoint(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
+	}
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalNGasByPurpose2ᚕᚖagentpayᚋgraphᚋmodelᚐGasByPurposeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.GasByPurpose) graphql.Marshaler {
@@ -39151,6 +39672,13 @@ func (ec *executionContext) marshalOAgentTier2ᚖagentpayᚋentᚋagentᚐTier(c
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalOApprovalCheckout2ᚖagentpayᚐApprovalCheckout(ctx context.Context, sel ast.SelectionSet, v *agentpay.ApprovalCheckout) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalCheckout(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBaseUnits2ᚖint64(ctx context.Context, v any) (*int64, error) {

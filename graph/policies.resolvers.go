@@ -129,6 +129,11 @@ func (r *spendApprovalResolver) ViewerDecides(ctx context.Context, obj *ent.Spen
 	return agentpay.AwaitsDecisionOf(obj, v.User.ID), nil
 }
 
+// Checkout is the resolver for the checkout field.
+func (r *spendApprovalResolver) Checkout(ctx context.Context, obj *ent.SpendApproval) (*agentpay.ApprovalCheckout, error) {
+	return r.cfg.Service.SpendApprovalCheckout(ctx, obj)
+}
+
 // AgentUsername is the resolver for the agentUsername field.
 func (r *spendingPolicyResolver) AgentUsername(ctx context.Context, obj *ent.SpendingPolicy) (string, error) {
 	name, _, err := r.cfg.Service.AgentNameAndTier(ctx, obj.AgentID)

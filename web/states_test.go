@@ -48,7 +48,12 @@ type pageView struct {
 	Visible     map[string]bool   `json:"visible"`
 	Text        map[string]string `json:"text"`
 	Message     string            `json:"message"`
-	Bar         map[string]string `json:"bar"`
+	// BodyText is what a person reads on the page (innerText).
+	BodyText string `json:"bodyText"`
+	// TxHash and TxHref are the receipt's first transaction and its link.
+	TxHash string            `json:"txHash"`
+	TxHref string            `json:"txHref"`
+	Bar    map[string]string `json:"bar"`
 }
 
 // readView reads the page: whether each part is displayed (it has a box),
@@ -57,7 +62,7 @@ const readView = `(() => {
 	const c = document.getElementById("checkout");
 	const ids = ["choose", "pay", "qr", "wallet-link", "change-chain", "address", "expiry", "underpaid",
 		"send-full", "send-rest", "progress", "done", "returning", "ended", "ended-expired", "ended-cancelled",
-		"ended-paid", "return", "overpaid", "cancel", "rest-hint"];
+		"ended-paid", "return", "overpaid", "cancel", "rest-hint", "receipt"];
 	const visible = {}, text = {};
 	for (const id of ids) {
 		const e = document.getElementById(id);
@@ -68,7 +73,9 @@ const readView = `(() => {
 	return {
 		state: c.dataset.state, status: c.dataset.status,
 		scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
-		visible, text, message: document.getElementById("status-message").textContent,
+		visible, text, message: document.getElementById("status-message").textContent, bodyText: document.body.innerText,
+		txHash: (document.querySelector("#receipt .tx") || {}).textContent || "",
+		txHref: (document.querySelector("#receipt a") || {}).href || "",
 		bar: { max: bar.getAttribute("max") || "", value: bar.hasAttribute("value") ? String(bar.value) : "" },
 	};
 })()`
@@ -103,8 +110,29 @@ func shoot(t *testing.T, bctx context.Context, url, name, state string, check fu
 			require.Equal(t, state, v.State)
 			require.LessOrEqual(t, v.ScrollWidth, v.InnerWidth, "nothing overflows horizontally at %d px", w.width)
 			require.EqualValues(t, w.width, v.InnerWidth)
+			testenv.CheckAccessibility(t, ctx, "the hosted page "+name+" at "+w.name+" width")
 			check(t, v)
 		})
+	}
+}
+
+// assertReceipt: a confirmed page lists the payment, 15.25 USDC on Base,
+// with its transaction linked to the explorer of the session's mode.
+func assertReceipt(t *testing.T, v pageView, st *agentpay.CheckoutStatus) {
+	t.Helper()
+	require.True(t, v.Visible["receipt"], "the receipt shows")
+	require.Contains(t, v.Text["receipt"], "Receipt 15.25 USDC on Base: view the transaction")
+	require.Regexp(t, `^0x[0-9a-f]{64}$`, v.TxHash)
+	require.Equal(t, agentpay.TransactionURL(agentpay.ModeTest, st.Chain, v.TxHash), v.TxHref)
+	require.Equal(t, "https://sepolia.basescan.org/tx/"+v.TxHash, v.TxHref)
+}
+
+// assertNoStatusWords: a person reads sentences, never the API's status
+// names (detecting, confirming, ...).
+func assertNoStatusWords(t *testing.T, v pageView) {
+	t.Helper()
+	for _, w := range []string{"Status:", "pending", "detecting", "underpaid", "confirming"} {
+		require.NotContains(t, v.BodyText, w)
 	}
 }
 
@@ -223,6 +251,7 @@ func TestCheckoutPageStates(t *testing.T) {
 		require.Equal(t, "Send the remaining 7.50 USDC to the same address", v.Text["send-rest"])
 		require.Equal(t, underAddr.Hex(), v.Text["address"])
 		require.Equal(t, "Received 5.00 USDC; 7.50 USDC still due.", v.Message)
+		assertNoStatusWords(t, v)
 		assertGone(t, v, "qr", "wallet-link", "send-full", "choose", "change-chain", "overpaid", "progress", "done", "ended")
 	})
 
@@ -271,6 +300,12 @@ func TestCheckoutPageStates(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.Visible["done"] && v.Visible["overpaid"])
 	assertGone(t, v, append(paymentParts, "progress", "underpaid", "ended")...)
+	// The receipt arrives live too: the transaction, linked to the chain's
+	// explorer.
+	require.NoError(t, chromedp.Do(live, waitCheckout(`!!document.querySelector("#receipt .tx")`)), "the receipt is loaded live")
+	v, err = chromedp.Run(live, chromedp.Evaluate[pageView](readView))
+	require.NoError(t, err)
+	assertReceipt(t, v, st)
 	body = firstPaint(overpaid)
 	require.Contains(t, body, `data-state="confirmed"`)
 	require.False(t, hidden(t, body, "done"))
@@ -281,6 +316,8 @@ func TestCheckoutPageStates(t *testing.T) {
 		require.True(t, v.Visible["done"])
 		require.Contains(t, v.Text["done"], "Payment confirmed")
 		require.Contains(t, v.Text["done"], "Acme Coffee has received your payment of 12.50 USD.")
+		assertReceipt(t, v, st)
+		assertNoStatusWords(t, v)
 		require.Equal(t, "You sent 2.75 USDC more than the amount. Acme Coffee will handle the excess.", v.Text["overpaid"])
 		assertGone(t, v, append(paymentParts, "progress", "underpaid", "ended", "returning")...)
 	})

@@ -21,7 +21,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -135,11 +134,15 @@ type deposit struct {
 }
 
 type pageData struct {
-	Embed       bool
-	ExternalID  string
-	Merchant    string
-	Website     string
-	BrandColor  string
+	Embed      bool
+	ExternalID string
+	Merchant   string
+	Website    string
+	BrandColor string
+	// BrandText is the text on BrandColor and BrandLink the links' colour
+	// on the card (agentpay.BrandColorsFor: at least 4.5:1 each).
+	BrandText   string
+	BrandLink   string
 	Description string
 	Amount      string
 	Currency    string
@@ -172,18 +175,23 @@ type pageData struct {
 	CancelURL  string
 	Options    []option
 	Deposit    *deposit
-	Prefix     string
-	APIPrefix  string
-	PagePath   string
-	GraphQL    string
+	// Receipt lists the confirmed payments with their transactions.
+	Receipt   []receiptLine
+	Prefix    string
+	APIPrefix string
+	PagePath  string
+	GraphQL   string
 	// Nonce admits the page's one inline <style> (the brand colour).
 	Nonce string
 }
 
+// receiptLine is one confirmed payment on the receipt.
+type receiptLine struct {
+	Amount, Token, Chain, TxHash, TxURL string
+}
+
 // defaultBrand is the page colour of a merchant without brand_color.
 const defaultBrand = "#4f46e5"
-
-var hexColor = regexp.MustCompile(`^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$`)
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	externalID := chi.URLParam(r, "external_id")
@@ -227,6 +235,9 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		GraphQL:       h.graphql,
 		Nonce:         vault.CSPNonce.New(),
 	}
+	for _, l := range p.Receipt {
+		d.Receipt = append(d.Receipt, receiptLine{Amount: formatAmount(l.Amount), Token: l.Token, Chain: l.Chain, TxHash: l.TxHash, TxURL: safeURL(l.TxURL)})
+	}
 	d.Waiting = d.State == string(checkoutsession.StatusPending) || d.State == string(checkoutsession.StatusDetecting) || d.State == stateUnderpaid
 	if st.Required != nil {
 		d.Required = *st.Required
@@ -238,9 +249,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		d.Overpaid = true
 		d.Excess = formatAmount(st.AmountPaid.Sub(sess.AmountUsd))
 	}
-	if hexColor.MatchString(m.BrandColor) {
-		d.BrandColor = strings.ToLower(m.BrandColor)
+	brand, err := agentpay.BrandColorsFor(m.BrandColor)
+	if err != nil { // none set
+		brand, _ = agentpay.BrandColorsFor(defaultBrand)
 	}
+	d.BrandColor, d.BrandText, d.BrandLink = brand.Background, brand.Text, brand.Link
 	for _, o := range p.Options {
 		d.Options = append(d.Options, option{Chain: string(o.Chain), Token: o.Token, Label: chainLabel(string(o.Chain))})
 	}

@@ -97,7 +97,10 @@ func TestCheckoutPage(t *testing.T) {
 	require.Contains(t, res.header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
 	assertPageHygiene(t, res.body)
 	require.Contains(t, res.body, "Acme Coffee")
-	require.Contains(t, res.body, "--brand: "+brandColor)
+	// The brand colour is too light for white text (3.93:1) and for links
+	// on the white card: black text on it, links in the page's text
+	// colour (agentpay.BrandColorsFor).
+	require.Contains(t, res.body, "--brand: "+brandColor+"; --on-brand: #000000; --brand-link: #111827;")
 	require.Contains(t, res.body, `<span id="amount">12.50</span>`)
 	require.Contains(t, res.body, "USD")
 	require.Contains(t, res.body, "Order #42")
@@ -380,10 +383,11 @@ func TestCheckoutPageBrowser(t *testing.T) {
 		ws, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-ws"))
 		transport, _ := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-transport"))
 		t.Fatalf("the sessionStatus subscription did not deliver detecting (websocket state %q, transport %q, status %q): %v",
-			ws.Value, transport.Value, text(`#status`), err)
+			ws.Value, transport.Value, attr(`#checkout`, "data-status"), err)
 	}
 	require.NotEmpty(t, attr(`#checkout`, "data-polls"), "the page polled at load")
-	require.Equal(t, "detecting", text(`#status`))
+	require.Equal(t, "detecting", attr(`#checkout`, "data-status"))
+	require.Equal(t, "Waiting for your payment…", text(`#status-message`), "a sentence, not the status word")
 	t.Logf("status polls before the subscription delivered: %s", attr(`#checkout`, "data-polls"))
 
 	// Without a GraphQL endpoint the page keeps polling every 3 s.
@@ -401,9 +405,9 @@ func TestCheckoutPageBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#qr svg`), // selected: the page renders the deposit
 		waitCheckout(`Number(c.dataset.polls || 0) >= 2 && c.dataset.transport === "poll"`),
 	))
-	polled, err := chromedp.Run(pctx, chromedp.Text(`#status`))
+	polled, err := chromedp.Run(pctx, chromedp.AttributeValue(`#checkout`, "data-status"))
 	require.NoError(t, err)
-	require.Equal(t, "detecting", polled)
+	require.Equal(t, "detecting", polled.Value)
 	require.NoError(t, chromedp.Do(pctx, chromedp.Navigate("about:blank")))
 
 	// Drive the deposit scan as the worker would and wait for confirmed.
@@ -420,7 +424,7 @@ func TestCheckoutPageBrowser(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	require.Equal(t, "confirmed", status, "the page shows %q", text(`#status`))
+	require.Equal(t, "confirmed", status, "the page shows %q", attr(`#checkout`, "data-status"))
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(`#thanks`)))
 	location, err := chromedp.Run(ctx, chromedp.Location())
 	require.NoError(t, err)
@@ -488,7 +492,7 @@ func TestCheckoutPageBrowserLatePoll(t *testing.T) {
 	close(release)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`window.statusAnswers >= 1`, chromedp.WithPollingTimeout(15*time.Second))),
 		"the held poll is answered")
-	status, err := chromedp.Run(ctx, chromedp.Text(`#status`))
+	status, err := chromedp.Run(ctx, chromedp.AttributeValue(`#checkout`, "data-status"))
 	require.NoError(t, err)
-	require.Equal(t, "detecting", status, "the late answer (pending) does not replace the subscription's newer status")
+	require.Equal(t, "detecting", status.Value, "the late answer (pending) does not replace the subscription's newer status")
 }

@@ -15,11 +15,14 @@
     remove: "mutation($m: ID!, $id: ID!) { removeMerchantMember(merchantId: $m, memberId: $id) }",
     volume: "query($from: Time!, $to: Time!) { paymentVolume(from: $from, to: $to) { day chain status count volume } }",
     sessions: "query($where: SessionFilter) { sessions(first: 50, where: $where) { totalCount edges { node { externalId amountUsd currency status createdAt } } } }",
+    cancel: "mutation($id: String!) { cancelSession(externalId: $id) { externalId status } }",
+    refund: "mutation($id: String!, $in: RefundInput, $key: String) { createRefund(externalId: $id, input: $in, idempotencyKey: $key) { refund { externalId status } replayed } }",
+    brand: "query($c: String!) { brandColors(color: $c) { background text contrast link } }",
     createSession: "mutation($in: CreateSessionInput!) { createSession(input: $in) { externalId } }",
     session: "query($id: String!) { session(externalId: $id) { externalId status amountUsd currency checkoutUrl } " +
-      "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalId chain txHash tokenAmount confirmations status } } } " +
-      "refunds(externalId: $id) { externalId amountUsd status txHash } " +
-      "webhookEvents(first: 20, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
+      "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalId chain txHash tokenAmount amountUsd confirmations status } } } " +
+      "refunds(externalId: $id) { externalId amountUsd status txHash error createdAt payment { externalId } } " +
+      "webhookEvents(first: 10, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
       "deliveries { id url status attemptLog { at statusCode error durationMs } } } } } }",
     redeliver: "mutation($id: ID!) { redeliverWebhook(eventId: $id) { id } }",
     merchant: "{ merchant { name webhookUrl settlementType settlementAddress settlementChain brandColor acceptedTokens { chain token } publicKeys { live test } } }",
@@ -36,6 +39,7 @@
   // and sends filter values as the API spells them (asEnum), so a change of
   // the API's enum spelling is this one line.
   function asEnum(v) { return String(v).toUpperCase(); }
+  var money = window.agentpayUI.money, confirmAction = window.agentpayUI.confirm;
   function shown(v) { return String(v).toLowerCase(); }
 
   var root = document.getElementById("dashboard");
@@ -75,7 +79,7 @@
       return res.data;
     });
   }
-  function showError(e) { errorBox.textContent = e.message; errorBox.hidden = false; }
+  function showError(e) { errorBox.textContent = window.agentpayUI.sentence(e.message); errorBox.hidden = false; }
   function tell(text) { notice.textContent = text; notice.hidden = false; }
   function clear() { errorBox.hidden = true; notice.hidden = true; }
   function when(t) { return t ? new Date(t).toLocaleString() : ""; }
@@ -131,7 +135,12 @@
     var show = {overview: overview, sessions: sessions, session: sessionDetail, webhooks: webhooks, keys: keys, settings: settings, members: members}[name];
     if (!show) { name = "overview"; show = overview; }
     $("view-" + name).hidden = false;
-    return show(decodeURIComponent(parts[1] || "")).catch(showError);
+    // data-loaded names the view once it shows what it read (tests and
+    // assistive tools wait on it; aria-busy says so meanwhile).
+    root.dataset.loaded = "";
+    root.setAttribute("aria-busy", "true");
+    return show(decodeURIComponent(parts[1] || "")).then(function () { root.dataset.loaded = name; }).catch(showError)
+      .then(function () { root.removeAttribute("aria-busy"); });
   }
   function current() { return (location.hash.replace(/^#/, "") || "overview").split("/")[0]; }
 
@@ -142,9 +151,10 @@
       body.textContent = "";
       d.paymentVolume.forEach(function (v) {
         var tr = el("tr");
-        [v.day, v.chain, shown(v.status), v.count, String(v.volume)].forEach(function (c) { tr.appendChild(el("td", c)); });
+        [v.day, v.chain, shown(v.status), v.count, money(v.volume)].forEach(function (c, i) { tr.appendChild(cell(c, VOLUME_COLUMNS[i])); });
         body.appendChild(tr);
       });
+      $("volume-empty").hidden = d.paymentVolume.length > 0;
       state.volume = {from: from, rows: d.paymentVolume};
       drawChart();
     });
@@ -202,12 +212,25 @@
     svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + shownMeasure(metric, max) + " a day"));
     var legend = $("chart-legend");
     legend.textContent = "";
+    // The chain's colour on a swatch; its name in the text colour, which
+    // some chain colours are too light to be read in.
     CHAINS.forEach(function (chain) {
-      var item = el("span", "■ " + chain, "legend-item");
-      item.style.color = CHAIN_COLORS[chain];
-      item.style.marginRight = "1em";
+      var item = el("span", null, "legend-item"), swatch = el("span", null, "swatch");
+      swatch.style.backgroundColor = CHAIN_COLORS[chain];
+      swatch.setAttribute("aria-hidden", "true");
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(chain));
       legend.appendChild(item);
     });
+  }
+
+  // Tables become stacked rows on a phone (app.css): each cell carries its
+  // column's name, which the stacked row shows before the value.
+  var VOLUME_COLUMNS = ["Day", "Chain", "Status", "Payments", "Volume (USDC)"];
+  function cell(content, label) {
+    var td = typeof content === "object" && content !== null ? content : el("td", content);
+    td.dataset.label = label;
+    return td;
   }
 
   function sessions() {
@@ -226,13 +249,14 @@
         a.href = "#session/" + encodeURIComponent(s.externalId);
         var td = el("td");
         td.appendChild(a);
-        tr.appendChild(td);
-        tr.appendChild(el("td", s.amountUsd + " " + s.currency));
-        tr.appendChild(el("td", shown(s.status), "session-status"));
-        tr.appendChild(el("td", when(s.createdAt)));
+        tr.appendChild(cell(td, "Session"));
+        tr.appendChild(cell(money(s.amountUsd, s.currency), "Amount"));
+        tr.appendChild(cell(el("td", shown(s.status), "session-status"), "Status"));
+        tr.appendChild(cell(when(s.createdAt), "Created"));
         tr.dataset.id = s.externalId;
         body.appendChild(tr);
       });
+      $("sessions-empty").hidden = d.sessions.edges.length > 0;
     });
   }
 
@@ -261,27 +285,98 @@
     return li;
   }
 
+  // A session's page: its payments, each confirmed one refundable in full
+  // or in part (the rest of it: what was paid less refunds that have not
+  // failed), its refunds with their state, a cancel while nothing is paid,
+  // and its webhook events.
+  var REFUND_STATES = {pending: "requested, waiting to be sent", submitted: "sent, waiting for the chain to confirm it",
+    completed: "completed", failed: "failed"};
+  var OPEN = {pending: true, detecting: true};
+  function refundLeft(p, refunds) {
+    var left = baseUnits(p.amountUsd);
+    refunds.forEach(function (r) {
+      if (r.payment && r.payment.externalId === p.externalId && shown(r.status) !== "failed") { left -= baseUnits(r.amountUsd); }
+    });
+    return left;
+  }
+  function refundForm(s, p, left) {
+    var form = el("form", null, "mutating refund-form row"), key = newKey();
+    var label = el("label", "Refund (USD) ", "inline"), amount = el("input");
+    amount.name = "amount"; amount.inputMode = "decimal"; amount.size = 10; amount.className = "refund-amount";
+    amount.placeholder = showUnits(left);
+    amount.setAttribute("aria-describedby", "refund-help-" + p.externalId);
+    label.appendChild(amount);
+    form.appendChild(label);
+    var submit = el("button", "Refund", "refund");
+    submit.type = "submit";
+    form.appendChild(submit);
+    form.appendChild(el("span", "Empty: all that is left, " + money(showUnits(left), "USD") + ".", "note")).id = "refund-help-" + p.externalId;
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      clear();
+      var value = amount.value.trim();
+      if (value && !/^[0-9]+(\.[0-9]{1,6})?$/.test(value)) {
+        showError(new Error("Enter the amount to refund in USD, such as 2.50, or leave it empty to refund all that is left."));
+        return;
+      }
+      var whole = !value || baseUnits(value) === left;
+      var what = whole ? money(showUnits(left), "USD") + " (all that is left of it)" : money(value, "USD");
+      confirmAction("Refund this payment?", "This sends " + what + " back to the payer's address on " + p.chain +
+        " out of your balance, and cannot be undone." + (state.mode === "live" ? " This is real money." : ""), "Refund " + (whole ? "in full" : money(value, "USD"))).then(function (yes) {
+        if (!yes) { return; }
+        submit.disabled = true;
+        var input = {paymentId: p.externalId};
+        if (value) { input.amountUsd = value; }
+        return asMerchant(Q.refund, {id: s.externalId, in: input, key: key}).then(function (d) {
+          tell("Refund " + d.createRefund.refund.externalId + " requested: it shows below with its state.");
+          return route();
+        }).catch(showError).then(function () { submit.disabled = false; });
+      });
+    });
+    return form;
+  }
+  function newKey() {
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return "dash-" + Array.prototype.map.call(b, function (x) { return ("0" + x.toString(16)).slice(-2); }).join("");
+  }
   function sessionDetail(id) {
     return asMerchant(Q.session, {id: id}).then(function (d) {
       var s = d.session;
       $("session-id").textContent = s.externalId;
       $("session-status-value").textContent = shown(s.status);
-      $("session-amount").textContent = s.amountUsd + " " + s.currency;
+      $("session-amount").textContent = money(s.amountUsd, s.currency);
       $("session-checkout").href = s.checkoutUrl;
       var pays = $("session-payments");
       pays.textContent = "";
       d.payments.edges.forEach(function (e) {
         var p = e.node;
-        var li = el("li", p.externalId + " · " + p.tokenAmount + " USDC on " + p.chain + " · " + shown(p.status) + " · " + p.confirmations + " confirmations · " + p.txHash, "payment");
+        var li = el("li", null, "payment");
+        li.appendChild(el("span", p.externalId + " · " + money(p.tokenAmount, "USDC") + " on " + p.chain + " · " + shown(p.status) +
+          " · " + p.confirmations + " confirmations · " + p.txHash));
         li.dataset.status = shown(p.status);
+        li.dataset.id = p.externalId;
+        var left = refundLeft(p, d.refunds);
+        if (shown(p.status) === "confirmed" && left > 0n) { li.appendChild(refundForm(s, p, left)); }
         pays.appendChild(li);
       });
+      if (!d.payments.edges.length) { pays.appendChild(el("li", "No payment yet: the customer pays on the hosted page.", "empty")); }
+      var cancel = $("cancel-session");
+      cancel.hidden = !(OPEN[shown(s.status)] && !d.payments.edges.length);
+      cancel.dataset.id = s.externalId;
       var refunds = $("session-refunds");
       refunds.textContent = "";
-      d.refunds.forEach(function (r) { refunds.appendChild(el("li", r.externalId + " · " + r.amountUsd + " USD · " + shown(r.status) + (r.txHash ? " · " + r.txHash : ""))); });
+      d.refunds.forEach(function (r) {
+        var li = el("li", r.externalId + " · " + money(r.amountUsd, "USD") + " of " + (r.payment ? r.payment.externalId : "a payment") + " · " +
+          (REFUND_STATES[shown(r.status)] || shown(r.status)) + (r.txHash ? " · " + r.txHash : "") + (r.error ? " · " + r.error : ""), "refund-row");
+        li.dataset.status = shown(r.status);
+        refunds.appendChild(li);
+      });
+      if (!d.refunds.length) { refunds.appendChild(el("li", "No refund: a confirmed payment can be refunded from its row above.", "empty")); }
       var events = $("session-events");
       events.textContent = "";
       d.webhookEvents.edges.slice().reverse().forEach(function (e) { events.appendChild(eventItem(e.node)); });
+      if (!d.webhookEvents.edges.length) { events.appendChild(el("li", "No event yet.", "empty")); }
     });
   }
 
@@ -295,6 +390,7 @@
       var list = $("webhook-events");
       list.textContent = "";
       r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
+      if (!r[1].webhookEvents.edges.length) { list.appendChild(el("li", "No event yet in this mode: set your endpoint's URL and send a test event to try it.", "empty")); }
     });
   }
   function keys() {
@@ -305,6 +401,7 @@
   }
   function settings() {
     return loadMerchant().then(function (m) {
+      state.settlement = {type: m.settlementType, address: m.settlementAddress || "", chain: m.settlementChain || ""};
       $("set-name").value = m.name;
       $("set-settlement-type").value = m.settlementType;
       $("set-settlement-address").value = m.settlementAddress || "";
@@ -323,9 +420,21 @@
       preview();
     });
   }
+  // The preview draws with the colours the hosted page will use, asked of
+  // the service (brandColors: the one contrast rule), newest pick last.
+  var brandAsked = 0;
   function preview() {
     $("preview-name").textContent = $("set-name").value;
-    $("brand-preview").style.setProperty("--brand", $("set-brand-color").value);
+    var color = $("set-brand-color").value, asked = ++brandAsked, box = $("brand-preview"), note = $("brand-note");
+    return asMerchant(Q.brand, {c: color}).then(function (d) {
+      if (asked !== brandAsked) { return; }
+      var b = d.brandColors;
+      box.style.setProperty("--brand", b.background);
+      box.style.setProperty("--on-brand", b.text);
+      box.style.setProperty("--brand-link", b.link);
+      note.textContent = "Text on it is " + (b.text === "#ffffff" ? "white" : "black") + " (contrast " + b.contrast.toFixed(2) + ":1)" +
+        (b.link === b.background ? "; links use it too." : "; links use dark text, as it is too light on white.");
+    }, function (e) { if (asked === brandAsked) { note.textContent = window.agentpayUI.sentence(e.message); } });
   }
   function members() {
     return asViewer(Q.members).then(function (d) {
@@ -336,7 +445,11 @@
         var li = el("li", mm.email + " · " + (mm.role === OWNER ? "owner" : "read-only") + (mm.acceptedAt ? "" : " · invited"));
         if (state.merchant.role === OWNER) {
           li.appendChild(button("Remove", "remove-member", function () {
-            return asViewer(Q.remove, {m: state.merchant.id, id: mm.id}).then(members);
+            return confirmAction("Remove " + mm.email + "?", mm.email + " loses access to " + state.merchant.name +
+              "'s dashboard at once, in both modes. You can invite them again later.", "Remove").then(function (yes) {
+              if (!yes) { return; }
+              return asViewer(Q.remove, {m: state.merchant.id, id: mm.id}).then(function () { tell(mm.email + " was removed."); return members(); });
+            });
           }));
         }
         list.appendChild(li);
@@ -395,10 +508,16 @@
   });
   $("roll-webhook-secret").addEventListener("click", function () {
     clear();
-    asMerchant(Q.rollSecret).then(function (d) {
+    confirmAction("Rotate the webhook secret?", "A new signing secret replaces this mode's at once: your endpoint rejects every webhook " +
+      "until it checks signatures with the new secret, which is shown here once." +
+      (state.mode === "live" ? " In live mode, deploy the new secret right away." : ""), "Rotate the secret").then(function (yes) {
+      if (!yes) { return; }
+      return asMerchant(Q.rollSecret).then(function (d) {
       var box = $("webhook-secret");
       box.textContent = d.rollWebhookSecret.webhookSecret + " — " + d.rollWebhookSecret.warning;
       box.hidden = false;
+      tell("The webhook secret was rotated.");
+      });
     }).catch(showError);
   });
   $("send-test-webhook").addEventListener("click", function () {
@@ -407,11 +526,27 @@
   });
   $("roll-keys").addEventListener("click", function () {
     clear();
-    asMerchant(Q.rollKeys).then(function (d) {
-      var k = d.rollKeys, box = $("rolled-keys");
-      box.textContent = "Secret key: " + k.secretKey + " · public key: " + k.publicKey + " — " + k.warning;
-      box.hidden = false;
-      return keys();
+    confirmAction("Roll this mode's keys?", state.mode === "live" ?
+      "New live keys replace the current ones at once: your integration stops working until you deploy the new secret key, which is shown here once." :
+      "New test keys replace the current ones at once: your test integration stops working until you use the new secret key, which is shown here once.",
+      "Roll the keys").then(function (yes) {
+      if (!yes) { return; }
+      return asMerchant(Q.rollKeys).then(function (d) {
+        var k = d.rollKeys, box = $("rolled-keys");
+        box.textContent = "Secret key: " + k.secretKey + " · public key: " + k.publicKey + " — " + k.warning;
+        box.hidden = false;
+        tell("The keys were rolled.");
+        return keys();
+      });
+    }).catch(showError);
+  });
+  $("cancel-session").addEventListener("click", function () {
+    clear();
+    var id = $("cancel-session").dataset.id;
+    confirmAction("Cancel this session?", "Its hosted page stops taking payments and shows the customer it was cancelled. This cannot be undone.",
+      "Cancel the session").then(function (yes) {
+      if (!yes) { return; }
+      return asMerchant(Q.cancel, {id: id}).then(function () { tell("The session was cancelled."); return route(); });
     }).catch(showError);
   });
   $("set-name").addEventListener("input", preview);
@@ -425,7 +560,16 @@
     var input = {name: $("set-name").value, settlementType: $("set-settlement-type").value,
       settlementAddress: $("set-settlement-address").value.trim(), settlementChain: $("set-settlement-chain").value.trim(),
       brandColor: $("set-brand-color").value, acceptedTokens: tokens};
-    asMerchant(Q.saveSettings, {in: input}).then(function () { tell("Saved."); return settings(); }).catch(showError);
+    var before = state.settlement || {}, routed = before.address !== input.settlementAddress || before.type !== input.settlementType ||
+      before.chain !== input.settlementChain;
+    (routed ? confirmAction("Change where your money goes?", "From now on, payments settle " +
+      (input.settlementType === "FIAT_PIX" ? "by Pix to " : "in USDC to ") + (input.settlementAddress || "no address") +
+      (input.settlementChain ? " on " + input.settlementChain : " on the chain each was paid on") +
+      ". Payments already settled stay where they went. Check the address: money sent to a wrong one cannot be recovered.", "Change settlement")
+      : Promise.resolve(true)).then(function (yes) {
+      if (!yes) { return; }
+      return asMerchant(Q.saveSettings, {in: input}).then(function () { tell("Saved."); return settings(); });
+    }).catch(showError);
   });
   $("invite-form").addEventListener("submit", function (e) {
     e.preventDefault();

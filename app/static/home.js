@@ -4,6 +4,7 @@
 // token on every request. Approving and withdrawing take the step-up
 // first (stepup.js).
 (function () {
+  var money = window.agentpayUI.money; // the one money format (ui.js)
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
 
@@ -53,7 +54,8 @@
         "withdrawals { id chain toAddress amountUsd deliveredUsd status txHash } " +
         "spendingPolicies { agentUsername approvalThreshold perPaymentCap dailyCap allowedRecipients denyByDefault } } }"),
       gql("{ viewer { cardRequests { id agentUsername status amountUsd merchantName description cardLast4 chargedUsd returnedUsd deciders approvedBy viewerDecides } } }"),
-      gql("{ viewer { spendApprovals { id agentUsername operation status amountUsd recipient reason error deciders approvedBy viewerDecides } } }")
+      gql("{ viewer { spendApprovals { id agentUsername operation status amountUsd recipient reason error deciders approvedBy viewerDecides " +
+        "checkout { merchantName merchantVerified description chain } } } }")
     ]).then(function (rs) {
       if (rs[0].errors || rs[1].errors || rs[2].errors) { return; }
       var v = rs[0].data.viewer;
@@ -65,10 +67,10 @@
       });
       v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
       ["wallets", "requests", "consent-requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
-      document.getElementById("total").textContent = v.balance.totalUsd;
+      document.getElementById("total").textContent = money(v.balance.totalUsd);
       document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
-      v.balance.balances.forEach(function (b) { item("wallets", b.chain + ": " + b.balance + " USDC at " + b.address); });
+      v.balance.balances.forEach(function (b) { item("wallets", b.chain + ": " + money(b.balance, "USDC") + " at " + b.address); });
       v.pairings.forEach(function (p) {
         if (p.status === "pending") {
           var li = item("requests", p.agentUsername + (p.message ? ": " + p.message : ""));
@@ -92,11 +94,11 @@
         });
       });
       v.cardRequests.forEach(function (c) {
-        var text = c.agentUsername + " asks to pay " + c.amountUsd + " USD at " + c.merchantName +
+        var text = c.agentUsername + " asks to pay " + money(c.amountUsd, "USD") + " at " + c.merchantName +
           (c.description ? ": " + c.description : "") + " (" + c.status.replace(/_/g, " ") + ")";
         if (c.cardLast4) { text += ", card ending " + c.cardLast4; }
-        if (c.chargedUsd) { text += ", charged " + c.chargedUsd + " USD"; }
-        if (c.returnedUsd) { text += ", " + c.returnedUsd + " USDC returned"; }
+        if (c.chargedUsd) { text += ", charged " + money(c.chargedUsd, "USD"); }
+        if (c.returnedUsd) { text += ", " + money(c.returnedUsd, "USDC") + " returned"; }
         if (c.deciders.length > 1) { text += "; needs " + c.deciders.join(" and ") + waiting(c.approvedBy); }
         var li = item("card-requests", text);
         li.className = "card-request";
@@ -118,18 +120,29 @@
         agents.appendChild(o);
       });
       if (chosen) { agents.value = chosen; }
+      savedPolicies = {};
+      v.spendingPolicies.forEach(function (p) { savedPolicies[p.agentUsername] = p; });
+      if (!policyEdited) { fillPolicy(); }
       v.spendingPolicies.forEach(function (p) {
         var parts = [];
-        if (p.approvalThreshold !== null) { parts.push("approval above " + p.approvalThreshold + " USD"); }
-        if (p.perPaymentCap !== null) { parts.push("at most " + p.perPaymentCap + " USD a payment"); }
-        if (p.dailyCap !== null) { parts.push("at most " + p.dailyCap + " USD a day"); }
+        if (p.approvalThreshold !== null) { parts.push("approval above " + money(p.approvalThreshold, "USD")); }
+        if (p.perPaymentCap !== null) { parts.push("at most " + money(p.perPaymentCap, "USD") + " a payment"); }
+        if (p.dailyCap !== null) { parts.push("at most " + money(p.dailyCap, "USD") + " a day"); }
         if (p.allowedRecipients.length) { parts.push("allowed: " + p.allowedRecipients.join(", ")); }
         if (p.denyByDefault) { parts.push("deny by default"); }
         item("spending-policies", p.agentUsername + ": " + (parts.join("; ") || "no rules")).className = "spending-policy";
       });
       v.spendApprovals.forEach(function (a) {
-        var li = item("spend-approvals", a.agentUsername + " wants to " + a.operation.replace(/_/g, " ") + " " + a.amountUsd +
-          " USD to " + a.recipient + " (" + a.status.replace(/_/g, " ") + "): " + a.reason + (a.error ? " — " + a.error : "") +
+        // A held checkout payment names who is paid and for what; a send,
+        // its recipient.
+        var what = a.checkout
+          ? " wants to pay " + money(a.amountUsd, "USD") + " to " + a.checkout.merchantName +
+            (a.checkout.merchantVerified ? " (verified merchant)" : " (merchant not verified)") +
+            (a.checkout.description ? " for “" + a.checkout.description + "”" : "") +
+            (a.checkout.chain ? " on " + a.checkout.chain : "")
+          : " wants to " + a.operation.replace(/_/g, " ") + " " + money(a.amountUsd, "USD") + " to " + a.recipient;
+        var li = item("spend-approvals", a.agentUsername + what +
+          " (" + a.status.replace(/_/g, " ") + "). Held by the rule: " + a.reason + (a.error ? " — " + a.error : "") +
           "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy));
         li.className = "spend-approval";
         li.dataset.id = a.id;
@@ -142,7 +155,7 @@
         }
       });
       v.withdrawals.forEach(function (w) {
-        var li = item("withdrawals", w.amountUsd + " USDC to " + w.toAddress + " on " + w.chain + ": " + w.status +
+        var li = item("withdrawals", money(w.amountUsd, "USDC") + " to " + w.toAddress + " on " + w.chain + ": " + w.status +
           (w.txHash ? " (" + w.txHash + ")" : ""));
         li.className = "withdrawal";
         li.dataset.status = w.status;
@@ -207,6 +220,21 @@
     });
   }
   var policyForm = document.getElementById("policy-form"), policyResult = document.getElementById("policy-result");
+  // The form shows the saved policy of the agent picked (saving replaces
+  // the whole policy, so what was not edited is sent as it was saved); a
+  // reload while someone types leaves their edits alone.
+  var savedPolicies = {}, policyEdited = false;
+  function fillPolicy() {
+    var f = policyForm.elements, p = savedPolicies[f.agent.value] || {allowedRecipients: []};
+    f.threshold.value = p.approvalThreshold == null ? "" : p.approvalThreshold;
+    f.perPayment.value = p.perPaymentCap == null ? "" : p.perPaymentCap;
+    f.daily.value = p.dailyCap == null ? "" : p.dailyCap;
+    f.allowed.value = (p.allowedRecipients || []).join(", ");
+    f.deny.checked = !!p.denyByDefault;
+    policyEdited = false;
+  }
+  policyForm.addEventListener("input", function (ev) { if (ev.target.name !== "agent") { policyEdited = true; } });
+  policyForm.elements.agent.addEventListener("change", fillPolicy);
   policyForm.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var f = policyForm.elements;
@@ -216,9 +244,10 @@
       dailyCap: amount(f.daily), denyByDefault: f.deny.checked,
       allowedRecipients: f.allowed.value.split(",").map(function (x) { return x.trim(); }).filter(function (x) { return x; })
     }}).then(function (res) {
-      policyResult.textContent = res.errors ? res.errors[0].message : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
+      policyResult.textContent = res.errors ? window.agentpayUI.sentence(res.errors[0].message) : "Saved the policy on " + res.data.setSpendingPolicy.agentUsername + ".";
       policyResult.dataset.status = res.errors ? "error" : "saved";
       policyResult.className = res.errors ? "error" : "";
+      if (!res.errors) { policyEdited = false; }
       return load();
     });
   });
@@ -236,7 +265,7 @@
         lastEvent = Math.max(lastEvent, e.id);
         if (e.kind === "transfer.received") {
           var li = document.createElement("li");
-          li.textContent = e.data.amount_usd + " USDC from " + e.data.from_agent + " on " + e.data.chain;
+          li.textContent = money(e.data.amount_usd, "USDC") + " from " + e.data.from_agent + " on " + e.data.chain;
           li.className = "transfer";
           list.insertBefore(li, list.firstChild);
         }
@@ -294,7 +323,7 @@
       return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: input}).then(function (res) {
         attemptKey = null;
         if (res.errors) {
-          show(res.errors[0].message, "error");
+          show(window.agentpayUI.sentence(res.errors[0].message), "error");
           return;
         }
         var w = res.data.withdraw;
@@ -306,10 +335,16 @@
         show("No answer from the server: submit again to retry the same withdrawal.", "error");
       });
     }
-    show("Checking…", "checking");
-    window.agentpayStepUp(gqlData, {action: "WITHDRAW", withdrawal: input}, function (text) { show(text, "confirming"); }).then(withdraw, function (err) {
-      attemptKey = null;
-      show(err.message || "The passkey was not used: nothing was withdrawn.", "error");
+    // Said before anything starts: money sent out cannot be called back.
+    window.agentpayUI.confirm("Withdraw " + window.agentpayUI.money(input.amountUsd, "USDC") + "?",
+      "This sends " + window.agentpayUI.money(input.amountUsd, "USDC") + " (less the 0.1% fee) from your agentpay balance to " +
+      input.toAddress + " on " + input.chain + ". Check the address: money sent to a wrong one cannot be recovered.", "Withdraw").then(function (yes) {
+      if (!yes) { attemptKey = null; show("Nothing was withdrawn.", "cancelled"); return; }
+      show("Checking…", "checking");
+      return window.agentpayStepUp(gqlData, {action: "WITHDRAW", withdrawal: input}, function (text) { show(text, "confirming"); }).then(withdraw, function (err) {
+        attemptKey = null;
+        show(err.message || "The passkey was not used: nothing was withdrawn.", "error");
+      });
     }).then(function () { submit.disabled = false; });
   });
 

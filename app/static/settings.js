@@ -63,10 +63,14 @@
         v.passkeys.forEach(function (p) {
           var li = row(passkeys, p.name + " · added " + when(p.createdAt) + " · last used " + when(p.lastUsedAt),
             "Delete", "delete-passkey", function () {
-              return window.agentpayStepUp(gql, {action: "REMOVE_PASSKEY", id: p.id}, say).then(function (proof) {
-                return gql("mutation($id: ID!, $c: ID, $cred: String) { deletePasskey(id: $id, ceremonyId: $c, credential: $cred) }",
-                  {id: p.id, c: proof.ceremonyId || null, cred: proof.credential || null});
-              }).then(function () { say("Passkey removed."); return load(); });
+              return window.agentpayUI.confirm("Delete the passkey " + p.name + "?", "You can no longer sign in or approve payments with it; " +
+                "the device keeps it, but this account no longer accepts it. Add it again from this page if you need it.", "Delete the passkey").then(function (yes) {
+                if (!yes) { return; }
+                return window.agentpayStepUp(gql, {action: "REMOVE_PASSKEY", id: p.id}, say).then(function (proof) {
+                  return gql("mutation($id: ID!, $c: ID, $cred: String) { deletePasskey(id: $id, ceremonyId: $c, credential: $cred) }",
+                    {id: p.id, c: proof.ceremonyId || null, cred: proof.credential || null});
+                }).then(function () { say("Passkey removed."); return load(); });
+              });
             });
           li.dataset.id = p.id;
         });
@@ -74,7 +78,7 @@
       var sessions = document.getElementById("sessions");
       sessions.textContent = "";
       v.sessions.forEach(function (s) {
-        var li = row(sessions, (s.current ? "This browser · " : "") + (s.userAgent || "Unknown browser") +
+        var li = row(sessions, (s.current ? "This browser · " : "") + agentpayUI.device(s.userAgent) +
           " · signed in " + when(s.createdAt) + " · until " + when(s.expiresAt),
           s.current ? "Sign out" : "Revoke", "revoke-session", function () {
             return gql("mutation($id: ID!) { revokeSession(id: $id) }", {id: s.id}).then(function () {

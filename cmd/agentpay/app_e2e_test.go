@@ -78,7 +78,7 @@ func TestAppEndToEnd(t *testing.T) {
 	), "sign up from the invitation")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.WaitVisible(`#total`),
-		waitJS(`document.getElementById("total") && document.getElementById("total").textContent === "0"`),
+		waitJS(`document.getElementById("total") && document.getElementById("total").textContent === "0.00"`),
 		waitJS(`[...document.querySelectorAll("#paired li")].some(li => li.textContent.includes("ana_agent"))`),
 	), "the home page after signing up")
 
@@ -170,6 +170,8 @@ func TestAppEndToEnd(t *testing.T) {
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, external),
 		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
 		clickJS(`#withdraw-form button[type=submit]`),
+		waitJS(`document.getElementById("confirm-dialog") && document.getElementById("confirm-dialog").open`),
+		clickJS(`#confirm-ok`),
 		waitJS(`document.getElementById("withdraw-result").dataset.status === "completed"`),
 		waitJS(`document.getElementById("total").textContent === "5.99"`),
 	), "withdraw")

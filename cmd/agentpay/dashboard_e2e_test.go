@@ -127,6 +127,45 @@ func TestDashboardEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 2, "the first series and the redelivery")
 
+	// Refunds from the session's page (issue 27 item 3): 4 of the 10 USD
+	// first, after a confirmation saying what happens, then all that is
+	// left with the amount empty; each shows with its state, and a payment
+	// refunded in full offers no more.
+	refundForm := `document.querySelector("#session-payments li.payment form.refund-form")`
+	refundRows := `document.querySelectorAll("#session-refunds li.refund-row")`
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(refundForm+` && `+refundForm+`.querySelector("input").placeholder === "10"`),
+		chromedp.SetValue(`#session-payments form.refund-form input`, "4"),
+		clickJS(`#session-payments form.refund-form button[type=submit]`),
+		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("This sends 4.00 USD back to the payer's address on base")`),
+		clickJS(`#confirm-ok`),
+		waitJS(refundRows+`.length === 1 && `+refundRows+`[0].textContent.includes("4.00 USD")`),
+		waitJS(refundForm+` && `+refundForm+`.querySelector("input").placeholder === "6"`),
+		clickJS(`#session-payments form.refund-form button[type=submit]`),
+		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("6.00 USD (all that is left of it)")`),
+		clickJS(`#confirm-ok`),
+		waitJS(refundRows+`.length === 2 && `+refundRows+`[1].textContent.includes("6.00 USD")`),
+		waitJS(`!`+refundForm),
+		waitJS(`[...`+refundRows+`].every(li => li.dataset.status !== "failed")`),
+	), "refund in part, then the rest: %s", pageState(ctx))
+
+	// A session nobody paid is cancelled from its page, after a
+	// confirmation; a paid one offers no cancel.
+	require.NoError(t, chromedp.Do(ctx,
+		waitJS(`document.getElementById("cancel-session").hidden`),
+		chromedp.Navigate(base+"/app/dashboard#sessions"),
+		waitJS(`!document.getElementById("view-sessions").hidden`),
+		chromedp.SetValue(`#new-session-amount`, "3.00"),
+		clickJS(`#new-session`),
+		waitJS(`!document.getElementById("view-session").hidden && document.getElementById("session-status-value").textContent === "pending"`),
+		waitJS(`!document.getElementById("cancel-session").hidden`),
+		clickJS(`#cancel-session`),
+		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("stops taking payments")`),
+		clickJS(`#confirm-ok`),
+		waitJS(`document.getElementById("session-status-value").textContent === "cancelled" && document.getElementById("cancel-session").hidden`),
+		waitJS(`document.getElementById("dash-notice").textContent === "The session was cancelled."`),
+	), "cancel an open session: %s", pageState(ctx))
+
 	// The sessions page finds it by its external id and status, and not
 	// among the sessions created from tomorrow on.
 	rows := `document.querySelectorAll("#sessions-table tbody tr")`
@@ -160,6 +199,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.Navigate(base+"/app/dashboard#keys"),
 		waitJS(`document.getElementById("public-test").textContent.startsWith("pk_test_")`),
 		clickJS(`#roll-keys`),
+		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("your test integration stops working until you use the new secret key")`),
+		clickJS(`#confirm-ok`),
 		waitJS(`document.getElementById("rolled-keys").textContent.includes("sk_test_")`),
 		chromedp.Navigate(base+"/app/dashboard#settings"),
 		waitJS(`document.getElementById("preview-name").textContent === "Dash Shop"`),
@@ -167,6 +208,11 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(`document.getElementById("set-settlement-type").value === "CRYPTO_USDC"`),
 		chromedp.Evaluate[chromedp.Void](`(() => { const c = document.getElementById("set-brand-color"); c.value = "#ff0000"; c.dispatchEvent(new Event("input")); })()`),
 		waitJS(`document.getElementById("brand-preview").style.getPropertyValue("--brand") === "#ff0000"`),
+		// Pure red takes black text (5.25:1; white would be 4.00:1), as the
+		// hosted page will draw it (agentpay.BrandColorsFor).
+		waitJS(`document.getElementById("brand-preview").style.getPropertyValue("--on-brand") === "#000000"`),
+		waitJS(`getComputedStyle(document.getElementById("preview-button")).color === "rgb(0, 0, 0)"`),
+		waitJS(`document.getElementById("brand-note").textContent.startsWith("Text on it is black (contrast 5.25:1)")`),
 		waitJS(`document.getElementById("dash-error").hidden`),
 	), "overview, keys, settings: %s", pageState(ctx))
 

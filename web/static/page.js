@@ -155,10 +155,27 @@
       msg = "Payment received: " + (Number(st.confirmations) || 0) + " of " + st.confirmations_required + " confirmations.";
     }
     setText("status-message", msg);
+    if (state === "confirmed") loadReceipt();
     if (state === "confirmed" && successURL && !redirecting) {
       redirecting = true;
       setTimeout(function () { go(successURL); }, REDIRECT_MS);
     }
+  }
+  // loadReceipt fills the receipt (the confirmed payments and their
+  // transactions) from the page as the server renders it now, when the
+  // page saw the confirmation live.
+  var receiptLoaded = false;
+  function loadReceipt() {
+    var box = $("receipt");
+    if (!box || receiptLoaded || box.children.length > 0) return;
+    receiptLoaded = true;
+    fetch(location.pathname + location.search, { cache: "no-store", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("receipt");
+        if (fresh) box.replaceChildren.apply(box, Array.prototype.slice.call(fresh.childNodes));
+      })
+      .catch(function () { receiptLoaded = false; });
   }
   function go(url) {
     if (embed) {
