@@ -23,6 +23,17 @@
 // load balancer need no session affinity. Answers are JSON, not SSE: no
 // tool streams.
 //
+// Two protocol versions share the URL (modern.go): a request naming
+// 2026-07-28 in its _meta, or server/discover, is answered at the JSON-RPC
+// layer here, because the Go SDK (v1.8.0) speaks neither that version nor
+// the Tasks extension; every other request goes to the SDK (2025-11-25
+// and older, with initialize). A tool call a spending policy holds answers
+// a Task to a client that declared the Tasks extension; the task is the
+// stored approval (its id, its state read on each tasks/get), so nothing
+// about it lives in memory and a restart or another instance changes
+// nothing; tasks/cancel is acknowledged and leaves the approval to the
+// human, so a client giving up is never a denial.
+//
 // The tool table (tools.go) is one entry per tool: a name, a description,
 // typed input and output (their JSON schemas are inferred from the Go
 // types, amounts as exact JSON numbers) and a call on the Service. Adding a

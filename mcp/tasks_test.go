@@ -5,6 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +218,40 @@ func TestMCPHeldSendDeniedOrExpired(t *testing.T) {
 		_ = n
 	}
 	require.Equal(t, spendapproval.StatusExpired, m.Env.DB.Ent.SpendApproval.GetX(ctx, uuid.MustParse(expired)).Status)
+}
+
+// TestMCPNodeClient2026: the official TypeScript client 2.x
+// (testdata/mcpclient2, npm @modelcontextprotocol/client 2.4.0) under node
+// negotiates 2026-07-28 by server/discover, lists the tools and calls one.
+func TestMCPNodeClient2026(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the MCP TypeScript client cannot run (TestMCPDiscoverAndVersions covers the protocol)")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "mcpclient2"))
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "client")); err != nil {
+		t.Fatalf("%s has no node_modules: run make deps (npm ci there)", dir)
+	}
+	m := newTestMCP(t)
+	_, key := m.agent(t, "mcp_node2", 3_000_000)
+	cmd := exec.Command(node, "call.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MCP_URL="+m.URL, "AGENT_KEY="+key, "TOOL=get_balance", "ARGS={}")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node call.mjs: %s", stderr.String())
+	var got struct {
+		Version  string
+		Discover map[string]any
+		Tools    []string
+		Result   map[string]any
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	require.Equal(t, ProtocolVersion, got.Version, "the client negotiated 2026-07-28")
+	require.Contains(t, got.Discover["supportedVersions"], ProtocolVersion)
+	slices.Sort(got.Tools)
+	require.Equal(t, wantTools, got.Tools)
+	require.Equal(t, 3.0, got.Result["structuredContent"].(map[string]any)["total_usd"], string(out))
 }
