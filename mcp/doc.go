@@ -23,11 +23,10 @@
 // load balancer need no session affinity. Answers are JSON, not SSE: no
 // tool streams.
 //
-// Two protocol versions share the URL (modern.go): a request naming
-// 2026-07-28 in its _meta, or server/discover, is answered at the JSON-RPC
-// layer here, because the Go SDK (v1.8.0) speaks neither that version nor
-// the Tasks extension; every other request goes to the SDK (2025-11-25
-// and older, with initialize). A tool call a spending policy holds answers
+// The SDK (v1.8.0) serves both 2026-07-28 (stateless, server/discover)
+// and 2025-11-25 (initialize) on the URL, but not the Tasks extension:
+// modern.go answers its requests at the JSON-RPC layer and hands every
+// other one to the SDK. A tool call a spending policy holds answers
 // a Task to a client that declared the Tasks extension; the task is the
 // stored approval (its id, its state read on each tasks/get), so nothing
 // about it lives in memory and a restart or another instance changes

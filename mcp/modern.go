@@ -8,14 +8,17 @@ import (
 	"net/http"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"agentpay"
 	"agentpay/internal/httpx"
 )
 
-// Protocol versions: the Go SDK (v1.8.0) speaks 2025-11-25 and older with
-// the initialize handshake; it has no 2026-07-28 (stateless, per-request
-// _meta, server/discover) and no Tasks extension, so this file serves
-// those at the JSON-RPC layer and hands every other request to the SDK.
+// The Go SDK (v1.8.0) speaks 2026-07-28 (stateless, per-request _meta,
+// server/discover) and 2025-11-25 with initialize, but not the Tasks
+// extension: this file serves that extension at the JSON-RPC layer
+// (tasks/get, tasks/cancel, tasks/update, and the tool calls that may
+// answer a task) and hands every other request to the SDK.
 const (
 	ProtocolVersion = "2026-07-28"
 	// TasksExtension is the extension a held tool call answers with.
@@ -30,7 +33,6 @@ const (
 	// taskPollInterval is the poll interval a task suggests: a human
 	// deciding takes seconds at least.
 	taskPollInterval = 2 * time.Second
-	listTTL          = time.Hour
 )
 
 // JSON-RPC error codes (2026-07-28's allocation).
@@ -65,9 +67,8 @@ type rpcError struct {
 	Data    any    `json:"data,omitempty"`
 }
 
-// modern routes a 2026-07-28 request (one naming its version in _meta,
-// or server/discover, which any client may send first) to serveModern and
-// anything else, unread, to legacy (the SDK).
+// modern routes a request of the Tasks extension (servesTasks) to
+// serveModern and anything else, unread, to legacy (the SDK).
 func (t *toolset) modern(legacy http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -80,13 +81,26 @@ func (t *toolset) modern(legacy http.Handler) http.Handler {
 			return
 		}
 		var req rpcRequest
-		if json.Unmarshal(body, &req) != nil || !(req.Method == "server/discover" || req.Params.Meta[metaProtocolVersion] != nil) {
+		if json.Unmarshal(body, &req) != nil || !servesTasks(&req) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			legacy.ServeHTTP(w, r)
 			return
 		}
 		t.serveModern(w, r, &req)
 	})
+}
+
+// servesTasks: a tasks/* request, or, from a 2026-07-28 client declaring
+// the Tasks extension, a call of a tool a spending policy may hold.
+func servesTasks(req *rpcRequest) bool {
+	switch req.Method {
+	case "tasks/get", "tasks/cancel", "tasks/update":
+		return true
+	case "tools/call":
+		def := toolByName(req.Params.Name)
+		return def != nil && def.mayHold && req.Params.Meta[metaProtocolVersion] != nil && clientHasTasks(req.Params.Meta)
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -113,31 +127,12 @@ func (t *toolset) serveModern(w http.ResponseWriter, r *http.Request, req *rpcRe
 		var v string
 		if json.Unmarshal(raw, &v) != nil || v != ProtocolVersion {
 			answer(nil, &rpcError{Code: codeUnsupportedProtocolVersion, Message: "unsupported protocol version",
-				Data: map[string]any{"supported": []string{ProtocolVersion, "2025-11-25"}, "requested": json.RawMessage(raw)}})
+				Data: map[string]any{"supported": sdk.SupportedProtocolVersions(), "requested": json.RawMessage(raw)}})
 			return
 		}
 	}
 	ctx := r.Context()
 	serverInfo := map[string]any{metaServerInfo: map[string]string{"name": "agentpay", "title": "agentpay agent wallet", "version": t.version}}
-	switch req.Method {
-	case "server/discover":
-		answer(map[string]any{
-			"resultType":        "complete",
-			"supportedVersions": []string{ProtocolVersion, "2025-11-25"},
-			"capabilities":      map[string]any{"tools": map[string]any{}, "extensions": map[string]any{TasksExtension: map[string]any{}}},
-			"instructions":      instructions,
-			"ttlMs":             listTTL.Milliseconds(), "cacheScope": "public",
-			"_meta": serverInfo,
-		}, nil)
-		return
-	case "tools/list":
-		list := make([]any, 0, len(tools))
-		for _, def := range tools {
-			list = append(list, def.tool)
-		}
-		answer(map[string]any{"resultType": "complete", "tools": list, "ttlMs": listTTL.Milliseconds(), "cacheScope": "public", "_meta": serverInfo}, nil)
-		return
-	}
 	a, _, err := t.svc.AuthenticateAndAllow(ctx, bearer(r.Header))
 	if err != nil {
 		_, detail := httpx.ErrorStatus(err, false)

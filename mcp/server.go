@@ -37,6 +37,8 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	server := sdk.NewServer(&sdk.Implementation{Name: "agentpay", Title: "agentpay agent wallet", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
+		// server/discover advertises the Tasks extension modern.go serves.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}},
 		Logger:       cfg.Logger,
 	})
 	t := &toolset{svc: cfg.Service, logger: cfg.Logger, version: cfg.Version}

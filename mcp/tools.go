@@ -98,8 +98,10 @@ type toolDef struct {
 	// add registers it on the Go SDK's server (2025-11-25, modern.go
 	// routes older clients there); invoke calls it with raw arguments
 	// (2026-07-28, served by modern.go).
-	add    func(*sdk.Server, *toolset)
-	invoke func(ctx context.Context, t *toolset, a *ent.Agent, args json.RawMessage) (any, error)
+	add func(*sdk.Server, *toolset)
+	// mayHold: a spending policy may hold the call (its answer is orHeld).
+	mayHold bool
+	invoke  func(ctx context.Context, t *toolset, a *ent.Agent, args json.RawMessage) (any, error)
 }
 
 // schemaOptions infer the tools' JSON schemas from their Go types: an
@@ -126,7 +128,8 @@ func define[In, Out any](name, description string, call func(context.Context, *t
 		panic(fmt.Sprintf("mcp: output schema of %s: %v", name, err))
 	}
 	tool := &sdk.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out}
-	return toolDef{name: name, tool: tool,
+	_, mayHold := any(*new(Out)).(heldAnswer)
+	return toolDef{name: name, tool: tool, mayHold: mayHold,
 		add: func(s *sdk.Server, t *toolset) {
 			sdk.AddTool(s, tool, func(ctx context.Context, req *sdk.CallToolRequest, input In) (*sdk.CallToolResult, Out, error) {
 				var zero Out
