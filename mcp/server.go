@@ -45,6 +45,7 @@ func NewHandler(cfg Config) http.Handler {
 	for _, def := range tools {
 		def.add(server, t)
 	}
+	t.addPayX402(server)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: cfg.Logger,
 	})

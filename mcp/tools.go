@@ -111,6 +111,8 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 	reflect.TypeFor[time.Time]():    {Type: "string", Format: "date-time"},
 }}
 
+func jsonschemaFor[T any]() (*jsonschema.Schema, error) { return jsonschema.For[T](schemaOptions) }
+
 // define makes a tool whose call runs as the authenticated agent, counted
 // against its rate limit; an error is the tool's error with REST's detail.
 func define[In, Out any](name, description string, call func(context.Context, *toolset, *ent.Agent, In) (Out, error)) toolDef {

@@ -42,7 +42,6 @@ type x402Challenge struct {
 	Accepts     []agentpay.X402Requirement `json:"accepts"`
 }
 
-
 func (s *server) checkoutX402(w http.ResponseWriter, r *http.Request) {
 	s.serveX402(w, r, chi.URLParam(r, "external_id"))
 }
