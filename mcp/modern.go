@@ -37,7 +37,6 @@ const (
 
 // JSON-RPC error codes (2026-07-28's allocation).
 const (
-	codeParseError                 = -32700
 	codeInvalidRequest             = -32600
 	codeMethodNotFound             = -32601
 	codeInvalidParams              = -32602
