@@ -5,6 +5,7 @@ GO            ?= go
 SOLANA_RPC    := chains/devnet/solana-rpc
 STDWEBHOOKS   := testdata/standardwebhooks
 MCPCLIENT     := testdata/mcpclient
+MCPCLIENT2    := testdata/mcpclient2
 X402CLIENT    := testdata/x402client
 X402V2CLIENT  := testdata/x402v2client
 MPPCLIENT     := testdata/mppclient
@@ -30,8 +31,8 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDK the MCP server is tested with, the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, the MPP client (mppx) the Payment scheme is tested with, and axe-core, the accessibility checker the browser tests inject into every page
-deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json $(AXE)/node_modules/.package-lock.json
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDKs the MCP server is tested with (1.x for 2025-11-25, the 2.x client for 2026-07-28), the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, the MPP client (mppx) the Payment scheme is tested with, and axe-core, the accessibility checker the browser tests inject into every page
+deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(MCPCLIENT2)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json $(AXE)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
 	cd $(SOLANA_RPC) && npm ci --no-audit --no-fund --loglevel=error
@@ -41,6 +42,8 @@ $(STDWEBHOOKS)/node_modules/.package-lock.json: $(STDWEBHOOKS)/package-lock.json
 
 $(MCPCLIENT)/node_modules/.package-lock.json: $(MCPCLIENT)/package-lock.json
 	cd $(MCPCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+$(MCPCLIENT2)/node_modules/.package-lock.json: $(MCPCLIENT2)/package-lock.json
+	cd $(MCPCLIENT2) && npm ci --no-audit --no-fund --loglevel=error
 
 $(X402CLIENT)/node_modules/.package-lock.json: $(X402CLIENT)/package-lock.json
 	cd $(X402CLIENT) && npm ci --no-audit --no-fund --loglevel=error

@@ -23,7 +23,7 @@ import (
 )
 
 // wantTools are the tools /mcp lists.
-var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "request_card_purchase", "revoke_pairing", "send", "send_to_user"}
+var wantTools = []string{"get_balance", "get_limits", "list_pairings", "pay_checkout", "pay_checkout_x402", "request_card_purchase", "revoke_pairing", "send", "send_to_user"}
 
 // bearerTransport adds the agent key to every request of the client.
 type bearerTransport struct{ key string }
@@ -313,10 +313,10 @@ func TestMCPToolsDocumented(t *testing.T) {
 	require.True(t, ok, "agent-commerce.md has its MCP server section")
 	section, _, _ = strings.Cut(section, "\n## ")
 	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(section, -1) {
 		documented = append(documented, m[1])
 	}
-	var served []string
+	served := []string{payX402Tool}
 	for _, tool := range tools {
 		served = append(served, tool.name)
 	}

@@ -15,6 +15,8 @@ import (
 	"agentpay/internal/httpx"
 )
 
+const instructions = "Tools of one agentpay agent: its USDC balance, sends to agents and humans, paying checkout sessions, its pairings and limits. Amounts are USD, exact decimals (USDC counts 1:1)."
+
 // Config configures the handler.
 type Config struct {
 	Service *agentpay.Service
@@ -34,23 +36,27 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Version = "dev"
 	}
 	server := sdk.NewServer(&sdk.Implementation{Name: "agentpay", Title: "agentpay agent wallet", Version: cfg.Version}, &sdk.ServerOptions{
-		Instructions: "Tools of one agentpay agent: its USDC balance, sends to agents and humans, paying checkout sessions, its pairings and limits. Amounts are USD, exact decimals (USDC counts 1:1).",
+		Instructions: instructions,
+		// server/discover advertises the Tasks extension modern.go serves.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Extensions: map[string]any{TasksExtension: map[string]any{}}},
 		Logger:       cfg.Logger,
 	})
-	t := &toolset{svc: cfg.Service, logger: cfg.Logger}
+	t := &toolset{svc: cfg.Service, logger: cfg.Logger, version: cfg.Version}
 	for _, def := range tools {
 		def.add(server, t)
 	}
+	t.addPayX402(server)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, &sdk.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: cfg.Logger,
 	})
-	return t.requireKey(h)
+	return t.requireKey(t.modern(h))
 }
 
 // toolset is what the tools call.
 type toolset struct {
-	svc    *agentpay.Service
-	logger *slog.Logger
+	svc     *agentpay.Service
+	logger  *slog.Logger
+	version string
 }
 
 // bearer is the API key of an Authorization: Bearer header, "" without one.

@@ -23,6 +23,7 @@ type testMCP struct {
 	URL string
 	Svc *agentpay.Service
 	Env *testenv.Env
+	cfg agentpay.Config
 }
 
 func newTestMCP(t *testing.T) *testMCP {
@@ -37,7 +38,18 @@ func newTestMCP(t *testing.T) *testMCP {
 	require.NoError(t, err)
 	srv := httptest.NewServer(NewHandler(Config{Service: svc, Logger: cfg.Logger}))
 	t.Cleanup(srv.Close)
-	return &testMCP{URL: srv.URL, Svc: svc, Env: env}
+	return &testMCP{URL: srv.URL, Svc: svc, Env: env, cfg: cfg}
+}
+
+// restart is a new service and server over the same database, as a
+// restarted process (nothing kept in memory carries over).
+func (m *testMCP) restart(t *testing.T) *testMCP {
+	t.Helper()
+	svc, err := agentpay.NewService(m.cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(NewHandler(Config{Service: svc, Logger: m.cfg.Logger}))
+	t.Cleanup(srv.Close)
+	return &testMCP{URL: srv.URL, Svc: svc, Env: m.Env, cfg: m.cfg}
 }
 
 // agent registers an agent holding usdc on base; it answers the agent and

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -93,7 +94,14 @@ var tools = []toolDef{
 // server.
 type toolDef struct {
 	name string
-	add  func(*sdk.Server, *toolset)
+	tool *sdk.Tool
+	// add registers it on the Go SDK's server (2025-11-25, modern.go
+	// routes older clients there); invoke calls it with raw arguments
+	// (2026-07-28, served by modern.go).
+	add func(*sdk.Server, *toolset)
+	// mayHold: a spending policy may hold the call (its answer is orHeld).
+	mayHold bool
+	invoke  func(ctx context.Context, t *toolset, a *ent.Agent, args json.RawMessage) (any, error)
 }
 
 // schemaOptions infer the tools' JSON schemas from their Go types: an
@@ -102,6 +110,8 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 	reflect.TypeFor[httpx.Amount](): {Type: "number"},
 	reflect.TypeFor[time.Time]():    {Type: "string", Format: "date-time"},
 }}
+
+func jsonschemaFor[T any]() (*jsonschema.Schema, error) { return jsonschema.For[T](schemaOptions) }
 
 // define makes a tool whose call runs as the authenticated agent, counted
 // against its rate limit; an error is the tool's error with REST's detail.
@@ -119,21 +129,34 @@ func define[In, Out any](name, description string, call func(context.Context, *t
 	if err != nil {
 		panic(fmt.Sprintf("mcp: output schema of %s: %v", name, err))
 	}
-	return toolDef{name: name, add: func(s *sdk.Server, t *toolset) {
-		tool := &sdk.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out}
-		sdk.AddTool(s, tool, func(ctx context.Context, req *sdk.CallToolRequest, input In) (*sdk.CallToolResult, Out, error) {
-			var zero Out
-			a, err := t.agent(ctx, req)
-			if err != nil {
-				return nil, zero, t.toolError(ctx, name, err)
+	tool := &sdk.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out}
+	_, mayHold := any(*new(Out)).(heldAnswer)
+	return toolDef{name: name, tool: tool, mayHold: mayHold,
+		add: func(s *sdk.Server, t *toolset) {
+			sdk.AddTool(s, tool, func(ctx context.Context, req *sdk.CallToolRequest, input In) (*sdk.CallToolResult, Out, error) {
+				var zero Out
+				a, err := t.agent(ctx, req)
+				if err != nil {
+					return nil, zero, t.toolError(ctx, name, err)
+				}
+				res, err := call(ctx, t, a, input)
+				if err != nil {
+					return nil, zero, t.toolError(ctx, name, err)
+				}
+				return nil, res, nil
+			})
+		},
+		invoke: func(ctx context.Context, t *toolset, a *ent.Agent, args json.RawMessage) (any, error) {
+			var input In
+			if len(args) > 0 && string(args) != "null" {
+				dec := json.NewDecoder(bytes.NewReader(args))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&input); err != nil {
+					return nil, agentpay.Invalid("arguments", "%v", err)
+				}
 			}
-			res, err := call(ctx, t, a, input)
-			if err != nil {
-				return nil, zero, t.toolError(ctx, name, err)
-			}
-			return nil, res, nil
-		})
-	}}
+			return call(ctx, t, a, input)
+		}}
 }
 
 func nonEmpty(s string) *string {

@@ -42,19 +42,6 @@ type x402Challenge struct {
 	Accepts     []agentpay.X402Requirement `json:"accepts"`
 }
 
-// x402PaidResponse is the body of a paid session's answer.
-type x402PaidResponse struct {
-	ExternalID    string       `json:"external_id"`
-	SessionStatus string       `json:"session_status"`
-	Status        string       `json:"status"`
-	PaymentID     *string      `json:"payment_id"`
-	Chain         string       `json:"chain"`
-	TxHash        string       `json:"tx_hash"`
-	Payer         string       `json:"payer"`
-	AmountUSD     httpx.Amount `json:"amount_usd"`
-	Replayed      bool         `json:"replayed"`
-}
-
 func (s *server) checkoutX402(w http.ResponseWriter, r *http.Request) {
 	s.serveX402(w, r, chi.URLParam(r, "external_id"))
 }
@@ -136,13 +123,7 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 	}
 	if err == nil {
 		w.Header().Set(responseHeader, base64JSON(settle))
-		out := x402PaidResponse{
-			ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
-			Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: httpx.Amount{Decimal: res.AmountUSD}, Replayed: res.Replayed,
-		}
-		if res.Payment != nil {
-			out.PaymentID = &res.Payment.ExternalID
-		}
+		out := httpx.X402PaidOf(res)
 		if !settle.Success {
 			challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
 			return

@@ -421,3 +421,29 @@ func LimitsOf(a *ent.Agent, l *agentpay.AgentLimits) Limits {
 	}
 	return out
 }
+
+// X402Paid is a settled x402 payment of a checkout session: REST's 200 to
+// a paid GET /checkout/{id}/x402, MCP pay_checkout_x402's result.
+type X402Paid struct {
+	ExternalID    string  `json:"external_id"`
+	SessionStatus string  `json:"session_status"`
+	Status        string  `json:"status"`
+	PaymentID     *string `json:"payment_id"`
+	Chain         string  `json:"chain"`
+	TxHash        string  `json:"tx_hash"`
+	Payer         string  `json:"payer"`
+	AmountUSD     Amount  `json:"amount_usd"`
+	Replayed      bool    `json:"replayed"`
+}
+
+// X402PaidOf is the answer of a settled x402 payment.
+func X402PaidOf(res *agentpay.AuthorizedPayment) X402Paid {
+	out := X402Paid{
+		ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
+		Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: Amount{Decimal: res.AmountUSD}, Replayed: res.Replayed,
+	}
+	if res.Payment != nil {
+		out.PaymentID = &res.Payment.ExternalID
+	}
+	return out
+}
