@@ -43,20 +43,6 @@ var mppTitles = map[string]string{
 	agentpay.MPPInvalidChallenge:    "Invalid Challenge",
 }
 
-// mppPaidResponse is the body of a session paid by a credential (the
-// same fields as x402's paid answer).
-type mppPaidResponse struct {
-	ExternalID    string       `json:"external_id"`
-	SessionStatus string       `json:"session_status"`
-	Status        string       `json:"status"`
-	PaymentID     *string      `json:"payment_id"`
-	Chain         string       `json:"chain"`
-	TxHash        string       `json:"tx_hash"`
-	Payer         string       `json:"payer"`
-	AmountUSD     httpx.Amount `json:"amount_usd"`
-	Replayed      bool         `json:"replayed"`
-}
-
 // mppCredential is the request's Authorization: Payment value, if any.
 func mppCredential(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -127,13 +113,8 @@ func (s *server) serveMPP(w http.ResponseWriter, r *http.Request, externalID, he
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	out := mppPaidResponse{
-		ExternalID: res.Session.ExternalID, SessionStatus: string(res.Session.Status), Status: res.Status,
-		Chain: string(res.Chain), TxHash: res.TxHash, Payer: res.Payer, AmountUSD: httpx.Amount{Decimal: res.AmountUSD}, Replayed: res.Replayed,
-	}
-	if res.Payment != nil {
-		out.PaymentID = &res.Payment.ExternalID
-	}
+	// The same body as x402's paid answer.
+	out := httpx.X402PaidOf(res)
 	w.Header().Set("Cache-Control", "private")
 	if receipt == nil {
 		writeJSON(w, http.StatusAccepted, out)

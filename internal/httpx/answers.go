@@ -422,8 +422,9 @@ func LimitsOf(a *ent.Agent, l *agentpay.AgentLimits) Limits {
 	return out
 }
 
-// X402Paid is a settled x402 payment of a checkout session: REST's 200 to
-// a paid GET /checkout/{id}/x402, MCP pay_checkout_x402's result.
+// X402Paid is a payment of a checkout session settled from a payer's
+// signed authorization: REST's answer to a paid GET /checkout/{id}/x402 and
+// to an MPP credential, MCP pay_checkout_x402's result.
 type X402Paid struct {
 	ExternalID    string  `json:"external_id"`
 	SessionStatus string  `json:"session_status"`
