@@ -146,7 +146,9 @@ func TestRelaysOfOnePayerAtOnce(t *testing.T) {
 // past RELAY_IP_RATE_LIMIT; the facilitator's settles count per merchant
 // (RELAY_MERCHANT_RATE_LIMIT), not per IP.
 func TestRelayRateLimitsOverREST(t *testing.T) {
-	api := relayAPI(t, agentpay.Config{RelayIPRateLimit: 2, RelayMerchantRateLimit: 3})
+	// The limiter reads the service clock, which stands still here: every
+	// relay falls in one window, whenever a minute turns.
+	api := relayAPI(t, agentpay.Config{RelayIPRateLimit: 2, RelayMerchantRateLimit: 3, Clock: rateClock()})
 	m := api.registerMerchant(nil)
 	payer := newX402Payer(t, api, 10_000_000)
 	x402, wallet, settle := relayPaths[0], relayPaths[2], relayPaths[1]
