@@ -3,23 +3,18 @@ package agentpay
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/predicate"
-	"agentpay/internal/store"
 	"agentpay/internal/vault"
 )
 
@@ -80,113 +75,6 @@ func (s *Service) sessionTTL() time.Duration {
 		return s.cfg.SessionTTL
 	}
 	return DefaultSessionTTL
-}
-
-// validate checks a create request field by field in the order of spec 2.6
-// and returns the metadata as it will be stored (json.Number values turned
-// into float64 once they are known to be exact).
-func (in SessionInput) validate() (map[string]any, error) {
-	if in.Amount == nil {
-		return nil, Invalid("amount", "is required")
-	}
-	a := *in.Amount
-	switch {
-	case !a.Equal(a.Truncate(SessionAmountDecimals)):
-		return nil, Invalid("amount", "must have at most %d decimal places", SessionAmountDecimals)
-	case a.LessThan(SessionMinAmount):
-		return nil, Invalid("amount", "must be at least %s USD", SessionMinAmount.StringFixed(2))
-	case a.GreaterThan(SessionMaxAmount):
-		return nil, Invalid("amount", "must be at most %s USD", SessionMaxAmount.String())
-	}
-	switch {
-	case in.Currency == "":
-		return nil, Invalid("currency", "is required")
-	case !strings.EqualFold(in.Currency, SessionCurrency):
-		return nil, Invalid("currency", "must be USD")
-	}
-	if n := len([]rune(in.Description)); n > SessionDescriptionMaxLen {
-		return nil, Invalid("description", "must be at most %d characters long", SessionDescriptionMaxLen)
-	}
-	if err := validateURL("success_url", in.SuccessURL, true); err != nil {
-		return nil, err
-	}
-	if err := validateURL("cancel_url", in.CancelURL, true); err != nil {
-		return nil, err
-	}
-	meta, err := normaliseMetadata(in.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	if k := in.IdempotencyKey; k != nil {
-		switch {
-		case *k == "" || len(*k) > IdempotencyKeyMaxLen:
-			return nil, Invalid("idempotency_key", "must be 1 to %d characters long", IdempotencyKeyMaxLen)
-		case strings.IndexFunc(*k, func(r rune) bool { return !unicode.IsPrint(r) || r == unicode.ReplacementChar }) >= 0:
-			return nil, Invalid("idempotency_key", "must contain printable characters only")
-		}
-	}
-	return meta, nil
-}
-
-// normaliseMetadata checks the metadata object: at most
-// SessionMetadataMaxBytes as JSON, and every number exactly representable
-// as a JSON double (what it is read back as); it returns a copy with
-// json.Number values converted.
-func normaliseMetadata(m map[string]any) (map[string]any, error) {
-	if m == nil {
-		return map[string]any{}, nil
-	}
-	out, err := exactJSONValue(m, "metadata")
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, Invalid("metadata", "must be a JSON object")
-	}
-	if len(b) > SessionMetadataMaxBytes {
-		return nil, Invalid("metadata", "must be at most %d bytes as JSON", SessionMetadataMaxBytes)
-	}
-	return out.(map[string]any), nil
-}
-
-func exactJSONValue(v any, path string) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			c, err := exactJSONValue(e, path+"."+k)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = c
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			c, err := exactJSONValue(e, fmt.Sprintf("%s[%d]", path, i))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
-	case json.Number:
-		exact, err := ParseDecimal(path, string(x))
-		if err != nil {
-			return nil, err
-		}
-		f, ferr := strconv.ParseFloat(string(x), 64)
-		if ferr != nil || !decimal.NewFromFloat(f).Equal(exact) {
-			return nil, Invalid(path, "number %s cannot be stored exactly; send it as a string", x)
-		}
-		return f, nil
-	case string, bool, nil, float64:
-		return x, nil
-	default:
-		return nil, Invalid(path, "is not a JSON value")
-	}
 }
 
 // newSessionExternalID draws a session's public id, whose prefix tells its
@@ -473,145 +361,4 @@ func (s *Service) ListSessions(ctx context.Context, auth *MerchantAuth, p ListPa
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
 	return &SessionPage{Sessions: list, ListPage: p.page(total, len(list))}, nil
-}
-
-// CancelSession cancels a session of the caller when cancellable allows it
-// (design.md section 3: from pending and detecting, before expires_at, while
-// no payment has been seen); cancelling a cancelled session changes
-// nothing; anything else is ErrConflict. The session row is locked for the
-// decision, so a payment recorded concurrently (under the
-// same lock) either comes first and refuses the cancel, or comes after and
-// finds the session cancelled (a late payment).
-func (s *Service) CancelSession(ctx context.Context, auth *MerchantAuth, externalID string) (*ent.CheckoutSession, error) {
-	if err := auth.CheckMutate(); err != nil {
-		return nil, err
-	}
-	var out *ent.CheckoutSession
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(ownSession(auth, externalID))).Only(ctx)
-		if ent.IsNotFound(err) {
-			return errNoSuchSession
-		}
-		if err != nil {
-			return fmt.Errorf("reading session: %w", err)
-		}
-		already, err := cancellable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, tx.Payment, sess.ID) })
-		if err != nil {
-			return err
-		}
-		if already {
-			out = sess
-			return nil
-		}
-		out, err = tx.CheckoutSession.UpdateOne(sess).
-			SetStatus(checkoutsession.StatusCancelled).
-			SetCancelledAt(s.now().UTC().Truncate(time.Microsecond)).
-			Save(ctx)
-		if err != nil {
-			return fmt.Errorf("cancelling session: %w", err)
-		}
-		return s.publishSessionStatus(ctx, sqlTx, out.ExternalID, string(checkoutsession.StatusCancelled))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// ExpireSessions expires the sessions past expires_at that are still
-// pending or detecting and whose seen payments do not cover the amount
-// (design.md section 3): with nothing paid it sends session.expired; with
-// an underpayment payment.failed (reason underpaid, amounts paid and
-// expected) and then session.expired. A session whose seen payments cover
-// the amount is left waiting for its confirmations. Each session is decided
-// in its own transaction under its row lock. It answers how many sessions
-// it expired.
-func (s *Service) ExpireSessions(ctx context.Context) (int, error) {
-	now := s.now().UTC()
-	ids, err := s.cfg.DB.Ent.CheckoutSession.Query().
-		Where(expiryDueAt(now)).
-		Order(ent.Asc(checkoutsession.FieldExpiresAt)).
-		Limit(1000).
-		IDs(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("listing expired sessions: %w", err)
-	}
-	n := 0
-	for _, id := range ids {
-		expired, err := s.expireSession(ctx, id)
-		if err != nil {
-			return n, err
-		}
-		if expired {
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (s *Service) expireSession(ctx context.Context, id uuid.UUID) (bool, error) {
-	expired := false
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		sess, err := store.ForUpdate(s.cfg.DB, tx.CheckoutSession.Query().Where(checkoutsession.ID(id))).Only(ctx)
-		if err != nil {
-			return err
-		}
-		now := s.now().UTC().Truncate(time.Microsecond)
-		if !expiryDue(sess, now) {
-			return nil
-		}
-		decimals := int32(USDCDecimals)
-		if sess.Chain != "" {
-			if l, err := s.ledger(sessionMode(sess), chains.Name(sess.Chain)); err == nil {
-				decimals = l.Decimals()
-			}
-		}
-		seen, err := sessionPaid(ctx, tx, sess.ID, false)
-		if err != nil {
-			return err
-		}
-		due, err := ToBaseUnits("amount_usd", sess.AmountUsd, decimals)
-		if err != nil {
-			return err
-		}
-		if covers(seen, due) {
-			return nil // paid in time: it waits for its confirmations
-		}
-		if _, err := tx.CheckoutSession.UpdateOne(sess).
-			SetStatus(checkoutsession.StatusExpired).
-			SetExpiredAt(now).
-			Save(ctx); err != nil {
-			return err
-		}
-		if err := s.publishSessionStatus(ctx, sqlTx, sess.ExternalID, string(checkoutsession.StatusExpired)); err != nil {
-			return err
-		}
-		base := EventData{SessionExternalID: sess.ExternalID, Chain: sess.Chain, Token: sess.Token, Metadata: sess.Metadata}
-		if seen.Sign() > 0 {
-			paid := FromBaseUnits(seen, decimals)
-			data := base
-			data.AmountUSD = &paid
-			data.Extra = map[string]any{
-				"reason":              FailReasonUnderpaid,
-				"amount_paid_usd":     paid,
-				"amount_expected_usd": sess.AmountUsd,
-				"amount_due_usd":      sess.AmountUsd.Sub(paid),
-			}
-			if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventPaymentFailed, data); err != nil {
-				return err
-			}
-		}
-		expiredData := base
-		amount := sess.AmountUsd
-		expiredData.AmountUSD = &amount
-		if err := recordSessionEvent(ctx, s, tx, sqlTx, sess, EventSessionExpired, expiredData); err != nil {
-			return err
-		}
-		expired = true
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("expiring session %s: %w", id, err)
-	}
-	return expired, nil
 }
