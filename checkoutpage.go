@@ -99,6 +99,11 @@ type CheckoutStatus struct {
 	// nil when it is not known (no chain selected, or the chain's ledger
 	// does not say).
 	Required *uint64
+	// Amount is the session's amount in USD.
+	Amount decimal.Decimal
+	// Progress is what AmountPaid amounts to against Amount (ProgressOf):
+	// the page's state, what is due, what was paid beyond.
+	Progress PaymentProgress
 }
 
 func sessionMode(sess *ent.CheckoutSession) Mode { return sessionModeOf(sess.Livemode) }
@@ -388,14 +393,14 @@ func (s *Service) depositInstructions(ctx context.Context, sess *ent.CheckoutSes
 // payments(session_id) index. One row per payment, or one row with NULL
 // payment columns. Only what the answer needs: livemode and merchant_id
 // check a public key.
-const checkoutStatusQuery = `SELECT s.status, s.chain, s.token, s.livemode, s.merchant_id,
+const checkoutStatusQuery = `SELECT s.status, s.chain, s.token, s.livemode, s.merchant_id, s.amount_usd,
 	p.amount_token, p.confirmations, p.status
 FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
 WHERE s.external_id = `
 
 // checkoutStatusBatchQuery is checkoutStatusQuery for many sessions at once
 // (PostgreSQL), each row led by its session's external_id.
-const checkoutStatusBatchQuery = `SELECT s.external_id, s.status, s.chain, s.token, s.livemode, s.merchant_id,
+const checkoutStatusBatchQuery = `SELECT s.external_id, s.status, s.chain, s.token, s.livemode, s.merchant_id, s.amount_usd,
 	p.amount_token, p.confirmations, p.status
 FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
 WHERE s.external_id = ANY($1::text[])`
@@ -417,7 +422,7 @@ var checkoutStatusReads = store.NewBatched(store.BatchSpec[string, string, *stat
 			id string
 			r  statusRow
 		)
-		if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amount, &r.confs, &r.pStatus); err != nil {
+		if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amountUSD, &r.amount, &r.confs, &r.pStatus); err != nil {
 			return err
 		}
 		acc := found[id]
@@ -492,7 +497,7 @@ func (s *Service) readStatus(ctx context.Context, externalID string) (*statusAcc
 	var acc *statusAcc
 	for rows.Next() {
 		var r statusRow
-		if err := rows.Scan(&r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amount, &r.confs, &r.pStatus); err != nil {
+		if err := rows.Scan(&r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amountUSD, &r.amount, &r.confs, &r.pStatus); err != nil {
 			return nil, err
 		}
 		if acc == nil {
@@ -508,6 +513,7 @@ type statusRow struct {
 	status, chain, token, pStatus sql.NullString
 	livemode                      bool
 	merchantID                    uuid.UUID
+	amountUSD                     decimal.Decimal
 	amount, confs                 sql.NullInt64
 }
 
@@ -533,11 +539,12 @@ func (a *statusAcc) fold() {
 	if a.hasPayments {
 		a.st.Confirmations = a.minConf
 	}
+	a.st.Progress = ProgressOf(a.st.Status, a.st.Amount, a.st.AmountPaid)
 }
 
 func (a *statusAcc) add(r *statusRow) {
 	a.st.Status, a.st.Chain, a.st.Token = checkoutsession.Status(r.status.String), r.chain.String, r.token.String
-	a.livemode, a.merchantID = r.livemode, r.merchantID
+	a.livemode, a.merchantID, a.st.Amount = r.livemode, r.merchantID, r.amountUSD
 	if !r.pStatus.Valid || r.pStatus.String == string(payment.StatusFailed) {
 		return
 	}

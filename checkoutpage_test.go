@@ -409,8 +409,10 @@ func TestCheckoutStatus(t *testing.T) {
 
 	st, err := f.svc.CheckoutStatus(ctx, sess.ExternalID, "")
 	require.NoError(t, err)
-	require.Equal(t, CheckoutStatus{Status: checkoutsession.StatusPending, AmountPaid: st.AmountPaid}, *st)
+	require.Equal(t, CheckoutStatus{Status: checkoutsession.StatusPending, AmountPaid: st.AmountPaid, Amount: st.Amount,
+		Progress: PaymentProgress{State: "pending", Waiting: true}}, *st)
 	require.True(t, st.AmountPaid.IsZero())
+	require.Equal(t, "10", st.Amount.String(), "the session's amount, read with its status")
 
 	_, err = f.svc.SelectPaymentMethod(ctx, sess.ExternalID, "", "base", "USDC")
 	require.NoError(t, err)
@@ -431,6 +433,8 @@ func TestCheckoutStatus(t *testing.T) {
 	require.Equal(t, "base", st.Chain)
 	require.Equal(t, "USDC", st.Token)
 	require.Equal(t, uint64(1), st.Confirmations, "the least confirmed payment")
+	require.Equal(t, PageStateUnderpaid, st.Progress.State)
+	require.Equal(t, "3.499999", st.Progress.Due.String(), "10 less the 6.500001 paid")
 
 	_, err = f.svc.CheckoutStatus(ctx, "cs_nope", "")
 	require.ErrorIs(t, err, ErrNotFound)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
@@ -194,4 +195,49 @@ func openAt(now time.Time) predicate.CheckoutSession {
 		checkoutsession.StatusIn(awaitingStatuses...),
 		checkoutsession.ExpiresAtGT(now),
 	)
+}
+
+// PageState is what a checkout session's payments amount to against its
+// amount, as the hosted page (and any client of the status endpoint)
+// shows it: the one place that says when a session is underpaid, what is
+// still due and what was paid beyond the amount. The page renders it and
+// derives nothing.
+type PageState string
+
+const (
+	// PageStateUnderpaid is a session still detecting with part of its
+	// amount paid: it waits for the rest (payments.go moves it to
+	// confirming once its payments cover the amount).
+	PageStateUnderpaid PageState = "underpaid"
+)
+
+// PaymentProgress is a session's PageState with the amounts that go with
+// it, in USD at 1 USDC = 1 USD.
+type PaymentProgress struct {
+	// State is the session's status, except PageStateUnderpaid.
+	State PageState
+	// Due is what is still to pay while underpaid; zero otherwise.
+	Due decimal.Decimal
+	// Excess is what was paid beyond the amount; zero otherwise, and zero
+	// once the session has ended unpaid (expired or cancelled: what arrived
+	// is a late payment, shown as paid, not as an overpayment).
+	Excess decimal.Decimal
+	// Waiting is whether the page still waits for a payment (pending,
+	// detecting, underpaid): the countdown runs and the deposit shows.
+	Waiting bool
+}
+
+// ProgressOf is the PaymentProgress of a session in status whose amount is
+// amount and whose live payments sum to paid.
+func ProgressOf(status checkoutsession.Status, amount, paid decimal.Decimal) PaymentProgress {
+	p := PaymentProgress{State: PageState(status), Waiting: awaitingPayment(status)}
+	if status == checkoutsession.StatusDetecting && paid.IsPositive() && paid.LessThan(amount) {
+		p.State = PageStateUnderpaid
+		p.Due = amount.Sub(paid)
+	}
+	unpaidEnd := status == checkoutsession.StatusExpired || status == checkoutsession.StatusCancelled
+	if paid.GreaterThan(amount) && !unpaidEnd {
+		p.Excess = paid.Sub(amount)
+	}
+	return p
 }

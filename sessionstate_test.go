@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/ent"
@@ -136,6 +137,41 @@ func TestCovers(t *testing.T) {
 		want      bool
 	}{{0, 1, false}, {999, 1000, false}, {1000, 1000, true}, {1001, 1000, true}} {
 		require.Equal(t, tt.want, covers(big.NewInt(tt.paid), big.NewInt(tt.due)), "%d of %d", tt.paid, tt.due)
+	}
+}
+
+// TestProgressOf pins the page's state and amounts for each status and
+// each relation of paid to the amount (what web/ and page.js used to work
+// out themselves).
+func TestProgressOf(t *testing.T) {
+	ten := decimal.New(10, 0)
+	d := decimal.RequireFromString
+	for _, tt := range []struct {
+		status      checkoutsession.Status
+		paid        string
+		state       PageState
+		due, excess string
+		waiting     bool
+	}{
+		{checkoutsession.StatusPending, "0", "pending", "0", "0", true},
+		{checkoutsession.StatusDetecting, "0", "detecting", "0", "0", true},
+		{checkoutsession.StatusDetecting, "0.000001", PageStateUnderpaid, "9.999999", "0", true},
+		{checkoutsession.StatusDetecting, "4", PageStateUnderpaid, "6", "0", true},
+		{checkoutsession.StatusConfirming, "10", "confirming", "0", "0", false},
+		{checkoutsession.StatusConfirming, "12.5", "confirming", "0", "2.5", false},
+		{checkoutsession.StatusConfirmed, "10.000001", "confirmed", "0", "0.000001", false},
+		// Ended unpaid: what arrived late is shown as paid, never as an
+		// overpayment (and an expired session is never underpaid).
+		{checkoutsession.StatusExpired, "4", "expired", "0", "0", false},
+		{checkoutsession.StatusExpired, "11", "expired", "0", "0", false},
+		{checkoutsession.StatusCancelled, "11", "cancelled", "0", "0", false},
+	} {
+		got := ProgressOf(tt.status, ten, d(tt.paid))
+		name := string(tt.status) + " paid " + tt.paid
+		require.Equal(t, tt.state, got.State, name)
+		require.True(t, d(tt.due).Equal(got.Due), "%s: due %s", name, got.Due)
+		require.True(t, d(tt.excess).Equal(got.Excess), "%s: excess %s", name, got.Excess)
+		require.Equal(t, tt.waiting, got.Waiting, name)
 	}
 }
 

@@ -12,6 +12,9 @@ func sessionStatusModel(u agentpay.SessionStatusUpdate) *model.SessionStatus {
 		Status:        u.Status,
 		AmountPaid:    u.AmountPaid,
 		Confirmations: int(min(u.Confirmations, uint64(1<<31-1))),
+		State:         string(u.Progress.State),
+		AmountDue:     u.Progress.Due,
+		AmountExcess:  u.Progress.Excess,
 	}
 	if u.Chain != "" {
 		m.Chain = &u.Chain

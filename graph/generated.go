@@ -718,11 +718,14 @@ type ComplexityRoot struct {
 	}
 
 	SessionStatus struct {
+		AmountDue             func(childComplexity int) int
+		AmountExcess          func(childComplexity int) int
 		AmountPaid            func(childComplexity int) int
 		Chain                 func(childComplexity int) int
 		Confirmations         func(childComplexity int) int
 		ExternalID            func(childComplexity int) int
 		RequiredConfirmations func(childComplexity int) int
+		State                 func(childComplexity int) int
 		Status                func(childComplexity int) int
 		Token                 func(childComplexity int) int
 	}
@@ -4410,6 +4413,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SendToUserPayload.TxHash(childComplexity), true
 
+	case "SessionStatus.amountDue":
+		if e.ComplexityRoot.SessionStatus.AmountDue == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.AmountDue(childComplexity), true
+	case "SessionStatus.amountExcess":
+		if e.ComplexityRoot.SessionStatus.AmountExcess == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.AmountExcess(childComplexity), true
 	case "SessionStatus.amountPaid":
 		if e.ComplexityRoot.SessionStatus.AmountPaid == nil {
 			break
@@ -4440,6 +4455,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SessionStatus.RequiredConfirmations(childComplexity), true
+	case "SessionStatus.state":
+		if e.ComplexityRoot.SessionStatus.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionStatus.State(childComplexity), true
 	case "SessionStatus.status":
 		if e.ComplexityRoot.SessionStatus.Status == nil {
 			break
@@ -7215,6 +7236,12 @@ func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field
 		return ec.fieldContext_SessionStatus_confirmations(ctx, field)
 	case "requiredConfirmations":
 		return ec.fieldContext_SessionStatus_requiredConfirmations(ctx, field)
+	case "state":
+		return ec.fieldContext_SessionStatus_state(ctx, field)
+	case "amountDue":
+		return ec.fieldContext_SessionStatus_amountDue(ctx, field)
+	case "amountExcess":
+		return ec.fieldContext_SessionStatus_amountExcess(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SessionStatus", field.Name)
 }
@@ -22512,6 +22539,75 @@ func (ec *executionContext) fieldContext_SessionStatus_requiredConfirmations(_ c
 	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Int")
 }
 
+func (ec *executionContext) _SessionStatus_state(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionStatus_amountDue(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_amountDue(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountDue, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_amountDue(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SessionStatus_amountExcess(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionStatus_amountExcess(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AmountExcess, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionStatus_amountExcess(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionStatus", field, false, false, "Decimal")
+}
+
 func (ec *executionContext) _SpendApproval_id(ctx context.Context, field graphql.CollectedField, obj *ent.SpendApproval) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -35195,6 +35291,21 @@ func (ec *executionContext) _SessionStatus(ctx context.Context, sel ast.Selectio
 		case "requiredConfirmations":
 			out.Values[i] = ec._SessionStatus_requiredConfirmations(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._SessionStatus_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountDue":
+			out.Values[i] = ec._SessionStatus_amountDue(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "amountExcess":
+			out.Values[i] = ec._SessionStatus_amountExcess(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:

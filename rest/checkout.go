@@ -103,7 +103,9 @@ type eip712DomainResponse struct {
 	VerifyingContract string `json:"verifying_contract"`
 }
 
-// checkoutStatusResponse is spec 2.7 plus the confirmations.
+// checkoutStatusResponse is spec 2.7 plus the confirmations and the
+// payment's progress (agentpay.ProgressOf: the page's state, what is due,
+// what was paid beyond the amount).
 type checkoutStatusResponse struct {
 	Status                string       `json:"status"`
 	AmountPaid            httpx.Amount `json:"amount_paid"`
@@ -111,6 +113,9 @@ type checkoutStatusResponse struct {
 	Token                 *string      `json:"token"`
 	Confirmations         uint64       `json:"confirmations"`
 	ConfirmationsRequired *uint64      `json:"confirmations_required"`
+	State                 string       `json:"state"`
+	AmountDue             httpx.Amount `json:"amount_due"`
+	AmountExcess          httpx.Amount `json:"amount_excess"`
 }
 
 // selectRequest is the body of POST /checkout/pay/{external_id}/select.
@@ -215,6 +220,12 @@ func appendCheckoutStatus(b []byte, st *agentpay.CheckoutStatus) []byte {
 	} else {
 		b = strconv.AppendUint(b, *st.Required, 10)
 	}
+	b = append(b, `,"state":`...)
+	b = appendJSONString(b, string(st.Progress.State))
+	b = append(b, `,"amount_due":`...)
+	b = append(b, st.Progress.Due.String()...)
+	b = append(b, `,"amount_excess":`...)
+	b = append(b, st.Progress.Excess.String()...)
 	return append(b, "}\n"...)
 }
 

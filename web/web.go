@@ -9,7 +9,7 @@
 // sessionStatus subscription (GraphQL over a websocket) for live status,
 // and GET /checkout/pay/{id}/status every 3 seconds while it is down (and
 // while confirming: the subscription sends status changes, not each
-// confirmation). Each status has its own view (pageState), rendered here
+// confirmation). Each state (agentpay.ProgressOf) has its own view, rendered here
 // for the first paint and switched by the script on each update.
 package web
 
@@ -29,7 +29,6 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
-	"agentpay/ent/checkoutsession"
 	"agentpay/internal/vault"
 )
 
@@ -147,14 +146,11 @@ type pageData struct {
 	Amount      string
 	Currency    string
 	Status      string
-	// State is the view the page shows (pageState): pending, detecting,
-	// underpaid, confirming, confirmed, expired or cancelled.
+	// State is the view the page shows (agentpay.ProgressOf): pending,
+	// detecting, underpaid, confirming, confirmed, expired or cancelled.
 	State string
-	// AmountExact is the session amount as an exact decimal string, which
-	// the script reads into integer micro-units (never a float).
-	AmountExact string
-	// PaidExact is amount_paid exact; Paid, Due and Excess are formatted
-	// for reading (Due while underpaid, Excess when overpaid).
+	// PaidExact is amount_paid exact; Paid, Due and Excess (the service's
+	// agentpay.PaymentProgress) are formatted for reading.
 	PaidExact string
 	Paid      string
 	Due       string
@@ -218,8 +214,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 		Amount:        formatAmount(sess.AmountUsd),
 		Currency:      sess.Currency,
 		Status:        string(st.Status),
-		State:         pageState(string(st.Status), sess.AmountUsd, st.AmountPaid),
-		AmountExact:   sess.AmountUsd.String(),
+		State:         string(st.Progress.State),
 		PaidExact:     st.AmountPaid.String(),
 		Paid:          formatAmount(st.AmountPaid),
 		Confirmations: st.Confirmations,
@@ -238,16 +233,16 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	for _, l := range p.Receipt {
 		d.Receipt = append(d.Receipt, receiptLine{Amount: formatAmount(l.Amount), Token: l.Token, Chain: l.Chain, TxHash: l.TxHash, TxURL: safeURL(l.TxURL)})
 	}
-	d.Waiting = d.State == string(checkoutsession.StatusPending) || d.State == string(checkoutsession.StatusDetecting) || d.State == stateUnderpaid
+	d.Waiting = st.Progress.Waiting
 	if st.Required != nil {
 		d.Required = *st.Required
 	}
-	if d.State == stateUnderpaid {
-		d.Due = formatAmount(sess.AmountUsd.Sub(st.AmountPaid))
+	if st.Progress.Due.IsPositive() {
+		d.Due = formatAmount(st.Progress.Due)
 	}
-	if st.AmountPaid.GreaterThan(sess.AmountUsd) {
+	if st.Progress.Excess.IsPositive() {
 		d.Overpaid = true
-		d.Excess = formatAmount(st.AmountPaid.Sub(sess.AmountUsd))
+		d.Excess = formatAmount(st.Progress.Excess)
 	}
 	brand, err := agentpay.BrandColorsFor(m.BrandColor)
 	if err != nil { // none set
@@ -295,20 +290,6 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request, embed bool) {
 	hdr.Set("Content-Security-Policy", csp)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
-}
-
-const stateUnderpaid = "underpaid"
-
-// pageState is the view the page shows for a session's status and the USD
-// paid so far: the status, except that a session still detecting with part
-// of its amount paid is underpaid (it waits for the rest; payments.go moves
-// it to confirming once its payments cover the amount). page.js's
-// pageState is the same rule on the live status.
-func pageState(status string, amount, paid decimal.Decimal) string {
-	if status == string(checkoutsession.StatusDetecting) && paid.IsPositive() && paid.LessThan(amount) {
-		return stateUnderpaid
-	}
-	return status
 }
 
 // qr answers the QR code of the session's payment URI on the selected

@@ -533,6 +533,13 @@ type SessionStatus struct {
 	Confirmations int `json:"confirmations"`
 	// Confirmations a deposit needs on the chain; null when not known
 	RequiredConfirmations *int `json:"requiredConfirmations,omitempty"`
+	// What the page shows: the status, except underpaid (detecting with part of
+	// the amount paid)
+	State string `json:"state"`
+	// USD still to pay while underpaid; 0 otherwise
+	AmountDue decimal.Decimal `json:"amountDue"`
+	// USD paid beyond the amount; 0 otherwise, and 0 once expired or cancelled
+	AmountExcess decimal.Decimal `json:"amountExcess"`
 }
 
 // What approving needs: a passkey assertion when the viewer has passkeys.

@@ -58,14 +58,8 @@
     while (s.length < 2) s += "0";
     return (neg ? "-" : "") + (u / 1000000n).toString() + "." + s;
   }
-  var amount = toMicro(root.dataset.amount);
-
-  // pageState is web.go's pageState on the live status: a session still
-  // detecting with part of its amount paid is underpaid.
-  function pageState(status, paid) {
-    if (status === "detecting" && paid !== null && amount !== null && paid > 0n && paid < amount) return "underpaid";
-    return status;
-  }
+  // micro reads an optional amount of a status answer (null when absent).
+  function micro(v) { return v === undefined || v === null ? null : toMicro(v); }
 
   // Countdown to expires_at, while the page waits for a payment.
   var countdown = $("countdown");
@@ -98,8 +92,10 @@
   }
   // render shows the view of a status answer, as page.html renders it.
   function render(st) {
-    var paid = st.amount_paid === undefined || st.amount_paid === null ? null : toMicro(st.amount_paid);
-    var state = pageState(st.status, paid);
+    // The service says what the payments amount to (agentpay.ProgressOf):
+    // the state, what is still due, what was paid beyond the amount.
+    var paid = micro(st.amount_paid), due = micro(st.amount_due), excess = micro(st.amount_excess);
+    var state = st.state || st.status;
     root.dataset.state = state;
     var wait = !!waiting[state];
     show("expiry", wait);
@@ -115,8 +111,8 @@
     show("rest-hint", under);
     if (under) {
       setText("paid", formatMicro(paid));
-      setText("due", formatMicro(amount - paid));
-      setText("due-again", formatMicro(amount - paid));
+      setText("due", formatMicro(due));
+      setText("due-again", formatMicro(due));
       show("change-chain", false);
     }
     show("progress", state === "confirming");
@@ -144,13 +140,13 @@
       show("ended-paid", paid > 0n);
       if (paid > 0n) setText("ended-paid-amount", formatMicro(paid));
     }
-    var over = !ended && paid !== null && amount !== null && paid > amount;
+    var over = excess !== null && excess > 0n;
     show("overpaid", over);
-    if (over) setText("excess", formatMicro(paid - amount));
+    if (over) setText("excess", formatMicro(excess));
     show("cancel", wait);
     showWalletPay();
     var msg = messages[state] || "";
-    if (under) msg = "Received " + formatMicro(paid) + " USDC; " + formatMicro(amount - paid) + " USDC still due.";
+    if (under) msg = "Received " + formatMicro(paid) + " USDC; " + formatMicro(due) + " USDC still due.";
     if (state === "confirming" && Number(st.confirmations_required) > 0) {
       msg = "Payment received: " + (Number(st.confirmations) || 0) + " of " + st.confirmations_required + " confirmations.";
     }
@@ -217,7 +213,7 @@
   var graphqlPath = root.dataset.graphql;
   var wsRetry = 0;
   var SUBSCRIPTION = "subscription($id: String!) { sessionStatus(externalId: $id) { " +
-    "status amountPaid chain token confirmations requiredConfirmations } }";
+    "status amountPaid chain token confirmations requiredConfirmations state amountDue amountExcess } }";
   function subscribe() {
     if (!graphqlPath || !window.WebSocket || terminal[root.dataset.status]) return;
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + graphqlPath;
@@ -244,7 +240,10 @@
           chain: s.chain,
           token: s.token,
           confirmations: s.confirmations,
-          confirmations_required: s.requiredConfirmations
+          confirmations_required: s.requiredConfirmations,
+          state: s.state,
+          amount_due: s.amountDue,
+          amount_excess: s.amountExcess
         });
         if (terminal[root.dataset.status]) ws.close(1000);
       } else if (m.type === "error" || m.type === "complete") {
