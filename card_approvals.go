@@ -11,7 +11,6 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/cardrequest"
-	"agentpay/ent/pairing"
 	"agentpay/ent/user"
 	"agentpay/internal/store"
 )
@@ -39,10 +38,9 @@ func (s *Service) userCardRequest(ctx context.Context, u *ent.User, id string) (
 	if slices.Contains(cardDeciders(r), u.ID) {
 		return r, nil
 	}
-	paired, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
-		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	paired, err := pairedWith(ctx, s.cfg.DB.Ent, r.AgentID, u.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading pairing: %w", err)
+		return nil, err
 	}
 	if !paired {
 		return nil, notFound
@@ -91,10 +89,9 @@ func (s *Service) castCardApproval(ctx context.Context, id uuid.UUID, u *ent.Use
 		}
 		var changed bool
 		cur.ApprovedBy, changed = addVoter(cur.ApprovedBy, u.ID)
-		asked, err := tx.Pairing.Query().Where(pairing.AgentID(cur.AgentID), pairing.UserID(cur.UserID),
-			pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+		asked, err := pairedWith(ctx, tx.Client(), cur.AgentID, cur.UserID)
 		if err != nil {
-			return fmt.Errorf("reading pairing: %w", err)
+			return err
 		}
 		if complete, err = s.allDecidersApproved(ctx, tx.Client(), cur.AgentID, cardDeciders(cur), cur.ApprovedBy); err != nil {
 			return err
@@ -178,10 +175,9 @@ func (s *Service) ApproveCardRequest(ctx context.Context, v *Viewer, id, ceremon
 	if err != nil {
 		return nil, fmt.Errorf("reading card request: %w", err)
 	}
-	live, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
-		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	live, err := pairedWith(ctx, s.cfg.DB.Ent, r.AgentID, u.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading pairing: %w", err)
+		return nil, err
 	}
 	if !live {
 		return nil, fmt.Errorf("%w: you are no longer paired with this agent", ErrForbidden)

@@ -155,10 +155,9 @@ func (s *Service) DecidePairingConsent(ctx context.Context, u *ent.User, pairing
 		if err := s.lockAgentPairings(ctx, sqlTx, cur.AgentID); err != nil {
 			return err
 		}
-		standing, err := tx.Pairing.Query().Where(pairing.AgentID(cur.AgentID), pairing.UserID(u.ID),
-			pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+		standing, err := pairedWith(ctx, tx.Client(), cur.AgentID, u.ID)
 		if err != nil {
-			return fmt.Errorf("reading pairing: %w", err)
+			return err
 		}
 		if !standing {
 			return notFound

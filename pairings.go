@@ -228,6 +228,19 @@ func (s *Service) lockPairingsOf(ctx context.Context, sqlTx *sql.Tx, agentID, us
 	return nil
 }
 
+// pairedWith reports whether the user has an approved pairing with the
+// agent: the one test of "this human speaks for this agent" that approvals,
+// card requests, consent and spending policies ask (db: the transaction's
+// client where the answer must hold for the rest of it).
+func pairedWith(ctx context.Context, db *ent.Client, agentID, userID uuid.UUID) (bool, error) {
+	ok, err := db.Pairing.Query().Where(pairing.AgentID(agentID), pairing.UserID(userID),
+		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading pairing: %w", err)
+	}
+	return ok, nil
+}
+
 // livePairing is the agent's pending or awaiting_consent (not expired) or
 // approved pairing with the user, or nil.
 func (s *Service) livePairing(ctx context.Context, db *ent.Client, agentID, userID uuid.UUID, now time.Time) (*ent.Pairing, error) {

@@ -37,10 +37,9 @@ func (s *Service) userApproval(ctx context.Context, u *ent.User, id string) (*en
 	if err != nil {
 		return nil, fmt.Errorf("reading approval: %w", err)
 	}
-	paired, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(r.AgentID), pairing.UserID(u.ID),
-		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	paired, err := pairedWith(ctx, s.cfg.DB.Ent, r.AgentID, u.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading pairing: %w", err)
+		return nil, err
 	}
 	if !paired {
 		return nil, fmt.Errorf("%w: no approval %s", ErrNotFound, id)

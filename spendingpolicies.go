@@ -285,10 +285,9 @@ func (s *Service) pairedAgent(ctx context.Context, u *ent.User, agentUsername st
 	if err != nil {
 		return nil, fmt.Errorf("reading agent: %w", err)
 	}
-	ok, err := s.cfg.DB.Ent.Pairing.Query().Where(pairing.AgentID(a.ID), pairing.UserID(u.ID),
-		pairing.StatusEQ(pairing.StatusApproved)).Exist(ctx)
+	ok, err := pairedWith(ctx, s.cfg.DB.Ent, a.ID, u.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading pairing: %w", err)
+		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: you have no approved pairing with an agent named %q", ErrNotFound, agentUsername)
