@@ -219,15 +219,30 @@ func clientHasTasks(meta map[string]json.RawMessage) bool {
 	return ok
 }
 
+// toolResult and toolErrorResult are the SDK's results (jsonResult,
+// errorResult: the one builder of a tool's answer for both protocol
+// versions) in 2026-07-28's shape: a complete result with the server's
+// _meta.
 func toolResult(out any, serverInfo map[string]any) map[string]any {
-	text, _ := json.Marshal(out)
-	return map[string]any{"resultType": "complete", "content": []any{map[string]string{"type": "text", "text": string(text)}},
-		"structuredContent": out, "_meta": serverInfo}
+	return completeResult(jsonResult(out, false), serverInfo)
 }
 
 func toolErrorResult(detail string, serverInfo map[string]any) map[string]any {
-	return map[string]any{"resultType": "complete", "content": []any{map[string]string{"type": "text", "text": detail}},
-		"isError": true, "_meta": serverInfo}
+	return completeResult(errorResult(detail), serverInfo)
+}
+
+func completeResult(r *sdk.CallToolResult, serverInfo map[string]any) map[string]any {
+	var m map[string]any
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil { // a tool's output is always JSON; keep the answer an error, never a panic
+		m = map[string]any{"content": []any{map[string]string{"type": "text", "text": "internal error"}}, "isError": true}
+	}
+	m["resultType"] = "complete"
+	m["_meta"] = serverInfo
+	return m
 }
 
 // heldAnswer is a tool answer that may be a held operation (orHeld).
