@@ -16,7 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite" (pure Go)
+	"modernc.org/sqlite" // database/sql driver "sqlite" (pure Go)
 
 	"agentpay/ent"
 	"agentpay/internal/redact"
@@ -116,10 +116,11 @@ func OpenDB(ctx context.Context, cfg DBConfig) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		sqlDB, err = sql.Open("sqlite", dsn)
+		connector, err := sqlite.NewConnector(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("agentpay: opening sqlite: %w", err)
 		}
+		sqlDB = sql.OpenDB(sqliteConnector{connector})
 		sqlDB.SetMaxOpenConns(1)
 		// Keep the one connection forever: for file::memory: databases closing
 		// it would drop the data, and reopening costs the pragmas again.

@@ -32,6 +32,17 @@
 // Services on one DB therefore share batches and hear the same committed
 // changes, and nothing outlives the DB.
 //
+// # Compiled statements
+//
+// Two caches keep SQL from being compiled again: the pool's (stmtCache,
+// above) for the many small reads outside transactions, on either engine;
+// and, on SQLite only, each connection's (sqlitestmts.go), which keeps every
+// query text it runs compiled, inside transactions and for River too, since
+// on SQLite compiling a small statement costs more than running it. A text
+// whose earlier rows are still being read runs compiled afresh, as without
+// the cache. PostgreSQL's connections are not wrapped: a statement prepared
+// there is a round trip of its own.
+//
 // # Batched statements (group commit)
 //
 // A statement that many requests run at once (the checkout page's status

@@ -55,3 +55,21 @@ func (db *DB) MigrateBefore(ctx context.Context, name string) error {
 
 // Rebind is rebind, for the external tests' raw statements.
 func (db *DB) Rebind(query string) string { return db.rebind(query) }
+
+// ConnStatements is how many statements the SQLite connection conn keeps
+// compiled (-1: conn is not a caching connection).
+func ConnStatements(conn *sql.Conn) (n int) {
+	n = -1
+	_ = conn.Raw(func(dc any) error {
+		if c, ok := dc.(*cachingConn); ok {
+			c.mu.Lock()
+			n = len(c.stmts)
+			c.mu.Unlock()
+		}
+		return nil
+	})
+	return n
+}
+
+// MaxConnStatements is maxConnStatements, for the external tests.
+const MaxConnStatements = maxConnStatements
