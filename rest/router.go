@@ -52,11 +52,7 @@ func NewRouter(cfg Config) http.Handler {
 	}
 	s := &server{svc: cfg.Service, logger: logger, proxies: cfg.TrustedProxies, observer: cfg.Observer}
 
-	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
-	r.Use(s.observe)
-	r.Use(s.recoverer)
-	r.Use(limitBody)
+	r := s.newMux()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusNotFound, "not found")
 	})
@@ -131,6 +127,18 @@ func NewRouter(cfg Config) http.Handler {
 		r.Get("/dev/partner/jwks.json", s.devPartnerJWKS)
 		r.Post("/dev/card/charge", s.devCardCharge)
 	}
+	return r
+}
+
+// newMux is a router with the middleware every request passes (request
+// id, logging and metrics, panic recovery, the body bound): the API's, and
+// BenchmarkMeProfile's baseline with the same middleware shape.
+func (s *server) newMux() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID)
+	r.Use(s.observe)
+	r.Use(s.recoverer)
+	r.Use(limitBody)
 	return r
 }
 
