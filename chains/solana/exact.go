@@ -105,6 +105,9 @@ type ExactRefusal struct {
 
 func (e *ExactRefusal) Error() string { return "solana: x402 exact: " + e.Message }
 
+// X402Reason is x402's code (chains.X402Refusal).
+func (e *ExactRefusal) X402Reason() string { return e.Reason }
+
 // Unwrap: a refusal is never broadcast.
 func (e *ExactRefusal) Unwrap() error { return chains.ErrRefused }
 
@@ -357,7 +360,83 @@ func (l *Ledger) ExactSignature(p *ExactPayment) (string, error) {
 	return sig.String(), nil
 }
 
-// SettleExact verifies p against req, co-signs it as the fee payer and
+var _ chains.ExactSettler = (*Ledger)(nil)
+
+// exactOf decodes transaction and makes req this ledger's requirements.
+func (l *Ledger) exactOf(transaction string, req chains.ExactRequest) (*ExactPayment, ExactRequirements, error) {
+	p, err := DecodeExact(transaction)
+	if err != nil {
+		return nil, ExactRequirements{}, err
+	}
+	r, err := l.ExactRequirementsFor(req.PayTo, req.Amount, req.Memo)
+	if err != nil {
+		return nil, ExactRequirements{}, err
+	}
+	return p, r, nil
+}
+
+// VerifyExact is chains.ExactSettler's: SettleExactPayment's checks,
+// nothing signed or sent.
+func (l *Ledger) VerifyExact(ctx context.Context, transaction string, req chains.ExactRequest) (chains.ExactChecked, error) {
+	p, r, err := l.exactOf(transaction, req)
+	if err != nil {
+		return chains.ExactChecked{}, err
+	}
+	if err := p.Verify(r); err != nil {
+		return chains.ExactChecked{Payer: p.Payer.String()}, err
+	}
+	txHash, err := l.ExactSignature(p)
+	if err != nil {
+		return chains.ExactChecked{}, err
+	}
+	out := chains.ExactChecked{Payer: p.Payer.String(), TxHash: txHash}
+	rc, err := l.Receipt(ctx, txHash)
+	if err != nil {
+		return chains.ExactChecked{}, err
+	}
+	if rc.State != chains.TxUnknown {
+		out.Known = true
+		return out, nil
+	}
+	if err := l.checkBlockhash(ctx, p); err != nil {
+		return out, err
+	}
+	src, err := l.rpc.GetAccountInfoWithOpts(ctx, p.Source, &rpc.GetAccountInfoOpts{Encoding: solana.EncodingBase64, Commitment: l.commitment})
+	if err != nil && !errors.Is(err, rpc.ErrNotFound) {
+		return chains.ExactChecked{}, fmt.Errorf("solana: x402 exact: reading the source: %w", err)
+	}
+	var acc *rpc.Account
+	if err == nil {
+		acc = src.Value
+	}
+	if a, ok := decodeTokenAccount(acc); !ok || !a.Mint.Equals(r.Mint) || a.Amount < r.Amount {
+		return out, ErrInsufficientFunds
+	}
+	return out, nil
+}
+
+// SettleExact is chains.ExactSettler's: SettleExactPayment of the decoded
+// transaction.
+func (l *Ledger) SettleExact(ctx context.Context, transaction string, req chains.ExactRequest) (chains.Submitted, error) {
+	p, r, err := l.exactOf(transaction, req)
+	if err != nil {
+		return chains.Submitted{}, err
+	}
+	return l.SettleExactPayment(ctx, p, r)
+}
+
+func (l *Ledger) checkBlockhash(ctx context.Context, p *ExactPayment) error {
+	valid, err := l.rpc.IsBlockhashValid(ctx, p.Blockhash, l.commitment)
+	if err != nil {
+		return fmt.Errorf("solana: x402 exact: checking the blockhash: %w", err)
+	}
+	if !valid.Value {
+		return refuse(ExactBlockhashExpired, "the transaction's blockhash %s is no longer valid: sign it again with a recent one", p.Blockhash)
+	}
+	return nil
+}
+
+// SettleExactPayment verifies p against req, co-signs it as the fee payer and
 // sends it. The transaction already sent (a retry of the same payload)
 // answers its signature again without a second send; a blockhash no
 // longer valid, a source short of the amount or a failing simulation is
@@ -365,7 +444,7 @@ func (l *Ledger) ExactSignature(p *ExactPayment) (string, error) {
 // exist yet the treasury creates it first (its rent is the treasury's,
 // recovered when the deposit account is closed), after checking the
 // payer holds the amount, so a payer that cannot pay costs no rent.
-func (l *Ledger) SettleExact(ctx context.Context, p *ExactPayment, req ExactRequirements) (chains.Submitted, error) {
+func (l *Ledger) SettleExactPayment(ctx context.Context, p *ExactPayment, req ExactRequirements) (chains.Submitted, error) {
 	if err := p.Verify(req); err != nil {
 		return chains.Submitted{}, err
 	}
@@ -379,12 +458,8 @@ func (l *Ledger) SettleExact(ctx context.Context, p *ExactPayment, req ExactRequ
 	} else if r.State != chains.TxUnknown {
 		return out, nil
 	}
-	valid, err := l.rpc.IsBlockhashValid(ctx, p.Blockhash, l.commitment)
-	if err != nil {
-		return chains.Submitted{}, fmt.Errorf("solana: x402 exact: checking the blockhash: %w", err)
-	}
-	if !valid.Value {
-		return chains.Submitted{}, refuse(ExactBlockhashExpired, "the transaction's blockhash %s is no longer valid: sign it again with a recent one", p.Blockhash)
+	if err := l.checkBlockhash(ctx, p); err != nil {
+		return chains.Submitted{}, err
 	}
 	height, err := l.rpc.GetBlockHeight(ctx, l.commitment)
 	if err != nil {

@@ -276,7 +276,7 @@ func TestSettleExact(t *testing.T) {
 	require.NoError(t, err)
 	want, err := c.ledger.ExactSignature(p)
 	require.NoError(t, err)
-	sub, err := c.ledger.SettleExact(ctx, p, req)
+	sub, err := c.ledger.SettleExactPayment(ctx, p, req)
 	require.NoError(t, err)
 	require.Equal(t, want, sub.TxHash)
 	require.Equal(t, payer.PublicKey().String(), sub.From)
@@ -298,7 +298,7 @@ func TestSettleExact(t *testing.T) {
 	require.Equal(t, payer.PublicKey().String(), deps[0].From)
 
 	// The same payload again: the same transaction, not a second one.
-	again, err := c.ledger.SettleExact(ctx, p, req)
+	again, err := c.ledger.SettleExactPayment(ctx, p, req)
 	require.NoError(t, err)
 	require.Equal(t, sub.TxHash, again.TxHash)
 	bal, err = c.ledger.Balance(ctx, payTo.String())
@@ -310,14 +310,14 @@ func TestSettleExact(t *testing.T) {
 		parts, req := exactCase(t, c.treasury, poor, payTo, c.dn.Mint, bh.Value.Blockhash)
 		p, err := agentsolana.DecodeExact(parts.build(t))
 		require.NoError(t, err)
-		_, err = c.ledger.SettleExact(ctx, p, req)
+		_, err = c.ledger.SettleExactPayment(ctx, p, req)
 		require.ErrorIs(t, err, chains.ErrInsufficientFunds)
 	})
 	t.Run("expired blockhash", func(t *testing.T) {
 		parts, req := exactCase(t, c.treasury, payer, payTo, c.dn.Mint, solana.Hash{9})
 		p, err := agentsolana.DecodeExact(parts.build(t))
 		require.NoError(t, err)
-		_, err = c.ledger.SettleExact(ctx, p, req)
+		_, err = c.ledger.SettleExactPayment(ctx, p, req)
 		require.Equal(t, agentsolana.ExactBlockhashExpired, agentsolana.AsExactRefusal(err).Reason, "%v", err)
 	})
 }
