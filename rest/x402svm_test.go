@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	solanago "github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -18,7 +17,9 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
+	"agentpay/ent/webhookevent"
 	"agentpay/internal/testenv"
 )
 
@@ -130,6 +131,11 @@ func TestX402SolanaNodeClient(t *testing.T) {
 		n, err := api.Env.DB.Ent.Payment.Query().Where(payment.TxHash(pr["transaction"].(string))).Count(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "one payment recorded")
+		cs, err := api.Env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(id)).Only(context.Background())
+		require.NoError(t, err)
+		detected, err := api.Env.DB.Ent.WebhookEvent.Query().Where(webhookevent.SessionID(cs.ID), webhookevent.EventType("payment.detected")).Count(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, detected, "one payment.detected webhook")
 		st := api.do(http.MethodGet, "/checkout/sessions/"+id, nil, m.test())
 		require.Contains(t, string(st.Body), `"status":"confirming"`)
 
@@ -218,4 +224,3 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
 }
 
-var _ = time.Second
