@@ -220,6 +220,11 @@ func (s *Service) settleSolanaExact(ctx context.Context, st *solanaExactTarget, 
 		return nil, err
 	}
 	sub, err := st.settler.SettleExact(ctx, transaction, st.req)
+	if sub.AccountTx != "" {
+		// The deposit's token account the treasury opened: its fee and
+		// rent are the treasury's, like the payment's fee.
+		s.recordRelayGas(ctx, t.mode, t.ledger, sub.AccountTx)
+	}
 	if err != nil && sub.TxHash == "" {
 		return nil, solanaExactError(err)
 	}

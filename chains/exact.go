@@ -22,7 +22,16 @@ type ExactSettler interface {
 	VerifyExact(ctx context.Context, transaction string, req ExactRequest) (ExactChecked, error)
 	// SettleExact checks as VerifyExact, co-signs and sends. The same
 	// transaction settled again answers its id without sending twice.
-	SettleExact(ctx context.Context, transaction string, req ExactRequest) (Submitted, error)
+	SettleExact(ctx context.Context, transaction string, req ExactRequest) (ExactSettled, error)
+}
+
+// ExactSettled is an exact payment sent: its transaction, and the
+// treasury's own transaction that first opened PayTo's token account when
+// it had none (its fee and rent are the treasury's; "" when none was
+// needed).
+type ExactSettled struct {
+	Submitted
+	AccountTx string
 }
 
 // ExactRequest is what an exact payment must pay: Amount base units of the

@@ -417,10 +417,10 @@ func (l *Ledger) VerifyExact(ctx context.Context, transaction string, req chains
 
 // SettleExact is chains.ExactSettler's: SettleExactPayment of the decoded
 // transaction.
-func (l *Ledger) SettleExact(ctx context.Context, transaction string, req chains.ExactRequest) (chains.Submitted, error) {
+func (l *Ledger) SettleExact(ctx context.Context, transaction string, req chains.ExactRequest) (chains.ExactSettled, error) {
 	p, r, err := l.exactOf(transaction, req)
 	if err != nil {
-		return chains.Submitted{}, err
+		return chains.ExactSettled{}, err
 	}
 	return l.SettleExactPayment(ctx, p, r)
 }
@@ -444,29 +444,29 @@ func (l *Ledger) checkBlockhash(ctx context.Context, p *ExactPayment) error {
 // exist yet the treasury creates it first (its rent is the treasury's,
 // recovered when the deposit account is closed), after checking the
 // payer holds the amount, so a payer that cannot pay costs no rent.
-func (l *Ledger) SettleExactPayment(ctx context.Context, p *ExactPayment, req ExactRequirements) (chains.Submitted, error) {
+func (l *Ledger) SettleExactPayment(ctx context.Context, p *ExactPayment, req ExactRequirements) (chains.ExactSettled, error) {
 	if err := p.Verify(req); err != nil {
-		return chains.Submitted{}, err
+		return chains.ExactSettled{}, err
 	}
 	txHash, err := l.ExactSignature(p)
 	if err != nil {
-		return chains.Submitted{}, err
+		return chains.ExactSettled{}, err
 	}
-	out := chains.Submitted{TxHash: txHash, From: p.Payer.String()}
+	out := chains.ExactSettled{Submitted: chains.Submitted{TxHash: txHash, From: p.Payer.String()}}
 	if r, err := l.Receipt(ctx, txHash); err != nil {
-		return chains.Submitted{}, err
+		return chains.ExactSettled{}, err
 	} else if r.State != chains.TxUnknown {
 		return out, nil
 	}
 	if err := l.checkBlockhash(ctx, p); err != nil {
-		return chains.Submitted{}, err
+		return chains.ExactSettled{}, err
 	}
 	height, err := l.rpc.GetBlockHeight(ctx, l.commitment)
 	if err != nil {
-		return chains.Submitted{}, fmt.Errorf("solana: x402 exact: reading the block height: %w", err)
+		return chains.ExactSettled{}, fmt.Errorf("solana: x402 exact: reading the block height: %w", err)
 	}
-	if err := l.ensureDestination(ctx, p, req); err != nil {
-		return chains.Submitted{}, err
+	if out.AccountTx, err = l.ensureDestination(ctx, p, req); err != nil {
+		return chains.ExactSettled{AccountTx: out.AccountTx}, err
 	}
 	signed := *p.tx
 	signed.Signatures = append([]solana.Signature(nil), p.tx.Signatures...)
@@ -480,9 +480,9 @@ func (l *Ledger) SettleExactPayment(ctx context.Context, p *ExactPayment, req Ex
 		if sendErr := asSendError(err, 2); sendErr != nil {
 			l.sent.remove(sig)
 			if errors.Is(sendErr, chains.ErrInsufficientFunds) {
-				return chains.Submitted{}, sendErr
+				return chains.ExactSettled{AccountTx: out.AccountTx}, sendErr
 			}
-			return chains.Submitted{}, refuse(ExactSimulationFailed, "the transaction fails: %s", sendErr.Message)
+			return chains.ExactSettled{AccountTx: out.AccountTx}, refuse(ExactSimulationFailed, "the transaction fails: %s", sendErr.Message)
 		}
 		return out, fmt.Errorf("solana: x402 exact: send %s: %w", txHash, err)
 	}
@@ -490,35 +490,36 @@ func (l *Ledger) SettleExactPayment(ctx context.Context, p *ExactPayment, req Ex
 }
 
 // ensureDestination creates payTo's token account when it has none,
-// once the source is seen to hold the amount.
-func (l *Ledger) ensureDestination(ctx context.Context, p *ExactPayment, req ExactRequirements) error {
+// once the source is seen to hold the amount, and answers the creating
+// transaction ("" when none was sent).
+func (l *Ledger) ensureDestination(ctx context.Context, p *ExactPayment, req ExactRequirements) (string, error) {
 	accounts, err := l.rpc.GetMultipleAccountsWithOpts(ctx, []solana.PublicKey{p.Source, p.Destination},
 		&rpc.GetMultipleAccountsOpts{Encoding: solana.EncodingBase64, Commitment: l.commitment})
 	if err != nil {
-		return fmt.Errorf("solana: x402 exact: reading the token accounts: %w", err)
+		return "", fmt.Errorf("solana: x402 exact: reading the token accounts: %w", err)
 	}
 	if len(accounts.Value) != 2 {
-		return errors.New("solana: x402 exact: reading the token accounts: short answer")
+		return "", errors.New("solana: x402 exact: reading the token accounts: short answer")
 	}
 	src, ok := decodeTokenAccount(accounts.Value[0])
 	if !ok || !src.Mint.Equals(req.Mint) || src.Amount < req.Amount {
-		return ErrInsufficientFunds
+		return "", ErrInsufficientFunds
 	}
 	if accounts.Value[1] != nil {
-		return nil
+		return "", nil
 	}
 	sub, err := l.createTokenAccount(ctx, req.PayTo)
 	if err != nil {
-		return fmt.Errorf("solana: x402 exact: creating payTo's token account: %w", err)
+		return "", fmt.Errorf("solana: x402 exact: creating payTo's token account: %w", err)
 	}
 	rc, err := l.Wait(ctx, sub)
 	if err != nil {
-		return fmt.Errorf("solana: x402 exact: creating payTo's token account: %w", err)
+		return sub, fmt.Errorf("solana: x402 exact: creating payTo's token account: %w", err)
 	}
 	if rc.State != chains.TxIncluded {
-		return fmt.Errorf("solana: x402 exact: creating payTo's token account: %s %s", rc.State, rc.Err)
+		return sub, fmt.Errorf("solana: x402 exact: creating payTo's token account: %s %s", rc.State, rc.Err)
 	}
-	return nil
+	return sub, nil
 }
 
 // createTokenAccount sends the treasury's idempotent create of owner's
