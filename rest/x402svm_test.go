@@ -223,4 +223,3 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, "invalid_network", paymentResponse(t, resp.Header).ErrorReason)
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
 }
-
