@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	solanago "github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
@@ -144,6 +145,39 @@ func TestX402SolanaNodeClient(t *testing.T) {
 			"SESSION_URL="+api.Server.URL+"/checkout/pay/"+id+"/x402")
 		require.NotEqual(t, float64(200), again["status"], "%v", again)
 		require.Equal(t, int64(8_750_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
+
+		// Refunded through the one refunds API, to the wallet that signed
+		// the transfer by default (not the treasury that paid the fee).
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := api.Svc.ScanDeposits(context.Background(), agentpay.ModeTest, chains.Solana)
+			require.NoError(t, err)
+			var got sessionEnvelope
+			api.do(http.MethodGet, "/checkout/sessions/"+id, nil, m.test()).JSON(t, &got)
+			if got.Session.Status == string(checkoutsession.StatusConfirmed) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "session %s still %s", id, got.Session.Status)
+			time.Sleep(100 * time.Millisecond)
+		}
+		resp := api.do(http.MethodPost, "/checkout/sessions/"+id+"/refunds", map[string]any{"amount_usd": 0.5},
+			http.Header{"X-Checkout-Secret-Key": {m.TestSecret}, "Idempotency-Key": {"x402-svm-refund-" + id}})
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+		var refund refundBody
+		resp.JSON(t, &refund)
+		require.Equal(t, payer.PublicKey().String(), refund.ToAddress, "an x402 payment is refunded to the payer's address")
+		require.Equal(t, body["payment_id"], refund.PaymentID)
+		api.Env.Fund(t, chains.Solana, api.Env.Treasury.Address(chains.Solana), 10_000_000)
+		pending, err := api.Svc.PendingRefunds(context.Background(), 0, 10)
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		var last error
+		require.Eventually(t, func() bool {
+			res, err := api.Svc.SendRefund(context.Background(), pending[0])
+			last = err
+			return err == nil && res.Done
+		}, 30*time.Second, 250*time.Millisecond, "the refund is sent: %v", &last)
+		require.Equal(t, int64(9_250_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "half a dollar back to the payer")
 	})
 
 	t.Run("payment-identifier", func(t *testing.T) {
