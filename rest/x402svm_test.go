@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -256,4 +257,102 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 	require.Equal(t, "invalid_network", paymentResponse(t, resp.Header).ErrorReason)
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
+}
+
+// exactSolanaTx is the transaction @x402/svm's client builds, made in Go:
+// compute unit limit and price, TransferChecked of amount from payer's
+// token account to payTo's, the memo; the fee payer's signature left
+// empty. base64.
+func exactSolanaTx(t *testing.T, api *testAPI, payer solanago.PrivateKey, req agentpay.X402RequirementV2, amount uint64) string {
+	t.Helper()
+	ctx := context.Background()
+	mint, feePayer, payTo := solanagoKey(t, req.Asset), solanagoKey(t, req.Extra.FeePayer), solanagoKey(t, req.PayTo)
+	src, _, err := solanago.FindAssociatedTokenAddress(payer.PublicKey(), mint)
+	require.NoError(t, err)
+	dst, _, err := solanago.FindAssociatedTokenAddress(payTo, mint)
+	require.NoError(t, err)
+	limit := []byte{2, 0x20, 0x4e, 0, 0} // 20,000 units
+	price := []byte{3, 1, 0, 0, 0, 0, 0, 0, 0}
+	transfer := make([]byte, 10)
+	transfer[0] = 12
+	binary.LittleEndian.PutUint64(transfer[1:9], amount)
+	transfer[9] = 6
+	ixs := []solanago.Instruction{
+		solanago.NewInstruction(solanago.ComputeBudget, nil, limit),
+		solanago.NewInstruction(solanago.ComputeBudget, nil, price),
+		solanago.NewInstruction(solanago.TokenProgramID, solanago.AccountMetaSlice{
+			solanago.Meta(src).WRITE(), solanago.Meta(mint), solanago.Meta(dst).WRITE(), solanago.Meta(payer.PublicKey()).SIGNER(),
+		}, transfer),
+		solanago.NewInstruction(solanago.MustPublicKeyFromBase58("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr"), nil, []byte(req.Extra.Memo)),
+	}
+	bh, err := api.Env.Solana().Client().GetLatestBlockhash(ctx, rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	tx, err := solanago.NewTransaction(ixs, bh.Value.Blockhash, solanago.TransactionPayer(feePayer))
+	require.NoError(t, err)
+	msg, err := tx.Message.MarshalBinary()
+	require.NoError(t, err)
+	sig, err := payer.Sign(msg)
+	require.NoError(t, err)
+	tx.Signatures = []solanago.Signature{{}, sig}
+	raw, err := tx.MarshalBinary()
+	require.NoError(t, err)
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// TestX402SolanaFacilitator: the facilitator's verify refuses a Solana
+// payload that strays from the requirements with x402's reasons, nothing
+// signed by the treasury; verify then settle a right one pays the
+// session once (settled again, the same transaction).
+func TestX402SolanaFacilitator(t *testing.T) {
+	api := x402SolanaAPI(t)
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 3, "currency": "USD"})
+	req := paymentRequired(t, api.x402Do(http.MethodGet, "/checkout/pay/"+sess.Session.ExternalID+"/x402", nil, nil).Header).Accepts[0]
+	payer := solanaPayer(t, api, 5_000_000)
+	poor := solanaPayer(t, api, 1_000_000)
+	body := func(transaction string, accepted agentpay.X402RequirementV2) map[string]any {
+		return map[string]any{"x402Version": 2, "paymentRequirements": accepted,
+			"paymentPayload": map[string]any{"x402Version": 2, "accepted": accepted, "payload": map[string]any{"transaction": transaction}}}
+	}
+	memo := req
+	memo.Extra.Memo = "cs_test_another"
+	otherAmount := req
+	otherAmount.Amount = "2000000"
+	for _, tc := range []struct {
+		name   string
+		body   map[string]any
+		reason string
+		payer  string
+	}{
+		{"wrong amount", body(exactSolanaTx(t, api, payer, req, 2_999_999), req), "invalid_exact_svm_payload_amount_mismatch", payer.PublicKey().String()},
+		{"another memo", body(exactSolanaTx(t, api, payer, memo, 3_000_000), req), "invalid_exact_svm_payload_memo_mismatch", payer.PublicKey().String()},
+		{"short of the amount", body(exactSolanaTx(t, api, poor, req, 3_000_000), req), "insufficient_funds", poor.PublicKey().String()},
+		{"requirements short of the session", body(exactSolanaTx(t, api, payer, otherAmount, 2_000_000), otherAmount), "invalid_payload", ""},
+		{"undecodable", body("AAAA", req), "invalid_exact_svm_payload_transaction_could_not_be_decoded", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := api.do(http.MethodPost, "/x402/verify", tc.body, m.test())
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			require.Equal(t, map[string]any{"isValid": false, "invalidReason": tc.reason, "payer": tc.payer}, resp.Map(t))
+			resp = api.do(http.MethodPost, "/x402/settle", tc.body, m.test())
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			require.Equal(t, tc.reason, resp.Map(t)["errorReason"])
+		})
+	}
+	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing moved")
+
+	good := body(exactSolanaTx(t, api, payer, req, 3_000_000), req)
+	resp := api.do(http.MethodPost, "/x402/verify", good, m.test())
+	require.Equal(t, map[string]any{"isValid": true, "payer": payer.PublicKey().String()}, resp.Map(t))
+	resp = api.do(http.MethodPost, "/x402/settle", good, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	settled := resp.Map(t)
+	require.Equal(t, true, settled["success"], "%v", settled)
+	require.Equal(t, x402SolanaDevnet, settled["network"])
+	require.Equal(t, payer.PublicKey().String(), settled["payer"])
+	again := api.do(http.MethodPost, "/x402/settle", good, m.test())
+	require.Equal(t, settled, again.Map(t))
+	require.Equal(t, int64(2_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "paid once")
+	resp = api.do(http.MethodPost, "/x402/verify", good, m.live())
+	require.Equal(t, "invalid_network", resp.Map(t)["invalidReason"])
 }
