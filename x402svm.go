@@ -154,7 +154,19 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 		return nil, err
 	}
 	t := &authorizedTarget{sess: sess, mode: mode, chain: chains.Solana, ledger: ledger, units: units}
-	if t.payTo, err = s.sessionDepositAddress(ctx, sess, chains.Solana); err != nil {
+	if sessionOpen(sess, s.now()) {
+		t.payTo, err = s.sessionDepositAddress(ctx, sess, chains.Solana)
+	} else {
+		// A closed session gets no new address; a retry of its payment
+		// needs the one it was paid at.
+		t.payTo, err = s.cfg.DB.Ent.DepositAddress.Query().Where(
+			depositaddress.SessionID(sess.ID), depositaddress.Chain(string(chains.Solana)),
+		).Order(ent.Desc(depositaddress.FieldCreatedAt)).First(ctx)
+		if ent.IsNotFound(err) {
+			return nil, selectable(sess, s.now(), nil)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &solanaExactTarget{t: t, settler: settler, network: network,

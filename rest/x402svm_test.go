@@ -20,6 +20,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/testenv"
@@ -257,6 +258,21 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 	require.Equal(t, "invalid_network", paymentResponse(t, resp.Header).ErrorReason)
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
+
+	// A canceled session that was never offered on Solana: refused for
+	// its state, and no deposit address is made for it.
+	canceled, _ := api.createSession(m.test(), map[string]any{"amount": 3, "currency": "USD"})
+	resp = api.do(http.MethodPost, "/checkout/sessions/"+canceled.Session.ExternalID+"/cancel", nil, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	raw, _ := json.Marshal(map[string]any{"x402Version": 2, "accepted": req, "payload": map[string]any{"transaction": exactSolanaTx(t, api, payer, req, 3_000_000)}})
+	resp = api.x402Do(http.MethodGet, "/checkout/pay/"+canceled.Session.ExternalID+"/x402", nil,
+		http.Header{"Payment-Signature": {base64.StdEncoding.EncodeToString(raw)}})
+	require.Equal(t, http.StatusConflict, resp.Status, string(resp.Body))
+	cs, err := api.Env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(canceled.Session.ExternalID)).Only(context.Background())
+	require.NoError(t, err)
+	n, err := api.Env.DB.Ent.DepositAddress.Query().Where(depositaddress.SessionID(cs.ID)).Count(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
 
 // exactSolanaTx is the transaction @x402/svm's client builds, made in Go:
