@@ -228,6 +228,11 @@ func (s *Service) settleSolanaExact(ctx context.Context, st *solanaExactTarget, 
 	if err := selectable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, sess.ID) }); err != nil {
 		return nil, err
 	}
+	// A payer that is an agent's own wallet pays under its humans'
+	// spending policies, as on EVM (spendingpolicies.go).
+	if err := s.checkRelayedPayer(ctx, checked.Payer, t.sess); err != nil {
+		return nil, err
+	}
 	if err := s.allowRelayFor(ctx, sess.MerchantID, t.mode); err != nil {
 		return nil, err
 	}
@@ -374,6 +379,9 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X4
 			err = solanaExactError(err)
 		} else if !checked.Known {
 			err = selectable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, sess.ID) })
+			if err == nil {
+				err = s.checkRelayedPayer(ctx, checked.Payer, sess)
+			}
 		}
 	}
 	if err != nil {
