@@ -336,7 +336,10 @@ func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402Faci
 // false for errors that are no refusal of the payment (internal ones).
 func X402Reason(err error) (string, bool) {
 	var verr *ValidationError
+	var svm *x402SVMRefusal
 	switch {
+	case errors.As(err, &svm):
+		return svm.reason, true
 	case errors.As(err, &verr):
 		switch {
 		case verr.Field == "signature":

@@ -103,6 +103,9 @@ func x402IDRequest(sess *ent.CheckoutSession, id, network string, auth TransferA
 type x402PaymentAnswer struct {
 	Chain         string                `json:"chain"`
 	Authorization TransferAuthorization `json:"authorization"`
+	// Transaction is a Solana exact payment's payer-signed transaction
+	// (x402svm.go), the id's on Solana.
+	Transaction string `json:"transaction,omitempty"`
 }
 
 // x402AnswerOf reads a kept authorization (nil for none or unreadable).
@@ -123,7 +126,19 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 	if id == "" {
 		return s.PayWithAuthorization(ctx, req)
 	}
-	r := x402IDRequest(sess, id, network, req.Authorization)
+	first := &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
+	return s.payIdentifiedBy(ctx, id, x402IDRequest(sess, id, network, req.Authorization), first,
+		func() (*AuthorizedPayment, error) { return s.PayWithAuthorization(ctx, req) },
+		func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+			return s.replayIdentified(ctx, req, kept, mayRelay)
+		})
+}
+
+// payIdentifiedBy makes the payment id names (see the note above): pay
+// makes first, this request's own, when the id is new; replay answers
+// from the payment the id keeps otherwise.
+func (s *Service) payIdentifiedBy(ctx context.Context, id string, r idempotency.Request, first *x402PaymentAnswer,
+	pay func() (*AuthorizedPayment, error), replay func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error)) (*AuthorizedPayment, error) {
 	claim, prior, err := s.idem.Claim(ctx, r)
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused):
@@ -139,7 +154,7 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 			// nothing can have been broadcast.
 			return nil, fmt.Errorf("%w: the payment named by payment-identifier %s is being made; retry in a moment", ErrConflict, id)
 		}
-		return s.replayIdentified(ctx, req, kept, false)
+		return replay(kept, false)
 	case err != nil:
 		return nil, err
 	case prior != nil:
@@ -151,21 +166,21 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 		if kept == nil {
 			return nil, fmt.Errorf("x402: payment-identifier %s: unreadable answer", id)
 		}
-		return s.replayIdentified(ctx, req, kept, true)
+		return replay(kept, true)
 	}
 	// This request holds the claim. An earlier attempt whose process died
 	// may have kept its authorization: the id stands for that one.
 	var res *AuthorizedPayment
 	kept := x402AnswerOf(claim.Held())
 	if kept != nil {
-		res, err = s.replayIdentified(ctx, req, kept, true)
+		res, err = replay(kept, true)
 	} else {
-		kept = &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
+		kept = first
 		if err := claim.Hold(ctx, kept); err != nil {
 			s.idem.Finish(ctx, claim, nil, false)
 			return nil, err
 		}
-		res, err = s.PayWithAuthorization(ctx, req)
+		res, err = pay()
 	}
 	s.idem.Finish(ctx, claim, kept, err == nil || !refusedUnsent(err))
 	return res, err

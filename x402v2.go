@@ -86,12 +86,16 @@ type X402ResourceInfo struct {
 	MimeType    string `json:"mimeType,omitempty"`
 }
 
-// X402ExtraV2 is a v2 requirement's extra: the token's EIP-712 domain,
-// and the transfer method (eip3009, the only one offered).
+// X402ExtraV2 is a v2 requirement's extra: on EVM the token's EIP-712
+// domain and the transfer method (eip3009, the only one offered); on
+// Solana the fee payer (the treasury) and the memo the transfer carries
+// (the session's external id).
 type X402ExtraV2 struct {
-	Name                string `json:"name"`
-	Version             string `json:"version"`
+	Name                string `json:"name,omitempty"`
+	Version             string `json:"version,omitempty"`
 	AssetTransferMethod string `json:"assetTransferMethod,omitempty"`
+	FeePayer            string `json:"feePayer,omitempty"`
+	Memo                string `json:"memo,omitempty"`
 }
 
 // X402RequirementV2 is one entry of a v2 402's accepts, and what a v2
@@ -139,8 +143,12 @@ type X402PaymentPayloadV2 struct {
 	Resource    *X402ResourceInfo `json:"resource,omitempty"`
 	Accepted    X402RequirementV2 `json:"accepted"`
 	Payload     struct {
-		Signature     string                `json:"signature"`
+		// Signature and Authorization: the exact scheme on EVM.
+		Signature     string                `json:"signature,omitempty"`
 		Authorization TransferAuthorization `json:"authorization"`
+		// Transaction: the exact scheme on Solana, the payer-signed
+		// transaction in base64 (x402svm.go).
+		Transaction string `json:"transaction,omitempty"`
 	} `json:"payload"`
 	Extensions *X402Extensions `json:"extensions,omitempty"`
 }
@@ -212,8 +220,15 @@ func (s *Service) X402Offers(ctx context.Context, externalID, resource string) (
 			})
 		}
 	}
+	sol, err := s.x402SolanaOffer(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	if sol != nil {
+		out.V2.Accepts = append(out.V2.Accepts, *sol)
+	}
 	if len(out.V2.Accepts) == 0 {
-		return nil, Invalid("chain", "the merchant accepts USDC on none of the EVM networks configured in %s mode that relay authorizations", mode)
+		return nil, Invalid("chain", "the merchant accepts USDC on none of the networks configured in %s mode that x402 pays (EVM chains that relay authorizations, Solana)", mode)
 	}
 	pi := &X402PaymentIdentifier{Schema: paymentIdentifierSchema()}
 	out.V2.Extensions = &X402Extensions{PaymentIdentifier: pi}
@@ -314,6 +329,13 @@ func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p 
 	if err != nil {
 		return nil, nil, err
 	}
+	if isSolanaNetwork(p.Accepted.Network) {
+		res, err := s.payX402Solana(ctx, sess, clientIP, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, settleResponse(p.Accepted.Network, res), nil
+	}
 	req, err := p.request(externalID, sessionMode(sess))
 	if err != nil {
 		return nil, nil, err
@@ -400,6 +422,9 @@ func (s *Service) sessionFor402(ctx context.Context, externalID string) (*ent.Ch
 
 // X402VerifyV2 is the facilitator's verify in version 2 (X402Verify's).
 func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
+	if isSolanaNetwork(req.PaymentRequirements.Network) {
+		return s.x402SolanaVerify(ctx, m, req)
+	}
 	ar, err := s.facilitatorRequestV2(ctx, m, req)
 	return s.x402VerifyAnswer(ctx, req.PaymentPayload.Payload.Authorization.From, ar, err)
 }
@@ -407,6 +432,9 @@ func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 // X402SettleV2 is the facilitator's settle in version 2 (X402Settle's),
 // under the payload's payment-identifier when it carries one.
 func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402SettleResponse, error) {
+	if isSolanaNetwork(req.PaymentRequirements.Network) {
+		return s.x402SolanaSettle(ctx, m, req)
+	}
 	network := req.PaymentPayload.Accepted.Network
 	ar, err := s.facilitatorRequestV2(ctx, m, req)
 	if err == nil {
@@ -431,6 +459,8 @@ type X402SupportedKind struct {
 	X402Version int    `json:"x402Version"`
 	Scheme      string `json:"scheme"`
 	Network     string `json:"network"`
+	// Extra is the kind's extra: on Solana the fee payer.
+	Extra *X402ExtraV2 `json:"extra,omitempty"`
 }
 
 // X402Supported is what /x402/supported answers.
@@ -444,7 +474,8 @@ type X402Supported struct {
 
 // X402SupportedFor is what the facilitator settles for a key of mode: the
 // exact scheme on every network of the mode it can relay on, in v1 (the
-// networks v1 names) and v2.
+// networks v1 names) and v2, and on Solana in v2 (its fee payer the
+// treasury, x402svm.go).
 func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 	out := &X402Supported{Kinds: []X402SupportedKind{}, Extensions: []string{X402PaymentIdentifierExtension}, Signers: map[string][]string{}}
 	var signers []string
@@ -464,6 +495,11 @@ func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 	}
 	if len(signers) > 0 {
 		out.Signers["eip155:*"] = signers
+	}
+	if settler, _, network, ok := s.x402SolanaSettler(mode); ok {
+		out.Kinds = append(out.Kinds, X402SupportedKind{X402Version: X402Version2, Scheme: X402Scheme, Network: network,
+			Extra: &X402ExtraV2{FeePayer: settler.FeePayer()}})
+		out.Signers["solana:*"] = []string{settler.FeePayer()}
 	}
 	return out
 }

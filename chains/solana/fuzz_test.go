@@ -5,6 +5,7 @@ package solana
 // runs each target (docs/testing.md).
 
 import (
+	"encoding/base64"
 	"math/big"
 	"net/url"
 	"strings"
@@ -84,4 +85,37 @@ func pad32(b []byte) []byte {
 	out := make([]byte, 32)
 	copy(out, b)
 	return out
+}
+
+// FuzzDecodeExact: whatever a payer sends as an x402 exact transaction,
+// the decoder never panics, and what it accepts is of the exact layout:
+// two signers, the fee payer in no instruction's accounts, the transfer
+// the third instruction, and its re-encoding the bytes the payer sent.
+func FuzzDecodeExact(f *testing.F) {
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		tx := base64.StdEncoding.EncodeToString(raw)
+		p, err := DecodeExact(tx)
+		if err != nil {
+			if AsExactRefusal(err) == nil {
+				t.Fatalf("a refusal without x402's reason: %v", err)
+			}
+			return
+		}
+		if p.Transaction() != tx {
+			t.Fatalf("accepted a transaction that does not re-encode to itself")
+		}
+		if p.tx.Message.Header.NumRequiredSignatures != 2 || !p.tx.Message.AccountKeys[1].Equals(p.Payer) {
+			t.Fatalf("accepted signers other than the fee payer and the payer")
+		}
+		for _, ix := range p.tx.Message.Instructions {
+			for _, a := range ix.Accounts {
+				if a == 0 {
+					t.Fatalf("accepted the fee payer in an instruction's accounts")
+				}
+			}
+		}
+		if !p.tx.Message.AccountKeys[p.tx.Message.Instructions[2].ProgramIDIndex].Equals(solana.TokenProgramID) {
+			t.Fatalf("accepted a third instruction that is not the token program's")
+		}
+	})
 }

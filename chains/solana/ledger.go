@@ -5,7 +5,9 @@
 // Wallet addresses are owners (system accounts); their USDC lives in the
 // associated token account (ATA) for the configured mint. The service's keys
 // hold no SOL: the treasury is the fee payer of every transfer and pays the
-// rent of recipient token accounts it creates.
+// rent of recipient token accounts it creates. It is also the fee payer of
+// x402 exact payments (exact.go): transactions a payer signs and the
+// treasury co-signs, after checking it pays for nothing but their fee.
 package solana
 
 import (

@@ -22,11 +22,21 @@
 //   X402_MODE=bench  SESSION_URLS=url1,url2,...  PAYER_KEY=0x...
 //     pays each session in turn and prints each round trip's milliseconds
 //     (402, sign, settle, 200).
+//
+// With SOLANA_PAYER_KEY (the payer's 64-byte key, hex) and SOLANA_RPC_URL
+// instead of PAYER_KEY, the payer is a Solana wallet holding USDC and no
+// SOL: @x402/svm's ExactSvmScheme (2.27.0) builds the exact transaction
+// against SOLANA_RPC_URL (the devnet; x402 names it solana devnet's
+// CAIP-2) and signs it, leaving the fee payer's (the treasury's)
+// signature to agentpay. The session, retry and facilitator modes are
+// the same; retry prints the two transactions it signed.
 import { wrapFetchWithPayment, x402Client, x402HTTPClient, decodePaymentResponseHeader } from "@x402/fetch";
 import { registerExactEvmScheme } from "@x402/evm/exact/client";
 import { decodePaymentRequiredHeader } from "@x402/core/http";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { privateKeyToAccount } from "viem/accounts";
+import { ExactSvmScheme } from "@x402/svm/exact/client";
+import { createKeyPairSignerFromBytes, getBase64Encoder, getTransactionDecoder, getCompiledTransactionMessageDecoder } from "@solana/kit";
 
 const env = (name) => {
   const v = process.env[name];
@@ -34,9 +44,23 @@ const env = (name) => {
   return v;
 };
 
-const account = privateKeyToAccount(env("PAYER_KEY"));
 const client = new x402Client();
-registerExactEvmScheme(client, { signer: account });
+let svmSigner = null;
+if (process.env.SOLANA_PAYER_KEY) {
+  svmSigner = await createKeyPairSignerFromBytes(Uint8Array.from(Buffer.from(env("SOLANA_PAYER_KEY"), "hex")));
+  client.register("solana:*", new ExactSvmScheme(svmSigner, { rpcUrl: env("SOLANA_RPC_URL") }));
+} else {
+  registerExactEvmScheme(client, { signer: privateKeyToAccount(env("PAYER_KEY")) });
+}
+
+// svmParts reads an exact Solana payload's transaction: its blockhash and
+// memo, so a test sees that a retry signed a new transaction.
+function svmParts(payload) {
+  const tx = getTransactionDecoder().decode(getBase64Encoder().encode(payload.payload.transaction));
+  const msg = getCompiledTransactionMessageDecoder().decode(tx.messageBytes);
+  const memo = msg.instructions.at(-1);
+  return { blockhash: msg.lifetimeToken, memo: Buffer.from(memo.data ?? []).toString("utf8"), transaction: payload.payload.transaction };
+}
 // The devnet's USDC is no asset the client knows by address: let it pay
 // any asset, as an agent configured for agentpay's networks would.
 client.setSpendControls(false);
@@ -89,7 +113,9 @@ if (mode === "session") {
   // And once more after both are answered.
   const again = await send(retry);
   console.log(JSON.stringify({
-    nonces: [first.payload.authorization.nonce, retry.payload.authorization.nonce],
+    nonces: svmSigner
+      ? [svmParts(first).transaction, svmParts(retry).transaction]
+      : [first.payload.authorization.nonce, retry.payload.authorization.nonce],
     ids: [first.extensions?.["payment-identifier"]?.info?.id, retry.extensions?.["payment-identifier"]?.info?.id],
     first: a, retry: b, again,
   }));

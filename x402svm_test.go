@@ -1,0 +1,116 @@
+package agentpay
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"testing"
+
+	solanago "github.com/gagliardetto/solana-go"
+	"github.com/gagliardetto/solana-go/rpc"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/chains"
+	"agentpay/ent/wallet"
+	"agentpay/internal/testenv"
+)
+
+// exactSolanaPayload is the PAYMENT-SIGNATURE payload @x402/svm's client
+// makes for req, built in Go: compute unit limit and price, the
+// TransferChecked from payer's token account to payTo's, the memo; the
+// fee payer's signature left empty.
+func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKey, req X402RequirementV2) *X402PaymentPayloadV2 {
+	t.Helper()
+	mint := solanago.MustPublicKeyFromBase58(req.Asset)
+	src, _, err := solanago.FindAssociatedTokenAddress(payer.PublicKey(), mint)
+	require.NoError(t, err)
+	dst, _, err := solanago.FindAssociatedTokenAddress(solanago.MustPublicKeyFromBase58(req.PayTo), mint)
+	require.NoError(t, err)
+	transfer := make([]byte, 10)
+	transfer[0] = 12
+	var units uint64
+	for _, c := range req.Amount {
+		units = units*10 + uint64(c-'0')
+	}
+	binary.LittleEndian.PutUint64(transfer[1:9], units)
+	transfer[9] = 6
+	ixs := []solanago.Instruction{
+		solanago.NewInstruction(solanago.ComputeBudget, nil, []byte{2, 0x20, 0x4e, 0, 0}),
+		solanago.NewInstruction(solanago.ComputeBudget, nil, []byte{3, 1, 0, 0, 0, 0, 0, 0, 0}),
+		solanago.NewInstruction(solanago.TokenProgramID, solanago.AccountMetaSlice{
+			solanago.Meta(src).WRITE(), solanago.Meta(mint), solanago.Meta(dst).WRITE(), solanago.Meta(payer.PublicKey()).SIGNER(),
+		}, transfer),
+		solanago.NewInstruction(solanago.MustPublicKeyFromBase58("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr"), nil, []byte(req.Extra.Memo)),
+	}
+	bh, err := env.Solana().Client().GetLatestBlockhash(context.Background(), rpc.CommitmentConfirmed)
+	require.NoError(t, err)
+	tx, err := solanago.NewTransaction(ixs, bh.Value.Blockhash, solanago.TransactionPayer(solanago.MustPublicKeyFromBase58(req.Extra.FeePayer)))
+	require.NoError(t, err)
+	msg, err := tx.Message.MarshalBinary()
+	require.NoError(t, err)
+	sig, err := payer.Sign(msg)
+	require.NoError(t, err)
+	tx.Signatures = []solanago.Signature{{}, sig}
+	raw, err := tx.MarshalBinary()
+	require.NoError(t, err)
+	p := &X402PaymentPayloadV2{X402Version: X402Version2, Accepted: req}
+	p.Payload.Transaction = base64.StdEncoding.EncodeToString(raw)
+	return p
+}
+
+// TestX402SolanaAgentWalletUnderPolicy: a Solana x402 payment signed by an
+// agent's own wallet pays under its human's spending policy, as a relayed
+// EVM authorization does: at a merchant not on the allow-list it is
+// refused (verify and settle), nothing sent; at a listed one it is paid.
+func TestX402SolanaAgentWalletUnderPolicy(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Solana}, Confirmations: map[chains.Name]uint64{chains.Solana: 2}, Jobs: true})
+	svc := newTestService(t, env, Config{AgentMode: ModeTest})
+	e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: svc, db: env.DB}}
+	shopName, otherName := "Shop", "Elsewhere"
+	shop, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &shopName, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	other, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &otherName, Email: checkoutPtr("else@example.com")})
+	require.NoError(t, err)
+
+	a := e.register(t, "buyer")
+	name := randomName(t, "hum")
+	u, err := svc.CreateUser(ctx, NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	p, err := svc.RequestPairing(ctx, a, PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = svc.DecidePairing(ctx, u, p.Pairing.ID.String(), ApprovePairing)
+	require.NoError(t, err)
+	_, err = svc.SetSpendingPolicy(ctx, &Viewer{User: u}, a.Username, SpendingPolicyInput{AllowedRecipients: []string{other.Merchant.ID.String()}, DenyByDefault: true})
+	require.NoError(t, err)
+
+	payer, err := solanago.NewRandomPrivateKey()
+	require.NoError(t, err)
+	env.Fund(t, chains.Solana, payer.PublicKey().String(), 5_000_000)
+	_, err = env.DB.Ent.Wallet.Create().SetAgentID(a.ID).SetChain("solana").SetAddress(payer.PublicKey().String()).
+		SetKind(wallet.KindExternal).SetVerified(true).Save(ctx)
+	require.NoError(t, err)
+
+	e.merchant = shop.Merchant
+	unlisted := e.session(t, "1", false)
+	offer, err := svc.X402Offers(ctx, unlisted.ExternalID, "https://example.test/r")
+	require.NoError(t, err)
+	payload := exactSolanaPayload(t, env, payer, offer.V2.Accepts[0])
+	_, _, err = svc.PayX402V2(ctx, unlisted.ExternalID, "", payload)
+	require.ErrorIs(t, err, ErrForbidden)
+	require.Contains(t, err.Error(), "not on the allow-list")
+	reason, ok := X402Reason(err)
+	require.True(t, ok)
+	require.Equal(t, "invalid_payment", reason)
+	require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing sent")
+
+	e.merchant = other.Merchant
+	listed := e.session(t, "1", false)
+	offer, err = svc.X402Offers(ctx, listed.ExternalID, "https://example.test/r")
+	require.NoError(t, err)
+	res, settle, err := svc.PayX402V2(ctx, listed.ExternalID, "", exactSolanaPayload(t, env, payer, offer.V2.Accepts[0]))
+	require.NoError(t, err)
+	require.True(t, settle.Success)
+	require.Equal(t, "detected", res.Status)
+	require.Equal(t, int64(4_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
+}
