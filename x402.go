@@ -301,6 +301,13 @@ func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar Authori
 	if err == nil {
 		err = s.VerifyAuthorizedPayment(ctx, ar)
 	}
+	return x402Verdict(out, err)
+}
+
+// x402Verdict completes a verify's answer from its checks' error, on every
+// network: valid when nil, a refusal of the payment told as x402's reason,
+// and any other error (the service's own failure) returned as such.
+func x402Verdict(out *X402VerifyResponse, err error) (*X402VerifyResponse, error) {
 	if err != nil {
 		reason, ok := X402Reason(err)
 		if !ok {

@@ -384,16 +384,7 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X4
 			}
 		}
 	}
-	if err != nil {
-		reason, ok := X402Reason(err)
-		if !ok {
-			return nil, err
-		}
-		out.InvalidReason = reason
-		return out, nil
-	}
-	out.IsValid = true
-	return out, nil
+	return x402Verdict(out, err)
 }
 
 // x402SolanaSettle is the facilitator's settle of a Solana payload.
