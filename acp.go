@@ -3,6 +3,7 @@ package agentpay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -31,6 +32,23 @@ const ACPMaxLineItems = 100
 
 // ACPX402HandlerID is the payment handler id the facade offers.
 const ACPX402HandlerID = "agentpay_x402"
+
+// The credential types the crypto handler takes in
+// payment_data.instrument.credential.type: an x402 v2 payment payload
+// (base64 JSON, as PAYMENT-SIGNATURE carries it) or an MPP credential (the
+// base64url JSON an Authorization: Payment header carries, with or without
+// its "Payment " scheme).
+const (
+	ACPCredentialX402 = "x402_payment_payload"
+	ACPCredentialMPP  = "mpp_credential"
+)
+
+// ACPCredential is what complete pays with. Realm is the host the agent
+// asked, against which an MPP challenge's realm is checked (MPP's
+// challenges are issued per host, as at the session's MPP address).
+type ACPCredential struct {
+	HandlerID, Type, Token, Realm string
+}
 
 // ACPItem is one line item as the agent sends it: unit_amount in US cents.
 type ACPItem struct {
@@ -108,28 +126,58 @@ func (s *Service) CancelACPCheckout(ctx context.Context, auth *MerchantAuth, key
 	})
 }
 
-// CompleteACPCheckout pays an ACP checkout with an x402 v2 payment payload
-// (the PAYMENT-SIGNATURE header's base64 JSON, carried as the credential
-// token), settled by the relay as x402 pays any session.
-func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID, handlerID, token, clientIP string) (*ent.CheckoutSession, bool, error) {
-	canonical := struct{ ID, Handler, Token string }{externalID, handlerID, token}
+// CompleteACPCheckout pays an ACP checkout with the credential: an x402 v2
+// payment payload settled by the relay as x402 pays any session
+// (PayX402V2), or an MPP credential answering one of the session's Payment
+// challenges, settled as MPP pays any session (PayMPP). An MPP refusal is
+// invalid input here (ACP has no 402), its code kept in the message.
+func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID string, cred ACPCredential, clientIP string) (*ent.CheckoutSession, bool, error) {
+	// The realm is not part of the request the key names: the same body
+	// replayed through another host is the same request.
+	canonical := struct{ ID, Handler, Token string }{externalID, cred.HandlerID, cred.Token}
+	if cred.Type == ACPCredentialMPP {
+		canonical.Handler += "/" + ACPCredentialMPP
+	}
 	return s.acpKeyed(ctx, auth, key, acpCompleteOperation, canonical, func(ctx context.Context) (*ent.CheckoutSession, error) {
 		if _, err := s.MerchantSession(ctx, auth, externalID); err != nil {
 			return nil, err
 		}
-		if handlerID != ACPX402HandlerID {
+		if cred.HandlerID != ACPX402HandlerID {
 			return nil, Invalid("payment_data.handler_id", "must be %s", ACPX402HandlerID)
 		}
-		p, err := DecodeX402PaymentV2(token)
+		var err error
+		switch cred.Type {
+		case ACPCredentialX402, "":
+			var p *X402PaymentPayloadV2
+			if p, err = DecodeX402PaymentV2(cred.Token); err == nil {
+				_, _, err = s.PayX402V2(ctx, externalID, clientIP, p)
+			}
+		case ACPCredentialMPP:
+			err = s.completeACPWithMPP(ctx, externalID, cred, clientIP)
+		default:
+			return nil, Invalid("payment_data.instrument.credential.type", "must be %s or %s", ACPCredentialX402, ACPCredentialMPP)
+		}
 		if err != nil {
 			return nil, err
 		}
-		res, _, err := s.PayX402V2(ctx, externalID, clientIP, p)
-		if err != nil {
-			return nil, err
-		}
-		return s.MerchantSession(ctx, auth, res.Session.ExternalID)
+		return s.MerchantSession(ctx, auth, externalID)
 	})
+}
+
+func (s *Service) completeACPWithMPP(ctx context.Context, externalID string, cred ACPCredential, clientIP string) error {
+	header := strings.TrimSpace(cred.Token)
+	if scheme, _, _ := strings.Cut(header, " "); !strings.EqualFold(scheme, "Payment") {
+		header = "Payment " + header
+	}
+	c, err := DecodeMPPCredential(header)
+	if err == nil {
+		_, _, err = s.PayMPP(ctx, externalID, cred.Realm, clientIP, c)
+	}
+	var refusal *MPPError
+	if errors.As(err, &refusal) {
+		return Invalid("payment_data.instrument.credential.token", "MPP %s: %s", refusal.Code, refusal.Detail)
+	}
+	return err
 }
 
 // acpKeyed runs op under the merchant's key: a replay reads the session

@@ -202,8 +202,10 @@ func (s *server) acpComplete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pd := req.PaymentData
+	cred := agentpay.ACPCredential{HandlerID: pd.HandlerID, Type: pd.Instrument.Credential.Type,
+		Token: pd.Instrument.Credential.Token, Realm: r.Host}
 	cs, replayed, err := s.svc.CompleteACPCheckout(r.Context(), merchantFrom(r.Context()), key, chi.URLParam(r, "id"),
-		pd.HandlerID, pd.Instrument.Credential.Token, httpx.ClientIP(r, s.proxies))
+		cred, httpx.ClientIP(r, s.proxies))
 	if err != nil {
 		s.acpFail(w, r, err)
 		return
@@ -257,7 +259,8 @@ func (s *server) acpHandler() map[string]any {
 		"requires_delegate_payment": false, "requires_pci_compliance": false, "psp": "agentpay",
 		"config_schema":      "https://github.com/coinbase/x402/blob/main/specs/schemes/exact/scheme_exact_evm.md",
 		"instrument_schemas": []any{"https://github.com/coinbase/x402/blob/main/specs/x402-specification-v2.md"},
-		"config":             map[string]any{"x402_version": 2, "credential_type": "x402_payment_payload"},
+		"config": map[string]any{"x402_version": 2, "credential_type": agentpay.ACPCredentialX402,
+			"credential_types": []string{agentpay.ACPCredentialX402, agentpay.ACPCredentialMPP}},
 	}
 }
 

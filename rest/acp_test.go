@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
@@ -187,4 +188,69 @@ func TestACPRefusals(t *testing.T) {
 	resp = api.do(http.MethodGet, "/.well-known/acp.json", nil, nil)
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	acpValidate(t, "DiscoveryResponse", resp.Body)
+}
+
+// TestACPCompleteWithMPP: the crypto handler takes an MPP credential made
+// by mppx 0.11.0 (npm, testdata/mppclient, under node) for the session's
+// Payment challenge at its MPP address, never sent there: complete settles
+// it (the payer's USDC falls by the price, once, replay included), the
+// session completes, and a credential of another session is refused with
+// ACP's Error, changing nothing.
+func TestACPCompleteWithMPP(t *testing.T) {
+	node, dir := mppNodeDir(t)
+	api := x402API(t)
+	m := api.registerMerchant(nil)
+	sk := m.TestSecret
+
+	create := func(key string, cents int64) string {
+		resp := api.acpDo(http.MethodPost, "/checkout_sessions", sk, key, "CheckoutSessionCreateRequest", acpCreateBody(cents))
+		require.Equal(t, http.StatusCreated, resp.Status, string(resp.Body))
+		return resp.Map(t)["id"].(string)
+	}
+	id, other := create("create-mpp", 1250), create("create-other", 300)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	api.Env.Fund(t, chains.Base, payer, 20_000_000)
+
+	credentialFor := func(sessionID string) string {
+		got := runMPPClient(t, api, node, dir, api.Server.URL+"/checkout/pay/"+sessionID+"/mpp", key, "CREDENTIAL_ONLY=1")
+		cred, _ := got["credential"].(string)
+		require.True(t, strings.HasPrefix(cred, "Payment "), "%v", got)
+		return cred
+	}
+	completeBody := func(token string) map[string]any {
+		return map[string]any{"payment_data": map[string]any{
+			"handler_id": "agentpay_x402",
+			"instrument": map[string]any{"type": "crypto", "credential": map[string]any{"type": "mpp_credential", "token": token}},
+		}}
+	}
+
+	// A credential for another session is refused here: nothing paid.
+	resp := api.acpDo(http.MethodPost, "/checkout_sessions/"+id+"/complete", sk, "wrong", "CheckoutSessionCompleteRequest",
+		completeBody(strings.TrimPrefix(credentialFor(other), "Payment ")))
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+	acpValidate(t, "Error", resp.Body)
+	require.Equal(t, int64(20_000_000), api.Env.Balance(t, chains.Base, payer).Int64())
+
+	// The token is the credential without its scheme (the scheme is taken too).
+	token := strings.TrimPrefix(credentialFor(id), "Payment ")
+	resp = api.acpDo(http.MethodPost, "/checkout_sessions/"+id+"/complete", sk, "complete-mpp", "CheckoutSessionCompleteRequest", completeBody(token))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	acpValidate(t, "CheckoutSession", resp.Body)
+	require.Contains(t, []any{"complete_in_progress", "completed"}, resp.Map(t)["status"])
+	require.Equal(t, int64(7_500_000), api.Env.Balance(t, chains.Base, payer).Int64(), "paid the price")
+
+	resp = api.acpDo(http.MethodPost, "/checkout_sessions/"+id+"/complete", sk, "complete-mpp", "CheckoutSessionCompleteRequest", completeBody(token))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	// The same credential under a new key answers the payment it made.
+	resp = api.acpDo(http.MethodPost, "/checkout_sessions/"+id+"/complete", sk, "complete-mpp-2", "CheckoutSessionCompleteRequest", completeBody("Payment "+token))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+
+	waitConfirmed(t, api, m, id)
+	resp = api.acpDo(http.MethodGet, "/checkout_sessions/"+id, sk, "", "", nil)
+	require.Equal(t, "completed", resp.Map(t)["status"], string(resp.Body))
+	require.Equal(t, 1, sessionPayments(t, api, id), "one payment")
+	require.Equal(t, int64(7_500_000), api.Env.Balance(t, chains.Base, payer).Int64(), "paid once")
 }

@@ -10,6 +10,9 @@
 //     hash) and retries with Authorization: Payment. Then the same
 //     credential is sent once more, as a client retrying after a timeout
 //     would, to show it pays once.
+//   CREDENTIAL_ONLY=1: the credential mppx made is printed
+//     ({"credential": "Payment ..."}) and never sent: an ACP agent hands
+//     it to complete (TestACPCompleteWithMPP).
 import { Fetch, evm } from "mppx/client";
 import { Receipt } from "mppx";
 import { privateKeyToAccount } from "viem/accounts";
@@ -23,9 +26,11 @@ const env = (name) => {
 const account = privateKeyToAccount(env("PAYER_KEY"));
 // The credentials mppx sends, as the wire carries them.
 const sent = [];
+class Captured extends Error {}
 const recording = async (input, init) => {
   const auth = new Headers(init?.headers).get("authorization");
   if (auth) sent.push(auth);
+  if (auth && process.env.CREDENTIAL_ONLY === "1") throw new Captured();
   return fetch(input, init);
 };
 const pay = Fetch.from({
@@ -42,6 +47,16 @@ const pay = Fetch.from({
 });
 
 const out = { payer: account.address };
+if (process.env.CREDENTIAL_ONLY === "1") {
+  try {
+    await pay(env("SESSION_URL"));
+  } catch (e) {
+    if (!(e instanceof Captured) && !(e?.cause instanceof Captured)) throw e;
+  }
+  if (sent.length !== 1) throw new Error(`mppx made ${sent.length} credentials`);
+  console.log(JSON.stringify({ payer: account.address, credential: sent[0] }));
+  process.exit(0);
+}
 const res = await pay(env("SESSION_URL"));
 out.status = res.status;
 out.body = await res.json();
