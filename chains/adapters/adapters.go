@@ -7,6 +7,7 @@ package adapters
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"agentpay/chains"
@@ -44,6 +45,14 @@ type Chain struct {
 	// StartPatience is how long an EVM ledger's start keeps asking a node
 	// that fails its reads; 0 is evm.DefaultStartPatience.
 	StartPatience time.Duration
+	// StartInBackground lets the chain's node fail its start-time checks
+	// without failing the start: the chain is served not ready
+	// (ErrChainStarting) while the checks are asked again in the
+	// background until ctx ends (startEVM). Processes set it; tests that
+	// want a dead node to fail at once leave it off.
+	StartInBackground bool
+	// Logger reports the background start; nil discards.
+	Logger *slog.Logger
 }
 
 // Network connects a chain's ledger and its deposit watcher factory.
@@ -52,7 +61,7 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 		return chains.Network{}, fmt.Errorf("unknown chain %q", name)
 	}
 	if name.IsEVM() {
-		l, err := evm.New(ctx, evm.Config{
+		cfg := evm.Config{
 			Chain:         name,
 			RPCURL:        c.RPCURL,
 			USDC:          c.USDC,
@@ -61,15 +70,28 @@ func Network(ctx context.Context, name chains.Name, c Chain) (chains.Network, er
 			PollInterval:  c.PollInterval,
 			RPCTimeout:    c.RPCTimeout,
 			StartPatience: c.StartPatience,
-		})
+		}
+		var (
+			l   chains.Ledger
+			err error
+		)
+		if c.StartInBackground {
+			l, err = startEVM(ctx, cfg, c.Logger)
+		} else {
+			l, err = evm.New(ctx, cfg)
+		}
 		if err != nil {
 			return chains.Network{}, fmt.Errorf("chain %s (%s): %w", name, redact.URL(c.RPCURL), err)
 		}
+		newWatcher := func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+			return l.(*evm.Ledger).NewWatcher(ctx, st)
+		}
+		if p, ok := l.(*pendingLedger); ok {
+			newWatcher = p.newWatcher
+		}
 		return chains.Network{
-			Ledger: l,
-			NewWatcher: func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
-				return l.NewWatcher(ctx, st)
-			},
+			Ledger:        l,
+			NewWatcher:    newWatcher,
 			NewWatchlist:  evm.NewWatchlist,
 			Confirmations: c.Confirmations,
 		}, nil

@@ -62,7 +62,7 @@ var _ chains.FeeReader = (*Ledger)(nil)
 func New(ctx context.Context, cfg Config) (*Ledger, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, permanent{err}
 	}
 	client, dialed, err := connect(ctx, cfg)
 	if err != nil {
@@ -115,7 +115,7 @@ func newLedger(ctx context.Context, cfg Config, client Client) (*Ledger, error) 
 	if cfg.GasKey != nil {
 		key, err := crypto.ToECDSA(cfg.GasKey)
 		if err != nil {
-			return nil, fmt.Errorf("evm: %s: gas key: %w", cfg.Chain, ErrInvalidKey)
+			return nil, permanent{fmt.Errorf("evm: %s: gas key: %w", cfg.Chain, ErrInvalidKey)}
 		}
 		l.gasKey = key
 		l.gasAddr = crypto.PubkeyToAddress(key.PublicKey)
@@ -392,4 +392,13 @@ func retryStart(ctx context.Context, patience time.Duration, check func() error)
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// Permanent reports whether err, from New, is one asking again cannot
+// change (the node is another chain, the token is not there or not USDC,
+// the configuration is invalid), as opposed to a node that failed to
+// answer. A caller starting in the background gives up only on these.
+func Permanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
 }

@@ -120,12 +120,16 @@ func devMasterKey(cfg config) ([]byte, error) {
 
 // buildNetworks connects every configured chain of one mode; the treasury
 // pays gas and fees, and every call to a node is bounded by rpcTimeout.
-func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys, rpcTimeout time.Duration) (chains.Networks, error) {
+// A chain whose node fails at start does not stop the process: it is
+// served not ready and started in the background until ctx ends
+// (adapters.Chain.StartInBackground), so under an orchestrator's restarts
+// one dropped RPC call cannot keep a process down.
+func buildNetworks(ctx context.Context, cfgs map[chains.Name]chainConfig, treasury agentpay.TreasuryKeys, rpcTimeout time.Duration, logger *slog.Logger) (chains.Networks, error) {
 	nets := chains.Networks{}
 	for name, cc := range cfgs {
 		n, err := adapters.Network(ctx, name, adapters.Chain{
 			RPCURL: cc.RPCURL, USDC: cc.USDC, Confirmations: cc.Confirmations, GasKey: treasury.Key(name),
-			RPCTimeout: rpcTimeout,
+			RPCTimeout: rpcTimeout, StartInBackground: true, Logger: logger,
 		})
 		if err != nil {
 			return nil, err
@@ -391,12 +395,12 @@ func (j *lateJobs) InsertTx(ctx context.Context, tx *sql.Tx, args river.JobArgs,
 // service builds the service the commands run; a nil inserter is an
 // insert-only River client on the platform's database.
 func (p *platform) service(ctx context.Context, cfg config, logger *slog.Logger, test chains.Networks, faucet agentpay.Faucet, inserter jobs.Inserter) (*agentpay.Service, error) {
-	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury, cfg.RPCTimeout)
+	live, err := buildNetworks(ctx, cfg.Chains[agentpay.ModeLive], p.treasury, cfg.RPCTimeout, logger)
 	if err != nil {
 		return nil, err
 	}
 	if test == nil {
-		if test, err = buildNetworks(ctx, cfg.Chains[agentpay.ModeTest], p.treasury, cfg.RPCTimeout); err != nil {
+		if test, err = buildNetworks(ctx, cfg.Chains[agentpay.ModeTest], p.treasury, cfg.RPCTimeout, logger); err != nil {
 			return nil, err
 		}
 	}

@@ -49,7 +49,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	defer nets.Close()
-	test, err := nets.networks(ctx, cfg, p.treasury)
+	test, err := nets.networks(ctx, cfg, p.treasury, logger)
 	if err != nil {
 		return err
 	}
@@ -241,12 +241,12 @@ func startDevnets(ctx context.Context, cfg config, treasury agentpay.TreasuryKey
 }
 
 // networks connects the service's ledgers to the devnets as its test networks.
-func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys) (chains.Networks, error) {
+func (d *devnets) networks(ctx context.Context, cfg config, treasury agentpay.TreasuryKeys, logger *slog.Logger) (chains.Networks, error) {
 	cfgs := map[chains.Name]chainConfig{}
 	for _, c := range d.Chains() {
 		cfgs[c.Chain] = chainConfig{RPCURL: c.RPCURL, USDC: c.USDC, Confirmations: cfg.DevConfirmations[c.Chain]}
 	}
-	return buildNetworks(ctx, cfgs, treasury, cfg.RPCTimeout)
+	return buildNetworks(ctx, cfgs, treasury, cfg.RPCTimeout, logger)
 }
 
 func (d *devnets) Chains() []agentpay.DevChain {

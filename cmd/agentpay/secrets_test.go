@@ -410,10 +410,11 @@ func withDatabasePassword(t *testing.T, databaseURL string, w *leakWatch) string
 	return u.String()
 }
 
-// TestStartupErrorsHideSecrets: the commands refuse to start when a
-// chain's node or the database cannot be reached or its URL is wrong, and
-// what they say (the error main prints, the logs) names the variable and
-// the endpoint, never the credentials in its URL.
+// TestStartupErrorsHideSecrets: the commands refuse to start when the
+// database cannot be reached or a URL is wrong, and start (serving the
+// chain not ready, adapters.StartInBackground) when an EVM chain's node
+// cannot be reached; what they say (the error main prints, the logs) names
+// the variable and the endpoint, never the credentials in its URL.
 func TestStartupErrorsHideSecrets(t *testing.T) {
 	key, err := vault.GenerateMasterKey()
 	require.NoError(t, err)
@@ -426,13 +427,14 @@ func TestStartupErrorsHideSecrets(t *testing.T) {
 		cmd      string
 		env      map[string]string
 		endpoint string // named in what is shown
+		starts   bool   // serves (until stopped) rather than failing
 	}{
-		{"serve", map[string]string{"CHAIN_BASE_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead},
-		{"worker", map[string]string{"CHAIN_SOLANA_TEST_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead},
-		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=disable"}, dead},
-		{"serve", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=bogus"}, "DATABASE_URL"},
-		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd with space@" + dead + "/agentpay"}, "DATABASE_URL"},
-		{"worker", map[string]string{"DATABASE_URL": "postgresql://agentpay:dbPassw0rd@[::1/agentpay"}, "DATABASE_URL"},
+		{"serve", map[string]string{"CHAIN_BASE_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead, true},
+		{"worker", map[string]string{"CHAIN_SOLANA_TEST_RPC_URL": "http://rpcUser:rpcPassw0rd@" + dead + "/v2/PathKeyAbc123xyz?api-key=QueryKeyDef456uvw"}, dead, false},
+		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=disable"}, dead, false},
+		{"serve", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd@" + dead + "/agentpay?sslmode=bogus"}, "DATABASE_URL", false},
+		{"migrate", map[string]string{"DATABASE_URL": "postgres://agentpay:dbPassw0rd with space@" + dead + "/agentpay"}, "DATABASE_URL", false},
+		{"worker", map[string]string{"DATABASE_URL": "postgresql://agentpay:dbPassw0rd@[::1/agentpay"}, "DATABASE_URL", false},
 	}
 	for _, tt := range tests {
 		env := map[string]string{
@@ -445,9 +447,16 @@ func TestStartupErrorsHideSecrets(t *testing.T) {
 			env[k] = v
 		}
 		var out, logs bytes.Buffer
-		err := run(t.Context(), []string{tt.cmd}, func(k string) string { return env[k] }, &out, &logs)
-		require.Error(t, err, "%s with %v", tt.cmd, tt.env)
-		shown := err.Error() + out.String() + logs.String()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		err := run(ctx, []string{tt.cmd}, func(k string) string { return env[k] }, &out, &logs)
+		cancel()
+		shown := out.String() + logs.String()
+		if tt.starts {
+			require.NoError(t, err, "%s with %v serves until stopped", tt.cmd, tt.env)
+		} else {
+			require.Error(t, err, "%s with %v", tt.cmd, tt.env)
+			shown += err.Error()
+		}
 		require.Contains(t, shown, tt.endpoint)
 		for _, s := range secrets {
 			require.NotContains(t, shown, s, "%s with %v", tt.cmd, tt.env)
