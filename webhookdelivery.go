@@ -196,7 +196,10 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	start := time.Now()
 	var code int
 	sendErr := err // no secret to sign with: a failed try, nothing sent
-	if err == nil {
+	if err == nil && d.url == "" {
+		sendErr = errNoWebhookURL
+	}
+	if sendErr == nil {
 		code, sendErr = postWebhook(tryCtx, s.webhookClient(d.livemode), d, at, secret, previous...)
 	}
 	duration := time.Since(start)
@@ -439,19 +442,24 @@ SELECT NULL FROM (SELECT pg_notify('merchant_events',
 
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {
-	status     webhookdelivery.Status
-	tries      int
+	status webhookdelivery.Status
+	tries  int
+	// url is where this try goes: the merchant's webhook URL of the
+	// event's mode now, not the one the delivery was created with, so a
+	// retry after the merchant moves its receiver reaches the new one ("" when
+	// the merchant has since removed it: the try fails unsent).
 	url        string
 	eventID    uuid.UUID
 	payload    []byte
 	livemode   bool
 	merchantID uuid.UUID
 	// endpoint holds the sealed secrets of the event's mode (its url is
-	// unused: a delivery goes to the URL it was created with).
+	// unused: url above is the same, read with them).
 	endpoint webhookEndpoint
 }
 
-const deliveryToSendQuery = `SELECT d.status, d.attempts, d.url, e.id, e.payload, e.livemode, m.id,
+const deliveryToSendQuery = `SELECT d.status, d.attempts,
+	COALESCE(CASE WHEN e.livemode THEN m.webhook_url ELSE m.test_webhook_url END, ''), e.id, e.payload, e.livemode, m.id,
 	m.webhook_secret_encrypted, m.webhook_secret_previous_encrypted, m.webhook_secret_previous_expires_at,
 	m.test_webhook_secret_encrypted, m.test_webhook_secret_previous_encrypted, m.test_webhook_secret_previous_expires_at
 FROM webhook_deliveries d
@@ -572,6 +580,7 @@ func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, at
 // to inside the service's network, or which resolver answered, is not
 // theirs to map.
 var (
+	errNoWebhookURL    = errors.New("not sent: the webhook URL of this mode was removed; set one and the next retry goes there")
 	errNoPublicAddress = errors.New("refused: the webhook URL's host does not resolve to a public address")
 	errUnresolvedHost  = errors.New("the webhook URL's host could not be resolved (temporary failure)")
 )

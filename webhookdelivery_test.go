@@ -709,3 +709,69 @@ func fakeResolver(t *testing.T, addrs map[string]netip.Addr) *net.Resolver {
 		return client, nil
 	}}
 }
+
+// TestWebhookRetryGoesToCurrentURL: a retry after the merchant changes its
+// webhook URL is sent to the new URL, not the one the first try went to;
+// after the URL is removed, a try fails unsent and says why.
+func TestWebhookRetryGoesToCurrentURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	old := testenv.NewReceiver(t, http.StatusInternalServerError)
+	moved := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, old.URL)
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	d := onlyDelivery(t, svc, ev.ID)
+
+	res, err := svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.False(t, res.Done)
+	require.Len(t, old.Requests(), 1)
+
+	require.NoError(t, svc.cfg.DB.Ent.Merchant.UpdateOneID(m.ID).SetTestWebhookURL(moved.URL).Exec(ctx))
+	res, err = svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	require.Len(t, old.Requests(), 1, "the retry does not go to the replaced URL")
+	got := moved.Requests()
+	require.Len(t, got, 1, "the retry goes to the current URL")
+	require.Equal(t, ev.ID.String(), got[0].Header.Get("webhook-id"))
+
+	// Removed: the next delivery's try is a failed try, nothing sent.
+	ev2 := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	d2 := onlyDelivery(t, svc, ev2.ID)
+	require.NoError(t, svc.cfg.DB.Ent.Merchant.UpdateOneID(m.ID).SetTestWebhookURL("").Exec(ctx))
+	res, err = svc.DeliverWebhook(ctx, d2.ID)
+	require.NoError(t, err)
+	require.False(t, res.Done)
+	require.ErrorIs(t, res.Err, errNoWebhookURL)
+	require.Equal(t, 0, res.Attempt.StatusCode)
+	require.Len(t, moved.Requests(), 1)
+}
+
+// TestRedeliverAfterWebhookURLSet: an event recorded while the merchant had
+// no webhook URL (recorded, not delivered) is delivered once the merchant
+// sets one and asks for it again.
+func TestRedeliverAfterWebhookURLSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	m, _ := createWebhookMerchant(t, svc, "")
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	n, err := svc.cfg.DB.Ent.WebhookDelivery.Query().Where(webhookdelivery.EventID(ev.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "no URL: the event is recorded, not delivered")
+	_, err = svc.RedeliverWebhook(ctx, m.ID, ev.ID)
+	require.True(t, IsValidation(err), "%v", err)
+
+	rcv := testenv.NewReceiver(t, http.StatusOK)
+	require.NoError(t, svc.cfg.DB.Ent.Merchant.UpdateOneID(m.ID).SetTestWebhookURL(rcv.URL).Exec(ctx))
+	d, err := svc.RedeliverWebhook(ctx, m.ID, ev.ID)
+	require.NoError(t, err)
+	res, err := svc.DeliverWebhook(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	got := rcv.Requests()
+	require.Len(t, got, 1)
+	require.Equal(t, ev.ID.String(), got[0].Header.Get("webhook-id"))
+}

@@ -24,7 +24,8 @@ func (WebhookDelivery) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("event_id", uuid.UUID{}).
 			Immutable(),
-		// The merchant's webhook_url when the delivery was created.
+		// The merchant's webhook_url when the delivery was created; its
+		// tries go to the URL of the moment (webhookdelivery.go).
 		field.String("url").
 			Immutable(),
 		field.Enum("status").
