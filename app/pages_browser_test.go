@@ -170,7 +170,7 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 		width = w
 		require.NoError(t, chromedp.Do(tctx,
 			chromedp.EmulateViewport(w.width, w.height),
-			chromedp.Navigate(origin+"/app/"),
+			chromedp.Navigate(origin+"/app/?home=1"),
 			wait(`document.getElementById("identity-status").textContent !== "…"`),
 		))
 		look("home")
