@@ -73,7 +73,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`input[name="username"]`),
 		chromedp.SendKeys(`input[name="username"]`, "dash_owner"),
 		clickJS(`#continue`),
-		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		// Only a merchant (no agent): signed in, they land on the dashboard.
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard")`),
 	), "sign in")
 
 	// The dashboard, in test mode, as the owner.
@@ -243,7 +244,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`input[name="username"]`),
 		chromedp.SendKeys(`input[name="username"]`, "dash_reader"),
 		clickJS(`#continue`),
-		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard")`),
 		chromedp.Navigate(base+"/app/dashboard#session/"+externalId),
 		waitJS(`document.getElementById("role-label").textContent === "read-only"`),
 		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),
