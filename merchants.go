@@ -52,6 +52,10 @@ func AcceptedTokens(m *ent.Merchant) []TokenRef {
 type MerchantRegistration struct {
 	Merchant *ent.Merchant
 	Keys     MerchantKeys
+	// DashboardURL is where the merchant's people manage it
+	// ({app_url}/dashboard): its contact e-mail's account once confirmed,
+	// and whoever signed it up from the app.
+	DashboardURL string
 }
 
 // RegisterMerchant creates a merchant with the fields of spec 2.5 (name and
@@ -62,6 +66,12 @@ type MerchantRegistration struct {
 // modes' (registration is the owner acting for both; each mode's is changed
 // apart afterwards). Nothing is written when a field is refused.
 func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*MerchantRegistration, error) {
+	return s.registerMerchant(ctx, in, nil)
+}
+
+// registerMerchant is RegisterMerchant; a creator (SignUpMerchant's
+// signed-in person) is recorded as an owner in the same transaction.
+func (s *Service) registerMerchant(ctx context.Context, in MerchantInput, creator *ent.User) (*MerchantRegistration, error) {
 	var f merchantFields
 	if err := f.apply(in, true, s.webhookMayReachPrivate(ModeTest), s.cfg.Families); err != nil {
 		return nil, err
@@ -75,7 +85,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 	if err != nil {
 		return nil, err
 	}
-	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec, TestWebhookSecret: testWhsec}}
+	reg := &MerchantRegistration{Keys: MerchantKeys{WebhookSecret: whsec, TestWebhookSecret: testWhsec}, DashboardURL: s.appURL("/dashboard")}
 	if err := s.allowMerchantEmailConfirmation(ctx, id); err != nil {
 		return nil, err
 	}
@@ -102,6 +112,11 @@ func (s *Service) RegisterMerchant(ctx context.Context, in MerchantInput) (*Merc
 		reg.Merchant = m
 		for _, mode := range []Mode{ModeLive, ModeTest} {
 			if err := insertKeyPair(ctx, tx, id, mode, &reg.Keys); err != nil {
+				return err
+			}
+		}
+		if creator != nil {
+			if err := s.recordCreatorOwner(ctx, tx, id, creator); err != nil {
 				return err
 			}
 		}

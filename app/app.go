@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -99,6 +101,12 @@ func NewHandler(cfg Config) http.Handler {
 		// merchant API with that session (X-Dashboard-Session), as any
 		// merchant's own dashboard would with a secret key.
 		r.Get("/dashboard", h.signedInPage("dashboard.html"))
+		// Signing a merchant up (agentpay.SignUpMerchant): the page's
+		// script posts the form here (JSON answer, the session's CSRF
+		// token) and shows the keys of the answer, which exist nowhere
+		// else: a reload shows the empty form.
+		r.Get("/merchants/new", h.signedInPage("merchant_new.html"))
+		r.Post("/merchants/new", h.signUpMerchant)
 		// An e-mailed step-up's link (stepups.go): GET shows what it
 		// confirms, the form confirms it, and the page that asked for it
 		// goes on (it waits on viewer.stepUp).
@@ -266,10 +274,22 @@ func (h *handler) signedInPage(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := h.viewer(r)
 		if v == nil {
-			http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+			to := h.cfg.Prefix + "/signin"
+			if r.URL.Path != h.cfg.Prefix+"/" {
+				to += "?next=" + url.QueryEscape(r.URL.RequestURI())
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
-		h.render(w, http.StatusOK, name, page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username})
+		if name == "home.html" && r.URL.Query().Get("home") == "" {
+			// Where a person lands (agentpay.LandingOf): only a merchant
+			// goes to the dashboard; ?home=1 is the home page anyway.
+			if landing, err := h.cfg.Service.LandingOf(r.Context(), v); err == nil && landing == agentpay.LandingDashboard {
+				http.Redirect(w, r, h.cfg.Prefix+"/dashboard", http.StatusSeeOther)
+				return
+			}
+		}
+		h.render(w, http.StatusOK, name, page{CSRF: v.CSRFToken(), SignedIn: true, Username: v.User.Username, Email: v.User.Email})
 	}
 }
 
@@ -326,11 +346,112 @@ func (h *handler) finishPasskeySignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.setSession(w, in)
-	h.writeJSON(w, http.StatusOK, map[string]string{"redirect": h.cfg.Prefix + "/"})
+	h.writeJSON(w, http.StatusOK, map[string]string{"redirect": h.takeNext(w, r)})
 }
 
 func (h *handler) signInForm(w http.ResponseWriter, r *http.Request) {
+	h.keepNext(w, r.URL.Query().Get("next"))
 	h.render(w, http.StatusOK, "signin.html", page{FormToken: h.formToken(w, r)})
+}
+
+// nextCookie keeps, from the sign-in form to the sign-in (by an e-mailed
+// link opened in this browser, or a passkey), the app page the person was
+// going to.
+const nextCookie = "agentpay_next"
+
+// safeNext is next when it is a page of the app on this origin: a
+// relative path under the prefix, never an absolute URL, a
+// scheme-relative //host, a backslash (which browsers read as a slash) or
+// a control character; "" otherwise.
+func (h *handler) safeNext(next string) string {
+	if next == "" || len(next) > 1024 || !strings.HasPrefix(next, h.cfg.Prefix+"/") ||
+		strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\") {
+		return ""
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return ""
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	// The path cleaned must stay in the app (no /app/../elsewhere).
+	if clean := path.Clean(u.Path); clean != h.cfg.Prefix && !strings.HasPrefix(clean+"/", h.cfg.Prefix+"/") {
+		return ""
+	}
+	return next
+}
+
+// keepNext remembers a safe next for the sign-in; an unsafe one is
+// dropped (the person lands where anyone does).
+func (h *handler) keepNext(w http.ResponseWriter, next string) {
+	if next = h.safeNext(next); next == "" {
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: nextCookie, Value: url.QueryEscape(next), Path: h.cfg.Prefix, MaxAge: 3600,
+		HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+}
+
+// takeNext is where a sign-in goes: the page kept by keepNext (checked
+// again), else the home page; the cookie is spent.
+func (h *handler) takeNext(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(nextCookie)
+	if err != nil {
+		return h.cfg.Prefix + "/"
+	}
+	http.SetCookie(w, &http.Cookie{Name: nextCookie, Value: "", Path: h.cfg.Prefix, MaxAge: -1,
+		HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	next, err := url.QueryUnescape(c.Value)
+	if next = h.safeNext(next); err != nil || next == "" {
+		return h.cfg.Prefix + "/"
+	}
+	return next
+}
+
+// signUpMerchant signs a merchant up for the signed-in person
+// (agentpay.SignUpMerchant) and answers its keys, this once, as JSON:
+// {"merchant_id", "name", "email", "keys": {...}, "warning", "dashboard"}.
+func (h *handler) signUpMerchant(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.failJSON(w, r, agentpay.Invalid("form", "is not a valid form"))
+		return
+	}
+	v := h.viewer(r)
+	if v == nil {
+		h.failJSON(w, r, agentpay.ErrNotSignedIn)
+		return
+	}
+	if err := v.CheckCSRF(r.PostFormValue("csrf_token")); err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	// Counted as a registration of the client IP, as the API's is.
+	if _, err := h.cfg.Service.AllowIP(r.Context(), httpx.ClientIP(r, h.cfg.TrustedProxies), agentpay.RateRegistration); err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	reg, err := h.cfg.Service.SignUpMerchant(r.Context(), v, agentpay.MerchantSignup{
+		Name: r.PostFormValue("name"), Email: r.PostFormValue("email"),
+		SettlementAddress: r.PostFormValue("settlement_address"), SettlementChain: r.PostFormValue("settlement_chain"),
+	})
+	if err != nil {
+		h.failJSON(w, r, err)
+		return
+	}
+	k := reg.Keys
+	h.writeJSON(w, http.StatusCreated, map[string]any{
+		"merchant_id": reg.Merchant.ID, "name": reg.Merchant.Name, "email": reg.Merchant.Email,
+		"keys": map[string]string{
+			"live_public_key": k.LivePublicKey, "live_secret_key": k.LiveSecretKey,
+			"test_public_key": k.TestPublicKey, "test_secret_key": k.TestSecretKey,
+			"webhook_secret": k.WebhookSecret, "test_webhook_secret": k.TestWebhookSecret,
+		},
+		"warning":   agentpay.MerchantKeysWarning,
+		"dashboard": h.cfg.Prefix + "/dashboard?merchant=" + reg.Merchant.ID.String(),
+	})
 }
 
 func (h *handler) requestSignIn(w http.ResponseWriter, r *http.Request) {
@@ -381,7 +502,7 @@ func (h *handler) completeSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.setSession(w, in)
-	http.Redirect(w, r, h.cfg.Prefix+"/", http.StatusSeeOther)
+	http.Redirect(w, r, h.takeNext(w, r), http.StatusSeeOther)
 }
 
 func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {

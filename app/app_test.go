@@ -95,7 +95,7 @@ func TestSignInPages(t *testing.T) {
 	// Signed out, home and the dashboard send to the sign-in form.
 	resp, _ := get(t, b, base+"/dashboard")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/app/signin", resp.Header.Get("Location"))
+	require.Equal(t, "/app/signin?next=%2Fapp%2Fdashboard", resp.Header.Get("Location"), "the page asked for is kept for after the sign-in")
 	resp, _ = get(t, b, base+"/")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/app/signin", resp.Header.Get("Location"))

@@ -164,13 +164,14 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(newest(ownerEmail, "/signin/")),
 		chromedp.Click(`#continue`),
-		chromedp.WaitVisible(`#settings-link`),
+		// Only a merchant: signed in, the owner lands on the dashboard.
+		chromedp.WaitVisible(`#dashboard`),
 	))
 	for _, w := range pageWidths {
 		width = w
 		require.NoError(t, chromedp.Do(tctx,
 			chromedp.EmulateViewport(w.width, w.height),
-			chromedp.Navigate(origin+"/app/"),
+			chromedp.Navigate(origin+"/app/?home=1"),
 			wait(`document.getElementById("identity-status").textContent !== "…"`),
 		))
 		look("home")
@@ -205,6 +206,8 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 			wait(`document.querySelectorAll("#sessions li").length > 0`),
 		))
 		look("settings")
+		require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(origin+"/app/merchants/new"), chromedp.WaitVisible(`#merchant-form`)))
+		look("merchant-new")
 
 		// The dashboard: a session created from it first (a row in the
 		// sessions table), then every view.

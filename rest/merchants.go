@@ -187,6 +187,9 @@ type merchantRegistrationBody struct {
 	Merchant merchantBody     `json:"merchant"`
 	Keys     merchantKeysBody `json:"keys"`
 	Warning  string           `json:"warning"`
+	// DashboardURL is where the merchant's people manage it, once its
+	// contact e-mail is confirmed (docs/dashboard.md).
+	DashboardURL string `json:"dashboard_url"`
 }
 
 func (s *server) registerMerchant(w http.ResponseWriter, r *http.Request) {
@@ -204,9 +207,10 @@ func (s *server) registerMerchant(w http.ResponseWriter, r *http.Request) {
 	profile := &agentpay.MerchantProfile{Merchant: reg.Merchant, LivePublicKey: k.LivePublicKey, TestPublicKey: k.TestPublicKey,
 		WebhookURL: agentpay.WebhookURLOf(reg.Merchant, agentpay.ModeLive)}
 	writeJSON(w, http.StatusCreated, merchantRegistrationBody{
-		Merchant: newMerchantBody(profile),
-		Keys:     newMerchantKeysBody(k),
-		Warning:  agentpay.MerchantKeysWarning,
+		Merchant:     newMerchantBody(profile),
+		Keys:         newMerchantKeysBody(k),
+		Warning:      agentpay.MerchantKeysWarning,
+		DashboardURL: reg.DashboardURL,
 	})
 }
 

@@ -46,6 +46,12 @@
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
   var errorBox = document.getElementById("dash-error"), notice = document.getElementById("dash-notice");
   var picker = document.getElementById("merchant-picker"), modeSwitch = document.getElementById("mode-switch");
+  // ?merchant=<id> and ?mode=live|test pick what opens (the sign-up's
+  // "open the dashboard", the live-mode link of test mode's settings).
+  var params = new URLSearchParams(location.search);
+  if (params.get("mode") === "live" || params.get("mode") === "test") { sessionStorage.setItem("dash.mode", params.get("mode")); }
+  if (params.get("merchant")) { sessionStorage.setItem("dash.merchant", params.get("merchant")); }
+  if (params.has("mode") || params.has("merchant")) { history.replaceState(null, "", location.pathname + location.hash); }
   var state = {merchants: [], merchant: null, mode: sessionStorage.getItem("dash.mode") || "test", token: null, role: null, socket: null};
 
   function $(id) { return document.getElementById(id); }
@@ -122,6 +128,11 @@
     // The switch reads like the label beside it: on is test mode.
     modeSwitch.checked = state.mode === "test";
     root.classList.toggle("live", state.mode === "live");
+    // Test mode shows no form that only live mode can save (issue 27
+    // item 10): the settings say so and link to live mode instead.
+    var liveOnly = document.querySelectorAll(".live-only");
+    for (var i = 0; i < liveOnly.length; i++) { liveOnly[i].hidden = state.mode !== "live"; }
+    $("settings-live-only").hidden = state.mode === "live";
     return openSession().then(function () { subscribe(); return route(); });
   }
 
@@ -400,6 +411,7 @@
     });
   }
   function settings() {
+    if (state.mode !== "live") { return Promise.resolve(); }
     return loadMerchant().then(function (m) {
       state.settlement = {type: m.settlementType, address: m.settlementAddress || "", chain: m.settlementChain || ""};
       $("set-name").value = m.name;
@@ -548,6 +560,11 @@
       if (!yes) { return; }
       return asMerchant(Q.cancel, {id: id}).then(function () { tell("The session was cancelled."); return route(); });
     }).catch(showError);
+  });
+  $("settings-go-live").addEventListener("click", function (e) {
+    e.preventDefault();
+    state.mode = "live";
+    switchTo().catch(showError);
   });
   $("set-name").addEventListener("input", preview);
   $("set-brand-color").addEventListener("input", preview);

@@ -73,7 +73,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`input[name="username"]`),
 		chromedp.SendKeys(`input[name="username"]`, "dash_owner"),
 		clickJS(`#continue`),
-		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		// Only a merchant (no agent): signed in, they land on the dashboard.
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard")`),
 	), "sign in")
 
 	// The dashboard, in test mode, as the owner.
@@ -202,7 +203,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("your test integration stops working until you use the new secret key")`),
 		clickJS(`#confirm-ok`),
 		waitJS(`document.getElementById("rolled-keys").textContent.includes("sk_test_")`),
+		// Test mode has no settings form (it could only fail there): a
+		// note links to live mode, where the form is.
 		chromedp.Navigate(base+"/app/dashboard#settings"),
+		waitJS(`!document.getElementById("settings-live-only").hidden && document.getElementById("settings-form").hidden`),
+		clickJS(`#settings-go-live`),
+		waitJS(`!document.getElementById("mode-switch").checked && !document.getElementById("settings-form").hidden`),
 		waitJS(`document.getElementById("preview-name").textContent === "Dash Shop"`),
 		// The form shows the merchant's settings as the API spells them.
 		waitJS(`document.getElementById("set-settlement-type").value === "CRYPTO_USDC"`),
@@ -219,7 +225,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	// The owner invites a read-only member, who signs in in another
 	// browser and sees the merchant without a control that changes it.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(base+"/app/dashboard#members"),
+		chromedp.Navigate(base+"/app/dashboard?mode=test#members"),
 		waitJS(`!document.getElementById("view-members").hidden && document.querySelectorAll("#members li").length === 1`),
 		chromedp.SetValue(`#invite-email`, "reader@dash.test"),
 		chromedp.SetValue(`#invite-role`, "READ_ONLY"),
@@ -243,7 +249,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`input[name="username"]`),
 		chromedp.SendKeys(`input[name="username"]`, "dash_reader"),
 		clickJS(`#continue`),
-		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard-link")`),
+		waitJS(`document.readyState === "complete" && !!document.getElementById("dashboard")`),
 		chromedp.Navigate(base+"/app/dashboard#session/"+externalId),
 		waitJS(`document.getElementById("role-label").textContent === "read-only"`),
 		waitJS(`document.getElementById("session-status-value").textContent === "confirmed"`),

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"text/tabwriter"
 
@@ -108,7 +109,7 @@ func runDev(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writ
 	}
 
 	_, playground := graphQLSurface(cfg, true)
-	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg), metricsURL, adminKey)
+	printDevBanner(stdout, ln.Addr().String(), playground, nets.Chains(), p.treasury, cfg.SMTPURL != "", appLine(cfg), strings.TrimRight(cfg.AppURL, "/"), metricsURL, adminKey)
 
 	jobsErr := make(chan error, 1)
 	go func() { jobsErr <- w.Run(ctx) }()
@@ -134,7 +135,7 @@ func devHTTPHandler(cfg config, svc *agentpay.Service, logger *slog.Logger, kyc 
 	return newHTTPHandler(cfg, svc, logger, true, map[string]http.Handler{devKYCPath + "/*": kyc}, obs)
 }
 
-func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, metricsURL, adminKey string) {
+func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.DevChain, treasury agentpay.TreasuryKeys, smtp bool, app, appURL, metricsURL, adminKey string) {
 	fmt.Fprintf(w, "agentpay dev listening on http://%s\n", addr)
 	if playground {
 		fmt.Fprintf(w, "  GraphQL:    http://%s/graphql (playground: /playground)\n", addr)
@@ -153,6 +154,7 @@ func printDevBanner(w io.Writer, addr string, playground bool, list []agentpay.D
 		fmt.Fprintf(w, "  mail:       caught locally: GET http://%s/dev/mail?to=<address>\n", addr)
 	}
 	fmt.Fprintln(w, app)
+	fmt.Fprintf(w, "  merchants:  sign up at %s/merchants/new (keys shown once, then its dashboard)\n", appURL)
 	if metricsURL != "" {
 		fmt.Fprintf(w, "  metrics:    %s (METRICS_ADDR; off: METRICS_ADDR=off)\n", metricsURL)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"agentpay"
 	"agentpay/chains"
 	"agentpay/chains/evm"
 	"agentpay/chains/solana"
@@ -349,4 +350,13 @@ func newTestSolanaLedger(t *testing.T, rpcURL, mint string) chains.Ledger {
 	l, err := solana.New(context.Background(), solana.Config{RPCURL: rpcURL, Mint: mint, FeePayer: key})
 	require.NoError(t, err)
 	return l
+}
+
+// TestDevBannerPointsMerchantsToSignUp: the dev banner names the app's
+// merchant sign-up page (issue 27 item 5), as a person running `agentpay
+// dev` to try selling looks for it there.
+func TestDevBannerPointsMerchantsToSignUp(t *testing.T) {
+	var b strings.Builder
+	printDevBanner(&b, "127.0.0.1:8080", false, nil, agentpay.TreasuryKeys{}, false, "  app:        http://localhost:8080/app", "http://localhost:8080/app", "", "key")
+	require.Contains(t, b.String(), "merchants:  sign up at http://localhost:8080/app/merchants/new")
 }
