@@ -143,7 +143,7 @@ func (c *cachingConn) Close() error {
 	return errors.Join(errs...)
 }
 
-//nolint:staticcheck // driver.Conn requires Begin; database/sql calls BeginTx.
+//lint:ignore SA1019 driver.Conn requires Begin; database/sql calls BeginTx.
 func (c *cachingConn) Begin() (driver.Tx, error) { return c.conn.Begin() }
 
 func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
