@@ -136,9 +136,12 @@
     return openSession().then(function () { subscribe(); return route(); });
   }
 
-  // Views, by the location's hash.
-  function route() {
-    clear();
+  // Views, by the location's hash. Going to a view clears the feedback of
+  // the last one; refreshing it (after an action, or when the live feed
+  // says something changed) keeps what the person was told until they
+  // read it or something replaces it.
+  function route(refresh) {
+    if (refresh !== true) { clear(); }
     var hash = location.hash.replace(/^#/, "") || "overview";
     var parts = hash.split("/"), name = parts[0];
     var views = document.querySelectorAll(".view");
@@ -290,7 +293,7 @@
     });
     if (ev.deliveries && ev.deliveries.length) {
       li.appendChild(button("Redeliver", "mutating redeliver", function () {
-        return asMerchant(Q.redeliver, {id: ev.id}).then(function () { tell("Sent again as a new delivery."); return route(); });
+        return asMerchant(Q.redeliver, {id: ev.id}).then(function () { tell("Sent again as a new delivery."); return route(true); });
       }));
     }
     return li;
@@ -340,7 +343,7 @@
         if (value) { input.amountUsd = value; }
         return asMerchant(Q.refund, {id: s.externalId, in: input, key: key}).then(function (d) {
           tell("Refund " + d.createRefund.refund.externalId + " requested: it shows below with its state.");
-          return route();
+          return route(true);
         }).catch(showError).then(function () { submit.disabled = false; });
       });
     });
@@ -483,7 +486,7 @@
         ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed}}));
       } else if (msg.type === "next") {
         var v = current();
-        if (v === "sessions" || v === "session" || v === "webhooks" || v === "overview") { route(); }
+        if (v === "sessions" || v === "session" || v === "webhooks" || v === "overview") { route(true); }
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
@@ -500,7 +503,7 @@
     state.mode = modeSwitch.checked ? "test" : "live";
     switchTo().catch(showError);
   });
-  window.addEventListener("hashchange", route);
+  window.addEventListener("hashchange", function () { route(); });
   $("chart-metric").addEventListener("change", drawChart);
   $("chart-status").addEventListener("change", drawChart);
   $("session-filter-form").addEventListener("submit", function (e) { e.preventDefault(); sessions().catch(showError); });
@@ -558,7 +561,7 @@
     confirmAction("Cancel this session?", "Its hosted page stops taking payments and shows the customer it was cancelled. This cannot be undone.",
       "Cancel the session").then(function (yes) {
       if (!yes) { return; }
-      return asMerchant(Q.cancel, {id: id}).then(function () { tell("The session was cancelled."); return route(); });
+      return asMerchant(Q.cancel, {id: id}).then(function () { tell("The session was cancelled."); return route(true); });
     }).catch(showError);
   });
   $("settings-go-live").addEventListener("click", function (e) {

@@ -148,6 +148,9 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(refundRows+`.length === 2 && `+refundRows+`[1].textContent.includes("6.00 USD")`),
 		waitJS(`!`+refundForm),
 		waitJS(`[...`+refundRows+`].every(li => li.dataset.status !== "failed")`),
+		// What the person was told stays while the view refreshes (the
+		// action's own reload, the live feed's): issue 27 item 9.
+		waitJS(`!document.getElementById("dash-notice").hidden && /^Refund re_\S+ requested: it shows below with its state\.$/.test(document.getElementById("dash-notice").textContent)`),
 	), "refund in part, then the rest: %s", pageState(ctx))
 
 	// A session nobody paid is cancelled from its page, after a
@@ -164,7 +167,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		waitJS(`document.getElementById("confirm-dialog").open && document.getElementById("confirm-text").textContent.includes("stops taking payments")`),
 		clickJS(`#confirm-ok`),
 		waitJS(`document.getElementById("session-status-value").textContent === "cancelled" && document.getElementById("cancel-session").hidden`),
-		waitJS(`document.getElementById("dash-notice").textContent === "The session was cancelled."`),
+		waitJS(`!document.getElementById("dash-notice").hidden && document.getElementById("dash-notice").textContent === "The session was cancelled."`),
 	), "cancel an open session: %s", pageState(ctx))
 
 	// The sessions page finds it by its external id and status, and not
