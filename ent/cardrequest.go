@@ -43,6 +43,8 @@ type CardRequest struct {
 	ApprovedBy []uuid.UUID `json:"approved_by,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
+	// RemindedAt holds the value of the "reminded_at" field.
+	RemindedAt *time.Time `json:"reminded_at,omitempty"`
 	// DecidedAt holds the value of the "decided_at" field.
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 	// Error holds the value of the "error" field.
@@ -139,7 +141,7 @@ func (*CardRequest) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case cardrequest.FieldMerchantName, cardrequest.FieldDescription, cardrequest.FieldStatus, cardrequest.FieldError, cardrequest.FieldIssuer, cardrequest.FieldCardReference, cardrequest.FieldCardToken, cardrequest.FieldCardLast4, cardrequest.FieldChargedMerchant, cardrequest.FieldRefundChain, cardrequest.FieldRefundTo, cardrequest.FieldRefundTxHash, cardrequest.FieldIdempotencyKey:
 			values[i] = new(sql.NullString)
-		case cardrequest.FieldCreatedAt, cardrequest.FieldUpdatedAt, cardrequest.FieldExpiresAt, cardrequest.FieldDecidedAt, cardrequest.FieldCardExpiresAt, cardrequest.FieldCardRevealedAt, cardrequest.FieldChargedAt, cardrequest.FieldRefundSentAt, cardrequest.FieldRefundedAt:
+		case cardrequest.FieldCreatedAt, cardrequest.FieldUpdatedAt, cardrequest.FieldExpiresAt, cardrequest.FieldRemindedAt, cardrequest.FieldDecidedAt, cardrequest.FieldCardExpiresAt, cardrequest.FieldCardRevealedAt, cardrequest.FieldChargedAt, cardrequest.FieldRefundSentAt, cardrequest.FieldRefundedAt:
 			values[i] = new(sql.NullTime)
 		case cardrequest.FieldID, cardrequest.FieldAgentID, cardrequest.FieldUserID:
 			values[i] = new(uuid.UUID)
@@ -233,6 +235,13 @@ func (_m *CardRequest) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
 			} else if value.Valid {
 				_m.ExpiresAt = value.Time
+			}
+		case cardrequest.FieldRemindedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field reminded_at", values[i])
+			} else if value.Valid {
+				_m.RemindedAt = new(time.Time)
+				*_m.RemindedAt = value.Time
 			}
 		case cardrequest.FieldDecidedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -449,6 +458,11 @@ func (_m *CardRequest) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("expires_at=")
 	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	if v := _m.RemindedAt; v != nil {
+		builder.WriteString("reminded_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	if v := _m.DecidedAt; v != nil {
 		builder.WriteString("decided_at=")

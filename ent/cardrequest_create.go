@@ -121,6 +121,20 @@ func (_c *CardRequestCreate) SetExpiresAt(v time.Time) *CardRequestCreate {
 	return _c
 }
 
+// SetRemindedAt sets the "reminded_at" field.
+func (_c *CardRequestCreate) SetRemindedAt(v time.Time) *CardRequestCreate {
+	_c.mutation.SetRemindedAt(v)
+	return _c
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_c *CardRequestCreate) SetNillableRemindedAt(v *time.Time) *CardRequestCreate {
+	if v != nil {
+		_c.SetRemindedAt(*v)
+	}
+	return _c
+}
+
 // SetDecidedAt sets the "decided_at" field.
 func (_c *CardRequestCreate) SetDecidedAt(v time.Time) *CardRequestCreate {
 	_c.mutation.SetDecidedAt(v)
@@ -662,6 +676,10 @@ func (_c *CardRequestCreate) createSpec() (*CardRequest, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)
 		_node.ExpiresAt = value
+	}
+	if value, ok := _c.mutation.RemindedAt(); ok {
+		_spec.SetField(cardrequest.FieldRemindedAt, field.TypeTime, value)
+		_node.RemindedAt = &value
 	}
 	if value, ok := _c.mutation.DecidedAt(); ok {
 		_spec.SetField(cardrequest.FieldDecidedAt, field.TypeTime, value)

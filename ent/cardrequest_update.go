@@ -82,6 +82,26 @@ func (_u *CardRequestUpdate) SetNillableExpiresAt(v *time.Time) *CardRequestUpda
 	return _u
 }
 
+// SetRemindedAt sets the "reminded_at" field.
+func (_u *CardRequestUpdate) SetRemindedAt(v time.Time) *CardRequestUpdate {
+	_u.mutation.SetRemindedAt(v)
+	return _u
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_u *CardRequestUpdate) SetNillableRemindedAt(v *time.Time) *CardRequestUpdate {
+	if v != nil {
+		_u.SetRemindedAt(*v)
+	}
+	return _u
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (_u *CardRequestUpdate) ClearRemindedAt() *CardRequestUpdate {
+	_u.mutation.ClearRemindedAt()
+	return _u
+}
+
 // SetDecidedAt sets the "decided_at" field.
 func (_u *CardRequestUpdate) SetDecidedAt(v time.Time) *CardRequestUpdate {
 	_u.mutation.SetDecidedAt(v)
@@ -599,6 +619,12 @@ func (_u *CardRequestUpdate) sqlSave(ctx context.Context) (_node int, err error)
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)
 	}
+	if value, ok := _u.mutation.RemindedAt(); ok {
+		_spec.SetField(cardrequest.FieldRemindedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RemindedAtCleared() {
+		_spec.ClearField(cardrequest.FieldRemindedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.DecidedAt(); ok {
 		_spec.SetField(cardrequest.FieldDecidedAt, field.TypeTime, value)
 	}
@@ -791,6 +817,26 @@ func (_u *CardRequestUpdateOne) SetNillableExpiresAt(v *time.Time) *CardRequestU
 	if v != nil {
 		_u.SetExpiresAt(*v)
 	}
+	return _u
+}
+
+// SetRemindedAt sets the "reminded_at" field.
+func (_u *CardRequestUpdateOne) SetRemindedAt(v time.Time) *CardRequestUpdateOne {
+	_u.mutation.SetRemindedAt(v)
+	return _u
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_u *CardRequestUpdateOne) SetNillableRemindedAt(v *time.Time) *CardRequestUpdateOne {
+	if v != nil {
+		_u.SetRemindedAt(*v)
+	}
+	return _u
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (_u *CardRequestUpdateOne) ClearRemindedAt() *CardRequestUpdateOne {
+	_u.mutation.ClearRemindedAt()
 	return _u
 }
 
@@ -1340,6 +1386,12 @@ func (_u *CardRequestUpdateOne) sqlSave(ctx context.Context) (_node *CardRequest
 	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(cardrequest.FieldExpiresAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.RemindedAt(); ok {
+		_spec.SetField(cardrequest.FieldRemindedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RemindedAtCleared() {
+		_spec.ClearField(cardrequest.FieldRemindedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.DecidedAt(); ok {
 		_spec.SetField(cardrequest.FieldDecidedAt, field.TypeTime, value)

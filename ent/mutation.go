@@ -3532,6 +3532,7 @@ type CardRequestMutation struct {
 	approved_by         *[]uuid.UUID
 	appendapproved_by   []uuid.UUID
 	expires_at          *time.Time
+	reminded_at         *time.Time
 	decided_at          *time.Time
 	error               *string
 	reserve_transfer_id *uuid.UUID
@@ -4141,6 +4142,55 @@ func (m *CardRequestMutation) OldExpiresAt(ctx context.Context) (v time.Time, er
 // ResetExpiresAt resets all changes to the "expires_at" field.
 func (m *CardRequestMutation) ResetExpiresAt() {
 	m.expires_at = nil
+}
+
+// SetRemindedAt sets the "reminded_at" field.
+func (m *CardRequestMutation) SetRemindedAt(t time.Time) {
+	m.reminded_at = &t
+}
+
+// RemindedAt returns the value of the "reminded_at" field in the mutation.
+func (m *CardRequestMutation) RemindedAt() (r time.Time, exists bool) {
+	v := m.reminded_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRemindedAt returns the old "reminded_at" field's value of the CardRequest entity.
+// If the CardRequest object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CardRequestMutation) OldRemindedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRemindedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRemindedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRemindedAt: %w", err)
+	}
+	return oldValue.RemindedAt, nil
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (m *CardRequestMutation) ClearRemindedAt() {
+	m.reminded_at = nil
+	m.clearedFields[cardrequest.FieldRemindedAt] = struct{}{}
+}
+
+// RemindedAtCleared returns if the "reminded_at" field was cleared in this mutation.
+func (m *CardRequestMutation) RemindedAtCleared() bool {
+	_, ok := m.clearedFields[cardrequest.FieldRemindedAt]
+	return ok
+}
+
+// ResetRemindedAt resets all changes to the "reminded_at" field.
+func (m *CardRequestMutation) ResetRemindedAt() {
+	m.reminded_at = nil
+	delete(m.clearedFields, cardrequest.FieldRemindedAt)
 }
 
 // SetDecidedAt sets the "decided_at" field.
@@ -5288,7 +5338,7 @@ func (m *CardRequestMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *CardRequestMutation) Fields() []string {
-	fields := make([]string, 0, 32)
+	fields := make([]string, 0, 33)
 	if m.created_at != nil {
 		fields = append(fields, cardrequest.FieldCreatedAt)
 	}
@@ -5321,6 +5371,9 @@ func (m *CardRequestMutation) Fields() []string {
 	}
 	if m.expires_at != nil {
 		fields = append(fields, cardrequest.FieldExpiresAt)
+	}
+	if m.reminded_at != nil {
+		fields = append(fields, cardrequest.FieldRemindedAt)
 	}
 	if m.decided_at != nil {
 		fields = append(fields, cardrequest.FieldDecidedAt)
@@ -5415,6 +5468,8 @@ func (m *CardRequestMutation) Field(name string) (ent.Value, bool) {
 		return m.ApprovedBy()
 	case cardrequest.FieldExpiresAt:
 		return m.ExpiresAt()
+	case cardrequest.FieldRemindedAt:
+		return m.RemindedAt()
 	case cardrequest.FieldDecidedAt:
 		return m.DecidedAt()
 	case cardrequest.FieldError:
@@ -5488,6 +5543,8 @@ func (m *CardRequestMutation) OldField(ctx context.Context, name string) (ent.Va
 		return m.OldApprovedBy(ctx)
 	case cardrequest.FieldExpiresAt:
 		return m.OldExpiresAt(ctx)
+	case cardrequest.FieldRemindedAt:
+		return m.OldRemindedAt(ctx)
 	case cardrequest.FieldDecidedAt:
 		return m.OldDecidedAt(ctx)
 	case cardrequest.FieldError:
@@ -5615,6 +5672,13 @@ func (m *CardRequestMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetExpiresAt(v)
+		return nil
+	case cardrequest.FieldRemindedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRemindedAt(v)
 		return nil
 	case cardrequest.FieldDecidedAt:
 		v, ok := value.(time.Time)
@@ -5838,6 +5902,9 @@ func (m *CardRequestMutation) ClearedFields() []string {
 	if m.FieldCleared(cardrequest.FieldApprovedBy) {
 		fields = append(fields, cardrequest.FieldApprovedBy)
 	}
+	if m.FieldCleared(cardrequest.FieldRemindedAt) {
+		fields = append(fields, cardrequest.FieldRemindedAt)
+	}
 	if m.FieldCleared(cardrequest.FieldDecidedAt) {
 		fields = append(fields, cardrequest.FieldDecidedAt)
 	}
@@ -5917,6 +5984,9 @@ func (m *CardRequestMutation) ClearField(name string) error {
 		return nil
 	case cardrequest.FieldApprovedBy:
 		m.ClearApprovedBy()
+		return nil
+	case cardrequest.FieldRemindedAt:
+		m.ClearRemindedAt()
 		return nil
 	case cardrequest.FieldDecidedAt:
 		m.ClearDecidedAt()
@@ -6018,6 +6088,9 @@ func (m *CardRequestMutation) ResetField(name string) error {
 		return nil
 	case cardrequest.FieldExpiresAt:
 		m.ResetExpiresAt()
+		return nil
+	case cardrequest.FieldRemindedAt:
+		m.ResetRemindedAt()
 		return nil
 	case cardrequest.FieldDecidedAt:
 		m.ResetDecidedAt()
@@ -37621,6 +37694,7 @@ type SpendApprovalMutation struct {
 	reason            *string
 	status            *spendapproval.Status
 	expires_at        *time.Time
+	reminded_at       *time.Time
 	deciders          *[]uuid.UUID
 	appenddeciders    []uuid.UUID
 	approved_by       *[]uuid.UUID
@@ -38121,6 +38195,55 @@ func (m *SpendApprovalMutation) ResetExpiresAt() {
 	m.expires_at = nil
 }
 
+// SetRemindedAt sets the "reminded_at" field.
+func (m *SpendApprovalMutation) SetRemindedAt(t time.Time) {
+	m.reminded_at = &t
+}
+
+// RemindedAt returns the value of the "reminded_at" field in the mutation.
+func (m *SpendApprovalMutation) RemindedAt() (r time.Time, exists bool) {
+	v := m.reminded_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRemindedAt returns the old "reminded_at" field's value of the SpendApproval entity.
+// If the SpendApproval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SpendApprovalMutation) OldRemindedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRemindedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRemindedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRemindedAt: %w", err)
+	}
+	return oldValue.RemindedAt, nil
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (m *SpendApprovalMutation) ClearRemindedAt() {
+	m.reminded_at = nil
+	m.clearedFields[spendapproval.FieldRemindedAt] = struct{}{}
+}
+
+// RemindedAtCleared returns if the "reminded_at" field was cleared in this mutation.
+func (m *SpendApprovalMutation) RemindedAtCleared() bool {
+	_, ok := m.clearedFields[spendapproval.FieldRemindedAt]
+	return ok
+}
+
+// ResetRemindedAt resets all changes to the "reminded_at" field.
+func (m *SpendApprovalMutation) ResetRemindedAt() {
+	m.reminded_at = nil
+	delete(m.clearedFields, spendapproval.FieldRemindedAt)
+}
+
 // SetDeciders sets the "deciders" field.
 func (m *SpendApprovalMutation) SetDeciders(u []uuid.UUID) {
 	m.deciders = &u
@@ -38579,7 +38702,7 @@ func (m *SpendApprovalMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SpendApprovalMutation) Fields() []string {
-	fields := make([]string, 0, 18)
+	fields := make([]string, 0, 19)
 	if m.created_at != nil {
 		fields = append(fields, spendapproval.FieldCreatedAt)
 	}
@@ -38609,6 +38732,9 @@ func (m *SpendApprovalMutation) Fields() []string {
 	}
 	if m.expires_at != nil {
 		fields = append(fields, spendapproval.FieldExpiresAt)
+	}
+	if m.reminded_at != nil {
+		fields = append(fields, spendapproval.FieldRemindedAt)
 	}
 	if m.deciders != nil {
 		fields = append(fields, spendapproval.FieldDeciders)
@@ -38662,6 +38788,8 @@ func (m *SpendApprovalMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case spendapproval.FieldExpiresAt:
 		return m.ExpiresAt()
+	case spendapproval.FieldRemindedAt:
+		return m.RemindedAt()
 	case spendapproval.FieldDeciders:
 		return m.Deciders()
 	case spendapproval.FieldApprovedBy:
@@ -38707,6 +38835,8 @@ func (m *SpendApprovalMutation) OldField(ctx context.Context, name string) (ent.
 		return m.OldStatus(ctx)
 	case spendapproval.FieldExpiresAt:
 		return m.OldExpiresAt(ctx)
+	case spendapproval.FieldRemindedAt:
+		return m.OldRemindedAt(ctx)
 	case spendapproval.FieldDeciders:
 		return m.OldDeciders(ctx)
 	case spendapproval.FieldApprovedBy:
@@ -38801,6 +38931,13 @@ func (m *SpendApprovalMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetExpiresAt(v)
+		return nil
+	case spendapproval.FieldRemindedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRemindedAt(v)
 		return nil
 	case spendapproval.FieldDeciders:
 		v, ok := value.([]uuid.UUID)
@@ -38903,6 +39040,9 @@ func (m *SpendApprovalMutation) AddField(name string, value ent.Value) error {
 // mutation.
 func (m *SpendApprovalMutation) ClearedFields() []string {
 	var fields []string
+	if m.FieldCleared(spendapproval.FieldRemindedAt) {
+		fields = append(fields, spendapproval.FieldRemindedAt)
+	}
 	if m.FieldCleared(spendapproval.FieldDeciders) {
 		fields = append(fields, spendapproval.FieldDeciders)
 	}
@@ -38941,6 +39081,9 @@ func (m *SpendApprovalMutation) FieldCleared(name string) bool {
 // error if the field is not defined in the schema.
 func (m *SpendApprovalMutation) ClearField(name string) error {
 	switch name {
+	case spendapproval.FieldRemindedAt:
+		m.ClearRemindedAt()
+		return nil
 	case spendapproval.FieldDeciders:
 		m.ClearDeciders()
 		return nil
@@ -39002,6 +39145,9 @@ func (m *SpendApprovalMutation) ResetField(name string) error {
 		return nil
 	case spendapproval.FieldExpiresAt:
 		m.ResetExpiresAt()
+		return nil
+	case spendapproval.FieldRemindedAt:
+		m.ResetRemindedAt()
 		return nil
 	case spendapproval.FieldDeciders:
 		m.ResetDeciders()

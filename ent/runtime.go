@@ -221,47 +221,47 @@ func init() {
 	// cardrequest.DescriptionValidator is a validator for the "description" field. It is called by the builders before save.
 	cardrequest.DescriptionValidator = cardrequestDescDescription.Validators[0].(func(string) error)
 	// cardrequestDescError is the schema descriptor for error field.
-	cardrequestDescError := cardrequestFields[10].Descriptor()
+	cardrequestDescError := cardrequestFields[11].Descriptor()
 	// cardrequest.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
 	cardrequest.ErrorValidator = cardrequestDescError.Validators[0].(func(string) error)
 	// cardrequestDescIssuer is the schema descriptor for issuer field.
-	cardrequestDescIssuer := cardrequestFields[12].Descriptor()
+	cardrequestDescIssuer := cardrequestFields[13].Descriptor()
 	// cardrequest.IssuerValidator is a validator for the "issuer" field. It is called by the builders before save.
 	cardrequest.IssuerValidator = cardrequestDescIssuer.Validators[0].(func(string) error)
 	// cardrequestDescCardReference is the schema descriptor for card_reference field.
-	cardrequestDescCardReference := cardrequestFields[13].Descriptor()
+	cardrequestDescCardReference := cardrequestFields[14].Descriptor()
 	// cardrequest.CardReferenceValidator is a validator for the "card_reference" field. It is called by the builders before save.
 	cardrequest.CardReferenceValidator = cardrequestDescCardReference.Validators[0].(func(string) error)
 	// cardrequestDescCardToken is the schema descriptor for card_token field.
-	cardrequestDescCardToken := cardrequestFields[14].Descriptor()
+	cardrequestDescCardToken := cardrequestFields[15].Descriptor()
 	// cardrequest.CardTokenValidator is a validator for the "card_token" field. It is called by the builders before save.
 	cardrequest.CardTokenValidator = cardrequestDescCardToken.Validators[0].(func(string) error)
 	// cardrequestDescCardLast4 is the schema descriptor for card_last4 field.
-	cardrequestDescCardLast4 := cardrequestFields[15].Descriptor()
+	cardrequestDescCardLast4 := cardrequestFields[16].Descriptor()
 	// cardrequest.CardLast4Validator is a validator for the "card_last4" field. It is called by the builders before save.
 	cardrequest.CardLast4Validator = cardrequestDescCardLast4.Validators[0].(func(string) error)
 	// cardrequestDescChargedMerchant is the schema descriptor for charged_merchant field.
-	cardrequestDescChargedMerchant := cardrequestFields[20].Descriptor()
+	cardrequestDescChargedMerchant := cardrequestFields[21].Descriptor()
 	// cardrequest.ChargedMerchantValidator is a validator for the "charged_merchant" field. It is called by the builders before save.
 	cardrequest.ChargedMerchantValidator = cardrequestDescChargedMerchant.Validators[0].(func(string) error)
 	// cardrequestDescRefundAmount is the schema descriptor for refund_amount field.
-	cardrequestDescRefundAmount := cardrequestFields[22].Descriptor()
+	cardrequestDescRefundAmount := cardrequestFields[23].Descriptor()
 	// cardrequest.DefaultRefundAmount holds the default value on creation for the refund_amount field.
 	cardrequest.DefaultRefundAmount = cardrequestDescRefundAmount.Default.(int64)
 	// cardrequestDescRefundChain is the schema descriptor for refund_chain field.
-	cardrequestDescRefundChain := cardrequestFields[23].Descriptor()
+	cardrequestDescRefundChain := cardrequestFields[24].Descriptor()
 	// cardrequest.RefundChainValidator is a validator for the "refund_chain" field. It is called by the builders before save.
 	cardrequest.RefundChainValidator = cardrequestDescRefundChain.Validators[0].(func(string) error)
 	// cardrequestDescRefundTo is the schema descriptor for refund_to field.
-	cardrequestDescRefundTo := cardrequestFields[24].Descriptor()
+	cardrequestDescRefundTo := cardrequestFields[25].Descriptor()
 	// cardrequest.RefundToValidator is a validator for the "refund_to" field. It is called by the builders before save.
 	cardrequest.RefundToValidator = cardrequestDescRefundTo.Validators[0].(func(string) error)
 	// cardrequestDescRefundTxHash is the schema descriptor for refund_tx_hash field.
-	cardrequestDescRefundTxHash := cardrequestFields[25].Descriptor()
+	cardrequestDescRefundTxHash := cardrequestFields[26].Descriptor()
 	// cardrequest.RefundTxHashValidator is a validator for the "refund_tx_hash" field. It is called by the builders before save.
 	cardrequest.RefundTxHashValidator = cardrequestDescRefundTxHash.Validators[0].(func(string) error)
 	// cardrequestDescIdempotencyKey is the schema descriptor for idempotency_key field.
-	cardrequestDescIdempotencyKey := cardrequestFields[28].Descriptor()
+	cardrequestDescIdempotencyKey := cardrequestFields[29].Descriptor()
 	// cardrequest.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
 	cardrequest.IdempotencyKeyValidator = cardrequestDescIdempotencyKey.Validators[0].(func(string) error)
 	// cardrequestDescID is the schema descriptor for id field.
@@ -1489,11 +1489,11 @@ func init() {
 	// spendapproval.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
 	spendapproval.ReasonValidator = spendapprovalDescReason.Validators[0].(func(string) error)
 	// spendapprovalDescError is the schema descriptor for error field.
-	spendapprovalDescError := spendapprovalFields[13].Descriptor()
+	spendapprovalDescError := spendapprovalFields[14].Descriptor()
 	// spendapproval.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
 	spendapproval.ErrorValidator = spendapprovalDescError.Validators[0].(func(string) error)
 	// spendapprovalDescIdempotencyKey is the schema descriptor for idempotency_key field.
-	spendapprovalDescIdempotencyKey := spendapprovalFields[14].Descriptor()
+	spendapprovalDescIdempotencyKey := spendapprovalFields[15].Descriptor()
 	// spendapproval.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
 	spendapproval.IdempotencyKeyValidator = spendapprovalDescIdempotencyKey.Validators[0].(func(string) error)
 	// spendapprovalDescID is the schema descriptor for id field.

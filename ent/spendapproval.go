@@ -39,6 +39,8 @@ type SpendApproval struct {
 	Status spendapproval.Status `json:"status,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
+	// RemindedAt holds the value of the "reminded_at" field.
+	RemindedAt *time.Time `json:"reminded_at,omitempty"`
 	// Deciders holds the value of the "deciders" field.
 	Deciders []uuid.UUID `json:"deciders,omitempty"`
 	// ApprovedBy holds the value of the "approved_by" field.
@@ -71,7 +73,7 @@ func (*SpendApproval) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case spendapproval.FieldOperation, spendapproval.FieldRequest, spendapproval.FieldRecipient, spendapproval.FieldReason, spendapproval.FieldStatus, spendapproval.FieldError, spendapproval.FieldIdempotencyKey:
 			values[i] = new(sql.NullString)
-		case spendapproval.FieldCreatedAt, spendapproval.FieldUpdatedAt, spendapproval.FieldExpiresAt, spendapproval.FieldDecidedAt:
+		case spendapproval.FieldCreatedAt, spendapproval.FieldUpdatedAt, spendapproval.FieldExpiresAt, spendapproval.FieldRemindedAt, spendapproval.FieldDecidedAt:
 			values[i] = new(sql.NullTime)
 		case spendapproval.FieldID, spendapproval.FieldAgentID:
 			values[i] = new(uuid.UUID)
@@ -155,6 +157,13 @@ func (_m *SpendApproval) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field expires_at", values[i])
 			} else if value.Valid {
 				_m.ExpiresAt = value.Time
+			}
+		case spendapproval.FieldRemindedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field reminded_at", values[i])
+			} else if value.Valid {
+				_m.RemindedAt = new(time.Time)
+				*_m.RemindedAt = value.Time
 			}
 		case spendapproval.FieldDeciders:
 			if value, ok := values[i].(*[]byte); !ok {
@@ -277,6 +286,11 @@ func (_m *SpendApproval) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("expires_at=")
 	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	if v := _m.RemindedAt; v != nil {
+		builder.WriteString("reminded_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("deciders=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Deciders))

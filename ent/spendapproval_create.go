@@ -105,6 +105,20 @@ func (_c *SpendApprovalCreate) SetExpiresAt(v time.Time) *SpendApprovalCreate {
 	return _c
 }
 
+// SetRemindedAt sets the "reminded_at" field.
+func (_c *SpendApprovalCreate) SetRemindedAt(v time.Time) *SpendApprovalCreate {
+	_c.mutation.SetRemindedAt(v)
+	return _c
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_c *SpendApprovalCreate) SetNillableRemindedAt(v *time.Time) *SpendApprovalCreate {
+	if v != nil {
+		_c.SetRemindedAt(*v)
+	}
+	return _c
+}
+
 // SetDeciders sets the "deciders" field.
 func (_c *SpendApprovalCreate) SetDeciders(v []uuid.UUID) *SpendApprovalCreate {
 	_c.mutation.SetDeciders(v)
@@ -401,6 +415,10 @@ func (_c *SpendApprovalCreate) createSpec() (*SpendApproval, *sqlgraph.CreateSpe
 	if value, ok := _c.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
 		_node.ExpiresAt = value
+	}
+	if value, ok := _c.mutation.RemindedAt(); ok {
+		_spec.SetField(spendapproval.FieldRemindedAt, field.TypeTime, value)
+		_node.RemindedAt = &value
 	}
 	if value, ok := _c.mutation.Deciders(); ok {
 		_spec.SetField(spendapproval.FieldDeciders, field.TypeJSON, value)

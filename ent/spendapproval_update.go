@@ -64,6 +64,26 @@ func (_u *SpendApprovalUpdate) SetNillableExpiresAt(v *time.Time) *SpendApproval
 	return _u
 }
 
+// SetRemindedAt sets the "reminded_at" field.
+func (_u *SpendApprovalUpdate) SetRemindedAt(v time.Time) *SpendApprovalUpdate {
+	_u.mutation.SetRemindedAt(v)
+	return _u
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_u *SpendApprovalUpdate) SetNillableRemindedAt(v *time.Time) *SpendApprovalUpdate {
+	if v != nil {
+		_u.SetRemindedAt(*v)
+	}
+	return _u
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (_u *SpendApprovalUpdate) ClearRemindedAt() *SpendApprovalUpdate {
+	_u.mutation.ClearRemindedAt()
+	return _u
+}
+
 // SetApprovedBy sets the "approved_by" field.
 func (_u *SpendApprovalUpdate) SetApprovedBy(v []uuid.UUID) *SpendApprovalUpdate {
 	_u.mutation.SetApprovedBy(v)
@@ -239,6 +259,12 @@ func (_u *SpendApprovalUpdate) sqlSave(ctx context.Context) (_node int, err erro
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
 	}
+	if value, ok := _u.mutation.RemindedAt(); ok {
+		_spec.SetField(spendapproval.FieldRemindedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RemindedAtCleared() {
+		_spec.ClearField(spendapproval.FieldRemindedAt, field.TypeTime)
+	}
 	if _u.mutation.DecidersCleared() {
 		_spec.ClearField(spendapproval.FieldDeciders, field.TypeJSON)
 	}
@@ -334,6 +360,26 @@ func (_u *SpendApprovalUpdateOne) SetNillableExpiresAt(v *time.Time) *SpendAppro
 	if v != nil {
 		_u.SetExpiresAt(*v)
 	}
+	return _u
+}
+
+// SetRemindedAt sets the "reminded_at" field.
+func (_u *SpendApprovalUpdateOne) SetRemindedAt(v time.Time) *SpendApprovalUpdateOne {
+	_u.mutation.SetRemindedAt(v)
+	return _u
+}
+
+// SetNillableRemindedAt sets the "reminded_at" field if the given value is not nil.
+func (_u *SpendApprovalUpdateOne) SetNillableRemindedAt(v *time.Time) *SpendApprovalUpdateOne {
+	if v != nil {
+		_u.SetRemindedAt(*v)
+	}
+	return _u
+}
+
+// ClearRemindedAt clears the value of the "reminded_at" field.
+func (_u *SpendApprovalUpdateOne) ClearRemindedAt() *SpendApprovalUpdateOne {
+	_u.mutation.ClearRemindedAt()
 	return _u
 }
 
@@ -541,6 +587,12 @@ func (_u *SpendApprovalUpdateOne) sqlSave(ctx context.Context) (_node *SpendAppr
 	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(spendapproval.FieldExpiresAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.RemindedAt(); ok {
+		_spec.SetField(spendapproval.FieldRemindedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RemindedAtCleared() {
+		_spec.ClearField(spendapproval.FieldRemindedAt, field.TypeTime)
 	}
 	if _u.mutation.DecidersCleared() {
 		_spec.ClearField(spendapproval.FieldDeciders, field.TypeJSON)

@@ -51,3 +51,39 @@ func spendApprovalsPeriodic() *river.PeriodicJob {
 		&river.PeriodicJobOpts{RunOnStart: true},
 	)
 }
+
+// RemindApprovalsArgs mails the deciders of held operations and card
+// requests about to expire, once each (agentpay.Service.RemindApprovals),
+// on the expiry job's beat.
+type RemindApprovalsArgs struct{}
+
+func (RemindApprovalsArgs) Kind() string { return "remind_approvals" }
+
+// InsertOpts keeps one run waiting or running at a time across every
+// worker process (each reminder is claimed by a conditional update anyway).
+func (RemindApprovalsArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
+type remindApprovalsWorker struct {
+	river.WorkerDefaults[RemindApprovalsArgs]
+	svc *agentpay.Service
+}
+
+func (w *remindApprovalsWorker) Work(ctx context.Context, _ *river.Job[RemindApprovalsArgs]) error {
+	_, err := w.svc.RemindApprovals(ctx)
+	return err
+}
+
+// NextRetry retries soon: the next periodic run would do the same work.
+func (w *remindApprovalsWorker) NextRetry(*river.Job[RemindApprovalsArgs]) time.Time {
+	return time.Now().Add(5 * time.Second)
+}
+
+func remindApprovalsPeriodic() *river.PeriodicJob {
+	return river.NewPeriodicJob(
+		river.PeriodicInterval(spendApprovalsInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return RemindApprovalsArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true},
+	)
+}

@@ -151,6 +151,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &pruneWorker[EraseExpiredMailArgs]{prune: cfg.Service.EraseExpiredMail})
 	river.AddWorker(workers, &cardsTickWorker{svc: cfg.Service})
 	river.AddWorker(workers, &expireSpendApprovalsWorker{svc: cfg.Service})
+	river.AddWorker(workers, &remindApprovalsWorker{svc: cfg.Service})
 
 	// The deposit scans are not River periodic jobs: those are inserted by
 	// the elected leader only, and a leader that is killed keeps its
@@ -160,7 +161,7 @@ func New(cfg Config) (*Worker, error) {
 	// starts, then on each tick of ScanInterval, the ticks of every process
 	// falling together so the singleton job (ScanChainArgs.InsertOpts) is
 	// inserted once per tick.
-	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), spendApprovalsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
+	periodic := append([]*river.PeriodicJob{reconcilePeriodic(), expiryPeriodic(), settlePendingPeriodic(), cardsPeriodic(), spendApprovalsPeriodic(), remindApprovalsPeriodic(), gasPeriodic(), eraseExpiredMailPeriodic()}, prunePeriodics()...)
 	var scans []ScanChainArgs
 	for _, c := range cfg.Service.ScannedChains() {
 		scans = append(scans, ScanChainArgs{Mode: string(c.Mode), Chain: string(c.Chain)})

@@ -41,6 +41,8 @@ const (
 	FieldApprovedBy = "approved_by"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
 	FieldExpiresAt = "expires_at"
+	// FieldRemindedAt holds the string denoting the reminded_at field in the database.
+	FieldRemindedAt = "reminded_at"
 	// FieldDecidedAt holds the string denoting the decided_at field in the database.
 	FieldDecidedAt = "decided_at"
 	// FieldError holds the string denoting the error field in the database.
@@ -119,6 +121,7 @@ var Columns = []string{
 	FieldDeciders,
 	FieldApprovedBy,
 	FieldExpiresAt,
+	FieldRemindedAt,
 	FieldDecidedAt,
 	FieldError,
 	FieldReserveTransferID,
@@ -275,6 +278,11 @@ func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 // ByExpiresAt orders the results by the expires_at field.
 func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
+}
+
+// ByRemindedAt orders the results by the reminded_at field.
+func ByRemindedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRemindedAt, opts...).ToFunc()
 }
 
 // ByDecidedAt orders the results by the decided_at field.

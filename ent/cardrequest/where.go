@@ -96,6 +96,11 @@ func ExpiresAt(v time.Time) predicate.CardRequest {
 	return predicate.CardRequest(sql.FieldEQ(FieldExpiresAt, v))
 }
 
+// RemindedAt applies equality check predicate on the "reminded_at" field. It's identical to RemindedAtEQ.
+func RemindedAt(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldEQ(FieldRemindedAt, v))
+}
+
 // DecidedAt applies equality check predicate on the "decided_at" field. It's identical to DecidedAtEQ.
 func DecidedAt(v time.Time) predicate.CardRequest {
 	return predicate.CardRequest(sql.FieldEQ(FieldDecidedAt, v))
@@ -569,6 +574,56 @@ func ExpiresAtLT(v time.Time) predicate.CardRequest {
 // ExpiresAtLTE applies the LTE predicate on the "expires_at" field.
 func ExpiresAtLTE(v time.Time) predicate.CardRequest {
 	return predicate.CardRequest(sql.FieldLTE(FieldExpiresAt, v))
+}
+
+// RemindedAtEQ applies the EQ predicate on the "reminded_at" field.
+func RemindedAtEQ(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldEQ(FieldRemindedAt, v))
+}
+
+// RemindedAtNEQ applies the NEQ predicate on the "reminded_at" field.
+func RemindedAtNEQ(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldNEQ(FieldRemindedAt, v))
+}
+
+// RemindedAtIn applies the In predicate on the "reminded_at" field.
+func RemindedAtIn(vs ...time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldIn(FieldRemindedAt, vs...))
+}
+
+// RemindedAtNotIn applies the NotIn predicate on the "reminded_at" field.
+func RemindedAtNotIn(vs ...time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldNotIn(FieldRemindedAt, vs...))
+}
+
+// RemindedAtGT applies the GT predicate on the "reminded_at" field.
+func RemindedAtGT(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldGT(FieldRemindedAt, v))
+}
+
+// RemindedAtGTE applies the GTE predicate on the "reminded_at" field.
+func RemindedAtGTE(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldGTE(FieldRemindedAt, v))
+}
+
+// RemindedAtLT applies the LT predicate on the "reminded_at" field.
+func RemindedAtLT(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldLT(FieldRemindedAt, v))
+}
+
+// RemindedAtLTE applies the LTE predicate on the "reminded_at" field.
+func RemindedAtLTE(v time.Time) predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldLTE(FieldRemindedAt, v))
+}
+
+// RemindedAtIsNil applies the IsNil predicate on the "reminded_at" field.
+func RemindedAtIsNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldIsNull(FieldRemindedAt))
+}
+
+// RemindedAtNotNil applies the NotNil predicate on the "reminded_at" field.
+func RemindedAtNotNil() predicate.CardRequest {
+	return predicate.CardRequest(sql.FieldNotNull(FieldRemindedAt))
 }
 
 // DecidedAtEQ applies the EQ predicate on the "decided_at" field.

@@ -125,6 +125,7 @@ var (
 		{Name: "deciders", Type: field.TypeJSON, Nullable: true},
 		{Name: "approved_by", Type: field.TypeJSON, Nullable: true},
 		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "reminded_at", Type: field.TypeTime, Nullable: true},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
 		{Name: "error", Type: field.TypeString, Nullable: true, Size: 500},
 		{Name: "reserve_transfer_id", Type: field.TypeUUID, Nullable: true},
@@ -157,13 +158,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "card_requests_agents_card_requests",
-				Columns:    []*schema.Column{CardRequestsColumns[31]},
+				Columns:    []*schema.Column{CardRequestsColumns[32]},
 				RefColumns: []*schema.Column{AgentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "card_requests_users_card_requests",
-				Columns:    []*schema.Column{CardRequestsColumns[32]},
+				Columns:    []*schema.Column{CardRequestsColumns[33]},
 				RefColumns: []*schema.Column{UsersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -172,12 +173,12 @@ var (
 			{
 				Name:    "cardrequest_agent_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{CardRequestsColumns[31], CardRequestsColumns[1]},
+				Columns: []*schema.Column{CardRequestsColumns[32], CardRequestsColumns[1]},
 			},
 			{
 				Name:    "cardrequest_user_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{CardRequestsColumns[32], CardRequestsColumns[1]},
+				Columns: []*schema.Column{CardRequestsColumns[33], CardRequestsColumns[1]},
 			},
 			{
 				Name:    "cardrequest_status_expires_at",
@@ -187,12 +188,12 @@ var (
 			{
 				Name:    "cardrequest_card_token",
 				Unique:  true,
-				Columns: []*schema.Column{CardRequestsColumns[15]},
+				Columns: []*schema.Column{CardRequestsColumns[16]},
 			},
 			{
 				Name:    "cardrequest_agent_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{CardRequestsColumns[31], CardRequestsColumns[29]},
+				Columns: []*schema.Column{CardRequestsColumns[32], CardRequestsColumns[30]},
 			},
 		},
 	}
@@ -1303,6 +1304,7 @@ var (
 		{Name: "reason", Type: field.TypeString, Size: 500},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"awaiting_approval", "approved", "denied", "expired", "failed"}, Default: "awaiting_approval"},
 		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "reminded_at", Type: field.TypeTime, Nullable: true},
 		{Name: "deciders", Type: field.TypeJSON, Nullable: true},
 		{Name: "approved_by", Type: field.TypeJSON, Nullable: true},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
@@ -1331,7 +1333,7 @@ var (
 			{
 				Name:    "spendapproval_agent_id_operation_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[4], SpendApprovalsColumns[17]},
+				Columns: []*schema.Column{SpendApprovalsColumns[3], SpendApprovalsColumns[4], SpendApprovalsColumns[18]},
 			},
 		},
 	}

@@ -65,6 +65,12 @@ func (CardRequest) Fields() []ent.Field {
 			Optional(),
 		// When a pending request lapses (CARD_REQUEST_TTL after it was made).
 		field.Time("expires_at"),
+		// When the deciders were reminded that it is about to expire
+		// (approvalreminders.go: once, mailed in the transaction that sets
+		// it).
+		field.Time("reminded_at").
+			Optional().
+			Nillable(),
 		field.Time("decided_at").
 			Optional().
 			Nillable(),

@@ -54,6 +54,12 @@ func (SpendApproval) Fields() []ent.Field {
 			Values("awaiting_approval", "approved", "denied", "expired", "failed").
 			Default("awaiting_approval"),
 		field.Time("expires_at"),
+		// When the deciders were reminded that it is about to expire
+		// (approvalreminders.go: once, mailed in the transaction that sets
+		// it).
+		field.Time("reminded_at").
+			Optional().
+			Nillable(),
 		// The humans whose decision it waits for: each one whose spending
 		// policy held it (spendingpolicies.go). Every one of them must
 		// approve, any one of them may deny; no other account decides.

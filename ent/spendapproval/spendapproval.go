@@ -38,6 +38,8 @@ const (
 	FieldStatus = "status"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
 	FieldExpiresAt = "expires_at"
+	// FieldRemindedAt holds the string denoting the reminded_at field in the database.
+	FieldRemindedAt = "reminded_at"
 	// FieldDeciders holds the string denoting the deciders field in the database.
 	FieldDeciders = "deciders"
 	// FieldApprovedBy holds the string denoting the approved_by field in the database.
@@ -71,6 +73,7 @@ var Columns = []string{
 	FieldReason,
 	FieldStatus,
 	FieldExpiresAt,
+	FieldRemindedAt,
 	FieldDeciders,
 	FieldApprovedBy,
 	FieldDecidedAt,
@@ -221,6 +224,11 @@ func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 // ByExpiresAt orders the results by the expires_at field.
 func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
+}
+
+// ByRemindedAt orders the results by the reminded_at field.
+func ByRemindedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRemindedAt, opts...).ToFunc()
 }
 
 // ByDecidedAt orders the results by the decided_at field.
