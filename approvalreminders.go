@@ -50,18 +50,9 @@ func (s *Service) RemindApprovals(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading held operations: %w", err)
 	}
-	n := 0
-	for _, r := range held {
-		if now.Before(remindAt(r.CreatedAt, r.ExpiresAt)) {
-			continue
-		}
-		ok, err := s.remindSpendApproval(ctx, r, now)
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			n++
-		}
+	n, err := remindDue(ctx, now, held, func(r *ent.SpendApproval) (time.Time, time.Time) { return r.CreatedAt, r.ExpiresAt }, s.remindSpendApproval)
+	if err != nil {
+		return n, err
 	}
 	cards, err := s.cfg.DB.Ent.CardRequest.Query().Where(
 		cardrequest.StatusEQ(cardrequest.StatusPendingApproval),
@@ -70,11 +61,20 @@ func (s *Service) RemindApprovals(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, fmt.Errorf("reading card requests: %w", err)
 	}
-	for _, r := range cards {
-		if now.Before(remindAt(r.CreatedAt, r.ExpiresAt)) {
+	m, err := remindDue(ctx, now, cards, func(r *ent.CardRequest) (time.Time, time.Time) { return r.CreatedAt, r.ExpiresAt }, s.remindCardRequest)
+	return n + m, err
+}
+
+// remindDue reminds each of items whose reminder is due at now (remindAt
+// of its times), answering how many were reminded.
+func remindDue[T any](ctx context.Context, now time.Time, items []T, times func(T) (created, expires time.Time),
+	remind func(context.Context, T, time.Time) (bool, error)) (int, error) {
+	n := 0
+	for _, r := range items {
+		if now.Before(remindAt(times(r))) {
 			continue
 		}
-		ok, err := s.remindCardRequest(ctx, r, now)
+		ok, err := remind(ctx, r, now)
 		if err != nil {
 			return n, err
 		}
