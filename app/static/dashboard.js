@@ -140,8 +140,23 @@
   // the last one; refreshing it (after an action, or when the live feed
   // says something changed) keeps what the person was told until they
   // read it or something replaces it.
+  //
+  // One view renders at a time: a refresh asked for while one is loading
+  // runs again once it is done, so what shows last was read after the
+  // last change. Two loads side by side could answer in the other order,
+  // and the older answer, rendered last, stayed on screen (a delivery's
+  // tries missing until the next change, which may never come).
+  var routing = null, routeAgain = false;
   function route(refresh) {
     if (refresh !== true) { clear(); }
+    if (routing) { routeAgain = true; return routing; }
+    routing = load().then(function () {
+      routing = null;
+      if (routeAgain) { routeAgain = false; return route(true); }
+    });
+    return routing;
+  }
+  function load() {
     var hash = location.hash.replace(/^#/, "") || "overview";
     var parts = hash.split("/"), name = parts[0];
     var views = document.querySelectorAll(".view");
