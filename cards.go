@@ -559,21 +559,11 @@ func parseCardRequestID(id string) (uuid.UUID, error) {
 // the card is issued answers its details (Details) and marks them shown;
 // every later read answers the last four digits only.
 func (s *Service) AgentCardRequest(ctx context.Context, a *ent.Agent, id string) (*CardRequestView, error) {
-	rid, err := parseCardRequestID(id)
+	view, err := s.PeekAgentCardRequest(ctx, a, id)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.ID(rid), cardrequest.AgentID(a.ID)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: no card request %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading card request: %w", err)
-	}
-	view, err := s.cardView(ctx, r)
-	if err != nil {
-		return nil, err
-	}
+	r := view.Request
 	if r.Status != cardrequest.StatusApproved || r.CardSealed == nil || r.CardRevealedAt != nil {
 		return view, nil
 	}
@@ -601,6 +591,24 @@ func (s *Service) AgentCardRequest(ctx context.Context, a *ent.Agent, id string)
 	view.Request.CardRevealedAt = &now
 	view.Details = &d
 	return view, nil
+}
+
+// PeekAgentCardRequest is one of the agent's requests without its card's
+// details: a read that must not spend the one reveal (an MCP client
+// cancelling its task, say).
+func (s *Service) PeekAgentCardRequest(ctx context.Context, a *ent.Agent, id string) (*CardRequestView, error) {
+	rid, err := parseCardRequestID(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.cfg.DB.Ent.CardRequest.Query().Where(cardrequest.ID(rid), cardrequest.AgentID(a.ID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: no card request %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading card request: %w", err)
+	}
+	return s.cardView(ctx, r)
 }
 
 // cardSealAD binds a sealed card to its request: the details sealed for

@@ -26,12 +26,14 @@
 // The SDK (v1.8.0) serves both 2026-07-28 (stateless, server/discover)
 // and 2025-11-25 (initialize) on the URL, but not the Tasks extension:
 // modern.go answers its requests at the JSON-RPC layer and hands every
-// other one to the SDK. A tool call a spending policy holds answers
-// a Task to a client that declared the Tasks extension; the task is the
-// stored approval (its id, its state read on each tasks/get), so nothing
-// about it lives in memory and a restart or another instance changes
-// nothing; tasks/cancel is acknowledged and leaves the approval to the
-// human, so a client giving up is never a denial.
+// other one to the SDK. A tool call that waits for a human (one a
+// spending policy holds, a card purchase) answers a Task to a client that
+// declared the Tasks extension; the task is the stored row (the approval
+// or the card request: its id, its state read on each tasks/get, the
+// sources in tasks.go), so nothing about it lives in memory and a restart
+// or another instance changes nothing; tasks/cancel is acknowledged and
+// leaves the decision to the human, so a client giving up is never a
+// denial.
 //
 // The tool table (tools.go) is one entry per tool: a name, a description,
 // typed input and output (their JSON schemas are inferred from the Go

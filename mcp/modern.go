@@ -10,7 +10,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"agentpay"
 	"agentpay/internal/httpx"
 )
 
@@ -90,14 +89,14 @@ func (t *toolset) modern(legacy http.Handler) http.Handler {
 }
 
 // servesTasks: a tasks/* request, or, from a 2026-07-28 client declaring
-// the Tasks extension, a call of a tool a spending policy may hold.
+// the Tasks extension, a call of a tool that may wait for a human.
 func servesTasks(req *rpcRequest) bool {
 	switch req.Method {
 	case "tasks/get", "tasks/cancel", "tasks/update":
 		return true
 	case "tools/call":
 		def := toolByName(req.Params.Name)
-		return def != nil && def.mayHold && req.Params.Meta[metaProtocolVersion] != nil && clientHasTasks(req.Params.Meta)
+		return def != nil && def.mayWait && req.Params.Meta[metaProtocolVersion] != nil && clientHasTasks(req.Params.Meta)
 	}
 	return false
 }
@@ -150,13 +149,12 @@ func (t *toolset) serveModern(w http.ResponseWriter, r *http.Request, req *rpcRe
 			answer(toolErrorResult(t.toolError(ctx, def.name, err).Error(), serverInfo), nil)
 			return
 		}
-		if h, ok := out.(heldAnswer); ok && h.heldApproval() != nil && clientHasTasks(req.Params.Meta) {
-			v, err := t.svc.AgentSpendApproval(ctx, a, h.heldApproval().ApprovalID)
+		if w, ok := out.(waitAnswer); ok && w.waitsFor() != "" && clientHasTasks(req.Params.Meta) {
+			task, err := t.task(ctx, a, w.waitsFor(), false)
 			if err != nil {
 				answer(nil, t.rpcFailure(ctx, "tools/call", err))
 				return
 			}
-			task := taskOf(v, time.Now())
 			task["resultType"] = "task"
 			task["_meta"] = serverInfo
 			answer(task, nil)
@@ -164,12 +162,11 @@ func (t *toolset) serveModern(w http.ResponseWriter, r *http.Request, req *rpcRe
 		}
 		answer(toolResult(out, serverInfo), nil)
 	case "tasks/get":
-		v, err := t.svc.AgentSpendApproval(ctx, a, req.Params.TaskID)
+		task, err := t.task(ctx, a, req.Params.TaskID, true)
 		if err != nil {
 			answer(nil, t.rpcFailure(ctx, "tasks/get", err))
 			return
 		}
-		task := taskOf(v, time.Now())
 		task["resultType"] = "complete"
 		task["_meta"] = serverInfo
 		answer(task, nil)
@@ -178,7 +175,7 @@ func (t *toolset) serveModern(w http.ResponseWriter, r *http.Request, req *rpcRe
 		// decide, and an agent giving up waiting is never a denial, so
 		// the approval stays as it is; update has no input to take (a
 		// held operation never asks the client for any).
-		if _, err := t.svc.AgentSpendApproval(ctx, a, req.Params.TaskID); err != nil {
+		if _, err := t.task(ctx, a, req.Params.TaskID, false); err != nil {
 			answer(nil, t.rpcFailure(ctx, req.Method, err))
 			return
 		}
@@ -243,61 +240,4 @@ func completeResult(r *sdk.CallToolResult, serverInfo map[string]any) map[string
 	m["resultType"] = "complete"
 	m["_meta"] = serverInfo
 	return m
-}
-
-// heldAnswer is a tool answer that may be a held operation (orHeld).
-type heldAnswer interface{ heldApproval() *httpx.Approval }
-
-func (o orHeld[T]) heldApproval() *httpx.Approval { return o.held }
-
-// taskOf is the task of a held operation, read from its stored approval
-// (so it survives restarts and any instance answers it): awaiting a
-// decision it is working; approved it is completed with the tool's result
-// (the approval with its transfer); denied, expired or refused when
-// approved it failed, with why. An approval past its expiry that the
-// sweeper has not moved yet is expired already: nobody can approve it.
-func taskOf(v *agentpay.SpendApprovalView, now time.Time) map[string]any {
-	a := v.Approval
-	updated := a.CreatedAt
-	if a.DecidedAt != nil {
-		updated = *a.DecidedAt
-	}
-	answer := httpx.ApprovalOf(v, "")
-	task := map[string]any{
-		"taskId": a.ID.String(), "createdAt": a.CreatedAt.UTC().Format(time.RFC3339Nano), "lastUpdatedAt": updated.UTC().Format(time.RFC3339Nano),
-		"ttlMs": a.ExpiresAt.Sub(a.CreatedAt).Milliseconds(), "pollIntervalMs": taskPollInterval.Milliseconds(),
-	}
-	refused := func(msg string) {
-		task["status"], task["statusMessage"] = "failed", msg
-		task["error"] = rpcError{Code: codeOperationRefused, Message: msg, Data: answer}
-	}
-	switch st := v.Status(); {
-	case st == "approved":
-		task["status"], task["statusMessage"] = "completed", "approved"
-		task["result"] = toolResult(answer, nil)
-		delete(task["result"].(map[string]any), "_meta")
-	case st == "denied":
-		refused("denied: a paired human denied this " + string(a.Operation) + " (held because " + a.Reason + ")")
-	case st == "failed":
-		refused("failed: approved, but refused when it ran: " + a.Error)
-	case st == "expired" || (st == "awaiting_approval" && !now.Before(a.ExpiresAt)):
-		refused("expired: no human decided before " + a.ExpiresAt.UTC().Format(time.RFC3339))
-	default:
-		task["status"], task["statusMessage"] = "working", "awaiting approval by "+joinNames(v.Deciders)+": "+a.Reason
-	}
-	return task
-}
-
-func joinNames(names []string) string {
-	switch len(names) {
-	case 0:
-		return "a paired human"
-	case 1:
-		return names[0]
-	}
-	out := names[0]
-	for _, n := range names[1:] {
-		out += " and " + n
-	}
-	return out
 }

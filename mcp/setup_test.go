@@ -26,13 +26,16 @@ type testMCP struct {
 	cfg agentpay.Config
 }
 
-func newTestMCP(t *testing.T) *testMCP {
+func newTestMCP(t *testing.T, configure ...func(*agentpay.Config)) *testMCP {
 	t.Helper()
 	env := testenv.New(t, testenv.Options{
 		Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond,
 		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
 	})
 	cfg := agentpay.Config{AgentMode: agentpay.ModeTest}
+	for _, c := range configure {
+		c(&cfg)
+	}
 	env.Fill(&cfg)
 	svc, err := agentpay.NewService(cfg)
 	require.NoError(t, err)

@@ -19,9 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/cardissuer/sandbox"
 	"agentpay/ent"
+	"agentpay/ent/cardrequest"
 	"agentpay/ent/spendapproval"
 	"agentpay/ent/transfer"
+	"agentpay/ent/user"
 )
 
 // rpc posts one 2026-07-28 JSON-RPC request (the version and, with tasks,
@@ -265,4 +268,86 @@ func TestMCPNodeClient2026(t *testing.T) {
 	slices.Sort(got.Tools)
 	require.Equal(t, wantTools, got.Tools)
 	require.Equal(t, 3.0, got.Result["structuredContent"].(map[string]any)["total_usd"], string(out))
+}
+
+// TestMCPCardPurchaseTask: request_card_purchase from a client with the
+// Tasks extension answers a task that works while the human decides
+// (a cancel is no denial, and never spends the card's one reveal), then
+// completes with the card, its details in the first tasks/get only; a
+// denial and an expiry end it failed with why. Without the extension the
+// call answers the request, as before.
+func TestMCPCardPurchaseTask(t *testing.T) {
+	ctx := context.Background()
+	m := newTestMCP(t, func(c *agentpay.Config) { c.CardIssuer = sandbox.New() })
+	a, key := m.agent(t, "card", 30_000_000)
+	name := "cardhum_" + uuid.NewString()[:8]
+	u, err := m.Svc.CreateUser(ctx, agentpay.NewUser{Email: name + "@example.com", Username: name})
+	require.NoError(t, err)
+	pv, err := m.Svc.RequestPairing(ctx, a, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = m.Svc.DecidePairing(ctx, u, pv.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	u = m.Env.DB.Ent.User.UpdateOne(u).SetIdentityStatus(user.IdentityStatusVerified).SaveX(ctx)
+	human := &agentpay.Viewer{User: u}
+	request := func(merchant string) string {
+		t.Helper()
+		res, e := rpc(t, m.URL, key, "tools/call", map[string]any{"name": "request_card_purchase",
+			"arguments": map[string]any{"amount_usd": 12.5, "merchant_name": merchant, "description": "a book"}}, true)
+		require.Nil(t, e, "%v", e)
+		require.Equal(t, "task", res["resultType"], "%v", res)
+		require.Equal(t, "working", res["status"])
+		require.Equal(t, "awaiting approval by "+name+": a card of up to 12.50 USD at "+merchant, res["statusMessage"])
+		id, _ := res["taskId"].(string)
+		require.NotEmpty(t, id)
+		return id
+	}
+
+	id := request("Acme Books")
+	res, e := rpc(t, m.URL, key, "tasks/cancel", map[string]any{"taskId": id}, true)
+	require.Nil(t, e, "%v", e)
+	require.Equal(t, "complete", res["resultType"])
+	require.Equal(t, cardrequest.StatusPendingApproval, m.Env.DB.Ent.CardRequest.GetX(ctx, uuid.MustParse(id)).Status,
+		"a cancel (the client stops waiting) is never recorded as a denial")
+	_, otherKey := m.agent(t, "other", 0)
+	_, e = rpc(t, m.URL, otherKey, "tasks/get", map[string]any{"taskId": id}, true)
+	require.NotNil(t, e, "another agent's task")
+	require.Contains(t, e["message"], "not found")
+
+	res, e = rpc(t, m.URL, key, "tools/call", map[string]any{"name": "request_card_purchase",
+		"arguments": map[string]any{"amount_usd": 1, "merchant_name": "Plain", "description": "a pen"}}, false)
+	require.Nil(t, e)
+	require.Equal(t, "complete", res["resultType"])
+	require.NotNil(t, res["structuredContent"], "%v", res)
+	require.Equal(t, "pending_approval", res["structuredContent"].(map[string]any)["status"], "no Tasks extension: the request as a result")
+
+	_, err = m.Svc.ApproveCardRequest(ctx, human, id, "", nil)
+	require.NoError(t, err)
+	require.NotNil(t, m.Env.DB.Ent.CardRequest.GetX(ctx, uuid.MustParse(id)).CardToken, "the card is issued on approval")
+	_, e = rpc(t, m.URL, key, "tasks/cancel", map[string]any{"taskId": id}, true)
+	require.Nil(t, e)
+	res, e = rpc(t, m.URL, key, "tasks/get", map[string]any{"taskId": id}, true)
+	require.Nil(t, e)
+	require.Equal(t, "completed", res["status"], "%v", res)
+	card := res["result"].(map[string]any)["structuredContent"].(map[string]any)["card"].(map[string]any)
+	details, _ := card["details"].(map[string]any)
+	require.NotEmpty(t, details["number"], "the first completed read reveals the card, even after a cancel")
+	res, e = rpc(t, m.URL, key, "tasks/get", map[string]any{"taskId": id}, true)
+	require.Nil(t, e)
+	require.Equal(t, "completed", res["status"])
+	require.Nil(t, res["result"].(map[string]any)["structuredContent"].(map[string]any)["card"].(map[string]any)["details"], "shown once")
+
+	denied := request("Denied Books")
+	_, err = m.Svc.DenyCardRequest(ctx, human, denied)
+	require.NoError(t, err)
+	res, e = rpc(t, m.URL, key, "tasks/get", map[string]any{"taskId": denied}, true)
+	require.Nil(t, e)
+	require.Equal(t, "failed", res["status"])
+	require.Contains(t, res["error"].(map[string]any)["message"], "denied: a paired human denied this card purchase")
+
+	expired := request("Late Books")
+	m.Env.DB.Ent.CardRequest.UpdateOneID(uuid.MustParse(expired)).SetExpiresAt(time.Now().Add(-time.Second)).ExecX(ctx)
+	res, e = rpc(t, m.URL, key, "tasks/get", map[string]any{"taskId": expired}, true)
+	require.Nil(t, e)
+	require.Equal(t, "failed", res["status"])
+	require.Contains(t, res["error"].(map[string]any)["message"], "expired: no human decided before")
 }

@@ -51,15 +51,15 @@ var tools = []toolDef{
 			return done(httpx.CheckoutPaymentOf(res)), nil
 		}),
 	define("request_card_purchase",
-		"Ask the paired, identity-verified human to approve a card purchase: amount_usd (0.50 to the per-send limit, whole cents) at merchant_name. The human approves or denies in the app; once approved the agent reads its one-time card (ctok_...) with GET /agents/me/pairings/card/requests/{request_id} (details shown once). Answers the request, pending_approval.",
-		func(ctx context.Context, t *toolset, a *ent.Agent, in cardPurchaseInput) (httpx.CardRequest, error) {
+		"Ask the paired, identity-verified human to approve a card purchase: amount_usd (0.50 to the per-send limit, whole cents) at merchant_name. The human approves or denies in the app; once approved the agent reads its one-time card (ctok_...) with GET /agents/me/pairings/card/requests/{request_id} (details shown once). Answers the request, pending_approval; a 2026-07-28 client with the Tasks extension gets a task that completes with the card (its details in the first tasks/get that completes) or fails with why.",
+		func(ctx context.Context, t *toolset, a *ent.Agent, in cardPurchaseInput) (cardAnswer, error) {
 			req := agentpay.CardPurchaseRequest{AmountUSD: in.AmountUSD.Decimal, MerchantName: in.MerchantName, Description: in.Description, UserID: in.UserID,
 				IdempotencyKey: nonEmpty(in.IdempotencyKey)}
 			v, _, err := t.svc.RequestCardPurchase(ctx, a, req)
 			if err != nil {
-				return httpx.CardRequest{}, err
+				return cardAnswer{}, err
 			}
-			return httpx.CardRequestOf(v), nil
+			return cardAnswer{httpx.CardRequestOf(v)}, nil
 		}),
 	define("list_pairings",
 		"The agent's pairings with human users (pending, awaiting_consent, approved, denied, revoked or expired), newest first.",
@@ -99,8 +99,10 @@ type toolDef struct {
 	// routes older clients there); invoke calls it with raw arguments
 	// (2026-07-28, served by modern.go).
 	add func(*sdk.Server, *toolset)
-	// mayHold: a spending policy may hold the call (its answer is orHeld).
-	mayHold bool
+	// mayWait: the call may wait for a human (its answer is a
+	// waitAnswer: a held operation, a card request), a task for a client
+	// with the Tasks extension.
+	mayWait bool
 	invoke  func(ctx context.Context, t *toolset, a *ent.Agent, args json.RawMessage) (any, error)
 }
 
@@ -130,8 +132,8 @@ func define[In, Out any](name, description string, call func(context.Context, *t
 		panic(fmt.Sprintf("mcp: output schema of %s: %v", name, err))
 	}
 	tool := &sdk.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out}
-	_, mayHold := any(*new(Out)).(heldAnswer)
-	return toolDef{name: name, tool: tool, mayHold: mayHold,
+	_, mayWait := any(*new(Out)).(waitAnswer)
+	return toolDef{name: name, tool: tool, mayWait: mayWait,
 		add: func(s *sdk.Server, t *toolset) {
 			sdk.AddTool(s, tool, func(ctx context.Context, req *sdk.CallToolRequest, input In) (*sdk.CallToolResult, Out, error) {
 				var zero Out
