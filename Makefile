@@ -97,7 +97,6 @@ bench: deps
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench InternalPayment -benchtime 200x -timeout 30m ./worker/
-	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench BenchmarkMPPRoundTrip -benchtime 20x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WorkerStartToFirstScan -benchtime 5x -timeout 30m ./worker/
 
