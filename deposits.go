@@ -52,21 +52,35 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 	if err != nil {
 		return ScanResult{}, fmt.Errorf("deposit watcher %s: %w", key, err)
 	}
-	addrs, err := s.watchedAddresses(ctx, mode, chain)
-	if err != nil {
-		return ScanResult{}, err
+	// What is watched is read inside the poll, after the watcher has read
+	// the head (chains.LazyWatchlist): read here, before the poll, an
+	// address issued and paid meanwhile would be missed for good.
+	var (
+		addrs   []string
+		holders inboundWatch
+	)
+	watchlist := chains.NewLazyWatchlist(func() (chains.Watchlist, error) {
+		var err error
+		if addrs, err = s.watchedAddresses(ctx, mode, chain); err != nil {
+			return nil, err
+		}
+		// The holders are watched too: what reaches them from outside is
+		// recorded as a funding (fundings.go), for the books.
+		if holders, err = s.inboundHolders(ctx, mode, chain); err != nil {
+			return nil, err
+		}
+		watched := append([]string(nil), addrs...)
+		for _, a := range holders {
+			watched = append(watched, a)
+		}
+		return network.NewWatchlist(watched), nil
+	})
+	polled, err := w.Poll(ctx, watchlist)
+	if err == nil {
+		// A poll that matched no transfer has not read the list; its
+		// events (confirmations of known deposits) still need it.
+		_, err = watchlist.Load()
 	}
-	// The holders are watched too: what reaches them from outside is
-	// recorded as a funding (fundings.go), for the books.
-	holders, err := s.inboundHolders(ctx, mode, chain)
-	if err != nil {
-		return ScanResult{}, err
-	}
-	watched := append([]string(nil), addrs...)
-	for _, a := range holders {
-		watched = append(watched, a)
-	}
-	polled, err := w.Poll(ctx, network.NewWatchlist(watched))
 	if err != nil {
 		s.watchers.drop(key)
 		return ScanResult{}, fmt.Errorf("deposit scan %s: %w", key, err)

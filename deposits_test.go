@@ -277,3 +277,75 @@ func TestDepositAddressesAreWatchedUntilTheLateWindowEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, paid, "the open session's address is still watched")
 }
+
+// pollHook is a watcher that runs before once, then polls as the real one.
+type pollHook struct {
+	chains.Watcher
+	before func()
+}
+
+func (p *pollHook) Poll(ctx context.Context, watched chains.Watchlist) ([]chains.DepositEvent, error) {
+	if p.before != nil {
+		p.before()
+		p.before = nil
+	}
+	return p.Watcher.Poll(ctx, watched)
+}
+
+// TestAddressIssuedDuringAScanIsWatched: an address issued and paid while a
+// scan is under way (after the scan started, before its watcher read the
+// chain's head: a slow RPC call is enough) is found. The watched addresses
+// were read when the scan started, so the poll scanned the payment's block
+// without the address and the cursor moved past it: the payment was never
+// recorded.
+func TestAddressIssuedDuringAScanIsWatched(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}})
+	db, chain := env.DB, env.EVM(chains.Base)
+	cfg := Config{}
+	env.Fill(&cfg)
+	var hook *pollHook
+	base := cfg.Test[chains.Base]
+	newWatcher := base.NewWatcher
+	base.NewWatcher = func(ctx context.Context, st chains.WatcherState) (chains.Watcher, error) {
+		w, err := newWatcher(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		hook = &pollHook{Watcher: w}
+		return hook, nil
+	}
+	cfg.Test[chains.Base] = base
+	svc, err := NewService(cfg)
+	require.NoError(t, err)
+
+	merchant := db.Ent.Merchant.Create().SetName("Shop").SetEmail("shop@example.com").
+		SetWebhookSecretEncrypted([]byte{1}).SaveX(ctx)
+	session := db.Ent.CheckoutSession.Create().SetMerchantID(merchant.ID).SetExternalID("cs_test_race").
+		SetLivemode(false).SetAmountUsd(decimal.RequireFromString("2")).SetCurrency("USD").
+		SetExpiresAt(time.Now().Add(30 * time.Minute).UTC()).SaveX(ctx)
+	_, err = svc.ScanDeposits(ctx, ModeTest, chains.Base)
+	require.NoError(t, err)
+
+	_, addr, err := env.Families[chains.FamilyEVM].DeriveKey(env.Vault.DepositSeed(), 11)
+	require.NoError(t, err)
+	hook.before = func() {
+		db.Ent.DepositAddress.Create().SetSessionID(session.ID).SetChain("base").SetChainFamily("evm").
+			SetAddress(addr).SetDerivationIndex(11).SaveX(ctx)
+		_, err := chain.Send(ctx, common.HexToAddress(addr), big.NewInt(2_000_000))
+		require.NoError(t, err)
+	}
+	var seen []chains.DepositEvent
+	for range 3 {
+		res, err := svc.ScanDeposits(ctx, ModeTest, chains.Base)
+		require.NoError(t, err)
+		seen = append(seen, res.Events...)
+		chain.Commit()
+	}
+	require.NotEmpty(t, seen, "the payment to the address issued during the scan is seen")
+	require.Equal(t, chains.DepositSeen, seen[0].Kind)
+	require.Equal(t, big.NewInt(2_000_000), seen[0].Deposit.Amount)
+	n, err := db.Ent.Payment.Query().Where(payment.SessionID(session.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "recorded once")
+}

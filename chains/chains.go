@@ -244,7 +244,9 @@ type Watchlist interface {
 
 // Watcher finds deposits to watched addresses and follows them to finality.
 // It is driven by the caller: each Poll scans what is new since the last one
-// and re-checks deposits not yet final, returning every change once.
+// and re-checks deposits not yet final, returning every change once. A Poll
+// reads the chain's head before it asks watched about any transfer, and
+// scans no further than that head: a LazyWatchlist relies on it.
 type Watcher interface {
 	Poll(ctx context.Context, watched Watchlist) ([]DepositEvent, error)
 	// State is what a caller persists to resume after a restart.

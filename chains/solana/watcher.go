@@ -229,6 +229,14 @@ func matcher(watched chains.Watchlist) func(solana.PublicKey) bool {
 	switch l := watched.(type) {
 	case nil:
 		return func(solana.PublicKey) bool { return false }
+	case *chains.LazyWatchlist:
+		// Read now, after the head: the package's own list underneath
+		// keeps its fast path.
+		inner, err := l.Load()
+		if err != nil {
+			return func(solana.PublicKey) bool { return false }
+		}
+		return matcher(inner)
 	case *Watchlist:
 		return l.containsKey
 	default:
