@@ -11,6 +11,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/internal/idempotency"
+	"agentpay/x402"
 )
 
 // x402 v2's exact scheme on Solana (docs/agent-commerce.md, x402 on
@@ -70,7 +71,7 @@ func (s *Service) x402SolanaSettler(mode Mode) (chains.ExactSettler, chains.Ledg
 
 // x402SolanaOffer is the session's Solana requirement, when the merchant
 // accepts USDC on Solana and it is configured in the session's mode.
-func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession) (*X402RequirementV2, error) {
+func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession) (*x402.Requirements, error) {
 	settler, ledger, network, ok := s.x402SolanaSettler(sessionMode(sess))
 	if !ok || !merchantAccepts(sess.Edges.Merchant, chains.Solana, TokenUSDC) {
 		return nil, nil
@@ -83,10 +84,10 @@ func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession
 	if err != nil {
 		return nil, err
 	}
-	return &X402RequirementV2{
-		Scheme: X402Scheme, Network: network, Amount: units.String(), Asset: ledger.Token(),
+	return &x402.Requirements{
+		Scheme: x402.SchemeExact, Network: network, Amount: units.String(), Asset: ledger.Token(),
 		PayTo: da.Address, MaxTimeoutSeconds: x402MaxTimeoutSeconds,
-		Extra: X402ExtraV2{FeePayer: settler.FeePayer(), Memo: sess.ExternalID},
+		Extra: x402.Extra{FeePayer: settler.FeePayer(), Memo: sess.ExternalID},
 	}, nil
 }
 
@@ -125,13 +126,13 @@ type solanaExactTarget struct {
 // solanaExactTargetOf checks the payload's envelope against the session
 // and finds what it must pay: the session's deposit address on Solana
 // (allocated as a selection would), the amount due, its memo.
-func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSession, p *X402PaymentPayloadV2) (*solanaExactTarget, error) {
+func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSession, p *x402.PaymentPayload) (*solanaExactTarget, error) {
 	mode := sessionMode(sess)
-	if p.X402Version != X402Version2 {
-		return nil, Invalid("x402Version", "must be %d", X402Version2)
+	if p.X402Version != x402.Version2 {
+		return nil, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if p.Accepted.Scheme != X402Scheme {
-		return nil, Invalid("accepted.scheme", "must be %q", X402Scheme)
+	if p.Accepted.Scheme != x402.SchemeExact {
+		return nil, Invalid("accepted.scheme", "must be %q", x402.SchemeExact)
 	}
 	settler, ledger, network, ok := s.x402SolanaSettler(mode)
 	if !ok || p.Accepted.Network != network {
@@ -140,7 +141,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	if p.Payload.Transaction == "" {
 		return nil, Invalid("payload.transaction", "is required: the payer-signed transaction, base64")
 	}
-	if _, err := p.paymentID(); err != nil {
+	if _, err := x402PaymentID(p); err != nil {
 		return nil, err
 	}
 	if !sess.Edges.Merchant.Active {
@@ -175,7 +176,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 
 // payX402Solana settles a Solana exact payload for sess, under its
 // payment-identifier when it carries one.
-func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *X402PaymentPayloadV2) (*AuthorizedPayment, error) {
+func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, error) {
 	st, err := s.solanaExactTargetOf(ctx, sess, p)
 	if err != nil {
 		return nil, err
@@ -184,7 +185,7 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
 	}
-	id, _ := p.paymentID()
+	id, _ := x402PaymentID(p)
 	if id == "" {
 		if err != nil {
 			return nil, solanaExactError(err)
@@ -320,13 +321,13 @@ func (s *Service) replaySolanaExact(ctx context.Context, st *solanaExactTarget, 
 
 // solanaFacilitatorTarget finds the merchant's session whose Solana
 // deposit address is payTo, in the key's mode.
-func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*ent.CheckoutSession, error) {
+func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*ent.CheckoutSession, error) {
 	pr, pp := req.PaymentRequirements, &req.PaymentPayload
-	if req.X402Version != X402Version2 {
-		return nil, Invalid("x402Version", "must be %d", X402Version2)
+	if req.X402Version != x402.Version2 {
+		return nil, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if pr.Scheme != X402Scheme || pp.Accepted.Scheme != X402Scheme {
-		return nil, Invalid("paymentRequirements.scheme", "must be %q", X402Scheme)
+	if pr.Scheme != x402.SchemeExact || pp.Accepted.Scheme != x402.SchemeExact {
+		return nil, Invalid("paymentRequirements.scheme", "must be %q", x402.SchemeExact)
 	}
 	if pr.Network != pp.Accepted.Network || pr.Amount != pp.Accepted.Amount || pr.PayTo != pp.Accepted.PayTo || pr.Asset != pp.Accepted.Asset {
 		return nil, Invalid("paymentPayload.accepted", "must be the requirements' network, amount, asset and payTo")
@@ -364,8 +365,8 @@ func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth,
 }
 
 // x402SolanaVerify is the facilitator's verify of a Solana payload.
-func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
-	out := &X402VerifyResponse{}
+func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.VerifyResponse, error) {
+	out := &x402.VerifyResponse{}
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	var st *solanaExactTarget
 	if err == nil {
@@ -388,7 +389,7 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X4
 }
 
 // x402SolanaSettle is the facilitator's settle of a Solana payload.
-func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402SettleResponse, error) {
+func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.SettleResponse, error) {
 	network := req.PaymentPayload.Accepted.Network
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	if err == nil {
@@ -401,5 +402,5 @@ func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *X4
 	if !ok {
 		return nil, err
 	}
-	return &X402SettleResponse{ErrorReason: reason, Network: network}, nil
+	return &x402.SettleResponse{ErrorReason: reason, Network: network}, nil
 }

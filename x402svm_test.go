@@ -13,13 +13,14 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // exactSolanaPayload is the PAYMENT-SIGNATURE payload @x402/svm's client
 // makes for req, built in Go: compute unit limit and price, the
 // TransferChecked from payer's token account to payTo's, the memo; the
 // fee payer's signature left empty.
-func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKey, req X402RequirementV2) *X402PaymentPayloadV2 {
+func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKey, req x402.Requirements) *x402.PaymentPayload {
 	t.Helper()
 	mint := solanago.MustPublicKeyFromBase58(req.Asset)
 	src, _, err := solanago.FindAssociatedTokenAddress(payer.PublicKey(), mint)
@@ -53,7 +54,7 @@ func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKe
 	tx.Signatures = []solanago.Signature{{}, sig}
 	raw, err := tx.MarshalBinary()
 	require.NoError(t, err)
-	p := &X402PaymentPayloadV2{X402Version: X402Version2, Accepted: req}
+	p := &x402.PaymentPayload{X402Version: x402.Version2, Accepted: req}
 	p.Payload.Transaction = base64.StdEncoding.EncodeToString(raw)
 	return p
 }

@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // x402SolanaDevnet is Solana devnet's CAIP-2 network, what test mode
@@ -243,7 +244,7 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, x402SolanaDevnet, req.Network)
 	payer := solanaPayer(t, api, 5_000_000)
 
-	send := func(transaction string, accepted agentpay.X402RequirementV2) apiResponse {
+	send := func(transaction string, accepted x402.Requirements) apiResponse {
 		payload := map[string]any{"x402Version": 2, "accepted": accepted, "payload": map[string]any{"transaction": transaction}}
 		raw, _ := json.Marshal(payload)
 		return api.x402Do(http.MethodGet, path, nil, http.Header{"Payment-Signature": {base64.StdEncoding.EncodeToString(raw)}})
@@ -251,6 +252,7 @@ func TestX402SolanaRefusals(t *testing.T) {
 	resp = send("AAAA", req)
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 	require.Equal(t, "invalid_exact_svm_payload_transaction_could_not_be_decoded", paymentResponse(t, resp.Header).ErrorReason)
+
 
 	other := req
 	other.Network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
@@ -279,7 +281,7 @@ func TestX402SolanaRefusals(t *testing.T) {
 // compute unit limit and price, TransferChecked of amount from payer's
 // token account to payTo's, the memo; the fee payer's signature left
 // empty. base64.
-func exactSolanaTx(t *testing.T, api *testAPI, payer solanago.PrivateKey, req agentpay.X402RequirementV2, amount uint64) string {
+func exactSolanaTx(t *testing.T, api *testAPI, payer solanago.PrivateKey, req x402.Requirements, amount uint64) string {
 	t.Helper()
 	ctx := context.Background()
 	mint, feePayer, payTo := solanagoKey(t, req.Asset), solanagoKey(t, req.Extra.FeePayer), solanagoKey(t, req.PayTo)
@@ -326,7 +328,7 @@ func TestX402SolanaFacilitator(t *testing.T) {
 	req := paymentRequired(t, api.x402Do(http.MethodGet, "/checkout/pay/"+sess.Session.ExternalID+"/x402", nil, nil).Header).Accepts[0]
 	payer := solanaPayer(t, api, 5_000_000)
 	poor := solanaPayer(t, api, 1_000_000)
-	body := func(transaction string, accepted agentpay.X402RequirementV2) map[string]any {
+	body := func(transaction string, accepted x402.Requirements) map[string]any {
 		return map[string]any{"x402Version": 2, "paymentRequirements": accepted,
 			"paymentPayload": map[string]any{"x402Version": 2, "accepted": accepted, "payload": map[string]any{"transaction": transaction}}}
 	}
