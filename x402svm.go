@@ -366,7 +366,7 @@ func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth,
 
 // x402SolanaVerify is the facilitator's verify of a Solana payload.
 func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.VerifyResponse, error) {
-	out := &x402.VerifyResponse{}
+	out := &x402.VerifyResponse{Payer: s.x402PayerOf(&req.PaymentPayload)}
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	var st *solanaExactTarget
 	if err == nil {
@@ -375,7 +375,6 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x4
 	if err == nil {
 		var checked chains.ExactChecked
 		checked, err = st.settler.VerifyExact(ctx, req.PaymentPayload.Payload.Transaction, st.req)
-		out.Payer = checked.Payer
 		if err != nil {
 			err = solanaExactError(err)
 		} else if !checked.Known {
@@ -402,5 +401,5 @@ func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *x4
 	if !ok {
 		return nil, err
 	}
-	return &x402.SettleResponse{ErrorReason: reason, Network: network}, nil
+	return &x402.SettleResponse{ErrorReason: reason, Network: network, Payer: s.x402PayerOf(&req.PaymentPayload)}, nil
 }

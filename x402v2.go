@@ -345,10 +345,20 @@ func (s *Service) X402Refusal(err error, p *x402.PaymentPayload) *x402.SettleRes
 	return out
 }
 
-// x402PayerOf is the payer a v2 payload names, as a refusal tells it:
-// the authorization's from, unchecked (a refusal may be of its signature).
+// x402PayerOf is the payer a v2 payload names, as a refusal tells it: on
+// EVM the authorization's from; on Solana the transfer's authority in the
+// signed transaction, when it decodes ("" otherwise). Neither is checked
+// here: a refusal may be of its signature.
 func (s *Service) x402PayerOf(p *x402.PaymentPayload) string {
-	return p.Payload.Authorization.From
+	if !x402.IsSolanaNetwork(p.Accepted.Network) {
+		return p.Payload.Authorization.From
+	}
+	for _, mode := range []Mode{ModeTest, ModeLive} {
+		if settler, _, _, ok := s.x402SolanaSettler(mode); ok {
+			return settler.ExactPayer(p.Payload.Transaction)
+		}
+	}
+	return ""
 }
 
 // X402SupportedFor is what the facilitator settles for a key of mode: the

@@ -23,6 +23,10 @@ type ExactSettler interface {
 	// SettleExact checks as VerifyExact, co-signs and sends. The same
 	// transaction settled again answers its id without sending twice.
 	SettleExact(ctx context.Context, transaction string, req ExactRequest) (ExactSettled, error)
+	// ExactPayer is the payer transaction names (the transfer's
+	// authority), read without any check, for telling a refusal's payer;
+	// "" when it is not an exact transaction.
+	ExactPayer(transaction string) string
 }
 
 // ExactSettled is an exact payment sent: its transaction, and the

@@ -253,6 +253,14 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 	require.Equal(t, "invalid_exact_svm_payload_transaction_could_not_be_decoded", paymentResponse(t, resp.Header).ErrorReason)
 
+	// A refusal of a transaction that decodes names its payer (the
+	// transfer's authority), as an EVM refusal names the authorization's.
+	resp = send(exactSolanaTx(t, api, payer, req, 2_999_999), req)
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	refused := paymentResponse(t, resp.Header)
+	require.Equal(t, "invalid_exact_svm_payload_amount_mismatch", refused.ErrorReason)
+	require.Equal(t, payer.PublicKey().String(), refused.Payer)
+	require.Equal(t, x402SolanaDevnet, refused.Network)
 
 	other := req
 	other.Network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
@@ -345,7 +353,7 @@ func TestX402SolanaFacilitator(t *testing.T) {
 		{"wrong amount", body(exactSolanaTx(t, api, payer, req, 2_999_999), req), "invalid_exact_svm_payload_amount_mismatch", payer.PublicKey().String()},
 		{"another memo", body(exactSolanaTx(t, api, payer, memo, 3_000_000), req), "invalid_exact_svm_payload_memo_mismatch", payer.PublicKey().String()},
 		{"short of the amount", body(exactSolanaTx(t, api, poor, req, 3_000_000), req), "insufficient_funds", poor.PublicKey().String()},
-		{"requirements short of the session", body(exactSolanaTx(t, api, payer, otherAmount, 2_000_000), otherAmount), "invalid_payload", ""},
+		{"requirements short of the session", body(exactSolanaTx(t, api, payer, otherAmount, 2_000_000), otherAmount), "invalid_payload", payer.PublicKey().String()},
 		{"undecodable", body("AAAA", req), "invalid_exact_svm_payload_transaction_could_not_be_decoded", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -354,7 +362,8 @@ func TestX402SolanaFacilitator(t *testing.T) {
 			require.Equal(t, map[string]any{"isValid": false, "invalidReason": tc.reason, "payer": tc.payer}, resp.Map(t))
 			resp = api.do(http.MethodPost, "/x402/settle", tc.body, m.test())
 			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
-			require.Equal(t, tc.reason, resp.Map(t)["errorReason"])
+			require.Equal(t, map[string]any{"success": false, "errorReason": tc.reason, "transaction": "", "network": x402SolanaDevnet, "payer": tc.payer}, resp.Map(t),
+				"a refusal tells the payer the signed transaction names")
 		})
 	}
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing moved")

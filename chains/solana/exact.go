@@ -362,6 +362,16 @@ func (l *Ledger) ExactSignature(p *ExactPayment) (string, error) {
 
 var _ chains.ExactSettler = (*Ledger)(nil)
 
+// ExactPayer is chains.ExactSettler's: the transfer's authority of a
+// transaction of the exact layout, its signature unchecked.
+func (l *Ledger) ExactPayer(transaction string) string {
+	p, err := DecodeExact(transaction)
+	if err != nil {
+		return ""
+	}
+	return p.Payer.String()
+}
+
 // exactOf decodes transaction and makes req this ledger's requirements.
 func (l *Ledger) exactOf(transaction string, req chains.ExactRequest) (*ExactPayment, ExactRequirements, error) {
 	p, err := DecodeExact(transaction)
