@@ -375,9 +375,13 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x4
 	if err == nil {
 		var checked chains.ExactChecked
 		checked, err = st.settler.VerifyExact(ctx, req.PaymentPayload.Payload.Transaction, st.req)
-		if err != nil {
+		switch {
+		case err != nil:
 			err = solanaExactError(err)
-		} else if !checked.Known {
+		case checked.Failed:
+			err = &x402SVMRefusal{v: &ValidationError{Field: "payload.transaction",
+				Message: fmt.Sprintf("transaction %s failed on chain: nothing was paid; sign a new payment", checked.TxHash)}, reason: "invalid_transaction_state"}
+		case !checked.Known:
 			err = selectable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, sess.ID) })
 			if err == nil {
 				err = s.checkRelayedPayer(ctx, checked.Payer, sess)

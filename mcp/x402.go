@@ -100,7 +100,7 @@ func (t *toolset) payX402(ctx context.Context, externalID string, payment any) *
 		return errorResult(t.toolError(ctx, payX402Tool, err).Error())
 	}
 	if !settle.Success {
-		return challenge("the relayed transaction "+res.TxHash+" failed on chain; the authorization was not used", settle)
+		return challenge("the transaction "+res.TxHash+" failed on chain; nothing was paid", settle)
 	}
 	out := jsonResult(httpx.X402PaidOf(res), false)
 	out.Meta = sdk.Meta{metaX402PaymentResponse: settle}

@@ -113,7 +113,7 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 		w.Header().Set(responseHeader, base64JSON(settle))
 		out := httpx.X402PaidOf(res)
 		if !settle.Success {
-			challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
+			challenge("the transaction " + res.TxHash + " failed on chain; nothing was paid")
 			return
 		}
 		writeJSON(w, http.StatusOK, out)

@@ -383,3 +383,71 @@ func TestX402SolanaFacilitator(t *testing.T) {
 	resp = api.do(http.MethodPost, "/x402/verify", good, m.live())
 	require.Equal(t, "invalid_network", resp.Map(t)["invalidReason"])
 }
+
+// TestX402SolanaRevertedOnChain: a payer-signed transaction the treasury
+// co-signed that then failed on chain (here it lands before payTo's token
+// account exists, so the transfer errors; the fee is spent) is reported as
+// failed wherever it is asked about, never as paid: the session's
+// PAYMENT-SIGNATURE answers 402 with PAYMENT-RESPONSE success false and
+// the payer, the facilitator's verify answers isValid false and settle
+// success false, and the session stays open with no payment.
+func TestX402SolanaRevertedOnChain(t *testing.T) {
+	ctx := context.Background()
+	api := x402SolanaAPI(t)
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 3, "currency": "USD"})
+	path := "/checkout/pay/" + sess.Session.ExternalID + "/x402"
+	req := paymentRequired(t, api.x402Do(http.MethodGet, path, nil, nil).Header).Accepts[0]
+	payer := solanaPayer(t, api, 5_000_000)
+	transaction := exactSolanaTx(t, api, payer, req, 3_000_000)
+
+	// The treasury's co-signed transaction, as SettleExact would send it,
+	// sent without preflight while payTo has no token account: it lands
+	// failed.
+	raw, err := base64.StdEncoding.DecodeString(transaction)
+	require.NoError(t, err)
+	tx, err := solanago.TransactionFromBytes(raw)
+	require.NoError(t, err)
+	msg, err := tx.Message.MarshalBinary()
+	require.NoError(t, err)
+	treasury := solanago.PrivateKey(api.Env.Treasury.Key(chains.Solana))
+	require.Equal(t, req.Extra.FeePayer, treasury.PublicKey().String())
+	tx.Signatures[0], err = treasury.Sign(msg)
+	require.NoError(t, err)
+	sig, err := api.Env.Solana().Client().SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true})
+	require.NoError(t, err)
+	rc, err := api.Env.Ledger(chains.Solana).Wait(ctx, sig.String())
+	require.NoError(t, err)
+	require.Equal(t, chains.TxFailed, rc.State, "the transfer reverted on chain")
+
+	payload, err := json.Marshal(map[string]any{"x402Version": 2, "accepted": req, "payload": map[string]any{"transaction": transaction}})
+	require.NoError(t, err)
+	resp := api.x402Do(http.MethodGet, path, nil, http.Header{"Payment-Signature": {base64.StdEncoding.EncodeToString(payload)}})
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	settled := paymentResponse(t, resp.Header)
+	require.False(t, settled.Success, "%+v", settled)
+	require.Equal(t, sig.String(), settled.Transaction)
+	require.Equal(t, payer.PublicKey().String(), settled.Payer)
+	require.Equal(t, "invalid_transaction_state", settled.ErrorReason)
+
+	facilitator := map[string]any{"x402Version": 2, "paymentRequirements": req,
+		"paymentPayload": map[string]any{"x402Version": 2, "accepted": req, "payload": map[string]any{"transaction": transaction}}}
+	resp = api.do(http.MethodPost, "/x402/verify", facilitator, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	verified := resp.Map(t)
+	require.Equal(t, false, verified["isValid"], "a transaction that failed on chain is no valid payment: %v", verified)
+	require.Equal(t, "invalid_transaction_state", verified["invalidReason"])
+	require.Equal(t, payer.PublicKey().String(), verified["payer"])
+	resp = api.do(http.MethodPost, "/x402/settle", facilitator, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, map[string]any{"success": false, "errorReason": "invalid_transaction_state", "transaction": sig.String(),
+		"network": x402SolanaDevnet, "payer": payer.PublicKey().String()}, resp.Map(t))
+
+	cs, err := api.Env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(sess.Session.ExternalID)).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkoutsession.StatusPending, cs.Status)
+	n, err := api.Env.DB.Ent.Payment.Query().Where(payment.SessionID(cs.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "no payment recorded")
+	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing moved")
+}

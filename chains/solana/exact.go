@@ -405,7 +405,7 @@ func (l *Ledger) VerifyExact(ctx context.Context, transaction string, req chains
 		return chains.ExactChecked{}, err
 	}
 	if rc.State != chains.TxUnknown {
-		out.Known = true
+		out.Known, out.Failed = true, rc.State == chains.TxFailed
 		return out, nil
 	}
 	if err := l.checkBlockhash(ctx, p); err != nil {
