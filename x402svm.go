@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"agentpay/chains"
@@ -37,29 +38,36 @@ import (
 // check), as for EVM.
 //
 // Networks: x402 clients name Solana's clusters by CAIP-2 (solana: and
-// the first 32 characters of the genesis hash) and know three; live mode
-// is mainnet-beta, test mode devnet. The network is not part of what the
-// payer signs (the blockhash ties a transaction to its cluster), so the
-// name tells the client which cluster's RPC to build against.
+// the first 32 characters of the genesis hash) and know three. The network
+// offered is the cluster the node is on, by the genesis hash it answered
+// at start, never assumed from the mode: live mode only on mainnet-beta,
+// test mode on devnet or testnet; a node on any other cluster (a local
+// validator, mainnet under a test configuration) is not offered, and a
+// payload naming another cluster is refused (invalid_network). The network
+// is not part of what the payer signs (the blockhash ties a transaction to
+// its cluster), so without this check the name could point a client at
+// one cluster while the treasury settled on another.
 
-// x402SolanaCAIP2 is Solana's CAIP-2 network in each mode.
-var x402SolanaCAIP2 = map[Mode]string{
-	ModeLive: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
-	ModeTest: "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+// x402SolanaNetworks are the clusters each mode may be offered on.
+var x402SolanaNetworks = map[Mode][]string{
+	ModeLive: {x402.SolanaMainnet},
+	ModeTest: {x402.SolanaDevnet, x402.SolanaTestnet},
 }
 
-// isSolanaNetwork tells a Solana CAIP-2 network from an EVM one.
-func isSolanaNetwork(network string) bool { return strings.HasPrefix(network, "solana:") }
-
 // x402SolanaSettler is mode's Solana ledger as an exact settler, with the
-// network it is offered as; false when Solana is not configured in mode.
+// network it is offered as (its node's cluster); false when Solana is not
+// configured in mode or its node is on no cluster the mode may offer.
 func (s *Service) x402SolanaSettler(mode Mode) (chains.ExactSettler, chains.Ledger, string, bool) {
-	network, ok := x402SolanaCAIP2[mode]
+	ledger, err := s.ledger(mode, chains.Solana)
+	if err != nil {
+		return nil, nil, "", false
+	}
+	cluster, ok := ledger.(interface{ GenesisHash() string })
 	if !ok {
 		return nil, nil, "", false
 	}
-	ledger, err := s.ledger(mode, chains.Solana)
-	if err != nil {
+	network := x402.SolanaNetwork(cluster.GenesisHash())
+	if !slices.Contains(x402SolanaNetworks[mode], network) {
 		return nil, nil, "", false
 	}
 	settler, ok := ledger.(chains.ExactSettler)

@@ -216,7 +216,7 @@ func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p 
 	if err != nil {
 		return nil, nil, err
 	}
-	if isSolanaNetwork(p.Accepted.Network) {
+	if x402.IsSolanaNetwork(p.Accepted.Network) {
 		res, err := s.payX402Solana(ctx, sess, clientIP, p)
 		if err != nil {
 			return nil, nil, err
@@ -301,7 +301,7 @@ func (s *Service) sessionFor402(ctx context.Context, externalID string) (*ent.Ch
 
 // X402VerifyV2 is the facilitator's verify in version 2 (X402Verify's).
 func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.VerifyResponse, error) {
-	if isSolanaNetwork(req.PaymentRequirements.Network) {
+	if x402.IsSolanaNetwork(req.PaymentRequirements.Network) {
 		return s.x402SolanaVerify(ctx, m, req)
 	}
 	ar, err := s.facilitatorRequestV2(ctx, m, req)
@@ -311,7 +311,7 @@ func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *x402.F
 // X402SettleV2 is the facilitator's settle in version 2 (X402Settle's),
 // under the payload's payment-identifier when it carries one.
 func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.SettleResponse, error) {
-	if isSolanaNetwork(req.PaymentRequirements.Network) {
+	if x402.IsSolanaNetwork(req.PaymentRequirements.Network) {
 		return s.x402SolanaSettle(ctx, m, req)
 	}
 	network := req.PaymentPayload.Accepted.Network
