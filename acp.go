@@ -12,6 +12,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/internal/idempotency"
+	"agentpay/x402"
 )
 
 // The Agentic Commerce Protocol (ACP 2026-04-17) seller facade: an ACP
@@ -148,7 +149,7 @@ func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, k
 		var err error
 		switch cred.Type {
 		case ACPCredentialX402, "":
-			var p *X402PaymentPayloadV2
+			var p *x402.PaymentPayload
 			if p, err = DecodeX402PaymentV2(cred.Token); err == nil {
 				_, _, err = s.PayX402V2(ctx, externalID, clientIP, p)
 			}

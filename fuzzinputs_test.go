@@ -32,6 +32,7 @@ import (
 	"agentpay/ent"
 	"agentpay/internal/testenv"
 	"agentpay/internal/vault"
+	"agentpay/x402"
 )
 
 // FuzzAccountTokens: the lookups behind a sign-in link's page
@@ -98,21 +99,28 @@ func FuzzAccountTokens(f *testing.F) {
 var x402HeaderDecoders = []struct {
 	header   string
 	decode   func(string) (x402FuzzPayload, error)
+	request  func(p x402FuzzPayload, externalID string, mode Mode) (AuthorizedPaymentRequest, error)
 	envelope func(p x402FuzzPayload, chain chains.Name, mode Mode) bool
 }{
 	{ // v1: base64 of the payment payload's JSON
 		"X-PAYMENT",
 		func(h string) (x402FuzzPayload, error) { return DecodeX402Payment(h) },
+		func(p x402FuzzPayload, externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
+			return x402RequestV1(p.(*x402.PaymentPayloadV1), externalID, mode)
+		},
 		func(p x402FuzzPayload, chain chains.Name, mode Mode) bool {
-			v := p.(*X402PaymentPayload)
-			return v.X402Version == 1 && v.Scheme == "exact" && x402Networks[chain][mode].name == v.Network
+			v := p.(*x402.PaymentPayloadV1)
+			return v.X402Version == 1 && v.Scheme == "exact" && x402Networks[chain][mode] == v.Network
 		},
 	},
 	{ // v2: base64 of the payment payload's JSON, the accepted requirement echoed
 		"PAYMENT-SIGNATURE",
 		func(h string) (x402FuzzPayload, error) { return DecodeX402PaymentV2(h) },
+		func(p x402FuzzPayload, externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
+			return x402RequestV2(p.(*x402.PaymentPayload), externalID, mode)
+		},
 		func(p x402FuzzPayload, chain chains.Name, mode Mode) bool {
-			v := p.(*X402PaymentPayloadV2)
+			v := p.(*x402.PaymentPayload)
 			return v.X402Version == 2 && v.Accepted.Scheme == "exact" &&
 				v.Accepted.Network == fmt.Sprintf("eip155:%d", x402CAIP2[chain][mode]) &&
 				strings.TrimSpace(v.Payload.Authorization.Value) == v.Accepted.Amount &&
@@ -122,12 +130,10 @@ var x402HeaderDecoders = []struct {
 }
 
 // x402FuzzPayload is a decoded payment header of any version.
-type x402FuzzPayload interface {
-	request(externalID string, mode Mode) (AuthorizedPaymentRequest, error)
-}
+type x402FuzzPayload any
 
 // FuzzX402PaymentHeader: a payment header is decoded or refused with a
-// validation error naming it, within X402PaymentMaxBytes; what decodes
+// validation error naming it, within x402.MaxHeaderBytes; what decodes
 // encodes back to the same payload; its envelope (version, scheme, network
 // of the session's mode) is checked with validation errors, and the
 // authorization it carries parses as the relay reads it
@@ -141,10 +147,10 @@ func FuzzX402PaymentHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(header) > X402PaymentMaxBytes {
+		if len(header) > x402.MaxHeaderBytes {
 			t.Fatalf("decoded a %d-byte header", len(header))
 		}
-		if body, err := json.Marshal(p); err == nil && base64.StdEncoding.EncodedLen(len(body)) <= X402PaymentMaxBytes {
+		if body, err := json.Marshal(p); err == nil && base64.StdEncoding.EncodedLen(len(body)) <= x402.MaxHeaderBytes {
 			again, err := d.decode(base64.StdEncoding.EncodeToString(body))
 			if err != nil || !reflect.DeepEqual(p, again) {
 				t.Fatalf("%s: the payload %s does not decode back to itself: %v", d.header, body, err)
@@ -154,7 +160,7 @@ func FuzzX402PaymentHeader(f *testing.F) {
 		if live {
 			mode = ModeLive
 		}
-		req, err := p.request("cs_test_fuzz", mode)
+		req, err := d.request(p, "cs_test_fuzz", mode)
 		if err != nil {
 			if !IsValidation(err) {
 				t.Fatalf("envelope refused with %v", err)

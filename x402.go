@@ -2,8 +2,6 @@ package agentpay
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/x402"
 )
 
 // x402 (docs/agent-commerce.md, x402): a checkout session published as an
@@ -40,70 +39,11 @@ import (
 // merchant as any payment does, and a test key only reaches test sessions,
 // hence test networks.
 
-// X402Version is the protocol version spoken.
-const X402Version = 1
-
-// X402Scheme is the one payment scheme offered.
-const X402Scheme = "exact"
-
-// X402PaymentMaxBytes bounds an X-PAYMENT header (base64 of a payload of
-// a few hundred bytes).
-const X402PaymentMaxBytes = 4096
-
-// x402Networks names each chain and mode as x402 v1 does, with the chain
-// id its clients sign for.
-var x402Networks = map[chains.Name]map[Mode]struct {
-	name    string
-	chainID uint64
-}{
-	chains.Base:    {ModeLive: {"base", 8453}, ModeTest: {"base-sepolia", 84532}},
-	chains.Polygon: {ModeLive: {"polygon", 137}, ModeTest: {"polygon-amoy", 80002}},
-}
-
-// X402Requirement is one entry of a 402's accepts.
-type X402Requirement struct {
-	Scheme            string          `json:"scheme"`
-	Network           string          `json:"network"`
-	MaxAmountRequired string          `json:"maxAmountRequired"`
-	Resource          string          `json:"resource"`
-	Description       string          `json:"description"`
-	MimeType          string          `json:"mimeType"`
-	PayTo             string          `json:"payTo"`
-	MaxTimeoutSeconds int             `json:"maxTimeoutSeconds"`
-	Asset             string          `json:"asset"`
-	Extra             X402DomainExtra `json:"extra"`
-	// OutputSchema is the resource's, as a merchant's requirements may
-	// carry it (facilitator requests); the service sets none.
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-}
-
-// X402DomainExtra is the token's EIP-712 domain name and version, which
-// the client signs under.
-type X402DomainExtra struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
-// X402PaymentPayload is the JSON in an X-PAYMENT header, and a
-// facilitator request's paymentPayload.
-type X402PaymentPayload struct {
-	X402Version int    `json:"x402Version"`
-	Scheme      string `json:"scheme"`
-	Network     string `json:"network"`
-	Payload     struct {
-		Signature     string                `json:"signature"`
-		Authorization TransferAuthorization `json:"authorization"`
-	} `json:"payload"`
-}
-
-// X402SettleResponse is what X-PAYMENT-RESPONSE carries (base64 JSON) and
-// settle answers.
-type X402SettleResponse struct {
-	Success     bool   `json:"success"`
-	ErrorReason string `json:"errorReason,omitempty"`
-	Transaction string `json:"transaction"`
-	Network     string `json:"network"`
-	Payer       string `json:"payer"`
+// x402Networks names each chain and mode as x402 v1 does (the chain id
+// its clients sign for is x402.NetworkV1ChainID's).
+var x402Networks = map[chains.Name]map[Mode]string{
+	chains.Base:    {ModeLive: "base", ModeTest: "base-sepolia"},
+	chains.Polygon: {ModeLive: "polygon", ModeTest: "polygon-amoy"},
 }
 
 // x402MaxTimeoutSeconds is how long the payer's authorization should stay
@@ -116,7 +56,7 @@ const x402MaxTimeoutSeconds = 120
 // resource is the URL the client asked. ErrNotFound for an unknown
 // session, ErrConflict for one no longer open, a ValidationError when no
 // chain qualifies.
-func (s *Service) X402Requirements(ctx context.Context, externalID, resource string) ([]X402Requirement, error) {
+func (s *Service) X402Requirements(ctx context.Context, externalID, resource string) ([]x402.RequirementsV1, error) {
 	offer, err := s.X402Offers(ctx, externalID, resource)
 	if err != nil {
 		return nil, err
@@ -130,10 +70,11 @@ func (s *Service) X402Requirements(ctx context.Context, externalID, resource str
 // x402Network is chain's x402 name in mode, when its ledger is configured,
 // relays authorizations and is on the chain id x402 clients sign for.
 func (s *Service) x402Network(mode Mode, chain chains.Name) (string, bool) {
-	n, ok := x402Networks[chain][mode]
+	name, ok := x402Networks[chain][mode]
 	if !ok {
 		return "", false
 	}
+	chainID, _ := x402.NetworkV1ChainID(name)
 	ledger, err := s.ledger(mode, chain)
 	if err != nil {
 		return "", false
@@ -142,67 +83,72 @@ func (s *Service) x402Network(mode Mode, chain chains.Name) (string, bool) {
 		return "", false
 	}
 	id, ok := ledger.(interface{ ChainID() uint64 })
-	if !ok || id.ChainID() != n.chainID {
+	if !ok || id.ChainID() != chainID {
 		return "", false
 	}
-	return n.name, true
+	return name, true
 }
 
 // x402Chain is the chain x402 calls network in mode.
 func x402Chain(mode Mode, network string) (chains.Name, bool) {
 	for chain, modes := range x402Networks {
-		if modes[mode].name == network {
+		if modes[mode] == network {
 			return chain, true
 		}
 	}
 	return "", false
 }
 
-// DecodeX402Payment reads an X-PAYMENT header: base64 of the JSON payload.
-func DecodeX402Payment(header string) (*X402PaymentPayload, error) {
-	if len(header) > X402PaymentMaxBytes {
-		return nil, Invalid("X-PAYMENT", "must be at most %d bytes", X402PaymentMaxBytes)
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(header))
-	if err != nil {
-		if raw, err = base64.RawURLEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(header), "=")); err != nil {
-			return nil, Invalid("X-PAYMENT", "must be base64 of the payment payload's JSON")
-		}
-	}
-	var p X402PaymentPayload
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, Invalid("X-PAYMENT", "must be base64 of the payment payload's JSON: %v", err)
-	}
-	return &p, nil
+// DecodeX402Payment reads an X-PAYMENT header (x402.DecodePaymentV1), a
+// header that does not decode refused as a ValidationError naming it.
+func DecodeX402Payment(header string) (*x402.PaymentPayloadV1, error) {
+	p, err := x402.DecodePaymentV1(header)
+	return p, x402HeaderInvalid(err)
 }
 
-// request checks the payload's envelope and makes it a relay request for
-// the session, in the session's mode.
-func (p *X402PaymentPayload) request(externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
-	if p.X402Version != X402Version {
-		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", X402Version)
+// x402HeaderInvalid is a header the leaf could not decode as the
+// service's ValidationError (nil stays nil).
+func x402HeaderInvalid(err error) error {
+	var he *x402.HeaderError
+	if errors.As(err, &he) {
+		return Invalid(he.Header, "%s", he.Reason)
 	}
-	if p.Scheme != X402Scheme {
-		return AuthorizedPaymentRequest{}, Invalid("scheme", "must be %q", X402Scheme)
+	return err
+}
+
+// x402RequestV1 checks the payload's envelope and makes it a relay
+// request for the session, in the session's mode.
+func x402RequestV1(p *x402.PaymentPayloadV1, externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
+	if p.X402Version != x402.Version1 {
+		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", x402.Version1)
+	}
+	if p.Scheme != x402.SchemeExact {
+		return AuthorizedPaymentRequest{}, Invalid("scheme", "must be %q", x402.SchemeExact)
 	}
 	chain, ok := x402Chain(mode, p.Network)
 	if !ok {
 		return AuthorizedPaymentRequest{}, Invalid("network", "%q is not a %s-mode network offered: base, polygon (live), base-sepolia, polygon-amoy (test)", p.Network, mode)
 	}
-	auth := p.Payload.Authorization
-	auth.Signature = p.Payload.Signature
-	return AuthorizedPaymentRequest{ExternalID: externalID, Chain: string(chain), Authorization: auth}, nil
+	return AuthorizedPaymentRequest{ExternalID: externalID, Chain: string(chain),
+		Authorization: transferAuthorizationOf(p.Payload.Authorization, p.Payload.Signature)}, nil
+}
+
+// transferAuthorizationOf is an x402 payload's EIP-3009 authorization and
+// its signature as the relay reads them.
+func transferAuthorizationOf(a x402.Authorization, signature string) TransferAuthorization {
+	return TransferAuthorization{From: a.From, To: a.To, Value: a.Value, ValidAfter: a.ValidAfter,
+		ValidBefore: a.ValidBefore, Nonce: a.Nonce, Signature: signature}
 }
 
 // PayX402 settles an X-PAYMENT for the session: the relay of its
 // authorization (PayWithAuthorization), answered as X-PAYMENT-RESPONSE.
 // clientIP is the payer's client, whose relays are limited (relays.go).
-func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *X402PaymentPayload) (*AuthorizedPayment, *X402SettleResponse, error) {
+func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *x402.PaymentPayloadV1) (*AuthorizedPayment, *x402.SettleResponse, error) {
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, nil, err
 	}
-	req, err := p.request(externalID, sessionMode(sess))
+	req, err := x402RequestV1(p, externalID, sessionMode(sess))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,38 +160,24 @@ func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *X
 	return res, settleResponse(p.Network, res), nil
 }
 
-func settleResponse(network string, res *AuthorizedPayment) *X402SettleResponse {
-	out := &X402SettleResponse{Success: res.Status != "failed", Transaction: res.TxHash, Network: network, Payer: res.Payer}
+func settleResponse(network string, res *AuthorizedPayment) *x402.SettleResponse {
+	out := &x402.SettleResponse{Success: res.Status != "failed", Transaction: res.TxHash, Network: network, Payer: res.Payer}
 	if !out.Success {
 		out.ErrorReason = "invalid_transaction_state"
 	}
 	return out
 }
 
-// X402FacilitatorRequest is what /x402/verify and /x402/settle take.
-type X402FacilitatorRequest struct {
-	X402Version         int                `json:"x402Version"`
-	PaymentPayload      X402PaymentPayload `json:"paymentPayload"`
-	PaymentRequirements X402Requirement    `json:"paymentRequirements"`
-}
-
-// X402VerifyResponse is verify's answer.
-type X402VerifyResponse struct {
-	IsValid       bool   `json:"isValid"`
-	InvalidReason string `json:"invalidReason,omitempty"`
-	Payer         string `json:"payer"`
-}
-
 // facilitatorRequest checks a facilitator request against itself (the
 // payload pays what the requirements ask) and finds the merchant's open
 // session whose deposit address is payTo, in the key's mode.
-func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequest) (AuthorizedPaymentRequest, error) {
+func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequestV1) (AuthorizedPaymentRequest, error) {
 	pr, pp := req.PaymentRequirements, req.PaymentPayload
-	if req.X402Version != X402Version {
-		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", X402Version)
+	if req.X402Version != x402.Version1 {
+		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", x402.Version1)
 	}
-	if pr.Scheme != X402Scheme {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.scheme", "must be %q", X402Scheme)
+	if pr.Scheme != x402.SchemeExact {
+		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.scheme", "must be %q", x402.SchemeExact)
 	}
 	if pr.Network != pp.Network || pr.Scheme != pp.Scheme {
 		return AuthorizedPaymentRequest{}, Invalid("paymentPayload.network", "must be the requirements' scheme and network")
@@ -278,7 +210,7 @@ func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *
 	if len(addrs) == 0 {
 		return AuthorizedPaymentRequest{}, fmt.Errorf("%w: payTo %s is not a deposit address of a %s-mode session of yours", ErrNotFound, pr.PayTo, m.Mode)
 	}
-	out, err := pp.request(addrs[0].Edges.Session.ExternalID, m.Mode)
+	out, err := x402RequestV1(&pp, addrs[0].Edges.Session.ExternalID, m.Mode)
 	if err != nil {
 		return AuthorizedPaymentRequest{}, err
 	}
@@ -288,7 +220,7 @@ func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *
 // X402Verify is the facilitator's verify: every check a settle runs, no
 // gas spent. A refusal of the payment is an answer (isValid false, with
 // x402's reason), not an error; errors are the request's own faults.
-func (s *Service) X402Verify(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequest) (*X402VerifyResponse, error) {
+func (s *Service) X402Verify(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequestV1) (*x402.VerifyResponse, error) {
 	ar, err := s.facilitatorRequest(ctx, m, req)
 	return s.x402VerifyAnswer(ctx, req.PaymentPayload.Payload.Authorization.From, ar, err)
 }
@@ -296,8 +228,8 @@ func (s *Service) X402Verify(ctx context.Context, m *MerchantAuth, req *X402Faci
 // x402VerifyAnswer is a verify's answer in either version: the checks a
 // settle runs on ar (err: the request's own reading of it), a refusal of
 // the payment told as x402's reason.
-func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar AuthorizedPaymentRequest, err error) (*X402VerifyResponse, error) {
-	out := &X402VerifyResponse{Payer: payer}
+func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar AuthorizedPaymentRequest, err error) (*x402.VerifyResponse, error) {
+	out := &x402.VerifyResponse{Payer: payer}
 	if err == nil {
 		err = s.VerifyAuthorizedPayment(ctx, ar)
 	}
@@ -307,7 +239,7 @@ func (s *Service) x402VerifyAnswer(ctx context.Context, payer string, ar Authori
 // x402Verdict completes a verify's answer from its checks' error, on every
 // network: valid when nil, a refusal of the payment told as x402's reason,
 // and any other error (the service's own failure) returned as such.
-func x402Verdict(out *X402VerifyResponse, err error) (*X402VerifyResponse, error) {
+func x402Verdict(out *x402.VerifyResponse, err error) (*x402.VerifyResponse, error) {
 	if err != nil {
 		reason, ok := X402Reason(err)
 		if !ok {
@@ -323,7 +255,7 @@ func x402Verdict(out *X402VerifyResponse, err error) (*X402VerifyResponse, error
 // X402Settle is the facilitator's settle: the relay, the payment recorded
 // as the session's. The caller is the merchant (its key), so the relay
 // counts against the merchant's relay rate only, not a client IP's.
-func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequest) (*X402SettleResponse, error) {
+func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequestV1) (*x402.SettleResponse, error) {
 	ar, err := s.facilitatorRequest(ctx, m, req)
 	if err == nil {
 		var res *AuthorizedPayment
@@ -335,7 +267,7 @@ func (s *Service) X402Settle(ctx context.Context, m *MerchantAuth, req *X402Faci
 	if !ok {
 		return nil, err
 	}
-	return &X402SettleResponse{ErrorReason: reason, Network: req.PaymentPayload.Network,
+	return &x402.SettleResponse{ErrorReason: reason, Network: req.PaymentPayload.Network,
 		Payer: req.PaymentPayload.Payload.Authorization.From}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/idempotencykey"
 	"agentpay/ent/payment"
+	"agentpay/x402"
 )
 
 // TestX402Reason: refusals of a payment are named as x402 names them;
@@ -54,14 +55,14 @@ func TestDecodeX402Payment(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "base-sepolia", p.Network)
 		require.Equal(t, "5", p.Payload.Authorization.Value)
-		req, err := p.request("cs_test_x", ModeTest)
+		req, err := x402RequestV1(p, "cs_test_x", ModeTest)
 		require.NoError(t, err)
 		require.Equal(t, "base", req.Chain)
 		require.Equal(t, "0xab", req.Authorization.Signature)
-		_, err = p.request("cs_live_x", ModeLive)
+		_, err = x402RequestV1(p, "cs_live_x", ModeLive)
 		require.True(t, IsValidation(err), "base-sepolia is no live network")
 	}
-	for _, bad := range []string{"!!", base64.StdEncoding.EncodeToString([]byte("[1]")), strings.Repeat("A", X402PaymentMaxBytes+1)} {
+	for _, bad := range []string{"!!", base64.StdEncoding.EncodeToString([]byte("[1]")), strings.Repeat("A", x402.MaxHeaderBytes+1)} {
 		_, err := DecodeX402Payment(bad)
 		require.True(t, IsValidation(err), "%q: %v", bad[:2], err)
 	}
@@ -69,13 +70,14 @@ func TestDecodeX402Payment(t *testing.T) {
 
 // x402V2Payload is a v2 payment payload paying the session's base
 // deposit address with auth under the payment-identifier id.
-func x402V2Payload(auth TransferAuthorization, id string) *X402PaymentPayloadV2 {
-	p := &X402PaymentPayloadV2{X402Version: 2, Accepted: X402RequirementV2{
+func x402V2Payload(auth TransferAuthorization, id string) *x402.PaymentPayload {
+	p := &x402.PaymentPayload{X402Version: 2, Accepted: x402.Requirements{
 		Scheme: "exact", Network: "eip155:84532", Amount: auth.Value, PayTo: auth.To, MaxTimeoutSeconds: 120,
 	}}
-	p.Payload.Signature, p.Payload.Authorization = auth.Signature, auth
-	p.Payload.Authorization.Signature = ""
-	p.Extensions = &X402Extensions{PaymentIdentifier: &X402PaymentIdentifier{}}
+	p.Payload.Signature = auth.Signature
+	p.Payload.Authorization = x402.Authorization{From: auth.From, To: auth.To, Value: auth.Value,
+		ValidAfter: auth.ValidAfter, ValidBefore: auth.ValidBefore, Nonce: auth.Nonce}
+	p.Extensions = &x402.Extensions{PaymentIdentifier: &x402.PaymentIdentifier{}}
 	p.Extensions.PaymentIdentifier.Info.ID = id
 	return p
 }
@@ -131,7 +133,7 @@ func TestX402PaymentIdentifierCrashAfterBroadcast(t *testing.T) {
 	require.True(t, res.Replayed)
 	require.Equal(t, sub.TxHash, res.TxHash)
 	require.NotNil(t, res.Payment)
-	require.Equal(t, &X402SettleResponse{Success: true, Transaction: sub.TxHash, Network: "eip155:84532", Payer: payer.addr}, settled)
+	require.Equal(t, &x402.SettleResponse{Success: true, Transaction: sub.TxHash, Network: "eip155:84532", Payer: payer.addr}, settled)
 
 	require.Equal(t, int64(2_500_000), e.env.Balance(t, chains.Base, payer.addr).Int64(), "one transfer")
 	require.Equal(t, 1, e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).CountX(ctx))
@@ -159,31 +161,31 @@ func TestX402V2Envelope(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		mode  Mode
-		edit  func(*X402PaymentPayloadV2)
+		edit  func(*x402.PaymentPayload)
 		chain string // "" refused, naming field
 		field string
 	}{
-		{"base sepolia", ModeTest, func(*X402PaymentPayloadV2) {}, "base", ""},
-		{"base live", ModeLive, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "eip155:8453" }, "base", ""},
-		{"arbitrum sepolia", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "eip155:421614" }, "arbitrum", ""},
-		{"polygon amoy", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "eip155:80002" }, "polygon", ""},
-		{"live network in test", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "eip155:8453" }, "", "accepted.network"},
-		{"v1 name", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "base-sepolia" }, "", "accepted.network"},
-		{"leading zero", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "eip155:084532" }, "", "accepted.network"},
-		{"solana", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Network = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1" }, "", "accepted.network"},
-		{"version 1", ModeTest, func(p *X402PaymentPayloadV2) { p.X402Version = 1 }, "", "x402Version"},
-		{"upto", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Scheme = "upto" }, "", "accepted.scheme"},
-		{"permit2", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Extra.AssetTransferMethod = "permit2" }, "", "accepted.extra.assetTransferMethod"},
-		{"amount", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.Amount = "6" }, "", "authorization.value"},
-		{"payTo", ModeTest, func(p *X402PaymentPayloadV2) { p.Accepted.PayTo = "0x" + strings.Repeat("ef", 20) }, "", "authorization.to"},
-		{"id too short", ModeTest, func(p *X402PaymentPayloadV2) { p.Extensions.PaymentIdentifier.Info.ID = "pay_short" }, "", "extensions.payment-identifier.info.id"},
-		{"id with a dot", ModeTest, func(p *X402PaymentPayloadV2) { p.Extensions.PaymentIdentifier.Info.ID = "pay.0123456789abcdef" }, "", "extensions.payment-identifier.info.id"},
-		{"no id", ModeTest, func(p *X402PaymentPayloadV2) { p.Extensions = nil }, "base", ""},
+		{"base sepolia", ModeTest, func(*x402.PaymentPayload) {}, "base", ""},
+		{"base live", ModeLive, func(p *x402.PaymentPayload) { p.Accepted.Network = "eip155:8453" }, "base", ""},
+		{"arbitrum sepolia", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "eip155:421614" }, "arbitrum", ""},
+		{"polygon amoy", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "eip155:80002" }, "polygon", ""},
+		{"live network in test", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "eip155:8453" }, "", "accepted.network"},
+		{"v1 name", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "base-sepolia" }, "", "accepted.network"},
+		{"leading zero", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "eip155:084532" }, "", "accepted.network"},
+		{"solana", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Network = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1" }, "", "accepted.network"},
+		{"version 1", ModeTest, func(p *x402.PaymentPayload) { p.X402Version = 1 }, "", "x402Version"},
+		{"upto", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Scheme = "upto" }, "", "accepted.scheme"},
+		{"permit2", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Extra.AssetTransferMethod = "permit2" }, "", "accepted.extra.assetTransferMethod"},
+		{"amount", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.Amount = "6" }, "", "authorization.value"},
+		{"payTo", ModeTest, func(p *x402.PaymentPayload) { p.Accepted.PayTo = "0x" + strings.Repeat("ef", 20) }, "", "authorization.to"},
+		{"id too short", ModeTest, func(p *x402.PaymentPayload) { p.Extensions.PaymentIdentifier.Info.ID = "pay_short" }, "", "extensions.payment-identifier.info.id"},
+		{"id with a dot", ModeTest, func(p *x402.PaymentPayload) { p.Extensions.PaymentIdentifier.Info.ID = "pay.0123456789abcdef" }, "", "extensions.payment-identifier.info.id"},
+		{"no id", ModeTest, func(p *x402.PaymentPayload) { p.Extensions = nil }, "base", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := x402V2Payload(auth, "pay_0123456789abcdef")
 			tc.edit(p)
-			req, err := p.request("cs_x", tc.mode)
+			req, err := x402RequestV2(p, "cs_x", tc.mode)
 			if tc.chain == "" {
 				var verr *ValidationError
 				require.ErrorAs(t, err, &verr)

@@ -12,6 +12,7 @@ import (
 	"agentpay/ent"
 	"agentpay/ent/relay"
 	"agentpay/internal/idempotency"
+	"agentpay/x402"
 )
 
 // x402's payment-identifier extension (docs/agent-commerce.md, exactly
@@ -51,28 +52,15 @@ import (
 // short, a rate limit, the session not payable) releases the id: the
 // client's next attempt with it runs its own authorization.
 
-// X402PaymentIDMinLen and X402PaymentIDMaxLen bound a payment-identifier
-// id (16 to 128 of A-Z, a-z, 0-9, '-' and '_', as the extension says).
-const (
-	X402PaymentIDMinLen = 16
-	X402PaymentIDMaxLen = 128
-)
-
 // x402PaymentOperation is the operation the ids are claimed for.
 const x402PaymentOperation = "x402_payment"
 
-// paymentID is the payload's payment-identifier id ("" when it carries
-// none), or a ValidationError for a malformed one.
-func (p *X402PaymentPayloadV2) paymentID() (string, error) {
-	if p.Extensions == nil || p.Extensions.PaymentIdentifier == nil {
-		return "", nil
-	}
-	id := p.Extensions.PaymentIdentifier.Info.ID
-	if id == "" {
-		return "", nil
-	}
-	if len(id) < X402PaymentIDMinLen || len(id) > X402PaymentIDMaxLen || strings.TrimLeft(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
-		return "", Invalid("extensions.payment-identifier.info.id", "must be %d to %d letters, digits, '-' or '_'", X402PaymentIDMinLen, X402PaymentIDMaxLen)
+// x402PaymentID is the payload's payment-identifier id ("" when it
+// carries none), or a ValidationError for a malformed one.
+func x402PaymentID(p *x402.PaymentPayload) (string, error) {
+	id := p.PaymentID()
+	if id != "" && !x402.ValidPaymentID(id) {
+		return "", Invalid("extensions.payment-identifier.info.id", "must be %d to %d letters, digits, '-' or '_'", x402.PaymentIDMinLen, x402.PaymentIDMaxLen)
 	}
 	return id, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"agentpay/chains"
@@ -11,6 +12,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
 	"agentpay/internal/idempotency"
+	"agentpay/x402"
 )
 
 // x402 v2's exact scheme on Solana (docs/agent-commerce.md, x402 on
@@ -36,29 +38,36 @@ import (
 // check), as for EVM.
 //
 // Networks: x402 clients name Solana's clusters by CAIP-2 (solana: and
-// the first 32 characters of the genesis hash) and know three; live mode
-// is mainnet-beta, test mode devnet. The network is not part of what the
-// payer signs (the blockhash ties a transaction to its cluster), so the
-// name tells the client which cluster's RPC to build against.
+// the first 32 characters of the genesis hash) and know three. The network
+// offered is the cluster the node is on, by the genesis hash it answered
+// at start, never assumed from the mode: live mode only on mainnet-beta,
+// test mode on devnet or testnet; a node on any other cluster (a local
+// validator, mainnet under a test configuration) is not offered, and a
+// payload naming another cluster is refused (invalid_network). The network
+// is not part of what the payer signs (the blockhash ties a transaction to
+// its cluster), so without this check the name could point a client at
+// one cluster while the treasury settled on another.
 
-// x402SolanaCAIP2 is Solana's CAIP-2 network in each mode.
-var x402SolanaCAIP2 = map[Mode]string{
-	ModeLive: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
-	ModeTest: "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+// x402SolanaNetworks are the clusters each mode may be offered on.
+var x402SolanaNetworks = map[Mode][]string{
+	ModeLive: {x402.SolanaMainnet},
+	ModeTest: {x402.SolanaDevnet, x402.SolanaTestnet},
 }
 
-// isSolanaNetwork tells a Solana CAIP-2 network from an EVM one.
-func isSolanaNetwork(network string) bool { return strings.HasPrefix(network, "solana:") }
-
 // x402SolanaSettler is mode's Solana ledger as an exact settler, with the
-// network it is offered as; false when Solana is not configured in mode.
+// network it is offered as (its node's cluster); false when Solana is not
+// configured in mode or its node is on no cluster the mode may offer.
 func (s *Service) x402SolanaSettler(mode Mode) (chains.ExactSettler, chains.Ledger, string, bool) {
-	network, ok := x402SolanaCAIP2[mode]
+	ledger, err := s.ledger(mode, chains.Solana)
+	if err != nil {
+		return nil, nil, "", false
+	}
+	cluster, ok := ledger.(interface{ GenesisHash() string })
 	if !ok {
 		return nil, nil, "", false
 	}
-	ledger, err := s.ledger(mode, chains.Solana)
-	if err != nil {
+	network := x402.SolanaNetwork(cluster.GenesisHash())
+	if !slices.Contains(x402SolanaNetworks[mode], network) {
 		return nil, nil, "", false
 	}
 	settler, ok := ledger.(chains.ExactSettler)
@@ -70,7 +79,7 @@ func (s *Service) x402SolanaSettler(mode Mode) (chains.ExactSettler, chains.Ledg
 
 // x402SolanaOffer is the session's Solana requirement, when the merchant
 // accepts USDC on Solana and it is configured in the session's mode.
-func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession) (*X402RequirementV2, error) {
+func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession) (*x402.Requirements, error) {
 	settler, ledger, network, ok := s.x402SolanaSettler(sessionMode(sess))
 	if !ok || !merchantAccepts(sess.Edges.Merchant, chains.Solana, TokenUSDC) {
 		return nil, nil
@@ -83,10 +92,10 @@ func (s *Service) x402SolanaOffer(ctx context.Context, sess *ent.CheckoutSession
 	if err != nil {
 		return nil, err
 	}
-	return &X402RequirementV2{
-		Scheme: X402Scheme, Network: network, Amount: units.String(), Asset: ledger.Token(),
+	return &x402.Requirements{
+		Scheme: x402.SchemeExact, Network: network, Amount: units.String(), Asset: ledger.Token(),
 		PayTo: da.Address, MaxTimeoutSeconds: x402MaxTimeoutSeconds,
-		Extra: X402ExtraV2{FeePayer: settler.FeePayer(), Memo: sess.ExternalID},
+		Extra: x402.Extra{FeePayer: settler.FeePayer(), Memo: sess.ExternalID},
 	}, nil
 }
 
@@ -125,13 +134,13 @@ type solanaExactTarget struct {
 // solanaExactTargetOf checks the payload's envelope against the session
 // and finds what it must pay: the session's deposit address on Solana
 // (allocated as a selection would), the amount due, its memo.
-func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSession, p *X402PaymentPayloadV2) (*solanaExactTarget, error) {
+func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSession, p *x402.PaymentPayload) (*solanaExactTarget, error) {
 	mode := sessionMode(sess)
-	if p.X402Version != X402Version2 {
-		return nil, Invalid("x402Version", "must be %d", X402Version2)
+	if p.X402Version != x402.Version2 {
+		return nil, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if p.Accepted.Scheme != X402Scheme {
-		return nil, Invalid("accepted.scheme", "must be %q", X402Scheme)
+	if p.Accepted.Scheme != x402.SchemeExact {
+		return nil, Invalid("accepted.scheme", "must be %q", x402.SchemeExact)
 	}
 	settler, ledger, network, ok := s.x402SolanaSettler(mode)
 	if !ok || p.Accepted.Network != network {
@@ -140,7 +149,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	if p.Payload.Transaction == "" {
 		return nil, Invalid("payload.transaction", "is required: the payer-signed transaction, base64")
 	}
-	if _, err := p.paymentID(); err != nil {
+	if _, err := x402PaymentID(p); err != nil {
 		return nil, err
 	}
 	if !sess.Edges.Merchant.Active {
@@ -175,7 +184,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 
 // payX402Solana settles a Solana exact payload for sess, under its
 // payment-identifier when it carries one.
-func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *X402PaymentPayloadV2) (*AuthorizedPayment, error) {
+func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, error) {
 	st, err := s.solanaExactTargetOf(ctx, sess, p)
 	if err != nil {
 		return nil, err
@@ -184,7 +193,7 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
 	}
-	id, _ := p.paymentID()
+	id, _ := x402PaymentID(p)
 	if id == "" {
 		if err != nil {
 			return nil, solanaExactError(err)
@@ -320,13 +329,13 @@ func (s *Service) replaySolanaExact(ctx context.Context, st *solanaExactTarget, 
 
 // solanaFacilitatorTarget finds the merchant's session whose Solana
 // deposit address is payTo, in the key's mode.
-func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*ent.CheckoutSession, error) {
+func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*ent.CheckoutSession, error) {
 	pr, pp := req.PaymentRequirements, &req.PaymentPayload
-	if req.X402Version != X402Version2 {
-		return nil, Invalid("x402Version", "must be %d", X402Version2)
+	if req.X402Version != x402.Version2 {
+		return nil, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if pr.Scheme != X402Scheme || pp.Accepted.Scheme != X402Scheme {
-		return nil, Invalid("paymentRequirements.scheme", "must be %q", X402Scheme)
+	if pr.Scheme != x402.SchemeExact || pp.Accepted.Scheme != x402.SchemeExact {
+		return nil, Invalid("paymentRequirements.scheme", "must be %q", x402.SchemeExact)
 	}
 	if pr.Network != pp.Accepted.Network || pr.Amount != pp.Accepted.Amount || pr.PayTo != pp.Accepted.PayTo || pr.Asset != pp.Accepted.Asset {
 		return nil, Invalid("paymentPayload.accepted", "must be the requirements' network, amount, asset and payTo")
@@ -364,8 +373,8 @@ func (s *Service) solanaFacilitatorSession(ctx context.Context, m *MerchantAuth,
 }
 
 // x402SolanaVerify is the facilitator's verify of a Solana payload.
-func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
-	out := &X402VerifyResponse{}
+func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.VerifyResponse, error) {
+	out := &x402.VerifyResponse{Payer: s.x402PayerOf(&req.PaymentPayload)}
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	var st *solanaExactTarget
 	if err == nil {
@@ -374,10 +383,13 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X4
 	if err == nil {
 		var checked chains.ExactChecked
 		checked, err = st.settler.VerifyExact(ctx, req.PaymentPayload.Payload.Transaction, st.req)
-		out.Payer = checked.Payer
-		if err != nil {
+		switch {
+		case err != nil:
 			err = solanaExactError(err)
-		} else if !checked.Known {
+		case checked.Failed:
+			err = &x402SVMRefusal{v: &ValidationError{Field: "payload.transaction",
+				Message: fmt.Sprintf("transaction %s failed on chain: nothing was paid; sign a new payment", checked.TxHash)}, reason: "invalid_transaction_state"}
+		case !checked.Known:
 			err = selectable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, sess.ID) })
 			if err == nil {
 				err = s.checkRelayedPayer(ctx, checked.Payer, sess)
@@ -388,7 +400,7 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *X4
 }
 
 // x402SolanaSettle is the facilitator's settle of a Solana payload.
-func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402SettleResponse, error) {
+func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.SettleResponse, error) {
 	network := req.PaymentPayload.Accepted.Network
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	if err == nil {
@@ -401,5 +413,5 @@ func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *X4
 	if !ok {
 		return nil, err
 	}
-	return &X402SettleResponse{ErrorReason: reason, Network: network}, nil
+	return &x402.SettleResponse{ErrorReason: reason, Network: network, Payer: s.x402PayerOf(&req.PaymentPayload)}, nil
 }

@@ -13,13 +13,14 @@ import (
 	"agentpay/chains"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // exactSolanaPayload is the PAYMENT-SIGNATURE payload @x402/svm's client
 // makes for req, built in Go: compute unit limit and price, the
 // TransferChecked from payer's token account to payTo's, the memo; the
 // fee payer's signature left empty.
-func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKey, req X402RequirementV2) *X402PaymentPayloadV2 {
+func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKey, req x402.Requirements) *x402.PaymentPayload {
 	t.Helper()
 	mint := solanago.MustPublicKeyFromBase58(req.Asset)
 	src, _, err := solanago.FindAssociatedTokenAddress(payer.PublicKey(), mint)
@@ -53,7 +54,7 @@ func exactSolanaPayload(t *testing.T, env *testenv.Env, payer solanago.PrivateKe
 	tx.Signatures = []solanago.Signature{{}, sig}
 	raw, err := tx.MarshalBinary()
 	require.NoError(t, err)
-	p := &X402PaymentPayloadV2{X402Version: X402Version2, Accepted: req}
+	p := &x402.PaymentPayload{X402Version: x402.Version2, Accepted: req}
 	p.Payload.Transaction = base64.StdEncoding.EncodeToString(raw)
 	return p
 }
@@ -113,4 +114,61 @@ func TestX402SolanaAgentWalletUnderPolicy(t *testing.T) {
 	require.True(t, settle.Success)
 	require.Equal(t, "detected", res.Status)
 	require.Equal(t, int64(4_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64())
+}
+
+// TestX402SolanaNetworkIsTheNodesCluster: Solana is offered as the cluster
+// its node is on, by the genesis hash the node answers, never as the one
+// the mode assumes: a test-mode node on testnet is offered as testnet and
+// a payload naming devnet is refused; a node on a cluster x402 has no
+// name for (a local validator) is not offered at all, and a payload for
+// it, under any network, is refused. Nothing moves.
+func TestX402SolanaNetworkIsTheNodesCluster(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		genesis string
+		offered string // "" for none
+	}{
+		{"testnet", "4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY", x402.SolanaTestnet},
+		{"a local cluster", solanago.NewWallet().PublicKey().String(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Solana}, SolanaGenesisHash: tc.genesis})
+			svc := newTestService(t, env, Config{AgentMode: ModeTest})
+			name := "Shop"
+			shop, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+			require.NoError(t, err)
+			e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: svc, db: env.DB}, merchant: shop.Merchant}
+			sess := e.session(t, "1", false)
+			payer, err := solanago.NewRandomPrivateKey()
+			require.NoError(t, err)
+			env.Fund(t, chains.Solana, payer.PublicKey().String(), 5_000_000)
+
+			offer, err := svc.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+			var req x402.Requirements
+			if tc.offered == "" {
+				require.True(t, IsValidation(err), "no network offered: %v", err)
+				require.Empty(t, svc.X402SupportedFor(ModeTest).Signers["solana:*"])
+				// The payload a client would have built had the mode's
+				// cluster been assumed.
+				da, err := svc.sessionDepositAddress(ctx, sess, chains.Solana)
+				require.NoError(t, err)
+				settler := env.Ledger(chains.Solana).(chains.ExactSettler)
+				req = x402.Requirements{Scheme: "exact", Network: x402.SolanaDevnet, Amount: "1000000", Asset: env.Ledger(chains.Solana).Token(),
+					PayTo: da.Address, MaxTimeoutSeconds: 120, Extra: x402.Extra{FeePayer: settler.FeePayer(), Memo: sess.ExternalID}}
+			} else {
+				require.NoError(t, err)
+				require.Len(t, offer.V2.Accepts, 1)
+				req = offer.V2.Accepts[0]
+				require.Equal(t, tc.offered, req.Network, "offered as the node's cluster")
+				require.Equal(t, tc.offered, svc.X402SupportedFor(ModeTest).Kinds[0].Network)
+				req.Network = x402.SolanaDevnet
+			}
+			_, _, err = svc.PayX402V2(ctx, sess.ExternalID, "", exactSolanaPayload(t, env, payer, req))
+			reason, ok := X402Reason(err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, "invalid_network", reason)
+			require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing sent")
+		})
+	}
 }

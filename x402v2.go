@@ -2,18 +2,16 @@ package agentpay
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/x402"
 )
 
 // x402 version 2 (docs/agent-commerce.md, x402), beside version 1
@@ -38,12 +36,6 @@ import (
 // payment-identifier (x402's extension): the client's id for a payment
 // is an idempotency key scoped to the session (x402id.go).
 
-// X402Version2 is the second protocol version spoken.
-const X402Version2 = 2
-
-// X402PaymentIdentifierExtension is the payment-identifier extension's key.
-const X402PaymentIdentifierExtension = "payment-identifier"
-
 // x402CAIP2 names each EVM chain and mode as a CAIP-2 chain id.
 var x402CAIP2 = map[chains.Name]map[Mode]uint64{
 	chains.Base:     {ModeLive: 8453, ModeTest: 84532},
@@ -58,17 +50,13 @@ func x402NetworkV2(chain chains.Name, mode Mode) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return "eip155:" + strconv.FormatUint(id, 10), true
+	return x402.EVMNetwork(id), true
 }
 
 // x402ChainV2 is the chain a CAIP-2 network names in mode.
 func x402ChainV2(mode Mode, network string) (chains.Name, bool) {
-	ref, ok := strings.CutPrefix(network, "eip155:")
-	if !ok || ref == "" || len(ref) > 20 || strings.TrimLeft(ref, "0123456789") != "" || ref[0] == '0' {
-		return "", false
-	}
-	id, err := strconv.ParseUint(ref, 10, 64)
-	if err != nil {
+	id, ok := x402.EVMChainID(network)
+	if !ok {
 		return "", false
 	}
 	for chain, modes := range x402CAIP2 {
@@ -79,99 +67,11 @@ func x402ChainV2(mode Mode, network string) (chains.Name, bool) {
 	return "", false
 }
 
-// X402ResourceInfo is v2's description of the resource paid for.
-type X402ResourceInfo struct {
-	URL         string `json:"url"`
-	Description string `json:"description,omitempty"`
-	MimeType    string `json:"mimeType,omitempty"`
-}
-
-// X402ExtraV2 is a v2 requirement's extra: on EVM the token's EIP-712
-// domain and the transfer method (eip3009, the only one offered); on
-// Solana the fee payer (the treasury) and the memo the transfer carries
-// (the session's external id).
-type X402ExtraV2 struct {
-	Name                string `json:"name,omitempty"`
-	Version             string `json:"version,omitempty"`
-	AssetTransferMethod string `json:"assetTransferMethod,omitempty"`
-	FeePayer            string `json:"feePayer,omitempty"`
-	Memo                string `json:"memo,omitempty"`
-}
-
-// X402RequirementV2 is one entry of a v2 402's accepts, and what a v2
-// payload's accepted echoes.
-type X402RequirementV2 struct {
-	Scheme            string      `json:"scheme"`
-	Network           string      `json:"network"`
-	Amount            string      `json:"amount"`
-	Asset             string      `json:"asset"`
-	PayTo             string      `json:"payTo"`
-	MaxTimeoutSeconds int         `json:"maxTimeoutSeconds"`
-	Extra             X402ExtraV2 `json:"extra"`
-}
-
-// X402PaymentIdentifier is the payment-identifier extension as a 402
-// declares it (info.required) and a payload echoes it (info.id).
-type X402PaymentIdentifier struct {
-	Info struct {
-		Required bool   `json:"required"`
-		ID       string `json:"id,omitempty"`
-	} `json:"info"`
-	// Schema is the JSON schema of info, declared in the 402; a payload's
-	// echo of it is not read.
-	Schema map[string]any `json:"schema"`
-}
-
-// X402Extensions are the extensions the service declares and reads.
-type X402Extensions struct {
-	PaymentIdentifier *X402PaymentIdentifier `json:"payment-identifier,omitempty"`
-}
-
-// X402PaymentRequired is what a v2 402's PAYMENT-REQUIRED carries.
-type X402PaymentRequired struct {
-	X402Version int                 `json:"x402Version"`
-	Error       string              `json:"error,omitempty"`
-	Resource    X402ResourceInfo    `json:"resource"`
-	Accepts     []X402RequirementV2 `json:"accepts"`
-	Extensions  *X402Extensions     `json:"extensions,omitempty"`
-}
-
-// X402PaymentPayloadV2 is the JSON in a PAYMENT-SIGNATURE header, and a v2
-// facilitator request's paymentPayload.
-type X402PaymentPayloadV2 struct {
-	X402Version int               `json:"x402Version"`
-	Resource    *X402ResourceInfo `json:"resource,omitempty"`
-	Accepted    X402RequirementV2 `json:"accepted"`
-	Payload     struct {
-		// Signature and Authorization: the exact scheme on EVM.
-		Signature     string                `json:"signature,omitempty"`
-		Authorization TransferAuthorization `json:"authorization"`
-		// Transaction: the exact scheme on Solana, the payer-signed
-		// transaction in base64 (x402svm.go).
-		Transaction string `json:"transaction,omitempty"`
-	} `json:"payload"`
-	Extensions *X402Extensions `json:"extensions,omitempty"`
-}
-
-// paymentIdentifierSchema is the extension's declared schema (x402's
-// specs/extensions/payment_identifier.md).
-func paymentIdentifierSchema() map[string]any {
-	return map[string]any{
-		"$schema": "https://json-schema.org/draft/2020-12/schema",
-		"type":    "object",
-		"properties": map[string]any{
-			"required": map[string]any{"type": "boolean"},
-			"id":       map[string]any{"type": "string", "minLength": X402PaymentIDMinLen, "maxLength": X402PaymentIDMaxLen},
-		},
-		"required": []any{"required"},
-	}
-}
-
 // X402Offer is a session's 402 in both versions: v1's accepts (the
 // networks v1 names) and v2's PaymentRequired (every EVM chain offered).
 type X402Offer struct {
-	V1 []X402Requirement
-	V2 *X402PaymentRequired
+	V1 []x402.RequirementsV1
+	V2 *x402.PaymentRequired
 }
 
 // X402Offers are the session's payment requirements in both versions (see
@@ -184,10 +84,10 @@ func (s *Service) X402Offers(ctx context.Context, externalID, resource string) (
 	}
 	mode := sessionMode(sess)
 	desc := firstNonEmpty(sess.Description, "Checkout "+sess.ExternalID+" at "+sess.Edges.Merchant.Name)
-	out := &X402Offer{V1: []X402Requirement{}, V2: &X402PaymentRequired{
-		X402Version: X402Version2,
-		Resource:    X402ResourceInfo{URL: resource, Description: desc, MimeType: "application/json"},
-		Accepts:     []X402RequirementV2{},
+	out := &X402Offer{V1: []x402.RequirementsV1{}, V2: &x402.PaymentRequired{
+		X402Version: x402.Version2,
+		Resource:    x402.ResourceInfo{URL: resource, Description: desc, MimeType: "application/json"},
+		Accepts:     []x402.Requirements{},
 	}}
 	for _, chain := range chains.EVMChains {
 		network, ok := s.x402EVMNetworkV2(mode, chain)
@@ -207,16 +107,16 @@ func (s *Service) X402Offers(ctx context.Context, externalID, resource string) (
 		if err != nil {
 			return nil, err
 		}
-		out.V2.Accepts = append(out.V2.Accepts, X402RequirementV2{
-			Scheme: X402Scheme, Network: network, Amount: units.String(), Asset: domain.VerifyingContract,
+		out.V2.Accepts = append(out.V2.Accepts, x402.Requirements{
+			Scheme: x402.SchemeExact, Network: network, Amount: units.String(), Asset: domain.VerifyingContract,
 			PayTo: da.Address, MaxTimeoutSeconds: x402MaxTimeoutSeconds,
-			Extra: X402ExtraV2{Name: domain.Name, Version: domain.Version, AssetTransferMethod: "eip3009"},
+			Extra: x402.Extra{Name: domain.Name, Version: domain.Version, AssetTransferMethod: "eip3009"},
 		})
 		if v1, ok := s.x402Network(mode, chain); ok {
-			out.V1 = append(out.V1, X402Requirement{
-				Scheme: X402Scheme, Network: v1, MaxAmountRequired: units.String(), Resource: resource,
+			out.V1 = append(out.V1, x402.RequirementsV1{
+				Scheme: x402.SchemeExact, Network: v1, MaxAmountRequired: units.String(), Resource: resource,
 				Description: desc, MimeType: "application/json", PayTo: da.Address, MaxTimeoutSeconds: x402MaxTimeoutSeconds,
-				Asset: domain.VerifyingContract, Extra: X402DomainExtra{Name: domain.Name, Version: domain.Version},
+				Asset: domain.VerifyingContract, Extra: x402.DomainExtra{Name: domain.Name, Version: domain.Version},
 			})
 		}
 	}
@@ -230,8 +130,8 @@ func (s *Service) X402Offers(ctx context.Context, externalID, resource string) (
 	if len(out.V2.Accepts) == 0 {
 		return nil, Invalid("chain", "the merchant accepts USDC on none of the networks configured in %s mode that x402 pays (EVM chains that relay authorizations, Solana)", mode)
 	}
-	pi := &X402PaymentIdentifier{Schema: paymentIdentifierSchema()}
-	out.V2.Extensions = &X402Extensions{PaymentIdentifier: pi}
+	pi := &x402.PaymentIdentifier{Schema: x402.PaymentIdentifierSchema()}
+	out.V2.Extensions = &x402.Extensions{PaymentIdentifier: pi}
 	return out, nil
 }
 
@@ -257,37 +157,25 @@ func (s *Service) x402EVMNetworkV2(mode Mode, chain chains.Name) (string, bool) 
 	return network, true
 }
 
-// DecodeX402PaymentV2 reads a PAYMENT-SIGNATURE header: base64 of the v2
-// payment payload's JSON, bounded as X-PAYMENT is.
-func DecodeX402PaymentV2(header string) (*X402PaymentPayloadV2, error) {
-	const name = "PAYMENT-SIGNATURE"
-	if len(header) > X402PaymentMaxBytes {
-		return nil, Invalid(name, "must be at most %d bytes", X402PaymentMaxBytes)
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(header))
-	if err != nil {
-		if raw, err = base64.RawURLEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(header), "=")); err != nil {
-			return nil, Invalid(name, "must be base64 of the payment payload's JSON")
-		}
-	}
-	var p X402PaymentPayloadV2
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, Invalid(name, "must be base64 of the payment payload's JSON: %v", err)
-	}
-	return &p, nil
+// DecodeX402PaymentV2 reads a PAYMENT-SIGNATURE header
+// (x402.DecodePaymentSignature), a header that does not decode refused as
+// a ValidationError naming it.
+func DecodeX402PaymentV2(header string) (*x402.PaymentPayload, error) {
+	p, err := x402.DecodePaymentSignature(header)
+	return p, x402HeaderInvalid(err)
 }
 
-// request checks the v2 payload's envelope and makes it a relay request
+// x402RequestV2 checks the v2 payload's envelope and makes it a relay request
 // for the session, in the session's mode: version 2, the exact scheme on
 // an EVM network of the mode, and an accepted requirement the
 // authorization keeps to (its value the amount, its recipient payTo; what
 // the session asks is checked by PayWithAuthorization).
-func (p *X402PaymentPayloadV2) request(externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
-	if p.X402Version != X402Version2 {
-		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", X402Version2)
+func x402RequestV2(p *x402.PaymentPayload, externalID string, mode Mode) (AuthorizedPaymentRequest, error) {
+	if p.X402Version != x402.Version2 {
+		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if p.Accepted.Scheme != X402Scheme {
-		return AuthorizedPaymentRequest{}, Invalid("accepted.scheme", "must be %q", X402Scheme)
+	if p.Accepted.Scheme != x402.SchemeExact {
+		return AuthorizedPaymentRequest{}, Invalid("accepted.scheme", "must be %q", x402.SchemeExact)
 	}
 	chain, ok := x402ChainV2(mode, p.Accepted.Network)
 	if !ok {
@@ -303,11 +191,10 @@ func (p *X402PaymentPayloadV2) request(externalID string, mode Mode) (Authorized
 	if !strings.EqualFold(strings.TrimSpace(auth.To), strings.TrimSpace(p.Accepted.PayTo)) {
 		return AuthorizedPaymentRequest{}, Invalid("authorization.to", "must be the accepted payTo")
 	}
-	if _, err := p.paymentID(); err != nil {
+	if _, err := x402PaymentID(p); err != nil {
 		return AuthorizedPaymentRequest{}, err
 	}
-	auth.Signature = p.Payload.Signature
-	return AuthorizedPaymentRequest{ExternalID: externalID, Chain: string(chain), Authorization: auth}, nil
+	return AuthorizedPaymentRequest{ExternalID: externalID, Chain: string(chain), Authorization: transferAuthorizationOf(auth, p.Payload.Signature)}, nil
 }
 
 // x402NetworksV2Of lists mode's CAIP-2 networks, for messages.
@@ -324,24 +211,24 @@ func x402NetworksV2Of(mode Mode) string {
 // PayX402V2 settles a PAYMENT-SIGNATURE for the session: the relay of its
 // authorization (PayWithAuthorization), under its payment-identifier when
 // it carries one (x402id.go), answered as PAYMENT-RESPONSE.
-func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p *X402PaymentPayloadV2) (*AuthorizedPayment, *X402SettleResponse, error) {
+func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, *x402.SettleResponse, error) {
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, nil, err
 	}
-	if isSolanaNetwork(p.Accepted.Network) {
+	if x402.IsSolanaNetwork(p.Accepted.Network) {
 		res, err := s.payX402Solana(ctx, sess, clientIP, p)
 		if err != nil {
 			return nil, nil, err
 		}
 		return res, settleResponse(p.Accepted.Network, res), nil
 	}
-	req, err := p.request(externalID, sessionMode(sess))
+	req, err := x402RequestV2(p, externalID, sessionMode(sess))
 	if err != nil {
 		return nil, nil, err
 	}
 	req.ClientIP = clientIP
-	id, _ := p.paymentID()
+	id, _ := x402PaymentID(p)
 	res, err := s.payIdentified(ctx, sess, id, p.Accepted.Network, req)
 	if err != nil {
 		return nil, nil, err
@@ -349,25 +236,17 @@ func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p 
 	return res, settleResponse(p.Accepted.Network, res), nil
 }
 
-// X402FacilitatorRequestV2 is what /x402/verify and /x402/settle take in
-// version 2.
-type X402FacilitatorRequestV2 struct {
-	X402Version         int                  `json:"x402Version"`
-	PaymentPayload      X402PaymentPayloadV2 `json:"paymentPayload"`
-	PaymentRequirements X402RequirementV2    `json:"paymentRequirements"`
-}
-
 // facilitatorRequestV2 checks a v2 facilitator request against itself
 // (the payload accepted the requirements, pays what they ask) and finds
 // the merchant's open session whose deposit address is payTo, in the
 // key's mode; as v1's facilitatorRequest does.
-func (s *Service) facilitatorRequestV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (AuthorizedPaymentRequest, error) {
+func (s *Service) facilitatorRequestV2(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (AuthorizedPaymentRequest, error) {
 	pr, pp := req.PaymentRequirements, &req.PaymentPayload
-	if req.X402Version != X402Version2 {
-		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", X402Version2)
+	if req.X402Version != x402.Version2 {
+		return AuthorizedPaymentRequest{}, Invalid("x402Version", "must be %d", x402.Version2)
 	}
-	if pr.Scheme != X402Scheme {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.scheme", "must be %q", X402Scheme)
+	if pr.Scheme != x402.SchemeExact {
+		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.scheme", "must be %q", x402.SchemeExact)
 	}
 	if pr.Network != pp.Accepted.Network || pr.Scheme != pp.Accepted.Scheme {
 		return AuthorizedPaymentRequest{}, Invalid("paymentPayload.accepted.network", "must be the requirements' scheme and network")
@@ -397,7 +276,7 @@ func (s *Service) facilitatorRequestV2(ctx context.Context, m *MerchantAuth, req
 	if len(addrs) == 0 {
 		return AuthorizedPaymentRequest{}, fmt.Errorf("%w: payTo %s is not a deposit address of a %s-mode session of yours", ErrNotFound, pr.PayTo, m.Mode)
 	}
-	return pp.request(addrs[0].Edges.Session.ExternalID, m.Mode)
+	return x402RequestV2(pp, addrs[0].Edges.Session.ExternalID, m.Mode)
 }
 
 // sessionFor402 is the session a 402 answer offers to pay (x402's and
@@ -421,8 +300,8 @@ func (s *Service) sessionFor402(ctx context.Context, externalID string) (*ent.Ch
 }
 
 // X402VerifyV2 is the facilitator's verify in version 2 (X402Verify's).
-func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402VerifyResponse, error) {
-	if isSolanaNetwork(req.PaymentRequirements.Network) {
+func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.VerifyResponse, error) {
+	if x402.IsSolanaNetwork(req.PaymentRequirements.Network) {
 		return s.x402SolanaVerify(ctx, m, req)
 	}
 	ar, err := s.facilitatorRequestV2(ctx, m, req)
@@ -431,8 +310,8 @@ func (s *Service) X402VerifyV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 
 // X402SettleV2 is the facilitator's settle in version 2 (X402Settle's),
 // under the payload's payment-identifier when it carries one.
-func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402FacilitatorRequestV2) (*X402SettleResponse, error) {
-	if isSolanaNetwork(req.PaymentRequirements.Network) {
+func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *x402.FacilitatorRequest) (*x402.SettleResponse, error) {
+	if x402.IsSolanaNetwork(req.PaymentRequirements.Network) {
 		return s.x402SolanaSettle(ctx, m, req)
 	}
 	network := req.PaymentPayload.Accepted.Network
@@ -440,7 +319,7 @@ func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 	if err == nil {
 		var sess *ent.CheckoutSession
 		if sess, err = s.sessionByExternalID(ctx, ar.ExternalID); err == nil {
-			id, _ := req.PaymentPayload.paymentID()
+			id, _ := x402PaymentID(&req.PaymentPayload)
 			var res *AuthorizedPayment
 			if res, err = s.payIdentified(ctx, sess, id, network, ar); err == nil {
 				return settleResponse(network, res), nil
@@ -451,33 +330,43 @@ func (s *Service) X402SettleV2(ctx context.Context, m *MerchantAuth, req *X402Fa
 	if !ok {
 		return nil, err
 	}
-	return &X402SettleResponse{ErrorReason: reason, Network: network, Payer: req.PaymentPayload.Payload.Authorization.From}, nil
+	return &x402.SettleResponse{ErrorReason: reason, Network: network, Payer: s.x402PayerOf(&req.PaymentPayload)}, nil
 }
 
-// X402SupportedKind is one kind /x402/supported lists.
-type X402SupportedKind struct {
-	X402Version int    `json:"x402Version"`
-	Scheme      string `json:"scheme"`
-	Network     string `json:"network"`
-	// Extra is the kind's extra: on Solana the fee payer.
-	Extra *X402ExtraV2 `json:"extra,omitempty"`
+// X402Refusal is the PAYMENT-RESPONSE of a refused v2 payment: x402's
+// reason for err, and the network and payer the payload names (p nil: a
+// header that did not decode, neither known).
+func (s *Service) X402Refusal(err error, p *x402.PaymentPayload) *x402.SettleResponse {
+	out := &x402.SettleResponse{}
+	out.ErrorReason, _ = X402Reason(err)
+	if p != nil {
+		out.Network, out.Payer = p.Accepted.Network, s.x402PayerOf(p)
+	}
+	return out
 }
 
-// X402Supported is what /x402/supported answers.
-type X402Supported struct {
-	Kinds      []X402SupportedKind `json:"kinds"`
-	Extensions []string            `json:"extensions"`
-	// Signers are the treasury's relaying addresses per CAIP-2 family:
-	// the accounts that send the transactions (and pay their gas).
-	Signers map[string][]string `json:"signers"`
+// x402PayerOf is the payer a v2 payload names, as a refusal tells it: on
+// EVM the authorization's from; on Solana the transfer's authority in the
+// signed transaction, when it decodes ("" otherwise). Neither is checked
+// here: a refusal may be of its signature.
+func (s *Service) x402PayerOf(p *x402.PaymentPayload) string {
+	if !x402.IsSolanaNetwork(p.Accepted.Network) {
+		return p.Payload.Authorization.From
+	}
+	for _, mode := range []Mode{ModeTest, ModeLive} {
+		if settler, _, _, ok := s.x402SolanaSettler(mode); ok {
+			return settler.ExactPayer(p.Payload.Transaction)
+		}
+	}
+	return ""
 }
 
 // X402SupportedFor is what the facilitator settles for a key of mode: the
 // exact scheme on every network of the mode it can relay on, in v1 (the
 // networks v1 names) and v2, and on Solana in v2 (its fee payer the
 // treasury, x402svm.go).
-func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
-	out := &X402Supported{Kinds: []X402SupportedKind{}, Extensions: []string{X402PaymentIdentifierExtension}, Signers: map[string][]string{}}
+func (s *Service) X402SupportedFor(mode Mode) *x402.Supported {
+	out := &x402.Supported{Kinds: []x402.SupportedKind{}, Extensions: []string{x402.ExtensionPaymentIdentifier}, Signers: map[string][]string{}}
 	var signers []string
 	for _, chain := range chains.EVMChains {
 		network, ok := s.x402EVMNetworkV2(mode, chain)
@@ -485,9 +374,9 @@ func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 			continue
 		}
 		if v1, ok := s.x402Network(mode, chain); ok {
-			out.Kinds = append(out.Kinds, X402SupportedKind{X402Version: X402Version, Scheme: X402Scheme, Network: v1})
+			out.Kinds = append(out.Kinds, x402.SupportedKind{X402Version: x402.Version1, Scheme: x402.SchemeExact, Network: v1})
 		}
-		out.Kinds = append(out.Kinds, X402SupportedKind{X402Version: X402Version2, Scheme: X402Scheme, Network: network})
+		out.Kinds = append(out.Kinds, x402.SupportedKind{X402Version: x402.Version2, Scheme: x402.SchemeExact, Network: network})
 		ledger, _ := s.ledger(mode, chain)
 		if g, ok := ledger.(interface{ GasAddress() string }); ok && g.GasAddress() != "" && !slices.Contains(signers, g.GasAddress()) {
 			signers = append(signers, g.GasAddress())
@@ -497,8 +386,8 @@ func (s *Service) X402SupportedFor(mode Mode) *X402Supported {
 		out.Signers["eip155:*"] = signers
 	}
 	if settler, _, network, ok := s.x402SolanaSettler(mode); ok {
-		out.Kinds = append(out.Kinds, X402SupportedKind{X402Version: X402Version2, Scheme: X402Scheme, Network: network,
-			Extra: &X402ExtraV2{FeePayer: settler.FeePayer()}})
+		out.Kinds = append(out.Kinds, x402.SupportedKind{X402Version: x402.Version2, Scheme: x402.SchemeExact, Network: network,
+			Extra: &x402.Extra{FeePayer: settler.FeePayer()}})
 		out.Signers["solana:*"] = []string{settler.FeePayer()}
 	}
 	return out

@@ -23,6 +23,10 @@ type ExactSettler interface {
 	// SettleExact checks as VerifyExact, co-signs and sends. The same
 	// transaction settled again answers its id without sending twice.
 	SettleExact(ctx context.Context, transaction string, req ExactRequest) (ExactSettled, error)
+	// ExactPayer is the payer transaction names (the transfer's
+	// authority), read without any check, for telling a refusal's payer;
+	// "" when it is not an exact transaction.
+	ExactPayer(transaction string) string
 }
 
 // ExactSettled is an exact payment sent: its transaction, and the
@@ -44,11 +48,15 @@ type ExactRequest struct {
 
 // ExactChecked is a verified exact payment: its payer, the id its
 // transaction has once co-signed, and whether that transaction is already
-// on chain or in flight (a retry of a payload settled before).
+// on chain or in flight (a retry of a payload settled before), and if so
+// whether it failed there.
 type ExactChecked struct {
 	Payer  string
 	TxHash string
 	Known  bool
+	// Failed: the transaction is on chain and failed there (it reverted
+	// after it was accepted); nothing was paid, and it can never pay.
+	Failed bool
 }
 
 // X402Refusal is an exact payment refused before anything was signed, told

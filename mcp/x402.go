@@ -10,6 +10,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/httpx"
+	"agentpay/x402"
 )
 
 // x402's MCP transport (x402 specs/transports-v2/mcp.md): a paid tool
@@ -64,7 +65,7 @@ func jsonResult(v any, isError bool) *sdk.CallToolResult {
 
 // payX402 answers the PaymentRequired, or settles payment.
 func (t *toolset) payX402(ctx context.Context, externalID string, payment any) *sdk.CallToolResult {
-	challenge := func(message string, settle *agentpay.X402SettleResponse) *sdk.CallToolResult {
+	challenge := func(message string, settle *x402.SettleResponse) *sdk.CallToolResult {
 		offer, err := t.svc.X402Offers(ctx, externalID, "mcp://tool/"+payX402Tool+"?external_id="+externalID)
 		if err != nil {
 			return errorResult(t.toolError(ctx, payX402Tool, err).Error())
@@ -80,8 +81,8 @@ func (t *toolset) payX402(ctx context.Context, externalID string, payment any) *
 		return challenge("Payment required: pay with _meta[\""+metaX402Payment+"\"] (x402 v2, exact scheme)", nil)
 	}
 	raw, err := json.Marshal(payment)
-	var p agentpay.X402PaymentPayloadV2
-	if err == nil && len(raw) > agentpay.X402PaymentMaxBytes {
+	var p x402.PaymentPayload
+	if err == nil && len(raw) > x402.MaxHeaderBytes {
 		return challenge("x402/payment: must be at most the payload size x402 allows", nil)
 	}
 	if err != nil || json.Unmarshal(raw, &p) != nil {
@@ -91,9 +92,7 @@ func (t *toolset) payX402(ctx context.Context, externalID string, payment any) *
 	if err != nil {
 		var verr *agentpay.ValidationError
 		if errors.As(err, &verr) || errors.Is(err, agentpay.ErrInsufficientFunds) {
-			failed := &agentpay.X402SettleResponse{Network: p.Accepted.Network, Payer: p.Payload.Authorization.From}
-			failed.ErrorReason, _ = agentpay.X402Reason(err)
-			return challenge(err.Error(), failed)
+			return challenge(err.Error(), t.svc.X402Refusal(err, &p))
 		}
 		if status, _ := httpx.ErrorStatus(err, false); status == http.StatusInternalServerError {
 			t.logger.ErrorContext(ctx, "mcp: x402 payment", "err", err)
@@ -101,7 +100,7 @@ func (t *toolset) payX402(ctx context.Context, externalID string, payment any) *
 		return errorResult(t.toolError(ctx, payX402Tool, err).Error())
 	}
 	if !settle.Success {
-		return challenge("the relayed transaction "+res.TxHash+" failed on chain; the authorization was not used", settle)
+		return challenge("the transaction "+res.TxHash+" failed on chain; nothing was paid", settle)
 	}
 	out := jsonResult(httpx.X402PaidOf(res), false)
 	out.Meta = sdk.Meta{metaX402PaymentResponse: settle}

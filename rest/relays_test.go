@@ -14,6 +14,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // relayAPI is x402API with cfg's relay limits.
@@ -52,7 +53,7 @@ type relayPath struct {
 }
 
 // x402Requirement is a new 1 USD session's base requirement.
-func x402Requirement(t *testing.T, api *testAPI, m merchantCreds) (string, agentpay.X402Requirement) {
+func x402Requirement(t *testing.T, api *testAPI, m merchantCreds) (string, x402.RequirementsV1) {
 	t.Helper()
 	sess, _ := api.createSession(m.test(), map[string]any{"amount": 1, "currency": "USD"})
 	path := "/checkout/pay/" + sess.Session.ExternalID + "/x402"

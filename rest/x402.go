@@ -2,7 +2,6 @@ package rest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/httpx"
+	"agentpay/x402"
 )
 
 // x402 (docs/agent-commerce.md, x402): a session's 402 and its settlement
@@ -25,22 +25,9 @@ import (
 // the header first, a v1 client the body). The payment header a client
 // sends says which version it speaks: PAYMENT-SIGNATURE (v2, answered in
 // PAYMENT-RESPONSE) or X-PAYMENT (v1, answered in X-PAYMENT-RESPONSE).
-
-const (
-	x402PaymentHeader  = "X-PAYMENT"
-	x402ResponseHeader = "X-PAYMENT-RESPONSE"
-
-	x402RequiredHeaderV2  = "PAYMENT-REQUIRED"
-	x402SignatureHeaderV2 = "PAYMENT-SIGNATURE"
-	x402ResponseHeaderV2  = "PAYMENT-RESPONSE"
-)
-
-// x402Challenge is a 402's body.
-type x402Challenge struct {
-	X402Version int                        `json:"x402Version"`
-	Error       string                     `json:"error"`
-	Accepts     []agentpay.X402Requirement `json:"accepts"`
-}
+// The wire format (headers, their types and encoding) is package x402's;
+// what a refusal answers in PAYMENT-RESPONSE is the service's
+// (X402Refusal).
 
 func (s *server) checkoutX402(w http.ResponseWriter, r *http.Request) {
 	s.serveX402(w, r, chi.URLParam(r, "external_id"))
@@ -53,7 +40,7 @@ func wantsX402(r *http.Request) bool {
 	if r.Method != http.MethodGet {
 		return false
 	}
-	if _, mpp := mppCredential(r); mpp || r.Header.Get(x402PaymentHeader) != "" || r.Header.Get(x402SignatureHeaderV2) != "" {
+	if _, mpp := mppCredential(r); mpp || r.Header.Get(x402.HeaderPaymentV1) != "" || r.Header.Get(x402.HeaderPaymentSignature) != "" {
 		return true
 	}
 	accept := strings.ToLower(r.Header.Get("Accept"))
@@ -73,17 +60,18 @@ func (s *server) x402Pages(pages http.Handler) http.Handler {
 	})
 }
 
-// base64JSON is v's JSON in standard base64, as x402's headers carry it.
+// base64JSON is v's JSON in standard base64, as x402's headers carry it
+// (v is one of package x402's types, which always encode).
 func base64JSON(v any) string {
-	body, _ := json.Marshal(v)
-	return base64.StdEncoding.EncodeToString(body)
+	h, _ := x402.EncodeHeader(v)
+	return h
 }
 
 // serveX402 answers the session's requirements (402), or settles the
 // payment header the request carries.
 func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID string) {
 	ctx := r.Context()
-	w.Header().Set("Access-Control-Expose-Headers", strings.Join([]string{x402RequiredHeaderV2, x402ResponseHeaderV2, x402ResponseHeader}, ", "))
+	w.Header().Set("Access-Control-Expose-Headers", strings.Join([]string{x402.HeaderPaymentRequired, x402.HeaderPaymentResponse, x402.HeaderPaymentResponseV1}, ", "))
 	challenge := func(message string) {
 		offer, err := s.svc.X402Offers(ctx, externalID, requestURL(r))
 		if err != nil {
@@ -91,9 +79,9 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 			return
 		}
 		offer.V2.Error = message
-		w.Header().Set(x402RequiredHeaderV2, base64JSON(offer.V2))
+		w.Header().Set(x402.HeaderPaymentRequired, base64JSON(offer.V2))
 		_ = s.addMPPChallenges(w, r, externalID) // MPP's beside x402's (mpp.go)
-		writeJSON(w, http.StatusPaymentRequired, x402Challenge{X402Version: agentpay.X402Version, Error: message, Accepts: offer.V1})
+		writeJSON(w, http.StatusPaymentRequired, x402.ChallengeV1{X402Version: x402.Version1, Error: message, Accepts: offer.V1})
 	}
 	if cred, ok := mppCredential(r); ok {
 		s.serveMPP(w, r, externalID, cred)
@@ -101,19 +89,19 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 	}
 	var (
 		res            *agentpay.AuthorizedPayment
-		settle         *agentpay.X402SettleResponse
+		settle         *x402.SettleResponse
 		err            error
-		responseHeader = x402ResponseHeader
-		payloadV2      *agentpay.X402PaymentPayloadV2
+		responseHeader = x402.HeaderPaymentResponseV1
+		payloadV2      *x402.PaymentPayload
 	)
-	switch v2, v1 := r.Header.Get(x402SignatureHeaderV2), r.Header.Get(x402PaymentHeader); {
+	switch v2, v1 := r.Header.Get(x402.HeaderPaymentSignature), r.Header.Get(x402.HeaderPaymentV1); {
 	case v2 != "":
-		responseHeader = x402ResponseHeaderV2
+		responseHeader = x402.HeaderPaymentResponse
 		if payloadV2, err = agentpay.DecodeX402PaymentV2(v2); err == nil {
 			res, settle, err = s.svc.PayX402V2(ctx, externalID, httpx.ClientIP(r, s.proxies), payloadV2)
 		}
 	case v1 != "":
-		var payload *agentpay.X402PaymentPayload
+		var payload *x402.PaymentPayloadV1
 		if payload, err = agentpay.DecodeX402Payment(v1); err == nil {
 			res, settle, err = s.svc.PayX402(ctx, externalID, httpx.ClientIP(r, s.proxies), payload)
 		}
@@ -125,7 +113,7 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 		w.Header().Set(responseHeader, base64JSON(settle))
 		out := httpx.X402PaidOf(res)
 		if !settle.Success {
-			challenge("the relayed transaction " + res.TxHash + " failed on chain; the authorization was not used")
+			challenge("the transaction " + res.TxHash + " failed on chain; nothing was paid")
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -137,13 +125,8 @@ func (s *server) serveX402(w http.ResponseWriter, r *http.Request, externalID st
 	// naming another payment (409, as the extension says).
 	var verr *agentpay.ValidationError
 	if errors.As(err, &verr) || errors.Is(err, agentpay.ErrInsufficientFunds) {
-		if responseHeader == x402ResponseHeaderV2 {
-			failed := agentpay.X402SettleResponse{}
-			failed.ErrorReason, _ = agentpay.X402Reason(err)
-			if payloadV2 != nil {
-				failed.Network, failed.Payer = payloadV2.Accepted.Network, payloadV2.Payload.Authorization.From
-			}
-			w.Header().Set(x402ResponseHeaderV2, base64JSON(failed))
+		if responseHeader == x402.HeaderPaymentResponse {
+			w.Header().Set(x402.HeaderPaymentResponse, base64JSON(s.svc.X402Refusal(err, payloadV2)))
 		}
 		challenge(err.Error())
 		return
@@ -182,7 +165,7 @@ type x402FacilitatorBody struct {
 // decodeFacilitator reads a facilitator request as v1's or v2's shape,
 // whichever its x402Version says (v1 when it is not 2, whose checks then
 // name the version).
-func decodeFacilitator(r *http.Request) (v1 *agentpay.X402FacilitatorRequest, v2 *agentpay.X402FacilitatorRequestV2, err error) {
+func decodeFacilitator(r *http.Request) (v1 *x402.FacilitatorRequestV1, v2 *x402.FacilitatorRequest, err error) {
 	var body x402FacilitatorBody
 	if err := decodeJSON(r, &body); err != nil {
 		return nil, nil, err
@@ -195,8 +178,8 @@ func decodeFacilitator(r *http.Request) (v1 *agentpay.X402FacilitatorRequest, v2
 		}
 		return nil
 	}
-	if body.X402Version == agentpay.X402Version2 {
-		v2 = &agentpay.X402FacilitatorRequestV2{X402Version: body.X402Version}
+	if body.X402Version == x402.Version2 {
+		v2 = &x402.FacilitatorRequest{X402Version: body.X402Version}
 		if err := strict("paymentPayload", body.PaymentPayload, &v2.PaymentPayload); err != nil {
 			return nil, nil, err
 		}
@@ -205,7 +188,7 @@ func decodeFacilitator(r *http.Request) (v1 *agentpay.X402FacilitatorRequest, v2
 		}
 		return nil, v2, nil
 	}
-	v1 = &agentpay.X402FacilitatorRequest{X402Version: body.X402Version}
+	v1 = &x402.FacilitatorRequestV1{X402Version: body.X402Version}
 	if err := strict("paymentPayload", body.PaymentPayload, &v1.PaymentPayload); err != nil {
 		return nil, nil, err
 	}
@@ -221,7 +204,7 @@ func (s *server) x402Verify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	var out *agentpay.X402VerifyResponse
+	var out *x402.VerifyResponse
 	if v2 != nil {
 		out, err = s.svc.X402VerifyV2(r.Context(), merchantFrom(r.Context()), v2)
 	} else {
@@ -240,7 +223,7 @@ func (s *server) x402Settle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.logger, areaMerchant, err)
 		return
 	}
-	var out *agentpay.X402SettleResponse
+	var out *x402.SettleResponse
 	if v2 != nil {
 		out, err = s.svc.X402SettleV2(r.Context(), merchantFrom(r.Context()), v2)
 	} else {

@@ -27,6 +27,7 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // x402Do is testAPI.do for answers that may be 402 (whose body is x402's,
@@ -87,7 +88,7 @@ func newX402Payer(t *testing.T, api *testAPI, units int64) x402Payer {
 
 // pay signs what the requirement asks as an x402 client does and answers
 // the X-PAYMENT payload.
-func (p x402Payer) pay(t *testing.T, req agentpay.X402Requirement, value string) map[string]any {
+func (p x402Payer) pay(t *testing.T, req x402.RequirementsV1, value string) map[string]any {
 	t.Helper()
 	var nonce [32]byte
 	_, err := rand.Read(nonce[:])
@@ -130,9 +131,9 @@ func xPayment(t *testing.T, payload map[string]any) http.Header {
 }
 
 type x402ChallengeBody struct {
-	X402Version int                        `json:"x402Version"`
-	Error       string                     `json:"error"`
-	Accepts     []agentpay.X402Requirement `json:"accepts"`
+	X402Version int                   `json:"x402Version"`
+	Error       string                `json:"error"`
+	Accepts     []x402.RequirementsV1 `json:"accepts"`
 }
 
 // TestX402Session: a session's x402 address answers 402 with the base
@@ -158,7 +159,7 @@ func TestX402Session(t *testing.T) {
 	require.Equal(t, "base-sepolia", req.Network)
 	require.Equal(t, "12500000", req.MaxAmountRequired)
 	require.Equal(t, api.Env.Ledger(chains.Base).Token(), req.Asset)
-	require.Equal(t, agentpay.X402DomainExtra{Name: "USD Coin", Version: "2"}, req.Extra)
+	require.Equal(t, x402.DomainExtra{Name: "USD Coin", Version: "2"}, req.Extra)
 	require.Equal(t, api.Server.URL+path, req.Resource)
 	extra := sessionExtra(id)
 	extra[req.PayTo] = "<pay_to>"
@@ -199,11 +200,11 @@ func TestX402Session(t *testing.T) {
 	require.Equal(t, "detected", body["status"])
 	require.Equal(t, "confirming", body["session_status"])
 	require.Equal(t, payer.addr, body["payer"])
-	var settled agentpay.X402SettleResponse
+	var settled x402.SettleResponse
 	raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("X-Payment-Response"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &settled))
-	require.Equal(t, agentpay.X402SettleResponse{Success: true, Transaction: body["tx_hash"].(string), Network: "base-sepolia", Payer: payer.addr}, settled)
+	require.Equal(t, x402.SettleResponse{Success: true, Transaction: body["tx_hash"].(string), Network: "base-sepolia", Payer: payer.addr}, settled)
 	extra[body["payment_id"].(string)] = "<payment_id>"
 	extra[body["tx_hash"].(string)] = "<tx_hash>"
 	extra[payer.addr] = "<payer>"

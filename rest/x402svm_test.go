@@ -24,6 +24,7 @@ import (
 	"agentpay/ent/payment"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // x402SolanaDevnet is Solana devnet's CAIP-2 network, what test mode
@@ -243,7 +244,7 @@ func TestX402SolanaRefusals(t *testing.T) {
 	require.Equal(t, x402SolanaDevnet, req.Network)
 	payer := solanaPayer(t, api, 5_000_000)
 
-	send := func(transaction string, accepted agentpay.X402RequirementV2) apiResponse {
+	send := func(transaction string, accepted x402.Requirements) apiResponse {
 		payload := map[string]any{"x402Version": 2, "accepted": accepted, "payload": map[string]any{"transaction": transaction}}
 		raw, _ := json.Marshal(payload)
 		return api.x402Do(http.MethodGet, path, nil, http.Header{"Payment-Signature": {base64.StdEncoding.EncodeToString(raw)}})
@@ -251,6 +252,15 @@ func TestX402SolanaRefusals(t *testing.T) {
 	resp = send("AAAA", req)
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
 	require.Equal(t, "invalid_exact_svm_payload_transaction_could_not_be_decoded", paymentResponse(t, resp.Header).ErrorReason)
+
+	// A refusal of a transaction that decodes names its payer (the
+	// transfer's authority), as an EVM refusal names the authorization's.
+	resp = send(exactSolanaTx(t, api, payer, req, 2_999_999), req)
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	refused := paymentResponse(t, resp.Header)
+	require.Equal(t, "invalid_exact_svm_payload_amount_mismatch", refused.ErrorReason)
+	require.Equal(t, payer.PublicKey().String(), refused.Payer)
+	require.Equal(t, x402SolanaDevnet, refused.Network)
 
 	other := req
 	other.Network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
@@ -279,7 +289,7 @@ func TestX402SolanaRefusals(t *testing.T) {
 // compute unit limit and price, TransferChecked of amount from payer's
 // token account to payTo's, the memo; the fee payer's signature left
 // empty. base64.
-func exactSolanaTx(t *testing.T, api *testAPI, payer solanago.PrivateKey, req agentpay.X402RequirementV2, amount uint64) string {
+func exactSolanaTx(t *testing.T, api *testAPI, payer solanago.PrivateKey, req x402.Requirements, amount uint64) string {
 	t.Helper()
 	ctx := context.Background()
 	mint, feePayer, payTo := solanagoKey(t, req.Asset), solanagoKey(t, req.Extra.FeePayer), solanagoKey(t, req.PayTo)
@@ -326,7 +336,7 @@ func TestX402SolanaFacilitator(t *testing.T) {
 	req := paymentRequired(t, api.x402Do(http.MethodGet, "/checkout/pay/"+sess.Session.ExternalID+"/x402", nil, nil).Header).Accepts[0]
 	payer := solanaPayer(t, api, 5_000_000)
 	poor := solanaPayer(t, api, 1_000_000)
-	body := func(transaction string, accepted agentpay.X402RequirementV2) map[string]any {
+	body := func(transaction string, accepted x402.Requirements) map[string]any {
 		return map[string]any{"x402Version": 2, "paymentRequirements": accepted,
 			"paymentPayload": map[string]any{"x402Version": 2, "accepted": accepted, "payload": map[string]any{"transaction": transaction}}}
 	}
@@ -343,7 +353,7 @@ func TestX402SolanaFacilitator(t *testing.T) {
 		{"wrong amount", body(exactSolanaTx(t, api, payer, req, 2_999_999), req), "invalid_exact_svm_payload_amount_mismatch", payer.PublicKey().String()},
 		{"another memo", body(exactSolanaTx(t, api, payer, memo, 3_000_000), req), "invalid_exact_svm_payload_memo_mismatch", payer.PublicKey().String()},
 		{"short of the amount", body(exactSolanaTx(t, api, poor, req, 3_000_000), req), "insufficient_funds", poor.PublicKey().String()},
-		{"requirements short of the session", body(exactSolanaTx(t, api, payer, otherAmount, 2_000_000), otherAmount), "invalid_payload", ""},
+		{"requirements short of the session", body(exactSolanaTx(t, api, payer, otherAmount, 2_000_000), otherAmount), "invalid_payload", payer.PublicKey().String()},
 		{"undecodable", body("AAAA", req), "invalid_exact_svm_payload_transaction_could_not_be_decoded", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,7 +362,8 @@ func TestX402SolanaFacilitator(t *testing.T) {
 			require.Equal(t, map[string]any{"isValid": false, "invalidReason": tc.reason, "payer": tc.payer}, resp.Map(t))
 			resp = api.do(http.MethodPost, "/x402/settle", tc.body, m.test())
 			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
-			require.Equal(t, tc.reason, resp.Map(t)["errorReason"])
+			require.Equal(t, map[string]any{"success": false, "errorReason": tc.reason, "transaction": "", "network": x402SolanaDevnet, "payer": tc.payer}, resp.Map(t),
+				"a refusal tells the payer the signed transaction names")
 		})
 	}
 	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing moved")
@@ -371,4 +382,72 @@ func TestX402SolanaFacilitator(t *testing.T) {
 	require.Equal(t, int64(2_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "paid once")
 	resp = api.do(http.MethodPost, "/x402/verify", good, m.live())
 	require.Equal(t, "invalid_network", resp.Map(t)["invalidReason"])
+}
+
+// TestX402SolanaRevertedOnChain: a payer-signed transaction the treasury
+// co-signed that then failed on chain (here it lands before payTo's token
+// account exists, so the transfer errors; the fee is spent) is reported as
+// failed wherever it is asked about, never as paid: the session's
+// PAYMENT-SIGNATURE answers 402 with PAYMENT-RESPONSE success false and
+// the payer, the facilitator's verify answers isValid false and settle
+// success false, and the session stays open with no payment.
+func TestX402SolanaRevertedOnChain(t *testing.T) {
+	ctx := context.Background()
+	api := x402SolanaAPI(t)
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 3, "currency": "USD"})
+	path := "/checkout/pay/" + sess.Session.ExternalID + "/x402"
+	req := paymentRequired(t, api.x402Do(http.MethodGet, path, nil, nil).Header).Accepts[0]
+	payer := solanaPayer(t, api, 5_000_000)
+	transaction := exactSolanaTx(t, api, payer, req, 3_000_000)
+
+	// The treasury's co-signed transaction, as SettleExact would send it,
+	// sent without preflight while payTo has no token account: it lands
+	// failed.
+	raw, err := base64.StdEncoding.DecodeString(transaction)
+	require.NoError(t, err)
+	tx, err := solanago.TransactionFromBytes(raw)
+	require.NoError(t, err)
+	msg, err := tx.Message.MarshalBinary()
+	require.NoError(t, err)
+	treasury := solanago.PrivateKey(api.Env.Treasury.Key(chains.Solana))
+	require.Equal(t, req.Extra.FeePayer, treasury.PublicKey().String())
+	tx.Signatures[0], err = treasury.Sign(msg)
+	require.NoError(t, err)
+	sig, err := api.Env.Solana().Client().SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true})
+	require.NoError(t, err)
+	rc, err := api.Env.Ledger(chains.Solana).Wait(ctx, sig.String())
+	require.NoError(t, err)
+	require.Equal(t, chains.TxFailed, rc.State, "the transfer reverted on chain")
+
+	payload, err := json.Marshal(map[string]any{"x402Version": 2, "accepted": req, "payload": map[string]any{"transaction": transaction}})
+	require.NoError(t, err)
+	resp := api.x402Do(http.MethodGet, path, nil, http.Header{"Payment-Signature": {base64.StdEncoding.EncodeToString(payload)}})
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+	settled := paymentResponse(t, resp.Header)
+	require.False(t, settled.Success, "%+v", settled)
+	require.Equal(t, sig.String(), settled.Transaction)
+	require.Equal(t, payer.PublicKey().String(), settled.Payer)
+	require.Equal(t, "invalid_transaction_state", settled.ErrorReason)
+
+	facilitator := map[string]any{"x402Version": 2, "paymentRequirements": req,
+		"paymentPayload": map[string]any{"x402Version": 2, "accepted": req, "payload": map[string]any{"transaction": transaction}}}
+	resp = api.do(http.MethodPost, "/x402/verify", facilitator, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	verified := resp.Map(t)
+	require.Equal(t, false, verified["isValid"], "a transaction that failed on chain is no valid payment: %v", verified)
+	require.Equal(t, "invalid_transaction_state", verified["invalidReason"])
+	require.Equal(t, payer.PublicKey().String(), verified["payer"])
+	resp = api.do(http.MethodPost, "/x402/settle", facilitator, m.test())
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, map[string]any{"success": false, "errorReason": "invalid_transaction_state", "transaction": sig.String(),
+		"network": x402SolanaDevnet, "payer": payer.PublicKey().String()}, resp.Map(t))
+
+	cs, err := api.Env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(sess.Session.ExternalID)).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkoutsession.StatusPending, cs.Status)
+	n, err := api.Env.DB.Ent.Payment.Query().Where(payment.SessionID(cs.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "no payment recorded")
+	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing moved")
 }

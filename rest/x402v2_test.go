@@ -22,14 +22,15 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/internal/testenv"
+	"agentpay/x402"
 )
 
 // paymentRequired decodes a 402's PAYMENT-REQUIRED header (x402 v2).
-func paymentRequired(t testing.TB, h http.Header) agentpay.X402PaymentRequired {
+func paymentRequired(t testing.TB, h http.Header) x402.PaymentRequired {
 	t.Helper()
 	raw, err := base64.StdEncoding.DecodeString(h.Get("Payment-Required"))
 	require.NoError(t, err, "PAYMENT-REQUIRED %q", h.Get("Payment-Required"))
-	var out agentpay.X402PaymentRequired
+	var out x402.PaymentRequired
 	require.NoError(t, json.Unmarshal(raw, &out), string(raw))
 	return out
 }
@@ -37,11 +38,11 @@ func paymentRequired(t testing.TB, h http.Header) agentpay.X402PaymentRequired {
 // payV2 is the PAYMENT-SIGNATURE of an x402 v2 payload accepting req,
 // signed as x402Payer.pay signs v1's (the EIP-3009 authorization is the
 // same), with the payment-identifier id when id is not empty.
-func (p x402Payer) payV2(t *testing.T, resource agentpay.X402ResourceInfo, req agentpay.X402RequirementV2, value, id string) http.Header {
+func (p x402Payer) payV2(t *testing.T, resource x402.ResourceInfo, req x402.Requirements, value, id string) http.Header {
 	t.Helper()
-	v1 := p.pay(t, agentpay.X402Requirement{
+	v1 := p.pay(t, x402.RequirementsV1{
 		PayTo: req.PayTo, Asset: req.Asset, MaxTimeoutSeconds: req.MaxTimeoutSeconds,
-		Extra: agentpay.X402DomainExtra{Name: req.Extra.Name, Version: req.Extra.Version},
+		Extra: x402.DomainExtra{Name: req.Extra.Name, Version: req.Extra.Version},
 	}, value)
 	payload := map[string]any{"x402Version": 2, "resource": resource, "accepted": req, "payload": v1["payload"]}
 	if id != "" {
@@ -53,11 +54,11 @@ func (p x402Payer) payV2(t *testing.T, resource agentpay.X402ResourceInfo, req a
 }
 
 // paymentResponse decodes PAYMENT-RESPONSE.
-func paymentResponse(t testing.TB, h http.Header) agentpay.X402SettleResponse {
+func paymentResponse(t testing.TB, h http.Header) x402.SettleResponse {
 	t.Helper()
 	raw, err := base64.StdEncoding.DecodeString(h.Get("Payment-Response"))
 	require.NoError(t, err)
-	var out agentpay.X402SettleResponse
+	var out x402.SettleResponse
 	require.NoError(t, json.Unmarshal(raw, &out), string(raw))
 	return out
 }
@@ -86,10 +87,10 @@ func TestX402V2Session(t *testing.T) {
 	require.Equal(t, api.Server.URL+path, pr.Resource.URL)
 	require.Len(t, pr.Accepts, 1)
 	req := pr.Accepts[0]
-	require.Equal(t, agentpay.X402RequirementV2{
+	require.Equal(t, x402.Requirements{
 		Scheme: "exact", Network: "eip155:84532", Amount: "12500000", Asset: api.Env.Ledger(chains.Base).Token(),
 		PayTo: v1.Accepts[0].PayTo, MaxTimeoutSeconds: 120,
-		Extra: agentpay.X402ExtraV2{Name: "USD Coin", Version: "2", AssetTransferMethod: "eip3009"},
+		Extra: x402.Extra{Name: "USD Coin", Version: "2", AssetTransferMethod: "eip3009"},
 	}, req)
 	require.NotNil(t, pr.Extensions)
 	require.NotNil(t, pr.Extensions.PaymentIdentifier)
@@ -123,7 +124,7 @@ func TestX402V2Session(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	body := resp.Map(t)
 	require.Equal(t, "detected", body["status"])
-	require.Equal(t, agentpay.X402SettleResponse{Success: true, Transaction: body["tx_hash"].(string), Network: "eip155:84532", Payer: payer.addr},
+	require.Equal(t, x402.SettleResponse{Success: true, Transaction: body["tx_hash"].(string), Network: "eip155:84532", Payer: payer.addr},
 		paymentResponse(t, resp.Header))
 	require.Empty(t, resp.Header.Get("X-Payment-Response"), "a v2 payment is answered in v2's header")
 	require.Equal(t, int64(7_500_000), api.Env.Balance(t, chains.Base, payer.addr).Int64())
@@ -340,9 +341,9 @@ func TestX402Supported(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.Status)
 	resp = api.do(http.MethodGet, "/x402/supported", nil, m.test())
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
-	var got agentpay.X402Supported
+	var got x402.Supported
 	resp.JSON(t, &got)
-	require.Equal(t, []agentpay.X402SupportedKind{
+	require.Equal(t, []x402.SupportedKind{
 		{X402Version: 1, Scheme: "exact", Network: "base-sepolia"},
 		{X402Version: 2, Scheme: "exact", Network: "eip155:84532"},
 	}, got.Kinds)
@@ -404,7 +405,7 @@ func TestX402FacilitatorV2(t *testing.T) {
 	resp := api.x402Do(http.MethodGet, "/checkout/pay/"+sess.Session.ExternalID+"/x402", nil, nil)
 	pr := paymentRequired(t, resp.Header)
 	req := pr.Accepts[0]
-	payload := func(accepted agentpay.X402RequirementV2, value string) map[string]any {
+	payload := func(accepted x402.Requirements, value string) map[string]any {
 		raw, _ := base64.StdEncoding.DecodeString(payer.payV2(t, pr.Resource, accepted, value, "").Get("Payment-Signature"))
 		var p map[string]any
 		require.NoError(t, json.Unmarshal(raw, &p))

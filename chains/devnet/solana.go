@@ -26,6 +26,10 @@ import (
 // SolanaDecimals is the decimals of the devnet's USDC mint.
 const SolanaDecimals = 6
 
+// SolanaDevnetGenesisHash is the public Solana devnet's genesis hash, which
+// a local devnet standing for it answers (SolanaConfig.GenesisHash).
+const SolanaDevnetGenesisHash = "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG"
+
 // SolanaConfig configures a local Solana devnet.
 type SolanaConfig struct {
 	// SlotTime is how often a slot passes (default 400ms).
@@ -42,6 +46,11 @@ type SolanaConfig struct {
 	// Dir is the solana-rpc project directory; "" finds it next to this
 	// source file, so tests work from any package.
 	Dir string
+	// GenesisHash is the genesis hash the devnet answers (base58 of 32
+	// bytes), so it can stand for a public cluster (SolanaDevnetGenesisHash:
+	// x402 clients know Solana's clusters by it); "" gives every devnet a
+	// random one of its own.
+	GenesisHash string
 	// Node is the node executable (default "node" on PATH).
 	Node string
 	// Stderr receives the server's diagnostics; nil keeps only the last
@@ -126,6 +135,9 @@ func StartSolana(ctx context.Context, cfg SolanaConfig) (*Solana, error) {
 	}
 	if len(fund) > 0 {
 		args = append(args, "--fund", strings.Join(fund, ","))
+	}
+	if cfg.GenesisHash != "" {
+		args = append(args, "--genesis-hash", cfg.GenesisHash)
 	}
 
 	cmd := exec.Command(nodePath, args...)

@@ -362,6 +362,16 @@ func (l *Ledger) ExactSignature(p *ExactPayment) (string, error) {
 
 var _ chains.ExactSettler = (*Ledger)(nil)
 
+// ExactPayer is chains.ExactSettler's: the transfer's authority of a
+// transaction of the exact layout, its signature unchecked.
+func (l *Ledger) ExactPayer(transaction string) string {
+	p, err := DecodeExact(transaction)
+	if err != nil {
+		return ""
+	}
+	return p.Payer.String()
+}
+
 // exactOf decodes transaction and makes req this ledger's requirements.
 func (l *Ledger) exactOf(transaction string, req chains.ExactRequest) (*ExactPayment, ExactRequirements, error) {
 	p, err := DecodeExact(transaction)
@@ -395,7 +405,7 @@ func (l *Ledger) VerifyExact(ctx context.Context, transaction string, req chains
 		return chains.ExactChecked{}, err
 	}
 	if rc.State != chains.TxUnknown {
-		out.Known = true
+		out.Known, out.Failed = true, rc.State == chains.TxFailed
 		return out, nil
 	}
 	if err := l.checkBlockhash(ctx, p); err != nil {

@@ -65,6 +65,8 @@ type Ledger struct {
 	priorityFee  uint64
 	unitLimit    uint32
 	sent         *sentCache
+	// genesisHash names the cluster the node is on (base58), read at start.
+	genesisHash string
 	// byRef remembers what this ledger sent per (source, Ref) while it may
 	// land, and serialises sends of the same pair.
 	byRef *recent.Transfers[solana.PublicKey]
@@ -122,8 +124,19 @@ func New(ctx context.Context, cfg Config) (*Ledger, error) {
 	if err := l.checkMint(ctx); err != nil {
 		return nil, err
 	}
+	// The cluster, read once as EVM's chain id is: what x402 names the
+	// network by (GenesisHash).
+	gh, err := l.rpc.GetGenesisHash(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("solana: reading the genesis hash: %w", err)
+	}
+	l.genesisHash = gh.String()
 	return l, nil
 }
+
+// GenesisHash is the genesis hash of the cluster the node is on (base58),
+// which tells mainnet-beta, devnet, testnet and a local cluster apart.
+func (l *Ledger) GenesisHash() string { return l.genesisHash }
 
 func (l *Ledger) checkMint(ctx context.Context) error {
 	res, err := l.rpc.GetAccountInfoWithOpts(ctx, l.mint, &rpc.GetAccountInfoOpts{

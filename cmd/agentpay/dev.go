@@ -227,6 +227,9 @@ func startDevnets(ctx context.Context, cfg config, treasury agentpay.TreasuryKey
 		defer wg.Done()
 		s, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
 			Fund: []sol.PublicKey{sol.MustPublicKeyFromBase58(treasury.SolanaAddress)},
+			// Stands for the public devnet, so test mode offers x402 on
+			// Solana as on the public devnet (x402svm.go).
+			GenesisHash: devnet.SolanaDevnetGenesisHash,
 		})
 		if err != nil {
 			fail(fmt.Errorf("devnet solana: %w", err))

@@ -24,6 +24,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains/devnet/usdc"
+	"agentpay/x402"
 )
 
 // Exactly once, end to end (docs/agent-commerce.md#exactly-once): the API
@@ -127,7 +128,7 @@ func TestProcessKillAfterBroadcastX402(t *testing.T) {
 	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
 	raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("Payment-Required"))
 	require.NoError(t, err)
-	var pr agentpay.X402PaymentRequired
+	var pr x402.PaymentRequired
 	require.NoError(t, json.Unmarshal(raw, &pr), string(raw))
 	require.Len(t, pr.Accepts, 1)
 
@@ -189,7 +190,7 @@ func do(req *http.Request) (int, map[string]any, http.Header, error) {
 // first requirement under the payment-identifier id: an EIP-3009
 // authorization with a fresh nonce, signed again on every call as the
 // client signs again on every retry.
-func signX402V2(t *testing.T, key *ecdsa.PrivateKey, pr agentpay.X402PaymentRequired, id string) string {
+func signX402V2(t *testing.T, key *ecdsa.PrivateKey, pr x402.PaymentRequired, id string) string {
 	t.Helper()
 	req := pr.Accepts[0]
 	chainID, ok := new(big.Int).SetString(strings.TrimPrefix(req.Network, "eip155:"), 10)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -74,6 +75,11 @@ type Options struct {
 	// chains.Network.Confirmations); a chain not listed has the adapter's
 	// default and 0 in the Network.
 	Confirmations map[chains.Name]uint64
+	// SolanaGenesisHash is the genesis hash the Solana devnet answers,
+	// which names its cluster (x402 offers Solana on the cluster the node
+	// is on); "" is the public devnet's (devnet.SolanaDevnetGenesisHash),
+	// which test mode is offered on.
+	SolanaGenesisHash string
 
 	// Jobs asks for Env.Jobs, the insert-only River client the API
 	// processes enqueue with. Every Env with a database has it now (a
@@ -196,7 +202,8 @@ func (e *Env) startChain(ctx context.Context, name chains.Name) (chains.Network,
 	if name == chains.Solana {
 		s, err := devnet.StartSolana(ctx, devnet.SolanaConfig{
 			SlotTime: solanaSlotTime, FinalizedDepth: solanaFinalizedDepth,
-			Fund: []solanago.PublicKey{solanago.MustPublicKeyFromBase58(e.Treasury.SolanaAddress)},
+			Fund:        []solanago.PublicKey{solanago.MustPublicKeyFromBase58(e.Treasury.SolanaAddress)},
+			GenesisHash: cmp.Or(e.opts.SolanaGenesisHash, devnet.SolanaDevnetGenesisHash),
 		})
 		if err != nil {
 			return chains.Network{}, fmt.Errorf("devnet %s: %w", name, err)

@@ -103,8 +103,10 @@ export class Chain {
     this._setClock();
     this._recordHash();
     // LiteSVM's blockhashes are the same in every instance; the genesis
-    // hash is what identifies a cluster, so make it this instance's own.
-    this.genesisHash = toBase58(crypto.randomBytes(32));
+    // hash is what identifies a cluster, so make it this instance's own,
+    // unless the caller names the cluster this one stands for (x402 names
+    // Solana's clusters by their genesis hash).
+    this.genesisHash = cfg.genesisHash || toBase58(crypto.randomBytes(32));
 
     this.seq = 0;
     this.txs = new Map(); // signature (base58) -> record

@@ -39,6 +39,7 @@ function options() {
       "finalized-depth": { type: "string", default: "32" },
       "skip-every": { type: "string", default: "0" },
       fund: { type: "string", default: "" },
+      "genesis-hash": { type: "string", default: "" },
     },
     strict: true,
   });
@@ -58,8 +59,18 @@ function options() {
         return fail(`--fund: invalid public key ${s}`);
       }
     });
+  let genesisHash = "";
+  if (values["genesis-hash"] !== "") {
+    try {
+      fromBase58Exact(values["genesis-hash"], 32);
+    } catch {
+      fail(`--genesis-hash: not 32 bytes in base58: ${values["genesis-hash"]}`);
+    }
+    genesisHash = values["genesis-hash"];
+  }
   return {
     host: values.host,
+    genesisHash,
     port: int("port", 0),
     slotMs: int("slot-ms", 1),
     finalizedDepth: int("finalized-depth", 1),
@@ -168,7 +179,7 @@ function serve(chain, methods, host, port) {
 
 async function main() {
   const opts = options();
-  const chain = new Chain({ slotMs: opts.slotMs, finalizedDepth: opts.finalizedDepth, skipEvery: opts.skipEvery });
+  const chain = new Chain({ slotMs: opts.slotMs, finalizedDepth: opts.finalizedDepth, skipEvery: opts.skipEvery, genesisHash: opts.genesisHash });
   const methods = makeMethods(chain);
   const { mint, payer, mintAuthority } = await genesis(chain, opts.fund);
   chain.fastForward(opts.finalizedDepth);
