@@ -172,7 +172,7 @@ func (s *Service) completeACPWithMPP(ctx context.Context, externalID string, cre
 	}
 	c, err := DecodeMPPCredential(header)
 	if err == nil {
-		_, _, err = s.PayMPP(ctx, externalID, cred.Realm, clientIP, c)
+		_, _, err = s.PayMPP(ctx, externalID, cred.Realm, clientIP, nil, c)
 	}
 	var refusal *MPPError
 	if errors.As(err, &refusal) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/sha3"
 
 	"agentpay/chains"
+	"agentpay/ent"
 )
 
 // MPP (docs/agent-commerce.md, MPP): a checkout session answered in the
@@ -60,6 +61,15 @@ import (
 // the same receipt, even after the challenge expired: a client retrying
 // after a timeout learns the outcome and pays once. Nothing else of a
 // stale challenge is taken.
+//
+// Retries with a new credential: a client that timed out asks again, gets
+// a fresh challenge and signs a new authorization (a new nonce, which the
+// token would move as a second payment). The core draft's answer is the
+// Idempotency-Key header; under it the credential is the payment the key
+// names (x402id.go: the key is the session's, shared with x402's
+// payment-identifier), so the retry is answered the first payment:
+// pending while its relay is in flight, its receipt once included; never
+// a second relay. Past expiry a key answers only a payment it made.
 
 // MPPMethod and MPPIntent are the one method and intent offered.
 const (
@@ -393,11 +403,19 @@ func (s *Service) checkMPP(externalID, realm string, mode Mode, c *MPPCredential
 // PayMPP settles a Payment credential for the session: the checks above,
 // then the relay of its authorization (PayWithAuthorization), answered
 // with the receipt once the transfer is included. realm is the host the
-// request named; clientIP the payer's client, whose relays are limited.
-// Refusals of the credential are *MPPError (402 with a fresh challenge);
-// the session's own state keeps its errors (ErrNotFound, ErrConflict,
-// ErrForbidden), as do the relay's rate limits.
-func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string, c *MPPCredential) (*AuthorizedPayment, *MPPReceipt, error) {
+// request named; clientIP the payer's client, whose relays are limited;
+// idempotencyKey the request's Idempotency-Key (nil for none), which names
+// one payment of the session as x402's payment-identifier does (x402id.go):
+// a retry under it with a new credential is answered the first payment,
+// never relayed. Refusals of the credential are *MPPError (402 with a
+// fresh challenge); the session's own state keeps its errors (ErrNotFound,
+// ErrConflict, ErrForbidden), as do the relay's rate limits, and a key
+// naming another payment is ErrIdempotencyKeyReused.
+func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string, idempotencyKey *string, c *MPPCredential) (*AuthorizedPayment, *MPPReceipt, error) {
+	key, err := parsedKey(idempotencyKey)
+	if err != nil {
+		return nil, nil, err
+	}
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, nil, err
@@ -406,18 +424,27 @@ func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string
 	if err != nil {
 		return nil, nil, err
 	}
+	req := AuthorizedPaymentRequest{ExternalID: externalID, Chain: string(mp.chain), Authorization: mp.auth, ClientIP: clientIP}
+	pay := func() (*AuthorizedPayment, error) { return s.PayWithAuthorization(ctx, req) }
 	var res *AuthorizedPayment
 	if mp.expired {
-		// Only the outcome of an authorization already relayed is
-		// answered past expiry: a retry learns what its payment did.
+		// Only the outcome of a payment already made is answered past
+		// expiry: a retry learns what its payment did.
+		expired := mppRefusal(MPPPaymentExpired, c.Challenge.ID, "the challenge expired at %s", c.Challenge.Expires)
 		res, err = s.mppReplay(ctx, externalID, mp)
 		if err == nil && res == nil {
-			return nil, nil, mppRefusal(MPPPaymentExpired, c.Challenge.ID, "the challenge expired at %s", c.Challenge.Expires)
+			if key == "" {
+				return nil, nil, expired
+			}
+			pay = func() (*AuthorizedPayment, error) { return nil, expired }
 		}
-	} else {
-		res, err = s.PayWithAuthorization(ctx, AuthorizedPaymentRequest{
-			ExternalID: externalID, Chain: string(mp.chain), Authorization: mp.auth, ClientIP: clientIP,
-		})
+	}
+	if res == nil && err == nil {
+		if key == "" {
+			res, err = pay()
+		} else {
+			res, err = s.payMPPKeyed(ctx, sess, key, mp, req, pay)
+		}
 	}
 	if err != nil {
 		return nil, nil, mppPaymentError(c.Challenge.ID, err)
@@ -434,6 +461,19 @@ func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string
 		Timestamp: res.Payment.CreatedAt.UTC().Format(time.RFC3339), ChainID: mp.request.MethodDetails.ChainID,
 		ExternalID: externalID,
 	}, nil
+}
+
+// payMPPKeyed makes the payment key names (x402id.go): pay, this
+// request's own, when the key is new; otherwise the payment the key
+// keeps, whichever dialect made it.
+func (s *Service) payMPPKeyed(ctx context.Context, sess *ent.CheckoutSession, key string, mp *mppPayment, req AuthorizedPaymentRequest, pay func() (*AuthorizedPayment, error)) (*AuthorizedPayment, error) {
+	network := "eip155:" + strconv.FormatUint(mp.request.MethodDetails.ChainID, 10)
+	first := &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
+	name := sessionPaymentKey{name: "Idempotency-Key " + key, reused: ErrIdempotencyKeyReused}
+	return s.payIdentifiedBy(ctx, name, x402IDRequest(sess, key, network, req.Authorization), first, pay,
+		func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+			return s.replayIdentified(ctx, req, kept, mayRelay)
+		})
 }
 
 // mppReplay answers the payment an authorization already made for the

@@ -51,6 +51,18 @@ import (
 // A refusal before anything was broadcast (a ValidationError, the balance
 // short, a rate limit, the session not payable) releases the id: the
 // client's next attempt with it runs its own authorization.
+//
+// MPP's Idempotency-Key (mpp.go, the core draft's "Idempotency and Side
+// Effects") is the same key: an mppx client that retries after a timeout
+// asks for a fresh challenge and signs a new authorization (its nonce is
+// the new challenge's hash), exactly as an x402 client signs again. It is
+// claimed in the same scope, the session's, with the same fingerprint
+// (the network as CAIP-2, eip155:<chain id>, the payer, the recipient,
+// the amount), so one key names one payment of the session whichever of
+// the two dialects carries it, and a retry in the other dialect is
+// answered the first payment. Only the refusal of a key naming another
+// payment differs: 409 for a payment-identifier, as the extension says;
+// 422 for an Idempotency-Key, as the IETF draft says.
 
 // x402PaymentOperation is the operation the ids are claimed for.
 const x402PaymentOperation = "x402_payment"
@@ -115,32 +127,44 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 		return s.PayWithAuthorization(ctx, req)
 	}
 	first := &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
-	return s.payIdentifiedBy(ctx, id, x402IDRequest(sess, id, network, req.Authorization), first,
+	return s.payIdentifiedBy(ctx, x402IDName(id), x402IDRequest(sess, id, network, req.Authorization), first,
 		func() (*AuthorizedPayment, error) { return s.PayWithAuthorization(ctx, req) },
 		func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
 			return s.replayIdentified(ctx, req, kept, mayRelay)
 		})
 }
 
-// payIdentifiedBy makes the payment id names (see the note above): pay
-// makes first, this request's own, when the id is new; replay answers
-// from the payment the id keeps otherwise.
-func (s *Service) payIdentifiedBy(ctx context.Context, id string, r idempotency.Request, first *x402PaymentAnswer,
+// sessionPaymentKey names a key of a session's payment in answers: which
+// field carried it, and the error that refuses it for another payment.
+type sessionPaymentKey struct {
+	name   string // "payment-identifier pay_..." or "Idempotency-Key ..."
+	reused error
+}
+
+// x402IDName: the extension answers an id naming another payment with 409.
+func x402IDName(id string) sessionPaymentKey {
+	return sessionPaymentKey{name: "payment-identifier " + id, reused: ErrConflict}
+}
+
+// payIdentifiedBy makes the payment key names (see the note above): pay
+// makes first, this request's own, when the key is new; replay answers
+// from the payment the key keeps otherwise.
+func (s *Service) payIdentifiedBy(ctx context.Context, key sessionPaymentKey, r idempotency.Request, first *x402PaymentAnswer,
 	pay func() (*AuthorizedPayment, error), replay func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error)) (*AuthorizedPayment, error) {
 	claim, prior, err := s.idem.Claim(ctx, r)
 	switch {
 	case errors.Is(err, idempotency.ErrKeyReused):
-		return nil, fmt.Errorf("%w: payment-identifier %s already names another payment of this session (another payer, recipient, amount or network); a new payment needs a new id", ErrConflict, id)
+		return nil, fmt.Errorf("%w: %s already names another payment of this session (another payer, recipient, amount or network); a new payment needs a new key", key.reused, key.name)
 	case errors.Is(err, idempotency.ErrInProgress):
 		held, rerr := s.idem.HeldBy(ctx, r)
 		if rerr != nil {
-			return nil, fmt.Errorf("x402: reading payment-identifier %s: %w", id, rerr)
+			return nil, fmt.Errorf("reading %s: %w", key.name, rerr)
 		}
 		kept := x402AnswerOf(held)
 		if kept == nil {
 			// Claimed an instant ago, its authorization not yet kept:
 			// nothing can have been broadcast.
-			return nil, fmt.Errorf("%w: the payment named by payment-identifier %s is being made; retry in a moment", ErrConflict, id)
+			return nil, fmt.Errorf("%w: the payment named by %s is being made; retry in a moment", ErrConflict, key.name)
 		}
 		return replay(kept, false)
 	case err != nil:
@@ -152,7 +176,7 @@ func (s *Service) payIdentifiedBy(ctx context.Context, id string, r idempotency.
 		}
 		kept := x402AnswerOf(answer)
 		if kept == nil {
-			return nil, fmt.Errorf("x402: payment-identifier %s: unreadable answer", id)
+			return nil, fmt.Errorf("%s: unreadable answer", key.name)
 		}
 		return replay(kept, true)
 	}
@@ -180,7 +204,7 @@ func refusedUnsent(err error) bool {
 	var rl *RateLimitError
 	return IsValidation(err) || errors.Is(err, ErrInsufficientFunds) || errors.Is(err, ErrConflict) ||
 		errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) || errors.As(err, &rl) ||
-		errors.As(err, new(relayedPolicyRefusal))
+		errors.As(err, new(relayedPolicyRefusal)) || errors.As(err, new(*MPPError))
 }
 
 // replayIdentified answers a retry under an id from the authorization the

@@ -205,7 +205,7 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 		Canonical: x402Fingerprinted{Network: st.network, From: checked.Payer, To: st.req.PayTo, Value: st.req.Amount.String()},
 	}
 	first := &x402PaymentAnswer{Chain: string(chains.Solana), Transaction: p.Payload.Transaction}
-	return s.payIdentifiedBy(ctx, id, r, first, func() (*AuthorizedPayment, error) {
+	return s.payIdentifiedBy(ctx, x402IDName(id), r, first, func() (*AuthorizedPayment, error) {
 		if err != nil {
 			return nil, solanaExactError(err)
 		}

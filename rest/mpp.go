@@ -93,16 +93,22 @@ func (s *server) mppChallenge(w http.ResponseWriter, r *http.Request, externalID
 // serveMPP settles a credential: 200 with Payment-Receipt once the
 // transfer is included, 202 while it is not (no receipt before
 // inclusion; the same credential again answers it), 402 with a problem
-// and fresh challenges when the credential is refused.
+// and fresh challenges when the credential is refused. Under an
+// Idempotency-Key a retry with a new credential is answered the first
+// payment (marked replayed); the key naming another payment is 422.
 func (s *server) serveMPP(w http.ResponseWriter, r *http.Request, externalID, header string) {
 	w.Header().Add("Access-Control-Expose-Headers", wwwAuthenticate+", "+mppReceiptHeader)
 	cred, err := agentpay.DecodeMPPCredential(header)
 	var (
 		res     *agentpay.AuthorizedPayment
 		receipt *agentpay.MPPReceipt
+		key     *string
 	)
 	if err == nil {
-		res, receipt, err = s.svc.PayMPP(r.Context(), externalID, r.Host, httpx.ClientIP(r, s.proxies), cred)
+		key, err = idempotencyKey(r)
+	}
+	if err == nil {
+		res, receipt, err = s.svc.PayMPP(r.Context(), externalID, r.Host, httpx.ClientIP(r, s.proxies), key, cred)
 	}
 	var refusal *agentpay.MPPError
 	if errors.As(err, &refusal) {

@@ -352,6 +352,125 @@ func TestMPPExpiredChallenge(t *testing.T) {
 	require.Equal(t, 1, sessionPayments(t, api, sess.Session.ExternalID))
 }
 
+// TestMPPIdempotencyKey: under an Idempotency-Key a retry that asked for
+// a fresh challenge and signed again (another nonce, as a client does
+// after a timeout) is answered the first payment, replayed, and relays
+// nothing, before and after its challenge expires; without the key the
+// same retry is refused (the session is paid), and another payer under
+// the key is 422. The key is the session's, shared with x402's
+// payment-identifier: a payment made in either dialect is answered to a
+// retry in the other, one transfer on chain.
+func TestMPPIdempotencyKey(t *testing.T) {
+	var offset atomic.Int64
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base}, BlockTime: time.Second,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
+	})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMode: agentpay.ModeTest,
+		Clock: clock.Func(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })}})
+	m := api.registerMerchant(nil)
+	payer := newX402Payer(t, api, 10_000_000)
+	other := newX402Payer(t, api, 10_000_000)
+	domain := tokenDomain(t, api)
+	keyed := func(cred, key string) http.Header {
+		return http.Header{"Authorization": {cred}, "Idempotency-Key": {key}}
+	}
+	// challenge is a fresh challenge: a later expiry, so another id and
+	// another nonce to sign.
+	challenge := func(path string) agentpay.MPPChallenge {
+		offset.Add(int64(2 * time.Second))
+		return parseMPPChallenges(t, api.mppDo(path, nil).Header)[0]
+	}
+
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 2, "currency": "USD"})
+	id := sess.Session.ExternalID
+	path := "/checkout/pay/" + id + "/mpp"
+	c1, c2, c3 := challenge(path), challenge(path), challenge(path)
+	require.NotEqual(t, c1.ID, c2.ID)
+	const key = "mpp-retry-5be1c7d0a2f94e31"
+
+	resp := api.mppDo(path, keyed(mppCredentialFor(t, payer.key, domain, c1, "", nil), key))
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	first := resp.Map(t)
+	require.Equal(t, false, first["replayed"])
+	firstReceipt := mppReceiptOf(t, resp.Header)
+
+	t.Run("a new credential under the key is the first payment", func(t *testing.T) {
+		resp := api.mppDo(path, keyed(mppCredentialFor(t, payer.key, domain, c2, "", nil), `"`+key+`"`))
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		again := resp.Map(t)
+		require.Equal(t, true, again["replayed"])
+		require.Equal(t, first["payment_id"], again["payment_id"])
+		require.Equal(t, first["tx_hash"], again["tx_hash"])
+		rc := mppReceiptOf(t, resp.Header)
+		require.Equal(t, firstReceipt.Reference, rc.Reference)
+		require.Equal(t, c2.ID, rc.ChallengeID, "the receipt answers the credential sent")
+	})
+	t.Run("without the key the retry is another payment, refused", func(t *testing.T) {
+		resp := api.mppDo(path, http.Header{"Authorization": {mppCredentialFor(t, payer.key, domain, c3, "", nil)}})
+		require.Equal(t, http.StatusConflict, resp.Status, string(resp.Body))
+	})
+	t.Run("another payer under the key", func(t *testing.T) {
+		resp := api.mppDo(path, keyed(mppCredentialFor(t, other.key, domain, c3, "", nil), key))
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+		require.Contains(t, resp.Map(t)["detail"], "Idempotency-Key")
+	})
+	t.Run("a malformed key", func(t *testing.T) {
+		resp := api.mppDo(path, keyed(mppCredentialFor(t, payer.key, domain, c3, "", nil), strings.Repeat("k", agentpay.IdempotencyKeyMaxLen+1)))
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, string(resp.Body))
+		require.Contains(t, resp.Map(t)["detail"], "Idempotency-Key: must be 1 to 255")
+	})
+	t.Run("past expiry the key answers its payment", func(t *testing.T) {
+		later := offset.Load() + int64(agentpay.MPPChallengeTTL+time.Minute)
+		offset.Store(later)
+		cred := mppCredentialFor(t, payer.key, domain, c3, "", nil)
+		resp := api.mppDo(path, http.Header{"Authorization": {cred}})
+		require.Equal(t, http.StatusConflict, resp.Status, "never relayed, expired, the session paid: %s", resp.Body)
+		resp = api.mppDo(path, keyed(cred, key))
+		require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+		require.Equal(t, first["payment_id"], resp.Map(t)["payment_id"])
+		offset.Store(0)
+	})
+	require.Equal(t, int64(8_000_000), api.Env.Balance(t, chains.Base, payer.addr).Int64(), "paid once")
+	require.Equal(t, int64(10_000_000), api.Env.Balance(t, chains.Base, other.addr).Int64())
+	require.Equal(t, 1, sessionPayments(t, api, id))
+
+	// One key across the two dialects, both ways.
+	for _, tc := range []struct {
+		name   string
+		x402At int // which of the two requests is x402's
+	}{{"x402 then MPP", 0}, {"MPP then x402", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			offset.Store(0)
+			sess, _ := api.createSession(m.test(), map[string]any{"amount": 1, "currency": "USD"})
+			id := sess.Session.ExternalID
+			mppPath, x402Path := "/checkout/pay/"+id+"/mpp", "/checkout/pay/"+id+"/x402"
+			c := challenge(mppPath)
+			pr := paymentRequired(t, api.x402Do(http.MethodGet, x402Path, nil, nil).Header)
+			require.Equal(t, mppRequestOf(t, c).Recipient, pr.Accepts[0].PayTo, "one deposit address for both dialects")
+			key := "pay_" + strings.ReplaceAll(tc.name, " ", "_") + "_3f9a61c2"
+			before := api.Env.Balance(t, chains.Base, payer.addr).Int64()
+			var answers []map[string]any
+			for i := range 2 {
+				var resp apiResponse
+				if i == tc.x402At {
+					resp = api.x402Do(http.MethodGet, x402Path, nil, payer.payV2(t, pr.Resource, pr.Accepts[0], "1000000", key))
+				} else {
+					resp = api.mppDo(mppPath, keyed(mppCredentialFor(t, payer.key, domain, c, "", nil), key))
+				}
+				require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+				answers = append(answers, resp.Map(t))
+			}
+			require.Equal(t, false, answers[0]["replayed"])
+			require.Equal(t, true, answers[1]["replayed"])
+			require.Equal(t, answers[0]["payment_id"], answers[1]["payment_id"])
+			require.Equal(t, answers[0]["tx_hash"], answers[1]["tx_hash"])
+			require.Equal(t, before-1_000_000, api.Env.Balance(t, chains.Base, payer.addr).Int64(), "one transfer")
+			require.Equal(t, 1, sessionPayments(t, api, id))
+		})
+	}
+}
+
 // waitConfirmed scans until the session is confirmed (the devnet seals a
 // block a second).
 func waitConfirmed(t testing.TB, api *testAPI, m merchantCreds, externalID string) {
@@ -451,6 +570,53 @@ func TestMPPNodeClient(t *testing.T) {
 	resp.JSON(t, &refund)
 	require.Equal(t, payer, common.HexToAddress(refund.ToAddress).Hex(), "an MPP payment is refunded to the payer's address")
 	require.Equal(t, body["payment_id"], refund.PaymentID)
+}
+
+// TestMPPNodeClientIdempotencyKey: mppx 0.11.0 (npm, testdata/mppclient)
+// under node pays a session with an Idempotency-Key (mppx keeps the
+// caller's header on its paid retry); the credential mppx signed for the
+// same session from another challenge, as it signs when it starts again
+// after a timeout, is answered under the key with the first payment, and
+// refused without it; one payment, one transfer.
+func TestMPPNodeClientIdempotencyKey(t *testing.T) {
+	node, dir := mppNodeDir(t)
+	var offset atomic.Int64
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base}, BlockTime: time.Second,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
+	})
+	api := newTestAPI(t, testAPIConfig{Env: env, Config: agentpay.Config{AgentMode: agentpay.ModeTest,
+		Clock: clock.Func(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })}})
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 1.25, "currency": "USD"})
+	path := "/checkout/pay/" + sess.Session.ExternalID + "/mpp"
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey).Hex()
+	api.Env.Fund(t, chains.Base, payer, 10_000_000)
+	const idemKey = "mppx-retry-0b7e4d2c9a61f835"
+
+	// Made first: a challenge is offered only while the session is unpaid.
+	retry := runMPPClient(t, api, node, dir, api.Server.URL+path, key, "CREDENTIAL_ONLY=1")["credential"].(string)
+	offset.Add(int64(2 * time.Second)) // the paying run's challenge is another
+
+	got := runMPPClient(t, api, node, dir, api.Server.URL+path, key, "IDEMPOTENCY_KEY="+idemKey, "REPLAY=0")
+	require.Equal(t, float64(200), got["status"], "%v", got)
+	body := got["body"].(map[string]any)
+	require.Equal(t, false, body["replayed"])
+
+	resp := api.mppDo(path, http.Header{"Authorization": {retry}, "Idempotency-Key": {idemKey}})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	again := resp.Map(t)
+	require.Equal(t, true, again["replayed"])
+	require.Equal(t, body["payment_id"], again["payment_id"])
+	require.Equal(t, body["tx_hash"], mppReceiptOf(t, resp.Header).Reference)
+	require.NotEqual(t, got["receipt"].(map[string]any)["challengeId"], mppReceiptOf(t, resp.Header).ChallengeID, "another challenge")
+
+	resp = api.mppDo(path, http.Header{"Authorization": {retry}})
+	require.Equal(t, http.StatusConflict, resp.Status, "without the key, a second payment of a paid session: %s", resp.Body)
+	require.Equal(t, 1, sessionPayments(t, api, sess.Session.ExternalID))
+	require.Equal(t, int64(8_750_000), api.Env.Balance(t, chains.Base, payer).Int64(), "paid once")
 }
 
 // BenchmarkMPPRoundTrip: an MPP paid request on the base devnet (1 s

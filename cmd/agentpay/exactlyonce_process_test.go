@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains"
 	"agentpay/chains/devnet/usdc"
 	"agentpay/x402"
 )
@@ -32,15 +34,15 @@ import (
 // point CRASH_AFTER_BROADCAST, right after the broadcast and before
 // anything is recorded or answered), the client retries with the same key
 // on another instance on the same database, and there is one payment, one
-// transfer on chain and one of each webhook. Separate processes share a
-// database on PostgreSQL only (requirePostgres).
+// transfer on chain and one of each webhook. On either engine: on SQLite
+// the processes share one database file (newProcEnvAnyDB says why that
+// holds).
 
 // TestProcessKillAfterBroadcastAgentPay: an agent's checkout payment
 // (REST agent-pay with an Idempotency-Key) whose API dies right after
 // broadcasting the agent's transfer.
 func TestProcessKillAfterBroadcastAgentPay(t *testing.T) {
-	requirePostgres(t)
-	e := newProcEnv(t)
+	e := newProcEnvAnyDB(t)
 	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=send")
 	_, apiB := e.Serve("serve-b")
 	e.Worker("worker")
@@ -107,8 +109,7 @@ func TestProcessKillAfterBroadcastAgentPay(t *testing.T) {
 // authorization; the client's retry signs again (a new nonce), as an x402
 // client does, and is answered the first payment.
 func TestProcessKillAfterBroadcastX402(t *testing.T) {
-	requirePostgres(t)
-	e := newProcEnv(t)
+	e := newProcEnvAnyDB(t)
 	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=relay")
 	_, apiB := e.Serve("serve-b")
 	e.Worker("worker")
@@ -163,6 +164,147 @@ func TestProcessKillAfterBroadcastX402(t *testing.T) {
 	}
 	require.Len(t, e.tokenTransfersFrom(t, payer.Hex()), 1, "one transfer on chain")
 	require.Equal(t, "7500000", e.tokenBalance(t, payer.Hex()).String(), "paid once")
+}
+
+// TestProcessKillAfterBroadcastMPP: an MPP payment under an
+// Idempotency-Key whose API dies right after relaying the payer's
+// authorization; the client's retry answers a fresh challenge with a new
+// authorization (another nonce), as mppx does when it starts again, and
+// is answered the first payment: 202 while the chain has not decided,
+// then 200 with the first's transaction as the receipt's reference.
+func TestProcessKillAfterBroadcastMPP(t *testing.T) {
+	e := newProcEnvAnyDB(t)
+	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=relay")
+	_, apiB := e.Serve("serve-b")
+	e.Worker("worker")
+	e.WaitFirstScan()
+
+	m := e.RegisterMerchant(apiB)
+	id := e.CreateSession(apiB, m, "12.50", testMetadata)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey)
+	e.Pay(payer.Hex(), big.NewInt(20_000_000))
+	domain := e.tokenDomain(t)
+
+	path := "/checkout/pay/" + id + "/mpp"
+	// Two challenges, as a first attempt and a retry get them: the retry's
+	// expires a second later (another id, another nonce).
+	first := mppChallengeAt(t, apiA, path)
+	var retry map[string]string
+	waitFor(t, 10*time.Second, func() bool {
+		retry = mppChallengeAt(t, apiB, path)
+		return retry["id"] != first["id"]
+	}, "a challenge of a later second")
+
+	const idemKey = "mpp-order-7d5d747be160e280"
+	pay := func(api string, challenge map[string]string) (int, map[string]any, http.Header, error) {
+		req, err := http.NewRequest(http.MethodGet, api+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", signMPP(t, key, domain, challenge))
+		req.Header.Set("Idempotency-Key", idemKey)
+		return do(req)
+	}
+
+	_, _, _, err = pay(apiA, first)
+	require.Error(t, err, "the crashing instance answers nothing")
+	<-crashing.done
+	require.Contains(t, crashing.err.Error(), "killed")
+
+	status, body, _, err := pay(apiB, retry)
+	require.NoError(t, err)
+	require.Equal(t, true, body["replayed"], "%d %v", status, body)
+	require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, status, "%v", body)
+
+	e.KeepMining(200 * time.Millisecond)
+	requirePaidSessionEvents(t, e, apiB, m, id)
+	status, again, h, err := pay(apiB, retry)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%v", again)
+	require.Equal(t, "confirmed", again["status"], "%v", again)
+	raw, err := base64.RawURLEncoding.DecodeString(h.Get("Payment-Receipt"))
+	require.NoError(t, err)
+	var receipt agentpay.MPPReceipt
+	require.NoError(t, json.Unmarshal(raw, &receipt))
+	require.Equal(t, again["tx_hash"], receipt.Reference)
+	require.Equal(t, retry["id"], receipt.ChallengeID)
+	transfers := e.tokenTransfersFrom(t, payer.Hex())
+	require.Len(t, transfers, 1, "one transfer on chain")
+	require.Equal(t, transfers[0].TxHash.Hex(), receipt.Reference, "the first authorization's transfer")
+	require.Equal(t, "7500000", e.tokenBalance(t, payer.Hex()).String(), "paid once")
+}
+
+var mppParam = regexp.MustCompile(`([a-z]+)="((?:[^"\\]|\\.)*)"`)
+
+// mppChallengeAt is the session's Payment challenge at api+path (its
+// parameters by name).
+func mppChallengeAt(t *testing.T, api, path string) map[string]string {
+	t.Helper()
+	resp, err := http.Get(api + path)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	out := map[string]string{}
+	for _, m := range mppParam.FindAllStringSubmatch(resp.Header.Get("WWW-Authenticate"), -1) {
+		out[m[1]] = m[2]
+	}
+	require.NotEmpty(t, out["id"])
+	return out
+}
+
+// signMPP is the Authorization: Payment credential mppx sends for the
+// challenge: an EIP-3009 authorization of the request's amount to its
+// recipient, valid until the challenge expires, its nonce the challenge
+// hash.
+func signMPP(t *testing.T, key *ecdsa.PrivateKey, domain chains.TokenDomain, c map[string]string) string {
+	t.Helper()
+	rawReq, err := base64.RawURLEncoding.DecodeString(c["request"])
+	require.NoError(t, err)
+	var req agentpay.MPPChargeRequest
+	require.NoError(t, json.Unmarshal(rawReq, &req))
+	expires, err := time.Parse(time.RFC3339, c["expires"])
+	require.NoError(t, err)
+	value, ok := new(big.Int).SetString(req.Amount, 10)
+	require.True(t, ok)
+	nonce := agentpay.MPPChallengeHash(c["id"], c["realm"])
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	dom := crypto.Keccak256(
+		crypto.Keccak256([]byte("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")),
+		crypto.Keccak256([]byte(domain.Name)), crypto.Keccak256([]byte(domain.Version)),
+		math.U256Bytes(new(big.Int).SetUint64(req.MethodDetails.ChainID)), common.LeftPadBytes(common.HexToAddress(req.Currency).Bytes(), 32),
+	)
+	structHash := crypto.Keccak256(
+		crypto.Keccak256([]byte("TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)")),
+		common.LeftPadBytes(from.Bytes(), 32), common.LeftPadBytes(common.HexToAddress(req.Recipient).Bytes(), 32),
+		math.U256Bytes(value), math.U256Bytes(big.NewInt(0)), math.U256Bytes(big.NewInt(expires.Unix())), nonce[:],
+	)
+	sig, err := crypto.Sign(crypto.Keccak256([]byte("\x19\x01"), dom, structHash), key)
+	require.NoError(t, err)
+	sig[64] += 27
+	cred, err := json.Marshal(map[string]any{
+		"challenge": map[string]string{"id": c["id"], "realm": c["realm"], "method": c["method"], "intent": c["intent"],
+			"request": c["request"], "expires": c["expires"]},
+		"payload": map[string]any{
+			"type": "authorization", "from": from.Hex(), "to": common.HexToAddress(req.Recipient).Hex(), "value": req.Amount,
+			"validAfter": "0", "validBefore": fmt.Sprint(expires.Unix()), "nonce": "0x" + common.Bytes2Hex(nonce[:]),
+			"signature": "0x" + common.Bytes2Hex(sig),
+		},
+	})
+	require.NoError(t, err)
+	return "Payment " + base64.RawURLEncoding.EncodeToString(cred)
+}
+
+// tokenDomain is the devnet USDC's EIP-712 domain, as a client is told it.
+func (e *procEnv) tokenDomain(t *testing.T) chains.TokenDomain {
+	t.Helper()
+	token, err := usdc.NewUSDC(e.base.USDC, e.base.Client())
+	require.NoError(t, err)
+	opts := &bind.CallOpts{Context: t.Context()}
+	name, err := token.Name(opts)
+	require.NoError(t, err)
+	version, err := token.Version(opts)
+	require.NoError(t, err)
+	return chains.TokenDomain{Name: name, Version: version}
 }
 
 // do makes req and answers its status, JSON body and headers; err when

@@ -33,6 +33,7 @@ import (
 
 	"agentpay/chains"
 	"agentpay/chains/devnet"
+	"agentpay/internal/store"
 	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/testenv"
 	"agentpay/webhook"
@@ -117,7 +118,29 @@ type procEnv struct {
 func newProcEnv(t testing.TB) *procEnv {
 	t.Helper()
 	requirePostgres(t)
-	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: freshdb.URL(t), Receiver: newWebhookReceiver(t)}
+	return newProcEnvAnyDB(t)
+}
+
+// newProcEnvAnyDB is newProcEnv on either engine: on SQLite its
+// processes share one database file. That holds for what a test of it
+// asks of several processes (the exactly-once tests: two serve and a
+// worker): every connection opens the file in WAL mode, so readers in
+// any process run beside the one writer, and every transaction is BEGIN
+// IMMEDIATE (internal/store), which takes the file's write lock up front,
+// so writers in different processes serialise on it (busy_timeout waits
+// for the lock) as they do within one; row locks (FOR UPDATE) are no-ops
+// on SQLite because the write lock already covers the whole file. What
+// SQLite lacks across processes is what PostgreSQL carries for the
+// deployment's other guarantees (LISTEN/NOTIFY to other processes'
+// status caches, workers' liveness locks): tests of those stay on
+// newProcEnv.
+func newProcEnvAnyDB(t testing.TB) *procEnv {
+	t.Helper()
+	dbURL := freshdb.URL(t)
+	if !freshdb.IsPostgres() {
+		dbURL = "file:" + dbURL
+	}
+	e := &procEnv{t: t, bin: agentpayBinary(t), dbURL: dbURL, Receiver: newWebhookReceiver(t)}
 
 	// Blocks only when the test mines them (BlockTime 0): the test decides
 	// when a payment gains confirmations. The treasury pays gas
@@ -165,7 +188,7 @@ func newProcEnv(t testing.TB) *procEnv {
 // logJobsOnFailure logs the River jobs of a failed test: what the workers
 // did, are doing and were stuck on.
 func (e *procEnv) logJobsOnFailure() {
-	if !e.t.Failed() {
+	if !e.t.Failed() || !freshdb.IsPostgres() {
 		return
 	}
 	db, err := sql.Open("postgres", e.dbURL)
@@ -309,12 +332,12 @@ func (e *procEnv) Worker(name string) *proc {
 // cursor is saved), so the worker is up and scanning before a test goes on.
 func (e *procEnv) WaitFirstScan() {
 	e.t.Helper()
-	db, err := sql.Open("postgres", e.dbURL)
+	db, err := store.OpenDB(context.Background(), store.DBConfig{URL: e.dbURL})
 	require.NoError(e.t, err)
 	defer db.Close()
 	waitFor(e.t, processTestTimeout, func() bool {
 		var n int
-		err := db.QueryRow(`SELECT count(*) FROM chain_cursors WHERE chain = 'base' AND mode = 'test'`).Scan(&n)
+		err := db.SQL.QueryRow(`SELECT count(*) FROM chain_cursors WHERE chain = 'base' AND mode = 'test'`).Scan(&n)
 		require.NoError(e.t, err)
 		return n > 0
 	}, "the worker's first scan of base")

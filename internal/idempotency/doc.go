@@ -84,7 +84,7 @@
 // it acts on before it acts, a retry reads it back (Claim.Held after a
 // takeover, Runner.HeldBy while the claim is held) and acts on that, not
 // on its own request, and Runner.Finish ends the claim. x402's
-// payment-identifier does this: a client that retries signs a new
-// authorization, and the id must stand for the first one
-// (agentpay's x402id.go).
+// payment-identifier and MPP's Idempotency-Key (one key space, the
+// session's) do this: a client that retries signs a new authorization,
+// and the key must stand for the first one (agentpay's x402id.go).
 package idempotency

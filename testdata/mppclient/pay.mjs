@@ -10,6 +10,9 @@
 //     hash) and retries with Authorization: Payment. Then the same
 //     credential is sent once more, as a client retrying after a timeout
 //     would, to show it pays once.
+//   IDEMPOTENCY_KEY=...: sent as the Idempotency-Key header of every
+//     request (mppx keeps a caller's headers on its paid retry), so the
+//     payment is the one the key names (TestMPPNodeClientIdempotencyKey).
 //   CREDENTIAL_ONLY=1: the credential mppx made is printed
 //     ({"credential": "Payment ..."}) and never sent: an ACP agent hands
 //     it to complete (TestACPCompleteWithMPP).
@@ -46,10 +49,13 @@ const pay = Fetch.from({
   ],
 });
 
+// The caller's headers: the Idempotency-Key when asked for.
+const init = process.env.IDEMPOTENCY_KEY ? { headers: { "Idempotency-Key": process.env.IDEMPOTENCY_KEY } } : undefined;
+
 const out = { payer: account.address };
 if (process.env.CREDENTIAL_ONLY === "1") {
   try {
-    await pay(env("SESSION_URL"));
+    await pay(env("SESSION_URL"), init);
   } catch (e) {
     if (!(e instanceof Captured) && !(e?.cause instanceof Captured)) throw e;
   }
@@ -57,14 +63,14 @@ if (process.env.CREDENTIAL_ONLY === "1") {
   console.log(JSON.stringify({ payer: account.address, credential: sent[0] }));
   process.exit(0);
 }
-const res = await pay(env("SESSION_URL"));
+const res = await pay(env("SESSION_URL"), init);
 out.status = res.status;
 out.body = await res.json();
 const receipt = res.headers.get("payment-receipt");
 out.receipt = receipt ? Receipt.deserialize(receipt) : null;
 out.credentials = sent.length;
 if (sent.length > 0 && process.env.REPLAY !== "0") {
-  const again = await fetch(env("SESSION_URL"), { headers: { Authorization: sent[sent.length - 1] } });
+  const again = await fetch(env("SESSION_URL"), { headers: { ...init?.headers, Authorization: sent[sent.length - 1] } });
   out.replay = { status: again.status, body: await again.json() };
   const r = again.headers.get("payment-receipt");
   out.replay.receipt = r ? Receipt.deserialize(r) : null;
