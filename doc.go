@@ -104,7 +104,7 @@
 // dialled (so DNS tricks and rebinding do not get around it), for every try
 // of every delivery and redelivery; a refusal is recorded as a failed
 // attempt with one generic error, no status and no duration
-// (webhookSendError), naming nothing of the network. ValidateWebhookURL is
+// (webhooksend.SendError), naming nothing of the network. ValidateWebhookURL is
 // the early check of the same rule for registration and updates.
 //
 // Fair share: every merchant's deliveries share the worker's webhook
@@ -114,6 +114,12 @@
 // merchants, so receivers new to a process get one try at a time, and
 // slow ones share a bounded part of the workers, the slow lane
 // (webhookreceivers.go).
+//
+// Throughput: what decides nothing (the shared read of what a try needs,
+// the signed POST, recording many tries in one statement or transaction)
+// is internal/webhooksend; the rules above stay here. A delivery turned
+// away at its merchant's cap waits out of the pool (its job snoozed) and,
+// for a receiver that answers, comes back at its turn (WebhookBusyWait).
 //
 // # E-mail goes through an outbox
 //

@@ -256,6 +256,9 @@ type Service struct {
 	// webhookReceivers is what this process knows of receivers, and its
 	// slow lane (webhookreceivers.go).
 	webhookReceivers *webhookReceivers
+	// webhookTriesSQLite records the tries of concurrent deliveries
+	// together on SQLite (webhooktries.go).
+	webhookTriesSQLite *store.GroupBatch[*sqliteTryCall]
 	// passkeys is the WebAuthn relying party; nil when passkeys are off.
 	passkeys *webauthn.WebAuthn
 	// partners verify partner attestations by partner name (partners.go).
@@ -326,6 +329,7 @@ func NewService(cfg Config) (*Service, error) {
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
 	s.idem = s.newIdempotencyRunner()
 	s.webhookReceivers = newWebhookReceivers(cfg, s.now)
+	s.webhookTriesSQLite = newWebhookTriesSQLite(s)
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
 	return s, nil
 }

@@ -1,21 +1,13 @@
 package agentpay
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 	"github.com/riverqueue/river"
 
 	"agentpay/ent"
@@ -23,8 +15,7 @@ import (
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/jobs"
-	"agentpay/internal/store"
-	"agentpay/webhook"
+	"agentpay/internal/webhooksend"
 )
 
 const (
@@ -38,11 +29,6 @@ const (
 	webhookJobSpareAttempts = 10
 	// webhookErrorMax bounds the error text kept per attempt.
 	webhookErrorMax = 500
-	// webhookBodyMax is how much of an answer's body is read (and thrown
-	// away, so the connection can be reused); the rest is not waited for.
-	webhookBodyMax = 64 << 10
-	webhookURLMax  = 2048
-	webhookUA      = "agentpay-webhooks/1"
 )
 
 // DefaultWebhookRetryDelays is the retry schedule of spec 6.4, used when
@@ -148,7 +134,7 @@ type WebhookDeliveryResult struct {
 	Done bool
 	// Busy: the merchant's tries in flight in this mode are at the cap
 	// (webhooklimits.go), so nothing was sent and no try is counted; ask
-	// again after WebhookBusyDelay. Not Done.
+	// again after WebhookBusyWait. Not Done.
 	Busy bool
 	// RetryAt is when the next try is due, when not Done nor Busy.
 	RetryAt time.Time
@@ -200,7 +186,9 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		sendErr = errNoWebhookURL
 	}
 	if sendErr == nil {
-		code, sendErr = postWebhook(tryCtx, s.webhookClient(d.livemode), d, at, secret, previous...)
+		code, sendErr = webhooksend.Post(tryCtx, s.webhookClient(d.livemode), webhooksend.Request{
+			URL: d.url, EventID: d.eventID.String(), Payload: d.payload, At: at, Secret: secret, Previous: previous,
+		})
 	}
 	duration := time.Since(start)
 	// The receiver's part is over: its places (the merchant's cap, the
@@ -221,7 +209,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		// receiver's fault, so not counted; the job runs again.
 		return WebhookDeliveryResult{}, ctx.Err()
 	}
-	duration = attemptDuration(sendErr, duration)
+	duration = webhooksend.Duration(sendErr, duration)
 
 	now := s.now().UTC()
 	try := d.tries + 1
@@ -270,176 +258,6 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	return res, nil
 }
 
-// webhookTry is one try to record: the attempt row and the delivery's new
-// state.
-type webhookTry struct {
-	attemptID     uuid.UUID
-	deliveryID    uuid.UUID
-	at            time.Time
-	statusCode    int
-	duration      time.Duration
-	errText       string
-	status        webhookdelivery.Status
-	nextAttemptAt *time.Time // nil once the delivery is done
-	now           time.Time
-	// number, merchantID, livemode and eventID place the try in its
-	// merchant's feed (merchantfeed.go), written with it.
-	number     int
-	merchantID uuid.UUID
-	livemode   bool
-	eventID    uuid.UUID
-}
-
-// recordWebhookTry writes the attempt and updates the delivery (attempts+1,
-// status, next or completion time) together, if the delivery is still
-// pending. applied is false when it no longer was (another run finished
-// it); the attempt is logged either way.
-//
-// On PostgreSQL it is part of one statement shared with the tries recorded
-// at the same time (webhookTryWrites); on SQLite, where a round trip costs
-// nothing, an ent transaction.
-func (s *Service) recordWebhookTry(ctx context.Context, t webhookTry) (*ent.WebhookAttempt, bool, error) {
-	t.attemptID = uuid.New()
-	a := &ent.WebhookAttempt{
-		ID: t.attemptID, CreatedAt: t.now, UpdatedAt: t.now, DeliveryID: t.deliveryID,
-		StatusCode: t.statusCode, DurationMs: t.duration.Milliseconds(), Error: t.errText, At: t.at,
-	}
-	if s.cfg.DB.IsPostgres() {
-		// When ctx ends first the batch may still commit the try: the
-		// caller's job runs again and finds the delivery as that commit
-		// left it.
-		applied, err := webhookTryWrites.Do(ctx, s.cfg.DB, t)
-		if err != nil {
-			return nil, false, err
-		}
-		return a, applied, nil
-	}
-	applied := false
-	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		var err error
-		a, err = tx.WebhookAttempt.Create().
-			SetID(a.ID).
-			SetDeliveryID(t.deliveryID).
-			SetStatusCode(t.statusCode).
-			SetDurationMs(a.DurationMs).
-			SetError(t.errText).
-			SetAt(t.at).
-			Save(ctx)
-		if err != nil {
-			return err
-		}
-		u := tx.WebhookDelivery.Update().
-			Where(webhookdelivery.ID(t.deliveryID), webhookdelivery.StatusEQ(webhookdelivery.StatusPending)).
-			AddAttempts(1).
-			SetLastAttemptAt(t.at).
-			SetStatus(t.status)
-		if t.nextAttemptAt != nil {
-			u.SetNextAttemptAt(*t.nextAttemptAt)
-		} else {
-			u.ClearNextAttemptAt().SetCompletedAt(t.now)
-		}
-		n, err := u.Save(ctx)
-		if err != nil {
-			return err
-		}
-		applied = n > 0
-		return s.recordFeedLine(ctx, tx, sqlTx, t.merchantID, t.livemode, t.eventID, FeedDeliveryAttempt, feedAttemptData(t))
-	})
-	return a, applied, err
-}
-
-// webhookTryWrites records the tries of concurrent deliveries together on
-// PostgreSQL (store.Batched, group commit): a try that finishes while
-// another batch is being written joins the next one, which writes every
-// waiting try's attempt and delivery state in one statement
-// (recordWebhookTriesPostgres) and one commit, at most 500 tries a statement.
-// Recording a try waited on the WAL flush of its own commit (LWLock
-// WALWrite, IO WALSync in pg_stat_activity); one flush now covers a batch.
-// Each try is still committed before DeliverWebhook returns, so its job
-// completes only once its outcome is durable. The answer, by delivery, is
-// whether the delivery was still pending.
-var webhookTryWrites = store.NewBatched(store.BatchSpec[uuid.UUID, webhookTry, bool]{
-	SQL:  recordWebhookTriesPostgres,
-	Args: webhookTriesArgs,
-	Scan: func(rows *sql.Rows, applied map[uuid.UUID]bool) error {
-		var id uuid.NullUUID // NULL: a feed line's notification
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		if id.Valid {
-			applied[id.UUID] = true
-		}
-		return nil
-	},
-	Key:     func(t webhookTry) uuid.UUID { return t.deliveryID },
-	Max:     500,
-	Timeout: 30 * time.Second,
-})
-
-// webhookTriesArgs are recordWebhookTriesPostgres' arrays for tries.
-func webhookTriesArgs(tries []webhookTry) []any {
-	n := len(tries)
-	var (
-		deliveries, statuses, errs = make([]string, n), make([]string, n), make([]string, n)
-		attempts                   = make([]string, n)
-		ats, nows                  = make([]string, n), make([]string, n)
-		nexts, completions         = make([]sql.NullString, n), make([]sql.NullString, n)
-		codes, durations           = make([]int64, n), make([]int64, n)
-		merchants, events, feeds   = make([]string, n), make([]string, n), make([]string, n)
-		livemodes                  = make([]bool, n)
-	)
-	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	for i, t := range tries {
-		deliveries[i], attempts[i], statuses[i], errs[i] = t.deliveryID.String(), t.attemptID.String(), string(t.status), t.errText
-		ats[i], nows[i] = ts(t.at), ts(t.now)
-		codes[i], durations[i] = int64(t.statusCode), t.duration.Milliseconds()
-		merchants[i], livemodes[i], events[i], feeds[i] = t.merchantID.String(), t.livemode, t.eventID.String(), feedAttemptData(t)
-		if t.nextAttemptAt != nil {
-			nexts[i] = sql.NullString{String: ts(*t.nextAttemptAt), Valid: true}
-		} else {
-			completions[i] = sql.NullString{String: ts(t.now), Valid: true}
-		}
-	}
-	return []any{pq.StringArray(deliveries), pq.StringArray(ats), pq.StringArray(statuses), pq.Array(nexts), pq.Array(completions),
-		pq.StringArray(nows), pq.StringArray(attempts), pq.Array(codes), pq.Array(durations), pq.StringArray(errs),
-		pq.StringArray(merchants), pq.BoolArray(livemodes), pq.StringArray(events), pq.StringArray(feeds)}
-}
-
-// recordWebhookTriesPostgres records many tries (PostgreSQL): each writes its
-// attempt row, and updates its delivery (attempts + 1, status, next or
-// completion time) if it is still pending. Arguments are arrays of, in
-// order, delivery ids, attempt times, statuses, next attempts (NULL when
-// done), completions (NULL while pending), now, attempt ids, status codes,
-// durations (ms), errors, and for the merchant feed (merchantfeed.go)
-// merchant ids, livemodes, event ids and line data. It answers the ids of
-// the deliveries it updated (those still pending), and a NULL for each feed
-// line, whose notification (pg_notify, delivered on commit) it sends.
-const recordWebhookTriesPostgres = `WITH i AS (
-	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::timestamptz[],
-		$6::timestamptz[], $7::uuid[], $8::bigint[], $9::bigint[], $10::text[],
-		$11::uuid[], $12::boolean[], $13::uuid[], $14::text[])
-		AS t(delivery_id, at, status, next_at, completed_at, now, attempt_id, status_code, duration_ms, error,
-			merchant_id, livemode, event_id, feed)
-), d AS (
-	UPDATE webhook_deliveries w
-	SET attempts = w.attempts + 1, last_attempt_at = i.at, status = i.status,
-		next_attempt_at = i.next_at, completed_at = i.completed_at, updated_at = i.now
-	FROM i
-	WHERE w.id = i.delivery_id AND w.status = 'pending'
-	RETURNING w.id
-), a AS (
-	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
-	SELECT attempt_id, now, now, delivery_id, status_code, duration_ms, error, at FROM i
-), f AS (
-	INSERT INTO merchant_feed_entries (merchant_id, livemode, event_id, kind, data, created_at)
-	SELECT merchant_id, livemode, event_id, 'delivery_attempt', feed, now FROM i
-	RETURNING id, merchant_id, livemode
-)
-SELECT id FROM d
-UNION ALL
-SELECT NULL FROM (SELECT pg_notify('merchant_events',
-	f.merchant_id::text || '.' || CASE WHEN f.livemode THEN 'live' ELSE 'test' END || ':' || f.id::text) FROM f) n`
-
 // deliveryToSend is what one try needs, read in one query.
 type deliveryToSend struct {
 	status webhookdelivery.Status
@@ -458,54 +276,27 @@ type deliveryToSend struct {
 	endpoint webhookEndpoint
 }
 
-const deliveryToSendQuery = `SELECT d.status, d.attempts,
-	COALESCE(CASE WHEN e.livemode THEN m.webhook_url ELSE m.test_webhook_url END, ''), e.id, e.payload, e.livemode, m.id,
-	m.webhook_secret_encrypted, m.webhook_secret_previous_encrypted, m.webhook_secret_previous_expires_at,
-	m.test_webhook_secret_encrypted, m.test_webhook_secret_previous_encrypted, m.test_webhook_secret_previous_expires_at
-FROM webhook_deliveries d
-JOIN webhook_events e ON e.id = d.event_id
-JOIN merchants m ON m.id = e.merchant_id
-WHERE d.id = `
-
 // loadDeliveryToSend reads a delivery with its event's payload and its
-// merchant's sealed secrets in one query (one round trip instead of ent's
-// three for the eager-loaded edges: this is the hot path of delivery).
+// merchant's webhook settings in one query, shared with the deliveries read
+// at the same time (webhooksend.Load: this is the hot path of delivery).
+// The URL and secrets are those of the event's mode.
 func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*deliveryToSend, error) {
-	q := deliveryToSendQuery + "?"
-	if s.cfg.DB.IsPostgres() {
-		q = deliveryToSendQuery + "$1"
-	}
-	rows, err := s.cfg.DB.QueryCached(ctx, q, id)
+	row, err := webhooksend.Load(ctx, s.cfg.DB, id)
 	if err != nil {
 		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
-		}
+	if row == nil {
 		return nil, fmt.Errorf("%w: webhook delivery %s", ErrNotFound, id)
 	}
-	var (
-		d                  deliveryToSend
-		status             string
-		live, test         webhookEndpoint
-		liveUntil, testEnd sql.NullTime
-	)
-	if err := rows.Scan(&status, &d.tries, &d.url, &d.eventID, &d.payload, &d.livemode, &d.merchantID,
-		&live.secret, &live.previous, &liveUntil, &test.secret, &test.previous, &testEnd); err != nil {
-		return nil, fmt.Errorf("agentpay: reading webhook delivery: %w", err)
+	ep := row.Test
+	if row.Livemode {
+		ep = row.Live
 	}
-	d.status = webhookdelivery.Status(status)
-	d.endpoint = live
-	until := liveUntil
-	if !d.livemode {
-		d.endpoint, until = test, testEnd
-	}
-	if until.Valid {
-		d.endpoint.previousUntil = &until.Time
-	}
-	return &d, rows.Close()
+	return &deliveryToSend{
+		status: webhookdelivery.Status(row.Status), tries: row.Attempts, url: ep.URL,
+		eventID: row.EventID, payload: row.Payload, livemode: row.Livemode, merchantID: row.MerchantID,
+		endpoint: webhookEndpoint{url: ep.URL, secret: ep.Secret, previous: ep.Previous, previousUntil: ep.PreviousUntil},
+	}, nil
 }
 
 // AttemptStatusCode is the HTTP status a try was answered with, nil when
@@ -548,147 +339,4 @@ func deliveriesInOrder(q *ent.WebhookDeliveryQuery) *ent.WebhookDeliveryQuery {
 // attemptsInOrder orders a delivery's tries: oldest first.
 func attemptsInOrder(q *ent.WebhookAttemptQuery) *ent.WebhookAttemptQuery {
 	return q.Order(webhookattempt.ByAt(), webhookattempt.ByCreatedAt())
-}
-
-// postWebhook sends one try with client, signed with secret (and previous,
-// secrets still in a rotation's overlap), and returns the answer's status
-// code (0 when there was none) and why the try failed (nil for a 2xx).
-func postWebhook(ctx context.Context, client *http.Client, d *deliveryToSend, at time.Time, secret string, previous ...string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.payload))
-	if err != nil {
-		return 0, fmt.Errorf("bad webhook URL: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", webhookUA)
-	webhook.SetSignatureHeaders(req.Header, secret, d.eventID.String(), at, d.payload, previous...)
-
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, webhookSendError(err)
-	}
-	// Drain a little so the connection can be reused; the body is not kept.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhookBodyMax))
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
-	}
-	return resp.StatusCode, nil
-}
-
-// The attempt log's errors for a try that found no address to send to.
-// They name no address: the log is the merchant's, and what a name resolves
-// to inside the service's network, or which resolver answered, is not
-// theirs to map.
-var (
-	errNoWebhookURL    = errors.New("not sent: the webhook URL of this mode was removed; set one and the next retry goes there")
-	errNoPublicAddress = errors.New("refused: the webhook URL's host does not resolve to a public address")
-	errUnresolvedHost  = errors.New("the webhook URL's host could not be resolved (temporary failure)")
-)
-
-// webhookSendError is the error a try's request failed with, as the attempt
-// log shows it: a refused or unknown address is errNoPublicAddress, another
-// name resolution failure errUnresolvedHost (Go's says which resolver
-// failed, an internal address); anything else as net/http says it (it
-// names the merchant's URL and what happened to it).
-func webhookSendError(err error) error {
-	var refused *webhook.NonPublicAddrError
-	var dnsErr *net.DNSError
-	switch {
-	case errors.As(err, &refused):
-		return errNoPublicAddress
-	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return errNoPublicAddress
-	case errors.As(err, &dnsErr):
-		return errUnresolvedHost
-	}
-	return err
-}
-
-// attemptDuration is how long a try took as the attempt log shows it: 0
-// when it found no address to send to, since the time spent resolving the
-// name would tell apart the names the service's resolver knows.
-func attemptDuration(sendErr error, took time.Duration) time.Duration {
-	if errors.Is(sendErr, errNoPublicAddress) || errors.Is(sendErr, errUnresolvedHost) {
-		return 0
-	}
-	return took
-}
-
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
-}
-
-// webhookMayReachPrivate is the rule of where a mode's deliveries may go:
-// public addresses only, except test mode when the operator allows more
-// (Config.WebhookAllowPrivate, so a developer's local receiver works). Live
-// events always stay off private networks. Anyone can register a merchant
-// and read its attempt log, so test mode reaching the service's own network
-// by default would hand every merchant a probe of it.
-func (s *Service) webhookMayReachPrivate(mode Mode) bool {
-	return mode == ModeTest && s.cfg.WebhookAllowPrivate
-}
-
-// newWebhookClient builds the client that sends a mode's deliveries, held
-// to webhookMayReachPrivate when it connects.
-func (s *Service) newWebhookClient(mode Mode) *http.Client {
-	return s.newWebhookClientWith(mode, nil)
-}
-
-// newWebhookClientWith is newWebhookClient looking names up with resolver
-// (nil: the system's); tests resolve names their own way with it.
-func (s *Service) newWebhookClientWith(mode Mode, resolver *net.Resolver) *http.Client {
-	return webhook.NewClient(webhook.ClientOptions{Timeout: WebhookTimeout, PublicOnly: !s.webhookMayReachPrivate(mode), Resolver: resolver})
-}
-
-// webhookClient is the client of a delivery's mode.
-func (s *Service) webhookClient(livemode bool) *http.Client {
-	if livemode {
-		return s.liveWebhooks
-	}
-	return s.testWebhooks
-}
-
-// ValidateWebhookURL checks a merchant's webhook URL when it is registered or
-// changed: an absolute http or https URL with a host, at most 2,048
-// characters; unless privateOK (webhookMayReachPrivate of the mode), not
-// "localhost" (or a name under .localhost) and not an IP literal outside the
-// public ranges. Names are not resolved here: the address actually dialled
-// is checked at every delivery.
-func ValidateWebhookURL(raw string, privateOK bool) error {
-	const field = "webhook_url"
-	if raw == "" || hasSpaceOrControl(raw) {
-		return Invalid(field, "must be an http or https URL")
-	}
-	if len(raw) > webhookURLMax {
-		return Invalid(field, "must be at most %d characters long", webhookURLMax)
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" {
-		return Invalid(field, "must be an http or https URL")
-	}
-	host := u.Hostname()
-	if host == "" {
-		return Invalid(field, "must include a host")
-	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return Invalid(field, "has an invalid port")
-		}
-	}
-	if privateOK {
-		return nil
-	}
-	if err := webhook.CheckPublicHost(host); errors.Is(err, webhook.ErrLocalhost) {
-		return Invalid(field, "must not point at localhost: webhooks go to public addresses only")
-	} else if err != nil {
-		return Invalid(field, "must not point at a private, loopback or link-local address: webhooks go to public addresses only")
-	}
-	return nil
 }

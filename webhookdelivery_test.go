@@ -14,11 +14,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +30,7 @@ import (
 	"agentpay/internal/store"
 	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
+	"agentpay/internal/webhooksend"
 	"agentpay/webhook"
 )
 
@@ -408,42 +407,6 @@ func TestDeliverWebhookAddressRule(t *testing.T) {
 	}
 }
 
-// TestWebhookSendErrors: what the attempt log says of a request that
-// failed, and how long it took. Name resolution failures never show the
-// resolver (an address inside the service's network) nor what a name
-// resolved to, nor how long resolving took.
-func TestWebhookSendErrors(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		err   error
-		want  string
-		timed bool // the duration is shown
-	}{
-		{&url.Error{Op: "Post", URL: "http://shop.test/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
-			Err: &webhook.NonPublicAddrError{Addr: netip.MustParseAddr("10.0.3.7")}}},
-			"refused: the webhook URL's host does not resolve to a public address", false},
-		{&url.Error{Op: "Post", URL: "http://db.internal/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
-			Err: &net.DNSError{Err: "no such host", Name: "db.internal", Server: "10.0.0.2:53", IsNotFound: true}}},
-			"refused: the webhook URL's host does not resolve to a public address", false},
-		{&url.Error{Op: "Post", URL: "http://shop.test/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
-			Err: &net.DNSError{Err: "server misbehaving", Name: "shop.test", Server: "10.0.0.2:53", IsTemporary: true}}},
-			"the webhook URL's host could not be resolved (temporary failure)", false},
-		{&url.Error{Op: "Post", URL: "http://93.184.216.34/hooks", Err: &net.OpError{Op: "dial", Net: "tcp",
-			Addr: &net.TCPAddr{IP: net.ParseIP("93.184.216.34"), Port: 80}, Err: syscall.ECONNREFUSED}},
-			`Post "http://93.184.216.34/hooks": dial tcp 93.184.216.34:80: connection refused`, true},
-	}
-	for _, tt := range tests {
-		err := webhookSendError(tt.err)
-		require.Equal(t, tt.want, err.Error())
-		took := 1234 * time.Millisecond
-		if !tt.timed {
-			took = 0
-		}
-		require.Equal(t, took, attemptDuration(err, 1234*time.Millisecond), tt.want)
-	}
-	require.Equal(t, 20*time.Millisecond, attemptDuration(nil, 20*time.Millisecond), "a success")
-}
-
 func TestRedeliverWebhook(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -489,7 +452,7 @@ func TestRedeliverWebhook(t *testing.T) {
 // a delivery already finished is logged without changing it.
 func TestWebhookTriesShareStatements(t *testing.T) {
 	if !testdb.IsPostgres() {
-		t.Skip("PostgreSQL only (SQLite records each try in its own transaction): set TEST_DATABASE_URL")
+		t.Skip("PostgreSQL only (SQLite shares a transaction, not a statement): set TEST_DATABASE_URL")
 	}
 	ctx := context.Background()
 	const n = 40
@@ -520,7 +483,7 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 	// The first batch is held on a table lock until every other try has
 	// arrived, so the count below does not depend on how the sends happen
 	// to overlap: the held batch, then one batch for all the rest.
-	triesBefore, statementsBefore := webhookTryWrites.Counts(svc.cfg.DB)
+	triesBefore, statementsBefore := webhooksend.Counts(svc.cfg.DB)
 	lock, err := svc.cfg.DB.SQL.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer lock.Rollback() //nolint:errcheck // committed below
@@ -539,11 +502,11 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 		}()
 	}
 	close(start)
-	require.Eventually(t, func() bool { tries, _ := webhookTryWrites.Counts(svc.cfg.DB); return tries-triesBefore == n-1 }, 30*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { tries, _ := webhooksend.Counts(svc.cfg.DB); return tries-triesBefore == n-1 }, 30*time.Second, 5*time.Millisecond,
 		"every try but the finished delivery's reaches the batcher")
 	require.NoError(t, lock.Commit())
 	wg.Wait()
-	_, statements := webhookTryWrites.Counts(svc.cfg.DB)
+	_, statements := webhooksend.Counts(svc.cfg.DB)
 	require.Equal(t, int64(2), statements-statementsBefore, "the tries that waited shared one statement")
 
 	for i, id := range ids {

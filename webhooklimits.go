@@ -25,7 +25,7 @@ import (
 //     cap waits in the process up to webhookGateWait for a try to end, if
 //     fewer than the cap already wait, so a busy merchant whose receiver
 //     answers quickly keeps its slots full; otherwise it sends nothing and
-//     is asked again after WebhookBusyDelay (the worker snoozes its job): it
+//     is asked again after WebhookBusyWait (the worker snoozes its job): it
 //     is not a failed try. A try holds its place while its receiver has it,
 //     not while it is recorded (the database's time, not the receiver's:
 //     DeliverWebhook). One merchant and mode so occupy at most twice the
@@ -175,6 +175,21 @@ func (s *Service) WebhookSlotsFull(merchantID uuid.UUID, livemode bool) bool {
 // WebhookSlowConcurrency is how many tries to slow receivers a process
 // holds at once (Config.WebhookSlowConcurrency, its default).
 func (s *Service) WebhookSlowConcurrency() int { return s.webhookReceivers.lane }
+
+// WebhookBusyWait is how long a delivery of the merchant in mode turned away
+// at its cap waits before asking again, when it has already waited waits
+// times: for a proven receiver (webhookreceivers.go), its turn in this
+// process's queue of the merchant's deliveries turned away, paced by how
+// fast the receiver takes them (busyTurn); for others, WebhookBusyDelay.
+// The delivery waits out of the worker's pool (the worker snoozes its job,
+// which stays in the database: nothing waiting is lost with the process).
+func (s *Service) WebhookBusyWait(merchantID uuid.UUID, livemode bool, waits int) time.Duration {
+	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
+	if d, ok := s.webhookReceivers.busyTurn(key, s.webhookMerchantConcurrency()); ok {
+		return d
+	}
+	return WebhookBusyDelay(waits)
+}
 
 // WebhookBusyDelay is how long a delivery whose merchant is at its cap
 // waits before asking again, when it has already waited waits times: from

@@ -82,6 +82,11 @@ type receiverState struct {
 	slowUntil time.Time
 	// seen is its last try's start (the service's clock).
 	seen time.Time
+	// tryTook is how long its tries take (a moving average, the real
+	// clock), and nextTurn when the last delivery turned away at its cap
+	// was told to come back (busyTurn).
+	tryTook  time.Duration
+	nextTurn time.Time
 }
 
 // webhookReceivers is a process's knowledge of receivers and its slow lane.
@@ -89,6 +94,9 @@ type webhookReceivers struct {
 	lane      int
 	slowAfter time.Duration
 	now       func() time.Time
+	// realNow is the real clock (time.Now; tests stop it), which busyTurn
+	// paces on: River runs a snoozed job by it.
+	realNow func() time.Time
 
 	mu     sync.Mutex
 	states map[webhookGateKey]*receiverState
@@ -97,7 +105,7 @@ type webhookReceivers struct {
 }
 
 func newWebhookReceivers(cfg Config, now func() time.Time) *webhookReceivers {
-	return &webhookReceivers{lane: webhookSlowConcurrency(cfg), slowAfter: WebhookSlowAfter, now: now,
+	return &webhookReceivers{lane: webhookSlowConcurrency(cfg), slowAfter: WebhookSlowAfter, now: now, realNow: time.Now,
 		states: map[webhookGateKey]*receiverState{}}
 }
 
@@ -261,6 +269,41 @@ func (slot *webhookSlot) end() {
 	case took >= r.slowAfter:
 		r.markSlowLocked(slot.key, now)
 	case r.classLocked(slot.key, now) != receiverSlow:
-		r.stateLocked(slot.key).proven = true
+		st := r.stateLocked(slot.key)
+		st.proven = true
+		if st.tryTook == 0 {
+			st.tryTook = took
+		} else {
+			st.tryTook += (took - st.tryTook) / 8
+		}
 	}
+}
+
+// busyTurn is when a delivery of a proven receiver turned away at its cap
+// should come back, from now: its turn in a queue of those already turned
+// away, the receiver taking one every tryTook/cap (its cap of tries in
+// flight, each taking tryTook). ok is false when the receiver is not
+// proven, has no measure yet, or the turn would be past webhookBusyMax
+// (WebhookBusyDelay then, as for any receiver). So a receiver that answers
+// at once has its deliveries back as its places free, not after
+// WebhookBusyDelay's 50 ms and more each, and one that answers slowly
+// gets them back no faster than it takes them.
+func (r *webhookReceivers) busyTurn(key webhookGateKey, cap int) (wait time.Duration, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.states[key]
+	if st == nil || r.classLocked(key, r.now()) != receiverProven || st.tryTook <= 0 || cap <= 0 {
+		return 0, false
+	}
+	now := r.realNow()
+	turn := now
+	if st.nextTurn.After(now) {
+		turn = st.nextTurn
+	}
+	turn = turn.Add(st.tryTook / time.Duration(cap))
+	if turn.Sub(now) > webhookBusyMax {
+		return 0, false
+	}
+	st.nextTurn = turn
+	return turn.Sub(now), true
 }

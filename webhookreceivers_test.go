@@ -146,3 +146,62 @@ func TestWebhookSlowTryCutWhenTheLaneIsFull(t *testing.T) {
 	require.Equal(t, webhookdelivery.StatusPending, onlyDelivery(t, svc, d.EventID).Status)
 	require.Equal(t, receiverSlow, svc.webhookReceivers.class(webhookGateKey{merchantID: m.ID}))
 }
+
+// TestWebhookBusyTurns: a delivery of a proven receiver turned away at its
+// merchant's cap comes back at its turn in the queue of those turned away
+// before it, one every tryTook/cap (the rate at which the receiver takes
+// them); a new or slow receiver, one not yet measured, or a turn further
+// than webhookBusyMax falls back to WebhookBusyDelay. How long tries take is
+// a moving average of the tries that ended in time.
+func TestWebhookBusyTurns(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewStub(time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC))
+	r := newWebhookReceivers(Config{}, clk.Now)
+	real := time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)
+	r.realNow = func() time.Time { return real }
+	proven, fresh, slow, unmeasured := webhookGateKey{merchantID: uuid.New()}, webhookGateKey{merchantID: uuid.New()},
+		webhookGateKey{merchantID: uuid.New()}, webhookGateKey{merchantID: uuid.New()}
+	r.states[proven] = &receiverState{proven: true, tryTook: 10 * time.Millisecond}
+	r.states[slow] = &receiverState{slowUntil: clk.Now().Add(time.Minute), tryTook: 10 * time.Millisecond}
+	r.states[unmeasured] = &receiverState{proven: true}
+
+	for i, want := range []time.Duration{2, 4, 6} {
+		got, ok := r.busyTurn(proven, 5)
+		require.True(t, ok, "turn %d", i)
+		require.Equal(t, want*time.Millisecond, got, "turn %d: one every 10ms/5", i)
+	}
+	real = real.Add(5 * time.Millisecond)
+	got, ok := r.busyTurn(proven, 5)
+	require.True(t, ok)
+	require.Equal(t, 3*time.Millisecond, got, "behind the turns given 5ms ago (at 2, 4 and 6ms)")
+	real = real.Add(time.Second)
+	got, _ = r.busyTurn(proven, 5)
+	require.Equal(t, 2*time.Millisecond, got, "the queue emptied meanwhile")
+
+	for name, key := range map[string]webhookGateKey{"new": fresh, "slow": slow, "unmeasured": unmeasured} {
+		_, ok := r.busyTurn(key, 5)
+		require.False(t, ok, name)
+	}
+	r.states[proven].tryTook = 3 * time.Second
+	_, ok = r.busyTurn(proven, 5)
+	require.True(t, ok, "600ms")
+	for ok {
+		_, ok = r.busyTurn(proven, 5)
+	}
+	require.LessOrEqual(t, r.states[proven].nextTurn.Sub(real), webhookBusyMax, "no turn past webhookBusyMax is given")
+
+	// The measure: the first try's time, then an eighth of each next
+	// difference; a try of WebhookSlowAfter or more makes it slow instead.
+	measured := webhookGateKey{merchantID: uuid.New()}
+	end := func(took time.Duration) {
+		slot := &webhookSlot{key: measured, r: r, started: time.Now().Add(-took)}
+		slot.end()
+	}
+	end(80 * time.Millisecond)
+	require.InDelta(t, float64(80*time.Millisecond), float64(r.states[measured].tryTook), float64(5*time.Millisecond))
+	end(0)
+	require.InDelta(t, float64(70*time.Millisecond), float64(r.states[measured].tryTook), float64(5*time.Millisecond))
+	end(WebhookSlowAfter)
+	_, ok = r.busyTurn(measured, 5)
+	require.False(t, ok, "slow now")
+}

@@ -29,8 +29,10 @@ import (
 // itself.
 //
 // A delivery whose merchant is at its cap of tries in flight (Busy) is
-// snoozed for agentpay.WebhookBusyDelay of the times it was already
-// snoozed: River runs it again then without counting an attempt, so waiting
+// snoozed for agentpay.Service.WebhookBusyWait (its turn behind the
+// merchant's other waiting deliveries when its receiver answers quickly,
+// a delay growing with the times it was already snoozed otherwise): River
+// runs it again then without counting an attempt, so waiting
 // for a slot never fails a delivery, and the worker it ran on is free at
 // once for other merchants' deliveries.
 type deliverWebhookWorker struct {
@@ -42,7 +44,7 @@ type deliverWebhookWorker struct {
 
 func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.DeliverWebhookArgs]) error {
 	if a := job.Args; a.MerchantID != uuid.Nil && w.svc.WebhookSlotsFull(a.MerchantID, a.Livemode) {
-		return river.JobSnooze(agentpay.WebhookBusyDelay(snoozes(job.Metadata)))
+		return river.JobSnooze(w.svc.WebhookBusyWait(a.MerchantID, a.Livemode, snoozes(job.Metadata)))
 	}
 	res, err := w.svc.DeliverWebhook(ctx, job.Args.DeliveryID)
 	if errors.Is(err, agentpay.ErrNotFound) {
@@ -58,7 +60,7 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.Del
 		return nil
 	}
 	if res.Busy {
-		return river.JobSnooze(agentpay.WebhookBusyDelay(snoozes(job.Metadata)))
+		return river.JobSnooze(w.svc.WebhookBusyWait(job.Args.MerchantID, res.Livemode, snoozes(job.Metadata)))
 	}
 	if job.Attempt < job.MaxAttempts {
 		w.retryAt.Store(job.ID, res.RetryAt)

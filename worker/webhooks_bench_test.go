@@ -19,16 +19,18 @@ import (
 // receiver on loopback that answers 200 at once. b.N events are committed
 // in one transaction while the worker runs; the clock runs from the commit
 // until every delivery is recorded as succeeded. Each delivery is: the
-// River fetch, reading the delivery, event and merchant, taking a slot of
-// the merchant's cap, opening the secret, signing twice, the HTTP POST,
-// recording the attempt, the delivery's state and the slot's release in one
-// transaction, and River completing the job.
+// River fetch, reading the delivery, event and merchant (a statement shared
+// with the deliveries read at the same time), taking a slot of the
+// merchant's cap, opening the secret, signing twice, the HTTP POST,
+// recording the attempt, the delivery's state and its feed line (a
+// statement or transaction shared with the tries ended at the same time),
+// and River completing the job.
 //
 // The events belong to 50 merchants (the machinery's throughput), or all to
 // one (a burst of one merchant: its cap of tries in flight,
-// DefaultWebhookMerchantConcurrency, bounds how many are sent at once, and
-// its receiver answering at once, its deliveries beyond the cap wait in the
-// process rather than go back through the queue). Each reports
+// DefaultWebhookMerchantConcurrency, bounds how many are sent at once; its
+// deliveries beyond the cap and its waiting ones are snoozed to their turn,
+// paced by how fast the receiver takes them, WebhookBusyWait). Each reports
 // deliveries/s and that figure over its goal (of-goal: 10,000/s for 50
 // merchants, 5,000/s for one).
 //

@@ -93,6 +93,13 @@ const (
 	DefaultScanInterval      = 500 * time.Millisecond
 	DefaultFetchPollInterval = 100 * time.Millisecond
 	DefaultFetchCooldown     = 20 * time.Millisecond
+	// webhookFetchPollInterval is the webhook queue's poll: a delivery
+	// snoozed at its merchant's cap comes back at its turn
+	// (agentpay.Service.WebhookBusyWait, often a few milliseconds ahead),
+	// and River fetches it at its next poll unless a fetch of a full batch
+	// is pending; at 100 ms a merchant whose receiver answers at once got
+	// at most its waiting deliveries a poll.
+	webhookFetchPollInterval = 20 * time.Millisecond
 )
 
 // New builds the River client with every job kind and the periodic scans of
@@ -177,7 +184,8 @@ func New(cfg Config) (*Worker, error) {
 			queueChains:        {MaxWorkers: cfg.Concurrency},
 			// Deliveries fetch often: a short cooldown lets a busy queue
 			// refill its many workers quickly.
-			jobs.WebhookQueue:    {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown)},
+			jobs.WebhookQueue: {MaxWorkers: cfg.WebhookConcurrency, FetchCooldown: min(10*time.Millisecond, cfg.FetchCooldown),
+				FetchPollInterval: min(webhookFetchPollInterval, cfg.FetchPollInterval)},
 			jobs.SettlementQueue: {MaxWorkers: cfg.Concurrency},
 			jobs.MailQueue:       {MaxWorkers: cfg.Concurrency},
 		},
