@@ -18,6 +18,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/httpx"
+	"agentpay/internal/uikit"
 	"agentpay/internal/vault"
 )
 
@@ -76,7 +77,8 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	POST /invite/{token}/decline  decline an e-mailed invitation
 //	GET  /unsubscribe/{token}     an agent mail's unsubscribe link  POST: unsubscribe
 //	GET  /confirm-email/{token}   a merchant contact e-mail's confirmation  POST: confirm
-//	GET  /assets/*          CSS and JavaScript
+//	GET  /assets/ui.css           the stylesheet shared with the hosted page (internal/uikit)
+//	GET  /assets/*                JavaScript and the favicon
 func NewHandler(cfg Config) http.Handler {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/app"
@@ -122,6 +124,8 @@ func NewHandler(cfg Config) http.Handler {
 		r.Post("/unsubscribe/{token}", h.unsubscribe)
 		r.Get("/confirm-email/{token}", h.merchantEmailLink)
 		r.Post("/confirm-email/{token}", h.confirmMerchantEmail)
+		// The stylesheet shared with the hosted page (internal/uikit).
+		r.Get(uikit.Path, uikit.Stylesheet)
 		static, _ := fs.Sub(staticFS, "static")
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})

@@ -375,3 +375,24 @@ func TestFavicon(t *testing.T) {
 	require.Equal(t, "image/svg+xml", resp.Header.Get("Content-Type"))
 	require.Contains(t, svg, "<svg")
 }
+
+// TestOneStylesheet: the app's pages link the stylesheet they share with
+// the hosted checkout page (internal/uikit), which the app serves itself
+// (its CSP allows styles from its own origin only) as CSS with the
+// components of both: the app's tables and the page's layout.
+func TestOneStylesheet(t *testing.T) {
+	a := newAppEnv(t)
+	b := a.browser(t)
+	_, body := get(t, b, a.srv.URL+"/app/signin")
+	require.Contains(t, body, `<link rel="stylesheet" href="/app/assets/ui.css">`)
+	require.Contains(t, body, `<body class="app">`)
+	resp, css := get(t, b, a.srv.URL+"/app/assets/ui.css")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
+	requireProtected(t, resp, "the stylesheet")
+	for _, component := range []string{".grid", ".empty", "dialog", ":focus-visible", "input[type=color]", ".checkout", ".notice"} {
+		require.Contains(t, css, component)
+	}
+	resp, _ = get(t, b, a.srv.URL+"/app/assets/app.css")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "no second stylesheet")
+}
