@@ -173,6 +173,10 @@ func TestSignInPages(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	_, err = a.svc.AuthenticateBrowser(context.Background(), session.Value)
 	require.ErrorIs(t, err, agentpay.ErrNotSignedIn)
+	// The sign-in page it lands on says so.
+	require.Equal(t, "/app/signin?signed_out=here", resp.Header.Get("Location"))
+	_, body = get(t, b, a.srv.URL+resp.Header.Get("Location"))
+	require.Contains(t, body, `<p id="notice" class="note" role="status">You are signed out of this browser.</p>`)
 }
 
 func TestSecureCookieUnderHTTPS(t *testing.T) {
