@@ -18,6 +18,7 @@ import (
 
 	"agentpay"
 	"agentpay/internal/httpx"
+	"agentpay/internal/uikit"
 	"agentpay/internal/vault"
 )
 
@@ -76,7 +77,8 @@ const maxPasskeyFormBytes = 3 * agentpay.MaxPasskeyResponseBytes
 //	POST /invite/{token}/decline  decline an e-mailed invitation
 //	GET  /unsubscribe/{token}     an agent mail's unsubscribe link  POST: unsubscribe
 //	GET  /confirm-email/{token}   a merchant contact e-mail's confirmation  POST: confirm
-//	GET  /assets/*          CSS and JavaScript
+//	GET  /assets/ui.css           the stylesheet shared with the hosted page (internal/uikit)
+//	GET  /assets/*                JavaScript and the favicon
 func NewHandler(cfg Config) http.Handler {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/app"
@@ -122,6 +124,8 @@ func NewHandler(cfg Config) http.Handler {
 		r.Post("/unsubscribe/{token}", h.unsubscribe)
 		r.Get("/confirm-email/{token}", h.merchantEmailLink)
 		r.Post("/confirm-email/{token}", h.confirmMerchantEmail)
+		// The stylesheet shared with the hosted page (internal/uikit).
+		r.Get(uikit.Path, uikit.Stylesheet)
 		static, _ := fs.Sub(staticFS, "static")
 		r.Handle("/assets/*", http.StripPrefix(cfg.Prefix+"/assets/", http.FileServer(http.FS(static))))
 	})
@@ -192,6 +196,8 @@ type page struct {
 	// Summary is what an e-mailed step-up confirms; Confirmed that it was.
 	Summary   string
 	Confirmed bool
+	// Notice says what the last action did (signed out), as a sentence.
+	Notice string
 }
 
 func (h *handler) render(w http.ResponseWriter, status int, name string, p page) {
@@ -351,7 +357,14 @@ func (h *handler) finishPasskeySignIn(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) signInForm(w http.ResponseWriter, r *http.Request) {
 	h.keepNext(w, r.URL.Query().Get("next"))
-	h.render(w, http.StatusOK, "signin.html", page{FormToken: h.formToken(w, r)})
+	p := page{FormToken: h.formToken(w, r)}
+	switch r.URL.Query().Get("signed_out") {
+	case "here":
+		p.Notice = "You are signed out of this browser."
+	case "everywhere":
+		p.Notice = "You are signed out of every browser."
+	}
+	h.render(w, http.StatusOK, "signin.html", p)
 }
 
 // nextCookie keeps, from the sign-in form to the sign-in (by an e-mailed
@@ -523,7 +536,13 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: h.cfg.SecureCookies, SameSite: http.SameSiteLaxMode, Expires: time.Unix(0, 0)})
-	http.Redirect(w, r, h.cfg.Prefix+"/signin", http.StatusSeeOther)
+	// The sign-in page says it was done (item 12: every action says what
+	// it did), and where: this browser or every one.
+	done := "here"
+	if r.PostFormValue("everywhere") == "1" {
+		done = "everywhere"
+	}
+	http.Redirect(w, r, h.cfg.Prefix+"/signin?signed_out="+done, http.StatusSeeOther)
 }
 
 func (h *handler) invitation(w http.ResponseWriter, r *http.Request) {

@@ -173,6 +173,10 @@ func TestSignInPages(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	_, err = a.svc.AuthenticateBrowser(context.Background(), session.Value)
 	require.ErrorIs(t, err, agentpay.ErrNotSignedIn)
+	// The sign-in page it lands on says so.
+	require.Equal(t, "/app/signin?signed_out=here", resp.Header.Get("Location"))
+	_, body = get(t, b, a.srv.URL+resp.Header.Get("Location"))
+	require.Contains(t, body, `<p id="notice" class="note" role="status">You are signed out of this browser.</p>`)
 }
 
 func TestSecureCookieUnderHTTPS(t *testing.T) {
@@ -374,4 +378,25 @@ func TestFavicon(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "image/svg+xml", resp.Header.Get("Content-Type"))
 	require.Contains(t, svg, "<svg")
+}
+
+// TestOneStylesheet: the app's pages link the stylesheet they share with
+// the hosted checkout page (internal/uikit), which the app serves itself
+// (its CSP allows styles from its own origin only) as CSS with the
+// components of both: the app's tables and the page's layout.
+func TestOneStylesheet(t *testing.T) {
+	a := newAppEnv(t)
+	b := a.browser(t)
+	_, body := get(t, b, a.srv.URL+"/app/signin")
+	require.Contains(t, body, `<link rel="stylesheet" href="/app/assets/ui.css">`)
+	require.Contains(t, body, `<body class="app">`)
+	resp, css := get(t, b, a.srv.URL+"/app/assets/ui.css")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/css; charset=utf-8", resp.Header.Get("Content-Type"))
+	requireProtected(t, resp, "the stylesheet")
+	for _, component := range []string{".grid", ".empty", "dialog", ":focus-visible", "input[type=color]", ".checkout", ".notice"} {
+		require.Contains(t, css, component)
+	}
+	resp, _ = get(t, b, a.srv.URL+"/app/assets/app.css")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "no second stylesheet")
 }

@@ -162,7 +162,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 	result, err := chromedp.Run(ctx, chromedp.Text(`#approval-result`))
 	require.NoError(t, err)
-	require.Equal(t, "Payment approved", result)
+	require.Equal(t, "Payment approved.", result)
 	pk, err := env.DB.Ent.Passkey.Query().Only(bg)
 	require.NoError(t, err)
 	require.NotNil(t, pk.LastUsedAt, "the approval used the passkey")

@@ -134,7 +134,7 @@ func TestCardApprovalInBrowser(t *testing.T) {
 	))
 	result, err := chromedp.Run(ctx, chromedp.Text(`#card-result`))
 	require.NoError(t, err)
-	require.Equal(t, "Card request approved", result)
+	require.Equal(t, "Card request approved.", result)
 	pk, err := env.DB.Ent.Passkey.Query().Only(bg)
 	require.NoError(t, err)
 	require.NotNil(t, pk.LastUsedAt, "the approval used the passkey")

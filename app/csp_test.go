@@ -46,7 +46,7 @@ func TestEveryAppAnswerHasTheCSP(t *testing.T) {
 	for _, r := range routes {
 		path := r.pattern
 		path = strings.ReplaceAll(path, "{token}", "sil_not_a_token")
-		path = strings.ReplaceAll(path, "/*", "/app.css")
+		path = strings.ReplaceAll(path, "/*", "/ui.js")
 		require.NotContains(t, path, "{", "a route parameter the test does not fill: %s", r.pattern)
 		for who, c := range map[string]*http.Client{"visitor": visitor, "signed in": signedIn} {
 			req, err := http.NewRequest(r.method, a.srv.URL+path, strings.NewReader(url.Values{"email": {"x@example.com"}}.Encode()))

@@ -1,7 +1,8 @@
 // Package web serves the hosted checkout page (spec 4.4): server-rendered
 // HTML for {pay_url}/pay/<external_id> and its iframe variant
-// /pay/<external_id>/embed, the payment QR code as SVG, and the page's CSS
-// and JavaScript, all embedded in the binary (no CDN).
+// /pay/<external_id>/embed, the payment QR code as SVG, the page's
+// JavaScript and the stylesheet it shares with the app (internal/uikit,
+// at /assets/ui.css), all embedded in the binary (no CDN).
 //
 // The handlers read the service layer only (Service.CheckoutPage). The
 // page's script talks to the checkout page API on the same origin:
@@ -29,6 +30,7 @@ import (
 
 	"agentpay"
 	"agentpay/chains"
+	"agentpay/internal/uikit"
 	"agentpay/internal/vault"
 )
 
@@ -70,7 +72,8 @@ type handler struct {
 //	GET /{external_id}/embed   the same without outer chrome, for iframes
 //	GET /{external_id}/qr.svg  the QR code of the selected chain's payment
 //	                           URI (?chain= must name the selected chain)
-//	GET /assets/*              CSS and JavaScript
+//	GET /assets/ui.css         the shared stylesheet (internal/uikit)
+//	GET /assets/*              JavaScript and the favicon
 func NewHandler(cfg Config) http.Handler {
 	h := &handler{
 		svc:       cfg.Service,
@@ -94,6 +97,8 @@ func NewHandler(cfg Config) http.Handler {
 
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { h.notFound(w, r) })
+	// The stylesheet shared with the app and the dashboard (internal/uikit).
+	r.Get(uikit.Path, uikit.Stylesheet)
 	static, _ := fs.Sub(staticFS, "static")
 	assets := http.StripPrefix(h.prefix+"/assets/", http.FileServer(http.FS(static)))
 	r.Get("/assets/*", func(w http.ResponseWriter, r *http.Request) {

@@ -119,7 +119,7 @@ func TestCheckoutPage(t *testing.T) {
 	require.Contains(t, res.header.Get("Content-Security-Policy"), "'nonce-"+m[1]+"'")
 
 	// Assets are served from the binary.
-	for path, ctype := range map[string]string{"/pay/assets/page.css": "text/css", "/pay/assets/page.js": "text/javascript"} {
+	for path, ctype := range map[string]string{"/pay/assets/ui.css": "text/css", "/pay/assets/page.js": "text/javascript"} {
 		a := h.get(t, path)
 		require.Equal(t, http.StatusOK, a.status, path)
 		require.Contains(t, a.header.Get("Content-Type"), ctype, path)

@@ -253,7 +253,7 @@
     });
   }
 
-  // Tables become stacked rows on a phone (app.css): each cell carries its
+  // Tables become stacked rows on a phone (ui.css): each cell carries its
   // column's name, which the stacked row shows before the value.
   var VOLUME_COLUMNS = ["Day", "Chain", "Status", "Payments", "Volume (USDC)"];
   function cell(content, label) {
@@ -435,7 +435,16 @@
       $("set-name").value = m.name;
       $("set-settlement-type").value = m.settlementType;
       $("set-settlement-address").value = m.settlementAddress || "";
-      $("set-settlement-chain").value = m.settlementChain || "";
+      // A chain the list does not name (set through the API) is kept as
+      // it is rather than shown as another.
+      var chain = $("set-settlement-chain");
+      var listed = Array.prototype.some.call(chain.options, function (o) { return o.value === m.settlementChain; });
+      if (m.settlementChain && !listed) {
+        var extra = el("option", m.settlementChain);
+        extra.value = m.settlementChain;
+        chain.appendChild(extra);
+      }
+      chain.value = m.settlementChain || "";
       $("set-brand-color").value = m.brandColor || "#3355ff";
       var box = $("set-tokens"), accepted = {};
       m.acceptedTokens.forEach(function (t) { accepted[t.chain] = true; });

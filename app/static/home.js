@@ -5,6 +5,7 @@
 // first (stepup.js).
 (function () {
   var money = window.agentpayUI.money; // the one money format (ui.js)
+  var sentence = window.agentpayUI.sentence; // API errors as sentences (ui.js)
   var root = document.getElementById("app");
   var endpoint = root.dataset.graphql, csrf = root.dataset.csrf;
 
@@ -36,16 +37,56 @@
     document.getElementById(list).appendChild(li);
     return li;
   }
-  function button(li, label, id, decision) {
+  // Pairing decisions say what they did (or why not) in the section's
+  // status line, which stays until the next decision replaces it.
+  var pairingResult = document.getElementById("pairing-result");
+  function pairingShow(text, status) {
+    pairingResult.textContent = text;
+    pairingResult.dataset.status = status;
+    pairingResult.className = status === "error" ? "error" : "note";
+  }
+  var DECIDED = {
+    APPROVE: function (agent) { return "Paired with " + agent + ": it can now ask you to approve what it does, and pay you."; },
+    DENY: function (agent) { return "Denied " + agent + "'s request to pair."; },
+    REVOKE: function (agent) { return "Unpaired " + agent + ": it can no longer ask you for anything."; }
+  };
+  function button(li, label, id, decision, agent) {
     var b = document.createElement("button");
+    b.type = "button";
     b.textContent = label;
     b.dataset.decision = decision;
     b.addEventListener("click", function () {
-      gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(load);
+      b.disabled = true;
+      gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(function (res) {
+        if (res.errors) { pairingShow(sentence(res.errors[0].message), "error"); } else { pairingShow(DECIDED[decision](agent), decision.toLowerCase()); }
+        return load();
+      });
     });
     li.appendChild(b);
   }
+  // Consents to a new human likewise.
+  var consentResult = document.getElementById("consent-result");
+  function consentShow(text, status) {
+    consentResult.textContent = text;
+    consentResult.dataset.status = status;
+    consentResult.className = status === "error" ? "error" : "note";
+  }
+  // One load renders at a time: a load asked for while one is reading (a
+  // live event during an action's reload) runs again once it is done, so
+  // what shows last was read after the last change. Two side by side
+  // could answer in the other order, and the older answer, rendered last,
+  // stayed on screen (as on the dashboard, dashboard.js route).
+  var loading = null, loadAgain = false;
   function load() {
+    if (loading) { loadAgain = true; return loading; }
+    function done() {
+      loading = null;
+      if (loadAgain) { loadAgain = false; return load(); }
+    }
+    loading = read().then(done, done);
+    return loading;
+  }
+  function read() {
     // Three operations: together the lists would cost more than one
     // operation may (GraphQL's complexity limit).
     return Promise.all([
@@ -75,10 +116,10 @@
         if (p.status === "pending") {
           var li = item("requests", p.agentUsername + (p.message ? ": " + p.message : ""));
           li.className = "request";
-          button(li, "Approve", p.id, "APPROVE");
-          button(li, "Deny", p.id, "DENY");
+          button(li, "Approve", p.id, "APPROVE", p.agentUsername);
+          button(li, "Deny", p.id, "DENY", p.agentUsername);
         } else if (p.status === "approved") {
-          button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE");
+          button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE", p.agentUsername);
         } else if (p.status === "awaiting_consent") {
           item("paired", p.agentUsername + " (waiting for the consent of its other human)").className = "awaiting-consent";
         }
@@ -89,7 +130,13 @@
         li.dataset.id = c.id;
         [["Allow", "allow-consent", "APPROVE"], ["Refuse", "refuse-consent", "DENY"]].forEach(function (x) {
           cardButton(li, x[0], x[1], function () {
-            gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(load);
+            gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(function (res) {
+              if (res.errors) { consentShow(sentence(res.errors[0].message), "error"); } else {
+                consentShow(x[2] === "APPROVE" ? "Allowed " + c.username + " to pair with " + c.agentUsername + "." :
+                  "Refused " + c.username + "'s request to pair with " + c.agentUsername + ".", x[0].toLowerCase());
+              }
+              return load();
+            });
           });
         });
       });
@@ -160,6 +207,7 @@
         li.className = "withdrawal";
         li.dataset.status = w.status;
       });
+      window.agentpayUI.empties(root);
     });
   }
 
@@ -180,7 +228,7 @@
   }
   function cardAnswer(field) {
     return function (res) {
-      if (res.errors) { cardShow(res.errors[0].message, "error"); } else { var st = shown(res.data[field].status); cardShow("Card request " + st.replace(/_/g, " "), st); }
+      if (res.errors) { cardShow(sentence(res.errors[0].message), "error"); } else { var st = shown(res.data[field].status); cardShow("Card request " + st.replace(/_/g, " ") + ".", st); }
       return load();
     };
   }
@@ -205,7 +253,7 @@
   }
   function spendAnswer(field) {
     return function (res) {
-      if (res.errors) { spendShow(res.errors[0].message, "error"); } else { var st = shown(res.data[field].status); spendShow("Payment " + st.replace(/_/g, " "), st); }
+      if (res.errors) { spendShow(sentence(res.errors[0].message), "error"); } else { var st = shown(res.data[field].status); spendShow("Payment " + st.replace(/_/g, " ") + ".", st); }
       return load();
     };
   }
@@ -271,6 +319,7 @@
         }
       });
       if (events.length === 100) { return loadEvents(); }
+      window.agentpayUI.empties(root);
     });
   }
   // One read at a time, so two never start from the same last event and
@@ -285,7 +334,7 @@
   // the person back here.
   document.getElementById("verify-identity").addEventListener("click", function () {
     gql("mutation { startIdentityVerification { url } }").then(function (res) {
-      if (res.errors) { document.getElementById("identity-status").textContent = res.errors[0].message; return; }
+      if (res.errors) { document.getElementById("identity-status").textContent = sentence(res.errors[0].message); return; }
       location.href = res.data.startIdentityVerification.url;
     });
   });

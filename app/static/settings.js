@@ -89,6 +89,7 @@
         li.dataset.id = s.id;
         if (s.current) { li.className = "current"; }
       });
+      window.agentpayUI.empties(root);
     });
   }
 

@@ -86,5 +86,26 @@
     return (b || "A browser") + (sys ? " on " + sys : "");
   }
 
-  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence, device: device};
+  // empties keeps the empty state of every list under root that has one
+  // (data-empty: what the list holds and what to do to fill it): a
+  // paragraph after the list, shown while the list has no item. A page
+  // calls it once a list is rendered, so "nothing yet" never shows while
+  // the list is still loading.
+  function empties(root) {
+    var lists = (root || document).querySelectorAll("[data-empty]");
+    for (var i = 0; i < lists.length; i++) {
+      var list = lists[i], note = list.nextElementSibling;
+      if (!note || note.dataset.emptyFor !== list.id) {
+        note = document.createElement("p");
+        note.className = "empty";
+        note.id = list.id + "-empty";
+        note.dataset.emptyFor = list.id;
+        note.textContent = list.dataset.empty;
+        list.parentNode.insertBefore(note, list.nextSibling);
+      }
+      note.hidden = list.children.length > 0;
+    }
+  }
+
+  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence, device: device, empties: empties};
 })();

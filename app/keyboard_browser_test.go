@@ -1,0 +1,163 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/mailmessage"
+	"agentpay/graph"
+	"agentpay/internal/testenv"
+)
+
+// TestKeyboardOnlyJourneys completes two journeys in headless Chromium
+// with the keyboard alone (Tab, Enter and Space as key events; no click,
+// no focus set by script): a human approves an agent's pairing request
+// on the home page, and a merchant's owner creates a session in the
+// dashboard and cancels it through its confirmation. Every control the
+// keyboard reaches on the way shows where the focus is: a visible
+// outline from the one stylesheet (internal/uikit), not the browser's
+// thin default.
+func TestKeyboardOnlyJourneys(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	env := testenv.New(t, testenv.Options{Jobs: true})
+	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	newest := func(to, pathPart string) string {
+		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)
+		require.NoError(t, err)
+		for i := len(ms) - 1; i >= 0; i-- {
+			for _, l := range agentpay.MailLinks(ms[i].Text) {
+				if strings.Contains(l, pathPart) {
+					return l
+				}
+			}
+		}
+		t.Fatalf("no link with %s mailed to %s", pathPart, to)
+		return ""
+	}
+
+	// A person who owns a merchant and whom an agent asks to pair with.
+	name, email := "Keyboard Shop", "owner@keyboard.test"
+	_, err = svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	require.NoError(t, err)
+	confirm := newest(email, "/confirm-email/")
+	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "keyboard_owner"})
+	require.NoError(t, err)
+	_, err = svc.ConfirmMerchantEmail(ctx, confirm[strings.LastIndex(confirm, "/")+1:])
+	require.NoError(t, err)
+	reg, err := svc.QuickRegister(ctx, "keyboard_agent")
+	require.NoError(t, err)
+	_, err = svc.RequestPairing(ctx, reg.Agent, agentpay.PairingRequest{UserID: owner.ID.String(), Message: "to book travel"})
+	require.NoError(t, err)
+	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
+
+	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
+	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err)
+		return v
+	}
+	// tabTo presses Tab until the focus is on the element sel names (at
+	// most 60 times), then holds that the focus shows: the stylesheet's
+	// outline for :focus-visible, 3 px solid.
+	tabTo := func(sel string) {
+		t.Helper()
+		for i := 0; i < 60; i++ {
+			require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(kb.Tab)))
+			if eval(`String(!!document.activeElement && document.activeElement.matches(`+"`"+sel+"`"+`))`) == "true" {
+				ring := eval(`(e => [e.matches(":focus-visible"), getComputedStyle(e).outlineStyle, getComputedStyle(e).outlineWidth].join(" "))(document.activeElement)`)
+				require.Equal(t, "true solid 3px", ring, "the focus on %s shows", sel)
+				return
+			}
+		}
+		t.Fatalf("Tab never reached %s", sel)
+	}
+	press := func(key string) { t.Helper(); require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(key))) }
+
+	// Signing in from the e-mailed link: Tab to Continue, Enter.
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(newest(email, "/signin/")), wait(`!!document.getElementById("continue")`)))
+	tabTo(`#continue`)
+	press(kb.Enter)
+	// The form's post navigates: a poll the navigation interrupts is
+	// asked again on the new document.
+	signedIn := `document.readyState === "complete" && (!!document.getElementById("app") || !!document.getElementById("dashboard"))`
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := chromedp.Do(tctx, wait(signedIn))
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "signed in: %v", err)
+	}
+
+	// The pairing request, approved from the home page.
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(origin+"/app/?home=1"),
+		wait(`!!document.querySelector("#requests li.request button[data-decision=APPROVE]")`),
+	))
+	tabTo(`#requests li.request button[data-decision=APPROVE]`)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx,
+		wait(`document.getElementById("pairing-result").dataset.status === "approve" && !!document.querySelector("#paired li")`)))
+	require.Equal(t, "Paired with keyboard_agent: it can now ask you to approve what it does, and pay you.", eval(`document.getElementById("pairing-result").textContent`))
+	require.Equal(t, "true", eval(`String(document.getElementById("requests-empty") !== null && !document.getElementById("requests-empty").hidden)`),
+		"the emptied list says what to do")
+	ps, err := svc.AgentPairings(ctx, reg.Agent)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "approved", ps[0].Status)
+
+	// The dashboard: a session created from the keyboard (Enter in the
+	// form), then cancelled through its confirmation (Tab from Go back to
+	// the action, Space).
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(origin+"/app/dashboard#sessions"),
+		wait(`document.getElementById("dashboard").dataset.loaded === "sessions"`),
+	))
+	tabTo(`#new-session-description`)
+	press("Keyboard order")
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("dashboard").dataset.loaded === "session" && !document.getElementById("cancel-session").hidden`)))
+	id := eval(`document.getElementById("session-id").textContent`)
+	tabTo(`#cancel-session`)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("confirm-dialog").open && document.activeElement.id === "confirm-cancel"`)))
+	tabTo(`#confirm-ok`)
+	press(" ")
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("dash-notice").textContent === "The session was cancelled." && !document.getElementById("dash-notice").hidden`)))
+	s, err := env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(id)).Only(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "Keyboard order", s.Description)
+	require.Equal(t, checkoutsession.StatusCancelled, s.Status)
+}
