@@ -498,24 +498,38 @@
 
   // Live: the merchant's events and delivery tries, each refreshing the
   // view shown.
-  function subscribe() {
+  //
+  // The service ends a watch whose credential it could not read again
+  // (livecredentials.go: the database away counts), and a socket may drop:
+  // either way the page subscribes again, authenticating afresh, and
+  // reloads the view once acknowledged, since what changed meanwhile sent
+  // no message. Without it the page stopped following for good (a
+  // delivery's tries never showed).
+  function subscribe(again) {
     if (state.socket) { state.socket.onclose = null; state.socket.close(); }
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
     state.socket = ws;
+    var resubscribe = function () { if (state.socket === ws) { subscribe(true); } };
     ws.onopen = function () { ws.send(JSON.stringify({type: "connection_init", payload: {"X-Dashboard-Session": state.token}})); };
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
         ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed}}));
+        if (again === true) { refreshLive(); }
       } else if (msg.type === "next") {
-        var v = current();
-        if (v === "sessions" || v === "session" || v === "webhooks" || v === "overview") { route(true); }
+        refreshLive();
+      } else if (msg.type === "complete" || msg.type === "error") {
+        setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { if (state.socket === ws) { setTimeout(subscribe, 3000); } };
+    ws.onclose = function () { setTimeout(resubscribe, 3000); };
+  }
+  function refreshLive() {
+    var v = current();
+    if (v === "sessions" || v === "session" || v === "webhooks" || v === "overview") { route(true); }
   }
 
   // Controls.

@@ -397,23 +397,37 @@
     }).then(function () { submit.disabled = false; });
   });
 
-  // Live: viewerEvents over graphql-transport-ws; each event reloads.
-  function subscribe() {
+  // Live: viewerEvents over graphql-transport-ws; each event reloads. A
+  // watch the service ended (its credential could not be read again) or a
+  // dropped socket is subscribed again, and the page reloads once
+  // acknowledged: what changed meanwhile sent no message.
+  var socket = null;
+  function subscribe(again) {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
+    socket = ws;
+    var resubscribe = function () {
+      if (socket !== ws) { return; }
+      ws.onclose = null;
+      ws.close();
+      subscribe(true);
+    };
     ws.onopen = function () { ws.send(JSON.stringify({type: "connection_init", payload: {"X-CSRF-Token": csrf}})); };
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
         ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {query: "subscription { viewerEvents { id kind } }"}}));
+        if (again === true) { load(); readEvents(); }
       } else if (msg.type === "next") {
         load();
         readEvents();
+      } else if (msg.type === "complete" || msg.type === "error") {
+        setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { setTimeout(subscribe, 3000); };
+    ws.onclose = function () { setTimeout(resubscribe, 3000); };
   }
-  load().then(readEvents).then(subscribe);
+  load().then(readEvents).then(function () { subscribe(); });
 })();
