@@ -179,7 +179,9 @@ func TestACPOrderWebhooks(t *testing.T) {
 	require.Empty(t, events, "no order before the checkout completes")
 	waitConfirmed(t, api, m, id)
 	resp = api.acpDo(http.MethodGet, "/checkout_sessions/"+id, sk, "", "", nil)
+	acpValidate(t, "CheckoutSession", resp.Body)
 	require.Equal(t, "completed", resp.Map(t)["status"])
+	sessionOrder := resp.Map(t)["order"].(map[string]any)
 
 	// A refund of 2.50: order_update.
 	refund := api.do(http.MethodPost, "/checkout/sessions/"+id+"/refunds", map[string]any{"amount_usd": 2.5, "reason": "damaged"}, m.test())
@@ -243,6 +245,8 @@ func TestACPOrderWebhooks(t *testing.T) {
 	order := got[0].Data
 	require.Equal(t, "order", order["type"])
 	require.Equal(t, "ord_"+id, order["id"])
+	require.Equal(t, sessionOrder["id"], order["id"], "the order the checkout answers")
+	require.Equal(t, sessionOrder["permalink_url"], order["permalink_url"])
 	require.Equal(t, id, order["checkout_session_id"])
 	require.Equal(t, "confirmed", order["status"])
 	require.Equal(t, []any{map[string]any{
