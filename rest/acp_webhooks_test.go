@@ -269,6 +269,32 @@ func TestACPOrderWebhooks(t *testing.T) {
 	require.Equal(t, "usd", a["currency"])
 	require.Equal(t, "Refund of 2.5 USDC: damaged", a["description"])
 	require.Len(t, got[1].Data["totals"], 2, "nothing refunded yet: no amount_refunded")
+
+	// The refund sent (the treasury pays it): order_update with the
+	// adjustment completed and amount_refunded.
+	api.Env.Fund(t, chains.Base, api.Env.Treasury.Address(chains.Base), 10_000_000)
+	pending, err := api.Svc.PendingRefunds(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	var last error
+	require.Eventually(t, func() bool {
+		res, err := api.Svc.SendRefund(ctx, pending[0])
+		last = err
+		return err == nil && res.Done
+	}, 30*time.Second, 250*time.Millisecond, "the refund is sent: %v", &last)
+	events, err = api.Svc.ACPOrderEvents(ctx, auth, id)
+	require.NoError(t, err)
+	require.Len(t, events, 3)
+	res, err = api.Svc.DeliverACPOrderEvent(ctx, events[2].ID)
+	require.NoError(t, err)
+	require.NoError(t, res.Err)
+	got = recv.received()
+	require.Len(t, got, 3)
+	require.Equal(t, "order_update", got[2].Type)
+	a = got[2].Data["adjustments"].([]any)[0].(map[string]any)
+	require.Equal(t, "completed", a["status"])
+	require.Equal(t, map[string]any{"type": "amount_refunded", "display_text": "Refunded", "amount": 250.0},
+		got[2].Data["totals"].([]any)[2])
 }
 
 // TestACPOrderWebhookRefusals: the URL follows webhook_url's rules, bad
