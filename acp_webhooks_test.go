@@ -1,15 +1,23 @@
 package agentpay
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
+
+	"agentpay/ent"
+	"agentpay/ent/acporderevent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/internal/testenv"
 )
 
 // TestACPSignature: Merchant-Signature is t=<unix>,v1=<hex HMAC-SHA256 of
@@ -70,4 +78,53 @@ func TestACPOrderRules(t *testing.T) {
 	require.Equal(t, "pending", acpAdjustmentStatus("submitted"))
 	require.Equal(t, "completed", acpAdjustmentStatus("completed"))
 	require.Equal(t, "failed", acpAdjustmentStatus("failed"))
+}
+
+// TestACPOrderEventsOfConcurrentChanges: two changes of one order recorded
+// at the same time (a refund created while another completes) both commit,
+// their events numbered one after the other: the session's row is locked
+// while an event takes its seq (without it, PostgreSQL refuses one of the
+// two transactions on the unique (session_id, seq)).
+func TestACPOrderEventsOfConcurrentChanges(t *testing.T) {
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	name := "ACP Shop"
+	reg, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	auth := &MerchantAuth{Merchant: reg.Merchant, Mode: ModeTest}
+	_, err = svc.SetACPWebhook(ctx, auth, "https://platform.example/acp")
+	require.NoError(t, err)
+	cs, _, err := svc.CreateACPCheckout(ctx, auth, "create-1", ACPCreate{Currency: "usd", LineItems: []ACPItem{{ID: "a", UnitAmount: 500}}})
+	require.NoError(t, err)
+	record := func(kind string) error {
+		return svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+			_, err := svc.RecordEvent(ctx, tx, sqlTx, EventInput{MerchantID: reg.Merchant.ID, SessionID: &cs.ID, Type: kind})
+			return err
+		})
+	}
+	require.NoError(t, svc.cfg.DB.Ent.CheckoutSession.UpdateOneID(cs.ID).SetStatus(checkoutsession.StatusConfirmed).Exec(ctx))
+	require.NoError(t, record(EventPaymentConfirmed))
+	// Each change holds its transaction open until both have recorded
+	// theirs (or one waits on the other's lock).
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = record(EventRefundCreated)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	events, err := svc.ACPOrderEvents(ctx, auth, cs.ExternalID)
+	require.NoError(t, err)
+	require.Len(t, events, 1+len(errs))
+	for i, e := range events {
+		require.Equal(t, i+1, e.Seq)
+	}
+	require.Equal(t, acporderevent.EventTypeOrderCreate, events[0].EventType)
+	require.Equal(t, acporderevent.EventTypeOrderUpdate, events[1].EventType)
 }
