@@ -283,8 +283,9 @@ func (s *Service) queueACPOrderEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql
 	// The session's row is locked so two changes of one order (a refund
 	// created while another completes) number their events one after the
 	// other instead of colliding on (session_id, seq). NO KEY UPDATE: the
-	// event just inserted holds KEY SHARE on the row (its foreign key), as
-	// does the other change's, which FOR UPDATE would deadlock on. SQLite
+	// webhook event RecordEvent just inserted holds KEY SHARE on the row
+	// (its session_id foreign key), as does the other change's, which FOR
+	// UPDATE would deadlock on. SQLite
 	// runs one writer at a time.
 	if s.cfg.DB.IsPostgres() {
 		if _, err := sqlTx.ExecContext(ctx, `SELECT 1 FROM checkout_sessions WHERE id = $1 FOR NO KEY UPDATE`, *ev.SessionID); err != nil {
