@@ -249,6 +249,9 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if err := s.recordFeedEvent(ctx, tx, sqlTx, e); err != nil {
 		return nil, err
 	}
+	if err := s.queueACPOrderEvent(ctx, tx, sqlTx, m, ev); err != nil {
+		return nil, err
+	}
 	url := WebhookURLOf(m, sessionModeOf(ev.Livemode))
 	if url == "" {
 		return e, nil

@@ -546,7 +546,7 @@ func TestWebhookTriesShareStatements(t *testing.T) {
 
 // TestDeliverWebhookBoundsAnswer: a receiver cannot make a try read much
 // of its answer: headers past webhook.MaxResponseHeaderBytes fail the try,
-// and a 2xx whose body never ends succeeds once webhookBodyMax is read,
+// and a 2xx whose body never ends succeeds once webhooksend.BodyMax is read,
 // without waiting for the body (well within WebhookTimeout).
 func TestDeliverWebhookBoundsAnswer(t *testing.T) {
 	t.Parallel()

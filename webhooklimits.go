@@ -47,7 +47,7 @@ import (
 //     TestWebhooksPerMerchant per merchant and mode per clock hour
 //     (allowTestWebhook); beyond, ErrRateLimited with the time to wait.
 //   - One try: WebhookTimeout, and the answer's headers and body are read
-//     only up to a bound (webhook.MaxResponseHeaderBytes, webhookBodyMax).
+//     only up to a bound (webhook.MaxResponseHeaderBytes, webhooksend.BodyMax).
 
 const (
 	// DefaultWebhookMerchantConcurrency is the cap on one merchant's tries

@@ -12,6 +12,7 @@ import (
 	"agentpay/ent/migrate"
 
 	"agentpay/ent/accountevent"
+	"agentpay/ent/acporderevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/cardrequest"
@@ -68,6 +69,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// ACPOrderEvent is the client for interacting with the ACPOrderEvent builders.
+	ACPOrderEvent *ACPOrderEventClient
 	// AccountEvent is the client for interacting with the AccountEvent builders.
 	AccountEvent *AccountEventClient
 	// Agent is the client for interacting with the Agent builders.
@@ -163,6 +166,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.ACPOrderEvent = NewACPOrderEventClient(c.config)
 	c.AccountEvent = NewAccountEventClient(c.config)
 	c.Agent = NewAgentClient(c.config)
 	c.BrowserSession = NewBrowserSessionClient(c.config)
@@ -297,6 +301,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:                       ctx,
 		config:                    cfg,
+		ACPOrderEvent:             NewACPOrderEventClient(cfg),
 		AccountEvent:              NewAccountEventClient(cfg),
 		Agent:                     NewAgentClient(cfg),
 		BrowserSession:            NewBrowserSessionClient(cfg),
@@ -358,6 +363,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:                       ctx,
 		config:                    cfg,
+		ACPOrderEvent:             NewACPOrderEventClient(cfg),
 		AccountEvent:              NewAccountEventClient(cfg),
 		Agent:                     NewAgentClient(cfg),
 		BrowserSession:            NewBrowserSessionClient(cfg),
@@ -406,7 +412,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		AccountEvent.
+//		ACPOrderEvent.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -429,9 +435,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.DustDeposit,
-		c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
+		c.ACPOrderEvent, c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest,
+		c.ChainCursor, c.CheckoutSession, c.DashboardSession, c.DepositAddress,
+		c.DustDeposit, c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
 		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
@@ -448,9 +454,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest, c.ChainCursor,
-		c.CheckoutSession, c.DashboardSession, c.DepositAddress, c.DustDeposit,
-		c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
+		c.ACPOrderEvent, c.AccountEvent, c.Agent, c.BrowserSession, c.CardRequest,
+		c.ChainCursor, c.CheckoutSession, c.DashboardSession, c.DepositAddress,
+		c.DustDeposit, c.Funding, c.GasSpend, c.IdempotencyKey, c.IdentityCallback,
 		c.IdentityVerification, c.Invitation, c.LoginToken, c.MailMessage,
 		c.MailOptOut, c.Merchant, c.MerchantEmailConfirmation, c.MerchantFeedEntry,
 		c.MerchantKey, c.MerchantMember, c.Pairing, c.PartnerAttestation, c.Passkey,
@@ -466,6 +472,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *ACPOrderEventMutation:
+		return c.ACPOrderEvent.mutate(ctx, m)
 	case *AccountEventMutation:
 		return c.AccountEvent.mutate(ctx, m)
 	case *AgentMutation:
@@ -552,6 +560,139 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.WebhookEvent.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// ACPOrderEventClient is a client for the ACPOrderEvent schema.
+type ACPOrderEventClient struct {
+	config
+}
+
+// NewACPOrderEventClient returns a client for the ACPOrderEvent from the given config.
+func NewACPOrderEventClient(c config) *ACPOrderEventClient {
+	return &ACPOrderEventClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `acporderevent.Hooks(f(g(h())))`.
+func (c *ACPOrderEventClient) Use(hooks ...Hook) {
+	c.hooks.ACPOrderEvent = append(c.hooks.ACPOrderEvent, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `acporderevent.Intercept(f(g(h())))`.
+func (c *ACPOrderEventClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ACPOrderEvent = append(c.inters.ACPOrderEvent, interceptors...)
+}
+
+// Create returns a builder for creating a ACPOrderEvent entity.
+func (c *ACPOrderEventClient) Create() *ACPOrderEventCreate {
+	mutation := newACPOrderEventMutation(c.config, OpCreate)
+	return &ACPOrderEventCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ACPOrderEvent entities.
+func (c *ACPOrderEventClient) CreateBulk(builders ...*ACPOrderEventCreate) *ACPOrderEventCreateBulk {
+	return &ACPOrderEventCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ACPOrderEventClient) MapCreateBulk(slice any, setFunc func(*ACPOrderEventCreate, int)) *ACPOrderEventCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ACPOrderEventCreateBulk{err: fmt.Errorf("calling to ACPOrderEventClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ACPOrderEventCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ACPOrderEventCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ACPOrderEvent.
+func (c *ACPOrderEventClient) Update() *ACPOrderEventUpdate {
+	mutation := newACPOrderEventMutation(c.config, OpUpdate)
+	return &ACPOrderEventUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ACPOrderEventClient) UpdateOne(_m *ACPOrderEvent) *ACPOrderEventUpdateOne {
+	mutation := newACPOrderEventMutation(c.config, OpUpdateOne, withACPOrderEvent(_m))
+	return &ACPOrderEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ACPOrderEventClient) UpdateOneID(id uuid.UUID) *ACPOrderEventUpdateOne {
+	mutation := newACPOrderEventMutation(c.config, OpUpdateOne, withACPOrderEventID(id))
+	return &ACPOrderEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ACPOrderEvent.
+func (c *ACPOrderEventClient) Delete() *ACPOrderEventDelete {
+	mutation := newACPOrderEventMutation(c.config, OpDelete)
+	return &ACPOrderEventDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ACPOrderEventClient) DeleteOne(_m *ACPOrderEvent) *ACPOrderEventDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ACPOrderEventClient) DeleteOneID(id uuid.UUID) *ACPOrderEventDeleteOne {
+	builder := c.Delete().Where(acporderevent.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ACPOrderEventDeleteOne{builder}
+}
+
+// Query returns a query builder for ACPOrderEvent.
+func (c *ACPOrderEventClient) Query() *ACPOrderEventQuery {
+	return &ACPOrderEventQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeACPOrderEvent},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ACPOrderEvent entity by its id.
+func (c *ACPOrderEventClient) Get(ctx context.Context, id uuid.UUID) (*ACPOrderEvent, error) {
+	return c.Query().Where(acporderevent.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ACPOrderEventClient) GetX(ctx context.Context, id uuid.UUID) *ACPOrderEvent {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ACPOrderEventClient) Hooks() []Hook {
+	return c.hooks.ACPOrderEvent
+}
+
+// Interceptors returns the client interceptors.
+func (c *ACPOrderEventClient) Interceptors() []Interceptor {
+	return c.inters.ACPOrderEvent
+}
+
+func (c *ACPOrderEventClient) mutate(ctx context.Context, m *ACPOrderEventMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ACPOrderEventCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ACPOrderEventUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ACPOrderEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ACPOrderEventDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ACPOrderEvent mutation op: %q", m.Op())
 	}
 }
 
@@ -6912,10 +7053,10 @@ func (c *WebhookEventClient) mutate(ctx context.Context, m *WebhookEventMutation
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, DustDeposit, Funding, GasSpend,
-		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
-		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
+		ACPOrderEvent, AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor,
+		CheckoutSession, DashboardSession, DepositAddress, DustDeposit, Funding,
+		GasSpend, IdempotencyKey, IdentityCallback, IdentityVerification, Invitation,
+		LoginToken, MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
 		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, Relay,
 		SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy, StepUp,
@@ -6923,10 +7064,10 @@ type (
 		WebhookEvent []ent.Hook
 	}
 	inters struct {
-		AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor, CheckoutSession,
-		DashboardSession, DepositAddress, DustDeposit, Funding, GasSpend,
-		IdempotencyKey, IdentityCallback, IdentityVerification, Invitation, LoginToken,
-		MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
+		ACPOrderEvent, AccountEvent, Agent, BrowserSession, CardRequest, ChainCursor,
+		CheckoutSession, DashboardSession, DepositAddress, DustDeposit, Funding,
+		GasSpend, IdempotencyKey, IdentityCallback, IdentityVerification, Invitation,
+		LoginToken, MailMessage, MailOptOut, Merchant, MerchantEmailConfirmation,
 		MerchantFeedEntry, MerchantKey, MerchantMember, Pairing, PartnerAttestation,
 		Passkey, PasskeyCeremony, Payment, RateLimitCounter, Refund, Relay,
 		SettlementBatch, SignatureChallenge, SpendApproval, SpendingPolicy, StepUp,

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/accountevent"
+	"agentpay/ent/acporderevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/cardrequest"
@@ -114,6 +115,7 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			acporderevent.Table:             acporderevent.ValidColumn,
 			accountevent.Table:              accountevent.ValidColumn,
 			agent.Table:                     agent.ValidColumn,
 			browsersession.Table:            browsersession.ValidColumn,

@@ -68,6 +68,14 @@ type Merchant struct {
 	TestWebhookSecretPreviousEncrypted []byte `json:"-"`
 	// TestWebhookSecretPreviousExpiresAt holds the value of the "test_webhook_secret_previous_expires_at" field.
 	TestWebhookSecretPreviousExpiresAt *time.Time `json:"test_webhook_secret_previous_expires_at,omitempty"`
+	// AcpWebhookURL holds the value of the "acp_webhook_url" field.
+	AcpWebhookURL string `json:"acp_webhook_url,omitempty"`
+	// AcpWebhookSecretEncrypted holds the value of the "acp_webhook_secret_encrypted" field.
+	AcpWebhookSecretEncrypted []byte `json:"-"`
+	// TestAcpWebhookURL holds the value of the "test_acp_webhook_url" field.
+	TestAcpWebhookURL string `json:"test_acp_webhook_url,omitempty"`
+	// TestAcpWebhookSecretEncrypted holds the value of the "test_acp_webhook_secret_encrypted" field.
+	TestAcpWebhookSecretEncrypted []byte `json:"-"`
 	// Active holds the value of the "active" field.
 	Active bool `json:"active,omitempty"`
 	// DeactivatedAt holds the value of the "deactivated_at" field.
@@ -129,11 +137,11 @@ func (*Merchant) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted, merchant.FieldWebhookSecretPreviousEncrypted, merchant.FieldTestWebhookSecretEncrypted, merchant.FieldTestWebhookSecretPreviousEncrypted:
+		case merchant.FieldAcceptedTokens, merchant.FieldWebhookSecretEncrypted, merchant.FieldWebhookSecretPreviousEncrypted, merchant.FieldTestWebhookSecretEncrypted, merchant.FieldTestWebhookSecretPreviousEncrypted, merchant.FieldAcpWebhookSecretEncrypted, merchant.FieldTestAcpWebhookSecretEncrypted:
 			values[i] = new([]byte)
 		case merchant.FieldEmailConfirmsOnSignin, merchant.FieldSettleHeldPayments, merchant.FieldActive:
 			values[i] = new(sql.NullBool)
-		case merchant.FieldName, merchant.FieldEmail, merchant.FieldEmailNormalized, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL:
+		case merchant.FieldName, merchant.FieldEmail, merchant.FieldEmailNormalized, merchant.FieldWebsite, merchant.FieldWebhookURL, merchant.FieldSuccessURL, merchant.FieldCancelURL, merchant.FieldSettlementType, merchant.FieldSettlementAddress, merchant.FieldSettlementChain, merchant.FieldBrandColor, merchant.FieldTestWebhookURL, merchant.FieldAcpWebhookURL, merchant.FieldTestAcpWebhookURL:
 			values[i] = new(sql.NullString)
 		case merchant.FieldCreatedAt, merchant.FieldUpdatedAt, merchant.FieldEmailVerifiedAt, merchant.FieldWebhookSecretPreviousExpiresAt, merchant.FieldTestWebhookSecretPreviousExpiresAt, merchant.FieldDeactivatedAt:
 			values[i] = new(sql.NullTime)
@@ -309,6 +317,30 @@ func (_m *Merchant) assignValues(columns []string, values []any) error {
 				_m.TestWebhookSecretPreviousExpiresAt = new(time.Time)
 				*_m.TestWebhookSecretPreviousExpiresAt = value.Time
 			}
+		case merchant.FieldAcpWebhookURL:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field acp_webhook_url", values[i])
+			} else if value.Valid {
+				_m.AcpWebhookURL = value.String
+			}
+		case merchant.FieldAcpWebhookSecretEncrypted:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field acp_webhook_secret_encrypted", values[i])
+			} else if value != nil {
+				_m.AcpWebhookSecretEncrypted = *value
+			}
+		case merchant.FieldTestAcpWebhookURL:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field test_acp_webhook_url", values[i])
+			} else if value.Valid {
+				_m.TestAcpWebhookURL = value.String
+			}
+		case merchant.FieldTestAcpWebhookSecretEncrypted:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field test_acp_webhook_secret_encrypted", values[i])
+			} else if value != nil {
+				_m.TestAcpWebhookSecretEncrypted = *value
+			}
 		case merchant.FieldActive:
 			if value, ok := values[i].(*sql.NullBool); !ok {
 				return fmt.Errorf("unexpected type %T for field active", values[i])
@@ -446,6 +478,16 @@ func (_m *Merchant) String() string {
 		builder.WriteString("test_webhook_secret_previous_expires_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("acp_webhook_url=")
+	builder.WriteString(_m.AcpWebhookURL)
+	builder.WriteString(", ")
+	builder.WriteString("acp_webhook_secret_encrypted=<sensitive>")
+	builder.WriteString(", ")
+	builder.WriteString("test_acp_webhook_url=")
+	builder.WriteString(_m.TestAcpWebhookURL)
+	builder.WriteString(", ")
+	builder.WriteString("test_acp_webhook_secret_encrypted=<sensitive>")
 	builder.WriteString(", ")
 	builder.WriteString("active=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Active))

@@ -305,6 +305,46 @@ func (_c *MerchantCreate) SetNillableTestWebhookSecretPreviousExpiresAt(v *time.
 	return _c
 }
 
+// SetAcpWebhookURL sets the "acp_webhook_url" field.
+func (_c *MerchantCreate) SetAcpWebhookURL(v string) *MerchantCreate {
+	_c.mutation.SetAcpWebhookURL(v)
+	return _c
+}
+
+// SetNillableAcpWebhookURL sets the "acp_webhook_url" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableAcpWebhookURL(v *string) *MerchantCreate {
+	if v != nil {
+		_c.SetAcpWebhookURL(*v)
+	}
+	return _c
+}
+
+// SetAcpWebhookSecretEncrypted sets the "acp_webhook_secret_encrypted" field.
+func (_c *MerchantCreate) SetAcpWebhookSecretEncrypted(v []byte) *MerchantCreate {
+	_c.mutation.SetAcpWebhookSecretEncrypted(v)
+	return _c
+}
+
+// SetTestAcpWebhookURL sets the "test_acp_webhook_url" field.
+func (_c *MerchantCreate) SetTestAcpWebhookURL(v string) *MerchantCreate {
+	_c.mutation.SetTestAcpWebhookURL(v)
+	return _c
+}
+
+// SetNillableTestAcpWebhookURL sets the "test_acp_webhook_url" field if the given value is not nil.
+func (_c *MerchantCreate) SetNillableTestAcpWebhookURL(v *string) *MerchantCreate {
+	if v != nil {
+		_c.SetTestAcpWebhookURL(*v)
+	}
+	return _c
+}
+
+// SetTestAcpWebhookSecretEncrypted sets the "test_acp_webhook_secret_encrypted" field.
+func (_c *MerchantCreate) SetTestAcpWebhookSecretEncrypted(v []byte) *MerchantCreate {
+	_c.mutation.SetTestAcpWebhookSecretEncrypted(v)
+	return _c
+}
+
 // SetActive sets the "active" field.
 func (_c *MerchantCreate) SetActive(v bool) *MerchantCreate {
 	_c.mutation.SetActive(v)
@@ -638,6 +678,22 @@ func (_c *MerchantCreate) createSpec() (*Merchant, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.TestWebhookSecretPreviousExpiresAt(); ok {
 		_spec.SetField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime, value)
 		_node.TestWebhookSecretPreviousExpiresAt = &value
+	}
+	if value, ok := _c.mutation.AcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookURL, field.TypeString, value)
+		_node.AcpWebhookURL = value
+	}
+	if value, ok := _c.mutation.AcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookSecretEncrypted, field.TypeBytes, value)
+		_node.AcpWebhookSecretEncrypted = value
+	}
+	if value, ok := _c.mutation.TestAcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookURL, field.TypeString, value)
+		_node.TestAcpWebhookURL = value
+	}
+	if value, ok := _c.mutation.TestAcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookSecretEncrypted, field.TypeBytes, value)
+		_node.TestAcpWebhookSecretEncrypted = value
 	}
 	if value, ok := _c.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)

@@ -404,6 +404,70 @@ func (_u *MerchantUpdate) ClearTestWebhookSecretPreviousExpiresAt() *MerchantUpd
 	return _u
 }
 
+// SetAcpWebhookURL sets the "acp_webhook_url" field.
+func (_u *MerchantUpdate) SetAcpWebhookURL(v string) *MerchantUpdate {
+	_u.mutation.SetAcpWebhookURL(v)
+	return _u
+}
+
+// SetNillableAcpWebhookURL sets the "acp_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableAcpWebhookURL(v *string) *MerchantUpdate {
+	if v != nil {
+		_u.SetAcpWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearAcpWebhookURL clears the value of the "acp_webhook_url" field.
+func (_u *MerchantUpdate) ClearAcpWebhookURL() *MerchantUpdate {
+	_u.mutation.ClearAcpWebhookURL()
+	return _u
+}
+
+// SetAcpWebhookSecretEncrypted sets the "acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) SetAcpWebhookSecretEncrypted(v []byte) *MerchantUpdate {
+	_u.mutation.SetAcpWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearAcpWebhookSecretEncrypted clears the value of the "acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) ClearAcpWebhookSecretEncrypted() *MerchantUpdate {
+	_u.mutation.ClearAcpWebhookSecretEncrypted()
+	return _u
+}
+
+// SetTestAcpWebhookURL sets the "test_acp_webhook_url" field.
+func (_u *MerchantUpdate) SetTestAcpWebhookURL(v string) *MerchantUpdate {
+	_u.mutation.SetTestAcpWebhookURL(v)
+	return _u
+}
+
+// SetNillableTestAcpWebhookURL sets the "test_acp_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdate) SetNillableTestAcpWebhookURL(v *string) *MerchantUpdate {
+	if v != nil {
+		_u.SetTestAcpWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearTestAcpWebhookURL clears the value of the "test_acp_webhook_url" field.
+func (_u *MerchantUpdate) ClearTestAcpWebhookURL() *MerchantUpdate {
+	_u.mutation.ClearTestAcpWebhookURL()
+	return _u
+}
+
+// SetTestAcpWebhookSecretEncrypted sets the "test_acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) SetTestAcpWebhookSecretEncrypted(v []byte) *MerchantUpdate {
+	_u.mutation.SetTestAcpWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearTestAcpWebhookSecretEncrypted clears the value of the "test_acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdate) ClearTestAcpWebhookSecretEncrypted() *MerchantUpdate {
+	_u.mutation.ClearTestAcpWebhookSecretEncrypted()
+	return _u
+}
+
 // SetActive sets the "active" field.
 func (_u *MerchantUpdate) SetActive(v bool) *MerchantUpdate {
 	_u.mutation.SetActive(v)
@@ -737,6 +801,30 @@ func (_u *MerchantUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.TestWebhookSecretPreviousExpiresAtCleared() {
 		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.AcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.AcpWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldAcpWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.AcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.AcpWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldAcpWebhookSecretEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestAcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.TestAcpWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldTestAcpWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.TestAcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestAcpWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestAcpWebhookSecretEncrypted, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)
@@ -1272,6 +1360,70 @@ func (_u *MerchantUpdateOne) ClearTestWebhookSecretPreviousExpiresAt() *Merchant
 	return _u
 }
 
+// SetAcpWebhookURL sets the "acp_webhook_url" field.
+func (_u *MerchantUpdateOne) SetAcpWebhookURL(v string) *MerchantUpdateOne {
+	_u.mutation.SetAcpWebhookURL(v)
+	return _u
+}
+
+// SetNillableAcpWebhookURL sets the "acp_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableAcpWebhookURL(v *string) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetAcpWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearAcpWebhookURL clears the value of the "acp_webhook_url" field.
+func (_u *MerchantUpdateOne) ClearAcpWebhookURL() *MerchantUpdateOne {
+	_u.mutation.ClearAcpWebhookURL()
+	return _u
+}
+
+// SetAcpWebhookSecretEncrypted sets the "acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) SetAcpWebhookSecretEncrypted(v []byte) *MerchantUpdateOne {
+	_u.mutation.SetAcpWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearAcpWebhookSecretEncrypted clears the value of the "acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) ClearAcpWebhookSecretEncrypted() *MerchantUpdateOne {
+	_u.mutation.ClearAcpWebhookSecretEncrypted()
+	return _u
+}
+
+// SetTestAcpWebhookURL sets the "test_acp_webhook_url" field.
+func (_u *MerchantUpdateOne) SetTestAcpWebhookURL(v string) *MerchantUpdateOne {
+	_u.mutation.SetTestAcpWebhookURL(v)
+	return _u
+}
+
+// SetNillableTestAcpWebhookURL sets the "test_acp_webhook_url" field if the given value is not nil.
+func (_u *MerchantUpdateOne) SetNillableTestAcpWebhookURL(v *string) *MerchantUpdateOne {
+	if v != nil {
+		_u.SetTestAcpWebhookURL(*v)
+	}
+	return _u
+}
+
+// ClearTestAcpWebhookURL clears the value of the "test_acp_webhook_url" field.
+func (_u *MerchantUpdateOne) ClearTestAcpWebhookURL() *MerchantUpdateOne {
+	_u.mutation.ClearTestAcpWebhookURL()
+	return _u
+}
+
+// SetTestAcpWebhookSecretEncrypted sets the "test_acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) SetTestAcpWebhookSecretEncrypted(v []byte) *MerchantUpdateOne {
+	_u.mutation.SetTestAcpWebhookSecretEncrypted(v)
+	return _u
+}
+
+// ClearTestAcpWebhookSecretEncrypted clears the value of the "test_acp_webhook_secret_encrypted" field.
+func (_u *MerchantUpdateOne) ClearTestAcpWebhookSecretEncrypted() *MerchantUpdateOne {
+	_u.mutation.ClearTestAcpWebhookSecretEncrypted()
+	return _u
+}
+
 // SetActive sets the "active" field.
 func (_u *MerchantUpdateOne) SetActive(v bool) *MerchantUpdateOne {
 	_u.mutation.SetActive(v)
@@ -1635,6 +1787,30 @@ func (_u *MerchantUpdateOne) sqlSave(ctx context.Context) (_node *Merchant, err 
 	}
 	if _u.mutation.TestWebhookSecretPreviousExpiresAtCleared() {
 		_spec.ClearField(merchant.FieldTestWebhookSecretPreviousExpiresAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.AcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.AcpWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldAcpWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.AcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldAcpWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.AcpWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldAcpWebhookSecretEncrypted, field.TypeBytes)
+	}
+	if value, ok := _u.mutation.TestAcpWebhookURL(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookURL, field.TypeString, value)
+	}
+	if _u.mutation.TestAcpWebhookURLCleared() {
+		_spec.ClearField(merchant.FieldTestAcpWebhookURL, field.TypeString)
+	}
+	if value, ok := _u.mutation.TestAcpWebhookSecretEncrypted(); ok {
+		_spec.SetField(merchant.FieldTestAcpWebhookSecretEncrypted, field.TypeBytes, value)
+	}
+	if _u.mutation.TestAcpWebhookSecretEncryptedCleared() {
+		_spec.ClearField(merchant.FieldTestAcpWebhookSecretEncrypted, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Active(); ok {
 		_spec.SetField(merchant.FieldActive, field.TypeBool, value)

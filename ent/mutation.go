@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/accountevent"
+	"agentpay/ent/acporderevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/cardrequest"
@@ -69,6 +70,7 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
+	TypeACPOrderEvent             = "ACPOrderEvent"
 	TypeAccountEvent              = "AccountEvent"
 	TypeAgent                     = "Agent"
 	TypeBrowserSession            = "BrowserSession"
@@ -112,6 +114,1222 @@ const (
 	TypeWebhookDelivery           = "WebhookDelivery"
 	TypeWebhookEvent              = "WebhookEvent"
 )
+
+// ACPOrderEventMutation represents an operation that mutates the ACPOrderEvent nodes in the graph.
+type ACPOrderEventMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	created_at          *time.Time
+	updated_at          *time.Time
+	merchant_id         *uuid.UUID
+	session_id          *uuid.UUID
+	livemode            *bool
+	seq                 *int
+	addseq              *int
+	event_type          *acporderevent.EventType
+	payload             *[]byte
+	status              *acporderevent.Status
+	attempts            *int
+	addattempts         *int
+	next_attempt_at     *time.Time
+	last_status_code    *int
+	addlast_status_code *int
+	last_error          *string
+	completed_at        *time.Time
+	clearedFields       map[string]struct{}
+	done                bool
+	oldValue            func(context.Context) (*ACPOrderEvent, error)
+	predicates          []predicate.ACPOrderEvent
+}
+
+var _ ent.Mutation = (*ACPOrderEventMutation)(nil)
+
+// acpordereventOption allows management of the mutation configuration using functional options.
+type acpordereventOption func(*ACPOrderEventMutation)
+
+// newACPOrderEventMutation creates new mutation for the ACPOrderEvent entity.
+func newACPOrderEventMutation(c config, op Op, opts ...acpordereventOption) *ACPOrderEventMutation {
+	m := &ACPOrderEventMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeACPOrderEvent,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withACPOrderEventID sets the ID field of the mutation.
+func withACPOrderEventID(id uuid.UUID) acpordereventOption {
+	return func(m *ACPOrderEventMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ACPOrderEvent
+		)
+		m.oldValue = func(ctx context.Context) (*ACPOrderEvent, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ACPOrderEvent.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withACPOrderEvent sets the old ACPOrderEvent of the mutation.
+func withACPOrderEvent(node *ACPOrderEvent) acpordereventOption {
+	return func(m *ACPOrderEventMutation) {
+		m.oldValue = func(context.Context) (*ACPOrderEvent, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ACPOrderEventMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ACPOrderEventMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ACPOrderEvent entities.
+func (m *ACPOrderEventMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ACPOrderEventMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ACPOrderEventMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ACPOrderEvent.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *ACPOrderEventMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *ACPOrderEventMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *ACPOrderEventMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *ACPOrderEventMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *ACPOrderEventMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *ACPOrderEventMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetMerchantID sets the "merchant_id" field.
+func (m *ACPOrderEventMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *ACPOrderEventMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldMerchantID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *ACPOrderEventMutation) ResetMerchantID() {
+	m.merchant_id = nil
+}
+
+// SetSessionID sets the "session_id" field.
+func (m *ACPOrderEventMutation) SetSessionID(u uuid.UUID) {
+	m.session_id = &u
+}
+
+// SessionID returns the value of the "session_id" field in the mutation.
+func (m *ACPOrderEventMutation) SessionID() (r uuid.UUID, exists bool) {
+	v := m.session_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSessionID returns the old "session_id" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldSessionID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSessionID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSessionID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSessionID: %w", err)
+	}
+	return oldValue.SessionID, nil
+}
+
+// ResetSessionID resets all changes to the "session_id" field.
+func (m *ACPOrderEventMutation) ResetSessionID() {
+	m.session_id = nil
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *ACPOrderEventMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *ACPOrderEventMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldLivemode(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *ACPOrderEventMutation) ResetLivemode() {
+	m.livemode = nil
+}
+
+// SetSeq sets the "seq" field.
+func (m *ACPOrderEventMutation) SetSeq(i int) {
+	m.seq = &i
+	m.addseq = nil
+}
+
+// Seq returns the value of the "seq" field in the mutation.
+func (m *ACPOrderEventMutation) Seq() (r int, exists bool) {
+	v := m.seq
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSeq returns the old "seq" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldSeq(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSeq is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSeq requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSeq: %w", err)
+	}
+	return oldValue.Seq, nil
+}
+
+// AddSeq adds i to the "seq" field.
+func (m *ACPOrderEventMutation) AddSeq(i int) {
+	if m.addseq != nil {
+		*m.addseq += i
+	} else {
+		m.addseq = &i
+	}
+}
+
+// AddedSeq returns the value that was added to the "seq" field in this mutation.
+func (m *ACPOrderEventMutation) AddedSeq() (r int, exists bool) {
+	v := m.addseq
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSeq resets all changes to the "seq" field.
+func (m *ACPOrderEventMutation) ResetSeq() {
+	m.seq = nil
+	m.addseq = nil
+}
+
+// SetEventType sets the "event_type" field.
+func (m *ACPOrderEventMutation) SetEventType(at acporderevent.EventType) {
+	m.event_type = &at
+}
+
+// EventType returns the value of the "event_type" field in the mutation.
+func (m *ACPOrderEventMutation) EventType() (r acporderevent.EventType, exists bool) {
+	v := m.event_type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEventType returns the old "event_type" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldEventType(ctx context.Context) (v acporderevent.EventType, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEventType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEventType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEventType: %w", err)
+	}
+	return oldValue.EventType, nil
+}
+
+// ResetEventType resets all changes to the "event_type" field.
+func (m *ACPOrderEventMutation) ResetEventType() {
+	m.event_type = nil
+}
+
+// SetPayload sets the "payload" field.
+func (m *ACPOrderEventMutation) SetPayload(b []byte) {
+	m.payload = &b
+}
+
+// Payload returns the value of the "payload" field in the mutation.
+func (m *ACPOrderEventMutation) Payload() (r []byte, exists bool) {
+	v := m.payload
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPayload returns the old "payload" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldPayload(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPayload is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPayload requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPayload: %w", err)
+	}
+	return oldValue.Payload, nil
+}
+
+// ResetPayload resets all changes to the "payload" field.
+func (m *ACPOrderEventMutation) ResetPayload() {
+	m.payload = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *ACPOrderEventMutation) SetStatus(a acporderevent.Status) {
+	m.status = &a
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *ACPOrderEventMutation) Status() (r acporderevent.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldStatus(ctx context.Context) (v acporderevent.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *ACPOrderEventMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetAttempts sets the "attempts" field.
+func (m *ACPOrderEventMutation) SetAttempts(i int) {
+	m.attempts = &i
+	m.addattempts = nil
+}
+
+// Attempts returns the value of the "attempts" field in the mutation.
+func (m *ACPOrderEventMutation) Attempts() (r int, exists bool) {
+	v := m.attempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempts returns the old "attempts" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldAttempts(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempts: %w", err)
+	}
+	return oldValue.Attempts, nil
+}
+
+// AddAttempts adds i to the "attempts" field.
+func (m *ACPOrderEventMutation) AddAttempts(i int) {
+	if m.addattempts != nil {
+		*m.addattempts += i
+	} else {
+		m.addattempts = &i
+	}
+}
+
+// AddedAttempts returns the value that was added to the "attempts" field in this mutation.
+func (m *ACPOrderEventMutation) AddedAttempts() (r int, exists bool) {
+	v := m.addattempts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempts resets all changes to the "attempts" field.
+func (m *ACPOrderEventMutation) ResetAttempts() {
+	m.attempts = nil
+	m.addattempts = nil
+}
+
+// SetNextAttemptAt sets the "next_attempt_at" field.
+func (m *ACPOrderEventMutation) SetNextAttemptAt(t time.Time) {
+	m.next_attempt_at = &t
+}
+
+// NextAttemptAt returns the value of the "next_attempt_at" field in the mutation.
+func (m *ACPOrderEventMutation) NextAttemptAt() (r time.Time, exists bool) {
+	v := m.next_attempt_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNextAttemptAt returns the old "next_attempt_at" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldNextAttemptAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNextAttemptAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNextAttemptAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNextAttemptAt: %w", err)
+	}
+	return oldValue.NextAttemptAt, nil
+}
+
+// ClearNextAttemptAt clears the value of the "next_attempt_at" field.
+func (m *ACPOrderEventMutation) ClearNextAttemptAt() {
+	m.next_attempt_at = nil
+	m.clearedFields[acporderevent.FieldNextAttemptAt] = struct{}{}
+}
+
+// NextAttemptAtCleared returns if the "next_attempt_at" field was cleared in this mutation.
+func (m *ACPOrderEventMutation) NextAttemptAtCleared() bool {
+	_, ok := m.clearedFields[acporderevent.FieldNextAttemptAt]
+	return ok
+}
+
+// ResetNextAttemptAt resets all changes to the "next_attempt_at" field.
+func (m *ACPOrderEventMutation) ResetNextAttemptAt() {
+	m.next_attempt_at = nil
+	delete(m.clearedFields, acporderevent.FieldNextAttemptAt)
+}
+
+// SetLastStatusCode sets the "last_status_code" field.
+func (m *ACPOrderEventMutation) SetLastStatusCode(i int) {
+	m.last_status_code = &i
+	m.addlast_status_code = nil
+}
+
+// LastStatusCode returns the value of the "last_status_code" field in the mutation.
+func (m *ACPOrderEventMutation) LastStatusCode() (r int, exists bool) {
+	v := m.last_status_code
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastStatusCode returns the old "last_status_code" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldLastStatusCode(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastStatusCode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastStatusCode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastStatusCode: %w", err)
+	}
+	return oldValue.LastStatusCode, nil
+}
+
+// AddLastStatusCode adds i to the "last_status_code" field.
+func (m *ACPOrderEventMutation) AddLastStatusCode(i int) {
+	if m.addlast_status_code != nil {
+		*m.addlast_status_code += i
+	} else {
+		m.addlast_status_code = &i
+	}
+}
+
+// AddedLastStatusCode returns the value that was added to the "last_status_code" field in this mutation.
+func (m *ACPOrderEventMutation) AddedLastStatusCode() (r int, exists bool) {
+	v := m.addlast_status_code
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearLastStatusCode clears the value of the "last_status_code" field.
+func (m *ACPOrderEventMutation) ClearLastStatusCode() {
+	m.last_status_code = nil
+	m.addlast_status_code = nil
+	m.clearedFields[acporderevent.FieldLastStatusCode] = struct{}{}
+}
+
+// LastStatusCodeCleared returns if the "last_status_code" field was cleared in this mutation.
+func (m *ACPOrderEventMutation) LastStatusCodeCleared() bool {
+	_, ok := m.clearedFields[acporderevent.FieldLastStatusCode]
+	return ok
+}
+
+// ResetLastStatusCode resets all changes to the "last_status_code" field.
+func (m *ACPOrderEventMutation) ResetLastStatusCode() {
+	m.last_status_code = nil
+	m.addlast_status_code = nil
+	delete(m.clearedFields, acporderevent.FieldLastStatusCode)
+}
+
+// SetLastError sets the "last_error" field.
+func (m *ACPOrderEventMutation) SetLastError(s string) {
+	m.last_error = &s
+}
+
+// LastError returns the value of the "last_error" field in the mutation.
+func (m *ACPOrderEventMutation) LastError() (r string, exists bool) {
+	v := m.last_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastError returns the old "last_error" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldLastError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastError: %w", err)
+	}
+	return oldValue.LastError, nil
+}
+
+// ClearLastError clears the value of the "last_error" field.
+func (m *ACPOrderEventMutation) ClearLastError() {
+	m.last_error = nil
+	m.clearedFields[acporderevent.FieldLastError] = struct{}{}
+}
+
+// LastErrorCleared returns if the "last_error" field was cleared in this mutation.
+func (m *ACPOrderEventMutation) LastErrorCleared() bool {
+	_, ok := m.clearedFields[acporderevent.FieldLastError]
+	return ok
+}
+
+// ResetLastError resets all changes to the "last_error" field.
+func (m *ACPOrderEventMutation) ResetLastError() {
+	m.last_error = nil
+	delete(m.clearedFields, acporderevent.FieldLastError)
+}
+
+// SetCompletedAt sets the "completed_at" field.
+func (m *ACPOrderEventMutation) SetCompletedAt(t time.Time) {
+	m.completed_at = &t
+}
+
+// CompletedAt returns the value of the "completed_at" field in the mutation.
+func (m *ACPOrderEventMutation) CompletedAt() (r time.Time, exists bool) {
+	v := m.completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCompletedAt returns the old "completed_at" field's value of the ACPOrderEvent entity.
+// If the ACPOrderEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ACPOrderEventMutation) OldCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCompletedAt: %w", err)
+	}
+	return oldValue.CompletedAt, nil
+}
+
+// ClearCompletedAt clears the value of the "completed_at" field.
+func (m *ACPOrderEventMutation) ClearCompletedAt() {
+	m.completed_at = nil
+	m.clearedFields[acporderevent.FieldCompletedAt] = struct{}{}
+}
+
+// CompletedAtCleared returns if the "completed_at" field was cleared in this mutation.
+func (m *ACPOrderEventMutation) CompletedAtCleared() bool {
+	_, ok := m.clearedFields[acporderevent.FieldCompletedAt]
+	return ok
+}
+
+// ResetCompletedAt resets all changes to the "completed_at" field.
+func (m *ACPOrderEventMutation) ResetCompletedAt() {
+	m.completed_at = nil
+	delete(m.clearedFields, acporderevent.FieldCompletedAt)
+}
+
+// Where appends a list predicates to the ACPOrderEventMutation builder.
+func (m *ACPOrderEventMutation) Where(ps ...predicate.ACPOrderEvent) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ACPOrderEventMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ACPOrderEventMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ACPOrderEvent, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ACPOrderEventMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ACPOrderEventMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ACPOrderEvent).
+func (m *ACPOrderEventMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ACPOrderEventMutation) Fields() []string {
+	fields := make([]string, 0, 14)
+	if m.created_at != nil {
+		fields = append(fields, acporderevent.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, acporderevent.FieldUpdatedAt)
+	}
+	if m.merchant_id != nil {
+		fields = append(fields, acporderevent.FieldMerchantID)
+	}
+	if m.session_id != nil {
+		fields = append(fields, acporderevent.FieldSessionID)
+	}
+	if m.livemode != nil {
+		fields = append(fields, acporderevent.FieldLivemode)
+	}
+	if m.seq != nil {
+		fields = append(fields, acporderevent.FieldSeq)
+	}
+	if m.event_type != nil {
+		fields = append(fields, acporderevent.FieldEventType)
+	}
+	if m.payload != nil {
+		fields = append(fields, acporderevent.FieldPayload)
+	}
+	if m.status != nil {
+		fields = append(fields, acporderevent.FieldStatus)
+	}
+	if m.attempts != nil {
+		fields = append(fields, acporderevent.FieldAttempts)
+	}
+	if m.next_attempt_at != nil {
+		fields = append(fields, acporderevent.FieldNextAttemptAt)
+	}
+	if m.last_status_code != nil {
+		fields = append(fields, acporderevent.FieldLastStatusCode)
+	}
+	if m.last_error != nil {
+		fields = append(fields, acporderevent.FieldLastError)
+	}
+	if m.completed_at != nil {
+		fields = append(fields, acporderevent.FieldCompletedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ACPOrderEventMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case acporderevent.FieldCreatedAt:
+		return m.CreatedAt()
+	case acporderevent.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case acporderevent.FieldMerchantID:
+		return m.MerchantID()
+	case acporderevent.FieldSessionID:
+		return m.SessionID()
+	case acporderevent.FieldLivemode:
+		return m.Livemode()
+	case acporderevent.FieldSeq:
+		return m.Seq()
+	case acporderevent.FieldEventType:
+		return m.EventType()
+	case acporderevent.FieldPayload:
+		return m.Payload()
+	case acporderevent.FieldStatus:
+		return m.Status()
+	case acporderevent.FieldAttempts:
+		return m.Attempts()
+	case acporderevent.FieldNextAttemptAt:
+		return m.NextAttemptAt()
+	case acporderevent.FieldLastStatusCode:
+		return m.LastStatusCode()
+	case acporderevent.FieldLastError:
+		return m.LastError()
+	case acporderevent.FieldCompletedAt:
+		return m.CompletedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ACPOrderEventMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case acporderevent.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case acporderevent.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case acporderevent.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case acporderevent.FieldSessionID:
+		return m.OldSessionID(ctx)
+	case acporderevent.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case acporderevent.FieldSeq:
+		return m.OldSeq(ctx)
+	case acporderevent.FieldEventType:
+		return m.OldEventType(ctx)
+	case acporderevent.FieldPayload:
+		return m.OldPayload(ctx)
+	case acporderevent.FieldStatus:
+		return m.OldStatus(ctx)
+	case acporderevent.FieldAttempts:
+		return m.OldAttempts(ctx)
+	case acporderevent.FieldNextAttemptAt:
+		return m.OldNextAttemptAt(ctx)
+	case acporderevent.FieldLastStatusCode:
+		return m.OldLastStatusCode(ctx)
+	case acporderevent.FieldLastError:
+		return m.OldLastError(ctx)
+	case acporderevent.FieldCompletedAt:
+		return m.OldCompletedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown ACPOrderEvent field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ACPOrderEventMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case acporderevent.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case acporderevent.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case acporderevent.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case acporderevent.FieldSessionID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSessionID(v)
+		return nil
+	case acporderevent.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case acporderevent.FieldSeq:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSeq(v)
+		return nil
+	case acporderevent.FieldEventType:
+		v, ok := value.(acporderevent.EventType)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEventType(v)
+		return nil
+	case acporderevent.FieldPayload:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPayload(v)
+		return nil
+	case acporderevent.FieldStatus:
+		v, ok := value.(acporderevent.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case acporderevent.FieldAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempts(v)
+		return nil
+	case acporderevent.FieldNextAttemptAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNextAttemptAt(v)
+		return nil
+	case acporderevent.FieldLastStatusCode:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastStatusCode(v)
+		return nil
+	case acporderevent.FieldLastError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastError(v)
+		return nil
+	case acporderevent.FieldCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCompletedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ACPOrderEvent field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ACPOrderEventMutation) AddedFields() []string {
+	var fields []string
+	if m.addseq != nil {
+		fields = append(fields, acporderevent.FieldSeq)
+	}
+	if m.addattempts != nil {
+		fields = append(fields, acporderevent.FieldAttempts)
+	}
+	if m.addlast_status_code != nil {
+		fields = append(fields, acporderevent.FieldLastStatusCode)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ACPOrderEventMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case acporderevent.FieldSeq:
+		return m.AddedSeq()
+	case acporderevent.FieldAttempts:
+		return m.AddedAttempts()
+	case acporderevent.FieldLastStatusCode:
+		return m.AddedLastStatusCode()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ACPOrderEventMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case acporderevent.FieldSeq:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSeq(v)
+		return nil
+	case acporderevent.FieldAttempts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempts(v)
+		return nil
+	case acporderevent.FieldLastStatusCode:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLastStatusCode(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ACPOrderEvent numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ACPOrderEventMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(acporderevent.FieldNextAttemptAt) {
+		fields = append(fields, acporderevent.FieldNextAttemptAt)
+	}
+	if m.FieldCleared(acporderevent.FieldLastStatusCode) {
+		fields = append(fields, acporderevent.FieldLastStatusCode)
+	}
+	if m.FieldCleared(acporderevent.FieldLastError) {
+		fields = append(fields, acporderevent.FieldLastError)
+	}
+	if m.FieldCleared(acporderevent.FieldCompletedAt) {
+		fields = append(fields, acporderevent.FieldCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ACPOrderEventMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ACPOrderEventMutation) ClearField(name string) error {
+	switch name {
+	case acporderevent.FieldNextAttemptAt:
+		m.ClearNextAttemptAt()
+		return nil
+	case acporderevent.FieldLastStatusCode:
+		m.ClearLastStatusCode()
+		return nil
+	case acporderevent.FieldLastError:
+		m.ClearLastError()
+		return nil
+	case acporderevent.FieldCompletedAt:
+		m.ClearCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ACPOrderEvent nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ACPOrderEventMutation) ResetField(name string) error {
+	switch name {
+	case acporderevent.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case acporderevent.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case acporderevent.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case acporderevent.FieldSessionID:
+		m.ResetSessionID()
+		return nil
+	case acporderevent.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case acporderevent.FieldSeq:
+		m.ResetSeq()
+		return nil
+	case acporderevent.FieldEventType:
+		m.ResetEventType()
+		return nil
+	case acporderevent.FieldPayload:
+		m.ResetPayload()
+		return nil
+	case acporderevent.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case acporderevent.FieldAttempts:
+		m.ResetAttempts()
+		return nil
+	case acporderevent.FieldNextAttemptAt:
+		m.ResetNextAttemptAt()
+		return nil
+	case acporderevent.FieldLastStatusCode:
+		m.ResetLastStatusCode()
+		return nil
+	case acporderevent.FieldLastError:
+		m.ResetLastError()
+		return nil
+	case acporderevent.FieldCompletedAt:
+		m.ResetCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ACPOrderEvent field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ACPOrderEventMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ACPOrderEventMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ACPOrderEventMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ACPOrderEventMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ACPOrderEventMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ACPOrderEventMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ACPOrderEventMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ACPOrderEvent unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ACPOrderEventMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ACPOrderEvent edge %s", name)
+}
 
 // AccountEventMutation represents an operation that mutates the AccountEvent nodes in the graph.
 type AccountEventMutation struct {
@@ -19258,6 +20476,10 @@ type MerchantMutation struct {
 	test_webhook_secret_encrypted           *[]byte
 	test_webhook_secret_previous_encrypted  *[]byte
 	test_webhook_secret_previous_expires_at *time.Time
+	acp_webhook_url                         *string
+	acp_webhook_secret_encrypted            *[]byte
+	test_acp_webhook_url                    *string
+	test_acp_webhook_secret_encrypted       *[]byte
 	active                                  *bool
 	deactivated_at                          *time.Time
 	clearedFields                           map[string]struct{}
@@ -20454,6 +21676,202 @@ func (m *MerchantMutation) ResetTestWebhookSecretPreviousExpiresAt() {
 	delete(m.clearedFields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
 }
 
+// SetAcpWebhookURL sets the "acp_webhook_url" field.
+func (m *MerchantMutation) SetAcpWebhookURL(s string) {
+	m.acp_webhook_url = &s
+}
+
+// AcpWebhookURL returns the value of the "acp_webhook_url" field in the mutation.
+func (m *MerchantMutation) AcpWebhookURL() (r string, exists bool) {
+	v := m.acp_webhook_url
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAcpWebhookURL returns the old "acp_webhook_url" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldAcpWebhookURL(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAcpWebhookURL is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAcpWebhookURL requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAcpWebhookURL: %w", err)
+	}
+	return oldValue.AcpWebhookURL, nil
+}
+
+// ClearAcpWebhookURL clears the value of the "acp_webhook_url" field.
+func (m *MerchantMutation) ClearAcpWebhookURL() {
+	m.acp_webhook_url = nil
+	m.clearedFields[merchant.FieldAcpWebhookURL] = struct{}{}
+}
+
+// AcpWebhookURLCleared returns if the "acp_webhook_url" field was cleared in this mutation.
+func (m *MerchantMutation) AcpWebhookURLCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldAcpWebhookURL]
+	return ok
+}
+
+// ResetAcpWebhookURL resets all changes to the "acp_webhook_url" field.
+func (m *MerchantMutation) ResetAcpWebhookURL() {
+	m.acp_webhook_url = nil
+	delete(m.clearedFields, merchant.FieldAcpWebhookURL)
+}
+
+// SetAcpWebhookSecretEncrypted sets the "acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) SetAcpWebhookSecretEncrypted(b []byte) {
+	m.acp_webhook_secret_encrypted = &b
+}
+
+// AcpWebhookSecretEncrypted returns the value of the "acp_webhook_secret_encrypted" field in the mutation.
+func (m *MerchantMutation) AcpWebhookSecretEncrypted() (r []byte, exists bool) {
+	v := m.acp_webhook_secret_encrypted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAcpWebhookSecretEncrypted returns the old "acp_webhook_secret_encrypted" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldAcpWebhookSecretEncrypted(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAcpWebhookSecretEncrypted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAcpWebhookSecretEncrypted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAcpWebhookSecretEncrypted: %w", err)
+	}
+	return oldValue.AcpWebhookSecretEncrypted, nil
+}
+
+// ClearAcpWebhookSecretEncrypted clears the value of the "acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ClearAcpWebhookSecretEncrypted() {
+	m.acp_webhook_secret_encrypted = nil
+	m.clearedFields[merchant.FieldAcpWebhookSecretEncrypted] = struct{}{}
+}
+
+// AcpWebhookSecretEncryptedCleared returns if the "acp_webhook_secret_encrypted" field was cleared in this mutation.
+func (m *MerchantMutation) AcpWebhookSecretEncryptedCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldAcpWebhookSecretEncrypted]
+	return ok
+}
+
+// ResetAcpWebhookSecretEncrypted resets all changes to the "acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ResetAcpWebhookSecretEncrypted() {
+	m.acp_webhook_secret_encrypted = nil
+	delete(m.clearedFields, merchant.FieldAcpWebhookSecretEncrypted)
+}
+
+// SetTestAcpWebhookURL sets the "test_acp_webhook_url" field.
+func (m *MerchantMutation) SetTestAcpWebhookURL(s string) {
+	m.test_acp_webhook_url = &s
+}
+
+// TestAcpWebhookURL returns the value of the "test_acp_webhook_url" field in the mutation.
+func (m *MerchantMutation) TestAcpWebhookURL() (r string, exists bool) {
+	v := m.test_acp_webhook_url
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestAcpWebhookURL returns the old "test_acp_webhook_url" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestAcpWebhookURL(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestAcpWebhookURL is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestAcpWebhookURL requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestAcpWebhookURL: %w", err)
+	}
+	return oldValue.TestAcpWebhookURL, nil
+}
+
+// ClearTestAcpWebhookURL clears the value of the "test_acp_webhook_url" field.
+func (m *MerchantMutation) ClearTestAcpWebhookURL() {
+	m.test_acp_webhook_url = nil
+	m.clearedFields[merchant.FieldTestAcpWebhookURL] = struct{}{}
+}
+
+// TestAcpWebhookURLCleared returns if the "test_acp_webhook_url" field was cleared in this mutation.
+func (m *MerchantMutation) TestAcpWebhookURLCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestAcpWebhookURL]
+	return ok
+}
+
+// ResetTestAcpWebhookURL resets all changes to the "test_acp_webhook_url" field.
+func (m *MerchantMutation) ResetTestAcpWebhookURL() {
+	m.test_acp_webhook_url = nil
+	delete(m.clearedFields, merchant.FieldTestAcpWebhookURL)
+}
+
+// SetTestAcpWebhookSecretEncrypted sets the "test_acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) SetTestAcpWebhookSecretEncrypted(b []byte) {
+	m.test_acp_webhook_secret_encrypted = &b
+}
+
+// TestAcpWebhookSecretEncrypted returns the value of the "test_acp_webhook_secret_encrypted" field in the mutation.
+func (m *MerchantMutation) TestAcpWebhookSecretEncrypted() (r []byte, exists bool) {
+	v := m.test_acp_webhook_secret_encrypted
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTestAcpWebhookSecretEncrypted returns the old "test_acp_webhook_secret_encrypted" field's value of the Merchant entity.
+// If the Merchant object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MerchantMutation) OldTestAcpWebhookSecretEncrypted(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTestAcpWebhookSecretEncrypted is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTestAcpWebhookSecretEncrypted requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTestAcpWebhookSecretEncrypted: %w", err)
+	}
+	return oldValue.TestAcpWebhookSecretEncrypted, nil
+}
+
+// ClearTestAcpWebhookSecretEncrypted clears the value of the "test_acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ClearTestAcpWebhookSecretEncrypted() {
+	m.test_acp_webhook_secret_encrypted = nil
+	m.clearedFields[merchant.FieldTestAcpWebhookSecretEncrypted] = struct{}{}
+}
+
+// TestAcpWebhookSecretEncryptedCleared returns if the "test_acp_webhook_secret_encrypted" field was cleared in this mutation.
+func (m *MerchantMutation) TestAcpWebhookSecretEncryptedCleared() bool {
+	_, ok := m.clearedFields[merchant.FieldTestAcpWebhookSecretEncrypted]
+	return ok
+}
+
+// ResetTestAcpWebhookSecretEncrypted resets all changes to the "test_acp_webhook_secret_encrypted" field.
+func (m *MerchantMutation) ResetTestAcpWebhookSecretEncrypted() {
+	m.test_acp_webhook_secret_encrypted = nil
+	delete(m.clearedFields, merchant.FieldTestAcpWebhookSecretEncrypted)
+}
+
 // SetActive sets the "active" field.
 func (m *MerchantMutation) SetActive(b bool) {
 	m.active = &b
@@ -20735,7 +22153,7 @@ func (m *MerchantMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *MerchantMutation) Fields() []string {
-	fields := make([]string, 0, 26)
+	fields := make([]string, 0, 30)
 	if m.created_at != nil {
 		fields = append(fields, merchant.FieldCreatedAt)
 	}
@@ -20808,6 +22226,18 @@ func (m *MerchantMutation) Fields() []string {
 	if m.test_webhook_secret_previous_expires_at != nil {
 		fields = append(fields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
 	}
+	if m.acp_webhook_url != nil {
+		fields = append(fields, merchant.FieldAcpWebhookURL)
+	}
+	if m.acp_webhook_secret_encrypted != nil {
+		fields = append(fields, merchant.FieldAcpWebhookSecretEncrypted)
+	}
+	if m.test_acp_webhook_url != nil {
+		fields = append(fields, merchant.FieldTestAcpWebhookURL)
+	}
+	if m.test_acp_webhook_secret_encrypted != nil {
+		fields = append(fields, merchant.FieldTestAcpWebhookSecretEncrypted)
+	}
 	if m.active != nil {
 		fields = append(fields, merchant.FieldActive)
 	}
@@ -20870,6 +22300,14 @@ func (m *MerchantMutation) Field(name string) (ent.Value, bool) {
 		return m.TestWebhookSecretPreviousEncrypted()
 	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
 		return m.TestWebhookSecretPreviousExpiresAt()
+	case merchant.FieldAcpWebhookURL:
+		return m.AcpWebhookURL()
+	case merchant.FieldAcpWebhookSecretEncrypted:
+		return m.AcpWebhookSecretEncrypted()
+	case merchant.FieldTestAcpWebhookURL:
+		return m.TestAcpWebhookURL()
+	case merchant.FieldTestAcpWebhookSecretEncrypted:
+		return m.TestAcpWebhookSecretEncrypted()
 	case merchant.FieldActive:
 		return m.Active()
 	case merchant.FieldDeactivatedAt:
@@ -20931,6 +22369,14 @@ func (m *MerchantMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldTestWebhookSecretPreviousEncrypted(ctx)
 	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
 		return m.OldTestWebhookSecretPreviousExpiresAt(ctx)
+	case merchant.FieldAcpWebhookURL:
+		return m.OldAcpWebhookURL(ctx)
+	case merchant.FieldAcpWebhookSecretEncrypted:
+		return m.OldAcpWebhookSecretEncrypted(ctx)
+	case merchant.FieldTestAcpWebhookURL:
+		return m.OldTestAcpWebhookURL(ctx)
+	case merchant.FieldTestAcpWebhookSecretEncrypted:
+		return m.OldTestAcpWebhookSecretEncrypted(ctx)
 	case merchant.FieldActive:
 		return m.OldActive(ctx)
 	case merchant.FieldDeactivatedAt:
@@ -21112,6 +22558,34 @@ func (m *MerchantMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetTestWebhookSecretPreviousExpiresAt(v)
 		return nil
+	case merchant.FieldAcpWebhookURL:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAcpWebhookURL(v)
+		return nil
+	case merchant.FieldAcpWebhookSecretEncrypted:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAcpWebhookSecretEncrypted(v)
+		return nil
+	case merchant.FieldTestAcpWebhookURL:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestAcpWebhookURL(v)
+		return nil
+	case merchant.FieldTestAcpWebhookSecretEncrypted:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTestAcpWebhookSecretEncrypted(v)
+		return nil
 	case merchant.FieldActive:
 		v, ok := value.(bool)
 		if !ok {
@@ -21201,6 +22675,18 @@ func (m *MerchantMutation) ClearedFields() []string {
 	if m.FieldCleared(merchant.FieldTestWebhookSecretPreviousExpiresAt) {
 		fields = append(fields, merchant.FieldTestWebhookSecretPreviousExpiresAt)
 	}
+	if m.FieldCleared(merchant.FieldAcpWebhookURL) {
+		fields = append(fields, merchant.FieldAcpWebhookURL)
+	}
+	if m.FieldCleared(merchant.FieldAcpWebhookSecretEncrypted) {
+		fields = append(fields, merchant.FieldAcpWebhookSecretEncrypted)
+	}
+	if m.FieldCleared(merchant.FieldTestAcpWebhookURL) {
+		fields = append(fields, merchant.FieldTestAcpWebhookURL)
+	}
+	if m.FieldCleared(merchant.FieldTestAcpWebhookSecretEncrypted) {
+		fields = append(fields, merchant.FieldTestAcpWebhookSecretEncrypted)
+	}
 	if m.FieldCleared(merchant.FieldDeactivatedAt) {
 		fields = append(fields, merchant.FieldDeactivatedAt)
 	}
@@ -21262,6 +22748,18 @@ func (m *MerchantMutation) ClearField(name string) error {
 		return nil
 	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
 		m.ClearTestWebhookSecretPreviousExpiresAt()
+		return nil
+	case merchant.FieldAcpWebhookURL:
+		m.ClearAcpWebhookURL()
+		return nil
+	case merchant.FieldAcpWebhookSecretEncrypted:
+		m.ClearAcpWebhookSecretEncrypted()
+		return nil
+	case merchant.FieldTestAcpWebhookURL:
+		m.ClearTestAcpWebhookURL()
+		return nil
+	case merchant.FieldTestAcpWebhookSecretEncrypted:
+		m.ClearTestAcpWebhookSecretEncrypted()
 		return nil
 	case merchant.FieldDeactivatedAt:
 		m.ClearDeactivatedAt()
@@ -21345,6 +22843,18 @@ func (m *MerchantMutation) ResetField(name string) error {
 		return nil
 	case merchant.FieldTestWebhookSecretPreviousExpiresAt:
 		m.ResetTestWebhookSecretPreviousExpiresAt()
+		return nil
+	case merchant.FieldAcpWebhookURL:
+		m.ResetAcpWebhookURL()
+		return nil
+	case merchant.FieldAcpWebhookSecretEncrypted:
+		m.ResetAcpWebhookSecretEncrypted()
+		return nil
+	case merchant.FieldTestAcpWebhookURL:
+		m.ResetTestAcpWebhookURL()
+		return nil
+	case merchant.FieldTestAcpWebhookSecretEncrypted:
+		m.ResetTestAcpWebhookSecretEncrypted()
 		return nil
 	case merchant.FieldActive:
 		m.ResetActive()

@@ -4,6 +4,7 @@ package ent
 
 import (
 	"agentpay/ent/accountevent"
+	"agentpay/ent/acporderevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/cardrequest"
@@ -55,6 +56,35 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	acpordereventMixin := schema.ACPOrderEvent{}.Mixin()
+	acpordereventMixinFields0 := acpordereventMixin[0].Fields()
+	_ = acpordereventMixinFields0
+	acpordereventFields := schema.ACPOrderEvent{}.Fields()
+	_ = acpordereventFields
+	// acpordereventDescCreatedAt is the schema descriptor for created_at field.
+	acpordereventDescCreatedAt := acpordereventMixinFields0[1].Descriptor()
+	// acporderevent.DefaultCreatedAt holds the default value on creation for the created_at field.
+	acporderevent.DefaultCreatedAt = acpordereventDescCreatedAt.Default.(func() time.Time)
+	// acpordereventDescUpdatedAt is the schema descriptor for updated_at field.
+	acpordereventDescUpdatedAt := acpordereventMixinFields0[2].Descriptor()
+	// acporderevent.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	acporderevent.DefaultUpdatedAt = acpordereventDescUpdatedAt.Default.(func() time.Time)
+	// acporderevent.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	acporderevent.UpdateDefaultUpdatedAt = acpordereventDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// acpordereventDescSeq is the schema descriptor for seq field.
+	acpordereventDescSeq := acpordereventFields[3].Descriptor()
+	// acporderevent.SeqValidator is a validator for the "seq" field. It is called by the builders before save.
+	acporderevent.SeqValidator = acpordereventDescSeq.Validators[0].(func(int) error)
+	// acpordereventDescAttempts is the schema descriptor for attempts field.
+	acpordereventDescAttempts := acpordereventFields[7].Descriptor()
+	// acporderevent.DefaultAttempts holds the default value on creation for the attempts field.
+	acporderevent.DefaultAttempts = acpordereventDescAttempts.Default.(int)
+	// acporderevent.AttemptsValidator is a validator for the "attempts" field. It is called by the builders before save.
+	acporderevent.AttemptsValidator = acpordereventDescAttempts.Validators[0].(func(int) error)
+	// acpordereventDescID is the schema descriptor for id field.
+	acpordereventDescID := acpordereventMixinFields0[0].Descriptor()
+	// acporderevent.DefaultID holds the default value on creation for the id field.
+	acporderevent.DefaultID = acpordereventDescID.Default.(func() uuid.UUID)
 	accounteventFields := schema.AccountEvent{}.Fields()
 	_ = accounteventFields
 	// accounteventDescKind is the schema descriptor for kind field.
@@ -892,7 +922,7 @@ func init() {
 	// merchant.DefaultSettleHeldPayments holds the default value on creation for the settle_held_payments field.
 	merchant.DefaultSettleHeldPayments = merchantDescSettleHeldPayments.Default.(bool)
 	// merchantDescActive is the schema descriptor for active field.
-	merchantDescActive := merchantFields[22].Descriptor()
+	merchantDescActive := merchantFields[26].Descriptor()
 	// merchant.DefaultActive holds the default value on creation for the active field.
 	merchant.DefaultActive = merchantDescActive.Default.(bool)
 	// merchantDescID is the schema descriptor for id field.

@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// ACPOrderEvent is the client for interacting with the ACPOrderEvent builders.
+	ACPOrderEvent *ACPOrderEventClient
 	// AccountEvent is the client for interacting with the AccountEvent builders.
 	AccountEvent *AccountEventClient
 	// Agent is the client for interacting with the Agent builders.
@@ -229,6 +231,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.ACPOrderEvent = NewACPOrderEventClient(tx.config)
 	tx.AccountEvent = NewAccountEventClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
 	tx.BrowserSession = NewBrowserSessionClient(tx.config)
@@ -280,7 +283,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: AccountEvent.QueryXXX(), the query will be executed
+// applies a query, for example: ACPOrderEvent.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

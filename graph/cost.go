@@ -195,6 +195,8 @@ func complexity() ComplexityRoot {
 	c.Mutation.UpdateMerchant = func(child int, _ model.UpdateMerchantInput) int { return writeCost + child }
 	c.Mutation.RedeliverWebhook = func(child int, _ uuid.UUID) int { return writeCost + child }
 	c.Mutation.RollWebhookSecret = func(child int, _ *int) int { return writeCost + child }
+	c.Mutation.SetAcpWebhook = func(child int, _ string) int { return writeCost + child }
+	c.Mutation.RollAcpWebhookSecret = func(child int) int { return writeCost + child }
 	c.Mutation.SendToUser = func(child int, _ model.SendInput) int { return sendCost + child }
 	c.Mutation.InviteHuman = func(child int, _ string) int { return writeCost + child }
 	c.Mutation.RequestPairing = func(child int, _ uuid.UUID, _ *string) int { return writeCost + child }

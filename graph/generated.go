@@ -80,6 +80,14 @@ type ComplexityRoot struct {
 		Kind      func(childComplexity int) int
 	}
 
+	AcpWebhook struct {
+		Livemode  func(childComplexity int) int
+		Secret    func(childComplexity int) int
+		SecretSet func(childComplexity int) int
+		URL       func(childComplexity int) int
+		Warning   func(childComplexity int) int
+	}
+
 	Agent struct {
 		APIKeyRotatedAt        func(childComplexity int) int
 		CreatedAt              func(childComplexity int) int
@@ -448,11 +456,13 @@ type ComplexityRoot struct {
 		RequestPairing            func(childComplexity int, userID uuid.UUID, message *string) int
 		RevokePairing             func(childComplexity int, id uuid.UUID) int
 		RevokeSession             func(childComplexity int, id uuid.UUID) int
+		RollAcpWebhookSecret      func(childComplexity int) int
 		RollKeys                  func(childComplexity int, mode *model.Mode) int
 		RollWebhookSecret         func(childComplexity int, overlapSeconds *int) int
 		Send                      func(childComplexity int, input model.SendInput) int
 		SendTestWebhook           func(childComplexity int) int
 		SendToUser                func(childComplexity int, input model.SendInput) int
+		SetAcpWebhook             func(childComplexity int, url string) int
 		SetSpendingPolicy         func(childComplexity int, input model.SpendingPolicyInput) int
 		SignOut                   func(childComplexity int, everywhere *bool) int
 		StartIdentityVerification func(childComplexity int) int
@@ -599,6 +609,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		AcpWebhook      func(childComplexity int) int
 		Agent           func(childComplexity int, id uuid.UUID) int
 		AgentByUsername func(childComplexity int, username string) int
 		Books           func(childComplexity int) int
@@ -1092,6 +1103,8 @@ type MutationResolver interface {
 	QuickRegister(ctx context.Context, username string) (*model.Registration, error)
 	Send(ctx context.Context, input model.SendInput) (*model.SendPayload, error)
 	RegenerateAPIKey(ctx context.Context) (*model.APIKeyPayload, error)
+	SetAcpWebhook(ctx context.Context, url string) (*model.AcpWebhook, error)
+	RollAcpWebhookSecret(ctx context.Context) (*model.AcpWebhook, error)
 	PayCheckout(ctx context.Context, input model.PayCheckoutInput) (*model.CheckoutPaymentPayload, error)
 	VerifyPartner(ctx context.Context, partner string, attestation string) (*model.PartnerVerification, error)
 	BeginCardApproval(ctx context.Context, id uuid.UUID) (*model.CardApproval, error)
@@ -1136,6 +1149,7 @@ type PaymentResolver interface {
 type QueryResolver interface {
 	Node(ctx context.Context, id uuid.UUID) (ent.Noder, error)
 	Nodes(ctx context.Context, ids []uuid.UUID) ([]ent.Noder, error)
+	AcpWebhook(ctx context.Context) (*model.AcpWebhook, error)
 	Books(ctx context.Context) (*model.Books, error)
 	Agent(ctx context.Context, id uuid.UUID) (*model.PublicAgent, error)
 	AgentByUsername(ctx context.Context, username string) (*model.PublicAgent, error)
@@ -1261,6 +1275,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AccountEvent.Kind(childComplexity), true
+
+	case "AcpWebhook.livemode":
+		if e.ComplexityRoot.AcpWebhook.Livemode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AcpWebhook.Livemode(childComplexity), true
+	case "AcpWebhook.secret":
+		if e.ComplexityRoot.AcpWebhook.Secret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AcpWebhook.Secret(childComplexity), true
+	case "AcpWebhook.secretSet":
+		if e.ComplexityRoot.AcpWebhook.SecretSet == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AcpWebhook.SecretSet(childComplexity), true
+	case "AcpWebhook.url":
+		if e.ComplexityRoot.AcpWebhook.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AcpWebhook.URL(childComplexity), true
+	case "AcpWebhook.warning":
+		if e.ComplexityRoot.AcpWebhook.Warning == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AcpWebhook.Warning(childComplexity), true
 
 	case "Agent.apiKeyRotatedAt":
 		if e.ComplexityRoot.Agent.APIKeyRotatedAt == nil {
@@ -3063,6 +3108,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeSession(childComplexity, args["id"].(uuid.UUID)), true
+	case "Mutation.rollAcpWebhookSecret":
+		if e.ComplexityRoot.Mutation.RollAcpWebhookSecret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.RollAcpWebhookSecret(childComplexity), true
 	case "Mutation.rollKeys":
 		if e.ComplexityRoot.Mutation.RollKeys == nil {
 			break
@@ -3113,6 +3164,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SendToUser(childComplexity, args["input"].(model.SendInput)), true
+	case "Mutation.setAcpWebhook":
+		if e.ComplexityRoot.Mutation.SetAcpWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setAcpWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetAcpWebhook(childComplexity, args["url"].(string)), true
 	case "Mutation.setSpendingPolicy":
 		if e.ComplexityRoot.Mutation.SetSpendingPolicy == nil {
 			break
@@ -3798,6 +3860,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PublicAgent.VolumeSentUsd(childComplexity), true
 
+	case "Query.acpWebhook":
+		if e.ComplexityRoot.Query.AcpWebhook == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AcpWebhook(childComplexity), true
 	case "Query.agent":
 		if e.ComplexityRoot.Query.Agent == nil {
 			break
@@ -6059,7 +6127,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "admin.graphql" "agentcheckout.graphql" "agents.graphql" "brand.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
+//go:embed "acpwebhooks.graphql" "admin.graphql" "agentcheckout.graphql" "agents.graphql" "brand.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -6071,6 +6139,7 @@ func sourceData(filename string) string {
 }
 
 var sources = []*ast.Source{
+	{Name: "acpwebhooks.graphql", Input: sourceData("acpwebhooks.graphql"), BuiltIn: false},
 	{Name: "admin.graphql", Input: sourceData("admin.graphql"), BuiltIn: false},
 	{Name: "agentcheckout.graphql", Input: sourceData("agentcheckout.graphql"), BuiltIn: false},
 	{Name: "agents.graphql", Input: sourceData("agents.graphql"), BuiltIn: false},
@@ -6108,6 +6177,22 @@ func (ec *executionContext) childFields_AccountEvent(ctx context.Context, field 
 		return ec.fieldContext_AccountEvent_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AccountEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_AcpWebhook(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "url":
+		return ec.fieldContext_AcpWebhook_url(ctx, field)
+	case "livemode":
+		return ec.fieldContext_AcpWebhook_livemode(ctx, field)
+	case "secretSet":
+		return ec.fieldContext_AcpWebhook_secretSet(ctx, field)
+	case "secret":
+		return ec.fieldContext_AcpWebhook_secret(ctx, field)
+	case "warning":
+		return ec.fieldContext_AcpWebhook_warning(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AcpWebhook", field.Name)
 }
 
 func (ec *executionContext) childFields_Agent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8730,6 +8815,20 @@ func (ec *executionContext) field_Mutation_send_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setAcpWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "url",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["url"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setSpendingPolicy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -9460,6 +9559,121 @@ func (ec *executionContext) _AccountEvent_createdAt(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_AccountEvent_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AcpWebhook_url(ctx context.Context, field graphql.CollectedField, obj *model.AcpWebhook) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AcpWebhook_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AcpWebhook_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AcpWebhook", field, false, false, "String")
+}
+
+func (ec *executionContext) _AcpWebhook_livemode(ctx context.Context, field graphql.CollectedField, obj *model.AcpWebhook) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AcpWebhook_livemode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Livemode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AcpWebhook_livemode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AcpWebhook", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AcpWebhook_secretSet(ctx context.Context, field graphql.CollectedField, obj *model.AcpWebhook) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AcpWebhook_secretSet(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretSet, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AcpWebhook_secretSet(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AcpWebhook", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AcpWebhook_secret(ctx context.Context, field graphql.CollectedField, obj *model.AcpWebhook) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AcpWebhook_secret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Secret, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AcpWebhook_secret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AcpWebhook", field, false, false, "String")
+}
+
+func (ec *executionContext) _AcpWebhook_warning(ctx context.Context, field graphql.CollectedField, obj *model.AcpWebhook) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AcpWebhook_warning(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warning, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AcpWebhook_warning(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AcpWebhook", field, false, false, "String")
 }
 
 func (ec *executionContext) _Agent_id(ctx context.Context, field graphql.CollectedField, obj *ent.Agent) (ret graphql.Marshaler) {
@@ -15690,6 +15904,82 @@ func (ec *executionContext) fieldContext_Mutation_regenerateApiKey(_ context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setAcpWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setAcpWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetAcpWebhook(ctx, fc.Args["url"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AcpWebhook) graphql.Marshaler {
+			return ec.marshalNAcpWebhook2ᚖagentpayᚋgraphᚋmodelᚐAcpWebhook(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setAcpWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AcpWebhook(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setAcpWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rollAcpWebhookSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollAcpWebhookSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().RollAcpWebhookSecret(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AcpWebhook) graphql.Marshaler {
+			return ec.marshalNAcpWebhook2ᚖagentpayᚋgraphᚋmodelᚐAcpWebhook(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollAcpWebhookSecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AcpWebhook(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_payCheckout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19862,6 +20152,38 @@ func (ec *executionContext) fieldContext_Query_nodes(ctx context.Context, field 
 	if fc.Args, err = ec.field_Query_nodes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_acpWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_acpWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AcpWebhook(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AcpWebhook) graphql.Marshaler {
+			return ec.marshalNAcpWebhook2ᚖagentpayᚋgraphᚋmodelᚐAcpWebhook(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_acpWebhook(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AcpWebhook(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -31175,6 +31497,59 @@ func (ec *executionContext) _AccountEvent(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var acpWebhookImplementors = []string{"AcpWebhook"}
+
+func (ec *executionContext) _AcpWebhook(ctx context.Context, sel ast.SelectionSet, obj *model.AcpWebhook) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, acpWebhookImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AcpWebhook")
+		case "url":
+			out.Values[i] = ec._AcpWebhook_url(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "livemode":
+			out.Values[i] = ec._AcpWebhook_livemode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secretSet":
+			out.Values[i] = ec._AcpWebhook_secretSet(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secret":
+			out.Values[i] = ec._AcpWebhook_secret(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "warning":
+			out.Values[i] = ec._AcpWebhook_warning(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var agentImplementors = []string{"Agent", "Node"}
 
 func (ec *executionContext) _Agent(ctx context.Context, sel ast.SelectionSet, obj *ent.Agent) graphql.Marshaler {
@@ -33362,6 +33737,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setAcpWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setAcpWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rollAcpWebhookSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollAcpWebhookSecret(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "payCheckout":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_payCheckout(ctx, field)
@@ -34508,6 +34897,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_nodes(ctx, field)
+				})
+		case "acpWebhook":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_acpWebhook(ctx, field)
 				})
 		case "books":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -37804,6 +38199,14 @@ func (ec *executionContext) marshalNAccountEvent2ᚖagentpayᚋgraphᚋmodelᚐA
 		return graphql.Null
 	}
 	return ec._AccountEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAcpWebhook2ᚖagentpayᚋgraphᚋmodelᚐAcpWebhook(ctx context.Context, sel ast.SelectionSet, v *model.AcpWebhook) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AcpWebhook!")
+		return graphql.Null
+	}
+	return ec._AcpWebhook(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNAgent2ᚖagentpayᚋentᚐAgent(ctx context.Context, sel ast.SelectionSet, v *ent.Agent) graphql.Marshaler {

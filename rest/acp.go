@@ -244,7 +244,7 @@ func (s *server) acpSession(cs *ent.CheckoutSession) map[string]any {
 	}
 	if cs.Status == checkoutsession.StatusConfirmed {
 		checkoutURL, _ := s.svc.SessionURLs(cs.ExternalID)
-		out["order"] = map[string]any{"id": "ord_" + cs.ExternalID, "checkout_session_id": cs.ExternalID, "permalink_url": checkoutURL}
+		out["order"] = map[string]any{"id": agentpay.ACPOrderID(cs.ExternalID), "checkout_session_id": cs.ExternalID, "permalink_url": checkoutURL}
 	}
 	return out
 }

@@ -29,6 +29,7 @@ func (s *server) mountMerchantRoutes(r chi.Router) {
 		r.Patch("/merchants/me", s.updateMerchant)
 		r.Post("/merchants/me/keys/roll", s.rollMerchantKeys)
 		r.Post("/merchants/me/webhook-secret/roll", s.rollWebhookSecret)
+		s.mountACPWebhookRoutes(r)
 		r.Post("/sessions", s.createSession)
 		r.Get("/sessions", s.listSessions)
 		r.Get("/sessions/{external_id}", s.getSession)

@@ -146,6 +146,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &reconcileTransfersWorker{svc: cfg.Service})
 	river.AddWorker(workers, &tallyGasWorker{svc: cfg.Service})
 	river.AddWorker(workers, &deliverWebhookWorker{svc: cfg.Service, obs: obs})
+	river.AddWorker(workers, &deliverACPOrderEventWorker{svc: cfg.Service})
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})

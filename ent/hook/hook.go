@@ -8,6 +8,18 @@ import (
 	"fmt"
 )
 
+// The ACPOrderEventFunc type is an adapter to allow the use of ordinary
+// function as ACPOrderEvent mutator.
+type ACPOrderEventFunc func(context.Context, *ent.ACPOrderEventMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ACPOrderEventFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ACPOrderEventMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ACPOrderEventMutation", m)
+}
+
 // The AccountEventFunc type is an adapter to allow the use of ordinary
 // function as AccountEvent mutator.
 type AccountEventFunc func(context.Context, *ent.AccountEventMutation) (ent.Value, error)

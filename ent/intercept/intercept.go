@@ -8,6 +8,7 @@ import (
 
 	"agentpay/ent"
 	"agentpay/ent/accountevent"
+	"agentpay/ent/acporderevent"
 	"agentpay/ent/agent"
 	"agentpay/ent/browsersession"
 	"agentpay/ent/cardrequest"
@@ -108,6 +109,33 @@ func (f TraverseFunc) Traverse(ctx context.Context, q ent.Query) error {
 		return err
 	}
 	return f(ctx, query)
+}
+
+// The ACPOrderEventFunc type is an adapter to allow the use of ordinary function as a Querier.
+type ACPOrderEventFunc func(context.Context, *ent.ACPOrderEventQuery) (ent.Value, error)
+
+// Query calls f(ctx, q).
+func (f ACPOrderEventFunc) Query(ctx context.Context, q ent.Query) (ent.Value, error) {
+	if q, ok := q.(*ent.ACPOrderEventQuery); ok {
+		return f(ctx, q)
+	}
+	return nil, fmt.Errorf("unexpected query type %T. expect *ent.ACPOrderEventQuery", q)
+}
+
+// The TraverseACPOrderEvent type is an adapter to allow the use of ordinary function as Traverser.
+type TraverseACPOrderEvent func(context.Context, *ent.ACPOrderEventQuery) error
+
+// Intercept is a dummy implementation of Intercept that returns the next Querier in the pipeline.
+func (f TraverseACPOrderEvent) Intercept(next ent.Querier) ent.Querier {
+	return next
+}
+
+// Traverse calls f(ctx, q).
+func (f TraverseACPOrderEvent) Traverse(ctx context.Context, q ent.Query) error {
+	if q, ok := q.(*ent.ACPOrderEventQuery); ok {
+		return f(ctx, q)
+	}
+	return fmt.Errorf("unexpected query type %T. expect *ent.ACPOrderEventQuery", q)
 }
 
 // The AccountEventFunc type is an adapter to allow the use of ordinary function as a Querier.
@@ -1247,6 +1275,8 @@ func (f TraverseWebhookEvent) Traverse(ctx context.Context, q ent.Query) error {
 // NewQuery returns the generic Query interface for the given typed query.
 func NewQuery(q ent.Query) (Query, error) {
 	switch q := q.(type) {
+	case *ent.ACPOrderEventQuery:
+		return &query[*ent.ACPOrderEventQuery, predicate.ACPOrderEvent, acporderevent.OrderOption]{typ: ent.TypeACPOrderEvent, tq: q}, nil
 	case *ent.AccountEventQuery:
 		return &query[*ent.AccountEventQuery, predicate.AccountEvent, accountevent.OrderOption]{typ: ent.TypeAccountEvent, tq: q}, nil
 	case *ent.AgentQuery:

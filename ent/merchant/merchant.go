@@ -67,6 +67,14 @@ const (
 	FieldTestWebhookSecretPreviousEncrypted = "test_webhook_secret_previous_encrypted"
 	// FieldTestWebhookSecretPreviousExpiresAt holds the string denoting the test_webhook_secret_previous_expires_at field in the database.
 	FieldTestWebhookSecretPreviousExpiresAt = "test_webhook_secret_previous_expires_at"
+	// FieldAcpWebhookURL holds the string denoting the acp_webhook_url field in the database.
+	FieldAcpWebhookURL = "acp_webhook_url"
+	// FieldAcpWebhookSecretEncrypted holds the string denoting the acp_webhook_secret_encrypted field in the database.
+	FieldAcpWebhookSecretEncrypted = "acp_webhook_secret_encrypted"
+	// FieldTestAcpWebhookURL holds the string denoting the test_acp_webhook_url field in the database.
+	FieldTestAcpWebhookURL = "test_acp_webhook_url"
+	// FieldTestAcpWebhookSecretEncrypted holds the string denoting the test_acp_webhook_secret_encrypted field in the database.
+	FieldTestAcpWebhookSecretEncrypted = "test_acp_webhook_secret_encrypted"
 	// FieldActive holds the string denoting the active field in the database.
 	FieldActive = "active"
 	// FieldDeactivatedAt holds the string denoting the deactivated_at field in the database.
@@ -129,6 +137,10 @@ var Columns = []string{
 	FieldTestWebhookSecretEncrypted,
 	FieldTestWebhookSecretPreviousEncrypted,
 	FieldTestWebhookSecretPreviousExpiresAt,
+	FieldAcpWebhookURL,
+	FieldAcpWebhookSecretEncrypted,
+	FieldTestAcpWebhookURL,
+	FieldTestAcpWebhookSecretEncrypted,
 	FieldActive,
 	FieldDeactivatedAt,
 }
@@ -293,6 +305,16 @@ func ByTestWebhookURL(opts ...sql.OrderTermOption) OrderOption {
 // ByTestWebhookSecretPreviousExpiresAt orders the results by the test_webhook_secret_previous_expires_at field.
 func ByTestWebhookSecretPreviousExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldTestWebhookSecretPreviousExpiresAt, opts...).ToFunc()
+}
+
+// ByAcpWebhookURL orders the results by the acp_webhook_url field.
+func ByAcpWebhookURL(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAcpWebhookURL, opts...).ToFunc()
+}
+
+// ByTestAcpWebhookURL orders the results by the test_acp_webhook_url field.
+func ByTestAcpWebhookURL(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTestAcpWebhookURL, opts...).ToFunc()
 }
 
 // ByActive orders the results by the active field.

@@ -166,6 +166,26 @@ func TestWebhookSecretPreviousExpiresAt(v time.Time) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldTestWebhookSecretPreviousExpiresAt, v))
 }
 
+// AcpWebhookURL applies equality check predicate on the "acp_webhook_url" field. It's identical to AcpWebhookURLEQ.
+func AcpWebhookURL(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookSecretEncrypted applies equality check predicate on the "acp_webhook_secret_encrypted" field. It's identical to AcpWebhookSecretEncryptedEQ.
+func AcpWebhookSecretEncrypted(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookURL applies equality check predicate on the "test_acp_webhook_url" field. It's identical to TestAcpWebhookURLEQ.
+func TestAcpWebhookURL(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookSecretEncrypted applies equality check predicate on the "test_acp_webhook_secret_encrypted" field. It's identical to TestAcpWebhookSecretEncryptedEQ.
+func TestAcpWebhookSecretEncrypted(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
 // Active applies equality check predicate on the "active" field. It's identical to ActiveEQ.
 func Active(v bool) predicate.Merchant {
 	return predicate.Merchant(sql.FieldEQ(FieldActive, v))
@@ -1439,6 +1459,256 @@ func TestWebhookSecretPreviousExpiresAtIsNil() predicate.Merchant {
 // TestWebhookSecretPreviousExpiresAtNotNil applies the NotNil predicate on the "test_webhook_secret_previous_expires_at" field.
 func TestWebhookSecretPreviousExpiresAtNotNil() predicate.Merchant {
 	return predicate.Merchant(sql.FieldNotNull(FieldTestWebhookSecretPreviousExpiresAt))
+}
+
+// AcpWebhookURLEQ applies the EQ predicate on the "acp_webhook_url" field.
+func AcpWebhookURLEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLNEQ applies the NEQ predicate on the "acp_webhook_url" field.
+func AcpWebhookURLNEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLIn applies the In predicate on the "acp_webhook_url" field.
+func AcpWebhookURLIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldAcpWebhookURL, vs...))
+}
+
+// AcpWebhookURLNotIn applies the NotIn predicate on the "acp_webhook_url" field.
+func AcpWebhookURLNotIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldAcpWebhookURL, vs...))
+}
+
+// AcpWebhookURLGT applies the GT predicate on the "acp_webhook_url" field.
+func AcpWebhookURLGT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLGTE applies the GTE predicate on the "acp_webhook_url" field.
+func AcpWebhookURLGTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLLT applies the LT predicate on the "acp_webhook_url" field.
+func AcpWebhookURLLT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLLTE applies the LTE predicate on the "acp_webhook_url" field.
+func AcpWebhookURLLTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLContains applies the Contains predicate on the "acp_webhook_url" field.
+func AcpWebhookURLContains(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContains(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLHasPrefix applies the HasPrefix predicate on the "acp_webhook_url" field.
+func AcpWebhookURLHasPrefix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasPrefix(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLHasSuffix applies the HasSuffix predicate on the "acp_webhook_url" field.
+func AcpWebhookURLHasSuffix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasSuffix(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLIsNil applies the IsNil predicate on the "acp_webhook_url" field.
+func AcpWebhookURLIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldAcpWebhookURL))
+}
+
+// AcpWebhookURLNotNil applies the NotNil predicate on the "acp_webhook_url" field.
+func AcpWebhookURLNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldAcpWebhookURL))
+}
+
+// AcpWebhookURLEqualFold applies the EqualFold predicate on the "acp_webhook_url" field.
+func AcpWebhookURLEqualFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEqualFold(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookURLContainsFold applies the ContainsFold predicate on the "acp_webhook_url" field.
+func AcpWebhookURLContainsFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContainsFold(FieldAcpWebhookURL, v))
+}
+
+// AcpWebhookSecretEncryptedEQ applies the EQ predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedNEQ applies the NEQ predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedNEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedIn applies the In predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldAcpWebhookSecretEncrypted, vs...))
+}
+
+// AcpWebhookSecretEncryptedNotIn applies the NotIn predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedNotIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldAcpWebhookSecretEncrypted, vs...))
+}
+
+// AcpWebhookSecretEncryptedGT applies the GT predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedGT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedGTE applies the GTE predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedGTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedLT applies the LT predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedLT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedLTE applies the LTE predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedLTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldAcpWebhookSecretEncrypted, v))
+}
+
+// AcpWebhookSecretEncryptedIsNil applies the IsNil predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldAcpWebhookSecretEncrypted))
+}
+
+// AcpWebhookSecretEncryptedNotNil applies the NotNil predicate on the "acp_webhook_secret_encrypted" field.
+func AcpWebhookSecretEncryptedNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldAcpWebhookSecretEncrypted))
+}
+
+// TestAcpWebhookURLEQ applies the EQ predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLNEQ applies the NEQ predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLNEQ(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLIn applies the In predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestAcpWebhookURL, vs...))
+}
+
+// TestAcpWebhookURLNotIn applies the NotIn predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLNotIn(vs ...string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestAcpWebhookURL, vs...))
+}
+
+// TestAcpWebhookURLGT applies the GT predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLGT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLGTE applies the GTE predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLGTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLLT applies the LT predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLLT(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLLTE applies the LTE predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLLTE(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLContains applies the Contains predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLContains(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContains(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLHasPrefix applies the HasPrefix predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLHasPrefix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasPrefix(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLHasSuffix applies the HasSuffix predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLHasSuffix(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldHasSuffix(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLIsNil applies the IsNil predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestAcpWebhookURL))
+}
+
+// TestAcpWebhookURLNotNil applies the NotNil predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestAcpWebhookURL))
+}
+
+// TestAcpWebhookURLEqualFold applies the EqualFold predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLEqualFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEqualFold(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookURLContainsFold applies the ContainsFold predicate on the "test_acp_webhook_url" field.
+func TestAcpWebhookURLContainsFold(v string) predicate.Merchant {
+	return predicate.Merchant(sql.FieldContainsFold(FieldTestAcpWebhookURL, v))
+}
+
+// TestAcpWebhookSecretEncryptedEQ applies the EQ predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldEQ(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedNEQ applies the NEQ predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedNEQ(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNEQ(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedIn applies the In predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldIn(FieldTestAcpWebhookSecretEncrypted, vs...))
+}
+
+// TestAcpWebhookSecretEncryptedNotIn applies the NotIn predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedNotIn(vs ...[]byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotIn(FieldTestAcpWebhookSecretEncrypted, vs...))
+}
+
+// TestAcpWebhookSecretEncryptedGT applies the GT predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedGT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGT(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedGTE applies the GTE predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedGTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldGTE(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedLT applies the LT predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedLT(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLT(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedLTE applies the LTE predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedLTE(v []byte) predicate.Merchant {
+	return predicate.Merchant(sql.FieldLTE(FieldTestAcpWebhookSecretEncrypted, v))
+}
+
+// TestAcpWebhookSecretEncryptedIsNil applies the IsNil predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedIsNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldIsNull(FieldTestAcpWebhookSecretEncrypted))
+}
+
+// TestAcpWebhookSecretEncryptedNotNil applies the NotNil predicate on the "test_acp_webhook_secret_encrypted" field.
+func TestAcpWebhookSecretEncryptedNotNil() predicate.Merchant {
+	return predicate.Merchant(sql.FieldNotNull(FieldTestAcpWebhookSecretEncrypted))
 }
 
 // ActiveEQ applies the EQ predicate on the "active" field.

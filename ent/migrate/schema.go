@@ -9,6 +9,42 @@ import (
 )
 
 var (
+	// AcpOrderEventsColumns holds the columns for the "acp_order_events" table.
+	AcpOrderEventsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "merchant_id", Type: field.TypeUUID},
+		{Name: "session_id", Type: field.TypeUUID},
+		{Name: "livemode", Type: field.TypeBool},
+		{Name: "seq", Type: field.TypeInt},
+		{Name: "event_type", Type: field.TypeEnum, Enums: []string{"order_create", "order_update"}},
+		{Name: "payload", Type: field.TypeBytes},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "succeeded", "failed"}, Default: "pending"},
+		{Name: "attempts", Type: field.TypeInt, Default: 0},
+		{Name: "next_attempt_at", Type: field.TypeTime, Nullable: true},
+		{Name: "last_status_code", Type: field.TypeInt, Nullable: true},
+		{Name: "last_error", Type: field.TypeString, Nullable: true},
+		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
+	}
+	// AcpOrderEventsTable holds the schema information for the "acp_order_events" table.
+	AcpOrderEventsTable = &schema.Table{
+		Name:       "acp_order_events",
+		Columns:    AcpOrderEventsColumns,
+		PrimaryKey: []*schema.Column{AcpOrderEventsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "acporderevent_session_id_seq",
+				Unique:  true,
+				Columns: []*schema.Column{AcpOrderEventsColumns[4], AcpOrderEventsColumns[6]},
+			},
+			{
+				Name:    "acporderevent_merchant_id_livemode_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{AcpOrderEventsColumns[3], AcpOrderEventsColumns[5], AcpOrderEventsColumns[1]},
+			},
+		},
+	}
 	// AccountEventsColumns holds the columns for the "account_events" table.
 	AccountEventsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -714,6 +750,10 @@ var (
 		{Name: "test_webhook_secret_encrypted", Type: field.TypeBytes, Nullable: true},
 		{Name: "test_webhook_secret_previous_encrypted", Type: field.TypeBytes, Nullable: true},
 		{Name: "test_webhook_secret_previous_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "acp_webhook_url", Type: field.TypeString, Nullable: true},
+		{Name: "acp_webhook_secret_encrypted", Type: field.TypeBytes, Nullable: true},
+		{Name: "test_acp_webhook_url", Type: field.TypeString, Nullable: true},
+		{Name: "test_acp_webhook_secret_encrypted", Type: field.TypeBytes, Nullable: true},
 		{Name: "active", Type: field.TypeBool, Default: true},
 		{Name: "deactivated_at", Type: field.TypeTime, Nullable: true},
 	}
@@ -1665,6 +1705,7 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AcpOrderEventsTable,
 		AccountEventsTable,
 		AgentsTable,
 		BrowserSessionsTable,

@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// ACPOrderEvent is the predicate function for acporderevent builders.
+type ACPOrderEvent func(*sql.Selector)
+
 // AccountEvent is the predicate function for accountevent builders.
 type AccountEvent func(*sql.Selector)
 

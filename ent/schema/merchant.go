@@ -114,6 +114,26 @@ func (Merchant) Fields() []ent.Field {
 			Optional().
 			Nillable().
 			Annotations(entgql.Skip()),
+		// ACP order webhooks (acp_webhooks.go): where a mode's ACP
+		// order_create/order_update events go (the agent platform's
+		// endpoint) and the secret their Merchant-Signature is made with,
+		// sealed by the vault (encrypted, not hashed: every delivery signs
+		// with it). Per mode, like the merchant's own webhooks, so a test
+		// key can neither redirect live orders nor learn the live secret.
+		field.String("acp_webhook_url").
+			Optional().
+			Annotations(entgql.Skip()),
+		field.Bytes("acp_webhook_secret_encrypted").
+			Optional().
+			Sensitive().
+			Annotations(entgql.Skip()),
+		field.String("test_acp_webhook_url").
+			Optional().
+			Annotations(entgql.Skip()),
+		field.Bytes("test_acp_webhook_secret_encrypted").
+			Optional().
+			Sensitive().
+			Annotations(entgql.Skip()),
 		field.Bool("active").
 			Default(true),
 		field.Time("deactivated_at").

@@ -21,6 +21,19 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// One mode's ACP order webhook settings.
+type AcpWebhook struct {
+	// Where the mode's ACP order events (order_create, order_update) are POSTed; null when none
+	URL      *string `json:"url,omitempty"`
+	Livemode bool    `json:"livemode"`
+	// Whether the mode has an ACP webhook secret
+	SecretSet bool `json:"secretSet"`
+	// Only in the answer that issued it: the HMAC-SHA256 key (the whole string's bytes) of Merchant-Signature
+	Secret *string `json:"secret,omitempty"`
+	// With secret only
+	Warning *string `json:"warning,omitempty"`
+}
+
 // An agent's activity counters.
 type AgentActivity struct {
 	TxCount           int             `json:"txCount"`

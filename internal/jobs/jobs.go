@@ -52,6 +52,21 @@ func (DeliverWebhookArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: WebhookQueue}
 }
 
+// DeliverACPOrderEventArgs is the River job that sends one ACP order
+// webhook (agentpay.Service.DeliverACPOrderEvent).
+type DeliverACPOrderEventArgs struct {
+	EventID uuid.UUID `json:"event_id"`
+}
+
+// Kind is the job kind.
+func (DeliverACPOrderEventArgs) Kind() string { return "deliver_acp_order_event" }
+
+// InsertOpts puts ACP order webhooks on the webhook queue with the
+// merchant's own deliveries.
+func (DeliverACPOrderEventArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: WebhookQueue}
+}
+
 // SettlePaymentArgs is the River job settling one payment.
 type SettlePaymentArgs struct {
 	PaymentID uuid.UUID `json:"payment_id"`
