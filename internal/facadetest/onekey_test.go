@@ -1,4 +1,4 @@
-package mcp
+package facadetest
 
 import (
 	"bytes"
@@ -9,11 +9,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
@@ -26,6 +29,8 @@ import (
 	"agentpay/ent/webhookevent"
 	"agentpay/graph"
 	"agentpay/internal/httpx"
+	"agentpay/internal/testenv"
+	"agentpay/mcp"
 	"agentpay/rest"
 )
 
@@ -210,4 +215,96 @@ func usdcTransfersFrom(t *testing.T, m *testMCP, address string) []any {
 		out[i] = logs[i].TxHash
 	}
 	return out
+}
+
+// testMCP is one service with /mcp on a real HTTP server, agents whose
+// wallets and test-mode checkout share a base devnet (a block every 50
+// ms, 2 confirmations).
+type testMCP struct {
+	URL string
+	Svc *agentpay.Service
+	Env *testenv.Env
+	cfg agentpay.Config
+}
+
+func newTestMCP(t *testing.T) *testMCP {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2}, Jobs: true,
+	})
+	cfg := agentpay.Config{AgentMode: agentpay.ModeTest}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(mcp.NewHandler(mcp.Config{Service: svc, Logger: cfg.Logger}))
+	t.Cleanup(srv.Close)
+	return &testMCP{URL: srv.URL, Svc: svc, Env: env, cfg: cfg}
+}
+
+// agent registers an agent holding usdc on base: the agent and its key.
+func (m *testMCP) agent(t *testing.T, name string, usdc int64) (*ent.Agent, string) {
+	t.Helper()
+	reg, err := m.Svc.QuickRegister(context.Background(), name+"_"+uuid.NewString()[:8])
+	require.NoError(t, err)
+	for _, w := range reg.Wallets {
+		if w.Chain == string(chains.Base) && usdc > 0 {
+			m.Env.Fund(t, chains.Base, w.Address, usdc)
+		}
+	}
+	return reg.Agent, reg.APIKey
+}
+
+// session is a test-mode session of a fresh merchant.
+func (m *testMCP) session(t *testing.T, amount string) *ent.CheckoutSession {
+	t.Helper()
+	ctx := context.Background()
+	name, email := "Shop", "shop@example.com"
+	reg, err := m.Svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	require.NoError(t, err)
+	return m.Env.DB.Ent.CheckoutSession.Create().
+		SetMerchantID(reg.Merchant.ID).SetExternalID("cs_test_" + uuid.NewString()[:24]).SetLivemode(false).
+		SetAmountUsd(decimal.RequireFromString(amount)).SetCurrency("USD").
+		SetExpiresAt(time.Now().Add(30 * time.Minute).UTC()).SaveX(ctx)
+}
+
+// bearerTransport adds the agent key to every request of the client.
+type bearerTransport struct{ key string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect is the Go SDK's client over streamable HTTP with the key.
+func connect(t *testing.T, url, key string) (*sdk.ClientSession, error) {
+	t.Helper()
+	client := sdk.NewClient(&sdk.Implementation{Name: "agentpay-test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{
+		Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{key: key}}, DisableStandaloneSSE: true,
+	}, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
+}
+
+// textOf is a tool result's text content.
+func textOf(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// remarshal decodes from's JSON into to.
+func remarshal(t *testing.T, from, to any) {
+	t.Helper()
+	b, err := json.Marshal(from)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, to))
 }
