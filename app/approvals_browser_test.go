@@ -138,7 +138,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		wait(`document.querySelectorAll("#spending-policies li.spending-policy").length === 1`),
 	))
-	shown, err := chromedp.Run(ctx, chromedp.Text(`#spending-policies li.spending-policy`))
+	shown, err := liveText(ctx, `#spending-policies li.spending-policy`)
 	require.NoError(t, err)
 	require.Equal(t, "policy_browser_agent: approval above 1.00 USD", shown)
 	// Opened again, the form shows the saved policy (issue 27 item 6).
@@ -238,7 +238,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	sel := `#spend-approvals li.spend-approval[data-id="` + third.Approval.Approval.ID.String() + `"]`
 	require.NoError(t, chromedp.Do(ctx, wait(`document.querySelector('`+sel+`') !== null`)))
-	boItem, err := chromedp.Run(ctx, chromedp.Text(sel))
+	boItem, err := liveText(ctx, sel)
 	require.NoError(t, err)
 	require.Contains(t, boItem, "decided by bo_browser")
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('`+sel+` button').length`))

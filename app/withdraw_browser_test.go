@@ -133,7 +133,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.WaitVisible(`#withdrawals li.withdrawal[data-status=completed]`),
 	))
-	item, err := chromedp.Run(tctx, chromedp.Text(`#withdrawals li.withdrawal`))
+	item, err := liveText(tctx, `#withdrawals li.withdrawal`)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(item, "4.00 USDC to "+to+" on base: completed"), item)
 
