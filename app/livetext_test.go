@@ -27,3 +27,15 @@ func liveText(ctx context.Context, sel string) (string, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// clickJS clicks an enabled element from the page's script once it is
+// there: the home re-renders its lists on live events, so the layout can
+// move between chromedp.Click's measure of a button and its mouse event,
+// which then lands elsewhere.
+func clickJS(sel string) chromedp.Action[chromedp.Void] {
+	q := `document.querySelector(` + strconv.Quote(sel) + `)`
+	return chromedp.Steps(
+		chromedp.Poll[chromedp.Void](q+` !== null && !`+q+`.disabled`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate[chromedp.Void](q+`.click()`),
+	)
+}

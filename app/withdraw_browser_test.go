@@ -79,7 +79,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 		chromedp.SetValue(`#withdraw-form select[name=chain]`, "base"),
 		chromedp.SendKeys(`#withdraw-form input[name=address]`, own),
 		chromedp.SendKeys(`#withdraw-form input[name=amount]`, "4"),
-		chromedp.Click(`#withdraw-form button[type=submit]`),
+		clickJS(`#withdraw-form button[type=submit]`),
 		// Asked first, saying what happens; going back does nothing.
 		chromedp.WaitVisible(`#confirm-dialog`),
 	))
@@ -87,20 +87,20 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, said, "This sends 4.00 USDC (less the 0.1% fee) from your agentpay balance to "+own+" on base.")
 	require.Contains(t, said, "cannot be recovered")
-	require.NoError(t, chromedp.Do(tctx, chromedp.Click(`#confirm-cancel`)))
+	require.NoError(t, chromedp.Do(tctx, clickJS(`#confirm-cancel`)))
 	require.Contains(t, waitResult("cancelled"), "Nothing was withdrawn.")
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Click(`#withdraw-form button[type=submit]`),
+		clickJS(`#withdraw-form button[type=submit]`),
 		chromedp.WaitVisible(`#confirm-ok`),
-		chromedp.Click(`#confirm-ok`),
+		clickJS(`#confirm-ok`),
 	))
 	require.Contains(t, waitResult("error"), "your own base wallet")
 
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.SetValue(`#withdraw-form input[name=address]`, to),
-		chromedp.Click(`#withdraw-form button[type=submit]`),
+		clickJS(`#withdraw-form button[type=submit]`),
 		chromedp.WaitVisible(`#confirm-ok`),
-		chromedp.Click(`#confirm-ok`),
+		clickJS(`#confirm-ok`),
 	))
 	require.Contains(t, waitResult("confirming"), "We e-mailed a confirmation link to wd@example.com")
 	n, err := env.DB.Ent.Transfer.Query().Count(ctx)
