@@ -119,7 +119,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 		chromedp.Navigate(origin+"/app/"),
 		wait(`document.querySelectorAll("#policy-form select[name=agent] option").length === 1`),
 		chromedp.SetValue(`#policy-form input[name=daily]`, "100000"),
-		chromedp.Click(`#policy-form button[type=submit]`),
+		clickJS(`#policy-form button[type=submit]`),
 		wait(`document.getElementById("policy-result").dataset.status === "error"`),
 	))
 	refused, err := chromedp.Run(ctx, chromedp.Text(`#policy-result`))
@@ -129,7 +129,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SetValue(`#policy-form input[name=threshold]`, "1"),
-		chromedp.Click(`#policy-form button[type=submit]`),
+		clickJS(`#policy-form button[type=submit]`),
 		wait(`document.getElementById("policy-result").textContent !== ""`),
 	))
 	saved, err := chromedp.Run(ctx, chromedp.Text(`#policy-result`))
@@ -157,7 +157,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 		wait(`(li => li !== null && li.textContent.includes("policy_browser_agent wants to send 2.00 USD to policy_browser_payee (awaiting approval). Held by the rule: 2 USD is above the approval threshold of 1 USD"))(document.querySelector("#spend-approvals li.spend-approval[data-status=awaiting_approval]"))`),
 	), "the held send says who asks, what and the rule")
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(`#spend-approvals li.spend-approval button.approve-spend`),
+		clickJS(`#spend-approvals li.spend-approval button.approve-spend`),
 		wait(`document.getElementById("approval-result").dataset.status === "approved" || document.getElementById("approval-result").dataset.status === "error"`),
 	))
 	result, err := chromedp.Run(ctx, chromedp.Text(`#approval-result`))
@@ -178,7 +178,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
 		wait(`document.querySelector("#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend") !== null`),
-		chromedp.Click(`#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend`),
+		clickJS(`#spend-approvals li.spend-approval[data-status=awaiting_approval] button.deny-spend`),
 		wait(`document.getElementById("approval-result").dataset.status === "denied"`),
 	))
 	seen, err = svc.AgentSpendApproval(bg, ag, second.Approval.Approval.ID.String())
@@ -203,7 +203,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, wait(`(li => li !== null && li.textContent.includes("policy_browser_agent wants to pay 2.00 USD to Browser Coffee Shop (merchant not verified) for “Two flat whites” on base (awaiting approval). Held by the rule: 2 USD is above the approval threshold of 1 USD") && !li.textContent.includes("`+sess.ExternalID+`"))(document.querySelector('`+csel+`'))`)),
 		"the held checkout payment names who is paid and what for, not the session")
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(csel+` button.deny-spend`),
+		clickJS(csel+` button.deny-spend`),
 		wait(`document.getElementById("approval-result").dataset.status === "denied"`),
 	))
 
@@ -222,7 +222,7 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 		wait(`(li => li !== null && li.querySelector("button.allow-consent") !== null && li.textContent.includes("bo_browser asks to pair with policy_browser_agent"))(document.querySelector("#consent-requests li.consent"))`),
 	), "the consent request shows who asks")
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(`#consent-requests li.consent button.allow-consent`),
+		clickJS(`#consent-requests li.consent button.allow-consent`),
 		wait(`document.querySelectorAll("#consent-requests li.consent").length === 0`),
 	))
 	bos, err := svc.UserPairings(bg, bo)

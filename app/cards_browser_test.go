@@ -129,7 +129,7 @@ func TestCardApprovalInBrowser(t *testing.T) {
 
 	// Approve: the virtual authenticator signs the assertion.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(`#card-requests li.card-request button.approve-card`),
+		clickJS(`#card-requests li.card-request button.approve-card`),
 		wait(`document.getElementById("card-result").dataset.status === "approved" || document.getElementById("card-result").dataset.status === "error"`),
 	))
 	result, err := chromedp.Run(ctx, chromedp.Text(`#card-result`))

@@ -84,7 +84,7 @@ func TestHomeRendersOneLoadAtATime(t *testing.T) {
 	nexts, err := chromedp.Run(tctx, chromedp.Evaluate[int](`window.__loads.hold = true; window.__loads.nexts`))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Click(`#requests li.request button[data-decision=DENY]`),
+		clickJS(`#requests li.request button[data-decision=DENY]`),
 		wait(`window.__loads.arrived`),
 	))
 	// The second agent asks meanwhile: its event arrives during the read.
