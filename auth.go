@@ -27,7 +27,7 @@ import (
 // checkout page a public key. Every key is looked up by the unique index on
 // its hash (public keys: the key itself), through the authentication caches
 // below. Issuing keys (registration, regeneration, rolls) is the agent's and
-// the merchant's own business (agents.go, merchants.go).
+// the merchant's own business (agent_accounts.go, merchant_accounts.go).
 
 // Authenticate returns the agent whose API key this is, with its wallets
 // (Edges.Wallets, in Wallets order) read in the same query. A missing,

@@ -16,7 +16,7 @@ import (
 )
 
 // A card request's decision (cards.go has the lifecycle): the human
-// reads it, approves it with a step-up (stepups.go) or denies it; the last
+// reads it, approves it with a step-up (human_stepups.go) or denies it; the last
 // yes reserves the amount.
 
 // userCardRequest reads a request the user decides. One of an agent the

@@ -36,7 +36,7 @@ import (
 //
 // The money: approval records, in the transaction that moves the request
 // to approved, a transfer of the whole amount (no fee) from the agent's
-// wallet to the treasury, gasless as sends are (transfers.go), under the
+// wallet to the treasury, gasless as sends are (transfer_agent_sends.go), under the
 // wallet lock and the no-overdraft rule; the card is issued once it is
 // included. The return (amount - charged, or all of it) goes from the
 // treasury to the wallet the reservation left, with a fixed ref per

@@ -60,7 +60,7 @@ func (e *cardEnv) pairedAgent(t *testing.T, usdc string, verified bool) (*ent.Ag
 }
 
 // verify marks the user's identity verified, as the provider's callback
-// would (identity_test.go tests that path).
+// would (human_identity_test.go tests that path).
 func (e *cardEnv) verify(t *testing.T, u *ent.User) *ent.User {
 	t.Helper()
 	ctx := context.Background()

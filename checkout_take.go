@@ -25,7 +25,7 @@ import (
 // (PayCheckout) and a relayed EIP-3009 authorization (PayWithAuthorization).
 // Each takes it the same way, in takeSession: under the session's row
 // lock, the session must be selectable (open, before its deadline, no live
-// payment: sessionstate.go), the payer must be allowed beside the payments
+// payment: checkout_state.go), the payer must be allowed beside the payments
 // already under way (mayTakeSession, the one rule below), and the chain
 // and token are selected (pending -> detecting, published to the page).
 // The deposit address on a chain is found or allocated in one place,
@@ -51,7 +51,7 @@ type paymentsUnderWay struct {
 //
 //   - the customer may always select (and switch) the chain, even while an
 //     agent or a relay pays: every address the session was given stays
-//     watched (deposits.go), so a payment under way is found on its chain
+//     watched (checkout_deposits.go), so a payment under way is found on its chain
 //     whatever the page shows, and a page that refused would leave the
 //     customer with no address at all;
 //   - an agent or a relay may not while an agent pays: its transfer is
@@ -60,7 +60,7 @@ type paymentsUnderWay struct {
 //   - an agent may not while a relay is in flight, for the same reason;
 //   - a relay may while another relay is in flight: the usual case is the
 //     same payer's authorization signed again after a stuck relay, and each
-//     relay counts against its payer's balance (relays.go).
+//     relay counts against its payer's balance (checkout_relays.go).
 func mayTakeSession(payer sessionPayer, sess *ent.CheckoutSession, under paymentsUnderWay) error {
 	switch {
 	case payer == payerCustomer:

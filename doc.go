@@ -6,9 +6,9 @@
 // # One file per business concept
 //
 // The package holds the rules, one business concept per file: a
-// checkout session's life (sessions.go), what its status allows
-// (sessionstate.go), the hosted page (checkoutpage.go), what a deposit does
-// to it (payments.go), and so on. The machinery the rules use lives behind
+// checkout session's life (checkout_sessions.go), what its status allows
+// (checkout_state.go), the hosted page (checkout_page.go), what a deposit does
+// to it (checkout_payments.go), and so on. The machinery the rules use lives behind
 // internal/: the database and its transactions (internal/store), keys,
 // secrets and ids (internal/vault), rate limit counting (internal/ratelimit),
 // the authentication cache (internal/authcache), the chains' heads
@@ -21,7 +21,7 @@
 // A state change is written in one transaction (store.WithTx) with
 // everything it causes: the events it records (RecordEvent) with their
 // webhook deliveries, the River jobs it enqueues (internal/jobs), the live
-// status it publishes (statusfeed.go). Commit makes all of them
+// status it publishes (checkout_status_feed.go). Commit makes all of them
 // visible at once; a rollback leaves none, so a crash never loses or
 // invents an event or a job. The jobs are idempotent: one run twice changes
 // nothing more.
@@ -41,12 +41,12 @@
 // and secret and its own key pair, never a live credential, the live
 // webhook endpoint, nor a field both modes share (settlement, what
 // customers see); it never sees the live webhook URL (UpdateMerchant,
-// RollMerchantKeys, webhookendpoints.go).
+// RollMerchantKeys, webhook_endpoints.go).
 //
 // A merchant's people reach it through a dashboard session
-// (dashboardsessions.go), which is a MerchantAuth of one merchant and one
+// (merchant_dashboard_sessions.go), which is a MerchantAuth of one merchant and one
 // mode like a secret key of that mode, every scope above included, with
-// the member's role on top (merchantmembers.go: read-only members change
+// the member's role on top (merchant_members.go: read-only members change
 // nothing).
 //
 // # Money moves once per Idempotency-Key
@@ -77,9 +77,9 @@
 //
 // An event is recorded once, its payload with it (events.go); each
 // delivery series of it to the merchant's webhook URL of the event's mode
-// (each mode has its own URL and secret, webhookendpoints.go) is a River
+// (each mode has its own URL and secret, webhook_endpoints.go) is a River
 // job (kind deliver_webhook, queue "webhooks") that calls DeliverWebhook
-// (webhookdelivery.go). The first try runs as soon as a worker picks the
+// (webhook_delivery.go). The first try runs as soon as a worker picks the
 // job up; after a failed try the worker retries at WebhookRetryDelays
 // (default 30s, 2m, 10m, 30m, 2h, through the worker's NextRetry), so a
 // delivery gets len(delays)+1 tries (6) and is marked failed when the last
@@ -110,10 +110,10 @@
 // Fair share: every merchant's deliveries share the worker's webhook
 // workers, so one merchant may have only so many tries in flight per mode
 // in a process, and redeliver and send test events only so often; a try
-// reads a bounded answer (webhooklimits.go). Anyone can register many
+// reads a bounded answer (webhook_limits.go). Anyone can register many
 // merchants, so receivers new to a process get one try at a time, and
 // slow ones share a bounded part of the workers, the slow lane
-// (webhookreceivers.go).
+// (webhook_receivers.go).
 //
 // Throughput: what decides nothing (the shared read of what a try needs,
 // the signed POST, recording many tries in one statement or transaction)
@@ -133,14 +133,14 @@
 // Links in mail are bearer secrets, so a row keeps no body once its message
 // is sent, refused, given up or its link expired. What agents make the
 // service mail one address is bounded per recipient and stops when the
-// address says no (agentmail.go).
+// address says no (agent_mail.go).
 //
 // # Only a link received at an address proves it
 //
 // An account's address is verified, and a merchant's contact e-mail
-// confirmed, only by a link the service e-mailed to that address (users.go,
-// signin.go, invitations.go, merchantemail.go); an account is a merchant's
-// owner only when both hold (merchantmembers.go). Nothing an agent, a
+// confirmed, only by a link the service e-mailed to that address (human_users.go,
+// human_signin.go, human_invitations.go, merchant_email.go); an account is a merchant's
+// owner only when both hold (merchant_members.go). Nothing an agent, a
 // registrant or a page visitor is answered proves an address
 // (docs/security.md, Identity).
 package agentpay

@@ -74,7 +74,7 @@ type EventData struct {
 	Chain             string
 	TxHash            string
 	// InternalReference is set, and TxHash empty, for a payment settled on
-	// the internal ledger (internalsettlement.go): the data then carries
+	// the internal ledger (settle_internal.go): the data then carries
 	// "tx_hash": null and "internal_reference".
 	InternalReference string
 	FromAddress       string

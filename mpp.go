@@ -51,8 +51,8 @@ import (
 // keccak256(id || realm), which binds the signature to this challenge and
 // makes the token itself refuse a second use. Then it is an authorization
 // like the hosted page's or x402's: PayWithAuthorization
-// (authorizedpayments.go) checks the session and deposit address now, the
-// signature, window, nonce and balance, the relay rules (relays.go: the
+// (checkout_authorized_payments.go) checks the session and deposit address now, the
+// signature, window, nonce and balance, the relay rules (checkout_relays.go: the
 // payer's relays in flight count against its balance; per-IP and
 // per-merchant rates; reverts), relays it and records the payment.
 //
@@ -66,7 +66,7 @@ import (
 // a fresh challenge and signs a new authorization (a new nonce, which the
 // token would move as a second payment). The core draft's answer is the
 // Idempotency-Key header; under it the credential is the payment the key
-// names (x402id.go: the key is the session's, shared with x402's
+// names (x402_id.go: the key is the session's, shared with x402's
 // payment-identifier), so the retry is answered the first payment:
 // pending while its relay is in flight, its receipt once included; never
 // a second relay. Past expiry a key answers only a payment it made.
@@ -405,7 +405,7 @@ func (s *Service) checkMPP(externalID, realm string, mode Mode, c *MPPCredential
 // with the receipt once the transfer is included. realm is the host the
 // request named; clientIP the payer's client, whose relays are limited;
 // idempotencyKey the request's Idempotency-Key (nil for none), which names
-// one payment of the session as x402's payment-identifier does (x402id.go):
+// one payment of the session as x402's payment-identifier does (x402_id.go):
 // a retry under it with a new credential is answered the first payment,
 // never relayed. Refusals of the credential are *MPPError (402 with a
 // fresh challenge); the session's own state keeps its errors (ErrNotFound,
@@ -463,7 +463,7 @@ func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string
 	}, nil
 }
 
-// payMPPKeyed makes the payment key names (x402id.go): pay, this
+// payMPPKeyed makes the payment key names (x402_id.go): pay, this
 // request's own, when the key is new; otherwise the payment the key
 // keeps, whichever dialect made it.
 func (s *Service) payMPPKeyed(ctx context.Context, sess *ent.CheckoutSession, key string, mp *mppPayment, req AuthorizedPaymentRequest, pay func() (*AuthorizedPayment, error)) (*AuthorizedPayment, error) {

@@ -47,7 +47,7 @@ const (
 	// RateSignIn is a request for a sign-in e-mail: Config.SignInRateLimit
 	// per hour.
 	RateSignIn RateKind = "signin"
-	// RatePasskeySignIn is a passkey sign-in begun (passkeys.go):
+	// RatePasskeySignIn is a passkey sign-in begun (human_passkeys.go):
 	// Config.SignInRateLimit per hour too, counted on its own.
 	RatePasskeySignIn RateKind = "passkey_signin"
 )
@@ -97,9 +97,9 @@ type rateLimits struct {
 	connections *ratelimit.Slots[string]
 	// selects counts each checkout session's payment method selections.
 	selects *ratelimit.Limit[uuid.UUID]
-	// redeliveries are webhook redeliveries' (webhooklimits.go).
+	// redeliveries are webhook redeliveries' (webhook_limits.go).
 	redeliveries redeliveryLimits
-	// relays count the authorizations the treasury relays (relays.go).
+	// relays count the authorizations the treasury relays (checkout_relays.go).
 	relays relayLimits
 	// signInEmails counts the sign-in e-mails each address receives, by
 	// the address's SHA-256 (the counters never hold an address).

@@ -59,9 +59,9 @@ type Config struct {
 	// Faucet sends test USDC; set only by `agentpay dev`.
 	Faucet Faucet
 	// Partners are the identity partners whose attestations
-	// verify-partner accepts (partners.go); DevPartner, set only by
+	// verify-partner accepts (agent_partners.go); DevPartner, set only by
 	// `agentpay dev`, is one more, minting attestations on request
-	// (devpartner.go, identity/devpartner).
+	// (agent_devpartner.go, identity/devpartner).
 	Partners   []Partner
 	DevPartner DevPartner
 	// Mailer sends the outbox's e-mail (mail.go): SMTP (internal/mail
@@ -69,7 +69,7 @@ type Config struct {
 	// (mail.Catcher). nil leaves mail unsent in the outbox, its jobs
 	// retrying.
 	Mailer mail.Sender
-	// IdentityProvider verifies humans' identity (identity.go): the
+	// IdentityProvider verifies humans' identity (human_identity.go): the
 	// sandbox (identity/sandbox) under `agentpay dev`; nil turns
 	// verification off (starting one is 503).
 	IdentityProvider identity.Provider
@@ -89,7 +89,7 @@ type Config struct {
 	// production, test under `agentpay dev` (the devnets).
 	AgentMode Mode
 	// InternalSettlement settles an agent's payment of one of our
-	// merchants' sessions on the internal ledger (internalsettlement.go)
+	// merchants' sessions on the internal ledger (settle_internal.go)
 	// instead of on chain; off: every payment goes on chain.
 	InternalSettlement bool
 
@@ -106,7 +106,7 @@ type Config struct {
 	AppURL  string
 
 	// PasskeyRPID is the WebAuthn relying party id of passkeys
-	// (passkeys.go): APP_URL's host, which must be a domain name (WebAuthn
+	// (human_passkeys.go): APP_URL's host, which must be a domain name (WebAuthn
 	// refuses IP addresses); empty turns passkeys off. PasskeyOrigins are
 	// the origins the app's pages are served from (APP_URL's), the only
 	// ones whose answers are taken; PasskeyRPName is the name
@@ -129,33 +129,33 @@ type Config struct {
 	SessionTTL         time.Duration
 	WebhookRetryDelays []time.Duration
 	// LatePaymentWindow is how long a session's deposit addresses are
-	// still watched after it ended (deposits.go); 0 is
+	// still watched after it ended (checkout_deposits.go); 0 is
 	// DefaultLatePaymentWindow.
 	LatePaymentWindow time.Duration
 	// SendMinimums raise the smallest send (and withdrawal) per chain above
 	// MinSendUSD, where the gas the treasury pays for a send's two
-	// transactions exceeds the fee a smaller one earns (gas.go's send
+	// transactions exceeds the fee a smaller one earns (treasury_gas.go's send
 	// policy). A chain not listed takes MinSendUSD.
 	SendMinimums map[chains.Name]decimal.Decimal
 	// DustMinimums are the smallest deposits worth counting per chain
-	// (dust.go): below its chain's, a deposit is dust, recorded but no
+	// (checkout_dust.go): below its chain's, a deposit is dust, recorded but no
 	// payment. A chain not listed takes DefaultDustMinimum (one cent); 0
 	// makes every deposit of some value a payment.
 	DustMinimums map[chains.Name]decimal.Decimal
 	// GasTokenPrices value each chain's gas token in USD, to weigh the
-	// dust on an address against the gas of its sweep (dust.go); a chain
+	// dust on an address against the gas of its sweep (checkout_dust.go); a chain
 	// not listed takes DefaultGasTokenPrices.
 	GasTokenPrices map[chains.Name]decimal.Decimal
 	// MaxOpenSessions is how many open sessions (pending or detecting,
 	// before expires_at) a merchant may have at once in each mode
-	// (sessions.go); SelectRateLimit how many payment method selections a
-	// session takes a minute (checkoutpage.go). 0 turns either off.
+	// (checkout_sessions.go); SelectRateLimit how many payment method selections a
+	// session takes a minute (checkout_page.go). 0 turns either off.
 	MaxOpenSessions int
 	SelectRateLimit int
 	// RelayIPRateLimit is how many authorizations a client IP may have the
 	// treasury relay a minute (a session's x402 payment, the browser
 	// wallet's), RelayMerchantRateLimit how many of one merchant's sessions
-	// in one mode a minute, the facilitator's settles included (relays.go).
+	// in one mode a minute, the facilitator's settles included (checkout_relays.go).
 	// 0 turns either off.
 	RelayIPRateLimit       int
 	RelayMerchantRateLimit int
@@ -166,22 +166,22 @@ type Config struct {
 	WebhookAllowPrivate bool
 	// WebhookMerchantConcurrency caps one merchant's webhook tries in flight
 	// at once per mode, in each worker process; 0 is
-	// DefaultWebhookMerchantConcurrency (webhooklimits.go).
+	// DefaultWebhookMerchantConcurrency (webhook_limits.go).
 	WebhookMerchantConcurrency int
 	// WebhookSlowConcurrency caps the tries in flight to slow receivers, all
 	// merchants together, in each worker process (the slow lane); 0 is
-	// DefaultWebhookSlowConcurrency (webhookreceivers.go).
+	// DefaultWebhookSlowConcurrency (webhook_receivers.go).
 	WebhookSlowConcurrency int
 	// SignInRateLimit is how many sign-in e-mails a client IP may ask for
 	// an hour, SignInEmailRateLimit how many one address may receive an
-	// hour (signin.go). 0 turns either off.
+	// hour (human_signin.go). 0 turns either off.
 	SignInRateLimit      int
 	SignInEmailRateLimit int
 	// AgentMailDailyLimit is how many invitation and pairing-request
 	// e-mails one address may receive from all agents together a UTC day
-	// (agentmail.go); 0 turns it off.
+	// (agent_mail.go); 0 turns it off.
 	AgentMailDailyLimit int
-	// Withdrawals bound human users' withdrawals (withdrawals.go); zero
+	// Withdrawals bound human users' withdrawals (transfer_withdrawals.go); zero
 	// fields are DefaultWithdrawalLimit and DefaultWithdrawalDailyLimit.
 	Withdrawals WithdrawalLimits
 
@@ -222,7 +222,7 @@ type Config struct {
 
 	// StatusCacheTTL is how long a checkout status read is served from
 	// memory at most while the process caches statuses
-	// (CacheCheckoutStatuses, statuscache.go); 0 is DefaultStatusCacheTTL,
+	// (CacheCheckoutStatuses, checkout_status_cache.go); 0 is DefaultStatusCacheTTL,
 	// a negative value reads the database on every poll.
 	StatusCacheTTL time.Duration
 }
@@ -236,7 +236,7 @@ type Service struct {
 	watchers *watcherCache
 	rates    rateLimits
 	bus      statusbus.Bus
-	// statuses is the checkout status cache (statuscache.go).
+	// statuses is the checkout status cache (checkout_status_cache.go).
 	statuses *statusCache
 	// agentAuth and merchantAuth cache what keys authenticated
 	// (internal/authcache).
@@ -251,17 +251,17 @@ type Service struct {
 	// (checkOpenSessions).
 	openSessionGrants *headroom.Cache[openSessionsKey]
 	// webhookGates hold this process's tries in flight by merchant and mode
-	// (webhooklimits.go).
+	// (webhook_limits.go).
 	webhookGates *gate.Gates[webhookGateKey]
 	// webhookReceivers is what this process knows of receivers, and its
-	// slow lane (webhookreceivers.go).
+	// slow lane (webhook_receivers.go).
 	webhookReceivers *webhookReceivers
 	// webhookTriesSQLite records the tries of concurrent deliveries
-	// together on SQLite (webhooktries.go).
+	// together on SQLite (webhook_tries.go).
 	webhookTriesSQLite *store.GroupBatch[*sqliteTryCall]
 	// passkeys is the WebAuthn relying party; nil when passkeys are off.
 	passkeys *webauthn.WebAuthn
-	// partners verify partner attestations by partner name (partners.go).
+	// partners verify partner attestations by partner name (agent_partners.go).
 	partners map[string]*partnerVerifier
 	// sessionRelays serialises the relays of a checkout session's payment
 	// in this process (PayWithAuthorization); a session's entry goes once

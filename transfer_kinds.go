@@ -41,14 +41,14 @@ type transferKind struct {
 	// gasPurpose is what the gas ledger calls the amount leg (the fee leg
 	// is GasPurposeSendFee for every kind that has one).
 	gasPurpose string
-	// internal: the transfer is a record only (internalsettlement.go):
+	// internal: the transfer is a record only (settle_internal.go):
 	// completed when recorded, no leg broadcast, no fee leg; the books
 	// and the gas tally skip it (its payment's collection is the chain
 	// movement), and it counts as in flight from its wallet until that
 	// collection is included (walletSends).
 	internal bool
 	// paysDepositAddress: the amount leg pays a checkout session's deposit
-	// address, whose record of it is the payment (deposits.go): the books
+	// address, whose record of it is the payment (checkout_deposits.go): the books
 	// count the transfer on the sender's side only.
 	paysDepositAddress bool
 	// recordable says whether o has the parties this kind needs;
@@ -74,7 +74,7 @@ type transferKind struct {
 
 // transferKinds: one entry per value of the schema's kind enum.
 var transferKinds = map[transfer.Kind]transferKind{
-	// An agent's send to another agent (transfers.go).
+	// An agent's send to another agent (transfer_agent_sends.go).
 	transfer.KindSend: {
 		fee: true, gasPurpose: GasPurposeSend,
 		recordable: func(o *outgoing) bool {
@@ -82,7 +82,7 @@ var transferKinds = map[transfer.Kind]transferKind{
 		},
 		completed: (*Service).tellRecipient,
 	},
-	// An agent's send to a human user's custodial wallet (transfers.go,
+	// An agent's send to a human user's custodial wallet (transfer_agent_sends.go,
 	// SendRequest.ToUser).
 	transfer.KindSendToUser: {
 		fee: true, gasPurpose: GasPurposeSend,
@@ -91,7 +91,7 @@ var transferKinds = map[transfer.Kind]transferKind{
 		},
 		completed: (*Service).tellRecipient,
 	},
-	// A human user's withdrawal to an external address (withdrawals.go).
+	// A human user's withdrawal to an external address (transfer_withdrawals.go).
 	transfer.KindWithdrawal: {
 		fee: true, gasPurpose: GasPurposeWithdrawal,
 		recordable: func(o *outgoing) bool { return o.from.userID != nil && o.to.none() && o.checkoutSessionID == nil },
@@ -103,7 +103,7 @@ var transferKinds = map[transfer.Kind]transferKind{
 		},
 	},
 	// An agent's payment of a checkout session from its wallet
-	// (agentcheckout.go): the session's payment is recorded with it.
+	// (agent_checkout.go): the session's payment is recorded with it.
 	transfer.KindCheckoutPayment: {
 		gasPurpose: GasPurposeAgentPay, paysDepositAddress: true,
 		recordable: func(o *outgoing) bool {
@@ -120,7 +120,7 @@ var transferKinds = map[transfer.Kind]transferKind{
 		},
 	},
 	// An agent's payment of a checkout session settled on the internal
-	// ledger (internalsettlement.go): completed, with the session's
+	// ledger (settle_internal.go): completed, with the session's
 	// payment, in the transaction that records it. Its gas purpose is
 	// never tallied (nothing is broadcast); its collection is a sweep.
 	transfer.KindInternalPayment: {

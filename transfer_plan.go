@@ -41,7 +41,7 @@ func (p *sendPlan) refusal(amount decimal.Decimal) error {
 }
 
 // sendBalance is a wallet's available balance on one chain as read before
-// the send's transaction (available.go): the on-chain balance minus the
+// the send's transaction (transfer_available.go): the on-chain balance minus the
 // sender's sends in flight from the wallet.
 type sendBalance struct {
 	available
@@ -55,7 +55,7 @@ type sendBalance struct {
 // wallet there, the recipient too or the withdrawal's address being of
 // that chain, its ledger configured), until one covers units. Why reading
 // it before the transaction that holds the wallet lock is safe:
-// available.go.
+// transfer_available.go.
 //
 // db reads the database: the plain client before the send's transaction,
 // the transaction's under the lock.
@@ -110,7 +110,7 @@ func (s *Service) planSend(ctx context.Context, db *ent.Client, o *outgoing) (*s
 	return plan, nil
 }
 
-// walletSends are the outflows of a custodial wallet (available.go): the
+// walletSends are the outflows of a custodial wallet (transfer_available.go): the
 // transfers recorded from it, in flight while pending or submitted.
 type walletSends struct {
 	sender holder
@@ -135,7 +135,7 @@ func (w walletSends) inFlight(ctx context.Context, db *ent.Client) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	// Internal payments (internalsettlement.go) leave the wallet's USDC in
+	// Internal payments (settle_internal.go) leave the wallet's USDC in
 	// it until their collection is included: spent all the same.
 	uncollected, err := uncollectedInternal(ctx, db, w.chain, w.from)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // An agent's send: its one entry point (Send), every decision that may
 // refuse it (checkSend, and sendChecked.underLock under the wallet lock),
 // and its run under an Idempotency-Key (sendOp). The transfer itself is
-// recorded and broadcast by transfers.go.
+// recorded and broadcast by transfer_agent_sends.go.
 
 // Send moves USDC from the agent's custodial wallet to another agent's
 // wallet (or, with ToUser, a human user's) on the same chain, routing the

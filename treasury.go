@@ -51,7 +51,7 @@ type TreasuryWallet struct {
 	Balance decimal.Decimal
 	Status  string
 	// Gas is what the treasury paid for transactions on this chain in the
-	// agents' mode, next to the fees it collected there (gas.go).
+	// agents' mode, next to the fees it collected there (treasury_gas.go).
 	Gas GasReport
 }
 

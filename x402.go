@@ -18,7 +18,7 @@ import (
 // Both speak x402 version 1's `exact` scheme on EVM chains: the payer signs
 // an EIP-3009 TransferWithAuthorization of maxAmountRequired of the asset
 // to payTo, and the service relays it through PayWithAuthorization
-// (authorizedpayments.go), so the payment is a session's payment like any
+// (checkout_authorized_payments.go), so the payment is a session's payment like any
 // other (webhooks, confirmations, settlement).
 //
 // Networks are named as x402 v1 clients name them, and only those whose
@@ -142,7 +142,7 @@ func transferAuthorizationOf(a x402.Authorization, signature string) TransferAut
 
 // PayX402 settles an X-PAYMENT for the session: the relay of its
 // authorization (PayWithAuthorization), answered as X-PAYMENT-RESPONSE.
-// clientIP is the payer's client, whose relays are limited (relays.go).
+// clientIP is the payer's client, whose relays are limited (checkout_relays.go).
 func (s *Service) PayX402(ctx context.Context, externalID, clientIP string, p *x402.PaymentPayloadV1) (*AuthorizedPayment, *x402.SettleResponse, error) {
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
