@@ -142,8 +142,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	if p.Accepted.Scheme != x402.SchemeExact {
 		return nil, Invalid("accepted.scheme", "must be %q", x402.SchemeExact)
 	}
-	settler, ledger, network, ok := s.x402SolanaSettler(mode)
-	if !ok || p.Accepted.Network != network {
+	if _, _, network, ok := s.x402SolanaSettler(mode); !ok || p.Accepted.Network != network {
 		return nil, Invalid("accepted.network", "%q is not a %s-mode network offered", p.Accepted.Network, mode)
 	}
 	if p.Payload.Transaction == "" {
@@ -151,6 +150,19 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	}
 	if _, err := x402PaymentID(p); err != nil {
 		return nil, err
+	}
+	return s.solanaSessionTarget(ctx, sess)
+}
+
+// solanaSessionTarget is what a Solana payment of sess must pay, whichever
+// dialect carries it (x402's exact, MPP's solana charge): the session's
+// deposit address on Solana (allocated as a selection would), the amount
+// due, its memo.
+func (s *Service) solanaSessionTarget(ctx context.Context, sess *ent.CheckoutSession) (*solanaExactTarget, error) {
+	mode := sessionMode(sess)
+	settler, ledger, network, ok := s.x402SolanaSettler(mode)
+	if !ok {
+		return nil, Invalid("chain", "solana is not offered in %s mode", mode)
 	}
 	if !sess.Edges.Merchant.Active {
 		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
@@ -189,28 +201,44 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 	if err != nil {
 		return nil, err
 	}
-	checked, err := st.settler.VerifyExact(ctx, p.Payload.Transaction, st.req)
+	id, _ := x402PaymentID(p)
+	var key *sessionPaymentKey
+	if id != "" {
+		k := x402IDName(id)
+		key = &k
+	}
+	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil)
+}
+
+// paySolanaExact settles a payer-signed transaction paying st's session,
+// as the payment key names when key is set (x402's payment-identifier,
+// MPP's Idempotency-Key: one key of the session whichever dialect carries
+// it, x402_id.go), id being the key's value. unsent, when set, refuses a
+// transaction not yet sent rather than sending it (an expired MPP
+// challenge: only the outcome of a payment already made is answered).
+func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error) (*AuthorizedPayment, error) {
+	checked, err := st.settler.VerifyExact(ctx, transaction, st.req)
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
 	}
-	id, _ := x402PaymentID(p)
-	if id == "" {
-		if err != nil {
+	pay := func() (*AuthorizedPayment, error) {
+		switch {
+		case unsent != nil && !checked.Known:
+			return nil, unsent
+		case err != nil:
 			return nil, solanaExactError(err)
 		}
-		return s.settleSolanaExact(ctx, st, clientIP, p.Payload.Transaction, checked)
+		return s.settleSolanaExact(ctx, st, clientIP, transaction, checked)
+	}
+	if key == nil {
+		return pay()
 	}
 	r := idempotency.Request{
-		Scope: x402IDScope(sess.ID), Key: id, Operation: x402PaymentOperation,
+		Scope: x402IDScope(st.t.sess.ID), Key: id, Operation: x402PaymentOperation,
 		Canonical: x402Fingerprinted{Network: st.network, From: checked.Payer, To: st.req.PayTo, Value: st.req.Amount.String()},
 	}
-	first := &x402PaymentAnswer{Chain: string(chains.Solana), Transaction: p.Payload.Transaction}
-	return s.payIdentifiedBy(ctx, x402IDName(id), r, first, func() (*AuthorizedPayment, error) {
-		if err != nil {
-			return nil, solanaExactError(err)
-		}
-		return s.settleSolanaExact(ctx, st, clientIP, p.Payload.Transaction, checked)
-	}, func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+	first := &x402PaymentAnswer{Chain: string(chains.Solana), Transaction: transaction}
+	return s.payIdentifiedBy(ctx, *key, r, first, pay, func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
 		return s.replaySolanaExact(ctx, st, clientIP, kept, mayRelay)
 	})
 }
@@ -305,6 +333,11 @@ func (s *Service) awaitSolanaExact(ctx context.Context, st *solanaExactTarget, c
 // is in flight, sent again (the same transaction) while its blockhash
 // lasts when mayRelay; one that expired unsent named no payment.
 func (s *Service) replaySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP string, kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+	// The kept transaction passed its own dialect's layout when it was
+	// kept; a retry in the other dialect answers it all the same.
+	lax := *st
+	lax.req.AnyComputeOrder = true
+	st = &lax
 	checked, err := st.settler.VerifyExact(ctx, kept.Transaction, st.req)
 	switch {
 	case checked.Known:
