@@ -356,8 +356,8 @@ func (s *Service) recordSolanaExact(ctx context.Context, st *solanaExactTarget, 
 }
 
 // solanaExactFinished records the outcome of the transaction's sends still
-// in flight: succeeded, reverted (nothing paid; it counts towards the
-// payer's refusal, checkRelayReverts) or dropped (expired unsent).
+// in flight: succeeded, reverted (failed on chain: nothing paid, the fee
+// the treasury's) or dropped (expired unsent).
 func (s *Service) solanaExactFinished(ctx context.Context, txHash string, status relay.Status) {
 	if _, err := s.cfg.DB.Ent.Relay.Update().
 		Where(relay.Chain(string(chains.Solana)), relay.Nonce(txHash), relay.StatusIn(relay.StatusPending, relay.StatusSubmitted)).
