@@ -3,6 +3,7 @@ package agentpay
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ const (
 	// its claim, leaving WebhookTimeout for the try and 10 s to record it
 	// within the lease.
 	webhookBatchWindow = webhookLease - WebhookTimeout - 10*time.Second
+	// webhookBatchRecheck is about when a job whose due delivery a batch
+	// of this process will take looks again.
+	webhookBatchRecheck = time.Second
 )
 
 // WebhookBatchResult is what one DeliverWebhookBatch call did.
@@ -76,8 +80,7 @@ type WebhookBatchResult struct {
 func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantID uuid.UUID, livemode bool) (WebhookBatchResult, error) {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
 	if merchantID == uuid.Nil || s.webhookReceivers.class(key) != receiverProven {
-		res, err := s.DeliverWebhook(ctx, deliveryID)
-		return WebhookBatchResult{Own: res}, err
+		return s.deliverWebhookAlone(ctx, deliveryID)
 	}
 	if _, running := s.webhookBatching.LoadOrStore(key, true); running {
 		// The running batch takes the delivery if it is due; its job comes
@@ -88,36 +91,29 @@ func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantI
 
 	b := &webhookBatch{s: s, key: key, deadline: time.Now().Add(webhookBatchWindow),
 		results: map[uuid.UUID]WebhookDeliveryResult{}, errs: map[uuid.UUID]error{}}
-	first, own := deliveryID, false
-	for ctx.Err() == nil && time.Now().Before(b.deadline) && s.webhookReceivers.class(key) == receiverProven {
-		now := s.now().UTC()
-		// Microseconds: what PostgreSQL keeps, so Release finds the lease
-		// it wrote.
-		lease := now.Add(webhookLease).Truncate(time.Microsecond)
-		ids, err := webhooksend.Claim(ctx, s.cfg.DB, merchantID, livemode, first, now, lease, webhookBatchMax)
-		if err != nil {
-			b.records.Wait()
-			if first != uuid.Nil {
-				return WebhookBatchResult{}, fmt.Errorf("agentpay: claiming webhook deliveries: %w", err)
+	cur, err := b.claim(ctx, deliveryID)
+	if err != nil {
+		return WebhookBatchResult{}, err
+	}
+	own := len(cur.ids) > 0 && cur.ids[0] == deliveryID
+	// The next chunk is claimed and read while the lanes try this one: the
+	// database's round trips overlap the receiver's.
+	for len(cur.ids) > 0 {
+		done := make(chan bool, 1)
+		go func(c webhookChunk) { done <- b.try(ctx, c) }(cur)
+		var next webhookChunk
+		if b.going(ctx) {
+			if next, err = b.claim(ctx, uuid.Nil); err != nil {
+				s.logger.WarnContext(ctx, "claiming webhook deliveries", "err", err)
 			}
-			s.logger.WarnContext(ctx, "claiming webhook deliveries", "err", err)
+		}
+		if tried := <-done; !tried && len(next.ids) > 0 {
+			// The cap turned every lane away (single tries hold it):
+			// what was claimed ahead goes back.
+			b.giveBack(ctx, next.ids, next.lease)
 			break
 		}
-		if first != uuid.Nil {
-			own = len(ids) > 0 && ids[0] == deliveryID
-			first = uuid.Nil
-		}
-		if len(ids) == 0 {
-			break
-		}
-		tried, err := b.try(ctx, ids, lease)
-		if err != nil {
-			s.logger.WarnContext(ctx, "webhook batch", "err", err)
-			break
-		}
-		if !tried {
-			break // the cap turned every lane away: single tries hold it
-		}
+		cur = next
 	}
 	b.records.Wait()
 
@@ -147,6 +143,28 @@ func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantI
 	return res, err
 }
 
+// deliverWebhookAlone claims the one delivery and tries it
+// (DeliverWebhook): the claim keeps a batch from taking it meanwhile.
+func (s *Service) deliverWebhookAlone(ctx context.Context, deliveryID uuid.UUID) (WebhookBatchResult, error) {
+	now := s.now().UTC()
+	lease := now.Add(webhookLease).Truncate(time.Microsecond)
+	ok, err := webhooksend.ClaimOne(ctx, s.cfg.DB, deliveryID, now, lease)
+	if err != nil {
+		return WebhookBatchResult{}, fmt.Errorf("agentpay: claiming webhook delivery: %w", err)
+	}
+	if !ok {
+		return s.webhookNotClaimed(ctx, deliveryID, false)
+	}
+	res, err := s.DeliverWebhook(ctx, deliveryID)
+	if ctx.Err() == nil && (res.Busy || (err != nil && res.Attempt == nil)) {
+		// Not tried: due again now, not at the lease's end.
+		if rerr := webhooksend.Release(ctx, s.cfg.DB, []uuid.UUID{deliveryID}, lease, s.now()); rerr != nil {
+			s.logger.WarnContext(ctx, "giving back a webhook delivery", "delivery", deliveryID, "err", rerr)
+		}
+	}
+	return WebhookBatchResult{Own: res}, err
+}
+
 // webhookNotClaimed is what becomes of a job's delivery that its job did
 // not claim: nothing to do when it is done; otherwise wait until it is
 // next due (its next try, or the end of the lease of the batch holding it),
@@ -169,7 +187,12 @@ func (s *Service) webhookNotClaimed(ctx context.Context, deliveryID uuid.UUID, b
 		// the service's.
 		out.Wait = min(max(d.nextAttemptAt.Sub(now), 10*time.Millisecond), webhookLease+time.Second)
 	case batchRunning:
-		out.Own.Busy = true
+		// The batch will take it: come back once it has (the batch's
+		// chunks take tens of milliseconds each), not at the paced turn
+		// of a busy merchant's single tries, which for a fast receiver
+		// is milliseconds and made every waiting job a fetch and a read
+		// again and again.
+		out.Wait = webhookBatchRecheck/2 + rand.N(webhookBatchRecheck/2)
 	default:
 		out.Wait = WebhookBusyDelay(0)
 	}
@@ -191,16 +214,60 @@ type webhookBatch struct {
 	errs    map[uuid.UUID]error
 }
 
-// try tries the claimed deliveries ids on the merchant's cap of lanes; each
-// try is recorded as it ends (b.records), and what was not tried is given
-// back. tried: at least one try was made. An error: the deliveries could
-// not be read (they wait for the lease's end).
-func (b *webhookBatch) try(ctx context.Context, ids []uuid.UUID, lease time.Time) (tried bool, err error) {
+// webhookChunk is one claim of a batch: the deliveries and their rows.
+type webhookChunk struct {
+	ids   []uuid.UUID
+	rows  map[uuid.UUID]*webhooksend.Delivery
+	lease time.Time
+}
+
+// going: the batch may claim more.
+func (b *webhookBatch) going(ctx context.Context) bool {
+	return ctx.Err() == nil && time.Now().Before(b.deadline) && b.s.webhookReceivers.class(b.key) == receiverProven
+}
+
+// claim claims the merchant's next due deliveries (first first, when not
+// uuid.Nil) and reads them. An error reading them leaves them to their
+// lease's end.
+func (b *webhookBatch) claim(ctx context.Context, first uuid.UUID) (webhookChunk, error) {
 	s := b.s
-	rows, err := webhooksend.LoadMany(ctx, s.cfg.DB, ids)
+	now := s.now().UTC()
+	// Microseconds: what PostgreSQL keeps, so Release finds the lease it
+	// wrote.
+	c := webhookChunk{lease: now.Add(webhookLease).Truncate(time.Microsecond)}
+	ids, err := webhooksend.Claim(ctx, s.cfg.DB, b.key.merchantID, b.key.livemode, first, now, c.lease, webhookBatchMax)
 	if err != nil {
-		return false, fmt.Errorf("agentpay: reading webhook deliveries: %w", err)
+		return webhookChunk{}, fmt.Errorf("agentpay: claiming webhook deliveries: %w", err)
 	}
+	if len(ids) == 0 {
+		return webhookChunk{}, nil
+	}
+	c.rows, err = webhooksend.LoadMany(ctx, s.cfg.DB, ids)
+	if err != nil {
+		return webhookChunk{}, fmt.Errorf("agentpay: reading webhook deliveries: %w", err)
+	}
+	c.ids = ids
+	return c, nil
+}
+
+// giveBack makes ids due again now, unless ctx has ended (a worker
+// stopping: they wait for the lease's end, as after a crash).
+func (b *webhookBatch) giveBack(ctx context.Context, ids []uuid.UUID, lease time.Time) {
+	if ctx.Err() != nil || len(ids) == 0 {
+		return
+	}
+	if err := webhooksend.Release(ctx, b.s.cfg.DB, ids, lease, b.s.now()); err != nil {
+		// They are due again at the lease's end.
+		b.s.logger.WarnContext(ctx, "giving back webhook deliveries", "deliveries", len(ids), "err", err)
+	}
+}
+
+// try tries the chunk's deliveries on the merchant's cap of lanes; each try
+// is recorded as it ends (b.records), and what was not tried is given back.
+// tried: at least one try was made.
+func (b *webhookBatch) try(ctx context.Context, c webhookChunk) (tried bool) {
+	s := b.s
+	ids, rows := c.ids, c.rows
 	var (
 		mu      sync.Mutex
 		next    int
@@ -282,12 +349,6 @@ func (b *webhookBatch) try(ctx context.Context, ids []uuid.UUID, lease time.Time
 		}()
 	}
 	lanes.Wait()
-	unsent = append(unsent, ids[next:]...)
-	if ctx.Err() == nil && len(unsent) > 0 {
-		if err := webhooksend.Release(ctx, s.cfg.DB, unsent, lease, s.now()); err != nil {
-			// They are due again at the lease's end.
-			s.logger.WarnContext(ctx, "giving back webhook deliveries", "deliveries", len(unsent), "err", err)
-		}
-	}
-	return tried, nil
+	b.giveBack(ctx, append(unsent, ids[next:]...), c.lease)
+	return tried
 }

@@ -76,3 +76,18 @@ WHERE id IN (
 	LIMIT ?6)
 RETURNING id`
 )
+
+// ClaimOne takes delivery id alone, as Claim does (until leaseUntil), if it
+// is pending and due at now; false if not.
+func ClaimOne(ctx context.Context, db *store.DB, id uuid.UUID, now, leaseUntil time.Time) (bool, error) {
+	q := `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?`
+	if db.IsPostgres() {
+		q = `UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND status = 'pending' AND next_attempt_at <= $3`
+	}
+	r, err := db.SQL.ExecContext(ctx, q, leaseUntil.UTC(), id, now.UTC())
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	return n > 0, err
+}
