@@ -31,9 +31,8 @@ import (
 //
 // The events belong to 50 merchants (the machinery's throughput), or all to
 // one (a burst of one merchant: its cap of tries in flight,
-// DefaultWebhookMerchantConcurrency, bounds how many are sent at once; its
-// deliveries beyond the cap and its waiting ones are snoozed to their turn,
-// paced by how fast the receiver takes them, WebhookBusyWait). Each reports
+// DefaultWebhookMerchantConcurrency, bounds how many are sent at once: a
+// batch's lanes). Each reports
 // deliveries/s and that figure over its goal (of-goal: 10,000/s for 50
 // merchants, 5,000/s for one).
 //
