@@ -87,18 +87,29 @@ func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
 		require.NoError(t, err)
 		return v
 	}
-	// event records a test-mode event of the merchant (no URL: no
-	// delivery); its feed line reloads the open view.
+	// event records test-mode events of the merchant (no URL: no
+	// delivery) until the open view reloads and lists them: a feed line
+	// reloads it once the page's watch is on, which the page does not
+	// show (it subscribes after the view's first answer).
 	events := 0
 	event := func() {
 		t.Helper()
-		require.NoError(t, env.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-			_, err := svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{MerchantID: reg.Merchant.ID, Type: agentpay.EventWebhookTest})
-			return err
-		}))
-		events++
-		require.NoError(t, chromedp.Do(tctx, wait(`document.querySelectorAll("#webhook-events li:not(.empty)").length === `+strconv.Itoa(events))),
-			"the view reloaded with event %d", events)
+		for try := 1; ; try++ {
+			require.NoError(t, env.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+				_, err := svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{MerchantID: reg.Merchant.ID, Type: agentpay.EventWebhookTest})
+				return err
+			}))
+			events++
+			err := chromedp.Do(tctx, chromedp.Poll[chromedp.Void](`document.querySelectorAll("#webhook-events li:not(.empty)").length === `+strconv.Itoa(events),
+				chromedp.WithPollingTimeout(5*time.Second)))
+			if err == nil {
+				return
+			}
+			if try == 6 {
+				shown, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("dash-error").textContent + " | " + document.getElementById("webhook-events").innerText`))
+				t.Fatalf("the view never reloaded with the events recorded (%d): %v (it shows: %s)", events, err, shown)
+			}
+		}
 	}
 
 	require.NoError(t, chromedp.Do(tctx,
