@@ -133,6 +133,8 @@
     var liveOnly = document.querySelectorAll(".live-only");
     for (var i = 0; i < liveOnly.length; i++) { liveOnly[i].hidden = state.mode !== "live"; }
     $("settings-live-only").hidden = state.mode === "live";
+    // An unsaved endpoint URL was the other merchant's or mode's.
+    forgetURLEdit();
     return openSession().then(function () { subscribe(); return route(); });
   }
 
@@ -423,11 +425,30 @@
 
   function loadMerchant() { return asMerchant(Q.merchant).then(function (d) { return d.merchant; }); }
 
+  // The endpoint's field shows the saved URL and follows it while the
+  // person has not changed it; what they wrote over it stays until they
+  // save it or switch merchant or mode. data-saved is the saved URL the
+  // field last showed. Every live event reloads the view: overwriting
+  // the field each time replaced an unsaved URL (one typed, or written
+  // before the view's first answer came) with the saved one, and the
+  // next Save sent that, so a new merchant's empty URL was saved over
+  // the one just entered, "Saved." shown and no delivery ever made (CI:
+  // TestDashboardEndToEnd, no delivery under payment.confirmed).
+  function showSavedURL(saved) {
+    var url = $("webhook-url");
+    if (document.activeElement === url || url.value !== (url.dataset.saved || "")) { return; }
+    url.value = saved;
+    url.dataset.saved = saved;
+  }
+  function forgetURLEdit() {
+    var url = $("webhook-url");
+    url.value = "";
+    url.dataset.saved = "";
+  }
   function webhooks() {
     $("webhook-mode").textContent = "(" + state.mode + " mode)";
     return Promise.all([loadMerchant(), asMerchant(Q.events)]).then(function (r) {
-      var url = $("webhook-url");
-      if (document.activeElement !== url) { url.value = r[0].webhookUrl || ""; }
+      showSavedURL(r[0].webhookUrl || "");
       var list = $("webhook-events");
       list.textContent = "";
       r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
@@ -569,7 +590,13 @@
   $("webhook-form").addEventListener("submit", function (e) {
     e.preventDefault();
     clear();
-    asMerchant(Q.saveWebhook, {url: $("webhook-url").value.trim()}).then(function () { tell("Saved."); return webhooks(); }).catch(showError);
+    var url = $("webhook-url"), sent = url.value.trim();
+    asMerchant(Q.saveWebhook, {url: sent}).then(function () {
+      // What was sent is saved: the field follows the service again.
+      if (url.value.trim() === sent) { url.dataset.saved = url.value; }
+      tell("Saved.");
+      return webhooks();
+    }).catch(showError);
   });
   $("roll-webhook-secret").addEventListener("click", function () {
     clear();

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/internal/store"
+	"agentpay/internal/testdb/freshdb"
 	"agentpay/internal/testenv"
 )
 
@@ -28,7 +34,16 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five devnets and Chromium")
 	}
-	base := startAppDev(t, map[string]string{"WEBHOOK_RETRY_DELAYS": "1s"})
+	// The dev process's database, named here so a failure can show what
+	// it holds.
+	dataDir := t.TempDir()
+	dbURL := "file:" + filepath.Join(dataDir, "agentpay.db")
+	env := map[string]string{"WEBHOOK_RETRY_DELAYS": "1s", "DATA_DIR": dataDir}
+	if freshdb.IsPostgres() {
+		dbURL = freshdb.URL(t)
+		env["DATABASE_URL"] = dbURL
+	}
+	base := startAppDev(t, env)
 
 	// The merchant's webhook receiver: 500 until fixed.
 	var fixed atomic.Bool
@@ -87,6 +102,10 @@ func TestDashboardEndToEnd(t *testing.T) {
 		chromedp.SetValue(`#webhook-url`, receiver.URL+"/hooks"),
 		clickJS(`#save-webhook`),
 		waitJS(`document.getElementById("dash-notice").textContent === "Saved."`),
+		// What was saved is the URL written: the view's reloads (its first
+		// answer, live events) once put the saved, empty, URL back in the
+		// field before the click, and Save cleared the endpoint.
+		waitJS(`document.getElementById("webhook-url").value === `+strconv.Quote(receiver.URL+"/hooks")),
 	), "set the test webhook endpoint: %s", pageState(ctx))
 
 	// A session created from the dashboard, paid through the faucet.
@@ -112,10 +131,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 
 	// The receiver answered 500 to every try of payment.confirmed's delivery.
 	confirmed := `[...document.querySelectorAll("#session-events li")].find(li => li.textContent.includes("payment.confirmed"))`
-	require.NoError(t, chromedp.Do(ctx,
+	if err := chromedp.Do(ctx,
 		waitJS(confirmed+` && `+confirmed+`.querySelectorAll(".attempt-failed").length >= 2 && `+confirmed+`.textContent.includes("HTTP 500")`),
 		waitJS(confirmed+`.querySelector(".delivery-failed")`),
-	), "the failing delivery's tries: %s", pageState(ctx))
+	); err != nil {
+		t.Fatalf("the failing delivery's tries: %v\npage: %s\n%s", err, pageState(ctx), webhookState(dbURL))
+	}
 
 	fixed.Store(true)
 	require.NoError(t, chromedp.Do(ctx,
@@ -288,4 +309,61 @@ func pageState(ctx context.Context) string {
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + " | error: " + document.getElementById("dash-error").textContent + " | " +
 		[...document.querySelectorAll(".view")].filter(v => !v.hidden).map(v => v.innerText).join(" / ")`))
 	return s
+}
+
+// webhookState is what the dev process's database holds of the webhooks
+// (a failure's dump): the merchant's test endpoint, the deliveries with
+// their tries, and the deliver_webhook jobs with their state and when
+// they are due.
+func webhookState(dbURL string) string {
+	db, err := store.OpenDB(context.Background(), store.DBConfig{URL: dbURL})
+	if err != nil {
+		return "opening the dev database: " + err.Error()
+	}
+	defer db.Close()
+	var b strings.Builder
+	for _, q := range []string{
+		"SELECT id, test_webhook_url, updated_at FROM merchants",
+		"SELECT e.event_type, d.id, d.url, d.status, d.attempts, d.next_attempt_at FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ORDER BY d.created_at",
+		"SELECT id, state, attempt, scheduled_at, errors FROM river_job WHERE kind = 'deliver_webhook' ORDER BY id",
+	} {
+		fmt.Fprintf(&b, "%s:\n%s", q, queryRows(db.SQL, q))
+	}
+	return b.String()
+}
+
+// queryRows answers a query's rows as text, a line each.
+func queryRows(db *sql.DB, q string) string {
+	rows, err := db.QueryContext(context.Background(), q)
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var b strings.Builder
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return b.String() + err.Error() + "\n"
+		}
+		for i, v := range vals {
+			if s, ok := v.([]byte); ok {
+				v = string(s)
+			}
+			text := fmt.Sprint(v)
+			if len(text) > 300 { // a job's errors
+				text = text[:300] + "…"
+			}
+			fmt.Fprintf(&b, "%s=%s ", cols[i], text)
+		}
+		b.WriteString("\n")
+	}
+	if err := rows.Err(); err != nil {
+		b.WriteString(err.Error() + "\n")
+	}
+	return b.String()
 }

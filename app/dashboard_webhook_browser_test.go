@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"agentpay"
+	"agentpay/ent"
+	"agentpay/ent/mailmessage"
+	"agentpay/graph"
+	"agentpay/internal/testenv"
+)
+
+// TestDashboardWebhookURLKeepsAnEdit: the webhooks view reloads on every
+// live event, and a URL written over the saved one and not saved yet
+// survives it, so Save sends what was written; a field not written over
+// follows the saved URL. Before, each reload put the saved URL back in
+// the field (unless it had the focus), and Save then sent that: a new
+// merchant's empty URL replaced the one just entered, "Saved." was shown
+// and no delivery was ever made (TestDashboardEndToEnd failed so on a
+// loaded machine: the view's first answer came after the URL was
+// written).
+func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	env := testenv.New(t, testenv.Options{Jobs: true})
+	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	newest := func(to, pathPart string) string {
+		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)
+		require.NoError(t, err)
+		for i := len(ms) - 1; i >= 0; i-- {
+			for _, l := range agentpay.MailLinks(ms[i].Text) {
+				if strings.Contains(l, pathPart) {
+					return l
+				}
+			}
+		}
+		t.Fatalf("no link with %s mailed to %s", pathPart, to)
+		return ""
+	}
+
+	// A new merchant (no webhook URL) and its owner, signed in.
+	name, email := "Hooks Shop", "owner@hooks.test"
+	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	require.NoError(t, err)
+	confirm := newest(email, "/confirm-email/")
+	_, err = svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "hooks_owner"})
+	require.NoError(t, err)
+	_, err = svc.ConfirmMerchantEmail(ctx, confirm[strings.LastIndex(confirm, "/")+1:])
+	require.NoError(t, err)
+	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
+
+	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
+	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	field := func() string {
+		t.Helper()
+		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("webhook-url").value`))
+		require.NoError(t, err)
+		return v
+	}
+	// event records test-mode events of the merchant (no URL: no
+	// delivery) until the open view reloads and lists them: a feed line
+	// reloads it once the page's watch is on, which the page does not
+	// show (it subscribes after the view's first answer).
+	events := 0
+	event := func() {
+		t.Helper()
+		for try := 1; ; try++ {
+			require.NoError(t, env.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+				_, err := svc.RecordEvent(ctx, tx, sqlTx, agentpay.EventInput{MerchantID: reg.Merchant.ID, Type: agentpay.EventWebhookTest})
+				return err
+			}))
+			events++
+			err := chromedp.Do(tctx, chromedp.Poll[chromedp.Void](`document.querySelectorAll("#webhook-events li:not(.empty)").length === `+strconv.Itoa(events),
+				chromedp.WithPollingTimeout(5*time.Second)))
+			if err == nil {
+				return
+			}
+			if try == 6 {
+				shown, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("dash-error").textContent + " | " + document.getElementById("webhook-events").innerText`))
+				t.Fatalf("the view never reloaded with the events recorded (%d): %v (it shows: %s)", events, err, shown)
+			}
+		}
+	}
+
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(newest(email, "/signin/")),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#dashboard`),
+		chromedp.Navigate(origin+"/app/dashboard#webhooks"),
+		wait(`document.getElementById("dashboard").dataset.loaded === "webhooks" && document.getElementById("mode-label").textContent === "Test mode"`),
+	))
+	require.Equal(t, "", field())
+
+	// A URL written in the field, the focus elsewhere, then a live event.
+	const first, second = "https://hooks.example.com/first", "https://hooks.example.com/second"
+	require.NoError(t, chromedp.Do(tctx, chromedp.SetValue(`#webhook-url`, first)))
+	event()
+	require.Equal(t, first, field(), "the reload kept the unsaved URL")
+	event()
+	require.Equal(t, first, field())
+
+	// Save sends it.
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("save-webhook").click()`),
+		wait(`document.getElementById("dash-notice").textContent === "Saved."`),
+	))
+	m, err := env.DB.Ent.Merchant.Get(ctx, reg.Merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, first, m.TestWebhookURL)
+
+	// Saved, the field follows the service: a change made elsewhere (the
+	// API, another member) shows at the next reload.
+	auth, err := svc.AuthenticateMerchant(ctx, reg.Keys.TestSecretKey)
+	require.NoError(t, err)
+	url := second
+	_, err = svc.UpdateMerchant(ctx, auth, agentpay.MerchantInput{WebhookURL: &url})
+	require.NoError(t, err)
+	event()
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("webhook-url").value === "`+second+`"`)))
+}
