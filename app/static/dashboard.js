@@ -40,6 +40,11 @@
   // the API's enum spelling is this one line.
   function asEnum(v) { return String(v).toUpperCase(); }
   var money = window.agentpayUI.money, confirmAction = window.agentpayUI.confirm;
+  // Lists and tables render through agentpayUI.keyed: the live feed
+  // refreshes the view on every event, and a row that did not change
+  // keeps its node (and a refund form its typed amount and focus), so
+  // nothing moves under a person's pointer.
+  var keyed = window.agentpayUI.keyed;
   function shown(v) { return String(v).toLowerCase(); }
 
   var root = document.getElementById("dashboard");
@@ -80,7 +85,9 @@
           sessionStorage.removeItem(tokenKey());
           return openSession().then(function () { return asMerchant(query, variables, true); });
         }
-        throw new Error(res.errors[0].message);
+        var err = new Error(res.errors[0].message);
+        err.answered = true; // the service answered (not a lost answer)
+        throw err;
       }
       return res.data;
     });
@@ -176,13 +183,11 @@
   function overview() {
     var to = new Date(), from = new Date(to.getTime() - 30 * 86400000);
     return asMerchant(Q.volume, {from: from.toISOString(), to: to.toISOString()}).then(function (d) {
-      var body = $("volume-table").tBodies[0];
-      body.textContent = "";
-      d.paymentVolume.forEach(function (v) {
+      keyed($("volume-table").tBodies[0], d.paymentVolume, {key: function (v) { return v.day + " " + v.chain + " " + v.status; }, render: function (v) {
         var tr = el("tr");
         [v.day, v.chain, shown(v.status), v.count, money(v.volume)].forEach(function (c, i) { tr.appendChild(cell(c, VOLUME_COLUMNS[i])); });
-        body.appendChild(tr);
-      });
+        return tr;
+      }});
       $("volume-empty").hidden = d.paymentVolume.length > 0;
       state.volume = {from: from, rows: d.paymentVolume};
       drawChart();
@@ -240,7 +245,7 @@
     svg.appendChild(svgEl("line", {x1: 0, x2: 600, y1: 170, y2: 170, stroke: "#999"}));
     svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + shownMeasure(metric, max) + " a day"));
     var legend = $("chart-legend");
-    legend.textContent = "";
+    if (legend.children.length) { return; }
     // The chain's colour on a swatch; its name in the text colour, which
     // some chain colours are too light to be read in.
     CHAINS.forEach(function (chain) {
@@ -271,10 +276,8 @@
     if (from) { where.createdFrom = from + "T00:00:00Z"; }
     if (to) { where.createdTo = new Date(Date.parse(to + "T00:00:00Z") + 86400000).toISOString(); }
     return asMerchant(Q.sessions, {where: where}).then(function (d) {
-      var body = $("sessions-table").tBodies[0];
-      body.textContent = "";
-      d.sessions.edges.forEach(function (e) {
-        var s = e.node, tr = el("tr"), a = el("a", s.externalId);
+      keyed($("sessions-table").tBodies[0], d.sessions.edges.map(function (e) { return e.node; }), {key: function (s) { return s.externalId; }, render: function (s) {
+        var tr = el("tr"), a = el("a", s.externalId);
         a.href = "#session/" + encodeURIComponent(s.externalId);
         var td = el("td");
         td.appendChild(a);
@@ -283,8 +286,8 @@
         tr.appendChild(cell(el("td", shown(s.status), "session-status"), "Status"));
         tr.appendChild(cell(when(s.createdAt), "Created"));
         tr.dataset.id = s.externalId;
-        body.appendChild(tr);
-      });
+        return tr;
+      }});
       $("sessions-empty").hidden = d.sessions.edges.length > 0;
     });
   }
@@ -296,6 +299,10 @@
         (a.error ? " · " + a.error : "") + " · " + a.durationMs + " ms", a.error ? "attempt attempt-failed" : "attempt attempt-ok"));
     });
     return ul;
+  }
+  function events(edges, list, none) {
+    keyed(list, edges.map(function (e) { return e.node; }), {key: function (ev) { return ev.id; }, render: eventItem,
+      empty: function () { return el("li", none, "empty"); }});
   }
   function eventItem(ev) {
     var li = el("li");
@@ -359,6 +366,12 @@
         return asMerchant(Q.refund, {id: s.externalId, in: input, key: key}).then(function (d) {
           tell("Refund " + d.createRefund.refund.externalId + " requested: it shows below with its state.");
           return route(true);
+        }, function (e) {
+          // Refused: the form is kept (its row did not change), and the
+          // next try is a new request. A lost answer keeps the key, so
+          // submitting again retries the same refund.
+          if (e.answered) { key = newKey(); }
+          throw e;
         }).catch(showError).then(function () { submit.disabled = false; });
       });
     });
@@ -376,36 +389,48 @@
       $("session-status-value").textContent = shown(s.status);
       $("session-amount").textContent = money(s.amountUsd, s.currency);
       $("session-checkout").href = s.checkoutUrl;
-      var pays = $("session-payments");
-      pays.textContent = "";
-      d.payments.edges.forEach(function (e) {
-        var p = e.node;
-        var li = el("li", null, "payment");
-        li.appendChild(el("span", p.externalId + " · " + money(p.tokenAmount, "USDC") + " on " + p.chain + " · " + shown(p.status) +
-          " · " + p.confirmations + " confirmations · " + p.txHash));
-        li.dataset.status = shown(p.status);
-        li.dataset.id = p.externalId;
+      // A payment's row is updated in place while what its refund form
+      // offers is the same (its confirmations count up meanwhile), so
+      // an amount being typed stays.
+      function paymentLine(p) {
+        return p.externalId + " · " + money(p.tokenAmount, "USDC") + " on " + p.chain + " · " + shown(p.status) +
+          " · " + p.confirmations + " confirmations · " + p.txHash;
+      }
+      function refundable(p) {
         var left = refundLeft(p, d.refunds);
-        if (shown(p.status) === "confirmed" && left > 0n) { li.appendChild(refundForm(s, p, left)); }
-        pays.appendChild(li);
+        return shown(p.status) === "confirmed" && left > 0n ? left : null;
+      }
+      keyed($("session-payments"), d.payments.edges.map(function (e) { return e.node; }), {
+        key: function (p) { return p.externalId; },
+        sig: function (p) { return JSON.stringify(p) + " " + refundable(p); },
+        render: function (p) {
+          var li = el("li", null, "payment"), left = refundable(p);
+          li.appendChild(el("span", paymentLine(p)));
+          li.dataset.status = shown(p.status);
+          li.dataset.id = p.externalId;
+          li.agentpayRefund = String(left);
+          if (left !== null) { li.appendChild(refundForm(s, p, left)); }
+          return li;
+        },
+        update: function (li, p) {
+          if (li.agentpayRefund !== String(refundable(p))) { return false; }
+          li.firstChild.textContent = paymentLine(p);
+          li.dataset.status = shown(p.status);
+          return true;
+        },
+        empty: function () { return el("li", "No payment yet: the customer pays on the hosted page.", "empty"); }
       });
-      if (!d.payments.edges.length) { pays.appendChild(el("li", "No payment yet: the customer pays on the hosted page.", "empty")); }
       var cancel = $("cancel-session");
       cancel.hidden = !(OPEN[shown(s.status)] && !d.payments.edges.length);
       cancel.dataset.id = s.externalId;
-      var refunds = $("session-refunds");
-      refunds.textContent = "";
-      d.refunds.forEach(function (r) {
+      keyed($("session-refunds"), d.refunds, {key: function (r) { return r.externalId; }, render: function (r) {
         var li = el("li", r.externalId + " · " + money(r.amountUsd, "USD") + " of " + (r.payment ? r.payment.externalId : "a payment") + " · " +
           (REFUND_STATES[shown(r.status)] || shown(r.status)) + (r.txHash ? " · " + r.txHash : "") + (r.error ? " · " + r.error : ""), "refund-row");
         li.dataset.status = shown(r.status);
-        refunds.appendChild(li);
-      });
-      if (!d.refunds.length) { refunds.appendChild(el("li", "No refund: a confirmed payment can be refunded from its row above.", "empty")); }
-      var events = $("session-events");
-      events.textContent = "";
-      d.webhookEvents.edges.slice().reverse().forEach(function (e) { events.appendChild(eventItem(e.node)); });
-      if (!d.webhookEvents.edges.length) { events.appendChild(el("li", "No event yet.", "empty")); }
+        li.dataset.id = r.externalId;
+        return li;
+      }, empty: function () { return el("li", "No refund: a confirmed payment can be refunded from its row above.", "empty"); }});
+      events(d.webhookEvents.edges.slice().reverse(), $("session-events"), "No event yet.");
     });
   }
 
@@ -416,10 +441,7 @@
     return Promise.all([loadMerchant(), asMerchant(Q.events)]).then(function (r) {
       var url = $("webhook-url");
       if (document.activeElement !== url) { url.value = r[0].webhookUrl || ""; }
-      var list = $("webhook-events");
-      list.textContent = "";
-      r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
-      if (!r[1].webhookEvents.edges.length) { list.appendChild(el("li", "No event yet in this mode: set your endpoint's URL and send a test event to try it.", "empty")); }
+      events(r[1].webhookEvents.edges, $("webhook-events"), "No event yet in this mode: set your endpoint's URL and send a test event to try it.");
     });
   }
   function keys() {
@@ -477,10 +499,9 @@
   }
   function members() {
     return asViewer(Q.members).then(function (d) {
-      var list = $("members"), m = d.viewer.merchants.filter(function (x) { return x.id === state.merchant.id; })[0];
-      list.textContent = "";
+      var m = d.viewer.merchants.filter(function (x) { return x.id === state.merchant.id; })[0];
       $("invite-form").hidden = state.merchant.role !== OWNER;
-      m.members.forEach(function (mm) {
+      keyed($("members"), m.members, {key: function (mm) { return mm.id; }, sig: function (mm) { return JSON.stringify(mm) + state.merchant.id + state.merchant.role; }, render: function (mm) {
         var li = el("li", mm.email + " · " + (mm.role === OWNER ? "owner" : "read-only") + (mm.acceptedAt ? "" : " · invited"));
         if (state.merchant.role === OWNER) {
           li.appendChild(button("Remove", "remove-member", function () {
@@ -491,8 +512,8 @@
             });
           }));
         }
-        list.appendChild(li);
-      });
+        return li;
+      }});
     });
   }
 

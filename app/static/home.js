@@ -31,12 +31,20 @@
   // the page in the lower-case words REST uses (and the data-status
   // attributes carry).
   function shown(v) { return String(v).toLowerCase(); }
-  function item(list, text) {
+  // The lists render through agentpayUI.keyed: an item that did not
+  // change keeps its node across the reloads every live event causes, so
+  // nothing moves under a person's pointer or loses its focus.
+  var keyed = window.agentpayUI.keyed, setText = window.agentpayUI.setText;
+  function item(text, cls) {
     var li = document.createElement("li");
     li.textContent = text;
-    document.getElementById(list).appendChild(li);
+    if (cls) { li.className = cls; }
     return li;
   }
+  function list(id, items, key, render) {
+    keyed(document.getElementById(id), items, {key: key, render: render});
+  }
+  function byID(x) { return x.id; }
   // Pairing decisions say what they did (or why not) in the section's
   // status line, which stays until the next decision replaces it.
   var pairingResult = document.getElementById("pairing-result");
@@ -51,18 +59,12 @@
     REVOKE: function (agent) { return "Unpaired " + agent + ": it can no longer ask you for anything."; }
   };
   function button(li, label, id, decision, agent) {
-    var b = document.createElement("button");
-    b.type = "button";
-    b.textContent = label;
-    b.dataset.decision = decision;
-    b.addEventListener("click", function () {
-      b.disabled = true;
-      gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(function (res) {
+    cardButton(li, label, "", function () {
+      return gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(function (res) {
         if (res.errors) { pairingShow(sentence(res.errors[0].message), "error"); } else { pairingShow(DECIDED[decision](agent), decision.toLowerCase()); }
         return load();
       });
-    });
-    li.appendChild(b);
+    }).dataset.decision = decision;
   }
   // Consents to a new human likewise.
   var consentResult = document.getElementById("consent-result");
@@ -107,30 +109,34 @@
         list.forEach(function (x) { x.status = shown(x.status); });
       });
       v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
-      ["wallets", "requests", "consent-requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
-      document.getElementById("total").textContent = money(v.balance.totalUsd);
-      document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
+      setText(document.getElementById("total"), money(v.balance.totalUsd));
+      setText(document.getElementById("identity-status"), v.identityStatus.replace("_", " "));
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
-      v.balance.balances.forEach(function (b) { item("wallets", b.chain + ": " + money(b.balance, "USDC") + " at " + b.address); });
-      v.pairings.forEach(function (p) {
-        if (p.status === "pending") {
-          var li = item("requests", p.agentUsername + (p.message ? ": " + p.message : ""));
-          li.className = "request";
-          button(li, "Approve", p.id, "APPROVE", p.agentUsername);
-          button(li, "Deny", p.id, "DENY", p.agentUsername);
-        } else if (p.status === "approved") {
-          button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE", p.agentUsername);
-        } else if (p.status === "awaiting_consent") {
-          item("paired", p.agentUsername + " (waiting for the consent of its other human)").className = "awaiting-consent";
-        }
+      list("wallets", v.balance.balances, function (b) { return b.chain; }, function (b) {
+        return item(b.chain + ": " + money(b.balance, "USDC") + " at " + b.address);
       });
-      v.pairingConsents.forEach(function (c) {
-        var li = item("consent-requests", c.username + " asks to pair with " + c.agentUsername);
-        li.className = "consent";
+      list("requests", v.pairings.filter(function (p) { return p.status === "pending"; }), byID, function (p) {
+        var li = item(p.agentUsername + (p.message ? ": " + p.message : ""), "request");
+        li.dataset.id = p.id;
+        button(li, "Approve", p.id, "APPROVE", p.agentUsername);
+        button(li, "Deny", p.id, "DENY", p.agentUsername);
+        return li;
+      });
+      list("paired", v.pairings.filter(function (p) { return p.status === "approved" || p.status === "awaiting_consent"; }), byID, function (p) {
+        if (p.status === "awaiting_consent") {
+          return item(p.agentUsername + " (waiting for the consent of its other human)", "awaiting-consent");
+        }
+        var li = item(p.agentUsername);
+        li.dataset.id = p.id;
+        button(li, "Revoke", p.id, "REVOKE", p.agentUsername);
+        return li;
+      });
+      list("consent-requests", v.pairingConsents, byID, function (c) {
+        var li = item(c.username + " asks to pair with " + c.agentUsername, "consent");
         li.dataset.id = c.id;
         [["Allow", "allow-consent", "APPROVE"], ["Refuse", "refuse-consent", "DENY"]].forEach(function (x) {
           cardButton(li, x[0], x[1], function () {
-            gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(function (res) {
+            return gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(function (res) {
               if (res.errors) { consentShow(sentence(res.errors[0].message), "error"); } else {
                 consentShow(x[2] === "APPROVE" ? "Allowed " + c.username + " to pair with " + c.agentUsername + "." :
                   "Refused " + c.username + "'s request to pair with " + c.agentUsername + ".", x[0].toLowerCase());
@@ -139,47 +145,52 @@
             });
           });
         });
+        return li;
       });
-      v.cardRequests.forEach(function (c) {
+      list("card-requests", v.cardRequests, byID, function (c) {
         var text = c.agentUsername + " asks to pay " + money(c.amountUsd, "USD") + " at " + c.merchantName +
           (c.description ? ": " + c.description : "") + " (" + c.status.replace(/_/g, " ") + ")";
         if (c.cardLast4) { text += ", card ending " + c.cardLast4; }
         if (c.chargedUsd) { text += ", charged " + money(c.chargedUsd, "USD"); }
         if (c.returnedUsd) { text += ", " + money(c.returnedUsd, "USDC") + " returned"; }
         if (c.deciders.length > 1) { text += "; needs " + c.deciders.join(" and ") + waiting(c.approvedBy); }
-        var li = item("card-requests", text);
-        li.className = "card-request";
+        var li = item(text, "card-request");
         li.dataset.id = c.id;
         li.dataset.status = c.status;
         if (c.viewerDecides) {
-          cardButton(li, "Approve", "approve-card", function () { approveCard(c.id); });
+          cardButton(li, "Approve", "approve-card", function () { return approveCard(c.id); });
           cardButton(li, "Deny", "deny-card", function () {
-            gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
+            return gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
           });
         }
+        return li;
       });
+      // The agents to set a policy on: the options are written again
+      // only when the paired agents changed (an open picker stays open).
       var agents = document.getElementById("policy-form").elements.agent, chosen = agents.value;
-      agents.textContent = "";
-      v.pairings.forEach(function (p) {
-        if (p.status !== "approved") { return; }
-        var o = document.createElement("option");
-        o.value = o.textContent = p.agentUsername;
-        agents.appendChild(o);
-      });
-      if (chosen) { agents.value = chosen; }
+      var names = v.pairings.filter(function (p) { return p.status === "approved"; }).map(function (p) { return p.agentUsername; });
+      if (Array.prototype.map.call(agents.options, function (o) { return o.value; }).join("\n") !== names.join("\n")) {
+        agents.textContent = "";
+        names.forEach(function (n) {
+          var o = document.createElement("option");
+          o.value = o.textContent = n;
+          agents.appendChild(o);
+        });
+        if (chosen) { agents.value = chosen; }
+      }
       savedPolicies = {};
       v.spendingPolicies.forEach(function (p) { savedPolicies[p.agentUsername] = p; });
       if (!policyEdited) { fillPolicy(); }
-      v.spendingPolicies.forEach(function (p) {
+      list("spending-policies", v.spendingPolicies, function (p) { return p.agentUsername; }, function (p) {
         var parts = [];
         if (p.approvalThreshold !== null) { parts.push("approval above " + money(p.approvalThreshold, "USD")); }
         if (p.perPaymentCap !== null) { parts.push("at most " + money(p.perPaymentCap, "USD") + " a payment"); }
         if (p.dailyCap !== null) { parts.push("at most " + money(p.dailyCap, "USD") + " a day"); }
         if (p.allowedRecipients.length) { parts.push("allowed: " + p.allowedRecipients.join(", ")); }
         if (p.denyByDefault) { parts.push("deny by default"); }
-        item("spending-policies", p.agentUsername + ": " + (parts.join("; ") || "no rules")).className = "spending-policy";
+        return item(p.agentUsername + ": " + (parts.join("; ") || "no rules"), "spending-policy");
       });
-      v.spendApprovals.forEach(function (a) {
+      list("spend-approvals", v.spendApprovals, byID, function (a) {
         // A held checkout payment names who is paid and for what; a send,
         // its recipient.
         var what = a.checkout
@@ -188,24 +199,25 @@
             (a.checkout.description ? " for “" + a.checkout.description + "”" : "") +
             (a.checkout.chain ? " on " + a.checkout.chain : "")
           : " wants to " + a.operation.replace(/_/g, " ") + " " + money(a.amountUsd, "USD") + " to " + a.recipient;
-        var li = item("spend-approvals", a.agentUsername + what +
+        var li = item(a.agentUsername + what +
           " (" + a.status.replace(/_/g, " ") + "). Held by the rule: " + a.reason + (a.error ? " — " + a.error : "") +
-          "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy));
-        li.className = "spend-approval";
+          "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy), "spend-approval");
         li.dataset.id = a.id;
         li.dataset.status = a.status;
         if (a.viewerDecides) {
-          cardButton(li, "Approve", "approve-spend", function () { approveSpend(a.id); });
+          cardButton(li, "Approve", "approve-spend", function () { return approveSpend(a.id); });
           cardButton(li, "Deny", "deny-spend", function () {
-            gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
+            return gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
           });
         }
+        return li;
       });
-      v.withdrawals.forEach(function (w) {
-        var li = item("withdrawals", money(w.amountUsd, "USDC") + " to " + w.toAddress + " on " + w.chain + ": " + w.status +
-          (w.txHash ? " (" + w.txHash + ")" : ""));
-        li.className = "withdrawal";
+      list("withdrawals", v.withdrawals, byID, function (w) {
+        var li = item(money(w.amountUsd, "USDC") + " to " + w.toAddress + " on " + w.chain + ": " + w.status +
+          (w.txHash ? " (" + w.txHash + ")" : ""), "withdrawal");
+        li.dataset.id = w.id;
         li.dataset.status = w.status;
+        return li;
       });
       window.agentpayUI.empties(root);
     });
@@ -219,12 +231,22 @@
     cardResult.dataset.status = status;
     cardResult.className = status === "error" ? "error" : "";
   }
+  // A list item's button is disabled while its action runs (onClick's
+  // promise, which ends after the reload): an item the action changed is
+  // rendered anew by then, and one it did not (a refusal, a passkey not
+  // used) keeps its node, whose button comes back.
   function cardButton(li, label, cls, onClick) {
     var b = document.createElement("button");
+    b.type = "button";
     b.textContent = label;
-    b.className = cls;
-    b.addEventListener("click", function () { b.disabled = true; onClick(); });
+    if (cls) { b.className = cls; }
+    b.addEventListener("click", function () {
+      b.disabled = true;
+      var again = function () { b.disabled = false; };
+      Promise.resolve().then(onClick).then(again, again);
+    });
     li.appendChild(b);
+    return b;
   }
   function cardAnswer(field) {
     return function (res) {
@@ -234,7 +256,7 @@
   }
   function approveCard(id) {
     cardShow("Approving…", "sending");
-    window.agentpayStepUp(gqlData, {action: "APPROVE_CARD", id: id}, function (text) { cardShow(text, "confirming"); }).then(function (proof) {
+    return window.agentpayStepUp(gqlData, {action: "APPROVE_CARD", id: id}, function (text) { cardShow(text, "confirming"); }).then(function (proof) {
       return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveCardRequest(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
         {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(cardAnswer("approveCardRequest"), function (err) {
@@ -259,7 +281,7 @@
   }
   function approveSpend(id) {
     spendShow("Approving…", "sending");
-    window.agentpayStepUp(gqlData, {action: "APPROVE_SPEND", id: id}, function (text) { spendShow(text, "confirming"); }).then(function (proof) {
+    return window.agentpayStepUp(gqlData, {action: "APPROVE_SPEND", id: id}, function (text) { spendShow(text, "confirming"); }).then(function (proof) {
       return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveSpendApproval(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
         {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(spendAnswer("approveSpendApproval"), function (err) {
