@@ -111,6 +111,7 @@
       v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
       setText(document.getElementById("total"), money(v.balance.totalUsd));
       setText(document.getElementById("identity-status"), v.identityStatus.replace("_", " "));
+      identityRead(v.identityStatus);
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
       list("wallets", v.balance.balances, function (b) { return b.chain; }, function (b) {
         return item(b.chain + ": " + money(b.balance, "USDC") + " at " + b.address);
@@ -353,10 +354,34 @@
   }
 
   // Identity verification happens on the provider's page, which sends
-  // the person back here.
+  // the person back here (?identity=returned). What came of it is said
+  // in a sentence then, and whenever it changes while the page is open
+  // (the provider's answer can come later: an identity.updated event).
+  var IDENTITY = {
+    verified: "Your identity is verified.",
+    pending: "Your identity is being checked: this page says so as soon as the result is in.",
+    requires_input: "The identity check needs more from you: verify your identity again to finish it.",
+    rejected: "Your identity could not be verified. You can start again with Verify your identity."
+  };
+  var identityResult = document.getElementById("identity-result"), identityLast = null;
+  var identityReturned = new URLSearchParams(location.search).get("identity") === "returned";
+  if (identityReturned) { history.replaceState(null, "", location.pathname + location.hash); }
+  function identityRead(status) {
+    if (IDENTITY[status] && (identityLast === null ? identityReturned : identityLast !== status)) {
+      identityResult.textContent = IDENTITY[status];
+      identityResult.dataset.status = status;
+      identityResult.className = status === "rejected" ? "error" : "note";
+    }
+    identityLast = status;
+  }
   document.getElementById("verify-identity").addEventListener("click", function () {
     gql("mutation { startIdentityVerification { url } }").then(function (res) {
-      if (res.errors) { document.getElementById("identity-status").textContent = sentence(res.errors[0].message); return; }
+      if (res.errors) {
+        identityResult.textContent = sentence(res.errors[0].message);
+        identityResult.dataset.status = "error";
+        identityResult.className = "error";
+        return;
+      }
       location.href = res.data.startIdentityVerification.url;
     });
   });
@@ -378,6 +403,32 @@
     result.dataset.status = status;
     result.className = status === "error" ? "error" : "";
   }
+  // A withdrawal's answer as a person reads it: what went where, and
+  // whether it arrived, is on its way or failed (and why), with the
+  // transaction on the chain's explorer once there is one.
+  function short(address) { return address.length > 14 ? address.slice(0, 6) + "…" + address.slice(-4) : address; }
+  function showWithdrawal(w) {
+    var what = "Withdrawal of " + money(w.amountUsd, "USDC") + " to " + short(w.toAddress) + " on " + w.chain;
+    var text = {
+      completed: what + " arrived: " + money(w.deliveredUsd, "USDC") + " delivered, " + money(w.feeUsd, "USDC") + " fee.",
+      pending: what + " is on its way: " + money(w.deliveredUsd, "USDC") + " will arrive once the network includes it.",
+      failed: what + " failed, and nothing left your balance." + (w.error ? " " + sentence(w.error) : "")
+    }[w.status] || what + ": " + w.status + ".";
+    show(text, w.status);
+    if (w.txUrl) {
+      var a = document.createElement("a");
+      a.href = w.txUrl;
+      a.target = "_blank";
+      a.rel = "noopener";
+      a.className = "tx-link";
+      a.textContent = "See the transaction";
+      result.appendChild(document.createTextNode(" "));
+      result.appendChild(a);
+      result.appendChild(document.createTextNode("."));
+    } else if (w.txHash) {
+      result.appendChild(document.createTextNode(" Transaction " + w.txHash + "."));
+    }
+  }
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var submit = form.querySelector("button[type=submit]");
@@ -391,7 +442,7 @@
       show("Withdrawing…", "sending");
       input.ceremonyId = proof.ceremonyId || null;
       input.credential = proof.credential || null;
-      return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: input}).then(function (res) {
+      return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id chain toAddress amountUsd deliveredUsd feeUsd status txHash txUrl error } }", {in: input}).then(function (res) {
         attemptKey = null;
         if (res.errors) {
           show(window.agentpayUI.sentence(res.errors[0].message), "error");
@@ -399,7 +450,7 @@
         }
         var w = res.data.withdraw;
         w.status = shown(w.status);
-        show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
+        showWithdrawal(w);
         if (w.status !== "failed") { form.reset(); }
         return load();
       }, function () {
