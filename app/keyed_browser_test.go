@@ -73,7 +73,7 @@ func TestHomeKeepsUnchangedListItems(t *testing.T) {
 		chromedp.Navigate(a.newestLink(t, email)),
 		chromedp.Click(`#continue`),
 		chromedp.WaitVisible(`#paired li`),
-		wait(`document.querySelectorAll("#paired li").length === 2 && window.__loads.subscribed && window.__loads.inflight === 0`),
+		wait(`document.querySelectorAll("#paired li").length === 2 && document.body.dataset.live === "subscribed" && window.__loads.inflight === 0`),
 	))
 	first, err := chromedp.Run(tctx, chromedp.Evaluate[string](keptNode(`#paired li`, `button`)))
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestDashboardKeepsUnchangedRows(t *testing.T) {
 	))
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(a.origin+"/app/dashboard#sessions"),
-		wait(loaded+` && document.querySelectorAll("#sessions-table tbody tr").length === 2 && window.__loads.subscribed`),
+		wait(loaded+` && document.querySelectorAll("#sessions-table tbody tr").length === 2 && document.body.dataset.live === "subscribed"`),
 	))
 	_, err = chromedp.Run(tctx, chromedp.Evaluate[string](keptNode(`#sessions-table tbody tr`, `a`)))
 	require.NoError(t, err)

@@ -32,7 +32,7 @@
     testWebhook: "mutation { sendTestWebhook { id } }",
     rollKeys: "mutation { rollKeys { publicKey secretKey livemode warning } }",
     saveSettings: "mutation($in: UpdateMerchantInput!) { updateMerchant(input: $in) { id } }",
-    feed: "subscription { merchantEvents { cursor kind eventId eventType } }"
+    feed: "subscription($after: Int64) { merchantEvents(after: $after) { cursor kind eventId eventType } }"
   };
   var MODES = {test: "TEST", live: "LIVE"}, OWNER = "OWNER", CHAINS = ["base", "arbitrum", "ethereum", "polygon", "solana"];
   // Enum values: the page shows and compares them lower-cased (shown()),
@@ -526,27 +526,43 @@
   // reloads the view once acknowledged, since what changed meanwhile sent
   // no message. Without it the page stopped following for good (a
   // delivery's tries never showed).
+  //
+  // The feed is read from its start (after: 0, which the service bounds
+  // to the newest 100 lines), then from the last line seen: the service
+  // starts a watch after answering, on its own goroutine, so one without
+  // after could miss a line committed meanwhile. A replayed line costs a
+  // refresh (one at a time, and rows that did not change stay). Once the
+  // subscription is asked for, <body data-live="subscribed"> says every
+  // change reaches the page ("connecting" before), which tests wait for.
+  function live(s) { document.body.dataset.live = s; }
   function subscribe(again) {
     if (state.socket) { state.socket.onclose = null; state.socket.close(); }
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
+    var feed = state.merchant.id + "." + state.mode;
+    if (state.feed !== feed) { state.feed = feed; state.cursor = 0; }
     state.socket = ws;
+    live("connecting");
     var resubscribe = function () { if (state.socket === ws) { subscribe(true); } };
     ws.onopen = function () { ws.send(JSON.stringify({type: "connection_init", payload: {"X-Dashboard-Session": state.token}})); };
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
-        ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed}}));
+        ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed, variables: {after: state.cursor}}}));
+        live("subscribed");
         if (again === true) { refreshLive(); }
       } else if (msg.type === "next") {
+        var line = msg.payload && msg.payload.data && msg.payload.data.merchantEvents;
+        if (line && state.socket === ws) { state.cursor = Math.max(state.cursor, line.cursor); }
         refreshLive();
       } else if (msg.type === "complete" || msg.type === "error") {
+        live("connecting");
         setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { setTimeout(resubscribe, 3000); };
+    ws.onclose = function () { live("connecting"); setTimeout(resubscribe, 3000); };
   }
   function refreshLive() {
     var v = current();

@@ -474,11 +474,21 @@
   // watch the service ended (its credential could not be read again) or a
   // dropped socket is subscribed again, and the page reloads once
   // acknowledged: what changed meanwhile sent no message.
+  //
+  // The subscription starts after the last event the page read (after:
+  // lastEvent), so an event committed between that read and the moment the
+  // service starts the watch (which it does after answering, on its own
+  // goroutine) is sent too. Once it is asked for, the page says so on
+  // <body data-live="subscribed"> ("connecting" before): from then on
+  // every change reaches it, which is what tests (and anything else
+  // driving the page) wait for instead of sleeping.
   var socket = null;
+  function live(state) { document.body.dataset.live = state; }
   function subscribe(again) {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
     socket = ws;
+    live("connecting");
     var resubscribe = function () {
       if (socket !== ws) { return; }
       ws.onclose = null;
@@ -489,18 +499,21 @@
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
-        ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {query: "subscription { viewerEvents { id kind } }"}}));
+        ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {
+          query: "subscription($after: Int64) { viewerEvents(after: $after) { id kind } }", variables: {after: lastEvent}}}));
+        live("subscribed");
         if (again === true) { load(); readEvents(); }
       } else if (msg.type === "next") {
         load();
         readEvents();
       } else if (msg.type === "complete" || msg.type === "error") {
+        live("connecting");
         setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { setTimeout(resubscribe, 3000); };
+    ws.onclose = function () { live("connecting"); setTimeout(resubscribe, 3000); };
   }
   load().then(readEvents).then(function () { subscribe(); });
 })();
