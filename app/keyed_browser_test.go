@@ -11,6 +11,7 @@ import (
 
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
@@ -151,4 +152,48 @@ func TestDashboardKeepsUnchangedRows(t *testing.T) {
 	still, err := chromedp.Run(tctx, chromedp.Evaluate[string](keptStill))
 	require.NoError(t, err)
 	require.Equal(t, "true true true true", still, "the first session's row: connected, same index, same height, focused")
+}
+
+// TestConfirmReopenedAtOnce: a confirmation asked again right after the
+// last was answered stays open. Closing a dialog queues its close event;
+// when the next confirmation opened before that event ran (a person, or
+// a test, quick to submit again on a loaded machine), the stale event
+// answered the new one "no" and closed it (CI on PostgreSQL:
+// TestWithdrawFormInBrowser never saw the second confirmation).
+func TestConfirmReopenedAtOnce(t *testing.T) {
+	a := serveApp(t)
+	ctx := context.Background()
+	email := "confirm.again@example.com"
+	_, err := a.svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "confirm_again"})
+	require.NoError(t, err)
+	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
+	bctx := testenv.StartBrowser(t)
+	tctx, cancel := context.WithTimeout(bctx, time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(a.newestLink(t, email)),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#withdraw-form`),
+	))
+	// Go back on the first, then ask again before the first's close event
+	// has run (only microtasks in between), then let it run.
+	got, err := chromedp.Run(tctx, chromedp.Evaluate[string](`(async () => {
+  const first = agentpayUI.confirm("First?", "The first.", "Do it");
+  document.getElementById("confirm-cancel").click();
+  const answer = await first;
+  const second = agentpayUI.confirm("Second?", "The second.", "Do it");
+  await new Promise(r => setTimeout(r, 200));
+  const open = document.getElementById("confirm-dialog").open;
+  document.getElementById("confirm-ok").click();
+  return [answer, open, await second].join(" ");
+})()`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	require.Equal(t, "false true true", got, "the first answered no; the second stays open and is answered yes")
+	// Escape still answers no.
+	_, err = chromedp.Run(tctx, chromedp.Evaluate[chromedp.Void](`window.__third = agentpayUI.confirm("Third?", "The third.", "Do it")`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(kb.Escape)))
+	got, err = chromedp.Run(tctx, chromedp.Evaluate[string](`window.__third.then(a => a + " " + document.getElementById("confirm-dialog").open)`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	require.Equal(t, "false false", got)
 }

@@ -45,7 +45,11 @@
       }
       ok.onclick = function () { done(true); };
       cancel.onclick = function () { done(false); };
-      dialog.onclose = function () { done(false); };
+      // Escape closes the dialog, then its close event says no. A close
+      // event that finds it open is the last confirmation's, queued when
+      // that one closed and run only after this one opened: it is not
+      // this one's answer (it closed a confirmation asked again at once).
+      dialog.onclose = function () { if (!dialog.open) { done(false); } };
       dialog.showModal();
       cancel.focus();
     });
