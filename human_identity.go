@@ -75,7 +75,7 @@ func (s *Service) StartIdentityVerification(ctx context.Context, v *Viewer) (*Id
 	id := uuid.New()
 	// The provider first (an outside call, never inside a transaction);
 	// if recording fails after, its session is only an unused page.
-	started, err := p.Start(ctx, identity.StartRequest{VerificationID: id.String(), ReturnURL: strings.TrimRight(s.cfg.AppURL, "/") + "/"})
+	started, err := p.Start(ctx, identity.StartRequest{VerificationID: id.String(), ReturnURL: strings.TrimRight(s.cfg.AppURL, "/") + "/?identity=returned"})
 	if err != nil {
 		s.logger.WarnContext(ctx, "identity: provider start", "provider", p.Name(), "err", err)
 		return nil, fmt.Errorf("%w: the identity provider did not answer; try again", ErrUnavailable)

@@ -107,6 +107,10 @@ type Withdrawal struct {
 	// TxHash is the transfer to ToAddress ("" while not broadcast),
 	// FeeTxHash the fee to the treasury.
 	TxHash, FeeTxHash string
+	// TxURL is the transfer to ToAddress on the chain's public block
+	// explorer, in the agents' mode (their wallets' network); "" before it
+	// is broadcast or for a chain without a known explorer.
+	TxURL string
 	// Status is completed, failed, or pending (recorded or broadcast, not
 	// yet included: the worker finishes it).
 	Status  string
@@ -168,7 +172,7 @@ func (s *Service) withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 	if err != nil {
 		return nil, err
 	}
-	return withdrawalOf(t), nil
+	return s.withdrawalOf(t), nil
 }
 
 // checkedWithdrawal is a withdrawal request that passed its own checks.
@@ -306,7 +310,7 @@ func chainDisplay(c chains.Name) string {
 }
 
 // withdrawalOf is a withdrawal's answer from its transfer row as it is.
-func withdrawalOf(t *ent.Transfer) *Withdrawal {
+func (s *Service) withdrawalOf(t *ent.Transfer) *Withdrawal {
 	w := &Withdrawal{
 		Transfer:  t,
 		Chain:     chains.Name(t.Chain),
@@ -316,6 +320,7 @@ func withdrawalOf(t *ent.Transfer) *Withdrawal {
 		Fee:       USDCAmount(t.Fee),
 		TxHash:    t.TxHash,
 		FeeTxHash: t.FeeTxHash,
+		TxURL:     TransactionURL(s.cfg.AgentMode, t.Chain, t.TxHash),
 		Status:    string(t.Status),
 		CreatedAt: t.CreatedAt,
 	}
@@ -356,7 +361,7 @@ func (s *Service) Withdrawals(ctx context.Context, u *ent.User, limit *int) ([]*
 	}
 	out := make([]*Withdrawal, len(ts))
 	for i, t := range ts {
-		out[i] = withdrawalOf(t)
+		out[i] = s.withdrawalOf(t)
 	}
 	return out, nil
 }
@@ -453,7 +458,8 @@ func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 			}
 			return &Withdrawal{
 				Transfer: t, Chain: chains.Name(a.Chain), ToAddress: a.ToAddress, Amount: a.Amount, Delivered: a.Delivered,
-				Fee: a.Fee, TxHash: a.TxHash, FeeTxHash: a.FeeTxHash, Status: a.Status, Message: a.Message, CreatedAt: t.CreatedAt,
+				Fee: a.Fee, TxHash: a.TxHash, FeeTxHash: a.FeeTxHash, TxURL: TransactionURL(s.cfg.AgentMode, a.Chain, a.TxHash),
+				Status: a.Status, Message: a.Message, CreatedAt: t.CreatedAt,
 			}, nil
 		},
 		Recover: func(ctx context.Context, transferID uuid.UUID) (*Withdrawal, error) {
@@ -461,7 +467,7 @@ func (s *Service) Withdraw(ctx context.Context, v *Viewer, req WithdrawRequest) 
 			if err != nil {
 				return nil, fmt.Errorf("transfer: %w", err)
 			}
-			return withdrawalOf(t), nil
+			return s.withdrawalOf(t), nil
 		},
 	})
 }

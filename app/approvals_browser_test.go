@@ -149,7 +149,9 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	))
 
 	// The agent's send above it appears live; approving uses the passkey.
-	time.Sleep(500 * time.Millisecond) // the subscription is up before the send
+	// The page says when its subscription is asked for (after the last
+	// event it read, so nothing committed since is missed).
+	require.NoError(t, chromedp.Do(ctx, wait(`document.body.dataset.live === "subscribed"`)))
 	held, _, err := svc.Send(bg, ag, agentpay.SendRequest{ToUsername: "policy_browser_payee", AmountUSD: agentpay.USDCAmount(2_000_000), Chain: "base"})
 	require.NoError(t, err)
 	require.Equal(t, "awaiting_approval", held.Status)

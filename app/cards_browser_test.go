@@ -116,7 +116,9 @@ func TestCardApprovalInBrowser(t *testing.T) {
 		chromedp.Navigate(origin+"/app/"),
 		chromedp.WaitVisible(`#card-requests`),
 	))
-	time.Sleep(500 * time.Millisecond) // the subscription is up before the request
+	// The page says when its subscription is asked for (after the last
+	// event it read, so nothing committed since is missed).
+	require.NoError(t, chromedp.Do(ctx, wait(`document.body.dataset.live === "subscribed"`)))
 	req, _, err := svc.RequestCardPurchase(bg, ag, agentpay.CardPurchaseRequest{
 		AmountUSD: agentpay.USDCAmount(4_000_000), MerchantName: "Acme Books", Description: "a book on payments"})
 	require.NoError(t, err)

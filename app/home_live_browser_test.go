@@ -17,10 +17,13 @@ import (
 // loadProbe is run in the home page before its scripts (a DevTools
 // script, outside the page's CSP): it counts the home's reads of the
 // viewer (the GraphQL query naming pairings) in flight at once, can hold
-// the answer of the next one until released, and counts the live feed's
-// messages.
+// the answer of the next one until released, counts the live feed's
+// messages, and can hold the page's subscribe message (holdSubscribe)
+// until sendSubscribe: the page then believes itself subscribed while the
+// service has not started its watch yet.
 const loadProbe = `(function () {
-  var t = window.__loads = {inflight: 0, max: 0, hold: false, held: false, arrived: false, nexts: 0, subscribed: false, release: function () {}};
+  var t = window.__loads = {inflight: 0, max: 0, hold: false, held: false, arrived: false, nexts: 0, subscribed: false, release: function () {},
+    holdSubscribe: false, sendSubscribe: function () {}};
   var realFetch = window.fetch;
   window.fetch = function (url, init) {
     if (!(init && typeof init.body === "string" && init.body.indexOf("pairings {") >= 0)) { return realFetch.apply(this, arguments); }
@@ -37,7 +40,13 @@ const loadProbe = `(function () {
   var RealWS = window.WebSocket;
   window.WebSocket = function (url, protocols) {
     var ws = new RealWS(url, protocols), send = ws.send;
-    ws.send = function (m) { if (String(m).indexOf('"subscribe"') >= 0) { t.subscribed = true; } return send.apply(ws, arguments); };
+    ws.send = function (m) {
+      if (String(m).indexOf('"subscribe"') >= 0) {
+        t.subscribed = true;
+        if (t.holdSubscribe) { t.sendSubscribe = function () { send.call(ws, m); }; return; }
+      }
+      return send.apply(ws, arguments);
+    };
     ws.addEventListener("message", function (m) { if (JSON.parse(m.data).type === "next") { t.nexts++; } });
     return ws;
   };
@@ -102,4 +111,45 @@ func TestHomeRendersOneLoadAtATime(t *testing.T) {
 	denied, err := chromedp.Run(tctx, chromedp.Text(`#pairing-result`))
 	require.NoError(t, err)
 	require.Equal(t, "Denied one_load_first's request to pair.", denied)
+}
+
+// TestHomeMissesNoEventBeforeItsWatchStarts: the service starts a
+// subscription's watch after the subscribe message, on its own goroutine,
+// so an event committed after the page read its state but before the
+// watch began was never sent, and the page missed it (tests slept 500 ms
+// to be safe). The home subscribes after the last event it read: here its
+// subscribe message is held in the page while a pairing request is
+// committed, and the request still shows once the message goes.
+func TestHomeMissesNoEventBeforeItsWatchStarts(t *testing.T) {
+	a := serveApp(t)
+	ctx := context.Background()
+	email := "no.miss@example.com"
+	u, err := a.svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "no_miss"})
+	require.NoError(t, err)
+	reg, err := a.svc.QuickRegister(ctx, "no_miss_agent")
+	require.NoError(t, err)
+	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
+
+	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
+	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	_, err = chromedp.Call(tctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{
+		Source: loadProbe + `window.__loads.holdSubscribe = true;`})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(a.newestLink(t, email)),
+		chromedp.Click(`#continue`),
+		chromedp.WaitVisible(`#requests-empty`),
+		wait(`document.body.dataset.live === "subscribed" && window.__loads.subscribed && window.__loads.inflight === 0`),
+	))
+	_, err = a.svc.RequestPairing(ctx, reg.Agent, agentpay.PairingRequest{UserID: u.ID.String()})
+	require.NoError(t, err)
+	_, err = chromedp.Run(tctx, chromedp.Evaluate[chromedp.Void](`window.__loads.sendSubscribe()`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.querySelectorAll("#requests li.request").length === 1`)),
+		"the request committed before the watch started shows")
 }

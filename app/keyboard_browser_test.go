@@ -12,28 +12,34 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/mailmessage"
 	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
-// TestKeyboardOnlyJourneys completes two journeys in headless Chromium
-// with the keyboard alone (Tab, Enter and Space as key events; no click,
-// no focus set by script): a human approves an agent's pairing request
-// on the home page, and a merchant's owner creates a session in the
-// dashboard and cancels it through its confirmation. Every control the
-// keyboard reaches on the way shows where the focus is: a visible
-// outline from the one stylesheet (internal/uikit), not the browser's
-// thin default.
+// TestKeyboardOnlyJourneys completes three journeys in headless Chromium
+// with the keyboard alone (Tab, Enter and Space as key events, and the
+// digits of an amount; no click, no focus set by script): a human
+// approves an agent's pairing request on the home page; a merchant's
+// owner creates a session in the dashboard and cancels it through its
+// confirmation; and refunds part of a paid session (paid on the Base
+// devnet) through its confirmation. Every control the keyboard reaches
+// on the way shows where the focus is: a visible outline from the one
+// stylesheet (internal/uikit), not the browser's thin default; axe-core
+// finds nothing serious on the refund's form, its confirmation and its
+// answer.
 func TestKeyboardOnlyJourneys(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true})
+	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base},
+		Confirmations: map[chains.Name]uint64{chains.Base: 1}})
 	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
 	env.Fill(&cfg)
 	svc, err := agentpay.NewService(cfg)
@@ -63,7 +69,7 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 
 	// A person who owns a merchant and whom an agent asks to pair with.
 	name, email := "Keyboard Shop", "owner@keyboard.test"
-	_, err = svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
+	shop, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	require.NoError(t, err)
 	confirm := newest(email, "/confirm-email/")
 	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "keyboard_owner"})
@@ -160,4 +166,46 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Keyboard order", s.Description)
 	require.Equal(t, checkoutsession.StatusCancelled, s.Status)
+
+	// A session paid on the devnet, refunded in part from its page: Tab
+	// to the payment's refund amount, type it, Tab to Refund, Enter; the
+	// confirmation opens on Go back: Tab to the action, Enter. The live
+	// feed's refreshes meanwhile leave the form (and its focus) alone.
+	auth, err := svc.AuthenticateMerchant(ctx, shop.Keys.TestSecretKey)
+	require.NoError(t, err)
+	ten := decimal.RequireFromString("10")
+	paid, err := svc.CreateSession(ctx, auth, agentpay.SessionInput{Amount: &ten, Currency: "USD", Description: "Keyboard refund"})
+	require.NoError(t, err)
+	paidID := paid.Session.ExternalID
+	deposit, err := svc.SelectPaymentMethod(ctx, paidID, "", "base", "USDC")
+	require.NoError(t, err)
+	env.Fund(t, chains.Base, deposit.Address, 10_000_000)
+	require.Eventually(t, func() bool {
+		env.EVM(chains.Base).Commit()
+		_, err := svc.ScanDeposits(ctx, agentpay.ModeTest, chains.Base)
+		require.NoError(t, err)
+		sess, err := env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(paidID)).Only(ctx)
+		require.NoError(t, err)
+		return sess.Status == checkoutsession.StatusConfirmed
+	}, 30*time.Second, 50*time.Millisecond, "the session is paid and confirmed")
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Navigate(origin+"/app/dashboard#session/"+paidID),
+		wait(`document.getElementById("dashboard").dataset.loaded === "session" && !!document.querySelector("#session-payments form.refund-form")`),
+	))
+	testenv.CheckAccessibility(t, tctx, "a paid session's refund form")
+	tabTo(`#session-payments form.refund-form input.refund-amount`)
+	press("4")
+	tabTo(`#session-payments form.refund-form button.refund`)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("confirm-dialog").open && document.activeElement.id === "confirm-cancel"`)))
+	require.Equal(t, "Refund 4.00 USD", eval(`document.getElementById("confirm-ok").textContent`))
+	testenv.CheckAccessibility(t, tctx, "the refund's confirmation")
+	tabTo(`#confirm-ok`)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("dash-notice").textContent.startsWith("Refund re_") && !document.getElementById("dash-notice").hidden && !!document.querySelector("#session-refunds li.refund-row")`)))
+	testenv.CheckAccessibility(t, tctx, "the refund requested")
+	refunds, err := env.DB.Ent.Refund.Query().All(ctx)
+	require.NoError(t, err)
+	require.Len(t, refunds, 1, "one refund")
+	require.EqualValues(t, 4_000_000, refunds[0].AmountToken, "4 of the 10 USDC")
 }

@@ -186,6 +186,7 @@ func TestPasskeysInBrowser(t *testing.T) {
 		chromedp.Click(`#display-name-form button[type=submit]`),
 		chromedp.WaitVisible(`#display-name-saved`),
 	))
+	require.Equal(t, "Saved.", text(`#display-name-saved`), "feedback is a sentence")
 	u, err = a.env.DB.Ent.User.Get(context.Background(), u.ID)
 	require.NoError(t, err)
 	require.Equal(t, "Pat Passkey", u.DisplayName)

@@ -126,9 +126,14 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, summary, "withdraw 4 USDC from your agentpay account wd_browser to "+to+" on base")
 	require.NoError(t, chromedp.Do(other, chromedp.Click(`#stepup-confirm`), chromedp.WaitVisible(`#stepup-confirmed`)))
+	// The answer is a sentence, with the transaction on the explorer.
 	res := waitResult("completed")
-	require.Contains(t, res, "completed: 0x")
-	require.Contains(t, res, "3.996 USDC delivered")
+	require.Equal(t, "Withdrawal of 4.00 USDC to "+to[:6]+"…"+to[len(to)-4:]+" on base arrived: 3.996 USDC delivered, 0.004 USDC fee. See the transaction.", res)
+	wd, err := env.DB.Ent.Transfer.Query().Only(ctx)
+	require.NoError(t, err)
+	href, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector("#withdraw-result a.tx-link").href`))
+	require.NoError(t, err)
+	require.Equal(t, "https://sepolia.basescan.org/tx/"+wd.TxHash, href, "test mode: the test network's explorer")
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Poll[chromedp.Void](`document.getElementById("total").textContent === "6.00"`, chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.WaitVisible(`#withdrawals li.withdrawal[data-status=completed]`),

@@ -163,10 +163,14 @@ func viewerStepUpModel(up *agentpay.StepUp) (*model.ViewerStepUp, error) {
 
 func withdrawalModel(w *agentpay.Withdrawal) *model.Withdrawal {
 	t := w.Transfer
+	var why *string
+	if w.Status == "failed" {
+		why = nonEmpty(t.Error)
+	}
 	return &model.Withdrawal{
 		ID: t.ID, Chain: string(w.Chain), ToAddress: w.ToAddress,
 		AmountUsd: w.Amount, FeeUsd: w.Fee, DeliveredUsd: w.Delivered,
-		TxHash: nonEmpty(w.TxHash), FeeTxHash: nonEmpty(w.FeeTxHash),
+		TxHash: nonEmpty(w.TxHash), FeeTxHash: nonEmpty(w.FeeTxHash), TxURL: nonEmpty(w.TxURL), Error: why,
 		Status: enumOf[model.WithdrawalStatus](w.Status), Message: w.Message, Memo: nonEmpty(t.Memo),
 		CreatedAt: t.CreatedAt, CompletedAt: t.CompletedAt,
 	}

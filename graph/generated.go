@@ -1068,6 +1068,7 @@ type ComplexityRoot struct {
 		CompletedAt  func(childComplexity int) int
 		CreatedAt    func(childComplexity int) int
 		DeliveredUsd func(childComplexity int) int
+		Error        func(childComplexity int) int
 		FeeTxHash    func(childComplexity int) int
 		FeeUsd       func(childComplexity int) int
 		ID           func(childComplexity int) int
@@ -1077,6 +1078,7 @@ type ComplexityRoot struct {
 		Status       func(childComplexity int) int
 		ToAddress    func(childComplexity int) int
 		TxHash       func(childComplexity int) int
+		TxURL        func(childComplexity int) int
 	}
 }
 
@@ -5986,6 +5988,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Withdrawal.DeliveredUsd(childComplexity), true
+	case "Withdrawal.error":
+		if e.ComplexityRoot.Withdrawal.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.Error(childComplexity), true
 	case "Withdrawal.feeTxHash":
 		if e.ComplexityRoot.Withdrawal.FeeTxHash == nil {
 			break
@@ -6040,6 +6048,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Withdrawal.TxHash(childComplexity), true
+	case "Withdrawal.txUrl":
+		if e.ComplexityRoot.Withdrawal.TxURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Withdrawal.TxURL(childComplexity), true
 
 	}
 	return 0, false
@@ -8004,6 +8018,10 @@ func (ec *executionContext) childFields_Withdrawal(ctx context.Context, field gr
 		return ec.fieldContext_Withdrawal_txHash(ctx, field)
 	case "feeTxHash":
 		return ec.fieldContext_Withdrawal_feeTxHash(ctx, field)
+	case "txUrl":
+		return ec.fieldContext_Withdrawal_txUrl(ctx, field)
+	case "error":
+		return ec.fieldContext_Withdrawal_error(ctx, field)
 	case "status":
 		return ec.fieldContext_Withdrawal_status(ctx, field)
 	case "message":
@@ -28825,6 +28843,52 @@ func (ec *executionContext) fieldContext_Withdrawal_feeTxHash(_ context.Context,
 	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
 }
 
+func (ec *executionContext) _Withdrawal_txUrl(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_txUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TxURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_txUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Withdrawal_error(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Withdrawal_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Withdrawal_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Withdrawal", field, false, false, "String")
+}
+
 func (ec *executionContext) _Withdrawal_status(ctx context.Context, field graphql.CollectedField, obj *model.Withdrawal) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -38000,6 +38064,16 @@ func (ec *executionContext) _Withdrawal(ctx context.Context, sel ast.SelectionSe
 			}
 		case "feeTxHash":
 			out.Values[i] = ec._Withdrawal_feeTxHash(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "txUrl":
+			out.Values[i] = ec._Withdrawal_txUrl(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._Withdrawal_error(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -32,7 +32,7 @@
     testWebhook: "mutation { sendTestWebhook { id } }",
     rollKeys: "mutation { rollKeys { publicKey secretKey livemode warning } }",
     saveSettings: "mutation($in: UpdateMerchantInput!) { updateMerchant(input: $in) { id } }",
-    feed: "subscription { merchantEvents { cursor kind eventId eventType } }"
+    feed: "subscription($after: Int64) { merchantEvents(after: $after) { cursor kind eventId eventType } }"
   };
   var MODES = {test: "TEST", live: "LIVE"}, OWNER = "OWNER", CHAINS = ["base", "arbitrum", "ethereum", "polygon", "solana"];
   // Enum values: the page shows and compares them lower-cased (shown()),
@@ -40,6 +40,11 @@
   // the API's enum spelling is this one line.
   function asEnum(v) { return String(v).toUpperCase(); }
   var money = window.agentpayUI.money, confirmAction = window.agentpayUI.confirm;
+  // Lists and tables render through agentpayUI.keyed: the live feed
+  // refreshes the view on every event, and a row that did not change
+  // keeps its node (and a refund form its typed amount and focus), so
+  // nothing moves under a person's pointer.
+  var keyed = window.agentpayUI.keyed;
   function shown(v) { return String(v).toLowerCase(); }
 
   var root = document.getElementById("dashboard");
@@ -80,7 +85,9 @@
           sessionStorage.removeItem(tokenKey());
           return openSession().then(function () { return asMerchant(query, variables, true); });
         }
-        throw new Error(res.errors[0].message);
+        var err = new Error(res.errors[0].message);
+        err.answered = true; // the service answered (not a lost answer)
+        throw err;
       }
       return res.data;
     });
@@ -178,13 +185,11 @@
   function overview() {
     var to = new Date(), from = new Date(to.getTime() - 30 * 86400000);
     return asMerchant(Q.volume, {from: from.toISOString(), to: to.toISOString()}).then(function (d) {
-      var body = $("volume-table").tBodies[0];
-      body.textContent = "";
-      d.paymentVolume.forEach(function (v) {
+      keyed($("volume-table").tBodies[0], d.paymentVolume, {key: function (v) { return v.day + " " + v.chain + " " + v.status; }, render: function (v) {
         var tr = el("tr");
         [v.day, v.chain, shown(v.status), v.count, money(v.volume)].forEach(function (c, i) { tr.appendChild(cell(c, VOLUME_COLUMNS[i])); });
-        body.appendChild(tr);
-      });
+        return tr;
+      }});
       $("volume-empty").hidden = d.paymentVolume.length > 0;
       state.volume = {from: from, rows: d.paymentVolume};
       drawChart();
@@ -242,7 +247,7 @@
     svg.appendChild(svgEl("line", {x1: 0, x2: 600, y1: 170, y2: 170, stroke: "#999"}));
     svg.appendChild(svgEl("text", {x: 2, y: 12, "font-size": 10, fill: "#555"}, "max " + shownMeasure(metric, max) + " a day"));
     var legend = $("chart-legend");
-    legend.textContent = "";
+    if (legend.children.length) { return; }
     // The chain's colour on a swatch; its name in the text colour, which
     // some chain colours are too light to be read in.
     CHAINS.forEach(function (chain) {
@@ -273,10 +278,8 @@
     if (from) { where.createdFrom = from + "T00:00:00Z"; }
     if (to) { where.createdTo = new Date(Date.parse(to + "T00:00:00Z") + 86400000).toISOString(); }
     return asMerchant(Q.sessions, {where: where}).then(function (d) {
-      var body = $("sessions-table").tBodies[0];
-      body.textContent = "";
-      d.sessions.edges.forEach(function (e) {
-        var s = e.node, tr = el("tr"), a = el("a", s.externalId);
+      keyed($("sessions-table").tBodies[0], d.sessions.edges.map(function (e) { return e.node; }), {key: function (s) { return s.externalId; }, render: function (s) {
+        var tr = el("tr"), a = el("a", s.externalId);
         a.href = "#session/" + encodeURIComponent(s.externalId);
         var td = el("td");
         td.appendChild(a);
@@ -285,8 +288,8 @@
         tr.appendChild(cell(el("td", shown(s.status), "session-status"), "Status"));
         tr.appendChild(cell(when(s.createdAt), "Created"));
         tr.dataset.id = s.externalId;
-        body.appendChild(tr);
-      });
+        return tr;
+      }});
       $("sessions-empty").hidden = d.sessions.edges.length > 0;
     });
   }
@@ -298,6 +301,10 @@
         (a.error ? " · " + a.error : "") + " · " + a.durationMs + " ms", a.error ? "attempt attempt-failed" : "attempt attempt-ok"));
     });
     return ul;
+  }
+  function events(edges, list, none) {
+    keyed(list, edges.map(function (e) { return e.node; }), {key: function (ev) { return ev.id; }, render: eventItem,
+      empty: function () { return el("li", none, "empty"); }});
   }
   function eventItem(ev) {
     var li = el("li");
@@ -361,6 +368,12 @@
         return asMerchant(Q.refund, {id: s.externalId, in: input, key: key}).then(function (d) {
           tell("Refund " + d.createRefund.refund.externalId + " requested: it shows below with its state.");
           return route(true);
+        }, function (e) {
+          // Refused: the form is kept (its row did not change), and the
+          // next try is a new request. A lost answer keeps the key, so
+          // submitting again retries the same refund.
+          if (e.answered) { key = newKey(); }
+          throw e;
         }).catch(showError).then(function () { submit.disabled = false; });
       });
     });
@@ -389,37 +402,49 @@
         if (a.paymentExternalId) { flagged[a.paymentExternalId] = shown(a.kind); }
       });
       attention.hidden = !s.attention.length;
-      var pays = $("session-payments");
-      pays.textContent = "";
-      d.payments.edges.forEach(function (e) {
-        var p = e.node;
-        var li = el("li", null, "payment");
-        li.appendChild(el("span", p.externalId + " · " + money(p.tokenAmount, "USDC") + " on " + p.chain + " · " + shown(p.status) +
-          " · " + p.confirmations + " confirmations · " + p.txHash));
-        li.dataset.status = shown(p.status);
-        li.dataset.id = p.externalId;
-        if (flagged[p.externalId]) { li.dataset.attention = flagged[p.externalId]; }
+      // A payment's row is updated in place while what its refund form
+      // offers is the same (its confirmations count up meanwhile), so
+      // an amount being typed stays.
+      function paymentLine(p) {
+        return p.externalId + " · " + money(p.tokenAmount, "USDC") + " on " + p.chain + " · " + shown(p.status) +
+          " · " + p.confirmations + " confirmations · " + p.txHash;
+      }
+      function refundable(p) {
         var left = refundLeft(p, d.refunds);
-        if (shown(p.status) === "confirmed" && left > 0n) { li.appendChild(refundForm(s, p, left)); }
-        pays.appendChild(li);
+        return shown(p.status) === "confirmed" && left > 0n ? left : null;
+      }
+      keyed($("session-payments"), d.payments.edges.map(function (e) { return e.node; }), {
+        key: function (p) { return p.externalId; },
+        sig: function (p) { return JSON.stringify(p) + " " + refundable(p) + " " + (flagged[p.externalId] || ""); },
+        render: function (p) {
+          var li = el("li", null, "payment"), left = refundable(p);
+          li.appendChild(el("span", paymentLine(p)));
+          li.dataset.status = shown(p.status);
+          li.dataset.id = p.externalId;
+          if (flagged[p.externalId]) { li.dataset.attention = flagged[p.externalId]; }
+          li.agentpayRefund = String(left);
+          if (left !== null) { li.appendChild(refundForm(s, p, left)); }
+          return li;
+        },
+        update: function (li, p) {
+          if (li.agentpayRefund !== String(refundable(p)) || (li.dataset.attention || "") !== (flagged[p.externalId] || "")) { return false; }
+          li.firstChild.textContent = paymentLine(p);
+          li.dataset.status = shown(p.status);
+          return true;
+        },
+        empty: function () { return el("li", "No payment yet: the customer pays on the hosted page.", "empty"); }
       });
-      if (!d.payments.edges.length) { pays.appendChild(el("li", "No payment yet: the customer pays on the hosted page.", "empty")); }
       var cancel = $("cancel-session");
       cancel.hidden = !(OPEN[shown(s.status)] && !d.payments.edges.length);
       cancel.dataset.id = s.externalId;
-      var refunds = $("session-refunds");
-      refunds.textContent = "";
-      d.refunds.forEach(function (r) {
+      keyed($("session-refunds"), d.refunds, {key: function (r) { return r.externalId; }, render: function (r) {
         var li = el("li", r.externalId + " · " + money(r.amountUsd, "USD") + " of " + (r.payment ? r.payment.externalId : "a payment") + " · " +
           (REFUND_STATES[shown(r.status)] || shown(r.status)) + (r.txHash ? " · " + r.txHash : "") + (r.error ? " · " + r.error : ""), "refund-row");
         li.dataset.status = shown(r.status);
-        refunds.appendChild(li);
-      });
-      if (!d.refunds.length) { refunds.appendChild(el("li", "No refund: a confirmed payment can be refunded from its row above.", "empty")); }
-      var events = $("session-events");
-      events.textContent = "";
-      d.webhookEvents.edges.slice().reverse().forEach(function (e) { events.appendChild(eventItem(e.node)); });
-      if (!d.webhookEvents.edges.length) { events.appendChild(el("li", "No event yet.", "empty")); }
+        li.dataset.id = r.externalId;
+        return li;
+      }, empty: function () { return el("li", "No refund: a confirmed payment can be refunded from its row above.", "empty"); }});
+      events(d.webhookEvents.edges.slice().reverse(), $("session-events"), "No event yet.");
     });
   }
 
@@ -449,10 +474,7 @@
     $("webhook-mode").textContent = "(" + state.mode + " mode)";
     return Promise.all([loadMerchant(), asMerchant(Q.events)]).then(function (r) {
       showSavedURL(r[0].webhookUrl || "");
-      var list = $("webhook-events");
-      list.textContent = "";
-      r[1].webhookEvents.edges.forEach(function (e) { list.appendChild(eventItem(e.node)); });
-      if (!r[1].webhookEvents.edges.length) { list.appendChild(el("li", "No event yet in this mode: set your endpoint's URL and send a test event to try it.", "empty")); }
+      events(r[1].webhookEvents.edges, $("webhook-events"), "No event yet in this mode: set your endpoint's URL and send a test event to try it.");
     });
   }
   function keys() {
@@ -510,10 +532,9 @@
   }
   function members() {
     return asViewer(Q.members).then(function (d) {
-      var list = $("members"), m = d.viewer.merchants.filter(function (x) { return x.id === state.merchant.id; })[0];
-      list.textContent = "";
+      var m = d.viewer.merchants.filter(function (x) { return x.id === state.merchant.id; })[0];
       $("invite-form").hidden = state.merchant.role !== OWNER;
-      m.members.forEach(function (mm) {
+      keyed($("members"), m.members, {key: function (mm) { return mm.id; }, sig: function (mm) { return JSON.stringify(mm) + state.merchant.id + state.merchant.role; }, render: function (mm) {
         var li = el("li", mm.email + " · " + (mm.role === OWNER ? "owner" : "read-only") + (mm.acceptedAt ? "" : " · invited"));
         if (state.merchant.role === OWNER) {
           li.appendChild(button("Remove", "remove-member", function () {
@@ -524,8 +545,8 @@
             });
           }));
         }
-        list.appendChild(li);
-      });
+        return li;
+      }});
     });
   }
 
@@ -538,27 +559,43 @@
   // reloads the view once acknowledged, since what changed meanwhile sent
   // no message. Without it the page stopped following for good (a
   // delivery's tries never showed).
+  //
+  // The feed is read from its start (after: 0, which the service bounds
+  // to the newest 100 lines), then from the last line seen: the service
+  // starts a watch after answering, on its own goroutine, so one without
+  // after could miss a line committed meanwhile. A replayed line costs a
+  // refresh (one at a time, and rows that did not change stay). Once the
+  // subscription is asked for, <body data-live="subscribed"> says every
+  // change reaches the page ("connecting" before), which tests wait for.
+  function live(s) { document.body.dataset.live = s; }
   function subscribe(again) {
     if (state.socket) { state.socket.onclose = null; state.socket.close(); }
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
+    var feed = state.merchant.id + "." + state.mode;
+    if (state.feed !== feed) { state.feed = feed; state.cursor = 0; }
     state.socket = ws;
+    live("connecting");
     var resubscribe = function () { if (state.socket === ws) { subscribe(true); } };
     ws.onopen = function () { ws.send(JSON.stringify({type: "connection_init", payload: {"X-Dashboard-Session": state.token}})); };
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
-        ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed}}));
+        ws.send(JSON.stringify({id: "feed", type: "subscribe", payload: {query: Q.feed, variables: {after: state.cursor}}}));
+        live("subscribed");
         if (again === true) { refreshLive(); }
       } else if (msg.type === "next") {
+        var line = msg.payload && msg.payload.data && msg.payload.data.merchantEvents;
+        if (line && state.socket === ws) { state.cursor = Math.max(state.cursor, line.cursor); }
         refreshLive();
       } else if (msg.type === "complete" || msg.type === "error") {
+        live("connecting");
         setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { setTimeout(resubscribe, 3000); };
+    ws.onclose = function () { live("connecting"); setTimeout(resubscribe, 3000); };
   }
   function refreshLive() {
     var v = current();

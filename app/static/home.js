@@ -31,12 +31,20 @@
   // the page in the lower-case words REST uses (and the data-status
   // attributes carry).
   function shown(v) { return String(v).toLowerCase(); }
-  function item(list, text) {
+  // The lists render through agentpayUI.keyed: an item that did not
+  // change keeps its node across the reloads every live event causes, so
+  // nothing moves under a person's pointer or loses its focus.
+  var keyed = window.agentpayUI.keyed, setText = window.agentpayUI.setText;
+  function item(text, cls) {
     var li = document.createElement("li");
     li.textContent = text;
-    document.getElementById(list).appendChild(li);
+    if (cls) { li.className = cls; }
     return li;
   }
+  function list(id, items, key, render) {
+    keyed(document.getElementById(id), items, {key: key, render: render});
+  }
+  function byID(x) { return x.id; }
   // Pairing decisions say what they did (or why not) in the section's
   // status line, which stays until the next decision replaces it.
   var pairingResult = document.getElementById("pairing-result");
@@ -51,18 +59,12 @@
     REVOKE: function (agent) { return "Unpaired " + agent + ": it can no longer ask you for anything."; }
   };
   function button(li, label, id, decision, agent) {
-    var b = document.createElement("button");
-    b.type = "button";
-    b.textContent = label;
-    b.dataset.decision = decision;
-    b.addEventListener("click", function () {
-      b.disabled = true;
-      gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(function (res) {
+    cardButton(li, label, "", function () {
+      return gql("mutation($id: ID!, $d: PairingDecision!) { decidePairing(id: $id, decision: $d) { status } }", {id: id, d: decision}).then(function (res) {
         if (res.errors) { pairingShow(sentence(res.errors[0].message), "error"); } else { pairingShow(DECIDED[decision](agent), decision.toLowerCase()); }
         return load();
       });
-    });
-    li.appendChild(b);
+    }).dataset.decision = decision;
   }
   // Consents to a new human likewise.
   var consentResult = document.getElementById("consent-result");
@@ -107,30 +109,35 @@
         list.forEach(function (x) { x.status = shown(x.status); });
       });
       v.spendApprovals.forEach(function (a) { a.operation = shown(a.operation); });
-      ["wallets", "requests", "consent-requests", "paired", "withdrawals", "card-requests", "spend-approvals", "spending-policies"].forEach(function (id) { document.getElementById(id).textContent = ""; });
-      document.getElementById("total").textContent = money(v.balance.totalUsd);
-      document.getElementById("identity-status").textContent = v.identityStatus.replace("_", " ");
+      setText(document.getElementById("total"), money(v.balance.totalUsd));
+      setText(document.getElementById("identity-status"), v.identityStatus.replace("_", " "));
+      identityRead(v.identityStatus);
       document.getElementById("verify-identity").hidden = v.identityStatus === "verified";
-      v.balance.balances.forEach(function (b) { item("wallets", b.chain + ": " + money(b.balance, "USDC") + " at " + b.address); });
-      v.pairings.forEach(function (p) {
-        if (p.status === "pending") {
-          var li = item("requests", p.agentUsername + (p.message ? ": " + p.message : ""));
-          li.className = "request";
-          button(li, "Approve", p.id, "APPROVE", p.agentUsername);
-          button(li, "Deny", p.id, "DENY", p.agentUsername);
-        } else if (p.status === "approved") {
-          button(item("paired", p.agentUsername), "Revoke", p.id, "REVOKE", p.agentUsername);
-        } else if (p.status === "awaiting_consent") {
-          item("paired", p.agentUsername + " (waiting for the consent of its other human)").className = "awaiting-consent";
-        }
+      list("wallets", v.balance.balances, function (b) { return b.chain; }, function (b) {
+        return item(b.chain + ": " + money(b.balance, "USDC") + " at " + b.address);
       });
-      v.pairingConsents.forEach(function (c) {
-        var li = item("consent-requests", c.username + " asks to pair with " + c.agentUsername);
-        li.className = "consent";
+      list("requests", v.pairings.filter(function (p) { return p.status === "pending"; }), byID, function (p) {
+        var li = item(p.agentUsername + (p.message ? ": " + p.message : ""), "request");
+        li.dataset.id = p.id;
+        button(li, "Approve", p.id, "APPROVE", p.agentUsername);
+        button(li, "Deny", p.id, "DENY", p.agentUsername);
+        return li;
+      });
+      list("paired", v.pairings.filter(function (p) { return p.status === "approved" || p.status === "awaiting_consent"; }), byID, function (p) {
+        if (p.status === "awaiting_consent") {
+          return item(p.agentUsername + " (waiting for the consent of its other human)", "awaiting-consent");
+        }
+        var li = item(p.agentUsername);
+        li.dataset.id = p.id;
+        button(li, "Revoke", p.id, "REVOKE", p.agentUsername);
+        return li;
+      });
+      list("consent-requests", v.pairingConsents, byID, function (c) {
+        var li = item(c.username + " asks to pair with " + c.agentUsername, "consent");
         li.dataset.id = c.id;
         [["Allow", "allow-consent", "APPROVE"], ["Refuse", "refuse-consent", "DENY"]].forEach(function (x) {
           cardButton(li, x[0], x[1], function () {
-            gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(function (res) {
+            return gql("mutation($id: ID!, $d: PairingDecision!) { decidePairingConsent(id: $id, decision: $d) { status } }", {id: c.id, d: x[2]}).then(function (res) {
               if (res.errors) { consentShow(sentence(res.errors[0].message), "error"); } else {
                 consentShow(x[2] === "APPROVE" ? "Allowed " + c.username + " to pair with " + c.agentUsername + "." :
                   "Refused " + c.username + "'s request to pair with " + c.agentUsername + ".", x[0].toLowerCase());
@@ -139,47 +146,52 @@
             });
           });
         });
+        return li;
       });
-      v.cardRequests.forEach(function (c) {
+      list("card-requests", v.cardRequests, byID, function (c) {
         var text = c.agentUsername + " asks to pay " + money(c.amountUsd, "USD") + " at " + c.merchantName +
           (c.description ? ": " + c.description : "") + " (" + c.status.replace(/_/g, " ") + ")";
         if (c.cardLast4) { text += ", card ending " + c.cardLast4; }
         if (c.chargedUsd) { text += ", charged " + money(c.chargedUsd, "USD"); }
         if (c.returnedUsd) { text += ", " + money(c.returnedUsd, "USDC") + " returned"; }
         if (c.deciders.length > 1) { text += "; needs " + c.deciders.join(" and ") + waiting(c.approvedBy); }
-        var li = item("card-requests", text);
-        li.className = "card-request";
+        var li = item(text, "card-request");
         li.dataset.id = c.id;
         li.dataset.status = c.status;
         if (c.viewerDecides) {
-          cardButton(li, "Approve", "approve-card", function () { approveCard(c.id); });
+          cardButton(li, "Approve", "approve-card", function () { return approveCard(c.id); });
           cardButton(li, "Deny", "deny-card", function () {
-            gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
+            return gql("mutation($id: ID!) { denyCardRequest(id: $id) { status } }", {id: c.id}).then(cardAnswer("denyCardRequest"));
           });
         }
+        return li;
       });
+      // The agents to set a policy on: the options are written again
+      // only when the paired agents changed (an open picker stays open).
       var agents = document.getElementById("policy-form").elements.agent, chosen = agents.value;
-      agents.textContent = "";
-      v.pairings.forEach(function (p) {
-        if (p.status !== "approved") { return; }
-        var o = document.createElement("option");
-        o.value = o.textContent = p.agentUsername;
-        agents.appendChild(o);
-      });
-      if (chosen) { agents.value = chosen; }
+      var names = v.pairings.filter(function (p) { return p.status === "approved"; }).map(function (p) { return p.agentUsername; });
+      if (Array.prototype.map.call(agents.options, function (o) { return o.value; }).join("\n") !== names.join("\n")) {
+        agents.textContent = "";
+        names.forEach(function (n) {
+          var o = document.createElement("option");
+          o.value = o.textContent = n;
+          agents.appendChild(o);
+        });
+        if (chosen) { agents.value = chosen; }
+      }
       savedPolicies = {};
       v.spendingPolicies.forEach(function (p) { savedPolicies[p.agentUsername] = p; });
       if (!policyEdited) { fillPolicy(); }
-      v.spendingPolicies.forEach(function (p) {
+      list("spending-policies", v.spendingPolicies, function (p) { return p.agentUsername; }, function (p) {
         var parts = [];
         if (p.approvalThreshold !== null) { parts.push("approval above " + money(p.approvalThreshold, "USD")); }
         if (p.perPaymentCap !== null) { parts.push("at most " + money(p.perPaymentCap, "USD") + " a payment"); }
         if (p.dailyCap !== null) { parts.push("at most " + money(p.dailyCap, "USD") + " a day"); }
         if (p.allowedRecipients.length) { parts.push("allowed: " + p.allowedRecipients.join(", ")); }
         if (p.denyByDefault) { parts.push("deny by default"); }
-        item("spending-policies", p.agentUsername + ": " + (parts.join("; ") || "no rules")).className = "spending-policy";
+        return item(p.agentUsername + ": " + (parts.join("; ") || "no rules"), "spending-policy");
       });
-      v.spendApprovals.forEach(function (a) {
+      list("spend-approvals", v.spendApprovals, byID, function (a) {
         // A held checkout payment names who is paid and for what; a send,
         // its recipient.
         var what = a.checkout
@@ -188,24 +200,25 @@
             (a.checkout.description ? " for “" + a.checkout.description + "”" : "") +
             (a.checkout.chain ? " on " + a.checkout.chain : "")
           : " wants to " + a.operation.replace(/_/g, " ") + " " + money(a.amountUsd, "USD") + " to " + a.recipient;
-        var li = item("spend-approvals", a.agentUsername + what +
+        var li = item(a.agentUsername + what +
           " (" + a.status.replace(/_/g, " ") + "). Held by the rule: " + a.reason + (a.error ? " — " + a.error : "") +
-          "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy));
-        li.className = "spend-approval";
+          "; decided by " + a.deciders.join(" and ") + waiting(a.approvedBy), "spend-approval");
         li.dataset.id = a.id;
         li.dataset.status = a.status;
         if (a.viewerDecides) {
-          cardButton(li, "Approve", "approve-spend", function () { approveSpend(a.id); });
+          cardButton(li, "Approve", "approve-spend", function () { return approveSpend(a.id); });
           cardButton(li, "Deny", "deny-spend", function () {
-            gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
+            return gql("mutation($id: ID!) { denySpendApproval(id: $id) { status } }", {id: a.id}).then(spendAnswer("denySpendApproval"));
           });
         }
+        return li;
       });
-      v.withdrawals.forEach(function (w) {
-        var li = item("withdrawals", money(w.amountUsd, "USDC") + " to " + w.toAddress + " on " + w.chain + ": " + w.status +
-          (w.txHash ? " (" + w.txHash + ")" : ""));
-        li.className = "withdrawal";
+      list("withdrawals", v.withdrawals, byID, function (w) {
+        var li = item(money(w.amountUsd, "USDC") + " to " + w.toAddress + " on " + w.chain + ": " + w.status +
+          (w.txHash ? " (" + w.txHash + ")" : ""), "withdrawal");
+        li.dataset.id = w.id;
         li.dataset.status = w.status;
+        return li;
       });
       window.agentpayUI.empties(root);
     });
@@ -219,12 +232,22 @@
     cardResult.dataset.status = status;
     cardResult.className = status === "error" ? "error" : "";
   }
+  // A list item's button is disabled while its action runs (onClick's
+  // promise, which ends after the reload): an item the action changed is
+  // rendered anew by then, and one it did not (a refusal, a passkey not
+  // used) keeps its node, whose button comes back.
   function cardButton(li, label, cls, onClick) {
     var b = document.createElement("button");
+    b.type = "button";
     b.textContent = label;
-    b.className = cls;
-    b.addEventListener("click", function () { b.disabled = true; onClick(); });
+    if (cls) { b.className = cls; }
+    b.addEventListener("click", function () {
+      b.disabled = true;
+      var again = function () { b.disabled = false; };
+      Promise.resolve().then(onClick).then(again, again);
+    });
     li.appendChild(b);
+    return b;
   }
   function cardAnswer(field) {
     return function (res) {
@@ -234,7 +257,7 @@
   }
   function approveCard(id) {
     cardShow("Approving…", "sending");
-    window.agentpayStepUp(gqlData, {action: "APPROVE_CARD", id: id}, function (text) { cardShow(text, "confirming"); }).then(function (proof) {
+    return window.agentpayStepUp(gqlData, {action: "APPROVE_CARD", id: id}, function (text) { cardShow(text, "confirming"); }).then(function (proof) {
       return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveCardRequest(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
         {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(cardAnswer("approveCardRequest"), function (err) {
@@ -259,7 +282,7 @@
   }
   function approveSpend(id) {
     spendShow("Approving…", "sending");
-    window.agentpayStepUp(gqlData, {action: "APPROVE_SPEND", id: id}, function (text) { spendShow(text, "confirming"); }).then(function (proof) {
+    return window.agentpayStepUp(gqlData, {action: "APPROVE_SPEND", id: id}, function (text) { spendShow(text, "confirming"); }).then(function (proof) {
       return gql("mutation($id: ID!, $ceremonyId: ID, $credential: String) { approveSpendApproval(id: $id, ceremonyId: $ceremonyId, credential: $credential) { status } }",
         {id: id, ceremonyId: proof.ceremonyId || null, credential: proof.credential || null});
     }).then(spendAnswer("approveSpendApproval"), function (err) {
@@ -331,10 +354,34 @@
   }
 
   // Identity verification happens on the provider's page, which sends
-  // the person back here.
+  // the person back here (?identity=returned). What came of it is said
+  // in a sentence then, and whenever it changes while the page is open
+  // (the provider's answer can come later: an identity.updated event).
+  var IDENTITY = {
+    verified: "Your identity is verified.",
+    pending: "Your identity is being checked: this page says so as soon as the result is in.",
+    requires_input: "The identity check needs more from you: verify your identity again to finish it.",
+    rejected: "Your identity could not be verified. You can start again with Verify your identity."
+  };
+  var identityResult = document.getElementById("identity-result"), identityLast = null;
+  var identityReturned = new URLSearchParams(location.search).get("identity") === "returned";
+  if (identityReturned) { history.replaceState(null, "", location.pathname + location.hash); }
+  function identityRead(status) {
+    if (IDENTITY[status] && (identityLast === null ? identityReturned : identityLast !== status)) {
+      identityResult.textContent = IDENTITY[status];
+      identityResult.dataset.status = status;
+      identityResult.className = status === "rejected" ? "error" : "note";
+    }
+    identityLast = status;
+  }
   document.getElementById("verify-identity").addEventListener("click", function () {
     gql("mutation { startIdentityVerification { url } }").then(function (res) {
-      if (res.errors) { document.getElementById("identity-status").textContent = sentence(res.errors[0].message); return; }
+      if (res.errors) {
+        identityResult.textContent = sentence(res.errors[0].message);
+        identityResult.dataset.status = "error";
+        identityResult.className = "error";
+        return;
+      }
       location.href = res.data.startIdentityVerification.url;
     });
   });
@@ -356,6 +403,32 @@
     result.dataset.status = status;
     result.className = status === "error" ? "error" : "";
   }
+  // A withdrawal's answer as a person reads it: what went where, and
+  // whether it arrived, is on its way or failed (and why), with the
+  // transaction on the chain's explorer once there is one.
+  function short(address) { return address.length > 14 ? address.slice(0, 6) + "…" + address.slice(-4) : address; }
+  function showWithdrawal(w) {
+    var what = "Withdrawal of " + money(w.amountUsd, "USDC") + " to " + short(w.toAddress) + " on " + w.chain;
+    var text = {
+      completed: what + " arrived: " + money(w.deliveredUsd, "USDC") + " delivered, " + money(w.feeUsd, "USDC") + " fee.",
+      pending: what + " is on its way: " + money(w.deliveredUsd, "USDC") + " will arrive once the network includes it.",
+      failed: what + " failed, and nothing left your balance." + (w.error ? " " + sentence(w.error) : "")
+    }[w.status] || what + ": " + w.status + ".";
+    show(text, w.status);
+    if (w.txUrl) {
+      var a = document.createElement("a");
+      a.href = w.txUrl;
+      a.target = "_blank";
+      a.rel = "noopener";
+      a.className = "tx-link";
+      a.textContent = "See the transaction";
+      result.appendChild(document.createTextNode(" "));
+      result.appendChild(a);
+      result.appendChild(document.createTextNode("."));
+    } else if (w.txHash) {
+      result.appendChild(document.createTextNode(" Transaction " + w.txHash + "."));
+    }
+  }
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();
     var submit = form.querySelector("button[type=submit]");
@@ -369,7 +442,7 @@
       show("Withdrawing…", "sending");
       input.ceremonyId = proof.ceremonyId || null;
       input.credential = proof.credential || null;
-      return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id status txHash message } }", {in: input}).then(function (res) {
+      return gql("mutation($in: WithdrawInput!) { withdraw(input: $in) { id chain toAddress amountUsd deliveredUsd feeUsd status txHash txUrl error } }", {in: input}).then(function (res) {
         attemptKey = null;
         if (res.errors) {
           show(window.agentpayUI.sentence(res.errors[0].message), "error");
@@ -377,7 +450,7 @@
         }
         var w = res.data.withdraw;
         w.status = shown(w.status);
-        show(w.status + (w.txHash ? ": " + w.txHash : "") + " — " + w.message, w.status);
+        showWithdrawal(w);
         if (w.status !== "failed") { form.reset(); }
         return load();
       }, function () {
@@ -401,11 +474,21 @@
   // watch the service ended (its credential could not be read again) or a
   // dropped socket is subscribed again, and the page reloads once
   // acknowledged: what changed meanwhile sent no message.
+  //
+  // The subscription starts after the last event the page read (after:
+  // lastEvent), so an event committed between that read and the moment the
+  // service starts the watch (which it does after answering, on its own
+  // goroutine) is sent too. Once it is asked for, the page says so on
+  // <body data-live="subscribed"> ("connecting" before): from then on
+  // every change reaches it, which is what tests (and anything else
+  // driving the page) wait for instead of sleeping.
   var socket = null;
+  function live(state) { document.body.dataset.live = state; }
   function subscribe(again) {
     var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + endpoint;
     var ws = new WebSocket(url, "graphql-transport-ws");
     socket = ws;
+    live("connecting");
     var resubscribe = function () {
       if (socket !== ws) { return; }
       ws.onclose = null;
@@ -416,18 +499,21 @@
     ws.onmessage = function (m) {
       var msg = JSON.parse(m.data);
       if (msg.type === "connection_ack") {
-        ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {query: "subscription { viewerEvents { id kind } }"}}));
+        ws.send(JSON.stringify({id: "events", type: "subscribe", payload: {
+          query: "subscription($after: Int64) { viewerEvents(after: $after) { id kind } }", variables: {after: lastEvent}}}));
+        live("subscribed");
         if (again === true) { load(); readEvents(); }
       } else if (msg.type === "next") {
         load();
         readEvents();
       } else if (msg.type === "complete" || msg.type === "error") {
+        live("connecting");
         setTimeout(resubscribe, 1000);
       } else if (msg.type === "ping") {
         ws.send(JSON.stringify({type: "pong"}));
       }
     };
-    ws.onclose = function () { setTimeout(resubscribe, 3000); };
+    ws.onclose = function () { live("connecting"); setTimeout(resubscribe, 3000); };
   }
   load().then(readEvents).then(function () { subscribe(); });
 })();

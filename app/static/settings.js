@@ -30,7 +30,7 @@
   function showError(e) {
     say("");
     errorBox.textContent = e.name === "NotAllowedError" ? "The passkey was not used: nothing changed." :
-      e.name === "InvalidStateError" ? "This device holds a passkey for your account already." : e.message;
+      e.name === "InvalidStateError" ? "This device holds a passkey for your account already." : window.agentpayUI.sentence(e.message);
     errorBox.hidden = false;
   }
   function when(t) { return t ? new Date(t).toLocaleString() : "never"; }

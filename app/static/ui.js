@@ -45,7 +45,11 @@
       }
       ok.onclick = function () { done(true); };
       cancel.onclick = function () { done(false); };
-      dialog.onclose = function () { done(false); };
+      // Escape closes the dialog, then its close event says no. A close
+      // event that finds it open is the last confirmation's, queued when
+      // that one closed and run only after this one opened: it is not
+      // this one's answer (it closed a confirmation asked again at once).
+      dialog.onclose = function () { if (!dialog.open) { done(false); } };
       dialog.showModal();
       cancel.focus();
     });
@@ -107,5 +111,59 @@
     }
   }
 
-  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence, device: device, empties: empties};
+  // keyed renders a list's items in place (issue 27): each item is keyed
+  // (by its id), and a re-render keeps the node of an item whose
+  // signature (by default its data as JSON) did not change, so a live
+  // event that changed nothing in a list moves nothing under a person's
+  // pointer, and keeps the focus, a half-typed field and an open form.
+  // An item that changed is updated in place when update(node, item)
+  // says it could, else its node is replaced where it stood (the focus
+  // moves to the matching control of the new node); new items are added,
+  // gone ones removed. Nodes of the list that are not keyed (a loading
+  // note) go. empty, when given, renders the node shown while there is
+  // no item (kept like an item).
+  //   o: {key: item -> string, render: item -> Node, sig: item -> string,
+  //       update: (node, item) -> bool, empty: () -> Node}
+  function keyed(list, items, o) {
+    var sig = o.sig || function (x) { return JSON.stringify(x); };
+    var old = {}, kids = list.children, i;
+    for (i = 0; i < kids.length; i++) {
+      if (kids[i].agentpayKey !== undefined) { old[kids[i].agentpayKey] = kids[i]; }
+    }
+    var entries = items.map(function (x) { return {key: "k:" + o.key(x), sig: sig(x), item: x}; });
+    if (!items.length && o.empty) { entries = [{key: "empty", sig: "", item: null}]; }
+    var wanted = entries.map(function (e) {
+      var node = old[e.key];
+      delete old[e.key];
+      if (node && node.agentpaySig === e.sig) { return node; }
+      if (node && e.item !== null && o.update && o.update(node, e.item)) { node.agentpaySig = e.sig; return node; }
+      var fresh = e.item === null ? o.empty() : o.render(e.item);
+      fresh.agentpayKey = e.key;
+      fresh.agentpaySig = e.sig;
+      if (node) {
+        var focused = node.contains(document.activeElement) ? document.activeElement : null;
+        list.replaceChild(fresh, node);
+        if (focused) { refocus(focused, fresh); }
+      }
+      return fresh;
+    });
+    Array.prototype.slice.call(list.children).forEach(function (n) {
+      if (wanted.indexOf(n) < 0) { list.removeChild(n); }
+    });
+    wanted.forEach(function (n, at) {
+      if (list.children[at] !== n) { list.insertBefore(n, list.children[at] || null); }
+    });
+  }
+  // refocus puts the focus, which was on a control of a replaced node, on
+  // the control of the same kind and label in its replacement.
+  function refocus(was, fresh) {
+    var same = fresh.querySelectorAll(was.tagName);
+    for (var i = 0; i < same.length; i++) {
+      if (same[i].className === was.className && same[i].textContent === was.textContent && !same[i].disabled) { same[i].focus(); return; }
+    }
+  }
+  // setText writes an element's text only when it changed.
+  function setText(e, text) { if (e.textContent !== text) { e.textContent = text; } }
+
+  window.agentpayUI = {money: money, confirm: confirmAction, sentence: sentence, device: device, empties: empties, keyed: keyed, setText: setText};
 })();

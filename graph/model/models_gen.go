@@ -844,6 +844,12 @@ type Withdrawal struct {
 	TxHash *string `json:"txHash,omitempty"`
 	// The fee's transfer to the treasury
 	FeeTxHash *string `json:"feeTxHash,omitempty"`
+	// The transfer to toAddress on the chain's public block explorer (the
+	// network of the service's agent mode); null before it is broadcast or for
+	// a chain without a known explorer
+	TxURL *string `json:"txUrl,omitempty"`
+	// Why it failed, as the chain or the service said (FAILED only)
+	Error *string `json:"error,omitempty"`
 	// PENDING (until both transfers are included), COMPLETED or FAILED (nothing moved)
 	Status      WithdrawalStatus `json:"status"`
 	Message     string           `json:"message"`
