@@ -31,7 +31,7 @@ run: deps
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDKs the MCP server is tested with (1.x for 2025-11-25, the 2.x client for 2026-07-28), the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, the MPP client (mppx) the Payment scheme is tested with, and axe-core, the accessibility checker the browser tests inject into every page
+## deps: the node packages: the Solana devnet's (LiteSVM), the official Standard Webhooks library the webhook tests verify deliveries with, the official MCP TypeScript SDKs the MCP server is tested with (1.x for 2025-11-25, the 2.x client for 2026-07-28), the x402 v1 client packages (x402-fetch, x402) and the x402 v2 ones (@x402/fetch, @x402/evm, @x402/core) the x402 endpoints are tested with, the MPP clients (mppx, and @solana/mpp for the solana method) the Payment scheme is tested with, and axe-core, the accessibility checker the browser tests inject into every page
 deps: $(SOLANA_RPC)/node_modules/.package-lock.json $(STDWEBHOOKS)/node_modules/.package-lock.json $(MCPCLIENT)/node_modules/.package-lock.json $(MCPCLIENT2)/node_modules/.package-lock.json $(X402CLIENT)/node_modules/.package-lock.json $(X402V2CLIENT)/node_modules/.package-lock.json $(MPPCLIENT)/node_modules/.package-lock.json $(AXE)/node_modules/.package-lock.json
 
 $(SOLANA_RPC)/node_modules/.package-lock.json: $(SOLANA_RPC)/package-lock.json
@@ -92,7 +92,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 40000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/
-	$(GO) test -run '^$$' -bench BenchmarkX402V2PaidRequest -benchtime 20x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench 'BenchmarkX402V2PaidRequest|BenchmarkX402V2SolanaPaidRequest' -benchtime 20x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/

@@ -38,6 +38,9 @@ const (
 	payerCustomer sessionPayer = "customer"
 	payerAgent    sessionPayer = "agent"
 	payerRelay    sessionPayer = "relay"
+	// payerSolana: a payer-signed Solana transaction the treasury
+	// co-signs (x402's exact, MPP's solana charge; x402_svm.go).
+	payerSolana sessionPayer = "solana"
 )
 
 // paymentsUnderWay are a session's payments begun and not ended, other
@@ -60,7 +63,15 @@ type paymentsUnderWay struct {
 //   - an agent may not while a relay is in flight, for the same reason;
 //   - a relay may while another relay is in flight: the usual case is the
 //     same payer's authorization signed again after a stuck relay, and each
-//     relay counts against its payer's balance (checkout_relays.go).
+//     relay counts against its payer's balance (checkout_relays.go);
+//   - a Solana transaction may not while another relay or Solana
+//     transaction is in flight (its own, the same transaction sent again,
+//     is not another): nothing on chain ties two Solana transactions
+//     together as an EIP-3009 nonce does, so a client that signs again
+//     (a new blockhash) after a timeout, without a payment-identifier or
+//     Idempotency-Key, would otherwise pay twice on two instances. It
+//     waits for the first one's outcome: paid (the session is), failed
+//     or expired (the row finishes, the session is payable again).
 func mayTakeSession(payer sessionPayer, sess *ent.CheckoutSession, under paymentsUnderWay) error {
 	switch {
 	case payer == payerCustomer:
@@ -69,6 +80,8 @@ func mayTakeSession(payer sessionPayer, sess *ent.CheckoutSession, under payment
 		return fmt.Errorf("%w: session %s is already being paid by an agent", ErrConflict, sess.ExternalID)
 	case payer == payerAgent && under.relay:
 		return fmt.Errorf("%w: session %s is already being paid by a relayed authorization", ErrConflict, sess.ExternalID)
+	case payer == payerSolana && under.relay:
+		return fmt.Errorf("%w: session %s is already being paid by another transaction in flight; retry the same payment (or under its payment-identifier or Idempotency-Key) to learn its outcome, and sign a new one only if it failed", ErrConflict, sess.ExternalID)
 	}
 	return nil
 }
@@ -81,6 +94,9 @@ type sessionTake struct {
 	// ownTransfer is the agent's transfer the take is for, recorded in the
 	// same transaction: not another payment under way.
 	ownTransfer *uuid.UUID
+	// ownTx is the Solana transaction the take is for (its id): a relay
+	// row of it in flight is this payment, sent again, not another.
+	ownTx string
 	// address: also find or allocate the session's deposit address on
 	// chain (the page's selection answers it).
 	address bool
@@ -106,7 +122,7 @@ func (s *Service) takeSession(ctx context.Context, sessionID uuid.UUID, take ses
 			return err
 		}
 		if take.payer != payerCustomer {
-			under, err := s.paymentsUnderWay(ctx, tx, cur.ID, take.ownTransfer, now)
+			under, err := s.paymentsUnderWay(ctx, tx, cur.ID, take.ownTransfer, take.ownTx, now)
 			if err != nil {
 				return err
 			}
@@ -139,7 +155,7 @@ func (s *Service) takeSession(ctx context.Context, sessionID uuid.UUID, take ses
 }
 
 // paymentsUnderWay reads the session's payments under way but own.
-func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, own *uuid.UUID, now time.Time) (paymentsUnderWay, error) {
+func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, own *uuid.UUID, ownTx string, now time.Time) (paymentsUnderWay, error) {
 	agents := tx.Transfer.Query().Where(transfer.CheckoutSessionID(sessionID), transfer.StatusNEQ(transfer.StatusFailed))
 	if own != nil {
 		agents = agents.Where(transfer.IDNEQ(*own))
@@ -148,8 +164,12 @@ func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uu
 	if err != nil {
 		return paymentsUnderWay{}, fmt.Errorf("reading agent payments: %w", err)
 	}
-	relaying, err := tx.Relay.Query().Where(relay.SessionID(sessionID),
-		relay.StatusIn(relay.StatusPending, relay.StatusSubmitted), relay.InFlightUntilGT(now.UTC())).Exist(ctx)
+	relays := tx.Relay.Query().Where(relay.SessionID(sessionID),
+		relay.StatusIn(relay.StatusPending, relay.StatusSubmitted), relay.InFlightUntilGT(now.UTC()))
+	if ownTx != "" {
+		relays = relays.Where(relay.Not(relay.And(relay.Chain(string(chains.Solana)), relay.Nonce(ownTx))))
+	}
+	relaying, err := relays.Exist(ctx)
 	if err != nil {
 		return paymentsUnderWay{}, fmt.Errorf("reading relays: %w", err)
 	}

@@ -11,13 +11,15 @@ import (
 // TestMayTakeSession: who may take a session for a payment while others
 // pay it (mayTakeSession): the customer always (every address stays
 // watched); an agent or a relay never while an agent pays; an agent not
-// while a relay is in flight; a relay beside another relay.
+// while a relay is in flight; a relay beside another relay; a Solana
+// transaction not beside another in flight.
 func TestMayTakeSession(t *testing.T) {
 	sess := &ent.CheckoutSession{ExternalID: "cs_test_x"}
 	const (
-		ok         = ""
-		byAgent    = "conflict: session cs_test_x is already being paid by an agent"
-		byRelaying = "conflict: session cs_test_x is already being paid by a relayed authorization"
+		ok            = ""
+		byAgent       = "conflict: session cs_test_x is already being paid by an agent"
+		byRelaying    = "conflict: session cs_test_x is already being paid by a relayed authorization"
+		byTransaction = "conflict: session cs_test_x is already being paid by another transaction in flight; retry the same payment (or under its payment-identifier or Idempotency-Key) to learn its outcome, and sign a new one only if it failed"
 	)
 	for _, tc := range []struct {
 		payer sessionPayer
@@ -36,6 +38,10 @@ func TestMayTakeSession(t *testing.T) {
 		{payerRelay, paymentsUnderWay{agent: true}, byAgent},
 		{payerRelay, paymentsUnderWay{relay: true}, ok},
 		{payerRelay, paymentsUnderWay{agent: true, relay: true}, byAgent},
+		{payerSolana, paymentsUnderWay{}, ok},
+		{payerSolana, paymentsUnderWay{agent: true}, byAgent},
+		{payerSolana, paymentsUnderWay{relay: true}, byTransaction},
+		{payerSolana, paymentsUnderWay{agent: true, relay: true}, byAgent},
 	} {
 		err := mayTakeSession(tc.payer, sess, tc.under)
 		if tc.want == ok {

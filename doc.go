@@ -78,10 +78,15 @@
 // An event is recorded once, its payload with it (events.go); each
 // delivery series of it to the merchant's webhook URL of the event's mode
 // (each mode has its own URL and secret, webhook_endpoints.go) is a River
-// job (kind deliver_webhook, queue "webhooks") that calls DeliverWebhook
-// (webhook_delivery.go). The first try runs as soon as a worker picks the
+// job (kind deliver_webhook, queue "webhooks") that calls
+// DeliverWebhookBatch (webhook_batch.go): for a receiver known to answer,
+// the job claims a batch of the merchant's due deliveries under a lease
+// and tries them together, one River fetch for many webhooks; otherwise it
+// claims and tries its one delivery (DeliverWebhook, webhook_delivery.go).
+// The first try runs as soon as a worker picks the
 // job up; after a failed try the worker retries at WebhookRetryDelays
-// (default 30s, 2m, 10m, 30m, 2h, through the worker's NextRetry), so a
+// (default 30s, 2m, 10m, 30m, 2h, through the worker's NextRetry, or the
+// delivery's next_attempt_at for a batch's try), so a
 // delivery gets len(delays)+1 tries (6) and is marked failed when the last
 // one fails. Any 2xx within WebhookTimeout is success; redirects are not
 // followed (a 3xx is a failure). Every try is kept as a WebhookAttempt.

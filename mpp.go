@@ -24,7 +24,8 @@ import (
 // Machine Payments Protocol, the "Payment" HTTP authentication scheme
 // (IETF draft-httpauth-payment-00), with the charge intent of the `evm`
 // method (draft-evm-charge-00) whose credential is an EIP-3009
-// authorization (type "authorization").
+// authorization (type "authorization"); and on Solana the `solana`
+// method's charge (mpp_solana.go), settled as x402's exact payment.
 //
 // The challenge: one `WWW-Authenticate: Payment` per EVM chain the
 // merchant accepts in the session's mode whose ledger relays
@@ -175,6 +176,9 @@ type MPPAuthorization struct {
 	ValidBefore string `json:"validBefore"`
 	Nonce       string `json:"nonce"`
 	Signature   string `json:"signature"`
+	// Transaction is the solana method's payload (mpp_solana.go): the
+	// payer-signed transaction, base64.
+	Transaction string `json:"transaction,omitempty"`
 }
 
 // MPPReceipt is what Payment-Receipt carries (base64url JSON).
@@ -184,7 +188,7 @@ type MPPReceipt struct {
 	Reference   string `json:"reference"`
 	Status      string `json:"status"`
 	Timestamp   string `json:"timestamp"`
-	ChainID     uint64 `json:"chainId"`
+	ChainID     uint64 `json:"chainId,omitempty"` // the evm method's
 	ExternalID  string `json:"externalId,omitempty"`
 }
 
@@ -279,8 +283,15 @@ func (s *Service) MPPChallenges(ctx context.Context, externalID, realm string) (
 		c.ID = mppChallengeID(key, c)
 		out = append(out, c)
 	}
+	sc, err := s.mppSolanaChallenge(ctx, sess, realm, expires)
+	if err != nil {
+		return nil, err
+	}
+	if sc != nil {
+		out = append(out, *sc)
+	}
 	if len(out) == 0 {
-		return nil, Invalid("chain", "the merchant accepts USDC on no EVM chain that relays authorizations in %s mode", mode)
+		return nil, Invalid("chain", "the merchant accepts USDC on no chain MPP is offered on in %s mode (an EVM chain that relays authorizations, Solana on mainnet-beta or devnet)", mode)
 	}
 	return out, nil
 }
@@ -346,11 +357,11 @@ type mppPayment struct {
 // needs no database or chain.
 func (s *Service) checkMPP(externalID, realm string, mode Mode, c *MPPCredential) (*mppPayment, error) {
 	ch := c.Challenge
-	if ch.Realm != realm || !hmac.Equal([]byte(ch.ID), []byte(mppChallengeID(s.cfg.Vault.ChallengeKey(), ch))) {
-		return nil, mppRefusal(MPPInvalidChallenge, ch.ID, "the challenge was not issued by this server for %s (its id does not bind its parameters)", realm)
+	if err := s.mppIssued(realm, ch); err != nil {
+		return nil, err
 	}
 	if ch.Method != MPPMethod || ch.Intent != MPPIntent {
-		return nil, mppRefusal(MPPInvalidChallenge, ch.ID, "only method %q, intent %q is offered", MPPMethod, MPPIntent)
+		return nil, mppRefusal(MPPInvalidChallenge, ch.ID, "only methods %q and %q, intent %q, are offered", MPPMethod, MPPMethodSolana, MPPIntent)
 	}
 	rawReq, err := base64.RawURLEncoding.DecodeString(ch.Request)
 	var req MPPChargeRequest
@@ -400,6 +411,15 @@ func (s *Service) checkMPP(externalID, realm string, mode Mode, c *MPPCredential
 	return out, nil
 }
 
+// mppIssued checks that ch's id binds its parameters for realm: this
+// server issued it, for the host asked.
+func (s *Service) mppIssued(realm string, ch MPPChallenge) error {
+	if ch.Realm != realm || !hmac.Equal([]byte(ch.ID), []byte(mppChallengeID(s.cfg.Vault.ChallengeKey(), ch))) {
+		return mppRefusal(MPPInvalidChallenge, ch.ID, "the challenge was not issued by this server for %s (its id does not bind its parameters)", realm)
+	}
+	return nil
+}
+
 // PayMPP settles a Payment credential for the session: the checks above,
 // then the relay of its authorization (PayWithAuthorization), answered
 // with the receipt once the transfer is included. realm is the host the
@@ -419,6 +439,12 @@ func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.Challenge.Method == MPPMethodSolana {
+		if err := s.mppIssued(realm, c.Challenge); err != nil {
+			return nil, nil, err
+		}
+		return s.payMPPSolana(ctx, sess, clientIP, key, c)
 	}
 	mp, err := s.checkMPP(externalID, realm, sessionMode(sess), c)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-webauthn/webauthn/webauthn"
@@ -260,6 +261,9 @@ type Service struct {
 	// webhookReceivers is what this process knows of receivers, and its
 	// slow lane (webhook_receivers.go).
 	webhookReceivers *webhookReceivers
+	// webhookBatching holds the merchant modes (webhookGateKey) whose
+	// batch of deliveries runs in this process (webhook_batch.go).
+	webhookBatching sync.Map
 	// webhookTriesSQLite records the tries of concurrent deliveries
 	// together on SQLite (webhook_tries.go).
 	webhookTriesSQLite *store.GroupBatch[*sqliteTryCall]

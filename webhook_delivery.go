@@ -159,10 +159,33 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 		res.Done = true
 		return res, nil
 	}
-	slot, tryCtx, ok := s.enterWebhookSlot(ctx, d.merchantID, d.livemode)
-	if !ok {
+	sent, err := s.sendWebhookTry(ctx, d)
+	if err != nil {
+		return WebhookDeliveryResult{}, err
+	}
+	if sent == nil {
 		res.Busy = true
 		return res, nil
+	}
+	return s.recordWebhookSent(ctx, deliveryID, d, sent)
+}
+
+// webhookSent is a try that was made (or failed unsent), to record.
+type webhookSent struct {
+	at       time.Time
+	code     int
+	sendErr  error
+	duration time.Duration
+}
+
+// sendWebhookTry makes one try of d, a pending delivery, under its
+// merchant's cap: nil when the cap turned it away (nothing sent). The
+// returned error is ctx's when it ended mid-try (worker shutdown: not the
+// receiver's fault, not counted), or a vault error before any try.
+func (s *Service) sendWebhookTry(ctx context.Context, d *deliveryToSend) (*webhookSent, error) {
+	slot, tryCtx, ok := s.enterWebhookSlot(ctx, d.merchantID, d.livemode)
+	if !ok {
+		return nil, nil
 	}
 	left := false
 	leave := func() {
@@ -177,7 +200,7 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	at := s.now()
 	secret, previous, err := s.signingSecrets(d.merchantID, sessionModeOf(d.livemode), d.endpoint, at)
 	if err != nil && !errors.Is(err, errNoWebhookSecret) {
-		return WebhookDeliveryResult{}, err
+		return nil, err
 	}
 	start := time.Now()
 	var code int
@@ -208,10 +231,16 @@ func (s *Service) DeliverWebhook(ctx context.Context, deliveryID uuid.UUID) (Web
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
 		// receiver's fault, so not counted; the job runs again.
-		return WebhookDeliveryResult{}, ctx.Err()
+		return nil, ctx.Err()
 	}
-	duration = webhooksend.Duration(sendErr, duration)
+	return &webhookSent{at: at, code: code, sendErr: sendErr, duration: webhooksend.Duration(sendErr, duration)}, nil
+}
 
+// recordWebhookSent records the try sent of delivery d and says what it
+// did: the delivery's state after it, when the next try is due.
+func (s *Service) recordWebhookSent(ctx context.Context, deliveryID uuid.UUID, d *deliveryToSend, sent *webhookSent) (WebhookDeliveryResult, error) {
+	res := WebhookDeliveryResult{DeliveryID: deliveryID, Livemode: d.livemode, Status: d.status, Tries: d.tries}
+	at, code, sendErr, duration := sent.at, sent.code, sent.sendErr, sent.duration
 	now := s.now().UTC()
 	try := d.tries + 1
 	res.Err = sendErr
@@ -272,6 +301,9 @@ type deliveryToSend struct {
 	payload    []byte
 	livemode   bool
 	merchantID uuid.UUID
+	// nextAttemptAt is when it is due, or until when a batch holds it
+	// (webhook_batch.go).
+	nextAttemptAt *time.Time
 	// endpoint holds the sealed secrets of the event's mode (its url is
 	// unused: url above is the same, read with them).
 	endpoint webhookEndpoint
@@ -289,15 +321,21 @@ func (s *Service) loadDeliveryToSend(ctx context.Context, id uuid.UUID) (*delive
 	if row == nil {
 		return nil, fmt.Errorf("%w: webhook delivery %s", ErrNotFound, id)
 	}
+	return deliveryFromRow(row), nil
+}
+
+// deliveryFromRow is what one try of row needs: the URL and secrets of its
+// event's mode.
+func deliveryFromRow(row *webhooksend.Delivery) *deliveryToSend {
 	ep := row.Test
 	if row.Livemode {
 		ep = row.Live
 	}
 	return &deliveryToSend{
-		status: webhookdelivery.Status(row.Status), tries: row.Attempts, url: ep.URL,
+		status: webhookdelivery.Status(row.Status), tries: row.Attempts, url: ep.URL, nextAttemptAt: row.NextAttemptAt,
 		eventID: row.EventID, payload: row.Payload, livemode: row.Livemode, merchantID: row.MerchantID,
 		endpoint: webhookEndpoint{url: ep.URL, secret: ep.Secret, previous: ep.Previous, previousUntil: ep.PreviousUntil},
-	}, nil
+	}
 }
 
 // AttemptStatusCode is the HTTP status a try was answered with, nil when

@@ -2,15 +2,18 @@ package agentpay
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"agentpay/chains"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/depositaddress"
+	"agentpay/ent/relay"
 	"agentpay/internal/idempotency"
 	"agentpay/x402"
 )
@@ -33,9 +36,10 @@ import (
 // at most once. A payer that signs again (a new blockhash) under the same
 // payment-identifier gets the first transaction's payment (x402_id.go: the
 // id keeps the first transaction). Two different transactions without an
-// id: the second is refused while the session has a payment or one in
-// flight in this process (the session's relay lock and the live payment
-// check), as for EVM.
+// id: the second is refused while the session has a payment, or while the
+// first is in flight, on any instance: each transaction is recorded as a
+// relay in flight under the session's row lock before it is sent
+// (recordSolanaExact, mayTakeSession), and finishes with its outcome.
 //
 // Networks: x402 clients name Solana's clusters by CAIP-2 (solana: and
 // the first 32 characters of the genesis hash) and know three. The network
@@ -142,8 +146,7 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	if p.Accepted.Scheme != x402.SchemeExact {
 		return nil, Invalid("accepted.scheme", "must be %q", x402.SchemeExact)
 	}
-	settler, ledger, network, ok := s.x402SolanaSettler(mode)
-	if !ok || p.Accepted.Network != network {
+	if _, _, network, ok := s.x402SolanaSettler(mode); !ok || p.Accepted.Network != network {
 		return nil, Invalid("accepted.network", "%q is not a %s-mode network offered", p.Accepted.Network, mode)
 	}
 	if p.Payload.Transaction == "" {
@@ -151,6 +154,19 @@ func (s *Service) solanaExactTargetOf(ctx context.Context, sess *ent.CheckoutSes
 	}
 	if _, err := x402PaymentID(p); err != nil {
 		return nil, err
+	}
+	return s.solanaSessionTarget(ctx, sess)
+}
+
+// solanaSessionTarget is what a Solana payment of sess must pay, whichever
+// dialect carries it (x402's exact, MPP's solana charge): the session's
+// deposit address on Solana (allocated as a selection would), the amount
+// due, its memo.
+func (s *Service) solanaSessionTarget(ctx context.Context, sess *ent.CheckoutSession) (*solanaExactTarget, error) {
+	mode := sessionMode(sess)
+	settler, ledger, network, ok := s.x402SolanaSettler(mode)
+	if !ok {
+		return nil, Invalid("chain", "solana is not offered in %s mode", mode)
 	}
 	if !sess.Edges.Merchant.Active {
 		return nil, fmt.Errorf("%w: merchant is deactivated", ErrForbidden)
@@ -189,28 +205,44 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 	if err != nil {
 		return nil, err
 	}
-	checked, err := st.settler.VerifyExact(ctx, p.Payload.Transaction, st.req)
+	id, _ := x402PaymentID(p)
+	var key *sessionPaymentKey
+	if id != "" {
+		k := x402IDName(id)
+		key = &k
+	}
+	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil)
+}
+
+// paySolanaExact settles a payer-signed transaction paying st's session,
+// as the payment key names when key is set (x402's payment-identifier,
+// MPP's Idempotency-Key: one key of the session whichever dialect carries
+// it, x402_id.go), id being the key's value. unsent, when set, refuses a
+// transaction not yet sent rather than sending it (an expired MPP
+// challenge: only the outcome of a payment already made is answered).
+func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error) (*AuthorizedPayment, error) {
+	checked, err := st.settler.VerifyExact(ctx, transaction, st.req)
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
 	}
-	id, _ := x402PaymentID(p)
-	if id == "" {
-		if err != nil {
+	pay := func() (*AuthorizedPayment, error) {
+		switch {
+		case unsent != nil && !checked.Known:
+			return nil, unsent
+		case err != nil:
 			return nil, solanaExactError(err)
 		}
-		return s.settleSolanaExact(ctx, st, clientIP, p.Payload.Transaction, checked)
+		return s.settleSolanaExact(ctx, st, clientIP, transaction, checked)
+	}
+	if key == nil {
+		return pay()
 	}
 	r := idempotency.Request{
-		Scope: x402IDScope(sess.ID), Key: id, Operation: x402PaymentOperation,
+		Scope: x402IDScope(st.t.sess.ID), Key: id, Operation: x402PaymentOperation,
 		Canonical: x402Fingerprinted{Network: st.network, From: checked.Payer, To: st.req.PayTo, Value: st.req.Amount.String()},
 	}
-	first := &x402PaymentAnswer{Chain: string(chains.Solana), Transaction: p.Payload.Transaction}
-	return s.payIdentifiedBy(ctx, x402IDName(id), r, first, func() (*AuthorizedPayment, error) {
-		if err != nil {
-			return nil, solanaExactError(err)
-		}
-		return s.settleSolanaExact(ctx, st, clientIP, p.Payload.Transaction, checked)
-	}, func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+	first := &x402PaymentAnswer{Chain: string(chains.Solana), Transaction: transaction}
+	return s.payIdentifiedBy(ctx, *key, r, first, pay, func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
 		return s.replaySolanaExact(ctx, st, clientIP, kept, mayRelay)
 	})
 }
@@ -245,6 +277,11 @@ func (s *Service) settleSolanaExact(ctx context.Context, st *solanaExactTarget, 
 	if err := s.allowRelayFor(ctx, sess.MerchantID, t.mode); err != nil {
 		return nil, err
 	}
+	s.settleSolanaInFlight(ctx, t)
+	row, err := s.recordSolanaExact(ctx, st, checked)
+	if err != nil {
+		return nil, err
+	}
 	sub, err := st.settler.SettleExact(ctx, transaction, st.req)
 	if sub.AccountTx != "" {
 		// The deposit's token account the treasury opened: its fee and
@@ -252,8 +289,10 @@ func (s *Service) settleSolanaExact(ctx context.Context, st *solanaExactTarget, 
 		s.recordRelayGas(ctx, t.mode, t.ledger, sub.AccountTx)
 	}
 	if err != nil && sub.TxHash == "" {
+		s.relayDropped(ctx, row)
 		return nil, solanaExactError(err)
 	}
+	s.relaySent(ctx, row, sub.TxHash)
 	if err != nil {
 		// Sent or not, unknown: the id is the transaction's, answered
 		// pending; the scan records it if it lands.
@@ -262,6 +301,90 @@ func (s *Service) settleSolanaExact(ctx context.Context, st *solanaExactTarget, 
 	s.afterBroadcast("relay")
 	s.logger.InfoContext(ctx, "x402 solana payment submitted", "session", sess.ExternalID, "tx", sub.TxHash, "payer", checked.Payer)
 	return s.awaitSolanaExact(ctx, st, chains.ExactChecked{Payer: checked.Payer, TxHash: sub.TxHash}, false)
+}
+
+// SolanaExactInFlightFor is how long a Solana transaction sent for a
+// session counts as in flight when its outcome is not learnt (a crash, a
+// request that stopped waiting): a transaction lands only while its
+// blockhash is valid, 150 slots (about a minute), so after this it never
+// will.
+const SolanaExactInFlightFor = 2 * time.Minute
+
+// recordSolanaExact takes the session for the transaction and records it
+// as a relay in flight (a Relay row: chain solana, its id as nonce and tx
+// hash), in one transaction under the session's row lock, before anything
+// is sent: on every instance, a second transaction for the session is
+// refused while this one is in flight (mayTakeSession), so a client that
+// signs again without a key cannot pay twice. The row finishes with the
+// outcome (solanaExactFinished); a crash leaves it to expire.
+func (s *Service) recordSolanaExact(ctx context.Context, st *solanaExactTarget, checked chains.ExactChecked) (*ent.Relay, error) {
+	t := st.t
+	if !st.req.Amount.IsInt64() {
+		return nil, Invalid("amount", "is out of range")
+	}
+	var row *ent.Relay
+	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		if _, err := s.takeSession(ctx, t.sess.ID, sessionTake{payer: payerSolana, chain: chains.Solana, token: TokenUSDC, ownTx: checked.TxHash}); err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		// This transaction sent before (a retry): the new row is it.
+		if err := tx.Relay.Update().
+			Where(relay.Chain(string(chains.Solana)), relay.Nonce(checked.TxHash), relay.StatusIn(relay.StatusPending, relay.StatusSubmitted)).
+			SetStatus(relay.StatusDropped).SetFinishedAt(now).
+			Exec(ctx); err != nil {
+			return fmt.Errorf("x402 solana: superseding an earlier send: %w", err)
+		}
+		var err error
+		row, err = tx.Relay.Create().
+			SetLivemode(t.sess.Livemode).
+			SetChain(string(chains.Solana)).
+			SetPayer(checked.Payer).
+			SetNonce(checked.TxHash).
+			SetTxHash(checked.TxHash).
+			SetValue(st.req.Amount.Int64()).
+			SetMerchantID(t.sess.MerchantID).
+			SetSessionID(t.sess.ID).
+			SetInFlightUntil(now.Add(SolanaExactInFlightFor)).
+			Save(ctx)
+		if err != nil {
+			return fmt.Errorf("x402 solana: recording the send: %w", err)
+		}
+		return nil
+	})
+	return row, err
+}
+
+// solanaExactFinished records the outcome of the transaction's sends still
+// in flight: succeeded, reverted (failed on chain: nothing paid, the fee
+// the treasury's) or dropped (expired unsent).
+func (s *Service) solanaExactFinished(ctx context.Context, txHash string, status relay.Status) {
+	if _, err := s.cfg.DB.Ent.Relay.Update().
+		Where(relay.Chain(string(chains.Solana)), relay.Nonce(txHash), relay.StatusIn(relay.StatusPending, relay.StatusSubmitted)).
+		SetStatus(status).SetFinishedAt(s.now().UTC()).
+		Save(ctx); err != nil {
+		s.logger.WarnContext(ctx, "x402 solana: recording the outcome", "tx", txHash, "status", status, "err", err)
+	}
+}
+
+// settleSolanaInFlight learns the outcome of the session's Solana
+// transactions in flight whose request stopped waiting (answered pending,
+// or its process died): one that failed on chain stops holding the
+// session. Best effort, a node read each.
+func (s *Service) settleSolanaInFlight(ctx context.Context, t *authorizedTarget) {
+	rows, err := s.cfg.DB.Ent.Relay.Query().
+		Where(relay.SessionID(t.sess.ID), relay.Chain(string(chains.Solana)), relay.StatusIn(relay.StatusPending, relay.StatusSubmitted),
+			relay.InFlightUntilGT(s.now().UTC()), relay.TxHashNotNil()).
+		Limit(relaySettleMax).All(ctx)
+	if err != nil {
+		s.logger.WarnContext(ctx, "x402 solana: reading transactions in flight", "session", t.sess.ExternalID, "err", err)
+		return
+	}
+	for _, row := range rows {
+		if rc, err := t.ledger.Receipt(ctx, row.TxHash); err == nil && rc.State == chains.TxFailed {
+			s.solanaExactFinished(ctx, row.TxHash, relay.StatusReverted)
+		}
+	}
 }
 
 // awaitSolanaExact waits for the transaction to be included, records its
@@ -285,18 +408,21 @@ func (s *Service) awaitSolanaExact(ctx context.Context, st *solanaExactTarget, c
 		return nil, fmt.Errorf("x402 solana: waiting for %s: %w", checked.TxHash, err)
 	case rc.State == chains.TxUnknown:
 		// Expired unsent (or dropped): nothing moved.
+		s.solanaExactFinished(ctx, checked.TxHash, relay.StatusDropped)
 		return nil, Invalid("payload.transaction", "transaction %s did not land before its blockhash expired: sign again", checked.TxHash)
 	}
 	if !replayed {
 		s.recordRelayGas(ctx, t.mode, t.ledger, checked.TxHash)
 	}
 	if rc.State == chains.TxFailed {
+		s.solanaExactFinished(ctx, checked.TxHash, relay.StatusReverted)
 		out.Status = "failed"
 		return out, nil
 	}
 	if err := s.recordAuthorizedPayment(ctx, t, checked.TxHash, t.units); err != nil {
 		return nil, err
 	}
+	s.solanaExactFinished(ctx, checked.TxHash, relay.StatusSucceeded)
 	return s.authorizedPaymentOf(ctx, out)
 }
 
@@ -305,6 +431,11 @@ func (s *Service) awaitSolanaExact(ctx context.Context, st *solanaExactTarget, c
 // is in flight, sent again (the same transaction) while its blockhash
 // lasts when mayRelay; one that expired unsent named no payment.
 func (s *Service) replaySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP string, kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
+	// The kept transaction passed its own dialect's layout when it was
+	// kept; a retry in the other dialect answers it all the same.
+	lax := *st
+	lax.req.AnyComputeOrder = true
+	st = &lax
 	checked, err := st.settler.VerifyExact(ctx, kept.Transaction, st.req)
 	switch {
 	case checked.Known:

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"sync"
 	"testing"
+	"time"
 
 	solanago "github.com/gagliardetto/solana-go"
 	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/ent/payment"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testenv"
 	"agentpay/x402"
@@ -170,5 +173,72 @@ func TestX402SolanaNetworkIsTheNodesCluster(t *testing.T) {
 			require.Equal(t, "invalid_network", reason)
 			require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing sent")
 		})
+	}
+}
+
+// TestX402SolanaTwoInstancesOneTransaction: two instances (two services on
+// one database, each with its own in-process locks) settle two different
+// transactions of one payer for one session at the same instant, neither
+// carrying a payment-identifier: a client that signed again after a
+// timeout and sent the retry to another instance. Exactly one lands on
+// chain; the other is refused (409) before anything is sent. Run on
+// SQLite and, with TEST_DATABASE_URL, PostgreSQL.
+func TestX402SolanaTwoInstancesOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Solana}, Confirmations: map[chains.Name]uint64{chains.Solana: 2}})
+	cfg := Config{AgentMode: ModeTest, RelayIPRateLimit: 1000, RelayMerchantRateLimit: 1000}
+	a, b := newTestService(t, env, cfg), newTestService(t, env, cfg)
+	name := "Shop"
+	shop, err := a.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: a, db: env.DB}, merchant: shop.Merchant}
+
+	for round := range 3 {
+		sess := e.session(t, "1", false)
+		payer, err := solanago.NewRandomPrivateKey()
+		require.NoError(t, err)
+		env.Fund(t, chains.Solana, payer.PublicKey().String(), 5_000_000)
+		offer, err := a.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+		require.NoError(t, err)
+		// The deposit's token account opened beforehand, so both settle
+		// alike from the start (without the session's lock, two instances
+		// opening it at once also collide).
+		env.Fund(t, chains.Solana, offer.V2.Accepts[0].PayTo, 1)
+		first := exactSolanaPayload(t, env, payer, offer.V2.Accepts[0])
+		var second *x402.PaymentPayload
+		require.Eventually(t, func() bool { // signed again: a new blockhash
+			second = exactSolanaPayload(t, env, payer, offer.V2.Accepts[0])
+			return second.Payload.Transaction != first.Payload.Transaction
+		}, 10*time.Second, 20*time.Millisecond)
+
+		start := make(chan struct{})
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, pay := range []struct {
+			svc *Service
+			p   *x402.PaymentPayload
+		}{{a, first}, {b, second}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, _, errs[i] = pay.svc.PayX402V2(ctx, sess.ExternalID, "", pay.p)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		paid := 0
+		for _, err := range errs {
+			if err == nil {
+				paid++
+				continue
+			}
+			require.ErrorIs(t, err, ErrConflict, "round %d", round)
+		}
+		require.Equal(t, 1, paid, "round %d: exactly one settled: %v", round, errs)
+		require.Equal(t, int64(4_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "round %d: one transfer on chain", round)
+		n, err := env.DB.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Count(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "round %d: one payment", round)
 	}
 }

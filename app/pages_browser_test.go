@@ -20,7 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/ent/checkoutsession"
 	"agentpay/ent/mailmessage"
+	"agentpay/ent/payment"
 	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
@@ -223,6 +225,26 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 			chromedp.Click(`#new-session`),
 			view("session"),
 		))
+		// Part of it paid: the session's page says what is still due and
+		// what the merchant can do (the service's SessionAttention).
+		sessionID, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("session-id").textContent`))
+		require.NoError(t, err)
+		sess, err := env.DB.Ent.CheckoutSession.Query().Where(checkoutsession.ExternalID(sessionID)).Only(ctx)
+		require.NoError(t, err)
+		require.NoError(t, env.DB.Ent.CheckoutSession.UpdateOne(sess).SetStatus(checkoutsession.StatusDetecting).Exec(ctx))
+		_, err = env.DB.Ent.Payment.Create().SetSessionID(sess.ID).SetExternalID("pay_pages_" + w.name).SetChain("base").
+			SetTxHash("0x" + strings.Repeat("ab", 32)).SetLogIndex(int(w.width)).
+			SetFromAddress("0x1111111111111111111111111111111111111111").SetToAddress("0x2222222222222222222222222222222222222222").
+			SetAmountToken(100_000_000_000).SetAmountUsd(decimal.NewFromInt(100_000)).SetBlockNumber(1).
+			SetStatus(payment.StatusConfirmed).Save(ctx)
+		require.NoError(t, err)
+		require.NoError(t, chromedp.Do(tctx, chromedp.Reload(), view("session"),
+			wait(`!document.getElementById("session-attention").hidden`)))
+		attention, err := chromedp.Run(tctx, chromedp.Evaluate[string](
+			`[...document.querySelectorAll("#session-attention .attention")].map(p => p.dataset.kind + ": " + p.textContent).join("\n")`))
+		require.NoError(t, err)
+		require.Equal(t, "underpaid: Part paid: 100,000.00 USD of 123,456.50 USD arrived and 23,456.50 USD is still due. "+
+			"The customer can send the rest from the hosted page until the session expires; if they do not, what arrived is held for you to refund.", attention)
 		look("dashboard-session")
 		for _, hash := range []string{"overview", "sessions", "webhooks", "keys", "settings", "members"} {
 			require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(origin+"/app/dashboard#"+hash), view(hash)), hash)

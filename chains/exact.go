@@ -44,6 +44,9 @@ type ExactRequest struct {
 	PayTo  string
 	Amount *big.Int
 	Memo   string
+	// AnyComputeOrder takes the compute budget instructions in either
+	// order: MPP's solana charge fixes none; x402's exact layout does.
+	AnyComputeOrder bool
 }
 
 // ExactChecked is a verified exact payment: its payer, the id its

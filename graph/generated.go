@@ -233,6 +233,7 @@ type ComplexityRoot struct {
 
 	CheckoutSession struct {
 		AmountUsd        func(childComplexity int) int
+		Attention        func(childComplexity int) int
 		CancelURL        func(childComplexity int) int
 		CancelledAt      func(childComplexity int) int
 		Chain            func(childComplexity int) int
@@ -728,6 +729,13 @@ type ComplexityRoot struct {
 		TxHash        func(childComplexity int) int
 	}
 
+	SessionAttention struct {
+		Advice            func(childComplexity int) int
+		Amount            func(childComplexity int) int
+		Kind              func(childComplexity int) int
+		PaymentExternalID func(childComplexity int) int
+	}
+
 	SessionStatus struct {
 		AmountDue             func(childComplexity int) int
 		AmountExcess          func(childComplexity int) int
@@ -1079,6 +1087,7 @@ type ComplexityRoot struct {
 type CheckoutSessionResolver interface {
 	CheckoutURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
 	EmbedURL(ctx context.Context, obj *ent.CheckoutSession) (string, error)
+	Attention(ctx context.Context, obj *ent.CheckoutSession) ([]*model.SessionAttention, error)
 }
 type ManagedMerchantResolver interface {
 	Members(ctx context.Context, obj *model.ManagedMerchant) ([]*model.MerchantTeamMember, error)
@@ -1899,6 +1908,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CheckoutSession.AmountUsd(childComplexity), true
+	case "CheckoutSession.attention":
+		if e.ComplexityRoot.CheckoutSession.Attention == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckoutSession.Attention(childComplexity), true
 	case "CheckoutSession.cancelUrl":
 		if e.ComplexityRoot.CheckoutSession.CancelURL == nil {
 			break
@@ -4481,6 +4496,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SendToUserPayload.TxHash(childComplexity), true
 
+	case "SessionAttention.advice":
+		if e.ComplexityRoot.SessionAttention.Advice == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionAttention.Advice(childComplexity), true
+	case "SessionAttention.amount":
+		if e.ComplexityRoot.SessionAttention.Amount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionAttention.Amount(childComplexity), true
+	case "SessionAttention.kind":
+		if e.ComplexityRoot.SessionAttention.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionAttention.Kind(childComplexity), true
+	case "SessionAttention.paymentExternalId":
+		if e.ComplexityRoot.SessionAttention.PaymentExternalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SessionAttention.PaymentExternalID(childComplexity), true
+
 	case "SessionStatus.amountDue":
 		if e.ComplexityRoot.SessionStatus.AmountDue == nil {
 			break
@@ -6127,7 +6167,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "acpwebhooks.graphql" "admin.graphql" "agentcheckout.graphql" "agents.graphql" "brand.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
+//go:embed "acpwebhooks.graphql" "admin.graphql" "agentcheckout.graphql" "agents.graphql" "brand.graphql" "cards.graphql" "chains.graphql" "dashboard.graphql" "ent.graphql" "humans.graphql" "merchantfeed.graphql" "merchantinsights.graphql" "merchants.graphql" "pairings.graphql" "policies.graphql" "refunds.graphql" "sessionattention.graphql" "sessions.graphql" "settings.graphql" "stepups.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -6155,6 +6195,7 @@ var sources = []*ast.Source{
 	{Name: "pairings.graphql", Input: sourceData("pairings.graphql"), BuiltIn: false},
 	{Name: "policies.graphql", Input: sourceData("policies.graphql"), BuiltIn: false},
 	{Name: "refunds.graphql", Input: sourceData("refunds.graphql"), BuiltIn: false},
+	{Name: "sessionattention.graphql", Input: sourceData("sessionattention.graphql"), BuiltIn: false},
 	{Name: "sessions.graphql", Input: sourceData("sessions.graphql"), BuiltIn: false},
 	{Name: "settings.graphql", Input: sourceData("settings.graphql"), BuiltIn: false},
 	{Name: "stepups.graphql", Input: sourceData("stepups.graphql"), BuiltIn: false},
@@ -6517,6 +6558,8 @@ func (ec *executionContext) childFields_CheckoutSession(ctx context.Context, fie
 		return ec.fieldContext_CheckoutSession_checkoutUrl(ctx, field)
 	case "embedUrl":
 		return ec.fieldContext_CheckoutSession_embedUrl(ctx, field)
+	case "attention":
+		return ec.fieldContext_CheckoutSession_attention(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CheckoutSession", field.Name)
 }
@@ -7303,6 +7346,20 @@ func (ec *executionContext) childFields_SendToUserPayload(ctx context.Context, f
 		return ec.fieldContext_SendToUserPayload_replayed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SendToUserPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SessionAttention(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_SessionAttention_kind(ctx, field)
+	case "paymentExternalId":
+		return ec.fieldContext_SessionAttention_paymentExternalId(ctx, field)
+	case "amount":
+		return ec.fieldContext_SessionAttention_amount(ctx, field)
+	case "advice":
+		return ec.fieldContext_SessionAttention_advice(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SessionAttention", field.Name)
 }
 
 func (ec *executionContext) childFields_SessionStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -12668,6 +12725,38 @@ func (ec *executionContext) _CheckoutSession_embedUrl(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_CheckoutSession_embedUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("CheckoutSession", field, true, true, "String")
+}
+
+func (ec *executionContext) _CheckoutSession_attention(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSession) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckoutSession_attention(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.CheckoutSession().Attention(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SessionAttention) graphql.Marshaler {
+			return ec.marshalNSessionAttention2ᚕᚖagentpayᚋgraphᚋmodelᚐSessionAttentionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckoutSession_attention(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CheckoutSession",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SessionAttention(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _CheckoutSessionConnection_edges(ctx context.Context, field graphql.CollectedField, obj *ent.CheckoutSessionConnection) (ret graphql.Marshaler) {
@@ -22700,6 +22789,98 @@ func (ec *executionContext) fieldContext_SendToUserPayload_replayed(_ context.Co
 	return graphql.NewScalarFieldContext("SendToUserPayload", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _SessionAttention_kind(ctx context.Context, field graphql.CollectedField, obj *model.SessionAttention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionAttention_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.SessionAttentionKind) graphql.Marshaler {
+			return ec.marshalNSessionAttentionKind2agentpayᚋgraphᚋmodelᚐSessionAttentionKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionAttention_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionAttention", field, false, false, "SessionAttentionKind")
+}
+
+func (ec *executionContext) _SessionAttention_paymentExternalId(ctx context.Context, field graphql.CollectedField, obj *model.SessionAttention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionAttention_paymentExternalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PaymentExternalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SessionAttention_paymentExternalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionAttention", field, false, false, "String")
+}
+
+func (ec *executionContext) _SessionAttention_amount(ctx context.Context, field graphql.CollectedField, obj *model.SessionAttention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionAttention_amount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Amount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v decimal.Decimal) graphql.Marshaler {
+			return ec.marshalNDecimal2githubᚗcomᚋshopspringᚋdecimalᚐDecimal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionAttention_amount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionAttention", field, false, false, "Decimal")
+}
+
+func (ec *executionContext) _SessionAttention_advice(ctx context.Context, field graphql.CollectedField, obj *model.SessionAttention) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SessionAttention_advice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Advice, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SessionAttention_advice(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SessionAttention", field, false, false, "String")
+}
+
 func (ec *executionContext) _SessionStatus_externalId(ctx context.Context, field graphql.CollectedField, obj *model.SessionStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32622,6 +32803,12 @@ func (ec *executionContext) _CheckoutSession(ctx context.Context, sel ast.Select
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._CheckoutSession_embedUrl(ctx, field, obj)
 				})
+		case "attention":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._CheckoutSession_attention(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -35622,6 +35809,54 @@ func (ec *executionContext) _SendToUserPayload(ctx context.Context, sel ast.Sele
 			}
 		case "replayed":
 			out.Values[i] = ec._SendToUserPayload_replayed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var sessionAttentionImplementors = []string{"SessionAttention"}
+
+func (ec *executionContext) _SessionAttention(ctx context.Context, sel ast.SelectionSet, obj *model.SessionAttention) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, sessionAttentionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SessionAttention")
+		case "kind":
+			out.Values[i] = ec._SessionAttention_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "paymentExternalId":
+			out.Values[i] = ec._SessionAttention_paymentExternalId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "amount":
+			out.Values[i] = ec._SessionAttention_amount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "advice":
+			out.Values[i] = ec._SessionAttention_advice(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -39339,6 +39574,40 @@ func (ec *executionContext) marshalNSendToUserPayload2ᚖagentpayᚋgraphᚋmode
 		return graphql.Null
 	}
 	return ec._SendToUserPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSessionAttention2ᚕᚖagentpayᚋgraphᚋmodelᚐSessionAttentionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SessionAttention) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSessionAttention2ᚖagentpayᚋgraphᚋmodelᚐSessionAttention(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSessionAttention2ᚖagentpayᚋgraphᚋmodelᚐSessionAttention(ctx context.Context, sel ast.SelectionSet, v *model.SessionAttention) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SessionAttention!")
+		return graphql.Null
+	}
+	return ec._SessionAttention(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSessionAttentionKind2agentpayᚋgraphᚋmodelᚐSessionAttentionKind(ctx context.Context, v any) (model.SessionAttentionKind, error) {
+	var res model.SessionAttentionKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSessionAttentionKind2agentpayᚋgraphᚋmodelᚐSessionAttentionKind(ctx context.Context, sel ast.SelectionSet, v model.SessionAttentionKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNSessionStatus2ᚖagentpayᚋgraphᚋmodelᚐSessionStatus(ctx context.Context, sel ast.SelectionSet, v *model.SessionStatus) graphql.Marshaler {

@@ -41,7 +41,7 @@ func x402SolanaAPI(t *testing.T) *testAPI {
 }
 
 // solanaPayer is a devnet wallet funded with units of USDC and no SOL.
-func solanaPayer(t *testing.T, api *testAPI, units int64) solanago.PrivateKey {
+func solanaPayer(t testing.TB, api *testAPI, units int64) solanago.PrivateKey {
 	t.Helper()
 	key, err := solanago.NewRandomPrivateKey()
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func solanaPayer(t *testing.T, api *testAPI, units int64) solanago.PrivateKey {
 	return key
 }
 
-func solanaLamports(t *testing.T, api *testAPI, pk solanago.PublicKey) uint64 {
+func solanaLamports(t testing.TB, api *testAPI, pk solanago.PublicKey) uint64 {
 	t.Helper()
 	b, err := api.Env.Solana().Client().GetBalance(context.Background(), pk, rpc.CommitmentConfirmed)
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func solanaLamports(t *testing.T, api *testAPI, pk solanago.PublicKey) uint64 {
 
 // runX402SVMClient runs pay.mjs paying as the Solana wallet key with
 // @x402/svm against the devnet's RPC.
-func runX402SVMClient(t *testing.T, api *testAPI, key solanago.PrivateKey, env ...string) map[string]any {
+func runX402SVMClient(t testing.TB, api *testAPI, key solanago.PrivateKey, env ...string) map[string]any {
 	t.Helper()
 	node, dir := x402V2Client(t)
 	if _, err := os.Stat(dir + "/node_modules/@x402/svm"); err != nil {

@@ -380,6 +380,41 @@ func BenchmarkX402V2PaidRequest(b *testing.B) {
 	b.ResetTimer()
 	got, _ := runX402V2Client(b, api, int64(b.N)*1_000_000, "X402_MODE=bench", "SESSION_URLS="+strings.Join(urls, ","))
 	b.StopTimer()
+	reportRoundTrips(b, "x402 v2 paid request round trip (base)", got)
+}
+
+// BenchmarkX402V2SolanaPaidRequest: the same round trip on the Solana
+// devnet (LiteSVM, a slot every 50 ms as the tests' devnet), paid by
+// @x402/fetch with @x402/svm under node from a wallet holding USDC and
+// no SOL: the 402, the payer's signature of the exact transaction (built
+// against the devnet's RPC: its blockhash and the payer's token account),
+// the treasury's co-signature and submission, inclusion, the 200.
+func BenchmarkX402V2SolanaPaidRequest(b *testing.B) {
+	x402V2Client(b)
+	env := testenv.New(b, testenv.Options{
+		Chains: []chains.Name{chains.Solana}, Confirmations: map[chains.Name]uint64{chains.Solana: 4}, Jobs: true,
+	})
+	api := newTestAPI(b, testAPIConfig{Env: env, Config: agentpay.Config{
+		AgentMode: agentpay.ModeTest, RelayIPRateLimit: 1_000_000, RelayMerchantRateLimit: 1_000_000,
+	}})
+	m := api.registerMerchant(nil)
+	urls := make([]string, b.N)
+	for i := range urls {
+		sess, _ := api.createSession(m.test(), map[string]any{"amount": 1, "currency": "USD"})
+		urls[i] = api.Server.URL + "/checkout/pay/" + sess.Session.ExternalID + "/x402"
+	}
+	payer := solanaPayer(b, api, int64(b.N)*1_000_000)
+	b.ResetTimer()
+	got := runX402SVMClient(b, api, payer, "X402_MODE=bench", "SESSION_URLS="+strings.Join(urls, ","))
+	b.StopTimer()
+	reportRoundTrips(b, "x402 v2 paid request round trip (solana)", got)
+	require.Zero(b, solanaLamports(b, api, payer.PublicKey()), "the payer paid no fee")
+}
+
+// reportRoundTrips reports the client's round trips (got["ms"], one per
+// payment) as p50 and p99.
+func reportRoundTrips(b *testing.B, name string, got map[string]any) {
+	b.Helper()
 	var ms []float64
 	for _, v := range got["ms"].([]any) {
 		ms = append(ms, v.(float64))
@@ -390,7 +425,7 @@ func BenchmarkX402V2PaidRequest(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
-	fmt.Fprintf(os.Stderr, "x402 v2 paid request round trip over %d payments: p50 %.0f ms, p99 %.0f ms\n", b.N, pct(0.50), pct(0.99))
+	fmt.Fprintf(os.Stderr, "%s over %d payments: p50 %.0f ms, p99 %.0f ms\n", name, b.N, pct(0.50), pct(0.99))
 }
 
 // TestX402FacilitatorV2: verify and settle take x402 v2's shapes (the

@@ -15,9 +15,13 @@ import (
 	"agentpay/internal/jobs"
 )
 
-// deliverWebhookWorker sends one webhook delivery per job run
-// (agentpay.Service.DeliverWebhook decides everything: what to send, whether
-// the try succeeded, when the next one is due, when the delivery has failed).
+// deliverWebhookWorker sends a job's webhook delivery, and with it a batch
+// of its merchant's due deliveries when its receiver answers
+// (agentpay.Service.DeliverWebhookBatch decides everything: what to send,
+// whether each try succeeded, when the next one is due, when a delivery has
+// failed). A job whose delivery another batch holds, or whose next try is
+// not due (a batch tried it and it failed), is snoozed until then
+// (Wait): it then finds it done, or due and tries it.
 //
 // Retries: a failed try returns an error, so River schedules the job again
 // at NextRetry, which is the time the service computed from
@@ -46,13 +50,22 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.Del
 	if a := job.Args; a.MerchantID != uuid.Nil && w.svc.WebhookSlotsFull(a.MerchantID, a.Livemode) {
 		return river.JobSnooze(w.svc.WebhookBusyWait(a.MerchantID, a.Livemode, snoozes(job.Metadata)))
 	}
-	res, err := w.svc.DeliverWebhook(ctx, job.Args.DeliveryID)
+	batch, err := w.svc.DeliverWebhookBatch(ctx, job.Args.DeliveryID, job.Args.MerchantID, job.Args.Livemode)
+	for _, r := range batch.Others {
+		if r.Attempt != nil {
+			w.obs.WebhookAttempt(webhookMode(r.Livemode), webhookResult(r), time.Duration(r.Attempt.DurationMs)*time.Millisecond)
+		}
+	}
 	if errors.Is(err, agentpay.ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		return err
 	}
+	if batch.Wait > 0 {
+		return river.JobSnooze(batch.Wait)
+	}
+	res := batch.Own
 	if res.Attempt != nil {
 		w.obs.WebhookAttempt(webhookMode(res.Livemode), webhookResult(res), time.Duration(res.Attempt.DurationMs)*time.Millisecond)
 	}

@@ -18,19 +18,21 @@ import (
 // the real worker (River on the test database, SQLite or PostgreSQL) to a
 // receiver on loopback that answers 200 at once. b.N events are committed
 // in one transaction while the worker runs; the clock runs from the commit
-// until every delivery is recorded as succeeded. Each delivery is: the
-// River fetch, reading the delivery, event and merchant (a statement shared
-// with the deliveries read at the same time), taking a slot of the
-// merchant's cap, opening the secret, signing twice, the HTTP POST,
-// recording the attempt, the delivery's state and its feed line (a
-// statement or transaction shared with the tries ended at the same time),
-// and River completing the job.
+// until every delivery is recorded as succeeded. A merchant's first
+// delivery is tried alone (its receiver is new); after it, a delivery job
+// claims a batch of the merchant's due deliveries (agentpay's
+// webhook_batch.go): one statement claims up to 100, one reads them with
+// their events and merchant, each is posted on one of the cap's lanes
+// (opening the secret, signing twice, the HTTP POST) and recorded with its
+// delivery's state and feed line (a statement or transaction shared with
+// the tries ended at the same time). The other deliveries' jobs are fetched
+// and snoozed to their lease's end, when they complete with nothing to do
+// (after the timed part).
 //
 // The events belong to 50 merchants (the machinery's throughput), or all to
 // one (a burst of one merchant: its cap of tries in flight,
-// DefaultWebhookMerchantConcurrency, bounds how many are sent at once; its
-// deliveries beyond the cap and its waiting ones are snoozed to their turn,
-// paced by how fast the receiver takes them, WebhookBusyWait). Each reports
+// DefaultWebhookMerchantConcurrency, bounds how many are sent at once: a
+// batch's lanes). Each reports
 // deliveries/s and that figure over its goal (of-goal: 10,000/s for 50
 // merchants, 5,000/s for one).
 //

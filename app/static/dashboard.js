@@ -19,7 +19,7 @@
     refund: "mutation($id: String!, $in: RefundInput, $key: String) { createRefund(externalId: $id, input: $in, idempotencyKey: $key) { refund { externalId status } replayed } }",
     brand: "query($c: String!) { brandColors(color: $c) { background text contrast link } }",
     createSession: "mutation($in: CreateSessionInput!) { createSession(input: $in) { externalId } }",
-    session: "query($id: String!) { session(externalId: $id) { externalId status amountUsd currency checkoutUrl } " +
+    session: "query($id: String!) { session(externalId: $id) { externalId status amountUsd currency checkoutUrl attention { kind paymentExternalId advice } } " +
       "payments(first: 20, where: {sessionExternalId: $id}) { edges { node { externalId chain txHash tokenAmount amountUsd confirmations status } } } " +
       "refunds(externalId: $id) { externalId amountUsd status txHash error createdAt payment { externalId } } " +
       "webhookEvents(first: 10, where: {sessionExternalId: $id}) { edges { node { id eventType createdAt " +
@@ -376,6 +376,17 @@
       $("session-status-value").textContent = shown(s.status);
       $("session-amount").textContent = money(s.amountUsd, s.currency);
       $("session-checkout").href = s.checkoutUrl;
+      // What needs the merchant's attention (underpaid, overpaid, late or
+      // repeat payments), with what to do: the service's sentences.
+      var attention = $("session-attention"), flagged = {};
+      attention.textContent = "";
+      s.attention.forEach(function (a) {
+        var p = el("p", a.advice, "attention");
+        p.dataset.kind = shown(a.kind);
+        attention.appendChild(p);
+        if (a.paymentExternalId) { flagged[a.paymentExternalId] = shown(a.kind); }
+      });
+      attention.hidden = !s.attention.length;
       var pays = $("session-payments");
       pays.textContent = "";
       d.payments.edges.forEach(function (e) {
@@ -385,6 +396,7 @@
           " · " + p.confirmations + " confirmations · " + p.txHash));
         li.dataset.status = shown(p.status);
         li.dataset.id = p.externalId;
+        if (flagged[p.externalId]) { li.dataset.attention = flagged[p.externalId]; }
         var left = refundLeft(p, d.refunds);
         if (shown(p.status) === "confirmed" && left > 0n) { li.appendChild(refundForm(s, p, left)); }
         pays.appendChild(li);

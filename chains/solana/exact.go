@@ -152,6 +152,14 @@ type ExactPayment struct {
 // layout (see the note above). It checks the form only; Verify checks it
 // against what is asked.
 func DecodeExact(transaction string) (*ExactPayment, error) {
+	return decodeExact(transaction, false)
+}
+
+// decodeExact is DecodeExact; with anyComputeOrder the two compute budget
+// instructions may come in either order (MPP's solana charge draft fixes
+// none, and its client @solana/mpp puts the price first; x402's layout
+// puts the limit first).
+func decodeExact(transaction string, anyComputeOrder bool) (*ExactPayment, error) {
 	if base64.StdEncoding.DecodedLen(len(transaction)) > ExactMaxTransactionBytes+3 {
 		return nil, refuse(ExactUndecodable, "transaction larger than %d bytes", ExactMaxTransactionBytes)
 	}
@@ -211,15 +219,24 @@ func DecodeExact(transaction string) (*ExactPayment, error) {
 	program := func(i int) solana.PublicKey { return keys[msg.Instructions[i].ProgramIDIndex] }
 	data := func(i int) []byte { return msg.Instructions[i].Data }
 
-	// 0: SetComputeUnitLimit (2, u32); 1: SetComputeUnitPrice (3, u64).
-	if d := data(0); !program(0).Equals(solana.ComputeBudget) || len(d) != 5 || d[0] != 2 || len(msg.Instructions[0].Accounts) != 0 {
-		return nil, refuse(ExactComputeLimit, "instruction 0 must be the compute budget's SetComputeUnitLimit")
+	// 0: SetComputeUnitLimit (2, u32); 1: SetComputeUnitPrice (3, u64);
+	// swapped when any order is taken and instruction 0 is the price.
+	budget := func(i int, op byte, size int) bool {
+		d := data(i)
+		return program(i).Equals(solana.ComputeBudget) && len(d) == size && d[0] == op && len(msg.Instructions[i].Accounts) == 0
 	}
-	p.ComputeUnitLimit = binary.LittleEndian.Uint32(data(0)[1:])
-	if d := data(1); !program(1).Equals(solana.ComputeBudget) || len(d) != 9 || d[0] != 3 || len(msg.Instructions[1].Accounts) != 0 {
-		return nil, refuse(ExactComputePrice, "instruction 1 must be the compute budget's SetComputeUnitPrice")
+	limitAt, priceAt := 0, 1
+	if anyComputeOrder && budget(0, 3, 9) {
+		limitAt, priceAt = 1, 0
 	}
-	p.ComputeUnitPrice = binary.LittleEndian.Uint64(data(1)[1:])
+	if !budget(limitAt, 2, 5) {
+		return nil, refuse(ExactComputeLimit, "instruction %d must be the compute budget's SetComputeUnitLimit", limitAt)
+	}
+	p.ComputeUnitLimit = binary.LittleEndian.Uint32(data(limitAt)[1:])
+	if !budget(priceAt, 3, 9) {
+		return nil, refuse(ExactComputePrice, "instruction %d must be the compute budget's SetComputeUnitPrice", priceAt)
+	}
+	p.ComputeUnitPrice = binary.LittleEndian.Uint64(data(priceAt)[1:])
 
 	// 2: TransferChecked (12, u64 amount, u8 decimals) of the classic
 	// token program: source, mint, destination, authority, and no
@@ -374,7 +391,7 @@ func (l *Ledger) ExactPayer(transaction string) string {
 
 // exactOf decodes transaction and makes req this ledger's requirements.
 func (l *Ledger) exactOf(transaction string, req chains.ExactRequest) (*ExactPayment, ExactRequirements, error) {
-	p, err := DecodeExact(transaction)
+	p, err := decodeExact(transaction, req.AnyComputeOrder)
 	if err != nil {
 		return nil, ExactRequirements{}, err
 	}

@@ -519,6 +519,17 @@ type SendToUserPayload struct {
 	Replayed      bool            `json:"replayed"`
 }
 
+// Something about a session its merchant should act on, with what to do
+type SessionAttention struct {
+	Kind SessionAttentionKind `json:"kind"`
+	// The payment concerned; null when it is the session's sum (underpaid, overpaid)
+	PaymentExternalID *string `json:"paymentExternalId,omitempty"`
+	// The USD concerned: still due, paid beyond the amount and not refunded, or held and not refunded
+	Amount decimal.Decimal `json:"amount"`
+	// What happened and what the merchant can do, a sentence
+	Advice string `json:"advice"`
+}
+
 // Narrows the caller's sessions; absent fields do not filter.
 type SessionFilter struct {
 	// Sessions in any of these states
@@ -1391,6 +1402,73 @@ func (e *PairingStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e PairingStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Why a session needs its merchant's attention (docs/dashboard.md#sessions)
+type SessionAttentionKind string
+
+const (
+	// Open with part of its amount paid, waiting for the rest
+	SessionAttentionKindUnderpaid SessionAttentionKind = "UNDERPAID"
+	// Expired or cancelled with part of its amount paid; what arrived is held
+	SessionAttentionKindUnderpaidEnded SessionAttentionKind = "UNDERPAID_ENDED"
+	// Paid beyond its amount; the excess settles with the payment unless refunded
+	SessionAttentionKindOverpaid SessionAttentionKind = "OVERPAID"
+	// A payment arrived after the session expired or was cancelled; it is held
+	SessionAttentionKindLatePayment SessionAttentionKind = "LATE_PAYMENT"
+	// A payment arrived after the session was already paid; it is held
+	SessionAttentionKindRepeatPayment SessionAttentionKind = "REPEAT_PAYMENT"
+)
+
+var AllSessionAttentionKind = []SessionAttentionKind{
+	SessionAttentionKindUnderpaid,
+	SessionAttentionKindUnderpaidEnded,
+	SessionAttentionKindOverpaid,
+	SessionAttentionKindLatePayment,
+	SessionAttentionKindRepeatPayment,
+}
+
+func (e SessionAttentionKind) IsValid() bool {
+	switch e {
+	case SessionAttentionKindUnderpaid, SessionAttentionKindUnderpaidEnded, SessionAttentionKindOverpaid, SessionAttentionKindLatePayment, SessionAttentionKindRepeatPayment:
+		return true
+	}
+	return false
+}
+
+func (e SessionAttentionKind) String() string {
+	return string(e)
+}
+
+func (e *SessionAttentionKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = SessionAttentionKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid SessionAttentionKind", str)
+	}
+	return nil
+}
+
+func (e SessionAttentionKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *SessionAttentionKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e SessionAttentionKind) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -1,8 +1,10 @@
 // Package webhooksend is the machinery of webhook delivery that decides
-// nothing: posting one signed try (Post; the same post for agentpay's
-// Standard Webhooks and ACP's Merchant-Signature order webhooks, which
-// differ only in the headers their Request.Sign sets), reading what a try needs
-// (Load), and recording tries (RecordPostgres), each as cheaply as the
+// nothing: claiming a merchant's due deliveries under a lease (Claim,
+// ClaimOne, Release: the root's webhook_batch.go says why), posting one
+// signed try (Post; the same post for agentpay's Standard Webhooks and
+// ACP's Merchant-Signature order webhooks, which differ only in the
+// headers their Request.Sign sets), reading what a try needs (Load,
+// LoadMany), and recording tries (RecordPostgres), each as cheaply as the
 // database allows. The rules stay in the root package (agentpay): which
 // events are sent, to which URL of which mode, the retry schedule, the
 // per-merchant cap and the slow lane, what the attempt log and the merchant

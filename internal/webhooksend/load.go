@@ -24,7 +24,10 @@ type Delivery struct {
 	Payload    []byte
 	Livemode   bool
 	MerchantID uuid.UUID
-	Live, Test Endpoint
+	// NextAttemptAt is when the delivery is next due, or until when a
+	// batch holds it (its lease); nil once done.
+	NextAttemptAt *time.Time
+	Live, Test    Endpoint
 }
 
 // Endpoint is a merchant's webhook URL and sealed secrets of one mode, as
@@ -36,7 +39,7 @@ type Endpoint struct {
 	PreviousUntil *time.Time
 }
 
-const loadColumns = `SELECT d.id, d.status, d.attempts, e.id, e.payload, e.livemode, m.id,
+const loadColumns = `SELECT d.id, d.status, d.attempts, d.next_attempt_at, e.id, e.payload, e.livemode, m.id,
 	COALESCE(m.webhook_url, ''), m.webhook_secret_encrypted, m.webhook_secret_previous_encrypted, m.webhook_secret_previous_expires_at,
 	COALESCE(m.test_webhook_url, ''), m.test_webhook_secret_encrypted, m.test_webhook_secret_previous_encrypted, m.test_webhook_secret_previous_expires_at
 FROM webhook_deliveries d
@@ -48,11 +51,15 @@ func scanDelivery(rows *sql.Rows, found map[uuid.UUID]*Delivery) error {
 	var (
 		d                  Delivery
 		liveUntil, testEnd sql.NullTime
+		next               sql.NullTime
 	)
-	if err := rows.Scan(&d.ID, &d.Status, &d.Attempts, &d.EventID, &d.Payload, &d.Livemode, &d.MerchantID,
+	if err := rows.Scan(&d.ID, &d.Status, &d.Attempts, &next, &d.EventID, &d.Payload, &d.Livemode, &d.MerchantID,
 		&d.Live.URL, &d.Live.Secret, &d.Live.Previous, &liveUntil,
 		&d.Test.URL, &d.Test.Secret, &d.Test.Previous, &testEnd); err != nil {
 		return err
+	}
+	if next.Valid {
+		d.NextAttemptAt = &next.Time
 	}
 	if liveUntil.Valid {
 		d.Live.PreviousUntil = &liveUntil.Time
@@ -66,6 +73,45 @@ func scanDelivery(rows *sql.Rows, found map[uuid.UUID]*Delivery) error {
 
 func key(id uuid.UUID) uuid.UUID { return id }
 
+const (
+	loadManyPostgres = loadColumns + "= ANY($1::uuid[])"
+	loadManySQLite   = loadColumns + "IN (SELECT value FROM json_each(?))"
+)
+
+func idsArgPostgres(ids []uuid.UUID) []any {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return []any{pq.StringArray(s)}
+}
+
+func idsArgSQLite(ids []uuid.UUID) []any {
+	b, _ := json.Marshal(ids) // uuid.UUID marshals as its text form
+	return []any{string(b)}
+}
+
+// LoadMany reads the deliveries ids (a batch just claimed, Claim) in one
+// statement, by id; an id with no delivery is missing from the answer.
+func LoadMany(ctx context.Context, db *store.DB, ids []uuid.UUID) (map[uuid.UUID]*Delivery, error) {
+	q, args := loadManySQLite, idsArgSQLite(ids)
+	if db.IsPostgres() {
+		q, args = loadManyPostgres, idsArgPostgres(ids)
+	}
+	rows, err := db.SQL.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	found := make(map[uuid.UUID]*Delivery, len(ids))
+	for rows.Next() {
+		if err := scanDelivery(rows, found); err != nil {
+			return nil, err
+		}
+	}
+	return found, rows.Err()
+}
+
 // The reads of deliveries whose tries start together share one statement
 // (store.Batched), by delivery id: every read that arrives during one joins
 // the next, at most 256 a statement. One read per delivery was a round trip
@@ -73,22 +119,11 @@ func key(id uuid.UUID) uuid.UUID { return id }
 // takes in turn, a turn each.
 var (
 	loadsPostgres = store.NewBatched(store.BatchSpec[uuid.UUID, uuid.UUID, *Delivery]{
-		SQL: loadColumns + "= ANY($1::uuid[])",
-		Args: func(ids []uuid.UUID) []any {
-			s := make([]string, len(ids))
-			for i, id := range ids {
-				s[i] = id.String()
-			}
-			return []any{pq.StringArray(s)}
-		},
+		SQL: loadManyPostgres, Args: idsArgPostgres,
 		Scan: scanDelivery, Key: key, Max: 256, Timeout: 10 * time.Second,
 	})
 	loadsSQLite = store.NewBatched(store.BatchSpec[uuid.UUID, uuid.UUID, *Delivery]{
-		SQL: loadColumns + "IN (SELECT value FROM json_each(?))",
-		Args: func(ids []uuid.UUID) []any {
-			b, _ := json.Marshal(ids) // uuid.UUID marshals as its text form
-			return []any{string(b)}
-		},
+		SQL: loadManySQLite, Args: idsArgSQLite,
 		Scan: scanDelivery, Key: key, Max: 256, Timeout: 10 * time.Second,
 	})
 )

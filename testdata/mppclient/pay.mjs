@@ -13,12 +13,22 @@
 //   IDEMPOTENCY_KEY=...: sent as the Idempotency-Key header of every
 //     request (mppx keeps a caller's headers on its paid retry), so the
 //     payment is the one the key names (TestMPPNodeClientIdempotencyKey).
+//   SOLANA_PAYER_KEY=<64-byte key, hex>  SOLANA_RPC_URL=...  (instead of
+//     PAYER_KEY): the payer is a Solana wallet holding USDC and no SOL,
+//     paying the challenge of method solana (draft-solana-charge-00)
+//     with @solana/mpp 0.6.0's charge client: it builds the
+//     TransferChecked against SOLANA_RPC_URL (the devnet), sets the
+//     treasury (methodDetails.feePayerKey) as fee payer, signs as the
+//     transfer's authority only and sends the transaction as the
+//     credential (payload.type "transaction"); agentpay co-signs it.
 //   CREDENTIAL_ONLY=1: the credential mppx made is printed
 //     ({"credential": "Payment ..."}) and never sent: an ACP agent hands
 //     it to complete (TestACPCompleteWithMPP).
 import { Fetch, evm } from "mppx/client";
 import { Receipt } from "mppx";
 import { privateKeyToAccount } from "viem/accounts";
+import { solana } from "@solana/mpp/client";
+import { createKeyPairSignerFromBytes } from "@solana/kit";
 
 const env = (name) => {
   const v = process.env[name];
@@ -26,7 +36,10 @@ const env = (name) => {
   return v;
 };
 
-const account = privateKeyToAccount(env("PAYER_KEY"));
+const solanaSigner = process.env.SOLANA_PAYER_KEY
+  ? await createKeyPairSignerFromBytes(Uint8Array.from(Buffer.from(env("SOLANA_PAYER_KEY"), "hex")))
+  : null;
+const account = solanaSigner ? { address: solanaSigner.address } : privateKeyToAccount(env("PAYER_KEY"));
 // The credentials mppx sends, as the wire carries them.
 const sent = [];
 class Captured extends Error {}
@@ -38,7 +51,7 @@ const recording = async (input, init) => {
 };
 const pay = Fetch.from({
   fetch: recording,
-  methods: [
+  methods: solanaSigner ? [solana.charge({ signer: solanaSigner, rpcUrl: env("SOLANA_RPC_URL") })] : [
     evm.charge({
       account,
       // The token's EIP-712 domain: the evm request names the contract

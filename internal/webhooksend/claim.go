@@ -1,0 +1,93 @@
+package webhooksend
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"agentpay/internal/store"
+)
+
+// Claim takes up to max of a merchant's due deliveries in one mode (pending,
+// next_attempt_at at or before now) for one batch of tries, first, if it is
+// among them, first, and returns their ids. Taking one moves its
+// next_attempt_at to leaseUntil: no other batch takes it until then, and if
+// the batch's process dies its delivery is due again then (the lease
+// expires), which is what brings it back to its own job (the root's
+// webhook_batch.go). On PostgreSQL concurrent claims skip each other's rows
+// (FOR UPDATE SKIP LOCKED); on SQLite the statement runs alone.
+func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode bool, first uuid.UUID, now, leaseUntil time.Time, max int) ([]uuid.UUID, error) {
+	q := claimSQLite
+	if db.IsPostgres() {
+		q = claimPostgres
+	}
+	rows, err := db.SQL.QueryContext(ctx, q, merchantID, livemode, now.UTC(), leaseUntil.UTC(), first, max)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Release gives back the deliveries of a batch it did not try (their
+// merchant's cap turned them away, or the batch ran out of its time): due
+// again at now, if still pending and still held by that batch's lease.
+func Release(ctx context.Context, db *store.DB, ids []uuid.UUID, leaseUntil, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	q, args := `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at = ? AND id IN (SELECT value FROM json_each(?))`,
+		append([]any{now.UTC(), leaseUntil.UTC()}, idsArgSQLite(ids)...)
+	if db.IsPostgres() {
+		q, args = `UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE status = 'pending' AND next_attempt_at = $2 AND id = ANY($3::uuid[])`,
+			append([]any{now.UTC(), leaseUntil.UTC()}, idsArgPostgres(ids)...)
+	}
+	_, err := db.SQL.ExecContext(ctx, q, args...)
+	return err
+}
+
+// The claim: the due deliveries of one merchant's mode, the given one first,
+// then the longest due. Arguments: merchant id, livemode, now, the lease's
+// end, the first delivery's id, how many at most.
+const (
+	claimPostgres = `UPDATE webhook_deliveries d SET next_attempt_at = $4
+WHERE d.id IN (
+	SELECT w.id FROM webhook_deliveries w JOIN webhook_events e ON e.id = w.event_id
+	WHERE e.merchant_id = $1 AND e.livemode = $2 AND w.status = 'pending' AND w.next_attempt_at <= $3
+	ORDER BY w.id = $5 DESC, w.next_attempt_at, w.id
+	LIMIT $6
+	FOR UPDATE OF w SKIP LOCKED)
+AND d.status = 'pending' AND d.next_attempt_at <= $3
+RETURNING d.id`
+	claimSQLite = `UPDATE webhook_deliveries SET next_attempt_at = ?4
+WHERE id IN (
+	SELECT w.id FROM webhook_deliveries w JOIN webhook_events e ON e.id = w.event_id
+	WHERE e.merchant_id = ?1 AND e.livemode = ?2 AND w.status = 'pending' AND w.next_attempt_at <= ?3
+	ORDER BY w.id = ?5 DESC, w.next_attempt_at, w.id
+	LIMIT ?6)
+RETURNING id`
+)
+
+// ClaimOne takes delivery id alone, as Claim does (until leaseUntil), if it
+// is pending and due at now; false if not.
+func ClaimOne(ctx context.Context, db *store.DB, id uuid.UUID, now, leaseUntil time.Time) (bool, error) {
+	q := `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?`
+	if db.IsPostgres() {
+		q = `UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND status = 'pending' AND next_attempt_at <= $3`
+	}
+	r, err := db.SQL.ExecContext(ctx, q, leaseUntil.UTC(), id, now.UTC())
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	return n > 0, err
+}

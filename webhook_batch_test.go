@@ -1,0 +1,79 @@
+package agentpay
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"agentpay/ent/webhookdelivery"
+	"agentpay/internal/testenv"
+	"agentpay/internal/webhooksend"
+)
+
+// TestWebhookBatch: a new receiver's delivery is tried alone; once it has
+// answered, one call tries the merchant's other due deliveries with its
+// own, each once. A delivery another batch holds is not sent: its job
+// waits for the lease's end; given back (Release), it is due again at
+// once and the next call sends it.
+func TestWebhookBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	rcv := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, rcv.URL)
+	deliveryOf := func() uuid.UUID {
+		return onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID).ID
+	}
+
+	first := deliveryOf()
+	res, err := svc.DeliverWebhookBatch(ctx, first, m.ID, false)
+	require.NoError(t, err)
+	require.True(t, res.Own.Done)
+	require.Empty(t, res.Others, "a new receiver's try is alone")
+	require.Len(t, rcv.Requests(), 1)
+
+	own := deliveryOf()
+	for range 29 {
+		deliveryOf()
+	}
+	res, err = svc.DeliverWebhookBatch(ctx, own, m.ID, false)
+	require.NoError(t, err)
+	require.True(t, res.Own.Done)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Own.Status)
+	require.Len(t, res.Others, 29)
+	require.Len(t, rcv.Requests(), 31)
+	seen := map[string]int{}
+	for _, r := range rcv.Requests() {
+		seen[r.Header.Get("webhook-id")]++
+	}
+	require.Len(t, seen, 31, "each event sent once")
+	ds, err := svc.cfg.DB.Ent.WebhookDelivery.Query().All(ctx)
+	require.NoError(t, err)
+	for _, d := range ds {
+		require.Equal(t, webhookdelivery.StatusSucceeded, d.Status)
+		require.Equal(t, 1, d.Attempts)
+	}
+
+	// Held by another batch (another process's claim).
+	held := deliveryOf()
+	now := svc.now().UTC()
+	lease := now.Add(webhookLease).Truncate(time.Microsecond)
+	ids, err := webhooksend.Claim(ctx, svc.cfg.DB, m.ID, false, held, now, lease, webhookBatchMax)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{held}, ids)
+	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false)
+	require.NoError(t, err)
+	require.False(t, res.Own.Done)
+	require.Greater(t, res.Wait, webhookLease-5*time.Second, "waits for the lease's end")
+	require.Len(t, rcv.Requests(), 31, "nothing sent")
+
+	require.NoError(t, webhooksend.Release(ctx, svc.cfg.DB, ids, lease, svc.now()))
+	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false)
+	require.NoError(t, err)
+	require.True(t, res.Own.Done)
+	require.Len(t, rcv.Requests(), 32)
+}
