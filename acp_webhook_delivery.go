@@ -4,11 +4,9 @@ package agentpay
 // acp_webhooks.go): one try per call of the deliver_acp_order_event job.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -91,7 +89,9 @@ func (s *Service) DeliverACPOrderEvent(ctx context.Context, id uuid.UUID) (ACPOr
 		if err != nil {
 			return ACPOrderDelivery{}, fmt.Errorf("agentpay: opening the %s ACP webhook secret of merchant %s: %w", mode, m.ID, err)
 		}
-		code, sendErr = postACPOrderEvent(ctx, s.webhookClient(e.Livemode), ep.url, e, string(secret), at)
+		code, sendErr = webhooksend.Post(ctx, s.webhookClient(e.Livemode), webhooksend.Request{
+			URL: ep.url, Payload: e.Payload, Sign: acpSignature(e, string(secret), at),
+		})
 		res.Sent = true
 	}
 	if ctx.Err() != nil {
@@ -144,28 +144,15 @@ func derefTime(t *time.Time) time.Time {
 	return *t
 }
 
-// postACPOrderEvent sends one try and answers the status code (0 when none
-// came) and why it failed (nil for a 2xx).
-func postACPOrderEvent(ctx context.Context, client *http.Client, url string, e *ent.ACPOrderEvent, secret string, at time.Time) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(e.Payload))
-	if err != nil {
-		return 0, fmt.Errorf("bad ACP webhook URL: %w", err)
+// acpSignature is the signing headers of a try of e at `at`: the
+// Merchant-Signature, and the Request-Id and Timestamp ACP's webhook
+// carries. Request-Id is the same on every try of the event: the
+// receiver's key to drop a repeat (a try whose answer was lost is sent
+// again).
+func acpSignature(e *ent.ACPOrderEvent, secret string, at time.Time) func(http.Header) {
+	return func(h http.Header) {
+		h.Set(ACPSignatureHeader, ACPSignature(secret, at, e.Payload))
+		h.Set("Request-Id", e.ID.String())
+		h.Set("Timestamp", at.UTC().Format(time.RFC3339))
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", webhooksend.UserAgent)
-	req.Header.Set(ACPSignatureHeader, ACPSignature(secret, at, e.Payload))
-	// The same on every try of the event: the receiver's key to drop a
-	// repeat (a try whose answer was lost is sent again).
-	req.Header.Set("Request-Id", e.ID.String())
-	req.Header.Set("Timestamp", at.UTC().Format(time.RFC3339))
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, webhooksend.SendError(err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhooksend.BodyMax))
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("receiver answered %s", resp.Status)
-	}
-	return resp.StatusCode, nil
 }

@@ -150,7 +150,7 @@ func (s *Service) MerchantFeed(ctx context.Context, auth *MerchantAuth, after in
 	for _, r := range rows {
 		e := byID[r.EventID]
 		if e == nil {
-			continue // the feed and its events are written together: cannot happen
+			continue // deleted by the retention job since the lines were read (webhook_retention.go)
 		}
 		var body struct {
 			Data      json.RawMessage `json:"data"`

@@ -133,6 +133,10 @@ type Config struct {
 	// still watched after it ended (checkout_deposits.go); 0 is
 	// DefaultLatePaymentWindow.
 	LatePaymentWindow time.Duration
+	// WebhookRetention is how long webhook events (with their deliveries,
+	// tries and feed lines) and ACP order events are kept once done
+	// (webhook_retention.go); 0 is DefaultWebhookRetention.
+	WebhookRetention time.Duration
 	// SendMinimums raise the smallest send (and withdrawal) per chain above
 	// MinSendUSD, where the gas the treasury pays for a send's two
 	// transactions exceeds the fee a smaller one earns (treasury_gas.go's send

@@ -210,7 +210,8 @@ func (s *Service) sendWebhookTry(ctx context.Context, d *deliveryToSend) (*webho
 	}
 	if sendErr == nil {
 		code, sendErr = webhooksend.Post(tryCtx, s.webhookClient(d.livemode), webhooksend.Request{
-			URL: d.url, EventID: d.eventID.String(), Payload: d.payload, At: at, Secret: secret, Previous: previous,
+			URL: d.url, Payload: d.payload,
+			Sign: webhooksend.StandardSignature(secret, d.eventID.String(), at, d.payload, previous...),
 		})
 	}
 	duration := time.Since(start)

@@ -119,7 +119,7 @@ func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
 
 // BenchmarkInternalPayment measures an agent paying a checkout session of
 // one of our merchants settled on the internal ledger
-// (Config.InternalSettlement, internalsettlement.go), from the request
+// (Config.InternalSettlement, settle_internal.go), from the request
 // (Service.PayCheckout, as agent-pay and the MCP tool call it) to its
 // answer, which is the payment confirmed: no chain transaction is waited
 // for. The real worker runs beside it, as `agentpay worker` does

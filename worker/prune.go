@@ -10,8 +10,8 @@ import (
 )
 
 // pruneInterval is how often expired rows are deleted: signature
-// challenges, idempotency keys, passkey ceremonies and identity callback
-// events, each by its own job.
+// challenges, idempotency keys, passkey ceremonies, identity callback
+// events, dashboard sessions and webhook history, each by its own job.
 const pruneInterval = time.Hour
 
 // PruneChallengesArgs deletes expired signature challenges
@@ -75,6 +75,19 @@ func (PruneDashboardSessionsArgs) InsertOpts() river.InsertOpts {
 	return singletonOpts(river.QueueDefault)
 }
 
+// PruneWebhookHistoryArgs deletes webhook events and ACP order events past
+// the webhook retention, never one still being delivered
+// (agentpay.Service.PruneWebhookHistory).
+type PruneWebhookHistoryArgs struct{}
+
+func (PruneWebhookHistoryArgs) Kind() string { return "prune_webhook_history" }
+
+// InsertOpts keeps one run waiting or running at a time across every worker
+// process.
+func (PruneWebhookHistoryArgs) InsertOpts() river.InsertOpts {
+	return singletonOpts(river.QueueDefault)
+}
+
 // pruneWorker runs one of the service's prunings for its job kind A.
 type pruneWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
@@ -93,13 +106,14 @@ func addPruneWorkers(workers *river.Workers, svc *agentpay.Service) {
 	river.AddWorker(workers, &pruneWorker[PruneIdentityCallbacksArgs]{prune: svc.PruneIdentityCallbacks})
 	river.AddWorker(workers, &pruneWorker[PrunePasskeyCeremoniesArgs]{prune: svc.PrunePasskeyCeremonies})
 	river.AddWorker(workers, &pruneWorker[PruneDashboardSessionsArgs]{prune: svc.PruneDashboardSessions})
+	river.AddWorker(workers, &pruneWorker[PruneWebhookHistoryArgs]{prune: svc.PruneWebhookHistory})
 }
 
 // prunePeriodics schedules the prunings, each every pruneInterval and once
 // at start.
 func prunePeriodics() []*river.PeriodicJob {
 	var out []*river.PeriodicJob
-	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}, PrunePasskeyCeremoniesArgs{}, PruneDashboardSessionsArgs{}} {
+	for _, args := range []river.JobArgs{PruneChallengesArgs{}, PruneIdempotencyKeysArgs{}, PruneIdentityCallbacksArgs{}, PrunePasskeyCeremoniesArgs{}, PruneDashboardSessionsArgs{}, PruneWebhookHistoryArgs{}} {
 		out = append(out, river.NewPeriodicJob(
 			river.PeriodicInterval(pruneInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },

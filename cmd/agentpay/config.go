@@ -52,6 +52,9 @@ type config struct {
 	// waits for a paired human (SPEND_APPROVAL_TTL).
 	SpendApprovalTTL  time.Duration
 	LatePaymentWindow time.Duration
+	// WebhookRetention is WEBHOOK_RETENTION: how long webhook history is
+	// kept once delivered or finally failed.
+	WebhookRetention time.Duration
 	// SettlementMinimum and SettlementInterval batch payouts
 	// (SETTLEMENT_MINIMUM_USD, SETTLEMENT_INTERVAL): a batch is paid once
 	// its net reaches the minimum or its oldest payment has waited the
@@ -186,6 +189,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CardRequestTTL:         p.duration("CARD_REQUEST_TTL", agentpay.DefaultCardRequestTTL),
 		SpendApprovalTTL:       p.duration("SPEND_APPROVAL_TTL", agentpay.DefaultSpendApprovalTTL),
 		LatePaymentWindow:      p.duration("LATE_PAYMENT_WINDOW", agentpay.DefaultLatePaymentWindow),
+		WebhookRetention:       p.duration("WEBHOOK_RETENTION", agentpay.DefaultWebhookRetention),
 		SettlementMinimum:      p.positiveUSD("SETTLEMENT_MINIMUM_USD", agentpay.DefaultSettlementMinimum),
 		SettlementInterval:     p.nonNegativeDuration("SETTLEMENT_INTERVAL", -1),
 		MaxOpenSessions:        p.nonNegativeInt("MAX_OPEN_SESSIONS", 1000),

@@ -30,6 +30,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, "http://localhost:8080", c.PasskeyOrigin)
 	require.Equal(t, 30*time.Minute, c.SessionTTL)
 	require.Equal(t, 24*time.Hour, c.LatePaymentWindow)
+	require.Equal(t, 30*24*time.Hour, c.WebhookRetention)
 	require.Equal(t, 1000, c.MaxOpenSessions)
 	require.Equal(t, 10, c.SelectRateLimit)
 	require.Equal(t, 20, c.RelayIPRateLimit)
@@ -148,6 +149,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{"SESSION_TTL", "soon"},
 		{"SESSION_TTL", "-5m"},
 		{"LATE_PAYMENT_WINDOW", "0"},
+		{"WEBHOOK_RETENTION", "30d"},
+		{"WEBHOOK_RETENTION", "0"},
 		{"SETTLEMENT_MINIMUM_USD", "0"},
 		{"SETTLEMENT_INTERVAL", "-1h"},
 		{"MAX_OPEN_SESSIONS", "-1"},

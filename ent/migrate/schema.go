@@ -43,6 +43,11 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{AcpOrderEventsColumns[3], AcpOrderEventsColumns[5], AcpOrderEventsColumns[1]},
 			},
+			{
+				Name:    "acporderevent_completed_at",
+				Unique:  false,
+				Columns: []*schema.Column{AcpOrderEventsColumns[14]},
+			},
 		},
 	}
 	// AccountEventsColumns holds the columns for the "account_events" table.
@@ -814,6 +819,11 @@ var (
 				Name:    "merchantfeedentry_merchant_id_livemode_id",
 				Unique:  false,
 				Columns: []*schema.Column{MerchantFeedEntriesColumns[1], MerchantFeedEntriesColumns[2], MerchantFeedEntriesColumns[0]},
+			},
+			{
+				Name:    "merchantfeedentry_event_id",
+				Unique:  false,
+				Columns: []*schema.Column{MerchantFeedEntriesColumns[3]},
 			},
 		},
 	}
@@ -1700,6 +1710,11 @@ var (
 				Name:    "webhookevent_session_id",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookEventsColumns[6]},
+			},
+			{
+				Name:    "webhookevent_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{WebhookEventsColumns[1]},
 			},
 		},
 	}

@@ -73,5 +73,8 @@ func (ACPOrderEvent) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("session_id", "seq").Unique(),
 		index.Fields("merchant_id", "livemode", "created_at"),
+		// The retention job finds the events done longest ago
+		// (webhook_retention.go).
+		index.Fields("completed_at"),
 	}
 }

@@ -51,5 +51,8 @@ func (MerchantFeedEntry) Fields() []ent.Field {
 func (MerchantFeedEntry) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("merchant_id", "livemode", "id"),
+		// The retention job deletes an event's lines with it
+		// (webhook_retention.go).
+		index.Fields("event_id"),
 	}
 }

@@ -76,5 +76,7 @@ func (WebhookEvent) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("merchant_id", "livemode", "created_at"),
 		index.Fields("session_id"),
+		// The retention job finds the oldest events (webhook_retention.go).
+		index.Fields("created_at"),
 	}
 }

@@ -1,13 +1,15 @@
 // Package webhooksend is the machinery of webhook delivery that decides
 // nothing: claiming a merchant's due deliveries under a lease (Claim,
 // ClaimOne, Release: the root's webhook_batch.go says why), posting one
-// signed try (Post), reading what a try needs (Load, LoadMany), and
-// recording tries (RecordPostgres), each as cheaply as the database
-// allows. The rules stay in the root package (agentpay): which
+// signed try (Post; the same post for agentpay's Standard Webhooks and
+// ACP's Merchant-Signature order webhooks, which differ only in the
+// headers their Request.Sign sets), reading what a try needs (Load,
+// LoadMany), and recording tries (RecordPostgres), each as cheaply as the
+// database allows. The rules stay in the root package (agentpay): which
 // events are sent, to which URL of which mode, the retry schedule, the
 // per-merchant cap and the slow lane, what the attempt log and the merchant
-// feed say (webhookdelivery.go, webhooklimits.go, webhookreceivers.go,
-// merchantfeed.go there).
+// feed say (webhook_delivery.go, webhook_limits.go, webhook_receivers.go,
+// acp_webhook_delivery.go, merchant_feed.go there).
 //
 // Throughput comes from round trips, not CPU: a delivery to a receiver that
 // answers at once is a River fetch, a read, a POST, a recorded try and a

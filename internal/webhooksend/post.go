@@ -24,19 +24,28 @@ const (
 // Request is one try to send.
 type Request struct {
 	URL     string
-	EventID string
 	Payload []byte
-	// At dates the signatures (webhook-timestamp).
-	At time.Time
-	// Secret signs the try; Previous are secrets still in a rotation's
-	// overlap, which sign it too.
-	Secret   string
-	Previous []string
+	// Sign sets the try's signing headers, called once the request is
+	// built, just before it is sent: what differs between the kinds of
+	// webhook (our Standard Webhooks signature, ACP's Merchant-Signature),
+	// while the post, its client, the bounds on the answer and the errors
+	// the attempt log shows are the same for every kind.
+	Sign func(h http.Header)
 }
 
-// Post sends one try with client, signed (webhook.SetSignatureHeaders), and
-// returns the answer's status code (0 when there was none) and why the try
-// failed (nil for a 2xx), as the attempt log shows it (SendError).
+// StandardSignature is Request.Sign of agentpay's own webhooks: Standard
+// Webhooks headers (webhook.SetSignatureHeaders) of eventID's payload,
+// dated at, signed with secret and with the secrets still in a rotation's
+// overlap (previous).
+func StandardSignature(secret, eventID string, at time.Time, payload []byte, previous ...string) func(http.Header) {
+	return func(h http.Header) {
+		webhook.SetSignatureHeaders(h, secret, eventID, at, payload, previous...)
+	}
+}
+
+// Post sends one try with client, signed by r.Sign, and returns the
+// answer's status code (0 when there was none) and why the try failed (nil
+// for a 2xx), as the attempt log shows it (SendError).
 func Post(ctx context.Context, client *http.Client, r Request) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Payload))
 	if err != nil {
@@ -44,7 +53,9 @@ func Post(ctx context.Context, client *http.Client, r Request) (int, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	webhook.SetSignatureHeaders(req.Header, r.Secret, r.EventID, r.At, r.Payload, r.Previous...)
+	if r.Sign != nil {
+		r.Sign(req.Header)
+	}
 
 	resp, err := client.Do(req)
 	if err != nil {

@@ -1,7 +1,10 @@
 package webhooksend
 
 import (
+	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"syscall"
@@ -47,4 +50,41 @@ func TestWebhookSendErrors(t *testing.T) {
 		require.Equal(t, took, Duration(err, 1234*time.Millisecond), tt.want)
 	}
 	require.Equal(t, 20*time.Millisecond, Duration(nil, 20*time.Millisecond), "a success")
+}
+
+// TestPostSigns: a try carries the headers its Request.Sign sets (each kind
+// of webhook its own signature) over the post's own, and a receiver's non-2xx
+// answer is a failed try with its status code.
+func TestPostSigns(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		if r.Header.Get("X-Fail") != "" {
+			w.WriteHeader(http.StatusTeapot)
+		}
+	}))
+	defer srv.Close()
+	client := webhook.NewClient(webhook.ClientOptions{Timeout: 5 * time.Second})
+	at := time.Unix(1_790_000_000, 0)
+	payload := []byte(`{"type":"test"}`)
+
+	code, err := Post(context.Background(), client, Request{URL: srv.URL, Payload: payload,
+		Sign: StandardSignature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "evt_1", at, payload)})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	h := <-got
+	require.Equal(t, "evt_1", h.Get("webhook-id"))
+	require.Equal(t, "1790000000", h.Get("webhook-timestamp"))
+	require.NotEmpty(t, h.Get("webhook-signature"))
+	require.Equal(t, UserAgent, h.Get("User-Agent"))
+	require.Equal(t, "application/json", h.Get("Content-Type"))
+
+	code, err = Post(context.Background(), client, Request{URL: srv.URL, Payload: payload,
+		Sign: func(h http.Header) { h.Set("Merchant-Signature", "t=1,v1=ab"); h.Set("X-Fail", "1") }})
+	require.EqualError(t, err, "receiver answered 418 I'm a teapot")
+	require.Equal(t, http.StatusTeapot, code)
+	h = <-got
+	require.Equal(t, "t=1,v1=ab", h.Get("Merchant-Signature"))
+	require.Empty(t, h.Get("webhook-signature"))
 }
