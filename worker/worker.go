@@ -95,9 +95,10 @@ var workedQueues = []string{river.QueueDefault, queueChains, jobs.WebhookQueue, 
 const jobTimeout = time.Minute
 
 // The defaults of Config: together they keep a payment's payment.confirmed
-// webhook within a second of the block that completes its confirmations
-// (BenchmarkConfirmedWebhookLatency): at most a scan interval until the
-// scan, a poll until the scan job runs, a poll until the webhook job runs.
+// webhook within a few hundred milliseconds of the block that completes its
+// confirmations (BenchmarkConfirmedWebhookLatency): at most a head poll
+// until the scan is enqueued (a scan interval when the head cannot be read),
+// the scan job's pickup, a poll until the webhook job runs.
 // A scan of a chain with no new block is two cheap RPC calls; a poll is one
 // indexed query per queue.
 const (
