@@ -95,6 +95,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'BenchmarkX402V2PaidRequest|BenchmarkX402V2SolanaPaidRequest' -benchtime 20x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench ConfirmedWebhookLatency -benchtime 20x -timeout 30m ./worker/
+	$(GO) test -run '^$$' -bench ScanVolume -benchtime 1x -timeout 30m .
 	$(GO) test -run '^$$' -bench AgentPayConfirmedLatency -benchtime 10x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench InternalPayment -benchtime 200x -timeout 30m ./worker/
 	$(GO) test -run '^$$' -bench BenchmarkMPPRoundTrip -benchtime 20x -timeout 30m ./rest/

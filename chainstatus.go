@@ -115,6 +115,16 @@ func (s *Service) Ready(ctx context.Context) error {
 	return nil
 }
 
+// ChainHead reads the chain's head from its node, past the head cache: the
+// worker's head watch asks it often, to scan a new block at once.
+func (s *Service) ChainHead(ctx context.Context, mode Mode, chain chains.Name) (uint64, error) {
+	l, err := s.ledger(mode, chain)
+	if err != nil {
+		return 0, err
+	}
+	return l.Head(ctx)
+}
+
 // ChainStatus reports one configured chain, from the head cache.
 func (s *Service) ChainStatus(ctx context.Context, mode Mode, chain chains.Name) (ChainStatus, error) {
 	l, err := s.ledger(mode, chain)

@@ -93,10 +93,7 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 			events = append(events, ev)
 		}
 	}
-	var fundings []inbound
-	if len(toHolders) > 0 && network.Ledger != nil {
-		fundings = s.readInbound(ctx, network.Ledger, holders, chain, toHolders)
-	}
+	fundings := s.readInbound(holders, chain, toHolders)
 	head := w.Head()
 	if head > 0 {
 		s.heads.Put(headKey{mode, chain}, head) // what the chains' readers are shown
@@ -112,6 +109,9 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 			decimals: USDCDecimals, addrs: byNorm}
 		if network.Ledger != nil {
 			apply.decimals = network.Ledger.Decimals()
+		}
+		if err := apply.preload(ctx, events); err != nil {
+			return err
 		}
 		for _, ev := range events {
 			s.logger.InfoContext(ctx, "deposit", "chain", chain, "mode", mode, "kind", ev.Kind,

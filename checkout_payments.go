@@ -81,6 +81,60 @@ type depositTx struct {
 	// changed are the sessions whose change publishSessionChanged
 	// published in the transaction.
 	changed map[string]bool
+	// preloaded: das and absent were read for the scan's events in set
+	// queries (preload), so apply looks them up in memory; unset, apply
+	// queries per event (an internal payment, a relay: one event).
+	preloaded bool
+	// das are the deposit addresses of the events, by stored address.
+	das map[string]*ent.DepositAddress
+	// absent are the events' payment keys (chains.Deposit.Key) with no
+	// payment row yet; record takes a key out when it creates the row.
+	absent map[string]bool
+}
+
+// preload reads, in set queries of inChunk values, the deposit addresses
+// and the existing payments of a scan's events, so apply runs no lookup
+// per event (at volume those were most of the scan's statements).
+func (d *depositTx) preload(ctx context.Context, evs []chains.DepositEvent) error {
+	d.preloaded, d.das, d.absent = true, map[string]*ent.DepositAddress{}, map[string]bool{}
+	var addrs, hashes []string
+	for _, ev := range evs {
+		addrs = append(addrs, d.stored(ev.Deposit.To))
+		hashes = append(hashes, ev.Deposit.TxHash)
+		d.absent[ev.Deposit.Key()] = true
+	}
+	if err := chunks(uniq(addrs), func(part []string) error {
+		rows, err := d.tx.DepositAddress.Query().
+			Where(depositaddress.Chain(string(d.chain)), depositaddress.AddressIn(part...)).
+			All(ctx)
+		for _, r := range rows {
+			d.das[r.Address] = r
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("reading deposit addresses: %w", err)
+	}
+	return chunks(uniq(hashes), func(part []string) error {
+		rows, err := d.tx.Payment.Query().
+			Where(payment.Chain(string(d.chain)), payment.TxHashIn(part...)).
+			Select(payment.FieldTxHash, payment.FieldLogIndex).
+			All(ctx)
+		for _, r := range rows {
+			delete(d.absent, chains.Deposit{Chain: d.chain, TxHash: r.TxHash, Index: uint(r.LogIndex)}.Key())
+		}
+		if err != nil {
+			return fmt.Errorf("reading payments: %w", err)
+		}
+		return nil
+	})
+}
+
+// stored is a deposit's recipient as the deposit address is stored.
+func (d *depositTx) stored(to string) string {
+	if a, ok := d.addrs[d.s.wallets(d.chain).NormalizeAddress(to)]; ok {
+		return a
+	}
+	return to
 }
 
 // reached notes a payment status change for the observer.
@@ -98,13 +152,20 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 			"tx", ev.Deposit.TxHash, "amount", ev.Deposit.Amount)
 		return nil
 	}
-	stored, ok := d.addrs[d.s.wallets(d.chain).NormalizeAddress(ev.Deposit.To)]
-	if !ok {
-		stored = ev.Deposit.To
+	stored := d.stored(ev.Deposit.To)
+	var (
+		da  *ent.DepositAddress
+		err error
+	)
+	if d.preloaded {
+		if da = d.das[stored]; da == nil {
+			err = &ent.NotFoundError{}
+		}
+	} else {
+		da, err = d.tx.DepositAddress.Query().
+			Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(stored)).
+			Only(ctx)
 	}
-	da, err := d.tx.DepositAddress.Query().
-		Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(stored)).
-		Only(ctx)
 	if ent.IsNotFound(err) {
 		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", ev.Deposit.To,
 			"tx", ev.Deposit.TxHash)
@@ -117,9 +178,14 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 	if err != nil {
 		return fmt.Errorf("locking session: %w", err)
 	}
-	p, err := d.tx.Payment.Query().
-		Where(payment.Chain(string(d.chain)), payment.TxHash(ev.Deposit.TxHash), payment.LogIndex(int(ev.Deposit.Index))).
-		Only(ctx)
+	var p *ent.Payment
+	if d.preloaded && d.absent[ev.Deposit.Key()] {
+		err = &ent.NotFoundError{} // known absent: no lookup
+	} else {
+		p, err = d.tx.Payment.Query().
+			Where(payment.Chain(string(d.chain)), payment.TxHash(ev.Deposit.TxHash), payment.LogIndex(int(ev.Deposit.Index))).
+			Only(ctx)
+	}
 	if ent.IsNotFound(err) {
 		if ev.Kind == chains.DepositRemoved {
 			return nil // never recorded: nothing to undo
@@ -232,6 +298,7 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording payment: %w", err)
 	}
+	delete(d.absent, ev.Deposit.Key())
 	if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
 		return nil, nil, err
 	}

@@ -196,22 +196,28 @@ func (s *Service) inboundHolders(ctx context.Context, mode Mode, chain chains.Na
 	return out, nil
 }
 
-// inbound is a final transfer to a holder, with the whole of what its
-// transaction paid the holder (read before the scan's transaction opens:
-// no RPC call holds it).
+// inbound is what one transaction paid a holder from outside, once final:
+// the first of its transfers to the holder (for the log) and the total.
 type inbound struct {
 	dep   chains.Deposit
 	to    string
 	total *big.Int
 }
 
-// readInbound reads, for each final event to a holder, what its
-// transaction paid the holder in all. An event not final yet is left: a
-// reorg may still drop it, and the scan reports it final once.
-func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) []inbound {
-	reader, ok := ledger.(chains.DepositReader)
+// readInbound groups the final events to a holder by transaction and
+// holder, summing what each transaction paid the holder from outside. An
+// event not final yet is left: a reorg may still drop it, and the scan
+// reports it final once. The sum is taken from the events themselves, not
+// read from the chain: the scan decodes every transfer of the token to a
+// watched address (the holders are watched), with the decoder DepositsIn
+// uses, and a transaction's transfers are in one block (one slot), so they
+// turn final in the same poll. Reading each transaction's receipt instead
+// cost one RPC call per transfer (and, on a node, a decode of its whole
+// block), which at volume was most of the scan's chain reads.
+func (s *Service) readInbound(holders inboundWatch, chain chains.Name, evs []chains.DepositEvent) []inbound {
 	norm := s.wallets(chain).NormalizeAddress
 	var out []inbound
+	at := map[[2]string]int{} // (tx, holder) -> index in out
 	for _, ev := range evs {
 		if ev.Kind != chains.DepositFinal || ev.Deposit.Amount == nil || ev.Deposit.Amount.Sign() <= 0 {
 			continue
@@ -220,35 +226,35 @@ func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders
 			// From the treasury or a custodial wallet: the service's own
 			// transfer (a send, a fee leg, a card return), counted by its
 			// record and never a funding (recordInbound, holds), so
-			// dropped here, in memory, before the call that reads its
-			// transaction: at volume most transfers reaching a holder are
-			// the service's own.
+			// dropped here, in memory: at volume most transfers reaching
+			// a holder are the service's own.
 			continue
 		}
 		to := holders[norm(ev.Deposit.To)]
-		in := inbound{dep: ev.Deposit, to: to, total: ev.Deposit.Amount}
-		if ok {
-			deps, err := reader.DepositsIn(ctx, ev.Deposit.TxHash, to)
-			if err != nil {
-				// Never holds up the scan (payments wait behind it): the
-				// transfer's own amount is recorded, and a second transfer
-				// to the holder in the same transaction, if any, shows in
-				// the books as a difference.
-				s.logger.WarnContext(ctx, "funding: reading the transaction; its transfer's amount recorded",
-					"chain", chain, "tx", ev.Deposit.TxHash, "err", err)
-				deps = nil
-			}
-			sum := new(big.Int)
-			for _, d := range deps {
-				sum.Add(sum, d.Amount)
-			}
-			if sum.Sign() > 0 {
-				in.total = sum
-			}
+		key := [2]string{ev.Deposit.TxHash, to}
+		if i, ok := at[key]; ok {
+			out[i].total.Add(out[i].total, ev.Deposit.Amount)
+			continue
 		}
-		out = append(out, in)
+		at[key] = len(out)
+		out = append(out, inbound{dep: ev.Deposit, to: to, total: new(big.Int).Set(ev.Deposit.Amount)})
 	}
 	return out
+}
+
+// inChunk bounds the values of one IN list: SQLite allows 32,766 bound
+// variables, PostgreSQL 65,535; smaller lists keep each statement's plan
+// and memory modest.
+const inChunk = 500
+
+// chunks calls f with successive slices of at most inChunk values.
+func chunks[T any](vs []T, f func([]T) error) error {
+	for i := 0; i < len(vs); i += inChunk {
+		if err := f(vs[i:min(i+inChunk, len(vs))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordInbound records, in the scan's transaction, each final transfer to
@@ -256,23 +262,40 @@ func (s *Service) readInbound(ctx context.Context, ledger chains.Ledger, holders
 // service holds is its own transfer (a send, a fee leg, a sweep, a card
 // return), counted by its record; one whose transaction is already
 // recorded for the address (the faucet's own record, another transfer in
-// the same transaction) changes nothing.
+// the same transaction) changes nothing. The lookups are set queries (the
+// senders the service holds, the fundings already recorded) and the rows
+// are inserted in bulk, so a scan costs a few statements per few hundred
+// transfers, not several per transfer.
 func (s *Service) recordInbound(ctx context.Context, tx *ent.Tx, mode Mode, chain chains.Name, ins []inbound) error {
+	if len(ins) == 0 {
+		return nil
+	}
+	froms := make([]string, 0, len(ins))
+	hashes := make([]string, 0, len(ins))
 	for _, in := range ins {
-		from, err := s.holds(ctx, tx.Client(), mode, chain, in.dep.From)
-		if err != nil {
-			return err
+		froms = append(froms, in.dep.From)
+		hashes = append(hashes, in.dep.TxHash)
+	}
+	own, err := s.holdsAny(ctx, tx.Client(), mode, chain, froms)
+	if err != nil {
+		return err
+	}
+	recorded := map[[2]string]bool{}
+	if err := chunks(uniq(hashes), func(part []string) error {
+		rows, err := tx.Funding.Query().
+			Where(funding.Chain(string(chain)), funding.TxHashIn(part...)).
+			Select(funding.FieldTxHash, funding.FieldAddress).
+			All(ctx)
+		for _, r := range rows {
+			recorded[[2]string{r.TxHash, r.Address}] = true
 		}
-		if from != "" {
-			continue
-		}
-		exists, err := tx.Funding.Query().
-			Where(funding.Chain(string(chain)), funding.TxHash(in.dep.TxHash), funding.Address(in.to)).
-			Exist(ctx)
-		if err != nil {
-			return err
-		}
-		if exists {
+		return err
+	}); err != nil {
+		return err
+	}
+	var creates []*ent.FundingCreate
+	for _, in := range ins {
+		if own[s.canonicalAddress(chain, in.dep.From)] || recorded[[2]string{in.dep.TxHash, in.to}] {
 			continue
 		}
 		if !in.total.IsInt64() {
@@ -281,14 +304,79 @@ func (s *Service) recordInbound(ctx context.Context, tx *ent.Tx, mode Mode, chai
 			s.logger.WarnContext(ctx, "funding: amount out of range, not recorded", "chain", chain, "tx", in.dep.TxHash, "amount", in.total.String())
 			continue
 		}
-		if err := tx.Funding.Create().
+		creates = append(creates, tx.Funding.Create().
 			SetChain(string(chain)).SetMode(funding.Mode(mode)).SetAddress(in.to).
-			SetAmount(in.total.Int64()).SetTxHash(in.dep.TxHash).SetSource(FundingInbound).
-			Exec(ctx); err != nil {
-			return fmt.Errorf("recording the funding of %s by %s: %w", in.to, in.dep.TxHash, err)
-		}
+			SetAmount(in.total.Int64()).SetTxHash(in.dep.TxHash).SetSource(FundingInbound))
 		s.logger.InfoContext(ctx, "funding", "chain", chain, "mode", mode, "to", in.to, "from", in.dep.From,
 			"tx", in.dep.TxHash, "amount", in.total.String())
 	}
-	return nil
+	return chunks(creates, func(part []*ent.FundingCreate) error {
+		if err := tx.Funding.CreateBulk(part...).Exec(ctx); err != nil {
+			return fmt.Errorf("recording %d fundings: %w", len(part), err)
+		}
+		return nil
+	})
+}
+
+// canonicalAddress is address as the service stores it on chain (EVM:
+// checksummed), or as given when it does not parse.
+func (s *Service) canonicalAddress(chain chains.Name, address string) string {
+	if c, err := s.wallets(chain).ParseAddress(address); err == nil {
+		return c
+	}
+	return address
+}
+
+// holdsAny answers which of addresses (by canonicalAddress) the service
+// holds on chain in mode, as holds does one: the treasury, a deposit
+// address, and in the agents' mode a custodial wallet. Two set queries per
+// inChunk addresses.
+func (s *Service) holdsAny(ctx context.Context, db *ent.Client, mode Mode, chain chains.Name, addresses []string) (map[string]bool, error) {
+	held := map[string]bool{}
+	canon := make([]string, 0, len(addresses))
+	for _, a := range addresses {
+		c := s.canonicalAddress(chain, a)
+		if sameAddress(chain, a, s.cfg.Treasury.Address(chain)) {
+			held[c] = true
+			continue
+		}
+		canon = append(canon, c)
+	}
+	err := chunks(uniq(canon), func(part []string) error {
+		found, err := db.DepositAddress.Query().
+			Where(depositaddress.Chain(string(chain)), depositaddress.AddressIn(part...)).
+			Select(depositaddress.FieldAddress).
+			Strings(ctx)
+		if err != nil {
+			return err
+		}
+		if mode == s.cfg.AgentMode {
+			ws, err := db.Wallet.Query().
+				Where(wallet.Chain(string(chain)), wallet.AddressIn(part...), wallet.KindEQ(wallet.KindCustodial)).
+				Select(wallet.FieldAddress).
+				Strings(ctx)
+			if err != nil {
+				return err
+			}
+			found = append(found, ws...)
+		}
+		for _, a := range found {
+			held[a] = true
+		}
+		return nil
+	})
+	return held, err
+}
+
+// uniq is vs without repeats, in first-seen order.
+func uniq(vs []string) []string {
+	seen := make(map[string]bool, len(vs))
+	out := vs[:0:0]
+	for _, v := range vs {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }

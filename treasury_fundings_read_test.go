@@ -1,9 +1,7 @@
 package agentpay
 
 import (
-	"context"
 	"math/big"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,26 +10,12 @@ import (
 	"agentpay/internal/testenv"
 )
 
-// countingReader is a ledger that only reads transactions' deposits, and
-// counts the reads.
-type countingReader struct {
-	chains.Ledger
-	mu    sync.Mutex
-	reads []string
-}
-
-func (r *countingReader) DepositsIn(_ context.Context, txHash, _ string) ([]chains.Deposit, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reads = append(r.reads, txHash)
-	return nil, nil
-}
-
-// TestReadInboundSkipsOwnTransfersBeforeReading: a final transfer to a
-// holder from the treasury or a custodial wallet (the service's own: a
-// send, a fee leg, a card return) is dropped in memory, without the call
-// that reads its transaction; one from outside is read and kept.
-func TestReadInboundSkipsOwnTransfersBeforeReading(t *testing.T) {
+// TestReadInbound: a final transfer to a holder from the treasury or a
+// custodial wallet (the service's own: a send, a fee leg, a card return) is
+// dropped in memory; those from outside are grouped by transaction and
+// holder, summed from the scan's own events (no call reads the
+// transaction), and one not final yet is left for its final event.
+func TestReadInbound(t *testing.T) {
 	t.Parallel()
 	svc := newTestService(t, testenv.New(t, testenv.Options{}), Config{})
 	const (
@@ -41,18 +25,24 @@ func TestReadInboundSkipsOwnTransfersBeforeReading(t *testing.T) {
 	)
 	norm := svc.wallets(chains.Base).NormalizeAddress
 	holders := inboundWatch{norm(treasury): treasury, norm(custodial): custodial}
-	final := func(tx, from, to string) chains.DepositEvent {
-		return chains.DepositEvent{Kind: chains.DepositFinal, Deposit: chains.Deposit{
-			Chain: chains.Base, TxHash: tx, From: from, To: to, Amount: big.NewInt(1_000_000)}}
+	ev := func(kind chains.DepositEventKind, tx string, index uint, from, to string, amount int64) chains.DepositEvent {
+		return chains.DepositEvent{Kind: kind, Deposit: chains.Deposit{
+			Chain: chains.Base, TxHash: tx, Index: index, From: from, To: to, Amount: big.NewInt(amount)}}
 	}
-	reader := &countingReader{}
-	ins := svc.readInbound(context.Background(), reader, holders, chains.Base, []chains.DepositEvent{
-		final("0xaa", outsider, treasury),
-		final("0xbb", treasury, custodial),
-		final("0xcc", custodial, treasury),
-		final("0xdd", "0x2222222222222222222222222222222222222222", custodial),
+	final := chains.DepositFinal
+	ins := svc.readInbound(holders, chains.Base, []chains.DepositEvent{
+		ev(final, "0xaa", 0, outsider, treasury, 1_000_000),
+		ev(final, "0xbb", 0, treasury, custodial, 5),
+		ev(final, "0xcc", 0, custodial, treasury, 5),
+		ev(final, "0xdd", 0, "0x2222222222222222222222222222222222222222", custodial, 5),
+		ev(final, "0xaa", 3, outsider, treasury, 250_000),        // a second transfer in the same transaction
+		ev(final, "0xaa", 4, outsider, custodial, 7),             // to another holder: its own funding
+		ev(chains.DepositSeen, "0xee", 0, outsider, treasury, 9), // not final yet
 	})
-	require.Len(t, ins, 1)
+	require.Len(t, ins, 2)
 	require.Equal(t, "0xaa", ins[0].dep.TxHash)
-	require.Equal(t, []string{"0xaa"}, reader.reads, "the service's own transfers are not read from the chain")
+	require.Equal(t, treasury, ins[0].to)
+	require.Equal(t, big.NewInt(1_250_000), ins[0].total)
+	require.Equal(t, custodial, ins[1].to)
+	require.Equal(t, big.NewInt(7), ins[1].total)
 }

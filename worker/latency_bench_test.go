@@ -55,7 +55,14 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	h := newHarness(b, env, agentpay.Config{Jobs: jobs})
 	db, svc, logger, chain := h.db, h.svc, env.Logger, env.EVM(chains.Base)
 
+	w, err := New(Config{DB: db, Service: svc, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs.bind(w.Client())
 	// The merchant's receiver: when each session's payment.confirmed came.
+	// Registered once the jobs are bound (registering mails the contact
+	// e-mail through the outbox).
 	receiver := testenv.NewReceiver(b, http.StatusOK)
 	name, email, hook := "Shop", "shop@example.com", receiver.URL
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email, WebhookURL: &hook})
@@ -66,12 +73,6 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-
-	w, err := New(Config{DB: db, Service: svc, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	jobs.bind(w.Client())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	b.Cleanup(func() {

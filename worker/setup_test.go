@@ -32,10 +32,11 @@ func newHarness(tb testing.TB, env *testenv.Env, cfg agentpay.Config) *harness {
 }
 
 // runWorker starts the worker until the test ends. Its periodic scans wait
-// an hour: the tests using it are about the jobs the service enqueues.
+// an hour and it does not watch the heads: the tests using it are about the
+// jobs the service enqueues, and scan when they choose.
 func (h *harness) runWorker(tb testing.TB) {
 	tb.Helper()
-	h.startWorker(tb, Config{ScanInterval: time.Hour})
+	h.startWorker(tb, Config{ScanInterval: time.Hour, HeadPollInterval: -1})
 }
 
 // startWorker starts the worker on the harness's service (cfg's DB,

@@ -86,7 +86,7 @@ func TestElevenHangingMerchantsDoNotHoldThePool(t *testing.T) {
 	twelfth, _ := h.merchant(t, fast.URL+"/hooks")
 	h.recordFor(t, slow, hanging*backlog)
 
-	h.startWorker(t, Config{ScanInterval: time.Hour})
+	h.startWorker(t, Config{ScanInterval: time.Hour, HeadPollInterval: -1})
 	require.Eventually(t, func() bool { n, _, _ := receivers.counts(); return n >= hanging }, 20*time.Second, 10*time.Millisecond,
 		"every hanging receiver holds tries")
 

@@ -283,7 +283,7 @@ func TestWebhookSlowMerchantDoesNotStallOthers(t *testing.T) {
 	b, _ := h.merchant(t, fast.URL)
 
 	eventsA := h.record(t, a, backlog)
-	h.startWorker(t, Config{ScanInterval: time.Hour, WebhookConcurrency: workers})
+	h.startWorker(t, Config{ScanInterval: time.Hour, HeadPollInterval: -1, WebhookConcurrency: workers})
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return hanging >= limit }, 20*time.Second, 10*time.Millisecond,
 		"A's receiver holds its first tries")
 

@@ -13,12 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"agentpay"
+	"agentpay/chains"
 	"agentpay/internal/jobs"
 	"agentpay/internal/store"
 )
@@ -33,6 +35,12 @@ type Config struct {
 	// confirmed, at the first scan after its block: this is most of the
 	// time from a block to its webhook.
 	ScanInterval time.Duration
+	// HeadPollInterval is how often each scanned chain's head is read
+	// (one eth_blockNumber or getSlot call): a head that moved enqueues
+	// the chain's scan at once, so a block is scanned within this of its
+	// sealing, not of the next ScanInterval tick (default
+	// DefaultHeadPollInterval; negative: off, scans on the ticks only).
+	HeadPollInterval time.Duration
 	// FetchPollInterval is how often each queue looks for jobs it was not
 	// told about, and FetchCooldown the least time between two fetches of
 	// a queue (defaults: DefaultFetchPollInterval, DefaultFetchCooldown).
@@ -73,6 +81,9 @@ type Worker struct {
 	// scans are the deposit scans scanTicker enqueues every scanEvery.
 	scans     []ScanChainArgs
 	scanEvery time.Duration
+	// headEvery is Config.HeadPollInterval (0: off).
+	headEvery time.Duration
+	svc       *agentpay.Service
 }
 
 const queueChains = "chains"
@@ -84,13 +95,18 @@ var workedQueues = []string{river.QueueDefault, queueChains, jobs.WebhookQueue, 
 const jobTimeout = time.Minute
 
 // The defaults of Config: together they keep a payment's payment.confirmed
-// webhook within a second of the block that completes its confirmations
-// (BenchmarkConfirmedWebhookLatency): at most a scan interval until the
-// scan, a poll until the scan job runs, a poll until the webhook job runs.
+// webhook within a few hundred milliseconds of the block that completes its
+// confirmations (BenchmarkConfirmedWebhookLatency): at most a head poll
+// until the scan is enqueued (a scan interval when the head cannot be read),
+// the scan job's pickup, a poll until the webhook job runs.
 // A scan of a chain with no new block is two cheap RPC calls; a poll is one
 // indexed query per queue.
 const (
-	DefaultScanInterval      = 500 * time.Millisecond
+	DefaultScanInterval = 500 * time.Millisecond
+	// DefaultHeadPollInterval: a new block is scanned within about this
+	// of its sealing (headWatch); the ScanInterval ticks remain the floor
+	// when the head cannot be read. Ten cheap calls a second per chain.
+	DefaultHeadPollInterval  = 100 * time.Millisecond
 	DefaultFetchPollInterval = 100 * time.Millisecond
 	DefaultFetchCooldown     = 20 * time.Millisecond
 	// webhookFetchPollInterval is the webhook queue's poll: a delivery
@@ -115,6 +131,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.ScanInterval <= 0 {
 		cfg.ScanInterval = DefaultScanInterval
+	}
+	switch {
+	case cfg.HeadPollInterval == 0:
+		cfg.HeadPollInterval = DefaultHeadPollInterval
+	case cfg.HeadPollInterval < 0:
+		cfg.HeadPollInterval = 0
 	}
 	if cfg.FetchPollInterval <= 0 {
 		cfg.FetchPollInterval = DefaultFetchPollInterval
@@ -215,7 +237,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	return &Worker{client: client, live: live, db: cfg.DB.SQL, obs: obs, sampleEvery: sampleEvery, logger: cfg.Logger,
-		scans: scans, scanEvery: cfg.ScanInterval}, nil
+		scans: scans, scanEvery: cfg.ScanInterval, headEvery: cfg.HeadPollInterval, svc: cfg.Service}, nil
 }
 
 // Client is the River client, for inserting jobs in a transaction.
@@ -250,6 +272,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(scanDone)
 		w.scanTicker(ctx)
 	}()
+	var heads sync.WaitGroup
+	if w.headEvery > 0 {
+		for _, args := range w.scans {
+			heads.Go(func() { w.headWatch(ctx, args) })
+		}
+	}
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
@@ -260,10 +288,45 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	<-liveDone
 	<-scanDone
+	heads.Wait()
 	<-sampleDone
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return w.client.Stop(stopCtx)
+}
+
+// headWatch reads the chain's head every headEvery and enqueues the
+// chain's scan when it moved past the head a scan was last enqueued for,
+// until ctx ends. The scan is a singleton: when one is already waiting it
+// will see the new head; when one is running (it may have read the head
+// before this block) the insert is skipped, and the next look tries again,
+// so the block is not left to the next tick. Every worker process watches;
+// the singleton keeps it one scan. A head that cannot be read is left to
+// the ticks (and logged by the scan that fails on it).
+func (w *Worker) headWatch(ctx context.Context, args ScanChainArgs) {
+	mode, err := agentpay.ParseMode(args.Mode)
+	if err != nil {
+		return
+	}
+	var enqueued uint64
+	t := time.NewTicker(w.headEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		head, err := w.svc.ChainHead(ctx, mode, chains.Name(args.Chain))
+		if err != nil || head <= enqueued {
+			continue
+		}
+		res, err := w.client.Insert(ctx, args, nil)
+		if err != nil || (res.UniqueSkippedAsDuplicate && res.Job.State == rivertype.JobStateRunning) {
+			continue
+		}
+		enqueued = head
+	}
 }
 
 // scanTicker enqueues every chain's deposit scan at once, then at each

@@ -42,3 +42,33 @@ func TestWorkerScansConfiguredChains(t *testing.T) {
 
 	stop()
 }
+
+// TestNewHeadIsScannedAtOnce: with the periodic scans an hour apart, a
+// block sealed after the first scan is scanned within moments, because the
+// worker watches each chain's head and enqueues the scan when it moves
+// (headWatch), instead of leaving the block to the next tick.
+func TestNewHeadIsScannedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Base}})
+	h := newHarness(t, env, agentpay.Config{})
+	db, chain := h.db, env.EVM(chains.Base)
+	h.startWorker(t, Config{ScanInterval: time.Hour})
+
+	cursor := func() int64 {
+		c, err := db.Ent.ChainCursor.Query().
+			Where(chaincursor.Chain("base"), chaincursor.ModeEQ(chaincursor.ModeTest)).Only(ctx)
+		if err != nil {
+			return -1
+		}
+		return c.NextBlock
+	}
+	require.Eventually(t, func() bool { return cursor() > 0 }, 20*time.Second, 20*time.Millisecond, "the first scan saves a cursor")
+	// The first scan may still be finishing: let it, then seal blocks.
+	time.Sleep(300 * time.Millisecond)
+	first := cursor()
+	for range 3 {
+		chain.Commit()
+	}
+	require.Eventually(t, func() bool { return cursor() >= first+3 }, 10*time.Second, 20*time.Millisecond,
+		"the new blocks are scanned without waiting for the next tick")
+}
