@@ -225,10 +225,16 @@ func BenchmarkMeProfile(b *testing.B) {
 	bareSrv := httptest.NewServer(bare)
 	defer bareSrv.Close()
 	// The baseline: bare chi with the same middleware shape (the
-	// API's newMux), the same JSON, no key, no limit, no database.
+	// API's newMux) and the same routing (the /agents and /me subrouters
+	// NewRouter mounts), the same JSON, no key, no limit, no database: what
+	// the agent's key, its rate limit and the profile read cost.
 	shaped := (&server{svc: svc, logger: slog.Default()}).newMux()
-	shaped.Get("/agents/me/profile", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, body)
+	shaped.Route("/agents", func(r chi.Router) {
+		r.Route("/me", func(r chi.Router) {
+			r.Get("/profile", func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, http.StatusOK, body)
+			})
+		})
 	})
 	shapedSrv := httptest.NewServer(shaped)
 	defer shapedSrv.Close()
