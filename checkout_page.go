@@ -3,7 +3,6 @@ package agentpay
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -389,22 +388,22 @@ func (s *Service) depositInstructions(ctx context.Context, sess *ent.CheckoutSes
 	return d, nil
 }
 
-// checkoutStatusBatchQuery reads sessions' statuses with their payments in
-// one statement (PostgreSQL): each session by its unique external_id, its
-// payments by the payments(session_id) index. One row per payment, or one
-// row with NULL payment columns, each led by its session's external_id.
-// Only what the answer needs: livemode and merchant_id check a public key.
+// checkoutStatusQuery reads a session's status with its payments in one
+// statement: the session by its unique external_id, its payments by the
+// payments(session_id) index. One row per payment, or one row with NULL
+// payment columns. Only what the answer needs: livemode and merchant_id
+// check a public key.
+const checkoutStatusQuery = `SELECT s.status, s.chain, s.token, s.livemode, s.merchant_id, s.amount_usd,
+	p.amount_token, p.confirmations, p.status
+FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
+WHERE s.external_id = `
+
+// checkoutStatusBatchQuery is checkoutStatusQuery for many sessions at once
+// (PostgreSQL), each row led by its session's external_id.
 const checkoutStatusBatchQuery = `SELECT s.external_id, s.status, s.chain, s.token, s.livemode, s.merchant_id, s.amount_usd,
 	p.amount_token, p.confirmations, p.status
 FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
 WHERE s.external_id = ANY($1::text[])`
-
-// checkoutStatusBatchSQLite is checkoutStatusBatchQuery on SQLite: the
-// external ids as a JSON array, each looked up by the unique index.
-const checkoutStatusBatchSQLite = `SELECT s.external_id, s.status, s.chain, s.token, s.livemode, s.merchant_id, s.amount_usd,
-	p.amount_token, p.confirmations, p.status
-FROM checkout_sessions s LEFT JOIN payments p ON p.session_id = s.id
-WHERE s.external_id IN (SELECT value FROM json_each(?))`
 
 // checkoutStatusReads reads concurrent polls' statuses together on
 // PostgreSQL (store.Batched), by session external_id: every poll that
@@ -416,50 +415,29 @@ WHERE s.external_id IN (SELECT value FROM json_each(?))`
 // it cost more than it ran (BenchmarkCheckoutStatus: 43-50% of the bare
 // handler with a plan per execution, 58-60% with the generic plan).
 var checkoutStatusReads = store.NewBatched(store.BatchSpec[string, string, *statusAcc]{
-	SQL:         checkoutStatusBatchQuery,
-	Args:        func(ids []string) []any { return []any{pq.StringArray(ids)} },
-	Scan:        scanStatusBatch,
+	SQL:  checkoutStatusBatchQuery,
+	Args: func(ids []string) []any { return []any{pq.StringArray(ids)} },
+	Scan: func(rows *sql.Rows, found map[string]*statusAcc) error {
+		var (
+			id string
+			r  statusRow
+		)
+		if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amountUSD, &r.amount, &r.confs, &r.pStatus); err != nil {
+			return err
+		}
+		acc := found[id]
+		if acc == nil {
+			acc = new(statusAcc)
+			found[id] = acc
+		}
+		acc.add(&r)
+		return nil
+	},
 	Key:         func(id string) string { return id },
 	Max:         256,
 	Timeout:     10 * time.Second,
 	GenericPlan: true,
 })
-
-// checkoutStatusReadsSQLite is checkoutStatusReads on SQLite: its one
-// connection read the polls that missed the status cache one statement
-// after another, each waiting for the connection (a poll's read cost 44 µs
-// of CPU, a quarter of BenchmarkCheckoutStatus's polls); now the polls
-// that arrive while a read runs are read by the next statement.
-var checkoutStatusReadsSQLite = store.NewBatched(store.BatchSpec[string, string, *statusAcc]{
-	SQL: checkoutStatusBatchSQLite,
-	Args: func(ids []string) []any {
-		b, _ := json.Marshal(ids)
-		return []any{string(b)}
-	},
-	Scan:    scanStatusBatch,
-	Key:     func(id string) string { return id },
-	Max:     256,
-	Timeout: 10 * time.Second,
-})
-
-// scanStatusBatch reads a row of the batched status statements into the
-// answers, by external id.
-func scanStatusBatch(rows *sql.Rows, found map[string]*statusAcc) error {
-	var (
-		id string
-		r  statusRow
-	)
-	if err := rows.Scan(&id, &r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amountUSD, &r.amount, &r.confs, &r.pStatus); err != nil {
-		return err
-	}
-	acc := found[id]
-	if acc == nil {
-		acc = new(statusAcc)
-		found[id] = acc
-	}
-	acc.add(&r)
-	return nil
-}
 
 // CheckoutStatus answers the payment status the checkout page polls (every
 // 3 seconds, by every open page): one indexed query, plus the public key
@@ -467,7 +445,8 @@ func scanStatusBatch(rows *sql.Rows, found map[string]*statusAcc) error {
 // statuses (checkout_status_cache.go: a change committed by any process drops the
 // session as its notification arrives).
 //
-// Concurrent requests share statements (see checkoutStatusReads): polls that arrive while earlier ones are being read are
+// On PostgreSQL, concurrent requests share round trips (see
+// checkoutStatusReads): polls that arrive while earlier ones are being read are
 // read together by the next statement, so under load the database serves a
 // fraction of the statements it otherwise would.
 func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey string) (*CheckoutStatus, error) {
@@ -494,14 +473,39 @@ func (s *Service) CheckoutStatus(ctx context.Context, externalID, publicKey stri
 	return &st, nil
 }
 
-// readStatusAcc reads one session's status rows from the database, with
-// the concurrent polls' (checkoutStatusReads); nil when there is no such
-// session.
+// readStatusAcc reads one session's status rows from the database (with
+// concurrent polls on PostgreSQL); nil when there is no such session.
 func (s *Service) readStatusAcc(ctx context.Context, externalID string) (*statusAcc, error) {
 	if s.cfg.DB.IsPostgres() {
 		return checkoutStatusReads.Do(ctx, s.cfg.DB, externalID)
 	}
-	return checkoutStatusReadsSQLite.Do(ctx, s.cfg.DB, externalID)
+	return s.readStatus(ctx, externalID)
+}
+
+// readStatus reads one session's status rows; nil when there is no such
+// session.
+func (s *Service) readStatus(ctx context.Context, externalID string) (*statusAcc, error) {
+	placeholder := "?"
+	if s.cfg.DB.IsPostgres() {
+		placeholder = "$1"
+	}
+	rows, err := s.cfg.DB.QueryCached(ctx, checkoutStatusQuery+placeholder, externalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var acc *statusAcc
+	for rows.Next() {
+		var r statusRow
+		if err := rows.Scan(&r.status, &r.chain, &r.token, &r.livemode, &r.merchantID, &r.amountUSD, &r.amount, &r.confs, &r.pStatus); err != nil {
+			return nil, err
+		}
+		if acc == nil {
+			acc = new(statusAcc)
+		}
+		acc.add(&r)
+	}
+	return acc, rows.Err()
 }
 
 // statusRow is one row of the status queries.

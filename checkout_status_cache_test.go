@@ -136,9 +136,12 @@ func TestCheckoutStatusCacheOnlyWhileWatching(t *testing.T) {
 }
 
 // TestCheckoutStatusReadsTogether: polls that miss the status cache at the
-// same time are read together (a statement for many sessions, on SQLite as
-// on PostgreSQL), and each is answered its own session: its amount, its
-// status, its chain, what was paid to it; an unknown id no session.
+// same time, each answered its own session (its amount, its status, its
+// chain, what was paid to it; an unknown id no session). On PostgreSQL
+// they are read together, a statement for many sessions
+// (checkoutStatusReads); SQLite reads them one at a time on its one
+// connection (reading them together there measured no better: issue 26,
+// docs/performance.md).
 func TestCheckoutStatusReadsTogether(t *testing.T) {
 	ctx := context.Background()
 	f := newPaymentFixture(t)
@@ -177,11 +180,7 @@ func TestCheckoutStatusReadsTogether(t *testing.T) {
 	require.Equal(t, "2.5", wants[paid.ExternalID].paid)
 	require.Equal(t, want{}, wants["cs_test_nosuchsession"])
 
-	reads := checkoutStatusReadsSQLite
-	if testdb.IsPostgres() {
-		reads = checkoutStatusReads
-	}
-	calls0, batches0 := reads.Counts(f.db)
+	calls0, batches0 := checkoutStatusReads.Counts(f.db)
 	const rounds = 30 // together
 	var (
 		wg    sync.WaitGroup
@@ -210,9 +209,11 @@ func TestCheckoutStatusReadsTogether(t *testing.T) {
 			require.Equal(t, w, g, id)
 		}
 	}
-	calls, batches := reads.Counts(f.db)
-	calls, batches = calls-calls0, batches-batches0
-	require.EqualValues(t, rounds*len(wants), calls, "every read went through the shared statement")
-	require.Less(t, batches, calls, "concurrent reads shared statements")
-	t.Logf("%d reads in %d statements", calls, batches)
+	if testdb.IsPostgres() {
+		calls, batches := checkoutStatusReads.Counts(f.db)
+		calls, batches = calls-calls0, batches-batches0
+		require.EqualValues(t, rounds*len(wants), calls, "every read went through the shared statement")
+		require.Less(t, batches, calls, "concurrent reads shared statements")
+		t.Logf("%d reads in %d statements", calls, batches)
+	}
 }
