@@ -91,6 +91,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench BenchmarkScan -benchtime 20x -timeout 30m ./chains/solana/
 	$(GO) test -run '^$$' -bench 'BenchmarkMeProfile$$|BenchmarkQuickRegister|BenchmarkSendBase' -benchtime 500x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCheckoutStatus -benchtime 40000x -timeout 30m ./rest/
+	$(GO) test -run '^$$' -bench BenchmarkHotPathsInProcess -benchtime 2000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench BenchmarkCreateSession -benchtime 6000x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench 'BenchmarkX402V2PaidRequest|BenchmarkX402V2SolanaPaidRequest' -benchtime 20x -timeout 30m ./rest/
 	$(GO) test -run '^$$' -bench WebhookDeliveries -benchtime 10000x -timeout 30m ./worker/

@@ -2,11 +2,15 @@ package agentpay
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/internal/testdb"
 )
@@ -129,4 +133,87 @@ func TestCheckoutStatusCacheOnlyWhileWatching(t *testing.T) {
 	require.Eventually(t, func() bool { return token() == "C" }, 5*time.Second, 5*time.Millisecond, "read again once the watch ends")
 	setToken("D")
 	require.Equal(t, "D", token())
+}
+
+// TestCheckoutStatusReadsTogether: polls that miss the status cache at the
+// same time, each answered its own session (its amount, its status, its
+// chain, what was paid to it; an unknown id no session). On PostgreSQL
+// they are read together, a statement for many sessions
+// (checkoutStatusReads); SQLite reads them one at a time on its one
+// connection (reading them together there measured no better: issue 26,
+// docs/performance.md).
+func TestCheckoutStatusReadsTogether(t *testing.T) {
+	ctx := context.Background()
+	f := newPaymentFixture(t)
+	type want struct {
+		status, chain, amount, paid string
+	}
+	read := func(id string) want {
+		acc, err := f.svc.readStatusAcc(ctx, id)
+		assert.NoError(t, err)
+		if acc == nil {
+			return want{}
+		}
+		acc.fold()
+		return want{string(acc.st.Status), acc.st.Chain, acc.st.Amount.String(), acc.st.AmountPaid.String()}
+	}
+	amounts := map[string]string{"cs_test_nosuchsession": ""}
+	paid, addr := f.open(t, "7")
+	f.pay(t, addr, 2_500_000)
+	amounts[paid.ExternalID] = "7"
+	for i := range 6 {
+		amount := strconv.Itoa(10 + i)
+		var sess *ent.CheckoutSession
+		if i%2 == 0 {
+			sess, _ = f.open(t, amount) // base selected: detecting
+		} else {
+			sess = f.session(t, f.merchant, amount) // pending
+		}
+		amounts[sess.ExternalID] = amount
+	}
+	// Read one at a time: each session's own.
+	wants := map[string]want{}
+	for id, amount := range amounts {
+		wants[id] = read(id)
+		require.Equal(t, amount, wants[id].amount, id)
+	}
+	require.Equal(t, "2.5", wants[paid.ExternalID].paid)
+	require.Equal(t, want{}, wants["cs_test_nosuchsession"])
+
+	calls0, batches0 := checkoutStatusReads.Counts(f.db)
+	const rounds = 30 // together
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		got   = map[string][]want{}
+	)
+	for range rounds {
+		for id := range wants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				w := read(id)
+				mu.Lock()
+				got[id] = append(got[id], w)
+				mu.Unlock()
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for id, w := range wants {
+		require.Len(t, got[id], rounds, id)
+		for _, g := range got[id] {
+			require.Equal(t, w, g, id)
+		}
+	}
+	if testdb.IsPostgres() {
+		calls, batches := checkoutStatusReads.Counts(f.db)
+		calls, batches = calls-calls0, batches-batches0
+		require.EqualValues(t, rounds*len(wants), calls, "every read went through the shared statement")
+		require.Less(t, batches, calls, "concurrent reads shared statements")
+		t.Logf("%d reads in %d statements", calls, batches)
+	}
 }

@@ -1,8 +1,15 @@
 package rest
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -19,14 +26,24 @@ type HTTPObserver interface {
 	HTTPRequest(route, method string, status int, took time.Duration)
 }
 
-// observe puts the request id on every log line of the request (logctx),
-// logs the request once answered and tells the observer. The line is at
-// debug level for a success, info for a client error and warn for a server
-// error: a busy API's every request at info would drown the rest.
+// observe names the request (its X-Request-Id, or the next id of this
+// process, as chi's middleware.RequestID does, under its context key so
+// middleware.GetReqID reads it), puts the id on every log line of the
+// request (logctx), logs the request once answered and tells the observer.
+// The line is at debug level for a success, info for a client error and
+// warn for a server error: a busy API's every request at info would drown
+// the rest. Naming and observing are one middleware, the request copied
+// once with its context (issue 26: every request pays for the middleware,
+// and the status poll's baseline has none).
 func (s *server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r = r.WithContext(logctx.With(r.Context(), slog.String("request_id", middleware.GetReqID(r.Context()))))
+		id := r.Header.Get(middleware.RequestIDHeader)
+		if id == "" {
+			id = nextRequestID()
+		}
+		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, id)
+		r = r.WithContext(logctx.With(ctx, slog.String("request_id", id)))
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		defer func() {
 			// Also when the handler panics with http.ErrAbortHandler (the
@@ -56,6 +73,38 @@ func (s *server) observe(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// requestIDPrefix names this process's requests: the host and a random
+// part, as chi's middleware.RequestID names them.
+var requestIDPrefix = func() string {
+	host, err := os.Hostname()
+	if host == "" || err != nil {
+		host = "localhost"
+	}
+	var buf [12]byte
+	var b64 string
+	for len(b64) < 10 {
+		_, _ = rand.Read(buf[:])
+		b64 = strings.NewReplacer("+", "", "/", "").Replace(base64.StdEncoding.EncodeToString(buf[:]))
+	}
+	return host + "/" + b64[:10]
+}()
+
+var requestSeq atomic.Uint64
+
+// nextRequestID is the next id of this process: the prefix and a counter
+// of at least six digits ("host/AbCdEfGhIj-000042"), chi's format, without
+// fmt.
+func nextRequestID() string { return formatRequestID(requestSeq.Add(1)) }
+
+func formatRequestID(n uint64) string {
+	b := make([]byte, 0, len(requestIDPrefix)+8)
+	b = append(append(b, requestIDPrefix...), '-')
+	for p := uint64(100000); p > 1 && n < p; p /= 10 {
+		b = append(b, '0')
+	}
+	return string(strconv.AppendUint(b, n, 10))
 }
 
 // methodLabel is the request's method when it is one of HTTP's, else

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"agentpay"
 	"agentpay/internal/httpx"
@@ -131,12 +130,11 @@ func NewRouter(cfg Config) http.Handler {
 }
 
 // newMux is a router with the middleware every request passes (request
-// id, logging and metrics, panic recovery, the body bound): the API's, and
+// id with logging and metrics, panic recovery, the body bound): the API's, and
 // BenchmarkMeProfile's baseline with the same middleware shape.
 func (s *server) newMux() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
-	r.Use(s.observe)
+	r.Use(s.observe) // also names the request (request id)
 	r.Use(s.recoverer)
 	r.Use(limitBody)
 	return r
