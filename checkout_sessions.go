@@ -127,7 +127,7 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 		// Times at microsecond precision (PostgreSQL's), so the answer shows
 		// what a later read shows.
 		now := s.now().UTC().Truncate(time.Microsecond)
-		insert := func(ctx context.Context, sessions *ent.CheckoutSessionClient) (*ent.CheckoutSession, error) {
+		newRow := func(sessions *ent.CheckoutSessionClient) *ent.CheckoutSessionCreate {
 			return sessions.Create().
 				SetMerchantID(m.ID).
 				SetExternalID(externalID).
@@ -142,19 +142,26 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 				SetStatus(checkoutsession.StatusPending).
 				SetCreatedAt(now).
 				SetUpdatedAt(now).
-				SetExpiresAt(now.Add(s.sessionTTL())).
-				Save(ctx)
+				SetExpiresAt(now.Add(s.sessionTTL()))
+		}
+		// Outside a caller's transaction the row shares its commit with
+		// the creates beside it (insertSession).
+		insert := func(ctx context.Context) (*ent.CheckoutSession, error) {
+			if tx := ent.TxFromContext(ctx); tx != nil {
+				return newRow(tx.CheckoutSession).Save(ctx)
+			}
+			return s.insertSession(ctx, newRow(s.cfg.DB.Ent.CheckoutSession))
 		}
 		var sess *ent.CheckoutSession
 		key := openSessionsKeyOf(auth)
 		switch {
 		case s.cfg.MaxOpenSessions <= 0: // no cap: the insert alone, one round trip
-			sess, err = insert(ctx, s.sessionClient(ctx))
+			sess, err = insert(ctx)
 		case ent.TxFromContext(ctx) == nil && s.openSessionGrants.Take(key):
 			// Headroom this process counted within the second (not inside
 			// a caller's transaction: its row would stay invisible to
 			// counts after Done, until that transaction commits).
-			sess, err = insert(ctx, s.sessionClient(ctx))
+			sess, err = insert(ctx)
 			s.openSessionGrants.Done(key)
 		default:
 			err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
@@ -162,7 +169,7 @@ func (s *Service) CreateSession(ctx context.Context, auth *MerchantAuth, in Sess
 					return err
 				}
 				var err error
-				sess, err = insert(ctx, tx.CheckoutSession)
+				sess, err = newRow(tx.CheckoutSession).Save(ctx)
 				return err
 			})
 		}

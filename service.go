@@ -255,6 +255,9 @@ type Service struct {
 	// openSessionGrants is the open-sessions headroom this process counted
 	// (checkOpenSessions).
 	openSessionGrants *headroom.Cache[openSessionsKey]
+	// sessionInserts is where creates outside a transaction share their
+	// insert (checkout_session_commits.go).
+	sessionInserts *store.GroupBatch[*sessionInsert]
 	// webhookGates hold this process's tries in flight by merchant and mode
 	// (webhook_limits.go).
 	webhookGates *gate.Gates[webhookGateKey]
@@ -336,6 +339,7 @@ func NewService(cfg Config) (*Service, error) {
 		openSessionGrants: headroom.New[openSessionsKey](headroom.Config{}),
 		webhookGates:      newWebhookGates(cfg), passkeys: passkeys, partners: partners}
 	s.idem = s.newIdempotencyRunner()
+	s.sessionInserts = newSessionInserts(cfg.DB)
 	s.webhookReceivers = newWebhookReceivers(cfg, s.now)
 	s.webhookTriesSQLite = newWebhookTriesSQLite(s)
 	s.liveWebhooks, s.testWebhooks = s.newWebhookClient(ModeLive), s.newWebhookClient(ModeTest)
