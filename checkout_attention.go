@@ -81,12 +81,11 @@ func (s *Service) SessionAttention(ctx context.Context, sess *ent.CheckoutSessio
 // keeping it for refund.
 func attentionOf(sess *ent.CheckoutSession, ps []*ent.Payment, settleHeld bool) []SessionAttention {
 	var out []SessionAttention
-	paid, counted, refunded := decimal.Zero, []*ent.Payment{}, decimal.Zero
+	paid, refunded := decimal.Zero, decimal.Zero
 	for _, p := range ps {
 		if p.Late {
 			continue
 		}
-		counted = append(counted, p)
 		paid = paid.Add(p.AmountUsd)
 		refunded = refunded.Add(USDCAmount(p.RefundedToken))
 	}
