@@ -77,7 +77,11 @@ type WebhookBatchResult struct {
 // comes back. merchantID uuid.Nil (a job from before the batches) tries
 // the one delivery (DeliverWebhook). The error is for failures before the
 // own delivery's try, or recording it.
-func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantID uuid.UUID, livemode bool) (WebhookBatchResult, error) {
+//
+// onTried, when not nil, is told each of the other deliveries' tries as it
+// is recorded (the worker's metrics), not when the batch ends, which can
+// be webhookBatchWindow later.
+func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantID uuid.UUID, livemode bool, onTried func(WebhookDeliveryResult)) (WebhookBatchResult, error) {
 	key := webhookGateKey{merchantID: merchantID, livemode: livemode}
 	if merchantID == uuid.Nil || s.webhookReceivers.class(key) != receiverProven {
 		return s.deliverWebhookAlone(ctx, deliveryID)
@@ -89,7 +93,7 @@ func (s *Service) DeliverWebhookBatch(ctx context.Context, deliveryID, merchantI
 	}
 	defer s.webhookBatching.Delete(key)
 
-	b := &webhookBatch{s: s, key: key, deadline: time.Now().Add(webhookBatchWindow),
+	b := &webhookBatch{s: s, key: key, deadline: time.Now().Add(webhookBatchWindow), own: deliveryID, onTried: onTried,
 		results: map[uuid.UUID]WebhookDeliveryResult{}, errs: map[uuid.UUID]error{}}
 	cur, err := b.claim(ctx, deliveryID)
 	if err != nil {
@@ -212,6 +216,10 @@ type webhookBatch struct {
 	mu      sync.Mutex
 	results map[uuid.UUID]WebhookDeliveryResult
 	errs    map[uuid.UUID]error
+	// own is the job's own delivery; onTried is told each other one's
+	// recorded try (DeliverWebhookBatch).
+	own     uuid.UUID
+	onTried func(WebhookDeliveryResult)
 }
 
 // webhookChunk is one claim of a batch: the deliveries and their rows.
@@ -338,12 +346,15 @@ func (b *webhookBatch) try(ctx context.Context, c webhookChunk) (tried bool) {
 					defer b.records.Done()
 					r, err := s.recordWebhookSent(ctx, id, d, sent)
 					b.mu.Lock()
-					defer b.mu.Unlock()
 					if err != nil {
 						b.errs[id] = err
-						return
+					} else {
+						b.results[id] = r
 					}
-					b.results[id] = r
+					b.mu.Unlock()
+					if err == nil && id != b.own && b.onTried != nil {
+						b.onTried(r)
+					}
 				}()
 			}
 		}()

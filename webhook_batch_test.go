@@ -30,7 +30,7 @@ func TestWebhookBatch(t *testing.T) {
 	}
 
 	first := deliveryOf()
-	res, err := svc.DeliverWebhookBatch(ctx, first, m.ID, false)
+	res, err := svc.DeliverWebhookBatch(ctx, first, m.ID, false, nil)
 	require.NoError(t, err)
 	require.True(t, res.Own.Done)
 	require.Empty(t, res.Others, "a new receiver's try is alone")
@@ -40,7 +40,7 @@ func TestWebhookBatch(t *testing.T) {
 	for range 29 {
 		deliveryOf()
 	}
-	res, err = svc.DeliverWebhookBatch(ctx, own, m.ID, false)
+	res, err = svc.DeliverWebhookBatch(ctx, own, m.ID, false, nil)
 	require.NoError(t, err)
 	require.True(t, res.Own.Done)
 	require.Equal(t, webhookdelivery.StatusSucceeded, res.Own.Status)
@@ -65,14 +65,14 @@ func TestWebhookBatch(t *testing.T) {
 	ids, err := webhooksend.Claim(ctx, svc.cfg.DB, m.ID, false, held, now, lease, webhookBatchMax)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{held}, ids)
-	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false)
+	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false, nil)
 	require.NoError(t, err)
 	require.False(t, res.Own.Done)
 	require.Greater(t, res.Wait, webhookLease-5*time.Second, "waits for the lease's end")
 	require.Len(t, rcv.Requests(), 31, "nothing sent")
 
 	require.NoError(t, webhooksend.Release(ctx, svc.cfg.DB, ids, lease, svc.now()))
-	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false)
+	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false, nil)
 	require.NoError(t, err)
 	require.True(t, res.Own.Done)
 	require.Len(t, rcv.Requests(), 32)

@@ -142,6 +142,9 @@ func complexity() ComplexityRoot {
 	c.ViewerBalance.Balances = listOf(walletsPerAgent)
 	c.CheckoutSession.DepositAddresses = listOf(depositAddressesPerSession)
 	c.CheckoutSession.WebhookEvents = listOf(eventsPerSession)
+	// A session's attention reads its payments (and its merchant): a flag
+	// for the sum and one per late payment at most.
+	c.CheckoutSession.Attention = readListOf(paymentsPerAddress)
 	c.DepositAddress.Payments = listOf(paymentsPerAddress)
 	c.Payment.Refunds = readListOf(refundsPerPayment)
 	c.Query.Refunds = func(child int, _ string) int { return pageCost(paymentsPerAddress*refundsPerPayment, child) }

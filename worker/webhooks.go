@@ -50,12 +50,11 @@ func (w *deliverWebhookWorker) Work(ctx context.Context, job *river.Job[jobs.Del
 	if a := job.Args; a.MerchantID != uuid.Nil && w.svc.WebhookSlotsFull(a.MerchantID, a.Livemode) {
 		return river.JobSnooze(w.svc.WebhookBusyWait(a.MerchantID, a.Livemode, snoozes(job.Metadata)))
 	}
-	batch, err := w.svc.DeliverWebhookBatch(ctx, job.Args.DeliveryID, job.Args.MerchantID, job.Args.Livemode)
-	for _, r := range batch.Others {
+	batch, err := w.svc.DeliverWebhookBatch(ctx, job.Args.DeliveryID, job.Args.MerchantID, job.Args.Livemode, func(r agentpay.WebhookDeliveryResult) {
 		if r.Attempt != nil {
 			w.obs.WebhookAttempt(webhookMode(r.Livemode), webhookResult(r), time.Duration(r.Attempt.DurationMs)*time.Millisecond)
 		}
-	}
+	})
 	if errors.Is(err, agentpay.ErrNotFound) {
 		return river.JobCancel(err)
 	}
