@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/shopspring/decimal"
@@ -95,21 +96,7 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 		require.NoError(t, err)
 		return v
 	}
-	// tabTo presses Tab until the focus is on the element sel names (at
-	// most 60 times), then holds that the focus shows: the stylesheet's
-	// outline for :focus-visible, 3 px solid.
-	tabTo := func(sel string) {
-		t.Helper()
-		for i := 0; i < 60; i++ {
-			require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(kb.Tab)))
-			if eval(`String(!!document.activeElement && document.activeElement.matches(`+"`"+sel+"`"+`))`) == "true" {
-				ring := eval(`(e => [e.matches(":focus-visible"), getComputedStyle(e).outlineStyle, getComputedStyle(e).outlineWidth].join(" "))(document.activeElement)`)
-				require.Equal(t, "true solid 3px", ring, "the focus on %s shows", sel)
-				return
-			}
-		}
-		t.Fatalf("Tab never reached %s", sel)
-	}
+	tabTo := func(sel string) { t.Helper(); keyboardTabTo(t, tctx, sel) }
 	press := func(key string) { t.Helper(); require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(key))) }
 
 	// Signing in from the e-mailed link: Tab to Continue, Enter.
@@ -208,4 +195,198 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, refunds, 1, "one refund")
 	require.EqualValues(t, 4_000_000, refunds[0].AmountToken, "4 of the 10 USDC")
+}
+
+// TestKeyboardOnlyMerchantSignUpAndApproval completes the two journeys
+// TestKeyboardOnlyJourneys leaves out, in headless Chromium with the
+// keyboard alone (Tab and Enter as key events, and typed text): a
+// signed-in person adds a passkey in settings, signs a merchant up from
+// the app (the form filled by typing, the settlement chain picked by
+// typing its initial on the select, Enter submits), Tabs from the keys
+// shown once to "open the dashboard" and lands there on the new merchant;
+// then an agent's send held by the person's spending policy is approved
+// from the home page (Tab to its Approve, Enter), the step-up signed with
+// the passkey (a virtual authenticator that confirms presence by itself),
+// and the money moves on chain. Each control reached shows the 3 px focus
+// outline; axe-core finds nothing serious on the form, the keys and the
+// approval's answer.
+func TestKeyboardOnlyMerchantSignUpAndApproval(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
+	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest,
+		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
+	env.Fill(&cfg)
+	svc, err := agentpay.NewService(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
+	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	a := &servedApp{env: env, svc: svc, origin: origin}
+	ctx := context.Background()
+
+	const email = "keys.person@keyboard.test"
+	person, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "keys_person"})
+	require.NoError(t, err)
+	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
+
+	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
+	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
+	wait := func(cond string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err)
+		return v
+	}
+	tabTo := func(sel string) { t.Helper(); keyboardTabTo(t, tctx, sel) }
+	// landed waits for cond on the document a key's navigation opens: a
+	// poll the navigation interrupts is asked again on the new document.
+	landed := func(cond, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			err := chromedp.Do(tctx, wait(`document.readyState === "complete" && `+cond))
+			if err == nil {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "%s: %v", what, err)
+		}
+	}
+	press := func(key string) { t.Helper(); require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(key))) }
+
+	// The browser's authenticator: a platform one holding discoverable
+	// passkeys, verifying its user and confirming presence by itself.
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(a.newestLink(t, email)), wait(`!!document.getElementById("continue")`)))
+	_, err = chromedp.Call(tctx, webauthn.Enable, webauthn.EnableParams{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(tctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
+		Options: &webauthn.VirtualAuthenticatorOptions{
+			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
+			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
+			IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+	require.NoError(t, err)
+
+	// Signed in from the e-mailed link, a passkey added in settings.
+	tabTo(`#continue`)
+	press(kb.Enter)
+	landed(`(!!document.getElementById("app") || !!document.getElementById("dashboard"))`, "signed in")
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(origin+"/app/settings"), wait(`!!document.querySelector("#sessions li")`)))
+	tabTo(`#add-passkey`)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`document.querySelectorAll("#passkeys li").length === 1`)))
+
+	// A merchant signed up: typed into the form, the chain picked by its
+	// initial, Enter submits; the keys shown once take the focus, Tab
+	// reaches the way to the dashboard, Enter follows it.
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(origin+"/app/merchants/new"), wait(`!!document.getElementById("merchant-form")`)))
+	testenv.CheckAccessibility(t, tctx, "the merchant sign-up form")
+	tabTo(`#merchant-name`)
+	press("Keyboard Coffee")
+	tabTo(`#merchant-email`)
+	require.Equal(t, email, eval(`document.getElementById("merchant-email").value`), "the person's address is offered")
+	tabTo(`#merchant-chain`)
+	press("b")
+	require.Equal(t, "base", eval(`document.getElementById("merchant-chain").value`), "typing the initial picks Base")
+	const settlement = "0x000000000000000000000000000000000000dEaD"
+	tabTo(`#merchant-address`)
+	press(settlement)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx, wait(`!document.getElementById("merchant-keys").hidden && document.activeElement.id === "merchant-keys"`)))
+	testenv.CheckAccessibility(t, tctx, "the merchant's keys shown once")
+	testKey := eval(`document.getElementById("key-test-secret-key").textContent`)
+	auth, err := svc.AuthenticateMerchant(ctx, testKey)
+	require.NoError(t, err, "the test secret key shown works")
+	require.Equal(t, "Keyboard Coffee", auth.Merchant.Name)
+	require.Equal(t, "base", auth.Merchant.SettlementChain)
+	require.Equal(t, strings.ToLower(settlement), strings.ToLower(auth.Merchant.SettlementAddress))
+	tabTo(`#keys-dashboard`)
+	press(kb.Enter)
+	landed(`location.pathname === "/app/dashboard" && !!document.getElementById("dashboard") && document.getElementById("dashboard").dataset.loaded === "overview"`, "the dashboard opened")
+	require.Equal(t, auth.Merchant.ID.String(), eval(`document.getElementById("merchant-picker").value`), "the dashboard opens on the new merchant")
+
+	// Paired with a funded agent whose sends above 1 USD the person
+	// approves.
+	reg, err := svc.QuickRegister(ctx, "keys_agent")
+	require.NoError(t, err)
+	payee, err := svc.QuickRegister(ctx, "keys_payee")
+	require.NoError(t, err)
+	baseWallet := func(r *agentpay.Registration) string {
+		ws, err := svc.Wallets(ctx, r.Agent)
+		require.NoError(t, err)
+		for _, w := range ws.All {
+			if w.Chain == "base" && w.Kind == "custodial" {
+				return w.Address
+			}
+		}
+		t.Fatal("no base wallet")
+		return ""
+	}
+	env.Fund(t, chains.Base, baseWallet(reg), 10_000_000)
+	p, err := svc.RequestPairing(ctx, reg.Agent, agentpay.PairingRequest{UserID: person.ID.String()})
+	require.NoError(t, err)
+	_, err = svc.DecidePairing(ctx, person, p.Pairing.ID.String(), agentpay.ApprovePairing)
+	require.NoError(t, err)
+	one := decimal.RequireFromString("1")
+	_, err = svc.SetSpendingPolicy(ctx, &agentpay.Viewer{User: person}, "keys_agent", agentpay.SpendingPolicyInput{ApprovalThreshold: &one})
+	require.NoError(t, err)
+	ag, err := env.DB.Ent.Agent.Get(ctx, reg.Agent.ID)
+	require.NoError(t, err)
+
+	// The held send, approved from the home page: Tab to its Approve,
+	// Enter; the step-up signs with the passkey.
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(origin+"/app/?home=1"), wait(`document.body.dataset.live === "subscribed"`)))
+	held, _, err := svc.Send(ctx, ag, agentpay.SendRequest{ToUsername: "keys_payee", AmountUSD: agentpay.USDCAmount(2_000_000), Chain: "base"})
+	require.NoError(t, err)
+	require.Equal(t, "awaiting_approval", held.Status)
+	approve := `#spend-approvals li.spend-approval[data-id="` + held.Approval.Approval.ID.String() + `"][data-status=awaiting_approval] button.approve-spend`
+	require.NoError(t, chromedp.Do(tctx, wait(`document.querySelector('`+approve+`') !== null`)))
+	tabTo(approve)
+	press(kb.Enter)
+	require.NoError(t, chromedp.Do(tctx,
+		wait(`["approved", "error"].includes(document.getElementById("approval-result").dataset.status)`)))
+	require.Equal(t, "Payment approved.", eval(`document.getElementById("approval-result").textContent`))
+	testenv.CheckAccessibility(t, tctx, "the payment approved")
+	pk, err := env.DB.Ent.Passkey.Query().Only(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, pk.LastUsedAt, "the approval used the passkey")
+	seen, err := svc.AgentSpendApproval(ctx, ag, held.Approval.Approval.ID.String())
+	require.NoError(t, err)
+	require.Equal(t, "approved", seen.Status())
+	bal, err := env.Ledger(chains.Base).Balance(ctx, baseWallet(payee))
+	require.NoError(t, err)
+	require.EqualValues(t, 1_998_000, bal.Int64(), "2 less the 0.1% fee, on chain")
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate("about:blank")))
+}
+
+// keyboardTabTo presses Tab until the focus is on the element sel names
+// (at most 60 times), then holds that the focus shows: the stylesheet's
+// outline for :focus-visible, 3 px solid.
+func keyboardTabTo(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err)
+		return v
+	}
+	for i := 0; i < 60; i++ {
+		require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.Tab)))
+		if eval(`String(!!document.activeElement && document.activeElement.matches(`+"`"+sel+"`"+`))`) == "true" {
+			ring := eval(`(e => [e.matches(":focus-visible"), getComputedStyle(e).outlineStyle, getComputedStyle(e).outlineWidth].join(" "))(document.activeElement)`)
+			require.Equal(t, "true solid 3px", ring, "the focus on %s shows", sel)
+			return
+		}
+	}
+	t.Fatalf("Tab never reached %s", sel)
 }
