@@ -32,8 +32,8 @@ func TestConcurrentCreatesShareCommits(t *testing.T) {
 			shared := "shared-key"
 			type answer struct {
 				id, description, key string
-				amount             string
-				err                error
+				amount               string
+				err                  error
 			}
 			answers := make([]answer, n)
 			var wg sync.WaitGroup
