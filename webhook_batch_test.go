@@ -3,6 +3,7 @@ package agentpay
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +77,41 @@ func TestWebhookBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Own.Done)
 	require.Len(t, rcv.Requests(), 32)
+}
+
+// TestWebhookBatchReportsEveryTryOnce: the job's own delivery is its
+// batch's own try wherever the claim's rows come back (RETURNING keeps no
+// order), so every try is reported once: the own one as Own, each other
+// one to onTried (the worker's metrics).
+func TestWebhookBatchReportsEveryTryOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := newTestService(t, testenv.New(t, testenv.Options{Jobs: true}), Config{})
+	rcv := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, rcv.URL)
+	deliveryOf := func() uuid.UUID {
+		return onlyDelivery(t, svc, recordTestEvent(t, svc, confirmedEventInput(m, false)).ID).ID
+	}
+	_, err := svc.DeliverWebhookBatch(ctx, deliveryOf(), m.ID, false, nil) // the receiver answers: proven
+	require.NoError(t, err)
+	for range 20 {
+		deliveryOf()
+	}
+	own := deliveryOf() // the newest, not the first row of the table
+	var mu sync.Mutex
+	reported := map[uuid.UUID]int{}
+	res, err := svc.DeliverWebhookBatch(ctx, own, m.ID, false, func(r WebhookDeliveryResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported[r.DeliveryID]++
+	})
+	require.NoError(t, err)
+	require.Equal(t, own, res.Own.DeliveryID)
+	require.NotNil(t, res.Own.Attempt, "the own delivery's try is the job's own")
+	reported[own]++
+	require.Len(t, reported, 21)
+	for id, n := range reported {
+		require.Equal(t, 1, n, "delivery %s reported once", id)
+	}
+	require.Len(t, rcv.Requests(), 22)
 }

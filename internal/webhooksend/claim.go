@@ -35,6 +35,14 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 		}
 		ids = append(ids, id)
 	}
+	// RETURNING follows no order (neither engine keeps the subquery's):
+	// the given delivery goes first again, as the caller expects.
+	for i, id := range ids {
+		if id == first && i > 0 {
+			ids[0], ids[i] = ids[i], ids[0]
+			break
+		}
+	}
 	return ids, rows.Err()
 }
 
