@@ -17,6 +17,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
+	"agentpay/ent/dashboardsession"
 	"agentpay/ent/mailmessage"
 	"agentpay/graph"
 	"agentpay/internal/testenv"
@@ -120,6 +121,23 @@ func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
 		wait(`document.getElementById("dashboard").dataset.loaded === "webhooks" && document.getElementById("mode-label").textContent === "Test mode"`),
 	))
 	require.Equal(t, "", field())
+	// The views that started together shared one opening: one dashboard
+	// session (before, each view refused for want of a token opened its
+	// own).
+	opened, err := env.DB.Ent.DashboardSession.Query().Where(dashboardsession.MerchantID(reg.Merchant.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, opened, "dashboard sessions opened")
+	// A kept token the service no longer takes (revoked, expired) is
+	// replaced once, not once per query of the view that was refused.
+	_, err = env.DB.Ent.DashboardSession.Update().Where(dashboardsession.MerchantID(reg.Merchant.ID)).SetRevokedAt(time.Now()).Save(ctx)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Reload(),
+		wait(`document.getElementById("dashboard").dataset.loaded === "webhooks" && document.body.dataset.live === "subscribed"`),
+	))
+	opened, err = env.DB.Ent.DashboardSession.Query().Where(dashboardsession.MerchantID(reg.Merchant.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, opened, "dashboard sessions opened after the first was revoked")
 
 	// A URL written in the field, the focus elsewhere, then a live event.
 	const first, second = "https://hooks.example.com/first", "https://hooks.example.com/second"
@@ -147,4 +165,14 @@ func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
 	require.NoError(t, err)
 	event()
 	require.NoError(t, chromedp.Do(tctx, wait(`document.getElementById("webhook-url").value === "`+second+`"`)))
+
+	// An empty URL removes the endpoint, and the notice says what that
+	// means rather than a bare "Saved.".
+	require.NoError(t, chromedp.Do(tctx,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("webhook-url").value = ""; document.getElementById("save-webhook").click()`),
+		wait(`document.getElementById("dash-notice").textContent.startsWith("Saved. With no endpoint")`),
+	))
+	m, err = env.DB.Ent.Merchant.Get(ctx, reg.Merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, "", m.TestWebhookURL)
 }

@@ -78,12 +78,12 @@
   // asMerchant: the merchant API with the dashboard session; an ended
   // session is opened again once.
   function asMerchant(query, variables, retried) {
-    return post(query, variables, {"X-Dashboard-Session": state.token}).then(function (res) {
+    var sent = state.token;
+    return post(query, variables, {"X-Dashboard-Session": sent}).then(function (res) {
       if (res.errors) {
         var code = res.errors[0].extensions && res.errors[0].extensions.code;
         if (code === "UNAUTHENTICATED" && !retried) {
-          sessionStorage.removeItem(tokenKey());
-          return openSession().then(function () { return asMerchant(query, variables, true); });
+          return reopen(sent).then(function () { return asMerchant(query, variables, true); });
         }
         var err = new Error(res.errors[0].message);
         err.answered = true; // the service answered (not a lost answer)
@@ -111,16 +111,32 @@
   function tokenKey() { return "dash.token." + root.dataset.user + "." + state.merchant.id + "." + state.mode; }
 
   // Opening: a dashboard session per merchant and mode, kept for the tab.
+  // Views that start together (a link to #webhooks before the session is
+  // open) share one opening rather than each opening its own session.
+  var opening = null;
   function openSession() {
     var kept = sessionStorage.getItem(tokenKey());
     if (kept) {
       var k = JSON.parse(kept);
       if (new Date(k.expiresAt) > new Date()) { return Promise.resolve(use(k)); }
     }
-    return asViewer(Q.open, {m: state.merchant.id, mode: MODES[state.mode]}).then(function (d) {
-      sessionStorage.setItem(tokenKey(), JSON.stringify(d.openDashboard));
-      use(d.openDashboard);
-    });
+    var key = tokenKey();
+    if (!opening || opening.key !== key) {
+      var mine = {key: key};
+      mine.done = asViewer(Q.open, {m: state.merchant.id, mode: MODES[state.mode]}).then(function (d) {
+        sessionStorage.setItem(key, JSON.stringify(d.openDashboard));
+        if (tokenKey() === key) { use(d.openDashboard); }
+      }).finally(function () { if (opening === mine) { opening = null; } });
+      opening = mine;
+    }
+    return opening.done;
+  }
+  // reopen replaces a refused token, unless another call already has.
+  function reopen(refused) {
+    if (state.token && state.token !== refused) { return Promise.resolve(); }
+    state.token = null;
+    sessionStorage.removeItem(tokenKey());
+    return openSession();
   }
   function use(s) {
     state.token = s.token;
@@ -631,7 +647,7 @@
     asMerchant(Q.saveWebhook, {url: sent}).then(function () {
       // What was sent is saved: the field follows the service again.
       if (url.value.trim() === sent) { url.dataset.saved = url.value; }
-      tell("Saved.");
+      tell(sent ? "Saved." : "Saved. With no endpoint, this mode's events are listed below and not sent.");
       return webhooks();
     }).catch(showError);
   });
