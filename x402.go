@@ -193,28 +193,40 @@ func (s *Service) facilitatorRequest(ctx context.Context, m *MerchantAuth, req *
 	if strings.TrimSpace(pp.Payload.Authorization.Value) != pr.MaxAmountRequired {
 		return AuthorizedPaymentRequest{}, Invalid("paymentPayload.payload.authorization.value", "must be the requirements' maxAmountRequired")
 	}
-	if ledger, err := s.ledger(m.Mode, chain); err != nil || w.NormalizeAddress(ledger.Token()) != w.NormalizeAddress(pr.Asset) {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.asset", "must be the USDC contract of %s", pr.Network)
-	}
-	if len(pr.PayTo) > 64 {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.payTo", "is not a deposit address of an open session of yours")
-	}
-	addrs, err := s.cfg.DB.Ent.DepositAddress.Query().Where(
-		depositaddress.Chain(string(chain)),
-		depositaddress.AddressEqualFold(pr.PayTo),
-		depositaddress.HasSessionWith(checkoutsession.MerchantID(m.Merchant.ID), checkoutsession.Livemode(m.Livemode())),
-	).WithSession().All(ctx)
+	externalID, err := s.facilitatorSession(ctx, m, chain, pr.Network, pr.Asset, pr.PayTo)
 	if err != nil {
-		return AuthorizedPaymentRequest{}, fmt.Errorf("x402: reading deposit addresses: %w", err)
+		return AuthorizedPaymentRequest{}, err
 	}
-	if len(addrs) == 0 {
-		return AuthorizedPaymentRequest{}, fmt.Errorf("%w: payTo %s is not a deposit address of a %s-mode session of yours", ErrNotFound, pr.PayTo, m.Mode)
-	}
-	out, err := x402RequestV1(&pp, addrs[0].Edges.Session.ExternalID, m.Mode)
+	out, err := x402RequestV1(&pp, externalID, m.Mode)
 	if err != nil {
 		return AuthorizedPaymentRequest{}, err
 	}
 	return out, nil
+}
+
+// facilitatorSession is the external id of the merchant's session, in the
+// key's mode, whose deposit address on chain is payTo, once asset is the
+// chain's USDC: what a facilitator request of either version pays.
+func (s *Service) facilitatorSession(ctx context.Context, m *MerchantAuth, chain chains.Name, network, asset, payTo string) (string, error) {
+	w := s.wallets(chain)
+	if ledger, err := s.ledger(m.Mode, chain); err != nil || w.NormalizeAddress(ledger.Token()) != w.NormalizeAddress(asset) {
+		return "", Invalid("paymentRequirements.asset", "must be the USDC contract of %s", network)
+	}
+	if len(payTo) > 64 {
+		return "", Invalid("paymentRequirements.payTo", "is not a deposit address of an open session of yours")
+	}
+	addrs, err := s.cfg.DB.Ent.DepositAddress.Query().Where(
+		depositaddress.Chain(string(chain)),
+		depositaddress.AddressEqualFold(payTo),
+		depositaddress.HasSessionWith(checkoutsession.MerchantID(m.Merchant.ID), checkoutsession.Livemode(m.Livemode())),
+	).WithSession().All(ctx)
+	if err != nil {
+		return "", fmt.Errorf("x402: reading deposit addresses: %w", err)
+	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("%w: payTo %s is not a deposit address of a %s-mode session of yours", ErrNotFound, payTo, m.Mode)
+	}
+	return addrs[0].Edges.Session.ExternalID, nil
 }
 
 // X402Verify is the facilitator's verify: every check a settle runs, no

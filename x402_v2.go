@@ -9,8 +9,6 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
-	"agentpay/ent/checkoutsession"
-	"agentpay/ent/depositaddress"
 	"agentpay/x402"
 )
 
@@ -258,25 +256,11 @@ func (s *Service) facilitatorRequestV2(ctx context.Context, m *MerchantAuth, req
 	if !ok {
 		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.network", "%q is not a %s-mode network offered (%s)", pr.Network, m.Mode, x402NetworksV2Of(m.Mode))
 	}
-	w := s.wallets(chain)
-	if ledger, err := s.ledger(m.Mode, chain); err != nil || w.NormalizeAddress(ledger.Token()) != w.NormalizeAddress(pr.Asset) {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.asset", "must be the USDC contract of %s", pr.Network)
-	}
-	if len(pr.PayTo) > 64 {
-		return AuthorizedPaymentRequest{}, Invalid("paymentRequirements.payTo", "is not a deposit address of an open session of yours")
-	}
-	addrs, err := s.cfg.DB.Ent.DepositAddress.Query().Where(
-		depositaddress.Chain(string(chain)),
-		depositaddress.AddressEqualFold(pr.PayTo),
-		depositaddress.HasSessionWith(checkoutsession.MerchantID(m.Merchant.ID), checkoutsession.Livemode(m.Livemode())),
-	).WithSession().All(ctx)
+	externalID, err := s.facilitatorSession(ctx, m, chain, pr.Network, pr.Asset, pr.PayTo)
 	if err != nil {
-		return AuthorizedPaymentRequest{}, fmt.Errorf("x402: reading deposit addresses: %w", err)
+		return AuthorizedPaymentRequest{}, err
 	}
-	if len(addrs) == 0 {
-		return AuthorizedPaymentRequest{}, fmt.Errorf("%w: payTo %s is not a deposit address of a %s-mode session of yours", ErrNotFound, pr.PayTo, m.Mode)
-	}
-	return x402RequestV2(pp, addrs[0].Edges.Session.ExternalID, m.Mode)
+	return x402RequestV2(pp, externalID, m.Mode)
 }
 
 // sessionFor402 is the session a 402 answer offers to pay (x402's and
