@@ -2,15 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
@@ -18,7 +13,6 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/ent/user"
-	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
@@ -31,24 +25,11 @@ import (
 // the agent is allowed from the page; what that human's policy alone
 // holds is shown without buttons.
 func TestSpendApprovalInBrowser(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest,
-		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	a := &servedApp{env: env, svc: svc, origin: origin}
+	a := serveAppWith(t, appSetup{
+		env:    testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond},
+		config: func(cfg *agentpay.Config, _ string) { cfg.AgentMode = agentpay.ModeTest },
+	})
+	env, svc, origin := a.env, a.svc, a.origin
 
 	bctx := testenv.StartBrowser(t)
 	testenv.RefuseCSPViolations(t, bctx)
@@ -57,35 +38,8 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	wait := func(cond string) chromedp.Action[chromedp.Void] {
 		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
 	}
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(origin+"/app/signin")))
-	_, err = chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{})
-	require.NoError(t, err)
-	_, err = chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
-		Options: &webauthn.VirtualAuthenticatorOptions{
-			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
-			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
-			IsUserVerified: true, AutomaticPresenceSimulation: true,
-		}})
-	require.NoError(t, err)
-
 	email := "policy.person@example.com"
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.WaitVisible(`#passkey-signin`),
-		chromedp.SetValue(`input[name=email]`, email),
-		chromedp.Click(`form[action="/app/signin"] button[type=submit]`),
-		chromedp.WaitVisible(`#sent`),
-	))
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(a.newestLink(t, email)),
-		chromedp.SetValue(`input[name=username]`, "policy_person"),
-		chromedp.Click(`#continue`),
-		chromedp.WaitVisible(`#settings-link`),
-		chromedp.Click(`#settings-link`),
-		chromedp.WaitVisible(`#sessions li`),
-		chromedp.SetValue(`#passkey-name`, "Virtual key"),
-		chromedp.Click(`#add-passkey`),
-		wait(`document.querySelectorAll("#passkeys li").length === 1`),
-	))
+	a.signUpWithPasskey(t, ctx, email, "policy_person")
 
 	// Paired with a funded agent.
 	bg := context.Background()

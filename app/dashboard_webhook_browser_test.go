@@ -3,10 +3,6 @@ package app
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,8 +14,6 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/dashboardsession"
-	"agentpay/ent/mailmessage"
-	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
@@ -33,42 +27,15 @@ import (
 // loaded machine: the view's first answer came after the URL was
 // written).
 func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	a := serveAppWith(t, appSetup{config: func(cfg *agentpay.Config, _ string) { cfg.AgentMode = agentpay.ModeTest }})
+	env, svc, origin := a.env, a.svc, a.origin
 	ctx := context.Background()
-	newest := func(to, pathPart string) string {
-		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)
-		require.NoError(t, err)
-		for i := len(ms) - 1; i >= 0; i-- {
-			for _, l := range agentpay.MailLinks(ms[i].Text) {
-				if strings.Contains(l, pathPart) {
-					return l
-				}
-			}
-		}
-		t.Fatalf("no link with %s mailed to %s", pathPart, to)
-		return ""
-	}
 
 	// A new merchant (no webhook URL) and its owner, signed in.
 	name, email := "Hooks Shop", "owner@hooks.test"
 	reg, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	require.NoError(t, err)
-	confirm := newest(email, "/confirm-email/")
+	confirm := a.linkTo(t, email, "/confirm-email/")
 	_, err = svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "hooks_owner"})
 	require.NoError(t, err)
 	_, err = svc.ConfirmMerchantEmail(ctx, confirm[strings.LastIndex(confirm, "/")+1:])
@@ -114,7 +81,7 @@ func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
 	}
 
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Navigate(newest(email, "/signin/")),
+		chromedp.Navigate(a.linkTo(t, email, "/signin/")),
 		chromedp.Click(`#continue`),
 		chromedp.WaitVisible(`#dashboard`),
 		chromedp.Navigate(origin+"/app/dashboard#webhooks"),

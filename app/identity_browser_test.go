@@ -2,11 +2,8 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
-	"agentpay/graph"
 	"agentpay/identity/sandbox"
 	"agentpay/internal/testenv"
 )
@@ -25,41 +21,34 @@ import (
 // ("Your identity is verified.") rather than leaving them to spot a
 // status word change.
 func TestIdentityConfirmedOnReturn(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	sb, err := sandbox.New(sandbox.Config{Secret: []byte("sandbox-callback-secret-of-32-bytes!"),
-		CallbackURL: origin + "/identity/callbacks/" + sandbox.Name})
-	require.NoError(t, err)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", IdentityProvider: sb}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	mux.Handle("/dev/kyc/", sb.Handler())
-	// The provider's callback, as REST serves it (rest/identity.go).
-	mux.HandleFunc("POST /identity/callbacks/{provider}", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = svc.HandleIdentityCallback(r.Context(), r.PathValue("provider"), r.Header, body)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
+	var sb *sandbox.Sandbox
+	a := serveAppWith(t, appSetup{
+		config: func(cfg *agentpay.Config, origin string) {
+			var err error
+			sb, err = sandbox.New(sandbox.Config{Secret: []byte("sandbox-callback-secret-of-32-bytes!"),
+				CallbackURL: origin + "/identity/callbacks/" + sandbox.Name})
+			require.NoError(t, err)
+			cfg.IdentityProvider = sb
+		},
+		routes: func(mux *http.ServeMux, svc *agentpay.Service) {
+			mux.Handle("/dev/kyc/", sb.Handler())
+			// The provider's callback, as REST serves it (rest/identity.go).
+			mux.HandleFunc("POST /identity/callbacks/{provider}", func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(r.Body)
+				if err == nil {
+					err = svc.HandleIdentityCallback(r.Context(), r.PathValue("provider"), r.Header, body)
+				}
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+				}
+			})
+		},
 	})
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	a := &servedApp{env: env, svc: svc, origin: origin}
+	svc := a.svc
 
 	ctx := context.Background()
 	email := "verified.person@example.com"
-	_, err = svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "verified_person"})
+	_, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "verified_person"})
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
 

@@ -2,15 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/shopspring/decimal"
@@ -19,8 +14,6 @@ import (
 	"agentpay"
 	"agentpay/chains"
 	"agentpay/ent/checkoutsession"
-	"agentpay/ent/mailmessage"
-	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
@@ -36,43 +29,18 @@ import (
 // finds nothing serious on the refund's form, its confirmation and its
 // answer.
 func TestKeyboardOnlyJourneys(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base},
-		Confirmations: map[chains.Name]uint64{chains.Base: 1}})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	a := serveAppWith(t, appSetup{
+		env:    testenv.Options{Chains: []chains.Name{chains.Base}, Confirmations: map[chains.Name]uint64{chains.Base: 1}},
+		config: func(cfg *agentpay.Config, _ string) { cfg.AgentMode = agentpay.ModeTest },
+	})
+	env, svc, origin := a.env, a.svc, a.origin
 	ctx := context.Background()
-	newest := func(to, pathPart string) string {
-		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)
-		require.NoError(t, err)
-		for i := len(ms) - 1; i >= 0; i-- {
-			for _, l := range agentpay.MailLinks(ms[i].Text) {
-				if strings.Contains(l, pathPart) {
-					return l
-				}
-			}
-		}
-		t.Fatalf("no link with %s mailed to %s", pathPart, to)
-		return ""
-	}
 
 	// A person who owns a merchant and whom an agent asks to pair with.
 	name, email := "Keyboard Shop", "owner@keyboard.test"
 	shop, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &email})
 	require.NoError(t, err)
-	confirm := newest(email, "/confirm-email/")
+	confirm := a.linkTo(t, email, "/confirm-email/")
 	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "keyboard_owner"})
 	require.NoError(t, err)
 	_, err = svc.ConfirmMerchantEmail(ctx, confirm[strings.LastIndex(confirm, "/")+1:])
@@ -100,7 +68,7 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 	press := func(key string) { t.Helper(); require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(key))) }
 
 	// Signing in from the e-mailed link: Tab to Continue, Enter.
-	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(newest(email, "/signin/")), wait(`!!document.getElementById("continue")`)))
+	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(a.linkTo(t, email, "/signin/")), wait(`!!document.getElementById("continue")`)))
 	tabTo(`#continue`)
 	press(kb.Enter)
 	// The form's post navigates: a poll the navigation interrupts is
@@ -211,24 +179,11 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 // outline; axe-core finds nothing serious on the form, the keys and the
 // approval's answer.
 func TestKeyboardOnlyMerchantSignUpAndApproval(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true, Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest,
-		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	a := &servedApp{env: env, svc: svc, origin: origin}
+	a := serveAppWith(t, appSetup{
+		env:    testenv.Options{Chains: []chains.Name{chains.Base}, BlockTime: 50 * time.Millisecond},
+		config: func(cfg *agentpay.Config, _ string) { cfg.AgentMode = agentpay.ModeTest },
+	})
+	env, svc, origin := a.env, a.svc, a.origin
 	ctx := context.Background()
 
 	const email = "keys.person@keyboard.test"
@@ -267,15 +222,7 @@ func TestKeyboardOnlyMerchantSignUpAndApproval(t *testing.T) {
 	// The browser's authenticator: a platform one holding discoverable
 	// passkeys, verifying its user and confirming presence by itself.
 	require.NoError(t, chromedp.Do(tctx, chromedp.Navigate(a.newestLink(t, email)), wait(`!!document.getElementById("continue")`)))
-	_, err = chromedp.Call(tctx, webauthn.Enable, webauthn.EnableParams{})
-	require.NoError(t, err)
-	_, err = chromedp.Call(tctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
-		Options: &webauthn.VirtualAuthenticatorOptions{
-			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
-			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
-			IsUserVerified: true, AutomaticPresenceSimulation: true,
-		}})
-	require.NoError(t, err)
+	addPasskeyAuthenticator(t, tctx)
 
 	// Signed in from the e-mailed link, a passkey added in settings.
 	tabTo(`#continue`)

@@ -2,10 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/mailmessage"
-	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
@@ -32,23 +27,11 @@ import (
 // Being only a merchant, the person's home is the dashboard. axe-core runs
 // on each new page and state.
 func TestMerchantSignUpJourney(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
 	smtpSrv := testenv.NewSMTPServer(t)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest, Mailer: smtpSrv.Mailer(t)}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	a := serveAppWith(t, appSetup{config: func(cfg *agentpay.Config, _ string) {
+		cfg.AgentMode, cfg.Mailer = agentpay.ModeTest, smtpSrv.Mailer(t)
+	}})
+	env, svc, origin := a.env, a.svc, a.origin
 	ctx := context.Background()
 	// deliver sends the queued mail to an address through SMTP (the
 	// send_mail job's step) and answers the links of what the server got.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,9 +18,7 @@ import (
 
 	"agentpay"
 	"agentpay/ent/checkoutsession"
-	"agentpay/ent/mailmessage"
 	"agentpay/ent/payment"
-	"agentpay/graph"
 	"agentpay/internal/testenv"
 )
 
@@ -50,56 +45,29 @@ var pageWidths = []struct {
 // WCAG 2 A/AA violation. A confirmation dialog is checked open. Each
 // state's screenshot is kept (-screenshots DIR).
 func TestPagesFitAndPassAxe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app", AgentMode: agentpay.ModeTest}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	a := serveAppWith(t, appSetup{config: func(cfg *agentpay.Config, _ string) { cfg.AgentMode = agentpay.ModeTest }})
+	env, svc, origin := a.env, a.svc, a.origin
 	ctx := context.Background()
-	newest := func(to, pathPart string) string {
-		ms, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).Order(mailmessage.ByCreatedAt()).All(ctx)
-		require.NoError(t, err)
-		for i := len(ms) - 1; i >= 0; i-- {
-			for _, l := range agentpay.MailLinks(ms[i].Text) {
-				if strings.Contains(l, pathPart) {
-					return l
-				}
-			}
-		}
-		t.Fatalf("no link with %s mailed to %s", pathPart, to)
-		return ""
-	}
 
 	// The merchant, its owner (who signs in below), and the links of every
 	// page a mail opens, unspent.
 	name, ownerEmail := "Pages Shop With A Rather Long Name", "owner@pages.test"
-	_, err = svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &ownerEmail})
+	_, err := svc.RegisterMerchant(ctx, agentpay.MerchantInput{Name: &name, Email: &ownerEmail})
 	require.NoError(t, err)
-	confirmLink := newest(ownerEmail, "/confirm-email/")
+	confirmLink := a.linkTo(t, ownerEmail, "/confirm-email/")
 	owner, err := svc.CreateUser(ctx, agentpay.NewUser{Email: ownerEmail, Username: "pages_owner"})
 	require.NoError(t, err)
 	reg, err := svc.QuickRegister(ctx, "pages_agent")
 	require.NoError(t, err)
 	_, err = svc.InviteHuman(ctx, reg.Agent, "invitee@pages.test")
 	require.NoError(t, err)
-	inviteLink, unsubscribeLink := newest("invitee@pages.test", "/invite/"), newest("invitee@pages.test", "/unsubscribe/")
+	inviteLink, unsubscribeLink := a.linkTo(t, "invitee@pages.test", "/invite/"), a.linkTo(t, "invitee@pages.test", "/unsubscribe/")
 	require.NoError(t, svc.RequestSignIn(ctx, "newcomer@pages.test", "192.0.2.1"))
-	newAccountLink := newest("newcomer@pages.test", "/signin/")
+	newAccountLink := a.linkTo(t, "newcomer@pages.test", "/signin/")
 	_, err = svc.BeginStepUp(ctx, &agentpay.Viewer{User: owner}, agentpay.StepUpRequest{Action: agentpay.StepUpWithdraw,
 		Withdrawal: &agentpay.WithdrawRequest{ToAddress: "0x000000000000000000000000000000000000dEaD", AmountUSD: decimal.RequireFromString("1234.5"), Chain: "base"}})
 	require.NoError(t, err)
-	stepUpLink := newest(ownerEmail, "/step-up/")
+	stepUpLink := a.linkTo(t, ownerEmail, "/step-up/")
 
 	bctx := testenv.StartBrowser(t)
 	testenv.RefuseCSPViolations(t, bctx)
@@ -164,7 +132,7 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, ownerEmail, "192.0.2.1"))
 	require.NoError(t, chromedp.Do(tctx,
-		chromedp.Navigate(newest(ownerEmail, "/signin/")),
+		chromedp.Navigate(a.linkTo(t, ownerEmail, "/signin/")),
 		chromedp.Click(`#continue`),
 		// Only a merchant: signed in, the owner lands on the dashboard.
 		chromedp.WaitVisible(`#dashboard`),

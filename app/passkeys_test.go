@@ -2,10 +2,7 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,56 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
-	"agentpay/ent"
-	"agentpay/ent/mailmessage"
 	"agentpay/ent/stepup"
 	"agentpay/ent/user"
-	"agentpay/graph"
 	"agentpay/internal/httpx"
 	"agentpay/internal/testenv"
 )
-
-// servedApp is the app and the GraphQL API on one origin, as the binary
-// serves them, at http://localhost:PORT: WebAuthn takes localhost as a
-// relying party id, and no IP address.
-type servedApp struct {
-	env    *testenv.Env
-	svc    *agentpay.Service
-	origin string
-}
-
-func serveApp(t *testing.T) *servedApp {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	env := testenv.New(t, testenv.Options{Jobs: true})
-	cfg := agentpay.Config{BaseURL: origin, PayURL: origin, AppURL: origin + "/app",
-		PasskeyRPID: "localhost", PasskeyOrigins: []string{origin}}
-	env.Fill(&cfg)
-	svc, err := agentpay.NewService(cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("/graphql", graph.NewHandler(graph.HandlerConfig{Service: svc, Logger: cfg.Logger}))
-	mux.Handle("/app/", NewHandler(Config{Service: svc, Logger: cfg.Logger, Prefix: "/app", URL: cfg.AppURL, GraphQLPath: "/graphql"}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return &servedApp{env: env, svc: svc, origin: origin}
-}
-
-// newestLink is the newest link mailed to an address.
-func (a *servedApp) newestLink(t *testing.T, to string) string {
-	t.Helper()
-	m, err := a.env.DB.Ent.MailMessage.Query().Where(mailmessage.To(to)).
-		Order(ent.Desc(mailmessage.FieldCreatedAt), ent.Desc(mailmessage.FieldID)).First(context.Background())
-	require.NoError(t, err)
-	links := agentpay.MailLinks(m.Text)
-	require.Len(t, links, 1)
-	return links[0]
-}
 
 // TestPasskeysInBrowser drives the app in headless Chromium with its
 // virtual authenticator (a platform authenticator holding discoverable
@@ -106,15 +58,7 @@ func TestPasskeysInBrowser(t *testing.T) {
 
 	// The tab's virtual authenticator.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(a.origin+"/app/signin")))
-	_, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{})
-	require.NoError(t, err)
-	auth, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{
-		Options: &webauthn.VirtualAuthenticatorOptions{
-			Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21,
-			Transport: webauthn.AuthenticatorTransportInternal, HasResidentKey: true, HasUserVerification: true,
-			IsUserVerified: true, AutomaticPresenceSimulation: true,
-		}})
-	require.NoError(t, err)
+	authenticator := addPasskeyAuthenticator(t, ctx)
 
 	// Sign up by e-mail link.
 	email := "passkey.person@example.com"
@@ -145,7 +89,7 @@ func TestPasskeysInBrowser(t *testing.T) {
 	))
 	require.Contains(t, text(`#passkeys li`), "Virtual key")
 	require.Contains(t, text(`#sessions li.current`), "This browser")
-	creds, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams(auth))
+	creds, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: authenticator})
 	require.NoError(t, err)
 	require.Len(t, creds.Credentials, 1)
 	require.True(t, creds.Credentials[0].IsResidentCredential, "discoverable: sign-in names no user")
