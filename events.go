@@ -223,9 +223,13 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if err != nil {
 		return nil, err
 	}
+	// The row's time is the service's clock, as the payload's: the
+	// retention (webhook_retention.go) and the log's order compare it
+	// with that clock, not the machine's.
+	now := s.now().UTC().Truncate(time.Microsecond)
 	at := ev.At
 	if at.IsZero() {
-		at = s.now()
+		at = now
 	}
 	id := uuid.New()
 	payload, err := json.Marshal(eventPayload{
@@ -237,6 +241,8 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	}
 	e, err := tx.WebhookEvent.Create().
 		SetID(id).
+		SetCreatedAt(now).
+		SetUpdatedAt(now).
 		SetMerchantID(m.ID).
 		SetNillableSessionID(ev.SessionID).
 		SetEventType(ev.Type).

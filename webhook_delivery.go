@@ -54,10 +54,16 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if s.cfg.Jobs == nil {
 		return nil, errors.New("agentpay: Config.Jobs is required to deliver webhooks")
 	}
+	// Every time of the row by the service's clock: the retention
+	// (webhook_retention.go) keeps an event for its deliveries created
+	// within it by that clock.
+	now := s.now().UTC()
 	d, err := tx.WebhookDelivery.Create().
 		SetEventID(ev.ID).
 		SetURL(url).
-		SetNextAttemptAt(s.now().UTC()).
+		SetCreatedAt(now.Truncate(time.Microsecond)).
+		SetUpdatedAt(now.Truncate(time.Microsecond)).
+		SetNextAttemptAt(now).
 		Save(ctx)
 	if err != nil {
 		return nil, err
