@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
 )
 
@@ -237,3 +238,33 @@ func TestWebhookRowsTakeTheServiceClock(t *testing.T) {
 	require.Equal(t, 2, webhookRows(t, svc, undelivered.ID), "the event and its feed line")
 }
 
+// TestRedeliveryOfAPrunedEvent: the retention job deleting an event
+// between a redelivery's read of it and the redelivery's transaction makes
+// the redelivery not found (404), not a broken foreign key (500), and
+// creates nothing.
+func TestRedeliveryOfAPrunedEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Jobs: true, Clock: time.Now()})
+	svc := newTestService(t, env, Config{})
+	ok := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, ok.URL)
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	env.Clock.Advance(31 * 24 * time.Hour)
+
+	pruned := 0
+	svc.redeliveryRead = func(id uuid.UUID) {
+		require.Equal(t, ev.ID, id)
+		n, err := svc.PruneWebhookHistory(ctx)
+		require.NoError(t, err)
+		pruned += n
+	}
+	_, err = svc.RedeliverOwnWebhook(ctx, &MerchantAuth{Merchant: m, Mode: ModeTest}, ev.ID)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, 1, pruned, "the retention job deleted the event between the read and the redelivery")
+	require.Zero(t, webhookRows(t, svc, ev.ID), "nothing created")
+	require.Equal(t, 0, testdb.CountRows(t, svc.cfg.DB, "webhook_deliveries"))
+}
