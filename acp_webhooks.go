@@ -318,10 +318,12 @@ func (s *Service) queueACPOrderEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql
 	if err != nil {
 		return fmt.Errorf("ACP order event: %w", err)
 	}
+	now := s.now().UTC() // the service's clock, as the other webhook rows
 	e, err := tx.ACPOrderEvent.Create().
 		SetMerchantID(m.ID).SetSessionID(sess.ID).SetLivemode(sess.Livemode).
 		SetSeq(seq).SetEventType(acporderevent.EventType(kind)).SetPayload(payload).
-		SetNextAttemptAt(s.now().UTC()).
+		SetCreatedAt(now.Truncate(time.Microsecond)).SetUpdatedAt(now.Truncate(time.Microsecond)).
+		SetNextAttemptAt(now).
 		Save(ctx)
 	if err != nil {
 		return fmt.Errorf("recording ACP order event: %w", err)

@@ -193,7 +193,10 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 	if internal {
 		kind = transfer.KindInternalPayment
 	}
-	var statuses []string
+	var (
+		statuses       []string
+		recomputeTrust bool
+	)
 	t, err := s.recordTransfer(ctx, &outgoing{
 		kind: kind, internal: internal, from: from, external: external, candidates: candidates, units: units.Int64(), amount: sess.AmountUsd,
 		memo: "checkout " + sess.ExternalID, checkoutSessionID: &sess.ID,
@@ -220,7 +223,7 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 			}
 			if internal {
 				var err error
-				statuses, err = s.completeInternalPayment(ctx, tx, sqlTx, t)
+				statuses, recomputeTrust, err = s.completeInternalPayment(ctx, tx, sqlTx, t)
 				return err
 			}
 			return nil
@@ -234,9 +237,13 @@ func (s *Service) payCheckout(ctx context.Context, a *ent.Agent, req PayCheckout
 		for _, status := range statuses {
 			s.observer().PaymentStatus(string(mode), t.Chain, status)
 		}
-		// After the commit, as completeTransfer does (its note says why).
-		if err := s.RecomputeTrust(ctx, a.ID); err != nil {
-			s.logger.WarnContext(ctx, "recompute trust after internal payment", "agent", a.ID, "err", err)
+		// Queued as a job in the payment's transaction
+		// (completeInternalPayment says why); without a job queue, after
+		// the commit, as completeTransfer does.
+		if recomputeTrust {
+			if err := s.RecomputeTrust(ctx, a.ID); err != nil {
+				s.logger.WarnContext(ctx, "recompute trust after internal payment", "agent", a.ID, "err", err)
+			}
 		}
 		return s.checkoutPaymentOf(ctx, t)
 	}

@@ -190,6 +190,13 @@ func (s *Service) RecomputeTrust(ctx context.Context, agentID uuid.UUID) error {
 	})
 }
 
+// trustStale reports whether a's stored trust score or tier is not the one
+// its inputs give at now: whether RecomputeTrust would change them.
+func trustStale(a *ent.Agent, now time.Time) bool {
+	score := ComputeTrust(trustInputsOf(a, now)).Score()
+	return score != a.TrustScore || string(a.Tier) != TierFor(score)
+}
+
 // refreshTrust brings a's stored score up to date (account age moves it with
 // no event) and returns a with the current values. It writes only when the
 // score changed, so a read stays a read.

@@ -90,6 +90,11 @@ type depositTx struct {
 	// absent are the events' payment keys (chains.Deposit.Key) with no
 	// payment row yet; record takes a key out when it creates the row.
 	absent map[string]bool
+	// merchants are the merchants of the events recorded in the
+	// transaction, read by its first event of each (eventMerchant): a
+	// payment's three events, or a scan's many of one merchant, read it
+	// once. Nothing in the transaction changes a merchant.
+	merchants map[uuid.UUID]*ent.Merchant
 }
 
 // preload reads, in set queries of inChunk values, the deposit addresses
@@ -237,7 +242,8 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 		}
 		return nil
 	case chains.DepositConfirmations:
-		return d.confirmations(ctx, sess, p, ev)
+		_, err := d.confirmations(ctx, sess, p, ev)
+		return err
 	case chains.DepositFinal:
 		return d.final(ctx, sess, p, ev)
 	case chains.DepositRemoved:
@@ -326,11 +332,12 @@ func (d *depositTx) record(ctx context.Context, sess *ent.CheckoutSession, da *e
 	if err := d.event(ctx, sess, EventPaymentDetected, d.eventData(sess, p)); err != nil {
 		return nil, nil, err
 	}
+	// refreshSeen leaves sess as it wrote it (setStatus): the session as
+	// it now is, with no second read.
 	if err := d.refreshSeen(ctx, sess); err != nil {
 		return nil, nil, err
 	}
-	sess, err = d.tx.CheckoutSession.Get(ctx, sess.ID)
-	return p, sess, err
+	return p, sess, nil
 }
 
 // refreshSeen moves a waiting session to confirming when its seen payments
@@ -352,17 +359,21 @@ func (d *depositTx) refreshSeen(ctx context.Context, sess *ent.CheckoutSession) 
 }
 
 // setStatus changes a session's status and publishes the change to status
-// subscribers (after commit).
+// subscribers (after commit). sess becomes the row as written.
 func (d *depositTx) setStatus(ctx context.Context, sess *ent.CheckoutSession, status checkoutsession.Status) error {
-	if _, err := d.tx.CheckoutSession.UpdateOne(sess).SetStatus(status).Save(ctx); err != nil {
+	updated, err := d.tx.CheckoutSession.UpdateOne(sess).SetStatus(status).Save(ctx)
+	if err != nil {
 		return fmt.Errorf("updating session: %w", err)
 	}
+	*sess = *updated
 	return d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(status))
 }
 
-func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) error {
+// confirmations records a payment's confirmation count; it answers the
+// payment as it now is.
+func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) (*ent.Payment, error) {
 	if p.Status != payment.StatusDetected && p.Status != payment.StatusConfirming {
-		return nil
+		return p, nil
 	}
 	counted := p.Confirmations != int(ev.Confirmations)
 	upd := d.tx.Payment.UpdateOne(p).SetConfirmations(int(ev.Confirmations))
@@ -372,30 +383,30 @@ func (d *depositTx) confirmations(ctx context.Context, sess *ent.CheckoutSession
 	}
 	p, err := upd.Save(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.publishSessionChanged(ctx, sess.ExternalID); err != nil {
-		return err
+		return nil, err
 	}
 	if first {
 		d.reached(payment.StatusConfirming)
 	}
 	if p.Late {
-		return nil
+		return p, nil
 	}
 	if counted {
 		// The status is unchanged, but subscribers re-read the count: the
 		// hosted page's progress follows each confirmation.
 		if err := d.s.publishSessionStatus(ctx, d.sqlTx, sess.ExternalID, string(sess.Status)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if !first {
-		return nil
+		return p, nil
 	}
 	data := d.eventData(sess, p)
 	data.Extra = map[string]any{"confirmations": ev.Confirmations, "required": ev.Required}
-	return d.event(ctx, sess, EventPaymentConfirming, data)
+	return p, d.event(ctx, sess, EventPaymentConfirming, data)
 }
 
 func (d *depositTx) final(ctx context.Context, sess *ent.CheckoutSession, p *ent.Payment, ev chains.DepositEvent) error {
@@ -511,10 +522,27 @@ func paymentEventData(sess *ent.CheckoutSession, p *ent.Payment, decimals int32)
 }
 
 func (d *depositTx) event(ctx context.Context, sess *ent.CheckoutSession, kind string, data EventData) error {
-	return recordSessionEvent(ctx, d.s, d.tx, d.sqlTx, sess, kind, data)
+	m := d.merchants[sess.MerchantID]
+	if m == nil {
+		var err error
+		if m, err = eventMerchant(ctx, d.tx, sess.MerchantID); err != nil {
+			return fmt.Errorf("recording %s: %w", kind, err)
+		}
+		if d.merchants == nil {
+			d.merchants = map[uuid.UUID]*ent.Merchant{}
+		}
+		d.merchants[m.ID] = m
+	}
+	return recordMerchantSessionEvent(ctx, d.s, d.tx, d.sqlTx, m, sess, kind, data)
 }
 
 func recordSessionEvent(ctx context.Context, s *Service, tx *ent.Tx, sqlTx *sql.Tx, sess *ent.CheckoutSession, kind string, data EventData) error {
+	return recordMerchantSessionEvent(ctx, s, tx, sqlTx, nil, sess, kind, data)
+}
+
+// recordMerchantSessionEvent records an event of sess; m is its merchant
+// when already read in tx (nil: RecordEvent reads it).
+func recordMerchantSessionEvent(ctx context.Context, s *Service, tx *ent.Tx, sqlTx *sql.Tx, m *ent.Merchant, sess *ent.CheckoutSession, kind string, data EventData) error {
 	id := sess.ID
 	_, err := s.RecordEvent(ctx, tx, sqlTx, EventInput{
 		MerchantID: sess.MerchantID,
@@ -522,6 +550,7 @@ func recordSessionEvent(ctx context.Context, s *Service, tx *ent.Tx, sqlTx *sql.
 		Type:       kind,
 		Livemode:   sess.Livemode,
 		Data:       data,
+		merchant:   m,
 	})
 	if err != nil {
 		return fmt.Errorf("recording %s: %w", kind, err)

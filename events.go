@@ -55,6 +55,12 @@ type EventInput struct {
 	Data     EventData
 	// At is the payload's timestamp; zero means now.
 	At time.Time
+
+	// merchant is the event's merchant (MerchantID) as already read in the
+	// caller's transaction, so a caller recording several events of one
+	// merchant in it (a payment's detected, confirming and confirmed) reads
+	// it once; nil: RecordEvent reads it.
+	merchant *ent.Merchant
 }
 
 // EventData is the payload's "data" object. The fields of spec 6.3 come
@@ -216,16 +222,20 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if !slices.Contains(eventKinds, ev.Type) {
 		return nil, fmt.Errorf("agentpay: unknown event type %q", ev.Type)
 	}
-	m, err := tx.Merchant.Get(ctx, ev.MerchantID)
-	if ent.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: merchant %s", ErrNotFound, ev.MerchantID)
+	m := ev.merchant
+	if m == nil || m.ID != ev.MerchantID {
+		var err error
+		if m, err = eventMerchant(ctx, tx, ev.MerchantID); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
+	// The row's time is the service's clock, as the payload's: the
+	// retention (webhook_retention.go) and the log's order compare it
+	// with that clock, not the machine's.
+	now := s.now().UTC().Truncate(time.Microsecond)
 	at := ev.At
 	if at.IsZero() {
-		at = s.now()
+		at = now
 	}
 	id := uuid.New()
 	payload, err := json.Marshal(eventPayload{
@@ -237,6 +247,8 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	}
 	e, err := tx.WebhookEvent.Create().
 		SetID(id).
+		SetCreatedAt(now).
+		SetUpdatedAt(now).
 		SetMerchantID(m.ID).
 		SetNillableSessionID(ev.SessionID).
 		SetEventType(ev.Type).
@@ -260,6 +272,16 @@ func (s *Service) RecordEvent(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 		return nil, err
 	}
 	return e, nil
+}
+
+// eventMerchant reads an event's merchant in tx: an unknown one is
+// ErrNotFound.
+func eventMerchant(ctx context.Context, tx *ent.Tx, id uuid.UUID) (*ent.Merchant, error) {
+	m, err := tx.Merchant.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: merchant %s", ErrNotFound, id)
+	}
+	return m, err
 }
 
 // The event log: a merchant reads its events, each with its deliveries and

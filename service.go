@@ -278,6 +278,10 @@ type Service struct {
 	// in this process (PayWithAuthorization); a session's entry goes once
 	// its relay is done.
 	sessionRelays keylock.Locks[uuid.UUID]
+	// redeliveryRead, when set (tests only), runs between a redelivery's
+	// read of its event and its transaction: where the retention job can
+	// delete the event (TestRedeliveryOfAPrunedEvent).
+	redeliveryRead func(eventID uuid.UUID)
 }
 
 // NewService checks the configuration and builds the service layer.

@@ -12,9 +12,13 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
+	"agentpay/ent/checkoutsession"
+	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
+	"agentpay/internal/jobs"
+	"agentpay/internal/store"
 )
 
 // Instant settlement between our own wallets (docs/money.md#internal-payments).
@@ -104,8 +108,21 @@ func internalSettlement(p internalPayer) bool {
 // that recorded it (nothing is broadcast): the transfer completed with its
 // internal reference, the agent's counters, then the session's payment
 // recorded, confirmed and final through the deposit scan's code. It
-// answers the payment statuses reached, for the observer once committed.
-func (s *Service) completeInternalPayment(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) ([]string, error) {
+// answers the payment statuses reached, for the observer once committed,
+// and recompute: the agent's trust is to be recomputed after the commit
+// (only when no job queue is wired, see below).
+//
+// The agent's trust score and tier, which its sent volume moves, are
+// recomputed off the answer's path: when the counters written here give
+// another score or tier than the one stored (trustStale: a volume step
+// crossed, the account's age), a recompute_trust job is queued in this
+// transaction and the worker recomputes them once it commits. The tier
+// bounds later sends only (their limits), never this one, and a payment
+// that moves nothing queues nothing: most queue nothing. Not inside this
+// transaction: RecomputeTrust locks the agent row FOR UPDATE, which on
+// PostgreSQL deadlocks against the FOR KEY SHARE of concurrent sends'
+// inserts (transfer_agent_sends.go, completeTransfer).
+func (s *Service) completeInternalPayment(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, t *ent.Transfer) (statuses []string, recompute bool, err error) {
 	now := s.now().UTC()
 	ref := internalRef(t.ID)
 	done, err := tx.Transfer.UpdateOneID(t.ID).
@@ -116,11 +133,19 @@ func (s *Service) completeInternalPayment(ctx context.Context, tx *ent.Tx, sqlTx
 		SetCompletedAt(now).
 		Save(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("internal payment %s: completing: %w", t.ID, err)
+		return nil, false, fmt.Errorf("internal payment %s: completing: %w", t.ID, err)
 	}
 	*t = *done
-	if err := tx.Agent.UpdateOneID(*t.FromAgentID).AddTxCount(1).AddVolumeSent(t.Amount).Exec(ctx); err != nil {
-		return nil, fmt.Errorf("internal payment %s: counters: %w", t.ID, err)
+	payer, err := tx.Agent.UpdateOneID(*t.FromAgentID).AddTxCount(1).AddVolumeSent(t.Amount).Save(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("internal payment %s: counters: %w", t.ID, err)
+	}
+	if trustStale(payer, now) {
+		if s.cfg.Jobs == nil {
+			recompute = true // no worker wired (some tests): after the commit
+		} else if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, jobs.RecomputeTrustArgs{AgentID: payer.ID}, nil); err != nil {
+			return nil, false, fmt.Errorf("internal payment %s: enqueueing the trust recompute: %w", t.ID, err)
+		}
 	}
 	chain := chains.Name(t.Chain)
 	d := &depositTx{s: s, tx: tx, sqlTx: sqlTx, mode: s.cfg.AgentMode, chain: chain, decimals: USDCDecimals, internal: true,
@@ -129,16 +154,64 @@ func (s *Service) completeInternalPayment(ctx context.Context, tx *ent.Tx, sqlTx
 	// the same three events, in the same order.
 	required := max(s.networks(s.cfg.AgentMode)[chain].Confirmations, 1)
 	dep := chains.Deposit{Chain: chain, TxHash: ref, From: t.FromAddress, To: t.ToAddress, Amount: big.NewInt(t.Amount)}
-	for _, ev := range []chains.DepositEvent{
+	if err := d.applyInternal(ctx, [3]chains.DepositEvent{
 		{Kind: chains.DepositSeen, Deposit: dep, Required: required},
 		{Kind: chains.DepositConfirmations, Deposit: dep, Confirmations: required, Required: required},
 		{Kind: chains.DepositFinal, Deposit: dep, Confirmations: required, Required: required},
-	} {
-		if err := d.apply(ctx, ev); err != nil {
-			return nil, fmt.Errorf("internal payment %s: recording the payment: %w", t.ID, err)
-		}
+	}); err != nil {
+		return nil, false, fmt.Errorf("internal payment %s: recording the payment: %w", t.ID, err)
 	}
-	return d.statuses, nil
+	return d.statuses, recompute, nil
+}
+
+// applyInternal applies an internal payment's three events (seen,
+// confirmations, final, of one deposit) as apply does one by one, with
+// the same rows, events, status publications and settlement, but reading
+// the deposit address, locking the session and reading the payment once
+// for the three: they run in the one transaction that records the
+// payment, under the session's lock, so a second read would find only
+// what the step before wrote (which each step answers instead). A payment
+// already recorded under the deposit's identity (not an internal one,
+// whose reference is its new transfer's) goes through apply, event by
+// event.
+func (d *depositTx) applyInternal(ctx context.Context, evs [3]chains.DepositEvent) error {
+	dep := evs[0].Deposit
+	da, err := d.tx.DepositAddress.Query().
+		Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(d.stored(dep.To))).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", dep.To, "tx", dep.TxHash)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading deposit address: %w", err)
+	}
+	sess, err := store.ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
+	if err != nil {
+		return fmt.Errorf("locking session: %w", err)
+	}
+	exists, err := d.tx.Payment.Query().
+		Where(payment.Chain(string(d.chain)), payment.TxHash(dep.TxHash), payment.LogIndex(int(dep.Index))).
+		Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("reading payment: %w", err)
+	}
+	if exists {
+		for _, ev := range evs {
+			if err := d.apply(ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	p, sess, err := d.record(ctx, sess, da, evs[0])
+	if err != nil {
+		return err
+	}
+	if p, err = d.confirmations(ctx, sess, p, evs[1]); err != nil {
+		return err
+	}
+	return d.final(ctx, sess, p, evs[2])
 }
 
 // uncollectedInternal sums, in base units, the internal payments made from

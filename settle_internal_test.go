@@ -13,6 +13,7 @@ import (
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
+	"agentpay/internal/testdb"
 )
 
 // TestInternalSettlementRule: a payment takes the internal path only when
@@ -233,4 +234,44 @@ func TestInternalPaymentIdempotent(t *testing.T) {
 	require.Equal(t, "confirmed", again.Status)
 	require.Equal(t, 1, e.db.Ent.Transfer.Query().CountX(ctx))
 	require.Equal(t, 1, e.db.Ent.Payment.Query().CountX(ctx))
+}
+
+// TestInternalPaymentQueuesTrustRecompute: an internal payment whose volume
+// crosses a trust step answers without recomputing the payer's trust (off
+// the answer's path) and queues a recompute_trust job for it in its own
+// transaction; one that moves no score queues nothing. The job's run
+// (RecomputeTrust, which the worker calls: worker's
+// TestInternalPaymentTrustRecomputed) stores the step's points.
+func TestInternalPaymentQueuesTrustRecompute(t *testing.T) {
+	ctx := context.Background()
+	e := startInternalEnv(t)
+	a := e.register(t, "buyer")
+	e.fund(t, a, chains.Base, "5")
+	// 9.50 USD sent: the next 1.00 crosses the 10 USD step.
+	require.NoError(t, e.db.Ent.Agent.UpdateOneID(a.ID).SetVolumeSent(9_500_000).Exec(ctx))
+	require.NoError(t, e.svc.RecomputeTrust(ctx, a.ID))
+	a = e.db.Ent.Agent.GetX(ctx, a.ID)
+	before := a.TrustScore
+	jobsFor := func() int {
+		t.Helper()
+		return testdb.CountRows(t, e.db, "river_job WHERE kind = 'recompute_trust' AND CAST(args AS TEXT) LIKE '%"+a.ID.String()+"%'")
+	}
+
+	res, _, err := e.svc.PayCheckout(ctx, a, PayCheckoutRequest{ExternalID: e.session(t, "1.00", false).ExternalID})
+	require.NoError(t, err)
+	require.Equal(t, "confirmed", res.Status, res.Message)
+	stored := e.db.Ent.Agent.GetX(ctx, a.ID)
+	require.Equal(t, int64(10_500_000), stored.VolumeSent)
+	require.Equal(t, before, stored.TrustScore, "not recomputed in the answer's path")
+	require.True(t, trustStale(stored, e.svc.now()))
+	require.Equal(t, 1, jobsFor(), "the recompute is queued with the payment")
+
+	require.NoError(t, e.svc.RecomputeTrust(ctx, a.ID)) // what the job runs
+	stored = e.db.Ent.Agent.GetX(ctx, a.ID)
+	require.Equal(t, before+TrustVolumeMaxPoints/len(trustVolumeSteps), stored.TrustScore)
+	require.False(t, trustStale(stored, e.svc.now()))
+
+	_, _, err = e.svc.PayCheckout(ctx, stored, PayCheckoutRequest{ExternalID: e.session(t, "1.00", false).ExternalID})
+	require.NoError(t, err)
+	require.Equal(t, 1, jobsFor(), "11.50 USD crosses no step: nothing to recompute, no job")
 }

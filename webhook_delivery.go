@@ -15,6 +15,7 @@ import (
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
 	"agentpay/internal/jobs"
+	"agentpay/internal/store"
 	"agentpay/internal/webhooksend"
 )
 
@@ -54,10 +55,16 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if s.cfg.Jobs == nil {
 		return nil, errors.New("agentpay: Config.Jobs is required to deliver webhooks")
 	}
+	// Every time of the row by the service's clock: the retention
+	// (webhook_retention.go) keeps an event for its deliveries created
+	// within it by that clock.
+	now := s.now().UTC()
 	d, err := tx.WebhookDelivery.Create().
 		SetEventID(ev.ID).
 		SetURL(url).
-		SetNextAttemptAt(s.now().UTC()).
+		SetCreatedAt(now.Truncate(time.Microsecond)).
+		SetUpdatedAt(now.Truncate(time.Microsecond)).
+		SetNextAttemptAt(now).
 		Save(ctx)
 	if err != nil {
 		return nil, err
@@ -94,9 +101,24 @@ func (s *Service) RedeliverWebhook(ctx context.Context, merchantID, eventID uuid
 	if err := s.allowRedelivery(ctx, ev); err != nil {
 		return nil, err
 	}
+	if s.redeliveryRead != nil {
+		s.redeliveryRead(ev.ID)
+	}
 	var d *ent.WebhookDelivery
 	err = s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		var err error
+		// The event again, locked: the retention job (webhook_retention.go)
+		// may have deleted it since the read above, and the delivery of a
+		// deleted event would break its foreign key (a 500). Gone, it is not
+		// found, as if the read had come after the prune. Locked, the
+		// prune's batch, which locks its events and reads them again, leaves
+		// it for this delivery.
+		_, err := store.ForUpdate(s.cfg.DB, tx.WebhookEvent.Query().Where(webhookevent.ID(ev.ID))).Only(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("%w: event %s", ErrNotFound, eventID)
+		}
+		if err != nil {
+			return fmt.Errorf("reading webhook event: %w", err)
+		}
 		d, err = s.newDelivery(ctx, tx, sqlTx, ev, url)
 		return err
 	})

@@ -88,8 +88,9 @@ func webhookEventExpired(cutoff time.Time) predicate.WebhookEvent {
 func (s *Service) pruneWebhookEvents(ctx context.Context, cutoff time.Time) (int, error) {
 	var n int
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
-		// Locked (PostgreSQL), then read again: a redelivery inserts its
-		// delivery under a key-share lock of the event, so once the batch's
+		// Locked (PostgreSQL), then read again: a redelivery locks its
+		// event before inserting its delivery (and an insert holds a
+		// key-share lock of it besides), so once the batch's
 		// events are locked none can gain a delivery, and the second read,
 		// a later snapshot, leaves out any that gained one before the lock.
 		q := tx.WebhookEvent.Query().Where(webhookEventExpired(cutoff)).

@@ -17,6 +17,7 @@ import (
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 	"agentpay/ent/webhookevent"
+	"agentpay/internal/testdb"
 	"agentpay/internal/testenv"
 )
 
@@ -173,4 +174,97 @@ func TestPruneACPOrderEvents(t *testing.T) {
 	latest, err := svc.cfg.DB.Ent.ACPOrderEvent.Query().Where(acporderevent.SessionID(refunded.ID), acporderevent.Seq(4)).Only(ctx)
 	require.NoError(t, err)
 	require.Equal(t, acporderevent.EventTypeOrderUpdate, latest.EventType, "the order is not created again")
+}
+
+// TestWebhookRowsTakeTheServiceClock: a webhook event, its deliveries
+// (the first and a redelivery), their tries and an ACP order event are
+// created at the service's clock, not the machine's, as the retention
+// compares them with that clock: with the service's clock 400 days ahead
+// of the machine's, an event just recorded is not past a 30-day
+// retention.
+func TestWebhookRowsTakeTheServiceClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := time.Now().Add(400 * 24 * time.Hour).UTC().Truncate(time.Second)
+	env := testenv.New(t, testenv.Options{Jobs: true, Clock: at})
+	svc := newTestService(t, env, Config{})
+	db := svc.cfg.DB.Ent
+	ok := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, ok.URL)
+	bare, _ := createWebhookMerchant(t, svc, "")
+
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	undelivered := recordTestEvent(t, svc, confirmedEventInput(bare, false))
+	first := onlyDelivery(t, svc, ev.ID)
+	res, err := svc.DeliverWebhook(ctx, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	env.Clock.Advance(time.Hour)
+	again, err := svc.RedeliverWebhook(ctx, m.ID, ev.ID)
+	require.NoError(t, err)
+
+	name := "ACP Shop"
+	reg, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("acp@example.com")})
+	require.NoError(t, err)
+	auth := &MerchantAuth{Merchant: reg.Merchant, Mode: ModeTest}
+	_, err = svc.SetACPWebhook(ctx, auth, ok.URL)
+	require.NoError(t, err)
+	cs, _, err := svc.CreateACPCheckout(ctx, auth, "k", ACPCreate{Currency: "usd", LineItems: []ACPItem{{ID: "a", UnitAmount: 500}}})
+	require.NoError(t, err)
+	require.NoError(t, db.CheckoutSession.UpdateOneID(cs.ID).SetStatus(checkoutsession.StatusConfirmed).Exec(ctx))
+	require.NoError(t, svc.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
+		_, err := svc.RecordEvent(ctx, tx, sqlTx, EventInput{MerchantID: reg.Merchant.ID, SessionID: &cs.ID, Type: EventPaymentConfirmed})
+		return err
+	}))
+
+	for _, c := range []struct {
+		row     string
+		want    time.Time
+		created time.Time
+	}{
+		{"event", at, db.WebhookEvent.GetX(ctx, ev.ID).CreatedAt},
+		{"event with no delivery", at, db.WebhookEvent.GetX(ctx, undelivered.ID).CreatedAt},
+		{"first delivery", at, db.WebhookDelivery.GetX(ctx, first.ID).CreatedAt},
+		{"its try", at, db.WebhookAttempt.Query().Where(webhookattempt.DeliveryID(first.ID)).OnlyX(ctx).CreatedAt},
+		{"redelivery", at.Add(time.Hour), db.WebhookDelivery.GetX(ctx, again.ID).CreatedAt},
+		{"ACP order event", at.Add(time.Hour), db.ACPOrderEvent.Query().Where(acporderevent.SessionID(cs.ID)).OnlyX(ctx).CreatedAt},
+	} {
+		require.WithinDuration(t, c.want, c.created, time.Millisecond, "%s: created at the service's clock", c.row)
+	}
+
+	n, err := svc.PruneWebhookHistory(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing is older than the retention by the service's clock")
+	require.Equal(t, 2, webhookRows(t, svc, undelivered.ID), "the event and its feed line")
+}
+
+// TestRedeliveryOfAPrunedEvent: the retention job deleting an event
+// between a redelivery's read of it and the redelivery's transaction makes
+// the redelivery not found (404), not a broken foreign key (500), and
+// creates nothing.
+func TestRedeliveryOfAPrunedEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Jobs: true, Clock: time.Now()})
+	svc := newTestService(t, env, Config{})
+	ok := testenv.NewReceiver(t, http.StatusOK)
+	m, _ := createWebhookMerchant(t, svc, ok.URL)
+	ev := recordTestEvent(t, svc, confirmedEventInput(m, false))
+	res, err := svc.DeliverWebhook(ctx, onlyDelivery(t, svc, ev.ID).ID)
+	require.NoError(t, err)
+	require.Equal(t, webhookdelivery.StatusSucceeded, res.Status)
+	env.Clock.Advance(31 * 24 * time.Hour)
+
+	pruned := 0
+	svc.redeliveryRead = func(id uuid.UUID) {
+		require.Equal(t, ev.ID, id)
+		n, err := svc.PruneWebhookHistory(ctx)
+		require.NoError(t, err)
+		pruned += n
+	}
+	_, err = svc.RedeliverOwnWebhook(ctx, &MerchantAuth{Merchant: m, Mode: ModeTest}, ev.ID)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, 1, pruned, "the retention job deleted the event between the read and the redelivery")
+	require.Zero(t, webhookRows(t, svc, ev.ID), "nothing created")
+	require.Equal(t, 0, testdb.CountRows(t, svc.cfg.DB, "webhook_deliveries"))
 }

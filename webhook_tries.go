@@ -133,6 +133,8 @@ func (s *Service) writeWebhookTry(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx
 		SetDurationMs(t.duration.Milliseconds()).
 		SetError(t.errText).
 		SetAt(t.at).
+		SetCreatedAt(t.now).
+		SetUpdatedAt(t.now).
 		Save(ctx)
 	if err != nil {
 		return false, err
@@ -141,7 +143,8 @@ func (s *Service) writeWebhookTry(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx
 		Where(webhookdelivery.ID(t.deliveryID), webhookdelivery.StatusEQ(webhookdelivery.StatusPending)).
 		AddAttempts(1).
 		SetLastAttemptAt(t.at).
-		SetStatus(t.status)
+		SetStatus(t.status).
+		SetUpdatedAt(t.now)
 	if t.nextAttemptAt != nil {
 		u.SetNextAttemptAt(*t.nextAttemptAt)
 	} else {

@@ -172,6 +172,7 @@ func New(cfg Config) (*Worker, error) {
 	river.AddWorker(workers, &expireSessionsWorker{svc: cfg.Service})
 	addPruneWorkers(workers, cfg.Service)
 	river.AddWorker(workers, &settlePaymentWorker{svc: cfg.Service})
+	river.AddWorker(workers, &recomputeTrustWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settleBatchWorker{svc: cfg.Service})
 	river.AddWorker(workers, &settlePendingWorker{svc: cfg.Service})
 	river.AddWorker(workers, &sendRefundWorker{svc: cfg.Service})

@@ -91,6 +91,20 @@ func (SettlePaymentArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
+// RecomputeTrustArgs is the River job recomputing one agent's trust score
+// and tier (agentpay.Service.RecomputeTrust, idempotent, from the
+// committed inputs), queued by a change of its inputs that keeps the
+// recompute off its answer's path (an internal payment), only when the
+// change moves the score. Not unique: River's uniqueness would let a
+// running job, which may have read the inputs before the change
+// committed, turn the next one away; two jobs store one score.
+type RecomputeTrustArgs struct {
+	AgentID uuid.UUID `json:"agent_id"`
+}
+
+// Kind is the job kind.
+func (RecomputeTrustArgs) Kind() string { return "recompute_trust" }
+
 // SettleBatchArgs is the River job paying (or forming, once due) the
 // settlement batch of one merchant, paid chain and mode.
 type SettleBatchArgs struct {
