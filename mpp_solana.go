@@ -166,7 +166,8 @@ func (s *Service) payMPPSolana(ctx context.Context, sess *ent.CheckoutSession, c
 	}
 	var name *sessionPaymentKey
 	if key != "" {
-		name = &sessionPaymentKey{name: "Idempotency-Key " + key, reused: ErrIdempotencyKeyReused}
+		k := idempotencyKeyName(key)
+		name = &k
 	}
 	res, err := s.paySolanaExact(ctx, st, clientIP, p.Transaction, name, key, expired)
 	if err != nil {

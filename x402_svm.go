@@ -199,17 +199,22 @@ func (s *Service) solanaSessionTarget(ctx context.Context, sess *ent.CheckoutSes
 }
 
 // payX402Solana settles a Solana exact payload for sess, under its
-// payment-identifier when it carries one.
-func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, error) {
+// payment-identifier when it carries one, else under idemKey when set (an
+// Idempotency-Key: ACP's complete).
+func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload, idemKey string) (*AuthorizedPayment, error) {
 	st, err := s.solanaExactTargetOf(ctx, sess, p)
 	if err != nil {
 		return nil, err
 	}
 	id, _ := x402PaymentID(p)
 	var key *sessionPaymentKey
-	if id != "" {
+	switch {
+	case id != "":
 		k := x402IDName(id)
 		key = &k
+	case idemKey != "":
+		k := idempotencyKeyName(idemKey)
+		key, id = &k, idemKey
 	}
 	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil)
 }
@@ -536,7 +541,7 @@ func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *x4
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	if err == nil {
 		var res *AuthorizedPayment
-		if res, err = s.payX402Solana(ctx, sess, "", &req.PaymentPayload); err == nil {
+		if res, err = s.payX402Solana(ctx, sess, "", &req.PaymentPayload, ""); err == nil {
 			return settleResponse(network, res), nil
 		}
 	}
