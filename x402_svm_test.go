@@ -242,3 +242,103 @@ func TestX402SolanaTwoInstancesOneTransaction(t *testing.T) {
 		require.Equal(t, 1, n, "round %d: one payment", round)
 	}
 }
+
+// TestSessionPaidOnOneChainAtATime: while a payment of a session is in
+// flight on one chain (broadcast, its outcome not yet recorded: the
+// instance that sent it is held right after the broadcast), a payment on
+// another chain, on another instance, is refused (409) before anything is
+// sent, both ways: an EVM authorization while a Solana transaction is in
+// flight, and a Solana transaction while an EVM authorization is. Once the
+// first is decided the session has its one payment. Run on SQLite and,
+// with TEST_DATABASE_URL, PostgreSQL.
+func TestSessionPaidOnOneChainAtATime(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base, chains.Solana}, BlockTime: 50 * time.Millisecond,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2, chains.Solana: 2},
+	})
+	cfg := Config{AgentMode: ModeTest, RelayIPRateLimit: 1000, RelayMerchantRateLimit: 1000}
+	broadcast, release := make(chan string, 1), make(chan struct{})
+	held := cfg
+	held.AfterBroadcast = func(what string) {
+		broadcast <- what
+		<-release
+	}
+	a, b := newTestService(t, env, held), newTestService(t, env, cfg)
+	name := "Shop"
+	shop, err := b.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: b, db: env.DB}, merchant: shop.Merchant}
+	domain := e.tokenDomain(t)
+
+	for _, first := range []chains.Name{chains.Solana, chains.Base} {
+		t.Run("in flight on "+string(first), func(t *testing.T) {
+			release = make(chan struct{})
+			sess := e.session(t, "1", false)
+			offer, err := b.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+			require.NoError(t, err)
+			var solReq, baseReq x402.Requirements
+			for _, r := range offer.V2.Accepts {
+				if x402.IsSolanaNetwork(r.Network) {
+					solReq = r
+				} else {
+					baseReq = r
+				}
+			}
+			require.NotEmpty(t, solReq.PayTo, "solana offered")
+			require.NotEmpty(t, baseReq.PayTo, "base offered")
+			solPayer, err := solanago.NewRandomPrivateKey()
+			require.NoError(t, err)
+			env.Fund(t, chains.Solana, solPayer.PublicKey().String(), 5_000_000)
+			evmPayer := e.relayPayer(t, 5_000_000)
+			now := time.Now().Unix()
+			auth := signTransferAuthorization(t, evmPayer.key, domain, baseReq.PayTo, 1_000_000, now-600, now+3600)
+			payEVM := func(svc *Service) (*AuthorizedPayment, error) {
+				return svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth, Wait: 30 * time.Second})
+			}
+			solPayload := exactSolanaPayload(t, env, solPayer, solReq)
+			paySolana := func(svc *Service) (*AuthorizedPayment, error) {
+				res, _, err := svc.PayX402V2(ctx, sess.ExternalID, "", solPayload)
+				return res, err
+			}
+			payFirst, paySecond := paySolana, payEVM
+			if first == chains.Base {
+				payFirst, paySecond = payEVM, paySolana
+			}
+
+			type answer struct {
+				res *AuthorizedPayment
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := payFirst(a)
+				done <- answer{res, err}
+			}()
+			select {
+			case <-broadcast:
+			case early := <-done:
+				t.Fatalf("the first payment answered before its broadcast was held: %+v %v", early.res, early.err)
+			}
+
+			_, err = paySecond(b)
+			require.ErrorIs(t, err, ErrConflict)
+			require.ErrorContains(t, err, "already being paid on "+string(first)+" by a payment in flight")
+			if first == chains.Solana {
+				require.Empty(t, e.relaysOf(t, evmPayer.addr), "no relay recorded")
+				require.Equal(t, int64(5_000_000), env.Balance(t, chains.Base, evmPayer.addr).Int64(), "nothing relayed on base")
+			} else {
+				require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, solPayer.PublicKey().String()).Int64(), "nothing sent on solana")
+			}
+
+			close(release)
+			got := <-done
+			require.NoError(t, got.err)
+			require.Equal(t, first, got.res.Chain)
+			require.Equal(t, "detected", got.res.Status)
+			n, err := env.DB.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "one payment")
+		})
+	}
+}
