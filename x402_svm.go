@@ -329,6 +329,13 @@ func (s *Service) recordSolanaExact(ctx context.Context, st *solanaExactTarget, 
 	}
 	var row *ent.Relay
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		// A transaction that fails on chain costs the treasury its fee as a
+		// reverted EVM relay costs its gas: the payer's failures count
+		// against the same limit (checkRelayReverts; the rows' status is
+		// reverted either way, solanaExactFinished).
+		if err := s.checkRelayReverts(ctx, tx.Client(), t.sess.Livemode, checked.Payer); err != nil {
+			return err
+		}
 		if _, err := s.takeSession(ctx, t.sess.ID, sessionTake{payer: payerSolana, chain: chains.Solana, token: TokenUSDC, ownTx: checked.TxHash}); err != nil {
 			return err
 		}
@@ -529,6 +536,10 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x4
 			err = selectable(sess, s.now(), func() (bool, error) { return hasLivePayment(ctx, s.cfg.DB.Ent.Payment, sess.ID) })
 			if err == nil {
 				err = s.checkRelayedPayer(ctx, checked.Payer, sess)
+			}
+			if err == nil {
+				// What settle will refuse for the treasury's sake, as on EVM.
+				err = s.checkRelayReverts(ctx, s.cfg.DB.Ent, sess.Livemode, checked.Payer)
 			}
 		}
 	}
