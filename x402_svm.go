@@ -216,7 +216,7 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 		k := idempotencyKeyName(idemKey)
 		key, id = &k, idemKey
 	}
-	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil)
+	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil, nil)
 }
 
 // paySolanaExact settles a payer-signed transaction paying st's session,
@@ -224,11 +224,20 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 // MPP's Idempotency-Key: one key of the session whichever dialect carries
 // it, x402_id.go), id being the key's value. unsent, when set, refuses a
 // transaction not yet sent rather than sending it (an expired MPP
-// challenge: only the outcome of a payment already made is answered).
-func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error) (*AuthorizedPayment, error) {
+// challenge: only the outcome of a payment already made is answered);
+// payerCheck, when set, refuses a transaction whose payer (its transfer's
+// authority) is not the one the request names (MPP's source).
+func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error, payerCheck func(payer string) error) (*AuthorizedPayment, error) {
 	checked, err := st.settler.VerifyExact(ctx, transaction, st.req)
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
+	}
+	if payerCheck != nil {
+		// The transfer's authority, read from the transaction: what the
+		// credential says of its payer must be it (MPP's source).
+		if err := payerCheck(checked.Payer); err != nil {
+			return nil, err
+		}
 	}
 	pay := func() (*AuthorizedPayment, error) {
 		switch {
