@@ -100,7 +100,7 @@ func (in ACPCreate) validate() (decimal.Decimal, error) {
 // CreateACPCheckout creates the session of an ACP checkout under key. A
 // replay answers the session as it is now.
 func (s *Service) CreateACPCheckout(ctx context.Context, auth *MerchantAuth, key string, in ACPCreate) (*ent.CheckoutSession, bool, error) {
-	return s.acpKeyed(ctx, auth, key, acpCreateOperation, in, func(ctx context.Context) (*ent.CheckoutSession, error) {
+	return s.acpKeyed(ctx, auth, key, acpCreateOperation, in, nil, func(ctx context.Context) (*ent.CheckoutSession, error) {
 		amount, err := in.validate()
 		if err != nil {
 			return nil, err
@@ -122,7 +122,7 @@ func (s *Service) CreateACPCheckout(ctx context.Context, auth *MerchantAuth, key
 
 // CancelACPCheckout cancels an ACP checkout under key.
 func (s *Service) CancelACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID string) (*ent.CheckoutSession, bool, error) {
-	return s.acpKeyed(ctx, auth, key, acpCancelOperation, externalID, func(ctx context.Context) (*ent.CheckoutSession, error) {
+	return s.acpKeyed(ctx, auth, key, acpCancelOperation, externalID, nil, func(ctx context.Context) (*ent.CheckoutSession, error) {
 		return s.CancelSession(ctx, auth, externalID)
 	})
 }
@@ -132,6 +132,16 @@ func (s *Service) CancelACPCheckout(ctx context.Context, auth *MerchantAuth, key
 // (PayX402V2), or an MPP credential answering one of the session's Payment
 // challenges, settled as MPP pays any session (PayMPP). An MPP refusal is
 // invalid input here (ACP has no 402), its code kept in the message.
+//
+// Exactly once (docs/agent-commerce.md#exactly-once-on-every-path): the
+// request's key also names the session's payment, as MPP's
+// Idempotency-Key does (x402_id.go; a payload's own payment-identifier
+// wins), so the payment keeps the credential's authorization before it is
+// relayed. A retry while the first request holds the key (still running,
+// or its process died after broadcasting, until the lease runs out) is
+// answered from that payment, the session as it is now (complete in
+// progress while the chain has not decided), never relayed a second time;
+// only a first that has kept nothing yet makes it 409 (nothing moved).
 func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, key, externalID string, cred ACPCredential, clientIP string) (*ent.CheckoutSession, bool, error) {
 	// The realm is not part of the request the key names: the same body
 	// replayed through another host is the same request.
@@ -139,22 +149,25 @@ func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, k
 	if cred.Type == ACPCredentialMPP {
 		canonical.Handler += "/" + ACPCredentialMPP
 	}
-	return s.acpKeyed(ctx, auth, key, acpCompleteOperation, canonical, func(ctx context.Context) (*ent.CheckoutSession, error) {
+	complete := func(ctx context.Context) (*ent.CheckoutSession, error) {
 		if _, err := s.MerchantSession(ctx, auth, externalID); err != nil {
+			return nil, err
+		}
+		paymentKey, err := ParseIdempotencyKey(key) // acpKeyed took it: well formed
+		if err != nil {
 			return nil, err
 		}
 		if cred.HandlerID != ACPX402HandlerID {
 			return nil, Invalid("payment_data.handler_id", "must be %s", ACPX402HandlerID)
 		}
-		var err error
 		switch cred.Type {
 		case ACPCredentialX402, "":
 			var p *x402.PaymentPayload
 			if p, err = DecodeX402PaymentV2(cred.Token); err == nil {
-				_, _, err = s.PayX402V2(ctx, externalID, clientIP, p)
+				_, _, err = s.payX402V2(ctx, externalID, clientIP, p, paymentKey)
 			}
 		case ACPCredentialMPP:
-			err = s.completeACPWithMPP(ctx, externalID, cred, clientIP)
+			err = s.completeACPWithMPP(ctx, externalID, cred, clientIP, paymentKey)
 		default:
 			return nil, Invalid("payment_data.instrument.credential.type", "must be %s or %s", ACPCredentialX402, ACPCredentialMPP)
 		}
@@ -162,17 +175,18 @@ func (s *Service) CompleteACPCheckout(ctx context.Context, auth *MerchantAuth, k
 			return nil, err
 		}
 		return s.MerchantSession(ctx, auth, externalID)
-	})
+	}
+	return s.acpKeyed(ctx, auth, key, acpCompleteOperation, canonical, complete, complete)
 }
 
-func (s *Service) completeACPWithMPP(ctx context.Context, externalID string, cred ACPCredential, clientIP string) error {
+func (s *Service) completeACPWithMPP(ctx context.Context, externalID string, cred ACPCredential, clientIP, key string) error {
 	header := strings.TrimSpace(cred.Token)
 	if scheme, _, _ := strings.Cut(header, " "); !strings.EqualFold(scheme, "Payment") {
 		header = "Payment " + header
 	}
 	c, err := DecodeMPPCredential(header)
 	if err == nil {
-		_, _, err = s.PayMPP(ctx, externalID, cred.Realm, clientIP, nil, c)
+		_, _, err = s.PayMPP(ctx, externalID, cred.Realm, clientIP, &key, c)
 	}
 	var refusal *MPPError
 	if errors.As(err, &refusal) {
@@ -182,8 +196,11 @@ func (s *Service) completeACPWithMPP(ctx context.Context, externalID string, cre
 }
 
 // acpKeyed runs op under the merchant's key: a replay reads the session
-// again; the same key with another request is ErrConflict.
-func (s *Service) acpKeyed(ctx context.Context, auth *MerchantAuth, key, operation string, canonical any, op func(context.Context) (*ent.CheckoutSession, error)) (*ent.CheckoutSession, bool, error) {
+// again; the same key with another request is ErrConflict. While the
+// first request holds the key, inFlight (nil: none) answers the retry
+// instead of the runner's in-progress refusal: an operation whose own
+// effect is keyed (complete's payment) answers what that effect is now.
+func (s *Service) acpKeyed(ctx context.Context, auth *MerchantAuth, key, operation string, canonical any, inFlight, op func(context.Context) (*ent.CheckoutSession, error)) (*ent.CheckoutSession, bool, error) {
 	if err := auth.CheckMutate(); err != nil {
 		return nil, false, err
 	}
@@ -191,7 +208,7 @@ func (s *Service) acpKeyed(ctx context.Context, auth *MerchantAuth, key, operati
 	if err != nil {
 		return nil, false, err
 	}
-	return idempotency.Do(ctx, s.idem, idempotency.Op[*ent.CheckoutSession]{
+	cs, replayed, err := idempotency.Do(ctx, s.idem, idempotency.Op[*ent.CheckoutSession]{
 		Request: idempotency.Request{Scope: acpScope(auth), Key: k, Operation: operation, Canonical: canonical},
 		Run: func(ctx context.Context, _ *idempotency.Claim) (*ent.CheckoutSession, error) {
 			return op(ctx)
@@ -205,6 +222,11 @@ func (s *Service) acpKeyed(ctx context.Context, auth *MerchantAuth, key, operati
 			return s.MerchantSession(ctx, auth, id)
 		},
 	})
+	if inFlight != nil && errors.Is(err, idempotency.ErrInProgress) {
+		cs, err = inFlight(ctx)
+		return cs, true, err
+	}
+	return cs, replayed, err
 }
 
 // ACPStatus is a session's status in ACP's words.

@@ -37,7 +37,9 @@ import (
 //     it was recorded, whichever comes first (a relay whose outcome this
 //     process never learnt, a crash, stops holding the balance then).
 //   - Reverts: a payer with RelayRevertLimit relays reverted within
-//     RelayRevertWindow is refused (a *RateLimitError naming until when)
+//     RelayRevertWindow (Solana transactions that failed on chain
+//     included: their fee is the treasury's too, x402_svm.go) is refused
+//     (a *RateLimitError naming until when)
 //     until the oldest of them is RelayRevertWindow old. What makes a
 //     relay revert once the in-flight count holds is the payer spending
 //     its balance elsewhere in the same block (it pays that gas itself):
@@ -213,8 +215,9 @@ func (s *Service) lockRelayPayer(ctx context.Context, sqlTx *sql.Tx, of relayOut
 }
 
 // checkRelayReverts refuses a payer with RelayRevertLimit relays reverted
-// within RelayRevertWindow (in the mode, on any chain), until the oldest of
-// them is RelayRevertWindow old.
+// within RelayRevertWindow (in the mode, on any chain: an EVM authorization
+// whose relay reverted, a Solana transaction that failed on chain), until
+// the oldest of them is RelayRevertWindow old.
 func (s *Service) checkRelayReverts(ctx context.Context, db *ent.Client, livemode bool, payer string) error {
 	now := s.now().UTC()
 	reverts, err := db.Relay.Query().
@@ -232,7 +235,7 @@ func (s *Service) checkRelayReverts(ctx context.Context, db *ent.Client, livemod
 	until := reverts[len(reverts)-1].FinishedAt.Add(RelayRevertWindow)
 	return &RateLimitError{
 		Decision: RateDecision{Limit: RelayRevertLimit, Reset: until, RetryAfter: until.Sub(now), Window: "relay reverts"},
-		limit: fmt.Sprintf("%d authorizations of %s relayed within %s reverted on chain, each at the treasury's cost of gas: its authorizations are not relayed until %s",
+		limit: fmt.Sprintf("%d payments of %s relayed within %s reverted on chain, each at the treasury's cost of gas or fee: its payments are not relayed until %s",
 			RelayRevertLimit, payer, RelayRevertWindow, until.Format(time.RFC3339)),
 	}
 }

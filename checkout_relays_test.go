@@ -339,7 +339,7 @@ func TestRelayRevertCooldown(t *testing.T) {
 	_, err := e.svc.PayWithAuthorization(ctx, req)
 	var rl *RateLimitError
 	require.ErrorAs(t, err, &rl)
-	require.ErrorContains(t, err, "3 authorizations of "+strings.ToLower(payer.addr)+" relayed within 1h0m0s reverted on chain")
+	require.ErrorContains(t, err, "3 payments of "+strings.ToLower(payer.addr)+" relayed within 1h0m0s reverted on chain")
 	require.ErrorContains(t, err, "not relayed until "+until.Format(time.RFC3339))
 	require.Equal(t, until.Sub(e.env.Clock.Now()), rl.Decision.RetryAfter)
 	require.ErrorIs(t, e.svc.VerifyAuthorizedPayment(ctx, req), ErrRateLimited, "verify says so too")

@@ -44,9 +44,12 @@ const (
 )
 
 // paymentsUnderWay are a session's payments begun and not ended, other
-// than the taker's own: an agent's transfer not failed, a relay in flight.
+// than the taker's own: an agent's transfer not failed, a relay in flight;
+// elsewhere names a chain other than the taker's that a relay in flight
+// pays on ("" when none).
 type paymentsUnderWay struct {
 	agent, relay bool
+	elsewhere    chains.Name
 }
 
 // mayTakeSession is the rule of who may take a session while others pay
@@ -61,9 +64,15 @@ type paymentsUnderWay struct {
 //     recorded and will land, and a second payer would pay the session
 //     twice;
 //   - an agent may not while a relay is in flight, for the same reason;
-//   - a relay may while another relay is in flight: the usual case is the
-//     same payer's authorization signed again after a stuck relay, and each
-//     relay counts against its payer's balance (checkout_relays.go);
+//   - a relay may while another relay is in flight on its chain: the
+//     usual case is the same payer's authorization signed again after a
+//     stuck relay, and each relay counts against its payer's balance
+//     (checkout_relays.go);
+//   - a relay or a Solana transaction may not while a payment is in flight
+//     on another chain (an EVM authorization while a Solana transaction
+//     is, or the reverse, or two EVM chains): nothing ties payments on two
+//     chains together, so both would land and the session be paid twice.
+//     It waits for the first one's outcome, as below;
 //   - a Solana transaction may not while another relay or Solana
 //     transaction is in flight (its own, the same transaction sent again,
 //     is not another): nothing on chain ties two Solana transactions
@@ -80,6 +89,9 @@ func mayTakeSession(payer sessionPayer, sess *ent.CheckoutSession, under payment
 		return fmt.Errorf("%w: session %s is already being paid by an agent", ErrConflict, sess.ExternalID)
 	case payer == payerAgent && under.relay:
 		return fmt.Errorf("%w: session %s is already being paid by a relayed authorization", ErrConflict, sess.ExternalID)
+	case under.elsewhere != "":
+		return fmt.Errorf("%w: session %s is already being paid on %s by a payment in flight; a payment on another chain is refused until that one is decided (paid, failed or expired): retry it then, or ask the session's status",
+			ErrConflict, sess.ExternalID, under.elsewhere)
 	case payer == payerSolana && under.relay:
 		return fmt.Errorf("%w: session %s is already being paid by another transaction in flight; retry the same payment (or under its payment-identifier or Idempotency-Key) to learn its outcome, and sign a new one only if it failed", ErrConflict, sess.ExternalID)
 	}
@@ -122,7 +134,7 @@ func (s *Service) takeSession(ctx context.Context, sessionID uuid.UUID, take ses
 			return err
 		}
 		if take.payer != payerCustomer {
-			under, err := s.paymentsUnderWay(ctx, tx, cur.ID, take.ownTransfer, take.ownTx, now)
+			under, err := s.paymentsUnderWay(ctx, tx, cur.ID, take.chain, take.ownTransfer, take.ownTx, now)
 			if err != nil {
 				return err
 			}
@@ -154,8 +166,9 @@ func (s *Service) takeSession(ctx context.Context, sessionID uuid.UUID, take ses
 	return out, nil
 }
 
-// paymentsUnderWay reads the session's payments under way but own.
-func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, own *uuid.UUID, ownTx string, now time.Time) (paymentsUnderWay, error) {
+// paymentsUnderWay reads the session's payments under way but own, for a
+// take on chain.
+func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uuid.UUID, chain chains.Name, own *uuid.UUID, ownTx string, now time.Time) (paymentsUnderWay, error) {
 	agents := tx.Transfer.Query().Where(transfer.CheckoutSessionID(sessionID), transfer.StatusNEQ(transfer.StatusFailed))
 	if own != nil {
 		agents = agents.Where(transfer.IDNEQ(*own))
@@ -169,11 +182,18 @@ func (s *Service) paymentsUnderWay(ctx context.Context, tx *ent.Tx, sessionID uu
 	if ownTx != "" {
 		relays = relays.Where(relay.Not(relay.And(relay.Chain(string(chains.Solana)), relay.Nonce(ownTx))))
 	}
-	relaying, err := relays.Exist(ctx)
+	inFlight, err := relays.Select(relay.FieldChain).Strings(ctx)
 	if err != nil {
 		return paymentsUnderWay{}, fmt.Errorf("reading relays: %w", err)
 	}
-	return paymentsUnderWay{agent: agent, relay: relaying}, nil
+	out := paymentsUnderWay{agent: agent, relay: len(inFlight) > 0}
+	for _, c := range inFlight {
+		if c != string(chain) {
+			out.elsewhere = chains.Name(c)
+			break
+		}
+	}
+	return out, nil
 }
 
 // depositAddressOn is the session's deposit address on chain: the newest

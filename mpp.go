@@ -495,8 +495,7 @@ func (s *Service) PayMPP(ctx context.Context, externalID, realm, clientIP string
 func (s *Service) payMPPKeyed(ctx context.Context, sess *ent.CheckoutSession, key string, mp *mppPayment, req AuthorizedPaymentRequest, pay func() (*AuthorizedPayment, error)) (*AuthorizedPayment, error) {
 	network := "eip155:" + strconv.FormatUint(mp.request.MethodDetails.ChainID, 10)
 	first := &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
-	name := sessionPaymentKey{name: "Idempotency-Key " + key, reused: ErrIdempotencyKeyReused}
-	return s.payIdentifiedBy(ctx, name, x402IDRequest(sess, key, network, req.Authorization), first, pay,
+	return s.payIdentifiedBy(ctx, idempotencyKeyName(key), x402IDRequest(sess, key, network, req.Authorization), first, pay,
 		func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
 			return s.replayIdentified(ctx, req, kept, mayRelay)
 		})

@@ -166,9 +166,12 @@ func (s *Service) payMPPSolana(ctx context.Context, sess *ent.CheckoutSession, c
 	}
 	var name *sessionPaymentKey
 	if key != "" {
-		name = &sessionPaymentKey{name: "Idempotency-Key " + key, reused: ErrIdempotencyKeyReused}
+		k := idempotencyKeyName(key)
+		name = &k
 	}
-	res, err := s.paySolanaExact(ctx, st, clientIP, p.Transaction, name, key, expired)
+	res, err := s.paySolanaExact(ctx, st, clientIP, p.Transaction, name, key, expired, func(payer string) error {
+		return mppSolanaSource(c.Source, st.network, payer, ch.ID)
+	})
 	if err != nil {
 		return nil, nil, mppPaymentError(ch.ID, err)
 	}
@@ -183,4 +186,26 @@ func (s *Service) payMPPSolana(ctx context.Context, sess *ent.CheckoutSession, c
 		Method: MPPMethodSolana, ChallengeID: ch.ID, Reference: res.TxHash, Status: "success",
 		Timestamp: res.Payment.CreatedAt.UTC().Format(time.RFC3339), ExternalID: sess.ExternalID,
 	}, nil
+}
+
+// mppSolanaSource checks a credential's source, when it names one, against
+// the payer, the transaction's transfer authority: the draft lets a Solana
+// credential name its payer by its base58 public key or a DID (the core
+// draft's did:pkh, whose CAIP-10 account on Solana is the cluster's CAIP-2
+// name and the address: did:pkh:solana:<genesis hash prefix>:<address>). A
+// source naming anyone else, or another cluster, is verification-failed,
+// as the evm method refuses a source other than its authorization's from:
+// a credential that says one payer and carries another's signed transfer
+// is not taken (what the service records as the payer, and refunds to,
+// is the transfer's authority either way).
+func mppSolanaSource(source, network, payer, challengeID string) error {
+	if source == "" {
+		return nil
+	}
+	did := "did:pkh:" + network + ":"
+	if source == payer || source == did+payer {
+		return nil
+	}
+	return mppRefusal(MPPVerificationFailed, challengeID,
+		"source must be the payer that signed the transfer, %s or %s%s, not %q", payer, did, payer, source)
 }

@@ -126,8 +126,14 @@ func (s *Service) payIdentified(ctx context.Context, sess *ent.CheckoutSession, 
 	if id == "" {
 		return s.PayWithAuthorization(ctx, req)
 	}
+	return s.payKeyedAs(ctx, sess, x402IDName(id), id, network, req)
+}
+
+// payKeyedAs relays req's authorization paying sess as the payment key
+// names (see the note above); name says which field carried it.
+func (s *Service) payKeyedAs(ctx context.Context, sess *ent.CheckoutSession, name sessionPaymentKey, id, network string, req AuthorizedPaymentRequest) (*AuthorizedPayment, error) {
 	first := &x402PaymentAnswer{Chain: req.Chain, Authorization: req.Authorization}
-	return s.payIdentifiedBy(ctx, x402IDName(id), x402IDRequest(sess, id, network, req.Authorization), first,
+	return s.payIdentifiedBy(ctx, name, x402IDRequest(sess, id, network, req.Authorization), first,
 		func() (*AuthorizedPayment, error) { return s.PayWithAuthorization(ctx, req) },
 		func(kept *x402PaymentAnswer, mayRelay bool) (*AuthorizedPayment, error) {
 			return s.replayIdentified(ctx, req, kept, mayRelay)
@@ -144,6 +150,12 @@ type sessionPaymentKey struct {
 // x402IDName: the extension answers an id naming another payment with 409.
 func x402IDName(id string) sessionPaymentKey {
 	return sessionPaymentKey{name: "payment-identifier " + id, reused: ErrConflict}
+}
+
+// idempotencyKeyName: an Idempotency-Key (MPP's, ACP's complete) naming
+// another payment is 422, as the IETF draft says.
+func idempotencyKeyName(key string) sessionPaymentKey {
+	return sessionPaymentKey{name: "Idempotency-Key " + key, reused: ErrIdempotencyKeyReused}
 }
 
 // payIdentifiedBy makes the payment key names (see the note above): pay

@@ -199,19 +199,24 @@ func (s *Service) solanaSessionTarget(ctx context.Context, sess *ent.CheckoutSes
 }
 
 // payX402Solana settles a Solana exact payload for sess, under its
-// payment-identifier when it carries one.
-func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, error) {
+// payment-identifier when it carries one, else under idemKey when set (an
+// Idempotency-Key: ACP's complete).
+func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, clientIP string, p *x402.PaymentPayload, idemKey string) (*AuthorizedPayment, error) {
 	st, err := s.solanaExactTargetOf(ctx, sess, p)
 	if err != nil {
 		return nil, err
 	}
 	id, _ := x402PaymentID(p)
 	var key *sessionPaymentKey
-	if id != "" {
+	switch {
+	case id != "":
 		k := x402IDName(id)
 		key = &k
+	case idemKey != "":
+		k := idempotencyKeyName(idemKey)
+		key, id = &k, idemKey
 	}
-	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil)
+	return s.paySolanaExact(ctx, st, clientIP, p.Payload.Transaction, key, id, nil, nil)
 }
 
 // paySolanaExact settles a payer-signed transaction paying st's session,
@@ -219,11 +224,20 @@ func (s *Service) payX402Solana(ctx context.Context, sess *ent.CheckoutSession, 
 // MPP's Idempotency-Key: one key of the session whichever dialect carries
 // it, x402_id.go), id being the key's value. unsent, when set, refuses a
 // transaction not yet sent rather than sending it (an expired MPP
-// challenge: only the outcome of a payment already made is answered).
-func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error) (*AuthorizedPayment, error) {
+// challenge: only the outcome of a payment already made is answered);
+// payerCheck, when set, refuses a transaction whose payer (its transfer's
+// authority) is not the one the request names (MPP's source).
+func (s *Service) paySolanaExact(ctx context.Context, st *solanaExactTarget, clientIP, transaction string, key *sessionPaymentKey, id string, unsent error, payerCheck func(payer string) error) (*AuthorizedPayment, error) {
 	checked, err := st.settler.VerifyExact(ctx, transaction, st.req)
 	if err != nil && checked.Payer == "" {
 		return nil, solanaExactError(err)
+	}
+	if payerCheck != nil {
+		// The transfer's authority, read from the transaction: what the
+		// credential says of its payer must be it (MPP's source).
+		if err := payerCheck(checked.Payer); err != nil {
+			return nil, err
+		}
 	}
 	pay := func() (*AuthorizedPayment, error) {
 		switch {
@@ -324,6 +338,13 @@ func (s *Service) recordSolanaExact(ctx context.Context, st *solanaExactTarget, 
 	}
 	var row *ent.Relay
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, _ *sql.Tx) error {
+		// A transaction that fails on chain costs the treasury its fee as a
+		// reverted EVM relay costs its gas: the payer's failures count
+		// against the same limit (checkRelayReverts; the rows' status is
+		// reverted either way, solanaExactFinished).
+		if err := s.checkRelayReverts(ctx, tx.Client(), t.sess.Livemode, checked.Payer); err != nil {
+			return err
+		}
 		if _, err := s.takeSession(ctx, t.sess.ID, sessionTake{payer: payerSolana, chain: chains.Solana, token: TokenUSDC, ownTx: checked.TxHash}); err != nil {
 			return err
 		}
@@ -525,6 +546,10 @@ func (s *Service) x402SolanaVerify(ctx context.Context, m *MerchantAuth, req *x4
 			if err == nil {
 				err = s.checkRelayedPayer(ctx, checked.Payer, sess)
 			}
+			if err == nil {
+				// What settle will refuse for the treasury's sake, as on EVM.
+				err = s.checkRelayReverts(ctx, s.cfg.DB.Ent, sess.Livemode, checked.Payer)
+			}
 		}
 	}
 	return x402Verdict(out, err)
@@ -536,7 +561,7 @@ func (s *Service) x402SolanaSettle(ctx context.Context, m *MerchantAuth, req *x4
 	sess, err := s.solanaFacilitatorSession(ctx, m, req)
 	if err == nil {
 		var res *AuthorizedPayment
-		if res, err = s.payX402Solana(ctx, sess, "", &req.PaymentPayload); err == nil {
+		if res, err = s.payX402Solana(ctx, sess, "", &req.PaymentPayload, ""); err == nil {
 			return settleResponse(network, res), nil
 		}
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/ent"
 	"agentpay/ent/payment"
+	"agentpay/ent/relay"
 	"agentpay/ent/wallet"
 	"agentpay/internal/testenv"
 	"agentpay/x402"
@@ -241,4 +243,202 @@ func TestX402SolanaTwoInstancesOneTransaction(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "round %d: one payment", round)
 	}
+}
+
+// TestSessionPaidOnOneChainAtATime: while a payment of a session is in
+// flight on one chain (broadcast, its outcome not yet recorded: the
+// instance that sent it is held right after the broadcast), a payment on
+// another chain, on another instance, is refused (409) before anything is
+// sent, both ways: an EVM authorization while a Solana transaction is in
+// flight, and a Solana transaction while an EVM authorization is. Once the
+// first is decided the session has its one payment. Run on SQLite and,
+// with TEST_DATABASE_URL, PostgreSQL.
+func TestSessionPaidOnOneChainAtATime(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{
+		Chains: []chains.Name{chains.Base, chains.Solana}, BlockTime: 50 * time.Millisecond,
+		Confirmations: map[chains.Name]uint64{chains.Base: 2, chains.Solana: 2},
+	})
+	cfg := Config{AgentMode: ModeTest, RelayIPRateLimit: 1000, RelayMerchantRateLimit: 1000}
+	broadcast, release := make(chan string, 1), make(chan struct{})
+	held := cfg
+	held.AfterBroadcast = func(what string) {
+		broadcast <- what
+		<-release
+	}
+	a, b := newTestService(t, env, held), newTestService(t, env, cfg)
+	name := "Shop"
+	shop, err := b.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: b, db: env.DB}, merchant: shop.Merchant}
+	domain := e.tokenDomain(t)
+
+	for _, first := range []chains.Name{chains.Solana, chains.Base} {
+		t.Run("in flight on "+string(first), func(t *testing.T) {
+			release = make(chan struct{})
+			sess := e.session(t, "1", false)
+			offer, err := b.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+			require.NoError(t, err)
+			var solReq, baseReq x402.Requirements
+			for _, r := range offer.V2.Accepts {
+				if x402.IsSolanaNetwork(r.Network) {
+					solReq = r
+				} else {
+					baseReq = r
+				}
+			}
+			require.NotEmpty(t, solReq.PayTo, "solana offered")
+			require.NotEmpty(t, baseReq.PayTo, "base offered")
+			solPayer, err := solanago.NewRandomPrivateKey()
+			require.NoError(t, err)
+			env.Fund(t, chains.Solana, solPayer.PublicKey().String(), 5_000_000)
+			evmPayer := e.relayPayer(t, 5_000_000)
+			now := time.Now().Unix()
+			auth := signTransferAuthorization(t, evmPayer.key, domain, baseReq.PayTo, 1_000_000, now-600, now+3600)
+			payEVM := func(svc *Service) (*AuthorizedPayment, error) {
+				return svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth, Wait: 30 * time.Second})
+			}
+			solPayload := exactSolanaPayload(t, env, solPayer, solReq)
+			paySolana := func(svc *Service) (*AuthorizedPayment, error) {
+				res, _, err := svc.PayX402V2(ctx, sess.ExternalID, "", solPayload)
+				return res, err
+			}
+			payFirst, paySecond := paySolana, payEVM
+			if first == chains.Base {
+				payFirst, paySecond = payEVM, paySolana
+			}
+
+			type answer struct {
+				res *AuthorizedPayment
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := payFirst(a)
+				done <- answer{res, err}
+			}()
+			select {
+			case <-broadcast:
+			case early := <-done:
+				t.Fatalf("the first payment answered before its broadcast was held: %+v %v", early.res, early.err)
+			}
+
+			_, err = paySecond(b)
+			require.ErrorIs(t, err, ErrConflict)
+			require.ErrorContains(t, err, "already being paid on "+string(first)+" by a payment in flight")
+			if first == chains.Solana {
+				require.Empty(t, e.relaysOf(t, evmPayer.addr), "no relay recorded")
+				require.Equal(t, int64(5_000_000), env.Balance(t, chains.Base, evmPayer.addr).Int64(), "nothing relayed on base")
+			} else {
+				require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, solPayer.PublicKey().String()).Int64(), "nothing sent on solana")
+			}
+
+			close(release)
+			got := <-done
+			require.NoError(t, got.err)
+			require.Equal(t, first, got.res.Chain)
+			require.Equal(t, "detected", got.res.Status)
+			n, err := env.DB.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Count(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "one payment")
+		})
+	}
+}
+
+// TestSolanaFailuresCountAgainstTheRevertLimit: a Solana transaction that
+// failed on chain cost the treasury its fee, as a reverted EVM relay costs
+// its gas, so a payer with RelayRevertLimit of them within the window is
+// refused (429, saying until when) before anything is sent, by settle
+// (x402 and MPP's solana method) and by the facilitator's verify. Each
+// failure is a real one on the devnet: the service records the
+// transaction as it does before sending it (recordSolanaExact), then the
+// transaction lands failed (co-signed with the treasury's key and sent
+// without preflight while payTo has no token account: on a cluster, one
+// that passed preflight fails when the state moves before its block; the
+// devnet's preflight runs in the same instant as the block), and the
+// service learns the outcome from the chain as a retry of the payment
+// does. Another payer is not concerned. Run on SQLite and, with
+// TEST_DATABASE_URL, PostgreSQL.
+func TestSolanaFailuresCountAgainstTheRevertLimit(t *testing.T) {
+	ctx := context.Background()
+	env := testenv.New(t, testenv.Options{Chains: []chains.Name{chains.Solana}, Confirmations: map[chains.Name]uint64{chains.Solana: 2}})
+	svc := newTestService(t, env, Config{AgentMode: ModeTest, RelayIPRateLimit: 1000, RelayMerchantRateLimit: 1000})
+	name := "Shop"
+	shop, err := svc.RegisterMerchant(ctx, MerchantInput{Name: &name, Email: checkoutPtr("shop@example.com")})
+	require.NoError(t, err)
+	e := &agentCheckoutEnv{sendEnv: &sendEnv{env: env, svc: svc, db: env.DB}, merchant: shop.Merchant}
+	payer, err := solanago.NewRandomPrivateKey()
+	require.NoError(t, err)
+	env.Fund(t, chains.Solana, payer.PublicKey().String(), 5_000_000)
+	payload := func() (*ent.CheckoutSession, *x402.PaymentPayload) {
+		sess := e.session(t, "1", false)
+		offer, err := svc.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+		require.NoError(t, err)
+		return sess, exactSolanaPayload(t, env, payer, offer.V2.Accepts[0])
+	}
+	treasury := solanago.PrivateKey(env.Treasury.Key(chains.Solana))
+
+	var first time.Time
+	for round := 1; round <= RelayRevertLimit; round++ {
+		sess, p := payload()
+		sess, err := svc.sessionByExternalID(ctx, sess.ExternalID)
+		require.NoError(t, err)
+		st, err := svc.solanaExactTargetOf(ctx, sess, p)
+		require.NoError(t, err)
+		checked, err := st.settler.VerifyExact(ctx, p.Payload.Transaction, st.req)
+		require.NoError(t, err)
+		row, err := svc.recordSolanaExact(ctx, st, checked)
+		require.NoError(t, err, "round %d", round)
+
+		raw, err := base64.StdEncoding.DecodeString(p.Payload.Transaction)
+		require.NoError(t, err)
+		tx, err := solanago.TransactionFromBytes(raw)
+		require.NoError(t, err)
+		msg, err := tx.Message.MarshalBinary()
+		require.NoError(t, err)
+		tx.Signatures[0], err = treasury.Sign(msg)
+		require.NoError(t, err)
+		sig, err := env.Solana().Client().SendTransactionWithOpts(ctx, tx, rpc.TransactionOpts{SkipPreflight: true})
+		require.NoError(t, err)
+		require.Equal(t, checked.TxHash, sig.String(), "the service's own transaction")
+		rc, err := env.Ledger(chains.Solana).Wait(ctx, sig.String())
+		require.NoError(t, err)
+		require.Equal(t, chains.TxFailed, rc.State, "round %d: it failed on chain", round)
+
+		res, _, err := svc.PayX402V2(ctx, sess.ExternalID, "", p)
+		require.NoError(t, err)
+		require.Equal(t, "failed", res.Status)
+		row = env.DB.Ent.Relay.GetX(ctx, row.ID)
+		require.Equal(t, relay.StatusReverted, row.Status, "round %d", round)
+		if round == 1 {
+			first = *row.FinishedAt
+		}
+	}
+
+	sess, p := payload()
+	_, _, err = svc.PayX402V2(ctx, sess.ExternalID, "", p)
+	var rl *RateLimitError
+	require.ErrorAs(t, err, &rl)
+	require.ErrorContains(t, err, "3 payments of "+payer.PublicKey().String()+" relayed within 1h0m0s reverted on chain")
+	until := first.Add(RelayRevertWindow)
+	require.ErrorContains(t, err, "not relayed until "+until.Format(time.RFC3339))
+	require.Equal(t, int64(5_000_000), env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "nothing sent")
+	n, err := env.DB.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).Count(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	auth := &MerchantAuth{Merchant: shop.Merchant, Mode: ModeTest}
+	_, err = svc.X402VerifyV2(ctx, auth, &x402.FacilitatorRequest{X402Version: x402.Version2, PaymentPayload: *p, PaymentRequirements: p.Accepted})
+	require.ErrorAs(t, err, &rl, "verify says so too")
+
+	// Another payer is not concerned.
+	other, err := solanago.NewRandomPrivateKey()
+	require.NoError(t, err)
+	env.Fund(t, chains.Solana, other.PublicKey().String(), 5_000_000)
+	sess = e.session(t, "1", false)
+	offer, err := svc.X402Offers(ctx, sess.ExternalID, "https://example.test/r")
+	require.NoError(t, err)
+	res, _, err := svc.PayX402V2(ctx, sess.ExternalID, "", exactSolanaPayload(t, env, other, offer.V2.Accepts[0]))
+	require.NoError(t, err)
+	require.Equal(t, "detected", res.Status)
 }

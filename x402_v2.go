@@ -210,12 +210,19 @@ func x402NetworksV2Of(mode Mode) string {
 // authorization (PayWithAuthorization), under its payment-identifier when
 // it carries one (x402_id.go), answered as PAYMENT-RESPONSE.
 func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p *x402.PaymentPayload) (*AuthorizedPayment, *x402.SettleResponse, error) {
+	return s.payX402V2(ctx, externalID, clientIP, p, "")
+}
+
+// payX402V2 is PayX402V2 under key, an Idempotency-Key naming the payment
+// of a payload that carries no payment-identifier (ACP's complete, whose
+// request key is the payment's: acp.go); "" for none.
+func (s *Service) payX402V2(ctx context.Context, externalID, clientIP string, p *x402.PaymentPayload, key string) (*AuthorizedPayment, *x402.SettleResponse, error) {
 	sess, err := s.sessionByExternalID(ctx, externalID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if x402.IsSolanaNetwork(p.Accepted.Network) {
-		res, err := s.payX402Solana(ctx, sess, clientIP, p)
+		res, err := s.payX402Solana(ctx, sess, clientIP, p, key)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -227,7 +234,12 @@ func (s *Service) PayX402V2(ctx context.Context, externalID, clientIP string, p 
 	}
 	req.ClientIP = clientIP
 	id, _ := x402PaymentID(p)
-	res, err := s.payIdentified(ctx, sess, id, p.Accepted.Network, req)
+	var res *AuthorizedPayment
+	if id == "" && key != "" {
+		res, err = s.payKeyedAs(ctx, sess, idempotencyKeyName(key), key, p.Accepted.Network, req)
+	} else {
+		res, err = s.payIdentified(ctx, sess, id, p.Accepted.Network, req)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

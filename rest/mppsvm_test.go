@@ -16,7 +16,9 @@ import (
 	"github.com/gagliardetto/solana-go/rpc"
 	"github.com/stretchr/testify/require"
 
+	"agentpay"
 	"agentpay/chains"
+	"agentpay/x402"
 )
 
 // runMPPSolanaClient runs pay.mjs paying url as the Solana wallet key with
@@ -144,4 +146,77 @@ func TestMPPSolanaNodeClient(t *testing.T) {
 		require.Equal(t, 1, sessionPayments(t, api, sess.Session.ExternalID))
 		require.Equal(t, int64(8_000_000), api.Env.Balance(t, chains.Solana, payer.PublicKey().String()).Int64(), "paid once")
 	})
+}
+
+// withSource is the credential of an Authorization: Payment header with
+// its source set to source ("" removes it).
+func withSource(t *testing.T, header, source string) string {
+	t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(header, "Payment "))
+	require.NoError(t, err)
+	var cred map[string]any
+	require.NoError(t, json.Unmarshal(raw, &cred))
+	delete(cred, "source")
+	if source != "" {
+		cred["source"] = source
+	}
+	raw, err = json.Marshal(cred)
+	require.NoError(t, err)
+	return "Payment " + base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// TestMPPSolanaSource: a solana credential's source, when it names one, is
+// the payer that signed the transfer, as its base58 public key or its
+// did:pkh on the session's cluster (draft-solana-charge-00: "MAY use the
+// payer's base58-encoded public key or a DID"). The credential is the one
+// mppx 0.11.0 with @solana/mpp 0.6.0 made (it sends no source), given a
+// source: another wallet, the payer on another cluster, a did:pkh of
+// another chain or a bare string are each 402 verification-failed with
+// nothing moved; the payer's own DID pays, and the same transaction with
+// its bare key is the same payment.
+func TestMPPSolanaSource(t *testing.T) {
+	mppNodeDir(t)
+	api := x402SolanaAPI(t)
+	m := api.registerMerchant(nil)
+	sess, _ := api.createSession(m.test(), map[string]any{"amount": 1, "currency": "USD"})
+	id := sess.Session.ExternalID
+	path := "/checkout/pay/" + id + "/mpp"
+	payer := solanaPayer(t, api, 5_000_000)
+	cred := runMPPSolanaClient(t, api, api.Server.URL+path, payer, "CREDENTIAL_ONLY=1")["credential"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(cred, "Payment "))
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), `"source"`, "@solana/mpp names no source")
+	other, err := solanago.NewRandomPrivateKey()
+	require.NoError(t, err)
+	addr := payer.PublicKey().String()
+
+	for _, tc := range []struct{ name, source string }{
+		{"another wallet", other.PublicKey().String()},
+		{"another wallet's DID", "did:pkh:" + x402.SolanaDevnet + ":" + other.PublicKey().String()},
+		{"the payer on another cluster", "did:pkh:" + x402.SolanaMainnet + ":" + addr},
+		{"another chain's DID", "did:pkh:eip155:84532:" + addr},
+		{"not an identifier", "payer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := api.mppDo(path, http.Header{"Authorization": {withSource(t, cred, tc.source)}})
+			require.Equal(t, http.StatusPaymentRequired, resp.Status, string(resp.Body))
+			var p mppProblem
+			resp.JSON(t, &p)
+			require.Equal(t, agentpay.MPPProblemBase+"verification-failed", p.Type, string(resp.Body))
+			require.Contains(t, p.Detail, "source must be the payer that signed the transfer, "+addr)
+			require.Empty(t, resp.Header.Get("Payment-Receipt"))
+		})
+	}
+	require.Equal(t, int64(5_000_000), api.Env.Balance(t, chains.Solana, addr).Int64(), "nothing moved")
+	require.Equal(t, 0, sessionPayments(t, api, id))
+
+	resp := api.mppDo(path, http.Header{"Authorization": {withSource(t, cred, "did:pkh:"+x402.SolanaDevnet+":"+addr)}})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	body := resp.Map(t)
+	require.Equal(t, addr, body["payer"])
+	resp = api.mppDo(path, http.Header{"Authorization": {withSource(t, cred, addr)}})
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.Equal(t, true, resp.Map(t)["replayed"])
+	require.Equal(t, 1, sessionPayments(t, api, id))
+	require.Equal(t, int64(4_000_000), api.Env.Balance(t, chains.Solana, addr).Int64(), "paid once")
 }

@@ -234,6 +234,88 @@ func TestProcessKillAfterBroadcastMPP(t *testing.T) {
 	require.Equal(t, "7500000", e.tokenBalance(t, payer.Hex()).String(), "paid once")
 }
 
+// TestProcessKillAfterBroadcastACP: an ACP checkout completed
+// (POST /checkout_sessions/{id}/complete with an Idempotency-Key and an
+// x402 v2 payload carrying no payment-identifier) whose API dies right
+// after relaying the payer's authorization; the agent's platform retries
+// the same request on another instance within the dead request's lease and
+// is answered the session, complete_in_progress while the chain has not
+// decided (not 409 idempotency_in_flight), then completed.
+func TestProcessKillAfterBroadcastACP(t *testing.T) {
+	e := newProcEnvAnyDB(t)
+	crashing, apiA := e.ServeWith("serve-a", "CRASH_AFTER_BROADCAST=relay")
+	_, apiB := e.Serve("serve-b")
+	e.Worker("worker")
+	e.WaitFirstScan()
+
+	m := e.RegisterMerchant(apiB)
+	acp := func(api, path, key string, body any) (int, map[string]any, http.Header, error) {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, api+path, bytes.NewReader(raw))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+m.TestSecretKey)
+		req.Header.Set("API-Version", agentpay.ACPVersion)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		return do(req)
+	}
+	status, created, _, err := acp(apiB, "/checkout_sessions", "acp-create-7d5d747be160e280", map[string]any{
+		"currency": "usd", "capabilities": map[string]any{},
+		"line_items": []any{map[string]any{"id": "book_1", "name": "A book", "unit_amount": 1250}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status, "%v", created)
+	id, _ := created["id"].(string)
+	require.NotEmpty(t, id, "%v", created)
+
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	payer := crypto.PubkeyToAddress(key.PublicKey)
+	e.Pay(payer.Hex(), big.NewInt(20_000_000))
+	resp, err := http.Get(apiB + "/checkout/pay/" + id + "/x402")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusPaymentRequired, resp.StatusCode)
+	raw, err := base64.StdEncoding.DecodeString(resp.Header.Get("Payment-Required"))
+	require.NoError(t, err)
+	var pr x402.PaymentRequired
+	require.NoError(t, json.Unmarshal(raw, &pr), string(raw))
+	require.Len(t, pr.Accepts, 1)
+
+	// One request, sent as is on every attempt: the agent's platform
+	// retries what it sent.
+	complete := map[string]any{"payment_data": map[string]any{
+		"handler_id": agentpay.ACPX402HandlerID,
+		"instrument": map[string]any{"type": "crypto", "credential": map[string]any{
+			"type": agentpay.ACPCredentialX402, "token": signX402V2(t, key, pr, ""),
+		}},
+	}}
+	const idemKey = "acp-complete-7d5d747be160e280"
+	path := "/checkout_sessions/" + id + "/complete"
+
+	_, _, _, err = acp(apiA, path, idemKey, complete)
+	require.Error(t, err, "the crashing instance answers nothing")
+	<-crashing.done
+	require.Contains(t, crashing.err.Error(), "killed")
+
+	status, first, h, err := acp(apiB, path, idemKey, complete)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "the retry is answered the first's payment: %v", first)
+	require.Equal(t, "true", h.Get("Idempotent-Replayed"))
+	require.Equal(t, "complete_in_progress", first["status"], "pending while the chain has not decided: %v", first)
+
+	e.KeepMining(200 * time.Millisecond)
+	requirePaidSessionEvents(t, e, apiB, m, id)
+	status, again, _, err := acp(apiB, path, idemKey, complete)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "%v", again)
+	require.Equal(t, "completed", again["status"], "%v", again)
+	require.NotNil(t, again["order"], "%v", again)
+	require.Len(t, e.tokenTransfersFrom(t, payer.Hex()), 1, "one transfer on chain")
+	require.Equal(t, "7500000", e.tokenBalance(t, payer.Hex()).String(), "paid once")
+}
+
 var mppParam = regexp.MustCompile(`([a-z]+)="((?:[^"\\]|\\.)*)"`)
 
 // mppChallengeAt is the session's Payment challenge at api+path (its
@@ -329,7 +411,7 @@ func do(req *http.Request) (int, map[string]any, http.Header, error) {
 }
 
 // signX402V2 is the PAYMENT-SIGNATURE an x402 v2 client sends for pr's
-// first requirement under the payment-identifier id: an EIP-3009
+// first requirement under the payment-identifier id (none when ""): an EIP-3009
 // authorization with a fresh nonce, signed again on every call as the
 // client signs again on every retry.
 func signX402V2(t *testing.T, key *ecdsa.PrivateKey, pr x402.PaymentRequired, id string) string {
@@ -368,7 +450,9 @@ func signX402V2(t *testing.T, key *ecdsa.PrivateKey, pr x402.PaymentRequired, id
 				"nonce": "0x" + common.Bytes2Hex(nonce[:]),
 			},
 		},
-		"extensions": map[string]any{"payment-identifier": map[string]any{"info": map[string]any{"required": false, "id": id}}},
+	}
+	if id != "" {
+		payload["extensions"] = map[string]any{"payment-identifier": map[string]any{"info": map[string]any{"required": false, "id": id}}}
 	}
 	raw, err := json.Marshal(payload)
 	require.NoError(t, err)
