@@ -207,16 +207,30 @@ func confirmedPhases(ctx context.Context, b *testing.B, client *river.Client[*sq
 		b.Logf("the payment's webhook job was not found")
 		return out
 	}
+	// The scan whose transaction inserted the webhook job: the last one
+	// started before that insert. Its completion may not be recorded yet
+	// (River's completer records it later unless the scan did): its
+	// FinalizedAt is waited for, as part of what is measured.
 	var scan *rivertype.JobRow
-	for _, j := range recent(ScanChainArgs{}.Kind()) {
-		if j.AttemptedAt != nil && !j.AttemptedAt.After(hook.CreatedAt) && j.FinalizedAt != nil {
-			scan = j
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+		scan = nil
+		for _, j := range recent(ScanChainArgs{}.Kind()) {
+			if j.AttemptedAt != nil && !j.AttemptedAt.After(hook.CreatedAt) {
+				scan = j
+				break
+			}
+		}
+		if scan != nil && scan.FinalizedAt != nil {
 			break
 		}
 	}
-	if hook.AttemptedAt == nil || scan == nil {
+	if hook.AttemptedAt == nil || scan == nil || scan.FinalizedAt == nil {
 		b.Logf("the payment's scan job was not found")
 		return out
+	}
+	// A scan that failed was retried a second later (NextRetry): say why.
+	for _, e := range scan.Errors {
+		b.Logf("scan job %d attempt %d failed at %s: %s", scan.ID, e.Attempt, e.At.Format(time.TimeOnly+".000"), e.Error)
 	}
 	out.enqueue = scan.CreatedAt.Sub(sealed)
 	out.pickup = scan.AttemptedAt.Sub(scan.CreatedAt)
