@@ -163,9 +163,10 @@ type latencyPhases struct {
 	pickup time.Duration
 	// scan: the scan's start to its transaction's insert of the webhook job.
 	scan time.Duration
-	// completed: that insert to the scan job's completion (its commit when
-	// the job completes in the scan's transaction; River's completer's
-	// flush otherwise).
+	// completed: that insert to the scan job's finalized_at (the time the
+	// scan finished, in its transaction or as River's completer was told:
+	// not when the completer wrote it, whose lag shows in the next
+	// payment's enqueue, as a scan refused while this one is running).
 	completed time.Duration
 	// hookPickup: the webhook job's insert to its start (the rest of the
 	// scan's transaction, then the webhook queue's poll).
