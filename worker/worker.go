@@ -120,6 +120,9 @@ const (
 	// new head while the chain's scan is running (a scan takes 5-35 ms):
 	// the new head is scanned within about this of that scan's commit.
 	headRetry = 10 * time.Millisecond
+	// headRetryFor bounds those quick retries behind one scan: longer than
+	// a scan takes (5-35 ms, more under load); past it, the next looks try.
+	headRetryFor = 250 * time.Millisecond
 )
 
 // New builds the River client with every job kind and the periodic scans of
@@ -316,8 +319,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // last enqueued for, until ctx ends. The scan is a singleton: when one is
 // already waiting it will see the new head; when one is running (it may
 // have read the head before this block) the insert is skipped, and it is
-// tried again every headRetry until it goes in, without waiting for the
-// next look: a running scan completes its job in its own transaction
+// tried again every headRetry until it goes in (for up to headRetryFor,
+// then at each look), without waiting for the next look: a running scan
+// completes its job in its own transaction
 // (scanChainWorker), so the retry goes in as soon as that scan has
 // committed, in this process or another. Every worker process watches; the
 // singleton keeps it one scan. A head that cannot be read, or an insert
@@ -327,6 +331,7 @@ func headWatch(ctx context.Context, looks <-chan time.Time, head func(context.Co
 	var (
 		enqueued, seen uint64
 		retry          <-chan time.Time // set while seen waits behind a running scan
+		behindSince    time.Time        // when it started waiting; zero: not waiting
 	)
 	for {
 		select {
@@ -347,10 +352,18 @@ func headWatch(ctx context.Context, looks <-chan time.Time, head func(context.Co
 			continue
 		}
 		if res.UniqueSkippedAsDuplicate && res.Job.State == rivertype.JobStateRunning {
-			retry = time.After(headRetry)
+			if behindSince.IsZero() {
+				behindSince = time.Now()
+			}
+			// A scan slower than a normal one (a slow RPC, or its worker
+			// dead until the job is freed) is left to the looks: one
+			// insert per look, not a hundred a second.
+			if time.Since(behindSince) < headRetryFor {
+				retry = time.After(headRetry)
+			}
 			continue
 		}
-		enqueued = seen
+		enqueued, behindSince = seen, time.Time{}
 	}
 }
 

@@ -161,12 +161,23 @@ func TestNewHeadIsEnqueuedWhenTheRunningScanEnds(t *testing.T) {
 
 	chain.Commit()
 	looks := make(chan time.Time)
-	inserts := make(chan *rivertype.JobInsertResult, 100)
+	inserts := make(chan *rivertype.JobInsertResult, 1)
+	// The watch's second try waits for the other scan's end, however long
+	// the test takes to end it: the watch's quick tries are bounded in
+	// time (headRetryFor), and a slow machine must not outlast them.
+	ended, tries := make(chan struct{}), 0
 	go headWatch(ctx, looks, func(ctx context.Context) (uint64, error) {
 		return h.svc.ChainHead(ctx, agentpay.ModeTest, chains.Base)
 	}, func(ctx context.Context) (*rivertype.JobInsertResult, error) {
+		if tries++; tries == 2 {
+			select {
+			case <-ended:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		res, err := w.Client().Insert(ctx, args, nil)
-		if err == nil {
+		if err == nil && tries == 1 {
 			inserts <- res
 		}
 		return res, err
@@ -183,6 +194,7 @@ func TestNewHeadIsEnqueuedWhenTheRunningScanEnds(t *testing.T) {
 	}
 	_, err = db.SQL.ExecContext(ctx, finished, running.Job.ID)
 	require.NoError(t, err)
+	close(ended)
 	require.Eventually(t, func() bool { return cursor() > first }, 20*time.Second, 20*time.Millisecond,
 		"the block seen while the other scan ran is scanned, with no other look at the head")
 }
