@@ -151,7 +151,10 @@ func BenchmarkConfirmedWebhookLatency(b *testing.B) {
 
 // latencyPhases is where one payment's delay went, from River's own
 // timestamps (the database's clock, the same machine's) around the scan
-// job that confirmed it and the webhook job that delivered it.
+// job that confirmed it and the webhook job that delivered it. On
+// PostgreSQL a job's created_at is now(), its inserting transaction's
+// start: there scan ends when the scan's transaction begins, and
+// hookPickup holds that transaction.
 type latencyPhases struct {
 	// total: the last block's sealing to the receiver's request.
 	total time.Duration
