@@ -36,6 +36,18 @@ type ScanResult struct {
 // rather than skipping them, and the watcher reports each change once per
 // state, so nothing is lost or counted twice.
 func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name) (ScanResult, error) {
+	return s.ScanDepositsWith(ctx, mode, chain, nil)
+}
+
+// ScanDepositsWith is ScanDeposits that also runs inTx (when not nil) in the
+// scan's transaction, after the cursor is saved: the worker completes the
+// scan's job there (river.JobCompleteTx), so the job is finished the moment
+// the scan's changes are committed, and the chain's next scan can be
+// enqueued at once rather than after River records the completion on its
+// own, in batches, up to hundreds of milliseconds later (the chain's scan
+// is unique while running). inTx failing rolls the scan back, as any other
+// failure in the transaction.
+func (s *Service) ScanDepositsWith(ctx context.Context, mode Mode, chain chains.Name, inTx func(ctx context.Context, tx *sql.Tx) error) (ScanResult, error) {
 	network, ok := s.networks(mode)[chain]
 	if !ok || network.NewWatcher == nil {
 		return ScanResult{}, Invalid("chain", "%s is not available in %s mode", chain, mode)
@@ -127,7 +139,13 @@ func (s *Service) ScanDeposits(ctx context.Context, mode Mode, chain chains.Name
 		if err := s.recordInbound(ctx, tx, mode, chain, fundings); err != nil {
 			return err
 		}
-		return saveCursor(ctx, tx, mode, chain, state)
+		if err := saveCursor(ctx, tx, mode, chain, state); err != nil {
+			return err
+		}
+		if inTx != nil {
+			return inTx(ctx, sqlTx)
+		}
+		return nil
 	})
 	if err != nil {
 		s.watchers.drop(key)

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 
 	"agentpay"
 	"agentpay/chains"
@@ -35,7 +37,17 @@ func (w *scanChainWorker) Work(ctx context.Context, job *river.Job[ScanChainArgs
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	res, err := w.svc.ScanDeposits(ctx, mode, chains.Name(job.Args.Chain))
+	// The job is completed in the scan's own transaction: left to River,
+	// whose completer records finished jobs in batches (every 50 ms, later
+	// on a busy database), a scan that has returned stays `running` and
+	// the singleton refuses the chain's next scan meanwhile, so a block
+	// sealed during this scan waited that long before it was scanned
+	// (BenchmarkConfirmedWebhookLatency's slow third). The completer's own
+	// update then finds the job no longer running and leaves it.
+	res, err := w.svc.ScanDepositsWith(ctx, mode, chains.Name(job.Args.Chain), func(ctx context.Context, tx *sql.Tx) error {
+		_, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job)
+		return err
+	})
 	if err != nil {
 		w.obs.ScanFailed(job.Args.Mode, job.Args.Chain)
 		return err

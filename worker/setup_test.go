@@ -44,6 +44,13 @@ func (h *harness) runWorker(tb testing.TB) {
 // stops it and checks it stopped cleanly.
 func (h *harness) startWorker(tb testing.TB, cfg Config) (stop func()) {
 	tb.Helper()
+	_, stop = h.runningWorker(tb, cfg)
+	return stop
+}
+
+// runningWorker is startWorker that also answers the worker.
+func (h *harness) runningWorker(tb testing.TB, cfg Config) (w *Worker, stop func()) {
+	tb.Helper()
 	cfg.DB, cfg.Service, cfg.Logger = h.db, h.svc, h.env.Logger
 	w, err := New(cfg)
 	require.NoError(tb, err)
@@ -63,5 +70,5 @@ func (h *harness) startWorker(tb testing.TB, cfg Config) (stop func()) {
 		})
 	}
 	tb.Cleanup(stop)
-	return stop
+	return w, stop
 }

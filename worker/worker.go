@@ -116,6 +116,13 @@ const (
 	// is pending; at 100 ms a merchant whose receiver answers at once got
 	// at most its waiting deliveries a poll.
 	webhookFetchPollInterval = 20 * time.Millisecond
+	// headRetry is how soon headWatch tries again to enqueue a scan for a
+	// new head while the chain's scan is running (a scan takes 5-35 ms):
+	// the new head is scanned within about this of that scan's commit.
+	headRetry = 10 * time.Millisecond
+	// headRetryFor bounds those quick retries behind one scan: longer than
+	// a scan takes (5-35 ms, more under load); past it, the next looks try.
+	headRetryFor = 250 * time.Millisecond
 )
 
 // New builds the River client with every job kind and the periodic scans of
@@ -276,7 +283,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	var heads sync.WaitGroup
 	if w.headEvery > 0 {
 		for _, args := range w.scans {
-			heads.Go(func() { w.headWatch(ctx, args) })
+			mode, err := agentpay.ParseMode(args.Mode)
+			if err != nil {
+				continue
+			}
+			heads.Go(func() {
+				t := time.NewTicker(w.headEvery)
+				defer t.Stop()
+				headWatch(ctx, t.C, func(ctx context.Context) (uint64, error) {
+					return w.svc.ChainHead(ctx, mode, chains.Name(args.Chain))
+				}, func(ctx context.Context) (*rivertype.JobInsertResult, error) {
+					return w.client.Insert(ctx, args, nil)
+				})
+			})
 		}
 	}
 	sampleDone := make(chan struct{})
@@ -296,37 +315,56 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.client.Stop(stopCtx)
 }
 
-// headWatch reads the chain's head every headEvery and enqueues the
-// chain's scan when it moved past the head a scan was last enqueued for,
-// until ctx ends. The scan is a singleton: when one is already waiting it
-// will see the new head; when one is running (it may have read the head
-// before this block) the insert is skipped, and the next look tries again,
-// so the block is not left to the next tick. Every worker process watches;
-// the singleton keeps it one scan. A head that cannot be read is left to
-// the ticks (and logged by the scan that fails on it).
-func (w *Worker) headWatch(ctx context.Context, args ScanChainArgs) {
-	mode, err := agentpay.ParseMode(args.Mode)
-	if err != nil {
-		return
-	}
-	var enqueued uint64
-	t := time.NewTicker(w.headEvery)
-	defer t.Stop()
+// headWatch reads the chain's head at each look (every headEvery in Run)
+// and enqueues the chain's scan when it moved past the head a scan was
+// last enqueued for, until ctx ends. The scan is a singleton: when one is
+// already waiting it will see the new head; when one is running (it may
+// have read the head before this block) the insert is skipped, and it is
+// tried again every headRetry until it goes in (for up to headRetryFor,
+// then at each look), without waiting for the next look: a running scan
+// completes its job in its own transaction
+// (scanChainWorker), so the retry goes in as soon as that scan has
+// committed, in this process or another. Every worker process watches; the
+// singleton keeps it one scan. A head that cannot be read, or an insert
+// that fails, is left to the next look (and the ticks).
+func headWatch(ctx context.Context, looks <-chan time.Time, head func(context.Context) (uint64, error),
+	enqueue func(context.Context) (*rivertype.JobInsertResult, error)) {
+	var (
+		enqueued, seen uint64
+		retry          <-chan time.Time // set while seen waits behind a running scan
+		behindSince    time.Time        // when it started waiting; zero: not waiting
+	)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-looks:
+			if h, err := head(ctx); err == nil && h > seen {
+				seen = h
+			}
+		case <-retry:
 		}
-		head, err := w.svc.ChainHead(ctx, mode, chains.Name(args.Chain))
-		if err != nil || head <= enqueued {
+		retry = nil
+		if seen <= enqueued {
 			continue
 		}
-		res, err := w.client.Insert(ctx, args, nil)
-		if err != nil || (res.UniqueSkippedAsDuplicate && res.Job.State == rivertype.JobStateRunning) {
+		res, err := enqueue(ctx)
+		if err != nil {
 			continue
 		}
-		enqueued = head
+		if res.UniqueSkippedAsDuplicate && res.Job.State == rivertype.JobStateRunning {
+			if behindSince.IsZero() {
+				behindSince = time.Now()
+			}
+			// A scan slower than a normal one (a slow RPC, or its worker
+			// dead until the job is freed) is left to the looks: one
+			// insert per look, not a hundred a second.
+			if time.Since(behindSince) < headRetryFor {
+				retry = time.After(headRetry)
+			}
+			continue
+		}
+		enqueued, behindSince = seen, time.Time{}
 	}
 }
 
