@@ -22,7 +22,14 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 	if db.IsPostgres() {
 		q = claimPostgres
 	}
-	rows, err := db.SQL.QueryContext(ctx, q, merchantID, livemode, now.UTC(), leaseUntil.UTC(), first, max)
+	// The rest in due order, an index range read that stops at its
+	// limit (webhook_deliveries' merchant_id, livemode, status,
+	// next_attempt_at): first, when given, is one of max.
+	rest := max
+	if first != uuid.Nil {
+		rest--
+	}
+	rows, err := db.SQL.QueryContext(ctx, q, merchantID, livemode, now.UTC(), leaseUntil.UTC(), first, rest)
 	if err != nil {
 		return nil, err
 	}
@@ -65,23 +72,34 @@ func Release(ctx context.Context, db *store.DB, ids []uuid.UUID, leaseUntil, now
 
 // The claim: the due deliveries of one merchant's mode, the given one first,
 // then the longest due. Arguments: merchant id, livemode, now, the lease's
-// end, the first delivery's id, how many at most.
+// end, the first delivery's id (uuid.Nil: none), how many more at most.
+// The given one is read by its key and the rest from the merchant's index
+// in due order, so a claim reads what it takes, not every due delivery.
 const (
-	claimPostgres = `UPDATE webhook_deliveries d SET next_attempt_at = $4
-WHERE d.id IN (
-	SELECT w.id FROM webhook_deliveries w JOIN webhook_events e ON e.id = w.event_id
-	WHERE e.merchant_id = $1 AND e.livemode = $2 AND w.status = 'pending' AND w.next_attempt_at <= $3
-	ORDER BY w.id = $5 DESC, w.next_attempt_at, w.id
+	claimPostgres = `WITH own AS (
+	SELECT w.id FROM webhook_deliveries w
+	WHERE w.id = $5 AND w.merchant_id = $1 AND w.livemode = $2 AND w.status = 'pending' AND w.next_attempt_at <= $3
+	FOR UPDATE SKIP LOCKED
+), rest AS (
+	SELECT w.id FROM webhook_deliveries w
+	WHERE w.merchant_id = $1 AND w.livemode = $2 AND w.status = 'pending' AND w.next_attempt_at <= $3 AND w.id <> $5
+	ORDER BY w.next_attempt_at
 	LIMIT $6
-	FOR UPDATE OF w SKIP LOCKED)
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_deliveries d SET next_attempt_at = $4
+WHERE d.id IN (SELECT id FROM own UNION ALL SELECT id FROM rest)
 AND d.status = 'pending' AND d.next_attempt_at <= $3
 RETURNING d.id`
 	claimSQLite = `UPDATE webhook_deliveries SET next_attempt_at = ?4
 WHERE id IN (
-	SELECT w.id FROM webhook_deliveries w JOIN webhook_events e ON e.id = w.event_id
-	WHERE e.merchant_id = ?1 AND e.livemode = ?2 AND w.status = 'pending' AND w.next_attempt_at <= ?3
-	ORDER BY w.id = ?5 DESC, w.next_attempt_at, w.id
-	LIMIT ?6)
+	SELECT id FROM webhook_deliveries
+	WHERE id = ?5 AND merchant_id = ?1 AND livemode = ?2 AND status = 'pending' AND next_attempt_at <= ?3
+	UNION ALL
+	SELECT * FROM (SELECT id FROM webhook_deliveries
+		WHERE merchant_id = ?1 AND livemode = ?2 AND status = 'pending' AND next_attempt_at <= ?3 AND id <> ?5
+		ORDER BY next_attempt_at
+		LIMIT ?6))
 RETURNING id`
 )
 
