@@ -68,6 +68,17 @@ func TestWebhookBatch(t *testing.T) {
 	ids, err := webhooksend.Claim(ctx, svc.cfg.DB, m.ID, false, held, now, lease, webhookBatchMax)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{held}, ids)
+	// Its job waits for the lease's end too, unfetched (River would only
+	// find the delivery leased); given back, it is due with it.
+	heldRow, err := svc.cfg.DB.Ent.WebhookDelivery.Get(ctx, held)
+	require.NoError(t, err)
+	require.NotNil(t, heldRow.JobID)
+	dbNow := "datetime('now', 'subsec')"
+	if testdb.IsPostgres() {
+		dbNow = "now()"
+	}
+	jobLater := fmt.Sprintf("river_job WHERE id = %d AND state = 'available' AND scheduled_at > %s", *heldRow.JobID, dbNow)
+	require.Equal(t, 1, testdb.CountRows(t, svc.cfg.DB, jobLater), "the held delivery's job is deferred")
 	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false, nil)
 	require.NoError(t, err)
 	require.False(t, res.Own.Done)
@@ -75,6 +86,7 @@ func TestWebhookBatch(t *testing.T) {
 	require.Len(t, rcv.Requests(), 31, "nothing sent")
 
 	require.NoError(t, webhooksend.Release(ctx, svc.cfg.DB, ids, lease, svc.now()))
+	require.Equal(t, 0, testdb.CountRows(t, svc.cfg.DB, jobLater), "a given-back delivery's job is due")
 	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false, nil)
 	require.NoError(t, err)
 	require.True(t, res.Own.Done)

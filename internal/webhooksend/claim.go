@@ -17,6 +17,16 @@ import (
 // expires), which is what brings it back to its own job (the root's
 // webhook_batch.go). On PostgreSQL concurrent claims skip each other's rows
 // (FOR UPDATE SKIP LOCKED); on SQLite the statement runs alone.
+//
+// The claimed deliveries' River jobs that wait to be fetched are deferred
+// to the lease's end (their scheduled_at; in the claim's statement on
+// PostgreSQL, skipping a job a fetch holds): River does not fetch them
+// meanwhile, only to find their delivery leased and snooze them, which
+// was most of River's work in a burst. They come back at the lease's end,
+// when their delivery is due again if the batch's process died; the try
+// that finishes a delivery removes its job (recordTriesSQL), and Release
+// brings them back with their deliveries. A job River holds already
+// (running) is left alone.
 func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode bool, first uuid.UUID, now, leaseUntil time.Time, max int) ([]uuid.UUID, error) {
 	q := claimSQLite
 	if db.IsPostgres() {
@@ -42,6 +52,9 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 		}
 		ids = append(ids, id)
 	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
 	// RETURNING follows no order (neither engine keeps the subquery's):
 	// the given delivery goes first again, as the caller expects.
 	for i, id := range ids {
@@ -50,24 +63,59 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 			break
 		}
 	}
-	return ids, rows.Err()
+	if !db.IsPostgres() && len(ids) > 0 {
+		// PostgreSQL defers the jobs in the claim's statement. Here a
+		// second one: a crash between the two leaves the jobs to find
+		// their deliveries leased, as before.
+		_ = rows.Close()
+		if _, err := db.SQL.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
+WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND job_id IS NOT NULL)
+AND state = 'available' AND scheduled_at < ?`, append(append([]any{riverTimeSQLite(leaseUntil)}, idsArgSQLite(ids)...), riverTimeSQLite(leaseUntil))...); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// riverTimeSQLite is t as River's SQLite driver writes and compares times
+// (riversqlite's timeString): text in exactly this form, UTC, to the
+// millisecond.
+func riverTimeSQLite(t time.Time) string {
+	return t.UTC().Round(time.Millisecond).Format("2006-01-02 15:04:05.000")
 }
 
 // Release gives back the deliveries of a batch it did not try (their
 // merchant's cap turned them away, or the batch ran out of its time): due
-// again at now, if still pending and still held by that batch's lease.
+// again at now, if still pending and still held by that batch's lease, and
+// their River jobs, which the claim deferred to the lease's end, due now.
 func Release(ctx context.Context, db *store.DB, ids []uuid.UUID, leaseUntil, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	q, args := `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at = ? AND id IN (SELECT value FROM json_each(?))`,
-		append([]any{now.UTC(), leaseUntil.UTC()}, idsArgSQLite(ids)...)
 	if db.IsPostgres() {
-		q, args = `UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE status = 'pending' AND next_attempt_at = $2 AND id = ANY($3::uuid[])`,
-			append([]any{now.UTC(), leaseUntil.UTC()}, idsArgPostgres(ids)...)
+		_, err := db.SQL.ExecContext(ctx, `WITH d AS (
+	UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE status = 'pending' AND next_attempt_at = $2 AND id = ANY($3::uuid[])
+	RETURNING job_id
+)
+UPDATE river_job SET scheduled_at = $1 WHERE id IN (SELECT job_id FROM d) AND state = 'available' AND scheduled_at > $1`,
+			append([]any{now.UTC(), leaseUntil.UTC()}, idsArgPostgres(ids)...)...)
+		return err
 	}
-	_, err := db.SQL.ExecContext(ctx, q, args...)
-	return err
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at = ? AND id IN (SELECT value FROM json_each(?))`,
+		append([]any{now.UTC(), leaseUntil.UTC()}, idsArgSQLite(ids)...)...); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
+WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending' AND job_id IS NOT NULL)
+AND state = 'available' AND scheduled_at > ?`, riverTimeSQLite(now), idsArgSQLite(ids)[0], riverTimeSQLite(now)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // The claim: the due deliveries of one merchant's mode, the given one first,
@@ -86,11 +134,19 @@ const (
 	ORDER BY w.next_attempt_at
 	LIMIT $6
 	FOR UPDATE SKIP LOCKED
+), claimed AS (
+	UPDATE webhook_deliveries d SET next_attempt_at = $4
+	WHERE d.id IN (SELECT id FROM own UNION ALL SELECT id FROM rest)
+	AND d.status = 'pending' AND d.next_attempt_at <= $3
+	RETURNING d.id, d.job_id
+), jobs AS (
+	UPDATE river_job SET scheduled_at = $4 WHERE id IN (
+		SELECT r.id FROM river_job r JOIN claimed c ON r.id = c.job_id
+		WHERE r.state = 'available' AND r.scheduled_at < $4
+		ORDER BY r.id
+		FOR UPDATE OF r SKIP LOCKED)
 )
-UPDATE webhook_deliveries d SET next_attempt_at = $4
-WHERE d.id IN (SELECT id FROM own UNION ALL SELECT id FROM rest)
-AND d.status = 'pending' AND d.next_attempt_at <= $3
-RETURNING d.id`
+SELECT id FROM claimed`
 	claimSQLite = `UPDATE webhook_deliveries SET next_attempt_at = ?4
 WHERE id IN (
 	SELECT id FROM webhook_deliveries
