@@ -174,7 +174,7 @@ func (s *Service) deliverWebhookAlone(ctx context.Context, deliveryID uuid.UUID)
 	res, err := s.DeliverWebhook(ctx, deliveryID)
 	if ctx.Err() == nil && (res.Busy || (err != nil && res.Attempt == nil)) {
 		// Not tried: due again now, not at the lease's end.
-		if rerr := webhooksend.Release(ctx, s.cfg.DB, []uuid.UUID{deliveryID}, lease, s.now()); rerr != nil {
+		if rerr := webhooksend.ReleaseOne(ctx, s.cfg.DB, deliveryID, lease, s.now()); rerr != nil {
 			s.logger.WarnContext(ctx, "giving back a webhook delivery", "delivery", deliveryID, "err", rerr)
 		}
 	}

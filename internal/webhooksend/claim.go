@@ -66,11 +66,13 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 	if !db.IsPostgres() && len(ids) > 0 {
 		// PostgreSQL defers the jobs in the claim's statement. Here a
 		// second one: a crash between the two leaves the jobs to find
-		// their deliveries leased, as before.
+		// their deliveries leased, as before. The unary + on river_job's
+		// columns keeps SQLite on the job ids (rowid) rather than its
+		// state index, which read every available job.
 		_ = rows.Close()
 		if _, err := db.SQL.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
 WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND job_id IS NOT NULL)
-AND state = 'available' AND scheduled_at < ?`, append(append([]any{riverTimeSQLite(leaseUntil)}, idsArgSQLite(ids)...), riverTimeSQLite(leaseUntil))...); err != nil {
+AND +state = 'available' AND +scheduled_at < ?`, append(append([]any{riverTimeSQLite(leaseUntil)}, idsArgSQLite(ids)...), riverTimeSQLite(leaseUntil))...); err != nil {
 			return nil, err
 		}
 	}
@@ -112,7 +114,7 @@ UPDATE river_job SET scheduled_at = $1 WHERE id IN (SELECT job_id FROM d) AND st
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
 WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending' AND job_id IS NOT NULL)
-AND state = 'available' AND scheduled_at > ?`, riverTimeSQLite(now), idsArgSQLite(ids)[0], riverTimeSQLite(now)); err != nil {
+AND +state = 'available' AND +scheduled_at > ?`, riverTimeSQLite(now), idsArgSQLite(ids)[0], riverTimeSQLite(now)); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -158,6 +160,18 @@ WHERE id IN (
 		LIMIT ?6))
 RETURNING id`
 )
+
+// ReleaseOne gives back delivery id, which ClaimOne took until leaseUntil
+// and which was not tried: due again at now. Its job is the one running
+// the try (ClaimOne defers no job), so unlike Release it moves no job.
+func ReleaseOne(ctx context.Context, db *store.DB, id uuid.UUID, leaseUntil, now time.Time) error {
+	q := `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending' AND next_attempt_at = ?`
+	if db.IsPostgres() {
+		q = `UPDATE webhook_deliveries SET next_attempt_at = $1 WHERE id = $2 AND status = 'pending' AND next_attempt_at = $3`
+	}
+	_, err := db.SQL.ExecContext(ctx, q, now.UTC(), id, leaseUntil.UTC())
+	return err
+}
 
 // ClaimOne takes delivery id alone, as Claim does (until leaseUntil), if it
 // is pending and due at now; false if not.

@@ -149,6 +149,8 @@ SELECT NULL FROM (SELECT pg_notify('merchant_events',
 // River jobs for SQLite, in the transaction tx that recorded their tries:
 // the jobs of those of deliveryIDs that are done, unless River holds them
 // (running). SQLite runs one writer at a time, so no fetch is under way.
+// The unary + keeps SQLite on the job ids, not river_job's state index
+// (every available job).
 func RemoveDoneJobsSQLite(ctx context.Context, tx *sql.Tx, deliveryIDs []uuid.UUID) error {
 	if len(deliveryIDs) == 0 {
 		return nil
@@ -156,6 +158,6 @@ func RemoveDoneJobsSQLite(ctx context.Context, tx *sql.Tx, deliveryIDs []uuid.UU
 	_, err := tx.ExecContext(ctx, `DELETE FROM river_job WHERE id IN (
 	SELECT job_id FROM webhook_deliveries
 	WHERE id IN (SELECT value FROM json_each(?)) AND status <> 'pending' AND job_id IS NOT NULL)
-AND state IN ('available', 'scheduled', 'retryable')`, idsArgSQLite(deliveryIDs)...)
+AND +state IN ('available', 'scheduled', 'retryable')`, idsArgSQLite(deliveryIDs)...)
 	return err
 }
