@@ -43,9 +43,11 @@ import (
 //
 // A try that finishes its delivery (succeeded, or failed for good) removes
 // the delivery's River job in the statement that records it, unless River
-// is running it (webhooksend.RecordPostgres, RemoveDoneJobsSQLite): the
-// jobs of a batch's deliveries are otherwise each fetched, read and
-// snoozed for nothing.
+// is running it (webhooksend.RecordPostgres, RemoveDoneJobsSQLite), and
+// the claim defers its deliveries' waiting jobs to the lease's end
+// (webhooksend.Claim; Release brings them back): the jobs of a batch's
+// deliveries were otherwise each fetched, read and snoozed for nothing,
+// and fetched again at the lease's end.
 //
 // New and slow receivers are tried one delivery a job, as before: a new
 // receiver gets one try at a time anyway, and a slow one's tries must not
