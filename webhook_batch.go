@@ -41,13 +41,14 @@ import (
 // it had not posted too; only the tries its stop cut mid-post wait for the
 // lease's end, as after a crash.
 //
-// A try that finishes its delivery (succeeded, or failed for good) removes
-// the delivery's River job in the statement that records it, unless River
-// is running it (webhooksend.RecordPostgres, RemoveDoneJobsSQLite), and
-// the claim defers its deliveries' waiting jobs to the lease's end
-// (webhooksend.Claim; Release brings them back): the jobs of a batch's
-// deliveries were otherwise each fetched, read and snoozed for nothing,
-// and fetched again at the lease's end.
+// On PostgreSQL a try that finishes its delivery (succeeded, or failed for
+// good) removes the delivery's River job in the statement that records it,
+// unless River is running it (webhooksend.RecordPostgres), and the claim
+// defers its deliveries' waiting jobs to the lease's end (webhooksend.Claim;
+// Release brings them back): the jobs of a batch's deliveries were
+// otherwise each fetched, read and snoozed for nothing, and fetched again at
+// the lease's end. On SQLite those statements cost more than they saved
+// (webhooksend.Claim says why), and the jobs come back as before.
 //
 // New and slow receivers are tried one delivery a job, as before: a new
 // receiver gets one try at a time anyway, and a slow one's tries must not

@@ -78,7 +78,11 @@ func TestWebhookBatch(t *testing.T) {
 		dbNow = "now()"
 	}
 	jobLater := fmt.Sprintf("river_job WHERE id = %d AND state = 'available' AND scheduled_at > %s", *heldRow.JobID, dbNow)
-	require.Equal(t, 1, testdb.CountRows(t, svc.cfg.DB, jobLater), "the held delivery's job is deferred")
+	deferred := 0 // SQLite defers no job (webhooksend.Claim)
+	if testdb.IsPostgres() {
+		deferred = 1
+	}
+	require.Equal(t, deferred, testdb.CountRows(t, svc.cfg.DB, jobLater), "the held delivery's job is deferred on PostgreSQL")
 	res, err = svc.DeliverWebhookBatch(ctx, held, m.ID, false, nil)
 	require.NoError(t, err)
 	require.False(t, res.Own.Done)
@@ -130,11 +134,12 @@ func TestWebhookBatchReportsEveryTryOnce(t *testing.T) {
 	require.Len(t, rcv.Requests(), 22)
 }
 
-// TestWebhookBatchRemovesDoneJobs: the try that finishes a delivery removes
-// its River job in the statement (SQLite: transaction) that records it, so
+// TestWebhookBatchRemovesDoneJobs: on PostgreSQL the try that finishes a
+// delivery removes its River job in the statement that records it, so
 // River never fetches it for nothing; a delivery still pending (a failed
 // try with a retry due) keeps its job, which brings it back, and so does a
-// job River is running (the batch's own: River ends it itself).
+// job River is running (the batch's own: River ends it itself). SQLite
+// removes none (webhooksend.Claim says why).
 func TestWebhookBatchRemovesDoneJobs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -178,7 +183,11 @@ func TestWebhookBatchRemovesDoneJobs(t *testing.T) {
 			for _, id := range others {
 				left += testdb.CountRows(t, svc.cfg.DB, fmt.Sprintf("river_job WHERE id = %d", jobOf(id)))
 			}
-			require.Equal(t, tc.jobsLeft, left, "the others' jobs left")
+			want := tc.jobsLeft
+			if !testdb.IsPostgres() {
+				want = len(others)
+			}
+			require.Equal(t, want, left, "the others' jobs left")
 			require.Equal(t, 1, testdb.CountRows(t, svc.cfg.DB, fmt.Sprintf("river_job WHERE id = %d AND state = 'running'", jobOf(own))),
 				"a running job is River's to end")
 		})

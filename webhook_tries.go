@@ -106,20 +106,14 @@ func (s *Service) recordWebhookTriesSQLite(batch []*sqliteTryCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.cfg.DB.WithTx(ctx, func(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx) error {
-		var done []uuid.UUID
 		for _, c := range batch {
 			applied, err := s.writeWebhookTry(ctx, tx, sqlTx, c.try)
 			if err != nil {
 				return err
 			}
 			c.applied = applied
-			if applied && c.try.nextAttemptAt == nil {
-				done = append(done, c.try.deliveryID)
-			}
 		}
-		// As on PostgreSQL (webhooksend.RecordPostgres): a finished
-		// delivery's job goes with its last try.
-		return webhooksend.RemoveDoneJobsSQLite(ctx, sqlTx, done)
+		return nil
 	})
 	for _, c := range batch {
 		if err != nil {

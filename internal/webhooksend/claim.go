@@ -18,15 +18,18 @@ import (
 // webhook_batch.go). On PostgreSQL concurrent claims skip each other's rows
 // (FOR UPDATE SKIP LOCKED); on SQLite the statement runs alone.
 //
-// The claimed deliveries' River jobs that wait to be fetched are deferred
-// to the lease's end (their scheduled_at; in the claim's statement on
-// PostgreSQL, skipping a job a fetch holds): River does not fetch them
+// On PostgreSQL the claimed deliveries' River jobs that wait to be fetched
+// are deferred to the lease's end in the claim's statement (their
+// scheduled_at, skipping a job a fetch holds): River does not fetch them
 // meanwhile, only to find their delivery leased and snooze them, which
 // was most of River's work in a burst. They come back at the lease's end,
 // when their delivery is due again if the batch's process died; the try
 // that finishes a delivery removes its job (recordTriesSQL), and Release
 // brings them back with their deliveries. A job River holds already
-// (running) is left alone.
+// (running) is left alone. Not on SQLite: there the deferral and the
+// removal were statements more on the one connection, and cost more than
+// River's fetches and snoozes they saved (BenchmarkWebhookDeliveries,
+// docs/performance.md).
 func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode bool, first uuid.UUID, now, leaseUntil time.Time, max int) ([]uuid.UUID, error) {
 	q := claimSQLite
 	if db.IsPostgres() {
@@ -63,33 +66,14 @@ func Claim(ctx context.Context, db *store.DB, merchantID uuid.UUID, livemode boo
 			break
 		}
 	}
-	if !db.IsPostgres() && len(ids) > 0 {
-		// PostgreSQL defers the jobs in the claim's statement. Here a
-		// second one: a crash between the two leaves the jobs to find
-		// their deliveries leased, as before. The unary + on river_job's
-		// columns keeps SQLite on the job ids (rowid) rather than its
-		// state index, which read every available job.
-		_ = rows.Close()
-		if _, err := db.SQL.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
-WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND job_id IS NOT NULL)
-AND +state = 'available' AND +scheduled_at < ?`, append(append([]any{riverTimeSQLite(leaseUntil)}, idsArgSQLite(ids)...), riverTimeSQLite(leaseUntil))...); err != nil {
-			return nil, err
-		}
-	}
 	return ids, nil
-}
-
-// riverTimeSQLite is t as River's SQLite driver writes and compares times
-// (riversqlite's timeString): text in exactly this form, UTC, to the
-// millisecond.
-func riverTimeSQLite(t time.Time) string {
-	return t.UTC().Round(time.Millisecond).Format("2006-01-02 15:04:05.000")
 }
 
 // Release gives back the deliveries of a batch it did not try (their
 // merchant's cap turned them away, or the batch ran out of its time): due
 // again at now, if still pending and still held by that batch's lease, and
-// their River jobs, which the claim deferred to the lease's end, due now.
+// on PostgreSQL their River jobs, which the claim deferred to the lease's
+// end, due now.
 func Release(ctx context.Context, db *store.DB, ids []uuid.UUID, leaseUntil, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
@@ -103,21 +87,9 @@ UPDATE river_job SET scheduled_at = $1 WHERE id IN (SELECT job_id FROM d) AND st
 			append([]any{now.UTC(), leaseUntil.UTC()}, idsArgPostgres(ids)...)...)
 		return err
 	}
-	tx, err := db.SQL.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at = ? AND id IN (SELECT value FROM json_each(?))`,
-		append([]any{now.UTC(), leaseUntil.UTC()}, idsArgSQLite(ids)...)...); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ?
-WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending' AND job_id IS NOT NULL)
-AND +state = 'available' AND +scheduled_at > ?`, riverTimeSQLite(now), idsArgSQLite(ids)[0], riverTimeSQLite(now)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	_, err := db.SQL.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at = ? AND id IN (SELECT value FROM json_each(?))`,
+		append([]any{now.UTC(), leaseUntil.UTC()}, idsArgSQLite(ids)...)...)
+	return err
 }
 
 // The claim: the due deliveries of one merchant's mode, the given one first,

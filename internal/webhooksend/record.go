@@ -144,20 +144,3 @@ SELECT id FROM d
 UNION ALL
 SELECT NULL FROM (SELECT pg_notify('merchant_events',
 	f.merchant_id::text || '.' || CASE WHEN f.livemode THEN 'live' ELSE 'test' END || ':' || f.id::text) FROM f) n`
-
-// RemoveDoneJobsSQLite is recordTriesSQL's removal of finished deliveries'
-// River jobs for SQLite, in the transaction tx that recorded their tries:
-// the jobs of those of deliveryIDs that are done, unless River holds them
-// (running). SQLite runs one writer at a time, so no fetch is under way.
-// The unary + keeps SQLite on the job ids, not river_job's state index
-// (every available job).
-func RemoveDoneJobsSQLite(ctx context.Context, tx *sql.Tx, deliveryIDs []uuid.UUID) error {
-	if len(deliveryIDs) == 0 {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, `DELETE FROM river_job WHERE id IN (
-	SELECT job_id FROM webhook_deliveries
-	WHERE id IN (SELECT value FROM json_each(?)) AND status <> 'pending' AND job_id IS NOT NULL)
-AND +state IN ('available', 'scheduled', 'retryable')`, idsArgSQLite(deliveryIDs)...)
-	return err
-}
