@@ -2,6 +2,7 @@ package agentpay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -36,8 +37,18 @@ import (
 // after webhookBatchWindow, so every try (WebhookTimeout) ends and is
 // recorded before the lease does; what a batch did not try (its cap turned
 // it away, its receiver turned slow, its window closed) it gives back at
-// once (webhooksend.Release). A worker stopping mid-batch does not give
-// back its deliveries: they wait for the lease's end, as after a crash.
+// once (webhooksend.Release). A worker stopping mid-batch gives back what
+// it had not posted too; only the tries its stop cut mid-post wait for the
+// lease's end, as after a crash.
+//
+// On PostgreSQL a try that finishes its delivery (succeeded, or failed for
+// good) removes the delivery's River job in the statement that records it,
+// unless River is running it (webhooksend.RecordPostgres), and the claim
+// defers its deliveries' waiting jobs to the lease's end (webhooksend.Claim;
+// Release brings them back): the jobs of a batch's deliveries were
+// otherwise each fetched, read and snoozed for nothing, and fetched again at
+// the lease's end. On SQLite those statements cost more than they saved
+// (webhooksend.Claim says why), and the jobs come back as before.
 //
 // New and slow receivers are tried one delivery a job, as before: a new
 // receiver gets one try at a time anyway, and a slow one's tries must not
@@ -55,6 +66,10 @@ const (
 	// webhookBatchRecheck is about when a job whose due delivery a batch
 	// of this process will take looks again.
 	webhookBatchRecheck = time.Second
+	// webhookGiveBackTimeout bounds a claim and giving back a stopping
+	// batch's unposted deliveries (a statement each), which the stop does
+	// not cut; past it they wait for their lease's end.
+	webhookGiveBackTimeout = 5 * time.Second
 )
 
 // WebhookBatchResult is what one DeliverWebhookBatch call did.
@@ -162,7 +177,7 @@ func (s *Service) deliverWebhookAlone(ctx context.Context, deliveryID uuid.UUID)
 	res, err := s.DeliverWebhook(ctx, deliveryID)
 	if ctx.Err() == nil && (res.Busy || (err != nil && res.Attempt == nil)) {
 		// Not tried: due again now, not at the lease's end.
-		if rerr := webhooksend.Release(ctx, s.cfg.DB, []uuid.UUID{deliveryID}, lease, s.now()); rerr != nil {
+		if rerr := webhooksend.ReleaseOne(ctx, s.cfg.DB, deliveryID, lease, s.now()); rerr != nil {
 			s.logger.WarnContext(ctx, "giving back a webhook delivery", "delivery", deliveryID, "err", rerr)
 		}
 	}
@@ -243,6 +258,11 @@ func (b *webhookBatch) claim(ctx context.Context, first uuid.UUID) (webhookChunk
 	// Microseconds: what PostgreSQL keeps, so Release finds the lease it
 	// wrote.
 	c := webhookChunk{lease: now.Add(webhookLease).Truncate(time.Microsecond)}
+	// Not ended by the worker's stop: a claim cut after its commit would
+	// hold deliveries no one knows of until the lease's end; what it
+	// returns after the stop is given back by the lanes (try).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookGiveBackTimeout)
+	defer cancel()
 	ids, err := webhooksend.Claim(ctx, s.cfg.DB, b.key.merchantID, b.key.livemode, first, now, c.lease, webhookBatchMax)
 	if err != nil {
 		return webhookChunk{}, fmt.Errorf("agentpay: claiming webhook deliveries: %w", err)
@@ -258,11 +278,19 @@ func (b *webhookBatch) claim(ctx context.Context, first uuid.UUID) (webhookChunk
 	return c, nil
 }
 
-// giveBack makes ids due again now, unless ctx has ended (a worker
-// stopping: they wait for the lease's end, as after a crash).
+// giveBack makes ids, none of which was posted, due again now. When ctx
+// has ended (the worker stopping) it still does, on a context of its own:
+// another worker takes them at once rather than at the lease's end. A try
+// cut mid-post by the stop is not among them: it may have reached its
+// receiver, and keeps its lease, as after a crash.
 func (b *webhookBatch) giveBack(ctx context.Context, ids []uuid.UUID, lease time.Time) {
-	if ctx.Err() != nil || len(ids) == 0 {
+	if len(ids) == 0 {
 		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), webhookGiveBackTimeout)
+		defer cancel()
 	}
 	if err := webhooksend.Release(ctx, b.s.cfg.DB, ids, lease, b.s.now()); err != nil {
 		// They are due again at the lease's end.
@@ -320,7 +348,8 @@ func (b *webhookBatch) try(ctx context.Context, c webhookChunk) (tried bool) {
 				}
 				d := deliveryFromRow(row)
 				if ctx.Err() != nil {
-					fail(id, ctx.Err())
+					// Stopping, and not posted: given back.
+					giveBack(id, true)
 					continue
 				}
 				if time.Now().After(b.deadline) || s.webhookReceivers.class(b.key) != receiverProven {
@@ -328,6 +357,11 @@ func (b *webhookBatch) try(ctx context.Context, c webhookChunk) (tried bool) {
 					continue
 				}
 				sent, err := s.sendWebhookTry(ctx, d)
+				if errors.Is(err, errWebhookNotPosted) {
+					// Stopping, and none of it sent: given back.
+					giveBack(id, true)
+					continue
+				}
 				if err != nil {
 					fail(id, err)
 					continue

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,26 +57,32 @@ func (s *Service) newDelivery(ctx context.Context, tx *ent.Tx, sqlTx *sql.Tx, ev
 	if s.cfg.Jobs == nil {
 		return nil, errors.New("agentpay: Config.Jobs is required to deliver webhooks")
 	}
+	// The job first: the delivery keeps its id, so the batch that records
+	// the delivery's last try removes the job with it (webhook_batch.go).
+	id := uuid.New()
+	opts := &river.InsertOpts{MaxAttempts: s.webhookTries() + webhookJobSpareAttempts}
+	args := jobs.DeliverWebhookArgs{DeliveryID: id, MerchantID: ev.MerchantID, Livemode: ev.Livemode}
+	job, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, args, opts)
+	if err != nil {
+		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
+	}
 	// Every time of the row by the service's clock: the retention
 	// (webhook_retention.go) keeps an event for its deliveries created
 	// within it by that clock.
 	now := s.now().UTC()
-	d, err := tx.WebhookDelivery.Create().
+	create := tx.WebhookDelivery.Create().
+		SetID(id).
 		SetEventID(ev.ID).
 		SetURL(url).
+		SetMerchantID(ev.MerchantID).
+		SetLivemode(ev.Livemode).
 		SetCreatedAt(now.Truncate(time.Microsecond)).
 		SetUpdatedAt(now.Truncate(time.Microsecond)).
-		SetNextAttemptAt(now).
-		Save(ctx)
-	if err != nil {
-		return nil, err
+		SetNextAttemptAt(now)
+	if job != nil && job.Job != nil {
+		create.SetJobID(job.Job.ID)
 	}
-	opts := &river.InsertOpts{MaxAttempts: s.webhookTries() + webhookJobSpareAttempts}
-	args := jobs.DeliverWebhookArgs{DeliveryID: d.ID, MerchantID: ev.MerchantID, Livemode: ev.Livemode}
-	if _, err := s.cfg.Jobs.InsertTx(ctx, sqlTx, args, opts); err != nil {
-		return nil, fmt.Errorf("agentpay: enqueueing webhook delivery: %w", err)
-	}
-	return d, nil
+	return create.Save(ctx)
 }
 
 // RedeliverWebhook starts a new delivery series of one of the merchant's
@@ -230,6 +238,10 @@ func (s *Service) sendWebhookTry(ctx context.Context, d *deliveryToSend) (*webho
 	if err == nil && d.url == "" {
 		sendErr = errNoWebhookURL
 	}
+	// Whether any of the request reached the wire: a try the worker's stop
+	// ends before that was not posted (errWebhookNotPosted).
+	var wrote atomic.Bool
+	tryCtx = httptrace.WithClientTrace(tryCtx, &httptrace.ClientTrace{WroteHeaderField: func(string, []string) { wrote.Store(true) }})
 	if sendErr == nil {
 		code, sendErr = webhooksend.Post(tryCtx, s.webhookClient(d.livemode), webhooksend.Request{
 			URL: d.url, Payload: d.payload,
@@ -253,10 +265,17 @@ func (s *Service) sendWebhookTry(ctx context.Context, d *deliveryToSend) (*webho
 	if ctx.Err() != nil {
 		// Stopped (worker shutdown) or out of time mid-try: not the
 		// receiver's fault, so not counted; the job runs again.
+		if !wrote.Load() {
+			return nil, fmt.Errorf("%w: %w", errWebhookNotPosted, ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 	return &webhookSent{at: at, code: code, sendErr: sendErr, duration: webhooksend.Duration(sendErr, duration)}, nil
 }
+
+// errWebhookNotPosted: a try ended (its context) before any of its request
+// was written; the receiver got nothing of it.
+var errWebhookNotPosted = errors.New("webhook try not posted")
 
 // recordWebhookSent records the try sent of delivery d and says what it
 // did: the delivery's state after it, when the next try is due.

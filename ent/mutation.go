@@ -47472,6 +47472,10 @@ type WebhookDeliveryMutation struct {
 	next_attempt_at    *time.Time
 	last_attempt_at    *time.Time
 	completed_at       *time.Time
+	merchant_id        *uuid.UUID
+	livemode           *bool
+	job_id             *int64
+	addjob_id          *int64
 	clearedFields      map[string]struct{}
 	event              *uuid.UUID
 	clearedevent       bool
@@ -47970,6 +47974,174 @@ func (m *WebhookDeliveryMutation) ResetCompletedAt() {
 	delete(m.clearedFields, webhookdelivery.FieldCompletedAt)
 }
 
+// SetMerchantID sets the "merchant_id" field.
+func (m *WebhookDeliveryMutation) SetMerchantID(u uuid.UUID) {
+	m.merchant_id = &u
+}
+
+// MerchantID returns the value of the "merchant_id" field in the mutation.
+func (m *WebhookDeliveryMutation) MerchantID() (r uuid.UUID, exists bool) {
+	v := m.merchant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMerchantID returns the old "merchant_id" field's value of the WebhookDelivery entity.
+// If the WebhookDelivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookDeliveryMutation) OldMerchantID(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMerchantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMerchantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMerchantID: %w", err)
+	}
+	return oldValue.MerchantID, nil
+}
+
+// ClearMerchantID clears the value of the "merchant_id" field.
+func (m *WebhookDeliveryMutation) ClearMerchantID() {
+	m.merchant_id = nil
+	m.clearedFields[webhookdelivery.FieldMerchantID] = struct{}{}
+}
+
+// MerchantIDCleared returns if the "merchant_id" field was cleared in this mutation.
+func (m *WebhookDeliveryMutation) MerchantIDCleared() bool {
+	_, ok := m.clearedFields[webhookdelivery.FieldMerchantID]
+	return ok
+}
+
+// ResetMerchantID resets all changes to the "merchant_id" field.
+func (m *WebhookDeliveryMutation) ResetMerchantID() {
+	m.merchant_id = nil
+	delete(m.clearedFields, webhookdelivery.FieldMerchantID)
+}
+
+// SetLivemode sets the "livemode" field.
+func (m *WebhookDeliveryMutation) SetLivemode(b bool) {
+	m.livemode = &b
+}
+
+// Livemode returns the value of the "livemode" field in the mutation.
+func (m *WebhookDeliveryMutation) Livemode() (r bool, exists bool) {
+	v := m.livemode
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLivemode returns the old "livemode" field's value of the WebhookDelivery entity.
+// If the WebhookDelivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookDeliveryMutation) OldLivemode(ctx context.Context) (v *bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLivemode is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLivemode requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLivemode: %w", err)
+	}
+	return oldValue.Livemode, nil
+}
+
+// ClearLivemode clears the value of the "livemode" field.
+func (m *WebhookDeliveryMutation) ClearLivemode() {
+	m.livemode = nil
+	m.clearedFields[webhookdelivery.FieldLivemode] = struct{}{}
+}
+
+// LivemodeCleared returns if the "livemode" field was cleared in this mutation.
+func (m *WebhookDeliveryMutation) LivemodeCleared() bool {
+	_, ok := m.clearedFields[webhookdelivery.FieldLivemode]
+	return ok
+}
+
+// ResetLivemode resets all changes to the "livemode" field.
+func (m *WebhookDeliveryMutation) ResetLivemode() {
+	m.livemode = nil
+	delete(m.clearedFields, webhookdelivery.FieldLivemode)
+}
+
+// SetJobID sets the "job_id" field.
+func (m *WebhookDeliveryMutation) SetJobID(i int64) {
+	m.job_id = &i
+	m.addjob_id = nil
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *WebhookDeliveryMutation) JobID() (r int64, exists bool) {
+	v := m.job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the WebhookDelivery entity.
+// If the WebhookDelivery object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *WebhookDeliveryMutation) OldJobID(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// AddJobID adds i to the "job_id" field.
+func (m *WebhookDeliveryMutation) AddJobID(i int64) {
+	if m.addjob_id != nil {
+		*m.addjob_id += i
+	} else {
+		m.addjob_id = &i
+	}
+}
+
+// AddedJobID returns the value that was added to the "job_id" field in this mutation.
+func (m *WebhookDeliveryMutation) AddedJobID() (r int64, exists bool) {
+	v := m.addjob_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearJobID clears the value of the "job_id" field.
+func (m *WebhookDeliveryMutation) ClearJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+	m.clearedFields[webhookdelivery.FieldJobID] = struct{}{}
+}
+
+// JobIDCleared returns if the "job_id" field was cleared in this mutation.
+func (m *WebhookDeliveryMutation) JobIDCleared() bool {
+	_, ok := m.clearedFields[webhookdelivery.FieldJobID]
+	return ok
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *WebhookDeliveryMutation) ResetJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+	delete(m.clearedFields, webhookdelivery.FieldJobID)
+}
+
 // ClearEvent clears the "event" edge to the WebhookEvent entity.
 func (m *WebhookDeliveryMutation) ClearEvent() {
 	m.clearedevent = true
@@ -48085,7 +48257,7 @@ func (m *WebhookDeliveryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *WebhookDeliveryMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 12)
 	if m.created_at != nil {
 		fields = append(fields, webhookdelivery.FieldCreatedAt)
 	}
@@ -48113,6 +48285,15 @@ func (m *WebhookDeliveryMutation) Fields() []string {
 	if m.completed_at != nil {
 		fields = append(fields, webhookdelivery.FieldCompletedAt)
 	}
+	if m.merchant_id != nil {
+		fields = append(fields, webhookdelivery.FieldMerchantID)
+	}
+	if m.livemode != nil {
+		fields = append(fields, webhookdelivery.FieldLivemode)
+	}
+	if m.job_id != nil {
+		fields = append(fields, webhookdelivery.FieldJobID)
+	}
 	return fields
 }
 
@@ -48139,6 +48320,12 @@ func (m *WebhookDeliveryMutation) Field(name string) (ent.Value, bool) {
 		return m.LastAttemptAt()
 	case webhookdelivery.FieldCompletedAt:
 		return m.CompletedAt()
+	case webhookdelivery.FieldMerchantID:
+		return m.MerchantID()
+	case webhookdelivery.FieldLivemode:
+		return m.Livemode()
+	case webhookdelivery.FieldJobID:
+		return m.JobID()
 	}
 	return nil, false
 }
@@ -48166,6 +48353,12 @@ func (m *WebhookDeliveryMutation) OldField(ctx context.Context, name string) (en
 		return m.OldLastAttemptAt(ctx)
 	case webhookdelivery.FieldCompletedAt:
 		return m.OldCompletedAt(ctx)
+	case webhookdelivery.FieldMerchantID:
+		return m.OldMerchantID(ctx)
+	case webhookdelivery.FieldLivemode:
+		return m.OldLivemode(ctx)
+	case webhookdelivery.FieldJobID:
+		return m.OldJobID(ctx)
 	}
 	return nil, fmt.Errorf("unknown WebhookDelivery field %s", name)
 }
@@ -48238,6 +48431,27 @@ func (m *WebhookDeliveryMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCompletedAt(v)
 		return nil
+	case webhookdelivery.FieldMerchantID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMerchantID(v)
+		return nil
+	case webhookdelivery.FieldLivemode:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLivemode(v)
+		return nil
+	case webhookdelivery.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown WebhookDelivery field %s", name)
 }
@@ -48249,6 +48463,9 @@ func (m *WebhookDeliveryMutation) AddedFields() []string {
 	if m.addattempts != nil {
 		fields = append(fields, webhookdelivery.FieldAttempts)
 	}
+	if m.addjob_id != nil {
+		fields = append(fields, webhookdelivery.FieldJobID)
+	}
 	return fields
 }
 
@@ -48259,6 +48476,8 @@ func (m *WebhookDeliveryMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
 	case webhookdelivery.FieldAttempts:
 		return m.AddedAttempts()
+	case webhookdelivery.FieldJobID:
+		return m.AddedJobID()
 	}
 	return nil, false
 }
@@ -48274,6 +48493,13 @@ func (m *WebhookDeliveryMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddAttempts(v)
+		return nil
+	case webhookdelivery.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddJobID(v)
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookDelivery numeric field %s", name)
@@ -48291,6 +48517,15 @@ func (m *WebhookDeliveryMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(webhookdelivery.FieldCompletedAt) {
 		fields = append(fields, webhookdelivery.FieldCompletedAt)
+	}
+	if m.FieldCleared(webhookdelivery.FieldMerchantID) {
+		fields = append(fields, webhookdelivery.FieldMerchantID)
+	}
+	if m.FieldCleared(webhookdelivery.FieldLivemode) {
+		fields = append(fields, webhookdelivery.FieldLivemode)
+	}
+	if m.FieldCleared(webhookdelivery.FieldJobID) {
+		fields = append(fields, webhookdelivery.FieldJobID)
 	}
 	return fields
 }
@@ -48314,6 +48549,15 @@ func (m *WebhookDeliveryMutation) ClearField(name string) error {
 		return nil
 	case webhookdelivery.FieldCompletedAt:
 		m.ClearCompletedAt()
+		return nil
+	case webhookdelivery.FieldMerchantID:
+		m.ClearMerchantID()
+		return nil
+	case webhookdelivery.FieldLivemode:
+		m.ClearLivemode()
+		return nil
+	case webhookdelivery.FieldJobID:
+		m.ClearJobID()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookDelivery nullable field %s", name)
@@ -48349,6 +48593,15 @@ func (m *WebhookDeliveryMutation) ResetField(name string) error {
 		return nil
 	case webhookdelivery.FieldCompletedAt:
 		m.ResetCompletedAt()
+		return nil
+	case webhookdelivery.FieldMerchantID:
+		m.ResetMerchantID()
+		return nil
+	case webhookdelivery.FieldLivemode:
+		m.ResetLivemode()
+		return nil
+	case webhookdelivery.FieldJobID:
+		m.ResetJobID()
 		return nil
 	}
 	return fmt.Errorf("unknown WebhookDelivery field %s", name)

@@ -37,6 +37,12 @@ type WebhookDelivery struct {
 	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
 	// CompletedAt holds the value of the "completed_at" field.
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	// MerchantID holds the value of the "merchant_id" field.
+	MerchantID *uuid.UUID `json:"merchant_id,omitempty"`
+	// Livemode holds the value of the "livemode" field.
+	Livemode *bool `json:"livemode,omitempty"`
+	// JobID holds the value of the "job_id" field.
+	JobID *int64 `json:"job_id,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the WebhookDeliveryQuery when eager-loading is set.
 	Edges        WebhookDeliveryEdges `json:"edges"`
@@ -83,7 +89,11 @@ func (*WebhookDelivery) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case webhookdelivery.FieldAttempts:
+		case webhookdelivery.FieldMerchantID:
+			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
+		case webhookdelivery.FieldLivemode:
+			values[i] = new(sql.NullBool)
+		case webhookdelivery.FieldAttempts, webhookdelivery.FieldJobID:
 			values[i] = new(sql.NullInt64)
 		case webhookdelivery.FieldURL, webhookdelivery.FieldStatus:
 			values[i] = new(sql.NullString)
@@ -169,6 +179,27 @@ func (_m *WebhookDelivery) assignValues(columns []string, values []any) error {
 				_m.CompletedAt = new(time.Time)
 				*_m.CompletedAt = value.Time
 			}
+		case webhookdelivery.FieldMerchantID:
+			if value, ok := values[i].(*sql.NullScanner); !ok {
+				return fmt.Errorf("unexpected type %T for field merchant_id", values[i])
+			} else if value.Valid {
+				_m.MerchantID = new(uuid.UUID)
+				*_m.MerchantID = *value.S.(*uuid.UUID)
+			}
+		case webhookdelivery.FieldLivemode:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field livemode", values[i])
+			} else if value.Valid {
+				_m.Livemode = new(bool)
+				*_m.Livemode = value.Bool
+			}
+		case webhookdelivery.FieldJobID:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field job_id", values[i])
+			} else if value.Valid {
+				_m.JobID = new(int64)
+				*_m.JobID = value.Int64
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -246,6 +277,21 @@ func (_m *WebhookDelivery) String() string {
 	if v := _m.CompletedAt; v != nil {
 		builder.WriteString("completed_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.MerchantID; v != nil {
+		builder.WriteString("merchant_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.Livemode; v != nil {
+		builder.WriteString("livemode=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	if v := _m.JobID; v != nil {
+		builder.WriteString("job_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteByte(')')
 	return builder.String()

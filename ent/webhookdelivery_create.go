@@ -133,6 +133,48 @@ func (_c *WebhookDeliveryCreate) SetNillableCompletedAt(v *time.Time) *WebhookDe
 	return _c
 }
 
+// SetMerchantID sets the "merchant_id" field.
+func (_c *WebhookDeliveryCreate) SetMerchantID(v uuid.UUID) *WebhookDeliveryCreate {
+	_c.mutation.SetMerchantID(v)
+	return _c
+}
+
+// SetNillableMerchantID sets the "merchant_id" field if the given value is not nil.
+func (_c *WebhookDeliveryCreate) SetNillableMerchantID(v *uuid.UUID) *WebhookDeliveryCreate {
+	if v != nil {
+		_c.SetMerchantID(*v)
+	}
+	return _c
+}
+
+// SetLivemode sets the "livemode" field.
+func (_c *WebhookDeliveryCreate) SetLivemode(v bool) *WebhookDeliveryCreate {
+	_c.mutation.SetLivemode(v)
+	return _c
+}
+
+// SetNillableLivemode sets the "livemode" field if the given value is not nil.
+func (_c *WebhookDeliveryCreate) SetNillableLivemode(v *bool) *WebhookDeliveryCreate {
+	if v != nil {
+		_c.SetLivemode(*v)
+	}
+	return _c
+}
+
+// SetJobID sets the "job_id" field.
+func (_c *WebhookDeliveryCreate) SetJobID(v int64) *WebhookDeliveryCreate {
+	_c.mutation.SetJobID(v)
+	return _c
+}
+
+// SetNillableJobID sets the "job_id" field if the given value is not nil.
+func (_c *WebhookDeliveryCreate) SetNillableJobID(v *int64) *WebhookDeliveryCreate {
+	if v != nil {
+		_c.SetJobID(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *WebhookDeliveryCreate) SetID(v uuid.UUID) *WebhookDeliveryCreate {
 	_c.mutation.SetID(v)
@@ -323,6 +365,18 @@ func (_c *WebhookDeliveryCreate) createSpec() (*WebhookDelivery, *sqlgraph.Creat
 	if value, ok := _c.mutation.CompletedAt(); ok {
 		_spec.SetField(webhookdelivery.FieldCompletedAt, field.TypeTime, value)
 		_node.CompletedAt = &value
+	}
+	if value, ok := _c.mutation.MerchantID(); ok {
+		_spec.SetField(webhookdelivery.FieldMerchantID, field.TypeUUID, value)
+		_node.MerchantID = &value
+	}
+	if value, ok := _c.mutation.Livemode(); ok {
+		_spec.SetField(webhookdelivery.FieldLivemode, field.TypeBool, value)
+		_node.Livemode = &value
+	}
+	if value, ok := _c.mutation.JobID(); ok {
+		_spec.SetField(webhookdelivery.FieldJobID, field.TypeInt64, value)
+		_node.JobID = &value
 	}
 	if nodes := _c.mutation.EventIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{

@@ -268,6 +268,15 @@ func (_u *WebhookDeliveryUpdate) sqlSave(ctx context.Context) (_node int, err er
 	if _u.mutation.CompletedAtCleared() {
 		_spec.ClearField(webhookdelivery.FieldCompletedAt, field.TypeTime)
 	}
+	if _u.mutation.MerchantIDCleared() {
+		_spec.ClearField(webhookdelivery.FieldMerchantID, field.TypeUUID)
+	}
+	if _u.mutation.LivemodeCleared() {
+		_spec.ClearField(webhookdelivery.FieldLivemode, field.TypeBool)
+	}
+	if _u.mutation.JobIDCleared() {
+		_spec.ClearField(webhookdelivery.FieldJobID, field.TypeInt64)
+	}
 	if _u.mutation.AttemptLogCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -600,6 +609,15 @@ func (_u *WebhookDeliveryUpdateOne) sqlSave(ctx context.Context) (_node *Webhook
 	}
 	if _u.mutation.CompletedAtCleared() {
 		_spec.ClearField(webhookdelivery.FieldCompletedAt, field.TypeTime)
+	}
+	if _u.mutation.MerchantIDCleared() {
+		_spec.ClearField(webhookdelivery.FieldMerchantID, field.TypeUUID)
+	}
+	if _u.mutation.LivemodeCleared() {
+		_spec.ClearField(webhookdelivery.FieldLivemode, field.TypeBool)
+	}
+	if _u.mutation.JobIDCleared() {
+		_spec.ClearField(webhookdelivery.FieldJobID, field.TypeInt64)
 	}
 	if _u.mutation.AttemptLogCleared() {
 		edge := &sqlgraph.EdgeSpec{

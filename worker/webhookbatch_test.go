@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
+	"agentpay/ent"
 	"agentpay/ent/webhookattempt"
 	"agentpay/ent/webhookdelivery"
 )
@@ -123,4 +124,84 @@ func TestWebhookBatchCrash(t *testing.T) {
 	pending, err := h.db.Ent.WebhookDelivery.Query().Where(webhookdelivery.StatusEQ(webhookdelivery.StatusPending)).Count(ctx)
 	require.NoError(t, err)
 	require.Zero(t, pending)
+}
+
+// TestWebhookBatchGivesBackOnStop: a worker stopped in the middle of a
+// batch (its receiver holding the batch's tries, more of the merchant's
+// deliveries claimed behind them) gives back every claimed delivery it had
+// not posted: due at once, not at its lease's end; only the tries the stop
+// cut mid-post (which may have reached the receiver) keep their lease. A
+// new worker then delivers the given-back ones while those tries are still
+// held.
+func TestWebhookBatchGivesBackOnStop(t *testing.T) {
+	t.Parallel()
+	h := newWebhookHarness(t, nil)
+	rcv := &crashReceiver{seen: map[string]int{}, answered: map[string]int{}}
+	srv := httptest.NewServer(rcv)
+	t.Cleanup(srv.Close)
+	m, _ := h.merchant(t, srv.URL)
+	ctx := context.Background()
+
+	stop := h.startWorker(t, Config{ScanInterval: time.Hour})
+	h.record(t, m, 1)
+	require.Eventually(t, func() bool {
+		n, err := h.db.Ent.WebhookDelivery.Query().Where(webhookdelivery.StatusEQ(webhookdelivery.StatusSucceeded)).Count(ctx)
+		require.NoError(t, err)
+		return n == 1
+	}, 30*time.Second, 10*time.Millisecond, "the receiver is proven")
+	hold := make(chan struct{})
+	rcv.mu.Lock()
+	rcv.hold = hold
+	rcv.mu.Unlock()
+	h.record(t, m, 300)
+	require.Eventually(t, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		return rcv.inFlight >= agentpay.DefaultWebhookMerchantConcurrency
+	}, 30*time.Second, 5*time.Millisecond, "a batch's tries in flight")
+	stop()
+	close(hold)
+
+	stopped := time.Now()
+	pending, err := h.db.Ent.WebhookDelivery.Query().Where(webhookdelivery.StatusEQ(webhookdelivery.StatusPending)).
+		WithEvent().All(ctx)
+	require.NoError(t, err)
+	rcv.mu.Lock()
+	var posted, notPosted []*ent.WebhookDelivery
+	for _, d := range pending {
+		if rcv.seen[d.Edges.Event.ID.String()] > 0 {
+			posted = append(posted, d)
+		} else {
+			notPosted = append(notPosted, d)
+		}
+	}
+	rcv.mu.Unlock()
+	require.Len(t, pending, 300)
+	require.NotEmpty(t, posted, "tries cut mid-post")
+	for _, d := range posted {
+		require.True(t, d.NextAttemptAt.After(stopped), "a try cut mid-post keeps its lease")
+	}
+	for _, d := range notPosted {
+		require.False(t, d.NextAttemptAt.After(stopped), "delivery %s, never posted, is due at once (its lease was %s)", d.ID, d.NextAttemptAt)
+	}
+
+	// A new process takes them at once: every one is delivered while the
+	// cut tries' leases still hold them.
+	restarted := newHarness(t, h.env, agentpay.Config{})
+	restarted.startWorker(t, Config{ScanInterval: time.Hour})
+	require.Eventually(t, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		for _, d := range notPosted {
+			if rcv.answered[d.Edges.Event.ID.String()] == 0 {
+				return false
+			}
+		}
+		return true
+	}, 25*time.Second, 20*time.Millisecond, "the given-back deliveries are delivered")
+	for _, d := range posted {
+		cur, err := h.db.Ent.WebhookDelivery.Get(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, webhookdelivery.StatusPending, cur.Status, "a cut try waits for its lease's end")
+	}
 }

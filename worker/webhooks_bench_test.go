@@ -25,9 +25,11 @@ import (
 // their events and merchant, each is posted on one of the cap's lanes
 // (opening the secret, signing twice, the HTTP POST) and recorded with its
 // delivery's state and feed line (a statement or transaction shared with
-// the tries ended at the same time). The other deliveries' jobs are fetched
-// and snoozed to their lease's end, when they complete with nothing to do
-// (after the timed part).
+// the tries ended at the same time), which removes the delivery's River job
+// unless River is running it. The other deliveries' jobs that River
+// fetched before their delivery was recorded are snoozed (to their lease's
+// end, or about a second while the batch runs) and removed by the
+// recording then.
 //
 // The events belong to 50 merchants (the machinery's throughput), or all to
 // one (a burst of one merchant: its cap of tries in flight,

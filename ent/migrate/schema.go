@@ -1642,6 +1642,9 @@ var (
 		{Name: "next_attempt_at", Type: field.TypeTime, Nullable: true},
 		{Name: "last_attempt_at", Type: field.TypeTime, Nullable: true},
 		{Name: "completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "merchant_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "livemode", Type: field.TypeBool, Nullable: true},
+		{Name: "job_id", Type: field.TypeInt64, Nullable: true},
 		{Name: "event_id", Type: field.TypeUUID},
 	}
 	// WebhookDeliveriesTable holds the schema information for the "webhook_deliveries" table.
@@ -1652,7 +1655,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "webhook_deliveries_webhook_events_deliveries",
-				Columns:    []*schema.Column{WebhookDeliveriesColumns[9]},
+				Columns:    []*schema.Column{WebhookDeliveriesColumns[12]},
 				RefColumns: []*schema.Column{WebhookEventsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -1661,12 +1664,17 @@ var (
 			{
 				Name:    "webhookdelivery_event_id",
 				Unique:  false,
-				Columns: []*schema.Column{WebhookDeliveriesColumns[9]},
+				Columns: []*schema.Column{WebhookDeliveriesColumns[12]},
 			},
 			{
 				Name:    "webhookdelivery_status_next_attempt_at",
 				Unique:  false,
 				Columns: []*schema.Column{WebhookDeliveriesColumns[4], WebhookDeliveriesColumns[6]},
+			},
+			{
+				Name:    "webhookdelivery_merchant_id_livemode_status_next_attempt_at",
+				Unique:  false,
+				Columns: []*schema.Column{WebhookDeliveriesColumns[9], WebhookDeliveriesColumns[10], WebhookDeliveriesColumns[4], WebhookDeliveriesColumns[6]},
 			},
 		},
 	}

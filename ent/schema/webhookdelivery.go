@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
@@ -43,6 +44,33 @@ func (WebhookDelivery) Fields() []ent.Field {
 		field.Time("completed_at").
 			Optional().
 			Nillable(),
+		// The delivery's River job (river_job.id), written with it, so
+		// a batch that records the delivery's last try removes the job
+		// in the same statement (webhooksend.RecordPostgres) and River
+		// never fetches a job whose delivery is done. Null for
+		// deliveries from before it existed: their jobs come back as
+		// before and find the delivery done.
+		// The event's merchant and mode, copied onto the delivery so a
+		// batch's claim (webhooksend.Claim) reads one merchant's due
+		// deliveries from an index in due order, as many as it takes,
+		// instead of every due delivery of every merchant joined to its
+		// event. Null only between the column's migration and its
+		// backfill in the same migration.
+		field.UUID("merchant_id", uuid.UUID{}).
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip(entgql.SkipAll)),
+		field.Bool("livemode").
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip(entgql.SkipAll)),
+		field.Int64("job_id").
+			Optional().
+			Nillable().
+			Immutable().
+			Annotations(entgql.Skip(entgql.SkipAll)),
 	}
 }
 
@@ -64,5 +92,7 @@ func (WebhookDelivery) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("event_id"),
 		index.Fields("status", "next_attempt_at"),
+		// The claim: a merchant's mode's pending deliveries by due time.
+		index.Fields("merchant_id", "livemode", "status", "next_attempt_at"),
 	}
 }

@@ -37,6 +37,12 @@ const (
 	FieldLastAttemptAt = "last_attempt_at"
 	// FieldCompletedAt holds the string denoting the completed_at field in the database.
 	FieldCompletedAt = "completed_at"
+	// FieldMerchantID holds the string denoting the merchant_id field in the database.
+	FieldMerchantID = "merchant_id"
+	// FieldLivemode holds the string denoting the livemode field in the database.
+	FieldLivemode = "livemode"
+	// FieldJobID holds the string denoting the job_id field in the database.
+	FieldJobID = "job_id"
 	// EdgeEvent holds the string denoting the event edge name in mutations.
 	EdgeEvent = "event"
 	// EdgeAttemptLog holds the string denoting the attempt_log edge name in mutations.
@@ -71,6 +77,9 @@ var Columns = []string{
 	FieldNextAttemptAt,
 	FieldLastAttemptAt,
 	FieldCompletedAt,
+	FieldMerchantID,
+	FieldLivemode,
+	FieldJobID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -176,6 +185,21 @@ func ByLastAttemptAt(opts ...sql.OrderTermOption) OrderOption {
 // ByCompletedAt orders the results by the completed_at field.
 func ByCompletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldCompletedAt, opts...).ToFunc()
+}
+
+// ByMerchantID orders the results by the merchant_id field.
+func ByMerchantID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMerchantID, opts...).ToFunc()
+}
+
+// ByLivemode orders the results by the livemode field.
+func ByLivemode(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLivemode, opts...).ToFunc()
+}
+
+// ByJobID orders the results by the job_id field.
+func ByJobID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldJobID, opts...).ToFunc()
 }
 
 // ByEventField orders the results by event field.

@@ -96,6 +96,21 @@ func CompletedAt(v time.Time) predicate.WebhookDelivery {
 	return predicate.WebhookDelivery(sql.FieldEQ(FieldCompletedAt, v))
 }
 
+// MerchantID applies equality check predicate on the "merchant_id" field. It's identical to MerchantIDEQ.
+func MerchantID(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldMerchantID, v))
+}
+
+// Livemode applies equality check predicate on the "livemode" field. It's identical to LivemodeEQ.
+func Livemode(v bool) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldLivemode, v))
+}
+
+// JobID applies equality check predicate on the "job_id" field. It's identical to JobIDEQ.
+func JobID(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldJobID, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.WebhookDelivery {
 	return predicate.WebhookDelivery(sql.FieldEQ(FieldCreatedAt, v))
@@ -469,6 +484,126 @@ func CompletedAtIsNil() predicate.WebhookDelivery {
 // CompletedAtNotNil applies the NotNil predicate on the "completed_at" field.
 func CompletedAtNotNil() predicate.WebhookDelivery {
 	return predicate.WebhookDelivery(sql.FieldNotNull(FieldCompletedAt))
+}
+
+// MerchantIDEQ applies the EQ predicate on the "merchant_id" field.
+func MerchantIDEQ(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldMerchantID, v))
+}
+
+// MerchantIDNEQ applies the NEQ predicate on the "merchant_id" field.
+func MerchantIDNEQ(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNEQ(FieldMerchantID, v))
+}
+
+// MerchantIDIn applies the In predicate on the "merchant_id" field.
+func MerchantIDIn(vs ...uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldIn(FieldMerchantID, vs...))
+}
+
+// MerchantIDNotIn applies the NotIn predicate on the "merchant_id" field.
+func MerchantIDNotIn(vs ...uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNotIn(FieldMerchantID, vs...))
+}
+
+// MerchantIDGT applies the GT predicate on the "merchant_id" field.
+func MerchantIDGT(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldGT(FieldMerchantID, v))
+}
+
+// MerchantIDGTE applies the GTE predicate on the "merchant_id" field.
+func MerchantIDGTE(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldGTE(FieldMerchantID, v))
+}
+
+// MerchantIDLT applies the LT predicate on the "merchant_id" field.
+func MerchantIDLT(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldLT(FieldMerchantID, v))
+}
+
+// MerchantIDLTE applies the LTE predicate on the "merchant_id" field.
+func MerchantIDLTE(v uuid.UUID) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldLTE(FieldMerchantID, v))
+}
+
+// MerchantIDIsNil applies the IsNil predicate on the "merchant_id" field.
+func MerchantIDIsNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldIsNull(FieldMerchantID))
+}
+
+// MerchantIDNotNil applies the NotNil predicate on the "merchant_id" field.
+func MerchantIDNotNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNotNull(FieldMerchantID))
+}
+
+// LivemodeEQ applies the EQ predicate on the "livemode" field.
+func LivemodeEQ(v bool) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldLivemode, v))
+}
+
+// LivemodeNEQ applies the NEQ predicate on the "livemode" field.
+func LivemodeNEQ(v bool) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNEQ(FieldLivemode, v))
+}
+
+// LivemodeIsNil applies the IsNil predicate on the "livemode" field.
+func LivemodeIsNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldIsNull(FieldLivemode))
+}
+
+// LivemodeNotNil applies the NotNil predicate on the "livemode" field.
+func LivemodeNotNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNotNull(FieldLivemode))
+}
+
+// JobIDEQ applies the EQ predicate on the "job_id" field.
+func JobIDEQ(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldEQ(FieldJobID, v))
+}
+
+// JobIDNEQ applies the NEQ predicate on the "job_id" field.
+func JobIDNEQ(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNEQ(FieldJobID, v))
+}
+
+// JobIDIn applies the In predicate on the "job_id" field.
+func JobIDIn(vs ...int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldIn(FieldJobID, vs...))
+}
+
+// JobIDNotIn applies the NotIn predicate on the "job_id" field.
+func JobIDNotIn(vs ...int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNotIn(FieldJobID, vs...))
+}
+
+// JobIDGT applies the GT predicate on the "job_id" field.
+func JobIDGT(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldGT(FieldJobID, v))
+}
+
+// JobIDGTE applies the GTE predicate on the "job_id" field.
+func JobIDGTE(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldGTE(FieldJobID, v))
+}
+
+// JobIDLT applies the LT predicate on the "job_id" field.
+func JobIDLT(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldLT(FieldJobID, v))
+}
+
+// JobIDLTE applies the LTE predicate on the "job_id" field.
+func JobIDLTE(v int64) predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldLTE(FieldJobID, v))
+}
+
+// JobIDIsNil applies the IsNil predicate on the "job_id" field.
+func JobIDIsNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldIsNull(FieldJobID))
+}
+
+// JobIDNotNil applies the NotNil predicate on the "job_id" field.
+func JobIDNotNil() predicate.WebhookDelivery {
+	return predicate.WebhookDelivery(sql.FieldNotNull(FieldJobID))
 }
 
 // HasEvent applies the HasEdge predicate on the "event" edge.

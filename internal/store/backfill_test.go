@@ -276,3 +276,63 @@ func TestTransferKindBackfill(t *testing.T) {
 		id, at, at, []byte(id.String()), alice)
 	require.Error(t, err, "a transfer without a kind")
 }
+
+// TestWebhookDeliveryClaimBackfill: the webhook_delivery_claim migration
+// gives every delivery recorded before it its event's merchant and mode,
+// which a batch's claim reads them by (webhooksend.Claim); without them a
+// pending delivery of before would never be claimed. Its job id stays
+// unknown (null): its job comes back as before.
+func TestWebhookDeliveryClaimBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.OpenEmpty(t)
+	require.NoError(t, db.MigrateBefore(ctx, "webhook_delivery_claim"))
+	at := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	exec := func(query string, args ...any) {
+		t.Helper()
+		_, err := db.SQL.ExecContext(ctx, db.Rebind(query), args...)
+		require.NoError(t, err, query)
+	}
+	merchant := func() uuid.UUID {
+		id := uuid.New()
+		exec(`INSERT INTO merchants (id, created_at, updated_at, name, email, email_normalized, settlement_type,
+			settle_held_payments, webhook_secret_encrypted, active) VALUES (?, ?, ?, 'Shop', 'shop@example.com', 'shop@example.com', 'crypto_usdc', ?, ?, ?)`,
+			id, at, at, false, []byte("sealed"), true)
+		return id
+	}
+	type want struct {
+		merchant uuid.UUID
+		livemode bool
+	}
+	wants := map[uuid.UUID]want{}
+	delivery := func(merchantID uuid.UUID, livemode bool, status string) {
+		event, id := uuid.New(), uuid.New()
+		exec(`INSERT INTO webhook_events (id, created_at, updated_at, event_type, payload, livemode, merchant_id) VALUES (?, ?, ?, 'payment.confirmed', ?, ?, ?)`,
+			event, at, at, []byte(`{}`), livemode, merchantID)
+		exec(`INSERT INTO webhook_deliveries (id, created_at, updated_at, event_id, url, status, attempts, next_attempt_at) VALUES (?, ?, ?, ?, 'https://example.com/hook', ?, 0, ?)`,
+			id, at, at, event, status, at)
+		wants[id] = want{merchantID, livemode}
+	}
+	a, b := merchant(), merchant()
+	for _, status := range []string{"pending", "succeeded", "failed"} {
+		delivery(a, true, status)
+		delivery(a, false, status)
+		delivery(b, false, status)
+	}
+
+	_, err := db.Migrate(ctx, nil)
+	require.NoError(t, err)
+
+	for id, w := range wants {
+		var (
+			merchantID uuid.UUID
+			livemode   bool
+			jobID      sql.NullInt64
+		)
+		require.NoError(t, db.SQL.QueryRowContext(ctx, db.Rebind("SELECT merchant_id, livemode, job_id FROM webhook_deliveries WHERE id = ?"), id).
+			Scan(&merchantID, &livemode, &jobID))
+		require.Equal(t, w.merchant, merchantID, "delivery %s", id)
+		require.Equal(t, w.livemode, livemode, "delivery %s", id)
+		require.False(t, jobID.Valid)
+	}
+}

@@ -106,6 +106,13 @@ func triesArgs(tries []Try) []any {
 // ids, livemodes, event ids and line data. It answers the ids of the
 // deliveries it updated (those still pending), and a NULL for each feed
 // line, whose notification (pg_notify, delivered on commit) it sends.
+//
+// A delivery it finishes (succeeded or failed) loses its River job in the
+// same statement, so River never fetches a job whose delivery is done
+// (a batch's deliveries each have one, webhook_batch.go), unless River holds the job: running (it ends by itself, finding
+// the delivery done; a batch's own job is running) or locked by a fetch
+// right now (SKIP LOCKED: it becomes running). A delivery left pending (a
+// failed try with a retry due) keeps its job, which brings it back.
 const recordTriesSQL = `WITH i AS (
 	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::timestamptz[],
 		$6::timestamptz[], $7::uuid[], $8::bigint[], $9::bigint[], $10::text[],
@@ -118,7 +125,13 @@ const recordTriesSQL = `WITH i AS (
 		next_attempt_at = i.next_at, completed_at = i.completed_at, updated_at = i.now
 	FROM i
 	WHERE w.id = i.delivery_id AND w.status = 'pending'
-	RETURNING w.id
+	RETURNING w.id, w.job_id, w.status
+), j AS (
+	DELETE FROM river_job WHERE id IN (
+		SELECT r.id FROM river_job r JOIN d ON r.id = d.job_id
+		WHERE d.status <> 'pending' AND r.state IN ('available', 'scheduled', 'retryable')
+		ORDER BY r.id
+		FOR UPDATE OF r SKIP LOCKED)
 ), a AS (
 	INSERT INTO webhook_attempts (id, created_at, updated_at, delivery_id, status_code, duration_ms, error, at)
 	SELECT attempt_id, now, now, delivery_id, status_code, duration_ms, error, at FROM i
