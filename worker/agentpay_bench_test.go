@@ -18,6 +18,10 @@ import (
 // latency benchmark: `agentpay dev`'s default (DEV_BLOCK_TIME).
 const agentPayBlockTime = time.Second
 
+// agentPayServiceBudget is what issue 26 allows the service beyond the
+// chain's confirmations: request to confirmed webhook.
+const agentPayServiceBudget = 300 * time.Millisecond
+
 // BenchmarkAgentPayConfirmedLatency measures an agent paying a checkout
 // session on the base devnet, from the request (Service.PayCheckout, what
 // POST /checkout/pay/{id}/agent-pay and the MCP pay_checkout tool call) to
@@ -25,8 +29,9 @@ const agentPayBlockTime = time.Second
 // the real worker as `agentpay worker` runs it (its default scan interval
 // and delivery), on the test database, SQLite or PostgreSQL. The devnet
 // makes a block every agentPayBlockTime and a payment needs
-// latencyConfirmations; the goal is at most confirmations × block time +
-// 1 s (4 s here): the chain's own wait plus a second for the service.
+// latencyConfirmations; the goal (issue 26) is at most confirmations ×
+// block time + 300 ms (3.3 s here): the chain's own wait plus 300 ms for
+// the service.
 // Reports the mean, p50, p99 and max.
 //
 //	go test ./worker -run '^$' -bench AgentPayConfirmedLatency -benchtime 10x
@@ -114,7 +119,7 @@ func BenchmarkAgentPayConfirmedLatency(b *testing.B) {
 	b.ReportMetric(ms(delays[n/2]), "p50-ms")
 	b.ReportMetric(ms(delays[min(n-1, n*99/100)]), "p99-ms")
 	b.ReportMetric(ms(delays[n-1]), "max-ms")
-	b.ReportMetric(ms(latencyConfirmations*agentPayBlockTime+time.Second), "goal-ms")
+	b.ReportMetric(ms(latencyConfirmations*agentPayBlockTime+agentPayServiceBudget), "goal-ms")
 }
 
 // BenchmarkInternalPayment measures an agent paying a checkout session of
