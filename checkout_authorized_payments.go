@@ -468,6 +468,16 @@ func (s *Service) awaitAuthorizedPayment(ctx context.Context, t *authorizedTarge
 	// the payer's), so its cost is recorded now (best effort: a crash here
 	// leaves it out of the gas ledger).
 	s.recordRelayGas(ctx, t.mode, t.ledger, txHash)
+	if rc.State == chains.TxFailed && !replayed {
+		// The same authorization relayed twice: a retry whose first relay
+		// was still pooled (its process died between broadcast and
+		// answer, or its answer was lost) reverts once the first lands.
+		// The first is the payment and the answer, never "failed" for a
+		// payment that landed, and the revert is not the payer's.
+		if prior, done, err := s.replayAuthorization(ctx, t, auth); err == nil && done {
+			return prior, nil
+		}
+	}
 	s.relayIncluded(ctx, t, auth, txHash, rc.State == chains.TxFailed)
 	if rc.State == chains.TxFailed {
 		out.Status = "failed"

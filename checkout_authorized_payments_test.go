@@ -16,11 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay/chains"
+	"agentpay/chains/adapters"
 	"agentpay/ent"
 	"agentpay/ent/checkoutsession"
 	"agentpay/ent/gasspend"
 	"agentpay/ent/payment"
+	"agentpay/ent/relay"
 	"agentpay/internal/testdb"
+	"agentpay/internal/testenv"
 )
 
 // signTransferAuthorization signs an EIP-3009 TransferWithAuthorization as
@@ -322,4 +325,69 @@ func TestReplayAuthorizationRacesItsRelay(t *testing.T) {
 	require.Equal(t, "detected", res.Status)
 	requireDecimal(t, "2.5", e.onChain(t, chains.Base, payer.addr), "moved once")
 	require.Equal(t, 1, e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).CountX(ctx))
+}
+
+// TestPayWithAuthorizationRelayedTwice: a payer retries an authorization
+// whose first relay is still pooled, broadcast by another process (its own
+// ledger and nonces, the same treasury key) that died before answering;
+// the retry's relay goes out too, lands in the same block after the
+// first and reverts. The answer is the first relay's payment, not
+// "failed", and the revert does not count against the payer.
+func TestPayWithAuthorizationRelayedTwice(t *testing.T) {
+	ctx := context.Background()
+	// Blocks only when the test commits one: both relays pooled together.
+	e := startAgentCheckoutEnvWith(t, testenv.Options{BlockTime: -1})
+	payer := e.relayPayer(t, 5_000_000)
+	sess := e.session(t, "2.50", false)
+	now := time.Now().Unix()
+	auth := signTransferAuthorization(t, payer.key, e.tokenDomain(t), e.depositAddress(t, sess), 2_500_000, now-600, now+3600)
+	parsed, err := auth.parse()
+	require.NoError(t, err)
+	// The process that died: its own connection to the chain.
+	d := e.env.EVM(chains.Base)
+	other, err := adapters.Network(ctx, chains.Base, adapters.Chain{
+		RPCURL: d.RPCURL, USDC: d.USDC.Hex(), Confirmations: 2, GasKey: e.env.Treasury.Key(chains.Base),
+	})
+	require.NoError(t, err)
+	if l, ok := other.Ledger.(interface{ Close() }); ok {
+		t.Cleanup(l.Close)
+	}
+	first, err := other.Ledger.(chains.AuthorizationRelayer).RelayAuthorization(ctx, parsed)
+	require.NoError(t, err)
+	pooled := e.gasNonce(t)
+
+	type answer struct {
+		res *AuthorizedPayment
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := e.svc.PayWithAuthorization(ctx, AuthorizedPaymentRequest{ExternalID: sess.ExternalID, Chain: "base", Authorization: auth, Wait: 30 * time.Second})
+		done <- answer{res, err}
+	}()
+	require.Eventually(t, func() bool {
+		select {
+		case a := <-done:
+			done <- a
+			return true
+		default:
+			return e.gasNonce(t) == pooled+1
+		}
+	}, 20*time.Second, 5*time.Millisecond, "the service relays it again")
+	d.Commit()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the retry's answer did not come")
+	}
+	require.NoError(t, a.err)
+	require.NotEqual(t, "failed", a.res.Status, "a payment that landed is not answered failed")
+	require.Equal(t, first.TxHash, a.res.TxHash, "the answer is the relay that moved the value")
+	require.True(t, a.res.Replayed)
+	require.NotNil(t, a.res.Payment)
+	require.Equal(t, 1, e.db.Ent.Payment.Query().Where(payment.SessionID(sess.ID)).CountX(ctx))
+	for _, r := range e.relaysOf(t, payer.addr) {
+		require.NotEqual(t, relay.StatusReverted, r.Status, "the duplicate's revert is not the payer's")
+	}
 }
