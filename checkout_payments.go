@@ -157,31 +157,9 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 			"tx", ev.Deposit.TxHash, "amount", ev.Deposit.Amount)
 		return nil
 	}
-	stored := d.stored(ev.Deposit.To)
-	var (
-		da  *ent.DepositAddress
-		err error
-	)
-	if d.preloaded {
-		if da = d.das[stored]; da == nil {
-			err = &ent.NotFoundError{}
-		}
-	} else {
-		da, err = d.tx.DepositAddress.Query().
-			Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(stored)).
-			Only(ctx)
-	}
-	if ent.IsNotFound(err) {
-		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", ev.Deposit.To,
-			"tx", ev.Deposit.TxHash)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading deposit address: %w", err)
-	}
-	sess, err := store.ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
-	if err != nil {
-		return fmt.Errorf("locking session: %w", err)
+	da, sess, err := d.depositSession(ctx, ev.Deposit)
+	if da == nil || err != nil {
+		return err
 	}
 	var p *ent.Payment
 	if d.preloaded && d.absent[ev.Deposit.Key()] {
@@ -270,6 +248,38 @@ func (d *depositTx) apply(ctx context.Context, ev chains.DepositEvent) error {
 		return nil
 	}
 	return nil
+}
+
+// depositSession is the deposit address dep was sent to, with its session
+// locked for the transaction; nil, nil (logged) when the address is none
+// of ours.
+func (d *depositTx) depositSession(ctx context.Context, dep chains.Deposit) (*ent.DepositAddress, *ent.CheckoutSession, error) {
+	stored := d.stored(dep.To)
+	var (
+		da  *ent.DepositAddress
+		err error
+	)
+	if d.preloaded {
+		if da = d.das[stored]; da == nil {
+			err = &ent.NotFoundError{}
+		}
+	} else {
+		da, err = d.tx.DepositAddress.Query().
+			Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(stored)).
+			Only(ctx)
+	}
+	if ent.IsNotFound(err) {
+		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", dep.To, "tx", dep.TxHash)
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading deposit address: %w", err)
+	}
+	sess, err := store.ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("locking session: %w", err)
+	}
+	return da, sess, nil
 }
 
 // record creates the payment of a deposit seen for the first time (or first

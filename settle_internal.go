@@ -12,13 +12,10 @@ import (
 
 	"agentpay/chains"
 	"agentpay/ent"
-	"agentpay/ent/checkoutsession"
-	"agentpay/ent/depositaddress"
 	"agentpay/ent/payment"
 	"agentpay/ent/transfer"
 	"agentpay/ent/wallet"
 	"agentpay/internal/jobs"
-	"agentpay/internal/store"
 )
 
 // Instant settlement between our own wallets (docs/money.md#internal-payments).
@@ -176,19 +173,9 @@ func (s *Service) completeInternalPayment(ctx context.Context, tx *ent.Tx, sqlTx
 // event.
 func (d *depositTx) applyInternal(ctx context.Context, evs [3]chains.DepositEvent) error {
 	dep := evs[0].Deposit
-	da, err := d.tx.DepositAddress.Query().
-		Where(depositaddress.Chain(string(d.chain)), depositaddress.Address(d.stored(dep.To))).
-		Only(ctx)
-	if ent.IsNotFound(err) {
-		d.s.logger.WarnContext(ctx, "deposit to an unknown address", "chain", d.chain, "to", dep.To, "tx", dep.TxHash)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading deposit address: %w", err)
-	}
-	sess, err := store.ForUpdate(d.s.cfg.DB, d.tx.CheckoutSession.Query().Where(checkoutsession.ID(da.SessionID))).Only(ctx)
-	if err != nil {
-		return fmt.Errorf("locking session: %w", err)
+	da, sess, err := d.depositSession(ctx, dep)
+	if da == nil || err != nil {
+		return err
 	}
 	exists, err := d.tx.Payment.Query().
 		Where(payment.Chain(string(d.chain)), payment.TxHash(dep.TxHash), payment.LogIndex(int(dep.Index))).

@@ -108,10 +108,11 @@ func triesArgs(tries []Try) []any {
 // line, whose notification (pg_notify, delivered on commit) it sends.
 //
 // A delivery it finishes (succeeded or failed) loses its River job in the
-// same statement, so River never fetches a job whose delivery is done
-// (a batch's deliveries each have one, webhook_batch.go), unless River holds the job: running (it ends by itself, finding
-// the delivery done; a batch's own job is running) or locked by a fetch
-// right now (SKIP LOCKED: it becomes running). A delivery left pending (a
+// same statement, so River never fetches a job whose delivery is done (a
+// batch's deliveries each have one, webhook_batch.go), unless River holds
+// the job: running (it ends by itself, finding the delivery done; a
+// batch's own job is running) or locked by a fetch right now (SKIP
+// LOCKED: it becomes running). A delivery left pending (a
 // failed try with a retry due) keeps its job, which brings it back.
 const recordTriesSQL = `WITH i AS (
 	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::timestamptz[],
