@@ -146,11 +146,14 @@ func TestProcessChurn(t *testing.T) {
 
 	// Every payment confirms and settles, the churn still going. A batch
 	// pays several sessions at once: its settlement.completed names each
-	// payment it paid (data.payments).
+	// payment it paid (data.payments). A minute or two here, the payouts
+	// the slowest step (their batches are formed and paid by jobs the
+	// churn keeps killing; the timeline logged below shows each step): six
+	// minutes leave room for CI's loaded machine.
 	confirmed := []string{agentpay.EventPaymentDetected, agentpay.EventPaymentConfirmed}
 	var logged []webhookLogEvent
 	var settled map[string]churnSettlement
-	waitFor(t, 4*time.Minute, func() bool {
+	waitFor(t, 6*time.Minute, func() bool {
 		for _, id := range ids {
 			for _, kind := range confirmed {
 				if !e.Receiver.HasAcked(id, kind) {
@@ -184,6 +187,7 @@ func TestProcessChurn(t *testing.T) {
 	stopChurn()
 	t.Logf("under churn: %d sessions paid, confirmed and settled in %s; %d kills, %d settlement batches, RPC calls %s",
 		sessions, time.Since(began).Round(time.Second), kills.Load(), len(settled), proxy.counts())
+	t.Logf("timeline:%s", churnTimeline(e))
 	require.GreaterOrEqual(t, kills.Load(), int64(3), "the processes were killed while payments went through")
 
 	// Nothing lost or doubled: one event of each kind per session (one
@@ -465,24 +469,60 @@ func churnProgress(e *procEnv, ids []string) string {
 			fmt.Fprintf(&b, " %s", w.Event)
 		}
 	}
+	b.WriteString(churnTimeline(e))
+	return b.String()
+}
+
+// churnTimeline is where each payment and settlement batch stands, with
+// the time each step took place (seconds after the first payment was
+// detected), to show which step a slow run waited on.
+func churnTimeline(e *procEnv) string {
+	var b bytes.Buffer
 	db, err := sql.Open("postgres", e.dbURL)
 	if err != nil {
-		return b.String()
+		return err.Error()
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT seq, status, coalesce(error, '') FROM settlement_batches ORDER BY seq`)
+	rows, err := db.Query(`WITH t0 AS (SELECT min(created_at) AS t FROM payments)
+		SELECT external_id, status, coalesce(settlement_status, ''), coalesce(settlement_error, ''),
+			extract(epoch FROM confirmed_at - t0.t)::float8, extract(epoch FROM swept_at - t0.t)::float8,
+			extract(epoch FROM settled_at - t0.t)::float8
+		FROM payments, t0 ORDER BY created_at`)
 	if err != nil {
-		return b.String() + "\n  batches: " + err.Error()
+		return "\n  payments: " + err.Error()
 	}
 	defer rows.Close()
 	for rows.Next() {
+		var id, status, settlement, why string
+		var confirmed, swept, settled sql.NullFloat64
+		if rows.Scan(&id, &status, &settlement, &why, &confirmed, &swept, &settled) == nil {
+			fmt.Fprintf(&b, "\n  payment %s: %s (%s), swept %s, settlement %s (%s) %s", id, status, seconds(confirmed), seconds(swept), settlement, seconds(settled), why)
+		}
+	}
+	batches, err := db.Query(`SELECT seq, status, coalesce(error, ''),
+			extract(epoch FROM created_at - (SELECT min(created_at) FROM payments))::float8,
+			extract(epoch FROM completed_at - (SELECT min(created_at) FROM payments))::float8
+		FROM settlement_batches ORDER BY seq`)
+	if err != nil {
+		return b.String() + "\n  batches: " + err.Error()
+	}
+	defer batches.Close()
+	for batches.Next() {
 		var seq int64
 		var status, why string
-		if rows.Scan(&seq, &status, &why) == nil {
-			fmt.Fprintf(&b, "\n  batch %d: %s %s", seq, status, why)
+		var created, updated sql.NullFloat64
+		if batches.Scan(&seq, &status, &why, &created, &updated) == nil {
+			fmt.Fprintf(&b, "\n  batch %d: created %s, %s (%s) %s", seq, seconds(created), status, seconds(updated), why)
 		}
 	}
 	return b.String()
+}
+
+func seconds(f sql.NullFloat64) string {
+	if !f.Valid {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", f.Float64)
 }
 
 // lazy formats as what its function answers when formatted.
