@@ -31,13 +31,8 @@ func TestSpendApprovalInBrowser(t *testing.T) {
 	})
 	env, svc, origin := a.env, a.svc, a.origin
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	ctx := openBrowser(t, 3*time.Minute)
+	wait := pollFor
 	email := "policy.person@example.com"
 	a.signUpWithPasskey(t, ctx, email, "policy_person")
 

@@ -14,7 +14,6 @@ import (
 	"agentpay"
 	"agentpay/ent"
 	"agentpay/ent/dashboardsession"
-	"agentpay/internal/testenv"
 )
 
 // TestDashboardWebhookURLKeepsAnEdit: the webhooks view reloads on every
@@ -42,13 +41,8 @@ func TestDashboardWebhookURLKeepsAnEdit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 3*time.Minute)
+	wait := pollFor
 	field := func() string {
 		t.Helper()
 		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.getElementById("webhook-url").value`))

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"agentpay"
-	"agentpay/internal/testenv"
 )
 
 // loadProbe is run in the home page before its scripts (a DevTools
@@ -73,13 +72,8 @@ func TestHomeRendersOneLoadAtATime(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 2*time.Minute)
+	wait := pollFor
 	_, err = chromedp.Call(tctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: loadProbe})
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(tctx,
@@ -130,13 +124,8 @@ func TestHomeMissesNoEventBeforeItsWatchStarts(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 2*time.Minute)
+	wait := pollFor
 	_, err = chromedp.Call(tctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{
 		Source: loadProbe + `window.__loads.holdSubscribe = true;`})
 	require.NoError(t, err)

@@ -12,7 +12,6 @@ import (
 
 	"agentpay"
 	"agentpay/identity/sandbox"
-	"agentpay/internal/testenv"
 )
 
 // TestIdentityConfirmedOnReturn: a person verifies their identity on the
@@ -52,12 +51,8 @@ func TestIdentityConfirmedOnReturn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 2*time.Minute)
+	wait := pollFor
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(a.newestLink(t, email)),
 		chromedp.Click(`#continue`),

@@ -51,19 +51,9 @@ func TestKeyboardOnlyJourneys(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](js))
-		require.NoError(t, err)
-		return v
-	}
+	tctx := openBrowser(t, 3*time.Minute)
+	wait := pollFor
+	eval := func(js string) string { t.Helper(); return evalString(t, tctx, js) }
 	tabTo := func(sel string) { t.Helper(); keyboardTabTo(t, tctx, sel) }
 	press := func(key string) { t.Helper(); require.NoError(t, chromedp.Do(tctx, chromedp.KeyEvent(key))) }
 
@@ -191,19 +181,9 @@ func TestKeyboardOnlyMerchantSignUpAndApproval(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(tctx, chromedp.Evaluate[string](js))
-		require.NoError(t, err)
-		return v
-	}
+	tctx := openBrowser(t, 3*time.Minute)
+	wait := pollFor
+	eval := func(js string) string { t.Helper(); return evalString(t, tctx, js) }
 	tabTo := func(sel string) { t.Helper(); keyboardTabTo(t, tctx, sel) }
 	// landed waits for cond on the document a key's navigation opens: a
 	// poll the navigation interrupts is asked again on the new document.
@@ -321,12 +301,7 @@ func TestKeyboardOnlyMerchantSignUpAndApproval(t *testing.T) {
 // outline for :focus-visible, 3 px solid.
 func keyboardTabTo(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		require.NoError(t, err)
-		return v
-	}
+	eval := func(js string) string { t.Helper(); return evalString(t, ctx, js) }
 	for i := 0; i < 60; i++ {
 		require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.Tab)))
 		if eval(`String(!!document.activeElement && document.activeElement.matches(`+"`"+sel+"`"+`))`) == "true" {

@@ -17,7 +17,6 @@ import (
 
 	"agentpay"
 	"agentpay/ent"
-	"agentpay/internal/testenv"
 )
 
 // keptNode marks the element sel names (its first match) in the page,
@@ -61,13 +60,8 @@ func TestHomeKeepsUnchangedListItems(t *testing.T) {
 	}
 	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 2*time.Minute)
+	wait := pollFor
 	_, err = chromedp.Call(tctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: loadProbe})
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(tctx,
@@ -123,13 +117,8 @@ func TestDashboardKeepsUnchangedRows(t *testing.T) {
 	}
 	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 2*time.Minute)
+	wait := pollFor
 	_, err = chromedp.Call(tctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: loadProbe})
 	require.NoError(t, err)
 	loaded := `document.getElementById("dashboard").dataset.loaded === "sessions" && !document.getElementById("dashboard").hasAttribute("aria-busy")`
@@ -167,9 +156,7 @@ func TestConfirmReopenedAtOnce(t *testing.T) {
 	_, err := a.svc.CreateUser(ctx, agentpay.NewUser{Email: email, Username: "confirm_again"})
 	require.NoError(t, err)
 	require.NoError(t, a.svc.RequestSignIn(ctx, email, "192.0.2.1"))
-	bctx := testenv.StartBrowser(t)
-	tctx, cancel := context.WithTimeout(bctx, time.Minute)
-	defer cancel()
+	tctx := openBrowser(t, time.Minute)
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(a.newestLink(t, email)),
 		chromedp.Click(`#continue`),

@@ -46,13 +46,8 @@ func TestMerchantSignUpJourney(t *testing.T) {
 		return agentpay.MailLinks(got[len(got)-1].Text)
 	}
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 4*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 4*time.Minute)
+	wait := pollFor
 	location := func() string {
 		t.Helper()
 		u, err := chromedp.Run(tctx, chromedp.Evaluate[string](`location.pathname + location.search`))

@@ -69,13 +69,8 @@ func TestPagesFitAndPassAxe(t *testing.T) {
 	require.NoError(t, err)
 	stepUpLink := a.linkTo(t, ownerEmail, "/step-up/")
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 6*time.Minute)
-	defer cancel()
-	wait := func(cond string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
-	}
+	tctx := openBrowser(t, 6*time.Minute)
+	wait := pollFor
 	const loaded = `document.readyState === "complete"`
 
 	// The contact e-mail's page, then confirmed (the owner's membership),

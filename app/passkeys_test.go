@@ -16,7 +16,6 @@ import (
 	"agentpay/ent/stepup"
 	"agentpay/ent/user"
 	"agentpay/internal/httpx"
-	"agentpay/internal/testenv"
 )
 
 // TestPasskeysInBrowser drives the app in headless Chromium with its
@@ -26,10 +25,7 @@ import (
 // another browser's session.
 func TestPasskeysInBrowser(t *testing.T) {
 	a := serveApp(t)
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
+	ctx := openBrowser(t, 3*time.Minute)
 	wait := func(cond string) chromedp.Action[chromedp.Void] {
 		return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(15*time.Second))
 	}

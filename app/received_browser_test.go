@@ -50,10 +50,7 @@ func TestReceivedListPastOnePage(t *testing.T) {
 	m, err := env.DB.Ent.MailMessage.Query().Where(mailmessage.To(u.Email)).Only(ctx)
 	require.NoError(t, err)
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
+	tctx := openBrowser(t, 2*time.Minute)
 	first := `document.querySelector("#received li") && document.querySelector("#received li").textContent`
 	require.NoError(t, chromedp.Do(tctx,
 		chromedp.Navigate(agentpay.MailLinks(m.Text)[0]),

@@ -101,6 +101,31 @@ func (a *servedApp) linkTo(t *testing.T, to, pathPart string) string {
 	return ""
 }
 
+// openBrowser starts a headless browser for the test, failing it on any
+// Content-Security-Policy violation a page reports, and returns its
+// context, ended after timeout.
+func openBrowser(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	bctx := testenv.StartBrowser(t)
+	testenv.RefuseCSPViolations(t, bctx)
+	ctx, cancel := context.WithTimeout(bctx, timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// pollFor waits up to 30 s for the page's JavaScript condition cond.
+func pollFor(cond string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second))
+}
+
+// evalString is what js evaluates to in the page, as a string.
+func evalString(t *testing.T, ctx context.Context, js string) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	require.NoError(t, err)
+	return v
+}
+
 // addPasskeyAuthenticator gives the browser a virtual platform
 // authenticator (discoverable passkeys, the user verified, presence
 // simulated), as a phone or laptop with a passkey would be.

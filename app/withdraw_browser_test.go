@@ -58,10 +58,7 @@ func TestWithdrawFormInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	link := agentpay.MailLinks(m.Text)[0]
 
-	bctx := testenv.StartBrowser(t)
-	testenv.RefuseCSPViolations(t, bctx)
-	tctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	defer cancel()
+	tctx := openBrowser(t, 2*time.Minute)
 	waitResult := func(status string) string {
 		t.Helper()
 		require.NoError(t, chromedp.Do(tctx, chromedp.Poll[chromedp.Void](
